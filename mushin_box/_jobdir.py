@@ -1,0 +1,52 @@
+# SPDX-License-Identifier: MIT
+"""Where "the job directory" is, for every rank of a job.
+
+Rank 0 of a Hydra job knows it from Hydra's runtime config. Ranks that HydraDDP starts
+get the same Hydra config restored (see ``_ddp_child``), and any other process can be
+pointed at a directory with ``MUSHIN_JOB_DIR``. Never the current working directory
+first: with ``hydra.job.chdir=False`` (Hydra >= 1.2 default) the cwd is not the job dir.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["JOB_DIR_ENV", "job_dir", "mushin_dir"]
+
+JOB_DIR_ENV = "MUSHIN_JOB_DIR"
+
+
+def job_dir() -> Path:
+    """Return the directory of the current job (a Hydra job, or one HydraDDP rank of it).
+
+    Order: Hydra's ``runtime.output_dir`` when a Hydra job is running, else the
+    ``MUSHIN_JOB_DIR`` environment variable, else the current working directory.
+
+    Examples
+    --------
+    >>> import os
+    >>> from mushin_box import job_dir
+    >>> os.environ["MUSHIN_JOB_DIR"] = "/tmp"
+    >>> str(job_dir())
+    '/tmp'
+    >>> del os.environ["MUSHIN_JOB_DIR"]
+    """
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        if HydraConfig.initialized():
+            out = HydraConfig.get().runtime.output_dir
+            if out:
+                return Path(out)
+    except ImportError:  # pragma: no cover - hydra is a dependency
+        pass
+    env = os.environ.get(JOB_DIR_ENV)
+    if env:
+        return Path(env)
+    return Path.cwd()
+
+
+def mushin_dir(base: Path | None = None) -> Path:
+    """The job's private ``.mushin`` directory (seed records, rank bookkeeping)."""
+    return (base if base is not None else job_dir()) / ".mushin"

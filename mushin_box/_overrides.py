@@ -1,0 +1,505 @@
+"""Serialize Python values to Hydra's command-line override grammar (and back).
+
+Hydra (1.3) parses every ``key=value`` override with an ANTLR grammar. Unquoted
+values are re-interpreted by that grammar (``1`` is an int, ``a,b`` is a sweep,
+``null`` is ``None``, ...), so this module always emits *typed* literals: strings are
+always quoted, floats use their exact ``repr`` and containers are written recursively.
+
+Two layers of escaping are applied to strings:
+
+1. **Hydra quoting.** Inside a quoted value, a backslash is only special when it
+   precedes a quote character (the opening/closing quote of that value): such a run of
+   backslashes is doubled, and a quote inside the value is written as ``\\'``. Every
+   other character -- commas, ``=``, brackets, colons, spaces, tabs, newlines, the other
+   quote character, any unicode -- is kept verbatim.
+2. **OmegaConf interpolations.** Hydra stores the parsed string in an OmegaConf
+   config, where ``${...}`` is an interpolation that is resolved when the task reads it.
+   The values formatted here are literals, so every ``${`` is escaped as ``\\${`` (and
+   ``n`` backslashes directly before it become ``2n + 1``), which OmegaConf turns back
+   into the literal text. To pass a real interpolation, write the override by hand.
+
+Values that cannot reach a task unchanged are rejected with a :class:`ValueError`:
+
+- the string ``"???"`` (anywhere in a value), which OmegaConf reads as "missing";
+- strings containing NUL (``"\\x00"``), which no command line or environment can carry;
+- strings containing lone surrogates, which cannot be encoded as UTF-8 (Hydra writes
+  every override to ``.hydra/overrides.yaml``);
+- dictionary keys that are not plain identifiers (Hydra's grammar has no quoted keys;
+  ``true``/``null``/``inf``/``nan`` keys would be re-typed).
+
+Everything else -- including newlines, tabs, both quote characters, backslashes and any
+other unicode -- is supported inside quoted strings.
+
+Sweeps: Hydra's ``choice(...)`` function strips the quotes of its top-level string
+arguments (the basic sweeper then hands the job ``key=1`` for ``choice('1')``) and
+rejects ``null``, so :func:`format_sweep` uses the quote-preserving simple form
+``key=v1,v2`` (see its docstring for the one-value case).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Mapping, Sequence
+from enum import Enum
+from typing import Any
+
+__all__ = [
+    "format_override",
+    "format_sweep",
+    "format_value",
+    "parse_override_value",
+    "parse_sweep_values",
+]
+
+# One segment of a config path, as Hydra's key lexer accepts it (ASCII only).
+_IDENT = r"[A-Za-z_][A-Za-z0-9_-]*"
+_KEY_RE = re.compile(
+    rf"{_IDENT}(?:\.(?:{_IDENT}|0|[1-9][0-9]*))*"  # dotted path: a.b.0.c
+    rf"|{_IDENT}(?:/{_IDENT})+"  # config group: hydra/launcher
+)
+_DICT_KEY_RE = re.compile(_IDENT)
+# Identifiers that Hydra's value lexer turns into null / bool / float tokens.
+_RESERVED_DICT_KEYS = frozenset({"null", "true", "false", "inf", "nan"})
+# A run of backslashes followed by the start of an OmegaConf interpolation.
+_INTERPOLATION_RE = re.compile(r"(\\*)\$\{")
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+_MISSING = "???"
+
+
+def _is_array_scalar(value: object) -> bool:
+    """Whether ``value`` is a 0-d array-like scalar (numpy scalar, 0-d array/tensor)."""
+    shape = getattr(value, "shape", None)
+    return shape is not None and tuple(shape) == () and callable(getattr(value, "item", None))
+
+
+def _escape_interpolations(text: str) -> str:
+    """Escape every ``${`` so that OmegaConf reads ``text`` back literally."""
+    return _INTERPOLATION_RE.sub(lambda m: "\\" * (2 * len(m.group(1)) + 1) + "${", text)
+
+
+def _quote(text: str) -> str:
+    """Quote ``text`` for Hydra: the unescaped result of parsing it is exactly ``text``."""
+    quote = '"' if text.count("'") > text.count('"') else "'"
+    out: list[str] = [quote]
+    backslashes = 0
+    for char in text:
+        if char == "\\":
+            backslashes += 1
+            continue
+        if char == quote:
+            # Backslashes before a quote are escapes: double them, then escape the quote.
+            out.append("\\" * (2 * backslashes) + "\\" + quote)
+        else:
+            out.append("\\" * backslashes + char)
+        backslashes = 0
+    # Backslashes before the closing quote must be doubled too.
+    out.append("\\" * (2 * backslashes) + quote)
+    return "".join(out)
+
+
+def _format_str(text: str, where: str) -> str:
+    if text == _MISSING:
+        raise ValueError(
+            f"cannot pass the string '???'{where}: OmegaConf reads it as a missing "
+            "mandatory value, so the task would never receive it"
+        )
+    if "\x00" in text:
+        raise ValueError(
+            f"cannot pass a string containing NUL ('\\x00'){where}: no command line, "
+            "environment or YAML file written by Hydra can carry it"
+        )
+    if _SURROGATE_RE.search(text):
+        raise ValueError(
+            f"cannot pass a string containing a lone surrogate{where}: Hydra writes "
+            "overrides as UTF-8 (.hydra/overrides.yaml), which cannot encode it"
+        )
+    return _quote(_escape_interpolations(text))
+
+
+def _format_float(value: float) -> str:
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    # repr is the shortest string that round-trips exactly; Hydra's FLOAT token
+    # accepts all of its forms ("0.1", "-0.0", "1e+300", "5e-324").
+    return float.__repr__(value)
+
+
+def _format_dict_key(key: object, where: str) -> str:
+    if not isinstance(key, str):
+        raise TypeError(
+            f"dictionary keys must be str, got {type(key).__qualname__} ({key!r}){where}; "
+            "Hydra's override grammar would not keep its type"
+        )
+    if _DICT_KEY_RE.fullmatch(key) is None or key.lower() in _RESERVED_DICT_KEYS:
+        raise ValueError(
+            f"invalid dictionary key {key!r}{where}: keys must be identifiers "
+            "([A-Za-z_][A-Za-z0-9_-]*) other than null/true/false/inf/nan, because "
+            "Hydra's grammar has no quoted keys"
+        )
+    return key
+
+
+def _format(value: object, path: str, active: set[int]) -> str:
+    where = f" at {path}" if path else ""
+    if value is None:
+        return "null"
+    if isinstance(value, Enum):
+        raise TypeError(
+            f"cannot format an enum member ({type(value).__qualname__}){where} as a Hydra "
+            "override; pass its .name or .value instead"
+        )
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return int.__repr__(value)
+    if isinstance(value, float):
+        return _format_float(value)
+    if isinstance(value, str):
+        return _format_str(str.__str__(value), where)
+    if _is_array_scalar(value):
+        return _format(value.item(), path, active)  # type: ignore[attr-defined]
+    if isinstance(value, Mapping | Sequence) and not isinstance(value, bytes | bytearray):
+        if id(value) in active:
+            raise ValueError(f"cannot format a self-referencing container{where}")
+        active.add(id(value))
+        try:
+            if isinstance(value, Mapping):
+                items: list[str] = []
+                for key, item in value.items():
+                    text_key = _format_dict_key(key, where)
+                    items.append(f"{text_key}:{_format(item, f'{path}[{key!r}]', active)}")
+                return "{" + ",".join(items) + "}"
+            elements = [
+                _format(item, f"{path}[{index}]", active) for index, item in enumerate(value)
+            ]
+            return "[" + ",".join(elements) + "]"
+        finally:
+            active.discard(id(value))
+    hint = "convert it first (e.g. str(path), list(array), .tolist(), sorted(a_set))"
+    raise TypeError(
+        f"cannot format a value of type {type(value).__qualname__}{where} as a Hydra "
+        "override: supported are None, bool, int, float, str, numpy-like scalars, and "
+        f"lists/tuples/dicts of those; {hint}"
+    )
+
+
+def format_value(value: object) -> str:
+    """Format ``value`` as a Hydra override value that parses back to exactly ``value``.
+
+    Parameters
+    ----------
+    value : object
+        ``None``, ``bool``, ``int``, ``float`` (including ``nan``/``inf``/``-inf``),
+        ``str``, a 0-d numpy-like scalar (converted with ``.item()``), or a
+        list/tuple/dict nesting those. Dictionary keys must be identifiers. Tuples are
+        written as lists (OmegaConf has no tuples).
+
+    Returns
+    -------
+    str
+        The text after ``=`` in an override. Strings are always quoted and their
+        ``${`` sequences escaped, so the task receives the literal string.
+
+    Raises
+    ------
+    TypeError
+        If ``value`` (or anything nested in it) has an unsupported type.
+    ValueError
+        If a value cannot reach a task unchanged: the string ``"???"``, a string with
+        NUL or lone surrogates, an invalid dictionary key, a self-referencing container.
+
+    Examples
+    --------
+    >>> format_value([None, True, 3, 0.1, float("-inf"), "it's, ${x}"])
+    '[null,true,3,0.1,-inf,"it\\'s, \\\\${x}"]'
+    >>> format_value({"lr": 1e-3, "name": "a=b"})
+    "{lr:0.001,name:'a=b'}"
+    """
+    return _format(value, "", set())
+
+
+def _check_key(key: object) -> str:
+    if not isinstance(key, str):
+        raise TypeError(f"override keys must be str, got {type(key).__qualname__}")
+    if _KEY_RE.fullmatch(key) is None:
+        hint = ""
+        if key[:1] in ("+", "~"):
+            hint = " (use add=True / force_add=True instead of a '+' prefix)"
+        raise ValueError(
+            f"invalid override key {key!r}{hint}: expected a dotted config path of "
+            "identifiers ([A-Za-z_][A-Za-z0-9_-]*, list indices allowed after the first "
+            "segment), e.g. 'model.lr' or 'layers.0.size', or a config group path such "
+            "as 'hydra/launcher'"
+        )
+    return key
+
+
+def _prefix(add: bool, force_add: bool) -> str:
+    if add and force_add:
+        raise ValueError("pass at most one of add=True ('+key') and force_add=True ('++key')")
+    return "++" if force_add else "+" if add else ""
+
+
+def format_override(key: str, value: object, *, add: bool = False, force_add: bool = False) -> str:
+    """Format a single ``key=value`` override.
+
+    Parameters
+    ----------
+    key : str
+        Dotted config path (``"model.lr"``, ``"layers.0.size"``) or config group path
+        (``"hydra/launcher"``), without ``+``/``++`` prefix.
+    value : object
+        Any value accepted by :func:`format_value`.
+    add : bool, optional
+        Emit ``+key=value`` (add a key absent from the config). Default ``False``.
+    force_add : bool, optional
+        Emit ``++key=value`` (add or override). Default ``False``.
+
+    Returns
+    -------
+    str
+        The override.
+
+    Raises
+    ------
+    TypeError
+        If ``key`` is not a ``str`` or ``value`` has an unsupported type.
+    ValueError
+        If ``key`` is not a valid path, both ``add`` and ``force_add`` are set, or
+        ``value`` cannot be represented (see :func:`format_value`).
+
+    Examples
+    --------
+    >>> format_override("hydra.sweep.dir", "/tmp/my runs")
+    "hydra.sweep.dir='/tmp/my runs'"
+    >>> format_override("seed", 0, add=True)
+    '+seed=0'
+    """
+    return f"{_prefix(add, force_add)}{_check_key(key)}={format_value(value)}"
+
+
+def format_sweep(
+    key: str, values: Sequence[object], *, add: bool = False, force_add: bool = False
+) -> str:
+    """Format a sweep of ``key`` over ``values`` (one multirun job per value).
+
+    Hydra 1.3's basic sweeper re-serializes every ``choice(...)`` argument before
+    handing it to a job, and in doing so drops the quotes of top-level strings (the
+    job for ``choice('1')`` receives the int ``1``) and ``choice()`` rejects ``null``.
+    The quote-preserving *simple* sweep form is therefore used instead:
+
+    - two or more values: ``key=v1,v2,...``;
+    - one value: ``key=choice(v)``; except a single string or ``None``, which no sweep
+      syntax can carry, and which is written as the plain override ``key=v`` -- in a
+      multirun that is the same single job.
+
+    :func:`parse_sweep_values` reads any of these forms back as a list.
+
+    Parameters
+    ----------
+    key : str
+        Config path, as for :func:`format_override`.
+    values : Sequence[object]
+        Non-empty sequence (not a string) of values accepted by :func:`format_value`.
+    add : bool, optional
+        Emit ``+key=...``. Default ``False``.
+    force_add : bool, optional
+        Emit ``++key=...``. Default ``False``.
+
+    Returns
+    -------
+    str
+        The sweep override.
+
+    Raises
+    ------
+    TypeError
+        If ``values`` is a string or not a sequence, or holds an unsupported type.
+    ValueError
+        If ``values`` is empty or holds duplicates (values that format identically, e.g.
+        ``1`` twice, ``nan`` twice, or ``(1, 2)`` and ``[1, 2]``), which would collapse
+        into the same sweep cell; or for the reasons listed in :func:`format_override`.
+
+    Examples
+    --------
+    >>> format_sweep("s", ["a,b", None, 1.5], add=True)
+    "+s='a,b',null,1.5"
+    >>> format_sweep("layers", [[64, 64]])
+    'layers=choice([64,64])'
+    >>> parse_sweep_values(format_sweep("s", ["1"]).partition("=")[2])
+    ['1']
+    """
+    prefix = _prefix(add, force_add)
+    _check_key(key)
+    if isinstance(values, str | bytes | bytearray) or not isinstance(values, Sequence):
+        raise TypeError(
+            f"values must be a sequence (list/tuple) of sweep values, got "
+            f"{type(values).__qualname__} (convert arrays with .tolist(), sets with sorted())"
+        )
+    if len(values) == 0:
+        raise ValueError(f"cannot sweep {key!r} over no values")
+    formatted: list[str] = []
+    first: dict[str, object] = {}
+    counts: dict[str, int] = {}
+    for value in values:
+        text = format_value(value)
+        if text not in counts:
+            formatted.append(text)
+            first[text] = value
+            counts[text] = 0
+        counts[text] += 1
+    duplicates = [f"{first[text]!r} ({n}x)" for text, n in counts.items() if n > 1]
+    if duplicates:
+        raise ValueError(
+            f"duplicate values in the sweep over {key!r}: {', '.join(duplicates)}; "
+            "duplicates would collapse into the same sweep cell"
+        )
+    if len(formatted) > 1:
+        return f"{prefix}{key}={','.join(formatted)}"
+    (text,) = formatted
+    if text == "null" or text[0] in "'\"":
+        return f"{prefix}{key}={text}"
+    return f"{prefix}{key}=choice({text})"
+
+
+@functools.cache
+def _parser() -> Any:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create()
+
+
+def _unescape_interpolations(text: str, keep_interpolations: bool) -> str:
+    if "${" not in text:
+        return text
+    if any(len(m.group(1)) % 2 == 0 for m in _INTERPOLATION_RE.finditer(text)):
+        if keep_interpolations:
+            return text
+        raise ValueError(
+            f"{text!r} contains an OmegaConf interpolation, whose value depends on the "
+            "config; pass keep_interpolations=True to get its raw text"
+        )
+    return _INTERPOLATION_RE.sub(lambda m: "\\" * (len(m.group(1)) // 2) + "${", text)
+
+
+def _to_python(value: object, keep_interpolations: bool) -> Any:
+    from hydra.core.override_parser.types import QuotedString
+
+    if isinstance(value, QuotedString):
+        value = value.text
+    if isinstance(value, str):
+        return _unescape_interpolations(value, keep_interpolations)
+    if isinstance(value, list):
+        return [_to_python(item, keep_interpolations) for item in value]
+    if isinstance(value, dict):
+        return {
+            _to_python(k, keep_interpolations): _to_python(v, keep_interpolations)
+            for k, v in value.items()
+        }
+    return value
+
+
+def _parse(text: str) -> Any:
+    from hydra.errors import HydraException
+
+    if not isinstance(text, str):
+        raise TypeError(f"expected the override value as str, got {type(text).__qualname__}")
+    try:
+        return _parser().parse_overrides([f"_={text}"])[0]
+    except HydraException as exc:
+        raise ValueError(f"cannot parse override value {text!r}: {exc}") from exc
+
+
+def _sweep_list(override: Any, text: str, keep_interpolations: bool) -> list[Any] | None:
+    """The values of a discrete sweep, ``None`` if ``override`` is not a sweep."""
+    if not override.is_sweep_override():
+        return None
+    if not override.is_discrete_sweep():
+        raise ValueError(f"{text!r} is a {override.value_type.name} sweep, not a list of values")
+    return [_to_python(v, keep_interpolations) for v in override.sweep_iterator()]
+
+
+def parse_override_value(text: str, *, keep_interpolations: bool = False) -> Any:
+    """Parse the value part of an override (the text after ``=``) with Hydra's parser.
+
+    This is the inverse of :func:`format_value`: quoted strings are unquoted and
+    escaped ``\\${`` sequences restored, giving the value the task receives.
+
+    Parameters
+    ----------
+    text : str
+        An override value, e.g. ``"[1,'a']"`` or ``"choice(1,2)"``.
+    keep_interpolations : bool, optional
+        What to do with a string holding a live OmegaConf interpolation (an unescaped
+        ``${``): if ``False`` (default) raise :class:`ValueError`; if ``True`` return the
+        string as OmegaConf would store it (escapes untouched).
+
+    Returns
+    -------
+    Any
+        ``None``, ``bool``, ``int``, ``float``, ``str``, or lists/dicts of those. For a
+        discrete sweep (``a,b``, ``choice(...)``, ``range(...)``) the list of its values.
+
+    Raises
+    ------
+    TypeError
+        If ``text`` is not a string.
+    ValueError
+        If ``text`` does not parse, is an interval sweep, or holds an interpolation
+        (unless ``keep_interpolations``).
+
+    Examples
+    --------
+    >>> parse_override_value("'a,b',null,1.5")
+    ['a,b', None, 1.5]
+    >>> parse_override_value(format_value({"x": "${y}"}))
+    {'x': '${y}'}
+    """
+    override = _parse(text)
+    values = _sweep_list(override, text, keep_interpolations)
+    if values is not None:
+        return values
+    return _to_python(override.value(), keep_interpolations)
+
+
+def parse_sweep_values(text: str, *, keep_interpolations: bool = False) -> list[Any]:
+    """Parse an override value as the list of values its multirun jobs receive.
+
+    Like :func:`parse_override_value`, but a plain (non-sweep) value ``v`` gives
+    ``[v]``, so that every output of :func:`format_sweep` reads back as its input list.
+
+    Parameters
+    ----------
+    text : str
+        An override value (the text after ``=``).
+    keep_interpolations : bool, optional
+        See :func:`parse_override_value`.
+
+    Returns
+    -------
+    list[Any]
+        One element per job.
+
+    Raises
+    ------
+    TypeError
+        If ``text`` is not a string.
+    ValueError
+        As for :func:`parse_override_value`.
+
+    Examples
+    --------
+    >>> parse_sweep_values("choice([1,2])")
+    [[1, 2]]
+    >>> parse_sweep_values("'solo'")
+    ['solo']
+    """
+    override = _parse(text)
+    values = _sweep_list(override, text, keep_interpolations)
+    if values is not None:
+        return values
+    return [_to_python(override.value(), keep_interpolations)]

@@ -1,0 +1,387 @@
+"""Atomic, canonical JSON sidecar files.
+
+Sidecars are small JSON files written next to run outputs (status, metrics, ...)
+that other processes -- possibly on other nodes of a shared file system -- read while
+they are being rewritten. Two guarantees matter:
+
+- **Canonical bytes.** :func:`canonical_dumps` gives one byte string per value (sorted
+  keys, no whitespace, UTF-8, trailing newline), so equal values give identical files.
+  NaN and infinities, which JSON cannot express, are stored losslessly as the tagged
+  objects ``{"__float__":"nan"}``, ``{"__float__":"inf"}`` and ``{"__float__":"-inf"}``
+  and restored by :func:`loads`. A genuine one-key dict whose key is a tag
+  (``"__float__"`` or ``"__dict__"``) is wrapped as ``{"__dict__":{...}}``, so tags are
+  never ambiguous.
+- **Atomic replacement.** :func:`write_bytes_atomic` writes a unique temporary file in
+  the destination directory, fsyncs it, renames it over the destination with
+  :func:`os.replace` and fsyncs the directory. Readers see the old or the new file,
+  never a partial one, and a failed write leaves the old file and no temporary behind.
+
+:func:`read_json` never raises for a damaged file: it warns with :class:`SidecarWarning`
+and returns a default, so one corrupt sidecar cannot take down a resume or a report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import math
+import os
+import re
+import secrets
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "SidecarWarning",
+    "canonical_dumps",
+    "loads",
+    "read_json",
+    "write_bytes_atomic",
+    "write_json_atomic",
+    "write_text_atomic",
+]
+
+StrPath = str | os.PathLike[str]
+
+_FLOAT_TAG = "__float__"
+_DICT_TAG = "__dict__"
+_TAGS = frozenset({_FLOAT_TAG, _DICT_TAG})
+_SPECIAL_FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+class SidecarWarning(UserWarning):
+    """A sidecar file exists but could not be read or decoded; a default was used."""
+
+
+def _where(path: str) -> str:
+    return f" at {path}" if path != "$" else ""
+
+
+def _encode(obj: object, path: str, active: set[int]) -> Any:
+    """Convert ``obj`` to plain JSON types, tagging non-finite floats."""
+    if obj is None or isinstance(obj, bool):
+        return obj
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, float):
+        if math.isnan(obj):
+            return {_FLOAT_TAG: "nan"}
+        if math.isinf(obj):
+            return {_FLOAT_TAG: "inf" if obj > 0 else "-inf"}
+        return float(obj)
+    if isinstance(obj, str):
+        return str.__str__(obj)
+    shape = getattr(obj, "shape", None)
+    item = getattr(obj, "item", None)
+    if shape is not None and tuple(shape) == () and callable(item):
+        # numpy scalar / 0-d array (or tensor), without importing numpy.
+        return _encode(item(), path, active)
+    if isinstance(obj, Mapping | Sequence) and not isinstance(obj, bytes | bytearray):
+        if id(obj) in active:
+            raise ValueError(f"cannot serialize a self-referencing container{_where(path)}")
+        active.add(id(obj))
+        try:
+            if isinstance(obj, Mapping):
+                out: dict[str, Any] = {}
+                for key, value in obj.items():
+                    if not isinstance(key, str):
+                        raise TypeError(
+                            f"JSON object keys must be str, got {type(key).__qualname__} "
+                            f"({key!r}){_where(path)}"
+                        )
+                    out[str.__str__(key)] = _encode(value, f"{path}[{key!r}]", active)
+                if len(out) == 1 and next(iter(out)) in _TAGS:
+                    return {_DICT_TAG: out}  # escape: a real dict that looks like a tag
+                return out
+            return [_encode(value, f"{path}[{i}]", active) for i, value in enumerate(obj)]
+        finally:
+            active.discard(id(obj))
+    raise TypeError(
+        f"cannot serialize a value of type {type(obj).__qualname__} to JSON{_where(path)}; "
+        "supported are None, bool, int, float, str, numpy-like scalars, lists/tuples and "
+        "dicts with str keys (convert it first, e.g. str(path), array.tolist())"
+    )
+
+
+def _decode(obj: Any) -> Any:
+    """Inverse of :func:`_encode` on a freshly parsed JSON value."""
+    if isinstance(obj, list):
+        return [_decode(value) for value in obj]
+    if not isinstance(obj, dict):
+        return obj
+    if len(obj) == 1:
+        ((key, value),) = obj.items()
+        if key == _FLOAT_TAG:
+            if not isinstance(value, str) or value not in _SPECIAL_FLOATS:
+                raise ValueError(f"invalid tagged float {{{_FLOAT_TAG!r}: {value!r}}}")
+            return _SPECIAL_FLOATS[value]
+        if key == _DICT_TAG:
+            if not isinstance(value, dict):
+                raise ValueError(f"invalid tagged dict {{{_DICT_TAG!r}: {value!r}}}")
+            return {k: _decode(v) for k, v in value.items()}
+    return {k: _decode(v) for k, v in obj.items()}
+
+
+def canonical_dumps(obj: object) -> bytes:
+    """Serialize ``obj`` to canonical JSON bytes.
+
+    Keys are sorted, separators are ``","``/``":"``, text is UTF-8 (not ASCII-escaped)
+    and a newline ends the output. NaN/inf/-inf become ``{"__float__":"nan"}`` etc.
+    Tuples are written as lists; 0-d numpy-like scalars via ``.item()``; lone
+    surrogates (not encodable as UTF-8) as ``\\udXXX`` escapes.
+
+    Parameters
+    ----------
+    obj : object
+        ``None``, ``bool``, ``int``, ``float``, ``str``, numpy-like scalars, and
+        lists/tuples/dicts (with ``str`` keys) nesting them.
+
+    Returns
+    -------
+    bytes
+        The canonical encoding; :func:`loads` inverts it.
+
+    Raises
+    ------
+    TypeError
+        If ``obj`` holds an unsupported type or a non-``str`` key; the message names
+        the key path (e.g. ``$['metrics'][3]``).
+    ValueError
+        If ``obj`` contains itself.
+
+    Examples
+    --------
+    >>> canonical_dumps({"b": [1, float("nan")], "a": "é"})
+    b'{"a":"\\xc3\\xa9","b":[1,{"__float__":"nan"}]}\\n'
+    """
+    plain = _encode(obj, "$", set())
+    text = json.dumps(
+        plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+    text = _SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text.encode("utf-8") + b"\n"
+
+
+def loads(data: bytes | str) -> Any:
+    """Parse JSON written by :func:`canonical_dumps`, restoring tagged floats.
+
+    Parameters
+    ----------
+    data : bytes or str
+        JSON text (``bytes`` are decoded as UTF-8).
+
+    Returns
+    -------
+    Any
+        The decoded value (JSON arrays become lists).
+
+    Raises
+    ------
+    ValueError
+        If ``data`` is not valid UTF-8/JSON or holds a malformed tag
+        (:class:`json.JSONDecodeError` and :class:`UnicodeDecodeError` are subclasses).
+
+    Examples
+    --------
+    >>> loads(b'{"x":{"__float__":"-inf"},"y":[1.5]}\\n')
+    {'x': -inf, 'y': [1.5]}
+    """
+    if isinstance(data, bytes | bytearray):
+        data = bytes(data).decode("utf-8")
+    return _decode(json.loads(data))
+
+
+def _fsync_directory(directory: Path) -> None:
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+    try:
+        fd = os.open(directory, flags)
+    except OSError:
+        return  # platforms without directory handles (Windows): nothing to sync
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        # Some file systems do not support fsync on directories.
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EBADF):
+            raise
+    finally:
+        os.close(fd)
+
+
+def write_bytes_atomic(path: StrPath, data: bytes) -> None:
+    """Atomically replace ``path`` with ``data``.
+
+    A unique temporary file (``.<name>.<pid>.<random>.tmp``) is created in the same
+    directory, written, flushed and fsynced, then renamed over ``path`` with
+    :func:`os.replace`; finally the directory is fsynced so the rename is durable.
+    Missing parent directories are created. On any error (including
+    ``KeyboardInterrupt``) the temporary file is removed and ``path`` is untouched.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Destination file.
+    data : bytes
+        New content.
+
+    Raises
+    ------
+    TypeError
+        If ``data`` is not bytes-like.
+    OSError
+        If the file system operations fail.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> target = Path(tempfile.mkdtemp()) / "sub" / "out.bin"
+    >>> write_bytes_atomic(target, b"ok")
+    >>> target.read_bytes()
+    b'ok'
+    """
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise TypeError(f"data must be bytes, got {type(data).__qualname__}")
+    target = Path(path)
+    directory = target.parent
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / f".{target.name[:40]}.{os.getpid()}.{secrets.token_hex(8)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        with open(fd, "wb", closefd=True) as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_directory(directory)
+
+
+def write_text_atomic(
+    path: StrPath, text: str, *, encoding: str = "utf-8", errors: str = "strict"
+) -> None:
+    """Atomically replace ``path`` with ``text`` (see :func:`write_bytes_atomic`).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Destination file.
+    text : str
+        New content, written as is (no newline translation).
+    encoding : str, optional
+        Text encoding. Default ``"utf-8"``.
+    errors : str, optional
+        Encoding error handler, as for :meth:`str.encode`. Default ``"strict"``; use
+        ``"backslashreplace"`` for text of unknown origin such as tracebacks.
+
+    Raises
+    ------
+    UnicodeEncodeError
+        If ``text`` cannot be encoded (``path`` is then untouched).
+    OSError
+        If the file system operations fail.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> target = Path(tempfile.mkdtemp()) / "traceback.txt"
+    >>> write_text_atomic(target, "Traceback ...\\n")
+    >>> target.read_text()
+    'Traceback ...\\n'
+    """
+    write_bytes_atomic(path, text.encode(encoding, errors))
+
+
+def write_json_atomic(path: StrPath, obj: object) -> None:
+    """Atomically write ``obj`` to ``path`` as canonical JSON.
+
+    ``obj`` is serialized with :func:`canonical_dumps` before the file system is
+    touched, so a value that cannot be serialized leaves ``path`` (and its directory)
+    unchanged.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Destination file; missing parent directories are created.
+    obj : object
+        Any value accepted by :func:`canonical_dumps`.
+
+    Raises
+    ------
+    TypeError, ValueError
+        If ``obj`` cannot be serialized (see :func:`canonical_dumps`).
+    OSError
+        If the file system operations fail.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> target = Path(tempfile.mkdtemp()) / "status.json"
+    >>> write_json_atomic(target, {"state": "done", "loss": float("nan")})
+    >>> read_json(target)
+    {'loss': nan, 'state': 'done'}
+    """
+    write_bytes_atomic(path, canonical_dumps(obj))
+
+
+def read_json(path: StrPath, *, default: Any = None) -> Any:
+    """Read a JSON sidecar, returning ``default`` if it is missing or unreadable.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        File to read.
+    default : Any, optional
+        Returned (as is, not copied) when the file does not exist, or -- after a
+        :class:`SidecarWarning` naming the file -- when it cannot be read or decoded
+        (truncated, empty, not UTF-8/JSON, malformed tags). Default ``None``.
+
+    Returns
+    -------
+    Any
+        The decoded content (see :func:`loads`) or ``default``.
+
+    Warns
+    -----
+    SidecarWarning
+        If the file exists but cannot be read or decoded.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> directory = Path(tempfile.mkdtemp())
+    >>> read_json(directory / "missing.json", default={})
+    {}
+    >>> _ = (directory / "bad.json").write_text('{"trunc')
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore", SidecarWarning)
+    ...     read_json(directory / "bad.json", default="fallback")
+    'fallback'
+    """
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        return default
+    except OSError as exc:
+        warnings.warn(
+            f"cannot read sidecar {os.fspath(path)!r} ({exc}); using the default",
+            SidecarWarning,
+            stacklevel=2,
+        )
+        return default
+    try:
+        return loads(data)
+    except (ValueError, RecursionError) as exc:
+        warnings.warn(
+            f"corrupt sidecar {os.fspath(path)!r} ({len(data)} bytes: "
+            f"{type(exc).__name__}: {exc}); using the default",
+            SidecarWarning,
+            stacklevel=2,
+        )
+        return default

@@ -1,0 +1,168 @@
+# SPDX-License-Identifier: MIT
+"""pytest plugin: the ``slurm_cluster`` fixture, a real SLURM cluster on this machine.
+
+Loaded from ``tests/conftest.py`` with ``pytest_plugins = ["_slurm_cluster"]``.
+
+The session-scoped fixture runs ``scripts/local-slurm start`` (bounded by
+``MUSHIN_SLURM_START_TIMEOUT`` seconds, default 300; that includes a first ``apt-get install``),
+then for the rest of the session
+
+* sets ``SLURM_CONF`` in ``os.environ``, so sbatch/srun/submitit find the cluster and jobs
+  inherit it;
+* prepends ``tests/`` and the repository root to ``PYTHONPATH``, so jobs can unpickle callables
+  defined in test modules (submitit pickles them by reference) and import ``mushin_box``.
+
+If the cluster cannot be started the requesting tests are skipped with the reason, unless
+``MUSHIN_REQUIRE_SLURM=1`` (as in CI): then they fail. A cluster that this fixture started is
+stopped at the end of the session, unless ``MUSHIN_SLURM_KEEP=1``; one that was already running
+is left running. Other ``MUSHIN_SLURM_*`` variables (state directory, nodes, ...) reach the script
+unchanged; see its header.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+import pytest
+
+__all__ = ["SlurmCluster", "slurm_cluster"]
+
+TESTS_DIR = Path(__file__).resolve().parent
+REPO_ROOT = TESTS_DIR.parent
+SCRIPT = REPO_ROOT / "scripts" / "local-slurm"
+
+
+@dataclass(frozen=True)
+class SlurmCluster:
+    """What the ``slurm_cluster`` fixture yields."""
+
+    conf: Path  #: slurm.conf; also ``os.environ["SLURM_CONF"]`` during the session
+    nodes: tuple[str, ...]  #: node names, sorted, e.g. ``("slurmnode1", "slurmnode2")``
+    partition: str  #: the default partition, e.g. ``"debug"``
+    cpus_per_node: int  #: CPU slots per node
+    gpus_per_node: int  #: fake GPUs (count GRES ``gpu``) per node
+    state_dir: Path  #: the script's state directory (logs under ``log/``)
+
+
+def _run_script(command: str, timeout_s: float) -> tuple[int | None, str]:
+    """Run ``scripts/local-slurm COMMAND``; return (exit code or None on timeout, output).
+
+    Output goes to a temporary file, not a pipe, so nothing can block on a pipe kept open by a
+    daemon; the script gets its own process group, killed as a whole on timeout.
+    """
+    with tempfile.TemporaryFile("w+") as output:
+        process = subprocess.Popen(
+            ["bash", str(SCRIPT), command],
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            code: int | None = process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            code = None
+        output.seek(0)
+        return code, output.read()
+
+
+def _query(conf: Path, *args: str) -> str:
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    return subprocess.run(
+        list(args), env=env, capture_output=True, text=True, timeout=15, check=True
+    ).stdout
+
+
+def _describe(conf: Path, state_dir: Path) -> SlurmCluster:
+    """Read node names, partition, CPUs and GPUs from the running cluster."""
+    nodes: set[str] = set()
+    partitions: set[str] = set()
+    cpus: set[int] = set()
+    gpus: set[int] = set()
+    for line in _query(conf, "sinfo", "-h", "-N", "-o", "%N|%P|%c|%G").splitlines():
+        node, partition, cpu_count, gres = line.split("|")
+        nodes.add(node)
+        partitions.add(partition)
+        cpus.add(int(cpu_count))
+        for item in gres.split(","):  # e.g. "gpu:4" or "gpu:4(S:0)"
+            name, _, count = item.partition(":")
+            if name == "gpu":
+                gpus.add(int(count.split("(")[0]))
+    default = sorted(p.rstrip("*") for p in partitions if p.endswith("*")) or sorted(partitions)
+    if not nodes or not default or len(cpus) != 1 or len(gpus) != 1:
+        raise RuntimeError(
+            f"unexpected cluster layout: nodes={nodes} partitions={partitions} "
+            f"cpus={cpus} gpus={gpus}"
+        )
+    return SlurmCluster(
+        conf=conf,
+        nodes=tuple(sorted(nodes)),
+        partition=default[0],
+        cpus_per_node=cpus.pop(),
+        gpus_per_node=gpus.pop(),
+        state_dir=state_dir,
+    )
+
+
+def _unavailable(reason: str) -> NoReturn:
+    """Skip, or fail when MUSHIN_REQUIRE_SLURM=1."""
+    if os.environ.get("MUSHIN_REQUIRE_SLURM") == "1":
+        pytest.fail(
+            f"local SLURM cluster required (MUSHIN_REQUIRE_SLURM=1): {reason}", pytrace=False
+        )
+    pytest.skip(f"no local SLURM cluster (set MUSHIN_REQUIRE_SLURM=1 to fail instead): {reason}")
+
+
+def _tail(text: str, lines: int = 15) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[SlurmCluster]:
+    """A running local SLURM cluster (``scripts/local-slurm``) for the whole session."""
+    timeout_s = float(os.environ.get("MUSHIN_SLURM_START_TIMEOUT", "300"))
+    if not SCRIPT.is_file():
+        _unavailable(f"{SCRIPT} is missing")
+    code, output = _run_script("env", 30)  # prints: export SLURM_CONF=<path>
+    if code != 0 or not output.startswith("export SLURM_CONF="):
+        _unavailable(f"`scripts/local-slurm env` exited {code}:\n{_tail(output)}")
+    conf = Path(shlex.split(output.strip().removeprefix("export SLURM_CONF="))[0])
+    state_dir = conf.parent.parent
+
+    was_running = _run_script("status", 30)[0] == 0
+    code, output = _run_script("start", timeout_s)
+    if code != 0 and not was_running:
+        _run_script("stop", 120)  # do not leave half-started daemons behind
+    if code is None:
+        _unavailable(
+            f"`scripts/local-slurm start` did not finish within {timeout_s:.0f}s "
+            f"(MUSHIN_SLURM_START_TIMEOUT):\n{_tail(output)}"
+        )
+    elif code != 0:
+        _unavailable(f"`scripts/local-slurm start` exited {code}:\n{_tail(output)}")
+    try:
+        cluster = _describe(conf, state_dir)
+    except (OSError, subprocess.SubprocessError, RuntimeError, ValueError) as error:
+        _unavailable(f"the cluster started but cannot be queried: {error}")
+
+    pythonpath = [str(TESTS_DIR), str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SLURM_CONF", str(conf))
+        patch.setenv("PYTHONPATH", os.pathsep.join(p for p in pythonpath if p))
+        yield cluster
+
+    keep = os.environ.get("MUSHIN_SLURM_KEEP") == "1" or "PYTEST_XDIST_WORKER" in os.environ
+    if not was_running and not keep:
+        code, output = _run_script("stop", 120)
+        if code != 0:
+            print(f"warning: `scripts/local-slurm stop` exited {code}:\n{_tail(output)}")

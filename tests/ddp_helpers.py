@@ -1,0 +1,60 @@
+# SPDX-License-Identifier: MIT
+"""Configs and tasks shared by the HydraDDP tests (rank 0 runs the task in-process)."""
+
+from __future__ import annotations
+
+import pytorch_lightning as pl
+from hydra_zen import builds, make_config
+
+from mushin_box import HydraDDP, MetricsCallback, ResumeContext, seed_everything_per_rank
+from mushin_box.testing import TinyDataModule, TinyModule
+
+
+def trainer_conf(devices: int = 2, max_epochs: int = 2, **kw: object) -> object:
+    return builds(
+        pl.Trainer,
+        accelerator="cpu",
+        devices=devices,
+        num_nodes=1,
+        max_epochs=max_epochs,
+        strategy=builds(HydraDDP, child_exit_timeout_s=60.0),
+        callbacks=[
+            builds(MetricsCallback),
+            builds(
+                pl.callbacks.ModelCheckpoint,
+                dirpath="${hydra:runtime.output_dir}/checkpoints",
+                save_last=True,
+            ),
+        ],
+        default_root_dir="${hydra:runtime.output_dir}",
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        logger=False,
+        **kw,
+    )
+
+
+def make_app_config(devices: int = 2, max_epochs: int = 2, seed: int = 1234) -> object:
+    return make_config(
+        seed=seed,
+        stage="fit",
+        trainer=trainer_conf(devices=devices, max_epochs=max_epochs),
+        module=builds(TinyModule),
+        datamodule=builds(TinyDataModule),
+    )
+
+
+def fit_task(
+    seed: int,
+    stage: str,
+    trainer: pl.Trainer,
+    module: TinyModule,
+    datamodule: TinyDataModule,
+    mushin_resume: ResumeContext,
+) -> dict[str, object]:
+    got = seed_everything_per_rank(seed)
+    if stage == "fit":
+        trainer.fit(module, datamodule=datamodule, ckpt_path=mushin_resume.last_ckpt)
+    else:
+        getattr(trainer, stage)(module, datamodule=datamodule)
+    return {"seed": got, "world_size": trainer.world_size, "attempt": mushin_resume.attempt}

@@ -1,0 +1,53 @@
+# SPDX-License-Identifier: MIT
+from __future__ import annotations
+
+import importlib.metadata
+import subprocess
+import sys
+
+import pytest
+
+import mushin_box
+
+
+def test_import_loads_no_torch_or_lightning() -> None:
+    code = (
+        "import sys, mushin_box\n"
+        "heavy = [m for m in ('torch', 'pytorch_lightning', 'lightning_fabric', 'submitit')"
+        " if m in sys.modules]\n"
+        "print(','.join(heavy))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_lazy_name_loads_lightning_on_use() -> None:
+    code = (
+        "import sys, mushin_box\n"
+        "assert 'pytorch_lightning' not in sys.modules\n"
+        "mushin_box.HydraDDP\n"
+        "print('pytorch_lightning' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
+
+
+@pytest.mark.parametrize("name", mushin_box.__all__)
+def test_every_public_name_resolves(name: str) -> None:
+    assert getattr(mushin_box, name) is not None
+    assert name in dir(mushin_box)
+
+
+def test_unknown_attribute_is_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        mushin_box.nope  # noqa: B018
+
+
+def test_no_top_level_mushin_package_shipped() -> None:
+    # `mushin` belongs to another project on PyPI (mushin-py)
+    files = importlib.metadata.files("mushin-box") or []
+    tops = {str(f).split("/")[0] for f in files if not str(f).startswith(("..", "mushin_box-"))}
+    assert not any(t == "mushin" or t.startswith("mushin.") for t in tops), tops
+    from pathlib import Path
+
+    assert not (Path(mushin_box.__file__).parents[1] / "mushin").exists()
