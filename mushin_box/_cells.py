@@ -83,11 +83,19 @@ def cell_key(override_dirname: str) -> str:
     return f"{safe[:80]}-{digest}"
 
 
+def _current_cell_key() -> str:
+    # read through HydraConfig rather than interpolating ${hydra.job.override_dirname}:
+    # an interpolation would resolve `${` inside swept string values a second time
+    from hydra.core.hydra_config import HydraConfig
+
+    return cell_key(str(HydraConfig.get().job.override_dirname))
+
+
 def _register_resolver() -> None:
     from omegaconf import OmegaConf
 
     if not OmegaConf.has_resolver("mushin_cell"):
-        OmegaConf.register_new_resolver("mushin_cell", cell_key)
+        OmegaConf.register_new_resolver("mushin_cell", _current_cell_key)
 
 
 _register_resolver()
@@ -285,8 +293,11 @@ class CellRunner:
     def _call_task(self, cfg: Any, cell_dir: Path, attempt: int) -> Any:
         from hydra_zen import zen
 
+        # resolve_pre_call=False: zen's in-place OmegaConf.resolve would turn an escaped
+        # literal "\\${x}" in a swept string into an interpolation that the field access
+        # then resolves a second time
         if not wants_resume(self.task):
-            return zen(self.task)(cfg)
+            return zen(self.task, resolve_pre_call=False)(cfg)
         ctx = ResumeContext(dir=cell_dir, last_ckpt=find_last_checkpoint(cell_dir), attempt=attempt)
         task = self.task
 
@@ -295,7 +306,7 @@ class CellRunner:
             return task(*args, **kwargs)
 
         with_context.__signature__ = inspect.signature(task)  # type: ignore[attr-defined]
-        return zen(with_context, exclude=RESUME_PARAM)(cfg)
+        return zen(with_context, exclude=RESUME_PARAM, resolve_pre_call=False)(cfg)
 
     def _record_failure(
         self, cell_dir: Path, running: dict[str, Any], exc: BaseException, duration: float

@@ -115,8 +115,10 @@ def load_sweep(path: str | os.PathLike[str]) -> xr.Dataset:
         for name, da in load_job(cell_dir).data_vars.items():
             series.setdefault(str(name), []).append((where, da))
     dims = params
+    # a metric named like a swept parameter ("x") would clash with its coordinate
     variables: dict[str, xr.DataArray] = {
-        name: xr.DataArray(arr, dims=dims, coords=coords) for name, arr in scalars.items()
+        (f"metrics.{name}" if name in grid else name): xr.DataArray(arr, dims=dims, coords=coords)
+        for name, arr in scalars.items()
     }
     for name, parts in series.items():
         aligned = xr.align(*(da for _, da in parts), join="outer")
@@ -153,7 +155,8 @@ def load_experiment(path: str | os.PathLike[str]) -> xr.Dataset:
     **Sweep** (a ``Workflow.run`` working dir): one dimension per swept parameter (its
     grid values as coordinates), one variable per scalar metric the task returned and
     per ``MetricsCallback`` series (with its ``epoch``/``*_round`` dimension appended),
-    NaN for failed, skipped or missing cells; ``status`` and ``cell_dir`` variables;
+    NaN for failed, skipped or missing cells (a metric named like a swept parameter is
+    called ``metrics.<name>``); ``status`` and ``cell_dir`` variables;
     ``attrs["failures"]``/``attrs["skipped"]`` list those cells (JSON text, so they
     survive netCDF). Works on a half-finished sweep.
 

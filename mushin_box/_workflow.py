@@ -196,7 +196,7 @@ class Workflow:
 
         hydra_overrides = [
             format_override("hydra.sweep.dir", str(root)),
-            "hydra.sweep.subdir='${mushin_cell:${hydra.job.override_dirname}}'",
+            "hydra.sweep.subdir='${mushin_cell:}'",
         ]
         constant_keys = [k for k in _override_keys(task_overrides + user) if k not in swept]
         hydra_overrides.append(

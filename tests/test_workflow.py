@@ -1,0 +1,304 @@
+# SPDX-License-Identifier: MIT
+"""Workflow.run: grid sweeps, per-cell sidecars, on_error, resume, time budget."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import REPO
+from hydra_zen import make_config
+from workflow_tasks import echo_task, grid_task, marker_task, resume_task
+
+from mushin_box import Workflow, hydra_list, load_experiment, multirun
+from mushin_box._sidecars import SidecarWarning, read_json
+
+GRID = {"lr": multirun([0.1, 0.2, 0.3]), "seed": multirun([0, 1])}
+
+
+def _statuses(root: Path) -> dict[str, str]:
+    return {
+        p.parent.name: json.loads(p.read_text())["status"]
+        for p in root.glob("*/mushin_status.json")
+    }
+
+
+def test_grid_with_failing_cell_on_error_nan(tmp_path: Path) -> None:
+    ds = Workflow(grid_task).run(
+        working_dir=tmp_path, on_error="nan", progress=False, fail_at=0.2, **GRID
+    )
+    assert dict(ds.sizes) == {"lr": 3, "seed": 2}
+    loss = ds["loss"]
+    assert math.isnan(loss.sel(lr=0.2, seed=1).item())
+    assert loss.sel(lr=0.3, seed=1).item() == pytest.approx(0.6)
+    assert int(loss.notnull().sum()) == 5
+    failures = json.loads(ds.attrs["failures"])
+    assert failures[0]["combo"] == {"lr": 0.2, "seed": 1}
+    assert failures[0]["error"]["type"] == "ValueError"
+    cell = tmp_path / ds["cell_dir"].sel(lr=0.2, seed=1).item()
+    assert "planned failure" in (cell / "mushin_error.txt").read_text()
+    assert sorted(_statuses(tmp_path).values()) == ["completed"] * 5 + ["failed"]
+    manifest = read_json(tmp_path / "mushin_sweep.json")
+    assert manifest["params"] == ["lr", "seed"] and len(manifest["cells"]) == 6
+
+
+def test_grid_with_failing_cell_on_error_raise(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="planned failure at lr=0.2, seed=1"):
+        Workflow(grid_task).run(working_dir=tmp_path, progress=False, fail_at=0.2, **GRID)
+    statuses = _statuses(tmp_path)
+    # cells run in grid order: 3 before the failure completed, the rest skipped (aborted)
+    assert sorted(statuses.values()) == ["completed"] * 3 + ["failed"] + ["skipped"] * 2
+    ds = load_experiment(tmp_path)
+    assert int(ds["loss"].notnull().sum()) == 3
+    skipped = json.loads(ds.attrs["skipped"])
+    assert {tuple(s["combo"].values()) for s in skipped} == {(0.3, 0), (0.3, 1)}
+
+
+def test_cell_dirs_are_keyed_by_values_and_stable(tmp_path: Path) -> None:
+    wf = Workflow(grid_task)
+    first = wf.run(working_dir=tmp_path, progress=False, **GRID)
+    second = wf.run(working_dir=tmp_path, progress=False, **GRID)
+    assert first["cell_dir"].values.tolist() == second["cell_dir"].values.tolist()
+    assert "lr=0.1,seed=0" in first["cell_dir"].values.ravel().tolist()
+    assert len(list(tmp_path.glob("*/mushin_status.json"))) == 6
+
+
+def test_tricky_values_reach_the_task_exactly(tmp_path: Path) -> None:
+    values = ["a,b", "it's", 'say "hi"', "x=y", " pad ", "ünï ☃", "${oops}", None, True, 1.5]
+    seen = tmp_path / "seen"
+
+    def task(s: object) -> dict[str, float]:
+        seen.mkdir(exist_ok=True)
+        (seen / f"{len(list(seen.iterdir()))}.json").write_text(json.dumps(s))
+        return {"ok": 1.0}
+
+    ds = Workflow(task, make_config(s=None)).run(
+        working_dir=tmp_path / "w", progress=False, s=multirun(values)
+    )
+    got = sorted((json.loads(p.read_text()) for p in seen.iterdir()), key=repr)
+    assert got == sorted(values, key=repr)
+    assert int(ds["ok"].notnull().sum()) == len(values)
+    assert len(set(ds["cell_dir"].values.tolist())) == len(values)
+
+
+def test_hydra_list_is_one_value_not_a_sweep(tmp_path: Path) -> None:
+    def task(layers: list[int]) -> dict[str, float]:
+        return {"n": float(len(layers))}
+
+    ds = Workflow(task, make_config(layers=[1])).run(
+        working_dir=tmp_path, progress=False, layers=hydra_list([64, 64, 32])
+    )
+    assert ds["n"].item() == 3.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"launcher_config": {"nodes": 1}}, ValueError, "without launcher"),
+        ({"resume": True}, ValueError, "needs the working_dir"),
+        ({"on_error": "ignore"}, ValueError, "'raise' or 'nan'"),
+        ({"lr": [0.1, 0.2]}, TypeError, "multirun"),
+        ({"lrr": multirun([0.1])}, ValueError, "did you mean 'lr'"),
+        ({"max_total_seconds": 0}, ValueError, "max_total_seconds"),
+    ],
+)
+def test_bad_input_is_rejected_before_anything_runs(
+    tmp_path: Path, kwargs: dict[str, object], error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        Workflow(grid_task).run(progress=False, **kwargs)  # type: ignore[arg-type]
+    assert not list(tmp_path.iterdir())
+
+
+def test_resume_reuses_completed_cells_and_reruns_failed(tmp_path: Path) -> None:
+    markers = tmp_path / "markers"
+    wf = Workflow(marker_task)
+    params = {"x": multirun([1, 2, 3]), "markers": str(markers)}
+    wf.run(working_dir=tmp_path / "w", progress=False, **params)
+    assert len(list(markers.iterdir())) == 3
+    cell = tmp_path / "w" / "x=2"
+    status = read_json(cell / "mushin_status.json")
+    status["status"] = "failed"
+    (cell / "mushin_status.json").write_text(json.dumps(status))
+    ds = wf.run(working_dir=tmp_path / "w", progress=False, resume=True, **params)
+    names = sorted(p.name.split(".")[0] for p in markers.iterdir())
+    assert names == ["x=1", "x=2", "x=2", "x=3"]  # only the failed cell ran again
+    assert ds["x2"].values.tolist() == [2, 4, 6]
+    assert read_json(cell / "mushin_status.json")["attempt"] == 2
+
+
+def test_resume_with_changed_config_reruns_with_a_warning(tmp_path: Path) -> None:
+    markers = tmp_path / "markers"
+    params = {"x": multirun([1, 2]), "markers": str(markers)}
+    Workflow(marker_task).run(working_dir=tmp_path / "w", progress=False, **params)
+    with pytest.warns(UserWarning, match="config fingerprint changed"):
+        Workflow(marker_task).run(
+            working_dir=tmp_path / "w", progress=False, resume=True, sleep_s=0.001, **params
+        )
+    assert len(list(markers.iterdir())) == 4
+
+
+def test_resume_reports_a_changed_grid(tmp_path: Path) -> None:
+    wf = Workflow(grid_task)
+    wf.run(working_dir=tmp_path, progress=False, lr=multirun([0.1, 0.2]))
+    with pytest.warns(UserWarning, match="1 new cell"):
+        ds = wf.run(working_dir=tmp_path, progress=False, resume=True, lr=multirun([0.1, 0.2, 0.3]))
+    assert ds["loss"].values.tolist() == pytest.approx([0.1, 0.2, 0.3])
+
+
+def test_truncated_sidecar_is_missing_with_a_warning(tmp_path: Path) -> None:
+    markers = tmp_path / "markers"
+    params = {"x": multirun([1, 2]), "markers": str(markers)}
+    Workflow(marker_task).run(working_dir=tmp_path / "w", progress=False, **params)
+    status = tmp_path / "w" / "x=1" / "mushin_status.json"
+    status.write_bytes(status.read_bytes()[:17])
+    with pytest.warns(SidecarWarning):
+        ds = Workflow(marker_task).run(
+            working_dir=tmp_path / "w", progress=False, resume=True, **params
+        )
+    assert ds["x2"].values.tolist() == [2, 4]
+    assert sorted(p.name.split(".")[0] for p in markers.iterdir()) == ["x=1", "x=1", "x=2"]
+
+
+def test_mushin_resume_context_counts_attempts(tmp_path: Path) -> None:
+    wf = Workflow(resume_task)
+    wf.run(working_dir=tmp_path, progress=False, x=multirun([1]))
+    ds = wf.run(working_dir=tmp_path, progress=False, x=multirun([1]))
+    assert ds["attempt"].values.tolist() == [2.0]
+
+
+def test_time_budget_skips_unstarted_cells_and_resume_finishes_them(tmp_path: Path) -> None:
+    markers = tmp_path / "markers"
+    params = {"x": multirun([1, 2, 3, 4]), "markers": str(markers), "sleep_s": 1.0}
+    wf = Workflow(marker_task)
+    ds = wf.run(working_dir=tmp_path / "w", progress=False, max_total_seconds=1.5, **params)
+    done = int(ds["x2"].notnull().sum())
+    assert 1 <= done < 4
+    skipped = json.loads(ds.attrs["skipped"])
+    assert len(skipped) == 4 - done and all(s["reason"] == "max_total_seconds" for s in skipped)
+    ds = wf.run(working_dir=tmp_path / "w", progress=False, resume=True, **params)
+    assert ds["x2"].values.tolist() == [2, 4, 6, 8]
+    assert len(list(markers.iterdir())) == 4  # each cell computed exactly once overall
+
+
+@pytest.mark.slow
+def test_multi_rank_launch_disables_the_budget_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO / "tests"), str(REPO)]))
+    with pytest.warns(UserWarning, match="timeout_min"):
+        ds = Workflow(grid_task).run(
+            working_dir=tmp_path,
+            launcher="submitit_local",
+            launcher_config={"tasks_per_node": 2, "timeout_min": 5},
+            max_total_seconds=1e-6,  # would skip everything if it were enforced
+            progress=False,
+            lr=multirun([0.1, 0.2]),
+        )
+    assert ds["loss"].values.tolist() == pytest.approx([0.1, 0.2])
+
+
+def test_multi_rank_detection() -> None:
+    from mushin_box._cells import is_multi_rank
+    from mushin_box._workflow import _launcher_is_multi_rank
+
+    assert is_multi_rank({"SLURM_NTASKS": "4"}) and is_multi_rank({"WORLD_SIZE": "2"})
+    assert not is_multi_rank({"SLURM_NTASKS": "1"}) and not is_multi_rank({})
+    assert _launcher_is_multi_rank({"nodes": 2, "tasks_per_node": 1})
+    assert not _launcher_is_multi_rank({"nodes": 1, "tasks_per_node": 1, "timeout_min": 9})
+
+
+KILL_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    from mushin_box import Workflow, multirun
+    from workflow_tasks import marker_task
+    Workflow(marker_task).run(working_dir=sys.argv[1], progress=False, resume=True,
+                              x=multirun([1, 2, 3, 4]), markers=sys.argv[2], sleep_s=1.5)
+    """
+)
+
+
+@pytest.mark.slow
+def test_sigkill_mid_sweep_then_resume_computes_every_cell_once(tmp_path: Path) -> None:
+    script = tmp_path / "sweep.py"
+    script.write_text(KILL_SCRIPT)
+    work, markers = tmp_path / "w", tmp_path / "markers"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), str(REPO)])}
+    proc = subprocess.Popen([sys.executable, str(script), str(work), str(markers)], env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(markers.glob("*.done"))) < 2:  # two cells done, the third is running
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.1)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "running" in _statuses(work).values()  # the killed cell was mid-run
+    rerun = subprocess.run([sys.executable, str(script), str(work), str(markers)], env=env,
+                           timeout=120, capture_output=True, text=True)  # fmt: skip
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    counts: dict[str, int] = {}
+    for p in markers.glob("*.done"):
+        key = p.name.split(".")[0]
+        counts[key] = counts.get(key, 0) + 1
+    assert counts == {"x=1": 1, "x=2": 1, "x=3": 1, "x=4": 1}
+    ds = load_experiment(work)
+    assert ds["x2"].values.tolist() == [2, 4, 6, 8]
+
+
+@pytest.mark.slow
+def test_same_sweep_under_submitit_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the workers unpickle grid_task by reference: they must import tests/workflow_tasks
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO / "tests"), str(REPO)]))
+    ds = Workflow(grid_task).run(
+        working_dir=tmp_path,
+        launcher="submitit_local",
+        launcher_config={"timeout_min": 5},
+        on_error="nan",
+        progress=False,
+        fail_at=0.2,
+        **GRID,
+    )
+    assert int(ds["loss"].notnull().sum()) == 5
+    assert math.isnan(ds["loss"].sel(lr=0.2, seed=1).item())
+    pids = {read_json(p)["pid"] for p in tmp_path.glob("*/mushin_status.json")}
+    assert os.getpid() not in pids  # cells ran in other processes
+
+
+def test_load_experiment_on_half_finished_sweep(tmp_path: Path) -> None:
+    Workflow(grid_task).run(working_dir=tmp_path, progress=False, **GRID)
+    for cell in ("lr=0.3,seed=0", "lr=0.3,seed=1"):
+        for f in (tmp_path / cell).iterdir():
+            if f.is_file():
+                f.unlink()
+    ds = load_experiment(tmp_path)
+    assert np.isnan(ds["loss"].sel(lr=0.3).values).all()
+    assert ds["status"].sel(lr=0.3).values.tolist() == ["pending", "pending"]
+    assert ds["loss"].sel(lr=0.1, seed=1).item() == pytest.approx(0.2)
+
+
+def test_echo_task_importable() -> None:  # used by the launcher tests
+    assert echo_task("x")["ok"] == 1.0
+
+
+def test_progress_bar_counts_cells_and_quiet_switch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    Workflow(grid_task).run(working_dir=tmp_path / "a", on_error="nan", fail_at=0.2, **GRID)
+    out = capsys.readouterr().out
+    assert "6/6" in out and "completed=5" in out and "failed=1" in out
+    Workflow(grid_task).run(working_dir=tmp_path / "b", progress=False, **GRID)
+    assert "6/6" not in capsys.readouterr().out

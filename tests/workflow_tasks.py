@@ -1,0 +1,33 @@
+# SPDX-License-Identifier: MIT
+"""Task functions for the Workflow tests (importable: submitit pickles them by reference)."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from pathlib import Path
+
+from mushin_box import ResumeContext
+
+
+def grid_task(lr: float, seed: int = 0, fail_at: float = -1.0) -> dict[str, float]:
+    if lr == fail_at and seed == 1:
+        raise ValueError(f"planned failure at lr={lr}, seed={seed}")
+    return {"loss": lr * (seed + 1), "neg": -lr}
+
+
+def marker_task(x: int, markers: str, sleep_s: float = 0.0) -> dict[str, int]:
+    """Sleeps, then leaves one marker file per finished execution (the tests count them)."""
+    time.sleep(sleep_s)
+    Path(markers).mkdir(parents=True, exist_ok=True)
+    (Path(markers) / f"x={x}.{uuid.uuid4().hex}.done").write_text(str(os.getpid()))
+    return {"x2": 2 * x}
+
+
+def echo_task(s: object) -> dict[str, object]:
+    return {"ok": 1.0, "repr_len": float(len(repr(s)))}
+
+
+def resume_task(x: int, mushin_resume: ResumeContext) -> dict[str, float]:
+    return {"attempt": float(mushin_resume.attempt), "x": float(x)}
