@@ -272,6 +272,8 @@ class CellRunner:
             "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         }
         self._status(cell_dir, **running, status="running")
+        if global_rank_from_env() == 0:
+            self._write_provenance(cfg, cell_dir, fingerprints)
         try:
             result = self._call_task(cfg, cell_dir, attempt)
             metrics = metrics_from_return(result)
@@ -289,6 +291,20 @@ class CellRunner:
         self._status(cell_dir, **running, status="completed", ended=_now(),
                      duration_s=round(time.monotonic() - t0, 3))  # fmt: skip
         return metrics
+
+    def _write_provenance(self, cfg: Any, cell_dir: Path, fingerprints: dict[str, str]) -> None:
+        from omegaconf import OmegaConf
+
+        from mushin_box._provenance import basic_provenance
+
+        config = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
+        record = basic_provenance(task=self.task, config=config, fingerprints=fingerprints,
+                                  seed_base=OmegaConf.select(cfg, "seed", default=None))  # fmt: skip
+        try:
+            write_json_atomic(cell_dir / PROVENANCE_FILE, record)
+        except (TypeError, ValueError) as exc:  # an exotic config value: keep the rest
+            record["reproducibility"]["config"] = f"<not JSON-serializable: {exc}>"
+            write_json_atomic(cell_dir / PROVENANCE_FILE, record)
 
     def _call_task(self, cfg: Any, cell_dir: Path, attempt: int) -> Any:
         from hydra_zen import zen

@@ -302,3 +302,35 @@ def test_progress_bar_counts_cells_and_quiet_switch(
     assert "6/6" in out and "completed=5" in out and "failed=1" in out
     Workflow(grid_task).run(working_dir=tmp_path / "b", progress=False, **GRID)
     assert "6/6" not in capsys.readouterr().out
+
+
+def test_provenance_sidecar_redacts_secrets(tmp_path: Path) -> None:
+    def task(lr: float, api_key: str, db: dict[str, str]) -> dict[str, float]:
+        return {"lr": lr}
+
+    config = make_config(lr=0.1, api_key="sk-PLANTED-1", db={"host": "h", "password": "PLANTED-2"})
+    Workflow(task, config).run(working_dir=tmp_path, progress=False, lr=multirun([0.1, 0.2]))
+    for cell in ("lr=0.1", "lr=0.2"):
+        prov = read_json(tmp_path / cell / "mushin_provenance.json")
+        repro = prov["reproducibility"]
+        assert repro["config"]["api_key"] == "<redacted>"
+        assert repro["config"]["db"] == {"host": "h", "password": "<redacted>"}
+        assert repro["config_sha256"] == read_json(tmp_path / cell / "mushin_status.json")[
+            "fingerprints"
+        ]["config"]
+        assert repro["packages"]["torch"] and repro["python"].startswith("3.")
+    for f in tmp_path.rglob("*.json"):
+        assert "PLANTED" not in f.read_text(encoding="utf-8"), f
+
+
+def test_lightning_task_series_in_sweep_results(tmp_path: Path) -> None:
+    from workflow_tasks import lightning_task
+
+    ds = Workflow(lightning_task).run(
+        working_dir=tmp_path, progress=False, lr=multirun([0.01, 0.1]), max_epochs=2
+    )
+    assert ds["fit.val_loss"].dims == ("lr", "epoch")
+    assert ds["fit.val_loss"].shape == (2, 2) and bool(ds["fit.val_loss"].notnull().all())
+    assert ds["final_val_loss"].values.tolist() == pytest.approx(
+        ds["fit.val_loss"].isel(epoch=-1).values.tolist()
+    )

@@ -31,3 +31,18 @@ def echo_task(s: object) -> dict[str, object]:
 
 def resume_task(x: int, mushin_resume: ResumeContext) -> dict[str, float]:
     return {"attempt": float(mushin_resume.attempt), "x": float(x)}
+
+
+def lightning_task(lr: float, max_epochs: int = 2) -> dict[str, float]:
+    import pytorch_lightning as pl
+
+    from mushin_box import MetricsCallback
+    from mushin_box.testing import TinyDataModule, TinyModule
+
+    trainer = pl.Trainer(
+        accelerator="cpu", devices=1, max_epochs=max_epochs, logger=False,
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        callbacks=[MetricsCallback()],
+    )  # fmt: skip
+    trainer.fit(TinyModule(lr=lr), datamodule=TinyDataModule())
+    return {"final_val_loss": float(trainer.callback_metrics["val_loss"])}

@@ -1,0 +1,659 @@
+# SPDX-License-Identifier: MIT
+"""mushin-box's Hydra launchers ``mushin_slurm`` and ``mushin_local``, built on submitit.
+
+The Hydra plugin (``hydra_plugins/mushin_box_launcher``) only registers the configs below
+and forwards to :class:`SubmititCellLauncher`; everything else lives here.
+
+Launching
+---------
+One submitit job per Hydra job (one sweep cell); a sweep of several cells is one SLURM job
+array (``array_parallelism`` bounds how many run at once). Every srun task -- ``nodes x
+tasks_per_node`` of them, one per GPU -- runs the whole Hydra job (:class:`CellJob`), as the
+stock hydra-submitit-launcher does. Rank 0's return value is the cell's ``JobReturn``. The
+launcher polls every ``poll_interval_s`` (never longer than ``max_wait_s`` in total, when set;
+then it cancels what is left). A task's exception comes back inside the ``JobReturn``
+unchanged (when it pickles); a job that ends without a result (killed, cancelled, out of
+memory) comes back as a failed ``JobReturn`` holding submitit's error with the log paths.
+
+``python`` is submitit's python command, e.g. ``apptainer exec --nv image.sif python``: the
+ranks then run inside the image while the batch script stays on the host.
+
+Requeue on the host
+-------------------
+submitit and Lightning requeue from *inside* the rank process (``scontrol requeue``), which
+fails in a container that has no ``scontrol``. Here the batch script requeues instead; it
+always runs on the host. Within what submitit lets us change:
+
+1. ``#SBATCH --signal=B:USR2@<signal_delay_s>`` (an ``additional_parameters`` override of
+   submitit's ``USR2@...``): before the time limit SLURM signals the batch shell only, never
+   the ranks. Preemption reaches it the same way (``preempt_send_user_signal``, or by hand:
+   ``scancel --batch --signal=USR2 <job>``). ``#SBATCH --requeue`` is added.
+2. ``setup`` lines (run by the batch shell before submitit's ``srun ... python -m
+   submitit.core._submit``) install ``trap ... USR2`` and define a shell function ``srun``
+   that shadows the command: it runs the real ``srun`` in the background and ``wait``\\ s for
+   it, so the shell can run its trap while the ranks work (bash defers traps until a
+   *foreground* command ends). The srun line itself is submitit's, untouched.
+3. On USR2 the trap decides *timeout* (within ``signal_delay_s + 90`` s of the time limit:
+   SLURM may signal up to a minute early) or *preemption*, sends ``rank_signal`` (default
+   USR1) to srun, which forwards it to every rank so they can checkpoint, and waits up to
+   ``signal_delay_s - 10`` s for the ranks to exit. If they all exited with status 0 the job
+   is done; otherwise, when the reason is in ``requeue_on`` and ``SLURM_RESTART_COUNT <
+   max_requeues``, it runs ``scontrol requeue $SLURM_JOB_ID``. SLURM then ends this run and
+   starts the same script again later: the cell runs again in the same directory and resumes
+   from its checkpoint (``mushin_resume``).
+4. The ranks ignore USR2, so submitit's in-process requeue handler never fires. The host
+   keeps polling through the requeue: a result is final only once SLURM reports the job
+   inactive or rank 0 returned success.
+
+Quoting: every value that reaches the sbatch script is a ``#SBATCH`` value (quoted by
+submitit), an srun argument (quoted by submitit), a word of ``python`` (split with
+:func:`shlex.split`, every word re-quoted: no shell expansion happens) or a value of the
+trap (quoted here). Newlines and NUL are refused in all of them. ``setup`` lines are the one
+escape hatch: they are shell code, copied verbatim.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import re
+import shlex
+import signal
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = [
+    "LocalLauncherConf",
+    "RequeueReason",
+    "SlurmLauncherConf",
+    "SubmititCellLauncher",
+    "render_sbatch",
+    "requeue_setup_lines",
+    "slurm_parameters",
+]
+
+log = logging.getLogger(__name__)
+
+PLUGIN_MODULE = "hydra_plugins.mushin_box_launcher.mushin_box_launcher"
+#: the signal SLURM sends the batch shell before the time limit (and at preemption)
+REQUEUE_SIGNAL = "USR2"
+_TIMEOUT_SLACK_S = 90  # SLURM may send --signal up to 60 s early
+_GRACE_MARGIN_S = 10  # requeue this long before SLURM's kill
+# sacct states of a job that may still produce (another) result
+_ACTIVE_STATES = frozenset(
+    {"PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING"}
+    | {"SUSPENDED", "CONFIGURING", "COMPLETING", "PREEMPTED", "STAGE_OUT", "SIGNALING"}
+)
+_SBATCH_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+
+
+class RequeueReason(enum.Enum):
+    """Why SLURM signalled the batch shell; ``requeue_on`` lists the ones that requeue."""
+
+    preemption = "preemption"
+    timeout = "timeout"
+
+
+@dataclass
+class _BaseLauncherConf:
+    # the fields of hydra-submitit-launcher 1.2.0's BaseQueueConf, same names and defaults
+    submitit_folder: str = "${hydra.sweep.dir}/.submitit/%j"
+    timeout_min: int = 60
+    cpus_per_task: int | None = None
+    gpus_per_node: int | None = None
+    tasks_per_node: int = 1
+    mem_gb: int | None = None
+    nodes: int = 1
+    name: str = "${hydra.job.name}"
+    stderr_to_stdout: bool = False
+    # mushin-box
+    python: str | None = None  # submitit's python command (split into words, each quoted)
+    poll_interval_s: float = 5.0  # how often the launcher checks on its jobs
+    max_wait_s: float | None = None  # cancel the jobs still running after this long
+
+
+@dataclass
+class LocalLauncherConf(_BaseLauncherConf):
+    """``hydra/launcher=mushin_local``: each cell as local processes (submitit's local executor).
+
+    Examples
+    --------
+    >>> from mushin_box._launcher import LocalLauncherConf
+    >>> LocalLauncherConf(timeout_min=5).tasks_per_node
+    1
+    """
+
+    _target_: str = f"{PLUGIN_MODULE}.MushinLocalLauncher"
+
+
+@dataclass
+class SlurmLauncherConf(_BaseLauncherConf):
+    """``hydra/launcher=mushin_slurm``: every field of hydra-submitit-launcher 1.2.0's
+    ``SlurmQueueConf``, plus ``python``, ``srun_args`` and the host-side requeue policy.
+
+    Examples
+    --------
+    >>> from mushin_box._launcher import SlurmLauncherConf
+    >>> conf = SlurmLauncherConf(nodes=2, tasks_per_node=4, gpus_per_node=4,
+    ...                          python="apptainer exec --nv image.sif python")
+    >>> [r.value for r in conf.requeue_on], conf.max_requeues, conf.rank_signal
+    (['preemption'], 3, 'USR1')
+    """
+
+    _target_: str = f"{PLUGIN_MODULE}.MushinSlurmLauncher"
+    partition: str | None = None
+    qos: str | None = None
+    comment: str | None = None
+    constraint: str | None = None
+    exclude: str | None = None
+    gres: str | None = None
+    cpus_per_gpu: int | None = None
+    gpus_per_task: int | None = None
+    mem_per_gpu: str | None = None
+    mem_per_cpu: str | None = None
+    account: str | None = None
+    signal_delay_s: int = 120  # SLURM signals the batch shell this long before the limit
+    max_num_timeout: int = 0  # submitit's in-process requeue: must stay 0 (see requeue_on)
+    additional_parameters: dict[str, Any] = field(default_factory=dict)
+    array_parallelism: int = 256
+    setup: list[str] | None = None  # shell lines, verbatim, before srun
+    # mushin-box
+    srun_args: list[str] | None = None
+    requeue_on: list[RequeueReason] = field(default_factory=lambda: [RequeueReason.preemption])
+    max_requeues: int = 3  # compared with SLURM_RESTART_COUNT
+    rank_signal: str | None = "USR1"  # sent to every rank on preemption/timeout; None: none
+
+
+# -- validation --------------------------------------------------------------------------------
+
+
+def _no_control(key: str, value: object) -> None:
+    if isinstance(value, str) and any(c in value for c in "\n\r\0"):
+        raise ValueError(f"{key}={value!r}: newlines and NUL cannot go into an sbatch script")
+
+
+def _signal_name(key: str, value: object) -> str:
+    name = str(value).upper().removeprefix("SIG")
+    if not hasattr(signal, f"SIG{name}") or name in ("KILL", "STOP"):
+        raise ValueError(f"{key}={value!r} is not a signal name a process can handle (e.g. USR1)")
+    if name == REQUEUE_SIGNAL:
+        raise ValueError(
+            f"{key}={value!r}: SIG{REQUEUE_SIGNAL} is submitit's in-process requeue signal, which "
+            "the ranks ignore under mushin_slurm; use another signal, e.g. USR1 or TERM"
+        )
+    return name
+
+
+def _python_command(value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        words = shlex.split(value)
+    except ValueError as error:
+        raise ValueError(f"python={value!r} is not a valid command line: {error}") from None
+    if not words:
+        raise ValueError("python must be a command, e.g. 'python3' or 'apptainer exec x.sif python'")
+    return shlex.join(words)
+
+
+def _settings(cluster: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The launcher's parameters, checked, with plain python values."""
+    settings: dict[str, Any] = {}
+    for key, value in params.items():
+        if key == "_target_":
+            continue
+        if isinstance(value, enum.Enum):
+            value = value.value
+        elif isinstance(value, list | tuple):
+            value = [v.value if isinstance(v, enum.Enum) else v for v in value]  # pyright: ignore[reportUnknownVariableType]
+        settings[key] = value
+    for key, value in settings.items():
+        if key == "setup":
+            continue  # shell code by design
+        for item in value if isinstance(value, list) else [value]:  # pyright: ignore[reportUnknownVariableType]
+            _no_control(key, item)
+    settings["python"] = _python_command(settings.get("python"))
+    if settings.get("poll_interval_s", 1) <= 0:
+        raise ValueError(f"poll_interval_s must be > 0, got {settings['poll_interval_s']}")
+    if cluster != "slurm":
+        return settings
+    if settings.get("max_num_timeout", 0):
+        raise ValueError(
+            "max_num_timeout drives submitit's in-process requeue, which mushin_slurm replaces "
+            "with a host-side one: set requeue_on=[timeout] (or [preemption,timeout]) and "
+            "max_requeues=N instead, and leave max_num_timeout at 0"
+        )
+    extra = dict(settings.get("additional_parameters") or {})
+    for option, option_value in extra.items():
+        if not isinstance(option, str) or not _SBATCH_KEY.match(option):
+            raise ValueError(f"additional_parameters key {option!r} is not an sbatch option name")
+        _no_control(f"additional_parameters[{option!r}]", option_value)
+        if option == "signal":
+            raise ValueError(
+                "additional_parameters['signal'] would replace the signal the host-side requeue "
+                "traps; set signal_delay_s instead"
+            )
+    settings["additional_parameters"] = extra
+    reasons = settings.get("requeue_on") or []
+    for reason in reasons:
+        RequeueReason(reason)
+    if not isinstance(settings.get("max_requeues", 0), int) or settings.get("max_requeues", 0) < 0:
+        raise ValueError(f"max_requeues must be an int >= 0, got {settings.get('max_requeues')!r}")
+    if settings.get("rank_signal") is not None:
+        settings["rank_signal"] = _signal_name("rank_signal", settings["rank_signal"])
+    return settings
+
+
+# -- the sbatch script -------------------------------------------------------------------------
+
+
+def requeue_setup_lines(
+    *,
+    requeue_on: Sequence[str],
+    max_requeues: int,
+    rank_signal: str | None,
+    signal_delay_s: int,
+    timeout_min: int,
+) -> list[str]:
+    """Shell lines for submitit's ``setup``: the host-side requeue trap (see module doc).
+
+    Examples
+    --------
+    >>> lines = requeue_setup_lines(requeue_on=["preemption"], max_requeues=2,
+    ...                             rank_signal="USR1", signal_delay_s=60, timeout_min=30)
+    >>> lines[1:4]
+    ['__mushin_requeue_on=preemption', '__mushin_max_requeues=2', '__mushin_rank_signal=USR1']
+    >>> "trap __mushin_on_signal USR2" in lines
+    True
+    """
+    q = shlex.quote
+    grace = max(0, int(signal_delay_s) - _GRACE_MARGIN_S)
+    timeout_after = max(0, int(timeout_min) * 60 - int(signal_delay_s) - _TIMEOUT_SLACK_S)
+    return [
+        "# mushin-box host-side requeue: `srun` is a function that runs the real srun in the "
+        "background so that this shell's USR2 trap runs while the ranks work",
+        f"__mushin_requeue_on={q(' '.join(RequeueReason(r).value for r in requeue_on))}",
+        f"__mushin_max_requeues={int(max_requeues)}",
+        f"__mushin_rank_signal={q(rank_signal or '')}",
+        f"__mushin_grace_s={grace}",
+        f"__mushin_timeout_after_s={timeout_after}",
+        "__mushin_srun_pid= __mushin_srun_rc= __mushin_handled=",
+        "__mushin_log() { printf 'mushin-box requeue: %s\\n' \"$*\" >&2; }",
+        "__mushin_on_signal() {",
+        "  [[ -n $__mushin_handled ]] && return 0",
+        "  __mushin_handled=1",
+        "  local reason=preemption restarts=${SLURM_RESTART_COUNT:-0} deadline",
+        "  (( SECONDS >= __mushin_timeout_after_s )) && reason=timeout",
+        f'  __mushin_log "SIG{REQUEUE_SIGNAL} after ${{SECONDS}}s: $reason'
+        ' (job ${SLURM_JOB_ID:-?}, restart count $restarts)"',
+        '  if [[ -n $__mushin_srun_pid ]] && kill -0 "$__mushin_srun_pid" 2>/dev/null; then',
+        "    if [[ -n $__mushin_rank_signal ]]; then",
+        '      __mushin_log "sending SIG$__mushin_rank_signal to the ranks; waiting up to'
+        ' ${__mushin_grace_s}s"',
+        '      kill -s "$__mushin_rank_signal" "$__mushin_srun_pid" 2>/dev/null',
+        "    fi",
+        "    deadline=$((SECONDS + __mushin_grace_s))",
+        '    while kill -0 "$__mushin_srun_pid" 2>/dev/null && (( SECONDS < deadline )); do',
+        "      sleep 1",
+        "    done",
+        '    if ! kill -0 "$__mushin_srun_pid" 2>/dev/null; then',
+        '      wait "$__mushin_srun_pid"; __mushin_srun_rc=$?',
+        "    fi",
+        "  fi",
+        '  if [[ $__mushin_srun_rc == 0 ]]; then __mushin_log "the ranks finished"; return 0; fi',
+        '  case " $__mushin_requeue_on " in',
+        '    *" $reason "*) ;;',
+        '    *) __mushin_log "not requeueing: requeue_on has no $reason"; return 0 ;;',
+        "  esac",
+        "  if (( restarts >= __mushin_max_requeues )); then",
+        '    __mushin_log "not requeueing: max_requeues=$__mushin_max_requeues reached"',
+        "    return 0",
+        "  fi",
+        '  __mushin_log "scontrol requeue $SLURM_JOB_ID"',
+        '  scontrol requeue "$SLURM_JOB_ID" || __mushin_log "scontrol requeue failed"',
+        "}",
+        f"trap __mushin_on_signal {REQUEUE_SIGNAL}",
+        "srun() {",
+        '  command srun "$@" &',
+        "  __mushin_srun_pid=$! __mushin_srun_rc=",
+        "  local rc again",
+        "  while :; do",
+        '    wait "$__mushin_srun_pid"; rc=$?',
+        "    if [[ -n $__mushin_srun_rc ]]; then rc=$__mushin_srun_rc; break; fi",
+        '    kill -0 "$__mushin_srun_pid" 2>/dev/null && continue  # a trap interrupted wait',
+        "    if (( rc > 128 )); then",
+        '      wait "$__mushin_srun_pid" 2>/dev/null; again=$?',
+        "      (( again != 127 )) && rc=$again",
+        "    fi",
+        "    break",
+        "  done",
+        "  __mushin_srun_pid= __mushin_srun_rc=$rc",
+        '  return "$rc"',
+        "}",
+    ]
+
+
+def slurm_parameters(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """submitit ``SlurmExecutor`` parameters (sbatch names) for checked launcher settings.
+
+    Examples
+    --------
+    >>> p = slurm_parameters({"nodes": 2, "tasks_per_node": 4, "gpus_per_node": 4,
+    ...                       "timeout_min": 30, "name": "demo", "mem_gb": 64})
+    >>> p["ntasks_per_node"], p["time"], p["mem"], p["additional_parameters"]["signal"]
+    (4, 30, '64GB', 'B:USR2@120')
+    """
+    s = dict(settings)
+    timeout_min = int(s.get("timeout_min", 60))
+    delay = int(s.get("signal_delay_s", 120))
+    params: dict[str, Any] = {
+        "job_name": s.get("name", "submitit"),
+        "time": timeout_min,
+        "nodes": s.get("nodes", 1),
+        "ntasks_per_node": s.get("tasks_per_node", 1),
+        "signal_delay_s": delay,
+        "array_parallelism": s.get("array_parallelism", 256),
+        "stderr_to_stdout": s.get("stderr_to_stdout", False),
+    }
+    for key in ("cpus_per_task", "gpus_per_node", "partition", "qos", "comment", "constraint"):
+        params[key] = s.get(key)
+    for key in ("exclude", "gres", "cpus_per_gpu", "gpus_per_task", "mem_per_gpu"):
+        params[key] = s.get(key)
+    params["mem_per_cpu"] = s.get("mem_per_cpu")
+    params["account"] = s.get("account")
+    if s.get("mem_gb") is not None:
+        from submitit.slurm.slurm import _convert_mem  # pyright: ignore[reportPrivateUsage]
+
+        params["mem"] = _convert_mem(s["mem_gb"])
+    requeue_on = list(s.get("requeue_on", [RequeueReason.preemption.value]) or [])
+    extra = dict(s.get("additional_parameters") or {})
+    if requeue_on and not {"requeue", "no-requeue", "no_requeue"} & set(extra):
+        extra["requeue"] = True
+    extra["signal"] = f"B:{REQUEUE_SIGNAL}@{delay}"
+    params["additional_parameters"] = extra
+    params["setup"] = requeue_setup_lines(
+        requeue_on=requeue_on,
+        max_requeues=int(s.get("max_requeues", 3)),
+        rank_signal=s.get("rank_signal", "USR1"),
+        signal_delay_s=delay,
+        timeout_min=timeout_min,
+    ) + list(s.get("setup") or [])
+    if s.get("srun_args"):
+        params["srun_args"] = [str(a) for a in s["srun_args"]]
+    return {k: v for k, v in params.items() if v is not None}
+
+
+def render_sbatch(params: Mapping[str, Any], folder: str | os.PathLike[str]) -> str:
+    """The sbatch script a one-cell ``mushin_slurm`` job gets, without needing ``srun``.
+
+    ``params`` are ``hydra.launcher`` values (missing ones take :class:`SlurmLauncherConf`'s
+    defaults); the text is what submitit's ``SlurmExecutor`` writes for them.
+
+    Examples
+    --------
+    >>> text = render_sbatch({"partition": "gpu", "python": "apptainer exec a.sif python"},
+    ...                      "/runs/.submitit/%j")
+    >>> "#SBATCH --signal=B:USR2@120" in text and "a.sif python -u -m submitit" in text
+    True
+    """
+    from submitit.slurm.slurm import _make_sbatch_string  # pyright: ignore[reportPrivateUsage]
+
+    settings = _settings("slurm", {**_defaults(SlurmLauncherConf), **params})
+    python = settings["python"] or shlex.quote(os.fspath(_sys_executable()))
+    command = " ".join([python, "-u -m submitit.core._submit", shlex.quote(os.fspath(folder))])
+    return _make_sbatch_string(command=command, folder=folder, **slurm_parameters(settings))
+
+
+def _sys_executable() -> str:
+    import sys
+
+    return sys.executable
+
+
+def _defaults(conf: type) -> dict[str, Any]:
+    from omegaconf import OmegaConf
+
+    return {k: v for k, v in OmegaConf.to_container(OmegaConf.structured(conf)).items()}  # type: ignore[union-attr]
+
+
+# -- in every rank -----------------------------------------------------------------------------
+
+
+class CellJob:
+    """What every srun task runs: one Hydra job (a sweep cell), like the stock launcher's
+    ``__call__``. Picklable; holds no submitit or SLURM state.
+
+    Parameters
+    ----------
+    hydra_context, config, task_function
+        What Hydra gave the launcher's ``setup``.
+    ignore_signal : str | None
+        A signal this rank ignores (``"USR2"`` under ``mushin_slurm``: submitit's in-process
+        requeue handler must not run; the batch script requeues).
+    """
+
+    def __init__(
+        self, hydra_context: Any, config: Any, task_function: Any, ignore_signal: str | None
+    ) -> None:
+        self.hydra_context = hydra_context
+        self.config = config
+        self.task_function = task_function
+        self.ignore_signal = ignore_signal
+
+    def __call__(
+        self, overrides: Sequence[str], job_dir_key: str, job_num: int, singleton_state: Any
+    ) -> Any:
+        import submitit
+        from hydra.core.singleton import Singleton
+        from hydra.core.utils import run_job, setup_globals
+        from omegaconf import open_dict
+
+        if self.ignore_signal:
+            signal.signal(getattr(signal, f"SIG{self.ignore_signal}"), signal.SIG_IGN)
+        Singleton.set_state(singleton_state)
+        setup_globals()
+        sweep_config = self.hydra_context.config_loader.load_sweep_config(
+            self.config, list(overrides)
+        )
+        with open_dict(sweep_config.hydra.job) as job:
+            job.id = submitit.JobEnvironment().job_id
+            job.num = job_num
+        ret = run_job(
+            hydra_context=self.hydra_context,
+            task_function=self.task_function,
+            config=sweep_config,
+            job_dir_key=job_dir_key,
+            job_subdir_key="hydra.sweep.subdir",
+        )
+        return _picklable(ret)
+
+
+def _picklable(ret: Any) -> Any:
+    """``ret`` with its exception replaced by a RuntimeError carrying the traceback when the
+    exception itself does not pickle (it has to travel back to the launcher)."""
+    exc = ret._return_value  # pyright: ignore[reportPrivateUsage]
+    if isinstance(exc, BaseException):
+        import cloudpickle  # pyright: ignore[reportMissingTypeStubs]
+
+        try:
+            cloudpickle.loads(cloudpickle.dumps(exc))  # pyright: ignore[reportUnknownMemberType]
+        except Exception:
+            text = "".join(traceback.format_exception(exc))
+            ret.return_value = RuntimeError(f"{type(exc).__qualname__} (not picklable):\n{text}")
+    return ret
+
+
+# -- on the submitting host --------------------------------------------------------------------
+
+
+class SubmititCellLauncher:
+    """The logic behind ``hydra/launcher=mushin_slurm`` and ``mushin_local``.
+
+    Parameters
+    ----------
+    cluster : "slurm" | "local"
+        The submitit executor.
+    params : Mapping[str, Any]
+        The ``hydra.launcher`` node's values (fields of :class:`SlurmLauncherConf` or
+        :class:`LocalLauncherConf`); checked here, before anything is submitted.
+
+    Examples
+    --------
+    >>> from mushin_box._launcher import SubmititCellLauncher
+    >>> launcher = SubmititCellLauncher("slurm", {"nodes": 2, "tasks_per_node": 4,
+    ...                                           "requeue_on": ["timeout"]})
+    >>> launcher.settings["requeue_on"]
+    ['timeout']
+    >>> SubmititCellLauncher("slurm", {"rank_signal": "USR2"})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    ValueError: rank_signal='USR2': SIGUSR2 is submitit's in-process requeue signal, ...
+    """
+
+    def __init__(self, cluster: Literal["slurm", "local"], params: Mapping[str, Any]) -> None:
+        from omegaconf import OmegaConf
+
+        plain: dict[str, Any] = {}
+        for key, value in params.items():
+            if OmegaConf.is_config(value):
+                value = OmegaConf.to_container(value, resolve=True)
+            plain[str(key)] = value
+        self.cluster = cluster
+        self.settings = _settings(cluster, plain)
+        self.config: Any = None
+        self.hydra_context: Any = None
+        self.task_function: Any = None
+
+    def setup(self, *, hydra_context: Any, task_function: Any, config: Any) -> None:
+        """Keep what Hydra hands over; see ``hydra.plugins.launcher.Launcher.setup``."""
+        self.config = config
+        self.hydra_context = hydra_context
+        self.task_function = task_function
+
+    def executor(self) -> Any:
+        """A submitit executor for this launcher's settings (``srun`` must exist for slurm)."""
+        import submitit
+
+        s = self.settings
+        folder = s.get("submitit_folder", "submitit/%j")
+        if self.cluster == "slurm":
+            executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=0, python=s["python"])
+            executor.update_parameters(**slurm_parameters(s))
+            return executor
+        executor = submitit.AutoExecutor(folder=folder, cluster="local", local_python=s["python"])
+        keys = ("timeout_min", "cpus_per_task", "gpus_per_node", "tasks_per_node", "mem_gb")
+        generic = {k: s[k] for k in (*keys, "nodes", "name", "stderr_to_stdout") if k in s}
+        executor.update_parameters(**generic)
+        return executor
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
+        """Submit one job per element of ``job_overrides``, wait, return their JobReturns."""
+        from hydra.core.singleton import Singleton
+        from hydra.core.utils import filter_overrides
+
+        assert self.config is not None, "setup() first"
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        if "mode" in self.config.hydra.sweep and self.config.hydra.sweep.mode is not None:
+            os.chmod(sweep_dir, mode=int(str(self.config.hydra.sweep.mode), 8))
+        executor = self.executor()
+        cell = CellJob(
+            self.hydra_context,
+            self.config,
+            self.task_function,
+            ignore_signal=REQUEUE_SIGNAL if self.cluster == "slurm" else None,
+        )
+        overrides = [list(o) for o in job_overrides]
+        numbers = [initial_job_idx + i for i in range(len(overrides))]
+        state = Singleton.get_state()
+        jobs = executor.map_array(
+            cell, overrides, ["hydra.sweep.dir"] * len(overrides), numbers, [state] * len(overrides)
+        )
+        for number, job, o in zip(numbers, jobs, overrides, strict=True):
+            log.info("mushin_%s #%d job %s: %s", self.cluster, number, job.job_id,
+                     " ".join(filter_overrides(o)))  # fmt: skip
+        return self.wait(jobs, overrides)
+
+    def wait(self, jobs: Sequence[Any], overrides: Sequence[Sequence[str]]) -> list[Any]:
+        """Poll ``jobs`` until each has a final JobReturn (bounded by ``max_wait_s``)."""
+        poll = float(self.settings.get("poll_interval_s", 5.0))
+        max_wait = self.settings.get("max_wait_s")
+        deadline = None if max_wait is None else time.monotonic() + float(max_wait)
+        results: dict[int, Any] = {}
+        try:
+            while True:
+                for i, job in enumerate(jobs):
+                    if i not in results:
+                        ret = self._outcome(job, overrides[i])
+                        if ret is not None:
+                            results[i] = ret
+                if len(results) == len(jobs):
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    for i, job in enumerate(jobs):
+                        if i not in results:
+                            job.cancel(check=False)
+                            error = TimeoutError(
+                                f"mushin_{self.cluster} job {job.job_id} was not done after "
+                                f"max_wait_s={max_wait}; cancelled it (logs: {job.paths.stdout})"
+                            )
+                            results[i] = _failed_return(overrides[i], error)
+                    break
+                time.sleep(poll)
+        except BaseException:
+            for i, job in enumerate(jobs):
+                if i not in results:
+                    job.cancel(check=False)
+            raise
+        return [results[i] for i in range(len(jobs))]
+
+    def _active(self, job: Any) -> bool:
+        """Can this job still produce a result (SLURM: pending, running, requeued, ...)?"""
+        if self.cluster != "slurm":
+            return False
+        state = str(job.watcher.get_state(job.job_id, mode="force")).split(" ")[0].upper()
+        return state in _ACTIVE_STATES
+
+    def _outcome(self, job: Any, overrides: Sequence[str]) -> Any:
+        """The cell's final JobReturn, or None while it may still change."""
+        from hydra.core.utils import JobStatus
+
+        if not job.done():
+            return None
+        rank0 = job.task(0)
+        if rank0.paths.result_pickle.exists():
+            try:
+                ret = rank0.result()
+            except Exception as error:  # the job raised outside the Hydra job (submitit's trace)
+                return None if self._active(job) else _failed_return(overrides, error)
+            if getattr(ret, "status", None) == JobStatus.COMPLETED or not self._active(job):
+                return ret
+            return None  # a failure of a run that SLURM has requeued: wait for the next one
+        if self._active(job):
+            return None
+        for task_id in range(1, job.num_tasks):
+            task = job.task(task_id)
+            if task.paths.result_pickle.exists():
+                error = task.exception()
+                if error is not None:
+                    return _failed_return(overrides, error)
+        from submitit.core.utils import UncompletedJobError
+
+        message = (
+            f"mushin_{self.cluster} job {job.job_id} ended ({job.state}) without a result from "
+            f"rank 0; see its logs: {rank0.paths.stdout} and {rank0.paths.stderr}"
+        )
+        return _failed_return(overrides, UncompletedJobError(message))
+
+
+def _failed_return(overrides: Sequence[str], error: BaseException) -> Any:
+    from hydra.core.utils import JobReturn, JobStatus
+
+    ret = JobReturn(overrides=list(overrides), status=JobStatus.FAILED)
+    ret.return_value = error
+    return ret
