@@ -36,8 +36,11 @@ Config = make_config(
         strategy=builds(HydraDDP),
         callbacks=[
             builds(MetricsCallback),
-            builds(pl.callbacks.ModelCheckpoint, dirpath="${hydra:runtime.output_dir}/ckpt",
-                   save_last=True),  # fmt: skip
+            builds(
+                pl.callbacks.ModelCheckpoint,
+                dirpath="${hydra:runtime.output_dir}/ckpt",
+                save_last=True,
+            ),  # fmt: skip
         ],
         default_root_dir="${hydra:runtime.output_dir}",
         logger=False,

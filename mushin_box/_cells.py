@@ -298,8 +298,10 @@ class CellRunner:
         from mushin_box._provenance import basic_provenance
 
         config = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
-        record = basic_provenance(task=self.task, config=config, fingerprints=fingerprints,
-                                  seed_base=OmegaConf.select(cfg, "seed", default=None))  # fmt: skip
+        seed_base = OmegaConf.select(cfg, "seed", default=None)
+        record = basic_provenance(
+            task=self.task, config=config, fingerprints=fingerprints, seed_base=seed_base
+        )
         try:
             write_json_atomic(cell_dir / PROVENANCE_FILE, record)
         except (TypeError, ValueError) as exc:  # an exotic config value: keep the rest

@@ -25,8 +25,22 @@ __all__ = ["REDACTED", "basic_provenance", "git_state", "is_secret_name", "redac
 
 REDACTED = "<redacted>"
 _SECRET_WORDS = frozenset(
-    {"token", "secret", "password", "passwd", "pwd", "credential", "credentials", "key",
-     "apikey", "auth", "passphrase", "private", "cookie", "session"}  # fmt: skip
+    {
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "pwd",
+        "credential",
+        "credentials",
+        "key",
+        "apikey",
+        "auth",
+        "passphrase",
+        "private",
+        "cookie",
+        "session",
+    }  # fmt: skip
 )
 _SPLIT = re.compile(r"[^a-z0-9]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")

@@ -315,9 +315,10 @@ def test_provenance_sidecar_redacts_secrets(tmp_path: Path) -> None:
         repro = prov["reproducibility"]
         assert repro["config"]["api_key"] == "<redacted>"
         assert repro["config"]["db"] == {"host": "h", "password": "<redacted>"}
-        assert repro["config_sha256"] == read_json(tmp_path / cell / "mushin_status.json")[
-            "fingerprints"
-        ]["config"]
+        assert (
+            repro["config_sha256"]
+            == read_json(tmp_path / cell / "mushin_status.json")["fingerprints"]["config"]
+        )
         assert repro["packages"]["torch"] and repro["python"].startswith("3.")
     for f in tmp_path.rglob("*.json"):
         assert "PLANTED" not in f.read_text(encoding="utf-8"), f
