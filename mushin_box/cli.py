@@ -1,13 +1,27 @@
 # SPDX-License-Identifier: MIT
-"""The ``mushin-box`` command line. Parsing and presentation only; no torch at start-up."""
+"""The ``mushin-box`` command line: parsing and presentation only.
+
+Each subcommand lives in its own module ``mushin_box._cmd_<name>`` exposing
+``HELP: str``, ``add_arguments(parser)`` and ``run(args) -> int``; the module is imported
+only to build its parser (cheap: no torch/Lightning at import) and to run it.
+Exit codes: 0 success, 1 a negative result (e.g. ``diff`` found differences), 2 bad input.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
-__all__ = ["main"]
+__all__ = ["COMMANDS", "UsageError", "main"]
+
+# order shown in --help
+COMMANDS = ("build", "launch", "smoke", "diff")
+
+
+class UsageError(Exception):
+    """Bad input from the command line: printed without a traceback, exit code 2."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -18,7 +32,17 @@ def _parser() -> argparse.ArgumentParser:
         description="Reproducible multi-node hydra-zen + Lightning experiments on SLURM.",
     )
     parser.add_argument("--version", action="version", version=f"mushin-box {__version__}")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"mushin_box._cmd_{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"mushin_box._cmd_{name}":
+                raise
+            continue  # not built yet
+        cmd = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(cmd)
+        cmd.set_defaults(_module=module)
     return parser
 
 
@@ -26,9 +50,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        parser.print_help()
+        parser.print_help(sys.stderr)
         return 2
-    return 0  # pragma: no cover - no subcommands yet
+    try:
+        return int(args._module.run(args))
+    except UsageError as exc:
+        print(f"mushin-box {args.command}: error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover
