@@ -35,16 +35,31 @@ _LAZY: dict[str, str] = {
     "job_dir": "mushin_box._jobdir",
     "submitit_slurm_config": "mushin_box._slurm",
     "Workflow": "mushin_box._workflow",
+    "ImageSpec": "mushin_box._imagespec",
+    "ProjectInstall": "mushin_box._imagespec",
+    "render_definition": "mushin_box._imagespec",
+    "build_image": "mushin_box._build",
+    "Manifest": "mushin_box._build",
+    "read_manifest": "mushin_box._build",
+    "ApptainerNotFound": "mushin_box._build",
+    "read_sif_header": "mushin_box._sif",
+    "SifHeader": "mushin_box._sif",
     "multirun": "mushin_box._workflow",
     "hydra_list": "mushin_box._workflow",
 }
 
 __all__ = [
+    "ApptainerNotFound",
     "HydraDDP",
+    "ImageSpec",
+    "Manifest",
     "MetricsCallback",
+    "ProjectInstall",
     "ResumeContext",
+    "SifHeader",
     "Workflow",
     "__version__",
+    "build_image",
     "find_last_checkpoint",
     "global_rank_from_env",
     "hydra_list",
@@ -52,6 +67,9 @@ __all__ = [
     "load_experiment",
     "load_metrics_file",
     "multirun",
+    "read_manifest",
+    "read_sif_header",
+    "render_definition",
     "resumable",
     "resume_context",
     "seed_everything_per_rank",
@@ -60,8 +78,10 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
+    from mushin_box._build import ApptainerNotFound, Manifest, build_image, read_manifest
     from mushin_box._ddp import HydraDDP
     from mushin_box._experiment import load_experiment
+    from mushin_box._imagespec import ImageSpec, ProjectInstall, render_definition
     from mushin_box._jobdir import job_dir
     from mushin_box._metrics import MetricsCallback, load_metrics_file
     from mushin_box._resume import (
@@ -75,6 +95,7 @@ if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
         seed_everything_per_rank,
         seed_for_rank,
     )
+    from mushin_box._sif import SifHeader, read_sif_header
     from mushin_box._slurm import submitit_slurm_config
     from mushin_box._workflow import Workflow, hydra_list, multirun
 

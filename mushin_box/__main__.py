@@ -1,4 +1,6 @@
 # SPDX-License-Identifier: MIT
-from mushin_box.cli import main
 import sys
+
+from mushin_box.cli import main
+
 sys.exit(main())

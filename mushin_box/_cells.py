@@ -58,6 +58,7 @@ STATUSES = ("pending", "running", "completed", "failed", "timeout", "skipped")
 SCHEMA = 1
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")
+_ADD_PREFIX = re.compile(r"(^|,)\+{1,2}")
 
 
 def cell_key(override_dirname: str) -> str:
@@ -72,12 +73,14 @@ def cell_key(override_dirname: str) -> str:
     >>> cell_key("lr=0.1,seed=2")
     'lr=0.1,seed=2'
     >>> cell_key("name='a b'")
-    "name=_a_b_-5b7c5e6d"
+    'name=_a_b_-ab4dba41'
     """
     if not override_dirname:
         return "cell"
-    safe = _UNSAFE.sub("_", override_dirname)
-    if safe == override_dirname and len(safe) <= 96 and not safe.startswith("."):
+    # Hydra keeps the '+'/'++' of added keys in override_dirname; the key is what matters
+    readable = _ADD_PREFIX.sub(r"\1", override_dirname)
+    safe = _UNSAFE.sub("_", readable)
+    if safe == readable and len(safe) <= 96 and not safe.startswith("."):
         return safe
     digest = hashlib.sha256(override_dirname.encode("utf-8")).hexdigest()[:8]
     return f"{safe[:80]}-{digest}"
@@ -142,6 +145,16 @@ def config_fingerprint(cfg: Any) -> str:
 
         data = OmegaConf.to_yaml(cfg).encode("utf-8")
     return hashlib.sha256(data).hexdigest()
+
+
+def slurm_job_id(environ: Mapping[str, str] | None = None) -> str | None:
+    """This process's SLURM job as squeue/scancel name it: ``<array job>_<task>`` for an
+    array task (its plain SLURM_JOB_ID of task 0 is the whole array's id), else the id."""
+    env = os.environ if environ is None else environ
+    array, task = env.get("SLURM_ARRAY_JOB_ID"), env.get("SLURM_ARRAY_TASK_ID")
+    if array and task:
+        return f"{array}_{task}"
+    return env.get("SLURM_JOB_ID")
 
 
 def _plain_value(value: Any) -> Any:
@@ -269,7 +282,7 @@ class CellRunner:
             "started": started,
             "host": socket.gethostname(),
             "pid": os.getpid(),
-            "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+            "slurm_job_id": slurm_job_id(),
         }
         self._status(cell_dir, **running, status="running")
         if global_rank_from_env() == 0:

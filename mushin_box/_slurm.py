@@ -282,3 +282,34 @@ def submitit_slurm_config(
             f"--mem-per-cpu, --mem-per-gpu); keep one"
         )
     return config
+
+
+# states in which a SLURM job may still run (or run again) a cell
+LIVE_JOB_STATES = (
+    "PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING",
+    "COMPLETING", "SUSPENDED", "RESIZING", "SIGNALING", "STAGE_OUT", "RESV_DEL_HOLD",
+)  # fmt: skip
+
+
+def slurm_job_state(job_id: str, *, timeout_s: float = 15.0) -> str | None:
+    """The state of a SLURM job (``"RUNNING"``, ``"CANCELLED"``, ``"TIMEOUT"``, ...), from
+    ``squeue`` while it is queued or running and ``sacct`` after; ``None`` if unknown
+    (no SLURM tools, or the job is unknown to both)."""
+    import shutil
+    import subprocess
+
+    queries = (
+        ["squeue", "-h", "-j", str(job_id), "-o", "%T"],
+        ["sacct", "-X", "-n", "-P", "-j", str(job_id), "-o", "State"],
+    )
+    for argv in queries:
+        if shutil.which(argv[0]) is None:
+            continue
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s).stdout
+        except (OSError, subprocess.SubprocessError):
+            continue
+        lines = [line.strip() for line in out.splitlines() if line.strip()]
+        if lines:
+            return lines[-1].split()[0].upper()
+    return None

@@ -16,6 +16,8 @@ from mushin_box._sidecars import canonical_dumps, read_json, write_json_atomic
 
 __all__ = [
     "MANIFEST_FILE",
+    "live_cells",
+    "reconcile_abandoned",
     "SweepLock",
     "cell_records",
     "combo_id",
@@ -129,3 +131,66 @@ def rebuild_manifest(root: Path) -> dict[str, Any]:
     manifest = _build(root, grid, old.get("run_id") if old else None)
     write_json_atomic(root / MANIFEST_FILE, manifest)
     return manifest
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _ended(record: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(new status, reason) for a ``running`` cell whose process is gone, else None."""
+    import socket
+
+    from mushin_box._slurm import LIVE_JOB_STATES, slurm_job_state
+
+    job_id = record.get("slurm_job_id")
+    if job_id:
+        state = slurm_job_state(str(job_id))
+        if state is None or state in LIVE_JOB_STATES:
+            return None
+        status = "timeout" if state.startswith(("TIMEOUT", "DEADLINE")) else "failed"
+        return status, f"SLURM job {job_id} ended {state} while the cell was running"
+    pid = record.get("pid")
+    if record.get("host") == socket.gethostname() and isinstance(pid, int):
+        if pid == os.getpid():
+            return "failed", "interrupted while running"
+        if not _pid_alive(pid):
+            return "failed", f"process {pid} died while the cell was running"
+    return None
+
+
+def reconcile_abandoned(root: Path) -> list[str]:
+    """Record cells left ``running`` by a process or SLURM job that has ended (killed,
+    cancelled, preempted, timed out) as ``failed``/``timeout``; returns their dirs."""
+    changed: list[str] = []
+    for cell_dir, record in cell_records(root):
+        if record.get("status") != "running":
+            continue
+        ended = _ended(record)
+        if ended is None:
+            continue
+        status, reason = ended
+        new = {**record, "status": status, "reason": reason, "ended": _now()}
+        new["error"] = {"type": "JobEnded", "message": reason}
+        write_json_atomic(cell_dir / STATUS_FILE, new)
+        changed.append(cell_dir.name)
+    return changed
+
+
+def live_cells(root: Path) -> list[tuple[str, str]]:
+    """(cell dir, SLURM job id) of cells still running in a live SLURM job."""
+    from mushin_box._slurm import LIVE_JOB_STATES, slurm_job_state
+
+    out = []
+    for cell_dir, record in cell_records(root):
+        job_id = record.get("slurm_job_id")
+        if record.get("status") == "running" and job_id:
+            if slurm_job_state(str(job_id)) in LIVE_JOB_STATES:
+                out.append((cell_dir.name, str(job_id)))
+    return out

@@ -27,8 +27,10 @@ from mushin_box._sweep import (
     MANIFEST_FILE,
     SweepLock,
     combo_id,
+    live_cells,
     read_manifest,
     rebuild_manifest,
+    reconcile_abandoned,
     write_manifest,
 )
 
@@ -48,6 +50,18 @@ def _config_fields(config: Any) -> set[str]:
         return {str(k) for k in OmegaConf.structured(config).keys()}
     except Exception:  # pragma: no cover - exotic configs: no name checking
         return set()
+
+
+def _has_path(config: Any, dotted: str) -> bool:
+    """Does the (structured) config have this dotted key already (else Hydra needs '+')?"""
+    from omegaconf import OmegaConf
+
+    missing = object()
+    try:
+        cfg = OmegaConf.structured(config)
+        return OmegaConf.select(cfg, dotted, default=missing, throw_on_missing=False) is not missing
+    except Exception:  # pragma: no cover - exotic configs: assume present
+        return True
 
 
 def _config_from_signature(task: Callable[..., Any]) -> Any:
@@ -220,6 +234,14 @@ class Workflow:
             previous = read_manifest(root)
             if resume and previous is not None:
                 _report_grid_change(previous, grid)
+            reconcile_abandoned(root)
+            busy = live_cells(root)
+            if busy:
+                raise RuntimeError(
+                    "cells of this sweep are still running in SLURM jobs: "
+                    + ", ".join(f"{cell} (job {job})" for cell, job in busy)
+                    + "; wait for them to end or scancel them, then run again"
+                )
             (root / ABORT_FILE).unlink(missing_ok=True)
             write_manifest(root, grid=grid, run_id=plan.run_id)
             watcher = _start_progress(root, grid, plan.run_id, progress, launcher)
@@ -239,9 +261,19 @@ class Workflow:
             finally:
                 if watcher is not None:
                     watcher.stop()
+                # cells whose job was killed, cancelled or timed out never wrote their end
+                ended = reconcile_abandoned(root)
                 rebuild_manifest(root)
             if error is not None:
-                raise error
+                if on_error == "nan" and ended and isinstance(error, Exception):
+                    warnings.warn(
+                        f"cell(s) {', '.join(ended)} ended with their job "
+                        f"({type(error).__name__}: {str(error)[:300]}); "
+                        "recorded as failed/timeout (on_error='nan'); run again with resume=True",
+                        stacklevel=2,
+                    )
+                else:
+                    raise error
         from mushin_box._experiment import load_experiment
 
         return load_experiment(root)
@@ -265,6 +297,8 @@ class Workflow:
                         f"{close[0]!r}? (fields: {sorted(fields)})"
                     )
                 add = True  # a new key: Hydra needs '+'
+            elif fields and "." in name and not _has_path(self.config, name):
+                add = True  # e.g. a Trainer argument the config left at its default
             if isinstance(value, multirun):
                 values = list(value)
                 grid[name] = values

@@ -23,11 +23,18 @@ class TinyModule(pl.LightningModule):
     ``rank_seeds`` so tests can check that all ranks took part.
     """
 
-    def __init__(self, in_features: int = 8, lr: float = 0.05, fail_at_epoch: int | None = None):
+    def __init__(
+        self,
+        in_features: int = 8,
+        lr: float = 0.05,
+        fail_at_epoch: int | None = None,
+        epoch_sleep_s: float = 0.0,
+    ):
         super().__init__()
         self.save_hyperparameters()
         self.layer = torch.nn.Linear(in_features, 1)
         self.fail_at_epoch = fail_at_epoch
+        self.epoch_sleep_s = epoch_sleep_s  # slow epochs: time for tests to kill a fit midway
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.layer(x)
@@ -49,6 +56,12 @@ class TinyModule(pl.LightningModule):
     def on_train_epoch_start(self) -> None:
         _append_rank_record(self, "epoch", self.current_epoch)
 
+    def on_train_epoch_end(self) -> None:
+        if self.epoch_sleep_s:
+            import time
+
+            time.sleep(self.epoch_sleep_s)
+
     def validation_step(self, batch: Any, batch_idx: int) -> None:
         self.log("val_loss", self._loss(batch), sync_dist=True)
 
@@ -67,10 +80,16 @@ def _append_rank_record(module: pl.LightningModule, key: str, value: Any) -> Non
     target = os.environ.get("MUSHIN_TEST_RANK_LOG")
     if not target:
         return
+    from mushin_box._jobdir import job_dir
+
     rank = module.global_rank
     with open(os.path.join(target, f"rank{rank}.log"), "a", encoding="utf-8") as f:
         seed = os.environ.get("PL_GLOBAL_SEED", "")
-        f.write(f"{key}={value} seed={seed} world={module.trainer.world_size} pid={os.getpid()}\n")
+        job = job_dir().name.replace(" ", "_")
+        f.write(
+            f"{key}={value} seed={seed} world={module.trainer.world_size} pid={os.getpid()} "
+            f"job={job}\n"
+        )
 
 
 class TinyDataModule(pl.LightningDataModule):

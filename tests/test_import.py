@@ -51,3 +51,18 @@ def test_no_top_level_mushin_package_shipped() -> None:
     from pathlib import Path
 
     assert not (Path(mushin_box.__file__).parents[1] / "mushin").exists()
+
+
+def test_cli_help_loads_no_torch() -> None:
+    code = (
+        "import sys\n"
+        "from mushin_box.cli import main\n"
+        "try:\n"
+        "    main(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print([m for m in ('torch', 'pytorch_lightning') if m in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().endswith("[]"), out.stdout[-500:]
+    assert "build" in out.stdout

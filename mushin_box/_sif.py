@@ -1,0 +1,435 @@
+# SPDX-License-Identifier: MIT
+"""A dependency-free reader for the Singularity Image Format (SIF) that Apptainer builds.
+
+Only the fixed-size parts of the format are read: the 128-byte global header and the
+585-byte object descriptors that follow it, plus (on request) the bytes of one data
+object. Nothing is mounted and no Apptainer binary is needed, so the identity of an
+image (its header UUID, its embedded definition file) can be checked on any machine.
+
+Layout (little-endian; ``apptainer/sif`` ``pkg/sif/sif.go`` and ``descriptor.go``):
+
+==========  ====  ==========================================================
+offset      size  field
+==========  ====  ==========================================================
+0           32    launch script (``#!/usr/bin/env run-singularity\\n`` from Apptainer)
+32          10    magic ``SIF_MAGIC\\0``
+42          3     spec version ``01\\0``
+45          3     primary architecture code (``02\\0`` = amd64, ``04\\0`` = arm64, ...)
+48          16    image UUID (RFC 4122 byte order; all zero for reproducible builds)
+64          8×8   created, modified, descriptors free, descriptors total,
+                  descriptor offset, descriptor size, data offset, data size
+==========  ====  ==========================================================
+
+Each descriptor is ``<iBIIIqqqqqqq128s384s``: data type, used flag, id, group id, linked
+id, offset, size, size with padding, created, modified, uid, gid, name, extra.
+
+Verified byte for byte against SIF files written by Debian bookworm's ``siftool`` 2.8.3
+(``tests/golden/siftool-2.8.3.sif``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import os
+import struct
+import uuid
+from pathlib import Path
+from typing import BinaryIO
+
+import attrs
+
+__all__ = [
+    "SIF_DATATYPES",
+    "SifDescriptor",
+    "SifFormatError",
+    "SifHeader",
+    "file_sha256",
+    "read_sif_descriptors",
+    "read_sif_header",
+    "read_sif_object",
+]
+
+StrPath = str | os.PathLike[str]
+
+HEADER_SIZE = 128
+DESCRIPTOR_SIZE = 585
+_HEADER = struct.Struct("<32s10s3s3s16s8q")
+_DESCRIPTOR = struct.Struct("<iBIIIqqqqqqq128s384s")
+assert _HEADER.size == HEADER_SIZE and _DESCRIPTOR.size == DESCRIPTOR_SIZE
+
+MAGIC = b"SIF_MAGIC\x00"
+SUPPORTED_VERSIONS = frozenset({"01"})
+GROUP_MASK = 0xF000_0000
+
+#: SIF architecture codes (``pkg/sif/arch.go``) -> Go architecture names.
+SIF_ARCHES: dict[str, str] = {
+    "00": "unknown",
+    "01": "386",
+    "02": "amd64",
+    "03": "arm",
+    "04": "arm64",
+    "05": "ppc64",
+    "06": "ppc64le",
+    "07": "mips",
+    "08": "mipsle",
+    "09": "mips64",
+    "10": "mips64le",
+    "11": "s390x",
+    "12": "riscv64",
+}
+
+#: SIF data object types (``pkg/sif/sif.go``) -> the names ``siftool list`` prints.
+SIF_DATATYPES: dict[int, str] = {
+    0x4001: "Def.FILE",
+    0x4002: "Env.Vars",
+    0x4003: "JSON.Labels",
+    0x4004: "FS",
+    0x4005: "Signature",
+    0x4006: "JSON.Generic",
+    0x4007: "Generic/Raw",
+    0x4008: "Cryptographic Message",
+    0x4009: "SBOM",
+    0x400A: "OCI.RootIndex",
+    0x400B: "OCI.Blob",
+}
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+
+
+class SifFormatError(ValueError):
+    """The file is not a SIF image this reader understands (bad magic, truncated, ...)."""
+
+
+def _unix_to_datetime(seconds: int) -> _dt.datetime:
+    # timedelta arithmetic reaches year 1, which Go's zero time (used by reproducible
+    # builds) needs; datetime.fromtimestamp does not on every platform.
+    return _EPOCH + _dt.timedelta(seconds=seconds)
+
+
+def _cstr(raw: bytes) -> str:
+    return raw.split(b"\x00", 1)[0].decode("utf-8", errors="replace")
+
+
+@attrs.frozen(kw_only=True)
+class SifHeader:
+    """The SIF global header (the first 128 bytes of the file).
+
+    Attributes
+    ----------
+    launch_script : str
+        The ``#!`` line that makes the image executable (empty when none was set).
+    version : str
+        SIF specification version, ``"01"``.
+    arch_code : str
+        Raw architecture code, e.g. ``"02"``.
+    arch : str
+        Go name of the architecture (``"amd64"``, ``"arm64"``, ... or ``"unknown"``).
+    uuid : uuid.UUID
+        Image identifier: random per build, nil for reproducible builds.
+    created, modified : int
+        Unix seconds (``-62135596800``, Go's zero time, for reproducible builds).
+    descriptors_free, descriptors_total : int
+        Unused and total descriptor slots.
+    descriptors_offset, descriptors_size : int
+        Where the descriptor table starts and how many bytes it spans.
+    data_offset, data_size : int
+        Where the data objects start and how many bytes they span.
+    """
+
+    launch_script: str
+    version: str
+    arch_code: str
+    arch: str
+    uuid: uuid.UUID
+    created: int
+    modified: int
+    descriptors_free: int
+    descriptors_total: int
+    descriptors_offset: int
+    descriptors_size: int
+    data_offset: int
+    data_size: int
+
+    @property
+    def created_at(self) -> _dt.datetime:
+        """``created`` as an aware UTC datetime."""
+        return _unix_to_datetime(self.created)
+
+    @property
+    def modified_at(self) -> _dt.datetime:
+        """``modified`` as an aware UTC datetime."""
+        return _unix_to_datetime(self.modified)
+
+    @property
+    def descriptors_used(self) -> int:
+        """Number of descriptor slots in use."""
+        return self.descriptors_total - self.descriptors_free
+
+    @property
+    def is_reproducible(self) -> bool:
+        """True when the UUID is nil, as Apptainer >= 1.5 writes with ``SOURCE_DATE_EPOCH``."""
+        return self.uuid.int == 0
+
+
+@attrs.frozen(kw_only=True)
+class SifDescriptor:
+    """One used SIF object descriptor.
+
+    Attributes
+    ----------
+    datatype : int
+        Raw data type (``0x4001`` Def.FILE, ``0x4004`` FS, ...).
+    datatype_name : str
+        Name of ``datatype`` as ``siftool list`` prints it (``"Unknown"`` if new).
+    id : int
+        Object id (1-based).
+    group_id : int
+        Group number, 0 when the object is in no group.
+    linked_id : int
+        Linked object (or group) id, 0 when none.
+    offset, size : int
+        Where the object's bytes are in the file and how many there are.
+    size_with_padding : int
+        ``size`` plus the alignment padding written before the object.
+    created, modified : int
+        Unix seconds.
+    name : str
+        Object name, e.g. ``"inspect-metadata.json"``.
+    extra : bytes
+        The 384-byte type-specific field (partition fs/type/arch, signature hash/entity).
+    """
+
+    datatype: int
+    datatype_name: str
+    id: int
+    group_id: int
+    linked_id: int
+    offset: int
+    size: int
+    size_with_padding: int
+    created: int
+    modified: int
+    name: str
+    extra: bytes = attrs.field(repr=False)
+
+
+def _read_exact(handle: BinaryIO, path: Path, offset: int, size: int) -> bytes:
+    handle.seek(offset)
+    data = handle.read(size)
+    if len(data) != size:
+        raise SifFormatError(
+            f"{path}: truncated SIF file: wanted {size} bytes at offset {offset}, got {len(data)}"
+        )
+    return data
+
+
+def _parse_header(raw: bytes, path: Path) -> SifHeader:
+    (
+        launch,
+        magic,
+        version,
+        arch,
+        ident,
+        created,
+        modified,
+        dfree,
+        dtotal,
+        doff,
+        dsize,
+        data_off,
+        data_size,
+    ) = _HEADER.unpack(raw)
+    if magic != MAGIC:
+        raise SifFormatError(f"{path}: not a SIF image (magic {magic!r}, want {MAGIC!r})")
+    version_s = _cstr(version)
+    if version_s not in SUPPORTED_VERSIONS:
+        raise SifFormatError(
+            f"{path}: unsupported SIF version {version_s!r} (this reader knows "
+            f"{sorted(SUPPORTED_VERSIONS)})"
+        )
+    arch_code = _cstr(arch)
+    return SifHeader(
+        launch_script=_cstr(launch),
+        version=version_s,
+        arch_code=arch_code,
+        arch=SIF_ARCHES.get(arch_code, "unknown"),
+        uuid=uuid.UUID(bytes=ident),
+        created=created,
+        modified=modified,
+        descriptors_free=dfree,
+        descriptors_total=dtotal,
+        descriptors_offset=doff,
+        descriptors_size=dsize,
+        data_offset=data_off,
+        data_size=data_size,
+    )
+
+
+def read_sif_header(path: StrPath) -> SifHeader:
+    """Read the global header of a SIF image.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The ``.sif`` file.
+
+    Returns
+    -------
+    SifHeader
+        The decoded header.
+
+    Raises
+    ------
+    SifFormatError
+        If the file is shorter than a header, its magic is not ``SIF_MAGIC`` or its
+        version is not one this reader knows.
+    OSError
+        If the file cannot be read.
+
+    Examples
+    --------
+    >>> import struct, tempfile, uuid
+    >>> raw = struct.pack("<32s10s3s3s16s8q", b"#!/usr/bin/env run-singularity\\n",
+    ...                   b"SIF_MAGIC\\0", b"01\\0", b"02\\0", uuid.UUID(int=7).bytes,
+    ...                   0, 0, 48, 48, 4096, 0, 32768, 0)
+    >>> path = Path(tempfile.mkdtemp()) / "tiny.sif"
+    >>> _ = path.write_bytes(raw)
+    >>> header = read_sif_header(path)
+    >>> header.arch, header.uuid, header.descriptors_used
+    ('amd64', UUID('00000000-0000-0000-0000-000000000007'), 0)
+    """
+    p = Path(path)
+    with open(p, "rb") as handle:
+        raw = _read_exact(handle, p, 0, HEADER_SIZE)
+    return _parse_header(raw, p)
+
+
+def read_sif_descriptors(path: StrPath) -> tuple[SifDescriptor, ...]:
+    """Read the used object descriptors of a SIF image, in table order.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The ``.sif`` file.
+
+    Returns
+    -------
+    tuple of SifDescriptor
+        One entry per used descriptor slot.
+
+    Raises
+    ------
+    SifFormatError
+        If the header is invalid or the descriptor table is truncated or inconsistent.
+
+    Examples
+    --------
+    >>> import struct, tempfile
+    >>> header = struct.pack("<32s10s3s3s16s8q", b"", b"SIF_MAGIC\\0", b"01\\0", b"02\\0",
+    ...                      bytes(16), 0, 0, 0, 1, 128, 585, 713, 3)
+    >>> descr = struct.pack("<iBIIIqqqqqqq128s384s", 0x4001, 1, 1, 0xF0000000, 0,
+    ...                     713, 3, 3, 0, 0, 0, 0, b"", b"")
+    >>> path = Path(tempfile.mkdtemp()) / "one.sif"
+    >>> _ = path.write_bytes(header + descr + b"abc")
+    >>> [(d.datatype_name, d.id, d.size) for d in read_sif_descriptors(path)]
+    [('Def.FILE', 1, 3)]
+    >>> read_sif_object(path, read_sif_descriptors(path)[0])
+    b'abc'
+    """
+    p = Path(path)
+    with open(p, "rb") as handle:
+        header = _parse_header(_read_exact(handle, p, 0, HEADER_SIZE), p)
+        total = header.descriptors_total
+        if total < 0 or header.descriptors_offset < HEADER_SIZE or total > 1 << 16:
+            raise SifFormatError(f"{p}: implausible descriptor table in header: {header}")
+        table = _read_exact(handle, p, header.descriptors_offset, total * DESCRIPTOR_SIZE)
+    out: list[SifDescriptor] = []
+    for index in range(total):
+        fields = _DESCRIPTOR.unpack_from(table, index * DESCRIPTOR_SIZE)
+        (dtype, used, ident, group, link, off, size, padded, ctime, mtime, _u, _g, name, extra) = (
+            fields
+        )
+        if not used:
+            continue
+        out.append(
+            SifDescriptor(
+                datatype=dtype,
+                datatype_name=SIF_DATATYPES.get(dtype, "Unknown"),
+                id=ident,
+                group_id=group & ~GROUP_MASK & 0xFFFF_FFFF,
+                linked_id=link & ~GROUP_MASK & 0xFFFF_FFFF,
+                offset=off,
+                size=size,
+                size_with_padding=padded,
+                created=ctime,
+                modified=mtime,
+                name=_cstr(name),
+                extra=extra,
+            )
+        )
+    if len(out) != header.descriptors_used:
+        raise SifFormatError(
+            f"{p}: header says {header.descriptors_used} descriptors are used, "
+            f"the table has {len(out)}"
+        )
+    return tuple(out)
+
+
+def read_sif_object(path: StrPath, descriptor: SifDescriptor) -> bytes:
+    """Return the bytes of one data object (e.g. the embedded definition file).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The ``.sif`` file the descriptor was read from.
+    descriptor : SifDescriptor
+        From :func:`read_sif_descriptors`.
+
+    Returns
+    -------
+    bytes
+        ``descriptor.size`` bytes from ``descriptor.offset``.
+
+    Raises
+    ------
+    SifFormatError
+        If the file ends before the object does.
+
+    Examples
+    --------
+    See :func:`read_sif_descriptors`.
+    """
+    p = Path(path)
+    with open(p, "rb") as handle:
+        return _read_exact(handle, p, descriptor.offset, descriptor.size)
+
+
+def file_sha256(path: StrPath, *, chunk_size: int = 1 << 20) -> str:
+    """Hex sha256 of a file, read in chunks (images are many GiB).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        File to hash.
+    chunk_size : int, optional
+        Bytes per read. Default 1 MiB.
+
+    Returns
+    -------
+    str
+        64 lowercase hex digits.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "x"
+    >>> _ = path.write_bytes(b"abc")
+    >>> file_sha256(path)[:16]
+    'ba7816bf8f01cfea'
+    """
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk_size):
+            digest.update(block)
+    return digest.hexdigest()
