@@ -30,20 +30,21 @@ always runs on the host. Within what submitit lets us change:
    ``scancel --batch --signal=USR2 <job>``). ``#SBATCH --requeue`` is added.
 2. ``setup`` lines (run by the batch shell before submitit's ``srun ... python -m
    submitit.core._submit``) install ``trap ... USR2`` and define a shell function ``srun``
-   that shadows the command: it runs the real ``srun`` in the background and ``wait``\\ s for
-   it, so the shell can run its trap while the ranks work (bash defers traps until a
-   *foreground* command ends). The srun line itself is submitit's, untouched.
+   that shadows the command: it runs the real ``srun`` in the background and waits for it,
+   so the shell can run its trap while the ranks work (bash defers a trap until the
+   *foreground* command ends). submitit's srun line itself is untouched.
 3. On USR2 the trap decides *timeout* (within ``signal_delay_s + 90`` s of the time limit:
    SLURM may signal up to a minute early) or *preemption*, sends ``rank_signal`` (default
    USR1) to srun, which forwards it to every rank so they can checkpoint, and waits up to
-   ``signal_delay_s - 10`` s for the ranks to exit. If they all exited with status 0 the job
-   is done; otherwise, when the reason is in ``requeue_on`` and ``SLURM_RESTART_COUNT <
-   max_requeues``, it runs ``scontrol requeue $SLURM_JOB_ID``. SLURM then ends this run and
-   starts the same script again later: the cell runs again in the same directory and resumes
-   from its checkpoint (``mushin_resume``).
+   ``signal_delay_s - 10`` s for the ranks to exit. If they all exited with status 0 the
+   job is done. Otherwise, when the reason is in ``requeue_on`` and ``SLURM_RESTART_COUNT <
+   max_requeues``, it runs ``scontrol requeue`` on the job (an array task as ``<array
+   id>_<index>``: the plain id of an array's last task is the array's and would requeue all
+   its tasks). SLURM ends this run and starts the script again later: the cell runs again
+   in the same directory and can resume from its checkpoint (``mushin_resume``).
 4. The ranks ignore USR2, so submitit's in-process requeue handler never fires. The host
-   keeps polling through the requeue: a result is final only once SLURM reports the job
-   inactive or rank 0 returned success.
+   keeps polling through the requeue: a result is final once rank 0 returned success or
+   SLURM reports the job inactive.
 
 Quoting: every value that reaches the sbatch script is a ``#SBATCH`` value (quoted by
 submitit), an srun argument (quoted by submitit), a word of ``python`` (split with
@@ -54,12 +55,14 @@ escape hatch: they are shell code, copied verbatim.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 import os
 import re
 import shlex
 import signal
+import sys
 import time
 import traceback
 from collections.abc import Mapping, Sequence
@@ -197,38 +200,53 @@ def _python_command(value: str | None) -> str | None:
     except ValueError as error:
         raise ValueError(f"python={value!r} is not a valid command line: {error}") from None
     if not words:
-        raise ValueError("python must be a command, e.g. 'python3' or 'apptainer exec x.sif python'")
+        raise ValueError(
+            "python must be a command, e.g. 'python3' or 'apptainer exec x.sif python'"
+        )
     return shlex.join(words)
 
 
+def _defaults(cluster: str) -> dict[str, Any]:
+    conf = SlurmLauncherConf if cluster == "slurm" else LocalLauncherConf
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(conf):
+        factory: Any = f.default_factory
+        out[f.name] = factory() if f.default is dataclasses.MISSING else f.default
+    return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]  # pyright: ignore[reportUnknownVariableType]
+    return value
+
+
 def _settings(cluster: str, params: Mapping[str, Any]) -> dict[str, Any]:
-    """The launcher's parameters, checked, with plain python values."""
-    settings: dict[str, Any] = {}
-    for key, value in params.items():
-        if key == "_target_":
-            continue
-        if isinstance(value, enum.Enum):
-            value = value.value
-        elif isinstance(value, list | tuple):
-            value = [v.value if isinstance(v, enum.Enum) else v for v in value]  # pyright: ignore[reportUnknownVariableType]
-        settings[key] = value
+    """Every launcher field (defaults filled in), checked, as plain python values."""
+    settings = _defaults(cluster)
+    unknown = sorted(set(params) - set(settings))
+    if unknown:
+        raise ValueError(f"unknown mushin_{cluster} launcher field(s) {unknown}")
+    settings.update({k: _plain(v) for k, v in params.items()})
+    del settings["_target_"]
     for key, value in settings.items():
-        if key == "setup":
-            continue  # shell code by design
-        for item in value if isinstance(value, list) else [value]:  # pyright: ignore[reportUnknownVariableType]
-            _no_control(key, item)
-    settings["python"] = _python_command(settings.get("python"))
-    if settings.get("poll_interval_s", 1) <= 0:
+        if key != "setup":  # shell code by design; everything else is a value
+            for item in value if isinstance(value, list) else [value]:  # pyright: ignore[reportUnknownVariableType]
+                _no_control(key, item)
+    settings["python"] = _python_command(settings["python"])
+    if not settings["poll_interval_s"] > 0:
         raise ValueError(f"poll_interval_s must be > 0, got {settings['poll_interval_s']}")
     if cluster != "slurm":
         return settings
-    if settings.get("max_num_timeout", 0):
+    if settings["max_num_timeout"]:
         raise ValueError(
             "max_num_timeout drives submitit's in-process requeue, which mushin_slurm replaces "
             "with a host-side one: set requeue_on=[timeout] (or [preemption,timeout]) and "
             "max_requeues=N instead, and leave max_num_timeout at 0"
         )
-    extra = dict(settings.get("additional_parameters") or {})
+    extra = dict(settings["additional_parameters"] or {})
     for option, option_value in extra.items():
         if not isinstance(option, str) or not _SBATCH_KEY.match(option):
             raise ValueError(f"additional_parameters key {option!r} is not an sbatch option name")
@@ -239,17 +257,77 @@ def _settings(cluster: str, params: Mapping[str, Any]) -> dict[str, Any]:
                 "traps; set signal_delay_s instead"
             )
     settings["additional_parameters"] = extra
-    reasons = settings.get("requeue_on") or []
-    for reason in reasons:
-        RequeueReason(reason)
-    if not isinstance(settings.get("max_requeues", 0), int) or settings.get("max_requeues", 0) < 0:
-        raise ValueError(f"max_requeues must be an int >= 0, got {settings.get('max_requeues')!r}")
-    if settings.get("rank_signal") is not None:
+    settings["requeue_on"] = [RequeueReason(r).value for r in settings["requeue_on"] or []]
+    requeues = settings["max_requeues"]
+    if isinstance(requeues, bool) or not isinstance(requeues, int) or requeues < 0:
+        raise ValueError(f"max_requeues must be an int >= 0, got {requeues!r}")
+    if settings["rank_signal"] is not None:
         settings["rank_signal"] = _signal_name("rank_signal", settings["rank_signal"])
     return settings
 
 
 # -- the sbatch script -------------------------------------------------------------------------
+
+
+# The trap, as shell code; @name@ are filled in (quoted) by requeue_setup_lines.
+_TRAP = r"""
+# mushin-box host-side requeue (mushin_box._launcher): `srun` is a function that runs the real
+# srun in the background, so that this shell's trap runs while the ranks work
+__mushin_requeue_on=@requeue_on@ __mushin_max_requeues=@max_requeues@
+__mushin_rank_signal=@rank_signal@ __mushin_grace_s=@grace_s@
+__mushin_timeout_after_s=@timeout_after_s@
+__mushin_srun_pid= __mushin_srun_rc= __mushin_handled=
+__mushin_log() { printf 'mushin-box requeue: %s\n' "$*" >&2; }
+__mushin_on_signal() {
+  [[ -n $__mushin_handled ]] && return 0
+  __mushin_handled=1
+  local reason=preemption restarts=${SLURM_RESTART_COUNT:-0} i job=$SLURM_JOB_ID
+  # an array task by its array id: the plain id of the array's last task requeues them all
+  [[ -n ${SLURM_ARRAY_TASK_ID:-} ]] && job=${SLURM_ARRAY_JOB_ID}_$SLURM_ARRAY_TASK_ID
+  (( SECONDS >= __mushin_timeout_after_s )) && reason=timeout
+  __mushin_log "SIG@signal@ after ${SECONDS}s: $reason (job $job, restarts $restarts)"
+  if [[ -n $__mushin_srun_pid ]] && kill -0 "$__mushin_srun_pid" 2>/dev/null; then
+    if [[ -n $__mushin_rank_signal ]]; then
+      __mushin_log "SIG$__mushin_rank_signal to the ranks; waiting up to ${__mushin_grace_s}s"
+      kill -s "$__mushin_rank_signal" "$__mushin_srun_pid" 2>/dev/null || true
+    fi
+    for ((i = 0; i < 5 * __mushin_grace_s; i++)); do  # at least grace_s seconds
+      kill -0 "$__mushin_srun_pid" 2>/dev/null && sleep 0.2 || break
+    done
+    if ! kill -0 "$__mushin_srun_pid" 2>/dev/null; then
+      wait "$__mushin_srun_pid" && __mushin_srun_rc=0 || __mushin_srun_rc=$?
+    fi
+  fi
+  if [[ $__mushin_srun_rc == 0 ]]; then __mushin_log "the ranks finished"; return 0; fi
+  case " $__mushin_requeue_on " in
+    *" $reason "*) ;;
+    *) __mushin_log "not requeueing: requeue_on has no $reason"; return 0 ;;
+  esac
+  if (( restarts >= __mushin_max_requeues )); then
+    __mushin_log "not requeueing: max_requeues=$__mushin_max_requeues reached"; return 0
+  fi
+  __mushin_log "scontrol requeue $job"
+  scontrol requeue "$job" || __mushin_log "scontrol requeue failed"
+}
+trap __mushin_on_signal @signal@
+srun() {
+  command srun "$@" &
+  __mushin_srun_pid=$! __mushin_srun_rc=
+  local rc again
+  while :; do
+    wait "$__mushin_srun_pid" && rc=0 || rc=$?  # (safe under a `set -e` in setup)
+    if [[ -n $__mushin_srun_rc ]]; then rc=$__mushin_srun_rc; break; fi  # reaped by the trap
+    kill -0 "$__mushin_srun_pid" 2>/dev/null && continue  # the trap interrupted wait
+    if (( rc > 128 )); then
+      wait "$__mushin_srun_pid" 2>/dev/null && again=0 || again=$?
+      (( again != 127 )) && rc=$again
+    fi
+    break
+  done
+  __mushin_srun_pid= __mushin_srun_rc=$rc
+  return "$rc"
+}
+"""
 
 
 def requeue_setup_lines(
@@ -266,159 +344,90 @@ def requeue_setup_lines(
     --------
     >>> lines = requeue_setup_lines(requeue_on=["preemption"], max_requeues=2,
     ...                             rank_signal="USR1", signal_delay_s=60, timeout_min=30)
-    >>> lines[1:4]
-    ['__mushin_requeue_on=preemption', '__mushin_max_requeues=2', '__mushin_rank_signal=USR1']
+    >>> lines[2:4]
+    ['__mushin_requeue_on=preemption __mushin_max_requeues=2', \
+'__mushin_rank_signal=USR1 __mushin_grace_s=50']
     >>> "trap __mushin_on_signal USR2" in lines
     True
     """
-    q = shlex.quote
-    grace = max(0, int(signal_delay_s) - _GRACE_MARGIN_S)
-    timeout_after = max(0, int(timeout_min) * 60 - int(signal_delay_s) - _TIMEOUT_SLACK_S)
-    return [
-        "# mushin-box host-side requeue: `srun` is a function that runs the real srun in the "
-        "background so that this shell's USR2 trap runs while the ranks work",
-        f"__mushin_requeue_on={q(' '.join(RequeueReason(r).value for r in requeue_on))}",
-        f"__mushin_max_requeues={int(max_requeues)}",
-        f"__mushin_rank_signal={q(rank_signal or '')}",
-        f"__mushin_grace_s={grace}",
-        f"__mushin_timeout_after_s={timeout_after}",
-        "__mushin_srun_pid= __mushin_srun_rc= __mushin_handled=",
-        "__mushin_log() { printf 'mushin-box requeue: %s\\n' \"$*\" >&2; }",
-        "__mushin_on_signal() {",
-        "  [[ -n $__mushin_handled ]] && return 0",
-        "  __mushin_handled=1",
-        "  local reason=preemption restarts=${SLURM_RESTART_COUNT:-0} deadline",
-        "  (( SECONDS >= __mushin_timeout_after_s )) && reason=timeout",
-        f'  __mushin_log "SIG{REQUEUE_SIGNAL} after ${{SECONDS}}s: $reason'
-        ' (job ${SLURM_JOB_ID:-?}, restart count $restarts)"',
-        '  if [[ -n $__mushin_srun_pid ]] && kill -0 "$__mushin_srun_pid" 2>/dev/null; then',
-        "    if [[ -n $__mushin_rank_signal ]]; then",
-        '      __mushin_log "sending SIG$__mushin_rank_signal to the ranks; waiting up to'
-        ' ${__mushin_grace_s}s"',
-        '      kill -s "$__mushin_rank_signal" "$__mushin_srun_pid" 2>/dev/null',
-        "    fi",
-        "    deadline=$((SECONDS + __mushin_grace_s))",
-        '    while kill -0 "$__mushin_srun_pid" 2>/dev/null && (( SECONDS < deadline )); do',
-        "      sleep 1",
-        "    done",
-        '    if ! kill -0 "$__mushin_srun_pid" 2>/dev/null; then',
-        '      wait "$__mushin_srun_pid"; __mushin_srun_rc=$?',
-        "    fi",
-        "  fi",
-        '  if [[ $__mushin_srun_rc == 0 ]]; then __mushin_log "the ranks finished"; return 0; fi',
-        '  case " $__mushin_requeue_on " in',
-        '    *" $reason "*) ;;',
-        '    *) __mushin_log "not requeueing: requeue_on has no $reason"; return 0 ;;',
-        "  esac",
-        "  if (( restarts >= __mushin_max_requeues )); then",
-        '    __mushin_log "not requeueing: max_requeues=$__mushin_max_requeues reached"',
-        "    return 0",
-        "  fi",
-        '  __mushin_log "scontrol requeue $SLURM_JOB_ID"',
-        '  scontrol requeue "$SLURM_JOB_ID" || __mushin_log "scontrol requeue failed"',
-        "}",
-        f"trap __mushin_on_signal {REQUEUE_SIGNAL}",
-        "srun() {",
-        '  command srun "$@" &',
-        "  __mushin_srun_pid=$! __mushin_srun_rc=",
-        "  local rc again",
-        "  while :; do",
-        '    wait "$__mushin_srun_pid"; rc=$?',
-        "    if [[ -n $__mushin_srun_rc ]]; then rc=$__mushin_srun_rc; break; fi",
-        '    kill -0 "$__mushin_srun_pid" 2>/dev/null && continue  # a trap interrupted wait',
-        "    if (( rc > 128 )); then",
-        '      wait "$__mushin_srun_pid" 2>/dev/null; again=$?',
-        "      (( again != 127 )) && rc=$again",
-        "    fi",
-        "    break",
-        "  done",
-        "  __mushin_srun_pid= __mushin_srun_rc=$rc",
-        '  return "$rc"',
-        "}",
-    ]
+    values = {
+        "requeue_on": " ".join(RequeueReason(r).value for r in requeue_on),
+        "max_requeues": str(int(max_requeues)),
+        "rank_signal": rank_signal or "",
+        "grace_s": str(max(0, int(signal_delay_s) - _GRACE_MARGIN_S)),
+        "timeout_after_s": str(
+            max(0, int(timeout_min) * 60 - int(signal_delay_s) - _TIMEOUT_SLACK_S)
+        ),
+        "signal": REQUEUE_SIGNAL,
+    }
+    text = re.sub(r"@(\w+)@", lambda m: shlex.quote(values[m.group(1)]), _TRAP)
+    return text.strip("\n").splitlines()
+
+
+_SBATCH_PASS_THROUGH = (
+    *("nodes", "cpus_per_task", "gpus_per_node", "partition", "qos", "comment", "constraint"),
+    *("exclude", "gres", "cpus_per_gpu", "gpus_per_task", "mem_per_gpu", "mem_per_cpu"),
+    *("account", "signal_delay_s", "array_parallelism", "stderr_to_stdout"),
+)
 
 
 def slurm_parameters(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """submitit ``SlurmExecutor`` parameters (sbatch names) for checked launcher settings.
+    """submitit ``SlurmExecutor`` parameters (sbatch names) for :func:`_settings`' output.
 
     Examples
     --------
-    >>> p = slurm_parameters({"nodes": 2, "tasks_per_node": 4, "gpus_per_node": 4,
-    ...                       "timeout_min": 30, "name": "demo", "mem_gb": 64})
-    >>> p["ntasks_per_node"], p["time"], p["mem"], p["additional_parameters"]["signal"]
-    (4, 30, '64GB', 'B:USR2@120')
+    >>> from mushin_box._launcher import _settings, slurm_parameters
+    >>> p = slurm_parameters(_settings("slurm", {"nodes": 2, "tasks_per_node": 4,
+    ...                                          "timeout_min": 30, "mem_gb": 64}))
+    >>> p["ntasks_per_node"], p["time"], p["mem"], p["additional_parameters"]
+    (4, 30, '64GB', {'requeue': True, 'signal': 'B:USR2@120'})
     """
-    s = dict(settings)
-    timeout_min = int(s.get("timeout_min", 60))
-    delay = int(s.get("signal_delay_s", 120))
-    params: dict[str, Any] = {
-        "job_name": s.get("name", "submitit"),
-        "time": timeout_min,
-        "nodes": s.get("nodes", 1),
-        "ntasks_per_node": s.get("tasks_per_node", 1),
-        "signal_delay_s": delay,
-        "array_parallelism": s.get("array_parallelism", 256),
-        "stderr_to_stdout": s.get("stderr_to_stdout", False),
-    }
-    for key in ("cpus_per_task", "gpus_per_node", "partition", "qos", "comment", "constraint"):
-        params[key] = s.get(key)
-    for key in ("exclude", "gres", "cpus_per_gpu", "gpus_per_task", "mem_per_gpu"):
-        params[key] = s.get(key)
-    params["mem_per_cpu"] = s.get("mem_per_cpu")
-    params["account"] = s.get("account")
-    if s.get("mem_gb") is not None:
-        from submitit.slurm.slurm import _convert_mem  # pyright: ignore[reportPrivateUsage]
+    from submitit.slurm.slurm import _convert_mem  # pyright: ignore[reportPrivateUsage]
 
+    s = settings
+    params: dict[str, Any] = {key: s[key] for key in _SBATCH_PASS_THROUGH}
+    params.update(job_name=s["name"], time=s["timeout_min"], ntasks_per_node=s["tasks_per_node"])
+    if s["mem_gb"] is not None:
         params["mem"] = _convert_mem(s["mem_gb"])
-    requeue_on = list(s.get("requeue_on", [RequeueReason.preemption.value]) or [])
-    extra = dict(s.get("additional_parameters") or {})
-    if requeue_on and not {"requeue", "no-requeue", "no_requeue"} & set(extra):
+    extra = dict(s["additional_parameters"])
+    if s["requeue_on"] and not {"requeue", "no-requeue", "no_requeue"} & set(extra):
         extra["requeue"] = True
-    extra["signal"] = f"B:{REQUEUE_SIGNAL}@{delay}"
+    extra["signal"] = f"B:{REQUEUE_SIGNAL}@{int(s['signal_delay_s'])}"
     params["additional_parameters"] = extra
-    params["setup"] = requeue_setup_lines(
-        requeue_on=requeue_on,
-        max_requeues=int(s.get("max_requeues", 3)),
-        rank_signal=s.get("rank_signal", "USR1"),
-        signal_delay_s=delay,
-        timeout_min=timeout_min,
-    ) + list(s.get("setup") or [])
-    if s.get("srun_args"):
+    trap = requeue_setup_lines(
+        requeue_on=s["requeue_on"],
+        max_requeues=s["max_requeues"],
+        rank_signal=s["rank_signal"],
+        signal_delay_s=s["signal_delay_s"],
+        timeout_min=s["timeout_min"],
+    )
+    params["setup"] = trap + list(s["setup"] or [])
+    if s["srun_args"]:
         params["srun_args"] = [str(a) for a in s["srun_args"]]
     return {k: v for k, v in params.items() if v is not None}
 
 
 def render_sbatch(params: Mapping[str, Any], folder: str | os.PathLike[str]) -> str:
-    """The sbatch script a one-cell ``mushin_slurm`` job gets, without needing ``srun``.
+    """The sbatch script of a one-cell ``mushin_slurm`` job, rendered without ``srun``.
 
-    ``params`` are ``hydra.launcher`` values (missing ones take :class:`SlurmLauncherConf`'s
+    ``params`` are ``hydra.launcher`` values (the others keep :class:`SlurmLauncherConf`'s
     defaults); the text is what submitit's ``SlurmExecutor`` writes for them.
 
     Examples
     --------
-    >>> text = render_sbatch({"partition": "gpu", "python": "apptainer exec a.sif python"},
+    >>> text = render_sbatch({"name": "demo", "python": "apptainer exec a.sif python"},
     ...                      "/runs/.submitit/%j")
     >>> "#SBATCH --signal=B:USR2@120" in text and "a.sif python -u -m submitit" in text
     True
     """
     from submitit.slurm.slurm import _make_sbatch_string  # pyright: ignore[reportPrivateUsage]
 
-    settings = _settings("slurm", {**_defaults(SlurmLauncherConf), **params})
-    python = settings["python"] or shlex.quote(os.fspath(_sys_executable()))
+    settings = _settings("slurm", params)
+    python = settings["python"] or shlex.quote(sys.executable)
     command = " ".join([python, "-u -m submitit.core._submit", shlex.quote(os.fspath(folder))])
-    return _make_sbatch_string(command=command, folder=folder, **slurm_parameters(settings))
-
-
-def _sys_executable() -> str:
-    import sys
-
-    return sys.executable
-
-
-def _defaults(conf: type) -> dict[str, Any]:
-    from omegaconf import OmegaConf
-
-    return {k: v for k, v in OmegaConf.to_container(OmegaConf.structured(conf)).items()}  # type: ignore[union-attr]
+    return _make_sbatch_string(
+        command=command, folder=os.fspath(folder), **slurm_parameters(settings)
+    )
 
 
 # -- in every rank -----------------------------------------------------------------------------
@@ -460,9 +469,9 @@ class CellJob:
         sweep_config = self.hydra_context.config_loader.load_sweep_config(
             self.config, list(overrides)
         )
-        with open_dict(sweep_config.hydra.job) as job:
-            job.id = submitit.JobEnvironment().job_id
-            job.num = job_num
+        with open_dict(sweep_config.hydra.job):
+            sweep_config.hydra.job.id = submitit.JobEnvironment().job_id
+            sweep_config.hydra.job.num = job_num
         ret = run_job(
             hydra_context=self.hydra_context,
             task_function=self.task_function,
@@ -540,15 +549,16 @@ class SubmititCellLauncher:
         import submitit
 
         s = self.settings
-        folder = s.get("submitit_folder", "submitit/%j")
+        folder, python = s["submitit_folder"], s["python"]
         if self.cluster == "slurm":
-            executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=0, python=s["python"])
+            executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=0, python=python)
             executor.update_parameters(**slurm_parameters(s))
             return executor
-        executor = submitit.AutoExecutor(folder=folder, cluster="local", local_python=s["python"])
+        executor = submitit.AutoExecutor(folder=folder, cluster="local", local_python=python)
         keys = ("timeout_min", "cpus_per_task", "gpus_per_node", "tasks_per_node", "mem_gb")
-        generic = {k: s[k] for k in (*keys, "nodes", "name", "stderr_to_stdout") if k in s}
-        executor.update_parameters(**generic)
+        executor.update_parameters(
+            **{k: s[k] for k in (*keys, "nodes", "name", "stderr_to_stdout")}
+        )
         return executor
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
@@ -580,36 +590,31 @@ class SubmititCellLauncher:
         return self.wait(jobs, overrides)
 
     def wait(self, jobs: Sequence[Any], overrides: Sequence[Sequence[str]]) -> list[Any]:
-        """Poll ``jobs`` until each has a final JobReturn (bounded by ``max_wait_s``)."""
-        poll = float(self.settings.get("poll_interval_s", 5.0))
-        max_wait = self.settings.get("max_wait_s")
+        """Poll ``jobs`` until each has a final JobReturn; after ``max_wait_s`` (or when
+        interrupted) cancel the others, which then fail with a TimeoutError."""
+        max_wait = self.settings["max_wait_s"]
         deadline = None if max_wait is None else time.monotonic() + float(max_wait)
         results: dict[int, Any] = {}
         try:
             while True:
                 for i, job in enumerate(jobs):
-                    if i not in results:
-                        ret = self._outcome(job, overrides[i])
-                        if ret is not None:
-                            results[i] = ret
+                    ret = results.get(i) or self._outcome(job, overrides[i])
+                    if ret is not None:
+                        results[i] = ret
                 if len(results) == len(jobs):
                     break
                 if deadline is not None and time.monotonic() >= deadline:
-                    for i, job in enumerate(jobs):
-                        if i not in results:
-                            job.cancel(check=False)
-                            error = TimeoutError(
-                                f"mushin_{self.cluster} job {job.job_id} was not done after "
-                                f"max_wait_s={max_wait}; cancelled it (logs: {job.paths.stdout})"
-                            )
-                            results[i] = _failed_return(overrides[i], error)
                     break
-                time.sleep(poll)
-        except BaseException:
+                time.sleep(float(self.settings["poll_interval_s"]))
+        finally:
             for i, job in enumerate(jobs):
                 if i not in results:
                     job.cancel(check=False)
-            raise
+                    error = TimeoutError(
+                        f"mushin_{self.cluster} job {job.job_id} was not done after "
+                        f"max_wait_s={max_wait}; cancelled it (logs: {job.paths.stdout})"
+                    )
+                    results[i] = _failed_return(overrides[i], error)
         return [results[i] for i in range(len(jobs))]
 
     def _active(self, job: Any) -> bool:

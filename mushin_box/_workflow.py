@@ -219,7 +219,9 @@ class Workflow:
         if launcher is not None:
             hydra_overrides.append(f"hydra/launcher={launcher}")
             for key, value in (launcher_config or {}).items():
-                hydra_overrides.append(format_override(f"hydra.launcher.{key}", value))
+                override = format_override(f"hydra.launcher.{key}", value)
+                # dict fields (additional_parameters) are struct nodes: only '++' sets keys
+                hydra_overrides.append(f"++{override}" if isinstance(value, Mapping) else override)
 
         plan = CellPlan(
             working_dir=str(root),
@@ -253,6 +255,10 @@ class Workflow:
                     overrides=hydra_overrides + task_overrides + user,
                     multirun=True,
                     version_base="1.3",
+                    # launchers that pickle the job (submitit) pickle hydra-zen's dynamic
+                    # dataclasses by value, which leaves their list/dict defaults broken for
+                    # the next launch in this process ('_MISSING_TYPE'): hand them a DictConfig
+                    to_dictconfig=launcher not in (None, "basic"),
                     config_name="mushin_workflow",
                     job_name="mushin_workflow",
                 )

@@ -16,8 +16,9 @@ Examples
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.utils import JobReturn
@@ -31,12 +32,15 @@ __all__ = ["MushinLocalLauncher", "MushinSlurmLauncher"]
 
 
 class _MushinLauncher(Launcher):
-    _CLUSTER: str = "slurm"
+    """Forwards to :class:`mushin_box._launcher.SubmititCellLauncher` (abstract: Hydra
+    registers only the two concrete launchers below)."""
+
+    @property
+    @abstractmethod
+    def cluster(self) -> Literal["slurm", "local"]: ...
 
     def __init__(self, **params: Any) -> None:
-        self._launcher = SubmititCellLauncher(
-            "slurm" if self._CLUSTER == "slurm" else "local", params
-        )
+        self._launcher = SubmititCellLauncher(self.cluster, params)
 
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
@@ -54,13 +58,17 @@ class _MushinLauncher(Launcher):
 class MushinSlurmLauncher(_MushinLauncher):
     """``hydra/launcher=mushin_slurm``: each cell is a SLURM job (see mushin_box._launcher)."""
 
-    _CLUSTER = "slurm"
+    @property
+    def cluster(self) -> Literal["slurm", "local"]:
+        return "slurm"
 
 
 class MushinLocalLauncher(_MushinLauncher):
     """``hydra/launcher=mushin_local``: each cell runs as local processes."""
 
-    _CLUSTER = "local"
+    @property
+    def cluster(self) -> Literal["slurm", "local"]:
+        return "local"
 
 
 ConfigStore.instance().store(
