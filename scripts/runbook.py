@@ -53,6 +53,9 @@ def main() -> int:
     parser.add_argument("--partition", default=None)
     parser.add_argument("--account", default=None)
     parser.add_argument("--launcher", default="submitit_slurm")
+    parser.add_argument(
+        "--accelerator", default="cpu", help="'gpu' on a real GPU cluster (default: cpu, gloo)"
+    )
     parser.add_argument("--workdir", default=None)
     parser.add_argument("-v", action="store_true", help="print tracebacks of failed checks")
     args = parser.parse_args()
@@ -60,7 +63,8 @@ def main() -> int:
     gpus, nodes = args.gpus_per_node, args.nodes
     print(f"runbook: {nodes} node(s) x {gpus} GPU(s) per node, launcher {args.launcher}, "
           f"work dir {workdir}")  # fmt: skip
-    print("runbook: GPUs are the cluster's fake GPUs (count GRES); ranks run on CPU with gloo")
+    if args.accelerator == "cpu":
+        print("runbook: ranks run on CPU with gloo (on the local cluster the GPUs are fake)")
 
     state: dict[str, Any] = {}
 
@@ -112,7 +116,10 @@ def main() -> int:
             module=builds(TinyModule),
             datamodule=builds(TinyDataModule),
         )
-        return f"Trainer devices={gpus} num_nodes={nodes} strategy=HydraDDP (accelerator=cpu)"
+        return (
+            f"Trainer devices={gpus} num_nodes={nodes} strategy=HydraDDP "
+            f"(accelerator={args.accelerator})"
+        )
 
     def step4() -> str:
         from mushin_box import Workflow, multirun
