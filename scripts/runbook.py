@@ -102,7 +102,7 @@ def main() -> int:
             seed=1234,
             trainer=builds(
                 pl.Trainer,
-                accelerator="cpu",
+                accelerator=args.accelerator,
                 devices=gpus,
                 num_nodes=nodes,
                 max_epochs=2,
