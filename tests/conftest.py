@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: MIT
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,3 +62,32 @@ def read_rank_logs(directory: Path) -> dict[int, list[dict[str, str]]]:
             dict(part.split("=", 1) for part in line.split()) for line in f.read_text().splitlines()
         ]
     return out
+
+
+def assert_same(actual: Any, expected: Any, *, key_order: bool = True) -> None:
+    """Exact equality: same types (tuples become lists), nan == nan, -0.0 != 0.0."""
+    if isinstance(expected, tuple):
+        expected = list(expected)
+    if isinstance(expected, float):
+        assert type(actual) is float, (actual, expected)
+        if math.isnan(expected):
+            assert math.isnan(actual)
+        else:
+            assert actual == expected
+            assert math.copysign(1.0, actual) == math.copysign(1.0, expected)
+    elif isinstance(expected, list):
+        assert type(actual) is list, (actual, expected)
+        assert len(actual) == len(expected)
+        for a, e in zip(actual, expected, strict=True):
+            assert_same(a, e, key_order=key_order)
+    elif isinstance(expected, dict):
+        assert type(actual) is dict, (actual, expected)
+        if key_order:
+            assert list(actual) == list(expected)
+        else:
+            assert sorted(actual) == sorted(expected)
+        for k in expected:
+            assert_same(actual[k], expected[k], key_order=key_order)
+    else:
+        assert type(actual) is type(expected), (actual, expected)
+        assert actual == expected

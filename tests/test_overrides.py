@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import assert_same
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import OverrideType
@@ -31,32 +32,6 @@ SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[Heal
 SLOW_SETTINGS = settings(SETTINGS, max_examples=40)
 
 # ---------------------------------------------------------------------------- helpers
-
-
-def assert_same(actual: Any, expected: Any) -> None:
-    """Exact equality: same types (tuples become lists), nan == nan, -0.0 != 0.0."""
-    if isinstance(expected, tuple):
-        expected = list(expected)
-    if isinstance(expected, float):
-        assert type(actual) is float, (actual, expected)
-        if math.isnan(expected):
-            assert math.isnan(actual)
-        else:
-            assert actual == expected
-            assert math.copysign(1.0, actual) == math.copysign(1.0, expected)
-    elif isinstance(expected, list):
-        assert type(actual) is list, (actual, expected)
-        assert len(actual) == len(expected)
-        for a, e in zip(actual, expected, strict=True):
-            assert_same(a, e)
-    elif isinstance(expected, dict):
-        assert type(actual) is dict, (actual, expected)
-        assert list(actual) == list(expected)
-        for k in expected:
-            assert_same(actual[k], expected[k])
-    else:
-        assert type(actual) is type(expected), (actual, expected)
-        assert actual == expected
 
 
 def task_sees(value: Any) -> Any:
