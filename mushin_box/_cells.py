@@ -288,7 +288,11 @@ class CellRunner:
         if global_rank_from_env() == 0:
             self._write_provenance(cfg, cell_dir, fingerprints)
         try:
-            result = self._call_task(cfg, cell_dir, attempt)
+            try:
+                result = self._call_task(cfg, cell_dir, attempt)
+            finally:
+                if global_rank_from_env() == 0:
+                    self._record_seeds(cell_dir)
             metrics = metrics_from_return(result)
         except Exception as exc:
             self._record_failure(cell_dir, running, exc, time.monotonic() - t0)
@@ -309,17 +313,45 @@ class CellRunner:
         from omegaconf import OmegaConf
 
         from mushin_box._provenance import basic_provenance
+        from mushin_box._provenance_full import (
+            full_provenance,
+            launcher_from_hydra,
+            write_provenance,
+        )
 
         config = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
         seed_base = OmegaConf.select(cfg, "seed", default=None)
-        record = basic_provenance(
-            task=self.task, config=config, fingerprints=fingerprints, seed_base=seed_base
-        )
         try:
-            write_json_atomic(cell_dir / PROVENANCE_FILE, record)
-        except (TypeError, ValueError) as exc:  # an exotic config value: keep the rest
-            record["reproducibility"]["config"] = f"<not JSON-serializable: {exc}>"
-            write_json_atomic(cell_dir / PROVENANCE_FILE, record)
+            record = full_provenance(
+                task=self.task,
+                config=config,
+                fingerprints=fingerprints,
+                seed_base=seed_base,
+                launcher=launcher_from_hydra(),
+            )
+        except ValueError as exc:  # a malformed launcher environment: keep the basic record
+            warnings.warn(
+                f"cell {cell_dir.name}: recording the basic provenance only ({exc})", stacklevel=2
+            )
+            record = basic_provenance(
+                task=self.task, config=config, fingerprints=fingerprints, seed_base=seed_base
+            )
+        write_provenance(cell_dir, record)
+
+    def _record_seeds(self, cell_dir: Path) -> None:
+        """Add the per-rank seeds that the task's ranks recorded to the cell's provenance."""
+        from mushin_box._provenance_full import record_with_seeds, write_provenance
+        from mushin_box._seeding import seed_records
+
+        try:
+            records = seed_records(cell_dir)
+            record = read_json(cell_dir / PROVENANCE_FILE)
+            if records and isinstance(record, dict):
+                write_provenance(cell_dir, record_with_seeds(record, records))
+        except (OSError, ValueError, KeyError) as exc:  # never fail a cell over provenance
+            warnings.warn(
+                f"cell {cell_dir.name}: per-rank seeds not recorded ({exc})", stacklevel=2
+            )
 
     def _call_task(self, cfg: Any, cell_dir: Path, attempt: int) -> Any:
         from hydra_zen import zen

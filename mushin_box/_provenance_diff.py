@@ -1,0 +1,551 @@
+# SPDX-License-Identifier: MIT
+"""Compare the provenance (and metrics) of two cells or two sweeps.
+
+Both records are brought to the canonical two-part form
+(:func:`mushin_box._provenance_full.split_provenance`) and flattened to dotted paths
+(``reproducibility.config.lr``, ``run.topology.ranks[3].hostname``). A path that differs
+under ``reproducibility`` *breaks reproducibility*; one under ``run`` is *expected to
+differ*. Metrics (``mushin_metrics.json``) are shown side by side, equal within ``atol``.
+
+Two sweeps are compared cell by cell, cells matched by their swept values (the ``combo``
+in ``mushin_status.json``); a cell that only one sweep has breaks reproducibility.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from mushin_box._provenance_full import scrub, split_provenance
+from mushin_box._sidecars import canonical_dumps, read_json
+
+__all__ = [
+    "CellDiff",
+    "Diff",
+    "DiffInputError",
+    "FieldDiff",
+    "MetricDiff",
+    "collapse_key",
+    "diff_provenance",
+    "diff_records",
+    "flatten",
+    "input_kind",
+]
+
+REPRO = "reproducibility"
+RUN = "run"
+#: fields computed from others: shown only when what they summarize did not differ
+_DERIVED = {f"{REPRO}.config_sha256": f"{REPRO}.config"}
+_INDEX = re.compile(r"\[\d+\]")
+
+
+class DiffInputError(ValueError):
+    """A path given to :func:`diff_provenance` is not a cell, a sweep or a record."""
+
+
+@attrs.frozen
+class FieldDiff:
+    """One flattened path whose value differs (``change``: changed, only_a, only_b)."""
+
+    path: str
+    a: Any
+    b: Any
+    change: str = "changed"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "a": self.a, "b": self.b, "change": self.change}
+
+
+@attrs.frozen
+class MetricDiff:
+    """One metric of both sides; ``delta`` is ``b - a`` (max ``|b - a|`` for lists)."""
+
+    name: str
+    a: Any
+    b: Any
+    delta: float | None
+    match: bool
+    in_a: bool = True
+    in_b: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "a": self.a,
+            "b": self.b,
+            "delta": self.delta,
+            "match": self.match,
+            "in_a": self.in_a,
+            "in_b": self.in_b,
+        }
+
+
+@attrs.frozen
+class CellDiff:
+    """The comparison of one pair of cells (``a``/``b``: their paths, ``None`` if absent)."""
+
+    name: str
+    combo: dict[str, Any] | None
+    a: str | None
+    b: str | None
+    breaks: tuple[FieldDiff, ...] = ()
+    expected: tuple[FieldDiff, ...] = ()
+    metrics: tuple[MetricDiff, ...] = ()
+
+    @property
+    def reproducible(self) -> bool:
+        """Both cells exist and their reproducibility parts match."""
+        return self.a is not None and self.b is not None and not self.breaks
+
+    @property
+    def metrics_match(self) -> bool:
+        return all(m.match for m in self.metrics)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "combo": self.combo,
+            "a": self.a,
+            "b": self.b,
+            "reproducible": self.reproducible,
+            "metrics_match": self.metrics_match,
+            "breaks_reproducibility": [f.to_dict() for f in self.breaks],
+            "expected_to_differ": [f.to_dict() for f in self.expected],
+            "metrics": [m.to_dict() for m in self.metrics],
+        }
+
+
+@attrs.frozen
+class Diff:
+    """What :func:`diff_provenance` found.
+
+    Attributes
+    ----------
+    kind : str
+        ``"cell"`` or ``"sweep"``.
+    a, b : str
+        The compared paths.
+    atol : float
+        Absolute tolerance used for metrics.
+    cells : tuple[CellDiff, ...]
+        One entry per pair of cells (one for two cells).
+    """
+
+    kind: str
+    a: str
+    b: str
+    atol: float
+    cells: tuple[CellDiff, ...]
+
+    @property
+    def reproducible(self) -> bool:
+        """Every pair of cells exists on both sides and has matching reproducibility parts."""
+        return all(c.reproducible for c in self.cells)
+
+    @property
+    def metrics_match(self) -> bool:
+        return all(c.metrics_match for c in self.cells)
+
+    @property
+    def breaks(self) -> tuple[FieldDiff, ...]:
+        return tuple(f for c in self.cells for f in c.breaks)
+
+    @property
+    def expected(self) -> tuple[FieldDiff, ...]:
+        return tuple(f for c in self.cells for f in c.expected)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (what ``mushin-box diff --json`` prints)."""
+        return {
+            "kind": self.kind,
+            "a": self.a,
+            "b": self.b,
+            "atol": self.atol,
+            "reproducible": self.reproducible,
+            "metrics_match": self.metrics_match,
+            "cells": [c.to_dict() for c in self.cells],
+        }
+
+
+# ---------------------------------------------------------------------------- flattening
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Flatten nested dicts to ``{dotted path: leaf}``; lists of dicts get ``[i]`` steps.
+
+    Lists of plain values are leaves; an empty dict is a leaf ``{}``.
+
+    Examples
+    --------
+    >>> flatten({"a": {"b": 1, "c": [1, 2]}, "r": [{"h": "x"}], "e": {}})
+    {'a.b': 1, 'a.c': [1, 2], 'r[0].h': 'x', 'e': {}}
+    """
+    out: dict[str, Any] = {}
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, Mapping) and node:
+            for key, child in node.items():
+                walk(child, f"{path}.{key}" if path else str(key))
+        elif isinstance(node, list | tuple) and any(isinstance(x, Mapping) for x in node):
+            for i, child in enumerate(node):
+                walk(child, f"{path}[{i}]")
+        else:
+            out[path] = node
+
+    walk(value, prefix)
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    if type(a) is type(b) and not isinstance(a, float | list | dict) and a == b:
+        return True
+    try:
+        return canonical_dumps(a) == canonical_dumps(b)
+    except (TypeError, ValueError):
+        return a == b
+
+
+def _has_containers(value: Any) -> bool:
+    return isinstance(value, list) and any(isinstance(x, Mapping | list) for x in value)
+
+
+def _field_diffs(a: Any, b: Any, path: str) -> list[FieldDiff]:
+    """Differences between two nested values, as flattened paths.
+
+    A key or list element that only one side has is one entry holding its whole value
+    (``run.topology.ranks[3]``), not one per leaf.
+    """
+    out: list[FieldDiff] = []
+
+    def walk(x: Any, y: Any, where: str) -> None:
+        if isinstance(x, Mapping) and isinstance(y, Mapping) and (x or y):
+            for key in sorted(x.keys() | y.keys(), key=str):
+                sub = f"{where}.{key}" if where else str(key)
+                if key not in y:
+                    out.append(FieldDiff(sub, x[key], None, "only_a"))
+                elif key not in x:
+                    out.append(FieldDiff(sub, None, y[key], "only_b"))
+                else:
+                    walk(x[key], y[key], sub)
+        elif (
+            isinstance(x, list)
+            and isinstance(y, list)
+            and (_has_containers(x) or _has_containers(y))
+        ):
+            for i in range(max(len(x), len(y))):
+                sub = f"{where}[{i}]"
+                if i >= len(y):
+                    out.append(FieldDiff(sub, x[i], None, "only_a"))
+                elif i >= len(x):
+                    out.append(FieldDiff(sub, None, y[i], "only_b"))
+                else:
+                    walk(x[i], y[i], sub)
+        elif not _same(x, y):
+            out.append(FieldDiff(where, x, y))
+
+    walk(a, b, path)
+    return out
+
+
+def _drop_derived(diffs: list[FieldDiff]) -> list[FieldDiff]:
+    paths = [d.path for d in diffs]
+    keep: list[FieldDiff] = []
+    for d in diffs:
+        source = _DERIVED.get(d.path)
+        if source is not None and any(p == source or p.startswith(source + ".") for p in paths):
+            continue
+        keep.append(d)
+    return keep
+
+
+# ---------------------------------------------------------------------------- metrics
+
+
+def _numeric(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def _close(a: Any, b: Any, atol: float) -> tuple[bool, float | None]:
+    """(equal within atol, |b - a| or its max over list elements; None if not numeric)."""
+    if _numeric(a) and _numeric(b):
+        fa, fb = float(a), float(b)
+        if math.isnan(fa) or math.isnan(fb):
+            return math.isnan(fa) and math.isnan(fb), None
+        if fa == fb:
+            return True, 0.0
+        d = abs(fb - fa)
+        return d <= atol, d
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return False, None
+        worst: float | None = 0.0
+        ok = True
+        for x, y in zip(a, b, strict=True):
+            same, d = _close(x, y, atol)
+            ok = ok and same
+            if d is None:
+                worst = None if not same else worst
+            elif worst is not None:
+                worst = max(worst, d)
+        return ok, worst
+    return _same(a, b), None
+
+
+def _metric_diffs(
+    a: Mapping[str, Any] | None, b: Mapping[str, Any] | None, atol: float
+) -> list[MetricDiff]:
+    ma, mb = dict(a or {}), dict(b or {})
+    out: list[MetricDiff] = []
+    for name in sorted(ma.keys() | mb.keys()):
+        if name not in ma or name not in mb:
+            out.append(
+                MetricDiff(name, ma.get(name), mb.get(name), None, False, name in ma, name in mb)
+            )
+            continue
+        x, y = ma[name], mb[name]
+        ok, d = _close(x, y, atol)
+        if _numeric(x) and _numeric(y) and d is not None:
+            d = float(y) - float(x)
+        out.append(MetricDiff(name, x, y, d, ok))
+    return out
+
+
+# ---------------------------------------------------------------------------- records
+
+
+def diff_records(
+    a: Mapping[str, Any] | None,
+    b: Mapping[str, Any] | None,
+    *,
+    metrics_a: Mapping[str, Any] | None = None,
+    metrics_b: Mapping[str, Any] | None = None,
+    atol: float = 0.0,
+    name: str = "",
+    combo: dict[str, Any] | None = None,
+    path_a: str | None = "a",
+    path_b: str | None = "b",
+) -> CellDiff:
+    """Compare two provenance records (any schema) and two metric dicts.
+
+    A missing record (``None``) on one side is reported as the path ``<provenance>``
+    under breaks. ``path_a``/``path_b`` of ``None`` mean the cell itself is missing.
+
+    Examples
+    --------
+    >>> one = {"reproducibility": {"config": {"lr": 0.1}}, "run": {"host": "a"}}
+    >>> two = {"reproducibility": {"config": {"lr": 0.2}}, "run": {"host": "b"}}
+    >>> d = diff_records(one, two)
+    >>> [f.path for f in d.breaks], [f.path for f in d.expected]
+    (['reproducibility.config.lr'], ['run.host'])
+    """
+    breaks: list[FieldDiff] = []
+    expected: list[FieldDiff] = []
+    if a is None or b is None:
+        if a is not None or b is not None:
+            breaks.append(
+                FieldDiff(
+                    "<provenance>",
+                    "present" if a is not None else "missing",
+                    "present" if b is not None else "missing",
+                    "only_a" if a is not None else "only_b",
+                )
+            )
+    else:
+        ca, cb = split_provenance(a), split_provenance(b)
+        for part, sink in ((REPRO, breaks), (RUN, expected)):
+            diffs = _field_diffs(ca.get(part) or {}, cb.get(part) or {}, part)
+            sink.extend(_drop_derived(diffs))
+    return CellDiff(
+        name=name,
+        combo=combo,
+        a=path_a,
+        b=path_b,
+        breaks=tuple(breaks),
+        expected=tuple(expected),
+        metrics=tuple(_metric_diffs(metrics_a, metrics_b, atol)),
+    )
+
+
+# ---------------------------------------------------------------------------- paths
+
+
+def _files() -> tuple[str, str, str, str]:
+    from mushin_box._cells import METRICS_FILE, PROVENANCE_FILE, STATUS_FILE
+    from mushin_box._sweep import MANIFEST_FILE
+
+    return PROVENANCE_FILE, STATUS_FILE, METRICS_FILE, MANIFEST_FILE
+
+
+def input_kind(path: str | Path) -> str:
+    """``"cell"``, ``"sweep"`` or ``"record"`` (a provenance JSON file); raises
+    :class:`DiffInputError` for anything else."""
+    prov, status, _, manifest = _files()
+    p = Path(path)
+    if not p.exists():
+        raise DiffInputError(f"{path}: no such file or directory")
+    if p.is_file():
+        if p.suffix != ".json":
+            raise DiffInputError(f"{path}: not a cell or sweep directory, nor a provenance .json")
+        return "record"
+    if (p / prov).is_file() or (p / status).is_file():
+        return "cell"
+    if (p / manifest).is_file() or any(p.glob(f"*/{status}")) or any(p.glob(f"*/{prov}")):
+        return "sweep"
+    raise DiffInputError(
+        f"{path}: not a cell directory (no {prov} or {status}) nor a sweep directory "
+        f"(no {manifest} or cell sub-directories)"
+    )
+
+
+def _read_mapping(path: Path) -> dict[str, Any] | None:
+    value = read_json(path)
+    return value if isinstance(value, dict) else None
+
+
+def _load_record(path: Path) -> dict[str, Any]:
+    prov = _files()[0]
+    target = path if path.is_file() else path / prov
+    record = _read_mapping(target)
+    if record is None:
+        raise DiffInputError(f"{path}: no readable provenance record ({target.name})")
+    return record
+
+
+def _sweep_cells(root: Path) -> Iterator[tuple[str, dict[str, Any], Path]]:
+    from mushin_box._sweep import cell_records, combo_id
+
+    for cell_dir, status in cell_records(root):
+        combo = dict(status["combo"])
+        yield combo_id(combo), combo, cell_dir
+
+
+def _display(combo: Mapping[str, Any]) -> str:
+    """A cell's name in reports: its combo id, secrets redacted."""
+    from mushin_box._sweep import combo_id
+
+    return combo_id(scrub(dict(combo)))
+
+
+def _cell_pair(a: Path, b: Path, atol: float, combo: dict[str, Any]) -> CellDiff:
+    prov, _, metrics, _ = _files()
+    return diff_records(
+        _read_mapping(a / prov),
+        _read_mapping(b / prov),
+        metrics_a=_read_mapping(a / metrics),
+        metrics_b=_read_mapping(b / metrics),
+        atol=atol,
+        name=_display(combo),
+        combo=scrub(combo),
+        path_a=str(a),
+        path_b=str(b),
+    )
+
+
+def diff_provenance(a: str | Path, b: str | Path, *, atol: float = 0.0) -> Diff:
+    """Compare two cells (cell directories or provenance files) or two sweeps.
+
+    Parameters
+    ----------
+    a, b : path
+        Two cell directories (holding ``mushin_provenance.json``), two provenance JSON
+        files, or two sweep directories.
+    atol : float
+        Absolute tolerance for metrics (default 0: exact).
+
+    Returns
+    -------
+    Diff
+        ``diff.reproducible`` is True when the reproducibility parts match.
+
+    Raises
+    ------
+    DiffInputError
+        A path is missing, is not a cell/sweep/record, a cell has no provenance record,
+        ``atol`` is negative, or a cell is compared with a sweep.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from mushin_box._sidecars import write_json_atomic
+    >>> root = Path(tempfile.mkdtemp())
+    >>> for name, lr in (("x", 0.1), ("y", 0.2)):
+    ...     write_json_atomic(root / name / "mushin_provenance.json",
+    ...                       {"reproducibility": {"config": {"lr": lr}}, "run": {}})
+    ...     write_json_atomic(root / name / "mushin_metrics.json", {"loss": lr})
+    >>> d = diff_provenance(root / "x", root / "y", atol=0.5)
+    >>> d.reproducible, [f.path for f in d.breaks], d.metrics_match
+    (False, ['reproducibility.config.lr'], True)
+    """
+    if not (isinstance(atol, int | float) and atol >= 0 and math.isfinite(atol)):
+        raise DiffInputError(f"atol must be a finite number >= 0, got {atol!r}")
+    pa, pb = Path(a), Path(b)
+    ka, kb = input_kind(pa), input_kind(pb)
+    cellish = {"cell", "record"}
+    if (ka in cellish) != (kb in cellish):
+        raise DiffInputError(
+            f"cannot compare a {ka} ({a}) with a {kb} ({b}); give two cells or two sweeps"
+        )
+    if ka in cellish:
+        metrics = _files()[2]
+        ra, rb = _load_record(pa), _load_record(pb)
+
+        def _metrics(p: Path, kind: str) -> dict[str, Any] | None:
+            return _read_mapping(p / metrics) if kind == "cell" else None
+
+        cell = diff_records(
+            ra,
+            rb,
+            metrics_a=_metrics(pa, ka),
+            metrics_b=_metrics(pb, kb),
+            atol=float(atol),
+            name=pa.name if ka == "cell" else pa.parent.name,
+            path_a=str(pa),
+            path_b=str(pb),
+        )
+        return Diff(kind="cell", a=str(pa), b=str(pb), atol=float(atol), cells=(cell,))
+
+    cells_a = {key: (combo, d) for key, combo, d in _sweep_cells(pa)}
+    cells_b = {key: (combo, d) for key, combo, d in _sweep_cells(pb)}
+    out: list[CellDiff] = []
+    for key in sorted(cells_a.keys() | cells_b.keys()):
+        if key in cells_a and key in cells_b:
+            combo, da = cells_a[key]
+            out.append(_cell_pair(da, cells_b[key][1], float(atol), combo))
+            continue
+        combo, d = cells_a[key] if key in cells_a else cells_b[key]
+        only = "only_a" if key in cells_a else "only_b"
+        present, missing = "present", "missing"
+        out.append(
+            CellDiff(
+                name=_display(combo),
+                combo=scrub(combo),
+                a=str(d) if key in cells_a else None,
+                b=str(d) if key in cells_b else None,
+                breaks=(
+                    FieldDiff(
+                        "<cell>",
+                        present if key in cells_a else missing,
+                        present if key in cells_b else missing,
+                        only,
+                    ),
+                ),
+            )
+        )
+    return Diff(kind="sweep", a=str(pa), b=str(pb), atol=float(atol), cells=tuple(out))
+
+
+def collapse_key(path: str) -> str:
+    """A path with list indices replaced by ``[*]`` (for grouping rank rows).
+
+    Examples
+    --------
+    >>> collapse_key("run.topology.ranks[12].hostname")
+    'run.topology.ranks[*].hostname'
+    """
+    return _INDEX.sub("[*]", path)

@@ -1,0 +1,263 @@
+# SPDX-License-Identifier: MIT
+"""``mushin-box diff``: exit codes, --json, one changed field at a time, sweeps."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from workflow_tasks import grid_task
+
+from mushin_box import Workflow, multirun
+from mushin_box._provenance_diff import DiffInputError, diff_provenance, diff_records
+from mushin_box._provenance_full import full_provenance, write_provenance
+from mushin_box._sidecars import write_json_atomic
+from mushin_box._topology import simulated_slurm_env
+
+
+def task(lr: float, seed: int = 0) -> dict[str, float]:
+    return {"loss": lr}
+
+
+BASE: dict[str, Any] = {
+    "image": {"sif_sha256": "a" * 64},
+    "code": "code-1",
+    "lr": 0.1,
+    "seed": 1,
+    "nodes": 1,
+    "gpus": 1,
+    "metrics": {"loss": 0.5, "acc": [0.9, 0.8]},
+}
+
+
+def make_cell(path: Path, **changes: Any) -> Path:
+    """A cell dir written by hand: provenance and metrics sidecars (write_json_atomic)."""
+    p = {**BASE, **changes}
+    env = simulated_slurm_env(p["nodes"], p["gpus"], 0) if p["nodes"] * p["gpus"] > 1 else {}
+    cfg = {
+        "lr": p["lr"],
+        "seed": p["seed"],
+        "trainer": {"_target_": "pytorch_lightning.Trainer", "devices": p["gpus"],
+                    "num_nodes": p["nodes"]},
+    }  # fmt: skip
+    record = full_provenance(
+        task=task,
+        config=cfg,
+        fingerprints={"config": f"{p['lr']}-{p['gpus']}", "code": p["code"]},
+        seed_base=p["seed"],
+        environ=env,
+        image=p["image"],
+    )
+    write_provenance(path, record)
+    write_json_atomic(path / "mushin_metrics.json", p["metrics"])
+    return path
+
+
+def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mushin_box", "diff", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+def as_json(*args: str | Path) -> tuple[int, dict[str, Any]]:
+    proc = cli(*args, "--json")
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def break_paths(out: dict[str, Any]) -> list[str]:
+    return [f["path"] for c in out["cells"] for f in c["breaks_reproducibility"]]
+
+
+# ---------------------------------------------------------------------------- one change
+
+
+@pytest.mark.parametrize(
+    ("change", "path"),
+    [
+        ({"image": {"sif_sha256": "b" * 64}}, "reproducibility.image.sif_sha256"),
+        ({"code": "code-2"}, "reproducibility.code.task_sha256"),
+        ({"lr": 0.2}, "reproducibility.config.lr"),
+        ({"seed": 2}, "reproducibility.seed.base"),
+    ],
+    ids=["image", "code", "config", "seed"],
+)
+def test_changing_exactly_one_thing_shows_exactly_that_field(
+    tmp_path: Path, change: dict[str, Any], path: str
+) -> None:
+    a = make_cell(tmp_path / "a")
+    b = make_cell(tmp_path / "b", **change)
+    code, out = as_json(a, b)
+    assert code == 1
+    assert out["reproducible"] is False
+    assert break_paths(out) == [path]
+    text = cli(a, b)
+    assert text.returncode == 1
+    assert path in text.stdout and "Breaks reproducibility" in text.stdout
+
+
+def test_same_experiment_at_world_size_1_and_4_matches(tmp_path: Path) -> None:
+    a = make_cell(tmp_path / "a")
+    b = make_cell(tmp_path / "b", nodes=2, gpus=2)
+    code, out = as_json(a, b)
+    assert code == 0 and out["reproducible"] is True
+    (cell,) = out["cells"]
+    assert cell["breaks_reproducibility"] == []
+    expected = {f["path"] for f in cell["expected_to_differ"]}
+    assert {"run.topology.world_size", "run.config.trainer.devices",
+            "run.config.trainer.num_nodes", "run.launcher.tasks"} <= expected  # fmt: skip
+    assert "run.topology.ranks[3]" in expected
+    text = cli(a, b)
+    assert text.returncode == 0
+    assert "Expected to differ" in text.stdout and "reproducibility parts match" in text.stdout
+
+
+def test_identical_cells_exit_0(tmp_path: Path) -> None:
+    a = make_cell(tmp_path / "a")
+    code, out = as_json(a, a)
+    assert code == 0 and out["cells"][0]["expected_to_differ"] == []
+    assert out["metrics_match"] is True
+
+
+# ---------------------------------------------------------------------------- metrics
+
+
+def test_metrics_side_by_side_with_atol(tmp_path: Path) -> None:
+    a = make_cell(tmp_path / "a")
+    b = make_cell(tmp_path / "b", metrics={"loss": 0.5004, "acc": [0.9, 0.8001], "new": 1})
+    code, out = as_json(a, b)
+    assert code == 0  # metrics do not decide the exit code
+    metrics = {m["name"]: m for m in out["cells"][0]["metrics"]}
+    assert metrics["loss"]["match"] is False
+    assert metrics["loss"]["delta"] == pytest.approx(0.0004)
+    assert metrics["new"]["in_a"] is False and metrics["new"]["match"] is False
+    _, loose = as_json(a, b, "--atol", "1e-3")
+    loose_m = {m["name"]: m["match"] for m in loose["cells"][0]["metrics"]}
+    assert loose_m == {"acc": True, "loss": True, "new": False}
+    text = cli(a, b, "--atol", "0.001")
+    assert "Metrics (atol=0.001)" in text.stdout and "0.5004" in text.stdout
+
+
+def test_nan_metrics_match_each_other(tmp_path: Path) -> None:
+    a = make_cell(tmp_path / "a", metrics={"loss": float("nan")})
+    b = make_cell(tmp_path / "b", metrics={"loss": float("nan")})
+    _, out = as_json(a, b)
+    (m,) = out["cells"][0]["metrics"]
+    assert m["match"] is True and m["a"] == "nan"  # strict JSON: nan as a string
+
+
+# ---------------------------------------------------------------------------- bad input
+
+
+def test_bad_input_exits_2(tmp_path: Path) -> None:
+    a = make_cell(tmp_path / "a")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    text_file = tmp_path / "notes.txt"
+    text_file.write_text("x")
+    sweep = tmp_path / "sweep"
+    make_cell(sweep / "lr=0.1")
+    write_json_atomic(sweep / "lr=0.1" / "mushin_status.json", {"combo": {"lr": 0.1}})
+    for args, message in (
+        ((a, tmp_path / "missing"), "no such file or directory"),
+        ((a, empty), "not a cell directory"),
+        ((a, text_file), "not a cell or sweep"),
+        ((a, sweep), "cannot compare a cell"),
+        ((a, a, "--atol", "-1"), "atol must be"),
+        ((a, a, "--atol", "nan"), "atol must be"),
+    ):
+        proc = cli(*args)
+        assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+        assert message in proc.stderr and "Traceback" not in proc.stderr
+    proc = cli(a)  # argparse: missing B
+    assert proc.returncode == 2
+
+
+def test_cell_without_provenance_is_bad_input(tmp_path: Path) -> None:
+    a = make_cell(tmp_path / "a")
+    b = tmp_path / "b"
+    write_json_atomic(b / "mushin_status.json", {"combo": {}, "status": "skipped"})
+    with pytest.raises(DiffInputError, match="no readable provenance"):
+        diff_provenance(a, b)
+    assert cli(a, b).returncode == 2
+
+
+def test_provenance_files_can_be_compared_directly(tmp_path: Path) -> None:
+    a = make_cell(tmp_path / "a") / "mushin_provenance.json"
+    b = make_cell(tmp_path / "b", lr=0.3) / "mushin_provenance.json"
+    code, out = as_json(a, b)
+    assert code == 1 and break_paths(out) == ["reproducibility.config.lr"]
+
+
+# ---------------------------------------------------------------------------- sweeps
+
+
+@pytest.mark.slow
+def test_sweeps_are_matched_by_combo(tmp_path: Path) -> None:
+    one = tmp_path / "one"
+    same = tmp_path / "same"
+    other = tmp_path / "other"
+    bigger = tmp_path / "bigger"
+    Workflow(grid_task).run(working_dir=one, progress=False, lr=multirun([0.1, 0.2]))
+    Workflow(grid_task).run(working_dir=same, progress=False, lr=multirun([0.1, 0.2]))
+    Workflow(grid_task).run(
+        working_dir=other, progress=False, fail_at=-2.0, lr=multirun([0.1, 0.2])
+    )
+    Workflow(grid_task).run(working_dir=bigger, progress=False, lr=multirun([0.1, 0.2, 0.3]))
+
+    code, out = as_json(one, same)
+    assert code == 0 and out["kind"] == "sweep" and len(out["cells"]) == 2
+    assert {json.dumps(c["combo"]) for c in out["cells"]} == {'{"lr": 0.1}', '{"lr": 0.2}'}
+
+    code, out = as_json(one, other)
+    assert code == 1
+    assert break_paths(out) == ["reproducibility.config.fail_at"] * 2
+
+    code, out = as_json(one, bigger)
+    assert code == 1
+    only = [c for c in out["cells"] if c["a"] is None]
+    assert len(only) == 1 and only[0]["combo"] == {"lr": 0.3}
+    assert only[0]["breaks_reproducibility"][0]["path"] == "<cell>"
+
+    text = cli(one, other)
+    assert text.returncode == 1
+    assert "2 cell(s) compared" in text.stdout and "fail_at" in text.stdout
+
+
+def test_diff_records_reports_derived_hash_only_without_its_source() -> None:
+    a = {"reproducibility": {"config": {"x": 1}, "config_sha256": "h1"}, "run": {}}
+    b = {"reproducibility": {"config": {"x": 2}, "config_sha256": "h2"}, "run": {}}
+    assert [f.path for f in diff_records(a, b).breaks] == ["reproducibility.config.x"]
+
+
+# ---------------------------------------------------------------------------- no torch
+
+
+def test_diff_imports_no_torch(tmp_path: Path) -> None:
+    a = make_cell(tmp_path / "a")
+    code = (
+        "import sys\n"
+        "from mushin_box.cli import main\n"
+        "rc = main(sys.argv[1:])\n"
+        "heavy = [m for m in ('torch', 'pytorch_lightning', 'lightning_fabric') "
+        "if m in sys.modules]\n"
+        "print('HEAVY=' + ','.join(heavy), file=sys.stderr)\n"
+        "sys.exit(rc)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "diff", str(a), str(a)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "HEAVY=\n" in proc.stderr
