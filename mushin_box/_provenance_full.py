@@ -354,9 +354,9 @@ def launcher_from_hydra() -> dict[str, Any] | None:
         return None
     hc = HydraConfig.get()
     try:
-        config = OmegaConf.to_container(hc.launcher, resolve=True)
+        config = OmegaConf.to_container(hc.launcher, resolve=True, enum_to_str=True)
     except Exception:  # an interpolation that does not resolve here
-        config = OmegaConf.to_container(hc.launcher, resolve=False)
+        config = OmegaConf.to_container(hc.launcher, resolve=False, enum_to_str=True)
     name = hc.runtime.choices.get("hydra/launcher") if hc.runtime.choices else None
     return {"name": name, "config": config}
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Callable, Mapping
+import os
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 __all__ = ["SLURM_LAUNCHER_KEYS", "submitit_slurm_config"]
@@ -186,6 +187,13 @@ def submitit_slurm_config(
     account: str | None = None,
     timeout_min: int = 60,
     mem_gb: int | float | None = None,
+    image: str | os.PathLike[str] | None = None,
+    binds: Sequence[str] = (),
+    nv: bool | None = None,
+    rocm: bool = False,
+    env: Mapping[str, str] | None = None,
+    nccl: Any = "default",
+    working_dir: str | os.PathLike[str] | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
     """A validated hydra-submitit-launcher config for a job with one rank per GPU.
@@ -211,6 +219,16 @@ def submitit_slurm_config(
     mem_gb : int or float, optional
         Memory per node in GB (``--mem``); must be a whole number, since the launcher declares
         an int. Omitted when None. Excludes ``mem_per_cpu`` and ``mem_per_gpu``.
+    image : str or os.PathLike, optional
+        Run every rank in this Apptainer image (``mushin_box._rankwrap``): adds ``python``,
+        ``srun_args`` and ``setup`` lines, which only ``hydra/launcher=mushin_slurm`` accepts.
+    binds, nv, rocm, env, nccl
+        The image's binds (``src[:dst[:ro|rw]]``), ``--nv`` (default unless ``rocm``) or
+        ``--rocm``, extra variables and NCCL profile (an ``NcclProfile`` or a preset name);
+        see ``ContainerLaunch``. Only with ``image``.
+    working_dir : str or os.PathLike, optional
+        Bound, the ranks' working directory, and where the env file is written (default:
+        the current directory). Only with ``image``.
     **extra
         Any other optional ``SlurmQueueConf`` field, e.g. ``qos``, ``constraint``,
         ``exclude``, ``comment``, ``gres`` (not GPUs), ``mem_per_cpu``, ``mem_per_gpu``,
@@ -223,7 +241,8 @@ def submitit_slurm_config(
     dict of str to Any
         ``nodes``, ``tasks_per_node``, ``gpus_per_node``, ``cpus_per_task`` and
         ``timeout_min``, then every optional key whose value is not None. Lists and dicts
-        are copies.
+        are copies. With ``image``: also ``python``, ``srun_args`` and ``setup`` (the
+        container's lines first).
 
     Raises
     ------
@@ -251,6 +270,13 @@ def submitit_slurm_config(
     Traceback (most recent call last):
         ...
     ValueError: tasks_per_node is derived: it always equals gpus_per_node ...
+
+    Every rank in an Apptainer image (for ``hydra/launcher=mushin_slurm``):
+
+    >>> cfg = submitit_slurm_config(nodes=2, gpus_per_node=4, image="/img/train.sif",
+    ...                             working_dir="/runs", binds=["/data:/data:ro"])
+    >>> cfg["python"].split()[:4], cfg["srun_args"]
+    (['apptainer', 'exec', '--nv', '--cleanenv'], ['--kill-on-bad-exit=1'])
     """
     for key in extra:
         if key in _REFUSED:
@@ -274,6 +300,33 @@ def submitit_slurm_config(
     for key, value in extra.items():
         if value is not None:
             config[key] = _OPTIONAL_FIELDS[key](key, value)
+
+    container = {
+        "binds": bool(binds),
+        "nv": nv is not None,
+        "rocm": bool(rocm),
+        "env": bool(env),
+        "nccl": nccl != "default",
+        "working_dir": working_dir is not None,
+    }
+    if image is None and any(container.values()):
+        given = ", ".join(k for k, v in container.items() if v)
+        raise ValueError(f"{given} configure the rank container: pass image= too")
+    if image is not None:
+        from mushin_box._rankwrap import ContainerLaunch, container_launcher_fields
+
+        spec = ContainerLaunch(
+            image=os.fspath(image),
+            binds=list(binds),
+            nv=(not rocm) if nv is None else nv,
+            rocm=rocm,
+            env=env,
+            nccl=nccl,
+        )
+        fields = container_launcher_fields(spec, working_dir=working_dir or os.getcwd())
+        config["python"] = fields["python"]
+        config["srun_args"] = list(fields["srun_args"])
+        config["setup"] = list(fields["setup"]) + list(config.get("setup", []))
 
     memory = [key for key in _MEMORY_KEYS if key in config]
     if len(memory) > 1:
