@@ -232,6 +232,9 @@ class CellRunner:
         root = Path(self.plan.working_dir)
         combo = {k: _plain_value(OmegaConf.select(cfg, k)) for k in self.plan.swept}
         fingerprints = {"config": config_fingerprint(cfg), "code": self.plan.code_fingerprint}
+        image = os.environ.get("MUSHIN_SIF_SHA256")
+        if image:  # ranks in an Apptainer image: a different image is a different cell
+            fingerprints["image"] = image
         previous = read_json(cell_dir / STATUS_FILE, default={})
         if not isinstance(previous, dict):
             previous = {}

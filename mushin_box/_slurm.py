@@ -194,6 +194,7 @@ def submitit_slurm_config(
     env: Mapping[str, str] | None = None,
     nccl: Any = "default",
     working_dir: str | os.PathLike[str] | None = None,
+    preflight: bool = True,
     **extra: Any,
 ) -> dict[str, Any]:
     """A validated hydra-submitit-launcher config for a job with one rank per GPU.
@@ -226,6 +227,10 @@ def submitit_slurm_config(
         The image's binds (``src[:dst[:ro|rw]]``), ``--nv`` (default unless ``rocm``) or
         ``--rocm``, extra variables and NCCL profile (an ``NcclProfile`` or a preset name);
         see ``ContainerLaunch``. Only with ``image``.
+    preflight : bool (default: True)
+        With ``image``: check the image before anything is submitted (it exists, its
+        sha256 matches its manifest, its Python major.minor is this one's) and pass its
+        digest to the ranks (``MUSHIN_SIF_SHA256``: provenance and cell fingerprints).
     working_dir : str or os.PathLike, optional
         Bound, the ranks' working directory, and where the env file is written (default:
         the current directory). Only with ``image``.
@@ -274,7 +279,8 @@ def submitit_slurm_config(
     Every rank in an Apptainer image (for ``hydra/launcher=mushin_slurm``):
 
     >>> cfg = submitit_slurm_config(nodes=2, gpus_per_node=4, image="/img/train.sif",
-    ...                             working_dir="/runs", binds=["/data:/data:ro"])
+    ...                             working_dir="/runs", binds=["/data:/data:ro"],
+    ...                             preflight=False)  # no image here to check
     >>> cfg["python"].split()[:4], cfg["srun_args"]
     (['apptainer', 'exec', '--nv', '--cleanenv'], ['--kill-on-bad-exit=1'])
     """
@@ -323,7 +329,16 @@ def submitit_slurm_config(
             env=env,
             nccl=nccl,
         )
-        fields = container_launcher_fields(spec, working_dir=working_dir or os.getcwd())
+        digest = None
+        if preflight:
+            # before anything is submitted: the image exists, matches its manifest, and
+            # runs this Python (the job is pickled); its digest travels to every rank
+            from mushin_box._rankwrap import preflight as check_image
+
+            digest = check_image(os.fspath(image)).sif_sha256
+        fields = container_launcher_fields(
+            spec, working_dir=working_dir or os.getcwd(), sif_sha256=digest
+        )
         config["python"] = fields["python"]
         config["srun_args"] = list(fields["srun_args"])
         config["setup"] = list(fields["setup"]) + list(config.get("setup", []))

@@ -639,3 +639,35 @@ def test_module_doctests() -> None:
 
     result = doctest.testmod(_rankwrap, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 10
+
+
+def test_submitit_slurm_config_runs_preflight_before_submitting(tmp_path: Path) -> None:
+    from mushin_box import submitit_slurm_config
+
+    with pytest.raises(PreflightError, match="does not exist"):
+        submitit_slurm_config(nodes=1, gpus_per_node=2, image=tmp_path / "nope.sif")
+    image = _image_with_manifest(tmp_path, sif_sha256="f" * 64)
+    with pytest.raises(PreflightError, match="changed after its build"):
+        submitit_slurm_config(nodes=1, gpus_per_node=2, image=image, working_dir=tmp_path)
+    image = _image_with_manifest(tmp_path)
+    cfg = submitit_slurm_config(nodes=1, gpus_per_node=2, image=image, working_dir=tmp_path)
+    assert cfg["python"].startswith("apptainer exec --nv --cleanenv --env-file")
+    # the digest travels to the ranks (provenance, cell fingerprint) through the env file
+    env_file = env_file_from_setup(cfg["setup"])
+    assert f"MUSHIN_SIF_SHA256={_rankwrap.file_sha256(image)}" in env_file.replace('"', "")
+
+
+def env_file_from_setup(setup: list[str]) -> str:
+    """The env file the launcher's setup lines write (base64 inside them)."""
+    import base64
+    import re
+
+    for line in setup:
+        for chunk in re.findall(r"[A-Za-z0-9+/=]{40,}", line):
+            try:
+                text = base64.b64decode(chunk).decode("utf-8")
+            except ValueError:
+                continue
+            if "SLURM_PROCID" in text:
+                return text
+    raise AssertionError(f"no env file in {setup}")

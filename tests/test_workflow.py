@@ -335,3 +335,20 @@ def test_lightning_task_series_in_sweep_results(tmp_path: Path) -> None:
     assert ds["final_val_loss"].values.tolist() == pytest.approx(
         ds["fit.val_loss"].isel(epoch=-1).values.tolist()
     )
+
+
+def test_image_digest_joins_the_cell_fingerprint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    markers = tmp_path / "markers"
+    params = {"x": multirun([1]), "markers": str(markers)}
+    monkeypatch.setenv("MUSHIN_SIF_SHA256", "a" * 64)
+    Workflow(marker_task).run(working_dir=tmp_path / "w", progress=False, **params)
+    status = read_json(tmp_path / "w" / "x=1" / "mushin_status.json")
+    assert status["fingerprints"]["image"] == "a" * 64
+    Workflow(marker_task).run(working_dir=tmp_path / "w", progress=False, resume=True, **params)
+    assert len(list(markers.iterdir())) == 1  # same image: reused
+    monkeypatch.setenv("MUSHIN_SIF_SHA256", "b" * 64)
+    with pytest.warns(UserWarning, match="image fingerprint changed"):
+        Workflow(marker_task).run(working_dir=tmp_path / "w", progress=False, resume=True, **params)
+    assert len(list(markers.iterdir())) == 2
