@@ -54,6 +54,7 @@ from mushin_box._rankwrap import (
     setup_lines,
     srun_argv,
 )
+from mushin_box._sif import file_sha256
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden"
@@ -435,7 +436,7 @@ def _image_with_manifest(tmp_path: Path, **changes: Any) -> Path:
     fields: dict[str, Any] = {
         "image": str(image), "definition": "Bootstrap: docker\n", "definition_sha256": "0" * 64,
         "base_image": "python:3.11", "base_digest": "sha256:" + "1" * 64, "build_argv": [],
-        "mushin_box_version": "0.1.0", "sif_sha256": _rankwrap.file_sha256(image),
+        "mushin_box_version": "0.1.0", "sif_sha256": file_sha256(image),
         "python_version": f"{sys.version_info[0]}.{sys.version_info[1]}.4",
     }  # fmt: skip
     fields.update(changes)
@@ -447,7 +448,7 @@ def test_preflight_passes_a_matching_image(tmp_path: Path) -> None:
     image = _image_with_manifest(tmp_path)
     report = preflight(image)
     assert report.verified and report.warnings == ()
-    assert report.sif_sha256 == _rankwrap.file_sha256(image)
+    assert report.sif_sha256 == file_sha256(image)
     assert report.image_python == report.submit_python
     assert report.manifest == str(manifest_path(image))
 
@@ -471,7 +472,7 @@ def test_preflight_python_mismatch_lists_every_problem(tmp_path: Path) -> None:
     assert "the image runs Python 2.7" in info.value.problems[1]
     assert "unpickles it in the image" in str(info.value)
     preflight(image.with_suffix(".sif"), manifest=Manifest.from_dict(
-        {**json.loads(manifest_path(image).read_text()), "sif_sha256": _rankwrap.file_sha256(image),
+        {**json.loads(manifest_path(image).read_text()), "sif_sha256": file_sha256(image),
          "python_version": "2.7.18"}), python_version="2.7")  # fmt: skip
 
 
@@ -483,7 +484,7 @@ def test_preflight_without_manifest_records_a_fresh_digest_with_a_warning(tmp_pa
     messages = [str(w.message) for w in record]
     assert "unverified" in messages[0] and "Python version is unknown" in messages[1]
     assert not report.verified and report.manifest is None and report.image_python is None
-    assert report.sif_sha256 == _rankwrap.file_sha256(image) and len(report.warnings) == 2
+    assert report.sif_sha256 == file_sha256(image) and len(report.warnings) == 2
 
 
 def test_preflight_dry_run_or_missing_explicit_manifest(tmp_path: Path) -> None:
@@ -654,7 +655,7 @@ def test_submitit_slurm_config_runs_preflight_before_submitting(tmp_path: Path) 
     assert cfg["python"].startswith("apptainer exec --nv --cleanenv --env-file")
     # the digest travels to the ranks (provenance, cell fingerprint) through the env file
     env_file = env_file_from_setup(cfg["setup"])
-    assert f"MUSHIN_SIF_SHA256={_rankwrap.file_sha256(image)}" in env_file.replace('"', "")
+    assert f"MUSHIN_SIF_SHA256={file_sha256(image)}" in env_file.replace('"', "")
 
 
 def env_file_from_setup(setup: list[str]) -> str:
