@@ -1,0 +1,73 @@
+# SPDX-License-Identifier: MIT
+"""mushin-box smoke through the Apptainer STAND-IN (tests/standins/apptainer-standin):
+the rank wrapper and env file are real, Apptainer is not."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+from mushin_box._build import Manifest, manifest_path
+from mushin_box._sif import file_sha256
+
+pytestmark = pytest.mark.slow
+STANDIN = REPO / "tests" / "standins" / "apptainer-standin"
+
+
+def _image(tmp_path: Path) -> Path:
+    image = tmp_path / "img.sif"
+    image.write_bytes(b"SIF stand-in image " * 100)
+    manifest = Manifest(
+        image=str(image), definition="Bootstrap: docker\n", definition_sha256="0" * 64,
+        base_image="python:3.11", base_digest="sha256:" + "1" * 64, build_argv=[],
+        mushin_box_version="0.1.0", sif_sha256=file_sha256(image),
+        python_version=".".join(map(str, sys.version_info[:3])),
+    )  # fmt: skip
+    manifest_path(image).write_text(json.dumps(manifest.to_dict()))
+    return image
+
+
+def _smoke(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PATH": f"{STANDIN}{os.pathsep}{os.environ['PATH']}",
+           "MY_SECRET_TOKEN": "PLANTED"}  # fmt: skip
+    cmd = [sys.executable, "-m", "mushin_box", "smoke", "--image", str(_image(tmp_path)),
+           "--out", str(tmp_path / "out"), "--python", sys.executable, "--timeout", "240",
+           *extra]  # fmt: skip
+    return subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+def test_smoke_two_ranks_through_the_rank_wrapper(tmp_path: Path) -> None:
+    proc = _smoke(tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "PASS" in proc.stdout
+    assert len(list((tmp_path / "out").rglob("fit_metrics.pt"))) == 1
+    assert "rank 1 of 2 done" in proc.stdout and "rank 0 of 2 done" in proc.stdout
+    env_file = (tmp_path / "out" / "smoke.env").read_text()
+    assert 'SLURM_PROCID="${SLURM_PROCID:?}"' in env_file and "PLANTED" not in env_file
+
+
+def test_smoke_with_a_user_experiment_file(tmp_path: Path) -> None:
+    exp = tmp_path / "exp.py"
+    exp.write_text(
+        "from hydra_zen import builds, make_config\n"
+        "from mushin_box.testing import TinyDataModule, TinyModule\n"
+        "Config = make_config(module=builds(TinyModule, lr=0.1),"
+        " datamodule=builds(TinyDataModule, n=32))\n"
+    )
+    proc = _smoke(tmp_path, str(exp))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+
+
+def test_smoke_refuses_an_image_that_fails_preflight(tmp_path: Path) -> None:
+    env = {**os.environ, "PATH": f"{STANDIN}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "mushin_box", "smoke", "--image", str(tmp_path / "none.sif")],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
