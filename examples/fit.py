@@ -44,14 +44,18 @@ Config = make_config(
 )
 
 
+def seed_ranks(cfg: object) -> None:
+    # zen's pre_call: runs before the module is instantiated, so its initial weights are
+    # reproducible (rank r gets seed + r; HydraDDP's other ranks seed from the same base)
+    seed_everything_per_rank(cfg.seed)  # type: ignore[attr-defined]
+
+
 def task(
-    seed: int,
     trainer: pl.Trainer,
     module: TinyModule,
     datamodule: TinyDataModule,
     mushin_resume: ResumeContext,
 ) -> None:
-    seed_everything_per_rank(seed)
     trainer.fit(module, datamodule=datamodule, ckpt_path=mushin_resume.last_ckpt)
     trainer.test(module, datamodule=datamodule)
     if trainer.is_global_zero:
@@ -69,4 +73,6 @@ if __name__ == "__main__":
     store(Config, name="example_fit")
     store.add_to_hydra_store()
     # resumable = hydra_zen.zen that also fills `mushin_resume`
-    resumable(task).hydra_main(config_name="example_fit", config_path=None, version_base="1.3")
+    resumable(task, pre_call=seed_ranks).hydra_main(
+        config_name="example_fit", config_path=None, version_base="1.3"
+    )

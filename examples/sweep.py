@@ -52,6 +52,11 @@ Config = make_config(
 )
 
 
+def seed_ranks(cfg: object) -> None:
+    # before zen instantiates the module: its initial weights are then reproducible
+    seed_everything_per_rank(cfg.seed)  # type: ignore[attr-defined]
+
+
 def train(
     seed: int,
     trainer: pl.Trainer,
@@ -59,14 +64,13 @@ def train(
     datamodule: TinyDataModule,
     mushin_resume: ResumeContext,
 ) -> dict[str, float]:
-    seed_everything_per_rank(seed)
     trainer.fit(module, datamodule=datamodule, ckpt_path=mushin_resume.last_ckpt)
     return {"val_loss": float(trainer.callback_metrics["val_loss"])}
 
 
 if __name__ == "__main__":
     working_dir = sys.argv[1] if len(sys.argv) > 1 else "outputs/example-sweep"
-    ds = Workflow(train, Config).run(
+    ds = Workflow(train, Config, pre_call=seed_ranks).run(
         working_dir=working_dir,
         resume=True,
         **{"module.lr": multirun([0.01, 0.1])},

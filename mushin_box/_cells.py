@@ -213,9 +213,16 @@ class CellPlan:
 class CellRunner:
     """The Hydra task function of a sweep: run one cell and record it (see module doc)."""
 
-    def __init__(self, task: Callable[..., Any], plan: CellPlan) -> None:
+    def __init__(
+        self,
+        task: Callable[..., Any],
+        plan: CellPlan,
+        *,
+        pre_call: Callable[[Any], Any] | None = None,
+    ) -> None:
         self.task = task
         self.plan = plan
+        self.pre_call = pre_call
 
     # -- helpers -------------------------------------------------------------------------
     def _status(self, cell_dir: Path, **fields: Any) -> dict[str, Any]:
@@ -363,7 +370,7 @@ class CellRunner:
         # literal "\\${x}" in a swept string into an interpolation that the field access
         # then resolves a second time
         if not wants_resume(self.task):
-            return zen(self.task, resolve_pre_call=False)(cfg)
+            return zen(self.task, pre_call=self.pre_call, resolve_pre_call=False)(cfg)
         ctx = ResumeContext(dir=cell_dir, last_ckpt=find_last_checkpoint(cell_dir), attempt=attempt)
         task = self.task
 
@@ -372,7 +379,9 @@ class CellRunner:
             return task(*args, **kwargs)
 
         with_context.__signature__ = inspect.signature(task)  # type: ignore[attr-defined]
-        return zen(with_context, exclude=RESUME_PARAM, resolve_pre_call=False)(cfg)
+        return zen(
+            with_context, exclude=RESUME_PARAM, pre_call=self.pre_call, resolve_pre_call=False
+        )(cfg)
 
     def _record_failure(
         self, cell_dir: Path, running: dict[str, Any], exc: BaseException, duration: float

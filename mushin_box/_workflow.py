@@ -104,6 +104,12 @@ class Workflow:
     config : hydra-zen/dataclass config (default: None)
         The task's config. ``None`` builds one from the task's signature (parameters
         without defaults must then be given to :meth:`run`).
+    pre_call : Callable[[config], Any] | None (default: None)
+        Called with each cell's config *before* the task's parameters are instantiated
+        (``hydra_zen.zen``'s ``pre_call``): the place to seed, so that the model's initial
+        weights are reproducible, e.g.
+        ``pre_call=lambda cfg: seed_everything_per_rank(cfg.seed)`` (a named function
+        for launchers that pickle).
 
     Examples
     --------
@@ -117,10 +123,19 @@ class Workflow:
     0.4
     """
 
-    def __init__(self, task: Callable[..., Any], config: Any = None) -> None:
+    def __init__(
+        self,
+        task: Callable[..., Any],
+        config: Any = None,
+        *,
+        pre_call: Callable[[Any], Any] | None = None,
+    ) -> None:
         if not callable(task):
             raise TypeError(f"task must be a function, got {type(task).__name__}")
+        if pre_call is not None and not callable(pre_call):
+            raise TypeError(f"pre_call must be a function of the config, got {pre_call!r}")
         self.task = task
+        self.pre_call = pre_call
         self.config = config if config is not None else _config_from_signature(task)
         self.working_dir: Path | None = None
 
@@ -251,7 +266,7 @@ class Workflow:
             try:
                 launch(
                     self.config,
-                    CellRunner(self.task, plan),
+                    CellRunner(self.task, plan, pre_call=self.pre_call),
                     overrides=hydra_overrides + task_overrides + user,
                     multirun=True,
                     version_base="1.3",

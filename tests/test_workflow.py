@@ -352,3 +352,36 @@ def test_image_digest_joins_the_cell_fingerprint(
     with pytest.warns(UserWarning, match="image fingerprint changed"):
         Workflow(marker_task).run(working_dir=tmp_path / "w", progress=False, resume=True, **params)
     assert len(list(markers.iterdir())) == 2
+
+
+def _seed_from_config(cfg: object) -> None:
+    from mushin_box import seed_everything_per_rank
+
+    seed_everything_per_rank(cfg.seed)  # type: ignore[attr-defined]
+
+
+def test_pre_call_seeding_makes_model_init_reproducible(tmp_path: Path) -> None:
+    import pytorch_lightning as pl
+    from hydra_zen import builds
+
+    from mushin_box.testing import TinyDataModule, TinyModule
+
+    def task(seed: int, module: TinyModule, datamodule: TinyDataModule) -> dict[str, float]:
+        trainer = pl.Trainer(
+            accelerator="cpu", devices=1, max_epochs=1, logger=False, enable_checkpointing=False,
+            enable_progress_bar=False, enable_model_summary=False,
+        )  # fmt: skip
+        first = float(module.layer.weight.detach().flatten()[0])
+        trainer.fit(module, datamodule=datamodule)
+        return {"w0": first, "val_loss": float(trainer.callback_metrics["val_loss"])}
+
+    config = make_config(seed=3, module=builds(TinyModule), datamodule=builds(TinyDataModule))
+    runs = [
+        Workflow(task, config, pre_call=_seed_from_config).run(
+            working_dir=tmp_path / str(i), progress=False, seed=multirun([3, 4])
+        )
+        for i in range(2)
+    ]
+    assert runs[0]["w0"].values.tolist() == runs[1]["w0"].values.tolist()
+    assert runs[0]["val_loss"].values.tolist() == runs[1]["val_loss"].values.tolist()
+    assert runs[0]["w0"].sel(seed=3).item() != runs[0]["w0"].sel(seed=4).item()
