@@ -352,7 +352,7 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
         pass  # the child's own parent watchdog still applies
 
 
-_STAGES = {"fit": "fit", "validate": "validate", "test": "test", "predict": "predict"}
+_STAGES = ("fit", "validate", "test", "predict")
 
 
 def _child_spec(

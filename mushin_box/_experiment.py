@@ -80,11 +80,7 @@ def load_sweep(path: str | os.PathLike[str]) -> xr.Dataset:
     shape = tuple(len(v) for v in grid.values())
     index = {
         combo_id(dict(zip(params, combo, strict=True))): tuple(idx)
-        for idx, combo in zip(
-            np.ndindex(*shape) if shape else [()],
-            itertools.product(*grid.values()),
-            strict=True,
-        )
+        for idx, combo in zip(np.ndindex(*shape), itertools.product(*grid.values()), strict=True)
     }
     coords = {p: _coords(v) for p, v in grid.items()}
     scalars: dict[str, np.ndarray[Any, Any]] = {}

@@ -34,7 +34,7 @@ MAX_HOSTS = 1 << 22  #: most names one expression may expand to (a guard against
 
 _FORBIDDEN = re.compile(r"[\[\],\s]")
 _TRAILING_DIGITS = re.compile(r"^(.*?)(\d+)$", re.DOTALL)
-_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
+_RANGE = re.compile(r"^(\d+)(?:-(\d+))?\Z")
 
 Range = tuple[int, int, int]  # lo, hi, width
 

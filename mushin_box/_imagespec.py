@@ -56,21 +56,21 @@ _DOMAIN = (
 _BASE_RE = re.compile(
     rf"^(?P<name>(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)"
     r"(?::(?P<tag>[\w][\w.-]{0,127}))?"
-    r"@(?P<digest>sha256:[0-9a-f]{64})$"
+    r"@(?P<digest>sha256:[0-9a-f]{64})\Z"
 )
-_APT_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+(?::[a-z0-9-]+)?=[A-Za-z0-9.+~:-]+$")
+_APT_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+(?::[a-z0-9-]+)?=[A-Za-z0-9.+~:-]+\Z")
 _PIP_HASH_RE = re.compile(r"\s+--hash[= ](sha256|sha384|sha512):([0-9a-fA-F]+)")
 _PIP_REQ_RE = re.compile(
     r"^(?P<name>[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)"
     r"(?:\[[A-Za-z0-9._,\s-]*\])?\s*===?\s*(?P<version>[A-Za-z0-9.+!_-]+)"
-    r"\s*(?:;[^\n]*)?$"
+    r"\s*(?:;[^\n]*)?\Z"
 )
 _HASH_LEN = {"sha256": 64, "sha384": 96, "sha512": 128}
-_URL_RE = re.compile(r"^(?:https?|file)://\S+$")
-_SAFE_PATH_RE = re.compile(r"^[A-Za-z0-9._/+@=,:-]+$")
-_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_LABEL_KEY_RE = re.compile(r"^[^\s#%][^\s]*$")
-_PYTHON_RE = re.compile(r"^[A-Za-z0-9_./-]+$")
+_URL_RE = re.compile(r"^(?:https?|file)://\S+\Z")
+_SAFE_PATH_RE = re.compile(r"^[A-Za-z0-9._/+@=,:-]+\Z")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+_LABEL_KEY_RE = re.compile(r"^[^\s#%][^\s]*\Z")
+_PYTHON_RE = re.compile(r"^[A-Za-z0-9_./-]+\Z")
 _TEMPLATE_RE = re.compile(r"\{\{\s*\w+\s*\}\}")
 _RESERVED_ENV_PREFIXES = ("APPTAINER", "SINGULARITY")
 

@@ -92,7 +92,7 @@ _ACTIVE_STATES = frozenset(
     {"PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING"}
     | {"SUSPENDED", "CONFIGURING", "COMPLETING", "PREEMPTED", "STAGE_OUT", "SIGNALING"}
 )
-_SBATCH_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+_SBATCH_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*\Z")
 
 
 class RequeueReason(enum.Enum):

@@ -96,8 +96,8 @@ _APPTAINER_SPECIAL = frozenset(
     {"HOME", "PATH", "LD_LIBRARY_PATH", "PREPEND_PATH", "APPEND_PATH", "UID", "GID"}
     | {"PREPEND_LD_LIBRARY_PATH", "APPEND_LD_LIBRARY_PATH", "LANG"}
 )
-_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_SAFE_VALUE_RE = re.compile(r"^[A-Za-z0-9_.,:/@%+=-]+$")
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+_SAFE_VALUE_RE = re.compile(r"^[A-Za-z0-9_.,:/@%+=-]+\Z")
 _BIND_OPTIONS = ("ro", "rw")
 _BIND_SEPARATORS = (
     (":", "separates src:dst:opts"),

@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 LAUNCHERS = ("slurm", "torchrun", "hydraddp", "single")  #: values of ``Topology.launcher``
-_TASKS_ITEM = re.compile(r"^(\d+)(?:\(x(\d+)\))?$")
+_TASKS_ITEM = re.compile(r"^(\d+)(?:\(x(\d+)\))?\Z")
 
 
 class RankPlacement(NamedTuple):

@@ -24,7 +24,6 @@ from mushin_box._cells import (
 from mushin_box._overrides import format_override, format_sweep, format_value
 from mushin_box._resume import RESUME_PARAM
 from mushin_box._sweep import (
-    MANIFEST_FILE,
     SweepLock,
     combo_id,
     live_cells,
@@ -204,11 +203,8 @@ class Workflow:
         root.mkdir(parents=True, exist_ok=True)
         self.working_dir = root
         grid, task_overrides = self._sweep_overrides(sweep_params)
-        swept = tuple(grid)
         user = list(overrides or [])
-        extra_sweeps = _user_sweeps(user)
-        for key, values in extra_sweeps.items():
-            grid[key] = values
+        grid.update(_user_sweeps(user))  # "x=1,2" in raw overrides is a grid axis too
         swept = tuple(grid)
 
         deadline = None
@@ -389,7 +385,3 @@ def _start_progress(
     for values in grid.values():
         total *= len(values)
     return CellProgress(root, total=total, run_id=run_id).start()
-
-
-# keep MANIFEST_FILE importable from here for users poking at sweep dirs
-_ = MANIFEST_FILE

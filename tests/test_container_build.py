@@ -41,6 +41,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from conftest import REPO
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -64,7 +65,6 @@ from mushin_box._sif import (
     read_sif_object,
 )
 
-REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden"
 STANDIN = REPO / "tests" / "standins" / "apptainer-standin-build"
 SIFTOOL_SIF = GOLDEN / "siftool-2.8.3.sif"

@@ -672,3 +672,9 @@ def env_file_from_setup(setup: list[str]) -> str:
             if "SLURM_PROCID" in text:
                 return text
     raise AssertionError(f"no env file in {setup}")
+
+
+def test_trailing_newline_in_env_value_is_quoted_not_dropped() -> None:
+    # regression: `^...$` with re.match accepted "0\n" as a bare word, so bash dropped the \n
+    spec = ContainerLaunch(image="/i.sif", project_dir="/p", env={"U_A": "0\n"}, nv=False)
+    assert "U_A='0\n'" in render_env_file(spec)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from conftest import REPO
 from hydra_zen import make_config
-from workflow_tasks import echo_task, grid_task, marker_task, resume_task
+from workflow_tasks import grid_task, marker_task, resume_task
 
 from mushin_box import Workflow, hydra_list, load_experiment, multirun
 from mushin_box._sidecars import SidecarWarning, read_json
@@ -288,10 +288,6 @@ def test_load_experiment_on_half_finished_sweep(tmp_path: Path) -> None:
     assert np.isnan(ds["loss"].sel(lr=0.3).values).all()
     assert ds["status"].sel(lr=0.3).values.tolist() == ["pending", "pending"]
     assert ds["loss"].sel(lr=0.1, seed=1).item() == pytest.approx(0.2)
-
-
-def test_echo_task_importable() -> None:  # used by the launcher tests
-    assert echo_task("x")["ok"] == 1.0
 
 
 def test_progress_bar_counts_cells_and_quiet_switch(

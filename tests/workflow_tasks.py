@@ -25,10 +25,6 @@ def marker_task(x: int, markers: str, sleep_s: float = 0.0) -> dict[str, int]:
     return {"x2": 2 * x}
 
 
-def echo_task(s: object) -> dict[str, object]:
-    return {"ok": 1.0, "repr_len": float(len(repr(s)))}
-
-
 def resume_task(x: int, mushin_resume: ResumeContext) -> dict[str, float]:
     return {"attempt": float(mushin_resume.attempt), "x": float(x)}
 
