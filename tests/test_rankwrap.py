@@ -638,8 +638,20 @@ def test_ranks_run_through_the_standin_on_slurm(
 def test_module_doctests() -> None:
     import doctest
 
-    result = doctest.testmod(_rankwrap, optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0 and result.attempted > 10
+    from mushin_box import _container_launch
+
+    for module in (_rankwrap, _container_launch):
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert result.failed == 0 and result.attempted > 5, module.__name__
+
+
+def test_split_modules_keep_every_name_importable_from_rankwrap() -> None:
+    from mushin_box import _container_launch
+
+    assert set(_container_launch.__all__) <= set(_rankwrap.__all__)
+    for name in _rankwrap.__all__:
+        assert hasattr(_rankwrap, name), name
+    assert _rankwrap.ContainerLaunch is _container_launch.ContainerLaunch
 
 
 def test_submitit_slurm_config_runs_preflight_before_submitting(tmp_path: Path) -> None:
