@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 
 from mushin_box._resume import RESUME_PARAM, ResumeContext, find_last_checkpoint, wants_resume
+from mushin_box._secrets import scrub_secret_values
 from mushin_box._seeding import global_rank_from_env
 from mushin_box._sidecars import (
     canonical_dumps,
@@ -136,8 +137,11 @@ def _plain_config(cfg: Any) -> Any:
 
 
 def config_fingerprint(cfg: Any) -> str:
-    """sha256 of the canonical JSON of the job's resolved config."""
-    plain = _plain_config(cfg)
+    """sha256 of the canonical JSON of the job's resolved config, secrets redacted (a new
+    token is not a new experiment, and no hash of a secret is written down)."""
+    from mushin_box._provenance_full import scrub
+
+    plain = scrub(_plain_config(cfg))
     try:
         data = canonical_dumps(plain)
     except (TypeError, ValueError):
@@ -388,8 +392,11 @@ class CellRunner:
     ) -> None:
         if global_rank_from_env() != 0:
             return
-        write_text_atomic(cell_dir / ERROR_FILE, "".join(traceback.format_exception(exc)))
-        message = str(exc)
+        # an exception may quote a secret (e.g. "invalid token ..."): the values of
+        # secret-looking environment variables, sweep secrets included, are replaced
+        text = scrub_secret_values("".join(traceback.format_exception(exc)))
+        write_text_atomic(cell_dir / ERROR_FILE, text)
+        message = scrub_secret_values(str(exc))
         self._status(
             cell_dir,
             **running,

@@ -13,7 +13,11 @@ Why the rules are what they are (``docs/containers.md``, notes §1-§3):
 * ``--contain``/``--containall`` are refused: each contained rank gets its own
   ``/dev/shm``, so NCCL turns off P2P and SHM between the ranks of a node;
 * variables the wrapper sets itself (Slurm's, ``MASTER_PORT``, the image identity) cannot
-  be overridden through ``env``.
+  be overridden through ``env``;
+* a variable whose name looks secret (:func:`mushin_box._provenance.is_secret_name`) cannot
+  be given a value: the env file is written to disk, so secrets are forwarded by reference
+  (``env={"WANDB_API_KEY": None}`` writes ``WANDB_API_KEY="${WANDB_API_KEY:?}"``) from the
+  submitting environment, which ``sbatch`` exports to the job by default.
 """
 
 from __future__ import annotations
@@ -25,14 +29,19 @@ from typing import Any
 
 import attrs
 
+from mushin_box._provenance import is_secret_name
+
 __all__ = [
     "APPTAINER_ALWAYS_PASS",
+    "IMAGE_IDENTITY_VARS",
     "INFINIBAND_DEVICE",
     "NCCL_PRESETS",
     "OPTIONAL_SLURM_VARS",
     "REQUIRED_SLURM_VARS",
+    "SELF_REFERENCE_VARS",
     "Bind",
     "ContainerLaunch",
+    "ImageIdentity",
     "MasterPort",
     "NcclProfile",
     "RankWrapper",
@@ -60,11 +69,23 @@ APPTAINER_ALWAYS_PASS: tuple[str, ...] = (
 )  # fmt: skip
 #: Bound when it exists (needed under ``mount dev = minimal``; harmless otherwise).
 INFINIBAND_DEVICE = "/dev/infiniband"
+#: :class:`ImageIdentity` field -> the env-file variable every rank gets (written only when
+#: known). The provenance reader looks these names up: they are an interface, keep them.
+IMAGE_IDENTITY_VARS: dict[str, str] = {
+    "sif_sha256": "MUSHIN_SIF_SHA256",
+    "sif_uuid": "MUSHIN_SIF_UUID",
+    "definition_sha256": "MUSHIN_IMAGE_DEFINITION_SHA256",
+    "base_digest": "MUSHIN_IMAGE_BASE_DIGEST",
+    "apptainer_version": "MUSHIN_APPTAINER_VERSION",
+}
+#: Written last in the env file, about the file itself: the rank's exact ``apptainer exec``
+#: command (shell-quoted) and the file's own absolute path.
+SELF_REFERENCE_VARS: tuple[str, ...] = ("MUSHIN_RANK_COMMAND", "MUSHIN_ENV_FILE")
 
 _MANAGED = frozenset(
     {*REQUIRED_SLURM_VARS, *OPTIONAL_SLURM_VARS, "SLURM_CPUS_PER_TASK", "CUDA_VISIBLE_DEVICES"}
     | {"ROCR_VISIBLE_DEVICES", "MASTER_PORT", "MUSHIN_MASTER_PORT", "PYTHONNOUSERSITE"}
-    | {"MUSHIN_RUN_ID", "MUSHIN_SIF_SHA256"}
+    | {"MUSHIN_RUN_ID", *IMAGE_IDENTITY_VARS.values(), *SELF_REFERENCE_VARS}
 )
 _APPTAINER_SPECIAL = frozenset(
     {"HOME", "PATH", "LD_LIBRARY_PATH", "PREPEND_PATH", "APPEND_PATH", "UID", "GID"}
@@ -199,9 +220,21 @@ def _binds(value: Sequence[Bind | str]) -> tuple[Bind, ...]:
     return tuple(b if isinstance(b, Bind) else Bind.parse(b) for b in value)
 
 
-def _env_value(name: str, value: object) -> str:
+def _env_value(name: str, value: object) -> str | None:
+    if value is None:  # forwarded from the submitting environment by reference
+        return None
     if isinstance(value, bool) or not isinstance(value, str | int):
-        raise TypeError(f"env[{name!r}] must be a str (or int), got {type(value).__qualname__}")
+        raise TypeError(
+            f"env[{name!r}] must be a str, an int or None (forward it from the submitting "
+            f"environment), got {type(value).__qualname__}"
+        )
+    if is_secret_name(name):
+        # the env file is a file on a shared filesystem: a literal secret would stay there
+        raise ValueError(
+            f"env {name!r} looks like a secret, and env values are written to the env file "
+            f"on disk. Export it in the submitting shell and pass env={{{name!r}: None}}: "
+            f'every rank then gets it by reference ({name}="${{{name}:?}}"), never by value'
+        )
     return _plain_text(str(value), f"env[{name!r}]", allow_newline=True)
 
 
@@ -327,7 +360,7 @@ def _master_port(value: MasterPort | int) -> MasterPort:
     return MasterPort(fixed=value) if isinstance(value, int) else value
 
 
-def _env_mapping(value: Mapping[str, Any] | None) -> tuple[tuple[str, str], ...]:
+def _env_mapping(value: Mapping[str, Any] | None) -> tuple[tuple[str, str | None], ...]:
     items = dict(value or {})
     for name in items:
         _env_name(name, "env")
@@ -381,8 +414,12 @@ class ContainerLaunch:
     nv, rocm : bool
         ``--nv`` (default) or ``--rocm``; not both. Also forwards ``CUDA_VISIBLE_DEVICES``
         (resp. ``ROCR_VISIBLE_DEVICES``) as required.
-    env : mapping of str to str
-        Extra variables for every rank (written literally: no expansion anywhere).
+    env : mapping of str to str, int or None
+        Extra variables for every rank. A value is written literally (no expansion
+        anywhere); ``None`` forwards the variable from the submitting environment by
+        reference (``NAME="${NAME:?}"``: the launch fails when it is unset or empty),
+        so its value is never written to a file. Secret-looking names
+        (``*_TOKEN``, ``*_API_KEY``, ``*PASSWORD*``, ...) accept only ``None``.
     nccl : NcclProfile, preset name or None
         NCCL variables; ``"default"`` unless given; None writes none.
     master_port : MasterPort or int
@@ -410,13 +447,23 @@ class ContainerLaunch:
     Traceback (most recent call last):
     ...
     ValueError: extra_args '--contain' refused: each contained rank gets its own /dev/shm, ...
+
+    A secret is forwarded from the submitting environment, never written down:
+
+    >>> ContainerLaunch(image="/i.sif", env={"WANDB_API_KEY": None}).env
+    (('WANDB_API_KEY', None),)
+    >>> ContainerLaunch(image="/i.sif", env={"WANDB_API_KEY": "abc123"})
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: env 'WANDB_API_KEY' looks like a secret, ... pass env={'WANDB_API_KEY': None}: ...
     """
 
     image: str = attrs.field(converter=_image_path)
     binds: tuple[Bind, ...] = attrs.field(default=(), converter=_binds)
     nv: bool = attrs.field(default=True, validator=_BOOL)
     rocm: bool = attrs.field(default=False, validator=_BOOL)
-    env: tuple[tuple[str, str], ...] = attrs.field(default=None, converter=_env_mapping)
+    env: tuple[tuple[str, str | None], ...] = attrs.field(default=None, converter=_env_mapping)
     nccl: NcclProfile | None = attrs.field(default=NCCL_PRESETS["default"], converter=_nccl)
     master_port: MasterPort = attrs.field(factory=MasterPort, converter=_master_port)
     project_dir: str = attrs.field(factory=os.getcwd, converter=_project_dir)
@@ -439,3 +486,56 @@ class ContainerLaunch:
 
 #: Same thing, by the name the design uses for it.
 RankWrapper = ContainerLaunch
+
+
+def _identity_text(value: object) -> str | None:
+    if value is None:
+        return None
+    text = _plain_text(value, "image identity value")
+    if not text:
+        raise ValueError("image identity values are non-empty (use None for unknown)")
+    return text
+
+
+@attrs.frozen(kw_only=True)
+class ImageIdentity:
+    """Which image the ranks run, as far as the submit host knows it: what the env file
+    carries to every rank (:data:`IMAGE_IDENTITY_VARS`) for provenance and fingerprints.
+
+    Built by :func:`mushin_box._preflight.preflight` (``report.identity``) from the image's
+    bytes, its build manifest and the submit host's ``apptainer --version``. ``None``
+    fields are unknown and not written.
+
+    Attributes
+    ----------
+    sif_sha256 : str or None
+        sha256 of the image file as it is now (verified against the manifest when one
+        exists): "exactly these bytes ran".
+    sif_uuid : str or None
+        The SIF header's UUID (from the manifest): nil for reproducible builds, never a key.
+    definition_sha256 : str or None
+        sha256 of the definition the image was built from (from the manifest).
+    base_digest : str or None
+        The pinned base image digest, ``sha256:...`` (from the manifest).
+    apptainer_version : str or None
+        ``apptainer --version`` on the submit host (compute nodes may differ), e.g.
+        ``1.3.4``; None when it is not on PATH there.
+
+    Examples
+    --------
+    >>> ImageIdentity(sif_sha256="ab" * 32, apptainer_version="1.3.4").to_env()
+    ... # doctest: +NORMALIZE_WHITESPACE
+    {'MUSHIN_SIF_SHA256': 'abababababababababababababababababababababababababababababababab',
+     'MUSHIN_APPTAINER_VERSION': '1.3.4'}
+    """
+
+    sif_sha256: str | None = attrs.field(default=None, converter=_identity_text)
+    sif_uuid: str | None = attrs.field(default=None, converter=_identity_text)
+    definition_sha256: str | None = attrs.field(default=None, converter=_identity_text)
+    base_digest: str | None = attrs.field(default=None, converter=_identity_text)
+    apptainer_version: str | None = attrs.field(default=None, converter=_identity_text)
+
+    def to_env(self) -> dict[str, str]:
+        """The known fields as env-file variables, in :data:`IMAGE_IDENTITY_VARS` order."""
+        values = attrs.asdict(self)
+        return {var: values[f] for f, var in IMAGE_IDENTITY_VARS.items() if values[f] is not None}

@@ -1,11 +1,15 @@
 # SPDX-License-Identifier: MIT
 """Pre-flight of a rank image, before anything is submitted: the image exists, its sha256
 matches its build manifest, and its Python major.minor equals the submitting one (the job
-is pickled)."""
+is pickled). The report carries the image's whole identity (:class:`ImageIdentity`: digest,
+SIF UUID, definition and base digests from the manifest, the submit host's Apptainer
+version), which the env file hands to every rank."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
 import warnings
 from collections.abc import Sequence
@@ -14,9 +18,16 @@ from pathlib import Path
 import attrs
 
 from mushin_box._build import Manifest, manifest_path, read_manifest
+from mushin_box._container_launch import ImageIdentity
 from mushin_box._sif import file_sha256
 
-__all__ = ["PreflightError", "PreflightReport", "PreflightWarning", "preflight"]
+__all__ = [
+    "PreflightError",
+    "PreflightReport",
+    "PreflightWarning",
+    "preflight",
+    "runtime_apptainer_version",
+]
 
 StrPath = str | os.PathLike[str]
 
@@ -49,6 +60,10 @@ class PreflightReport:
         ``sif_sha256`` equals the manifest's.
     image_python, submit_python : str or None, str
         ``major.minor`` of the image's Python (from the manifest) and of this process.
+    sif_uuid, definition_sha256, base_digest : str or None
+        From the manifest (None without one).
+    apptainer_version : str or None
+        :func:`runtime_apptainer_version` of this (the submit) host.
     warnings : tuple of str
     """
 
@@ -59,11 +74,63 @@ class PreflightReport:
     verified: bool
     image_python: str | None
     submit_python: str
+    sif_uuid: str | None = None
+    definition_sha256: str | None = None
+    base_digest: str | None = None
+    apptainer_version: str | None = None
     warnings: tuple[str, ...] = ()
+
+    @property
+    def identity(self) -> ImageIdentity:
+        """What the env file carries to every rank (``MUSHIN_SIF_SHA256``, ...)."""
+        return ImageIdentity(
+            sif_sha256=self.sif_sha256,
+            sif_uuid=self.sif_uuid,
+            definition_sha256=self.definition_sha256,
+            base_digest=self.base_digest,
+            apptainer_version=self.apptainer_version,
+        )
 
 
 def _major_minor(version: str) -> str:
     return ".".join(version.strip().split(".")[:2])
+
+
+def runtime_apptainer_version(*, timeout_s: float = 10.0) -> tuple[str | None, str | None]:
+    """``apptainer --version`` of this host, without the ``apptainer version`` prefix.
+
+    Returns
+    -------
+    (version, problem) : tuple of (str or None, str or None)
+        ``(None, None)`` when ``apptainer`` is not on PATH (a login node without it is
+        normal: compute nodes often ``module load`` it); ``(None, why)`` when it is there
+        but did not answer within ``timeout_s`` or failed.
+
+    Examples
+    --------
+    >>> import os
+    >>> path = os.environ.get("PATH")
+    >>> os.environ["PATH"] = "/nonexistent"
+    >>> runtime_apptainer_version()
+    (None, None)
+    >>> os.environ["PATH"] = path
+    """
+    exe = shutil.which("apptainer")
+    if exe is None:
+        return None, None
+    try:
+        # bounded: a hung binary (e.g. on a stale network filesystem) must not block a submit
+        proc = subprocess.run(
+            [exe, "--version"], capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return None, f"`{exe} --version` did not answer within {timeout_s:g} s"
+    except OSError as error:
+        return None, f"`{exe} --version` could not run: {error}"
+    text = proc.stdout.strip()
+    if proc.returncode != 0 or not text or "\n" in text:
+        return None, f"`{exe} --version` failed (exit {proc.returncode}): {proc.stderr.strip()}"
+    return text.removeprefix("apptainer version ").strip(), None
 
 
 def preflight(
@@ -162,6 +229,9 @@ def preflight(
         notes.append("the image's Python version is unknown without a manifest: not checked")
     if problems:
         raise PreflightError(problems)
+    apptainer_version, why = runtime_apptainer_version()
+    if why is not None:
+        notes.append(f"{why}: MUSHIN_APPTAINER_VERSION is not recorded")
     for note in notes:
         warnings.warn(note, PreflightWarning, stacklevel=2)
     return PreflightReport(
@@ -172,5 +242,9 @@ def preflight(
         verified=found is not None,
         image_python=image_python,
         submit_python=local,
+        sif_uuid=found.sif_uuid if found is not None else None,
+        definition_sha256=found.definition_sha256 if found is not None else None,
+        base_digest=found.base_digest if found is not None else None,
+        apptainer_version=apptainer_version,
         warnings=tuple(notes),
     )

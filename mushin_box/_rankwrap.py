@@ -37,16 +37,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 # The value classes live in _container_launch (one concept per module); they are
 # re-exported here so `from mushin_box._rankwrap import ContainerLaunch` keeps working.
 from mushin_box._container_launch import (
     APPTAINER_ALWAYS_PASS,
+    IMAGE_IDENTITY_VARS,
     INFINIBAND_DEVICE,
     NCCL_PRESETS,
     OPTIONAL_SLURM_VARS,
     REQUIRED_SLURM_VARS,
+    SELF_REFERENCE_VARS,
     Bind,
     ContainerLaunch,
+    ImageIdentity,
     MasterPort,
     NcclProfile,
     RankWrapper,
@@ -57,12 +62,17 @@ from mushin_box._preflight import PreflightError, PreflightReport, PreflightWarn
 
 __all__ = [
     "APPTAINER_ALWAYS_PASS",
+    "IMAGE_IDENTITY_VARS",
     "INFINIBAND_DEVICE",
     "NCCL_PRESETS",
     "OPTIONAL_SLURM_VARS",
     "REQUIRED_SLURM_VARS",
+    "SELF_REFERENCE_MARKER",
+    "SELF_REFERENCE_VARS",
     "Bind",
     "ContainerLaunch",
+    "EnvFile",
+    "ImageIdentity",
     "MasterPort",
     "NcclProfile",
     "PreflightError",
@@ -71,6 +81,7 @@ __all__ = [
     "RankWrapper",
     "container_launcher_fields",
     "env_file_path",
+    "plan_env_file",
     "preflight",
     "rank_argv",
     "rank_command",
@@ -84,6 +95,12 @@ StrPath = str | os.PathLike[str]
 
 _SAFE_VALUE_RE = re.compile(r"^[A-Za-z0-9_.,:/@%+=-]+\Z")
 _ENV_DIR = ".mushin-box"
+#: The comment line that opens the env file's last block (:data:`SELF_REFERENCE_VARS`).
+#: The file's name is the sha256 of the text *before* this line: the block names the file,
+#: so it cannot be part of what the name is computed from.
+SELF_REFERENCE_MARKER = (
+    "# this file and the rank's command (the file is named by the sha256 of the text above)"
+)
 
 
 def _literal(value: str, *, no_eval: bool) -> str:
@@ -95,23 +112,46 @@ def _literal(value: str, *, no_eval: bool) -> str:
     return "'" + value.replace("'", "'\\''") + "'"
 
 
+def _identity(sif_sha256: str | None, identity: ImageIdentity | None) -> ImageIdentity:
+    if identity is None:
+        return ImageIdentity(sif_sha256=sif_sha256)
+    if sif_sha256 is not None and sif_sha256 != identity.sif_sha256:
+        raise ValueError(
+            f"sif_sha256={sif_sha256!r} disagrees with identity.sif_sha256="
+            f"{identity.sif_sha256!r}: pass only identity= (e.g. preflight(image).identity)"
+        )
+    return identity
+
+
 def render_env_file(
-    spec: ContainerLaunch, *, run_id: str | None = None, sif_sha256: str | None = None
+    spec: ContainerLaunch,
+    *,
+    run_id: str | None = None,
+    sif_sha256: str | None = None,
+    identity: ImageIdentity | None = None,
 ) -> str:
-    """The ``--env-file`` every rank's ``apptainer exec`` reads (notes §7.2).
+    """The body of the ``--env-file`` every rank's ``apptainer exec`` reads (notes §7.2):
+    everything but the self-reference block :func:`plan_env_file` appends.
 
     Parameters
     ----------
     spec : ContainerLaunch
-    run_id, sif_sha256 : str, optional
-        Written as ``MUSHIN_RUN_ID`` / ``MUSHIN_SIF_SHA256`` when given.
+    run_id : str, optional
+        Written as ``MUSHIN_RUN_ID`` when given.
+    identity : ImageIdentity, optional
+        The image identity (``preflight(image).identity``), written as
+        :data:`IMAGE_IDENTITY_VARS` (``MUSHIN_SIF_SHA256``, ``MUSHIN_SIF_UUID``, ...), each
+        only when known.
+    sif_sha256 : str, optional
+        Shorthand for ``identity=ImageIdentity(sif_sha256=...)``.
 
     Returns
     -------
     str
         Plain assignments and comments only (what Apptainer's embedded shell and bash agree
         on): forwarded variables as ``NAME="${NAME:?}"``/``"${NAME:-default}"``, everything
-        else literal.
+        else literal. Variables given as ``env={NAME: None}`` are forwarded by reference
+        (``NAME="${NAME:?}"``): their values are never written.
 
     Examples
     --------
@@ -121,9 +161,12 @@ def render_env_file(
     (True, True)
     >>> print(*[line for line in text.splitlines() if line.startswith("GREETING")])
     GREETING='it'\\''s \\$5'
-
+    >>> spec = ContainerLaunch(image="/i.sif", project_dir="/p", env={"HF_TOKEN": None})
+    >>> [line for line in render_env_file(spec).splitlines() if "HF_TOKEN" in line]
+    ['HF_TOKEN="${HF_TOKEN:?}"']
     """
     lit = lambda v: _literal(v, no_eval=spec.no_eval)  # noqa: E731
+    image = _identity(sif_sha256, identity)
     second = "are not evaluated again (--no-eval)" if spec.no_eval else (
         "are evaluated once more inside the container")  # fmt: skip
     lines = [
@@ -154,19 +197,25 @@ def render_env_file(
     lines += [f"{k}={lit(v)}" for k, v in hygiene.items() if k not in user]
     if "OMP_NUM_THREADS" not in user:
         lines.append('OMP_NUM_THREADS="${SLURM_CPUS_PER_TASK:-1}"')
-    for name, value in (("MUSHIN_RUN_ID", run_id), ("MUSHIN_SIF_SHA256", sif_sha256)):
-        if value is not None:
-            lines.append(f"{name}={lit(_plain_text(value, name))}")
+    if run_id is not None:
+        lines.append(f"MUSHIN_RUN_ID={lit(_plain_text(run_id, 'run_id'))}")
+    image_env = image.to_env()
+    if image_env:
+        lines.append("# the image, as pre-flight identified it on the submit host")
+        lines += [f"{k}={lit(v)}" for k, v in image_env.items()]
     if user:
-        lines.append("# user environment")
-        lines += [f"{k}={lit(v)}" for k, v in user.items()]
+        lines.append('# user environment (NAME="${NAME:?}": forwarded, never written here)')
+        lines += [f'{k}="${{{k}:?}}"' if v is None else f"{k}={lit(v)}" for k, v in user.items()]
     return "\n".join(lines) + "\n"
 
 
 def env_file_path(working_dir: StrPath, env_text: str) -> str:
     """Where the env file lives: ``<working_dir>/.mushin-box/apptainer-<sha256[:12]>.env``.
 
-    Content-addressed, so one path never holds two different files.
+    Content-addressed, so one path never holds two different files. ``env_text`` is the
+    body (:func:`render_env_file`), without the self-reference block that names this path
+    (:func:`plan_env_file` appends it afterwards). To check a written file, hash its text
+    up to the line :data:`SELF_REFERENCE_MARKER`.
 
     Examples
     --------
@@ -178,6 +227,51 @@ def env_file_path(working_dir: StrPath, env_text: str) -> str:
     if '"' in work:
         raise ValueError(f"working_dir={work!r}: '\"' would break --env-file's CSV parsing")
     return str(Path(work) / _ENV_DIR / f"apptainer-{digest}.env")
+
+
+@attrs.frozen
+class EnvFile:
+    """A rank env file: where it goes and its complete text (:func:`plan_env_file`)."""
+
+    path: str
+    text: str
+
+
+def plan_env_file(
+    spec: ContainerLaunch,
+    *,
+    working_dir: StrPath,
+    run_id: str | None = None,
+    sif_sha256: str | None = None,
+    identity: ImageIdentity | None = None,
+) -> EnvFile:
+    """The complete env file of a run: :func:`render_env_file`'s body, named by its hash
+    (:func:`env_file_path`), then a last block about the file itself.
+
+    The last block is :data:`SELF_REFERENCE_MARKER` followed by ``MUSHIN_RANK_COMMAND``
+    (exactly :func:`rank_command`, i.e. the launcher's ``python`` field) and
+    ``MUSHIN_ENV_FILE`` (the file's absolute path). It names the file, so the name is
+    computed from the text before it, then the block is appended.
+
+    Examples
+    --------
+    >>> spec = ContainerLaunch(image="/i.sif", project_dir="/p", infiniband=False)
+    >>> env = plan_env_file(spec, working_dir="/p/runs")
+    >>> env.path == env_file_path("/p/runs", render_env_file(spec))
+    True
+    >>> print(env.text.split(SELF_REFERENCE_MARKER)[1].strip())
+    ... # doctest: +NORMALIZE_WHITESPACE
+    MUSHIN_RANK_COMMAND='apptainer exec --nv --cleanenv --env-file
+      /p/runs/.mushin-box/apptainer-....env --bind /p:/p --pwd /p/runs /i.sif python'
+    MUSHIN_ENV_FILE=/p/runs/.mushin-box/apptainer-....env
+    """
+    body = render_env_file(spec, run_id=run_id, sif_sha256=sif_sha256, identity=identity)
+    path = env_file_path(working_dir, body)
+    command = rank_command(spec, path, working_dir=working_dir)
+    lit = lambda v: _literal(v, no_eval=spec.no_eval)  # noqa: E731
+    rank_var, file_var = SELF_REFERENCE_VARS
+    tail = [SELF_REFERENCE_MARKER, f"{rank_var}={lit(command)}", f"{file_var}={lit(path)}"]
+    return EnvFile(path=path, text=body + "\n".join(tail) + "\n")
 
 
 def _infiniband_present() -> bool:
@@ -291,7 +385,7 @@ def setup_lines(
     path = _path(env_file, "env_file", bind=False)
     tmp = shlex.quote(path + ".partial.") + "$SLURM_JOB_ID.$$"
     digest = hashlib.sha256(env_text.encode("utf-8")).hexdigest()[:12]
-    lines = [f"# mushin-box rank wrapper: every rank's env file (sha256 {digest}...)"]
+    lines = [f"# mushin-box rank wrapper: every rank's env file, {os.path.basename(path)}"]
     if (port := spec.master_port.setup_line()) is not None:
         lines.append(port)
     if heredoc:
@@ -314,8 +408,11 @@ def container_launcher_fields(
     working_dir: StrPath,
     run_id: str | None = None,
     sif_sha256: str | None = None,
+    identity: ImageIdentity | None = None,
 ) -> dict[str, Any]:
     """``hydra/launcher=mushin_slurm`` fields that run every rank in the image.
+
+    The env file is :func:`plan_env_file`'s (``identity``: ``preflight(image).identity``).
 
     Returns
     -------
@@ -333,11 +430,11 @@ def container_launcher_fields(
     >>> fields["srun_args"]
     ['--kill-on-bad-exit=1']
     """
-    text = render_env_file(spec, run_id=run_id, sif_sha256=sif_sha256)
-    env_file = env_file_path(working_dir, text)
+    env = plan_env_file(spec, working_dir=working_dir, run_id=run_id, sif_sha256=sif_sha256,
+                        identity=identity)  # fmt: skip
     return {
-        "python": rank_command(spec, env_file, working_dir=working_dir),
-        "setup": setup_lines(spec, env_file=env_file, env_text=text),
+        "python": rank_command(spec, env.path, working_dir=working_dir),
+        "setup": setup_lines(spec, env_file=env.path, env_text=env.text),
         "srun_args": ["--kill-on-bad-exit=1"],
     }
 
@@ -350,11 +447,14 @@ def render_sbatch_fragment(
     ntasks_per_node: int,
     run_id: str | None = None,
     sif_sha256: str | None = None,
+    identity: ImageIdentity | None = None,
 ) -> str:
-    """The part of ``job.sbatch`` that starts the ranks (notes §7.1): setup lines, then
-    ``srun ... apptainer exec ...`` with ``--cpus-per-task="$SLURM_CPUS_PER_TASK"``."""
-    text = render_env_file(spec, run_id=run_id, sif_sha256=sif_sha256)
-    env_file = env_file_path(working_dir, text)
+    """The part of ``job.sbatch`` that starts the ranks (notes §7.1): setup lines (the
+    :func:`plan_env_file` text as a heredoc), then ``srun ... apptainer exec ...`` with
+    ``--cpus-per-task="$SLURM_CPUS_PER_TASK"``."""
+    env = plan_env_file(spec, working_dir=working_dir, run_id=run_id, sif_sha256=sif_sha256,
+                        identity=identity)  # fmt: skip
+    env_file, text = env.path, env.text
     argv = srun_argv(spec, env_file, python_args, ntasks_per_node=ntasks_per_node,
                      working_dir=working_dir)  # fmt: skip
     srun, rest = argv[:3], argv[5:]  # drop "apptainer exec"

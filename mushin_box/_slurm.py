@@ -191,7 +191,7 @@ def submitit_slurm_config(
     binds: Sequence[str] = (),
     nv: bool | None = None,
     rocm: bool = False,
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str | None] | None = None,
     nccl: Any = "default",
     working_dir: str | os.PathLike[str] | None = None,
     preflight: bool = True,
@@ -226,11 +226,15 @@ def submitit_slurm_config(
     binds, nv, rocm, env, nccl
         The image's binds (``src[:dst[:ro|rw]]``), ``--nv`` (default unless ``rocm``) or
         ``--rocm``, extra variables and NCCL profile (an ``NcclProfile`` or a preset name);
-        see ``ContainerLaunch``. Only with ``image``.
+        see ``ContainerLaunch``. Only with ``image``. ``env={NAME: None}`` forwards NAME
+        from the submitting environment without writing its value anywhere; a
+        secret-looking NAME (``*_TOKEN``, ``*_API_KEY``, ...) accepts only ``None``.
     preflight : bool (default: True)
         With ``image``: check the image before anything is submitted (it exists, its
         sha256 matches its manifest, its Python major.minor is this one's) and pass its
-        digest to the ranks (``MUSHIN_SIF_SHA256``: provenance and cell fingerprints).
+        identity to the ranks (``MUSHIN_SIF_SHA256``, ``MUSHIN_SIF_UUID``,
+        ``MUSHIN_IMAGE_DEFINITION_SHA256``, ``MUSHIN_IMAGE_BASE_DIGEST``,
+        ``MUSHIN_APPTAINER_VERSION``: provenance and cell fingerprints).
     working_dir : str or os.PathLike, optional
         Bound, the ranks' working directory, and where the env file is written (default:
         the current directory). Only with ``image``.
@@ -329,15 +333,15 @@ def submitit_slurm_config(
             env=env,
             nccl=nccl,
         )
-        digest = None
+        identity = None
         if preflight:
             # before anything is submitted: the image exists, matches its manifest, and
-            # runs this Python (the job is pickled); its digest travels to every rank
+            # runs this Python (the job is pickled); its identity travels to every rank
             from mushin_box._rankwrap import preflight as check_image
 
-            digest = check_image(os.fspath(image)).sif_sha256
+            identity = check_image(os.fspath(image)).identity
         fields = container_launcher_fields(
-            spec, working_dir=working_dir or os.getcwd(), sif_sha256=digest
+            spec, working_dir=working_dir or os.getcwd(), identity=identity
         )
         config["python"] = fields["python"]
         config["srun_args"] = list(fields["srun_args"])

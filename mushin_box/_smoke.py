@@ -69,17 +69,21 @@ def run_smoke(
     tiny model); the smoke sets the Trainer to 1 epoch on 2 CPU ranks.
     """
     from mushin_box._preflight import preflight
-    from mushin_box._rankwrap import ContainerLaunch, MasterPort, rank_argv, render_env_file
+    from mushin_box._rankwrap import ContainerLaunch, MasterPort, plan_env_file, rank_argv
 
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    digest = preflight(image).sif_sha256 if check_image else None
+    identity = preflight(image).identity if check_image else None
     spec = ContainerLaunch(
         image=os.fspath(image), nv=False, nccl=None, python=python,
         master_port=MasterPort(fixed=_free_port()), project_dir=os.getcwd(),
     )  # fmt: skip
-    env_file = out / "smoke.env"
-    env_file.write_text(render_env_file(spec, run_id="smoke", sif_sha256=digest))
+    # the same env file as a SLURM rank's: content-addressed under OUT/.mushin-box/, with
+    # the image identity, the rank command and its own path
+    env = plan_env_file(spec, working_dir=out, run_id="smoke", identity=identity)
+    env_file = Path(env.path)
+    env_file.parent.mkdir(parents=True, exist_ok=True)
+    env_file.write_text(env.text, encoding="utf-8")
     args = ["-u", "-m", "mushin_box._smoke_rank", str(out)]
     if experiment:
         args.append(experiment)

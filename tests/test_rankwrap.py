@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""The rank wrapper (mushin_box._rankwrap): env file, argv, sbatch fragment, pre-flight.
+"""The rank wrapper (mushin_box._rankwrap): env file, argv, sbatch fragment, secrets
+(pre-flight: tests/test_preflight.py).
 
 Golden files (``tests/golden/rankwrap-2x4.*``) hold the 2-node x 4-GPU reference of the
 Apptainer notes §7, rendered by the kit; they are reviewed like code. After an intended
@@ -15,6 +16,7 @@ the command on the host. Passing these tests does not verify Apptainer support.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.machinery
 import importlib.util
 import json
@@ -33,20 +35,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mushin_box import _rankwrap
-from mushin_box._build import Manifest, manifest_path
 from mushin_box._rankwrap import (
     APPTAINER_ALWAYS_PASS,
     OPTIONAL_SLURM_VARS,
     REQUIRED_SLURM_VARS,
+    SELF_REFERENCE_MARKER,
     Bind,
     ContainerLaunch,
+    ImageIdentity,
     MasterPort,
     NcclProfile,
-    PreflightError,
-    PreflightWarning,
     container_launcher_fields,
     env_file_path,
-    preflight,
+    plan_env_file,
     rank_argv,
     rank_command,
     render_env_file,
@@ -54,7 +55,6 @@ from mushin_box._rankwrap import (
     setup_lines,
     srun_argv,
 )
-from mushin_box._sif import file_sha256
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden"
@@ -67,6 +67,21 @@ UPDATE_GOLDEN = os.environ.get("MUSHIN_UPDATE_GOLDEN") == "1"
 RUN_DIR = "/scratch/alice/runs/r1"
 SIF = "/shared/images/mushin-train-0123456789ab.sif"
 SIF_SHA256 = "0123456789ab" + "cd" * 26
+# the whole identity pre-flight hands to the ranks (manifest fields + the host's Apptainer)
+IDENTITY = ImageIdentity(
+    sif_sha256=SIF_SHA256,
+    sif_uuid="5b0e6a43-51b7-4d4e-9c2f-2a8f1c3d9e70",
+    definition_sha256="de" * 32,
+    base_digest="sha256:" + "ba" * 32,
+    apptainer_version="1.3.4",
+)
+IDENTITY_ENV = {
+    "MUSHIN_SIF_SHA256": SIF_SHA256,
+    "MUSHIN_SIF_UUID": "5b0e6a43-51b7-4d4e-9c2f-2a8f1c3d9e70",
+    "MUSHIN_IMAGE_DEFINITION_SHA256": "de" * 32,
+    "MUSHIN_IMAGE_BASE_DIGEST": "sha256:" + "ba" * 32,
+    "MUSHIN_APPTAINER_VERSION": "1.3.4",
+}
 PYTHON_ARGS = ["-u", "-m", "mushin_box.train", "--config", f"{RUN_DIR}/config.yaml"]
 REFERENCE = ContainerLaunch(
     image=SIF,
@@ -142,11 +157,11 @@ def no_infiniband(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_rankwrap, "_infiniband_present", lambda: False)
 
 
-def _env_names(text: str) -> list[str]:
+def _env_names(text: str, **host: str) -> list[str]:
     """The variables an env file sets (evaluated for rank 5 of the reference job)."""
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "a.env").write_text(text)
-        return list(standin.evaluate_env_file(str(Path(tmp) / "a.env"), RANK5, []))
+        return list(standin.evaluate_env_file(str(Path(tmp) / "a.env"), RANK5 | host, []))
 
 
 def _binds_of(argv: list[str]) -> list[tuple[str, str, tuple[str, ...]]]:
@@ -157,16 +172,16 @@ def _binds_of(argv: list[str]) -> list[tuple[str, str, tuple[str, ...]]]:
 # -- golden files --------------------------------------------------------------------------------
 
 
-def test_golden_env_file() -> None:
-    _golden("rankwrap-2x4.env", render_env_file(REFERENCE, run_id="r1", sif_sha256=SIF_SHA256))
+def test_golden_env_file(no_infiniband: None) -> None:
+    env = plan_env_file(REFERENCE, working_dir=RUN_DIR, run_id="r1", identity=IDENTITY)
+    _golden("rankwrap-2x4.env", env.text)
 
 
 def test_golden_srun_argv_and_launcher_fields(no_infiniband: None) -> None:
-    text = render_env_file(REFERENCE, run_id="r1", sif_sha256=SIF_SHA256)
-    env_file = env_file_path(RUN_DIR, text)
+    env_file = plan_env_file(REFERENCE, working_dir=RUN_DIR, run_id="r1", identity=IDENTITY).path
     argv = srun_argv(REFERENCE, env_file, PYTHON_ARGS, ntasks_per_node=4, working_dir=RUN_DIR)
     fields = container_launcher_fields(
-        REFERENCE, working_dir=RUN_DIR, run_id="r1", sif_sha256=SIF_SHA256
+        REFERENCE, working_dir=RUN_DIR, run_id="r1", identity=IDENTITY
     )
     data = {"srun_argv": argv, "launcher_fields": fields}
     _golden("rankwrap-2x4.argv.json", json.dumps(data, indent=1, ensure_ascii=False) + "\n")
@@ -175,7 +190,7 @@ def test_golden_srun_argv_and_launcher_fields(no_infiniband: None) -> None:
 def test_golden_sbatch_fragment(no_infiniband: None) -> None:
     text = render_sbatch_fragment(
         REFERENCE, working_dir=RUN_DIR, python_args=PYTHON_ARGS, ntasks_per_node=4,
-        run_id="r1", sif_sha256=SIF_SHA256,
+        run_id="r1", identity=IDENTITY,
     )  # fmt: skip
     _golden("rankwrap-2x4.sbatch", text)
     assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
@@ -192,7 +207,8 @@ def test_sbatch_fragment_writes_the_env_file_and_starts_srun(tmp_path: Path) -> 
     args = (tmp_path / "srun.args").read_text().splitlines()
     assert args[:3] == ["--kill-on-bad-exit=1", "--ntasks-per-node=2", "--cpus-per-task=3"]
     env_file = Path(args[args.index("--env-file") + 1])
-    assert env_file.read_text() == render_env_file(spec)
+    assert env_file.read_text() == plan_env_file(spec, working_dir=tmp_path).text
+    assert f"MUSHIN_ENV_FILE={env_file}" in env_file.read_text().splitlines()
 
 
 # -- conformance with the notes' §7 reference ----------------------------------------------------
@@ -427,74 +443,6 @@ def test_infiniband_is_bound_only_where_it_exists(
     assert bound == (present if explicit is None else explicit)
 
 
-# -- pre-flight ----------------------------------------------------------------------------------
-
-
-def _image_with_manifest(tmp_path: Path, **changes: Any) -> Path:
-    image = tmp_path / "train.sif"
-    image.write_bytes(b"SIF_MAGIC" + bytes(range(256)) * 64)
-    fields: dict[str, Any] = {
-        "image": str(image), "definition": "Bootstrap: docker\n", "definition_sha256": "0" * 64,
-        "base_image": "python:3.11", "base_digest": "sha256:" + "1" * 64, "build_argv": [],
-        "mushin_box_version": "0.1.0", "sif_sha256": file_sha256(image),
-        "python_version": f"{sys.version_info[0]}.{sys.version_info[1]}.4",
-    }  # fmt: skip
-    fields.update(changes)
-    manifest_path(image).write_text(json.dumps(Manifest(**fields).to_dict()))
-    return image
-
-
-def test_preflight_passes_a_matching_image(tmp_path: Path) -> None:
-    image = _image_with_manifest(tmp_path)
-    report = preflight(image)
-    assert report.verified and report.warnings == ()
-    assert report.sif_sha256 == file_sha256(image)
-    assert report.image_python == report.submit_python
-    assert report.manifest == str(manifest_path(image))
-
-
-def test_preflight_missing_image(tmp_path: Path) -> None:
-    with pytest.raises(PreflightError, match="does not exist: build it with `mushin-box build"):
-        preflight(tmp_path / "nope.sif")
-
-
-def test_preflight_digest_mismatch(tmp_path: Path) -> None:
-    image = _image_with_manifest(tmp_path, sif_sha256="f" * 64)
-    with pytest.raises(PreflightError, match="changed after its build.*Rebuild it"):
-        preflight(image)
-
-
-def test_preflight_python_mismatch_lists_every_problem(tmp_path: Path) -> None:
-    image = _image_with_manifest(tmp_path, sif_sha256="f" * 64, python_version="2.7.18")
-    with pytest.raises(PreflightError) as info:
-        preflight(image)
-    assert len(info.value.problems) == 2
-    assert "the image runs Python 2.7" in info.value.problems[1]
-    assert "unpickles it in the image" in str(info.value)
-    preflight(image.with_suffix(".sif"), manifest=Manifest.from_dict(
-        {**json.loads(manifest_path(image).read_text()), "sif_sha256": file_sha256(image),
-         "python_version": "2.7.18"}), python_version="2.7")  # fmt: skip
-
-
-def test_preflight_without_manifest_records_a_fresh_digest_with_a_warning(tmp_path: Path) -> None:
-    image = tmp_path / "bare.sif"
-    image.write_bytes(b"not really a sif")
-    with pytest.warns(PreflightWarning) as record:
-        report = preflight(image)
-    messages = [str(w.message) for w in record]
-    assert "unverified" in messages[0] and "Python version is unknown" in messages[1]
-    assert not report.verified and report.manifest is None and report.image_python is None
-    assert report.sif_sha256 == file_sha256(image) and len(report.warnings) == 2
-
-
-def test_preflight_dry_run_or_missing_explicit_manifest(tmp_path: Path) -> None:
-    image = _image_with_manifest(tmp_path, sif_sha256=None)
-    with pytest.raises(PreflightError, match="records no sif_sha256"):
-        preflight(image)
-    with pytest.raises(PreflightError, match="does not exist: pass the image's manifest"):
-        preflight(image, manifest=tmp_path / "other.manifest.json")
-
-
 # -- end to end through the stand-in (no SLURM) --------------------------------------------------
 
 
@@ -507,47 +455,148 @@ def test_two_ranks_see_exactly_the_env_file_and_the_pass_list(tmp_path: Path) ->
     image = tmp_path / "img.sif"
     image.touch()
     spec = ContainerLaunch(image=str(image), project_dir=str(tmp_path), python=sys.executable,
-                           env={"WANDB_MODE": "offline", "ODD": "a'b\"c $d `e`\n"},
+                           env={"WANDB_MODE": "offline", "ODD": "a'b\"c $d `e`\n",
+                                "WANDB_API_KEY": None},
                            infiniband=False)  # fmt: skip
-    text = render_env_file(spec, run_id="e2e")
-    env_file = env_file_path(tmp_path, text)
+    planned = plan_env_file(spec, working_dir=tmp_path, run_id="e2e", identity=IDENTITY)
+    text, env_file = planned.text, planned.path
     Path(env_file).parent.mkdir()
     Path(env_file).write_text(text)
     argv = rank_argv(spec, env_file, ["-c", PRINT_ENV])
+    secret = "s3cr3t-'quoted' \"x\""
     host = {**RANK5, "MY_SECRET_TOKEN": "hunter2", "TERM": "xterm", "http_proxy": "http://p:3128",
-            "PYTHONPATH": "/leak", "LD_PRELOAD": "/leak.so"}  # fmt: skip
+            "PYTHONPATH": "/leak", "LD_PRELOAD": "/leak.so", "WANDB_API_KEY": secret}  # fmt: skip
     seen = []
     for rank in (0, 1):
         env = _standin_env({**host, "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank)})
         proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
         assert proc.returncode == 0, proc.stderr
         seen.append(json.loads(proc.stdout))
-    allowed = set(_env_names(text)) | {"TERM", "http_proxy"} | CLEANENV_RUNTIME
+    allowed = set(_env_names(text, WANDB_API_KEY=secret)) | {"TERM", "http_proxy"}
     for rank, env in enumerate(seen):
-        assert set(env) == allowed
+        assert set(env) == allowed | CLEANENV_RUNTIME
         assert env["SLURM_PROCID"] == env["SLURM_LOCALID"] == str(rank)
         assert env["ODD"] == "a'b\"c $d `e`\n" and env["WANDB_MODE"] == "offline"
         assert env["PWD"] == str(tmp_path) and env["PYTHONNOUSERSITE"] == "1"
         assert env["MASTER_PORT"] == "19242" and env["APPTAINER_CONTAINER"] == str(image)
+        # the image identity, the exact wrapper command and the env file's own path
+        assert {k: env[k] for k in IDENTITY_ENV} == IDENTITY_ENV
+        assert env["MUSHIN_RANK_COMMAND"] == rank_command(spec, env_file)
+        assert shlex.split(env["MUSHIN_RANK_COMMAND"]) + ["-c", PRINT_ENV] == argv
+        assert env["MUSHIN_ENV_FILE"] == env_file and Path(env["MUSHIN_ENV_FILE"]).is_file()
+        # a forwarded secret reaches the rank; its value is in no file
+        assert env["WANDB_API_KEY"] == secret
+    assert secret not in text and "hunter2" not in text
+
+
+def test_env_file_is_named_by_the_text_before_its_self_reference(tmp_path: Path) -> None:
+    spec = ContainerLaunch(image="/i.sif", project_dir="/p", infiniband=False)
+    planned = plan_env_file(spec, working_dir=tmp_path, identity=IDENTITY)
+    body, tail = planned.text.split(SELF_REFERENCE_MARKER + "\n")
+    assert body == render_env_file(spec, identity=IDENTITY)
+    assert planned.path == env_file_path(tmp_path, body)
+    digest = hashlib.sha256(body.encode()).hexdigest()[:12]
+    assert planned.path == f"{tmp_path}/.mushin-box/apptainer-{digest}.env"
+    assert [line.split("=", 1)[0] for line in tail.splitlines()] == [
+        "MUSHIN_RANK_COMMAND", "MUSHIN_ENV_FILE"]  # fmt: skip
+    other = plan_env_file(spec, working_dir=tmp_path, identity=ImageIdentity(sif_sha256="ff"))
+    assert other.path != planned.path  # another image, another file
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    image=st.from_regex(r"\A/[a-z ']{1,8}/i[$`\\\\ ]?\.sif\Z", fullmatch=True),
+    work=st.from_regex(r"\A/w[a-z $`']{0,8}\Z", fullmatch=True).filter(lambda p: p == p.strip()),
+    version=st.text(alphabet="0123456789.-+ $`'\\abc", min_size=1, max_size=12),
+    no_eval=st.booleans(),
+)
+def test_self_reference_and_identity_survive_both_evaluations(
+    image: str, work: str, version: str, no_eval: bool
+) -> None:
+    spec = ContainerLaunch(image=image, project_dir="/p", infiniband=False, no_eval=no_eval)
+    identity = ImageIdentity(sif_sha256="ab" * 32, apptainer_version=version)
+    planned = plan_env_file(spec, working_dir=work, identity=identity)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "a.env"
+        path.write_text(planned.text)
+        seen = standin.container_environ(RANK5, cleanenv=True, env_files=[str(path)],
+                                         no_eval=no_eval)  # fmt: skip
+    assert seen["MUSHIN_RANK_COMMAND"] == rank_command(spec, planned.path, working_dir=work)
+    assert seen["MUSHIN_ENV_FILE"] == planned.path
+    assert seen["MUSHIN_APPTAINER_VERSION"] == version
+
+
+@pytest.mark.parametrize(
+    "name", ["WANDB_API_KEY", "HF_TOKEN", "DB_PASSWORD", "AWS_SECRET_ACCESS_KEY", "hfToken"]
+)
+def test_a_secret_looking_variable_cannot_be_given_a_value(name: str) -> None:
+    with pytest.raises(ValueError) as info:
+        ContainerLaunch(image="/i.sif", project_dir="/p", env={name: "hunter2"})
+    message = str(info.value)
+    assert name in message and "hunter2" not in message
+    assert f"export it in the submitting shell and pass env={{{name!r}: None}}" in (
+        message.replace("Export", "export"))  # fmt: skip
+    spec = ContainerLaunch(image="/i.sif", project_dir="/p", env={name: None})
+    assert f'{name}="${{{name}:?}}"' in render_env_file(spec).splitlines()
+
+
+def test_submitit_slurm_config_refuses_a_literal_secret_before_writing_anything(
+    tmp_path: Path,
+) -> None:
+    from mushin_box import submitit_slurm_config
+
+    with pytest.raises(ValueError, match="HF_TOKEN.*looks like a secret"):
+        submitit_slurm_config(nodes=1, gpus_per_node=2, image="/i.sif", env={"HF_TOKEN": "x"},
+                              working_dir=tmp_path, preflight=False)  # fmt: skip
+    assert list(tmp_path.iterdir()) == []
+    cfg = submitit_slurm_config(nodes=1, gpus_per_node=2, image="/i.sif", env={"HF_TOKEN": None},
+                                working_dir=tmp_path, preflight=False)  # fmt: skip
+    assert 'HF_TOKEN="${HF_TOKEN:?}"' in env_file_from_setup(cfg["setup"]).splitlines()
+
+
+@pytest.mark.parametrize("no_eval", [False, True])
+def test_a_forwarded_variable_is_read_from_the_task_and_required(
+    tmp_path: Path, no_eval: bool
+) -> None:
+    spec = ContainerLaunch(image="/i.sif", project_dir="/p", env={"HF_TOKEN": None},
+                           no_eval=no_eval)  # fmt: skip
+    env_file = tmp_path / "a.env"
+    env_file.write_text(render_env_file(spec))
+    # with --no-eval the value arrives byte for byte; without it, Apptainer evaluates it once
+    # more in the container (documented): only $, ` and \ would change
+    secret = "p$ss`w0rd`\\ 'q' \"d\"" if no_eval else "pass 'q' \"d\" #x"
+    seen = standin.container_environ({**RANK5, "HF_TOKEN": secret}, cleanenv=True,
+                                     env_files=[str(env_file)], no_eval=no_eval)  # fmt: skip
+    assert seen["HF_TOKEN"] == secret
+    with pytest.raises(standin.StandinError, match="HF_TOKEN: parameter null or not set"):
+        standin.container_environ(RANK5, cleanenv=True, env_files=[str(env_file)])
 
 
 def test_the_batch_script_setup_writes_the_env_file_for_every_rank(tmp_path: Path) -> None:
     image = tmp_path / "img.sif"
     image.touch()
     spec = ContainerLaunch(image=str(image), project_dir=str(tmp_path), python=sys.executable,
-                           env={"Q": "it's"}, infiniband=False)  # fmt: skip
-    fields = container_launcher_fields(spec, working_dir=tmp_path, run_id="batch")
+                           env={"Q": "it's", "HF_TOKEN": None}, infiniband=False)  # fmt: skip
+    fields = container_launcher_fields(spec, working_dir=tmp_path, run_id="batch",
+                                       identity=IDENTITY)  # fmt: skip
     rank = f"SLURM_PROCID=$r SLURM_LOCALID=$r {fields['python']} -c {shlex.quote(PRINT_ENV)}"
     script = "\n".join(["set -u", *fields["setup"], f"for r in 0 1; do {rank} > out.$r; done"])
     host = {k: v for k, v in RANK5.items() if k != "MUSHIN_MASTER_PORT"} | {"SLURM_JOB_ID": "77"}
+    host["HF_TOKEN"] = "hf_planted_value"  # exported in the submitting shell
     proc = subprocess.run(["bash", "-c", script], env=_standin_env(host), cwd=tmp_path,
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
+    written = list((tmp_path / ".mushin-box").iterdir())
+    planned = plan_env_file(spec, working_dir=tmp_path, run_id="batch", identity=IDENTITY)
+    assert [(str(p), p.read_text()) for p in written] == [(planned.path, planned.text)]
     for rank in (0, 1):
         env = json.loads((tmp_path / f"out.{rank}").read_text())
         assert (env["SLURM_PROCID"], env["MASTER_PORT"], env["Q"]) == (str(rank), "15077", "it's")
-    written = list((tmp_path / ".mushin-box").iterdir())
-    assert [p.read_text() for p in written] == [render_env_file(spec, run_id="batch")]
+        assert env["MUSHIN_RANK_COMMAND"] == fields["python"]
+        assert env["MUSHIN_ENV_FILE"] == planned.path
+        assert {k: env[k] for k in IDENTITY_ENV} == IDENTITY_ENV
+        assert env["HF_TOKEN"] == "hf_planted_value"
+    assert "hf_planted_value" not in planned.text + "".join(fields["setup"]) + fields["python"]
 
 
 def test_standin_refuses_contain_and_reports_a_missing_image(tmp_path: Path) -> None:
@@ -603,13 +652,16 @@ def test_ranks_run_through_the_standin_on_slurm(
 
     monkeypatch.setenv("PATH", f"{STANDIN_DIR}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("MY_SECRET_TOKEN", "hunter2")
+    planted = "wandb-planted-4f1d9c"  # exported in the submitting shell, forwarded by name
+    monkeypatch.setenv("WANDB_API_KEY", planted)
     image = tmp_path / "img.sif"
     image.touch()
     spec = ContainerLaunch(image=str(image), project_dir=str(REPO), python=sys.executable,
-                           env={"PYTHONPATH": os.environ.get("PYTHONPATH", "")})  # fmt: skip
+                           env={"PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+                                "WANDB_API_KEY": None})  # fmt: skip
     config = submitit_slurm_config(nodes=1, gpus_per_node=2, partition=slurm_cluster.partition,
                                    timeout_min=5)  # fmt: skip
-    config |= container_launcher_fields(spec, working_dir=tmp_path)
+    config |= container_launcher_fields(spec, working_dir=tmp_path, identity=IDENTITY)
     config |= {"name": "mushin-rankwrap", "submitit_folder": str(tmp_path / "submitit" / "%j"),
                "poll_interval_s": 0.5, "max_wait_s": 150.0}  # fmt: skip
     out = tmp_path / "ranks"
@@ -629,10 +681,20 @@ def test_ranks_run_through_the_standin_on_slurm(
         assert env["SLURM_PROCID"] == str(i % 2) and env["APPTAINER_NAME"] == "img.sif"
         assert "MY_SECRET_TOKEN" not in env and env["CUDA_VISIBLE_DEVICES"]
         assert env["SUBMITIT_EXECUTOR"] == "slurm" and env["SLURM_ARRAY_JOB_ID"]
-        allowed = set(_env_names(render_env_file(spec))) | set(APPTAINER_ALWAYS_PASS)
+        text = plan_env_file(spec, working_dir=tmp_path, identity=IDENTITY).text
+        allowed = set(_env_names(text, WANDB_API_KEY=planted)) | set(APPTAINER_ALWAYS_PASS)
         assert set(env) <= allowed | CLEANENV_RUNTIME
+        assert {k: env[k] for k in IDENTITY_ENV} == IDENTITY_ENV
+        assert env["MUSHIN_RANK_COMMAND"] == config["python"]
+        assert Path(env["MUSHIN_ENV_FILE"]).read_text() == text
+        assert env["WANDB_API_KEY"] == planted  # sbatch exported it; no file carried it
     assert ranks[0]["MASTER_PORT"] == ranks[1]["MASTER_PORT"] != ranks[2]["MASTER_PORT"]
     assert set(OPTIONAL_SLURM_VARS) <= set(ranks[0])
+    # every file this run wrote (env file, sweep, sidecars, submitit's folder and logs),
+    # except the test task's own dumps of what each rank saw
+    written = [f for f in tmp_path.rglob("*") if f.is_file() and out not in f.parents]
+    assert len(written) > 10
+    assert [f for f in written if planted.encode() in f.read_bytes()] == []
 
 
 def test_module_doctests() -> None:
@@ -652,22 +714,6 @@ def test_split_modules_keep_every_name_importable_from_rankwrap() -> None:
     for name in _rankwrap.__all__:
         assert hasattr(_rankwrap, name), name
     assert _rankwrap.ContainerLaunch is _container_launch.ContainerLaunch
-
-
-def test_submitit_slurm_config_runs_preflight_before_submitting(tmp_path: Path) -> None:
-    from mushin_box import submitit_slurm_config
-
-    with pytest.raises(PreflightError, match="does not exist"):
-        submitit_slurm_config(nodes=1, gpus_per_node=2, image=tmp_path / "nope.sif")
-    image = _image_with_manifest(tmp_path, sif_sha256="f" * 64)
-    with pytest.raises(PreflightError, match="changed after its build"):
-        submitit_slurm_config(nodes=1, gpus_per_node=2, image=image, working_dir=tmp_path)
-    image = _image_with_manifest(tmp_path)
-    cfg = submitit_slurm_config(nodes=1, gpus_per_node=2, image=image, working_dir=tmp_path)
-    assert cfg["python"].startswith("apptainer exec --nv --cleanenv --env-file")
-    # the digest travels to the ranks (provenance, cell fingerprint) through the env file
-    env_file = env_file_from_setup(cfg["setup"])
-    assert f"MUSHIN_SIF_SHA256={file_sha256(image)}" in env_file.replace('"', "")
 
 
 def env_file_from_setup(setup: list[str]) -> str:

@@ -48,8 +48,17 @@ def test_smoke_two_ranks_through_the_rank_wrapper(tmp_path: Path) -> None:
     assert "PASS" in proc.stdout
     assert len(list((tmp_path / "out").rglob("fit_metrics.pt"))) == 1
     assert "rank 1 of 2 done" in proc.stdout and "rank 0 of 2 done" in proc.stdout
-    env_file = (tmp_path / "out" / "smoke.env").read_text()
-    assert 'SLURM_PROCID="${SLURM_PROCID:?}"' in env_file and "PLANTED" not in env_file
+    # the same env file as a SLURM rank's: content-addressed, with the image's identity
+    (path,) = (tmp_path / "out" / ".mushin-box").glob("apptainer-*.env")
+    lines = path.read_text().splitlines()
+    assert 'SLURM_PROCID="${SLURM_PROCID:?}"' in lines and "PLANTED" not in path.read_text()
+    image = tmp_path / "img.sif"
+    assert f"MUSHIN_SIF_SHA256={file_sha256(image)}" in lines
+    assert f"MUSHIN_IMAGE_BASE_DIGEST=sha256:{'1' * 64}" in lines
+    assert "MUSHIN_APPTAINER_VERSION=0.0.0-standin" in lines  # the stand-in's --version
+    assert f"MUSHIN_ENV_FILE={path}" in lines
+    (command,) = [line for line in lines if line.startswith("MUSHIN_RANK_COMMAND=")]
+    assert f"--env-file {path} " in command and str(image) in command
 
 
 def test_smoke_with_a_user_experiment_file(tmp_path: Path) -> None:

@@ -1,0 +1,186 @@
+# SPDX-License-Identifier: MIT
+"""Pre-flight of a rank image (mushin_box._preflight): the checks before anything is
+submitted, and the image identity the env file hands to every rank.
+
+``apptainer`` here is the STAND-IN (``tests/standins/apptainer-standin``) or nothing: the
+runtime version it reports ("0.0.0-standin") says nothing about real Apptainer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mushin_box._build import Manifest, manifest_path
+from mushin_box._preflight import (
+    PreflightError,
+    PreflightWarning,
+    preflight,
+    runtime_apptainer_version,
+)
+from mushin_box._rankwrap import ImageIdentity
+from mushin_box._sif import file_sha256
+
+REPO = Path(__file__).resolve().parents[1]
+STANDIN_DIR = REPO / "tests" / "standins" / "apptainer-standin"
+
+
+@pytest.fixture
+def no_apptainer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A submit host without ``apptainer`` on PATH (a login node, CI)."""
+    monkeypatch.setenv("PATH", "/nonexistent")
+
+
+def _image_with_manifest(tmp_path: Path, **changes: Any) -> Path:
+    image = tmp_path / "train.sif"
+    image.write_bytes(b"SIF_MAGIC" + bytes(range(256)) * 64)
+    fields: dict[str, Any] = {
+        "image": str(image), "definition": "Bootstrap: docker\n", "definition_sha256": "0" * 64,
+        "base_image": "python:3.11", "base_digest": "sha256:" + "1" * 64, "build_argv": [],
+        "mushin_box_version": "0.1.0", "sif_sha256": file_sha256(image),
+        "python_version": f"{sys.version_info[0]}.{sys.version_info[1]}.4",
+        "sif_uuid": "0f0e0d0c-0b0a-4908-8706-050403020100",
+    }  # fmt: skip
+    fields.update(changes)
+    manifest_path(image).write_text(json.dumps(Manifest(**fields).to_dict()))
+    return image
+
+
+def test_preflight_passes_a_matching_image(tmp_path: Path, no_apptainer: None) -> None:
+    image = _image_with_manifest(tmp_path)
+    report = preflight(image)
+    assert report.verified and report.warnings == ()
+    assert report.sif_sha256 == file_sha256(image)
+    assert report.image_python == report.submit_python
+    assert report.manifest == str(manifest_path(image))
+
+
+def test_preflight_reports_the_whole_image_identity(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", f"{STANDIN_DIR}{os.pathsep}{os.environ['PATH']}")
+    image = _image_with_manifest(tmp_path)
+    identity = preflight(image).identity
+    assert identity == ImageIdentity(
+        sif_sha256=file_sha256(image), sif_uuid="0f0e0d0c-0b0a-4908-8706-050403020100",
+        definition_sha256="0" * 64, base_digest="sha256:" + "1" * 64,
+        apptainer_version="0.0.0-standin",  # `apptainer --version` of this host
+    )  # fmt: skip
+    assert list(identity.to_env()) == [
+        "MUSHIN_SIF_SHA256", "MUSHIN_SIF_UUID", "MUSHIN_IMAGE_DEFINITION_SHA256",
+        "MUSHIN_IMAGE_BASE_DIGEST", "MUSHIN_APPTAINER_VERSION",
+    ]  # fmt: skip
+
+
+def test_preflight_without_apptainer_on_path_records_no_version(
+    tmp_path: Path, no_apptainer: None
+) -> None:
+    report = preflight(_image_with_manifest(tmp_path))
+    assert report.apptainer_version is None and report.warnings == ()
+    assert "MUSHIN_APPTAINER_VERSION" not in report.identity.to_env()
+
+
+def test_a_hung_apptainer_is_bounded_and_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = tmp_path / "bin" / "apptainer"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\nexec sleep 30\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}/usr/bin:/bin")
+    start = time.monotonic()
+    version, why = runtime_apptainer_version(timeout_s=0.5)
+    assert time.monotonic() - start < 10
+    assert version is None and why is not None and "did not answer within 0.5 s" in why
+    fake.write_text("#!/bin/sh\necho broken >&2; exit 3\n")
+    version, why = runtime_apptainer_version()
+    assert version is None and why is not None and "exit 3" in why and "broken" in why
+
+
+def test_preflight_missing_image(tmp_path: Path) -> None:
+    with pytest.raises(PreflightError, match="does not exist: build it with `mushin-box build"):
+        preflight(tmp_path / "nope.sif")
+
+
+def test_preflight_digest_mismatch(tmp_path: Path) -> None:
+    image = _image_with_manifest(tmp_path, sif_sha256="f" * 64)
+    with pytest.raises(PreflightError, match="changed after its build.*Rebuild it"):
+        preflight(image)
+
+
+def test_preflight_python_mismatch_lists_every_problem(tmp_path: Path) -> None:
+    image = _image_with_manifest(tmp_path, sif_sha256="f" * 64, python_version="2.7.18")
+    with pytest.raises(PreflightError) as info:
+        preflight(image)
+    assert len(info.value.problems) == 2
+    assert "the image runs Python 2.7" in info.value.problems[1]
+    assert "unpickles it in the image" in str(info.value)
+    preflight(image.with_suffix(".sif"), manifest=Manifest.from_dict(
+        {**json.loads(manifest_path(image).read_text()), "sif_sha256": file_sha256(image),
+         "python_version": "2.7.18"}), python_version="2.7")  # fmt: skip
+
+
+def test_preflight_without_manifest_records_a_fresh_digest_with_a_warning(
+    tmp_path: Path, no_apptainer: None
+) -> None:
+    image = tmp_path / "bare.sif"
+    image.write_bytes(b"not really a sif")
+    with pytest.warns(PreflightWarning) as record:
+        report = preflight(image)
+    messages = [str(w.message) for w in record]
+    assert "unverified" in messages[0] and "Python version is unknown" in messages[1]
+    assert not report.verified and report.manifest is None and report.image_python is None
+    assert report.sif_sha256 == file_sha256(image) and len(report.warnings) == 2
+    assert report.identity == ImageIdentity(sif_sha256=file_sha256(image))
+
+
+def test_preflight_dry_run_or_missing_explicit_manifest(tmp_path: Path) -> None:
+    image = _image_with_manifest(tmp_path, sif_sha256=None)
+    with pytest.raises(PreflightError, match="records no sif_sha256"):
+        preflight(image)
+    with pytest.raises(PreflightError, match="does not exist: pass the image's manifest"):
+        preflight(image, manifest=tmp_path / "other.manifest.json")
+
+
+def test_submitit_slurm_config_runs_preflight_before_submitting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mushin_box import submitit_slurm_config
+
+    monkeypatch.setenv("PATH", f"{STANDIN_DIR}{os.pathsep}{os.environ['PATH']}")
+    with pytest.raises(PreflightError, match="does not exist"):
+        submitit_slurm_config(nodes=1, gpus_per_node=2, image=tmp_path / "nope.sif")
+    image = _image_with_manifest(tmp_path, sif_sha256="f" * 64)
+    with pytest.raises(PreflightError, match="changed after its build"):
+        submitit_slurm_config(nodes=1, gpus_per_node=2, image=image, working_dir=tmp_path)
+    assert not (tmp_path / ".mushin-box").exists()  # nothing written for a refused image
+    image = _image_with_manifest(tmp_path)
+    cfg = submitit_slurm_config(nodes=1, gpus_per_node=2, image=image, working_dir=tmp_path)
+    assert cfg["python"].startswith("apptainer exec --nv --cleanenv --env-file")
+    # the batch script's setup lines write the env file; it carries the image's identity
+    # (provenance, cell fingerprint), the rank command and its own path to every rank
+    script = "\n".join(["set -eu", "SLURM_JOB_ID=7", *cfg["setup"]])
+    proc = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    (env_file,) = (tmp_path / ".mushin-box").iterdir()
+    lines = env_file.read_text().splitlines()
+    expected = [
+        f"MUSHIN_SIF_SHA256={file_sha256(image)}",
+        "MUSHIN_SIF_UUID=0f0e0d0c-0b0a-4908-8706-050403020100",
+        f"MUSHIN_IMAGE_DEFINITION_SHA256={'0' * 64}",
+        f"MUSHIN_IMAGE_BASE_DIGEST=sha256:{'1' * 64}",
+        "MUSHIN_APPTAINER_VERSION=0.0.0-standin",
+        f"MUSHIN_RANK_COMMAND={shlex.quote(cfg['python'])}",
+        f"MUSHIN_ENV_FILE={env_file}",
+    ]
+    assert [line for line in lines if line.split("=", 1)[0] in {
+        e.split("=", 1)[0] for e in expected}] == expected  # fmt: skip
+    assert f"--env-file {env_file} " in cfg["python"]
