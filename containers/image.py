@@ -11,15 +11,16 @@ The golden rendering is ``tests/golden/image.def``; after changing this file run
 ``MUSHIN_UPDATE_GOLDEN=1 pytest tests/test_container_build.py`` and review the diff.
 
 pip packages come from a hash-locked file, ``containers/requirements.lock``, generated
-from ``PINS`` for the image's platform (CPython 3.11, linux x86_64, glibc 2.28+)::
+from ``PINS`` for the image's platform (CPython 3.11, linux x86_64, glibc 2.28+) by::
 
-    python containers/image.py | uv pip compile --generate-hashes --python-version 3.11 \\
-        --python-platform x86_64-manylinux_2_28 - -o containers/requirements.lock
+    scripts/lock-image            # pinned uv, PyPI only, --exclude-newer: reproducible
+    scripts/lock-image --check    # is the lock what PINS give?
 
-(``pip-compile --generate-hashes -`` from pip-tools works too, run on a matching
-machine.) The torch wheels on PyPI for linux x86_64 are CUDA builds. GPU clusters that
-need a specific CUDA build add ``--extra-index-url https://download.pytorch.org/whl/cu128``
-to that command (and pin e.g. ``torch==2.13.0+cu128``), then set
+(it runs ``uv pip compile --generate-hashes --python-version 3.11 --python-platform
+x86_64-manylinux_2_28`` on ``PINS``, read from this file without running it). The torch
+wheels on PyPI for linux x86_64 are CUDA builds. GPU clusters that need a specific CUDA
+build pass ``--extra-index-url https://download.pytorch.org/whl/cu128`` to
+``scripts/lock-image`` (and pin e.g. ``torch==2.13.0+cu128``), then set
 ``pip_extra_index_urls`` below to the same index.
 """
 
@@ -39,8 +40,9 @@ BASE = (
     "@sha256:c2c9fdd0d5193db0e65a49fb60291a15fa9d8dfbad4d3d6287eed7bdbaa3f9db"
 )
 
-# Top-level pins, the input of containers/requirements.lock (see the module docstring).
-# setuptools is pinned because the project is installed with --no-build-isolation.
+# Top-level pins, the input of containers/requirements.lock (scripts/lock-image reads this
+# tuple literally: keep it a tuple of string literals). setuptools is pinned because the
+# project is installed with --no-build-isolation.
 PINS = (
     "torch==2.13.0",
     "pytorch-lightning==2.6.6",
