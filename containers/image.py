@@ -30,14 +30,20 @@ from mushin_box._imagespec import ImageSpec, ProjectInstall
 
 __all__ = ["BASE", "IMAGE", "PINS"]
 
-# Debian bookworm + CPython 3.11, pinned by digest. This digest was NOT checked against
-# the registry (the machine that wrote it cannot reach one). Before building, refresh it
-# with either of:
+# Debian bookworm + CPython 3.11, pinned by digest. Where this digest comes from: the
+# public Dockerfile of github.com/peiyang-z6/BandStructure_AI_Project (path `Dockerfile`,
+# commit 031f26d8efa99aa7b48789a61e4834bcc313d355), whose first line is
+# `FROM python:3.11-slim-bookworm@sha256:a36c24f9...` (another public Dockerfile uses the
+# same digest). It could NOT be verified from the machine that wrote this (Docker
+# registries do not resolve there): whether Docker Hub still serves it, and whether it is
+# the multi-platform index or the linux/amd64 manifest, is unchecked. A wrong digest cannot
+# pull another image (a digest is content-addressed within docker.io/library/python): the
+# build fails instead. Verify or refresh it before building, with either of:
 #   docker buildx imagetools inspect python:3.11-slim-bookworm --format '{{json .Manifest.Digest}}'
 #   skopeo inspect --format '{{.Digest}}' docker://docker.io/library/python:3.11-slim-bookworm
 BASE = (
     "python:3.11-slim-bookworm"
-    "@sha256:c2c9fdd0d5193db0e65a49fb60291a15fa9d8dfbad4d3d6287eed7bdbaa3f9db"
+    "@sha256:a36c24f9cbdf4fd0f52d67f0823eeac19c2028c637cecc392d97f980d4fec56b"
 )
 
 # Top-level pins, the input of containers/requirements.lock (scripts/lock-image reads this
