@@ -46,6 +46,7 @@ from enum import Enum
 from typing import Any
 
 __all__ = [
+    "Interpolation",
     "format_override",
     "format_sweep",
     "format_value",
@@ -66,6 +67,21 @@ _RESERVED_DICT_KEYS = frozenset({"null", "true", "false", "inf", "nan"})
 _INTERPOLATION_RE = re.compile(r"(\\*)\$\{")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _MISSING = "???"
+
+
+class Interpolation(str):
+    """A string written into an override *as an OmegaConf interpolation* (not escaped).
+
+    Every other string is a literal (``${`` escaped); wrap one in ``Interpolation`` to
+    pass e.g. ``${oc.env:NAME}``, resolved when the task reads the value.
+
+    Examples
+    --------
+    >>> format_value({"token": Interpolation("${oc.env:TOKEN}"), "s": "${x}"})
+    "{token:'${oc.env:TOKEN}',s:'\\\\${x}'}"
+    """
+
+    __slots__ = ()
 
 
 def _is_array_scalar(value: object) -> bool:
@@ -158,6 +174,8 @@ def _format(value: object, path: str, active: set[int]) -> str:
         return int.__repr__(value)
     if isinstance(value, float):
         return _format_float(value)
+    if isinstance(value, Interpolation):
+        return _quote(str.__str__(value))
     if isinstance(value, str):
         return _format_str(str.__str__(value), where)
     if _is_array_scalar(value):

@@ -23,6 +23,7 @@ from mushin_box._cells import (
 )
 from mushin_box._overrides import format_override, format_sweep, format_value
 from mushin_box._resume import RESUME_PARAM
+from mushin_box._secrets import SecretVault, sweep_error
 from mushin_box._sweep import (
     SweepLock,
     combo_id,
@@ -202,8 +203,14 @@ class Workflow:
         root = Path(working_dir if working_dir is not None else self._default_dir()).resolve()
         root.mkdir(parents=True, exist_ok=True)
         self.working_dir = root
-        grid, task_overrides = self._sweep_overrides(sweep_params)
-        user = list(overrides or [])
+        # secret values travel in the environment, never in a file (mushin_box._secrets)
+        # (config defaults first: an override's value for the same path must win)
+        vault = SecretVault()
+        config = vault.hide_in_config(self.config)
+        grid, task_overrides = self._sweep_overrides(sweep_params, vault)
+        user = vault.hide_in_overrides(
+            list(overrides or []), is_config_key=lambda key: _has_path(self.config, key)
+        )
         grid.update(_user_sweeps(user))  # "x=1,2" in raw overrides is a grid axis too
         swept = tuple(grid)
 
@@ -260,19 +267,20 @@ class Workflow:
             watcher = _start_progress(root, grid, plan.run_id, progress, launcher)
             error: BaseException | None = None
             try:
-                launch(
-                    self.config,
-                    CellRunner(self.task, plan, pre_call=self.pre_call),
-                    overrides=hydra_overrides + task_overrides + user,
-                    multirun=True,
-                    version_base="1.3",
-                    # launchers that pickle the job (submitit) pickle hydra-zen's dynamic
-                    # dataclasses by value, which leaves their list/dict defaults broken for
-                    # the next launch in this process ('_MISSING_TYPE'): hand them a DictConfig
-                    to_dictconfig=launcher not in (None, "basic"),
-                    config_name="mushin_workflow",
-                    job_name="mushin_workflow",
-                )
+                with vault.exported():
+                    launch(
+                        config,
+                        CellRunner(self.task, plan, pre_call=self.pre_call),
+                        overrides=hydra_overrides + task_overrides + user,
+                        multirun=True,
+                        version_base="1.3",
+                        # launchers that pickle the job (submitit) pickle hydra-zen's dynamic
+                        # dataclasses by value, which leaves their list/dict defaults broken for
+                        # the next launch in this process ('_MISSING_TYPE'): hand them a DictConfig
+                        to_dictconfig=launcher not in (None, "basic"),
+                        config_name="mushin_workflow",
+                        job_name="mushin_workflow",
+                    )
             except BaseException as exc:  # recorded by the cell; re-raised below
                 error = exc
             finally:
@@ -300,7 +308,9 @@ class Workflow:
         stamp = _dt.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
         return Path("multirun") / stamp
 
-    def _sweep_overrides(self, params: Mapping[str, Any]) -> tuple[dict[str, list[Any]], list[str]]:
+    def _sweep_overrides(
+        self, params: Mapping[str, Any], vault: SecretVault
+    ) -> tuple[dict[str, list[Any]], list[str]]:
         fields = _config_fields(self.config)
         grid: dict[str, list[Any]] = {}
         out: list[str] = []
@@ -318,17 +328,19 @@ class Workflow:
                 add = True  # e.g. a Trainer argument the config left at its default
             if isinstance(value, multirun):
                 values = list(value)
+                if vault.hide(name, values) != values:
+                    raise sweep_error(name)
                 grid[name] = values
                 out.append(format_sweep(name, values, add=add))
             elif isinstance(value, hydra_list):
-                out.append(format_override(name, list(value), add=add))
+                out.append(format_override(name, vault.hide(name, list(value)), add=add))
             elif isinstance(value, list | tuple):
                 raise TypeError(
                     f"{name}={value!r}: wrap a sweep in multirun([...]) or a single list value "
                     "in hydra_list([...]) (both importable from mushin_box)"
                 )
             else:
-                out.append(format_override(name, value, add=add))
+                out.append(format_override(name, vault.hide(name, value), add=add))
         return grid, out
 
 

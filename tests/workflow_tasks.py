@@ -42,3 +42,28 @@ def lightning_task(lr: float, max_epochs: int = 2) -> dict[str, float]:
     )  # fmt: skip
     trainer.fit(TinyModule(lr=lr), datamodule=TinyDataModule())
     return {"final_val_loss": float(trainer.callback_metrics["val_loss"])}
+
+
+def _h(value: object) -> str:
+    import hashlib
+
+    return hashlib.sha256(repr(value).encode()).hexdigest()[:16]
+
+
+def secret_task(lr: float, api_token: str, db: dict, port_key: int = 0, out_dir: str = "") -> dict:
+    """Checks (by hash, so its own records hold no secret) that the secrets arrived."""
+    import json
+
+    got = {"api_token": _h(api_token), "db.password": _h(db["password"]),
+           "db.url": _h(db["url"]), "port_key": _h(port_key)}  # fmt: skip
+    if out_dir:
+        rank = os.environ.get("SLURM_PROCID", "0")
+        Path(out_dir, f"lr={lr}_rank{rank}.json").write_text(json.dumps(got))
+    if lr < 0:
+        raise RuntimeError(f"the server rejected token {api_token}")
+    return {"ok": float(got == json.loads(os.environ["MUSHIN_TEST_EXPECTED"]))}
+
+
+def ddp_secret_task(trainer: object, module: object, datamodule: object) -> dict[str, float]:
+    trainer.fit(module, datamodule=datamodule)  # type: ignore[attr-defined]
+    return {"world_size": float(trainer.world_size)}  # type: ignore[attr-defined]
