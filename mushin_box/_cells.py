@@ -324,6 +324,11 @@ class CellRunner:
         return metrics
 
     def _write_provenance(self, cfg: Any, cell_dir: Path, fingerprints: dict[str, str]) -> None:
+        """Write the cell's provenance record (and its package list) as the task starts.
+
+        ``run.started`` is the ``started`` of the status just written, so both files agree;
+        :meth:`_record_seeds` completes the record when the task is done.
+        """
         from omegaconf import OmegaConf
 
         from mushin_box._provenance import basic_provenance
@@ -335,6 +340,10 @@ class CellRunner:
 
         config = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
         seed_base = OmegaConf.select(cfg, "seed", default=None)
+        status = read_json(cell_dir / STATUS_FILE, default={})
+        started = status.get("started") if isinstance(status, dict) else None
+        # the task's duration, measured on this process's monotonic clock (_record_seeds)
+        self.__dict__.setdefault("_provenance_clocks", {})[str(cell_dir)] = time.monotonic()
         try:
             record = full_provenance(
                 task=self.task,
@@ -342,6 +351,7 @@ class CellRunner:
                 fingerprints=fingerprints,
                 seed_base=seed_base,
                 launcher=launcher_from_hydra(),
+                started=started if isinstance(started, str) else None,
             )
         except ValueError as exc:  # a malformed launcher environment: keep the basic record
             warnings.warn(
@@ -353,19 +363,24 @@ class CellRunner:
         write_provenance(cell_dir, record)
 
     def _record_seeds(self, cell_dir: Path) -> None:
-        """Add the per-rank seeds that the task's ranks recorded to the cell's provenance."""
-        from mushin_box._provenance_full import record_with_seeds, write_provenance
+        """Complete the cell's provenance once the task has returned or raised: the per-rank
+        seeds its ranks recorded, ``run.ended``/``run.duration_s`` and ``run.devices`` (the
+        task has usually imported torch by now)."""
+        from mushin_box._provenance_full import finish_record, record_with_seeds, write_provenance
         from mushin_box._seeding import seed_records
 
+        t0 = self.__dict__.get("_provenance_clocks", {}).pop(str(cell_dir), None)
+        duration = round(time.monotonic() - t0, 3) if t0 is not None else None
         try:
-            records = seed_records(cell_dir)
             record = read_json(cell_dir / PROVENANCE_FILE)
-            if records and isinstance(record, dict):
-                write_provenance(cell_dir, record_with_seeds(record, records))
+            if not isinstance(record, dict):
+                return
+            records = seed_records(cell_dir)
+            if records:
+                record = record_with_seeds(record, records)
+            write_provenance(cell_dir, finish_record(record, ended=_now(), duration_s=duration))
         except (OSError, ValueError, KeyError) as exc:  # never fail a cell over provenance
-            warnings.warn(
-                f"cell {cell_dir.name}: per-rank seeds not recorded ({exc})", stacklevel=2
-            )
+            warnings.warn(f"cell {cell_dir.name}: provenance not completed ({exc})", stacklevel=2)
 
     def _call_task(self, cfg: Any, cell_dir: Path, attempt: int) -> Any:
         from hydra_zen import zen

@@ -3,11 +3,16 @@
 
 Two parts, as the provenance design says: ``reproducibility`` (must match for two runs to
 be the same experiment) and ``run`` (may differ: host, times, topology).
+
+The installed package set is read here, once per process: every installed distribution as
+``name==version`` (canonical names, sorted), whose sha256 is the record's package-set
+fingerprint and whose text is the ``mushin_packages.txt`` written beside the record.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import hashlib
 import importlib.metadata
 import inspect
@@ -17,11 +22,26 @@ import re
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["REDACTED", "basic_provenance", "git_state", "is_secret_name", "redact"]
+__all__ = [
+    "KEY_PACKAGES",
+    "PACKAGES_FILE",
+    "REDACTED",
+    "basic_provenance",
+    "canonical_package_name",
+    "git_state",
+    "installed_packages",
+    "is_secret_name",
+    "key_versions",
+    "package_set",
+    "package_versions",
+    "packages_text",
+    "redact",
+    "redact_url_credentials",
+]
 
 REDACTED = "<redacted>"
 _SECRET_WORDS = frozenset(
@@ -44,7 +64,14 @@ _SECRET_WORDS = frozenset(
 )
 _SPLIT = re.compile(r"[^a-z0-9]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_PACKAGES = ("torch", "pytorch-lightning", "hydra-core", "hydra-zen", "submitit", "numpy")
+_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@]+@")
+_NAME_SEPARATORS = re.compile(r"[-_.]+")
+#: packages whose versions the record names one by one, for readability (canonical names)
+KEY_PACKAGES: tuple[str, ...] = (
+    "torch", "pytorch-lightning", "hydra-core", "hydra-zen", "submitit", "numpy",
+)  # fmt: skip
+#: the package list written beside ``mushin_provenance.json``
+PACKAGES_FILE = "mushin_packages.txt"
 
 
 def is_secret_name(name: str) -> bool:
@@ -69,6 +96,19 @@ def redact(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [redact(v) for v in value]
     return value
+
+
+def redact_url_credentials(text: str) -> str:
+    """``text`` with credentials inside URLs cut out.
+
+    Examples
+    --------
+    >>> redact_url_credentials("see postgres://me:pw@db/x and https://h/y")
+    'see postgres://<redacted>@db/x and https://h/y'
+    """
+    if "@" not in text or "://" not in text:
+        return text
+    return _URL_CREDENTIALS.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", text)
 
 
 def _git(args: list[str], cwd: Path) -> str | None:
@@ -96,26 +136,126 @@ def git_state(path: Path) -> dict[str, Any] | None:
     }
 
 
-def _versions() -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
-    for name in _PACKAGES:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = None
+def canonical_package_name(name: str) -> str:
+    """A distribution name in its canonical form (PEP 503: lower case, ``-`` separators).
+
+    Examples
+    --------
+    >>> canonical_package_name("Hydra_Zen"), canonical_package_name("zope.interface")
+    ('hydra-zen', 'zope-interface')
+    """
+    return _NAME_SEPARATORS.sub("-", name).lower().strip()
+
+
+def _name_and_version(dist: importlib.metadata.Distribution) -> tuple[str | None, str | None]:
+    """``Name`` and ``Version`` from the metadata headers, without parsing the whole file
+    (``dist.metadata`` parses the long description too: ten times slower)."""
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+    name = version = None
+    for line in text.partition("\n\n")[0].splitlines():
+        if name is None and line.startswith("Name:"):
+            name = line[5:].strip()
+        elif version is None and line.startswith("Version:"):
+            version = line[8:].strip()
+    return name or None, version or None
+
+
+@functools.cache
+def installed_packages() -> tuple[str, ...]:
+    """Every installed distribution as ``name==version``: canonical names, sorted by name.
+
+    Read once per process (``installed_packages.cache_clear()`` reads again). When a name
+    is installed twice on ``sys.path``, the first one is listed: the one ``import`` finds.
+
+    Examples
+    --------
+    >>> names = [line.partition("==")[0] for line in installed_packages()]
+    >>> "hydra-core" in names, names == sorted(set(names))
+    (True, True)
+    """
+    seen: dict[str, str] = {}
+    for dist in importlib.metadata.distributions():
+        name, version = _name_and_version(dist)
+        if name is None:  # broken metadata: nothing to name it by
+            continue
+        seen.setdefault(canonical_package_name(name), version or "unknown")
+    return tuple(f"{name}=={seen[name]}" for name in sorted(seen))
+
+
+def packages_text(lines: Iterable[str]) -> str:
+    """The text of ``mushin_packages.txt``: one ``name==version`` a line.
+
+    Examples
+    --------
+    >>> packages_text(["attrs==26.1.0", "torch==2.13.0"])
+    'attrs==26.1.0\\ntorch==2.13.0\\n'
+    """
+    return "".join(f"{line}\n" for line in lines)
+
+
+def package_set(lines: Sequence[str]) -> dict[str, Any]:
+    """The package-set fingerprint of a ``name==version`` list (the record's ``package_set``).
+
+    ``sha256`` is the sha256 of :func:`packages_text` (so ``sha256sum mushin_packages.txt``
+    prints it), ``count`` the number of packages, ``file`` where the list is.
+
+    Examples
+    --------
+    >>> package_set(["attrs==26.1.0"])["count"]
+    1
+    >>> import hashlib
+    >>> package_set([])["sha256"] == hashlib.sha256(b"").hexdigest()
+    True
+    """
+    text = packages_text(lines)
+    return {
+        "count": len(lines),
+        "file": PACKAGES_FILE,
+        "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+    }
+
+
+def key_versions(lines: Iterable[str]) -> dict[str, str | None]:
+    """The versions of :data:`KEY_PACKAGES` in a ``name==version`` list (``None``: absent).
+
+    Examples
+    --------
+    >>> key_versions(["numpy==2.4.6", "torch==2.13.0+cpu"])["torch"]
+    '2.13.0+cpu'
+    """
+    versions = package_versions(lines)
+    return {name: versions.get(name) for name in KEY_PACKAGES}
+
+
+def package_versions(lines: Iterable[str]) -> dict[str, str]:
+    """``{name: version}`` of a ``name==version`` list (blank lines skipped).
+
+    Examples
+    --------
+    >>> package_versions(["numpy==2.4.6", "", "torch==2.13.0+cpu"])
+    {'numpy': '2.4.6', 'torch': '2.13.0+cpu'}
+    """
+    out: dict[str, str] = {}
+    for line in lines:
+        name, _, version = line.strip().partition("==")
+        if name:
+            out[name] = version
     return out
 
 
 def basic_provenance(
     *, task: Callable[..., Any], config: Any, fingerprints: Mapping[str, str], seed_base: Any = None
 ) -> dict[str, Any]:
-    """The provenance record of one cell (the provenance issue extends it)."""
+    """The basic provenance record of one cell (:func:`~mushin_box._provenance_full.full_provenance`
+    builds on it; :func:`~mushin_box._provenance_full.split_provenance` gives its canonical
+    form)."""
     from mushin_box import __version__
 
     try:
         source = Path(inspect.getfile(inspect.unwrap(task)))
     except (TypeError, OSError):
         source = Path.cwd()
+    packages = installed_packages()
     return {
         "schema": 1,
         "reproducibility": {
@@ -123,7 +263,8 @@ def basic_provenance(
             "config": redact(config),
             "config_sha256": fingerprints.get("config"),
             "mushin_box": __version__,
-            "packages": _versions(),
+            "package_set": package_set(packages),
+            "packages": key_versions(packages),
             "python": ".".join(map(str, sys.version_info[:3])),
             "seed_base": seed_base,
         },
@@ -131,6 +272,6 @@ def basic_provenance(
             "host": socket.gethostname(),
             "platform": platform.platform(),
             "pid": os.getpid(),
-            "time": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            "started": _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds"),
         },
     }

@@ -3,47 +3,71 @@
 
 ``reproducibility`` holds what must match for two runs to be the same experiment: code
 (git state, task source hash), the config *without* its run-shape keys, the seed base,
-package and python versions, the image and the few environment variables that change
-numerics. ``run`` holds what may differ: host, pid, time, the world topology (nodes,
-ranks, per-rank seeds), the Trainer's ``devices``/``num_nodes``, the launcher and its
-nodes/tasks/GPUs, the captured environment. So one experiment run at world size 1, 2
-and 4 has a byte-identical ``canonical_dumps(record["reproducibility"])``.
+the package set (fingerprint of every installed ``name==version``; the list itself goes to
+``mushin_packages.txt`` beside the record), python and key package versions, the image's
+identity and the few environment variables that change numerics. ``run`` holds what may
+differ: host, pid, start/end/duration, the world topology (nodes, ranks, per-rank seeds),
+the Trainer's ``devices``/``num_nodes``, the launcher and its nodes/tasks/GPUs, the
+devices, the container launch (Apptainer version, rank command, env file), the captured
+environment. So one experiment run at world size 1, 2 and 4 has a byte-identical
+``canonical_dumps(record["reproducibility"])``.
 
 Secrets are redacted everywhere: values of secret-looking keys and environment variables
-(:func:`mushin_box._provenance.is_secret_name`) and credentials inside URLs
+(:func:`mushin_box._provenance.is_secret_name`), secret-looking assignments in the env file
+and the rank command (:mod:`mushin_box._provenance_env`) and credentials inside URLs
 (``https://user:pass@host`` → ``https://<redacted>@host``).
 
 :func:`split_provenance` is the canonical form: it turns any record (the basic schema-1
 one that older cells hold, or a full one) into the same shape, so the diff can compare
-them; it is idempotent.
+them; it is idempotent. Writing the record (and the package list beside it) is
+:mod:`mushin_box._provenance_files`; the facts about the image, the container launch and the
+devices come from :mod:`mushin_box._provenance_env`.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import hashlib
-import json
 import os
 import re
-import secrets
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from mushin_box._provenance import REDACTED, basic_provenance, is_secret_name, redact
-from mushin_box._sidecars import canonical_dumps, write_bytes_atomic
+from mushin_box._provenance import (
+    REDACTED,
+    basic_provenance,
+    is_secret_name,
+    key_versions,
+    package_set,
+    redact,
+    redact_url_credentials,
+)
+from mushin_box._provenance_env import (
+    CONTAINER_ENV,
+    IMAGE_ENV,
+    IMAGE_IDENTITY_KEYS,
+    NO_IMAGE,
+    container_from_env,
+    device_facts,
+    image_from_env,
+    split_image,
+)
+from mushin_box._provenance_files import packages_beside, provenance_bytes, write_provenance
+from mushin_box._sidecars import canonical_dumps
 from mushin_box._topology import RANK_COLUMNS, Topology, topology_from_env
 
 __all__ = [
     "ENV_CAPTURE",
-    "IMAGE_RUN_KEYS",
+    "IMAGE_IDENTITY_KEYS",
     "REPRO_ENV",
     "RUN_CONFIG_PATTERNS",
     "SCHEMA",
     "SEED_SCHEME",
+    "finish_record",
     "full_provenance",
     "image_from_env",
     "launcher_from_hydra",
+    "packages_beside",
     "provenance_bytes",
     "record_with_seeds",
     "scrub",
@@ -53,7 +77,9 @@ __all__ = [
     "write_provenance",
 ]
 
-SCHEMA = 2
+#: 3: ``package_set``, image identity / "no image", ``run.devices``, ``run.container``,
+#: ``run.started``/``ended``/``duration_s`` (2: the two-part split; 1: the basic record)
+SCHEMA = 3
 SEED_SCHEME = "base + global_rank"
 #: dotted config paths (fnmatch) that describe the run's shape, not the experiment
 RUN_CONFIG_PATTERNS: tuple[str, ...] = (
@@ -100,10 +126,8 @@ ENV_CAPTURE: tuple[str, ...] = (
     "LOCAL_WORLD_SIZE",
     "GROUP_WORLD_SIZE",
 )
-_ENV_SKIP = frozenset({"MUSHIN_DDP_SPEC", "MUSHIN_SIF_SHA256", *REPRO_ENV})
-#: keys of an image description that locate a copy rather than identify the image
-IMAGE_RUN_KEYS = frozenset({"path", "sif_path", "built_at", "build_host", "created"})
-_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@]+@")
+#: recorded elsewhere (image identity, container launch) or internal
+_ENV_SKIP = frozenset({"MUSHIN_DDP_SPEC", *IMAGE_ENV.values(), *CONTAINER_ENV.values(), *REPRO_ENV})
 
 
 # ---------------------------------------------------------------------------- redaction
@@ -111,9 +135,7 @@ _URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@]+@"
 
 def _scrub_strings(value: Any) -> Any:
     if isinstance(value, str):
-        if "@" in value and "://" in value:
-            return _URL_CREDENTIALS.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", value)
-        return value
+        return redact_url_credentials(value)
     if isinstance(value, Mapping):
         return {k: _scrub_strings(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -212,6 +234,8 @@ def split_provenance(
     * ``reproducibility.config_sha256`` is the sha256 of the canonical (redacted) config
       that stays; a schema-1 record's hash of the whole config moves to
       ``run.fingerprints.config``;
+    * an image of ``None`` (older records) becomes :data:`~mushin_box._provenance_env.NO_IMAGE`
+      and an older record's ``run.time`` becomes ``run.started``;
     * secrets are redacted in both parts (:func:`scrub`), except the per-rank rows of
       ``run.topology`` (numbers and host names only).
 
@@ -248,6 +272,10 @@ def split_provenance(
         run["fingerprints"] = {**dict(run.get("fingerprints") or {}), "config": old_hash}
     repro["config_sha256"] = _sha256(scrub(repro.get("config")))
     repro["seed"] = {"base": base, "scheme": SEED_SCHEME}
+    if "image" in repro and repro["image"] is None:
+        repro["image"] = NO_IMAGE
+    if "time" in run and "started" not in run:
+        run["started"] = run.pop("time")
     out_run = scrub(run)
     if topology is not None:
         if isinstance(topology, Mapping):
@@ -263,29 +291,6 @@ def split_provenance(
 
 
 # ---------------------------------------------------------------------------- sources
-
-
-def image_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any] | None:
-    """The container image a rank runs in, from the env file / Apptainer's variables.
-
-    ``MUSHIN_SIF_SHA256`` (written into the env file by the launcher) identifies the
-    image; ``APPTAINER_CONTAINER``/``SINGULARITY_CONTAINER`` is where this copy lives.
-
-    Examples
-    --------
-    >>> image_from_env({"MUSHIN_SIF_SHA256": "ab12", "APPTAINER_CONTAINER": "/i/x.sif"})
-    {'sif_sha256': 'ab12', 'path': '/i/x.sif'}
-    >>> image_from_env({}) is None
-    True
-    """
-    env = os.environ if environ is None else environ
-    out: dict[str, Any] = {}
-    if env.get("MUSHIN_SIF_SHA256"):
-        out["sif_sha256"] = env["MUSHIN_SIF_SHA256"]
-    path = env.get("APPTAINER_CONTAINER") or env.get("SINGULARITY_CONTAINER")
-    if path:
-        out["path"] = path
-    return out or None
 
 
 def seeds_from_records(records: Mapping[int, Mapping[str, Any]]) -> dict[int, int]:
@@ -385,6 +390,10 @@ def full_provenance(
     patterns: Sequence[str] = RUN_CONFIG_PATTERNS,
     env_capture: Sequence[str] = ENV_CAPTURE,
     base: Mapping[str, Any] | None = None,
+    packages: Sequence[str] | None = None,
+    devices: Mapping[str, Any] | None = None,
+    container: Mapping[str, Any] | None = None,
+    started: str | None = None,
 ) -> dict[str, Any]:
     """The full, canonical two-part provenance record of one cell (or one rank).
 
@@ -403,21 +412,34 @@ def full_provenance(
     launcher : Mapping, optional
         The launcher, e.g. :func:`launcher_from_hydra` (``{"name": ..., "config": ...}``).
     image : Mapping, optional
-        The image's identity (e.g. its build manifest); default :func:`image_from_env`.
-        Keys in :data:`IMAGE_RUN_KEYS` (``path``...) go to ``run.image``.
+        The image (e.g. its build manifest); default :func:`image_from_env`. The keys of
+        :data:`IMAGE_IDENTITY_KEYS` are ``reproducibility.image``; the others (``path``,
+        build details) go to ``run.image``. No identity: ``"no image"``.
     patterns : sequence of str
         Run-shape config paths (:data:`RUN_CONFIG_PATTERNS`).
     env_capture : sequence of str
         Environment variables recorded in ``run.env`` (fnmatch; :data:`ENV_CAPTURE`).
     base : Mapping, optional
         A record built earlier in this process (e.g. for another rank or cell): its git
-        state, package versions and run facts are reused, skipping the look-ups; ``config``
+        state, package set and run facts are reused, skipping the look-ups; ``config``
         and ``seed_base``, when given, replace its own.
+    packages : sequence of str, optional
+        The ``name==version`` list whose fingerprint is ``reproducibility.package_set``
+        (default: this process's :func:`~mushin_box._provenance.installed_packages`).
+    devices : Mapping, optional
+        ``run.devices``; default
+        :func:`~mushin_box._provenance_env.device_facts` (``None`` when torch is not
+        imported in this process).
+    container : Mapping, optional
+        ``run.container``; default
+        :func:`~mushin_box._provenance_env.container_from_env` on ``environ``.
+    started : str, optional
+        ``run.started`` (ISO 8601); default now.
 
     Returns
     -------
     dict
-        ``{"schema": 2, "reproducibility": {...}, "run": {...}}``, canonical
+        ``{"schema": 3, "reproducibility": {...}, "run": {...}}``, canonical
         (:func:`split_provenance`) and redacted.
 
     Examples
@@ -445,20 +467,20 @@ def full_provenance(
         if seed_base is not None:
             repro.pop("seed", None)
             repro["seed_base"] = seed_base
+    if packages is not None:
+        repro["package_set"] = package_set(packages)
+        repro["packages"] = key_versions(packages)
     _, moved = split_config(repro.get("config"), patterns)
     if topology is None:
         topology = topology_from_env(env, seeds=seeds, devices=_devices_hint(moved))
     elif seeds:
         topology = topology.with_seeds(seeds)
 
-    image_info = dict(image) if image is not None else image_from_env(env)
-    if image_info is not None:
-        repro["image"] = {k: v for k, v in image_info.items() if k not in IMAGE_RUN_KEYS}
-        located = {k: v for k, v in image_info.items() if k in IMAGE_RUN_KEYS}
-        if located:
-            run["image"] = located
+    repro["image"], located = split_image(image if image is not None else image_from_env(env))
+    if located:
+        run["image"] = located
     else:
-        repro["image"] = None
+        run.pop("image", None)
     repro["env"] = {k: env[k] for k in REPRO_ENV if k in env}
 
     capture = _matcher(env_capture)
@@ -475,74 +497,42 @@ def full_provenance(
     }
     run["topology"] = topology.to_dict()
     run["fingerprints"] = {**dict(run.get("fingerprints") or {}), **dict(fingerprints)}
+    run["devices"] = dict(devices) if devices is not None else device_facts(env)
+    run["container"] = dict(container) if container is not None else container_from_env(env)
+    if started is not None:
+        run["started"] = started
+        run.pop("time", None)
     record = {**basic, "reproducibility": repro, "run": run}
     return split_provenance(record, patterns=patterns)
 
 
-_PLAIN = (int, str, type(None))
+def finish_record(
+    record: Mapping[str, Any],
+    *,
+    ended: str,
+    duration_s: float | None = None,
+    devices: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A copy of a record completed when the cell's task has returned (or raised).
 
-
-def _plain_rows(ranks: Any) -> bool:
-    """Rank rows that ``json.dumps`` writes exactly as ``canonical_dumps`` would."""
-    if not isinstance(ranks, list):
-        return False
-    for row in ranks:
-        if type(row) is not list:
-            return False
-        for v in row:
-            if type(v) not in _PLAIN:  # bool, float, numpy... take the canonical path
-                return False
-    return True
-
-
-def provenance_bytes(record: Mapping[str, Any]) -> bytes:
-    """``canonical_dumps(record)``, faster for big worlds.
-
-    The per-rank rows of ``run.topology.ranks`` (thousands in a big world) are written
-    with :func:`json.dumps` when they are lists of ints, strings and ``None``, which gives
-    the same bytes as :func:`~mushin_box._sidecars.canonical_dumps` without its
-    per-value Python walk; anything else takes the canonical path.
+    Sets ``run.ended`` and ``run.duration_s``, and ``run.devices`` to ``devices``
+    (default :func:`~mushin_box._provenance_env.device_facts`: by now the task has
+    usually imported torch, and may have initialized CUDA), keeping the devices recorded
+    at the start when there are none now.
 
     Examples
     --------
-    >>> from mushin_box._topology import simulate_topology
-    >>> rec = {"run": {"topology": simulate_topology(2, 2, seed_base=1).to_dict()}}
-    >>> provenance_bytes(rec) == canonical_dumps(rec)
-    True
+    >>> rec = {"reproducibility": {}, "run": {"started": "2026-01-01T00:00:00.000+00:00",
+    ...                                       "devices": None}}
+    >>> out = finish_record(rec, ended="2026-01-01T00:01:00.000+00:00", duration_s=60.0,
+    ...                     devices={"torch": "2.6.0", "count": 0})
+    >>> out["run"]["ended"], out["run"]["duration_s"], out["run"]["devices"]["count"]
+    ('2026-01-01T00:01:00.000+00:00', 60.0, 0)
     """
-    run = record.get("run")
-    topology = run.get("topology") if isinstance(run, Mapping) else None
-    ranks = topology.get("ranks") if isinstance(topology, Mapping) else None
-    if not (isinstance(run, Mapping) and isinstance(topology, Mapping) and _plain_rows(ranks)):
-        return canonical_dumps(record)
-    marker = f"mushin-ranks-{secrets.token_hex(16)}"
-    stub = {**record, "run": {**run, "topology": {**topology, "ranks": marker}}}
-    try:
-        rows = json.dumps(
-            ranks, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        ).encode("utf-8")
-    except (TypeError, ValueError):  # lone surrogates in a host name, ...
-        return canonical_dumps(record)
-    head, sep, tail = canonical_dumps(stub).partition(f'"{marker}"'.encode())
-    if not sep:  # pragma: no cover - the marker is always there
-        return canonical_dumps(record)
-    return head + rows + tail
-
-
-def write_provenance(cell_dir: str | os.PathLike[str], record: Mapping[str, Any]) -> Path:
-    """Write ``record`` atomically (canonical JSON) as the cell's ``mushin_provenance.json``.
-
-    A config value that JSON cannot hold is replaced by a note rather than losing the
-    whole record. Returns the path written.
-    """
-    from mushin_box._cells import PROVENANCE_FILE
-
-    path = Path(cell_dir) / PROVENANCE_FILE
-    try:
-        data = provenance_bytes(record)
-    except (TypeError, ValueError) as exc:
-        fixed = {**record, "reproducibility": dict(record.get("reproducibility") or {})}
-        fixed["reproducibility"]["config"] = f"<not JSON-serializable: {exc}>"
-        data = provenance_bytes(fixed)
-    write_bytes_atomic(path, data)
-    return path
+    run = dict(record.get("run") or {})
+    now = dict(devices) if devices is not None else device_facts()
+    if now is not None or "devices" not in run:
+        run["devices"] = now
+    run["ended"] = ended
+    run["duration_s"] = duration_s
+    return {**record, "run": run}

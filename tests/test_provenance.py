@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import doctest
 import hashlib
+import importlib.metadata
 import json
 import os
+import shlex
 import subprocess
 import sys
 import textwrap
+import time
 import types
 from pathlib import Path
 from typing import Any
@@ -19,12 +22,30 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mushin_box import _hostlist, _provenance_diff, _provenance_full, _topology
-from mushin_box._provenance import REDACTED, basic_provenance
+from mushin_box import (
+    _hostlist,
+    _provenance,
+    _provenance_diff,
+    _provenance_env,
+    _provenance_files,
+    _provenance_full,
+    _topology,
+)
+from mushin_box._provenance import (
+    PACKAGES_FILE,
+    REDACTED,
+    basic_provenance,
+    canonical_package_name,
+    installed_packages,
+    package_set,
+)
+from mushin_box._provenance_env import device_facts, redact_env_text
 from mushin_box._provenance_full import (
     SCHEMA,
+    finish_record,
     full_provenance,
     image_from_env,
+    packages_beside,
     provenance_bytes,
     record_with_seeds,
     scrub,
@@ -52,8 +73,11 @@ FINGERPRINTS = {"config": "cfg-hash", "code": "code-hash"}
 
 
 @pytest.mark.parametrize(
-    "module", [_hostlist, _topology, _provenance_full, _provenance_diff], ids=lambda m: m.__name__
-)
+    "module",
+    [_hostlist, _topology, _provenance, _provenance_env, _provenance_files, _provenance_full,
+     _provenance_diff],
+    ids=lambda m: m.__name__,
+)  # fmt: skip
 def test_docstring_examples_run(module: types.ModuleType) -> None:
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0
@@ -249,7 +273,16 @@ def test_split_provenance_normalizes_a_basic_record_and_is_idempotent() -> None:
     assert split_provenance(out) == out
 
 
-def _record(env: dict[str, str], *, devices: int, num_nodes: int, **kw: Any) -> dict[str, Any]:
+def _record(
+    env: dict[str, str],
+    *,
+    devices: int,
+    num_nodes: int,
+    devices_facts: dict[str, Any] | None = None,
+    **kw: Any,
+) -> dict[str, Any]:
+    if devices_facts is not None:
+        kw["devices"] = devices_facts
     cfg = {
         "lr": 0.1,
         "seed": 3,
@@ -260,18 +293,45 @@ def _record(env: dict[str, str], *, devices: int, num_nodes: int, **kw: Any) -> 
     return full_provenance(task=task, config=cfg, fingerprints=fp, seed_base=3, environ=env, **kw)
 
 
-def test_reproducibility_part_is_byte_identical_at_world_size_1_2_4() -> None:
+IMAGE_ENV = {
+    "MUSHIN_SIF_SHA256": "ab" * 32,
+    "MUSHIN_SIF_UUID": "5b2b8c4e-0000-4000-8000-000000000001",
+    "MUSHIN_IMAGE_DEFINITION_SHA256": "cd" * 32,
+    "MUSHIN_IMAGE_BASE_DIGEST": "sha256:" + "ef" * 32,
+    "APPTAINER_CONTAINER": "/img/t.sif",
+}
+
+
+def _launch_env(tmp_path: Path, ranks: int, text: str = "MASTER_PORT=1\n") -> dict[str, str]:
+    """The variables the rank wrapper's env file gives a rank (one env file per world)."""
+    env_file = tmp_path / f"apptainer-{ranks}.env"
+    env_file.write_text(text)
+    command = f"apptainer exec --nv --cleanenv --env-file {env_file} /img/t.sif python"
+    return {**IMAGE_ENV, "MUSHIN_APPTAINER_VERSION": "1.3.4", "MUSHIN_RANK_COMMAND": command,
+            "MUSHIN_ENV_FILE": str(env_file)}  # fmt: skip
+
+
+def test_reproducibility_part_is_byte_identical_at_world_size_1_2_4(tmp_path: Path) -> None:
+    one, two, four = (_launch_env(tmp_path, n, f"MASTER_PORT={n}\n") for n in (1, 2, 4))
+    cpu = {"torch": "2.6.0", "cuda": None, "count": 0}
+    gpus = {"torch": "2.6.0", "cuda": "12.4", "count": 2, "names": ["NVIDIA H200"] * 2}
     worlds = {
-        "single": _record({}, devices=1, num_nodes=1),
-        "hydraddp-2": _record({}, devices=2, num_nodes=1, seeds={0: 3, 1: 4}),
-        "torchrun-2": _record({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2"},
-                              devices=2, num_nodes=1),
-        "slurm-4": _record(simulated_slurm_env(2, 2, 0), devices=2, num_nodes=2,
+        "single": _record(one, devices=1, num_nodes=1, devices_facts=cpu),
+        "hydraddp-2": _record(two, devices=2, num_nodes=1, seeds={0: 3, 1: 4}),
+        "torchrun-2": _record({**two, "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2"},
+                              devices=2, num_nodes=1, devices_facts=gpus),
+        "slurm-4": _record({**four, **simulated_slurm_env(2, 2, 0)}, devices=2, num_nodes=2,
                            launcher={"name": "mushin_slurm", "config": {"nodes": 2}}),
-        "slurm-4-rank3": _record(simulated_slurm_env(2, 2, 3), devices=2, num_nodes=2),
+        "slurm-4-rank3": _record({**four, **simulated_slurm_env(2, 2, 3)}, devices=2,
+                                 num_nodes=2),
     }  # fmt: skip
     blobs = {name: canonical_dumps(r["reproducibility"]) for name, r in worlds.items()}
     assert len(set(blobs.values())) == 1, blobs
+    # devices, the env file and the rank command differ per world: they are run facts
+    assert worlds["single"]["run"]["devices"] == cpu
+    assert worlds["torchrun-2"]["run"]["devices"] == gpus
+    texts = {r["run"]["container"]["env_file"]["text"] for r in worlds.values()}
+    assert texts == {"MASTER_PORT=1\n", "MASTER_PORT=2\n", "MASTER_PORT=4\n"}
     # ... while the run parts say how each one ran
     sizes = {name: r["run"]["topology"]["world_size"] for name, r in worlds.items()}
     assert sizes == {"single": 1, "hydraddp-2": 2, "torchrun-2": 2, "slurm-4": 4,
@@ -281,16 +341,35 @@ def test_reproducibility_part_is_byte_identical_at_world_size_1_2_4() -> None:
     assert [r[4] for r in worlds["hydraddp-2"]["run"]["topology"]["ranks"]] == [3, 4]
 
 
-def test_full_record_contents() -> None:
+def test_full_record_contents(tmp_path: Path) -> None:
+    launch = _launch_env(tmp_path, 2, "# rank env\nMASTER_PORT=29500\n")
     env = {**simulated_slurm_env(1, 2, 0), "PYTHONHASHSEED": "0", "NCCL_DEBUG": "WARN",
-           "MUSHIN_SIF_SHA256": "ab" * 32, "APPTAINER_CONTAINER": "/img/t.sif",
-           "HOME": "/root"}  # fmt: skip
-    rec = _record(env, devices=2, num_nodes=1)
+           "HOME": "/root", **launch}  # fmt: skip
+    rec = _record(env, devices=2, num_nodes=1, started="2026-01-02T03:04:05.678+00:00")
     repro, run = rec["reproducibility"], rec["run"]
-    assert repro["image"] == {"sif_sha256": "ab" * 32}
+    assert rec["schema"] == SCHEMA == 3
+    assert repro["image"] == {
+        "sif_sha256": "ab" * 32,
+        "sif_uuid": IMAGE_ENV["MUSHIN_SIF_UUID"],
+        "definition_sha256": "cd" * 32,
+        "base_digest": "sha256:" + "ef" * 32,
+    }
     assert run["image"] == {"path": "/img/t.sif"}
     assert repro["env"] == {"PYTHONHASHSEED": "0"}
     assert run["env"]["NCCL_DEBUG"] == "WARN" and "HOME" not in run["env"]
+    # recorded once, where they belong: not repeated in run.env
+    assert not set(launch) & set(run["env"]) - {"APPTAINER_CONTAINER"}
+    env_file = Path(launch["MUSHIN_ENV_FILE"])
+    assert run["container"] == {
+        "apptainer_version": "1.3.4",
+        "rank_command": launch["MUSHIN_RANK_COMMAND"],
+        "rank_argv": shlex.split(launch["MUSHIN_RANK_COMMAND"]),
+        "env_file": {"path": str(env_file), "text": "# rank env\nMASTER_PORT=29500\n",
+                     "sha256": hashlib.sha256(env_file.read_bytes()).hexdigest()},
+    }  # fmt: skip
+    assert run["started"] == "2026-01-02T03:04:05.678+00:00" and "time" not in run
+    assert repro["package_set"] == package_set(installed_packages())
+    assert repro["packages"]["hydra-core"] == importlib.metadata.version("hydra-core")
     assert repro["seed"] == {"base": 3, "scheme": "base + global_rank"}
     assert "seed" not in repro["config"]  # not repeated: it is the seed base
     assert run["launcher"]["kind"] == "slurm" and run["launcher"]["tasks"] == 2
@@ -301,7 +380,256 @@ def test_full_record_contents() -> None:
 
 def test_image_from_env() -> None:
     assert image_from_env({"SINGULARITY_CONTAINER": "/x.sif"}) == {"path": "/x.sif"}
+    assert image_from_env({"MUSHIN_IMAGE_BASE_DIGEST": "sha256:1"}) == {"base_digest": "sha256:1"}
     assert image_from_env({}) is None
+
+
+def test_image_identity_no_image_and_a_manifest() -> None:
+    assert _record({}, devices=1, num_nodes=1)["reproducibility"]["image"] == "no image"
+    # in a container that did not say which image: not the same as no image at all
+    inside = _record({"APPTAINER_CONTAINER": "/x.sif"}, devices=1, num_nodes=1)
+    assert inside["reproducibility"]["image"] == "unidentified image"
+    assert inside["run"]["image"] == {"path": "/x.sif"}
+    # a build manifest: its identity is reproducibility, its build details are run facts
+    manifest = {"sif_sha256": "1" * 64, "sif_uuid": "u", "definition_sha256": "2" * 64,
+                "base_digest": "sha256:3", "sif_size": 10, "apptainer_version": "1.3.4",
+                "packages": {"torch": "2.6.0"}}  # fmt: skip
+    rec = _record({}, devices=1, num_nodes=1, image=manifest)
+    assert rec["reproducibility"]["image"] == {
+        "sif_sha256": "1" * 64, "sif_uuid": "u", "definition_sha256": "2" * 64,
+        "base_digest": "sha256:3",
+    }  # fmt: skip
+    assert rec["run"]["image"] == {"sif_size": 10, "apptainer_version": "1.3.4",
+                                   "packages": {"torch": "2.6.0"}}  # fmt: skip
+
+
+def test_older_records_are_brought_to_the_new_shape() -> None:
+    old = {"schema": 2, "reproducibility": {"image": None}, "run": {"time": "2025-01-01"}}
+    out = split_provenance(old)
+    assert out["reproducibility"]["image"] == "no image"
+    assert out["run"]["started"] == "2025-01-01" and "time" not in out["run"]
+    assert split_provenance(out) == out
+
+
+# ---------------------------------------------------------------------------- packages
+
+
+def test_package_set_lists_every_installed_distribution(tmp_path: Path) -> None:
+    lines = installed_packages()
+    names = [line.partition("==")[0] for line in lines]
+    assert names == sorted(set(names))  # canonical, sorted, once each
+    for dist in ("hydra-core", "hydra_zen", "attrs", "omegaconf"):
+        canon = dist.replace("_", "-").lower()
+        assert f"{canon}=={importlib.metadata.version(dist)}" in lines
+    dists = importlib.metadata.distributions()
+    every = {canonical_package_name(d.metadata["Name"]) for d in dists if d.metadata["Name"]}
+    assert set(names) == every
+    # the record holds the fingerprint; the list is written beside it
+    rec = _record({}, devices=1, num_nodes=1)
+    write_provenance(tmp_path, rec)
+    listed = tmp_path / PACKAGES_FILE
+    assert listed.read_text().splitlines() == list(lines)
+    pset = rec["reproducibility"]["package_set"]
+    assert pset["sha256"] == hashlib.sha256(listed.read_bytes()).hexdigest()
+    assert pset["count"] == len(lines) and pset["file"] == PACKAGES_FILE
+    assert len(canonical_dumps(rec["reproducibility"])) < 4096  # the list is not in the record
+    assert packages_beside(tmp_path, rec) == list(lines)
+    assert packages_beside(tmp_path / "mushin_provenance.json", rec) == list(lines)
+
+
+def test_a_record_of_another_package_set(tmp_path: Path) -> None:
+    other = ["numpy==1.0", "torch==2.0"]
+    rec = _record({}, devices=1, num_nodes=1, packages=other)
+    assert rec["reproducibility"]["packages"]["torch"] == "2.0"
+    assert rec["reproducibility"]["package_set"]["count"] == 2
+    write_provenance(tmp_path / "alone", rec)  # not this process's packages: no list
+    assert not (tmp_path / "alone" / PACKAGES_FILE).exists()
+    with pytest.raises(ValueError, match="not the package set"):
+        write_provenance(tmp_path / "wrong", rec, packages=["numpy==1.0"])
+    write_provenance(tmp_path / "given", rec, packages=other)
+    assert (tmp_path / "given" / PACKAGES_FILE).read_text() == "numpy==1.0\ntorch==2.0\n"
+    # a list that is not the record's is not used
+    (tmp_path / "given" / PACKAGES_FILE).write_text("numpy==1.1\ntorch==2.0\n")
+    assert packages_beside(tmp_path / "given", rec) is None
+
+
+def test_package_list_is_fast_once_per_process() -> None:
+    code = (
+        "import time\n"
+        "t0 = time.perf_counter()\n"
+        "from mushin_box._provenance import installed_packages\n"
+        "t1 = time.perf_counter()\n"
+        "installed_packages()\n"
+        "t2 = time.perf_counter()\n"
+        "installed_packages()\n"
+        "t3 = time.perf_counter()\n"
+        "print((t2 - t1) * 1e3, (t3 - t2) * 1e3)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120)  # fmt: skip
+    first_ms, again_ms = map(float, out.stdout.split())
+    assert first_ms < 1000 and again_ms < 1  # generous: a loaded 2-core machine
+
+
+# ---------------------------------------------------------------------------- container
+
+
+def test_env_file_and_rank_command_are_recorded_redacted(tmp_path: Path) -> None:
+    env_file = tmp_path / "apptainer-x.env"
+    original = (
+        "# mushin-box rank environment\n"
+        'SLURM_PROCID="${SLURM_PROCID:?}"\n'
+        f"WANDB_API_KEY='{PLANTED_ENV}\n{PLANTED_ENV}'\n"
+        f"export HF_TOKEN={PLANTED_ENV}\n"
+        f"DB_URL=https://me:{PLANTED_URL}@db/x\n"
+        "GREETING='it'\\''s'\n"
+    )
+    env_file.write_text(original)
+    command = (f"apptainer exec --env-file {env_file} --env MY_SECRET={PLANTED_ENV} "
+               f"--pwd /w '/my images/i.sif' python")  # fmt: skip
+    env = {"MUSHIN_ENV_FILE": str(env_file), "MUSHIN_RANK_COMMAND": command}
+    container = _record(env, devices=1, num_nodes=1)["run"]["container"]
+    assert container["apptainer_version"] is None
+    assert container["env_file"]["sha256"] == hashlib.sha256(original.encode()).hexdigest()
+    assert container["env_file"]["text"] == (
+        "# mushin-box rank environment\n"
+        'SLURM_PROCID="${SLURM_PROCID:?}"\n'
+        f"WANDB_API_KEY={REDACTED}\n"
+        f"export HF_TOKEN={REDACTED}\n"
+        f"DB_URL=https://{REDACTED}@db/x\n"
+        "GREETING='it'\\''s'\n"
+    )
+    argv = shlex.split(command)
+    argv[argv.index(f"MY_SECRET={PLANTED_ENV}")] = f"MY_SECRET={REDACTED}"
+    assert container["rank_argv"] == argv
+    assert container["rank_command"] == shlex.join(argv)
+    assert PLANTED_ENV not in json.dumps(container) and PLANTED_URL not in json.dumps(container)
+
+
+def test_unreadable_env_file_is_noted_not_fatal(tmp_path: Path) -> None:
+    env = {"MUSHIN_ENV_FILE": str(tmp_path / "gone.env"), "MUSHIN_APPTAINER_VERSION": "1.3.4",
+           "MUSHIN_RANK_COMMAND": "apptainer exec 'unbalanced"}  # fmt: skip
+    container = _record(env, devices=1, num_nodes=1)["run"]["container"]
+    assert container["env_file"]["text"] is None and container["env_file"]["sha256"] is None
+    assert "FileNotFoundError" in container["env_file"]["error"]
+    assert container["rank_command"] == "apptainer exec 'unbalanced"
+    assert container["rank_argv"] is None  # it does not split
+    assert _record({}, devices=1, num_nodes=1)["run"]["container"] is None
+
+
+def test_redact_env_text_keeps_what_is_not_secret() -> None:
+    text = "A=1\nB='two\nlines'\nPASSWORD=\"x\ny\"\nC=3\n"
+    assert redact_env_text(text) == f"A=1\nB='two\nlines'\nPASSWORD={REDACTED}\nC=3\n"
+    # a secret forwarded by reference is no secret in the file; a default value may be one
+    forwarded = 'HF_TOKEN="${HF_TOKEN:?}"\nAPI_KEY=${API_KEY}\nMY_TOKEN="${MY_TOKEN:-abc}"\n'
+    assert redact_env_text(forwarded) == (
+        f'HF_TOKEN="${{HF_TOKEN:?}}"\nAPI_KEY=${{API_KEY}}\nMY_TOKEN={REDACTED}\n'
+    )
+
+
+# ---------------------------------------------------------------------------- devices
+
+
+def _device_run(code: str) -> dict[str, Any]:
+    script = (
+        "import json, sys\n"
+        f"{code}\n"
+        "from mushin_box._provenance_full import full_provenance\n"
+        "rec = full_provenance(task=print, config={}, fingerprints={}, environ={})\n"
+        "print(json.dumps({'devices': rec['run']['devices'],"
+        " 'torch': 'torch' in sys.modules}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True, timeout=300)  # fmt: skip
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def test_devices_only_when_torch_is_already_imported() -> None:
+    without = _device_run("")
+    assert without == {"devices": None, "torch": False}  # provenance did not import torch
+    with_torch = _device_run("import torch")
+    import torch
+
+    devices = with_torch["devices"]
+    assert devices["torch"] == str(torch.__version__)
+    assert devices["cuda"] == torch.version.cuda
+    if not torch.cuda.is_available():  # the CPU machines this suite runs on
+        assert devices["count"] == 0 and devices["names"] == [] and devices["driver"] is None
+
+
+def _fake_torch(initialized: bool) -> types.ModuleType:
+    fake = types.ModuleType("torch")
+    fake.__version__ = "9.9.9"  # type: ignore[attr-defined]
+    fake.version = types.SimpleNamespace(cuda="12.4")  # type: ignore[attr-defined]
+    fake.cuda = types.SimpleNamespace(  # type: ignore[attr-defined]
+        is_available=lambda: True,
+        device_count=lambda: 2,
+        is_initialized=lambda: initialized,
+        get_device_name=lambda i: f"torch-name-{i}",
+        nccl=types.SimpleNamespace(version=lambda: (2, 21, 5)),
+    )
+    return fake
+
+
+def _standin_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> None:
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text(f"#!/bin/sh\n{body}\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{smi.parent}{os.pathsep}{os.environ['PATH']}")
+    _provenance_env._nvidia_smi.cache_clear()
+
+
+def test_gpu_devices_without_initializing_cuda(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _standin_smi(
+        tmp_path,
+        monkeypatch,
+        "printf '0, GPU-aa11, NVIDIA A100, 550.54.15\\n"
+        "1, GPU-bb22, NVIDIA H200, 550.54.15\\n2, GPU-cc33, NVIDIA L4, 550.54.15\\n'",
+    )
+    try:
+        monkeypatch.setitem(sys.modules, "torch", _fake_torch(initialized=False))
+        facts = device_facts({"CUDA_VISIBLE_DEVICES": "GPU-bb22,0"})
+        assert facts is not None
+        assert facts == {"torch": "9.9.9", "cuda": "12.4", "nccl": "2.21.5",
+                         "cuda_available": True, "count": 2, "driver": "550.54.15",
+                         "names": ["NVIDIA H200", "NVIDIA A100"]}  # fmt: skip
+        mig = device_facts({"CUDA_VISIBLE_DEVICES": "MIG-1,0"})
+        assert mig is not None and mig["names"] is None  # not matched: no guess
+        monkeypatch.setitem(sys.modules, "torch", _fake_torch(initialized=True))
+        initialized = device_facts({})
+        assert initialized is not None
+        assert initialized["names"] == ["torch-name-0", "torch-name-1"]
+    finally:
+        _provenance_env._nvidia_smi.cache_clear()
+
+
+def test_a_hanging_nvidia_smi_is_cut_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _standin_smi(tmp_path, monkeypatch, "sleep 30")
+    monkeypatch.setattr(_provenance_env, "NVIDIA_SMI_TIMEOUT_S", 0.5)
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch(initialized=False))
+    try:
+        t0 = time.monotonic()
+        facts = device_facts({})
+        assert time.monotonic() - t0 < 10
+        assert facts is not None and facts["driver"] is None and facts["names"] is None
+        assert facts["count"] == 2
+    finally:
+        _provenance_env._nvidia_smi.cache_clear()
+
+
+def test_finish_record_sets_end_and_keeps_start_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    rec = _record({}, devices=1, num_nodes=1, devices_facts={"torch": "1", "count": 0})
+    monkeypatch.delitem(sys.modules, "torch", raising=False)  # no torch in this process now
+    done = finish_record(rec, ended="2026-01-01T00:00:01.000+00:00", duration_s=1.5)
+    assert done["run"]["devices"] == {"torch": "1", "count": 0}
+    assert done["run"]["ended"] == "2026-01-01T00:00:01.000+00:00"
+    assert done["run"]["duration_s"] == 1.5
+    assert done["reproducibility"] == rec["reproducibility"]
+    later = finish_record(rec, ended="x", devices={"torch": "2", "count": 1})
+    assert later["run"]["devices"] == {"torch": "2", "count": 1}
 
 
 def test_record_with_seeds_fills_ranks_and_base(tmp_path: Path) -> None:
@@ -372,6 +700,10 @@ def test_planted_secrets_never_reach_any_file_or_output(
     monkeypatch.setenv("MY_API_TOKEN", PLANTED_ENV)
     monkeypatch.setenv("NCCL_IB_PASSWORD", PLANTED_ENV)  # captured by default (NCCL_*)
     monkeypatch.setenv("MUSHIN_DB_URL", f"https://me:{PLANTED_URL}@db.example/x")
+    env_file = tmp_path / "apptainer.env"  # what every rank's apptainer exec read
+    env_file.write_text(f"WANDB_API_KEY={PLANTED_ENV}\nDB=https://u:{PLANTED_URL}@h/x\n")
+    monkeypatch.setenv("MUSHIN_ENV_FILE", str(env_file))
+    monkeypatch.setenv("MUSHIN_RANK_COMMAND", f"apptainer exec --env TOKEN={PLANTED_ENV} i.sif")
     cfg = {
         "lr": 0.1,
         "password": PLANTED_CFG,
@@ -405,7 +737,9 @@ def test_planted_secrets_never_reach_any_file_or_output(
             assert proc.returncode in (0, 1), proc.stderr
             outputs += [proc.stdout, proc.stderr]
     written = [p for p in out.rglob("*") if p.is_file()]
-    assert len(written) == 2
+    assert sorted(p.name for p in written) == sorted(
+        ["mushin_packages.txt", "mushin_provenance.json"] * 2
+    )
     for planted in (PLANTED_ENV, PLANTED_CFG, PLANTED_URL):
         for path in written:
             assert planted not in path.read_text(encoding="utf-8"), path
@@ -426,17 +760,26 @@ def seeded_task(lr: float, seed: int = 0) -> dict[str, float]:
 
 @pytest.mark.slow
 def test_workflow_cells_carry_the_full_record(tmp_path: Path) -> None:
-    """Once ``mushin_box/_cells.py`` writes the full record (see docs/provenance.md)."""
+    """A sweep cell's record: full, completed after the task, its package list beside it."""
     from mushin_box import Workflow, multirun
     from mushin_box._provenance_diff import diff_provenance
 
     Workflow(seeded_task).run(
         working_dir=tmp_path / "a", progress=False, lr=0.1, seed=multirun([5])
     )
-    record = read_json(tmp_path / "a" / "seed=5" / "mushin_provenance.json")
-    if record.get("schema") == 1:
-        pytest.skip("mushin_box/_cells.py still writes the basic (schema 1) record")
+    cell = tmp_path / "a" / "seed=5"
+    record = read_json(cell / "mushin_provenance.json")
+    status = read_json(cell / "mushin_status.json")
     assert record["schema"] == SCHEMA
+    run = record["run"]
+    assert run["started"] == status["started"]
+    assert status["started"] <= run["ended"] <= status["ended"]
+    assert 0 <= run["duration_s"] <= status["duration_s"]
+    import torch  # the task seeded torch: its process had torch imported by the end
+
+    assert run["devices"]["torch"] == str(torch.__version__)
+    assert run["devices"]["count"] == torch.cuda.device_count()
+    assert packages_beside(cell, record) == list(installed_packages())
     assert record["reproducibility"]["seed"]["base"] == 5
     topology = record["run"]["topology"]
     assert topology["launcher"] == "single" and topology["ranks"][0][4] == 5
@@ -499,3 +842,43 @@ def test_real_slurm_worlds_1_2_4_share_the_reproducibility_bytes(
             assert set(x["nodes"]) <= set(slurm_cluster.nodes)
             blobs.add(x["repro"])
     assert len(blobs) == 1
+
+
+# ---------------------------------------------------------------------------- the rank wrapper
+
+
+def test_what_the_rank_wrapper_writes_is_what_the_record_holds(tmp_path: Path) -> None:
+    """The env file of :func:`mushin_box._rankwrap.plan_env_file`, as a rank sees it."""
+    from mushin_box._container_launch import IMAGE_IDENTITY_VARS, ImageIdentity
+    from mushin_box._rankwrap import ContainerLaunch, plan_env_file, rank_argv
+
+    identity = ImageIdentity(sif_sha256="ab" * 32, sif_uuid="00000000-0000-0000-0000-000000000000",
+                             definition_sha256="cd" * 32, base_digest="sha256:" + "ef" * 32,
+                             apptainer_version="1.3.4")  # fmt: skip
+    # HF_TOKEN: a secret, forwarded by reference
+    spec = ContainerLaunch(image="/img/t.sif", project_dir=str(tmp_path), infiniband=False,
+                           env={"HF_TOKEN": None})  # fmt: skip
+    work = tmp_path / "runs"
+    planned = plan_env_file(spec, working_dir=work, identity=identity)
+    Path(planned.path).parent.mkdir(parents=True)
+    Path(planned.path).write_text(planned.text)
+    assignments = dict(
+        shlex.split(line)[0].split("=", 1)
+        for line in planned.text.splitlines()
+        if line.startswith("MUSHIN_")
+    )  # what apptainer exports to the rank
+    assert set(IMAGE_IDENTITY_VARS.values()) <= set(assignments)
+    rec = _record(assignments, devices=1, num_nodes=1)
+    assert rec["reproducibility"]["image"] == {
+        "sif_sha256": "ab" * 32, "sif_uuid": "00000000-0000-0000-0000-000000000000",
+        "definition_sha256": "cd" * 32, "base_digest": "sha256:" + "ef" * 32,
+    }  # fmt: skip
+    container = rec["run"]["container"]
+    assert container["apptainer_version"] == "1.3.4"
+    assert container["rank_argv"] == rank_argv(spec, planned.path, working_dir=work)
+    assert container["env_file"] == {
+        "path": planned.path,
+        "sha256": hashlib.sha256(planned.text.encode()).hexdigest(),
+        "text": planned.text,  # nothing to redact: the secret is only named
+    }
+    assert 'HF_TOKEN="${HF_TOKEN:?}"' in container["env_file"]["text"]
