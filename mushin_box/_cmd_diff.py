@@ -85,6 +85,7 @@ def _grouped(rows: Sequence[Any]) -> list[tuple[str, str, str, int]]:
 
 
 def _fields_table(title: str, cells: Iterable[Any], attr: str, sweep: bool, style: str) -> Any:
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=title, title_justify="left", title_style=style, expand=False)
@@ -96,11 +97,14 @@ def _fields_table(title: str, cells: Iterable[Any], attr: str, sweep: bool, styl
     for cell in cells:
         for path, a, b, count in _grouped(getattr(cell, attr)):
             label = f"{path} ({count} rows)" if count > 1 else path
-            table.add_row(*([cell.name] if sweep else []), label, a, b)
+            # paths like package_set[numpy] and values are text, not rich markup
+            row = [*([cell.name] if sweep else []), label, a, b]
+            table.add_row(*map(escape, row))
     return table
 
 
 def _metrics_table(cells: Iterable[Any], atol: float, sweep: bool) -> Any:
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=f"Metrics (atol={atol:g})", title_justify="left", title_style="bold")
@@ -122,16 +126,18 @@ def _metrics_table(cells: Iterable[Any], atol: float, sweep: bool) -> Any:
             else:
                 delta = f"{m.delta:+.3g}"
             mark = "[green]yes[/]" if m.match else "[red]no[/]"
-            table.add_row(*([cell.name] if sweep else []), m.name, a, b, delta, mark)
+            names = [*([cell.name] if sweep else []), m.name, a, b]
+            table.add_row(*map(escape, names), delta, mark)
     return table
 
 
 def _print_tables(diff: Any) -> None:
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console(highlight=False)
     sweep = diff.kind == "sweep"
-    console.print(f"[bold]A[/] {diff.a}\n[bold]B[/] {diff.b}")
+    console.print(f"[bold]A[/] {escape(diff.a)}\n[bold]B[/] {escape(diff.b)}")
     if sweep:
         console.print(f"{len(diff.cells)} cell(s) compared, matched by their swept values")
     breaks = [c for c in diff.cells if c.breaks]

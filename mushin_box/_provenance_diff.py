@@ -7,6 +7,12 @@ Both records are brought to the canonical two-part form
 under ``reproducibility`` *breaks reproducibility*; one under ``run`` is *expected to
 differ*. Metrics (``mushin_metrics.json``) are shown side by side, equal within ``atol``.
 
+When the package sets differ and both cells have the ``mushin_packages.txt`` their records
+name, the packages that changed are listed one by one (``reproducibility.package_set[numpy]``)
+instead of the two fingerprints. Fields computed from others (``config_sha256``, the package
+set's ``sha256``/``count``, a key package's version) are shown only when what they summarize
+shows no difference.
+
 Two sweeps are compared cell by cell, cells matched by their swept values (the ``combo``
 in ``mushin_status.json``); a cell that only one sweep has breaks reproducibility.
 """
@@ -15,13 +21,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from mushin_box._provenance_full import scrub, split_provenance
+from mushin_box._provenance import package_versions
+from mushin_box._provenance_full import packages_beside, scrub, split_provenance
 from mushin_box._sidecars import canonical_dumps, read_json
 
 __all__ = [
@@ -35,12 +42,27 @@ __all__ = [
     "diff_records",
     "flatten",
     "input_kind",
+    "package_diffs",
 ]
 
 REPRO = "reproducibility"
 RUN = "run"
-#: fields computed from others: shown only when what they summarize did not differ
-_DERIVED = {f"{REPRO}.config_sha256": f"{REPRO}.config"}
+#: one row per changed package: ``reproducibility.package_set[<name>]``
+PACKAGE_ROW = f"{REPRO}.package_set["
+_PACKAGE_SHA = f"{REPRO}.package_set.sha256"
+_KEY_VERSION = f"{REPRO}.packages."
+
+
+def _under(path: str, source: str) -> bool:
+    return path == source or path.startswith((f"{source}.", f"{source}["))
+
+
+#: fields computed from others: shown only when no path they summarize differs
+_DERIVED: dict[str, Callable[[str], bool]] = {
+    f"{REPRO}.config_sha256": lambda p: _under(p, f"{REPRO}.config"),
+    _PACKAGE_SHA: lambda p: p.startswith(PACKAGE_ROW),
+    f"{REPRO}.package_set.count": lambda p: p == _PACKAGE_SHA or p.startswith(PACKAGE_ROW),
+}
 _INDEX = re.compile(r"\[\d+\]")
 
 
@@ -253,14 +275,41 @@ def _field_diffs(a: Any, b: Any, path: str) -> list[FieldDiff]:
 
 
 def _drop_derived(diffs: list[FieldDiff]) -> list[FieldDiff]:
-    paths = [d.path for d in diffs]
+    paths = {d.path for d in diffs}
     keep: list[FieldDiff] = []
     for d in diffs:
-        source = _DERIVED.get(d.path)
-        if source is not None and any(p == source or p.startswith(source + ".") for p in paths):
+        summarizes = _DERIVED.get(d.path)
+        if summarizes is not None and any(summarizes(p) for p in paths if p != d.path):
             continue
+        if d.path.startswith(_KEY_VERSION):  # a key package's version, listed as a package
+            if f"{PACKAGE_ROW}{d.path[len(_KEY_VERSION) :]}]" in paths:
+                continue
         keep.append(d)
     return keep
+
+
+def package_diffs(a: Sequence[str], b: Sequence[str]) -> list[FieldDiff]:
+    """One :class:`FieldDiff` per package whose version differs between two
+    ``name==version`` lists (``only_a``/``only_b``: installed on one side only).
+
+    Examples
+    --------
+    >>> [(f.path, f.a, f.b, f.change) for f in package_diffs(
+    ...     ["attrs==1", "numpy==2.4"], ["numpy==2.5", "torch==2.6"])]
+    ... # doctest: +NORMALIZE_WHITESPACE
+    [('reproducibility.package_set[attrs]', '1', None, 'only_a'),
+     ('reproducibility.package_set[numpy]', '2.4', '2.5', 'changed'),
+     ('reproducibility.package_set[torch]', None, '2.6', 'only_b')]
+    """
+    va, vb = package_versions(a), package_versions(b)
+    out: list[FieldDiff] = []
+    for name in sorted(va.keys() | vb.keys()):
+        x, y = va.get(name), vb.get(name)
+        if x == y:
+            continue
+        change = "only_a" if name not in vb else "only_b" if name not in va else "changed"
+        out.append(FieldDiff(f"{PACKAGE_ROW}{name}]", x, y, change))
+    return out
 
 
 # ---------------------------------------------------------------------------- metrics
@@ -329,11 +378,16 @@ def diff_records(
     combo: dict[str, Any] | None = None,
     path_a: str | None = "a",
     path_b: str | None = "b",
+    packages_a: Sequence[str] | None = None,
+    packages_b: Sequence[str] | None = None,
 ) -> CellDiff:
     """Compare two provenance records (any schema) and two metric dicts.
 
     A missing record (``None``) on one side is reported as the path ``<provenance>``
     under breaks. ``path_a``/``path_b`` of ``None`` mean the cell itself is missing.
+    ``packages_a``/``packages_b`` are the records' package lists (``mushin_packages.txt``,
+    see :func:`~mushin_box._provenance_full.packages_beside`): with both, changed packages
+    are listed one by one.
 
     Examples
     --------
@@ -359,6 +413,8 @@ def diff_records(
         ca, cb = split_provenance(a), split_provenance(b)
         for part, sink in ((REPRO, breaks), (RUN, expected)):
             diffs = _field_diffs(ca.get(part) or {}, cb.get(part) or {}, part)
+            if part == REPRO and packages_a is not None and packages_b is not None:
+                diffs += package_diffs(packages_a, packages_b)
             sink.extend(_drop_derived(diffs))
     return CellDiff(
         name=name,
@@ -431,11 +487,19 @@ def _display(combo: Mapping[str, Any]) -> str:
     return combo_id(scrub(dict(combo)))
 
 
+def _packages(path: Path, record: Mapping[str, Any] | None) -> list[str] | None:
+    """The package list beside a record, if it is the record's (see ``packages_beside``)."""
+    if record is None:
+        return None
+    return packages_beside(path, split_provenance(record))
+
+
 def _cell_pair(a: Path, b: Path, atol: float, combo: dict[str, Any]) -> CellDiff:
     prov, _, metrics, _ = _files()
+    ra, rb = _read_mapping(a / prov), _read_mapping(b / prov)
     return diff_records(
-        _read_mapping(a / prov),
-        _read_mapping(b / prov),
+        ra,
+        rb,
         metrics_a=_read_mapping(a / metrics),
         metrics_b=_read_mapping(b / metrics),
         atol=atol,
@@ -443,6 +507,8 @@ def _cell_pair(a: Path, b: Path, atol: float, combo: dict[str, Any]) -> CellDiff
         combo=scrub(combo),
         path_a=str(a),
         path_b=str(b),
+        packages_a=_packages(a, ra),
+        packages_b=_packages(b, rb),
     )
 
 
@@ -507,6 +573,8 @@ def diff_provenance(a: str | Path, b: str | Path, *, atol: float = 0.0) -> Diff:
             name=pa.name if ka == "cell" else pa.parent.name,
             path_a=str(pa),
             path_b=str(pb),
+            packages_a=_packages(pa, ra),
+            packages_b=_packages(pb, rb),
         )
         return Diff(kind="cell", a=str(pa), b=str(pb), atol=float(atol), cells=(cell,))
 

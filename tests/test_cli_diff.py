@@ -14,6 +14,7 @@ import pytest
 from workflow_tasks import grid_task
 
 from mushin_box import Workflow, multirun
+from mushin_box._provenance import PACKAGES_FILE
 from mushin_box._provenance_diff import DiffInputError, diff_provenance, diff_records
 from mushin_box._provenance_full import full_provenance, write_provenance
 from mushin_box._sidecars import write_json_atomic
@@ -24,21 +25,32 @@ def task(lr: float, seed: int = 0) -> dict[str, float]:
     return {"loss": lr}
 
 
+IMAGE = {
+    "sif_sha256": "a" * 64,
+    "sif_uuid": "5b2b8c4e-0000-4000-8000-000000000001",
+    "definition_sha256": "d" * 64,
+    "base_digest": "sha256:" + "b" * 64,
+}
 BASE: dict[str, Any] = {
-    "image": {"sif_sha256": "a" * 64},
+    "image": IMAGE,
     "code": "code-1",
     "lr": 0.1,
     "seed": 1,
     "nodes": 1,
     "gpus": 1,
     "metrics": {"loss": 0.5, "acc": [0.9, 0.8]},
+    "packages": None,  # None: this process's installed packages
+    "env": {},
+    "devices": {"torch": "2.6.0", "cuda": None, "count": 0, "names": []},
 }
+PACKAGES = ["attrs==26.1.0", "numpy==2.4.6", "torch==2.6.0"]
 
 
 def make_cell(path: Path, **changes: Any) -> Path:
-    """A cell dir written by hand: provenance and metrics sidecars (write_json_atomic)."""
+    """A cell dir written by hand: provenance (with its package list) and metrics."""
     p = {**BASE, **changes}
     env = simulated_slurm_env(p["nodes"], p["gpus"], 0) if p["nodes"] * p["gpus"] > 1 else {}
+    env = {**env, **p["env"]}
     cfg = {
         "lr": p["lr"],
         "seed": p["seed"],
@@ -52,8 +64,10 @@ def make_cell(path: Path, **changes: Any) -> Path:
         seed_base=p["seed"],
         environ=env,
         image=p["image"],
+        packages=p["packages"],
+        devices=p["devices"],
     )
-    write_provenance(path, record)
+    write_provenance(path, record, packages=p["packages"])
     write_json_atomic(path / "mushin_metrics.json", p["metrics"])
     return path
 
@@ -84,13 +98,19 @@ def break_paths(out: dict[str, Any]) -> list[str]:
 @pytest.mark.parametrize(
     ("change", "path"),
     [
-        ({"image": {"sif_sha256": "b" * 64}}, "reproducibility.image.sif_sha256"),
+        ({"image": {**IMAGE, "sif_sha256": "b" * 64}}, "reproducibility.image.sif_sha256"),
+        ({"image": {**IMAGE, "sif_uuid": "other-uuid"}}, "reproducibility.image.sif_uuid"),
+        ({"image": {**IMAGE, "base_digest": "sha256:" + "c" * 64}},
+         "reproducibility.image.base_digest"),
+        ({"image": {**IMAGE, "definition_sha256": "e" * 64}},
+         "reproducibility.image.definition_sha256"),
+        ({"image": None}, "reproducibility.image"),
         ({"code": "code-2"}, "reproducibility.code.task_sha256"),
         ({"lr": 0.2}, "reproducibility.config.lr"),
         ({"seed": 2}, "reproducibility.seed.base"),
     ],
-    ids=["image", "code", "config", "seed"],
-)
+    ids=["image", "sif-uuid", "base-digest", "definition", "no-image", "code", "config", "seed"],
+)  # fmt: skip
 def test_changing_exactly_one_thing_shows_exactly_that_field(
     tmp_path: Path, change: dict[str, Any], path: str
 ) -> None:
@@ -103,6 +123,75 @@ def test_changing_exactly_one_thing_shows_exactly_that_field(
     text = cli(a, b)
     assert text.returncode == 1
     assert path in text.stdout and "Breaks reproducibility" in text.stdout
+
+
+# ---------------------------------------------------------------------------- packages
+
+
+def test_changed_package_set_lists_the_packages_that_changed(tmp_path: Path) -> None:
+    a = make_cell(tmp_path / "a", packages=PACKAGES)
+    b = make_cell(tmp_path / "b", packages=["attrs==26.2.0", "numpy==2.4.6", "rich==15.0",
+                                            "torch==2.6.0"])  # fmt: skip
+    code, out = as_json(a, b)
+    assert code == 1
+    rows = {f["path"]: (f["a"], f["b"], f["change"])
+            for c in out["cells"] for f in c["breaks_reproducibility"]}  # fmt: skip
+    assert rows == {
+        "reproducibility.package_set[attrs]": ("26.1.0", "26.2.0", "changed"),
+        "reproducibility.package_set[rich]": (None, "15.0", "only_b"),
+    }
+    text = cli(a, b)
+    assert text.returncode == 1
+    assert "reproducibility.package_set[attrs]" in text.stdout and "26.2.0" in text.stdout
+    # without both lists, the fingerprint says that the sets differ
+    (b / PACKAGES_FILE).unlink()
+    code, out = as_json(a, b)
+    assert code == 1 and break_paths(out) == ["reproducibility.package_set.sha256"]
+
+
+def test_changed_key_package_is_listed_once(tmp_path: Path) -> None:
+    a = make_cell(tmp_path / "a", packages=PACKAGES)
+    b = make_cell(tmp_path / "b", packages=["attrs==26.1.0", "numpy==2.4.6", "torch==2.7.0"])
+    _, out = as_json(a, b)
+    assert break_paths(out) == ["reproducibility.package_set[torch]"]
+    (a / PACKAGES_FILE).write_text("attrs==0\n")  # not the list a's record names: not used
+    _, out = as_json(a, b)
+    assert break_paths(out) == [
+        "reproducibility.package_set.sha256", "reproducibility.packages.torch",
+    ]  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- run facts
+
+
+def test_container_and_devices_are_expected_to_differ(tmp_path: Path) -> None:
+    def launch(name: str, version: str, flags: str) -> dict[str, str]:
+        env_file = tmp_path / f"{name}.env"
+        env_file.write_text(f"MASTER_PORT={len(flags)}\n")
+        return {"MUSHIN_APPTAINER_VERSION": version, "MUSHIN_ENV_FILE": str(env_file),
+                "MUSHIN_RANK_COMMAND": f"apptainer exec {flags} /i.sif python"}  # fmt: skip
+
+    a = make_cell(tmp_path / "a", env=launch("a", "1.3.4", "--nv"))
+    gpus = {"torch": "2.6.0", "cuda": "12.4", "count": 2, "names": ["NVIDIA H200"] * 2,
+            "driver": "550.54.15"}  # fmt: skip
+    b = make_cell(tmp_path / "b", env=launch("b", "1.4.0", "--nv --cleanenv"), devices=gpus)
+    code, out = as_json(a, b)
+    assert code == 0 and break_paths(out) == []
+    expected = {f["path"] for f in out["cells"][0]["expected_to_differ"]}
+    assert {
+        "run.container.apptainer_version",
+        "run.container.rank_command",
+        "run.container.rank_argv",
+        "run.container.env_file.path",
+        "run.container.env_file.sha256",
+        "run.container.env_file.text",
+        "run.devices.count",
+        "run.devices.names",
+        "run.devices.cuda",
+        "run.devices.driver",
+    } <= expected
+    text = cli(a, b)
+    assert text.returncode == 0 and "run.container.apptainer_version" in text.stdout
 
 
 def test_same_experiment_at_world_size_1_and_4_matches(tmp_path: Path) -> None:
