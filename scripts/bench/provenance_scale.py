@@ -8,10 +8,16 @@ provenance record and writes it. This script simulates SLURM's environment for a
 of the ranks of a ``--nodes x --gpus-per-node`` world in one process and times, per rank:
 
 * ``topology``: :func:`topology_from_env` on that rank's environment (with seeds);
-* ``record``: :func:`full_provenance` on top of it (the basic part -- git, package
-  versions -- is built once per process and timed separately: it does not grow with the
-  world);
-* ``write``: :func:`write_provenance` (canonical JSON, fsync, atomic rename).
+* ``record``: :func:`full_provenance` on top of it, with what the rank wrapper's env file
+  gives every rank (image identity, Apptainer version, rank command, the env file itself,
+  read and redacted) -- the basic part (git, the installed package list) is built once
+  per process and timed separately: it does not grow with the world;
+* ``write``: :func:`write_provenance` (canonical JSON, fsync, atomic rename), and the
+  package list beside it (``mushin_packages.txt``, also atomic: only rank 0 of a cell
+  writes either, every simulated rank does here).
+
+``--with-torch`` imports torch first, so the record also probes the devices (as a real
+rank, which has imported torch, does; on a GPU machine this runs ``nvidia-smi`` once).
 
 Ratios are against baselines run in the same process: the same steps for a 1-rank world,
 and ``json.dumps`` of the same record. The target is <= 50 ms per rank; the script prints
@@ -19,6 +25,7 @@ the measured number (``--check`` exits 1 when it is over the target; tests never
 
     .venv/bin/python scripts/bench/provenance_scale.py            # 1024 nodes x 4 GPUs
     .venv/bin/python scripts/bench/provenance_scale.py --nodes 16 --sample 16
+    .venv/bin/python scripts/bench/provenance_scale.py --with-torch
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mushin_box._provenance import basic_provenance
+from mushin_box._provenance import PACKAGES_FILE, basic_provenance
 from mushin_box._provenance_full import full_provenance, provenance_bytes, write_provenance
 from mushin_box._sidecars import canonical_dumps
 from mushin_box._topology import simulated_slurm_env, topology_from_env
@@ -63,12 +70,31 @@ def _ms(seconds: float) -> float:
     return seconds * 1e3
 
 
+def launch_env(out: Path) -> dict[str, str]:
+    """What the rank wrapper's env file gives every rank (and the env file itself)."""
+    env_file = out / "apptainer-0123456789ab.env"
+    lines = [f'{n}="${{{n}:?}}"' for n in ("SLURM_JOB_ID", "SLURM_PROCID", "SLURM_LOCALID")]
+    lines += ["MASTER_PORT=29500", "NCCL_IB_HCA=mlx5", "WANDB_API_KEY=not-for-the-record"]
+    env_file.parent.mkdir(parents=True, exist_ok=True)
+    env_file.write_text("\n".join(["# mushin-box rank environment", *lines * 10]) + "\n")
+    return {
+        "MUSHIN_SIF_SHA256": "a" * 64,
+        "MUSHIN_SIF_UUID": "5b2b8c4e-0000-4000-8000-000000000001",
+        "MUSHIN_IMAGE_DEFINITION_SHA256": "d" * 64,
+        "MUSHIN_IMAGE_BASE_DIGEST": "sha256:" + "b" * 64,
+        "MUSHIN_APPTAINER_VERSION": "1.3.4",
+        "MUSHIN_RANK_COMMAND": f"apptainer exec --nv --cleanenv --env-file {env_file} "
+        "--bind /p:/p --pwd /p /images/train.sif python",
+        "MUSHIN_ENV_FILE": str(env_file),
+    }
+
+
 def one_rank(
-    nodes: int, gpus: int, rank: int, basic: dict[str, Any], out: Path
+    nodes: int, gpus: int, rank: int, basic: dict[str, Any], out: Path, launch: dict[str, str]
 ) -> tuple[dict[str, float], dict[str, Any]]:
     """Time the three steps for one simulated rank; return (ms per step, record)."""
     world = nodes * gpus
-    env = simulated_slurm_env(nodes, gpus, rank)
+    env = {**simulated_slurm_env(nodes, gpus, rank), **launch}
     seeds = {r: 1234 + r for r in range(world)}
     gc.collect()  # a rank builds one record in a fresh process: no garbage from the last one
     t0 = time.perf_counter()
@@ -111,7 +137,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpus-per-node", type=int, default=4)
     parser.add_argument("--sample", type=int, default=64, help="ranks timed (evenly spaced)")
     parser.add_argument("--check", action="store_true", help=f"exit 1 above {TARGET_MS} ms")
+    parser.add_argument(
+        "--with-torch", action="store_true", help="import torch first: devices are probed"
+    )
     args = parser.parse_args(argv)
+    if args.with_torch:
+        import torch  # noqa: F401  (provenance probes devices only when torch is imported)
     nodes, gpus = args.nodes, args.gpus_per_node
     world = nodes * gpus
     sample = sorted({round(i * (world - 1) / max(args.sample - 1, 1)) for i in range(args.sample)})
@@ -122,14 +153,16 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="mushin-bench-") as tmp:
         out = Path(tmp)
-        one_rank(nodes, gpus, 0, basic, out)  # warm-up (imports, caches)
+        launch = launch_env(out / "work")
+        one_rank(nodes, gpus, 0, basic, out, launch)  # warm-up (imports, caches)
         rows: list[dict[str, float]] = []
         record: dict[str, Any] = {}
         for rank in sample:
-            times, record = one_rank(nodes, gpus, rank, basic, out)
+            times, record = one_rank(nodes, gpus, rank, basic, out, launch)
             rows.append(times)
-        baseline = [one_rank(1, 1, 0, basic, out / "base")[0] for _ in range(len(sample))]
+        baseline = [one_rank(1, 1, 0, basic, out / "base", launch)[0] for _ in range(len(sample))]
         size = len(canonical_dumps(record))
+        packages = (out / f"rank{sample[-1]}" / PACKAGES_FILE).stat().st_size
 
     dumps_ms = _time(lambda: json.dumps(record), 5)
     canonical_ms = _time(lambda: canonical_dumps(record), 5)
@@ -143,8 +176,10 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         f"world: {nodes} nodes x {gpus} GPUs = {world} ranks; {len(sample)} ranks timed "
         f"(load average {load:.1f} on {os.cpu_count()} CPUs)",
-        f"record size: {size / 1024:.0f} KiB per rank ({size / world:.0f} B per rank row)",
-        f"basic part (git + package versions, once per process): {basic_ms:.1f} ms",
+        f"record size: {size / 1024:.0f} KiB per rank ({size / world:.0f} B per rank row); "
+        f"{PACKAGES_FILE}: {packages / 1024:.1f} KiB",
+        f"basic part (git + installed package list, once per process): {basic_ms:.1f} ms",
+        f"devices probed: {'yes' if record['run'].get('devices') else 'no (torch not imported)'}",
         "",
         f"{'step':<10}{'median ms':>11}{'min ms':>9}{'max ms':>9}{'1-rank ms':>11}{'x 1-rank':>10}",
     ]
