@@ -48,7 +48,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    # positional overrides may come after options (`launch exp.py --gpus 2 lr=0.1`), which
+    # argparse leaves unparsed: a command with `overrides` takes them, in order
+    if extra:
+        if not hasattr(args, "overrides") or any(a.startswith("-") for a in extra):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.overrides = [*args.overrides, *extra]
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2

@@ -1,0 +1,144 @@
+# SPDX-License-Identifier: MIT
+"""``mushin-box launch EXP --nodes N --gpus G``: here on CPU ranks, or on the local SLURM
+cluster with one task per (fake) GPU; the plan, and every usage error (exit 2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO
+
+from mushin_box._sidecars import read_json
+
+EXP = REPO / "examples" / "exp.py"
+
+
+def launch(
+    *args: str, cwd: Path | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mushin_box", "launch", *args],
+        capture_output=True, text=True, timeout=timeout, cwd=cwd,
+        env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+
+
+def plan(*args: str) -> dict[str, Any]:
+    proc = launch(*args, "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_plan_on_slurm_derives_one_task_per_gpu_and_the_trainer_topology(tmp_path: Path) -> None:
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "sbatch").write_text("#!/bin/sh\nexit 1\n")  # only its presence matters here
+    (fake / "sbatch").chmod(0o755)
+    env_path = f"{fake}{os.pathsep}{os.environ['PATH']}"
+    proc = subprocess.run(
+        [sys.executable, "-m", "mushin_box", "launch", str(EXP), "--nodes", "2", "--gpus",
+         "4", "--partition", "gpu", "--time", "30", "module.lr=0.01,0.1", "--dry-run"],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "PATH": env_path},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["mode"] == "slurm" and got["launcher"] == "mushin_slurm"
+    cfg = got["launcher_config"]
+    assert (cfg["nodes"], cfg["gpus_per_node"], cfg["tasks_per_node"]) == (2, 4, 4)
+    assert (cfg["partition"], cfg["timeout_min"]) == ("gpu", 30)
+    assert got["overrides"] == ["module.lr=0.01,0.1", "++trainer.devices=4",
+                                "++trainer.num_nodes=2"]  # fmt: skip
+    assert got["pythonpath"] == str(EXP.parent)  # the ranks import exp.py's module
+
+
+def test_plan_here_runs_cpu_ranks() -> None:
+    got = plan(str(EXP), "--gpus", "2", "--local")
+    assert got["mode"] == "local" and got["launcher"] is None
+    assert got["overrides"][-1] == "++trainer.accelerator='cpu'"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--nodes", "0"], "--nodes must be a positive integer"),
+        (["--gpus", "-2"], "--gpus must be a positive integer"),
+        (["--nodes", "2", "--local"], "--nodes 2 needs SLURM"),
+        (["--local", "--image", "x.sif"], "mushin-box smoke"),
+        (["--local", "trainer.devices=3"], "conflicts with --nodes/--gpus"),
+        (["--local", "lr=="], "bad override"),
+    ],
+)
+def test_usage_errors_exit_2_with_the_fix(args: list[str], message: str) -> None:
+    proc = launch(str(EXP), *args, "--dry-run")
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_experiment_errors_exit_2(tmp_path: Path) -> None:
+    assert "does not exist" in launch(str(tmp_path / "nope.py")).stderr
+    bad = tmp_path / "my-exp.py"
+    bad.write_text("Config = 1\n")
+    proc = launch(str(bad))
+    assert proc.returncode == 2 and "not a Python module name" in proc.stderr
+    empty = tmp_path / "empty_exp.py"
+    empty.write_text("x = 1\n")
+    proc = launch(str(empty))
+    assert proc.returncode == 2 and "defines none of workflow, Config" in proc.stderr
+    # a config-only experiment without HydraDDP cannot start CPU ranks here
+    plain = tmp_path / "plain_exp.py"
+    plain.write_text(textwrap.dedent("""
+        from hydra_zen import builds, make_config
+        import pytorch_lightning as pl
+        Config = make_config(trainer=builds(pl.Trainer), module=builds(dict))
+    """))  # fmt: skip
+    proc = launch(str(plain), "--gpus", "2", "--local", "--dry-run")
+    assert proc.returncode == 2 and "strategy is not HydraDDP" in proc.stderr
+
+
+@pytest.mark.slow
+def test_two_cpu_ranks_here(tmp_path: Path) -> None:
+    work = tmp_path / "sweep"
+    proc = launch(str(EXP), "--gpus", "2", "--local", "--working-dir", str(work),
+                  "--no-progress", "module.lr=0.01,0.1", "trainer.max_epochs=2")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "completed module.lr=0.01" in proc.stdout and "val_loss=" in proc.stdout
+    for cell in ("module.lr=0.01", "module.lr=0.1"):
+        status = read_json(work / cell / "mushin_status.json")
+        assert status["status"] == "completed"
+        topology = read_json(work / cell / "mushin_provenance.json")["run"]["topology"]
+        assert topology["world_size"] == 2  # HydraDDP started the second CPU rank
+        assert len(list((work / cell).rglob("fit_metrics.pt"))) == 1
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_two_nodes_two_gpus_on_slurm(slurm_cluster: Any, tmp_path: Path) -> None:
+    # an experiment file outside the repository, with its own LightningModule: every SLURM
+    # rank must import it (its directory travels on PYTHONPATH)
+    exp = tmp_path / "exps" / "my_exp.py"
+    exp.parent.mkdir()
+    text = EXP.read_text().replace("module=builds(TinyModule,", "module=builds(MyModule,")
+    text = text.replace("Config = make_config(", "class MyModule(TinyModule):\n    pass\n\n\n"
+                        "Config = make_config(")  # fmt: skip
+    exp.write_text(text)
+    work = tmp_path / "sweep"
+    proc = launch(str(exp), "--nodes", "2", "--gpus", "2", "--partition",
+                  slurm_cluster.partition, "--time", "5", "--working-dir", str(work),
+                  "--no-progress", "trainer.max_epochs=1", "module.lr=0.01,0.1",
+                  cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    for cell in ("module.lr=0.01", "module.lr=0.1"):
+        status = read_json(work / cell / "mushin_status.json")
+        assert status["status"] == "completed" and status["slurm_job_id"]
+        run = read_json(work / cell / "mushin_provenance.json")["run"]
+        assert run["topology"]["world_size"] == 4 and run["topology"]["num_nodes"] == 2
+        assert len(list((work / cell).rglob("fit_metrics.pt"))) == 1
+    cfg = (work / "module.lr=0.01" / ".hydra" / "config.yaml").read_text()
+    assert "devices: 2" in cfg and "num_nodes: 2" in cfg and "my_exp.MyModule" in cfg
