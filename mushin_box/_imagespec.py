@@ -30,6 +30,8 @@ from typing import Any
 
 import attrs
 
+from mushin_box._provenance import is_secret_name
+
 __all__ = [
     "BUILD_DIR",
     "ImageSpec",
@@ -250,6 +252,14 @@ def _validate_env(_inst: object, _attr: object, value: tuple[tuple[str, str], ..
             raise ValueError(
                 f"env: {name!r}: APPTAINER*/SINGULARITY* variables configure Apptainer "
                 "itself and cannot be set from inside the image"
+            )
+        if is_secret_name(name):
+            # %environment is baked into the image (and image.def, and the manifest's
+            # definition hash): a secret there ships to everyone who can read the .sif
+            raise ValueError(
+                f"env: {name!r} looks like a secret, which must not be baked into the "
+                "image. Fix: pass it at run time, e.g. submitit_slurm_config(image=..., "
+                f"env={{{name!r}: None}}) with {name} exported in the submitting shell"
             )
         _check_text(val, f"env {name}")
 

@@ -60,6 +60,7 @@ from mushin_box._build import (
 )
 from mushin_box._cmd_build import load_spec
 from mushin_box._imagespec import ImageSpec, ProjectInstall, render_definition
+from mushin_box._provenance import is_secret_name
 from mushin_box._sidecars import canonical_dumps
 from mushin_box._sif import (
     SifFormatError,
@@ -311,6 +312,7 @@ def test_lock_image_refuses_another_uv_version(lock_sandbox: tuple[Path, dict[st
         ({"files": {"a": "relative"}}, "absolute"),
         ({"env": {"1X": "v"}}, "valid variable name"),
         ({"env": {"APPTAINERENV_X": "v"}}, "configure Apptainer"),
+        ({"env": {"WANDB_API_KEY": "v"}}, r"looks like a secret.*env=\{'WANDB_API_KEY': None\}"),
         ({"env": {"X": "{{ TORCH }}"}}, "build-argument"),
         ({"env": {"X": "a\n%post"}}, "new section"),
         ({"env": {"X": "a\n   %x"}}, "new section"),
@@ -384,7 +386,7 @@ def _valid(value: str) -> bool:
 
 _ENV = st.dictionaries(
     st.from_regex(r"\A[A-Za-z_][A-Za-z0-9_]{0,8}\Z").filter(
-        lambda k: not k.upper().startswith(("APPTAINER", "SINGULARITY"))
+        lambda k: not k.upper().startswith(("APPTAINER", "SINGULARITY")) and not is_secret_name(k)
     ),
     _VALUE.filter(_valid),
     min_size=1,
