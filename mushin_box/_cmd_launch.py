@@ -30,6 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--image", help="run every SLURM rank in this .sif (mushin-box build)")
     parser.add_argument("--bind", action="append", default=[], metavar="SRC[:DST[:ro]]",
                         help="bind into the image (repeatable)")  # fmt: skip
+    parser.add_argument("--image-python", default="python", metavar="COMMAND",
+                        help="the Python command inside the image (default: python)")  # fmt: skip
     parser.add_argument("--partition", help="SLURM partition")
     parser.add_argument("--account", help="SLURM account")
     parser.add_argument("--time", type=int, default=60, metavar="MINUTES",
@@ -85,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         plan = plan_launch(
             target, nodes=args.nodes, gpus=args.gpus, overrides=args.overrides,
             local=True if args.local else None, image=args.image, binds=args.bind, slurm=slurm,
+            image_python=args.image_python,
             working_dir=args.working_dir, pythonpath=pythonpath, preflight=not args.dry_run,
         )  # fmt: skip
     except (LaunchError, PreflightError) as exc:

@@ -172,6 +172,7 @@ def plan_launch(
     local: bool | None = None,
     image: str | None = None,
     binds: Sequence[str] = (),
+    image_python: str = "python",
     slurm: Mapping[str, Any] | None = None,
     working_dir: str | None = None,
     pythonpath: str | None = None,
@@ -191,9 +192,9 @@ def plan_launch(
         say it.
     local : bool, optional
         Run here instead of on SLURM; default: only when ``sbatch`` is not on PATH.
-    image, binds
+    image, binds, image_python
         Run every SLURM rank in this Apptainer image (``submitit_slurm_config(image=...)``,
-        checked before anything is submitted).
+        checked before anything is submitted), with these binds and Python command.
     slurm : Mapping, optional
         More ``submitit_slurm_config`` arguments (partition, account, timeout_min, ...).
     working_dir : str, optional
@@ -258,11 +259,12 @@ def plan_launch(
     kwargs = dict(slurm or {})
     if image is not None:
         env = {"PYTHONPATH": pythonpath} if pythonpath else None
-        kwargs.update(image=image, binds=list(binds), env=env, preflight=preflight)
+        kwargs.update(image=image, binds=list(binds), env=env, preflight=preflight,
+                      image_python=image_python)  # fmt: skip
         if working_dir is not None:
             kwargs["working_dir"] = working_dir
-    elif binds:
-        raise LaunchError("--bind configures the image's binds: pass --image too")
+    elif binds or image_python != "python":
+        raise LaunchError("--bind and --image-python configure the image: pass --image too")
     try:
         config_out = submitit_slurm_config(nodes=nodes, gpus_per_node=gpus, **kwargs)
     except (TypeError, ValueError) as exc:

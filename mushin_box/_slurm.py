@@ -194,6 +194,7 @@ def submitit_slurm_config(
     env: Mapping[str, str | None] | None = None,
     nccl: Any = "default",
     working_dir: str | os.PathLike[str] | None = None,
+    image_python: str = "python",
     preflight: bool = True,
     **extra: Any,
 ) -> dict[str, Any]:
@@ -238,6 +239,9 @@ def submitit_slurm_config(
     working_dir : str or os.PathLike, optional
         Bound, the ranks' working directory, and where the env file is written (default:
         the current directory). Only with ``image``.
+    image_python : str (default: "python")
+        The Python command inside the image (a name on the image's PATH, or an absolute
+        path). Only with ``image``.
     **extra
         Any other optional ``SlurmQueueConf`` field, e.g. ``qos``, ``constraint``,
         ``exclude``, ``comment``, ``gres`` (not GPUs), ``mem_per_cpu``, ``mem_per_gpu``,
@@ -318,6 +322,7 @@ def submitit_slurm_config(
         "env": bool(env),
         "nccl": nccl != "default",
         "working_dir": working_dir is not None,
+        "image_python": image_python != "python",
     }
     if image is None and any(container.values()):
         given = ", ".join(k for k, v in container.items() if v)
@@ -332,6 +337,7 @@ def submitit_slurm_config(
             rocm=rocm,
             env=env,
             nccl=nccl,
+            python=image_python,
         )
         identity = None
         if preflight:

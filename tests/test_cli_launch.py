@@ -142,3 +142,34 @@ def test_two_nodes_two_gpus_on_slurm(slurm_cluster: Any, tmp_path: Path) -> None
         assert len(list((work / cell).rglob("fit_metrics.pt"))) == 1
     cfg = (work / "module.lr=0.01" / ".hydra" / "config.yaml").read_text()
     assert "devices: 2" in cfg and "num_nodes: 2" in cfg and "my_exp.MyModule" in cfg
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_every_slurm_rank_in_the_standin_image(slurm_cluster: Any, tmp_path: Path) -> None:
+    """``--image``: each SLURM task runs ``apptainer exec --nv --cleanenv --env-file ...``
+    through the Apptainer STAND-IN (tests/standins/apptainer-standin; not Apptainer), and
+    the image's identity from its manifest reaches every cell's provenance."""
+    from test_smoke import STANDIN, _image
+
+    from mushin_box._sif import file_sha256
+
+    image = _image(tmp_path)
+    work = tmp_path / "sweep"
+    env = {**os.environ, "PATH": f"{STANDIN}{os.pathsep}{os.environ['PATH']}", "COLUMNS": "200"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "mushin_box", "launch", str(EXP), "--gpus", "2",
+         "--partition", slurm_cluster.partition, "--time", "5", "--image", str(image),
+         "--image-python", sys.executable, "--working-dir", str(work), "--no-progress",
+         "trainer.max_epochs=1", "module.lr=0.01,0.1"],
+        capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    for cell in ("module.lr=0.01", "module.lr=0.1"):
+        record = read_json(work / cell / "mushin_provenance.json")
+        assert record["reproducibility"]["image"]["sif_sha256"] == file_sha256(image)
+        assert record["reproducibility"]["image"]["base_digest"] == "sha256:" + "1" * 64
+        argv = record["run"]["container"]["rank_argv"]
+        assert argv[:4] == ["apptainer", "exec", "--nv", "--cleanenv"] and str(image) in argv
+        assert record["run"]["topology"]["world_size"] == 2
+        assert len(list((work / cell).rglob("fit_metrics.pt"))) == 1
