@@ -24,7 +24,13 @@ from typing import Any
 
 import attrs
 
-from mushin_box._resume import RESUME_PARAM, ResumeContext, find_last_checkpoint, wants_resume
+from mushin_box._resume import (
+    RESUME_PARAM,
+    ResumeContext,
+    find_last_checkpoint,
+    set_aside_checkpoints,
+    wants_resume,
+)
 from mushin_box._secrets import scrub_secret_values
 from mushin_box._seeding import global_rank_from_env
 from mushin_box._sidecars import (
@@ -288,6 +294,12 @@ class CellRunner:
                 return None
 
         attempt = int(previous.get("attempt", 0)) + 1
+        known = previous.get("fingerprints")
+        continues = self._continues(previous, changed=bool(known) and known != fingerprints)
+        if not continues and global_rank_from_env() == 0:
+            # a fresh start: an earlier run's checkpoints (maybe of another config) must
+            # not be picked up by this attempt or by a later resume
+            set_aside_checkpoints(cell_dir, self.plan.run_id[:12] or "earlier")
         started = _now()
         t0 = time.monotonic()
         running = {
@@ -303,7 +315,7 @@ class CellRunner:
             self._write_provenance(cfg, cell_dir, fingerprints)
         try:
             try:
-                result = self._call_task(cfg, cell_dir, attempt)
+                result = self._call_task(cfg, cell_dir, attempt, continues)
             finally:
                 if global_rank_from_env() == 0:
                     self._record_seeds(cell_dir)
@@ -382,7 +394,19 @@ class CellRunner:
         except (OSError, ValueError, KeyError) as exc:  # never fail a cell over provenance
             warnings.warn(f"cell {cell_dir.name}: provenance not completed ({exc})", stacklevel=2)
 
-    def _call_task(self, cfg: Any, cell_dir: Path, attempt: int) -> Any:
+    def _continues(self, previous: dict[str, Any], *, changed: bool) -> bool:
+        """Does this attempt continue from the cell's checkpoints? Only a requeue within
+        this run, or ``resume=True`` with unchanged fingerprints; a new run without
+        ``resume`` starts afresh."""
+        if is_multi_rank():
+            # every rank decides alone while rank 0 rewrites the status: only what all
+            # ranks see alike counts (the plan, and SLURM's restart count of the job)
+            return self.plan.resume or int(os.environ.get("SLURM_RESTART_COUNT") or 0) > 0
+        if previous.get("run_id") == self.plan.run_id:  # requeued within this run
+            return True
+        return self.plan.resume and not changed
+
+    def _call_task(self, cfg: Any, cell_dir: Path, attempt: int, continues: bool) -> Any:
         from hydra_zen import zen
 
         # resolve_pre_call=False: zen's in-place OmegaConf.resolve would turn an escaped
@@ -390,7 +414,8 @@ class CellRunner:
         # then resolves a second time
         if not wants_resume(self.task):
             return zen(self.task, pre_call=self.pre_call, resolve_pre_call=False)(cfg)
-        ctx = ResumeContext(dir=cell_dir, last_ckpt=find_last_checkpoint(cell_dir), attempt=attempt)
+        last = find_last_checkpoint(cell_dir) if continues else None
+        ctx = ResumeContext(dir=cell_dir, last_ckpt=last, attempt=attempt)
         task = self.task
 
         def with_context(*args: Any, **kwargs: Any) -> Any:

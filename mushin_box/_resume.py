@@ -26,6 +26,7 @@ __all__ = [
     "find_last_checkpoint",
     "resumable",
     "resume_context",
+    "set_aside_checkpoints",
 ]
 
 RESUME_PARAM = "mushin_resume"
@@ -74,7 +75,7 @@ def find_last_checkpoint(directory: str | os.PathLike[str]) -> str | None:
     root = Path(directory)
     if not root.is_dir():
         return None
-    ckpts = [p for p in root.rglob("*.ckpt") if p.is_file()]
+    ckpts = _checkpoints(root)
     if not ckpts:
         return None
 
@@ -83,6 +84,27 @@ def find_last_checkpoint(directory: str | os.PathLike[str]) -> str | None:
 
     lasts = [p for p in ckpts if p.stem == "last" or p.stem.startswith("last-v")]
     return str(newest(lasts or ckpts))
+
+
+def _checkpoints(root: Path) -> list[Path]:
+    """``*.ckpt`` files under ``root``, except those set aside under ``root/.mushin/``."""
+    aside = mushin_dir(root)
+    return [p for p in root.rglob("*.ckpt") if p.is_file() and aside not in p.parents]
+
+
+def set_aside_checkpoints(directory: str | os.PathLike[str], tag: str) -> list[Path]:
+    """Move every checkpoint under ``directory`` to ``.mushin/stale-checkpoints/<tag>/``
+    (same relative paths), so that no later resume continues from them; returns the new
+    paths. For a cell that starts afresh: checkpoints of an earlier run are kept, not
+    deleted, but are no longer found by :func:`find_last_checkpoint`."""
+    root = Path(directory)
+    moved: list[Path] = []
+    for path in _checkpoints(root) if root.is_dir() else []:
+        target = mushin_dir(root) / "stale-checkpoints" / tag / path.relative_to(root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, target)
+        moved.append(target)
+    return moved
 
 
 def _next_attempt(directory: Path) -> int:

@@ -383,3 +383,35 @@ def test_pre_call_seeding_makes_model_init_reproducible(tmp_path: Path) -> None:
     assert runs[0]["w0"].values.tolist() == runs[1]["w0"].values.tolist()
     assert runs[0]["val_loss"].values.tolist() == runs[1]["val_loss"].values.tolist()
     assert runs[0]["w0"].sel(seed=3).item() != runs[0]["w0"].sel(seed=4).item()
+
+
+@pytest.mark.slow
+def test_only_a_resume_continues_from_a_cells_checkpoints(tmp_path: Path, rank_log: Path) -> None:
+    """Running a sweep again *without* resume starts each cell afresh: an earlier run's
+    checkpoints (maybe of another config) are set aside, not loaded; resume=True after an
+    interrupted attempt with the same fingerprints continues from last.ckpt."""
+    from conftest import read_rank_logs
+    from workflow_tasks import checkpointed_task
+
+    wf = Workflow(checkpointed_task)
+    first = wf.run(working_dir=tmp_path / "w", progress=False, max_epochs=2)
+    assert float(first["resumed"]) == 0.0
+    cell = tmp_path / "w" / "cell"
+    assert (cell / "ckpt" / "last.ckpt").is_file()
+
+    again = wf.run(working_dir=tmp_path / "w", progress=False, max_epochs=3)
+    assert float(again["resumed"]) == 0.0  # trained from epoch 0, not from the old run
+    epochs = [int(r["epoch"]) for r in read_rank_logs(rank_log)[0]]
+    assert epochs == [0, 1, 0, 1, 2]
+    stale = list((cell / ".mushin" / "stale-checkpoints").rglob("last.ckpt"))
+    assert len(stale) == 1  # kept, out of the way of find_last_checkpoint
+
+    # an attempt that died mid-way (status left "running") is continued by resume=True
+    status = read_json(cell / "mushin_status.json")
+    (cell / "mushin_status.json").write_text(json.dumps({**status, "status": "running"}))
+    resumed = wf.run(working_dir=tmp_path / "w", progress=False, max_epochs=4, resume=True)
+    assert float(resumed["resumed"]) == 0.0  # max_epochs changed: another config, afresh
+    status = read_json(cell / "mushin_status.json")
+    (cell / "mushin_status.json").write_text(json.dumps({**status, "status": "running"}))
+    resumed = wf.run(working_dir=tmp_path / "w", progress=False, max_epochs=4, resume=True)
+    assert float(resumed["resumed"]) == 1.0

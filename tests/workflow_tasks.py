@@ -67,3 +67,19 @@ def secret_task(lr: float, api_token: str, db: dict, port_key: int = 0, out_dir:
 def ddp_secret_task(trainer: object, module: object, datamodule: object) -> dict[str, float]:
     trainer.fit(module, datamodule=datamodule)  # type: ignore[attr-defined]
     return {"world_size": float(trainer.world_size)}  # type: ignore[attr-defined]
+
+
+def checkpointed_task(max_epochs: int, mushin_resume: ResumeContext) -> dict[str, float]:
+    """A 1-rank fit that checkpoints into its cell and continues from mushin_resume."""
+    import pytorch_lightning as pl
+
+    from mushin_box.testing import TinyDataModule, TinyModule
+
+    trainer = pl.Trainer(
+        accelerator="cpu", devices=1, max_epochs=max_epochs, logger=False,
+        enable_progress_bar=False, enable_model_summary=False,
+        callbacks=[pl.callbacks.ModelCheckpoint(dirpath=mushin_resume.dir / "ckpt",
+                                                save_last=True)],
+    )  # fmt: skip
+    trainer.fit(TinyModule(), datamodule=TinyDataModule(), ckpt_path=mushin_resume.last_ckpt)
+    return {"resumed": float(mushin_resume.last_ckpt is not None)}
