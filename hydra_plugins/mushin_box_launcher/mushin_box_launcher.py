@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: MIT
 """Registers ``hydra/launcher=mushin_slurm`` and ``mushin_local``; thin Launcher adapters.
 
-Everything else (validation, the sbatch script, the host-side requeue, waiting) is in
-:mod:`mushin_box._launcher`. Importing this module imports neither submitit nor torch.
+Everything else (validation, the sbatch script, waiting) is in :mod:`mushin_box._launcher`,
+the host-side requeue trap in :mod:`mushin_box._requeue`. Importing this module imports
+neither submitit nor torch.
 
 Examples
 --------
