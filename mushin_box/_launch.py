@@ -207,7 +207,8 @@ def plan_launch(
     Examples
     --------
     >>> from hydra_zen import make_config
-    >>> plan = plan_launch(make_config(trainer={"devices": 1}, module={}), gpus=2, local=True)
+    >>> trainer = {"strategy": {"_target_": "mushin_box.HydraDDP"}}
+    >>> plan = plan_launch(make_config(trainer=trainer, module={}), gpus=2, local=True)
     >>> plan.mode, plan.launcher, list(plan.overrides)
     ('local', None, ['++trainer.devices=2', '++trainer.num_nodes=1', "++trainer.accelerator='cpu'"])
     """

@@ -78,11 +78,11 @@ class SecretVault:
     --------
     >>> vault = SecretVault()
     >>> vault.hide("db", {"host": "h", "password": "hunter2"})
-    {'host': 'h', 'password': '${oc.env:MUSHIN_SECRET_9B1F1B3E8A3F7E51}'}
+    {'host': 'h', 'password': '${oc.env:MUSHIN_SECRET_5CC7921ACE77C467}'}
     >>> with vault.exported():
-    ...     os.environ["MUSHIN_SECRET_9B1F1B3E8A3F7E51"]
+    ...     os.environ["MUSHIN_SECRET_5CC7921ACE77C467"]
     'hunter2'
-    >>> "MUSHIN_SECRET_9B1F1B3E8A3F7E51" in os.environ
+    >>> "MUSHIN_SECRET_5CC7921ACE77C467" in os.environ
     False
     """
 
