@@ -115,6 +115,18 @@ def test_two_cpu_ranks_here(tmp_path: Path) -> None:
         topology = read_json(work / cell / "mushin_provenance.json")["run"]["topology"]
         assert topology["world_size"] == 2  # HydraDDP started the second CPU rank
         assert len(list((work / cell).rglob("fit_metrics.pt"))) == 1
+    # the same experiment on 1 rank: the same experiment by its provenance (diff exits 0)
+    one = tmp_path / "one"
+    proc = launch(str(EXP), "--gpus", "1", "--local", "--working-dir", str(one),
+                  "--no-progress", "module.lr=0.1", "trainer.max_epochs=2")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    diff = subprocess.run(
+        [sys.executable, "-m", "mushin_box", "diff", str(one / "cell"),
+         str(work / "module.lr=0.1"), "--json"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert diff.returncode == 0, diff.stdout[-3000:] + diff.stderr
+    assert "run.topology.world_size" in diff.stdout  # reported as expected to differ
 
 
 @pytest.mark.slurm
