@@ -106,6 +106,13 @@ class HydraDDP(DDPStrategy):
     child_exit_timeout_s : float (default: 120)
         How long rank 0 waits, when its trainer call ends, for the ranks it started to
         exit before killing them.
+    rendezvous_timeout_s : float or None (default: 300)
+        How long a rank launched as its own process (a SLURM task, a torchrun worker, a
+        rank HydraDDP started) may take to join the process group. After that it prints
+        what it was waiting for (``MASTER_ADDR:MASTER_PORT``, its rank, the world size) and
+        exits with status 1, instead of retrying for torch's 30 minutes (e.g. an
+        unresolvable master address); under SLURM ``--kill-on-bad-exit`` then ends the
+        other tasks. ``None`` disables it. The collectives' own ``timeout`` is unchanged.
     **kwargs
         Passed to :class:`pytorch_lightning.strategies.DDPStrategy`.
 
@@ -123,9 +130,41 @@ class HydraDDP(DDPStrategy):
     ... )
     """
 
-    def __init__(self, *args: Any, child_exit_timeout_s: float = 120.0, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        child_exit_timeout_s: float = 120.0,
+        rendezvous_timeout_s: float | None = 300.0,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.child_exit_timeout_s = child_exit_timeout_s
+        if rendezvous_timeout_s is not None and not rendezvous_timeout_s > 0:
+            raise ValueError(
+                f"rendezvous_timeout_s must be > 0 or None, got {rendezvous_timeout_s}"
+            )
+        self.rendezvous_timeout_s = rendezvous_timeout_s
+
+    def setup_distributed(self) -> None:
+        env = self.cluster_environment
+        own_process = env is not None and (
+            env.creates_processes_externally or PARENT_PID_ENV in os.environ
+        )
+        # rank 0 of a local HydraDDP job may be the sweep's own process: never exit it
+        if self.rendezvous_timeout_s is None or not own_process:
+            super().setup_distributed()
+            return
+        joined = threading.Event()
+        threading.Thread(
+            target=_rendezvous_watchdog,
+            args=(joined, self.rendezvous_timeout_s, self),
+            daemon=True,
+            name="mushin-rendezvous",
+        ).start()
+        try:
+            super().setup_distributed()
+        finally:
+            joined.set()
 
     def _configure_launcher(self) -> None:
         env = self.cluster_environment
@@ -148,6 +187,21 @@ class HydraDDP(DDPStrategy):
         launcher = self._launcher
         if isinstance(launcher, _HydraDDPLauncher):
             launcher.end_call()
+
+
+def _rendezvous_watchdog(joined: threading.Event, timeout_s: float, strategy: Any) -> None:
+    if joined.wait(timeout_s):
+        return
+    where = f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
+    sys.stderr.write(
+        f"mushin-box HydraDDP: rank {strategy.global_rank} of {strategy.world_size} could not "
+        f"join the process group at MASTER_ADDR:MASTER_PORT = {where} within "
+        f"{timeout_s:g} s (rendezvous_timeout_s). Check that the address resolves and is "
+        "reachable from this node, that the port is free and the same on every rank, and "
+        "that every rank was started; exiting instead of waiting torch's 30 minutes.\n"
+    )
+    sys.stderr.flush()
+    os._exit(1)  # the main thread is blocked in C++: nothing else can end it
 
 
 # the launcher whose ranks are alive in this process (rank 0 leads one job at a time)

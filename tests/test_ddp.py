@@ -314,3 +314,32 @@ def test_rank0_exception_ends_its_ranks_and_spares_the_driver(
         time.sleep(0.2)
     # this process (the "sweep driver") is alive and its environment is restored
     assert "LOCAL_RANK" not in os.environ and "WORLD_SIZE" not in os.environ
+
+
+RENDEZVOUS_APP = textwrap.dedent(
+    """
+    import pytorch_lightning as pl
+    from mushin_box import HydraDDP
+    from mushin_box.testing import TinyDataModule, TinyModule
+    trainer = pl.Trainer(accelerator="cpu", devices=1, num_nodes=2, max_epochs=1,
+                         strategy=HydraDDP(rendezvous_timeout_s=3), logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False)
+    trainer.fit(TinyModule(), datamodule=TinyDataModule())
+    """
+)
+
+
+def test_unreachable_master_ends_the_rank_instead_of_waiting_30_minutes(tmp_path: Path) -> None:
+    """Rank 1 of a torchrun-style world whose MASTER_ADDR does not resolve: torch would
+    retry for its 30-minute timeout; HydraDDP's rendezvous_timeout_s ends it, saying why."""
+    app = tmp_path / "rendezvous_app.py"
+    app.write_text(RENDEZVOUS_APP)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env.update(RANK="1", LOCAL_RANK="0", GROUP_RANK="1", WORLD_SIZE="2", LOCAL_WORLD_SIZE="1",
+               TORCHELASTIC_RUN_ID="mushin-test", MASTER_ADDR="no-such-host.invalid",
+               MASTER_PORT=str(_free_port()),
+               PYTHONPATH=os.pathsep.join([str(REPO / "tests"), str(REPO)]))  # fmt: skip
+    proc = _run_bounded([sys.executable, str(app)], cwd=tmp_path, env=env, timeout=120)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "rank 1 of 2 could not join the process group" in proc.stderr
+    assert "no-such-host.invalid" in proc.stderr and "rendezvous_timeout_s" in proc.stderr
