@@ -146,11 +146,17 @@ class HydraDDP(DDPStrategy):
         self.rendezvous_timeout_s = rendezvous_timeout_s
 
     def setup_distributed(self) -> None:
+        # armed in ranks launched from outside: a SLURM task, a torchrun worker, a rank
+        # HydraDDP started. Not in rank 0 of a local HydraDDP job: it may be the sweep's
+        # (the user's) own process, and its wait is bounded by the child observer. (Its
+        # launcher sets LOCAL_RANK in its environment, which Lightning reads as "launched
+        # externally": the launcher's type decides.)
         env = self.cluster_environment
-        own_process = env is not None and (
-            env.creates_processes_externally or PARENT_PID_ENV in os.environ
+        own_process = (
+            env is not None
+            and env.creates_processes_externally
+            and not isinstance(self._launcher, _HydraDDPLauncher)
         )
-        # rank 0 of a local HydraDDP job may be the sweep's own process: never exit it
         if self.rendezvous_timeout_s is None or not own_process:
             super().setup_distributed()
             return

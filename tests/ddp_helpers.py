@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import os
+import time
+
 import pytorch_lightning as pl
 from hydra_zen import builds, make_config
 
@@ -58,3 +61,12 @@ def fit_task(
     else:
         getattr(trainer, stage)(module, datamodule=datamodule)
     return {"seed": got, "world_size": trainer.world_size, "attempt": mushin_resume.attempt}
+
+
+class SlowChildDataModule(TinyDataModule):
+    """Slow to build in the ranks HydraDDP starts (e.g. a download): rank 0 waits for them."""
+
+    def __init__(self, child_sleep_s: float = 0.0) -> None:
+        super().__init__()
+        if os.environ.get("MUSHIN_DDP_PARENT_PID"):
+            time.sleep(child_sleep_s)

@@ -343,3 +343,25 @@ def test_unreachable_master_ends_the_rank_instead_of_waiting_30_minutes(tmp_path
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "rank 1 of 2 could not join the process group" in proc.stderr
     assert "no-such-host.invalid" in proc.stderr and "rendezvous_timeout_s" in proc.stderr
+
+
+def test_rendezvous_bound_never_ends_rank_0_in_the_sweeps_own_process(tmp_path: Path) -> None:
+    """Rank 0 of a local HydraDDP job runs in the process that called Workflow.run: its
+    ranks taking longer than rendezvous_timeout_s to start must not kill that process."""
+    import pytorch_lightning as pl
+    from ddp_helpers import SlowChildDataModule, fit_task
+    from hydra_zen import builds, make_config
+
+    from mushin_box import HydraDDP, Workflow
+    from mushin_box.testing import TinyModule
+
+    config = make_config(
+        seed=1, stage="fit",
+        trainer=builds(pl.Trainer, accelerator="cpu", devices=2, max_epochs=1, logger=False,
+                       strategy=builds(HydraDDP, rendezvous_timeout_s=2.0),
+                       enable_checkpointing=False, enable_progress_bar=False),
+        module=builds(TinyModule),
+        datamodule=builds(SlowChildDataModule, child_sleep_s=6.0),
+    )  # fmt: skip
+    ds = Workflow(fit_task, config).run(working_dir=tmp_path / "w", progress=False)
+    assert int(ds["world_size"]) == 2  # we are still here, and both ranks trained
