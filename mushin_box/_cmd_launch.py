@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from typing import Any
 
@@ -82,18 +83,27 @@ def run(args: argparse.Namespace) -> int:
     for key in ("partition", "account", "mem_gb"):
         if getattr(args, key) is not None:
             slurm[key] = getattr(args, key)
+    # relative to where the command runs (submitit_slurm_config wants an absolute image)
+    image = os.path.abspath(args.image) if args.image else None
     try:
         target, pythonpath = load_target(args.experiment)
         plan = plan_launch(
             target, nodes=args.nodes, gpus=args.gpus, overrides=args.overrides,
-            local=True if args.local else None, image=args.image, binds=args.bind, slurm=slurm,
+            local=True if args.local else None, image=image, binds=args.bind, slurm=slurm,
             image_python=args.image_python,
             working_dir=args.working_dir, pythonpath=pythonpath, preflight=not args.dry_run,
         )  # fmt: skip
     except (LaunchError, PreflightError) as exc:
         raise UsageError(str(exc)) from None
     if args.dry_run:
-        print(json.dumps(plan.to_dict(), indent=2, sort_keys=True, default=str))
+        from mushin_box._secrets import SecretVault
+
+        shown = plan.to_dict()  # a copy: the plan itself keeps the real values
+        try:  # secret values never reach stdout (often a file): their references instead
+            shown["overrides"] = SecretVault().hide_in_overrides(list(plan.overrides))
+        except ValueError as exc:  # a sweep over a secret-looking key
+            raise UsageError(str(exc)) from None
+        print(json.dumps(shown, indent=2, sort_keys=True, default=str))
         return 0
     where = f"SLURM, {plan.nodes} node(s) x {plan.gpus} rank(s)" if plan.mode == "slurm" else (
         f"here, {plan.gpus} CPU rank(s)")  # fmt: skip
@@ -101,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         ds = run_launch(target, plan, resume=args.resume, on_error=args.on_error,
                         progress=not args.no_progress)  # fmt: skip
-    except ValueError as exc:  # bad overrides/keys found by Workflow.run: nothing ran
+    except LaunchError as exc:  # Workflow.run refused its arguments: nothing ran
         raise UsageError(str(exc)) from None
     lines, failed = _summary(ds)
     print(f"[mushin-box launch] sweep: {ds.attrs.get('working_dir')}")

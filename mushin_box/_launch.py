@@ -93,8 +93,6 @@ def load_target(spec: str) -> tuple[Any, str | None]:
                 "(letters, digits, underscores) so the ranks can import it"
             )
         directory = str(path.parent)
-        if directory not in sys.path:
-            sys.path.insert(0, directory)
         module_name = path.stem
         loaded = sys.modules.get(module_name)
         if loaded is not None and Path(getattr(loaded, "__file__", "") or "").resolve() != path:
@@ -102,13 +100,18 @@ def load_target(spec: str) -> tuple[Any, str | None]:
                 f"{path.name}: a different module named {module_name!r} is already imported "
                 f"({loaded.__file__}); rename the experiment file"
             )
+        if loaded is None:
+            _check_not_shadowing(path)
+        if directory not in sys.path:
+            sys.path.insert(0, directory)
     else:
         module_name = target
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        if exc.name != module_name:
-            raise
+        missing = exc.name or ""
+        if missing != module_name and not module_name.startswith(missing + "."):
+            raise  # the experiment module itself imports something that is missing
         raise LaunchError(f"cannot import experiment module {module_name!r}") from None
     names = (name,) if name else DEFAULT_NAMES
     for candidate in names:
@@ -117,6 +120,34 @@ def load_target(spec: str) -> tuple[Any, str | None]:
     raise LaunchError(
         f"{target} defines none of {', '.join(names)}: name a Workflow or a hydra-zen config "
         f"with trainer/module nodes, e.g. {target}:Config"
+    )
+
+
+def _check_not_shadowing(path: Path) -> None:
+    """Refuse an experiment file named like an importable module (``yaml.py``): first on
+    ``sys.path`` (and on the ranks' ``PYTHONPATH``) it would hide that module."""
+    import importlib.util
+
+    # look it up without the file's own directory (there already when it is the cwd of
+    # `python -m`): what the name means to every other import
+    saved = list(sys.path)
+    sys.path[:] = [p for p in saved if Path(p or ".").resolve() != path.parent]
+    try:
+        spec = importlib.util.find_spec(path.stem)
+    except (ImportError, ValueError):  # pragma: no cover - a broken finder: let import say
+        return
+    finally:
+        sys.path[:] = saved
+    if spec is None:
+        return
+    origin = spec.origin if spec.has_location else None
+    if origin is not None and Path(origin).resolve() == path:
+        return  # its directory is already on sys.path: the file itself
+    where = origin or spec.origin or "a namespace package"
+    raise LaunchError(
+        f"experiment file {path.name!r} has the name of the module {path.stem!r} ({where}): "
+        "imported first, it would hide that module from every rank. Rename the experiment "
+        "file"
     )
 
 
@@ -290,13 +321,26 @@ def run_launch(
     target: Any, plan: LaunchPlan, *, resume: bool = False, on_error: str = "raise",
     progress: bool = True,
 ) -> Any:  # fmt: skip
-    """Run the plan: ``Workflow.run`` with the plan's launcher and overrides."""
+    """Run the plan: ``Workflow.run`` with the plan's launcher and overrides.
+
+    Raises
+    ------
+    LaunchError
+        ``Workflow.run`` refused its arguments (TypeError/ValueError before the sweep
+        started: nothing ran), or Hydra could not apply an override (an unknown key, a
+        value of the wrong type). The same errors raised by a cell (``on_error='raise'``)
+        propagate unchanged.
+    """
+    from hydra.errors import ConfigCompositionException
+
     from mushin_box._workflow import Workflow
 
     workflow = (
         target if isinstance(target, Workflow)
         else Workflow(fit_task, target, pre_call=seed_pre_call)
     )  # fmt: skip
+    roots = {Path(d).resolve() for d in (plan.working_dir, workflow.working_dir) if d}
+    before = {root: _manifest_run_id(root) for root in roots}
     saved = os.environ.get("PYTHONPATH")
     if plan.pythonpath:  # the ranks (sbatch exports this environment) import the experiment
         parts = [plan.pythonpath, *([saved] if saved else [])]
@@ -308,8 +352,30 @@ def run_launch(
             overrides=list(plan.overrides), resume=resume, on_error=on_error,  # type: ignore[arg-type]
             progress=progress,
         )  # fmt: skip
+    except ConfigCompositionException as exc:  # an override Hydra cannot apply: no task ran
+        raise LaunchError(str(exc)) from None
+    except (TypeError, ValueError) as exc:
+        # raised before the sweep started (no new manifest: bad arguments, nothing ran) is a
+        # usage error; after, it is a cell's own error (on_error='raise'): re-raised as is
+        root = workflow.working_dir
+        if root is not None:
+            root = Path(root).resolve()
+            run_id = _manifest_run_id(root)
+            if run_id is not None and run_id != before.get(root):
+                raise
+        raise LaunchError(str(exc)) from None
     finally:
         if saved is None:
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = saved
+
+
+def _manifest_run_id(root: Path) -> str | None:
+    """The ``run_id`` of the sweep manifest in ``root`` (``Workflow.run`` writes a new one
+    once its arguments are checked, just before the cells start), or None."""
+    from mushin_box._sweep import read_manifest
+
+    manifest = read_manifest(root)
+    run_id = manifest.get("run_id") if manifest is not None else None
+    return str(run_id) if run_id is not None else None

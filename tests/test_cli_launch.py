@@ -37,15 +37,10 @@ def plan(*args: str) -> dict[str, Any]:
 
 
 def test_plan_on_slurm_derives_one_task_per_gpu_and_the_trainer_topology(tmp_path: Path) -> None:
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    (fake / "sbatch").write_text("#!/bin/sh\nexit 1\n")  # only its presence matters here
-    (fake / "sbatch").chmod(0o755)
-    env_path = f"{fake}{os.pathsep}{os.environ['PATH']}"
     proc = subprocess.run(
         [sys.executable, "-m", "mushin_box", "launch", str(EXP), "--nodes", "2", "--gpus",
          "4", "--partition", "gpu", "--time", "30", "module.lr=0.01,0.1", "--dry-run"],
-        capture_output=True, text=True, timeout=120, env={**os.environ, "PATH": env_path},
+        capture_output=True, text=True, timeout=120, env=_fake_sbatch_env(tmp_path),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)
@@ -185,3 +180,77 @@ def test_every_slurm_rank_in_the_standin_image(slurm_cluster: Any, tmp_path: Pat
         assert argv[:4] == ["apptainer", "exec", "--nv", "--cleanenv"] and str(image) in argv
         assert record["run"]["topology"]["world_size"] == 2
         assert len(list((work / cell).rglob("fit_metrics.pt"))) == 1
+
+
+def test_experiment_names_that_would_break_imports_exit_2(tmp_path: Path) -> None:
+    # named like an installed module: first on sys.path/PYTHONPATH it would hide it
+    shadow = tmp_path / "yaml.py"
+    shadow.write_text("Config = 1\n")
+    for cwd in (None, tmp_path):  # elsewhere, and its own directory (sys.path[0] of -m)
+        proc = launch(str(shadow), "--local", "--dry-run", cwd=cwd)
+        assert proc.returncode == 2, proc.stderr
+        assert "Rename the experiment file" in proc.stderr and "Traceback" not in proc.stderr
+    # a module whose package does not exist
+    proc = launch("nopkg.exp:Config", "--local", "--dry-run")
+    assert proc.returncode == 2, proc.stderr
+    assert "cannot import experiment module 'nopkg.exp'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+WORKFLOW_EXP = """
+from mushin_box import Workflow
+
+
+def task(x: int = 1) -> dict:
+    raise ValueError("the task's own error")
+
+
+workflow = Workflow(task)
+"""
+
+
+def test_a_tasks_value_error_is_not_a_usage_error(tmp_path: Path) -> None:
+    exp = tmp_path / "wf_exp.py"
+    exp.write_text(WORKFLOW_EXP)
+    common = ("--local", "--no-progress", "--working-dir")
+    # the cell ran, failed and was recorded; --on-error raise re-raises its error as is
+    proc = launch(str(exp), *common, str(tmp_path / "a"), "--on-error", "raise", "x=2")
+    assert proc.returncode == 1, proc.stderr
+    assert "ValueError: the task's own error" in proc.stderr
+    assert read_json(tmp_path / "a" / "cell" / "mushin_status.json")["status"] == "failed"
+    # the same run again (a manifest already there): still the task's error
+    proc = launch(str(exp), *common, str(tmp_path / "a"), "--on-error", "raise", "x=2")
+    assert proc.returncode == 1 and "the task's own error" in proc.stderr
+    # refused before the sweep started: usage errors, nothing ran
+    for args, message in [
+        ((*common, str(tmp_path / "b"), "not_a_field=1"), "Could not override 'not_a_field'"),
+        ((*common, str(tmp_path / "a"), "api_token=a,b"), "cannot sweep over 'api_token'"),
+        (("--local", "--resume"), "resume=True needs the working_dir"),
+    ]:
+        proc = launch(str(exp), *args)
+        assert proc.returncode == 2, proc.stderr
+        assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _fake_sbatch_env(tmp_path: Path) -> dict[str, str]:
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "sbatch").write_text("#!/bin/sh\nexit 1\n")  # only its presence matters here
+    (fake / "sbatch").chmod(0o755)
+    return {**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}"}
+
+
+def test_dry_run_resolves_a_relative_image_and_hides_secret_overrides(tmp_path: Path) -> None:
+    (tmp_path / "img.sif").write_bytes(b"not checked in a dry run")
+    proc = subprocess.run(
+        [sys.executable, "-m", "mushin_box", "launch", str(EXP), "--image", "img.sif",
+         "+api_token=abc123", "--dry-run"],
+        capture_output=True, text=True, timeout=120, env=_fake_sbatch_env(tmp_path),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert f" {tmp_path / 'img.sif'} " in got["launcher_config"]["python"]
+    assert "abc123" not in proc.stdout + proc.stderr
+    assert "${oc.env:MUSHIN_SECRET_" in got["overrides"][0]
+    assert got["overrides"][0].startswith("+api_token=")
