@@ -295,6 +295,10 @@ class CellRunner:
 
         attempt = int(previous.get("attempt", 0)) + 1
         known = previous.get("fingerprints")
+        if previous.get("run_id") == self.plan.run_id and "previous_fingerprints" in previous:
+            # written by this run (another rank was quicker): compare with what was there
+            # before it, as that rank did, so that every rank decides the same
+            known = previous["previous_fingerprints"]
         continues = self._continues(previous, changed=bool(known) and known != fingerprints)
         if not continues and global_rank_from_env() == 0:
             # a fresh start: an earlier run's checkpoints (maybe of another config) must
@@ -309,6 +313,7 @@ class CellRunner:
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "slurm_job_id": slurm_job_id(),
+            "previous_fingerprints": known,
         }
         self._status(cell_dir, **running, status="running")
         if global_rank_from_env() == 0:
@@ -399,9 +404,11 @@ class CellRunner:
         this run, or ``resume=True`` with unchanged fingerprints; a new run without
         ``resume`` starts afresh."""
         if is_multi_rank():
-            # every rank decides alone while rank 0 rewrites the status: only what all
-            # ranks see alike counts (the plan, and SLURM's restart count of the job)
-            return self.plan.resume or int(os.environ.get("SLURM_RESTART_COUNT") or 0) > 0
+            # every rank decides alone while rank 0 rewrites the status: the plan, SLURM's
+            # restart count and the fingerprints from before this run (see __call__)
+            if int(os.environ.get("SLURM_RESTART_COUNT") or 0) > 0:
+                return True
+            return self.plan.resume and not changed
         if previous.get("run_id") == self.plan.run_id:  # requeued within this run
             return True
         return self.plan.resume and not changed

@@ -57,9 +57,71 @@ _SECRET_WORDS = frozenset(
         "apikey",
         "auth",
         "passphrase",
-        "private",
         "cookie",
-        "session",
+    }  # fmt: skip
+)
+#: a last word that makes the name describe a secret rather than hold it (key_dim,
+#: pad_token_id, max_token_len, api_key_path, auth_url, SSH_AUTH_SOCK...)
+_DESCRIBING_WORDS = frozenset(
+    {
+        "id",
+        "ids",
+        "idx",
+        "index",
+        "dim",
+        "dims",
+        "len",
+        "length",
+        "size",
+        "count",
+        "num",
+        "number",
+        "type",
+        "types",
+        "kind",
+        "mode",
+        "name",
+        "names",
+        "path",
+        "paths",
+        "file",
+        "files",
+        "dir",
+        "url",
+        "uri",
+        "host",
+        "port",
+        "endpoint",
+        "frac",
+        "fraction",
+        "ratio",
+        "prob",
+        "rate",
+        "limit",
+        "budget",
+        "min",
+        "max",
+        "ttl",
+        "timeout",
+        "expiry",
+        "env",
+        "var",
+        "field",
+        "column",
+        "col",
+        "pattern",
+        "prefix",
+        "suffix",
+        "format",
+        "enabled",
+        "enable",
+        "required",
+        "use",
+        "sock",
+        "socket",
+        "class",
+        "method",
+        "scheme",
     }  # fmt: skip
 )
 _SPLIT = re.compile(r"[^a-z0-9]+")
@@ -81,9 +143,16 @@ def is_secret_name(name: str) -> bool:
     --------
     >>> [is_secret_name(n) for n in ("WANDB_API_KEY", "hfToken", "db.password", "lr")]
     [True, True, True, False]
+
+    A last word that describes the secret instead of holding it makes it no secret:
+
+    >>> [is_secret_name(n) for n in ("key_dim", "pad_token_id", "api_key_path", "auth_url")]
+    [False, False, False, False]
     """
-    words = _SPLIT.split(_CAMEL.sub("_", name).lower())
-    return any(w in _SECRET_WORDS for w in words if w)
+    words = [w for w in _SPLIT.split(_CAMEL.sub("_", name).lower()) if w]
+    if not words or words[-1] in _DESCRIBING_WORDS:
+        return False
+    return any(w in _SECRET_WORDS for w in words)
 
 
 def redact(value: Any) -> Any:

@@ -44,10 +44,11 @@ __all__ = [
 ENV_PREFIX = "MUSHIN_SECRET_"
 _APPTAINER = "APPTAINERENV_"
 _URL_CREDENTIALS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s@]+@")
+_URL_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^/\s@]+)@")
 #: environment variables whose names only look secret ("pwd" = password in a config key)
 _NOT_SECRET_ENV = frozenset({"PWD", "OLDPWD"})
 #: shorter secret values are not searched for in free text (they would match anywhere)
-MIN_SCRUB_LENGTH = 4
+MIN_SCRUB_LENGTH = 6
 
 
 def is_secret_path(path: str) -> bool:
@@ -65,7 +66,19 @@ def _is_secret_leaf(path: str, value: Any) -> bool:
     if isinstance(value, bool) or value is None:
         return False
     if isinstance(value, str):
-        if not value or "${" in value or value == "???":  # empty, interpolation, missing
+        if not value or value == "???":  # empty, missing
+            return False
+        if "${" in value:
+            # already a reference (e.g. "Bearer ${oc.env:TOKEN}"); but a URL whose
+            # credentials are literal cannot travel by reference with its interpolation
+            for match in _URL_USERINFO.finditer(value):
+                if "${" not in match.group(1):
+                    raise ValueError(
+                        f"{path}: a URL with literal credentials that also holds an "
+                        "interpolation cannot be kept out of Hydra's files. Fix: put the "
+                        "credentials in the environment, e.g. "
+                        "'postgres://${oc.env:DB_USER}:${oc.env:DB_PASSWORD}@${host}/db'"
+                    )
             return False
         return is_secret_path(path) or _URL_CREDENTIALS.search(value) is not None
     return isinstance(value, int | float) and is_secret_path(path)
@@ -116,9 +129,14 @@ class SecretVault:
             return self.reference(path, value)
         return value
 
-    def hide_in_config(self, config: Any) -> Any:
+    def hide_in_config(self, config: Any, *, plain: bool = False) -> Any:
         """``config`` (a dataclass/structured config) as a DictConfig with its secret
-        leaves replaced by references; ``config`` itself when it holds none."""
+        leaves replaced by references; ``config`` itself when it holds none.
+
+        ``plain=True`` (for launchers that pickle the job) returns an untyped struct
+        DictConfig: a structured one keeps a reference to its dataclass, which submitit
+        pickles by value, literal defaults included. The schema's type checks are lost
+        then; otherwise the structured config keeps them."""
         from omegaconf import OmegaConf, SCMode
 
         try:
@@ -141,12 +159,11 @@ class SecretVault:
         walk(plain, "")
         if not found:
             return config
-        # a plain (struct) DictConfig: a structured one keeps a reference to its dataclass,
-        # which launchers that pickle the job (submitit) pickle by value, defaults and all
-        cfg = OmegaConf.create(
-            OmegaConf.to_container(cfg, resolve=False, structured_config_mode=SCMode.DICT)
-        )
-        OmegaConf.set_struct(cfg, True)
+        if plain:
+            cfg = OmegaConf.create(
+                OmegaConf.to_container(cfg, resolve=False, structured_config_mode=SCMode.DICT)
+            )
+            OmegaConf.set_struct(cfg, True)
         for path, value in found:
             OmegaConf.update(cfg, path, str(self.reference(path, value)), merge=False)
         return cfg

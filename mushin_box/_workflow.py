@@ -64,6 +64,18 @@ def _has_path(config: Any, dotted: str) -> bool:
         return True
 
 
+def _is_config_group(key: str) -> bool:
+    """Is ``key`` a Hydra config group (its override value an option name, no value)?"""
+    from hydra.core.config_store import ConfigStore
+
+    node: Any = ConfigStore.instance().repo
+    for part in key.replace(".", "/").split("/"):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return isinstance(node, dict)
+
+
 def _config_from_signature(task: Callable[..., Any]) -> Any:
     from hydra_zen import make_config
 
@@ -206,10 +218,10 @@ class Workflow:
         # secret values travel in the environment, never in a file (mushin_box._secrets)
         # (config defaults first: an override's value for the same path must win)
         vault = SecretVault()
-        config = vault.hide_in_config(self.config)
+        config = vault.hide_in_config(self.config, plain=launcher not in (None, "basic"))
         grid, task_overrides = self._sweep_overrides(sweep_params, vault)
         user = vault.hide_in_overrides(
-            list(overrides or []), is_config_key=lambda key: _has_path(self.config, key)
+            list(overrides or []), is_config_key=lambda key: not _is_config_group(key)
         )
         grid.update(_user_sweeps(user))  # "x=1,2" in raw overrides is a grid axis too
         swept = tuple(grid)

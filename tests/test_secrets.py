@@ -122,7 +122,7 @@ def test_hide_in_config_keeps_struct_mode() -> None:
 def test_scrub_secret_values_in_free_text() -> None:
     env = {"API_TOKEN": "tok-123", "PWD": "/home/me", "DB_PASSWORD": "abc", "LR": "0.1"}
     text = "cwd /home/me: token tok-123 rejected at lr 0.1; pw abc"
-    # PWD is the working directory; values shorter than 4 characters are not searched for
+    # PWD is the working directory; values shorter than 6 characters are not searched for
     assert (
         scrub_secret_values(text, env)
         == "cwd /home/me: token <redacted> rejected at lr 0.1; pw abc"
@@ -239,3 +239,42 @@ def test_slurm_ranks_in_the_standin_image_get_the_secret(
         assert json.loads((ranks / f"lr=0.1_rank{rank}.json").read_text()) == EXPECTED
     out, err = capfd.readouterr()
     assert _leaks(tmp_path, [out, err]) == []
+
+
+def test_a_required_secret_field_set_by_override_is_hidden(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from workflow_tasks import token_task
+
+    from mushin_box import Workflow
+
+    monkeypatch.setenv("MUSHIN_TEST_TOKEN_HASH", _h(TOKEN))
+    ds = Workflow(token_task).run(
+        working_dir=tmp_path / "sweep", progress=False, overrides=[f"api_token={TOKEN}"]
+    )
+    assert float(ds["ok"]) == 1.0 and _leaks(tmp_path) == []
+
+
+def test_hyperparameters_named_like_secrets_stay_plain_values(tmp_path: Path) -> None:
+    """key_dim, pad_token_id: the last word says what the value is, not a secret."""
+    from workflow_tasks import hyper_task
+
+    from mushin_box import Workflow, multirun
+
+    wf = Workflow(hyper_task)
+    ds = wf.run(working_dir=tmp_path, progress=False, key_dim=multirun([8, 16]), pad_token_id=3)
+    assert ds["key_dim"].values.tolist() == [8.0, 16.0]
+    assert "pad_token_id: 3" in (tmp_path / "key_dim=8" / ".hydra" / "config.yaml").read_text()
+    again = wf.run(working_dir=tmp_path, progress=False, resume=True,
+                   key_dim=multirun([8, 16]), pad_token_id=7)  # fmt: skip
+    assert ds["pad"].values.tolist() == [3.0, 3.0] and again["pad"].values.tolist() == [7.0, 7.0]
+
+
+def test_literal_url_credentials_beside_an_interpolation_are_refused(tmp_path: Path) -> None:
+    from mushin_box import Workflow
+
+    with pytest.raises(ValueError, match=r"db.url: a URL with literal credentials.*oc.env"):
+        Workflow(secret_task, _config()).run(
+            working_dir=tmp_path, progress=False, lr=0.1, api_token=TOKEN,
+            db={"password": "x", "url": "postgres://me:pw@${host}/db"},
+        )  # fmt: skip

@@ -415,3 +415,27 @@ def test_only_a_resume_continues_from_a_cells_checkpoints(tmp_path: Path, rank_l
     (cell / "mushin_status.json").write_text(json.dumps({**status, "status": "running"}))
     resumed = wf.run(working_dir=tmp_path / "w", progress=False, max_epochs=4, resume=True)
     assert float(resumed["resumed"]) == 1.0
+
+
+def test_multi_rank_cells_decide_alike_whether_to_continue(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each rank of a multi-rank cell decides alone (here: WORLD_SIZE=2 makes this process
+    look like one of them); a changed config never continues from the old checkpoint, even
+    when another rank already rewrote the status."""
+    from workflow_tasks import ckpt_probe_task
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    wf = Workflow(ckpt_probe_task)
+    wf.run(working_dir=tmp_path, progress=False, x=1)
+    cell = tmp_path / "cell"
+    (cell / "last.ckpt").write_bytes(b"old")
+    changed = wf.run(working_dir=tmp_path, progress=False, x=2, resume=True)
+    assert float(changed["resumed"]) == 0.0
+    # as a second rank would see it: the status rank 0 of this attempt just wrote
+    status = read_json(cell / "mushin_status.json")
+    assert status["previous_fingerprints"] != status["fingerprints"]
+    (cell / "last.ckpt").write_bytes(b"new")
+    (cell / "mushin_status.json").write_text(json.dumps({**status, "status": "running"}))
+    same = wf.run(working_dir=tmp_path, progress=False, x=2, resume=True)
+    assert float(same["resumed"]) == 1.0  # an interrupted attempt of the same config

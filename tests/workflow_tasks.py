@@ -83,3 +83,17 @@ def checkpointed_task(max_epochs: int, mushin_resume: ResumeContext) -> dict[str
     )  # fmt: skip
     trainer.fit(TinyModule(), datamodule=TinyDataModule(), ckpt_path=mushin_resume.last_ckpt)
     return {"resumed": float(mushin_resume.last_ckpt is not None)}
+
+
+def ckpt_probe_task(x: int, mushin_resume: ResumeContext) -> dict[str, float]:
+    """Reports whether the attempt was handed a checkpoint to continue from."""
+    return {"resumed": float(mushin_resume.last_ckpt is not None), "x": float(x)}
+
+
+def token_task(api_token: str) -> dict[str, float]:
+    """A required (MISSING) secret field: checks the value by hash."""
+    return {"ok": float(_h(api_token) == os.environ["MUSHIN_TEST_TOKEN_HASH"])}
+
+
+def hyper_task(key_dim: int, pad_token_id: int) -> dict[str, float]:
+    return {"key_dim": float(key_dim), "pad": float(pad_token_id)}
