@@ -141,7 +141,7 @@ class SecretVault:
 
         try:
             cfg = OmegaConf.structured(config)
-            plain = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
+            container = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
         except Exception:  # pragma: no cover - exotic configs: left as they are
             return config
         found: list[tuple[str, Any]] = []
@@ -156,7 +156,7 @@ class SecretVault:
             elif path and _is_secret_leaf(path, node):
                 found.append((path, node))
 
-        walk(plain, "")
+        walk(container, "")
         if not found:
             return config
         if plain:

@@ -14,6 +14,7 @@ import json
 import os
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -110,10 +111,13 @@ def test_hide_in_config_keeps_struct_mode() -> None:
     from omegaconf import OmegaConf
     from omegaconf.errors import ConfigAttributeError
 
-    vault = SecretVault()
-    cfg = vault.hide_in_config(_config())
-    assert OmegaConf.to_container(cfg)["db"]["password"].startswith("${oc.env:" + ENV_PREFIX)
-    assert OmegaConf.to_container(cfg)["port_key"].startswith("${oc.decode:")
+    for plain in (False, True):  # structured (in-process) or plain (pickling launchers)
+        cfg = SecretVault().hide_in_config(_config(), plain=plain)
+        assert OmegaConf.to_container(cfg)["db"]["password"].startswith("${oc.env:" + ENV_PREFIX)
+        assert OmegaConf.to_container(cfg)["port_key"].startswith("${oc.decode:")
+        with pytest.raises(ConfigAttributeError):
+            cfg.not_a_field = 1  # unknown keys still need '+'
+    assert OmegaConf.get_type(SecretVault().hide_in_config(_config(), plain=True)) is dict
     with pytest.raises(ConfigAttributeError, match="not in struct"):
         cfg.not_a_field = 1  # unknown keys still need '+'
     assert SecretVault().hide_in_config(int) is int  # nothing to hide: the config as given
@@ -278,3 +282,27 @@ def test_literal_url_credentials_beside_an_interpolation_are_refused(tmp_path: P
             working_dir=tmp_path, progress=False, lr=0.1, api_token=TOKEN,
             db={"password": "x", "url": "postgres://me:pw@${host}/db"},
         )  # fmt: skip
+
+
+@dataclass
+class TypedConfig:
+    lr: float = 0.1
+    api_token: str = TOKEN  # a literal secret default
+
+
+def typed_task(lr: float, api_token: str) -> dict[str, float]:
+    return {"lr": lr, "ok": float(_h(api_token) == _h(TOKEN))}
+
+
+def test_typed_configs_keep_their_schema_in_process(tmp_path: Path) -> None:
+    """With a secret default, the in-process launcher still checks the config's types."""
+    from hydra.errors import ConfigCompositionException
+
+    from mushin_box import Workflow
+
+    ds = Workflow(typed_task, TypedConfig).run(working_dir=tmp_path / "ok", progress=False)
+    assert float(ds["ok"]) == 1.0 and _leaks(tmp_path) == []
+    with pytest.raises(ConfigCompositionException):
+        Workflow(typed_task, TypedConfig).run(
+            working_dir=tmp_path / "bad", progress=False, lr="not-a-float"
+        )
