@@ -307,14 +307,14 @@ def plan_launch(
 
 
 def _override_keys(overrides: Sequence[str]) -> set[str]:
-    from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
 
+    from mushin_box._workflow import _override_keys as keys
+
     try:
-        parsed = OverridesParser.create().parse_overrides(list(overrides))
+        return set(keys(overrides))
     except OverrideParseException as exc:
         raise LaunchError(f"bad override: {exc}") from None
-    return {o.key_or_group for o in parsed}
 
 
 def run_launch(

@@ -30,6 +30,7 @@ __all__ = [
     "KEY_PACKAGES",
     "PACKAGES_FILE",
     "REDACTED",
+    "URL_CREDENTIALS",
     "basic_provenance",
     "canonical_package_name",
     "git_state",
@@ -126,7 +127,8 @@ _DESCRIBING_WORDS = frozenset(
 )
 _SPLIT = re.compile(r"[^a-z0-9]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@]+@")
+#: ``scheme://userinfo@``: credentials inside a URL (redacted here, hidden by _secrets)
+URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s@]+)@")
 _NAME_SEPARATORS = re.compile(r"[-_.]+")
 #: packages whose versions the record names one by one, for readability (canonical names)
 KEY_PACKAGES: tuple[str, ...] = (
@@ -177,7 +179,7 @@ def redact_url_credentials(text: str) -> str:
     """
     if "@" not in text or "://" not in text:
         return text
-    return _URL_CREDENTIALS.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", text)
+    return URL_CREDENTIALS.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", text)
 
 
 def _git(args: list[str], cwd: Path) -> str | None:

@@ -26,12 +26,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from mushin_box._overrides import Interpolation, format_value
-from mushin_box._provenance import REDACTED, is_secret_name
+from mushin_box._provenance import REDACTED, URL_CREDENTIALS, is_secret_name
 
 __all__ = [
     "ENV_PREFIX",
@@ -43,8 +42,6 @@ __all__ = [
 
 ENV_PREFIX = "MUSHIN_SECRET_"
 _APPTAINER = "APPTAINERENV_"
-_URL_CREDENTIALS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s@]+@")
-_URL_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^/\s@]+)@")
 #: environment variables whose names only look secret ("pwd" = password in a config key)
 _NOT_SECRET_ENV = frozenset({"PWD", "OLDPWD"})
 #: shorter secret values are not searched for in free text (they would match anywhere)
@@ -71,8 +68,8 @@ def _is_secret_leaf(path: str, value: Any) -> bool:
         if "${" in value:
             # already a reference (e.g. "Bearer ${oc.env:TOKEN}"); but a URL whose
             # credentials are literal cannot travel by reference with its interpolation
-            for match in _URL_USERINFO.finditer(value):
-                if "${" not in match.group(1):
+            for match in URL_CREDENTIALS.finditer(value):
+                if "${" not in match.group("userinfo"):
                     raise ValueError(
                         f"{path}: a URL with literal credentials that also holds an "
                         "interpolation cannot be kept out of Hydra's files. Fix: put the "
@@ -80,7 +77,7 @@ def _is_secret_leaf(path: str, value: Any) -> bool:
                         "'postgres://${oc.env:DB_USER}:${oc.env:DB_PASSWORD}@${host}/db'"
                     )
             return False
-        return is_secret_path(path) or _URL_CREDENTIALS.search(value) is not None
+        return is_secret_path(path) or URL_CREDENTIALS.search(value) is not None
     return isinstance(value, int | float) and is_secret_path(path)
 
 
