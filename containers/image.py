@@ -26,7 +26,7 @@ build pass ``--extra-index-url https://download.pytorch.org/whl/cu128`` to
 
 from __future__ import annotations
 
-from mushin_box._imagespec import ImageSpec, ProjectInstall
+from mushin_box._image.spec import ImageSpec, ProjectInstall
 
 __all__ = ["BASE", "IMAGE", "PINS"]
 

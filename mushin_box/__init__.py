@@ -17,35 +17,35 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from mushin_box._core.version import __version__
 
 # public name -> private module that defines it (imported lazily on attribute access)
 _LAZY: dict[str, str] = {
-    "HydraDDP": "mushin_box._ddp",
-    "MetricsCallback": "mushin_box._metrics",
-    "load_metrics_file": "mushin_box._metrics",
-    "seed_everything_per_rank": "mushin_box._seeding",
-    "seed_for_rank": "mushin_box._seeding",
-    "global_rank_from_env": "mushin_box._seeding",
-    "ResumeContext": "mushin_box._resume",
-    "resume_context": "mushin_box._resume",
-    "resumable": "mushin_box._resume",
-    "find_last_checkpoint": "mushin_box._resume",
-    "load_experiment": "mushin_box._experiment",
-    "job_dir": "mushin_box._jobdir",
-    "submitit_slurm_config": "mushin_box._slurm",
-    "Workflow": "mushin_box._workflow",
-    "ImageSpec": "mushin_box._imagespec",
-    "ProjectInstall": "mushin_box._imagespec",
-    "render_definition": "mushin_box._imagespec",
-    "build_image": "mushin_box._build",
-    "Manifest": "mushin_box._build",
-    "read_manifest": "mushin_box._build",
-    "ApptainerNotFound": "mushin_box._build",
-    "read_sif_header": "mushin_box._sif",
-    "SifHeader": "mushin_box._sif",
-    "multirun": "mushin_box._workflow",
-    "hydra_list": "mushin_box._workflow",
+    "HydraDDP": "mushin_box._train.ddp",
+    "MetricsCallback": "mushin_box._train.metrics",
+    "load_metrics_file": "mushin_box._train.metrics",
+    "seed_everything_per_rank": "mushin_box._train.seeding",
+    "seed_for_rank": "mushin_box._train.seeding",
+    "global_rank_from_env": "mushin_box._train.seeding",
+    "ResumeContext": "mushin_box._train.resume",
+    "resume_context": "mushin_box._train.resume",
+    "resumable": "mushin_box._train.resume",
+    "find_last_checkpoint": "mushin_box._train.resume",
+    "load_experiment": "mushin_box._sweep.experiment",
+    "job_dir": "mushin_box._core.jobdir",
+    "submitit_slurm_config": "mushin_box._slurm.config",
+    "Workflow": "mushin_box._sweep.workflow",
+    "ImageSpec": "mushin_box._image.spec",
+    "ProjectInstall": "mushin_box._image.spec",
+    "render_definition": "mushin_box._image.spec",
+    "build_image": "mushin_box._image.build",
+    "Manifest": "mushin_box._image.build",
+    "read_manifest": "mushin_box._image.build",
+    "ApptainerNotFound": "mushin_box._image.build",
+    "read_sif_header": "mushin_box._image.sif",
+    "SifHeader": "mushin_box._image.sif",
+    "multirun": "mushin_box._sweep.workflow",
+    "hydra_list": "mushin_box._sweep.workflow",
 }
 
 __all__ = [
@@ -78,26 +78,26 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
-    from mushin_box._build import ApptainerNotFound, Manifest, build_image, read_manifest
-    from mushin_box._ddp import HydraDDP
-    from mushin_box._experiment import load_experiment
-    from mushin_box._imagespec import ImageSpec, ProjectInstall, render_definition
-    from mushin_box._jobdir import job_dir
-    from mushin_box._metrics import MetricsCallback, load_metrics_file
-    from mushin_box._resume import (
+    from mushin_box._core.jobdir import job_dir
+    from mushin_box._image.build import ApptainerNotFound, Manifest, build_image, read_manifest
+    from mushin_box._image.sif import SifHeader, read_sif_header
+    from mushin_box._image.spec import ImageSpec, ProjectInstall, render_definition
+    from mushin_box._slurm.config import submitit_slurm_config
+    from mushin_box._sweep.experiment import load_experiment
+    from mushin_box._sweep.workflow import Workflow, hydra_list, multirun
+    from mushin_box._train.ddp import HydraDDP
+    from mushin_box._train.metrics import MetricsCallback, load_metrics_file
+    from mushin_box._train.resume import (
         ResumeContext,
         find_last_checkpoint,
         resumable,
         resume_context,
     )
-    from mushin_box._seeding import (
+    from mushin_box._train.seeding import (
         global_rank_from_env,
         seed_everything_per_rank,
         seed_for_rank,
     )
-    from mushin_box._sif import SifHeader, read_sif_header
-    from mushin_box._slurm import submitit_slurm_config
-    from mushin_box._workflow import Workflow, hydra_list, multirun
 
 
 def __getattr__(name: str) -> Any:

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 import sys
 
-from mushin_box.cli import main
+from mushin_box.cli.main import main
 
 sys.exit(main())

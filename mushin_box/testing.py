@@ -80,7 +80,7 @@ def _append_rank_record(module: pl.LightningModule, key: str, value: Any) -> Non
     target = os.environ.get("MUSHIN_TEST_RANK_LOG")
     if not target:
         return
-    from mushin_box._jobdir import job_dir
+    from mushin_box._core.jobdir import job_dir
 
     rank = module.global_rank
     with open(os.path.join(target, f"rank{rank}.log"), "a", encoding="utf-8") as f:

@@ -14,11 +14,11 @@ import pytest
 from workflow_tasks import grid_task
 
 from mushin_box import Workflow, multirun
-from mushin_box._provenance import PACKAGES_FILE
-from mushin_box._provenance_diff import DiffInputError, diff_provenance, diff_records
-from mushin_box._provenance_full import full_provenance, write_provenance
-from mushin_box._sidecars import write_json_atomic
-from mushin_box._topology import simulated_slurm_env
+from mushin_box._core.sidecars import write_json_atomic
+from mushin_box._provenance.full import full_provenance, write_provenance
+from mushin_box._provenance.record import PACKAGES_FILE
+from mushin_box._provenance.topology import simulated_slurm_env
+from mushin_box._sweep.diff import DiffInputError, diff_provenance, diff_records
 
 
 def task(lr: float, seed: int = 0) -> dict[str, float]:
@@ -335,7 +335,7 @@ def test_diff_imports_no_torch(tmp_path: Path) -> None:
     a = make_cell(tmp_path / "a")
     code = (
         "import sys\n"
-        "from mushin_box.cli import main\n"
+        "from mushin_box.cli.main import main\n"
         "rc = main(sys.argv[1:])\n"
         "heavy = [m for m in ('torch', 'pytorch_lightning', 'lightning_fabric') "
         "if m in sys.modules]\n"

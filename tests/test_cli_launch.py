@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from conftest import REPO
 
-from mushin_box._sidecars import read_json
+from mushin_box._core.sidecars import read_json
 
 EXP = REPO / "examples" / "exp.py"
 
@@ -159,7 +159,7 @@ def test_every_slurm_rank_in_the_standin_image(slurm_cluster: Any, tmp_path: Pat
     the image's identity from its manifest reaches every cell's provenance."""
     from test_smoke import STANDIN, _image
 
-    from mushin_box._sif import file_sha256
+    from mushin_box._image.sif import file_sha256
 
     image = _image(tmp_path)
     work = tmp_path / "sweep"

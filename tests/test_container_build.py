@@ -49,8 +49,8 @@ from conftest import REPO
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mushin_box import cli
-from mushin_box._build import (
+from mushin_box._core.sidecars import canonical_dumps
+from mushin_box._image.build import (
     ApptainerNotFound,
     BuildError,
     build_image,
@@ -58,17 +58,17 @@ from mushin_box._build import (
     plan_build,
     read_manifest,
 )
-from mushin_box._cmd_build import load_spec
-from mushin_box._imagespec import ImageSpec, ProjectInstall, render_definition
-from mushin_box._provenance import is_secret_name
-from mushin_box._sidecars import canonical_dumps
-from mushin_box._sif import (
+from mushin_box._image.sif import (
     SifFormatError,
     file_sha256,
     read_sif_descriptors,
     read_sif_header,
     read_sif_object,
 )
+from mushin_box._image.spec import ImageSpec, ProjectInstall, render_definition
+from mushin_box._provenance.record import is_secret_name
+from mushin_box.cli import main as cli
+from mushin_box.cli.build import load_spec
 
 GOLDEN = REPO / "tests" / "golden"
 STANDIN = REPO / "tests" / "standins" / "apptainer-standin-build"
@@ -844,7 +844,7 @@ def test_cli_build_with_standin(
     monkeypatch.chdir(tmp_path)
     _small_spec(tmp_path)
     (tmp_path / "myimage.py").write_text(
-        "from mushin_box._imagespec import ImageSpec\n"
+        "from mushin_box._image.spec import ImageSpec\n"
         f"IMAGE = ImageSpec(base={'python@' + DIGEST!r}, files={{'conf/site.yaml': '/s'}})\n"
         "OTHER = 3\n"
     )
@@ -871,11 +871,11 @@ def test_cli_bad_spec_exits_2(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "myimage.py").write_text(
-        f"from mushin_box._imagespec import ImageSpec\nIMAGE = ImageSpec(base={'d@' + DIGEST!r})\n"
+        f"from mushin_box._image.spec import ImageSpec\nIMAGE = ImageSpec(base={'d@' + DIGEST!r})\n"
         "OTHER = 3\n"
     )
     (tmp_path / "broken.py").write_text(
-        "from mushin_box._imagespec import ImageSpec\nIMAGE = ImageSpec(base='python:3.11')\n"
+        "from mushin_box._image.spec import ImageSpec\nIMAGE = ImageSpec(base='python:3.11')\n"
     )
     assert cli.main(["build", "--dry-run", spec]) == 2
     assert re.search(message, capsys.readouterr().err)
@@ -886,7 +886,7 @@ def test_cli_module_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "images.py").write_text(
-        f"from mushin_box._imagespec import ImageSpec\nTRAIN = ImageSpec(base={'d@' + DIGEST!r})\n"
+        f"from mushin_box._image.spec import ImageSpec\nTRAIN = ImageSpec(base={'d@' + DIGEST!r})\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.chdir(tmp_path)
@@ -897,7 +897,7 @@ def test_cli_module_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 
 def test_cli_module_does_not_import_torch() -> None:
     code = (
-        "import sys, mushin_box._cmd_build, mushin_box._build, mushin_box._sif;"
+        "import sys, mushin_box.cli.build, mushin_box._image.build, mushin_box._image.sif;"
         "bad = [m for m in ('torch', 'lightning', 'pytorch_lightning') if m in sys.modules];"
         "sys.exit(1 if bad else 0)"
     )
@@ -950,7 +950,7 @@ def test_spython_docker_parser_output_as_characterized(dockerfile: Path) -> None
     assert recipe.files[:3] == [["requirements.lock", "/opt/req.lock"], ["a.txt", "/opt/"],
                                 ["b.txt", "/opt/"]]  # fmt: skip
     assert recipe.entrypoint == ["python", "-m", "app"] and recipe.cmd == ["--help"]
-    # wrong or raw (fixed up by mushin_box._dockerfile):
+    # wrong or raw (fixed up by mushin_box._image.dockerfile):
     assert recipe.fromHeader.endswith(" ")  # 'AS base' removed, its space kept
     assert recipe.labels == [['org.example.owner="Joana Q" org.example.version=1.2']]
     assert 'GREETING="hello world"' in recipe.install  # ENV copied as a bare assignment
@@ -1048,7 +1048,7 @@ def test_from_dockerfile_refuses_what_would_not_convert(
     tmp_path: Path, body: str, message: str
 ) -> None:
     pytest.importorskip("spython")
-    from mushin_box._dockerfile import DockerfileError
+    from mushin_box._image.dockerfile import DockerfileError
 
     (tmp_path / "a.txt").write_text("x\n")
     path = tmp_path / "Dockerfile"

@@ -17,7 +17,7 @@ from ddp_helpers import fit_task, make_app_config
 from hydra_zen import launch
 
 from mushin_box import load_experiment, resumable
-from mushin_box._seeding import seed_records
+from mushin_box._train.seeding import seed_records
 
 pytestmark = pytest.mark.slow
 
@@ -218,7 +218,7 @@ def test_torchrun_matching_world_steps_aside(tmp_path: Path, rank_log: Path) -> 
     logs = read_rank_logs(rank_log)
     assert sorted(logs) == [0, 1] and all(r["world"] == "2" for r in logs[1])
     # torchrun started both ranks: HydraDDP started none of its own
-    assert "mushin_box._ddp_child" not in proc.stdout + proc.stderr
+    assert "mushin_box._train.ddp_child" not in proc.stdout + proc.stderr
 
 
 def test_torchrun_mismatched_world_fails_fast(tmp_path: Path) -> None:
@@ -254,7 +254,7 @@ def _children_of_marker(marker: str) -> list[int]:
             cmd = (d / "cmdline").read_bytes()
         except OSError:
             continue
-        if b"mushin_box._ddp_child" in cmd and marker.encode() in env:
+        if b"mushin_box._train.ddp_child" in cmd and marker.encode() in env:
             pids.append(int(d.name))
     return pids
 

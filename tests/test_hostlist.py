@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from mushin_box._hostlist import MAX_RANGE, compress_hostlist, expand_hostlist
+from mushin_box._core.hostlist import MAX_RANGE, compress_hostlist, expand_hostlist
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

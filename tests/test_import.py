@@ -56,7 +56,7 @@ def test_no_top_level_mushin_package_shipped() -> None:
 def test_cli_help_loads_no_torch() -> None:
     code = (
         "import sys\n"
-        "from mushin_box.cli import main\n"
+        "from mushin_box.cli.main import main\n"
         "try:\n"
         "    main(['--help'])\n"
         "except SystemExit:\n"

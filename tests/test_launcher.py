@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""The ``mushin_slurm``/``mushin_local`` Hydra launchers (mushin_box._launcher + plugin).
+"""The ``mushin_slurm``/``mushin_local`` Hydra launchers (mushin_box._slurm.launcher + plugin).
 
 Unit tests: the config registration, validation, the generated sbatch script (quoting, the
 host-side requeue trap, run by bash against stub ``srun``/``scontrol``). ``slurm`` tests: real
@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from mushin_box import ResumeContext
-from mushin_box._launcher import (
+from mushin_box._slurm.launcher import (
     LocalLauncherConf,
     SlurmLauncherConf,
     SubmititCellLauncher,
@@ -238,7 +238,7 @@ def test_an_unpicklable_task_exception_comes_back_as_its_traceback() -> None:
 
     from hydra.core.utils import JobReturn, JobStatus
 
-    from mushin_box._launcher import _picklable
+    from mushin_box._slurm.launcher import _picklable
 
     class Odd(Exception):
         def __init__(self) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from _slurm_cluster import SlurmCluster
 
-from mushin_box._slurm import submitit_slurm_config
+from mushin_box._slurm.config import submitit_slurm_config
 
 pytestmark = pytest.mark.slurm
 

@@ -1,4 +1,4 @@
-"""Round-trip tests for :mod:`mushin_box._overrides` through Hydra's own parser."""
+"""Round-trip tests for :mod:`mushin_box._core.overrides` through Hydra's own parser."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
-from mushin_box._overrides import (
+from mushin_box._core.overrides import (
     format_override,
     format_sweep,
     format_value,

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Pre-flight of a rank image (mushin_box._preflight): the checks before anything is
+"""Pre-flight of a rank image (mushin_box._container.preflight): the checks before anything is
 submitted, and the image identity the env file hands to every rank.
 
 ``apptainer`` here is the STAND-IN (``tests/standins/apptainer-standin``) or nothing: the
@@ -19,15 +19,15 @@ from typing import Any
 
 import pytest
 
-from mushin_box._build import Manifest, manifest_path
-from mushin_box._preflight import (
+from mushin_box._container.preflight import (
     PreflightError,
     PreflightWarning,
     preflight,
     runtime_apptainer_version,
 )
-from mushin_box._rankwrap import ImageIdentity
-from mushin_box._sif import file_sha256
+from mushin_box._container.rankwrap import ImageIdentity
+from mushin_box._image.build import Manifest, manifest_path
+from mushin_box._image.sif import file_sha256
 
 REPO = Path(__file__).resolve().parents[1]
 STANDIN_DIR = REPO / "tests" / "standins" / "apptainer-standin"

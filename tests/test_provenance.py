@@ -22,25 +22,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mushin_box import (
-    _hostlist,
-    _provenance,
-    _provenance_diff,
-    _provenance_env,
-    _provenance_files,
-    _provenance_full,
-    _topology,
-)
-from mushin_box._provenance import (
-    PACKAGES_FILE,
-    REDACTED,
-    basic_provenance,
-    canonical_package_name,
-    installed_packages,
-    package_set,
-)
-from mushin_box._provenance_env import device_facts, redact_env_text
-from mushin_box._provenance_full import (
+from mushin_box._core import hostlist as _hostlist
+from mushin_box._core.sidecars import canonical_dumps, read_json, write_json_atomic
+from mushin_box._provenance import env as _provenance_env
+from mushin_box._provenance import files as _provenance_files
+from mushin_box._provenance import full as _provenance_full
+from mushin_box._provenance import record as _provenance
+from mushin_box._provenance import topology as _topology
+from mushin_box._provenance.env import device_facts, redact_env_text
+from mushin_box._provenance.full import (
     SCHEMA,
     finish_record,
     full_provenance,
@@ -54,8 +44,15 @@ from mushin_box._provenance_full import (
     split_provenance,
     write_provenance,
 )
-from mushin_box._sidecars import canonical_dumps, read_json, write_json_atomic
-from mushin_box._topology import (
+from mushin_box._provenance.record import (
+    PACKAGES_FILE,
+    REDACTED,
+    basic_provenance,
+    canonical_package_name,
+    installed_packages,
+    package_set,
+)
+from mushin_box._provenance.topology import (
     RankPlacement,
     Topology,
     parse_tasks_per_node,
@@ -63,6 +60,7 @@ from mushin_box._topology import (
     simulated_slurm_env,
     topology_from_env,
 )
+from mushin_box._sweep import diff as _provenance_diff
 
 
 def task(lr: float, seed: int = 0) -> dict[str, float]:
@@ -457,7 +455,7 @@ def test_package_list_is_fast_once_per_process() -> None:
     code = (
         "import time\n"
         "t0 = time.perf_counter()\n"
-        "from mushin_box._provenance import installed_packages\n"
+        "from mushin_box._provenance.record import installed_packages\n"
         "t1 = time.perf_counter()\n"
         "installed_packages()\n"
         "t2 = time.perf_counter()\n"
@@ -534,7 +532,7 @@ def _device_run(code: str) -> dict[str, Any]:
     script = (
         "import json, sys\n"
         f"{code}\n"
-        "from mushin_box._provenance_full import full_provenance\n"
+        "from mushin_box._provenance.full import full_provenance\n"
         "rec = full_provenance(task=print, config={}, fingerprints={}, environ={})\n"
         "print(json.dumps({'devices': rec['run']['devices'],"
         " 'torch': 'torch' in sys.modules}))\n"
@@ -762,7 +760,7 @@ def seeded_task(lr: float, seed: int = 0) -> dict[str, float]:
 def test_workflow_cells_carry_the_full_record(tmp_path: Path) -> None:
     """A sweep cell's record: full, completed after the task, its package list beside it."""
     from mushin_box import Workflow, multirun
-    from mushin_box._provenance_diff import diff_provenance
+    from mushin_box._sweep.diff import diff_provenance
 
     Workflow(seeded_task).run(
         working_dir=tmp_path / "a", progress=False, lr=0.1, seed=multirun([5])
@@ -796,8 +794,8 @@ def test_workflow_cells_carry_the_full_record(tmp_path: Path) -> None:
 _TASK_SCRIPT = textwrap.dedent(
     """
     import json, os, sys
-    from mushin_box._provenance_full import full_provenance
-    from mushin_box._sidecars import canonical_dumps
+    from mushin_box._provenance.full import full_provenance
+    from mushin_box._core.sidecars import canonical_dumps
 
     def task(lr, seed=0):
         return {"loss": lr}
@@ -848,9 +846,9 @@ def test_real_slurm_worlds_1_2_4_share_the_reproducibility_bytes(
 
 
 def test_what_the_rank_wrapper_writes_is_what_the_record_holds(tmp_path: Path) -> None:
-    """The env file of :func:`mushin_box._rankwrap.plan_env_file`, as a rank sees it."""
-    from mushin_box._container_launch import IMAGE_IDENTITY_VARS, ImageIdentity
-    from mushin_box._rankwrap import ContainerLaunch, plan_env_file, rank_argv
+    """The env file of :func:`mushin_box._container.rankwrap.plan_env_file`, as a rank sees it."""
+    from mushin_box._container.launch import IMAGE_IDENTITY_VARS, ImageIdentity
+    from mushin_box._container.rankwrap import ContainerLaunch, plan_env_file, rank_argv
 
     identity = ImageIdentity(sif_sha256="ab" * 32, sif_uuid="00000000-0000-0000-0000-000000000000",
                              definition_sha256="cd" * 32, base_digest="sha256:" + "ef" * 32,

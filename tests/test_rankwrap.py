@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""The rank wrapper (mushin_box._rankwrap): env file, argv, sbatch fragment, secrets
+"""The rank wrapper (mushin_box._container.rankwrap): env file, argv, sbatch fragment, secrets
 (pre-flight: tests/test_preflight.py).
 
 Golden files (``tests/golden/rankwrap-2x4.*``) hold the 2-node x 4-GPU reference of the
@@ -34,9 +34,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mushin_box import _rankwrap
-from mushin_box._provenance import is_secret_name
-from mushin_box._rankwrap import (
+from mushin_box._container import rankwrap as _rankwrap
+from mushin_box._container.rankwrap import (
     APPTAINER_ALWAYS_PASS,
     OPTIONAL_SLURM_VARS,
     REQUIRED_SLURM_VARS,
@@ -56,6 +55,7 @@ from mushin_box._rankwrap import (
     setup_lines,
     srun_argv,
 )
+from mushin_box._provenance.record import is_secret_name
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden"
@@ -629,7 +629,7 @@ def test_standin_refuses_commands_in_an_env_file(tmp_path: Path) -> None:
 
 def test_launcher_fields_reach_the_sbatch_script(tmp_path: Path) -> None:
     try:
-        from mushin_box._launcher import render_sbatch
+        from mushin_box._slurm.launcher import render_sbatch
     except ImportError:  # pragma: no cover
         pytest.skip("waiting for launcher integration")
     spec = ContainerLaunch(image="/img/x.sif", project_dir=str(tmp_path), infiniband=False)
@@ -704,7 +704,7 @@ def test_ranks_run_through_the_standin_on_slurm(
 def test_module_doctests() -> None:
     import doctest
 
-    from mushin_box import _container_launch
+    from mushin_box._container import launch as _container_launch
 
     for module in (_rankwrap, _container_launch):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
@@ -712,7 +712,7 @@ def test_module_doctests() -> None:
 
 
 def test_split_modules_keep_every_name_importable_from_rankwrap() -> None:
-    from mushin_box import _container_launch
+    from mushin_box._container import launch as _container_launch
 
     assert set(_container_launch.__all__) <= set(_rankwrap.__all__)
     for name in _rankwrap.__all__:

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from workflow_tasks import _h, ddp_secret_task, secret_task
 
-from mushin_box._overrides import format_value, parse_override_value
-from mushin_box._secrets import ENV_PREFIX, SecretVault, scrub_secret_values
+from mushin_box._core.overrides import format_value, parse_override_value
+from mushin_box._core.secrets import ENV_PREFIX, SecretVault, scrub_secret_values
 
 TOKEN = "PLANTED-token-5f2b9c"
 PASSWORD = "PLANTED-password-a71e"
@@ -217,7 +217,7 @@ def test_slurm_ranks_in_the_standin_image_get_the_secret(
     """Two SLURM tasks per cell, each in ``apptainer exec --cleanenv`` (the STAND-IN script
     in tests/standins, not Apptainer): the value reaches them as ``APPTAINERENV_...``."""
     from mushin_box import submitit_slurm_config
-    from mushin_box._rankwrap import ContainerLaunch, container_launcher_fields
+    from mushin_box._container.rankwrap import ContainerLaunch, container_launcher_fields
 
     standins = Path(__file__).parent / "standins" / "apptainer-standin"
     monkeypatch.setenv("PATH", f"{standins}{os.pathsep}{os.environ['PATH']}")

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from mushin_box import global_rank_from_env, seed_everything_per_rank, seed_for_rank
-from mushin_box._seeding import seed_records
+from mushin_box._train.seeding import seed_records
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Tests for :mod:`mushin_box._sidecars`: canonical JSON and atomic writes."""
+"""Tests for :mod:`mushin_box._core.sidecars`: canonical JSON and atomic writes."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from conftest import assert_same
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import mushin_box._sidecars as sidecars
-from mushin_box._sidecars import (
+import mushin_box._core.sidecars as sidecars
+from mushin_box._core.sidecars import (
     SidecarWarning,
     canonical_dumps,
     loads,

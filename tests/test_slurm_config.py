@@ -15,8 +15,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-import mushin_box._slurm
-from mushin_box._slurm import SLURM_LAUNCHER_KEYS, submitit_slurm_config
+import mushin_box._slurm.config
+from mushin_box._slurm.config import SLURM_LAUNCHER_KEYS, submitit_slurm_config
 
 # Fields of hydra-submitit-launcher 1.2.0's SlurmQueueConf (incl. BaseQueueConf), from its
 # hydra_plugins/hydra_submitit_launcher/config.py. The plugin is not a dependency.
@@ -247,13 +247,13 @@ def test_bad_optional_values(kwargs: dict[str, Any]) -> None:
 
 
 def test_docstring_example_runs() -> None:
-    result = doctest.testmod(mushin_box._slurm, raise_on_error=False)
+    result = doctest.testmod(mushin_box._slurm.config, raise_on_error=False)
     assert result.attempted >= 3 and result.failed == 0
 
 
 def test_import_is_lazy() -> None:
     code = (
-        "import sys, mushin_box._slurm; "
+        "import sys, mushin_box._slurm.config; "
         "print(sorted(m for m in ('torch', 'pytorch_lightning', 'lightning', 'submitit', "
         "'hydra', 'omegaconf') if m in sys.modules))"
     )

@@ -14,7 +14,7 @@ import pytest
 from conftest import read_rank_logs
 
 from mushin_box import Workflow, multirun, submitit_slurm_config
-from mushin_box._sidecars import read_json
+from mushin_box._core.sidecars import read_json
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 

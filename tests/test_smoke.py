@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from mushin_box._build import Manifest, manifest_path
-from mushin_box._sif import file_sha256
+from mushin_box._image.build import Manifest, manifest_path
+from mushin_box._image.sif import file_sha256
 
 pytestmark = pytest.mark.slow
 STANDIN = REPO / "tests" / "standins" / "apptainer-standin"

@@ -20,7 +20,7 @@ from hydra_zen import make_config
 from workflow_tasks import grid_task, marker_task, resume_task
 
 from mushin_box import Workflow, hydra_list, load_experiment, multirun
-from mushin_box._sidecars import SidecarWarning, read_json
+from mushin_box._core.sidecars import SidecarWarning, read_json
 
 GRID = {"lr": multirun([0.1, 0.2, 0.3]), "seed": multirun([0, 1])}
 
@@ -210,8 +210,8 @@ def test_multi_rank_launch_disables_the_budget_with_a_warning(
 
 
 def test_multi_rank_detection() -> None:
-    from mushin_box._cells import is_multi_rank
-    from mushin_box._workflow import _launcher_is_multi_rank
+    from mushin_box._sweep.cells import is_multi_rank
+    from mushin_box._sweep.workflow import _launcher_is_multi_rank
 
     assert is_multi_rank({"SLURM_NTASKS": "4"}) and is_multi_rank({"WORLD_SIZE": "2"})
     assert not is_multi_rank({"SLURM_NTASKS": "1"}) and not is_multi_rank({})

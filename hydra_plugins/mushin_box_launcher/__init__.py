@@ -3,5 +3,5 @@
 
 Hydra finds this package in the ``hydra_plugins`` namespace package (no ``__init__.py``
 there: it is shared with other plugins, e.g. hydra-submitit-launcher). The logic lives in
-:mod:`mushin_box._launcher`.
+:mod:`mushin_box._slurm.launcher`.
 """

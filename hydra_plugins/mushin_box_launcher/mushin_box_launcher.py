@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Registers ``hydra/launcher=mushin_slurm`` and ``mushin_local``; thin Launcher adapters.
 
-Everything else (validation, the sbatch script, waiting) is in :mod:`mushin_box._launcher`,
-the host-side requeue trap in :mod:`mushin_box._requeue`. Importing this module imports
+Everything else (validation, the sbatch script, waiting) is in :mod:`mushin_box._slurm.launcher`,
+the host-side requeue trap in :mod:`mushin_box._slurm.requeue`. Importing this module imports
 neither submitit nor torch.
 
 Examples
@@ -27,13 +27,13 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
-from mushin_box._launcher import LocalLauncherConf, SlurmLauncherConf, SubmititCellLauncher
+from mushin_box._slurm.launcher import LocalLauncherConf, SlurmLauncherConf, SubmititCellLauncher
 
 __all__ = ["MushinLocalLauncher", "MushinSlurmLauncher"]
 
 
 class _MushinLauncher(Launcher):
-    """Forwards to :class:`mushin_box._launcher.SubmititCellLauncher` (abstract: Hydra
+    """Forwards to :class:`mushin_box._slurm.launcher.SubmititCellLauncher` (abstract: Hydra
     registers only the two concrete launchers below)."""
 
     @property
@@ -57,7 +57,7 @@ class _MushinLauncher(Launcher):
 
 
 class MushinSlurmLauncher(_MushinLauncher):
-    """``hydra/launcher=mushin_slurm``: each cell is a SLURM job (see mushin_box._launcher)."""
+    """``hydra/launcher=mushin_slurm``: each cell is a SLURM job."""
 
     @property
     def cluster(self) -> Literal["slurm", "local"]:

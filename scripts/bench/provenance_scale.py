@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """Cost per rank of the topology + provenance record in a simulated 4,096-rank world.
 
-Every rank of a world builds its :class:`~mushin_box._topology.Topology` from its own
+Every rank of a world builds its :class:`~mushin_box._provenance.topology.Topology` from its own
 environment (which lists *every* rank, so the work grows with the world), the full
 provenance record and writes it. This script simulates SLURM's environment for a sample
 of the ranks of a ``--nodes x --gpus-per-node`` world in one process and times, per rank:
@@ -42,10 +42,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mushin_box._provenance import PACKAGES_FILE, basic_provenance
-from mushin_box._provenance_full import full_provenance, provenance_bytes, write_provenance
-from mushin_box._sidecars import canonical_dumps
-from mushin_box._topology import simulated_slurm_env, topology_from_env
+from mushin_box._core.sidecars import canonical_dumps
+from mushin_box._provenance.full import full_provenance, provenance_bytes, write_provenance
+from mushin_box._provenance.record import PACKAGES_FILE, basic_provenance
+from mushin_box._provenance.topology import simulated_slurm_env, topology_from_env
 
 TARGET_MS = 50.0
 

@@ -1,0 +1,478 @@
+# SPDX-License-Identifier: MIT
+"""Run every SLURM rank inside the image: render a :class:`ContainerLaunch` into the env
+file, the ``apptainer exec``/``srun`` argv, the batch-script setup lines, the launcher fields
+and the sbatch fragment. The values themselves (``ContainerLaunch``, ``Bind``, ``NcclProfile``,
+``MasterPort``) are described and validated in :mod:`mushin_box._container.launch`, the image
+pre-flight lives in :mod:`mushin_box._container.preflight`; both are re-exported here.
+
+One container per srun task (``docs/containers.md``, notes §0/§7)::
+
+    srun --kill-on-bad-exit=1 ... apptainer exec --nv --cleanenv --env-file FILE \\
+        --bind PROJECT:PROJECT --bind WORKDIR [--bind /dev/infiniband] --pwd WORKDIR \\
+        IMAGE.sif python -u ...
+
+``--cleanenv`` drops every host variable except Apptainer's short pass-list (``TERM`` and
+the proxy variables), so the env file is the only channel from host to rank. Apptainer
+parses it on the host, once per task, with that task's environment visible (not exported)
+and ``allexport`` on: ``SLURM_PROCID="${SLURM_PROCID:?}"`` forwards the task's own value and
+fails the launch when Slurm did not set it. Each resulting value is then evaluated a second
+time inside the container (``export NAME="<value>"``, only ``"`` escaped) unless
+``--no-eval``. Literal values are therefore written so that both evaluations give back
+exactly the bytes given here: escape ``\\``, ``$`` and backticks for the second one, then
+single-quote for the first. Forwarded Slurm values are not escaped (Apptainer would expand
+a ``$`` in a job name inside the container; ``no_eval=True`` avoids that, Apptainer >= 1.1).
+
+Never ``--contain``/``--containall``: each contained rank gets its own ``/dev/shm``, so
+NCCL turns off P2P and SHM between ranks on a node (and /tmp, $HOME become 64 MiB).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+# The value classes live in _container_launch (one concept per module); they are
+# re-exported here so `from mushin_box._container.rankwrap import ContainerLaunch` keeps working.
+from mushin_box._container.launch import (
+    APPTAINER_ALWAYS_PASS,
+    IMAGE_IDENTITY_VARS,
+    INFINIBAND_DEVICE,
+    NCCL_PRESETS,
+    OPTIONAL_SLURM_VARS,
+    REQUIRED_SLURM_VARS,
+    SELF_REFERENCE_VARS,
+    Bind,
+    ContainerLaunch,
+    ImageIdentity,
+    MasterPort,
+    NcclProfile,
+    RankWrapper,
+    _path,
+    _plain_text,
+)
+from mushin_box._container.preflight import (
+    PreflightError,
+    PreflightReport,
+    PreflightWarning,
+    preflight,
+)
+
+__all__ = [
+    "APPTAINER_ALWAYS_PASS",
+    "IMAGE_IDENTITY_VARS",
+    "INFINIBAND_DEVICE",
+    "NCCL_PRESETS",
+    "OPTIONAL_SLURM_VARS",
+    "REQUIRED_SLURM_VARS",
+    "SELF_REFERENCE_MARKER",
+    "SELF_REFERENCE_VARS",
+    "Bind",
+    "ContainerLaunch",
+    "EnvFile",
+    "ImageIdentity",
+    "MasterPort",
+    "NcclProfile",
+    "PreflightError",
+    "PreflightReport",
+    "PreflightWarning",
+    "RankWrapper",
+    "container_launcher_fields",
+    "env_file_path",
+    "plan_env_file",
+    "preflight",
+    "rank_argv",
+    "rank_command",
+    "render_env_file",
+    "render_sbatch_fragment",
+    "setup_lines",
+    "srun_argv",
+]
+
+StrPath = str | os.PathLike[str]
+
+_SAFE_VALUE_RE = re.compile(r"^[A-Za-z0-9_.,:/@%+=-]+\Z")
+_ENV_DIR = ".mushin-box"
+#: The comment line that opens the env file's last block (:data:`SELF_REFERENCE_VARS`).
+#: The file's name is the sha256 of the text *before* this line: the block names the file,
+#: so it cannot be part of what the name is computed from.
+SELF_REFERENCE_MARKER = (
+    "# this file and the rank's command (the file is named by the sha256 of the text above)"
+)
+
+
+def _literal(value: str, *, no_eval: bool) -> str:
+    """``value`` as an env-file word that both Apptainer evaluations turn back into ``value``."""
+    if not no_eval:  # the container re-evaluates it inside "...": keep \ $ ` literal there
+        value = value.replace("\\", "\\\\").replace("$", "\\$").replace("`", "\\`")
+    if _SAFE_VALUE_RE.match(value):
+        return value
+    return "'" + value.replace("'", "'\\''") + "'"
+
+
+def _identity(sif_sha256: str | None, identity: ImageIdentity | None) -> ImageIdentity:
+    if identity is None:
+        return ImageIdentity(sif_sha256=sif_sha256)
+    if sif_sha256 is not None and sif_sha256 != identity.sif_sha256:
+        raise ValueError(
+            f"sif_sha256={sif_sha256!r} disagrees with identity.sif_sha256="
+            f"{identity.sif_sha256!r}: pass only identity= (e.g. preflight(image).identity)"
+        )
+    return identity
+
+
+def render_env_file(
+    spec: ContainerLaunch,
+    *,
+    run_id: str | None = None,
+    sif_sha256: str | None = None,
+    identity: ImageIdentity | None = None,
+) -> str:
+    """The body of the ``--env-file`` every rank's ``apptainer exec`` reads (notes §7.2):
+    everything but the self-reference block :func:`plan_env_file` appends.
+
+    Parameters
+    ----------
+    spec : ContainerLaunch
+    run_id : str, optional
+        Written as ``MUSHIN_RUN_ID`` when given.
+    identity : ImageIdentity, optional
+        The image identity (``preflight(image).identity``), written as
+        :data:`IMAGE_IDENTITY_VARS` (``MUSHIN_SIF_SHA256``, ``MUSHIN_SIF_UUID``, ...), each
+        only when known.
+    sif_sha256 : str, optional
+        Shorthand for ``identity=ImageIdentity(sif_sha256=...)``.
+
+    Returns
+    -------
+    str
+        Plain assignments and comments only (what Apptainer's embedded shell and bash agree
+        on): forwarded variables as ``NAME="${NAME:?}"``/``"${NAME:-default}"``, everything
+        else literal. Variables given as ``env={NAME: None}`` are forwarded by reference
+        (``NAME="${NAME:?}"``): their values are never written.
+
+    Examples
+    --------
+    >>> spec = ContainerLaunch(image="/i.sif", project_dir="/p", env={"GREETING": "it's $5"})
+    >>> text = render_env_file(spec)
+    >>> 'SLURM_PROCID="${SLURM_PROCID:?}"' in text, 'PYTHONNOUSERSITE=1' in text
+    (True, True)
+    >>> print(*[line for line in text.splitlines() if line.startswith("GREETING")])
+    GREETING='it'\\''s \\$5'
+    >>> spec = ContainerLaunch(image="/i.sif", project_dir="/p", env={"HF_TOKEN": None})
+    >>> [line for line in render_env_file(spec).splitlines() if "HF_TOKEN" in line]
+    ['HF_TOKEN="${HF_TOKEN:?}"']
+    """
+    lit = lambda v: _literal(v, no_eval=spec.no_eval)  # noqa: E731
+    image = _identity(sif_sha256, identity)
+    second = "are not evaluated again (--no-eval)" if spec.no_eval else (
+        "are evaluated once more inside the container")  # fmt: skip
+    lines = [
+        "# mushin-box rank environment: parsed by Apptainer on the host,",
+        "# once per srun task, with that task's environment; ${X:?} = fail the launch if X is",
+        f"# unset. Values {second}.",
+        *(f'{n}="${{{n}:?}}"' for n in REQUIRED_SLURM_VARS),
+        'SLURM_CPUS_PER_TASK="${SLURM_CPUS_PER_TASK:-1}"',
+    ]
+    if spec.gpu_variable:
+        lines.append(f'{spec.gpu_variable}="${{{spec.gpu_variable}:?}}"')
+    lines.append("# set only in some jobs (arrays, requeues, ...): empty when unset")
+    lines += [f'{n}="${{{n}:-{d}}}"' for n, d in OPTIONAL_SLURM_VARS.items()]
+    lines.append(
+        "# rendezvous: Lightning takes MASTER_ADDR from SLURM_NODELIST; the port is pinned"
+    )
+    port = spec.master_port
+    if port.fixed is not None:
+        lines.append(f"MASTER_PORT={port.fixed}")
+    else:
+        lines.append('MASTER_PORT="${MUSHIN_MASTER_PORT:?}"')
+    if spec.nccl is not None:
+        lines.append("# NCCL profile")
+        lines += [f"{k}={lit(v)}" for k, v in spec.nccl.to_env().items()]
+    user = dict(spec.env)
+    hygiene = {"PYTHONUNBUFFERED": "1"}
+    lines += ["# hygiene", "PYTHONNOUSERSITE=1"]
+    lines += [f"{k}={lit(v)}" for k, v in hygiene.items() if k not in user]
+    if "OMP_NUM_THREADS" not in user:
+        lines.append('OMP_NUM_THREADS="${SLURM_CPUS_PER_TASK:-1}"')
+    if run_id is not None:
+        lines.append(f"MUSHIN_RUN_ID={lit(_plain_text(run_id, 'run_id'))}")
+    image_env = image.to_env()
+    if image_env:
+        lines.append("# the image, as pre-flight identified it on the submit host")
+        lines += [f"{k}={lit(v)}" for k, v in image_env.items()]
+    if user:
+        lines.append('# user environment (NAME="${NAME:?}": forwarded, never written here)')
+        lines += [f'{k}="${{{k}:?}}"' if v is None else f"{k}={lit(v)}" for k, v in user.items()]
+    return "\n".join(lines) + "\n"
+
+
+def env_file_path(working_dir: StrPath, env_text: str) -> str:
+    """Where the env file lives: ``<working_dir>/.mushin-box/apptainer-<sha256[:12]>.env``.
+
+    Content-addressed, so one path never holds two different files. ``env_text`` is the
+    body (:func:`render_env_file`), without the self-reference block that names this path
+    (:func:`plan_env_file` appends it afterwards). To check a written file, hash its text
+    up to the line :data:`SELF_REFERENCE_MARKER`.
+
+    Examples
+    --------
+    >>> env_file_path("/runs/r1", "A=1\\n")
+    '/runs/r1/.mushin-box/apptainer-91d6a3d55e9f.env'
+    """
+    digest = hashlib.sha256(env_text.encode("utf-8")).hexdigest()[:12]
+    work = _path(working_dir, "working_dir")
+    if '"' in work:
+        raise ValueError(f"working_dir={work!r}: '\"' would break --env-file's CSV parsing")
+    return str(Path(work) / _ENV_DIR / f"apptainer-{digest}.env")
+
+
+@attrs.frozen
+class EnvFile:
+    """A rank env file: where it goes and its complete text (:func:`plan_env_file`)."""
+
+    path: str
+    text: str
+
+
+def plan_env_file(
+    spec: ContainerLaunch,
+    *,
+    working_dir: StrPath,
+    run_id: str | None = None,
+    sif_sha256: str | None = None,
+    identity: ImageIdentity | None = None,
+) -> EnvFile:
+    """The complete env file of a run: :func:`render_env_file`'s body, named by its hash
+    (:func:`env_file_path`), then a last block about the file itself.
+
+    The last block is :data:`SELF_REFERENCE_MARKER` followed by ``MUSHIN_RANK_COMMAND``
+    (exactly :func:`rank_command`, i.e. the launcher's ``python`` field) and
+    ``MUSHIN_ENV_FILE`` (the file's absolute path). It names the file, so the name is
+    computed from the text before it, then the block is appended.
+
+    Examples
+    --------
+    >>> spec = ContainerLaunch(image="/i.sif", project_dir="/p", infiniband=False)
+    >>> env = plan_env_file(spec, working_dir="/p/runs")
+    >>> env.path == env_file_path("/p/runs", render_env_file(spec))
+    True
+    >>> print(env.text.split(SELF_REFERENCE_MARKER)[1].strip())
+    ... # doctest: +NORMALIZE_WHITESPACE
+    MUSHIN_RANK_COMMAND='apptainer exec --nv --cleanenv --env-file
+      /p/runs/.mushin-box/apptainer-....env --bind /p:/p --pwd /p/runs /i.sif python'
+    MUSHIN_ENV_FILE=/p/runs/.mushin-box/apptainer-....env
+    """
+    body = render_env_file(spec, run_id=run_id, sif_sha256=sif_sha256, identity=identity)
+    path = env_file_path(working_dir, body)
+    command = rank_command(spec, path, working_dir=working_dir)
+    lit = lambda v: _literal(v, no_eval=spec.no_eval)  # noqa: E731
+    rank_var, file_var = SELF_REFERENCE_VARS
+    tail = [SELF_REFERENCE_MARKER, f"{rank_var}={lit(command)}", f"{file_var}={lit(path)}"]
+    return EnvFile(path=path, text=body + "\n".join(tail) + "\n")
+
+
+def _infiniband_present() -> bool:
+    return os.path.exists(INFINIBAND_DEVICE)
+
+
+def rank_argv(
+    spec: ContainerLaunch,
+    env_file: StrPath,
+    python_args: Sequence[str] = (),
+    *,
+    working_dir: StrPath | None = None,
+) -> list[str]:
+    """``apptainer exec ... IMAGE python *python_args`` for one rank.
+
+    Parameters
+    ----------
+    spec : ContainerLaunch
+    env_file : str or os.PathLike
+        The rendered :func:`render_env_file` (read by Apptainer on the host).
+    python_args : sequence of str
+        Appended verbatim after the image's Python (e.g. ``["-u", "-m", "pkg.train"]``).
+    working_dir : str or os.PathLike, optional
+        Bound and used as the container's working directory (``--pwd``); default
+        ``spec.project_dir``.
+
+    Examples
+    --------
+    >>> spec = ContainerLaunch(image="/i.sif", project_dir="/p", infiniband=False)
+    >>> rank_argv(spec, "/w/a.env", ["-u", "x.py"], working_dir="/w")
+    ... # doctest: +NORMALIZE_WHITESPACE
+    ['apptainer', 'exec', '--nv', '--cleanenv', '--env-file', '/w/a.env', '--bind', '/p:/p',
+     '--bind', '/w', '--pwd', '/w', '/i.sif', 'python', '-u', 'x.py']
+    """
+    env_path = _path(env_file, "env_file", bind=False)
+    if "," in env_path or '"' in env_path:
+        raise ValueError(f"env_file={env_path!r}: --env-file is a comma-separated list (CSV)")
+    work = _path(working_dir if working_dir is not None else spec.project_dir, "working_dir")
+    argv = ["apptainer", "exec"]
+    argv += ["--nv"] if spec.nv else ["--rocm"] if spec.rocm else []
+    argv += ["--cleanenv", "--env-file", env_path]
+    if spec.no_eval:
+        argv.append("--no-eval")
+    project = spec.project_dir
+    argv += ["--bind", f"{project}:{project}"]
+    if work != project and not work.startswith(project.rstrip("/") + "/"):
+        argv += ["--bind", work]
+    for bind in spec.binds:
+        argv += ["--bind", bind.spec]
+    infiniband = _infiniband_present() if spec.infiniband is None else spec.infiniband
+    if infiniband:
+        argv += ["--bind", INFINIBAND_DEVICE]
+    argv += [*spec.extra_args, "--pwd", work, spec.image, spec.python]
+    return argv + [_plain_text(a, "python_args item", allow_newline=True) for a in python_args]
+
+
+def rank_command(
+    spec: ContainerLaunch, env_file: StrPath, *, working_dir: StrPath | None = None
+) -> str:
+    """:func:`rank_argv` without Python arguments as one shell-quoted string: submitit's
+    ``python`` (it appends ``-u -m submitit.core._submit FOLDER``).
+
+    Examples
+    --------
+    >>> spec = ContainerLaunch(image="/my images/i.sif", project_dir="/p", nv=False,
+    ...                        infiniband=False)
+    >>> rank_command(spec, "/p/a.env")
+    "apptainer exec --cleanenv --env-file /p/a.env --bind /p:/p --pwd /p '/my images/i.sif' python"
+    """
+    return shlex.join(rank_argv(spec, env_file, (), working_dir=working_dir))
+
+
+def srun_argv(
+    spec: ContainerLaunch,
+    env_file: StrPath,
+    python_args: Sequence[str],
+    *,
+    ntasks_per_node: int,
+    cpus_per_task: int | None = None,
+    working_dir: StrPath | None = None,
+) -> list[str]:
+    """``srun --kill-on-bad-exit=1 --ntasks-per-node=N [--cpus-per-task=C]`` + :func:`rank_argv`.
+
+    ``--kill-on-bad-exit=1``: one dead rank would leave the others stuck in a collective.
+    """
+    argv = ["srun", "--kill-on-bad-exit=1", f"--ntasks-per-node={int(ntasks_per_node)}"]
+    if cpus_per_task is not None:
+        argv.append(f"--cpus-per-task={int(cpus_per_task)}")
+    return argv + rank_argv(spec, env_file, python_args, working_dir=working_dir)
+
+
+def setup_lines(
+    spec: ContainerLaunch, *, env_file: StrPath, env_text: str, heredoc: bool = False
+) -> list[str]:
+    """Batch-script lines (host side, before srun): export the job's ``MUSHIN_MASTER_PORT``
+    and write ``env_text`` to ``env_file`` atomically.
+
+    The text travels base64-encoded, so the lines contain no ``${`` (which Hydra/OmegaConf
+    would read as an interpolation); ``heredoc=True`` writes it verbatim instead, for
+    hand-written batch scripts.
+
+    Examples
+    --------
+    >>> spec = ContainerLaunch(image="/i.sif", project_dir="/p")
+    >>> lines = setup_lines(spec, env_file="/p/.mushin-box/a.env", env_text="A=1\\n")
+    >>> lines[1]
+    'export MUSHIN_MASTER_PORT=$(( 15000 + SLURM_JOB_ID % 10000 ))'
+    >>> "base64 -d" in lines[2] and "${" not in "".join(lines)
+    True
+    """
+    path = _path(env_file, "env_file", bind=False)
+    tmp = shlex.quote(path + ".partial.") + "$SLURM_JOB_ID.$$"
+    digest = hashlib.sha256(env_text.encode("utf-8")).hexdigest()[:12]
+    lines = [f"# mushin-box rank wrapper: every rank's env file, {os.path.basename(path)}"]
+    if (port := spec.master_port.setup_line()) is not None:
+        lines.append(port)
+    if heredoc:
+        end = f"MUSHIN_ENV_{digest}"
+        write, body = f"cat > {tmp} <<'{end}'", f"\n{env_text}{end}"
+    else:
+        blob = base64.b64encode(env_text.encode("utf-8")).decode("ascii")
+        write, body = f"printf %s {blob} | base64 -d > {tmp}", ""
+    fail = shlex.quote(f"mushin-box: could not write {path}")
+    lines.append(
+        f"mkdir -p -- {shlex.quote(os.path.dirname(path))} && {write} && mv -f -- {tmp} "
+        f"{shlex.quote(path)} || {{ echo {fail} >&2; exit 1; }}{body}"
+    )
+    return lines
+
+
+def container_launcher_fields(
+    spec: ContainerLaunch,
+    *,
+    working_dir: StrPath,
+    run_id: str | None = None,
+    sif_sha256: str | None = None,
+    identity: ImageIdentity | None = None,
+) -> dict[str, Any]:
+    """``hydra/launcher=mushin_slurm`` fields that run every rank in the image.
+
+    The env file is :func:`plan_env_file`'s (``identity``: ``preflight(image).identity``).
+
+    Returns
+    -------
+    dict
+        ``python`` (submitit's python command: :func:`rank_command`), ``setup`` (the
+        :func:`setup_lines`, to put before any user setup) and ``srun_args``
+        (``["--kill-on-bad-exit=1"]``).
+
+    Examples
+    --------
+    >>> spec = ContainerLaunch(image="/i.sif", project_dir="/p", infiniband=False)
+    >>> fields = container_launcher_fields(spec, working_dir="/p")
+    >>> fields["python"].startswith("apptainer exec --nv --cleanenv --env-file /p/.mushin-box/")
+    True
+    >>> fields["srun_args"]
+    ['--kill-on-bad-exit=1']
+    """
+    env = plan_env_file(spec, working_dir=working_dir, run_id=run_id, sif_sha256=sif_sha256,
+                        identity=identity)  # fmt: skip
+    return {
+        "python": rank_command(spec, env.path, working_dir=working_dir),
+        "setup": setup_lines(spec, env_file=env.path, env_text=env.text),
+        "srun_args": ["--kill-on-bad-exit=1"],
+    }
+
+
+def render_sbatch_fragment(
+    spec: ContainerLaunch,
+    *,
+    working_dir: StrPath,
+    python_args: Sequence[str],
+    ntasks_per_node: int,
+    run_id: str | None = None,
+    sif_sha256: str | None = None,
+    identity: ImageIdentity | None = None,
+) -> str:
+    """The part of ``job.sbatch`` that starts the ranks (notes §7.1): setup lines (the
+    :func:`plan_env_file` text as a heredoc), then ``srun ... apptainer exec ...`` with
+    ``--cpus-per-task="$SLURM_CPUS_PER_TASK"``."""
+    env = plan_env_file(spec, working_dir=working_dir, run_id=run_id, sif_sha256=sif_sha256,
+                        identity=identity)  # fmt: skip
+    env_file, text = env.path, env.text
+    argv = srun_argv(spec, env_file, python_args, ntasks_per_node=ntasks_per_node,
+                     working_dir=working_dir)  # fmt: skip
+    srun, rest = argv[:3], argv[5:]  # drop "apptainer exec"
+    image_at = len(rest) - len(python_args) - 2
+    head = " ".join(srun) + ' --cpus-per-task="$SLURM_CPUS_PER_TASK" \\'
+    setup = setup_lines(spec, env_file=env_file, env_text=text, heredoc=True)
+    out = [*setup, head, "  apptainer exec \\"]
+    i = 0
+    while i < image_at:  # one option (with its value) per line
+        takes_value = rest[i] in ("--env-file", "--bind", "--pwd")
+        words = rest[i : i + 1 + takes_value]
+        out.append("    " + shlex.join(words) + " \\")
+        i += len(words)
+    out.append(f"    {shlex.quote(spec.image)} \\")
+    out.append("    " + shlex.join(rest[image_at + 1 :]))
+    return "\n".join(out) + "\n"

@@ -1,0 +1,161 @@
+# SPDX-License-Identifier: MIT
+"""``mushin-box smoke``: a tiny 2-rank CPU fit inside the image, through the same rank
+wrapper code as SLURM ranks (env file, ``apptainer exec --cleanenv --env-file``).
+
+The two ranks are started here, on this machine, with the variables ``srun`` would give
+two tasks of one node (``SLURM_PROCID``, ``SLURM_NTASKS``, ...), so Lightning's
+``SLURMEnvironment`` and HydraDDP's world-size check run exactly as on the cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+__all__ = ["SmokeResult", "run_smoke", "smoke_rank_env"]
+
+WORLD = 2
+
+
+@attrs.frozen
+class SmokeResult:
+    ok: bool
+    out_dir: Path
+    exit_codes: tuple[int | None, ...]
+    seconds: float
+    fit_metrics: tuple[Path, ...]
+    message: str
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def smoke_rank_env(rank: int, job_id: str, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment ``srun`` would give task ``rank`` of a 1-node, 2-task job."""
+    env = dict(os.environ if base is None else base)
+    env.update(
+        SLURM_JOB_ID=job_id, SLURM_JOB_NAME="mushin-smoke", SLURM_NNODES="1",
+        SLURM_JOB_NUM_NODES="1", SLURM_NODELIST="localhost", SLURM_JOB_NODELIST="localhost",
+        SLURM_NTASKS=str(WORLD), SLURM_NTASKS_PER_NODE=str(WORLD), SLURM_NODEID="0",
+        SLURM_PROCID=str(rank), SLURM_LOCALID=str(rank), SLURM_CPUS_PER_TASK="1",
+        SLURM_TASKS_PER_NODE=str(WORLD), CUDA_VISIBLE_DEVICES="",
+    )  # fmt: skip
+    return env
+
+
+def run_smoke(
+    image: str | os.PathLike[str],
+    *,
+    experiment: str | None = None,
+    out_dir: str | os.PathLike[str],
+    python: str = "python",
+    timeout_s: float = 600.0,
+    check_image: bool = True,
+) -> SmokeResult:
+    """Run the smoke fit and report; never hangs longer than ``timeout_s``.
+
+    ``experiment`` is ``path/to/exp.py`` or ``module:attr`` naming a hydra-zen config with
+    ``trainer``, ``module`` and (optional) ``datamodule`` nodes (default: mushin-box's own
+    tiny model); the smoke sets the Trainer to 1 epoch on 2 CPU ranks.
+    """
+    from mushin_box._container.preflight import preflight
+    from mushin_box._container.rankwrap import ContainerLaunch, MasterPort, plan_env_file, rank_argv
+
+    out = Path(out_dir).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    identity = preflight(image).identity if check_image else None
+    spec = ContainerLaunch(
+        image=os.fspath(image), nv=False, nccl=None, python=python,
+        master_port=MasterPort(fixed=_free_port()), project_dir=os.getcwd(),
+    )  # fmt: skip
+    # the same env file as a SLURM rank's: content-addressed under OUT/.mushin-box/, with
+    # the image identity, the rank command and its own path
+    env = plan_env_file(spec, working_dir=out, run_id="smoke", identity=identity)
+    env_file = Path(env.path)
+    env_file.parent.mkdir(parents=True, exist_ok=True)
+    env_file.write_text(env.text, encoding="utf-8")
+    args = ["-u", "-m", "mushin_box._container.smoke_rank", str(out)]
+    if experiment:
+        args.append(experiment)
+    argv = rank_argv(spec, env_file, args, working_dir=out)
+    job_id = str(10_000 + os.getpid() % 50_000)
+    start = time.monotonic()
+    procs = [
+        subprocess.Popen(argv, env=smoke_rank_env(rank, job_id), start_new_session=True)
+        for rank in range(WORLD)
+    ]
+    codes: list[int | None] = []
+    for proc in procs:
+        remaining = max(0.0, timeout_s - (time.monotonic() - start))
+        try:
+            codes.append(proc.wait(timeout=remaining))
+        except subprocess.TimeoutExpired:
+            codes.append(None)
+    for proc in procs:  # bounded: whatever is left is killed with its children
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+    seconds = time.monotonic() - start
+    metrics = tuple(sorted(out.rglob("fit_metrics.pt")))
+    ok = codes == [0] * WORLD and len(metrics) == 1
+    if ok:
+        message = f"2 ranks fit in {seconds:.1f}s; fit_metrics.pt written once: {metrics[0]}"
+    elif None in codes:
+        message = f"timed out after {timeout_s:.0f}s (exit codes {codes})"
+    else:
+        message = f"rank exit codes {codes}, {len(metrics)} fit_metrics.pt file(s)"
+    return SmokeResult(ok, out, tuple(codes), seconds, metrics, message)
+
+
+def _load_experiment_config(spec: str) -> Any:
+    """A hydra-zen config from ``file.py[:attr]`` or ``module:attr`` (default attr Config)."""
+    import importlib
+    import runpy
+
+    target, _, attr = spec.partition(":")
+    attr = attr or "Config"
+    if target.endswith(".py"):
+        namespace = runpy.run_path(target, run_name="__mushin_smoke__")
+        if attr not in namespace:
+            raise SystemExit(f"{target} defines no {attr!r} (a hydra-zen config)")
+        return namespace[attr]
+    return getattr(importlib.import_module(target), attr)
+
+
+def main_rank(out_dir: str, experiment: str | None) -> None:
+    """One smoke rank (runs inside the image): build the experiment, fit one epoch."""
+    import pytorch_lightning as pl
+    from hydra_zen import builds, instantiate, make_config
+
+    from mushin_box._train.ddp import HydraDDP
+    from mushin_box._train.metrics import MetricsCallback
+    from mushin_box.testing import TinyDataModule, TinyModule
+
+    trainer = builds(
+        pl.Trainer, accelerator="cpu", devices=WORLD, num_nodes=1, max_epochs=1,
+        strategy=builds(HydraDDP), callbacks=[builds(MetricsCallback, save_dir=out_dir)],
+        logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        enable_model_summary=False, default_root_dir=out_dir,
+    )  # fmt: skip
+    if experiment:
+        base = _load_experiment_config(experiment)
+        cfg = make_config(trainer=trainer, bases=(base,))
+    else:
+        cfg = make_config(
+            trainer=trainer, module=builds(TinyModule), datamodule=builds(TinyDataModule)
+        )
+    built = instantiate(cfg)
+    datamodule = built.get("datamodule") if hasattr(built, "get") else None
+    built.trainer.fit(built.module, datamodule=datamodule)
+    print(f"[mushin-box smoke] rank {built.trainer.global_rank} of {built.trainer.world_size} done")
+    sys.stdout.flush()

@@ -1,0 +1,295 @@
+# SPDX-License-Identifier: MIT
+"""Keep secret values out of every file a sweep writes: they travel in the environment.
+
+Hydra writes each job's config and overrides to ``.hydra/*.yaml`` and the sweep's to
+``multirun.yaml``; submitit pickles the job (config included) next to its logs; the
+launcher logs every override line. Redacting those files afterwards would be too late
+(and HydraDDP's other ranks rebuild the job from ``config.yaml``). So before a sweep is
+launched, :class:`SecretVault` replaces each secret value in the config and the overrides
+by a reference, ``${oc.env:MUSHIN_SECRET_<hash of its config path>}``, and exports the
+value under that name for the duration of the launch (and as ``APPTAINERENV_<name>``,
+which reaches ranks in an Apptainer image even with ``--cleanenv``). The task reads the
+real value (OmegaConf resolves the reference); files hold only the reference.
+
+What counts as a secret (the same rule as the provenance redaction): a string or number
+at a config path with a secret-looking key (:func:`mushin_box._provenance.record.is_secret_name`:
+``token``, ``api_key``, ``password``...) at any depth, and any string with credentials
+in a URL (``https://user:pass@host``). ``None``, booleans and values that already are
+interpolations (e.g. ``${oc.env:WANDB_API_KEY}``, the recommended way) are left alone.
+
+The reference is named after the config *path*, not the value, so a cell's config
+fingerprint does not change with the secret (and never depends on it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from mushin_box._core.overrides import Interpolation, format_value
+from mushin_box._provenance.record import REDACTED, URL_CREDENTIALS, is_secret_name
+
+__all__ = [
+    "ENV_PREFIX",
+    "SecretVault",
+    "is_secret_path",
+    "scrub_secret_values",
+    "secret_env_values",
+]
+
+ENV_PREFIX = "MUSHIN_SECRET_"
+_APPTAINER = "APPTAINERENV_"
+#: environment variables whose names only look secret ("pwd" = password in a config key)
+_NOT_SECRET_ENV = frozenset({"PWD", "OLDPWD"})
+#: shorter secret values are not searched for in free text (they would match anywhere)
+MIN_SCRUB_LENGTH = 6
+
+
+def is_secret_path(path: str) -> bool:
+    """Does any key along a dotted config path look like it holds a secret?
+
+    Examples
+    --------
+    >>> [is_secret_path(p) for p in ("db.password", "credentials.user", "model.lr")]
+    [True, True, False]
+    """
+    return any(is_secret_name(part) for part in path.split(".") if not part.isdigit())
+
+
+def _is_secret_leaf(path: str, value: Any) -> bool:
+    if isinstance(value, bool) or value is None:
+        return False
+    if isinstance(value, str):
+        if not value or value == "???":  # empty, missing
+            return False
+        if "${" in value:
+            # already a reference (e.g. "Bearer ${oc.env:TOKEN}"); but a URL whose
+            # credentials are literal cannot travel by reference with its interpolation
+            for match in URL_CREDENTIALS.finditer(value):
+                if "${" not in match.group("userinfo"):
+                    raise ValueError(
+                        f"{path}: a URL with literal credentials that also holds an "
+                        "interpolation cannot be kept out of Hydra's files. Fix: put the "
+                        "credentials in the environment, e.g. "
+                        "'postgres://${oc.env:DB_USER}:${oc.env:DB_PASSWORD}@${host}/db'"
+                    )
+            return False
+        return is_secret_path(path) or URL_CREDENTIALS.search(value) is not None
+    return isinstance(value, int | float) and is_secret_path(path)
+
+
+class SecretVault:
+    """Secret values moved out of a sweep's config into environment variables.
+
+    Examples
+    --------
+    >>> vault = SecretVault()
+    >>> vault.hide("db", {"host": "h", "password": "hunter2"})
+    {'host': 'h', 'password': '${oc.env:MUSHIN_SECRET_5CC7921ACE77C467}'}
+    >>> with vault.exported():
+    ...     os.environ["MUSHIN_SECRET_5CC7921ACE77C467"]
+    'hunter2'
+    >>> "MUSHIN_SECRET_5CC7921ACE77C467" in os.environ
+    False
+    """
+
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.values)
+
+    @staticmethod
+    def env_name(path: str) -> str:
+        """``MUSHIN_SECRET_<16 hex digits of sha256(path)>``: stable per config path."""
+        return ENV_PREFIX + hashlib.sha256(path.encode("utf-8")).hexdigest()[:16].upper()
+
+    def reference(self, path: str, value: str | int | float) -> Interpolation:
+        """Store ``value`` and return the interpolation that reads it back."""
+        name = self.env_name(path)
+        if isinstance(value, str):
+            self.values[name] = value
+            return Interpolation(f"${{oc.env:{name}}}")
+        self.values[name] = repr(value)  # read back with its type by oc.decode
+        return Interpolation(f"${{oc.decode:${{oc.env:{name}}}}}")
+
+    def hide(self, path: str, value: Any) -> Any:
+        """A copy of a plain value (at config ``path``) with its secret leaves replaced."""
+        if isinstance(value, Mapping):
+            return {k: self.hide(f"{path}.{k}" if path else str(k), v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.hide(f"{path}.{i}", v) for i, v in enumerate(value)]
+        if _is_secret_leaf(path, value):
+            return self.reference(path, value)
+        return value
+
+    def hide_in_config(self, config: Any, *, plain: bool = False) -> Any:
+        """``config`` (a dataclass/structured config) as a DictConfig with its secret
+        leaves replaced by references; ``config`` itself when it holds none.
+
+        ``plain=True`` (for launchers that pickle the job) returns an untyped struct
+        DictConfig: a structured one keeps a reference to its dataclass, which submitit
+        pickles by value, literal defaults included. The schema's type checks are lost
+        then; otherwise the structured config keeps them."""
+        from omegaconf import OmegaConf, SCMode
+
+        try:
+            cfg = OmegaConf.structured(config)
+            container = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
+        except Exception:  # pragma: no cover - exotic configs: left as they are
+            return config
+        found: list[tuple[str, Any]] = []
+
+        def walk(node: Any, path: str) -> None:
+            if isinstance(node, Mapping):
+                for k, v in node.items():
+                    walk(v, f"{path}.{k}" if path else str(k))
+            elif isinstance(node, list):
+                for i, v in enumerate(node):
+                    walk(v, f"{path}.{i}")
+            elif path and _is_secret_leaf(path, node):
+                found.append((path, node))
+
+        walk(container, "")
+        if not found:
+            return config
+        if plain:
+            cfg = OmegaConf.create(
+                OmegaConf.to_container(cfg, resolve=False, structured_config_mode=SCMode.DICT)
+            )
+            OmegaConf.set_struct(cfg, True)
+        for path, value in found:
+            OmegaConf.update(cfg, path, str(self.reference(path, value)), merge=False)
+        return cfg
+
+    def hide_in_overrides(
+        self, overrides: Sequence[str], *, is_config_key: Any = lambda key: True
+    ) -> list[str]:
+        """Raw Hydra overrides with secret values replaced by references.
+
+        ``is_config_key(key)`` tells a config value from a config *group* choice (whose
+        value is an option name, never hidden); ``+key``/``++key`` are always values.
+
+        Raises
+        ------
+        ValueError
+            For a sweep over a secret-looking key: its values would name the cells'
+            directories.
+        """
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+        from hydra.core.override_parser.types import OverrideType
+
+        from mushin_box._core.overrides import parse_override_value
+
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+        out: list[str] = []
+        for text, o in zip(overrides, parsed, strict=True):
+            key = o.key_or_group
+            if key.startswith("hydra") or o.type == OverrideType.DEL or o.package:
+                out.append(text)
+                continue
+            added = o.type in (OverrideType.ADD, OverrideType.FORCE_ADD)
+            if o.is_sweep_override():
+                if any(_is_secret_leaf(key, v) for v in _sweep_values(text)):
+                    raise sweep_error(key)
+                out.append(text)
+                continue
+            if not (added or is_config_key(key)):
+                out.append(text)
+                continue
+            value = parse_override_value(text.split("=", 1)[1], keep_interpolations=True)
+            hidden = self.hide(key, value)
+            if not _has_interpolation(hidden):
+                out.append(text)
+                continue
+            hidden = _keep_raw_interpolations(hidden)
+            prefix = text[: len(text) - len(text.lstrip("+"))]
+            out.append(f"{prefix}{key}={format_value(hidden)}")
+        return out
+
+    @contextlib.contextmanager
+    def exported(self) -> Iterator[None]:
+        """Set the stored values in ``os.environ`` (plain and ``APPTAINERENV_``), then
+        restore what was there."""
+        saved: dict[str, str | None] = {}
+        try:
+            for name, value in self.values.items():
+                for key in (name, _APPTAINER + name):
+                    saved.setdefault(key, os.environ.get(key))
+                    os.environ[key] = value
+            yield
+        finally:
+            for key, old in saved.items():
+                if old is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = old
+
+
+def _has_interpolation(value: Any) -> bool:
+    if isinstance(value, Interpolation):
+        return True
+    if isinstance(value, Mapping):
+        return any(_has_interpolation(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_has_interpolation(v) for v in value)
+    return False
+
+
+def _keep_raw_interpolations(value: Any) -> Any:
+    """Strings parsed from a raw override that hold ``${``: live interpolations, kept so."""
+    if isinstance(value, str) and not isinstance(value, Interpolation) and "${" in value:
+        return Interpolation(value)
+    if isinstance(value, Mapping):
+        return {k: _keep_raw_interpolations(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_keep_raw_interpolations(v) for v in value]
+    return value
+
+
+def _sweep_values(text: str) -> list[Any]:
+    from mushin_box._core.overrides import parse_sweep_values
+
+    try:
+        return parse_sweep_values(text.split("=", 1)[1], keep_interpolations=True)
+    except ValueError:  # range()/interval sweeps: numbers, never hidden
+        return []
+
+
+def sweep_error(key: str) -> ValueError:
+    """The error for a sweep over a secret-looking key."""
+    return ValueError(
+        f"cannot sweep over {key!r}: its name looks like a secret, and swept values name "
+        "the cells' directories and appear in the sweep's records. Fix: rename the key if "
+        "it is not a secret, or sweep over a non-secret alias that the task maps to the "
+        "secret (e.g. read it from the environment)"
+    )
+
+
+def secret_env_values(environ: Mapping[str, str] | None = None) -> set[str]:
+    """Values of secret-looking environment variables (those hidden by a vault included),
+    at least :data:`MIN_SCRUB_LENGTH` long."""
+    env = os.environ if environ is None else environ
+    return {
+        v
+        for k, v in env.items()
+        if is_secret_name(k) and k not in _NOT_SECRET_ENV and len(v) >= MIN_SCRUB_LENGTH
+    }
+
+
+def scrub_secret_values(text: str, environ: Mapping[str, str] | None = None) -> str:
+    """``text`` with every value of a secret-looking environment variable replaced.
+
+    For free text such as a traceback, where secrets cannot be found by their key.
+
+    Examples
+    --------
+    >>> scrub_secret_values("bad token hunter22", {"API_TOKEN": "hunter22", "LR": "hunter"})
+    'bad token <redacted>'
+    """
+    for value in sorted(secret_env_values(environ), key=len, reverse=True):
+        text = text.replace(value, REDACTED)
+    return text

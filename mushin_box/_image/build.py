@@ -1,0 +1,421 @@
+# SPDX-License-Identifier: MIT
+"""Build an image from an :class:`~mushin_box._image.spec.ImageSpec` and record its identity.
+
+:func:`build_image` writes the rendered definition beside the image, runs
+``apptainer build`` (``--fakeroot`` when not root) into ``<out>.partial``, then records
+a manifest and moves the image into place::
+
+    image.sif                  the SIF, exactly as hashed
+    image.def                  the definition it was built from
+    image.sif.manifest.json    identity: sif_sha256, sif_uuid, definition_sha256, ...
+
+The authoritative identity is ``sif_sha256`` (the bytes that will run). The header UUID
+is a cheap "same build" check but is nil for reproducible builds (Apptainer >= 1.5 with
+``SOURCE_DATE_EPOCH``); ``definition_sha256`` ties the image to its spec;
+``embedded_definition_sha256`` is the hash of the ``Def.FILE`` object inside the SIF,
+which equals ``definition_sha256`` when the image was built from that file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from mushin_box._core.sidecars import read_json, write_json_atomic, write_text_atomic
+from mushin_box._image.sif import (
+    file_sha256,
+    read_sif_descriptors,
+    read_sif_header,
+    read_sif_object,
+)
+from mushin_box._image.spec import ImageSpec, render_definition
+
+__all__ = [
+    "MANIFEST_SCHEMA",
+    "ApptainerNotFound",
+    "BuildError",
+    "BuildPlan",
+    "Manifest",
+    "build_image",
+    "manifest_path",
+    "plan_build",
+    "read_manifest",
+]
+
+StrPath = str | os.PathLike[str]
+
+MANIFEST_SCHEMA = "mushin-box.image-manifest/1"
+APPTAINER = "apptainer"
+DEFAULT_BUILD_TIMEOUT = 4 * 3600.0
+_PROBE_TIMEOUT = 600.0
+_VERSION_TIMEOUT = 60.0
+
+# Runs inside the image with `python -I` (no user site, no PYTHON* variables, no cwd).
+_PROBE_SCRIPT = """\
+import json, platform, re
+from importlib import metadata
+packages = {}
+for dist in metadata.distributions():
+    name = dist.metadata["Name"]
+    if name:
+        packages[re.sub(r"[-_.]+", "-", name).lower()] = dist.version
+print(json.dumps({"python_version": platform.python_version(), "packages": packages}))
+"""
+
+
+class ApptainerNotFound(RuntimeError):
+    """``apptainer`` is not on PATH; the message says how to get it."""
+
+    def __init__(self, what: str = "build an image") -> None:
+        super().__init__(
+            f"apptainer was not found on PATH, and it is needed to {what}.\n"
+            "Get it:\n"
+            "  - on an HPC cluster: `module load apptainer` (or ask your admins; "
+            "`module avail apptainer`)\n"
+            "  - from your distribution: the `apptainer` package (Fedora/EPEL, "
+            "Ubuntu PPA ppa:apptainer/ppa, ...)\n"
+            "  - release packages and source: "
+            "https://apptainer.org/docs/admin/main/installation.html\n"
+            "`mushin-box build --dry-run` renders and writes the definition file without it."
+        )
+
+
+class BuildError(RuntimeError):
+    """``apptainer build`` (or a step around it) failed."""
+
+
+def manifest_path(image: StrPath) -> Path:
+    """The manifest written beside ``image``: ``<image>.manifest.json``.
+
+    Examples
+    --------
+    >>> manifest_path("out/train.sif").as_posix()
+    'out/train.sif.manifest.json'
+    """
+    p = Path(image)
+    return p.with_name(p.name + ".manifest.json")
+
+
+@attrs.frozen(kw_only=True)
+class BuildPlan:
+    """What :func:`build_image` will write and run (``--dry-run`` shows exactly this).
+
+    Attributes
+    ----------
+    definition : str
+        The rendered definition file.
+    definition_path : Path
+        Where it is written: ``out.with_suffix('.def')``.
+    image : Path
+        The final image path.
+    partial : Path
+        Where ``apptainer build`` writes (moved to ``image`` after success).
+    context : Path
+        Working directory of ``apptainer build``: relative ``%files`` sources resolve here.
+    argv : tuple of str
+        The ``apptainer build`` command line.
+    """
+
+    definition: str
+    definition_path: Path
+    image: Path
+    partial: Path
+    context: Path
+    argv: tuple[str, ...]
+
+
+@attrs.frozen(kw_only=True)
+class Manifest:
+    """Identity of a built image (``<image>.manifest.json``).
+
+    For ``dry_run=True`` only the definition-side fields are set.
+    """
+
+    image: str | None
+    definition: str
+    definition_sha256: str
+    base_image: str
+    base_digest: str
+    build_argv: tuple[str, ...] = attrs.field(converter=tuple)
+    mushin_box_version: str
+    sif_sha256: str | None = None
+    sif_size: int | None = None
+    sif_uuid: str | None = None
+    sif_arch: str | None = None
+    sif_created: int | None = None
+    embedded_definition_sha256: str | None = None
+    apptainer_version: str | None = None
+    python_version: str | None = None
+    packages: Mapping[str, str] = attrs.field(factory=dict)
+    source_date_epoch: str | None = None
+    dry_run: bool = False
+    schema: str = MANIFEST_SCHEMA
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict (``build_argv`` as a list, ``packages`` as a dict)."""
+        data = attrs.asdict(self, recurse=False)
+        data["build_argv"] = list(self.build_argv)
+        data["packages"] = dict(self.packages)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Manifest:
+        """Inverse of :meth:`to_dict` (unknown keys are an error)."""
+        return cls(**dict(data))
+
+
+def read_manifest(path: StrPath) -> Manifest:
+    """Read a manifest written by :func:`build_image`.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The ``.manifest.json`` file (or the image; ``.manifest.json`` is then appended).
+
+    Returns
+    -------
+    Manifest
+
+    Raises
+    ------
+    FileNotFoundError
+        If the manifest is missing or unreadable.
+    """
+    p = Path(path)
+    if not p.name.endswith(".manifest.json"):
+        p = manifest_path(p)
+    data = read_json(p)
+    if not isinstance(data, dict):
+        raise FileNotFoundError(f"no readable image manifest at {p}")
+    return Manifest.from_dict(data)
+
+
+def plan_build(
+    spec: ImageSpec,
+    out: StrPath,
+    *,
+    context: StrPath | None = None,
+    fakeroot: bool | None = None,
+) -> BuildPlan:
+    """Render the definition and the ``apptainer build`` command without running anything.
+
+    Parameters
+    ----------
+    spec : ImageSpec
+        The image.
+    out : str or os.PathLike
+        The ``.sif`` to produce.
+    context : str or os.PathLike, optional
+        Build context (relative ``%files`` sources); default the current directory.
+    fakeroot : bool, optional
+        Pass ``--fakeroot``; default: when the effective user is not root.
+
+    Returns
+    -------
+    BuildPlan
+
+    Examples
+    --------
+    >>> spec = ImageSpec(base="debian@sha256:" + "2" * 64)
+    >>> plan = plan_build(spec, "/tmp/x/img.sif", fakeroot=True)
+    >>> plan.argv
+    ('apptainer', 'build', '--fakeroot', '/tmp/x/img.sif.partial', '/tmp/x/img.def')
+    """
+    image = Path(out).absolute()
+    if fakeroot is None:
+        fakeroot = os.geteuid() != 0
+    definition_path = image.with_suffix(".def")
+    if definition_path == image:
+        raise ValueError(f"output {image} must not end in .def")
+    partial = image.with_name(image.name + ".partial")
+    argv = [APPTAINER, "build", *(["--fakeroot"] if fakeroot else []), str(partial)]
+    argv.append(str(definition_path))
+    return BuildPlan(
+        definition=render_definition(spec),
+        definition_path=definition_path,
+        image=image,
+        partial=partial,
+        context=Path(context if context is not None else Path.cwd()).absolute(),
+        argv=tuple(argv),
+    )
+
+
+def _run_bounded(
+    argv: Sequence[str], *, timeout: float, cwd: Path | None = None, capture: bool
+) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` in its own process group; kill that group on timeout or interrupt."""
+    proc = subprocess.Popen(
+        list(argv),
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE if capture else None,
+        stderr=subprocess.PIPE if capture else None,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except BaseException as exc:
+        for sig, grace in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, sig)
+            try:
+                proc.wait(timeout=grace)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        if isinstance(exc, subprocess.TimeoutExpired):
+            raise BuildError(f"{argv[0]} {argv[1]} ran past {timeout:g} s and was stopped") from exc
+        raise
+    return subprocess.CompletedProcess(list(argv), proc.returncode, stdout, stderr)
+
+
+def _apptainer_version() -> str:
+    result = _run_bounded([APPTAINER, "--version"], timeout=_VERSION_TIMEOUT, capture=True)
+    text = (result.stdout or "").strip()
+    if result.returncode != 0 or not text:
+        raise BuildError(f"`apptainer --version` failed: {(result.stderr or '').strip()}")
+    return text.removeprefix("apptainer version ").strip()
+
+
+def _probe_python(image: Path, python: str) -> tuple[str, dict[str, str]]:
+    argv = [APPTAINER, "exec", "--cleanenv", str(image), python, "-I", "-c", _PROBE_SCRIPT]
+    result = _run_bounded(argv, timeout=_PROBE_TIMEOUT, capture=True)
+    lines = (result.stdout or "").strip().splitlines()
+    try:
+        if result.returncode != 0 or not lines:
+            raise ValueError("no output")
+        data = json.loads(lines[-1])
+        version = str(data["python_version"])
+        packages = {str(k): str(v) for k, v in dict(data["packages"]).items()}
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BuildError(
+            f"built {image}, but listing its Python packages failed (exit "
+            f"{result.returncode}): {(result.stderr or '').strip()[-2000:]}"
+        ) from exc
+    return version, dict(sorted(packages.items()))
+
+
+def _embedded_definition_sha256(image: Path) -> str | None:
+    for descriptor in read_sif_descriptors(image):
+        if descriptor.datatype_name == "Def.FILE":
+            return hashlib.sha256(read_sif_object(image, descriptor)).hexdigest()
+    return None
+
+
+def build_image(
+    spec: ImageSpec,
+    out: StrPath,
+    *,
+    context: StrPath | None = None,
+    dry_run: bool = False,
+    fakeroot: bool | None = None,
+    timeout: float = DEFAULT_BUILD_TIMEOUT,
+) -> Manifest:
+    """Render, build and record an image.
+
+    Parameters
+    ----------
+    spec : ImageSpec
+        The image.
+    out : str or os.PathLike
+        The ``.sif`` to write; ``out.with_suffix('.def')`` gets the definition and
+        ``<out>.manifest.json`` the manifest.
+    context : str or os.PathLike, optional
+        Build context: the working directory of ``apptainer build``, against which
+        relative ``%files`` sources resolve. Default: the current directory.
+    dry_run : bool, optional
+        Only write the definition; nothing is run, Apptainer is not needed.
+    fakeroot : bool, optional
+        Pass ``--fakeroot``; default when the effective user is not root.
+    timeout : float, optional
+        Seconds ``apptainer build`` may run before its process group is stopped.
+
+    Returns
+    -------
+    Manifest
+        What was written to ``<out>.manifest.json`` (for a dry run: the definition-side
+        fields only; no manifest file is written).
+
+    Raises
+    ------
+    ApptainerNotFound
+        If ``apptainer`` is not on PATH (not raised for a dry run).
+    FileNotFoundError
+        If a ``%files`` source does not exist under ``context``.
+    BuildError
+        If ``apptainer build`` fails or times out, or the image cannot be inspected.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> spec = ImageSpec(base="debian@sha256:" + "3" * 64, post=["echo hi"])
+    >>> out = Path(tempfile.mkdtemp()) / "img.sif"
+    >>> manifest = build_image(spec, out, dry_run=True)
+    >>> manifest.dry_run, out.with_suffix(".def").exists(), manifest.sif_sha256
+    (True, True, None)
+    """
+    from mushin_box._core.version import __version__
+
+    plan = plan_build(spec, out, context=context, fakeroot=fakeroot)
+    definition_bytes = plan.definition.encode("utf-8")
+    common: dict[str, Any] = {
+        "definition": plan.definition_path.name,
+        "definition_sha256": hashlib.sha256(definition_bytes).hexdigest(),
+        "base_image": spec.base,
+        "base_digest": spec.base_digest,
+        "build_argv": plan.argv,
+        "mushin_box_version": __version__,
+        "source_date_epoch": os.environ.get("SOURCE_DATE_EPOCH"),
+    }
+    if not dry_run and shutil.which(APPTAINER) is None:
+        raise ApptainerNotFound()
+    write_text_atomic(plan.definition_path, plan.definition)
+    if dry_run:
+        return Manifest(image=None, dry_run=True, **common)
+
+    missing = [src for src, _ in spec.all_files() if not (plan.context / src).exists()]
+    if missing:
+        raise FileNotFoundError(
+            f"%files sources not found under the build context {plan.context}: {missing} "
+            "(relative sources resolve against the context; pass context=/--context)"
+        )
+    version = _apptainer_version()
+    plan.partial.unlink(missing_ok=True)
+    result = _run_bounded(plan.argv, timeout=timeout, cwd=plan.context, capture=False)
+    if result.returncode != 0 or not plan.partial.is_file():
+        plan.partial.unlink(missing_ok=True)
+        raise BuildError(
+            f"`{' '.join(plan.argv)}` failed with exit code {result.returncode} "
+            "(its output is above)"
+        )
+    header = read_sif_header(plan.partial)
+    python_version, packages = _probe_python(plan.partial, spec.python)
+    manifest = Manifest(
+        image=plan.image.name,
+        sif_sha256=file_sha256(plan.partial),
+        sif_size=plan.partial.stat().st_size,
+        sif_uuid=str(header.uuid),
+        sif_arch=header.arch,
+        sif_created=header.created,
+        embedded_definition_sha256=_embedded_definition_sha256(plan.partial),
+        apptainer_version=version,
+        python_version=python_version,
+        packages=packages,
+        **common,
+    )
+    target = manifest_path(plan.image)
+    target.unlink(missing_ok=True)  # never leave an old manifest beside a new image
+    os.replace(plan.partial, plan.image)
+    write_json_atomic(target, manifest.to_dict())
+    return manifest

@@ -1,0 +1,158 @@
+# SPDX-License-Identifier: MIT
+"""The Apptainer definition file of an :class:`~mushin_box._image.spec.ImageSpec`.
+
+:func:`render_definition` is our own renderer (spython's writer mangles labels, files and
+runscripts; see ``docs/containers.md``). It is deterministic (same spec, same bytes) and
+every value it interpolates into shell code is quoted with :func:`shlex.quote`. What no
+quoting can make safe is refused earlier, when the spec is built (the validators in
+:mod:`mushin_box._image.spec`); :func:`render_definition` checks its output once more.
+
+This module also owns the layout the definition gives the image (:data:`BUILD_DIR`) and
+the build-argument templating syntax both sides refuse.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mushin_box._image.spec import ImageSpec
+
+__all__ = ["BUILD_DIR", "render_definition"]
+
+#: Directory inside the image that holds the pip lock / requirements the build used.
+BUILD_DIR = "/opt/mushin-box-build"
+
+_INDENT = "    "
+# Apptainer >= 1.2 substitutes ``{{ NAME }}`` build arguments anywhere in the file
+_TEMPLATE_RE = re.compile(r"\{\{\s*\w+\s*\}\}")
+
+
+def _q(value: str) -> str:
+    return shlex.quote(value)
+
+
+def _section(name: str, lines: Iterable[str]) -> list[str]:
+    body = [_INDENT + line if line else "" for line in lines]
+    return [f"%{name}", *body, ""] if body else []
+
+
+def _pip_install(spec: ImageSpec, *args: str) -> str:
+    words = [spec.python, "-m", "pip", "install", "--no-cache-dir"]
+    if spec.pip_index_url is not None:
+        words += ["--index-url", spec.pip_index_url]
+    for url in spec.pip_extra_index_urls:
+        words += ["--extra-index-url", url]
+    return " ".join(_q(w) for w in [*words, *args])
+
+
+def _post_lines(spec: ImageSpec) -> list[str]:
+    lines = ["set -eu"]
+    if spec.apt:
+        lines += [
+            "export DEBIAN_FRONTEND=noninteractive",
+            "apt-get update",
+            "apt-get install -y --no-install-recommends " + " ".join(_q(p) for p in spec.apt),
+            "rm -rf /var/lib/apt/lists/*",
+        ]
+    if spec.pip_lock is not None:
+        lines.append(_pip_install(spec, "--require-hashes", "-r", f"{BUILD_DIR}/requirements.lock"))
+    if spec.pip:
+        lines.append(f"mkdir -p {BUILD_DIR}")
+        lines.append(
+            "printf '%s\\n' "
+            + " ".join(_q(r) for r in spec.pip)
+            + f" > {BUILD_DIR}/requirements.txt"
+        )
+        lines.append(_pip_install(spec, "--require-hashes", "-r", f"{BUILD_DIR}/requirements.txt"))
+    if spec.project is not None:
+        flags = ["--no-deps"] + ([] if spec.project.build_isolation else ["--no-build-isolation"])
+        lines.append(_pip_install(spec, *flags, spec.project.dest))
+    lines.extend(spec.post)
+    return lines
+
+
+def _runscript_lines(spec: ImageSpec) -> list[str]:
+    if not spec.runscript and not spec.runscript_args:
+        return []
+    lines: list[str] = []
+    if spec.runscript_args:
+        defaults = " ".join(_q(a) for a in spec.runscript_args)
+        lines.append(f'if [ "$#" -eq 0 ]; then set -- {defaults}; fi')
+    prefix = " ".join(_q(a) for a in spec.runscript)
+    lines.append(f'exec {prefix} "$@"' if prefix else 'exec "$@"')
+    return lines
+
+
+def _check_rendered(text: str) -> None:
+    """Safety net: the only '%' lines must be our section headers, no templating."""
+    headers = {"%labels", "%environment", "%files", "%post", "%runscript", "%test", "%help"}
+    for line in text.split("\n"):
+        words = line.split()
+        if words and words[0].startswith("%") and line not in headers:
+            raise AssertionError(f"rendered line would start a section: {line!r}")
+    if match := _TEMPLATE_RE.search(text):
+        raise AssertionError(f"rendered text contains build-arg templating {match.group()!r}")
+
+
+def render_definition(spec: ImageSpec) -> str:
+    """Render an Apptainer definition file for ``spec``.
+
+    Sections, in order: header (``Bootstrap: docker``, ``From:`` with the digest),
+    ``%labels``, ``%environment``, ``%files``, ``%post`` (``set -eu``; apt; pip with
+    ``--require-hashes``; the project; ``post``), ``%runscript``, ``%test``, ``%help``.
+    Empty sections are left out. The first line of every item is indented by four
+    spaces; continuation lines of multi-line items are written verbatim, so quoted
+    values and heredocs keep their exact bytes.
+
+    Parameters
+    ----------
+    spec : ImageSpec
+        The image to describe.
+
+    Returns
+    -------
+    str
+        The definition, ending with a newline. Equal specs give equal text.
+
+    Examples
+    --------
+    >>> from mushin_box._image.spec import ImageSpec
+    >>> spec = ImageSpec(base="debian@sha256:" + "1" * 64, labels={"org.example.a": "b c"},
+    ...                  post=["echo 'hi there'"])
+    >>> print(render_definition(spec))
+    Bootstrap: docker
+    From: debian@sha256:1111111111111111111111111111111111111111111111111111111111111111
+    # Rendered by mushin-box from an ImageSpec: edit the spec, not this file.
+    <BLANKLINE>
+    %labels
+        org.example.a b c
+    <BLANKLINE>
+    %post
+        set -eu
+        echo 'hi there'
+    <BLANKLINE>
+    """
+    from mushin_box._image.spec import ImageSpec  # it imports this module
+
+    if not isinstance(spec, ImageSpec):
+        raise TypeError(f"expected an ImageSpec, got {type(spec).__qualname__}")
+    out = [
+        "Bootstrap: docker",
+        f"From: {spec.base}",
+        "# Rendered by mushin-box from an ImageSpec: edit the spec, not this file.",
+        "",
+    ]
+    out += _section("labels", (f"{k} {v}".rstrip() for k, v in spec.labels))
+    out += _section("environment", (f"export {k}={_q(v)}" for k, v in spec.env))
+    out += _section("files", (f"{src} {dest}" for src, dest in spec.all_files()))
+    out += _section("post", _post_lines(spec))
+    out += _section("runscript", _runscript_lines(spec))
+    out += _section("test", spec.test)
+    out += _section("help", spec.help.split("\n") if spec.help else ())
+    text = "\n".join(out).rstrip("\n") + "\n"
+    _check_rendered(text)
+    return text

@@ -1,0 +1,525 @@
+# SPDX-License-Identifier: MIT
+"""Config-as-code for the Apptainer image every rank runs in.
+
+:class:`ImageSpec` is a frozen, validated description of an image: a base image pinned
+by digest, pinned apt packages, hash-locked pip requirements, files, environment,
+labels, post-install steps and the user's project. This module owns the model and its
+validation; :func:`render_definition` (:mod:`mushin_box._image.definition`, re-exported here)
+turns a spec into an Apptainer definition file.
+
+The renderer quotes every value it interpolates into shell code with
+:func:`shlex.quote`. What it cannot quote away is rejected here, when the spec is built,
+with the reason:
+
+- ``{{ NAME }}`` anywhere: Apptainer >= 1.2 substitutes build arguments in the whole
+  file and fails the build for undefined ones;
+- a line whose first word starts with ``%``: Apptainer's parser starts a new section
+  there, even inside a quoted value;
+- carriage returns and NUL bytes: the parser drops the former, shells stop at the latter;
+- ``%files`` paths outside ``[A-Za-z0-9._/+@=,:-]``: Apptainer glob-expands sources and
+  splits the line on whitespace.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+
+# The renderer lives in _definition (one concept per module); BUILD_DIR and render_definition
+# are re-exported here so `from mushin_box._image.spec import render_definition` keeps working.
+from mushin_box._image.definition import _TEMPLATE_RE, BUILD_DIR, render_definition
+from mushin_box._provenance.record import is_secret_name
+
+__all__ = [
+    "BUILD_DIR",
+    "ImageSpec",
+    "ProjectInstall",
+    "parse_base_reference",
+    "render_definition",
+]
+
+_DIGEST_HINT = (
+    "find the digest with `docker buildx imagetools inspect {ref}` or "
+    "`skopeo inspect docker://{ref}` and write it as '{ref}@sha256:<64 hex digits>'"
+)
+
+# Docker reference grammar (distribution/reference), slightly simplified.
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*"
+_DOMAIN = (
+    r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)"
+    r"(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?"
+)
+_BASE_RE = re.compile(
+    rf"^(?P<name>(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)"
+    r"(?::(?P<tag>[\w][\w.-]{0,127}))?"
+    r"@(?P<digest>sha256:[0-9a-f]{64})\Z"
+)
+_APT_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+(?::[a-z0-9-]+)?=[A-Za-z0-9.+~:-]+\Z")
+_PIP_HASH_RE = re.compile(r"\s+--hash[= ](sha256|sha384|sha512):([0-9a-fA-F]+)")
+_PIP_REQ_RE = re.compile(
+    r"^(?P<name>[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)"
+    r"(?:\[[A-Za-z0-9._,\s-]*\])?\s*===?\s*(?P<version>[A-Za-z0-9.+!_-]+)"
+    r"\s*(?:;[^\n]*)?\Z"
+)
+_HASH_LEN = {"sha256": 64, "sha384": 96, "sha512": 128}
+_URL_RE = re.compile(r"^(?:https?|file)://\S+\Z")
+_SAFE_PATH_RE = re.compile(r"^[A-Za-z0-9._/+@=,:-]+\Z")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+_LABEL_KEY_RE = re.compile(r"^[^\s#%][^\s]*\Z")
+_PYTHON_RE = re.compile(r"^[A-Za-z0-9_./-]+\Z")
+_RESERVED_ENV_PREFIXES = ("APPTAINER", "SINGULARITY")
+
+
+def parse_base_reference(ref: str) -> tuple[str, str | None, str]:
+    """Split a digest-pinned image reference into ``(name, tag, digest)``.
+
+    Parameters
+    ----------
+    ref : str
+        ``[registry/]name[:tag]@sha256:<64 hex>``.
+
+    Returns
+    -------
+    tuple of (str, str or None, str)
+        The repository name, the tag (``None`` when absent) and ``sha256:<hex>``.
+
+    Raises
+    ------
+    ValueError
+        If ``ref`` is not pinned by a sha256 digest; the message says how to find one.
+
+    Examples
+    --------
+    >>> parse_base_reference("python:3.11-slim@sha256:" + "ab" * 32)[:2]
+    ('python', '3.11-slim')
+    >>> parse_base_reference("python:3.11")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: base image must be pinned by digest ...
+    """
+    match = _BASE_RE.match(ref) if isinstance(ref, str) else None
+    if match is None:
+        shown = ref.split("@", 1)[0] if isinstance(ref, str) and ref else "NAME:TAG"
+        raise ValueError(
+            f"base image must be pinned by digest (name@sha256:<64 hex>), got {ref!r}: "
+            + _DIGEST_HINT.format(ref=shown)
+        )
+    return match["name"], match["tag"], match["digest"]
+
+
+def _check_text(value: object, where: str, *, multiline: bool = True) -> str:
+    """Reject what no quoting can make safe inside an Apptainer definition file."""
+    if not isinstance(value, str):
+        raise TypeError(f"{where}: expected str, got {type(value).__qualname__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{where}: {value!r} is not valid UTF-8 text") from None
+    if "\x00" in value:
+        raise ValueError(f"{where}: NUL bytes cannot appear in a definition file")
+    if "\r" in value:
+        raise ValueError(
+            f"{where}: carriage returns are not allowed (Apptainer's parser drops them)"
+        )
+    if not multiline and "\n" in value:
+        raise ValueError(f"{where}: must be a single line, got {value!r}")
+    if match := _TEMPLATE_RE.search(value):
+        raise ValueError(
+            f"{where}: {match.group()!r} would be replaced by Apptainer's build-argument "
+            "templating (and fail the build when no such argument is defined)"
+        )
+    for line in value.split("\n")[1:]:
+        words = line.split()
+        if words and words[0].startswith("%"):
+            raise ValueError(
+                f"{where}: the line {line!r} starts with '%'; Apptainer's definition parser "
+                "would start a new section there, even inside quotes"
+            )
+    return value
+
+
+def _check_script_line(value: object, where: str) -> str:
+    text = _check_text(value, where)
+    first = text.split("\n", 1)[0].split()
+    if first and first[0].startswith("%"):
+        raise ValueError(f"{where}: {text!r} starts with '%' (a section header to Apptainer)")
+    return text
+
+
+def _check_safe_path(value: object, where: str, *, absolute: bool = False) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{where}: expected str, got {type(value).__qualname__}")
+    if not _SAFE_PATH_RE.match(value) or value.startswith("-"):
+        raise ValueError(
+            f"{where}: {value!r} must use only letters, digits and ._/+@=,:- and not start "
+            "with '-' (Apptainer glob-expands %files sources and splits lines on spaces)"
+        )
+    if absolute and not value.startswith("/"):
+        raise ValueError(f"{where}: {value!r} must be an absolute path inside the image")
+    return value
+
+
+# --------------------------------------------------------------------------- converters
+
+
+def _str_tuple(value: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(value, str | bytes):
+        raise TypeError(f"expected a sequence of strings, got a single string {value!r}")
+    return tuple(value)
+
+
+def _sorted_pairs(
+    value: Mapping[str, str] | Iterable[tuple[str, str]],
+) -> tuple[tuple[str, str], ...]:
+    items = list(value.items()) if isinstance(value, Mapping) else [tuple(p) for p in value]
+    for pair in items:
+        if len(pair) != 2:
+            raise ValueError(f"expected (key, value) pairs, got {pair!r}")
+    keys = [str(pair[0]) for pair in items]
+    if dupes := sorted({k for k in keys if keys.count(k) > 1}):
+        raise ValueError(f"duplicate keys: {dupes}")
+    return tuple(sorted(((k, v) for k, v in items), key=lambda kv: str(kv[0])))  # type: ignore[misc]
+
+
+def _ordered_pairs(
+    value: Mapping[str, str] | Iterable[tuple[str, str]],
+) -> tuple[tuple[str, str], ...]:
+    items = list(value.items()) if isinstance(value, Mapping) else [tuple(p) for p in value]
+    for pair in items:
+        if len(pair) != 2:
+            raise ValueError(f"expected (source, destination) pairs, got {pair!r}")
+    return tuple((a, b) for a, b in items)  # type: ignore[misc]
+
+
+# --------------------------------------------------------------------------- validators
+
+
+def _validate_apt(_inst: object, _attr: object, value: tuple[str, ...]) -> None:
+    for pkg in value:
+        if not isinstance(pkg, str) or not _APT_RE.match(pkg):
+            name = pkg.split("=", 1)[0] if isinstance(pkg, str) else pkg
+            raise ValueError(
+                f"apt package {pkg!r} must be pinned as 'name=version' (Debian version, "
+                f"e.g. from `apt-cache policy {name}` in the base image)"
+            )
+
+
+def _validate_pip(_inst: object, _attr: object, value: tuple[str, ...]) -> None:
+    for req in value:
+        _check_text(req, f"pip requirement {req!r}", multiline=False)
+        hashes = _PIP_HASH_RE.findall(req)
+        spec = _PIP_HASH_RE.sub("", req).strip()
+        if not _PIP_REQ_RE.match(spec):
+            raise ValueError(
+                f"pip requirement {req!r} must pin one version with '==' "
+                "(e.g. 'torch==2.13.0 --hash=sha256:<64 hex>')"
+            )
+        if not hashes:
+            raise ValueError(
+                f"pip requirement {req!r} has no --hash=sha256:...; add the hashes of the "
+                "files pip may install (`pip hash FILE`, or a lock from "
+                "`uv pip compile --generate-hashes`), or use pip_lock"
+            )
+        for algo, digest in hashes:
+            if len(digest) != _HASH_LEN[algo]:
+                raise ValueError(f"pip requirement {req!r}: malformed {algo} hash {digest!r}")
+
+
+def _validate_urls(_inst: object, attribute: Any, value: Iterable[str | None]) -> None:
+    for url in value:
+        if url is not None and (not isinstance(url, str) or not _URL_RE.match(url)):
+            raise ValueError(f"{attribute.name}: {url!r} is not an http(s):// or file:// URL")
+
+
+def _validate_files(_inst: object, _attr: object, value: tuple[tuple[str, str], ...]) -> None:
+    for src, dest in value:
+        _check_safe_path(src, "files source")
+        _check_safe_path(dest, "files destination", absolute=True)
+
+
+def _validate_env(_inst: object, _attr: object, value: tuple[tuple[str, str], ...]) -> None:
+    for name, val in value:
+        if not isinstance(name, str) or not _ENV_NAME_RE.match(name):
+            raise ValueError(f"env: {name!r} is not a valid variable name")
+        if name.upper().startswith(_RESERVED_ENV_PREFIXES):
+            raise ValueError(
+                f"env: {name!r}: APPTAINER*/SINGULARITY* variables configure Apptainer "
+                "itself and cannot be set from inside the image"
+            )
+        if is_secret_name(name):
+            # %environment is baked into the image (and image.def, and the manifest's
+            # definition hash): a secret there ships to everyone who can read the .sif
+            raise ValueError(
+                f"env: {name!r} looks like a secret, which must not be baked into the "
+                "image. Fix: pass it at run time, e.g. submitit_slurm_config(image=..., "
+                f"env={{{name!r}: None}}) with {name} exported in the submitting shell"
+            )
+        _check_text(val, f"env {name}")
+
+
+def _validate_labels(_inst: object, _attr: object, value: tuple[tuple[str, str], ...]) -> None:
+    for key, val in value:
+        if not isinstance(key, str) or not _LABEL_KEY_RE.match(key):
+            raise ValueError(
+                f"label key {key!r} must be non-empty, without whitespace, and not start "
+                "with '#' or '%'"
+            )
+        _check_text(key, f"label key {key!r}", multiline=False)
+        _check_text(val, f"label {key}", multiline=False)
+        if val != val.strip():
+            raise ValueError(
+                f"label {key}: {val!r} has leading/trailing whitespace, which Apptainer strips"
+            )
+
+
+def _validate_script(_inst: object, attribute: Any, value: tuple[str, ...]) -> None:
+    for i, line in enumerate(value):
+        _check_script_line(line, f"{attribute.name}[{i}]")
+
+
+def _validate_argv(_inst: object, attribute: Any, value: tuple[str, ...]) -> None:
+    for i, arg in enumerate(value):
+        _check_text(arg, f"{attribute.name}[{i}]")
+
+
+def _validate_help(_inst: object, _attr: object, value: str) -> None:
+    _check_text(value, "help")
+    for line in value.split("\n"):
+        words = line.split()
+        if words and words[0].startswith("%"):
+            raise ValueError(f"help: the line {line!r} starts with '%' (a section header)")
+
+
+def _validate_base(_inst: object, _attr: object, value: str) -> None:
+    parse_base_reference(value)
+
+
+def _validate_python(_inst: object, _attr: object, value: str) -> None:
+    if not isinstance(value, str) or not _PYTHON_RE.match(value):
+        raise ValueError(f"python: {value!r} must be a command name or path")
+
+
+def _validate_project_dest(_inst: object, _attr: object, value: str) -> None:
+    _check_safe_path(value, "project dest", absolute=True)
+
+
+def _validate_project_src(_inst: object, _attr: object, value: str) -> None:
+    _check_safe_path(value, "project src")
+
+
+def _validate_include(_inst: object, _attr: object, value: tuple[str, ...]) -> None:
+    if not value:
+        raise ValueError(
+            "project include must list what to copy (e.g. ['pyproject.toml', 'mypkg']); "
+            "copying the whole directory would take .git and virtualenvs along"
+        )
+    for entry in value:
+        _check_safe_path(entry, "project include")
+        if entry.startswith("/") or ".." in entry.split("/"):
+            raise ValueError(f"project include {entry!r} must be relative to src, no '..'")
+
+
+def _validate_lock(_inst: object, _attr: object, value: str | None) -> None:
+    if value is not None:
+        _check_safe_path(value, "pip_lock")
+
+
+def _validate_index(_inst: object, attribute: Any, value: str | None) -> None:
+    _validate_urls(_inst, attribute, [value])
+
+
+def _validate_project(_inst: object, _attr: object, value: object) -> None:
+    if value is not None and not isinstance(value, ProjectInstall):
+        raise TypeError(f"project must be a ProjectInstall, got {type(value).__qualname__}")
+
+
+# --------------------------------------------------------------------------- the model
+
+
+@attrs.frozen(kw_only=True)
+class ProjectInstall:
+    """The user's project, copied into the image and installed with ``pip --no-deps``.
+
+    Parameters
+    ----------
+    dest : str
+        Absolute directory inside the image, e.g. ``/opt/mushin-box``.
+    include : sequence of str
+        Entries of ``src`` to copy (``pyproject.toml``, package directories, ...).
+        Listing them keeps ``.git``, virtual environments and data out of the image.
+    src : str, optional
+        Project directory relative to the build context. Default ``"."``.
+    build_isolation : bool, optional
+        Default ``False``: ``pip install --no-build-isolation``, so the build backend
+        comes from the pinned pip set instead of an unpinned download.
+
+    Examples
+    --------
+    >>> ProjectInstall(dest="/opt/app", include=["pyproject.toml", "app"]).include
+    ('pyproject.toml', 'app')
+    """
+
+    dest: str = attrs.field(validator=_validate_project_dest)
+    include: tuple[str, ...] = attrs.field(converter=_str_tuple, validator=_validate_include)
+    src: str = attrs.field(default=".", validator=_validate_project_src)
+    build_isolation: bool = attrs.field(default=False)
+
+    def files(self) -> tuple[tuple[str, str], ...]:
+        """``(source, destination)`` pairs for ``%files``."""
+        src = self.src.rstrip("/") or "/"
+        prefix = "" if src == "." else src + "/"
+        dest = self.dest.rstrip("/")
+        return tuple((prefix + e.rstrip("/"), f"{dest}/{e.rstrip('/')}") for e in self.include)
+
+
+@attrs.frozen(kw_only=True)
+class ImageSpec:
+    """A validated, immutable description of an Apptainer image.
+
+    Parameters
+    ----------
+    base : str
+        Docker base image pinned by digest: ``name[:tag]@sha256:<64 hex>``.
+    apt : sequence of str, optional
+        Debian packages pinned as ``name=version``.
+    pip : sequence of str, optional
+        Requirement lines pinned with ``==`` and carrying ``--hash=sha256:...``; written
+        to a requirements file and installed with ``--require-hashes``.
+    pip_lock : str, optional
+        A hash-locked requirements file (e.g. ``uv pip compile --generate-hashes``),
+        relative to the build context; copied in and installed with ``--require-hashes``.
+    pip_index_url : str, optional
+        ``--index-url`` for pip (e.g. a CUDA wheel index on GPU clusters).
+    pip_extra_index_urls : sequence of str, optional
+        ``--extra-index-url`` values.
+    files : mapping or sequence of (str, str), optional
+        ``source -> destination`` copies; sources relative to the build context (the
+        working directory of ``apptainer build``), destinations absolute.
+    env : mapping of str to str, optional
+        Runtime environment (``%environment``). Values are literal: no ``$VAR``
+        expansion. Values set with ``--env-file`` at launch win over these.
+    labels : mapping of str to str, optional
+        Image labels (``%labels``), single-line.
+    post : sequence of str, optional
+        Shell lines run at the end of ``%post`` (after apt, pip and the project).
+    project : ProjectInstall, optional
+        The user's project, installed last with ``pip install --no-deps``.
+    runscript : sequence of str, optional
+        argv run by ``apptainer run`` (the extra arguments are appended).
+    runscript_args : sequence of str, optional
+        Default arguments when ``apptainer run`` gets none (Docker ``CMD``).
+    test : sequence of str, optional
+        Shell lines for ``%test`` (run at the end of the build).
+    help : str, optional
+        Text for ``%help``.
+    python : str, optional
+        The image's Python command. Default ``"python"``.
+
+    Raises
+    ------
+    ValueError
+        If the base is not pinned by digest, a package is not pinned, a value cannot be
+        written safely into a definition file (see the module docstring), ...
+    TypeError
+        If a field has the wrong type (e.g. a single string where a list is expected).
+
+    Examples
+    --------
+    >>> spec = ImageSpec(
+    ...     base="python:3.11-slim-bookworm@sha256:" + "0" * 64,
+    ...     env={"PYTHONUNBUFFERED": "1"},
+    ...     runscript=["python"],
+    ... )
+    >>> print(render_definition(spec))  # doctest: +ELLIPSIS
+    Bootstrap: docker
+    From: python:3.11-slim-bookworm@sha256:000...
+    ...
+    %environment
+        export PYTHONUNBUFFERED=1
+    ...
+    """
+
+    base: str = attrs.field(validator=_validate_base)
+    apt: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple, validator=_validate_apt)
+    pip: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple, validator=_validate_pip)
+    pip_lock: str | None = attrs.field(default=None, validator=_validate_lock)
+    pip_index_url: str | None = attrs.field(default=None, validator=_validate_index)
+    pip_extra_index_urls: tuple[str, ...] = attrs.field(
+        default=(), converter=_str_tuple, validator=_validate_urls
+    )
+    files: tuple[tuple[str, str], ...] = attrs.field(
+        default=(), converter=_ordered_pairs, validator=_validate_files
+    )
+    env: tuple[tuple[str, str], ...] = attrs.field(
+        default=(), converter=_sorted_pairs, validator=_validate_env
+    )
+    labels: tuple[tuple[str, str], ...] = attrs.field(
+        default=(), converter=_sorted_pairs, validator=_validate_labels
+    )
+    post: tuple[str, ...] = attrs.field(
+        default=(), converter=_str_tuple, validator=_validate_script
+    )
+    project: ProjectInstall | None = attrs.field(default=None, validator=_validate_project)
+    runscript: tuple[str, ...] = attrs.field(
+        default=(), converter=_str_tuple, validator=_validate_argv
+    )
+    runscript_args: tuple[str, ...] = attrs.field(
+        default=(), converter=_str_tuple, validator=_validate_argv
+    )
+    test: tuple[str, ...] = attrs.field(
+        default=(), converter=_str_tuple, validator=_validate_script
+    )
+    help: str = attrs.field(default="", validator=_validate_help)
+    python: str = attrs.field(default="python", validator=_validate_python)
+
+    @property
+    def base_digest(self) -> str:
+        """``sha256:<hex>`` of the base image."""
+        return parse_base_reference(self.base)[2]
+
+    def all_files(self) -> tuple[tuple[str, str], ...]:
+        """Every ``%files`` pair in render order: lock, ``files``, project."""
+        out: list[tuple[str, str]] = []
+        if self.pip_lock is not None:
+            out.append((self.pip_lock, f"{BUILD_DIR}/requirements.lock"))
+        out.extend(self.files)
+        if self.project is not None:
+            out.extend(self.project.files())
+        return tuple(out)
+
+    @classmethod
+    def from_dockerfile(cls, path: str | os.PathLike[str], **overrides: Any) -> ImageSpec:
+        """Start an ImageSpec from a Dockerfile, parsed with spython's ``DockerParser``.
+
+        See :func:`mushin_box._image.dockerfile.spec_from_dockerfile` for what is converted,
+        what is refused and the spython bugs it works around.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The Dockerfile. Relative ``COPY`` sources stay relative: build with the
+            Dockerfile's directory as the context.
+        **overrides
+            Fields that replace the converted ones (e.g. ``base=...@sha256:...`` when
+            the Dockerfile's ``FROM`` is not pinned).
+
+        Returns
+        -------
+        ImageSpec
+
+        Examples
+        --------
+        >>> import pathlib, tempfile
+        >>> d = pathlib.Path(tempfile.mkdtemp())
+        >>> _ = (d / "Dockerfile").write_text("FROM python:3.11@sha256:" + "a" * 64 +
+        ...                                   "\\nENV PYTHONUNBUFFERED=1\\n")
+        >>> ImageSpec.from_dockerfile(d / "Dockerfile").env  # doctest: +SKIP
+        (('PYTHONUNBUFFERED', '1'),)
+        """
+        from mushin_box._image.dockerfile import spec_from_dockerfile
+
+        return spec_from_dockerfile(path, **overrides)

@@ -1,0 +1,6 @@
+# SPDX-License-Identifier: MIT
+"""The provenance record: the ``reproducibility`` part (must match between runs)
+and the ``run`` part (may differ), environment facts, rank topology, and record comparison.
+
+Writes nothing but a cell's provenance files.
+"""

@@ -1,0 +1,377 @@
+# SPDX-License-Identifier: MIT
+"""Compare two provenance records (and their metrics): the field and metric differences.
+
+Both records are brought to the canonical two-part form
+(:func:`mushin_box._provenance.full.split_provenance`) and flattened to dotted paths
+(``reproducibility.config.lr``, ``run.topology.ranks[3].hostname``). A path that differs
+under ``reproducibility`` *breaks reproducibility*; one under ``run`` is *expected to
+differ*. Metrics (``mushin_metrics.json``) are shown side by side, equal within ``atol``.
+
+When the package sets differ and both cells have the ``mushin_packages.txt`` their records
+name, the packages that changed are listed one by one (``reproducibility.package_set[numpy]``)
+instead of the two fingerprints. Fields computed from others (``config_sha256``, the package
+set's ``sha256``/``count``, a key package's version) are shown only when what they summarize
+shows no difference.
+
+This module works on records already in memory; finding and reading cells, records and
+sweeps on disk is :mod:`mushin_box._sweep.diff`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from mushin_box._core.sidecars import canonical_dumps
+from mushin_box._provenance.full import split_provenance
+from mushin_box._provenance.record import package_versions
+
+__all__ = [
+    "CellDiff",
+    "FieldDiff",
+    "MetricDiff",
+    "collapse_key",
+    "diff_records",
+    "flatten",
+    "package_diffs",
+]
+
+REPRO = "reproducibility"
+RUN = "run"
+#: one row per changed package: ``reproducibility.package_set[<name>]``
+PACKAGE_ROW = f"{REPRO}.package_set["
+_PACKAGE_SHA = f"{REPRO}.package_set.sha256"
+_KEY_VERSION = f"{REPRO}.packages."
+
+
+def _under(path: str, source: str) -> bool:
+    return path == source or path.startswith((f"{source}.", f"{source}["))
+
+
+#: fields computed from others: shown only when no path they summarize differs
+_DERIVED: dict[str, Callable[[str], bool]] = {
+    f"{REPRO}.config_sha256": lambda p: _under(p, f"{REPRO}.config"),
+    _PACKAGE_SHA: lambda p: p.startswith(PACKAGE_ROW),
+    f"{REPRO}.package_set.count": lambda p: p == _PACKAGE_SHA or p.startswith(PACKAGE_ROW),
+}
+_INDEX = re.compile(r"\[\d+\]")
+
+
+@attrs.frozen
+class FieldDiff:
+    """One flattened path whose value differs (``change``: changed, only_a, only_b)."""
+
+    path: str
+    a: Any
+    b: Any
+    change: str = "changed"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "a": self.a, "b": self.b, "change": self.change}
+
+
+@attrs.frozen
+class MetricDiff:
+    """One metric of both sides; ``delta`` is ``b - a`` (max ``|b - a|`` for lists)."""
+
+    name: str
+    a: Any
+    b: Any
+    delta: float | None
+    match: bool
+    in_a: bool = True
+    in_b: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "a": self.a,
+            "b": self.b,
+            "delta": self.delta,
+            "match": self.match,
+            "in_a": self.in_a,
+            "in_b": self.in_b,
+        }
+
+
+@attrs.frozen
+class CellDiff:
+    """The comparison of one pair of cells (``a``/``b``: their paths, ``None`` if absent)."""
+
+    name: str
+    combo: dict[str, Any] | None
+    a: str | None
+    b: str | None
+    breaks: tuple[FieldDiff, ...] = ()
+    expected: tuple[FieldDiff, ...] = ()
+    metrics: tuple[MetricDiff, ...] = ()
+
+    @property
+    def reproducible(self) -> bool:
+        """Both cells exist and their reproducibility parts match."""
+        return self.a is not None and self.b is not None and not self.breaks
+
+    @property
+    def metrics_match(self) -> bool:
+        return all(m.match for m in self.metrics)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "combo": self.combo,
+            "a": self.a,
+            "b": self.b,
+            "reproducible": self.reproducible,
+            "metrics_match": self.metrics_match,
+            "breaks_reproducibility": [f.to_dict() for f in self.breaks],
+            "expected_to_differ": [f.to_dict() for f in self.expected],
+            "metrics": [m.to_dict() for m in self.metrics],
+        }
+
+
+# ---------------------------------------------------------------------------- flattening
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Flatten nested dicts to ``{dotted path: leaf}``; lists of dicts get ``[i]`` steps.
+
+    Lists of plain values are leaves; an empty dict is a leaf ``{}``.
+
+    Examples
+    --------
+    >>> flatten({"a": {"b": 1, "c": [1, 2]}, "r": [{"h": "x"}], "e": {}})
+    {'a.b': 1, 'a.c': [1, 2], 'r[0].h': 'x', 'e': {}}
+    """
+    out: dict[str, Any] = {}
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, Mapping) and node:
+            for key, child in node.items():
+                walk(child, f"{path}.{key}" if path else str(key))
+        elif isinstance(node, list | tuple) and any(isinstance(x, Mapping) for x in node):
+            for i, child in enumerate(node):
+                walk(child, f"{path}[{i}]")
+        else:
+            out[path] = node
+
+    walk(value, prefix)
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    if type(a) is type(b) and not isinstance(a, float | list | dict) and a == b:
+        return True
+    try:
+        return canonical_dumps(a) == canonical_dumps(b)
+    except (TypeError, ValueError):
+        return a == b
+
+
+def _has_containers(value: Any) -> bool:
+    return isinstance(value, list) and any(isinstance(x, Mapping | list) for x in value)
+
+
+def _field_diffs(a: Any, b: Any, path: str) -> list[FieldDiff]:
+    """Differences between two nested values, as flattened paths.
+
+    A key or list element that only one side has is one entry holding its whole value
+    (``run.topology.ranks[3]``), not one per leaf.
+    """
+    out: list[FieldDiff] = []
+
+    def walk(x: Any, y: Any, where: str) -> None:
+        if isinstance(x, Mapping) and isinstance(y, Mapping) and (x or y):
+            for key in sorted(x.keys() | y.keys(), key=str):
+                sub = f"{where}.{key}" if where else str(key)
+                if key not in y:
+                    out.append(FieldDiff(sub, x[key], None, "only_a"))
+                elif key not in x:
+                    out.append(FieldDiff(sub, None, y[key], "only_b"))
+                else:
+                    walk(x[key], y[key], sub)
+        elif (
+            isinstance(x, list)
+            and isinstance(y, list)
+            and (_has_containers(x) or _has_containers(y))
+        ):
+            for i in range(max(len(x), len(y))):
+                sub = f"{where}[{i}]"
+                if i >= len(y):
+                    out.append(FieldDiff(sub, x[i], None, "only_a"))
+                elif i >= len(x):
+                    out.append(FieldDiff(sub, None, y[i], "only_b"))
+                else:
+                    walk(x[i], y[i], sub)
+        elif not _same(x, y):
+            out.append(FieldDiff(where, x, y))
+
+    walk(a, b, path)
+    return out
+
+
+def _drop_derived(diffs: list[FieldDiff]) -> list[FieldDiff]:
+    paths = {d.path for d in diffs}
+    keep: list[FieldDiff] = []
+    for d in diffs:
+        summarizes = _DERIVED.get(d.path)
+        if summarizes is not None and any(summarizes(p) for p in paths if p != d.path):
+            continue
+        if d.path.startswith(_KEY_VERSION):  # a key package's version, listed as a package
+            if f"{PACKAGE_ROW}{d.path[len(_KEY_VERSION) :]}]" in paths:
+                continue
+        keep.append(d)
+    return keep
+
+
+def package_diffs(a: Sequence[str], b: Sequence[str]) -> list[FieldDiff]:
+    """One :class:`FieldDiff` per package whose version differs between two
+    ``name==version`` lists (``only_a``/``only_b``: installed on one side only).
+
+    Examples
+    --------
+    >>> [(f.path, f.a, f.b, f.change) for f in package_diffs(
+    ...     ["attrs==1", "numpy==2.4"], ["numpy==2.5", "torch==2.6"])]
+    ... # doctest: +NORMALIZE_WHITESPACE
+    [('reproducibility.package_set[attrs]', '1', None, 'only_a'),
+     ('reproducibility.package_set[numpy]', '2.4', '2.5', 'changed'),
+     ('reproducibility.package_set[torch]', None, '2.6', 'only_b')]
+    """
+    va, vb = package_versions(a), package_versions(b)
+    out: list[FieldDiff] = []
+    for name in sorted(va.keys() | vb.keys()):
+        x, y = va.get(name), vb.get(name)
+        if x == y:
+            continue
+        change = "only_a" if name not in vb else "only_b" if name not in va else "changed"
+        out.append(FieldDiff(f"{PACKAGE_ROW}{name}]", x, y, change))
+    return out
+
+
+# ---------------------------------------------------------------------------- metrics
+
+
+def _numeric(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def _close(a: Any, b: Any, atol: float) -> tuple[bool, float | None]:
+    """(equal within atol, |b - a| or its max over list elements; None if not numeric)."""
+    if _numeric(a) and _numeric(b):
+        fa, fb = float(a), float(b)
+        if math.isnan(fa) or math.isnan(fb):
+            return math.isnan(fa) and math.isnan(fb), None
+        if fa == fb:
+            return True, 0.0
+        d = abs(fb - fa)
+        return d <= atol, d
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return False, None
+        worst: float | None = 0.0
+        ok = True
+        for x, y in zip(a, b, strict=True):
+            same, d = _close(x, y, atol)
+            ok = ok and same
+            if d is None:
+                worst = None if not same else worst
+            elif worst is not None:
+                worst = max(worst, d)
+        return ok, worst
+    return _same(a, b), None
+
+
+def _metric_diffs(
+    a: Mapping[str, Any] | None, b: Mapping[str, Any] | None, atol: float
+) -> list[MetricDiff]:
+    ma, mb = dict(a or {}), dict(b or {})
+    out: list[MetricDiff] = []
+    for name in sorted(ma.keys() | mb.keys()):
+        if name not in ma or name not in mb:
+            out.append(
+                MetricDiff(name, ma.get(name), mb.get(name), None, False, name in ma, name in mb)
+            )
+            continue
+        x, y = ma[name], mb[name]
+        ok, d = _close(x, y, atol)
+        if _numeric(x) and _numeric(y) and d is not None:
+            d = float(y) - float(x)
+        out.append(MetricDiff(name, x, y, d, ok))
+    return out
+
+
+# ---------------------------------------------------------------------------- records
+
+
+def diff_records(
+    a: Mapping[str, Any] | None,
+    b: Mapping[str, Any] | None,
+    *,
+    metrics_a: Mapping[str, Any] | None = None,
+    metrics_b: Mapping[str, Any] | None = None,
+    atol: float = 0.0,
+    name: str = "",
+    combo: dict[str, Any] | None = None,
+    path_a: str | None = "a",
+    path_b: str | None = "b",
+    packages_a: Sequence[str] | None = None,
+    packages_b: Sequence[str] | None = None,
+) -> CellDiff:
+    """Compare two provenance records (any schema) and two metric dicts.
+
+    A missing record (``None``) on one side is reported as the path ``<provenance>``
+    under breaks. ``path_a``/``path_b`` of ``None`` mean the cell itself is missing.
+    ``packages_a``/``packages_b`` are the records' package lists (``mushin_packages.txt``,
+    see :func:`~mushin_box._provenance.full.packages_beside`): with both, changed packages
+    are listed one by one.
+
+    Examples
+    --------
+    >>> one = {"reproducibility": {"config": {"lr": 0.1}}, "run": {"host": "a"}}
+    >>> two = {"reproducibility": {"config": {"lr": 0.2}}, "run": {"host": "b"}}
+    >>> d = diff_records(one, two)
+    >>> [f.path for f in d.breaks], [f.path for f in d.expected]
+    (['reproducibility.config.lr'], ['run.host'])
+    """
+    breaks: list[FieldDiff] = []
+    expected: list[FieldDiff] = []
+    if a is None or b is None:
+        if a is not None or b is not None:
+            breaks.append(
+                FieldDiff(
+                    "<provenance>",
+                    "present" if a is not None else "missing",
+                    "present" if b is not None else "missing",
+                    "only_a" if a is not None else "only_b",
+                )
+            )
+    else:
+        ca, cb = split_provenance(a), split_provenance(b)
+        for part, sink in ((REPRO, breaks), (RUN, expected)):
+            diffs = _field_diffs(ca.get(part) or {}, cb.get(part) or {}, part)
+            if part == REPRO and packages_a is not None and packages_b is not None:
+                diffs += package_diffs(packages_a, packages_b)
+            sink.extend(_drop_derived(diffs))
+    return CellDiff(
+        name=name,
+        combo=combo,
+        a=path_a,
+        b=path_b,
+        breaks=tuple(breaks),
+        expected=tuple(expected),
+        metrics=tuple(_metric_diffs(metrics_a, metrics_b, atol)),
+    )
+
+
+def collapse_key(path: str) -> str:
+    """A path with list indices replaced by ``[*]`` (for grouping rank rows).
+
+    Examples
+    --------
+    >>> collapse_key("run.topology.ranks[12].hostname")
+    'run.topology.ranks[*].hostname'
+    """
+    return _INDEX.sub("[*]", path)

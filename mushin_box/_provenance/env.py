@@ -1,0 +1,430 @@
+# SPDX-License-Identifier: MIT
+"""Facts about where a cell ran, for its provenance: image, container launch, devices.
+
+* the image's identity (``reproducibility.image``) and where this copy lives
+  (``run.image``), from the variables the rank wrapper's env file sets;
+* the container launch (``run.container``): the Apptainer version, the exact rank command
+  (as given and as an argv list) and the env file every rank's ``apptainer exec
+  --env-file`` read (its path, sha256 and text, secret-looking assignments redacted);
+* the devices (``run.devices``): torch, CUDA, NCCL and driver versions, GPU count and
+  names. Only read when torch is already imported in this process: provenance never
+  imports torch, and never initializes CUDA (GPU names come from torch when the task has
+  initialized CUDA, else from ``nvidia-smi``, called once per process with a timeout).
+
+Every value that could carry a secret is redacted here: ``NAME=value`` assignments and
+``--flag value`` pairs whose name looks secret
+(:func:`mushin_box._provenance.record.is_secret_name`) and credentials inside URLs.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mushin_box._provenance.record import REDACTED, is_secret_name, redact_url_credentials
+
+__all__ = [
+    "CONTAINER_ENV",
+    "ENV_FILE_LIMIT",
+    "IMAGE_ENV",
+    "IMAGE_IDENTITY_KEYS",
+    "NO_IMAGE",
+    "NVIDIA_SMI_TIMEOUT_S",
+    "UNIDENTIFIED_IMAGE",
+    "container_from_env",
+    "device_facts",
+    "image_from_env",
+    "redact_argv",
+    "redact_env_text",
+    "split_image",
+]
+
+#: the image identity: ``reproducibility.image`` holds exactly these keys (when known)
+IMAGE_IDENTITY_KEYS: tuple[str, ...] = (
+    "sif_sha256",
+    "sif_uuid",
+    "definition_sha256",
+    "base_digest",
+)
+#: the env-file variables that carry the image identity
+IMAGE_ENV: Mapping[str, str] = {
+    "sif_sha256": "MUSHIN_SIF_SHA256",
+    "sif_uuid": "MUSHIN_SIF_UUID",
+    "definition_sha256": "MUSHIN_IMAGE_DEFINITION_SHA256",
+    "base_digest": "MUSHIN_IMAGE_BASE_DIGEST",
+}
+#: the env-file variables that describe the container launch (``run.container``)
+CONTAINER_ENV: Mapping[str, str] = {
+    "apptainer_version": "MUSHIN_APPTAINER_VERSION",
+    "rank_command": "MUSHIN_RANK_COMMAND",
+    "env_file": "MUSHIN_ENV_FILE",
+}
+#: ``reproducibility.image`` of a process that runs in no container
+NO_IMAGE = "no image"
+#: ``reproducibility.image`` of a process in a container that did not say which image
+UNIDENTIFIED_IMAGE = "unidentified image"
+#: the most bytes of the env file recorded
+ENV_FILE_LIMIT = 256 * 1024
+#: seconds ``nvidia-smi`` may take
+NVIDIA_SMI_TIMEOUT_S = 5.0
+
+_ASSIGNMENT = re.compile(r"^(?P<lead>\s*(?:export\s+)?)(?P<name>[A-Za-z_][A-Za-z0-9_]*)=")
+#: a value that only names another variable (``"${HF_TOKEN:?}"``): no secret in the file
+_REFERENCE = re.compile(r'^("?)\$\{[A-Za-z_][A-Za-z0-9_]*(?::\?)?\}\1\s*\Z')
+_WORD_ASSIGNMENT = re.compile(r"^(?P<lead>-{0,2})(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)=")
+_FLAG = re.compile(r"^-{1,2}(?P<name>[A-Za-z][A-Za-z0-9_-]*)\Z")
+#: flags whose name looks secret but whose value is not (Apptainer's working directory)
+_NOT_SECRET_FLAGS = frozenset({"--pwd"})
+
+
+# ---------------------------------------------------------------------------- image
+
+
+def image_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+    """The container image a rank runs in, from the env file / Apptainer's variables.
+
+    The identity (:data:`IMAGE_IDENTITY_KEYS`) comes from the variables of
+    :data:`IMAGE_ENV` that the rank wrapper writes into the env file: the SIF's sha256 and
+    header UUID, the sha256 of the definition it was built from and the digest of its base
+    image. ``APPTAINER_CONTAINER``/``SINGULARITY_CONTAINER`` is where this copy lives
+    (``path``). ``None`` when none of them is set.
+
+    Examples
+    --------
+    >>> image_from_env({"MUSHIN_SIF_SHA256": "ab12", "MUSHIN_SIF_UUID": "0-1",
+    ...                 "APPTAINER_CONTAINER": "/i/x.sif"})
+    {'sif_sha256': 'ab12', 'sif_uuid': '0-1', 'path': '/i/x.sif'}
+    >>> image_from_env({}) is None
+    True
+    """
+    env = os.environ if environ is None else environ
+    out: dict[str, Any] = {key: env[var] for key, var in IMAGE_ENV.items() if env.get(var)}
+    path = env.get("APPTAINER_CONTAINER") or env.get("SINGULARITY_CONTAINER")
+    if path:
+        out["path"] = path
+    return out or None
+
+
+def split_image(image: Mapping[str, Any] | None) -> tuple[dict[str, Any] | str, dict[str, Any]]:
+    """(``reproducibility.image``, ``run.image``) of an image description.
+
+    The identity keys go to the first; everything else (where the copy lives, build
+    details of a manifest) to the second. Without identity: :data:`NO_IMAGE`, or
+    :data:`UNIDENTIFIED_IMAGE` when the description still says where an image is.
+
+    Examples
+    --------
+    >>> split_image({"sif_sha256": "ab", "path": "/x.sif", "sif_size": 3})
+    ({'sif_sha256': 'ab'}, {'path': '/x.sif', 'sif_size': 3})
+    >>> split_image(None), split_image({"path": "/x.sif"})[0]
+    (('no image', {}), 'unidentified image')
+    """
+    if not image:
+        return NO_IMAGE, {}
+    identity = {k: image[k] for k in IMAGE_IDENTITY_KEYS if image.get(k) is not None}
+    located = {k: v for k, v in image.items() if k not in IMAGE_IDENTITY_KEYS}
+    if identity:
+        return identity, located
+    return (UNIDENTIFIED_IMAGE if located else NO_IMAGE), located
+
+
+# ---------------------------------------------------------------------------- redaction
+
+
+def _quote_state(text: str, state: str | None) -> str | None:
+    """The shell quote still open at the end of ``text`` (``"'"``, ``'"'`` or ``None``)."""
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if state is None:
+            if c == "\\":
+                i += 1
+            elif c in "'\"":
+                state = c
+        elif state == "'":
+            if c == "'":
+                state = None
+        elif c == "\\":
+            i += 1
+        elif c == '"':
+            state = None
+        i += 1
+    return state
+
+
+def redact_env_text(text: str) -> str:
+    """An env file's text with the values of secret-looking assignments replaced.
+
+    ``NAME=value`` lines (``export NAME=value`` too) whose ``NAME`` looks secret become
+    ``NAME=<redacted>``, including the continuation lines of a quoted value that spans
+    several lines; a value that only forwards a variable by reference
+    (``HF_TOKEN="${HF_TOKEN:?}"``: the rank wrapper's way to pass a secret) holds no secret
+    and is kept. Credentials inside URLs are cut out of every line. Comments and other
+    lines are kept.
+
+    Examples
+    --------
+    >>> print(redact_env_text("# rank env\\nLR=0.1\\nWANDB_API_KEY='abc\\ndef'\\n"
+    ...                       'HF_TOKEN="${HF_TOKEN:?}"\\nDB=postgres://me:pw@db/x\\n'), end="")
+    # rank env
+    LR=0.1
+    WANDB_API_KEY=<redacted>
+    HF_TOKEN="${HF_TOKEN:?}"
+    DB=postgres://<redacted>@db/x
+    """
+    out: list[str] = []
+    open_quote: str | None = None
+    hiding = False
+    for line in text.splitlines(keepends=True):
+        if open_quote is not None:  # inside a value that spans lines
+            open_quote = _quote_state(line, open_quote)
+            if not hiding:
+                out.append(redact_url_credentials(line))
+            continue
+        m = _ASSIGNMENT.match(line)
+        if m is None:
+            out.append(redact_url_credentials(line))
+            continue
+        value = line[m.end() :]
+        open_quote = _quote_state(value, None)
+        hiding = is_secret_name(m.group("name")) and _REFERENCE.match(value) is None
+        if hiding:
+            newline = "\n" if line.endswith("\n") else ""
+            out.append(f"{m.group('lead')}{m.group('name')}={REDACTED}{newline}")
+        else:
+            out.append(redact_url_credentials(line))
+    return "".join(out)
+
+
+def _redact_word(word: str) -> str:
+    m = _WORD_ASSIGNMENT.match(word)
+    if m is None:
+        return redact_url_credentials(word)
+    if is_secret_name(m.group("name")) and word[: m.end() - 1] not in _NOT_SECRET_FLAGS:
+        return f"{word[: m.end()]}{REDACTED}"
+    return f"{word[: m.end()]}{_redact_word(word[m.end() :])}"  # --env=NAME=value
+
+
+def redact_argv(argv: Sequence[str]) -> list[str]:
+    """A command's words with secret-looking values replaced.
+
+    ``NAME=value`` and ``--name=value`` words whose name looks secret keep the name only;
+    the word after a secret-looking flag (``--token abc``) is replaced; credentials inside
+    URLs are cut out. Apptainer's ``--pwd`` (a directory) is not a secret.
+
+    Examples
+    --------
+    >>> redact_argv(["apptainer", "exec", "--env", "HF_TOKEN=abc", "--pwd", "/w",
+    ...              "--password", "x", "i.sif", "python"])
+    ... # doctest: +NORMALIZE_WHITESPACE
+    ['apptainer', 'exec', '--env', 'HF_TOKEN=<redacted>', '--pwd', '/w', '--password',
+     '<redacted>', 'i.sif', 'python']
+    """
+    out: list[str] = []
+    hide_next = False
+    for word in argv:
+        if hide_next:
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        flag = _FLAG.match(word)
+        if flag is not None and word not in _NOT_SECRET_FLAGS:
+            hide_next = is_secret_name(flag.group("name"))
+        out.append(_redact_word(word))
+    return out
+
+
+def _redact_command(command: str) -> tuple[str, list[str] | None]:
+    """(the command, redacted; its argv, redacted, or ``None`` if it does not split)."""
+    try:
+        argv = shlex.split(command)
+    except ValueError:  # unbalanced quotes: redact the words as whitespace splits them
+        words = re.split(r"(\s+)", command)
+        return "".join(w if w.isspace() else _redact_word(w) for w in words), None
+    redacted = redact_argv(argv)
+    return (command if redacted == argv else shlex.join(redacted)), redacted
+
+
+# ---------------------------------------------------------------------------- container
+
+
+def _env_file(path: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"path": path, "sha256": None, "text": None}
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(ENV_FILE_LIMIT + 1)
+    except OSError as exc:
+        out["error"] = f"{type(exc).__name__}: {exc.strerror or exc}"
+        return out
+    if len(data) > ENV_FILE_LIMIT:
+        out["error"] = f"larger than {ENV_FILE_LIMIT} bytes: not recorded"
+        return out
+    out["sha256"] = hashlib.sha256(data).hexdigest()
+    out["text"] = redact_env_text(data.decode("utf-8", "replace"))
+    return out
+
+
+def container_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+    """How the rank was started in its container (``run.container``), from the env file.
+
+    ``apptainer_version`` (``MUSHIN_APPTAINER_VERSION``), ``rank_command``
+    (``MUSHIN_RANK_COMMAND``: the shell-quoted ``apptainer exec ... image.sif python``, as
+    given) and ``rank_argv`` (the same, ``shlex.split``), and ``env_file``
+    (``MUSHIN_ENV_FILE``): its ``path``, the ``sha256`` of its bytes and its ``text`` with
+    secret-looking assignments redacted (``error`` instead when it cannot be read here).
+    ``None`` when none of the variables is set.
+
+    Examples
+    --------
+    >>> c = container_from_env({"MUSHIN_APPTAINER_VERSION": "1.3.4",
+    ...                         "MUSHIN_RANK_COMMAND": "apptainer exec --nv '/my i.sif' python"})
+    >>> c["apptainer_version"], c["rank_argv"], c["env_file"]
+    ('1.3.4', ['apptainer', 'exec', '--nv', '/my i.sif', 'python'], None)
+    >>> container_from_env({}) is None
+    True
+    """
+    env = os.environ if environ is None else environ
+    if not any(env.get(var) for var in CONTAINER_ENV.values()):
+        return None
+    command = env.get(CONTAINER_ENV["rank_command"]) or None
+    argv: list[str] | None = None
+    if command is not None:
+        command, argv = _redact_command(command)
+    env_file = env.get(CONTAINER_ENV["env_file"]) or None
+    return {
+        "apptainer_version": env.get(CONTAINER_ENV["apptainer_version"]) or None,
+        "rank_command": command,
+        "rank_argv": argv,
+        "env_file": _env_file(env_file) if env_file is not None else None,
+    }
+
+
+# ---------------------------------------------------------------------------- devices
+
+
+@functools.cache
+def _nvidia_smi() -> tuple[str | None, tuple[tuple[str, str, str], ...]]:
+    """(driver version, ((index, uuid, name), ...)) from ``nvidia-smi``; once per process."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None, ()
+    try:
+        proc = subprocess.run(
+            [exe, "--query-gpu=index,uuid,name,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=NVIDIA_SMI_TIMEOUT_S,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None, ()
+    return _parse_nvidia_smi(proc.stdout)
+
+
+def _parse_nvidia_smi(text: str) -> tuple[str | None, tuple[tuple[str, str, str], ...]]:
+    """Parse ``nvidia-smi --query-gpu=index,uuid,name,driver_version --format=csv,noheader``.
+
+    Examples
+    --------
+    >>> _parse_nvidia_smi("0, GPU-aa, NVIDIA H200, 550.54.15\\n1, GPU-bb, NVIDIA H100, 550.54.15")
+    ('550.54.15', (('0', 'GPU-aa', 'NVIDIA H200'), ('1', 'GPU-bb', 'NVIDIA H100')))
+    """
+    driver: str | None = None
+    gpus: list[tuple[str, str, str]] = []
+    for row in csv.reader(text.splitlines(), skipinitialspace=True):
+        if len(row) != 4:
+            continue
+        index, uuid, name, version = (x.strip() for x in row)
+        gpus.append((index, uuid, name))
+        driver = driver or version or None
+    return driver, tuple(gpus)
+
+
+def _visible(
+    gpus: Sequence[tuple[str, str, str]], visible: str | None, count: int
+) -> list[str] | None:
+    """The names of the GPUs this process sees (``CUDA_VISIBLE_DEVICES``), in its order;
+    ``None`` when the list cannot be matched to ``count`` devices."""
+    if visible is None:
+        chosen = list(gpus)
+    else:
+        chosen = []
+        for item in (x.strip() for x in visible.split(",") if x.strip()):
+            match = [g for g in gpus if g[0] == item or (item.startswith("GPU-")
+                                                         and g[1].startswith(item))]  # fmt: skip
+            if len(match) != 1:  # MIG slices, bad entries: do not guess
+                return None
+            chosen.append(match[0])
+    names = [g[2] for g in chosen]
+    return names if len(names) == count else None
+
+
+def _nccl(torch: Any) -> str | None:
+    try:
+        version = torch.cuda.nccl.version()
+    except Exception:  # a CPU build has no NCCL
+        return None
+    if isinstance(version, tuple):
+        return ".".join(map(str, version))
+    if isinstance(version, int):  # old torch: 2708 = 2.7.8, 21903 = 2.19.3
+        major, rest = divmod(version, 10000 if version >= 10000 else 1000)
+        minor, patch = divmod(rest, 100)
+        return f"{major}.{minor}.{patch}"
+    return str(version)
+
+
+def device_facts(environ: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+    """This process's devices (``run.devices``), or ``None`` when torch is not imported.
+
+    ``torch`` (version), ``cuda`` (the CUDA torch was built with), ``nccl``,
+    ``cuda_available``, ``count`` (GPUs this process sees; 0 on a CPU machine), ``names``
+    (one per GPU, in device order) and ``driver`` (the NVIDIA driver, from
+    ``nvidia-smi``, asked only when CUDA is available, with a timeout). Never imports
+    torch and never initializes CUDA: names come from torch only when CUDA is already
+    initialized, else from ``nvidia-smi`` matched against ``CUDA_VISIBLE_DEVICES``
+    (``None`` when they cannot be matched).
+
+    Examples
+    --------
+    >>> import sys
+    >>> facts = device_facts()
+    >>> facts is None if "torch" not in sys.modules else facts["torch"] is not None
+    True
+    """
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    env = os.environ if environ is None else environ
+    out: dict[str, Any] = {
+        "torch": None, "cuda": None, "nccl": None, "cuda_available": False, "count": 0,
+        "names": [], "driver": None,
+    }  # fmt: skip
+    try:
+        out["torch"] = str(torch.__version__)
+        cuda_version = torch.version.cuda
+        out["cuda"] = str(cuda_version) if cuda_version is not None else None
+        if out["cuda"] is not None:
+            out["nccl"] = _nccl(torch)
+        cuda = torch.cuda
+        if not cuda.is_available():  # neither call initializes CUDA
+            return out
+        count = int(cuda.device_count())
+        out.update(cuda_available=True, count=count)
+        driver, gpus = _nvidia_smi()
+        out["driver"] = driver
+        if cuda.is_initialized():
+            out["names"] = [str(cuda.get_device_name(i)) for i in range(count)]
+        else:
+            out["names"] = _visible(gpus, env.get("CUDA_VISIBLE_DEVICES"), count)
+    except Exception as exc:  # a half-imported or unusual torch: keep what is known
+        out["error"] = f"{type(exc).__name__}: {exc}"
+    return out

@@ -1,0 +1,181 @@
+# SPDX-License-Identifier: MIT
+"""A cell's provenance files: ``mushin_provenance.json`` and ``mushin_packages.txt``.
+
+The record is written as canonical JSON (:func:`provenance_bytes`: the same bytes as
+:func:`~mushin_box._core.sidecars.canonical_dumps`, faster for the thousands of rank rows of a
+big world), atomically. Beside it, the package list whose sha256 the record names
+(``reproducibility.package_set.sha256``): one ``name==version`` a line, so that
+``sha256sum mushin_packages.txt`` prints the fingerprint and ``mushin-box diff`` can say
+which packages changed (:func:`packages_beside`).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import secrets
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from mushin_box._core.sidecars import canonical_dumps, write_bytes_atomic
+from mushin_box._provenance.record import (
+    PACKAGES_FILE,
+    installed_packages,
+    package_set,
+    packages_text,
+)
+
+__all__ = ["packages_beside", "provenance_bytes", "write_provenance"]
+
+
+_PLAIN = (int, str, type(None))
+
+
+@functools.cache
+def _process_package_sha256() -> str:
+    return str(package_set(installed_packages())["sha256"])
+
+
+def _plain_rows(ranks: Any) -> bool:
+    """Rank rows that ``json.dumps`` writes exactly as ``canonical_dumps`` would."""
+    if not isinstance(ranks, list):
+        return False
+    for row in ranks:
+        if type(row) is not list:
+            return False
+        for v in row:
+            if type(v) not in _PLAIN:  # bool, float, numpy... take the canonical path
+                return False
+    return True
+
+
+def provenance_bytes(record: Mapping[str, Any]) -> bytes:
+    """``canonical_dumps(record)``, faster for big worlds.
+
+    The per-rank rows of ``run.topology.ranks`` (thousands in a big world) are written
+    with :func:`json.dumps` when they are lists of ints, strings and ``None``, which gives
+    the same bytes as :func:`~mushin_box._core.sidecars.canonical_dumps` without its
+    per-value Python walk; anything else takes the canonical path.
+
+    Examples
+    --------
+    >>> from mushin_box._provenance.topology import simulate_topology
+    >>> rec = {"run": {"topology": simulate_topology(2, 2, seed_base=1).to_dict()}}
+    >>> provenance_bytes(rec) == canonical_dumps(rec)
+    True
+    """
+    run = record.get("run")
+    topology = run.get("topology") if isinstance(run, Mapping) else None
+    ranks = topology.get("ranks") if isinstance(topology, Mapping) else None
+    if not (isinstance(run, Mapping) and isinstance(topology, Mapping) and _plain_rows(ranks)):
+        return canonical_dumps(record)
+    marker = f"mushin-ranks-{secrets.token_hex(16)}"
+    stub = {**record, "run": {**run, "topology": {**topology, "ranks": marker}}}
+    try:
+        rows = json.dumps(
+            ranks, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        ).encode("utf-8")
+    except (TypeError, ValueError):  # lone surrogates in a host name, ...
+        return canonical_dumps(record)
+    head, sep, tail = canonical_dumps(stub).partition(f'"{marker}"'.encode())
+    if not sep:  # pragma: no cover - the marker is always there
+        return canonical_dumps(record)
+    return head + rows + tail
+
+
+def _package_sha256(record: Mapping[str, Any]) -> str | None:
+    repro = record.get("reproducibility")
+    pset = repro.get("package_set") if isinstance(repro, Mapping) else None
+    sha = pset.get("sha256") if isinstance(pset, Mapping) else None
+    return sha if isinstance(sha, str) else None
+
+
+def _write_packages(directory: Path, lines: Sequence[str]) -> None:
+    path = directory / PACKAGES_FILE
+    data = packages_text(lines).encode("utf-8")
+    try:
+        if path.read_bytes() == data:  # a rewrite of the record: the list is there already
+            return
+    except OSError:
+        pass
+    write_bytes_atomic(path, data)
+
+
+def packages_beside(path: str | os.PathLike[str], record: Mapping[str, Any]) -> list[str] | None:
+    """The ``name==version`` list in ``mushin_packages.txt`` beside a record, if it is the
+    one the record's ``package_set.sha256`` names (else ``None``: missing, unreadable or
+    not this record's).
+
+    ``path`` is the cell directory or the record file.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from mushin_box._provenance.record import package_set
+    >>> cell = Path(tempfile.mkdtemp())
+    >>> rec = {"reproducibility": {"package_set": package_set(["attrs==26.1.0"])}}
+    >>> _ = (cell / "mushin_packages.txt").write_text("attrs==26.1.0\\n")
+    >>> packages_beside(cell, rec), packages_beside(cell, {"reproducibility": {}})
+    (['attrs==26.1.0'], None)
+    """
+    sha = _package_sha256(record)
+    p = Path(path)
+    target = (p.parent if p.is_file() else p) / PACKAGES_FILE
+    if sha is None:
+        return None
+    try:
+        data = target.read_bytes()
+    except OSError:
+        return None
+    if hashlib.sha256(data).hexdigest() != sha:
+        return None
+    return data.decode("utf-8", "replace").splitlines()
+
+
+def write_provenance(
+    cell_dir: str | os.PathLike[str],
+    record: Mapping[str, Any],
+    *,
+    packages: Sequence[str] | None = None,
+) -> Path:
+    """Write ``record`` atomically (canonical JSON) as the cell's ``mushin_provenance.json``,
+    and its package list as ``mushin_packages.txt`` beside it.
+
+    The package list is ``packages`` (which must be the list the record's
+    ``package_set.sha256`` names), or by default this process's
+    :func:`~mushin_box._provenance.record.installed_packages` when the record names them; a
+    record of another package set is written alone. The list is written first and only
+    when it changed. A config value that JSON cannot hold is replaced by a note rather
+    than losing the whole record. Returns the path of the record.
+
+    Raises
+    ------
+    ValueError
+        ``packages`` is not the package set the record names.
+    """
+    from mushin_box._sweep.cells import PROVENANCE_FILE
+
+    path = Path(cell_dir) / PROVENANCE_FILE
+    sha = _package_sha256(record)
+    if packages is not None:
+        if package_set(packages)["sha256"] != sha:
+            raise ValueError(
+                f"the {len(packages)} packages given are not the package set the record names"
+            )
+        lines: Sequence[str] | None = packages
+    else:
+        mine = sha is not None and sha == _process_package_sha256()
+        lines = installed_packages() if mine else None
+    if lines is not None:
+        _write_packages(path.parent, lines)
+    try:
+        data = provenance_bytes(record)
+    except (TypeError, ValueError) as exc:
+        fixed = {**record, "reproducibility": dict(record.get("reproducibility") or {})}
+        fixed["reproducibility"]["config"] = f"<not JSON-serializable: {exc}>"
+        data = provenance_bytes(fixed)
+    write_bytes_atomic(path, data)
+    return path

@@ -1,0 +1,538 @@
+# SPDX-License-Identifier: MIT
+"""The full provenance record: the basic record, split canonically into two parts.
+
+``reproducibility`` holds what must match for two runs to be the same experiment: code
+(git state, task source hash), the config *without* its run-shape keys, the seed base,
+the package set (fingerprint of every installed ``name==version``; the list itself goes to
+``mushin_packages.txt`` beside the record), python and key package versions, the image's
+identity and the few environment variables that change numerics. ``run`` holds what may
+differ: host, pid, start/end/duration, the world topology (nodes, ranks, per-rank seeds),
+the Trainer's ``devices``/``num_nodes``, the launcher and its nodes/tasks/GPUs, the
+devices, the container launch (Apptainer version, rank command, env file), the captured
+environment. So one experiment run at world size 1, 2 and 4 has a byte-identical
+``canonical_dumps(record["reproducibility"])``.
+
+Secrets are redacted everywhere: values of secret-looking keys and environment variables
+(:func:`mushin_box._provenance.record.is_secret_name`), secret-looking assignments in the env file
+and the rank command (:mod:`mushin_box._provenance.env`) and credentials inside URLs
+(``https://user:pass@host`` → ``https://<redacted>@host``).
+
+:func:`split_provenance` is the canonical form: it turns any record (the basic schema-1
+one that older cells hold, or a full one) into the same shape, so the diff can compare
+them; it is idempotent. Writing the record (and the package list beside it) is
+:mod:`mushin_box._provenance.files`; the facts about the image, the container launch and the
+devices come from :mod:`mushin_box._provenance.env`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from mushin_box._core.sidecars import canonical_dumps
+from mushin_box._provenance.env import (
+    CONTAINER_ENV,
+    IMAGE_ENV,
+    IMAGE_IDENTITY_KEYS,
+    NO_IMAGE,
+    container_from_env,
+    device_facts,
+    image_from_env,
+    split_image,
+)
+from mushin_box._provenance.files import packages_beside, provenance_bytes, write_provenance
+from mushin_box._provenance.record import (
+    REDACTED,
+    basic_provenance,
+    is_secret_name,
+    key_versions,
+    package_set,
+    redact,
+    redact_url_credentials,
+)
+from mushin_box._provenance.topology import RANK_COLUMNS, Topology, topology_from_env
+
+__all__ = [
+    "ENV_CAPTURE",
+    "IMAGE_IDENTITY_KEYS",
+    "REPRO_ENV",
+    "RUN_CONFIG_PATTERNS",
+    "SCHEMA",
+    "SEED_SCHEME",
+    "finish_record",
+    "full_provenance",
+    "image_from_env",
+    "launcher_from_hydra",
+    "packages_beside",
+    "provenance_bytes",
+    "record_with_seeds",
+    "scrub",
+    "seeds_from_records",
+    "split_config",
+    "split_provenance",
+    "write_provenance",
+]
+
+#: 3: ``package_set``, image identity / "no image", ``run.devices``, ``run.container``,
+#: ``run.started``/``ended``/``duration_s`` (2: the two-part split; 1: the basic record)
+SCHEMA = 3
+SEED_SCHEME = "base + global_rank"
+#: dotted config paths (fnmatch) that describe the run's shape, not the experiment
+RUN_CONFIG_PATTERNS: tuple[str, ...] = (
+    "trainer.devices",
+    "trainer.num_nodes",
+    "*.trainer.devices",
+    "*.trainer.num_nodes",
+    "hydra.launcher",
+    "hydra.launcher.*",
+    "launcher",
+    "launcher.*",
+    "launcher_config",
+    "launcher_config.*",
+)
+#: keys that are run shape under any config node whose ``_target_`` names a Trainer
+_TRAINER_RUN_KEYS = frozenset({"devices", "num_nodes"})
+#: environment variables that change numerics: part of ``reproducibility``
+REPRO_ENV: tuple[str, ...] = (
+    "PYTHONHASHSEED",
+    "CUBLAS_WORKSPACE_CONFIG",
+    "NVIDIA_TF32_OVERRIDE",
+    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
+)
+#: environment variables (fnmatch) recorded in ``run.env``
+ENV_CAPTURE: tuple[str, ...] = (
+    "NCCL_*",
+    "CUDA_*",
+    "TORCH_*",
+    "OMP_*",
+    "MKL_*",
+    "SLURM_*",
+    "SLURMD_NODENAME",
+    "APPTAINER*",
+    "SINGULARITY*",
+    "MUSHIN_*",
+    "PL_*",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "WORLD_SIZE",
+    "RANK",
+    "LOCAL_RANK",
+    "NODE_RANK",
+    "GROUP_RANK",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_WORLD_SIZE",
+)
+#: recorded elsewhere (image identity, container launch) or internal
+_ENV_SKIP = frozenset({"MUSHIN_DDP_SPEC", *IMAGE_ENV.values(), *CONTAINER_ENV.values(), *REPRO_ENV})
+
+
+# ---------------------------------------------------------------------------- redaction
+
+
+def _scrub_strings(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact_url_credentials(value)
+    if isinstance(value, Mapping):
+        return {k: _scrub_strings(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_scrub_strings(v) for v in value]
+    return value
+
+
+def scrub(value: Any) -> Any:
+    """:func:`~mushin_box._provenance.record.redact`, plus credentials inside URLs.
+
+    Examples
+    --------
+    >>> scrub({"db": {"password": "hunter2", "url": "postgres://me:pw@db/x"}, "lr": 0.1})
+    {'db': {'password': '<redacted>', 'url': 'postgres://<redacted>@db/x'}, 'lr': 0.1}
+    """
+    return _scrub_strings(redact(value))
+
+
+def _scrub_env(env: Mapping[str, str]) -> dict[str, str]:
+    return {k: REDACTED if is_secret_name(k) else _scrub_strings(v) for k, v in env.items()}
+
+
+# ---------------------------------------------------------------------------- config split
+
+
+def _matcher(patterns: Sequence[str]) -> Callable[[str], bool]:
+    if not patterns:
+        return lambda path: False
+    regex = re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns))
+    return lambda path: regex.match(path) is not None
+
+
+def _is_trainer(node: Mapping[str, Any]) -> bool:
+    target = node.get("_target_")
+    return isinstance(target, str) and target.rsplit(".", 1)[-1].endswith("Trainer")
+
+
+def split_config(
+    config: Any, patterns: Sequence[str] = RUN_CONFIG_PATTERNS
+) -> tuple[Any, dict[str, Any]]:
+    """Split a config into (experiment config, ``{dotted path: value}`` of run-shape keys).
+
+    Run-shape keys are those whose dotted path matches one of ``patterns`` (fnmatch, ``*``
+    spans dots) and ``devices``/``num_nodes`` under any node whose ``_target_`` names a
+    ``...Trainer``. The input is not modified.
+
+    Examples
+    --------
+    >>> cfg = {"lr": 0.1, "trainer": {"_target_": "pytorch_lightning.Trainer",
+    ...                               "devices": 4, "num_nodes": 2, "max_epochs": 3}}
+    >>> kept, moved = split_config(cfg)
+    >>> kept
+    {'lr': 0.1, 'trainer': {'_target_': 'pytorch_lightning.Trainer', 'max_epochs': 3}}
+    >>> moved
+    {'trainer.devices': 4, 'trainer.num_nodes': 2}
+    """
+    match = _matcher(patterns)
+    moved: dict[str, Any] = {}
+
+    def walk(node: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+        trainer = _is_trainer(node)
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            path = f"{prefix}{key}"
+            if match(path) or (trainer and key in _TRAINER_RUN_KEYS):
+                moved[path] = value
+            elif isinstance(value, Mapping):
+                out[key] = walk(value, f"{path}.")
+            else:
+                out[key] = value
+        return out
+
+    if not isinstance(config, Mapping):
+        return config, moved
+    return walk(config, ""), moved
+
+
+# ---------------------------------------------------------------------------- the split
+
+
+def _sha256(value: Any) -> str | None:
+    try:
+        return hashlib.sha256(canonical_dumps(value)).hexdigest()
+    except (TypeError, ValueError):
+        return None
+
+
+def split_provenance(
+    record: Mapping[str, Any], *, patterns: Sequence[str] = RUN_CONFIG_PATTERNS
+) -> dict[str, Any]:
+    """The canonical two-part form of a provenance record (basic or full; idempotent).
+
+    * run-shape config keys (:func:`split_config`) move to ``run.config``;
+    * the seed base becomes ``reproducibility.seed = {"base": ..., "scheme": ...}``, and a
+      top-level config ``seed`` equal to it is not repeated in the config;
+    * ``reproducibility.config_sha256`` is the sha256 of the canonical (redacted) config
+      that stays; a schema-1 record's hash of the whole config moves to
+      ``run.fingerprints.config``;
+    * an image of ``None`` (older records) becomes :data:`~mushin_box._provenance.env.NO_IMAGE`
+      and an older record's ``run.time`` becomes ``run.started``;
+    * secrets are redacted in both parts (:func:`scrub`), except the per-rank rows of
+      ``run.topology`` (numbers and host names only).
+
+    Examples
+    --------
+    >>> rec = {"schema": 1, "reproducibility": {"config": {"seed": 3, "trainer":
+    ...        {"devices": 2}}, "config_sha256": "abc", "seed_base": 3}, "run": {}}
+    >>> out = split_provenance(rec)
+    >>> out["reproducibility"]["config"], out["reproducibility"]["seed"]["base"]
+    ({'trainer': {}}, 3)
+    >>> out["run"]["config"], out["run"]["fingerprints"]
+    ({'trainer.devices': 2}, {'config': 'abc'})
+    >>> split_provenance(out) == out
+    True
+    """
+    schema = record.get("schema", 1)
+    repro = dict(record.get("reproducibility") or {})
+    run = dict(record.get("run") or {})
+    topology = run.pop("topology", None)
+    old_seed = repro.pop("seed", None)
+    base = repro.pop("seed_base", None)
+    if base is None and isinstance(old_seed, Mapping):
+        base = old_seed.get("base")
+    config = repro.get("config")
+    if isinstance(config, Mapping):
+        kept, moved = split_config(config, patterns)
+        if base is not None and isinstance(kept, dict) and kept.get("seed") == base:
+            kept.pop("seed")
+        repro["config"] = kept
+        if moved:
+            run["config"] = {**dict(run.get("config") or {}), **moved}
+    old_hash = repro.pop("config_sha256", None)
+    if not (isinstance(schema, int) and schema >= 2) and old_hash is not None:
+        run["fingerprints"] = {**dict(run.get("fingerprints") or {}), "config": old_hash}
+    repro["config_sha256"] = _sha256(scrub(repro.get("config")))
+    repro["seed"] = {"base": base, "scheme": SEED_SCHEME}
+    if "image" in repro and repro["image"] is None:
+        repro["image"] = NO_IMAGE
+    if "time" in run and "started" not in run:
+        run["started"] = run.pop("time")
+    out_run = scrub(run)
+    if topology is not None:
+        if isinstance(topology, Mapping):
+            ranks = topology.get("ranks")
+            topology = scrub({k: v for k, v in topology.items() if k != "ranks"})
+            topology["ranks"] = ranks
+        out_run["topology"] = topology
+    out: dict[str, Any] = {k: v for k, v in record.items() if k not in ("reproducibility", "run")}
+    out["schema"] = max(SCHEMA, schema) if isinstance(schema, int) else SCHEMA
+    out["reproducibility"] = scrub(repro)
+    out["run"] = out_run
+    return out
+
+
+# ---------------------------------------------------------------------------- sources
+
+
+def seeds_from_records(records: Mapping[int, Mapping[str, Any]]) -> dict[int, int]:
+    """``{rank: seed}`` from :func:`mushin_box._train.seeding.seed_records`' output.
+
+    Examples
+    --------
+    >>> seeds_from_records({0: {"rank": 0, "seed": 7}, 1: {"rank": 1, "seed": 8}})
+    {0: 7, 1: 8}
+    """
+    out: dict[int, int] = {}
+    for rank, rec in records.items():
+        seed = rec.get("seed")
+        if isinstance(seed, int) and not isinstance(seed, bool):
+            out[int(rank)] = seed
+    return out
+
+
+def record_with_seeds(
+    record: Mapping[str, Any], records: Mapping[int, Mapping[str, Any]]
+) -> dict[str, Any]:
+    """A copy of a full record with the per-rank seeds of ``records`` filled in.
+
+    ``records`` is :func:`mushin_box._train.seeding.seed_records`' output (read after the task
+    ran). When the record has no seed base yet (the config has no ``seed``), the base the
+    ranks seeded from is recorded as ``reproducibility.seed.base``.
+
+    Examples
+    --------
+    >>> rec = {"reproducibility": {"seed": {"base": None}}, "run": {"topology": {
+    ...     "rank_columns": ["global_rank", "seed"], "ranks": [[0, None], [1, None]]}}}
+    >>> out = record_with_seeds(rec, {0: {"base": 5, "seed": 5}, 1: {"base": 5, "seed": 6}})
+    >>> out["reproducibility"]["seed"]["base"], out["run"]["topology"]["ranks"]
+    (5, [[0, 5], [1, 6]])
+    """
+    seeds = seeds_from_records(records)
+    repro = dict(record.get("reproducibility") or {})
+    run = dict(record.get("run") or {})
+    seed: dict[str, Any] = dict(repro.get("seed") or {"scheme": SEED_SCHEME})
+    bases = {r.get("base") for r in records.values()}
+    if seed.get("base") is None and len(bases) == 1:
+        (only,) = bases
+        if isinstance(only, int) and not isinstance(only, bool):
+            seed["base"] = only
+    repro["seed"] = seed
+    topology = run.get("topology")
+    if isinstance(topology, Mapping) and isinstance(topology.get("ranks"), list):
+        columns = list(topology.get("rank_columns") or RANK_COLUMNS)
+        g, k = columns.index("global_rank"), columns.index("seed")
+        ranks = [
+            [*row[:k], seeds.get(row[g], row[k]), *row[k + 1 :]] if isinstance(row, list) else row
+            for row in topology["ranks"]
+        ]
+        run["topology"] = {**topology, "ranks": ranks}
+    return {**record, "reproducibility": repro, "run": run}
+
+
+def launcher_from_hydra() -> dict[str, Any] | None:
+    """The running Hydra job's launcher (``{"name": ..., "config": {...}}``), if any."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from omegaconf import OmegaConf
+    except ImportError:  # pragma: no cover - hydra is a dependency
+        return None
+    if not HydraConfig.initialized():
+        return None
+    hc = HydraConfig.get()
+    try:
+        config = OmegaConf.to_container(hc.launcher, resolve=True, enum_to_str=True)
+    except Exception:  # an interpolation that does not resolve here
+        config = OmegaConf.to_container(hc.launcher, resolve=False, enum_to_str=True)
+    name = hc.runtime.choices.get("hydra/launcher") if hc.runtime.choices else None
+    return {"name": name, "config": config}
+
+
+def _devices_hint(moved: Mapping[str, Any]) -> int | None:
+    for path, value in moved.items():
+        if path.rsplit(".", 1)[-1] == "devices" and isinstance(value, int):
+            return value if not isinstance(value, bool) else None
+    return None
+
+
+# ---------------------------------------------------------------------------- the record
+
+
+def full_provenance(
+    *,
+    task: Callable[..., Any],
+    config: Any,
+    fingerprints: Mapping[str, str],
+    seed_base: Any = None,
+    topology: Topology | None = None,
+    seeds: Mapping[int, int] | None = None,
+    environ: Mapping[str, str] | None = None,
+    launcher: Mapping[str, Any] | None = None,
+    image: Mapping[str, Any] | None = None,
+    patterns: Sequence[str] = RUN_CONFIG_PATTERNS,
+    env_capture: Sequence[str] = ENV_CAPTURE,
+    base: Mapping[str, Any] | None = None,
+    packages: Sequence[str] | None = None,
+    devices: Mapping[str, Any] | None = None,
+    container: Mapping[str, Any] | None = None,
+    started: str | None = None,
+) -> dict[str, Any]:
+    """The full, canonical two-part provenance record of one cell (or one rank).
+
+    Parameters
+    ----------
+    task, config, fingerprints, seed_base
+        As for :func:`mushin_box._provenance.record.basic_provenance` (``config``: the plain,
+        unresolved job config).
+    topology : Topology, optional
+        The world; default :func:`~mushin_box._provenance.topology.topology_from_env` on ``environ``
+        (with the Trainer's ``devices`` from the config for HydraDDP's rank 0).
+    seeds : Mapping[int, int], optional
+        ``{global_rank: seed}`` to record per rank (see :func:`seeds_from_records`).
+    environ : Mapping[str, str], optional
+        The environment to read (default ``os.environ``).
+    launcher : Mapping, optional
+        The launcher, e.g. :func:`launcher_from_hydra` (``{"name": ..., "config": ...}``).
+    image : Mapping, optional
+        The image (e.g. its build manifest); default :func:`image_from_env`. The keys of
+        :data:`IMAGE_IDENTITY_KEYS` are ``reproducibility.image``; the others (``path``,
+        build details) go to ``run.image``. No identity: ``"no image"``.
+    patterns : sequence of str
+        Run-shape config paths (:data:`RUN_CONFIG_PATTERNS`).
+    env_capture : sequence of str
+        Environment variables recorded in ``run.env`` (fnmatch; :data:`ENV_CAPTURE`).
+    base : Mapping, optional
+        A record built earlier in this process (e.g. for another rank or cell): its git
+        state, package set and run facts are reused, skipping the look-ups; ``config``
+        and ``seed_base``, when given, replace its own.
+    packages : sequence of str, optional
+        The ``name==version`` list whose fingerprint is ``reproducibility.package_set``
+        (default: this process's :func:`~mushin_box._provenance.record.installed_packages`).
+    devices : Mapping, optional
+        ``run.devices``; default
+        :func:`~mushin_box._provenance.env.device_facts` (``None`` when torch is not
+        imported in this process).
+    container : Mapping, optional
+        ``run.container``; default
+        :func:`~mushin_box._provenance.env.container_from_env` on ``environ``.
+    started : str, optional
+        ``run.started`` (ISO 8601); default now.
+
+    Returns
+    -------
+    dict
+        ``{"schema": 3, "reproducibility": {...}, "run": {...}}``, canonical
+        (:func:`split_provenance`) and redacted.
+
+    Examples
+    --------
+    >>> def task(lr: float) -> dict: return {"loss": lr}
+    >>> cfg = {"lr": 0.1, "seed": 0, "trainer": {"devices": 2}}
+    >>> one = full_provenance(task=task, config=cfg, fingerprints={}, seed_base=0,
+    ...                       environ={"SLURM_PROCID": "0", "SLURM_NTASKS": "1",
+    ...                                "SLURM_JOB_NODELIST": "n1"})
+    >>> one["reproducibility"]["config"], one["run"]["topology"]["world_size"]
+    ({'lr': 0.1, 'trainer': {}}, 1)
+    """
+    env: Mapping[str, str] = os.environ if environ is None else environ
+    if base is None:
+        basic = basic_provenance(
+            task=task, config=config, fingerprints=fingerprints, seed_base=seed_base
+        )
+    else:
+        basic = dict(base)
+    repro = dict(basic.get("reproducibility") or {})
+    run = dict(basic.get("run") or {})
+    if base is not None:  # reuse the expensive parts; this cell's config and seed win
+        if config is not None:
+            repro["config"] = redact(config)
+        if seed_base is not None:
+            repro.pop("seed", None)
+            repro["seed_base"] = seed_base
+    if packages is not None:
+        repro["package_set"] = package_set(packages)
+        repro["packages"] = key_versions(packages)
+    _, moved = split_config(repro.get("config"), patterns)
+    if topology is None:
+        topology = topology_from_env(env, seeds=seeds, devices=_devices_hint(moved))
+    elif seeds:
+        topology = topology.with_seeds(seeds)
+
+    repro["image"], located = split_image(image if image is not None else image_from_env(env))
+    if located:
+        run["image"] = located
+    else:
+        run.pop("image", None)
+    repro["env"] = {k: env[k] for k in REPRO_ENV if k in env}
+
+    capture = _matcher(env_capture)
+    run["env"] = _scrub_env(
+        {k: v for k, v in sorted(env.items()) if k not in _ENV_SKIP and capture(k)}
+    )
+    run["launcher"] = {
+        "kind": topology.launcher,
+        "name": (launcher or {}).get("name"),
+        "config": (launcher or {}).get("config"),
+        "nodes": topology.num_nodes,
+        "tasks": topology.world_size,
+        "gpus_per_node": topology.gpus_per_node,
+    }
+    run["topology"] = topology.to_dict()
+    run["fingerprints"] = {**dict(run.get("fingerprints") or {}), **dict(fingerprints)}
+    run["devices"] = dict(devices) if devices is not None else device_facts(env)
+    run["container"] = dict(container) if container is not None else container_from_env(env)
+    if started is not None:
+        run["started"] = started
+        run.pop("time", None)
+    record = {**basic, "reproducibility": repro, "run": run}
+    return split_provenance(record, patterns=patterns)
+
+
+def finish_record(
+    record: Mapping[str, Any],
+    *,
+    ended: str,
+    duration_s: float | None = None,
+    devices: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A copy of a record completed when the cell's task has returned (or raised).
+
+    Sets ``run.ended`` and ``run.duration_s``, and ``run.devices`` to ``devices``
+    (default :func:`~mushin_box._provenance.env.device_facts`: by now the task has
+    usually imported torch, and may have initialized CUDA), keeping the devices recorded
+    at the start when there are none now.
+
+    Examples
+    --------
+    >>> rec = {"reproducibility": {}, "run": {"started": "2026-01-01T00:00:00.000+00:00",
+    ...                                       "devices": None}}
+    >>> out = finish_record(rec, ended="2026-01-01T00:01:00.000+00:00", duration_s=60.0,
+    ...                     devices={"torch": "2.6.0", "count": 0})
+    >>> out["run"]["ended"], out["run"]["duration_s"], out["run"]["devices"]["count"]
+    ('2026-01-01T00:01:00.000+00:00', 60.0, 0)
+    """
+    run = dict(record.get("run") or {})
+    now = dict(devices) if devices is not None else device_facts()
+    if now is not None or "devices" not in run:
+        run["devices"] = now
+    run["ended"] = ended
+    run["duration_s"] = duration_s
+    return {**record, "run": run}

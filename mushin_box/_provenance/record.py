@@ -1,0 +1,348 @@
+# SPDX-License-Identifier: MIT
+"""Provenance records (basic form): what a cell ran with, secrets redacted.
+
+Two parts, as the provenance design says: ``reproducibility`` (must match for two runs to
+be the same experiment) and ``run`` (may differ: host, times, topology).
+
+The installed package set is read here, once per process: every installed distribution as
+``name==version`` (canonical names, sorted), whose sha256 is the record's package-set
+fingerprint and whose text is the ``mushin_packages.txt`` written beside the record.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import hashlib
+import importlib.metadata
+import inspect
+import os
+import platform
+import re
+import socket
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "KEY_PACKAGES",
+    "PACKAGES_FILE",
+    "REDACTED",
+    "URL_CREDENTIALS",
+    "basic_provenance",
+    "canonical_package_name",
+    "git_state",
+    "installed_packages",
+    "is_secret_name",
+    "key_versions",
+    "package_set",
+    "package_versions",
+    "packages_text",
+    "redact",
+    "redact_url_credentials",
+]
+
+REDACTED = "<redacted>"
+_SECRET_WORDS = frozenset(
+    {
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "pwd",
+        "credential",
+        "credentials",
+        "key",
+        "apikey",
+        "auth",
+        "passphrase",
+        "cookie",
+    }  # fmt: skip
+)
+#: a last word that makes the name describe a secret rather than hold it (key_dim,
+#: pad_token_id, max_token_len, api_key_path, auth_url, SSH_AUTH_SOCK...)
+_DESCRIBING_WORDS = frozenset(
+    {
+        "id",
+        "ids",
+        "idx",
+        "index",
+        "dim",
+        "dims",
+        "len",
+        "length",
+        "size",
+        "count",
+        "num",
+        "number",
+        "type",
+        "types",
+        "kind",
+        "mode",
+        "name",
+        "names",
+        "path",
+        "paths",
+        "file",
+        "files",
+        "dir",
+        "url",
+        "uri",
+        "host",
+        "port",
+        "endpoint",
+        "frac",
+        "fraction",
+        "ratio",
+        "prob",
+        "rate",
+        "limit",
+        "budget",
+        "min",
+        "max",
+        "ttl",
+        "timeout",
+        "expiry",
+        "env",
+        "var",
+        "field",
+        "column",
+        "col",
+        "pattern",
+        "prefix",
+        "suffix",
+        "format",
+        "enabled",
+        "enable",
+        "required",
+        "use",
+        "sock",
+        "socket",
+        "class",
+        "method",
+        "scheme",
+    }  # fmt: skip
+)
+_SPLIT = re.compile(r"[^a-z0-9]+")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+#: ``scheme://userinfo@``: credentials inside a URL (redacted here, hidden by _secrets)
+URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s@]+)@")
+_NAME_SEPARATORS = re.compile(r"[-_.]+")
+#: packages whose versions the record names one by one, for readability (canonical names)
+KEY_PACKAGES: tuple[str, ...] = (
+    "torch", "pytorch-lightning", "hydra-core", "hydra-zen", "submitit", "numpy",
+)  # fmt: skip
+#: the package list written beside ``mushin_provenance.json``
+PACKAGES_FILE = "mushin_packages.txt"
+
+
+def is_secret_name(name: str) -> bool:
+    """Does a config key or environment variable name look like it holds a secret?
+
+    Examples
+    --------
+    >>> [is_secret_name(n) for n in ("WANDB_API_KEY", "hfToken", "db.password", "lr")]
+    [True, True, True, False]
+
+    A last word that describes the secret instead of holding it makes it no secret:
+
+    >>> [is_secret_name(n) for n in ("key_dim", "pad_token_id", "api_key_path", "auth_url")]
+    [False, False, False, False]
+    """
+    words = [w for w in _SPLIT.split(_CAMEL.sub("_", name).lower()) if w]
+    if not words or words[-1] in _DESCRIBING_WORDS:
+        return False
+    return any(w in _SECRET_WORDS for w in words)
+
+
+def redact(value: Any) -> Any:
+    """A copy of a JSON-like value with the values of secret-looking keys replaced."""
+    if isinstance(value, Mapping):
+        return {
+            k: (REDACTED if is_secret_name(str(k)) and v is not None else redact(v))
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redact(v) for v in value]
+    return value
+
+
+def redact_url_credentials(text: str) -> str:
+    """``text`` with credentials inside URLs cut out.
+
+    Examples
+    --------
+    >>> redact_url_credentials("see postgres://me:pw@db/x and https://h/y")
+    'see postgres://<redacted>@db/x and https://h/y'
+    """
+    if "@" not in text or "://" not in text:
+        return text
+    return URL_CREDENTIALS.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", text)
+
+
+def _git(args: list[str], cwd: Path) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, timeout=10, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.decode("utf-8", "replace")
+
+
+def git_state(path: Path) -> dict[str, Any] | None:
+    """Commit, dirty flag and sha256 of the uncommitted diff of the repo holding ``path``."""
+    cwd = path if path.is_dir() else path.parent
+    commit = _git(["rev-parse", "HEAD"], cwd)
+    if commit is None:
+        return None
+    status = _git(["status", "--porcelain", "--untracked-files=no"], cwd) or ""
+    diff = _git(["diff", "HEAD"], cwd) or ""
+    return {
+        "commit": commit.strip(),
+        "dirty": bool(status.strip()),
+        "diff_sha256": hashlib.sha256(diff.encode("utf-8")).hexdigest() if diff else None,
+    }
+
+
+def canonical_package_name(name: str) -> str:
+    """A distribution name in its canonical form (PEP 503: lower case, ``-`` separators).
+
+    Examples
+    --------
+    >>> canonical_package_name("Hydra_Zen"), canonical_package_name("zope.interface")
+    ('hydra-zen', 'zope-interface')
+    """
+    return _NAME_SEPARATORS.sub("-", name).lower().strip()
+
+
+def _name_and_version(dist: importlib.metadata.Distribution) -> tuple[str | None, str | None]:
+    """``Name`` and ``Version`` from the metadata headers, without parsing the whole file
+    (``dist.metadata`` parses the long description too: ten times slower)."""
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+    name = version = None
+    for line in text.partition("\n\n")[0].splitlines():
+        if name is None and line.startswith("Name:"):
+            name = line[5:].strip()
+        elif version is None and line.startswith("Version:"):
+            version = line[8:].strip()
+    return name or None, version or None
+
+
+@functools.cache
+def installed_packages() -> tuple[str, ...]:
+    """Every installed distribution as ``name==version``: canonical names, sorted by name.
+
+    Read once per process (``installed_packages.cache_clear()`` reads again). When a name
+    is installed twice on ``sys.path``, the first one is listed: the one ``import`` finds.
+
+    Examples
+    --------
+    >>> names = [line.partition("==")[0] for line in installed_packages()]
+    >>> "hydra-core" in names, names == sorted(set(names))
+    (True, True)
+    """
+    seen: dict[str, str] = {}
+    for dist in importlib.metadata.distributions():
+        name, version = _name_and_version(dist)
+        if name is None:  # broken metadata: nothing to name it by
+            continue
+        seen.setdefault(canonical_package_name(name), version or "unknown")
+    return tuple(f"{name}=={seen[name]}" for name in sorted(seen))
+
+
+def packages_text(lines: Iterable[str]) -> str:
+    """The text of ``mushin_packages.txt``: one ``name==version`` a line.
+
+    Examples
+    --------
+    >>> packages_text(["attrs==26.1.0", "torch==2.13.0"])
+    'attrs==26.1.0\\ntorch==2.13.0\\n'
+    """
+    return "".join(f"{line}\n" for line in lines)
+
+
+def package_set(lines: Sequence[str]) -> dict[str, Any]:
+    """The package-set fingerprint of a ``name==version`` list (the record's ``package_set``).
+
+    ``sha256`` is the sha256 of :func:`packages_text` (so ``sha256sum mushin_packages.txt``
+    prints it), ``count`` the number of packages, ``file`` where the list is.
+
+    Examples
+    --------
+    >>> package_set(["attrs==26.1.0"])["count"]
+    1
+    >>> import hashlib
+    >>> package_set([])["sha256"] == hashlib.sha256(b"").hexdigest()
+    True
+    """
+    text = packages_text(lines)
+    return {
+        "count": len(lines),
+        "file": PACKAGES_FILE,
+        "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+    }
+
+
+def key_versions(lines: Iterable[str]) -> dict[str, str | None]:
+    """The versions of :data:`KEY_PACKAGES` in a ``name==version`` list (``None``: absent).
+
+    Examples
+    --------
+    >>> key_versions(["numpy==2.4.6", "torch==2.13.0+cpu"])["torch"]
+    '2.13.0+cpu'
+    """
+    versions = package_versions(lines)
+    return {name: versions.get(name) for name in KEY_PACKAGES}
+
+
+def package_versions(lines: Iterable[str]) -> dict[str, str]:
+    """``{name: version}`` of a ``name==version`` list (blank lines skipped).
+
+    Examples
+    --------
+    >>> package_versions(["numpy==2.4.6", "", "torch==2.13.0+cpu"])
+    {'numpy': '2.4.6', 'torch': '2.13.0+cpu'}
+    """
+    out: dict[str, str] = {}
+    for line in lines:
+        name, _, version = line.strip().partition("==")
+        if name:
+            out[name] = version
+    return out
+
+
+def basic_provenance(
+    *, task: Callable[..., Any], config: Any, fingerprints: Mapping[str, str], seed_base: Any = None
+) -> dict[str, Any]:
+    """The basic provenance record of one cell (:func:`~mushin_box._provenance.full.full_provenance`
+    builds on it; :func:`~mushin_box._provenance.full.split_provenance` gives its canonical
+    form)."""
+    from mushin_box._core.version import __version__
+
+    try:
+        source = Path(inspect.getfile(inspect.unwrap(task)))
+    except (TypeError, OSError):
+        source = Path.cwd()
+    packages = installed_packages()
+    return {
+        "schema": 1,
+        "reproducibility": {
+            "code": {"git": git_state(source), "task_sha256": fingerprints.get("code")},
+            "config": redact(config),
+            "config_sha256": fingerprints.get("config"),
+            "mushin_box": __version__,
+            "package_set": package_set(packages),
+            "packages": key_versions(packages),
+            "python": ".".join(map(str, sys.version_info[:3])),
+            "seed_base": seed_base,
+        },
+        "run": {
+            "host": socket.gethostname(),
+            "platform": platform.platform(),
+            "pid": os.getpid(),
+            "started": _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds"),
+        },
+    }

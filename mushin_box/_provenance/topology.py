@@ -1,0 +1,561 @@
+# SPDX-License-Identifier: MIT
+"""The world a cell ran in: nodes, ranks and where each rank ran (a value, read from the env).
+
+A :class:`Topology` is what the launcher told this process, written down: the node names
+(SLURM's compressed node list expanded), the world size and, for every global rank, its
+local rank, node rank, host name and seed. It is *run* provenance: the same experiment
+can run at world size 1, 2 or 4 and still be the same experiment.
+
+:func:`topology_from_env` understands, in this order of precedence:
+
+* ranks HydraDDP started itself (``MUSHIN_GLOBAL_RANK``, plus ``LOCAL_RANK``,
+  ``NODE_RANK`` and ``WORLD_SIZE`` that HydraDDP's rank 0 exports);
+* torchrun / TorchElastic (``RANK``, ``LOCAL_RANK``, ``GROUP_RANK``, ``WORLD_SIZE``,
+  ``LOCAL_WORLD_SIZE``, ``GROUP_WORLD_SIZE``; node names from SLURM when torchrun runs
+  one per SLURM node);
+* SLURM tasks (``SLURM_PROCID``, ``SLURM_LOCALID``, ``SLURM_NODEID``, ``SLURM_NTASKS``,
+  ``SLURM_TASKS_PER_NODE``, ``SLURM_DISTRIBUTION``, ``SLURM_JOB_NODELIST`` and the job's
+  id, array ids, partition and account);
+* HydraDDP's rank 0 before it starts the others (``WORLD_SIZE`` without ``RANK``), or a
+  plain single process; ``devices=`` tells it how many ranks HydraDDP is about to start.
+
+Other ranks' placements are *inferred* from the layout the launcher announces (SLURM's
+block or cyclic distribution, torchrun's contiguous blocks); this process's own entry is
+always what its environment says.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, NamedTuple
+
+import attrs
+
+from mushin_box._core.hostlist import compress_hostlist, expand_hostlist
+
+__all__ = [
+    "LAUNCHERS",
+    "RANK_COLUMNS",
+    "RankPlacement",
+    "SlurmJob",
+    "Topology",
+    "parse_tasks_per_node",
+    "simulate_topology",
+    "simulated_slurm_env",
+    "topology_from_env",
+]
+
+LAUNCHERS = ("slurm", "torchrun", "hydraddp", "single")  #: values of ``Topology.launcher``
+_TASKS_ITEM = re.compile(r"^(\d+)(?:\(x(\d+)\))?\Z")
+
+
+class RankPlacement(NamedTuple):
+    """Where one global rank ran, and the seed it used (``None``: not known)."""
+
+    global_rank: int
+    local_rank: int
+    node_rank: int
+    hostname: str | None
+    seed: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"global_rank": ..., "local_rank": ..., "node_rank": ..., "hostname": ...,
+        "seed": ...}``."""
+        return self._asdict()
+
+
+RANK_COLUMNS: tuple[str, ...] = RankPlacement._fields  #: the columns of a record's rank rows
+
+
+@attrs.frozen
+class SlurmJob:
+    """The SLURM job a world belongs to (each field ``None`` when SLURM did not set it)."""
+
+    job_id: str | None = None
+    array_job_id: str | None = None
+    array_task_id: str | None = None
+    partition: str | None = None
+    account: str | None = None
+    step_id: str | None = None
+    cluster: str | None = None
+
+    _ENV: ClassVar[Mapping[str, str]] = {
+        "job_id": "SLURM_JOB_ID",
+        "array_job_id": "SLURM_ARRAY_JOB_ID",
+        "array_task_id": "SLURM_ARRAY_TASK_ID",
+        "partition": "SLURM_JOB_PARTITION",
+        "account": "SLURM_JOB_ACCOUNT",
+        "step_id": "SLURM_STEP_ID",
+        "cluster": "SLURM_CLUSTER_NAME",
+    }
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> SlurmJob | None:
+        values = {field: env.get(var) or None for field, var in cls._ENV.items()}
+        if values["job_id"] is None:
+            values["job_id"] = env.get("SLURM_JOBID") or None
+        if values["partition"] is None:
+            values["partition"] = env.get("SLURM_PARTITION") or None
+        if values["account"] is None:
+            values["account"] = env.get("SLURM_ACCOUNT") or None
+        if all(v is None for v in values.values()):
+            return None
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {field: getattr(self, field) for field in self._ENV}
+
+
+def _tuple_of_ranks(value: Sequence[RankPlacement]) -> tuple[RankPlacement, ...]:
+    return tuple(value)
+
+
+@attrs.frozen
+class Topology:
+    """The world one process belongs to.
+
+    Attributes
+    ----------
+    launcher : str
+        ``"slurm"``, ``"torchrun"``, ``"hydraddp"`` or ``"single"``.
+    nodes : tuple[str | None, ...]
+        Node names, by node rank (``None`` where the launcher does not say).
+    world_size : int
+        Number of ranks.
+    ranks : tuple[RankPlacement, ...]
+        One entry per global rank, in rank order.
+    rank : int
+        The global rank of the process that read its environment.
+    gpus_per_node : int | None
+        GPUs per node as the scheduler announced them.
+    slurm : SlurmJob | None
+        The SLURM job, when there is one.
+
+    Examples
+    --------
+    >>> topo = simulate_topology(2, 2, seed_base=10)
+    >>> topo.nodes, topo.world_size
+    (('node0001', 'node0002'), 4)
+    >>> topo.ranks[3]
+    RankPlacement(global_rank=3, local_rank=1, node_rank=1, hostname='node0002', seed=13)
+    """
+
+    launcher: str
+    nodes: tuple[str | None, ...] = attrs.field(converter=tuple)
+    world_size: int
+    ranks: tuple[RankPlacement, ...] = attrs.field(converter=_tuple_of_ranks)
+    rank: int = 0
+    gpus_per_node: int | None = None
+    slurm: SlurmJob | None = None
+
+    @property
+    def num_nodes(self) -> int:
+        """Number of nodes."""
+        return len(self.nodes)
+
+    @property
+    def tasks_per_node(self) -> tuple[int, ...]:
+        """Ranks on each node, by node rank."""
+        counts = [0] * len(self.nodes)
+        for r in self.ranks:
+            if 0 <= r.node_rank < len(counts):
+                counts[r.node_rank] += 1
+        return tuple(counts)
+
+    def with_seeds(self, seeds: Mapping[int, int] | None) -> Topology:
+        """A copy with each rank's seed taken from ``seeds`` (``{global_rank: seed}``)."""
+        if not seeds:
+            return self
+        get = seeds.get
+        ranks = [RankPlacement(g, lr, n, h, get(g, s)) for g, lr, n, h, s in self.ranks]
+        return attrs.evolve(self, ranks=ranks)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (the ``run.topology`` part of a provenance record).
+
+        The ranks are rows (lists) under ``"ranks"``, their columns named by
+        ``"rank_columns"``: compact enough for a 4,096-rank world.
+        """
+        known = [n for n in self.nodes if n is not None]
+        return {
+            "launcher": self.launcher,
+            "world_size": self.world_size,
+            "num_nodes": self.num_nodes,
+            "nodes": list(self.nodes),
+            "nodelist": compress_hostlist(known) if len(known) == len(self.nodes) else None,
+            "tasks_per_node": list(self.tasks_per_node),
+            "gpus_per_node": self.gpus_per_node,
+            "rank": self.rank,
+            "rank_columns": list(RANK_COLUMNS),
+            "ranks": [list(r) for r in self.ranks],
+            "slurm": self.slurm.to_dict() if self.slurm is not None else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Topology:
+        """The inverse of :meth:`to_dict` (e.g. to read ``run.topology`` of a record back).
+
+        Examples
+        --------
+        >>> topo = simulate_topology(2, 2, seed_base=0)
+        >>> Topology.from_dict(topo.to_dict()) == topo
+        True
+        """
+        columns = list(data.get("rank_columns") or RANK_COLUMNS)
+        ranks = [
+            RankPlacement(**dict(zip(columns, row, strict=True)))
+            if isinstance(row, list)
+            else RankPlacement(**row)
+            for row in data.get("ranks") or []
+        ]
+        slurm = data.get("slurm")
+        return cls(
+            launcher=str(data["launcher"]),
+            nodes=tuple(data.get("nodes") or ()),
+            world_size=int(data["world_size"]),
+            ranks=ranks,
+            rank=int(data.get("rank", 0)),
+            gpus_per_node=data.get("gpus_per_node"),
+            slurm=SlurmJob(**slurm) if isinstance(slurm, Mapping) else None,
+        )
+
+
+# ---------------------------------------------------------------------------- parsing
+
+
+def _int(env: Mapping[str, str], name: str, default: int | None = None) -> int | None:
+    value = env.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"environment variable {name}={value!r} is not an integer") from None
+
+
+def _req(value: int | None, name: str) -> int:
+    if value is None:  # pragma: no cover - callers check presence first
+        raise ValueError(f"environment variable {name} is not set")
+    return value
+
+
+def parse_tasks_per_node(text: str) -> list[int]:
+    """Expand SLURM's ``SLURM_TASKS_PER_NODE`` syntax into one count per node.
+
+    Examples
+    --------
+    >>> parse_tasks_per_node("4(x2),1")
+    [4, 4, 1]
+    """
+    out: list[int] = []
+    for item in text.split(","):
+        m = _TASKS_ITEM.match(item.strip())
+        if m is None:
+            raise ValueError(f"cannot parse tasks per node {text!r} (expected e.g. '4(x2),1')")
+        out.extend([int(m.group(1))] * int(m.group(2) or 1))
+    return out
+
+
+def _gpus_per_node(env: Mapping[str, str]) -> int | None:
+    for name in ("SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE", "SLURM_JOB_GPUS_PER_NODE"):
+        value = env.get(name)
+        if value:
+            m = re.search(r"(\d+)\s*$", value.split(",")[0])  # "4", "gpu:4", "a100:4"
+            if m:
+                return int(m.group(1))
+    return None
+
+
+def _slurm_nodes(env: Mapping[str, str]) -> list[str] | None:
+    for name in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"):
+        value = env.get(name)
+        if value:
+            try:
+                return expand_hostlist(value)
+            except ValueError as exc:
+                raise ValueError(f"environment variable {name}: {exc}") from None
+    return None
+
+
+def _block(counts: Sequence[int]) -> list[tuple[int, int]]:
+    """(node rank, local rank) of each global rank, ranks filled node by node."""
+    return [(node, local) for node, n in enumerate(counts) for local in range(n)]
+
+
+def _cyclic(counts: Sequence[int]) -> list[tuple[int, int]]:
+    """(node rank, local rank) of each global rank, ranks dealt round-robin over nodes."""
+    left = list(counts)
+    used = [0] * len(counts)
+    out: list[tuple[int, int]] = []
+    while any(left):
+        for node in range(len(counts)):
+            if left[node]:
+                out.append((node, used[node]))
+                used[node] += 1
+                left[node] -= 1
+    return out
+
+
+def _even_counts(total: int, nodes: int) -> list[int]:
+    base, extra = divmod(total, max(nodes, 1))
+    return [base + (1 if i < extra else 0) for i in range(max(nodes, 1))]
+
+
+def _placements(
+    layout: Sequence[tuple[int, int]],
+    nodes: Sequence[str | None],
+    seeds: Mapping[int, int] | None = None,
+) -> list[RankPlacement]:
+    seed = (seeds or {}).get
+    n = len(nodes)
+    return [
+        RankPlacement(g, local, node, nodes[node] if 0 <= node < n else None, seed(g))
+        for g, (node, local) in enumerate(layout)
+    ]
+
+
+def _fix_own(
+    ranks: list[RankPlacement], rank: int, local: int, node: int, host: str | None
+) -> list[RankPlacement]:
+    """Make this process's own entry what its environment says."""
+    if 0 <= rank < len(ranks):
+        ranks[rank] = RankPlacement(rank, local, node, host, ranks[rank].seed)
+    return ranks
+
+
+def _from_slurm(env: Mapping[str, str], host: str, seeds: Mapping[int, int] | None) -> Topology:
+    rank = _req(_int(env, "SLURM_PROCID"), "SLURM_PROCID")
+    ntasks = _int(env, "SLURM_STEP_NUM_TASKS") or _int(env, "SLURM_NTASKS") or 1
+    nodes: list[str | None] = list(_slurm_nodes(env) or [])
+    node = _int(env, "SLURM_NODEID", 0) or 0
+    local = _int(env, "SLURM_LOCALID", 0) or 0
+    own_host = env.get("SLURMD_NODENAME") or (nodes[node] if node < len(nodes) else host)
+    if not nodes:  # no node list: only this process's node is known
+        nodes = [None] * (node + 1)
+        nodes[node] = own_host
+    counts: list[int] | None = None
+    for name in ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"):
+        if env.get(name):
+            parsed = parse_tasks_per_node(env[name])
+            if len(parsed) == len(nodes) and sum(parsed) == ntasks:
+                counts = parsed
+                break
+    if counts is None:
+        per = _int(env, "SLURM_NTASKS_PER_NODE")
+        if per is not None and per * len(nodes) == ntasks:
+            counts = [per] * len(nodes)
+        else:
+            counts = _even_counts(ntasks, len(nodes))
+    dist = (env.get("SLURM_DISTRIBUTION") or "block").split(":")[0].lower()
+    layout = _cyclic(counts) if dist == "cyclic" else _block(counts)
+    ranks = _fix_own(_placements(layout, nodes, seeds), rank, local, node, own_host)
+    return Topology(
+        launcher="slurm",
+        nodes=tuple(nodes),
+        world_size=ntasks,
+        ranks=ranks,
+        rank=rank,
+        gpus_per_node=_gpus_per_node(env),
+        slurm=SlurmJob.from_env(env),
+    )
+
+
+def _from_torchrun(env: Mapping[str, str], host: str, seeds: Mapping[int, int] | None) -> Topology:
+    rank = _req(_int(env, "RANK"), "RANK")
+    world = _int(env, "WORLD_SIZE", 1) or 1
+    local = _int(env, "LOCAL_RANK", 0) or 0
+    per = _int(env, "LOCAL_WORLD_SIZE") or world
+    nnodes = _int(env, "GROUP_WORLD_SIZE") or max(1, -(-world // per))
+    node = _int(env, "GROUP_RANK")
+    if node is None:
+        node = _int(env, "NODE_RANK", rank // per) or 0
+    slurm_nodes = _slurm_nodes(env)
+    nodes: list[str | None]
+    if slurm_nodes is not None and len(slurm_nodes) == nnodes:
+        nodes = list(slurm_nodes)
+    else:
+        nodes = [None] * nnodes
+        if 0 <= node < nnodes:
+            nodes[node] = host
+    counts = [min(per, world - i * per) for i in range(nnodes)]
+    ranks = _fix_own(_placements(_block(counts), nodes, seeds), rank, local, node, host)
+    return Topology(
+        launcher="torchrun",
+        nodes=tuple(nodes),
+        world_size=world,
+        ranks=ranks,
+        rank=rank,
+        gpus_per_node=_gpus_per_node(env),
+        slurm=SlurmJob.from_env(env),
+    )
+
+
+def _local_world(
+    launcher: str,
+    world: int,
+    rank: int,
+    host: str,
+    env: Mapping[str, str],
+    seeds: Mapping[int, int] | None,
+) -> Topology:
+    ranks = _placements([(0, r) for r in range(world)], (host,), seeds)
+    return Topology(
+        launcher=launcher,
+        nodes=(host,),
+        world_size=world,
+        ranks=ranks,
+        rank=rank,
+        gpus_per_node=_gpus_per_node(env),
+        slurm=SlurmJob.from_env(env),
+    )
+
+
+def topology_from_env(
+    environ: Mapping[str, str] | None = None,
+    *,
+    seeds: Mapping[int, int] | None = None,
+    hostname: str | None = None,
+    devices: int | None = None,
+) -> Topology:
+    """The world this process belongs to, as its launcher's environment describes it.
+
+    Parameters
+    ----------
+    environ : Mapping[str, str], optional
+        The environment to read (default ``os.environ``).
+    seeds : Mapping[int, int], optional
+        ``{global_rank: seed}`` to record per rank (e.g. from
+        :func:`mushin_box._train.seeding.seed_records`).
+    hostname : str, optional
+        This host's name (default :func:`socket.gethostname`; under SLURM,
+        ``SLURMD_NODENAME`` wins).
+    devices : int, optional
+        For a process that no launcher started: the number of ranks HydraDDP is about to
+        start on this node (the Trainer's ``devices``). The record then lists them.
+
+    Returns
+    -------
+    Topology
+
+    Raises
+    ------
+    ValueError
+        If a rank variable is not an integer or the node list is malformed.
+
+    Examples
+    --------
+    >>> env = {"SLURM_PROCID": "5", "SLURM_LOCALID": "1", "SLURM_NODEID": "1",
+    ...        "SLURM_NTASKS": "8", "SLURM_TASKS_PER_NODE": "4(x2)",
+    ...        "SLURM_JOB_NODELIST": "gpu[07-08]", "SLURM_JOB_ID": "42"}
+    >>> topo = topology_from_env(env)
+    >>> topo.launcher, topo.nodes, topo.world_size, topo.ranks[5].hostname
+    ('slurm', ('gpu07', 'gpu08'), 8, 'gpu08')
+    >>> topology_from_env({"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2"},
+    ...                   hostname="box").nodes
+    ('box',)
+    >>> topology_from_env({}, hostname="box", devices=2).world_size
+    2
+    """
+    env: Mapping[str, str] = os.environ if environ is None else environ
+    host = hostname if hostname is not None else socket.gethostname()
+    if env.get("MUSHIN_GLOBAL_RANK"):
+        rank = _req(_int(env, "MUSHIN_GLOBAL_RANK"), "MUSHIN_GLOBAL_RANK")
+        world = _int(env, "WORLD_SIZE", 1) or 1
+        topo = _local_world("hydraddp", world, rank, host, env, seeds)
+    elif env.get("RANK"):
+        topo = _from_torchrun(env, host, seeds)
+    elif env.get("SLURM_PROCID"):
+        topo = _from_slurm(env, host, seeds)
+    elif env.get("WORLD_SIZE") and env.get("LOCAL_RANK"):  # HydraDDP's rank 0, children up
+        world = _int(env, "WORLD_SIZE", 1) or 1
+        topo = _local_world("hydraddp", world, _int(env, "LOCAL_RANK", 0) or 0, host, env, seeds)
+    elif devices is not None and devices > 1:
+        topo = _local_world("hydraddp", devices, 0, host, env, seeds)
+    else:
+        topo = _local_world("single", 1, 0, host, env, seeds)
+    return topo
+
+
+# ---------------------------------------------------------------------------- simulation
+
+
+def _node_names(nodes: int | Sequence[str]) -> list[str]:
+    if isinstance(nodes, int):
+        if nodes < 1:
+            raise ValueError(f"nodes must be >= 1, got {nodes}")
+        return [f"node{i:04d}" for i in range(1, nodes + 1)]
+    names = list(nodes)
+    if not names:
+        raise ValueError("nodes must not be empty")
+    return names
+
+
+def simulate_topology(
+    nodes: int | Sequence[str], gpus_per_node: int, *, seed_base: int | None = None
+) -> Topology:
+    """A SLURM world of ``nodes`` nodes with one rank per GPU (block layout), for benchmarks.
+
+    Parameters
+    ----------
+    nodes : int or sequence of str
+        Number of nodes (named ``node0001`` ...) or their names.
+    gpus_per_node : int
+        Ranks (GPUs) per node.
+    seed_base : int, optional
+        Record ``seed_base + global_rank`` as each rank's seed.
+
+    Examples
+    --------
+    >>> simulate_topology(1024, 4).world_size
+    4096
+    """
+    if gpus_per_node < 1:
+        raise ValueError(f"gpus_per_node must be >= 1, got {gpus_per_node}")
+    names = _node_names(nodes)
+    ranks = _placements(_block([gpus_per_node] * len(names)), names)
+    topo = Topology(
+        launcher="slurm",
+        nodes=tuple(names),
+        world_size=len(ranks),
+        ranks=ranks,
+        rank=0,
+        gpus_per_node=gpus_per_node,
+        slurm=SlurmJob(job_id="1", partition="sim"),
+    )
+    if seed_base is not None:
+        topo = topo.with_seeds({r: seed_base + r for r in range(len(ranks))})
+    return topo
+
+
+def simulated_slurm_env(
+    nodes: int | Sequence[str], gpus_per_node: int, rank: int = 0
+) -> dict[str, str]:
+    """The environment srun gives global rank ``rank`` of :func:`simulate_topology`'s world.
+
+    Examples
+    --------
+    >>> env = simulated_slurm_env(2, 4, rank=6)
+    >>> env["SLURM_JOB_NODELIST"], env["SLURM_NODEID"], env["SLURM_LOCALID"]
+    ('node[0001-0002]', '1', '2')
+    """
+    names = _node_names(nodes)
+    world = len(names) * gpus_per_node
+    if not 0 <= rank < world:
+        raise ValueError(f"rank must be in [0, {world}), got {rank}")
+    node, local = divmod(rank, gpus_per_node)
+    per = f"{gpus_per_node}(x{len(names)})" if len(names) > 1 else str(gpus_per_node)
+    return {
+        "SLURM_JOB_ID": "1",
+        "SLURM_JOB_PARTITION": "sim",
+        "SLURM_JOB_NODELIST": compress_hostlist(names),
+        "SLURM_NTASKS": str(world),
+        "SLURM_TASKS_PER_NODE": per,
+        "SLURM_PROCID": str(rank),
+        "SLURM_LOCALID": str(local),
+        "SLURM_NODEID": str(node),
+        "SLURMD_NODENAME": names[node],
+        "SLURM_GPUS_ON_NODE": str(gpus_per_node),
+    }

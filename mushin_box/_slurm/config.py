@@ -1,0 +1,394 @@
+# SPDX-License-Identifier: MIT
+"""Hydra submitit launcher configs for one-rank-per-GPU Lightning jobs on SLURM.
+
+Pure Python: importing this module does not import torch, Lightning, submitit or Hydra.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+__all__ = ["SLURM_LAUNCHER_KEYS", "submitit_slurm_config"]
+
+# -- validators: each takes (key, value) and returns the value to store, or raises ValueError --
+
+
+def _positive_int(key: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{key} must be a positive int, got {value!r} ({type(value).__name__})")
+    if value < 1:
+        raise ValueError(f"{key} must be a positive int, got {value}")
+    return value
+
+
+def _non_negative_int(key: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{key} must be an int >= 0, got {value!r} ({type(value).__name__})")
+    if value < 0:
+        raise ValueError(f"{key} must be an int >= 0, got {value}")
+    return value
+
+
+def _string(key: str, value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{key} must be a non-empty str, got {value!r}")
+    return value
+
+
+def _boolean(key: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{key} must be a bool, got {value!r} ({type(value).__name__})")
+    return value
+
+
+def _string_list(key: str, value: object) -> list[str]:
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise ValueError(f"{key} must be a list of shell lines (str), got {value!r}")
+    lines: list[str] = []
+    for line in value:  # pyright: ignore[reportUnknownVariableType]
+        if not isinstance(line, str):
+            raise ValueError(f"{key} must be a list of shell lines (str), got item {line!r}")
+        lines.append(line)
+    return lines
+
+
+# sbatch options that would break "one task per GPU" if forced through additional_parameters
+_LAYOUT_OPTIONS = frozenset(
+    {"nodes", "ntasks", "ntasks-per-node", "gpus", "gpus-per-node", "gpus-per-task"}
+    | {"cpus-per-gpu", "gres"}
+)
+
+
+def _sbatch_options(key: str, value: object) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{key} must be a dict of sbatch options, got {value!r}")
+    options: dict[str, Any] = {}
+    for option, option_value in value.items():  # pyright: ignore[reportUnknownVariableType]
+        if not isinstance(option, str) or not option:
+            raise ValueError(f"{key} keys must be sbatch option names (str), got {option!r}")
+        if option.replace("_", "-") in _LAYOUT_OPTIONS:
+            raise ValueError(
+                f"{key}[{option!r}] would override the job layout that submitit_slurm_config "
+                f"derives (one task per GPU); set nodes=/gpus_per_node= instead"
+            )
+        options[option] = option_value
+    return options
+
+
+def _memory_gb(key: str, value: object) -> int:
+    # submitit itself accepts fractional GB, but the launcher declares mem_gb as an int and
+    # OmegaConf rejects any float there (even 2.0): store an int or explain the alternative.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{key} must be a positive number, got {value!r} ({type(value).__name__})")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{key} must be a positive number, got {value!r}")
+    if value != int(value):
+        raise ValueError(
+            f"{key}={value!r}: the submitit launcher declares mem_gb as an int; "
+            f"round it, or give mem_per_cpu='{math.ceil(value * 1024)}M' instead"
+        )
+    return int(value)
+
+
+def _gres(key: str, value: object) -> str:
+    gres = _string(key, value)
+    if "gpu" in gres.lower():
+        raise ValueError(
+            f"{key}={gres!r} requests GPUs a second time; GPUs come from gpus_per_node= "
+            f"(one task per GPU), so drop the gpu part of {key}"
+        )
+    return gres
+
+
+_Validator = Callable[[str, object], Any]
+
+# Optional fields of hydra-submitit-launcher 1.2.0's SlurmQueueConf (BaseQueueConf included),
+# i.e. the keys Hydra accepts under `hydra.launcher`, with the type the launcher declares.
+_OPTIONAL_FIELDS: dict[str, _Validator] = {
+    "submitit_folder": _string,
+    "name": _string,
+    "stderr_to_stdout": _boolean,
+    "qos": _string,
+    "comment": _string,
+    "constraint": _string,
+    "exclude": _string,
+    "gres": _gres,
+    "mem_per_gpu": _string,
+    "mem_per_cpu": _string,
+    "signal_delay_s": _non_negative_int,
+    "max_num_timeout": _non_negative_int,
+    "additional_parameters": _sbatch_options,
+    "array_parallelism": _positive_int,
+    "setup": _string_list,
+}
+
+# Keys that exist (in the launcher, in submitit or in sbatch) but must not be passed here.
+_REFUSED: dict[str, str] = {
+    "tasks_per_node": (
+        "tasks_per_node is derived: it always equals gpus_per_node (one rank per GPU, which "
+        "is what Lightning's SLURMEnvironment expects with Trainer(devices=gpus_per_node)); "
+        "drop tasks_per_node and set gpus_per_node to the number of ranks per node"
+    ),
+    "cpus_per_gpu": (
+        "cpus_per_gpu cannot be combined with cpus_per_task (sbatch rejects the pair); with "
+        "one task per GPU they mean the same, so pass cpus_per_task= instead"
+    ),
+    "gpus_per_task": (
+        "gpus_per_task binds one GPU to each task, so every rank sees a single device and "
+        "Lightning's local_rank indexing breaks; GPUs come from gpus_per_node= only"
+    ),
+    "srun_args": (
+        "srun_args is not a field of hydra-submitit-launcher 1.2.0 (only of its unreleased "
+        "main branch), so Hydra would reject it"
+    ),
+    "python": (
+        "python is not a field of hydra-submitit-launcher 1.2.0 (only of its unreleased "
+        "main branch), so Hydra would reject it"
+    ),
+}
+
+#: Every key :func:`submitit_slurm_config` can return: the fields of hydra-submitit-launcher
+#: 1.2.0's ``SlurmQueueConf``, except ``_target_`` and the refused ``cpus_per_gpu`` and
+#: ``gpus_per_task``.
+SLURM_LAUNCHER_KEYS: tuple[str, ...] = (
+    "nodes",
+    "tasks_per_node",
+    "gpus_per_node",
+    "cpus_per_task",
+    "timeout_min",
+    "partition",
+    "account",
+    "mem_gb",
+    *_OPTIONAL_FIELDS,
+)
+
+_MEMORY_KEYS = ("mem_gb", "mem_per_cpu", "mem_per_gpu")
+
+
+def _unknown_key_error(key: str) -> ValueError:
+    accepted = [k for k in SLURM_LAUNCHER_KEYS if k != "tasks_per_node"]
+    close = difflib.get_close_matches(key, accepted, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return ValueError(
+        f"unknown submitit launcher key {key!r}; {hint}valid keys: {', '.join(sorted(accepted))}"
+    )
+
+
+def submitit_slurm_config(
+    *,
+    nodes: int,
+    gpus_per_node: int,
+    cpus_per_task: int = 1,
+    partition: str | None = None,
+    account: str | None = None,
+    timeout_min: int = 60,
+    mem_gb: int | float | None = None,
+    image: str | os.PathLike[str] | None = None,
+    binds: Sequence[str] = (),
+    nv: bool | None = None,
+    rocm: bool = False,
+    env: Mapping[str, str | None] | None = None,
+    nccl: Any = "default",
+    working_dir: str | os.PathLike[str] | None = None,
+    image_python: str = "python",
+    preflight: bool = True,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A validated hydra-submitit-launcher config for a job with one rank per GPU.
+
+    The returned dict holds ``hydra.launcher`` values for ``hydra/launcher=submitit_slurm``
+    (its keys are fields of hydra-submitit-launcher 1.2.0's ``SlurmQueueConf``).
+    ``tasks_per_node`` is always ``gpus_per_node``, so each of the ``nodes * gpus_per_node``
+    SLURM tasks is one Lightning rank: pair it with
+    ``Trainer(devices=gpus_per_node, num_nodes=nodes)``.
+
+    Parameters
+    ----------
+    nodes : int
+        Number of nodes (``--nodes``), positive.
+    gpus_per_node : int
+        GPUs per node (``--gpus-per-node``), positive; also the number of tasks per node.
+    cpus_per_task : int, optional
+        CPUs for each task, i.e. for each GPU (``--cpus-per-task``); default 1.
+    partition, account : str, optional
+        SLURM partition and account; omitted when None (the cluster's defaults apply).
+    timeout_min : int, optional
+        Wall-time limit in minutes (``--time``); default 60.
+    mem_gb : int or float, optional
+        Memory per node in GB (``--mem``); must be a whole number, since the launcher declares
+        an int. Omitted when None. Excludes ``mem_per_cpu`` and ``mem_per_gpu``.
+    image : str or os.PathLike, optional
+        Run every rank in this Apptainer image (``mushin_box._container.rankwrap``): adds
+        ``python``, ``srun_args`` and ``setup`` lines, which only
+        ``hydra/launcher=mushin_slurm`` accepts.
+    binds, nv, rocm, env, nccl
+        The image's binds (``src[:dst[:ro|rw]]``), ``--nv`` (default unless ``rocm``) or
+        ``--rocm``, extra variables and NCCL profile (an ``NcclProfile`` or a preset name);
+        see ``ContainerLaunch``. Only with ``image``. ``env={NAME: None}`` forwards NAME
+        from the submitting environment without writing its value anywhere; a
+        secret-looking NAME (``*_TOKEN``, ``*_API_KEY``, ...) accepts only ``None``.
+    preflight : bool (default: True)
+        With ``image``: check the image before anything is submitted (it exists, its
+        sha256 matches its manifest, its Python major.minor is this one's) and pass its
+        identity to the ranks (``MUSHIN_SIF_SHA256``, ``MUSHIN_SIF_UUID``,
+        ``MUSHIN_IMAGE_DEFINITION_SHA256``, ``MUSHIN_IMAGE_BASE_DIGEST``,
+        ``MUSHIN_APPTAINER_VERSION``: provenance and cell fingerprints).
+    working_dir : str or os.PathLike, optional
+        Bound, the ranks' working directory, and where the env file is written (default:
+        the current directory). Only with ``image``.
+    image_python : str (default: "python")
+        The Python command inside the image (a name on the image's PATH, or an absolute
+        path). Only with ``image``.
+    **extra
+        Any other optional ``SlurmQueueConf`` field, e.g. ``qos``, ``constraint``,
+        ``exclude``, ``comment``, ``gres`` (not GPUs), ``mem_per_cpu``, ``mem_per_gpu``,
+        ``signal_delay_s``, ``max_num_timeout``, ``array_parallelism``, ``name``,
+        ``stderr_to_stdout``, ``setup`` (list of shell lines), ``additional_parameters``
+        (dict of extra sbatch options) or ``submitit_folder``. None values are omitted.
+
+    Returns
+    -------
+    dict of str to Any
+        ``nodes``, ``tasks_per_node``, ``gpus_per_node``, ``cpus_per_task`` and
+        ``timeout_min``, then every optional key whose value is not None. Lists and dicts
+        are copies. With ``image``: also ``python``, ``srun_args`` and ``setup`` (the
+        container's lines first).
+
+    Raises
+    ------
+    ValueError
+        For an explicit ``tasks_per_node`` (it is derived), an unknown key (the message lists
+        the valid ones and suggests the closest), a value of the wrong type or out of range
+        (bools are not ints), ``cpus_per_gpu`` or ``gpus_per_task`` (they break one rank per
+        GPU), GPUs in ``gres``, layout options in ``additional_parameters``, or more than
+        one of ``mem_gb``/``mem_per_cpu``/``mem_per_gpu``.
+
+    Examples
+    --------
+    >>> from mushin_box._slurm.config import submitit_slurm_config
+    >>> cfg = submitit_slurm_config(nodes=2, gpus_per_node=4, partition="gpu", timeout_min=30)
+    >>> cfg  # doctest: +NORMALIZE_WHITESPACE
+    {'nodes': 2, 'tasks_per_node': 4, 'gpus_per_node': 4, 'cpus_per_task': 1,
+     'timeout_min': 30, 'partition': 'gpu'}
+
+    As Hydra overrides (use a list's Hydra syntax for ``setup``):
+
+    >>> [f"hydra.launcher.{key}={value}" for key, value in cfg.items()][:2]
+    ['hydra.launcher.nodes=2', 'hydra.launcher.tasks_per_node=4']
+
+    >>> submitit_slurm_config(nodes=1, gpus_per_node=2, tasks_per_node=1)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    ValueError: tasks_per_node is derived: it always equals gpus_per_node ...
+
+    Every rank in an Apptainer image (for ``hydra/launcher=mushin_slurm``):
+
+    >>> cfg = submitit_slurm_config(nodes=2, gpus_per_node=4, image="/img/train.sif",
+    ...                             working_dir="/runs", binds=["/data:/data:ro"],
+    ...                             preflight=False)  # no image here to check
+    >>> cfg["python"].split()[:4], cfg["srun_args"]
+    (['apptainer', 'exec', '--nv', '--cleanenv'], ['--kill-on-bad-exit=1'])
+    """
+    for key in extra:
+        if key in _REFUSED:
+            raise ValueError(_REFUSED[key])
+        if key not in _OPTIONAL_FIELDS:
+            raise _unknown_key_error(key)
+
+    config: dict[str, Any] = {
+        "nodes": _positive_int("nodes", nodes),
+        "tasks_per_node": _positive_int("gpus_per_node", gpus_per_node),
+        "gpus_per_node": gpus_per_node,
+        "cpus_per_task": _positive_int("cpus_per_task", cpus_per_task),
+        "timeout_min": _positive_int("timeout_min", timeout_min),
+    }
+    if partition is not None:
+        config["partition"] = _string("partition", partition)
+    if account is not None:
+        config["account"] = _string("account", account)
+    if mem_gb is not None:
+        config["mem_gb"] = _memory_gb("mem_gb", mem_gb)
+    for key, value in extra.items():
+        if value is not None:
+            config[key] = _OPTIONAL_FIELDS[key](key, value)
+
+    container = {
+        "binds": bool(binds),
+        "nv": nv is not None,
+        "rocm": bool(rocm),
+        "env": bool(env),
+        "nccl": nccl != "default",
+        "working_dir": working_dir is not None,
+        "image_python": image_python != "python",
+    }
+    if image is None and any(container.values()):
+        given = ", ".join(k for k, v in container.items() if v)
+        raise ValueError(f"{given} configure the rank container: pass image= too")
+    if image is not None:
+        from mushin_box._container.rankwrap import ContainerLaunch, container_launcher_fields
+
+        spec = ContainerLaunch(
+            image=os.fspath(image),
+            binds=list(binds),
+            nv=(not rocm) if nv is None else nv,
+            rocm=rocm,
+            env=env,
+            nccl=nccl,
+            python=image_python,
+        )
+        identity = None
+        if preflight:
+            # before anything is submitted: the image exists, matches its manifest, and
+            # runs this Python (the job is pickled); its identity travels to every rank
+            from mushin_box._container.rankwrap import preflight as check_image
+
+            identity = check_image(os.fspath(image)).identity
+        fields = container_launcher_fields(
+            spec, working_dir=working_dir or os.getcwd(), identity=identity
+        )
+        config["python"] = fields["python"]
+        config["srun_args"] = list(fields["srun_args"])
+        config["setup"] = list(fields["setup"]) + list(config.get("setup", []))
+
+    memory = [key for key in _MEMORY_KEYS if key in config]
+    if len(memory) > 1:
+        raise ValueError(
+            f"{' and '.join(memory)} are mutually exclusive (sbatch accepts one of --mem, "
+            f"--mem-per-cpu, --mem-per-gpu); keep one"
+        )
+    return config
+
+
+# states in which a SLURM job may still run (or run again) a cell
+LIVE_JOB_STATES = (
+    "PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING",
+    "COMPLETING", "SUSPENDED", "RESIZING", "SIGNALING", "STAGE_OUT", "RESV_DEL_HOLD",
+)  # fmt: skip
+
+
+def slurm_job_state(job_id: str, *, timeout_s: float = 15.0) -> str | None:
+    """The state of a SLURM job (``"RUNNING"``, ``"CANCELLED"``, ``"TIMEOUT"``, ...), from
+    ``squeue`` while it is queued or running and ``sacct`` after; ``None`` if unknown
+    (no SLURM tools, or the job is unknown to both)."""
+    import shutil
+    import subprocess
+
+    queries = (
+        ["squeue", "-h", "-j", str(job_id), "-o", "%T"],
+        ["sacct", "-X", "-n", "-P", "-j", str(job_id), "-o", "State"],
+    )
+    for argv in queries:
+        if shutil.which(argv[0]) is None:
+            continue
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s).stdout
+        except (OSError, subprocess.SubprocessError):
+            continue
+        lines = [line.strip() for line in out.splitlines() if line.strip()]
+        if lines:
+            return lines[-1].split()[0].upper()
+    return None

@@ -1,0 +1,553 @@
+# SPDX-License-Identifier: MIT
+"""mushin-box's Hydra launchers ``mushin_slurm`` and ``mushin_local``, built on submitit.
+
+The Hydra plugin (``hydra_plugins/mushin_box_launcher``) only registers the configs below
+and forwards to :class:`SubmititCellLauncher`; everything else lives here.
+
+Launching
+---------
+One submitit job per Hydra job (one sweep cell); a sweep of several cells is one SLURM job
+array (``array_parallelism`` bounds how many run at once). Every srun task -- ``nodes x
+tasks_per_node`` of them, one per GPU -- runs the whole Hydra job (:class:`CellJob`), as the
+stock hydra-submitit-launcher does. Rank 0's return value is the cell's ``JobReturn``. The
+launcher polls every ``poll_interval_s`` (never longer than ``max_wait_s`` in total, when set;
+then it cancels what is left). A task's exception comes back inside the ``JobReturn``
+unchanged (when it pickles); a job that ends without a result (killed, cancelled, out of
+memory) comes back as a failed ``JobReturn`` holding submitit's error with the log paths.
+
+``python`` is submitit's python command, e.g. ``apptainer exec --nv image.sif python``: the
+ranks then run inside the image while the batch script stays on the host.
+
+Requeue on the host
+-------------------
+submitit and Lightning requeue from *inside* the rank process, which fails in a container
+that has no ``scontrol``. Under ``mushin_slurm`` the batch script, which always runs on the
+host, requeues instead: SLURM signals only the batch shell (``#SBATCH
+--signal=B:USR2@<signal_delay_s>``, ``#SBATCH --requeue``), a trap installed by ``setup``
+lines forwards ``rank_signal`` to the ranks and runs ``scontrol requeue`` per ``requeue_on``
+and ``max_requeues``, and the ranks ignore USR2. The trap and the whole design are in
+:mod:`mushin_box._slurm.requeue`; the sbatch parameters that arm it are :func:`slurm_parameters`.
+The host keeps polling through the requeue: a result is final once rank 0 returned success
+or SLURM reports the job inactive.
+
+Quoting: every value that reaches the sbatch script is a ``#SBATCH`` value (quoted by
+submitit), an srun argument (quoted by submitit), a word of ``python`` (split with
+:func:`shlex.split`, every word re-quoted: no shell expansion happens) or a value of the
+trap (quoted by :mod:`mushin_box._slurm.requeue`). Newlines and NUL are refused in all of them.
+``setup`` lines are the one escape hatch: they are shell code, copied verbatim.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+import os
+import re
+import shlex
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+# The requeue trap lives in _requeue (one concept per module); requeue_setup_lines is
+# re-exported here so `from mushin_box._slurm.launcher import requeue_setup_lines` keeps working.
+from mushin_box._slurm.requeue import REQUEUE_SIGNAL, requeue_setup_lines
+
+__all__ = [
+    "LocalLauncherConf",
+    "RequeueReason",
+    "SlurmLauncherConf",
+    "SubmititCellLauncher",
+    "render_sbatch",
+    "requeue_setup_lines",
+    "slurm_parameters",
+]
+
+log = logging.getLogger(__name__)
+
+PLUGIN_MODULE = "hydra_plugins.mushin_box_launcher.mushin_box_launcher"
+# sacct states of a job that may still produce (another) result
+_ACTIVE_STATES = frozenset(
+    {"PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING"}
+    | {"SUSPENDED", "CONFIGURING", "COMPLETING", "PREEMPTED", "STAGE_OUT", "SIGNALING"}
+)
+_SBATCH_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*\Z")
+
+
+class RequeueReason(enum.Enum):
+    """Why SLURM signalled the batch shell; ``requeue_on`` lists the ones that requeue."""
+
+    preemption = "preemption"
+    timeout = "timeout"
+
+
+@dataclass
+class _BaseLauncherConf:
+    # the fields of hydra-submitit-launcher 1.2.0's BaseQueueConf, same names and defaults
+    submitit_folder: str = "${hydra.sweep.dir}/.submitit/%j"
+    timeout_min: int = 60
+    cpus_per_task: int | None = None
+    gpus_per_node: int | None = None
+    tasks_per_node: int = 1
+    mem_gb: int | None = None
+    nodes: int = 1
+    name: str = "${hydra.job.name}"
+    stderr_to_stdout: bool = False
+    # mushin-box
+    python: str | None = None  # submitit's python command (split into words, each quoted)
+    poll_interval_s: float = 5.0  # how often the launcher checks on its jobs
+    max_wait_s: float | None = None  # cancel the jobs still running after this long
+
+
+@dataclass
+class LocalLauncherConf(_BaseLauncherConf):
+    """``hydra/launcher=mushin_local``: each cell as local processes (submitit's local executor).
+
+    Examples
+    --------
+    >>> from mushin_box._slurm.launcher import LocalLauncherConf
+    >>> LocalLauncherConf(timeout_min=5).tasks_per_node
+    1
+    """
+
+    _target_: str = f"{PLUGIN_MODULE}.MushinLocalLauncher"
+
+
+@dataclass
+class SlurmLauncherConf(_BaseLauncherConf):
+    """``hydra/launcher=mushin_slurm``: every field of hydra-submitit-launcher 1.2.0's
+    ``SlurmQueueConf``, plus ``python``, ``srun_args`` and the host-side requeue policy.
+
+    Examples
+    --------
+    >>> from mushin_box._slurm.launcher import SlurmLauncherConf
+    >>> conf = SlurmLauncherConf(nodes=2, tasks_per_node=4, gpus_per_node=4,
+    ...                          python="apptainer exec --nv image.sif python")
+    >>> [r.value for r in conf.requeue_on], conf.max_requeues, conf.rank_signal
+    (['preemption'], 3, 'USR1')
+    """
+
+    _target_: str = f"{PLUGIN_MODULE}.MushinSlurmLauncher"
+    partition: str | None = None
+    qos: str | None = None
+    comment: str | None = None
+    constraint: str | None = None
+    exclude: str | None = None
+    gres: str | None = None
+    cpus_per_gpu: int | None = None
+    gpus_per_task: int | None = None
+    mem_per_gpu: str | None = None
+    mem_per_cpu: str | None = None
+    account: str | None = None
+    signal_delay_s: int = 120  # SLURM signals the batch shell this long before the limit
+    max_num_timeout: int = 0  # submitit's in-process requeue: must stay 0 (see requeue_on)
+    additional_parameters: dict[str, Any] = field(default_factory=dict)
+    array_parallelism: int = 256
+    setup: list[str] | None = None  # shell lines, verbatim, before srun
+    # mushin-box
+    srun_args: list[str] | None = None
+    requeue_on: list[RequeueReason] = field(default_factory=lambda: [RequeueReason.preemption])
+    max_requeues: int = 3  # compared with SLURM_RESTART_COUNT
+    rank_signal: str | None = "USR1"  # sent to every rank on preemption/timeout; None: none
+
+
+# -- validation --------------------------------------------------------------------------------
+
+
+def _no_control(key: str, value: object) -> None:
+    if isinstance(value, str) and any(c in value for c in "\n\r\0"):
+        raise ValueError(f"{key}={value!r}: newlines and NUL cannot go into an sbatch script")
+
+
+def _signal_name(key: str, value: object) -> str:
+    name = str(value).upper().removeprefix("SIG")
+    if not hasattr(signal, f"SIG{name}") or name in ("KILL", "STOP"):
+        raise ValueError(f"{key}={value!r} is not a signal name a process can handle (e.g. USR1)")
+    if name == REQUEUE_SIGNAL:
+        raise ValueError(
+            f"{key}={value!r}: SIG{REQUEUE_SIGNAL} is submitit's in-process requeue signal, which "
+            "the ranks ignore under mushin_slurm; use another signal, e.g. USR1 or TERM"
+        )
+    return name
+
+
+def _python_command(value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        words = shlex.split(value)
+    except ValueError as error:
+        raise ValueError(f"python={value!r} is not a valid command line: {error}") from None
+    if not words:
+        raise ValueError(
+            "python must be a command, e.g. 'python3' or 'apptainer exec x.sif python'"
+        )
+    return shlex.join(words)
+
+
+def _defaults(cluster: str) -> dict[str, Any]:
+    conf = SlurmLauncherConf if cluster == "slurm" else LocalLauncherConf
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(conf):
+        factory: Any = f.default_factory
+        out[f.name] = factory() if f.default is dataclasses.MISSING else f.default
+    return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]  # pyright: ignore[reportUnknownVariableType]
+    return value
+
+
+def _settings(cluster: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Every launcher field (defaults filled in), checked, as plain python values."""
+    settings = _defaults(cluster)
+    unknown = sorted(set(params) - set(settings))
+    if unknown:
+        raise ValueError(f"unknown mushin_{cluster} launcher field(s) {unknown}")
+    settings.update({k: _plain(v) for k, v in params.items()})
+    del settings["_target_"]
+    for key, value in settings.items():
+        if key != "setup":  # shell code by design; everything else is a value
+            for item in value if isinstance(value, list) else [value]:  # pyright: ignore[reportUnknownVariableType]
+                _no_control(key, item)
+    settings["python"] = _python_command(settings["python"])
+    if not settings["poll_interval_s"] > 0:
+        raise ValueError(f"poll_interval_s must be > 0, got {settings['poll_interval_s']}")
+    if cluster != "slurm":
+        return settings
+    if settings["max_num_timeout"]:
+        raise ValueError(
+            "max_num_timeout drives submitit's in-process requeue, which mushin_slurm replaces "
+            "with a host-side one: set requeue_on=[timeout] (or [preemption,timeout]) and "
+            "max_requeues=N instead, and leave max_num_timeout at 0"
+        )
+    extra = dict(settings["additional_parameters"] or {})
+    for option, option_value in extra.items():
+        if not isinstance(option, str) or not _SBATCH_KEY.match(option):
+            raise ValueError(f"additional_parameters key {option!r} is not an sbatch option name")
+        _no_control(f"additional_parameters[{option!r}]", option_value)
+        if option == "signal":
+            raise ValueError(
+                "additional_parameters['signal'] would replace the signal the host-side requeue "
+                "traps; set signal_delay_s instead"
+            )
+    settings["additional_parameters"] = extra
+    settings["requeue_on"] = [RequeueReason(r).value for r in settings["requeue_on"] or []]
+    requeues = settings["max_requeues"]
+    if isinstance(requeues, bool) or not isinstance(requeues, int) or requeues < 0:
+        raise ValueError(f"max_requeues must be an int >= 0, got {requeues!r}")
+    if settings["rank_signal"] is not None:
+        settings["rank_signal"] = _signal_name("rank_signal", settings["rank_signal"])
+    return settings
+
+
+# -- the sbatch script -------------------------------------------------------------------------
+
+
+_SBATCH_PASS_THROUGH = (
+    *("nodes", "cpus_per_task", "gpus_per_node", "partition", "qos", "comment", "constraint"),
+    *("exclude", "gres", "cpus_per_gpu", "gpus_per_task", "mem_per_gpu", "mem_per_cpu"),
+    *("account", "signal_delay_s", "array_parallelism", "stderr_to_stdout"),
+)
+
+
+def slurm_parameters(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """submitit ``SlurmExecutor`` parameters (sbatch names) for :func:`_settings`' output.
+
+    Examples
+    --------
+    >>> from mushin_box._slurm.launcher import _settings, slurm_parameters
+    >>> p = slurm_parameters(_settings("slurm", {"nodes": 2, "tasks_per_node": 4,
+    ...                                          "timeout_min": 30, "mem_gb": 64}))
+    >>> p["ntasks_per_node"], p["time"], p["mem"], p["additional_parameters"]
+    (4, 30, '64GB', {'requeue': True, 'signal': 'B:USR2@120'})
+    """
+    from submitit.slurm.slurm import _convert_mem  # pyright: ignore[reportPrivateUsage]
+
+    s = settings
+    params: dict[str, Any] = {key: s[key] for key in _SBATCH_PASS_THROUGH}
+    params.update(job_name=s["name"], time=s["timeout_min"], ntasks_per_node=s["tasks_per_node"])
+    if s["mem_gb"] is not None:
+        params["mem"] = _convert_mem(s["mem_gb"])
+    extra = dict(s["additional_parameters"])
+    if s["requeue_on"] and not {"requeue", "no-requeue", "no_requeue"} & set(extra):
+        extra["requeue"] = True
+    extra["signal"] = f"B:{REQUEUE_SIGNAL}@{int(s['signal_delay_s'])}"
+    params["additional_parameters"] = extra
+    trap = requeue_setup_lines(
+        requeue_on=s["requeue_on"],
+        max_requeues=s["max_requeues"],
+        rank_signal=s["rank_signal"],
+        signal_delay_s=s["signal_delay_s"],
+        timeout_min=s["timeout_min"],
+    )
+    params["setup"] = trap + list(s["setup"] or [])
+    if s["srun_args"]:
+        params["srun_args"] = [str(a) for a in s["srun_args"]]
+    return {k: v for k, v in params.items() if v is not None}
+
+
+def render_sbatch(params: Mapping[str, Any], folder: str | os.PathLike[str]) -> str:
+    """The sbatch script of a one-cell ``mushin_slurm`` job, rendered without ``srun``.
+
+    ``params`` are ``hydra.launcher`` values (the others keep :class:`SlurmLauncherConf`'s
+    defaults); the text is what submitit's ``SlurmExecutor`` writes for them.
+
+    Examples
+    --------
+    >>> text = render_sbatch({"name": "demo", "python": "apptainer exec a.sif python"},
+    ...                      "/runs/.submitit/%j")
+    >>> "#SBATCH --signal=B:USR2@120" in text and "a.sif python -u -m submitit" in text
+    True
+    """
+    from submitit.slurm.slurm import _make_sbatch_string  # pyright: ignore[reportPrivateUsage]
+
+    settings = _settings("slurm", params)
+    python = settings["python"] or shlex.quote(sys.executable)
+    command = " ".join([python, "-u -m submitit.core._submit", shlex.quote(os.fspath(folder))])
+    return _make_sbatch_string(
+        command=command, folder=os.fspath(folder), **slurm_parameters(settings)
+    )
+
+
+# -- in every rank -----------------------------------------------------------------------------
+
+
+class CellJob:
+    """What every srun task runs: one Hydra job (a sweep cell), like the stock launcher's
+    ``__call__``. Picklable; holds no submitit or SLURM state.
+
+    Parameters
+    ----------
+    hydra_context, config, task_function
+        What Hydra gave the launcher's ``setup``.
+    ignore_signal : str | None
+        A signal this rank ignores (``"USR2"`` under ``mushin_slurm``: submitit's in-process
+        requeue handler must not run; the batch script requeues).
+    """
+
+    def __init__(
+        self, hydra_context: Any, config: Any, task_function: Any, ignore_signal: str | None
+    ) -> None:
+        self.hydra_context = hydra_context
+        self.config = config
+        self.task_function = task_function
+        self.ignore_signal = ignore_signal
+
+    def __call__(
+        self, overrides: Sequence[str], job_dir_key: str, job_num: int, singleton_state: Any
+    ) -> Any:
+        import submitit
+        from hydra.core.singleton import Singleton
+        from hydra.core.utils import run_job, setup_globals
+        from omegaconf import open_dict
+
+        if self.ignore_signal:
+            signal.signal(getattr(signal, f"SIG{self.ignore_signal}"), signal.SIG_IGN)
+        Singleton.set_state(singleton_state)
+        setup_globals()
+        sweep_config = self.hydra_context.config_loader.load_sweep_config(
+            self.config, list(overrides)
+        )
+        with open_dict(sweep_config.hydra.job):
+            sweep_config.hydra.job.id = submitit.JobEnvironment().job_id
+            sweep_config.hydra.job.num = job_num
+        ret = run_job(
+            hydra_context=self.hydra_context,
+            task_function=self.task_function,
+            config=sweep_config,
+            job_dir_key=job_dir_key,
+            job_subdir_key="hydra.sweep.subdir",
+        )
+        return _picklable(ret)
+
+
+def _picklable(ret: Any) -> Any:
+    """``ret`` with its exception replaced by a RuntimeError carrying the traceback when the
+    exception itself does not pickle (it has to travel back to the launcher)."""
+    exc = ret._return_value  # pyright: ignore[reportPrivateUsage]
+    if isinstance(exc, BaseException):
+        import cloudpickle  # pyright: ignore[reportMissingTypeStubs]
+
+        try:
+            cloudpickle.loads(cloudpickle.dumps(exc))  # pyright: ignore[reportUnknownMemberType]
+        except Exception:
+            text = "".join(traceback.format_exception(exc))
+            ret.return_value = RuntimeError(f"{type(exc).__qualname__} (not picklable):\n{text}")
+    return ret
+
+
+# -- on the submitting host --------------------------------------------------------------------
+
+
+class SubmititCellLauncher:
+    """The logic behind ``hydra/launcher=mushin_slurm`` and ``mushin_local``.
+
+    Parameters
+    ----------
+    cluster : "slurm" | "local"
+        The submitit executor.
+    params : Mapping[str, Any]
+        The ``hydra.launcher`` node's values (fields of :class:`SlurmLauncherConf` or
+        :class:`LocalLauncherConf`); checked here, before anything is submitted.
+
+    Examples
+    --------
+    >>> from mushin_box._slurm.launcher import SubmititCellLauncher
+    >>> launcher = SubmititCellLauncher("slurm", {"nodes": 2, "tasks_per_node": 4,
+    ...                                           "requeue_on": ["timeout"]})
+    >>> launcher.settings["requeue_on"]
+    ['timeout']
+    >>> SubmititCellLauncher("slurm", {"rank_signal": "USR2"})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    ValueError: rank_signal='USR2': SIGUSR2 is submitit's in-process requeue signal, ...
+    """
+
+    def __init__(self, cluster: Literal["slurm", "local"], params: Mapping[str, Any]) -> None:
+        from omegaconf import OmegaConf
+
+        plain: dict[str, Any] = {}
+        for key, value in params.items():
+            if OmegaConf.is_config(value):
+                value = OmegaConf.to_container(value, resolve=True)
+            plain[str(key)] = value
+        self.cluster = cluster
+        self.settings = _settings(cluster, plain)
+        self.config: Any = None
+        self.hydra_context: Any = None
+        self.task_function: Any = None
+
+    def setup(self, *, hydra_context: Any, task_function: Any, config: Any) -> None:
+        """Keep what Hydra hands over; see ``hydra.plugins.launcher.Launcher.setup``."""
+        self.config = config
+        self.hydra_context = hydra_context
+        self.task_function = task_function
+
+    def executor(self) -> Any:
+        """A submitit executor for this launcher's settings (``srun`` must exist for slurm)."""
+        import submitit
+
+        s = self.settings
+        folder, python = s["submitit_folder"], s["python"]
+        if self.cluster == "slurm":
+            executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=0, python=python)
+            executor.update_parameters(**slurm_parameters(s))
+            return executor
+        executor = submitit.AutoExecutor(folder=folder, cluster="local", local_python=python)
+        keys = ("timeout_min", "cpus_per_task", "gpus_per_node", "tasks_per_node", "mem_gb")
+        executor.update_parameters(
+            **{k: s[k] for k in (*keys, "nodes", "name", "stderr_to_stdout")}
+        )
+        return executor
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
+        """Submit one job per element of ``job_overrides``, wait, return their JobReturns."""
+        from hydra.core.singleton import Singleton
+        from hydra.core.utils import filter_overrides
+
+        assert self.config is not None, "setup() first"
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        if "mode" in self.config.hydra.sweep and self.config.hydra.sweep.mode is not None:
+            os.chmod(sweep_dir, mode=int(str(self.config.hydra.sweep.mode), 8))
+        executor = self.executor()
+        cell = CellJob(
+            self.hydra_context,
+            self.config,
+            self.task_function,
+            ignore_signal=REQUEUE_SIGNAL if self.cluster == "slurm" else None,
+        )
+        overrides = [list(o) for o in job_overrides]
+        numbers = [initial_job_idx + i for i in range(len(overrides))]
+        state = Singleton.get_state()
+        jobs = executor.map_array(
+            cell, overrides, ["hydra.sweep.dir"] * len(overrides), numbers, [state] * len(overrides)
+        )
+        for number, job, o in zip(numbers, jobs, overrides, strict=True):
+            log.info("mushin_%s #%d job %s: %s", self.cluster, number, job.job_id,
+                     " ".join(filter_overrides(o)))  # fmt: skip
+        return self.wait(jobs, overrides)
+
+    def wait(self, jobs: Sequence[Any], overrides: Sequence[Sequence[str]]) -> list[Any]:
+        """Poll ``jobs`` until each has a final JobReturn; after ``max_wait_s`` (or when
+        interrupted) cancel the others, which then fail with a TimeoutError."""
+        max_wait = self.settings["max_wait_s"]
+        deadline = None if max_wait is None else time.monotonic() + float(max_wait)
+        results: dict[int, Any] = {}
+        try:
+            while True:
+                for i, job in enumerate(jobs):
+                    ret = results.get(i) or self._outcome(job, overrides[i])
+                    if ret is not None:
+                        results[i] = ret
+                if len(results) == len(jobs):
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+                time.sleep(float(self.settings["poll_interval_s"]))
+        finally:
+            for i, job in enumerate(jobs):
+                if i not in results:
+                    job.cancel(check=False)
+                    error = TimeoutError(
+                        f"mushin_{self.cluster} job {job.job_id} was not done after "
+                        f"max_wait_s={max_wait}; cancelled it (logs: {job.paths.stdout})"
+                    )
+                    results[i] = _failed_return(overrides[i], error)
+        return [results[i] for i in range(len(jobs))]
+
+    def _active(self, job: Any) -> bool:
+        """Can this job still produce a result (SLURM: pending, running, requeued, ...)?"""
+        if self.cluster != "slurm":
+            return False
+        state = str(job.watcher.get_state(job.job_id, mode="force")).split(" ")[0].upper()
+        return state in _ACTIVE_STATES
+
+    def _outcome(self, job: Any, overrides: Sequence[str]) -> Any:
+        """The cell's final JobReturn, or None while it may still change."""
+        from hydra.core.utils import JobStatus
+
+        if not job.done():
+            return None
+        rank0 = job.task(0)
+        if rank0.paths.result_pickle.exists():
+            try:
+                ret = rank0.result()
+            except Exception as error:  # the job raised outside the Hydra job (submitit's trace)
+                return None if self._active(job) else _failed_return(overrides, error)
+            if getattr(ret, "status", None) == JobStatus.COMPLETED or not self._active(job):
+                return ret
+            return None  # a failure of a run that SLURM has requeued: wait for the next one
+        if self._active(job):
+            return None
+        for task_id in range(1, job.num_tasks):
+            task = job.task(task_id)
+            if task.paths.result_pickle.exists():
+                error = task.exception()
+                if error is not None:
+                    return _failed_return(overrides, error)
+        from submitit.core.utils import UncompletedJobError
+
+        message = (
+            f"mushin_{self.cluster} job {job.job_id} ended ({job.state}) without a result from "
+            f"rank 0; see its logs: {rank0.paths.stdout} and {rank0.paths.stderr}"
+        )
+        return _failed_return(overrides, UncompletedJobError(message))
+
+
+def _failed_return(overrides: Sequence[str], error: BaseException) -> Any:
+    from hydra.core.utils import JobReturn, JobStatus
+
+    ret = JobReturn(overrides=list(overrides), status=JobStatus.FAILED)
+    ret.return_value = error
+    return ret

@@ -1,0 +1,146 @@
+# SPDX-License-Identifier: MIT
+"""The host-side requeue of ``mushin_slurm``: the batch shell's trap, as ``setup`` lines.
+
+This module owns the trap's shell code and :func:`requeue_setup_lines`, which fills it
+in; :mod:`mushin_box._slurm.launcher` validates the launcher fields (``requeue_on``,
+``max_requeues``, ``rank_signal``, ``signal_delay_s``), adds ``--signal``/``--requeue`` to the
+sbatch parameters, and makes the ranks ignore :data:`REQUEUE_SIGNAL`.
+
+submitit and Lightning requeue from *inside* the rank process (``scontrol requeue``), which
+fails in a container that has no ``scontrol``. Here the batch script requeues instead; it
+always runs on the host. Within what submitit lets us change:
+
+1. ``#SBATCH --signal=B:USR2@<signal_delay_s>`` (an ``additional_parameters`` override of
+   submitit's ``USR2@...``): before the time limit SLURM signals the batch shell only, never
+   the ranks. Preemption reaches it the same way (``preempt_send_user_signal``, or by hand:
+   ``scancel --batch --signal=USR2 <job>``). ``#SBATCH --requeue`` is added.
+2. ``setup`` lines (run by the batch shell before submitit's ``srun ... python -m
+   submitit.core._submit``) install ``trap ... USR2`` and define a shell function ``srun``
+   that shadows the command: it runs the real ``srun`` in the background and waits for it,
+   so the shell can run its trap while the ranks work (bash defers a trap until the
+   *foreground* command ends). submitit's srun line itself is untouched.
+3. On USR2 the trap decides *timeout* (within ``signal_delay_s + 90`` s of the time limit:
+   SLURM may signal up to a minute early) or *preemption*, sends ``rank_signal`` (default
+   USR1) to srun, which forwards it to every rank so they can checkpoint, and waits up to
+   ``signal_delay_s - 10`` s for the ranks to exit. If they all exited with status 0 the
+   job is done. Otherwise, when the reason is in ``requeue_on`` and ``SLURM_RESTART_COUNT <
+   max_requeues``, it runs ``scontrol requeue`` on the job (an array task as ``<array
+   id>_<index>``: the plain id of an array's last task is the array's and would requeue all
+   its tasks). SLURM ends this run and starts the script again later: the cell runs again
+   in the same directory and can resume from its checkpoint (``mushin_resume``).
+4. The ranks ignore USR2, so submitit's in-process requeue handler never fires. The host
+   keeps polling through the requeue: a result is final once rank 0 returned success or
+   SLURM reports the job inactive.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+
+__all__ = ["REQUEUE_SIGNAL", "requeue_setup_lines"]
+
+#: the signal SLURM sends the batch shell before the time limit (and at preemption)
+REQUEUE_SIGNAL = "USR2"
+_TIMEOUT_SLACK_S = 90  # SLURM may send --signal up to 60 s early
+_GRACE_MARGIN_S = 10  # requeue this long before SLURM's kill
+
+
+# The trap, as shell code; @name@ are filled in (quoted) by requeue_setup_lines.
+_TRAP = r"""
+# mushin-box host-side requeue (mushin_box._slurm.launcher): `srun` is a function that runs the real
+# srun in the background, so that this shell's trap runs while the ranks work
+__mushin_requeue_on=@requeue_on@ __mushin_max_requeues=@max_requeues@
+__mushin_rank_signal=@rank_signal@ __mushin_grace_s=@grace_s@
+__mushin_timeout_after_s=@timeout_after_s@
+__mushin_srun_pid= __mushin_srun_rc= __mushin_handled=
+__mushin_log() { printf 'mushin-box requeue: %s\n' "$*" >&2; }
+__mushin_on_signal() {
+  [[ -n $__mushin_handled ]] && return 0
+  __mushin_handled=1
+  local reason=preemption restarts=${SLURM_RESTART_COUNT:-0} i job=$SLURM_JOB_ID
+  # an array task by its array id: the plain id of the array's last task requeues them all
+  [[ -n ${SLURM_ARRAY_TASK_ID:-} ]] && job=${SLURM_ARRAY_JOB_ID}_$SLURM_ARRAY_TASK_ID
+  (( SECONDS >= __mushin_timeout_after_s )) && reason=timeout
+  __mushin_log "SIG@signal@ after ${SECONDS}s: $reason (job $job, restarts $restarts)"
+  if [[ -n $__mushin_srun_pid ]] && kill -0 "$__mushin_srun_pid" 2>/dev/null; then
+    if [[ -n $__mushin_rank_signal ]]; then
+      __mushin_log "SIG$__mushin_rank_signal to the ranks; waiting up to ${__mushin_grace_s}s"
+      kill -s "$__mushin_rank_signal" "$__mushin_srun_pid" 2>/dev/null || true
+    fi
+    for ((i = 0; i < 5 * __mushin_grace_s; i++)); do  # at least grace_s seconds
+      kill -0 "$__mushin_srun_pid" 2>/dev/null && sleep 0.2 || break
+    done
+    if ! kill -0 "$__mushin_srun_pid" 2>/dev/null; then
+      wait "$__mushin_srun_pid" && __mushin_srun_rc=0 || __mushin_srun_rc=$?
+    fi
+  fi
+  if [[ $__mushin_srun_rc == 0 ]]; then __mushin_log "the ranks finished"; return 0; fi
+  case " $__mushin_requeue_on " in
+    *" $reason "*) ;;
+    *) __mushin_log "not requeueing: requeue_on has no $reason"; return 0 ;;
+  esac
+  if (( restarts >= __mushin_max_requeues )); then
+    __mushin_log "not requeueing: max_requeues=$__mushin_max_requeues reached"; return 0
+  fi
+  __mushin_log "scontrol requeue $job"
+  scontrol requeue "$job" || __mushin_log "scontrol requeue failed"
+}
+trap __mushin_on_signal @signal@
+srun() {
+  command srun "$@" &
+  __mushin_srun_pid=$! __mushin_srun_rc=
+  local rc again
+  while :; do
+    wait "$__mushin_srun_pid" && rc=0 || rc=$?  # (safe under a `set -e` in setup)
+    if [[ -n $__mushin_srun_rc ]]; then rc=$__mushin_srun_rc; break; fi  # reaped by the trap
+    kill -0 "$__mushin_srun_pid" 2>/dev/null && continue  # the trap interrupted wait
+    if (( rc > 128 )); then
+      wait "$__mushin_srun_pid" 2>/dev/null && again=0 || again=$?
+      (( again != 127 )) && rc=$again
+    fi
+    break
+  done
+  __mushin_srun_pid= __mushin_srun_rc=$rc
+  return "$rc"
+}
+"""
+
+
+def requeue_setup_lines(
+    *,
+    requeue_on: Sequence[str],
+    max_requeues: int,
+    rank_signal: str | None,
+    signal_delay_s: int,
+    timeout_min: int,
+) -> list[str]:
+    """Shell lines for submitit's ``setup``: the host-side requeue trap (see module doc).
+
+    Examples
+    --------
+    >>> lines = requeue_setup_lines(requeue_on=["preemption"], max_requeues=2,
+    ...                             rank_signal="USR1", signal_delay_s=60, timeout_min=30)
+    >>> lines[2:4]
+    ['__mushin_requeue_on=preemption __mushin_max_requeues=2', \
+'__mushin_rank_signal=USR1 __mushin_grace_s=50']
+    >>> "trap __mushin_on_signal USR2" in lines
+    True
+    """
+    # RequeueReason stays in _launcher: the Hydra config that submitit pickles into every
+    # job holds its members, by reference to mushin_box._slurm.launcher.RequeueReason
+    from mushin_box._slurm.launcher import RequeueReason
+
+    values = {
+        "requeue_on": " ".join(RequeueReason(r).value for r in requeue_on),
+        "max_requeues": str(int(max_requeues)),
+        "rank_signal": rank_signal or "",
+        "grace_s": str(max(0, int(signal_delay_s) - _GRACE_MARGIN_S)),
+        "timeout_after_s": str(
+            max(0, int(timeout_min) * 60 - int(signal_delay_s) - _TIMEOUT_SLACK_S)
+        ),
+        "signal": REQUEUE_SIGNAL,
+    }
+    text = re.sub(r"@(\w+)@", lambda m: shlex.quote(values[m.group(1)]), _TRAP)
+    return text.strip("\n").splitlines()

@@ -1,0 +1,411 @@
+# SPDX-License-Identifier: MIT
+"""``Workflow``: a hydra-zen task swept over a grid, one directory and sidecars per cell."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import difflib
+import inspect
+import itertools
+import os
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from mushin_box._core.overrides import format_override, format_sweep, format_value
+from mushin_box._core.secrets import SecretVault, sweep_error
+from mushin_box._sweep.cells import (
+    ABORT_FILE,
+    CellPlan,
+    CellRunner,
+    code_fingerprint,
+)
+from mushin_box._sweep.manifest import (
+    SweepLock,
+    combo_id,
+    live_cells,
+    read_manifest,
+    rebuild_manifest,
+    reconcile_abandoned,
+    write_manifest,
+)
+from mushin_box._train.resume import RESUME_PARAM
+
+__all__ = ["Workflow", "hydra_list", "multirun"]
+
+# re-exported: hydra-zen's markers for "sweep over these" and "one list-valued value"
+from hydra_zen import hydra_list, multirun  # noqa: E402
+
+LAUNCHERS = ("basic", "submitit_local", "submitit_slurm", "mushin_slurm", "mushin_local")
+_MULTI_RANK_KEYS = ("tasks_per_node", "nodes", "ntasks_per_node")
+
+
+def _config_fields(config: Any) -> set[str]:
+    from omegaconf import OmegaConf
+
+    try:
+        return {str(k) for k in OmegaConf.structured(config).keys()}
+    except Exception:  # pragma: no cover - exotic configs: no name checking
+        return set()
+
+
+def _has_path(config: Any, dotted: str) -> bool:
+    """Does the (structured) config have this dotted key already (else Hydra needs '+')?"""
+    from omegaconf import OmegaConf
+
+    missing = object()
+    try:
+        cfg = OmegaConf.structured(config)
+        return OmegaConf.select(cfg, dotted, default=missing, throw_on_missing=False) is not missing
+    except Exception:  # pragma: no cover - exotic configs: assume present
+        return True
+
+
+def _is_config_group(key: str) -> bool:
+    """Is ``key`` a Hydra config group (its override value an option name, no value)?"""
+    from hydra.core.config_store import ConfigStore
+
+    node: Any = ConfigStore.instance().repo
+    for part in key.replace(".", "/").split("/"):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return isinstance(node, dict)
+
+
+def _config_from_signature(task: Callable[..., Any]) -> Any:
+    from hydra_zen import make_config
+
+    required: list[str] = []
+    defaults: dict[str, Any] = {}
+    for name, p in inspect.signature(task).parameters.items():
+        if name == RESUME_PARAM or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        if p.default is p.empty:
+            required.append(name)
+        else:
+            defaults[name] = p.default
+    return make_config(*required, **defaults)
+
+
+def _launcher_is_multi_rank(launcher_config: Mapping[str, Any] | None) -> bool:
+    if not launcher_config:
+        return False
+    total = 1
+    for key in _MULTI_RANK_KEYS:
+        value = launcher_config.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            total *= value
+    return total > 1
+
+
+class Workflow:
+    """A task function swept over a grid of config values.
+
+    ``task``'s parameters are filled from the config by name (as ``hydra_zen.zen``
+    does). A parameter named ``mushin_resume`` receives a
+    :class:`mushin_box.ResumeContext` for its cell.
+
+    Parameters
+    ----------
+    task : Callable[..., Mapping | None]
+        Returns a dict of metrics (numbers or lists of numbers), or ``None``.
+    config : hydra-zen/dataclass config (default: None)
+        The task's config. ``None`` builds one from the task's signature (parameters
+        without defaults must then be given to :meth:`run`).
+    pre_call : Callable[[config], Any] | None (default: None)
+        Called with each cell's config *before* the task's parameters are instantiated
+        (``hydra_zen.zen``'s ``pre_call``): the place to seed, so that the model's initial
+        weights are reproducible, e.g.
+        ``pre_call=lambda cfg: seed_everything_per_rank(cfg.seed)`` (a named function
+        for launchers that pickle).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from mushin_box import Workflow, multirun
+    >>> def task(lr: float, seed: int = 0):
+    ...     return {"loss": lr * (seed + 1)}
+    >>> ds = Workflow(task).run(working_dir=tempfile.mkdtemp(), progress=False,
+    ...                         lr=multirun([0.1, 0.2]), seed=multirun([0, 1]))  # doctest: +SKIP
+    >>> ds["loss"].sel(lr=0.2, seed=1).item()  # doctest: +SKIP
+    0.4
+    """
+
+    def __init__(
+        self,
+        task: Callable[..., Any],
+        config: Any = None,
+        *,
+        pre_call: Callable[[Any], Any] | None = None,
+    ) -> None:
+        if not callable(task):
+            raise TypeError(f"task must be a function, got {type(task).__name__}")
+        if pre_call is not None and not callable(pre_call):
+            raise TypeError(f"pre_call must be a function of the config, got {pre_call!r}")
+        self.task = task
+        self.pre_call = pre_call
+        self.config = config if config is not None else _config_from_signature(task)
+        self.working_dir: Path | None = None
+
+    def run(
+        self,
+        *,
+        working_dir: str | os.PathLike[str] | None = None,
+        launcher: str | None = None,
+        launcher_config: Mapping[str, Any] | None = None,
+        overrides: Sequence[str] | None = None,
+        resume: bool = False,
+        on_error: Literal["raise", "nan"] = "raise",
+        max_total_seconds: float | None = None,
+        progress: bool = True,
+        **sweep_params: Any,
+    ) -> Any:
+        """Run every cell of the grid and return the results as an ``xarray.Dataset``.
+
+        Parameters
+        ----------
+        working_dir : path (default: ``multirun/<timestamp>``)
+            The sweep directory; each cell gets a stable sub-directory named after its
+            swept values.
+        launcher : str | None
+            A Hydra launcher: ``"basic"`` (in-process, the default), ``"submitit_local"``,
+            ``"submitit_slurm"``, or mushin-box's own.
+        launcher_config : dict | None
+            The launcher's settings (e.g. :func:`mushin_box.submitit_slurm_config`);
+            requires ``launcher``.
+        overrides : list[str] | None
+            Raw Hydra overrides, passed through verbatim.
+        resume : bool (default: False)
+            Reuse completed cells whose config and code fingerprints match; run failed,
+            timed-out, skipped, missing and abandoned cells again. Needs ``working_dir``.
+        on_error : "raise" | "nan" (default: "raise")
+            ``"raise"``: record the failure, skip the cells not yet started, and re-raise
+            the task's exception. ``"nan"``: record it, finish the other cells, NaN in
+            the results.
+        max_total_seconds : float | None
+            One wall-clock budget for the whole call, in every process: cells not
+            started when it runs out are recorded as ``skipped`` (run them with
+            ``resume=True``). Disabled, with a warning, for multi-rank launches.
+        progress : bool (default: True)
+            Show a progress bar over cells (local launchers).
+        **sweep_params
+            ``name=multirun([...])`` sweeps; ``name=hydra_list([...])`` or a scalar sets
+            one value.
+        """
+        from hydra_zen import launch
+
+        if on_error not in ("raise", "nan"):
+            raise ValueError(f"on_error must be 'raise' or 'nan', got {on_error!r}")
+        if resume and working_dir is None:
+            raise ValueError("resume=True needs the working_dir of the sweep to resume")
+        if launcher_config is not None and launcher is None:
+            raise ValueError(
+                "launcher_config was given without launcher; name the launcher it configures, "
+                "e.g. launcher='submitit_slurm'"
+            )
+        if launcher is not None and not isinstance(launcher, str):
+            raise TypeError(f"launcher must be a launcher name (str), got {launcher!r}")
+        if max_total_seconds is not None and not (max_total_seconds > 0):
+            raise ValueError(f"max_total_seconds must be > 0, got {max_total_seconds!r}")
+
+        root = Path(working_dir if working_dir is not None else self._default_dir()).resolve()
+        root.mkdir(parents=True, exist_ok=True)
+        self.working_dir = root
+        # secret values travel in the environment, never in a file (mushin_box._core.secrets)
+        # (config defaults first: an override's value for the same path must win)
+        vault = SecretVault()
+        config = vault.hide_in_config(self.config, plain=launcher not in (None, "basic"))
+        grid, task_overrides = self._sweep_overrides(sweep_params, vault)
+        user = vault.hide_in_overrides(
+            list(overrides or []), is_config_key=lambda key: not _is_config_group(key)
+        )
+        grid.update(_user_sweeps(user))  # "x=1,2" in raw overrides is a grid axis too
+        swept = tuple(grid)
+
+        deadline = None
+        if max_total_seconds is not None:
+            if _launcher_is_multi_rank(launcher_config):
+                warnings.warn(
+                    "max_total_seconds is disabled for multi-rank launches (each rank would keep "
+                    "its own deadline and a rank that stopped alone would hang the others); use "
+                    "the scheduler's timeout_min in launcher_config instead",
+                    stacklevel=2,
+                )
+            else:
+                deadline = time.time() + float(max_total_seconds)
+
+        hydra_overrides = [
+            format_override("hydra.sweep.dir", str(root)),
+            "hydra.sweep.subdir='${mushin_cell:}'",
+        ]
+        constant_keys = [k for k in _override_keys(task_overrides + user) if k not in swept]
+        hydra_overrides.append(
+            "hydra.job.config.override_dirname.exclude_keys=" + format_value(constant_keys)
+        )
+        if launcher is not None:
+            hydra_overrides.append(f"hydra/launcher={launcher}")
+            for key, value in (launcher_config or {}).items():
+                override = format_override(f"hydra.launcher.{key}", value)
+                # dict fields (additional_parameters) are struct nodes: only '++' sets keys
+                hydra_overrides.append(f"++{override}" if isinstance(value, Mapping) else override)
+
+        plan = CellPlan(
+            working_dir=str(root),
+            swept=swept,
+            on_error=on_error,
+            resume=resume,
+            deadline=deadline,
+            code_fingerprint=code_fingerprint(self.task),
+            run_id=uuid.uuid4().hex,
+        )
+        with SweepLock(root):
+            previous = read_manifest(root)
+            if resume and previous is not None:
+                _report_grid_change(previous, grid)
+            reconcile_abandoned(root)
+            busy = live_cells(root)
+            if busy:
+                raise RuntimeError(
+                    "cells of this sweep are still running in SLURM jobs: "
+                    + ", ".join(f"{cell} (job {job})" for cell, job in busy)
+                    + "; wait for them to end or scancel them, then run again"
+                )
+            (root / ABORT_FILE).unlink(missing_ok=True)
+            write_manifest(root, grid=grid, run_id=plan.run_id)
+            watcher = _start_progress(root, grid, plan.run_id, progress, launcher)
+            error: BaseException | None = None
+            try:
+                with vault.exported():
+                    launch(
+                        config,
+                        CellRunner(self.task, plan, pre_call=self.pre_call),
+                        overrides=hydra_overrides + task_overrides + user,
+                        multirun=True,
+                        version_base="1.3",
+                        # launchers that pickle the job (submitit) pickle hydra-zen's dynamic
+                        # dataclasses by value, which leaves their list/dict defaults broken for
+                        # the next launch in this process ('_MISSING_TYPE'): hand them a DictConfig
+                        to_dictconfig=launcher not in (None, "basic"),
+                        config_name="mushin_workflow",
+                        job_name="mushin_workflow",
+                    )
+            except BaseException as exc:  # recorded by the cell; re-raised below
+                error = exc
+            finally:
+                if watcher is not None:
+                    watcher.stop()
+                # cells whose job was killed, cancelled or timed out never wrote their end
+                ended = reconcile_abandoned(root)
+                rebuild_manifest(root)
+            if error is not None:
+                if on_error == "nan" and ended and isinstance(error, Exception):
+                    warnings.warn(
+                        f"cell(s) {', '.join(ended)} ended with their job "
+                        f"({type(error).__name__}: {str(error)[:300]}); "
+                        "recorded as failed/timeout (on_error='nan'); run again with resume=True",
+                        stacklevel=2,
+                    )
+                else:
+                    raise error
+        from mushin_box._sweep.experiment import load_experiment
+
+        return load_experiment(root)
+
+    @staticmethod
+    def _default_dir() -> Path:
+        stamp = _dt.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+        return Path("multirun") / stamp
+
+    def _sweep_overrides(
+        self, params: Mapping[str, Any], vault: SecretVault
+    ) -> tuple[dict[str, list[Any]], list[str]]:
+        fields = _config_fields(self.config)
+        grid: dict[str, list[Any]] = {}
+        out: list[str] = []
+        for name, value in params.items():
+            add = False
+            if fields and name.split(".")[0] not in fields:
+                close = difflib.get_close_matches(name, sorted(fields), n=1)
+                if close:
+                    raise ValueError(
+                        f"{name!r} is not a field of the task's config; did you mean "
+                        f"{close[0]!r}? (fields: {sorted(fields)})"
+                    )
+                add = True  # a new key: Hydra needs '+'
+            elif fields and "." in name and not _has_path(self.config, name):
+                add = True  # e.g. a Trainer argument the config left at its default
+            if isinstance(value, multirun):
+                values = list(value)
+                if vault.hide(name, values) != values:
+                    raise sweep_error(name)
+                grid[name] = values
+                out.append(format_sweep(name, values, add=add))
+            elif isinstance(value, hydra_list):
+                out.append(format_override(name, vault.hide(name, list(value)), add=add))
+            elif isinstance(value, list | tuple):
+                raise TypeError(
+                    f"{name}={value!r}: wrap a sweep in multirun([...]) or a single list value "
+                    "in hydra_list([...]) (both importable from mushin_box)"
+                )
+            else:
+                out.append(format_override(name, vault.hide(name, value), add=add))
+        return grid, out
+
+
+def _override_keys(overrides: Sequence[str]) -> list[str]:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(list(overrides))
+    return [o.key_or_group for o in parsed if not o.key_or_group.startswith("hydra")]
+
+
+def _user_sweeps(overrides: Sequence[str]) -> dict[str, list[Any]]:
+    """Sweeps written by hand in raw overrides (``"lr=0.1,0.2"``) are grid axes too."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from mushin_box._core.overrides import parse_sweep_values
+
+    out: dict[str, list[Any]] = {}
+    for text, o in zip(
+        overrides, OverridesParser.create().parse_overrides(list(overrides)), strict=True
+    ):
+        if o.is_sweep_override() and not o.key_or_group.startswith("hydra"):
+            out[o.key_or_group] = parse_sweep_values(text.split("=", 1)[1])
+    return out
+
+
+def _report_grid_change(previous: Mapping[str, Any], grid: Mapping[str, list[Any]]) -> None:
+    old = previous.get("grid", {})
+    if list(old) != list(grid):
+        warnings.warn(
+            f"resume: the swept parameters changed from {list(old)} to {list(grid)}; cells "
+            "are matched by their swept values, so no earlier cell is reused",
+            stacklevel=3,
+        )
+        return
+    old_ids = {combo_id(dict(zip(old, c, strict=True))) for c in itertools.product(*old.values())}
+    new_ids = {combo_id(dict(zip(grid, c, strict=True))) for c in itertools.product(*grid.values())}
+    added, removed = len(new_ids - old_ids), len(old_ids - new_ids)
+    if added or removed:
+        warnings.warn(
+            f"resume: the grid changed ({added} new cell(s), {removed} cell(s) no longer in it); "
+            "cells in both are reused if their fingerprints match",
+            stacklevel=3,
+        )
+
+
+def _start_progress(
+    root: Path, grid: Mapping[str, list[Any]], run_id: str, enabled: bool, launcher: str | None
+) -> Any:
+    if not enabled or launcher not in (None, "basic", "submitit_local", "mushin_local"):
+        return None
+    from mushin_box._sweep.progress import CellProgress
+
+    total = 1
+    for values in grid.values():
+        total *= len(values)
+    return CellProgress(root, total=total, run_id=run_id).start()

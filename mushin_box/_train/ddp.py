@@ -1,0 +1,481 @@
+# SPDX-License-Identifier: MIT
+"""``HydraDDP``: Lightning's DDP strategy, made to work inside Hydra jobs.
+
+Without an external launcher, rank 0 is the Hydra job and starts ranks 1..N-1 itself.
+Each child runs ``python -m mushin_box._train.ddp_child``, which rebuilds the *same* job from
+what rank 0 wrote down (the job's saved ``config.yaml``/``hydra.yaml``, the job
+directory, the seed base, the trainer entry point and its ``ckpt_path``) and calls the
+same entry point. Stock Lightning instead re-executes ``sys.argv``, which re-runs the
+whole sweep under ``--multirun`` and has nothing to run under ``hydra_zen.launch``.
+
+Under an external launcher (SLURM tasks, torchrun) it starts nothing ("steps aside"),
+after checking that the launched world size equals ``num_nodes x devices``: a mismatch
+would otherwise hang at rendezvous.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+from lightning_fabric.plugins import ClusterEnvironment
+from lightning_fabric.plugins.environments.slurm import SLURMEnvironment
+from lightning_fabric.plugins.environments.torchelastic import TorchElasticEnvironment
+from pytorch_lightning.strategies import DDPStrategy
+from pytorch_lightning.strategies.launchers import _SubprocessScriptLauncher
+from pytorch_lightning.trainer.states import TrainerStatus
+
+from mushin_box._core.jobdir import JOB_DIR_ENV
+from mushin_box._train.seeding import SEED_BASE_ENV
+
+__all__ = ["HydraDDP", "WorldSizeMismatchError"]
+
+log = logging.getLogger(__name__)
+
+SPEC_ENV = "MUSHIN_DDP_SPEC"
+PARENT_PID_ENV = "MUSHIN_DDP_PARENT_PID"
+# variables rank 0 sets for its children; restored afterwards so the next Hydra job in
+# the same process (a multirun) does not look "externally launched" (LOCAL_RANK is set)
+_DIST_ENV = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE")
+
+
+class WorldSizeMismatchError(RuntimeError):
+    """The launched ranks do not match the Trainer's ``num_nodes x devices``."""
+
+
+def _launched_world(env: ClusterEnvironment) -> tuple[int, str, int | None]:
+    """(world size, where it came from, tasks per node or None) as the launcher set them."""
+    if isinstance(env, SLURMEnvironment):
+        per_node = os.environ.get("SLURM_NTASKS_PER_NODE")
+        per = int(per_node.split("(")[0]) if per_node and per_node[0].isdigit() else None
+        return int(os.environ["SLURM_NTASKS"]), "SLURM_NTASKS", per
+    if isinstance(env, TorchElasticEnvironment) or "WORLD_SIZE" in os.environ:
+        per_node = os.environ.get("LOCAL_WORLD_SIZE")
+        return int(os.environ["WORLD_SIZE"]), "WORLD_SIZE", int(per_node) if per_node else None
+    return env.world_size(), type(env).__name__, None
+
+
+def validate_launched_world(env: ClusterEnvironment, devices: int, num_nodes: int) -> None:
+    """Raise :class:`WorldSizeMismatchError` unless launched ranks == num_nodes x devices."""
+    world, source, per_node = _launched_world(env)
+    expected = devices * num_nodes
+    problems = []
+    if world != expected:
+        problems.append(
+            f"the launcher started {world} ranks ({source}={world}) but the Trainer expects "
+            f"num_nodes x devices = {num_nodes} x {devices} = {expected}"
+        )
+    if per_node is not None and per_node != devices:
+        problems.append(
+            f"{per_node} tasks per node were launched but the Trainer has devices={devices}"
+        )
+    if problems:
+        raise WorldSizeMismatchError(
+            "DDP world size mismatch: "
+            + "; ".join(problems)
+            + ". Without this check the ranks would hang at rendezvous. Fix: launch exactly one "
+            "task per device, tasks_per_node == gpus_per_node == Trainer devices and nodes == "
+            "Trainer num_nodes (mushin_box.submitit_slurm_config derives tasks_per_node from "
+            "gpus_per_node; for torchrun use --nproc-per-node=devices --nnodes=num_nodes)."
+        )
+
+
+class HydraDDP(DDPStrategy):
+    """DDP strategy for Lightning Trainers built from hydra-zen/Hydra configs.
+
+    Use it as ``strategy=builds(HydraDDP)``. The job's config must have top-level
+    ``trainer`` and ``module`` nodes (and optionally ``datamodule``): the ranks that
+    HydraDDP starts instantiate those and call the same trainer method (fit, validate,
+    test or predict) with the same ``ckpt_path`` as rank 0. Under SLURM tasks or torchrun
+    it starts nothing and only checks the world size.
+
+    Parameters
+    ----------
+    child_exit_timeout_s : float (default: 120)
+        How long rank 0 waits, when its trainer call ends, for the ranks it started to
+        exit before killing them.
+    rendezvous_timeout_s : float or None (default: 300)
+        How long a rank launched as its own process (a SLURM task, a torchrun worker, a
+        rank HydraDDP started) may take to join the process group. After that it prints
+        what it was waiting for (``MASTER_ADDR:MASTER_PORT``, its rank, the world size) and
+        exits with status 1, instead of retrying for torch's 30 minutes (e.g. an
+        unresolvable master address); under SLURM ``--kill-on-bad-exit`` then ends the
+        other tasks. ``None`` disables it. The collectives' own ``timeout`` is unchanged.
+    **kwargs
+        Passed to :class:`pytorch_lightning.strategies.DDPStrategy`.
+
+    Examples
+    --------
+    >>> import pytorch_lightning as pl
+    >>> from hydra_zen import builds, make_config
+    >>> from mushin_box import HydraDDP
+    >>> from mushin_box.testing import TinyModule, TinyDataModule
+    >>> Config = make_config(
+    ...     trainer=builds(pl.Trainer, accelerator="cpu", devices=2,
+    ...                    strategy=builds(HydraDDP), max_epochs=1),
+    ...     module=builds(TinyModule),
+    ...     datamodule=builds(TinyDataModule),
+    ... )
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        child_exit_timeout_s: float = 120.0,
+        rendezvous_timeout_s: float | None = 300.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.child_exit_timeout_s = child_exit_timeout_s
+        if rendezvous_timeout_s is not None and not rendezvous_timeout_s > 0:
+            raise ValueError(
+                f"rendezvous_timeout_s must be > 0 or None, got {rendezvous_timeout_s}"
+            )
+        self.rendezvous_timeout_s = rendezvous_timeout_s
+
+    def setup_distributed(self) -> None:
+        # armed in ranks launched from outside: a SLURM task, a torchrun worker, a rank
+        # HydraDDP started. Not in rank 0 of a local HydraDDP job: it may be the sweep's
+        # (the user's) own process, and its wait is bounded by the child observer. (Its
+        # launcher sets LOCAL_RANK in its environment, which Lightning reads as "launched
+        # externally": the launcher's type decides.)
+        env = self.cluster_environment
+        own_process = (
+            env is not None
+            and env.creates_processes_externally
+            and not isinstance(self._launcher, _HydraDDPLauncher)
+        )
+        if self.rendezvous_timeout_s is None or not own_process:
+            super().setup_distributed()
+            return
+        joined = threading.Event()
+        threading.Thread(
+            target=_rendezvous_watchdog,
+            args=(joined, self.rendezvous_timeout_s, self),
+            daemon=True,
+            name="mushin-rendezvous",
+        ).start()
+        try:
+            super().setup_distributed()
+        finally:
+            joined.set()
+
+    def _configure_launcher(self) -> None:
+        env = self.cluster_environment
+        assert env is not None
+        if env.creates_processes_externally:
+            # steps aside: the stock launcher spawns nothing for external environments
+            validate_launched_world(env, self.num_processes, self.num_nodes)
+            super()._configure_launcher()
+            return
+        from hydra.core.hydra_config import HydraConfig
+
+        if not HydraConfig.initialized() or self.num_processes < 2:
+            super()._configure_launcher()  # not a Hydra job: Lightning's own behaviour
+            return
+        self._launcher = _HydraDDPLauncher(env, self.num_processes, self.num_nodes)
+        self._launcher.child_exit_timeout_s = self.child_exit_timeout_s
+
+    def teardown(self) -> None:
+        super().teardown()
+        launcher = self._launcher
+        if isinstance(launcher, _HydraDDPLauncher):
+            launcher.end_call()
+
+
+def _rendezvous_watchdog(joined: threading.Event, timeout_s: float, strategy: Any) -> None:
+    if joined.wait(timeout_s):
+        return
+    where = f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
+    sys.stderr.write(
+        f"mushin-box HydraDDP: rank {strategy.global_rank} of {strategy.world_size} could not "
+        f"join the process group at MASTER_ADDR:MASTER_PORT = {where} within "
+        f"{timeout_s:g} s (rendezvous_timeout_s). Check that the address resolves and is "
+        "reachable from this node, that the port is free and the same on every rank, and "
+        "that every rank was started; exiting instead of waiting torch's 30 minutes.\n"
+    )
+    sys.stderr.flush()
+    os._exit(1)  # the main thread is blocked in C++: nothing else can end it
+
+
+# the launcher whose ranks are alive in this process (rank 0 leads one job at a time)
+_current_launcher: _HydraDDPLauncher | None = None
+
+
+class _HydraDDPLauncher(_SubprocessScriptLauncher):
+    """Starts ranks 1..N-1 once per job and sends each of them every trainer call rank 0
+    makes (one JSON line on the child's stdin), so that ``fit`` then ``test`` on the
+    same trainer runs both calls on the same processes, trained weights included."""
+
+    child_exit_timeout_s: float = 120.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._saved_env: dict[str, str | None] = {}
+        self._trainer: pl.Trainer | None = None
+        self._observer: _ChildObserver | None = None
+
+    def _check_can_spawn_children(self) -> None:
+        if self.cluster_environment.local_rank() != 0:
+            raise RuntimeError("HydraDDP: only local rank 0 starts the other ranks")
+
+    def launch(
+        self,
+        function: Callable[..., Any],
+        *args: Any,
+        trainer: pl.Trainer | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        global _current_launcher
+        self.cluster_environment.validate_settings(
+            num_devices=self.num_processes, num_nodes=self.num_nodes
+        )
+        assert trainer is not None
+        self._trainer = trainer
+        spec, call = _child_spec(function, args, kwargs, trainer)  # validates before spawning
+        self._set_dist_env()
+        if not self.procs or any(p.poll() is not None for p in self.procs):
+            if _current_launcher is not None and _current_launcher is not self:
+                _current_launcher.retire()
+            self._spawn_children(spec)
+            _current_launcher = self
+            weakref.finalize(trainer, _retire_procs, list(self.procs), self.child_exit_timeout_s)
+        line = (json.dumps(call) + "\n").encode()
+        for proc in self.procs:
+            assert proc.stdin is not None
+            proc.stdin.write(line)
+            proc.stdin.flush()
+        try:
+            from lightning_fabric.utilities.distributed import _set_num_threads_if_needed
+
+            _set_num_threads_if_needed(num_processes=self.num_processes)
+        except ImportError:  # pragma: no cover - older Lightning
+            pass
+        return function(*args, **kwargs)
+
+    def _set_dist_env(self) -> None:
+        env = self.cluster_environment
+        self._saved_env = {k: os.environ.get(k) for k in _DIST_ENV}
+        os.environ["MASTER_ADDR"] = env.main_address
+        os.environ["MASTER_PORT"] = str(env.main_port)
+        os.environ["NODE_RANK"] = str(env.node_rank())
+        os.environ["LOCAL_RANK"] = str(env.local_rank())
+        os.environ["WORLD_SIZE"] = str(self.num_processes * self.num_nodes)
+
+    def _restore_env(self) -> None:
+        for key, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._saved_env = {}
+
+    def _spawn_children(self, spec: dict[str, Any]) -> None:
+        self._check_can_spawn_children()
+        self.procs = []
+        env = self.cluster_environment
+        for local_rank in range(1, self.num_processes):
+            child_env = os.environ.copy()
+            child_env["LOCAL_RANK"] = str(local_rank)
+            child_env["MUSHIN_GLOBAL_RANK"] = str(env.node_rank() * self.num_processes + local_rank)
+            child_env[SPEC_ENV] = json.dumps(spec)
+            child_env[PARENT_PID_ENV] = str(os.getpid())
+            child_env[JOB_DIR_ENV] = spec["job_dir"]
+            if os.environ.get("PL_GLOBAL_SEED") is None:
+                child_env.pop("PL_GLOBAL_SEED", None)
+            self.procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "mushin_box._train.ddp_child"],
+                    env=child_env,
+                    cwd=spec["cwd"],
+                    stdin=subprocess.PIPE,
+                    preexec_fn=_die_with_parent,
+                )
+            )
+        self._observer = _ChildObserver(self.procs)
+        self._observer.start()
+
+    def end_call(self) -> None:
+        """End of one trainer call of rank 0. The ranks stay for the job's next call,
+        unless rank 0's call failed: then they are killed at once."""
+        failed = (
+            self._trainer is not None and self._trainer.state.status == TrainerStatus.INTERRUPTED
+        )
+        if failed:
+            self.retire(kill=True)
+        else:
+            # the next Hydra job in this process must not look externally launched
+            self._restore_env()
+
+    def retire(self, kill: bool = False) -> None:
+        """End this job's ranks: close their command pipe, wait (bounded), kill stragglers."""
+        global _current_launcher
+        if self._observer is not None:
+            self._observer.stop()
+        _retire_procs(self.procs, 0.0 if kill else self.child_exit_timeout_s)
+        self.procs = []
+        self._restore_env()
+        if _current_launcher is self:
+            _current_launcher = None
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _retire_procs(procs: list[subprocess.Popen[bytes]], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    for proc in procs:
+        if proc.stdin is not None and not proc.stdin.closed:
+            try:
+                proc.stdin.close()  # EOF: the child's command loop ends and it exits
+            except OSError:
+                pass
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            if timeout_s > 0:
+                log.warning("HydraDDP: rank pid %s did not exit in time; killing it", proc.pid)
+            proc.kill()
+            proc.wait()
+
+
+@atexit.register
+def _retire_at_exit() -> None:
+    if _current_launcher is not None:
+        _retire_procs(_current_launcher.procs, _current_launcher.child_exit_timeout_s)
+
+
+class _ChildObserver(threading.Thread):
+    """Watches the ranks rank 0 started. When one dies with an error, the others are
+    killed; rank 0 then gets ``grace_s`` to fail on its own (gloo notices a dead peer
+    at once), after which it is killed too rather than wait in a collective for the
+    backend's 30-minute timeout. Stoppable, unlike Lightning's observer, so the sweep
+    driver survives rank 0's own deliberate kills and a failed cell."""
+
+    def __init__(
+        self, procs: list[subprocess.Popen[bytes]], period_s: float = 0.5, grace_s: float = 30.0
+    ) -> None:
+        super().__init__(daemon=True, name="mushin-ddp-observer")
+        self._procs = procs
+        self._period_s = period_s
+        self._grace_s = grace_s
+        self._stop_event = threading.Event()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self._period_s):
+            codes = [p.poll() for p in self._procs]
+            if all(c == 0 for c in codes):
+                return
+            bad = [
+                (p.pid, c) for p, c in zip(self._procs, codes, strict=True) if c not in (None, 0)
+            ]
+            if not bad:
+                continue
+            log.error(
+                "HydraDDP: rank process(es) (pid, exit code) %s failed; ending the others", bad
+            )
+            for p in self._procs:
+                if p.poll() is None:
+                    p.kill()
+            if not self._stop_event.wait(self._grace_s):
+                log.error("HydraDDP: rank 0 is still waiting on the failed ranks; killing it")
+                os.kill(os.getpid(), signal.SIGKILL)
+            return
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Linux: the child gets SIGKILL when rank 0 dies, even by SIGKILL (no orphans)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+    except OSError:
+        pass  # the child's own parent watchdog still applies
+
+
+_STAGES = ("fit", "validate", "test", "predict")
+
+
+def _child_spec(
+    function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], trainer: pl.Trainer
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(job spec, this call): what the children need to rebuild the job and repeat the
+    call. Raises a clear error for a job they could not rebuild."""
+    import inspect
+
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    hydra_cfg = HydraConfig.get()
+    job_dir = Path(hydra_cfg.runtime.output_dir)
+    if hydra_cfg.output_subdir is None:
+        raise RuntimeError(
+            "HydraDDP needs the job's saved config to start its other ranks, but "
+            "hydra.output_subdir is null. Fix: leave hydra.output_subdir at its default (.hydra)."
+        )
+    config_dir = job_dir / hydra_cfg.output_subdir
+    config_file = config_dir / "config.yaml"
+    if not config_file.is_file():
+        raise RuntimeError(f"HydraDDP: the job's config {config_file} does not exist")
+    cfg = OmegaConf.load(config_file)
+    missing = [k for k in ("trainer", "module") if k not in cfg]
+    if missing:
+        raise RuntimeError(
+            f"HydraDDP starts its other ranks from the job config's top-level `trainer` and "
+            f"`module` nodes (and optional `datamodule`), but the config lacks {missing} "
+            f"(it has {sorted(map(str, cfg.keys()))}). Fix: name the nodes `trainer`, `module`"
+            " and `datamodule`, or launch the ranks externally (torchrun, SLURM tasks)."
+        )
+    stage = str(trainer.state.fn.value if trainer.state.fn is not None else "fit")
+    if stage not in _STAGES:
+        raise RuntimeError(f"HydraDDP cannot start ranks for trainer entry point {stage!r}")
+    try:
+        bound = inspect.signature(function).bind(*args, **kwargs).arguments
+    except TypeError:
+        bound = dict(kwargs)
+    ckpt = bound.get("ckpt_path")
+    main_file = None
+    if "__main__." in config_file.read_text(encoding="utf-8"):
+        main = sys.modules.get("__main__")
+        main_file = getattr(main, "__file__", None)
+        if main_file is None:
+            raise RuntimeError(
+                "The job config has `_target_`s defined in __main__, which HydraDDP's other "
+                "ranks cannot import from an interactive session. Fix: move those classes "
+                "and functions into an importable module."
+            )
+        main_file = str(Path(main_file).resolve())
+    spec = {
+        "job_dir": str(job_dir),
+        "config_dir": str(config_dir),
+        "seed_base": os.environ.get(SEED_BASE_ENV),
+        "seed_workers": os.environ.get("MUSHIN_SEED_WORKERS", "1") == "1",
+        "main_file": main_file,
+        "sys_path": [p for p in sys.path if p],
+        "cwd": os.getcwd(),
+    }
+    call = {
+        "stage": stage,
+        "ckpt_path": None if ckpt is None else str(ckpt),
+        "weights_only": bound.get("weights_only"),
+    }
+    return spec, call

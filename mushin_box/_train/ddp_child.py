@@ -1,0 +1,95 @@
+# SPDX-License-Identifier: MIT
+"""Entry point of the ranks HydraDDP starts: ``python -m mushin_box._train.ddp_child``.
+
+Rebuilds rank 0's job from what rank 0 wrote down (never from rank 0's Python objects):
+the job's saved Hydra config, restored as the current Hydra config so ``${hydra:...}``
+interpolations resolve to rank 0's values, the same cwd, sys.path and seed base, and the
+same trainer entry point and ``ckpt_path``. It runs no Hydra app, so it writes no Hydra
+output of its own into the job directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import sys
+import threading
+import time
+import types
+from pathlib import Path
+from typing import Any
+
+
+def _watch_parent(parent_pid: int) -> None:
+    """Exit when rank 0 is gone (backs up PR_SET_PDEATHSIG, e.g. on non-Linux hosts)."""
+
+    def watch() -> None:
+        while True:
+            if os.getppid() != parent_pid:
+                os._exit(1)
+            time.sleep(0.5)
+
+    threading.Thread(target=watch, daemon=True, name="mushin-parent-watch").start()
+
+
+def _load_main(path: str) -> None:
+    """Make rank 0's ``__main__`` importable, as multiprocessing's spawn does."""
+    namespace = runpy.run_path(path, run_name="__mp_main__")
+    module = types.ModuleType("__mp_main__")
+    module.__dict__.update(namespace)
+    module.__file__ = path
+    sys.modules["__main__"] = sys.modules["__mp_main__"] = module
+
+
+def _restore_hydra_config(config_dir: Path) -> Any:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.core.utils import setup_globals
+    from omegaconf import OmegaConf
+
+    setup_globals()  # registers the ${hydra:...} and ${now:...} resolvers
+    cfg = OmegaConf.load(config_dir / "config.yaml")
+    hydra_file = config_dir / "hydra.yaml"
+    if hydra_file.is_file():
+        # rank 0's saved Hydra node, as is: HydraConfig.set_config wants the structured
+        # schema, which the saved YAML (with plugin-specific keys) need not fit
+        saved = OmegaConf.create({"hydra": OmegaConf.load(hydra_file).hydra})
+        OmegaConf.set_readonly(saved, True)
+        HydraConfig.instance().cfg = saved  # type: ignore[assignment]
+    return cfg
+
+
+def main() -> None:
+    spec: dict[str, Any] = json.loads(os.environ["MUSHIN_DDP_SPEC"])
+    _watch_parent(int(os.environ["MUSHIN_DDP_PARENT_PID"]))
+    for entry in reversed(spec["sys_path"]):
+        if entry not in sys.path:
+            sys.path.insert(0, entry)
+    os.chdir(spec["cwd"])
+    if spec.get("main_file"):
+        _load_main(spec["main_file"])
+
+    cfg = _restore_hydra_config(Path(spec["config_dir"]))
+    if spec.get("seed_base") is not None:
+        from mushin_box._train.seeding import seed_everything_per_rank
+
+        seed_everything_per_rank(int(spec["seed_base"]), workers=bool(spec.get("seed_workers")))
+
+    from hydra_zen import instantiate
+
+    trainer = instantiate(cfg.trainer)
+    module = instantiate(cfg.module)
+    datamodule = instantiate(cfg.datamodule) if "datamodule" in cfg else None
+    # one line per trainer call of rank 0; EOF when rank 0's job is over
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        call: dict[str, Any] = json.loads(line)
+        kwargs: dict[str, Any] = {"datamodule": datamodule, "ckpt_path": call["ckpt_path"]}
+        if call.get("weights_only") is not None:
+            kwargs["weights_only"] = call["weights_only"]
+        getattr(trainer, call["stage"])(module, **kwargs)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+# SPDX-License-Identifier: MIT
+"""``MetricsCallback``: epoch-aligned metric series, written by global rank 0 only."""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+
+from mushin_box._core.jobdir import job_dir
+from mushin_box._core.sidecars import write_bytes_atomic
+
+__all__ = ["MetricsCallback", "load_metrics_file"]
+
+_NAN = float("nan")
+
+
+def _to_plain(value: Any) -> float | list[Any]:
+    """Tensor/number -> float (0-d) or nested lists of floats: plain types that
+    ``torch.load(weights_only=True)`` reads back without allow-listing anything."""
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu()
+        return float(value.item()) if value.ndim == 0 else value.double().tolist()
+    if isinstance(value, bool | int | float):
+        return float(value)
+    if hasattr(value, "tolist"):  # numpy
+        out = value.tolist()
+        return float(out) if isinstance(out, int | float) else out
+    raise TypeError(f"cannot record metric value of type {type(value).__name__}")
+
+
+class _Series:
+    """Rows keyed by an index (epoch or round); columns are metric names."""
+
+    def __init__(self, index_name: str) -> None:
+        self.index_name = index_name
+        self.rows: dict[int, dict[str, Any]] = {}
+
+    def record(self, index: int, metrics: Mapping[str, Any]) -> None:
+        row = self.rows.setdefault(index, {})
+        for name, value in metrics.items():
+            try:
+                row[name] = _to_plain(value)
+            except TypeError:
+                continue
+
+    def as_dict(self) -> dict[str, list[Any]]:
+        indices = sorted(self.rows)
+        names = sorted({n for row in self.rows.values() for n in row})
+        # every series has one entry per index: NaN where a metric was not logged that round
+        out: dict[str, list[Any]] = {self.index_name: indices}
+        for name in names:
+            out[name] = [self.rows[i].get(name, _NAN) for i in indices]
+        return out
+
+
+class MetricsCallback(pl.Callback):
+    """Record everything logged with ``self.log`` as epoch-aligned series.
+
+    After each epoch and at the end of fit, global rank 0 writes ``fit_metrics.pt``;
+    after test it writes ``test_metrics.pt`` (``validate_metrics.pt`` for a standalone
+    ``trainer.validate()``). Other ranks write nothing, so N ranks never race on a shared
+    filesystem. Files are written atomically (temp file + rename) and hold only plain
+    python types: ``{"epoch": [0, 1, ...], "<metric>": [v0, v1, ...], ...}`` with NaN
+    where a metric was not logged in a round. Read them with
+    :func:`load_metrics_file` or ``torch.load(path, weights_only=True)``.
+
+    Parameters
+    ----------
+    save_dir : str | os.PathLike | None (default: None)
+        Where to write. ``None`` means the job directory (:func:`mushin_box.job_dir`),
+        resolved when the trainer starts.
+    filename : str (default: "metrics.pt")
+        Files are named ``f"{stage}_{filename}"``.
+
+    Examples
+    --------
+    >>> import pytorch_lightning as pl
+    >>> from hydra_zen import builds
+    >>> from mushin_box import MetricsCallback
+    >>> TrainerConf = builds(pl.Trainer, callbacks=[builds(MetricsCallback)])
+    """
+
+    def __init__(
+        self, save_dir: str | os.PathLike[str] | None = None, filename: str = "metrics.pt"
+    ):
+        super().__init__()
+        self._save_dir = Path(save_dir) if save_dir is not None else None
+        self.filename = filename
+        self._fit = _Series("epoch")
+        self._test = _Series("round")
+        self._validate = _Series("round")
+
+    # -- where ---------------------------------------------------------------------------
+    def save_dir(self) -> Path:
+        return self._save_dir if self._save_dir is not None else job_dir()
+
+    def path(self, stage: str) -> Path:
+        return self.save_dir() / f"{stage}_{self.filename}"
+
+    def _write(self, trainer: pl.Trainer, stage: str, series: _Series) -> None:
+        if not trainer.is_global_zero:
+            return
+        buffer = io.BytesIO()
+        torch.save(series.as_dict(), buffer)
+        write_bytes_atomic(self.path(stage), buffer.getvalue())
+
+    # -- fit -----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        # saved in checkpoints, so a fit resumed from last.ckpt continues the same series
+        return {"fit": {epoch: dict(row) for epoch, row in self._fit.rows.items()}}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._fit.rows = {int(k): dict(v) for k, v in state_dict.get("fit", {}).items()}
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        if trainer.state.fn == "fit":
+            self._fit.record(trainer.current_epoch, _logged_by_active_loop(trainer))
+        else:
+            self._validate.record(len(self._validate.rows), trainer.callback_metrics)
+            self._write(trainer, "validate", self._validate)
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._fit.record(trainer.current_epoch, _logged_by_active_loop(trainer))
+        self._write(trainer, "fit", self._fit)
+
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self._fit.rows:
+            self._write(trainer, "fit", self._fit)
+
+    # -- test ----------------------------------------------------------------------------
+    def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._test.record(len(self._test.rows), trainer.callback_metrics)
+        self._write(trainer, "test", self._test)
+
+
+def _logged_by_active_loop(trainer: pl.Trainer) -> dict[str, Any]:
+    """The callback metrics logged by the running loop (training or validation) only.
+
+    ``trainer.callback_metrics`` keeps stale values from earlier rounds (the last
+    ``val_loss`` in an epoch without validation); recording those would misalign the
+    series. The loop's result collection says which names it logged this round.
+    """
+    metrics = trainer.callback_metrics
+    results = getattr(trainer, "_results", None)  # Lightning-internal; fall back to all
+    if results is None:
+        return dict(metrics)
+    names = {getattr(getattr(m, "meta", None), "name", None) for m in results.values()}
+    wanted = {n for n in names if n} | {f"{n}_{s}" for n in names if n for s in ("step", "epoch")}
+    return {k: v for k, v in metrics.items() if k in wanted}
+
+
+def load_metrics_file(path: str | os.PathLike[str]) -> dict[str, list[Any]]:
+    """Read a ``*_metrics.pt`` file written by :class:`MetricsCallback`.
+
+    Uses ``weights_only=True``: the files hold plain python types only.
+    """
+    data = torch.load(Path(path), map_location="cpu", weights_only=True)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} is not a MetricsCallback file (got {type(data).__name__})")
+    return {str(k): list(v) for k, v in data.items()}

@@ -1,0 +1,157 @@
+# SPDX-License-Identifier: MIT
+"""``mushin-box build [SPEC] [-o out.sif] [--context DIR] [--dry-run]``.
+
+SPEC names an :class:`~mushin_box._image.spec.ImageSpec`: a Python file path with an
+optional ``:ATTR`` (default ``IMAGE``), or ``package.module:ATTR``. The default is the
+project's own image, ``containers/image.py:IMAGE``.
+
+``--dry-run`` writes the definition file beside the output, prints it on stdout and the
+exact ``apptainer build`` command on stderr; it needs no Apptainer. Exit codes: 0 built
+(or dry run), 1 the build could not run or failed (e.g. no ``apptainer`` on PATH),
+2 bad input (unknown SPEC, invalid ImageSpec).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib
+import importlib.util
+import shlex
+import sys
+from pathlib import Path
+
+from mushin_box._image.build import (
+    ApptainerNotFound,
+    BuildError,
+    build_image,
+    manifest_path,
+    plan_build,
+)
+from mushin_box._image.spec import ImageSpec
+from mushin_box.cli.main import UsageError
+
+__all__ = ["DEFAULT_SPEC", "HELP", "add_arguments", "load_spec", "run"]
+
+HELP = "Build the Apptainer image from an ImageSpec and record its manifest."
+DEFAULT_SPEC = "containers/image.py:IMAGE"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``build`` arguments to ``parser``."""
+    parser.add_argument(
+        "spec",
+        nargs="?",
+        default=DEFAULT_SPEC,
+        metavar="SPEC",
+        help="FILE.py[:ATTR] or package.module:ATTR naming an ImageSpec "
+        f"(default: {DEFAULT_SPEC}; ATTR defaults to IMAGE)",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="OUT.sif",
+        default=None,
+        help="image to write (default: <spec file stem>.sif); OUT.def and "
+        "OUT.sif.manifest.json are written beside it",
+    )
+    parser.add_argument(
+        "--context",
+        metavar="DIR",
+        default=".",
+        help="build context: relative %%files sources resolve here (default: .)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="write and print the definition and the apptainer command; build nothing",
+    )
+
+
+def _split_spec(ref: str) -> tuple[str, str]:
+    target, sep, attr = ref.rpartition(":")
+    if not sep:
+        return ref, "IMAGE"
+    if not target or not attr.isidentifier():
+        raise UsageError(f"SPEC {ref!r}: expected FILE.py[:ATTR] or package.module:ATTR")
+    return target, attr
+
+
+def load_spec(ref: str) -> tuple[ImageSpec, str]:
+    """Load the ImageSpec named by ``ref``; also return a stem for the default output.
+
+    Parameters
+    ----------
+    ref : str
+        ``path/to/file.py[:ATTR]`` or ``package.module:ATTR``.
+
+    Returns
+    -------
+    tuple of (ImageSpec, str)
+
+    Raises
+    ------
+    UsageError
+        If the file or module cannot be loaded, ATTR is missing or not an ImageSpec,
+        or building the spec raised (e.g. a validation error).
+    """
+    target, attr = _split_spec(ref)
+    is_file = target.endswith(".py") or "/" in target or Path(target).is_file()
+    try:
+        if is_file:
+            path = Path(target)
+            if not path.is_file():
+                raise UsageError(f"SPEC file {target!r} does not exist")
+            digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
+            module_spec = importlib.util.spec_from_file_location(f"_mushin_spec_{digest}", path)
+            if module_spec is None or module_spec.loader is None:
+                raise UsageError(f"SPEC file {target!r} cannot be imported")
+            module = importlib.util.module_from_spec(module_spec)
+            sys.modules[module_spec.name] = module
+            try:
+                module_spec.loader.exec_module(module)
+            finally:
+                sys.modules.pop(module_spec.name, None)
+            stem = path.stem
+        else:
+            module = importlib.import_module(target)
+            stem = attr.lower()
+    except UsageError:
+        raise
+    except Exception as exc:  # the user's spec code: report it, exit 2
+        raise UsageError(f"could not load SPEC {ref!r}: {type(exc).__name__}: {exc}") from exc
+    if not hasattr(module, attr):
+        raise UsageError(f"SPEC {ref!r}: {target} has no attribute {attr!r}")
+    spec = getattr(module, attr)
+    if not isinstance(spec, ImageSpec):
+        raise UsageError(f"SPEC {ref!r} is a {type(spec).__qualname__}, not an ImageSpec")
+    return spec, stem
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``mushin-box build``; see the module docstring for exit codes."""
+    spec, stem = load_spec(args.spec)
+    out = Path(args.output) if args.output else Path(f"{stem}.sif")
+    if out.suffix == ".def":
+        raise UsageError(f"-o {out}: the image must not end in .def (the definition goes there)")
+    context = Path(args.context)
+    if not context.is_dir():
+        raise UsageError(f"--context {context}: not a directory")
+    if args.dry_run:
+        plan = plan_build(spec, out, context=context)
+        build_image(spec, out, context=context, dry_run=True)
+        sys.stdout.write(plan.definition)
+        sys.stdout.flush()
+        print(f"# wrote {plan.definition_path}", file=sys.stderr)
+        print(f"# would run in {plan.context}: {shlex.join(plan.argv)}", file=sys.stderr)
+        return 0
+    try:
+        manifest = build_image(spec, out, context=context)
+    except (ApptainerNotFound, BuildError, FileNotFoundError) as exc:
+        print(f"mushin-box build: error: {exc}", file=sys.stderr)
+        return 1
+    print(f"image     {out}")
+    print(f"sha256    {manifest.sif_sha256}")
+    print(f"uuid      {manifest.sif_uuid}")
+    print(f"manifest  {manifest_path(out)}")
+    return 0

@@ -1,0 +1,40 @@
+# SPDX-License-Identifier: MIT
+"""``mushin-box smoke``: the CI smoke run (parsing and presentation; logic in ``_smoke``)."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+
+HELP = (
+    "A tiny 2-rank CPU fit of an experiment inside the image, through the same rank wrapper "
+    "as SLURM ranks (the CI smoke run)."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "experiment",
+        nargs="?",
+        help="exp.py[:Config] or module:attr naming a hydra-zen config with trainer/module"
+        "/datamodule nodes (default: mushin-box's tiny model)",
+    )
+    parser.add_argument("--image", required=True, help="the .sif built by `mushin-box build`")
+    parser.add_argument("--out", default=None, help="output directory (default: a temp dir)")
+    parser.add_argument("--python", default="python", help="the image's python command")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds (default 600)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from mushin_box._container.preflight import PreflightError
+    from mushin_box._container.smoke import run_smoke
+    from mushin_box.cli.main import UsageError
+
+    out = args.out or tempfile.mkdtemp(prefix="mushin-smoke-")
+    try:
+        result = run_smoke(args.image, experiment=args.experiment, out_dir=out,
+                           python=args.python, timeout_s=args.timeout)  # fmt: skip
+    except PreflightError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"[mushin-box smoke] {'PASS' if result.ok else 'FAIL'}: {result.message}")
+    return 0 if result.ok else 1
