@@ -8,7 +8,7 @@ Build it from the repository root (the build context):
     mushin-box build --dry-run > /dev/null   # writes image.def, needs no Apptainer
 
 The golden rendering is ``tests/golden/image.def``; after changing this file run
-``MUSHIN_UPDATE_GOLDEN=1 pytest tests/test_container_build.py`` and review the diff.
+``MUSHIN_UPDATE_GOLDEN=1 pytest tests/image/test_container_build.py`` and review the diff.
 
 pip packages come from a hash-locked file, ``containers/requirements.lock``, generated
 from ``PINS`` for the image's platform (CPython 3.11, linux x86_64, glibc 2.28+) by::

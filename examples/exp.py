@@ -32,7 +32,7 @@ Config = make_config(
                 pl.callbacks.ModelCheckpoint,
                 dirpath="${hydra:runtime.output_dir}/ckpt",
                 save_last=True,
-            ),  # fmt: skip
+            ),
         ],
         default_root_dir="${hydra:runtime.output_dir}",
         logger=False,

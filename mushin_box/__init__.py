@@ -17,7 +17,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from mushin_box._core.targets import LegacyTargets
 from mushin_box._core.version import __version__
+
+LegacyTargets.install()  # configs saved by 0.1 name its private module paths
 
 # public name -> private module that defines it (imported lazily on attribute access)
 _LAZY: dict[str, str] = {
@@ -37,15 +40,15 @@ _LAZY: dict[str, str] = {
     "Workflow": "mushin_box._sweep.workflow",
     "ImageSpec": "mushin_box._image.spec",
     "ProjectInstall": "mushin_box._image.spec",
-    "render_definition": "mushin_box._image.spec",
+    "render_definition": "mushin_box._image.definition",
     "build_image": "mushin_box._image.build",
     "Manifest": "mushin_box._image.build",
     "read_manifest": "mushin_box._image.build",
     "ApptainerNotFound": "mushin_box._image.build",
     "read_sif_header": "mushin_box._image.sif",
     "SifHeader": "mushin_box._image.sif",
-    "multirun": "mushin_box._sweep.workflow",
-    "hydra_list": "mushin_box._sweep.workflow",
+    "multirun": "hydra_zen",
+    "hydra_list": "hydra_zen",
 }
 
 __all__ = [
@@ -78,13 +81,16 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
+    from hydra_zen import hydra_list, multirun
+
     from mushin_box._core.jobdir import job_dir
     from mushin_box._image.build import ApptainerNotFound, Manifest, build_image, read_manifest
+    from mushin_box._image.definition import render_definition
     from mushin_box._image.sif import SifHeader, read_sif_header
-    from mushin_box._image.spec import ImageSpec, ProjectInstall, render_definition
+    from mushin_box._image.spec import ImageSpec, ProjectInstall
     from mushin_box._slurm.config import submitit_slurm_config
     from mushin_box._sweep.experiment import load_experiment
-    from mushin_box._sweep.workflow import Workflow, hydra_list, multirun
+    from mushin_box._sweep.workflow import Workflow
     from mushin_box._train.ddp import HydraDDP
     from mushin_box._train.metrics import MetricsCallback, load_metrics_file
     from mushin_box._train.resume import (

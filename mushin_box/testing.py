@@ -1,119 +1,114 @@
 # SPDX-License-Identifier: MIT
-"""Tiny Lightning module and data for examples, tests and smoke runs (CPU, seconds).
+"""Helpers for tests, examples and benchmarks: a tiny model, and simulated SLURM worlds.
 
-Importable by every rank, which is what HydraDDP's ranks and SLURM tasks need.
+``TinyModule``/``TinyDataModule`` (a linear regressor and its data, CPU, seconds) need
+torch and are loaded on first use; the simulators (:func:`simulate_topology`,
+:func:`simulated_slurm_env`) do not, so a benchmark of provenance at 4096 ranks imports
+no torch.
+
+Examples
+--------
+>>> simulate_topology(1024, 4).world_size
+4096
 """
 
 from __future__ import annotations
 
-import os
-from typing import Any
+import importlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-import pytorch_lightning as pl
-import torch
-from torch.utils.data import DataLoader, TensorDataset
+from mushin_box._core.hostlist import compress_hostlist
+from mushin_box._provenance.topology import SlurmJob, Topology, block_layout, placements
 
-__all__ = ["TinyDataModule", "TinyModule"]
+__all__ = ["TinyDataModule", "TinyModule", "simulate_topology", "simulated_slurm_env"]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mushin_box._train.tiny import TinyDataModule, TinyModule
 
 
-class TinyModule(pl.LightningModule):
-    """A linear regressor that logs ``train_loss``, ``val_loss`` and ``test_loss``.
+def __getattr__(name: str) -> Any:
+    if name in ("TinyDataModule", "TinyModule"):
+        value = getattr(importlib.import_module("mushin_box._train.tiny"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'mushin_box.testing' has no attribute {name!r}")
 
-    It also logs ``world_size`` and, per epoch, records the seed every rank saw in
-    ``rank_seeds`` so tests can check that all ranks took part.
+
+def _node_names(nodes: int | Sequence[str]) -> list[str]:
+    if isinstance(nodes, int):
+        if nodes < 1:
+            raise ValueError(f"nodes must be >= 1, got {nodes}")
+        return [f"node{i:04d}" for i in range(1, nodes + 1)]
+    names = list(nodes)
+    if not names:
+        raise ValueError("nodes must not be empty")
+    return names
+
+
+def simulate_topology(
+    nodes: int | Sequence[str], gpus_per_node: int, *, seed_base: int | None = None
+) -> Topology:
+    """A SLURM world of ``nodes`` nodes with one rank per GPU (block layout), for benchmarks.
+
+    Parameters
+    ----------
+    nodes : int or sequence of str
+        Number of nodes (named ``node0001`` ...) or their names.
+    gpus_per_node : int
+        Ranks (GPUs) per node.
+    seed_base : int, optional
+        Record ``seed_base + global_rank`` as each rank's seed.
+
+    Examples
+    --------
+    >>> simulate_topology(1024, 4).world_size
+    4096
     """
-
-    def __init__(
-        self,
-        in_features: int = 8,
-        lr: float = 0.05,
-        fail_at_epoch: int | None = None,
-        epoch_sleep_s: float = 0.0,
-    ):
-        super().__init__()
-        self.save_hyperparameters()
-        self.layer = torch.nn.Linear(in_features, 1)
-        self.fail_at_epoch = fail_at_epoch
-        self.epoch_sleep_s = epoch_sleep_s  # slow epochs: time for tests to kill a fit midway
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.layer(x)
-
-    def _loss(self, batch: Any) -> torch.Tensor:
-        x, y = batch
-        return torch.nn.functional.mse_loss(self(x), y)
-
-    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        if self.fail_at_epoch is not None and self.current_epoch >= self.fail_at_epoch:
-            raise RuntimeError(f"TinyModule: planned failure at epoch {self.current_epoch}")
-        # tests make one rank fail alone: MUSHIN_TEST_FAIL_RANK=<global rank>
-        if os.environ.get("MUSHIN_TEST_FAIL_RANK") == str(self.global_rank) and batch_idx == 1:
-            raise RuntimeError(f"TinyModule: planned failure of rank {self.global_rank}")
-        loss = self._loss(batch)
-        self.log("train_loss", loss, on_step=False, on_epoch=True, sync_dist=True)
-        return loss
-
-    def on_train_epoch_start(self) -> None:
-        _append_rank_record(self, "epoch", self.current_epoch)
-
-    def on_train_epoch_end(self) -> None:
-        if self.epoch_sleep_s:
-            import time
-
-            time.sleep(self.epoch_sleep_s)
-
-    def validation_step(self, batch: Any, batch_idx: int) -> None:
-        self.log("val_loss", self._loss(batch), sync_dist=True)
-
-    def test_step(self, batch: Any, batch_idx: int) -> None:
-        self.log("test_loss", self._loss(batch), sync_dist=True)
-
-    def predict_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        return self(batch[0])
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.SGD(self.parameters(), lr=self.hparams["lr"])
+    if gpus_per_node < 1:
+        raise ValueError(f"gpus_per_node must be >= 1, got {gpus_per_node}")
+    names = _node_names(nodes)
+    ranks = placements(block_layout([gpus_per_node] * len(names)), names)
+    topo = Topology(
+        launcher="slurm",
+        nodes=tuple(names),
+        world_size=len(ranks),
+        ranks=ranks,
+        rank=0,
+        gpus_per_node=gpus_per_node,
+        slurm=SlurmJob(job_id="1", partition="sim"),
+    )
+    if seed_base is not None:
+        topo = topo.with_seeds({r: seed_base + r for r in range(len(ranks))})
+    return topo
 
 
-def _append_rank_record(module: pl.LightningModule, key: str, value: Any) -> None:
-    """When MUSHIN_TEST_RANK_LOG is a directory, each rank appends what it did there."""
-    target = os.environ.get("MUSHIN_TEST_RANK_LOG")
-    if not target:
-        return
-    from mushin_box._core.jobdir import job_dir
+def simulated_slurm_env(
+    nodes: int | Sequence[str], gpus_per_node: int, rank: int = 0
+) -> dict[str, str]:
+    """The environment srun gives global rank ``rank`` of :func:`simulate_topology`'s world.
 
-    rank = module.global_rank
-    with open(os.path.join(target, f"rank{rank}.log"), "a", encoding="utf-8") as f:
-        seed = os.environ.get("PL_GLOBAL_SEED", "")
-        job = job_dir().name.replace(" ", "_")
-        f.write(
-            f"{key}={value} seed={seed} world={module.trainer.world_size} pid={os.getpid()} "
-            f"job={job}\n"
-        )
-
-
-class TinyDataModule(pl.LightningDataModule):
-    """Deterministic random regression data (a fixed generator seed, not the global RNG)."""
-
-    def __init__(self, n: int = 64, in_features: int = 8, batch_size: int = 16):
-        super().__init__()
-        gen = torch.Generator().manual_seed(0)
-        x = torch.randn(n, in_features, generator=gen)
-        w = torch.randn(in_features, 1, generator=gen)
-        self.data = TensorDataset(x, x @ w + 0.1 * torch.randn(n, 1, generator=gen))
-        self.batch_size = batch_size
-
-    def _loader(self) -> DataLoader[Any]:
-        return DataLoader(self.data, batch_size=self.batch_size)
-
-    def train_dataloader(self) -> DataLoader[Any]:
-        return self._loader()
-
-    def val_dataloader(self) -> DataLoader[Any]:
-        return self._loader()
-
-    def test_dataloader(self) -> DataLoader[Any]:
-        return self._loader()
-
-    def predict_dataloader(self) -> DataLoader[Any]:
-        return self._loader()
+    Examples
+    --------
+    >>> env = simulated_slurm_env(2, 4, rank=6)
+    >>> env["SLURM_JOB_NODELIST"], env["SLURM_NODEID"], env["SLURM_LOCALID"]
+    ('node[0001-0002]', '1', '2')
+    """
+    names = _node_names(nodes)
+    world = len(names) * gpus_per_node
+    if not 0 <= rank < world:
+        raise ValueError(f"rank must be in [0, {world}), got {rank}")
+    node, local = divmod(rank, gpus_per_node)
+    per = f"{gpus_per_node}(x{len(names)})" if len(names) > 1 else str(gpus_per_node)
+    return {
+        "SLURM_JOB_ID": "1",
+        "SLURM_JOB_PARTITION": "sim",
+        "SLURM_JOB_NODELIST": compress_hostlist(names),
+        "SLURM_NTASKS": str(world),
+        "SLURM_TASKS_PER_NODE": per,
+        "SLURM_PROCID": str(rank),
+        "SLURM_LOCALID": str(local),
+        "SLURM_NODEID": str(node),
+        "SLURMD_NODENAME": names[node],
+        "SLURM_GPUS_ON_NODE": str(gpus_per_node),
+    }

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""The seed's multi-node runbook (its steps 1-5) as one command against a SLURM cluster.
+"""The multi-node runbook (steps 1-5, listed in docs/multi-node.md) against a SLURM cluster.
 
 Run through ``scripts/runbook`` (which starts the local cluster). Prints PASS/FAIL per
 check and exits non-zero on any failure. The runbook's GPUs are the local cluster's fake
@@ -61,8 +61,10 @@ def main() -> int:
     args = parser.parse_args()
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="mushin-runbook-"))
     gpus, nodes = args.gpus_per_node, args.nodes
-    print(f"runbook: {nodes} node(s) x {gpus} GPU(s) per node, launcher {args.launcher}, "
-          f"work dir {workdir}")  # fmt: skip
+    print(
+        f"runbook: {nodes} node(s) x {gpus} GPU(s) per node, launcher {args.launcher}, "
+        f"work dir {workdir}"
+    )
     if args.accelerator == "cpu":
         print("runbook: ranks run on CPU with gloo (on the local cluster the GPUs are fake)")
 
@@ -83,9 +85,12 @@ def main() -> int:
         from mushin_box import submitit_slurm_config
 
         slurm = submitit_slurm_config(
-            nodes=nodes, gpus_per_node=gpus, partition=args.partition, account=args.account,
+            nodes=nodes,
+            gpus_per_node=gpus,
+            partition=args.partition,
+            account=args.account,
             timeout_min=10,
-        )  # fmt: skip
+        )
         if slurm["tasks_per_node"] != gpus:
             raise AssertionError(f"tasks_per_node {slurm['tasks_per_node']} != {gpus}")
         state["slurm"] = slurm
@@ -112,7 +117,7 @@ def main() -> int:
                 enable_checkpointing=False,
                 enable_progress_bar=False,
                 enable_model_summary=False,
-            ),  # fmt: skip
+            ),
             module=builds(TinyModule),
             datamodule=builds(TinyDataModule),
         )
@@ -125,9 +130,12 @@ def main() -> int:
         from mushin_box import Workflow, multirun
 
         ds = Workflow(train, state["config"]).run(
-            working_dir=workdir / "sweep", launcher=args.launcher,
-            launcher_config=state["slurm"], progress=False, seed=multirun([1, 2]),
-        )  # fmt: skip
+            working_dir=workdir / "sweep",
+            launcher=args.launcher,
+            launcher_config=state["slurm"],
+            progress=False,
+            seed=multirun([1, 2]),
+        )
         state["ds"] = ds
         statuses = ds["status"].values.tolist()
         if statuses != ["completed", "completed"]:
@@ -136,8 +144,11 @@ def main() -> int:
 
     def step5a() -> str:
         root = workdir / "sweep"
-        counts = {d.name: len(list(d.rglob("fit_metrics.pt")))
-                  for d in root.iterdir() if (d / "mushin_status.json").exists()}  # fmt: skip
+        counts = {
+            d.name: len(list(d.rglob("fit_metrics.pt")))
+            for d in root.iterdir()
+            if (d / "mushin_status.json").exists()
+        }
         if sorted(counts.values()) != [1, 1]:
             raise AssertionError(f"fit_metrics.pt per job dir: {counts}")
         return f"fit_metrics.pt exactly once per job dir {sorted(counts)}"
@@ -158,9 +169,12 @@ def main() -> int:
         start = time.monotonic()
         try:
             Workflow(train, state["config"]).run(
-                working_dir=workdir / "mismatch", launcher=args.launcher,
-                launcher_config=bad, progress=False, seed=multirun([1]),
-            )  # fmt: skip
+                working_dir=workdir / "mismatch",
+                launcher=args.launcher,
+                launcher_config=bad,
+                progress=False,
+                seed=multirun([1]),
+            )
         except Exception as exc:
             took = time.monotonic() - start
             if "DDP world size mismatch" not in str(exc):

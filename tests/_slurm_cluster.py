@@ -9,8 +9,10 @@ then for the rest of the session
 
 * sets ``SLURM_CONF`` in ``os.environ``, so sbatch/srun/submitit find the cluster and jobs
   inherit it;
-* prepends ``tests/`` and the repository root to ``PYTHONPATH``, so jobs can unpickle callables
-  defined in test modules (submitit pickles them by reference) and import ``mushin_box``.
+* prepends ``tests/``, its room folders (``tests/<room>/``, those holding test modules) and the
+  repository root to ``PYTHONPATH``, so jobs can import the helper modules beside this one,
+  unpickle callables defined in test modules (submitit pickles them by reference, e.g. as
+  ``test_launcher.square_task``) and import ``mushin_box``.
 
 If the cluster cannot be started the requesting tests are skipped with the reason, unless
 ``MUSHIN_REQUIRE_SLURM=1`` (as in CI): then they fail. A cluster that this fixture started is
@@ -37,6 +39,8 @@ __all__ = ["SlurmCluster", "slurm_cluster"]
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = TESTS_DIR.parent
+# test modules live in tests/<room>/ without __init__.py: each is imported by its file's name
+ROOM_DIRS = tuple(sorted({p.parent for p in TESTS_DIR.glob("*/test_*.py")}))
 SCRIPT = REPO_ROOT / "scripts" / "local-slurm"
 
 
@@ -155,7 +159,12 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
     except (OSError, subprocess.SubprocessError, RuntimeError, ValueError) as error:
         _unavailable(f"the cluster started but cannot be queried: {error}")
 
-    pythonpath = [str(TESTS_DIR), str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]
+    pythonpath = [
+        str(TESTS_DIR),
+        *map(str, ROOM_DIRS),
+        str(REPO_ROOT),
+        os.environ.get("PYTHONPATH", ""),
+    ]
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SLURM_CONF", str(conf))
         patch.setenv("PYTHONPATH", os.pathsep.join(p for p in pythonpath if p))

@@ -1,19 +1,92 @@
 # SPDX-License-Identifier: MIT
 from __future__ import annotations
 
+import doctest
+import inspect
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
+
+# Test modules live in one folder per room of mushin_box (tests/core/, tests/sweep/, ...), with
+# no __init__.py: pytest ("prepend" import mode) imports each as a top-level module named by its
+# file, so basenames are unique across folders. This file stays at tests/ top level: pytest puts
+# tests/ on sys.path to import it, which is how every room imports this module (`from conftest
+# import REPO`) and the helper modules beside it (workflow_tasks, ddp_helpers, secret_module,
+# _slurm_cluster). Child processes get tests/ (and a room's folder, for callables pickled from a
+# test module) on PYTHONPATH from the test that starts them, or from the slurm_cluster fixture.
 
 # the local SLURM cluster fixture (tests marked `slurm`)
 pytest_plugins = (
     ["_slurm_cluster"] if (Path(__file__).parent / "_slurm_cluster.py").exists() else []
 )
 
-REPO = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent  # tests/: the helper modules, golden/, standins/
+REPO = TESTS.parent
+GOLDEN = TESTS / "golden"  # generated text, reviewed like code (see the `golden` fixture)
+STANDINS = TESTS / "standins"
+APPTAINER_STANDIN = STANDINS / "apptainer-standin"  # a folder holding a stand-in `apptainer`
+
+Golden = Callable[[str, str], None]
+
+
+@pytest.fixture
+def golden(request: pytest.FixtureRequest) -> Golden:
+    """``golden(name, text)``: assert ``text`` is exactly ``tests/golden/<name>``.
+
+    With ``MUSHIN_UPDATE_GOLDEN=1`` the file is first (re)written from ``text``; then review
+    ``git diff tests/golden/``.
+    """
+    test_file = Path(request.path).resolve()
+    rerun = f"MUSHIN_UPDATE_GOLDEN=1 pytest {test_file.relative_to(REPO)}"
+
+    def check(name: str, text: str) -> None:
+        path = GOLDEN / name
+        if os.environ.get("MUSHIN_UPDATE_GOLDEN") == "1":
+            path.write_text(text, encoding="utf-8")
+        assert path.exists(), f"{path} missing: run with {rerun}"
+        assert text == path.read_text(encoding="utf-8"), (
+            f"{name} changed; if intended: {rerun} (then review git diff tests/golden/)"
+        )
+
+    return check
+
+
+@pytest.fixture
+def apptainer_standin(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Put the Apptainer STAND-IN (``tests/standins/apptainer-standin/apptainer``, not
+    Apptainer) first on PATH; return its folder."""
+    monkeypatch.setenv("PATH", f"{APPTAINER_STANDIN}{os.pathsep}{os.environ['PATH']}")
+    return APPTAINER_STANDIN
+
+
+def standin_image(tmp_path: Path) -> Path:
+    """``tmp_path/img.sif``: a file the stand-in runs as an image, with a matching manifest."""
+    import json
+    import sys
+
+    from mushin_box._image.build import Manifest, manifest_path
+    from mushin_box._image.sif import file_sha256
+
+    image = tmp_path / "img.sif"
+    image.write_bytes(b"SIF stand-in image " * 100)
+    manifest = Manifest(
+        image=str(image),
+        definition="Bootstrap: docker\n",
+        definition_sha256="0" * 64,
+        base_image="python:3.11",
+        base_digest="sha256:" + "1" * 64,
+        build_argv=[],
+        mushin_box_version="0.1.0",
+        sif_sha256=file_sha256(image),
+        python_version=".".join(map(str, sys.version_info[:3])),
+    )
+    manifest_path(image).write_text(json.dumps(manifest.to_dict()))
+    return image
 
 
 @pytest.fixture
@@ -91,3 +164,28 @@ def assert_same(actual: Any, expected: Any, *, key_order: bool = True) -> None:
     else:
         assert type(actual) is type(expected), (actual, expected)
         assert actual == expected
+
+
+# ---------------------------------------------------------------------------- doctests
+
+
+class DoctestFinder(doctest.DocTestFinder):
+    """Also finds public classes and functions: they say ``__module__ = "mushin_box"``
+    (stable config targets), which doctest's own check reads as "defined elsewhere"."""
+
+    def _from_module(self, module: ModuleType | None, object: Any) -> bool:
+        if inspect.isfunction(object) and object.__module__ == "mushin_box" and module is not None:
+            return object.__globals__ is vars(module)
+        if inspect.isclass(object) and object.__module__ == "mushin_box" and module is not None:
+            methods = [getattr(v, "__func__", v) for v in vars(object).values()]
+            functions = [f for f in methods if inspect.isfunction(f)]
+            return bool(functions) and functions[0].__globals__ is vars(module)
+        return super()._from_module(module, object)  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def run_doctests(module: ModuleType) -> doctest.TestResults:
+    """Run every docstring example of ``module`` (ELLIPSIS on), public names included."""
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS, verbose=False)
+    for test in DoctestFinder().find(module, module.__name__):
+        runner.run(test)
+    return runner.summarize(verbose=False)

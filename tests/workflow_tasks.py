@@ -36,10 +36,15 @@ def lightning_task(lr: float, max_epochs: int = 2) -> dict[str, float]:
     from mushin_box.testing import TinyDataModule, TinyModule
 
     trainer = pl.Trainer(
-        accelerator="cpu", devices=1, max_epochs=max_epochs, logger=False,
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        accelerator="cpu",
+        devices=1,
+        max_epochs=max_epochs,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
         callbacks=[MetricsCallback()],
-    )  # fmt: skip
+    )
     trainer.fit(TinyModule(lr=lr), datamodule=TinyDataModule())
     return {"final_val_loss": float(trainer.callback_metrics["val_loss"])}
 
@@ -54,8 +59,12 @@ def secret_task(lr: float, api_token: str, db: dict, port_key: int = 0, out_dir:
     """Checks (by hash, so its own records hold no secret) that the secrets arrived."""
     import json
 
-    got = {"api_token": _h(api_token), "db.password": _h(db["password"]),
-           "db.url": _h(db["url"]), "port_key": _h(port_key)}  # fmt: skip
+    got = {
+        "api_token": _h(api_token),
+        "db.password": _h(db["password"]),
+        "db.url": _h(db["url"]),
+        "port_key": _h(port_key),
+    }
     if out_dir:
         rank = os.environ.get("SLURM_PROCID", "0")
         Path(out_dir, f"lr={lr}_rank{rank}.json").write_text(json.dumps(got))
@@ -76,11 +85,16 @@ def checkpointed_task(max_epochs: int, mushin_resume: ResumeContext) -> dict[str
     from mushin_box.testing import TinyDataModule, TinyModule
 
     trainer = pl.Trainer(
-        accelerator="cpu", devices=1, max_epochs=max_epochs, logger=False,
-        enable_progress_bar=False, enable_model_summary=False,
-        callbacks=[pl.callbacks.ModelCheckpoint(dirpath=mushin_resume.dir / "ckpt",
-                                                save_last=True)],
-    )  # fmt: skip
+        accelerator="cpu",
+        devices=1,
+        max_epochs=max_epochs,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[
+            pl.callbacks.ModelCheckpoint(dirpath=mushin_resume.dir / "ckpt", save_last=True)
+        ],
+    )
     trainer.fit(TinyModule(), datamodule=TinyDataModule(), ckpt_path=mushin_resume.last_ckpt)
     return {"resumed": float(mushin_resume.last_ckpt is not None)}
 

@@ -6,7 +6,9 @@ the batch-script setup lines and the launcher fields; this module only describes
 validates. Every check runs when a value is built, so a bad bind, variable or option fails
 at configuration time on the submit host, with the reason, instead of inside a job.
 
-Why the rules are what they are (``docs/containers.md``, notes §1-§3):
+Why the rules are what they are (``docs/containers.md``; Apptainer's bind and environment
+rules: https://apptainer.org/docs/user/latest/bind_paths_and_mounts.html and
+https://apptainer.org/docs/user/latest/environment_and_metadata.html):
 
 * bind paths are refused when Apptainer's ``--bind`` parser would misread them (``:``, ``,``,
   ``^``, ``\\``, surrounding whitespace) or Hydra would read ``${`` as an interpolation;
@@ -14,7 +16,7 @@ Why the rules are what they are (``docs/containers.md``, notes §1-§3):
   ``/dev/shm``, so NCCL turns off P2P and SHM between the ranks of a node;
 * variables the wrapper sets itself (Slurm's, ``MASTER_PORT``, the image identity) cannot
   be overridden through ``env``;
-* a variable whose name looks secret (:func:`mushin_box._provenance.record.is_secret_name`) cannot
+* a variable whose name looks secret (:func:`mushin_box._core.redact.is_secret_name`) cannot
   be given a value: the env file is written to disk, so secrets are forwarded by reference
   (``env={"WANDB_API_KEY": None}`` writes ``WANDB_API_KEY="${WANDB_API_KEY:?}"``) from the
   submitting environment, which ``sbatch`` exports to the job by default.
@@ -29,9 +31,12 @@ from typing import Any
 
 import attrs
 
-from mushin_box._provenance.record import is_secret_name
+from mushin_box._core.layout import CONTAINER_ENV, IMAGE_IDENTITY_ENV, MASTER_PORT_ENV, RUN_ID_ENV
+from mushin_box._core.redact import is_secret_name
 
 __all__ = [
+    "absolute_path",
+    "plain_text",
     "APPTAINER_ALWAYS_PASS",
     "IMAGE_IDENTITY_VARS",
     "INFINIBAND_DEVICE",
@@ -44,48 +49,71 @@ __all__ = [
     "ImageIdentity",
     "MasterPort",
     "NcclProfile",
-    "RankWrapper",
 ]
 
 #: Slurm variables every rank needs (Lightning's ``SLURMEnvironment``, submitit's
 #: ``SlurmJobEnvironment``), forwarded as ``NAME="${NAME:?}"``: missing = failed launch.
 REQUIRED_SLURM_VARS: tuple[str, ...] = (
-    "SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_NNODES", "SLURM_JOB_NUM_NODES", "SLURM_NODELIST",
-    "SLURM_JOB_NODELIST", "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE", "SLURM_NODEID",
-    "SLURM_PROCID", "SLURM_LOCALID",
-)  # fmt: skip
+    "SLURM_JOB_ID",
+    "SLURM_JOB_NAME",
+    "SLURM_NNODES",
+    "SLURM_JOB_NUM_NODES",
+    "SLURM_NODELIST",
+    "SLURM_JOB_NODELIST",
+    "SLURM_NTASKS",
+    "SLURM_NTASKS_PER_NODE",
+    "SLURM_NODEID",
+    "SLURM_PROCID",
+    "SLURM_LOCALID",
+)
 #: Forwarded as ``NAME="${NAME:-default}"`` (set only in some jobs: arrays, requeues, ...).
 OPTIONAL_SLURM_VARS: dict[str, str] = {
-    "SLURM_ARRAY_JOB_ID": "", "SLURM_ARRAY_TASK_ID": "", "SLURM_RESTART_COUNT": "0",
-    "SLURM_TASKS_PER_NODE": "", "SLURM_STEP_ID": "", "SLURM_STEP_NODELIST": "",
-    "SLURM_STEP_NUM_TASKS": "", "SLURM_STEP_TASKS_PER_NODE": "", "SLURM_DISTRIBUTION": "",
-    "SLURMD_NODENAME": "", "SLURM_GPUS_ON_NODE": "", "SLURM_JOB_PARTITION": "",
-    "SLURM_JOB_ACCOUNT": "", "SLURM_CLUSTER_NAME": "", "SUBMITIT_EXECUTOR": "",
-}  # fmt: skip
+    "SLURM_ARRAY_JOB_ID": "",
+    "SLURM_ARRAY_TASK_ID": "",
+    "SLURM_RESTART_COUNT": "0",
+    "SLURM_TASKS_PER_NODE": "",
+    "SLURM_STEP_ID": "",
+    "SLURM_STEP_NODELIST": "",
+    "SLURM_STEP_NUM_TASKS": "",
+    "SLURM_STEP_TASKS_PER_NODE": "",
+    "SLURM_DISTRIBUTION": "",
+    "SLURMD_NODENAME": "",
+    "SLURM_GPUS_ON_NODE": "",
+    "SLURM_JOB_PARTITION": "",
+    "SLURM_JOB_ACCOUNT": "",
+    "SLURM_CLUSTER_NAME": "",
+    "SUBMITIT_EXECUTOR": "",
+}
 #: Host variables Apptainer forwards even with ``--cleanenv`` (``alwaysPassKeys``).
 APPTAINER_ALWAYS_PASS: tuple[str, ...] = (
-    "TERM", "http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "no_proxy", "NO_PROXY",
-    "all_proxy", "ALL_PROXY", "ftp_proxy", "FTP_PROXY",
-)  # fmt: skip
+    "TERM",
+    "http_proxy",
+    "HTTP_PROXY",
+    "https_proxy",
+    "HTTPS_PROXY",
+    "no_proxy",
+    "NO_PROXY",
+    "all_proxy",
+    "ALL_PROXY",
+    "ftp_proxy",
+    "FTP_PROXY",
+)
 #: Bound when it exists (needed under ``mount dev = minimal``; harmless otherwise).
 INFINIBAND_DEVICE = "/dev/infiniband"
 #: :class:`ImageIdentity` field -> the env-file variable every rank gets (written only when
 #: known). The provenance reader looks these names up: they are an interface, keep them.
 IMAGE_IDENTITY_VARS: dict[str, str] = {
-    "sif_sha256": "MUSHIN_SIF_SHA256",
-    "sif_uuid": "MUSHIN_SIF_UUID",
-    "definition_sha256": "MUSHIN_IMAGE_DEFINITION_SHA256",
-    "base_digest": "MUSHIN_IMAGE_BASE_DIGEST",
-    "apptainer_version": "MUSHIN_APPTAINER_VERSION",
+    **IMAGE_IDENTITY_ENV,
+    "apptainer_version": CONTAINER_ENV["apptainer_version"],
 }
 #: Written last in the env file, about the file itself: the rank's exact ``apptainer exec``
 #: command (shell-quoted) and the file's own absolute path.
-SELF_REFERENCE_VARS: tuple[str, ...] = ("MUSHIN_RANK_COMMAND", "MUSHIN_ENV_FILE")
+SELF_REFERENCE_VARS: tuple[str, ...] = (CONTAINER_ENV["rank_command"], CONTAINER_ENV["env_file"])
 
 _MANAGED = frozenset(
     {*REQUIRED_SLURM_VARS, *OPTIONAL_SLURM_VARS, "SLURM_CPUS_PER_TASK", "CUDA_VISIBLE_DEVICES"}
-    | {"ROCR_VISIBLE_DEVICES", "MASTER_PORT", "MUSHIN_MASTER_PORT", "PYTHONNOUSERSITE"}
-    | {"MUSHIN_RUN_ID", *IMAGE_IDENTITY_VARS.values(), *SELF_REFERENCE_VARS}
+    | {"ROCR_VISIBLE_DEVICES", "MASTER_PORT", MASTER_PORT_ENV, "PYTHONNOUSERSITE"}
+    | {RUN_ID_ENV, *IMAGE_IDENTITY_VARS.values(), *SELF_REFERENCE_VARS}
 )
 _APPTAINER_SPECIAL = frozenset(
     {"HOME", "PATH", "LD_LIBRARY_PATH", "PREPEND_PATH", "APPEND_PATH", "UID", "GID"}
@@ -119,7 +147,8 @@ _REFUSED_ARGS: dict[str, str] = {
 _SHORT_FLAGS = {"-c": "--contain", "-C": "--containall", "-n": "--net", "-B": "--bind"}
 
 
-def _plain_text(value: object, where: str, *, allow_newline: bool = False) -> str:
+def plain_text(value: object, where: str, *, allow_newline: bool = False) -> str:
+    """``value`` if it is text that can reach a rank (UTF-8, no NUL/CR/newline), else raise."""
     if not isinstance(value, str):
         raise TypeError(f"{where} must be a str, got {type(value).__qualname__}")
     try:
@@ -133,10 +162,11 @@ def _plain_text(value: object, where: str, *, allow_newline: bool = False) -> st
     return value
 
 
-def _path(value: object, where: str, *, bind: bool = True) -> str:
+def absolute_path(value: object, where: str, *, bind: bool = True) -> str:
+    """``value`` as an absolute path that can reach a rank (and a bind spec), else raise."""
     if isinstance(value, os.PathLike):
         value = os.fspath(value)  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-    text = _plain_text(value, where)
+    text = plain_text(value, where)
     if not text.startswith("/"):
         raise ValueError(f"{where}={text!r} must be absolute (try {os.path.abspath(text)!r})")
     if "${" in text:
@@ -156,11 +186,11 @@ def _path(value: object, where: str, *, bind: bool = True) -> str:
 
 
 def _bind_src(value: object) -> str:
-    return _path(value, "bind source")
+    return absolute_path(value, "bind source")
 
 
 def _bind_dst(value: object) -> str | None:
-    return None if value is None else _path(value, "bind destination")
+    return None if value is None else absolute_path(value, "bind destination")
 
 
 @attrs.frozen
@@ -193,7 +223,7 @@ class Bind:
     @classmethod
     def parse(cls, spec: str) -> Bind:
         """Parse ``src[:dst[:opts]]`` (one bind; ``opts`` is ``ro`` or ``rw``)."""
-        text = _plain_text(spec, "bind")
+        text = plain_text(spec, "bind")
         if "," in text:
             raise ValueError(
                 f"bind={text!r}: ',' separates binds in Apptainer's --bind syntax; "
@@ -235,7 +265,7 @@ def _env_value(name: str, value: object) -> str | None:
             f"on disk. Export it in the submitting shell and pass env={{{name!r}: None}}: "
             f'every rank then gets it by reference ({name}="${{{name}:?}}"), never by value'
         )
-    return _plain_text(str(value), f"env[{name!r}]", allow_newline=True)
+    return plain_text(str(value), f"env[{name!r}]", allow_newline=True)
 
 
 def _env_name(name: object, where: str) -> str:
@@ -303,7 +333,7 @@ class NcclProfile:
 
 #: ``default``: WARN, async error handling pinned to PyTorch's default (3). ``debug``: INFO
 #: with INIT,NET (first run of a new cluster or image). ``p2p-off``: last resort of the P2P
-#: hang ladder (notes §3.3); slow intra-node traffic, record why you used it.
+#: hang ladder (NCCL's troubleshooting guide); slow intra-node traffic, record why you used it.
 NCCL_PRESETS: dict[str, NcclProfile] = {
     "default": NcclProfile(),
     "debug": NcclProfile(debug="INFO", debug_subsys="INIT,NET"),
@@ -379,7 +409,7 @@ def _env_mapping(value: Mapping[str, Any] | None) -> tuple[tuple[str, str | None
 
 
 def _extra_args(value: Sequence[str]) -> tuple[str, ...]:
-    args = tuple(_plain_text(a, "extra_args item") for a in value)
+    args = tuple(plain_text(a, "extra_args item") for a in value)
     for arg in args:
         flag = _SHORT_FLAGS.get(arg, arg.split("=", 1)[0])
         if flag.startswith("-") and not flag.startswith("--") and len(flag) > 2:
@@ -390,11 +420,11 @@ def _extra_args(value: Sequence[str]) -> tuple[str, ...]:
 
 
 def _image_path(value: object) -> str:
-    return _path(value, "image", bind=False)
+    return absolute_path(value, "image", bind=False)
 
 
 def _project_dir(value: object) -> str:
-    return _path(value, "project_dir")
+    return absolute_path(value, "project_dir")
 
 
 _BOOL = attrs.validators.instance_of(bool)
@@ -484,14 +514,10 @@ class ContainerLaunch:
         return "CUDA_VISIBLE_DEVICES" if self.nv else "ROCR_VISIBLE_DEVICES" if self.rocm else None
 
 
-#: Same thing, by the name the design uses for it.
-RankWrapper = ContainerLaunch
-
-
 def _identity_text(value: object) -> str | None:
     if value is None:
         return None
-    text = _plain_text(value, "image identity value")
+    text = plain_text(value, "image identity value")
     if not text:
         raise ValueError("image identity values are non-empty (use None for unknown)")
     return text

@@ -171,15 +171,19 @@ def preflight(
     local = _major_minor(python_version or f"{sys.version_info[0]}.{sys.version_info[1]}")
     path = Path(image)
     if not path.exists():
-        raise PreflightError([
-            f"image {path} does not exist: build it with `mushin-box build SPEC -o {path}` "
-            "or point image= at the built .sif (on a filesystem the compute nodes see)"
-        ])  # fmt: skip
+        raise PreflightError(
+            [
+                f"image {path} does not exist: build it with `mushin-box build SPEC -o {path}` "
+                "or point image= at the built .sif (on a filesystem the compute nodes see)"
+            ]
+        )
     if not path.is_file():
-        raise PreflightError([
-            f"image {path} is not a file (a sandbox directory has no digest to record): "
-            "build a SIF with `mushin-box build`"
-        ])  # fmt: skip
+        raise PreflightError(
+            [
+                f"image {path} is not a file (a sandbox directory has no digest to record): "
+                "build a SIF with `mushin-box build`"
+            ]
+        )
     digest, size = file_sha256(path), path.stat().st_size
     notes: list[str] = []
     problems: list[str] = []

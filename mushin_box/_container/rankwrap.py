@@ -5,7 +5,8 @@ and the sbatch fragment. The values themselves (``ContainerLaunch``, ``Bind``, `
 ``MasterPort``) are described and validated in :mod:`mushin_box._container.launch`, the image
 pre-flight lives in :mod:`mushin_box._container.preflight`; both are re-exported here.
 
-One container per srun task (``docs/containers.md``, notes §0/§7)::
+One container per srun task (``docs/containers.md``; Apptainer's hybrid MPI model,
+https://apptainer.org/docs/user/latest/mpi.html)::
 
     srun --kill-on-bad-exit=1 ... apptainer exec --nv --cleanenv --env-file FILE \\
         --bind PROJECT:PROJECT --bind WORKDIR [--bind /dev/infiniband] --pwd WORKDIR \\
@@ -39,55 +40,24 @@ from typing import Any
 
 import attrs
 
-# The value classes live in _container_launch (one concept per module); they are
-# re-exported here so `from mushin_box._container.rankwrap import ContainerLaunch` keeps working.
 from mushin_box._container.launch import (
-    APPTAINER_ALWAYS_PASS,
-    IMAGE_IDENTITY_VARS,
     INFINIBAND_DEVICE,
-    NCCL_PRESETS,
     OPTIONAL_SLURM_VARS,
     REQUIRED_SLURM_VARS,
     SELF_REFERENCE_VARS,
-    Bind,
     ContainerLaunch,
     ImageIdentity,
-    MasterPort,
-    NcclProfile,
-    RankWrapper,
-    _path,
-    _plain_text,
+    absolute_path,
+    plain_text,
 )
-from mushin_box._container.preflight import (
-    PreflightError,
-    PreflightReport,
-    PreflightWarning,
-    preflight,
-)
+from mushin_box._core.layout import ENV_FILE_DIR
 
 __all__ = [
-    "APPTAINER_ALWAYS_PASS",
-    "IMAGE_IDENTITY_VARS",
-    "INFINIBAND_DEVICE",
-    "NCCL_PRESETS",
-    "OPTIONAL_SLURM_VARS",
-    "REQUIRED_SLURM_VARS",
     "SELF_REFERENCE_MARKER",
-    "SELF_REFERENCE_VARS",
-    "Bind",
-    "ContainerLaunch",
     "EnvFile",
-    "ImageIdentity",
-    "MasterPort",
-    "NcclProfile",
-    "PreflightError",
-    "PreflightReport",
-    "PreflightWarning",
-    "RankWrapper",
     "container_launcher_fields",
     "env_file_path",
     "plan_env_file",
-    "preflight",
     "rank_argv",
     "rank_command",
     "render_env_file",
@@ -99,7 +69,6 @@ __all__ = [
 StrPath = str | os.PathLike[str]
 
 _SAFE_VALUE_RE = re.compile(r"^[A-Za-z0-9_.,:/@%+=-]+\Z")
-_ENV_DIR = ".mushin-box"
 #: The comment line that opens the env file's last block (:data:`SELF_REFERENCE_VARS`).
 #: The file's name is the sha256 of the text *before* this line: the block names the file,
 #: so it cannot be part of what the name is computed from.
@@ -135,7 +104,8 @@ def render_env_file(
     sif_sha256: str | None = None,
     identity: ImageIdentity | None = None,
 ) -> str:
-    """The body of the ``--env-file`` every rank's ``apptainer exec`` reads (notes §7.2):
+    """The body of the ``--env-file`` every rank's ``apptainer exec`` reads
+    (format and evaluation: https://apptainer.org/docs/user/latest/environment_and_metadata.html):
     everything but the self-reference block :func:`plan_env_file` appends.
 
     Parameters
@@ -172,8 +142,11 @@ def render_env_file(
     """
     lit = lambda v: _literal(v, no_eval=spec.no_eval)  # noqa: E731
     image = _identity(sif_sha256, identity)
-    second = "are not evaluated again (--no-eval)" if spec.no_eval else (
-        "are evaluated once more inside the container")  # fmt: skip
+    second = (
+        "are not evaluated again (--no-eval)"
+        if spec.no_eval
+        else ("are evaluated once more inside the container")
+    )
     lines = [
         "# mushin-box rank environment: parsed by Apptainer on the host,",
         "# once per srun task, with that task's environment; ${X:?} = fail the launch if X is",
@@ -203,7 +176,7 @@ def render_env_file(
     if "OMP_NUM_THREADS" not in user:
         lines.append('OMP_NUM_THREADS="${SLURM_CPUS_PER_TASK:-1}"')
     if run_id is not None:
-        lines.append(f"MUSHIN_RUN_ID={lit(_plain_text(run_id, 'run_id'))}")
+        lines.append(f"MUSHIN_RUN_ID={lit(plain_text(run_id, 'run_id'))}")
     image_env = image.to_env()
     if image_env:
         lines.append("# the image, as pre-flight identified it on the submit host")
@@ -228,10 +201,10 @@ def env_file_path(working_dir: StrPath, env_text: str) -> str:
     '/runs/r1/.mushin-box/apptainer-91d6a3d55e9f.env'
     """
     digest = hashlib.sha256(env_text.encode("utf-8")).hexdigest()[:12]
-    work = _path(working_dir, "working_dir")
+    work = absolute_path(working_dir, "working_dir")
     if '"' in work:
         raise ValueError(f"working_dir={work!r}: '\"' would break --env-file's CSV parsing")
-    return str(Path(work) / _ENV_DIR / f"apptainer-{digest}.env")
+    return str(Path(work) / ENV_FILE_DIR / f"apptainer-{digest}.env")
 
 
 @attrs.frozen
@@ -311,10 +284,11 @@ def rank_argv(
     ['apptainer', 'exec', '--nv', '--cleanenv', '--env-file', '/w/a.env', '--bind', '/p:/p',
      '--bind', '/w', '--pwd', '/w', '/i.sif', 'python', '-u', 'x.py']
     """
-    env_path = _path(env_file, "env_file", bind=False)
+    env_path = absolute_path(env_file, "env_file", bind=False)
     if "," in env_path or '"' in env_path:
         raise ValueError(f"env_file={env_path!r}: --env-file is a comma-separated list (CSV)")
-    work = _path(working_dir if working_dir is not None else spec.project_dir, "working_dir")
+    work_dir = working_dir if working_dir is not None else spec.project_dir
+    work = absolute_path(work_dir, "working_dir")
     argv = ["apptainer", "exec"]
     argv += ["--nv"] if spec.nv else ["--rocm"] if spec.rocm else []
     argv += ["--cleanenv", "--env-file", env_path]
@@ -330,7 +304,7 @@ def rank_argv(
     if infiniband:
         argv += ["--bind", INFINIBAND_DEVICE]
     argv += [*spec.extra_args, "--pwd", work, spec.image, spec.python]
-    return argv + [_plain_text(a, "python_args item", allow_newline=True) for a in python_args]
+    return argv + [plain_text(a, "python_args item", allow_newline=True) for a in python_args]
 
 
 def rank_command(
@@ -387,7 +361,7 @@ def setup_lines(
     >>> "base64 -d" in lines[2] and "${" not in "".join(lines)
     True
     """
-    path = _path(env_file, "env_file", bind=False)
+    path = absolute_path(env_file, "env_file", bind=False)
     tmp = shlex.quote(path + ".partial.") + "$SLURM_JOB_ID.$$"
     digest = hashlib.sha256(env_text.encode("utf-8")).hexdigest()[:12]
     lines = [f"# mushin-box rank wrapper: every rank's env file, {os.path.basename(path)}"]
@@ -435,8 +409,9 @@ def container_launcher_fields(
     >>> fields["srun_args"]
     ['--kill-on-bad-exit=1']
     """
-    env = plan_env_file(spec, working_dir=working_dir, run_id=run_id, sif_sha256=sif_sha256,
-                        identity=identity)  # fmt: skip
+    env = plan_env_file(
+        spec, working_dir=working_dir, run_id=run_id, sif_sha256=sif_sha256, identity=identity
+    )
     return {
         "python": rank_command(spec, env.path, working_dir=working_dir),
         "setup": setup_lines(spec, env_file=env.path, env_text=env.text),
@@ -454,14 +429,16 @@ def render_sbatch_fragment(
     sif_sha256: str | None = None,
     identity: ImageIdentity | None = None,
 ) -> str:
-    """The part of ``job.sbatch`` that starts the ranks (notes §7.1): setup lines (the
+    """The part of ``job.sbatch`` that starts the ranks (sbatch(1), srun(1)): setup lines (the
     :func:`plan_env_file` text as a heredoc), then ``srun ... apptainer exec ...`` with
     ``--cpus-per-task="$SLURM_CPUS_PER_TASK"``."""
-    env = plan_env_file(spec, working_dir=working_dir, run_id=run_id, sif_sha256=sif_sha256,
-                        identity=identity)  # fmt: skip
+    env = plan_env_file(
+        spec, working_dir=working_dir, run_id=run_id, sif_sha256=sif_sha256, identity=identity
+    )
     env_file, text = env.path, env.text
-    argv = srun_argv(spec, env_file, python_args, ntasks_per_node=ntasks_per_node,
-                     working_dir=working_dir)  # fmt: skip
+    argv = srun_argv(
+        spec, env_file, python_args, ntasks_per_node=ntasks_per_node, working_dir=working_dir
+    )
     srun, rest = argv[:3], argv[5:]  # drop "apptainer exec"
     image_at = len(rest) - len(python_args) - 2
     head = " ".join(srun) + ' --cpus-per-task="$SLURM_CPUS_PER_TASK" \\'

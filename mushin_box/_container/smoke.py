@@ -44,12 +44,21 @@ def smoke_rank_env(rank: int, job_id: str, base: dict[str, str] | None = None) -
     """The environment ``srun`` would give task ``rank`` of a 1-node, 2-task job."""
     env = dict(os.environ if base is None else base)
     env.update(
-        SLURM_JOB_ID=job_id, SLURM_JOB_NAME="mushin-smoke", SLURM_NNODES="1",
-        SLURM_JOB_NUM_NODES="1", SLURM_NODELIST="localhost", SLURM_JOB_NODELIST="localhost",
-        SLURM_NTASKS=str(WORLD), SLURM_NTASKS_PER_NODE=str(WORLD), SLURM_NODEID="0",
-        SLURM_PROCID=str(rank), SLURM_LOCALID=str(rank), SLURM_CPUS_PER_TASK="1",
-        SLURM_TASKS_PER_NODE=str(WORLD), CUDA_VISIBLE_DEVICES="",
-    )  # fmt: skip
+        SLURM_JOB_ID=job_id,
+        SLURM_JOB_NAME="mushin-smoke",
+        SLURM_NNODES="1",
+        SLURM_JOB_NUM_NODES="1",
+        SLURM_NODELIST="localhost",
+        SLURM_JOB_NODELIST="localhost",
+        SLURM_NTASKS=str(WORLD),
+        SLURM_NTASKS_PER_NODE=str(WORLD),
+        SLURM_NODEID="0",
+        SLURM_PROCID=str(rank),
+        SLURM_LOCALID=str(rank),
+        SLURM_CPUS_PER_TASK="1",
+        SLURM_TASKS_PER_NODE=str(WORLD),
+        CUDA_VISIBLE_DEVICES="",
+    )
     return env
 
 
@@ -68,16 +77,21 @@ def run_smoke(
     ``trainer``, ``module`` and (optional) ``datamodule`` nodes (default: mushin-box's own
     tiny model); the smoke sets the Trainer to 1 epoch on 2 CPU ranks.
     """
+    from mushin_box._container.launch import ContainerLaunch, MasterPort
     from mushin_box._container.preflight import preflight
-    from mushin_box._container.rankwrap import ContainerLaunch, MasterPort, plan_env_file, rank_argv
+    from mushin_box._container.rankwrap import plan_env_file, rank_argv
 
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     identity = preflight(image).identity if check_image else None
     spec = ContainerLaunch(
-        image=os.fspath(image), nv=False, nccl=None, python=python,
-        master_port=MasterPort(fixed=_free_port()), project_dir=os.getcwd(),
-    )  # fmt: skip
+        image=os.fspath(image),
+        nv=False,
+        nccl=None,
+        python=python,
+        master_port=MasterPort(fixed=_free_port()),
+        project_dir=os.getcwd(),
+    )
     # the same env file as a SLURM rank's: content-addressed under OUT/.mushin-box/, with
     # the image identity, the rank command and its own path
     env = plan_env_file(spec, working_dir=out, run_id="smoke", identity=identity)
@@ -139,14 +153,22 @@ def main_rank(out_dir: str, experiment: str | None) -> None:
 
     from mushin_box._train.ddp import HydraDDP
     from mushin_box._train.metrics import MetricsCallback
-    from mushin_box.testing import TinyDataModule, TinyModule
+    from mushin_box._train.tiny import TinyDataModule, TinyModule
 
     trainer = builds(
-        pl.Trainer, accelerator="cpu", devices=WORLD, num_nodes=1, max_epochs=1,
-        strategy=builds(HydraDDP), callbacks=[builds(MetricsCallback, save_dir=out_dir)],
-        logger=False, enable_checkpointing=False, enable_progress_bar=False,
-        enable_model_summary=False, default_root_dir=out_dir,
-    )  # fmt: skip
+        pl.Trainer,
+        accelerator="cpu",
+        devices=WORLD,
+        num_nodes=1,
+        max_epochs=1,
+        strategy=builds(HydraDDP),
+        callbacks=[builds(MetricsCallback, save_dir=out_dir)],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=out_dir,
+    )
     if experiment:
         base = _load_experiment_config(experiment)
         cfg = make_config(trainer=trainer, bases=(base,))

@@ -12,11 +12,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["JOB_DIR_ENV", "job_dir", "mushin_dir"]
+from mushin_box._core.layout import JOB_DIR_ENV, JOB_PRIVATE_DIR
+from mushin_box._core.targets import public
 
-JOB_DIR_ENV = "MUSHIN_JOB_DIR"
+__all__ = ["job_dir", "mushin_dir"]
 
 
+@public
 def job_dir() -> Path:
     """Return the directory of the current job (a Hydra job, or one HydraDDP rank of it).
 
@@ -49,4 +51,4 @@ def job_dir() -> Path:
 
 def mushin_dir(base: Path | None = None) -> Path:
     """The job's private ``.mushin`` directory (seed records, rank bookkeeping)."""
-    return (base if base is not None else job_dir()) / ".mushin"
+    return (base if base is not None else job_dir()) / JOB_PRIVATE_DIR

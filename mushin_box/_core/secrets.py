@@ -12,7 +12,7 @@ which reaches ranks in an Apptainer image even with ``--cleanenv``). The task re
 real value (OmegaConf resolves the reference); files hold only the reference.
 
 What counts as a secret (the same rule as the provenance redaction): a string or number
-at a config path with a secret-looking key (:func:`mushin_box._provenance.record.is_secret_name`:
+at a config path with a secret-looking key (:func:`mushin_box._core.redact.is_secret_name`:
 ``token``, ``api_key``, ``password``...) at any depth, and any string with credentials
 in a URL (``https://user:pass@host``). ``None``, booleans and values that already are
 interpolations (e.g. ``${oc.env:WANDB_API_KEY}``, the recommended way) are left alone.
@@ -29,34 +29,15 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from mushin_box._core.layout import SECRET_ENV_PREFIX
 from mushin_box._core.overrides import Interpolation, format_value
-from mushin_box._provenance.record import REDACTED, URL_CREDENTIALS, is_secret_name
+from mushin_box._core.redact import URL_CREDENTIALS, is_secret_path
 
 __all__ = [
-    "ENV_PREFIX",
     "SecretVault",
-    "is_secret_path",
-    "scrub_secret_values",
-    "secret_env_values",
 ]
 
-ENV_PREFIX = "MUSHIN_SECRET_"
 _APPTAINER = "APPTAINERENV_"
-#: environment variables whose names only look secret ("pwd" = password in a config key)
-_NOT_SECRET_ENV = frozenset({"PWD", "OLDPWD"})
-#: shorter secret values are not searched for in free text (they would match anywhere)
-MIN_SCRUB_LENGTH = 6
-
-
-def is_secret_path(path: str) -> bool:
-    """Does any key along a dotted config path look like it holds a secret?
-
-    Examples
-    --------
-    >>> [is_secret_path(p) for p in ("db.password", "credentials.user", "model.lr")]
-    [True, True, False]
-    """
-    return any(is_secret_name(part) for part in path.split(".") if not part.isdigit())
 
 
 def _is_secret_leaf(path: str, value: Any) -> bool:
@@ -105,7 +86,7 @@ class SecretVault:
     @staticmethod
     def env_name(path: str) -> str:
         """``MUSHIN_SECRET_<16 hex digits of sha256(path)>``: stable per config path."""
-        return ENV_PREFIX + hashlib.sha256(path.encode("utf-8")).hexdigest()[:16].upper()
+        return SECRET_ENV_PREFIX + hashlib.sha256(path.encode("utf-8")).hexdigest()[:16].upper()
 
     def reference(self, path: str, value: str | int | float) -> Interpolation:
         """Store ``value`` and return the interpolation that reads it back."""
@@ -267,29 +248,3 @@ def sweep_error(key: str) -> ValueError:
         "it is not a secret, or sweep over a non-secret alias that the task maps to the "
         "secret (e.g. read it from the environment)"
     )
-
-
-def secret_env_values(environ: Mapping[str, str] | None = None) -> set[str]:
-    """Values of secret-looking environment variables (those hidden by a vault included),
-    at least :data:`MIN_SCRUB_LENGTH` long."""
-    env = os.environ if environ is None else environ
-    return {
-        v
-        for k, v in env.items()
-        if is_secret_name(k) and k not in _NOT_SECRET_ENV and len(v) >= MIN_SCRUB_LENGTH
-    }
-
-
-def scrub_secret_values(text: str, environ: Mapping[str, str] | None = None) -> str:
-    """``text`` with every value of a secret-looking environment variable replaced.
-
-    For free text such as a traceback, where secrets cannot be found by their key.
-
-    Examples
-    --------
-    >>> scrub_secret_values("bad token hunter22", {"API_TOKEN": "hunter22", "LR": "hunter"})
-    'bad token <redacted>'
-    """
-    for value in sorted(secret_env_values(environ), key=len, reverse=True):
-        text = text.replace(value, REDACTED)
-    return text

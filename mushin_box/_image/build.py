@@ -32,13 +32,15 @@ from typing import Any
 import attrs
 
 from mushin_box._core.sidecars import read_json, write_json_atomic, write_text_atomic
+from mushin_box._core.targets import public
+from mushin_box._image.definition import render_definition
 from mushin_box._image.sif import (
     file_sha256,
     read_sif_descriptors,
     read_sif_header,
     read_sif_object,
 )
-from mushin_box._image.spec import ImageSpec, render_definition
+from mushin_box._image.spec import ImageSpec
 
 __all__ = [
     "MANIFEST_SCHEMA",
@@ -73,6 +75,7 @@ print(json.dumps({"python_version": platform.python_version(), "packages": packa
 """
 
 
+@public
 class ApptainerNotFound(RuntimeError):
     """``apptainer`` is not on PATH; the message says how to get it."""
 
@@ -134,6 +137,7 @@ class BuildPlan:
     argv: tuple[str, ...]
 
 
+@public
 @attrs.frozen(kw_only=True)
 class Manifest:
     """Identity of a built image (``<image>.manifest.json``).
@@ -174,6 +178,7 @@ class Manifest:
         return cls(**dict(data))
 
 
+@public
 def read_manifest(path: StrPath) -> Manifest:
     """Read a manifest written by :func:`build_image`.
 
@@ -313,6 +318,7 @@ def _embedded_definition_sha256(image: Path) -> str | None:
     return None
 
 
+@public
 def build_image(
     spec: ImageSpec,
     out: StrPath,

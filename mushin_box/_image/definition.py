@@ -13,22 +13,15 @@ the build-argument templating syntax both sides refuse.
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from mushin_box._image.spec import ImageSpec
+from mushin_box._core.targets import public
+from mushin_box._image.spec import BUILD_ARG_TEMPLATE, BUILD_DIR, ImageSpec
 
-__all__ = ["BUILD_DIR", "render_definition"]
-
-#: Directory inside the image that holds the pip lock / requirements the build used.
-BUILD_DIR = "/opt/mushin-box-build"
+__all__ = ["render_definition"]
 
 _INDENT = "    "
-# Apptainer >= 1.2 substitutes ``{{ NAME }}`` build arguments anywhere in the file
-_TEMPLATE_RE = re.compile(r"\{\{\s*\w+\s*\}\}")
 
 
 def _q(value: str) -> str:
@@ -94,10 +87,11 @@ def _check_rendered(text: str) -> None:
         words = line.split()
         if words and words[0].startswith("%") and line not in headers:
             raise AssertionError(f"rendered line would start a section: {line!r}")
-    if match := _TEMPLATE_RE.search(text):
+    if match := BUILD_ARG_TEMPLATE.search(text):
         raise AssertionError(f"rendered text contains build-arg templating {match.group()!r}")
 
 
+@public
 def render_definition(spec: ImageSpec) -> str:
     """Render an Apptainer definition file for ``spec``.
 
@@ -136,8 +130,6 @@ def render_definition(spec: ImageSpec) -> str:
         echo 'hi there'
     <BLANKLINE>
     """
-    from mushin_box._image.spec import ImageSpec  # it imports this module
-
     if not isinstance(spec, ImageSpec):
         raise TypeError(f"expected an ImageSpec, got {type(spec).__qualname__}")
     out = [

@@ -2,7 +2,7 @@
 """Start an :class:`~mushin_box._image.spec.ImageSpec` from a user's Dockerfile.
 
 The Dockerfile is tokenized by spython's ``DockerParser`` (spython 0.3.14, an optional
-dependency). Its output was characterized first (``tests/test_container_build.py``)
+dependency). Its output was characterized first (``tests/image/test_container_build.py``)
 and is used only where it is right; the rest is fixed up or refused here, never
 passed on silently:
 
@@ -42,9 +42,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from mushin_box._image.spec import ImageSpec
-
-__all__ = ["DockerfileConversionWarning", "DockerfileError", "spec_from_dockerfile"]
+__all__ = ["DockerfileConversionWarning", "DockerfileError", "dockerfile_fields"]
 
 _INSTRUCTIONS = (
     "from|run|cmd|label|maintainer|expose|env|add|copy|entrypoint|volume|user|workdir"
@@ -221,19 +219,19 @@ def _post(install: list[str], environ: list[str], env: dict[str, str], where: st
     return out
 
 
-def spec_from_dockerfile(path: str | os.PathLike[str], **overrides: Any) -> ImageSpec:
-    """Convert a single-stage Dockerfile into an :class:`ImageSpec`.
+def dockerfile_fields(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The :class:`~mushin_box._image.spec.ImageSpec` fields of a single-stage Dockerfile.
+
+    ``ImageSpec.from_dockerfile`` builds the spec from them (and its overrides).
 
     Parameters
     ----------
     path : str or os.PathLike
         The Dockerfile.
-    **overrides
-        ImageSpec fields that replace the converted ones (e.g. a pinned ``base``).
 
     Returns
     -------
-    ImageSpec
+    dict
         ``base`` from FROM, ``env`` from ENV, ``labels`` from LABEL, ``files`` from
         COPY/ADD, ``post`` from RUN/WORKDIR/ARG, ``runscript``/``runscript_args`` from
         ENTRYPOINT/CMD.
@@ -244,9 +242,8 @@ def spec_from_dockerfile(path: str | os.PathLike[str], **overrides: Any) -> Imag
         If spython is not installed.
     DockerfileError
         For constructs that would not convert faithfully (see the module docstring).
-    ValueError
-        If the result is not a valid ImageSpec (e.g. FROM is not pinned by digest and
-        no ``base`` override was given).
+        Whether the fields make a valid spec (a base pinned by digest...) is checked by
+        ``ImageSpec`` itself.
 
     Examples
     --------
@@ -255,8 +252,8 @@ def spec_from_dockerfile(path: str | os.PathLike[str], **overrides: Any) -> Imag
     >>> _ = (d / "Dockerfile").write_text(
     ...     "FROM python:3.11@sha256:" + "a" * 64 + "\\n"
     ...     'ENV GREETING="hello world"\\nRUN ["python", "-c", "print(1)"]\\n')
-    >>> spec = spec_from_dockerfile(d / "Dockerfile")  # doctest: +SKIP
-    >>> spec.env, spec.post  # doctest: +SKIP
+    >>> fields = dockerfile_fields(d / "Dockerfile")  # doctest: +SKIP
+    >>> fields["env"], fields["post"]  # doctest: +SKIP
     ((('GREETING', 'hello world'),), ("export GREETING='hello world'", 'python -c \\'print(1)\\''))
     """
     try:
@@ -307,8 +304,4 @@ def spec_from_dockerfile(path: str | os.PathLike[str], **overrides: Any) -> Imag
             DockerfileConversionWarning,
             stacklevel=2,
         )
-    fields.update(overrides)
-    try:
-        return ImageSpec(**fields)
-    except ValueError as exc:
-        raise ValueError(f"{where}: {exc}") from exc
+    return fields

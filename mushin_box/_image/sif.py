@@ -39,6 +39,8 @@ from typing import BinaryIO
 
 import attrs
 
+from mushin_box._core.targets import public
+
 __all__ = [
     "SIF_DATATYPES",
     "SifDescriptor",
@@ -111,6 +113,7 @@ def _cstr(raw: bytes) -> str:
     return raw.split(b"\x00", 1)[0].decode("utf-8", errors="replace")
 
 
+@public
 @attrs.frozen(kw_only=True)
 class SifHeader:
     """The SIF global header (the first 128 bytes of the file).
@@ -266,6 +269,7 @@ def _parse_header(raw: bytes, path: Path) -> SifHeader:
     )
 
 
+@public
 def read_sif_header(path: StrPath) -> SifHeader:
     """Read the global header of a SIF image.
 

@@ -4,7 +4,7 @@
 :class:`ImageSpec` is a frozen, validated description of an image: a base image pinned
 by digest, pinned apt packages, hash-locked pip requirements, files, environment,
 labels, post-install steps and the user's project. This module owns the model and its
-validation; :func:`render_definition` (:mod:`mushin_box._image.definition`, re-exported here)
+validation; :func:`~mushin_box._image.definition.render_definition`
 turns a spec into an Apptainer definition file.
 
 The renderer quotes every value it interpolates into shell code with
@@ -29,17 +29,15 @@ from typing import Any
 
 import attrs
 
-# The renderer lives in _definition (one concept per module); BUILD_DIR and render_definition
-# are re-exported here so `from mushin_box._image.spec import render_definition` keeps working.
-from mushin_box._image.definition import _TEMPLATE_RE, BUILD_DIR, render_definition
-from mushin_box._provenance.record import is_secret_name
+from mushin_box._core.redact import is_secret_name
+from mushin_box._core.targets import public
 
 __all__ = [
+    "BUILD_ARG_TEMPLATE",
     "BUILD_DIR",
     "ImageSpec",
     "ProjectInstall",
     "parse_base_reference",
-    "render_definition",
 ]
 
 _DIGEST_HINT = (
@@ -71,6 +69,10 @@ _SAFE_PATH_RE = re.compile(r"^[A-Za-z0-9._/+@=,:-]+\Z")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 _LABEL_KEY_RE = re.compile(r"^[^\s#%][^\s]*\Z")
 _PYTHON_RE = re.compile(r"^[A-Za-z0-9_./-]+\Z")
+#: Directory inside the image that holds the pip lock / requirements the build used.
+BUILD_DIR = "/opt/mushin-box-build"
+# Apptainer >= 1.2 substitutes ``{{ NAME }}`` build arguments anywhere in the file
+BUILD_ARG_TEMPLATE = re.compile(r"\{\{\s*\w+\s*\}\}")
 _RESERVED_ENV_PREFIXES = ("APPTAINER", "SINGULARITY")
 
 
@@ -127,7 +129,7 @@ def _check_text(value: object, where: str, *, multiline: bool = True) -> str:
         )
     if not multiline and "\n" in value:
         raise ValueError(f"{where}: must be a single line, got {value!r}")
-    if match := _TEMPLATE_RE.search(value):
+    if match := BUILD_ARG_TEMPLATE.search(value):
         raise ValueError(
             f"{where}: {match.group()!r} would be replaced by Apptainer's build-argument "
             "templating (and fail the build when no such argument is defined)"
@@ -340,6 +342,7 @@ def _validate_project(_inst: object, _attr: object, value: object) -> None:
 # --------------------------------------------------------------------------- the model
 
 
+@public
 @attrs.frozen(kw_only=True)
 class ProjectInstall:
     """The user's project, copied into the image and installed with ``pip --no-deps``.
@@ -376,6 +379,7 @@ class ProjectInstall:
         return tuple((prefix + e.rstrip("/"), f"{dest}/{e.rstrip('/')}") for e in self.include)
 
 
+@public
 @attrs.frozen(kw_only=True)
 class ImageSpec:
     """A validated, immutable description of an Apptainer image.
@@ -434,6 +438,7 @@ class ImageSpec:
     ...     env={"PYTHONUNBUFFERED": "1"},
     ...     runscript=["python"],
     ... )
+    >>> from mushin_box._image.definition import render_definition
     >>> print(render_definition(spec))  # doctest: +ELLIPSIS
     Bootstrap: docker
     From: python:3.11-slim-bookworm@sha256:000...
@@ -495,7 +500,7 @@ class ImageSpec:
     def from_dockerfile(cls, path: str | os.PathLike[str], **overrides: Any) -> ImageSpec:
         """Start an ImageSpec from a Dockerfile, parsed with spython's ``DockerParser``.
 
-        See :func:`mushin_box._image.dockerfile.spec_from_dockerfile` for what is converted,
+        See :func:`mushin_box._image.dockerfile.dockerfile_fields` for what is converted,
         what is refused and the spython bugs it works around.
 
         Parameters
@@ -520,6 +525,10 @@ class ImageSpec:
         >>> ImageSpec.from_dockerfile(d / "Dockerfile").env  # doctest: +SKIP
         (('PYTHONUNBUFFERED', '1'),)
         """
-        from mushin_box._image.dockerfile import spec_from_dockerfile
+        from mushin_box._image.dockerfile import dockerfile_fields
 
-        return spec_from_dockerfile(path, **overrides)
+        fields = {**dockerfile_fields(path), **overrides}
+        try:
+            return cls(**fields)
+        except ValueError as exc:
+            raise ValueError(f"{os.fspath(path)}: {exc}") from exc

@@ -13,7 +13,7 @@
 
 Every value that could carry a secret is redacted here: ``NAME=value`` assignments and
 ``--flag value`` pairs whose name looks secret
-(:func:`mushin_box._provenance.record.is_secret_name`) and credentials inside URLs.
+(:func:`mushin_box._core.redact.is_secret_name`) and credentials inside URLs.
 """
 
 from __future__ import annotations
@@ -22,20 +22,17 @@ import csv
 import functools
 import hashlib
 import os
-import re
-import shlex
 import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mushin_box._provenance.record import REDACTED, is_secret_name, redact_url_credentials
+from mushin_box._core.layout import CONTAINER_ENV, IMAGE_IDENTITY_ENV
+from mushin_box._core.redact import redact_command, redact_env_text
 
 __all__ = [
-    "CONTAINER_ENV",
     "ENV_FILE_LIMIT",
-    "IMAGE_ENV",
     "IMAGE_IDENTITY_KEYS",
     "NO_IMAGE",
     "NVIDIA_SMI_TIMEOUT_S",
@@ -43,31 +40,11 @@ __all__ = [
     "container_from_env",
     "device_facts",
     "image_from_env",
-    "redact_argv",
-    "redact_env_text",
     "split_image",
 ]
 
 #: the image identity: ``reproducibility.image`` holds exactly these keys (when known)
-IMAGE_IDENTITY_KEYS: tuple[str, ...] = (
-    "sif_sha256",
-    "sif_uuid",
-    "definition_sha256",
-    "base_digest",
-)
-#: the env-file variables that carry the image identity
-IMAGE_ENV: Mapping[str, str] = {
-    "sif_sha256": "MUSHIN_SIF_SHA256",
-    "sif_uuid": "MUSHIN_SIF_UUID",
-    "definition_sha256": "MUSHIN_IMAGE_DEFINITION_SHA256",
-    "base_digest": "MUSHIN_IMAGE_BASE_DIGEST",
-}
-#: the env-file variables that describe the container launch (``run.container``)
-CONTAINER_ENV: Mapping[str, str] = {
-    "apptainer_version": "MUSHIN_APPTAINER_VERSION",
-    "rank_command": "MUSHIN_RANK_COMMAND",
-    "env_file": "MUSHIN_ENV_FILE",
-}
+IMAGE_IDENTITY_KEYS: tuple[str, ...] = tuple(IMAGE_IDENTITY_ENV)
 #: ``reproducibility.image`` of a process that runs in no container
 NO_IMAGE = "no image"
 #: ``reproducibility.image`` of a process in a container that did not say which image
@@ -77,14 +54,6 @@ ENV_FILE_LIMIT = 256 * 1024
 #: seconds ``nvidia-smi`` may take
 NVIDIA_SMI_TIMEOUT_S = 5.0
 
-_ASSIGNMENT = re.compile(r"^(?P<lead>\s*(?:export\s+)?)(?P<name>[A-Za-z_][A-Za-z0-9_]*)=")
-#: a value that only names another variable (``"${HF_TOKEN:?}"``): no secret in the file
-_REFERENCE = re.compile(r'^("?)\$\{[A-Za-z_][A-Za-z0-9_]*(?::\?)?\}\1\s*\Z')
-_WORD_ASSIGNMENT = re.compile(r"^(?P<lead>-{0,2})(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)=")
-_FLAG = re.compile(r"^-{1,2}(?P<name>[A-Za-z][A-Za-z0-9_-]*)\Z")
-#: flags whose name looks secret but whose value is not (Apptainer's working directory)
-_NOT_SECRET_FLAGS = frozenset({"--pwd"})
-
 
 # ---------------------------------------------------------------------------- image
 
@@ -93,7 +62,7 @@ def image_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any] |
     """The container image a rank runs in, from the env file / Apptainer's variables.
 
     The identity (:data:`IMAGE_IDENTITY_KEYS`) comes from the variables of
-    :data:`IMAGE_ENV` that the rank wrapper writes into the env file: the SIF's sha256 and
+    :data:`IMAGE_IDENTITY_ENV` that the rank wrapper writes into the env file: the SIF's sha256 and
     header UUID, the sha256 of the definition it was built from and the digest of its base
     image. ``APPTAINER_CONTAINER``/``SINGULARITY_CONTAINER`` is where this copy lives
     (``path``). ``None`` when none of them is set.
@@ -107,7 +76,7 @@ def image_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any] |
     True
     """
     env = os.environ if environ is None else environ
-    out: dict[str, Any] = {key: env[var] for key, var in IMAGE_ENV.items() if env.get(var)}
+    out: dict[str, Any] = {key: env[var] for key, var in IMAGE_IDENTITY_ENV.items() if env.get(var)}
     path = env.get("APPTAINER_CONTAINER") or env.get("SINGULARITY_CONTAINER")
     if path:
         out["path"] = path
@@ -135,123 +104,6 @@ def split_image(image: Mapping[str, Any] | None) -> tuple[dict[str, Any] | str, 
     if identity:
         return identity, located
     return (UNIDENTIFIED_IMAGE if located else NO_IMAGE), located
-
-
-# ---------------------------------------------------------------------------- redaction
-
-
-def _quote_state(text: str, state: str | None) -> str | None:
-    """The shell quote still open at the end of ``text`` (``"'"``, ``'"'`` or ``None``)."""
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if state is None:
-            if c == "\\":
-                i += 1
-            elif c in "'\"":
-                state = c
-        elif state == "'":
-            if c == "'":
-                state = None
-        elif c == "\\":
-            i += 1
-        elif c == '"':
-            state = None
-        i += 1
-    return state
-
-
-def redact_env_text(text: str) -> str:
-    """An env file's text with the values of secret-looking assignments replaced.
-
-    ``NAME=value`` lines (``export NAME=value`` too) whose ``NAME`` looks secret become
-    ``NAME=<redacted>``, including the continuation lines of a quoted value that spans
-    several lines; a value that only forwards a variable by reference
-    (``HF_TOKEN="${HF_TOKEN:?}"``: the rank wrapper's way to pass a secret) holds no secret
-    and is kept. Credentials inside URLs are cut out of every line. Comments and other
-    lines are kept.
-
-    Examples
-    --------
-    >>> print(redact_env_text("# rank env\\nLR=0.1\\nWANDB_API_KEY='abc\\ndef'\\n"
-    ...                       'HF_TOKEN="${HF_TOKEN:?}"\\nDB=postgres://me:pw@db/x\\n'), end="")
-    # rank env
-    LR=0.1
-    WANDB_API_KEY=<redacted>
-    HF_TOKEN="${HF_TOKEN:?}"
-    DB=postgres://<redacted>@db/x
-    """
-    out: list[str] = []
-    open_quote: str | None = None
-    hiding = False
-    for line in text.splitlines(keepends=True):
-        if open_quote is not None:  # inside a value that spans lines
-            open_quote = _quote_state(line, open_quote)
-            if not hiding:
-                out.append(redact_url_credentials(line))
-            continue
-        m = _ASSIGNMENT.match(line)
-        if m is None:
-            out.append(redact_url_credentials(line))
-            continue
-        value = line[m.end() :]
-        open_quote = _quote_state(value, None)
-        hiding = is_secret_name(m.group("name")) and _REFERENCE.match(value) is None
-        if hiding:
-            newline = "\n" if line.endswith("\n") else ""
-            out.append(f"{m.group('lead')}{m.group('name')}={REDACTED}{newline}")
-        else:
-            out.append(redact_url_credentials(line))
-    return "".join(out)
-
-
-def _redact_word(word: str) -> str:
-    m = _WORD_ASSIGNMENT.match(word)
-    if m is None:
-        return redact_url_credentials(word)
-    if is_secret_name(m.group("name")) and word[: m.end() - 1] not in _NOT_SECRET_FLAGS:
-        return f"{word[: m.end()]}{REDACTED}"
-    return f"{word[: m.end()]}{_redact_word(word[m.end() :])}"  # --env=NAME=value
-
-
-def redact_argv(argv: Sequence[str]) -> list[str]:
-    """A command's words with secret-looking values replaced.
-
-    ``NAME=value`` and ``--name=value`` words whose name looks secret keep the name only;
-    the word after a secret-looking flag (``--token abc``) is replaced; credentials inside
-    URLs are cut out. Apptainer's ``--pwd`` (a directory) is not a secret.
-
-    Examples
-    --------
-    >>> redact_argv(["apptainer", "exec", "--env", "HF_TOKEN=abc", "--pwd", "/w",
-    ...              "--password", "x", "i.sif", "python"])
-    ... # doctest: +NORMALIZE_WHITESPACE
-    ['apptainer', 'exec', '--env', 'HF_TOKEN=<redacted>', '--pwd', '/w', '--password',
-     '<redacted>', 'i.sif', 'python']
-    """
-    out: list[str] = []
-    hide_next = False
-    for word in argv:
-        if hide_next:
-            out.append(REDACTED)
-            hide_next = False
-            continue
-        flag = _FLAG.match(word)
-        if flag is not None and word not in _NOT_SECRET_FLAGS:
-            hide_next = is_secret_name(flag.group("name"))
-        out.append(_redact_word(word))
-    return out
-
-
-def _redact_command(command: str) -> tuple[str, list[str] | None]:
-    """(the command, redacted; its argv, redacted, or ``None`` if it does not split)."""
-    try:
-        argv = shlex.split(command)
-    except ValueError:  # unbalanced quotes: redact the words as whitespace splits them
-        words = re.split(r"(\s+)", command)
-        return "".join(w if w.isspace() else _redact_word(w) for w in words), None
-    redacted = redact_argv(argv)
-    return (command if redacted == argv else shlex.join(redacted)), redacted
 
 
 # ---------------------------------------------------------------------------- container
@@ -298,7 +150,7 @@ def container_from_env(environ: Mapping[str, str] | None = None) -> dict[str, An
     command = env.get(CONTAINER_ENV["rank_command"]) or None
     argv: list[str] | None = None
     if command is not None:
-        command, argv = _redact_command(command)
+        command, argv = redact_command(command)
     env_file = env.get(CONTAINER_ENV["env_file"]) or None
     return {
         "apptainer_version": env.get(CONTAINER_ENV["apptainer_version"]) or None,
@@ -359,8 +211,11 @@ def _visible(
     else:
         chosen = []
         for item in (x.strip() for x in visible.split(",") if x.strip()):
-            match = [g for g in gpus if g[0] == item or (item.startswith("GPU-")
-                                                         and g[1].startswith(item))]  # fmt: skip
+            match = [
+                g
+                for g in gpus
+                if g[0] == item or (item.startswith("GPU-") and g[1].startswith(item))
+            ]
             if len(match) != 1:  # MIG slices, bad entries: do not guess
                 return None
             chosen.append(match[0])
@@ -405,9 +260,14 @@ def device_facts(environ: Mapping[str, str] | None = None) -> dict[str, Any] | N
         return None
     env = os.environ if environ is None else environ
     out: dict[str, Any] = {
-        "torch": None, "cuda": None, "nccl": None, "cuda_available": False, "count": 0,
-        "names": [], "driver": None,
-    }  # fmt: skip
+        "torch": None,
+        "cuda": None,
+        "nccl": None,
+        "cuda_available": False,
+        "count": 0,
+        "names": [],
+        "driver": None,
+    }
     try:
         out["torch"] = str(torch.__version__)
         cuda_version = torch.version.cuda

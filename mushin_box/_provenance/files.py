@@ -20,13 +20,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mushin_box._core.layout import PACKAGES_FILE
 from mushin_box._core.sidecars import canonical_dumps, write_bytes_atomic
-from mushin_box._provenance.record import (
-    PACKAGES_FILE,
-    installed_packages,
-    package_set,
-    packages_text,
-)
+from mushin_box._provenance.record import installed_packages, package_set, packages_text
 
 __all__ = ["packages_beside", "provenance_bytes", "write_provenance"]
 
@@ -62,7 +58,7 @@ def provenance_bytes(record: Mapping[str, Any]) -> bytes:
 
     Examples
     --------
-    >>> from mushin_box._provenance.topology import simulate_topology
+    >>> from mushin_box.testing import simulate_topology
     >>> rec = {"run": {"topology": simulate_topology(2, 2, seed_base=1).to_dict()}}
     >>> provenance_bytes(rec) == canonical_dumps(rec)
     True
@@ -156,7 +152,7 @@ def write_provenance(
     ValueError
         ``packages`` is not the package set the record names.
     """
-    from mushin_box._sweep.cells import PROVENANCE_FILE
+    from mushin_box._core.layout import PROVENANCE_FILE
 
     path = Path(cell_dir) / PROVENANCE_FILE
     sha = _package_sha256(record)

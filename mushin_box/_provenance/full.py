@@ -13,7 +13,7 @@ environment. So one experiment run at world size 1, 2 and 4 has a byte-identical
 ``canonical_dumps(record["reproducibility"])``.
 
 Secrets are redacted everywhere: values of secret-looking keys and environment variables
-(:func:`mushin_box._provenance.record.is_secret_name`), secret-looking assignments in the env file
+(:func:`mushin_box._core.redact.is_secret_name`), secret-looking assignments in the env file
 and the rank command (:mod:`mushin_box._provenance.env`) and credentials inside URLs
 (``https://user:pass@host`` → ``https://<redacted>@host``).
 
@@ -33,48 +33,32 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from mushin_box._core.layout import CONTAINER_ENV, DDP_SPEC_ENV, IMAGE_IDENTITY_ENV
+from mushin_box._core.redact import redact, redact_env
 from mushin_box._core.sidecars import canonical_dumps
 from mushin_box._provenance.env import (
-    CONTAINER_ENV,
-    IMAGE_ENV,
-    IMAGE_IDENTITY_KEYS,
     NO_IMAGE,
     container_from_env,
     device_facts,
     image_from_env,
     split_image,
 )
-from mushin_box._provenance.files import packages_beside, provenance_bytes, write_provenance
-from mushin_box._provenance.record import (
-    REDACTED,
-    basic_provenance,
-    is_secret_name,
-    key_versions,
-    package_set,
-    redact,
-    redact_url_credentials,
-)
+from mushin_box._provenance.record import basic_provenance, key_versions, package_set
 from mushin_box._provenance.topology import RANK_COLUMNS, Topology, topology_from_env
 
 __all__ = [
     "ENV_CAPTURE",
-    "IMAGE_IDENTITY_KEYS",
     "REPRO_ENV",
     "RUN_CONFIG_PATTERNS",
     "SCHEMA",
     "SEED_SCHEME",
     "finish_record",
     "full_provenance",
-    "image_from_env",
     "launcher_from_hydra",
-    "packages_beside",
-    "provenance_bytes",
     "record_with_seeds",
-    "scrub",
     "seeds_from_records",
     "split_config",
     "split_provenance",
-    "write_provenance",
 ]
 
 #: 3: ``package_set``, image identity / "no image", ``run.devices``, ``run.container``,
@@ -127,35 +111,9 @@ ENV_CAPTURE: tuple[str, ...] = (
     "GROUP_WORLD_SIZE",
 )
 #: recorded elsewhere (image identity, container launch) or internal
-_ENV_SKIP = frozenset({"MUSHIN_DDP_SPEC", *IMAGE_ENV.values(), *CONTAINER_ENV.values(), *REPRO_ENV})
-
-
-# ---------------------------------------------------------------------------- redaction
-
-
-def _scrub_strings(value: Any) -> Any:
-    if isinstance(value, str):
-        return redact_url_credentials(value)
-    if isinstance(value, Mapping):
-        return {k: _scrub_strings(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_scrub_strings(v) for v in value]
-    return value
-
-
-def scrub(value: Any) -> Any:
-    """:func:`~mushin_box._provenance.record.redact`, plus credentials inside URLs.
-
-    Examples
-    --------
-    >>> scrub({"db": {"password": "hunter2", "url": "postgres://me:pw@db/x"}, "lr": 0.1})
-    {'db': {'password': '<redacted>', 'url': 'postgres://<redacted>@db/x'}, 'lr': 0.1}
-    """
-    return _scrub_strings(redact(value))
-
-
-def _scrub_env(env: Mapping[str, str]) -> dict[str, str]:
-    return {k: REDACTED if is_secret_name(k) else _scrub_strings(v) for k, v in env.items()}
+_ENV_SKIP = frozenset(
+    {DDP_SPEC_ENV, *IMAGE_IDENTITY_ENV.values(), *CONTAINER_ENV.values(), *REPRO_ENV}
+)
 
 
 # ---------------------------------------------------------------------------- config split
@@ -236,8 +194,8 @@ def split_provenance(
       ``run.fingerprints.config``;
     * an image of ``None`` (older records) becomes :data:`~mushin_box._provenance.env.NO_IMAGE`
       and an older record's ``run.time`` becomes ``run.started``;
-    * secrets are redacted in both parts (:func:`scrub`), except the per-rank rows of
-      ``run.topology`` (numbers and host names only).
+    * secrets are redacted in both parts (:func:`~mushin_box._core.redact.redact`), except
+      the per-rank rows of ``run.topology`` (numbers and host names only).
 
     Examples
     --------
@@ -270,22 +228,22 @@ def split_provenance(
     old_hash = repro.pop("config_sha256", None)
     if not (isinstance(schema, int) and schema >= 2) and old_hash is not None:
         run["fingerprints"] = {**dict(run.get("fingerprints") or {}), "config": old_hash}
-    repro["config_sha256"] = _sha256(scrub(repro.get("config")))
+    repro["config_sha256"] = _sha256(redact(repro.get("config")))
     repro["seed"] = {"base": base, "scheme": SEED_SCHEME}
     if "image" in repro and repro["image"] is None:
         repro["image"] = NO_IMAGE
     if "time" in run and "started" not in run:
         run["started"] = run.pop("time")
-    out_run = scrub(run)
+    out_run = redact(run)
     if topology is not None:
         if isinstance(topology, Mapping):
             ranks = topology.get("ranks")
-            topology = scrub({k: v for k, v in topology.items() if k != "ranks"})
+            topology = redact({k: v for k, v in topology.items() if k != "ranks"})
             topology["ranks"] = ranks
         out_run["topology"] = topology
     out: dict[str, Any] = {k: v for k, v in record.items() if k not in ("reproducibility", "run")}
     out["schema"] = max(SCHEMA, schema) if isinstance(schema, int) else SCHEMA
-    out["reproducibility"] = scrub(repro)
+    out["reproducibility"] = redact(repro)
     out["run"] = out_run
     return out
 
@@ -484,7 +442,7 @@ def full_provenance(
     repro["env"] = {k: env[k] for k in REPRO_ENV if k in env}
 
     capture = _matcher(env_capture)
-    run["env"] = _scrub_env(
+    run["env"] = redact_env(
         {k: v for k, v in sorted(env.items()) if k not in _ENV_SKIP and capture(k)}
     )
     run["launcher"] = {

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Provenance records (basic form): what a cell ran with, secrets redacted.
 
-Two parts, as the provenance design says: ``reproducibility`` (must match for two runs to
+Two parts (docs/provenance.md): ``reproducibility`` (must match for two runs to
 be the same experiment) and ``run`` (may differ: host, times, topology).
 
 The installed package set is read here, once per process: every installed distribution as
@@ -26,160 +26,31 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mushin_box._core.layout import PACKAGES_FILE
+from mushin_box._core.redact import redact
+
 __all__ = [
     "KEY_PACKAGES",
-    "PACKAGES_FILE",
-    "REDACTED",
-    "URL_CREDENTIALS",
     "basic_provenance",
     "canonical_package_name",
     "git_state",
     "installed_packages",
-    "is_secret_name",
     "key_versions",
     "package_set",
     "package_versions",
     "packages_text",
-    "redact",
-    "redact_url_credentials",
 ]
 
-REDACTED = "<redacted>"
-_SECRET_WORDS = frozenset(
-    {
-        "token",
-        "secret",
-        "password",
-        "passwd",
-        "pwd",
-        "credential",
-        "credentials",
-        "key",
-        "apikey",
-        "auth",
-        "passphrase",
-        "cookie",
-    }  # fmt: skip
-)
-#: a last word that makes the name describe a secret rather than hold it (key_dim,
-#: pad_token_id, max_token_len, api_key_path, auth_url, SSH_AUTH_SOCK...)
-_DESCRIBING_WORDS = frozenset(
-    {
-        "id",
-        "ids",
-        "idx",
-        "index",
-        "dim",
-        "dims",
-        "len",
-        "length",
-        "size",
-        "count",
-        "num",
-        "number",
-        "type",
-        "types",
-        "kind",
-        "mode",
-        "name",
-        "names",
-        "path",
-        "paths",
-        "file",
-        "files",
-        "dir",
-        "url",
-        "uri",
-        "host",
-        "port",
-        "endpoint",
-        "frac",
-        "fraction",
-        "ratio",
-        "prob",
-        "rate",
-        "limit",
-        "budget",
-        "min",
-        "max",
-        "ttl",
-        "timeout",
-        "expiry",
-        "env",
-        "var",
-        "field",
-        "column",
-        "col",
-        "pattern",
-        "prefix",
-        "suffix",
-        "format",
-        "enabled",
-        "enable",
-        "required",
-        "use",
-        "sock",
-        "socket",
-        "class",
-        "method",
-        "scheme",
-    }  # fmt: skip
-)
-_SPLIT = re.compile(r"[^a-z0-9]+")
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-#: ``scheme://userinfo@``: credentials inside a URL (redacted here, hidden by _secrets)
-URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s@]+)@")
 _NAME_SEPARATORS = re.compile(r"[-_.]+")
 #: packages whose versions the record names one by one, for readability (canonical names)
 KEY_PACKAGES: tuple[str, ...] = (
-    "torch", "pytorch-lightning", "hydra-core", "hydra-zen", "submitit", "numpy",
-)  # fmt: skip
-#: the package list written beside ``mushin_provenance.json``
-PACKAGES_FILE = "mushin_packages.txt"
-
-
-def is_secret_name(name: str) -> bool:
-    """Does a config key or environment variable name look like it holds a secret?
-
-    Examples
-    --------
-    >>> [is_secret_name(n) for n in ("WANDB_API_KEY", "hfToken", "db.password", "lr")]
-    [True, True, True, False]
-
-    A last word that describes the secret instead of holding it makes it no secret:
-
-    >>> [is_secret_name(n) for n in ("key_dim", "pad_token_id", "api_key_path", "auth_url")]
-    [False, False, False, False]
-    """
-    words = [w for w in _SPLIT.split(_CAMEL.sub("_", name).lower()) if w]
-    if not words or words[-1] in _DESCRIBING_WORDS:
-        return False
-    return any(w in _SECRET_WORDS for w in words)
-
-
-def redact(value: Any) -> Any:
-    """A copy of a JSON-like value with the values of secret-looking keys replaced."""
-    if isinstance(value, Mapping):
-        return {
-            k: (REDACTED if is_secret_name(str(k)) and v is not None else redact(v))
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [redact(v) for v in value]
-    return value
-
-
-def redact_url_credentials(text: str) -> str:
-    """``text`` with credentials inside URLs cut out.
-
-    Examples
-    --------
-    >>> redact_url_credentials("see postgres://me:pw@db/x and https://h/y")
-    'see postgres://<redacted>@db/x and https://h/y'
-    """
-    if "@" not in text or "://" not in text:
-        return text
-    return URL_CREDENTIALS.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", text)
+    "torch",
+    "pytorch-lightning",
+    "hydra-core",
+    "hydra-zen",
+    "submitit",
+    "numpy",
+)
 
 
 def _git(args: list[str], cwd: Path) -> str | None:

@@ -35,20 +35,19 @@ from typing import Any, ClassVar, NamedTuple
 import attrs
 
 from mushin_box._core.hostlist import compress_hostlist, expand_hostlist
+from mushin_box._core.layout import GLOBAL_RANK_ENV
 
 __all__ = [
-    "LAUNCHERS",
     "RANK_COLUMNS",
     "RankPlacement",
     "SlurmJob",
     "Topology",
     "parse_tasks_per_node",
-    "simulate_topology",
-    "simulated_slurm_env",
+    "block_layout",
+    "placements",
     "topology_from_env",
 ]
 
-LAUNCHERS = ("slurm", "torchrun", "hydraddp", "single")  #: values of ``Topology.launcher``
 _TASKS_ITEM = re.compile(r"^(\d+)(?:\(x(\d+)\))?\Z")
 
 
@@ -136,6 +135,7 @@ class Topology:
 
     Examples
     --------
+    >>> from mushin_box.testing import simulate_topology
     >>> topo = simulate_topology(2, 2, seed_base=10)
     >>> topo.nodes, topo.world_size
     (('node0001', 'node0002'), 4)
@@ -200,6 +200,7 @@ class Topology:
 
         Examples
         --------
+        >>> from mushin_box.testing import simulate_topology
         >>> topo = simulate_topology(2, 2, seed_base=0)
         >>> Topology.from_dict(topo.to_dict()) == topo
         True
@@ -280,7 +281,7 @@ def _slurm_nodes(env: Mapping[str, str]) -> list[str] | None:
     return None
 
 
-def _block(counts: Sequence[int]) -> list[tuple[int, int]]:
+def block_layout(counts: Sequence[int]) -> list[tuple[int, int]]:
     """(node rank, local rank) of each global rank, ranks filled node by node."""
     return [(node, local) for node, n in enumerate(counts) for local in range(n)]
 
@@ -304,7 +305,7 @@ def _even_counts(total: int, nodes: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(max(nodes, 1))]
 
 
-def _placements(
+def placements(
     layout: Sequence[tuple[int, int]],
     nodes: Sequence[str | None],
     seeds: Mapping[int, int] | None = None,
@@ -350,8 +351,8 @@ def _from_slurm(env: Mapping[str, str], host: str, seeds: Mapping[int, int] | No
         else:
             counts = _even_counts(ntasks, len(nodes))
     dist = (env.get("SLURM_DISTRIBUTION") or "block").split(":")[0].lower()
-    layout = _cyclic(counts) if dist == "cyclic" else _block(counts)
-    ranks = _fix_own(_placements(layout, nodes, seeds), rank, local, node, own_host)
+    layout = _cyclic(counts) if dist == "cyclic" else block_layout(counts)
+    ranks = _fix_own(placements(layout, nodes, seeds), rank, local, node, own_host)
     return Topology(
         launcher="slurm",
         nodes=tuple(nodes),
@@ -381,7 +382,7 @@ def _from_torchrun(env: Mapping[str, str], host: str, seeds: Mapping[int, int] |
         if 0 <= node < nnodes:
             nodes[node] = host
     counts = [min(per, world - i * per) for i in range(nnodes)]
-    ranks = _fix_own(_placements(_block(counts), nodes, seeds), rank, local, node, host)
+    ranks = _fix_own(placements(block_layout(counts), nodes, seeds), rank, local, node, host)
     return Topology(
         launcher="torchrun",
         nodes=tuple(nodes),
@@ -401,7 +402,7 @@ def _local_world(
     env: Mapping[str, str],
     seeds: Mapping[int, int] | None,
 ) -> Topology:
-    ranks = _placements([(0, r) for r in range(world)], (host,), seeds)
+    ranks = placements([(0, r) for r in range(world)], (host,), seeds)
     return Topology(
         launcher=launcher,
         nodes=(host,),
@@ -461,8 +462,8 @@ def topology_from_env(
     """
     env: Mapping[str, str] = os.environ if environ is None else environ
     host = hostname if hostname is not None else socket.gethostname()
-    if env.get("MUSHIN_GLOBAL_RANK"):
-        rank = _req(_int(env, "MUSHIN_GLOBAL_RANK"), "MUSHIN_GLOBAL_RANK")
+    if env.get(GLOBAL_RANK_ENV):
+        rank = _req(_int(env, GLOBAL_RANK_ENV), GLOBAL_RANK_ENV)
         world = _int(env, "WORLD_SIZE", 1) or 1
         topo = _local_world("hydraddp", world, rank, host, env, seeds)
     elif env.get("RANK"):
@@ -477,85 +478,3 @@ def topology_from_env(
     else:
         topo = _local_world("single", 1, 0, host, env, seeds)
     return topo
-
-
-# ---------------------------------------------------------------------------- simulation
-
-
-def _node_names(nodes: int | Sequence[str]) -> list[str]:
-    if isinstance(nodes, int):
-        if nodes < 1:
-            raise ValueError(f"nodes must be >= 1, got {nodes}")
-        return [f"node{i:04d}" for i in range(1, nodes + 1)]
-    names = list(nodes)
-    if not names:
-        raise ValueError("nodes must not be empty")
-    return names
-
-
-def simulate_topology(
-    nodes: int | Sequence[str], gpus_per_node: int, *, seed_base: int | None = None
-) -> Topology:
-    """A SLURM world of ``nodes`` nodes with one rank per GPU (block layout), for benchmarks.
-
-    Parameters
-    ----------
-    nodes : int or sequence of str
-        Number of nodes (named ``node0001`` ...) or their names.
-    gpus_per_node : int
-        Ranks (GPUs) per node.
-    seed_base : int, optional
-        Record ``seed_base + global_rank`` as each rank's seed.
-
-    Examples
-    --------
-    >>> simulate_topology(1024, 4).world_size
-    4096
-    """
-    if gpus_per_node < 1:
-        raise ValueError(f"gpus_per_node must be >= 1, got {gpus_per_node}")
-    names = _node_names(nodes)
-    ranks = _placements(_block([gpus_per_node] * len(names)), names)
-    topo = Topology(
-        launcher="slurm",
-        nodes=tuple(names),
-        world_size=len(ranks),
-        ranks=ranks,
-        rank=0,
-        gpus_per_node=gpus_per_node,
-        slurm=SlurmJob(job_id="1", partition="sim"),
-    )
-    if seed_base is not None:
-        topo = topo.with_seeds({r: seed_base + r for r in range(len(ranks))})
-    return topo
-
-
-def simulated_slurm_env(
-    nodes: int | Sequence[str], gpus_per_node: int, rank: int = 0
-) -> dict[str, str]:
-    """The environment srun gives global rank ``rank`` of :func:`simulate_topology`'s world.
-
-    Examples
-    --------
-    >>> env = simulated_slurm_env(2, 4, rank=6)
-    >>> env["SLURM_JOB_NODELIST"], env["SLURM_NODEID"], env["SLURM_LOCALID"]
-    ('node[0001-0002]', '1', '2')
-    """
-    names = _node_names(nodes)
-    world = len(names) * gpus_per_node
-    if not 0 <= rank < world:
-        raise ValueError(f"rank must be in [0, {world}), got {rank}")
-    node, local = divmod(rank, gpus_per_node)
-    per = f"{gpus_per_node}(x{len(names)})" if len(names) > 1 else str(gpus_per_node)
-    return {
-        "SLURM_JOB_ID": "1",
-        "SLURM_JOB_PARTITION": "sim",
-        "SLURM_JOB_NODELIST": compress_hostlist(names),
-        "SLURM_NTASKS": str(world),
-        "SLURM_TASKS_PER_NODE": per,
-        "SLURM_PROCID": str(rank),
-        "SLURM_LOCALID": str(local),
-        "SLURM_NODEID": str(node),
-        "SLURMD_NODENAME": names[node],
-        "SLURM_GPUS_ON_NODE": str(gpus_per_node),
-    }

@@ -12,6 +12,8 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from mushin_box._core.targets import public
+
 __all__ = ["SLURM_LAUNCHER_KEYS", "submitit_slurm_config"]
 
 # -- validators: each takes (key, value) and returns the value to store, or raises ValueError --
@@ -178,6 +180,7 @@ def _unknown_key_error(key: str) -> ValueError:
     )
 
 
+@public
 def submitit_slurm_config(
     *,
     nodes: int,
@@ -329,7 +332,8 @@ def submitit_slurm_config(
         given = ", ".join(k for k, v in container.items() if v)
         raise ValueError(f"{given} configure the rank container: pass image= too")
     if image is not None:
-        from mushin_box._container.rankwrap import ContainerLaunch, container_launcher_fields
+        from mushin_box._container.launch import ContainerLaunch
+        from mushin_box._container.rankwrap import container_launcher_fields
 
         spec = ContainerLaunch(
             image=os.fspath(image),
@@ -344,7 +348,7 @@ def submitit_slurm_config(
         if preflight:
             # before anything is submitted: the image exists, matches its manifest, and
             # runs this Python (the job is pickled); its identity travels to every rank
-            from mushin_box._container.rankwrap import preflight as check_image
+            from mushin_box._container.preflight import preflight as check_image
 
             identity = check_image(os.fspath(image)).identity
         fields = container_launcher_fields(
@@ -361,34 +365,3 @@ def submitit_slurm_config(
             f"--mem-per-cpu, --mem-per-gpu); keep one"
         )
     return config
-
-
-# states in which a SLURM job may still run (or run again) a cell
-LIVE_JOB_STATES = (
-    "PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING",
-    "COMPLETING", "SUSPENDED", "RESIZING", "SIGNALING", "STAGE_OUT", "RESV_DEL_HOLD",
-)  # fmt: skip
-
-
-def slurm_job_state(job_id: str, *, timeout_s: float = 15.0) -> str | None:
-    """The state of a SLURM job (``"RUNNING"``, ``"CANCELLED"``, ``"TIMEOUT"``, ...), from
-    ``squeue`` while it is queued or running and ``sacct`` after; ``None`` if unknown
-    (no SLURM tools, or the job is unknown to both)."""
-    import shutil
-    import subprocess
-
-    queries = (
-        ["squeue", "-h", "-j", str(job_id), "-o", "%T"],
-        ["sacct", "-X", "-n", "-P", "-j", str(job_id), "-o", "State"],
-    )
-    for argv in queries:
-        if shutil.which(argv[0]) is None:
-            continue
-        try:
-            out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s).stdout
-        except (OSError, subprocess.SubprocessError):
-            continue
-        lines = [line.strip() for line in out.splitlines() if line.strip()]
-        if lines:
-            return lines[-1].split()[0].upper()
-    return None

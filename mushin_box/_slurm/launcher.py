@@ -56,34 +56,21 @@ from typing import Any, Literal
 
 # The requeue trap lives in _requeue (one concept per module); requeue_setup_lines is
 # re-exported here so `from mushin_box._slurm.launcher import requeue_setup_lines` keeps working.
-from mushin_box._slurm.requeue import REQUEUE_SIGNAL, requeue_setup_lines
+from mushin_box._slurm.jobs import is_live
+from mushin_box._slurm.requeue import REQUEUE_SIGNAL, RequeueReason, requeue_setup_lines
 
 __all__ = [
     "LocalLauncherConf",
-    "RequeueReason",
     "SlurmLauncherConf",
     "SubmititCellLauncher",
     "render_sbatch",
-    "requeue_setup_lines",
     "slurm_parameters",
 ]
 
 log = logging.getLogger(__name__)
 
 PLUGIN_MODULE = "hydra_plugins.mushin_box_launcher.mushin_box_launcher"
-# sacct states of a job that may still produce (another) result
-_ACTIVE_STATES = frozenset(
-    {"PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING"}
-    | {"SUSPENDED", "CONFIGURING", "COMPLETING", "PREEMPTED", "STAGE_OUT", "SIGNALING"}
-)
 _SBATCH_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*\Z")
-
-
-class RequeueReason(enum.Enum):
-    """Why SLURM signalled the batch shell; ``requeue_on`` lists the ones that requeue."""
-
-    preemption = "preemption"
-    timeout = "timeout"
 
 
 @dataclass
@@ -474,8 +461,13 @@ class SubmititCellLauncher:
             cell, overrides, ["hydra.sweep.dir"] * len(overrides), numbers, [state] * len(overrides)
         )
         for number, job, o in zip(numbers, jobs, overrides, strict=True):
-            log.info("mushin_%s #%d job %s: %s", self.cluster, number, job.job_id,
-                     " ".join(filter_overrides(o)))  # fmt: skip
+            log.info(
+                "mushin_%s #%d job %s: %s",
+                self.cluster,
+                number,
+                job.job_id,
+                " ".join(filter_overrides(o)),
+            )
         return self.wait(jobs, overrides)
 
     def wait(self, jobs: Sequence[Any], overrides: Sequence[Sequence[str]]) -> list[Any]:
@@ -510,8 +502,7 @@ class SubmititCellLauncher:
         """Can this job still produce a result (SLURM: pending, running, requeued, ...)?"""
         if self.cluster != "slurm":
             return False
-        state = str(job.watcher.get_state(job.job_id, mode="force")).split(" ")[0].upper()
-        return state in _ACTIVE_STATES
+        return is_live(str(job.watcher.get_state(job.job_id, mode="force")))
 
     def _outcome(self, job: Any, overrides: Sequence[str]) -> Any:
         """The cell's final JobReturn, or None while it may still change."""

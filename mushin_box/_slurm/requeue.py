@@ -35,11 +35,12 @@ always runs on the host. Within what submitit lets us change:
 
 from __future__ import annotations
 
+import enum
 import re
 import shlex
 from collections.abc import Sequence
 
-__all__ = ["REQUEUE_SIGNAL", "requeue_setup_lines"]
+__all__ = ["REQUEUE_SIGNAL", "RequeueReason", "requeue_setup_lines"]
 
 #: the signal SLURM sends the batch shell before the time limit (and at preemption)
 REQUEUE_SIGNAL = "USR2"
@@ -108,6 +109,13 @@ srun() {
 """
 
 
+class RequeueReason(enum.Enum):
+    """Why SLURM signalled the batch shell; ``requeue_on`` lists the ones that requeue."""
+
+    preemption = "preemption"
+    timeout = "timeout"
+
+
 def requeue_setup_lines(
     *,
     requeue_on: Sequence[str],
@@ -128,10 +136,6 @@ def requeue_setup_lines(
     >>> "trap __mushin_on_signal USR2" in lines
     True
     """
-    # RequeueReason stays in _launcher: the Hydra config that submitit pickles into every
-    # job holds its members, by reference to mushin_box._slurm.launcher.RequeueReason
-    from mushin_box._slurm.launcher import RequeueReason
-
     values = {
         "requeue_on": " ".join(RequeueReason(r).value for r in requeue_on),
         "max_requeues": str(int(max_requeues)),

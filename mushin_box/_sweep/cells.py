@@ -5,6 +5,14 @@ The runner is what Hydra (or submitit, in another process or on another node) ca
 each job. It decides reuse/skip/run from what is on disk, runs the task, and records the
 outcome in the cell directory. It only reads what the driver shipped inside it
 (:class:`CellPlan`) and what is on disk: nothing reaches back to the driver process.
+
+Design note: ``CellRunner.__call__`` is a short list of steps. It gathers the facts
+(``_look``), hands them to the pure :func:`mushin_box._sweep.decide.decide` (``_decide``),
+and acts: a reused cell returns its metrics, a skipped one is recorded (``_skip``), a run
+counts its attempt and records the start (``_start``), then runs the task and records the
+outcome (``_run``). The task is called through ``zen_with_resume``, so ``mushin_resume`` is
+filled by the same function as for a task wrapped with ``resumable``, and the attempt is
+counted by the same counter (``.mushin/attempt.json``); the status's ``attempt`` is a copy.
 """
 
 from __future__ import annotations
@@ -24,29 +32,25 @@ from typing import Any
 
 import attrs
 
-from mushin_box._core.secrets import scrub_secret_values
+from mushin_box._core.layout import (
+    ABORT_FILE,
+    ERROR_FILE,
+    METRICS_FILE,
+    PROVENANCE_FILE,
+    STATUS_FILE,
+)
+from mushin_box._core.redact import redact_secret_values
 from mushin_box._core.sidecars import (
     canonical_dumps,
     read_json,
     write_json_atomic,
     write_text_atomic,
 )
-from mushin_box._train.resume import (
-    RESUME_PARAM,
-    ResumeContext,
-    find_last_checkpoint,
-    set_aside_checkpoints,
-    wants_resume,
-)
+from mushin_box._sweep.decide import Decision, decide
+from mushin_box._train.resume import next_attempt, set_aside_checkpoints, zen_with_resume
 from mushin_box._train.seeding import global_rank_from_env
 
 __all__ = [
-    "ABORT_FILE",
-    "ERROR_FILE",
-    "METRICS_FILE",
-    "PROVENANCE_FILE",
-    "STATUSES",
-    "STATUS_FILE",
     "CellPlan",
     "CellRunner",
     "cell_key",
@@ -55,13 +59,6 @@ __all__ = [
     "is_multi_rank",
 ]
 
-STATUS_FILE = "mushin_status.json"
-METRICS_FILE = "mushin_metrics.json"
-PROVENANCE_FILE = "mushin_provenance.json"
-ERROR_FILE = "mushin_error.txt"
-# at the sweep root: a cell failed under on_error="raise"; cells not yet started skip
-ABORT_FILE = ".mushin_abort.json"
-STATUSES = ("pending", "running", "completed", "failed", "timeout", "skipped")
 SCHEMA = 1
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")
@@ -145,9 +142,9 @@ def _plain_config(cfg: Any) -> Any:
 def config_fingerprint(cfg: Any) -> str:
     """sha256 of the canonical JSON of the job's resolved config, secrets redacted (a new
     token is not a new experiment, and no hash of a secret is written down)."""
-    from mushin_box._provenance.full import scrub
+    from mushin_box._core.redact import redact
 
-    plain = scrub(_plain_config(cfg))
+    plain = redact(_plain_config(cfg))
     try:
         data = canonical_dumps(plain)
     except (TypeError, ValueError):
@@ -220,6 +217,22 @@ class CellPlan:
     run_id: str = ""
 
 
+@attrs.frozen
+class _Cell:
+    """What the runner knows of one cell before it decides (gathered by ``_look``)."""
+
+    directory: Path
+    root: Path  # the sweep's working directory
+    fingerprints: dict[str, str]
+    previous: dict[str, Any]  # its status record from an earlier attempt, else {}
+    base: dict[str, Any]  # combo, cell and fingerprints: the start of every status record
+
+
+def _restart_count() -> int:
+    """SLURM's restart count of this job: above 0, the job was requeued."""
+    return int(os.environ.get("SLURM_RESTART_COUNT") or 0)
+
+
 class CellRunner:
     """The Hydra task function of a sweep: run one cell and record it (see module doc)."""
 
@@ -236,17 +249,33 @@ class CellRunner:
 
     # -- helpers -------------------------------------------------------------------------
     def _status(self, cell_dir: Path, **fields: Any) -> dict[str, Any]:
+        """Write the cell's status record (rank 0 only) and return it."""
         record = {"schema": SCHEMA, "run_id": self.plan.run_id, **fields}
         if global_rank_from_env() == 0:  # one writer per cell; the other ranks only read
             write_json_atomic(cell_dir / STATUS_FILE, record)
         return record
 
     def __call__(self, cfg: Any) -> dict[str, Any] | None:
+        """Run one cell: look at it, decide, then reuse, skip or run it (see module doc)."""
+        cell = self._look(cfg)
+        decision, reused = self._decide(cell)
+        if decision.action == "reuse":
+            return reused  # nothing runs, nothing is rewritten
+        record = dict(cell.base)
+        if decision.rerun_reason:
+            record["rerun_reason"] = decision.rerun_reason
+        if decision.action == "skip":
+            self._skip(cell, record, decision.reason)
+            return None
+        running, t0 = self._start(cfg, cell, record, decision)
+        return self._run(cfg, cell, running, t0, decision.continue_from_checkpoint)
+
+    def _look(self, cfg: Any) -> _Cell:
+        """Gather what the decision needs: the cell's directory, fingerprints, last status."""
         from hydra.core.hydra_config import HydraConfig
         from omegaconf import OmegaConf
 
         cell_dir = Path(HydraConfig.get().runtime.output_dir)
-        root = Path(self.plan.working_dir)
         combo = {k: _plain_value(OmegaConf.select(cfg, k)) for k in self.plan.swept}
         fingerprints = {"config": config_fingerprint(cfg), "code": self.plan.code_fingerprint}
         image = os.environ.get("MUSHIN_SIF_SHA256")
@@ -256,71 +285,88 @@ class CellRunner:
         if not isinstance(previous, dict):
             previous = {}
         base = {"combo": combo, "cell": cell_dir.name, "fingerprints": fingerprints}
+        root = Path(self.plan.working_dir)
+        return _Cell(cell_dir, root, fingerprints, previous, base)
 
-        if (root / ABORT_FILE).exists():
-            reason = "sweep aborted (on_error='raise')"
-            self._status(cell_dir, **base, status="skipped", reason=reason,
-                         attempt=previous.get("attempt", 0))  # fmt: skip
+    def _decide(self, cell: _Cell) -> tuple[Decision, dict[str, Any] | None]:
+        """Decide reuse/skip/run (:func:`decide`), emit its warnings; a reuse reads metrics."""
+        multi_rank = is_multi_rank()
+
+        def judge(metrics_readable: bool) -> Decision:
+            return decide(
+                cell.previous,
+                cell.fingerprints,
+                cell=cell.directory.name,
+                run_id=self.plan.run_id,
+                resume=self.plan.resume,
+                aborted=(cell.root / ABORT_FILE).exists(),
+                deadline=self.plan.deadline,
+                now=time.time(),
+                multi_rank=multi_rank,
+                restart_count=_restart_count() if multi_rank else 0,
+                metrics_readable=metrics_readable,
+            )
+
+        decision, metrics = judge(True), None
+        if decision.action == "reuse":
+            metrics = read_json(cell.directory / METRICS_FILE)
+            if not isinstance(metrics, dict):  # unreadable: the cell runs again
+                decision, metrics = judge(False), None
+        for message in decision.warnings:
+            warnings.warn(message, stacklevel=3)  # at the caller of __call__
+        return decision, metrics
+
+    def _skip(self, cell: _Cell, record: dict[str, Any], reason: str) -> None:
+        """Record the cell as skipped; its attempt count stays where it was."""
+        attempt = cell.previous.get("attempt", 0)
+        self._status(cell.directory, **record, status="skipped", reason=reason, attempt=attempt)
+
+    def _start_key(self) -> str | None:
+        """This start's identity, the same on every rank of a multi-rank cell (else None)."""
+        if not is_multi_rank():
             return None
+        restarts = [
+            os.environ.get(name) or "0"
+            for name in ("SLURM_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT")
+        ]
+        return ":".join([self.plan.run_id, slurm_job_id() or "-", *restarts])
 
-        if self.plan.resume and previous.get("status") == "completed":
-            if previous.get("fingerprints") == fingerprints:
-                metrics = read_json(cell_dir / METRICS_FILE)
-                if isinstance(metrics, dict):
-                    return metrics  # reused: nothing runs, nothing is rewritten
-            else:
-                changed = sorted(
-                    k for k in fingerprints
-                    if previous.get("fingerprints", {}).get(k) != fingerprints[k]
-                )  # fmt: skip
-                warnings.warn(
-                    f"cell {cell_dir.name}: {' and '.join(changed)} fingerprint changed since it "
-                    "completed; running it again instead of reusing it",
-                    stacklevel=2,
-                )
-                base["rerun_reason"] = f"{'/'.join(changed)} fingerprint changed"
-
-        if self.plan.deadline is not None:
-            if is_multi_rank():
-                warnings.warn(
-                    "max_total_seconds is disabled for a cell launched on several ranks (a rank "
-                    "that stopped alone would hang the others at rendezvous); bound the job "
-                    "with the scheduler's timeout_min instead",
-                    stacklevel=2,
-                )
-            elif time.time() >= self.plan.deadline:
-                self._status(cell_dir, **base, status="skipped", reason="max_total_seconds",
-                             attempt=previous.get("attempt", 0))  # fmt: skip
-                return None
-
-        attempt = int(previous.get("attempt", 0)) + 1
-        known = previous.get("fingerprints")
-        if previous.get("run_id") == self.plan.run_id and "previous_fingerprints" in previous:
-            # written by this run (another rank was quicker): compare with what was there
-            # before it, as that rank did, so that every rank decides the same
-            known = previous["previous_fingerprints"]
-        continues = self._continues(previous, changed=bool(known) and known != fingerprints)
-        if not continues and global_rank_from_env() == 0:
+    def _start(
+        self, cfg: Any, cell: _Cell, record: dict[str, Any], decision: Decision
+    ) -> tuple[dict[str, Any], float]:
+        """Count the attempt, set stale checkpoints aside, record the start (status and
+        provenance); return the running status record and the start on the monotonic clock."""
+        known = int(cell.previous.get("attempt", 0))  # a status from before attempt.json
+        attempt = next_attempt(cell.directory, start=self._start_key(), known=known)
+        if not decision.continue_from_checkpoint and global_rank_from_env() == 0:
             # a fresh start: an earlier run's checkpoints (maybe of another config) must
             # not be picked up by this attempt or by a later resume
-            set_aside_checkpoints(cell_dir, self.plan.run_id[:12] or "earlier")
+            set_aside_checkpoints(cell.directory, self.plan.run_id[:12] or "earlier")
         started = _now()
         t0 = time.monotonic()
         running = {
-            **base,
+            **record,
             "attempt": attempt,
             "started": started,
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "slurm_job_id": slurm_job_id(),
-            "previous_fingerprints": known,
+            "previous_fingerprints": decision.previous_fingerprints,
         }
-        self._status(cell_dir, **running, status="running")
+        self._status(cell.directory, **running, status="running")
         if global_rank_from_env() == 0:
-            self._write_provenance(cfg, cell_dir, fingerprints)
+            self._write_provenance(cfg, cell.directory, cell.fingerprints)
+        return running, t0
+
+    def _run(
+        self, cfg: Any, cell: _Cell, running: dict[str, Any], t0: float, continues: bool
+    ) -> dict[str, Any] | None:
+        """Run the task and record the outcome: its metrics and "completed", or the failure
+        (and, under ``on_error="raise"``, the sweep's abort file before re-raising)."""
+        cell_dir = cell.directory
         try:
             try:
-                result = self._call_task(cfg, cell_dir, attempt, continues)
+                result = self._call_task(cfg, cell_dir, running["attempt"], continues)
             finally:
                 if global_rank_from_env() == 0:
                     self._record_seeds(cell_dir)
@@ -328,17 +374,25 @@ class CellRunner:
         except Exception as exc:
             self._record_failure(cell_dir, running, exc, time.monotonic() - t0)
             if self.plan.on_error == "raise":
-                if global_rank_from_env() == 0:
-                    write_json_atomic(
-                        root / ABORT_FILE, {"cell": cell_dir.name, "error": repr(exc)}
-                    )
+                self._abort(cell, exc)
                 raise
             return None
         if global_rank_from_env() == 0:
             write_json_atomic(cell_dir / METRICS_FILE, metrics)
-        self._status(cell_dir, **running, status="completed", ended=_now(),
-                     duration_s=round(time.monotonic() - t0, 3))  # fmt: skip
+        self._status(
+            cell_dir,
+            **running,
+            status="completed",
+            ended=_now(),
+            duration_s=round(time.monotonic() - t0, 3),
+        )
         return metrics
+
+    def _abort(self, cell: _Cell, exc: BaseException) -> None:
+        """Write the sweep's abort file (rank 0), so that the cells not yet started skip."""
+        if global_rank_from_env() == 0:
+            record = {"cell": cell.directory.name, "error": repr(exc)}
+            write_json_atomic(cell.root / ABORT_FILE, record)
 
     def _write_provenance(self, cfg: Any, cell_dir: Path, fingerprints: dict[str, str]) -> None:
         """Write the cell's provenance record (and its package list) as the task starts.
@@ -348,11 +402,8 @@ class CellRunner:
         """
         from omegaconf import OmegaConf
 
-        from mushin_box._provenance.full import (
-            full_provenance,
-            launcher_from_hydra,
-            write_provenance,
-        )
+        from mushin_box._provenance.files import write_provenance
+        from mushin_box._provenance.full import full_provenance, launcher_from_hydra
         from mushin_box._provenance.record import basic_provenance
 
         config = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
@@ -383,7 +434,8 @@ class CellRunner:
         """Complete the cell's provenance once the task has returned or raised: the per-rank
         seeds its ranks recorded, ``run.ended``/``run.duration_s`` and ``run.devices`` (the
         task has usually imported torch by now)."""
-        from mushin_box._provenance.full import finish_record, record_with_seeds, write_provenance
+        from mushin_box._provenance.files import write_provenance
+        from mushin_box._provenance.full import finish_record, record_with_seeds
         from mushin_box._train.seeding import seed_records
 
         t0 = self.__dict__.get("_provenance_clocks", {}).pop(str(cell_dir), None)
@@ -399,51 +451,31 @@ class CellRunner:
         except (OSError, ValueError, KeyError) as exc:  # never fail a cell over provenance
             warnings.warn(f"cell {cell_dir.name}: provenance not completed ({exc})", stacklevel=2)
 
-    def _continues(self, previous: dict[str, Any], *, changed: bool) -> bool:
-        """Does this attempt continue from the cell's checkpoints? Only a requeue within
-        this run, or ``resume=True`` with unchanged fingerprints; a new run without
-        ``resume`` starts afresh."""
-        if is_multi_rank():
-            # every rank decides alone while rank 0 rewrites the status: the plan, SLURM's
-            # restart count and the fingerprints from before this run (see __call__)
-            if int(os.environ.get("SLURM_RESTART_COUNT") or 0) > 0:
-                return True
-            return self.plan.resume and not changed
-        if previous.get("run_id") == self.plan.run_id:  # requeued within this run
-            return True
-        return self.plan.resume and not changed
-
     def _call_task(self, cfg: Any, cell_dir: Path, attempt: int, continues: bool) -> Any:
-        from hydra_zen import zen
-
+        """Call the task through zen, ``mushin_resume`` filled by ``call_with_resume``."""
         # resolve_pre_call=False: zen's in-place OmegaConf.resolve would turn an escaped
         # literal "\\${x}" in a swept string into an interpolation that the field access
         # then resolves a second time
-        if not wants_resume(self.task):
-            return zen(self.task, pre_call=self.pre_call, resolve_pre_call=False)(cfg)
-        last = find_last_checkpoint(cell_dir) if continues else None
-        ctx = ResumeContext(dir=cell_dir, last_ckpt=last, attempt=attempt)
-        task = self.task
-
-        def with_context(*args: Any, **kwargs: Any) -> Any:
-            kwargs[RESUME_PARAM] = ctx
-            return task(*args, **kwargs)
-
-        with_context.__signature__ = inspect.signature(task)  # type: ignore[attr-defined]
-        return zen(
-            with_context, exclude=RESUME_PARAM, pre_call=self.pre_call, resolve_pre_call=False
+        return zen_with_resume(
+            self.task,
+            directory=cell_dir,
+            continues=continues,
+            attempt=attempt,
+            pre_call=self.pre_call,
+            resolve_pre_call=False,
         )(cfg)
 
     def _record_failure(
         self, cell_dir: Path, running: dict[str, Any], exc: BaseException, duration: float
     ) -> None:
+        """Record a failed attempt (rank 0): the redacted traceback and a "failed" status."""
         if global_rank_from_env() != 0:
             return
         # an exception may quote a secret (e.g. "invalid token ..."): the values of
         # secret-looking environment variables, sweep secrets included, are replaced
-        text = scrub_secret_values("".join(traceback.format_exception(exc)))
+        text = redact_secret_values("".join(traceback.format_exception(exc)))
         write_text_atomic(cell_dir / ERROR_FILE, text)
-        message = scrub_secret_values(str(exc))
+        message = redact_secret_values(str(exc))
         self._status(
             cell_dir,
             **running,

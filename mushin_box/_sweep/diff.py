@@ -21,6 +21,7 @@ from typing import Any
 
 import attrs
 
+from mushin_box._core.redact import redact
 from mushin_box._core.sidecars import read_json
 
 # The record comparison lives in _provenance_compare (one concept per module); its names
@@ -28,26 +29,16 @@ from mushin_box._core.sidecars import read_json
 from mushin_box._provenance.compare import (
     CellDiff,
     FieldDiff,
-    MetricDiff,
-    collapse_key,
     diff_records,
-    flatten,
-    package_diffs,
 )
-from mushin_box._provenance.full import packages_beside, scrub, split_provenance
+from mushin_box._provenance.files import packages_beside
+from mushin_box._provenance.full import split_provenance
 
 __all__ = [
-    "CellDiff",
     "Diff",
     "DiffInputError",
-    "FieldDiff",
-    "MetricDiff",
-    "collapse_key",
     "diff_provenance",
-    "diff_records",
-    "flatten",
     "input_kind",
-    "package_diffs",
 ]
 
 
@@ -111,8 +102,7 @@ class Diff:
 
 
 def _files() -> tuple[str, str, str, str]:
-    from mushin_box._sweep.cells import METRICS_FILE, PROVENANCE_FILE, STATUS_FILE
-    from mushin_box._sweep.manifest import MANIFEST_FILE
+    from mushin_box._core.layout import MANIFEST_FILE, METRICS_FILE, PROVENANCE_FILE, STATUS_FILE
 
     return PROVENANCE_FILE, STATUS_FILE, METRICS_FILE, MANIFEST_FILE
 
@@ -164,7 +154,7 @@ def _display(combo: Mapping[str, Any]) -> str:
     """A cell's name in reports: its combo id, secrets redacted."""
     from mushin_box._sweep.manifest import combo_id
 
-    return combo_id(scrub(dict(combo)))
+    return combo_id(redact(dict(combo)))
 
 
 def _packages(path: Path, record: Mapping[str, Any] | None) -> list[str] | None:
@@ -184,7 +174,7 @@ def _cell_pair(a: Path, b: Path, atol: float, combo: dict[str, Any]) -> CellDiff
         metrics_b=_read_mapping(b / metrics),
         atol=atol,
         name=_display(combo),
-        combo=scrub(combo),
+        combo=redact(combo),
         path_a=str(a),
         path_b=str(b),
         packages_a=_packages(a, ra),
@@ -272,7 +262,7 @@ def diff_provenance(a: str | Path, b: str | Path, *, atol: float = 0.0) -> Diff:
         out.append(
             CellDiff(
                 name=_display(combo),
-                combo=scrub(combo),
+                combo=redact(combo),
                 a=str(d) if key in cells_a else None,
                 b=str(d) if key in cells_b else None,
                 breaks=(

@@ -11,6 +11,9 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from mushin_box._core.layout import METRICS_FILE, STATUS_FILE, stage_metrics_file
+from mushin_box._core.targets import public
+
 __all__ = ["STAGES", "load_experiment", "load_job", "load_sweep"]
 
 # MetricsCallback files and the dimension their series run along
@@ -40,7 +43,7 @@ def load_job(path: str | os.PathLike[str]) -> xr.Dataset:
         raise FileNotFoundError(f"load_experiment: {job} is not a directory")
     variables: dict[str, xr.DataArray] = {}
     for stage in STAGES:
-        file = job / f"{stage}_metrics.pt"
+        file = job / stage_metrics_file(stage)
         if file.is_file():
             variables.update(_series_variables(stage, load_metrics_file(file)))
     attrs: dict[str, Any] = {"job_dir": str(job.resolve())}
@@ -99,11 +102,12 @@ def load_sweep(path: str | os.PathLike[str]) -> xr.Dataset:
         if state == "failed":
             failures.append({"combo": record["combo"], "error": record.get("error")})
         elif state in ("skipped", "timeout"):
-            skipped.append({"combo": record["combo"], "status": state,
-                            "reason": record.get("reason")})  # fmt: skip
+            skipped.append(
+                {"combo": record["combo"], "status": state, "reason": record.get("reason")}
+            )
         if state != "completed":
             continue
-        metrics = read_json(cell_dir / "mushin_metrics.json", default={})
+        metrics = read_json(cell_dir / METRICS_FILE, default={})
         for name, value in (metrics or {}).items():
             if isinstance(value, bool | int | float):
                 arr = scalars.setdefault(name, np.full(shape, np.nan))
@@ -140,11 +144,12 @@ def load_sweep(path: str | os.PathLike[str]) -> xr.Dataset:
 
 
 def is_sweep_dir(path: Path) -> bool:
-    from mushin_box._sweep.manifest import MANIFEST_FILE
+    from mushin_box._core.layout import MANIFEST_FILE
 
-    return (path / MANIFEST_FILE).is_file() or any(path.glob("*/mushin_status.json"))
+    return (path / MANIFEST_FILE).is_file() or any(path.glob(f"*/{STATUS_FILE}"))
 
 
+@public
 def load_experiment(path: str | os.PathLike[str]) -> xr.Dataset:
     """Load a sweep directory, or one job directory, as an :class:`xarray.Dataset`.
 

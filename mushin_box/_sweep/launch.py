@@ -34,7 +34,9 @@ from mushin_box._train.resume import ResumeContext
 __all__ = ["LaunchError", "LaunchPlan", "fit_task", "load_target", "plan_launch", "seed_pre_call"]
 
 DEFAULT_NAMES = ("workflow", "Config")
-_HYDRADDP_TARGETS = frozenset({"mushin_box.HydraDDP", "mushin_box._train.ddp.HydraDDP"})
+_HYDRADDP_TARGETS = frozenset(
+    {"mushin_box.HydraDDP", "mushin_box._ddp.HydraDDP"}
+)  # 0.1 wrote the second
 _TOPOLOGY_KEYS = ("trainer.devices", "trainer.num_nodes")
 
 
@@ -248,7 +250,7 @@ def plan_launch(
     nodes, gpus = _positive("--nodes", nodes), _positive("--gpus", gpus)
     config = _config_of(target)
     has_trainer = _select(config, "trainer") is not None
-    given = _override_keys(overrides)
+    given = override_keys(overrides)
     for key in _TOPOLOGY_KEYS:
         if key in given:
             raise LaunchError(
@@ -258,8 +260,10 @@ def plan_launch(
         local = shutil.which("sbatch") is None
     out = list(overrides)
     if has_trainer:
-        out += [format_override("trainer.devices", gpus, force_add=True),
-                format_override("trainer.num_nodes", nodes, force_add=True)]  # fmt: skip
+        out += [
+            format_override("trainer.devices", gpus, force_add=True),
+            format_override("trainer.num_nodes", nodes, force_add=True),
+        ]
     elif nodes * gpus > 1:
         raise LaunchError(
             f"{nodes * gpus} ranks requested, but the experiment's config has no `trainer` "
@@ -291,8 +295,9 @@ def plan_launch(
     kwargs = dict(slurm or {})
     if image is not None:
         env = {"PYTHONPATH": pythonpath} if pythonpath else None
-        kwargs.update(image=image, binds=list(binds), env=env, preflight=preflight,
-                      image_python=image_python)  # fmt: skip
+        kwargs.update(
+            image=image, binds=list(binds), env=env, preflight=preflight, image_python=image_python
+        )
         if working_dir is not None:
             kwargs["working_dir"] = working_dir
     elif binds or image_python != "python":
@@ -306,10 +311,10 @@ def plan_launch(
     )
 
 
-def _override_keys(overrides: Sequence[str]) -> set[str]:
+def override_keys(overrides: Sequence[str]) -> set[str]:
     from hydra.errors import OverrideParseException
 
-    from mushin_box._sweep.workflow import _override_keys as keys
+    from mushin_box._sweep.workflow import override_keys as keys
 
     try:
         return set(keys(overrides))
@@ -318,9 +323,13 @@ def _override_keys(overrides: Sequence[str]) -> set[str]:
 
 
 def run_launch(
-    target: Any, plan: LaunchPlan, *, resume: bool = False, on_error: str = "raise",
+    target: Any,
+    plan: LaunchPlan,
+    *,
+    resume: bool = False,
+    on_error: str = "raise",
     progress: bool = True,
-) -> Any:  # fmt: skip
+) -> Any:
     """Run the plan: ``Workflow.run`` with the plan's launcher and overrides.
 
     Raises
@@ -336,9 +345,10 @@ def run_launch(
     from mushin_box._sweep.workflow import Workflow
 
     workflow = (
-        target if isinstance(target, Workflow)
+        target
+        if isinstance(target, Workflow)
         else Workflow(fit_task, target, pre_call=seed_pre_call)
-    )  # fmt: skip
+    )
     roots = {Path(d).resolve() for d in (plan.working_dir, workflow.working_dir) if d}
     before = {root: _manifest_run_id(root) for root in roots}
     saved = os.environ.get("PYTHONPATH")
@@ -347,11 +357,14 @@ def run_launch(
         os.environ["PYTHONPATH"] = os.pathsep.join(parts)
     try:
         return workflow.run(
-            working_dir=plan.working_dir, launcher=plan.launcher,
+            working_dir=plan.working_dir,
+            launcher=plan.launcher,
             launcher_config=dict(plan.launcher_config) if plan.launcher_config else None,
-            overrides=list(plan.overrides), resume=resume, on_error=on_error,  # type: ignore[arg-type]
+            overrides=list(plan.overrides),
+            resume=resume,
+            on_error=on_error,  # type: ignore[arg-type]
             progress=progress,
-        )  # fmt: skip
+        )
     except ConfigCompositionException as exc:  # an override Hydra cannot apply: no task ran
         raise LaunchError(str(exc)) from None
     except (TypeError, ValueError) as exc:

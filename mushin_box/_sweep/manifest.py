@@ -11,11 +11,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from mushin_box._core.layout import LOCK_FILE, MANIFEST_FILE, STATUS_FILE
 from mushin_box._core.sidecars import canonical_dumps, read_json, write_json_atomic
-from mushin_box._sweep.cells import STATUS_FILE
 
 __all__ = [
-    "MANIFEST_FILE",
     "live_cells",
     "reconcile_abandoned",
     "SweepLock",
@@ -25,9 +24,6 @@ __all__ = [
     "rebuild_manifest",
     "write_manifest",
 ]
-
-MANIFEST_FILE = "mushin_sweep.json"
-LOCK_FILE = ".mushin_sweep.lock"
 
 
 def combo_id(combo: Mapping[str, Any]) -> str:
@@ -147,12 +143,12 @@ def _ended(record: Mapping[str, Any]) -> tuple[str, str] | None:
     """(new status, reason) for a ``running`` cell whose process is gone, else None."""
     import socket
 
-    from mushin_box._slurm.config import LIVE_JOB_STATES, slurm_job_state
+    from mushin_box._slurm.jobs import is_live, job_state
 
     job_id = record.get("slurm_job_id")
     if job_id:
-        state = slurm_job_state(str(job_id))
-        if state is None or state in LIVE_JOB_STATES:
+        state = job_state(str(job_id))
+        if state is None or is_live(state):
             return None
         status = "timeout" if state.startswith(("TIMEOUT", "DEADLINE")) else "failed"
         return status, f"SLURM job {job_id} ended {state} while the cell was running"
@@ -185,12 +181,12 @@ def reconcile_abandoned(root: Path) -> list[str]:
 
 def live_cells(root: Path) -> list[tuple[str, str]]:
     """(cell dir, SLURM job id) of cells still running in a live SLURM job."""
-    from mushin_box._slurm.config import LIVE_JOB_STATES, slurm_job_state
+    from mushin_box._slurm.jobs import is_live, job_state
 
     out = []
     for cell_dir, record in cell_records(root):
         job_id = record.get("slurm_job_id")
         if record.get("status") == "running" and job_id:
-            if slurm_job_state(str(job_id)) in LIVE_JOB_STATES:
+            if is_live(job_state(str(job_id)) or ""):
                 out.append((cell_dir.name, str(job_id)))
     return out

@@ -1,5 +1,14 @@
 # SPDX-License-Identifier: MIT
-"""``Workflow``: a hydra-zen task swept over a grid, one directory and sidecars per cell."""
+"""``Workflow``: a hydra-zen task swept over a grid, one directory and sidecars per cell.
+
+Design note: ``Workflow.run`` is the driver's side only, a short list of steps: check the
+arguments, open the directory, hide secrets and collect the grid, build the
+:class:`~mushin_box._sweep.cells.CellPlan` that every cell receives, then, under the sweep's
+lock, prepare the directory (``_open_sweep``), launch the cells (``_launch``) and re-raise
+or report what went wrong. What a cell does (reuse, skip, run, continue from a checkpoint) is
+decided inside the cell, by the runner, from the plan and what is on disk; the driver only
+decides for the whole sweep.
+"""
 
 from __future__ import annotations
 
@@ -15,14 +24,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from hydra_zen import hydra_list, multirun
+
+from mushin_box._core.layout import ABORT_FILE
 from mushin_box._core.overrides import format_override, format_sweep, format_value
 from mushin_box._core.secrets import SecretVault, sweep_error
-from mushin_box._sweep.cells import (
-    ABORT_FILE,
-    CellPlan,
-    CellRunner,
-    code_fingerprint,
-)
+from mushin_box._core.targets import public
+from mushin_box._sweep.cells import CellPlan, CellRunner, code_fingerprint
 from mushin_box._sweep.manifest import (
     SweepLock,
     combo_id,
@@ -34,12 +42,11 @@ from mushin_box._sweep.manifest import (
 )
 from mushin_box._train.resume import RESUME_PARAM
 
-__all__ = ["Workflow", "hydra_list", "multirun"]
+__all__ = [
+    "Workflow",
+]
 
-# re-exported: hydra-zen's markers for "sweep over these" and "one list-valued value"
-from hydra_zen import hydra_list, multirun  # noqa: E402
 
-LAUNCHERS = ("basic", "submitit_local", "submitit_slurm", "mushin_slurm", "mushin_local")
 _MULTI_RANK_KEYS = ("tasks_per_node", "nodes", "ntasks_per_node")
 
 
@@ -102,6 +109,113 @@ def _launcher_is_multi_rank(launcher_config: Mapping[str, Any] | None) -> bool:
     return total > 1
 
 
+def _check_run_arguments(
+    *,
+    working_dir: Any,
+    launcher: Any,
+    launcher_config: Any,
+    resume: bool,
+    on_error: str,
+    max_total_seconds: float | None,
+) -> None:
+    """Refuse inconsistent arguments of :meth:`Workflow.run` before anything is written."""
+    if on_error not in ("raise", "nan"):
+        raise ValueError(f"on_error must be 'raise' or 'nan', got {on_error!r}")
+    if resume and working_dir is None:
+        raise ValueError("resume=True needs the working_dir of the sweep to resume")
+    if launcher_config is not None and launcher is None:
+        raise ValueError(
+            "launcher_config was given without launcher; name the launcher it configures, "
+            "e.g. launcher='submitit_slurm'"
+        )
+    if launcher is not None and not isinstance(launcher, str):
+        raise TypeError(f"launcher must be a launcher name (str), got {launcher!r}")
+    if max_total_seconds is not None and not (max_total_seconds > 0):
+        raise ValueError(f"max_total_seconds must be > 0, got {max_total_seconds!r}")
+
+
+def _deadline(
+    max_total_seconds: float | None, launcher_config: Mapping[str, Any] | None
+) -> float | None:
+    """The sweep's absolute deadline (``time.time()``), or None: none was asked for, or the
+    launch is multi-rank (then with a warning, at the caller of ``run``)."""
+    if max_total_seconds is None:
+        return None
+    if _launcher_is_multi_rank(launcher_config):
+        warnings.warn(
+            "max_total_seconds is disabled for multi-rank launches (each rank would keep "
+            "its own deadline and a rank that stopped alone would hang the others); use "
+            "the scheduler's timeout_min in launcher_config instead",
+            stacklevel=3,
+        )
+        return None
+    return time.time() + float(max_total_seconds)
+
+
+def _hydra_overrides(
+    root: Path,
+    swept: Sequence[str],
+    task_args: Sequence[str],
+    launcher: str | None,
+    launcher_config: Mapping[str, Any] | None,
+) -> list[str]:
+    """Hydra's own overrides: the sweep directory, cells named by their swept values only,
+    and the launcher with its settings."""
+    hydra_overrides = [
+        format_override("hydra.sweep.dir", str(root)),
+        "hydra.sweep.subdir='${mushin_cell:}'",
+    ]
+    constant_keys = [k for k in override_keys(task_args) if k not in swept]
+    hydra_overrides.append(
+        "hydra.job.config.override_dirname.exclude_keys=" + format_value(constant_keys)
+    )
+    if launcher is not None:
+        hydra_overrides.append(f"hydra/launcher={launcher}")
+        for key, value in (launcher_config or {}).items():
+            override = format_override(f"hydra.launcher.{key}", value)
+            # dict fields (additional_parameters) are struct nodes: only '++' sets keys
+            hydra_overrides.append(f"++{override}" if isinstance(value, Mapping) else override)
+    return hydra_overrides
+
+
+def _open_sweep(root: Path, grid: Mapping[str, list[Any]], plan: CellPlan) -> None:
+    """Under the sweep's lock, before any cell starts: report a changed grid (on resume),
+    record abandoned cells, refuse cells still running in SLURM jobs, clear the abort file
+    and write the new manifest."""
+    previous = read_manifest(root)
+    if plan.resume and previous is not None:
+        _report_grid_change(previous, grid)
+    reconcile_abandoned(root)
+    busy = live_cells(root)
+    if busy:
+        raise RuntimeError(
+            "cells of this sweep are still running in SLURM jobs: "
+            + ", ".join(f"{cell} (job {job})" for cell, job in busy)
+            + "; wait for them to end or scancel them, then run again"
+        )
+    (root / ABORT_FILE).unlink(missing_ok=True)
+    write_manifest(root, grid=grid, run_id=plan.run_id)
+
+
+def _raise_unless_recorded(
+    error: BaseException | None, ended: Sequence[str], on_error: str
+) -> None:
+    """Re-raise the launch's error, unless ``on_error="nan"`` and it only ended cells that
+    are now recorded as failed/timeout (then warn, at the caller of ``run``)."""
+    if error is None:
+        return
+    if on_error == "nan" and ended and isinstance(error, Exception):
+        warnings.warn(
+            f"cell(s) {', '.join(ended)} ended with their job "
+            f"({type(error).__name__}: {str(error)[:300]}); "
+            "recorded as failed/timeout (on_error='nan'); run again with resume=True",
+            stacklevel=3,
+        )
+        return
+    raise error
+
+
+@public
 class Workflow:
     """A task function swept over a grid of config values.
 
@@ -196,124 +310,112 @@ class Workflow:
             ``name=multirun([...])`` sweeps; ``name=hydra_list([...])`` or a scalar sets
             one value.
         """
-        from hydra_zen import launch
-
-        if on_error not in ("raise", "nan"):
-            raise ValueError(f"on_error must be 'raise' or 'nan', got {on_error!r}")
-        if resume and working_dir is None:
-            raise ValueError("resume=True needs the working_dir of the sweep to resume")
-        if launcher_config is not None and launcher is None:
-            raise ValueError(
-                "launcher_config was given without launcher; name the launcher it configures, "
-                "e.g. launcher='submitit_slurm'"
+        _check_run_arguments(
+            working_dir=working_dir,
+            launcher=launcher,
+            launcher_config=launcher_config,
+            resume=resume,
+            on_error=on_error,
+            max_total_seconds=max_total_seconds,
+        )
+        root = self._open_dir(working_dir)
+        vault = SecretVault()
+        config, grid, task_args = self._hide_and_sweep(vault, sweep_params, overrides, launcher)
+        plan = CellPlan(
+            working_dir=str(root),
+            swept=tuple(grid),
+            on_error=on_error,
+            resume=resume,
+            deadline=_deadline(max_total_seconds, launcher_config),
+            code_fingerprint=code_fingerprint(self.task),
+            run_id=uuid.uuid4().hex,
+        )
+        hydra_args = _hydra_overrides(root, plan.swept, task_args, launcher, launcher_config)
+        with SweepLock(root):
+            _open_sweep(root, grid, plan)
+            error, ended = self._launch(
+                config,
+                plan,
+                grid,
+                hydra_args + task_args,
+                vault,
+                launcher=launcher,
+                progress=progress,
             )
-        if launcher is not None and not isinstance(launcher, str):
-            raise TypeError(f"launcher must be a launcher name (str), got {launcher!r}")
-        if max_total_seconds is not None and not (max_total_seconds > 0):
-            raise ValueError(f"max_total_seconds must be > 0, got {max_total_seconds!r}")
+            _raise_unless_recorded(error, ended, on_error)
+        from mushin_box._sweep.experiment import load_experiment
 
+        return load_experiment(root)
+
+    def _open_dir(self, working_dir: str | os.PathLike[str] | None) -> Path:
+        """Resolve and create the sweep directory (default: ``multirun/<timestamp>``)."""
         root = Path(working_dir if working_dir is not None else self._default_dir()).resolve()
         root.mkdir(parents=True, exist_ok=True)
         self.working_dir = root
+        return root
+
+    def _hide_and_sweep(
+        self,
+        vault: SecretVault,
+        sweep_params: Mapping[str, Any],
+        overrides: Sequence[str] | None,
+        launcher: str | None,
+    ) -> tuple[Any, dict[str, list[Any]], list[str]]:
+        """Hide secret values in the vault; return the config, the grid and the task's
+        overrides (those from ``sweep_params``, then the user's raw ones)."""
         # secret values travel in the environment, never in a file (mushin_box._core.secrets)
         # (config defaults first: an override's value for the same path must win)
-        vault = SecretVault()
         config = vault.hide_in_config(self.config, plain=launcher not in (None, "basic"))
         grid, task_overrides = self._sweep_overrides(sweep_params, vault)
         user = vault.hide_in_overrides(
             list(overrides or []), is_config_key=lambda key: not _is_config_group(key)
         )
         grid.update(_user_sweeps(user))  # "x=1,2" in raw overrides is a grid axis too
-        swept = tuple(grid)
+        return config, grid, task_overrides + user
 
-        deadline = None
-        if max_total_seconds is not None:
-            if _launcher_is_multi_rank(launcher_config):
-                warnings.warn(
-                    "max_total_seconds is disabled for multi-rank launches (each rank would keep "
-                    "its own deadline and a rank that stopped alone would hang the others); use "
-                    "the scheduler's timeout_min in launcher_config instead",
-                    stacklevel=2,
+    def _launch(
+        self,
+        config: Any,
+        plan: CellPlan,
+        grid: Mapping[str, list[Any]],
+        overrides: list[str],
+        vault: SecretVault,
+        *,
+        launcher: str | None,
+        progress: bool,
+    ) -> tuple[BaseException | None, list[str]]:
+        """Run every cell (``hydra_zen.launch`` of a :class:`CellRunner`), then record the
+        cells whose job ended without a word and rebuild the manifest; return the launch's
+        error, if any, and the cells recorded as ended."""
+        from hydra_zen import launch
+
+        root = Path(plan.working_dir)
+        watcher = _start_progress(root, grid, plan.run_id, progress, launcher)
+        error: BaseException | None = None
+        try:
+            with vault.exported():
+                launch(
+                    config,
+                    CellRunner(self.task, plan, pre_call=self.pre_call),
+                    overrides=overrides,
+                    multirun=True,
+                    version_base="1.3",
+                    # launchers that pickle the job (submitit) pickle hydra-zen's dynamic
+                    # dataclasses by value, which leaves their list/dict defaults broken for
+                    # the next launch in this process ('_MISSING_TYPE'): hand them a DictConfig
+                    to_dictconfig=launcher not in (None, "basic"),
+                    config_name="mushin_workflow",
+                    job_name="mushin_workflow",
                 )
-            else:
-                deadline = time.time() + float(max_total_seconds)
-
-        hydra_overrides = [
-            format_override("hydra.sweep.dir", str(root)),
-            "hydra.sweep.subdir='${mushin_cell:}'",
-        ]
-        constant_keys = [k for k in _override_keys(task_overrides + user) if k not in swept]
-        hydra_overrides.append(
-            "hydra.job.config.override_dirname.exclude_keys=" + format_value(constant_keys)
-        )
-        if launcher is not None:
-            hydra_overrides.append(f"hydra/launcher={launcher}")
-            for key, value in (launcher_config or {}).items():
-                override = format_override(f"hydra.launcher.{key}", value)
-                # dict fields (additional_parameters) are struct nodes: only '++' sets keys
-                hydra_overrides.append(f"++{override}" if isinstance(value, Mapping) else override)
-
-        plan = CellPlan(
-            working_dir=str(root),
-            swept=swept,
-            on_error=on_error,
-            resume=resume,
-            deadline=deadline,
-            code_fingerprint=code_fingerprint(self.task),
-            run_id=uuid.uuid4().hex,
-        )
-        with SweepLock(root):
-            previous = read_manifest(root)
-            if resume and previous is not None:
-                _report_grid_change(previous, grid)
-            reconcile_abandoned(root)
-            busy = live_cells(root)
-            if busy:
-                raise RuntimeError(
-                    "cells of this sweep are still running in SLURM jobs: "
-                    + ", ".join(f"{cell} (job {job})" for cell, job in busy)
-                    + "; wait for them to end or scancel them, then run again"
-                )
-            (root / ABORT_FILE).unlink(missing_ok=True)
-            write_manifest(root, grid=grid, run_id=plan.run_id)
-            watcher = _start_progress(root, grid, plan.run_id, progress, launcher)
-            error: BaseException | None = None
-            try:
-                with vault.exported():
-                    launch(
-                        config,
-                        CellRunner(self.task, plan, pre_call=self.pre_call),
-                        overrides=hydra_overrides + task_overrides + user,
-                        multirun=True,
-                        version_base="1.3",
-                        # launchers that pickle the job (submitit) pickle hydra-zen's dynamic
-                        # dataclasses by value, which leaves their list/dict defaults broken for
-                        # the next launch in this process ('_MISSING_TYPE'): hand them a DictConfig
-                        to_dictconfig=launcher not in (None, "basic"),
-                        config_name="mushin_workflow",
-                        job_name="mushin_workflow",
-                    )
-            except BaseException as exc:  # recorded by the cell; re-raised below
-                error = exc
-            finally:
-                if watcher is not None:
-                    watcher.stop()
-                # cells whose job was killed, cancelled or timed out never wrote their end
-                ended = reconcile_abandoned(root)
-                rebuild_manifest(root)
-            if error is not None:
-                if on_error == "nan" and ended and isinstance(error, Exception):
-                    warnings.warn(
-                        f"cell(s) {', '.join(ended)} ended with their job "
-                        f"({type(error).__name__}: {str(error)[:300]}); "
-                        "recorded as failed/timeout (on_error='nan'); run again with resume=True",
-                        stacklevel=2,
-                    )
-                else:
-                    raise error
-        from mushin_box._sweep.experiment import load_experiment
-
-        return load_experiment(root)
+        except BaseException as exc:  # recorded by the cell; re-raised by the caller
+            error = exc
+        finally:
+            if watcher is not None:
+                watcher.stop()
+            # cells whose job was killed, cancelled or timed out never wrote their end
+            ended = reconcile_abandoned(root)
+            rebuild_manifest(root)
+        return error, ended
 
     @staticmethod
     def _default_dir() -> Path:
@@ -356,7 +458,7 @@ class Workflow:
         return grid, out
 
 
-def _override_keys(overrides: Sequence[str]) -> list[str]:
+def override_keys(overrides: Sequence[str]) -> list[str]:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     parsed = OverridesParser.create().parse_overrides(list(overrides))
@@ -379,12 +481,14 @@ def _user_sweeps(overrides: Sequence[str]) -> dict[str, list[Any]]:
 
 
 def _report_grid_change(previous: Mapping[str, Any], grid: Mapping[str, list[Any]]) -> None:
+    """Warn when a resumed sweep's grid differs from the manifest's (at the caller of
+    ``run``: run, _open_sweep, here)."""
     old = previous.get("grid", {})
     if list(old) != list(grid):
         warnings.warn(
             f"resume: the swept parameters changed from {list(old)} to {list(grid)}; cells "
             "are matched by their swept values, so no earlier cell is reused",
-            stacklevel=3,
+            stacklevel=4,
         )
         return
     old_ids = {combo_id(dict(zip(old, c, strict=True))) for c in itertools.product(*old.values())}
@@ -394,7 +498,7 @@ def _report_grid_change(previous: Mapping[str, Any], grid: Mapping[str, list[Any
         warnings.warn(
             f"resume: the grid changed ({added} new cell(s), {removed} cell(s) no longer in it); "
             "cells in both are reused if their fingerprints match",
-            stacklevel=3,
+            stacklevel=4,
         )
 
 

@@ -37,15 +37,20 @@ from pytorch_lightning.strategies import DDPStrategy
 from pytorch_lightning.strategies.launchers import _SubprocessScriptLauncher
 from pytorch_lightning.trainer.states import TrainerStatus
 
-from mushin_box._core.jobdir import JOB_DIR_ENV
-from mushin_box._train.seeding import SEED_BASE_ENV
+from mushin_box._core.layout import (
+    DDP_PARENT_PID_ENV,
+    DDP_SPEC_ENV,
+    GLOBAL_RANK_ENV,
+    JOB_DIR_ENV,
+    SEED_BASE_ENV,
+    SEED_WORKERS_ENV,
+)
+from mushin_box._core.targets import public
 
 __all__ = ["HydraDDP", "WorldSizeMismatchError"]
 
 log = logging.getLogger(__name__)
 
-SPEC_ENV = "MUSHIN_DDP_SPEC"
-PARENT_PID_ENV = "MUSHIN_DDP_PARENT_PID"
 # variables rank 0 sets for its children; restored afterwards so the next Hydra job in
 # the same process (a multirun) does not look "externally launched" (LOCAL_RANK is set)
 _DIST_ENV = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE")
@@ -92,6 +97,7 @@ def validate_launched_world(env: ClusterEnvironment, devices: int, num_nodes: in
         )
 
 
+@public
 class HydraDDP(DDPStrategy):
     """DDP strategy for Lightning Trainers built from hydra-zen/Hydra configs.
 
@@ -289,9 +295,9 @@ class _HydraDDPLauncher(_SubprocessScriptLauncher):
         for local_rank in range(1, self.num_processes):
             child_env = os.environ.copy()
             child_env["LOCAL_RANK"] = str(local_rank)
-            child_env["MUSHIN_GLOBAL_RANK"] = str(env.node_rank() * self.num_processes + local_rank)
-            child_env[SPEC_ENV] = json.dumps(spec)
-            child_env[PARENT_PID_ENV] = str(os.getpid())
+            child_env[GLOBAL_RANK_ENV] = str(env.node_rank() * self.num_processes + local_rank)
+            child_env[DDP_SPEC_ENV] = json.dumps(spec)
+            child_env[DDP_PARENT_PID_ENV] = str(os.getpid())
             child_env[JOB_DIR_ENV] = spec["job_dir"]
             if os.environ.get("PL_GLOBAL_SEED") is None:
                 child_env.pop("PL_GLOBAL_SEED", None)
@@ -468,7 +474,7 @@ def _child_spec(
         "job_dir": str(job_dir),
         "config_dir": str(config_dir),
         "seed_base": os.environ.get(SEED_BASE_ENV),
-        "seed_workers": os.environ.get("MUSHIN_SEED_WORKERS", "1") == "1",
+        "seed_workers": os.environ.get(SEED_WORKERS_ENV, "1") == "1",
         "main_file": main_file,
         "sys_path": [p for p in sys.path if p],
         "cwd": os.getcwd(),

@@ -20,6 +20,8 @@ import types
 from pathlib import Path
 from typing import Any
 
+from mushin_box._core.layout import DDP_PARENT_PID_ENV, DDP_SPEC_ENV
+
 
 def _watch_parent(parent_pid: int) -> None:
     """Exit when rank 0 is gone (backs up PR_SET_PDEATHSIG, e.g. on non-Linux hosts)."""
@@ -60,8 +62,8 @@ def _restore_hydra_config(config_dir: Path) -> Any:
 
 
 def main() -> None:
-    spec: dict[str, Any] = json.loads(os.environ["MUSHIN_DDP_SPEC"])
-    _watch_parent(int(os.environ["MUSHIN_DDP_PARENT_PID"]))
+    spec: dict[str, Any] = json.loads(os.environ[DDP_SPEC_ENV])
+    _watch_parent(int(os.environ[DDP_PARENT_PID_ENV]))
     for entry in reversed(spec["sys_path"]):
         if entry not in sys.path:
             sys.path.insert(0, entry)

@@ -13,7 +13,9 @@ import pytorch_lightning as pl
 import torch
 
 from mushin_box._core.jobdir import job_dir
+from mushin_box._core.layout import STAGE_METRICS_SUFFIX, stage_metrics_file
 from mushin_box._core.sidecars import write_bytes_atomic
+from mushin_box._core.targets import public
 
 __all__ = ["MetricsCallback", "load_metrics_file"]
 
@@ -59,6 +61,7 @@ class _Series:
         return out
 
 
+@public
 class MetricsCallback(pl.Callback):
     """Record everything logged with ``self.log`` as epoch-aligned series.
 
@@ -87,7 +90,7 @@ class MetricsCallback(pl.Callback):
     """
 
     def __init__(
-        self, save_dir: str | os.PathLike[str] | None = None, filename: str = "metrics.pt"
+        self, save_dir: str | os.PathLike[str] | None = None, filename: str = STAGE_METRICS_SUFFIX
     ):
         super().__init__()
         self._save_dir = Path(save_dir) if save_dir is not None else None
@@ -101,7 +104,7 @@ class MetricsCallback(pl.Callback):
         return self._save_dir if self._save_dir is not None else job_dir()
 
     def path(self, stage: str) -> Path:
-        return self.save_dir() / f"{stage}_{self.filename}"
+        return self.save_dir() / stage_metrics_file(stage, self.filename)
 
     def _write(self, trainer: pl.Trainer, stage: str, series: _Series) -> None:
         if not trainer.is_global_zero:
@@ -157,6 +160,7 @@ def _logged_by_active_loop(trainer: pl.Trainer) -> dict[str, Any]:
     return {k: v for k, v in metrics.items() if k in wanted}
 
 
+@public
 def load_metrics_file(path: str | os.PathLike[str]) -> dict[str, list[Any]]:
     """Read a ``*_metrics.pt`` file written by :class:`MetricsCallback`.
 

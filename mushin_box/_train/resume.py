@@ -5,6 +5,15 @@ A task function that declares a parameter named ``mushin_resume`` receives a
 :class:`ResumeContext`; ``trainer.fit(..., ckpt_path=mushin_resume.last_ckpt)`` then
 continues from the newest checkpoint of the job directory on every rank (HydraDDP
 hands the same ``ckpt_path`` to the ranks it starts).
+
+Design note: the context is injected in one place, :func:`call_with_resume`, and attempts
+are counted in one place, :func:`next_attempt` (``.mushin/attempt.json`` in the job
+directory). ``resumable`` (a task launched without ``Workflow``) and the sweep's cell runner
+both go through them, so a task sees the same contract however it was launched. What
+differs is only the caller's knowledge: the cell runner knows whether this attempt
+continues the cell (a requeue, or ``resume=True`` with unchanged fingerprints) and says so;
+``resumable`` knows nothing of sweeps and continues from the last checkpoint when there is
+one. This module knows nothing of sweeps or SLURM: the caller decides, it injects.
 """
 
 from __future__ import annotations
@@ -12,26 +21,32 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from mushin_box._core.jobdir import job_dir, mushin_dir
+from mushin_box._core.layout import ATTEMPT_FILE, STALE_CHECKPOINTS_DIR
+from mushin_box._core.targets import public
 
 __all__ = [
     "RESUME_PARAM",
     "ResumeContext",
+    "call_with_resume",
     "find_last_checkpoint",
+    "next_attempt",
     "resumable",
     "resume_context",
     "set_aside_checkpoints",
+    "zen_with_resume",
 ]
 
 RESUME_PARAM = "mushin_resume"
 
 
+@public
 @attrs.frozen
 class ResumeContext:
     """What a task needs to continue an interrupted job.
@@ -57,6 +72,7 @@ class ResumeContext:
         return self.attempt > 1
 
 
+@public
 def find_last_checkpoint(directory: str | os.PathLike[str]) -> str | None:
     """The newest ``last.ckpt`` under ``directory`` (recursively), else the newest
     ``*.ckpt``, else ``None``.
@@ -100,24 +116,57 @@ def set_aside_checkpoints(directory: str | os.PathLike[str], tag: str) -> list[P
     root = Path(directory)
     moved: list[Path] = []
     for path in _checkpoints(root) if root.is_dir() else []:
-        target = mushin_dir(root) / "stale-checkpoints" / tag / path.relative_to(root)
+        target = mushin_dir(root) / STALE_CHECKPOINTS_DIR / tag / path.relative_to(root)
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(path, target)
         moved.append(target)
     return moved
 
 
-def _next_attempt(directory: Path) -> int:
-    """Count this start of the job: attempts are numbered 1, 2, ... per job directory."""
+def next_attempt(
+    directory: str | os.PathLike[str], *, start: str | None = None, known: int = 0
+) -> int:
+    """Count a start of the job in ``directory`` and return its number (1, 2, ...).
+
+    The one attempt counter of the package: ``.mushin/attempt.json`` in the job directory.
+
+    Parameters
+    ----------
+    directory : path
+        The job directory (a sweep's cell directory).
+    start : str | None (default: None)
+        The identity of this start, shared by every process that starts it (the ranks of a
+        multi-rank cell). A start already counted under the same identity gets the number
+        it was given, so every rank sees one attempt number; ``None`` counts every call.
+    known : int (default: 0)
+        The highest attempt recorded elsewhere (a cell's status): the count continues after
+        it, for a directory written before ``attempt.json`` existed.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> job = tempfile.mkdtemp()
+    >>> next_attempt(job), next_attempt(job)
+    (1, 2)
+    >>> next_attempt(job, start="run-a"), next_attempt(job, start="run-a")
+    (3, 3)
+    """
     from mushin_box._core.sidecars import read_json, write_json_atomic
 
-    path = mushin_dir(directory) / "attempt.json"
-    previous = read_json(path, default={})
-    attempt = int(previous.get("attempt", 0)) + 1 if isinstance(previous, dict) else 1
-    write_json_atomic(path, {"attempt": attempt})
+    path = mushin_dir(Path(directory)) / ATTEMPT_FILE
+    record = read_json(path, default={})
+    if not isinstance(record, dict):
+        record = {}
+    stored = int(record.get("attempt", 0))
+    if start is not None and record.get("start") == start:
+        return stored  # another rank of this start counted it already
+    attempt = max(stored, known) + 1
+    record = {"attempt": attempt} if start is None else {"attempt": attempt, "start": start}
+    write_json_atomic(path, record)
     return attempt
 
 
+@public
 def resume_context(
     directory: str | os.PathLike[str] | None = None, *, attempt: int | None = None
 ) -> ResumeContext:
@@ -128,7 +177,7 @@ def resume_context(
     """
     base = Path(directory) if directory is not None else job_dir()
     if attempt is None:
-        attempt = _next_attempt(base)
+        attempt = next_attempt(base)
     return ResumeContext(dir=base, last_ckpt=find_last_checkpoint(base), attempt=attempt)
 
 
@@ -140,11 +189,120 @@ def wants_resume(fn: Callable[..., Any]) -> bool:
         return False
 
 
+def call_with_resume(
+    task: Callable[..., Any],
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    *,
+    directory: str | os.PathLike[str] | None = None,
+    continues: bool = True,
+    attempt: int | None = None,
+    start: str | None = None,
+) -> Any:
+    """Call ``task(*args, **kwargs)``, adding ``mushin_resume=`` when ``task`` declares it.
+
+    The one place that fills ``mushin_resume``: it builds the :class:`ResumeContext` of
+    ``directory`` (default: the current job, :func:`mushin_box.job_dir`) and passes it.
+    A task without that parameter is called as it is, and no attempt is counted.
+
+    Parameters
+    ----------
+    task : Callable
+        The task function.
+    args, kwargs : sequence, mapping
+        Its arguments, without ``mushin_resume``.
+    directory : path | None (default: None)
+        The job directory: where checkpoints are looked for and attempts are counted.
+    continues : bool (default: True)
+        Does this attempt continue from the directory's checkpoints? Only then is
+        ``last_ckpt`` set (:func:`find_last_checkpoint`); otherwise it is ``None``.
+    attempt : int | None (default: None)
+        This attempt's number, when the caller has counted it already; ``None`` counts a
+        new attempt (:func:`next_attempt`, with ``start``).
+    start : str | None (default: None)
+        Passed to :func:`next_attempt` when ``attempt`` is ``None``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from mushin_box._train.resume import call_with_resume
+    >>> def task(x, mushin_resume):
+    ...     return x, mushin_resume.attempt, mushin_resume.last_ckpt
+    >>> job = tempfile.mkdtemp()
+    >>> call_with_resume(task, (1,), directory=job)
+    (1, 1, None)
+    >>> call_with_resume(task, kwargs={"x": 2}, directory=job, continues=False, attempt=5)
+    (2, 5, None)
+    >>> call_with_resume(lambda x: x * 2, (3,), directory=job)  # no mushin_resume: as is
+    6
+    """
+    call_kwargs = dict(kwargs or {})
+    if not wants_resume(task):
+        return task(*args, **call_kwargs)
+    base = Path(directory) if directory is not None else job_dir()
+    if attempt is None:
+        attempt = next_attempt(base, start=start)
+    last = find_last_checkpoint(base) if continues else None
+    call_kwargs[RESUME_PARAM] = ResumeContext(dir=base, last_ckpt=last, attempt=attempt)
+    return task(*args, **call_kwargs)
+
+
+def zen_with_resume(
+    task: Callable[..., Any],
+    *,
+    directory: str | os.PathLike[str] | None = None,
+    continues: bool = True,
+    attempt: int | None = None,
+    start: str | None = None,
+    **zen_kwargs: Any,
+) -> Any:
+    """:func:`hydra_zen.zen` of ``task`` whose ``mushin_resume`` is filled by
+    :func:`call_with_resume` (with these arguments) instead of from the config.
+
+    A task without a ``mushin_resume`` parameter gets plain ``zen(task, **zen_kwargs)``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from hydra_zen import make_config
+    >>> from mushin_box._train.resume import zen_with_resume
+    >>> def task(x: int, mushin_resume=None):
+    ...     return x, mushin_resume.attempt
+    >>> zen_with_resume(task, directory=tempfile.mkdtemp(), attempt=2)(make_config(x=1)())
+    (1, 2)
+    """
+    from hydra_zen import zen
+
+    if not wants_resume(task):
+        return zen(task, **zen_kwargs)
+
+    @functools.wraps(task)  # zen reads the task's signature through __wrapped__
+    def with_context(*args: Any, **kwargs: Any) -> Any:
+        return call_with_resume(
+            task,
+            args,
+            kwargs,
+            directory=directory,
+            continues=continues,
+            attempt=attempt,
+            start=start,
+        )
+
+    exclude = zen_kwargs.pop("exclude", None)
+    if isinstance(exclude, str):  # zen's own spelling: "a,b"
+        exclude = [name.strip() for name in exclude.split(",")]
+    excluded = {RESUME_PARAM} | set(exclude or ())
+    return zen(with_context, exclude=excluded, **zen_kwargs)
+
+
+@public
 def resumable(task: Callable[..., Any], **zen_kwargs: Any) -> Callable[[Any], Any]:
     """Wrap ``task`` like :func:`hydra_zen.zen`, filling ``mushin_resume`` if declared.
 
     Use it where you would use ``zen(task)``: as the task function of
     ``hydra_zen.launch`` or with ``.hydra_main()``. (``Workflow.run`` does this itself.)
+    Each call counts an attempt of the current job (:func:`mushin_box.job_dir`) and
+    continues from its last checkpoint when there is one.
 
     Examples
     --------
@@ -157,16 +315,4 @@ def resumable(task: Callable[..., Any], **zen_kwargs: Any) -> Callable[[Any], An
     (1, None)
     >>> del os.environ["MUSHIN_JOB_DIR"]
     """
-    from hydra_zen import zen
-
-    if not wants_resume(task):
-        return zen(task, **zen_kwargs)
-
-    @functools.wraps(task)
-    def with_context(*args: Any, **kwargs: Any) -> Any:
-        kwargs[RESUME_PARAM] = resume_context()
-        return task(*args, **kwargs)
-
-    exclude = zen_kwargs.pop("exclude", None)
-    excluded = {RESUME_PARAM} | ({exclude} if isinstance(exclude, str) else set(exclude or ()))
-    return zen(with_context, exclude=excluded, **zen_kwargs)
+    return zen_with_resume(task, **zen_kwargs)

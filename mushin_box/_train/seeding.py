@@ -7,10 +7,17 @@ import os
 from pathlib import Path
 
 from mushin_box._core.jobdir import job_dir, mushin_dir
+from mushin_box._core.layout import (
+    GLOBAL_RANK_ENV,
+    JOB_PRIVATE_DIR,
+    SEED_BASE_ENV,
+    SEED_WORKERS_ENV,
+    SEEDS_DIR,
+)
+from mushin_box._core.targets import public
 
 __all__ = [
     "RANK_ENV_VARS",
-    "SEED_BASE_ENV",
     "global_rank_from_env",
     "seed_everything_per_rank",
     "seed_for_rank",
@@ -19,11 +26,11 @@ __all__ = [
 
 # Searched in this order. MUSHIN_GLOBAL_RANK is set only by HydraDDP for the ranks it
 # starts itself; RANK comes from torchrun/TorchElastic; SLURM_PROCID from srun tasks.
-RANK_ENV_VARS: tuple[str, ...] = ("MUSHIN_GLOBAL_RANK", "RANK", "SLURM_PROCID")
+RANK_ENV_VARS: tuple[str, ...] = (GLOBAL_RANK_ENV, "RANK", "SLURM_PROCID")
 # rank 0 exports the base so the ranks it starts later seed from the same base
-SEED_BASE_ENV = "MUSHIN_SEED_BASE"
 
 
+@public
 def global_rank_from_env(environ: dict[str, str] | None = None) -> int:
     """The global rank of this process as the launcher announced it (0 when none did).
 
@@ -49,6 +56,7 @@ def global_rank_from_env(environ: dict[str, str] | None = None) -> int:
     return 0
 
 
+@public
 def seed_for_rank(base: int, rank: int) -> int:
     """The seed rank ``rank`` gets for seed base ``base``: ``base + rank``.
 
@@ -65,6 +73,7 @@ def seed_for_rank(base: int, rank: int) -> int:
     return base + rank
 
 
+@public
 def seed_everything_per_rank(base: int, workers: bool = True) -> int:
     """Seed python, numpy and torch with ``base + global_rank`` and return that seed.
 
@@ -97,7 +106,7 @@ def seed_everything_per_rank(base: int, workers: bool = True) -> int:
 
     seed_everything(seed, workers=workers, verbose=False)
     os.environ[SEED_BASE_ENV] = str(base)
-    os.environ["MUSHIN_SEED_WORKERS"] = "1" if workers else "0"
+    os.environ[SEED_WORKERS_ENV] = "1" if workers else "0"
     _write_record(base=base, rank=rank, seed=seed, workers=workers)
     return seed
 
@@ -106,7 +115,7 @@ def _write_record(*, base: int, rank: int, seed: int, workers: bool) -> None:
     from mushin_box._core.sidecars import write_json_atomic
 
     record = {"base": base, "rank": rank, "seed": seed, "workers": workers}
-    write_json_atomic(mushin_dir() / "seeds" / f"rank{rank}.json", record)
+    write_json_atomic(mushin_dir() / SEEDS_DIR / f"rank{rank}.json", record)
 
 
 def seed_records(directory: str | os.PathLike[str] | None = None) -> dict[int, dict[str, object]]:
@@ -115,7 +124,7 @@ def seed_records(directory: str | os.PathLike[str] | None = None) -> dict[int, d
 
     base = Path(directory) if directory is not None else job_dir()
     out: dict[int, dict[str, object]] = {}
-    for path in sorted((base / ".mushin" / "seeds").glob("rank*.json")):
+    for path in sorted((base / JOB_PRIVATE_DIR / SEEDS_DIR).glob("rank*.json")):
         record = read_json(path)
         if isinstance(record, dict):
             out[int(record["rank"])] = record

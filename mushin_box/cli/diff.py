@@ -70,7 +70,7 @@ def _json_safe(value: Any) -> Any:
 
 def _grouped(rows: Sequence[Any]) -> list[tuple[str, str, str, int]]:
     """(path, a, b, count): paths that differ only in a list index are merged."""
-    from mushin_box._sweep.diff import collapse_key
+    from mushin_box._provenance.compare import collapse_key
 
     groups: dict[str, list[Any]] = {}
     for f in rows:

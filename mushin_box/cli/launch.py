@@ -26,27 +26,47 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="Hydra overrides")
     parser.add_argument("--nodes", type=int, default=1, help="nodes (default 1)")
     parser.add_argument("--gpus", type=int, default=1, help="GPUs = ranks per node (default 1)")
-    parser.add_argument("--local", action="store_true",
-                        help="run here on CPU ranks even if SLURM is available")  # fmt: skip
+    parser.add_argument(
+        "--local", action="store_true", help="run here on CPU ranks even if SLURM is available"
+    )
     parser.add_argument("--image", help="run every SLURM rank in this .sif (mushin-box build)")
-    parser.add_argument("--bind", action="append", default=[], metavar="SRC[:DST[:ro]]",
-                        help="bind into the image (repeatable)")  # fmt: skip
-    parser.add_argument("--image-python", default="python", metavar="COMMAND",
-                        help="the Python command inside the image (default: python)")  # fmt: skip
+    parser.add_argument(
+        "--bind",
+        action="append",
+        default=[],
+        metavar="SRC[:DST[:ro]]",
+        help="bind into the image (repeatable)",
+    )
+    parser.add_argument(
+        "--image-python",
+        default="python",
+        metavar="COMMAND",
+        help="the Python command inside the image (default: python)",
+    )
     parser.add_argument("--partition", help="SLURM partition")
     parser.add_argument("--account", help="SLURM account")
-    parser.add_argument("--time", type=int, default=60, metavar="MINUTES",
-                        help="wall-time limit per job (default 60)")  # fmt: skip
+    parser.add_argument(
+        "--time",
+        type=int,
+        default=60,
+        metavar="MINUTES",
+        help="wall-time limit per job (default 60)",
+    )
     parser.add_argument("--cpus-per-task", type=int, default=1, help="CPUs per rank")
     parser.add_argument("--mem-gb", type=int, help="memory per node in GB")
     parser.add_argument("--working-dir", help="the sweep directory (default multirun/<time>)")
-    parser.add_argument("--resume", action="store_true",
-                        help="reuse completed cells of --working-dir")  # fmt: skip
-    parser.add_argument("--on-error", choices=("raise", "nan"), default="nan",
-                        help="a failed cell stops the sweep (raise) or is recorded (nan, "
-                        "the default)")  # fmt: skip
-    parser.add_argument("--dry-run", action="store_true",
-                        help="print the plan as JSON; submit nothing")  # fmt: skip
+    parser.add_argument(
+        "--resume", action="store_true", help="reuse completed cells of --working-dir"
+    )
+    parser.add_argument(
+        "--on-error",
+        choices=("raise", "nan"),
+        default="nan",
+        help="a failed cell stops the sweep (raise) or is recorded (nan, the default)",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the plan as JSON; submit nothing"
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -61,8 +81,11 @@ def _summary(ds: Any) -> tuple[list[str], int]:
     import itertools
 
     dims = [d for d in ds["status"].dims]
-    metrics = [n for n in ds.data_vars if n not in ("status", "cell_dir")
-               and ds[n].dims == ds["status"].dims]  # fmt: skip
+    metrics = [
+        n
+        for n in ds.data_vars
+        if n not in ("status", "cell_dir") and ds[n].dims == ds["status"].dims
+    ]
     lines, failed = [], 0
     for combo in itertools.product(*(ds[d].values.tolist() for d in dims)):
         where = dict(zip(dims, combo, strict=True))
@@ -88,11 +111,19 @@ def run(args: argparse.Namespace) -> int:
     try:
         target, pythonpath = load_target(args.experiment)
         plan = plan_launch(
-            target, nodes=args.nodes, gpus=args.gpus, overrides=args.overrides,
-            local=True if args.local else None, image=image, binds=args.bind, slurm=slurm,
+            target,
+            nodes=args.nodes,
+            gpus=args.gpus,
+            overrides=args.overrides,
+            local=True if args.local else None,
+            image=image,
+            binds=args.bind,
+            slurm=slurm,
             image_python=args.image_python,
-            working_dir=args.working_dir, pythonpath=pythonpath, preflight=not args.dry_run,
-        )  # fmt: skip
+            working_dir=args.working_dir,
+            pythonpath=pythonpath,
+            preflight=not args.dry_run,
+        )
     except (LaunchError, PreflightError) as exc:
         raise UsageError(str(exc)) from None
     if args.dry_run:
@@ -105,12 +136,16 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
         print(json.dumps(shown, indent=2, sort_keys=True, default=str))
         return 0
-    where = f"SLURM, {plan.nodes} node(s) x {plan.gpus} rank(s)" if plan.mode == "slurm" else (
-        f"here, {plan.gpus} CPU rank(s)")  # fmt: skip
+    where = (
+        f"SLURM, {plan.nodes} node(s) x {plan.gpus} rank(s)"
+        if plan.mode == "slurm"
+        else (f"here, {plan.gpus} CPU rank(s)")
+    )
     print(f"[mushin-box launch] {args.experiment} on {where}", file=sys.stderr, flush=True)
     try:
-        ds = run_launch(target, plan, resume=args.resume, on_error=args.on_error,
-                        progress=not args.no_progress)  # fmt: skip
+        ds = run_launch(
+            target, plan, resume=args.resume, on_error=args.on_error, progress=not args.no_progress
+        )
     except LaunchError as exc:  # Workflow.run refused its arguments: nothing ran
         raise UsageError(str(exc)) from None
     lines, failed = _summary(ds)

@@ -32,8 +32,13 @@ def run(args: argparse.Namespace) -> int:
 
     out = args.out or tempfile.mkdtemp(prefix="mushin-smoke-")
     try:
-        result = run_smoke(args.image, experiment=args.experiment, out_dir=out,
-                           python=args.python, timeout_s=args.timeout)  # fmt: skip
+        result = run_smoke(
+            args.image,
+            experiment=args.experiment,
+            out_dir=out,
+            python=args.python,
+            timeout_s=args.timeout,
+        )
     except PreflightError as exc:
         raise UsageError(str(exc)) from None
     print(f"[mushin-box smoke] {'PASS' if result.ok else 'FAIL'}: {result.message}")

@@ -42,10 +42,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mushin_box._core.layout import PACKAGES_FILE
 from mushin_box._core.sidecars import canonical_dumps
-from mushin_box._provenance.full import full_provenance, provenance_bytes, write_provenance
-from mushin_box._provenance.record import PACKAGES_FILE, basic_provenance
-from mushin_box._provenance.topology import simulated_slurm_env, topology_from_env
+from mushin_box._provenance.files import provenance_bytes, write_provenance
+from mushin_box._provenance.full import full_provenance
+from mushin_box._provenance.record import basic_provenance
+from mushin_box._provenance.topology import topology_from_env
+from mushin_box.testing import simulated_slurm_env
 
 TARGET_MS = 50.0
 
@@ -59,10 +62,15 @@ CONFIG: dict[str, Any] = {
     "lr": 0.1,
     "seed": 1234,
     "model": {"_target_": "my.Model", "width": 512, "depth": 12},
-    "trainer": {"_target_": "pytorch_lightning.Trainer", "devices": 4, "num_nodes": 1024,
-                "max_epochs": 10, "precision": "bf16-mixed"},
+    "trainer": {
+        "_target_": "pytorch_lightning.Trainer",
+        "devices": 4,
+        "num_nodes": 1024,
+        "max_epochs": 10,
+        "precision": "bf16-mixed",
+    },
     "data": {"root": "/datasets/x", "batch_size": 256},
-}  # fmt: skip
+}
 FINGERPRINTS = {"config": "0" * 64, "code": "1" * 64}
 
 

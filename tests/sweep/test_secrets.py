@@ -19,10 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import REPO, TESTS
 from workflow_tasks import _h, ddp_secret_task, secret_task
 
+from mushin_box._core.layout import SECRET_ENV_PREFIX
 from mushin_box._core.overrides import format_value, parse_override_value
-from mushin_box._core.secrets import ENV_PREFIX, SecretVault, scrub_secret_values
+from mushin_box._core.redact import redact_secret_values
+from mushin_box._core.secrets import SecretVault
 
 TOKEN = "PLANTED-token-5f2b9c"
 PASSWORD = "PLANTED-password-a71e"
@@ -31,8 +34,12 @@ NUMBER = 7_654_321_987
 OVERRIDE = "PLANTED-override-93aa"
 ENV_SECRET = "PLANTED-env-77d1"
 PLANTED = (TOKEN, PASSWORD, "PLANTED-urlpass-0c3d", str(NUMBER), OVERRIDE, ENV_SECRET)
-EXPECTED = {"api_token": _h(TOKEN), "db.password": _h(PASSWORD), "db.url": _h(URL),
-            "port_key": _h(NUMBER)}  # fmt: skip
+EXPECTED = {
+    "api_token": _h(TOKEN),
+    "db.password": _h(PASSWORD),
+    "db.url": _h(URL),
+    "port_key": _h(NUMBER),
+}
 
 
 def _leaks(root: Path, outputs: Iterable[str] = ()) -> list[str]:
@@ -49,8 +56,9 @@ def _config() -> Any:
     from hydra_zen import make_config
 
     # defaults hold secrets too: a password in a nested node, credentials in a URL, a number
-    return make_config(lr=0.0, api_token="", port_key=NUMBER,
-                       db={"host": "h", "password": PASSWORD, "url": URL})  # fmt: skip
+    return make_config(
+        lr=0.0, api_token="", port_key=NUMBER, db={"host": "h", "password": PASSWORD, "url": URL}
+    )
 
 
 # ---------------------------------------------------------------------------- unit
@@ -58,9 +66,15 @@ def _config() -> Any:
 
 def test_vault_hides_secret_leaves_by_path_and_keeps_the_rest() -> None:
     vault = SecretVault()
-    value = {"host": "h", "password": "pw", "options": {"user": "u", "mode": "p"},
-             "url": "postgres://u:pw@h/db", "timeout": 3, "key_id": None,
-             "use_token": True}  # fmt: skip
+    value = {
+        "host": "h",
+        "password": "pw",
+        "options": {"user": "u", "mode": "p"},
+        "url": "postgres://u:pw@h/db",
+        "timeout": 3,
+        "key_id": None,
+        "use_token": True,
+    }
     hidden = vault.hide("db", value)
     assert hidden["host"] == "h" and hidden["timeout"] == 3
     assert hidden["key_id"] is None and hidden["use_token"] is True  # not values to hide
@@ -68,7 +82,7 @@ def test_vault_hides_secret_leaves_by_path_and_keeps_the_rest() -> None:
     assert hidden["password"] == f"${{oc.env:{vault.env_name('db.password')}}}"
     assert hidden["url"] == f"${{oc.env:{vault.env_name('db.url')}}}"  # URL credentials
     assert sorted(vault.values.values()) == ["postgres://u:pw@h/db", "pw"]
-    assert all(name.startswith(ENV_PREFIX) for name in vault.values)
+    assert all(name.startswith(SECRET_ENV_PREFIX) for name in vault.values)
     # a whole subtree under a secret-looking key is secret; numbers keep their type
     nested = vault.hide("credentials", {"user": "u", "pin": 1234})
     assert nested["pin"] == f"${{oc.decode:${{oc.env:{vault.env_name('credentials.pin')}}}}}"
@@ -93,10 +107,17 @@ def test_references_parse_back_and_resolve_to_the_values(monkeypatch: pytest.Mon
 def test_hide_in_overrides() -> None:
     vault = SecretVault()
     out = vault.hide_in_overrides(
-        ["lr=0.1", "+api_token=abc", "db.password='x y'", "db={password:p,host:h}",
-         "auth=prod", "wandb_key=${oc.env:WANDB_API_KEY}", "~old_token"],
+        [
+            "lr=0.1",
+            "+api_token=abc",
+            "db.password='x y'",
+            "db={password:p,host:h}",
+            "auth=prod",
+            "wandb_key=${oc.env:WANDB_API_KEY}",
+            "~old_token",
+        ],
         is_config_key=lambda key: key != "auth",  # "auth" is a config group here
-    )  # fmt: skip
+    )
     assert out[0] == "lr=0.1" and out[4] == "auth=prod"  # group choices are option names
     assert out[1] == f"+api_token='${{oc.env:{vault.env_name('api_token')}}}'"
     assert out[2] == f"db.password='${{oc.env:{vault.env_name('db.password')}}}'"
@@ -113,7 +134,9 @@ def test_hide_in_config_keeps_struct_mode() -> None:
 
     for plain in (False, True):  # structured (in-process) or plain (pickling launchers)
         cfg = SecretVault().hide_in_config(_config(), plain=plain)
-        assert OmegaConf.to_container(cfg)["db"]["password"].startswith("${oc.env:" + ENV_PREFIX)
+        assert OmegaConf.to_container(cfg)["db"]["password"].startswith(
+            "${oc.env:" + SECRET_ENV_PREFIX
+        )
         assert OmegaConf.to_container(cfg)["port_key"].startswith("${oc.decode:")
         with pytest.raises(ConfigAttributeError):
             cfg.not_a_field = 1  # unknown keys still need '+'
@@ -126,7 +149,7 @@ def test_scrub_secret_values_in_free_text() -> None:
     text = "cwd /home/me: token tok-123 rejected at lr 0.1; pw abc"
     # PWD is the working directory; values shorter than 6 characters are not searched for
     assert (
-        scrub_secret_values(text, env)
+        redact_secret_values(text, env)
         == "cwd /home/me: token <redacted> rejected at lr 0.1; pw abc"
     )
 
@@ -138,26 +161,35 @@ def _run(tmp_path: Path, launcher: str | None, **kw: Any) -> Any:
     from mushin_box import Workflow, multirun
 
     return Workflow(secret_task, _config()).run(
-        working_dir=tmp_path / "sweep", launcher=launcher, progress=False, on_error="nan",
-        lr=multirun([0.1, -1.0]), api_token=TOKEN, overrides=[f"+extra_token={OVERRIDE}"], **kw,
-    )  # fmt: skip
+        working_dir=tmp_path / "sweep",
+        launcher=launcher,
+        progress=False,
+        on_error="nan",
+        lr=multirun([0.1, -1.0]),
+        api_token=TOKEN,
+        overrides=[f"+extra_token={OVERRIDE}"],
+        **kw,
+    )
 
 
 @pytest.mark.parametrize("launcher", [None, pytest.param("submitit_local", marks=pytest.mark.slow)])
 def test_secrets_reach_the_task_but_no_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
     launcher: str | None,
-) -> None:  # fmt: skip
+) -> None:
     monkeypatch.setenv("MUSHIN_TEST_EXPECTED", json.dumps(EXPECTED))
     monkeypatch.setenv("MY_SERVICE_TOKEN", ENV_SECRET)
-    tests_dir = Path(__file__).parent  # submitit's workers import the task by reference
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tests_dir), str(tests_dir.parent)]))
+    # submitit's workers import the task by reference (workflow_tasks, beside conftest.py)
+    here = Path(__file__).resolve().parent
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(here), str(TESTS), str(REPO)]))
     ds = _run(tmp_path, launcher)
     assert ds["ok"].sel(lr=0.1).item() == 1.0  # the task got every real value
     assert ds.attrs["failures"]  # lr=-1 raised an error quoting the token
     error = (tmp_path / "sweep" / "lr=-1.0" / "mushin_error.txt").read_text()
     assert "rejected token <redacted>" in error
-    assert not [k for k in os.environ if ENV_PREFIX in k]  # the references' values are gone
+    assert not [k for k in os.environ if SECRET_ENV_PREFIX in k]  # the references' values are gone
     assert (tmp_path / "sweep" / "lr=0.1" / ".hydra" / "config.yaml").is_file()
     out, err = capfd.readouterr()
     assert _leaks(tmp_path, [out, err]) == []
@@ -181,9 +213,11 @@ def test_a_sweep_over_a_secret_is_refused_before_anything_runs(tmp_path: Path) -
 
 @pytest.mark.slow
 def test_hydraddp_ranks_rebuild_the_job_with_the_secret(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rank_log: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    rank_log: Path,
     capfd: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """HydraDDP's rank 1 rebuilds the module from ``.hydra/config.yaml``, which holds only
     the reference: it resolves it from the environment it inherited."""
     import pytorch_lightning as pl
@@ -196,12 +230,20 @@ def test_hydraddp_ranks_rebuild_the_job_with_the_secret(
 
     monkeypatch.setenv("MUSHIN_TEST_TOKEN_HASH", _h(TOKEN))
     config = make_config(
-        trainer=builds(pl.Trainer, accelerator="cpu", devices=2, max_epochs=1,
-                       strategy=builds(HydraDDP), logger=False, enable_checkpointing=False,
-                       enable_progress_bar=False, enable_model_summary=False),
+        trainer=builds(
+            pl.Trainer,
+            accelerator="cpu",
+            devices=2,
+            max_epochs=1,
+            strategy=builds(HydraDDP),
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+        ),
         module=builds(SecretTinyModule, api_token=TOKEN),
         datamodule=builds(TinyDataModule),
-    )  # fmt: skip
+    )
     ds = Workflow(ddp_secret_task, config).run(working_dir=tmp_path / "sweep", progress=False)
     assert float(ds["world_size"]) == 2.0
     assert sorted(read_rank_logs(rank_log)) == [0, 1]  # both ranks fitted (right token)
@@ -211,28 +253,37 @@ def test_hydraddp_ranks_rebuild_the_job_with_the_secret(
 
 @pytest.mark.slurm
 def test_slurm_ranks_in_the_standin_image_get_the_secret(
-    slurm_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    slurm_cluster: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capfd: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+    apptainer_standin: Path,
+) -> None:
     """Two SLURM tasks per cell, each in ``apptainer exec --cleanenv`` (the STAND-IN script
     in tests/standins, not Apptainer): the value reaches them as ``APPTAINERENV_...``."""
     from mushin_box import submitit_slurm_config
-    from mushin_box._container.rankwrap import ContainerLaunch, container_launcher_fields
+    from mushin_box._container.launch import ContainerLaunch
+    from mushin_box._container.rankwrap import container_launcher_fields
 
-    standins = Path(__file__).parent / "standins" / "apptainer-standin"
-    monkeypatch.setenv("PATH", f"{standins}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("MUSHIN_TEST_EXPECTED", json.dumps(EXPECTED))
     image = tmp_path / "img.sif"
     image.touch()
-    tests_dir = str(Path(__file__).parent)
-    spec = ContainerLaunch(image=str(image), project_dir=str(Path(tests_dir).parent),
-                           python=sys.executable, env={"PYTHONPATH": tests_dir,
-                           "MUSHIN_TEST_EXPECTED": json.dumps(EXPECTED)})  # fmt: skip
-    config = submitit_slurm_config(nodes=1, gpus_per_node=2, partition=slurm_cluster.partition,
-                                   timeout_min=5)  # fmt: skip
+    tests_dirs = os.pathsep.join([str(Path(__file__).resolve().parent), str(TESTS)])
+    spec = ContainerLaunch(
+        image=str(image),
+        project_dir=str(REPO),
+        python=sys.executable,
+        env={"PYTHONPATH": tests_dirs, "MUSHIN_TEST_EXPECTED": json.dumps(EXPECTED)},
+    )
+    config = submitit_slurm_config(
+        nodes=1, gpus_per_node=2, partition=slurm_cluster.partition, timeout_min=5
+    )
     config |= container_launcher_fields(spec, working_dir=tmp_path)
-    config |= {"submitit_folder": str(tmp_path / "submitit" / "%j"), "poll_interval_s": 0.5,
-               "max_wait_s": 150.0}  # fmt: skip
+    config |= {
+        "submitit_folder": str(tmp_path / "submitit" / "%j"),
+        "poll_interval_s": 0.5,
+        "max_wait_s": 150.0,
+    }
     ranks = tmp_path / "ranks"
     ranks.mkdir()
     ds = _run(tmp_path, "mushin_slurm", launcher_config=config, out_dir=str(ranks))
@@ -267,8 +318,9 @@ def test_hyperparameters_named_like_secrets_stay_plain_values(tmp_path: Path) ->
     ds = wf.run(working_dir=tmp_path, progress=False, key_dim=multirun([8, 16]), pad_token_id=3)
     assert ds["key_dim"].values.tolist() == [8.0, 16.0]
     assert "pad_token_id: 3" in (tmp_path / "key_dim=8" / ".hydra" / "config.yaml").read_text()
-    again = wf.run(working_dir=tmp_path, progress=False, resume=True,
-                   key_dim=multirun([8, 16]), pad_token_id=7)  # fmt: skip
+    again = wf.run(
+        working_dir=tmp_path, progress=False, resume=True, key_dim=multirun([8, 16]), pad_token_id=7
+    )
     assert ds["pad"].values.tolist() == [3.0, 3.0] and again["pad"].values.tolist() == [7.0, 7.0]
 
 
@@ -277,9 +329,12 @@ def test_literal_url_credentials_beside_an_interpolation_are_refused(tmp_path: P
 
     with pytest.raises(ValueError, match=r"db.url: a URL with literal credentials.*oc.env"):
         Workflow(secret_task, _config()).run(
-            working_dir=tmp_path, progress=False, lr=0.1, api_token=TOKEN,
+            working_dir=tmp_path,
+            progress=False,
+            lr=0.1,
+            api_token=TOKEN,
             db={"password": "x", "url": "postgres://me:pw@${host}/db"},
-        )  # fmt: skip
+        )
 
 
 @dataclass

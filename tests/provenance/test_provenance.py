@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import doctest
 import hashlib
 import importlib.metadata
 import json
@@ -19,34 +18,31 @@ from typing import Any
 
 import attrs
 import pytest
+from conftest import run_doctests
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mushin_box._core import hostlist as _hostlist
+from mushin_box._core.layout import PACKAGES_FILE
+from mushin_box._core.redact import REDACTED, redact, redact_env_text
 from mushin_box._core.sidecars import canonical_dumps, read_json, write_json_atomic
 from mushin_box._provenance import env as _provenance_env
 from mushin_box._provenance import files as _provenance_files
 from mushin_box._provenance import full as _provenance_full
 from mushin_box._provenance import record as _provenance
 from mushin_box._provenance import topology as _topology
-from mushin_box._provenance.env import device_facts, redact_env_text
+from mushin_box._provenance.env import device_facts, image_from_env
+from mushin_box._provenance.files import packages_beside, provenance_bytes, write_provenance
 from mushin_box._provenance.full import (
     SCHEMA,
     finish_record,
     full_provenance,
-    image_from_env,
-    packages_beside,
-    provenance_bytes,
     record_with_seeds,
-    scrub,
     seeds_from_records,
     split_config,
     split_provenance,
-    write_provenance,
 )
 from mushin_box._provenance.record import (
-    PACKAGES_FILE,
-    REDACTED,
     basic_provenance,
     canonical_package_name,
     installed_packages,
@@ -56,11 +52,10 @@ from mushin_box._provenance.topology import (
     RankPlacement,
     Topology,
     parse_tasks_per_node,
-    simulate_topology,
-    simulated_slurm_env,
     topology_from_env,
 )
 from mushin_box._sweep import diff as _provenance_diff
+from mushin_box.testing import simulate_topology, simulated_slurm_env
 
 
 def task(lr: float, seed: int = 0) -> dict[str, float]:
@@ -72,12 +67,19 @@ FINGERPRINTS = {"config": "cfg-hash", "code": "code-hash"}
 
 @pytest.mark.parametrize(
     "module",
-    [_hostlist, _topology, _provenance, _provenance_env, _provenance_files, _provenance_full,
-     _provenance_diff],
+    [
+        _hostlist,
+        _topology,
+        _provenance,
+        _provenance_env,
+        _provenance_files,
+        _provenance_full,
+        _provenance_diff,
+    ],
     ids=lambda m: m.__name__,
-)  # fmt: skip
+)
 def test_docstring_examples_run(module: types.ModuleType) -> None:
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    result = run_doctests(module)
     assert result.failed == 0 and result.attempted > 0
 
 
@@ -116,17 +118,29 @@ def test_slurm_block_layout_with_uneven_tasks_and_job_info() -> None:
 
 
 def test_slurm_cyclic_layout() -> None:
-    env = {"SLURM_PROCID": "1", "SLURM_LOCALID": "0", "SLURM_NODEID": "1", "SLURM_NTASKS": "3",
-           "SLURM_TASKS_PER_NODE": "2,1", "SLURM_DISTRIBUTION": "cyclic",
-           "SLURM_JOB_NODELIST": "n[1-2]"}  # fmt: skip
+    env = {
+        "SLURM_PROCID": "1",
+        "SLURM_LOCALID": "0",
+        "SLURM_NODEID": "1",
+        "SLURM_NTASKS": "3",
+        "SLURM_TASKS_PER_NODE": "2,1",
+        "SLURM_DISTRIBUTION": "cyclic",
+        "SLURM_JOB_NODELIST": "n[1-2]",
+    }
     topo = topology_from_env(env)
     assert [(r.node_rank, r.local_rank) for r in topo.ranks] == [(0, 0), (1, 0), (0, 1)]
 
 
 def test_slurm_own_entry_is_what_the_env_says() -> None:
     # an arbitrary distribution: the layout guess is wrong for this rank, the env wins
-    env = {"SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "1", "SLURM_NTASKS": "2",
-           "SLURM_JOB_NODELIST": "n[1-2]", "SLURMD_NODENAME": "n2"}  # fmt: skip
+    env = {
+        "SLURM_PROCID": "0",
+        "SLURM_LOCALID": "0",
+        "SLURM_NODEID": "1",
+        "SLURM_NTASKS": "2",
+        "SLURM_JOB_NODELIST": "n[1-2]",
+        "SLURMD_NODENAME": "n2",
+    }
     topo = topology_from_env(env)
     assert topo.ranks[0] == RankPlacement(0, 0, 1, "n2")
 
@@ -137,9 +151,15 @@ def test_slurm_without_node_list_knows_its_own_node() -> None:
 
 
 def test_torchrun_under_slurm_takes_node_names_from_slurm() -> None:
-    env = {"RANK": "5", "LOCAL_RANK": "1", "GROUP_RANK": "1", "WORLD_SIZE": "8",
-           "LOCAL_WORLD_SIZE": "4", "SLURM_PROCID": "1",
-           "SLURM_JOB_NODELIST": "n[1-2]"}  # fmt: skip
+    env = {
+        "RANK": "5",
+        "LOCAL_RANK": "1",
+        "GROUP_RANK": "1",
+        "WORLD_SIZE": "8",
+        "LOCAL_WORLD_SIZE": "4",
+        "SLURM_PROCID": "1",
+        "SLURM_JOB_NODELIST": "n[1-2]",
+    }
     topo = topology_from_env(env, hostname="n2")
     assert topo.launcher == "torchrun" and topo.world_size == 8 and topo.nodes == ("n1", "n2")
     assert topo.ranks[5] == RankPlacement(5, 1, 1, "n2")
@@ -147,8 +167,13 @@ def test_torchrun_under_slurm_takes_node_names_from_slurm() -> None:
 
 
 def test_torchrun_alone_knows_only_its_own_node() -> None:
-    env = {"RANK": "2", "LOCAL_RANK": "0", "GROUP_RANK": "1", "WORLD_SIZE": "4",
-           "LOCAL_WORLD_SIZE": "2"}  # fmt: skip
+    env = {
+        "RANK": "2",
+        "LOCAL_RANK": "0",
+        "GROUP_RANK": "1",
+        "WORLD_SIZE": "4",
+        "LOCAL_WORLD_SIZE": "2",
+    }
     topo = topology_from_env(env, hostname="box")
     assert topo.nodes == (None, "box")
     assert [r.hostname for r in topo.ranks] == [None, None, "box", "box"]
@@ -183,8 +208,12 @@ def test_seeds_are_recorded_per_rank() -> None:
     assert data["rank_columns"] == ["global_rank", "local_rank", "node_rank", "hostname", "seed"]
     assert data["ranks"][1] == [1, 1, 0, "box", 11]
     assert topo.ranks[1].to_dict() == {
-        "global_rank": 1, "local_rank": 1, "node_rank": 0, "hostname": "box", "seed": 11,
-    }  # fmt: skip
+        "global_rank": 1,
+        "local_rank": 1,
+        "node_rank": 0,
+        "hostname": "box",
+        "seed": 11,
+    }
 
 
 @pytest.mark.parametrize(
@@ -214,8 +243,9 @@ def test_simulated_env_gives_the_simulated_topology(nodes: int, gpus: int, data:
 @given(st.integers(1, 6), st.integers(1, 4), st.booleans(), st.data())
 def test_topology_dict_round_trip(nodes: int, gpus: int, seeded: bool, data: Any) -> None:
     rank = data.draw(st.integers(0, nodes * gpus - 1))
-    topo = topology_from_env(simulated_slurm_env(nodes, gpus, rank),
-                             seeds={0: 1} if seeded else None)  # fmt: skip
+    topo = topology_from_env(
+        simulated_slurm_env(nodes, gpus, rank), seeds={0: 1} if seeded else None
+    )
     back = Topology.from_dict(json.loads(json.dumps(topo.to_dict())))
     assert back == topo
 
@@ -284,9 +314,13 @@ def _record(
     cfg = {
         "lr": 0.1,
         "seed": 3,
-        "trainer": {"_target_": "pytorch_lightning.Trainer", "devices": devices,
-                    "num_nodes": num_nodes, "max_epochs": 2},
-    }  # fmt: skip
+        "trainer": {
+            "_target_": "pytorch_lightning.Trainer",
+            "devices": devices,
+            "num_nodes": num_nodes,
+            "max_epochs": 2,
+        },
+    }
     fp = {**FINGERPRINTS, "config": f"whole-config-{devices}x{num_nodes}"}
     return full_provenance(task=task, config=cfg, fingerprints=fp, seed_base=3, environ=env, **kw)
 
@@ -305,8 +339,12 @@ def _launch_env(tmp_path: Path, ranks: int, text: str = "MASTER_PORT=1\n") -> di
     env_file = tmp_path / f"apptainer-{ranks}.env"
     env_file.write_text(text)
     command = f"apptainer exec --nv --cleanenv --env-file {env_file} /img/t.sif python"
-    return {**IMAGE_ENV, "MUSHIN_APPTAINER_VERSION": "1.3.4", "MUSHIN_RANK_COMMAND": command,
-            "MUSHIN_ENV_FILE": str(env_file)}  # fmt: skip
+    return {
+        **IMAGE_ENV,
+        "MUSHIN_APPTAINER_VERSION": "1.3.4",
+        "MUSHIN_RANK_COMMAND": command,
+        "MUSHIN_ENV_FILE": str(env_file),
+    }
 
 
 def test_reproducibility_part_is_byte_identical_at_world_size_1_2_4(tmp_path: Path) -> None:
@@ -316,13 +354,20 @@ def test_reproducibility_part_is_byte_identical_at_world_size_1_2_4(tmp_path: Pa
     worlds = {
         "single": _record(one, devices=1, num_nodes=1, devices_facts=cpu),
         "hydraddp-2": _record(two, devices=2, num_nodes=1, seeds={0: 3, 1: 4}),
-        "torchrun-2": _record({**two, "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2"},
-                              devices=2, num_nodes=1, devices_facts=gpus),
-        "slurm-4": _record({**four, **simulated_slurm_env(2, 2, 0)}, devices=2, num_nodes=2,
-                           launcher={"name": "mushin_slurm", "config": {"nodes": 2}}),
-        "slurm-4-rank3": _record({**four, **simulated_slurm_env(2, 2, 3)}, devices=2,
-                                 num_nodes=2),
-    }  # fmt: skip
+        "torchrun-2": _record(
+            {**two, "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2"},
+            devices=2,
+            num_nodes=1,
+            devices_facts=gpus,
+        ),
+        "slurm-4": _record(
+            {**four, **simulated_slurm_env(2, 2, 0)},
+            devices=2,
+            num_nodes=2,
+            launcher={"name": "mushin_slurm", "config": {"nodes": 2}},
+        ),
+        "slurm-4-rank3": _record({**four, **simulated_slurm_env(2, 2, 3)}, devices=2, num_nodes=2),
+    }
     blobs = {name: canonical_dumps(r["reproducibility"]) for name, r in worlds.items()}
     assert len(set(blobs.values())) == 1, blobs
     # devices, the env file and the rank command differ per world: they are run facts
@@ -332,8 +377,13 @@ def test_reproducibility_part_is_byte_identical_at_world_size_1_2_4(tmp_path: Pa
     assert texts == {"MASTER_PORT=1\n", "MASTER_PORT=2\n", "MASTER_PORT=4\n"}
     # ... while the run parts say how each one ran
     sizes = {name: r["run"]["topology"]["world_size"] for name, r in worlds.items()}
-    assert sizes == {"single": 1, "hydraddp-2": 2, "torchrun-2": 2, "slurm-4": 4,
-                     "slurm-4-rank3": 4}  # fmt: skip
+    assert sizes == {
+        "single": 1,
+        "hydraddp-2": 2,
+        "torchrun-2": 2,
+        "slurm-4": 4,
+        "slurm-4-rank3": 4,
+    }
     assert worlds["slurm-4"]["run"]["launcher"]["config"] == {"nodes": 2}
     assert worlds["slurm-4"]["run"]["config"]["trainer.num_nodes"] == 2
     assert [r[4] for r in worlds["hydraddp-2"]["run"]["topology"]["ranks"]] == [3, 4]
@@ -341,8 +391,13 @@ def test_reproducibility_part_is_byte_identical_at_world_size_1_2_4(tmp_path: Pa
 
 def test_full_record_contents(tmp_path: Path) -> None:
     launch = _launch_env(tmp_path, 2, "# rank env\nMASTER_PORT=29500\n")
-    env = {**simulated_slurm_env(1, 2, 0), "PYTHONHASHSEED": "0", "NCCL_DEBUG": "WARN",
-           "HOME": "/root", **launch}  # fmt: skip
+    env = {
+        **simulated_slurm_env(1, 2, 0),
+        "PYTHONHASHSEED": "0",
+        "NCCL_DEBUG": "WARN",
+        "HOME": "/root",
+        **launch,
+    }
     rec = _record(env, devices=2, num_nodes=1, started="2026-01-02T03:04:05.678+00:00")
     repro, run = rec["reproducibility"], rec["run"]
     assert rec["schema"] == SCHEMA == 3
@@ -362,9 +417,12 @@ def test_full_record_contents(tmp_path: Path) -> None:
         "apptainer_version": "1.3.4",
         "rank_command": launch["MUSHIN_RANK_COMMAND"],
         "rank_argv": shlex.split(launch["MUSHIN_RANK_COMMAND"]),
-        "env_file": {"path": str(env_file), "text": "# rank env\nMASTER_PORT=29500\n",
-                     "sha256": hashlib.sha256(env_file.read_bytes()).hexdigest()},
-    }  # fmt: skip
+        "env_file": {
+            "path": str(env_file),
+            "text": "# rank env\nMASTER_PORT=29500\n",
+            "sha256": hashlib.sha256(env_file.read_bytes()).hexdigest(),
+        },
+    }
     assert run["started"] == "2026-01-02T03:04:05.678+00:00" and "time" not in run
     assert repro["package_set"] == package_set(installed_packages())
     assert repro["packages"]["hydra-core"] == importlib.metadata.version("hydra-core")
@@ -389,16 +447,27 @@ def test_image_identity_no_image_and_a_manifest() -> None:
     assert inside["reproducibility"]["image"] == "unidentified image"
     assert inside["run"]["image"] == {"path": "/x.sif"}
     # a build manifest: its identity is reproducibility, its build details are run facts
-    manifest = {"sif_sha256": "1" * 64, "sif_uuid": "u", "definition_sha256": "2" * 64,
-                "base_digest": "sha256:3", "sif_size": 10, "apptainer_version": "1.3.4",
-                "packages": {"torch": "2.6.0"}}  # fmt: skip
+    manifest = {
+        "sif_sha256": "1" * 64,
+        "sif_uuid": "u",
+        "definition_sha256": "2" * 64,
+        "base_digest": "sha256:3",
+        "sif_size": 10,
+        "apptainer_version": "1.3.4",
+        "packages": {"torch": "2.6.0"},
+    }
     rec = _record({}, devices=1, num_nodes=1, image=manifest)
     assert rec["reproducibility"]["image"] == {
-        "sif_sha256": "1" * 64, "sif_uuid": "u", "definition_sha256": "2" * 64,
+        "sif_sha256": "1" * 64,
+        "sif_uuid": "u",
+        "definition_sha256": "2" * 64,
         "base_digest": "sha256:3",
-    }  # fmt: skip
-    assert rec["run"]["image"] == {"sif_size": 10, "apptainer_version": "1.3.4",
-                                   "packages": {"torch": "2.6.0"}}  # fmt: skip
+    }
+    assert rec["run"]["image"] == {
+        "sif_size": 10,
+        "apptainer_version": "1.3.4",
+        "packages": {"torch": "2.6.0"},
+    }
 
 
 def test_older_records_are_brought_to_the_new_shape() -> None:
@@ -463,8 +532,9 @@ def test_package_list_is_fast_once_per_process() -> None:
         "t3 = time.perf_counter()\n"
         "print((t2 - t1) * 1e3, (t3 - t2) * 1e3)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, timeout=120)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
     first_ms, again_ms = map(float, out.stdout.split())
     assert first_ms < 1000 and again_ms < 1  # generous: a loaded 2-core machine
 
@@ -483,8 +553,10 @@ def test_env_file_and_rank_command_are_recorded_redacted(tmp_path: Path) -> None
         "GREETING='it'\\''s'\n"
     )
     env_file.write_text(original)
-    command = (f"apptainer exec --env-file {env_file} --env MY_SECRET={PLANTED_ENV} "
-               f"--pwd /w '/my images/i.sif' python")  # fmt: skip
+    command = (
+        f"apptainer exec --env-file {env_file} --env MY_SECRET={PLANTED_ENV} "
+        f"--pwd /w '/my images/i.sif' python"
+    )
     env = {"MUSHIN_ENV_FILE": str(env_file), "MUSHIN_RANK_COMMAND": command}
     container = _record(env, devices=1, num_nodes=1)["run"]["container"]
     assert container["apptainer_version"] is None
@@ -505,8 +577,11 @@ def test_env_file_and_rank_command_are_recorded_redacted(tmp_path: Path) -> None
 
 
 def test_unreadable_env_file_is_noted_not_fatal(tmp_path: Path) -> None:
-    env = {"MUSHIN_ENV_FILE": str(tmp_path / "gone.env"), "MUSHIN_APPTAINER_VERSION": "1.3.4",
-           "MUSHIN_RANK_COMMAND": "apptainer exec 'unbalanced"}  # fmt: skip
+    env = {
+        "MUSHIN_ENV_FILE": str(tmp_path / "gone.env"),
+        "MUSHIN_APPTAINER_VERSION": "1.3.4",
+        "MUSHIN_RANK_COMMAND": "apptainer exec 'unbalanced",
+    }
     container = _record(env, devices=1, num_nodes=1)["run"]["container"]
     assert container["env_file"]["text"] is None and container["env_file"]["sha256"] is None
     assert "FileNotFoundError" in container["env_file"]["error"]
@@ -537,8 +612,9 @@ def _device_run(code: str) -> dict[str, Any]:
         "print(json.dumps({'devices': rec['run']['devices'],"
         " 'torch': 'torch' in sys.modules}))\n"
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         check=True, timeout=300)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=300
+    )
     return json.loads(out.stdout.splitlines()[-1])
 
 
@@ -591,9 +667,15 @@ def test_gpu_devices_without_initializing_cuda(
         monkeypatch.setitem(sys.modules, "torch", _fake_torch(initialized=False))
         facts = device_facts({"CUDA_VISIBLE_DEVICES": "GPU-bb22,0"})
         assert facts is not None
-        assert facts == {"torch": "9.9.9", "cuda": "12.4", "nccl": "2.21.5",
-                         "cuda_available": True, "count": 2, "driver": "550.54.15",
-                         "names": ["NVIDIA H200", "NVIDIA A100"]}  # fmt: skip
+        assert facts == {
+            "torch": "9.9.9",
+            "cuda": "12.4",
+            "nccl": "2.21.5",
+            "cuda_available": True,
+            "count": 2,
+            "driver": "550.54.15",
+            "names": ["NVIDIA H200", "NVIDIA A100"],
+        }
         mig = device_facts({"CUDA_VISIBLE_DEVICES": "MIG-1,0"})
         assert mig is not None and mig["names"] is None  # not matched: no guess
         monkeypatch.setitem(sys.modules, "torch", _fake_torch(initialized=True))
@@ -631,8 +713,14 @@ def test_finish_record_sets_end_and_keeps_start_devices(monkeypatch: pytest.Monk
 
 
 def test_record_with_seeds_fills_ranks_and_base(tmp_path: Path) -> None:
-    rec = full_provenance(task=task, config={"lr": 1}, fingerprints={}, environ={}, seeds=None,
-                          topology=simulate_topology(1, 2))  # fmt: skip
+    rec = full_provenance(
+        task=task,
+        config={"lr": 1},
+        fingerprints={},
+        environ={},
+        seeds=None,
+        topology=simulate_topology(1, 2),
+    )
     assert rec["reproducibility"]["seed"]["base"] is None
     seeds = {0: {"base": 7, "rank": 0, "seed": 7}, 1: {"base": 7, "rank": 1, "seed": 8}}
     out = record_with_seeds(rec, seeds)
@@ -686,7 +774,7 @@ PLANTED_URL = "PLANTED-url-e9800998"
 
 def test_scrub_redacts_keys_and_url_credentials() -> None:
     value = {"password": "x", "db": [f"postgres://u:{PLANTED_URL}@h/db"], "n": None}
-    out = scrub(value)
+    out = redact(value)
     assert out == {"password": REDACTED, "db": [f"postgres://{REDACTED}@h/db"], "n": None}
 
 
@@ -712,9 +800,13 @@ def test_planted_secrets_never_reach_any_file_or_output(
     out = tmp_path / "out"
     for name, capture in (("default", None), ("everything", ("*",))):
         kw: dict[str, Any] = {} if capture is None else {"env_capture": capture}
-        rec = full_provenance(task=task, config=cfg, fingerprints=FINGERPRINTS,
-                              launcher={"name": "x", "config": {"password": PLANTED_CFG}},
-                              **kw)  # fmt: skip
+        rec = full_provenance(
+            task=task,
+            config=cfg,
+            fingerprints=FINGERPRINTS,
+            launcher={"name": "x", "config": {"password": PLANTED_CFG}},
+            **kw,
+        )
         write_provenance(out / name, rec)
         if capture is not None:
             assert rec["run"]["env"]["MY_API_TOKEN"] == REDACTED
@@ -729,9 +821,11 @@ def test_planted_secrets_never_reach_any_file_or_output(
         for extra in ([], ["--json"]):
             proc = subprocess.run(
                 [sys.executable, "-m", "mushin_box", "diff", str(a), str(b), *extra],
-                capture_output=True, text=True, timeout=120,
+                capture_output=True,
+                text=True,
+                timeout=120,
                 env={**os.environ, "COLUMNS": "300"},
-            )  # fmt: skip
+            )
             assert proc.returncode in (0, 1), proc.stderr
             outputs += [proc.stdout, proc.stderr]
     written = [p for p in out.rglob("*") if p.is_file()]
@@ -825,10 +919,21 @@ def test_real_slurm_worlds_1_2_4_share_the_reproducibility_bytes(
     blobs: set[str] = set()
     for nodes, per_node in ((1, 1), (1, 2), (2, 2)):
         proc = subprocess.run(
-            ["srun", f"--nodes={nodes}", f"--ntasks-per-node={per_node}", "--time=2",
-             sys.executable, str(script), str(per_node), str(nodes)],
-            capture_output=True, text=True, timeout=180, cwd=tmp_path,
-        )  # fmt: skip
+            [
+                "srun",
+                f"--nodes={nodes}",
+                f"--ntasks-per-node={per_node}",
+                "--time=2",
+                sys.executable,
+                str(script),
+                str(per_node),
+                str(nodes),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            cwd=tmp_path,
+        )
         assert proc.returncode == 0, proc.stderr
         lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
         assert sorted(x["rank"] for x in lines) == list(range(nodes * per_node))
@@ -847,15 +952,20 @@ def test_real_slurm_worlds_1_2_4_share_the_reproducibility_bytes(
 
 def test_what_the_rank_wrapper_writes_is_what_the_record_holds(tmp_path: Path) -> None:
     """The env file of :func:`mushin_box._container.rankwrap.plan_env_file`, as a rank sees it."""
-    from mushin_box._container.launch import IMAGE_IDENTITY_VARS, ImageIdentity
-    from mushin_box._container.rankwrap import ContainerLaunch, plan_env_file, rank_argv
+    from mushin_box._container.launch import IMAGE_IDENTITY_VARS, ContainerLaunch, ImageIdentity
+    from mushin_box._container.rankwrap import plan_env_file, rank_argv
 
-    identity = ImageIdentity(sif_sha256="ab" * 32, sif_uuid="00000000-0000-0000-0000-000000000000",
-                             definition_sha256="cd" * 32, base_digest="sha256:" + "ef" * 32,
-                             apptainer_version="1.3.4")  # fmt: skip
+    identity = ImageIdentity(
+        sif_sha256="ab" * 32,
+        sif_uuid="00000000-0000-0000-0000-000000000000",
+        definition_sha256="cd" * 32,
+        base_digest="sha256:" + "ef" * 32,
+        apptainer_version="1.3.4",
+    )
     # HF_TOKEN: a secret, forwarded by reference
-    spec = ContainerLaunch(image="/img/t.sif", project_dir=str(tmp_path), infiniband=False,
-                           env={"HF_TOKEN": None})  # fmt: skip
+    spec = ContainerLaunch(
+        image="/img/t.sif", project_dir=str(tmp_path), infiniband=False, env={"HF_TOKEN": None}
+    )
     work = tmp_path / "runs"
     planned = plan_env_file(spec, working_dir=work, identity=identity)
     Path(planned.path).parent.mkdir(parents=True)
@@ -868,9 +978,11 @@ def test_what_the_rank_wrapper_writes_is_what_the_record_holds(tmp_path: Path) -
     assert set(IMAGE_IDENTITY_VARS.values()) <= set(assignments)
     rec = _record(assignments, devices=1, num_nodes=1)
     assert rec["reproducibility"]["image"] == {
-        "sif_sha256": "ab" * 32, "sif_uuid": "00000000-0000-0000-0000-000000000000",
-        "definition_sha256": "cd" * 32, "base_digest": "sha256:" + "ef" * 32,
-    }  # fmt: skip
+        "sif_sha256": "ab" * 32,
+        "sif_uuid": "00000000-0000-0000-0000-000000000000",
+        "definition_sha256": "cd" * 32,
+        "base_digest": "sha256:" + "ef" * 32,
+    }
     container = rec["run"]["container"]
     assert container["apptainer_version"] == "1.3.4"
     assert container["rank_argv"] == rank_argv(spec, planned.path, working_dir=work)

@@ -14,11 +14,13 @@ import pytest
 from workflow_tasks import grid_task
 
 from mushin_box import Workflow, multirun
+from mushin_box._core.layout import PACKAGES_FILE
 from mushin_box._core.sidecars import write_json_atomic
-from mushin_box._provenance.full import full_provenance, write_provenance
-from mushin_box._provenance.record import PACKAGES_FILE
-from mushin_box._provenance.topology import simulated_slurm_env
-from mushin_box._sweep.diff import DiffInputError, diff_provenance, diff_records
+from mushin_box._provenance.compare import diff_records
+from mushin_box._provenance.files import write_provenance
+from mushin_box._provenance.full import full_provenance
+from mushin_box._sweep.diff import DiffInputError, diff_provenance
+from mushin_box.testing import simulated_slurm_env
 
 
 def task(lr: float, seed: int = 0) -> dict[str, float]:
@@ -54,9 +56,12 @@ def make_cell(path: Path, **changes: Any) -> Path:
     cfg = {
         "lr": p["lr"],
         "seed": p["seed"],
-        "trainer": {"_target_": "pytorch_lightning.Trainer", "devices": p["gpus"],
-                    "num_nodes": p["nodes"]},
-    }  # fmt: skip
+        "trainer": {
+            "_target_": "pytorch_lightning.Trainer",
+            "devices": p["gpus"],
+            "num_nodes": p["nodes"],
+        },
+    }
     record = full_provenance(
         task=task,
         config=cfg,
@@ -100,17 +105,21 @@ def break_paths(out: dict[str, Any]) -> list[str]:
     [
         ({"image": {**IMAGE, "sif_sha256": "b" * 64}}, "reproducibility.image.sif_sha256"),
         ({"image": {**IMAGE, "sif_uuid": "other-uuid"}}, "reproducibility.image.sif_uuid"),
-        ({"image": {**IMAGE, "base_digest": "sha256:" + "c" * 64}},
-         "reproducibility.image.base_digest"),
-        ({"image": {**IMAGE, "definition_sha256": "e" * 64}},
-         "reproducibility.image.definition_sha256"),
+        (
+            {"image": {**IMAGE, "base_digest": "sha256:" + "c" * 64}},
+            "reproducibility.image.base_digest",
+        ),
+        (
+            {"image": {**IMAGE, "definition_sha256": "e" * 64}},
+            "reproducibility.image.definition_sha256",
+        ),
         ({"image": None}, "reproducibility.image"),
         ({"code": "code-2"}, "reproducibility.code.task_sha256"),
         ({"lr": 0.2}, "reproducibility.config.lr"),
         ({"seed": 2}, "reproducibility.seed.base"),
     ],
     ids=["image", "sif-uuid", "base-digest", "definition", "no-image", "code", "config", "seed"],
-)  # fmt: skip
+)
 def test_changing_exactly_one_thing_shows_exactly_that_field(
     tmp_path: Path, change: dict[str, Any], path: str
 ) -> None:
@@ -130,12 +139,16 @@ def test_changing_exactly_one_thing_shows_exactly_that_field(
 
 def test_changed_package_set_lists_the_packages_that_changed(tmp_path: Path) -> None:
     a = make_cell(tmp_path / "a", packages=PACKAGES)
-    b = make_cell(tmp_path / "b", packages=["attrs==26.2.0", "numpy==2.4.6", "rich==15.0",
-                                            "torch==2.6.0"])  # fmt: skip
+    b = make_cell(
+        tmp_path / "b", packages=["attrs==26.2.0", "numpy==2.4.6", "rich==15.0", "torch==2.6.0"]
+    )
     code, out = as_json(a, b)
     assert code == 1
-    rows = {f["path"]: (f["a"], f["b"], f["change"])
-            for c in out["cells"] for f in c["breaks_reproducibility"]}  # fmt: skip
+    rows = {
+        f["path"]: (f["a"], f["b"], f["change"])
+        for c in out["cells"]
+        for f in c["breaks_reproducibility"]
+    }
     assert rows == {
         "reproducibility.package_set[attrs]": ("26.1.0", "26.2.0", "changed"),
         "reproducibility.package_set[rich]": (None, "15.0", "only_b"),
@@ -157,8 +170,9 @@ def test_changed_key_package_is_listed_once(tmp_path: Path) -> None:
     (a / PACKAGES_FILE).write_text("attrs==0\n")  # not the list a's record names: not used
     _, out = as_json(a, b)
     assert break_paths(out) == [
-        "reproducibility.package_set.sha256", "reproducibility.packages.torch",
-    ]  # fmt: skip
+        "reproducibility.package_set.sha256",
+        "reproducibility.packages.torch",
+    ]
 
 
 # ---------------------------------------------------------------------------- run facts
@@ -168,12 +182,20 @@ def test_container_and_devices_are_expected_to_differ(tmp_path: Path) -> None:
     def launch(name: str, version: str, flags: str) -> dict[str, str]:
         env_file = tmp_path / f"{name}.env"
         env_file.write_text(f"MASTER_PORT={len(flags)}\n")
-        return {"MUSHIN_APPTAINER_VERSION": version, "MUSHIN_ENV_FILE": str(env_file),
-                "MUSHIN_RANK_COMMAND": f"apptainer exec {flags} /i.sif python"}  # fmt: skip
+        return {
+            "MUSHIN_APPTAINER_VERSION": version,
+            "MUSHIN_ENV_FILE": str(env_file),
+            "MUSHIN_RANK_COMMAND": f"apptainer exec {flags} /i.sif python",
+        }
 
     a = make_cell(tmp_path / "a", env=launch("a", "1.3.4", "--nv"))
-    gpus = {"torch": "2.6.0", "cuda": "12.4", "count": 2, "names": ["NVIDIA H200"] * 2,
-            "driver": "550.54.15"}  # fmt: skip
+    gpus = {
+        "torch": "2.6.0",
+        "cuda": "12.4",
+        "count": 2,
+        "names": ["NVIDIA H200"] * 2,
+        "driver": "550.54.15",
+    }
     b = make_cell(tmp_path / "b", env=launch("b", "1.4.0", "--nv --cleanenv"), devices=gpus)
     code, out = as_json(a, b)
     assert code == 0 and break_paths(out) == []
@@ -202,8 +224,12 @@ def test_same_experiment_at_world_size_1_and_4_matches(tmp_path: Path) -> None:
     (cell,) = out["cells"]
     assert cell["breaks_reproducibility"] == []
     expected = {f["path"] for f in cell["expected_to_differ"]}
-    assert {"run.topology.world_size", "run.config.trainer.devices",
-            "run.config.trainer.num_nodes", "run.launcher.tasks"} <= expected  # fmt: skip
+    assert {
+        "run.topology.world_size",
+        "run.config.trainer.devices",
+        "run.config.trainer.num_nodes",
+        "run.launcher.tasks",
+    } <= expected
     assert "run.topology.ranks[3]" in expected
     text = cli(a, b)
     assert text.returncode == 0

@@ -200,9 +200,14 @@ def _run_bounded(
 ) -> subprocess.CompletedProcess[str]:
     """subprocess.run, but a timeout kills the whole process group (torchrun's workers too)."""
     proc = subprocess.Popen(
-        cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         start_new_session=True,
-    )  # fmt: skip
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -335,10 +340,17 @@ def test_unreachable_master_ends_the_rank_instead_of_waiting_30_minutes(tmp_path
     app = tmp_path / "rendezvous_app.py"
     app.write_text(RENDEZVOUS_APP)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    env.update(RANK="1", LOCAL_RANK="0", GROUP_RANK="1", WORLD_SIZE="2", LOCAL_WORLD_SIZE="1",
-               TORCHELASTIC_RUN_ID="mushin-test", MASTER_ADDR="no-such-host.invalid",
-               MASTER_PORT=str(_free_port()),
-               PYTHONPATH=os.pathsep.join([str(REPO / "tests"), str(REPO)]))  # fmt: skip
+    env.update(
+        RANK="1",
+        LOCAL_RANK="0",
+        GROUP_RANK="1",
+        WORLD_SIZE="2",
+        LOCAL_WORLD_SIZE="1",
+        TORCHELASTIC_RUN_ID="mushin-test",
+        MASTER_ADDR="no-such-host.invalid",
+        MASTER_PORT=str(_free_port()),
+        PYTHONPATH=os.pathsep.join([str(REPO / "tests"), str(REPO)]),
+    )
     proc = _run_bounded([sys.executable, str(app)], cwd=tmp_path, env=env, timeout=120)
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "rank 1 of 2 could not join the process group" in proc.stderr
@@ -356,12 +368,20 @@ def test_rendezvous_bound_never_ends_rank_0_in_the_sweeps_own_process(tmp_path: 
     from mushin_box.testing import TinyModule
 
     config = make_config(
-        seed=1, stage="fit",
-        trainer=builds(pl.Trainer, accelerator="cpu", devices=2, max_epochs=1, logger=False,
-                       strategy=builds(HydraDDP, rendezvous_timeout_s=2.0),
-                       enable_checkpointing=False, enable_progress_bar=False),
+        seed=1,
+        stage="fit",
+        trainer=builds(
+            pl.Trainer,
+            accelerator="cpu",
+            devices=2,
+            max_epochs=1,
+            logger=False,
+            strategy=builds(HydraDDP, rendezvous_timeout_s=2.0),
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+        ),
         module=builds(TinyModule),
         datamodule=builds(SlowChildDataModule, child_sleep_s=6.0),
-    )  # fmt: skip
+    )
     ds = Workflow(fit_task, config).run(working_dir=tmp_path / "w", progress=False)
     assert int(ds["world_size"]) == 2  # we are still here, and both ranks trained

@@ -19,18 +19,15 @@ from typing import Any
 
 import pytest
 
+from mushin_box._container.launch import ImageIdentity
 from mushin_box._container.preflight import (
     PreflightError,
     PreflightWarning,
     preflight,
     runtime_apptainer_version,
 )
-from mushin_box._container.rankwrap import ImageIdentity
 from mushin_box._image.build import Manifest, manifest_path
 from mushin_box._image.sif import file_sha256
-
-REPO = Path(__file__).resolve().parents[1]
-STANDIN_DIR = REPO / "tests" / "standins" / "apptainer-standin"
 
 
 @pytest.fixture
@@ -43,12 +40,17 @@ def _image_with_manifest(tmp_path: Path, **changes: Any) -> Path:
     image = tmp_path / "train.sif"
     image.write_bytes(b"SIF_MAGIC" + bytes(range(256)) * 64)
     fields: dict[str, Any] = {
-        "image": str(image), "definition": "Bootstrap: docker\n", "definition_sha256": "0" * 64,
-        "base_image": "python:3.11", "base_digest": "sha256:" + "1" * 64, "build_argv": [],
-        "mushin_box_version": "0.1.0", "sif_sha256": file_sha256(image),
+        "image": str(image),
+        "definition": "Bootstrap: docker\n",
+        "definition_sha256": "0" * 64,
+        "base_image": "python:3.11",
+        "base_digest": "sha256:" + "1" * 64,
+        "build_argv": [],
+        "mushin_box_version": "0.1.0",
+        "sif_sha256": file_sha256(image),
         "python_version": f"{sys.version_info[0]}.{sys.version_info[1]}.4",
         "sif_uuid": "0f0e0d0c-0b0a-4908-8706-050403020100",
-    }  # fmt: skip
+    }
     fields.update(changes)
     manifest_path(image).write_text(json.dumps(Manifest(**fields).to_dict()))
     return image
@@ -64,20 +66,24 @@ def test_preflight_passes_a_matching_image(tmp_path: Path, no_apptainer: None) -
 
 
 def test_preflight_reports_the_whole_image_identity(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, apptainer_standin: Path
 ) -> None:
-    monkeypatch.setenv("PATH", f"{STANDIN_DIR}{os.pathsep}{os.environ['PATH']}")
     image = _image_with_manifest(tmp_path)
     identity = preflight(image).identity
     assert identity == ImageIdentity(
-        sif_sha256=file_sha256(image), sif_uuid="0f0e0d0c-0b0a-4908-8706-050403020100",
-        definition_sha256="0" * 64, base_digest="sha256:" + "1" * 64,
+        sif_sha256=file_sha256(image),
+        sif_uuid="0f0e0d0c-0b0a-4908-8706-050403020100",
+        definition_sha256="0" * 64,
+        base_digest="sha256:" + "1" * 64,
         apptainer_version="0.0.0-standin",  # `apptainer --version` of this host
-    )  # fmt: skip
+    )
     assert list(identity.to_env()) == [
-        "MUSHIN_SIF_SHA256", "MUSHIN_SIF_UUID", "MUSHIN_IMAGE_DEFINITION_SHA256",
-        "MUSHIN_IMAGE_BASE_DIGEST", "MUSHIN_APPTAINER_VERSION",
-    ]  # fmt: skip
+        "MUSHIN_SIF_SHA256",
+        "MUSHIN_SIF_UUID",
+        "MUSHIN_IMAGE_DEFINITION_SHA256",
+        "MUSHIN_IMAGE_BASE_DIGEST",
+        "MUSHIN_APPTAINER_VERSION",
+    ]
 
 
 def test_preflight_without_apptainer_on_path_records_no_version(
@@ -123,9 +129,17 @@ def test_preflight_python_mismatch_lists_every_problem(tmp_path: Path) -> None:
     assert len(info.value.problems) == 2
     assert "the image runs Python 2.7" in info.value.problems[1]
     assert "unpickles it in the image" in str(info.value)
-    preflight(image.with_suffix(".sif"), manifest=Manifest.from_dict(
-        {**json.loads(manifest_path(image).read_text()), "sif_sha256": file_sha256(image),
-         "python_version": "2.7.18"}), python_version="2.7")  # fmt: skip
+    preflight(
+        image.with_suffix(".sif"),
+        manifest=Manifest.from_dict(
+            {
+                **json.loads(manifest_path(image).read_text()),
+                "sif_sha256": file_sha256(image),
+                "python_version": "2.7.18",
+            }
+        ),
+        python_version="2.7",
+    )
 
 
 def test_preflight_without_manifest_records_a_fresh_digest_with_a_warning(
@@ -151,11 +165,10 @@ def test_preflight_dry_run_or_missing_explicit_manifest(tmp_path: Path) -> None:
 
 
 def test_submitit_slurm_config_runs_preflight_before_submitting(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, apptainer_standin: Path
 ) -> None:
     from mushin_box import submitit_slurm_config
 
-    monkeypatch.setenv("PATH", f"{STANDIN_DIR}{os.pathsep}{os.environ['PATH']}")
     with pytest.raises(PreflightError, match="does not exist"):
         submitit_slurm_config(nodes=1, gpus_per_node=2, image=tmp_path / "nope.sif")
     image = _image_with_manifest(tmp_path, sif_sha256="f" * 64)
@@ -181,6 +194,7 @@ def test_submitit_slurm_config_runs_preflight_before_submitting(
         f"MUSHIN_RANK_COMMAND={shlex.quote(cfg['python'])}",
         f"MUSHIN_ENV_FILE={env_file}",
     ]
-    assert [line for line in lines if line.split("=", 1)[0] in {
-        e.split("=", 1)[0] for e in expected}] == expected  # fmt: skip
+    assert [
+        line for line in lines if line.split("=", 1)[0] in {e.split("=", 1)[0] for e in expected}
+    ] == expected
     assert f"--env-file {env_file} " in cfg["python"]

@@ -18,10 +18,19 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 def test_runbook_passes_every_check(tmp_path: Path, slurm_cluster: Any) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "runbook.py"), "--workdir", str(tmp_path),
-         "--partition", slurm_cluster.partition],  # fmt: skip
-        env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(REPO / "scripts" / "runbook.py"),
+            "--workdir",
+            str(tmp_path),
+            "--partition",
+            slurm_cluster.partition,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = [line for line in proc.stdout.splitlines() if line.startswith(("PASS", "FAIL"))]
     assert len(lines) == 7 and all(line.startswith("PASS") for line in lines), lines

@@ -25,9 +25,12 @@ def launch(
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "mushin_box", "launch", *args],
-        capture_output=True, text=True, timeout=timeout, cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
         env={**os.environ, "COLUMNS": "200"},
-    )  # fmt: skip
+    )
 
 
 def plan(*args: str) -> dict[str, Any]:
@@ -38,18 +41,39 @@ def plan(*args: str) -> dict[str, Any]:
 
 def test_plan_on_slurm_derives_one_task_per_gpu_and_the_trainer_topology(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "mushin_box", "launch", str(EXP), "--nodes", "2", "--gpus",
-         "4", "--partition", "gpu", "--time", "30", "module.lr=0.01,0.1", "--dry-run"],
-        capture_output=True, text=True, timeout=120, env=_fake_sbatch_env(tmp_path),
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "mushin_box",
+            "launch",
+            str(EXP),
+            "--nodes",
+            "2",
+            "--gpus",
+            "4",
+            "--partition",
+            "gpu",
+            "--time",
+            "30",
+            "module.lr=0.01,0.1",
+            "--dry-run",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_fake_sbatch_env(tmp_path),
+    )
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)
     assert got["mode"] == "slurm" and got["launcher"] == "mushin_slurm"
     cfg = got["launcher_config"]
     assert (cfg["nodes"], cfg["gpus_per_node"], cfg["tasks_per_node"]) == (2, 4, 4)
     assert (cfg["partition"], cfg["timeout_min"]) == ("gpu", 30)
-    assert got["overrides"] == ["module.lr=0.01,0.1", "++trainer.devices=4",
-                                "++trainer.num_nodes=2"]  # fmt: skip
+    assert got["overrides"] == [
+        "module.lr=0.01,0.1",
+        "++trainer.devices=4",
+        "++trainer.num_nodes=2",
+    ]
     assert got["pythonpath"] == str(EXP.parent)  # the ranks import exp.py's module
 
 
@@ -88,11 +112,13 @@ def test_experiment_errors_exit_2(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "defines none of workflow, Config" in proc.stderr
     # a config-only experiment without HydraDDP cannot start CPU ranks here
     plain = tmp_path / "plain_exp.py"
-    plain.write_text(textwrap.dedent("""
+    plain.write_text(
+        textwrap.dedent("""
         from hydra_zen import builds, make_config
         import pytorch_lightning as pl
         Config = make_config(trainer=builds(pl.Trainer), module=builds(dict))
-    """))  # fmt: skip
+    """)
+    )
     proc = launch(str(plain), "--gpus", "2", "--local", "--dry-run")
     assert proc.returncode == 2 and "strategy is not HydraDDP" in proc.stderr
 
@@ -100,8 +126,17 @@ def test_experiment_errors_exit_2(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_two_cpu_ranks_here(tmp_path: Path) -> None:
     work = tmp_path / "sweep"
-    proc = launch(str(EXP), "--gpus", "2", "--local", "--working-dir", str(work),
-                  "--no-progress", "module.lr=0.01,0.1", "trainer.max_epochs=2")  # fmt: skip
+    proc = launch(
+        str(EXP),
+        "--gpus",
+        "2",
+        "--local",
+        "--working-dir",
+        str(work),
+        "--no-progress",
+        "module.lr=0.01,0.1",
+        "trainer.max_epochs=2",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "completed module.lr=0.01" in proc.stdout and "val_loss=" in proc.stdout
     for cell in ("module.lr=0.01", "module.lr=0.1"):
@@ -112,14 +147,32 @@ def test_two_cpu_ranks_here(tmp_path: Path) -> None:
         assert len(list((work / cell).rglob("fit_metrics.pt"))) == 1
     # the same experiment on 1 rank: the same experiment by its provenance (diff exits 0)
     one = tmp_path / "one"
-    proc = launch(str(EXP), "--gpus", "1", "--local", "--working-dir", str(one),
-                  "--no-progress", "module.lr=0.1", "trainer.max_epochs=2")  # fmt: skip
+    proc = launch(
+        str(EXP),
+        "--gpus",
+        "1",
+        "--local",
+        "--working-dir",
+        str(one),
+        "--no-progress",
+        "module.lr=0.1",
+        "trainer.max_epochs=2",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     diff = subprocess.run(
-        [sys.executable, "-m", "mushin_box", "diff", str(one / "cell"),
-         str(work / "module.lr=0.1"), "--json"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "mushin_box",
+            "diff",
+            str(one / "cell"),
+            str(work / "module.lr=0.1"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert diff.returncode == 0, diff.stdout[-3000:] + diff.stderr
     assert "run.topology.world_size" in diff.stdout  # reported as expected to differ
 
@@ -132,14 +185,28 @@ def test_two_nodes_two_gpus_on_slurm(slurm_cluster: Any, tmp_path: Path) -> None
     exp = tmp_path / "exps" / "my_exp.py"
     exp.parent.mkdir()
     text = EXP.read_text().replace("module=builds(TinyModule,", "module=builds(MyModule,")
-    text = text.replace("Config = make_config(", "class MyModule(TinyModule):\n    pass\n\n\n"
-                        "Config = make_config(")  # fmt: skip
+    text = text.replace(
+        "Config = make_config(", "class MyModule(TinyModule):\n    pass\n\n\nConfig = make_config("
+    )
     exp.write_text(text)
     work = tmp_path / "sweep"
-    proc = launch(str(exp), "--nodes", "2", "--gpus", "2", "--partition",
-                  slurm_cluster.partition, "--time", "5", "--working-dir", str(work),
-                  "--no-progress", "trainer.max_epochs=1", "module.lr=0.01,0.1",
-                  cwd=tmp_path)  # fmt: skip
+    proc = launch(
+        str(exp),
+        "--nodes",
+        "2",
+        "--gpus",
+        "2",
+        "--partition",
+        slurm_cluster.partition,
+        "--time",
+        "5",
+        "--working-dir",
+        str(work),
+        "--no-progress",
+        "trainer.max_epochs=1",
+        "module.lr=0.01,0.1",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     for cell in ("module.lr=0.01", "module.lr=0.1"):
         status = read_json(work / cell / "mushin_status.json")
@@ -157,20 +224,43 @@ def test_every_slurm_rank_in_the_standin_image(slurm_cluster: Any, tmp_path: Pat
     """``--image``: each SLURM task runs ``apptainer exec --nv --cleanenv --env-file ...``
     through the Apptainer STAND-IN (tests/standins/apptainer-standin; not Apptainer), and
     the image's identity from its manifest reaches every cell's provenance."""
-    from test_smoke import STANDIN, _image
+    from conftest import APPTAINER_STANDIN as STANDIN
+    from conftest import standin_image
 
     from mushin_box._image.sif import file_sha256
 
-    image = _image(tmp_path)
+    image = standin_image(tmp_path)
     work = tmp_path / "sweep"
     env = {**os.environ, "PATH": f"{STANDIN}{os.pathsep}{os.environ['PATH']}", "COLUMNS": "200"}
     proc = subprocess.run(
-        [sys.executable, "-m", "mushin_box", "launch", str(EXP), "--gpus", "2",
-         "--partition", slurm_cluster.partition, "--time", "5", "--image", str(image),
-         "--image-python", sys.executable, "--working-dir", str(work), "--no-progress",
-         "trainer.max_epochs=1", "module.lr=0.01,0.1"],
-        capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "mushin_box",
+            "launch",
+            str(EXP),
+            "--gpus",
+            "2",
+            "--partition",
+            slurm_cluster.partition,
+            "--time",
+            "5",
+            "--image",
+            str(image),
+            "--image-python",
+            sys.executable,
+            "--working-dir",
+            str(work),
+            "--no-progress",
+            "trainer.max_epochs=1",
+            "module.lr=0.01,0.1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     for cell in ("module.lr=0.01", "module.lr=0.1"):
         record = read_json(work / cell / "mushin_provenance.json")
@@ -243,11 +333,23 @@ def _fake_sbatch_env(tmp_path: Path) -> dict[str, str]:
 def test_dry_run_resolves_a_relative_image_and_hides_secret_overrides(tmp_path: Path) -> None:
     (tmp_path / "img.sif").write_bytes(b"not checked in a dry run")
     proc = subprocess.run(
-        [sys.executable, "-m", "mushin_box", "launch", str(EXP), "--image", "img.sif",
-         "+api_token=abc123", "--dry-run"],
-        capture_output=True, text=True, timeout=120, env=_fake_sbatch_env(tmp_path),
+        [
+            sys.executable,
+            "-m",
+            "mushin_box",
+            "launch",
+            str(EXP),
+            "--image",
+            "img.sif",
+            "+api_token=abc123",
+            "--dry-run",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_fake_sbatch_env(tmp_path),
         cwd=tmp_path,
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)
     assert f" {tmp_path / 'img.sif'} " in got["launcher_config"]["python"]

@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import dataclasses
-import doctest
 import math
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import REPO, run_doctests
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
@@ -247,7 +246,7 @@ def test_bad_optional_values(kwargs: dict[str, Any]) -> None:
 
 
 def test_docstring_example_runs() -> None:
-    result = doctest.testmod(mushin_box._slurm.config, raise_on_error=False)
+    result = run_doctests(mushin_box._slurm.config)
     assert result.attempted >= 3 and result.failed == 0
 
 
@@ -259,7 +258,7 @@ def test_import_is_lazy() -> None:
     )
     out = subprocess.run(
         [sys.executable, "-c", code],
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=REPO,
         capture_output=True,
         text=True,
         timeout=60,

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import REPO, TESTS
 
 from mushin_box import ResumeContext
 from mushin_box._slurm.launcher import (
@@ -33,7 +34,8 @@ from mushin_box._slurm.launcher import (
     render_sbatch,
 )
 
-# -- tasks that run inside the jobs (imported by reference: tests/ is on the jobs' PYTHONPATH) --
+# -- tasks that run inside the jobs (imported by reference: this module's folder is on the jobs'
+# PYTHONPATH) --
 
 
 def ddp_task(lr: float, nodes: int, devices: int) -> dict[str, float]:
@@ -44,10 +46,17 @@ def ddp_task(lr: float, nodes: int, devices: int) -> dict[str, float]:
     from mushin_box.testing import TinyDataModule, TinyModule
 
     trainer = pl.Trainer(
-        accelerator="cpu", devices=devices, num_nodes=nodes, strategy=HydraDDP(), max_epochs=2,
-        logger=False, enable_checkpointing=False, enable_progress_bar=False,
-        enable_model_summary=False, callbacks=[MetricsCallback()],
-    )  # fmt: skip
+        accelerator="cpu",
+        devices=devices,
+        num_nodes=nodes,
+        strategy=HydraDDP(),
+        max_epochs=2,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[MetricsCallback()],
+    )
     trainer.fit(TinyModule(lr=lr), datamodule=TinyDataModule())
     val_loss = float(trainer.callback_metrics["val_loss"])
     return {"world_size": float(trainer.world_size), "val_loss": val_loss}
@@ -261,15 +270,29 @@ def test_an_unpicklable_task_exception_comes_back_as_its_traceback() -> None:
 def test_sbatch_script_has_python_srun_args_and_the_trap(tmp_path: Path) -> None:
     folder = tmp_path / "submitit" / "%j"
     params = {
-        "name": "demo", "nodes": 2, "tasks_per_node": 4, "gpus_per_node": 4, "timeout_min": 30,
-        "signal_delay_s": 60, "python": "apptainer exec --nv /img/x.sif python",
-        "srun_args": ["--cpu-bind", "none"], "requeue_on": ["preemption", "timeout"],
-        "max_requeues": 2, "setup": ["echo user-setup"],
-    }  # fmt: skip
+        "name": "demo",
+        "nodes": 2,
+        "tasks_per_node": 4,
+        "gpus_per_node": 4,
+        "timeout_min": 30,
+        "signal_delay_s": 60,
+        "python": "apptainer exec --nv /img/x.sif python",
+        "srun_args": ["--cpu-bind", "none"],
+        "requeue_on": ["preemption", "timeout"],
+        "max_requeues": 2,
+        "setup": ["echo user-setup"],
+    }
     text = render_sbatch(params, folder)
     lines = text.splitlines()
-    for flag in ("--signal=B:USR2@60", "--requeue", "--nodes=2", "--ntasks-per-node=4",
-                 "--gpus-per-node=4", "--time=30", "--job-name=demo"):  # fmt: skip
+    for flag in (
+        "--signal=B:USR2@60",
+        "--requeue",
+        "--nodes=2",
+        "--ntasks-per-node=4",
+        "--gpus-per-node=4",
+        "--time=30",
+        "--job-name=demo",
+    ):
         assert f"#SBATCH {flag}" in lines
     assert sum(line.startswith("#SBATCH --signal") for line in lines) == 1
     assert "trap __mushin_on_signal USR2" in lines and "srun() {" in lines
@@ -313,8 +336,12 @@ def _stubs(tmp_path: Path, srun_body: str) -> dict[str, str]:
     scontrol = '#!/bin/bash\necho "$@" >> "$STUB_DIR/scontrol.log"; touch "$STUB_DIR/scontrol.at"\n'
     _stub(bin_dir, "scontrol", scontrol)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SUBMITIT_"))}
-    return {**env, "PATH": f"{bin_dir}:{env['PATH']}", "STUB_DIR": str(tmp_path),
-            "SLURM_JOB_ID": "4242"}  # fmt: skip
+    return {
+        **env,
+        "PATH": f"{bin_dir}:{env['PATH']}",
+        "STUB_DIR": str(tmp_path),
+        "SLURM_JOB_ID": "4242",
+    }
 
 
 @pytest.mark.parametrize("nasty", NASTY)
@@ -323,10 +350,14 @@ def test_nasty_values_are_quoted(tmp_path: Path, nasty: str) -> None:
     work.mkdir()
     folder = tmp_path / f"sub mit {nasty.replace('/', '_')}" / "%j"
     params = {
-        "name": nasty, "partition": nasty, "comment": nasty, "account": nasty,
-        "additional_parameters": {"mail_user": nasty}, "srun_args": ["--comment", nasty, nasty],
+        "name": nasty,
+        "partition": nasty,
+        "comment": nasty,
+        "account": nasty,
+        "additional_parameters": {"mail_user": nasty},
+        "srun_args": ["--comment", nasty, nasty],
         "python": f"{shlex.quote(sys.executable)} {shlex.quote(nasty)}",
-    }  # fmt: skip
+    }
     text = render_sbatch(params, folder)
     script = tmp_path / "job.sh"
     script.write_text(text)
@@ -344,9 +375,21 @@ def test_nasty_values_are_quoted(tmp_path: Path, nasty: str) -> None:
     argv = json.loads((tmp_path / "argv.json").read_text())
     out, err = str(folder / "%j_%t_log.out"), str(folder / "%j_%t_log.err")
     assert argv == [
-        "--unbuffered", "--output", out, "--error", err, "--comment", nasty, nasty,
-        sys.executable, nasty, "-u", "-m", "submitit.core._submit", str(folder),
-    ]  # fmt: skip
+        "--unbuffered",
+        "--output",
+        out,
+        "--error",
+        err,
+        "--comment",
+        nasty,
+        nasty,
+        sys.executable,
+        nasty,
+        "-u",
+        "-m",
+        "submitit.core._submit",
+        str(folder),
+    ]
     assert not list(work.iterdir()) and not (tmp_path / "scontrol.log").exists()
 
 
@@ -454,8 +497,13 @@ def _slurm_config(cluster: Any, tmp_path: Path, name: str, nodes: int, gpus: int
     config = submitit_slurm_config(
         nodes=nodes, gpus_per_node=gpus, partition=cluster.partition, timeout_min=5
     )
-    return {**config, "name": name, "submitit_folder": str(tmp_path / "submitit" / "%j"),
-            "poll_interval_s": 0.5, "max_wait_s": 150.0}  # fmt: skip
+    return {
+        **config,
+        "name": name,
+        "submitit_folder": str(tmp_path / "submitit" / "%j"),
+        "poll_interval_s": 0.5,
+        "max_wait_s": 150.0,
+    }
 
 
 def _cell_dirs(root: Path) -> list[Path]:
@@ -469,10 +517,14 @@ def test_ddp_sweep_on_slurm(slurm_cluster: Any, tmp_path: Path, nodes: int) -> N
 
     root = tmp_path / "sweep"
     ds = Workflow(ddp_task).run(
-        working_dir=root, launcher="mushin_slurm", progress=False,
+        working_dir=root,
+        launcher="mushin_slurm",
+        progress=False,
         launcher_config=_slurm_config(slurm_cluster, tmp_path, f"mushin-ddp-{nodes}", nodes, 2),
-        lr=multirun([0.01, 0.1]), nodes=nodes, devices=2,
-    )  # fmt: skip
+        lr=multirun([0.01, 0.1]),
+        nodes=nodes,
+        devices=2,
+    )
     cells = _cell_dirs(root)
     assert len(cells) == 2
     for cell in cells:
@@ -494,10 +546,12 @@ def test_task_exception_comes_back_unchanged(slurm_cluster: Any, tmp_path: Path)
 
     with pytest.raises(ValueError, match="negative x=-1 \\(raised in the job\\)"):
         Workflow(square_task).run(
-            working_dir=tmp_path / "sweep", launcher="mushin_slurm", progress=False,
+            working_dir=tmp_path / "sweep",
+            launcher="mushin_slurm",
+            progress=False,
             launcher_config=_slurm_config(slurm_cluster, tmp_path, "mushin-fail", 1, 1),
             x=multirun([-1]),
-        )  # fmt: skip
+        )
 
 
 @pytest.fixture
@@ -515,15 +569,20 @@ def release_requeued(slurm_cluster: Any) -> Iterator[str]:
         while not stop.wait(0.5):
             out = subprocess.run(
                 ["squeue", "-h", "-t", "PD", "-n", name, "-o", "%i %r"],
-                capture_output=True, text=True, timeout=15,
-            ).stdout  # fmt: skip
+                capture_output=True,
+                text=True,
+                timeout=15,
+            ).stdout
             for job, reason in (line.split(maxsplit=1) for line in out.splitlines()):
                 if reason.strip() != "BeginTime":
                     continue
                 since = held.setdefault(job, time.monotonic())
                 if time.monotonic() - since >= 3:
-                    subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"],
-                                   capture_output=True, timeout=15)  # fmt: skip
+                    subprocess.run(
+                        ["scontrol", "update", f"JobId={job}", "StartTime=now"],
+                        capture_output=True,
+                        timeout=15,
+                    )
 
     thread = threading.Thread(target=release, daemon=True)
     thread.start()
@@ -543,9 +602,12 @@ def test_preempted_job_is_requeued_by_its_batch_script(
     config = _slurm_config(slurm_cluster, tmp_path, release_requeued, 1, 2)
     config.update(signal_delay_s=30, max_requeues=1)
     ds = Workflow(preempted_once_task).run(
-        working_dir=root, launcher="mushin_slurm", launcher_config=config, progress=False,
+        working_dir=root,
+        launcher="mushin_slurm",
+        launcher_config=config,
+        progress=False,
         x=multirun([1, 2]),
-    )  # fmt: skip
+    )
     assert ds["restarts"].values.tolist() == [1.0, 1.0]
     assert ds["attempt"].values.tolist() == [2.0, 2.0]  # the cell ran twice, same directory
     assert ds["checkpointed_ranks"].values.tolist() == [2.0, 2.0]  # both ranks got SIGUSR1
@@ -559,20 +621,30 @@ def test_mushin_local_runs_cells_and_returns_task_errors(
 ) -> None:
     from mushin_box import Workflow, multirun
 
-    tests = Path(__file__).resolve().parent  # the jobs unpickle square_task from this module
-    path = [str(tests), str(tests.parent), os.environ.get("PYTHONPATH", "")]
+    here = Path(__file__).resolve().parent  # the jobs unpickle square_task from this module
+    path = [str(here), str(TESTS), str(REPO), os.environ.get("PYTHONPATH", "")]  # and conftest
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in path if p))
 
-    config = {"submitit_folder": str(tmp_path / "submitit" / "%j"), "timeout_min": 2,
-              "poll_interval_s": 0.2, "max_wait_s": 90.0}  # fmt: skip
+    config = {
+        "submitit_folder": str(tmp_path / "submitit" / "%j"),
+        "timeout_min": 2,
+        "poll_interval_s": 0.2,
+        "max_wait_s": 90.0,
+    }
     ds = Workflow(square_task).run(
-        working_dir=tmp_path / "ok", launcher="mushin_local", launcher_config=config,
-        progress=False, x=multirun([2, 3]),
-    )  # fmt: skip
+        working_dir=tmp_path / "ok",
+        launcher="mushin_local",
+        launcher_config=config,
+        progress=False,
+        x=multirun([2, 3]),
+    )
     assert ds["square"].values.tolist() == [4.0, 9.0]
     assert os.getpid() not in ds["pid"].values.tolist()  # ran in other processes
     with pytest.raises(ValueError, match="negative x=-2"):
         Workflow(square_task).run(
-            working_dir=tmp_path / "bad", launcher="mushin_local", launcher_config=config,
-            progress=False, x=multirun([-2]),
-        )  # fmt: skip
+            working_dir=tmp_path / "bad",
+            launcher="mushin_local",
+            launcher_config=config,
+            progress=False,
+            x=multirun([-2]),
+        )

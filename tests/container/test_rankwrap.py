@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: MIT
 """The rank wrapper (mushin_box._container.rankwrap): env file, argv, sbatch fragment, secrets
-(pre-flight: tests/test_preflight.py).
+(pre-flight: tests/container/test_preflight.py).
 
 Golden files (``tests/golden/rankwrap-2x4.*``) hold the 2-node x 4-GPU reference of the
 Apptainer notes §7, rendered by the kit; they are reviewed like code. After an intended
 change::
 
-    MUSHIN_UPDATE_GOLDEN=1 .venv/bin/pytest tests/test_rankwrap.py -p no:cacheprovider -q
+    MUSHIN_UPDATE_GOLDEN=1 .venv/bin/pytest tests/container/test_rankwrap.py -p no:cacheprovider
     git diff tests/golden/
 
 Apptainer itself is NOT exercised here: ``tests/standins/apptainer-standin/apptainer`` is a
@@ -31,20 +31,23 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from conftest import APPTAINER_STANDIN, REPO, Golden, run_doctests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mushin_box._container import rankwrap as _rankwrap
-from mushin_box._container.rankwrap import (
+from mushin_box._container.launch import (
     APPTAINER_ALWAYS_PASS,
     OPTIONAL_SLURM_VARS,
     REQUIRED_SLURM_VARS,
-    SELF_REFERENCE_MARKER,
     Bind,
     ContainerLaunch,
     ImageIdentity,
     MasterPort,
     NcclProfile,
+)
+from mushin_box._container.rankwrap import (
+    SELF_REFERENCE_MARKER,
     container_launcher_fields,
     env_file_path,
     plan_env_file,
@@ -55,13 +58,10 @@ from mushin_box._container.rankwrap import (
     setup_lines,
     srun_argv,
 )
-from mushin_box._provenance.record import is_secret_name
+from mushin_box._core.redact import is_secret_name
 
-REPO = Path(__file__).resolve().parents[1]
-GOLDEN = REPO / "tests" / "golden"
-STANDIN_DIR = REPO / "tests" / "standins" / "apptainer-standin"
+STANDIN_DIR = APPTAINER_STANDIN
 STANDIN = STANDIN_DIR / "apptainer"
-UPDATE_GOLDEN = os.environ.get("MUSHIN_UPDATE_GOLDEN") == "1"
 
 # -- the notes' §7 reference: 2 nodes x 4 GPUs --------------------------------------------------
 
@@ -114,17 +114,37 @@ MUSHIN_RUN_ID=r1
 """.splitlines()
 # what rank 5 (node 1, local rank 1) of the 2x4 job has in its environment (§7.2)
 RANK5 = {
-    "SLURM_JOB_ID": "4242", "SLURM_JOB_NAME": "mushin-r1", "SLURM_NNODES": "2",
-    "SLURM_JOB_NUM_NODES": "2", "SLURM_NODELIST": "gpu[07-08]", "SLURM_JOB_NODELIST": "gpu[07-08]",
-    "SLURM_NTASKS": "8", "SLURM_NTASKS_PER_NODE": "4", "SLURM_NODEID": "1", "SLURM_PROCID": "5",
-    "SLURM_LOCALID": "1", "SLURM_CPUS_PER_TASK": "8", "CUDA_VISIBLE_DEVICES": "0,1,2,3",
-    "MUSHIN_MASTER_PORT": "19242", "HOME": "/home/alice", "PATH": "/usr/bin:/bin",
-}  # fmt: skip
+    "SLURM_JOB_ID": "4242",
+    "SLURM_JOB_NAME": "mushin-r1",
+    "SLURM_NNODES": "2",
+    "SLURM_JOB_NUM_NODES": "2",
+    "SLURM_NODELIST": "gpu[07-08]",
+    "SLURM_JOB_NODELIST": "gpu[07-08]",
+    "SLURM_NTASKS": "8",
+    "SLURM_NTASKS_PER_NODE": "4",
+    "SLURM_NODEID": "1",
+    "SLURM_PROCID": "5",
+    "SLURM_LOCALID": "1",
+    "SLURM_CPUS_PER_TASK": "8",
+    "CUDA_VISIBLE_DEVICES": "0,1,2,3",
+    "MUSHIN_MASTER_PORT": "19242",
+    "HOME": "/home/alice",
+    "PATH": "/usr/bin:/bin",
+}
 # Apptainer's documented --cleanenv environment (notes §1.2), besides the env file's variables
 CLEANENV_RUNTIME = {
-    "HOME", "LANG", "LD_LIBRARY_PATH", "PATH", "PS1", "PROMPT_COMMAND", "PWD",
-    "APPTAINER_COMMAND", "APPTAINER_CONTAINER", "APPTAINER_ENVIRONMENT", "APPTAINER_NAME",
-}  # fmt: skip
+    "HOME",
+    "LANG",
+    "LD_LIBRARY_PATH",
+    "PATH",
+    "PS1",
+    "PROMPT_COMMAND",
+    "PWD",
+    "APPTAINER_COMMAND",
+    "APPTAINER_CONTAINER",
+    "APPTAINER_ENVIRONMENT",
+    "APPTAINER_NAME",
+}
 PRINT_ENV = (
     "import json; raw = open('/proc/self/environ', 'rb').read(); "
     "print(json.dumps(dict(i.decode().split('=', 1) for i in raw.split(b'\\0') if i)))"
@@ -141,16 +161,6 @@ def _load_standin() -> ModuleType:
 
 
 standin = _load_standin()
-
-
-def _golden(name: str, text: str) -> None:
-    path = GOLDEN / name
-    if UPDATE_GOLDEN:
-        path.write_text(text, encoding="utf-8")
-    assert path.exists(), f"{path} missing: run with MUSHIN_UPDATE_GOLDEN=1"
-    assert text == path.read_text(encoding="utf-8"), (
-        f"{name} changed; if intended: MUSHIN_UPDATE_GOLDEN=1 pytest {Path(__file__).name}"
-    )
 
 
 @pytest.fixture
@@ -173,37 +183,47 @@ def _binds_of(argv: list[str]) -> list[tuple[str, str, tuple[str, ...]]]:
 # -- golden files --------------------------------------------------------------------------------
 
 
-def test_golden_env_file(no_infiniband: None) -> None:
+def test_golden_env_file(no_infiniband: None, golden: Golden) -> None:
     env = plan_env_file(REFERENCE, working_dir=RUN_DIR, run_id="r1", identity=IDENTITY)
-    _golden("rankwrap-2x4.env", env.text)
+    golden("rankwrap-2x4.env", env.text)
 
 
-def test_golden_srun_argv_and_launcher_fields(no_infiniband: None) -> None:
+def test_golden_srun_argv_and_launcher_fields(no_infiniband: None, golden: Golden) -> None:
     env_file = plan_env_file(REFERENCE, working_dir=RUN_DIR, run_id="r1", identity=IDENTITY).path
     argv = srun_argv(REFERENCE, env_file, PYTHON_ARGS, ntasks_per_node=4, working_dir=RUN_DIR)
     fields = container_launcher_fields(
         REFERENCE, working_dir=RUN_DIR, run_id="r1", identity=IDENTITY
     )
     data = {"srun_argv": argv, "launcher_fields": fields}
-    _golden("rankwrap-2x4.argv.json", json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    golden("rankwrap-2x4.argv.json", json.dumps(data, indent=1, ensure_ascii=False) + "\n")
 
 
-def test_golden_sbatch_fragment(no_infiniband: None) -> None:
+def test_golden_sbatch_fragment(no_infiniband: None, golden: Golden) -> None:
     text = render_sbatch_fragment(
-        REFERENCE, working_dir=RUN_DIR, python_args=PYTHON_ARGS, ntasks_per_node=4,
-        run_id="r1", identity=IDENTITY,
-    )  # fmt: skip
-    _golden("rankwrap-2x4.sbatch", text)
+        REFERENCE,
+        working_dir=RUN_DIR,
+        python_args=PYTHON_ARGS,
+        ntasks_per_node=4,
+        run_id="r1",
+        identity=IDENTITY,
+    )
+    golden("rankwrap-2x4.sbatch", text)
     assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
 
 
 def test_sbatch_fragment_writes_the_env_file_and_starts_srun(tmp_path: Path) -> None:
     spec = ContainerLaunch(image="/i.sif", project_dir=str(tmp_path), env={"E": "x\nMUSHIN_ENV"})
-    text = render_sbatch_fragment(spec, working_dir=tmp_path, python_args=["-u", "t.py"],
-                                  ntasks_per_node=2)  # fmt: skip
+    text = render_sbatch_fragment(
+        spec, working_dir=tmp_path, python_args=["-u", "t.py"], ntasks_per_node=2
+    )
     stub = 'srun() { printf "%s\\n" "$@" > srun.args; }\nSLURM_CPUS_PER_TASK=3\n'
-    proc = subprocess.run(["bash", "-c", stub + text], cwd=tmp_path, env={"SLURM_JOB_ID": "9"},
-                          capture_output=True, text=True)  # fmt: skip
+    proc = subprocess.run(
+        ["bash", "-c", stub + text],
+        cwd=tmp_path,
+        env={"SLURM_JOB_ID": "9"},
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     args = (tmp_path / "srun.args").read_text().splitlines()
     assert args[:3] == ["--kill-on-bad-exit=1", "--ntasks-per-node=2", "--cpus-per-task=3"]
@@ -263,10 +283,16 @@ def test_rank_five_of_the_reference_sees_its_own_identity(tmp_path: Path) -> Non
     env_file.write_text(render_env_file(REFERENCE, run_id="r1"))
     env = standin.container_environ(RANK5, cleanenv=True, env_files=[str(env_file)])
     expected = {k: RANK5[k] for k in REQUIRED_SLURM_VARS} | {
-        "CUDA_VISIBLE_DEVICES": "0,1,2,3", "MASTER_PORT": "19242", "OMP_NUM_THREADS": "8",
-        "SLURM_ARRAY_TASK_ID": "", "SLURM_RESTART_COUNT": "0", "LANG": "C",
-        "HOME": "/home/alice", "NCCL_SOCKET_IFNAME": "ib0", "PYTHONNOUSERSITE": "1",
-    }  # fmt: skip
+        "CUDA_VISIBLE_DEVICES": "0,1,2,3",
+        "MASTER_PORT": "19242",
+        "OMP_NUM_THREADS": "8",
+        "SLURM_ARRAY_TASK_ID": "",
+        "SLURM_RESTART_COUNT": "0",
+        "LANG": "C",
+        "HOME": "/home/alice",
+        "NCCL_SOCKET_IFNAME": "ib0",
+        "PYTHONNOUSERSITE": "1",
+    }
     assert {k: env[k] for k in expected} == expected
     assert env["PATH"] == standin.DEFAULT_PATH  # the host's PATH is not forwarded
 
@@ -304,8 +330,13 @@ def test_master_port_policies() -> None:
     line = MasterPort(base=20000, span=100).setup_line()
     assert line is not None
     script = f"{line}; echo $MUSHIN_MASTER_PORT"
-    out = subprocess.run(["bash", "-c", script], env={"SLURM_JOB_ID": "123456"},
-                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        ["bash", "-c", script],
+        env={"SLURM_JOB_ID": "123456"},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert out.strip() == "20056"
     for bad in ({"fixed": 80}, {"base": 65000, "span": 1000}, {"fixed": True}):
         with pytest.raises((ValueError, TypeError)):
@@ -334,8 +365,9 @@ def test_every_env_value_survives_both_evaluations(env: dict[str, str], no_eval:
         path = Path(tmp) / "a.env"
         path.write_text(render_env_file(spec, run_id="r $1 `x`", sif_sha256="ab"))
         host = {**RANK5, "MY_SECRET_TOKEN": "hunter2"}
-        seen = standin.container_environ(host, cleanenv=True, env_files=[str(path)],
-                                         no_eval=no_eval)  # fmt: skip
+        seen = standin.container_environ(
+            host, cleanenv=True, env_files=[str(path)], no_eval=no_eval
+        )
     assert {k: seen[k] for k in env} == env
     assert seen["MUSHIN_RUN_ID"] == "r $1 `x`" and seen["SLURM_PROCID"] == "5"
     assert "MY_SECRET_TOKEN" not in seen
@@ -366,8 +398,9 @@ PATHS = (
 def test_every_path_survives_quoting_and_apptainers_bind_parser(
     image: str, project: str, work: str, src: str, dst: str, args: list[str]
 ) -> None:
-    spec = ContainerLaunch(image=image, project_dir=project, binds=[f"{src}:{dst}:ro", Bind(src)],
-                           infiniband=False)  # fmt: skip
+    spec = ContainerLaunch(
+        image=image, project_dir=project, binds=[f"{src}:{dst}:ro", Bind(src)], infiniband=False
+    )
     env_file = env_file_path(work, "A=1\n")
     argv = rank_argv(spec, env_file, args, working_dir=work)
     assert shlex.split(shlex.join(argv)) == argv
@@ -391,9 +424,15 @@ def test_bind_paths_apptainer_would_misread_are_refused(char: str) -> None:
 
 @pytest.mark.parametrize(
     ("bind", "message"),
-    [("relative/path", "absolute"), ("/a:/b:rw:x", "src\\[:dst"), ("/a:/b:exec", "accepts"),
-     ("/a ", "whitespace"), ("/a/${x}", "OmegaConf"), ("/a,/b", "one bind per list item")],
-)  # fmt: skip
+    [
+        ("relative/path", "absolute"),
+        ("/a:/b:rw:x", "src\\[:dst"),
+        ("/a:/b:exec", "accepts"),
+        ("/a ", "whitespace"),
+        ("/a/${x}", "OmegaConf"),
+        ("/a,/b", "one bind per list item"),
+    ],
+)
 def test_bad_binds_are_refused_with_the_reason(bind: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         Bind.parse(bind)
@@ -401,11 +440,17 @@ def test_bad_binds_are_refused_with_the_reason(bind: str, message: str) -> None:
 
 @pytest.mark.parametrize(
     ("env", "message"),
-    [({"1BAD": "x"}, "not a variable name"), ({"APPTAINER_BIND": "x"}, "configure Apptainer"),
-     ({"PATH": "/x"}, "special to Apptainer"), ({"SLURM_PROCID": "0"}, "rank wrapper itself"),
-     ({"NCCL_DEBUG": "INFO"}, "nccl=NcclProfile"), ({"A": "x\x00"}, "NUL"),
-     ({"A": "x\ry"}, "carriage return"), ({"A": True}, "must be a str")],
-)  # fmt: skip
+    [
+        ({"1BAD": "x"}, "not a variable name"),
+        ({"APPTAINER_BIND": "x"}, "configure Apptainer"),
+        ({"PATH": "/x"}, "special to Apptainer"),
+        ({"SLURM_PROCID": "0"}, "rank wrapper itself"),
+        ({"NCCL_DEBUG": "INFO"}, "nccl=NcclProfile"),
+        ({"A": "x\x00"}, "NUL"),
+        ({"A": "x\ry"}, "carriage return"),
+        ({"A": True}, "must be a str"),
+    ],
+)
 def test_bad_env_is_refused_with_the_reason(env: dict[str, Any], message: str) -> None:
     with pytest.raises((ValueError, TypeError), match=message):
         ContainerLaunch(image="/i.sif", project_dir="/p", env=env)
@@ -429,14 +474,20 @@ def test_options_the_spec_owns_or_that_break_ranks_are_refused(arg: str) -> None
 
 
 def test_allowed_extra_args_come_before_the_image() -> None:
-    spec = ContainerLaunch(image="/i.sif", project_dir="/p", extra_args=["--writable-tmpfs"],
-                           infiniband=False, no_eval=True)  # fmt: skip
+    spec = ContainerLaunch(
+        image="/i.sif",
+        project_dir="/p",
+        extra_args=["--writable-tmpfs"],
+        infiniband=False,
+        no_eval=True,
+    )
     argv = rank_argv(spec, "/p/e.env")
     assert argv.index("--writable-tmpfs") < argv.index("/i.sif") and "--no-eval" in argv
 
 
-@pytest.mark.parametrize(("present", "explicit"), [(True, None), (False, None), (False, True),
-                                                    (True, False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("present", "explicit"), [(True, None), (False, None), (False, True), (True, False)]
+)
 def test_infiniband_is_bound_only_where_it_exists(
     monkeypatch: pytest.MonkeyPatch, present: bool, explicit: bool | None
 ) -> None:
@@ -458,18 +509,28 @@ def _standin_env(extra: dict[str, str]) -> dict[str, str]:
 def test_two_ranks_see_exactly_the_env_file_and_the_pass_list(tmp_path: Path) -> None:
     image = tmp_path / "img.sif"
     image.touch()
-    spec = ContainerLaunch(image=str(image), project_dir=str(tmp_path), python=sys.executable,
-                           env={"WANDB_MODE": "offline", "ODD": "a'b\"c $d `e`\n",
-                                "WANDB_API_KEY": None},
-                           infiniband=False)  # fmt: skip
+    spec = ContainerLaunch(
+        image=str(image),
+        project_dir=str(tmp_path),
+        python=sys.executable,
+        env={"WANDB_MODE": "offline", "ODD": "a'b\"c $d `e`\n", "WANDB_API_KEY": None},
+        infiniband=False,
+    )
     planned = plan_env_file(spec, working_dir=tmp_path, run_id="e2e", identity=IDENTITY)
     text, env_file = planned.text, planned.path
     Path(env_file).parent.mkdir()
     Path(env_file).write_text(text)
     argv = rank_argv(spec, env_file, ["-c", PRINT_ENV])
     secret = "s3cr3t-'quoted' \"x\""
-    host = {**RANK5, "MY_SECRET_TOKEN": "hunter2", "TERM": "xterm", "http_proxy": "http://p:3128",
-            "PYTHONPATH": "/leak", "LD_PRELOAD": "/leak.so", "WANDB_API_KEY": secret}  # fmt: skip
+    host = {
+        **RANK5,
+        "MY_SECRET_TOKEN": "hunter2",
+        "TERM": "xterm",
+        "http_proxy": "http://p:3128",
+        "PYTHONPATH": "/leak",
+        "LD_PRELOAD": "/leak.so",
+        "WANDB_API_KEY": secret,
+    }
     seen = []
     for rank in (0, 1):
         env = _standin_env({**host, "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank)})
@@ -502,7 +563,9 @@ def test_env_file_is_named_by_the_text_before_its_self_reference(tmp_path: Path)
     digest = hashlib.sha256(body.encode()).hexdigest()[:12]
     assert planned.path == f"{tmp_path}/.mushin-box/apptainer-{digest}.env"
     assert [line.split("=", 1)[0] for line in tail.splitlines()] == [
-        "MUSHIN_RANK_COMMAND", "MUSHIN_ENV_FILE"]  # fmt: skip
+        "MUSHIN_RANK_COMMAND",
+        "MUSHIN_ENV_FILE",
+    ]
     other = plan_env_file(spec, working_dir=tmp_path, identity=ImageIdentity(sif_sha256="ff"))
     assert other.path != planned.path  # another image, another file
 
@@ -523,8 +586,9 @@ def test_self_reference_and_identity_survive_both_evaluations(
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "a.env"
         path.write_text(planned.text)
-        seen = standin.container_environ(RANK5, cleanenv=True, env_files=[str(path)],
-                                         no_eval=no_eval)  # fmt: skip
+        seen = standin.container_environ(
+            RANK5, cleanenv=True, env_files=[str(path)], no_eval=no_eval
+        )
     assert seen["MUSHIN_RANK_COMMAND"] == rank_command(spec, planned.path, working_dir=work)
     assert seen["MUSHIN_ENV_FILE"] == planned.path
     assert seen["MUSHIN_APPTAINER_VERSION"] == version
@@ -539,7 +603,8 @@ def test_a_secret_looking_variable_cannot_be_given_a_value(name: str) -> None:
     message = str(info.value)
     assert name in message and "hunter2" not in message
     assert f"export it in the submitting shell and pass env={{{name!r}: None}}" in (
-        message.replace("Export", "export"))  # fmt: skip
+        message.replace("Export", "export")
+    )
     spec = ContainerLaunch(image="/i.sif", project_dir="/p", env={name: None})
     assert f'{name}="${{{name}:?}}"' in render_env_file(spec).splitlines()
 
@@ -550,11 +615,23 @@ def test_submitit_slurm_config_refuses_a_literal_secret_before_writing_anything(
     from mushin_box import submitit_slurm_config
 
     with pytest.raises(ValueError, match="HF_TOKEN.*looks like a secret"):
-        submitit_slurm_config(nodes=1, gpus_per_node=2, image="/i.sif", env={"HF_TOKEN": "x"},
-                              working_dir=tmp_path, preflight=False)  # fmt: skip
+        submitit_slurm_config(
+            nodes=1,
+            gpus_per_node=2,
+            image="/i.sif",
+            env={"HF_TOKEN": "x"},
+            working_dir=tmp_path,
+            preflight=False,
+        )
     assert list(tmp_path.iterdir()) == []
-    cfg = submitit_slurm_config(nodes=1, gpus_per_node=2, image="/i.sif", env={"HF_TOKEN": None},
-                                working_dir=tmp_path, preflight=False)  # fmt: skip
+    cfg = submitit_slurm_config(
+        nodes=1,
+        gpus_per_node=2,
+        image="/i.sif",
+        env={"HF_TOKEN": None},
+        working_dir=tmp_path,
+        preflight=False,
+    )
     assert 'HF_TOKEN="${HF_TOKEN:?}"' in env_file_from_setup(cfg["setup"]).splitlines()
 
 
@@ -562,15 +639,17 @@ def test_submitit_slurm_config_refuses_a_literal_secret_before_writing_anything(
 def test_a_forwarded_variable_is_read_from_the_task_and_required(
     tmp_path: Path, no_eval: bool
 ) -> None:
-    spec = ContainerLaunch(image="/i.sif", project_dir="/p", env={"HF_TOKEN": None},
-                           no_eval=no_eval)  # fmt: skip
+    spec = ContainerLaunch(
+        image="/i.sif", project_dir="/p", env={"HF_TOKEN": None}, no_eval=no_eval
+    )
     env_file = tmp_path / "a.env"
     env_file.write_text(render_env_file(spec))
     # with --no-eval the value arrives byte for byte; without it, Apptainer evaluates it once
     # more in the container (documented): only $, ` and \ would change
     secret = "p$ss`w0rd`\\ 'q' \"d\"" if no_eval else "pass 'q' \"d\" #x"
-    seen = standin.container_environ({**RANK5, "HF_TOKEN": secret}, cleanenv=True,
-                                     env_files=[str(env_file)], no_eval=no_eval)  # fmt: skip
+    seen = standin.container_environ(
+        {**RANK5, "HF_TOKEN": secret}, cleanenv=True, env_files=[str(env_file)], no_eval=no_eval
+    )
     assert seen["HF_TOKEN"] == secret
     with pytest.raises(standin.StandinError, match="HF_TOKEN: parameter null or not set"):
         standin.container_environ(RANK5, cleanenv=True, env_files=[str(env_file)])
@@ -579,16 +658,28 @@ def test_a_forwarded_variable_is_read_from_the_task_and_required(
 def test_the_batch_script_setup_writes_the_env_file_for_every_rank(tmp_path: Path) -> None:
     image = tmp_path / "img.sif"
     image.touch()
-    spec = ContainerLaunch(image=str(image), project_dir=str(tmp_path), python=sys.executable,
-                           env={"Q": "it's", "HF_TOKEN": None}, infiniband=False)  # fmt: skip
-    fields = container_launcher_fields(spec, working_dir=tmp_path, run_id="batch",
-                                       identity=IDENTITY)  # fmt: skip
+    spec = ContainerLaunch(
+        image=str(image),
+        project_dir=str(tmp_path),
+        python=sys.executable,
+        env={"Q": "it's", "HF_TOKEN": None},
+        infiniband=False,
+    )
+    fields = container_launcher_fields(
+        spec, working_dir=tmp_path, run_id="batch", identity=IDENTITY
+    )
     rank = f"SLURM_PROCID=$r SLURM_LOCALID=$r {fields['python']} -c {shlex.quote(PRINT_ENV)}"
     script = "\n".join(["set -u", *fields["setup"], f"for r in 0 1; do {rank} > out.$r; done"])
     host = {k: v for k, v in RANK5.items() if k != "MUSHIN_MASTER_PORT"} | {"SLURM_JOB_ID": "77"}
     host["HF_TOKEN"] = "hf_planted_value"  # exported in the submitting shell
-    proc = subprocess.run(["bash", "-c", script], env=_standin_env(host), cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        ["bash", "-c", script],
+        env=_standin_env(host),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     written = list((tmp_path / ".mushin-box").iterdir())
     planned = plan_env_file(spec, working_dir=tmp_path, run_id="batch", identity=IDENTITY)
@@ -650,31 +741,42 @@ def echo_env_task(x: int, out_dir: str) -> dict[str, float]:
 
 @pytest.mark.slurm
 def test_ranks_run_through_the_standin_on_slurm(
-    slurm_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    slurm_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, apptainer_standin: Path
 ) -> None:
     from mushin_box import Workflow, multirun, submitit_slurm_config
 
-    monkeypatch.setenv("PATH", f"{STANDIN_DIR}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("MY_SECRET_TOKEN", "hunter2")
     planted = "wandb-planted-4f1d9c"  # exported in the submitting shell, forwarded by name
     monkeypatch.setenv("WANDB_API_KEY", planted)
     image = tmp_path / "img.sif"
     image.touch()
-    spec = ContainerLaunch(image=str(image), project_dir=str(REPO), python=sys.executable,
-                           env={"PYTHONPATH": os.environ.get("PYTHONPATH", ""),
-                                "WANDB_API_KEY": None})  # fmt: skip
-    config = submitit_slurm_config(nodes=1, gpus_per_node=2, partition=slurm_cluster.partition,
-                                   timeout_min=5)  # fmt: skip
+    spec = ContainerLaunch(
+        image=str(image),
+        project_dir=str(REPO),
+        python=sys.executable,
+        env={"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "WANDB_API_KEY": None},
+    )
+    config = submitit_slurm_config(
+        nodes=1, gpus_per_node=2, partition=slurm_cluster.partition, timeout_min=5
+    )
     config |= container_launcher_fields(spec, working_dir=tmp_path, identity=IDENTITY)
-    config |= {"name": "mushin-rankwrap", "submitit_folder": str(tmp_path / "submitit" / "%j"),
-               "poll_interval_s": 0.5, "max_wait_s": 150.0}  # fmt: skip
+    config |= {
+        "name": "mushin-rankwrap",
+        "submitit_folder": str(tmp_path / "submitit" / "%j"),
+        "poll_interval_s": 0.5,
+        "max_wait_s": 150.0,
+    }
     out = tmp_path / "ranks"
     out.mkdir()
     try:
         ds = Workflow(echo_env_task).run(
-            working_dir=tmp_path / "sweep", launcher="mushin_slurm", launcher_config=config,
-            progress=False, x=multirun([3, 4]), out_dir=str(out),
-        )  # fmt: skip
+            working_dir=tmp_path / "sweep",
+            launcher="mushin_slurm",
+            launcher_config=config,
+            progress=False,
+            x=multirun([3, 4]),
+            out_dir=str(out),
+        )
     except TypeError as error:  # known: provenance keeps the launcher's enums (requeue_on)
         if "RequeueReason" not in str(error):
             raise
@@ -702,22 +804,12 @@ def test_ranks_run_through_the_standin_on_slurm(
 
 
 def test_module_doctests() -> None:
-    import doctest
 
     from mushin_box._container import launch as _container_launch
 
     for module in (_rankwrap, _container_launch):
-        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        result = run_doctests(module)
         assert result.failed == 0 and result.attempted > 5, module.__name__
-
-
-def test_split_modules_keep_every_name_importable_from_rankwrap() -> None:
-    from mushin_box._container import launch as _container_launch
-
-    assert set(_container_launch.__all__) <= set(_rankwrap.__all__)
-    for name in _rankwrap.__all__:
-        assert hasattr(_rankwrap, name), name
-    assert _rankwrap.ContainerLaunch is _container_launch.ContainerLaunch
 
 
 def env_file_from_setup(setup: list[str]) -> str:

@@ -52,9 +52,15 @@ def test_expand_by_hand(text: str, names: list[str]) -> None:
 def test_expand_four_groups_order() -> None:
     names = expand_hostlist("a[1-2]b[1-2]c[1-2]d[1-2]")
     assert names[:8] == [
-        "a1b1c1d1", "a1b1c1d2", "a2b1c1d1", "a2b1c1d2",
-        "a1b2c1d1", "a1b2c1d2", "a2b2c1d1", "a2b2c1d2",
-    ]  # fmt: skip
+        "a1b1c1d1",
+        "a1b1c1d2",
+        "a2b1c1d1",
+        "a2b1c1d2",
+        "a1b2c1d1",
+        "a1b2c1d2",
+        "a2b2c1d1",
+        "a2b2c1d2",
+    ]
     assert len(names) == 16 == len(set(names))
 
 

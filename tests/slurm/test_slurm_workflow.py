@@ -19,8 +19,16 @@ from mushin_box._core.sidecars import read_json
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 
-def _run(tmp_path: Path, cluster: Any, *, nodes: int, overrides: list[str] | None = None,
-         on_error: str = "raise", resume: bool = False, **sweep: Any) -> Any:  # fmt: skip
+def _run(
+    tmp_path: Path,
+    cluster: Any,
+    *,
+    nodes: int,
+    overrides: list[str] | None = None,
+    on_error: str = "raise",
+    resume: bool = False,
+    **sweep: Any,
+) -> Any:
     from ddp_helpers import fit_task, make_app_config
 
     slurm = submitit_slurm_config(
@@ -39,8 +47,11 @@ def _run(tmp_path: Path, cluster: Any, *, nodes: int, overrides: list[str] | Non
 
 
 def _fit_metrics_per_cell(root: Path) -> dict[str, int]:
-    return {d.name: len(list(d.rglob("fit_metrics.pt"))) for d in root.iterdir() if d.is_dir()
-            and (d / "mushin_status.json").exists()}  # fmt: skip
+    return {
+        d.name: len(list(d.rglob("fit_metrics.pt")))
+        for d in root.iterdir()
+        if d.is_dir() and (d / "mushin_status.json").exists()
+    }
 
 
 def test_two_cells_one_node_two_tasks(tmp_path: Path, slurm_cluster: Any, rank_log: Path) -> None:
@@ -67,8 +78,13 @@ def test_two_nodes_world_size_four(tmp_path: Path, slurm_cluster: Any, rank_log:
 def test_mismatched_tasks_per_node_fails_fast(tmp_path: Path, slurm_cluster: Any) -> None:
     start = time.monotonic()
     with pytest.raises(Exception) as info:
-        _run(tmp_path, slurm_cluster, nodes=1, overrides=["hydra.launcher.tasks_per_node=1"],
-             seed=multirun([1]))  # fmt: skip
+        _run(
+            tmp_path,
+            slurm_cluster,
+            nodes=1,
+            overrides=["hydra.launcher.tasks_per_node=1"],
+            seed=multirun([1]),
+        )
     assert "DDP world size mismatch" in str(info.value)
     assert time.monotonic() - start < 120
     status = read_json(tmp_path / "sweep" / "seed=1" / "mushin_status.json")
@@ -86,8 +102,9 @@ def _wait_for(predicate: Any, timeout: float, what: str) -> Any:
 
 
 def _release(job: str) -> bool:
-    state = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True,
-                           text=True, timeout=30).stdout.strip()  # fmt: skip
+    state = subprocess.run(
+        ["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True, timeout=30
+    ).stdout.strip()
     if state != "PENDING":
         return False
     subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], timeout=30)
@@ -131,8 +148,11 @@ def test_scancel_and_requeue_mid_fit_then_resume(
     driver.join(timeout=300)
     assert not driver.is_alive()
     # the requeued job ran again by itself, from its checkpoint, and completed
-    _wait_for(lambda: (read_json(requeued / "mushin_status.json") or {}).get("status")
-              == "completed", 240, "the requeued cell to complete")  # fmt: skip
+    _wait_for(
+        lambda: (read_json(requeued / "mushin_status.json") or {}).get("status") == "completed",
+        240,
+        "the requeued cell to complete",
+    )
     assert read_json(requeued / "mushin_status.json")["attempt"] == 2
     assert read_json(cancelled / "mushin_status.json")["status"] == "failed"
 

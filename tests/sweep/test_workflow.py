@@ -249,8 +249,13 @@ def test_sigkill_mid_sweep_then_resume_computes_every_cell_once(tmp_path: Path) 
         if proc.poll() is None:
             proc.kill()
     assert "running" in _statuses(work).values()  # the killed cell was mid-run
-    rerun = subprocess.run([sys.executable, str(script), str(work), str(markers)], env=env,
-                           timeout=120, capture_output=True, text=True)  # fmt: skip
+    rerun = subprocess.run(
+        [sys.executable, str(script), str(work), str(markers)],
+        env=env,
+        timeout=120,
+        capture_output=True,
+        text=True,
+    )
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     counts: dict[str, int] = {}
     for p in markers.glob("*.done"):
@@ -366,9 +371,14 @@ def test_pre_call_seeding_makes_model_init_reproducible(tmp_path: Path) -> None:
 
     def task(seed: int, module: TinyModule, datamodule: TinyDataModule) -> dict[str, float]:
         trainer = pl.Trainer(
-            accelerator="cpu", devices=1, max_epochs=1, logger=False, enable_checkpointing=False,
-            enable_progress_bar=False, enable_model_summary=False,
-        )  # fmt: skip
+            accelerator="cpu",
+            devices=1,
+            max_epochs=1,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+        )
         first = float(module.layer.weight.detach().flatten()[0])
         trainer.fit(module, datamodule=datamodule)
         return {"w0": first, "val_loss": float(trainer.callback_metrics["val_loss"])}

@@ -4,41 +4,41 @@ the rank wrapper and env file are real, Apptainer is not."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import APPTAINER_STANDIN as STANDIN
+from conftest import REPO, standin_image
 
-from mushin_box._image.build import Manifest, manifest_path
 from mushin_box._image.sif import file_sha256
 
 pytestmark = pytest.mark.slow
-STANDIN = REPO / "tests" / "standins" / "apptainer-standin"
-
-
-def _image(tmp_path: Path) -> Path:
-    image = tmp_path / "img.sif"
-    image.write_bytes(b"SIF stand-in image " * 100)
-    manifest = Manifest(
-        image=str(image), definition="Bootstrap: docker\n", definition_sha256="0" * 64,
-        base_image="python:3.11", base_digest="sha256:" + "1" * 64, build_argv=[],
-        mushin_box_version="0.1.0", sif_sha256=file_sha256(image),
-        python_version=".".join(map(str, sys.version_info[:3])),
-    )  # fmt: skip
-    manifest_path(image).write_text(json.dumps(manifest.to_dict()))
-    return image
 
 
 def _smoke(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PATH": f"{STANDIN}{os.pathsep}{os.environ['PATH']}",
-           "MY_SECRET_TOKEN": "PLANTED"}  # fmt: skip
-    cmd = [sys.executable, "-m", "mushin_box", "smoke", "--image", str(_image(tmp_path)),
-           "--out", str(tmp_path / "out"), "--python", sys.executable, "--timeout", "240",
-           *extra]  # fmt: skip
+    env = {
+        **os.environ,
+        "PATH": f"{STANDIN}{os.pathsep}{os.environ['PATH']}",
+        "MY_SECRET_TOKEN": "PLANTED",
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "mushin_box",
+        "smoke",
+        "--image",
+        str(standin_image(tmp_path)),
+        "--out",
+        str(tmp_path / "out"),
+        "--python",
+        sys.executable,
+        "--timeout",
+        "240",
+        *extra,
+    ]
     return subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
 
 
@@ -77,6 +77,9 @@ def test_smoke_refuses_an_image_that_fails_preflight(tmp_path: Path) -> None:
     env = {**os.environ, "PATH": f"{STANDIN}{os.pathsep}{os.environ['PATH']}"}
     proc = subprocess.run(
         [sys.executable, "-m", "mushin_box", "smoke", "--image", str(tmp_path / "none.sif")],
-        env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "does not exist" in proc.stderr

@@ -1,0 +1,133 @@
+# SPDX-License-Identifier: MIT
+"""The disk and rank-environment contract: every file name and every ``MUSHIN_*`` variable.
+
+Readers on a login node (``load_experiment``, ``diff``, the CLI) find a run by these names
+alone, long after the process that wrote them is gone, and a rank learns everything the
+submit host decided through these variables. A name written in one module and read in
+another is a contract between them; it is spelled here, once, and every room imports it
+from here.
+
+A sweep directory::
+
+    <sweep>/mushin_sweep.json           the manifest (a cache, rebuilt from the cells)
+    <sweep>/.mushin_sweep.lock          held by the one driver running the sweep
+    <sweep>/.mushin_abort.json          a cell failed under on_error="raise"
+    <sweep>/<cell>/mushin_status.json   pending/running/completed/failed/timeout/skipped
+    <sweep>/<cell>/mushin_metrics.json  the task's returned metrics
+    <sweep>/<cell>/mushin_provenance.json, mushin_packages.txt
+    <sweep>/<cell>/mushin_error.txt     the traceback of a failed cell (secrets scrubbed)
+    <sweep>/<cell>/fit_metrics.pt       MetricsCallback's series (rank 0)
+    <sweep>/<cell>/.mushin/seeds/rank<r>.json, attempt.json, stale-checkpoints/
+    <working_dir>/.mushin-box/apptainer-<sha256[:12]>.env   a job's rank env file
+
+Examples
+--------
+>>> from mushin_box._core import layout
+>>> layout.stage_metrics_file("fit")
+'fit_metrics.pt'
+>>> sorted(layout.IMAGE_IDENTITY_ENV)
+['base_digest', 'definition_sha256', 'sif_sha256', 'sif_uuid']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+__all__ = [
+    "ABORT_FILE",
+    "ATTEMPT_FILE",
+    "CONTAINER_ENV",
+    "DDP_PARENT_PID_ENV",
+    "DDP_SPEC_ENV",
+    "ENV_FILE_DIR",
+    "ERROR_FILE",
+    "GLOBAL_RANK_ENV",
+    "IMAGE_IDENTITY_ENV",
+    "JOB_DIR_ENV",
+    "JOB_PRIVATE_DIR",
+    "LOCK_FILE",
+    "MANIFEST_FILE",
+    "MASTER_PORT_ENV",
+    "METRICS_FILE",
+    "PACKAGES_FILE",
+    "PROVENANCE_FILE",
+    "RUN_ID_ENV",
+    "SECRET_ENV_PREFIX",
+    "SEEDS_DIR",
+    "SEED_BASE_ENV",
+    "SEED_WORKERS_ENV",
+    "STAGE_METRICS_SUFFIX",
+    "STALE_CHECKPOINTS_DIR",
+    "STATUS_FILE",
+    "stage_metrics_file",
+]
+
+# ---------------------------------------------------------------------------- a sweep
+
+#: the sweep's manifest: one row per cell (a cache of the cells' status files)
+MANIFEST_FILE = "mushin_sweep.json"
+#: held (flock) by the driver running the sweep: a second ``run()`` is refused
+LOCK_FILE = ".mushin_sweep.lock"
+#: a cell failed under ``on_error="raise"``; cells not yet started skip
+ABORT_FILE = ".mushin_abort.json"
+
+# ---------------------------------------------------------------------------- a cell
+
+STATUS_FILE = "mushin_status.json"
+METRICS_FILE = "mushin_metrics.json"
+PROVENANCE_FILE = "mushin_provenance.json"
+#: the installed package list, ``name==version`` per line, beside the provenance record
+PACKAGES_FILE = "mushin_packages.txt"
+ERROR_FILE = "mushin_error.txt"
+#: a job's private directory: seed records, the attempt counter, stale checkpoints
+JOB_PRIVATE_DIR = ".mushin"
+SEEDS_DIR = "seeds"
+ATTEMPT_FILE = "attempt.json"
+STALE_CHECKPOINTS_DIR = "stale-checkpoints"
+
+
+#: MetricsCallback's default file name, after the stage: ``fit_metrics.pt``
+STAGE_METRICS_SUFFIX = "metrics.pt"
+
+
+def stage_metrics_file(stage: str, filename: str = STAGE_METRICS_SUFFIX) -> str:
+    """MetricsCallback's file for a trainer stage (``fit``, ``validate``, ``test``)."""
+    return f"{stage}_{filename}"
+
+
+#: under the sweep's working directory: the content-addressed rank env files
+ENV_FILE_DIR = ".mushin-box"
+
+# ---------------------------------------------------------------------------- rank env
+
+#: the job's directory, for code that runs outside Hydra's job (HydraDDP's other ranks)
+JOB_DIR_ENV = "MUSHIN_JOB_DIR"
+#: a rank's global rank, set by HydraDDP for the ranks it starts
+GLOBAL_RANK_ENV = "MUSHIN_GLOBAL_RANK"
+#: the seed base every rank adds its global rank to
+SEED_BASE_ENV = "MUSHIN_SEED_BASE"
+#: "1" when dataloader workers are seeded too
+SEED_WORKERS_ENV = "MUSHIN_SEED_WORKERS"
+#: HydraDDP: the JSON spec a child rank rebuilds its job from, and rank 0's pid
+DDP_SPEC_ENV = "MUSHIN_DDP_SPEC"
+DDP_PARENT_PID_ENV = "MUSHIN_DDP_PARENT_PID"
+#: the rendezvous port, chosen per SLURM job by the batch script
+MASTER_PORT_ENV = "MUSHIN_MASTER_PORT"
+#: the run id the rank wrapper writes into the env file
+RUN_ID_ENV = "MUSHIN_RUN_ID"
+#: a secret config value travels as ``${oc.env:MUSHIN_SECRET_<hash of its path>}``
+SECRET_ENV_PREFIX = "MUSHIN_SECRET_"
+#: the image identity (``reproducibility.image``) -> the env-file variable carrying it
+IMAGE_IDENTITY_ENV: Mapping[str, str] = {
+    "sif_sha256": "MUSHIN_SIF_SHA256",
+    "sif_uuid": "MUSHIN_SIF_UUID",
+    "definition_sha256": "MUSHIN_IMAGE_DEFINITION_SHA256",
+    "base_digest": "MUSHIN_IMAGE_BASE_DIGEST",
+}
+#: the container launch (``run.container``) -> the env-file variable carrying it; the
+#: last two are about the env file itself and are written last
+CONTAINER_ENV: Mapping[str, str] = {
+    "apptainer_version": "MUSHIN_APPTAINER_VERSION",
+    "rank_command": "MUSHIN_RANK_COMMAND",
+    "env_file": "MUSHIN_ENV_FILE",
+}

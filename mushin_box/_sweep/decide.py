@@ -1,0 +1,197 @@
+# SPDX-License-Identifier: MIT
+"""Reuse, skip or run: what a sweep cell does, decided from what is known about it.
+
+Design note: the decision is a pure function of plain values (the cell's previous status
+record, its fingerprints now, the plan's ``resume`` flag and run id, whether the sweep was
+aborted, the time budget, the rank layout, SLURM's restart count). It reads no file, writes
+none, and needs no Hydra: the cell runner gathers the facts, calls :func:`decide`, and acts
+on the :class:`Decision` (returns the metrics, records a skip, or runs the task). That keeps
+every branch testable in microseconds, and it keeps every rank of a multi-rank cell on the
+same answer, since each rank computes it from the same facts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import attrs
+
+__all__ = ["ABORTED", "OUT_OF_TIME", "Decision", "decide"]
+
+#: the ``reason`` of a cell skipped because another cell failed under ``on_error="raise"``
+ABORTED = "sweep aborted (on_error='raise')"
+#: the ``reason`` of a cell skipped because ``max_total_seconds`` ran out before it started
+OUT_OF_TIME = "max_total_seconds"
+
+_MULTI_RANK_DEADLINE = (
+    "max_total_seconds is disabled for a cell launched on several ranks (a rank that stopped "
+    "alone would hang the others at rendezvous); bound the job with the scheduler's "
+    "timeout_min instead"
+)
+
+
+@attrs.frozen
+class Decision:
+    """What a cell does this time, and why.
+
+    Attributes
+    ----------
+    action : "reuse" | "skip" | "run"
+        ``reuse``: return the completed cell's metrics, run and rewrite nothing.
+        ``skip``: record the cell as skipped (with ``reason``). ``run``: run the task.
+    continue_from_checkpoint : bool
+        For ``run``: does this attempt continue from the cell's checkpoints? When it does
+        not, rank 0 sets the earlier checkpoints aside first.
+    reason : str
+        Why, in words; for ``skip`` the ``reason`` recorded in the status.
+    rerun_reason : str | None
+        For a completed cell that runs again because a fingerprint changed: the status's
+        ``rerun_reason`` (e.g. ``"config fingerprint changed"``).
+    warnings : tuple[str, ...]
+        Messages the runner emits as ``UserWarning``, in order.
+    previous_fingerprints : Any
+        For ``run``: the fingerprints from before this run, recorded in the status so that
+        a rank that reads it after rank 0 rewrote it compares with the same values.
+    """
+
+    action: Literal["reuse", "skip", "run"]
+    continue_from_checkpoint: bool = False
+    reason: str = ""
+    rerun_reason: str | None = None
+    warnings: tuple[str, ...] = ()
+    previous_fingerprints: Any = None
+
+
+def decide(
+    previous: Mapping[str, Any] | None,
+    fingerprints: Mapping[str, str],
+    *,
+    cell: str,
+    run_id: str,
+    resume: bool,
+    aborted: bool = False,
+    deadline: float | None = None,
+    now: float = 0.0,
+    multi_rank: bool = False,
+    restart_count: int = 0,
+    metrics_readable: bool = True,
+) -> Decision:
+    """Decide whether a cell is reused, skipped or run, and whether a run continues.
+
+    Parameters
+    ----------
+    previous : mapping | None
+        The cell's status record as read from disk (``None`` or ``{}`` when there is none).
+    fingerprints : mapping
+        The cell's fingerprints now (``config``, ``code``, ``image`` when set).
+    cell : str
+        The cell's directory name (for the warnings).
+    run_id : str
+        This run's id (the plan's): a status with the same id was written by this run.
+    resume : bool
+        The plan's ``resume`` flag.
+    aborted : bool (default: False)
+        Is the sweep's abort file present (a cell failed under ``on_error="raise"``)?
+    deadline, now : float | None, float
+        The plan's absolute ``time.time()`` deadline, and the time now.
+    multi_rank : bool (default: False)
+        Is this process one of several ranks of the cell?
+    restart_count : int (default: 0)
+        ``SLURM_RESTART_COUNT``: above 0, a multi-rank cell is a requeue and continues.
+    metrics_readable : bool (default: True)
+        ``False`` when a reusable cell's metrics sidecar turned out unreadable: it runs.
+
+    Examples
+    --------
+    >>> fp = {"config": "c1", "code": "k1"}
+    >>> done = {"status": "completed", "fingerprints": fp, "run_id": "old", "attempt": 1}
+    >>> decide(done, fp, cell="x=1", run_id="new", resume=True).action
+    'reuse'
+    >>> d = decide(done, {**fp, "config": "c2"}, cell="x=1", run_id="new", resume=True)
+    >>> d.action, d.continue_from_checkpoint, d.rerun_reason
+    ('run', False, 'config fingerprint changed')
+    >>> decide(done, fp, cell="x=1", run_id="new", resume=True, aborted=True).reason
+    "sweep aborted (on_error='raise')"
+    """
+    before: Mapping[str, Any] = previous or {}
+    if aborted:
+        return Decision("skip", reason=ABORTED)
+    found: list[str] = []
+    rerun_reason = None
+    if resume and before.get("status") == "completed":
+        if before.get("fingerprints") == fingerprints:
+            if metrics_readable:
+                return Decision("reuse", reason="completed with the same fingerprints")
+        else:
+            old = before.get("fingerprints") or {}
+            # a key present on one side only changed too (e.g. the image is no longer set)
+            changed = sorted(k for k in {*old, *fingerprints} if old.get(k) != fingerprints.get(k))
+            found.append(
+                f"cell {cell}: {' and '.join(changed)} fingerprint changed since it "
+                "completed; running it again instead of reusing it"
+            )
+            rerun_reason = f"{'/'.join(changed)} fingerprint changed"
+    if deadline is not None:
+        if multi_rank:
+            found.append(_MULTI_RANK_DEADLINE)
+        elif now >= deadline:
+            return Decision(
+                "skip", reason=OUT_OF_TIME, rerun_reason=rerun_reason, warnings=tuple(found)
+            )
+    known = _fingerprints_before_this_run(before, run_id)
+    continues, why = _continues(
+        before,
+        run_id=run_id,
+        resume=resume,
+        # a status without fingerprints (corrupt, or from an old version) proves nothing
+        changed=bool(before) and known != fingerprints,
+        multi_rank=multi_rank,
+        restart_count=restart_count,
+    )
+    return Decision(
+        "run",
+        continue_from_checkpoint=continues,
+        reason=rerun_reason or why,
+        rerun_reason=rerun_reason,
+        warnings=tuple(found),
+        previous_fingerprints=known,
+    )
+
+
+def _fingerprints_before_this_run(previous: Mapping[str, Any], run_id: str) -> Any:
+    """The fingerprints the cell had before this run: the status's, or, when this run's rank 0
+    rewrote the status already, the ``previous_fingerprints`` it kept there."""
+    if previous.get("run_id") == run_id and "previous_fingerprints" in previous:
+        # written by this run (another rank was quicker): compare with what was there
+        # before it, as that rank did, so that every rank decides the same
+        return previous["previous_fingerprints"]
+    return previous.get("fingerprints")
+
+
+def _continues(
+    previous: Mapping[str, Any],
+    *,
+    run_id: str,
+    resume: bool,
+    changed: bool,
+    multi_rank: bool,
+    restart_count: int,
+) -> tuple[bool, str]:
+    """Does this attempt continue from the cell's checkpoints, and why (or why not)?
+
+    Only a requeue within this run, or ``resume=True`` with unchanged fingerprints; a new
+    run without ``resume`` starts afresh.
+    """
+    if multi_rank:
+        # every rank decides alone while rank 0 rewrites the status: the plan, SLURM's
+        # restart count and the fingerprints from before this run
+        if restart_count > 0:
+            return True, "requeued (SLURM_RESTART_COUNT > 0): continuing"
+    elif previous.get("run_id") == run_id:
+        return True, "requeued within this run: continuing"
+    if not resume:
+        return False, "a new run without resume: starting afresh"
+    if changed:
+        return False, "fingerprints changed: starting afresh"
+    return True, "resume with unchanged fingerprints: continuing"

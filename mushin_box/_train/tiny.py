@@ -1,0 +1,125 @@
+# SPDX-License-Identifier: MIT
+"""Tiny Lightning module and data for examples, tests and smoke runs (CPU, seconds).
+
+Importable by every rank, which is what HydraDDP's ranks and SLURM tasks need. Their
+public door is :mod:`mushin_box.testing`, which is also their ``__module__``: configs built
+from them name ``mushin_box.testing.TinyModule`` wherever this file lives.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+__all__ = ["TinyDataModule", "TinyModule"]
+
+
+class TinyModule(pl.LightningModule):
+    """A linear regressor that logs ``train_loss``, ``val_loss`` and ``test_loss``.
+
+    It also logs ``world_size`` and, per epoch, records the seed every rank saw in
+    ``rank_seeds`` so tests can check that all ranks took part.
+    """
+
+    def __init__(
+        self,
+        in_features: int = 8,
+        lr: float = 0.05,
+        fail_at_epoch: int | None = None,
+        epoch_sleep_s: float = 0.0,
+    ):
+        super().__init__()
+        self.save_hyperparameters()
+        self.layer = torch.nn.Linear(in_features, 1)
+        self.fail_at_epoch = fail_at_epoch
+        self.epoch_sleep_s = epoch_sleep_s  # slow epochs: time for tests to kill a fit midway
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layer(x)
+
+    def _loss(self, batch: Any) -> torch.Tensor:
+        x, y = batch
+        return torch.nn.functional.mse_loss(self(x), y)
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        if self.fail_at_epoch is not None and self.current_epoch >= self.fail_at_epoch:
+            raise RuntimeError(f"TinyModule: planned failure at epoch {self.current_epoch}")
+        # tests make one rank fail alone: MUSHIN_TEST_FAIL_RANK=<global rank>
+        if os.environ.get("MUSHIN_TEST_FAIL_RANK") == str(self.global_rank) and batch_idx == 1:
+            raise RuntimeError(f"TinyModule: planned failure of rank {self.global_rank}")
+        loss = self._loss(batch)
+        self.log("train_loss", loss, on_step=False, on_epoch=True, sync_dist=True)
+        return loss
+
+    def on_train_epoch_start(self) -> None:
+        _append_rank_record(self, "epoch", self.current_epoch)
+
+    def on_train_epoch_end(self) -> None:
+        if self.epoch_sleep_s:
+            import time
+
+            time.sleep(self.epoch_sleep_s)
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        self.log("val_loss", self._loss(batch), sync_dist=True)
+
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        self.log("test_loss", self._loss(batch), sync_dist=True)
+
+    def predict_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        return self(batch[0])
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=self.hparams["lr"])
+
+
+def _append_rank_record(module: pl.LightningModule, key: str, value: Any) -> None:
+    """When MUSHIN_TEST_RANK_LOG is a directory, each rank appends what it did there."""
+    target = os.environ.get("MUSHIN_TEST_RANK_LOG")
+    if not target:
+        return
+    from mushin_box._core.jobdir import job_dir
+
+    rank = module.global_rank
+    with open(os.path.join(target, f"rank{rank}.log"), "a", encoding="utf-8") as f:
+        seed = os.environ.get("PL_GLOBAL_SEED", "")
+        job = job_dir().name.replace(" ", "_")
+        f.write(
+            f"{key}={value} seed={seed} world={module.trainer.world_size} pid={os.getpid()} "
+            f"job={job}\n"
+        )
+
+
+class TinyDataModule(pl.LightningDataModule):
+    """Deterministic random regression data (a fixed generator seed, not the global RNG)."""
+
+    def __init__(self, n: int = 64, in_features: int = 8, batch_size: int = 16):
+        super().__init__()
+        gen = torch.Generator().manual_seed(0)
+        x = torch.randn(n, in_features, generator=gen)
+        w = torch.randn(in_features, 1, generator=gen)
+        self.data = TensorDataset(x, x @ w + 0.1 * torch.randn(n, 1, generator=gen))
+        self.batch_size = batch_size
+
+    def _loader(self) -> DataLoader[Any]:
+        return DataLoader(self.data, batch_size=self.batch_size)
+
+    def train_dataloader(self) -> DataLoader[Any]:
+        return self._loader()
+
+    def val_dataloader(self) -> DataLoader[Any]:
+        return self._loader()
+
+    def test_dataloader(self) -> DataLoader[Any]:
+        return self._loader()
+
+    def predict_dataloader(self) -> DataLoader[Any]:
+        return self._loader()
+
+
+for _cls in (TinyModule, TinyDataModule):
+    _cls.__module__ = "mushin_box.testing"

@@ -1,0 +1,53 @@
+# SPDX-License-Identifier: MIT
+"""One list of SLURM job states, read the same way by the launcher and the sweep."""
+
+from __future__ import annotations
+
+import pytest
+
+from mushin_box._slurm.jobs import ENDED_STATES, LIVE_STATES, base_state, is_live
+
+# JOB STATE CODES of squeue(1) (Slurm 22-24); every one must be classified
+SQUEUE_STATES = (
+    "BOOT_FAIL CANCELLED COMPLETED CONFIGURING COMPLETING DEADLINE FAILED NODE_FAIL "
+    "OUT_OF_MEMORY PENDING PREEMPTED RUNNING RESV_DEL_HOLD REQUEUE_FED REQUEUE_HOLD "
+    "REQUEUED RESIZING REVOKED SIGNALING SPECIAL_EXIT STAGE_OUT STOPPED SUSPENDED TIMEOUT"
+).split()
+
+
+def test_every_state_is_live_or_ended_never_both() -> None:
+    assert not LIVE_STATES & ENDED_STATES
+    assert set(SQUEUE_STATES) == LIVE_STATES | ENDED_STATES
+
+
+@pytest.mark.parametrize(
+    ("printed", "live"),
+    [
+        ("RUNNING", True),
+        ("pending", True),
+        ("REQUEUED", True),
+        ("PREEMPTED", False),  # SLURM: terminated by preemption; a requeue shows REQUEUED
+        ("CANCELLED by 1000", False),
+        ("CANCELLED+", False),
+        ("TIMEOUT", False),
+        ("", False),
+    ],
+)
+def test_is_live_reads_states_as_squeue_sacct_and_submitit_print_them(
+    printed: str, live: bool
+) -> None:
+    assert is_live(printed) is live
+
+
+def test_the_launcher_and_the_sweep_ask_the_same_question() -> None:
+    import inspect
+
+    from mushin_box._slurm import launcher
+    from mushin_box._sweep import manifest
+
+    # neither keeps a state list of its own: both call jobs.is_live
+    for module in (launcher, manifest):
+        source = inspect.getsource(module)
+        assert "is_live" in source
+        assert '"PENDING"' not in source and '"PREEMPTED"' not in source
+    assert base_state("completed") == "COMPLETED"
