@@ -8,7 +8,8 @@
 ``launch`` sets ``trainer.devices``/``trainer.num_nodes`` from ``--gpus``/``--nodes`` (one
 rank per GPU), fits every cell with ``mushin_box._sweep.launch.fit_task`` (resuming from the
 cell's ``last.ckpt``), and seeds each rank with ``seed + global_rank`` before the model is
-built.
+built. Keep the ``MetricsCallback``: a cell resumed after its fit had finished trains
+nothing, and reports the metrics its checkpoint restored into the callback.
 """
 
 from __future__ import annotations

@@ -65,7 +65,9 @@ def train(
     mushin_resume: ResumeContext,
 ) -> dict[str, float]:
     trainer.fit(module, datamodule=datamodule, ckpt_path=mushin_resume.last_ckpt)
-    return {"val_loss": float(trainer.callback_metrics["val_loss"])}
+    # not trainer.callback_metrics: a fit resumed at max_epochs (killed after it finished)
+    # trains nothing and logs nothing; MetricsCallback restored its last values
+    return {"val_loss": MetricsCallback.final_metrics(trainer)["val_loss"]}
 
 
 if __name__ == "__main__":

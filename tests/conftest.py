@@ -5,6 +5,8 @@ import doctest
 import inspect
 import math
 import os
+import runpy
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -73,7 +75,14 @@ def standin_image(tmp_path: Path) -> Path:
     from mushin_box._image.sif import file_sha256
 
     image = tmp_path / "img.sif"
-    image.write_bytes(b"SIF stand-in image " * 100)
+    # a real SIF header (pre-flight refuses what is not a SIF), written by the build stand-in
+    write_sif = runpy.run_path(str(STANDINS / "apptainer-standin-build"))["write_sif"]
+    write_sif(
+        image,
+        [{"datatype": 0x4001, "data": b"Bootstrap: docker\n"}],
+        image_uuid=uuid.UUID(int=0),
+        created=0,
+    )
     manifest = Manifest(
         image=str(image),
         definition="Bootstrap: docker\n",

@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: MIT
-"""Pre-flight of a rank image, before anything is submitted: the image exists, its sha256
-matches its build manifest, and its Python major.minor equals the submitting one (the job
-is pickled). The report carries the image's whole identity (:class:`ImageIdentity`: digest,
-SIF UUID, definition and base digests from the manifest, the submit host's Apptainer
-version), which the env file hands to every rank."""
+"""Pre-flight of a rank image, before anything is submitted: the image exists and is a SIF,
+its sha256 matches its build manifest, and its Python major.minor equals the submitting one
+(the job is pickled). The report carries the image's whole identity
+(:class:`ImageIdentity`: digest, SIF UUID, definition and base digests from the manifest,
+the submit host's Apptainer version), which the env file hands to every rank."""
 
 from __future__ import annotations
 
@@ -19,7 +19,13 @@ import attrs
 
 from mushin_box._container.launch import ImageIdentity
 from mushin_box._image.build import Manifest, manifest_path, read_manifest
-from mushin_box._image.sif import file_sha256
+from mushin_box._image.sif import (
+    HEADER_SIZE,
+    MAGIC,
+    SifFormatError,
+    file_sha256,
+    read_sif_header,
+)
 
 __all__ = [
     "PreflightError",
@@ -96,6 +102,31 @@ def _major_minor(version: str) -> str:
     return ".".join(version.strip().split(".")[:2])
 
 
+def _not_a_sif(path: Path) -> str | None:
+    """What ``path`` holds instead of a SIF image; ``None`` when its header reads as one.
+
+    Only the header is read (128 bytes), before the whole file is hashed: a text file or an
+    empty file given as the image is refused at once, with or without a manifest (a manifest
+    only says which bytes were built, not that they are an image).
+    """
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(HEADER_SIZE)
+    except OSError as error:
+        return f"it cannot be read: {error.strerror or error}"
+    if not head:
+        return "an empty file"
+    try:
+        read_sif_header(path)
+    except OSError as error:
+        return f"it cannot be read: {error.strerror or error}"
+    except SifFormatError as error:
+        if MAGIC not in head:  # no SIF at all: show what the file is instead
+            return f"it starts with {head[:24]!r}"
+        return str(error).removeprefix(f"{path}: ")  # a damaged SIF: the reader's detail
+    return None
+
+
 def runtime_apptainer_version(*, timeout_s: float = 10.0) -> tuple[str | None, str | None]:
     """``apptainer --version`` of this host, without the ``apptainer version`` prefix.
 
@@ -139,9 +170,9 @@ def preflight(
     manifest: Manifest | StrPath | None = None,
     python_version: str | None = None,
 ) -> PreflightReport:
-    """Check the image before submitting: it exists, its bytes are the ones its manifest
-    records, and its Python matches the submitting one (submitit pickles the job here and
-    unpickles it in the image).
+    """Check the image before submitting: it exists and is a SIF image, its bytes are the
+    ones its manifest records, and its Python matches the submitting one (submitit pickles
+    the job here and unpickles it in the image).
 
     Parameters
     ----------
@@ -160,13 +191,22 @@ def preflight(
 
     Examples
     --------
-    >>> import tempfile, warnings
+    >>> import struct, tempfile, uuid, warnings
+    >>> header = struct.pack("<32s10s3s3s16s8q", b"#!/usr/bin/env run-singularity\\n",
+    ...                      b"SIF_MAGIC\\0", b"01\\0", b"02\\0", uuid.UUID(int=7).bytes,
+    ...                      0, 0, 48, 48, 4096, 0, 32768, 0)
     >>> sif = Path(tempfile.mkdtemp()) / "i.sif"
-    >>> _ = sif.write_bytes(b"SIF")
-    >>> with warnings.catch_warnings(record=True):
+    >>> _ = sif.write_bytes(header)
+    >>> with warnings.catch_warnings(record=True):  # no manifest beside it
     ...     report = preflight(sif)
     >>> report.verified, report.sif_sha256[:12]
-    (False, '6589689c4856')
+    (False, 'e7723093d45c')
+    >>> _ = sif.write_text("%post\\n")  # a text file is refused, manifest or not
+    >>> try:
+    ...     preflight(sif)
+    ... except PreflightError as error:
+    ...     print(error.problems[0])  # doctest: +ELLIPSIS
+    image .../i.sif is not a SIF image (it starts with b'%post\\n'): build it with `mushin-box ...`
     """
     local = _major_minor(python_version or f"{sys.version_info[0]}.{sys.version_info[1]}")
     path = Path(image)
@@ -182,6 +222,14 @@ def preflight(
             [
                 f"image {path} is not a file (a sandbox directory has no digest to record): "
                 "build a SIF with `mushin-box build`"
+            ]
+        )
+    found_instead = _not_a_sif(path)
+    if found_instead is not None:
+        raise PreflightError(
+            [
+                f"image {path} is not a SIF image ({found_instead}): "
+                f"build it with `mushin-box build SPEC -o {path}`"
             ]
         )
     digest, size = file_sha256(path), path.stat().st_size

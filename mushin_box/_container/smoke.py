@@ -10,9 +10,11 @@ two tasks of one node (``SLURM_PROCID``, ``SLURM_NTASKS``, ...), so Lightning's
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -66,7 +68,7 @@ def run_smoke(
     image: str | os.PathLike[str],
     *,
     experiment: str | None = None,
-    out_dir: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str] | None,
     python: str = "python",
     timeout_s: float = 600.0,
     check_image: bool = True,
@@ -75,15 +77,31 @@ def run_smoke(
 
     ``experiment`` is ``path/to/exp.py`` or ``module:attr`` naming a hydra-zen config with
     ``trainer``, ``module`` and (optional) ``datamodule`` nodes (default: mushin-box's own
-    tiny model); the smoke sets the Trainer to 1 epoch on 2 CPU ranks.
+    tiny model); the smoke sets the Trainer to 1 epoch on 2 CPU ranks. ``out_dir`` of
+    ``None`` is a new temporary directory.
+
+    Raises
+    ------
+    ApptainerNotFound
+        ``apptainer`` is not on PATH.
+    PreflightError
+        The image fails pre-flight (:func:`~mushin_box._container.preflight.preflight`).
+
+    Both are checked before anything is written: a refused smoke leaves no output directory.
     """
     from mushin_box._container.launch import ContainerLaunch, MasterPort
     from mushin_box._container.preflight import preflight
     from mushin_box._container.rankwrap import plan_env_file, rank_argv
+    from mushin_box._image.build import ApptainerNotFound
 
-    out = Path(out_dir).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    if shutil.which("apptainer") is None:  # the ranks are `apptainer exec ...`
+        raise ApptainerNotFound("run the smoke fit's ranks (`apptainer exec`)", hint=None)
     identity = preflight(image).identity if check_image else None
+    if out_dir is None:
+        out = Path(tempfile.mkdtemp(prefix="mushin-smoke-")).resolve()
+    else:
+        out = Path(out_dir).resolve()
+        out.mkdir(parents=True, exist_ok=True)
     spec = ContainerLaunch(
         image=os.fspath(image),
         nv=False,

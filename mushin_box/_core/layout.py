@@ -53,6 +53,7 @@ __all__ = [
     "PROVENANCE_FILE",
     "RUN_ID_ENV",
     "SECRET_ENV_PREFIX",
+    "SECRET_NAMES_ENV",
     "SEEDS_DIR",
     "SEED_BASE_ENV",
     "SEED_WORKERS_ENV",
@@ -117,6 +118,10 @@ MASTER_PORT_ENV = "MUSHIN_MASTER_PORT"
 RUN_ID_ENV = "MUSHIN_RUN_ID"
 #: a secret config value travels as ``${oc.env:MUSHIN_SECRET_<hash of its path>}``
 SECRET_ENV_PREFIX = "MUSHIN_SECRET_"
+#: the names a driver declared secret (the project's and ``Workflow(secrets=...)``), a JSON
+#: list set for the launch: every process of it applies the driver's names, whatever
+#: pyproject.toml its working directory has
+SECRET_NAMES_ENV = "MUSHIN_EXTRA_SECRET_NAMES"
 #: the image identity (``reproducibility.image``) -> the env-file variable carrying it
 IMAGE_IDENTITY_ENV: Mapping[str, str] = {
     "sif_sha256": "MUSHIN_SIF_SHA256",

@@ -5,8 +5,10 @@ What counts as a secret is decided by name (:func:`is_secret_name`): a config ke
 environment variable whose words include ``token``, ``password``, ``key``, ``auth``...,
 unless its last word only describes the secret (``key_dim``, ``auth_url``,
 ``api_key_path``). Credentials inside a URL (``scheme://user:pass@host``) are secret
-whatever the name. Everything that writes a file asks this module, so the rule cannot
-drift between the sidecars, the env file's record and the error messages:
+whatever the name. A user declares more names (:func:`secret_names_in_effect`): the
+project's ``[tool.mushin-box] secret-names`` and ``Workflow(secrets=...)``; a declared
+name is secret whatever its words. Everything that writes a file asks this module, so the
+rule cannot drift between the sidecars, the env file's record and the error messages:
 
 * :func:`redact` a JSON-like value (secret keys and URL credentials);
 * :func:`redact_env` a mapping of environment variables;
@@ -14,7 +16,8 @@ drift between the sidecars, the env file's record and the error messages:
 * :func:`redact_env_text` an env file's text, :func:`redact_argv` and
   :func:`redact_command` a command line;
 * :func:`redact_secret_values` free text (a traceback) by the values of secret-looking
-  environment variables, where no key tells.
+  environment variables, where no key tells, and :func:`redact_exception` an exception's
+  message the same way.
 
 Hiding values *before* a launch, so that files never hold them at all, is
 :mod:`mushin_box._core.secrets`; it uses the same rule.
@@ -22,16 +25,24 @@ Hiding values *before* a launch, so that files never hold them at all, is
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import re
 import shlex
+import tomllib
 from collections.abc import Mapping, Sequence
-from typing import Any
+from pathlib import Path
+from stat import S_ISREG
+from typing import Any, NamedTuple
+
+from mushin_box._core.layout import SECRET_ENV_PREFIX, SECRET_NAMES_ENV
 
 __all__ = [
     "MIN_SCRUB_LENGTH",
     "REDACTED",
     "URL_CREDENTIALS",
+    "check_secret_names",
     "is_secret_name",
     "is_secret_path",
     "redact",
@@ -39,15 +50,19 @@ __all__ = [
     "redact_command",
     "redact_env",
     "redact_env_text",
+    "redact_exception",
     "redact_secret_values",
     "redact_url_credentials",
+    "project_secret_names",
     "secret_env_values",
+    "secret_names_in_effect",
 ]
 
 REDACTED = "<redacted>"
 _SECRET_WORDS = frozenset(
     "token secret password passwd pwd credential credentials key apikey auth "
-    "passphrase cookie".split()
+    "passphrase cookie passcode passkey bearer jwt privkey privatekey secretkey "
+    "accesskey accesstoken authtoken".split()
 )
 #: a last word that makes the name describe a secret rather than hold it (key_dim,
 #: pad_token_id, max_token_len, api_key_path, auth_url, SSH_AUTH_SOCK...)
@@ -59,7 +74,11 @@ _DESCRIBING_WORDS = frozenset(
     "method scheme".split()
 )
 _SPLIT = re.compile(r"[^a-z0-9]+")
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+#: word boundaries inside an identifier: camelCase, an acronym before a word (``JWTToken``;
+#: not ``keyIDs``), letters and digits (``password2``)
+_BOUNDARY = re.compile(
+    r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z]{2})|(?<=[A-Za-z])(?=[0-9])|(?<=[0-9])(?=[a-z])"
+)
 #: ``scheme://userinfo@``: credentials inside a URL (redacted here, hidden by secrets.py)
 URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s@]+)@")
 #: ``NAME=value`` / ``export NAME=value`` at the start of an env-file line
@@ -72,30 +91,174 @@ _FLAG = re.compile(r"^-{1,2}(?P<name>[A-Za-z][A-Za-z0-9_-]*)\Z")
 _NOT_SECRET_FLAGS = frozenset({"--pwd"})
 #: environment variables whose names only look secret ("pwd" = password in a config key)
 _NOT_SECRET_ENV = frozenset({"PWD", "OLDPWD"})
-#: shorter secret values are not searched for in free text (they would match anywhere)
+#: a value found by its variable's name only, and shorter, is not searched for in free
+#: text (it would match anywhere); values the vault moved (``MUSHIN_SECRET_*``) always are
 MIN_SCRUB_LENGTH = 6
+_PYPROJECT = "pyproject.toml"
+_EXAMPLE = '["my_field", "db.dsn"]'
 
 
 # ---------------------------------------------------------------------------- the rule
 
 
-def is_secret_name(name: str) -> bool:
+def _words(name: str) -> tuple[str, ...]:
+    return tuple(w for w in _SPLIT.split(_BOUNDARY.sub("_", name).lower()) if w)
+
+
+def check_secret_names(names: Any, *, where: str) -> tuple[str, ...]:
+    """``names`` as a tuple, if it is a list of config key names or dotted config paths.
+
+    Raises
+    ------
+    ValueError
+        One line that says where the names came from (``where``) and what to write.
+    """
+    if not isinstance(names, list | tuple):
+        raise ValueError(
+            f"{where} must be a list of config key names or dotted config paths, "
+            f"e.g. {_EXAMPLE}; got {names!r}"
+        )
+    for name in names:
+        if not isinstance(name, str) or not all(_words(part) for part in name.split(".")):
+            raise ValueError(
+                f"{where}: {name!r} is not a config key name or dotted config path; "
+                f"give a key name or a path from the config's root, e.g. {_EXAMPLE}"
+            )
+    return tuple(names)
+
+
+@functools.lru_cache(maxsize=16)
+def _read_project(path: str, mtime_ns: int, size: int) -> tuple[str, ...]:
+    """The setting of one pyproject.toml (cached until the file changes)."""
+    where = f"{path}: [tool.mushin-box] secret-names"
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        problem = " ".join(str(exc).split())
+        raise ValueError(
+            f"{where} cannot be read ({problem}); fix the file, e.g. secret-names = {_EXAMPLE}"
+        ) from None
+    tool = data.get("tool")
+    table = tool.get("mushin-box") if isinstance(tool, dict) else None
+    if not isinstance(table, dict):
+        return ()
+    if "secret_names" in table:  # a misspelled setting would leave the secrets in clear
+        raise ValueError(
+            f"{where}: the setting is spelled with a hyphen, not secret_names; write "
+            f"secret-names = {_EXAMPLE}"
+        )
+    return check_secret_names(table.get("secret-names", []), where=where)
+
+
+def project_secret_names(cwd: str | os.PathLike[str] | None = None) -> tuple[str, ...]:
+    """The names the project declares secret: ``[tool.mushin-box] secret-names`` in the
+    nearest ``pyproject.toml`` at or above ``cwd`` (default: the working directory).
+
+    The nearest file is the project, as for pip and ruff: a nearer pyproject.toml without
+    the setting declares nothing, and files further up are not read.
+    """
+    try:  # os.path, not pathlib: the rule asks on every name, this walk must be cheap
+        directory = os.getcwd() if cwd is None else os.path.realpath(cwd)
+    except OSError:  # the working directory was removed: no project
+        return ()
+    while True:
+        path = os.path.join(directory, _PYPROJECT)
+        try:
+            found = os.stat(path)
+        except OSError:
+            found = None
+        if found is not None and S_ISREG(found.st_mode):
+            return _read_project(path, found.st_mtime_ns, found.st_size)
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return ()
+        directory = parent
+
+
+@functools.lru_cache(maxsize=16)
+def _carried_names(text: str) -> tuple[str, ...]:
+    try:
+        names = json.loads(text)
+    except ValueError:
+        names = text
+    return check_secret_names(names, where=SECRET_NAMES_ENV)
+
+
+def secret_names_in_effect(
+    declared: Sequence[str] = (), environ: Mapping[str, str] | None = None
+) -> tuple[str, ...]:
+    """The names declared secret here: those a driver carried to this process
+    (:data:`~mushin_box._core.layout.SECRET_NAMES_ENV`), else the project's
+    (:func:`project_secret_names`); and ``declared``.
+
+    Raises
+    ------
+    ValueError
+        ``declared`` or the project's setting is not a list of names (the message says
+        which and what to write).
+    """
+    env = os.environ if environ is None else environ
+    carried = env.get(SECRET_NAMES_ENV)
+    base = _carried_names(carried) if carried is not None else project_secret_names()
+    extra = check_secret_names(declared, where="declared secret names")
+    return tuple(dict.fromkeys([*base, *extra]))
+
+
+class _Rule(NamedTuple):
+    """The secret rule with its declared names: single names (as words) and dotted paths."""
+
+    names: frozenset[tuple[str, ...]]
+    paths: frozenset[tuple[tuple[str, ...], ...]]
+
+    def name(self, name: str) -> bool:
+        words = _words(name)
+        if words in self.names:  # declared: secret whatever its last word
+            return True
+        if not words or words[-1] in _DESCRIBING_WORDS:
+            return False
+        return any(w in _SECRET_WORDS for w in words)
+
+    def path(self, path: str) -> bool:
+        parts = path.split(".")
+        if any(self.name(part) for part in parts if not part.isdigit()):
+            return True
+        words = tuple(_words(part) for part in parts)
+        return any(words[: len(p)] == p for p in self.paths)
+
+
+@functools.lru_cache(maxsize=64)
+def _compile(names: tuple[str, ...]) -> _Rule:
+    split = [tuple(_words(part) for part in name.split(".")) for name in names]
+    return _Rule(
+        frozenset(p[0] for p in split if len(p) == 1), frozenset(p for p in split if len(p) > 1)
+    )
+
+
+def _rule(declared: Sequence[str] = ()) -> _Rule:
+    return _compile(secret_names_in_effect(declared))
+
+
+def is_secret_name(name: str, declared: Sequence[str] = ()) -> bool:
     """Does a config key or environment variable name look like it holds a secret?
+
+    ``declared`` adds names (besides the project's, :func:`secret_names_in_effect`); they
+    match whatever the spelling (``my_field``, ``MY_FIELD``, ``myField``). Dotted ones are
+    paths: see :func:`is_secret_path`.
 
     Examples
     --------
     >>> [is_secret_name(n) for n in ("WANDB_API_KEY", "hfToken", "db.password", "lr")]
     [True, True, True, False]
 
-    A last word that describes the secret instead of holding it makes it no secret:
+    A last word that describes the secret instead of holding it makes it no secret, unless
+    the name was declared:
 
     >>> [is_secret_name(n) for n in ("key_dim", "pad_token_id", "api_key_path", "auth_url")]
     [False, False, False, False]
+    >>> is_secret_name("sessionId", ["session_id"])
+    True
     """
-    words = [w for w in _SPLIT.split(_CAMEL.sub("_", name).lower()) if w]
-    if not words or words[-1] in _DESCRIBING_WORDS:
-        return False
-    return any(w in _SECRET_WORDS for w in words)
+    return _rule(declared).name(name)
 
 
 def redact_url_credentials(text: str) -> str:
@@ -111,15 +274,18 @@ def redact_url_credentials(text: str) -> str:
     return URL_CREDENTIALS.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", text)
 
 
-def is_secret_path(path: str) -> bool:
-    """Does any key along a dotted config path look like it holds a secret?
+def is_secret_path(path: str, declared: Sequence[str] = ()) -> bool:
+    """Does any key along a dotted config path look like it holds a secret, or does the
+    path start with a declared dotted path (from the config's root)?
 
     Examples
     --------
     >>> [is_secret_path(p) for p in ("db.password", "credentials.user", "model.lr")]
     [True, True, False]
+    >>> [is_secret_path(p, ["db.dsn"]) for p in ("db.dsn", "db.dsn.user", "cache.db.dsn")]
+    [True, True, False]
     """
-    return any(is_secret_name(part) for part in path.split(".") if not part.isdigit())
+    return _rule(declared).path(path)
 
 
 # ---------------------------------------------------------------------------- values
@@ -135,23 +301,30 @@ def _redact_strings(value: Any) -> Any:
     return value
 
 
-def redact(value: Any) -> Any:
+def redact(value: Any, declared: Sequence[str] = ()) -> Any:
     """A copy of a JSON-like value: secret-looking keys' values and URL credentials cut out.
 
     A key whose value is ``None`` keeps it (nothing to hide, and "unset" is worth seeing).
+    Declared dotted paths (:func:`is_secret_path`) count from ``value``'s root.
 
     Examples
     --------
     >>> redact({"db": {"password": "hunter2", "url": "postgres://me:pw@db/x"}, "lr": 0.1})
     {'db': {'password': '<redacted>', 'url': 'postgres://<redacted>@db/x'}, 'lr': 0.1}
     """
+    return _redact(value, _rule(declared), ())
+
+
+def _redact(value: Any, rule: _Rule, at: tuple[tuple[str, ...], ...]) -> Any:
     if isinstance(value, Mapping):
-        return {
-            k: (REDACTED if is_secret_name(str(k)) and v is not None else redact(v))
-            for k, v in value.items()
-        }
+        out = {}
+        for k, v in value.items():
+            path = (*at, _words(str(k)))
+            secret = rule.name(str(k)) or path in rule.paths  # parents were checked already
+            out[k] = REDACTED if secret and v is not None else _redact(v, rule, path)
+        return out
     if isinstance(value, list | tuple):
-        return [redact(v) for v in value]
+        return [_redact(v, rule, (*at, (str(i),))) for i, v in enumerate(value)]
     return _redact_strings(value)
 
 
@@ -163,7 +336,8 @@ def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     >>> redact_env({"HF_TOKEN": "abc", "DB": "postgres://me:pw@db/x"})
     {'HF_TOKEN': '<redacted>', 'DB': 'postgres://<redacted>@db/x'}
     """
-    return {k: REDACTED if is_secret_name(k) else _redact_strings(v) for k, v in env.items()}
+    rule = _rule()
+    return {k: REDACTED if rule.name(k) else _redact_strings(v) for k, v in env.items()}
 
 
 # ---------------------------------------------------------------------------- commands
@@ -293,26 +467,67 @@ def redact_command(command: str) -> tuple[str, list[str] | None]:
 
 
 def secret_env_values(environ: Mapping[str, str] | None = None) -> set[str]:
-    """Values of secret-looking environment variables (those hidden by a vault included),
-    at least :data:`MIN_SCRUB_LENGTH` long."""
+    """The values to scrub from free text: every value the vault moved into the
+    environment (``MUSHIN_SECRET_*``, also as ``APPTAINERENV_MUSHIN_SECRET_*``), whatever
+    its length; and values of other secret-looking variables, found by name only, at least
+    :data:`MIN_SCRUB_LENGTH` long."""
     env = os.environ if environ is None else environ
-    return {
-        v
-        for k, v in env.items()
-        if is_secret_name(k) and k not in _NOT_SECRET_ENV and len(v) >= MIN_SCRUB_LENGTH
-    }
+    rule = _compile(secret_names_in_effect(environ=env))
+    out: set[str] = set()
+    for k, v in env.items():
+        if not v:
+            continue
+        if SECRET_ENV_PREFIX in k:  # a known secret: a short one is still a secret
+            out.add(v)
+        elif rule.name(k) and k not in _NOT_SECRET_ENV and len(v) >= MIN_SCRUB_LENGTH:
+            out.add(v)
+    return out
 
 
 def redact_secret_values(text: str, environ: Mapping[str, str] | None = None) -> str:
-    """``text`` with every value of a secret-looking environment variable replaced.
+    """``text`` with every value of :func:`secret_env_values` replaced.
 
-    For free text such as a traceback, where secrets cannot be found by their key.
+    For free text such as a traceback, where secrets cannot be found by their key. One
+    pass, longest value first: no value is searched for inside another's replacement.
 
     Examples
     --------
     >>> redact_secret_values("bad token hunter22", {"API_TOKEN": "hunter22", "LR": "hunter"})
     'bad token <redacted>'
+    >>> redact_secret_values("pw12 rejected", {"MUSHIN_SECRET_5CC7921ACE77C467": "pw12"})
+    '<redacted> rejected'
     """
-    for value in sorted(secret_env_values(environ), key=len, reverse=True):
-        text = text.replace(value, REDACTED)
-    return text
+    values = sorted(secret_env_values(environ), key=len, reverse=True)
+    if not values:
+        return text
+    return re.sub("|".join(map(re.escape, values)), REDACTED, text)
+
+
+def redact_exception(exc: BaseException, environ: Mapping[str, str] | None = None) -> None:
+    """Replace secret values (:func:`redact_secret_values`) in the string arguments of
+    ``exc`` and of the exceptions chained to it, in place.
+
+    Design note: an exception re-raised out of a sweep cell is written elsewhere too:
+    submitit pickles its traceback text under the sweep directory, and the driver re-raises
+    it to a terminal or CI log. Their last line is ``str(exc)``, built from ``exc.args`` for
+    nearly every exception; one whose ``__str__`` ignores its args is left as it is.
+
+    Examples
+    --------
+    >>> exc = RuntimeError("token pw12 rejected")
+    >>> redact_exception(exc, {"MUSHIN_SECRET_5CC7921ACE77C467": "pw12"})
+    >>> exc
+    RuntimeError('token <redacted> rejected')
+    """
+    pending, seen = [exc], set()
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        args = tuple(
+            redact_secret_values(a, environ) if isinstance(a, str) else a for a in current.args
+        )
+        if args != current.args:
+            current.args = args
+        pending += [e for e in (current.__cause__, current.__context__) if e is not None]

@@ -13,9 +13,13 @@ real value (OmegaConf resolves the reference); files hold only the reference.
 
 What counts as a secret (the same rule as the provenance redaction): a string or number
 at a config path with a secret-looking key (:func:`mushin_box._core.redact.is_secret_name`:
-``token``, ``api_key``, ``password``...) at any depth, and any string with credentials
-in a URL (``https://user:pass@host``). ``None``, booleans and values that already are
-interpolations (e.g. ``${oc.env:WANDB_API_KEY}``, the recommended way) are left alone.
+``token``, ``api_key``, ``password``...) at any depth, or under a name or path the user
+declared (the project's ``[tool.mushin-box] secret-names`` and the vault's ``names``), and
+any string with credentials in a URL (``https://user:pass@host``). ``None``, booleans and
+values that already are interpolations (e.g. ``${oc.env:WANDB_API_KEY}``, the recommended
+way) are left alone. The declared names travel with the values
+(:data:`~mushin_box._core.layout.SECRET_NAMES_ENV`), so that every process of the launch
+redacts what the driver hid (the config fingerprint hashes the resolved config).
 
 The reference is named after the config *path*, not the value, so a cell's config
 fingerprint does not change with the secret (and never depends on it).
@@ -24,14 +28,21 @@ fingerprint does not change with the secret (and never depends on it).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
+import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from mushin_box._core.layout import SECRET_ENV_PREFIX
+from mushin_box._core.layout import SECRET_ENV_PREFIX, SECRET_NAMES_ENV
 from mushin_box._core.overrides import Interpolation, format_value
-from mushin_box._core.redact import URL_CREDENTIALS, is_secret_path
+from mushin_box._core.redact import (
+    URL_CREDENTIALS,
+    check_secret_names,
+    is_secret_path,
+    secret_names_in_effect,
+)
 
 __all__ = [
     "SecretVault",
@@ -40,7 +51,7 @@ __all__ = [
 _APPTAINER = "APPTAINERENV_"
 
 
-def _is_secret_leaf(path: str, value: Any) -> bool:
+def _is_secret_leaf(path: str, value: Any, declared: Sequence[str] = ()) -> bool:
     if isinstance(value, bool) or value is None:
         return False
     if isinstance(value, str):
@@ -58,8 +69,8 @@ def _is_secret_leaf(path: str, value: Any) -> bool:
                         "'postgres://${oc.env:DB_USER}:${oc.env:DB_PASSWORD}@${host}/db'"
                     )
             return False
-        return is_secret_path(path) or URL_CREDENTIALS.search(value) is not None
-    return isinstance(value, int | float) and is_secret_path(path)
+        return is_secret_path(path, declared) or URL_CREDENTIALS.search(value) is not None
+    return isinstance(value, int | float) and is_secret_path(path, declared)
 
 
 class SecretVault:
@@ -75,10 +86,24 @@ class SecretVault:
     'hunter2'
     >>> "MUSHIN_SECRET_5CC7921ACE77C467" in os.environ
     False
+
+    ``names`` declares more secrets: config key names (at any depth) or dotted paths from
+    the config's root:
+
+    >>> SecretVault(["db.dsn"]).hide("db", {"dsn": "u@h", "host": "h"})
+    {'dsn': '${oc.env:MUSHIN_SECRET_DC3406CBD7B57982}', 'host': 'h'}
     """
 
-    def __init__(self) -> None:
+    def __init__(self, names: Sequence[str] = ()) -> None:
         self.values: dict[str, str] = {}
+        self._names = check_secret_names(names, where="secrets")
+
+    @functools.cached_property
+    def declared(self) -> tuple[str, ...]:
+        """The names declared secret: the project's (:func:`secret_names_in_effect`) and
+        the vault's own. Read on first use, so that a bad project setting is reported by
+        the first ``hide*`` call, where callers expect a ``ValueError``."""
+        return secret_names_in_effect(self._names)
 
     def __bool__(self) -> bool:
         return bool(self.values)
@@ -103,7 +128,7 @@ class SecretVault:
             return {k: self.hide(f"{path}.{k}" if path else str(k), v) for k, v in value.items()}
         if isinstance(value, list | tuple):
             return [self.hide(f"{path}.{i}", v) for i, v in enumerate(value)]
-        if _is_secret_leaf(path, value):
+        if _is_secret_leaf(path, value, self.declared):
             return self.reference(path, value)
         return value
 
@@ -117,6 +142,7 @@ class SecretVault:
         then; otherwise the structured config keeps them."""
         from omegaconf import OmegaConf, SCMode
 
+        declared = self.declared  # a bad project setting is refused before anything runs
         try:
             cfg = OmegaConf.structured(config)
             container = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
@@ -131,7 +157,7 @@ class SecretVault:
             elif isinstance(node, list):
                 for i, v in enumerate(node):
                     walk(v, f"{path}.{i}")
-            elif path and _is_secret_leaf(path, node):
+            elif path and _is_secret_leaf(path, node, declared):
                 found.append((path, node))
 
         walk(container, "")
@@ -165,6 +191,7 @@ class SecretVault:
 
         from mushin_box._core.overrides import parse_override_value
 
+        declared = self.declared
         parsed = OverridesParser.create().parse_overrides(list(overrides))
         out: list[str] = []
         for text, o in zip(overrides, parsed, strict=True):
@@ -174,7 +201,7 @@ class SecretVault:
                 continue
             added = o.type in (OverrideType.ADD, OverrideType.FORCE_ADD)
             if o.is_sweep_override():
-                if any(_is_secret_leaf(key, v) for v in _sweep_values(text)):
+                if any(_is_secret_leaf(key, v, declared) for v in _sweep_values(text)):
                     raise sweep_error(key)
                 out.append(text)
                 continue
@@ -193,11 +220,13 @@ class SecretVault:
 
     @contextlib.contextmanager
     def exported(self) -> Iterator[None]:
-        """Set the stored values in ``os.environ`` (plain and ``APPTAINERENV_``), then
-        restore what was there."""
+        """Set the stored values and the declared names in ``os.environ`` (plain and
+        ``APPTAINERENV_``), then restore what was there."""
         saved: dict[str, str | None] = {}
+        # always, even empty: a rank applies the driver's names, not its own cwd's project
+        carried = {SECRET_NAMES_ENV: json.dumps(list(self.declared))}
         try:
-            for name, value in self.values.items():
+            for name, value in {**self.values, **carried}.items():
                 for key in (name, _APPTAINER + name):
                     saved.setdefault(key, os.environ.get(key))
                     os.environ[key] = value

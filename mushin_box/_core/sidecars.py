@@ -29,6 +29,7 @@ import math
 import os
 import re
 import secrets
+import time
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -39,6 +40,7 @@ __all__ = [
     "canonical_dumps",
     "loads",
     "read_json",
+    "remove_orphaned_temporaries",
     "write_bytes_atomic",
     "write_json_atomic",
     "write_text_atomic",
@@ -51,6 +53,10 @@ _DICT_TAG = "__dict__"
 _TAGS = frozenset({_FLOAT_TAG, _DICT_TAG})
 _SPECIAL_FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
+#: the temporary of :func:`write_bytes_atomic`: ``.<name>.<pid>.<16 hex>.tmp``
+_TEMPORARY_RE = re.compile(r"^\..+\.\d+\.[0-9a-f]{16}\.tmp\Z")
+#: a sidecar write takes milliseconds: a temporary this old lost its writer
+ORPHAN_AGE_S = 600.0
 
 
 class SidecarWarning(UserWarning):
@@ -385,3 +391,28 @@ def read_json(path: StrPath, *, default: Any = None) -> Any:
             stacklevel=2,
         )
         return default
+
+
+def remove_orphaned_temporaries(root: StrPath, *, older_than_s: float = ORPHAN_AGE_S) -> list[Path]:
+    """Remove the temporaries that killed writers left under ``root``; return them.
+
+    Only files named as :func:`write_bytes_atomic` names its temporaries, and only those
+    older than ``older_than_s`` (the writer's pid is no help: it may be on another node).
+
+    Examples
+    --------
+    >>> import tempfile, time
+    >>> d = Path(tempfile.mkdtemp())
+    >>> old = d / ".status.json.42.0123456789abcdef.tmp"
+    >>> _ = old.write_text("{"); os.utime(old, (time.time() - 3600,) * 2)
+    >>> [p.name for p in remove_orphaned_temporaries(d)], old.exists()
+    (['.status.json.42.0123456789abcdef.tmp'], False)
+    """
+    cutoff = time.time() - older_than_s
+    removed = []
+    for path in Path(root).rglob(".*.tmp"):
+        with contextlib.suppress(OSError):  # gone already, or not ours to remove
+            if _TEMPORARY_RE.match(path.name) and path.stat().st_mtime < cutoff:
+                path.unlink()
+                removed.append(path)
+    return removed

@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: MIT
 """Build an image from an :class:`~mushin_box._image.spec.ImageSpec` and record its identity.
 
-:func:`build_image` writes the rendered definition beside the image, runs
+:func:`build_image` writes the rendered definition to ``<out .def>.partial``, runs
 ``apptainer build`` (``--fakeroot`` when not root) into ``<out>.partial``, then records
-a manifest and moves the image into place::
+a manifest and moves the definition and the image into place together::
 
     image.sif                  the SIF, exactly as hashed
     image.def                  the definition it was built from
@@ -14,6 +14,10 @@ is a cheap "same build" check but is nil for reproducible builds (Apptainer >= 1
 ``SOURCE_DATE_EPOCH``); ``definition_sha256`` ties the image to its spec;
 ``embedded_definition_sha256`` is the hash of the ``Def.FILE`` object inside the SIF,
 which equals ``definition_sha256`` when the image was built from that file.
+
+Nothing in place is touched until a build has succeeded: a failed or interrupted build
+removes its partial files, and the image, its manifest and its definition stay the set
+they were.
 """
 
 from __future__ import annotations
@@ -48,7 +52,9 @@ __all__ = [
     "BuildError",
     "BuildPlan",
     "Manifest",
+    "OutputNotWritable",
     "build_image",
+    "check_output",
     "manifest_path",
     "plan_build",
     "read_manifest",
@@ -75,11 +81,18 @@ print(json.dumps({"python_version": platform.python_version(), "packages": packa
 """
 
 
+_DRY_RUN_HINT = "`mushin-box build --dry-run` renders and writes the definition file without it."
+
+
 @public
 class ApptainerNotFound(RuntimeError):
-    """``apptainer`` is not on PATH; the message says how to get it."""
+    """``apptainer`` is not on PATH; the message says how to get it.
 
-    def __init__(self, what: str = "build an image") -> None:
+    ``what`` completes "it is needed to ..."; ``hint`` is a last line (default: how to
+    render the definition without Apptainer, which only helps a build).
+    """
+
+    def __init__(self, what: str = "build an image", *, hint: str | None = _DRY_RUN_HINT) -> None:
         super().__init__(
             f"apptainer was not found on PATH, and it is needed to {what}.\n"
             "Get it:\n"
@@ -88,13 +101,24 @@ class ApptainerNotFound(RuntimeError):
             "  - from your distribution: the `apptainer` package (Fedora/EPEL, "
             "Ubuntu PPA ppa:apptainer/ppa, ...)\n"
             "  - release packages and source: "
-            "https://apptainer.org/docs/admin/main/installation.html\n"
-            "`mushin-box build --dry-run` renders and writes the definition file without it."
+            "https://apptainer.org/docs/admin/main/installation.html"
+            + (f"\n{hint}" if hint else "")
         )
 
 
 class BuildError(RuntimeError):
     """``apptainer build`` (or a step around it) failed."""
+
+
+class OutputNotWritable(ValueError):
+    """Files cannot be created where the image should go; nothing was written.
+
+    ``path`` is the file that could not be written, ``reason`` what is in the way.
+    """
+
+    def __init__(self, path: Path, reason: str) -> None:
+        self.path, self.reason = path, reason
+        super().__init__(f"cannot write {path}: {reason}")
 
 
 def manifest_path(image: StrPath) -> Path:
@@ -118,7 +142,10 @@ class BuildPlan:
     definition : str
         The rendered definition file.
     definition_path : Path
-        Where it is written: ``out.with_suffix('.def')``.
+        Where it ends up: ``out.with_suffix('.def')`` (a dry run writes it there).
+    definition_partial : Path
+        Where a build writes it and ``apptainer build`` reads it: ``<definition_path>.partial``,
+        moved to ``definition_path`` with the image, so a failed build leaves the old one.
     image : Path
         The final image path.
     partial : Path
@@ -131,6 +158,7 @@ class BuildPlan:
 
     definition: str
     definition_path: Path
+    definition_partial: Path
     image: Path
     partial: Path
     context: Path
@@ -234,7 +262,7 @@ def plan_build(
     >>> spec = ImageSpec(base="debian@sha256:" + "2" * 64)
     >>> plan = plan_build(spec, "/tmp/x/img.sif", fakeroot=True)
     >>> plan.argv
-    ('apptainer', 'build', '--fakeroot', '/tmp/x/img.sif.partial', '/tmp/x/img.def')
+    ('apptainer', 'build', '--fakeroot', '/tmp/x/img.sif.partial', '/tmp/x/img.def.partial')
     """
     image = Path(out).absolute()
     if fakeroot is None:
@@ -243,16 +271,55 @@ def plan_build(
     if definition_path == image:
         raise ValueError(f"output {image} must not end in .def")
     partial = image.with_name(image.name + ".partial")
+    definition_partial = definition_path.with_name(definition_path.name + ".partial")
     argv = [APPTAINER, "build", *(["--fakeroot"] if fakeroot else []), str(partial)]
-    argv.append(str(definition_path))
+    argv.append(str(definition_partial))
     return BuildPlan(
         definition=render_definition(spec),
         definition_path=definition_path,
+        definition_partial=definition_partial,
         image=image,
         partial=partial,
         context=Path(context if context is not None else Path.cwd()).absolute(),
         argv=tuple(argv),
     )
+
+
+def check_output(image: StrPath) -> None:
+    """Raise :class:`OutputNotWritable` unless files can be created beside ``image``.
+
+    Checked before anything is written, so a bad output path leaves no stray definition or
+    half-made directory. A directory that does not exist yet is fine (it is created, like
+    ``mkdir -p``) when its nearest existing ancestor is a writable directory. Root may write
+    where the mode bits say no; ``os.access`` answers for this user (and a read-only mount).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> check_output(Path(tempfile.mkdtemp()) / "new" / "dir" / "img.sif")
+    >>> check_output(Path(__file__) / "img.sif")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    mushin_box._image.build.OutputNotWritable: cannot write .../img.sif: ...build.py is a file, ...
+    """
+    image = Path(image).absolute()
+    ancestor = image.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise OutputNotWritable(image, f"{ancestor} is a file, not a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise OutputNotWritable(image, f"{ancestor} is not writable")
+
+
+def _write_definition(path: Path, text: str) -> None:
+    """Write a definition file; what :func:`check_output` could not foresee (a directory
+    that takes no new files, a full disk) is an :class:`OutputNotWritable` too."""
+    try:
+        write_text_atomic(path, text)
+    except OSError as error:
+        reason = f"cannot create files in {path.parent} ({error.strerror or error})"
+        raise OutputNotWritable(path, reason) from error
 
 
 def _run_bounded(
@@ -355,6 +422,8 @@ def build_image(
 
     Raises
     ------
+    OutputNotWritable
+        If files cannot be created in ``out``'s directory (checked before anything else).
     ApptainerNotFound
         If ``apptainer`` is not on PATH (not raised for a dry run).
     FileNotFoundError
@@ -374,6 +443,7 @@ def build_image(
     from mushin_box._core.version import __version__
 
     plan = plan_build(spec, out, context=context, fakeroot=fakeroot)
+    check_output(plan.image)
     definition_bytes = plan.definition.encode("utf-8")
     common: dict[str, Any] = {
         "definition": plan.definition_path.name,
@@ -386,8 +456,8 @@ def build_image(
     }
     if not dry_run and shutil.which(APPTAINER) is None:
         raise ApptainerNotFound()
-    write_text_atomic(plan.definition_path, plan.definition)
     if dry_run:
+        _write_definition(plan.definition_path, plan.definition)
         return Manifest(image=None, dry_run=True, **common)
 
     missing = [src for src, _ in spec.all_files() if not (plan.context / src).exists()]
@@ -396,32 +466,51 @@ def build_image(
             f"%files sources not found under the build context {plan.context}: {missing} "
             "(relative sources resolve against the context; pass context=/--context)"
         )
-    version = _apptainer_version()
-    plan.partial.unlink(missing_ok=True)
-    result = _run_bounded(plan.argv, timeout=timeout, cwd=plan.context, capture=False)
-    if result.returncode != 0 or not plan.partial.is_file():
-        plan.partial.unlink(missing_ok=True)
-        raise BuildError(
-            f"`{' '.join(plan.argv)}` failed with exit code {result.returncode} "
-            "(its output is above)"
-        )
-    header = read_sif_header(plan.partial)
-    python_version, packages = _probe_python(plan.partial, spec.python)
-    manifest = Manifest(
-        image=plan.image.name,
-        sif_sha256=file_sha256(plan.partial),
-        sif_size=plan.partial.stat().st_size,
-        sif_uuid=str(header.uuid),
-        sif_arch=header.arch,
-        sif_created=header.created,
-        embedded_definition_sha256=_embedded_definition_sha256(plan.partial),
-        apptainer_version=version,
-        python_version=python_version,
-        packages=packages,
-        **common,
-    )
+    manifest = _build_partial(plan, spec, timeout=timeout, common=common)
     target = manifest_path(plan.image)
     target.unlink(missing_ok=True)  # never leave an old manifest beside a new image
+    # the definition moves in with the image it built, never before: a failed build above
+    # left the old image, manifest and definition as the set they were
+    os.replace(plan.definition_partial, plan.definition_path)
     os.replace(plan.partial, plan.image)
     write_json_atomic(target, manifest.to_dict())
     return manifest
+
+
+def _build_partial(
+    plan: BuildPlan, spec: ImageSpec, *, timeout: float, common: Mapping[str, Any]
+) -> Manifest:
+    """Build ``plan.partial`` from ``plan.definition_partial`` and read its identity.
+
+    On any failure (or an interrupt) both partial files are removed, so nothing stale is
+    left beside the image for a later build or a reader to mistake for current.
+    """
+    plan.partial.unlink(missing_ok=True)
+    _write_definition(plan.definition_partial, plan.definition)  # first: a bad -o runs nothing
+    try:
+        version = _apptainer_version()
+        result = _run_bounded(plan.argv, timeout=timeout, cwd=plan.context, capture=False)
+        if result.returncode != 0 or not plan.partial.is_file():
+            raise BuildError(
+                f"`{' '.join(plan.argv)}` failed with exit code {result.returncode} "
+                "(its output is above)"
+            )
+        header = read_sif_header(plan.partial)
+        python_version, packages = _probe_python(plan.partial, spec.python)
+        return Manifest(
+            image=plan.image.name,
+            sif_sha256=file_sha256(plan.partial),
+            sif_size=plan.partial.stat().st_size,
+            sif_uuid=str(header.uuid),
+            sif_arch=header.arch,
+            sif_created=header.created,
+            embedded_definition_sha256=_embedded_definition_sha256(plan.partial),
+            apptainer_version=version,
+            python_version=python_version,
+            packages=packages,
+            **common,
+        )
+    except BaseException:
+        plan.partial.unlink(missing_ok=True)
+        plan.definition_partial.unlink(missing_ok=True)
+        raise

@@ -38,6 +38,7 @@ __all__ = [
     "diff_records",
     "flatten",
     "package_diffs",
+    "record_problem",
 ]
 
 REPRO = "reproducibility"
@@ -59,6 +60,9 @@ _DERIVED: dict[str, Callable[[str], bool]] = {
     f"{REPRO}.package_set.count": lambda p: p == _PACKAGE_SHA or p.startswith(PACKAGE_ROW),
 }
 _INDEX = re.compile(r"\[\d+\]")
+#: parts of a record that must be JSON objects when present (``null`` counts as absent):
+#: the comparison walks into them, so another type is a damaged file, not a difference
+_OBJECT_PARTS = ((REPRO,), (RUN,), (REPRO, "config"), (RUN, "config"), (RUN, "fingerprints"))
 
 
 @attrs.frozen
@@ -131,6 +135,47 @@ class CellDiff:
             "expected_to_differ": [f.to_dict() for f in self.expected],
             "metrics": [m.to_dict() for m in self.metrics],
         }
+
+
+# ---------------------------------------------------------------------------- shape
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return "null" if value is None else type(value).__name__
+
+
+def record_problem(record: Any) -> str | None:
+    """What makes ``record`` unusable as a provenance record; ``None`` when nothing does.
+
+    Only the shape the comparison relies on is checked (the record and its parts that
+    hold nested fields are objects); values of any type are compared as they are.
+
+    Examples
+    --------
+    >>> record_problem({"reproducibility": {"config": {"lr": 0.1}}, "run": {}}) is None
+    True
+    >>> record_problem({"reproducibility": [1, 2]})
+    '`reproducibility` is a list, expected an object'
+    >>> record_problem([1, 2])
+    'not a JSON object (it is a list)'
+    """
+    if not isinstance(record, Mapping):
+        return f"not a JSON object (it is {_json_kind(record)})"
+    for path in _OBJECT_PARTS:
+        node: Any = record
+        for step in path:  # parents come first in _OBJECT_PARTS, so they are objects
+            node = node.get(step) if isinstance(node, Mapping) else None
+        if node is not None and not isinstance(node, Mapping):
+            return f"`{'.'.join(path)}` is {_json_kind(node)}, expected an object"
+    return None
 
 
 # ---------------------------------------------------------------------------- flattening
@@ -326,7 +371,8 @@ def diff_records(
     under breaks. ``path_a``/``path_b`` of ``None`` mean the cell itself is missing.
     ``packages_a``/``packages_b`` are the records' package lists (``mushin_packages.txt``,
     see :func:`~mushin_box._provenance.full.packages_beside`): with both, changed packages
-    are listed one by one.
+    are listed one by one. A record of the wrong shape (:func:`record_problem`) raises
+    ``ValueError``.
 
     Examples
     --------
@@ -336,6 +382,10 @@ def diff_records(
     >>> [f.path for f in d.breaks], [f.path for f in d.expected]
     (['reproducibility.config.lr'], ['run.host'])
     """
+    for side, record in (("a", a), ("b", b)):
+        problem = None if record is None else record_problem(record)
+        if problem:
+            raise ValueError(f"record {side}: {problem}")
     breaks: list[FieldDiff] = []
     expected: list[FieldDiff] = []
     if a is None or b is None:

@@ -9,12 +9,13 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from mushin_box._core.targets import public
 
-__all__ = ["SLURM_LAUNCHER_KEYS", "submitit_slurm_config"]
+__all__ = ["SLURM_LAUNCHER_KEYS", "refuse_control_characters", "submitit_slurm_config"]
 
 # -- validators: each takes (key, value) and returns the value to store, or raises ValueError --
 
@@ -35,9 +36,26 @@ def _non_negative_int(key: str, value: object) -> int:
     return value
 
 
+def refuse_control_characters(key: str, value: object) -> None:
+    """Refuse a str holding a control character (newline, CR, NUL, ESC, DEL, ...).
+
+    Quoting does not make a newline safe in an sbatch script: it ends the ``#SBATCH`` line,
+    and the rest of the value runs as a shell command. No sbatch value needs one, so every
+    value bound for the script is checked here, when the config is built (a dry run refuses
+    what a real run would), and again by the launcher's settings. A tab is the exception:
+    quoted, it stays on its line like a space.
+    """
+    if isinstance(value, str) and any(c != "\t" and unicodedata.category(c) == "Cc" for c in value):
+        raise ValueError(
+            f"{key}={value!r}: a control character (newlines, NUL and the like) cannot go "
+            "into an sbatch script; remove it"
+        )
+
+
 def _string(key: str, value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{key} must be a non-empty str, got {value!r}")
+    refuse_control_characters(key, value)
     return value
 
 
@@ -72,11 +90,13 @@ def _sbatch_options(key: str, value: object) -> dict[str, Any]:
     for option, option_value in value.items():  # pyright: ignore[reportUnknownVariableType]
         if not isinstance(option, str) or not option:
             raise ValueError(f"{key} keys must be sbatch option names (str), got {option!r}")
+        refuse_control_characters(f"{key} key", option)
         if option.replace("_", "-") in _LAYOUT_OPTIONS:
             raise ValueError(
                 f"{key}[{option!r}] would override the job layout that submitit_slurm_config "
                 f"derives (one task per GPU); set nodes=/gpus_per_node= instead"
             )
+        refuse_control_characters(f"{key}[{option!r}]", option_value)
         options[option] = option_value
     return options
 

@@ -33,7 +33,8 @@ or SLURM reports the job inactive.
 Quoting: every value that reaches the sbatch script is a ``#SBATCH`` value (quoted by
 submitit), an srun argument (quoted by submitit), a word of ``python`` (split with
 :func:`shlex.split`, every word re-quoted: no shell expansion happens) or a value of the
-trap (quoted by :mod:`mushin_box._slurm.requeue`). Newlines and NUL are refused in all of them.
+trap (quoted by :mod:`mushin_box._slurm.requeue`). Control characters (newlines, NUL, ...) are
+refused in all of them (``refuse_control_characters``, the same check as the config builder's).
 ``setup`` lines are the one escape hatch: they are shell code, copied verbatim.
 """
 
@@ -56,6 +57,7 @@ from typing import Any, Literal
 
 # The requeue trap lives in _requeue (one concept per module); requeue_setup_lines is
 # re-exported here so `from mushin_box._slurm.launcher import requeue_setup_lines` keeps working.
+from mushin_box._slurm.config import refuse_control_characters
 from mushin_box._slurm.jobs import is_live
 from mushin_box._slurm.requeue import REQUEUE_SIGNAL, RequeueReason, requeue_setup_lines
 
@@ -146,11 +148,6 @@ class SlurmLauncherConf(_BaseLauncherConf):
 # -- validation --------------------------------------------------------------------------------
 
 
-def _no_control(key: str, value: object) -> None:
-    if isinstance(value, str) and any(c in value for c in "\n\r\0"):
-        raise ValueError(f"{key}={value!r}: newlines and NUL cannot go into an sbatch script")
-
-
 def _signal_name(key: str, value: object) -> str:
     name = str(value).upper().removeprefix("SIG")
     if not hasattr(signal, f"SIG{name}") or name in ("KILL", "STOP"):
@@ -205,7 +202,7 @@ def _settings(cluster: str, params: Mapping[str, Any]) -> dict[str, Any]:
     for key, value in settings.items():
         if key != "setup":  # shell code by design; everything else is a value
             for item in value if isinstance(value, list) else [value]:  # pyright: ignore[reportUnknownVariableType]
-                _no_control(key, item)
+                refuse_control_characters(key, item)
     settings["python"] = _python_command(settings["python"])
     if not settings["poll_interval_s"] > 0:
         raise ValueError(f"poll_interval_s must be > 0, got {settings['poll_interval_s']}")
@@ -221,7 +218,7 @@ def _settings(cluster: str, params: Mapping[str, Any]) -> dict[str, Any]:
     for option, option_value in extra.items():
         if not isinstance(option, str) or not _SBATCH_KEY.match(option):
             raise ValueError(f"additional_parameters key {option!r} is not an sbatch option name")
-        _no_control(f"additional_parameters[{option!r}]", option_value)
+        refuse_control_characters(f"additional_parameters[{option!r}]", option_value)
         if option == "signal":
             raise ValueError(
                 "additional_parameters['signal'] would replace the signal the host-side requeue "

@@ -13,6 +13,11 @@ counts its attempt and records the start (``_start``), then runs the task and re
 outcome (``_run``). The task is called through ``zen_with_resume``, so ``mushin_resume`` is
 filled by the same function as for a task wrapped with ``resumable``, and the attempt is
 counted by the same counter (``.mushin/attempt.json``); the status's ``attempt`` is a copy.
+
+After the task, the metrics are written, then the "completed" status, then the provenance is
+completed: a process killed in between has its cell run again, so that window is kept short.
+Such a rerun continues from a finished fit that logs nothing; metrics it no longer returns
+keep their values from the previous attempt (:func:`_carry_over`).
 """
 
 from __future__ import annotations
@@ -32,15 +37,18 @@ from typing import Any
 
 import attrs
 
+from mushin_box._core.jobdir import mushin_dir
 from mushin_box._core.layout import (
     ABORT_FILE,
     ERROR_FILE,
     METRICS_FILE,
     PROVENANCE_FILE,
+    STALE_CHECKPOINTS_DIR,
     STATUS_FILE,
 )
-from mushin_box._core.redact import redact_secret_values
+from mushin_box._core.redact import redact_exception, redact_secret_values
 from mushin_box._core.sidecars import (
+    SidecarWarning,
     canonical_dumps,
     read_json,
     write_json_atomic,
@@ -204,6 +212,43 @@ def metrics_from_return(value: Any) -> dict[str, Any]:
     return {str(k): _plain_metric(v, str(k)) for k, v in value.items()}
 
 
+def _carry_over(
+    cell_dir: Path, metrics: dict[str, Any], continues: bool
+) -> tuple[dict[str, Any], list[str]]:
+    """``metrics`` plus the previous attempt's values of the names it lacks, and those names.
+
+    Design note: an attempt that continues the cell (same fingerprints) and returns fewer
+    metrics than are on disk is most likely a fit resumed with nothing left to train,
+    which logs nothing (``MetricsCallback.final_metrics`` is the task-side fix). Its
+    result must not replace good metrics of the same experiment with fewer: the missing
+    names keep their values, with a warning, and the status lists them
+    (``metrics_carried_over``). An attempt that starts afresh carries nothing: an earlier
+    run's metrics were set aside at its start (:func:`_set_aside_metrics`).
+    """
+    if not continues:
+        return metrics, []
+    previous = read_json(cell_dir / METRICS_FILE, default={})
+    missing = sorted(k for k in previous if k not in metrics) if isinstance(previous, dict) else []
+    if not missing:
+        return metrics, []
+    warnings.warn(
+        f"cell {cell_dir.name}: this attempt returned no {', '.join(missing)}; keeping the "
+        f"previous attempt's values from {METRICS_FILE} (a fit resumed with nothing left to "
+        "train logs nothing: return MetricsCallback.final_metrics(trainer))",
+        stacklevel=4,
+    )
+    return {**metrics, **{k: previous[k] for k in missing}}, missing
+
+
+def _set_aside_metrics(cell_dir: Path, tag: str) -> None:
+    """Move an earlier run's metrics beside its set-aside checkpoints (a fresh start)."""
+    path = cell_dir / METRICS_FILE
+    if path.is_file():
+        target = mushin_dir(cell_dir) / STALE_CHECKPOINTS_DIR / tag / METRICS_FILE
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, target)
+
+
 @attrs.frozen
 class CellPlan:
     """What the driver decided for the whole sweep; shipped (pickled) with the runner."""
@@ -226,6 +271,22 @@ class _Cell:
     fingerprints: dict[str, str]
     previous: dict[str, Any]  # its status record from an earlier attempt, else {}
     base: dict[str, Any]  # combo, cell and fingerprints: the start of every status record
+
+
+def _provenance_readable(cell_dir: Path) -> bool:
+    """Is the cell's provenance record whole? If not, warn: the cell runs again, which is
+    the only way to rebuild a record that tells the truth about the run."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SidecarWarning)  # one warning, said below
+        record = read_json(cell_dir / PROVENANCE_FILE)
+    if isinstance(record, dict) and {"reproducibility", "run"} <= set(record):
+        return True
+    warnings.warn(
+        f"cell {cell_dir.name}: its {PROVENANCE_FILE} is unreadable; running it again to "
+        "rebuild it instead of reusing it",
+        stacklevel=5,  # at the caller of run (through Hydra): like the fingerprint warning
+    )
+    return False
 
 
 def _restart_count() -> int:
@@ -310,8 +371,8 @@ class CellRunner:
         decision, metrics = judge(True), None
         if decision.action == "reuse":
             metrics = read_json(cell.directory / METRICS_FILE)
-            if not isinstance(metrics, dict):  # unreadable: the cell runs again
-                decision, metrics = judge(False), None
+            if not isinstance(metrics, dict) or not _provenance_readable(cell.directory):
+                decision, metrics = judge(False), None  # unreadable: the cell runs again
         for message in decision.warnings:
             warnings.warn(message, stacklevel=3)  # at the caller of __call__
         return decision, metrics
@@ -340,8 +401,11 @@ class CellRunner:
         attempt = next_attempt(cell.directory, start=self._start_key(), known=known)
         if not decision.continue_from_checkpoint and global_rank_from_env() == 0:
             # a fresh start: an earlier run's checkpoints (maybe of another config) must
-            # not be picked up by this attempt or by a later resume
-            set_aside_checkpoints(cell.directory, self.plan.run_id[:12] or "earlier")
+            # not be picked up by this attempt or by a later resume; nor its metrics be
+            # carried over into this run's (_carry_over)
+            tag = self.plan.run_id[:12] or "earlier"
+            set_aside_checkpoints(cell.directory, tag)
+            _set_aside_metrics(cell.directory, tag)
         started = _now()
         t0 = time.monotonic()
         running = {
@@ -364,34 +428,47 @@ class CellRunner:
         """Run the task and record the outcome: its metrics and "completed", or the failure
         (and, under ``on_error="raise"``, the sweep's abort file before re-raising)."""
         cell_dir = cell.directory
+        rank0 = global_rank_from_env() == 0
+        ended, t_end = "", 0.0
         try:
             try:
                 result = self._call_task(cfg, cell_dir, running["attempt"], continues)
-            finally:
-                if global_rank_from_env() == 0:
-                    self._record_seeds(cell_dir)
+            finally:  # the task's end: the status and the provenance both say this one
+                ended, t_end = _now(), time.monotonic()
             metrics = metrics_from_return(result)
-        except Exception as exc:
-            self._record_failure(cell_dir, running, exc, time.monotonic() - t0)
+        except BaseException as exc:
+            if rank0:
+                self._record_seeds(cell_dir, ended, t_end)
+            if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: not recorded
+                raise
+            self._record_failure(cell_dir, running, exc, t_end - t0)
             if self.plan.on_error == "raise":
                 self._abort(cell, exc)
+                redact_exception(exc)  # it leaves the cell: its text is written elsewhere too
                 raise
             return None
-        if global_rank_from_env() == 0:
+        # metrics, then the status, then the rest: a kill before the "completed" status runs
+        # the cell again, so nothing else is written in between (_record_seeds took ~10 ms)
+        carried: list[str] = []
+        if rank0:
+            metrics, carried = _carry_over(cell_dir, metrics, continues)
             write_json_atomic(cell_dir / METRICS_FILE, metrics)
         self._status(
             cell_dir,
             **running,
             status="completed",
-            ended=_now(),
-            duration_s=round(time.monotonic() - t0, 3),
+            ended=ended,
+            duration_s=round(t_end - t0, 3),
+            **({"metrics_carried_over": carried} if carried else {}),
         )
+        if rank0:
+            self._record_seeds(cell_dir, ended, t_end)
         return metrics
 
     def _abort(self, cell: _Cell, exc: BaseException) -> None:
         """Write the sweep's abort file (rank 0), so that the cells not yet started skip."""
-        if global_rank_from_env() == 0:
-            record = {"cell": cell.directory.name, "error": repr(exc)}
+        if global_rank_from_env() == 0:  # the error may quote a secret, as in _record_failure
+            record = {"cell": cell.directory.name, "error": redact_secret_values(repr(exc))}
             write_json_atomic(cell.root / ABORT_FILE, record)
 
     def _write_provenance(self, cfg: Any, cell_dir: Path, fingerprints: dict[str, str]) -> None:
@@ -430,16 +507,17 @@ class CellRunner:
             )
         write_provenance(cell_dir, record)
 
-    def _record_seeds(self, cell_dir: Path) -> None:
+    def _record_seeds(self, cell_dir: Path, ended: str, end: float) -> None:
         """Complete the cell's provenance once the task has returned or raised: the per-rank
-        seeds its ranks recorded, ``run.ended``/``run.duration_s`` and ``run.devices`` (the
-        task has usually imported torch by now)."""
+        seeds its ranks recorded, ``run.ended``/``run.duration_s`` (the task's end: ``ended``,
+        and ``end`` on the monotonic clock) and ``run.devices`` (the task has usually
+        imported torch by now)."""
         from mushin_box._provenance.files import write_provenance
         from mushin_box._provenance.full import finish_record, record_with_seeds
         from mushin_box._train.seeding import seed_records
 
         t0 = self.__dict__.get("_provenance_clocks", {}).pop(str(cell_dir), None)
-        duration = round(time.monotonic() - t0, 3) if t0 is not None else None
+        duration = round(end - t0, 3) if t0 is not None else None
         try:
             record = read_json(cell_dir / PROVENANCE_FILE)
             if not isinstance(record, dict):
@@ -447,7 +525,7 @@ class CellRunner:
             records = seed_records(cell_dir)
             if records:
                 record = record_with_seeds(record, records)
-            write_provenance(cell_dir, finish_record(record, ended=_now(), duration_s=duration))
+            write_provenance(cell_dir, finish_record(record, ended=ended, duration_s=duration))
         except (OSError, ValueError, KeyError) as exc:  # never fail a cell over provenance
             warnings.warn(f"cell {cell_dir.name}: provenance not completed ({exc})", stacklevel=2)
 
@@ -472,7 +550,8 @@ class CellRunner:
         if global_rank_from_env() != 0:
             return
         # an exception may quote a secret (e.g. "invalid token ..."): the values of
-        # secret-looking environment variables, sweep secrets included, are replaced
+        # secret-looking environment variables, sweep secrets included (whatever their
+        # length), are replaced; the manifest's row copies this status's error
         text = redact_secret_values("".join(traceback.format_exception(exc)))
         write_text_atomic(cell_dir / ERROR_FILE, text)
         message = redact_secret_values(str(exc))

@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 
 from mushin_box._core.redact import redact
-from mushin_box._core.sidecars import read_json
+from mushin_box._core.sidecars import loads, read_json
 
 # The record comparison lives in _provenance_compare (one concept per module); its names
 # are re-exported here so `from mushin_box._sweep.diff import diff_records` keeps working.
@@ -30,6 +30,7 @@ from mushin_box._provenance.compare import (
     CellDiff,
     FieldDiff,
     diff_records,
+    record_problem,
 )
 from mushin_box._provenance.files import packages_beside
 from mushin_box._provenance.full import split_provenance
@@ -43,7 +44,11 @@ __all__ = [
 
 
 class DiffInputError(ValueError):
-    """A path given to :func:`diff_provenance` is not a cell, a sweep or a record."""
+    """A path given to :func:`diff_provenance` is not a cell, a sweep or a record, or a
+    record it holds is damaged."""
+
+
+_RECORD_FIX = "restore the file, or re-run the cell to write it again"
 
 
 @attrs.frozen
@@ -133,10 +138,35 @@ def _read_mapping(path: Path) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+def _read_record(target: Path) -> dict[str, Any] | None:
+    """The provenance record at ``target``; ``None`` when there is no such file.
+
+    Stricter than the other sidecars: a record that exists but cannot be read, parsed or
+    used raises :class:`DiffInputError` naming the file. A missing record is a difference
+    (exit 1); a damaged one must not pass for one, nor crash the comparison.
+    """
+    try:
+        data = target.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise DiffInputError(f"{target}: cannot read the provenance record ({exc})") from None
+    record: Any = None
+    try:
+        record = loads(data)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        problem: str | None = f"not valid JSON ({exc})"
+    else:
+        problem = record_problem(record)
+    if problem:
+        raise DiffInputError(f"{target}: corrupt provenance record: {problem}; {_RECORD_FIX}")
+    return dict(record)
+
+
 def _load_record(path: Path) -> dict[str, Any]:
     prov = _files()[0]
     target = path if path.is_file() else path / prov
-    record = _read_mapping(target)
+    record = _read_record(target)
     if record is None:
         raise DiffInputError(f"{path}: no readable provenance record ({target.name})")
     return record
@@ -166,7 +196,7 @@ def _packages(path: Path, record: Mapping[str, Any] | None) -> list[str] | None:
 
 def _cell_pair(a: Path, b: Path, atol: float, combo: dict[str, Any]) -> CellDiff:
     prov, _, metrics, _ = _files()
-    ra, rb = _read_mapping(a / prov), _read_mapping(b / prov)
+    ra, rb = _read_record(a / prov), _read_record(b / prov)
     return diff_records(
         ra,
         rb,
@@ -202,7 +232,9 @@ def diff_provenance(a: str | Path, b: str | Path, *, atol: float = 0.0) -> Diff:
     ------
     DiffInputError
         A path is missing, is not a cell/sweep/record, a cell has no provenance record,
-        ``atol`` is negative, or a cell is compared with a sweep.
+        a record (of any cell, in a sweep too) is not valid JSON or has the wrong shape
+        (:func:`~mushin_box._provenance.compare.record_problem`), ``atol`` is negative,
+        or a cell is compared with a sweep.
 
     Examples
     --------

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import itertools
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
-from mushin_box._core.layout import METRICS_FILE, STATUS_FILE, stage_metrics_file
+from mushin_box._core.layout import METRICS_FILE, PROVENANCE_FILE, STATUS_FILE, stage_metrics_file
 from mushin_box._core.targets import public
 
 __all__ = ["STAGES", "load_experiment", "load_job", "load_sweep"]
@@ -74,10 +75,15 @@ def _coords(values: list[Any]) -> np.ndarray[Any, Any]:
 def load_sweep(path: str | os.PathLike[str]) -> xr.Dataset:
     """A sweep directory as a Dataset (see :func:`load_experiment`)."""
     from mushin_box._core.sidecars import canonical_dumps, read_json
-    from mushin_box._sweep.manifest import cell_records, combo_id, read_manifest, rebuild_manifest
+    from mushin_box._sweep.manifest import (
+        cell_records,
+        combo_id,
+        manifest_from_cells,
+        read_manifest,
+    )
 
     root = Path(path)
-    manifest = read_manifest(root) or rebuild_manifest(root)
+    manifest = read_manifest(root) or manifest_from_cells(root)  # never written: a reader
     grid: dict[str, list[Any]] = manifest["grid"]
     params = list(grid)
     shape = tuple(len(v) for v in grid.values())
@@ -107,6 +113,7 @@ def load_sweep(path: str | os.PathLike[str]) -> xr.Dataset:
             )
         if state != "completed":
             continue
+        _warn_if_truncated(cell_dir / PROVENANCE_FILE, cell_dir.name)
         metrics = read_json(cell_dir / METRICS_FILE, default={})
         for name, value in (metrics or {}).items():
             if isinstance(value, bool | int | float):
@@ -141,6 +148,27 @@ def load_sweep(path: str | os.PathLike[str]) -> xr.Dataset:
         skipped=canonical_dumps(skipped).decode().rstrip("\n"),
     )
     return ds
+
+
+def _warn_if_truncated(path: Path, cell: str) -> None:
+    """Warn when a completed cell's provenance record is not a whole JSON object.
+
+    Only its ends are read (a record can be megabytes; truncation is how a record breaks):
+    ``resume=True`` parses it in full and runs the cell again when it is unreadable.
+    """
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(1)
+            handle.seek(max(handle.seek(0, os.SEEK_END) - 2, 0))
+            tail = handle.read()
+    except FileNotFoundError:
+        return
+    if head != b"{" or tail.rstrip(b"\n")[-1:] != b"}":
+        warnings.warn(
+            f"cell {cell}: its {path.name} is unreadable (not a whole JSON object); "
+            "diff cannot compare it, and resume=True runs the cell again to rebuild it",
+            stacklevel=3,
+        )
 
 
 def is_sweep_dir(path: Path) -> bool:

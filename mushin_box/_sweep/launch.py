@@ -29,9 +29,20 @@ from typing import Any
 
 import attrs
 
+from mushin_box._core.layout import LOCK_FILE, STATUS_FILE
 from mushin_box._train.resume import ResumeContext
 
-__all__ = ["LaunchError", "LaunchPlan", "fit_task", "load_target", "plan_launch", "seed_pre_call"]
+__all__ = [
+    "LaunchError",
+    "LaunchPlan",
+    "check_working_dir",
+    "fit_task",
+    "load_target",
+    "plan_launch",
+    "sbatch_refusal",
+    "seed_pre_call",
+    "user_code_error",
+]
 
 DEFAULT_NAMES = ("workflow", "Config")
 _HYDRADDP_TARGETS = frozenset(
@@ -61,15 +72,13 @@ def fit_task(
     trainer: Any, module: Any, mushin_resume: ResumeContext, datamodule: Any = None
 ) -> dict[str, float]:
     """The task of a config-only experiment: fit (resuming from the cell's ``last.ckpt``),
-    then return the Trainer's scalar ``callback_metrics``."""
+    then return the fit's scalar metrics (:meth:`MetricsCallback.final_metrics`: the
+    Trainer's ``callback_metrics``, completed from the config's ``MetricsCallback``, so that
+    a fit resumed with nothing left to train still reports what it reached)."""
+    from mushin_box._train.metrics import MetricsCallback  # torch: only where a cell runs
+
     trainer.fit(module, datamodule=datamodule, ckpt_path=mushin_resume.last_ckpt)
-    out: dict[str, float] = {}
-    for name, value in trainer.callback_metrics.items():
-        try:
-            out[str(name)] = float(value)
-        except (TypeError, ValueError):  # non-scalar tensors are not cell metrics
-            continue
-    return out
+    return MetricsCallback.final_metrics(trainer)
 
 
 # ---------------------------------------------------------------------------- loading
@@ -81,7 +90,9 @@ def load_target(spec: str) -> tuple[Any, str | None]:
     Raises
     ------
     LaunchError
-        The file or module does not exist, or defines none of the names looked for.
+        The file or module does not exist, importing it raised (a syntax error, an
+        exception, a missing dependency: :func:`user_code_error` says where), or it defines
+        none of the names looked for.
     """
     target, _, name = spec.partition(":")
     directory: str | None = None
@@ -110,11 +121,8 @@ def load_target(spec: str) -> tuple[Any, str | None]:
         module_name = target
     try:
         module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        missing = exc.name or ""
-        if missing != module_name and not module_name.startswith(missing + "."):
-            raise  # the experiment module itself imports something that is missing
-        raise LaunchError(f"cannot import experiment module {module_name!r}") from None
+    except Exception as exc:  # the user's code failed to import: where, and what to fix
+        raise LaunchError(user_code_error(f"experiment {spec!r}", exc, module_name)) from exc
     names = (name,) if name else DEFAULT_NAMES
     for candidate in names:
         if hasattr(module, candidate):
@@ -153,6 +161,54 @@ def _check_not_shadowing(path: Path) -> None:
     )
 
 
+def user_code_error(what: str, exc: BaseException, module: str | None = None) -> str:
+    """One line for ``exc``, raised while importing the user's ``what`` (an experiment of
+    ``launch``, a SPEC of ``build``): the error, where it was raised, and the fix.
+
+    Both commands import user files and must say the same about the same mistake, so this
+    is the one place that words it. A traceback would mostly show importlib's frames; the
+    line that matters is the innermost one of the user's code, shown as ``file:line``.
+    ``module`` is the module being imported by name: missing itself, it is a wrong name,
+    not a missing dependency.
+    """
+    if isinstance(exc, SyntaxError):
+        return (
+            f"could not load {what}: {type(exc).__name__} at {exc.filename}:{exc.lineno}: "
+            f"{exc.msg}; fix it there"
+        )
+    missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+    if missing and module and (module == missing or module.startswith(missing + ".")):
+        return (
+            f"could not load {what}: there is no module {missing!r}; check the name, or add "
+            "the directory that holds it to PYTHONPATH"
+        )
+    at = f" ({where})" if (where := _users_frame(exc)) else ""
+    if missing:
+        return (
+            f"could not load {what}: it imports {missing!r}{at}, which is not installed in "
+            f"this Python ({sys.executable}): install the package that provides it, or fix "
+            "the import"
+        )
+    text = " ".join(str(exc).split())  # a multi-line message stays one line
+    return f"could not load {what}: {type(exc).__name__}: {text}{at}; fix the code there"
+
+
+def _users_frame(exc: BaseException) -> str | None:
+    """``file:line`` of the innermost traceback frame in the user's code: not Python's
+    (importlib, the standard library), not an installed package's, not mushin-box's."""
+    import traceback
+
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    theirs = [Path(p).resolve() for p in prefixes] + [Path(__file__).resolve().parents[1]]
+    frames = [
+        frame
+        for frame in traceback.extract_tb(exc.__traceback__)
+        if not frame.filename.startswith("<")
+        and not any(Path(frame.filename).resolve().is_relative_to(p) for p in theirs)
+    ]
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else None
+
+
 # ---------------------------------------------------------------------------- the plan
 
 
@@ -173,6 +229,49 @@ class LaunchPlan:
         data = attrs.asdict(self)
         data["overrides"] = list(self.overrides)
         return data
+
+
+def check_working_dir(working_dir: str | None) -> None:
+    """Refuse a sweep directory that cannot work, before anything is written to it.
+
+    ``Workflow.run`` would fail later, with a traceback and after writing: on a file
+    (``mkdir``), on a path holding ``${`` (Hydra resolves it as an interpolation in the
+    cells' log paths, so the logs go elsewhere or nowhere; escaping it would only move the
+    surprise), and on a directory another run holds the sweep lock of. The last is a
+    probe: a run that starts after it is still stopped by ``Workflow.run``'s own lock.
+    """
+    if working_dir is None:  # Workflow.run's default lies under the current directory
+        here = Path.cwd()
+        if "${" in str(here):
+            raise LaunchError(
+                f"the default sweep directory (under {here}) contains '${{', which Hydra "
+                "resolves as an interpolation in the sweep's log paths: run from another "
+                "directory, or pass a --working-dir without '${'"
+            )
+        return
+    root = Path(working_dir).resolve()
+    if "${" in str(root):
+        raise LaunchError(
+            f"--working-dir {root} contains '${{', which Hydra resolves as an interpolation "
+            "in the sweep's log paths: choose a directory without '${'"
+        )
+    existing = next(p for p in (root, *root.parents) if p.exists())  # "/" always exists
+    if not existing.is_dir():
+        raise LaunchError(
+            f"--working-dir {root}: {existing} is a file, not a directory; choose another "
+            "--working-dir"
+        )
+    if (root / LOCK_FILE).is_file():
+        from mushin_box._sweep.manifest import SweepLock
+
+        try:
+            with SweepLock(root):
+                pass
+        except RuntimeError:
+            raise LaunchError(
+                f"another launch (or Workflow.run) is already using the sweep directory "
+                f"{root}: wait for it to finish, or pass another --working-dir"
+            ) from None
 
 
 def _config_of(target: Any) -> Any:
@@ -231,7 +330,8 @@ def plan_launch(
     slurm : Mapping, optional
         More ``submitit_slurm_config`` arguments (partition, account, timeout_min, ...).
     working_dir : str, optional
-        The sweep directory (default: ``Workflow.run``'s).
+        The sweep directory (default: ``Workflow.run``'s); refused when it cannot work
+        (:func:`check_working_dir`).
     pythonpath : str, optional
         A directory the ranks must import the experiment from.
     preflight : bool
@@ -248,6 +348,7 @@ def plan_launch(
     from mushin_box._core.overrides import format_override
 
     nodes, gpus = _positive("--nodes", nodes), _positive("--gpus", gpus)
+    check_working_dir(working_dir)
     config = _config_of(target)
     has_trainer = _select(config, "trainer") is not None
     given = override_keys(overrides)
@@ -351,6 +452,7 @@ def run_launch(
     )
     roots = {Path(d).resolve() for d in (plan.working_dir, workflow.working_dir) if d}
     before = {root: _manifest_run_id(root) for root in roots}
+    created = _first_missing(Path(plan.working_dir).resolve()) if plan.working_dir else None
     saved = os.environ.get("PYTHONPATH")
     if plan.pythonpath:  # the ranks (sbatch exports this environment) import the experiment
         parts = [plan.pythonpath, *([saved] if saved else [])]
@@ -367,6 +469,13 @@ def run_launch(
         )
     except ConfigCompositionException as exc:  # an override Hydra cannot apply: no task ran
         raise LaunchError(str(exc)) from None
+    except RuntimeError as exc:
+        refusal = sbatch_refusal(exc)
+        if refusal is None:
+            raise
+        if created is not None:  # no job exists: what this launch created is nobody's
+            _remove_unless_cells(created)
+        raise LaunchError(refusal) from None
     except (TypeError, ValueError) as exc:
         # raised before the sweep started (no new manifest: bad arguments, nothing ran) is a
         # usage error; after, it is a cell's own error (on_error='raise'): re-raised as is
@@ -382,6 +491,51 @@ def run_launch(
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = saved
+
+
+def sbatch_refusal(exc: BaseException) -> str | None:
+    """One line for a job that sbatch refused to queue; None when ``exc`` is anything else.
+
+    submitit raises ``FailedJobError(stderr)`` from the ``CalledProcessError`` of its
+    ``sbatch`` call, and sbatch's stderr says why (``sbatch: error: invalid partition
+    specified: nope``). That is input the user can fix, not a crash: sbatch's own words,
+    without its prefix, on one line, and the options to check.
+    """
+    import re
+    import subprocess
+
+    cause = exc.__cause__
+    if not isinstance(cause, subprocess.CalledProcessError):
+        return None
+    argv = cause.cmd if isinstance(cause.cmd, list | tuple) else str(cause.cmd).split()
+    if not argv or Path(str(argv[0])).name != "sbatch":
+        return None
+    stderr = cause.stderr if isinstance(cause.stderr, str) else str(exc)
+    lines = [re.sub(r"^sbatch:\s*(error:\s*)?", "", line.strip()) for line in stderr.splitlines()]
+    said = "; ".join(line for line in lines if line) or f"exit status {cause.returncode}"
+    return (
+        f"sbatch refused the job: {said}; check --partition, --account and the other SLURM "
+        "options (`sinfo` lists the partitions, `sacctmgr show associations user=$USER` "
+        "your accounts)"
+    )
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost of ``path`` and its parents that does not exist yet (what a
+    ``mkdir(parents=True)`` of ``path`` creates), or None when ``path`` exists."""
+    missing = None
+    for p in (path, *path.parents):
+        if p.exists():
+            return missing
+        missing = p
+    return missing
+
+
+def _remove_unless_cells(created: Path) -> None:
+    """Remove ``created``, made by this launch for a sweep whose job sbatch refused, unless
+    a cell wrote its status there (an earlier batch of the same sweep ran: keep it)."""
+    if created.is_dir() and next(created.rglob(STATUS_FILE), None) is None:
+        shutil.rmtree(created, ignore_errors=True)
 
 
 def _manifest_run_id(root: Path) -> str | None:

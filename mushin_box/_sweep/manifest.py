@@ -21,6 +21,7 @@ __all__ = [
     "cell_records",
     "combo_id",
     "read_manifest",
+    "manifest_from_cells",
     "rebuild_manifest",
     "write_manifest",
 ]
@@ -119,12 +120,17 @@ def write_manifest(root: Path, *, grid: Mapping[str, list[Any]], run_id: str) ->
     return manifest
 
 
-def rebuild_manifest(root: Path) -> dict[str, Any]:
-    """Rebuild the manifest from the cell sidecars (the grid from the old manifest, or,
-    when that is lost, from the cells themselves)."""
+def manifest_from_cells(root: Path) -> dict[str, Any]:
+    """The manifest as the cell sidecars tell it (the grid from the old manifest, or, when
+    that is lost, from the cells themselves), without writing it: readers only read."""
     old = read_manifest(root)
     grid = old["grid"] if old and isinstance(old.get("grid"), dict) else _grid_from_cells(root)
-    manifest = _build(root, grid, old.get("run_id") if old else None)
+    return _build(root, grid, old.get("run_id") if old else None)
+
+
+def rebuild_manifest(root: Path) -> dict[str, Any]:
+    """Rebuild the manifest from the cell sidecars and write it (the driver's cache)."""
+    manifest = manifest_from_cells(root)
     write_json_atomic(root / MANIFEST_FILE, manifest)
     return manifest
 

@@ -28,9 +28,12 @@ from hydra_zen import hydra_list, multirun
 
 from mushin_box._core.layout import ABORT_FILE
 from mushin_box._core.overrides import format_override, format_sweep, format_value
+from mushin_box._core.redact import check_secret_names
 from mushin_box._core.secrets import SecretVault, sweep_error
+from mushin_box._core.sidecars import remove_orphaned_temporaries
 from mushin_box._core.targets import public
 from mushin_box._sweep.cells import CellPlan, CellRunner, code_fingerprint
+from mushin_box._sweep.compose import check_composes
 from mushin_box._sweep.manifest import (
     SweepLock,
     combo_id,
@@ -181,7 +184,7 @@ def _hydra_overrides(
 def _open_sweep(root: Path, grid: Mapping[str, list[Any]], plan: CellPlan) -> None:
     """Under the sweep's lock, before any cell starts: report a changed grid (on resume),
     record abandoned cells, refuse cells still running in SLURM jobs, clear the abort file
-    and write the new manifest."""
+    and orphaned temporaries, and write the new manifest."""
     previous = read_manifest(root)
     if plan.resume and previous is not None:
         _report_grid_change(previous, grid)
@@ -194,6 +197,7 @@ def _open_sweep(root: Path, grid: Mapping[str, list[Any]], plan: CellPlan) -> No
             + "; wait for them to end or scancel them, then run again"
         )
     (root / ABORT_FILE).unlink(missing_ok=True)
+    remove_orphaned_temporaries(root)  # left by writers killed mid-write
     write_manifest(root, grid=grid, run_id=plan.run_id)
 
 
@@ -236,6 +240,15 @@ class Workflow:
         weights are reproducible, e.g.
         ``pre_call=lambda cfg: seed_everything_per_rank(cfg.seed)`` (a named function
         for launchers that pickle).
+    secrets : list[str] (default: ())
+        More config keys whose values are secrets, beside the built-in words (``token``,
+        ``password``, ``key``...) and the project's ``[tool.mushin-box] secret-names``. A
+        name without a dot is a key at any depth, however spelled (``"my_field"`` also
+        matches ``myField``), even one whose last word describes (``"session_id"``); a
+        dotted name is a path from the config's root (``"db.dsn"``: that key and all under
+        it, not ``cache.db.dsn``). Their values are kept out of every file like the others
+        (see docs/workflow.md, "Secrets stay out of every file"); sweeping over one is
+        refused.
 
     Examples
     --------
@@ -255,6 +268,7 @@ class Workflow:
         config: Any = None,
         *,
         pre_call: Callable[[Any], Any] | None = None,
+        secrets: Sequence[str] = (),
     ) -> None:
         if not callable(task):
             raise TypeError(f"task must be a function, got {type(task).__name__}")
@@ -262,6 +276,7 @@ class Workflow:
             raise TypeError(f"pre_call must be a function of the config, got {pre_call!r}")
         self.task = task
         self.pre_call = pre_call
+        self.secrets = check_secret_names(secrets, where="secrets")
         self.config = config if config is not None else _config_from_signature(task)
         self.working_dir: Path | None = None
 
@@ -318,8 +333,8 @@ class Workflow:
             on_error=on_error,
             max_total_seconds=max_total_seconds,
         )
-        root = self._open_dir(working_dir)
-        vault = SecretVault()
+        root = self._sweep_dir(working_dir)
+        vault = SecretVault(self.secrets)
         config, grid, task_args = self._hide_and_sweep(vault, sweep_params, overrides, launcher)
         plan = CellPlan(
             working_dir=str(root),
@@ -331,6 +346,10 @@ class Workflow:
             run_id=uuid.uuid4().hex,
         )
         hydra_args = _hydra_overrides(root, plan.swept, task_args, launcher, launcher_config)
+        check_composes(config, hydra_args + task_args)  # Hydra's refusal writes nothing
+        if root.is_dir() and not os.access(root, os.W_OK):
+            return _read_only_results(root, grid, resume)
+        root.mkdir(parents=True, exist_ok=True)
         with SweepLock(root):
             _open_sweep(root, grid, plan)
             error, ended = self._launch(
@@ -347,10 +366,9 @@ class Workflow:
 
         return load_experiment(root)
 
-    def _open_dir(self, working_dir: str | os.PathLike[str] | None) -> Path:
-        """Resolve and create the sweep directory (default: ``multirun/<timestamp>``)."""
+    def _sweep_dir(self, working_dir: str | os.PathLike[str] | None) -> Path:
+        """Resolve the sweep directory (default: ``multirun/<timestamp>``); not created yet."""
         root = Path(working_dir if working_dir is not None else self._default_dir()).resolve()
-        root.mkdir(parents=True, exist_ok=True)
         self.working_dir = root
         return root
 
@@ -367,6 +385,7 @@ class Workflow:
         # (config defaults first: an override's value for the same path must win)
         config = vault.hide_in_config(self.config, plain=launcher not in (None, "basic"))
         grid, task_overrides = self._sweep_overrides(sweep_params, vault)
+        _check_override_syntax(list(overrides or []))
         user = vault.hide_in_overrides(
             list(overrides or []), is_config_key=lambda key: not _is_config_group(key)
         )
@@ -478,6 +497,47 @@ def _user_sweeps(overrides: Sequence[str]) -> dict[str, list[Any]]:
         if o.is_sweep_override() and not o.key_or_group.startswith("hydra"):
             out[o.key_or_group] = parse_sweep_values(text.split("=", 1)[1])
     return out
+
+
+def _read_only_results(root: Path, grid: Mapping[str, list[Any]], resume: bool) -> Any:
+    """A sweep on a read-only mount: its results when every cell of ``grid`` completed
+    (nothing needs to run; fingerprints are not re-checked, as no cell can start), else the
+    cells that would have to run, in a PermissionError."""
+    from mushin_box._sweep.experiment import load_experiment
+    from mushin_box._sweep.manifest import manifest_from_cells
+
+    cells = manifest_from_cells(root)["cells"]
+    todo = [
+        ",".join(f"{k}={v}" for k, v in zip(grid, combo, strict=True))
+        for combo in itertools.product(*grid.values())
+        if cells.get(combo_id(dict(zip(grid, combo, strict=True))), {}).get("status") != "completed"
+    ]
+    if not resume or todo:
+        raise PermissionError(
+            f"{root} is read-only: cannot run {', '.join(todo) or 'the sweep'}; run it where "
+            "the sweep directory is writable, or read its results with load_experiment"
+        )
+    warnings.warn(
+        f"{root} is read-only and every cell completed: nothing needs to run (the results "
+        "are returned as recorded)",
+        stacklevel=3,
+    )
+    return load_experiment(root)
+
+
+def _check_override_syntax(overrides: Sequence[str]) -> None:
+    """Hydra's parse error, naming the override it is about (Hydra's own message does not)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    for text in overrides:
+        try:
+            parser.parse_overrides([text])
+        except OverrideParseException as exc:
+            raise OverrideParseException(
+                override=text, message=f"bad override {text!r}: {exc.message}"
+            ) from None
 
 
 def _report_grid_change(previous: Mapping[str, Any], grid: Mapping[str, list[Any]]) -> None:

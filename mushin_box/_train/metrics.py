@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import io
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -137,6 +138,43 @@ class MetricsCallback(pl.Callback):
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self._fit.rows:
             self._write(trainer, "fit", self._fit)
+
+    # -- the fit's result ----------------------------------------------------------------
+    def last_fit_values(self) -> dict[str, float]:
+        """Each scalar metric's last logged value in the fit series (NaN rounds skipped)."""
+        out: dict[str, float] = {}
+        for epoch in sorted(self._fit.rows):
+            for name, value in self._fit.rows[epoch].items():
+                if isinstance(value, float) and not math.isnan(value):
+                    out[name] = value
+        return out
+
+    @staticmethod
+    def final_metrics(trainer: pl.Trainer) -> dict[str, float]:
+        """The scalar metrics a fit ended with: what a task returns as its result.
+
+        ``trainer.callback_metrics``, completed by the trainer's :class:`MetricsCallback`
+        (each metric's last logged value) for names it lacks. A fit resumed from a
+        checkpoint already at ``max_epochs`` (a job killed after its fit, before its
+        result was recorded) trains nothing and logs nothing; the callback's series,
+        restored from that checkpoint, still holds the fit's last values.
+
+        Examples
+        --------
+        In a task, after ``trainer.fit(..., ckpt_path=mushin_resume.last_ckpt)``::
+
+            return MetricsCallback.final_metrics(trainer)
+        """
+        out: dict[str, float] = {}
+        for callback in trainer.callbacks:  # type: ignore[attr-defined]  # set in __init__
+            if isinstance(callback, MetricsCallback):
+                out.update(callback.last_fit_values())
+        for name, value in trainer.callback_metrics.items():
+            try:
+                out[str(name)] = float(value)  # what this run logged wins
+            except (TypeError, ValueError, RuntimeError):  # non-scalar: not a final metric
+                continue
+        return out
 
     # -- test ----------------------------------------------------------------------------
     def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

@@ -21,6 +21,8 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import warnings
+import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -75,11 +77,25 @@ class ResumeContext:
 @public
 def find_last_checkpoint(directory: str | os.PathLike[str]) -> str | None:
     """The newest ``last.ckpt`` under ``directory`` (recursively), else the newest
-    ``*.ckpt``, else ``None``.
+    ``*.ckpt``, else ``None``; a checkpoint that cannot be loaded is passed over.
 
     Lightning nests checkpoints (``lightning_logs/version_0/checkpoints/``), so the
     search is recursive. "Newest" is by modification time; ``last-v1.ckpt`` style
     names written by Lightning when ``last.ckpt`` exists count as ``last`` too.
+
+    When that checkpoint cannot be loaded (a job killed while ``torch.save`` wrote it:
+    Lightning writes checkpoints in place, not by rename), the newest other checkpoint
+    that can is returned instead, with a warning naming both; when none can, ``None``
+    (the job starts afresh), with a warning naming them. Resuming from a truncated file
+    would fail on every attempt with torch's "failed finding central directory".
+
+    Design note: the check must be cheap, checkpoints can be many GB. ``torch.save`` writes
+    a zip file whose central directory is at the very end, so a truncation destroys it:
+    opening the zip reads only that directory (not the tensors), and it must name torch's
+    ``data.pkl``. ``ZipFile.testzip()`` (CRC of every member) would read the whole file, and
+    ``torch.load`` would also allocate every tensor; damage that leaves the end intact is
+    therefore not caught. A file in torch's legacy (pre-1.6, non-zip) format starts with a
+    pickle and cannot be checked this cheaply: it is trusted.
 
     Examples
     --------
@@ -94,12 +110,42 @@ def find_last_checkpoint(directory: str | os.PathLike[str]) -> str | None:
     ckpts = _checkpoints(root)
     if not ckpts:
         return None
+    by_age = sorted(ckpts, key=lambda p: (p.stat().st_mtime_ns, str(p)), reverse=True)
+    lasts = [p for p in by_age if p.stem == "last" or p.stem.startswith("last-v")]
+    preferred = (lasts or by_age)[0]
+    if _loadable(preferred):
+        return str(preferred)
+    # past the preferred one, "newest" alone decides: the best guess of the latest state
+    fallback = next((p for p in by_age if p != preferred and _loadable(p)), None)
+    if fallback is None:
+        warnings.warn(
+            f"no checkpoint under {root} can be loaded (newest: {preferred}, truncated?); "
+            "this attempt starts afresh: move them aside to keep them",
+            stacklevel=2,
+        )
+        return None
+    warnings.warn(
+        f"checkpoint {preferred} cannot be loaded (truncated? a job killed while saving "
+        f"it); continuing from {fallback} instead",
+        stacklevel=2,
+    )
+    return str(fallback)
 
-    def newest(paths: list[Path]) -> Path:
-        return max(paths, key=lambda p: (p.stat().st_mtime_ns, str(p)))
 
-    lasts = [p for p in ckpts if p.stem == "last" or p.stem.startswith("last-v")]
-    return str(newest(lasts or ckpts))
+def _loadable(path: Path) -> bool:
+    """Can ``torch.load`` read ``path``, judged cheaply (see :func:`find_last_checkpoint`)."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(2)
+            if head[:1] == b"\x80":  # a pickle protocol byte: torch's legacy format
+                return True
+            if head != b"PK":
+                return False
+            with zipfile.ZipFile(f) as archive:  # reads the central directory only
+                names = archive.namelist()
+    except (OSError, zipfile.BadZipFile, EOFError, ValueError):
+        return False
+    return any(name == "data.pkl" or name.endswith("/data.pkl") for name in names)
 
 
 def _checkpoints(root: Path) -> list[Path]:

@@ -8,7 +8,7 @@ project's own image, ``containers/image.py:IMAGE``.
 ``--dry-run`` writes the definition file beside the output, prints it on stdout and the
 exact ``apptainer build`` command on stderr; it needs no Apptainer. Exit codes: 0 built
 (or dry run), 1 the build could not run or failed (e.g. no ``apptainer`` on PATH),
-2 bad input (unknown SPEC, invalid ImageSpec).
+2 bad input (unknown SPEC, invalid ImageSpec, an ``-o`` whose directory takes no files).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pathlib import Path
 from mushin_box._image.build import (
     ApptainerNotFound,
     BuildError,
+    OutputNotWritable,
     build_image,
     manifest_path,
     plan_build,
@@ -119,13 +120,22 @@ def load_spec(ref: str) -> tuple[ImageSpec, str]:
     except UsageError:
         raise
     except Exception as exc:  # the user's spec code: report it, exit 2
-        raise UsageError(f"could not load SPEC {ref!r}: {type(exc).__name__}: {exc}") from exc
+        # worded as launch words a broken experiment (imported here: it is not cheap)
+        from mushin_box._sweep.launch import user_code_error
+
+        raise UsageError(
+            user_code_error(f"SPEC {ref!r}", exc, None if is_file else target)
+        ) from exc
     if not hasattr(module, attr):
         raise UsageError(f"SPEC {ref!r}: {target} has no attribute {attr!r}")
     spec = getattr(module, attr)
     if not isinstance(spec, ImageSpec):
         raise UsageError(f"SPEC {ref!r} is a {type(spec).__qualname__}, not an ImageSpec")
     return spec, stem
+
+
+def _bad_output(out: Path, exc: OutputNotWritable) -> UsageError:
+    return UsageError(f"-o {out}: {exc.reason}; choose another -o")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -139,7 +149,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--context {context}: not a directory")
     if args.dry_run:
         plan = plan_build(spec, out, context=context)
-        build_image(spec, out, context=context, dry_run=True)
+        try:
+            build_image(spec, out, context=context, dry_run=True)
+        except OutputNotWritable as exc:
+            raise _bad_output(out, exc) from None
         sys.stdout.write(plan.definition)
         sys.stdout.flush()
         print(f"# wrote {plan.definition_path}", file=sys.stderr)
@@ -147,6 +160,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     try:
         manifest = build_image(spec, out, context=context)
+    except OutputNotWritable as exc:
+        raise _bad_output(out, exc) from None
     except (ApptainerNotFound, BuildError, FileNotFoundError) as exc:
         print(f"mushin-box build: error: {exc}", file=sys.stderr)
         return 1

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import tempfile
 
 HELP = (
     "A tiny 2-rank CPU fit of an experiment inside the image, through the same rank wrapper "
@@ -28,18 +27,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from mushin_box._container.preflight import PreflightError
     from mushin_box._container.smoke import run_smoke
+    from mushin_box._image.build import ApptainerNotFound
     from mushin_box.cli.main import UsageError
 
-    out = args.out or tempfile.mkdtemp(prefix="mushin-smoke-")
     try:
         result = run_smoke(
             args.image,
             experiment=args.experiment,
-            out_dir=out,
+            out_dir=args.out,  # None: a temporary directory, made only once the checks pass
             python=args.python,
             timeout_s=args.timeout,
         )
-    except PreflightError as exc:
+    except (ApptainerNotFound, PreflightError) as exc:
         raise UsageError(str(exc)) from None
     print(f"[mushin-box smoke] {'PASS' if result.ok else 'FAIL'}: {result.message}")
     return 0 if result.ok else 1

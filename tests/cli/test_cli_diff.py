@@ -376,3 +376,51 @@ def test_diff_imports_no_torch(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "HEAVY=\n" in proc.stderr
+
+
+# ---------------------------------------------------------------------------- corrupt records
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ('{"reproducibility": [1, 2], "run": {}}', "`reproducibility` is a list"),
+        ('{"reproducibility": "x", "run": {}}', "`reproducibility` is a string"),
+        ('{"reproducibility": {"config": {"lr": 0.1}}, "run": "abc"}', "`run` is a string"),
+        ('{"reproducibility": {"config": "lr=0.1"}, "run": {}}', "`reproducibility.config`"),
+        ("[1, 2]", "not a JSON object"),
+        ('{"trunc', "not valid JSON"),
+    ],
+)
+def test_record_with_wrong_types_is_bad_input_not_a_difference(
+    tmp_path: Path, text: str, problem: str
+) -> None:
+    a = make_cell(tmp_path / "a")
+    b = tmp_path / "b"
+    b.mkdir()
+    bad = b / "mushin_provenance.json"
+    bad.write_text(text)
+    for args in ((a, b), (a / "mushin_provenance.json", bad)):
+        proc = cli(*args)
+        assert proc.returncode == 2, (text, proc.stdout, proc.stderr)
+        assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+        assert str(bad) in proc.stderr and problem in proc.stderr, proc.stderr
+    assert bad.read_text() == text  # a reader: nothing rewritten
+
+
+@pytest.mark.parametrize("text", ['{"reproducibility": [1], "run": {}}', '{"trunc'])
+def test_sweep_cell_with_corrupt_record_is_bad_input(tmp_path: Path, text: str) -> None:
+    one, two = tmp_path / "one", tmp_path / "two"
+    for sweep in (one, two):
+        for lr in (0.1, 0.2):
+            cell = make_cell(sweep / f"lr={lr}", lr=lr)
+            write_json_atomic(cell / "mushin_status.json", {"combo": {"lr": lr}})
+    bad = two / "lr=0.2" / "mushin_provenance.json"
+    bad.write_text(text)
+    proc = cli(one, two)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    assert str(bad) in proc.stderr
+    # a cell that simply has no record yet is a difference (exit 1), not bad input
+    bad.unlink()
+    assert cli(one, two).returncode == 1

@@ -283,7 +283,7 @@ def test_experiment_names_that_would_break_imports_exit_2(tmp_path: Path) -> Non
     # a module whose package does not exist
     proc = launch("nopkg.exp:Config", "--local", "--dry-run")
     assert proc.returncode == 2, proc.stderr
-    assert "cannot import experiment module 'nopkg.exp'" in proc.stderr
+    assert "could not load experiment 'nopkg.exp:Config': there is no module 'nopkg'" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 

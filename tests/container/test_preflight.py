@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import GOLDEN
 
 from mushin_box._container.launch import ImageIdentity
 from mushin_box._container.preflight import (
@@ -36,9 +37,12 @@ def no_apptainer(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
 
 
+REAL_SIF = GOLDEN / "siftool-2.8.3.sif"  # written by siftool 2.8.3
+
+
 def _image_with_manifest(tmp_path: Path, **changes: Any) -> Path:
     image = tmp_path / "train.sif"
-    image.write_bytes(b"SIF_MAGIC" + bytes(range(256)) * 64)
+    image.write_bytes(REAL_SIF.read_bytes())
     fields: dict[str, Any] = {
         "image": str(image),
         "definition": "Bootstrap: docker\n",
@@ -146,7 +150,7 @@ def test_preflight_without_manifest_records_a_fresh_digest_with_a_warning(
     tmp_path: Path, no_apptainer: None
 ) -> None:
     image = tmp_path / "bare.sif"
-    image.write_bytes(b"not really a sif")
+    image.write_bytes(REAL_SIF.read_bytes())
     with pytest.warns(PreflightWarning) as record:
         report = preflight(image)
     messages = [str(w.message) for w in record]
@@ -154,6 +158,34 @@ def test_preflight_without_manifest_records_a_fresh_digest_with_a_warning(
     assert not report.verified and report.manifest is None and report.image_python is None
     assert report.sif_sha256 == file_sha256(image) and len(report.warnings) == 2
     assert report.identity == ImageIdentity(sif_sha256=file_sha256(image))
+
+
+@pytest.mark.parametrize(
+    ("content", "found"),
+    [
+        (b"", "an empty file"),
+        (b"Bootstrap: docker\nFrom: python:3.11\n", "it starts with b'Bootstrap: docker"),
+        (REAL_SIF.read_bytes()[:100], "truncated SIF file"),
+    ],
+    ids=["empty", "text", "truncated"],
+)
+@pytest.mark.parametrize("with_manifest", [False, True])
+def test_preflight_refuses_what_is_not_a_sif(
+    tmp_path: Path, no_apptainer: None, content: bytes, found: str, with_manifest: bool
+) -> None:
+    """Not even a manifest that matches its bytes makes a text or empty file an image."""
+    image = _image_with_manifest(tmp_path) if with_manifest else tmp_path / "train.sif"
+    image.write_bytes(content)
+    if with_manifest:
+        fields = json.loads(manifest_path(image).read_text())
+        fields["sif_sha256"] = file_sha256(image)
+        manifest_path(image).write_text(json.dumps(fields))
+    with pytest.raises(PreflightError) as info:
+        preflight(image)
+    (problem,) = info.value.problems
+    assert problem.startswith(f"image {image} is not a SIF image ({found}"), problem
+    assert problem.endswith(f"build it with `mushin-box build SPEC -o {image}`"), problem
+    assert "\n" not in problem and image.read_bytes() == content
 
 
 def test_preflight_dry_run_or_missing_explicit_manifest(tmp_path: Path) -> None:

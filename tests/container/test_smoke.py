@@ -83,3 +83,46 @@ def test_smoke_refuses_an_image_that_fails_preflight(tmp_path: Path) -> None:
         timeout=60,
     )
     assert proc.returncode == 2 and "does not exist" in proc.stderr
+
+
+def test_smoke_without_apptainer_on_path_exits_2_and_writes_nothing(tmp_path: Path) -> None:
+    image = standin_image(tmp_path)
+    tmp = tmp_path / "tmp"  # where a default --out would go
+    tmp.mkdir()
+    bindir = Path(sys.executable).parent  # python, but no apptainer
+    env = {**os.environ, "PATH": f"{bindir}{os.pathsep}/usr/bin:/bin", "TMPDIR": str(tmp)}
+    assert not any((Path(d) / "apptainer").exists() for d in env["PATH"].split(os.pathsep))
+    for out in ([], ["--out", str(tmp_path / "out")]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "mushin_box", "smoke", "--image", str(image), *out],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 2, proc.stderr
+        first = proc.stderr.splitlines()[0]
+        assert first == (
+            "mushin-box smoke: error: apptainer was not found on PATH, and it is needed to "
+            "run the smoke fit's ranks (`apptainer exec`)."
+        ), proc.stderr
+        assert "Traceback" not in proc.stderr and "module load apptainer" in proc.stderr
+        assert "--dry-run" not in proc.stderr  # build's hint, not smoke's
+        assert not (tmp_path / "out").exists() and list(tmp.iterdir()) == []
+
+
+def test_smoke_refuses_a_text_file_as_image(tmp_path: Path) -> None:
+    image = tmp_path / "img.sif"
+    image.write_text("Bootstrap: docker\nFrom: python:3.11\n")
+    env = {**os.environ, "PATH": f"{STANDIN}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "mushin_box", "smoke", "--image", str(image)]
+        + ["--out", str(tmp_path / "out")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert f"image {image} is not a SIF image" in proc.stderr and "Traceback" not in proc.stderr
+    assert "mushin-box build" in proc.stderr and not (tmp_path / "out").exists()

@@ -800,7 +800,8 @@ def test_fakeroot_when_not_root(
     monkeypatch.setattr(os, "geteuid", lambda: euid)
     plan = plan_build(_small_spec(tmp_path), tmp_path / "x.sif")
     assert ("--fakeroot" in plan.argv) is expect
-    assert plan.argv[-2:] == (str(tmp_path / "x.sif.partial"), str(tmp_path / "x.def"))
+    # both partial: the definition moves to x.def with the image, after a good build
+    assert plan.argv[-2:] == (str(tmp_path / "x.sif.partial"), str(tmp_path / "x.def.partial"))
 
 
 def test_failed_build_keeps_the_previous_image_and_manifest(
@@ -815,6 +816,35 @@ def test_failed_build_keeps_the_previous_image_and_manifest(
     assert read_manifest(out) == before
     assert file_sha256(out) == before.sif_sha256
     assert not (tmp_path / "keep.sif.partial").exists()
+
+
+@pytest.mark.parametrize("fail", ["build", "exec"])
+def test_failed_build_keeps_the_previous_definition(
+    tmp_path: Path, standin_path: Path, monkeypatch: pytest.MonkeyPatch, fail: str
+) -> None:
+    """A failed build of a changed spec leaves the old image, manifest and definition as a
+    consistent set, and no partial file; the next good build replaces all three."""
+    out = tmp_path / "keep.sif"
+    before = build_image(_small_spec(tmp_path), out, context=tmp_path)
+    definition = out.with_suffix(".def")
+    old = definition.read_bytes()
+    kept = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("keep"))
+    assert kept == ["keep.def", "keep.sif", "keep.sif.manifest.json"]
+    monkeypatch.setenv("MUSHIN_STANDIN_FAIL", fail)  # apptainer build, or the package probe
+    changed = ImageSpec(base=_small_spec(tmp_path).base, post=["echo changed"])
+    with pytest.raises(BuildError):
+        build_image(changed, out, context=tmp_path)
+    assert definition.read_bytes() == old
+    assert hashlib.sha256(old).hexdigest() == read_manifest(out).definition_sha256
+    assert read_manifest(out) == before and file_sha256(out) == before.sif_sha256
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("keep")) == kept
+
+    monkeypatch.delenv("MUSHIN_STANDIN_FAIL")
+    after = build_image(changed, out, context=tmp_path)
+    assert definition.read_text() == render_definition(changed)
+    assert hashlib.sha256(definition.read_bytes()).hexdigest() == after.definition_sha256
+    assert after.embedded_definition_sha256 == after.definition_sha256
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("keep")) == kept
 
 
 def test_failed_probe_is_a_build_error(
@@ -881,6 +911,52 @@ def test_cli_build_without_apptainer_exits_1(
     err = capsys.readouterr().err
     assert err.startswith("mushin-box build: error: apptainer was not found on PATH")
     assert "module load apptainer" in err and "--dry-run" in err
+
+
+def _unwritable_output(tmp_path: Path, where: str) -> Path:
+    """An -o path in a directory that cannot be written (see the test's variants)."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("keep me\n")
+    if where == "dir is a file":
+        return notes / "x.sif"
+    if where == "under a file":
+        return notes / "sub" / "x.sif"
+    if where == "read-only dir":
+        if os.geteuid() == 0:
+            pytest.skip("root writes into a mode 0555 directory; no read-only mount here")
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o555)
+        return locked / "x.sif"
+    assert where == "no files allowed"  # a real directory where no file can be created
+    if not Path("/proc/self").is_dir():
+        pytest.skip("needs Linux /proc")
+    return Path("/proc") / f"mushin-{os.getpid()}.sif"
+
+
+@pytest.mark.parametrize(
+    "where", ["dir is a file", "under a file", "read-only dir", "no files allowed"]
+)
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_cli_build_into_an_unwritable_directory_exits_2(
+    tmp_path: Path, standin_path: Path, where: str, dry_run: bool
+) -> None:
+    out = _unwritable_output(tmp_path, where)
+    before = sorted(tmp_path.rglob("*"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "mushin_box", "build", *(["--dry-run"] if dry_run else [])]
+        + ["-o", str(out), "containers/image.py"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"mushin-box build: error: -o {out}: "), proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert "choose another -o" in proc.stderr
+    assert sorted(tmp_path.rglob("*")) == before  # nothing written, nothing half-made
+    assert (tmp_path / "notes.txt").read_text() == "keep me\n"
+    assert _calls(standin_path) == []  # refused before apptainer ran
 
 
 def test_cli_build_with_standin(

@@ -245,6 +245,39 @@ def test_bad_optional_values(kwargs: dict[str, Any]) -> None:
         submitit_slurm_config(nodes=1, gpus_per_node=1, **kwargs)
 
 
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"partition": "gpu\nrm -rf ~"},
+        {"account": "proj\rx"},
+        {"qos": "high\x00"},
+        {"name": "a\x0bb"},
+        {"comment": "\x1b[2J"},
+        {"constraint": "a\x7fb"},
+        {"mem_per_cpu": "4G\u0085"},
+        {"submitit_folder": "/runs\n/%j"},
+        {"additional_parameters": {"mail-user": "me@x\nrm -rf ~"}},
+    ],
+)
+def test_control_characters_cannot_reach_the_sbatch_script(kwargs: dict[str, Any]) -> None:
+    # a newline would end the #SBATCH line and make the rest a shell command
+    with pytest.raises(ValueError, match=f"{next(iter(kwargs))}.*control character"):
+        submitit_slurm_config(nodes=1, gpus_per_node=1, **kwargs)
+
+
+def test_values_reach_the_sbatch_script_shell_quoted(tmp_path: Any) -> None:
+    from mushin_box._slurm.launcher import render_sbatch
+
+    odd = "gpu part;touch pwned\tx"  # a tab is allowed: quoted, it stays on its line
+    config = submitit_slurm_config(
+        nodes=1, gpus_per_node=1, partition=odd, account="$(id)", comment="it's"
+    )
+    text = render_sbatch(config, tmp_path)
+    assert "#SBATCH --partition='gpu part;touch pwned\tx'" in text
+    assert "#SBATCH --account='$(id)'" in text
+    assert "#SBATCH --comment='it'\"'\"'s'" in text
+
+
 def test_docstring_example_runs() -> None:
     result = run_doctests(mushin_box._slurm.config)
     assert result.attempted >= 3 and result.failed == 0

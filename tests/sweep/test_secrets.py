@@ -359,3 +359,4 @@ def test_typed_configs_keep_their_schema_in_process(tmp_path: Path) -> None:
         Workflow(typed_task, TypedConfig).run(
             working_dir=tmp_path / "bad", progress=False, lr="not-a-float"
         )
+    assert not (tmp_path / "bad").exists()  # refused before anything was written

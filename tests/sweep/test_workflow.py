@@ -239,10 +239,11 @@ def test_sigkill_mid_sweep_then_resume_computes_every_cell_once(tmp_path: Path) 
     proc = subprocess.Popen([sys.executable, str(script), str(work), str(markers)], env=env)
     try:
         deadline = time.monotonic() + 120
-        while len(list(markers.glob("*.done"))) < 2:  # two cells done, the third is running
+        # two cells done and the third running: wait for its status to say so (a loaded
+        # machine may take a while between one cell's end and the next one's start)
+        while len(list(markers.glob("*.done"))) < 2 or "running" not in _statuses(work).values():
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.1)
-        time.sleep(0.5)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
@@ -433,19 +434,20 @@ def test_multi_rank_cells_decide_alike_whether_to_continue(
     """Each rank of a multi-rank cell decides alone (here: WORLD_SIZE=2 makes this process
     look like one of them); a changed config never continues from the old checkpoint, even
     when another rank already rewrote the status."""
+    import torch
     from workflow_tasks import ckpt_probe_task
 
     monkeypatch.setenv("WORLD_SIZE", "2")
     wf = Workflow(ckpt_probe_task)
     wf.run(working_dir=tmp_path, progress=False, x=1)
     cell = tmp_path / "cell"
-    (cell / "last.ckpt").write_bytes(b"old")
+    torch.save({"v": "old"}, cell / "last.ckpt")  # loadable, as find_last_checkpoint checks
     changed = wf.run(working_dir=tmp_path, progress=False, x=2, resume=True)
     assert float(changed["resumed"]) == 0.0
     # as a second rank would see it: the status rank 0 of this attempt just wrote
     status = read_json(cell / "mushin_status.json")
     assert status["previous_fingerprints"] != status["fingerprints"]
-    (cell / "last.ckpt").write_bytes(b"new")
+    torch.save({"v": "new"}, cell / "last.ckpt")
     (cell / "mushin_status.json").write_text(json.dumps({**status, "status": "running"}))
     same = wf.run(working_dir=tmp_path, progress=False, x=2, resume=True)
     assert float(same["resumed"]) == 1.0  # an interrupted attempt of the same config

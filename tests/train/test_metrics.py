@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.callbacks import ModelCheckpoint
 
 from mushin_box import MetricsCallback, load_experiment, load_metrics_file
 from mushin_box.testing import TinyDataModule, TinyModule
@@ -72,3 +73,66 @@ def test_write_is_atomic_no_temp_files_left(tmp_path: Path) -> None:
 def test_load_experiment_errors_clearly_on_missing_dir(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="is not a directory"):
         load_experiment(tmp_path / "nope")
+
+
+def _checkpointed_fit(
+    tmp_path: Path, ckpt_path: str | None = None, **kw: object
+) -> tuple[pl.Trainer, MetricsCallback]:
+    callback = MetricsCallback(save_dir=tmp_path)
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        devices=1,
+        callbacks=[callback, ModelCheckpoint(tmp_path / "ckpt", save_last=True)],
+        default_root_dir=tmp_path,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        logger=False,
+        **kw,  # type: ignore[arg-type]
+    )
+    trainer.fit(TinyModule(), datamodule=TinyDataModule(), ckpt_path=ckpt_path)
+    return trainer, callback
+
+
+def test_a_resumed_fit_with_nothing_left_to_train_reports_its_checkpoints_metrics(
+    tmp_path: Path,
+) -> None:
+    """Resumed from a ``last.ckpt`` already at max_epochs, Lightning trains nothing and
+    ``trainer.callback_metrics`` is empty: the fit's final metrics come from the
+    MetricsCallback state saved in the checkpoint (a cell killed after its fit)."""
+    first, _ = _checkpointed_fit(tmp_path, max_epochs=2)
+    final = MetricsCallback.final_metrics(first)
+    assert final == {k: float(v) for k, v in first.callback_metrics.items()}
+    series = load_metrics_file(tmp_path / "fit_metrics.pt")
+    assert final["train_loss"] == pytest.approx(series["train_loss"][-1])
+    resumed, _ = _checkpointed_fit(tmp_path, str(tmp_path / "ckpt" / "last.ckpt"), max_epochs=2)
+    assert not resumed.callback_metrics  # nothing was trained, nothing logged
+    assert MetricsCallback.final_metrics(resumed) == final
+
+
+def test_final_metrics_skip_rounds_a_metric_was_not_logged_in(tmp_path: Path) -> None:
+    trainer, callback = _checkpointed_fit(tmp_path, max_epochs=3, check_val_every_n_epoch=2)
+    series = load_metrics_file(tmp_path / "fit_metrics.pt")
+    assert math.isnan(series["val_loss"][-1])  # no validation in the last epoch
+    assert callback.last_fit_values()["val_loss"] == series["val_loss"][1]
+    assert MetricsCallback.final_metrics(trainer)["val_loss"] == pytest.approx(
+        float(trainer.callback_metrics["val_loss"])  # Lightning keeps the last one too
+    )
+
+
+def test_final_metrics_without_a_metrics_callback_are_the_callback_metrics(
+    tmp_path: Path,
+) -> None:
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_epochs=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(TinyModule(), datamodule=TinyDataModule())
+    final = MetricsCallback.final_metrics(trainer)
+    assert sorted(final) == ["train_loss", "val_loss"]
+    assert final["val_loss"] == float(trainer.callback_metrics["val_loss"])

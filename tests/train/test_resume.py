@@ -11,8 +11,10 @@ from mushin_box import ResumeContext, find_last_checkpoint, resumable, resume_co
 
 
 def _touch(path: Path, mtime: int) -> Path:
+    import torch
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(b"x")
+    torch.save({"epoch": 0}, path)  # a file torch can load: find_last_checkpoint checks
     os.utime(path, ns=(mtime * 10**9, mtime * 10**9))
     return path
 
@@ -69,3 +71,61 @@ def test_resumable_without_the_parameter_is_plain_zen() -> None:
         return x * 2
 
     assert resumable(task)(make_config(x=3)()) == 6
+
+
+def _fit(root: Path, max_epochs: int, ckpt_path: str | None = None) -> None:
+    """A TinyModule fit that keeps every epoch's checkpoint and ``last.ckpt`` in root/ckpt."""
+    import pytorch_lightning as pl
+    from pytorch_lightning.callbacks import ModelCheckpoint
+
+    from mushin_box.testing import TinyDataModule, TinyModule
+
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_epochs=max_epochs,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[ModelCheckpoint(root / "ckpt", save_top_k=-1, save_last=True)],
+        default_root_dir=root,
+    )
+    trainer.fit(TinyModule(), datamodule=TinyDataModule(), ckpt_path=ckpt_path)
+
+
+def _epoch_of(path: str | Path) -> int:
+    import torch
+
+    return int(torch.load(path, map_location="cpu", weights_only=False)["epoch"])
+
+
+def test_a_truncated_last_ckpt_falls_back_to_the_newest_intact_one(tmp_path: Path) -> None:
+    _fit(tmp_path, max_epochs=2)
+    last = tmp_path / "ckpt" / "last.ckpt"
+    data = last.read_bytes()
+    last.write_bytes(data[: len(data) // 2])  # killed while torch.save wrote it
+    with pytest.warns(UserWarning, match="cannot be loaded") as caught:
+        found = find_last_checkpoint(tmp_path)
+    assert found is not None and Path(found).name != "last.ckpt"
+    assert _epoch_of(found) == 1  # the newest that loads: the end of the last epoch
+    message = str(caught[0].message)
+    assert str(last) in message and found in message  # names the skipped and the used file
+    _fit(tmp_path, max_epochs=3, ckpt_path=found)  # and the resume works from it
+    assert _epoch_of(last) == 2
+
+
+def test_no_loadable_checkpoint_means_none_with_a_warning(tmp_path: Path) -> None:
+    _fit(tmp_path, max_epochs=1)
+    for path in (tmp_path / "ckpt").iterdir():
+        path.write_bytes(path.read_bytes()[:100])
+    with pytest.warns(UserWarning, match="no checkpoint .* can be loaded"):
+        assert find_last_checkpoint(tmp_path) is None
+
+
+def test_a_checkpoint_in_torchs_legacy_format_is_still_found(tmp_path: Path) -> None:
+    import torch
+
+    legacy = tmp_path / "last.ckpt"
+    torch.save({"epoch": 4}, legacy, _use_new_zipfile_serialization=False)
+    assert find_last_checkpoint(tmp_path) == str(legacy)
+    assert _epoch_of(legacy) == 4

@@ -1,0 +1,71 @@
+# SPDX-License-Identifier: MIT
+"""Compose a sweep's first job as Hydra will, before anything is written to disk.
+
+Hydra finds a bad override, an unknown launcher or an unknown launcher setting only when it
+composes a job, which ``hydra_zen.launch`` does after the sweep directory, its lock and its
+manifest exist. A refused launch then leaves a directory behind, or rewrites the manifest of
+an existing sweep with a grid that never ran (and ``load_experiment`` of it matches no
+cell). So ``Workflow.run`` composes the first job of the grid here first, with the same
+config, overrides and launcher: if Hydra refuses it, nothing has been written yet, and
+the user gets Hydra's own exception (the type they may already catch), with a note.
+
+Examples
+--------
+>>> from hydra_zen import make_config
+>>> check_composes(make_config(lr=0.1), ["lr=0.1,0.2"])
+>>> check_composes(make_config(lr=0.1), ["lrr=0.1"])
+Traceback (most recent call last):
+...
+hydra.errors.ConfigCompositionException: Could not override 'lrr'...
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["check_composes", "first_job"]
+
+
+def first_job(overrides: Sequence[str]) -> list[str]:
+    """The overrides of the sweep's first job: each sweep replaced by its first value.
+
+    Examples
+    --------
+    >>> first_job(["lr=0.1,0.2", "+x=range(1,3)", "hydra/launcher=basic", "s='a,b'"])
+    ['lr=0.1', '+x=1', 'hydra/launcher=basic', "s='a,b'"]
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import Transformer
+
+    out = []
+    for text, parsed in zip(
+        overrides, OverridesParser.create().parse_overrides(list(overrides)), strict=True
+    ):
+        if not parsed.is_sweep_override():
+            out.append(text)
+            continue
+        try:
+            value = next(iter(parsed.sweep_iterator(transformer=Transformer.encode)))
+        except (TypeError, StopIteration):  # interval(): not iterable, start from its start
+            value = str(getattr(parsed.value(), "start", ""))
+        out.append(f"{parsed.get_key_element()}={value}")
+    return out
+
+
+def check_composes(config: Any, overrides: Sequence[str]) -> None:
+    """Compose the sweep's first job; Hydra's own error (with a note) if it refuses it."""
+    from hydra import compose, initialize
+    from hydra.core.config_store import ConfigStore
+
+    name = f"mushin_check_{uuid.uuid4().hex}"
+    ConfigStore.instance().store(name=name, node=config)
+    try:
+        with initialize(version_base="1.3", config_path=None):
+            compose(name, overrides=first_job(overrides), return_hydra_config=True)
+    except Exception as exc:
+        exc.add_note("mushin-box: Hydra refused the sweep; nothing was written")
+        raise
+    finally:
+        ConfigStore.instance().repo.pop(f"{name}.yaml", None)
