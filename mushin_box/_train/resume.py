@@ -59,7 +59,8 @@ class ResumeContext:
         The job directory.
     last_ckpt : str | None
         The newest ``last.ckpt`` anywhere under ``dir``, else the newest ``*.ckpt``,
-        else ``None``. Pass it to ``trainer.fit(..., ckpt_path=...)``.
+        else ``None``; a truncated one is skipped (:func:`find_last_checkpoint`). Pass it
+        to ``trainer.fit(..., ckpt_path=...)``.
     attempt : int
         1 for the first run of this job, 2 for the first re-run, and so on.
     """
