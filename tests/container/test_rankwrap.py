@@ -58,6 +58,7 @@ from mushin_box._container.rankwrap import (
     setup_lines,
     srun_argv,
 )
+from mushin_box._core.layout import SECRET_NAMES_ENV
 from mushin_box._core.redact import is_secret_name
 
 STANDIN_DIR = APPTAINER_STANDIN
@@ -789,6 +790,9 @@ def test_ranks_run_through_the_standin_on_slurm(
         assert env["SUBMITIT_EXECUTOR"] == "slurm" and env["SLURM_ARRAY_JOB_ID"]
         text = plan_env_file(spec, working_dir=tmp_path, identity=IDENTITY).text
         allowed = set(_env_names(text, WANDB_API_KEY=planted)) | set(APPTAINER_ALWAYS_PASS)
+        # besides the env file, Workflow's vault is the one channel (APPTAINERENV_): the
+        # secret names the driver declared reach every rank, so all ranks judge names alike
+        allowed.add(SECRET_NAMES_ENV)
         assert set(env) <= allowed | CLEANENV_RUNTIME
         assert {k: env[k] for k in IDENTITY_ENV} == IDENTITY_ENV
         assert env["MUSHIN_RANK_COMMAND"] == config["python"]
