@@ -384,6 +384,7 @@ def redact_env_text(text: str) -> str:
     HF_TOKEN="${HF_TOKEN:?}"
     DB=postgres://<redacted>@db/x
     """
+    rule = _rule()  # once: the rule looks up the project's declared names on disk
     out: list[str] = []
     open_quote: str | None = None
     hiding = False
@@ -399,7 +400,7 @@ def redact_env_text(text: str) -> str:
             continue
         value = line[m.end() :]
         open_quote = _quote_state(value, None)
-        hiding = is_secret_name(m.group("name")) and _REFERENCE.match(value) is None
+        hiding = rule.name(m.group("name")) and _REFERENCE.match(value) is None
         if hiding:
             newline = "\n" if line.endswith("\n") else ""
             out.append(f"{m.group('lead')}{m.group('name')}={REDACTED}{newline}")
@@ -408,13 +409,13 @@ def redact_env_text(text: str) -> str:
     return "".join(out)
 
 
-def _redact_word(word: str) -> str:
+def _redact_word(word: str, rule: _Rule) -> str:
     m = _WORD_ASSIGNMENT.match(word)
     if m is None:
         return redact_url_credentials(word)
-    if is_secret_name(m.group("name")) and word[: m.end() - 1] not in _NOT_SECRET_FLAGS:
+    if rule.name(m.group("name")) and word[: m.end() - 1] not in _NOT_SECRET_FLAGS:
         return f"{word[: m.end()]}{REDACTED}"
-    return f"{word[: m.end()]}{_redact_word(word[m.end() :])}"  # --env=NAME=value
+    return f"{word[: m.end()]}{_redact_word(word[m.end() :], rule)}"  # --env=NAME=value
 
 
 def redact_argv(argv: Sequence[str]) -> list[str]:
@@ -432,6 +433,7 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
     ['apptainer', 'exec', '--env', 'HF_TOKEN=<redacted>', '--pwd', '/w', '--password',
      '<redacted>', 'i.sif', 'python']
     """
+    rule = _rule()
     out: list[str] = []
     hide_next = False
     for word in argv:
@@ -441,8 +443,8 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
             continue
         flag = _FLAG.match(word)
         if flag is not None and word not in _NOT_SECRET_FLAGS:
-            hide_next = is_secret_name(flag.group("name"))
-        out.append(_redact_word(word))
+            hide_next = rule.name(flag.group("name"))
+        out.append(_redact_word(word, rule))
     return out
 
 
@@ -458,7 +460,8 @@ def redact_command(command: str) -> tuple[str, list[str] | None]:
         argv = shlex.split(command)
     except ValueError:  # unbalanced quotes: redact the words as whitespace splits them
         words = re.split(r"(\s+)", command)
-        return "".join(w if w.isspace() else _redact_word(w) for w in words), None
+        rule = _rule()
+        return "".join(w if w.isspace() else _redact_word(w, rule) for w in words), None
     redacted = redact_argv(argv)
     return (command if redacted == argv else shlex.join(redacted)), redacted
 
