@@ -7,8 +7,23 @@ import os
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from mushin_box import ResumeContext
+
+
+def quiet_trainer(max_epochs: int, **kwargs: Any) -> Any:
+    """A 1-rank CPU Trainer that logs and prints nothing (tests add their callbacks)."""
+    import pytorch_lightning as pl
+
+    settings = dict(
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    return pl.Trainer(max_epochs=max_epochs, **{**settings, **kwargs})
 
 
 def grid_task(lr: float, seed: int = 0, fail_at: float = -1.0) -> dict[str, float]:
@@ -30,19 +45,13 @@ def resume_task(x: int, mushin_resume: ResumeContext) -> dict[str, float]:
 
 
 def lightning_task(lr: float, max_epochs: int = 2) -> dict[str, float]:
-    import pytorch_lightning as pl
 
     from mushin_box import MetricsCallback
     from mushin_box.testing import TinyDataModule, TinyModule
 
-    trainer = pl.Trainer(
-        accelerator="cpu",
-        devices=1,
-        max_epochs=max_epochs,
-        logger=False,
+    trainer = quiet_trainer(
+        max_epochs,
         enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
         callbacks=[MetricsCallback()],
     )
     trainer.fit(TinyModule(lr=lr), datamodule=TinyDataModule())
@@ -84,13 +93,8 @@ def checkpointed_task(max_epochs: int, mushin_resume: ResumeContext) -> dict[str
 
     from mushin_box.testing import TinyDataModule, TinyModule
 
-    trainer = pl.Trainer(
-        accelerator="cpu",
-        devices=1,
-        max_epochs=max_epochs,
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
+    trainer = quiet_trainer(
+        max_epochs,
         callbacks=[
             pl.callbacks.ModelCheckpoint(dirpath=mushin_resume.dir / "ckpt", save_last=True)
         ],

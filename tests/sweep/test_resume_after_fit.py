@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from conftest import REPO
+from workflow_tasks import quiet_trainer
 
 from mushin_box import ResumeContext, Workflow
 from mushin_box._core.sidecars import read_json
@@ -29,18 +30,12 @@ def _killed_before_status(cell: Path, *, metrics_written: bool) -> None:
 
 def naive_fit(max_epochs: int, mushin_resume: ResumeContext) -> dict[str, float]:
     """A user's task that returns ``trainer.callback_metrics`` as they are."""
-    import pytorch_lightning as pl
     from pytorch_lightning.callbacks import ModelCheckpoint
 
     from mushin_box.testing import TinyDataModule, TinyModule
 
-    trainer = pl.Trainer(
-        accelerator="cpu",
-        devices=1,
-        max_epochs=max_epochs,
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
+    trainer = quiet_trainer(
+        max_epochs,
         callbacks=[ModelCheckpoint(mushin_resume.dir / "ckpt", save_last=True)],
     )
     trainer.fit(TinyModule(), datamodule=TinyDataModule(), ckpt_path=mushin_resume.last_ckpt)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from hydra_zen import make_config
+from workflow_tasks import quiet_trainer
 
 from mushin_box import ResumeContext, find_last_checkpoint, resumable, resume_context
 
@@ -75,18 +76,12 @@ def test_resumable_without_the_parameter_is_plain_zen() -> None:
 
 def _fit(root: Path, max_epochs: int, ckpt_path: str | None = None) -> None:
     """A TinyModule fit that keeps every epoch's checkpoint and ``last.ckpt`` in root/ckpt."""
-    import pytorch_lightning as pl
     from pytorch_lightning.callbacks import ModelCheckpoint
 
     from mushin_box.testing import TinyDataModule, TinyModule
 
-    trainer = pl.Trainer(
-        accelerator="cpu",
-        devices=1,
-        max_epochs=max_epochs,
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
+    trainer = quiet_trainer(
+        max_epochs,
         callbacks=[ModelCheckpoint(root / "ckpt", save_top_k=-1, save_last=True)],
         default_root_dir=root,
     )
