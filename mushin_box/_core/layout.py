@@ -17,7 +17,8 @@ A sweep directory::
     <sweep>/<cell>/mushin_provenance.json, mushin_packages.txt
     <sweep>/<cell>/mushin_error.txt     the traceback of a failed cell (secrets scrubbed)
     <sweep>/<cell>/fit_metrics.pt       MetricsCallback's series (rank 0)
-    <sweep>/<cell>/.mushin/seeds/rank<r>.json, attempt.json, stale-checkpoints/
+    <sweep>/<cell>/.mushin/seeds/rank<r>.json, attempt.json, stale-checkpoints/,
+                        earlier-metrics.json
     <working_dir>/.mushin-box/apptainer-<sha256[:12]>.env   a job's rank env file
 
 Examples
@@ -36,12 +37,19 @@ from collections.abc import Mapping
 __all__ = [
     "ABORT_FILE",
     "ATTEMPT_FILE",
+    "CELL_STATES",
     "CONTAINER_ENV",
+    "DONE_CELL_STATES",
     "DDP_PARENT_PID_ENV",
     "DDP_SPEC_ENV",
+    "EARLIER_METRICS_FILE",
     "ENV_FILE_DIR",
     "ERROR_FILE",
     "GLOBAL_RANK_ENV",
+    "HYDRA_CONFIG_FILE",
+    "HYDRA_MULTIRUN_FILE",
+    "HYDRA_OUTPUT_SUBDIR",
+    "HYDRA_OVERRIDES_FILE",
     "IMAGE_IDENTITY_ENV",
     "JOB_DIR_ENV",
     "JOB_PRIVATE_DIR",
@@ -74,6 +82,12 @@ ABORT_FILE = ".mushin_abort.json"
 
 # ---------------------------------------------------------------------------- a cell
 
+#: every ``status`` a cell's status file may hold. ``cancelled``: stopped by
+#: ``mushin-box cancel`` or a signal; ``resume=True`` runs it again, like ``failed``
+CELL_STATES = ("pending", "running", "completed", "failed", "timeout", "skipped", "cancelled")
+#: the states of a cell that is done for this run (nothing of it runs any more)
+DONE_CELL_STATES = ("completed", "failed", "timeout", "skipped", "cancelled")
+
 STATUS_FILE = "mushin_status.json"
 METRICS_FILE = "mushin_metrics.json"
 PROVENANCE_FILE = "mushin_provenance.json"
@@ -85,6 +99,16 @@ JOB_PRIVATE_DIR = ".mushin"
 SEEDS_DIR = "seeds"
 ATTEMPT_FILE = "attempt.json"
 STALE_CHECKPOINTS_DIR = "stale-checkpoints"
+#: under the job's private dir: the metrics of the attempt before a continuing one (a
+#: cell's metrics sidecar only ever belongs to its current status; carry-over reads this)
+EARLIER_METRICS_FILE = "earlier-metrics.json"
+
+#: Hydra's own files in a job directory (``hydra.output_subdir``) and a sweep directory;
+#: ``load_experiment`` reads a plain ``--multirun`` sweep from them
+HYDRA_OUTPUT_SUBDIR = ".hydra"
+HYDRA_CONFIG_FILE = "config.yaml"
+HYDRA_OVERRIDES_FILE = "overrides.yaml"
+HYDRA_MULTIRUN_FILE = "multirun.yaml"
 
 
 #: MetricsCallback's default file name, after the stage: ``fit_metrics.pt``

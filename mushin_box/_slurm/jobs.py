@@ -20,7 +20,9 @@ frozenset()
 
 from __future__ import annotations
 
-__all__ = ["ENDED_STATES", "LIVE_STATES", "base_state", "is_live", "job_state"]
+from collections.abc import Iterable
+
+__all__ = ["ENDED_STATES", "LIVE_STATES", "base_state", "is_live", "job_state", "job_states"]
 
 #: a job in one of these states may still run (or run again) a cell
 LIVE_STATES = frozenset(
@@ -55,21 +57,48 @@ def job_state(job_id: str, *, timeout_s: float = 15.0) -> str | None:
     """The state of a SLURM job (``"RUNNING"``, ``"CANCELLED"``, ``"TIMEOUT"``, ...), from
     ``squeue`` while it is queued or running and ``sacct`` after; ``None`` if unknown
     (no SLURM tools, or the job is unknown to both)."""
+    return job_states([job_id], timeout_s=timeout_s).get(str(job_id))
+
+
+def _ask(argv: list[str], timeout_s: float) -> list[tuple[str, str]]:
+    """(job id, state) pairs printed by one ``squeue``/``sacct`` call ("id|state" lines)."""
     import shutil
     import subprocess
 
-    queries = (
-        ["squeue", "-h", "-j", str(job_id), "-o", "%T"],
-        ["sacct", "-X", "-n", "-P", "-j", str(job_id), "-o", "State"],
-    )
-    for argv in queries:
-        if shutil.which(argv[0]) is None:
-            continue
-        try:
-            out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s).stdout
-        except (OSError, subprocess.SubprocessError):
-            continue
-        lines = [line.strip() for line in out.splitlines() if line.strip()]
-        if lines:
-            return base_state(lines[-1])
-    return None
+    if shutil.which(argv[0]) is None:
+        return []
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    pairs = []
+    for line in out.splitlines():
+        job, _, state = line.strip().partition("|")
+        if job and state:
+            pairs.append((job, base_state(state)))
+    return pairs
+
+
+def job_states(job_ids: Iterable[str], *, timeout_s: float = 15.0) -> dict[str, str]:
+    """The states of many SLURM jobs in one ``squeue`` and at most one ``sacct`` call
+    (a status of a 500-cell sweep must not run 1,000 commands); jobs unknown to both, or
+    every job when SLURM's tools are missing, are left out.
+
+    An array task is asked by its own id (``123_4``); squeue names a pending array's
+    tasks by the array (``123_[4-9]``), so those are found through ``sacct`` instead.
+    """
+    wanted = sorted({str(j) for j in job_ids if str(j)})
+    if not wanted:
+        return {}
+    found: dict[str, str] = {}
+    squeue = ["squeue", "-h", "-j", ",".join(wanted), "-o", "%i|%T"]
+    for job, state in _ask(squeue, timeout_s):
+        if job in wanted:
+            found[job] = state
+    rest = [j for j in wanted if j not in found]
+    if rest:
+        sacct = ["sacct", "-X", "-n", "-P", "-j", ",".join(rest), "-o", "JobID,State"]
+        for job, state in _ask(sacct, timeout_s):
+            if job in rest:
+                found[job] = state  # the last line of a job is its latest (requeued) run
+    return found

@@ -8,9 +8,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CellProgress"]
+from mushin_box._core.layout import DONE_CELL_STATES as _DONE
 
-_DONE = ("completed", "failed", "skipped", "timeout")
+__all__ = ["CellProgress"]
 
 
 class CellProgress:

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
 __all__ = ["COMMANDS", "UsageError", "main"]
 
 # order shown in --help
-COMMANDS = ("build", "launch", "smoke", "diff")
+COMMANDS = ("build", "launch", "status", "ls", "smoke", "diff")
 
 
 class UsageError(Exception):
@@ -58,6 +59,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"mushin-box {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader went away (`status --json | head`): what it read stands, and Python
+        # must not print a traceback while flushing stdout at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

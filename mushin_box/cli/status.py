@@ -1,0 +1,179 @@
+# SPDX-License-Identifier: MIT
+"""``mushin-box status [DIR]``: one table of a sweep's cells, from its sidecars.
+
+Presentation only; the reading is :func:`mushin_box._sweep.board.read_sweep`, which shows a
+``running`` cell whose process or SLURM job is gone as ``failed``. Exit codes, for scripts:
+0 every cell completed, 1 a cell failed, timed out, was cancelled or skipped, 3 cells still
+run or wait (a pending cell counts only while a driver or a SLURM job of the sweep lives),
+2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from mushin_box.cli.main import UsageError
+
+__all__ = [
+    "EXIT_RUNNING",
+    "HELP",
+    "add_arguments",
+    "duration",
+    "exit_code",
+    "resolve_sweep",
+    "run",
+    "summary",
+    "table",
+]
+
+HELP = "show the cells of a sweep: swept values, state, attempt, job, node, duration, metrics"
+#: the exit code while cells still run or wait
+EXIT_RUNNING = 3
+_STYLE = {
+    "completed": "green",
+    "running": "cyan",
+    "pending": "dim",
+    "failed": "red",
+    "timeout": "red",
+    "cancelled": "yellow",
+    "skipped": "yellow",
+}
+_MAX_ERROR = 80
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "dir",
+        metavar="DIR",
+        nargs="?",
+        help="the sweep directory (default: the latest sweep under the current directory)",
+    )
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+
+def resolve_sweep(directory: str | None) -> Path:
+    """DIR as given, or the latest sweep under the current directory (a usage error when
+    there is none, or DIR is not a sweep)."""
+    from mushin_box._core.layout import MANIFEST_FILE, STATUS_FILE
+    from mushin_box._sweep.board import latest_sweep
+
+    if directory is None:
+        found = latest_sweep(".")
+        if found is None:
+            raise UsageError(
+                f"no sweep under {Path.cwd()} (no {MANIFEST_FILE} found 4 levels down); "
+                "give the sweep directory: mushin-box status DIR"
+            )
+        return found.resolve()
+    path = Path(directory)
+    if not path.is_dir():
+        raise UsageError(f"{path} is not a directory; give the working_dir of a run")
+    if not (path / MANIFEST_FILE).is_file() and not any(path.glob(f"*/{STATUS_FILE}")):
+        if (path / STATUS_FILE).is_file():
+            return path.parent  # a cell directory: show its sweep
+        raise UsageError(
+            f"{path} is not a sweep directory (no {MANIFEST_FILE}); give the working_dir of "
+            "a run, or run `mushin-box ls` to find one"
+        )
+    return path
+
+
+def exit_code(sweep: Any) -> int:
+    """0 all completed, 1 any cell failed/timed out/cancelled/skipped, 3 still running."""
+    if sweep.going:
+        return EXIT_RUNNING
+    return 0 if all(c.state == "completed" for c in sweep.cells) else 1
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def _error(cell: Any) -> str:
+    if not cell.error_type and not cell.error_message:
+        return ""
+    text = f"{cell.error_type or 'Error'}: {cell.error_message or ''}".strip()
+    text = " ".join(text.split())
+    return text if len(text) <= _MAX_ERROR else text[: _MAX_ERROR - 1] + "…"
+
+
+def summary(sweep: Any) -> str:
+    """``2 completed, 1 failed`` (and what runs the sweep, when known)."""
+    counts = ", ".join(f"{n} {state}" for state, n in sweep.counts().items())
+    return counts + (f" (launcher {sweep.launcher})" if sweep.launcher else "")
+
+
+def table(sweep: Any) -> Any:
+    """The rich table of a sweep's cells."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    metric_names = sorted({name for c in sweep.cells for name in c.metrics})
+    out = Table()
+    for param in sweep.params:
+        out.add_column(escape(param))
+    for name in ("state", "attempt", "job", "node", "duration", *metric_names, "error"):
+        out.add_column(escape(name), overflow="fold" if name == "error" else "ellipsis")
+    for cell in sweep.cells:
+        style = _STYLE.get(cell.state, "")
+        row = [escape(_value(cell.combo.get(p, "-"))) for p in sweep.params]
+        row += [
+            f"[{style}]{cell.state}[/]" if style else cell.state,
+            str(cell.attempt or "-"),
+            escape(cell.job_id or "-"),
+            escape(cell.host or "-"),
+            duration(cell.duration_s),
+            *(_value(cell.metrics[m]) if m in cell.metrics else "-" for m in metric_names),
+            escape(_error(cell)),
+        ]
+        out.add_row(*row)
+    return out
+
+
+def as_json(sweep: Any) -> dict[str, Any]:
+    import attrs
+
+    return {
+        "sweep": str(sweep.root),
+        "params": list(sweep.params),
+        "launcher": sweep.launcher,
+        "run_id": sweep.run_id,
+        "job_ids": list(sweep.job_ids),
+        "active": sweep.active,
+        "counts": sweep.counts(),
+        "cells": [attrs.asdict(c) for c in sweep.cells],
+        "exit_code": exit_code(sweep),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from mushin_box._sweep.board import read_sweep
+
+    sweep = read_sweep(resolve_sweep(args.dir))
+    if args.json:
+        json.dump(as_json(sweep), sys.stdout, indent=2, sort_keys=True, default=str)
+        sys.stdout.write("\n")
+    else:
+        print(f"{sweep.root}: {summary(sweep)}")
+        Console(highlight=False).print(table(sweep))
+        for cell in sweep.cells:
+            if cell.state in ("failed", "timeout") and cell.error_file:
+                print(f"{cell.dir}: {_error(cell)} (see {cell.error_file})")
+    return exit_code(sweep)
