@@ -26,7 +26,7 @@ Examples
 >>> [(c.combo, c.state) for c in sweep.cells]
 [({'lr': 0.1}, 'completed'), ({'lr': 1.0}, 'pending')]
 >>> sweep.counts()
-{'completed': 1, 'pending': 1}
+{'pending': 1, 'completed': 1}
 """
 
 from __future__ import annotations
