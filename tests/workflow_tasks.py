@@ -115,3 +115,12 @@ def token_task(api_token: str) -> dict[str, float]:
 
 def hyper_task(key_dim: int, pad_token_id: int) -> dict[str, float]:
     return {"key_dim": float(key_dim), "pad": float(pad_token_id)}
+
+
+def sleepy_task(x: int, sleep_at: int = -1, started: str = "") -> dict[str, int]:
+    """Returns at once, except the first time the cell ``x == sleep_at`` runs: it says so in
+    the file ``started``, then sleeps until it is stopped (a run resumed later returns)."""
+    if x == sleep_at and not Path(started).exists():
+        Path(started).write_text(str(os.getpid()))
+        time.sleep(600)
+    return {"x2": 2 * x}

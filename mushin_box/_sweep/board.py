@@ -58,6 +58,7 @@ __all__ = [
     "find_sweeps",
     "latest_sweep",
     "owner_gone",
+    "pid_alive",
     "read_sweep",
 ]
 
@@ -143,14 +144,20 @@ def _parse(text: str | None) -> _dt.datetime | None:
     return when if when.tzinfo else when.replace(tzinfo=_dt.UTC)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Is process ``pid`` of this host alive (a zombie is not: it has ended, only its
+    parent has not collected it yet)?"""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # someone else's process: alive
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def owner_gone(record: Mapping[str, Any], job_states: Mapping[str, str]) -> str | None:
@@ -166,7 +173,7 @@ def owner_gone(record: Mapping[str, Any], job_states: Mapping[str, str]) -> str 
         return f"SLURM job {job_id} ended {state} while the cell was running"
     pid = record.get("pid")
     if record.get("host") == socket.gethostname() and isinstance(pid, int):
-        if not _pid_alive(pid):
+        if not pid_alive(pid):
             return f"process {pid} on {record.get('host')} died while the cell was running"
     return None
 

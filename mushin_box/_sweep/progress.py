@@ -1,6 +1,13 @@
 # SPDX-License-Identifier: MIT
-"""A progress bar over sweep cells, fed by the cell sidecars (works for any launcher
-whose cells write to this filesystem, in this process or others)."""
+"""Progress over sweep cells, fed by the cell sidecars: a bar with the cells by state, the
+elapsed time and an ETA from the cells finished so far.
+
+It works for any launcher whose cells write to this filesystem (in this process, in local
+child processes, in SLURM jobs on other nodes), because it reads only the status files:
+no ``squeue``/``sacct`` is polled to draw it. :class:`CellProgress` runs beside a blocking
+``Workflow.run``; :class:`SweepFollower` is the same bar for ``mushin-box wait``, which also
+asks SLURM whether the owners of running cells live (at the caller's interval).
+"""
 
 from __future__ import annotations
 
@@ -10,10 +17,41 @@ from typing import Any
 
 from mushin_box._core.layout import DONE_CELL_STATES as _DONE
 
-__all__ = ["CellProgress"]
+__all__ = ["CellProgress", "SweepFollower"]
+
+
+def _bar() -> Any:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(
+        TextColumn("[bold]cells"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[detail]}"),
+    )
+
+
+def _detail(counts: dict[str, int]) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted(counts.items()) if v)
 
 
 class CellProgress:
+    """A bar over the cells of a running sweep, redrawn every ``period_s`` from the sidecars.
+
+    Cells reused from an earlier run count as ``reused``: they cost nothing, so the ETA is
+    measured from the cells this run finished.
+    """
+
     def __init__(self, root: Path, *, total: int, run_id: str, period_s: float = 0.5) -> None:
         self.root = root
         self.total = total
@@ -33,27 +71,21 @@ class CellProgress:
             reused = status == "completed" and record.get("run_id") != self.run_id
             key = "reused" if reused else status
             counts[key] = counts.get(key, 0) + 1
+        started = sum(counts.values())
+        counts["pending"] = counts.get("pending", 0) + max(0, self.total - started)
         return counts
 
     def _update(self) -> None:
         counts = self._counts()
         done = sum(counts.get(s, 0) for s in (*_DONE, "reused"))
-        detail = " ".join(f"{k}={v}" for k, v in sorted(counts.items()))
-        self._progress.update(self._task, completed=min(done, self.total), detail=detail)
+        self._progress.update(self._task, completed=min(done, self.total), detail=_detail(counts))
 
     def _loop(self) -> None:
         while not self._stop.wait(self.period_s):
             self._update()
 
     def start(self) -> CellProgress:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-        self._progress = Progress(
-            TextColumn("[bold]cells"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[detail]}"),
-        )
+        self._progress = _bar()
         self._task = self._progress.add_task("cells", total=self.total, detail="")
         self._progress.start()
         self._thread.start()
@@ -64,3 +96,41 @@ class CellProgress:
         self._thread.join(timeout=5)
         self._update()
         self._progress.stop()
+
+
+class SweepFollower:
+    """The bar for a sweep followed from outside its driver (``mushin-box wait``).
+
+    Each :meth:`update` reads the sweep (:func:`mushin_box._sweep.board.read_sweep`, which
+    checks that the owners of running cells live) and redraws; the caller sets the pace.
+    """
+
+    def __init__(self, root: Path, *, show: bool = True) -> None:
+        self.root = root
+        self.show = show
+        self._progress: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> SweepFollower:
+        if self.show:
+            self._progress = _bar()
+            self._progress.start()
+        return self
+
+    def update(self) -> Any:
+        from mushin_box._sweep.board import read_sweep
+
+        sweep = read_sweep(self.root)
+        if self._progress is not None:
+            counts = sweep.counts()
+            done = sum(counts.get(s, 0) for s in _DONE)
+            if self._task is None:
+                self._task = self._progress.add_task("cells", total=len(sweep.cells), detail="")
+            self._progress.update(
+                self._task, total=len(sweep.cells), completed=done, detail=_detail(counts)
+            )
+        return sweep
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()

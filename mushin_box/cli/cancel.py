@@ -1,0 +1,58 @@
+# SPDX-License-Identifier: MIT
+"""``mushin-box cancel DIR [CELL...]``: stop running cells (all of them by default).
+
+Presentation only; the acting is :func:`mushin_box._sweep.cancel.cancel`. Exit 0 when every
+cell asked for is stopped (or had nothing to stop), 1 when a cell could not be reached,
+2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from mushin_box.cli.main import UsageError
+
+__all__ = ["HELP", "add_arguments", "run"]
+
+HELP = (
+    "stop the running cells of a sweep (scancel for SLURM cells, SIGTERM then SIGKILL for "
+    "local ones) and record them cancelled; completed cells are never touched"
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("dir", metavar="DIR", help="the sweep directory")
+    parser.add_argument(
+        "cells", metavar="CELL", nargs="*", help="cell directory names (default: every cell)"
+    )
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="seconds a local cell has after SIGTERM before SIGKILL (default 10)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from mushin_box._sweep.cancel import cancel
+    from mushin_box.cli.status import resolve_sweep
+
+    if args.grace < 0:
+        raise UsageError(f"--grace {args.grace} is negative; give 0 or more seconds")
+    root = resolve_sweep(args.dir)
+    try:
+        report = cancel(root, args.cells, grace_s=args.grace)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if report.scancelled:
+        print(f"scancel {' '.join(report.scancelled)}")
+    for cell in report.cancelled:
+        print(f"{cell}: cancelled")
+    for cell, state in report.untouched:
+        print(f"{cell}: {state}, left as it is")
+    for cell, why in report.unreachable:
+        print(f"{cell}: not stopped: {why}")
+    if report.cancelled:
+        print("resume the sweep to run them again: resume=True (CLI: launch ... --resume)")
+    return 1 if report.unreachable else 0
