@@ -30,6 +30,7 @@ _LAZY: dict[str, str] = {
     "seed_everything_per_rank": "mushin_box._train.seeding",
     "seed_for_rank": "mushin_box._train.seeding",
     "global_rank_from_env": "mushin_box._train.seeding",
+    "WorldSizeInvariantSampler": "mushin_box._train.sampling",
     "ResumeContext": "mushin_box._train.resume",
     "resume_context": "mushin_box._train.resume",
     "resumable": "mushin_box._train.resume",
@@ -61,6 +62,7 @@ __all__ = [
     "ResumeContext",
     "SifHeader",
     "Workflow",
+    "WorldSizeInvariantSampler",
     "__version__",
     "build_image",
     "find_last_checkpoint",
@@ -99,6 +101,7 @@ if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
         resumable,
         resume_context,
     )
+    from mushin_box._train.sampling import WorldSizeInvariantSampler
     from mushin_box._train.seeding import (
         global_rank_from_env,
         seed_everything_per_rank,

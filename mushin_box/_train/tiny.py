@@ -95,21 +95,45 @@ def _append_rank_record(module: pl.LightningModule, key: str, value: Any) -> Non
 
 
 class TinyDataModule(pl.LightningDataModule):
-    """Deterministic random regression data (a fixed generator seed, not the global RNG)."""
+    """Deterministic random regression data (a fixed generator seed, not the global RNG).
 
-    def __init__(self, n: int = 64, in_features: int = 8, batch_size: int = 16):
+    With ``global_batch_size`` set, training batches come from a shuffled
+    :class:`~mushin_box.WorldSizeInvariantSampler` (``batch_size`` is then unused for
+    training): the same global batches at any world size.
+    """
+
+    def __init__(
+        self,
+        n: int = 64,
+        in_features: int = 8,
+        batch_size: int = 16,
+        global_batch_size: int | None = None,
+    ):
         super().__init__()
         gen = torch.Generator().manual_seed(0)
         x = torch.randn(n, in_features, generator=gen)
         w = torch.randn(in_features, 1, generator=gen)
         self.data = TensorDataset(x, x @ w + 0.1 * torch.randn(n, 1, generator=gen))
         self.batch_size = batch_size
+        self.global_batch_size = global_batch_size
 
     def _loader(self) -> DataLoader[Any]:
         return DataLoader(self.data, batch_size=self.batch_size)
 
     def train_dataloader(self) -> DataLoader[Any]:
-        return self._loader()
+        if self.global_batch_size is None:
+            return self._loader()
+        from mushin_box._train.sampling import WorldSizeInvariantSampler
+
+        trainer = self.trainer
+        assert trainer is not None, "train_dataloader() is called by a Trainer"
+        sampler = WorldSizeInvariantSampler(
+            self.data,
+            self.global_batch_size,
+            num_replicas=trainer.world_size,
+            rank=trainer.global_rank,
+        )
+        return DataLoader(self.data, batch_size=sampler.local_batch_size, sampler=sampler)
 
     def val_dataloader(self) -> DataLoader[Any]:
         return self._loader()

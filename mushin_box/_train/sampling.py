@@ -1,0 +1,144 @@
+# SPDX-License-Identifier: MIT
+"""A sampler whose global batches do not depend on the world size.
+
+With the stock ``DistributedSampler`` a run's data order and its steps change with the
+number of ranks: each rank shuffles and pads its own shard, and every rank's batch is the
+DataLoader's ``batch_size``, so the global batch grows with the world. With
+:class:`WorldSizeInvariantSampler` step ``s`` of epoch ``e`` trains on the same
+``global_batch_size`` samples at any world size: rank ``r`` of ``W`` takes the ``r``-th
+``1/W`` of it. DDP averages the ranks' gradients, and the mean of ``W`` equal-sized
+per-rank means is the mean over the whole global batch, so each optimizer step equals the
+1-rank step up to floating-point summation order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sized
+from typing import Any
+
+import torch
+from torch.utils.data import Dataset, DistributedSampler
+
+from mushin_box._core.targets import public
+
+__all__ = ["WorldSizeInvariantSampler"]
+
+
+def _default_world() -> tuple[int, int]:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size(), dist.get_rank()
+    return 1, 0
+
+
+@public
+class WorldSizeInvariantSampler(DistributedSampler):  # type: ignore[type-arg]
+    """Indices of this rank's share of each fixed-size global batch.
+
+    The global order is a function of ``seed`` and the epoch only (``torch.randperm`` with a
+    generator seeded ``seed + epoch``, or ``0..n-1`` unshuffled). It is cut into global
+    batches of ``global_batch_size``; rank ``r`` of ``num_replicas`` gets the ``r``-th
+    contiguous slice of ``local_batch_size = global_batch_size // num_replicas`` indices of
+    each. Use it with ``DataLoader(dataset, batch_size=sampler.local_batch_size,
+    sampler=sampler)``: the union of the ranks' batches at step ``s`` is then the 1-rank
+    batch at step ``s``. Lightning keeps a ``DistributedSampler`` it is given (it does not
+    replace it, whatever ``use_distributed_sampler`` says) and calls :meth:`set_epoch`
+    every epoch.
+
+    Parameters
+    ----------
+    dataset : Dataset
+        A map-style dataset (it has ``len``).
+    global_batch_size : int
+        Samples per optimizer step over all ranks. Every world size you compare must divide
+        it (e.g. a multiple of 64 to compare 1 to 64 ranks).
+    num_replicas, rank : int, optional
+        The world size and this rank; default: the initialized process group's, else 1 and 0.
+    shuffle : bool (default: True)
+        Shuffle the global order each epoch (by ``seed + epoch``, never by rank).
+    seed : int (default: 0)
+        The shuffling seed, the same on every rank (not the per-rank seed).
+    drop_last : bool (default: True)
+        Drop the last, incomplete global batch. With ``False`` it is kept, which is world
+        size invariant only when it splits evenly over the ranks: otherwise ``ValueError``.
+
+    Examples
+    --------
+    >>> from mushin_box import WorldSizeInvariantSampler
+    >>> data = list(range(8))
+    >>> one = WorldSizeInvariantSampler(data, 4, num_replicas=1, rank=0, shuffle=False)
+    >>> [list(WorldSizeInvariantSampler(data, 4, num_replicas=2, rank=r, shuffle=False))
+    ...  for r in range(2)]
+    [[0, 1, 4, 5], [2, 3, 6, 7]]
+    >>> list(one)
+    [0, 1, 2, 3, 4, 5, 6, 7]
+    """
+
+    def __init__(
+        self,
+        dataset: Dataset[Any] | Sized,
+        global_batch_size: int,
+        num_replicas: int | None = None,
+        rank: int | None = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = True,
+    ) -> None:
+        world, this_rank = _default_world()
+        num_replicas = world if num_replicas is None else num_replicas
+        rank = this_rank if rank is None else rank
+        super().__init__(
+            dataset,  # pyright: ignore[reportArgumentType]
+            num_replicas=num_replicas,
+            rank=rank,
+            shuffle=shuffle,
+            seed=seed,
+            drop_last=drop_last,
+        )
+        if isinstance(global_batch_size, bool) or not isinstance(global_batch_size, int):
+            raise TypeError(f"global_batch_size must be an int, got {global_batch_size!r}")
+        if global_batch_size < 1 or global_batch_size % num_replicas:
+            raise ValueError(
+                f"global_batch_size={global_batch_size} does not split over {num_replicas} "
+                f"ranks; choose a positive multiple of every world size you run (e.g. of 64 "
+                f"for 1 to 64 ranks)"
+            )
+        n = len(dataset)  # type: ignore[arg-type]
+        tail = 0 if drop_last else n % global_batch_size
+        if tail % num_replicas:
+            raise ValueError(
+                f"the last global batch has {tail} samples, which do not split over "
+                f"{num_replicas} ranks; pass drop_last=True or a dataset size whose remainder "
+                f"modulo global_batch_size={global_batch_size} every world size divides"
+            )
+        self.global_batch_size = global_batch_size
+        self.local_batch_size = global_batch_size // num_replicas
+        self._full_steps = n // global_batch_size
+        self._tail = tail
+        self.num_samples = self._full_steps * self.local_batch_size + tail // num_replicas
+        self.total_size = self.num_samples * num_replicas
+
+    def global_order(self) -> list[int]:
+        """This epoch's order over all ranks: the 1-rank order, whatever the world size."""
+        n = len(self.dataset)  # type: ignore[arg-type]
+        if not self.shuffle:
+            return list(range(n))
+        gen = torch.Generator().manual_seed(self.seed + self.epoch)
+        return torch.randperm(n, generator=gen).tolist()
+
+    def __iter__(self) -> Iterator[int]:
+        order = self.global_order()
+        out: list[int] = []
+        step_size, local = self.global_batch_size, self.local_batch_size
+        for step in range(self._full_steps):
+            start = step * step_size + self.rank * local
+            out.extend(order[start : start + local])
+        if self._tail:
+            share = self._tail // self.num_replicas
+            start = self._full_steps * step_size + self.rank * share
+            out.extend(order[start : start + share])
+        return iter(out)
+
+    def __len__(self) -> int:
+        return self.num_samples
