@@ -17,7 +17,8 @@ A sweep directory::
     <sweep>/<cell>/mushin_provenance.json, mushin_packages.txt
     <sweep>/<cell>/mushin_error.txt     the traceback of a failed cell (secrets scrubbed)
     <sweep>/<cell>/fit_metrics.pt       MetricsCallback's series (rank 0)
-    <sweep>/<cell>/.mushin/seeds/rank<r>.json, attempt.json, stale-checkpoints/,
+    <sweep>/<cell>/.mushin/seeds/rank<r>.json, attempt.json, stale-checkpoints/
+    <sweep>/<cell>/logs/rank<r>.log     the output of local rank r >= 1 (HydraDDP),
                         earlier-metrics.json
     <working_dir>/.mushin-box/apptainer-<sha256[:12]>.env   a job's rank env file
 
@@ -59,6 +60,7 @@ __all__ = [
     "METRICS_FILE",
     "PACKAGES_FILE",
     "PROVENANCE_FILE",
+    "RANK_LOG_DIR",
     "RUN_ID_ENV",
     "SECRET_ENV_PREFIX",
     "SECRET_NAMES_ENV",
@@ -68,6 +70,7 @@ __all__ = [
     "STAGE_METRICS_SUFFIX",
     "STALE_CHECKPOINTS_DIR",
     "STATUS_FILE",
+    "rank_log_file",
     "stage_metrics_file",
 ]
 
@@ -99,6 +102,14 @@ JOB_PRIVATE_DIR = ".mushin"
 SEEDS_DIR = "seeds"
 ATTEMPT_FILE = "attempt.json"
 STALE_CHECKPOINTS_DIR = "stale-checkpoints"
+#: under a cell: the output (stdout and stderr) of the ranks a local HydraDDP job starts,
+#: one file per global rank (rank 0's is the Hydra job log, ``<job name>.log``)
+RANK_LOG_DIR = "logs"
+
+
+def rank_log_file(rank: int) -> str:
+    """A local rank's output file under :data:`RANK_LOG_DIR`: ``rank1.log``."""
+    return f"rank{int(rank)}.log"
 #: under the job's private dir: the metrics of the attempt before a continuing one (a
 #: cell's metrics sidecar only ever belongs to its current status; carry-over reads this)
 EARLIER_METRICS_FILE = "earlier-metrics.json"

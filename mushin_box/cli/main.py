@@ -18,7 +18,7 @@ from collections.abc import Sequence
 __all__ = ["COMMANDS", "UsageError", "main"]
 
 # order shown in --help
-COMMANDS = ("build", "launch", "status", "ls", "wait", "cancel", "smoke", "diff")
+COMMANDS = ("build", "launch", "status", "ls", "logs", "wait", "cancel", "smoke", "diff")
 
 
 class UsageError(Exception):

@@ -1,0 +1,48 @@
+# SPDX-License-Identifier: MIT
+"""Where a SLURM job's ranks write their output, as submitit names the files.
+
+submitit's batch script sends each task's stdout and stderr to
+``<folder>/<job>_<task>_log.out`` and ``..._log.err`` (its ``JobPaths``; ``<job>`` is
+``<array>_<index>`` for an array task). A cell records these paths in its status, so that
+``mushin-box logs`` finds every rank's output from the cell alone, without knowing where the
+launcher kept its submitit folder.
+
+Examples
+--------
+>>> logs = slurm_rank_logs({"SUBMITIT_EXECUTOR": "slurm", "SUBMITIT_FOLDER": "/s/%j",
+...                         "SLURM_JOB_ID": "7", "SLURM_NTASKS": "2"})
+>>> logs["rank1.err"]
+'/s/7/7_1_log.err'
+>>> slurm_rank_logs({})
+{}
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+__all__ = ["slurm_rank_logs"]
+
+
+def slurm_rank_logs(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``{"rank<r>.out": path, "rank<r>.err": path}`` for every task of this submitit
+    SLURM job (``{}`` outside one)."""
+    env = os.environ if environ is None else environ
+    folder = env.get("SUBMITIT_FOLDER")
+    if env.get("SUBMITIT_EXECUTOR") != "slurm" or not folder or not env.get("SLURM_JOB_ID"):
+        return {}
+    from submitit.core.utils import JobPaths
+
+    array, index = env.get("SLURM_ARRAY_JOB_ID"), env.get("SLURM_ARRAY_TASK_ID")
+    job = f"{array}_{index}" if array and index else str(env["SLURM_JOB_ID"])
+    try:
+        tasks = max(1, int(env.get("SLURM_NTASKS", "1")))
+    except ValueError:
+        tasks = 1
+    out: dict[str, str] = {}
+    for task in range(tasks):
+        paths = JobPaths(folder, job_id=job, task_id=task)
+        out[f"rank{task}.out"] = str(paths.stdout)
+        out[f"rank{task}.err"] = str(paths.stderr)
+    return out

@@ -1,0 +1,115 @@
+# SPDX-License-Identifier: MIT
+"""``mushin-box logs DIR [CELL] [--rank R] [--tail N] [-f]``: a cell's rank output.
+
+Presentation only; which files hold which rank is :mod:`mushin_box._sweep.logs`. Lines of
+several ranks are prefixed ``[rank N]``. ``-f`` follows the files while the cell runs, and
+ends once it is no longer running (or on Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from mushin_box.cli.main import UsageError
+
+__all__ = ["HELP", "add_arguments", "run"]
+
+HELP = "print (or follow with -f) the output of a cell's ranks, from its files"
+_POLL_S = 0.5
+_LIVENESS_EVERY_S = 5.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("dir", metavar="DIR", help="the sweep directory (or a cell directory)")
+    parser.add_argument("cell", metavar="CELL", nargs="?", help="the cell directory name")
+    parser.add_argument("--rank", type=int, default=None, metavar="R", help="only rank R")
+    parser.add_argument(
+        "--tail", type=int, default=None, metavar="N", help="only the last N lines of each file"
+    )
+    parser.add_argument(
+        "-f", "--follow", action="store_true", help="keep printing while the cell runs"
+    )
+
+
+def _cell_dir(directory: str, cell: str | None) -> tuple[Path, Path]:
+    """(sweep dir, cell dir), or a usage error that lists the cells to choose from."""
+    from mushin_box._core.layout import STATUS_FILE
+    from mushin_box.cli.status import resolve_sweep
+
+    given = Path(directory)
+    if cell is None and (given / STATUS_FILE).is_file():
+        return given.parent, given
+    root = resolve_sweep(directory)
+    started = sorted(p.parent.name for p in root.glob(f"*/{STATUS_FILE}"))
+    if cell is None:
+        if len(started) == 1:
+            return root, root / started[0]
+        raise UsageError(
+            f"{root} has {len(started)} started cells; name one: "
+            + (", ".join(started) if started else "(none yet)")
+        )
+    name = cell.rstrip("/").rsplit("/", 1)[-1]
+    if name not in started:
+        raise UsageError(
+            f"no started cell {name} in {root}; its cells: {', '.join(started) or 'none yet'}"
+        )
+    return root, root / name
+
+
+def _running(root: Path, cell_dir: Path) -> bool:
+    from mushin_box._sweep.board import read_sweep
+
+    for cell in read_sweep(root).cells:
+        if cell.dir == cell_dir.name:
+            return cell.state == "running"
+    return False
+
+
+def run(args: argparse.Namespace) -> int:
+    from mushin_box._sweep.logs import LogFollower, rank_logs, tail_lines
+
+    if args.tail is not None and args.tail < 0:
+        raise UsageError(f"--tail {args.tail} is negative; give 0 or more lines")
+    root, cell_dir = _cell_dir(args.dir, args.cell)
+    logs = rank_logs(cell_dir)
+    if args.rank is not None:
+        if args.rank not in logs:
+            ranks = ", ".join(map(str, logs)) or "none"
+            raise UsageError(
+                f"no output of rank {args.rank} in {cell_dir}; ranks with output: {ranks}"
+            )
+        logs = {args.rank: logs[args.rank]}
+    prefixed = len(logs) > 1
+    files = {p: (f"[rank {r}] " if prefixed else "") for r, paths in logs.items() for p in paths}
+    if not files and not args.follow:
+        print(f"{cell_dir}: no rank output yet", file=sys.stderr)
+        return 0
+    follower = LogFollower(files)
+    if args.tail is not None:
+        for path, prefix in files.items():
+            for line in tail_lines(path, args.tail):
+                print(prefix + line)
+        follower.start_at_end()
+    else:
+        for line in follower.poll():
+            print(line)
+    if not args.follow:
+        return 0
+    sys.stdout.flush()
+    checked = time.monotonic()
+    try:
+        while True:
+            for line in follower.poll():
+                print(line, flush=True)
+            if time.monotonic() - checked > _LIVENESS_EVERY_S:
+                checked = time.monotonic()
+                if not _running(root, cell_dir):
+                    for line in follower.poll():
+                        print(line)
+                    return 0
+            time.sleep(_POLL_S)
+    except KeyboardInterrupt:
+        return 0
