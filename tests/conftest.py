@@ -7,7 +7,7 @@ import math
 import os
 import runpy
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -96,6 +96,25 @@ def standin_image(tmp_path: Path) -> Path:
     )
     manifest_path(image).write_text(json.dumps(manifest.to_dict()))
     return image
+
+
+# Hydra's default output folders, relative to the current directory (the checkout when pytest
+# is run from it); .gitignore hides them, so a test that writes there would go unnoticed
+HYDRA_DEFAULT_DIRS = ("multirun", "outputs")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _checkout_stays_clean() -> Iterator[None]:
+    """Fail the session if a test wrote a run into the checkout: tests write under tmp_path
+    (a run without ``working_dir`` goes to ``multirun/<timestamp>`` in the current directory)."""
+
+    def entries() -> set[Path]:
+        return {p for d in HYDRA_DEFAULT_DIRS if (REPO / d).is_dir() for p in (REPO / d).iterdir()}
+
+    before = entries()
+    yield
+    new = sorted(str(p.relative_to(REPO)) for p in entries() - before)
+    assert not new, f"tests wrote into the checkout: {new}; run them under tmp_path (cleandir)"
 
 
 @pytest.fixture

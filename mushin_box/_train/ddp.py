@@ -42,10 +42,14 @@ from mushin_box._core.layout import (
     DDP_SPEC_ENV,
     GLOBAL_RANK_ENV,
     JOB_DIR_ENV,
+    RANK_LOG_DIR,
     SEED_BASE_ENV,
     SEED_WORKERS_ENV,
+    rank_log_file,
 )
 from mushin_box._core.targets import public
+from mushin_box._train.signals import Terminated
+from mushin_box._train.world import WorldSizeMismatchError, check_launched_world
 
 __all__ = ["HydraDDP", "WorldSizeMismatchError"]
 
@@ -54,10 +58,6 @@ log = logging.getLogger(__name__)
 # variables rank 0 sets for its children; restored afterwards so the next Hydra job in
 # the same process (a multirun) does not look "externally launched" (LOCAL_RANK is set)
 _DIST_ENV = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE")
-
-
-class WorldSizeMismatchError(RuntimeError):
-    """The launched ranks do not match the Trainer's ``num_nodes x devices``."""
 
 
 def _launched_world(env: ClusterEnvironment) -> tuple[int, str, int | None]:
@@ -73,28 +73,10 @@ def _launched_world(env: ClusterEnvironment) -> tuple[int, str, int | None]:
 
 
 def validate_launched_world(env: ClusterEnvironment, devices: int, num_nodes: int) -> None:
-    """Raise :class:`WorldSizeMismatchError` unless launched ranks == num_nodes x devices."""
+    """Raise :class:`WorldSizeMismatchError` unless launched ranks == num_nodes x devices
+    (the pure check: :func:`mushin_box._train.world.check_launched_world`)."""
     world, source, per_node = _launched_world(env)
-    expected = devices * num_nodes
-    problems = []
-    if world != expected:
-        problems.append(
-            f"the launcher started {world} ranks ({source}={world}) but the Trainer expects "
-            f"num_nodes x devices = {num_nodes} x {devices} = {expected}"
-        )
-    if per_node is not None and per_node != devices:
-        problems.append(
-            f"{per_node} tasks per node were launched but the Trainer has devices={devices}"
-        )
-    if problems:
-        raise WorldSizeMismatchError(
-            "DDP world size mismatch: "
-            + "; ".join(problems)
-            + ". Without this check the ranks would hang at rendezvous. Fix: launch exactly one "
-            "task per device, tasks_per_node == gpus_per_node == Trainer devices and nodes == "
-            "Trainer num_nodes (mushin_box.submitit_slurm_config derives tasks_per_node from "
-            "gpus_per_node; for torchrun use --nproc-per-node=devices --nnodes=num_nodes)."
-        )
+    check_launched_world(world, source, per_node, devices=devices, num_nodes=num_nodes)
 
 
 @public
@@ -200,6 +182,49 @@ class HydraDDP(DDPStrategy):
         if isinstance(launcher, _HydraDDPLauncher):
             launcher.end_call()
 
+    # SIGTERM. Lightning 2.6 answers it with a dist.broadcast from inside its signal
+    # handler, a collective the other ranks never join, and a local HydraDDP job hangs for
+    # good (Lightning-AI/pytorch-lightning#20806; the broadcast came with #20825). In the
+    # ranks of a local job, HydraDDP's handler replaces Lightning's once the trainer call
+    # has registered it (these hooks run after that; Lightning restores the handler it
+    # found when the call ends).
+    def on_train_start(self) -> None:
+        super().on_train_start()
+        self._take_sigterm()
+
+    def on_validation_start(self) -> None:
+        super().on_validation_start()
+        self._take_sigterm()
+
+    def on_test_start(self) -> None:
+        super().on_test_start()
+        self._take_sigterm()
+
+    def on_predict_start(self) -> None:
+        super().on_predict_start()
+        self._take_sigterm()
+
+    def _take_sigterm(self) -> None:
+        local_job = isinstance(self._launcher, _HydraDDPLauncher) or bool(
+            os.environ.get(DDP_PARENT_PID_ENV)
+        )
+        if local_job and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._on_sigterm)
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        """Rank 0 forwards SIGTERM to the ranks it started and raises :class:`Terminated`:
+        the trainer call unwinds, and its teardown gives them ``TERM_GRACE_S`` before it
+        kills them (:meth:`_HydraDDPLauncher.end_call`). A rank it started just raises."""
+        launcher = self._launcher
+        if isinstance(launcher, _HydraDDPLauncher):
+            launcher.terminating = True
+            if launcher._observer is not None:
+                launcher._observer.stop()  # their exits are expected now: not a failure
+            for proc in launcher.procs:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+        raise Terminated(signum)
+
 
 def _rendezvous_watchdog(joined: threading.Event, timeout_s: float, strategy: Any) -> None:
     if joined.wait(timeout_s):
@@ -220,12 +245,18 @@ def _rendezvous_watchdog(joined: threading.Event, timeout_s: float, strategy: An
 _current_launcher: _HydraDDPLauncher | None = None
 
 
+#: after SIGTERM, how long rank 0's teardown gives the ranks it started before SIGKILL
+TERM_GRACE_S = 5.0
+
+
 class _HydraDDPLauncher(_SubprocessScriptLauncher):
     """Starts ranks 1..N-1 once per job and sends each of them every trainer call rank 0
     makes (one JSON line on the child's stdin), so that ``fit`` then ``test`` on the
     same trainer runs both calls on the same processes, trained weights included."""
 
     child_exit_timeout_s: float = 120.0
+    #: rank 0 got SIGTERM and forwarded it: the ranks end with the call
+    terminating: bool = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -292,34 +323,50 @@ class _HydraDDPLauncher(_SubprocessScriptLauncher):
         self._check_can_spawn_children()
         self.procs = []
         env = self.cluster_environment
+        logs = []
         for local_rank in range(1, self.num_processes):
+            global_rank = env.node_rank() * self.num_processes + local_rank
             child_env = os.environ.copy()
             child_env["LOCAL_RANK"] = str(local_rank)
-            child_env[GLOBAL_RANK_ENV] = str(env.node_rank() * self.num_processes + local_rank)
+            child_env[GLOBAL_RANK_ENV] = str(global_rank)
             child_env[DDP_SPEC_ENV] = json.dumps(spec)
             child_env[DDP_PARENT_PID_ENV] = str(os.getpid())
             child_env[JOB_DIR_ENV] = spec["job_dir"]
             if os.environ.get("PL_GLOBAL_SEED") is None:
                 child_env.pop("PL_GLOBAL_SEED", None)
-            self.procs.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "mushin_box._train.ddp_child"],
-                    env=child_env,
-                    cwd=spec["cwd"],
-                    stdin=subprocess.PIPE,
-                    preexec_fn=_die_with_parent,
+            # a rank's output goes to its file in the cell, not through rank 0's terminal,
+            # where it would tear the progress bar (`mushin-box logs` reads the files)
+            logs.append(Path(spec["job_dir"]) / RANK_LOG_DIR / rank_log_file(global_rank))
+            logs[-1].parent.mkdir(parents=True, exist_ok=True)
+            with open(logs[-1], "ab") as output:
+                self.procs.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "mushin_box._train.ddp_child"],
+                        env=child_env,
+                        cwd=spec["cwd"],
+                        stdin=subprocess.PIPE,
+                        stdout=output,
+                        stderr=subprocess.STDOUT,
+                        preexec_fn=_die_with_parent,
+                    )
                 )
-            )
-        self._observer = _ChildObserver(self.procs)
+        ranks = "rank 1" if len(logs) == 1 else f"ranks 1-{len(logs)}"
+        log.info("HydraDDP: the output of %s goes to %s", ranks, logs[0].parent)
+        self._observer = _ChildObserver(self.procs, logs)
         self._observer.start()
 
     def end_call(self) -> None:
         """End of one trainer call of rank 0. The ranks stay for the job's next call,
-        unless rank 0's call failed: then they are killed at once."""
+        unless rank 0's call failed: then they are killed at once (after ``TERM_GRACE_S``
+        when the call ended by SIGTERM, which they were sent too)."""
         failed = (
             self._trainer is not None and self._trainer.state.status == TrainerStatus.INTERRUPTED
         )
-        if failed:
+        if self.terminating:
+            self.terminating = False
+            _retire_procs(self.procs, TERM_GRACE_S, quiet=True)
+            self.retire(kill=True)
+        elif failed:
             self.retire(kill=True)
         else:
             # the next Hydra job in this process must not look externally launched
@@ -341,7 +388,9 @@ class _HydraDDPLauncher(_SubprocessScriptLauncher):
             dist.destroy_process_group()
 
 
-def _retire_procs(procs: list[subprocess.Popen[bytes]], timeout_s: float) -> None:
+def _retire_procs(
+    procs: list[subprocess.Popen[bytes]], timeout_s: float, quiet: bool = False
+) -> None:
     deadline = time.monotonic() + timeout_s
     for proc in procs:
         if proc.stdin is not None and not proc.stdin.closed:
@@ -353,7 +402,7 @@ def _retire_procs(procs: list[subprocess.Popen[bytes]], timeout_s: float) -> Non
         try:
             proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            if timeout_s > 0:
+            if timeout_s > 0 and not quiet:
                 log.warning("HydraDDP: rank pid %s did not exit in time; killing it", proc.pid)
             proc.kill()
             proc.wait()
@@ -373,10 +422,15 @@ class _ChildObserver(threading.Thread):
     driver survives rank 0's own deliberate kills and a failed cell."""
 
     def __init__(
-        self, procs: list[subprocess.Popen[bytes]], period_s: float = 0.5, grace_s: float = 30.0
+        self,
+        procs: list[subprocess.Popen[bytes]],
+        logs: list[Path] | None = None,
+        period_s: float = 0.5,
+        grace_s: float = 30.0,
     ) -> None:
         super().__init__(daemon=True, name="mushin-ddp-observer")
         self._procs = procs
+        self._logs = logs or []
         self._period_s = period_s
         self._grace_s = grace_s
         self._stop_event = threading.Event()
@@ -397,6 +451,9 @@ class _ChildObserver(threading.Thread):
             log.error(
                 "HydraDDP: rank process(es) (pid, exit code) %s failed; ending the others", bad
             )
+            for proc, path in zip(self._procs, self._logs, strict=False):
+                if proc.poll() not in (None, 0):  # its own words, where the user looks
+                    sys.stderr.write(f"HydraDDP: the end of {path}:\n{_tail(path)}\n")
             for p in self._procs:
                 if p.poll() is None:
                     p.kill()
@@ -404,6 +461,17 @@ class _ChildObserver(threading.Thread):
                 log.error("HydraDDP: rank 0 is still waiting on the failed ranks; killing it")
                 os.kill(os.getpid(), signal.SIGKILL)
             return
+
+
+def _tail(path: Path, lines: int = 20, max_bytes: int = 16384) -> str:
+    """The last lines of a rank's log file ('' when it can't be read)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - max_bytes))
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec

@@ -555,6 +555,47 @@ def test_two_ranks_see_exactly_the_env_file_and_the_pass_list(tmp_path: Path) ->
     assert secret not in text and "hunter2" not in text
 
 
+WRITE_IN_CWD = "import os, pathlib; pathlib.Path('rank.out').write_text('ok'); print(os.getcwd())"
+
+
+def test_the_working_dir_reaches_the_rank_only_through_its_bind(tmp_path: Path) -> None:
+    """As on a cluster: the project and the run directory live on shared storage the image
+    lacks (``scratch/``, declared to the stand-in as host-only; ``--no-mount tmp`` keeps
+    Apptainer's /tmp mount from showing it anyway). The rank wrapper binds both, and the rank
+    works in the run directory; without the run directory's bind, Apptainer cannot enter it."""
+    scratch = tmp_path / "scratch"
+    project, work = scratch / "project", scratch / "runs" / "r1"
+    project.mkdir(parents=True)
+    work.mkdir(parents=True)
+    image = tmp_path / "img.sif"
+    image.touch()
+    spec = ContainerLaunch(
+        image=str(image),
+        project_dir=str(project),
+        python=sys.executable,
+        infiniband=False,
+        extra_args=["--no-mount", "tmp"],
+    )
+    planned = plan_env_file(spec, working_dir=work, run_id="binds", identity=IDENTITY)
+    Path(planned.path).parent.mkdir(parents=True)
+    Path(planned.path).write_text(planned.text)
+    argv = rank_argv(spec, planned.path, ["-c", WRITE_IN_CWD], working_dir=work)
+    env = _standin_env({**RANK5, "MUSHIN_STANDIN_HOST_ONLY": str(scratch)})
+    run = lambda a: subprocess.run(a, env=env, capture_output=True, text=True, timeout=30)  # noqa: E731
+    proc = run(argv)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(work) and (work / "rank.out").read_text() == "ok"
+    # the same command without the run directory's bind: the rank never starts
+    i = argv.index(str(work))
+    assert argv[i - 1] == "--bind"
+    unbound = run(argv[: i - 1] + argv[i + 1 :])
+    assert unbound.returncode == 255, unbound.stdout
+    assert f"could not set working directory {work}" in unbound.stderr
+    # and the honest other side: under Apptainer's default /tmp mount it needs no bind
+    default_tmp = [a for a in argv[: i - 1] + argv[i + 1 :] if a not in ("--no-mount", "tmp")]
+    assert run(default_tmp).returncode == 0
+
+
 def test_env_file_is_named_by_the_text_before_its_self_reference(tmp_path: Path) -> None:
     spec = ContainerLaunch(image="/i.sif", project_dir="/p", infiniband=False)
     planned = plan_env_file(spec, working_dir=tmp_path, identity=IDENTITY)

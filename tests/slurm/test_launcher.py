@@ -33,6 +33,9 @@ from mushin_box._slurm.launcher import (
     SubmititCellLauncher,
     render_sbatch,
 )
+from mushin_box._slurm.requeue import (
+    requeue_setup_lines,
+)
 
 # -- tasks that run inside the jobs (imported by reference: this module's folder is on the jobs'
 # PYTHONPATH) --
@@ -466,6 +469,33 @@ def test_trap_tells_timeout_from_preemption(
     assert scontrol == ("requeue 4242\n" if requeued else ""), stderr
 
 
+@pytest.mark.parametrize(
+    ("elapsed_s", "reason", "requeued"),
+    [(3360, "preemption", True), (3420, "timeout", False)],
+    ids=["early-preemption", "late-timeout"],
+)
+def test_trap_classifies_by_elapsed_time_at_a_real_threshold(
+    tmp_path: Path, elapsed_s: int, reason: str, requeued: bool
+) -> None:
+    """A 60-minute limit signalled 120 s before it: a signal after 3600 - 120 - 90 = 3390 s is
+    the timeout, an earlier one a preemption. The batch shell's clock is preset (bash's
+    ``SECONDS=N``: N plus the seconds since) 30 s either side of the threshold; only a
+    preemption is in ``requeue_on``, so the two sides also act differently."""
+    params = {
+        "timeout_min": 60,
+        "signal_delay_s": 120,
+        "requeue_on": ["preemption"],
+        "setup": [f"SECONDS={elapsed_s}"],
+    }
+    _, scontrol, ranks, stderr = _run_trap(tmp_path, params)
+    assert f"s: {reason} (job 4242" in stderr, stderr
+    assert "USR1" in ranks  # either way the ranks were told to checkpoint
+    if requeued:
+        assert scontrol == "requeue 4242\n", stderr
+    else:
+        assert scontrol == "" and "not requeueing: requeue_on has no timeout" in stderr, stderr
+
+
 def test_trap_does_not_requeue_ranks_that_finished(tmp_path: Path) -> None:
     code, scontrol, ranks, stderr = _run_trap(tmp_path, {}, {"STUB_USR1_RC": "0"})
     assert scontrol == "" and "the ranks finished" in stderr and code == 0
@@ -479,6 +509,46 @@ def test_trap_waits_grace_for_ranks_that_ignore_the_signal(tmp_path: Path) -> No
     started = (tmp_path / "started").stat().st_mtime
     requeued = (tmp_path / "scontrol.at").stat().st_mtime
     assert 1.5 < requeued - started < (tmp_path / "ranks.done").stat().st_mtime - started
+
+
+def test_trap_values_clamp_at_zero() -> None:
+    """A signal delay under the margins: no grace wait and any signal counts as the timeout
+    (never a negative number in the shell); no rank signal: an empty name, which the trap
+    reads as "send none"."""
+    lines = requeue_setup_lines(
+        requeue_on=["timeout"], max_requeues=1, rank_signal=None, signal_delay_s=5, timeout_min=1
+    )
+    assert "__mushin_rank_signal='' __mushin_grace_s=0" in lines
+    assert "__mushin_timeout_after_s=0" in lines
+
+
+def test_trap_acts_once_when_signalled_twice(tmp_path: Path) -> None:
+    """SLURM may signal again (preemption, then the time limit) while the trap waits for
+    the ranks: the second signal must not classify and requeue a second time."""
+    script = tmp_path / "job.sh"
+    params = {"name": "t", "rank_signal": None, "signal_delay_s": 12}  # grace: 2 s
+    script.write_text(render_sbatch(params, tmp_path / "sub" / "%j"))
+    env = {**_stubs(tmp_path, RANKS), "STUB_LOOPS": "45"}  # ranks ignore signals, run ~4.5 s
+    log = tmp_path / "stderr.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen(["bash", str(script)], env=env, stderr=err, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "started").exists():
+            assert time.monotonic() < deadline and proc.poll() is None, "stub srun never started"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGUSR2)
+        while "SIGUSR2 after" not in log.read_text():  # the trap runs (2 s of grace wait)
+            assert time.monotonic() < deadline and proc.poll() is None, log.read_text()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGUSR2)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    stderr = log.read_text()
+    assert stderr.count("SIGUSR2 after") == 1, stderr
+    assert (tmp_path / "scontrol.log").read_text() == "requeue 4242\n", stderr
 
 
 def test_without_signal_the_srun_status_is_the_script_status(tmp_path: Path) -> None:

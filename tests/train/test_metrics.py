@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import io
 import math
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytorch_lightning as pl
@@ -64,10 +67,38 @@ def test_standalone_validate_goes_to_its_own_file(tmp_path: Path) -> None:
     assert load_metrics_file(tmp_path / "validate_metrics.pt")["round"] == [0]
 
 
-def test_write_is_atomic_no_temp_files_left(tmp_path: Path) -> None:
-    _trainer(tmp_path).fit(TinyModule(), datamodule=TinyDataModule())
+class _OpenEachWrite(pl.Callback):
+    """After MetricsCallback's write at each epoch's end, open the metrics file as a reader
+    would and keep it open."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.readers: list[tuple[int, Any]] = []
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.readers.append((trainer.current_epoch, self.path.open("rb")))
+
+
+def test_write_is_atomic_a_reader_never_sees_a_later_write(tmp_path: Path) -> None:
+    """Atomic means a new file replaces the old one (temp file + rename): a reader that opened
+    the file keeps a complete, unchanged version, whatever is written after. A write in place
+    (truncate, then write the bytes) changes what every open reader sees: the reader of
+    epoch 0 would read epoch 2's series, or a torn one mid-write."""
+    probe = _OpenEachWrite(tmp_path / "fit_metrics.pt")
+    trainer = _trainer(tmp_path)
+    trainer.callbacks.append(probe)  # type: ignore[attr-defined]  # after MetricsCallback
+    trainer.fit(TinyModule(), datamodule=TinyDataModule())
+    assert [epoch for epoch, _ in probe.readers] == [0, 1, 2]
+    inodes = set()
+    for epoch, handle in probe.readers:
+        with handle:
+            inodes.add(os.fstat(handle.fileno()).st_ino)
+            series = torch.load(io.BytesIO(handle.read()), weights_only=True)
+        assert series["epoch"] == list(range(epoch + 1)), f"the reader of epoch {epoch}"
+    assert len(inodes) == 3  # each write was a new file
     # only the final file: no temp file of the atomic writes is left behind
-    assert [p.name for p in tmp_path.iterdir() if "fit_metrics" in p.name] == ["fit_metrics.pt"]
+    names = sorted(p.name for p in tmp_path.iterdir() if "fit_metrics" in p.name)
+    assert names == ["fit_metrics.json", "fit_metrics.pt"]
 
 
 def test_load_experiment_errors_clearly_on_missing_dir(tmp_path: Path) -> None:

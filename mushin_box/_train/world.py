@@ -1,0 +1,74 @@
+# SPDX-License-Identifier: MIT
+"""Does the world an external launcher started match the Trainer? A pure check.
+
+Under SLURM tasks or torchrun, :class:`~mushin_box._train.ddp.HydraDDP` starts no rank: it
+checks that the launched ranks are exactly ``num_nodes x devices``, one task per device on
+every node, because a mismatch would otherwise hang every rank at rendezvous. The check is
+kept here, apart from ``ddp.py``, as a function of plain numbers: every shape of mismatch
+is tested in microseconds, without torch, Lightning or a launcher (``ddp.py`` reads the
+numbers from the launcher's environment and calls :func:`check_launched_world`).
+"""
+
+from __future__ import annotations
+
+__all__ = ["WorldSizeMismatchError", "check_launched_world", "world_size_problems"]
+
+
+class WorldSizeMismatchError(RuntimeError):
+    """The launched ranks do not match the Trainer's ``num_nodes x devices``."""
+
+
+_FIX = (
+    ". Without this check the ranks would hang at rendezvous. Fix: launch exactly one "
+    "task per device, tasks_per_node == gpus_per_node == Trainer devices and nodes == "
+    "Trainer num_nodes (mushin_box.submitit_slurm_config derives tasks_per_node from "
+    "gpus_per_node; for torchrun use --nproc-per-node=devices --nnodes=num_nodes)."
+)
+
+
+def world_size_problems(
+    world: int, source: str, per_node: int | None, *, devices: int, num_nodes: int
+) -> list[str]:
+    """What is wrong with the launched world, in words (empty when it matches).
+
+    Parameters
+    ----------
+    world : int
+        Ranks the launcher started (``SLURM_NTASKS``, ``WORLD_SIZE``, ...).
+    source : str
+        Where ``world`` was read, for the message.
+    per_node : int | None
+        Tasks per node as the launcher set them, when it says (``SLURM_NTASKS_PER_NODE``,
+        ``LOCAL_WORLD_SIZE``); the right total can still be split wrongly across nodes.
+    devices, num_nodes : int
+        The Trainer's.
+
+    Examples
+    --------
+    >>> world_size_problems(8, "SLURM_NTASKS", 4, devices=4, num_nodes=2)
+    []
+    >>> world_size_problems(8, "SLURM_NTASKS", 2, devices=4, num_nodes=2)
+    ['2 tasks per node were launched but the Trainer has devices=4']
+    """
+    expected = devices * num_nodes
+    problems = []
+    if world != expected:
+        problems.append(
+            f"the launcher started {world} ranks ({source}={world}) but the Trainer expects "
+            f"num_nodes x devices = {num_nodes} x {devices} = {expected}"
+        )
+    if per_node is not None and per_node != devices:
+        problems.append(
+            f"{per_node} tasks per node were launched but the Trainer has devices={devices}"
+        )
+    return problems
+
+
+def check_launched_world(
+    world: int, source: str, per_node: int | None, *, devices: int, num_nodes: int
+) -> None:
+    """Raise :class:`WorldSizeMismatchError`, naming every problem and the fix, unless the
+    launched world matches (see :func:`world_size_problems`)."""
+    problems = world_size_problems(world, source, per_node, devices=devices, num_nodes=num_nodes)
+    if problems:
+        raise WorldSizeMismatchError("DDP world size mismatch: " + "; ".join(problems) + _FIX)
