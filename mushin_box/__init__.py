@@ -39,6 +39,9 @@ _LAZY: dict[str, str] = {
     "job_dir": "mushin_box._core.jobdir",
     "submitit_slurm_config": "mushin_box._slurm.config",
     "Workflow": "mushin_box._sweep.workflow",
+    "SweepHandle": "mushin_box._sweep.handle",
+    "reproduce": "mushin_box._sweep.reproduce",
+    "ReproduceResult": "mushin_box._sweep.reproduce",
     "ImageSpec": "mushin_box._image.spec",
     "ProjectInstall": "mushin_box._image.spec",
     "render_definition": "mushin_box._image.definition",
@@ -59,8 +62,10 @@ __all__ = [
     "Manifest",
     "MetricsCallback",
     "ProjectInstall",
+    "ReproduceResult",
     "ResumeContext",
     "SifHeader",
+    "SweepHandle",
     "Workflow",
     "WorldSizeInvariantSampler",
     "__version__",
@@ -75,6 +80,7 @@ __all__ = [
     "read_manifest",
     "read_sif_header",
     "render_definition",
+    "reproduce",
     "resumable",
     "resume_context",
     "seed_everything_per_rank",
@@ -92,6 +98,8 @@ if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
     from mushin_box._image.spec import ImageSpec, ProjectInstall
     from mushin_box._slurm.config import submitit_slurm_config
     from mushin_box._sweep.experiment import load_experiment
+    from mushin_box._sweep.handle import SweepHandle
+    from mushin_box._sweep.reproduce import ReproduceResult, reproduce
     from mushin_box._sweep.workflow import Workflow
     from mushin_box._train.ddp import HydraDDP
     from mushin_box._train.metrics import MetricsCallback, load_metrics_file

@@ -5,12 +5,20 @@ Run through ``scripts/runbook`` (which starts the local cluster). Prints PASS/FA
 check and exits non-zero on any failure. The runbook's GPUs are the local cluster's fake
 GPUs (count GRES): the same ``--gpus-per-node`` request is scheduled, and the ranks train
 on CPU with the gloo backend. That is said in the output, once per affected step.
+
+Step 4 runs twice: through ``Workflow.run(launcher="submitit_slurm")``, and as the seed
+writes it, a hydra-zen app launched from the command line with ``--multirun`` and
+``hydra/launcher=submitit_slurm`` (this file is that app when its first argument is
+``app``: ``python runbook.py app --multirun hydra/launcher=submitit_slurm seed=1,2 ...``).
+Step 5 checks and loads both sweeps.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -46,7 +54,57 @@ def train(seed: int, trainer: Any, module: Any, datamodule: Any) -> dict[str, fl
     return {"world_size": float(trainer.world_size)}
 
 
+def runbook_config(accelerator: str = "cpu", devices: int = 1, num_nodes: int = 1) -> Any:
+    """The task's config (step 3): the Trainer with devices/num_nodes and HydraDDP."""
+    import pytorch_lightning as pl
+    from hydra_zen import builds, make_config
+
+    from mushin_box import HydraDDP, MetricsCallback
+    from mushin_box.testing import TinyDataModule, TinyModule
+
+    return make_config(
+        seed=1234,
+        trainer=builds(
+            pl.Trainer,
+            accelerator=accelerator,
+            devices=devices,
+            num_nodes=num_nodes,
+            max_epochs=2,
+            strategy=builds(HydraDDP),
+            callbacks=[builds(MetricsCallback)],
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+        ),
+        module=builds(TinyModule),
+        datamodule=builds(TinyDataModule),
+    )
+
+
+def app() -> None:
+    """The hydra-zen app of step 4's command-line form (``runbook.py app <hydra args>``)."""
+    from hydra_zen import store, zen
+
+    store(runbook_config(), name="runbook")
+    store.add_to_hydra_store()
+    zen(train).hydra_main(config_name="runbook", config_path=None, version_base="1.3")
+
+
+def job_dirs(root: Path) -> list[Path]:
+    """A sweep's job directories: Workflow.run's cells, or Hydra's numbered jobs."""
+    return sorted(
+        d
+        for d in root.iterdir()
+        if (d / "mushin_status.json").exists() or (d / ".hydra" / "overrides.yaml").exists()
+    )
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["app"]:
+        del sys.argv[1]  # the rest is Hydra's command line
+        app()
+        return 0
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--nodes", type=int, default=2)
     parser.add_argument("--gpus-per-node", type=int, default=2)
@@ -97,30 +155,7 @@ def main() -> int:
         return f"tasks_per_node={slurm['tasks_per_node']} derived from gpus_per_node={gpus}"
 
     def step3() -> str:
-        import pytorch_lightning as pl
-        from hydra_zen import builds, make_config
-
-        from mushin_box import HydraDDP, MetricsCallback
-        from mushin_box.testing import TinyDataModule, TinyModule
-
-        state["config"] = make_config(
-            seed=1234,
-            trainer=builds(
-                pl.Trainer,
-                accelerator=args.accelerator,
-                devices=gpus,
-                num_nodes=nodes,
-                max_epochs=2,
-                strategy=builds(HydraDDP),
-                callbacks=[builds(MetricsCallback)],
-                logger=False,
-                enable_checkpointing=False,
-                enable_progress_bar=False,
-                enable_model_summary=False,
-            ),
-            module=builds(TinyModule),
-            datamodule=builds(TinyDataModule),
-        )
+        state["config"] = runbook_config(args.accelerator, gpus, nodes)
         return (
             f"Trainer devices={gpus} num_nodes={nodes} strategy=HydraDDP "
             f"(accelerator={args.accelerator})"
@@ -142,14 +177,40 @@ def main() -> int:
             raise AssertionError(f"cell statuses {statuses}; failures: {ds.attrs['failures']}")
         return f"2 cells completed on {nodes * gpus} ranks each, multirun via {args.launcher}"
 
+    def step4_raw() -> str:
+        # the seed's words: hydra/launcher=submitit_slurm plus hydra.launcher.<key>=<value>
+        # per field, and --multirun; no Workflow.run
+        launcher = [f"hydra.launcher.{key}={value}" for key, value in state["slurm"].items()]
+        command = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "app",
+            "--multirun",
+            f"hydra.sweep.dir={workdir / 'raw'}",
+            f"hydra/launcher={args.launcher}",
+            *launcher,
+            f"trainer.accelerator={args.accelerator}",
+            f"trainer.devices={gpus}",
+            f"trainer.num_nodes={nodes}",
+            "seed=1,2",
+        ]
+        ranks = workdir / "raw-ranks"  # TinyModule: each rank writes a line per epoch there
+        ranks.mkdir(exist_ok=True)
+        env = {**os.environ, "MUSHIN_TEST_RANK_LOG": str(ranks)}
+        proc = subprocess.run(
+            command, cwd=workdir, env=env, capture_output=True, text=True, timeout=420
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"exit {proc.returncode}: {(proc.stdout + proc.stderr)[-1500:]}")
+        return f"--multirun hydra/launcher={args.launcher} seed=1,2: 2 jobs ran, exit 0"
+
     def step5a() -> str:
-        root = workdir / "sweep"
         counts = {
-            d.name: len(list(d.rglob("fit_metrics.pt")))
-            for d in root.iterdir()
-            if (d / "mushin_status.json").exists()
+            f"{sweep}/{d.name}": len(list(d.rglob("fit_metrics.pt")))
+            for sweep in state["sweeps"]
+            for d in job_dirs(workdir / sweep)
         }
-        if sorted(counts.values()) != [1, 1]:
+        if sorted(counts.values()) != [1] * 2 * len(state["sweeps"]):
             raise AssertionError(f"fit_metrics.pt per job dir: {counts}")
         return f"fit_metrics.pt exactly once per job dir {sorted(counts)}"
 
@@ -161,6 +222,29 @@ def main() -> int:
         if world != [nodes * gpus] * 2 or "fit.val_loss" not in ds:
             raise AssertionError(f"world sizes {world}, variables {list(ds.data_vars)}")
         return f"load_experiment: dims {dict(ds.sizes)}, world size {world[0]} in both cells"
+
+    def step5b_raw() -> str:
+        from mushin_box import load_experiment
+
+        ds = load_experiment(workdir / "raw")
+        seeds = ds["seed"].values.tolist() if "seed" in ds.coords else None
+        if seeds != [1, 2] or ds["fit.val_loss"].dims != ("seed", "epoch"):
+            raise AssertionError(f"coordinates {dict(ds.coords)}, variables {list(ds.data_vars)}")
+        if bool(ds["fit.val_loss"].isnull().any()):
+            raise AssertionError(f"missing epochs: {ds['fit.val_loss'].values.tolist()}")
+        # which ranks trained each job, and in which world (TinyModule's rank records)
+        seen: dict[str, set[tuple[str, str]]] = {}
+        for log in (workdir / "raw-ranks").glob("rank*.log"):
+            for line in log.read_text().splitlines():
+                fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+                seen.setdefault(fields["job"], set()).add((log.stem, fields["world"]))
+        want = {(f"rank{r}", str(nodes * gpus)) for r in range(nodes * gpus)}
+        if seen != {"0": want, "1": want}:
+            raise AssertionError(f"ranks (and world sizes) per job: {seen}")
+        return (
+            f"load_experiment: dims {dict(ds.sizes)}; {nodes * gpus} ranks in a world of "
+            f"{nodes * gpus} trained each job"
+        )
 
     def step5c() -> str:
         from mushin_box import Workflow, multirun
@@ -187,9 +271,17 @@ def main() -> int:
     check("1. launcher plugin installed", step1)
     ok = check("2. submitit_slurm_config", step2)
     ok = check("3. Trainer devices/num_nodes/HydraDDP", step3) and ok
-    if ok and check("4. multirun on SLURM", step4):
+    state["sweeps"] = []
+    if ok and check("4a. Workflow.run multirun on SLURM", step4):
+        state["sweeps"].append("sweep")
+    if ok and check("4b. --multirun hydra/launcher=submitit_slurm", step4_raw):
+        state["sweeps"].append("raw")
+    if state["sweeps"]:
         check("5a. fit_metrics.pt once per job dir", step5a)
-        check("5b. load_experiment aggregates", step5b)
+    if "sweep" in state["sweeps"]:
+        check("5b. load_experiment aggregates the Workflow.run sweep", step5b)
+    if "raw" in state["sweeps"]:
+        check("5b. load_experiment aggregates the --multirun sweep", step5b_raw)
     if ok:
         check("5c. mismatched tasks_per_node fails fast", step5c)
     failed = [name for name, good, _ in RESULTS if not good]

@@ -12,6 +12,7 @@ A sweep directory::
     <sweep>/mushin_sweep.json           the manifest (a cache, rebuilt from the cells)
     <sweep>/.mushin_sweep.lock          held by the one driver running the sweep
     <sweep>/.mushin_abort.json          a cell failed under on_error="raise"
+    <sweep>/mushin_jobs.json            the jobs of the latest submission (SLURM ids)
     <sweep>/<cell>/mushin_status.json   pending/running/completed/failed/timeout/skipped
     <sweep>/<cell>/mushin_metrics.json  the task's returned metrics
     <sweep>/<cell>/mushin_provenance.json, mushin_packages.txt
@@ -52,6 +53,7 @@ __all__ = [
     "HYDRA_OUTPUT_SUBDIR",
     "HYDRA_OVERRIDES_FILE",
     "IMAGE_IDENTITY_ENV",
+    "JOBS_FILE",
     "JOB_DIR_ENV",
     "JOB_PRIVATE_DIR",
     "LOCK_FILE",
@@ -59,6 +61,8 @@ __all__ = [
     "MASTER_PORT_ENV",
     "METRICS_FILE",
     "PACKAGES_FILE",
+    "PROFILES_FILE",
+    "PROJECT_FILE",
     "PROVENANCE_FILE",
     "RANK_LOG_DIR",
     "RUN_ID_ENV",
@@ -72,6 +76,7 @@ __all__ = [
     "STATUS_FILE",
     "rank_log_file",
     "stage_metrics_file",
+    "stage_metrics_json_file",
 ]
 
 # ---------------------------------------------------------------------------- a sweep
@@ -82,6 +87,8 @@ MANIFEST_FILE = "mushin_sweep.json"
 LOCK_FILE = ".mushin_sweep.lock"
 #: a cell failed under ``on_error="raise"``; cells not yet started skip
 ABORT_FILE = ".mushin_abort.json"
+#: the jobs (SLURM ids, local pids) the launcher submitted, written at submission
+JOBS_FILE = "mushin_jobs.json"
 
 # ---------------------------------------------------------------------------- a cell
 
@@ -110,6 +117,8 @@ RANK_LOG_DIR = "logs"
 def rank_log_file(rank: int) -> str:
     """A local rank's output file under :data:`RANK_LOG_DIR`: ``rank1.log``."""
     return f"rank{int(rank)}.log"
+
+
 #: under the job's private dir: the metrics of the attempt before a continuing one (a
 #: cell's metrics sidecar only ever belongs to its current status; carry-over reads this)
 EARLIER_METRICS_FILE = "earlier-metrics.json"
@@ -131,8 +140,23 @@ def stage_metrics_file(stage: str, filename: str = STAGE_METRICS_SUFFIX) -> str:
     return f"{stage}_{filename}"
 
 
+def stage_metrics_json_file(stage: str, filename: str = STAGE_METRICS_SUFFIX) -> str:
+    """The canonical-JSON twin of :func:`stage_metrics_file` (``fit_metrics.json``), which
+    readers load without torch."""
+    name = stage_metrics_file(stage, filename)
+    stem = name[: -len(".pt")] if name.endswith(".pt") else name
+    return f"{stem}.json" if f"{stem}.json" != name else f"{name}.json"
+
+
 #: under the sweep's working directory: the content-addressed rank env files
 ENV_FILE_DIR = ".mushin-box"
+
+# ---------------------------------------------------------------------------- a project
+
+#: the project's settings: ``[tool.mushin-box]`` (secret-names, launch profiles)
+PROJECT_FILE = "pyproject.toml"
+#: launch profiles beside it, for a project without a pyproject.toml: ``[profiles.NAME]``
+PROFILES_FILE = "mushin-box.toml"
 
 # ---------------------------------------------------------------------------- rank env
 

@@ -47,6 +47,7 @@ from typing import Any
 
 __all__ = [
     "Interpolation",
+    "check_sweep_values",
     "format_override",
     "format_sweep",
     "format_value",
@@ -358,6 +359,32 @@ def format_sweep(
             f"values must be a sequence (list/tuple) of sweep values, got "
             f"{type(values).__qualname__} (convert arrays with .tolist(), sets with sorted())"
         )
+    formatted = check_sweep_values(key, values)
+    if len(formatted) > 1:
+        return f"{prefix}{key}={','.join(formatted)}"
+    (text,) = formatted
+    if text == "null" or text[0] in "'\"":
+        return f"{prefix}{key}={text}"
+    return f"{prefix}{key}=choice({text})"
+
+
+def check_sweep_values(key: str, values: Sequence[object]) -> list[str]:
+    """The sweep's values as formatted by :func:`format_value`; refuse an empty sweep or
+    duplicates, which would collapse into the same sweep cell.
+
+    Two values are duplicates when they format identically (``1.0`` and ``1.00``, ``'x'``
+    and ``x`` in a raw override), not merely when they compare equal: ``1`` and ``1.0`` are
+    distinct values (an ``int`` and a ``float`` job), as ``True`` and ``1``.
+
+    Examples
+    --------
+    >>> check_sweep_values("s", [1, 1.0, "1"])
+    ['1', '1.0', "'1'"]
+    >>> check_sweep_values("s", ["a", "a"])
+    Traceback (most recent call last):
+    ...
+    ValueError: duplicate values in the sweep over 's': 'a' (2x); duplicates would ...
+    """
     if len(values) == 0:
         raise ValueError(f"cannot sweep {key!r} over no values")
     formatted: list[str] = []
@@ -376,12 +403,7 @@ def format_sweep(
             f"duplicate values in the sweep over {key!r}: {', '.join(duplicates)}; "
             "duplicates would collapse into the same sweep cell"
         )
-    if len(formatted) > 1:
-        return f"{prefix}{key}={','.join(formatted)}"
-    (text,) = formatted
-    if text == "null" or text[0] in "'\"":
-        return f"{prefix}{key}={text}"
-    return f"{prefix}{key}=choice({text})"
+    return formatted
 
 
 @functools.cache

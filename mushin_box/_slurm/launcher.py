@@ -15,6 +15,13 @@ then it cancels what is left). A task's exception comes back inside the ``JobRet
 unchanged (when it pickles); a job that ends without a result (killed, cancelled, out of
 memory) comes back as a failed ``JobReturn`` holding submitit's error with the log paths.
 
+Every submission is written down at once (``mushin_jobs.json`` in the sweep directory,
+:mod:`mushin_box._slurm.submitted`): the job ids are the only handle on cells that have not
+started. With ``detach`` the launcher returns right after that (each JobReturn empty: the
+cells' sidecars tell the outcome). Ctrl-C while waiting on SLURM leaves the jobs running
+(``mushin-box wait`` follows them, ``mushin-box cancel`` stops them) unless
+``cancel_on_interrupt``; local jobs, children of this process, are always cancelled.
+
 ``python`` is submitit's python command, e.g. ``apptainer exec --nv image.sif python``: the
 ranks then run inside the image while the batch script stays on the host.
 
@@ -60,6 +67,7 @@ from typing import Any, Literal
 from mushin_box._slurm.config import refuse_control_characters
 from mushin_box._slurm.jobs import is_live
 from mushin_box._slurm.requeue import REQUEUE_SIGNAL, RequeueReason, requeue_setup_lines
+from mushin_box._slurm.submitted import record_submission
 
 __all__ = [
     "LocalLauncherConf",
@@ -91,6 +99,8 @@ class _BaseLauncherConf:
     python: str | None = None  # submitit's python command (split into words, each quoted)
     poll_interval_s: float = 5.0  # how often the launcher checks on its jobs
     max_wait_s: float | None = None  # cancel the jobs still running after this long
+    detach: bool = False  # submit, record the jobs, return without waiting
+    cancel_on_interrupt: bool = False  # Ctrl-C cancels the jobs (default: they keep running)
 
 
 @dataclass
@@ -280,11 +290,14 @@ def slurm_parameters(settings: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if v is not None}
 
 
-def render_sbatch(params: Mapping[str, Any], folder: str | os.PathLike[str]) -> str:
+def render_sbatch(
+    params: Mapping[str, Any], folder: str | os.PathLike[str], *, map_count: int | None = None
+) -> str:
     """The sbatch script of a one-cell ``mushin_slurm`` job, rendered without ``srun``.
 
     ``params`` are ``hydra.launcher`` values (the others keep :class:`SlurmLauncherConf`'s
-    defaults); the text is what submitit's ``SlurmExecutor`` writes for them.
+    defaults); the text is what submitit's ``SlurmExecutor`` writes for them. ``map_count``:
+    the script of a sweep of that many cells, one job array (``#SBATCH --array``).
 
     Examples
     --------
@@ -299,7 +312,7 @@ def render_sbatch(params: Mapping[str, Any], folder: str | os.PathLike[str]) -> 
     python = settings["python"] or shlex.quote(sys.executable)
     command = " ".join([python, "-u -m submitit.core._submit", shlex.quote(os.fspath(folder))])
     return _make_sbatch_string(
-        command=command, folder=os.fspath(folder), **slurm_parameters(settings)
+        command=command, folder=os.fspath(folder), map_count=map_count, **slurm_parameters(settings)
     )
 
 
@@ -457,6 +470,16 @@ class SubmititCellLauncher:
         jobs = executor.map_array(
             cell, overrides, ["hydra.sweep.dir"] * len(overrides), numbers, [state] * len(overrides)
         )
+        detach = bool(self.settings["detach"])
+        if detach and self.cluster == "local":
+            for job in jobs:  # submitit cancels a local job when its Job object goes away
+                job.cancel_at_deletion(False)
+        record_submission(
+            sweep_dir,
+            self.cluster,
+            [(str(job.job_id), o) for job, o in zip(jobs, overrides, strict=True)],
+            detached=detach,
+        )
         for number, job, o in zip(numbers, jobs, overrides, strict=True):
             log.info(
                 "mushin_%s #%d job %s: %s",
@@ -465,6 +488,8 @@ class SubmititCellLauncher:
                 job.job_id,
                 " ".join(filter_overrides(o)),
             )
+        if detach:
+            return [_submitted_return(o) for o in overrides]
         return self.wait(jobs, overrides)
 
     def wait(self, jobs: Sequence[Any], overrides: Sequence[Sequence[str]]) -> list[Any]:
@@ -473,6 +498,7 @@ class SubmititCellLauncher:
         max_wait = self.settings["max_wait_s"]
         deadline = None if max_wait is None else time.monotonic() + float(max_wait)
         results: dict[int, Any] = {}
+        keep = False  # jobs left running on purpose (Ctrl-C under SLURM)
         try:
             while True:
                 for i, job in enumerate(jobs):
@@ -484,9 +510,14 @@ class SubmititCellLauncher:
                 if deadline is not None and time.monotonic() >= deadline:
                     break
                 time.sleep(float(self.settings["poll_interval_s"]))
+        except KeyboardInterrupt:
+            # a lost terminal must not cost the sweep: SLURM jobs run on, to be followed
+            # with `mushin-box wait` and stopped with `mushin-box cancel`
+            keep = self.cluster == "slurm" and not self.settings["cancel_on_interrupt"]
+            raise
         finally:
             for i, job in enumerate(jobs):
-                if i not in results:
+                if i not in results and not keep:
                     job.cancel(check=False)
                     error = TimeoutError(
                         f"mushin_{self.cluster} job {job.job_id} was not done after "
@@ -531,6 +562,16 @@ class SubmititCellLauncher:
             f"rank 0; see its logs: {rank0.paths.stdout} and {rank0.paths.stderr}"
         )
         return _failed_return(overrides, UncompletedJobError(message))
+
+
+def _submitted_return(overrides: Sequence[str]) -> Any:
+    """The JobReturn of a job left running (``detach``): nothing to report yet; the cell's
+    sidecars will tell."""
+    from hydra.core.utils import JobReturn, JobStatus
+
+    ret = JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED)
+    ret.return_value = None
+    return ret
 
 
 def _failed_return(overrides: Sequence[str], error: BaseException) -> Any:

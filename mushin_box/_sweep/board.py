@@ -162,20 +162,15 @@ def pid_alive(pid: int) -> bool:
 
 def owner_gone(record: Mapping[str, Any], job_states: Mapping[str, str]) -> str | None:
     """Why a ``running`` cell's owner is known to be gone, or ``None`` (alive, or it can't
-    be told from here: a process on another host, a job SLURM no longer knows)."""
-    from mushin_box._slurm.jobs import is_live
+    be told from here: a process on another host). ``job_states`` holds the states of the
+    sweep's SLURM jobs, asked once (:func:`mushin_box._slurm.jobs.job_states`)."""
+    from mushin_box._sweep.liveness import check, owner_of
 
-    job_id = record.get("slurm_job_id")
-    if job_id:
-        state = job_states.get(str(job_id))
-        if state is None or is_live(state):
-            return None
-        return f"SLURM job {job_id} ended {state} while the cell was running"
-    pid = record.get("pid")
-    if record.get("host") == socket.gethostname() and isinstance(pid, int):
-        if not pid_alive(pid):
-            return f"process {pid} on {record.get('host')} died while the cell was running"
-    return None
+    owner = owner_of(record)
+    if owner is None:  # a status from before owners were recorded: cannot tell
+        return None
+    answer = check(owner, job_state=job_states.get)
+    return None if answer.alive else answer.reason
 
 
 def _scalars(metrics: Any) -> dict[str, float]:
@@ -204,12 +199,14 @@ def _cell(
     cell_dir = root / directory if directory else None
     recorded = str(record.get("status", entry.get("status", "pending")))
     state = "failed" if gone else recorded
-    error = record.get("error") if isinstance(record.get("error"), dict) else {}
+    raw_error = record.get("error")
+    error: dict[str, Any] = raw_error if isinstance(raw_error, dict) else {}
     if gone:
         error = {"type": "JobEnded", "message": gone}
     error_file = cell_dir / ERROR_FILE if cell_dir else None
     metrics = read_json(cell_dir / METRICS_FILE) if cell_dir and state == "completed" else None
-    logs = record.get("logs") if isinstance(record.get("logs"), dict) else {}
+    raw_logs = record.get("logs")
+    logs: dict[str, Any] = raw_logs if isinstance(raw_logs, dict) else {}
     pid = record.get("pid")
     return CellView(
         dir=directory,
@@ -249,6 +246,7 @@ def read_sweep(root: str | os.PathLike[str], *, liveness: bool = True) -> SweepV
         ``root`` holds neither a manifest nor a cell status: not a sweep.
     """
     from mushin_box._slurm.jobs import is_live, job_states
+    from mushin_box._slurm.submitted import read_submission, submitted_job_ids
     from mushin_box._sweep.manifest import manifest_from_cells, read_manifest
 
     path = Path(root)
@@ -265,8 +263,8 @@ def read_sweep(root: str | os.PathLike[str], *, liveness: bool = True) -> SweepV
     records = {
         e["dir"]: read_json(path / e["dir"] / STATUS_FILE) or {} for e in entries if e.get("dir")
     }
-    raw_jobs = old.get("job_ids")
-    jobs = [str(j) for j in raw_jobs] if isinstance(raw_jobs, list) else []
+    submission = read_submission(path)
+    jobs = submitted_job_ids(path)
     running = [r for r in records.values() if r.get("status") == "running"]
     ids = [str(r["slurm_job_id"]) for r in running if r.get("slurm_job_id")]
     states = job_states([*ids, *jobs]) if liveness and (ids or jobs) else {}
@@ -284,8 +282,18 @@ def read_sweep(root: str | os.PathLike[str], *, liveness: bool = True) -> SweepV
         run_id=manifest.get("run_id"),
         launcher=old.get("launcher") if isinstance(old.get("launcher"), str) else None,
         job_ids=tuple(jobs),
-        active=driver_running(path) or any(is_live(states.get(j, "")) for j in jobs),
+        active=driver_running(path)
+        or any(is_live(states.get(j, "")) for j in jobs)
+        or _local_jobs_alive(submission),
     )
+
+
+def _local_jobs_alive(submission: Mapping[str, Any]) -> bool:
+    """Does a local job of the latest submission (its id is its pid) still run here?"""
+    if submission.get("cluster") != "local" or submission.get("host") != socket.gethostname():
+        return False
+    ids = [str(job.get("job_id", "")) for job in submission.get("jobs", ())]
+    return any(pid_alive(int(j)) for j in ids if j.isdigit())
 
 
 def driver_running(root: Path) -> bool:

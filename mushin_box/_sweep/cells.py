@@ -22,14 +22,12 @@ keep their values from the previous attempt (:func:`_carry_over`).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
-import inspect
 import os
 import re
-import socket
 import time
-import traceback
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -40,7 +38,7 @@ import attrs
 from mushin_box._core.jobdir import mushin_dir
 from mushin_box._core.layout import (
     ABORT_FILE,
-    ERROR_FILE,
+    EARLIER_METRICS_FILE,
     METRICS_FILE,
     PROVENANCE_FILE,
     STALE_CHECKPOINTS_DIR,
@@ -52,11 +50,18 @@ from mushin_box._core.sidecars import (
     canonical_dumps,
     read_json,
     write_json_atomic,
-    write_text_atomic,
 )
+from mushin_box._slurm.joblogs import slurm_rank_logs
+from mushin_box._sweep.cellprovenance import finish_provenance, start_provenance
 from mushin_box._sweep.decide import Decision, decide
+from mushin_box._sweep.failure import record_failure
+from mushin_box._sweep.hydrafiles import install as install_hydra_files
+from mushin_box._sweep.hydrafiles import take_failure
+from mushin_box._sweep.liveness import owner_fields, slurm_job_id
+from mushin_box._sweep.usercode import code_identity
 from mushin_box._train.resume import next_attempt, set_aside_checkpoints, zen_with_resume
 from mushin_box._train.seeding import global_rank_from_env
+from mushin_box._train.signals import Terminated, sigterm_raises
 
 __all__ = [
     "CellPlan",
@@ -114,28 +119,43 @@ def _register_resolver() -> None:
 
 
 _register_resolver()
+install_hydra_files()  # Hydra's .hydra/*.yaml, written atomically: never left empty
 
 
 def is_multi_rank(environ: Mapping[str, str] | None = None) -> bool:
-    """Is this process one of several ranks launched for one cell (SLURM tasks, torchrun)?"""
+    """Is this process one of several ranks launched for one cell (SLURM tasks, torchrun)?
+
+    Only a per-rank variable says so, beside a world size above 1: a sweep driver inside
+    a multi-task allocation (``salloc -n 4``, or an ``sbatch -n 4`` batch script, whose
+    ``SLURM_PROCID`` is that of no job step) is one process, and keeps its deadline.
+
+    Examples
+    --------
+    >>> is_multi_rank({"SLURM_NTASKS": "4"})  # the driver, under salloc -n 4
+    False
+    >>> is_multi_rank({"SLURM_NTASKS": "4", "SLURM_PROCID": "1", "SLURM_STEP_ID": "0"})
+    True
+    >>> is_multi_rank({"WORLD_SIZE": "2", "LOCAL_RANK": "0"})
+    True
+    """
     env = os.environ if environ is None else environ
-    for name in ("SLURM_NTASKS", "WORLD_SIZE"):
+
+    def above_one(name: str) -> bool:
         try:
-            if int(env.get(name, "1")) > 1:
-                return True
+            return int(env.get(name) or "1") > 1
         except ValueError:
-            continue
-    return False
+            return False
+
+    if env.get("SLURM_PROCID") and env.get("SLURM_STEP_ID") and above_one("SLURM_NTASKS"):
+        return True  # an srun task of a step with several
+    ranked = ("RANK", "LOCAL_RANK", "GROUP_RANK", "NODE_RANK", "MUSHIN_GLOBAL_RANK")
+    return above_one("WORLD_SIZE") and any(env.get(name) for name in ranked)
 
 
-def code_fingerprint(task: Callable[..., Any]) -> str:
-    """sha256 of the task's source (its module and name when the source is unavailable)."""
-    fn = inspect.unwrap(task)
-    try:
-        text = inspect.getsource(fn)
-    except (OSError, TypeError):
-        text = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+def code_fingerprint(task: Callable[..., Any], *, config: Any = None) -> str:
+    """sha256 of the user code a sweep of ``task`` runs: its module, the modules its
+    config names, and the user modules they import (:mod:`mushin_box._sweep.usercode`)."""
+    return code_identity(task, config=config).fingerprint
 
 
 def _plain_config(cfg: Any) -> Any:
@@ -162,16 +182,6 @@ def config_fingerprint(cfg: Any) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def slurm_job_id(environ: Mapping[str, str] | None = None) -> str | None:
-    """This process's SLURM job as squeue/scancel name it: ``<array job>_<task>`` for an
-    array task (its plain SLURM_JOB_ID of task 0 is the whole array's id), else the id."""
-    env = os.environ if environ is None else environ
-    array, task = env.get("SLURM_ARRAY_JOB_ID"), env.get("SLURM_ARRAY_TASK_ID")
-    if array and task:
-        return f"{array}_{task}"
-    return env.get("SLURM_JOB_ID")
-
-
 def _plain_value(value: Any) -> Any:
     """A config value (possibly a ListConfig/DictConfig) as plain python."""
     from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -179,6 +189,17 @@ def _plain_value(value: Any) -> Any:
     if isinstance(value, DictConfig | ListConfig):
         return OmegaConf.to_container(value, resolve=True)
     return value
+
+
+def _swept_value(cfg: Any, key: str, choices: Mapping[str, Any]) -> Any:
+    """A cell's value of a swept key, as the grid holds it: a config group's option name
+    (``model=small``, from Hydra's ``runtime.choices``), else the config's value."""
+    from omegaconf import OmegaConf
+
+    group = key.replace(".", "/")
+    if group in choices:
+        return choices[group]
+    return _plain_value(OmegaConf.select(cfg, key))
 
 
 def _now() -> str:
@@ -223,11 +244,12 @@ def _carry_over(
     result must not replace good metrics of the same experiment with fewer: the missing
     names keep their values, with a warning, and the status lists them
     (``metrics_carried_over``). An attempt that starts afresh carries nothing: an earlier
-    run's metrics were set aside at its start (:func:`_set_aside_metrics`).
+    run's metrics were set aside at its start (:func:`_set_aside_metrics`). A continuing
+    attempt's start kept them in ``.mushin/earlier-metrics.json``, read here.
     """
     if not continues:
         return metrics, []
-    previous = read_json(cell_dir / METRICS_FILE, default={})
+    previous = read_json(mushin_dir(cell_dir) / EARLIER_METRICS_FILE, default={})
     missing = sorted(k for k in previous if k not in metrics) if isinstance(previous, dict) else []
     if not missing:
         return metrics, []
@@ -240,13 +262,25 @@ def _carry_over(
     return {**metrics, **{k: previous[k] for k in missing}}, missing
 
 
-def _set_aside_metrics(cell_dir: Path, tag: str) -> None:
-    """Move an earlier run's metrics beside its set-aside checkpoints (a fresh start)."""
-    path = cell_dir / METRICS_FILE
-    if path.is_file():
-        target = mushin_dir(cell_dir) / STALE_CHECKPOINTS_DIR / tag / METRICS_FILE
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(path, target)
+def _set_aside_metrics(cell_dir: Path, tag: str, continues: bool) -> None:
+    """At an attempt's start, move the earlier attempt's metrics out of the cell's sidecar.
+
+    A cell's metrics sidecar belongs to its current status: none beside ``running`` or
+    ``failed`` (a completed cell that fails on a re-run must not show its old metrics as
+    this attempt's). A continuing attempt keeps them in ``.mushin/earlier-metrics.json``
+    for :func:`_carry_over`; a fresh start moves them beside its set-aside checkpoints.
+    """
+    path, earlier = cell_dir / METRICS_FILE, mushin_dir(cell_dir) / EARLIER_METRICS_FILE
+    if continues:
+        if path.is_file():
+            earlier.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, earlier)
+        return
+    target = mushin_dir(cell_dir) / STALE_CHECKPOINTS_DIR / tag / METRICS_FILE
+    for source in (earlier, path):  # the sidecar last: the newer of the two is kept
+        if source.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(source, target)
 
 
 @attrs.frozen
@@ -260,6 +294,10 @@ class CellPlan:
     deadline: float | None = None  # absolute time.time(); one budget for every process
     code_fingerprint: str = ""
     run_id: str = ""
+    #: the modules the code fingerprint covers (name -> short sha256), for the warnings
+    code_modules: Mapping[str, str] = attrs.field(factory=dict)
+    #: reuse completed cells whose code fingerprint changed (recorded: ``reused_despite``)
+    reuse_stale_code: bool = False
 
 
 @attrs.frozen
@@ -316,28 +354,43 @@ class CellRunner:
             write_json_atomic(cell_dir / STATUS_FILE, record)
         return record
 
+    def _status_as_is(self, cell: _Cell, **fields: Any) -> None:
+        """Add fields to the cell's status as it is (rank 0; its run id stays the one of the
+        run that wrote it)."""
+        if global_rank_from_env() == 0:
+            write_json_atomic(cell.directory / STATUS_FILE, {**cell.previous, **fields})
+
     def __call__(self, cfg: Any) -> dict[str, Any] | None:
         """Run one cell: look at it, decide, then reuse, skip or run it (see module doc)."""
         cell = self._look(cfg)
         decision, reused = self._decide(cell)
         if decision.action == "reuse":
-            return reused  # nothing runs, nothing is rewritten
+            if decision.reused_despite:  # reused on request: the status says so
+                self._status_as_is(cell, reused_despite=list(decision.reused_despite))
+            return reused  # nothing runs; only a reuse despite a change is written down
         record = dict(cell.base)
         if decision.rerun_reason:
             record["rerun_reason"] = decision.rerun_reason
         if decision.action == "skip":
             self._skip(cell, record, decision.reason)
             return None
-        running, t0 = self._start(cfg, cell, record, decision)
+        try:
+            failure = take_failure(cell.directory)  # Hydra could not write .hydra/*.yaml
+            if failure is not None:
+                raise failure
+            running, t0 = self._start(cfg, cell, record, decision)
+        except OSError as exc:  # a full disk, a quota: the cell could not even start
+            attempt = int(cell.previous.get("attempt", 0)) + 1
+            return self._failed(cell, {**record, "attempt": attempt, **owner_fields()}, exc, 0.0)
         return self._run(cfg, cell, running, t0, decision.continue_from_checkpoint)
 
     def _look(self, cfg: Any) -> _Cell:
         """Gather what the decision needs: the cell's directory, fingerprints, last status."""
         from hydra.core.hydra_config import HydraConfig
-        from omegaconf import OmegaConf
 
         cell_dir = Path(HydraConfig.get().runtime.output_dir)
-        combo = {k: _plain_value(OmegaConf.select(cfg, k)) for k in self.plan.swept}
+        choices = HydraConfig.get().runtime.choices
+        combo = {k: _swept_value(cfg, k, choices) for k in self.plan.swept}
         fingerprints = {"config": config_fingerprint(cfg), "code": self.plan.code_fingerprint}
         image = os.environ.get("MUSHIN_SIF_SHA256")
         if image:  # ranks in an Apptainer image: a different image is a different cell
@@ -366,6 +419,8 @@ class CellRunner:
                 multi_rank=multi_rank,
                 restart_count=_restart_count() if multi_rank else 0,
                 metrics_readable=metrics_readable,
+                reuse_stale_code=self.plan.reuse_stale_code,
+                code_modules=self.plan.code_modules,
             )
 
         decision, metrics = judge(True), None
@@ -399,27 +454,30 @@ class CellRunner:
         provenance); return the running status record and the start on the monotonic clock."""
         known = int(cell.previous.get("attempt", 0))  # a status from before attempt.json
         attempt = next_attempt(cell.directory, start=self._start_key(), known=known)
-        if not decision.continue_from_checkpoint and global_rank_from_env() == 0:
+        if global_rank_from_env() == 0:
             # a fresh start: an earlier run's checkpoints (maybe of another config) must
             # not be picked up by this attempt or by a later resume; nor its metrics be
-            # carried over into this run's (_carry_over)
+            # carried over into this run's (_carry_over). Any start: the earlier metrics
+            # leave the sidecar, which only this attempt's outcome fills again
             tag = self.plan.run_id[:12] or "earlier"
-            set_aside_checkpoints(cell.directory, tag)
-            _set_aside_metrics(cell.directory, tag)
+            if not decision.continue_from_checkpoint:
+                set_aside_checkpoints(cell.directory, tag)
+            _set_aside_metrics(cell.directory, tag, decision.continue_from_checkpoint)
         started = _now()
         t0 = time.monotonic()
         running = {
             **record,
             "attempt": attempt,
             "started": started,
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "slurm_job_id": slurm_job_id(),
+            **owner_fields(),  # who runs it: a later run must not start a second copy
+            "logs": slurm_rank_logs(),  # where each SLURM rank writes (mushin-box logs)
             "previous_fingerprints": decision.previous_fingerprints,
         }
         self._status(cell.directory, **running, status="running")
         if global_rank_from_env() == 0:
-            self._write_provenance(cfg, cell.directory, cell.fingerprints)
+            start_provenance(
+                self.task, cfg, cell.directory, cell.fingerprints, pre_call=self.pre_call
+            )
         return running, t0
 
     def _run(
@@ -432,102 +490,70 @@ class CellRunner:
         ended, t_end = "", 0.0
         try:
             try:
-                result = self._call_task(cfg, cell_dir, running["attempt"], continues)
+                with sigterm_raises():  # SIGTERM ends the cell "cancelled", not mid-write
+                    result = self._call_task(cfg, cell_dir, running["attempt"], continues)
             finally:  # the task's end: the status and the provenance both say this one
                 ended, t_end = _now(), time.monotonic()
             metrics = metrics_from_return(result)
         except BaseException as exc:
             if rank0:
-                self._record_seeds(cell_dir, ended, t_end)
+                finish_provenance(cell_dir, ended, t_end)
+            if isinstance(exc, Terminated):  # the process ends; resume runs the cell again
+                with contextlib.suppress(OSError):
+                    self._status(
+                        cell_dir,
+                        **running,
+                        status="cancelled",
+                        ended=ended,
+                        duration_s=round(t_end - t0, 3),
+                        reason=str(exc),
+                    )
             if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: not recorded
                 raise
-            self._record_failure(cell_dir, running, exc, t_end - t0)
-            if self.plan.on_error == "raise":
-                self._abort(cell, exc)
-                redact_exception(exc)  # it leaves the cell: its text is written elsewhere too
-                raise
-            return None
+            return self._failed(cell, running, exc, t_end - t0)
         # metrics, then the status, then the rest: a kill before the "completed" status runs
-        # the cell again, so nothing else is written in between (_record_seeds took ~10 ms)
+        # the cell again, so nothing else is written in between (finish_provenance took ~10 ms)
         carried: list[str] = []
+        try:
+            if rank0:
+                metrics, carried = _carry_over(cell_dir, metrics, continues)
+                write_json_atomic(cell_dir / METRICS_FILE, metrics)
+            self._status(
+                cell_dir,
+                **running,
+                status="completed",
+                ended=ended,
+                duration_s=round(t_end - t0, 3),
+                code_modules=dict(self.plan.code_modules),  # a later change names them
+                **({"metrics_carried_over": carried} if carried else {}),
+            )
+        except OSError as exc:  # a full disk: the result can't be kept, so the cell failed
+            return self._failed(cell, running, exc, t_end - t0)
         if rank0:
-            metrics, carried = _carry_over(cell_dir, metrics, continues)
-            write_json_atomic(cell_dir / METRICS_FILE, metrics)
-        self._status(
-            cell_dir,
-            **running,
-            status="completed",
-            ended=ended,
-            duration_s=round(t_end - t0, 3),
-            **({"metrics_carried_over": carried} if carried else {}),
-        )
-        if rank0:
-            self._record_seeds(cell_dir, ended, t_end)
+            (mushin_dir(cell_dir) / EARLIER_METRICS_FILE).unlink(missing_ok=True)  # carried
+            finish_provenance(cell_dir, ended, t_end)
         return metrics
+
+    def _failed(
+        self, cell: _Cell, running: dict[str, Any], exc: Exception, duration: float
+    ) -> None:
+        """Record the failure; under ``on_error="raise"``, write the abort file and re-raise
+        it. A failure to write either (a full disk) never replaces ``exc``; a failure that
+        could not be recorded is re-raised whatever ``on_error`` says, since the cell's
+        files would not tell it."""
+        recorded = self._record_failure(cell.directory, running, exc, duration)
+        if self.plan.on_error == "raise" or not recorded:
+            self._abort(cell, exc)
+            redact_exception(exc)  # it leaves the cell: its text is written elsewhere too
+            raise exc
+        return None
 
     def _abort(self, cell: _Cell, exc: BaseException) -> None:
         """Write the sweep's abort file (rank 0), so that the cells not yet started skip."""
         if global_rank_from_env() == 0:  # the error may quote a secret, as in _record_failure
             record = {"cell": cell.directory.name, "error": redact_secret_values(repr(exc))}
-            write_json_atomic(cell.root / ABORT_FILE, record)
-
-    def _write_provenance(self, cfg: Any, cell_dir: Path, fingerprints: dict[str, str]) -> None:
-        """Write the cell's provenance record (and its package list) as the task starts.
-
-        ``run.started`` is the ``started`` of the status just written, so both files agree;
-        :meth:`_record_seeds` completes the record when the task is done.
-        """
-        from omegaconf import OmegaConf
-
-        from mushin_box._provenance.files import write_provenance
-        from mushin_box._provenance.full import full_provenance, launcher_from_hydra
-        from mushin_box._provenance.record import basic_provenance
-
-        config = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
-        seed_base = OmegaConf.select(cfg, "seed", default=None)
-        status = read_json(cell_dir / STATUS_FILE, default={})
-        started = status.get("started") if isinstance(status, dict) else None
-        # the task's duration, measured on this process's monotonic clock (_record_seeds)
-        self.__dict__.setdefault("_provenance_clocks", {})[str(cell_dir)] = time.monotonic()
-        try:
-            record = full_provenance(
-                task=self.task,
-                config=config,
-                fingerprints=fingerprints,
-                seed_base=seed_base,
-                launcher=launcher_from_hydra(),
-                started=started if isinstance(started, str) else None,
-            )
-        except ValueError as exc:  # a malformed launcher environment: keep the basic record
-            warnings.warn(
-                f"cell {cell_dir.name}: recording the basic provenance only ({exc})", stacklevel=2
-            )
-            record = basic_provenance(
-                task=self.task, config=config, fingerprints=fingerprints, seed_base=seed_base
-            )
-        write_provenance(cell_dir, record)
-
-    def _record_seeds(self, cell_dir: Path, ended: str, end: float) -> None:
-        """Complete the cell's provenance once the task has returned or raised: the per-rank
-        seeds its ranks recorded, ``run.ended``/``run.duration_s`` (the task's end: ``ended``,
-        and ``end`` on the monotonic clock) and ``run.devices`` (the task has usually
-        imported torch by now)."""
-        from mushin_box._provenance.files import write_provenance
-        from mushin_box._provenance.full import finish_record, record_with_seeds
-        from mushin_box._train.seeding import seed_records
-
-        t0 = self.__dict__.get("_provenance_clocks", {}).pop(str(cell_dir), None)
-        duration = round(end - t0, 3) if t0 is not None else None
-        try:
-            record = read_json(cell_dir / PROVENANCE_FILE)
-            if not isinstance(record, dict):
-                return
-            records = seed_records(cell_dir)
-            if records:
-                record = record_with_seeds(record, records)
-            write_provenance(cell_dir, finish_record(record, ended=ended, duration_s=duration))
-        except (OSError, ValueError, KeyError) as exc:  # never fail a cell over provenance
-            warnings.warn(f"cell {cell_dir.name}: provenance not completed ({exc})", stacklevel=2)
+            with contextlib.suppress(OSError):  # the error itself is re-raised
+                write_json_atomic(cell.root / ABORT_FILE, record)
 
     def _call_task(self, cfg: Any, cell_dir: Path, attempt: int, continues: bool) -> Any:
         """Call the task through zen, ``mushin_resume`` filled by ``call_with_resume``."""
@@ -541,25 +567,22 @@ class CellRunner:
             attempt=attempt,
             pre_call=self.pre_call,
             resolve_pre_call=False,
+            unpack_kwargs=True,  # a **kwargs task gets the keys swept for it, as in Python
         )(cfg)
 
     def _record_failure(
         self, cell_dir: Path, running: dict[str, Any], exc: BaseException, duration: float
-    ) -> None:
-        """Record a failed attempt (rank 0): the redacted traceback and a "failed" status."""
+    ) -> bool:
+        """Record a failed attempt (rank 0): the redacted traceback and a "failed" status.
+        False when the status could not be written (:func:`record_failure`)."""
         if global_rank_from_env() != 0:
-            return
-        # an exception may quote a secret (e.g. "invalid token ..."): the values of
-        # secret-looking environment variables, sweep secrets included (whatever their
-        # length), are replaced; the manifest's row copies this status's error
-        text = redact_secret_values("".join(traceback.format_exception(exc)))
-        write_text_atomic(cell_dir / ERROR_FILE, text)
-        message = redact_secret_values(str(exc))
-        self._status(
-            cell_dir,
+            return True
+        record = {
+            "schema": SCHEMA,
+            "run_id": self.plan.run_id,
             **running,
-            status="failed",
-            ended=_now(),
-            duration_s=round(duration, 3),
-            error={"type": type(exc).__qualname__, "message": message[:2000], "file": ERROR_FILE},
-        )
+            "status": "failed",
+            "ended": _now(),
+            "duration_s": round(duration, 3),
+        }
+        return record_failure(cell_dir, record, exc)

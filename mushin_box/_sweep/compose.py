@@ -21,11 +21,13 @@ hydra.errors.ConfigCompositionException: Could not override 'lrr'...
 
 from __future__ import annotations
 
+import copy
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["check_composes", "first_job"]
+__all__ = ["check_composes", "first_job", "hydra_state_kept"]
 
 
 def first_job(overrides: Sequence[str]) -> list[str]:
@@ -69,3 +71,39 @@ def check_composes(config: Any, overrides: Sequence[str]) -> None:
         raise
     finally:
         ConfigStore.instance().repo.pop(f"{name}.yaml", None)
+
+
+@contextmanager
+def hydra_state_kept() -> Iterator[None]:
+    """Put Hydra's process-wide state back as it was, however the launch inside ended.
+
+    A launcher that runs jobs in this process may leave ``HydraConfig`` set to the sweep's
+    config, whose ``runtime.output_dir`` is ``MISSING`` (the joblib launcher does, even
+    with ``n_jobs=1``). Every later ``job_dir()``, ``MetricsCallback()`` without
+    ``save_dir`` and ``seed_everything_per_rank`` in this process would then raise
+    ``MissingMandatoryValue``. The ``GlobalHydra`` instance is restored too, for a
+    launcher that re-initializes it.
+
+    Examples
+    --------
+    >>> from hydra.core.hydra_config import HydraConfig
+    >>> from omegaconf import OmegaConf
+    >>> with hydra_state_kept():
+    ...     HydraConfig.instance().cfg = OmegaConf.create({"hydra": {}})
+    >>> HydraConfig.initialized()
+    False
+    """
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.core.singleton import Singleton
+
+    config = HydraConfig.instance().cfg
+    global_hydra: Any = copy.copy(Singleton._instances.get(GlobalHydra))
+    try:
+        yield
+    finally:
+        HydraConfig.instance().cfg = config
+        if global_hydra is None:
+            Singleton._instances.pop(GlobalHydra, None)
+        else:
+            GlobalHydra.set_instance(global_hydra)

@@ -53,6 +53,9 @@ class Decision:
     previous_fingerprints : Any
         For ``run``: the fingerprints from before this run, recorded in the status so that
         a rank that reads it after rank 0 rewrote it compares with the same values.
+    reused_despite : tuple[str, ...]
+        For ``reuse``: the fingerprints that changed and were ignored on request
+        (``reuse_stale_code``: ``("code",)``); the runner records them in the status.
     """
 
     action: Literal["reuse", "skip", "run"]
@@ -61,6 +64,7 @@ class Decision:
     rerun_reason: str | None = None
     warnings: tuple[str, ...] = ()
     previous_fingerprints: Any = None
+    reused_despite: tuple[str, ...] = ()
 
 
 def decide(
@@ -76,6 +80,8 @@ def decide(
     multi_rank: bool = False,
     restart_count: int = 0,
     metrics_readable: bool = True,
+    reuse_stale_code: bool = False,
+    code_modules: Mapping[str, str] | None = None,
 ) -> Decision:
     """Decide whether a cell is reused, skipped or run, and whether a run continues.
 
@@ -101,6 +107,13 @@ def decide(
         ``SLURM_RESTART_COUNT``: above 0, a multi-rank cell is a requeue and continues.
     metrics_readable : bool (default: True)
         ``False`` when a reusable cell's metrics sidecar turned out unreadable: it runs.
+    reuse_stale_code : bool (default: False)
+        Ignore a changed ``code`` fingerprint (the user's "I know, reuse anyway"): a
+        completed cell is reused (``reused_despite``), another continues from its
+        checkpoints. Every other fingerprint still counts.
+    code_modules : mapping | None
+        The modules the code fingerprint covers now (name -> short sha256): with the
+        previous status's ``code_modules``, a changed code fingerprint names them.
 
     Examples
     --------
@@ -119,16 +132,29 @@ def decide(
         return Decision("skip", reason=ABORTED)
     found: list[str] = []
     rerun_reason = None
+    ignored = ("code",) if reuse_stale_code else ()
     if resume and before.get("status") == "completed":
-        if before.get("fingerprints") == fingerprints:
+        old = before.get("fingerprints") or {}
+        # a key present on one side only changed too (e.g. the image is no longer set)
+        changed = sorted(k for k in {*old, *fingerprints} if old.get(k) != fingerprints.get(k))
+        if not set(changed) - set(ignored):
             if metrics_readable:
-                return Decision("reuse", reason="completed with the same fingerprints")
+                despite = tuple(changed)
+                if not despite:
+                    return Decision("reuse", reason="completed with the same fingerprints")
+                return Decision(
+                    "reuse",
+                    reason="completed; its code changed since: reused as asked",
+                    reused_despite=despite,
+                    warnings=(
+                        f"cell {cell}: code fingerprint changed{_modules(before, code_modules)}"
+                        " since it completed; reusing it anyway (reuse_stale_code=True)",
+                    ),
+                )
         else:
-            old = before.get("fingerprints") or {}
-            # a key present on one side only changed too (e.g. the image is no longer set)
-            changed = sorted(k for k in {*old, *fingerprints} if old.get(k) != fingerprints.get(k))
+            detail = _modules(before, code_modules) if "code" in changed else ""
             found.append(
-                f"cell {cell}: {' and '.join(changed)} fingerprint changed since it "
+                f"cell {cell}: {' and '.join(changed)} fingerprint changed{detail} since it "
                 "completed; running it again instead of reusing it"
             )
             rerun_reason = f"{'/'.join(changed)} fingerprint changed"
@@ -145,7 +171,7 @@ def decide(
         run_id=run_id,
         resume=resume,
         # a status without fingerprints (corrupt, or from an old version) proves nothing
-        changed=bool(before) and known != fingerprints,
+        changed=bool(before) and _without(known, ignored) != _without(fingerprints, ignored),
         multi_rank=multi_rank,
         restart_count=restart_count,
     )
@@ -157,6 +183,25 @@ def decide(
         warnings=tuple(found),
         previous_fingerprints=known,
     )
+
+
+def _without(fingerprints: Any, keys: tuple[str, ...]) -> Any:
+    if not keys or not isinstance(fingerprints, Mapping):
+        return fingerprints
+    return {k: v for k, v in fingerprints.items() if k not in keys}
+
+
+def _modules(previous: Mapping[str, Any], code_modules: Mapping[str, str] | None) -> str:
+    """`` (code: helpers, models)``: the modules whose content changed, when the previous
+    status and this run both list them; else nothing."""
+    old = previous.get("code_modules")
+    if not isinstance(old, Mapping) or code_modules is None:
+        return ""
+    names = sorted(k for k in {*old, *code_modules} if old.get(k) != code_modules.get(k))
+    if not names:
+        return ""
+    more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+    return f" (code: {', '.join(names[:5])}{more})"
 
 
 def _fingerprints_before_this_run(previous: Mapping[str, Any], run_id: str) -> Any:

@@ -1,75 +1,50 @@
 # SPDX-License-Identifier: MIT
-"""``load_experiment``: one job directory (or, later, a whole sweep) as an xarray Dataset."""
+"""``load_experiment``: a sweep directory, or one job directory, as an xarray Dataset.
+
+A ``Workflow.run`` sweep is read from its cells' sidecars here; a plain Hydra ``--multirun``
+sweep from Hydra's own files (:mod:`mushin_box._sweep.raw_sweep`).
+"""
 
 from __future__ import annotations
 
 import itertools
 import os
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
-from mushin_box._core.layout import METRICS_FILE, PROVENANCE_FILE, STATUS_FILE, stage_metrics_file
+from mushin_box._core.layout import (
+    HYDRA_CONFIG_FILE,
+    HYDRA_MULTIRUN_FILE,
+    HYDRA_OUTPUT_SUBDIR,
+    HYDRA_OVERRIDES_FILE,
+    MANIFEST_FILE,
+    METRICS_FILE,
+    PROVENANCE_FILE,
+    STATUS_FILE,
+    stage_metrics_file,
+    stage_metrics_json_file,
+)
 from mushin_box._core.targets import public
+from mushin_box._sweep.series import (
+    STAGES,
+    Series,
+    grid_coords,
+    gridded_series,
+    job_series,
+    load_job,
+)
 
-__all__ = ["STAGES", "load_experiment", "load_job", "load_sweep"]
-
-# MetricsCallback files and the dimension their series run along
-STAGES: dict[str, str] = {"fit": "epoch", "validate": "validate_round", "test": "test_round"}
-
-
-def _series_variables(stage: str, data: dict[str, list[Any]]) -> dict[str, xr.DataArray]:
-    index_dim = STAGES[stage]
-    index_key = "epoch" if stage == "fit" else "round"
-    index = np.asarray(data.get(index_key, []), dtype=np.int64)
-    out: dict[str, xr.DataArray] = {}
-    for name, values in data.items():
-        if name == index_key:
-            continue
-        arr = np.asarray(values, dtype=np.float64)
-        dims = [index_dim] + [f"{stage}.{name}_dim{i}" for i in range(1, arr.ndim)]
-        out[f"{stage}.{name}"] = xr.DataArray(arr, dims=dims, coords={index_dim: index})
-    return out
-
-
-def load_job(path: str | os.PathLike[str]) -> xr.Dataset:
-    """One job directory as a Dataset (see :func:`load_experiment`)."""
-    from mushin_box._train.metrics import load_metrics_file
-
-    job = Path(path)
-    if not job.is_dir():
-        raise FileNotFoundError(f"load_experiment: {job} is not a directory")
-    variables: dict[str, xr.DataArray] = {}
-    for stage in STAGES:
-        file = job / stage_metrics_file(stage)
-        if file.is_file():
-            variables.update(_series_variables(stage, load_metrics_file(file)))
-    attrs: dict[str, Any] = {"job_dir": str(job.resolve())}
-    config = job / ".hydra" / "config.yaml"
-    if config.is_file():
-        attrs["config"] = config.read_text(encoding="utf-8")
-    return xr.Dataset(variables, attrs=attrs)
-
-
-def _coord_value(value: Any) -> Any:
-    # coordinates must be hashable scalars: lists/dicts become their JSON text
-    if isinstance(value, list | dict):
-        from mushin_box._core.sidecars import canonical_dumps
-
-        return canonical_dumps(value).decode("utf-8").rstrip("\n")
-    return value
-
-
-def _coords(values: list[Any]) -> np.ndarray[Any, Any]:
-    plain = [_coord_value(v) for v in values]
-    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in plain):
-        return np.asarray(plain)
-    out = np.empty(len(plain), dtype=object)
-    out[:] = plain
-    return out
+__all__ = [
+    "is_sweep_dir",
+    "load_experiment",
+    "load_sweep",
+    "warn_unfinished",
+]
 
 
 def load_sweep(path: str | os.PathLike[str]) -> xr.Dataset:
@@ -91,9 +66,9 @@ def load_sweep(path: str | os.PathLike[str]) -> xr.Dataset:
         combo_id(dict(zip(params, combo, strict=True))): tuple(idx)
         for idx, combo in zip(np.ndindex(*shape), itertools.product(*grid.values()), strict=True)
     }
-    coords = {p: _coords(v) for p, v in grid.items()}
+    coords = {p: grid_coords(v) for p, v in grid.items()}
     scalars: dict[str, np.ndarray[Any, Any]] = {}
-    series: dict[str, list[tuple[tuple[int, ...], xr.DataArray]]] = {}
+    series: dict[str, list[tuple[tuple[int, ...], Series]]] = {}
     failures: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
     status = np.full(shape, "pending", dtype=object)
@@ -119,25 +94,19 @@ def load_sweep(path: str | os.PathLike[str]) -> xr.Dataset:
             if isinstance(value, bool | int | float):
                 arr = scalars.setdefault(name, np.full(shape, np.nan))
                 arr[where] = float(value)
-        for name, da in load_job(cell_dir).data_vars.items():
-            series.setdefault(str(name), []).append((where, da))
+        for name, one in job_series(cell_dir).items():
+            series.setdefault(name, []).append((where, one))
     dims = params
-    # a metric named like a swept parameter ("x") would clash with its coordinate
+    # a metric named like a swept parameter ("x") or a series' dimension ("epoch") would
+    # clash with its coordinate
+    reserved = {*grid, *STAGES.values()}
     variables: dict[str, xr.DataArray] = {
-        (f"metrics.{name}" if name in grid else name): xr.DataArray(arr, dims=dims, coords=coords)
+        (f"metrics.{name}" if name in reserved else name): xr.DataArray(
+            arr, dims=dims, coords=coords
+        )
         for name, arr in scalars.items()
     }
-    for name, parts in series.items():
-        aligned = xr.align(*(da for _, da in parts), join="outer")
-        extra_dims = list(aligned[0].dims)
-        extra_shape = aligned[0].shape
-        arr = np.full(shape + extra_shape, np.nan)
-        for (where, _), da in zip(parts, aligned, strict=True):
-            arr[where] = da.values
-        extra_coords = {d: aligned[0][d].values for d in extra_dims if d in aligned[0].coords}
-        variables[name] = xr.DataArray(
-            arr, dims=dims + extra_dims, coords={**coords, **extra_coords}
-        )
+    variables.update(gridded_series(series, shape, dims, coords))
     ds = xr.Dataset(variables, coords=coords)
     ds["status"] = xr.DataArray(status, dims=dims, coords=coords)
     ds["cell_dir"] = xr.DataArray(cell_dirs, dims=dims, coords=coords)
@@ -148,6 +117,45 @@ def load_sweep(path: str | os.PathLike[str]) -> xr.Dataset:
         skipped=canonical_dumps(skipped).decode().rstrip("\n"),
     )
     return ds
+
+
+def warn_unfinished(root: Path, run_id: str, said: Sequence[str] = ()) -> None:
+    """One ``UserWarning`` per cell of this run that failed or was skipped, naming the cell
+    and why (at the caller of ``Workflow.run``: run, here).
+
+    A notebook user sees warnings, not the status files; the driver emits them after the
+    launch, from the sidecars, so every launcher (in-process, submitit, SLURM) says the
+    same, once. ``said``: cells a warning already named (ended with their job).
+    """
+    from mushin_box._core.layout import ERROR_FILE
+    from mushin_box._sweep.decide import OUT_OF_TIME
+    from mushin_box._sweep.manifest import cell_records
+
+    for cell_dir, record in cell_records(root):
+        state, cell = record.get("status"), cell_dir.name
+        if record.get("run_id") != run_id or cell in said:
+            continue
+        if state == "skipped":
+            reason = record.get("reason")
+            why = (
+                "max_total_seconds ran out before it started"
+                if reason == OUT_OF_TIME
+                else f"skipped ({reason})"
+            )
+            message = f"cell {cell}: skipped: {why}; run again with resume=True to run it"
+        elif state in ("failed", "timeout", "cancelled"):
+            error = record.get("error")
+            error = error if isinstance(error, dict) else {}
+            text = str(error.get("message") or record.get("reason") or "").splitlines()
+            detail = f"{error.get('type', state)}: {text[0][:300] if text else ''}"
+            trace = f", traceback in {cell}/{ERROR_FILE}" if error.get("file") else ""
+            message = (
+                f"cell {cell}: {state} ({detail}); NaN in the results{trace}; run again "
+                "with resume=True"
+            )
+        else:
+            continue
+        warnings.warn(message, UserWarning, stacklevel=3)
 
 
 def _warn_if_truncated(path: Path, cell: str) -> None:
@@ -172,8 +180,7 @@ def _warn_if_truncated(path: Path, cell: str) -> None:
 
 
 def is_sweep_dir(path: Path) -> bool:
-    from mushin_box._core.layout import MANIFEST_FILE
-
+    """Is ``path`` the working directory of a ``Workflow.run`` sweep?"""
     return (path / MANIFEST_FILE).is_file() or any(path.glob(f"*/{STATUS_FILE}"))
 
 
@@ -184,16 +191,28 @@ def load_experiment(path: str | os.PathLike[str]) -> xr.Dataset:
     **Sweep** (a ``Workflow.run`` working dir): one dimension per swept parameter (its
     grid values as coordinates), one variable per scalar metric the task returned and
     per ``MetricsCallback`` series (with its ``epoch``/``*_round`` dimension appended),
-    NaN for failed, skipped or missing cells (a metric named like a swept parameter is
-    called ``metrics.<name>``); ``status`` and ``cell_dir`` variables;
-    ``attrs["failures"]``/``attrs["skipped"]`` list those cells (JSON text, so they
-    survive netCDF). Works on a half-finished sweep.
+    NaN for failed, skipped or missing cells (a metric named like a swept parameter or
+    a series' dimension is called ``metrics.<name>``); ``status`` and ``cell_dir``
+    variables; ``attrs["failures"]``/``attrs["skipped"]`` list those cells (JSON text, so
+    they survive netCDF). Works on a half-finished sweep.
+
+    **Plain Hydra sweep** (``--multirun`` or ``hydra_zen.launch(..., multirun=True)``
+    without ``Workflow.run``: job dirs ``0/``, ``1/``... with ``.hydra/``): one dimension
+    per swept override (from ``multirun.yaml`` and each job's ``.hydra/overrides.yaml``;
+    a config group's coordinates are its option names), the jobs' ``MetricsCallback``
+    series, and ``cell_dir`` (the job's directory; ``""`` for a job not started).
+    Hydra records no status, so there is none; ``attrs["source"]`` is
+    ``"hydra --multirun"``.
 
     **One job**: each ``MetricsCallback`` series becomes a variable named
     ``"<stage>.<metric>"``: ``fit.*`` along ``epoch``, ``test.*`` along ``test_round``,
-    ``validate.*`` along ``validate_round``; its Hydra config (YAML text) in ``attrs``.
+    ``validate.*`` along ``validate_round``; its Hydra config in ``attrs["config"]`` (a
+    mapping, interpolations kept as text) and ``attrs["config_yaml"]`` (the YAML text; drop
+    ``attrs["config"]`` before ``to_netcdf``, which stores no mappings).
 
-    Only sidecar files are read; nothing is imported from the experiment.
+    Only sidecar files are read; nothing is imported from the experiment. The series come
+    from the ``*_metrics.json`` files, without importing torch; a job written before those
+    existed is read from its ``*_metrics.pt`` files, through torch.
 
     Parameters
     ----------
@@ -210,7 +229,30 @@ def load_experiment(path: str | os.PathLike[str]) -> xr.Dataset:
     >>> ds = load_experiment("outputs/2026-11-29/12-00-00")  # doctest: +SKIP
     >>> ds["fit.val_loss"].sel(epoch=2)  # doctest: +SKIP
     """
+    from mushin_box._sweep.raw_sweep import is_hydra_sweep_dir, load_hydra_sweep
+
     root = Path(path)
     if not root.is_dir():
         raise FileNotFoundError(f"load_experiment: {root} is not a directory")
-    return load_sweep(root) if is_sweep_dir(root) else load_job(root)
+    if is_sweep_dir(root):
+        return load_sweep(root)
+    if is_hydra_sweep_dir(root):
+        return load_hydra_sweep(root)
+    metrics = [stage_metrics_file(stage) for stage in STAGES]
+    twins = [stage_metrics_json_file(stage) for stage in STAGES]
+    if not any((root / name).is_file() for name in (*metrics, *twins)):
+        hydra = root / HYDRA_OUTPUT_SUBDIR / HYDRA_CONFIG_FILE
+        if not hydra.is_file():
+            raise FileNotFoundError(
+                f"load_experiment: {root} holds no results: no {MANIFEST_FILE} or "
+                f"*/{STATUS_FILE} (a Workflow.run sweep), no {HYDRA_MULTIRUN_FILE} or "
+                f"*/{HYDRA_OUTPUT_SUBDIR}/{HYDRA_OVERRIDES_FILE} (a --multirun sweep), no "
+                f"{', '.join(metrics)} (a job); pass a sweep's or a job's directory"
+            )
+        warnings.warn(
+            f"load_experiment: the job {root} holds no MetricsCallback file "
+            f"({', '.join(metrics)}): the Dataset holds its config only",
+            UserWarning,
+            stacklevel=2,
+        )
+    return load_job(root)

@@ -1,28 +1,23 @@
 # SPDX-License-Identifier: MIT
-"""``mushin-box launch``: an experiment file + ``--nodes``/``--gpus`` → a ``Workflow.run``.
+"""``mushin-box launch``: an experiment + ``--nodes``/``--gpus`` → a ``Workflow.run``.
 
 The one contract of multi-node DDP is one rank per GPU, with the Trainer agreeing
 (``devices == gpus per node``, ``num_nodes == nodes``). The command line says the topology
 once; :func:`plan_launch` derives everything else from it: the SLURM launcher config
 (:func:`~mushin_box.submitit_slurm_config`, ``tasks_per_node = gpus``, optionally every
-rank in an Apptainer image) and the Trainer overrides (``++trainer.devices``,
-``++trainer.num_nodes``). With no SLURM (no ``sbatch`` on PATH, or ``local=True``) the
-cells run here: one node, ``gpus`` CPU ranks under HydraDDP (gloo).
+rank in an Apptainer image; checked value by value in :mod:`mushin_box._sweep.schedule`)
+and the Trainer overrides (``++trainer.devices``, ``++trainer.num_nodes``). Without a
+reachable SLURM cluster (:func:`~mushin_box._slurm.probe.probe_slurm`), or with
+``local=True``, the cells run here: one node, ``gpus`` CPU ranks under HydraDDP (gloo).
 
-The experiment is ``path/to/exp.py[:NAME]`` or ``package.module:NAME``. ``NAME`` (default:
-``workflow``, else ``Config``) is either a :class:`~mushin_box.Workflow` or a hydra-zen
-config with ``trainer``, ``module`` and optional ``datamodule`` nodes, which is fitted by
-:func:`fit_task`. A file is imported as a module named after it (its directory first on
-``sys.path``, and on ``PYTHONPATH`` for the ranks), so classes it defines are importable by
-every rank.
+Loading the experiment is :mod:`mushin_box._sweep.loading`; the flags and profiles are
+:mod:`mushin_box._sweep.options`; the dry run's review is :mod:`mushin_box._sweep.review`.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import shutil
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,16 +30,17 @@ from mushin_box._train.resume import ResumeContext
 __all__ = [
     "LaunchError",
     "LaunchPlan",
+    "check_keys",
     "check_working_dir",
     "fit_task",
-    "load_target",
+    "hydra_error_line",
     "plan_launch",
+    "run_launch",
     "sbatch_refusal",
     "seed_pre_call",
-    "user_code_error",
+    "select_key",
 ]
 
-DEFAULT_NAMES = ("workflow", "Config")
 _HYDRADDP_TARGETS = frozenset(
     {"mushin_box.HydraDDP", "mushin_box._ddp.HydraDDP"}
 )  # 0.1 wrote the second
@@ -81,140 +77,17 @@ def fit_task(
     return MetricsCallback.final_metrics(trainer)
 
 
-# ---------------------------------------------------------------------------- loading
-
-
-def load_target(spec: str) -> tuple[Any, str | None]:
-    """``(object, directory to put on the ranks' PYTHONPATH or None)`` for ``spec``.
-
-    Raises
-    ------
-    LaunchError
-        The file or module does not exist, importing it raised (a syntax error, an
-        exception, a missing dependency: :func:`user_code_error` says where), or it defines
-        none of the names looked for.
-    """
-    target, _, name = spec.partition(":")
-    directory: str | None = None
-    if target.endswith(".py") or os.sep in target:
-        path = Path(target).resolve()
-        if not path.is_file():
-            raise LaunchError(f"experiment file {target!r} does not exist")
-        if not path.stem.isidentifier():
-            raise LaunchError(
-                f"experiment file name {path.name!r} is not a Python module name: rename it "
-                "(letters, digits, underscores) so the ranks can import it"
-            )
-        directory = str(path.parent)
-        module_name = path.stem
-        loaded = sys.modules.get(module_name)
-        if loaded is not None and Path(getattr(loaded, "__file__", "") or "").resolve() != path:
-            raise LaunchError(
-                f"{path.name}: a different module named {module_name!r} is already imported "
-                f"({loaded.__file__}); rename the experiment file"
-            )
-        if loaded is None:
-            _check_not_shadowing(path)
-        if directory not in sys.path:
-            sys.path.insert(0, directory)
-    else:
-        module_name = target
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # the user's code failed to import: where, and what to fix
-        raise LaunchError(user_code_error(f"experiment {spec!r}", exc, module_name)) from exc
-    names = (name,) if name else DEFAULT_NAMES
-    for candidate in names:
-        if hasattr(module, candidate):
-            return getattr(module, candidate), directory
-    raise LaunchError(
-        f"{target} defines none of {', '.join(names)}: name a Workflow or a hydra-zen config "
-        f"with trainer/module nodes, e.g. {target}:Config"
-    )
-
-
-def _check_not_shadowing(path: Path) -> None:
-    """Refuse an experiment file named like an importable module (``yaml.py``): first on
-    ``sys.path`` (and on the ranks' ``PYTHONPATH``) it would hide that module."""
-    import importlib.util
-
-    # look it up without the file's own directory (there already when it is the cwd of
-    # `python -m`): what the name means to every other import
-    saved = list(sys.path)
-    sys.path[:] = [p for p in saved if Path(p or ".").resolve() != path.parent]
-    try:
-        spec = importlib.util.find_spec(path.stem)
-    except (ImportError, ValueError):  # pragma: no cover - a broken finder: let import say
-        return
-    finally:
-        sys.path[:] = saved
-    if spec is None:
-        return
-    origin = spec.origin if spec.has_location else None
-    if origin is not None and Path(origin).resolve() == path:
-        return  # its directory is already on sys.path: the file itself
-    where = origin or spec.origin or "a namespace package"
-    raise LaunchError(
-        f"experiment file {path.name!r} has the name of the module {path.stem!r} ({where}): "
-        "imported first, it would hide that module from every rank. Rename the experiment "
-        "file"
-    )
-
-
-def user_code_error(what: str, exc: BaseException, module: str | None = None) -> str:
-    """One line for ``exc``, raised while importing the user's ``what`` (an experiment of
-    ``launch``, a SPEC of ``build``): the error, where it was raised, and the fix.
-
-    Both commands import user files and must say the same about the same mistake, so this
-    is the one place that words it. A traceback would mostly show importlib's frames; the
-    line that matters is the innermost one of the user's code, shown as ``file:line``.
-    ``module`` is the module being imported by name: missing itself, it is a wrong name,
-    not a missing dependency.
-    """
-    if isinstance(exc, SyntaxError):
-        return (
-            f"could not load {what}: {type(exc).__name__} at {exc.filename}:{exc.lineno}: "
-            f"{exc.msg}; fix it there"
-        )
-    missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
-    if missing and module and (module == missing or module.startswith(missing + ".")):
-        return (
-            f"could not load {what}: there is no module {missing!r}; check the name, or add "
-            "the directory that holds it to PYTHONPATH"
-        )
-    at = f" ({where})" if (where := _users_frame(exc)) else ""
-    if missing:
-        return (
-            f"could not load {what}: it imports {missing!r}{at}, which is not installed in "
-            f"this Python ({sys.executable}): install the package that provides it, or fix "
-            "the import"
-        )
-    text = " ".join(str(exc).split())  # a multi-line message stays one line
-    return f"could not load {what}: {type(exc).__name__}: {text}{at}; fix the code there"
-
-
-def _users_frame(exc: BaseException) -> str | None:
-    """``file:line`` of the innermost traceback frame in the user's code: not Python's
-    (importlib, the standard library), not an installed package's, not mushin-box's."""
-    import traceback
-
-    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-    theirs = [Path(p).resolve() for p in prefixes] + [Path(__file__).resolve().parents[1]]
-    frames = [
-        frame
-        for frame in traceback.extract_tb(exc.__traceback__)
-        if not frame.filename.startswith("<")
-        and not any(Path(frame.filename).resolve().is_relative_to(p) for p in theirs)
-    ]
-    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else None
-
-
 # ---------------------------------------------------------------------------- the plan
 
 
 @attrs.frozen
 class LaunchPlan:
-    """Everything :func:`run_launch` passes to ``Workflow.run`` (printable, no side effects)."""
+    """Everything :func:`run_launch` passes to ``Workflow.run`` (printable, no side effects).
+
+    ``where`` says why the launch runs where it does (the SLURM probe's answer, or
+    ``--local``); ``sources`` says where each launcher value came from (``--time``,
+    ``profile gpu (pyproject.toml)``, ``override hydra.launcher.qos=high``, ``default``).
+    """
 
     mode: str  # "slurm" or "local"
     nodes: int
@@ -224,6 +97,8 @@ class LaunchPlan:
     overrides: tuple[str, ...]
     working_dir: str | None
     pythonpath: str | None
+    where: str = ""
+    sources: Mapping[str, str] = attrs.field(factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         data = attrs.asdict(self)
@@ -280,7 +155,8 @@ def _config_of(target: Any) -> Any:
     return target.config if isinstance(target, Workflow) else target
 
 
-def _select(config: Any, key: str) -> Any:
+def select_key(config: Any, key: str) -> Any:
+    """The value at dotted ``key`` of an experiment's config (None: absent or unreadable)."""
     from omegaconf import OmegaConf
 
     try:
@@ -309,21 +185,26 @@ def plan_launch(
     working_dir: str | None = None,
     pythonpath: str | None = None,
     preflight: bool = True,
+    sources: Mapping[str, str] | None = None,
+    where: str = "",
 ) -> LaunchPlan:
     """Decide how to run ``target`` on ``nodes`` x ``gpus`` ranks.
 
     Parameters
     ----------
     target : Workflow or hydra-zen config
-        From :func:`load_target`.
+        From :func:`~mushin_box._sweep.loading.load_target`.
     nodes, gpus : int
         Nodes, and GPUs = ranks per node.
     overrides : sequence of str
         Hydra overrides for the experiment (``key=value``, sweeps ``key=a,b``). Setting
         ``trainer.devices``/``trainer.num_nodes`` here is an error: ``--gpus``/``--nodes``
-        say it.
+        say it. A plain key the config does not have is refused with the closest name
+        (:func:`check_keys`). ``hydra.launcher.KEY=VALUE`` overrides join the launcher
+        config (:func:`~mushin_box._sweep.schedule.split_launcher_overrides`).
     local : bool, optional
-        Run here instead of on SLURM; default: only when ``sbatch`` is not on PATH.
+        Run here instead of on SLURM; default: only when no SLURM cluster answers
+        (:func:`~mushin_box._slurm.probe.probe_slurm`).
     image, binds, image_python
         Run every SLURM rank in this Apptainer image (``submitit_slurm_config(image=...)``,
         checked before anything is submitted), with these binds and Python command.
@@ -335,7 +216,11 @@ def plan_launch(
     pythonpath : str, optional
         A directory the ranks must import the experiment from.
     preflight : bool
-        Check the image before submitting (``False`` for a dry run without the image).
+        Check the image before submitting.
+    sources : Mapping, optional
+        Where each ``slurm`` value came from, for the plan and for errors.
+    where : str
+        Why the launch runs where it does, for the plan (default: the probe's answer).
 
     Examples
     --------
@@ -346,20 +231,33 @@ def plan_launch(
     ('local', None, ['++trainer.devices=2', '++trainer.num_nodes=1', "++trainer.accelerator='cpu'"])
     """
     from mushin_box._core.overrides import format_override
+    from mushin_box._sweep.schedule import (
+        ScheduleError,
+        slurm_launcher_config,
+        split_launcher_overrides,
+    )
 
     nodes, gpus = _positive("--nodes", nodes), _positive("--gpus", gpus)
     check_working_dir(working_dir)
     config = _config_of(target)
-    has_trainer = _select(config, "trainer") is not None
+    has_trainer = select_key(config, "trainer") is not None
     given = override_keys(overrides)
     for key in _TOPOLOGY_KEYS:
         if key in given:
             raise LaunchError(
                 f"override {key} conflicts with --nodes/--gpus, which set it: drop the override"
             )
+    check_keys(target, overrides)
     if local is None:
-        local = shutil.which("sbatch") is None
-    out = list(overrides)
+        from mushin_box._slurm.probe import probe_slurm
+
+        probe = probe_slurm()
+        local, where = not probe.reachable, where or probe.reason
+    try:
+        task_overrides, launcher_values, launcher_sources = split_launcher_overrides(overrides)
+    except ScheduleError as exc:
+        raise LaunchError(str(exc)) from None
+    out = list(task_overrides)
     if has_trainer:
         out += [
             format_override("trainer.devices", gpus, force_add=True),
@@ -371,45 +269,138 @@ def plan_launch(
             "node whose devices/num_nodes mushin-box could set: add one, or use --gpus 1"
         )
     if local:
+        why = where or "--local"
         if nodes > 1:
             raise LaunchError(
-                f"--nodes {nodes} needs SLURM (no sbatch on PATH, or --local): run on a "
-                "cluster's login node, or use --nodes 1"
+                f"--nodes {nodes} needs SLURM ({why}): run on a cluster's login node, or use "
+                "--nodes 1"
             )
         if image is not None:
             raise LaunchError(
                 "--image runs SLURM ranks in the image; here there is no SLURM. Use "
                 "`mushin-box smoke EXP --image IMAGE` for a local run inside the image"
             )
+        if launcher_values:
+            raise LaunchError(
+                f"hydra.launcher.{next(iter(launcher_values))} configures the SLURM launcher, "
+                f"but this launch runs here ({why}): drop the override"
+            )
         if "trainer.accelerator" not in given and has_trainer:
             out.append(format_override("trainer.accelerator", "cpu", force_add=True))
-        if gpus > 1 and _select(config, "trainer.strategy._target_") not in _HYDRADDP_TARGETS:
+        if gpus > 1 and select_key(config, "trainer.strategy._target_") not in _HYDRADDP_TARGETS:
             raise LaunchError(
                 f"--gpus {gpus} here starts {gpus} CPU ranks with HydraDDP, but the trainer's "
                 "strategy is not HydraDDP: set strategy=builds(mushin_box.HydraDDP), or "
                 "use --gpus 1"
             )
-        return LaunchPlan("local", nodes, gpus, None, None, tuple(out), working_dir, pythonpath)
+        return LaunchPlan(
+            "local", nodes, gpus, None, None, tuple(out), working_dir, pythonpath, why, {}
+        )
 
-    from mushin_box._slurm.config import submitit_slurm_config
-
-    kwargs = dict(slurm or {})
+    settings = dict(slurm or {})
+    extra = {
+        **settings.get("additional_parameters", {}),
+        **launcher_values.pop("additional_parameters", {}),
+    }
+    settings.update(launcher_values)
+    if extra:
+        settings["additional_parameters"] = extra
+    all_sources = {**(sources or {}), **launcher_sources}
+    container: dict[str, Any] = {}
     if image is not None:
         env = {"PYTHONPATH": pythonpath} if pythonpath else None
-        kwargs.update(
+        container = dict(
             image=image, binds=list(binds), env=env, preflight=preflight, image_python=image_python
         )
         if working_dir is not None:
-            kwargs["working_dir"] = working_dir
+            container["working_dir"] = working_dir
     elif binds or image_python != "python":
         raise LaunchError("--bind and --image-python configure the image: pass --image too")
     try:
-        config_out = submitit_slurm_config(nodes=nodes, gpus_per_node=gpus, **kwargs)
-    except (TypeError, ValueError) as exc:
+        config_out = slurm_launcher_config(
+            nodes=nodes, gpus=gpus, settings=settings, sources=all_sources, container=container
+        )
+    except ScheduleError as exc:
         raise LaunchError(str(exc)) from None
+    container_keys = ("image", "binds", "image_python")
+    shown = {
+        k: v
+        for k, v in all_sources.items()
+        if k.split(".")[0] in config_out or (image is not None and k in container_keys)
+    }
     return LaunchPlan(
-        "slurm", nodes, gpus, "mushin_slurm", config_out, tuple(out), working_dir, pythonpath
+        "slurm",
+        nodes,
+        gpus,
+        "mushin_slurm",
+        config_out,
+        tuple(out),
+        working_dir,
+        pythonpath,
+        where or "SLURM",
+        shown,
     )
+
+
+def check_keys(target: Any, overrides: Sequence[str]) -> None:
+    """Refuse a plain override whose key names nothing in the config, with the closest
+    name (``module.lrr`` -> "did you mean 'lr'?"), before Hydra says only "use +".
+
+    The names are :class:`~mushin_box._sweep.validate.SweepKeys`' (what ``Workflow.run``
+    checks its keywords with), down to the parameters of a node's ``_target_``. ``+``,
+    ``++`` and ``~`` overrides and ``hydra.*`` keys are the user's on purpose.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from mushin_box._sweep.validate import SweepKeys
+    from mushin_box._sweep.workflow import Workflow
+
+    task = target.task if isinstance(target, Workflow) else fit_task
+    keys = SweepKeys(task, _config_of(target))
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except Exception:  # override_keys said it already; nothing to add
+        return
+    for text, o in zip(overrides, parsed, strict=True):
+        key = o.key_or_group
+        if o.is_add() or o.is_force_add() or o.is_delete() or key.startswith("hydra"):
+            continue
+        try:
+            keys.needs_add(key)
+        except ValueError as exc:
+            message = str(exc).split("; if pre_call reads it")[0]
+            raise LaunchError(
+                f"override {text!r}: {message}; to add a new key on purpose, write "
+                f"+{text.lstrip('+')}"
+            ) from None
+
+
+def hydra_error_line(exc: BaseException) -> str:
+    """Hydra's refusal on one line, its cause included.
+
+    ``ConfigCompositionException("Error merging override trainer.max_epochs=abc")`` keeps
+    the reason in its ``__cause__`` (OmegaConf's "Value 'abc' could not be converted to
+    Integer"); printed alone, the message names the override and not what is wrong.
+
+    Examples
+    --------
+    >>> error = ValueError("Error merging override x=abc")
+    >>> error.__cause__ = TypeError("Value 'abc' could not be converted to Integer\\n"
+    ...                             "    full_key: x")
+    >>> hydra_error_line(error)
+    "Error merging override x=abc: Value 'abc' could not be converted to Integer"
+    """
+    parts = [" ".join(str(exc).split(". To append")[0].split()).rstrip(".")]
+    cause = exc.__cause__ or exc.__context__
+    if cause is not None:
+        first = next((line.strip() for line in str(cause).splitlines() if line.strip()), "")
+        if first and first not in parts[0]:
+            parts.append(first.rstrip("."))
+    text = ": ".join(parts)
+    _, hint, plus = str(exc).partition("To append to your config use")
+    if hint:  # Hydra's second line, kept as the fix
+        text += f"; to add it on purpose, write {' '.join(plus.split())}"
+    return text
 
 
 def override_keys(overrides: Sequence[str]) -> set[str]:
@@ -430,8 +421,12 @@ def run_launch(
     resume: bool = False,
     on_error: str = "raise",
     progress: bool = True,
+    reuse_stale_code: bool = False,
+    wait: bool = True,
+    cancel_on_interrupt: bool = False,
 ) -> Any:
-    """Run the plan: ``Workflow.run`` with the plan's launcher and overrides.
+    """Run the plan: ``Workflow.run`` with the plan's launcher and overrides (``wait=False``:
+    submit, and return a :class:`mushin_box.SweepHandle`).
 
     Raises
     ------
@@ -457,18 +452,25 @@ def run_launch(
     if plan.pythonpath:  # the ranks (sbatch exports this environment) import the experiment
         parts = [plan.pythonpath, *([saved] if saved else [])]
         os.environ["PYTHONPATH"] = os.pathsep.join(parts)
+    launcher_config = dict(plan.launcher_config) if plan.launcher_config else None
+    if cancel_on_interrupt and launcher_config is not None:
+        launcher_config["cancel_on_interrupt"] = True
     try:
         return workflow.run(
             working_dir=plan.working_dir,
             launcher=plan.launcher,
-            launcher_config=dict(plan.launcher_config) if plan.launcher_config else None,
+            launcher_config=launcher_config,
             overrides=list(plan.overrides),
             resume=resume,
             on_error=on_error,  # type: ignore[arg-type]
             progress=progress,
+            reuse_stale_code=reuse_stale_code,
+            wait=wait,
         )
     except ConfigCompositionException as exc:  # an override Hydra cannot apply: no task ran
-        raise LaunchError(str(exc)) from None
+        if created is not None:
+            _remove_unless_cells(created)
+        raise LaunchError(hydra_error_line(exc)) from None
     except RuntimeError as exc:
         refusal = sbatch_refusal(exc)
         if refusal is None:
@@ -485,6 +487,8 @@ def run_launch(
             run_id = _manifest_run_id(root)
             if run_id is not None and run_id != before.get(root):
                 raise
+        if created is not None:
+            _remove_unless_cells(created)
         raise LaunchError(str(exc)) from None
     finally:
         if saved is None:
@@ -511,13 +515,31 @@ def sbatch_refusal(exc: BaseException) -> str | None:
     if not argv or Path(str(argv[0])).name != "sbatch":
         return None
     stderr = cause.stderr if isinstance(cause.stderr, str) else str(exc)
-    lines = [re.sub(r"^sbatch:\s*(error:\s*)?", "", line.strip()) for line in stderr.splitlines()]
+    fatal = [line for line in stderr.splitlines() if re.match(r"^sbatch:\s*fatal:", line.strip())]
+    lines = [
+        re.sub(r"^sbatch:\s*((error|fatal):\s*)?", "", line.strip())
+        for line in (fatal or stderr.splitlines())  # a fatal line says it; the rest lead there
+    ]
     said = "; ".join(line for line in lines if line) or f"exit status {cause.returncode}"
+    if any(sign in stderr for sign in _NO_CLUSTER):
+        return (
+            f"sbatch refused the job: {said}; no SLURM cluster is reachable from here: set "
+            "SLURM_CONF to the cluster's slurm.conf (or start its controller), or run here "
+            "with --local"
+        )
     return (
         f"sbatch refused the job: {said}; check --partition, --account and the other SLURM "
         "options (`sinfo` lists the partitions, `sacctmgr show associations user=$USER` "
-        "your accounts)"
+        "your accounts), or run here with --local"
     )
+
+
+# what SLURM's clients say when they find no cluster (not a refusal of this job's options)
+_NO_CLUSTER = (
+    "configuration source",
+    "Unable to contact slurm controller",
+    "Unable to process configuration file",
+)
 
 
 def _first_missing(path: Path) -> Path | None:

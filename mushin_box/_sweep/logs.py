@@ -28,11 +28,11 @@ _RANK_FILE = re.compile(r"^rank(\d+)\.(?:out|err|log)$")
 
 def rank_logs(cell_dir: Path, record: Mapping[str, Any] | None = None) -> dict[int, list[Path]]:
     """Rank -> its output files that exist, in a stable order (``.out`` before ``.err``)."""
-    if record is None:
-        record = read_json(cell_dir / STATUS_FILE) or {}
+    status: Mapping[str, Any] = record if record is not None else read_json(cell_dir / STATUS_FILE)
+    status = status if isinstance(status, Mapping) else {}
+    listed = status.get("logs")
     found: dict[int, list[Path]] = {}
-    listed = record.get("logs") if isinstance(record.get("logs"), dict) else {}
-    for name, path in sorted(listed.items()):
+    for name, path in sorted(listed.items() if isinstance(listed, dict) else ()):
         match = _RANK_FILE.match(str(name))
         if match and Path(path).is_file():
             found.setdefault(int(match.group(1)), []).append(Path(path))

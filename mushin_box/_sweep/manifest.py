@@ -15,6 +15,7 @@ from mushin_box._core.layout import LOCK_FILE, MANIFEST_FILE, STATUS_FILE
 from mushin_box._core.sidecars import canonical_dumps, read_json, write_json_atomic
 
 __all__ = [
+    "finish_launch",
     "live_cells",
     "reconcile_abandoned",
     "SweepLock",
@@ -135,46 +136,33 @@ def rebuild_manifest(root: Path) -> dict[str, Any]:
     return manifest
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def _ended(record: Mapping[str, Any], ask: Any = None) -> tuple[str, str] | None:
+    """(new status, reason) for a ``running`` cell whose owner has ended, else None."""
+    from mushin_box._sweep.liveness import check, owner_of
 
-
-def _ended(record: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(new status, reason) for a ``running`` cell whose process is gone, else None."""
-    import socket
-
-    from mushin_box._slurm.jobs import is_live, job_state
-
-    job_id = record.get("slurm_job_id")
-    if job_id:
-        state = job_state(str(job_id))
-        if state is None or is_live(state):
-            return None
-        status = "timeout" if state.startswith(("TIMEOUT", "DEADLINE")) else "failed"
-        return status, f"SLURM job {job_id} ended {state} while the cell was running"
-    pid = record.get("pid")
-    if record.get("host") == socket.gethostname() and isinstance(pid, int):
-        if pid == os.getpid():
-            return "failed", "interrupted while running"
-        if not _pid_alive(pid):
-            return "failed", f"process {pid} died while the cell was running"
-    return None
+    owner = owner_of(record)
+    if owner is None:  # a status from before owners were recorded: cannot tell
+        return None
+    answer = check(owner, job_state=ask)
+    if answer.alive:
+        return None
+    state = answer.job_state or ""
+    return ("timeout" if state.startswith(("TIMEOUT", "DEADLINE")) else "failed"), answer.reason
 
 
 def reconcile_abandoned(root: Path) -> list[str]:
     """Record cells left ``running`` by a process or SLURM job that has ended (killed,
     cancelled, preempted, timed out) as ``failed``/``timeout``; returns their dirs."""
+    from functools import cache
+
+    from mushin_box._slurm.jobs import job_state
+
+    ask = cache(job_state)  # one question per job, however many cells it runs
     changed: list[str] = []
     for cell_dir, record in cell_records(root):
         if record.get("status") != "running":
             continue
-        ended = _ended(record)
+        ended = _ended(record, ask)
         if ended is None:
             continue
         status, reason = ended
@@ -185,14 +173,42 @@ def reconcile_abandoned(root: Path) -> list[str]:
     return changed
 
 
-def live_cells(root: Path) -> list[tuple[str, str]]:
-    """(cell dir, SLURM job id) of cells still running in a live SLURM job."""
-    from mushin_box._slurm.jobs import is_live, job_state
+def finish_launch(root: Path, error: BaseException | None) -> list[str]:
+    """After a launch: record abandoned cells (:func:`reconcile_abandoned`) and rebuild the
+    manifest; return the cells recorded as ended.
 
+    A failure to write them (a full disk) never hides the launch's own error, which is the
+    one that says what went wrong: it is added to that error as a note, or, when the launch
+    raised nothing, said in a warning (the manifest is a cache that the next run rebuilds).
+    """
+    import warnings
+
+    ended: list[str] = []
+    try:
+        ended = reconcile_abandoned(root)
+        rebuild_manifest(root)
+    except OSError as exc:
+        message = f"the sweep's records could not be updated ({exc}); the next run updates them"
+        if error is not None:
+            error.add_note(message)
+        else:
+            warnings.warn(message, stacklevel=4)  # at the caller of Workflow.run
+    return ended
+
+
+def live_cells(root: Path) -> list[tuple[str, Any]]:
+    """(cell dir, :class:`~mushin_box._sweep.liveness.Owner`) of the cells left ``running``
+    whose owner (a process, a SLURM job) is still alive, or cannot be checked from here."""
+    from functools import cache
+
+    from mushin_box._slurm.jobs import job_state
+    from mushin_box._sweep.liveness import check, owner_of
+
+    ask = cache(job_state)  # one question per job, however many cells it runs
     out = []
     for cell_dir, record in cell_records(root):
-        job_id = record.get("slurm_job_id")
-        if record.get("status") == "running" and job_id:
-            if is_live(job_state(str(job_id)) or ""):
-                out.append((cell_dir.name, str(job_id)))
+        owner = owner_of(record)
+        if record.get("status") == "running" and owner is not None:
+            if check(owner, job_state=ask).alive:
+                out.append((cell_dir.name, owner))
     return out

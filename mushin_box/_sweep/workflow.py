@@ -13,7 +13,6 @@ decides for the whole sweep.
 from __future__ import annotations
 
 import datetime as _dt
-import difflib
 import inspect
 import itertools
 import os
@@ -32,16 +31,24 @@ from mushin_box._core.redact import check_secret_names
 from mushin_box._core.secrets import SecretVault, sweep_error
 from mushin_box._core.sidecars import remove_orphaned_temporaries
 from mushin_box._core.targets import public
-from mushin_box._sweep.cells import CellPlan, CellRunner, code_fingerprint
-from mushin_box._sweep.compose import check_composes
+from mushin_box._sweep.cells import CellPlan, CellRunner
+from mushin_box._sweep.compose import check_composes, hydra_state_kept
+from mushin_box._sweep.liveness import still_running_message
 from mushin_box._sweep.manifest import (
     SweepLock,
     combo_id,
+    finish_launch,
     live_cells,
     read_manifest,
-    rebuild_manifest,
     reconcile_abandoned,
     write_manifest,
+)
+from mushin_box._sweep.usercode import code_identity
+from mushin_box._sweep.validate import (
+    SweepKeys,
+    check_override_syntax,
+    is_config_group,
+    user_sweeps,
 )
 from mushin_box._train.resume import RESUME_PARAM
 
@@ -51,39 +58,6 @@ __all__ = [
 
 
 _MULTI_RANK_KEYS = ("tasks_per_node", "nodes", "ntasks_per_node")
-
-
-def _config_fields(config: Any) -> set[str]:
-    from omegaconf import OmegaConf
-
-    try:
-        return {str(k) for k in OmegaConf.structured(config).keys()}
-    except Exception:  # pragma: no cover - exotic configs: no name checking
-        return set()
-
-
-def _has_path(config: Any, dotted: str) -> bool:
-    """Does the (structured) config have this dotted key already (else Hydra needs '+')?"""
-    from omegaconf import OmegaConf
-
-    missing = object()
-    try:
-        cfg = OmegaConf.structured(config)
-        return OmegaConf.select(cfg, dotted, default=missing, throw_on_missing=False) is not missing
-    except Exception:  # pragma: no cover - exotic configs: assume present
-        return True
-
-
-def _is_config_group(key: str) -> bool:
-    """Is ``key`` a Hydra config group (its override value an option name, no value)?"""
-    from hydra.core.config_store import ConfigStore
-
-    node: Any = ConfigStore.instance().repo
-    for part in key.replace(".", "/").split("/"):
-        if not isinstance(node, dict) or part not in node:
-            return False
-        node = node[part]
-    return isinstance(node, dict)
 
 
 def _config_from_signature(task: Callable[..., Any]) -> Any:
@@ -110,6 +84,10 @@ def _launcher_is_multi_rank(launcher_config: Mapping[str, Any] | None) -> bool:
         if isinstance(value, int) and not isinstance(value, bool):
             total *= value
     return total > 1
+
+
+#: launchers whose jobs run on without the driver (``wait=False``)
+_DETACHABLE = ("mushin_slurm", "mushin_local")
 
 
 def _check_run_arguments(
@@ -183,19 +161,16 @@ def _hydra_overrides(
 
 def _open_sweep(root: Path, grid: Mapping[str, list[Any]], plan: CellPlan) -> None:
     """Under the sweep's lock, before any cell starts: report a changed grid (on resume),
-    record abandoned cells, refuse cells still running in SLURM jobs, clear the abort file
-    and orphaned temporaries, and write the new manifest."""
+    record abandoned cells, refuse cells still running (a process or SLURM job of an
+    earlier run: never start a second copy), clear the abort file and orphaned
+    temporaries, and write the new manifest."""
     previous = read_manifest(root)
     if plan.resume and previous is not None:
         _report_grid_change(previous, grid)
     reconcile_abandoned(root)
     busy = live_cells(root)
     if busy:
-        raise RuntimeError(
-            "cells of this sweep are still running in SLURM jobs: "
-            + ", ".join(f"{cell} (job {job})" for cell, job in busy)
-            + "; wait for them to end or scancel them, then run again"
-        )
+        raise RuntimeError(still_running_message(busy))
     (root / ABORT_FILE).unlink(missing_ok=True)
     remove_orphaned_temporaries(root)  # left by writers killed mid-write
     write_manifest(root, grid=grid, run_id=plan.run_id)
@@ -291,6 +266,8 @@ class Workflow:
         on_error: Literal["raise", "nan"] = "raise",
         max_total_seconds: float | None = None,
         progress: bool = True,
+        reuse_stale_code: bool = False,
+        wait: bool = True,
         **sweep_params: Any,
     ) -> Any:
         """Run every cell of the grid and return the results as an ``xarray.Dataset``.
@@ -307,10 +284,14 @@ class Workflow:
             The launcher's settings (e.g. :func:`mushin_box.submitit_slurm_config`);
             requires ``launcher``.
         overrides : list[str] | None
-            Raw Hydra overrides, passed through verbatim.
+            Raw Hydra overrides, passed through verbatim once their keys are checked (a
+            plain ``key=`` must name a config field, a group or a task parameter;
+            ``+key=`` adds one on purpose).
         resume : bool (default: False)
             Reuse completed cells whose config and code fingerprints match; run failed,
             timed-out, skipped, missing and abandoned cells again. Needs ``working_dir``.
+            A cell still running in a process or SLURM job of an earlier run is never
+            started a second time: the call is refused, naming it and how to stop it.
         on_error : "raise" | "nan" (default: "raise")
             ``"raise"``: record the failure, skip the cells not yet started, and re-raise
             the task's exception. ``"nan"``: record it, finish the other cells, NaN in
@@ -320,10 +301,22 @@ class Workflow:
             started when it runs out are recorded as ``skipped`` (run them with
             ``resume=True``). Disabled, with a warning, for multi-rank launches.
         progress : bool (default: True)
-            Show a progress bar over cells (local launchers).
+            Show a progress bar over cells, for every launcher (it reads only the
+            cells' status files: SLURM is not polled for it).
+        reuse_stale_code : bool (default: False)
+            With ``resume=True``: reuse completed cells even though the code they ran
+            changed since (their code fingerprint differs; the config must still match),
+            with a warning; each such status records ``"reused_despite": ["code"]``.
+        wait : bool (default: True)
+            ``False``: submit the cells and return at once a
+            :class:`mushin_box.SweepHandle` (``status()``, ``wait()``, ``cancel()``; rebuilt
+            from ``working_dir`` alone anywhere) instead of the results. Needs a launcher
+            whose jobs outlive this process: ``"mushin_slurm"`` or ``"mushin_local"``.
         **sweep_params
             ``name=multirun([...])`` sweeps; ``name=hydra_list([...])`` or a scalar sets
-            one value.
+            one value. Each name must be a config field, a config group or a name the
+            task takes (any, with ``**kwargs``): anything else is refused, with a
+            suggestion (:class:`mushin_box._sweep.validate.SweepKeys`).
         """
         _check_run_arguments(
             working_dir=working_dir,
@@ -333,7 +326,18 @@ class Workflow:
             on_error=on_error,
             max_total_seconds=max_total_seconds,
         )
+        if reuse_stale_code and not resume:
+            raise ValueError("reuse_stale_code=True reuses completed cells: pass resume=True too")
+        if not wait:
+            if launcher not in _DETACHABLE:
+                raise ValueError(
+                    f"wait=False needs a launcher whose jobs outlive this process "
+                    f"({' or '.join(map(repr, _DETACHABLE))}), got launcher={launcher!r}"
+                )
+            launcher_config = {**(launcher_config or {}), "detach": True}
+            progress = False
         root = self._sweep_dir(working_dir)
+        code = code_identity(self.task, config=self.config, extra=(self.pre_call,))
         vault = SecretVault(self.secrets)
         config, grid, task_args = self._hide_and_sweep(vault, sweep_params, overrides, launcher)
         plan = CellPlan(
@@ -342,8 +346,10 @@ class Workflow:
             on_error=on_error,
             resume=resume,
             deadline=_deadline(max_total_seconds, launcher_config),
-            code_fingerprint=code_fingerprint(self.task),
+            code_fingerprint=code.fingerprint,
             run_id=uuid.uuid4().hex,
+            code_modules=code.modules,
+            reuse_stale_code=reuse_stale_code,
         )
         hydra_args = _hydra_overrides(root, plan.swept, task_args, launcher, launcher_config)
         check_composes(config, hydra_args + task_args)  # Hydra's refusal writes nothing
@@ -362,7 +368,13 @@ class Workflow:
                 progress=progress,
             )
             _raise_unless_recorded(error, ended, on_error)
-        from mushin_box._sweep.experiment import load_experiment
+        if not wait:
+            from mushin_box._sweep.handle import SweepHandle
+
+            return SweepHandle(root)
+        from mushin_box._sweep.experiment import load_experiment, warn_unfinished
+
+        warn_unfinished(root, plan.run_id, said=ended if error is not None else ())
 
         return load_experiment(root)
 
@@ -384,12 +396,14 @@ class Workflow:
         # secret values travel in the environment, never in a file (mushin_box._core.secrets)
         # (config defaults first: an override's value for the same path must win)
         config = vault.hide_in_config(self.config, plain=launcher not in (None, "basic"))
-        grid, task_overrides = self._sweep_overrides(sweep_params, vault)
-        _check_override_syntax(list(overrides or []))
+        keys = SweepKeys(self.task, self.config)  # a name the task can't take is refused
+        grid, task_overrides = self._sweep_overrides(sweep_params, vault, keys)
+        check_override_syntax(list(overrides or []))
+        keys.check_raw(list(overrides or []))
         user = vault.hide_in_overrides(
-            list(overrides or []), is_config_key=lambda key: not _is_config_group(key)
+            list(overrides or []), is_config_key=lambda key: not is_config_group(key)
         )
-        grid.update(_user_sweeps(user))  # "x=1,2" in raw overrides is a grid axis too
+        grid.update(user_sweeps(user))  # "x=1,2" in raw overrides is a grid axis too
         return config, grid, task_overrides + user
 
     def _launch(
@@ -412,7 +426,9 @@ class Workflow:
         watcher = _start_progress(root, grid, plan.run_id, progress, launcher)
         error: BaseException | None = None
         try:
-            with vault.exported():
+            # hydra_state_kept: a launcher running jobs in this process (joblib) leaves
+            # HydraConfig set to the sweep's, with no output dir, breaking job_dir() after
+            with vault.exported(), hydra_state_kept():
                 launch(
                     config,
                     CellRunner(self.task, plan, pre_call=self.pre_call),
@@ -432,8 +448,7 @@ class Workflow:
             if watcher is not None:
                 watcher.stop()
             # cells whose job was killed, cancelled or timed out never wrote their end
-            ended = reconcile_abandoned(root)
-            rebuild_manifest(root)
+            ended = finish_launch(root, error)  # its own write errors never hide `error`
         return error, ended
 
     @staticmethod
@@ -442,27 +457,18 @@ class Workflow:
         return Path("multirun") / stamp
 
     def _sweep_overrides(
-        self, params: Mapping[str, Any], vault: SecretVault
+        self, params: Mapping[str, Any], vault: SecretVault, keys: SweepKeys
     ) -> tuple[dict[str, list[Any]], list[str]]:
-        fields = _config_fields(self.config)
         grid: dict[str, list[Any]] = {}
         out: list[str] = []
         for name, value in params.items():
-            add = False
-            if fields and name.split(".")[0] not in fields:
-                close = difflib.get_close_matches(name, sorted(fields), n=1)
-                if close:
-                    raise ValueError(
-                        f"{name!r} is not a field of the task's config; did you mean "
-                        f"{close[0]!r}? (fields: {sorted(fields)})"
-                    )
-                add = True  # a new key: Hydra needs '+'
-            elif fields and "." in name and not _has_path(self.config, name):
-                add = True  # e.g. a Trainer argument the config left at its default
+            if isinstance(value, multirun) and vault.hide(name, list(value)) != list(value):
+                raise sweep_error(name)  # said first: whatever the name, never swept
+            # a task parameter the config leaves out, a Trainer argument left at its
+            # default, a **kwargs name: new keys, which Hydra adds with '+'
+            add = keys.needs_add(name)
             if isinstance(value, multirun):
                 values = list(value)
-                if vault.hide(name, values) != values:
-                    raise sweep_error(name)
                 grid[name] = values
                 out.append(format_sweep(name, values, add=add))
             elif isinstance(value, hydra_list):
@@ -482,21 +488,6 @@ def override_keys(overrides: Sequence[str]) -> list[str]:
 
     parsed = OverridesParser.create().parse_overrides(list(overrides))
     return [o.key_or_group for o in parsed if not o.key_or_group.startswith("hydra")]
-
-
-def _user_sweeps(overrides: Sequence[str]) -> dict[str, list[Any]]:
-    """Sweeps written by hand in raw overrides (``"lr=0.1,0.2"``) are grid axes too."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    from mushin_box._core.overrides import parse_sweep_values
-
-    out: dict[str, list[Any]] = {}
-    for text, o in zip(
-        overrides, OverridesParser.create().parse_overrides(list(overrides)), strict=True
-    ):
-        if o.is_sweep_override() and not o.key_or_group.startswith("hydra"):
-            out[o.key_or_group] = parse_sweep_values(text.split("=", 1)[1])
-    return out
 
 
 def _read_only_results(root: Path, grid: Mapping[str, list[Any]], resume: bool) -> Any:
@@ -525,21 +516,6 @@ def _read_only_results(root: Path, grid: Mapping[str, list[Any]], resume: bool) 
     return load_experiment(root)
 
 
-def _check_override_syntax(overrides: Sequence[str]) -> None:
-    """Hydra's parse error, naming the override it is about (Hydra's own message does not)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import OverrideParseException
-
-    parser = OverridesParser.create()
-    for text in overrides:
-        try:
-            parser.parse_overrides([text])
-        except OverrideParseException as exc:
-            raise OverrideParseException(
-                override=text, message=f"bad override {text!r}: {exc.message}"
-            ) from None
-
-
 def _report_grid_change(previous: Mapping[str, Any], grid: Mapping[str, list[Any]]) -> None:
     """Warn when a resumed sweep's grid differs from the manifest's (at the caller of
     ``run``: run, _open_sweep, here)."""
@@ -565,7 +541,7 @@ def _report_grid_change(previous: Mapping[str, Any], grid: Mapping[str, list[Any
 def _start_progress(
     root: Path, grid: Mapping[str, list[Any]], run_id: str, enabled: bool, launcher: str | None
 ) -> Any:
-    if not enabled or launcher not in (None, "basic", "submitit_local", "mushin_local"):
+    if not enabled:  # every launcher: the bar reads only the cells' status files
         return None
     from mushin_box._sweep.progress import CellProgress
 

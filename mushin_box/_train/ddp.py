@@ -49,9 +49,9 @@ from mushin_box._core.layout import (
 )
 from mushin_box._core.targets import public
 from mushin_box._train.signals import Terminated
-from mushin_box._train.world import WorldSizeMismatchError, check_launched_world
+from mushin_box._train.world import check_launched_world
 
-__all__ = ["HydraDDP", "WorldSizeMismatchError"]
+__all__ = ["HydraDDP"]
 
 log = logging.getLogger(__name__)
 

@@ -1,11 +1,19 @@
 # SPDX-License-Identifier: MIT
-"""``MetricsCallback``: epoch-aligned metric series, written by global rank 0 only."""
+"""``MetricsCallback``: epoch-aligned metric series, written by global rank 0 only.
+
+Design note: a series' index name (``epoch`` for fit, ``round`` for test/validate) is
+reserved. Lightning users often log a metric called ``epoch`` (loggers plot against it);
+stored under its own name it would replace the index, and ``load_experiment`` would use the
+logged values as the coordinate. It is stored as ``epoch_logged`` (``round_logged``)
+instead, with one warning per callback.
+"""
 
 from __future__ import annotations
 
 import io
 import math
 import os
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -14,11 +22,18 @@ import pytorch_lightning as pl
 import torch
 
 from mushin_box._core.jobdir import job_dir
-from mushin_box._core.layout import STAGE_METRICS_SUFFIX, stage_metrics_file
-from mushin_box._core.sidecars import write_bytes_atomic
+from mushin_box._core.layout import (
+    STAGE_METRICS_SUFFIX,
+    stage_metrics_file,
+    stage_metrics_json_file,
+)
+from mushin_box._core.sidecars import canonical_dumps, loads, write_bytes_atomic
 from mushin_box._core.targets import public
 
-__all__ = ["MetricsCallback", "load_metrics_file"]
+__all__ = ["RESERVED_SUFFIX", "MetricsCallback", "load_metrics_file", "reserved_name"]
+
+#: appended to a metric logged under a series' index name (``epoch`` -> ``epoch_logged``)
+RESERVED_SUFFIX = "_logged"
 
 _NAN = float("nan")
 
@@ -37,18 +52,39 @@ def _to_plain(value: Any) -> float | list[Any]:
     raise TypeError(f"cannot record metric value of type {type(value).__name__}")
 
 
+def reserved_name(index_name: str) -> str:
+    """The name a metric logged under a series' index name (``epoch``, ``round``) is kept
+    under: ``epoch_logged``, ``round_logged``."""
+    return f"{index_name}{RESERVED_SUFFIX}"
+
+
 class _Series:
     """Rows keyed by an index (epoch or round); columns are metric names."""
 
     def __init__(self, index_name: str) -> None:
         self.index_name = index_name
         self.rows: dict[int, dict[str, Any]] = {}
+        self._warned = False
+
+    def _name(self, name: str) -> str:
+        """The column of a logged metric: the index's own name is reserved (see module doc)."""
+        if name != self.index_name:
+            return name
+        if not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"MetricsCallback: the metric name {name!r} is reserved for the series' index; "
+                f"the metric logged as {name!r} is recorded as {reserved_name(name)!r}",
+                UserWarning,
+                stacklevel=2,
+            )
+        return reserved_name(name)
 
     def record(self, index: int, metrics: Mapping[str, Any]) -> None:
         row = self.rows.setdefault(index, {})
         for name, value in metrics.items():
             try:
-                row[name] = _to_plain(value)
+                row[self._name(str(name))] = _to_plain(value)
             except TypeError:
                 continue
 
@@ -71,8 +107,15 @@ class MetricsCallback(pl.Callback):
     ``trainer.validate()``). Other ranks write nothing, so N ranks never race on a shared
     filesystem. Files are written atomically (temp file + rename) and hold only plain
     python types: ``{"epoch": [0, 1, ...], "<metric>": [v0, v1, ...], ...}`` with NaN
-    where a metric was not logged in a round. Read them with
+    where a metric was not logged in a round. ``epoch`` and ``round`` are the index: a
+    metric logged under that name is recorded as ``epoch_logged`` (``round_logged``), with
+    one warning. Read them with
     :func:`load_metrics_file` or ``torch.load(path, weights_only=True)``.
+
+    Beside each ``.pt`` file the same series is written as canonical JSON
+    (``fit_metrics.json``; NaN as ``{"__float__":"nan"}``, the sidecars' rule), after
+    the ``.pt`` file: ``load_experiment`` reads it without importing torch, which a login
+    node pays seconds for.
 
     Parameters
     ----------
@@ -107,12 +150,19 @@ class MetricsCallback(pl.Callback):
     def path(self, stage: str) -> Path:
         return self.save_dir() / stage_metrics_file(stage, self.filename)
 
+    def json_path(self, stage: str) -> Path:
+        """The canonical-JSON twin of :meth:`path` (``fit_metrics.json``)."""
+        return self.save_dir() / stage_metrics_json_file(stage, self.filename)
+
     def _write(self, trainer: pl.Trainer, stage: str, series: _Series) -> None:
         if not trainer.is_global_zero:
             return
+        data = series.as_dict()
         buffer = io.BytesIO()
-        torch.save(series.as_dict(), buffer)
+        torch.save(data, buffer)
         write_bytes_atomic(self.path(stage), buffer.getvalue())
+        # second, so it is never older than the .pt file (readers prefer it unless it is)
+        write_bytes_atomic(self.json_path(stage), canonical_dumps(data))
 
     # -- fit -----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -120,7 +170,11 @@ class MetricsCallback(pl.Callback):
         return {"fit": {epoch: dict(row) for epoch, row in self._fit.rows.items()}}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self._fit.rows = {int(k): dict(v) for k, v in state_dict.get("fit", {}).items()}
+        # a checkpoint of an older version may hold a metric named "epoch": renamed too
+        self._fit.rows = {
+            int(k): {self._fit._name(str(n)): x for n, x in v.items()}
+            for k, v in state_dict.get("fit", {}).items()
+        }
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking:
@@ -154,8 +208,9 @@ class MetricsCallback(pl.Callback):
         """The scalar metrics a fit ended with: what a task returns as its result.
 
         ``trainer.callback_metrics``, completed by the trainer's :class:`MetricsCallback`
-        (each metric's last logged value) for names it lacks. A fit resumed from a
-        checkpoint already at ``max_epochs`` (a job killed after its fit, before its
+        (each metric's last logged value) for names it lacks. A metric logged as ``epoch``
+        is returned as ``epoch_logged``, its name in ``fit_metrics.pt``. A fit resumed
+        from a checkpoint already at ``max_epochs`` (a job killed after its fit, before its
         result was recorded) trains nothing and logs nothing; the callback's series,
         restored from that checkpoint, still holds the fit's last values.
 
@@ -170,8 +225,9 @@ class MetricsCallback(pl.Callback):
             if isinstance(callback, MetricsCallback):
                 out.update(callback.last_fit_values())
         for name, value in trainer.callback_metrics.items():
+            key = reserved_name("epoch") if name == "epoch" else str(name)  # as in the file
             try:
-                out[str(name)] = float(value)  # what this run logged wins
+                out[key] = float(value)  # what this run logged wins
             except (TypeError, ValueError, RuntimeError):  # non-scalar: not a final metric
                 continue
         return out
@@ -200,11 +256,15 @@ def _logged_by_active_loop(trainer: pl.Trainer) -> dict[str, Any]:
 
 @public
 def load_metrics_file(path: str | os.PathLike[str]) -> dict[str, list[Any]]:
-    """Read a ``*_metrics.pt`` file written by :class:`MetricsCallback`.
+    """Read a ``*_metrics.pt`` (or its ``*_metrics.json`` twin) written by
+    :class:`MetricsCallback`.
 
     Uses ``weights_only=True``: the files hold plain python types only.
     """
-    data = torch.load(Path(path), map_location="cpu", weights_only=True)
+    if Path(path).suffix == ".json":
+        data = loads(Path(path).read_bytes())
+    else:
+        data = torch.load(Path(path), map_location="cpu", weights_only=True)
     if not isinstance(data, dict):
         raise ValueError(f"{path} is not a MetricsCallback file (got {type(data).__name__})")
     return {str(k): list(v) for k, v in data.items()}

@@ -121,7 +121,7 @@ def load_spec(ref: str) -> tuple[ImageSpec, str]:
         raise
     except Exception as exc:  # the user's spec code: report it, exit 2
         # worded as launch words a broken experiment (imported here: it is not cheap)
-        from mushin_box._sweep.launch import user_code_error
+        from mushin_box._sweep.loading import user_code_error
 
         raise UsageError(
             user_code_error(f"SPEC {ref!r}", exc, None if is_file else target)

@@ -1,7 +1,10 @@
 # SPDX-License-Identifier: MIT
 """``mushin-box diff A B``: what differs between two cells or two sweeps.
 
-Presentation only; the comparison is :func:`mushin_box._sweep.diff.diff_provenance`.
+Presentation only; the comparison is :func:`mushin_box._sweep.diff.diff_provenance`, and
+the rows every output shows (short hashes, cell labels, ``--brief``) come from
+:mod:`mushin_box._sweep.diffview`. ``--md`` and ``--html`` print the same tables to send to
+a colleague (``> diff.html``); ``--json`` keeps every row and whole hashes.
 Exit 0 when the reproducibility parts match, 1 when they differ, 2 for bad input.
 """
 
@@ -11,7 +14,7 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from mushin_box.cli.main import UsageError
@@ -22,8 +25,6 @@ HELP = (
     "compare the provenance and metrics of two cells or two sweeps; exit 0 when their "
     "reproducibility parts match, 1 when they differ"
 )
-_MAX_VALUE = 60  # characters of a value shown in a table cell
-_GROUP_OVER = 3  # more rows than this with the same [*] path are shown as one row
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,25 +37,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="X",
         help="absolute tolerance when comparing metrics (default 0: exact)",
     )
-    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
-
-
-def _short(value: Any) -> str:
-    if value is None:
-        return "-"
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-    return text if len(text) <= _MAX_VALUE else text[: _MAX_VALUE - 1] + "…"
-
-
-def _side(f: Any, side: str) -> str:
-    absent = (side == "a" and f.change == "only_b") or (side == "b" and f.change == "only_a")
-    return "(absent)" if absent else _short(getattr(f, side))
-
-
-def _number(value: Any) -> str:
-    if isinstance(value, float):
-        return "nan" if math.isnan(value) else f"{value:.6g}"
-    return _short(value)
+    parser.add_argument(
+        "--brief",
+        action="store_true",
+        help="hide the run rows that differ between any two runs (times, pid, host, the "
+        "run's fingerprints); --json keeps them",
+    )
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    out.add_argument("--md", action="store_true", help="print Markdown (for an issue or PR)")
+    out.add_argument(
+        "--html", action="store_true", help="print a self-contained HTML page (> diff.html)"
+    )
 
 
 def _json_safe(value: Any) -> Any:
@@ -68,23 +62,7 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-def _grouped(rows: Sequence[Any]) -> list[tuple[str, str, str, int]]:
-    """(path, a, b, count): paths that differ only in a list index are merged."""
-    from mushin_box._provenance.compare import collapse_key
-
-    groups: dict[str, list[Any]] = {}
-    for f in rows:
-        groups.setdefault(collapse_key(f.path), []).append(f)
-    out: list[tuple[str, str, str, int]] = []
-    for key, items in groups.items():
-        if len(items) > _GROUP_OVER:
-            out.append((key, "…", "…", len(items)))
-        else:
-            out.extend((f.path, _side(f, "a"), _side(f, "b"), 1) for f in items)
-    return out
-
-
-def _fields_table(title: str, cells: Iterable[Any], attr: str, sweep: bool, style: str) -> Any:
+def _fields_table(title: str, rows: Sequence[Any], sweep: bool, style: str) -> Any:
     from rich.markup import escape
     from rich.table import Table
 
@@ -94,16 +72,13 @@ def _fields_table(title: str, cells: Iterable[Any], attr: str, sweep: bool, styl
     table.add_column("path", overflow="fold")
     table.add_column("A", overflow="fold")
     table.add_column("B", overflow="fold")
-    for cell in cells:
-        for path, a, b, count in _grouped(getattr(cell, attr)):
-            label = f"{path} ({count} rows)" if count > 1 else path
-            # paths like package_set[numpy] and values are text, not rich markup
-            row = [*([cell.name] if sweep else []), label, a, b]
-            table.add_row(*map(escape, row))
+    for r in rows:
+        # paths like package_set[numpy] and values are text, not rich markup
+        table.add_row(*map(escape, [*([r.cell] if sweep else []), r.path, r.a, r.b]))
     return table
 
 
-def _metrics_table(cells: Iterable[Any], atol: float, sweep: bool) -> Any:
+def _metrics_table(rows: Sequence[Any], atol: float, sweep: bool) -> Any:
     from rich.markup import escape
     from rich.table import Table
 
@@ -115,53 +90,41 @@ def _metrics_table(cells: Iterable[Any], atol: float, sweep: bool) -> Any:
     table.add_column("B", justify="right")
     table.add_column("Δ (B-A)", justify="right")
     table.add_column("match")
-    for cell in cells:
-        for m in cell.metrics:
-            a = _number(m.a) if m.in_a else "(absent)"
-            b = _number(m.b) if m.in_b else "(absent)"
-            if m.delta is None:
-                delta = ""
-            elif isinstance(m.a, list):
-                delta = f"max {m.delta:.3g}"
-            else:
-                delta = f"{m.delta:+.3g}"
-            mark = "[green]yes[/]" if m.match else "[red]no[/]"
-            names = [*([cell.name] if sweep else []), m.name, a, b]
-            table.add_row(*map(escape, names), delta, mark)
+    for m in rows:
+        names = [*([m.cell] if sweep else []), m.name, m.a, m.b]
+        mark = "[green]yes[/]" if m.match else "[red]no[/]"
+        table.add_row(*map(escape, names), m.delta, mark)
     return table
 
 
-def _print_tables(diff: Any) -> None:
+def _print_tables(diff: Any, brief: bool) -> None:
     from rich.console import Console
     from rich.markup import escape
+
+    from mushin_box._sweep.diffview import field_rows, metric_rows
 
     console = Console(highlight=False)
     sweep = diff.kind == "sweep"
     console.print(f"[bold]A[/] {escape(diff.a)}\n[bold]B[/] {escape(diff.b)}")
     if sweep:
         console.print(f"{len(diff.cells)} cell(s) compared, matched by their swept values")
-    breaks = [c for c in diff.cells if c.breaks]
-    n_breaks = sum(len(c.breaks) for c in diff.cells)
+    breaks, _ = field_rows(diff, "breaks")
     if breaks:
-        console.print(
-            _fields_table(
-                f"Breaks reproducibility ({n_breaks})", breaks, "breaks", sweep, "bold red"
-            )
-        )
+        title = f"Breaks reproducibility ({len(breaks)})"
+        console.print(_fields_table(title, breaks, sweep, "bold red"))
     else:
         console.print("[bold]Breaks reproducibility[/]: nothing")
-    expected = [c for c in diff.cells if c.expected]
-    n_expected = sum(len(c.expected) for c in diff.cells)
+    expected, hidden = field_rows(diff, "expected", brief=brief)
     if expected:
-        console.print(
-            _fields_table(
-                f"Expected to differ ({n_expected})", expected, "expected", sweep, "bold yellow"
-            )
-        )
+        title = f"Expected to differ ({len(expected)})"
+        console.print(_fields_table(title, expected, sweep, "bold yellow"))
     else:
         console.print("[bold]Expected to differ[/]: nothing")
-    if any(c.metrics for c in diff.cells):
-        console.print(_metrics_table(diff.cells, diff.atol, sweep))
+    if hidden:
+        console.print(f"({hidden} row(s) that differ between any two runs hidden: --brief)")
+    metrics = metric_rows(diff)
+    if metrics:
+        console.print(_metrics_table(metrics, diff.atol, sweep))
     else:
         console.print("[bold]Metrics[/]: none recorded")
     if diff.reproducible:
@@ -180,6 +143,14 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         json.dump(_json_safe(diff.to_dict()), sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
+    elif args.md:
+        from mushin_box._sweep.diffview import diff_markdown
+
+        sys.stdout.write(diff_markdown(diff, brief=args.brief))
+    elif args.html:
+        from mushin_box._sweep.diffview import diff_html
+
+        sys.stdout.write(diff_html(diff, brief=args.brief))
     else:
-        _print_tables(diff)
+        _print_tables(diff, args.brief)
     return 0 if diff.reproducible else 1

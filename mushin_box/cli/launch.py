@@ -1,62 +1,143 @@
 # SPDX-License-Identifier: MIT
-"""``mushin-box launch``: parsing and presentation (logic in ``mushin_box._sweep.launch``)."""
+"""``mushin-box launch``: parsing and presentation (logic in ``mushin_box._sweep.launch``).
+
+Order matters for speed: the flags, the profile and where the launch runs (the SLURM
+probe) are settled before the experiment is imported, so a contradiction such as
+``--nodes 2 --local`` is refused in a fraction of a second, not after torch has loaded.
+"""
 
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
 import json
-import math
 import os
+import shlex
 import sys
+import time
 from typing import Any
 
 HELP = (
     "Run an experiment on NODES x GPUS ranks: one SLURM task per GPU (through submitit, "
-    "optionally every rank in an Apptainer image), or here on CPU ranks when there is no "
-    "SLURM. Extra KEY=VALUE arguments are Hydra overrides (KEY=a,b sweeps)."
+    "optionally every rank in an Apptainer image), or here on CPU ranks when no SLURM "
+    "cluster answers. Extra KEY=VALUE arguments are Hydra overrides (KEY=a,b sweeps)."
 )
+EPILOG = """examples:
+  mushin-box launch examples/exp.py --gpus 2 module.lr=0.01,0.1 --local
+  mushin-box launch examples/exp.py --nodes 2 --gpus 4 --profile gpu --dry-run
+  mushin-box launch examples/exp.py --nodes 2 --gpus 4 --partition gpu --time 2:00:00 \\
+      --mem 64G --image /shared/train.sif trainer.accelerator=gpu --detach"""
+
+
+def _time(text: str) -> int:
+    from mushin_box._slurm.config import parse_slurm_time
+
+    try:
+        return parse_slurm_time(text, what="")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).strip()) from None
+
+
+def _memory(text: str) -> int:
+    from mushin_box._slurm.config import parse_slurm_memory
+
+    try:
+        return parse_slurm_memory(text, what="")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).strip()) from None
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive integer")
+    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument(
         "experiment",
         help="exp.py[:NAME] or package.module:NAME: a Workflow, or a hydra-zen config with "
         "trainer/module/datamodule nodes (default NAME: workflow, then Config)",
     )
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="Hydra overrides")
-    parser.add_argument("--nodes", type=int, default=1, help="nodes (default 1)")
-    parser.add_argument("--gpus", type=int, default=1, help="GPUs = ranks per node (default 1)")
+    parser.add_argument("--nodes", type=_positive, default=1, help="nodes (default 1)")
     parser.add_argument(
-        "--local", action="store_true", help="run here on CPU ranks even if SLURM is available"
+        "--gpus", type=_positive, default=1, help="GPUs = ranks per node (default 1)"
+    )
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--local", action="store_true", help="run here on CPU ranks even if SLURM is reachable"
+    )
+    where.add_argument(
+        "--slurm",
+        action="store_true",
+        help="submit to SLURM without asking the controller first (default: SLURM only when "
+        "`scontrol ping` answers within 5 s)",
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="NAME",
+        help="launch settings from [tool.mushin-box.profiles.NAME] in pyproject.toml (or "
+        "[profiles.NAME] in mushin-box.toml); default: the profile named default, if any",
     )
     parser.add_argument("--image", help="run every SLURM rank in this .sif (mushin-box build)")
     parser.add_argument(
         "--bind",
         action="append",
-        default=[],
+        default=None,
         metavar="SRC[:DST[:ro]]",
-        help="bind into the image (repeatable)",
+        help="bind into the image (repeatable; added to the profile's)",
     )
     parser.add_argument(
         "--image-python",
-        default="python",
         metavar="COMMAND",
         help="the Python command inside the image (default: python)",
     )
-    parser.add_argument("--partition", help="SLURM partition")
-    parser.add_argument("--account", help="SLURM account")
-    parser.add_argument(
-        "--time",
-        type=int,
-        default=60,
-        metavar="MINUTES",
-        help="wall-time limit per job (default 60)",
+    slurm = parser.add_argument_group("SLURM job (flags win over the profile)")
+    slurm.add_argument("--partition", help="SLURM partition")
+    slurm.add_argument("--account", help="SLURM account")
+    slurm.add_argument("--qos", help="SLURM quality of service")
+    slurm.add_argument("--constraint", help="node features, e.g. a100")
+    slurm.add_argument("--exclude", metavar="NODES", help="nodes not to run on")
+    slurm.add_argument(
+        "--job-name", help="the job's name in squeue (default: the experiment's name)"
     )
-    parser.add_argument("--cpus-per-task", type=int, default=1, help="CPUs per rank")
-    parser.add_argument("--mem-gb", type=int, help="memory per node in GB")
+    slurm.add_argument(
+        "--time",
+        type=_time,
+        metavar="TIME",
+        help="wall-time limit per job: minutes (90), H:MM:SS (2:00:00) or D-HH:MM:SS "
+        "(default 60 minutes)",
+    )
+    slurm.add_argument(
+        "--cpus-per-task", type=_positive, metavar="N", help="CPUs per rank (default 1)"
+    )
+    slurm.add_argument(
+        "--mem", type=_memory, metavar="SIZE", help="memory per node: 64G, 500M, ..."
+    )
+    slurm.add_argument("--mem-gb", type=_positive, metavar="GB", help=argparse.SUPPRESS)
+    slurm.add_argument(
+        "--sbatch",
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help="any other sbatch option, e.g. --sbatch mail-type=END (repeatable; KEY alone "
+        "for a flag option)",
+    )
     parser.add_argument("--working-dir", help="the sweep directory (default multirun/<time>)")
     parser.add_argument(
         "--resume", action="store_true", help="reuse completed cells of --working-dir"
+    )
+    parser.add_argument(
+        "--reuse-stale-code",
+        action="store_true",
+        help="with --resume: reuse completed cells even though their code changed since",
     )
     parser.add_argument(
         "--on-error",
@@ -65,92 +146,264 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a failed cell stops the sweep (raise) or is recorded (nan, the default)",
     )
     parser.add_argument(
-        "--dry-run", action="store_true", help="print the plan as JSON; submit nothing"
+        "--dry-run",
+        action="store_true",
+        help="review the launch (cells, GPU-hours, sbatch script, rank env file, warnings; "
+        "the image's pre-flight runs); submit nothing. Exit 2 where the launch would fail",
     )
+    parser.add_argument("--json", action="store_true", help="with --dry-run: print it as JSON")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--detach",
+        action="store_true",
+        help="SLURM: submit, print the sweep directory and job ids, and exit 0; follow with "
+        "`mushin-box status/logs/wait DIR`, stop with `mushin-box cancel DIR`",
+    )
+    parser.add_argument(
+        "--cancel-on-interrupt",
+        action="store_true",
+        help="SLURM: Ctrl-C cancels the jobs (default: they keep running, and the launch "
+        "says how to reattach and how to cancel)",
+    )
 
 
-def _format(value: Any) -> str:
-    if isinstance(value, float):
-        return "nan" if math.isnan(value) else f"{value:.6g}"
-    return str(value)
+def _flags(args: argparse.Namespace) -> dict[str, Any]:
+    keys = ("partition", "account", "qos", "constraint", "exclude", "job_name", "time")
+    flags = {k: getattr(args, k) for k in (*keys, "cpus_per_task", "mem", "mem_gb")}
+    flags.update(sbatch=args.sbatch, bind=args.bind, image_python=args.image_python)
+    # relative to where the command runs (submitit_slurm_config wants an absolute image)
+    flags["image"] = os.path.abspath(args.image) if args.image else None
+    return flags
 
 
-def _summary(ds: Any) -> tuple[list[str], int]:
-    """Lines (one per cell: swept values, status, scalar metrics) and the failed count."""
-    import itertools
+def _where(args: argparse.Namespace) -> tuple[bool, str]:
+    """(local?, why): --local, --slurm, or the SLURM probe's answer."""
+    if args.local:
+        return True, "--local"
+    if args.slurm:
+        import shutil
 
-    dims = [d for d in ds["status"].dims]
-    metrics = [
-        n
-        for n in ds.data_vars
-        if n not in ("status", "cell_dir") and ds[n].dims == ds["status"].dims
-    ]
-    lines, failed = [], 0
-    for combo in itertools.product(*(ds[d].values.tolist() for d in dims)):
-        where = dict(zip(dims, combo, strict=True))
-        status = str(ds["status"].sel(where).item())
-        failed += status != "completed"
-        values = [f"{m}={_format(ds[m].sel(where).item())}" for m in metrics]
-        cell = str(ds["cell_dir"].sel(where).item())
-        lines.append(f"  {status:<9} {cell}  {' '.join(values)}")
-    return lines, failed
+        from mushin_box.cli.main import UsageError
+
+        if shutil.which("sbatch") is None:
+            raise UsageError(
+                "--slurm: there is no sbatch on PATH; load SLURM's client, or run here"
+            )
+        return False, "--slurm"
+    from mushin_box._slurm.probe import probe_slurm
+
+    probe = probe_slurm()
+    if probe.reachable:
+        return False, probe.reason
+    return True, f"no SLURM cluster reachable: {probe.reason}; --slurm to submit anyway"
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    from mushin_box.cli.main import UsageError
+
+    if args.json and not args.dry_run:
+        raise UsageError("--json prints the dry run's review: add --dry-run")
+    if args.reuse_stale_code and not args.resume:
+        raise UsageError("--reuse-stale-code reuses completed cells: add --resume")
+    if args.resume and args.working_dir is None:
+        raise UsageError("--resume needs --working-dir, the sweep directory to resume")
 
 
 def run(args: argparse.Namespace) -> int:
-    from mushin_box._container.preflight import PreflightError
-    from mushin_box._sweep.launch import LaunchError, load_target, plan_launch, run_launch
+    from mushin_box._sweep.options import OptionError, check_where, experiment_name, resolve_options
     from mushin_box.cli.main import UsageError
 
-    slurm: dict[str, Any] = {"timeout_min": args.time, "cpus_per_task": args.cpus_per_task}
-    for key in ("partition", "account", "mem_gb"):
-        if getattr(args, key) is not None:
-            slurm[key] = getattr(args, key)
-    # relative to where the command runs (submitit_slurm_config wants an absolute image)
-    image = os.path.abspath(args.image) if args.image else None
+    started = time.monotonic()
+    _check_flags(args)
+    try:  # flags, profile and place, before the experiment (and torch) is imported
+        opts = resolve_options(
+            _flags(args), args.profile, default_name=experiment_name(args.experiment)
+        )
+        local, why = _where(args)
+        check_where(
+            opts,
+            local=local,
+            why=why,
+            nodes=args.nodes,
+            image_flag=args.image is not None,
+            detach=args.detach,
+        )
+    except OptionError as exc:
+        raise UsageError(str(exc)) from None
+    if args.working_dir is None:
+        # chosen here rather than by Workflow.run, so that it is printed before anything runs
+        # (and shown by --dry-run); the same default: multirun/<timestamp>
+        stamp = _dt.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+        args.working_dir = os.path.join("multirun", stamp)
+    args.working_dir = os.path.abspath(args.working_dir)
+
+    from mushin_box._container.preflight import PreflightError
+    from mushin_box._sweep.launch import LaunchError, plan_launch, run_launch
+    from mushin_box._sweep.loading import LoadError, load_target
+
+    preflight_error: str | None = None
     try:
         target, pythonpath = load_target(args.experiment)
-        plan = plan_launch(
-            target,
+        kwargs: dict[str, Any] = dict(
             nodes=args.nodes,
             gpus=args.gpus,
             overrides=args.overrides,
-            local=True if args.local else None,
-            image=image,
-            binds=args.bind,
-            slurm=slurm,
-            image_python=args.image_python,
+            local=local,
+            where=why,
+            slurm=opts.slurm,
+            sources=opts.sources,
             working_dir=args.working_dir,
             pythonpath=pythonpath,
-            preflight=not args.dry_run,
         )
-    except (LaunchError, PreflightError) as exc:
+        if not local:
+            kwargs.update(image=opts.image, binds=opts.binds, image_python=opts.image_python)
+        try:
+            plan = plan_launch(target, **kwargs)
+        except PreflightError as exc:
+            if not args.dry_run:
+                raise
+            preflight_error = str(exc)  # the review shows the rest of the plan, then this
+            plan = plan_launch(target, **kwargs, preflight=False)
+    except (LaunchError, LoadError, PreflightError) as exc:
         raise UsageError(str(exc)) from None
     if args.dry_run:
-        from mushin_box._core.secrets import SecretVault
+        return _dry_run(args, target, plan, preflight_error, started)
+    return _launch(args, target, plan, run_launch, LaunchError)
 
-        shown = plan.to_dict()  # a copy: the plan itself keeps the real values
-        try:  # secret values never reach stdout (often a file): their references instead
-            shown["overrides"] = SecretVault().hide_in_overrides(list(plan.overrides))
-        except ValueError as exc:  # a sweep over a secret-looking key
-            raise UsageError(str(exc)) from None
-        print(json.dumps(shown, indent=2, sort_keys=True, default=str))
-        return 0
+
+def _dry_run(
+    args: argparse.Namespace, target: Any, plan: Any, preflight_error: str | None, started: float
+) -> int:
+    from mushin_box._sweep.review import review_plan
+
+    review = review_plan(plan, target, errors=[preflight_error] if preflight_error else [])
+    review["experiment"] = args.experiment
+    review["seconds"] = round(time.monotonic() - started, 2)
+    if args.json:
+        print(json.dumps(review, indent=2, sort_keys=True, default=str))
+    else:
+        print(format_review(review))
+    for error in review["errors"]:
+        print(f"mushin-box launch: error: {error}", file=sys.stderr)
+    return 2 if review["errors"] else 0
+
+
+def format_review(review: dict[str, Any]) -> str:
+    """The dry run's review as text (``--json`` prints the same data as JSON)."""
+    slurm = review["mode"] == "slurm"
+    lines = [f"mushin-box launch {review['experiment']}: dry run, nothing submitted"]
+
+    def row(name: str, value: Any) -> None:
+        lines.append(f"  {name:<12}{value}")
+
+    if slurm:
+        row("runs on", f"SLURM ({review['where']})")
+        ranks = f"{review['nodes']} node(s) x {review['gpus']} GPU(s) = {review['ranks']}"
+        row("ranks", f"{ranks} ranks per cell, one task per GPU")
+    else:
+        row("runs here", f"{review['gpus']} CPU rank(s) ({review['where']})")
+    row("sweep dir", review["working_dir"])
+    axes = ", ".join(f"{k}: {n}" for k, n in review["sweep"].items())
+    cells = review["cells"] if review["cells"] is not None else "? (an interval sweep)"
+    row("cells", f"{cells}{f' ({axes})' if axes else ''}")
+    if slurm:
+        hours = review["gpu_hours"]
+        shown = "?" if hours is None else f"{hours:g}"
+        row("GPU-hours", f"at most {shown} = {review['gpu_hours_formula']}")
+        config = review["launcher_config"]
+        sources = review["sources"]
+        skip = ("python", "setup", "srun_args", "nodes", "tasks_per_node", "gpus_per_node")
+        lines.append("  settings")
+        for key in sorted(k for k in config if k not in skip):
+            if key == "additional_parameters":
+                for option, value in config[key].items():
+                    src = sources.get(f"additional_parameters.{option}", "")
+                    lines.append(f"    sbatch --{option}={value}" + (f"   ({src})" if src else ""))
+                continue
+            src = sources.get(key, "")
+            lines.append(f"    {key} = {config[key]}" + (f"   ({src})" if src else ""))
+        for key in ("image", "binds", "image_python"):
+            if key in sources:
+                lines.append(f"    {key}   ({sources[key]})")
+    shown = [shlex.quote(o) if any(c.isspace() for c in o) else o for o in review["overrides"]]
+    row("overrides", " ".join(shown) or "none")
+    for warning in review["warnings"]:
+        lines.append(f"  warning: {warning}")
+    if slurm:
+        lines.append("")
+        what = "script of each cell's job" if (review["cells"] or 0) <= 1 else "job array"
+        lines.append(f"--- the sbatch {what} (what submitit will submit)")
+        lines.append(review["sbatch"].rstrip())
+        env = review.get("env_file")
+        if env is not None:
+            lines.append("")
+            lines.append(f"--- the env file every rank reads: {env['path']}")
+            lines.append(env["text"].rstrip())
+    lines.append("")
+    lines.append(f"(reviewed in {review['seconds']:g} s)")
+    return "\n".join(lines)
+
+
+def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any, error: Any) -> int:
+    from mushin_box.cli.main import UsageError
+
     where = (
-        f"SLURM, {plan.nodes} node(s) x {plan.gpus} rank(s)"
+        f"SLURM, {plan.nodes} node(s) x {plan.gpus} rank(s) ({plan.where})"
         if plan.mode == "slurm"
-        else (f"here, {plan.gpus} CPU rank(s)")
+        else f"here, {plan.gpus} CPU rank(s) ({plan.where})"
     )
     print(f"[mushin-box launch] {args.experiment} on {where}", file=sys.stderr, flush=True)
+    root = args.working_dir
+    print(f"[mushin-box launch] sweep: {root}", flush=True)
     try:
         ds = run_launch(
-            target, plan, resume=args.resume, on_error=args.on_error, progress=not args.no_progress
+            target,
+            plan,
+            resume=args.resume,
+            on_error=args.on_error,
+            progress=not args.no_progress,
+            reuse_stale_code=args.reuse_stale_code,
+            wait=not args.detach,
+            cancel_on_interrupt=args.cancel_on_interrupt,
         )
-    except LaunchError as exc:  # Workflow.run refused its arguments: nothing ran
+    except error as exc:  # Workflow.run refused its arguments: nothing ran
         raise UsageError(str(exc)) from None
-    lines, failed = _summary(ds)
-    print(f"[mushin-box launch] sweep: {ds.attrs.get('working_dir')}")
-    print("\n".join(lines))
-    if failed:
-        print(f"[mushin-box launch] {failed} cell(s) did not complete", file=sys.stderr)
-    return 1 if failed else 0
+    except KeyboardInterrupt:
+        if plan.mode != "slurm" or args.cancel_on_interrupt:
+            print("[mushin-box launch] interrupted; the sweep's jobs were stopped", file=sys.stderr)
+            return 130
+        print(
+            f"[mushin-box launch] detached: the SLURM jobs keep running. Follow them with "
+            f"`mushin-box wait {shlex.quote(root)}` (or status/logs), stop them with "
+            f"`mushin-box cancel {shlex.quote(root)}`",
+            file=sys.stderr,
+        )
+        return 130
+    if args.detach:
+        return _detached(ds)
+    from mushin_box._sweep.board import read_sweep
+    from mushin_box.cli.status import report
+
+    root = str(ds.attrs.get("working_dir"))
+    return report(read_sweep(root), _resume_command(root))
+
+
+def _detached(handle: Any) -> int:
+    """What a detached launch prints: the sweep, its jobs, and how to follow and stop them."""
+    root = shlex.quote(str(handle.working_dir))
+    jobs = handle.job_ids
+    print(f"[mushin-box launch] submitted {len(jobs)} job(s): {' '.join(jobs)}")
+    print(f"  follow: mushin-box status {root}   |  mushin-box logs {root} CELL -f")
+    print(f"  wait:   mushin-box wait {root}")
+    print(f"  stop:   mushin-box cancel {root}")
+    return 0
+
+
+def _resume_command(root: str) -> str:
+    """This command line again, with ``--resume`` and the sweep's ``--working-dir``."""
+    argv = ["mushin-box", *sys.argv[1:]]
+    if "--resume" not in argv:
+        argv.append("--resume")
+    if not any(a == "--working-dir" or a.startswith("--working-dir=") for a in argv):
+        argv += ["--working-dir", root]
+    return shlex.join(argv)

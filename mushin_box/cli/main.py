@@ -18,7 +18,20 @@ from collections.abc import Sequence
 __all__ = ["COMMANDS", "UsageError", "main"]
 
 # order shown in --help
-COMMANDS = ("build", "launch", "status", "ls", "logs", "wait", "cancel", "smoke", "diff")
+COMMANDS = (
+    "build",
+    "launch",
+    "status",
+    "ls",
+    "logs",
+    "wait",
+    "cancel",
+    "show",
+    "report",
+    "smoke",
+    "diff",
+    "reproduce",
+)
 
 
 class UsageError(Exception):

@@ -24,6 +24,7 @@ __all__ = [
     "add_arguments",
     "duration",
     "exit_code",
+    "report",
     "resolve_sweep",
     "run",
     "summary",
@@ -143,6 +144,29 @@ def table(sweep: Any) -> Any:
         ]
         out.add_row(*row)
     return out
+
+
+def report(sweep: Any, resume: str) -> int:
+    """The summary a blocking launch and ``wait`` end with: a line per cell (state, cell,
+    scalar metrics), a line per failed cell (its error and error file), and on stderr how
+    many did not complete and ``resume``, the way to run only those again. 0 when every
+    cell completed, else 1."""
+    print(f"[mushin-box] {sweep.root}: {summary(sweep)}")
+    for cell in sweep.cells:
+        values = " ".join(f"{k}={_value(v)}" for k, v in sorted(cell.metrics.items()))
+        print(f"  {cell.state:<9} {cell.dir or cell.combo}  {values}".rstrip())
+    failed = [c for c in sweep.cells if c.state != "completed"]
+    for cell in failed:
+        if cell.error_type or cell.error_message:
+            where = f" (see {cell.error_file})" if cell.error_file else ""
+            print(f"  {cell.dir}: {cell.state}: {_error(cell)}{where}")
+    if failed:
+        print(
+            f"[mushin-box] {len(failed)} cell(s) did not complete; to run only those "
+            f"again: {resume}",
+            file=sys.stderr,
+        )
+    return 1 if failed else 0
 
 
 def as_json(sweep: Any) -> dict[str, Any]:

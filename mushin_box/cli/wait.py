@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from mushin_box._sweep.board import read_sweep
     from mushin_box._sweep.progress import SweepFollower
-    from mushin_box.cli.status import EXIT_RUNNING, resolve_sweep, summary, table
+    from mushin_box.cli.status import EXIT_RUNNING, report, resolve_sweep
 
     if args.interval < 1:
         raise UsageError(f"--interval {args.interval} is under 1 s; SLURM is asked each time")
@@ -54,22 +54,8 @@ def run(args: argparse.Namespace) -> int:
                 return EXIT_RUNNING
             time.sleep(args.interval)
             sweep = follower.update()
-    sweep = read_sweep(root)
-    from rich.console import Console
-
-    print(f"{root}: {summary(sweep)}")
-    Console(highlight=False).print(table(sweep))
-    failed = [c for c in sweep.cells if c.state != "completed"]
-    for cell in failed:
-        if cell.error_type:
-            print(
-                f"{cell.dir}: {cell.state}: {cell.error_type}: {cell.error_message}"
-                + (f" (see {cell.error_file})" if cell.error_file else "")
-            )
-    if failed:
-        print(
-            f"{len(failed)} cell(s) did not complete; run the sweep again with resume=True "
-            "(CLI: the same launch with --resume) to run only those",
-            file=sys.stderr,
-        )
-    return 1 if failed else 0
+    return report(
+        read_sweep(root),
+        f"the same launch with --resume --working-dir {root} "
+        f"(Python: Workflow.run(..., working_dir={str(root)!r}, resume=True))",
+    )

@@ -34,7 +34,7 @@ def launch(
 
 
 def plan(*args: str) -> dict[str, Any]:
-    proc = launch(*args, "--dry-run")
+    proc = launch(*args, "--dry-run", "--json")
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -56,7 +56,9 @@ def test_plan_on_slurm_derives_one_task_per_gpu_and_the_trainer_topology(tmp_pat
             "--time",
             "30",
             "module.lr=0.01,0.1",
+            "--slurm",  # the stand-in sbatch: no controller to ask
             "--dry-run",
+            "--json",
         ],
         capture_output=True,
         text=True,
@@ -86,8 +88,8 @@ def test_plan_here_runs_cpu_ranks() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--nodes", "0"], "--nodes must be a positive integer"),
-        (["--gpus", "-2"], "--gpus must be a positive integer"),
+        (["--nodes", "0"], "argument --nodes: '0' must be a positive integer"),
+        (["--gpus=-2"], "argument --gpus: '-2' must be a positive integer"),
         (["--nodes", "2", "--local"], "--nodes 2 needs SLURM"),
         (["--local", "--image", "x.sif"], "mushin-box smoke"),
         (["--local", "trainer.devices=3"], "conflicts with --nodes/--gpus"),
@@ -313,13 +315,14 @@ def test_a_tasks_value_error_is_not_a_usage_error(tmp_path: Path) -> None:
     assert proc.returncode == 1 and "the task's own error" in proc.stderr
     # refused before the sweep started: usage errors, nothing ran
     for args, message in [
-        ((*common, str(tmp_path / "b"), "not_a_field=1"), "Could not override 'not_a_field'"),
-        ((*common, str(tmp_path / "a"), "api_token=a,b"), "cannot sweep over 'api_token'"),
-        (("--local", "--resume"), "resume=True needs the working_dir"),
+        ((*common, str(tmp_path / "b"), "not_a_field=1"), "'not_a_field' is neither a field"),
+        ((*common, str(tmp_path / "a"), "+api_token=a,b"), "cannot sweep over 'api_token'"),
+        (("--local", "--resume"), "--resume needs --working-dir"),
     ]:
         proc = launch(str(exp), *args)
         assert proc.returncode == 2, proc.stderr
         assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "b").exists()
 
 
 def _fake_sbatch_env(tmp_path: Path) -> dict[str, str]:
@@ -331,7 +334,7 @@ def _fake_sbatch_env(tmp_path: Path) -> dict[str, str]:
 
 
 def test_dry_run_resolves_a_relative_image_and_hides_secret_overrides(tmp_path: Path) -> None:
-    (tmp_path / "img.sif").write_bytes(b"not checked in a dry run")
+    (tmp_path / "img.sif").write_bytes(b"not a SIF: the dry run's pre-flight says so")
     proc = subprocess.run(
         [
             sys.executable,
@@ -342,7 +345,9 @@ def test_dry_run_resolves_a_relative_image_and_hides_secret_overrides(tmp_path: 
             "--image",
             "img.sif",
             "+api_token=abc123",
+            "--slurm",
             "--dry-run",
+            "--json",
         ],
         capture_output=True,
         text=True,
@@ -350,9 +355,12 @@ def test_dry_run_resolves_a_relative_image_and_hides_secret_overrides(tmp_path: 
         env=_fake_sbatch_env(tmp_path),
         cwd=tmp_path,
     )
-    assert proc.returncode == 0, proc.stderr
+    # the review is printed in full, then the pre-flight's refusal: exit 2, as the launch
+    assert proc.returncode == 2, proc.stderr
     got = json.loads(proc.stdout)
     assert f" {tmp_path / 'img.sif'} " in got["launcher_config"]["python"]
     assert "abc123" not in proc.stdout + proc.stderr
     assert "${oc.env:MUSHIN_SECRET_" in got["overrides"][0]
     assert got["overrides"][0].startswith("+api_token=")
+    assert len(got["errors"]) == 1 and str(tmp_path / "img.sif") in got["errors"][0]
+    assert proc.stderr.startswith("mushin-box launch: error: image pre-flight failed")

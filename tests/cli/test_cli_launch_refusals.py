@@ -217,7 +217,7 @@ def test_control_characters_bound_for_sbatch_are_refused_by_dry_run_and_run(
 ) -> None:
     env = fake_slurm(tmp_path)
     work = tmp_path / "sweep"
-    common = [str(EXP), flag, value, "--no-progress", "--working-dir", str(work)]
+    common = [str(EXP), flag, value, "--slurm", "--no-progress", "--working-dir", str(work)]
     for dry in (["--dry-run"], []):
         proc = launch_env(*common, *dry, env=env)
         line = assert_one_line_refusal(proc, flag.removeprefix("--"), "control character")
@@ -235,7 +235,7 @@ def test_a_job_sbatch_refuses_is_one_line_with_sbatchs_message(tmp_path: Path) -
     exp = tmp_path / "wf_exp.py"
     exp.write_text(WORKFLOW_EXP)
     work = tmp_path / "sweep"
-    args = [str(exp), "--partition", "nope", "--no-progress", "--working-dir", str(work)]
+    args = [str(exp), "--partition", "nope", "--slurm", "--no-progress", "--working-dir", str(work)]
     proc = launch_env(*args, env=env)
     assert (tmp_path / "sbatch-called").exists()
     assert_one_line_refusal(
@@ -269,6 +269,26 @@ def test_the_sbatch_message_is_taken_from_submitits_error() -> None:
     other = FailedJobError("boom")
     other.__cause__ = subprocess.CalledProcessError(1, ["srun", "x"], stderr="srun: error")
     assert sbatch_refusal(other) is None
+
+
+def test_no_cluster_is_said_with_sbatchs_fatal_line_and_the_fix() -> None:
+    from submitit.core.utils import FailedJobError
+
+    from mushin_box._sweep.launch import sbatch_refusal
+
+    stderr = (
+        "sbatch: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host\n"
+        "sbatch: error: fetch_config: DNS SRV lookup failed\n"
+        "sbatch: fatal: Could not establish a configuration source\n"
+    )
+    error = FailedJobError(stderr)
+    error.__cause__ = subprocess.CalledProcessError(1, ["sbatch", "x.sh"], stderr=stderr)
+    message = sbatch_refusal(error)
+    assert message is not None and message.startswith(
+        "sbatch refused the job: Could not establish a configuration source; no SLURM cluster "
+        "is reachable from here: set SLURM_CONF"
+    )
+    assert message.endswith("or run here with --local")
 
 
 @pytest.mark.slurm

@@ -88,3 +88,16 @@ def test_wait_follows_a_sweep_run_elsewhere_until_it_completes(
         driver.wait()
     assert f"{sweep}: 2 completed" in capsys.readouterr().out
     assert len(list((tmp_path / "markers").iterdir())) == 2
+
+
+def test_a_failed_launch_names_the_command_that_resumes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mushin_box.cli.launch import _resume_command
+
+    monkeypatch.setattr(sys, "argv", ["mushin-box", "launch", "exp.py", "lr=0.1,1"])
+    assert _resume_command("/r/my sweep") == (
+        "mushin-box launch exp.py lr=0.1,1 --resume --working-dir '/r/my sweep'"
+    )
+    monkeypatch.setattr(sys, "argv", ["x", "launch", "e.py", "--working-dir=d", "--resume"])
+    assert _resume_command("/abs/d") == "mushin-box launch e.py --working-dir=d --resume"

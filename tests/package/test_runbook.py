@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""scripts/runbook: the seed's runbook steps 1-5 against the local SLURM cluster."""
+"""scripts/runbook: the seed's runbook steps 1-5 against the local SLURM cluster; step 4
+both through Workflow.run and as the seed writes it (--multirun, hydra/launcher=submitit_slurm),
+and step 5 loads both."""
 
 from __future__ import annotations
 
@@ -33,5 +35,6 @@ def test_runbook_passes_every_check(tmp_path: Path, slurm_cluster: Any) -> None:
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = [line for line in proc.stdout.splitlines() if line.startswith(("PASS", "FAIL"))]
-    assert len(lines) == 7 and all(line.startswith("PASS") for line in lines), lines
-    assert "runbook: 7 passed, 0 failed" in proc.stdout
+    assert len(lines) == 9 and all(line.startswith("PASS") for line in lines), lines
+    assert any("--multirun hydra/launcher=submitit_slurm" in line for line in lines), lines
+    assert "runbook: 9 passed, 0 failed" in proc.stdout

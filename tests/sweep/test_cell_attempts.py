@@ -50,6 +50,7 @@ def test_a_multi_rank_cell_counts_each_run_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("WORLD_SIZE", "2")  # this process looks like one rank of two
+    monkeypatch.setenv("RANK", "0")
     wf = Workflow(ckpt_probe_task)
     wf.run(working_dir=tmp_path, progress=False, x=1)
     wf.run(working_dir=tmp_path, progress=False, x=1)

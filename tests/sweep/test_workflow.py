@@ -112,8 +112,16 @@ def test_hydra_list_is_one_value_not_a_sweep(tmp_path: Path) -> None:
     ],
 )
 def test_bad_input_is_rejected_before_anything_runs(
-    tmp_path: Path, kwargs: dict[str, object], error: type[Exception], match: str
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    kwargs: dict[str, object],
+    error: type[Exception],
+    match: str,
 ) -> None:
+    # without working_dir a run writes to multirun/<timestamp> under the current directory:
+    # run from tmp_path, so that "nothing was written" looks where the run would write (and
+    # the checkout stays clean)
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(error, match=match):
         Workflow(grid_task).run(progress=False, **kwargs)  # type: ignore[arg-type]
     assert not list(tmp_path.iterdir())
@@ -176,17 +184,35 @@ def test_mushin_resume_context_counts_attempts(tmp_path: Path) -> None:
     assert ds["attempt"].values.tolist() == [2.0]
 
 
-def test_time_budget_skips_unstarted_cells_and_resume_finishes_them(tmp_path: Path) -> None:
+class _BudgetSpentAfterFirstCell:
+    """The cell runner's clock (its ``time`` module): real until the first cell has left its
+    marker, then a day later. No sleep and no assumption about how fast the machine is: the
+    first cell starts within the budget, every later one after it."""
+
+    def __init__(self, markers: Path) -> None:
+        self.markers = markers
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(time, name)
+
+    def time(self) -> float:
+        return time.time() + (86400.0 if any(self.markers.glob("*.done")) else 0.0)
+
+
+def test_time_budget_skips_unstarted_cells_and_resume_finishes_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mushin_box._sweep import cells
+
     markers = tmp_path / "markers"
-    # 4 cells x 2 s never fit in 3 s; the first cell starts well within it, even on a
-    # loaded machine (1 s / 1.5 s was flaky when Hydra's start-up alone took 1.5 s)
-    params = {"x": multirun([1, 2, 3, 4]), "markers": str(markers), "sleep_s": 2.0}
+    params = {"x": multirun([1, 2, 3, 4]), "markers": str(markers)}
     wf = Workflow(marker_task)
-    ds = wf.run(working_dir=tmp_path / "w", progress=False, max_total_seconds=3.0, **params)
-    done = int(ds["x2"].notnull().sum())
-    assert 1 <= done < 4
+    monkeypatch.setattr(cells, "time", _BudgetSpentAfterFirstCell(markers))
+    ds = wf.run(working_dir=tmp_path / "w", progress=False, max_total_seconds=3600.0, **params)
+    assert ds["x2"].values.tolist()[0] == 2 and int(ds["x2"].notnull().sum()) == 1
     skipped = json.loads(ds.attrs["skipped"])
-    assert len(skipped) == 4 - done and all(s["reason"] == "max_total_seconds" for s in skipped)
+    assert len(skipped) == 3 and all(s["reason"] == "max_total_seconds" for s in skipped)
+    monkeypatch.setattr(cells, "time", time)
     ds = wf.run(working_dir=tmp_path / "w", progress=False, resume=True, **params)
     assert ds["x2"].values.tolist() == [2, 4, 6, 8]
     assert len(list(markers.iterdir())) == 4  # each cell computed exactly once overall
@@ -213,7 +239,8 @@ def test_multi_rank_detection() -> None:
     from mushin_box._sweep.cells import is_multi_rank
     from mushin_box._sweep.workflow import _launcher_is_multi_rank
 
-    assert is_multi_rank({"SLURM_NTASKS": "4"}) and is_multi_rank({"WORLD_SIZE": "2"})
+    step = {"SLURM_NTASKS": "4", "SLURM_PROCID": "0", "SLURM_STEP_ID": "0"}
+    assert is_multi_rank(step) and is_multi_rank({"WORLD_SIZE": "2", "RANK": "1"})
     assert not is_multi_rank({"SLURM_NTASKS": "1"}) and not is_multi_rank({})
     assert _launcher_is_multi_rank({"nodes": 2, "tasks_per_node": 1})
     assert not _launcher_is_multi_rank({"nodes": 1, "tasks_per_node": 1, "timeout_min": 9})
@@ -438,6 +465,7 @@ def test_multi_rank_cells_decide_alike_whether_to_continue(
     from workflow_tasks import ckpt_probe_task
 
     monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
     wf = Workflow(ckpt_probe_task)
     wf.run(working_dir=tmp_path, progress=False, x=1)
     cell = tmp_path / "cell"

@@ -1,0 +1,135 @@
+# SPDX-License-Identifier: MIT
+"""Is there a SLURM cluster to submit to? A bounded probe, not a guess from ``PATH``.
+
+``sbatch`` on ``PATH`` only says that the SLURM client is installed: a workstation or a
+container often has it with no cluster configured, and ``sbatch`` then fails after the sweep
+has started ("Could not establish a configuration source"). So a launch asks the
+controller: ``scontrol ping`` answers in milliseconds when a controller is configured
+(exit 0, "... is UP"), fails at once when no configuration can be found, and fails with
+"DOWN" after its connect timeout when the controller does not answer. A missing
+``SLURM_CONF`` file makes every client retry for a minute, so that case is answered
+without running anything, and the probe has a hard timeout.
+
+The account check (``scontrol show config``, ``sacctmgr``) serves the dry run's review only:
+both are bounded too, and any failure means "unknown", never an error.
+"""
+
+from __future__ import annotations
+
+import functools
+import getpass
+import os
+import shutil
+import subprocess
+
+import attrs
+
+__all__ = ["AccountCheck", "SlurmProbe", "account_check", "probe_slurm"]
+
+PROBE_TIMEOUT_S = 5.0
+
+
+@attrs.frozen
+class SlurmProbe:
+    """The probe's answer: whether a controller answered, and why (one line, for banners)."""
+
+    reachable: bool
+    reason: str
+
+
+def _first_line(text: str) -> str:
+    """The line of a SLURM client's output that says what is wrong: a ``fatal:`` line if
+    there is one (the earlier ``error:`` lines are its symptoms), else the first line."""
+    lines = [" ".join(line.split()) for line in text.splitlines() if line.strip()]
+    fatal = [line for line in lines if "fatal:" in line]
+    line = (fatal or lines or ["no output"])[0]
+    for prefix in ("scontrol: ", "sinfo: ", "sbatch: "):
+        line = line.removeprefix(prefix)
+    return line.removeprefix("fatal: ").removeprefix("error: ")
+
+
+def probe_slurm(timeout_s: float = PROBE_TIMEOUT_S) -> SlurmProbe:
+    """Ask the SLURM controller whether it is up (``scontrol ping``, at most ``timeout_s``).
+
+    Examples
+    --------
+    >>> probe = probe_slurm()
+    >>> isinstance(probe.reachable, bool) and bool(probe.reason)
+    True
+    """
+    return _probe(float(timeout_s), os.environ.get("SLURM_CONF"), os.environ.get("PATH"))
+
+
+@functools.lru_cache(maxsize=4)
+def _probe(timeout_s: float, slurm_conf: str | None, path: str | None) -> SlurmProbe:
+    if shutil.which("sbatch", path=path) is None:
+        return SlurmProbe(False, "no sbatch on PATH")
+    if slurm_conf and not os.path.isfile(slurm_conf):
+        return SlurmProbe(False, f"SLURM_CONF={slurm_conf} is not a file")
+    scontrol = shutil.which("scontrol", path=path)
+    if scontrol is None:
+        return SlurmProbe(False, "sbatch is on PATH, but no scontrol to ask the controller with")
+    try:
+        proc = subprocess.run(
+            [scontrol, "ping"],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        return SlurmProbe(False, f"`scontrol ping` gave no answer within {timeout_s:g} s")
+    except OSError as exc:
+        return SlurmProbe(False, f"`scontrol ping` could not run: {exc}")
+    said = _first_line(proc.stdout + "\n" + proc.stderr)
+    if proc.returncode == 0 and " UP" in proc.stdout:
+        return SlurmProbe(True, f"scontrol ping: {said}")
+    return SlurmProbe(False, f"scontrol ping: {said}")
+
+
+@attrs.frozen
+class AccountCheck:
+    """What the cluster says about charging a job that names no account.
+
+    ``enforced``: the cluster enforces associations (``AccountingStorageEnforce``), so a job
+    must run under an account the user has; ``default``: the user's default account, which
+    such a job is charged to (None: the user has none, or it could not be asked).
+    """
+
+    enforced: bool | None
+    default: str | None
+
+
+def _run(argv: list[str], timeout_s: float) -> str | None:
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def account_check(timeout_s: float = PROBE_TIMEOUT_S) -> AccountCheck:
+    """Does the cluster require an account, and what is the user's default one?
+
+    ``scontrol show config`` (milliseconds) says whether associations are enforced; only
+    then is ``sacctmgr`` asked for the default account. Unknown answers are None.
+    """
+    enforced: bool | None = None
+    scontrol = shutil.which("scontrol")
+    text = _run([scontrol, "show", "config"], timeout_s) if scontrol else None
+    for line in (text or "").splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "AccountingStorageEnforce":
+            # limits, qos and safe each imply associations (slurm.conf(5))
+            words = {w.strip() for w in value.lower().split(",")}
+            enforced = bool(words & {"associations", "limits", "qos", "safe"})
+    if not enforced:
+        return AccountCheck(enforced, None)
+    sacctmgr = shutil.which("sacctmgr")
+    user = getpass.getuser()
+    argv = [sacctmgr or "sacctmgr", "-n", "-P", "show", "user", user, "format=DefaultAccount"]
+    out = _run(argv, timeout_s) if sacctmgr else None
+    default = (out or "").strip().splitlines()[0].strip() if (out or "").strip() else None
+    return AccountCheck(True, default or None)

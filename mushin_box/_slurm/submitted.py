@@ -1,0 +1,69 @@
+# SPDX-License-Identifier: MIT
+"""The jobs a launcher submitted for a sweep, written down the moment they exist.
+
+A SLURM job id (or a local job's pid) is the only handle on a cell that has not started:
+such a cell has no directory and no status yet. ``mushin_jobs.json`` in the sweep
+directory lists every job of the latest submission with the overrides it runs, so that
+``status``, ``wait`` and ``cancel`` work from any shell, and a later ``resume=True`` can
+refuse to start a second copy of a cell whose job is still queued, even after the driver
+was detached, disconnected or killed.
+
+Examples
+--------
+>>> import tempfile
+>>> from pathlib import Path
+>>> root = Path(tempfile.mkdtemp())
+>>> _ = record_submission(root, "slurm", [("7_0", ["lr=0.1"]), ("7_1", ["lr=1.0"])])
+>>> [job["job_id"] for job in read_submission(root)["jobs"]]
+['7_0', '7_1']
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import socket
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mushin_box._core.layout import JOBS_FILE
+from mushin_box._core.sidecars import read_json, write_json_atomic
+
+__all__ = ["record_submission", "read_submission", "submitted_job_ids"]
+
+
+def record_submission(
+    sweep_dir: str | os.PathLike[str],
+    cluster: str,
+    jobs: Sequence[tuple[str, Sequence[str]]],
+    *,
+    detached: bool = False,
+) -> dict[str, Any]:
+    """Write the jobs just submitted (``(job id, overrides)`` each) over the previous list:
+    the jobs of earlier submissions have ended (a sweep's lock allows one driver at a time,
+    and a resume is refused while a recorded job lives)."""
+    record = {
+        "schema": 1,
+        "cluster": cluster,
+        "host": socket.gethostname(),
+        "submitted": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "detached": detached,
+        "jobs": [{"job_id": str(job), "overrides": list(o)} for job, o in jobs],
+    }
+    write_json_atomic(Path(sweep_dir) / JOBS_FILE, record)
+    return record
+
+
+def read_submission(sweep_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """The latest submission (``{}`` when none was recorded or it can't be read)."""
+    data = read_json(Path(sweep_dir) / JOBS_FILE)
+    return data if isinstance(data, dict) and isinstance(data.get("jobs"), list) else {}
+
+
+def submitted_job_ids(sweep_dir: str | os.PathLike[str], cluster: str = "slurm") -> list[str]:
+    """The SLURM job ids of the latest submission (``[]`` for a local one)."""
+    data = read_submission(sweep_dir)
+    if data.get("cluster") != cluster:
+        return []
+    return [str(job["job_id"]) for job in data["jobs"] if isinstance(job, dict)]

@@ -1,0 +1,93 @@
+# SPDX-License-Identifier: MIT
+"""A cell's provenance record: written as its task starts, completed when it ends.
+
+The cell runner (:mod:`mushin_box._sweep.cells`) calls :func:`start_provenance` right after
+the "running" status, and :func:`finish_provenance` once the task returned or raised (after
+the outcome's status: a kill in between must not leave a finished cell unrecorded).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mushin_box._core.layout import PROVENANCE_FILE, STATUS_FILE
+from mushin_box._core.sidecars import read_json
+
+__all__ = ["finish_provenance", "start_provenance"]
+
+#: the start of each cell's task in this process, on the monotonic clock (its duration)
+_CLOCKS: dict[str, float] = {}
+
+
+def start_provenance(
+    task: Callable[..., Any],
+    cfg: Any,
+    cell_dir: Path,
+    fingerprints: dict[str, str],
+    pre_call: Callable[..., Any] | None = None,
+) -> None:
+    """Write the cell's provenance record (and its package list) as the task starts.
+
+    ``run.started`` is the ``started`` of the status just written, so both files agree;
+    :func:`finish_provenance` completes the record when the task is done. ``run.task``
+    says where the task and ``pre_call`` are defined (``mushin-box reproduce`` imports them).
+    """
+    from omegaconf import OmegaConf
+
+    from mushin_box._provenance.files import write_provenance
+    from mushin_box._provenance.full import full_provenance, launcher_from_hydra
+    from mushin_box._provenance.record import basic_provenance
+
+    config = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
+    seed_base = OmegaConf.select(cfg, "seed", default=None)
+    status = read_json(cell_dir / STATUS_FILE, default={})
+    started = status.get("started") if isinstance(status, dict) else None
+    # the task's duration, measured on this process's monotonic clock (finish_provenance)
+    _CLOCKS[str(cell_dir)] = time.monotonic()
+    try:
+        record = full_provenance(
+            task=task,
+            config=config,
+            fingerprints=fingerprints,
+            seed_base=seed_base,
+            launcher=launcher_from_hydra(),
+            started=started if isinstance(started, str) else None,
+        )
+    except ValueError as exc:  # a malformed launcher environment: keep the basic record
+        warnings.warn(
+            f"cell {cell_dir.name}: recording the basic provenance only ({exc})", stacklevel=2
+        )
+        record = basic_provenance(
+            task=task, config=config, fingerprints=fingerprints, seed_base=seed_base
+        )
+    from mushin_box._sweep.reproduce_task import task_locator
+
+    record["run"] = {**dict(record.get("run") or {}), "task": task_locator(task, pre_call)}
+    write_provenance(cell_dir, record)
+
+
+def finish_provenance(cell_dir: Path, ended: str, end: float) -> None:
+    """Complete the cell's provenance once the task has returned or raised: the per-rank
+    seeds its ranks recorded, ``run.ended``/``run.duration_s`` (the task's end: ``ended``,
+    and ``end`` on the monotonic clock) and ``run.devices`` (the task has usually
+    imported torch by now)."""
+    from mushin_box._provenance.files import write_provenance
+    from mushin_box._provenance.full import finish_record, record_with_seeds
+    from mushin_box._train.seeding import seed_records
+
+    t0 = _CLOCKS.pop(str(cell_dir), None)
+    duration = round(end - t0, 3) if t0 is not None else None
+    try:
+        record = read_json(cell_dir / PROVENANCE_FILE)
+        if not isinstance(record, dict):
+            return
+        records = seed_records(cell_dir)
+        if records:
+            record = record_with_seeds(record, records)
+        write_provenance(cell_dir, finish_record(record, ended=ended, duration_s=duration))
+    except (OSError, ValueError, KeyError) as exc:  # never fail a cell over provenance
+        warnings.warn(f"cell {cell_dir.name}: provenance not completed ({exc})", stacklevel=2)

@@ -1,0 +1,102 @@
+# SPDX-License-Identifier: MIT
+"""``Workflow.run(..., wait=False)``: a handle on a sweep whose jobs run without its driver.
+
+The handle holds nothing but the sweep directory: everything it says it reads from the
+sidecars (:mod:`mushin_box._sweep.board`) and SLURM, so ``SweepHandle(dir)`` rebuilt in
+another process, on another login node, a week later, is the same handle.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mushin_box._core.targets import public
+
+__all__ = ["SweepHandle"]
+
+
+@public
+class SweepHandle:
+    """A sweep that runs on its own (``Workflow.run(..., wait=False)``, ``launch --detach``).
+
+    Parameters
+    ----------
+    working_dir : path
+        The sweep directory: all a handle needs, so it can be rebuilt from it anywhere.
+
+    Examples
+    --------
+    A sweep as its cells leave it (written here by hand; ``Workflow.run`` writes the same):
+
+    >>> import tempfile
+    >>> from mushin_box import SweepHandle
+    >>> from mushin_box._core.sidecars import write_json_atomic
+    >>> root = Path(tempfile.mkdtemp())
+    >>> write_json_atomic(root / "mushin_sweep.json", {"grid": {"x": [1, 2]}, "cells": {}})
+    >>> for x in (1, 2):
+    ...     cell = root / f"x={x}"
+    ...     write_json_atomic(cell / "mushin_status.json",
+    ...                       {"combo": {"x": x}, "status": "completed", "attempt": 1})
+    ...     write_json_atomic(cell / "mushin_metrics.json", {"y": 2 * x})
+    >>> handle = SweepHandle(root)
+    >>> handle.done(), handle.status().counts()
+    (True, {'completed': 2})
+    >>> handle.wait()["y"].values.tolist()
+    [2.0, 4.0]
+    """
+
+    def __init__(self, working_dir: str | os.PathLike[str]) -> None:
+        self.working_dir = Path(working_dir).resolve()
+
+    def __repr__(self) -> str:
+        return f"SweepHandle({str(self.working_dir)!r})"
+
+    @property
+    def job_ids(self) -> list[str]:
+        """The SLURM job ids of the latest submission (``[]`` for a local one)."""
+        from mushin_box._slurm.submitted import submitted_job_ids
+
+        return submitted_job_ids(self.working_dir)
+
+    def status(self) -> Any:
+        """The sweep now: a :class:`mushin_box._sweep.board.SweepView` (cells, states,
+        ``counts()``), with the owners of running cells checked."""
+        from mushin_box._sweep.board import read_sweep
+
+        return read_sweep(self.working_dir)
+
+    def done(self) -> bool:
+        """Nothing of the sweep runs or waits any more."""
+        return not self.status().going
+
+    def wait(self, timeout_s: float | None = None, interval_s: float = 5.0) -> Any:
+        """Block until the sweep is done; return its results (``load_experiment``).
+
+        Raises
+        ------
+        TimeoutError
+            Still running after ``timeout_s``; the jobs go on (:meth:`cancel` stops them).
+        """
+        from mushin_box._sweep.experiment import load_experiment
+
+        if not interval_s > 0:
+            raise ValueError(f"interval_s must be > 0, got {interval_s!r}")
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while not self.done():
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"{self.working_dir} still running after {timeout_s:g} s; its jobs go on "
+                    "(SweepHandle.cancel() stops them)"
+                )
+            time.sleep(interval_s)
+        return load_experiment(self.working_dir)
+
+    def cancel(self, cells: Sequence[str] | None = None, grace_s: float = 10.0) -> Any:
+        """Stop its running cells (all, or those named): see ``mushin-box cancel``."""
+        from mushin_box._sweep.cancel import cancel
+
+        return cancel(self.working_dir, cells, grace_s=grace_s)

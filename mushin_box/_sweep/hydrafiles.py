@@ -1,0 +1,85 @@
+# SPDX-License-Identifier: MIT
+"""Hydra's own files of a job (``.hydra/config.yaml``, ``hydra.yaml``, ``overrides.yaml``),
+written atomically, and a failure to write them recorded by the cell.
+
+Hydra writes these three files with a plain ``open(..., "w")`` before it calls the task
+function, and again on every run of the job (a resumed cell that is reused included). A
+full disk or a kill between the truncation and the write leaves them empty, and HydraDDP's
+other ranks, ``reproduce`` and the user all read them. :func:`install` replaces Hydra's
+writer (``hydra.core.utils._save_config``, a three-line private function) with one that
+writes through :func:`mushin_box._core.sidecars.write_text_atomic`: the old file stays
+whole until the new one is complete, and a file that already holds the same text is left
+alone. The bytes written are Hydra's own (``OmegaConf.to_yaml``).
+
+Design note: for a job of a ``Workflow`` sweep (Hydra job name ``mushin_workflow``), a
+failure to write them (``OSError``: no space, quota) is not raised inside Hydra, where
+no one records it: it is kept, and the cell runner, which Hydra calls next, takes it
+(:func:`take_failure`) and records the cell as ``failed`` with that error, as for any
+other failure. Any other Hydra job gets the error raised, as Hydra would.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+from mushin_box._core.sidecars import write_text_atomic
+
+__all__ = ["JOB_NAME", "install", "take_failure"]
+
+#: the Hydra job name of every Workflow launch (``hydra_zen.launch(job_name=...)``)
+JOB_NAME = "mushin_workflow"
+
+_FAILED: dict[str, OSError] = {}
+
+
+def _is_workflow_job() -> bool:
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        return str(HydraConfig.get().job.name) == JOB_NAME
+    except Exception:  # no Hydra job set up: not ours
+        return False
+
+
+def save_config(cfg: Any, filename: str, output_dir: Path) -> None:
+    """Hydra's ``_save_config``, atomic (see the module doc)."""
+    from omegaconf import OmegaConf
+
+    path = Path(output_dir) / filename
+    text = OmegaConf.to_yaml(cfg)
+    try:
+        if path.is_file() and path.read_text(encoding="utf-8") == text:
+            return  # a reused cell's files: nothing to rewrite
+    except (OSError, UnicodeDecodeError):
+        pass
+    try:
+        write_text_atomic(path, text)  # creates output_dir, as Hydra's mkdir did
+    except OSError as exc:
+        if not _is_workflow_job():
+            raise
+        _FAILED.setdefault(str(Path(output_dir).parent), exc)  # the first one counts
+
+
+def take_failure(cell_dir: Path) -> OSError | None:
+    """The error that kept Hydra from writing this cell's files in this process, if any."""
+    return _FAILED.pop(str(cell_dir), None)
+
+
+def install() -> bool:
+    """Replace Hydra's ``_save_config`` with :func:`save_config`; False (and nothing
+    replaced) when Hydra's function is not the one this was written for."""
+    import hydra.core.utils as hydra_utils
+
+    current = getattr(hydra_utils, "_save_config", None)
+    if current is save_config:
+        return True
+    if current is None or list(inspect.signature(current).parameters) != [
+        "cfg",
+        "filename",
+        "output_dir",
+    ]:
+        return False
+    hydra_utils._save_config = save_config  # type: ignore[attr-defined]  # noqa: SLF001
+    return True

@@ -1,0 +1,248 @@
+# SPDX-License-Identifier: MIT
+"""Is the process or SLURM job that a ``running`` cell names as its owner still alive?
+
+A cell's status records who runs it (:func:`owner_fields`, written when the cell starts):
+the host and pid of its rank-0 process, that process's start time, and its SLURM job when
+it runs in one. Later, another process reads the status back (:func:`owner_of`) and asks
+:func:`check` whether that owner still runs. Two readers depend on the answer: a sweep
+that starts again must not start a second copy of a cell that still runs, and a cell whose
+owner is gone was interrupted and runs again.
+
+Design note: how each owner is checked, and what counts when it cannot be.
+
+* A process on this host: it is alive if its pid exists, is not a zombie, and started when
+  the recorded one did. The start (``/proc/<pid>/stat`` field 22, with the boot id) guards
+  against a pid the kernel gave to another process since. Without ``/proc`` (macOS), the
+  pid alone is checked (``os.kill(pid, 0)``).
+* A SLURM job (``<array job>_<task>`` for an array task): alive while ``squeue``/``sacct``
+  say it is in a live state (:mod:`mushin_box._slurm.jobs`). A job that ``squeue`` does
+  not list and ``sacct`` does not know is over. A job that is the checker's own job (a
+  local sweep started inside an ``salloc`` session) says nothing about the cell, so the
+  process is checked instead.
+* A process on another host with no SLURM job, or a SLURM job where no SLURM tools are on
+  PATH: it cannot be checked from here, so it counts as alive. Starting a second copy is
+  the harm this module exists to prevent; the caller says how to go on.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from mushin_box._core.layout import STATUS_FILE
+
+__all__ = [
+    "Liveness",
+    "Owner",
+    "check",
+    "is_alive",
+    "owner_fields",
+    "owner_of",
+    "slurm_job_id",
+    "still_running_message",
+]
+
+_PROC = Path("/proc")
+
+
+def slurm_job_id(environ: Mapping[str, str] | None = None) -> str | None:
+    """This process's SLURM job as squeue/scancel name it: ``<array job>_<task>`` for an
+    array task (its plain SLURM_JOB_ID of task 0 is the whole array's id), else the id.
+
+    Examples
+    --------
+    >>> slurm_job_id({"SLURM_JOB_ID": "12", "SLURM_ARRAY_JOB_ID": "10", "SLURM_ARRAY_TASK_ID": "2"})
+    '10_2'
+    >>> slurm_job_id({}) is None
+    True
+    """
+    env = os.environ if environ is None else environ
+    array, task = env.get("SLURM_ARRAY_JOB_ID"), env.get("SLURM_ARRAY_TASK_ID")
+    if array and task:
+        return f"{array}_{task}"
+    return env.get("SLURM_JOB_ID") or None
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` from field 3 (state) on, else None (no process)."""
+    text = _read(_PROC / str(pid) / "stat")
+    if text is None:
+        return None
+    # field 2 (comm) is in parentheses and may hold spaces and parentheses itself
+    return text[text.rfind(")") + 2 :].split()
+
+
+def process_start(pid: int) -> str | None:
+    """``<boot id>:<start time in clock ticks>`` of a process, else None (no ``/proc``, or
+    no such process): the same pid with another start is another process."""
+    fields = _stat_fields(pid)
+    boot = _read(_PROC / "sys/kernel/random/boot_id")
+    if fields is None or boot is None or len(fields) < 20:
+        return None
+    return f"{boot.strip()}:{fields[19]}"  # field 22, starttime
+
+
+def owner_fields() -> dict[str, Any]:
+    """The status fields that name this process as a cell's owner."""
+    return {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "pid_start": process_start(os.getpid()),
+        "slurm_job_id": slurm_job_id(),
+    }
+
+
+@attrs.frozen
+class Owner:
+    """Who runs a cell, as its status recorded it (any part may be unknown)."""
+
+    host: str | None = None
+    pid: int | None = None
+    pid_start: str | None = None
+    slurm_job: str | None = None
+
+    def describe(self) -> str:
+        """The owner in words, as a message names it."""
+        if self.slurm_job:
+            return f"SLURM job {self.slurm_job}"
+        return f"process {self.pid} on {self.host}"
+
+    def stop_command(self) -> str:
+        """The command that stops the owner (to be run on its host)."""
+        if self.slurm_job:
+            return f"scancel {self.slurm_job}"
+        if self.host == socket.gethostname():
+            return f"kill {self.pid}"
+        return f"kill {self.pid} on {self.host}"
+
+
+@attrs.frozen
+class Liveness:
+    """The answer of :func:`check`: alive or not, why, and the job's state when asked."""
+
+    alive: bool
+    reason: str
+    job_state: str | None = None
+
+
+def owner_of(status: Mapping[str, Any]) -> Owner | None:
+    """The owner a cell's status record names, or None when it names none (an old status).
+
+    Examples
+    --------
+    >>> owner_of({"host": "n1", "pid": 42, "slurm_job_id": "7_1"})
+    Owner(host='n1', pid=42, pid_start=None, slurm_job='7_1')
+    >>> owner_of({"status": "running"}) is None
+    True
+    """
+    pid = status.get("pid")
+    pid = pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
+    host = status.get("host") if isinstance(status.get("host"), str) else None
+    start = status.get("pid_start") if isinstance(status.get("pid_start"), str) else None
+    job = status.get("slurm_job_id")
+    job = str(job) if isinstance(job, str | int) and not isinstance(job, bool) and job else None
+    if job is None and (pid is None or host is None):
+        return None
+    return Owner(host=host, pid=pid, pid_start=start, slurm_job=job)
+
+
+def _process(owner: Owner) -> Liveness:
+    """A process on this host: alive unless gone, a zombie, or its pid was reused."""
+    pid = owner.pid
+    assert pid is not None
+    where = f"process {pid} on {owner.host}"
+    if pid == os.getpid():  # this process is here, checking: it runs no cell any more
+        return Liveness(False, f"{where} (this process) was interrupted while running it")
+    fields = _stat_fields(pid)
+    if fields is None and not _PROC.is_dir():  # no /proc: the pid alone
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return Liveness(False, f"{where} died while running it")
+        except PermissionError:
+            pass  # another user's process: it exists
+        return Liveness(True, f"{where} is running")
+    if fields is None:
+        return Liveness(False, f"{where} died while running it")
+    if fields[0] in ("Z", "X"):  # dead, not yet reaped
+        return Liveness(False, f"{where} died while running it")
+    if owner.pid_start is not None and process_start(pid) != owner.pid_start:
+        return Liveness(False, f"{where} died while running it (its pid now names another)")
+    return Liveness(True, f"{where} is running")
+
+
+def _job(owner: Owner, ask: Callable[[str], str | None]) -> Liveness | None:
+    """A SLURM job, or None when SLURM's tools are missing here (cannot tell)."""
+    from mushin_box._slurm.jobs import is_live
+
+    job = str(owner.slurm_job)
+    state = ask(job)
+    if state is None:
+        if shutil.which("squeue") is None:
+            return None
+        return Liveness(False, f"SLURM job {job} ended (squeue and sacct do not know it)")
+    if is_live(state):
+        return Liveness(True, f"SLURM job {job} is {state}", state)
+    return Liveness(False, f"SLURM job {job} ended {state} while the cell was running", state)
+
+
+def check(owner: Owner | None, *, job_state: Callable[[str], str | None] | None = None) -> Liveness:
+    """Is ``owner`` alive? (See the module doc for how each kind of owner is checked.)
+
+    Parameters
+    ----------
+    owner : Owner | None
+        From :func:`owner_of`; None (a status that names no owner) is not alive.
+    job_state : Callable[[str], str | None] (default: :func:`mushin_box._slurm.jobs.job_state`)
+        Asks SLURM for a job's state; a caller checking many cells passes a cached one.
+    """
+    if owner is None:
+        return Liveness(False, "its status names no process or job")
+    why = "it runs on another host, which cannot be checked from here"
+    if owner.slurm_job and owner.slurm_job != slurm_job_id():
+        from mushin_box._slurm.jobs import job_state as ask_slurm
+
+        answer = _job(owner, job_state or ask_slurm)
+        if answer is not None:
+            return answer
+        why = "no SLURM tools here to ask about it"
+    if owner.host == socket.gethostname() and owner.pid is not None:
+        return _process(owner)
+    return Liveness(True, f"{owner.describe()} may still be running ({why})")
+
+
+def is_alive(owner: Owner | None) -> bool:
+    """Shorthand for ``check(owner).alive``."""
+    return check(owner).alive
+
+
+def still_running_message(busy: Sequence[tuple[str, Owner]]) -> str:
+    """One line refusing to start cells that still run: which, who runs them, how to stop
+    them, and what to do when their host cannot be checked from here."""
+    text = (
+        "cells of this sweep are still running: "
+        + ", ".join(f"{cell} ({owner.describe()})" for cell, owner in busy)
+        + "; wait for them to end, or stop them ("
+        + "; ".join(dict.fromkeys(owner.stop_command() for _, owner in busy))
+        + "; or `mushin-box cancel <sweep dir> CELL...`), then run again"
+    )
+    here = socket.gethostname()
+    if any(owner.slurm_job is None and owner.host != here for _, owner in busy):
+        text += (
+            f" (another host's process cannot be checked from {here}: run again there, or, "
+            f"if it is gone, delete that cell's {STATUS_FILE})"
+        )
+    return text

@@ -1,0 +1,238 @@
+# SPDX-License-Identifier: MIT
+"""Launch profiles: a cluster's partition, account, image, binds and limits, written once.
+
+A profile is a table of ``launch`` flags (their names without ``--``) in the project::
+
+    # pyproject.toml                          # or mushin-box.toml, beside it
+    [tool.mushin-box.profiles.default]        # [profiles.default]
+    partition = "gpu"
+    account = "proj42"
+    time = "2:00:00"
+    cpus-per-task = 8
+    mem = "64G"
+    image = "/shared/images/train.sif"        # relative: to the file's directory
+    bind = ["/shared/data:/data:ro"]
+
+    [tool.mushin-box.profiles.long]
+    partition = "gpu-long"
+    time = "2-00:00:00"
+    sbatch = {mail-type = "END"}              # any other sbatch option
+
+``launch --profile NAME`` applies one; the ``default`` profile applies when none is named.
+A flag given on the command line wins over the profile's value (``bind`` and ``sbatch``
+add to it: a flag's bind comes after the profile's, a flag's sbatch option replaces the
+profile's option of the same name). The project is found as for ``secret-names``: the
+nearest directory at or above the working directory holding a ``pyproject.toml`` or a
+``mushin-box.toml``; both files of that directory are read, and a profile defined in both
+is an error (one place per name).
+
+Every value is checked here, with one line naming the file, the profile and the key; the
+values that go to the scheduler are checked again, with the flags', when the plan is made.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from mushin_box._core.layout import PROFILES_FILE, PROJECT_FILE
+from mushin_box._slurm.config import parse_slurm_memory, parse_slurm_time
+
+__all__ = ["PROFILE_KEYS", "Profile", "find_profile_files", "load_profile"]
+
+DEFAULT_PROFILE = "default"
+
+#: profile keys (launch flags without ``--``) and what each must be
+PROFILE_KEYS: Mapping[str, str] = {
+    "partition": "a string",
+    "account": "a string",
+    "qos": "a string",
+    "constraint": "a string",
+    "exclude": "a string",
+    "image": "a path to a .sif",
+    "bind": "a list of SRC[:DST[:ro]] strings",
+    "image-python": "a command",
+    "time": "minutes or a SLURM time such as '2:00:00'",
+    "cpus-per-task": "a positive integer",
+    "mem": "a SLURM size such as '64G'",
+    "sbatch": "a table of sbatch options, e.g. {mail-type = 'END'}",
+}
+# names people reach for (the launcher's, or a plural): pointed at the profile key
+_ALIASES = {
+    "binds": "bind",
+    "cpus": "cpus-per-task",
+    "cpus_per_task": "cpus-per-task",
+    "image_python": "image-python",
+    "mem_gb": "mem",
+    "mem-gb": "mem",
+    "timeout_min": "time",
+    "additional_parameters": "sbatch",
+}
+
+
+@attrs.frozen
+class Profile:
+    """A loaded profile: its ``values`` under the launch's own names (``image`` absolute,
+    ``time`` in minutes, ``mem`` in megabytes, ``bind`` a tuple, ``sbatch`` a dict)."""
+
+    name: str
+    path: str
+    values: Mapping[str, Any]
+
+    @property
+    def source(self) -> str:
+        """How the plan names where a value came from."""
+        return f"profile {self.name} ({self.path})"
+
+
+def find_profile_files(cwd: str | os.PathLike[str] | None = None) -> list[Path]:
+    """The project's profile files: in the nearest directory at or above ``cwd`` holding a
+    ``pyproject.toml`` or a ``mushin-box.toml``, those that exist (pyproject.toml first)."""
+    try:
+        directory = Path(cwd if cwd is not None else os.getcwd()).resolve()
+    except OSError:  # the working directory was removed: no project
+        return []
+    for d in (directory, *directory.parents):
+        found = [d / name for name in (PROJECT_FILE, PROFILES_FILE) if (d / name).is_file()]
+        if found:
+            return found
+    return []
+
+
+def _tables(path: Path) -> dict[str, Any]:
+    """The profile tables of one file ({} when it has none)."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        problem = " ".join(str(exc).split())
+        raise ValueError(f"{path} cannot be read ({problem}); fix the file") from None
+    if path.name == PROJECT_FILE:
+        tool = data.get("tool")
+        data = tool.get("mushin-box", {}) if isinstance(tool, dict) else {}
+        where = f"{path}: [tool.mushin-box.profiles]"
+    else:
+        where = f"{path}: [profiles]"
+    profiles = data.get("profiles", {}) if isinstance(data, dict) else {}
+    if not isinstance(profiles, dict) or not all(isinstance(v, dict) for v in profiles.values()):
+        raise ValueError(
+            f"{where} must hold one table per profile, e.g. [tool.mushin-box.profiles.gpu] "
+            "(pyproject.toml) or [profiles.gpu] (mushin-box.toml)"
+        )
+    return profiles
+
+
+def load_profile(name: str | None, cwd: str | os.PathLike[str] | None = None) -> Profile | None:
+    """The profile ``name`` of the project at ``cwd`` (``None``: the ``default`` profile if
+    there is one, else no profile).
+
+    Raises
+    ------
+    ValueError
+        One line: an unreadable file, a profile named twice, an unknown profile (with the
+        names there are), an unknown key (with the closest), or a value of the wrong kind.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (d / "mushin-box.toml").write_text('[profiles.default]\\ntime = "1:30:00"\\n')
+    >>> load_profile(None, d).values
+    {'time': 90}
+    >>> load_profile("gpu", d)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: --profile gpu: no such profile in .../mushin-box.toml (profiles: default)
+    """
+    files = find_profile_files(cwd)
+    found: dict[str, tuple[Path, dict[str, Any]]] = {}
+    for path in files:
+        for profile, table in _tables(path).items():
+            if profile in found:
+                raise ValueError(
+                    f"profile {profile!r} is defined in both {found[profile][0]} and {path}: "
+                    "keep one"
+                )
+            found[profile] = (path, table)
+    wanted = DEFAULT_PROFILE if name is None else name
+    if wanted not in found:
+        if name is None:
+            return None
+        where = " and ".join(map(str, files)) or f"no {PROJECT_FILE} or {PROFILES_FILE} found"
+        close = difflib.get_close_matches(name, sorted(found), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        listed = ", ".join(sorted(found)) or "none"
+        return _raise(f"--profile {name}: no such profile in {where} ({hint}profiles: {listed})")
+    path, table = found[wanted]
+    return Profile(wanted, _shown(path), _check(wanted, path, table))
+
+
+def _raise(message: str) -> Any:
+    raise ValueError(message)
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it lies under it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except (ValueError, OSError):
+        return str(path)
+
+
+def _check(name: str, path: Path, table: Mapping[str, Any]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for raw_key, value in table.items():
+        key = str(raw_key)
+        where = f"{path}: profile {name}: {key}"
+        if key not in PROFILE_KEYS:
+            close = _ALIASES.get(key) or next(
+                iter(difflib.get_close_matches(key, list(PROFILE_KEYS), n=1)), None
+            )
+            hint = f"did you mean {close!r}? " if close else ""
+            raise ValueError(
+                f"{path}: profile {name}: unknown key {key!r}; {hint}valid keys: "
+                f"{', '.join(PROFILE_KEYS)}"
+            )
+        values[key.replace("-", "_")] = _value(key, value, where, path.parent)
+    return values
+
+
+def _value(key: str, value: Any, where: str, base: Path) -> Any:
+    wrong = ValueError(f"{where} must be {PROFILE_KEYS[key]}, got {value!r}")
+    if key == "time":
+        try:
+            return parse_slurm_time(value, what=where)
+        except ValueError:
+            raise wrong from None
+    if key == "mem":
+        if not isinstance(value, str):  # a bare number would mean megabytes: say the unit
+            raise ValueError(f"{where} must be a string with a unit, e.g. '64G'; got {value!r}")
+        try:
+            return parse_slurm_memory(value, what=where)
+        except ValueError:
+            raise wrong from None
+    if key == "cpus-per-task":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise wrong
+        return value
+    if key == "bind":
+        binds = [value] if isinstance(value, str) else value
+        if not isinstance(binds, list) or not all(isinstance(b, str) and b for b in binds):
+            raise wrong
+        return tuple(binds)
+    if key == "sbatch":
+        if not isinstance(value, dict) or not all(
+            isinstance(v, str | int | bool) for v in value.values()
+        ):
+            raise wrong
+        return dict(value)
+    if not isinstance(value, str) or not value.strip():
+        raise wrong
+    if key == "image":
+        return str((base / os.path.expanduser(value)).resolve())
+    return value

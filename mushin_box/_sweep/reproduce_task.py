@@ -1,0 +1,151 @@
+# SPDX-License-Identifier: MIT
+"""Where a cell's task (and ``pre_call``) live, written down so ``reproduce`` can import them.
+
+A cell's record says which code ran by content (``reproducibility.code``), but a re-run
+needs the functions themselves. :func:`task_locator` writes down, as the cell starts, the
+module, qualified name and file of the task and of the ``pre_call`` (``run.task`` of the
+provenance record); :func:`load_callable` imports them again in another process, the way
+``mushin-box launch`` imports an experiment file: by module name when that module is
+importable, else from its file (its directory first on ``sys.path``). A task defined in a
+script run as ``python train.py`` (module ``__main__``) is imported from the script, as the
+module ``train``; its ``if __name__ == "__main__":`` block does not run.
+
+Design note: ``run``, not ``reproducibility``: the code's identity is already there (the code
+fingerprint names the task), and this only says where to find it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["load_callable", "locator_problem", "task_locator"]
+
+_MAIN_NAMES = ("__main__", "__mp_main__")
+
+
+def _locate(fn: Callable[..., Any] | None) -> dict[str, Any] | None:
+    if fn is None:
+        return None
+    target = inspect.unwrap(getattr(fn, "func", fn))  # functools.partial, decorators
+    module = getattr(target, "__module__", None)
+    qualname = getattr(target, "__qualname__", None) or type(target).__qualname__
+    file = getattr(sys.modules.get(str(module)), "__file__", None)
+    return {
+        "module": module,
+        "qualname": qualname,
+        "file": str(Path(file).resolve()) if isinstance(file, str) else None,
+        "partial": fn is not target and hasattr(fn, "func"),
+    }
+
+
+def task_locator(
+    task: Callable[..., Any], pre_call: Callable[..., Any] | None = None
+) -> dict[str, Any]:
+    """``run.task`` of a cell's record: where its task and ``pre_call`` are defined.
+
+    Examples
+    --------
+    >>> from mushin_box._sweep.launch import fit_task, seed_pre_call
+    >>> loc = task_locator(fit_task, seed_pre_call)
+    >>> loc["task"]["module"], loc["task"]["qualname"], loc["pre_call"]["qualname"]
+    ('mushin_box._sweep.launch', 'fit_task', 'seed_pre_call')
+    """
+    return {"task": _locate(task), "pre_call": _locate(pre_call)}
+
+
+def locator_problem(entry: Mapping[str, Any] | None, what: str) -> str | None:
+    """Why ``entry`` (a :func:`task_locator` entry) cannot be imported again, or None.
+
+    Examples
+    --------
+    >>> locator_problem({"module": "m", "qualname": "f.<locals>.g", "file": None}, "task")
+    'the task m.f.<locals>.g is defined inside a function: ...'
+    """
+    if entry is None:
+        return None
+    module, qualname = entry.get("module"), entry.get("qualname")
+    if not isinstance(module, str) or not isinstance(qualname, str):
+        return f"the record does not name the {what}'s module and name"
+    name = f"{module}.{qualname}"
+    if "<lambda>" in qualname or "<locals>" in qualname:
+        kind = "a lambda" if "<lambda>" in qualname else "defined inside a function"
+        return (
+            f"the {what} {name} is {kind}: it cannot be imported again; define it at the "
+            "top level of a module and run the cell again"
+        )
+    if entry.get("partial"):
+        return (
+            f"the {what} {name} was a functools.partial, whose bound arguments are not "
+            "recorded; use a named function and run the cell again"
+        )
+    if module in _MAIN_NAMES and not entry.get("file"):
+        return f"the {what} {name} was defined in an interactive session, which has no file"
+    return None
+
+
+def _import_file(file: Path) -> Any:
+    import importlib.util
+
+    name = file.stem
+    loaded = sys.modules.get(name)
+    if loaded is not None and Path(getattr(loaded, "__file__", "") or "").resolve() == file:
+        return loaded
+    if loaded is not None:
+        raise ImportError(
+            f"{file}: a different module named {name!r} is already imported "
+            f"({getattr(loaded, '__file__', None)})"
+        )
+    directory = str(file.parent)
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{file}: not a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def load_callable(entry: Mapping[str, Any]) -> tuple[Callable[..., Any], str | None]:
+    """``(function, directory the ranks must import it from or None)`` of a locator entry.
+
+    Raises
+    ------
+    ImportError
+        The module cannot be imported (by name, nor from its recorded file), or has no
+        such name. Any error the module's own code raises on import propagates.
+    """
+    import importlib
+
+    module_name, qualname = str(entry["module"]), str(entry["qualname"])
+    file = Path(entry["file"]) if entry.get("file") else None
+    directory: str | None = None
+    module: Any = None
+    if module_name not in _MAIN_NAMES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if file is None or not (exc.name and module_name.startswith(exc.name)):
+                raise
+    if module is None:
+        if file is None or not file.is_file():
+            raise ImportError(f"cannot import {module_name}: its file {file} does not exist")
+        module = _import_file(file)
+        directory = str(file.parent)
+    obj: Any = module
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise ImportError(f"{module.__name__} ({file or module_name}) defines no {qualname}")
+    if not callable(obj):
+        raise ImportError(f"{module.__name__}.{qualname} is not a function")
+    return obj, directory

@@ -1,0 +1,282 @@
+# SPDX-License-Identifier: MIT
+"""The code fingerprint of a sweep: the user code its cells run, by content.
+
+``resume=True`` reuses a completed cell only if the code it ran is the code that would run
+now. The cell runs more than its task function: the helpers and module-level constants the
+task uses, the classes its config names (``_target_``), and whatever those import. This
+module finds that code and hashes it.
+
+Design note: the rule, and why.
+
+* The roots are the module that defines the task (and ``pre_call``), and every loaded
+  module that a string of the config names (``_target_: mypkg.models.Net``, hydra-zen's
+  ``path``/``_zen_target``): the CLI's own task is mushin-box's, and the experiment is in
+  the config's targets.
+* From the roots, the imports written in each module (``import``/``from ... import``, at
+  any depth of the file: lazy imports inside functions count) are followed transitively,
+  whether or not they have been imported yet. Nothing is imported to find them.
+* Only user code counts: a module whose file is outside the standard library, every
+  ``site-packages``/``dist-packages`` directory, and mushin-box itself. Installed
+  packages are covered by the package set in the provenance record instead.
+* Each module counts by the sha256 of its file's bytes (cached per process by path,
+  ``mtime_ns`` and size), keyed by its name (``__main__`` by its file's stem, as
+  ``mushin-box launch`` imports it).
+
+So a file that no root imports, directly or not, is unrelated: editing a notebook, a
+plotting script or the README re-runs nothing. Not seen: code reached only at run time by
+a name the config does not hold (``importlib.import_module(name_built_at_run_time)``),
+and data files the code reads. The git state is not part of the fingerprint: the content
+of every file that counts is, and a commit that changes none of them (or only another
+file) must not re-run a sweep. It is recorded in the provenance record
+(``reproducibility.code.git``).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.machinery
+import inspect
+import re
+import site
+import sys
+import sysconfig
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from mushin_box._core.sidecars import canonical_dumps
+
+__all__ = ["CodeIdentity", "code_identity"]
+
+_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+_MAIN_NAMES = ("__main__", "__mp_main__")
+
+
+@attrs.frozen
+class CodeIdentity:
+    """The code fingerprint (sha256) and the modules it covers (name -> short sha256)."""
+
+    fingerprint: str
+    modules: Mapping[str, str]
+
+
+@cache
+def _excluded_dirs() -> tuple[Path, ...]:
+    """Directories whose modules are not user code: the standard library, the environment's
+    site-packages, mushin-box itself (and its Hydra plugin)."""
+    paths = sysconfig.get_paths()
+    dirs = [paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+    dirs += [*site.getsitepackages(), site.getusersitepackages()]
+    package = Path(__file__).resolve().parents[1]  # mushin_box/
+    dirs += [str(package), str(package.parent / "hydra_plugins" / "mushin_box_launcher")]
+    return tuple(Path(d).resolve() for d in dirs if d)
+
+
+def _is_user_file(path: Path) -> bool:
+    if {"site-packages", "dist-packages"} & set(path.parts):
+        return False
+    return not any(path.is_relative_to(d) for d in _excluded_dirs())
+
+
+_HASHES: dict[tuple[str, int, int], str] = {}
+_IMPORTS: dict[tuple[str, int, int], tuple[tuple[str, int, tuple[str, ...]], ...]] = {}
+
+
+def _key(path: Path) -> tuple[str, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (str(path), st.st_mtime_ns, st.st_size)
+
+
+def _sha256(path: Path) -> str | None:
+    """sha256 of the file's bytes, cached by (path, mtime_ns, size) in this process."""
+    key = _key(path)
+    if key is None:
+        return None
+    if key not in _HASHES:
+        try:
+            _HASHES[key] = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            return None
+    return _HASHES[key]
+
+
+def _imports(path: Path) -> tuple[tuple[str, int, tuple[str, ...]], ...]:
+    """(module, relative level, imported names) of every import statement in the file."""
+    key = _key(path)
+    if key is None or path.suffix != ".py":
+        return ()
+    if key not in _IMPORTS:
+        found: list[tuple[str, int, tuple[str, ...]]] = []
+        try:
+            tree = ast.parse(path.read_bytes(), filename=str(path))
+        except (OSError, SyntaxError, ValueError):
+            tree = ast.Module(body=[], type_ignores=[])
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found += [(alias.name, 0, ()) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = tuple(a.name for a in node.names if a.name != "*")
+                found.append((node.module or "", node.level, names))
+        _IMPORTS[key] = tuple(found)
+    return _IMPORTS[key]
+
+
+def _module_file(name: str) -> Path | None:
+    """The file of module ``name``, from ``sys.modules`` or found on its path without
+    importing anything; None for a builtin, a namespace package or an unknown name."""
+    module = sys.modules.get(name)
+    if module is not None:
+        file = getattr(module, "__file__", None)
+        return Path(file).resolve() if isinstance(file, str) else None
+    parent, _, _ = name.rpartition(".")
+    search: Any = None
+    if parent:
+        search = _search_path(parent)
+        if not search:
+            return None
+    try:
+        spec = importlib.machinery.PathFinder.find_spec(name, search)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.has_location or not spec.origin:
+        return None
+    return Path(spec.origin).resolve()
+
+
+def _search_path(package: str) -> list[str] | None:
+    module = sys.modules.get(package)
+    if module is not None:
+        return list(getattr(module, "__path__", []) or [])
+    file = _module_file(package)
+    if file is None or file.name != "__init__.py":
+        return None
+    return [str(file.parent)]
+
+
+def _absolute(importer: str, is_package: bool, module: str, level: int) -> str:
+    """The absolute name of ``from <level dots><module> import ...`` written in ``importer``."""
+    if level == 0:
+        return module
+    base = importer if is_package else importer.rpartition(".")[0]
+    for _ in range(level - 1):
+        base = base.rpartition(".")[0]
+    return f"{base}.{module}" if module else base
+
+
+def _prefixes(name: str) -> Iterator[str]:
+    parts = name.split(".")
+    for i in range(1, len(parts) + 1):
+        yield ".".join(parts[:i])
+
+
+def _imported(name: str, path: Path) -> Iterator[str]:
+    """The modules the file of module ``name`` imports (and their parent packages)."""
+    is_package = path.name == "__init__.py"
+    for module, level, names in _imports(path):
+        base = _absolute(name, is_package, module, level)
+        if not base:
+            continue
+        yield from _prefixes(base)
+        for imported in names:  # `from pkg import sub` may name a module
+            yield f"{base}.{imported}"
+
+
+def _names_in(config: Any) -> Iterator[str]:
+    """Every dotted string in the config (``_target_``, hydra-zen's ``path``, ...)."""
+    if config is None:
+        return
+    from omegaconf import OmegaConf
+
+    try:
+        plain = OmegaConf.to_container(OmegaConf.structured(config), resolve=False)
+    except Exception:  # a config OmegaConf can't read: its targets are not roots
+        return
+    stack: list[Any] = [plain]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, str) and _DOTTED.fullmatch(node):
+            yield node
+
+
+def _roots(callables: Iterable[Any], config: Any) -> set[str]:
+    roots: set[str] = set()
+    for fn in callables:
+        if fn is None:
+            continue
+        fn = inspect.unwrap(getattr(fn, "func", fn))  # functools.partial, decorators
+        name = getattr(fn, "__module__", None) or getattr(type(fn), "__module__", None)
+        if isinstance(name, str):
+            roots.add(name)
+    for text in _names_in(config):
+        loaded = [p for p in _prefixes(text) if p in sys.modules]
+        if loaded:
+            roots.add(loaded[-1])  # mypkg.models.Net: mypkg.models
+    return roots
+
+
+def _display_name(name: str, path: Path) -> str:
+    return path.stem if name in _MAIN_NAMES else name
+
+
+def user_modules(callables: Iterable[Any], config: Any = None) -> dict[str, Path]:
+    """The user modules the callables and the config reach (see the module doc): name -> file."""
+    todo = sorted(_roots(callables, config))
+    seen: set[str] = set()
+    found: dict[str, Path] = {}
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        path = _module_file(name)
+        if path is None or not _is_user_file(path):
+            continue
+        found[_display_name(name, path)] = path
+        todo.extend(n for n in _imported(name, path) if n not in seen)
+    return found
+
+
+def _task_text(task: Callable[..., Any]) -> str:
+    """The task's name, and its source when its module has no file (a notebook, a REPL)."""
+    fn = inspect.unwrap(getattr(task, "func", task))
+    module = getattr(fn, "__module__", "?")
+    qualname = getattr(fn, "__qualname__", type(fn).__qualname__)
+    file = getattr(sys.modules.get(str(module)), "__file__", None)
+    if isinstance(file, str):
+        # a script's task is named after its file, as the same task imported from it is
+        # (`python train.py` runs train.task as __main__.task): reproduce imports it
+        return f"{_display_name(str(module), Path(file))}.{qualname}"
+    name = f"{'__main__' if module in _MAIN_NAMES else module}.{qualname}"
+    try:
+        return name + "\n" + inspect.getsource(fn)
+    except (OSError, TypeError):
+        return name
+
+
+def code_identity(
+    task: Callable[..., Any], *, config: Any = None, extra: Iterable[Any] = ()
+) -> CodeIdentity:
+    """The code fingerprint of a sweep of ``task`` over ``config`` (``extra``: more
+    callables the cells run, e.g. ``pre_call``): sha256 of the task's name and of every
+    user module reached (see the module doc for the rule)."""
+    modules: dict[str, str] = {}
+    for name, path in sorted(user_modules([task, *extra], config).items()):
+        digest = _sha256(path)
+        if digest is not None:
+            modules[name] = digest
+    text = canonical_dumps({"task": _task_text(task), "modules": modules})
+    return CodeIdentity(
+        fingerprint=hashlib.sha256(text).hexdigest(),
+        modules={name: digest[:16] for name, digest in modules.items()},
+    )

@@ -1,0 +1,301 @@
+# SPDX-License-Identifier: MIT
+"""The keys of a sweep, checked against the task and its config before anything runs.
+
+A key that names nothing the task reads is not an error to Hydra: ``Workflow.run`` adds it
+with ``+`` (a task parameter the config leaves out needs that), and every cell then runs
+with the real parameter at its default, under a bogus grid dimension. So every key of
+``Workflow.run(**sweep_params)`` must be a config field, a config group, or a name the task
+accepts (a parameter; any name for a ``**kwargs`` task, or one that takes ``zen_cfg``, the
+whole config), and a nested key (``module.lr``) a field of its node or a parameter of that
+node's ``_target_``. Raw ``overrides`` follow Hydra's grammar: a plain ``key=`` must name
+one of those too (Hydra refuses the rest with less help), while ``+key=``, ``++key=`` and
+``~key`` say on purpose that the key is new or removed, and ``hydra.*`` keys are Hydra's.
+
+A sweep written by hand in raw overrides (``"lr=0.1,0.2"``) is a grid axis like a
+``multirun([...])`` one, with the same refusal of duplicate values.
+
+Examples
+--------
+>>> from hydra_zen import make_config
+>>> def task(lr: float, seed: int = 0): ...
+>>> keys = SweepKeys(task, make_config(lr=0.1))
+>>> keys.needs_add("lr"), keys.needs_add("seed")  # seed: a task parameter, not in the config
+(False, True)
+>>> keys.needs_add("lrate")
+Traceback (most recent call last):
+...
+ValueError: 'lrate' is neither a field ...; did you mean 'lr'? (valid names: lr, seed)...
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from mushin_box._train.resume import RESUME_PARAM
+
+__all__ = [
+    "SweepKeys",
+    "check_override_syntax",
+    "is_config_group",
+    "user_sweeps",
+]
+
+_ZEN_CFG = "zen_cfg"  # hydra_zen.zen passes the whole config to a parameter of this name
+
+
+def is_config_group(key: str) -> bool:
+    """Is ``key`` a Hydra config group (its override value an option name, no value)?"""
+    from hydra.core.config_store import ConfigStore
+
+    node: Any = ConfigStore.instance().repo
+    for part in key.replace(".", "/").split("/"):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return isinstance(node, dict)
+
+
+def _accepted_names(fn: Any) -> tuple[set[str], bool] | None:
+    """The keyword names ``fn`` accepts, and whether it accepts any (``**kwargs``);
+    None when its signature can't be read (nothing is refused then)."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    names: set[str] = set()
+    any_name = False
+    for name, p in signature.parameters.items():
+        if p.kind is p.VAR_KEYWORD or name == _ZEN_CFG:
+            any_name = True
+        elif p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and name != RESUME_PARAM:
+            names.add(name)
+    return names, any_name
+
+
+def _suggest(name: str, valid: set[str]) -> str:
+    """``"; did you mean 'x'? (valid names: ...)"`` or ``" (valid names: ...)"``."""
+    listed = ", ".join(sorted(valid)) if valid else "none"
+    close = (
+        difflib.get_close_matches(name, sorted(valid), n=1)
+        or sorted(
+            (v for v in valid if len(v) > 1 and (name.startswith(v) or v.startswith(name))),
+            key=len,
+        )[-1:]
+    )  # lrate: lr (too short for difflib), or learning: learning_rate
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{hint} (valid names: {listed})"
+
+
+def _is_hydra_key(key: str) -> bool:
+    return key == "hydra" or key.startswith(("hydra.", "hydra/"))
+
+
+def _unsettled(node: Any) -> bool:
+    """A node whose content is only known once Hydra composes (None, ???, ${...})."""
+    return bool(node._is_none() or node._is_missing() or node._is_interpolation())
+
+
+class SweepKeys:
+    """The names a task and its config accept (see module doc); built once per run.
+
+    Parameters
+    ----------
+    task : Callable
+        The task: its parameters are filled from the config by name.
+    config : hydra-zen/dataclass config
+        The task's config. One OmegaConf can't read is not checked.
+    """
+
+    def __init__(self, task: Callable[..., Any], config: Any) -> None:
+        from omegaconf import DictConfig, ListConfig, OmegaConf
+
+        self._cfg: DictConfig | None
+        try:
+            cfg = OmegaConf.structured(config)
+            self._cfg = cfg if isinstance(cfg, DictConfig) else None
+        except Exception:  # exotic configs: no name checking (Hydra still composes them)
+            self._cfg = None
+        keys = {str(k) for k in self._cfg.keys()} if self._cfg is not None else set()
+        defaults = self._cfg._get_node("defaults") if self._cfg and "defaults" in keys else None
+        self._defaults = defaults if isinstance(defaults, ListConfig) else None
+        self.fields = keys - {"defaults"}  # Hydra's defaults list is no field of the task
+        accepted = _accepted_names(task)
+        self.params, self.any_name = accepted if accepted is not None else (set(), True)
+
+    # -- the Python form: Workflow.run(name=value) -----------------------------------------
+    def needs_add(self, key: str) -> bool:
+        """Check a ``Workflow.run`` keyword; return whether Hydra needs ``+`` for it.
+
+        Raises
+        ------
+        ValueError
+            The key names nothing the task or its config accepts.
+        """
+        if self._cfg is None or _is_hydra_key(key):
+            return False
+        root = key.split(".")[0].split("/")[0]
+        if key == root and is_config_group(key):
+            # an option of a group, also for a field (model=None): '+' unless the
+            # defaults list chooses one already (Hydra: "No match in the defaults list")
+            return not self._in_defaults(key)
+        if root in self.fields:
+            return "." in key and self._check_nested(key)
+        if is_config_group(key) or is_config_group(root):
+            return not self._in_defaults(root)  # e.g. model=multirun(["small", "big"])
+        if root in self.params or self.any_name:
+            return True  # a parameter the config leaves out: Hydra adds it
+        raise ValueError(
+            f"{key!r} is neither a field of the task's config nor a parameter of the task"
+            + _suggest(root, self.fields | self.params)
+            + _add_hint(key, none=not (self.fields | self.params))
+        )
+
+    # -- the raw form: Workflow.run(overrides=[...]) ---------------------------------------
+    def check_raw(self, overrides: Sequence[str]) -> None:
+        """Refuse a plain raw override (no ``+``/``++``/``~``) whose key names nothing."""
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        if self._cfg is None:
+            return
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+        for text, o in zip(overrides, parsed, strict=True):
+            key = o.key_or_group
+            if o.is_add() or o.is_force_add() or o.is_delete() or _is_hydra_key(key):
+                continue
+            root = key.split(".")[0].split("/")[0]
+            if root in self.fields or root in self.params or self.any_name:
+                continue  # Hydra checks the rest (and asks for '+' where it is needed)
+            if is_config_group(key) or is_config_group(root):
+                continue
+            raise ValueError(
+                f"override {text!r}: {root!r} is neither a field of the task's config nor "
+                "a parameter of the task"
+                + _suggest(root, self.fields | self.params)
+                + "; to add a new key on purpose, write '+"
+                + text.lstrip("+")
+                + "'"
+            )
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _in_defaults(self, group: str) -> bool:
+        """Does the config's defaults list choose an option of ``group`` already?"""
+        if self._defaults is None:
+            return False
+        for entry in self._defaults:
+            if not hasattr(entry, "keys"):
+                continue  # "_self_", or a config path: not an overridable choice
+            for name in entry.keys():
+                words = str(name).split()
+                if words and words[-1].lstrip("+").split("@")[0] == group:
+                    return True
+        return False
+
+    def _check_nested(self, key: str) -> bool:
+        """Check a dotted key under a config field; return whether it needs ``+``."""
+        from omegaconf import DictConfig
+
+        parts = key.split(".")
+        node: Any = self._cfg
+        for depth, part in enumerate(parts):
+            if not isinstance(node, DictConfig):
+                return True  # a list or a value: Hydra says what is wrong with it
+            if _unsettled(node):
+                return True  # e.g. a group's node, filled when Hydra composes
+            if part not in node.keys():
+                self._check_new_key(node, key, ".".join(parts[:depth]), part)
+                return True
+            node = node._get_node(part)
+        return False
+
+    def _check_new_key(self, node: Any, key: str, path: str, name: str) -> None:
+        """A key new to ``node``: its ``_target_`` must accept it; a structured node
+        without one has no room for it; a plain mapping takes any key."""
+        if name.startswith("_") and name.endswith("_"):
+            return  # Hydra's own (_partial_, _convert_, ...)
+        known = {str(k) for k in node.keys() if not str(k).startswith("_")}
+        target = node.get("_zen_target") or node.get("_target_")
+        if isinstance(target, str):
+            accepted = _target_names(target)
+            if accepted is None or accepted[1] or name in accepted[0]:
+                return
+            raise ValueError(
+                f"{key!r}: {name!r} is not a parameter of {path}'s target {target}"
+                + _suggest(name, accepted[0] | known)
+            )
+        object_type = node._metadata.object_type
+        if object_type is None or object_type is dict:
+            return  # a free-form mapping
+        raise ValueError(f"{key!r}: {path} has no field {name!r}" + _suggest(name, known))
+
+
+def _target_names(target: str) -> tuple[set[str], bool] | None:
+    """The names a config node's ``_target_`` accepts (None: it can't be imported here)."""
+    try:
+        from hydra.utils import get_object
+
+        return _accepted_names(get_object(target))
+    except Exception:  # not importable in the driver: the cell will say
+        return None
+
+
+def _add_hint(key: str, *, none: bool) -> str:
+    hint = (
+        "; a task that takes no parameters can't be swept: add the parameter (or "
+        "**kwargs) to the task"
+        if none
+        else ""
+    )
+    return (
+        hint + f"; if pre_call reads it, add it to the config, or pass "
+        f"overrides=['+{key}=...'] to add it on purpose"
+    )
+
+
+def check_override_syntax(overrides: Sequence[str]) -> None:
+    """Hydra's parse error, naming the override it is about (Hydra's own message does not)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    for text in overrides:
+        try:
+            parser.parse_overrides([text])
+        except OverrideParseException as exc:
+            raise OverrideParseException(
+                override=text, message=f"bad override {text!r}: {exc.message}"
+            ) from None
+
+
+def user_sweeps(overrides: Sequence[str]) -> dict[str, list[Any]]:
+    """Sweeps written by hand in raw overrides (``"lr=0.1,0.2"``) are grid axes too; their
+    values must be distinct, as ``multirun([...])``'s (``"a=1.0,1.0"`` or ``"s=x,'x'"``
+    would run twice into one cell; ``1`` and ``1.0`` are distinct, as there).
+
+    Examples
+    --------
+    >>> user_sweeps(["lr=0.1,0.2", "+s=range(2)", "hydra/launcher=basic", "n=3"])
+    {'lr': [0.1, 0.2], 's': [0, 1]}
+    >>> user_sweeps(["a=1.0,1.00"])
+    Traceback (most recent call last):
+    ...
+    ValueError: duplicate values in the sweep over 'a': 1.0 (2x); ... (override 'a=1.0,1.00')
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from mushin_box._core.overrides import check_sweep_values, parse_sweep_values
+
+    out: dict[str, list[Any]] = {}
+    for text, o in zip(
+        overrides, OverridesParser.create().parse_overrides(list(overrides)), strict=True
+    ):
+        if o.is_sweep_override() and not _is_hydra_key(o.key_or_group):
+            values = parse_sweep_values(text.split("=", 1)[1])
+            try:
+                check_sweep_values(o.key_or_group, values)
+            except ValueError as exc:
+                raise ValueError(f"{exc} (override {text!r})") from None
+            out[o.key_or_group] = values
+    return out

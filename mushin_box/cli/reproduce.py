@@ -1,0 +1,171 @@
+# SPDX-License-Identifier: MIT
+"""``mushin-box reproduce CELL``: re-run a completed cell from its sidecars, then diff.
+
+Presentation only; the work is :func:`mushin_box._sweep.reproduce.reproduce`. Exit 0 when
+the re-run reproduced the cell (identical reproducibility parts, metrics within
+``--atol``), 1 when something differs (the rows say what), 2 for bad input (nothing was
+written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from typing import Any
+
+from mushin_box.cli.main import UsageError
+
+__all__ = ["HELP", "add_arguments", "run"]
+
+HELP = (
+    "re-run a completed cell from its provenance (config, seed, code, image, topology) and "
+    "diff it against the original; exit 0 when reproduced, 1 when something differs"
+)
+_MAX_VALUE = 60
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("cell", metavar="CELL", help="a completed cell directory of a sweep")
+    parser.add_argument(
+        "--into",
+        metavar="DIR",
+        help="the new sweep directory of the re-run (default: multirun/<time>-reproduce)",
+    )
+    parser.add_argument("--nodes", type=int, metavar="N", help="nodes (default: the recorded)")
+    parser.add_argument(
+        "--gpus", type=int, metavar="G", help="GPUs = ranks per node (default: the recorded)"
+    )
+    parser.add_argument(
+        "--image", metavar="SIF", help="the image to run in; its sha256 must be the recorded one"
+    )
+    parser.add_argument(
+        "--local", action="store_true", help="run here, whatever launcher the cell ran with"
+    )
+    parser.add_argument(
+        "--atol",
+        type=float,
+        default=0.0,
+        metavar="X",
+        help="absolute tolerance of the metrics (default 0: exactly equal)",
+    )
+    parser.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="run although the code differs from the cell's (recorded in the re-run)",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print what would run; run and write nothing"
+    )
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= _MAX_VALUE else text[: _MAX_VALUE - 1] + "…"
+
+
+def _print_plan(plan: Any) -> None:
+    launch = plan.launch
+    print(f"cell      {plan.cell}")
+    print(f"into      {plan.into}")
+    print(f"task      {plan.task}" + (f"  (pre_call {plan.pre_call})" if plan.pre_call else ""))
+    swept = " ".join(f"{k}={_short(v)}" for k, v in plan.combo.items()) or "(none)"
+    print(f"swept     {swept}   seed base {_short(plan.seed_base)}")
+    rn, rg = plan.recorded_topology
+    changed = "" if (rn, rg) == (plan.nodes, plan.gpus) else f"  (recorded {rn} x {rg})"
+    print(f"topology  {plan.nodes} node(s) x {plan.gpus} rank(s){changed}")
+    launcher = launch.get("launcher") or "basic (in-process)"
+    print(f"launcher  {launch.get('mode')}: {launcher}  (recorded {plan.recorded_launcher})")
+    image = plan.image
+    if image.path is None:
+        print("image     none (the cell ran in no image)")
+    else:
+        print(f"image     {image.path}  sha256 {image.sha256}  (matches the record)")
+    code = plan.code
+    if code.same:
+        git = code.current.get("git") or {}
+        at = f"commit {git.get('commit')}, " if git else ""
+        print(f"code      same: {at}fingerprint {code.current.get('task_sha256')}")
+    else:
+        print("code      DIFFERS (--allow-dirty: recorded):")
+        for problem in code.problems:
+            print(f"          - {problem}")
+    if plan.secrets:
+        print(f"env       reads {', '.join(plan.secrets)} (set; values not shown)")
+    print(f"command   Workflow({plan.task}).run(", end="")
+    parts = [f"working_dir={plan.into!r}", f"launcher={launch.get('launcher')!r}"]
+    if launch.get("launcher_config"):
+        parts.append(f"launcher_config={json.dumps(launch['launcher_config'], default=str)}")
+    parts.append(f"overrides={list(launch.get('overrides') or [])!r}")
+    parts += [f"{k}=multirun([{_short(v)}])" for k, v in plan.combo.items()]
+    print(", ".join(parts) + ")")
+    print("config:")
+    from omegaconf import OmegaConf
+
+    for line in OmegaConf.to_yaml(OmegaConf.create(dict(plan.config))).splitlines():
+        print(f"  {line}")
+
+
+def _print_result(result: Any) -> None:
+    print(f"re-run    {result.cell_dir}")
+    diff = result.diff
+    if diff is not None:
+        breaks = diff.breaks
+        print(f"Breaks reproducibility: {len(breaks) or 'nothing'}")
+        for f in breaks:
+            print(f"  {f.path}: {_short(f.a)} -> {_short(f.b)}")
+        print(f"Expected to differ: {len(diff.expected)} field(s) (`mushin-box diff` lists them)")
+        metrics = [m for c in diff.cells for m in c.metrics]
+        if metrics:
+            print(f"Metrics (atol={diff.atol:g})")
+            for m in metrics:
+                mark = "match" if m.match else "DIFFER"
+                print(f"  {m.name}: {_short(m.a)} -> {_short(m.b)}  {mark}")
+    if result.error:
+        print(result.error)
+    if result.ok:
+        print("reproduced")
+    else:
+        what = []
+        if result.error:
+            what.append("the re-run did not complete")
+        if diff is not None and not diff.reproducible:
+            what.append("the reproducibility parts differ")
+        if diff is not None and not diff.metrics_match:
+            what.append("metrics differ beyond --atol")
+        print("not reproduced: " + ("; ".join(what) or "no comparison"))
+
+
+def run(args: argparse.Namespace) -> int:
+    from mushin_box._sweep.reproduce import reproduce
+    from mushin_box._sweep.reproduce_checks import ReproduceError
+
+    # --json: stdout holds the JSON only (Hydra's launcher logs to stdout: sent to stderr)
+    quiet = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
+    try:
+        with quiet:
+            result = reproduce(
+                args.cell,
+                into=args.into,
+                nodes=args.nodes,
+                gpus=args.gpus,
+                image=args.image,
+                local=args.local,
+                atol=args.atol,
+                allow_dirty=args.allow_dirty,
+                dry_run=args.dry_run,
+                progress=not args.json and sys.stderr.isatty(),
+            )
+    except ReproduceError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, sort_keys=True, default=str))
+    elif args.dry_run:
+        _print_plan(result.plan)
+    else:
+        _print_result(result)
+    if args.dry_run:
+        return 0
+    return 0 if result.ok else 1
