@@ -19,11 +19,11 @@ import attrs
 
 from mushin_box._container.launch import ImageIdentity
 from mushin_box._image.build import Manifest, manifest_path, read_manifest
+from mushin_box._image.digest import image_sha256
 from mushin_box._image.sif import (
     HEADER_SIZE,
     MAGIC,
     SifFormatError,
-    file_sha256,
     read_sif_header,
 )
 
@@ -232,7 +232,7 @@ def preflight(
                 f"build it with `mushin-box build SPEC -o {path}`"
             ]
         )
-    digest, size = file_sha256(path), path.stat().st_size
+    digest, size = image_sha256(path), path.stat().st_size  # cached per file version
     notes: list[str] = []
     problems: list[str] = []
     found: Manifest | None = None

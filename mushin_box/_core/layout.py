@@ -44,6 +44,7 @@ __all__ = [
     "DONE_CELL_STATES",
     "DDP_PARENT_PID_ENV",
     "DDP_SPEC_ENV",
+    "DIGEST_CACHE_FILE",
     "EARLIER_METRICS_FILE",
     "ENV_FILE_DIR",
     "ERROR_FILE",
@@ -173,6 +174,9 @@ DDP_SPEC_ENV = "MUSHIN_DDP_SPEC"
 DDP_PARENT_PID_ENV = "MUSHIN_DDP_PARENT_PID"
 #: the rendezvous port, chosen per SLURM job by the batch script
 MASTER_PORT_ENV = "MUSHIN_MASTER_PORT"
+#: the image digests already computed, keyed by file identity, in the user's cache directory
+#: (``$XDG_CACHE_HOME/mushin-box/``, else ``~/.cache/mushin-box/``)
+DIGEST_CACHE_FILE = "image-digests.json"
 #: the run id the rank wrapper writes into the env file
 RUN_ID_ENV = "MUSHIN_RUN_ID"
 #: a secret config value travels as ``${oc.env:MUSHIN_SECRET_<hash of its path>}``

@@ -31,10 +31,10 @@ import contextlib
 import functools
 import hashlib
 import json
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from mushin_box._core.envstate import environ_set
 from mushin_box._core.layout import SECRET_ENV_PREFIX, SECRET_NAMES_ENV
 from mushin_box._core.overrides import Interpolation, format_value
 from mushin_box._core.redact import (
@@ -78,6 +78,7 @@ class SecretVault:
 
     Examples
     --------
+    >>> import os
     >>> vault = SecretVault()
     >>> vault.hide("db", {"host": "h", "password": "hunter2"})
     {'host': 'h', 'password': '${oc.env:MUSHIN_SECRET_5CC7921ACE77C467}'}
@@ -222,21 +223,15 @@ class SecretVault:
     def exported(self) -> Iterator[None]:
         """Set the stored values and the declared names in ``os.environ`` (plain and
         ``APPTAINERENV_``), then restore what was there."""
-        saved: dict[str, str | None] = {}
         # always, even empty: a rank applies the driver's names, not its own cwd's project
         carried = {SECRET_NAMES_ENV: json.dumps(list(self.declared))}
-        try:
-            for name, value in {**self.values, **carried}.items():
-                for key in (name, _APPTAINER + name):
-                    saved.setdefault(key, os.environ.get(key))
-                    os.environ[key] = value
+        values = {
+            key: value
+            for name, value in {**self.values, **carried}.items()
+            for key in (name, _APPTAINER + name)
+        }
+        with environ_set(values):
             yield
-        finally:
-            for key, old in saved.items():
-                if old is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = old
 
 
 def _has_interpolation(value: Any) -> bool:

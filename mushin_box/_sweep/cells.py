@@ -27,6 +27,7 @@ import datetime as _dt
 import hashlib
 import os
 import re
+import sys
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -35,6 +36,7 @@ from typing import Any
 
 import attrs
 
+from mushin_box._core.envstate import environ_restored
 from mushin_box._core.jobdir import mushin_dir
 from mushin_box._core.layout import (
     ABORT_FILE,
@@ -361,7 +363,18 @@ class CellRunner:
             write_json_atomic(cell.directory / STATUS_FILE, {**cell.previous, **fields})
 
     def __call__(self, cfg: Any) -> dict[str, Any] | None:
-        """Run one cell: look at it, decide, then reuse, skip or run it (see module doc)."""
+        """Run one cell, then put back ``os.environ`` and end its local DDP job: a cell
+        in the sweep's own process starts from the same environment as the first one."""
+        with environ_restored():
+            try:
+                return self._cell(cfg)
+            finally:
+                ddp = sys.modules.get("mushin_box._train.ddp")  # loaded: a cell used it
+                if ddp is not None:
+                    ddp.end_local_job()
+
+    def _cell(self, cfg: Any) -> dict[str, Any] | None:
+        """Look at the cell, decide, then reuse, skip or run it (see module doc)."""
         cell = self._look(cfg)
         decision, reused = self._decide(cell)
         if decision.action == "reuse":

@@ -37,6 +37,7 @@ from typing import Any
 
 import attrs
 
+from mushin_box._core.envstate import environ_set
 from mushin_box._core.layout import (
     PROVENANCE_FILE,
     SECRET_ENV_PREFIX,
@@ -356,20 +357,13 @@ def plan_reproduce(
 def _secrets_for_images(names: Sequence[str]) -> Iterator[None]:
     """Forward the saved config's secret variables to ranks in an image (``--cleanenv``
     keeps only ``APPTAINERENV_*``), as the original launch's vault did; restored after."""
-    saved: dict[str, str | None] = {}
-    try:
-        for name in names:
-            if name.startswith(SECRET_ENV_PREFIX) and name in os.environ:
-                key = _APPTAINER + name
-                saved.setdefault(key, os.environ.get(key))
-                os.environ[key] = os.environ[name]
+    values = {
+        _APPTAINER + name: os.environ[name]
+        for name in names
+        if name.startswith(SECRET_ENV_PREFIX) and name in os.environ
+    }
+    with environ_set(values):
         yield
-    finally:
-        for key, old in saved.items():
-            if old is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = old
 
 
 def _new_cell(root: Path, combo: Mapping[str, Any]) -> Path | None:

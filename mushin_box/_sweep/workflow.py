@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from hydra_zen import hydra_list, multirun
 
+from mushin_box._core.jobskip import skipping
 from mushin_box._core.layout import ABORT_FILE
 from mushin_box._core.overrides import format_override, format_sweep, format_value
 from mushin_box._core.redact import check_secret_names
@@ -42,6 +43,12 @@ from mushin_box._sweep.manifest import (
     read_manifest,
     reconcile_abandoned,
     write_manifest,
+)
+from mushin_box._sweep.prefilter import (
+    SWEEPER_TARGET,
+    own_sweeper,
+    prefilter,
+    validate_batch,
 )
 from mushin_box._sweep.usercode import code_identity
 from mushin_box._sweep.validate import (
@@ -365,6 +372,7 @@ class Workflow:
                 hydra_args + task_args,
                 vault,
                 launcher=launcher,
+                launcher_config=launcher_config,
                 progress=progress,
             )
             _raise_unless_recorded(error, ended, on_error)
@@ -415,6 +423,7 @@ class Workflow:
         vault: SecretVault,
         *,
         launcher: str | None,
+        launcher_config: Mapping[str, Any] | None,
         progress: bool,
     ) -> tuple[BaseException | None, list[str]]:
         """Run every cell (``hydra_zen.launch`` of a :class:`CellRunner`), then record the
@@ -429,19 +438,27 @@ class Workflow:
             # hydra_state_kept: a launcher running jobs in this process (joblib) leaves
             # HydraConfig set to the sweep's, with no output dir, breaking job_dir() after
             with vault.exported(), hydra_state_kept():
-                launch(
-                    config,
-                    CellRunner(self.task, plan, pre_call=self.pre_call),
-                    overrides=overrides,
-                    multirun=True,
-                    version_base="1.3",
-                    # launchers that pickle the job (submitit) pickle hydra-zen's dynamic
-                    # dataclasses by value, which leaves their list/dict defaults broken for
-                    # the next launch in this process ('_MISSING_TYPE'): hand them a DictConfig
-                    to_dictconfig=launcher not in (None, "basic"),
-                    config_name="mushin_workflow",
-                    job_name="mushin_workflow",
+                # completed cells are decided here, before Hydra launches anything
+                done = prefilter(
+                    config, overrides, plan, launcher=launcher, launcher_config=launcher_config
                 )
+            if own_sweeper(overrides):  # only the jobs left, each composed once
+                overrides = [*overrides, f"hydra.sweeper._target_={SWEEPER_TARGET}"]
+            with vault.exported(), hydra_state_kept(), skipping(done.reused, validate_batch):
+                if not done.nothing_to_launch:
+                    launch(
+                        config,
+                        CellRunner(self.task, plan, pre_call=self.pre_call),
+                        overrides=overrides,
+                        multirun=True,
+                        version_base="1.3",
+                        # launchers that pickle the job (submitit) pickle hydra-zen's dynamic
+                        # dataclasses by value, which leaves their list/dict defaults broken
+                        # for the next launch in this process ('_MISSING_TYPE'): a DictConfig
+                        to_dictconfig=launcher not in (None, "basic"),
+                        config_name="mushin_workflow",
+                        job_name="mushin_workflow",
+                    )
         except BaseException as exc:  # recorded by the cell; re-raised by the caller
             error = exc
         finally:

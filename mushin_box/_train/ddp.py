@@ -37,6 +37,7 @@ from pytorch_lightning.strategies import DDPStrategy
 from pytorch_lightning.strategies.launchers import _SubprocessScriptLauncher
 from pytorch_lightning.trainer.states import TrainerStatus
 
+from mushin_box._core.envstate import restore_environ
 from mushin_box._core.layout import (
     DDP_PARENT_PID_ENV,
     DDP_SPEC_ENV,
@@ -170,7 +171,11 @@ class HydraDDP(DDPStrategy):
             return
         from hydra.core.hydra_config import HydraConfig
 
-        if not HydraConfig.initialized() or self.num_processes < 2:
+        if self.num_processes < 2:
+            # one process, nothing to start: Lightning's launcher, but leaving no trace
+            self._launcher = _OneProcessLauncher(env, self.num_processes, self.num_nodes)
+            return
+        if not HydraConfig.initialized():
             super()._configure_launcher()  # not a Hydra job: Lightning's own behaviour
             return
         self._launcher = _HydraDDPLauncher(env, self.num_processes, self.num_nodes)
@@ -179,7 +184,7 @@ class HydraDDP(DDPStrategy):
     def teardown(self) -> None:
         super().teardown()
         launcher = self._launcher
-        if isinstance(launcher, _HydraDDPLauncher):
+        if isinstance(launcher, (_HydraDDPLauncher, _OneProcessLauncher)):
             launcher.end_call()
 
     # SIGTERM. Lightning 2.6 answers it with a dist.broadcast from inside its signal
@@ -245,6 +250,52 @@ def _rendezvous_watchdog(joined: threading.Event, timeout_s: float, strategy: An
 _current_launcher: _HydraDDPLauncher | None = None
 
 
+def end_local_job() -> None:
+    """End the local HydraDDP job led from this process, if any: its ranks exit, the
+    process group is destroyed and the variables it set are restored, so that the next job
+    in this process (a sweep's next in-process cell, a notebook's next run) starts clean.
+    A new job does this itself when it starts; a sweep calls it when a cell ends."""
+    if _current_launcher is not None:
+        _current_launcher.retire()
+
+
+class _OneProcessLauncher(_SubprocessScriptLauncher):
+    """Lightning's launcher for a 1-process local run (it starts no rank), undoing what the
+    call set when it ends. Otherwise ``LOCAL_RANK=0`` stays in ``os.environ`` and the next
+    local run in this process, even one with ``devices=2``, reads as externally launched:
+    it would start no rank and train alone on a stale 1-process group, silently."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._saved_env: dict[str, str | None] | None = None
+        self._owns_group = False
+
+    def launch(
+        self,
+        function: Callable[..., Any],
+        *args: Any,
+        trainer: pl.Trainer | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        end_local_job()  # a previous job's ranks and process group: not this run's
+        import torch.distributed as dist
+
+        self._saved_env = {k: os.environ.get(k) for k in _DIST_ENV}
+        self._owns_group = not (dist.is_available() and dist.is_initialized())
+        return super().launch(function, *args, trainer=trainer, **kwargs)
+
+    def end_call(self) -> None:
+        """Restore the variables the call set; destroy the process group it created."""
+        if self._saved_env is not None:
+            restore_environ(self._saved_env)
+            self._saved_env = None
+        import torch.distributed as dist
+
+        if self._owns_group and dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+        self._owns_group = False
+
+
 #: after SIGTERM, how long rank 0's teardown gives the ranks it started before SIGKILL
 TERM_GRACE_S = 5.0
 
@@ -282,10 +333,10 @@ class _HydraDDPLauncher(_SubprocessScriptLauncher):
         assert trainer is not None
         self._trainer = trainer
         spec, call = _child_spec(function, args, kwargs, trainer)  # validates before spawning
+        if _current_launcher is not None and _current_launcher is not self:
+            _current_launcher.retire()  # another job's ranks and process group
         self._set_dist_env()
         if not self.procs or any(p.poll() is not None for p in self.procs):
-            if _current_launcher is not None and _current_launcher is not self:
-                _current_launcher.retire()
             self._spawn_children(spec)
             _current_launcher = self
             weakref.finalize(trainer, _retire_procs, list(self.procs), self.child_exit_timeout_s)
@@ -312,11 +363,7 @@ class _HydraDDPLauncher(_SubprocessScriptLauncher):
         os.environ["WORLD_SIZE"] = str(self.num_processes * self.num_nodes)
 
     def _restore_env(self) -> None:
-        for key, value in self._saved_env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        restore_environ(self._saved_env)
         self._saved_env = {}
 
     def _spawn_children(self, spec: dict[str, Any]) -> None:

@@ -136,11 +136,6 @@ def _env_task(lr: float) -> dict[str, float]:
     return {"loss": lr}
 
 
-@pytest.mark.xfail(
-    reason="issue 14 item 5: an in-process cell inherits the environment an earlier cell "
-    "set (cells.py/workflow.py); remove this mark with that fix",
-    strict=True,
-)
 def test_two_identical_runs_in_one_process_have_no_env_rows(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -10,6 +10,7 @@ project's ``[tool.mushin-box] secret-names``) are secret whatever their words.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -21,11 +22,20 @@ from mushin_box._core.redact import (
     MIN_SCRUB_LENGTH,
     REDACTED,
     SECRET_NAMES_ENV,
+    _quote_state,
     is_secret_name,
     is_secret_path,
     project_secret_names,
     redact,
+    redact_argv,
+    redact_command,
+    redact_env,
+    redact_env_text,
+    redact_exception,
     redact_secret_values,
+    redact_url_credentials,
+    secret_env_values,
+    secret_names_in_effect,
 )
 
 # the secret words of the docs (docs/workflow.md "What is secret"), as the words of a name
@@ -216,3 +226,230 @@ def test_vault_values_are_scrubbed_whatever_their_length() -> None:
 def test_a_value_inside_the_marker_is_not_replaced_twice() -> None:
     env = {f"{SECRET_ENV_PREFIX}A": "hunter2", f"{SECRET_ENV_PREFIX}B": "red"}
     assert redact_secret_values("hunter2 red", env) == f"{REDACTED} {REDACTED}"
+
+
+# ---------------------------------------------------------------------------- issue 19
+# Each test below kills mutants of redact.py that survived the group's tests
+# (docs/testing.md, "Surviving mutants").
+
+
+def test_redact_env_hides_secret_values_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(SECRET_NAMES_ENV, raising=False)
+    env = {"HF_TOKEN": "abc", "LR": "0.1", "DB": "postgres://me:pw@db/x", "KEY_DIM": "64"}
+    assert redact_env(env) == {
+        "HF_TOKEN": REDACTED,
+        "LR": "0.1",
+        "DB": f"postgres://{REDACTED}@db/x",
+        "KEY_DIM": "64",
+    }
+
+
+def test_url_credentials_are_cut_from_every_url_and_nothing_else() -> None:
+    text = "a https://u:p@h/x b ftp://tok@f c mail me@example.org d s3://bucket/k@v"
+    assert redact_url_credentials(text) == (
+        f"a https://{REDACTED}@h/x b ftp://{REDACTED}@f c mail me@example.org d s3://bucket/k@v"
+    )
+    assert redact_url_credentials("no url @ here") == "no url @ here"
+    assert redact_url_credentials("https://h/x") == "https://h/x"
+
+
+def test_a_secret_containing_another_is_replaced_whole() -> None:
+    # the regex alternation takes the first value that matches at a position: the longer
+    # value must come first, or "hunter" matches and "22" of "hunter22" is left in clear
+    env = {"A_TOKEN": "hunter", "B_TOKEN": "hunter22", "C_TOKEN": "hunter2"}
+    for text in ("hunter22", "hunter2", "hunter"):
+        assert redact_secret_values(f"x {text} y", env) == f"x {REDACTED} y"
+
+
+def test_values_of_secret_names_are_scrubbed_from_the_minimum_length() -> None:
+    long_enough = "a" * MIN_SCRUB_LENGTH
+    env = {"API_TOKEN": long_enough, "OTHER_TOKEN": "b" * (MIN_SCRUB_LENGTH - 1), "PWD": "/w/dir"}
+    assert secret_env_values(env) == {long_enough}  # PWD is a directory, not a password
+    assert secret_env_values({}) == set()
+    assert redact_secret_values("nothing to hide", {}) == "nothing to hide"
+
+
+def test_the_names_given_win_over_the_process_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(SECRET_NAMES_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)  # no pyproject.toml up from here... unless /tmp has one
+    here = project_secret_names()
+    project = _project(tmp_path / "p", '[tool.mushin-box]\nsecret-names = ["org_handle"]\n')
+    assert project_secret_names(project) == ("org_handle",)  # cwd given: the process's ignored
+    assert project_secret_names() == here
+    carried = {SECRET_NAMES_ENV: '["carried_name"]'}
+    assert secret_names_in_effect(environ=carried) == ("carried_name",)
+    assert secret_names_in_effect(["x"], environ=carried) == ("carried_name", "x")
+    # the environ given decides which values are secret, too
+    assert secret_env_values({**carried, "CARRIED_NAME": "s3cr3tvalue"}) == {"s3cr3tvalue"}
+
+
+def test_chained_exceptions_are_scrubbed_and_a_cycle_ends() -> None:
+    env = {f"{SECRET_ENV_PREFIX}A": "pw12"}
+    cause, context = ValueError("cause pw12", 3), KeyError("context pw12")
+    exc = RuntimeError("top pw12")
+    exc.__cause__, exc.__context__ = cause, context
+    context.__context__ = exc  # a cycle: each exception is scrubbed once, and it ends
+    redact_exception(exc, env)
+    assert exc.args == (f"top {REDACTED}",)
+    assert cause.args == (f"cause {REDACTED}", 3)
+    assert context.args == (f"context {REDACTED}",)
+    plain = OSError(2, "no such file")  # nothing to scrub: args (and errno) untouched
+    redact_exception(plain, env)
+    assert plain.errno == 2 and plain.args == (2, "no such file")
+
+
+# ---------------------------------------------------------------------------- env files
+
+
+@pytest.mark.parametrize(
+    ("text", "state"),
+    [
+        ("abc", None),
+        ("'abc", "'"),
+        ('"abc', '"'),
+        ("'a\"b'", None),  # a double quote inside single quotes closes nothing
+        ('"a\'b"', None),
+        ("\\'abc", None),  # an escaped quote opens nothing
+        ('"a\\"b', '"'),  # an escaped quote inside double quotes closes nothing
+        ("'a\\'", None),  # a backslash inside single quotes escapes nothing
+        ("x'", "'"),
+        ("a\\'b", None),  # a backslash after the first character escapes too
+        ("\\a'", "'"),  # it escapes one character, not two
+        ('"\\a"', None),  # the same inside double quotes
+        ("X", None),  # only quotes open a quote
+    ],
+)
+def test_quote_state_follows_the_shell(text: str, state: str | None) -> None:
+    assert _quote_state(text, None) == state
+    assert _quote_state("", state) == state
+    assert _quote_state("rest'", "'") is None and _quote_state('rest"', '"') is None
+
+
+def test_env_text_hides_secret_assignments_across_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(SECRET_NAMES_ENV, raising=False)
+    text = (
+        "# comment https://u:p@h\n"
+        "export API_TOKEN='line1\n"
+        "line2 https://u:p@h\n"
+        "line3'\n"
+        '  DB_PASSWORD="a\\"b\n'
+        'c"\n'
+        'NOTE="first https://u:p@h\n'
+        'second https://v:q@h"\n'
+        'HF_TOKEN="${HF_TOKEN:?}"\n'
+        "GH_TOKEN=${GH_TOKEN:?}\n"
+        "LR=0.1\n"
+        "SECRET_KEY=last"
+    )
+    assert redact_env_text(text) == (
+        f"# comment https://{REDACTED}@h\n"
+        f"export API_TOKEN={REDACTED}\n"
+        f"  DB_PASSWORD={REDACTED}\n"
+        f'NOTE="first https://{REDACTED}@h\n'
+        f'second https://{REDACTED}@h"\n'
+        'HF_TOKEN="${HF_TOKEN:?}"\n'
+        "GH_TOKEN=${GH_TOKEN:?}\n"
+        "LR=0.1\n"
+        f"SECRET_KEY={REDACTED}"
+    )
+    # a reference followed by more is a value, and is hidden
+    assert redact_env_text('HF_TOKEN="${HF_TOKEN:?}x"\n') == f"HF_TOKEN={REDACTED}\n"
+
+
+# ---------------------------------------------------------------------------- commands
+
+
+def test_argv_hides_secret_words_and_the_word_after_a_secret_flag(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(SECRET_NAMES_ENV, raising=False)
+    argv = [
+        "run",
+        "--token",
+        "abc",
+        "--lr",
+        "0.1",
+        "--pwd",
+        "/w",
+        "--pwd=/w",
+        "--api-key=k",
+        "--env=HF_TOKEN=abc",
+        "--env=LR=0.1",
+        "HF_TOKEN=abc",
+        "-p",
+        "x",
+        "git+https://u:p@h/r",
+        "--auth",
+        "--token",
+    ]
+    assert redact_argv(argv) == [
+        "run",
+        "--token",
+        REDACTED,
+        "--lr",
+        "0.1",
+        "--pwd",
+        "/w",
+        "--pwd=/w",
+        f"--api-key={REDACTED}",
+        f"--env=HF_TOKEN={REDACTED}",
+        "--env=LR=0.1",
+        f"HF_TOKEN={REDACTED}",
+        "-p",
+        "x",
+        f"git+https://{REDACTED}@h/r",
+        "--auth",
+        REDACTED,  # the word after --auth, even if it looks like a flag
+    ]
+
+
+def test_a_command_is_redacted_whether_or_not_it_splits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(SECRET_NAMES_ENV, raising=False)
+    plain = "python  train.py   --lr 0.1"  # nothing to hide: the text is kept as written
+    assert redact_command(plain) == (plain, ["python", "train.py", "--lr", "0.1"])
+    assert redact_command("run --token 'a b' HF_TOKEN=x") == (
+        f"run --token '{REDACTED}' 'HF_TOKEN={REDACTED}'",
+        ["run", "--token", REDACTED, f"HF_TOKEN={REDACTED}"],
+    )
+    # unbalanced quotes: each whitespace-separated word redacted, the spacing kept
+    assert redact_command("run  HF_TOKEN=x 'oops\thttps://u:p@h") == (
+        f"run  HF_TOKEN={REDACTED} 'oops\thttps://{REDACTED}@h",
+        None,
+    )
+
+
+def test_an_empty_value_does_not_end_the_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(SECRET_NAMES_ENV, raising=False)
+    env = {"A_TOKEN": "", f"{SECRET_ENV_PREFIX}B": "", "C_TOKEN": "longsecret"}
+    assert secret_env_values(env) == {"longsecret"}
+
+
+def test_lists_are_redacted_item_by_item_and_paths_count_indices() -> None:
+    value = {"runs": [{"dsn": "a", "token": "t"}, {"dsn": "b"}, "https://u:p@h", 3]}
+    assert redact(value, ["runs.0.dsn"]) == {
+        "runs": [{"dsn": REDACTED, "token": REDACTED}, {"dsn": "b"}, f"https://{REDACTED}@h", 3]
+    }
+
+
+def test_an_edited_project_setting_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The setting is cached by the file's mtime and size: an edit that keeps either one
+    is still seen."""
+    monkeypatch.delenv(SECRET_NAMES_ENV, raising=False)
+    path = _project(tmp_path, '[tool.mushin-box]\nsecret-names = ["aaaa"]\n') / "pyproject.toml"
+    os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    assert project_secret_names(tmp_path) == ("aaaa",)
+    path.write_text('[tool.mushin-box]\nsecret-names = ["bbbb"]\n')  # same size
+    os.utime(path, ns=(2_000_000_000, 2_000_000_000))
+    assert project_secret_names(tmp_path) == ("bbbb",)
+    path.write_text('[tool.mushin-box]\nsecret-names = ["cc"]\n')  # same mtime
+    os.utime(path, ns=(2_000_000_000, 2_000_000_000))
+    assert project_secret_names(tmp_path) == ("cc",)
+
+
+def test_bad_declared_names_are_refused_naming_where_they_came_from() -> None:
+    with pytest.raises(ValueError, match=r"^declared secret names must be a list"):
+        is_secret_name("x", "my_field")  # type: ignore[arg-type]

@@ -17,6 +17,7 @@ from conftest import REPO
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 
+@pytest.mark.timeout(600)  # the runbook's own bound (below); ~3 min on an idle 2-core machine
 def test_runbook_passes_every_check(tmp_path: Path, slurm_cluster: Any) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(

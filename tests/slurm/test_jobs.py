@@ -43,11 +43,12 @@ def test_the_launcher_and_the_sweep_ask_the_same_question() -> None:
     import inspect
 
     from mushin_box._slurm import launcher
-    from mushin_box._sweep import manifest
+    from mushin_box._sweep import board, cancel, liveness, manifest
 
-    # neither keeps a state list of its own: both call jobs.is_live
-    for module in (launcher, manifest):
+    # the launcher and the sweep's owner check call jobs.is_live; no one keeps a state list
+    for module in (launcher, liveness):
+        assert "is_live" in inspect.getsource(module)
+    for module in (launcher, liveness, manifest, board, cancel):
         source = inspect.getsource(module)
-        assert "is_live" in source
         assert '"PENDING"' not in source and '"PREEMPTED"' not in source
     assert base_state("completed") == "COMPLETED"

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import enum
 import importlib
 import json
+import os
 import sys
 import textwrap
 import uuid
@@ -190,3 +192,132 @@ def test_a_scripts_task_is_named_as_its_module(tmp_path: Path) -> None:
     finally:
         sys.modules.pop("__mp_main__", None)
         sys.modules.pop(script.stem, None)
+
+
+def test_config_fingerprint_follows_the_values_but_not_the_secrets() -> None:
+    """A new value is a new experiment; a new token is not; an interpolation that only
+    resolves later is hashed as written (issue 19: the fingerprint group's mutants)."""
+    from omegaconf import OmegaConf
+
+    from mushin_box._sweep.cells import config_fingerprint
+
+    def fp(**values: Any) -> str:
+        return config_fingerprint(OmegaConf.create(values))
+
+    base = fp(lr=0.1, db={"password": "a"}, ref="${lr}")
+    assert len(base) == 64 and base == fp(lr=0.1, db={"password": "a"}, ref="${lr}")
+    assert base != fp(lr=0.2, db={"password": "a"}, ref="${lr}")
+    assert base == fp(lr=0.1, db={"password": "other"}, ref="${lr}")  # redacted first
+    # resolved: an interpolation hashes as its value
+    assert fp(a=1, b="${a}") == fp(a=1, b=1)
+    # unresolvable now (a key that does not exist yet): hashed unresolved, as written
+    later = fp(a="${missing}")
+    assert later == fp(a="${missing}") and later != fp(a="${other}")
+    # an enum hashes as its name, resolved or not (not as YAML of the object)
+    assert fp(c=_Color.RED) == fp(c="RED")
+    assert fp(a="${missing}", c=_Color.RED) == fp(a="${missing}", c="RED")
+    # what canonical JSON cannot hold (bytes) is hashed as the config's YAML
+    assert fp(b=b"\x00") != fp(b=b"\x01") and len(fp(b=b"\x00")) == 64
+
+
+class _Color(enum.Enum):
+    RED = 1
+
+
+def test_code_identity_follows_each_reached_module_and_only_those(project: Project) -> None:
+    """The sweeps above, without a sweep: each module a root reaches changes the fingerprint
+    and is named; an unrelated one does not (fast enough for the mutation run)."""
+    name = project.name
+
+    from mushin_box._sweep.cells import code_fingerprint
+
+    def identity() -> Any:
+        return code_identity(project.tasks.task, config=project.config)
+
+    before = identity()
+    assert identity() == before  # stable
+    # the cells' code fingerprint is this one
+    assert code_fingerprint(project.tasks.task, config=project.config) == before.fingerprint
+    for module, old, new in [
+        ("helpers", "SCALE = 10", "SCALE = 1000"),  # imported at module level
+        ("lazy", "OFFSET = 0", "OFFSET = 5"),  # imported inside the task
+        ("models", "FACTOR = 1", "FACTOR = 7"),  # named by the config's _target_ only
+    ]:
+        project.edit(module, old, new)
+        after = identity()
+        assert after.fingerprint != before.fingerprint, module
+        changed = {m for m in after.modules if after.modules[m] != before.modules.get(m)}
+        assert changed == {f"{name}.{module}"}
+        assert len(after.modules[f"{name}.{module}"]) == 16
+        before = after
+    project.edit("unrelated", "NOT_USED = 1", "NOT_USED = 2")
+    assert identity() == before
+    # the config is a root: without it, the model's module is not reached
+    assert f"{name}.models" not in code_identity(project.tasks.task).modules
+
+
+def test_the_task_and_the_roots_it_is_reached_from(project: Project, tmp_path: Path) -> None:
+    """Which task runs counts (two tasks of one module differ); a partial is its function; a
+    config target in a subpackage roots its own module; import cycles end (issue 19)."""
+    import functools
+
+    name = project.name
+    (project.dir / "two.py").write_text("def a(x):\n    return x\n\ndef b(x):\n    return x\n")
+    sub = project.dir / "sub"
+    sub.mkdir()
+    (sub / "__init__.py").write_text("from . import deep\n")
+    (sub / "deep.py").write_text("from .. import sub\n\nclass Thing:\n    pass\n")
+    two = importlib.import_module(f"{name}.two")
+    importlib.import_module(f"{name}.sub.deep")
+
+    a = code_identity(two.a)
+    assert a.fingerprint != code_identity(two.b).fingerprint  # same files, another task
+    assert code_identity(functools.partial(two.a, x=1)) == a
+    assert user_modules([None, two.a]) == user_modules([two.a])
+    found = user_modules([], {"_target_": f"{name}.sub.deep.Thing"})
+    assert set(found) == {name, f"{name}.sub", f"{name}.sub.deep"}  # the cycle ended
+
+
+def test_files_under_site_packages_are_not_user_code_and_hashes_are_per_file(
+    tmp_path: Path,
+) -> None:
+    from mushin_box._sweep.usercode import _is_user_file, _sha256
+
+    for where in ("site-packages", "dist-packages"):
+        assert not _is_user_file(tmp_path / "venv" / where / "pkg" / "m.py")
+    assert _is_user_file(tmp_path / "proj" / "m.py")
+    # two files of the same size and time: each its own hash (the cache is per path)
+    one, two = tmp_path / "one.py", tmp_path / "two.py"
+    one.write_text("X = 1\n")
+    two.write_text("X = 2\n")
+    for path in (one, two):
+        os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    assert _sha256(one) != _sha256(two)
+
+
+def test_imports_are_followed_in_files_never_imported(project: Project) -> None:
+    """Relative imports at any level, from a package's ``__init__`` too, absolute ones, lazy
+    ones, in modules nobody imported yet; a file that does not parse is hashed all the
+    same (issue 19: the mutants of the import walk)."""
+    name = project.name
+    files = {
+        "entry.py": "def run():\n    from .pkg import a\n    from .pkg.sub import m\n",
+        "pkg/__init__.py": "from .only_init import Y\n",
+        "pkg/only_init.py": "Y = 1\n",
+        "pkg/a.py": f"from . import c\nimport {name}.z\n",
+        "pkg/c.py": "def broken(:\n",
+        "z.py": "Q = 1\n",
+        "pkg/sub/__init__.py": "",
+        "pkg/sub/m.py": "from ..x import Y\n",
+        "pkg/x.py": "Y = 1\n",
+    }
+    for rel, text in files.items():
+        (project.dir / rel).parent.mkdir(parents=True, exist_ok=True)
+        (project.dir / rel).write_text(text)
+    entry = importlib.import_module(f"{name}.entry")  # imports nothing else
+    assert f"{name}.pkg" not in sys.modules
+    found = user_modules([entry.run])
+    expected = ["", ".entry", ".pkg", ".pkg.only_init", ".pkg.a", ".pkg.c", ".z"]
+    expected += [".pkg.sub", ".pkg.sub.m", ".pkg.x"]
+    assert set(found) == {name + m for m in expected}
+    assert f"{name}.pkg" not in sys.modules  # found without importing

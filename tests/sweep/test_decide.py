@@ -196,3 +196,102 @@ def test_a_decision_is_frozen() -> None:
     d = _decide(None)
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         d.action = "skip"  # type: ignore[misc]
+
+
+# -- reuse_stale_code and the changed modules (issue 19: mutants that survived) ----------------
+
+OLD_MODULES = {"pkg.helpers": "aa", "pkg.tasks": "bb", "pkg.gone": "cc"}
+
+
+def test_reuse_stale_code_reuses_a_completed_cell_whose_code_alone_changed() -> None:
+    previous = _status("completed", code_modules=OLD_MODULES)
+    now = {"pkg.helpers": "a2", "pkg.tasks": "bb", "pkg.new": "dd"}
+    d = _decide(previous, {**FP, "code": "k2"}, reuse_stale_code=True, code_modules=now)
+    assert (d.action, d.reused_despite, d.rerun_reason) == ("reuse", ("code",), None)
+    # the modules that changed, were added or went away, sorted; the unchanged one is not
+    assert d.warnings == (
+        "cell x=1: code fingerprint changed (code: pkg.gone, pkg.helpers, pkg.new) since it "
+        "completed; reusing it anyway (reuse_stale_code=True)",
+    )
+    # nothing changed: a plain reuse, nothing reused despite anything, no warning
+    same = _decide(previous, reuse_stale_code=True, code_modules=now)
+    assert (same.action, same.reused_despite, same.warnings) == ("reuse", (), ())
+
+
+def test_reuse_stale_code_still_runs_a_cell_whose_metrics_are_unreadable() -> None:
+    d = _decide(
+        _status("completed"), {**FP, "code": "k2"}, reuse_stale_code=True, metrics_readable=False
+    )
+    assert (d.action, d.continue_from_checkpoint) == ("run", True)
+    assert d.warnings == () and d.rerun_reason is None
+
+
+def test_reuse_stale_code_lets_an_unfinished_cell_continue_but_not_past_another_change() -> None:
+    code = _decide(_status("failed"), {**FP, "code": "k2"}, reuse_stale_code=True)
+    assert (code.action, code.continue_from_checkpoint) == ("run", True)
+    config = _decide(_status("failed"), {"config": "c2", "code": "k2"}, reuse_stale_code=True)
+    assert (config.action, config.continue_from_checkpoint) == ("run", False)
+    # a corrupt status (fingerprints not a mapping) proves nothing: it starts afresh
+    corrupt = _decide(
+        _status("failed", code_modules=None) | {"fingerprints": "x"}, reuse_stale_code=True
+    )
+    assert (corrupt.action, corrupt.continue_from_checkpoint) == ("run", False)
+
+
+def test_a_changed_code_fingerprint_names_at_most_five_modules() -> None:
+    old = {f"m{i}": "a" for i in range(8)}
+    new = {f"m{i}": "b" for i in range(8)}
+    d = _decide(_status("completed", code_modules=old), {**FP, "code": "k2"}, code_modules=new)
+    assert d.warnings[0].startswith(
+        "cell x=1: code fingerprint changed (code: m0, m1, m2, m3, m4 and 3 more) since it"
+    )
+    five = {f"m{i}": "b" for i in range(5)}
+    d5 = _decide(
+        _status("completed", code_modules=old), {**FP, "code": "k2"}, code_modules={**old, **five}
+    )
+    assert "(code: m0, m1, m2, m3, m4) since" in d5.warnings[0]
+
+
+@pytest.mark.parametrize(
+    ("before", "now"),
+    [
+        (None, {"m": "b"}),  # the previous status lists no modules
+        ("not a mapping", {"m": "b"}),
+        ({"m": "a"}, None),  # this run does not list them
+        ({"m": "a"}, {"m": "a"}),  # same modules: the code changed elsewhere
+    ],
+)
+def test_modules_are_named_only_when_both_sides_list_a_difference(before: Any, now: Any) -> None:
+    d = _decide(_status("completed", code_modules=before), {**FP, "code": "k2"}, code_modules=now)
+    assert d.warnings[0].startswith("cell x=1: code fingerprint changed since it completed")
+
+
+def test_modules_are_named_only_when_the_code_fingerprint_changed() -> None:
+    previous = _status("completed", code_modules={"m": "a"})
+    d = _decide(previous, {**FP, "config": "c2"}, code_modules={"m": "b"})
+    assert d.warnings[0].startswith("cell x=1: config fingerprint changed since it completed")
+
+
+def test_six_changed_modules_are_five_and_one_more() -> None:
+    old = {f"m{i}": "a" for i in range(6)}
+    new = {f"m{i}": "b" for i in range(6)}
+    d = _decide(_status("completed", code_modules=old), {**FP, "code": "k2"}, code_modules=new)
+    assert "(code: m0, m1, m2, m3, m4 and 1 more) since" in d.warnings[0]
+
+
+def test_every_decision_says_why() -> None:
+    """``reason`` is read back only for a skip, but every decision carries one in words; a
+    completed cell run again says the changed fingerprint."""
+    cases = [
+        _decide(_status("completed")),
+        _decide(_status("completed"), {**FP, "code": "k2"}, reuse_stale_code=True),
+        _decide(None),
+        _decide(_status("failed"), resume=False),
+        _decide(_status("failed"), {**FP, "code": "k2"}),
+        _decide(_status("running", run_id=RUN)),
+        _decide(_status("running"), multi_rank=True, restart_count=1),
+    ]
+    for d in cases:
+        assert isinstance(d.reason, str) and d.reason, d
+    rerun = _decide(_status("completed"), {**FP, "config": "c2"})
+    assert rerun.reason == rerun.rerun_reason == "config fingerprint changed"

@@ -1,0 +1,337 @@
+# SPDX-License-Identifier: MIT
+"""Resume that costs nothing: completed cells are decided before Hydra launches anything.
+
+Design note: with ``resume=True`` every cell used to go through Hydra's launch (a job
+directory, three ``.hydra/*.yaml`` files, logging set up, the runner) only for the runner
+to find it completed and return its metrics; a finished 120-cell sweep took 0.85x its
+first run. Here the driver takes the same steps as the runner, for every job of the grid,
+in this process: Hydra composes the job's config exactly as the launcher will (the same
+overrides, re-serialized by Hydra's basic sweeper), the cell's directory is resolved as
+``run_job`` resolves it, the config fingerprint is computed by the runner's own
+:func:`~mushin_box._sweep.cells.config_fingerprint`, and the pure
+:func:`~mushin_box._sweep.decide.decide` is asked with the same facts. Only a clean reuse
+(no warning, nothing recorded, metrics and provenance readable) is taken out of the launch;
+every other cell (changed config or code, a corrupt sidecar, failed, cancelled, skipped,
+reused despite stale code) still goes through the launcher and decides for itself, as
+before. When in doubt (a config whose value depends on the job, e.g. ``${hydra:...}`` or
+a custom resolver; an image the driver cannot see; the user's own sweeper), nothing is
+taken out. The jobs left run through :class:`CellSweeper`, Hydra's basic sweeper minus the
+reused jobs (``hydra_plugins.mushin_box_launcher.cells_sweeper``).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import uuid
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from mushin_box._core.layout import METRICS_FILE, PROVENANCE_FILE, STATUS_FILE
+from mushin_box._core.sidecars import SidecarWarning, read_json
+from mushin_box._sweep.cells import CellPlan, config_fingerprint
+from mushin_box._sweep.decide import decide
+
+__all__ = [
+    "SWEEPER_TARGET",
+    "Prefiltered",
+    "prefilter",
+    "task_part",
+    "validate_batch",
+]
+
+#: the Hydra sweeper that launches every job but the reused ones
+SWEEPER_TARGET = "hydra_plugins.mushin_box_launcher.cells_sweeper.CellSweeper"
+
+#: resolvers whose value is the same in the driver as in the job (secrets use oc.env)
+_SAME_IN_DRIVER = frozenset(
+    {"oc.env", "oc.decode", "oc.create", "oc.select", "oc.dict.keys", "oc.dict.values"}
+)
+_RESOLVER = re.compile(r"\$\{\s*([A-Za-z_][\w.]*)\s*:")
+
+
+@attrs.frozen
+class Prefiltered:
+    """The grid's jobs (override lists, as the basic sweeper builds them) and those reused."""
+
+    jobs: int = 0
+    reused: frozenset[tuple[str, ...]] = frozenset()
+
+    @property
+    def nothing_to_launch(self) -> bool:
+        return self.jobs > 0 and len(self.reused) == self.jobs
+
+
+def task_part(job: Sequence[str]) -> tuple[str, ...]:
+    """A job's own overrides, without Hydra's: what the sweeper's ``split_arguments`` sees
+    (Hydra hands the sweeper the task overrides only).
+
+    Examples
+    --------
+    >>> task_part(["hydra.sweep.dir=/s", "x=1", "hydra/launcher=basic", "+y=2"])
+    ('x=1', '+y=2')
+    """
+    return tuple(
+        text
+        for text in job
+        if not (text.lstrip("+~") == "hydra" or text.lstrip("+~").startswith(("hydra.", "hydra/")))
+    )
+
+
+def _jobs(overrides: Sequence[str]) -> list[list[str]] | None:
+    """Every job's overrides, as Hydra's basic sweeper builds them; None if it can't tell."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+        return BasicSweeper.split_arguments(parsed, None)[0]
+    except Exception:  # a glob over a group, a sampled sweep: the sweeper decides
+        return None
+
+
+def own_sweeper(overrides: Sequence[str]) -> bool:
+    """Does the launch use mushin-box's sweeper (:data:`SWEEPER_TARGET`)? Unless the user
+    chose a sweeper.
+
+    Examples
+    --------
+    >>> own_sweeper(["x=1,2"]), own_sweeper(["hydra/sweeper=optuna"])
+    (True, False)
+    """
+    return not any(o.lstrip("+~").startswith(("hydra/sweeper", "hydra.sweeper")) for o in overrides)
+
+
+def _driver_sees_all(
+    overrides: Sequence[str], launcher: str | None, launcher_config: Mapping[str, Any] | None
+) -> bool:
+    """Can the driver compute a cell's fingerprints as its job will? Not with the user's own
+    sweeper, nor with an image the launcher runs the ranks in (its digest is theirs)."""
+    if not own_sweeper(overrides):
+        return False
+    if launcher in (None, "basic"):
+        return True
+    return not any("image" in str(k) and v for k, v in (launcher_config or {}).items())
+
+
+def _stored(config: Any, launcher: str | None) -> Any:
+    """The config as ``hydra_zen.launch`` stores it (a DictConfig for pickling launchers)."""
+    from dataclasses import is_dataclass
+
+    from omegaconf import OmegaConf
+
+    if launcher not in (None, "basic") and is_dataclass(config):
+        return OmegaConf.create(OmegaConf.to_container(OmegaConf.structured(config)))
+    return config
+
+
+def _depends_on_job(task_cfg: Any) -> bool:
+    """Does the config hold a resolver whose value may differ inside the job?"""
+    from omegaconf import OmegaConf
+
+    text = OmegaConf.to_yaml(task_cfg)
+    return any(name not in _SAME_IN_DRIVER for name in _RESOLVER.findall(text))
+
+
+def _cell_of(cfg: Any) -> tuple[Path, Any]:
+    """The job's directory (as ``run_job`` resolves it) and its task config (no ``hydra``)."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf, open_dict, read_write
+
+    HydraConfig.instance().set_config(cfg)  # the ${mushin_cell:} resolver reads it
+    directory = Path(str(OmegaConf.select(cfg, "hydra.sweep.dir"))) / str(
+        OmegaConf.select(cfg, "hydra.sweep.subdir")
+    )
+    task_cfg = copy.deepcopy(cfg)
+    with read_write(task_cfg), open_dict(task_cfg):
+        del task_cfg["hydra"]
+    return Path(os.path.abspath(directory)), task_cfg
+
+
+class _SweptValues:
+    """A job's directory and task config without composing it: the first job's config with
+    the job's swept values applied by Hydra's own ``_apply_overrides_to_config``.
+
+    Design note: Hydra composes each job in ~0.1 s (the defaults tree, every time); a grid
+    whose swept keys are plain config values (no config group, no ``hydra.*`` key, no
+    delete, no dict value, no key nested in another override's) has the same defaults tree
+    in every job, so its config is the first job's with the swept values set over it.
+    :func:`prefilter` also checks two jobs against a full compose before trusting it.
+    """
+
+    def __init__(self, first: Any, jobs: Sequence[Sequence[str]]) -> None:
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+        from omegaconf import DictConfig, OmegaConf
+
+        self._parser = OverridesParser.create()
+        self._parsed: dict[str, Any] = {}
+        width = len(jobs[0])
+        self.swept = [i for i in range(width) if len({job[i] for job in jobs}) > 1]
+        keys = [self._parse(text).key_or_group for text in jobs[0]]
+        choices = set(first.hydra.runtime.choices)
+        for i in self.swept:
+            key = keys[i]
+            for other in keys[:i] + keys[i + 1 :]:
+                if other.startswith(key + ".") or key.startswith(other + "."):
+                    raise ValueError(f"{key} is nested in {other}")
+            if key.replace(".", "/") in choices or key.startswith("hydra"):
+                raise ValueError(f"{key} is a config group or Hydra's")
+            for text in {job[i] for job in jobs}:
+                parsed = self._parse(text)
+                if parsed.is_delete() or parsed.package is not None:
+                    raise ValueError(text)
+                if isinstance(parsed.value(), dict):
+                    raise ValueError(text)
+        _, self.base = _cell_of(first)
+        for i in self.swept:
+            if isinstance(OmegaConf.select(self.base, keys[i], throw_on_missing=False), DictConfig):
+                raise ValueError(f"{keys[i]} holds a mapping")
+        if first.hydra.sweep._get_node("subdir")._value() != "${mushin_cell:}":
+            raise ValueError("hydra.sweep.subdir is not mushin-box's")
+        naming = first.hydra.job.config.override_dirname
+        self._naming = (list(naming.exclude_keys), str(naming.item_sep), str(naming.kv_sep))
+        self._sweep_dir = Path(str(first.hydra.sweep.dir))
+
+    def _parse(self, text: str) -> Any:
+        if text not in self._parsed:
+            self._parsed[text] = self._parser.parse_override(text)
+        return self._parsed[text]
+
+    def cell(self, job: Sequence[str]) -> tuple[Path, Any]:
+        from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
+
+        from mushin_box._sweep.cells import cell_key
+
+        task_cfg = copy.deepcopy(self.base)
+        # '+key=v' added the key in the first job already: set it over ('++'), as a fresh
+        # compose adds it
+        swept = [_set_over(job[i]) for i in self.swept]
+        ConfigLoaderImpl._apply_overrides_to_config([self._parse(t) for t in swept], task_cfg)
+        app = [o for o in map(self._parse, job) if not o.is_hydra_override()]
+        exclude, item_sep, kv_sep = self._naming
+        name = get_overrides_dirname(app, exclude, item_sep, kv_sep)
+        return Path(os.path.abspath(self._sweep_dir / cell_key(name))), task_cfg
+
+
+def _set_over(text: str) -> str:
+    """``+key=v`` as ``++key=v`` (the key exists already), any other override as it is."""
+    return "+" + text if text.startswith("+") and not text.startswith("++") else text
+
+
+def _reusable(directory: Path, fingerprints: Mapping[str, str], plan: CellPlan) -> bool:
+    """Would the runner reuse this cell without a word and without writing anything?"""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SidecarWarning)  # the runner says it, if it runs
+        previous = read_json(directory / STATUS_FILE, default={})
+        if not isinstance(previous, dict) or previous.get("status") != "completed":
+            return False
+        decision = decide(
+            previous,
+            fingerprints,
+            cell=directory.name,
+            run_id=plan.run_id,
+            resume=True,
+            reuse_stale_code=plan.reuse_stale_code,
+            code_modules=plan.code_modules,
+        )
+        if decision.action != "reuse" or decision.reused_despite or decision.warnings:
+            return False
+        record = read_json(directory / PROVENANCE_FILE)
+        return isinstance(read_json(directory / METRICS_FILE), dict) and (
+            isinstance(record, dict) and {"reproducibility", "run"} <= set(record)
+        )
+
+
+def prefilter(
+    config: Any,
+    overrides: Sequence[str],
+    plan: CellPlan,
+    *,
+    launcher: str | None,
+    launcher_config: Mapping[str, Any] | None,
+) -> Prefiltered:
+    """The jobs of the grid that resume reuses as they are (see module doc); call it with
+    the sweep's secrets exported and Hydra's state kept (``Workflow._launch`` does)."""
+    if not plan.resume or not _driver_sees_all(overrides, launcher, launcher_config):
+        return Prefiltered()
+    jobs = _jobs(overrides)
+    if not jobs:
+        return Prefiltered()
+    from hydra import initialize
+    from hydra.core.config_store import ConfigStore
+
+    image = os.environ.get("MUSHIN_SIF_SHA256")
+    name = f"mushin_prefilter_{uuid.uuid4().hex}"
+    ConfigStore.instance().store(name=name, node=_stored(config, launcher))
+    reused: set[tuple[str, ...]] = set()
+    try:
+        with initialize(version_base="1.3", config_path=None):
+            cells = _cells(name, jobs)
+            for job, (directory, task_cfg) in zip(jobs, cells, strict=True):
+                if not (directory / STATUS_FILE).is_file():
+                    continue
+                if _depends_on_job(task_cfg):
+                    return Prefiltered(len(jobs))  # every job decides for itself
+                fingerprints = {
+                    "config": config_fingerprint(task_cfg),
+                    "code": plan.code_fingerprint,
+                }
+                if image:
+                    fingerprints["image"] = image
+                if _reusable(directory, fingerprints, plan):
+                    reused.add(task_part(job))
+    except Exception:  # Hydra refuses a job: the launch says it, as before
+        return Prefiltered(len(jobs))
+    finally:
+        ConfigStore.instance().repo.pop(f"{name}.yaml", None)
+    return Prefiltered(len(jobs), frozenset(reused))
+
+
+def _cells(name: str, jobs: Sequence[Sequence[str]]) -> Iterator[tuple[Path, Any]]:
+    """Each job's directory and task config: from the first job's config and the swept
+    values when two jobs composed in full agree with that (:class:`_SweptValues`), else
+    each job composed in full, as the launcher composes it."""
+    from hydra import compose
+
+    def composed(job: Sequence[str]) -> tuple[Path, Any]:
+        return _cell_of(compose(name, overrides=list(job), return_hydra_config=True))
+
+    def same(a: tuple[Path, Any], b: tuple[Path, Any]) -> bool:
+        return a[0] == b[0] and config_fingerprint(a[1]) == config_fingerprint(b[1])
+
+    first = compose(name, overrides=list(jobs[0]), return_hydra_config=True)
+    try:
+        fast: _SweptValues | None = _SweptValues(first, jobs)
+    except Exception:
+        fast = None
+    if fast is not None and len(jobs) > 1:
+        probe = jobs[len(jobs) // 2]
+        if not (
+            same(fast.cell(jobs[-1]), composed(jobs[-1]))
+            and same(fast.cell(probe), composed(probe))
+        ):
+            fast = None
+    for job in jobs:
+        yield fast.cell(job) if fast is not None else composed(job)
+
+
+def validate_batch(loader: Any, sweep_config: Any, batch: Sequence[Sequence[str]]) -> bool:
+    """Check that every job of ``batch`` composes, as Hydra's sweeper does before a launch,
+    from the first job's config and the swept values (:class:`_SweptValues`); ``False``
+    when the grid needs Hydra's full check (a swept group, a mapping value...). A bad value
+    raises Hydra's own error, from the same function Hydra uses."""
+    if len(batch) < 2:
+        return False
+    first = loader.load_sweep_config(sweep_config, list(batch[0]))
+    try:
+        fast = _SweptValues(first, batch)
+    except Exception:
+        return False
+    for job in batch[1:]:
+        fast.cell(job)
+    return True
