@@ -105,3 +105,47 @@ def test_detach_follow_cancel_wait_resume(
     assert read_json(slow / "mushin_status.json")["attempt"] == 2
     assert main(["wait", str(root), "--interval", "1", "--no-progress"]) == 0
     assert SweepHandle(root).done()
+
+
+def test_ctrl_c_on_a_slurm_launch_detaches_and_says_how_to_follow(
+    tmp_path: Path, slurm_cluster: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C (SIGINT) while a blocking launch waits on SLURM: the jobs keep running, the
+    launch prints the sweep directory first and, on the way out, how to reattach and cancel."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    from mushin_box._slurm.jobs import is_live, job_states
+    from mushin_box._slurm.submitted import submitted_job_ids
+
+    work = tmp_path / "sweep"
+    argv = [
+        sys.executable, "-m", "mushin_box", "launch", str(REPO / "examples" / "exp.py"),
+        "--slurm", "--gpus", "1", "--partition", slurm_cluster.partition, "--time", "5",
+        "--working-dir", str(work), "--no-progress", "trainer.max_epochs=100000",
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        jobs = _poll(lambda: submitted_job_ids(work), 120, "the job to be submitted")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, out[-2000:] + err[-3000:]
+        assert f"sweep: {work}" in out
+        assert "detached: the SLURM jobs keep running" in err
+        assert f"mushin-box wait {work}" in err and f"mushin-box cancel {work}" in err
+        assert all(is_live(state) for state in job_states(jobs).values()), job_states(jobs)
+        capsys.readouterr()
+        assert main(["cancel", str(work)]) == 0  # the whole sweep: its queued jobs too
+        _poll(lambda: not any(is_live(s) for s in job_states(jobs).values()), 120, "scancel")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        subprocess.run(["scancel", *submitted_job_ids(work)], check=False, timeout=30)
