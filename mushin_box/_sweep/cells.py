@@ -17,7 +17,7 @@ counted by the same counter (``.mushin/attempt.json``); the status's ``attempt``
 After the task, the metrics are written, then the "completed" status, then the provenance is
 completed: a process killed in between has its cell run again, so that window is kept short.
 Such a rerun continues from a finished fit that logs nothing; metrics it no longer returns
-keep their values from the previous attempt (:func:`_carry_over`).
+keep their values from the previous attempt (:func:`carry_over`).
 """
 
 from __future__ import annotations
@@ -43,7 +43,6 @@ from mushin_box._core.layout import (
     EARLIER_METRICS_FILE,
     METRICS_FILE,
     PROVENANCE_FILE,
-    STALE_CHECKPOINTS_DIR,
     STATUS_FILE,
 )
 from mushin_box._core.redact import redact_exception, redact_secret_values
@@ -54,6 +53,7 @@ from mushin_box._core.sidecars import (
     write_json_atomic,
 )
 from mushin_box._slurm.joblogs import slurm_rank_logs
+from mushin_box._sweep.cellmetrics import carry_over, metrics_from_return, set_aside_metrics
 from mushin_box._sweep.cellprovenance import finish_provenance, start_provenance
 from mushin_box._sweep.decide import Decision, decide
 from mushin_box._sweep.failure import record_failure
@@ -206,83 +206,6 @@ def _swept_value(cfg: Any, key: str, choices: Mapping[str, Any]) -> Any:
 
 def _now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds")
-
-
-def _plain_metric(value: Any, name: str) -> Any:
-    if isinstance(value, bool | int | float | str) or value is None:
-        return value
-    if hasattr(value, "tolist"):  # torch tensors, numpy arrays and scalars
-        if hasattr(value, "detach"):
-            value = value.detach().cpu()
-        return value.tolist()
-    if isinstance(value, list | tuple):
-        return [_plain_metric(v, name) for v in value]
-    raise TypeError(
-        f"metric {name!r} has type {type(value).__name__}; a task must return a mapping of "
-        "metric names to numbers, strings or (nested) lists of numbers"
-    )
-
-
-def metrics_from_return(value: Any) -> dict[str, Any]:
-    """The task's return value as the metrics sidecar's content."""
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise TypeError(
-            f"the task returned {type(value).__name__}; return a dict of metrics "
-            "(e.g. {'loss': 0.1}) or None"
-        )
-    return {str(k): _plain_metric(v, str(k)) for k, v in value.items()}
-
-
-def _carry_over(
-    cell_dir: Path, metrics: dict[str, Any], continues: bool
-) -> tuple[dict[str, Any], list[str]]:
-    """``metrics`` plus the previous attempt's values of the names it lacks, and those names.
-
-    Design note: an attempt that continues the cell (same fingerprints) and returns fewer
-    metrics than are on disk is most likely a fit resumed with nothing left to train,
-    which logs nothing (``MetricsCallback.final_metrics`` is the task-side fix). Its
-    result must not replace good metrics of the same experiment with fewer: the missing
-    names keep their values, with a warning, and the status lists them
-    (``metrics_carried_over``). An attempt that starts afresh carries nothing: an earlier
-    run's metrics were set aside at its start (:func:`_set_aside_metrics`). A continuing
-    attempt's start kept them in ``.mushin/earlier-metrics.json``, read here.
-    """
-    if not continues:
-        return metrics, []
-    previous = read_json(mushin_dir(cell_dir) / EARLIER_METRICS_FILE, default={})
-    missing = sorted(k for k in previous if k not in metrics) if isinstance(previous, dict) else []
-    if not missing:
-        return metrics, []
-    warnings.warn(
-        f"cell {cell_dir.name}: this attempt returned no {', '.join(missing)}; keeping the "
-        f"previous attempt's values from {METRICS_FILE} (a fit resumed with nothing left to "
-        "train logs nothing: return MetricsCallback.final_metrics(trainer))",
-        stacklevel=4,
-    )
-    return {**metrics, **{k: previous[k] for k in missing}}, missing
-
-
-def _set_aside_metrics(cell_dir: Path, tag: str, continues: bool) -> None:
-    """At an attempt's start, move the earlier attempt's metrics out of the cell's sidecar.
-
-    A cell's metrics sidecar belongs to its current status: none beside ``running`` or
-    ``failed`` (a completed cell that fails on a re-run must not show its old metrics as
-    this attempt's). A continuing attempt keeps them in ``.mushin/earlier-metrics.json``
-    for :func:`_carry_over`; a fresh start moves them beside its set-aside checkpoints.
-    """
-    path, earlier = cell_dir / METRICS_FILE, mushin_dir(cell_dir) / EARLIER_METRICS_FILE
-    if continues:
-        if path.is_file():
-            earlier.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(path, earlier)
-        return
-    target = mushin_dir(cell_dir) / STALE_CHECKPOINTS_DIR / tag / METRICS_FILE
-    for source in (earlier, path):  # the sidecar last: the newer of the two is kept
-        if source.is_file():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(source, target)
 
 
 @attrs.frozen
@@ -470,12 +393,12 @@ class CellRunner:
         if global_rank_from_env() == 0:
             # a fresh start: an earlier run's checkpoints (maybe of another config) must
             # not be picked up by this attempt or by a later resume; nor its metrics be
-            # carried over into this run's (_carry_over). Any start: the earlier metrics
+            # carried over into this run's (carry_over). Any start: the earlier metrics
             # leave the sidecar, which only this attempt's outcome fills again
             tag = self.plan.run_id[:12] or "earlier"
             if not decision.continue_from_checkpoint:
                 set_aside_checkpoints(cell.directory, tag)
-            _set_aside_metrics(cell.directory, tag, decision.continue_from_checkpoint)
+            set_aside_metrics(cell.directory, tag, decision.continue_from_checkpoint)
         started = _now()
         t0 = time.monotonic()
         running = {
@@ -529,7 +452,7 @@ class CellRunner:
         carried: list[str] = []
         try:
             if rank0:
-                metrics, carried = _carry_over(cell_dir, metrics, continues)
+                metrics, carried = carry_over(cell_dir, metrics, continues)
                 write_json_atomic(cell_dir / METRICS_FILE, metrics)
             self._status(
                 cell_dir,

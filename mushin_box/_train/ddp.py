@@ -23,7 +23,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -49,6 +48,7 @@ from mushin_box._core.layout import (
     rank_log_file,
 )
 from mushin_box._core.targets import public
+from mushin_box._train.ranks import ChildObserver, die_with_parent, retire_procs
 from mushin_box._train.signals import Terminated
 from mushin_box._train.world import check_launched_world
 
@@ -313,7 +313,7 @@ class _HydraDDPLauncher(_SubprocessScriptLauncher):
         super().__init__(*args, **kwargs)
         self._saved_env: dict[str, str | None] = {}
         self._trainer: pl.Trainer | None = None
-        self._observer: _ChildObserver | None = None
+        self._observer: ChildObserver | None = None
 
     def _check_can_spawn_children(self) -> None:
         if self.cluster_environment.local_rank() != 0:
@@ -339,7 +339,7 @@ class _HydraDDPLauncher(_SubprocessScriptLauncher):
         if not self.procs or any(p.poll() is not None for p in self.procs):
             self._spawn_children(spec)
             _current_launcher = self
-            weakref.finalize(trainer, _retire_procs, list(self.procs), self.child_exit_timeout_s)
+            weakref.finalize(trainer, retire_procs, list(self.procs), self.child_exit_timeout_s)
         line = (json.dumps(call) + "\n").encode()
         for proc in self.procs:
             assert proc.stdin is not None
@@ -394,12 +394,12 @@ class _HydraDDPLauncher(_SubprocessScriptLauncher):
                         stdin=subprocess.PIPE,
                         stdout=output,
                         stderr=subprocess.STDOUT,
-                        preexec_fn=_die_with_parent,
+                        preexec_fn=die_with_parent,
                     )
                 )
         ranks = "rank 1" if len(logs) == 1 else f"ranks 1-{len(logs)}"
         log.info("HydraDDP: the output of %s goes to %s", ranks, logs[0].parent)
-        self._observer = _ChildObserver(self.procs, logs)
+        self._observer = ChildObserver(self.procs, logs)
         self._observer.start()
 
     def end_call(self) -> None:
@@ -411,7 +411,7 @@ class _HydraDDPLauncher(_SubprocessScriptLauncher):
         )
         if self.terminating:
             self.terminating = False
-            _retire_procs(self.procs, TERM_GRACE_S, quiet=True)
+            retire_procs(self.procs, TERM_GRACE_S, quiet=True)
             self.retire(kill=True)
         elif failed:
             self.retire(kill=True)
@@ -424,7 +424,7 @@ class _HydraDDPLauncher(_SubprocessScriptLauncher):
         global _current_launcher
         if self._observer is not None:
             self._observer.stop()
-        _retire_procs(self.procs, 0.0 if kill else self.child_exit_timeout_s)
+        retire_procs(self.procs, 0.0 if kill else self.child_exit_timeout_s)
         self.procs = []
         self._restore_env()
         if _current_launcher is self:
@@ -435,102 +435,10 @@ class _HydraDDPLauncher(_SubprocessScriptLauncher):
             dist.destroy_process_group()
 
 
-def _retire_procs(
-    procs: list[subprocess.Popen[bytes]], timeout_s: float, quiet: bool = False
-) -> None:
-    deadline = time.monotonic() + timeout_s
-    for proc in procs:
-        if proc.stdin is not None and not proc.stdin.closed:
-            try:
-                proc.stdin.close()  # EOF: the child's command loop ends and it exits
-            except OSError:
-                pass
-    for proc in procs:
-        try:
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            if timeout_s > 0 and not quiet:
-                log.warning("HydraDDP: rank pid %s did not exit in time; killing it", proc.pid)
-            proc.kill()
-            proc.wait()
-
-
 @atexit.register
 def _retire_at_exit() -> None:
     if _current_launcher is not None:
-        _retire_procs(_current_launcher.procs, _current_launcher.child_exit_timeout_s)
-
-
-class _ChildObserver(threading.Thread):
-    """Watches the ranks rank 0 started. When one dies with an error, the others are
-    killed; rank 0 then gets ``grace_s`` to fail on its own (gloo notices a dead peer
-    at once), after which it is killed too rather than wait in a collective for the
-    backend's 30-minute timeout. Stoppable, unlike Lightning's observer, so the sweep
-    driver survives rank 0's own deliberate kills and a failed cell."""
-
-    def __init__(
-        self,
-        procs: list[subprocess.Popen[bytes]],
-        logs: list[Path] | None = None,
-        period_s: float = 0.5,
-        grace_s: float = 30.0,
-    ) -> None:
-        super().__init__(daemon=True, name="mushin-ddp-observer")
-        self._procs = procs
-        self._logs = logs or []
-        self._period_s = period_s
-        self._grace_s = grace_s
-        self._stop_event = threading.Event()
-
-    def stop(self) -> None:
-        self._stop_event.set()
-
-    def run(self) -> None:
-        while not self._stop_event.wait(self._period_s):
-            codes = [p.poll() for p in self._procs]
-            if all(c == 0 for c in codes):
-                return
-            bad = [
-                (p.pid, c) for p, c in zip(self._procs, codes, strict=True) if c not in (None, 0)
-            ]
-            if not bad:
-                continue
-            log.error(
-                "HydraDDP: rank process(es) (pid, exit code) %s failed; ending the others", bad
-            )
-            for proc, path in zip(self._procs, self._logs, strict=False):
-                if proc.poll() not in (None, 0):  # its own words, where the user looks
-                    sys.stderr.write(f"HydraDDP: the end of {path}:\n{_tail(path)}\n")
-            for p in self._procs:
-                if p.poll() is None:
-                    p.kill()
-            if not self._stop_event.wait(self._grace_s):
-                log.error("HydraDDP: rank 0 is still waiting on the failed ranks; killing it")
-                os.kill(os.getpid(), signal.SIGKILL)
-            return
-
-
-def _tail(path: Path, lines: int = 20, max_bytes: int = 16384) -> str:
-    """The last lines of a rank's log file ('' when it can't be read)."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(0, f.seek(0, os.SEEK_END) - max_bytes))
-            text = f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """Linux: the child gets SIGKILL when rank 0 dies, even by SIGKILL (no orphans)."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
-    except OSError:
-        pass  # the child's own parent watchdog still applies
+        retire_procs(_current_launcher.procs, _current_launcher.child_exit_timeout_s)
 
 
 _STAGES = ("fit", "validate", "test", "predict")

@@ -1,0 +1,116 @@
+# SPDX-License-Identifier: MIT
+"""The ranks a local HydraDDP job's rank 0 started: watching them, ending them, and making
+them die with rank 0.
+
+Rank 0 is often the user's own process (a notebook, the sweep driver), so it must never be
+left waiting on a rank that died, nor leave a rank behind when it dies itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+__all__ = ["ChildObserver", "die_with_parent", "log_tail", "retire_procs"]
+
+log = logging.getLogger("mushin_box._train.ddp")  # the messages users know, from HydraDDP
+
+
+def retire_procs(
+    procs: list[subprocess.Popen[bytes]], timeout_s: float, quiet: bool = False
+) -> None:
+    """End ranks: close their command pipe (their loop ends), wait until ``timeout_s``,
+    then kill what is left."""
+    deadline = time.monotonic() + timeout_s
+    for proc in procs:
+        if proc.stdin is not None and not proc.stdin.closed:
+            try:
+                proc.stdin.close()  # EOF: the child's command loop ends and it exits
+            except OSError:
+                pass
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            if timeout_s > 0 and not quiet:
+                log.warning("HydraDDP: rank pid %s did not exit in time; killing it", proc.pid)
+            proc.kill()
+            proc.wait()
+
+
+class ChildObserver(threading.Thread):
+    """Watches the ranks rank 0 started. When one dies with an error, the others are
+    killed; rank 0 then gets ``grace_s`` to fail on its own (gloo notices a dead peer
+    at once), after which it is killed too rather than wait in a collective for the
+    backend's 30-minute timeout. Stoppable, unlike Lightning's observer, so the sweep
+    driver survives rank 0's own deliberate kills and a failed cell."""
+
+    def __init__(
+        self,
+        procs: list[subprocess.Popen[bytes]],
+        logs: list[Path] | None = None,
+        period_s: float = 0.5,
+        grace_s: float = 30.0,
+    ) -> None:
+        super().__init__(daemon=True, name="mushin-ddp-observer")
+        self._procs = procs
+        self._logs = logs or []
+        self._period_s = period_s
+        self._grace_s = grace_s
+        self._stop_event = threading.Event()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self._period_s):
+            codes = [p.poll() for p in self._procs]
+            if all(c == 0 for c in codes):
+                return
+            bad = [
+                (p.pid, c) for p, c in zip(self._procs, codes, strict=True) if c not in (None, 0)
+            ]
+            if not bad:
+                continue
+            log.error(
+                "HydraDDP: rank process(es) (pid, exit code) %s failed; ending the others", bad
+            )
+            for proc, path in zip(self._procs, self._logs, strict=False):
+                if proc.poll() not in (None, 0):  # its own words, where the user looks
+                    sys.stderr.write(f"HydraDDP: the end of {path}:\n{log_tail(path)}\n")
+            for p in self._procs:
+                if p.poll() is None:
+                    p.kill()
+            if not self._stop_event.wait(self._grace_s):
+                log.error("HydraDDP: rank 0 is still waiting on the failed ranks; killing it")
+                os.kill(os.getpid(), signal.SIGKILL)
+            return
+
+
+def log_tail(path: Path, lines: int = 20, max_bytes: int = 16384) -> str:
+    """The last lines of a rank's log file ('' when it can't be read)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - max_bytes))
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Linux: the child gets SIGKILL when rank 0 dies, even by SIGKILL (no orphans)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+    except OSError:
+        pass  # the child's own parent watchdog still applies
