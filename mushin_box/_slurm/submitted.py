@@ -23,14 +23,14 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from mushin_box._core.layout import JOBS_FILE
 from mushin_box._core.sidecars import read_json, write_json_atomic
 
-__all__ = ["record_submission", "read_submission", "submitted_job_ids"]
+__all__ = ["job_ids", "read_submission", "record_submission", "submitted_job_ids"]
 
 
 def record_submission(
@@ -61,9 +61,13 @@ def read_submission(sweep_dir: str | os.PathLike[str]) -> dict[str, Any]:
     return data if isinstance(data, dict) and isinstance(data.get("jobs"), list) else {}
 
 
+def job_ids(submission: Mapping[str, Any], cluster: str = "slurm") -> list[str]:
+    """The job ids of a submission (:func:`read_submission`) made on ``cluster``."""
+    if submission.get("cluster") != cluster:
+        return []
+    return [str(job["job_id"]) for job in submission.get("jobs", ()) if isinstance(job, dict)]
+
+
 def submitted_job_ids(sweep_dir: str | os.PathLike[str], cluster: str = "slurm") -> list[str]:
     """The SLURM job ids of the latest submission (``[]`` for a local one)."""
-    data = read_submission(sweep_dir)
-    if data.get("cluster") != cluster:
-        return []
-    return [str(job["job_id"]) for job in data["jobs"] if isinstance(job, dict)]
+    return job_ids(read_submission(sweep_dir), cluster)

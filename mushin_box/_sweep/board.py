@@ -50,6 +50,7 @@ from mushin_box._core.layout import (
     STATUS_FILE,
 )
 from mushin_box._core.sidecars import read_json
+from mushin_box._sweep.liveness import pid_alive
 
 __all__ = [
     "CellView",
@@ -58,7 +59,6 @@ __all__ = [
     "find_sweeps",
     "latest_sweep",
     "owner_gone",
-    "pid_alive",
     "read_sweep",
 ]
 
@@ -142,22 +142,6 @@ def _parse(text: str | None) -> _dt.datetime | None:
     except ValueError:
         return None
     return when if when.tzinfo else when.replace(tzinfo=_dt.UTC)
-
-
-def pid_alive(pid: int) -> bool:
-    """Is process ``pid`` of this host alive (a zombie is not: it has ended, only its
-    parent has not collected it yet)?"""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: alive
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
 
 
 def owner_gone(record: Mapping[str, Any], job_states: Mapping[str, str]) -> str | None:
@@ -246,25 +230,24 @@ def read_sweep(root: str | os.PathLike[str], *, liveness: bool = True) -> SweepV
         ``root`` holds neither a manifest nor a cell status: not a sweep.
     """
     from mushin_box._slurm.jobs import is_live, job_states
-    from mushin_box._slurm.submitted import read_submission, submitted_job_ids
-    from mushin_box._sweep.manifest import manifest_from_cells, read_manifest
+    from mushin_box._slurm.submitted import job_ids, read_submission
+    from mushin_box._sweep.manifest import cell_records, manifest_from_cells, read_manifest
 
     path = Path(root)
     if not path.is_dir():
         raise FileNotFoundError(f"{path} is not a directory")
     old = read_manifest(path) or {}
-    manifest = manifest_from_cells(path)
+    found = list(cell_records(path))  # each status file read once
+    manifest = manifest_from_cells(path, records=found)
     entries = list(manifest["cells"].values())
     if not old and not any(e.get("dir") for e in entries):
         raise FileNotFoundError(
             f"{path} is not a sweep directory (no {MANIFEST_FILE} and no */{STATUS_FILE}); "
             "give the working_dir of a run"
         )
-    records = {
-        e["dir"]: read_json(path / e["dir"] / STATUS_FILE) or {} for e in entries if e.get("dir")
-    }
+    records = {cell_dir.name: record for cell_dir, record in found}
     submission = read_submission(path)
-    jobs = submitted_job_ids(path)
+    jobs = job_ids(submission)
     running = [r for r in records.values() if r.get("status") == "running"]
     ids = [str(r["slurm_job_id"]) for r in running if r.get("slurm_job_id")]
     states = job_states([*ids, *jobs]) if liveness and (ids or jobs) else {}

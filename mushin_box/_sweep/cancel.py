@@ -38,9 +38,10 @@ import attrs
 
 from mushin_box._core.layout import STATUS_FILE
 from mushin_box._core.sidecars import read_json, write_json_atomic
-from mushin_box._sweep.board import CellView, owner_gone, pid_alive, read_sweep
+from mushin_box._sweep.board import CellView, owner_gone, read_sweep
+from mushin_box._sweep.liveness import pid_alive, process_tree
 
-__all__ = ["CancelReport", "cancel", "process_tree"]
+__all__ = ["CancelReport", "cancel"]
 
 
 @attrs.frozen
@@ -52,30 +53,6 @@ class CancelReport:
     untouched: tuple[tuple[str, str], ...] = ()
     unreachable: tuple[tuple[str, str], ...] = ()
     scancelled: tuple[str, ...] = ()
-
-
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and every descendant of it alive now (from ``/proc``; just ``pid`` without it)."""
-    children: dict[int, list[int]] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return [pid]
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry))
-    tree, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        tree.append(current)
-        todo.extend(children.get(current, ()))
-    return tree
 
 
 def _signal(pids: Iterable[int], sig: signal.Signals) -> None:

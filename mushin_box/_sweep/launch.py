@@ -24,6 +24,7 @@ from typing import Any
 
 import attrs
 
+from mushin_box._core.envstate import environ_set
 from mushin_box._core.layout import LOCK_FILE, STATUS_FILE
 from mushin_box._train.resume import ResumeContext
 
@@ -449,52 +450,48 @@ def run_launch(
     before = {root: _manifest_run_id(root) for root in roots}
     created = _first_missing(Path(plan.working_dir).resolve()) if plan.working_dir else None
     saved = os.environ.get("PYTHONPATH")
-    if plan.pythonpath:  # the ranks (sbatch exports this environment) import the experiment
-        parts = [plan.pythonpath, *([saved] if saved else [])]
-        os.environ["PYTHONPATH"] = os.pathsep.join(parts)
+    # the ranks (sbatch exports this environment) import the experiment from its directory
+    path = os.pathsep.join([plan.pythonpath or "", *([saved] if saved else [])])
+    pythonpath = environ_set({"PYTHONPATH": path} if plan.pythonpath else {})
     launcher_config = dict(plan.launcher_config) if plan.launcher_config else None
     if cancel_on_interrupt and launcher_config is not None:
         launcher_config["cancel_on_interrupt"] = True
-    try:
-        return workflow.run(
-            working_dir=plan.working_dir,
-            launcher=plan.launcher,
-            launcher_config=launcher_config,
-            overrides=list(plan.overrides),
-            resume=resume,
-            on_error=on_error,  # type: ignore[arg-type]
-            progress=progress,
-            reuse_stale_code=reuse_stale_code,
-            wait=wait,
-        )
-    except ConfigCompositionException as exc:  # an override Hydra cannot apply: no task ran
-        if created is not None:
-            _remove_unless_cells(created)
-        raise LaunchError(hydra_error_line(exc)) from None
-    except RuntimeError as exc:
-        refusal = sbatch_refusal(exc)
-        if refusal is None:
-            raise
-        if created is not None:  # no job exists: what this launch created is nobody's
-            _remove_unless_cells(created)
-        raise LaunchError(refusal) from None
-    except (TypeError, ValueError) as exc:
-        # raised before the sweep started (no new manifest: bad arguments, nothing ran) is a
-        # usage error; after, it is a cell's own error (on_error='raise'): re-raised as is
-        root = workflow.working_dir
-        if root is not None:
-            root = Path(root).resolve()
-            run_id = _manifest_run_id(root)
-            if run_id is not None and run_id != before.get(root):
+    with pythonpath:
+        try:
+            return workflow.run(
+                working_dir=plan.working_dir,
+                launcher=plan.launcher,
+                launcher_config=launcher_config,
+                overrides=list(plan.overrides),
+                resume=resume,
+                on_error=on_error,  # type: ignore[arg-type]
+                progress=progress,
+                reuse_stale_code=reuse_stale_code,
+                wait=wait,
+            )
+        except ConfigCompositionException as exc:  # an override Hydra cannot apply: no task ran
+            if created is not None:
+                _remove_unless_cells(created)
+            raise LaunchError(hydra_error_line(exc)) from None
+        except RuntimeError as exc:
+            refusal = sbatch_refusal(exc)
+            if refusal is None:
                 raise
-        if created is not None:
-            _remove_unless_cells(created)
-        raise LaunchError(str(exc)) from None
-    finally:
-        if saved is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = saved
+            if created is not None:  # no job exists: what this launch created is nobody's
+                _remove_unless_cells(created)
+            raise LaunchError(refusal) from None
+        except (TypeError, ValueError) as exc:
+            # raised before the sweep started (no new manifest: bad arguments, nothing ran) is a
+            # usage error; after, it is a cell's own error (on_error='raise'): re-raised as is
+            root = workflow.working_dir
+            if root is not None:
+                root = Path(root).resolve()
+                run_id = _manifest_run_id(root)
+                if run_id is not None and run_id != before.get(root):
+                    raise
+            if created is not None:
+                _remove_unless_cells(created)
+            raise LaunchError(str(exc)) from None
 
 
 def sbatch_refusal(exc: BaseException) -> str | None:

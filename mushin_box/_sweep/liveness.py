@@ -44,6 +44,8 @@ __all__ = [
     "is_alive",
     "owner_fields",
     "owner_of",
+    "pid_alive",
+    "process_tree",
     "slurm_job_id",
     "still_running_message",
 ]
@@ -159,6 +161,43 @@ def owner_of(status: Mapping[str, Any]) -> Owner | None:
     return Owner(host=host, pid=pid, pid_start=start, slurm_job=job)
 
 
+def pid_alive(pid: int) -> bool:
+    """Is process ``pid`` of this host alive? A zombie is not (it has ended; only its parent
+    has not collected it yet). Without ``/proc`` (macOS), the pid alone is checked."""
+    fields = _stat_fields(pid)
+    if fields is not None:
+        return fields[0] not in ("Z", "X")
+    if _PROC.is_dir():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: it exists
+        return True
+    return True
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every descendant of it alive now (from ``/proc``; just ``pid`` without
+    it). Read before signalling: once a parent is gone its children are re-parented."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = [int(e) for e in os.listdir(_PROC) if e.isdigit()]
+    except OSError:
+        return [pid]
+    for entry in entries:
+        fields = _stat_fields(entry)
+        if fields is not None and len(fields) > 1:
+            children.setdefault(int(fields[1]), []).append(entry)
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        tree.append(current)
+        todo.extend(children.get(current, ()))
+    return tree
+
+
 def _process(owner: Owner) -> Liveness:
     """A process on this host: alive unless gone, a zombie, or its pid was reused."""
     pid = owner.pid
@@ -166,18 +205,7 @@ def _process(owner: Owner) -> Liveness:
     where = f"process {pid} on {owner.host}"
     if pid == os.getpid():  # this process is here, checking: it runs no cell any more
         return Liveness(False, f"{where} (this process) was interrupted while running it")
-    fields = _stat_fields(pid)
-    if fields is None and not _PROC.is_dir():  # no /proc: the pid alone
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return Liveness(False, f"{where} died while running it")
-        except PermissionError:
-            pass  # another user's process: it exists
-        return Liveness(True, f"{where} is running")
-    if fields is None:
-        return Liveness(False, f"{where} died while running it")
-    if fields[0] in ("Z", "X"):  # dead, not yet reaped
+    if not pid_alive(pid):
         return Liveness(False, f"{where} died while running it")
     if owner.pid_start is not None and process_start(pid) != owner.pid_start:
         return Liveness(False, f"{where} died while running it (its pid now names another)")

@@ -7,7 +7,7 @@ import datetime as _dt
 import fcntl
 import itertools
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,9 +73,12 @@ def read_manifest(root: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _grid_from_cells(root: Path) -> dict[str, list[Any]]:
+Records = Sequence[tuple[Path, dict[str, Any]]]
+
+
+def _grid_from_cells(records: Records) -> dict[str, list[Any]]:
     grid: dict[str, list[Any]] = {}
-    for _, record in cell_records(root):
+    for _, record in records:
         for key, value in record["combo"].items():
             values = grid.setdefault(key, [])
             if value not in values:
@@ -87,12 +90,12 @@ def _now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
-def _build(root: Path, grid: Mapping[str, list[Any]], run_id: str | None) -> dict[str, Any]:
+def _build(records: Records, grid: Mapping[str, list[Any]], run_id: str | None) -> dict[str, Any]:
     cells: dict[str, dict[str, Any]] = {}
     for combo in itertools.product(*grid.values()):
         as_dict = dict(zip(grid, combo, strict=True))
         cells[combo_id(as_dict)] = {"combo": as_dict, "status": "pending", "dir": None}
-    for cell_dir, record in cell_records(root):
+    for cell_dir, record in records:
         entry = {
             "combo": record["combo"],
             "status": record.get("status", "pending"),
@@ -116,17 +119,19 @@ def _build(root: Path, grid: Mapping[str, list[Any]], run_id: str | None) -> dic
 
 def write_manifest(root: Path, *, grid: Mapping[str, list[Any]], run_id: str) -> dict[str, Any]:
     """Write the manifest of a run about to start (cells without sidecars are pending)."""
-    manifest = _build(root, grid, run_id)
+    manifest = _build(list(cell_records(root)), grid, run_id)
     write_json_atomic(root / MANIFEST_FILE, manifest)
     return manifest
 
 
-def manifest_from_cells(root: Path) -> dict[str, Any]:
+def manifest_from_cells(root: Path, records: Records | None = None) -> dict[str, Any]:
     """The manifest as the cell sidecars tell it (the grid from the old manifest, or, when
-    that is lost, from the cells themselves), without writing it: readers only read."""
+    that is lost, from the cells themselves), without writing it: readers only read.
+    ``records``: the cells' status records when the caller has read them already."""
+    records = list(cell_records(root)) if records is None else records
     old = read_manifest(root)
-    grid = old["grid"] if old and isinstance(old.get("grid"), dict) else _grid_from_cells(root)
-    return _build(root, grid, old.get("run_id") if old else None)
+    grid = old["grid"] if old and isinstance(old.get("grid"), dict) else _grid_from_cells(records)
+    return _build(records, grid, old.get("run_id") if old else None)
 
 
 def rebuild_manifest(root: Path) -> dict[str, Any]:

@@ -388,7 +388,7 @@ def check_image(original: Original, image: str | None) -> ImageCheck:
         say which; no SIF is found; or the SIF's sha256 is not the recorded one (both
         digests named).
     """
-    from mushin_box._image.sif import file_sha256
+    from mushin_box._image.digest import image_sha256
     from mushin_box._provenance.env import NO_IMAGE
 
     recorded = original.repro.get("image", NO_IMAGE)
@@ -415,7 +415,7 @@ def check_image(original: Original, image: str | None) -> ImageCheck:
         image = found[0]
     if not Path(image).is_file():
         raise ReproduceError(f"--image {image}: no such file")
-    got = file_sha256(image)
+    got = image_sha256(image)  # cached per file version: launch's pre-flight reuses it
     if got != want:
         raise ReproduceError(
             f"the image {image} has sha256 {got}, but the cell ran in sha256 {want}: "

@@ -339,7 +339,8 @@ class Workflow:
             if launcher not in _DETACHABLE:
                 raise ValueError(
                     f"wait=False needs a launcher whose jobs outlive this process "
-                    f"({' or '.join(map(repr, _DETACHABLE))}), got launcher={launcher!r}"
+                    f"({' or '.join(map(repr, _DETACHABLE))}), got launcher={launcher!r}: "
+                    "pass launcher='mushin_slurm' (with its launcher_config), or drop wait=False"
                 )
             launcher_config = {**(launcher_config or {}), "detach": True}
             progress = False

@@ -42,7 +42,10 @@ def run(args: argparse.Namespace) -> int:
     from mushin_box.cli.status import EXIT_RUNNING, report, resolve_sweep
 
     if args.interval < 1:
-        raise UsageError(f"--interval {args.interval} is under 1 s; SLURM is asked each time")
+        raise UsageError(
+            f"--interval {args.interval} is under 1 s, and SLURM is asked at each look: "
+            "give 1 or more seconds"
+        )
     root = resolve_sweep(args.dir)
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     follower = SweepFollower(root, show=not args.no_progress)

@@ -120,18 +120,25 @@ def test_ls_lists_sweeps_newest_first(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["ls", str(tmp_path / "nope")]) == 2
 
 
-def test_status_and_ls_import_no_torch(tmp_path: Path) -> None:
+def test_readers_and_cancel_import_no_torch(tmp_path: Path) -> None:
     _sweep(tmp_path)
     code = textwrap.dedent(
         f"""
         import sys
         from mushin_box.cli.main import main
-        codes = [main(["status", {str(tmp_path)!r}]), main(["ls", {str(tmp_path)!r}])]
+        root = {str(tmp_path)!r}
+        codes = [
+            main(["status", root]),
+            main(["ls", root]),
+            main(["logs", root, "lr=0.1"]),
+            main(["wait", root, "--no-progress"]),
+            main(["cancel", root]),
+        ]
         print(codes, [m for m in ("torch", "pytorch_lightning") if m in sys.modules])
         """
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip().splitlines()[-1] == "[0, 0] []"
+    assert out.stdout.strip().splitlines()[-1] == "[0, 0, 0, 0, 0] []"
 
 
 _DRIVER = """

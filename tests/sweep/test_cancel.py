@@ -19,8 +19,8 @@ from workflow_tasks import sleepy_task
 from mushin_box import Workflow, multirun
 from mushin_box._core.layout import STATUS_FILE
 from mushin_box._core.sidecars import read_json, write_json_atomic
-from mushin_box._sweep.board import pid_alive
-from mushin_box._sweep.cancel import cancel, process_tree
+from mushin_box._sweep.cancel import cancel
+from mushin_box._sweep.liveness import pid_alive, process_tree
 from mushin_box.cli.main import main
 
 TESTS = Path(__file__).resolve().parents[1]
