@@ -51,16 +51,34 @@ _LAZY: dict[str, str] = {
     "ApptainerNotFound": "mushin_box._image.build",
     "read_sif_header": "mushin_box._image.sif",
     "SifHeader": "mushin_box._image.sif",
+    "Bind": "mushin_box._container.launch",
+    "ContainerLaunch": "mushin_box._container.launch",
+    "ImageIdentity": "mushin_box._container.launch",
+    "MasterPort": "mushin_box._container.launch",
+    "NcclProfile": "mushin_box._container.launch",
+    "container_launcher_fields": "mushin_box._container.rankwrap",
+    "PreflightError": "mushin_box._container.preflight",
+    "PreflightReport": "mushin_box._container.preflight",
+    "PreflightWarning": "mushin_box._container.preflight",
+    "preflight": "mushin_box._container.preflight",
     "multirun": "hydra_zen",
     "hydra_list": "hydra_zen",
 }
 
 __all__ = [
     "ApptainerNotFound",
+    "Bind",
+    "ContainerLaunch",
     "HydraDDP",
+    "ImageIdentity",
     "ImageSpec",
     "Manifest",
+    "MasterPort",
     "MetricsCallback",
+    "NcclProfile",
+    "PreflightError",
+    "PreflightReport",
+    "PreflightWarning",
     "ProjectInstall",
     "ReproduceResult",
     "ResumeContext",
@@ -70,6 +88,7 @@ __all__ = [
     "WorldSizeInvariantSampler",
     "__version__",
     "build_image",
+    "container_launcher_fields",
     "find_last_checkpoint",
     "global_rank_from_env",
     "hydra_list",
@@ -77,6 +96,7 @@ __all__ = [
     "load_experiment",
     "load_metrics_file",
     "multirun",
+    "preflight",
     "read_manifest",
     "read_sif_header",
     "render_definition",
@@ -91,6 +111,20 @@ __all__ = [
 if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
     from hydra_zen import hydra_list, multirun
 
+    from mushin_box._container.launch import (
+        Bind,
+        ContainerLaunch,
+        ImageIdentity,
+        MasterPort,
+        NcclProfile,
+    )
+    from mushin_box._container.preflight import (
+        PreflightError,
+        PreflightReport,
+        PreflightWarning,
+        preflight,
+    )
+    from mushin_box._container.rankwrap import container_launcher_fields
     from mushin_box._core.jobdir import job_dir
     from mushin_box._image.build import ApptainerNotFound, Manifest, build_image, read_manifest
     from mushin_box._image.definition import render_definition

@@ -1,10 +1,18 @@
 # SPDX-License-Identifier: MIT
 """The multi-node runbook (steps 1-5, listed in docs/multi-node.md) against a SLURM cluster.
 
-Run through ``scripts/runbook`` (which starts the local cluster). Prints PASS/FAIL per
-check and exits non-zero on any failure. The runbook's GPUs are the local cluster's fake
-GPUs (count GRES): the same ``--gpus-per-node`` request is scheduled, and the ranks train
-on CPU with the gloo backend. That is said in the output, once per affected step.
+Run through ``scripts/runbook``. Prints PASS/FAIL per check and exits non-zero on any
+failure. Two modes:
+
+- the local cluster (default; ``scripts/runbook`` starts it): the GPUs are the local
+  cluster's fake GPUs (count GRES), the same ``--gpus-per-node`` request is scheduled, and
+  the ranks train on CPU with the gloo backend, as the output says; the work directory
+  defaults to a fresh one under ``/tmp`` (the local "nodes" share this machine's disk).
+- ``--cluster``: the cluster this login node submits to. Nothing local is started; the
+  controller must answer (``scontrol ping``) or the runbook stops at once (exit 2);
+  ``--workdir`` is required, because every compute node must see it (a node-local path such
+  as ``/tmp`` gets a warning), and the ranks train on ``--accelerator gpu`` unless told
+  otherwise.
 
 Step 4 runs twice: through ``Workflow.run(launcher="submitit_slurm")``, and as the seed
 writes it, a hydra-zen app launched from the command line with ``--multirun`` and
@@ -100,6 +108,33 @@ def job_dirs(root: Path) -> list[Path]:
     )
 
 
+def _cluster_refusal(workdir: str | None) -> str | None:
+    """Why ``--cluster`` can't start (one line naming the fix), or None; warns about a
+    work directory that compute nodes probably can't see."""
+    from mushin_box._slurm.probe import probe_slurm
+    from mushin_box._sweep.review import node_local_root
+
+    if not workdir:
+        return (
+            "--cluster needs --workdir DIR on storage every compute node sees "
+            "(e.g. --workdir /scratch/$USER/runbook)"
+        )
+    probe = probe_slurm()
+    if not probe.reachable:
+        return (
+            f"no SLURM controller answers ({probe.reason}); run it on a login node, "
+            "or drop --cluster to use the local test cluster"
+        )
+    root = node_local_root(str(Path(workdir).resolve()))
+    if root is not None:
+        print(
+            f"runbook: warning: {workdir} is under {root}, which is node-local on most "
+            "clusters: compute nodes may not see it",
+            file=sys.stderr,
+        )
+    return None
+
+
 def main() -> int:
     if sys.argv[1:2] == ["app"]:
         del sys.argv[1]  # the rest is Hydra's command line
@@ -112,12 +147,29 @@ def main() -> int:
     parser.add_argument("--account", default=None)
     parser.add_argument("--launcher", default="submitit_slurm")
     parser.add_argument(
-        "--accelerator", default="cpu", help="'gpu' on a real GPU cluster (default: cpu, gloo)"
+        "--cluster",
+        action="store_true",
+        help="run on the cluster this machine submits to (needs --workdir on shared storage); "
+        "default: the local test cluster",
     )
-    parser.add_argument("--workdir", default=None)
+    parser.add_argument(
+        "--accelerator",
+        default=None,
+        help="'gpu' or 'cpu' (default: gpu with --cluster, else cpu with gloo)",
+    )
+    parser.add_argument(
+        "--workdir", default=None, help="where the sweeps go (with --cluster: shared storage)"
+    )
     parser.add_argument("-v", action="store_true", help="print tracebacks of failed checks")
     args = parser.parse_args()
+    if args.cluster:
+        refusal = _cluster_refusal(args.workdir)
+        if refusal:
+            print(f"runbook: error: {refusal}", file=sys.stderr)
+            return 2
+    args.accelerator = args.accelerator or ("gpu" if args.cluster else "cpu")
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="mushin-runbook-"))
+    workdir.mkdir(parents=True, exist_ok=True)
     gpus, nodes = args.gpus_per_node, args.nodes
     print(
         f"runbook: {nodes} node(s) x {gpus} GPU(s) per node, launcher {args.launcher}, "

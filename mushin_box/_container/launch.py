@@ -33,6 +33,7 @@ import attrs
 
 from mushin_box._core.layout import CONTAINER_ENV, IMAGE_IDENTITY_ENV, MASTER_PORT_ENV, RUN_ID_ENV
 from mushin_box._core.redact import is_secret_name
+from mushin_box._core.targets import public
 
 __all__ = [
     "absolute_path",
@@ -193,6 +194,7 @@ def _bind_dst(value: object) -> str | None:
     return None if value is None else absolute_path(value, "bind destination")
 
 
+@public
 @attrs.frozen
 class Bind:
     """One ``--bind src[:dst[:opts]]``; build it from a string with :meth:`parse`.
@@ -281,6 +283,7 @@ def _pairs(
     return tuple(sorted((str(k), str(v)) for k, v in items.items()))
 
 
+@public
 @attrs.frozen(kw_only=True)
 class NcclProfile:
     """The NCCL (and ``TORCH_NCCL_*``) variables every rank gets; recorded with the run.
@@ -349,6 +352,7 @@ def _nccl(value: NcclProfile | str | None) -> NcclProfile | None:
     return value
 
 
+@public
 @attrs.frozen(kw_only=True)
 class MasterPort:
     """``MASTER_PORT`` for the rendezvous: a fixed port, or (default) one per job.
@@ -430,6 +434,7 @@ def _project_dir(value: object) -> str:
 _BOOL = attrs.validators.instance_of(bool)
 
 
+@public
 @attrs.frozen(kw_only=True)
 class ContainerLaunch:
     """How every rank runs in the image: a validated, frozen spec.
@@ -523,6 +528,7 @@ def _identity_text(value: object) -> str | None:
     return text
 
 
+@public
 @attrs.frozen(kw_only=True)
 class ImageIdentity:
     """Which image the ranks run, as far as the submit host knows it: what the env file

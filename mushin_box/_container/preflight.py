@@ -18,6 +18,7 @@ from pathlib import Path
 import attrs
 
 from mushin_box._container.launch import ImageIdentity
+from mushin_box._core.targets import public
 from mushin_box._image.build import Manifest, manifest_path, read_manifest
 from mushin_box._image.digest import image_sha256
 from mushin_box._image.sif import (
@@ -38,6 +39,7 @@ __all__ = [
 StrPath = str | os.PathLike[str]
 
 
+@public
 class PreflightError(RuntimeError):
     """The image cannot run this job; ``problems`` lists why, each with what to do."""
 
@@ -46,10 +48,12 @@ class PreflightError(RuntimeError):
         super().__init__("image pre-flight failed:\n- " + "\n- ".join(self.problems))
 
 
+@public
 class PreflightWarning(UserWarning):
     """Pre-flight could not verify something (no manifest): the run continues."""
 
 
+@public
 @attrs.frozen(kw_only=True)
 class PreflightReport:
     """What :func:`preflight` established about the image.
@@ -164,6 +168,7 @@ def runtime_apptainer_version(*, timeout_s: float = 10.0) -> tuple[str | None, s
     return text.removeprefix("apptainer version ").strip(), None
 
 
+@public
 def preflight(
     image: StrPath,
     *,

@@ -51,6 +51,7 @@ from mushin_box._container.launch import (
     plain_text,
 )
 from mushin_box._core.layout import ENV_FILE_DIR
+from mushin_box._core.targets import public
 
 __all__ = [
     "SELF_REFERENCE_MARKER",
@@ -381,6 +382,7 @@ def setup_lines(
     return lines
 
 
+@public
 def container_launcher_fields(
     spec: ContainerLaunch,
     *,

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
-__all__ = ["count_cells", "review_plan"]
+__all__ = ["count_cells", "node_local_root", "review_plan"]
 
 #: node-local mount points: a compute node's /tmp is not the login node's
 NODE_LOCAL = ("/tmp", "/var/tmp", "/dev/shm", "/scratch/local")
@@ -65,7 +65,15 @@ def _duration(minutes: int) -> str:
     return f"{days}-{text}" if days else text
 
 
-def _node_local(path: str | None) -> str | None:
+def node_local_root(path: str | None) -> str | None:
+    """The node-local mount point ``path`` lies under (a compute node's ``/tmp`` is not the
+    login node's), or None.
+
+    Examples
+    --------
+    >>> node_local_root("/tmp/runs"), node_local_root("/shared/runs")
+    ('/tmp', None)
+    """
     if not path:
         return None
     p = PurePosixPath(path)
@@ -202,7 +210,7 @@ def _slurm_warnings(
             "--cpus-per-task (e.g. 8) or cpus-per-task in a profile"
         )
     for what, path in (("sweep directory", plan.working_dir), ("image", _image(launcher))):
-        root = _node_local(path)
+        root = node_local_root(path)
         if root is not None:
             out.append(
                 f"the {what} {path} is on node-local storage ({root}): compute nodes do not "
