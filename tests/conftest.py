@@ -117,6 +117,25 @@ def _checkout_stays_clean() -> Iterator[None]:
     assert not new, f"tests wrote into the checkout: {new}; run them under tmp_path (cleandir)"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The user's cache directory (the image digest cache) is the session's own, for this
+    process and every child (local ranks, SLURM jobs): tests don't write into the real
+    ``~/.cache``, nor read a digest another run left there."""
+    real = Path.home() / ".cache" / "mushin-box"
+
+    def stamp() -> list[tuple[str, int]]:
+        return (
+            sorted((p.name, p.stat().st_mtime_ns) for p in real.glob("*")) if real.is_dir() else []
+        )
+
+    before = stamp()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+        yield
+    assert stamp() == before, f"tests wrote into the real cache {real}"
+
+
 @pytest.fixture
 def cleandir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Run the test inside a fresh temporary directory."""
