@@ -10,7 +10,9 @@ The cell's own files say everything the re-run needs:
 * the task and ``pre_call``: ``run.task`` of the record (:mod:`.reproduce_task`);
 * the code, the image: checked against ``reproducibility`` (:mod:`.reproduce_checks`);
 * the topology (``run.topology``: nodes, ranks per node) and the launcher (``run.launcher``),
-  unless ``nodes``/``gpus``/``local`` change them.
+  unless ``nodes``/``gpus``/``local`` change them;
+* in an image: the launch's binds and image Python, read back from the recorded rank
+  command (:func:`~mushin_box._sweep.reproduce_checks.recorded_container`).
 
 The run itself is ``mushin-box launch``'s: :func:`~mushin_box._sweep.launch.plan_launch` and
 :func:`~mushin_box._sweep.launch.run_launch`, into a new sweep directory. Then the re-run's
@@ -319,6 +321,8 @@ def plan_reproduce(
             overrides=_overrides(original.config, not slurm),
             local=not slurm,
             image=img.path,
+            binds=img.binds,
+            image_python=img.python,
             slurm=_slurm_settings(launcher) if slurm else None,
             working_dir=str(root),
             pythonpath=directory,

@@ -13,7 +13,8 @@ it creates the directory of the re-run.
 * :func:`check_code`: the recorded commit is the one checked out, with the same
   uncommitted changes, and the code fingerprint (``code.task_sha256``) is what the re-run
   will record; ``allow_dirty`` turns a refusal into a recorded difference;
-* :func:`check_image`: the SIF to run has the recorded sha256.
+* :func:`check_image`: the SIF to run has the recorded sha256; the launch's binds and
+  image Python come back from the recorded rank command (:func:`recorded_container`).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ __all__ = [
     "env_references",
     "part",
     "read_original",
+    "recorded_container",
 ]
 
 
@@ -352,14 +354,90 @@ def check_code(
 
 @attrs.frozen
 class ImageCheck:
-    """The image of the re-run: ``path`` None for a cell that ran in no image."""
+    """The image of the re-run: ``path`` None for a cell that ran in no image.
+
+    ``binds`` and ``python`` are the original launch's ``--bind`` values and
+    ``--image-python``, read back from its recorded rank command (:func:`recorded_container`).
+    """
 
     recorded: Any  # reproducibility.image: "no image" or the identity mapping
     path: str | None
     sha256: str | None
+    binds: tuple[str, ...] = ()
+    python: str = "python"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"recorded": self.recorded, "path": self.path, "sha256": self.sha256}
+        return {
+            "recorded": self.recorded,
+            "path": self.path,
+            "sha256": self.sha256,
+            "binds": list(self.binds),
+            "python": self.python,
+        }
+
+
+def _rank_argv(run: Mapping[str, Any]) -> list[str] | None:
+    """The recorded ``apptainer exec ... IMAGE PYTHON`` of a rank: ``run.container``'s
+    (what the rank itself was started with), else the launcher's ``python`` (submitit's)."""
+    import shlex
+
+    argv = part(run, "container").get("rank_argv")
+    if isinstance(argv, list) and all(isinstance(w, str) for w in argv):
+        return list(argv)
+    command = part(part(run, "launcher"), "config").get("python")
+    if isinstance(command, str) and command.startswith("apptainer "):
+        try:
+            return shlex.split(command)
+        except ValueError:
+            return None
+    return None
+
+
+def recorded_container(run: Mapping[str, Any]) -> tuple[tuple[str, ...], str] | None:
+    """``(binds, image python)`` the original launch gave (``--bind``, ``--image-python``),
+    from the rank command it recorded; None when it recorded none.
+
+    The rank command (:func:`~mushin_box._container.rankwrap.rank_argv`) binds the project
+    directory first (``P:P``), then the working directory (the ``--pwd``, when outside the
+    project), then the launch's binds, then the InfiniBand devices when present; the
+    image's Python follows the image, after ``--pwd DIR``. The project and working
+    directories are the re-run's own, so only the launch's binds are returned.
+
+    Examples
+    --------
+    >>> argv = ["apptainer", "exec", "--nv", "--cleanenv", "--env-file", "/w/a.env",
+    ...         "--bind", "/p:/p", "--bind", "/w", "--bind", "/data:/data:ro",
+    ...         "--bind", "/dev/infiniband", "--pwd", "/w", "/i.sif", "/opt/py/bin/python"]
+    >>> recorded_container({"container": {"rank_argv": argv}})
+    (('/data:/data:ro',), '/opt/py/bin/python')
+    >>> recorded_container({}) is None
+    True
+    """
+    from mushin_box._container.launch import INFINIBAND_DEVICE
+
+    argv = _rank_argv(run)
+    if not argv or "--pwd" not in argv:
+        return None
+    at = argv.index("--pwd")
+    if at + 3 >= len(argv):
+        return None
+    work, python = argv[at + 1], argv[at + 3]
+    binds = [argv[i + 1] for i in range(at) if argv[i] == "--bind" and i + 1 < at]
+    binds = binds[1:]  # the project directory, always first
+    if binds and binds[-1] == INFINIBAND_DEVICE:
+        binds = binds[:-1]  # bound wherever it exists
+    return tuple(b for b in binds if b != work), python
+
+
+def _bind_problem(binds: tuple[str, ...]) -> str | None:
+    for bind in binds:
+        source = bind.split(":", 1)[0]
+        if not Path(source).exists():
+            return (
+                f"the cell ran with --bind {bind}, whose source {source} does not exist "
+                "here: restore it (the ranks read it) before reproducing"
+            )
+    return None
 
 
 def _candidates(original: Original) -> list[str]:
@@ -385,8 +463,8 @@ def check_image(original: Original, image: str | None) -> ImageCheck:
     ------
     ReproduceError
         The cell ran in no image but ``image`` is given; it ran in an image that did not
-        say which; no SIF is found; or the SIF's sha256 is not the recorded one (both
-        digests named).
+        say which; no SIF is found; the SIF's sha256 is not the recorded one (both
+        digests named); or the source of a recorded bind is missing here.
     """
     from mushin_box._image.digest import image_sha256
     from mushin_box._provenance.env import NO_IMAGE
@@ -421,4 +499,8 @@ def check_image(original: Original, image: str | None) -> ImageCheck:
             f"the image {image} has sha256 {got}, but the cell ran in sha256 {want}: "
             "pass --image with the SIF the cell ran in"
         )
-    return ImageCheck(recorded, str(Path(image).resolve()), got)
+    binds, python = recorded_container(original.run) or ((), "python")
+    problem = _bind_problem(binds)
+    if problem:
+        raise ReproduceError(problem)
+    return ImageCheck(recorded, str(Path(image).resolve()), got, binds, python)

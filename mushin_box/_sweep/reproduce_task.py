@@ -115,6 +115,19 @@ def _import_file(file: Path) -> Any:
     return module
 
 
+def _from_cwd(module: Any) -> str | None:
+    """The current directory, when ``module`` was imported from it (``python -m``, a
+    notebook): the ranks run in their working directory, so they need it on PYTHONPATH."""
+    file = getattr(module, "__file__", None)
+    if not isinstance(file, str):
+        return None
+    path = Path(file).resolve()
+    root = path.parent
+    for _ in range(module.__name__.count(".") + (path.name == "__init__.py")):
+        root = root.parent
+    return str(root) if root == Path.cwd().resolve() else None
+
+
 def load_callable(entry: Mapping[str, Any]) -> tuple[Callable[..., Any], str | None]:
     """``(function, directory the ranks must import it from or None)`` of a locator entry.
 
@@ -136,6 +149,8 @@ def load_callable(entry: Mapping[str, Any]) -> tuple[Callable[..., Any], str | N
         except ModuleNotFoundError as exc:
             if file is None or not (exc.name and module_name.startswith(exc.name)):
                 raise
+        else:
+            directory = _from_cwd(module)
     if module is None:
         if file is None or not file.is_file():
             raise ImportError(f"cannot import {module_name}: its file {file} does not exist")

@@ -12,17 +12,23 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import sys
 from typing import Any
 
 from mushin_box.cli.main import UsageError
 
-__all__ = ["HELP", "add_arguments", "run"]
+__all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
 
 HELP = (
     "re-run a completed cell from its provenance (config, seed, code, image, topology) and "
     "diff it against the original; exit 0 when reproduced, 1 when something differs"
 )
+EXAMPLES = """examples:
+  mushin-box reproduce multirun/2026-11-30/12-00-00/lr=0.1 --dry-run
+  mushin-box reproduce multirun/2026-11-30/12-00-00/lr=0.1 --local --into rerun
+  mushin-box reproduce runs/big/lr=0.1 --nodes 1 --gpus 1 --atol 1e-6
+  mushin-box reproduce runs/big/lr=0.1 --image /shared/train.sif --json"""
 _MAX_VALUE = 60
 
 
@@ -61,6 +67,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
 
+def _json_safe(value: Any) -> Any:
+    """Floats JSON cannot hold (nan, inf) as strings, as ``mushin-box diff --json`` writes
+    them, so ``--json`` output is strict JSON (a NaN metric is ``"nan"``)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
+
+
 def _short(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
     return text if len(text) <= _MAX_VALUE else text[: _MAX_VALUE - 1] + "…"
@@ -83,6 +101,8 @@ def _print_plan(plan: Any) -> None:
         print("image     none (the cell ran in no image)")
     else:
         print(f"image     {image.path}  sha256 {image.sha256}  (matches the record)")
+        binds = " ".join(f"--bind {b}" for b in image.binds) or "no --bind"
+        print(f"          {binds}, --image-python {image.python}  (as recorded)")
     code = plan.code
     if code.same:
         git = code.current.get("git") or {}
@@ -161,7 +181,8 @@ def run(args: argparse.Namespace) -> int:
     except ReproduceError as exc:
         raise UsageError(str(exc)) from None
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2, sort_keys=True, default=str))
+        data = _json_safe(json.loads(json.dumps(result.to_dict(), default=str)))
+        print(json.dumps(data, indent=2, sort_keys=True, allow_nan=False))
     elif args.dry_run:
         _print_plan(result.plan)
     else:
