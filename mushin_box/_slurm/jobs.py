@@ -84,14 +84,15 @@ def job_states(job_ids: Iterable[str], *, timeout_s: float = 15.0) -> dict[str, 
     (a status of a 500-cell sweep must not run 1,000 commands); jobs unknown to both, or
     every job when SLURM's tools are missing, are left out.
 
-    An array task is asked by its own id (``123_4``); squeue names a pending array's
-    tasks by the array (``123_[4-9]``), so those are found through ``sacct`` instead.
+    An array task is asked by its own id (``123_4``). squeue prints a pending array as one
+    line (``123_[4-9%2]``) and sacct does not know its tasks before they start, so squeue is
+    asked for one line per task (``-r``).
     """
     wanted = sorted({str(j) for j in job_ids if str(j)})
     if not wanted:
         return {}
     found: dict[str, str] = {}
-    squeue = ["squeue", "-h", "-j", ",".join(wanted), "-o", "%i|%T"]
+    squeue = ["squeue", "-h", "-r", "-j", ",".join(wanted), "-o", "%i|%T"]
     for job, state in _ask(squeue, timeout_s):
         if job in wanted:
             found[job] = state

@@ -15,6 +15,10 @@ its Python block wrote). The rules, also stated in docs/testing.md:
 - a block whose first line is ``# docs: skip: REASON`` is reported skipped with REASON
   (a real GPU cluster, real Apptainer): the mark is visible in the page;
   ``# docs: slow`` marks a block that starts ranks (pytest's ``slow`` mark);
+  ``# docs: slurm`` runs a block against the local SLURM cluster (the ``slurm_cluster``
+  fixture and pytest's ``slurm`` mark): the same directory, with ``SLURM_CONF`` pointing
+  at the cluster (2 nodes, 4 fake GPUs each, default partition ``debug``), so ``launch``
+  submits there;
 - other fences (``text``, ``toml``, ``json``) are output or files, not run; a fence with
   no language fails, so a command cannot hide in one.
 """
@@ -37,7 +41,7 @@ PYTHON = {"python", "py"}
 SHELL = {"bash", "sh", "shell", "console"}
 DATA = {"text", "toml", "json", "yaml", "ini", "diff", "output"}
 FENCE = re.compile(r"^(?P<indent>[ ]*)(?P<fence>`{3,}|~{3,})(?P<info>[^`\n]*)$")
-MARK = re.compile(r"^#\s*docs:\s*(?P<kind>skip|slow)\b:?\s*(?P<reason>.*)$")
+MARK = re.compile(r"^#\s*docs:\s*(?P<kind>skip|slow|slurm)\b:?\s*(?P<reason>.*)$")
 
 
 @dataclass
@@ -107,8 +111,10 @@ def page_state(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     return state
 
 
-def _env(directory: Path) -> dict[str, str]:
+def _env(directory: Path, slurm_conf: Path | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "MUSHIN_"))}
+    if slurm_conf is not None:
+        env["SLURM_CONF"] = str(slurm_conf)  # the local cluster, and no other SLURM state
     env["PATH"] = f"{REPO / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["HOME"] = str(directory)  # no user profile or cache leaks into the example
     env["PYTHONPATH"] = str(directory)
@@ -129,20 +135,33 @@ def _params() -> list[Any]:
         marks: list[Any] = []
         if b.mark is not None and b.mark[0] == "slow":
             marks.append(pytest.mark.slow)
+        if b.mark is not None and b.mark[0] == "slurm":
+            marks.append(pytest.mark.slurm)
         out.append(pytest.param(b, id=b.id, marks=marks))
     return out
 
 
 @pytest.mark.parametrize("block", _params())
-def test_block_runs(block: Block, page_state: PageState, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_block_runs(
+    block: Block,
+    page_state: PageState,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+) -> None:
     if block.mark is not None and block.mark[0] == "skip":
         pytest.skip(f"marked in the page: {block.mark[1]}")
+    conf = None
+    if block.mark is not None and block.mark[0] == "slurm":
+        # skips without a cluster, fails instead under MUSHIN_REQUIRE_SLURM=1 (CI)
+        conf = request.getfixturevalue("slurm_cluster").conf
     d = page_state.directory
     if block.lang in PYTHON:
         monkeypatch.chdir(d)
         monkeypatch.syspath_prepend(str(d))
         for k in [k for k in os.environ if k.startswith("SLURM")]:
             monkeypatch.delenv(k)
+        if conf is not None:
+            monkeypatch.setenv("SLURM_CONF", str(conf))
         code = compile(block.code, f"{block.id}", "exec")
         ns = page_state.namespace
         ns.setdefault("__name__", f"docs_{block.page.stem.replace('-', '_')}")
@@ -151,7 +170,7 @@ def test_block_runs(block: Block, page_state: PageState, monkeypatch: pytest.Mon
     result = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", _shell_script(block)],
         cwd=d,
-        env=_env(d),
+        env=_env(d, conf),
         capture_output=True,
         text=True,
         timeout=240,
@@ -183,4 +202,6 @@ def test_the_collector_sees_the_blocks() -> None:
     # a parser that silently found nothing would pass every other test here
     assert len(RUNNABLE) >= 30, len(RUNNABLE)
     assert {b.lang for b in RUNNABLE} >= {"python", "bash", "console"}
+    # and the blocks run against the local SLURM cluster are still collected as such
+    assert {b.mark[0] for b in RUNNABLE if b.mark is not None} >= {"skip", "slow", "slurm"}
     assert sys.executable

@@ -52,3 +52,27 @@ def test_the_launcher_and_the_sweep_ask_the_same_question() -> None:
         source = inspect.getsource(module)
         assert '"PENDING"' not in source and '"PREEMPTED"' not in source
     assert base_state("completed") == "COMPLETED"
+
+
+@pytest.mark.slurm
+def test_a_queued_array_s_tasks_are_pending_not_unknown(slurm_cluster: object) -> None:
+    # squeue prints a pending array as one line (`21_[0-1%2]`) and sacct doesn't know its
+    # tasks yet: `status`/`wait` must still see each task as queued, not as gone
+    import subprocess
+
+    from mushin_box._slurm.jobs import job_states
+
+    job = subprocess.run(
+        ["sbatch", "--parsable", "--hold", "--array=0-1%2", "--wrap", "true"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout.strip()
+    try:
+        assert job_states([f"{job}_0", f"{job}_1"]) == {
+            f"{job}_0": "PENDING",
+            f"{job}_1": "PENDING",
+        }
+    finally:
+        subprocess.run(["scancel", job], timeout=30, check=False)

@@ -140,7 +140,8 @@ def test_ctrl_c_on_a_slurm_launch_detaches_and_says_how_to_follow(
         assert f"sweep: {work}" in out
         assert "detached: the SLURM jobs keep running" in err
         assert f"mushin-box wait {work}" in err and f"mushin-box cancel {work}" in err
-        assert all(is_live(state) for state in job_states(jobs).values()), job_states(jobs)
+        states = job_states(jobs)  # every job known to SLURM and live, not merely none dead
+        assert set(states) == set(jobs) and all(map(is_live, states.values())), (jobs, states)
         capsys.readouterr()
         assert main(["cancel", str(work)]) == 0  # the whole sweep: its queued jobs too
         _poll(lambda: not any(is_live(s) for s in job_states(jobs).values()), 120, "scancel")
