@@ -32,9 +32,13 @@ from mushin_box._image.build import (
 from mushin_box._image.spec import ImageSpec
 from mushin_box.cli.main import UsageError
 
-__all__ = ["DEFAULT_SPEC", "HELP", "add_arguments", "load_spec", "run"]
+__all__ = ["DEFAULT_SPEC", "EXAMPLES", "HELP", "add_arguments", "load_spec", "run"]
 
 HELP = "Build the Apptainer image from an ImageSpec and record its manifest."
+EXAMPLES = (
+    "mushin-box build -o image.sif   # containers/image.py:IMAGE -> image.sif + its manifest",
+    "mushin-box build --dry-run   # write and print image.def and the apptainer command only",
+)
 DEFAULT_SPEC = "containers/image.py:IMAGE"
 
 

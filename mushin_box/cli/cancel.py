@@ -12,11 +12,15 @@ import argparse
 
 from mushin_box.cli.main import UsageError
 
-__all__ = ["HELP", "add_arguments", "run"]
+__all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
 
 HELP = (
     "stop the running cells of a sweep (scancel for SLURM cells, SIGTERM then SIGKILL for "
     "local ones) and record them cancelled; completed cells are never touched"
+)
+EXAMPLES = (
+    "mushin-box cancel runs/lr module.lr=0.1   # one cell",
+    "mushin-box cancel runs/lr   # every running cell",
 )
 
 

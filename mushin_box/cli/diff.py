@@ -19,11 +19,15 @@ from typing import Any
 
 from mushin_box.cli.main import UsageError
 
-__all__ = ["HELP", "add_arguments", "run"]
+__all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
 
 HELP = (
     "compare the provenance and metrics of two cells or two sweeps; exit 0 when their "
     "reproducibility parts match, 1 when they differ"
+)
+EXAMPLES = (
+    "mushin-box diff runs/a/module.lr=0.1 runs/b/module.lr=0.1",
+    "mushin-box diff runs/a runs/b --brief --md",
 )
 
 

@@ -22,11 +22,14 @@ HELP = (
     "optionally every rank in an Apptainer image), or here on CPU ranks when no SLURM "
     "cluster answers. Extra KEY=VALUE arguments are Hydra overrides (KEY=a,b sweeps)."
 )
-EPILOG = """examples:
-  mushin-box launch examples/exp.py --gpus 2 module.lr=0.01,0.1 --local
-  mushin-box launch examples/exp.py --nodes 2 --gpus 4 --profile gpu --dry-run
-  mushin-box launch examples/exp.py --nodes 2 --gpus 4 --partition gpu --time 2:00:00 \\
-      --mem 64G --image /shared/train.sif trainer.accelerator=gpu --detach"""
+EXAMPLES = (
+    "mushin-box launch examples/exp.py --gpus 2 --local module.lr=0.01,0.1",
+    "mushin-box launch examples/exp.py --nodes 2 --gpus 4 --profile gpu --dry-run",
+    "mushin-box launch examples/exp.py --gpus 2 --local --print-config module.lr=0.01,0.1",
+    "mushin-box launch examples/exp.py --nodes 2 --gpus 4 --partition gpu --time 2:00:00 "
+    "--mem 64G trainer.accelerator=gpu",
+    "mushin-box launch examples/exp.py --nodes 2 --gpus 4 --image /shared/train.sif --detach",
+)
 
 
 def _time(text: str) -> int:
@@ -58,8 +61,6 @@ def _positive(text: str) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = EPILOG
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument(
         "experiment",
         help="exp.py[:NAME] or package.module:NAME: a Workflow, or a hydra-zen config with "
@@ -152,6 +153,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the image's pre-flight runs); submit nothing. Exit 2 where the launch would fail",
     )
     parser.add_argument("--json", action="store_true", help="with --dry-run: print it as JSON")
+    parser.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the config the first cell's task would receive, as YAML (overrides "
+        "applied, secrets as ${oc.env:...} references, unresolved); submit and write nothing",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument(
         "--detach",
@@ -201,6 +208,14 @@ def _where(args: argparse.Namespace) -> tuple[bool, str]:
 def _check_flags(args: argparse.Namespace) -> None:
     from mushin_box.cli.main import UsageError
 
+    if args.print_config:
+        flags = ("--dry-run", "--json", "--detach", "--cancel-on-interrupt")
+        given = [f for f in flags if getattr(args, f[2:].replace("-", "_"))]
+        if given:
+            raise UsageError(
+                f"--print-config only prints the first cell's config, it reviews and runs "
+                f"nothing: drop {given[0]} (or --print-config)"
+            )
     if args.json and not args.dry_run:
         raise UsageError("--json prints the dry run's review: add --dry-run")
     if args.reuse_stale_code and not args.resume:
@@ -257,6 +272,8 @@ def run(args: argparse.Namespace) -> int:
         )
         if not local:
             kwargs.update(image=opts.image, binds=opts.binds, image_python=opts.image_python)
+        if args.print_config:  # the config only: the image's pre-flight is the dry run's
+            return _print_config(target, plan_launch(target, **kwargs, preflight=False))
         try:
             plan = plan_launch(target, **kwargs)
         except PreflightError as exc:
@@ -269,6 +286,35 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(args, target, plan, preflight_error, started)
     return _launch(args, target, plan, run_launch, LaunchError)
+
+
+def _print_config(target: Any, plan: Any) -> int:
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from mushin_box._sweep.launch import hydra_error_line
+    from mushin_box._sweep.printconfig import first_cell_config
+    from mushin_box._sweep.review import count_cells
+    from mushin_box.cli.main import UsageError
+
+    try:
+        text = first_cell_config(target, plan.overrides)
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise UsageError(hydra_error_line(exc)) from None
+    except ValueError as exc:  # a sweep over a secret, a bad secret-names setting
+        raise UsageError(str(exc)) from None
+    except Exception as exc:  # what Hydra refuses otherwise, as the dry run reports it
+        raise UsageError(hydra_error_line(exc)) from None
+    cells, _ = count_cells(plan.overrides)
+    where = "on SLURM" if plan.mode == "slurm" else "here"
+    print(
+        f"[mushin-box launch] the first of {cells if cells is not None else '?'} cell(s), "
+        f"as its task would receive it {where} ({plan.where}); nothing submitted",
+        file=sys.stderr,
+        flush=True,
+    )
+    sys.stdout.write(text)
+    return 0
 
 
 def _dry_run(

@@ -15,9 +15,13 @@ from pathlib import Path
 
 from mushin_box.cli.main import UsageError
 
-__all__ = ["HELP", "add_arguments", "run"]
+__all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
 
 HELP = "print (or follow with -f) the output of a cell's ranks, from its files"
+EXAMPLES = (
+    "mushin-box logs runs/lr module.lr=0.1 --tail 50",
+    "mushin-box logs runs/lr module.lr=0.1 --rank 1 -f",
+)
 _POLL_S = 0.5
 _LIVENESS_EVERY_S = 5.0
 

@@ -17,9 +17,10 @@ from typing import Any
 
 from mushin_box.cli.main import UsageError
 
-__all__ = ["HELP", "add_arguments", "run"]
+__all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
 
 HELP = "list the sweeps under ROOT, newest first: launcher, cells by state, start, wall time"
+EXAMPLES = ("mushin-box ls runs/ --depth 2",)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -2,8 +2,10 @@
 """The ``mushin-box`` command line: parsing and presentation only.
 
 Each subcommand lives in its own module ``mushin_box.cli.<name>`` exposing
-``HELP: str``, ``add_arguments(parser)`` and ``run(args) -> int``; the module is imported
-only to build its parser (cheap: no torch/Lightning at import) and to run it.
+``HELP: str``, ``EXAMPLES: tuple[str, ...]`` (whole command lines, each starting
+``mushin-box <name>``: the ``examples:`` that end its ``--help``), ``add_arguments(parser)``
+and ``run(args) -> int``; the module is imported only to build its parser (cheap: no
+torch/Lightning at import) and to run it.
 Exit codes: 0 success, 1 a negative result (e.g. ``diff`` found differences), 2 bad input.
 """
 
@@ -15,7 +17,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-__all__ = ["COMMANDS", "UsageError", "main"]
+__all__ = ["COMMANDS", "UsageError", "build_parser", "examples_of", "main", "parse_args"]
 
 # order shown in --help
 COMMANDS = (
@@ -31,6 +33,7 @@ COMMANDS = (
     "smoke",
     "diff",
     "reproduce",
+    "completion",
 )
 
 
@@ -38,7 +41,29 @@ class UsageError(Exception):
     """Bad input from the command line: printed without a traceback, exit code 2."""
 
 
-def _parser() -> argparse.ArgumentParser:
+class _HelpFormatter(argparse.HelpFormatter):
+    """Wraps the description; keeps the ``examples:`` epilog's lines as written (a command
+    line re-wrapped would no longer be one to copy)."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("examples:\n"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+def examples_of(module: object) -> tuple[str, ...]:
+    """A command module's ``EXAMPLES``: one command line each (its ``--help`` ends with them)."""
+    return tuple(getattr(module, "EXAMPLES", ()))
+
+
+def _examples(module: object) -> str | None:
+    lines = examples_of(module)
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines) if lines else None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of the whole command line, every subcommand's arguments included (also
+    what ``mushin-box completion`` generates its scripts from)."""
     from mushin_box._core.version import __version__
 
     parser = argparse.ArgumentParser(
@@ -49,21 +74,39 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         module = importlib.import_module(f"mushin_box.cli.{name}")
-        cmd = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        cmd = sub.add_parser(
+            name,
+            help=module.HELP,
+            description=module.HELP,
+            epilog=_examples(module),
+            formatter_class=_HelpFormatter,
+        )
         module.add_arguments(cmd)
-        cmd.set_defaults(_module=module)
+        cmd.set_defaults(_module=module, _parser=cmd)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
+def parse_args(
+    argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | None = None
+) -> argparse.Namespace:
+    """The command line parsed as ``main`` parses it (argparse's exit 2 on bad input)."""
+    parser = parser or build_parser()
     args, extra = parser.parse_known_args(argv)
     # positional overrides may come after options (`launch exp.py --gpus 2 lr=0.1`), which
     # argparse leaves unparsed: a command with `overrides` takes them, in order
     if extra:
-        if not hasattr(args, "overrides") or any(a.startswith("-") for a in extra):
-            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        # named by the subcommand's parser (its usage line), and only the flags it lacks
+        flags = [a for a in extra if a.startswith("-")]
+        if flags or not hasattr(args, "overrides"):
+            own = getattr(args, "_parser", parser)
+            own.error(f"unrecognized arguments: {' '.join(flags or extra)}")
         args.overrides = [*args.overrides, *extra]
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parse_args(argv, parser)
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2

@@ -14,11 +14,15 @@ import sys
 
 from mushin_box.cli.main import UsageError
 
-__all__ = ["HELP", "add_arguments", "run"]
+__all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
 
 HELP = (
     "write one self-contained HTML page of a sweep: table, curves, errors, provenance, "
     "and a diff against another run"
+)
+EXAMPLES = (
+    "mushin-box report runs/a --best val_loss -o report.html",
+    "mushin-box report runs/a --against runs/b -o report.html",
 )
 
 

@@ -24,11 +24,12 @@ HELP = (
     "re-run a completed cell from its provenance (config, seed, code, image, topology) and "
     "diff it against the original; exit 0 when reproduced, 1 when something differs"
 )
-EXAMPLES = """examples:
-  mushin-box reproduce multirun/2026-11-30/12-00-00/lr=0.1 --dry-run
-  mushin-box reproduce multirun/2026-11-30/12-00-00/lr=0.1 --local --into rerun
-  mushin-box reproduce runs/big/lr=0.1 --nodes 1 --gpus 1 --atol 1e-6
-  mushin-box reproduce runs/big/lr=0.1 --image /shared/train.sif --json"""
+EXAMPLES = (
+    "mushin-box reproduce multirun/2026-11-30/12-00-00/lr=0.1 --dry-run",
+    "mushin-box reproduce multirun/2026-11-30/12-00-00/lr=0.1 --local --into rerun",
+    "mushin-box reproduce runs/big/lr=0.1 --nodes 1 --gpus 1 --atol 1e-6",
+    "mushin-box reproduce runs/big/lr=0.1 --image /shared/train.sif --json",
+)
 _MAX_VALUE = 60
 
 

@@ -17,9 +17,13 @@ from typing import Any
 
 from mushin_box.cli.main import UsageError
 
-__all__ = ["HELP", "add_arguments", "run"]
+__all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
 
 HELP = "the results of a sweep: swept values, state and metrics per cell, the best one marked"
+EXAMPLES = (
+    "mushin-box show runs/lr --best val_loss",
+    "mushin-box show runs/lr --where state=failed --md",
+)
 BEST_MARK = "★"
 
 

@@ -9,6 +9,7 @@ HELP = (
     "A tiny 2-rank CPU fit of an experiment inside the image, through the same rank wrapper "
     "as SLURM ranks (the CI smoke run)."
 )
+EXAMPLES = ("mushin-box smoke examples/exp.py --image image.sif",)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -32,6 +32,10 @@ __all__ = [
 ]
 
 HELP = "show the cells of a sweep: swept values, state, attempt, job, node, duration, metrics"
+EXAMPLES = (
+    "mushin-box status   # the latest sweep under here",
+    "mushin-box status runs/lr --json",
+)
 #: the exit code while cells still run or wait
 EXIT_RUNNING = 3
 _STYLE = {

@@ -14,9 +14,10 @@ import time
 
 from mushin_box.cli.main import UsageError
 
-__all__ = ["HELP", "add_arguments", "run"]
+__all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
 
 HELP = "wait for a sweep to finish, showing its progress; exit as its launch would"
+EXAMPLES = ("mushin-box wait runs/lr --timeout 3600   # exit 3 if it is still running then",)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

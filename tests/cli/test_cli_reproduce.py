@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import os
@@ -193,19 +192,6 @@ def test_a_cell_run_in_an_image_gets_its_binds_and_image_python_again(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"--bind {data}:{data}:ro" in err and "does not exist" in err
     assert not into.exists()
-
-
-def test_examples_are_reproduce_command_lines() -> None:
-    from mushin_box.cli import reproduce as module
-
-    lines = module.EXAMPLES.splitlines()
-    assert lines[0] == "examples:" and len(lines) > 2
-    parser = argparse.ArgumentParser()
-    module.add_arguments(parser)
-    for line in lines[1:]:
-        words = shlex.split(line)
-        assert words[:2] == ["mushin-box", "reproduce"], line
-        parser.parse_args(words[2:])  # every example parses
 
 
 def test_a_task_imported_from_the_current_directory_reaches_the_ranks(
