@@ -12,9 +12,11 @@ Design note: the rule, and why.
   module that a string of the config names (``_target_: mypkg.models.Net``, hydra-zen's
   ``path``/``_zen_target``): the CLI's own task is mushin-box's, and the experiment is in
   the config's targets.
-* From the roots, the imports written in each module (``import``/``from ... import``, at
-  any depth of the file: lazy imports inside functions count) are followed transitively,
-  whether or not they have been imported yet. Nothing is imported to find them.
+* From the roots and the packages above them (their ``__init__.py`` runs first), the
+  imports written in each module (``import``/``from ... import``, at any depth of the file:
+  lazy imports inside functions count) are followed transitively, whether or not they have
+  been imported yet, into folders without ``__init__.py`` (namespace packages) too. Nothing
+  is imported to find them.
 * Only user code counts: a module whose file is outside the standard library, every
   ``site-packages``/``dist-packages`` directory, and mushin-box itself. Installed
   packages are covered by the package set in the provenance record instead.
@@ -128,6 +130,27 @@ def _imports(path: Path) -> tuple[tuple[str, int, tuple[str, ...]], ...]:
     return _IMPORTS[key]
 
 
+def _spec(name: str) -> importlib.machinery.ModuleSpec | None:
+    """The spec of module ``name`` as the import system would find it on ``sys.path`` (its
+    parents found the same way), importing nothing; None for an unknown name."""
+    parent, _, tail = name.rpartition(".")
+    search: Any = None
+    if parent:
+        search = _search_path(parent)
+        if not search:
+            return None
+    try:
+        return importlib.machinery.PathFinder.find_spec(name, search)
+    except KeyError:
+        # a folder without __init__.py (a namespace package) in a package not imported yet:
+        # the finder looks that package up in sys.modules. Its modules are in the folders.
+        spec = importlib.machinery.ModuleSpec(name, None)
+        spec.submodule_search_locations = [str(Path(d, tail)) for d in search]
+        return spec
+    except (ImportError, ValueError):
+        return None
+
+
 def _module_file(name: str) -> Path | None:
     """The file of module ``name``, from ``sys.modules`` or found on its path without
     importing anything; None for a builtin, a namespace package or an unknown name."""
@@ -135,29 +158,21 @@ def _module_file(name: str) -> Path | None:
     if module is not None:
         file = getattr(module, "__file__", None)
         return Path(file).resolve() if isinstance(file, str) else None
-    parent, _, _ = name.rpartition(".")
-    search: Any = None
-    if parent:
-        search = _search_path(parent)
-        if not search:
-            return None
-    try:
-        spec = importlib.machinery.PathFinder.find_spec(name, search)
-    except (ImportError, ValueError):
-        return None
+    spec = _spec(name)
     if spec is None or not spec.has_location or not spec.origin:
         return None
     return Path(spec.origin).resolve()
 
 
 def _search_path(package: str) -> list[str] | None:
+    """Where the submodules of ``package`` are (its ``__path__``; a namespace package's
+    folders too), imported or not; empty for a module that is no package, None for an
+    unknown name."""
     module = sys.modules.get(package)
     if module is not None:
-        return list(getattr(module, "__path__", []) or [])
-    file = _module_file(package)
-    if file is None or file.name != "__init__.py":
-        return None
-    return [str(file.parent)]
+        return list(getattr(module, "__path__", ()))
+    spec = _spec(package)
+    return list(spec.submodule_search_locations or ()) if spec else None
 
 
 def _absolute(importer: str, is_package: bool, module: str, level: int) -> str:
@@ -167,7 +182,9 @@ def _absolute(importer: str, is_package: bool, module: str, level: int) -> str:
     base = importer if is_package else importer.rpartition(".")[0]
     for _ in range(level - 1):
         base = base.rpartition(".")[0]
-    return f"{base}.{module}" if module else base
+    # no base: beyond the top-level package, an ImportError (a script's `from .x` that
+    # falls back to `from x`): "" names nothing
+    return f"{base}.{module}" if base and module else base
 
 
 def _prefixes(name: str) -> Iterator[str]:
@@ -231,7 +248,8 @@ def _display_name(name: str, path: Path) -> str:
 
 def user_modules(callables: Iterable[Any], config: Any = None) -> dict[str, Path]:
     """The user modules the callables and the config reach (see the module doc): name -> file."""
-    todo = sorted(_roots(callables, config))
+    # a root's packages run before it does (their __init__.py): they count too
+    todo = sorted({p for root in _roots(callables, config) for p in _prefixes(root)})
     seen: set[str] = set()
     found: dict[str, Path] = {}
     while todo:
