@@ -8,10 +8,12 @@ module finds that code and hashes it.
 
 Design note: the rule, and why.
 
-* The roots are the module that defines the task (and ``pre_call``), and every loaded
-  module that a string of the config names (``_target_: mypkg.models.Net``, hydra-zen's
-  ``path``/``_zen_target``): the CLI's own task is mushin-box's, and the experiment is in
-  the config's targets.
+* The roots are the module that defines the task (and ``pre_call``), and every module that
+  a ``_target_``/``_zen_target`` of the config names (``_target_: mypkg.models.Net``),
+  found on ``sys.path`` whether imported or not (a YAML config's targets are imported only
+  when the cell runs), and every loaded module another dotted string names (hydra-zen's
+  ``path``; ``data: results.csv`` is not the module ``results``): the CLI's own task is
+  mushin-box's, and the experiment is in the config's targets.
 * From the roots and the packages above them (their ``__init__.py`` runs first), the
   imports written in each module (``import``/``from ... import``, at any depth of the file:
   lazy imports inside functions count) are followed transitively, whether or not they have
@@ -55,6 +57,8 @@ from mushin_box._core.sidecars import canonical_dumps
 __all__ = ["CodeIdentity", "code_identity"]
 
 _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+#: config keys whose value is an import path (Hydra's, and hydra-zen's zen wrappers')
+_TARGET_KEYS = frozenset({"_target_", "_zen_target"})
 _MAIN_NAMES = ("__main__", "__mp_main__")
 
 
@@ -205,8 +209,9 @@ def _imported(name: str, path: Path) -> Iterator[str]:
             yield f"{base}.{imported}"
 
 
-def _names_in(config: Any) -> Iterator[str]:
-    """Every dotted string in the config (``_target_``, hydra-zen's ``path``, ...)."""
+def _names_in(config: Any) -> Iterator[tuple[str, bool]]:
+    """Every dotted string in the config (``_target_``, hydra-zen's ``path``, ...), and
+    whether its key says it is an import path (``_target_``, ``_zen_target``)."""
     if config is None:
         return
     from omegaconf import OmegaConf
@@ -215,15 +220,15 @@ def _names_in(config: Any) -> Iterator[str]:
         plain = OmegaConf.to_container(OmegaConf.structured(config), resolve=False)
     except Exception:  # a config OmegaConf can't read: its targets are not roots
         return
-    stack: list[Any] = [plain]
+    stack: list[tuple[Any, bool]] = [(plain, False)]
     while stack:
-        node = stack.pop()
+        node, is_target = stack.pop()
         if isinstance(node, dict):
-            stack.extend(node.values())
+            stack.extend((v, k in _TARGET_KEYS) for k, v in node.items())
         elif isinstance(node, list):
-            stack.extend(node)
+            stack.extend((v, False) for v in node)
         elif isinstance(node, str) and _DOTTED.fullmatch(node):
-            yield node
+            yield node, is_target
 
 
 def _roots(callables: Iterable[Any], config: Any) -> set[str]:
@@ -235,10 +240,15 @@ def _roots(callables: Iterable[Any], config: Any) -> set[str]:
         name = getattr(fn, "__module__", None) or getattr(type(fn), "__module__", None)
         if isinstance(name, str):
             roots.add(name)
-    for text in _names_in(config):
-        loaded = [p for p in _prefixes(text) if p in sys.modules]
-        if loaded:
-            roots.add(loaded[-1])  # mypkg.models.Net: mypkg.models
+    for text, is_target in _names_in(config):
+        # mypkg.models.Net: mypkg.models. A target is found on sys.path, imported or not (a
+        # YAML config's target is imported only when its cell runs), never imported here;
+        # any other dotted value (`data: results.csv`) counts only once imported
+        modules = [
+            p for p in _prefixes(text) if p in sys.modules or (is_target and _module_file(p))
+        ]
+        if modules:
+            roots.add(modules[-1])
     return roots
 
 

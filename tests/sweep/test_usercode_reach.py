@@ -185,3 +185,25 @@ def test_a_scripts_imports_that_may_fail_are_followed_past(src: Src) -> None:
     assert f"later_{src.tag}" not in sys.modules
     found = user_modules([train.task])
     assert set(found) == {f"train_{src.tag}", f"helpers_{src.tag}", f"later_{src.tag}"}
+
+
+def test_a_yaml_config_target_not_imported_yet_counts(src: Src) -> None:
+    """A config written as YAML (no ``builds()`` imported its class): the module its
+    ``_target_`` names is found on ``sys.path`` without importing it, and editing it (or
+    what it imports) changes the fingerprint."""
+    from omegaconf import OmegaConf
+
+    src.add(
+        {
+            "yml_{tag}/__init__.py": "",
+            "yml_{tag}/models.py": "from yml_{tag} import layers\n\nclass Net:\n    pass\n",
+            "yml_{tag}/layers.py": "WIDTH = 8\n",
+        }
+    )
+    config = OmegaConf.create({"model": {"_target_": f"yml_{src.tag}.models.Net", "w": 1}})
+    found = user_modules([], config)
+    assert f"yml_{src.tag}" not in sys.modules  # found, not imported
+    assert {f"yml_{src.tag}.models", f"yml_{src.tag}.layers", f"yml_{src.tag}"} <= set(found)
+    before = code_identity(lambda: None, config=config)
+    src.edit("yml_{tag}/layers.py", "WIDTH = 16\n")
+    assert code_identity(lambda: None, config=config) != before
