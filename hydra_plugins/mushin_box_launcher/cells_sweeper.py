@@ -1,24 +1,64 @@
 # SPDX-License-Identifier: MIT
-"""Hydra's basic sweeper minus the jobs a resumed sweep reuses untouched.
+"""Hydra's basic sweeper minus the jobs a resumed sweep reuses untouched, each job composed
+once, cheaply.
 
 ``Workflow.run`` decides the completed cells before the launch
 (:mod:`mushin_box._sweep.prefilter`) and names this class as ``hydra.sweeper._target_`` for
 the jobs left; Hydra only instantiates plugins from the ``hydra_plugins`` package, hence
 this module. The jobs are built and ordered exactly as the basic sweeper builds them.
+
+Hydra's basic sweeper composes every job twice: once to check it before the batch starts,
+once in the launcher to run it. For a grid of plain values both are replaced by the first
+job's config with each job's swept values set over it
+(:func:`mushin_box._sweep.jobconfig.job_configs`, handed over by
+``mushin_box._core.jobskip``): the check, with Hydra's own function, before any job runs;
+the launcher's compose, for Hydra's basic launcher (which runs the jobs in this process),
+through a config loader that asks it first.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
+from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
 __all__ = ["CellSweeper"]
 
 
+class _Loader:
+    """Hydra's config loader, except that a job of the batch being launched comes from the
+    sweeper's :class:`~mushin_box._sweep.jobconfig.JobConfigs`."""
+
+    def __init__(self, loader: Any, sweeper: CellSweeper) -> None:
+        self._loader = loader
+        self._sweeper = sweeper
+
+    def load_sweep_config(self, master_config: Any, sweep_overrides: Sequence[str]) -> Any:
+        configs = self._sweeper.job_configs
+        if configs is not None and master_config is configs.master:
+            return configs.load(sweep_overrides)
+        return self._loader.load_sweep_config(master_config, sweep_overrides)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+
 class CellSweeper(BasicSweeper):
     """The basic sweeper, leaving out the jobs of ``mushin_box._core.jobskip.skipping``, with
-    a cheaper check of each batch."""
+    a cheaper check of each batch and, for the basic launcher, a cheaper compose of each job."""
+
+    job_configs: Any = None
+
+    def setup(self, *, hydra_context: Any, task_function: Any, config: Any) -> None:
+        super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
+        if type(self.launcher) is BasicLauncher:  # in this process: it may use a _Loader
+            quick = dataclasses.replace(
+                hydra_context, config_loader=_Loader(hydra_context.config_loader, self)
+            )
+            self.launcher.setup(hydra_context=quick, task_function=task_function, config=config)
 
     def split_arguments(  # type: ignore[override]  # an instance method: reads the skip set
         self, overrides: Any, max_batch_size: int | None
@@ -38,12 +78,15 @@ class CellSweeper(BasicSweeper):
         return list(BasicSweeper.split_overrides_to_chunks(jobs, max_batch_size))
 
     def validate_batch_is_legal(self, batch: Any) -> None:
-        """Hydra composes every job twice, once here only to check it; a grid of plain
-        values is checked by setting them over the first job's config instead (the same
-        Hydra function, the same errors), else as Hydra does."""
-        from mushin_box._core.jobskip import batch_validator
+        """Check the batch by setting each job's values over the first job's config (the
+        same Hydra function, the same errors), keeping that for the launcher; else as
+        Hydra does."""
+        from mushin_box._core.jobskip import batch_configs
 
-        quick = batch_validator()
+        quick = batch_configs()
         assert self.hydra_context is not None
-        if quick is None or not quick(self.hydra_context.config_loader, self.config, batch):
+        self.job_configs = None
+        if quick is not None:
+            self.job_configs = quick(self.hydra_context.config_loader, self.config, batch)
+        if self.job_configs is None:
             super().validate_batch_is_legal(batch)

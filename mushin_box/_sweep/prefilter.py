@@ -21,7 +21,6 @@ reused jobs (``hydra_plugins.mushin_box_launcher.cells_sweeper``).
 
 from __future__ import annotations
 
-import copy
 import os
 import re
 import uuid
@@ -36,13 +35,14 @@ from mushin_box._core.layout import METRICS_FILE, PROVENANCE_FILE, STATUS_FILE
 from mushin_box._core.sidecars import SidecarWarning, read_json
 from mushin_box._sweep.cells import CellPlan, config_fingerprint
 from mushin_box._sweep.decide import decide
+from mushin_box._sweep.jobconfig import SweptValues as _SweptValues
+from mushin_box._sweep.jobconfig import cell_of as _cell_of
 
 __all__ = [
     "SWEEPER_TARGET",
     "Prefiltered",
     "prefilter",
     "task_part",
-    "validate_batch",
 ]
 
 #: the Hydra sweeper that launches every job but the reused ones
@@ -130,97 +130,40 @@ def _stored(config: Any, launcher: str | None) -> Any:
     return config
 
 
+def _strings(node: Any) -> Iterator[str]:
+    """Every string in a plain config, keys included."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if isinstance(key, str):
+                yield key
+            yield from _strings(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _strings(value)
+    elif isinstance(node, str):
+        yield node
+
+
 def _depends_on_job(task_cfg: Any) -> bool:
-    """Does the config hold a resolver whose value may differ inside the job?"""
+    """Does the config hold a resolver whose value may differ inside the job?
+
+    Examples
+    --------
+    >>> from omegaconf import OmegaConf
+    >>> _depends_on_job(OmegaConf.create({"a": "${oc.env:HOME}", "b": ["${x}"]}))
+    False
+    >>> _depends_on_job(OmegaConf.create({"a": {"b": ["${now:%H}"]}}))
+    True
+    """
     from omegaconf import OmegaConf
 
-    text = OmegaConf.to_yaml(task_cfg)
-    return any(name not in _SAME_IN_DRIVER for name in _RESOLVER.findall(text))
-
-
-def _cell_of(cfg: Any) -> tuple[Path, Any]:
-    """The job's directory (as ``run_job`` resolves it) and its task config (no ``hydra``)."""
-    from hydra.core.hydra_config import HydraConfig
-    from omegaconf import OmegaConf, open_dict, read_write
-
-    HydraConfig.instance().set_config(cfg)  # the ${mushin_cell:} resolver reads it
-    directory = Path(str(OmegaConf.select(cfg, "hydra.sweep.dir"))) / str(
-        OmegaConf.select(cfg, "hydra.sweep.subdir")
+    plain = OmegaConf.to_container(task_cfg, resolve=False, enum_to_str=True)
+    return any(
+        name not in _SAME_IN_DRIVER
+        for text in _strings(plain)
+        if "${" in text
+        for name in _RESOLVER.findall(text)
     )
-    task_cfg = copy.deepcopy(cfg)
-    with read_write(task_cfg), open_dict(task_cfg):
-        del task_cfg["hydra"]
-    return Path(os.path.abspath(directory)), task_cfg
-
-
-class _SweptValues:
-    """A job's directory and task config without composing it: the first job's config with
-    the job's swept values applied by Hydra's own ``_apply_overrides_to_config``.
-
-    Design note: Hydra composes each job in ~0.1 s (the defaults tree, every time); a grid
-    whose swept keys are plain config values (no config group, no ``hydra.*`` key, no
-    delete, no dict value, no key nested in another override's) has the same defaults tree
-    in every job, so its config is the first job's with the swept values set over it.
-    :func:`prefilter` also checks two jobs against a full compose before trusting it.
-    """
-
-    def __init__(self, first: Any, jobs: Sequence[Sequence[str]]) -> None:
-        from hydra.core.override_parser.overrides_parser import OverridesParser
-        from omegaconf import DictConfig, OmegaConf
-
-        self._parser = OverridesParser.create()
-        self._parsed: dict[str, Any] = {}
-        width = len(jobs[0])
-        self.swept = [i for i in range(width) if len({job[i] for job in jobs}) > 1]
-        keys = [self._parse(text).key_or_group for text in jobs[0]]
-        choices = set(first.hydra.runtime.choices)
-        for i in self.swept:
-            key = keys[i]
-            for other in keys[:i] + keys[i + 1 :]:
-                if other.startswith(key + ".") or key.startswith(other + "."):
-                    raise ValueError(f"{key} is nested in {other}")
-            if key.replace(".", "/") in choices or key.startswith("hydra"):
-                raise ValueError(f"{key} is a config group or Hydra's")
-            for text in {job[i] for job in jobs}:
-                parsed = self._parse(text)
-                if parsed.is_delete() or parsed.package is not None:
-                    raise ValueError(text)
-                if isinstance(parsed.value(), dict):
-                    raise ValueError(text)
-        _, self.base = _cell_of(first)
-        for i in self.swept:
-            if isinstance(OmegaConf.select(self.base, keys[i], throw_on_missing=False), DictConfig):
-                raise ValueError(f"{keys[i]} holds a mapping")
-        if first.hydra.sweep._get_node("subdir")._value() != "${mushin_cell:}":
-            raise ValueError("hydra.sweep.subdir is not mushin-box's")
-        naming = first.hydra.job.config.override_dirname
-        self._naming = (list(naming.exclude_keys), str(naming.item_sep), str(naming.kv_sep))
-        self._sweep_dir = Path(str(first.hydra.sweep.dir))
-
-    def _parse(self, text: str) -> Any:
-        if text not in self._parsed:
-            self._parsed[text] = self._parser.parse_override(text)
-        return self._parsed[text]
-
-    def cell(self, job: Sequence[str]) -> tuple[Path, Any]:
-        from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
-
-        from mushin_box._sweep.cells import cell_key
-
-        task_cfg = copy.deepcopy(self.base)
-        # '+key=v' added the key in the first job already: set it over ('++'), as a fresh
-        # compose adds it
-        swept = [_set_over(job[i]) for i in self.swept]
-        ConfigLoaderImpl._apply_overrides_to_config([self._parse(t) for t in swept], task_cfg)
-        app = [o for o in map(self._parse, job) if not o.is_hydra_override()]
-        exclude, item_sep, kv_sep = self._naming
-        name = get_overrides_dirname(app, exclude, item_sep, kv_sep)
-        return Path(os.path.abspath(self._sweep_dir / cell_key(name))), task_cfg
-
-
-def _set_over(text: str) -> str:
-    """``+key=v`` as ``++key=v`` (the key exists already), any other override as it is."""
-    return "+" + text if text.startswith("+") and not text.startswith("++") else text
 
 
 def _reusable(directory: Path, fingerprints: Mapping[str, str], plan: CellPlan) -> bool:
@@ -254,9 +197,13 @@ def prefilter(
     *,
     launcher: str | None,
     launcher_config: Mapping[str, Any] | None,
+    first: Any = None,
 ) -> Prefiltered:
     """The jobs of the grid that resume reuses as they are (see module doc); call it with
-    the sweep's secrets exported and Hydra's state kept (``Workflow._launch`` does)."""
+    the sweep's secrets exported and Hydra's state kept (``Workflow._launch`` does).
+    ``first``: the config of :func:`~mushin_box._sweep.compose.first_job`, composed from
+    ``config`` and ``overrides`` (``check_composes``); used when it is the grid's first job,
+    instead of composing that again."""
     if not plan.resume or not _driver_sees_all(overrides, launcher, launcher_config):
         return Prefiltered()
     jobs = _jobs(overrides)
@@ -265,13 +212,18 @@ def prefilter(
     from hydra import initialize
     from hydra.core.config_store import ConfigStore
 
+    from mushin_box._sweep.compose import first_job
+
     image = os.environ.get("MUSHIN_SIF_SHA256")
     name = f"mushin_prefilter_{uuid.uuid4().hex}"
-    ConfigStore.instance().store(name=name, node=_stored(config, launcher))
+    stored = _stored(config, launcher)
+    if stored is not config or first_job(overrides) != list(jobs[0]):
+        first = None  # composed from another config, or another first job
+    ConfigStore.instance().store(name=name, node=stored)
     reused: set[tuple[str, ...]] = set()
     try:
         with initialize(version_base="1.3", config_path=None):
-            cells = _cells(name, jobs)
+            cells = _cells(name, jobs, first)
             for job, (directory, task_cfg) in zip(jobs, cells, strict=True):
                 if not (directory / STATUS_FILE).is_file():
                     continue
@@ -292,10 +244,12 @@ def prefilter(
     return Prefiltered(len(jobs), frozenset(reused))
 
 
-def _cells(name: str, jobs: Sequence[Sequence[str]]) -> Iterator[tuple[Path, Any]]:
-    """Each job's directory and task config: from the first job's config and the swept
-    values when two jobs composed in full agree with that (:class:`_SweptValues`), else
-    each job composed in full, as the launcher composes it."""
+def _cells(
+    name: str, jobs: Sequence[Sequence[str]], first: Any = None
+) -> Iterator[tuple[Path, Any]]:
+    """Each job's directory and task config: from the first job's config (``first``, or
+    composed) and the swept values when two jobs composed in full agree with that
+    (:class:`_SweptValues`), else each job composed in full, as the launcher composes it."""
     from hydra import compose
 
     def composed(job: Sequence[str]) -> tuple[Path, Any]:
@@ -304,7 +258,8 @@ def _cells(name: str, jobs: Sequence[Sequence[str]]) -> Iterator[tuple[Path, Any
     def same(a: tuple[Path, Any], b: tuple[Path, Any]) -> bool:
         return a[0] == b[0] and config_fingerprint(a[1]) == config_fingerprint(b[1])
 
-    first = compose(name, overrides=list(jobs[0]), return_hydra_config=True)
+    if first is None:
+        first = compose(name, overrides=list(jobs[0]), return_hydra_config=True)
     try:
         fast: _SweptValues | None = _SweptValues(first, jobs)
     except Exception:
@@ -318,20 +273,3 @@ def _cells(name: str, jobs: Sequence[Sequence[str]]) -> Iterator[tuple[Path, Any
             fast = None
     for job in jobs:
         yield fast.cell(job) if fast is not None else composed(job)
-
-
-def validate_batch(loader: Any, sweep_config: Any, batch: Sequence[Sequence[str]]) -> bool:
-    """Check that every job of ``batch`` composes, as Hydra's sweeper does before a launch,
-    from the first job's config and the swept values (:class:`_SweptValues`); ``False``
-    when the grid needs Hydra's full check (a swept group, a mapping value...). A bad value
-    raises Hydra's own error, from the same function Hydra uses."""
-    if len(batch) < 2:
-        return False
-    first = loader.load_sweep_config(sweep_config, list(batch[0]))
-    try:
-        fast = _SweptValues(first, batch)
-    except Exception:
-        return False
-    for job in batch[1:]:
-        fast.cell(job)
-    return True

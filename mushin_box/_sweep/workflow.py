@@ -34,9 +34,11 @@ from mushin_box._core.sidecars import remove_orphaned_temporaries
 from mushin_box._core.targets import public
 from mushin_box._sweep.cells import CellPlan, CellRunner
 from mushin_box._sweep.compose import check_composes, hydra_state_kept
+from mushin_box._sweep.jobconfig import job_configs
 from mushin_box._sweep.liveness import still_running_message
 from mushin_box._sweep.manifest import (
     SweepLock,
+    cell_records,
     combo_id,
     finish_launch,
     live_cells,
@@ -48,7 +50,6 @@ from mushin_box._sweep.prefilter import (
     SWEEPER_TARGET,
     own_sweeper,
     prefilter,
-    validate_batch,
 )
 from mushin_box._sweep.usercode import code_identity
 from mushin_box._sweep.validate import (
@@ -174,13 +175,14 @@ def _open_sweep(root: Path, grid: Mapping[str, list[Any]], plan: CellPlan) -> No
     previous = read_manifest(root)
     if plan.resume and previous is not None:
         _report_grid_change(previous, grid)
-    reconcile_abandoned(root)
-    busy = live_cells(root)
+    records = list(cell_records(root))  # each status file read once
+    reconcile_abandoned(root, records)
+    busy = live_cells(root, records)
     if busy:
         raise RuntimeError(still_running_message(busy))
     (root / ABORT_FILE).unlink(missing_ok=True)
     remove_orphaned_temporaries(root)  # left by writers killed mid-write
-    write_manifest(root, grid=grid, run_id=plan.run_id)
+    write_manifest(root, grid=grid, run_id=plan.run_id, records=records)
 
 
 def _raise_unless_recorded(
@@ -360,7 +362,7 @@ class Workflow:
             reuse_stale_code=reuse_stale_code,
         )
         hydra_args = _hydra_overrides(root, plan.swept, task_args, launcher, launcher_config)
-        check_composes(config, hydra_args + task_args)  # Hydra's refusal writes nothing
+        first = check_composes(config, hydra_args + task_args)  # a refusal writes nothing
         if root.is_dir() and not os.access(root, os.W_OK):
             return _read_only_results(root, grid, resume)
         root.mkdir(parents=True, exist_ok=True)
@@ -375,17 +377,18 @@ class Workflow:
                 launcher=launcher,
                 launcher_config=launcher_config,
                 progress=progress,
+                first=first,
             )
             _raise_unless_recorded(error, ended, on_error)
         if not wait:
             from mushin_box._sweep.handle import SweepHandle
 
             return SweepHandle(root)
-        from mushin_box._sweep.experiment import load_experiment, warn_unfinished
+        from mushin_box._sweep.experiment import load_sweep, warn_unfinished
 
-        warn_unfinished(root, plan.run_id, said=ended if error is not None else ())
-
-        return load_experiment(root)
+        records = list(cell_records(root))  # each status file read once, for both
+        warn_unfinished(root, plan.run_id, said=ended if error is not None else (), records=records)
+        return load_sweep(root, records)
 
     def _sweep_dir(self, working_dir: str | os.PathLike[str] | None) -> Path:
         """Resolve the sweep directory (default: ``multirun/<timestamp>``); not created yet."""
@@ -426,10 +429,12 @@ class Workflow:
         launcher: str | None,
         launcher_config: Mapping[str, Any] | None,
         progress: bool,
+        first: Any = None,
     ) -> tuple[BaseException | None, list[str]]:
         """Run every cell (``hydra_zen.launch`` of a :class:`CellRunner`), then record the
         cells whose job ended without a word and rebuild the manifest; return the launch's
-        error, if any, and the cells recorded as ended."""
+        error, if any, and the cells recorded as ended. ``first``: the first job's config,
+        composed by ``check_composes`` (the resume shortcut starts from it)."""
         from hydra_zen import launch
 
         root = Path(plan.working_dir)
@@ -441,11 +446,16 @@ class Workflow:
             with vault.exported(), hydra_state_kept():
                 # completed cells are decided here, before Hydra launches anything
                 done = prefilter(
-                    config, overrides, plan, launcher=launcher, launcher_config=launcher_config
+                    config,
+                    overrides,
+                    plan,
+                    launcher=launcher,
+                    launcher_config=launcher_config,
+                    first=first,
                 )
             if own_sweeper(overrides):  # only the jobs left, each composed once
                 overrides = [*overrides, f"hydra.sweeper._target_={SWEEPER_TARGET}"]
-            with vault.exported(), hydra_state_kept(), skipping(done.reused, validate_batch):
+            with vault.exported(), hydra_state_kept(), skipping(done.reused, job_configs):
                 if not done.nothing_to_launch:
                     launch(
                         config,

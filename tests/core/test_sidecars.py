@@ -111,6 +111,33 @@ def test_tag_lookalikes_stay_dicts() -> None:
     assert canonical_dumps({"__float__": "nan", "b": 1}) == b'{"__float__":"nan","b":1}\n'
 
 
+def test_a_tag_spelled_with_escapes_is_still_a_tag() -> None:
+    # any JSON writer may escape a key's letters; the value is the same key
+    assert math.isnan(loads(b'{"x":{"\\u005f_float__":"nan"}}')["x"])
+    assert loads(b'{"\\u005f_dict__":{"__float__":"inf"}}') == {"__float__": "inf"}
+    with pytest.raises(ValueError):
+        loads(b'{"__fl\\u006fat__":"NaN"}')
+
+
+@SETTINGS
+@given(value=json_values)
+def test_plain_json_is_read_as_any_parser_reads_it(value: Any) -> None:
+    # a file without tags (the common case) decodes as the full walk decodes it
+    text = json.dumps(value, allow_nan=True)
+    try:
+        walked = sidecars._decode(json.loads(text))
+    except ValueError:
+        walked = ValueError
+    try:
+        read = loads(text)
+    except ValueError:
+        read = ValueError
+    if walked is ValueError or read is ValueError:
+        assert walked is read
+    else:
+        assert_same(read, walked, key_order=False)
+
+
 @pytest.mark.parametrize(
     "data",
     [b'{"__float__":"NaN"}', b'{"__float__":1}', b'{"__dict__":[1]}', b"[1,", b"\xff"],

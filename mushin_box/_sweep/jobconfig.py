@@ -1,0 +1,209 @@
+# SPDX-License-Identifier: MIT
+"""A sweep job's config without composing it: the first job's, with the job's swept values.
+
+Design note: Hydra composes every job from scratch (the defaults tree, every config file
+read again), ~0.1-0.2 s a job, about half of what a trivial cell costs; its basic sweeper
+composes each job once more beforehand only to check it. A grid whose swept keys are plain
+config values (no config group, no ``hydra.*`` key, no delete, no mapping value, no key
+nested in another override's: :class:`SweptValues` refuses anything else) has the same
+defaults tree in every job, so a job's config is the first job's with the swept values
+set over it by Hydra's own ``_apply_overrides_to_config`` (same validation, same errors),
+and Hydra's bookkeeping of the job (``hydra.overrides.task``, ``hydra.job.override_dirname``,
+``runtime.cwd``, ``job.env_set``) redone as ``ConfigLoaderImpl`` does it.
+
+:class:`JobConfigs` holds that for one batch of the launch. It is trusted only after the
+batch's last job, composed in full by Hydra, came out identical (the whole config,
+``hydra`` included, as YAML); a job that differs from the first elsewhere than in the swept
+positions is composed in full. The resume shortcut (:mod:`mushin_box._sweep.prefilter`)
+uses :class:`SweptValues` for the task part alone.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["JobConfigs", "SweptValues", "cell_of", "job_configs"]
+
+
+def cell_of(cfg: Any) -> tuple[Path, Any]:
+    """The job's directory (as ``run_job`` resolves it) and its task config (no ``hydra``)."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf, open_dict, read_write
+
+    HydraConfig.instance().set_config(cfg)  # the ${mushin_cell:} resolver reads it
+    directory = Path(str(OmegaConf.select(cfg, "hydra.sweep.dir"))) / str(
+        OmegaConf.select(cfg, "hydra.sweep.subdir")
+    )
+    task_cfg = copy.deepcopy(cfg)
+    with read_write(task_cfg), open_dict(task_cfg):
+        del task_cfg["hydra"]
+    return Path(os.path.abspath(directory)), task_cfg
+
+
+def _set_over(text: str) -> str:
+    """``+key=v`` as ``++key=v`` (the key exists already), any other override as it is."""
+    return "+" + text if text.startswith("+") and not text.startswith("++") else text
+
+
+class SweptValues:
+    """A job's directory and task config from the first job's config (``first``, composed
+    with ``return_hydra_config``) and the job's swept values; ``ValueError`` when the grid
+    of ``jobs`` is not one of plain values (see the module doc)."""
+
+    def __init__(self, first: Any, jobs: Sequence[Sequence[str]]) -> None:
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+        from omegaconf import DictConfig, OmegaConf
+
+        self._parser = OverridesParser.create()
+        self._parsed: dict[str, Any] = {}
+        width = len(jobs[0])
+        if any(len(job) != width for job in jobs):
+            raise ValueError("the jobs do not have the same overrides")
+        self.first_job = tuple(jobs[0])
+        self.swept = [i for i in range(width) if len({job[i] for job in jobs}) > 1]
+        keys = [self.parse(text).key_or_group for text in jobs[0]]
+        if any(
+            self.parse(text).key_or_group != key
+            for job in jobs
+            for text, key in zip(job, keys, strict=True)
+        ):
+            raise ValueError("the jobs do not set the same keys in the same order")
+        choices = set(first.hydra.runtime.choices)
+        for i in self.swept:
+            key = keys[i]
+            for other in keys[:i] + keys[i + 1 :]:
+                if other.startswith(key + ".") or key.startswith(other + "."):
+                    raise ValueError(f"{key} is nested in {other}")
+            if key.replace(".", "/") in choices or key.startswith("hydra"):
+                raise ValueError(f"{key} is a config group or Hydra's")
+            for text in {job[i] for job in jobs}:
+                parsed = self.parse(text)
+                if parsed.is_delete() or parsed.package is not None:
+                    raise ValueError(text)
+                if isinstance(parsed.value(), dict):
+                    raise ValueError(text)
+        _, self.base = cell_of(first)
+        for i in self.swept:
+            if isinstance(OmegaConf.select(self.base, keys[i], throw_on_missing=False), DictConfig):
+                raise ValueError(f"{keys[i]} holds a mapping")
+        if first.hydra.sweep._get_node("subdir")._value() != "${mushin_cell:}":
+            raise ValueError("hydra.sweep.subdir is not mushin-box's")
+        naming = first.hydra.job.config.override_dirname
+        self._naming = (list(naming.exclude_keys), str(naming.item_sep), str(naming.kv_sep))
+        self._sweep_dir = Path(str(first.hydra.sweep.dir))
+
+    def parse(self, text: str) -> Any:
+        """Hydra's parse of one override (cached: a grid repeats its values)."""
+        if text not in self._parsed:
+            self._parsed[text] = self._parser.parse_override(text)
+        return self._parsed[text]
+
+    def covers(self, job: Sequence[str]) -> bool:
+        """Does ``job`` differ from the first job in the swept positions only?"""
+        return len(job) == len(self.first_job) and all(
+            a == b
+            for i, (a, b) in enumerate(zip(job, self.first_job, strict=True))
+            if i not in self.swept
+        )
+
+    def set_values(self, job: Sequence[str], cfg: Any) -> None:
+        """Set ``job``'s swept values over ``cfg`` (the first job's config, or a copy of its
+        task part), with Hydra's function and its errors."""
+        from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+        # '+key=v' added the key in the first job already: set it over ('++'), as a fresh
+        # compose adds it
+        swept = [self.parse(_set_over(job[i])) for i in self.swept]
+        ConfigLoaderImpl._apply_overrides_to_config(swept, cfg)
+
+    def dirname(self, job: Sequence[str]) -> str:
+        """Hydra's ``override_dirname`` of ``job``."""
+        from hydra._internal.config_loader_impl import get_overrides_dirname
+
+        app = [o for o in map(self.parse, job) if not o.is_hydra_override()]
+        exclude, item_sep, kv_sep = self._naming
+        return get_overrides_dirname(app, exclude, item_sep, kv_sep)
+
+    def cell(self, job: Sequence[str]) -> tuple[Path, Any]:
+        """``job``'s directory and task config."""
+        from mushin_box._sweep.cells import cell_key
+
+        task_cfg = copy.deepcopy(self.base)
+        self.set_values(job, task_cfg)
+        return Path(os.path.abspath(self._sweep_dir / cell_key(self.dirname(job)))), task_cfg
+
+
+def _copy(cfg: Any) -> Any:
+    """A copy of a job's config as ``load_sweep_config`` returns it: ``hydra`` writable
+    (``HydraConfig.set_config``, run on the original, made it read-only)."""
+    from omegaconf import OmegaConf
+
+    out = copy.deepcopy(cfg)
+    OmegaConf.set_readonly(out.hydra, False)
+    return out
+
+
+class JobConfigs:
+    """Every job's full config (``load_sweep_config``'s) in one batch of a launch, from its
+    first job's compose; built by :func:`job_configs`, which checks it first."""
+
+    def __init__(self, loader: Any, master: Any, first: Any, values: SweptValues) -> None:
+        self._loader = loader
+        self.master = master
+        self._first = first
+        self.values = values
+        self._composed: dict[tuple[str, ...], Any] = {values.first_job: first}
+
+    def _quick(self, job: Sequence[str]) -> Any:
+        from omegaconf import OmegaConf, open_dict
+
+        cfg = _copy(self._first)
+        self.values.set_values(job, cfg)
+        hydra = cfg.hydra
+        task = [o.input_line for o in map(self.values.parse, job) if not o.is_hydra_override()]
+        hydra.overrides.task = task
+        hydra.job.override_dirname = self.values.dirname(job)
+        hydra.runtime.cwd = os.getcwd()
+        with open_dict(hydra):
+            for key in hydra.job.env_copy:
+                hydra.job.env_set[key] = os.environ[key]
+        OmegaConf.copy_cache(from_config=self.master, to_config=cfg)
+        return cfg
+
+    def load(self, job: Sequence[str]) -> Any:
+        """``job``'s config, as ``loader.load_sweep_config(master, job)`` composes it."""
+        composed = self._composed.get(tuple(job))
+        if composed is not None:
+            return _copy(composed)
+        if not self.values.covers(job):
+            return self._loader.load_sweep_config(self.master, list(job))
+        return self._quick(job)
+
+    def agrees(self, job: Sequence[str]) -> bool:
+        """Does Hydra's full compose of ``job`` give the same config? (kept for ``load``)"""
+        from omegaconf import OmegaConf
+
+        full = self._loader.load_sweep_config(self.master, list(job))
+        self._composed[tuple(job)] = full
+        return OmegaConf.to_yaml(self._quick(job)) == OmegaConf.to_yaml(full)
+
+
+def job_configs(loader: Any, master: Any, batch: Sequence[Sequence[str]]) -> JobConfigs | None:
+    """Check that every job of ``batch`` composes, as Hydra's sweeper does before a launch,
+    and return the batch's :class:`JobConfigs`; None when the grid needs Hydra's full check
+    and compose (a swept group, a mapping value, one job...). A bad value raises Hydra's
+    own error, from the same function Hydra uses."""
+    if len(batch) < 2:
+        return None
+    first = loader.load_sweep_config(master, list(batch[0]))  # Hydra's error, as Hydra's check
+    try:
+        configs = JobConfigs(loader, master, first, SweptValues(first, batch))
+    except Exception:  # not a grid of plain values: Hydra checks and composes each job
+        return None
+    for job in batch[1:]:
+        configs.values.cell(job)  # a bad value: Hydra's error, before any job runs
+    return configs if configs.agrees(batch[-1]) else None

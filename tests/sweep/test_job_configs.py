@@ -1,0 +1,100 @@
+# SPDX-License-Identifier: MIT
+"""Each job of a sweep runs with the config Hydra composes for it, however it was built.
+
+For a grid of plain values, the launch builds each job's config from the first job's and
+the job's swept values instead of composing it (:mod:`mushin_box._sweep.jobconfig`). What a
+cell runs with and what it writes down (``.hydra/config.yaml``, ``hydra.yaml``,
+``overrides.yaml``) must be the same bytes as with Hydra's own compose of every job, and a
+shortcut that would disagree with Hydra is not used.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
+from hydra_zen import make_config
+
+from mushin_box import Workflow
+from mushin_box._core.layout import METRICS_FILE
+from mushin_box._sweep import jobconfig
+
+CONFIG = make_config(
+    lr=0.1,
+    name="a",
+    opt=make_config(momentum=0.9, betas=[0.9, 0.99]),
+    tag="${name}-${opt.momentum}",
+    empty=None,
+)
+OVERRIDES = [
+    "lr=0.5",
+    "name='a b','c,d'",
+    "opt.betas=[0.5,0.6],[0.1]",
+    "+extra=1,null",
+    "empty=x",
+]
+
+
+def echo(lr: float, name: str, opt: Any, tag: str, empty: Any, extra: Any = None) -> dict:
+    """The config values the task received, as metrics (numbers) and a file."""
+    return {"lr": lr, "betas": float(sum(opt.betas)), "extra": float(extra or 0)}
+
+
+def _hydra_files(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): p.read_text() for p in sorted(root.glob("*/.hydra/*.yaml"))}
+
+
+def _composes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count Hydra's full composes of a job (``load_sweep_config``)."""
+    count = [0]
+    real = ConfigLoaderImpl.load_sweep_config
+
+    def counted(self: Any, master_config: Any, sweep_overrides: Any) -> Any:
+        count[0] += 1
+        return real(self, master_config, sweep_overrides)
+
+    monkeypatch.setattr(ConfigLoaderImpl, "load_sweep_config", counted)
+    return count
+
+
+def _run(root: Path) -> tuple[dict[str, str], Any]:
+    shutil.rmtree(root, ignore_errors=True)
+    ds = Workflow(echo, CONFIG).run(working_dir=root, progress=False, overrides=OVERRIDES)
+    return _hydra_files(root), ds
+
+
+def test_every_job_runs_with_the_config_hydra_composes_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "sweep"
+    composes = _composes(monkeypatch)
+    quick, quick_ds = _run(root)
+    assert len(quick) == 8 * 3  # 8 cells, Hydra's three files each
+    assert composes[0] < 8  # the shortcut was taken: not every job composed
+
+    with monkeypatch.context() as m:  # Hydra composes every job (twice: check, then run)
+        m.setattr("mushin_box._sweep.workflow.job_configs", lambda *a: None)
+        full, full_ds = _run(root)
+    assert quick == full  # the same bytes, cell by cell
+    assert quick_ds.equals(full_ds)
+    betas = {
+        p.parent.name: json.loads(p.read_text())["betas"] for p in root.glob(f"*/{METRICS_FILE}")
+    }
+    assert sorted(set(betas.values())) == [0.1, pytest.approx(1.1)]
+
+
+def test_a_shortcut_that_disagrees_with_hydra_is_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "sweep"
+    full, _ = _run(root)
+    # a shortcut that forgets the job's values: every job would run the first job's config
+    monkeypatch.setattr(jobconfig.SweptValues, "set_values", lambda self, job, cfg: None)
+    composes = _composes(monkeypatch)
+    again, _ = _run(root)
+    assert again == full
+    assert composes[0] >= 8
