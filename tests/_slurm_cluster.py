@@ -175,3 +175,11 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
         code, output = _run_script("stop", 120)
         if code != 0:
             print(f"warning: `scripts/local-slurm stop` exited {code}:\n{_tail(output)}")
+
+
+@pytest.fixture
+def slurm_client(slurm_cluster: SlurmCluster) -> None:
+    """SLURM's client commands (sbatch, scontrol, ...) on PATH: installed with the local
+    cluster, so that a test of them runs wherever the cluster does (CI) instead of being
+    skipped when it happens to run before the first test that starts the cluster. The test
+    points ``SLURM_CONF`` where it needs it."""

@@ -24,10 +24,10 @@ from test_cli_launch_refusals import WORKFLOW_EXP, assert_one_line_refusal, laun
 # an experiment that must never be imported: a flag conflict is refused before it is
 NOT_IMPORTED = "raise RuntimeError('the experiment was imported')\n"
 
-REAL_SLURM_CLIENT = pytest.mark.skipif(
-    shutil.which("sbatch") is None or shutil.which("scontrol") is None,
-    reason="needs SLURM's client (sbatch, scontrol) installed",
-)
+
+def REAL_SLURM_CLIENT(test: Any) -> Any:  # noqa: N802  # a mark, spelled as one
+    """sbatch and scontrol on PATH (installed with the local cluster): a ``slurm`` test."""
+    return pytest.mark.slurm(pytest.mark.usefixtures("slurm_client")(test))
 
 
 def down_cluster_env(tmp_path: Path) -> dict[str, str]:
@@ -91,6 +91,7 @@ def test_a_mistyped_key_gets_did_you_mean_and_hydras_reason_is_kept(tmp_path: Pa
     assert not (tmp_path / "multirun").exists()  # refused before the sweep directory
 
 
+@REAL_SLURM_CLIENT
 def test_the_dry_run_reviews_a_two_node_image_launch(tmp_path: Path) -> None:
     image = standin_image(tmp_path)
     env = {
@@ -123,6 +124,7 @@ def test_the_dry_run_reviews_a_two_node_image_launch(tmp_path: Path) -> None:
     assert not (tmp_path / "multirun").exists()
 
 
+@REAL_SLURM_CLIENT
 def test_pre_flight_runs_in_the_dry_run(tmp_path: Path) -> None:
     missing = tmp_path / "missing.sif"
     env = {**os.environ, "COLUMNS": "200"}

@@ -7,7 +7,6 @@ directory is the user's (shared) one, and no answering controller stops it at on
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,8 @@ def test_cluster_mode_without_a_workdir_stops_before_anything_starts() -> None:
     assert _no_local_cluster_started(proc) and "PASS" not in proc.stdout
 
 
-@pytest.mark.skipif(shutil.which("scontrol") is None, reason="needs SLURM's scontrol")
+@pytest.mark.slurm
+@pytest.mark.usefixtures("slurm_client")  # a real scontrol
 def test_cluster_mode_with_no_controller_answering_names_the_fix(tmp_path: Path) -> None:
     conf = tmp_path / "slurm.conf"  # a controller nobody listens for (port 9: discard)
     conf.write_text("ClusterName=down\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort=9\n")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -127,7 +126,8 @@ def test_a_controller_that_never_answers_is_bounded(tmp_path: Path) -> None:
     assert not probe.reachable and "no answer within 0.5 s" in probe.reason
 
 
-@pytest.mark.skipif(shutil.which("scontrol") is None, reason="needs SLURM's scontrol")
+@pytest.mark.slurm
+@pytest.mark.usefixtures("slurm_client")  # a real scontrol
 def test_a_real_scontrol_with_its_controller_down(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
