@@ -124,10 +124,9 @@ def load_sweep(
 
 
 def warn_unfinished(
-    root: Path,
     run_id: str,
+    records: Sequence[tuple[Path, dict[str, Any]]],
     said: Sequence[str] = (),
-    records: Sequence[tuple[Path, dict[str, Any]]] | None = None,
 ) -> None:
     """One ``UserWarning`` per cell of this run that failed or was skipped, naming the cell
     and why (at the caller of ``Workflow.run``: run, here).
@@ -135,13 +134,12 @@ def warn_unfinished(
     A notebook user sees warnings, not the status files; the driver emits them after the
     launch, from the sidecars, so every launcher (in-process, submitit, SLURM) says the
     same, once. ``said``: cells a warning already named (ended with their job).
-    ``records``: the cells' status records, when the caller has read them already.
+    ``records``: the cells' status records (``manifest.cell_records``).
     """
     from mushin_box._core.layout import ERROR_FILE
     from mushin_box._sweep.decide import OUT_OF_TIME
-    from mushin_box._sweep.manifest import cell_records
 
-    for cell_dir, record in cell_records(root) if records is None else records:
+    for cell_dir, record in records:
         state, cell = record.get("status"), cell_dir.name
         if record.get("run_id") != run_id or cell in said:
             continue

@@ -118,11 +118,11 @@ def _build(records: Records, grid: Mapping[str, list[Any]], run_id: str | None) 
 
 
 def write_manifest(
-    root: Path, *, grid: Mapping[str, list[Any]], run_id: str, records: Records | None = None
+    root: Path, *, grid: Mapping[str, list[Any]], run_id: str, records: Records
 ) -> dict[str, Any]:
     """Write the manifest of a run about to start (cells without sidecars are pending);
-    ``records``: the cells' status records, when the caller has read them already."""
-    manifest = _build(list(cell_records(root)) if records is None else records, grid, run_id)
+    ``records``: the cells' status records (:func:`cell_records`)."""
+    manifest = _build(records, grid, run_id)
     write_json_atomic(root / MANIFEST_FILE, manifest)
     return manifest
 
@@ -137,8 +137,9 @@ def manifest_from_cells(root: Path, records: Records | None = None) -> dict[str,
     return _build(records, grid, old.get("run_id") if old else None)
 
 
-def rebuild_manifest(root: Path, records: Records | None = None) -> dict[str, Any]:
-    """Rebuild the manifest from the cell sidecars and write it (the driver's cache)."""
+def rebuild_manifest(root: Path, records: Records) -> dict[str, Any]:
+    """Rebuild the manifest from the cells' status records and write it (the driver's
+    cache)."""
     manifest = manifest_from_cells(root, records)
     write_json_atomic(root / MANIFEST_FILE, manifest)
     return manifest
@@ -158,20 +159,17 @@ def _ended(record: Mapping[str, Any], ask: Any = None) -> tuple[str, str] | None
     return ("timeout" if state.startswith(("TIMEOUT", "DEADLINE")) else "failed"), answer.reason
 
 
-def reconcile_abandoned(
-    root: Path, records: list[tuple[Path, dict[str, Any]]] | None = None
-) -> list[str]:
+def reconcile_abandoned(records: list[tuple[Path, dict[str, Any]]]) -> list[str]:
     """Record cells left ``running`` by a process or SLURM job that has ended (killed,
     cancelled, preempted, timed out) as ``failed``/``timeout``; returns their dirs.
-    ``records``: the cells' status records, read already; each recorded cell's entry is
-    replaced by its new record, so that the caller's list stays what the files say."""
+    ``records``: the cells' status records (:func:`cell_records`); each recorded cell's
+    entry is replaced by its new record, so that the list stays what the files say."""
     from functools import cache
 
     from mushin_box._slurm.jobs import job_state
 
     ask = cache(job_state)  # one question per job, however many cells it runs
     changed: list[str] = []
-    records = list(cell_records(root)) if records is None else records
     for i, (cell_dir, record) in enumerate(records):
         if record.get("status") != "running":
             continue
@@ -200,7 +198,7 @@ def finish_launch(root: Path, error: BaseException | None) -> list[str]:
     ended: list[str] = []
     try:
         records = list(cell_records(root))  # each status file read once
-        ended = reconcile_abandoned(root, records)
+        ended = reconcile_abandoned(records)
         rebuild_manifest(root, records)
     except OSError as exc:
         message = f"the sweep's records could not be updated ({exc}); the next run updates them"
@@ -211,10 +209,10 @@ def finish_launch(root: Path, error: BaseException | None) -> list[str]:
     return ended
 
 
-def live_cells(root: Path, records: Records | None = None) -> list[tuple[str, Any]]:
+def live_cells(records: Records) -> list[tuple[str, Any]]:
     """(cell dir, :class:`~mushin_box._sweep.liveness.Owner`) of the cells left ``running``
-    whose owner (a process, a SLURM job) is still alive, or cannot be checked from here.
-    ``records``: the cells' status records, when the caller has read them already."""
+    whose owner (a process, a SLURM job) is still alive, or cannot be checked from here;
+    ``records``: the cells' status records (:func:`cell_records`)."""
     from functools import cache
 
     from mushin_box._slurm.jobs import job_state
@@ -222,7 +220,7 @@ def live_cells(root: Path, records: Records | None = None) -> list[tuple[str, An
 
     ask = cache(job_state)  # one question per job, however many cells it runs
     out = []
-    for cell_dir, record in cell_records(root) if records is None else records:
+    for cell_dir, record in records:
         owner = owner_of(record)
         if record.get("status") == "running" and owner is not None:
             if check(owner, job_state=ask).alive:

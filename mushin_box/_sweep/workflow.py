@@ -176,8 +176,8 @@ def _open_sweep(root: Path, grid: Mapping[str, list[Any]], plan: CellPlan) -> No
     if plan.resume and previous is not None:
         _report_grid_change(previous, grid)
     records = list(cell_records(root))  # each status file read once
-    reconcile_abandoned(root, records)
-    busy = live_cells(root, records)
+    reconcile_abandoned(records)
+    busy = live_cells(records)
     if busy:
         raise RuntimeError(still_running_message(busy))
     (root / ABORT_FILE).unlink(missing_ok=True)
@@ -387,7 +387,7 @@ class Workflow:
         from mushin_box._sweep.experiment import load_sweep, warn_unfinished
 
         records = list(cell_records(root))  # each status file read once, for both
-        warn_unfinished(root, plan.run_id, said=ended if error is not None else (), records=records)
+        warn_unfinished(plan.run_id, records, said=ended if error is not None else ())
         return load_sweep(root, records)
 
     def _sweep_dir(self, working_dir: str | os.PathLike[str] | None) -> Path:

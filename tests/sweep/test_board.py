@@ -165,3 +165,17 @@ def test_slurm_cells_are_judged_by_their_jobs(slurm_cluster: object, tmp_path: P
         assert f"SLURM job {done} ended COMPLETED" in (cells[1.0].reason or "")
     finally:
         subprocess.run(["scancel", live], check=False, timeout=30)
+
+
+def test_the_manifest_written_after_a_launch_records_an_abandoned_cell_as_failed(
+    tmp_path: Path,
+) -> None:
+    from mushin_box._sweep.manifest import finish_launch
+
+    write_json_atomic(tmp_path / MANIFEST_FILE, {"grid": {"lr": [1.0]}, "cells": {}})
+    _running(tmp_path, "lr=1.0", 1.0, host=socket.gethostname(), pid=_dead_pid())
+    assert finish_launch(tmp_path, None) == ["lr=1.0"]
+    assert read_json(tmp_path / "lr=1.0" / STATUS_FILE)["status"] == "failed"
+    # the manifest is built from the same read of the status files: it says so too
+    (entry,) = read_json(tmp_path / MANIFEST_FILE)["cells"].values()
+    assert (entry["status"], entry["error"]["type"]) == ("failed", "JobEnded")
