@@ -72,6 +72,7 @@ __all__ = [
     "code_fingerprint",
     "config_fingerprint",
     "is_multi_rank",
+    "plain_fingerprint",
 ]
 
 SCHEMA = 1
@@ -172,15 +173,24 @@ def _plain_config(cfg: Any) -> Any:
 def config_fingerprint(cfg: Any) -> str:
     """sha256 of the canonical JSON of the job's resolved config, secrets redacted (a new
     token is not a new experiment, and no hash of a secret is written down)."""
-    from mushin_box._core.redact import redact
-
-    plain = redact(_plain_config(cfg))
-    try:
-        data = canonical_dumps(plain)
-    except (TypeError, ValueError):
+    fingerprint = plain_fingerprint(_plain_config(cfg))
+    if fingerprint is None:
         from omegaconf import OmegaConf
 
-        data = OmegaConf.to_yaml(cfg).encode("utf-8")
+        return hashlib.sha256(OmegaConf.to_yaml(cfg).encode("utf-8")).hexdigest()
+    return fingerprint
+
+
+def plain_fingerprint(plain: Any) -> str | None:
+    """:func:`config_fingerprint` of a config as plain data; None when it has no canonical
+    JSON (NaN, bytes): then it is the config's YAML that is hashed."""
+    from mushin_box._core.redact import redact
+
+    redacted = redact(plain)
+    try:
+        data = canonical_dumps(redacted)
+    except (TypeError, ValueError):
+        return None
     return hashlib.sha256(data).hexdigest()
 
 

@@ -28,6 +28,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from mushin_box._core.overrideparse import parse_overrides
+
 __all__ = ["check_composes", "first_job", "hydra_state_kept"]
 
 
@@ -39,13 +41,10 @@ def first_job(overrides: Sequence[str]) -> list[str]:
     >>> first_job(["lr=0.1,0.2", "+x=range(1,3)", "hydra/launcher=basic", "s='a,b'"])
     ['lr=0.1', '+x=1', 'hydra/launcher=basic', "s='a,b'"]
     """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.override_parser.types import Transformer
 
     out = []
-    for text, parsed in zip(
-        overrides, OverridesParser.create().parse_overrides(list(overrides)), strict=True
-    ):
+    for text, parsed in zip(overrides, parse_overrides(overrides), strict=True):
         if not parsed.is_sweep_override():
             out.append(text)
             continue

@@ -15,18 +15,33 @@ and Hydra's bookkeeping of the job (``hydra.overrides.task``, ``hydra.job.overri
 batch's last job, composed in full by Hydra, came out identical (the whole config,
 ``hydra`` included, as YAML); a job that differs from the first elsewhere than in the swept
 positions is composed in full. The resume shortcut (:mod:`mushin_box._sweep.prefilter`)
-uses :class:`SweptValues` for the task part alone.
+uses :class:`SweptValues` for the task part alone, and :class:`PlainFingerprints` for a
+job's config fingerprint without building its config (see there).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
-from collections.abc import Sequence
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
-__all__ = ["JobConfigs", "SweptValues", "cell_of", "job_configs"]
+__all__ = [
+    "JobConfigs",
+    "PlainFingerprints",
+    "SweptValues",
+    "cell_of",
+    "element_overrides",
+    "job_configs",
+    "strings",
+]
+
+#: an interpolation whose value is the environment's, never another key's
+_ENV_ONLY = re.compile(r"\$\{oc\.env:[^${}]*\}")
 
 
 def cell_of(cfg: Any) -> tuple[Path, Any]:
@@ -49,23 +64,83 @@ def _set_over(text: str) -> str:
     return "+" + text if text.startswith("+") and not text.startswith("++") else text
 
 
+def strings(node: Any) -> Iterator[str]:
+    """Every string in a plain config, keys included.
+
+    Examples
+    --------
+    >>> list(strings({"a": ["x", 1, {"b": "y"}]}))
+    ['a', 'x', 'b', 'y']
+    """
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if isinstance(key, str):
+                yield key
+            yield from strings(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from strings(value)
+    elif isinstance(node, str):
+        yield node
+
+
+def element_overrides(parsed: Sequence[Any]) -> dict[str, Any]:
+    """Each job override the basic sweeper writes for a sweep's values (``key=value``, the
+    value in the element's own string form, as ``split_arguments`` writes it), mapped to
+    Hydra's parse of it, built from the sweep's parse (``parsed``): its values are parsed
+    already, and a sweep of 1,000 values is not parsed again value by value (~0.6 ms each).
+    ``+key=v`` is also there as ``++key=v``, as :class:`SweptValues` sets it over.
+
+    Examples
+    --------
+    >>> from mushin_box._core.overrideparse import parse_overrides
+    >>> table = element_overrides(parse_overrides(["lr=0.1,1e-05", "+n='a b',null", "x=1"]))
+    >>> sorted(table)
+    ["++n='a b'", '++n=null', "+n='a b'", '+n=null', 'lr=0.1', 'lr=1e-05']
+    >>> table["lr=1e-05"].value(), table["++n='a b'"].value(), table["+n=null"].is_add()
+    (1e-05, 'a b', True)
+    """
+    from hydra.core.override_parser.types import Override, OverrideType, ValueType
+
+    out: dict[str, Any] = {}
+    for sweep in parsed:
+        if not (sweep.is_sweep_override() and sweep.is_discrete_sweep()):
+            continue
+        try:
+            values = list(sweep.sweep_iterator())
+        except Exception:  # a glob over a group: each job is parsed
+            continue
+        key = sweep.get_key_element()
+        for value in values:
+            one = Override(sweep.type, sweep.key_or_group, ValueType.ELEMENT, value, sweep.package)
+            text = f"{key}={one.get_value_element_as_str()}"
+            out[text] = dataclasses.replace(one, input_line=text)
+            if sweep.is_add():
+                forced = OverrideType.FORCE_ADD
+                out["+" + text] = dataclasses.replace(one, type=forced, input_line="+" + text)
+    return out
+
+
 class SweptValues:
     """A job's directory and task config from the first job's config (``first``, composed
     with ``return_hydra_config``) and the job's swept values; ``ValueError`` when the grid
-    of ``jobs`` is not one of plain values (see the module doc)."""
+    of ``jobs`` is not one of plain values (see the module doc). ``known``: overrides
+    parsed already (:func:`element_overrides`), by their text."""
 
-    def __init__(self, first: Any, jobs: Sequence[Sequence[str]]) -> None:
+    def __init__(
+        self, first: Any, jobs: Sequence[Sequence[str]], known: Mapping[str, Any] | None = None
+    ) -> None:
         from hydra.core.override_parser.overrides_parser import OverridesParser
         from omegaconf import DictConfig, OmegaConf
 
         self._parser = OverridesParser.create()
-        self._parsed: dict[str, Any] = {}
+        self._parsed: dict[str, Any] = dict(known or {})
         width = len(jobs[0])
         if any(len(job) != width for job in jobs):
             raise ValueError("the jobs do not have the same overrides")
         self.first_job = tuple(jobs[0])
         self.swept = [i for i in range(width) if len({job[i] for job in jobs}) > 1]
-        keys = [self.parse(text).key_or_group for text in jobs[0]]
+        self.keys = keys = [self.parse(text).key_or_group for text in jobs[0]]
         if any(
             self.parse(text).key_or_group != key
             for job in jobs
@@ -128,13 +203,104 @@ class SweptValues:
         exclude, item_sep, kv_sep = self._naming
         return get_overrides_dirname(app, exclude, item_sep, kv_sep)
 
-    def cell(self, job: Sequence[str]) -> tuple[Path, Any]:
-        """``job``'s directory and task config."""
+    def directory(self, job: Sequence[str]) -> Path:
+        """``job``'s directory, as ``run_job`` resolves it."""
         from mushin_box._sweep.cells import cell_key
 
+        return Path(os.path.abspath(self._sweep_dir / cell_key(self.dirname(job))))
+
+    def cell(self, job: Sequence[str]) -> tuple[Path, Any]:
+        """``job``'s directory and task config."""
         task_cfg = copy.deepcopy(self.base)
         self.set_values(job, task_cfg)
-        return Path(os.path.abspath(self._sweep_dir / cell_key(self.dirname(job)))), task_cfg
+        return self.directory(job), task_cfg
+
+
+def _node(cfg: Any, key: str) -> Any:
+    """The node at a dotted key whose parents are all mappings; ``ValueError`` if not."""
+    from omegaconf import DictConfig, OmegaConf
+
+    parent_key, _, last = key.rpartition(".")
+    parent = OmegaConf.select(cfg, parent_key) if parent_key else cfg
+    if not isinstance(parent, DictConfig) or last not in parent:
+        raise ValueError(f"{key} is not a key of a mapping")
+    return parent._get_node(last)
+
+
+class PlainFingerprints:
+    """Each job's config fingerprint (:func:`~mushin_box._sweep.cells.config_fingerprint` of
+    the config :meth:`SweptValues.cell` builds) without building that config: the first
+    job's task config as plain data, with the job's swept values set in it.
+
+    Design note: a resume decides every finished cell from its config fingerprint, and
+    building a 1,000 configs (a deep copy, Hydra's override function, ``to_container``)
+    cost ~1 ms a cell, most of a resumed cell's cost. What a job's config adds to the first
+    job's is its swept values, each a leaf: so the fingerprint's input (``to_container``
+    with ``resolve=True``) is the first job's with those leaves replaced. That holds only
+    when no other key's value depends on them, so this refuses (``ValueError``) a config
+    with any interpolation but ``${oc.env:NAME}`` (its value is the environment's), a swept
+    value that is a list, a mapping or holds ``${``, and a swept key under a list. Each
+    distinct value is converted once by Hydra's own function, over a copy of the first
+    job's config, and the leaf read back as ``to_container`` reads it; the node must keep
+    its type (a typed field validates and converts; an untyped one keeps what it is given),
+    so that setting one value after another over that copy is setting each over a fresh
+    one. Where the canonical JSON can't be written (NaN, bytes), :meth:`fingerprint` says
+    None and the caller builds the config. The resume shortcut checks this against Hydra's
+    full compose too (``_cells`` in :mod:`mushin_box._sweep.prefilter`).
+    """
+
+    def __init__(self, values: SweptValues, jobs: Sequence[Sequence[str]]) -> None:
+        from hydra._internal.config_loader_impl import ConfigLoaderImpl
+        from omegaconf import OmegaConf
+        from omegaconf.nodes import ValueNode
+
+        base = values.base
+        raw = OmegaConf.to_container(base, resolve=False, enum_to_str=True)
+        if any("${" in _ENV_ONLY.sub("", text) for text in strings(raw)):
+            raise ValueError("the config holds an interpolation")
+        plain: Any = OmegaConf.to_container(base, resolve=True, enum_to_str=True)
+        self._plain: dict[str, Any] = plain
+        self._swept = values.swept
+        self._paths = [tuple(values.keys[i].split(".")) for i in values.swept]
+        for path in self._paths:
+            node: Any = self._plain
+            for part in path[:-1]:
+                node = node.get(part) if isinstance(node, dict) else None
+            if not isinstance(node, dict) or path[-1] not in node:
+                raise ValueError(f"{'.'.join(path)} is not a key of mappings only")
+        scratch = copy.deepcopy(base)
+        self._values: dict[tuple[int, str], Any] = {}
+        for i in values.swept:
+            key = values.keys[i]
+            kind = type(_node(base, key))
+            if not issubclass(kind, ValueNode):
+                raise ValueError(f"{key} is not a leaf")
+            for text in dict.fromkeys(job[i] for job in jobs):
+                parsed = values.parse(_set_over(text))
+                if isinstance(parsed.value(), list | dict) or "${" in str(parsed.value()):
+                    raise ValueError(text)
+                ConfigLoaderImpl._apply_overrides_to_config([parsed], scratch)
+                node = _node(scratch, key)
+                if type(node) is not kind:
+                    raise ValueError(f"{text} changes the node of {key}")
+                value = node._value()
+                self._values[(i, text)] = value.name if isinstance(value, Enum) else value
+
+    def fingerprint(self, job: Sequence[str]) -> str | None:
+        """``job``'s config fingerprint; None where only the config itself can tell."""
+        from mushin_box._sweep.cells import plain_fingerprint
+
+        top: dict[str, Any] = dict(self._plain)
+        copied: dict[tuple[str, ...], dict[str, Any]] = {(): top}
+        for i, path in zip(self._swept, self._paths, strict=True):
+            node: dict[str, Any] = top
+            for depth in range(1, len(path)):
+                prefix = path[:depth]
+                if prefix not in copied:
+                    copied[prefix] = node[path[depth - 1]] = dict(node[path[depth - 1]])
+                node = copied[prefix]
+            node[path[-1]] = self._values[(i, job[i])]
+        return plain_fingerprint(top)
 
 
 def _copy(cfg: Any) -> Any:

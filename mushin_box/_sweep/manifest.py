@@ -29,8 +29,28 @@ __all__ = [
 
 
 def combo_id(combo: Mapping[str, Any]) -> str:
-    """A canonical text identity of a cell's swept values (keys sorted)."""
-    return canonical_dumps(dict(combo)).decode("utf-8").rstrip("\n")
+    """A canonical text identity of a cell's swept values (keys sorted).
+
+    Examples
+    --------
+    >>> combo_id({"lr": 0.1, "a": True}), combo_id({"lr": 0.1, "a": 1})
+    ('{"a":true,"lr":0.1}', '{"a":1,"lr":0.1}')
+    >>> [combo_id({"x": x}) for x in (0.0, -0.0, 0, [1], [True])]
+    ['{"x":0.0}', '{"x":-0.0}', '{"x":0}', '{"x":[1]}', '{"x":[true]}']
+    """
+    # a launch asks for each cell's id ~8 times (manifests, grid change, results): kept,
+    # by each value's type and repr (True == 1 and -0.0 == 0.0; their reprs differ)
+    key = tuple((k, type(v), repr(v)) for k, v in combo.items())
+    found = _IDS.get(key)
+    if found is None:
+        found = canonical_dumps(dict(combo)).decode("utf-8").rstrip("\n")
+        if len(_IDS) >= 16384:
+            _IDS.clear()
+        _IDS[key] = found
+    return found
+
+
+_IDS: dict[tuple[tuple[str, type, str], ...], str] = {}
 
 
 class SweepLock:
@@ -62,10 +82,15 @@ class SweepLock:
 
 def cell_records(root: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
     """(cell dir, status record) for every cell with a readable status sidecar."""
-    for status in sorted(root.glob(f"*/{STATUS_FILE}")):
-        record = read_json(status)
+    try:  # not Path.glob: a launch scans a 1,000-cell sweep 3 times
+        with os.scandir(root) as entries:
+            names = sorted(entry.name for entry in entries if entry.is_dir())
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for name in names:
+        record = read_json(os.path.join(root, name, STATUS_FILE))  # missing: None
         if isinstance(record, dict) and isinstance(record.get("combo"), dict):
-            yield status.parent, record
+            yield root / name, record
 
 
 def read_manifest(root: Path) -> dict[str, Any] | None:
@@ -185,9 +210,12 @@ def reconcile_abandoned(records: list[tuple[Path, dict[str, Any]]]) -> list[str]
     return changed
 
 
-def finish_launch(root: Path, error: BaseException | None) -> list[str]:
+def finish_launch(
+    root: Path, error: BaseException | None
+) -> tuple[list[str], list[tuple[Path, dict[str, Any]]] | None]:
     """After a launch: record abandoned cells (:func:`reconcile_abandoned`) and rebuild the
-    manifest; return the cells recorded as ended.
+    manifest; return the cells recorded as ended, and the status records as they are now
+    (None if they could not be read).
 
     A failure to write them (a full disk) never hides the launch's own error, which is the
     one that says what went wrong: it is added to that error as a note, or, when the launch
@@ -196,6 +224,7 @@ def finish_launch(root: Path, error: BaseException | None) -> list[str]:
     import warnings
 
     ended: list[str] = []
+    records = None
     try:
         records = list(cell_records(root))  # each status file read once
         ended = reconcile_abandoned(records)
@@ -206,7 +235,7 @@ def finish_launch(root: Path, error: BaseException | None) -> list[str]:
             error.add_note(message)
         else:
             warnings.warn(message, stacklevel=4)  # at the caller of Workflow.run
-    return ended
+    return ended, records
 
 
 def live_cells(records: Records) -> list[tuple[str, Any]]:

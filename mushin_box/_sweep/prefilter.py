@@ -21,22 +21,26 @@ reused jobs (``hydra_plugins.mushin_box_launcher.cells_sweeper``).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import re
 import uuid
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from mushin_box._core.layout import METRICS_FILE, PROVENANCE_FILE, STATUS_FILE
+from mushin_box._core.layout import METRICS_FILE, PROVENANCE_FILE
+from mushin_box._core.overrideparse import parse_overrides
 from mushin_box._core.sidecars import SidecarWarning, read_json
 from mushin_box._sweep.cells import CellPlan, config_fingerprint
 from mushin_box._sweep.decide import decide
-from mushin_box._sweep.jobconfig import SweptValues as _SweptValues
+from mushin_box._sweep.jobconfig import PlainFingerprints, SweptValues, element_overrides, strings
 from mushin_box._sweep.jobconfig import cell_of as _cell_of
+from mushin_box._sweep.manifest import cell_records
 
 __all__ = [
     "SWEEPER_TARGET",
@@ -86,11 +90,9 @@ def task_part(job: Sequence[str]) -> tuple[str, ...]:
 def _jobs(overrides: Sequence[str]) -> list[list[str]] | None:
     """Every job's overrides, as Hydra's basic sweeper builds them; None if it can't tell."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
 
     try:
-        parsed = OverridesParser.create().parse_overrides(list(overrides))
-        return BasicSweeper.split_arguments(parsed, None)[0]
+        return BasicSweeper.split_arguments(parse_overrides(overrides), None)[0]
     except Exception:  # a glob over a group, a sampled sweep: the sweeper decides
         return None
 
@@ -130,20 +132,6 @@ def _stored(config: Any, launcher: str | None) -> Any:
     return config
 
 
-def _strings(node: Any) -> Iterator[str]:
-    """Every string in a plain config, keys included."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if isinstance(key, str):
-                yield key
-            yield from _strings(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from _strings(value)
-    elif isinstance(node, str):
-        yield node
-
-
 def _depends_on_job(task_cfg: Any) -> bool:
     """Does the config hold a resolver whose value may differ inside the job?
 
@@ -160,19 +148,21 @@ def _depends_on_job(task_cfg: Any) -> bool:
     plain = OmegaConf.to_container(task_cfg, resolve=False, enum_to_str=True)
     return any(
         name not in _SAME_IN_DRIVER
-        for text in _strings(plain)
+        for text in strings(plain)
         if "${" in text
         for name in _RESOLVER.findall(text)
     )
 
 
-def _reusable(directory: Path, fingerprints: Mapping[str, str], plan: CellPlan) -> bool:
-    """Would the runner reuse this cell without a word and without writing anything?"""
+def _reusable(
+    directory: Path, previous: Mapping[str, Any], fingerprints: Mapping[str, str], plan: CellPlan
+) -> bool:
+    """Would the runner reuse this cell (``previous``: its status record) without a word and
+    without writing anything?"""
+    if previous.get("status") != "completed":
+        return False
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SidecarWarning)  # the runner says it, if it runs
-        previous = read_json(directory / STATUS_FILE, default={})
-        if not isinstance(previous, dict) or previous.get("status") != "completed":
-            return False
         decision = decide(
             previous,
             fingerprints,
@@ -198,14 +188,18 @@ def prefilter(
     launcher: str | None,
     launcher_config: Mapping[str, Any] | None,
     first: Any = None,
+    records: Sequence[tuple[Path, Mapping[str, Any]]] | None = None,
 ) -> Prefiltered:
     """The jobs of the grid that resume reuses as they are (see module doc); call it with
     the sweep's secrets exported and Hydra's state kept (``Workflow._launch`` does).
     ``first``: the config of :func:`~mushin_box._sweep.compose.first_job`, composed from
     ``config`` and ``overrides`` (``check_composes``); used when it is the grid's first job,
-    instead of composing that again."""
+    instead of composing that again. ``records``: the cells' status records
+    (:func:`~mushin_box._sweep.manifest.cell_records`, read under the sweep's lock), or
+    None to read them here."""
     if not plan.resume or not _driver_sees_all(overrides, launcher, launcher_config):
         return Prefiltered()
+    parsed = parse_overrides(overrides)
     jobs = _jobs(overrides)
     if not jobs:
         return Prefiltered()
@@ -214,6 +208,9 @@ def prefilter(
 
     from mushin_box._sweep.compose import first_job
 
+    if records is None:
+        records = list(cell_records(Path(plan.working_dir)))
+    statuses = dict(records)
     image = os.environ.get("MUSHIN_SIF_SHA256")
     name = f"mushin_prefilter_{uuid.uuid4().hex}"
     stored = _stored(config, launcher)
@@ -223,19 +220,18 @@ def prefilter(
     reused: set[tuple[str, ...]] = set()
     try:
         with initialize(version_base="1.3", config_path=None):
-            cells = _cells(name, jobs, first)
-            for job, (directory, task_cfg) in zip(jobs, cells, strict=True):
-                if not (directory / STATUS_FILE).is_file():
+            cells = _cells(name, parsed, jobs, first)
+            for job, (directory, config_print) in zip(jobs, cells, strict=True):
+                previous = statuses.get(directory)
+                if previous is None:  # never run, or no readable status: the runner decides
                     continue
-                if _depends_on_job(task_cfg):
+                fingerprint = config_print()
+                if fingerprint is None:
                     return Prefiltered(len(jobs))  # every job decides for itself
-                fingerprints = {
-                    "config": config_fingerprint(task_cfg),
-                    "code": plan.code_fingerprint,
-                }
+                fingerprints = {"config": fingerprint, "code": plan.code_fingerprint}
                 if image:
                     fingerprints["image"] = image
-                if _reusable(directory, fingerprints, plan):
+                if _reusable(directory, previous, fingerprints, plan):
                     reused.add(task_part(job))
     except Exception:  # Hydra refuses a job: the launch says it, as before
         return Prefiltered(len(jobs))
@@ -244,32 +240,51 @@ def prefilter(
     return Prefiltered(len(jobs), frozenset(reused))
 
 
+def _job_config_print(task_cfg: Any) -> str | None:
+    """The fingerprint of a job's task config; None if its value may differ in the job."""
+    return None if _depends_on_job(task_cfg) else config_fingerprint(task_cfg)
+
+
 def _cells(
-    name: str, jobs: Sequence[Sequence[str]], first: Any = None
-) -> Iterator[tuple[Path, Any]]:
-    """Each job's directory and task config: from the first job's config (``first``, or
-    composed) and the swept values when two jobs composed in full agree with that
-    (:class:`_SweptValues`), else each job composed in full, as the launcher composes it."""
+    name: str, parsed: Sequence[Any], jobs: Sequence[Sequence[str]], first: Any = None
+) -> Iterator[tuple[Path, Callable[[], str | None]]]:
+    """Each job's directory, and how to get its config fingerprint (None: it may differ in
+    the job, which decides). From the first job's config (``first``, or composed) and the
+    swept values, as plain data (:class:`PlainFingerprints`) or as a config
+    (:class:`SweptValues`), each only when the last job composed in full by Hydra agrees
+    with it (as the launch trusts :class:`~mushin_box._sweep.jobconfig.JobConfigs`); else
+    from each job composed in full, as the launcher composes it."""
     from hydra import compose
 
     def composed(job: Sequence[str]) -> tuple[Path, Any]:
         return _cell_of(compose(name, overrides=list(job), return_hydra_config=True))
 
-    def same(a: tuple[Path, Any], b: tuple[Path, Any]) -> bool:
-        return a[0] == b[0] and config_fingerprint(a[1]) == config_fingerprint(b[1])
-
     if first is None:
         first = compose(name, overrides=list(jobs[0]), return_hydra_config=True)
-    try:
-        fast: _SweptValues | None = _SweptValues(first, jobs)
-    except Exception:
-        fast = None
-    if fast is not None and len(jobs) > 1:
-        probe = jobs[len(jobs) // 2]
-        if not (
-            same(fast.cell(jobs[-1]), composed(jobs[-1]))
-            and same(fast.cell(probe), composed(probe))
-        ):
-            fast = None
+    fast: SweptValues | None = None
+    plain: PlainFingerprints | None = None
+    with contextlib.suppress(Exception):  # not a grid of plain values: composed job by job
+        fast = SweptValues(first, jobs, element_overrides(parsed))
+        plain = PlainFingerprints(fast, jobs)
+    if fast is not None and len(jobs) > 1:  # the last job: it differs in every swept value
+        directory, full = composed(jobs[-1])
+        quick = fast.cell(jobs[-1])
+        if quick[0] != directory or config_fingerprint(quick[1]) != config_fingerprint(full):
+            fast = plain = None
+        elif plain is not None and plain.fingerprint(jobs[-1]) != config_fingerprint(full):
+            plain = None
     for job in jobs:
-        yield fast.cell(job) if fast is not None else composed(job)
+        if fast is None:
+            directory, task_cfg = composed(job)
+            yield directory, functools.partial(_job_config_print, task_cfg)
+        else:
+            yield fast.directory(job), functools.partial(_fast_print, fast, plain, job)
+
+
+def _fast_print(
+    fast: SweptValues, plain: PlainFingerprints | None, job: Sequence[str]
+) -> str | None:
+    """A job's config fingerprint from the first job's: as plain data if it can (its config
+    holds no interpolation that could depend on the job), else from its config."""
+    found = plain.fingerprint(job) if plain is not None else None
+    return found if found is not None else _job_config_print(fast.cell(job)[1])

@@ -27,6 +27,7 @@ from hydra_zen import hydra_list, multirun
 
 from mushin_box._core.jobskip import skipping
 from mushin_box._core.layout import ABORT_FILE
+from mushin_box._core.overrideparse import parse_overrides
 from mushin_box._core.overrides import format_override, format_sweep, format_value
 from mushin_box._core.redact import check_secret_names
 from mushin_box._core.secrets import SecretVault, sweep_error
@@ -167,11 +168,13 @@ def _hydra_overrides(
     return hydra_overrides
 
 
-def _open_sweep(root: Path, grid: Mapping[str, list[Any]], plan: CellPlan) -> None:
+def _open_sweep(
+    root: Path, grid: Mapping[str, list[Any]], plan: CellPlan
+) -> list[tuple[Path, dict[str, Any]]]:
     """Under the sweep's lock, before any cell starts: report a changed grid (on resume),
     record abandoned cells, refuse cells still running (a process or SLURM job of an
     earlier run: never start a second copy), clear the abort file and orphaned
-    temporaries, and write the new manifest."""
+    temporaries, and write the new manifest; return the cells' status records."""
     previous = read_manifest(root)
     if plan.resume and previous is not None:
         _report_grid_change(previous, grid)
@@ -183,6 +186,7 @@ def _open_sweep(root: Path, grid: Mapping[str, list[Any]], plan: CellPlan) -> No
     (root / ABORT_FILE).unlink(missing_ok=True)
     remove_orphaned_temporaries(root)  # left by writers killed mid-write
     write_manifest(root, grid=grid, run_id=plan.run_id, records=records)
+    return records
 
 
 def _raise_unless_recorded(
@@ -367,8 +371,8 @@ class Workflow:
             return _read_only_results(root, grid, resume)
         root.mkdir(parents=True, exist_ok=True)
         with SweepLock(root):
-            _open_sweep(root, grid, plan)
-            error, ended = self._launch(
+            records = _open_sweep(root, grid, plan)
+            error, ended, records = self._launch(
                 config,
                 plan,
                 grid,
@@ -378,6 +382,7 @@ class Workflow:
                 launcher_config=launcher_config,
                 progress=progress,
                 first=first,
+                records=records,
             )
             _raise_unless_recorded(error, ended, on_error)
         if not wait:
@@ -386,7 +391,8 @@ class Workflow:
             return SweepHandle(root)
         from mushin_box._sweep.experiment import load_sweep, warn_unfinished
 
-        records = list(cell_records(root))  # each status file read once, for both
+        if records is None:  # the launch could not read them
+            records = list(cell_records(root))
         warn_unfinished(plan.run_id, records, said=ended if error is not None else ())
         return load_sweep(root, records)
 
@@ -430,11 +436,13 @@ class Workflow:
         launcher_config: Mapping[str, Any] | None,
         progress: bool,
         first: Any = None,
-    ) -> tuple[BaseException | None, list[str]]:
+        records: Sequence[tuple[Path, dict[str, Any]]] = (),
+    ) -> tuple[BaseException | None, list[str], list[tuple[Path, dict[str, Any]]] | None]:
         """Run every cell (``hydra_zen.launch`` of a :class:`CellRunner`), then record the
         cells whose job ended without a word and rebuild the manifest; return the launch's
-        error, if any, and the cells recorded as ended. ``first``: the first job's config,
-        composed by ``check_composes`` (the resume shortcut starts from it)."""
+        error, if any, the cells recorded as ended, and the status records after it (None:
+        unreadable). ``first``: the first job's config, composed by ``check_composes``, and
+        ``records``, the status records before the launch (the resume shortcut uses both)."""
         from hydra_zen import launch
 
         root = Path(plan.working_dir)
@@ -452,6 +460,7 @@ class Workflow:
                     launcher=launcher,
                     launcher_config=launcher_config,
                     first=first,
+                    records=records,
                 )
             if own_sweeper(overrides):  # only the jobs left, each composed once
                 overrides = [*overrides, f"hydra.sweeper._target_={SWEEPER_TARGET}"]
@@ -476,8 +485,8 @@ class Workflow:
             if watcher is not None:
                 watcher.stop()
             # cells whose job was killed, cancelled or timed out never wrote their end
-            ended = finish_launch(root, error)  # its own write errors never hide `error`
-        return error, ended
+            ended, after = finish_launch(root, error)  # its write errors never hide `error`
+        return error, ended, after
 
     @staticmethod
     def _default_dir() -> Path:
@@ -512,9 +521,7 @@ class Workflow:
 
 
 def override_keys(overrides: Sequence[str]) -> list[str]:
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    parsed = OverridesParser.create().parse_overrides(list(overrides))
+    parsed = parse_overrides(overrides)
     return [o.key_or_group for o in parsed if not o.key_or_group.startswith("hydra")]
 
 

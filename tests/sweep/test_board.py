@@ -174,7 +174,7 @@ def test_the_manifest_written_after_a_launch_records_an_abandoned_cell_as_failed
 
     write_json_atomic(tmp_path / MANIFEST_FILE, {"grid": {"lr": [1.0]}, "cells": {}})
     _running(tmp_path, "lr=1.0", 1.0, host=socket.gethostname(), pid=_dead_pid())
-    assert finish_launch(tmp_path, None) == ["lr=1.0"]
+    assert finish_launch(tmp_path, None)[0] == ["lr=1.0"]
     assert read_json(tmp_path / "lr=1.0" / STATUS_FILE)["status"] == "failed"
     # the manifest is built from the same read of the status files: it says so too
     (entry,) = read_json(tmp_path / MANIFEST_FILE)["cells"].values()

@@ -9,8 +9,12 @@ it gives the same directory and fingerprint as Hydra's full compose.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import enum
 import json
+import pathlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +25,11 @@ from workflow_tasks import marker_task
 
 from mushin_box import Workflow, multirun
 from mushin_box._core.layout import METRICS_FILE, PROVENANCE_FILE, STATUS_FILE
+from mushin_box._core.overrideparse import parse_overrides
 from mushin_box._sweep import prefilter as pf
 from mushin_box._sweep.cells import CellPlan, config_fingerprint
 from mushin_box._sweep.compose import hydra_state_kept
+from mushin_box._sweep.jobconfig import PlainFingerprints, SweptValues, element_overrides
 
 
 def _sweep(root: Path, markers: Path, resume: bool = False, **extra: Any) -> Any:
@@ -103,6 +109,25 @@ def test_a_changed_config_runs_every_cell_again(tmp_path: Path) -> None:
     assert status["rerun_reason"] == "config fingerprint changed"
 
 
+def test_a_plain_shortcut_blind_to_a_changed_config_is_not_trusted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, markers = tmp_path / "sweep", tmp_path / "markers"
+    _sweep(root, markers)
+    stored = {
+        d.name: json.loads((d / STATUS_FILE).read_text())["fingerprints"]["config"]
+        for d in root.glob("x=*")
+    }
+
+    def blind(self: Any, job: list[str]) -> str:  # the fingerprint the cell had before
+        return stored[next(text for text in job if text.startswith("x="))]
+
+    monkeypatch.setattr(PlainFingerprints, "fingerprint", blind)
+    with pytest.warns(UserWarning, match="config fingerprint changed"):
+        _sweep(root, markers, resume=True, sleep_s=0.001)  # a constant changed
+    assert _ran(markers) == sorted(2 * [f"x={x}" for x in range(1, 7)])  # none reused
+
+
 def _plan(root: Path, **fields: Any) -> CellPlan:
     return CellPlan(
         **{"working_dir": str(root), "swept": ("x",), "resume": True, "run_id": "new", **fields}
@@ -140,27 +165,142 @@ def test_a_changed_code_fingerprint_or_a_stale_code_reuse_goes_through_the_runne
     assert reused(_plan(root, code_fingerprint=code, resume=False)) == 0
 
 
-def _through_compose(config: Any, overrides: list[str]) -> list[tuple[Path, str]]:
-    """Every job's directory and config fingerprint: by the shortcut, and by a full compose."""
-    from hydra import compose, initialize
+@contextlib.contextmanager
+def _composing(name: str, config: Any) -> Iterator[None]:
+    """Hydra's compose of ``name`` (``config``) possible, and the config store as it was
+    after: a config of this module left there would be pickled into a later submitit job
+    of the same process, which can't import this module."""
+    from hydra import initialize
     from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(name=name, node=config)
+    try:
+        with hydra_state_kept(), initialize(version_base="1.3", config_path=None):
+            yield
+    finally:
+        ConfigStore.instance().repo.pop(f"{name}.yaml", None)
+
+
+def _through_compose(
+    config: Any, overrides: list[str], *, plain: bool = False
+) -> list[tuple[Path, str]]:
+    """Every job's directory and config fingerprint: by the shortcut, and by a full compose;
+    with ``plain``, by the shortcut's plain data too (which must take the grid)."""
+    from hydra import compose
 
     jobs = pf._jobs(overrides)
     assert jobs
-    ConfigStore.instance().store(name="prefilter_test", node=config)
     out = []
-    with hydra_state_kept(), initialize(version_base="1.3", config_path=None):
+    with _composing("prefilter_test", config):
         first = compose("prefilter_test", overrides=list(jobs[0]), return_hydra_config=True)
-        fast = pf._SweptValues(first, jobs)
+        fast = SweptValues(first, jobs, element_overrides(parse_overrides(overrides)))
+        slow = SweptValues(first, jobs)  # each job's overrides parsed by Hydra
+        prints = PlainFingerprints(fast, jobs) if plain else None
         for job in jobs:
             full = pf._cell_of(
                 compose("prefilter_test", overrides=list(job), return_hydra_config=True)
             )
+            expected = config_fingerprint(full[1])
             quick = fast.cell(job)
-            assert quick[0] == full[0], job
-            assert config_fingerprint(quick[1]) == config_fingerprint(full[1]), job
+            assert quick[0] == full[0] == fast.directory(job) == slow.cell(job)[0], job
+            assert config_fingerprint(quick[1]) == expected, job
+            assert config_fingerprint(slow.cell(job)[1]) == expected, job
+            if prints is not None:
+                assert prints.fingerprint(job) == expected, job
             out.append((quick[0], config_fingerprint(quick[1])))
     return out
+
+
+class _Colour(enum.Enum):
+    RED = 1
+    BLUE = 2
+
+
+@dataclasses.dataclass
+class _Opt:
+    momentum: float = 0.9
+    nesterov: bool = False
+    colour: _Colour = _Colour.RED
+
+
+@dataclasses.dataclass
+class _Leaves:
+    lr: float = 0.1
+    steps: int = 3
+    name: str = "a"
+    width: int | None = None
+    anything: Any = None
+    opt: _Opt = dataclasses.field(default_factory=_Opt)
+    db_password: str = "hunter2"  # redacted: the fingerprint never holds it
+    home: str = "${oc.env:HOME}"  # the environment's value, the same in every job
+
+
+@pytest.mark.parametrize(
+    "sweeps",
+    [
+        # an int into a float field and a number into a str field: converted, as by Hydra
+        ["lr=1,1e-05,inf", "name=5,'a b',null_"],
+        ["width=null,4", "anything=1,'1',2.5", "opt.nesterov=true,false"],  # untyped: kept
+        ["opt.colour=BLUE,RED", "+extra=1,x", "steps=2,7"],
+    ],
+)
+def test_the_plain_shortcut_gives_each_job_the_fingerprint_of_its_composed_config(
+    tmp_path: Path, sweeps: list[str]
+) -> None:
+    overrides = [f"hydra.sweep.dir={tmp_path}", "hydra.sweep.subdir='${mushin_cell:}'", *sweeps]
+    cells = _through_compose(_Leaves, overrides, plain=True)
+    assert len({fp for _, fp in cells}) == len(cells) > 6
+
+
+@pytest.mark.parametrize(
+    ("config", "sweep"),
+    [
+        (make_config(lr=0.1, tag="${lr}"), "lr=0.1,0.2"),  # another key's value follows it
+        (make_config(lr=0.1, tag="${oc.env:A,${lr}}"), "lr=0.1,0.2"),
+        (make_config(lr=0.1), "lr=0.1,'${oc.env:HOME}'"),  # a value holding an interpolation
+        (make_config(lr=0.1), "lr=[1],[2]"),  # a list value
+        (make_config(opt=make_config(lr=0.1)), "opt.lr=0.1,0.2"),  # (taken: a control)
+        (make_config(layers=[make_config(n=1)]), "layers.0.n=1,2"),  # a key under a list
+    ],
+)
+def test_the_plain_shortcut_refuses_a_config_where_a_value_reaches_other_keys(
+    config: Any, sweep: str
+) -> None:
+    from hydra import compose
+
+    jobs = pf._jobs(["hydra.sweep.dir=/tmp/x", "hydra.sweep.subdir='${mushin_cell:}'", sweep])
+    assert jobs
+    with _composing("plain_refused", config):
+        first = compose("plain_refused", overrides=list(jobs[0]), return_hydra_config=True)
+        values = SweptValues(first, jobs)
+        if sweep.startswith("opt.lr"):
+            assert PlainFingerprints(values, jobs).fingerprint(jobs[1]) is not None
+            return
+        with pytest.raises(ValueError):
+            PlainFingerprints(values, jobs)
+
+
+@dataclasses.dataclass
+class _WithPath:
+    out: pathlib.Path = pathlib.Path("a")
+    lr: float = 0.1
+
+
+def test_a_value_without_canonical_json_is_fingerprinted_from_its_config(tmp_path: Path) -> None:
+    from hydra import compose
+
+    jobs = pf._jobs(
+        [f"hydra.sweep.dir={tmp_path}", "hydra.sweep.subdir='${mushin_cell:}'", "out=b,c", "lr=1,2"]
+    )
+    assert jobs
+    with _composing("plain_path", _WithPath):
+        first = compose("plain_path", overrides=list(jobs[0]), return_hydra_config=True)
+        values = SweptValues(first, jobs)
+        prints = PlainFingerprints(values, jobs)
+        for job in jobs:
+            assert prints.fingerprint(job) is None  # a Path: the config's YAML is hashed
+            full = compose("plain_path", overrides=list(job), return_hydra_config=True)
+            assert pf._fast_print(values, prints, job) == config_fingerprint(pf._cell_of(full)[1])
 
 
 def test_the_shortcut_composes_every_job_as_hydra_does(tmp_path: Path) -> None:
@@ -189,11 +329,9 @@ def test_the_shortcut_composes_every_job_as_hydra_does(tmp_path: Path) -> None:
 
 
 def test_the_shortcut_is_refused_where_a_job_differs_by_more_than_its_values() -> None:
-    from hydra import compose, initialize
-    from hydra.core.config_store import ConfigStore
+    from hydra import compose
 
     config = make_config(opt=make_config(momentum=0.9), lr=0.1)
-    ConfigStore.instance().store(name="prefilter_refused", node=config)
     for overrides in (
         ["opt={momentum:0.1},{momentum:0.2}"],  # a mapping value merges
         ["opt.momentum=0.1,0.2", "opt={momentum:0.3}"],  # a key nested in another's
@@ -203,10 +341,10 @@ def test_the_shortcut_is_refused_where_a_job_differs_by_more_than_its_values() -
             ["hydra.sweep.dir=/tmp/x", "hydra.sweep.subdir='${mushin_cell:}'", *overrides]
         )
         assert jobs
-        with hydra_state_kept(), initialize(version_base="1.3", config_path=None):
+        with _composing("prefilter_refused", config):
             first = compose("prefilter_refused", overrides=list(jobs[0]), return_hydra_config=True)
             with pytest.raises(ValueError):
-                pf._SweptValues(first, jobs)
+                SweptValues(first, jobs)
 
 
 def test_a_config_whose_value_depends_on_the_job_is_decided_by_the_runner(
