@@ -13,8 +13,7 @@ job's config with each job's swept values set over it
 (:func:`mushin_box._sweep.jobconfig.job_configs`, handed over by
 ``mushin_box._core.jobskip``): the check, with Hydra's own function, before any job runs;
 the launcher's compose, for Hydra's basic launcher (which runs the jobs in this process),
-through a config loader that asks it first. The sweep's overrides, parsed by the driver
-already, are parsed from that process's cache (``mushin_box._core.overrideparse``).
+through a config loader that asks it first.
 """
 
 from __future__ import annotations
@@ -60,22 +59,6 @@ class CellSweeper(BasicSweeper):
                 hydra_context, config_loader=_Loader(hydra_context.config_loader, self)
             )
             self.launcher.setup(hydra_context=quick, task_function=task_function, config=config)
-
-    def sweep(self, arguments: list[str]) -> Any:
-        """The basic sweeper's, parsing the overrides from the cache of this process (the
-        driver parsed them already: ~0.1 s for a sweep of 1,000 values)."""
-        from hydra._internal.core_plugins import basic_sweeper
-
-        from mushin_box._core.overrideparse import CachedParser
-
-        real = getattr(basic_sweeper, "OverridesParser", None)
-        if real is None:  # another Hydra: it parses them itself
-            return super().sweep(arguments)
-        basic_sweeper.OverridesParser = CachedParser  # type: ignore[misc]
-        try:
-            return super().sweep(arguments)
-        finally:
-            basic_sweeper.OverridesParser = real
 
     def split_arguments(  # type: ignore[override]  # an instance method: reads the skip set
         self, overrides: Any, max_batch_size: int | None

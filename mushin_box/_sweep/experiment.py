@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,10 +48,13 @@ __all__ = [
 
 
 def load_sweep(
-    path: str | os.PathLike[str], records: Sequence[tuple[Path, dict[str, Any]]] | None = None
+    path: str | os.PathLike[str],
+    records: Sequence[tuple[Path, dict[str, Any]]] | None = None,
+    metrics: Mapping[Path, dict[str, Any]] | None = None,
 ) -> xr.Dataset:
     """A sweep directory as a Dataset (see :func:`load_experiment`); ``records``: its cells'
-    status records, when the caller has read them already."""
+    status records, and ``metrics``, cells' metrics sidecars, when the caller has read them
+    already."""
     from mushin_box._core.sidecars import canonical_dumps, read_json
     from mushin_box._sweep.manifest import (
         cell_records,
@@ -93,8 +96,9 @@ def load_sweep(
         if state != "completed":
             continue
         _warn_if_truncated(cell_dir / PROVENANCE_FILE, cell_dir.name)
-        metrics = read_json(cell_dir / METRICS_FILE, default={})
-        for name, value in (metrics or {}).items():
+        known = metrics.get(cell_dir) if metrics else None
+        values = known if known is not None else read_json(cell_dir / METRICS_FILE, default={})
+        for name, value in (values or {}).items():
             if isinstance(value, bool | int | float):
                 arr = scalars.setdefault(name, np.full(shape, np.nan))
                 arr[where] = float(value)

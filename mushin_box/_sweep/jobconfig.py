@@ -207,7 +207,7 @@ class SweptValues:
         """``job``'s directory, as ``run_job`` resolves it."""
         from mushin_box._sweep.cells import cell_key
 
-        return Path(os.path.abspath(self._sweep_dir / cell_key(self.dirname(job))))
+        return Path(os.path.abspath(os.path.join(self._sweep_dir, cell_key(self.dirname(job)))))
 
     def cell(self, job: Sequence[str]) -> tuple[Path, Any]:
         """``job``'s directory and task config."""

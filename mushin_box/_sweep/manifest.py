@@ -80,15 +80,20 @@ class SweepLock:
             self._fd = None
 
 
-def cell_records(root: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """(cell dir, status record) for every cell with a readable status sidecar."""
+def cell_records(
+    root: Path, known: Mapping[Path, dict[str, Any]] | None = None
+) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """(cell dir, status record) for every cell with a readable status sidecar; ``known``:
+    records the caller knows are still what the files say (not read again)."""
     try:  # not Path.glob: a launch scans a 1,000-cell sweep 3 times
         with os.scandir(root) as entries:
             names = sorted(entry.name for entry in entries if entry.is_dir())
     except (FileNotFoundError, NotADirectoryError):
         return
     for name in names:
-        record = read_json(os.path.join(root, name, STATUS_FILE))  # missing: None
+        record = known.get(root / name) if known else None
+        if record is None:
+            record = read_json(os.path.join(root, name, STATUS_FILE))  # missing: None
         if isinstance(record, dict) and isinstance(record.get("combo"), dict):
             yield root / name, record
 
@@ -211,11 +216,14 @@ def reconcile_abandoned(records: list[tuple[Path, dict[str, Any]]]) -> list[str]
 
 
 def finish_launch(
-    root: Path, error: BaseException | None
+    root: Path,
+    error: BaseException | None,
+    untouched: Mapping[Path, dict[str, Any]] | None = None,
 ) -> tuple[list[str], list[tuple[Path, dict[str, Any]]] | None]:
     """After a launch: record abandoned cells (:func:`reconcile_abandoned`) and rebuild the
     manifest; return the cells recorded as ended, and the status records as they are now
-    (None if they could not be read).
+    (None if they could not be read). ``untouched``: the records of cells the launch left
+    out (see :func:`cell_records`).
 
     A failure to write them (a full disk) never hides the launch's own error, which is the
     one that says what went wrong: it is added to that error as a note, or, when the launch
@@ -226,7 +234,7 @@ def finish_launch(
     ended: list[str] = []
     records = None
     try:
-        records = list(cell_records(root))  # each status file read once
+        records = list(cell_records(root, untouched))  # each status file read once
         ended = reconcile_abandoned(records)
         rebuild_manifest(root, records)
     except OSError as exc:

@@ -61,10 +61,12 @@ _RESOLVER = re.compile(r"\$\{\s*([A-Za-z_][\w.]*)\s*:")
 
 @attrs.frozen
 class Prefiltered:
-    """The grid's jobs (override lists, as the basic sweeper builds them) and those reused."""
+    """The grid's jobs (override lists, as the basic sweeper builds them), those reused
+    (their task overrides), and the reused cells' metrics as read here, by directory."""
 
     jobs: int = 0
     reused: frozenset[tuple[str, ...]] = frozenset()
+    metrics: Mapping[Path, dict[str, Any]] = attrs.field(factory=dict)
 
     @property
     def nothing_to_launch(self) -> bool:
@@ -156,28 +158,28 @@ def _depends_on_job(task_cfg: Any) -> bool:
 
 def _reusable(
     directory: Path, previous: Mapping[str, Any], fingerprints: Mapping[str, str], plan: CellPlan
-) -> bool:
-    """Would the runner reuse this cell (``previous``: its status record) without a word and
-    without writing anything?"""
+) -> dict[str, Any] | None:
+    """The cell's metrics if the runner would reuse it (``previous``: its status record)
+    without a word and without writing anything, else None. Call it with
+    :class:`SidecarWarning` silenced: the runner says it, if the cell runs."""
     if previous.get("status") != "completed":
-        return False
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SidecarWarning)  # the runner says it, if it runs
-        decision = decide(
-            previous,
-            fingerprints,
-            cell=directory.name,
-            run_id=plan.run_id,
-            resume=True,
-            reuse_stale_code=plan.reuse_stale_code,
-            code_modules=plan.code_modules,
-        )
-        if decision.action != "reuse" or decision.reused_despite or decision.warnings:
-            return False
-        record = read_json(directory / PROVENANCE_FILE)
-        return isinstance(read_json(directory / METRICS_FILE), dict) and (
-            isinstance(record, dict) and {"reproducibility", "run"} <= set(record)
-        )
+        return None
+    decision = decide(
+        previous,
+        fingerprints,
+        cell=directory.name,
+        run_id=plan.run_id,
+        resume=True,
+        reuse_stale_code=plan.reuse_stale_code,
+        code_modules=plan.code_modules,
+    )
+    if decision.action != "reuse" or decision.reused_despite or decision.warnings:
+        return None
+    record = read_json(directory / PROVENANCE_FILE)
+    if not (isinstance(record, dict) and {"reproducibility", "run"} <= set(record)):
+        return None
+    metrics = read_json(directory / METRICS_FILE)
+    return metrics if isinstance(metrics, dict) else None
 
 
 def prefilter(
@@ -218,8 +220,11 @@ def prefilter(
         first = None  # composed from another config, or another first job
     ConfigStore.instance().store(name=name, node=stored)
     reused: set[tuple[str, ...]] = set()
+    metrics: dict[Path, dict[str, Any]] = {}
     try:
-        with initialize(version_base="1.3", config_path=None):
+        # a corrupt sidecar: the runner says it, when the cell runs
+        with initialize(version_base="1.3", config_path=None), warnings.catch_warnings():
+            warnings.simplefilter("ignore", SidecarWarning)
             cells = _cells(name, parsed, jobs, first)
             for job, (directory, config_print) in zip(jobs, cells, strict=True):
                 previous = statuses.get(directory)
@@ -231,13 +236,15 @@ def prefilter(
                 fingerprints = {"config": fingerprint, "code": plan.code_fingerprint}
                 if image:
                     fingerprints["image"] = image
-                if _reusable(directory, previous, fingerprints, plan):
+                found = _reusable(directory, previous, fingerprints, plan)
+                if found is not None:
                     reused.add(task_part(job))
+                    metrics[directory] = found
     except Exception:  # Hydra refuses a job: the launch says it, as before
         return Prefiltered(len(jobs))
     finally:
         ConfigStore.instance().repo.pop(f"{name}.yaml", None)
-    return Prefiltered(len(jobs), frozenset(reused))
+    return Prefiltered(len(jobs), frozenset(reused), metrics)
 
 
 def _job_config_print(task_cfg: Any) -> str | None:

@@ -4,10 +4,10 @@
 Design note: ``Workflow.run`` is the driver's side only, a short list of steps: check the
 arguments, open the directory, hide secrets and collect the grid, build the
 :class:`~mushin_box._sweep.cells.CellPlan` that every cell receives, then, under the sweep's
-lock, prepare the directory (``_open_sweep``), launch the cells (``_launch``) and re-raise
-or report what went wrong. What a cell does (reuse, skip, run, continue from a checkpoint) is
-decided inside the cell, by the runner, from the plan and what is on disk; the driver only
-decides for the whole sweep.
+lock, prepare the directory and launch the cells (:mod:`mushin_box._sweep.sweeprun`) and
+re-raise or report what went wrong. What a cell does (reuse, skip, run, continue from a
+checkpoint) is decided inside the cell, by the runner, from the plan and what is on disk;
+the driver only decides for the whole sweep.
 """
 
 from __future__ import annotations
@@ -25,33 +25,19 @@ from typing import Any, Literal
 
 from hydra_zen import hydra_list, multirun
 
-from mushin_box._core.jobskip import skipping
-from mushin_box._core.layout import ABORT_FILE
 from mushin_box._core.overrideparse import parse_overrides
 from mushin_box._core.overrides import format_override, format_sweep, format_value
 from mushin_box._core.redact import check_secret_names
 from mushin_box._core.secrets import SecretVault, sweep_error
-from mushin_box._core.sidecars import remove_orphaned_temporaries
 from mushin_box._core.targets import public
 from mushin_box._sweep.cells import CellPlan, CellRunner
-from mushin_box._sweep.compose import check_composes, hydra_state_kept
-from mushin_box._sweep.jobconfig import job_configs
-from mushin_box._sweep.liveness import still_running_message
+from mushin_box._sweep.compose import check_composes
 from mushin_box._sweep.manifest import (
     SweepLock,
     cell_records,
     combo_id,
-    finish_launch,
-    live_cells,
-    read_manifest,
-    reconcile_abandoned,
-    write_manifest,
 )
-from mushin_box._sweep.prefilter import (
-    SWEEPER_TARGET,
-    own_sweeper,
-    prefilter,
-)
+from mushin_box._sweep.sweeprun import launch_cells, open_sweep
 from mushin_box._sweep.usercode import code_identity
 from mushin_box._sweep.validate import (
     SweepKeys,
@@ -166,27 +152,6 @@ def _hydra_overrides(
             # dict fields (additional_parameters) are struct nodes: only '++' sets keys
             hydra_overrides.append(f"++{override}" if isinstance(value, Mapping) else override)
     return hydra_overrides
-
-
-def _open_sweep(
-    root: Path, grid: Mapping[str, list[Any]], plan: CellPlan
-) -> list[tuple[Path, dict[str, Any]]]:
-    """Under the sweep's lock, before any cell starts: report a changed grid (on resume),
-    record abandoned cells, refuse cells still running (a process or SLURM job of an
-    earlier run: never start a second copy), clear the abort file and orphaned
-    temporaries, and write the new manifest; return the cells' status records."""
-    previous = read_manifest(root)
-    if plan.resume and previous is not None:
-        _report_grid_change(previous, grid)
-    records = list(cell_records(root))  # each status file read once
-    reconcile_abandoned(records)
-    busy = live_cells(records)
-    if busy:
-        raise RuntimeError(still_running_message(busy))
-    (root / ABORT_FILE).unlink(missing_ok=True)
-    remove_orphaned_temporaries(root)  # left by writers killed mid-write
-    write_manifest(root, grid=grid, run_id=plan.run_id, records=records)
-    return records
 
 
 def _raise_unless_recorded(
@@ -371,10 +336,9 @@ class Workflow:
             return _read_only_results(root, grid, resume)
         root.mkdir(parents=True, exist_ok=True)
         with SweepLock(root):
-            records = _open_sweep(root, grid, plan)
-            error, ended, records = self._launch(
+            launched = launch_cells(
+                CellRunner(self.task, plan, pre_call=self.pre_call),
                 config,
-                plan,
                 grid,
                 hydra_args + task_args,
                 vault,
@@ -382,19 +346,21 @@ class Workflow:
                 launcher_config=launcher_config,
                 progress=progress,
                 first=first,
-                records=records,
+                records=open_sweep(root, grid, plan),
             )
-            _raise_unless_recorded(error, ended, on_error)
+            _raise_unless_recorded(launched.error, launched.ended, on_error)
         if not wait:
             from mushin_box._sweep.handle import SweepHandle
 
             return SweepHandle(root)
         from mushin_box._sweep.experiment import load_sweep, warn_unfinished
 
+        records = launched.records
         if records is None:  # the launch could not read them
             records = list(cell_records(root))
-        warn_unfinished(plan.run_id, records, said=ended if error is not None else ())
-        return load_sweep(root, records)
+        said = launched.ended if launched.error is not None else ()
+        warn_unfinished(plan.run_id, records, said=said)
+        return load_sweep(root, records, metrics=launched.metrics)
 
     def _sweep_dir(self, working_dir: str | os.PathLike[str] | None) -> Path:
         """Resolve the sweep directory (default: ``multirun/<timestamp>``); not created yet."""
@@ -423,70 +389,6 @@ class Workflow:
         )
         grid.update(user_sweeps(user))  # "x=1,2" in raw overrides is a grid axis too
         return config, grid, task_overrides + user
-
-    def _launch(
-        self,
-        config: Any,
-        plan: CellPlan,
-        grid: Mapping[str, list[Any]],
-        overrides: list[str],
-        vault: SecretVault,
-        *,
-        launcher: str | None,
-        launcher_config: Mapping[str, Any] | None,
-        progress: bool,
-        first: Any = None,
-        records: Sequence[tuple[Path, dict[str, Any]]] = (),
-    ) -> tuple[BaseException | None, list[str], list[tuple[Path, dict[str, Any]]] | None]:
-        """Run every cell (``hydra_zen.launch`` of a :class:`CellRunner`), then record the
-        cells whose job ended without a word and rebuild the manifest; return the launch's
-        error, if any, the cells recorded as ended, and the status records after it (None:
-        unreadable). ``first``: the first job's config, composed by ``check_composes``, and
-        ``records``, the status records before the launch (the resume shortcut uses both)."""
-        from hydra_zen import launch
-
-        root = Path(plan.working_dir)
-        watcher = _start_progress(root, grid, plan.run_id, progress, launcher)
-        error: BaseException | None = None
-        try:
-            # hydra_state_kept: a launcher running jobs in this process (joblib) leaves
-            # HydraConfig set to the sweep's, with no output dir, breaking job_dir() after
-            with vault.exported(), hydra_state_kept():
-                # completed cells are decided here, before Hydra launches anything
-                done = prefilter(
-                    config,
-                    overrides,
-                    plan,
-                    launcher=launcher,
-                    launcher_config=launcher_config,
-                    first=first,
-                    records=records,
-                )
-            if own_sweeper(overrides):  # only the jobs left, each composed once
-                overrides = [*overrides, f"hydra.sweeper._target_={SWEEPER_TARGET}"]
-            with vault.exported(), hydra_state_kept(), skipping(done.reused, job_configs):
-                if not done.nothing_to_launch:
-                    launch(
-                        config,
-                        CellRunner(self.task, plan, pre_call=self.pre_call),
-                        overrides=overrides,
-                        multirun=True,
-                        version_base="1.3",
-                        # launchers that pickle the job (submitit) pickle hydra-zen's dynamic
-                        # dataclasses by value, which leaves their list/dict defaults broken
-                        # for the next launch in this process ('_MISSING_TYPE'): a DictConfig
-                        to_dictconfig=launcher not in (None, "basic"),
-                        config_name="mushin_workflow",
-                        job_name="mushin_workflow",
-                    )
-        except BaseException as exc:  # recorded by the cell; re-raised by the caller
-            error = exc
-        finally:
-            if watcher is not None:
-                watcher.stop()
-            # cells whose job was killed, cancelled or timed out never wrote their end
-            ended, after = finish_launch(root, error)  # its write errors never hide `error`
-        return error, ended, after
 
     @staticmethod
     def _default_dir() -> Path:
@@ -549,38 +451,3 @@ def _read_only_results(root: Path, grid: Mapping[str, list[Any]], resume: bool) 
         stacklevel=3,
     )
     return load_experiment(root)
-
-
-def _report_grid_change(previous: Mapping[str, Any], grid: Mapping[str, list[Any]]) -> None:
-    """Warn when a resumed sweep's grid differs from the manifest's (at the caller of
-    ``run``: run, _open_sweep, here)."""
-    old = previous.get("grid", {})
-    if list(old) != list(grid):
-        warnings.warn(
-            f"resume: the swept parameters changed from {list(old)} to {list(grid)}; cells "
-            "are matched by their swept values, so no earlier cell is reused",
-            stacklevel=4,
-        )
-        return
-    old_ids = {combo_id(dict(zip(old, c, strict=True))) for c in itertools.product(*old.values())}
-    new_ids = {combo_id(dict(zip(grid, c, strict=True))) for c in itertools.product(*grid.values())}
-    added, removed = len(new_ids - old_ids), len(old_ids - new_ids)
-    if added or removed:
-        warnings.warn(
-            f"resume: the grid changed ({added} new cell(s), {removed} cell(s) no longer in it); "
-            "cells in both are reused if their fingerprints match",
-            stacklevel=4,
-        )
-
-
-def _start_progress(
-    root: Path, grid: Mapping[str, list[Any]], run_id: str, enabled: bool, launcher: str | None
-) -> Any:
-    if not enabled:  # every launcher: the bar reads only the cells' status files
-        return None
-    from mushin_box._sweep.progress import CellProgress
-
-    total = 1
-    for values in grid.values():
-        total *= len(values)
-    return CellProgress(root, total=total, run_id=run_id).start()

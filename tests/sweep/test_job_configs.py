@@ -77,7 +77,7 @@ def test_every_job_runs_with_the_config_hydra_composes_for_it(
     assert composes[0] < 8  # the shortcut was taken: not every job composed
 
     with monkeypatch.context() as m:  # Hydra composes every job (twice: check, then run)
-        m.setattr("mushin_box._sweep.workflow.job_configs", lambda *a: None)
+        m.setattr("mushin_box._sweep.sweeprun.job_configs", lambda *a: None)
         full, full_ds = _run(root)
     assert quick == full  # the same bytes, cell by cell
     assert quick_ds.equals(full_ds)

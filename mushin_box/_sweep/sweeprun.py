@@ -1,0 +1,181 @@
+# SPDX-License-Identifier: MIT
+"""One ``Workflow.run`` under its sweep's lock: open the directory, launch the cells, finish.
+
+Design note: these are the steps that touch the sweep directory (``Workflow.run`` checks,
+hides secrets and builds the plan before, and returns the results after). They hand each
+other what they read, so that a resume of a 1,000-cell sweep reads each sidecar as few times
+as it can: the status records read when the sweep is opened are the resume shortcut's
+(:func:`~mushin_box._sweep.prefilter.prefilter`), and the cells it reused are not read
+again after the launch (nothing ran there: the lock keeps every other run out), their
+metrics included, which the results take as the shortcut read them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from mushin_box._core.jobskip import skipping
+from mushin_box._core.layout import ABORT_FILE
+from mushin_box._core.overrideparse import hydra_parses_cached
+from mushin_box._core.secrets import SecretVault
+from mushin_box._core.sidecars import remove_orphaned_temporaries
+from mushin_box._sweep.cells import CellPlan, CellRunner
+from mushin_box._sweep.compose import hydra_state_kept
+from mushin_box._sweep.jobconfig import job_configs
+from mushin_box._sweep.liveness import still_running_message
+from mushin_box._sweep.manifest import (
+    Records,
+    cell_records,
+    combo_id,
+    finish_launch,
+    live_cells,
+    read_manifest,
+    reconcile_abandoned,
+    write_manifest,
+)
+from mushin_box._sweep.prefilter import SWEEPER_TARGET, own_sweeper, prefilter
+
+__all__ = ["Launched", "launch_cells", "open_sweep"]
+
+
+def open_sweep(root: Path, grid: Mapping[str, list[Any]], plan: CellPlan) -> list[Any]:
+    """Under the sweep's lock, before any cell starts: report a changed grid (on resume),
+    record abandoned cells, refuse cells still running (a process or SLURM job of an
+    earlier run: never start a second copy), clear the abort file and orphaned
+    temporaries, and write the new manifest; return the cells' status records."""
+    previous = read_manifest(root)
+    if plan.resume and previous is not None:
+        _report_grid_change(previous, grid)
+    records = list(cell_records(root))  # each status file read once
+    reconcile_abandoned(records)
+    busy = live_cells(records)
+    if busy:
+        raise RuntimeError(still_running_message(busy))
+    (root / ABORT_FILE).unlink(missing_ok=True)
+    remove_orphaned_temporaries(root)  # left by writers killed mid-write
+    write_manifest(root, grid=grid, run_id=plan.run_id, records=records)
+    return records
+
+
+@attrs.frozen
+class Launched:
+    """What a launch left: its error (None: none), the cells recorded as ended without a
+    word, the status records after it (None: unreadable), and the metrics of the cells
+    reused by the resume shortcut, as it read them."""
+
+    error: BaseException | None
+    ended: list[str]
+    records: list[Any] | None
+    metrics: Mapping[Path, Any] = attrs.field(factory=dict)
+
+
+def launch_cells(
+    runner: CellRunner,
+    config: Any,
+    grid: Mapping[str, list[Any]],
+    overrides: list[str],
+    vault: SecretVault,
+    *,
+    launcher: str | None,
+    launcher_config: Mapping[str, Any] | None,
+    progress: bool,
+    first: Any = None,
+    records: Records = (),
+) -> Launched:
+    """Run every cell (``hydra_zen.launch`` of ``runner``), then record the cells whose job
+    ended without a word and rebuild the manifest. ``first``: the first job's config,
+    composed by ``check_composes``, and ``records``, the status records before the launch
+    (the resume shortcut uses both)."""
+    from hydra_zen import launch
+
+    plan = runner.plan
+    root = Path(plan.working_dir)
+    watcher = _start_progress(root, grid, plan.run_id, progress)
+    error: BaseException | None = None
+    done = None
+    try:
+        # hydra_state_kept: a launcher running jobs in this process (joblib) leaves
+        # HydraConfig set to the sweep's, with no output dir, breaking job_dir() after
+        with vault.exported(), hydra_state_kept():
+            # completed cells are decided here, before Hydra launches anything
+            done = prefilter(
+                config,
+                overrides,
+                plan,
+                launcher=launcher,
+                launcher_config=launcher_config,
+                first=first,
+                records=records,
+            )
+        if own_sweeper(overrides):  # only the jobs left, each composed once
+            overrides = [*overrides, f"hydra.sweeper._target_={SWEEPER_TARGET}"]
+        # the driver parsed the grid's overrides already: Hydra parses them from that cache
+        with (
+            vault.exported(),
+            hydra_state_kept(),
+            skipping(done.reused, job_configs),
+            hydra_parses_cached(),
+        ):
+            if not done.nothing_to_launch:
+                launch(
+                    config,
+                    runner,
+                    overrides=overrides,
+                    multirun=True,
+                    version_base="1.3",
+                    # launchers that pickle the job (submitit) pickle hydra-zen's dynamic
+                    # dataclasses by value, which leaves their list/dict defaults broken
+                    # for the next launch in this process ('_MISSING_TYPE'): a DictConfig
+                    to_dictconfig=launcher not in (None, "basic"),
+                    config_name="mushin_workflow",
+                    job_name="mushin_workflow",
+                )
+    except BaseException as exc:  # recorded by the cell; re-raised by the caller
+        error = exc
+    finally:
+        if watcher is not None:
+            watcher.stop()
+        metrics = done.metrics if done is not None else {}
+        untouched = {d: r for d, r in records if d in metrics}  # reused: nothing ran there
+        # cells whose job was killed, cancelled or timed out never wrote their end
+        ended, after = finish_launch(root, error, untouched)  # never hides `error`
+    return Launched(error, ended, after, metrics)
+
+
+def _report_grid_change(previous: Mapping[str, Any], grid: Mapping[str, list[Any]]) -> None:
+    """Warn when a resumed sweep's grid differs from the manifest's (at the caller of
+    ``run``: run, open_sweep, here)."""
+    old = previous.get("grid", {})
+    if list(old) != list(grid):
+        warnings.warn(
+            f"resume: the swept parameters changed from {list(old)} to {list(grid)}; cells "
+            "are matched by their swept values, so no earlier cell is reused",
+            stacklevel=4,
+        )
+        return
+    old_ids = {combo_id(dict(zip(old, c, strict=True))) for c in itertools.product(*old.values())}
+    new_ids = {combo_id(dict(zip(grid, c, strict=True))) for c in itertools.product(*grid.values())}
+    added, removed = len(new_ids - old_ids), len(old_ids - new_ids)
+    if added or removed:
+        warnings.warn(
+            f"resume: the grid changed ({added} new cell(s), {removed} cell(s) no longer in it); "
+            "cells in both are reused if their fingerprints match",
+            stacklevel=4,
+        )
+
+
+def _start_progress(root: Path, grid: Mapping[str, list[Any]], run_id: str, enabled: bool) -> Any:
+    if not enabled:  # every launcher: the bar reads only the cells' status files
+        return None
+    from mushin_box._sweep.progress import CellProgress
+
+    total = 1
+    for values in grid.values():
+        total *= len(values)
+    return CellProgress(root, total=total, run_id=run_id).start()
