@@ -87,16 +87,21 @@ def _fit(trainer: Any, module: Any, datamodule: Any) -> None:
 def _hydra(tool: str, epochs: int, job: Path) -> None:
     from hydra_zen import builds, launch, make_config
 
-    if tool == "box":
-        from mushin_box import HydraDDP
-    else:
-        from mushin import HydraDDP  # pyright: ignore[reportMissingImports]
     config = make_config(
-        trainer=builds(pl.Trainer, max_epochs=epochs, strategy=builds(HydraDDP), **TRAINER),
+        trainer=builds(pl.Trainer, max_epochs=epochs, strategy=builds(_strategy(tool)), **TRAINER),
         module=builds(TinyRegressor),
         datamodule=builds(TinyData),
     )
     launch(config, _fit_task(), overrides=[f"hydra.run.dir={job}"], version_base="1.3")
+
+
+def _strategy(tool: str) -> Any:
+    """The tool's HydraDDP class."""
+    if tool == "box":
+        from mushin_box import HydraDDP
+    else:
+        from mushin import HydraDDP  # pyright: ignore[reportMissingImports]
+    return HydraDDP
 
 
 def _fit_task() -> Any:
@@ -114,6 +119,10 @@ def main() -> None:
     if HERE not in sys.path:
         sys.path.insert(0, HERE)
     rank0 = not os.environ.get("LOCAL_RANK")  # Lightning re-runs this script for rank 1
+    if tool != "lightning":  # imported before the clock, as Lightning is (HydraDDP's own)
+        import hydra_zen  # noqa: F401
+
+        _strategy(tool)
     with tempfile.TemporaryDirectory(prefix="mushin-bench-ddp-") as tmp:
         t0 = time.perf_counter()
         if tool == "lightning":
