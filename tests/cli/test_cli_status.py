@@ -64,6 +64,30 @@ def test_status_of_a_finished_sweep(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert failed[0]["combo"] == {"lr": 1.0} and failed[0]["error_type"] == "ValueError"
 
 
+def test_a_long_sweep_is_a_line_per_cell_in_aligned_columns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mushin_box.cli import status
+
+    _sweep(tmp_path / "bad", fail_at=1.0)
+    capsys.readouterr()
+    monkeypatch.setattr(status, "LONG_TABLE", 1)  # 2 cells: long
+    assert main(["status", str(tmp_path / "bad")]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"{tmp_path / 'bad'}: 1 completed, 1 failed"
+    header, rows = lines[1], {line.split()[0]: line for line in lines[2:4]}
+    assert header.split()[:3] == ["lr", "state", "attempt"] and header.split()[-1] == "error"
+    assert rows["0.1"].split()[1] == "completed" and rows["1"].split()[1] == "failed"
+    for name, row, value in (("state", "1", "failed"), ("loss", "0.1", "0.2")):
+        assert row_at(rows[row], header.index(name)) == value  # under its header
+    assert rows["1"].endswith("ValueError: planned failure at lr=1.0, seed=1")
+    assert f"(see {tmp_path / 'bad' / 'lr=1.0' / 'mushin_error.txt'})" in lines[4]
+
+
+def row_at(line: str, column: int) -> str:
+    return line[column:].split()[0]
+
+
 def test_status_of_a_cell_dir_shows_its_sweep_and_without_dir_the_latest(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
