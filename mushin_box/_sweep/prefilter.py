@@ -5,10 +5,13 @@ Design note: with ``resume=True`` every cell used to go through Hydra's launch (
 directory, three ``.hydra/*.yaml`` files, logging set up, the runner) only for the runner
 to find it completed and return its metrics; a finished 120-cell sweep took 0.85x its
 first run. Here the driver takes the same steps as the runner, for every job of the grid,
-in this process: Hydra composes the job's config exactly as the launcher will (the same
-overrides, re-serialized by Hydra's basic sweeper), the cell's directory is resolved as
-``run_job`` resolves it, the config fingerprint is computed by the runner's own
-:func:`~mushin_box._sweep.cells.config_fingerprint`, and the pure
+in this process: the job's config is the one the launcher will compose (the same
+overrides, re-serialized by Hydra's basic sweeper; built from the first job's config and
+the job's swept values, :mod:`mushin_box._sweep.jobconfig`, and checked against Hydra's
+full compose of the grid's last job), the cell's directory is resolved as ``run_job``
+resolves it, the config fingerprint is the runner's own
+:func:`~mushin_box._sweep.cells.config_fingerprint` (computed from plain data where no key
+can depend on a swept one), and the pure
 :func:`~mushin_box._sweep.decide.decide` is asked with the same facts. Only a clean reuse
 (no warning, nothing recorded, metrics and provenance readable) is taken out of the launch;
 every other cell (changed config or code, a corrupt sidecar, failed, cancelled, skipped,
@@ -193,7 +196,7 @@ def prefilter(
     records: Sequence[tuple[Path, Mapping[str, Any]]] | None = None,
 ) -> Prefiltered:
     """The jobs of the grid that resume reuses as they are (see module doc); call it with
-    the sweep's secrets exported and Hydra's state kept (``Workflow._launch`` does).
+    the sweep's secrets exported and Hydra's state kept (``sweeprun.launch_cells`` does).
     ``first``: the config of :func:`~mushin_box._sweep.compose.first_job`, composed from
     ``config`` and ``overrides`` (``check_composes``); used when it is the grid's first job,
     instead of composing that again. ``records``: the cells' status records
