@@ -53,8 +53,9 @@ def load_sweep(
     metrics: Mapping[Path, dict[str, Any]] | None = None,
 ) -> xr.Dataset:
     """A sweep directory as a Dataset (see :func:`load_experiment`); ``records``: its cells'
-    status records, and ``metrics``, cells' metrics sidecars, when the caller has read them
-    already."""
+    status records, when the caller has read them already; ``metrics``: the metrics of
+    cells whose metrics sidecar and whole provenance record the caller read (the resume
+    shortcut), not read or checked again."""
     from mushin_box._core.sidecars import canonical_dumps, read_json
     from mushin_box._sweep.manifest import (
         cell_records,
@@ -95,9 +96,10 @@ def load_sweep(
             )
         if state != "completed":
             continue
-        _warn_if_truncated(cell_dir / PROVENANCE_FILE, cell_dir.name)
-        known = metrics.get(cell_dir) if metrics else None
-        values = known if known is not None else read_json(cell_dir / METRICS_FILE, default={})
+        values = metrics.get(cell_dir) if metrics else None
+        if values is None:
+            _warn_if_truncated(cell_dir / PROVENANCE_FILE, cell_dir.name)
+            values = read_json(cell_dir / METRICS_FILE, default={})
         for name, value in (values or {}).items():
             if isinstance(value, bool | int | float):
                 arr = scalars.setdefault(name, np.full(shape, np.nan))

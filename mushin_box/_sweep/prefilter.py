@@ -43,7 +43,6 @@ from mushin_box._sweep.cells import CellPlan, config_fingerprint
 from mushin_box._sweep.decide import decide
 from mushin_box._sweep.jobconfig import PlainFingerprints, SweptValues, element_overrides, strings
 from mushin_box._sweep.jobconfig import cell_of as _cell_of
-from mushin_box._sweep.manifest import cell_records
 
 __all__ = [
     "SWEEPER_TARGET",
@@ -192,16 +191,15 @@ def prefilter(
     *,
     launcher: str | None,
     launcher_config: Mapping[str, Any] | None,
+    records: Sequence[tuple[Path, Mapping[str, Any]]],
     first: Any = None,
-    records: Sequence[tuple[Path, Mapping[str, Any]]] | None = None,
 ) -> Prefiltered:
     """The jobs of the grid that resume reuses as they are (see module doc); call it with
     the sweep's secrets exported and Hydra's state kept (``sweeprun.launch_cells`` does).
     ``first``: the config of :func:`~mushin_box._sweep.compose.first_job`, composed from
     ``config`` and ``overrides`` (``check_composes``); used when it is the grid's first job,
     instead of composing that again. ``records``: the cells' status records
-    (:func:`~mushin_box._sweep.manifest.cell_records`, read under the sweep's lock), or
-    None to read them here."""
+    (:func:`~mushin_box._sweep.manifest.cell_records`, read under the sweep's lock)."""
     if not plan.resume or not _driver_sees_all(overrides, launcher, launcher_config):
         return Prefiltered()
     parsed = parse_overrides(overrides)
@@ -213,8 +211,6 @@ def prefilter(
 
     from mushin_box._sweep.compose import first_job
 
-    if records is None:
-        records = list(cell_records(Path(plan.working_dir)))
     statuses = dict(records)
     image = os.environ.get("MUSHIN_SIF_SHA256")
     name = f"mushin_prefilter_{uuid.uuid4().hex}"

@@ -22,7 +22,6 @@ import attrs
 
 from mushin_box._core.jobskip import skipping
 from mushin_box._core.layout import ABORT_FILE
-from mushin_box._core.overrideparse import hydra_parses_cached
 from mushin_box._core.secrets import SecretVault
 from mushin_box._core.sidecars import remove_orphaned_temporaries
 from mushin_box._sweep.cells import CellPlan, CellRunner
@@ -115,13 +114,7 @@ def launch_cells(
             )
         if own_sweeper(overrides):  # only the jobs left, each composed once
             overrides = [*overrides, f"hydra.sweeper._target_={SWEEPER_TARGET}"]
-        # the driver parsed the grid's overrides already: Hydra parses them from that cache
-        with (
-            vault.exported(),
-            hydra_state_kept(),
-            skipping(done.reused, job_configs),
-            hydra_parses_cached(),
-        ):
+        with vault.exported(), hydra_state_kept(), skipping(done.reused, job_configs):
             if not done.nothing_to_launch:
                 launch(
                     config,

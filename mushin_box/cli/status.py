@@ -131,7 +131,7 @@ def _rows(sweep: Any) -> tuple[list[str], list[list[str]]]:
     """The table's header and rows, as text: swept values, state, attempt, job, node,
     duration, scalar metrics, error."""
     metric_names = sorted({name for c in sweep.cells for name in c.metrics})
-    header = [*sweep.params, "state", "attempt", "job", "node", "duration", *metric_names]
+    header = [*sweep.params, "state", "attempt", "job", "node", "duration", *metric_names, "error"]
     rows = [
         [
             *(_value(cell.combo.get(p, "-")) for p in sweep.params),
@@ -145,7 +145,7 @@ def _rows(sweep: Any) -> tuple[list[str], list[list[str]]]:
         ]
         for cell in sweep.cells
     ]
-    return [*header, "error"], rows
+    return header, rows
 
 
 def table(sweep: Any) -> Any:
