@@ -22,6 +22,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from mushin_box._slurm.jobs import slurm_job_id
+
 __all__ = ["slurm_rank_logs"]
 
 
@@ -34,8 +36,7 @@ def slurm_rank_logs(environ: Mapping[str, str] | None = None) -> dict[str, str]:
         return {}
     from submitit.core.utils import JobPaths
 
-    array, index = env.get("SLURM_ARRAY_JOB_ID"), env.get("SLURM_ARRAY_TASK_ID")
-    job = f"{array}_{index}" if array and index else str(env["SLURM_JOB_ID"])
+    job = slurm_job_id(env) or str(env["SLURM_JOB_ID"])
     try:
         tasks = max(1, int(env.get("SLURM_NTASKS", "1")))
     except ValueError:

@@ -20,9 +20,19 @@ frozenset()
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Mapping
 
-__all__ = ["ENDED_STATES", "LIVE_STATES", "base_state", "is_live", "job_state", "job_states"]
+__all__ = [
+    "ENDED_STATES",
+    "JOB_ID_BASH",
+    "LIVE_STATES",
+    "base_state",
+    "is_live",
+    "job_state",
+    "job_states",
+    "slurm_job_id",
+]
 
 #: a job in one of these states may still run (or run again) a cell
 LIVE_STATES = frozenset(
@@ -34,6 +44,33 @@ ENDED_STATES = frozenset(
     "BOOT_FAIL CANCELLED COMPLETED DEADLINE FAILED NODE_FAIL OUT_OF_MEMORY PREEMPTED "
     "REVOKED TIMEOUT".split()
 )
+
+
+#: :func:`slurm_job_id` as bash, for the batch script's requeue trap (sets ``job``)
+JOB_ID_BASH = (
+    "job=$SLURM_JOB_ID; [[ -n ${SLURM_ARRAY_TASK_ID:-} ]] && "
+    "job=${SLURM_ARRAY_JOB_ID}_$SLURM_ARRAY_TASK_ID"
+)
+
+
+def slurm_job_id(environ: Mapping[str, str] | None = None) -> str | None:
+    """This process's SLURM job as squeue, scancel and scontrol name it: ``<array
+    job>_<task>`` for an array task (the plain SLURM_JOB_ID of an array's last task is the
+    whole array's id, so ``scontrol requeue`` of it would requeue every task), else the id.
+    :data:`JOB_ID_BASH` is the same rule for the batch script.
+
+    Examples
+    --------
+    >>> slurm_job_id({"SLURM_JOB_ID": "12", "SLURM_ARRAY_JOB_ID": "10", "SLURM_ARRAY_TASK_ID": "2"})
+    '10_2'
+    >>> slurm_job_id({"SLURM_JOB_ID": "12"}), slurm_job_id({}) is None
+    ('12', True)
+    """
+    env = os.environ if environ is None else environ
+    array, task = env.get("SLURM_ARRAY_JOB_ID"), env.get("SLURM_ARRAY_TASK_ID")
+    if array and task:
+        return f"{array}_{task}"
+    return env.get("SLURM_JOB_ID") or None
 
 
 def base_state(text: str) -> str:

@@ -40,6 +40,8 @@ import re
 import shlex
 from collections.abc import Sequence
 
+from mushin_box._slurm.jobs import JOB_ID_BASH
+
 __all__ = ["REQUEUE_SIGNAL", "RequeueReason", "requeue_setup_lines"]
 
 #: the signal SLURM sends the batch shell before the time limit (and at preemption)
@@ -60,9 +62,9 @@ __mushin_log() { printf 'mushin-box requeue: %s\n' "$*" >&2; }
 __mushin_on_signal() {
   [[ -n $__mushin_handled ]] && return 0
   __mushin_handled=1
-  local reason=preemption restarts=${SLURM_RESTART_COUNT:-0} i job=$SLURM_JOB_ID
+  local reason=preemption restarts=${SLURM_RESTART_COUNT:-0} i job
   # an array task by its array id: the plain id of the array's last task requeues them all
-  [[ -n ${SLURM_ARRAY_TASK_ID:-} ]] && job=${SLURM_ARRAY_JOB_ID}_$SLURM_ARRAY_TASK_ID
+  @job_id@
   (( SECONDS >= __mushin_timeout_after_s )) && reason=timeout
   __mushin_log "SIG@signal@ after ${SECONDS}s: $reason (job $job, restarts $restarts)"
   if [[ -n $__mushin_srun_pid ]] && kill -0 "$__mushin_srun_pid" 2>/dev/null; then
@@ -146,5 +148,6 @@ def requeue_setup_lines(
         ),
         "signal": REQUEUE_SIGNAL,
     }
-    text = re.sub(r"@(\w+)@", lambda m: shlex.quote(values[m.group(1)]), _TRAP)
+    trap = _TRAP.replace("@job_id@", JOB_ID_BASH)  # code, not a value: not quoted
+    text = re.sub(r"@(\w+)@", lambda m: shlex.quote(values[m.group(1)]), trap)
     return text.strip("\n").splitlines()

@@ -53,13 +53,14 @@ from mushin_box._core.sidecars import (
     write_json_atomic,
 )
 from mushin_box._slurm.joblogs import slurm_rank_logs
+from mushin_box._slurm.jobs import slurm_job_id
 from mushin_box._sweep.cellmetrics import carry_over, metrics_from_return, set_aside_metrics
 from mushin_box._sweep.cellprovenance import finish_provenance, start_provenance
 from mushin_box._sweep.decide import Decision, decide
 from mushin_box._sweep.failure import record_failure
 from mushin_box._sweep.hydrafiles import install as install_hydra_files
 from mushin_box._sweep.hydrafiles import take_failure
-from mushin_box._sweep.liveness import owner_fields, slurm_job_id
+from mushin_box._sweep.liveness import owner_fields
 from mushin_box._sweep.usercode import code_identity
 from mushin_box._train.resume import next_attempt, set_aside_checkpoints, zen_with_resume
 from mushin_box._train.seeding import global_rank_from_env

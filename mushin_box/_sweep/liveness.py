@@ -36,6 +36,7 @@ from typing import Any
 import attrs
 
 from mushin_box._core.layout import STATUS_FILE
+from mushin_box._slurm.jobs import slurm_job_id
 
 __all__ = [
     "Liveness",
@@ -46,29 +47,10 @@ __all__ = [
     "owner_of",
     "pid_alive",
     "process_tree",
-    "slurm_job_id",
     "still_running_message",
 ]
 
 _PROC = Path("/proc")
-
-
-def slurm_job_id(environ: Mapping[str, str] | None = None) -> str | None:
-    """This process's SLURM job as squeue/scancel name it: ``<array job>_<task>`` for an
-    array task (its plain SLURM_JOB_ID of task 0 is the whole array's id), else the id.
-
-    Examples
-    --------
-    >>> slurm_job_id({"SLURM_JOB_ID": "12", "SLURM_ARRAY_JOB_ID": "10", "SLURM_ARRAY_TASK_ID": "2"})
-    '10_2'
-    >>> slurm_job_id({}) is None
-    True
-    """
-    env = os.environ if environ is None else environ
-    array, task = env.get("SLURM_ARRAY_JOB_ID"), env.get("SLURM_ARRAY_TASK_ID")
-    if array and task:
-        return f"{array}_{task}"
-    return env.get("SLURM_JOB_ID") or None
 
 
 def _read(path: Path) -> str | None:

@@ -76,3 +76,28 @@ def test_a_queued_array_s_tasks_are_pending_not_unknown(slurm_cluster: object) -
         }
     finally:
         subprocess.run(["scancel", job], timeout=30, check=False)
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"SLURM_JOB_ID": "12"},
+        {"SLURM_JOB_ID": "12", "SLURM_ARRAY_JOB_ID": "10", "SLURM_ARRAY_TASK_ID": "2"},
+        {"SLURM_JOB_ID": "10", "SLURM_ARRAY_JOB_ID": "10", "SLURM_ARRAY_TASK_ID": "0"},
+    ],
+)
+def test_the_batch_scripts_job_id_is_the_one_python_names(env: dict[str, str]) -> None:
+    # the requeue trap (bash) and the cells' owner records (Python) must name one job alike:
+    # an array task's plain id would requeue or cancel the whole array
+    import subprocess
+
+    from mushin_box._slurm.jobs import JOB_ID_BASH, slurm_job_id
+
+    out = subprocess.run(
+        ["bash", "-c", f'{JOB_ID_BASH}; printf %s "$job"'],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out == slurm_job_id(env)
