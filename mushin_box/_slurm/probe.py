@@ -19,12 +19,21 @@ from __future__ import annotations
 import functools
 import getpass
 import os
+import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import attrs
 
-__all__ = ["AccountCheck", "SlurmProbe", "account_check", "probe_slurm"]
+__all__ = [
+    "AccountCheck",
+    "SbatchRefusal",
+    "SlurmProbe",
+    "account_check",
+    "probe_slurm",
+    "sbatch_refused",
+]
 
 PROBE_TIMEOUT_S = 5.0
 
@@ -133,3 +142,45 @@ def account_check(timeout_s: float = PROBE_TIMEOUT_S) -> AccountCheck:
     out = _run(argv, timeout_s) if sacctmgr else None
     default = (out or "").strip().splitlines()[0].strip() if (out or "").strip() else None
     return AccountCheck(True, default or None)
+
+
+# what SLURM's clients say when they find no cluster (not a refusal of this job's options)
+_NO_CLUSTER = (
+    "configuration source",
+    "Unable to contact slurm controller",
+    "Unable to process configuration file",
+)
+
+
+@attrs.frozen
+class SbatchRefusal:
+    """Why sbatch did not queue a job: its own words on one line, and whether it found no
+    cluster at all (rather than refusing this job's options)."""
+
+    said: str
+    no_cluster: bool
+
+
+def sbatch_refused(exc: BaseException) -> SbatchRefusal | None:
+    """What sbatch said when it refused to queue a job; None when ``exc`` is anything else.
+
+    submitit raises ``FailedJobError(stderr)`` from the ``CalledProcessError`` of its
+    ``sbatch`` call, and sbatch's stderr says why (``sbatch: error: invalid partition
+    specified: nope``). That is input the user can fix, not a crash: sbatch's own words,
+    without their prefix, on one line (a ``fatal:`` line alone, when there is one: the
+    other lines lead there).
+    """
+    cause = exc.__cause__
+    if not isinstance(cause, subprocess.CalledProcessError):
+        return None
+    argv = cause.cmd if isinstance(cause.cmd, list | tuple) else str(cause.cmd).split()
+    if not argv or Path(str(argv[0])).name != "sbatch":
+        return None
+    stderr = cause.stderr if isinstance(cause.stderr, str) else str(exc)
+    fatal = [line for line in stderr.splitlines() if re.match(r"^sbatch:\s*fatal:", line.strip())]
+    lines = [
+        re.sub(r"^sbatch:\s*((error|fatal):\s*)?", "", line.strip())
+        for line in (fatal or stderr.splitlines())
+    ]
+    said = "; ".join(line for line in lines if line) or f"exit status {cause.returncode}"
+    return SbatchRefusal(said, any(sign in stderr for sign in _NO_CLUSTER))

@@ -26,6 +26,7 @@ import attrs
 
 from mushin_box._core.envstate import environ_set
 from mushin_box._core.layout import LOCK_FILE, STATUS_FILE
+from mushin_box._slurm.probe import sbatch_refused
 from mushin_box._train.resume import ResumeContext
 
 __all__ = [
@@ -495,48 +496,22 @@ def run_launch(
 
 
 def sbatch_refusal(exc: BaseException) -> str | None:
-    """One line for a job that sbatch refused to queue; None when ``exc`` is anything else.
-
-    submitit raises ``FailedJobError(stderr)`` from the ``CalledProcessError`` of its
-    ``sbatch`` call, and sbatch's stderr says why (``sbatch: error: invalid partition
-    specified: nope``). That is input the user can fix, not a crash: sbatch's own words,
-    without its prefix, on one line, and the options to check.
-    """
-    import re
-    import subprocess
-
-    cause = exc.__cause__
-    if not isinstance(cause, subprocess.CalledProcessError):
+    """One line for a job that sbatch refused to queue, with the launch options to check;
+    None when ``exc`` is anything else (:func:`~mushin_box._slurm.probe.sbatch_refused`)."""
+    refused = sbatch_refused(exc)
+    if refused is None:
         return None
-    argv = cause.cmd if isinstance(cause.cmd, list | tuple) else str(cause.cmd).split()
-    if not argv or Path(str(argv[0])).name != "sbatch":
-        return None
-    stderr = cause.stderr if isinstance(cause.stderr, str) else str(exc)
-    fatal = [line for line in stderr.splitlines() if re.match(r"^sbatch:\s*fatal:", line.strip())]
-    lines = [
-        re.sub(r"^sbatch:\s*((error|fatal):\s*)?", "", line.strip())
-        for line in (fatal or stderr.splitlines())  # a fatal line says it; the rest lead there
-    ]
-    said = "; ".join(line for line in lines if line) or f"exit status {cause.returncode}"
-    if any(sign in stderr for sign in _NO_CLUSTER):
+    if refused.no_cluster:
         return (
-            f"sbatch refused the job: {said}; no SLURM cluster is reachable from here: set "
-            "SLURM_CONF to the cluster's slurm.conf (or start its controller), or run here "
-            "with --local"
+            f"sbatch refused the job: {refused.said}; no SLURM cluster is reachable from here: "
+            "set SLURM_CONF to the cluster's slurm.conf (or start its controller), or run "
+            "here with --local"
         )
     return (
-        f"sbatch refused the job: {said}; check --partition, --account and the other SLURM "
-        "options (`sinfo` lists the partitions, `sacctmgr show associations user=$USER` "
-        "your accounts), or run here with --local"
+        f"sbatch refused the job: {refused.said}; check --partition, --account and the other "
+        "SLURM options (`sinfo` lists the partitions, `sacctmgr show associations "
+        "user=$USER` your accounts), or run here with --local"
     )
-
-
-# what SLURM's clients say when they find no cluster (not a refusal of this job's options)
-_NO_CLUSTER = (
-    "configuration source",
-    "Unable to contact slurm controller",
-    "Unable to process configuration file",
-)
 
 
 def _first_missing(path: Path) -> Path | None:
