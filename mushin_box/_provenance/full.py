@@ -44,6 +44,7 @@ from mushin_box._provenance.env import (
     split_image,
 )
 from mushin_box._provenance.record import basic_provenance, key_versions, package_set
+from mushin_box._provenance.task import task_locator
 from mushin_box._provenance.topology import RANK_COLUMNS, Topology, topology_from_env
 
 __all__ = [
@@ -352,12 +353,13 @@ def full_provenance(
     devices: Mapping[str, Any] | None = None,
     container: Mapping[str, Any] | None = None,
     started: str | None = None,
+    pre_call: Callable[..., Any] | None = None,
 ) -> dict[str, Any]:
     """The full, canonical two-part provenance record of one cell (or one rank).
 
     Parameters
     ----------
-    task, config, fingerprints, seed_base
+    task, config, fingerprints, seed_base, pre_call
         As for :func:`mushin_box._provenance.record.basic_provenance` (``config``: the plain,
         unresolved job config).
     topology : Topology, optional
@@ -413,7 +415,11 @@ def full_provenance(
     env: Mapping[str, str] = os.environ if environ is None else environ
     if base is None:
         basic = basic_provenance(
-            task=task, config=config, fingerprints=fingerprints, seed_base=seed_base
+            task=task,
+            config=config,
+            fingerprints=fingerprints,
+            seed_base=seed_base,
+            pre_call=pre_call,
         )
     else:
         basic = dict(base)
@@ -425,6 +431,7 @@ def full_provenance(
         if seed_base is not None:
             repro.pop("seed", None)
             repro["seed_base"] = seed_base
+        run["task"] = task_locator(task, pre_call)
     if packages is not None:
         repro["package_set"] = package_set(packages)
         repro["packages"] = key_versions(packages)

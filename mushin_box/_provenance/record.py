@@ -186,12 +186,19 @@ def package_versions(lines: Iterable[str]) -> dict[str, str]:
 
 
 def basic_provenance(
-    *, task: Callable[..., Any], config: Any, fingerprints: Mapping[str, str], seed_base: Any = None
+    *,
+    task: Callable[..., Any],
+    config: Any,
+    fingerprints: Mapping[str, str],
+    seed_base: Any = None,
+    pre_call: Callable[..., Any] | None = None,
 ) -> dict[str, Any]:
     """The basic provenance record of one cell (:func:`~mushin_box._provenance.full.full_provenance`
     builds on it; :func:`~mushin_box._provenance.full.split_provenance` gives its canonical
-    form)."""
+    form). ``run.task`` says where ``task`` and ``pre_call`` are defined
+    (:func:`~mushin_box._provenance.task.task_locator`): ``reproduce`` imports them."""
     from mushin_box._core.version import __version__
+    from mushin_box._provenance.task import task_locator
 
     try:
         source = Path(inspect.getfile(inspect.unwrap(task)))
@@ -215,5 +222,6 @@ def basic_provenance(
             "platform": platform.platform(),
             "pid": os.getpid(),
             "started": _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds"),
+            "task": task_locator(task, pre_call),
         },
     }

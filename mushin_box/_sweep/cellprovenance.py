@@ -56,17 +56,19 @@ def start_provenance(
             seed_base=seed_base,
             launcher=launcher_from_hydra(),
             started=started if isinstance(started, str) else None,
+            pre_call=pre_call,
         )
     except ValueError as exc:  # a malformed launcher environment: keep the basic record
         warnings.warn(
             f"cell {cell_dir.name}: recording the basic provenance only ({exc})", stacklevel=2
         )
         record = basic_provenance(
-            task=task, config=config, fingerprints=fingerprints, seed_base=seed_base
+            task=task,
+            config=config,
+            fingerprints=fingerprints,
+            seed_base=seed_base,
+            pre_call=pre_call,
         )
-    from mushin_box._sweep.reproduce_task import task_locator
-
-    record["run"] = {**dict(record.get("run") or {}), "task": task_locator(task, pre_call)}
     write_provenance(cell_dir, record)
 
 

@@ -7,7 +7,7 @@ The cell's own files say everything the re-run needs:
   ``${oc.env:MUSHIN_SECRET_<hash>}``, read back from this environment, never from a file);
 * the swept values (``combo`` of ``mushin_status.json``), swept again so the re-run's cell
   has the same name and combo; the seed base is the config's ``seed``;
-* the task and ``pre_call``: ``run.task`` of the record (:mod:`.reproduce_task`);
+* the task and ``pre_call``: ``run.task`` of the record (:mod:`mushin_box._provenance.task`);
 * the code, the image: checked against ``reproducibility`` (:mod:`.reproduce_checks`);
 * the topology (``run.topology``: nodes, ranks per node) and the launcher (``run.launcher``),
   unless ``nodes``/``gpus``/``local`` change them;
@@ -238,8 +238,8 @@ def _declared_secrets(original: Original) -> list[str]:
 
 
 def _load(original: Original) -> tuple[Any, Any, str | None]:
+    from mushin_box._provenance.task import load_callable
     from mushin_box._sweep.loading import user_code_error
-    from mushin_box._sweep.reproduce_task import load_callable
 
     located = original.run["task"]
     out: list[Any] = []

@@ -112,7 +112,7 @@ def read_original(cell: str | os.PathLike[str]) -> Original:
     from omegaconf import OmegaConf
 
     from mushin_box._provenance.compare import record_problem
-    from mushin_box._sweep.reproduce_task import locator_problem
+    from mushin_box._provenance.task import locator_problem
 
     path = Path(cell)
     if not path.exists():

@@ -1032,3 +1032,20 @@ def test_what_the_rank_wrapper_writes_is_what_the_record_holds(tmp_path: Path) -
         "text": planned.text,  # nothing to redact: the secret is only named
     }
     assert 'HF_TOKEN="${HF_TOKEN:?}"' in container["env_file"]["text"]
+
+
+def _pre(cfg: object) -> None:
+    return None
+
+
+def test_the_record_says_where_its_task_and_pre_call_are_defined() -> None:
+    # _provenance builds the whole record: run.task is not patched in by the sweep later
+    from mushin_box._provenance.full import full_provenance
+
+    record = full_provenance(
+        task=_pre, config={"lr": 1}, fingerprints={}, pre_call=_pre, environ={}
+    )
+    located = record["run"]["task"]
+    assert located["task"]["module"] == __name__ and located["task"]["qualname"] == "_pre"
+    assert located["pre_call"]["qualname"] == "_pre"
+    assert located["task"]["file"] == str(Path(__file__).resolve())
