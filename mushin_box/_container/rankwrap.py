@@ -58,6 +58,8 @@ __all__ = [
     "EnvFile",
     "container_launcher_fields",
     "env_file_path",
+    "env_file_written",
+    "fold_env_file",
     "plan_env_file",
     "rank_argv",
     "rank_command",
@@ -380,6 +382,48 @@ def setup_lines(
         f"{shlex.quote(path)} || {{ echo {fail} >&2; exit 1; }}{body}"
     )
     return lines
+
+
+#: the line :func:`setup_lines` writes the env file with (base64; its reader below)
+_WRITTEN_RE = re.compile(r"printf %s (?P<blob>[A-Za-z0-9+/=]+) \| base64 -d")
+
+
+def env_file_written(python: str, setup: Sequence[str]) -> tuple[str | None, str] | None:
+    """``(path, text)`` of the env file that launcher fields write (their ``python``
+    command names the file, a :func:`setup_lines` line carries the text); None when they
+    write none. The writer's inverse, beside it, so the two cannot drift apart.
+
+    Examples
+    --------
+    >>> spec = ContainerLaunch(image="/i.sif", project_dir="/p")
+    >>> lines = setup_lines(spec, env_file="/p/.mushin-box/a.env", env_text="A='1'\\n")
+    >>> env_file_written("apptainer exec --env-file /p/.mushin-box/a.env /i.sif python", lines)
+    ('/p/.mushin-box/a.env', "A='1'\\n")
+    """
+    words = shlex.split(python) if python else []
+    path = words[words.index("--env-file") + 1] if "--env-file" in words[:-1] else None
+    for line in setup:
+        found = _WRITTEN_RE.search(str(line))
+        if found is not None:
+            return path, base64.b64decode(found["blob"]).decode("utf-8", "replace")
+    return None
+
+
+def fold_env_file(script: str) -> str:
+    """``script`` with each env file that :func:`setup_lines` writes folded to a note of
+    its size (a review shows the decoded file on its own).
+
+    Examples
+    --------
+    >>> fold_env_file("printf %s QT0xCg== | base64 -d > /f")
+    'printf %s <the env file shown below, 8 bytes of base64> | base64 -d > /f'
+    """
+    return _WRITTEN_RE.sub(
+        lambda m: (
+            f"printf %s <the env file shown below, {len(m['blob'])} bytes of base64> | base64 -d"
+        ),
+        script,
+    )
 
 
 @public

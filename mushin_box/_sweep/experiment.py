@@ -43,7 +43,6 @@ __all__ = [
     "is_sweep_dir",
     "load_experiment",
     "load_sweep",
-    "warn_unfinished",
 ]
 
 
@@ -127,49 +126,6 @@ def load_sweep(
         skipped=canonical_dumps(skipped).decode().rstrip("\n"),
     )
     return ds
-
-
-def warn_unfinished(
-    run_id: str,
-    records: Sequence[tuple[Path, dict[str, Any]]],
-    said: Sequence[str] = (),
-) -> None:
-    """One ``UserWarning`` per cell of this run that failed or was skipped, naming the cell
-    and why (at the caller of ``Workflow.run``: run, here).
-
-    A notebook user sees warnings, not the status files; the driver emits them after the
-    launch, from the sidecars, so every launcher (in-process, submitit, SLURM) says the
-    same, once. ``said``: cells a warning already named (ended with their job).
-    ``records``: the cells' status records (``manifest.cell_records``).
-    """
-    from mushin_box._core.layout import ERROR_FILE
-    from mushin_box._sweep.decide import OUT_OF_TIME
-
-    for cell_dir, record in records:
-        state, cell = record.get("status"), cell_dir.name
-        if record.get("run_id") != run_id or cell in said:
-            continue
-        if state == "skipped":
-            reason = record.get("reason")
-            why = (
-                "max_total_seconds ran out before it started"
-                if reason == OUT_OF_TIME
-                else f"skipped ({reason})"
-            )
-            message = f"cell {cell}: skipped: {why}; run again with resume=True to run it"
-        elif state in ("failed", "timeout", "cancelled"):
-            error = record.get("error")
-            error = error if isinstance(error, dict) else {}
-            text = str(error.get("message") or record.get("reason") or "").splitlines()
-            detail = f"{error.get('type', state)}: {text[0][:300] if text else ''}"
-            trace = f", traceback in {cell}/{ERROR_FILE}" if error.get("file") else ""
-            message = (
-                f"cell {cell}: {state} ({detail}); NaN in the results{trace}; run again "
-                "with resume=True"
-            )
-        else:
-            continue
-        warnings.warn(message, UserWarning, stacklevel=3)
 
 
 def _warn_if_truncated(path: Path, cell: str) -> None:

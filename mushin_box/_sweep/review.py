@@ -18,8 +18,6 @@ redacted), and:
 
 from __future__ import annotations
 
-import base64
-import re
 import shlex
 from collections.abc import Sequence
 from pathlib import PurePosixPath
@@ -30,7 +28,6 @@ __all__ = ["count_cells", "node_local_root", "review_plan"]
 #: node-local mount points: a compute node's /tmp is not the login node's
 NODE_LOCAL = ("/tmp", "/var/tmp", "/dev/shm", "/scratch/local")
 _GPU_ACCELERATORS = ("gpu", "cuda", "auto")
-_BLOB = re.compile(r"printf %s (?P<blob>[A-Za-z0-9+/=]+) \| base64 -d")
 
 
 def count_cells(overrides: Sequence[str]) -> tuple[int | None, dict[str, int]]:
@@ -92,20 +89,18 @@ def _override_value(overrides: Sequence[str], key: str) -> tuple[bool, Any]:
 
 def _env_file(config: Any) -> dict[str, str] | None:
     """The env file the setup lines write, decoded, secret-looking values redacted."""
+    from mushin_box._container.rankwrap import env_file_written
     from mushin_box._core.redact import redact_env_text
 
-    python = str(config.get("python") or "")
-    words = shlex.split(python) if python else []
-    path = words[words.index("--env-file") + 1] if "--env-file" in words[:-1] else None
-    for line in config.get("setup") or []:
-        m = _BLOB.search(str(line))
-        if m is not None:
-            text = base64.b64decode(m["blob"]).decode("utf-8", "replace")
-            return {"path": path or "?", "text": redact_env_text(text)}
-    return None
+    written = env_file_written(str(config.get("python") or ""), config.get("setup") or [])
+    if written is None:
+        return None
+    path, text = written
+    return {"path": path or "?", "text": redact_env_text(text)}
 
 
 def _sbatch_text(plan: Any, cells: int | None) -> str:
+    from mushin_box._container.rankwrap import fold_env_file
     from mushin_box._slurm.launcher import render_sbatch
 
     config = dict(plan.launcher_config)
@@ -114,12 +109,7 @@ def _sbatch_text(plan: Any, cells: int | None) -> str:
     folder = folder.replace("${hydra.sweep.dir}", root)
     array = cells if cells is not None and cells > 1 else None
     text = render_sbatch(config, folder, map_count=array)
-    return _BLOB.sub(
-        lambda m: (
-            f"printf %s <the env file shown below, {len(m['blob'])} bytes of base64> | base64 -d"
-        ),
-        text,
-    )
+    return fold_env_file(text)
 
 
 def review_plan(

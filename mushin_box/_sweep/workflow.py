@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from hydra_zen import hydra_list, multirun
 
+from mushin_box._core.layout import ERROR_FILE
 from mushin_box._core.overrideparse import parse_overrides
 from mushin_box._core.overrides import format_override, format_sweep, format_value
 from mushin_box._core.redact import check_secret_names
@@ -32,6 +33,7 @@ from mushin_box._core.secrets import SecretVault, sweep_error
 from mushin_box._core.targets import public
 from mushin_box._sweep.cells import CellPlan, CellRunner
 from mushin_box._sweep.compose import check_composes
+from mushin_box._sweep.decide import OUT_OF_TIME
 from mushin_box._sweep.manifest import (
     SweepLock,
     cell_records,
@@ -353,13 +355,13 @@ class Workflow:
             from mushin_box._sweep.handle import SweepHandle
 
             return SweepHandle(root)
-        from mushin_box._sweep.experiment import load_sweep, warn_unfinished
+        from mushin_box._sweep.experiment import load_sweep
 
         records = launched.records
         if records is None:  # the launch could not read them
             records = list(cell_records(root))
         said = launched.ended if launched.error is not None else ()
-        warn_unfinished(plan.run_id, records, said=said)
+        _warn_unfinished(plan.run_id, records, said=said)
         return load_sweep(root, records, metrics=launched.metrics)
 
     def _sweep_dir(self, working_dir: str | os.PathLike[str] | None) -> Path:
@@ -451,3 +453,43 @@ def _read_only_results(root: Path, grid: Mapping[str, list[Any]], resume: bool) 
         stacklevel=3,
     )
     return load_experiment(root)
+
+
+def _warn_unfinished(
+    run_id: str,
+    records: Sequence[tuple[Path, dict[str, Any]]],
+    said: Sequence[str] = (),
+) -> None:
+    """One ``UserWarning`` per cell of this run that failed or was skipped, naming the cell
+    and why (at the caller of ``Workflow.run``: run, here).
+
+    A notebook user sees warnings, not the status files; the driver emits them after the
+    launch, from the sidecars, so every launcher (in-process, submitit, SLURM) says the
+    same, once. ``said``: cells a warning already named (ended with their job).
+    ``records``: the cells' status records (``manifest.cell_records``).
+    """
+    for cell_dir, record in records:
+        state, cell = record.get("status"), cell_dir.name
+        if record.get("run_id") != run_id or cell in said:
+            continue
+        if state == "skipped":
+            reason = record.get("reason")
+            why = (
+                "max_total_seconds ran out before it started"
+                if reason == OUT_OF_TIME
+                else f"skipped ({reason})"
+            )
+            message = f"cell {cell}: skipped: {why}; run again with resume=True to run it"
+        elif state in ("failed", "timeout", "cancelled"):
+            error = record.get("error")
+            error = error if isinstance(error, dict) else {}
+            text = str(error.get("message") or record.get("reason") or "").splitlines()
+            detail = f"{error.get('type', state)}: {text[0][:300] if text else ''}"
+            trace = f", traceback in {cell}/{ERROR_FILE}" if error.get("file") else ""
+            message = (
+                f"cell {cell}: {state} ({detail}); NaN in the results{trace}; run again "
+                "with resume=True"
+            )
+        else:
+            continue
+        warnings.warn(message, UserWarning, stacklevel=3)
