@@ -6,7 +6,7 @@
         --image mushin-box.sif trainer.accelerator=gpu                     # SLURM: 8 ranks
 
 ``launch`` sets ``trainer.devices``/``trainer.num_nodes`` from ``--gpus``/``--nodes`` (one
-rank per GPU), fits every cell with ``mushin_box._sweep.launch.fit_task`` (resuming from the
+rank per GPU), fits every cell with ``mushin_box.fit_task`` (resuming from the
 cell's ``last.ckpt``), and seeds each rank with ``seed + global_rank`` before the model is
 built. Keep the ``MetricsCallback``: a cell resumed after its fit had finished trains
 nothing, and reports the metrics its checkpoint restored into the callback.

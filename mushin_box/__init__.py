@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from mushin_box._core.targets import LegacyTargets
+from mushin_box._core.targets import STABLE, LegacyTargets
 from mushin_box._core.version import __version__
 
 LegacyTargets.install()  # configs saved by 0.1 name its private module paths
@@ -35,13 +35,13 @@ _LAZY: dict[str, str] = {
     "resume_context": "mushin_box._train.resume",
     "resumable": "mushin_box._train.resume",
     "find_last_checkpoint": "mushin_box._train.resume",
-    "load_experiment": "mushin_box._sweep.experiment",
+    "load_experiment": "mushin_box._results.experiment",
     "job_dir": "mushin_box._core.jobdir",
     "submitit_slurm_config": "mushin_box._slurm.config",
     "Workflow": "mushin_box._sweep.workflow",
     "SweepHandle": "mushin_box._sweep.handle",
-    "reproduce": "mushin_box._sweep.reproduce",
-    "ReproduceResult": "mushin_box._sweep.reproduce",
+    "reproduce": "mushin_box._reproduce.rerun",
+    "ReproduceResult": "mushin_box._reproduce.rerun",
     "ImageSpec": "mushin_box._image.spec",
     "ProjectInstall": "mushin_box._image.spec",
     "render_definition": "mushin_box._image.definition",
@@ -51,11 +51,11 @@ _LAZY: dict[str, str] = {
     "ApptainerNotFound": "mushin_box._image.build",
     "read_sif_header": "mushin_box._image.sif",
     "SifHeader": "mushin_box._image.sif",
-    "Bind": "mushin_box._container.launch",
-    "ContainerLaunch": "mushin_box._container.launch",
-    "ImageIdentity": "mushin_box._container.launch",
-    "MasterPort": "mushin_box._container.launch",
-    "NcclProfile": "mushin_box._container.launch",
+    "Bind": "mushin_box._container.launchspec",
+    "ContainerLaunch": "mushin_box._container.launchspec",
+    "ImageIdentity": "mushin_box._container.launchspec",
+    "MasterPort": "mushin_box._container.launchspec",
+    "NcclProfile": "mushin_box._container.launchspec",
     "container_launcher_fields": "mushin_box._container.rankwrap",
     "PreflightError": "mushin_box._container.preflight",
     "PreflightReport": "mushin_box._container.preflight",
@@ -111,7 +111,7 @@ __all__ = [
 if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
     from hydra_zen import hydra_list, multirun
 
-    from mushin_box._container.launch import (
+    from mushin_box._container.launchspec import (
         Bind,
         ContainerLaunch,
         ImageIdentity,
@@ -130,10 +130,10 @@ if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
     from mushin_box._image.definition import render_definition
     from mushin_box._image.sif import SifHeader, read_sif_header
     from mushin_box._image.spec import ImageSpec, ProjectInstall
+    from mushin_box._reproduce.rerun import ReproduceResult, reproduce
+    from mushin_box._results.experiment import load_experiment
     from mushin_box._slurm.config import submitit_slurm_config
-    from mushin_box._sweep.experiment import load_experiment
     from mushin_box._sweep.handle import SweepHandle
-    from mushin_box._sweep.reproduce import ReproduceResult, reproduce
     from mushin_box._sweep.workflow import Workflow
     from mushin_box._train.ddp import HydraDDP
     from mushin_box._train.metrics import MetricsCallback, load_metrics_file
@@ -152,7 +152,7 @@ if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
+    module = _LAZY.get(name) or STABLE.get(name)  # STABLE: recorded names, not API
     if module is None:
         raise AttributeError(f"module 'mushin_box' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)

@@ -111,8 +111,8 @@ def job_dirs(root: Path) -> list[Path]:
 def _cluster_refusal(workdir: str | None) -> str | None:
     """Why ``--cluster`` can't start (one line naming the fix), or None; warns about a
     work directory that compute nodes probably can't see."""
+    from mushin_box._launch.review import node_local_root
     from mushin_box._slurm.probe import probe_slurm
-    from mushin_box._sweep.review import node_local_root
 
     if not workdir:
         return (

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mushin_box._core.sidecars import canonical_dumps, write_json_atomic
-from mushin_box._sweep.manifest import combo_id
+from mushin_box._sweepdir.manifest import combo_id
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 PACKAGE_SHA = "f" * 64

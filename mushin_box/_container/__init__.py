@@ -1,6 +1,12 @@
 # SPDX-License-Identifier: MIT
-"""The submit-time side of running ranks in an image: launch values (binds, NCCL
-profile, image identity), the rank wrapper (env file and argv), pre-flight and the smoke run.
+"""The submit-time side of running ranks in an image.
 
-Builds no image (that is :mod:`mushin_box._image`).
+- :mod:`.launchspec`: what the rank container is (``ContainerLaunch``, binds, NCCL profile,
+  image identity), as validated values;
+- :mod:`.rankwrap`: the env file (written and read back here) and the ``apptainer exec``
+  argv of every rank;
+- :mod:`.preflight`: the image checked before anything is submitted;
+- :mod:`.smoke` and :mod:`.smoke_rank`: the 2-rank smoke run inside the image.
+
+Must not build images (that is :mod:`mushin_box._image`).
 """

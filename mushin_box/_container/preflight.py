@@ -17,7 +17,7 @@ from pathlib import Path
 
 import attrs
 
-from mushin_box._container.launch import ImageIdentity
+from mushin_box._container.launchspec import ImageIdentity
 from mushin_box._core.targets import public
 from mushin_box._image.build import Manifest, manifest_path, read_manifest
 from mushin_box._image.digest import image_sha256

@@ -2,7 +2,7 @@
 """Run every SLURM rank inside the image: render a :class:`ContainerLaunch` into the env
 file, the ``apptainer exec``/``srun`` argv, the batch-script setup lines, the launcher fields
 and the sbatch fragment. The values themselves (``ContainerLaunch``, ``Bind``, ``NcclProfile``,
-``MasterPort``) are described and validated in :mod:`mushin_box._container.launch`, the image
+``MasterPort``) are described and validated in :mod:`mushin_box._container.launchspec`, the image
 pre-flight lives in :mod:`mushin_box._container.preflight`; both are re-exported here.
 
 One container per srun task (``docs/containers.md``; Apptainer's hybrid MPI model,
@@ -40,7 +40,7 @@ from typing import Any
 
 import attrs
 
-from mushin_box._container.launch import (
+from mushin_box._container.launchspec import (
     INFINIBAND_DEVICE,
     OPTIONAL_SLURM_VARS,
     REQUIRED_SLURM_VARS,

@@ -21,6 +21,8 @@ from typing import Any
 
 import attrs
 
+from mushin_box._core.layout import SMOKE_JOB_NAME
+
 __all__ = ["SmokeResult", "run_smoke", "smoke_rank_env"]
 
 WORLD = 2
@@ -47,7 +49,7 @@ def smoke_rank_env(rank: int, job_id: str, base: dict[str, str] | None = None) -
     env = dict(os.environ if base is None else base)
     env.update(
         SLURM_JOB_ID=job_id,
-        SLURM_JOB_NAME="mushin-smoke",
+        SLURM_JOB_NAME=SMOKE_JOB_NAME,
         SLURM_NNODES="1",
         SLURM_JOB_NUM_NODES="1",
         SLURM_NODELIST="localhost",
@@ -89,7 +91,7 @@ def run_smoke(
 
     Both are checked before anything is written: a refused smoke leaves no output directory.
     """
-    from mushin_box._container.launch import ContainerLaunch, MasterPort
+    from mushin_box._container.launchspec import ContainerLaunch, MasterPort
     from mushin_box._container.preflight import preflight
     from mushin_box._container.rankwrap import plan_env_file, rank_argv
     from mushin_box._image.build import ApptainerNotFound
@@ -98,7 +100,7 @@ def run_smoke(
         raise ApptainerNotFound("run the smoke fit's ranks (`apptainer exec`)", hint=None)
     identity = preflight(image).identity if check_image else None
     if out_dir is None:
-        out = Path(tempfile.mkdtemp(prefix="mushin-smoke-")).resolve()
+        out = Path(tempfile.mkdtemp(prefix=f"{SMOKE_JOB_NAME}-")).resolve()
     else:
         out = Path(out_dir).resolve()
         out.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,16 @@
 # SPDX-License-Identifier: MIT
-"""The disk and rank-env contract, shared by every room: file names and ``MUSHIN_*``
-variables (:mod:`.layout`), the secret rule and redaction (:mod:`.redact`), the secrets vault,
-atomic canonical sidecars, the job directory, override formatting and hostlists.
+"""The disk and rank-env contract, shared by every room.
 
-Imports no other room, and no torch or Lightning.
+- :mod:`.layout`: every file name and every ``MUSHIN_*`` variable;
+- :mod:`.redact` and :mod:`.secrets`: the secret rule, redaction, and the secrets vault;
+- :mod:`.sidecars`: atomic, canonical JSON sidecars and bounded reads;
+- :mod:`.overrides` and :mod:`.overrideparse`: Hydra's override grammar, both ways;
+- :mod:`.jobdir` and :mod:`.jobskip`: the job directory, and the jobs a launch leaves out;
+- :mod:`.envstate`: ``os.environ`` put back as it was;
+- :mod:`.userfile`: a user's Python file imported, the one way the kit does it;
+- :mod:`.hostlist`: SLURM's compressed host lists;
+- :mod:`.targets`: stable names for configs, records and pickles;
+- :mod:`.version`: the package version.
+
+Must not import another room, nor torch or Lightning.
 """

@@ -34,9 +34,12 @@ Examples
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Mapping
+from pathlib import Path
 
 __all__ = [
+    "default_sweep_dir",
     "ABORT_FILE",
     "ATTEMPT_FILE",
     "CELL_STATES",
@@ -49,6 +52,9 @@ __all__ = [
     "ENV_FILE_DIR",
     "ERROR_FILE",
     "GLOBAL_RANK_ENV",
+    "SMOKE_JOB_NAME",
+    "TEST_FAIL_RANK_ENV",
+    "TEST_RANK_LOG_ENV",
     "HYDRA_CONFIG_FILE",
     "HYDRA_MULTIRUN_FILE",
     "HYDRA_OUTPUT_SUBDIR",
@@ -165,6 +171,12 @@ PROFILES_FILE = "mushin-box.toml"
 JOB_DIR_ENV = "MUSHIN_JOB_DIR"
 #: a rank's global rank, set by HydraDDP for the ranks it starts
 GLOBAL_RANK_ENV = "MUSHIN_GLOBAL_RANK"
+#: ``TinyModule`` (tests, smoke runs): the global rank that raises at its second batch
+TEST_FAIL_RANK_ENV = "MUSHIN_TEST_FAIL_RANK"
+#: ``TinyModule``: a directory where each rank writes who and where it is
+TEST_RANK_LOG_ENV = "MUSHIN_TEST_RANK_LOG"
+#: the SLURM job name of ``mushin-box smoke``'s simulated one-node job
+SMOKE_JOB_NAME = "mushin-smoke"
 #: the seed base every rank adds its global rank to
 SEED_BASE_ENV = "MUSHIN_SEED_BASE"
 #: "1" when dataloader workers are seeded too
@@ -199,3 +211,17 @@ CONTAINER_ENV: Mapping[str, str] = {
     "rank_command": "MUSHIN_RANK_COMMAND",
     "env_file": "MUSHIN_ENV_FILE",
 }
+
+
+def default_sweep_dir(suffix: str = "") -> Path:
+    """Where a sweep goes when no directory is given: ``multirun/<local time><suffix>``,
+    relative to the current directory, as Hydra's own multirun default (``launch``,
+    ``Workflow.run`` and ``reproduce``, whose suffix is ``-reproduce``).
+
+    Examples
+    --------
+    >>> path = default_sweep_dir("-reproduce")
+    >>> path.parent.name, path.name.endswith("-reproduce"), len(path.name)
+    ('multirun', True, 29)
+    """
+    return Path("multirun") / (_dt.datetime.now().strftime("%Y-%m-%d_%H-%M-%S") + suffix)

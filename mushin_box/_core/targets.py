@@ -30,7 +30,7 @@ import sys
 import types
 from typing import Any, TypeVar
 
-__all__ = ["LEGACY_TARGETS", "PUBLIC_MODULE", "LegacyTargets", "public"]
+__all__ = ["FIRST_NAMES", "LEGACY_TARGETS", "PUBLIC_MODULE", "STABLE", "LegacyTargets", "public"]
 
 PUBLIC_MODULE = "mushin_box"
 #: mushin-box 0.1's module of each public name (its ``_target_`` path in saved configs).
@@ -47,6 +47,23 @@ LEGACY_TARGETS: dict[str, tuple[str, ...]] = {
     "mushin_box._seeding": ("global_rank_from_env", "seed_everything_per_rank", "seed_for_rank"),
     "mushin_box._sif": ("SifHeader", "read_sif_header"),
     "mushin_box._workflow": ("Workflow", "hydra_list", "multirun"),
+    # not 0.1, but the same kind of path: recorded in every config-only cell's run.task
+    # and pickled in its jobs, before these two got their stable names (Rooms II)
+    "mushin_box._sweep.launch": ("fit_task", "seed_pre_call"),
+}
+
+#: names that ``mushin_box`` resolves without listing them in ``__all__``: not API, but
+#: stable (recorded by name and pickled) -> the module that defines each
+STABLE: dict[str, str] = {
+    "fit_task": "mushin_box._train.configtask",
+    "seed_pre_call": "mushin_box._train.configtask",
+}
+
+#: a stable name -> the name a code fingerprint hashes for it: the one it was first
+#: recorded under, so that giving it a stable name re-runs no finished cell
+FIRST_NAMES: dict[str, str] = {
+    "mushin_box.fit_task": "mushin_box._sweep.launch.fit_task",
+    "mushin_box.seed_pre_call": "mushin_box._sweep.launch.seed_pre_call",
 }
 
 T = TypeVar("T")

@@ -1,4 +1,11 @@
 # SPDX-License-Identifier: MIT
-"""The image build side: ImageSpec, the definition-file renderer, Dockerfile import,
-``apptainer build`` with its manifest, and the SIF header reader. Knows nothing of SLURM.
+"""The image build side.
+
+- :mod:`.spec`: ``ImageSpec``, the image as config-as-code;
+- :mod:`.definition`: its Apptainer definition file;
+- :mod:`.dockerfile`: an ``ImageSpec`` started from a user's Dockerfile;
+- :mod:`.build`: ``apptainer build`` and the manifest of the image's identity;
+- :mod:`.sif`: the SIF reader; :mod:`.digest`: an image's sha256, cached.
+
+Must not know of SLURM, nor import torch.
 """

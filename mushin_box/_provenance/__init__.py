@@ -1,7 +1,14 @@
 # SPDX-License-Identifier: MIT
-"""The provenance record: the ``reproducibility`` part (must match between runs)
-and the ``run`` part (may differ), environment facts, rank topology, and record comparison.
+"""The provenance record: the ``reproducibility`` part (must match between runs) and the
+``run`` part (may differ).
 
-Builds the whole record, run.task (where the task is defined: :mod:`.task`) included.
-Writes nothing but a cell's provenance files.
+- :mod:`.record` and :mod:`.full`: the basic record and the whole two-part record;
+- :mod:`.task`: where the task and ``pre_call`` are defined (``run.task``), and their import;
+- :mod:`.env`: facts about where a cell ran: image, container, devices;
+- :mod:`.topology`: the world a cell ran in, rank by rank;
+- :mod:`.files`: the provenance files of a cell;
+- :mod:`.compare`: two records (and their metrics) compared.
+
+Builds the whole record. Must not write anything but a cell's provenance files, nor
+import torch.
 """

@@ -14,7 +14,7 @@ set's ``sha256``/``count``, a key package's version) are shown only when what th
 shows no difference.
 
 This module works on records already in memory; finding and reading cells, records and
-sweeps on disk is :mod:`mushin_box._sweep.diff`.
+sweeps on disk is :mod:`mushin_box._results.diff`.
 """
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ fingerprint and whose text is the ``mushin_packages.txt`` written beside the rec
 
 from __future__ import annotations
 
-import datetime as _dt
 import functools
 import hashlib
 import importlib.metadata
@@ -28,6 +27,7 @@ from typing import Any
 
 from mushin_box._core.layout import PACKAGES_FILE
 from mushin_box._core.redact import redact
+from mushin_box._core.sidecars import timestamp
 
 __all__ = [
     "KEY_PACKAGES",
@@ -221,7 +221,7 @@ def basic_provenance(
             "host": socket.gethostname(),
             "platform": platform.platform(),
             "pid": os.getpid(),
-            "started": _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds"),
+            "started": timestamp(),
             "task": task_locator(task, pre_call),
         },
     }

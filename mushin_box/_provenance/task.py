@@ -49,10 +49,10 @@ def task_locator(
 
     Examples
     --------
-    >>> from mushin_box._sweep.launch import fit_task, seed_pre_call
+    >>> from mushin_box import fit_task, seed_pre_call  # stable names, not API
     >>> loc = task_locator(fit_task, seed_pre_call)
     >>> loc["task"]["module"], loc["task"]["qualname"], loc["pre_call"]["qualname"]
-    ('mushin_box._sweep.launch', 'fit_task', 'seed_pre_call')
+    ('mushin_box', 'fit_task', 'seed_pre_call')
     """
     return {"task": _locate(task), "pre_call": _locate(pre_call)}
 
@@ -85,34 +85,6 @@ def locator_problem(entry: Mapping[str, Any] | None, what: str) -> str | None:
     if module in _MAIN_NAMES and not entry.get("file"):
         return f"the {what} {name} was defined in an interactive session, which has no file"
     return None
-
-
-def _import_file(file: Path) -> Any:
-    import importlib.util
-
-    name = file.stem
-    loaded = sys.modules.get(name)
-    if loaded is not None and Path(getattr(loaded, "__file__", "") or "").resolve() == file:
-        return loaded
-    if loaded is not None:
-        raise ImportError(
-            f"{file}: a different module named {name!r} is already imported "
-            f"({getattr(loaded, '__file__', None)})"
-        )
-    directory = str(file.parent)
-    if directory not in sys.path:
-        sys.path.insert(0, directory)
-    spec = importlib.util.spec_from_file_location(name, file)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"{file}: not a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    return module
 
 
 def _from_cwd(module: Any) -> str | None:
@@ -154,7 +126,9 @@ def load_callable(entry: Mapping[str, Any]) -> tuple[Callable[..., Any], str | N
     if module is None:
         if file is None or not file.is_file():
             raise ImportError(f"cannot import {module_name}: its file {file} does not exist")
-        module = _import_file(file)
+        from mushin_box._core.userfile import import_file
+
+        module = import_file(file)
         directory = str(file.parent)
     obj: Any = module
     for part in qualname.split("."):

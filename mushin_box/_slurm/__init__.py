@@ -1,5 +1,13 @@
 # SPDX-License-Identifier: MIT
-"""Everything that speaks sbatch, srun, squeue, sacct and scancel: the launcher config
-builder, the Hydra launcher on submitit, the host-side requeue trap, and the one list of
-SLURM job states (:mod:`.jobs`). Holds no sweep policy.
+"""Everything that speaks sbatch, srun, squeue, sacct and scancel.
+
+- :mod:`.config`: the launcher config builder (``submitit_slurm_config``);
+- :mod:`.launcher`: the Hydra launchers ``mushin_slurm`` and ``mushin_local`` on submitit;
+- :mod:`.requeue`: the batch shell's requeue trap;
+- :mod:`.jobs`: job states and job ids, once (``<array job>_<task>``);
+- :mod:`.submitted`: the jobs a launch submitted, written down at once;
+- :mod:`.joblogs`: where a job's ranks write their output;
+- :mod:`.probe`: is a cluster reachable, and what sbatch said when it refused a job.
+
+Must not hold sweep policy, nor import torch.
 """

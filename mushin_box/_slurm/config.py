@@ -460,7 +460,7 @@ def submitit_slurm_config(
         given = ", ".join(k for k, v in container.items() if v)
         raise ValueError(f"{given} configure the rank container: pass image= too")
     if image is not None:
-        from mushin_box._container.launch import ContainerLaunch
+        from mushin_box._container.launchspec import ContainerLaunch
         from mushin_box._container.rankwrap import container_launcher_fields
 
         spec = ContainerLaunch(

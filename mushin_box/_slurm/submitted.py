@@ -20,7 +20,6 @@ Examples
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 import socket
 from collections.abc import Mapping, Sequence
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from mushin_box._core.layout import JOBS_FILE
-from mushin_box._core.sidecars import read_json, write_json_atomic
+from mushin_box._core.sidecars import read_json, timestamp, write_json_atomic
 
 __all__ = ["job_ids", "read_submission", "record_submission", "submitted_job_ids"]
 
@@ -47,7 +46,7 @@ def record_submission(
         "schema": 1,
         "cluster": cluster,
         "host": socket.gethostname(),
-        "submitted": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "submitted": timestamp(),
         "detached": detached,
         "jobs": [{"job_id": str(job), "overrides": list(o)} for job, o in jobs],
     }

@@ -23,7 +23,6 @@ keep their values from the previous attempt (:func:`carry_over`).
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import hashlib
 import os
 import re
@@ -41,6 +40,7 @@ from mushin_box._core.jobdir import mushin_dir
 from mushin_box._core.layout import (
     ABORT_FILE,
     EARLIER_METRICS_FILE,
+    GLOBAL_RANK_ENV,
     METRICS_FILE,
     PROVENANCE_FILE,
     STATUS_FILE,
@@ -50,6 +50,7 @@ from mushin_box._core.sidecars import (
     SidecarWarning,
     canonical_dumps,
     read_json,
+    timestamp,
     write_json_atomic,
 )
 from mushin_box._slurm.joblogs import slurm_rank_logs
@@ -60,8 +61,8 @@ from mushin_box._sweep.decide import Decision, decide
 from mushin_box._sweep.failure import record_failure
 from mushin_box._sweep.hydrafiles import install as install_hydra_files
 from mushin_box._sweep.hydrafiles import take_failure
-from mushin_box._sweep.liveness import owner_fields
 from mushin_box._sweep.usercode import code_identity
+from mushin_box._sweepdir.liveness import owner_fields
 from mushin_box._train.resume import next_attempt, set_aside_checkpoints, zen_with_resume
 from mushin_box._train.seeding import global_rank_from_env
 from mushin_box._train.signals import Terminated, sigterm_raises
@@ -152,7 +153,7 @@ def is_multi_rank(environ: Mapping[str, str] | None = None) -> bool:
 
     if env.get("SLURM_PROCID") and env.get("SLURM_STEP_ID") and above_one("SLURM_NTASKS"):
         return True  # an srun task of a step with several
-    ranked = ("RANK", "LOCAL_RANK", "GROUP_RANK", "NODE_RANK", "MUSHIN_GLOBAL_RANK")
+    ranked = ("RANK", "LOCAL_RANK", "GROUP_RANK", "NODE_RANK", GLOBAL_RANK_ENV)
     return above_one("WORLD_SIZE") and any(env.get(name) for name in ranked)
 
 
@@ -213,10 +214,6 @@ def _swept_value(cfg: Any, key: str, choices: Mapping[str, Any]) -> Any:
     if group in choices:
         return choices[group]
     return _plain_value(OmegaConf.select(cfg, key))
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds")
 
 
 @attrs.frozen
@@ -410,7 +407,7 @@ class CellRunner:
             if not decision.continue_from_checkpoint:
                 set_aside_checkpoints(cell.directory, tag)
             set_aside_metrics(cell.directory, tag, decision.continue_from_checkpoint)
-        started = _now()
+        started = timestamp()
         t0 = time.monotonic()
         running = {
             **record,
@@ -440,7 +437,7 @@ class CellRunner:
                 with sigterm_raises():  # SIGTERM ends the cell "cancelled", not mid-write
                     result = self._call_task(cfg, cell_dir, running["attempt"], continues)
             finally:  # the task's end: the status and the provenance both say this one
-                ended, t_end = _now(), time.monotonic()
+                ended, t_end = timestamp(), time.monotonic()
             metrics = metrics_from_return(result)
         except BaseException as exc:
             if rank0:
@@ -529,7 +526,7 @@ class CellRunner:
             "run_id": self.plan.run_id,
             **running,
             "status": "failed",
-            "ended": _now(),
+            "ended": timestamp(),
             "duration_s": round(duration, 3),
         }
         return record_failure(cell_dir, record, exc)

@@ -2,7 +2,7 @@
 """``Workflow.run(..., wait=False)``: a handle on a sweep whose jobs run without its driver.
 
 The handle holds nothing but the sweep directory: everything it says it reads from the
-sidecars (:mod:`mushin_box._sweep.board`) and SLURM, so ``SweepHandle(dir)`` rebuilt in
+sidecars (:mod:`mushin_box._sweepdir.board`) and SLURM, so ``SweepHandle(dir)`` rebuilt in
 another process, on another login node, a week later, is the same handle.
 """
 
@@ -63,9 +63,9 @@ class SweepHandle:
         return submitted_job_ids(self.working_dir)
 
     def status(self) -> Any:
-        """The sweep now: a :class:`mushin_box._sweep.board.SweepView` (cells, states,
+        """The sweep now: a :class:`mushin_box._sweepdir.board.SweepView` (cells, states,
         ``counts()``), with the owners of running cells checked."""
-        from mushin_box._sweep.board import read_sweep
+        from mushin_box._sweepdir.board import read_sweep
 
         return read_sweep(self.working_dir)
 
@@ -81,7 +81,7 @@ class SweepHandle:
         TimeoutError
             Still running after ``timeout_s``; the jobs go on (:meth:`cancel` stops them).
         """
-        from mushin_box._sweep.experiment import load_experiment
+        from mushin_box._results.experiment import load_experiment
 
         if not interval_s > 0:
             raise ValueError(f"interval_s must be > 0, got {interval_s!r}")
@@ -97,6 +97,6 @@ class SweepHandle:
 
     def cancel(self, cells: Sequence[str] | None = None, grace_s: float = 10.0) -> Any:
         """Stop its running cells (all, or those named): see ``mushin-box cancel``."""
-        from mushin_box._sweep.cancel import cancel
+        from mushin_box._sweepdir.cancel import cancel
 
         return cancel(self.working_dir, cells, grace_s=grace_s)

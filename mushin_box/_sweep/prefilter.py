@@ -199,7 +199,7 @@ def prefilter(
     ``first``: the config of :func:`~mushin_box._sweep.compose.first_job`, composed from
     ``config`` and ``overrides`` (``check_composes``); used when it is the grid's first job,
     instead of composing that again. ``records``: the cells' status records
-    (:func:`~mushin_box._sweep.manifest.cell_records`, read under the sweep's lock)."""
+    (:func:`~mushin_box._sweepdir.manifest.cell_records`, read under the sweep's lock)."""
     if not plan.resume or not _driver_sees_all(overrides, launcher, launcher_config):
         return Prefiltered()
     parsed = parse_overrides(overrides)

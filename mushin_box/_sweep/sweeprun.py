@@ -27,18 +27,18 @@ from mushin_box._core.sidecars import remove_orphaned_temporaries
 from mushin_box._sweep.cells import CellPlan, CellRunner
 from mushin_box._sweep.compose import hydra_state_kept
 from mushin_box._sweep.jobconfig import job_configs
-from mushin_box._sweep.liveness import still_running_message
-from mushin_box._sweep.manifest import (
+from mushin_box._sweep.prefilter import SWEEPER_TARGET, own_sweeper, prefilter
+from mushin_box._sweepdir.liveness import still_running_message
+from mushin_box._sweepdir.manifest import (
     Records,
     cell_records,
     combo_id,
     finish_launch,
     live_cells,
-    read_manifest,
+    read_sweep_manifest,
     reconcile_abandoned,
     write_manifest,
 )
-from mushin_box._sweep.prefilter import SWEEPER_TARGET, own_sweeper, prefilter
 
 __all__ = ["Launched", "launch_cells", "open_sweep"]
 
@@ -48,7 +48,7 @@ def open_sweep(root: Path, grid: Mapping[str, list[Any]], plan: CellPlan) -> lis
     record abandoned cells, refuse cells still running (a process or SLURM job of an
     earlier run: never start a second copy), clear the abort file and orphaned
     temporaries, and write the new manifest; return the cells' status records."""
-    previous = read_manifest(root)
+    previous = read_sweep_manifest(root)
     if plan.resume and previous is not None:
         _report_grid_change(previous, grid)
     records = list(cell_records(root))  # each status file read once
@@ -166,7 +166,7 @@ def _report_grid_change(previous: Mapping[str, Any], grid: Mapping[str, list[Any
 def _start_progress(root: Path, grid: Mapping[str, list[Any]], run_id: str, enabled: bool) -> Any:
     if not enabled:  # every launcher: the bar reads only the cells' status files
         return None
-    from mushin_box._sweep.progress import CellProgress
+    from mushin_box._sweepdir.progress import CellProgress
 
     total = 1
     for values in grid.values():

@@ -53,6 +53,7 @@ from typing import Any
 import attrs
 
 from mushin_box._core.sidecars import canonical_dumps
+from mushin_box._core.targets import FIRST_NAMES
 
 __all__ = ["CodeIdentity", "code_identity"]
 
@@ -284,7 +285,8 @@ def _task_text(task: Callable[..., Any]) -> str:
     if isinstance(file, str):
         # a script's task is named after its file, as the same task imported from it is
         # (`python train.py` runs train.task as __main__.task): reproduce imports it
-        return f"{_display_name(str(module), Path(file))}.{qualname}"
+        name = f"{_display_name(str(module), Path(file))}.{qualname}"
+        return FIRST_NAMES.get(name, name)  # the kit's own tasks: their first name
     name = f"{'__main__' if module in _MAIN_NAMES else module}.{qualname}"
     try:
         return name + "\n" + inspect.getsource(fn)

@@ -12,7 +12,6 @@ the driver only decides for the whole sweep.
 
 from __future__ import annotations
 
-import datetime as _dt
 import inspect
 import itertools
 import os
@@ -25,7 +24,7 @@ from typing import Any, Literal
 
 from hydra_zen import hydra_list, multirun
 
-from mushin_box._core.layout import ERROR_FILE
+from mushin_box._core.layout import ERROR_FILE, default_sweep_dir
 from mushin_box._core.overrideparse import parse_overrides
 from mushin_box._core.overrides import format_override, format_sweep, format_value
 from mushin_box._core.redact import check_secret_names
@@ -34,11 +33,6 @@ from mushin_box._core.targets import public
 from mushin_box._sweep.cells import CellPlan, CellRunner
 from mushin_box._sweep.compose import check_composes
 from mushin_box._sweep.decide import OUT_OF_TIME
-from mushin_box._sweep.manifest import (
-    SweepLock,
-    cell_records,
-    combo_id,
-)
 from mushin_box._sweep.sweeprun import launch_cells, open_sweep
 from mushin_box._sweep.usercode import code_identity
 from mushin_box._sweep.validate import (
@@ -46,6 +40,11 @@ from mushin_box._sweep.validate import (
     check_override_syntax,
     is_config_group,
     user_sweeps,
+)
+from mushin_box._sweepdir.manifest import (
+    SweepLock,
+    cell_records,
+    combo_id,
 )
 from mushin_box._train.resume import RESUME_PARAM
 
@@ -355,7 +354,7 @@ class Workflow:
             from mushin_box._sweep.handle import SweepHandle
 
             return SweepHandle(root)
-        from mushin_box._sweep.experiment import load_sweep
+        from mushin_box._results.experiment import load_sweep
 
         records = launched.records
         if records is None:  # the launch could not read them
@@ -366,7 +365,7 @@ class Workflow:
 
     def _sweep_dir(self, working_dir: str | os.PathLike[str] | None) -> Path:
         """Resolve the sweep directory (default: ``multirun/<timestamp>``); not created yet."""
-        root = Path(working_dir if working_dir is not None else self._default_dir()).resolve()
+        root = Path(working_dir if working_dir is not None else default_sweep_dir()).resolve()
         self.working_dir = root
         return root
 
@@ -391,11 +390,6 @@ class Workflow:
         )
         grid.update(user_sweeps(user))  # "x=1,2" in raw overrides is a grid axis too
         return config, grid, task_overrides + user
-
-    @staticmethod
-    def _default_dir() -> Path:
-        stamp = _dt.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-        return Path("multirun") / stamp
 
     def _sweep_overrides(
         self, params: Mapping[str, Any], vault: SecretVault, keys: SweepKeys
@@ -433,8 +427,8 @@ def _read_only_results(root: Path, grid: Mapping[str, list[Any]], resume: bool) 
     """A sweep on a read-only mount: its results when every cell of ``grid`` completed
     (nothing needs to run; fingerprints are not re-checked, as no cell can start), else the
     cells that would have to run, in a PermissionError."""
-    from mushin_box._sweep.experiment import load_experiment
-    from mushin_box._sweep.manifest import manifest_from_cells
+    from mushin_box._results.experiment import load_experiment
+    from mushin_box._sweepdir.manifest import manifest_from_cells
 
     cells = manifest_from_cells(root)["cells"]
     todo = [

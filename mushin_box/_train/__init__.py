@@ -1,8 +1,18 @@
 # SPDX-License-Identifier: MIT
-"""What runs inside a rank: HydraDDP and its child entry point, per-rank seeding,
-MetricsCallback, and the resume contract.
+"""What runs inside a rank.
 
-Knows nothing of sweeps or SLURM options. Modules that need torch import it themselves, so
+- :mod:`.ddp` and :mod:`.ddp_child`: ``HydraDDP`` and the entry point of the ranks it starts;
+- :mod:`.ranks`: rank 0's watch over the ranks it started;
+- :mod:`.world`: does an external launcher's world match the Trainer;
+- :mod:`.seeding`: per-rank seeding and its records;
+- :mod:`.sampling`: the world-size-invariant sampler;
+- :mod:`.metrics`: ``MetricsCallback``;
+- :mod:`.resume`: the ``mushin_resume`` checkpoint contract;
+- :mod:`.signals`: SIGTERM as an exception that unwinds the task;
+- :mod:`.configtask`: the task of a config-only experiment (``fit_task``, stable names);
+- :mod:`.tiny`: a tiny Lightning module and data for examples, tests and smoke runs.
+
+Must not know of sweeps or SLURM options. Modules that need torch import it themselves, so
 this package's ``__init__`` stays empty: readers of sidecars import the torch-free modules
 (seeding records, resume bookkeeping) without paying for torch.
 """

@@ -15,6 +15,8 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from mushin_box._core.layout import TEST_FAIL_RANK_ENV, TEST_RANK_LOG_ENV
+
 __all__ = ["TinyDataModule", "TinyModule"]
 
 
@@ -49,7 +51,7 @@ class TinyModule(pl.LightningModule):
         if self.fail_at_epoch is not None and self.current_epoch >= self.fail_at_epoch:
             raise RuntimeError(f"TinyModule: planned failure at epoch {self.current_epoch}")
         # tests make one rank fail alone: MUSHIN_TEST_FAIL_RANK=<global rank>
-        if os.environ.get("MUSHIN_TEST_FAIL_RANK") == str(self.global_rank) and batch_idx == 1:
+        if os.environ.get(TEST_FAIL_RANK_ENV) == str(self.global_rank) and batch_idx == 1:
             raise RuntimeError(f"TinyModule: planned failure of rank {self.global_rank}")
         loss = self._loss(batch)
         self.log("train_loss", loss, on_step=False, on_epoch=True, sync_dist=True)
@@ -79,7 +81,7 @@ class TinyModule(pl.LightningModule):
 
 def _append_rank_record(module: pl.LightningModule, key: str, value: Any) -> None:
     """When MUSHIN_TEST_RANK_LOG is a directory, each rank appends what it did there."""
-    target = os.environ.get("MUSHIN_TEST_RANK_LOG")
+    target = os.environ.get(TEST_RANK_LOG_ENV)
     if not target:
         return
     from mushin_box._core.jobdir import job_dir

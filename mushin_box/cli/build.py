@@ -107,16 +107,11 @@ def load_spec(ref: str) -> tuple[ImageSpec, str]:
             path = Path(target)
             if not path.is_file():
                 raise UsageError(f"SPEC file {target!r} does not exist")
+            from mushin_box._core.userfile import import_file
+
+            # a private name, dropped after: a SPEC is read, not imported by the ranks
             digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
-            module_spec = importlib.util.spec_from_file_location(f"_mushin_spec_{digest}", path)
-            if module_spec is None or module_spec.loader is None:
-                raise UsageError(f"SPEC file {target!r} cannot be imported")
-            module = importlib.util.module_from_spec(module_spec)
-            sys.modules[module_spec.name] = module
-            try:
-                module_spec.loader.exec_module(module)
-            finally:
-                sys.modules.pop(module_spec.name, None)
+            module = import_file(path, name=f"_mushin_spec_{digest}", on_path=False, keep=False)
             stem = path.stem
         else:
             module = importlib.import_module(target)
@@ -125,7 +120,7 @@ def load_spec(ref: str) -> tuple[ImageSpec, str]:
         raise
     except Exception as exc:  # the user's spec code: report it, exit 2
         # worded as launch words a broken experiment (imported here: it is not cheap)
-        from mushin_box._sweep.loading import user_code_error
+        from mushin_box._launch.loading import user_code_error
 
         raise UsageError(
             user_code_error(f"SPEC {ref!r}", exc, None if is_file else target)

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """``mushin-box cancel DIR [CELL...]``: stop running cells (all of them by default).
 
-Presentation only; the acting is :func:`mushin_box._sweep.cancel.cancel`. Exit 0 when every
+Presentation only; the acting is :func:`mushin_box._sweepdir.cancel.cancel`. Exit 0 when every
 cell asked for is stopped (or had nothing to stop), 1 when a cell could not be reached,
 2 for bad input.
 """
@@ -39,8 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mushin_box._sweep.cancel import cancel
-    from mushin_box.cli.status import resolve_sweep
+    from mushin_box._sweepdir.cancel import cancel
+    from mushin_box.cli.tables import resolve_sweep
 
     if args.grace < 0:
         raise UsageError(f"--grace {args.grace} is negative; give 0 or more seconds")

@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: MIT
 """``mushin-box diff A B``: what differs between two cells or two sweeps.
 
-Presentation only; the comparison is :func:`mushin_box._sweep.diff.diff_provenance`, and
+Presentation only; the comparison is :func:`mushin_box._results.diff.diff_provenance`, and
 the rows every output shows (short hashes, cell labels, ``--brief``) come from
-:mod:`mushin_box._sweep.diffview`. ``--md`` and ``--html`` print the same tables to send to
+:mod:`mushin_box._results.diffview`. ``--md`` and ``--html`` print the same tables to send to
 a colleague (``> diff.html``); ``--json`` keeps every row and whole hashes.
 Exit 0 when the reproducibility parts match, 1 when they differ, 2 for bad input.
 """
@@ -105,7 +105,7 @@ def _print_tables(diff: Any, brief: bool) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    from mushin_box._sweep.diffview import field_rows, metric_rows
+    from mushin_box._results.diffview import field_rows, metric_rows
 
     console = Console(highlight=False)
     sweep = diff.kind == "sweep"
@@ -138,7 +138,7 @@ def _print_tables(diff: Any, brief: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mushin_box._sweep.diff import DiffInputError, diff_provenance
+    from mushin_box._results.diff import DiffInputError, diff_provenance
 
     try:
         diff = diff_provenance(args.a, args.b, atol=args.atol)
@@ -148,11 +148,11 @@ def run(args: argparse.Namespace) -> int:
         json.dump(_json_safe(diff.to_dict()), sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
     elif args.md:
-        from mushin_box._sweep.diffview import diff_markdown
+        from mushin_box._results.diffview import diff_markdown
 
         sys.stdout.write(diff_markdown(diff, brief=args.brief))
     elif args.html:
-        from mushin_box._sweep.diffview import diff_html
+        from mushin_box._results.diffview import diff_html
 
         sys.stdout.write(diff_html(diff, brief=args.brief))
     else:

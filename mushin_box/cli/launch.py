@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""``mushin-box launch``: parsing and presentation (logic in ``mushin_box._sweep.launch``).
+"""``mushin-box launch``: parsing and presentation (logic in ``mushin_box._launch.plan``).
 
 Order matters for speed: the flags, the profile and where the launch runs (the SLURM
 probe) are settled before the experiment is imported, so a contradiction such as
@@ -9,7 +9,6 @@ probe) are settled before the experiment is imported, so a contradiction such as
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
 import os
 import shlex
@@ -225,7 +224,12 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mushin_box._sweep.options import OptionError, check_where, experiment_name, resolve_options
+    from mushin_box._launch.options import (
+        OptionError,
+        check_where,
+        experiment_name,
+        resolve_options,
+    )
     from mushin_box.cli.main import UsageError
 
     started = time.monotonic()
@@ -248,13 +252,14 @@ def run(args: argparse.Namespace) -> int:
     if args.working_dir is None:
         # chosen here rather than by Workflow.run, so that it is printed before anything runs
         # (and shown by --dry-run); the same default: multirun/<timestamp>
-        stamp = _dt.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-        args.working_dir = os.path.join("multirun", stamp)
+        from mushin_box._core.layout import default_sweep_dir
+
+        args.working_dir = str(default_sweep_dir())
     args.working_dir = os.path.abspath(args.working_dir)
 
     from mushin_box._container.preflight import PreflightError
-    from mushin_box._sweep.launch import LaunchError, plan_launch, run_launch
-    from mushin_box._sweep.loading import LoadError, load_target
+    from mushin_box._launch.loading import LoadError, load_target
+    from mushin_box._launch.plan import LaunchError, plan_launch, run_launch
 
     preflight_error: str | None = None
     try:
@@ -292,9 +297,9 @@ def _print_config(target: Any, plan: Any) -> int:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from mushin_box._sweep.launch import hydra_error_line
-    from mushin_box._sweep.printconfig import first_cell_config
-    from mushin_box._sweep.review import count_cells
+    from mushin_box._launch.plan import hydra_error_line
+    from mushin_box._launch.printconfig import first_cell_config
+    from mushin_box._launch.review import count_cells
     from mushin_box.cli.main import UsageError
 
     try:
@@ -320,7 +325,7 @@ def _print_config(target: Any, plan: Any) -> int:
 def _dry_run(
     args: argparse.Namespace, target: Any, plan: Any, preflight_error: str | None, started: float
 ) -> int:
-    from mushin_box._sweep.review import review_plan
+    from mushin_box._launch.review import review_plan
 
     review = review_plan(plan, target, errors=[preflight_error] if preflight_error else [])
     review["experiment"] = args.experiment
@@ -427,11 +432,11 @@ def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any, e
         return 130
     if args.detach:
         return _detached(ds)
-    from mushin_box._sweep.board import read_sweep
-    from mushin_box.cli.status import report
+    from mushin_box._sweepdir.board import read_sweep
+    from mushin_box.cli.tables import end_report
 
     root = str(ds.attrs.get("working_dir"))
-    return report(read_sweep(root), _resume_command(root))
+    return end_report(read_sweep(root), _resume_command(root))
 
 
 def _detached(handle: Any) -> int:

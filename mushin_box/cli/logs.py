@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """``mushin-box logs DIR [CELL] [--rank R] [--tail N] [-f]``: a cell's rank output.
 
-Presentation only; which files hold which rank is :mod:`mushin_box._sweep.logs`. Lines of
+Presentation only; which files hold which rank is :mod:`mushin_box._sweepdir.logs`. Lines of
 several ranks are prefixed ``[rank N]``. ``-f`` follows the files while the cell runs, and
 ends once it is no longer running (or on Ctrl-C).
 """
@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _cell_dir(directory: str, cell: str | None) -> tuple[Path, Path]:
     """(sweep dir, cell dir), or a usage error that lists the cells to choose from."""
     from mushin_box._core.layout import STATUS_FILE
-    from mushin_box.cli.status import resolve_sweep
+    from mushin_box.cli.tables import resolve_sweep
 
     given = Path(directory)
     if cell is None and (given / STATUS_FILE).is_file():
@@ -64,7 +64,7 @@ def _cell_dir(directory: str, cell: str | None) -> tuple[Path, Path]:
 
 
 def _running(root: Path, cell_dir: Path) -> bool:
-    from mushin_box._sweep.board import read_sweep
+    from mushin_box._sweepdir.board import read_sweep
 
     for cell in read_sweep(root).cells:
         if cell.dir == cell_dir.name:
@@ -73,7 +73,7 @@ def _running(root: Path, cell_dir: Path) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mushin_box._sweep.logs import LogFollower, rank_logs, tail_lines
+    from mushin_box._sweepdir.logs import LogFollower, rank_logs, tail_lines
 
     if args.tail is not None and args.tail < 0:
         raise UsageError(f"--tail {args.tail} is negative; give 0 or more lines")

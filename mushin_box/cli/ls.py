@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """``mushin-box ls [ROOT]``: the sweeps under a directory, newest first.
 
-Presentation only; finding and reading is :mod:`mushin_box._sweep.board`. A sweep is a
+Presentation only; finding and reading is :mod:`mushin_box._sweepdir.board`. A sweep is a
 directory with a manifest (``mushin_sweep.json``); its cells are counted by state as
 ``status`` shows them (a dead owner's ``running`` cell counts as failed).
 """
@@ -55,8 +55,8 @@ def _row(sweep: Any, root: Path) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mushin_box._sweep.board import find_sweeps, read_sweep
-    from mushin_box.cli.status import duration
+    from mushin_box._sweepdir.board import find_sweeps, read_sweep
+    from mushin_box.cli.tables import duration
 
     root = Path(args.root)
     if not root.is_dir():

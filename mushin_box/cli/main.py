@@ -17,7 +17,15 @@ import os
 import sys
 from collections.abc import Sequence
 
-__all__ = ["COMMANDS", "UsageError", "build_parser", "examples_of", "main", "parse_args"]
+__all__ = [
+    "COMMANDS",
+    "UsageError",
+    "build_parser",
+    "examples_of",
+    "in_flags",
+    "main",
+    "parse_args",
+]
 
 # order shown in --help
 COMMANDS = (
@@ -49,6 +57,25 @@ class _HelpFormatter(argparse.HelpFormatter):
         if text.startswith("examples:\n"):
             return "".join(indent + line for line in text.splitlines(keepends=True))
         return super()._fill_text(text, width, indent)
+
+
+def in_flags(message: str, parameters: Sequence[str]) -> str:
+    """A library error, worded in API terms, in the command's terms: each ``name=True``
+    becomes ``--name`` and each ``name=VALUE`` becomes ``--name VALUE`` (``_`` as ``-``),
+    for the ``parameters`` the command passes on as flags of the same name.
+
+    Examples
+    --------
+    >>> in_flags("pass allow_dirty=True to run anyway, or into=DIR", ["allow_dirty", "into"])
+    'pass --allow-dirty to run anyway, or --into DIR'
+    """
+    import re
+
+    for name in parameters:
+        flag = "--" + name.replace("_", "-")
+        message = re.sub(rf"\b{name}=True\b", flag, message)
+        message = re.sub(rf"\b{name}=", flag + " ", message)
+    return message
 
 
 def examples_of(module: object) -> tuple[str, ...]:

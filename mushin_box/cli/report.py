@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """``mushin-box report DIR [--against OTHER] -o report.html``: a sweep as one HTML file.
 
-Presentation only; the page is :func:`mushin_box._sweep.report.render_report`: the sweep
+Presentation only; the page is :func:`mushin_box._results.report.render_report`: the sweep
 table, the curves (inline SVG), the errors, the provenance summary and, with ``--against``,
 the reproducibility diff. It is self-contained: it loads nothing from the network, so it
 can be mailed or opened offline. Exit codes: 0 written, 2 bad input.
@@ -66,10 +66,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mushin_box._sweep.diff import DiffInputError
-    from mushin_box._sweep.report import render_report
-    from mushin_box._sweep.results import ResultsError
-    from mushin_box.cli.status import resolve_sweep
+    from mushin_box._results.diff import DiffInputError
+    from mushin_box._results.report import render_report
+    from mushin_box._results.table import ResultsError
+    from mushin_box.cli.tables import resolve_sweep
 
     root = resolve_sweep(args.dir)
     try:

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """``mushin-box reproduce CELL``: re-run a completed cell from its sidecars, then diff.
 
-Presentation only; the work is :func:`mushin_box._sweep.reproduce.reproduce`. Exit 0 when
+Presentation only; the work is :func:`mushin_box._reproduce.rerun.reproduce`. Exit 0 when
 the re-run reproduced the cell (identical reproducibility parts, metrics within
 ``--atol``), 1 when something differs (the rows say what), 2 for bad input (nothing was
 written).
@@ -16,7 +16,7 @@ import math
 import sys
 from typing import Any
 
-from mushin_box.cli.main import UsageError
+from mushin_box.cli.main import UsageError, in_flags
 
 __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
 
@@ -160,8 +160,8 @@ def _print_result(result: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mushin_box._sweep.reproduce import reproduce
-    from mushin_box._sweep.reproduce_checks import ReproduceError
+    from mushin_box._reproduce.checks import ReproduceError
+    from mushin_box._reproduce.rerun import reproduce
 
     # --json: stdout holds the JSON only (Hydra's launcher logs to stdout: sent to stderr)
     quiet = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
@@ -179,8 +179,9 @@ def run(args: argparse.Namespace) -> int:
                 dry_run=args.dry_run,
                 progress=not args.json and sys.stderr.isatty(),
             )
-    except ReproduceError as exc:
-        raise UsageError(str(exc)) from None
+    except ReproduceError as exc:  # worded for reproduce(): said in this command's flags
+        flags = ("into", "nodes", "gpus", "image", "local", "atol", "allow_dirty")
+        raise UsageError(in_flags(str(exc), flags)) from None
     if args.json:
         data = _json_safe(json.loads(json.dumps(result.to_dict(), default=str)))
         print(json.dumps(data, indent=2, sort_keys=True, allow_nan=False))

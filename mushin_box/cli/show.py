@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 """``mushin-box show DIR``: a sweep's results, one row per cell, the best one marked.
 
-Presentation only: the sweep is read by :func:`mushin_box._sweep.board.read_sweep` (the
-sidecars; no torch), the rows chosen by :func:`mushin_box._sweep.results.results_table`.
+Presentation only: the sweep is read by :func:`mushin_box._sweepdir.board.read_sweep` (the
+sidecars; no torch), the rows chosen by :func:`mushin_box._results.table.results_table`.
 ``--csv``, ``--md`` and ``--json`` print the same rows for a spreadsheet, a pull request or
 a script. Exit codes: 0, or 2 for bad input.
 """
@@ -59,12 +59,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
 
-def _text(value: Any) -> str:
-    from mushin_box._sweep.results import format_value
-
-    return "-" if value is None else format_value(value)
-
-
 def _csv(value: Any) -> Any:
     if value is None:
         return ""
@@ -80,7 +74,7 @@ def _headers(table: Any) -> list[str]:
 
 
 def _rows(table: Any) -> list[list[str]]:
-    from mushin_box._sweep.results import format_param, table_records
+    from mushin_box._results.table import cell_text, format_param, table_records
 
     rows = []
     for record in table_records(table):
@@ -90,7 +84,7 @@ def _rows(table: Any) -> list[list[str]]:
                 *([] if table.params else [record["label"]]),
                 *(format_param(record[p]) for p in table.params),
                 record["state"],
-                *(_text(record[m]) for m in table.metrics),
+                *(cell_text(record[m]) for m in table.metrics),
                 record["error"] or "",
             ]
         )
@@ -103,9 +97,9 @@ def _best_line(table: Any) -> str | None:
     goal = "highest" if table.best_max else "lowest"
     if table.best is None:
         return f"best {table.best_metric} ({goal}): no cell has a value"
-    from mushin_box._sweep.results import cell_label
+    from mushin_box._results.table import cell_label, cell_text
 
-    value = _text(table.best.metrics[table.best_metric])
+    value = cell_text(table.best.metrics[table.best_metric])
     return f"{BEST_MARK} best {table.best_metric} ({goal}): {cell_label(table.best)} = {value}"
 
 
@@ -114,7 +108,7 @@ def _print_rich(table: Any) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from mushin_box.cli.status import summary
+    from mushin_box.cli.tables import summary
 
     out = Table()
     for header in _headers(table):
@@ -140,10 +134,10 @@ def _print_rich(table: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mushin_box._sweep.board import read_sweep
-    from mushin_box._sweep.htmlpage import md_table
-    from mushin_box._sweep.results import ResultsError, results_table, summary, table_records
-    from mushin_box.cli.status import resolve_sweep
+    from mushin_box._results.htmlpage import md_table
+    from mushin_box._results.table import ResultsError, results_table, summary, table_records
+    from mushin_box._sweepdir.board import read_sweep
+    from mushin_box.cli.tables import resolve_sweep
 
     sweep = read_sweep(resolve_sweep(args.dir))
     try:

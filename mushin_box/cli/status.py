@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """``mushin-box status [DIR]``: one table of a sweep's cells, from its sidecars.
 
-Presentation only; the reading is :func:`mushin_box._sweep.board.read_sweep`, which shows a
+Presentation only; the reading is :func:`mushin_box._sweepdir.board.read_sweep`, which shows a
 ``running`` cell whose process or SLURM job is gone as ``failed``. Exit codes, for scripts:
 0 every cell completed, 1 a cell failed, timed out, was cancelled or skipped, 3 cells still
 run or wait (a pending cell counts only while a driver or a SLURM job of the sweep lives),
@@ -13,41 +13,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
-from mushin_box.cli.main import UsageError
-
-__all__ = [
-    "EXIT_RUNNING",
-    "HELP",
-    "add_arguments",
-    "duration",
-    "exit_code",
-    "report",
-    "resolve_sweep",
-    "run",
-    "summary",
-    "table",
-]
+__all__ = ["HELP", "add_arguments", "as_json", "run"]
 
 HELP = "show the cells of a sweep: swept values, state, attempt, job, node, duration, metrics"
 EXAMPLES = (
     "mushin-box status   # the latest sweep under here",
     "mushin-box status runs/lr --json",
 )
-#: the exit code while cells still run or wait
-EXIT_RUNNING = 3
-_STYLE = {
-    "completed": "green",
-    "running": "cyan",
-    "pending": "dim",
-    "failed": "red",
-    "timeout": "red",
-    "cancelled": "yellow",
-    "skipped": "yellow",
-}
-_MAX_ERROR = 80
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,150 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
 
-def resolve_sweep(directory: str | None) -> Path:
-    """DIR as given, or the latest sweep under the current directory (a usage error when
-    there is none, or DIR is not a sweep)."""
-    from mushin_box._core.layout import MANIFEST_FILE, STATUS_FILE
-    from mushin_box._sweep.board import latest_sweep
-
-    if directory is None:
-        found = latest_sweep(".")
-        if found is None:
-            raise UsageError(
-                f"no sweep under {Path.cwd()} (no {MANIFEST_FILE} found 4 levels down); "
-                "give the sweep directory: mushin-box status DIR"
-            )
-        return found.resolve()
-    path = Path(directory)
-    if not path.is_dir():
-        raise UsageError(f"{path} is not a directory; give the working_dir of a run")
-    if not (path / MANIFEST_FILE).is_file() and not any(path.glob(f"*/{STATUS_FILE}")):
-        if (path / STATUS_FILE).is_file():
-            return path.parent  # a cell directory: show its sweep
-        raise UsageError(
-            f"{path} is not a sweep directory (no {MANIFEST_FILE}); give the working_dir of "
-            "a run, or run `mushin-box ls` to find one"
-        )
-    return path
-
-
-def exit_code(sweep: Any) -> int:
-    """0 all completed, 1 any cell failed/timed out/cancelled/skipped, 3 still running."""
-    if sweep.going:
-        return EXIT_RUNNING
-    return 0 if all(c.state == "completed" for c in sweep.cells) else 1
-
-
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    seconds = int(round(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
-
-
-def _value(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-
-
-def _error(cell: Any) -> str:
-    if not cell.error_type and not cell.error_message:
-        return ""
-    text = f"{cell.error_type or 'Error'}: {cell.error_message or ''}".strip()
-    text = " ".join(text.split())
-    return text if len(text) <= _MAX_ERROR else text[: _MAX_ERROR - 1] + "…"
-
-
-def summary(sweep: Any) -> str:
-    """``2 completed, 1 failed`` (and what runs the sweep, when known)."""
-    counts = ", ".join(f"{n} {state}" for state, n in sweep.counts().items())
-    return counts + (f" (launcher {sweep.launcher})" if sweep.launcher else "")
-
-
-#: a table with more rows than this is printed as aligned text (see :func:`table`)
-LONG_TABLE = 100
-
-
-def _rows(sweep: Any) -> tuple[list[str], list[list[str]]]:
-    """The table's header and rows, as text: swept values, state, attempt, job, node,
-    duration, scalar metrics, error."""
-    metric_names = sorted({name for c in sweep.cells for name in c.metrics})
-    header = [*sweep.params, "state", "attempt", "job", "node", "duration", *metric_names, "error"]
-    rows = [
-        [
-            *(_value(cell.combo.get(p, "-")) for p in sweep.params),
-            cell.state,
-            str(cell.attempt or "-"),
-            cell.job_id or "-",
-            cell.host or "-",
-            duration(cell.duration_s),
-            *(_value(cell.metrics[m]) if m in cell.metrics else "-" for m in metric_names),
-            _error(cell),
-        ]
-        for cell in sweep.cells
-    ]
-    return header, rows
-
-
-def table(sweep: Any) -> Any:
-    """The cells of a sweep as a rich renderable: a table, or, past :data:`LONG_TABLE`
-    rows, the same columns as aligned text (rich measures and wraps every cell of a table:
-    1 s for 1,000 cells, five times the rest of the command)."""
-    from rich.table import Table
-    from rich.text import Text
-
-    header, rows = _rows(sweep)
-    state = len(sweep.params)
-    if len(rows) > LONG_TABLE:
-        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-        lines = []
-        for row in [header, *rows]:
-            line = Text()
-            for i, (value, width) in enumerate(zip(row, widths, strict=True)):
-                style = _STYLE.get(value, "") if i == state and row is not header else ""
-                line.append(value, style=style or ("bold" if row is header else ""))
-                line.append(" " * (width - len(value) + 2))
-            line.rstrip()
-            lines.append(line)
-        return Text("\n").join(lines)  # printed with soft_wrap: a line per cell
-    out = Table()
-    for name in header:
-        out.add_column(Text(name), overflow="fold" if name == "error" else "ellipsis")
-    for row in rows:
-        out.add_row(
-            *(Text(v, style=_STYLE.get(v, "") if i == state else "") for i, v in enumerate(row))
-        )
-    return out
-
-
-def report(sweep: Any, resume: str) -> int:
-    """The summary a blocking launch and ``wait`` end with: a line per cell (state, cell,
-    scalar metrics), a line per failed cell (its error and error file), and on stderr how
-    many did not complete and ``resume``, the way to run only those again. 0 when every
-    cell completed, else 1."""
-    print(f"[mushin-box] {sweep.root}: {summary(sweep)}")
-    for cell in sweep.cells:
-        values = " ".join(f"{k}={_value(v)}" for k, v in sorted(cell.metrics.items()))
-        print(f"  {cell.state:<9} {cell.dir or cell.combo}  {values}".rstrip())
-    failed = [c for c in sweep.cells if c.state != "completed"]
-    for cell in failed:
-        if cell.error_type or cell.error_message:
-            where = f" (see {cell.error_file})" if cell.error_file else ""
-            print(f"  {cell.dir}: {cell.state}: {_error(cell)}{where}")
-    if failed:
-        print(
-            f"[mushin-box] {len(failed)} cell(s) did not complete; to run only those "
-            f"again: {resume}",
-            file=sys.stderr,
-        )
-    return 1 if failed else 0
-
-
 def as_json(sweep: Any) -> dict[str, Any]:
     import attrs
+
+    from mushin_box.cli.tables import exit_code
 
     return {
         "sweep": str(sweep.root),
@@ -221,7 +55,8 @@ def as_json(sweep: Any) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from mushin_box._sweep.board import read_sweep
+    from mushin_box._sweepdir.board import read_sweep
+    from mushin_box.cli.tables import error_line, exit_code, resolve_sweep, summary, table
 
     sweep = read_sweep(resolve_sweep(args.dir))
     if args.json:
@@ -235,5 +70,5 @@ def run(args: argparse.Namespace) -> int:
         Console(highlight=False).print(cells, soft_wrap=isinstance(cells, Text))
         for cell in sweep.cells:
             if cell.state in ("failed", "timeout") and cell.error_file:
-                print(f"{cell.dir}: {_error(cell)} (see {cell.error_file})")
+                print(f"{cell.dir}: {error_line(cell)} (see {cell.error_file})")
     return exit_code(sweep)

@@ -38,9 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mushin_box._sweep.board import read_sweep
-    from mushin_box._sweep.progress import SweepFollower
-    from mushin_box.cli.status import EXIT_RUNNING, report, resolve_sweep
+    from mushin_box._sweepdir.board import read_sweep
+    from mushin_box._sweepdir.progress import SweepFollower
+    from mushin_box.cli.tables import EXIT_RUNNING, end_report, resolve_sweep
 
     if args.interval < 1:
         raise UsageError(
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
                 return EXIT_RUNNING
             time.sleep(args.interval)
             sweep = follower.update()
-    return report(
+    return end_report(
         read_sweep(root),
         f"the same launch with --resume --working-dir {root} "
         f"(Python: Workflow.run(..., working_dir={str(root)!r}, resume=True))",

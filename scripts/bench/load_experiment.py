@@ -76,7 +76,7 @@ def build_sweep(root: Path, cells: int, epochs: int, metrics: int) -> None:
     import torch
 
     from mushin_box._core.sidecars import canonical_dumps, write_json_atomic
-    from mushin_box._sweep.manifest import combo_id
+    from mushin_box._sweepdir.manifest import combo_id
 
     seeds = 10 if cells >= 10 else 1
     lrs = math.ceil(cells / seeds)

@@ -19,7 +19,7 @@ from mushin_box._core.sidecars import write_json_atomic
 from mushin_box._provenance.compare import diff_records
 from mushin_box._provenance.files import write_provenance
 from mushin_box._provenance.full import full_provenance
-from mushin_box._sweep.diff import DiffInputError, diff_provenance
+from mushin_box._results.diff import DiffInputError, diff_provenance
 from mushin_box.testing import simulated_slurm_env
 
 

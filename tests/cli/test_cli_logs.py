@@ -12,7 +12,7 @@ import pytest
 
 from mushin_box._core.layout import STATUS_FILE
 from mushin_box._core.sidecars import write_json_atomic
-from mushin_box._sweep.logs import rank_logs
+from mushin_box._sweepdir.logs import rank_logs
 from mushin_box.cli.main import main
 
 

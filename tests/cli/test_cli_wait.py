@@ -17,7 +17,7 @@ from workflow_tasks import grid_task
 from mushin_box import Workflow, multirun
 from mushin_box._core.layout import MANIFEST_FILE
 from mushin_box._core.sidecars import write_json_atomic
-from mushin_box._sweep.manifest import SweepLock
+from mushin_box._sweepdir.manifest import SweepLock
 from mushin_box.cli.main import main
 
 TESTS = Path(__file__).resolve().parents[1]

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from conftest import GOLDEN
 
-from mushin_box._container.launch import ImageIdentity
+from mushin_box._container.launchspec import ImageIdentity
 from mushin_box._container.preflight import (
     PreflightError,
     PreflightWarning,

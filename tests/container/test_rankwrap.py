@@ -36,7 +36,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mushin_box._container import rankwrap as _rankwrap
-from mushin_box._container.launch import (
+from mushin_box._container.launchspec import (
     APPTAINER_ALWAYS_PASS,
     OPTIONAL_SLURM_VARS,
     REQUIRED_SLURM_VARS,
@@ -850,7 +850,7 @@ def test_ranks_run_through_the_standin_on_slurm(
 
 def test_module_doctests() -> None:
 
-    from mushin_box._container import launch as _container_launch
+    from mushin_box._container import launchspec as _container_launch
 
     for module in (_rankwrap, _container_launch):
         result = run_doctests(module)

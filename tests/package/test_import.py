@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import importlib.metadata
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -66,3 +68,38 @@ def test_cli_help_loads_no_torch() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().endswith("[]"), out.stdout[-500:]
     assert "build" in out.stdout
+
+
+_READER = """
+import sys
+from mushin_box.cli.main import main
+try:
+    code = main(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+heavy = ("hydra", "hydra_zen", "omegaconf", "numpy", "xarray", "torch", "pytorch_lightning",
+         "lightning", "submitit")
+print(code, sorted({m.split(".")[0] for m in sys.modules} & set(heavy)))
+"""
+
+
+@pytest.mark.parametrize("command", ["status", "ls", "logs", "wait", "cancel"])
+def test_the_commands_that_read_a_sweep_directory_import_nothing_heavy(
+    command: str, tmp_path: Path
+) -> None:
+    # they run from any login node, many times a day: they read JSON and ask SLURM, no more
+    # (scripts/check-imports bans these imports in _sweepdir; this checks what really loads)
+    from conftest import GOLDEN
+
+    shutil.copytree(GOLDEN / "rooms-ii" / "sweep", tmp_path / "sweep")
+    target = str(tmp_path) if command == "ls" else str(tmp_path / "sweep")
+    proc = subprocess.run(
+        [sys.executable, "-c", _READER, command, target],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    code, loaded = proc.stdout.strip().splitlines()[-1].split(" ", 1)
+    assert code in ("0", "None"), proc.stdout + proc.stderr  # it did its work on the sweep
+    assert loaded == "[]", f"{command} imported {loaded}"

@@ -54,7 +54,7 @@ from mushin_box._provenance.topology import (
     parse_tasks_per_node,
     topology_from_env,
 )
-from mushin_box._sweep import diff as _provenance_diff
+from mushin_box._results import diff as _provenance_diff
 from mushin_box.testing import simulate_topology, simulated_slurm_env
 
 
@@ -894,7 +894,7 @@ def seeded_task(lr: float, seed: int = 0) -> dict[str, float]:
 def test_workflow_cells_carry_the_full_record(tmp_path: Path) -> None:
     """A sweep cell's record: full, completed after the task, its package list beside it."""
     from mushin_box import Workflow, multirun
-    from mushin_box._sweep.diff import diff_provenance
+    from mushin_box._results.diff import diff_provenance
 
     Workflow(seeded_task).run(
         working_dir=tmp_path / "a", progress=False, lr=0.1, seed=multirun([5])
@@ -992,7 +992,7 @@ def test_real_slurm_worlds_1_2_4_share_the_reproducibility_bytes(
 
 def test_what_the_rank_wrapper_writes_is_what_the_record_holds(tmp_path: Path) -> None:
     """The env file of :func:`mushin_box._container.rankwrap.plan_env_file`, as a rank sees it."""
-    from mushin_box._container.launch import IMAGE_IDENTITY_VARS, ContainerLaunch, ImageIdentity
+    from mushin_box._container.launchspec import IMAGE_IDENTITY_VARS, ContainerLaunch, ImageIdentity
     from mushin_box._container.rankwrap import plan_env_file, rank_argv
 
     identity = ImageIdentity(

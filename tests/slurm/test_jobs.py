@@ -43,7 +43,7 @@ def test_the_launcher_and_the_sweep_ask_the_same_question() -> None:
     import inspect
 
     from mushin_box._slurm import launcher
-    from mushin_box._sweep import board, cancel, liveness, manifest
+    from mushin_box._sweepdir import board, cancel, liveness, manifest
 
     # the launcher and the sweep's owner check call jobs.is_live; no one keeps a state list
     for module in (launcher, liveness):

@@ -14,7 +14,7 @@ from workflow_tasks import marker_task
 from mushin_box import SweepHandle, Workflow, multirun
 from mushin_box._core.layout import JOBS_FILE, MANIFEST_FILE
 from mushin_box._core.sidecars import read_json, write_json_atomic
-from mushin_box._sweep.manifest import SweepLock
+from mushin_box._sweepdir.manifest import SweepLock
 
 
 @pytest.mark.parametrize("launcher", [None, "basic", "submitit_local"])

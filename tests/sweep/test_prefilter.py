@@ -30,7 +30,7 @@ from mushin_box._sweep import prefilter as pf
 from mushin_box._sweep.cells import CellPlan, config_fingerprint
 from mushin_box._sweep.compose import hydra_state_kept
 from mushin_box._sweep.jobconfig import PlainFingerprints, SweptValues, element_overrides
-from mushin_box._sweep.manifest import cell_records
+from mushin_box._sweepdir.manifest import cell_records
 
 
 def _sweep(root: Path, markers: Path, resume: bool = False, **extra: Any) -> Any:

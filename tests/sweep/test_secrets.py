@@ -262,7 +262,7 @@ def test_slurm_ranks_in_the_standin_image_get_the_secret(
     """Two SLURM tasks per cell, each in ``apptainer exec --cleanenv`` (the STAND-IN script
     in tests/standins, not Apptainer): the value reaches them as ``APPTAINERENV_...``."""
     from mushin_box import submitit_slurm_config
-    from mushin_box._container.launch import ContainerLaunch
+    from mushin_box._container.launchspec import ContainerLaunch
     from mushin_box._container.rankwrap import container_launcher_fields
 
     monkeypatch.setenv("MUSHIN_TEST_EXPECTED", json.dumps(EXPECTED))

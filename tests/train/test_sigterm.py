@@ -16,7 +16,7 @@ import pytest
 
 from mushin_box._core.layout import STATUS_FILE
 from mushin_box._core.sidecars import read_json
-from mushin_box._sweep.liveness import pid_alive, process_tree
+from mushin_box._sweepdir.liveness import pid_alive, process_tree
 
 REPO = Path(__file__).resolve().parents[2]
 

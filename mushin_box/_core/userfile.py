@@ -1,0 +1,70 @@
+# SPDX-License-Identifier: MIT
+"""Import a user's Python file: the one way the kit does it.
+
+``launch`` imports an experiment file, ``reproduce`` the file a record names as the task's,
+and ``build`` a SPEC file. Each must import it the way the ranks will (as the module named
+after the file, its directory first on ``sys.path``), and none may silently take another
+module of the same name that is already imported: that would run other code than the file
+says. :func:`import_file` does both, and undoes its ``sys.modules`` entry when the file's
+own code raises, so that a fixed file can be imported again in the same process.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+from pathlib import Path
+
+__all__ = ["import_file"]
+
+
+def import_file(
+    path: Path, *, name: str | None = None, on_path: bool = True, keep: bool = True
+) -> types.ModuleType:
+    """Import ``path`` as the module ``name`` (default: the file's stem).
+
+    ``on_path``: put the file's directory first on ``sys.path`` (the ranks import the module
+    by name from there); ``keep``: leave it in ``sys.modules`` (a SPEC file is read once and
+    dropped). Returns the module already imported from the same file, if there is one.
+
+    Raises
+    ------
+    ImportError
+        A different module of that name is already imported, or ``path`` is not a Python
+        file. Whatever the file's own code raises propagates.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     _ = (Path(d) / "userfile_doc.py").write_text("X = 1\\n")
+    ...     module = import_file(Path(d) / "userfile_doc.py", on_path=False, keep=False)
+    >>> module.X, "userfile_doc" in sys.modules
+    (1, False)
+    """
+    path = Path(path).resolve()
+    name = name or path.stem
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        if Path(getattr(loaded, "__file__", "") or "").resolve() == path:
+            return loaded
+        raise ImportError(
+            f"{path}: a different module named {name!r} is already imported "
+            f"({getattr(loaded, '__file__', None)})"
+        )
+    if on_path and str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path}: not a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    if not keep:
+        sys.modules.pop(name, None)
+    return module

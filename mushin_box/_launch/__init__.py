@@ -1,0 +1,15 @@
+# SPDX-License-Identifier: MIT
+"""The logic of ``mushin-box launch``: from an experiment file and flags to a run.
+
+- :mod:`.plan`: the plan (``--nodes``/``--gpus`` to launcher config and Trainer
+  overrides) and its run through ``Workflow.run``;
+- :mod:`.options` and :mod:`.profiles`: the scheduler settings, each with its source, and
+  the launch profiles they may come from;
+- :mod:`.schedule`: the ``mushin_slurm`` launcher config, checked value by value;
+- :mod:`.loading`: the experiment file (or ``build``'s SPEC), imported once;
+- :mod:`.review`: the dry run as a review: what would run and what it would cost;
+- :mod:`.printconfig`: ``--print-config``: the first cell's composed config.
+
+Must not print or parse argv (that is :mod:`mushin_box.cli.launch`): it takes values and
+returns plans, reviews and errors that name the fix.
+"""

@@ -1,0 +1,155 @@
+# SPDX-License-Identifier: MIT
+"""Loading the experiment of ``mushin-box launch`` (and the SPEC of ``build``): a file or a
+module, imported so that every rank can import it the same way, and one line when the
+user's code fails to import.
+
+The experiment is ``path/to/exp.py[:NAME]`` or ``package.module:NAME``. ``NAME`` (default:
+``workflow``, else ``Config``) is either a :class:`~mushin_box.Workflow` or a hydra-zen
+config with ``trainer``, ``module`` and optional ``datamodule`` nodes. A file is imported
+as a module named after it (its directory first on ``sys.path``, and on ``PYTHONPATH`` for
+the ranks), so classes it defines are importable by every rank.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from mushin_box._core.userfile import import_file
+
+__all__ = ["DEFAULT_NAMES", "LoadError", "load_target", "user_code_error"]
+
+DEFAULT_NAMES = ("workflow", "Config")
+
+
+class LoadError(ValueError):
+    """The experiment cannot be loaded; the message says where and what to fix."""
+
+
+def load_target(spec: str) -> tuple[Any, str | None]:
+    """``(object, directory to put on the ranks' PYTHONPATH or None)`` for ``spec``.
+
+    Raises
+    ------
+    LoadError
+        The file or module does not exist, importing it raised (a syntax error, an
+        exception, a missing dependency: :func:`user_code_error` says where), or it defines
+        none of the names looked for.
+    """
+    target, _, name = spec.partition(":")
+    directory: str | None = None
+    if target.endswith(".py") or os.sep in target:
+        path = Path(target).resolve()
+        if not path.is_file():
+            raise LoadError(f"experiment file {target!r} does not exist")
+        if not path.stem.isidentifier():
+            raise LoadError(
+                f"experiment file name {path.name!r} is not a Python module name: rename it "
+                "(letters, digits, underscores) so the ranks can import it"
+            )
+        directory = str(path.parent)
+        module_name = path.stem
+        loaded = sys.modules.get(module_name)
+        if loaded is not None and Path(getattr(loaded, "__file__", "") or "").resolve() != path:
+            raise LoadError(
+                f"{path.name}: a different module named {module_name!r} is already imported "
+                f"({loaded.__file__}); rename the experiment file"
+            )
+        if loaded is None:
+            _check_not_shadowing(path)
+    else:
+        module_name = target
+    try:
+        if directory is None:
+            module = importlib.import_module(module_name)
+        else:
+            module = import_file(Path(target).resolve())
+    except Exception as exc:  # the user's code failed to import: where, and what to fix
+        raise LoadError(user_code_error(f"experiment {spec!r}", exc, module_name)) from exc
+    names = (name,) if name else DEFAULT_NAMES
+    for candidate in names:
+        if hasattr(module, candidate):
+            return getattr(module, candidate), directory
+    raise LoadError(
+        f"{target} defines none of {', '.join(names)}: name a Workflow or a hydra-zen config "
+        f"with trainer/module nodes, e.g. {target}:Config"
+    )
+
+
+def _check_not_shadowing(path: Path) -> None:
+    """Refuse an experiment file named like an importable module (``yaml.py``): first on
+    ``sys.path`` (and on the ranks' ``PYTHONPATH``) it would hide that module."""
+    import importlib.util
+
+    # look it up without the file's own directory (there already when it is the cwd of
+    # `python -m`): what the name means to every other import
+    saved = list(sys.path)
+    sys.path[:] = [p for p in saved if Path(p or ".").resolve() != path.parent]
+    try:
+        spec = importlib.util.find_spec(path.stem)
+    except (ImportError, ValueError):  # pragma: no cover - a broken finder: let import say
+        return
+    finally:
+        sys.path[:] = saved
+    if spec is None:
+        return
+    origin = spec.origin if spec.has_location else None
+    if origin is not None and Path(origin).resolve() == path:
+        return  # its directory is already on sys.path: the file itself
+    where = origin or spec.origin or "a namespace package"
+    raise LoadError(
+        f"experiment file {path.name!r} has the name of the module {path.stem!r} ({where}): "
+        "imported first, it would hide that module from every rank. Rename the experiment "
+        "file"
+    )
+
+
+def user_code_error(what: str, exc: BaseException, module: str | None = None) -> str:
+    """One line for ``exc``, raised while importing the user's ``what`` (an experiment of
+    ``launch``, a SPEC of ``build``): the error, where it was raised, and the fix.
+
+    Both commands import user files and must say the same about the same mistake, so this
+    is the one place that words it. A traceback would mostly show importlib's frames; the
+    line that matters is the innermost one of the user's code, shown as ``file:line``.
+    ``module`` is the module being imported by name: missing itself, it is a wrong name,
+    not a missing dependency.
+    """
+    if isinstance(exc, SyntaxError):
+        return (
+            f"could not load {what}: {type(exc).__name__} at {exc.filename}:{exc.lineno}: "
+            f"{exc.msg}; fix it there"
+        )
+    missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+    if missing and module and (module == missing or module.startswith(missing + ".")):
+        return (
+            f"could not load {what}: there is no module {missing!r}; check the name, or add "
+            "the directory that holds it to PYTHONPATH"
+        )
+    at = f" ({where})" if (where := _users_frame(exc)) else ""
+    if missing:
+        return (
+            f"could not load {what}: it imports {missing!r}{at}, which is not installed in "
+            f"this Python ({sys.executable}): install the package that provides it, or fix "
+            "the import"
+        )
+    text = " ".join(str(exc).split())  # a multi-line message stays one line
+    return f"could not load {what}: {type(exc).__name__}: {text}{at}; fix the code there"
+
+
+def _users_frame(exc: BaseException) -> str | None:
+    """``file:line`` of the innermost traceback frame in the user's code: not Python's
+    (importlib, the standard library), not an installed package's, not mushin-box's."""
+    import traceback
+
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    theirs = [Path(p).resolve() for p in prefixes] + [Path(__file__).resolve().parents[1]]
+    frames = [
+        frame
+        for frame in traceback.extract_tb(exc.__traceback__)
+        if not frame.filename.startswith("<")
+        and not any(Path(frame.filename).resolve().is_relative_to(p) for p in theirs)
+    ]
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else None

@@ -1,0 +1,259 @@
+# SPDX-License-Identifier: MIT
+"""The scheduler settings of a launch, each with where it came from, and the checks that
+need no experiment.
+
+A value comes from a flag, from the launch profile (:mod:`mushin_box._launch.profiles`),
+or from a default, in that order; ``hydra.launcher.*`` overrides come last, when the plan
+is made (:func:`mushin_box._launch.plan.plan_launch`). The plan shows each value's source.
+
+Everything here is cheap: no Hydra, no torch, no experiment. So a launch whose flags
+contradict each other (``--nodes 2 --local``) is refused before the experiment is
+imported, in a fraction of a second rather than after torch has loaded.
+
+Examples
+--------
+>>> opts = resolve_options({"partition": "gpu", "time": 90}, None, default_name="exp", cwd="/")
+>>> opts.slurm["partition"], opts.slurm["timeout_min"], opts.sources["timeout_min"]
+('gpu', 90, '--time')
+>>> opts.sources["cpus_per_task"], opts.slurm["name"]
+('default', 'exp')
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from mushin_box._launch.profiles import Profile, load_profile
+from mushin_box._slurm.config import memory_fields
+
+__all__ = ["LaunchOptions", "OptionError", "check_where", "experiment_name", "resolve_options"]
+
+DEFAULT_TIME_MIN = 60
+DEFAULT_CPUS_PER_TASK = 1
+
+#: launcher key -> the flag that sets it (the names errors and the plan use)
+FLAGS: Mapping[str, str] = {
+    "partition": "--partition",
+    "account": "--account",
+    "qos": "--qos",
+    "constraint": "--constraint",
+    "exclude": "--exclude",
+    "name": "--job-name",
+    "timeout_min": "--time",
+    "cpus_per_task": "--cpus-per-task",
+    "mem_gb": "--mem",
+    "additional_parameters": "--sbatch",
+    "image": "--image",
+    "binds": "--bind",
+    "image_python": "--image-python",
+}
+_STRINGS = ("partition", "account", "qos", "constraint", "exclude")
+# sbatch options with a flag of their own (or set by submitit): --sbatch must not set them
+_OWN_FLAG = {
+    "partition": "--partition",
+    "account": "--account",
+    "qos": "--qos",
+    "constraint": "--constraint",
+    "exclude": "--exclude",
+    "job-name": "--job-name",
+    "time": "--time",
+    "cpus-per-task": "--cpus-per-task",
+    "mem": "--mem",
+    "output": "nothing (submitit writes the logs under the sweep directory)",
+    "error": "nothing (submitit writes the logs under the sweep directory)",
+    "array": "nothing (one array task per cell)",
+}
+
+
+class OptionError(ValueError):
+    """Flags (or a profile) that cannot work together; the message names the fix."""
+
+
+@attrs.frozen
+class LaunchOptions:
+    """What the flags and the profile say.
+
+    ``slurm``: ``submitit_slurm_config`` keyword arguments (not the topology, not the
+    image); ``image``/``binds``/``image_python``: the rank container; ``sources``: key ->
+    ``--flag``, ``profile NAME (file)`` or ``default``; ``explicit``: the SLURM-only flags
+    given on the command line (refused where the launch runs here).
+    """
+
+    slurm: Mapping[str, Any]
+    image: str | None
+    binds: tuple[str, ...]
+    image_python: str
+    sources: Mapping[str, str]
+    explicit: tuple[str, ...]
+    profile: Profile | None
+
+
+def experiment_name(spec: str) -> str:
+    """The default SLURM job name of an experiment: its file or module name, and the
+    object's name when one is given (``exp.py:Big`` -> ``exp-Big``)."""
+    target, _, name = spec.partition(":")
+    stem = Path(target).stem if target.endswith(".py") or os.sep in target else target
+    stem = stem.rsplit(".", 1)[-1] if not target.endswith(".py") else stem
+    return f"{stem}-{name}" if name else stem
+
+
+def _sbatch_options(pairs: Sequence[str]) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        key = key.strip().removeprefix("--")
+        if not key:
+            raise OptionError(f"--sbatch {pair!r}: give KEY=VALUE (or KEY for a flag option)")
+        if key in _OWN_FLAG:
+            raise OptionError(
+                f"--sbatch {pair!r}: sbatch's --{key} is set by {_OWN_FLAG[key]}; use that"
+            )
+        options[key] = value if eq else True
+    return options
+
+
+def resolve_options(
+    flags: Mapping[str, Any],
+    profile: str | None,
+    *,
+    default_name: str,
+    cwd: str | os.PathLike[str] | None = None,
+) -> LaunchOptions:
+    """Merge the flags (None: not given) over the profile over the defaults.
+
+    ``flags`` keys: ``partition``, ``account``, ``qos``, ``constraint``, ``exclude``,
+    ``job_name``, ``time`` (minutes), ``cpus_per_task``, ``mem`` (megabytes), ``mem_gb``,
+    ``sbatch`` (``KEY=VALUE`` strings), ``image`` (absolute), ``bind``, ``image_python``.
+
+    Raises
+    ------
+    OptionError
+        A bad profile (see :func:`load_profile`), ``--mem`` with ``--mem-gb``, or an
+        ``--sbatch`` option that has a flag of its own.
+    """
+    try:
+        prof = load_profile(profile, cwd)
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
+    given = {k: v for k, v in flags.items() if v is not None and v != [] and v != ()}
+    pv = dict(prof.values) if prof is not None else {}
+    from_profile = prof.source if prof is not None else "profile"
+    slurm: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+
+    def put(key: str, flag_key: str, value_of_profile: Any, default: Any = None) -> None:
+        if flag_key in given:
+            slurm[key], sources[key] = given[flag_key], FLAGS[key]
+        elif value_of_profile is not None:
+            slurm[key], sources[key] = value_of_profile, from_profile
+        elif default is not None:
+            slurm[key], sources[key] = default, "default"
+
+    for key in _STRINGS:
+        put(key, key, pv.get(key))
+    put("name", "job_name", None, default_name)
+    put("timeout_min", "time", pv.get("time"), DEFAULT_TIME_MIN)
+    put("cpus_per_task", "cpus_per_task", pv.get("cpus_per_task"), DEFAULT_CPUS_PER_TASK)
+
+    if "mem" in given and "mem_gb" in given:
+        raise OptionError("--mem and --mem-gb both set the memory per node: keep --mem")
+    extra: dict[str, Any] = {}
+    if "mem" in given or "mem_gb" in given or "mem" in pv:
+        mb = (
+            given["mem"]
+            if "mem" in given
+            else given["mem_gb"] * 1024
+            if "mem_gb" in given
+            else pv["mem"]
+        )
+        source = "--mem" if "mem" in given else "--mem-gb" if "mem_gb" in given else from_profile
+        fields = memory_fields(int(mb))
+        for key, value in fields.items():
+            if key == "additional_parameters":
+                extra.update(value)
+                sources["additional_parameters.mem"] = source
+            else:
+                slurm[key], sources[key] = value, source
+    for key, value in (pv.get("sbatch") or {}).items():
+        extra[key] = value
+        sources[f"additional_parameters.{key}"] = from_profile
+    for key, value in _sbatch_options(given.get("sbatch", [])).items():
+        extra[key] = value
+        sources[f"additional_parameters.{key}"] = "--sbatch"
+    if extra:
+        slurm["additional_parameters"] = extra
+
+    image = given.get("image", pv.get("image"))
+    if image is not None:
+        sources["image"] = "--image" if "image" in given else from_profile
+    binds = (*pv.get("bind", ()), *given.get("bind", ()))
+    if binds:
+        sources["binds"] = " + ".join(
+            s for s, on in ((from_profile, "bind" in pv), ("--bind", "bind" in given)) if on
+        )
+    image_python = given.get("image_python", pv.get("image_python"))
+    if image_python is not None:
+        sources["image_python"] = "--image-python" if "image_python" in given else from_profile
+    explicit = tuple(
+        f"--{k.replace('_', '-')}"
+        for k in (*_STRINGS, "job_name", "time", "cpus_per_task", "mem", "mem_gb", "sbatch")
+        + ("bind", "image_python")
+        if k in given
+    )
+    return LaunchOptions(
+        slurm=slurm,
+        image=image,
+        binds=binds,
+        image_python=image_python or "python",
+        sources=sources,
+        explicit=explicit,
+        profile=prof,
+    )
+
+
+def check_where(
+    opts: LaunchOptions,
+    *,
+    local: bool,
+    why: str,
+    nodes: int,
+    image_flag: bool,
+    detach: bool,
+) -> None:
+    """Refuse what the chosen place cannot run, before the experiment is imported.
+
+    ``why`` says why the launch runs here (``--local``, or the probe's answer). Here there
+    is one node, no image (``mushin-box smoke`` runs one), no detaching, and no scheduler:
+    SLURM flags given on the command line are refused rather than ignored (the profile's
+    values are simply not used).
+    """
+    if local:
+        if nodes > 1:
+            raise OptionError(
+                f"--nodes {nodes} needs SLURM ({why}): run on a cluster's login node, or use "
+                "--nodes 1"
+            )
+        if image_flag:
+            raise OptionError(
+                f"--image runs SLURM ranks in the image; here there is no SLURM ({why}). Use "
+                "`mushin-box smoke EXP --image IMAGE` for a local run inside the image"
+            )
+        if detach:
+            raise OptionError(
+                "--detach needs SLURM (its jobs outlive this shell); a local run ends with "
+                "it: run it under nohup or tmux, or drop --detach"
+            )
+        if opts.explicit:
+            raise OptionError(
+                f"{', '.join(opts.explicit)} configure{'s' if len(opts.explicit) == 1 else ''}"
+                f" a SLURM job, but this launch runs here ({why}): drop "
+                f"{'it' if len(opts.explicit) == 1 else 'them'}, or submit with --slurm"
+            )
+        return
+    if opts.image is None and (opts.binds or opts.image_python != "python"):
+        raise OptionError("--bind and --image-python configure the image: pass --image too")

@@ -1,0 +1,514 @@
+# SPDX-License-Identifier: MIT
+"""``mushin-box launch``: an experiment + ``--nodes``/``--gpus`` → a ``Workflow.run``.
+
+The one contract of multi-node DDP is one rank per GPU, with the Trainer agreeing
+(``devices == gpus per node``, ``num_nodes == nodes``). The command line says the topology
+once; :func:`plan_launch` derives everything else from it: the SLURM launcher config
+(:func:`~mushin_box.submitit_slurm_config`, ``tasks_per_node = gpus``, optionally every
+rank in an Apptainer image; checked value by value in :mod:`mushin_box._launch.schedule`)
+and the Trainer overrides (``++trainer.devices``, ``++trainer.num_nodes``). Without a
+reachable SLURM cluster (:func:`~mushin_box._slurm.probe.probe_slurm`), or with
+``local=True``, the cells run here: one node, ``gpus`` CPU ranks under HydraDDP (gloo).
+
+Loading the experiment is :mod:`mushin_box._launch.loading`; the flags and profiles are
+:mod:`mushin_box._launch.options`; the dry run's review is :mod:`mushin_box._launch.review`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from mushin_box._core.envstate import environ_set
+from mushin_box._core.layout import LOCK_FILE, STATUS_FILE
+from mushin_box._slurm.probe import sbatch_refused
+from mushin_box._train.configtask import fit_task, seed_pre_call
+
+__all__ = [
+    "LaunchError",
+    "LaunchPlan",
+    "check_keys",
+    "check_working_dir",
+    "hydra_error_line",
+    "plan_launch",
+    "run_launch",
+    "sbatch_refusal",
+    "select_key",
+]
+
+_HYDRADDP_TARGETS = frozenset(
+    {"mushin_box.HydraDDP", "mushin_box._ddp.HydraDDP"}
+)  # 0.1 wrote the second
+_TOPOLOGY_KEYS = ("trainer.devices", "trainer.num_nodes")
+
+
+class LaunchError(ValueError):
+    """A launch that cannot work as asked; the message names the fix."""
+
+
+# ---------------------------------------------------------------------------- the plan
+
+
+@attrs.frozen
+class LaunchPlan:
+    """Everything :func:`run_launch` passes to ``Workflow.run`` (printable, no side effects).
+
+    ``where`` says why the launch runs where it does (the SLURM probe's answer, or
+    ``--local``); ``sources`` says where each launcher value came from (``--time``,
+    ``profile gpu (pyproject.toml)``, ``override hydra.launcher.qos=high``, ``default``).
+    """
+
+    mode: str  # "slurm" or "local"
+    nodes: int
+    gpus: int
+    launcher: str | None
+    launcher_config: Mapping[str, Any] | None
+    overrides: tuple[str, ...]
+    working_dir: str | None
+    pythonpath: str | None
+    where: str = ""
+    sources: Mapping[str, str] = attrs.field(factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = attrs.asdict(self)
+        data["overrides"] = list(self.overrides)
+        return data
+
+
+def check_working_dir(working_dir: str | None) -> None:
+    """Refuse a sweep directory that cannot work, before anything is written to it.
+
+    ``Workflow.run`` would fail later, with a traceback and after writing: on a file
+    (``mkdir``), on a path holding ``${`` (Hydra resolves it as an interpolation in the
+    cells' log paths, so the logs go elsewhere or nowhere; escaping it would only move the
+    surprise), and on a directory another run holds the sweep lock of. The last is a
+    probe: a run that starts after it is still stopped by ``Workflow.run``'s own lock.
+    """
+    if working_dir is None:  # Workflow.run's default lies under the current directory
+        here = Path.cwd()
+        if "${" in str(here):
+            raise LaunchError(
+                f"the default sweep directory (under {here}) contains '${{', which Hydra "
+                "resolves as an interpolation in the sweep's log paths: run from another "
+                "directory, or pass a --working-dir without '${'"
+            )
+        return
+    root = Path(working_dir).resolve()
+    if "${" in str(root):
+        raise LaunchError(
+            f"--working-dir {root} contains '${{', which Hydra resolves as an interpolation "
+            "in the sweep's log paths: choose a directory without '${'"
+        )
+    existing = next(p for p in (root, *root.parents) if p.exists())  # "/" always exists
+    if not existing.is_dir():
+        raise LaunchError(
+            f"--working-dir {root}: {existing} is a file, not a directory; choose another "
+            "--working-dir"
+        )
+    if (root / LOCK_FILE).is_file():
+        from mushin_box._sweepdir.manifest import SweepLock
+
+        try:
+            with SweepLock(root):
+                pass
+        except RuntimeError:
+            raise LaunchError(
+                f"another launch (or Workflow.run) is already using the sweep directory "
+                f"{root}: wait for it to finish, or pass another --working-dir"
+            ) from None
+
+
+def _config_of(target: Any) -> Any:
+    from mushin_box._sweep.workflow import Workflow
+
+    return target.config if isinstance(target, Workflow) else target
+
+
+def select_key(config: Any, key: str) -> Any:
+    """The value at dotted ``key`` of an experiment's config (None: absent or unreadable)."""
+    from omegaconf import OmegaConf
+
+    try:
+        return OmegaConf.select(OmegaConf.structured(config), key, default=None)
+    except Exception:  # a config OmegaConf cannot read: no topology checks
+        return None
+
+
+def _positive(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise LaunchError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def plan_launch(
+    target: Any,
+    *,
+    nodes: int = 1,
+    gpus: int = 1,
+    overrides: Sequence[str] = (),
+    local: bool | None = None,
+    image: str | None = None,
+    binds: Sequence[str] = (),
+    image_python: str = "python",
+    slurm: Mapping[str, Any] | None = None,
+    working_dir: str | None = None,
+    pythonpath: str | None = None,
+    preflight: bool = True,
+    sources: Mapping[str, str] | None = None,
+    where: str = "",
+) -> LaunchPlan:
+    """Decide how to run ``target`` on ``nodes`` x ``gpus`` ranks.
+
+    Parameters
+    ----------
+    target : Workflow or hydra-zen config
+        From :func:`~mushin_box._launch.loading.load_target`.
+    nodes, gpus : int
+        Nodes, and GPUs = ranks per node.
+    overrides : sequence of str
+        Hydra overrides for the experiment (``key=value``, sweeps ``key=a,b``). Setting
+        ``trainer.devices``/``trainer.num_nodes`` here is an error: ``--gpus``/``--nodes``
+        say it. A plain key the config does not have is refused with the closest name
+        (:func:`check_keys`). ``hydra.launcher.KEY=VALUE`` overrides join the launcher
+        config (:func:`~mushin_box._launch.schedule.split_launcher_overrides`).
+    local : bool, optional
+        Run here instead of on SLURM; default: only when no SLURM cluster answers
+        (:func:`~mushin_box._slurm.probe.probe_slurm`).
+    image, binds, image_python
+        Run every SLURM rank in this Apptainer image (``submitit_slurm_config(image=...)``,
+        checked before anything is submitted), with these binds and Python command.
+    slurm : Mapping, optional
+        More ``submitit_slurm_config`` arguments (partition, account, timeout_min, ...).
+    working_dir : str, optional
+        The sweep directory (default: ``Workflow.run``'s); refused when it cannot work
+        (:func:`check_working_dir`).
+    pythonpath : str, optional
+        A directory the ranks must import the experiment from.
+    preflight : bool
+        Check the image before submitting.
+    sources : Mapping, optional
+        Where each ``slurm`` value came from, for the plan and for errors.
+    where : str
+        Why the launch runs where it does, for the plan (default: the probe's answer).
+
+    Examples
+    --------
+    >>> from hydra_zen import make_config
+    >>> trainer = {"strategy": {"_target_": "mushin_box.HydraDDP"}}
+    >>> plan = plan_launch(make_config(trainer=trainer, module={}), gpus=2, local=True)
+    >>> plan.mode, plan.launcher, list(plan.overrides)
+    ('local', None, ['++trainer.devices=2', '++trainer.num_nodes=1', "++trainer.accelerator='cpu'"])
+    """
+    from mushin_box._core.overrides import format_override
+    from mushin_box._launch.schedule import (
+        ScheduleError,
+        slurm_launcher_config,
+        split_launcher_overrides,
+    )
+
+    nodes, gpus = _positive("--nodes", nodes), _positive("--gpus", gpus)
+    check_working_dir(working_dir)
+    config = _config_of(target)
+    has_trainer = select_key(config, "trainer") is not None
+    given = override_keys(overrides)
+    for key in _TOPOLOGY_KEYS:
+        if key in given:
+            raise LaunchError(
+                f"override {key} conflicts with --nodes/--gpus, which set it: drop the override"
+            )
+    check_keys(target, overrides)
+    if local is None:
+        from mushin_box._slurm.probe import probe_slurm
+
+        probe = probe_slurm()
+        local, where = not probe.reachable, where or probe.reason
+    try:
+        task_overrides, launcher_values, launcher_sources = split_launcher_overrides(overrides)
+    except ScheduleError as exc:
+        raise LaunchError(str(exc)) from None
+    out = list(task_overrides)
+    if has_trainer:
+        out += [
+            format_override("trainer.devices", gpus, force_add=True),
+            format_override("trainer.num_nodes", nodes, force_add=True),
+        ]
+    elif nodes * gpus > 1:
+        raise LaunchError(
+            f"{nodes * gpus} ranks requested, but the experiment's config has no `trainer` "
+            "node whose devices/num_nodes mushin-box could set: add one, or use --gpus 1"
+        )
+    if local:
+        why = where or "--local"
+        if nodes > 1:
+            raise LaunchError(
+                f"--nodes {nodes} needs SLURM ({why}): run on a cluster's login node, or use "
+                "--nodes 1"
+            )
+        if image is not None:
+            raise LaunchError(
+                "--image runs SLURM ranks in the image; here there is no SLURM. Use "
+                "`mushin-box smoke EXP --image IMAGE` for a local run inside the image"
+            )
+        if launcher_values:
+            raise LaunchError(
+                f"hydra.launcher.{next(iter(launcher_values))} configures the SLURM launcher, "
+                f"but this launch runs here ({why}): drop the override"
+            )
+        if "trainer.accelerator" not in given and has_trainer:
+            out.append(format_override("trainer.accelerator", "cpu", force_add=True))
+        if gpus > 1 and select_key(config, "trainer.strategy._target_") not in _HYDRADDP_TARGETS:
+            raise LaunchError(
+                f"--gpus {gpus} here starts {gpus} CPU ranks with HydraDDP, but the trainer's "
+                "strategy is not HydraDDP: set strategy=builds(mushin_box.HydraDDP), or "
+                "use --gpus 1"
+            )
+        return LaunchPlan(
+            "local", nodes, gpus, None, None, tuple(out), working_dir, pythonpath, why, {}
+        )
+
+    settings = dict(slurm or {})
+    extra = {
+        **settings.get("additional_parameters", {}),
+        **launcher_values.pop("additional_parameters", {}),
+    }
+    settings.update(launcher_values)
+    if extra:
+        settings["additional_parameters"] = extra
+    all_sources = {**(sources or {}), **launcher_sources}
+    container: dict[str, Any] = {}
+    if image is not None:
+        env = {"PYTHONPATH": pythonpath} if pythonpath else None
+        container = dict(
+            image=image, binds=list(binds), env=env, preflight=preflight, image_python=image_python
+        )
+        if working_dir is not None:
+            container["working_dir"] = working_dir
+    elif binds or image_python != "python":
+        raise LaunchError("--bind and --image-python configure the image: pass --image too")
+    try:
+        config_out = slurm_launcher_config(
+            nodes=nodes, gpus=gpus, settings=settings, sources=all_sources, container=container
+        )
+    except ScheduleError as exc:
+        raise LaunchError(str(exc)) from None
+    container_keys = ("image", "binds", "image_python")
+    shown = {
+        k: v
+        for k, v in all_sources.items()
+        if k.split(".")[0] in config_out or (image is not None and k in container_keys)
+    }
+    return LaunchPlan(
+        "slurm",
+        nodes,
+        gpus,
+        "mushin_slurm",
+        config_out,
+        tuple(out),
+        working_dir,
+        pythonpath,
+        where or "SLURM",
+        shown,
+    )
+
+
+def check_keys(target: Any, overrides: Sequence[str]) -> None:
+    """Refuse a plain override whose key names nothing in the config, with the closest
+    name (``module.lrr`` -> "did you mean 'lr'?"), before Hydra says only "use +".
+
+    The names are :class:`~mushin_box._sweep.validate.SweepKeys`' (what ``Workflow.run``
+    checks its keywords with), down to the parameters of a node's ``_target_``. ``+``,
+    ``++`` and ``~`` overrides and ``hydra.*`` keys are the user's on purpose.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from mushin_box._sweep.validate import SweepKeys
+    from mushin_box._sweep.workflow import Workflow
+
+    task = target.task if isinstance(target, Workflow) else fit_task
+    keys = SweepKeys(task, _config_of(target))
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except Exception:  # override_keys said it already; nothing to add
+        return
+    for text, o in zip(overrides, parsed, strict=True):
+        key = o.key_or_group
+        if o.is_add() or o.is_force_add() or o.is_delete() or key.startswith("hydra"):
+            continue
+        try:
+            keys.needs_add(key)
+        except ValueError as exc:
+            message = str(exc).split("; if pre_call reads it")[0]
+            raise LaunchError(
+                f"override {text!r}: {message}; to add a new key on purpose, write "
+                f"+{text.lstrip('+')}"
+            ) from None
+
+
+def hydra_error_line(exc: BaseException) -> str:
+    """Hydra's refusal on one line, its cause included.
+
+    ``ConfigCompositionException("Error merging override trainer.max_epochs=abc")`` keeps
+    the reason in its ``__cause__`` (OmegaConf's "Value 'abc' could not be converted to
+    Integer"); printed alone, the message names the override and not what is wrong.
+
+    Examples
+    --------
+    >>> error = ValueError("Error merging override x=abc")
+    >>> error.__cause__ = TypeError("Value 'abc' could not be converted to Integer\\n"
+    ...                             "    full_key: x")
+    >>> hydra_error_line(error)
+    "Error merging override x=abc: Value 'abc' could not be converted to Integer"
+    """
+    parts = [" ".join(str(exc).split(". To append")[0].split()).rstrip(".")]
+    cause = exc.__cause__ or exc.__context__
+    if cause is not None:
+        first = next((line.strip() for line in str(cause).splitlines() if line.strip()), "")
+        if first and first not in parts[0]:
+            parts.append(first.rstrip("."))
+    text = ": ".join(parts)
+    _, hint, plus = str(exc).partition("To append to your config use")
+    if hint:  # Hydra's second line, kept as the fix
+        text += f"; to add it on purpose, write {' '.join(plus.split())}"
+    return text
+
+
+def override_keys(overrides: Sequence[str]) -> set[str]:
+    from hydra.errors import OverrideParseException
+
+    from mushin_box._sweep.workflow import override_keys as keys
+
+    try:
+        return set(keys(overrides))
+    except OverrideParseException as exc:
+        raise LaunchError(f"bad override: {exc}") from None
+
+
+def run_launch(
+    target: Any,
+    plan: LaunchPlan,
+    *,
+    resume: bool = False,
+    on_error: str = "raise",
+    progress: bool = True,
+    reuse_stale_code: bool = False,
+    wait: bool = True,
+    cancel_on_interrupt: bool = False,
+) -> Any:
+    """Run the plan: ``Workflow.run`` with the plan's launcher and overrides (``wait=False``:
+    submit, and return a :class:`mushin_box.SweepHandle`).
+
+    Raises
+    ------
+    LaunchError
+        ``Workflow.run`` refused its arguments (TypeError/ValueError before the sweep
+        started: nothing ran), or Hydra could not apply an override (an unknown key, a
+        value of the wrong type). The same errors raised by a cell (``on_error='raise'``)
+        propagate unchanged.
+    """
+    from hydra.errors import ConfigCompositionException
+
+    from mushin_box._sweep.workflow import Workflow
+
+    workflow = (
+        target
+        if isinstance(target, Workflow)
+        else Workflow(fit_task, target, pre_call=seed_pre_call)
+    )
+    roots = {Path(d).resolve() for d in (plan.working_dir, workflow.working_dir) if d}
+    before = {root: _manifest_run_id(root) for root in roots}
+    created = _first_missing(Path(plan.working_dir).resolve()) if plan.working_dir else None
+    saved = os.environ.get("PYTHONPATH")
+    # the ranks (sbatch exports this environment) import the experiment from its directory
+    path = os.pathsep.join([plan.pythonpath or "", *([saved] if saved else [])])
+    pythonpath = environ_set({"PYTHONPATH": path} if plan.pythonpath else {})
+    launcher_config = dict(plan.launcher_config) if plan.launcher_config else None
+    if cancel_on_interrupt and launcher_config is not None:
+        launcher_config["cancel_on_interrupt"] = True
+    with pythonpath:
+        try:
+            return workflow.run(
+                working_dir=plan.working_dir,
+                launcher=plan.launcher,
+                launcher_config=launcher_config,
+                overrides=list(plan.overrides),
+                resume=resume,
+                on_error=on_error,  # type: ignore[arg-type]
+                progress=progress,
+                reuse_stale_code=reuse_stale_code,
+                wait=wait,
+            )
+        except ConfigCompositionException as exc:  # an override Hydra cannot apply: no task ran
+            if created is not None:
+                _remove_unless_cells(created)
+            raise LaunchError(hydra_error_line(exc)) from None
+        except RuntimeError as exc:
+            refusal = sbatch_refusal(exc)
+            if refusal is None:
+                raise
+            if created is not None:  # no job exists: what this launch created is nobody's
+                _remove_unless_cells(created)
+            raise LaunchError(refusal) from None
+        except (TypeError, ValueError) as exc:
+            # raised before the sweep started (no new manifest: bad arguments, nothing ran) is a
+            # usage error; after, it is a cell's own error (on_error='raise'): re-raised as is
+            root = workflow.working_dir
+            if root is not None:
+                root = Path(root).resolve()
+                run_id = _manifest_run_id(root)
+                if run_id is not None and run_id != before.get(root):
+                    raise
+            if created is not None:
+                _remove_unless_cells(created)
+            raise LaunchError(str(exc)) from None
+
+
+def sbatch_refusal(exc: BaseException) -> str | None:
+    """One line for a job that sbatch refused to queue, with the launch options to check;
+    None when ``exc`` is anything else (:func:`~mushin_box._slurm.probe.sbatch_refused`)."""
+    refused = sbatch_refused(exc)
+    if refused is None:
+        return None
+    if refused.no_cluster:
+        return (
+            f"sbatch refused the job: {refused.said}; no SLURM cluster is reachable from here: "
+            "set SLURM_CONF to the cluster's slurm.conf (or start its controller), or run "
+            "here with --local"
+        )
+    return (
+        f"sbatch refused the job: {refused.said}; check --partition, --account and the other "
+        "SLURM options (`sinfo` lists the partitions, `sacctmgr show associations "
+        "user=$USER` your accounts), or run here with --local"
+    )
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost of ``path`` and its parents that does not exist yet (what a
+    ``mkdir(parents=True)`` of ``path`` creates), or None when ``path`` exists."""
+    missing = None
+    for p in (path, *path.parents):
+        if p.exists():
+            return missing
+        missing = p
+    return missing
+
+
+def _remove_unless_cells(created: Path) -> None:
+    """Remove ``created``, made by this launch for a sweep whose job sbatch refused, unless
+    a cell wrote its status there (an earlier batch of the same sweep ran: keep it)."""
+    if created.is_dir() and next(created.rglob(STATUS_FILE), None) is None:
+        shutil.rmtree(created, ignore_errors=True)
+
+
+def _manifest_run_id(root: Path) -> str | None:
+    """The ``run_id`` of the sweep manifest in ``root`` (``Workflow.run`` writes a new one
+    once its arguments are checked, just before the cells start), or None."""
+    from mushin_box._sweepdir.manifest import read_sweep_manifest
+
+    manifest = read_sweep_manifest(root)
+    run_id = manifest.get("run_id") if manifest is not None else None
+    return str(run_id) if run_id is not None else None

@@ -1,0 +1,106 @@
+# SPDX-License-Identifier: MIT
+"""``mushin-box launch --print-config``: the config the sweep's first cell would receive.
+
+Composed as ``Workflow.run`` composes it, from the launch's plan, with nothing written and
+nothing submitted:
+
+- secret values leave first (:class:`~mushin_box._core.secrets.SecretVault`, the config's
+  defaults, then the overrides), so that the printed config holds the
+  ``${oc.env:MUSHIN_SECRET_...}`` references the task resolves, never a value;
+- the plan's overrides (the user's, and the ``++trainer.devices``/``num_nodes`` of
+  ``--nodes``/``--gpus``), each sweep at its first value
+  (:func:`~mushin_box._sweep.compose.first_job`), composed by Hydra without its own
+  ``hydra`` node: what the task function is called with.
+
+Design note: the YAML is printed unresolved, as Hydra's own ``--cfg job`` prints it.
+Resolving would read the environment into the output (a user's
+``${oc.env:WANDB_API_KEY}``, the vault's references) and fails on ``${hydra:...}``, which
+has a value only inside a running job. As a second line of defence, a value the vault
+moved that still shows up outside its references (the same literal under a key that does
+not look secret) is cut out by :func:`~mushin_box._core.redact.redact_secret_values`, when
+it is at least :data:`~mushin_box._core.redact.MIN_SCRUB_LENGTH` long: a shorter one
+(a declared secret ``1``) would match anywhere, and no file of the launch hides it either.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["first_cell_config"]
+
+#: the vault's references, kept whole (a short value may be part of a name's hex digits)
+_NAME = r"\$\{oc\.env:MUSHIN_SECRET_[0-9A-F]+\}"
+_REFERENCE = re.compile(rf"(\$\{{oc\.decode:{_NAME}\}}|{_NAME})")
+
+
+def first_cell_config(target: Any, overrides: Sequence[str]) -> str:
+    """The first cell's composed config as YAML, secrets shown as references.
+
+    Parameters
+    ----------
+    target : Workflow or hydra-zen config
+        From :func:`~mushin_box._launch.loading.load_target`.
+    overrides : sequence of str
+        The plan's overrides (:attr:`~mushin_box._launch.plan.LaunchPlan.overrides`).
+
+    Raises
+    ------
+    ValueError
+        A sweep over a secret-looking key, or a bad ``secret-names`` setting.
+    hydra.errors.ConfigCompositionException
+        Hydra refused an override (the launch would refuse it too).
+
+    Examples
+    --------
+    >>> from hydra_zen import make_config
+    >>> print(first_cell_config(make_config(lr=0.1, api_key="abc"), ["lr=0.5,1.0"]), end="")
+    lr: 0.5
+    api_key: ${oc.env:MUSHIN_SECRET_2E9BC6C94A4CBDFE}
+    """
+    from hydra import compose, initialize
+    from hydra.core.config_store import ConfigStore
+    from omegaconf import OmegaConf
+
+    from mushin_box._core.secrets import SecretVault
+    from mushin_box._sweep.compose import first_job, hydra_state_kept
+    from mushin_box._sweep.validate import is_config_group
+    from mushin_box._sweep.workflow import Workflow
+
+    workflow = target if isinstance(target, Workflow) else None
+    vault = SecretVault(workflow.secrets if workflow is not None else ())
+    config = vault.hide_in_config(workflow.config if workflow is not None else target)
+    hidden = vault.hide_in_overrides(
+        list(overrides), is_config_key=lambda key: not is_config_group(key)
+    )
+    name = f"mushin_print_{uuid.uuid4().hex}"
+    ConfigStore.instance().store(name=name, node=config)
+    try:
+        with hydra_state_kept(), initialize(version_base="1.3", config_path=None):
+            cfg = compose(name, overrides=first_job(hidden))
+    finally:
+        ConfigStore.instance().repo.pop(f"{name}.yaml", None)
+    return _scrub(OmegaConf.to_yaml(cfg), vault.values)
+
+
+def _scrub(text: str, values: Mapping[str, str]) -> str:
+    """``text`` with the vault's ``values`` (long enough to search for) cut out, except
+    inside the vault's references.
+
+    Examples
+    --------
+    >>> _scrub("a: ${oc.env:MUSHIN_SECRET_0A1B}\\nb: hunter22\\nc: 1\\n",
+    ...        {"MUSHIN_SECRET_0A1B": "hunter22", "MUSHIN_SECRET_2C3D": "1"})
+    'a: ${oc.env:MUSHIN_SECRET_0A1B}\\nb: <redacted>\\nc: 1\\n'
+    """
+    from mushin_box._core.redact import MIN_SCRUB_LENGTH, redact_secret_values
+
+    found = {k: v for k, v in values.items() if len(v) >= MIN_SCRUB_LENGTH}
+    if not found:
+        return text
+    parts = _REFERENCE.split(text)  # odd positions: the references
+    return "".join(
+        p if i % 2 else redact_secret_values(p, environ=found) for i, p in enumerate(parts)
+    )

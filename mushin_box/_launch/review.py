@@ -1,0 +1,215 @@
+# SPDX-License-Identifier: MIT
+"""The dry run of ``mushin-box launch`` as a review: what would run, what it would cost,
+and the mistakes that cost the most, before any GPU-hour is spent.
+
+:func:`review_plan` returns plain data (the CLI prints it as text, or as JSON with
+``--json``): the plan (:class:`~mushin_box._launch.plan.LaunchPlan`, overrides with secret
+values as references), the number of cells, the GPU-hours upper bound (cells x nodes x
+GPUs x time limit), the sbatch script submitit would submit (``render_sbatch``), the env
+file every rank would read (decoded from its base64 setup line, secret-looking values
+redacted), and:
+
+- errors: what the real launch would refuse (the image's pre-flight, Hydra composing the
+  first cell); the dry run exits 2 with them, as the launch would;
+- warnings: a trainer accelerator other than ``gpu``/``auto`` on GPUs, no account where
+  the cluster enforces accounts, ``cpus_per_task=1`` on GPUs, a sweep directory (or image)
+  on node-local storage such as ``/tmp``.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from pathlib import PurePosixPath
+from typing import Any
+
+__all__ = ["count_cells", "node_local_root", "review_plan"]
+
+#: node-local mount points: a compute node's /tmp is not the login node's
+NODE_LOCAL = ("/tmp", "/var/tmp", "/dev/shm", "/scratch/local")
+_GPU_ACCELERATORS = ("gpu", "cuda", "auto")
+
+
+def count_cells(overrides: Sequence[str]) -> tuple[int | None, dict[str, int]]:
+    """``(cells, values per swept key)``; cells is None when a sweep has no fixed length
+    (``interval()``).
+
+    Examples
+    --------
+    >>> count_cells(["lr=0.1,0.2", "+seed=range(3)", "x=1", "hydra.launcher.qos=a"])
+    (6, {'lr': 2, 'seed': 3})
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    cells: int | None = 1
+    axes: dict[str, int] = {}
+    for o in OverridesParser.create().parse_overrides(list(overrides)):
+        if not o.is_sweep_override() or o.key_or_group.startswith("hydra"):
+            continue
+        try:
+            n = len(list(o.sweep_string_iterator()))
+        except (TypeError, ValueError):  # interval(): a range of floats, no count
+            cells = None
+            continue
+        axes[o.key_or_group] = n
+        cells = None if cells is None else cells * n
+    return cells, axes
+
+
+def _duration(minutes: int) -> str:
+    days, rest = divmod(minutes, 24 * 60)
+    text = f"{rest // 60}:{rest % 60:02d}:00"
+    return f"{days}-{text}" if days else text
+
+
+def node_local_root(path: str | None) -> str | None:
+    """The node-local mount point ``path`` lies under (a compute node's ``/tmp`` is not the
+    login node's), or None.
+
+    Examples
+    --------
+    >>> node_local_root("/tmp/runs"), node_local_root("/shared/runs")
+    ('/tmp', None)
+    """
+    if not path:
+        return None
+    p = PurePosixPath(path)
+    return next((root for root in NODE_LOCAL if p.is_relative_to(root)), None)
+
+
+def _override_value(overrides: Sequence[str], key: str) -> tuple[bool, Any]:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    found: tuple[bool, Any] = (False, None)
+    for o in OverridesParser.create().parse_overrides(list(overrides)):
+        if o.key_or_group == key and not o.is_delete():
+            found = (True, o.value())
+    return found
+
+
+def _env_file(config: Any) -> dict[str, str] | None:
+    """The env file the setup lines write, decoded, secret-looking values redacted."""
+    from mushin_box._container.rankwrap import env_file_written
+    from mushin_box._core.redact import redact_env_text
+
+    written = env_file_written(str(config.get("python") or ""), config.get("setup") or [])
+    if written is None:
+        return None
+    path, text = written
+    return {"path": path or "?", "text": redact_env_text(text)}
+
+
+def _sbatch_text(plan: Any, cells: int | None) -> str:
+    from mushin_box._container.rankwrap import fold_env_file
+    from mushin_box._slurm.launcher import render_sbatch
+
+    config = dict(plan.launcher_config)
+    root = plan.working_dir or "<sweep directory>"
+    folder = str(config.pop("submitit_folder", f"{root}/.submitit/%j"))
+    folder = folder.replace("${hydra.sweep.dir}", root)
+    array = cells if cells is not None and cells > 1 else None
+    text = render_sbatch(config, folder, map_count=array)
+    return fold_env_file(text)
+
+
+def review_plan(
+    plan: Any,
+    target: Any,
+    *,
+    errors: Sequence[str] = (),
+    check_accounts: bool = True,
+) -> dict[str, Any]:
+    """The dry run's review of ``plan`` (see the module doc); ``errors`` found before (a
+    failed pre-flight) are listed first."""
+    from mushin_box._core.secrets import SecretVault
+    from mushin_box._launch.plan import hydra_error_line
+    from mushin_box._sweep.compose import check_composes
+
+    data = plan.to_dict()
+    problems = list(errors)
+    warnings: list[str] = []
+    try:  # secret values never reach stdout (often a file): their references instead
+        data["overrides"] = SecretVault().hide_in_overrides(list(plan.overrides))
+    except ValueError as exc:  # a sweep over a secret-looking key
+        problems.append(str(exc))
+    config = _config_of(target)
+    try:  # what the launch composes first: an override Hydra refuses is refused here too
+        check_composes(config, list(plan.overrides))
+    except Exception as exc:
+        problems.append(hydra_error_line(exc))
+    cells, axes = count_cells(plan.overrides)
+    data.update(cells=cells, sweep=axes, ranks=plan.nodes * plan.gpus)
+    slurm = plan.mode == "slurm"
+    launcher = dict(plan.launcher_config or {})
+    if slurm:
+        minutes = int(launcher.get("timeout_min", 60))
+        gpus = plan.nodes * plan.gpus
+        data["gpu_hours"] = None if cells is None else round(cells * gpus * minutes / 60, 2)
+        data["gpu_hours_formula"] = (
+            f"{cells if cells is not None else '?'} cell(s) x {plan.nodes} node(s) x "
+            f"{plan.gpus} GPU(s) x {_duration(minutes)}"
+        )
+        data["sbatch"] = _sbatch_text(plan, cells)
+        data["env_file"] = _env_file(launcher)
+        warnings += _slurm_warnings(plan, config, launcher, check_accounts)
+    data["warnings"] = warnings
+    data["errors"] = problems
+    return data
+
+
+def _config_of(target: Any) -> Any:
+    from mushin_box._sweep.workflow import Workflow
+
+    return target.config if isinstance(target, Workflow) else target
+
+
+def _slurm_warnings(
+    plan: Any, config: Any, launcher: dict[str, Any], check_accounts: bool
+) -> list[str]:
+    from mushin_box._launch.plan import select_key
+
+    out: list[str] = []
+    given, accelerator = _override_value(plan.overrides, "trainer.accelerator")
+    if not given:
+        accelerator = select_key(config, "trainer.accelerator")
+    if isinstance(accelerator, str) and accelerator.lower() not in _GPU_ACCELERATORS:
+        where = "an override" if given else "the experiment's config"
+        out.append(
+            f"trainer.accelerator is {accelerator!r} ({where}): each job holds "
+            f"{plan.nodes * plan.gpus} GPU(s) and trains on the CPU; add "
+            "trainer.accelerator=gpu"
+        )
+    if "account" not in launcher and check_accounts:
+        from mushin_box._slurm.probe import account_check
+
+        accounts = account_check()
+        if accounts.enforced and accounts.default is None:
+            out.append(
+                "no --account, and this cluster enforces accounts with no default one for "
+                "you: sbatch will refuse the job; pass --account (`sacctmgr show associations "
+                "user=$USER` lists yours) or put account in a profile"
+            )
+        elif accounts.enforced is None:
+            out.append(
+                "no --account, and the cluster's accounting could not be asked: if it needs "
+                "one, pass --account or put it in a profile"
+            )
+    if int(launcher.get("cpus_per_task", 1)) == 1:
+        out.append(
+            "cpus_per_task=1: each rank gets one CPU for its data loading; set "
+            "--cpus-per-task (e.g. 8) or cpus-per-task in a profile"
+        )
+    for what, path in (("sweep directory", plan.working_dir), ("image", _image(launcher))):
+        root = node_local_root(path)
+        if root is not None:
+            out.append(
+                f"the {what} {path} is on node-local storage ({root}): compute nodes do not "
+                "share it with this host; use a shared filesystem"
+            )
+    return out
+
+
+def _image(launcher: dict[str, Any]) -> str | None:
+    words = shlex.split(str(launcher.get("python") or ""))
+    sif = [w for w in words if w.endswith(".sif")]
+    return sif[0] if sif else None

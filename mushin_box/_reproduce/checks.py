@@ -1,0 +1,504 @@
+# SPDX-License-Identifier: MIT
+"""What ``reproduce`` checks before it runs anything: the cell, its secrets, code and image.
+
+Each check reads the original cell's sidecars and this machine, and either returns what
+it found or raises :class:`ReproduceError`, one line that names the problem and the fix.
+Nothing here writes: :func:`mushin_box._reproduce.rerun.reproduce` runs every check before
+it creates the directory of the re-run.
+
+* :func:`read_original`: the cell is a completed cell with a whole record, a saved config
+  and a record of where its task is defined (``run.task``);
+* :func:`check_secrets`: every ``${oc.env:NAME}`` the saved config reads (secret values
+  are saved as ``${oc.env:MUSHIN_SECRET_<hash>}`` references) is set here;
+* :func:`check_code`: the recorded commit is the one checked out, with the same
+  uncommitted changes, and the code fingerprint (``code.task_sha256``) is what the re-run
+  will record; ``allow_dirty`` turns a refusal into a recorded difference;
+* :func:`check_image`: the SIF to run has the recorded sha256; the launch's binds and
+  image Python come back from the recorded rank command (:func:`recorded_container`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import os
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from mushin_box._core.layout import (
+    HYDRA_CONFIG_FILE,
+    HYDRA_OUTPUT_SUBDIR,
+    HYDRA_OVERRIDES_FILE,
+    PROVENANCE_FILE,
+    SECRET_ENV_PREFIX,
+    STATUS_FILE,
+)
+from mushin_box._core.sidecars import loads, read_json
+
+__all__ = [
+    "CodeCheck",
+    "ImageCheck",
+    "Original",
+    "ReproduceError",
+    "check_code",
+    "check_image",
+    "check_secrets",
+    "env_references",
+    "part",
+    "read_original",
+    "recorded_container",
+]
+
+
+def part(record: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """``record[key]`` when it is a mapping, else an empty one (a record read from disk).
+
+    Examples
+    --------
+    >>> part({"a": {"b": 1}, "c": None}, "a"), part({"c": None}, "c")
+    ({'b': 1}, {})
+    """
+    value = record.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+class ReproduceError(ValueError):
+    """Bad input to ``reproduce``: one line naming the problem and the fix (CLI exit 2)."""
+
+
+@attrs.frozen
+class Original:
+    """The cell to reproduce, as its sidecars describe it."""
+
+    cell_dir: Path
+    status: Mapping[str, Any]
+    record: Mapping[str, Any]  # as written (not split)
+    provenance_sha256: str  # sha256 of the record file's bytes
+    config: dict[str, Any]  # .hydra/config.yaml, unresolved (secrets are references)
+    overrides: tuple[str, ...]  # .hydra/overrides.yaml, as Hydra saved them
+    combo: Mapping[str, Any]  # the swept values
+
+    @property
+    def repro(self) -> Mapping[str, Any]:
+        return self.record.get("reproducibility") or {}
+
+    @property
+    def run(self) -> Mapping[str, Any]:
+        return self.record.get("run") or {}
+
+
+def _state_reason(status: Mapping[str, Any]) -> str:
+    error = status.get("error")
+    if isinstance(error, Mapping) and error.get("message"):
+        return f": {str(error.get('type') or 'error')}: {str(error['message'])[:200]}"
+    reason = status.get("reason")
+    return f": {reason}" if reason else ""
+
+
+def read_original(cell: str | os.PathLike[str]) -> Original:
+    """Read and check the cell to reproduce (see the module doc).
+
+    Raises
+    ------
+    ReproduceError
+        Not a cell directory, not completed, a missing or damaged record or config, or a
+        record that does not say where its task is defined.
+    """
+    from omegaconf import OmegaConf
+
+    from mushin_box._provenance.compare import record_problem
+    from mushin_box._provenance.task import locator_problem
+    from mushin_box._sweepdir.manifest import is_sweep_dir
+
+    path = Path(cell)
+    if not path.exists():
+        raise ReproduceError(f"{cell}: no such directory; give a cell directory of a sweep")
+    if not (path / STATUS_FILE).is_file():
+        if path.is_dir() and is_sweep_dir(path):
+            raise ReproduceError(
+                f"{cell} is a sweep directory; give one of its cells (`mushin-box ls {cell}` "
+                "lists them)"
+            )
+        raise ReproduceError(f"{cell}: not a cell directory (no {STATUS_FILE}); give a cell")
+    path = path.resolve()
+    status = read_json(path / STATUS_FILE)
+    if not isinstance(status, dict) or not isinstance(status.get("combo"), dict):
+        raise ReproduceError(
+            f"{path / STATUS_FILE} is unreadable; run the cell again (resume=True) to rewrite it"
+        )
+    state = status.get("status")
+    if state != "completed":
+        raise ReproduceError(
+            f"{path.name} is {state}{_state_reason(status)}; only a completed cell can be "
+            "reproduced: wait for it, or run it to completion (resume=True) first"
+        )
+    try:
+        data = (path / PROVENANCE_FILE).read_bytes()
+        record = loads(data)
+    except FileNotFoundError:
+        raise ReproduceError(
+            f"{path.name} has no {PROVENANCE_FILE}; run the cell again to record it"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise ReproduceError(
+            f"{path / PROVENANCE_FILE} is unreadable ({exc}); restore it, or run the cell again"
+        ) from None
+    problem = record_problem(record)
+    if problem:
+        raise ReproduceError(
+            f"{path / PROVENANCE_FILE} is damaged ({problem}); restore it, or run the cell again"
+        )
+    hydra_dir = path / HYDRA_OUTPUT_SUBDIR
+    try:
+        config = OmegaConf.to_container(OmegaConf.load(hydra_dir / HYDRA_CONFIG_FILE))
+    except FileNotFoundError:
+        raise ReproduceError(
+            f"{path.name} has no {HYDRA_OUTPUT_SUBDIR}/{HYDRA_CONFIG_FILE} (its saved config); "
+            "restore it, or run the cell again"
+        ) from None
+    except Exception as exc:  # OmegaConf/YAML errors of a damaged file
+        raise ReproduceError(
+            f"{hydra_dir / HYDRA_CONFIG_FILE} is unreadable ({' '.join(str(exc).split())}); "
+            "restore it, or run the cell again"
+        ) from None
+    if not isinstance(config, dict):
+        raise ReproduceError(f"{hydra_dir / HYDRA_CONFIG_FILE} is not a config mapping")
+    try:
+        overrides = OmegaConf.to_container(OmegaConf.load(hydra_dir / HYDRA_OVERRIDES_FILE))
+    except Exception:  # informative only: the config already holds them
+        overrides = []
+    run = record.get("run") or {}
+    located = run.get("task") if isinstance(run, Mapping) else None
+    if not isinstance(located, Mapping) or not isinstance(located.get("task"), Mapping):
+        raise ReproduceError(
+            f"{path.name}: its record does not say where its task is defined (run.task, "
+            "recorded since mushin-box 0.2); run the cell again with this version"
+        )
+    for what in ("task", "pre_call"):
+        problem = locator_problem(located.get(what), what)
+        if problem:
+            raise ReproduceError(f"{path.name}: {problem}")
+    return Original(
+        cell_dir=path,
+        status=status,
+        record=dict(record),
+        provenance_sha256=hashlib.sha256(data).hexdigest(),
+        config={str(k): v for k, v in config.items()},
+        overrides=tuple(str(o) for o in overrides or ()),
+        combo=dict(status["combo"]),
+    )
+
+
+# ---------------------------------------------------------------------------- secrets
+
+_ENV_REF = re.compile(r"\$\{oc\.env:\s*([A-Za-z_][A-Za-z0-9_]*)\s*(,)?")
+
+
+def env_references(config: Any, prefix: str = "") -> list[tuple[str, str, bool]]:
+    """``(config path, variable, has a default)`` of every ``${oc.env:NAME}`` in ``config``.
+
+    Examples
+    --------
+    >>> env_references({"db": {"password": "${oc.env:MUSHIN_SECRET_AB}"},
+    ...                 "home": "${oc.env:HOME,/tmp}"})
+    [('db.password', 'MUSHIN_SECRET_AB', False), ('home', 'HOME', True)]
+    """
+    out: list[tuple[str, str, bool]] = []
+    if isinstance(config, Mapping):
+        for key, value in config.items():
+            out += env_references(value, f"{prefix}{key}.")
+    elif isinstance(config, list):
+        for i, value in enumerate(config):
+            out += env_references(value, f"{prefix}{i}.")
+    elif isinstance(config, str):
+        for match in _ENV_REF.finditer(config):
+            out.append((prefix.rstrip("."), match.group(1), match.group(2) is not None))
+    return out
+
+
+def check_secrets(config: Mapping[str, Any], environ: Mapping[str, str]) -> list[str]:
+    """The variables the saved config reads (names only); raise for one that is not set.
+
+    Raises
+    ------
+    ReproduceError
+        A ``${oc.env:NAME}`` without a default whose variable is not set here, named with
+        the config key it is for.
+    """
+    names: list[str] = []
+    for path, name, has_default in env_references(config):
+        if name not in names:
+            names.append(name)
+        if has_default or name in environ:
+            continue
+        if name.startswith(SECRET_ENV_PREFIX):
+            raise ReproduceError(
+                f"the secret {path!r} is not set: the saved config reads it from the "
+                f"environment variable {name}; export {name} with the value the original "
+                "run had (it is in no file)"
+            )
+        raise ReproduceError(
+            f"{path!r} reads the environment variable {name}, which is not set; export it"
+        )
+    return names
+
+
+# ---------------------------------------------------------------------------- code
+
+
+@attrs.frozen
+class CodeCheck:
+    """The code the re-run will run, against the code the cell ran."""
+
+    recorded: Mapping[str, Any]  # {"git": ..., "task_sha256": ...}
+    current: Mapping[str, Any]
+    problems: tuple[str, ...]  # empty: the same code
+    allowed: bool  # run despite the problems (allow_dirty)
+
+    @property
+    def same(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "recorded": dict(self.recorded),
+            "current": dict(self.current),
+            "same": self.same,
+            "problems": list(self.problems),
+            "allow_dirty": self.allowed,
+        }
+
+
+def _source_of(task: Callable[..., Any]) -> Path:
+    """The file whose repository ``basic_provenance`` records (the task's own file)."""
+    try:
+        return Path(inspect.getfile(inspect.unwrap(getattr(task, "func", task))))
+    except (TypeError, OSError):
+        return Path.cwd()
+
+
+def _git_problems(recorded: Any, current: Any) -> list[str]:
+    if not isinstance(recorded, Mapping):
+        return []  # the cell ran outside git: the fingerprint decides
+    commit = recorded.get("commit")
+    if not isinstance(current, Mapping):
+        return [f"the cell ran at commit {commit}, but here its code is in no git checkout"]
+    out: list[str] = []
+    if commit != current.get("commit"):
+        out.append(f"the cell ran at commit {commit}, but {current.get('commit')} is checked out")
+    was, now = recorded.get("diff_sha256"), current.get("diff_sha256")
+    if was != now:
+        said = {
+            (True, False): f"the tree has uncommitted changes (git diff HEAD sha256 {now}), "
+            "the cell ran on a clean tree",
+            (False, True): f"the cell ran with uncommitted changes (git diff HEAD sha256 {was}), "
+            "the tree is clean now",
+        }
+        out.append(
+            said.get(
+                (was is None, now is None),
+                f"the uncommitted changes differ (git diff HEAD sha256 {was} then, {now} now)",
+            )
+        )
+    return out
+
+
+def check_code(
+    original: Original,
+    task: Callable[..., Any],
+    pre_call: Callable[..., Any] | None,
+    config: Any,
+    *,
+    allow_dirty: bool,
+) -> CodeCheck:
+    """Compare the recorded code with the code here (see the module doc).
+
+    Raises
+    ------
+    ReproduceError
+        The code differs (both commits, both diff hashes or both fingerprints are named),
+        unless ``allow_dirty``.
+    """
+    from mushin_box._provenance.record import git_state
+    from mushin_box._sweep.usercode import code_identity
+
+    code = original.repro.get("code") or {}
+    recorded = {"git": code.get("git"), "task_sha256": code.get("task_sha256")}
+    current = {
+        "git": git_state(_source_of(task)),
+        "task_sha256": code_identity(task, config=config, extra=(pre_call,)).fingerprint,
+    }
+    problems = _git_problems(recorded["git"], current["git"])
+    if recorded["task_sha256"] != current["task_sha256"]:
+        problems.append(
+            f"the code fingerprint (task source and the user modules it reaches) was "
+            f"{recorded['task_sha256']}, here it is {current['task_sha256']}"
+        )
+    if problems and not allow_dirty:
+        raise ReproduceError(
+            "the code differs from the cell's: "
+            + "; ".join(problems)
+            + ". Check out the cell's code, or pass allow_dirty=True to run anyway (recorded)"
+        )
+    return CodeCheck(recorded, current, tuple(problems), allow_dirty and bool(problems))
+
+
+# ---------------------------------------------------------------------------- image
+
+
+@attrs.frozen
+class ImageCheck:
+    """The image of the re-run: ``path`` None for a cell that ran in no image.
+
+    ``binds`` and ``python`` are the original launch's ``--bind`` values and
+    ``--image-python``, read back from its recorded rank command (:func:`recorded_container`).
+    """
+
+    recorded: Any  # reproducibility.image: "no image" or the identity mapping
+    path: str | None
+    sha256: str | None
+    binds: tuple[str, ...] = ()
+    python: str = "python"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "recorded": self.recorded,
+            "path": self.path,
+            "sha256": self.sha256,
+            "binds": list(self.binds),
+            "python": self.python,
+        }
+
+
+def _rank_argv(run: Mapping[str, Any]) -> list[str] | None:
+    """The recorded ``apptainer exec ... IMAGE PYTHON`` of a rank: ``run.container``'s
+    (what the rank itself was started with), else the launcher's ``python`` (submitit's)."""
+    import shlex
+
+    argv = part(run, "container").get("rank_argv")
+    if isinstance(argv, list) and all(isinstance(w, str) for w in argv):
+        return list(argv)
+    command = part(part(run, "launcher"), "config").get("python")
+    if isinstance(command, str) and command.startswith("apptainer "):
+        try:
+            return shlex.split(command)
+        except ValueError:
+            return None
+    return None
+
+
+def recorded_container(run: Mapping[str, Any]) -> tuple[tuple[str, ...], str] | None:
+    """``(binds, image python)`` the original launch gave (``--bind``, ``--image-python``),
+    from the rank command it recorded; None when it recorded none.
+
+    The rank command (:func:`~mushin_box._container.rankwrap.rank_argv`) binds the project
+    directory first (``P:P``), then the working directory (the ``--pwd``, when outside the
+    project), then the launch's binds, then the InfiniBand devices when present; the
+    image's Python follows the image, after ``--pwd DIR``. The project and working
+    directories are the re-run's own, so only the launch's binds are returned.
+
+    Examples
+    --------
+    >>> argv = ["apptainer", "exec", "--nv", "--cleanenv", "--env-file", "/w/a.env",
+    ...         "--bind", "/p:/p", "--bind", "/w", "--bind", "/data:/data:ro",
+    ...         "--bind", "/dev/infiniband", "--pwd", "/w", "/i.sif", "/opt/py/bin/python"]
+    >>> recorded_container({"container": {"rank_argv": argv}})
+    (('/data:/data:ro',), '/opt/py/bin/python')
+    >>> recorded_container({}) is None
+    True
+    """
+    from mushin_box._container.launchspec import INFINIBAND_DEVICE
+
+    argv = _rank_argv(run)
+    if not argv or "--pwd" not in argv:
+        return None
+    at = argv.index("--pwd")
+    if at + 3 >= len(argv):
+        return None
+    work, python = argv[at + 1], argv[at + 3]
+    binds = [argv[i + 1] for i in range(at) if argv[i] == "--bind" and i + 1 < at]
+    binds = binds[1:]  # the project directory, always first
+    if binds and binds[-1] == INFINIBAND_DEVICE:
+        binds = binds[:-1]  # bound wherever it exists
+    return tuple(b for b in binds if b != work), python
+
+
+def _bind_problem(binds: tuple[str, ...]) -> str | None:
+    for bind in binds:
+        source = bind.split(":", 1)[0]
+        if not Path(source).exists():
+            return (
+                f"the cell ran with --bind {bind}, whose source {source} does not exist "
+                "here: restore it (the ranks read it) before reproducing"
+            )
+    return None
+
+
+def _candidates(original: Original) -> list[str]:
+    """Where the record says the image was: ``run.image.path`` (the copy the ranks ran),
+    a recorded manifest's image, the ``.sif`` of the recorded rank command."""
+    run = original.run
+    located = part(run, "image")
+    out: list[str] = []
+    for key in ("path", "image", "manifest"):
+        value = located.get(key)
+        if isinstance(value, str) and value:
+            out.append(value.removesuffix(".manifest.json"))
+    argv = part(run, "container").get("rank_argv")
+    if isinstance(argv, list):
+        out += [w for w in argv if isinstance(w, str) and w.endswith(".sif")]
+    return list(dict.fromkeys(out))
+
+
+def check_image(original: Original, image: str | None) -> ImageCheck:
+    """The SIF to run: ``image``, or the recorded one; its sha256 must be the recorded one.
+
+    Raises
+    ------
+    ReproduceError
+        The cell ran in no image but ``image`` is given; it ran in an image that did not
+        say which; no SIF is found; the SIF's sha256 is not the recorded one (both
+        digests named); or the source of a recorded bind is missing here.
+    """
+    from mushin_box._image.digest import image_sha256
+    from mushin_box._provenance.env import NO_IMAGE
+
+    recorded = original.repro.get("image", NO_IMAGE)
+    if recorded in (None, NO_IMAGE):
+        if image is not None:
+            raise ReproduceError(
+                f"the cell ran in no image, so its re-run runs in none: drop image={image}"
+            )
+        return ImageCheck(NO_IMAGE, None, None)
+    want = recorded.get("sif_sha256") if isinstance(recorded, Mapping) else None
+    if not want:
+        raise ReproduceError(
+            f"the cell ran in an image whose sha256 was not recorded ({recorded!r}): its "
+            "image cannot be verified; run the cell again in its image, so that the ranks record it"
+        )
+    if image is None:
+        found = [p for p in _candidates(original) if Path(p).is_file()]
+        if not found:
+            where = ", ".join(_candidates(original)) or "no path"
+            raise ReproduceError(
+                f"the cell's image (sha256 {want}) is not where it was recorded ({where}); "
+                "pass image=SIF, a copy of it"
+            )
+        image = found[0]
+    if not Path(image).is_file():
+        raise ReproduceError(f"image={image}: no such file")
+    got = image_sha256(image)  # cached per file version: launch's pre-flight reuses it
+    if got != want:
+        raise ReproduceError(
+            f"the image {image} has sha256 {got}, but the cell ran in sha256 {want}: "
+            "pass image=SIF, the SIF the cell ran in"
+        )
+    binds, python = recorded_container(original.run) or ((), "python")
+    problem = _bind_problem(binds)
+    if problem:
+        raise ReproduceError(problem)
+    return ImageCheck(recorded, str(Path(image).resolve()), got, binds, python)

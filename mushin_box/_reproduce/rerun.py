@@ -1,0 +1,497 @@
+# SPDX-License-Identifier: MIT
+"""``mushin-box reproduce CELL``: re-run a completed cell from its sidecars, then diff it.
+
+The cell's own files say everything the re-run needs:
+
+* the config: ``.hydra/config.yaml``, as the cell ran it (secret values are references,
+  ``${oc.env:MUSHIN_SECRET_<hash>}``, read back from this environment, never from a file);
+* the swept values (``combo`` of ``mushin_status.json``), swept again so the re-run's cell
+  has the same name and combo; the seed base is the config's ``seed``;
+* the task and ``pre_call``: ``run.task`` of the record (:mod:`mushin_box._provenance.task`);
+* the code, the image: checked against ``reproducibility`` (:mod:`.reproduce_checks`);
+* the topology (``run.topology``: nodes, ranks per node) and the launcher (``run.launcher``),
+  unless ``nodes``/``gpus``/``local`` change them;
+* in an image: the launch's binds and image Python, read back from the recorded rank
+  command (:func:`~mushin_box._reproduce.checks.recorded_container`).
+
+The run itself is ``mushin-box launch``'s: :func:`~mushin_box._launch.plan.plan_launch` and
+:func:`~mushin_box._launch.plan.run_launch`, into a new sweep directory. Then the re-run's
+record gets ``run.reproduction`` (which cell, the sha256 of its record, the code check and
+whether ``allow_dirty`` let a difference through), and
+:func:`~mushin_box._results.diff.diff_provenance` compares the original with the re-run: the
+verdict is "reproduced" when the reproducibility parts are identical and every metric is
+equal within ``atol``.
+
+Every check runs before anything is written: a refusal (:class:`ReproduceError`) leaves no
+directory behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import shutil
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from mushin_box._core.envstate import environ_set
+from mushin_box._core.layout import (
+    PROVENANCE_FILE,
+    SECRET_ENV_PREFIX,
+    SECRET_NAMES_ENV,
+    STATUS_FILE,
+    default_sweep_dir,
+)
+from mushin_box._core.sidecars import read_json
+from mushin_box._core.targets import public
+from mushin_box._reproduce.checks import (
+    CodeCheck,
+    ImageCheck,
+    Original,
+    ReproduceError,
+    check_code,
+    check_image,
+    check_secrets,
+    part,
+    read_original,
+)
+
+__all__ = ["ReproducePlan", "ReproduceResult", "plan_reproduce", "reproduce"]
+
+_SLURM_LAUNCHERS = ("mushin_slurm", "submitit_slurm")
+#: recorded hydra.launcher keys that ``submitit_slurm_config`` takes again
+_SLURM_KEYS = ("partition", "account", "timeout_min", "mem_gb", "cpus_per_task", "qos")
+_APPTAINER = "APPTAINERENV_"
+
+
+@attrs.frozen
+class ReproducePlan:
+    """What :func:`reproduce` will run (``--dry-run`` prints it); no side effects."""
+
+    cell: str
+    provenance_sha256: str  # of the original's record file
+    into: str
+    task: str
+    pre_call: str | None
+    combo: Mapping[str, Any]
+    seed_base: Any
+    config: Mapping[str, Any]  # the saved config, secrets as references
+    secrets: tuple[str, ...]  # the environment variables it reads (names only)
+    recorded_topology: tuple[int, int]  # (nodes, ranks per node)
+    nodes: int
+    gpus: int
+    recorded_launcher: str | None
+    launch: Mapping[str, Any]  # the LaunchPlan: mode, launcher, config, overrides, ...
+    code: CodeCheck
+    image: ImageCheck
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cell": self.cell,
+            "provenance_sha256": self.provenance_sha256,
+            "into": self.into,
+            "task": self.task,
+            "pre_call": self.pre_call,
+            "combo": dict(self.combo),
+            "seed_base": self.seed_base,
+            "config": dict(self.config),
+            "secrets": list(self.secrets),
+            "topology": {
+                "recorded": {"nodes": self.recorded_topology[0], "gpus": self.recorded_topology[1]},
+                "nodes": self.nodes,
+                "gpus": self.gpus,
+            },
+            "launcher": {"recorded": self.recorded_launcher, **dict(self.launch)},
+            "code": self.code.to_dict(),
+            "image": self.image.to_dict(),
+        }
+
+
+@public
+@attrs.frozen
+class ReproduceResult:
+    """What :func:`mushin_box.reproduce` did.
+
+    Attributes
+    ----------
+    plan : ReproducePlan
+        What was (or, for a dry run, would be) run.
+    cell_dir : Path or None
+        The re-run's cell (None for a dry run, or when the re-run left none).
+    diff : Diff or None
+        The original compared with the re-run (:func:`mushin_box._results.diff.diff_provenance`).
+    error : str or None
+        Why the re-run did not complete (its task raised, its job failed).
+    """
+
+    plan: ReproducePlan
+    cell_dir: Path | None = None
+    diff: Any = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Reproduced: the re-run completed, its reproducibility part is identical to the
+        original's and every metric matches within ``atol``."""
+        return (
+            self.error is None
+            and self.diff is not None
+            and bool(self.diff.reproducible)
+            and bool(self.diff.metrics_match)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "cell_dir": str(self.cell_dir) if self.cell_dir else None,
+            "error": self.error,
+            "plan": self.plan.to_dict(),
+            "diff": self.diff.to_dict() if self.diff is not None else None,
+        }
+
+
+# ---------------------------------------------------------------------------- the plan
+
+
+def _name(entry: Mapping[str, Any] | None) -> str | None:
+    return f"{entry['module']}:{entry['qualname']}" if entry else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def recorded_topology(run: Mapping[str, Any]) -> tuple[int, int]:
+    """``(nodes, ranks per node)`` the cell ran on, from ``run.topology`` (1, 1 if unknown).
+
+    Examples
+    --------
+    >>> recorded_topology({"topology": {"num_nodes": 2, "world_size": 8,
+    ...                                 "tasks_per_node": [4, 4]}})
+    (2, 4)
+    >>> recorded_topology({})
+    (1, 1)
+    """
+    topo = part(run, "topology")
+    nodes = _int(topo.get("num_nodes")) or 1
+    per_node = topo.get("tasks_per_node")
+    if isinstance(per_node, list) and per_node and _int(per_node[0]):
+        return nodes, int(per_node[0])
+    world = _int(topo.get("world_size")) or nodes
+    return nodes, max(1, world // nodes)
+
+
+def _slurm_settings(launcher: Mapping[str, Any]) -> dict[str, Any]:
+    config = part(launcher, "config")
+    return {k: config[k] for k in _SLURM_KEYS if config.get(k) not in (None, "<redacted>")}
+
+
+def _into(into: str | os.PathLike[str] | None, original: Original) -> Path:
+    if into is None:
+        into = default_sweep_dir("-reproduce")
+    root = Path(into).resolve()
+    if root == original.cell_dir.parent or root == original.cell_dir:
+        raise ReproduceError(
+            f"into={into} is the original's own sweep: the re-run would replace the "
+            "cell it is compared with; choose a new directory"
+        )
+    if root.exists() and (not root.is_dir() or any(root.iterdir())):
+        raise ReproduceError(f"into={into} already exists and is not empty; choose a new directory")
+    return root
+
+
+def _rerun_workflow(
+    task: Any, config: Any, pre_call: Any, secrets: Sequence[str], combo: Mapping[str, Any]
+) -> Any:
+    """The re-run's ``Workflow``: its ``run`` sweeps the cell's swept values again (one
+    value each), so the re-run's cell gets the original's name and combo."""
+    from hydra_zen import multirun
+
+    from mushin_box._sweep.workflow import Workflow
+
+    swept = {key: multirun([value]) for key, value in combo.items()}
+
+    class ReproduceWorkflow(Workflow):
+        def run(self, **kwargs: Any) -> Any:
+            return super().run(**kwargs, **swept)  # pyright: ignore[reportArgumentType]
+
+    return ReproduceWorkflow(task, config, pre_call=pre_call, secrets=secrets)
+
+
+def _declared_secrets(original: Original) -> list[str]:
+    """The secret names the original launch declared (carried in its environment)."""
+    import json
+
+    env = part(original.run, "env")
+    try:
+        names = json.loads(str(env.get(SECRET_NAMES_ENV) or "[]"))
+    except ValueError:
+        return []
+    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+
+
+def _load(original: Original) -> tuple[Any, Any, str | None]:
+    from mushin_box._launch.loading import user_code_error
+    from mushin_box._provenance.task import load_callable
+
+    located = original.run["task"]
+    out: list[Any] = []
+    directory: str | None = None
+    for what in ("task", "pre_call"):
+        entry = located.get(what)
+        if entry is None:
+            out.append(None)
+            continue
+        try:
+            fn, where = load_callable(entry)
+        except Exception as exc:  # the user's code failed to import: where, and what to fix
+            raise ReproduceError(user_code_error(f"the {what} {_name(entry)}", exc)) from None
+        directory = directory or where
+        out.append(fn)
+    return out[0], out[1], directory
+
+
+def _overrides(config: Mapping[str, Any], local: bool) -> list[str]:
+    """Overrides beside the topology's: a local launch keeps the config's own accelerator
+    (``plan_launch`` would set ``cpu`` when none is given)."""
+    from mushin_box._core.overrides import format_override
+
+    trainer = config.get("trainer")
+    if local and isinstance(trainer, Mapping) and trainer.get("accelerator") is not None:
+        return [format_override("trainer.accelerator", trainer["accelerator"])]
+    return []
+
+
+def plan_reproduce(
+    cell: str | os.PathLike[str],
+    *,
+    into: str | os.PathLike[str] | None = None,
+    nodes: int | None = None,
+    gpus: int | None = None,
+    image: str | os.PathLike[str] | None = None,
+    local: bool = False,
+    allow_dirty: bool = False,
+    dry_run: bool = False,
+    environ: Mapping[str, str] | None = None,
+) -> tuple[ReproducePlan, Any, Any]:
+    """Check everything and decide the re-run: ``(plan, workflow, launch plan)``.
+
+    Writes nothing. Raises :class:`ReproduceError` for anything that keeps the re-run from
+    reproducing the cell as asked (see :func:`reproduce`).
+    """
+    from omegaconf import OmegaConf
+
+    from mushin_box._launch.plan import LaunchError, plan_launch
+
+    env = os.environ if environ is None else environ
+    original = read_original(cell)
+    task, pre_call, directory = _load(original)
+    secrets = check_secrets(original.config, env)
+    config = OmegaConf.create(original.config)
+    code = check_code(original, task, pre_call, config, allow_dirty=allow_dirty)
+    img = check_image(original, None if image is None else str(image))
+    launcher = part(original.run, "launcher")
+    recorded_launcher = launcher.get("name")
+    slurm = recorded_launcher in _SLURM_LAUNCHERS and not local
+    if img.path is not None and not slurm:
+        raise ReproduceError(
+            "the cell ran in an image, and only a SLURM launch runs ranks in one: drop "
+            "local=True, and run on the cluster (`mushin-box smoke --image` runs an image "
+            "here)"
+        )
+    if slurm and shutil.which("sbatch") is None:
+        raise ReproduceError(
+            f"the cell ran on SLURM ({recorded_launcher}), but there is no sbatch on PATH: "
+            "run this on the cluster's login node, or pass local=True to run it here"
+        )
+    rec_nodes, rec_gpus = recorded_topology(original.run)
+    root = _into(into, original)
+    workflow = _rerun_workflow(task, config, pre_call, _declared_secrets(original), original.combo)
+    try:
+        launch = plan_launch(
+            workflow,
+            nodes=rec_nodes if nodes is None else nodes,
+            gpus=rec_gpus if gpus is None else gpus,
+            overrides=_overrides(original.config, not slurm),
+            local=not slurm,
+            image=img.path,
+            binds=img.binds,
+            image_python=img.python,
+            slurm=_slurm_settings(launcher) if slurm else None,
+            working_dir=str(root),
+            pythonpath=directory,
+            preflight=not dry_run,
+        )
+    except LaunchError as exc:
+        raise ReproduceError(str(exc)) from None
+    located = original.run["task"]
+    plan = ReproducePlan(
+        cell=str(original.cell_dir),
+        provenance_sha256=original.provenance_sha256,
+        into=str(root),
+        task=_name(located.get("task")) or "?",
+        pre_call=_name(located.get("pre_call")),
+        combo=original.combo,
+        seed_base=(original.repro.get("seed") or {}).get("base")
+        if isinstance(original.repro.get("seed"), Mapping)
+        else original.repro.get("seed_base"),
+        config=original.config,
+        secrets=tuple(secrets),
+        recorded_topology=(rec_nodes, rec_gpus),
+        nodes=launch.nodes,
+        gpus=launch.gpus,
+        recorded_launcher=recorded_launcher,
+        launch=launch.to_dict(),
+        code=code,
+        image=img,
+    )
+    return plan, workflow, launch
+
+
+# ---------------------------------------------------------------------------- the run
+
+
+@contextlib.contextmanager
+def _secrets_for_images(names: Sequence[str]) -> Iterator[None]:
+    """Forward the saved config's secret variables to ranks in an image (``--cleanenv``
+    keeps only ``APPTAINERENV_*``), as the original launch's vault did; restored after."""
+    values = {
+        _APPTAINER + name: os.environ[name]
+        for name in names
+        if name.startswith(SECRET_ENV_PREFIX) and name in os.environ
+    }
+    with environ_set(values):
+        yield
+
+
+def _new_cell(root: Path, combo: Mapping[str, Any]) -> Path | None:
+    from mushin_box._sweepdir.manifest import cell_records, combo_id
+
+    want = combo_id(combo)
+    for cell_dir, status in cell_records(root):
+        if combo_id(status["combo"]) == want:
+            return cell_dir
+    return None
+
+
+def _mark(cell_dir: Path, plan: ReproducePlan) -> None:
+    """Record in the re-run's ``run`` part that it reproduces the original."""
+    from mushin_box._provenance.files import write_provenance
+
+    record = read_json(cell_dir / PROVENANCE_FILE)
+    if not isinstance(record, dict):
+        return
+    run = dict(record.get("run") or {})
+    run["reproduction"] = {
+        "of": plan.cell,
+        "provenance_sha256": plan.provenance_sha256,
+        "allow_dirty": plan.code.allowed,
+        "code_differences": list(plan.code.problems),
+        "topology": {"nodes": plan.nodes, "gpus": plan.gpus},
+        "recorded_topology": {
+            "nodes": plan.recorded_topology[0],
+            "gpus": plan.recorded_topology[1],
+        },
+    }
+    write_provenance(cell_dir, {**record, "run": run})
+
+
+@public
+def reproduce(
+    cell_dir: str | os.PathLike[str],
+    *,
+    into: str | os.PathLike[str] | None = None,
+    nodes: int | None = None,
+    gpus: int | None = None,
+    image: str | os.PathLike[str] | None = None,
+    local: bool = False,
+    atol: float = 0.0,
+    allow_dirty: bool = False,
+    dry_run: bool = False,
+    progress: bool = False,
+) -> ReproduceResult:
+    """Re-run a completed cell from its sidecars alone, and diff the re-run against it.
+
+    Parameters
+    ----------
+    cell_dir : path
+        A completed cell of a sweep (``mushin_status.json``, ``mushin_provenance.json``,
+        ``.hydra/config.yaml``).
+    into : path, optional
+        The new sweep directory of the re-run (default ``multirun/<time>-reproduce``);
+        must not exist yet, or be empty.
+    nodes, gpus : int, optional
+        The topology (default: the recorded one). The reproducibility part does not
+        depend on it; metrics may (see docs/reproduce.md).
+    image : path, optional
+        The SIF to run in; its sha256 must be the recorded one (default: the recorded path).
+    local : bool
+        Run here, not on SLURM, whatever the cell's launcher was.
+    atol : float
+        Absolute tolerance of the metrics (default 0: exactly equal).
+    allow_dirty : bool
+        Run although the code differs (another commit, uncommitted changes, another code
+        fingerprint); recorded in the re-run's ``run.reproduction``.
+    dry_run : bool
+        Check and plan only: nothing runs, nothing is written.
+    progress : bool
+        Show the progress bar of the re-run.
+
+    Returns
+    -------
+    ReproduceResult
+        ``.ok``: reproduced; ``.diff``: the comparison; ``.cell_dir``: the re-run's cell.
+
+    Raises
+    ------
+    ReproduceError
+        Bad input (nothing was written): not a completed cell, a secret not in the
+        environment (named), different code (both hashes named; unless ``allow_dirty``),
+        an image whose sha256 differs (both digests named), an impossible topology or
+        launcher, an ``into`` that is not new.
+    """
+    if (
+        isinstance(atol, bool)
+        or not isinstance(atol, int | float)
+        or not math.isfinite(atol)
+        or atol < 0
+    ):
+        raise ReproduceError(f"atol must be a finite number >= 0, got {atol!r}")
+    plan, workflow, launch = plan_reproduce(
+        cell_dir,
+        into=into,
+        nodes=nodes,
+        gpus=gpus,
+        image=image,
+        local=local,
+        allow_dirty=allow_dirty,
+        dry_run=dry_run,
+    )
+    if dry_run:
+        return ReproduceResult(plan)
+    from mushin_box._launch.plan import LaunchError, run_launch
+    from mushin_box._results.diff import diff_provenance
+
+    error: str | None = None
+    try:
+        with _secrets_for_images(plan.secrets):
+            run_launch(workflow, launch, progress=progress)
+    except LaunchError as exc:
+        raise ReproduceError(str(exc)) from None
+    except Exception as exc:  # the re-run's task or job failed: recorded by its cell
+        error = f"the re-run failed: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+    root = Path(plan.into)
+    new = _new_cell(root, plan.combo)
+    if new is None:
+        return ReproduceResult(plan, None, None, error or f"the re-run left no cell in {root}")
+    _mark(new, plan)
+    diff = diff_provenance(plan.cell, new, atol=float(atol))
+    status = read_json(new / STATUS_FILE)
+    state = status.get("status") if isinstance(status, dict) else None
+    if error is None and state != "completed":
+        error = f"the re-run's cell is {state}"
+    return ReproduceResult(plan, new, diff, error)

@@ -1,0 +1,16 @@
+# SPDX-License-Identifier: MIT
+"""What a sweep produced, read and shown: it runs, submits and changes nothing.
+
+- :mod:`.experiment`: ``load_experiment``: a sweep (or one job) as an xarray Dataset;
+- :mod:`.series`: the pieces that Dataset is built from: one job's metrics and series;
+- :mod:`.raw_sweep`: ``load_experiment`` of a plain Hydra ``--multirun`` sweep;
+- :mod:`.table`: a sweep's results as a table: which cells, in what order, which is best;
+- :mod:`.report`: ``mushin-box report``: a sweep as one self-contained HTML page;
+- :mod:`.htmlpage` and :mod:`.svgplot`: the HTML and the inline SVG curves of such pages;
+- :mod:`.diff`: two cells or two sweeps compared, provenance and metrics, from disk;
+- :mod:`.diffview`: a diff as rows a person reads (terminal, Markdown, HTML).
+
+Must not import torch (banned in ``scripts/check-imports``; the one exception is the
+``.pt`` metrics of jobs written before ``fit_metrics.json``), run a task, or write into a
+sweep.
+"""

@@ -1,0 +1,223 @@
+# SPDX-License-Identifier: MIT
+"""``load_experiment``: a sweep directory, or one job directory, as an xarray Dataset.
+
+A ``Workflow.run`` sweep is read from its cells' sidecars here; a plain Hydra ``--multirun``
+sweep from Hydra's own files (:mod:`mushin_box._results.raw_sweep`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from mushin_box._core.layout import (
+    HYDRA_CONFIG_FILE,
+    HYDRA_MULTIRUN_FILE,
+    HYDRA_OUTPUT_SUBDIR,
+    HYDRA_OVERRIDES_FILE,
+    MANIFEST_FILE,
+    METRICS_FILE,
+    PROVENANCE_FILE,
+    STATUS_FILE,
+    stage_metrics_file,
+    stage_metrics_json_file,
+)
+from mushin_box._core.targets import public
+from mushin_box._results.series import (
+    STAGES,
+    Series,
+    grid_coords,
+    gridded_series,
+    job_series,
+    load_job,
+)
+
+__all__ = [
+    "load_experiment",
+    "load_sweep",
+]
+
+
+def load_sweep(
+    path: str | os.PathLike[str],
+    records: Sequence[tuple[Path, dict[str, Any]]] | None = None,
+    metrics: Mapping[Path, dict[str, Any]] | None = None,
+) -> xr.Dataset:
+    """A sweep directory as a Dataset (see :func:`load_experiment`); ``records``: its cells'
+    status records, when the caller has read them already; ``metrics``: the metrics of
+    cells whose metrics sidecar and whole provenance record the caller read (the resume
+    shortcut), not read or checked again."""
+    from mushin_box._core.sidecars import canonical_dumps, read_json
+    from mushin_box._sweepdir.manifest import (
+        cell_records,
+        combo_id,
+        manifest_from_cells,
+        read_sweep_manifest,
+    )
+
+    root = Path(path)
+    records = list(cell_records(root)) if records is None else records
+    manifest = read_sweep_manifest(root) or manifest_from_cells(root, records)  # a reader
+    grid: dict[str, list[Any]] = manifest["grid"]
+    params = list(grid)
+    shape = tuple(len(v) for v in grid.values())
+    index = {
+        combo_id(dict(zip(params, combo, strict=True))): tuple(idx)
+        for idx, combo in zip(np.ndindex(*shape), itertools.product(*grid.values()), strict=True)
+    }
+    coords = {p: grid_coords(v) for p, v in grid.items()}
+    scalars: dict[str, np.ndarray[Any, Any]] = {}
+    series: dict[str, list[tuple[tuple[int, ...], Series]]] = {}
+    failures: list[dict[str, Any]] = []
+    skipped: list[dict[str, Any]] = []
+    status = np.full(shape, "pending", dtype=object)
+    cell_dirs = np.full(shape, "", dtype=object)
+    for cell_dir, record in records:
+        where = index.get(combo_id(record["combo"]))
+        if where is None:
+            continue  # a cell of an earlier, different grid
+        state = str(record.get("status"))
+        status[where] = state
+        cell_dirs[where] = cell_dir.name
+        if state == "failed":
+            failures.append({"combo": record["combo"], "error": record.get("error")})
+        elif state in ("skipped", "timeout"):
+            skipped.append(
+                {"combo": record["combo"], "status": state, "reason": record.get("reason")}
+            )
+        if state != "completed":
+            continue
+        values = metrics.get(cell_dir) if metrics else None
+        if values is None:
+            _warn_if_truncated(cell_dir / PROVENANCE_FILE, cell_dir.name)
+            values = read_json(cell_dir / METRICS_FILE, default={})
+        for name, value in (values or {}).items():
+            if isinstance(value, bool | int | float):
+                arr = scalars.setdefault(name, np.full(shape, np.nan))
+                arr[where] = float(value)
+        for name, one in job_series(cell_dir).items():
+            series.setdefault(name, []).append((where, one))
+    dims = params
+    # a metric named like a swept parameter ("x") or a series' dimension ("epoch") would
+    # clash with its coordinate
+    reserved = {*grid, *STAGES.values()}
+    variables: dict[str, xr.DataArray] = {
+        (f"metrics.{name}" if name in reserved else name): xr.DataArray(
+            arr, dims=dims, coords=coords
+        )
+        for name, arr in scalars.items()
+    }
+    variables.update(gridded_series(series, shape, dims, coords))
+    ds = xr.Dataset(variables, coords=coords)
+    ds["status"] = xr.DataArray(status, dims=dims, coords=coords)
+    ds["cell_dir"] = xr.DataArray(cell_dirs, dims=dims, coords=coords)
+    ds.attrs.update(
+        working_dir=str(root.resolve()),
+        params=list(params),
+        failures=canonical_dumps(failures).decode().rstrip("\n"),
+        skipped=canonical_dumps(skipped).decode().rstrip("\n"),
+    )
+    return ds
+
+
+def _warn_if_truncated(path: Path, cell: str) -> None:
+    """Warn when a completed cell's provenance record is not a whole JSON object.
+
+    Only its ends are read (a record can be megabytes; truncation is how a record breaks):
+    ``resume=True`` parses it in full and runs the cell again when it is unreadable.
+    """
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(1)
+            handle.seek(max(handle.seek(0, os.SEEK_END) - 2, 0))
+            tail = handle.read()
+    except FileNotFoundError:
+        return
+    if head != b"{" or tail.rstrip(b"\n")[-1:] != b"}":
+        warnings.warn(
+            f"cell {cell}: its {path.name} is unreadable (not a whole JSON object); "
+            "diff cannot compare it, and resume=True runs the cell again to rebuild it",
+            stacklevel=3,
+        )
+
+
+@public
+def load_experiment(path: str | os.PathLike[str]) -> xr.Dataset:
+    """Load a sweep directory, or one job directory, as an :class:`xarray.Dataset`.
+
+    **Sweep** (a ``Workflow.run`` working dir): one dimension per swept parameter (its
+    grid values as coordinates), one variable per scalar metric the task returned and
+    per ``MetricsCallback`` series (with its ``epoch``/``*_round`` dimension appended),
+    NaN for failed, skipped or missing cells (a metric named like a swept parameter or
+    a series' dimension is called ``metrics.<name>``); ``status`` and ``cell_dir``
+    variables; ``attrs["failures"]``/``attrs["skipped"]`` list those cells (JSON text, so
+    they survive netCDF). Works on a half-finished sweep.
+
+    **Plain Hydra sweep** (``--multirun`` or ``hydra_zen.launch(..., multirun=True)``
+    without ``Workflow.run``: job dirs ``0/``, ``1/``... with ``.hydra/``): one dimension
+    per swept override (from ``multirun.yaml`` and each job's ``.hydra/overrides.yaml``;
+    a config group's coordinates are its option names), the jobs' ``MetricsCallback``
+    series, and ``cell_dir`` (the job's directory; ``""`` for a job not started).
+    Hydra records no status, so there is none; ``attrs["source"]`` is
+    ``"hydra --multirun"``.
+
+    **One job**: each ``MetricsCallback`` series becomes a variable named
+    ``"<stage>.<metric>"``: ``fit.*`` along ``epoch``, ``test.*`` along ``test_round``,
+    ``validate.*`` along ``validate_round``; its Hydra config in ``attrs["config"]`` (a
+    mapping, interpolations kept as text) and ``attrs["config_yaml"]`` (the YAML text; drop
+    ``attrs["config"]`` before ``to_netcdf``, which stores no mappings).
+
+    Only sidecar files are read; nothing is imported from the experiment. The series come
+    from the ``*_metrics.json`` files, without importing torch; a job written before those
+    existed is read from its ``*_metrics.pt`` files, through torch.
+
+    Parameters
+    ----------
+    path : str | os.PathLike
+        A sweep directory or a job directory.
+
+    Returns
+    -------
+    xarray.Dataset
+
+    Examples
+    --------
+    >>> from mushin_box import load_experiment
+    >>> ds = load_experiment("outputs/2026-11-29/12-00-00")  # doctest: +SKIP
+    >>> ds["fit.val_loss"].sel(epoch=2)  # doctest: +SKIP
+    """
+    from mushin_box._results.raw_sweep import is_hydra_sweep_dir, load_hydra_sweep
+    from mushin_box._sweepdir.manifest import is_sweep_dir
+
+    root = Path(path)
+    if not root.is_dir():
+        raise FileNotFoundError(f"load_experiment: {root} is not a directory")
+    if is_sweep_dir(root):
+        return load_sweep(root)
+    if is_hydra_sweep_dir(root):
+        return load_hydra_sweep(root)
+    metrics = [stage_metrics_file(stage) for stage in STAGES]
+    twins = [stage_metrics_json_file(stage) for stage in STAGES]
+    if not any((root / name).is_file() for name in (*metrics, *twins)):
+        hydra = root / HYDRA_OUTPUT_SUBDIR / HYDRA_CONFIG_FILE
+        if not hydra.is_file():
+            raise FileNotFoundError(
+                f"load_experiment: {root} holds no results: no {MANIFEST_FILE} or "
+                f"*/{STATUS_FILE} (a Workflow.run sweep), no {HYDRA_MULTIRUN_FILE} or "
+                f"*/{HYDRA_OUTPUT_SUBDIR}/{HYDRA_OVERRIDES_FILE} (a --multirun sweep), no "
+                f"{', '.join(metrics)} (a job); pass a sweep's or a job's directory"
+            )
+        warnings.warn(
+            f"load_experiment: the job {root} holds no MetricsCallback file "
+            f"({', '.join(metrics)}): the Dataset holds its config only",
+            UserWarning,
+            stacklevel=2,
+        )
+    return load_job(root)

@@ -1,0 +1,291 @@
+# SPDX-License-Identifier: MIT
+"""``mushin-box report``: a sweep as one self-contained HTML page.
+
+The page holds the sweep table (the best cell marked), every ``MetricsCallback`` series as
+curves (one plot per metric, one line per cell, inline SVG from
+:mod:`mushin_box._results.svgplot`), each failed cell's error, the provenance summary (image
+identity, code commit and dirty flag, package-set fingerprint, seed base, topology), and
+optionally the reproducibility diff against another run or sweep, breaks first.
+
+Everything is read from the sidecars (:func:`~mushin_box._sweepdir.board.read_sweep`, the
+``*_metrics.json`` series, ``mushin_provenance.json``) without importing torch, and the page
+fetches nothing (:mod:`mushin_box._results.htmlpage`): it can be mailed, or opened from a
+shared drive on a machine without internet access.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from mushin_box._core.layout import ERROR_FILE, PROVENANCE_FILE
+from mushin_box._results.htmlpage import esc, page, table
+from mushin_box._results.svgplot import Line, color, line_plot
+from mushin_box._results.table import (
+    ResultsTable,
+    cell_label,
+    cell_text,
+    format_param,
+    results_table,
+)
+from mushin_box._sweepdir.board import CellView, SweepView, read_sweep
+
+__all__ = ["provenance_summary", "render_report"]
+
+_ERROR_LINES = 40  # last lines of a cell's error file shown
+_SHORT = 12  # hex digits of a hash shown
+
+
+def _short(value: Any) -> str:
+    text = "-" if value is None else str(value)
+    if len(text) >= 40 and all(c in "0123456789abcdef" for c in text.split(":")[-1]):
+        prefix, _, digest = text.rpartition(":")
+        return f"{prefix}:{digest[:_SHORT]}" if prefix else digest[:_SHORT]
+    return text
+
+
+# ---------------------------------------------------------------------------- provenance
+
+
+def provenance_summary(record: Mapping[str, Any] | None) -> dict[str, str]:
+    """The fields of a provenance record a report shows, as text (``-`` where absent).
+
+    Examples
+    --------
+    >>> rec = {"reproducibility": {"image": "no image", "code": {"git": {"commit": "ab" * 20,
+    ...        "dirty": True}}, "package_set": {"sha256": "c" * 64, "count": 62},
+    ...        "seed": {"base": 1234}}, "run": {"topology": {"num_nodes": 1, "world_size": 2}}}
+    >>> provenance_summary(rec)["code"], provenance_summary(rec)["topology"]
+    ('abababababab (dirty)', '1 node × 2 ranks')
+    """
+    if not isinstance(record, Mapping):
+        return dict.fromkeys(("image", "code", "packages", "seed base", "topology"), "-")
+    from mushin_box._provenance.full import split_provenance
+
+    try:
+        full = split_provenance(dict(record))
+    except Exception:  # a record of an unknown shape: show what is there
+        full = dict(record)
+    repro = full.get("reproducibility") or {}
+    run = full.get("run") or {}
+    image = repro.get("image")
+    if isinstance(image, Mapping):
+        image_text = _short(image.get("sif_sha256") or image.get("sif_uuid") or "?")
+        if image.get("sif_uuid") and image.get("sif_sha256"):
+            image_text += f" (uuid {image['sif_uuid']})"
+    else:
+        image_text = str(image) if image is not None else "-"
+    code = repro.get("code")
+    git = code.get("git") if isinstance(code, Mapping) else None
+    if isinstance(git, Mapping) and git.get("commit"):
+        code_text = _short(git["commit"]) + (" (dirty)" if git.get("dirty") else "")
+    elif isinstance(code, Mapping):
+        code_text = "no git; task " + _short(code.get("task_sha256"))
+    else:
+        code_text = _short(code)
+    packages = repro.get("package_set")
+    if isinstance(packages, Mapping):
+        packages_text = f"{_short(packages.get('sha256'))} ({packages.get('count', '?')} pkgs)"
+    else:
+        packages_text = "-"
+    seed = repro.get("seed")
+    base = seed.get("base") if isinstance(seed, Mapping) else None
+    topo: Mapping[str, Any] = run.get("topology") or {}
+    if not isinstance(topo, Mapping):
+        topo = {}
+    nodes, world = topo.get("num_nodes"), topo.get("world_size")
+    if nodes is None and world is None:
+        topo_text = "-"
+    else:
+        topo_text = (
+            f"{nodes} node{'s' if nodes != 1 else ''} × {world} rank{'s' if world != 1 else ''}"
+        )
+    return {
+        "image": image_text,
+        "code": code_text,
+        "packages": packages_text,
+        "seed base": "-" if base is None else str(base),
+        "topology": topo_text,
+    }
+
+
+def _provenance_section(sweep: SweepView, cells: Sequence[CellView]) -> str:
+    from mushin_box._core.sidecars import read_json
+
+    groups: dict[tuple[str, ...], list[str]] = {}
+    columns: list[str] = []
+    for cell in cells:
+        if not cell.dir or not (sweep.root / cell.dir / PROVENANCE_FILE).is_file():
+            continue
+        summary = provenance_summary(read_json(sweep.root / cell.dir / PROVENANCE_FILE))
+        columns = list(summary)
+        groups.setdefault(tuple(summary.values()), []).append(cell_label(cell))
+    if not groups:
+        return "<p>No cell has a provenance record yet.</p>"
+    rows = []
+    for values, labels in groups.items():
+        who = f"all {len(labels)} cells" if len(groups) == 1 and len(labels) > 1 else ""
+        rows.append([esc(who or ", ".join(labels)), *(esc(v) for v in values)])
+    note = (
+        "<p>Every cell has the same identity.</p>"
+        if len(groups) == 1
+        else f'<p class="verdict-bad">The cells differ: {len(groups)} identities.</p>'
+    )
+    return note + table(["cells", *columns], rows)
+
+
+# ---------------------------------------------------------------------------- table
+
+
+def _sweep_table(results: ResultsTable) -> str:
+    headers = ["", "cell", *results.params, "state", *results.metrics, "error"]
+    rows, classes = [], []
+    for cell in results.cells:
+        error = " ".join(f"{cell.error_type or ''}: {cell.error_message or ''}".split())
+        error = error.strip(": ")
+        rows.append(
+            [
+                "★" if results.is_best(cell) else "",
+                esc(cell_label(cell)),
+                *(esc(format_param(cell.combo.get(p))) for p in results.params),
+                f'<span class="state-{esc(cell.state)}">{esc(cell.state)}</span>',
+                *(
+                    esc(cell_text(cell.metrics[m])) if m in cell.metrics else "-"
+                    for m in results.metrics
+                ),
+                esc(error[:200] + ("…" if len(error) > 200 else "")),
+            ]
+        )
+        classes.append("best cell" if results.is_best(cell) else "cell")
+    numeric = [False] * (3 + len(results.params)) + [True] * len(results.metrics)
+    out = table(headers, rows, row_classes=classes, numeric=numeric, cls="sweep")
+    if results.best_metric is not None:
+        goal = "highest" if results.best_max else "lowest"
+        if results.best is None:
+            out += f"<p>best {esc(results.best_metric)} ({goal}): no cell has a value</p>"
+        else:
+            value = cell_text(results.best.metrics[results.best_metric])
+            out += (
+                f"<p>★ best {esc(results.best_metric)} ({goal}): "
+                f"<b>{esc(cell_label(results.best))}</b> = {esc(value)}</p>"
+            )
+    return out
+
+
+def _errors_section(sweep: SweepView, cells: Sequence[CellView]) -> str:
+    parts = []
+    for cell in cells:
+        if not (cell.error_type or cell.error_message):
+            continue
+        head = f"{cell.error_type or cell.state}: {cell.error_message or ''}".strip()
+        body = f"<h3>{esc(cell_label(cell))}: {esc(cell.state)}</h3><p>{esc(head)}</p>"
+        file = sweep.root / cell.dir / ERROR_FILE if cell.dir else None
+        if file is not None and file.is_file():
+            lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
+            tail = "\n".join(lines[-_ERROR_LINES:])
+            body += f'<p class="meta">{esc(file)} (last lines)</p>'
+            body += f'<pre class="error">{esc(tail)}</pre>'
+        parts.append(body)
+    return "\n".join(parts) if parts else "<p>No cell failed.</p>"
+
+
+# ---------------------------------------------------------------------------- curves
+
+
+def _curves_section(sweep: SweepView, cells: Sequence[CellView]) -> str:
+    from mushin_box._results.series import job_series
+
+    plots: dict[str, list[Line]] = {}
+    xlabels: dict[str, str] = {}
+    for i, cell in enumerate(cells):
+        label, colour = cell_label(cell), color(i)  # a cell keeps its colour in every plot
+        if not cell.dir:
+            continue
+        for name, (dim, index, values) in job_series(sweep.root / cell.dir).items():
+            if values.ndim != 1:
+                continue  # a logged vector: no curve
+            xlabels[name] = dim.replace("_", " ")
+            plots.setdefault(name, []).append(
+                Line(label, colour, index.astype(float).tolist(), values.tolist())
+            )
+    if not plots:
+        return (
+            '<p class="note">No curves: no cell holds a MetricsCallback series '
+            "(<code>fit_metrics.json</code>). Add <code>mushin_box.MetricsCallback</code> to "
+            "the trainer's callbacks to record one per epoch.</p>"
+        )
+    keys = sorted(plots, key=lambda n: (not n.startswith("fit."), n))
+    figures = []
+    for name in keys:
+        svg = line_plot(plots[name], xlabel=xlabels[name], title=name)
+        swatches = "".join(
+            f'<span><span class="swatch" style="background:{line.color}"></span>'
+            f"{esc(line.label)}</span>"
+            for line in plots[name]
+        )
+        figures.append(
+            f'<figure class="plot" data-metric="{esc(name)}"><figcaption>{esc(name)}'
+            f'</figcaption>{svg}<div class="legend">{swatches}</div></figure>'
+        )
+    return f'<div class="plots">{"".join(figures)}</div>'
+
+
+# ---------------------------------------------------------------------------- page
+
+
+def render_report(
+    root: str | os.PathLike[str],
+    *,
+    against: str | os.PathLike[str] | None = None,
+    best: str | None = None,
+    sort: str | None = None,
+    where: Sequence[str] = (),
+    brief: bool = True,
+) -> str:
+    """The report of the sweep at ``root`` as HTML text (see module doc).
+
+    Parameters
+    ----------
+    root : path
+        A sweep directory.
+    against : path, optional
+        Another sweep (or, with ``root`` a cell, a cell): its reproducibility diff is added.
+    best, sort, where
+        As for ``mushin-box show`` (:func:`~mushin_box._results.table.results_table`).
+    brief : bool
+        Hide the diff's rows that differ between any two runs.
+
+    Raises
+    ------
+    mushin_box._results.table.ResultsError
+        ``best``/``sort``/``where`` name nothing in the sweep.
+    mushin_box._results.diff.DiffInputError
+        ``against`` is not a sweep or cell comparable with ``root``.
+    """
+    from mushin_box._core.version import __version__
+
+    sweep = read_sweep(root)
+    results = results_table(sweep, best=best, sort=sort, where=where)
+    counts = ", ".join(f"{n} {state}" for state, n in sweep.counts().items())
+    sections = [
+        f"<h1>Sweep {esc(Path(sweep.root).resolve().name)}</h1>",
+        f'<p class="meta"><code>{esc(Path(sweep.root).resolve())}</code> · {esc(counts)} · '
+        f"written by mushin-box {esc(__version__)}</p>",
+        "<h2>Cells</h2>",
+        _sweep_table(results),
+        "<h2>Curves</h2>",
+        _curves_section(sweep, results.cells),
+        "<h2>Errors</h2>",
+        _errors_section(sweep, results.cells),
+        "<h2>Provenance</h2>",
+        _provenance_section(sweep, results.cells),
+    ]
+    if against is not None:
+        from mushin_box._results.diff import diff_provenance
+        from mushin_box._results.diffview import diff_html_section
+
+        diff = diff_provenance(sweep.root, Path(against))
+        sections += ["<h2>Reproducibility diff</h2>", diff_html_section(diff, brief=brief)]
+    return page(f"mushin-box report: {Path(sweep.root).resolve().name}", "\n".join(sections))

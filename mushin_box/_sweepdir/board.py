@@ -1,0 +1,344 @@
+# SPDX-License-Identifier: MIT
+"""The sweep as its readers see it: every cell's state, owner, timing, metrics and error,
+read from the sidecars alone.
+
+``mushin-box status``, ``ls``, ``wait`` and ``logs`` read a sweep through this module. They
+run on any login node, while the driver runs elsewhere or long after it is gone, so they
+only read: nothing here writes a file, and nothing imports torch or Lightning. What the
+files can't tell, a reader asks the one authority there is: ``squeue``/``sacct`` for SLURM
+cells (one call each for the whole sweep, however many cells), and the process table for
+local cells of this host.
+
+A ``running`` status whose process or job is gone is shown as ``failed``, with the reason,
+never as ``running``: a status file can't say that the process writing it was killed. The
+file itself is corrected by the next run of the sweep (``reconcile_abandoned``), under the
+sweep's lock; a reader has no lock and writes nothing.
+
+Examples
+--------
+>>> import tempfile
+>>> from mushin_box._core.sidecars import write_json_atomic
+>>> root = Path(tempfile.mkdtemp())
+>>> write_json_atomic(root / "mushin_sweep.json", {"grid": {"lr": [0.1, 1.0]}, "cells": {}})
+>>> write_json_atomic(root / "lr=0.1" / "mushin_status.json",
+...                   {"combo": {"lr": 0.1}, "status": "completed", "attempt": 1})
+>>> sweep = read_sweep(root)
+>>> [(c.combo, c.state) for c in sweep.cells]
+[({'lr': 0.1}, 'completed'), ({'lr': 1.0}, 'pending')]
+>>> sweep.counts()
+{'pending': 1, 'completed': 1}
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import socket
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from mushin_box._core.layout import (
+    CELL_STATES,
+    DONE_CELL_STATES,
+    ERROR_FILE,
+    LOCK_FILE,
+    MANIFEST_FILE,
+    METRICS_FILE,
+    STATUS_FILE,
+)
+from mushin_box._core.sidecars import read_json
+from mushin_box._sweepdir.liveness import pid_alive
+from mushin_box._sweepdir.manifest import is_sweep_dir
+
+__all__ = [
+    "CellView",
+    "SweepView",
+    "driver_running",
+    "find_sweeps",
+    "latest_sweep",
+    "owner_gone",
+    "read_sweep",
+]
+
+
+@attrs.frozen
+class CellView:
+    """One cell as a reader sees it (``state`` corrected for a dead owner, see module doc)."""
+
+    dir: str | None
+    combo: dict[str, Any]
+    state: str
+    recorded_state: str
+    attempt: int = 0
+    job_id: str | None = None
+    host: str | None = None
+    pid: int | None = None
+    started: str | None = None
+    ended: str | None = None
+    duration_s: float | None = None
+    metrics: dict[str, float] = attrs.field(factory=dict)
+    error_type: str | None = None
+    error_message: str | None = None
+    error_file: str | None = None
+    reason: str | None = None
+    logs: dict[str, str] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class SweepView:
+    """A sweep directory: its swept parameters and its cells, in grid order."""
+
+    root: Path
+    params: tuple[str, ...]
+    cells: tuple[CellView, ...]
+    run_id: str | None = None
+    launcher: str | None = None
+    job_ids: tuple[str, ...] = ()
+    #: a driver holds the sweep's lock, or one of its SLURM jobs is queued or running:
+    #: its pending cells may still start
+    active: bool = False
+
+    def counts(self) -> dict[str, int]:
+        """Cells by state, in :data:`CELL_STATES` order (states with no cell left out)."""
+        found = [c.state for c in self.cells]
+        return {s: found.count(s) for s in CELL_STATES if s in found}
+
+    @property
+    def started(self) -> str | None:
+        """When its first cell started (ISO 8601), if any has."""
+        times = [c.started for c in self.cells if c.started]
+        return min(times) if times else None
+
+    @property
+    def going(self) -> bool:
+        """A cell runs, or waits with a driver or SLURM job that may still start it."""
+        states = {c.state for c in self.cells}
+        return "running" in states or ("pending" in states and self.active)
+
+    @property
+    def finished(self) -> bool:
+        """Every cell is done for this run (nothing of it runs, nothing waits)."""
+        return all(c.state in DONE_CELL_STATES for c in self.cells)
+
+    def wall_s(self, now: _dt.datetime | None = None) -> float | None:
+        """From the first start to the last end (to ``now`` while cells still run)."""
+        start = _parse(self.started)
+        if start is None:
+            return None
+        ends = [_parse(c.ended) for c in self.cells if c.ended]
+        end = max((e for e in ends if e), default=None)
+        if self.going or end is None:
+            end = now or _dt.datetime.now(_dt.UTC)
+        return max(0.0, (end - start).total_seconds())
+
+
+def _parse(text: str | None) -> _dt.datetime | None:
+    if not text:
+        return None
+    try:
+        when = _dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=_dt.UTC)
+
+
+def owner_gone(record: Mapping[str, Any], job_states: Mapping[str, str]) -> str | None:
+    """Why a ``running`` cell's owner is known to be gone, or ``None`` (alive, or it can't
+    be told from here: a process on another host). ``job_states`` holds the states of the
+    sweep's SLURM jobs, asked once (:func:`mushin_box._slurm.jobs.job_states`)."""
+    from mushin_box._sweepdir.liveness import check, owner_of
+
+    owner = owner_of(record)
+    if owner is None:  # a status from before owners were recorded: cannot tell
+        return None
+    answer = check(owner, job_state=job_states.get)
+    return None if answer.alive else answer.reason
+
+
+def _scalars(metrics: Any) -> dict[str, float]:
+    if not isinstance(metrics, dict):
+        return {}
+    return {
+        str(k): float(v)
+        for k, v in metrics.items()
+        if isinstance(v, int | float) and not isinstance(v, bool)
+    }
+
+
+def _duration(record: Mapping[str, Any], state: str) -> float | None:
+    if isinstance(record.get("duration_s"), int | float):
+        return float(record["duration_s"])
+    start = _parse(record.get("started"))
+    if start is None or state != "running":
+        return None
+    return max(0.0, (_dt.datetime.now(_dt.UTC) - start).total_seconds())
+
+
+def _cell(
+    root: Path, entry: Mapping[str, Any], record: Mapping[str, Any], gone: str | None
+) -> CellView:
+    directory = entry.get("dir")
+    cell_dir = root / directory if directory else None
+    recorded = str(record.get("status", entry.get("status", "pending")))
+    state = "failed" if gone else recorded
+    raw_error = record.get("error")
+    error: dict[str, Any] = raw_error if isinstance(raw_error, dict) else {}
+    if gone:
+        error = {"type": "JobEnded", "message": gone}
+    error_file = cell_dir / ERROR_FILE if cell_dir else None
+    metrics = read_json(cell_dir / METRICS_FILE) if cell_dir and state == "completed" else None
+    raw_logs = record.get("logs")
+    logs: dict[str, Any] = raw_logs if isinstance(raw_logs, dict) else {}
+    pid = record.get("pid")
+    return CellView(
+        dir=directory,
+        combo=dict(entry.get("combo") or record.get("combo") or {}),
+        state=state,
+        recorded_state=recorded,
+        attempt=int(record.get("attempt", entry.get("attempt", 0)) or 0),
+        job_id=str(record["slurm_job_id"]) if record.get("slurm_job_id") else None,
+        host=record.get("host"),
+        pid=pid if isinstance(pid, int) else None,
+        started=record.get("started"),
+        ended=record.get("ended"),
+        duration_s=_duration(record, state),
+        metrics=_scalars(metrics),
+        error_type=error.get("type"),
+        error_message=(error.get("message") or record.get("reason")) if error else None,
+        error_file=str(error_file) if error_file and error_file.is_file() else None,
+        reason=gone or record.get("reason"),
+        logs={str(k): str(v) for k, v in logs.items()},
+    )
+
+
+def read_sweep(root: str | os.PathLike[str], *, liveness: bool = True) -> SweepView:
+    """Read a sweep directory: every cell of its grid, started or not.
+
+    Parameters
+    ----------
+    root : path
+        The sweep directory (``working_dir`` of ``Workflow.run``, or a launch's directory).
+    liveness : bool
+        Check that the owners of ``running`` cells are alive (one ``squeue``/``sacct``
+        call for the SLURM cells); ``False`` shows the files as they are.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``root`` holds neither a manifest nor a cell status: not a sweep.
+    """
+    from mushin_box._slurm.jobs import is_live, job_states
+    from mushin_box._slurm.submitted import job_ids, read_submission
+    from mushin_box._sweepdir.manifest import cell_records, manifest_from_cells, read_sweep_manifest
+
+    path = Path(root)
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path} is not a directory")
+    old = read_sweep_manifest(path) or {}
+    found = list(cell_records(path))  # each status file read once
+    manifest = manifest_from_cells(path, records=found)
+    entries = list(manifest["cells"].values())
+    if not old and not any(e.get("dir") for e in entries):
+        raise FileNotFoundError(
+            f"{path} is not a sweep directory (no {MANIFEST_FILE} and no */{STATUS_FILE}); "
+            "give the working_dir of a run"
+        )
+    records = {cell_dir.name: record for cell_dir, record in found}
+    submission = read_submission(path)
+    jobs = job_ids(submission)
+    running = [r for r in records.values() if r.get("status") == "running"]
+    ids = [str(r["slurm_job_id"]) for r in running if r.get("slurm_job_id")]
+    # the scheduler is asked only while a cell may still change: a finished sweep (every
+    # cell in an end state) is read from its files alone, with no squeue or sacct
+    unsettled = running or any(
+        (records.get(e.get("dir") or "") or {}).get("status", "pending") == "pending"
+        for e in entries
+    )
+    states = job_states([*ids, *jobs]) if liveness and unsettled and (ids or jobs) else {}
+    cells = []
+    for entry in entries:
+        record = records.get(entry.get("dir") or "", {})
+        gone = None
+        if liveness and record.get("status") == "running":
+            gone = owner_gone(record, states)
+        cells.append(_cell(path, entry, record, gone))
+    return SweepView(
+        root=path,
+        params=tuple(manifest.get("params") or ()),
+        cells=tuple(cells),
+        run_id=manifest.get("run_id"),
+        launcher=old.get("launcher") if isinstance(old.get("launcher"), str) else None,
+        job_ids=tuple(jobs),
+        active=driver_running(path)
+        or any(is_live(states.get(j, "")) for j in jobs)
+        or _local_jobs_alive(submission),
+    )
+
+
+def _local_jobs_alive(submission: Mapping[str, Any]) -> bool:
+    """Does a local job of the latest submission (its id is its pid) still run here?"""
+    if submission.get("cluster") != "local" or submission.get("host") != socket.gethostname():
+        return False
+    ids = [str(job.get("job_id", "")) for job in submission.get("jobs", ())]
+    return any(pid_alive(int(j)) for j in ids if j.isdigit())
+
+
+def driver_running(root: Path) -> bool:
+    """Does a driver hold the sweep's lock (a ``Workflow.run`` or a launch in progress)?
+
+    Probed with a shared, non-blocking ``flock`` on the existing lock file, released at
+    once; a reader never creates the file.
+    """
+    import fcntl
+
+    try:
+        fd = os.open(root / LOCK_FILE, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+def _sweep_dirs(root: Path, max_depth: int) -> Iterable[Path]:
+    base = len(root.parts)
+    for current, dirs, files in os.walk(root):
+        here = Path(current)
+        if MANIFEST_FILE in files or is_sweep_dir(here):
+            dirs[:] = []  # its subdirectories are its cells
+            yield here
+            continue
+        if len(here.parts) - base >= max_depth:
+            dirs[:] = []
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+
+
+def find_sweeps(root: str | os.PathLike[str] = ".", *, max_depth: int = 4) -> list[Path]:
+    """The sweep directories under ``root`` (itself included), newest first: those with a
+    manifest, at most ``max_depth`` levels down (hidden directories are not searched)."""
+    found = list(_sweep_dirs(Path(root), max_depth))
+
+    def updated(path: Path) -> float:
+        try:
+            return (path / MANIFEST_FILE).stat().st_mtime
+        except OSError:
+            return 0.0
+
+    return sorted(found, key=updated, reverse=True)
+
+
+def latest_sweep(root: str | os.PathLike[str] = ".") -> Path | None:
+    """The most recently updated sweep under ``root``, if there is one."""
+    sweeps = find_sweeps(root)
+    return sweeps[0] if sweeps else None

@@ -1,0 +1,183 @@
+# SPDX-License-Identifier: MIT
+"""Stop cells of a sweep: ``scancel`` for SLURM cells, signals for local ones, and a
+``cancelled`` status once their owner is gone.
+
+This is the one reader that acts (``docs/architecture.md``). It finds the cells to stop
+from the sidecars alone, like ``status``, so it works from any login node for SLURM cells,
+and from the cell's own host for local ones.
+
+Design note: the order of things.
+
+* A completed cell is never touched, whatever was asked: its job is over, and a job id can
+  be reused by SLURM years later.
+* A local cell gets SIGTERM first, so that its rank 0 can stop its other ranks and its
+  checkpoint callback stays consistent; after ``grace_s`` every process of its tree still
+  alive gets SIGKILL. The tree is read from ``/proc`` *before* the first signal: once rank 0
+  is gone its children are re-parented and can no longer be found from it.
+* The status is written only after the owner is gone (``cancelled``, with who asked and
+  when), by an atomic rename over a status re-read just before: a cell that completed in
+  the meantime keeps ``completed``. A ``failed`` written by the dying process after the
+  cancel began is the cancel's doing, so it becomes ``cancelled`` too.
+* ``resume=True`` runs a cancelled cell again, from its ``last.ckpt`` when there is one,
+  like a failed one.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import attrs
+
+from mushin_box._core.layout import STATUS_FILE
+from mushin_box._core.sidecars import read_json, timestamp, write_json_atomic
+from mushin_box._sweepdir.board import CellView, owner_gone, read_sweep
+from mushin_box._sweepdir.liveness import pid_alive, process_tree
+
+__all__ = ["CancelReport", "cancel"]
+
+
+@attrs.frozen
+class CancelReport:
+    """What ``cancel`` did: cells now ``cancelled``, cells left alone (completed or not
+    running) and cells it could not stop, each with the reason."""
+
+    cancelled: tuple[str, ...] = ()
+    untouched: tuple[tuple[str, str], ...] = ()
+    unreachable: tuple[tuple[str, str], ...] = ()
+    scancelled: tuple[str, ...] = ()
+
+
+def _signal(pids: Iterable[int], sig: signal.Signals) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            continue
+
+
+def _stop_local(pid: int, grace_s: float) -> None:
+    """SIGTERM to the cell's process, then SIGKILL to what is left of its tree."""
+    tree = process_tree(pid)
+    _signal([pid], signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(pid_alive(p) for p in tree):
+        time.sleep(0.05)
+    _signal([p for p in tree if pid_alive(p)], signal.SIGKILL)
+
+
+def _scancel(job_ids: Sequence[str]) -> None:
+    if job_ids:
+        subprocess.run(["scancel", *job_ids], capture_output=True, text=True, timeout=60)
+
+
+def _select(cells: Sequence[CellView], names: Sequence[str] | None) -> list[CellView]:
+    if not names:
+        return list(cells)
+    by_dir = {c.dir: c for c in cells if c.dir}
+    unknown = [n for n in names if n.rstrip("/").rsplit("/", 1)[-1] not in by_dir]
+    if unknown:
+        known = ", ".join(sorted(by_dir)) or "none started yet"
+        raise ValueError(f"no cell {', '.join(unknown)} in this sweep; its cells: {known}")
+    return [by_dir[n.rstrip("/").rsplit("/", 1)[-1]] for n in names]
+
+
+def _mark_cancelled(cell_dir: Path, since: str, who: str) -> bool:
+    """Record ``cancelled`` unless the cell finished (or was recorded) on its own first."""
+    record = read_json(cell_dir / STATUS_FILE)
+    if not isinstance(record, dict):
+        return False
+    state = record.get("status")
+    failed_by_us = state == "failed" and str(record.get("ended") or "") >= since
+    if state != "running" and not failed_by_us:
+        return False
+    now = timestamp()
+    new = {**record, "status": "cancelled", "ended": record.get("ended") or now}
+    new["reason"] = f"cancelled by {who} at {now}"
+    write_json_atomic(cell_dir / STATUS_FILE, new)
+    return True
+
+
+def cancel(
+    root: str | os.PathLike[str],
+    cells: Sequence[str] | None = None,
+    *,
+    grace_s: float = 10.0,
+    timeout_s: float = 120.0,
+) -> CancelReport:
+    """Stop the running cells of a sweep (all, or those named by their directory).
+
+    Parameters
+    ----------
+    root : path
+        The sweep directory.
+    cells : sequence of str, optional
+        Cell directory names (``lr=0.1``); all cells when empty.
+    grace_s : float
+        How long a local cell has after SIGTERM before SIGKILL.
+    timeout_s : float
+        How long to wait for SLURM to end the jobs before giving up on them.
+
+    Raises
+    ------
+    ValueError
+        A named cell is not in the sweep (the message lists its cells).
+    """
+    path = Path(root)
+    since = timestamp()
+    who = f"{getpass.getuser()}@{socket.gethostname()} (mushin-box cancel)"
+    sweep = read_sweep(path)
+    chosen = _select(sweep.cells, cells)
+    untouched, unreachable, targets = [], [], []
+    for cell in chosen:
+        if cell.state != "running":
+            untouched.append((cell.dir or str(cell.combo), cell.state))
+        elif not cell.job_id and cell.host != socket.gethostname():
+            unreachable.append((str(cell.dir), f"runs on {cell.host}: cancel it from there"))
+        else:
+            targets.append(cell)
+    jobs = [c.job_id for c in targets if c.job_id]
+    if not cells:  # the whole sweep: its queued jobs too (cells that have not started)
+        jobs = sorted({*jobs, *sweep.job_ids})
+    _scancel(jobs)
+    for cell in targets:
+        if not cell.job_id and cell.pid is not None:
+            _stop_local(cell.pid, grace_s)
+    deadline = time.monotonic() + timeout_s
+    done: list[str] = []
+    pending = list(targets)
+    while pending:
+        states = _job_states([c.job_id for c in pending if c.job_id])
+        for cell in list(pending):
+            record = read_json(path / str(cell.dir) / STATUS_FILE) or {}
+            if record.get("status") == "running" and not owner_gone(record, states):
+                continue
+            pending.remove(cell)
+            if _mark_cancelled(path / str(cell.dir), since, who):
+                done.append(str(cell.dir))
+            else:
+                untouched.append((str(cell.dir), str(record.get("status"))))
+        if pending and time.monotonic() > deadline:
+            unreachable += [(str(c.dir), "still running after the cancel") for c in pending]
+            break
+        if pending:
+            time.sleep(0.2)
+    return CancelReport(
+        cancelled=tuple(done),
+        untouched=tuple(untouched),
+        unreachable=tuple(unreachable),
+        scancelled=tuple(jobs),
+    )
+
+
+def _job_states(job_ids: Sequence[str | None]) -> dict[str, str]:
+    from mushin_box._slurm.jobs import job_states
+
+    wanted = [j for j in job_ids if j]
+    return job_states(wanted) if wanted else {}

@@ -1,0 +1,279 @@
+# SPDX-License-Identifier: MIT
+"""The sweep root: its manifest (a cache rebuilt from the cell sidecars) and its lock."""
+
+from __future__ import annotations
+
+import fcntl
+import itertools
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from mushin_box._core.layout import LOCK_FILE, MANIFEST_FILE, STATUS_FILE
+from mushin_box._core.sidecars import canonical_dumps, read_json, timestamp, write_json_atomic
+
+__all__ = [
+    "is_sweep_dir",
+    "finish_launch",
+    "live_cells",
+    "reconcile_abandoned",
+    "SweepLock",
+    "cell_records",
+    "combo_id",
+    "read_sweep_manifest",
+    "manifest_from_cells",
+    "rebuild_manifest",
+    "write_manifest",
+]
+
+
+def combo_id(combo: Mapping[str, Any]) -> str:
+    """A canonical text identity of a cell's swept values (keys sorted).
+
+    Examples
+    --------
+    >>> combo_id({"lr": 0.1, "a": True}), combo_id({"lr": 0.1, "a": 1})
+    ('{"a":true,"lr":0.1}', '{"a":1,"lr":0.1}')
+    >>> [combo_id({"x": x}) for x in (0.0, -0.0, 0, [1], [True])]
+    ['{"x":0.0}', '{"x":-0.0}', '{"x":0}', '{"x":[1]}', '{"x":[true]}']
+    """
+    # a launch asks for each cell's id ~8 times (manifests, grid change, results): kept,
+    # by each value's type and repr (True == 1 and -0.0 == 0.0; their reprs differ)
+    key = tuple((k, type(v), repr(v)) for k, v in combo.items())
+    found = _IDS.get(key)
+    if found is None:
+        found = canonical_dumps(dict(combo)).decode("utf-8").rstrip("\n")
+        if len(_IDS) >= 16384:
+            _IDS.clear()
+        _IDS[key] = found
+    return found
+
+
+_IDS: dict[tuple[tuple[str, type, str], ...], str] = {}
+
+
+class SweepLock:
+    """Only one ``run()`` at a time per sweep directory (an advisory ``flock``)."""
+
+    def __init__(self, root: Path) -> None:
+        self.path = root / LOCK_FILE
+        self._fd: int | None = None
+
+    def __enter__(self) -> SweepLock:
+        fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise RuntimeError(
+                f"another run() is already using the sweep directory {self.path.parent}; "
+                "wait for it to finish or use another working_dir"
+            ) from None
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+def cell_records(
+    root: Path, known: Mapping[Path, dict[str, Any]] | None = None
+) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """(cell dir, status record) for every cell with a readable status sidecar; ``known``:
+    records the caller knows are still what the files say (not read again)."""
+    try:  # not Path.glob: a launch scans a 1,000-cell sweep 3 times
+        with os.scandir(root) as entries:
+            names = sorted(entry.name for entry in entries if entry.is_dir())
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for name in names:
+        record = known.get(root / name) if known else None
+        if record is None:
+            record = read_json(os.path.join(root, name, STATUS_FILE))  # missing: None
+        if isinstance(record, dict) and isinstance(record.get("combo"), dict):
+            yield root / name, record
+
+
+def is_sweep_dir(path: Path) -> bool:
+    """Is ``path`` the working directory of a sweep? It holds the manifest, or a cell's
+    status one level down (a sweep whose manifest was not written yet, or was lost). The one
+    rule: ``status``, ``ls``, ``load_experiment`` and ``reproduce`` all ask here.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     empty = is_sweep_dir(Path(d))
+    ...     (Path(d) / "lr=0.1").mkdir()
+    ...     _ = (Path(d) / "lr=0.1" / STATUS_FILE).write_text("{}")
+    ...     empty, is_sweep_dir(Path(d)), is_sweep_dir(Path(d) / "lr=0.1")
+    (False, True, False)
+    """
+    return (path / MANIFEST_FILE).is_file() or any(path.glob(f"*/{STATUS_FILE}"))
+
+
+def read_sweep_manifest(root: Path) -> dict[str, Any] | None:
+    data = read_json(root / MANIFEST_FILE)
+    return data if isinstance(data, dict) else None
+
+
+Records = Sequence[tuple[Path, dict[str, Any]]]
+
+
+def _grid_from_cells(records: Records) -> dict[str, list[Any]]:
+    grid: dict[str, list[Any]] = {}
+    for _, record in records:
+        for key, value in record["combo"].items():
+            values = grid.setdefault(key, [])
+            if value not in values:
+                values.append(value)
+    return grid
+
+
+def _build(records: Records, grid: Mapping[str, list[Any]], run_id: str | None) -> dict[str, Any]:
+    cells: dict[str, dict[str, Any]] = {}
+    for combo in itertools.product(*grid.values()):
+        as_dict = dict(zip(grid, combo, strict=True))
+        cells[combo_id(as_dict)] = {"combo": as_dict, "status": "pending", "dir": None}
+    for cell_dir, record in records:
+        entry = {
+            "combo": record["combo"],
+            "status": record.get("status", "pending"),
+            "dir": cell_dir.name,
+            "attempt": record.get("attempt", 0),
+        }
+        if record.get("error"):
+            entry["error"] = record["error"]
+        if record.get("reason"):
+            entry["reason"] = record["reason"]
+        cells[combo_id(record["combo"])] = entry
+    return {
+        "schema": 1,
+        "params": list(grid),
+        "grid": {k: list(v) for k, v in grid.items()},
+        "run_id": run_id,
+        "updated": timestamp(),
+        "cells": cells,
+    }
+
+
+def write_manifest(
+    root: Path, *, grid: Mapping[str, list[Any]], run_id: str, records: Records
+) -> dict[str, Any]:
+    """Write the manifest of a run about to start (cells without sidecars are pending);
+    ``records``: the cells' status records (:func:`cell_records`)."""
+    manifest = _build(records, grid, run_id)
+    write_json_atomic(root / MANIFEST_FILE, manifest)
+    return manifest
+
+
+def manifest_from_cells(root: Path, records: Records | None = None) -> dict[str, Any]:
+    """The manifest as the cell sidecars tell it (the grid from the old manifest, or, when
+    that is lost, from the cells themselves), without writing it: readers only read.
+    ``records``: the cells' status records when the caller has read them already."""
+    records = list(cell_records(root)) if records is None else records
+    old = read_sweep_manifest(root)
+    grid = old["grid"] if old and isinstance(old.get("grid"), dict) else _grid_from_cells(records)
+    return _build(records, grid, old.get("run_id") if old else None)
+
+
+def rebuild_manifest(root: Path, records: Records) -> dict[str, Any]:
+    """Rebuild the manifest from the cells' status records and write it (the driver's
+    cache)."""
+    manifest = manifest_from_cells(root, records)
+    write_json_atomic(root / MANIFEST_FILE, manifest)
+    return manifest
+
+
+def _ended(record: Mapping[str, Any], ask: Any = None) -> tuple[str, str] | None:
+    """(new status, reason) for a ``running`` cell whose owner has ended, else None."""
+    from mushin_box._sweepdir.liveness import check, owner_of
+
+    owner = owner_of(record)
+    if owner is None:  # a status from before owners were recorded: cannot tell
+        return None
+    answer = check(owner, job_state=ask)
+    if answer.alive:
+        return None
+    state = answer.job_state or ""
+    return ("timeout" if state.startswith(("TIMEOUT", "DEADLINE")) else "failed"), answer.reason
+
+
+def reconcile_abandoned(records: list[tuple[Path, dict[str, Any]]]) -> list[str]:
+    """Record cells left ``running`` by a process or SLURM job that has ended (killed,
+    cancelled, preempted, timed out) as ``failed``/``timeout``; returns their dirs.
+    ``records``: the cells' status records (:func:`cell_records`); each recorded cell's
+    entry is replaced by its new record, so that the list stays what the files say."""
+    from functools import cache
+
+    from mushin_box._slurm.jobs import job_state
+
+    ask = cache(job_state)  # one question per job, however many cells it runs
+    changed: list[str] = []
+    for i, (cell_dir, record) in enumerate(records):
+        if record.get("status") != "running":
+            continue
+        ended = _ended(record, ask)
+        if ended is None:
+            continue
+        status, reason = ended
+        new = {**record, "status": status, "reason": reason, "ended": timestamp()}
+        new["error"] = {"type": "JobEnded", "message": reason}
+        write_json_atomic(cell_dir / STATUS_FILE, new)
+        records[i] = (cell_dir, new)
+        changed.append(cell_dir.name)
+    return changed
+
+
+def finish_launch(
+    root: Path,
+    error: BaseException | None,
+    untouched: Mapping[Path, dict[str, Any]] | None = None,
+) -> tuple[list[str], list[tuple[Path, dict[str, Any]]] | None]:
+    """After a launch: record abandoned cells (:func:`reconcile_abandoned`) and rebuild the
+    manifest; return the cells recorded as ended, and the status records as they are now
+    (None if they could not be read). ``untouched``: the records of cells the launch left
+    out (see :func:`cell_records`).
+
+    A failure to write them (a full disk) never hides the launch's own error, which is the
+    one that says what went wrong: it is added to that error as a note, or, when the launch
+    raised nothing, said in a warning (the manifest is a cache that the next run rebuilds).
+    """
+    import warnings
+
+    ended: list[str] = []
+    records = None
+    try:
+        records = list(cell_records(root, untouched))  # each status file read once
+        ended = reconcile_abandoned(records)
+        rebuild_manifest(root, records)
+    except OSError as exc:
+        message = f"the sweep's records could not be updated ({exc}); the next run updates them"
+        if error is not None:
+            error.add_note(message)
+        else:
+            warnings.warn(message, stacklevel=4)  # at the caller of Workflow.run
+    return ended, records
+
+
+def live_cells(records: Records) -> list[tuple[str, Any]]:
+    """(cell dir, :class:`~mushin_box._sweepdir.liveness.Owner`) of the cells left ``running``
+    whose owner (a process, a SLURM job) is still alive, or cannot be checked from here;
+    ``records``: the cells' status records (:func:`cell_records`)."""
+    from functools import cache
+
+    from mushin_box._slurm.jobs import job_state
+    from mushin_box._sweepdir.liveness import check, owner_of
+
+    ask = cache(job_state)  # one question per job, however many cells it runs
+    out = []
+    for cell_dir, record in records:
+        owner = owner_of(record)
+        if record.get("status") == "running" and owner is not None:
+            if check(owner, job_state=ask).alive:
+                out.append((cell_dir.name, owner))
+    return out

@@ -1,0 +1,52 @@
+# SPDX-License-Identifier: MIT
+"""The task of a config-only experiment (``mushin-box launch exp.py``): fit, then report.
+
+An experiment file that holds only a hydra-zen config has no task of its own: every cell
+runs :func:`fit_task`, with :func:`seed_pre_call` as zen's ``pre_call``. Both names are
+recorded in every such cell's provenance (``run.task``, which ``reproduce`` imports) and
+pickled inside every submitted job, so they carry a stable name, ``mushin_box.fit_task``,
+like the public classes' ``_target_`` (:func:`~mushin_box._core.targets.public`): no later
+move of this module can break a record or a queued job. The path they had before that,
+``mushin_box._sweep.launch``, still resolves (:data:`~mushin_box._core.targets.LEGACY_TARGETS`),
+and the code fingerprint still hashes that first name
+(:data:`~mushin_box._core.targets.FIRST_NAMES`), so finished cells are reused on resume.
+
+Examples
+--------
+>>> fit_task.__module__, seed_pre_call.__qualname__
+('mushin_box', 'seed_pre_call')
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mushin_box._core.targets import public
+from mushin_box._train.resume import ResumeContext
+
+__all__ = ["fit_task", "seed_pre_call"]
+
+
+@public
+def seed_pre_call(cfg: Any) -> None:
+    """zen ``pre_call`` of a config-only experiment: seed every rank from ``cfg.seed``
+    before the model is built (``seed_everything_per_rank``), when the config has one."""
+    seed = cfg.get("seed") if hasattr(cfg, "get") else getattr(cfg, "seed", None)
+    if seed is not None:
+        from mushin_box._train.seeding import seed_everything_per_rank
+
+        seed_everything_per_rank(int(seed))
+
+
+@public
+def fit_task(
+    trainer: Any, module: Any, mushin_resume: ResumeContext, datamodule: Any = None
+) -> dict[str, float]:
+    """The task of a config-only experiment: fit (resuming from the cell's ``last.ckpt``),
+    then return the fit's scalar metrics (:meth:`MetricsCallback.final_metrics`: the
+    Trainer's ``callback_metrics``, completed from the config's ``MetricsCallback``, so that
+    a fit resumed with nothing left to train still reports what it reached)."""
+    from mushin_box._train.metrics import MetricsCallback  # torch: only where a cell runs
+
+    trainer.fit(module, datamodule=datamodule, ckpt_path=mushin_resume.last_ckpt)
+    return MetricsCallback.final_metrics(trainer)

@@ -1,0 +1,333 @@
+# SPDX-License-Identifier: MIT
+"""``reproduce``: a completed cell re-run from its sidecars, checked, then diffed.
+
+The tasks live in modules written under ``tmp_path`` (outside any git checkout, unless a
+test makes one), so the code check sees only what the test changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import shutil
+import subprocess
+import textwrap
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mushin_box import Workflow, multirun, reproduce
+from mushin_box._core.layout import PROVENANCE_FILE, STATUS_FILE
+from mushin_box._core.secrets import SecretVault
+from mushin_box._core.sidecars import canonical_dumps, read_json, write_json_atomic
+from mushin_box._reproduce.checks import ReproduceError
+
+SECRET = "s3cr3t-value-for-reproduce"
+TOKEN_VAR = SecretVault.env_name("api_token")
+
+TASK_SOURCE = """
+def task(lr: float, seed: int = 0, api_token: str = "") -> dict:
+    import hashlib
+    import random
+
+    rng = random.Random(seed)
+    digest = hashlib.sha256(api_token.encode()).hexdigest()
+    assert digest == "{digest}", "the secret did not arrive"
+    return {{"loss": lr * rng.random(), "steps": [rng.random() for _ in range(3)]}}
+
+
+def seed_ranks(cfg) -> None:
+    pass
+"""
+
+
+def _module(directory: Path, source: str = TASK_SOURCE) -> Any:
+    """A fresh module (unique name) holding ``task`` and ``seed_ranks``, importable."""
+    name = f"rtask_{uuid.uuid4().hex[:8]}"
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"{name}.py").write_text(
+        textwrap.dedent(source.format(digest=hashlib.sha256(SECRET.encode()).hexdigest()))
+    )
+    return importlib.import_module(name)
+
+
+@pytest.fixture
+def code_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    d = tmp_path / "code"
+    d.mkdir()
+    monkeypatch.syspath_prepend(str(d))
+    return d
+
+
+def _cell(module: Any, root: Path) -> Path:
+    """Run a 2-cell sweep of ``module.task`` (a secret in its config); return one cell."""
+    Workflow(module.task, pre_call=module.seed_ranks).run(
+        working_dir=root, progress=False, lr=multirun([0.1, 0.2]), seed=7, api_token=SECRET
+    )
+    return root / "lr=0.2"
+
+
+def _files_hold(root: Path, text: str) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file() and text.encode() in p.read_bytes()]
+
+
+def test_a_completed_cell_is_reproduced(
+    tmp_path: Path, code_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cell = _cell(_module(code_dir), tmp_path / "sweep")
+    monkeypatch.setenv(TOKEN_VAR, SECRET)  # the secret comes back from the environment
+    into = tmp_path / "again"
+
+    result = reproduce(cell, into=into)
+
+    assert result.ok, result.to_dict()
+    assert result.cell_dir == into / "lr=0.2"
+    assert result.diff.reproducible and result.diff.metrics_match
+    assert read_json(_dir(result) / "mushin_metrics.json") == read_json(
+        cell / "mushin_metrics.json"
+    )
+    old, new = read_json(cell / PROVENANCE_FILE), read_json(_dir(result) / PROVENANCE_FILE)
+    assert canonical_dumps(old["reproducibility"]) == canonical_dumps(new["reproducibility"])
+    assert new["reproducibility"]["seed"]["base"] == 7
+    reproduction = new["run"]["reproduction"]
+    assert reproduction["of"] == str(cell)
+    sha = hashlib.sha256((cell / PROVENANCE_FILE).read_bytes()).hexdigest()
+    assert reproduction["provenance_sha256"] == sha
+    assert reproduction["allow_dirty"] is False
+    assert new["run"]["task"]["pre_call"]["qualname"] == "seed_ranks"
+    assert result.plan.secrets == (TOKEN_VAR,)
+    assert _files_hold(tmp_path, SECRET) == []  # the value is in no file written
+
+
+def test_a_missing_secret_is_named_and_nothing_is_written(tmp_path: Path, code_dir: Path) -> None:
+    cell = _cell(_module(code_dir), tmp_path / "sweep")
+    with pytest.raises(ReproduceError, match=f"'api_token'.*{TOKEN_VAR}"):
+        reproduce(cell, into=tmp_path / "again")
+    assert not (tmp_path / "again").exists()
+
+
+def test_changed_task_source_refused_with_both_hashes_then_allowed_and_recorded(
+    tmp_path: Path, code_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = _module(code_dir)
+    cell = _cell(module, tmp_path / "sweep")
+    monkeypatch.setenv(TOKEN_VAR, SECRET)
+    recorded = read_json(cell / PROVENANCE_FILE)["reproducibility"]["code"]["task_sha256"]
+    path = Path(module.__file__)
+    path.write_text(path.read_text() + "\n# an edit after the run\n")
+
+    with pytest.raises(ReproduceError, match="code fingerprint") as refused:
+        reproduce(cell, into=tmp_path / "again")
+    assert recorded in str(refused.value)
+    now = str(refused.value).split("here it is ")[1][:64]
+    assert len(now) == 64 and now != recorded
+    assert "allow_dirty=True" in str(refused.value)  # reproduce()'s own words (the CLI's: --)
+    assert not (tmp_path / "again").exists()
+
+    result = reproduce(cell, into=tmp_path / "again", allow_dirty=True)
+    record = read_json(_dir(result) / PROVENANCE_FILE)
+    assert record["run"]["reproduction"]["allow_dirty"] is True
+    assert recorded in record["run"]["reproduction"]["code_differences"][0]
+    assert record["reproducibility"]["code"]["task_sha256"] == now
+    # the metrics match, but the code does not: not reproduced, and the row says why
+    assert result.diff.metrics_match and not result.ok
+    assert [f.path for f in result.diff.breaks] == ["reproducibility.code.task_sha256"]
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+def test_a_commit_after_the_run_is_refused_naming_both_commits(
+    tmp_path: Path, code_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if shutil.which("git") is None:  # pragma: no cover - git is on every CI image
+        pytest.skip("git is not installed")
+    module = _module(code_dir)
+    _git(code_dir, "init", "-q")
+    _git(code_dir, "add", ".")
+    _git(code_dir, "commit", "-qm", "task")
+    first = _git(code_dir, "rev-parse", "HEAD")
+    cell = _cell(module, tmp_path / "sweep")
+    (code_dir / "NOTES.md").write_text("later\n")  # a commit that changes no code
+    _git(code_dir, "add", ".")
+    _git(code_dir, "commit", "-qm", "notes")
+    second = _git(code_dir, "rev-parse", "HEAD")
+    monkeypatch.setenv(TOKEN_VAR, SECRET)
+
+    with pytest.raises(ReproduceError, match=f"commit {first}, but {second} is checked out"):
+        reproduce(cell, into=tmp_path / "again")
+    assert not (tmp_path / "again").exists()
+    result = reproduce(cell, into=tmp_path / "again", allow_dirty=True)
+    assert read_json(_dir(result) / PROVENANCE_FILE)["run"]["reproduction"]["allow_dirty"]
+    assert [f.path for f in result.diff.breaks] == ["reproducibility.code.git.commit"]
+
+
+@pytest.mark.parametrize(
+    ("state", "said"),
+    [
+        ("failed", "is failed: ValueError: boom"),
+        ("running", "is running"),
+    ],
+)
+def test_a_cell_that_did_not_complete_is_refused(
+    tmp_path: Path, code_dir: Path, state: str, said: str
+) -> None:
+    cell = _cell(_module(code_dir), tmp_path / "sweep")
+    status = read_json(cell / STATUS_FILE)
+    error = {"type": "ValueError", "message": "boom"} if state == "failed" else None
+    write_json_atomic(cell / STATUS_FILE, {**status, "status": state, "error": error})
+    with pytest.raises(ReproduceError, match=f"{said}.*only a completed cell"):
+        reproduce(cell, into=tmp_path / "again")
+
+
+def test_not_a_cell_and_a_sweep_are_refused(tmp_path: Path, code_dir: Path) -> None:
+    root = tmp_path / "sweep"
+    _cell(_module(code_dir), root)
+    with pytest.raises(ReproduceError, match="is a sweep directory; give one of its cells"):
+        reproduce(root)
+    with pytest.raises(ReproduceError, match="no such directory"):
+        reproduce(tmp_path / "nope")
+    with pytest.raises(ReproduceError, match="atol"):
+        reproduce(root / "lr=0.1", atol=-1)
+
+
+def test_dry_run_checks_and_writes_nothing(
+    tmp_path: Path, code_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cell = _cell(_module(code_dir), tmp_path / "sweep")
+    monkeypatch.setenv(TOKEN_VAR, SECRET)
+    result = reproduce(cell, into=tmp_path / "again", dry_run=True)
+    assert result.cell_dir is None and result.diff is None and not result.ok
+    plan = result.plan.to_dict()
+    assert plan["combo"] == {"lr": 0.2} and plan["seed_base"] == 7
+    assert plan["launcher"]["mode"] == "local" and plan["launcher"]["recorded"] == "basic"
+    assert plan["topology"]["nodes"] == plan["topology"]["gpus"] == 1
+    assert plan["code"]["same"] and plan["image"]["recorded"] == "no image"
+    assert plan["config"]["api_token"] == f"${{oc.env:{TOKEN_VAR}}}"
+    assert not (tmp_path / "again").exists()
+    with pytest.raises(ReproduceError, match="original's own sweep"):
+        reproduce(cell, into=tmp_path / "sweep", dry_run=True)
+
+
+def _as_if_in_image(cell: Path, sif_sha256: str, path: str) -> None:
+    """Make the cell's record say it ran on SLURM in the image ``sif_sha256`` at ``path``
+    (the image check runs before any launch, so no cluster is needed to test it)."""
+    record = read_json(cell / PROVENANCE_FILE)
+    record["reproducibility"]["image"] = {"sif_sha256": sif_sha256}
+    record["run"]["image"] = {"path": path}
+    record["run"]["launcher"]["name"] = "mushin_slurm"
+    write_json_atomic(cell / PROVENANCE_FILE, record)
+
+
+def test_an_image_of_other_content_is_refused_naming_both_digests(
+    tmp_path: Path, code_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from conftest import standin_image
+
+    from mushin_box._image.sif import file_sha256
+
+    cell = _cell(_module(code_dir), tmp_path / "sweep")
+    monkeypatch.setenv(TOKEN_VAR, SECRET)
+    with pytest.raises(ReproduceError, match="ran in no image.*drop image="):
+        reproduce(cell, into=tmp_path / "again", image=str(tmp_path / "x.sif"))
+
+    (tmp_path / "images").mkdir()
+    image = standin_image(tmp_path / "images")  # the Apptainer stand-in's test SIF
+    want = file_sha256(image)
+    _as_if_in_image(cell, want, str(image))
+    other = tmp_path / "other.sif"
+    other.write_bytes(image.read_bytes() + b"\0")  # a SIF of different content
+    got = file_sha256(other)
+    with pytest.raises(ReproduceError, match=f"sha256 {got}, but the cell ran in sha256 {want}"):
+        reproduce(cell, into=tmp_path / "again", image=str(other))
+    image.unlink()  # and not where it was recorded, nor given
+    with pytest.raises(ReproduceError, match=f"image \\(sha256 {want}\\) is not where"):
+        reproduce(cell, into=tmp_path / "again")
+    assert not (tmp_path / "again").exists()
+
+
+def test_the_task_location_is_recorded(tmp_path: Path, code_dir: Path) -> None:
+    module = _module(code_dir)
+    cell = _cell(module, tmp_path / "sweep")
+    located = read_json(cell / PROVENANCE_FILE)["run"]["task"]
+    assert located["task"] == {
+        "module": module.__name__,
+        "qualname": "task",
+        "file": str(Path(module.__file__).resolve()),
+        "partial": False,
+    }
+    assert json.dumps(located)  # plain JSON
+
+
+@pytest.mark.slow
+def test_a_two_rank_cell_reproduced_at_one_rank_and_back(tmp_path: Path) -> None:
+    """examples/exp.py, 2 HydraDDP CPU ranks, reproduced at 1 rank: the reproducibility part
+    is identical (topology is `run`); then the 1-rank re-run reproduced at 2 ranks, which
+    gives the original's exact metrics. Each step is its own process, as a user runs them."""
+    import os
+    import sys
+
+    from conftest import REPO
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        argv = [sys.executable, "-m", "mushin_box", *args]
+        return subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True)
+
+    exp = str(REPO / "examples" / "exp.py")
+    launched = cli(
+        "launch",
+        exp,
+        "--gpus",
+        "2",
+        "--local",
+        "--working-dir",
+        "two",
+        "--no-progress",
+        "trainer.max_epochs=1",
+        "seed=1",
+    )
+    assert launched.returncode == 0, launched.stderr[-2000:]
+    cell = tmp_path / "two" / "cell"  # nothing swept: one cell
+
+    # the task is mushin-box's fit_task, so the git state recorded is this checkout's:
+    # --allow-dirty keeps the test stable while the checkout is edited (a clean CI
+    # checkout has no break at all)
+    def again(source: Path, into: str, gpus: int) -> dict[str, Any]:
+        done = cli(
+            "reproduce", str(source), "--into", into, "--gpus", str(gpus), "--allow-dirty", "--json"
+        )
+        assert done.returncode in (0, 1), done.stderr[-2000:]
+        return json.loads(done.stdout)
+
+    one = again(cell, "one", 1)
+    breaks = {f["path"] for c in one["diff"]["cells"] for f in c["breaks_reproducibility"]}
+    assert breaks <= {"reproducibility.code.git.diff_sha256"}, breaks
+    new = Path(one["cell_dir"])
+    assert read_json(new / PROVENANCE_FILE)["run"]["topology"]["world_size"] == 1
+    back = again(new, "back", 2)
+    breaks = {f["path"] for c in back["diff"]["cells"] for f in c["breaks_reproducibility"]}
+    assert breaks <= {"reproducibility.code.git.diff_sha256"}, breaks
+    rerun = Path(back["cell_dir"])
+    assert read_json(rerun / PROVENANCE_FILE)["run"]["topology"]["world_size"] == 2
+    # same world size, same data per rank: the original's numbers
+    assert read_json(rerun / "mushin_metrics.json") == read_json(cell / "mushin_metrics.json")
+
+
+def _dir(result: Any) -> Path:
+    assert result.cell_dir is not None, result.error
+    return result.cell_dir
+
+
+def _breaks(result: Any) -> set[str]:
+    return {f.path for f in result.diff.breaks}

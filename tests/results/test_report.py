@@ -1,0 +1,141 @@
+# SPDX-License-Identifier: MIT
+"""The HTML report of a sweep, as text (the browser test is tests/cli/test_report_browser.py):
+its table, curves, errors, provenance summary and diff, and that it fetches nothing."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from sweep_files import lr_sweep, write_cell, write_manifest
+
+from mushin_box._core.sidecars import read_json, write_json_atomic
+from mushin_box._results.report import provenance_summary, render_report
+from mushin_box._results.svgplot import Line, line_plot
+from mushin_box._results.table import ResultsError
+
+
+def curves(page: str) -> dict[str, list[str]]:
+    """{metric: [data-cell of each curve]} of a report page."""
+    out: dict[str, list[str]] = {}
+    for figure in re.findall(r'<figure class="plot" data-metric="([^"]+)">(.*?)</figure>', page):
+        out[figure[0]] = re.findall(r'<path class="curve" data-cell="([^"]+)"', figure[1])
+    return out
+
+
+def test_the_report_has_every_cell_a_curve_per_cell_and_the_errors(tmp_path: Path) -> None:
+    page = render_report(lr_sweep(tmp_path), best="val_loss")
+    rows = re.findall(r'<tr class="(best cell|cell)"><td>[^<]*</td><td>([^<]+)</td>', page)
+    assert [label for _, label in rows] == ["lr=0.01", "lr=0.1", "lr=1.0"]
+    assert [label for cls, label in rows if cls == "best cell"] == ["lr=0.1"]
+    # one plot per series metric, one curve per cell that has it (the failed cell has none)
+    assert curves(page) == {
+        "fit.train_loss": ["lr=0.01", "lr=0.1"],
+        "fit.val_loss": ["lr=0.01", "lr=0.1"],
+    }
+    # the NaN of epoch 1 breaks lr=0.1's val_loss curve in two
+    val = re.search(r'data-metric="fit.val_loss".*?data-cell="lr=0.1" d="([^"]+)"', page)
+    assert val is not None and val.group(1).count("M") == 2
+    assert '<span class="state-failed">failed</span>' in page
+    assert "lr=1.0 diverged &lt;at&gt; epoch 1" in page  # the error, escaped
+    assert "mushin_error.txt" in page
+
+
+def test_the_report_fetches_nothing(tmp_path: Path) -> None:
+    page = render_report(lr_sweep(tmp_path))
+    for pattern in (r"\bsrc=", r"\bhref=", r"url\(", r"<script", r"@import", r"<link\b"):
+        assert not re.search(pattern, page), pattern
+    assert "default-src 'none'" in page  # and the browser is told so
+
+
+def test_the_provenance_summary_is_short_and_grouped(tmp_path: Path) -> None:
+    page = render_report(lr_sweep(tmp_path))
+    assert "all 3 cells" in page and "Every cell has the same identity" in page
+    for text in ("0123456789ab (dirty)", "ffffffffffff (62 pkgs)", "1234", "1 node × 1 rank"):
+        assert text in page, text
+    record = read_json(tmp_path / "lr=0.1" / "mushin_provenance.json")
+    record["run"]["topology"] = {"num_nodes": 2, "world_size": 8}
+    write_json_atomic(tmp_path / "lr=0.1" / "mushin_provenance.json", record)
+    page = render_report(tmp_path)
+    assert "The cells differ: 2 identities" in page and "2 nodes × 8 ranks" in page
+    assert provenance_summary(None)["code"] == "-"
+
+
+def test_a_sweep_without_series_says_how_to_get_curves(tmp_path: Path) -> None:
+    cell = write_cell(tmp_path, {"x": 1}, metrics={"loss": 1.0})
+    write_manifest(tmp_path, {"x": [1]}, [cell])
+    page = render_report(tmp_path)
+    assert curves(page) == {} and "MetricsCallback" in page
+
+
+def test_against_adds_the_diff_breaks_first(tmp_path: Path) -> None:
+    a = lr_sweep(tmp_path / "a")
+    b = tmp_path / "b"
+    shutil.copytree(a, b)
+    record = read_json(b / "lr=0.1" / "mushin_provenance.json")
+    record["reproducibility"]["seed"]["base"] = 7
+    record["run"]["pid"] = 43
+    write_json_atomic(b / "lr=0.1" / "mushin_provenance.json", record)
+    page = render_report(a, against=b)
+    section = page[page.index("Reproducibility diff") :]
+    assert "reproducibility parts differ" in section
+    assert section.index("Breaks reproducibility (1)") < section.index("Expected to differ")
+    assert "reproducibility.seed.base" in section
+    assert "run.pid" not in section and "1 row(s) that differ between any two runs" in section
+    assert "run.pid" in render_report(a, against=b, brief=False)
+
+
+def test_a_best_metric_the_sweep_lacks_is_an_error_naming_the_metrics(tmp_path: Path) -> None:
+    with pytest.raises(ResultsError, match="the metrics are: acc, val_loss"):
+        render_report(lr_sweep(tmp_path), best="loss")
+
+
+def test_a_plot_spans_its_values() -> None:
+    svg = line_plot([Line("a", "#000", [0, 1, 2], [0.25, 4.337, 1.0])], xlabel="epoch")
+    labels = [float(t) for t in re.findall(r'text-anchor="end">([^<]+)<', svg)]
+    assert min(labels) <= 0.25 and max(labels) >= 4.337  # no point outside the axes
+    assert svg.count("<circle") == 3
+
+
+def _fake_slurm_clients(bin_dir: Path, calls: Path) -> dict[str, str]:
+    bin_dir.mkdir()
+    for tool in ("squeue", "sacct"):
+        script = bin_dir / tool
+        script.write_text(f'#!/bin/sh\necho {tool} >> "{calls}"\n')
+        script.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+
+def test_the_report_of_a_finished_sweep_asks_no_scheduler(tmp_path: Path) -> None:
+    # a finished sweep's files say all there is: its old job ids (which SLURM may have
+    # reused) are not asked about, and the report works where no cluster answers
+    import json
+    import shutil
+    import subprocess
+
+    from conftest import GOLDEN
+
+    from mushin_box._slurm.submitted import record_submission
+
+    sweep = tmp_path / "sweep"
+    shutil.copytree(GOLDEN / "rooms-ii" / "sweep", sweep)
+    record_submission(sweep, "slurm", [("4242", ["module.lr=0.05"])])
+    calls = tmp_path / "calls"
+    env = _fake_slurm_clients(tmp_path / "bin", calls)
+    cli = [sys.executable, "-m", "mushin_box"]
+    out = tmp_path / "report.html"
+    done = subprocess.run(
+        [*cli, "report", str(sweep), "-o", str(out)], env=env, capture_output=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert out.is_file() and not calls.exists()
+    # the same sweep with a cell still running asks: the fake clients are really on PATH
+    status = json.loads((sweep / "cell" / "mushin_status.json").read_text())
+    status.update(status="running", slurm_job_id="4242_0", host="elsewhere")
+    (sweep / "cell" / "mushin_status.json").write_text(json.dumps(status))
+    subprocess.run([*cli, "status", str(sweep)], env=env, capture_output=True, timeout=120)
+    assert "squeue" in calls.read_text()

@@ -1,0 +1,136 @@
+# SPDX-License-Identifier: MIT
+"""``mushin-box cancel``: running cells stopped and recorded ``cancelled``, completed cells
+never touched, a process tree that ignores SIGTERM killed after the grace period, and
+``resume=True`` runs the cancelled cells again."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from workflow_tasks import sleepy_task
+
+from mushin_box import Workflow, multirun
+from mushin_box._core.layout import STATUS_FILE
+from mushin_box._core.sidecars import read_json, write_json_atomic
+from mushin_box._sweepdir.cancel import cancel
+from mushin_box._sweepdir.liveness import pid_alive, process_tree
+from mushin_box.cli.main import main
+
+TESTS = Path(__file__).resolve().parents[1]
+
+# a "cell" process that ignores SIGTERM, with a child (a rank) that ignores it too
+_TREE = textwrap.dedent(
+    """
+    import signal, subprocess, sys, time
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    child = subprocess.Popen([sys.executable, "-c",
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"])
+    print(child.pid, flush=True)
+    time.sleep(600)
+    """
+)
+
+
+def _poll(predicate: object, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_a_tree_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path) -> None:
+    cell = tmp_path / "x=1"
+    parent = subprocess.Popen([sys.executable, "-c", _TREE], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        assert set(process_tree(parent.pid)) >= {parent.pid, child}
+        running = {"combo": {"x": 1}, "status": "running", "attempt": 1}
+        write_json_atomic(
+            cell / STATUS_FILE, {**running, "host": socket.gethostname(), "pid": parent.pid}
+        )
+        write_json_atomic(
+            tmp_path / "x=2" / STATUS_FILE, {"combo": {"x": 2}, "status": "completed"}
+        )
+        before = (tmp_path / "x=2" / STATUS_FILE).read_bytes()
+        t0 = time.monotonic()
+        report = cancel(tmp_path, grace_s=0.5, timeout_s=30)
+        assert report.cancelled == ("x=1",) and report.unreachable == ()
+        assert ("x=2", "completed") in report.untouched
+        parent.wait(timeout=10)
+        assert not pid_alive(child) and time.monotonic() - t0 < 30
+        record = read_json(cell / STATUS_FILE)
+        assert record["status"] == "cancelled" and "mushin-box cancel" in record["reason"]
+        assert (tmp_path / "x=2" / STATUS_FILE).read_bytes() == before
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+def test_an_unknown_cell_is_a_usage_error_listing_the_cells(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_json_atomic(tmp_path / "x=1" / STATUS_FILE, {"combo": {"x": 1}, "status": "completed"})
+    assert main(["cancel", str(tmp_path), "x=3"]) == 2
+    err = capsys.readouterr().err
+    assert "no cell x=3 in this sweep; its cells: x=1" in err and len(err.splitlines()) == 1
+
+
+def test_a_cell_on_another_host_is_named_not_touched(tmp_path: Path) -> None:
+    running = {"combo": {"x": 1}, "status": "running", "host": "elsewhere", "pid": 1}
+    write_json_atomic(tmp_path / "x=1" / STATUS_FILE, running)
+    report = cancel(tmp_path, grace_s=0)
+    assert report.unreachable == (("x=1", "runs on elsewhere: cancel it from there"),)
+    assert read_json(tmp_path / "x=1" / STATUS_FILE)["status"] == "running"
+
+
+_DRIVER = """
+import sys
+from workflow_tasks import sleepy_task
+from mushin_box import Workflow, multirun
+Workflow(sleepy_task).run(x=multirun([1, 2]), sleep_at=2, started=sys.argv[2],
+                          working_dir=sys.argv[1], progress=False)
+"""
+
+
+@pytest.mark.slow
+def test_cancel_a_running_sweep_then_resume_runs_only_the_cancelled_cell(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sweep, started = tmp_path / "sweep", tmp_path / "started"
+    path = os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])
+    driver = subprocess.Popen(
+        [sys.executable, "-c", _DRIVER, str(sweep), str(started)],
+        env={**os.environ, "PYTHONPATH": path},
+    )
+    try:
+        _poll(started.exists, 120)
+        done = (sweep / "x=1" / STATUS_FILE).read_bytes()
+        assert main(["cancel", str(sweep), "--grace", "5"]) == 0
+        out = capsys.readouterr().out
+        assert "x=2: cancelled" in out and "x=1: completed, left as it is" in out
+        driver.wait(timeout=30)  # the in-process launcher: the cell's process is the driver
+    finally:
+        driver.kill()
+        driver.wait()
+    assert read_json(sweep / "x=2" / STATUS_FILE)["status"] == "cancelled"
+    assert (sweep / "x=1" / STATUS_FILE).read_bytes() == done
+    assert main(["status", str(sweep)]) == 1
+    ds = Workflow(sleepy_task).run(
+        x=multirun([1, 2]),
+        sleep_at=2,
+        started=str(started),
+        working_dir=sweep,
+        progress=False,
+        resume=True,
+    )
+    assert list(ds["status"].values) == ["completed", "completed"]
+    assert (sweep / "x=1" / STATUS_FILE).read_bytes() == done  # reused, not run again
+    assert read_json(sweep / "x=2" / STATUS_FILE)["attempt"] == 2
