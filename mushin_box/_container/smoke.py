@@ -66,6 +66,25 @@ def smoke_rank_env(rank: int, job_id: str, base: dict[str, str] | None = None) -
     return env
 
 
+def _absolute_experiment(experiment: str | None) -> str | None:
+    """``exp.py[:NAME]`` with the file's path made absolute (a ``module:attr`` is left as
+    it is: the ranks import it by name), the rule ``launch`` reads experiments by.
+
+    Examples
+    --------
+    >>> _absolute_experiment("pkg.mod:Config"), _absolute_experiment(None)
+    ('pkg.mod:Config', None)
+    >>> _absolute_experiment("exp.py:Config") == f"{Path.cwd() / 'exp.py'}:Config"
+    True
+    """
+    if experiment is None:
+        return None
+    target, sep, name = experiment.partition(":")
+    if target.endswith(".py") or os.sep in target:
+        target = str(Path(target).absolute())
+    return f"{target}{sep}{name}"
+
+
 def run_smoke(
     image: str | os.PathLike[str],
     *,
@@ -98,6 +117,9 @@ def run_smoke(
 
     if shutil.which("apptainer") is None:  # the ranks are `apptainer exec ...`
         raise ApptainerNotFound("run the smoke fit's ranks (`apptainer exec`)", hint=None)
+    # the ranks start in --pwd OUT, not here: every path they are given is made absolute
+    image = Path(image).absolute()
+    experiment = _absolute_experiment(experiment)
     identity = preflight(image).identity if check_image else None
     if out_dir is None:
         out = Path(tempfile.mkdtemp(prefix=f"{SMOKE_JOB_NAME}-")).resolve()

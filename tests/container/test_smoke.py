@@ -126,3 +126,23 @@ def test_smoke_refuses_a_text_file_as_image(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stderr
     assert f"image {image} is not a SIF image" in proc.stderr and "Traceback" not in proc.stderr
     assert "mushin-box build" in proc.stderr and not (tmp_path / "out").exists()
+
+
+def test_smoke_with_relative_paths_from_the_users_directory(tmp_path: Path) -> None:
+    # the help's own example, `mushin-box smoke examples/exp.py --image image.sif`: the ranks
+    # start in --pwd OUT, so both relative paths must be resolved here first
+    work = tmp_path / "project"
+    (work / "examples").mkdir(parents=True)
+    (work / "examples" / "exp.py").write_text(
+        "from hydra_zen import builds, make_config\n"
+        "from mushin_box.testing import TinyDataModule, TinyModule\n"
+        "Config = make_config(module=builds(TinyModule, lr=0.1),"
+        " datamodule=builds(TinyDataModule, n=32))\n"
+    )
+    standin_image(work)  # work/img.sif and its manifest
+    env = {**os.environ, "PATH": f"{STANDIN}{os.pathsep}{os.environ['PATH']}"}
+    cmd = [sys.executable, "-m", "mushin_box", "smoke", "examples/exp.py", "--image", "img.sif"]
+    cmd += ["--out", str(tmp_path / "out"), "--python", sys.executable, "--timeout", "240"]
+    proc = subprocess.run(cmd, env=env, cwd=work, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "PASS" in proc.stdout
