@@ -75,6 +75,8 @@ __all__ = [
     "RUN_ID_ENV",
     "SECRET_ENV_PREFIX",
     "SECRET_NAMES_ENV",
+    "RANKS_DIR",
+    "RUNTIME_ENV",
     "SEEDS_DIR",
     "SEED_BASE_ENV",
     "SEED_WORKERS_ENV",
@@ -114,6 +116,8 @@ ERROR_FILE = "mushin_error.txt"
 #: a job's private directory: seed records, the attempt counter, stale checkpoints
 JOB_PRIVATE_DIR = ".mushin"
 SEEDS_DIR = "seeds"
+#: under the job's private dir: ``rank<r>.json``, where each rank of an attempt ran
+RANKS_DIR = "ranks"
 ATTEMPT_FILE = "attempt.json"
 STALE_CHECKPOINTS_DIR = "stale-checkpoints"
 #: under a cell: the output (stdout and stderr) of the ranks a local HydraDDP job starts,
@@ -203,6 +207,12 @@ IMAGE_IDENTITY_ENV: Mapping[str, str] = {
     "sif_uuid": "MUSHIN_SIF_UUID",
     "definition_sha256": "MUSHIN_IMAGE_DEFINITION_SHA256",
     "base_digest": "MUSHIN_IMAGE_BASE_DIGEST",
+}
+#: what the container runtime itself sets inside a container (Apptainer, and Singularity's
+#: names before it): a rank that has them ran in an image, and says which
+RUNTIME_ENV: Mapping[str, tuple[str, ...]] = {
+    "container": ("APPTAINER_CONTAINER", "SINGULARITY_CONTAINER"),
+    "container_name": ("APPTAINER_NAME", "SINGULARITY_NAME"),
 }
 #: the container launch (``run.container``) -> the env-file variable carrying it; the
 #: last two are about the env file itself and are written last

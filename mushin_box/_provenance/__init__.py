@@ -6,6 +6,7 @@
 - :mod:`.task`: where the task and ``pre_call`` are defined (``run.task``), and their import;
 - :mod:`.env`: facts about where a cell ran: image, container, devices;
 - :mod:`.topology`: the world a cell ran in, rank by rank;
+- :mod:`.ranks`: where each rank ran: its own Python, and the image it ran in;
 - :mod:`.files`: the provenance files of a cell;
 - :mod:`.compare`: two records (and their metrics) compared.
 

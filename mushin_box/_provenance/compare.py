@@ -49,6 +49,10 @@ _PACKAGE_SHA = f"{REPRO}.package_set.sha256"
 _KEY_VERSION = f"{REPRO}.packages."
 
 
+#: recorded since 0.3 (every rank's runtime): a record without it is not a difference
+_RANKS = f"{REPRO}.ranks"
+
+
 def _under(path: str, source: str) -> bool:
     return path == source or path.startswith((f"{source}.", f"{source}["))
 
@@ -404,7 +408,9 @@ def diff_records(
             diffs = _field_diffs(ca.get(part) or {}, cb.get(part) or {}, part)
             if part == REPRO and packages_a is not None and packages_b is not None:
                 diffs += package_diffs(packages_a, packages_b)
-            sink.extend(_drop_derived(diffs))
+            for diff in _drop_derived(diffs):
+                unrecorded = diff.change in ("only_a", "only_b") and _under(diff.path, _RANKS)
+                (expected if unrecorded else sink).append(diff)
     return CellDiff(
         name=name,
         combo=combo,

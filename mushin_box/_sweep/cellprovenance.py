@@ -72,13 +72,17 @@ def start_provenance(
     write_provenance(cell_dir, record)
 
 
-def finish_provenance(cell_dir: Path, ended: str, end: float) -> None:
+def finish_provenance(
+    cell_dir: Path, ended: str, end: float, *, attempt: int | None = None
+) -> None:
     """Complete the cell's provenance once the task has returned or raised: the per-rank
     seeds its ranks recorded, ``run.ended``/``run.duration_s`` (the task's end: ``ended``,
     and ``end`` on the monotonic clock) and ``run.devices`` (the task has usually
-    imported torch by now)."""
+    imported torch by now), and where each rank of this ``attempt`` ran
+    (:mod:`mushin_box._provenance.ranks`)."""
     from mushin_box._provenance.files import write_provenance
     from mushin_box._provenance.full import finish_record, record_with_seeds
+    from mushin_box._provenance.ranks import read_rank_runtimes, record_with_rank_runtime
     from mushin_box._train.seeding import seed_records
 
     t0 = _CLOCKS.pop(str(cell_dir), None)
@@ -90,6 +94,9 @@ def finish_provenance(cell_dir: Path, ended: str, end: float) -> None:
         records = seed_records(cell_dir)
         if records:
             record = record_with_seeds(record, records)
+        runtimes = read_rank_runtimes(cell_dir, attempt=attempt)
+        if runtimes:
+            record = record_with_rank_runtime(record, runtimes)
         write_provenance(cell_dir, finish_record(record, ended=ended, duration_s=duration))
     except (OSError, ValueError, KeyError) as exc:  # never fail a cell over provenance
         warnings.warn(f"cell {cell_dir.name}: provenance not completed ({exc})", stacklevel=2)

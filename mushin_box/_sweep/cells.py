@@ -53,6 +53,7 @@ from mushin_box._core.sidecars import (
     timestamp,
     write_json_atomic,
 )
+from mushin_box._provenance.ranks import write_rank_runtime
 from mushin_box._slurm.joblogs import slurm_rank_logs
 from mushin_box._slurm.jobs import slurm_job_id
 from mushin_box._sweep.cellmetrics import carry_over, metrics_from_return, set_aside_metrics
@@ -418,6 +419,9 @@ class CellRunner:
             "previous_fingerprints": decision.previous_fingerprints,
         }
         self._status(cell.directory, **running, status="running")
+        # every rank says where it runs (its Python, its container): rank 0's record then
+        # shows each rank, not only its own (finish_provenance)
+        write_rank_runtime(cell.directory, rank=global_rank_from_env(), attempt=attempt)
         if global_rank_from_env() == 0:
             start_provenance(
                 self.task, cfg, cell.directory, cell.fingerprints, pre_call=self.pre_call
@@ -441,7 +445,7 @@ class CellRunner:
             metrics = metrics_from_return(result)
         except BaseException as exc:
             if rank0:
-                finish_provenance(cell_dir, ended, t_end)
+                finish_provenance(cell_dir, ended, t_end, attempt=running["attempt"])
             if isinstance(exc, Terminated):  # the process ends; resume runs the cell again
                 with contextlib.suppress(OSError):
                     self._status(
@@ -475,7 +479,7 @@ class CellRunner:
             return self._failed(cell, running, exc, t_end - t0)
         if rank0:
             (mushin_dir(cell_dir) / EARLIER_METRICS_FILE).unlink(missing_ok=True)  # carried
-            finish_provenance(cell_dir, ended, t_end)
+            finish_provenance(cell_dir, ended, t_end, attempt=running["attempt"])
         return metrics
 
     def _failed(

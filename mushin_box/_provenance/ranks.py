@@ -1,0 +1,125 @@
+# SPDX-License-Identifier: MIT
+"""Where each rank ran: its own Python, and the image it ran in, recorded by every rank.
+
+Rank 0 writes the provenance record, so before this only rank 0's Python and image were
+recorded: that ranks 1..N ran inside the image could only be inferred from their logs. Now
+every rank writes ``.mushin/ranks/rank<r>.json`` of the cell as it starts (its Python, its
+executable, and what the container runtime sets inside a container: ``APPTAINER_CONTAINER``
+and ``APPTAINER_NAME``), and rank 0 folds them into its record when the task ends:
+
+- ``run.rank_runtime``: the ranks grouped by what they ran on (paths may differ between
+  two runs of one experiment: the image moved, another node);
+- ``reproducibility.ranks``: what must match between runs: the Pythons the ranks ran, and
+  whether all, none or only some of them ran in an image, and in how many different images.
+
+So ``diff`` and ``reproduce`` flag a rank that ran outside the image (``in_image`` ``all``
+-> ``some``), in another image (``images`` 1 -> 2), or on another Python.
+
+Examples
+--------
+>>> rows = [{"rank": 0, "python": "3.11.2", "executable": "/usr/bin/python3",
+...          "container": "/i.sif", "container_name": "i.sif"},
+...         {"rank": 1, "python": "3.11.2", "executable": "/usr/bin/python3",
+...          "container": None, "container_name": None}]
+>>> summarize(rows)
+{'python': ['3.11.2'], 'in_image': 'some', 'images': 1}
+>>> [g["ranks"] for g in group(rows)]
+[[0], [1]]
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from mushin_box._core.layout import JOB_PRIVATE_DIR, RANKS_DIR, RUNTIME_ENV
+from mushin_box._core.sidecars import read_json, write_json_atomic
+
+__all__ = [
+    "group",
+    "rank_runtime",
+    "read_rank_runtimes",
+    "record_with_rank_runtime",
+    "summarize",
+    "write_rank_runtime",
+]
+
+_FIELDS = ("python", "executable", "container", "container_name")
+_MAX_RANKS = 65_536  # a bound on what a reader takes from a cell's directory
+
+
+def rank_runtime(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """This process's runtime: Python version and executable, and the container it runs
+    in (``None`` outside one), as the container runtime says."""
+    env = os.environ if environ is None else environ
+    found = {
+        field: next((env[name] for name in names if env.get(name)), None)
+        for field, names in RUNTIME_ENV.items()
+    }
+    return {
+        "python": platform.python_version(),
+        "executable": sys.executable,
+        "host": socket.gethostname(),
+        **found,
+    }
+
+
+def write_rank_runtime(cell_dir: Path, *, rank: int, attempt: int) -> None:
+    """Every rank, as its cell starts: ``.mushin/ranks/rank<r>.json`` (for this attempt)."""
+    record = {"rank": int(rank), "attempt": int(attempt), **rank_runtime()}
+    write_json_atomic(cell_dir / JOB_PRIVATE_DIR / RANKS_DIR / f"rank{int(rank)}.json", record)
+
+
+def read_rank_runtimes(cell_dir: Path, *, attempt: int | None) -> list[dict[str, Any]]:
+    """The rank records of ``attempt`` (any attempt's when None), by rank. A record of
+    another attempt (a run at another world size) or of the wrong shape is left out."""
+    directory = cell_dir / JOB_PRIVATE_DIR / RANKS_DIR
+    try:
+        names = sorted(e.name for e in os.scandir(directory) if e.is_file(follow_symlinks=False))
+    except OSError:
+        return []
+    out = []
+    for name in names[:_MAX_RANKS]:
+        record = read_json(directory / name)
+        if not isinstance(record, dict) or not isinstance(record.get("rank"), int):
+            continue
+        if attempt is not None and record.get("attempt") != attempt:
+            continue
+        out.append(record)
+    return sorted(out, key=lambda r: r["rank"])
+
+
+def group(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``run.rank_runtime``: the ranks grouped by identical runtime, in rank order."""
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for row in rows:
+        groups.setdefault(tuple(row.get(f) for f in _FIELDS), []).append(int(row["rank"]))
+    return [
+        {"ranks": ranks, **dict(zip(_FIELDS, key, strict=True))} for key, ranks in groups.items()
+    ]
+
+
+def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``reproducibility.ranks``: what must not differ between two runs of an experiment."""
+    inside = [r for r in rows if r.get("container")]
+    in_image = "all" if len(inside) == len(rows) else "none" if not inside else "some"
+    return {
+        "python": sorted({str(r.get("python")) for r in rows}),
+        "in_image": in_image,
+        "images": len({r.get("container") for r in inside}),
+    }
+
+
+def record_with_rank_runtime(
+    record: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """A copy of a record with ``run.rank_runtime`` and ``reproducibility.ranks`` from the
+    ranks' own records (:func:`read_rank_runtimes`)."""
+    repro = {**dict(record.get("reproducibility") or {}), "ranks": summarize(rows)}
+    run = {**dict(record.get("run") or {}), "rank_runtime": group(rows)}
+    return {**record, "reproducibility": repro, "run": run}
