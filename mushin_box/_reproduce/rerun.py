@@ -88,6 +88,9 @@ class ReproducePlan:
     launch: Mapping[str, Any]  # the LaunchPlan: mode, launcher, config, overrides, ...
     code: CodeCheck
     image: ImageCheck
+    #: the ranks' env file (``path``, ``text`` with secret-looking values redacted), as the
+    #: launch will write it: pre-flight runs in a dry run too, so it holds the image identity
+    env_file: Mapping[str, str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -108,6 +111,7 @@ class ReproducePlan:
             "launcher": {"recorded": self.recorded_launcher, **dict(self.launch)},
             "code": self.code.to_dict(),
             "image": self.image.to_dict(),
+            "env_file": dict(self.env_file) if self.env_file is not None else None,
         }
 
 
@@ -275,7 +279,6 @@ def plan_reproduce(
     image: str | os.PathLike[str] | None = None,
     local: bool = False,
     allow_dirty: bool = False,
-    dry_run: bool = False,
     environ: Mapping[str, str] | None = None,
 ) -> tuple[ReproducePlan, Any, Any]:
     """Check everything and decide the re-run: ``(plan, workflow, launch plan)``.
@@ -324,7 +327,7 @@ def plan_reproduce(
             slurm=_slurm_settings(launcher) if slurm else None,
             working_dir=str(root),
             pythonpath=directory,
-            preflight=not dry_run,
+            preflight=True,  # a dry run shows the env file and its name that will run
         )
     except LaunchError as exc:
         raise ReproduceError(str(exc)) from None
@@ -348,8 +351,22 @@ def plan_reproduce(
         launch=launch.to_dict(),
         code=code,
         image=img,
+        env_file=_env_file(launch.launcher_config),
     )
     return plan, workflow, launch
+
+
+def _env_file(launcher_config: Mapping[str, Any] | None) -> dict[str, str] | None:
+    """The env file a launch's ranks read, as :func:`plan_launch` rendered it."""
+    from mushin_box._container.rankwrap import env_file_written
+    from mushin_box._core.redact import redact_env_text
+
+    config = launcher_config or {}
+    written = env_file_written(str(config.get("python") or ""), config.get("setup") or [])
+    if written is None:
+        return None
+    path, text = written
+    return {"path": path or "?", "text": redact_env_text(text)}
 
 
 # ---------------------------------------------------------------------------- the run
@@ -469,7 +486,6 @@ def reproduce(
         image=image,
         local=local,
         allow_dirty=allow_dirty,
-        dry_run=dry_run,
     )
     if dry_run:
         return ReproduceResult(plan)

@@ -104,6 +104,10 @@ def _print_plan(plan: Any) -> None:
         print(f"image     {image.path}  sha256 {image.sha256}  (matches the record)")
         binds = " ".join(f"--bind {b}" for b in image.binds) or "no --bind"
         print(f"          {binds}, --image-python {image.python}  (as recorded)")
+    if plan.env_file is not None:
+        print(f"env file  {plan.env_file['path']}  (every rank reads it; secrets redacted)")
+        for line in plan.env_file["text"].splitlines():
+            print(f"          {line}")
     code = plan.code
     if code.same:
         git = code.current.get("git") or {}

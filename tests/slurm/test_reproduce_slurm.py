@@ -113,8 +113,17 @@ def test_reproduced_in_the_same_sif_with_its_binds_and_refused_in_another(
     assert not refused.exists()
     assert _jobs_from(project) <= {original_job}  # no job but the original's
 
-    # the same SIF: reproduced, with the launch's --bind and --image-python again
+    # the same SIF: a dry run passes pre-flight and shows the env file that will run, with
+    # the image's identity, under the name the real run then uses
     into = tmp_path / "again"
+    capsys.readouterr()
+    dry = ["reproduce", str(cell), "--into", str(into), "--image", str(image), "--dry-run"]
+    assert main([*dry, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["plan"]["env_file"]
+    assert f"MUSHIN_SIF_SHA256={file_sha256(image)}" in shown["text"].splitlines()
+    assert not into.exists()
+
+    # the same SIF: reproduced, with the launch's --bind and --image-python again
     assert main(["reproduce", str(cell), "--into", str(into), "--image", str(image)]) == 0
     out = capsys.readouterr().out
     assert "Breaks reproducibility: nothing" in out and out.rstrip().endswith("reproduced")
@@ -126,6 +135,7 @@ def test_reproduced_in_the_same_sif_with_its_binds_and_refused_in_another(
     assert len(ran) == 1  # what the stand-in was given, once (one rank)
     for argv in (recorded, ran[0]):
         assert _after(argv, "--bind", str(data)) and _after(argv, str(image), sys.executable)
+    assert _after(ran[0], "--env-file", shown["path"])  # the file the dry run showed
     assert read_json(into / "cell" / "mushin_metrics.json") == read_json(
         cell / "mushin_metrics.json"
     )
