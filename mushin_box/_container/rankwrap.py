@@ -20,7 +20,8 @@ fails the launch when Slurm did not set it. Each resulting value is then evaluat
 time inside the container (``export NAME="<value>"``, only ``"`` escaped) unless
 ``--no-eval``. Literal values are therefore written so that both evaluations give back
 exactly the bytes given here: escape ``\\``, ``$`` and backticks for the second one, then
-single-quote for the first. Forwarded Slurm values are not escaped (Apptainer would expand
+single-quote for the first, a ``'`` spelled ``'"'"'`` (Apptainer's interpreter, unlike bash,
+keeps the backslash of ``'\\''``). Forwarded Slurm values are not escaped (Apptainer would expand
 a ``$`` in a job name inside the container; ``no_eval=True`` avoids that, Apptainer >= 1.1).
 
 Never ``--contain``/``--containall``: each contained rank gets its own ``/dev/shm``, so
@@ -81,12 +82,33 @@ SELF_REFERENCE_MARKER = (
 
 
 def _literal(value: str, *, no_eval: bool) -> str:
-    """``value`` as an env-file word that both Apptainer evaluations turn back into ``value``."""
+    """``value`` as an env-file word that both Apptainer evaluations turn back into ``value``.
+
+    The word is a safe bare run (``[A-Za-z0-9_.,:/@%+=-]``) or single-quoted pieces joined
+    by ``"'"``: the only spellings on which bash and Apptainer's embedded interpreter agree.
+    ``'\\''`` is NOT one of them (Apptainer keeps the backslash outside quotes: ``it\\'s``).
+    A newline stays inside single quotes. NUL (no environment can hold it) and carriage
+    return (refused for every value reaching a rank) have no spelling: ValueError.
+
+    Examples
+    --------
+    >>> print(_literal('it\\'s "x"', no_eval=True), _literal("a/b=1", no_eval=True))
+    'it'"'"'s "x"' a/b=1
+    >>> print(_literal("'", no_eval=True), _literal("", no_eval=True))
+    "'" ''
+    """
+    for char, what in (("\x00", "NUL"), ("\r", "a carriage return")):
+        if char in value:
+            raise ValueError(
+                f"{value!r}: {what} cannot be written to the env file (no spelling reaches a "
+                "rank unchanged); remove it from the value"
+            )
     if not no_eval:  # the container re-evaluates it inside "...": keep \ $ ` literal there
         value = value.replace("\\", "\\\\").replace("$", "\\$").replace("`", "\\`")
     if _SAFE_VALUE_RE.match(value):
         return value
-    return "'" + value.replace("'", "'\\''") + "'"
+    word = '"\'"'.join(f"'{piece}'" if piece else "" for piece in value.split("'"))
+    return word or "''"
 
 
 def _identity(sif_sha256: str | None, identity: ImageIdentity | None) -> ImageIdentity:
@@ -138,7 +160,7 @@ def render_env_file(
     >>> 'SLURM_PROCID="${SLURM_PROCID:?}"' in text, 'PYTHONNOUSERSITE=1' in text
     (True, True)
     >>> print(*[line for line in text.splitlines() if line.startswith("GREETING")])
-    GREETING='it'\\''s \\$5'
+    GREETING='it'"'"'s \\$5'
     >>> spec = ContainerLaunch(image="/i.sif", project_dir="/p", env={"HF_TOKEN": None})
     >>> [line for line in render_env_file(spec).splitlines() if "HF_TOKEN" in line]
     ['HF_TOKEN="${HF_TOKEN:?}"']

@@ -10,8 +10,10 @@ change::
     git diff tests/golden/
 
 Apptainer itself is NOT exercised here: ``tests/standins/apptainer-standin/apptainer`` is a
-STAND-IN that applies the documented ``--cleanenv``/``--env-file`` rules with bash and runs
-the command on the host. Passing these tests does not verify Apptainer support.
+STAND-IN that applies the documented ``--cleanenv``/``--env-file`` rules and runs the command
+on the host. It evaluates env files by Apptainer's rules (``tests/standins/envfile.py``:
+only what bash and Apptainer's embedded interpreter read alike, the rest refused), not with
+bash. Passing these tests does not verify Apptainer support.
 """
 
 from __future__ import annotations
@@ -298,13 +300,19 @@ def test_rank_five_of_the_reference_sees_its_own_identity(tmp_path: Path) -> Non
     assert env["PATH"] == standin.DEFAULT_PATH  # the host's PATH is not forwarded
 
 
+@pytest.mark.parametrize("empty", [False, True])
 @pytest.mark.parametrize("missing", ["CUDA_VISIBLE_DEVICES", "SLURM_PROCID", "MUSHIN_MASTER_PORT"])
-def test_a_missing_forwarded_variable_fails_the_launch(tmp_path: Path, missing: str) -> None:
+def test_a_missing_forwarded_variable_fails_the_launch(
+    tmp_path: Path, missing: str, empty: bool
+) -> None:
     env_file = tmp_path / "apptainer.env"
     env_file.write_text(render_env_file(REFERENCE))
-    host = {k: v for k, v in RANK5.items() if k != missing}
-    with pytest.raises(standin.StandinError, match=f"{missing}: parameter null or not set"):
+    host = {k: v for k, v in RANK5.items() if k != missing} | ({missing: ""} if empty else {})
+    # what Apptainer prints for ${X:?}: "X: ", then the evaluation's "exit status 1"
+    with pytest.raises(standin.StandinError, match="exit status 1$") as failed:
         standin.container_environ(host, cleanenv=True, env_files=[str(env_file)])
+    assert failed.value.printed == f"{missing}: \n"
+    assert failed.value.stderr.startswith(f"{missing}: \nFATAL:   while processing {env_file}")
 
 
 def test_gpu_variable_follows_the_vendor() -> None:
@@ -637,6 +645,36 @@ def test_self_reference_and_identity_survive_both_evaluations(
 
 
 @pytest.mark.parametrize(
+    "image", ["/my images/i.sif", "/it's mine/i.sif", "/say \"hi\" 'there'/i $x `y` \\z.sif"]
+)
+@pytest.mark.parametrize("no_eval", [False, True])
+def test_the_rank_command_reads_back_as_the_same_argv(
+    tmp_path: Path, image: str, no_eval: bool
+) -> None:
+    # regression: with the '\'' spelling Apptainer read `'/my images/i.sif'` back as two
+    # arguments, `'/my` and `images/i.sif'`
+    from mushin_box._provenance.env import container_from_env
+
+    spec = ContainerLaunch(image=image, project_dir="/p", infiniband=False, no_eval=no_eval)
+    planned = plan_env_file(spec, working_dir="/p/runs")
+    path = tmp_path / "a.env"
+    path.write_text(planned.text)
+    seen = standin.container_environ(RANK5, cleanenv=True, env_files=[str(path)], no_eval=no_eval)
+    container = container_from_env(seen)
+    assert container is not None
+    assert container["rank_argv"] == rank_argv(spec, planned.path, working_dir="/p/runs")
+    assert container["rank_argv"][-2:] == [image, "python"]
+
+
+@pytest.mark.parametrize("char", ["\x00", "\r"])
+def test_a_value_without_a_spelling_is_refused_before_launch(char: str) -> None:
+    with pytest.raises(ValueError, match="cannot be passed to a rank"):
+        ContainerLaunch(image="/i.sif", project_dir="/p", env={"U_A": f"a{char}b"})
+    with pytest.raises(ValueError, match="cannot be written to the env file.*remove it"):
+        _rankwrap._literal(f"a{char}b", no_eval=True)
+
+
+@pytest.mark.parametrize(
     "name", ["WANDB_API_KEY", "HF_TOKEN", "DB_PASSWORD", "AWS_SECRET_ACCESS_KEY", "hfToken"]
 )
 def test_a_secret_looking_variable_cannot_be_given_a_value(name: str) -> None:
@@ -693,8 +731,9 @@ def test_a_forwarded_variable_is_read_from_the_task_and_required(
         {**RANK5, "HF_TOKEN": secret}, cleanenv=True, env_files=[str(env_file)], no_eval=no_eval
     )
     assert seen["HF_TOKEN"] == secret
-    with pytest.raises(standin.StandinError, match="HF_TOKEN: parameter null or not set"):
+    with pytest.raises(standin.StandinError, match="exit status 1$") as failed:
         standin.container_environ(RANK5, cleanenv=True, env_files=[str(env_file)])
+    assert failed.value.printed == "HF_TOKEN: \n"
 
 
 def test_the_batch_script_setup_writes_the_env_file_for_every_rank(tmp_path: Path) -> None:
@@ -748,6 +787,30 @@ def test_standin_refuses_contain_and_reports_a_missing_image(tmp_path: Path) -> 
     image.touch()
     bind = run("exec", "--bind", str(tmp_path / "no-such-dir"), str(image), "true")
     assert bind.returncode == 255 and "doesn't exist" in bind.stderr
+
+
+def test_standin_prints_what_apptainer_prints_for_a_missing_variable(tmp_path: Path) -> None:
+    image, env_file = tmp_path / "i.sif", tmp_path / "a.env"
+    image.touch()
+    env_file.write_text(render_env_file(REFERENCE))
+    host = {k: v for k, v in RANK5.items() if k not in ("PATH", "CUDA_VISIBLE_DEVICES")}
+    proc = subprocess.run(
+        ["apptainer", "exec", "--cleanenv", "--env-file", str(env_file), str(image), "true"],
+        env=_standin_env(host | {"CUDA_VISIBLE_DEVICES": ""}),
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 255
+    assert proc.stderr.startswith("CUDA_VISIBLE_DEVICES: \nFATAL:   ")
+    assert proc.stderr.rstrip().endswith("exit status 1")
+    assert "parameter null or not set" not in proc.stderr  # bash's words, not Apptainer's
+
+
+def test_standin_refuses_a_backslash_outside_quotes(tmp_path: Path) -> None:
+    env_file = tmp_path / "old.env"
+    env_file.write_text("A='it'\\''s'\n")  # bash: it's; Apptainer: it\'s
+    with pytest.raises(standin.StandinError, match="line 1: .*backslash outside single quotes"):
+        standin.evaluate_env_file(str(env_file), {}, [])
 
 
 def test_standin_refuses_commands_in_an_env_file(tmp_path: Path) -> None:
