@@ -11,6 +11,7 @@ import math
 import os
 import re
 import unicodedata
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -479,6 +480,12 @@ def submitit_slurm_config(
             from mushin_box._container.preflight import preflight as check_image
 
             identity = check_image(os.fspath(image)).identity
+            if spec.nv:  # pre-flight of the nodes too: --nv where they have no GPU
+                from mushin_box._container.preflight import PreflightWarning
+                from mushin_box._slurm.probe import nv_without_gpus
+
+                if (wasted := nv_without_gpus(config.get("partition"))) is not None:
+                    warnings.warn(wasted, PreflightWarning, stacklevel=2)
         fields = container_launcher_fields(
             spec, working_dir=working_dir or os.getcwd(), identity=identity
         )

@@ -31,6 +31,7 @@ __all__ = [
     "SbatchRefusal",
     "SlurmProbe",
     "account_check",
+    "nv_without_gpus",
     "probe_slurm",
     "sbatch_refused",
 ]
@@ -184,3 +185,36 @@ def sbatch_refused(exc: BaseException) -> SbatchRefusal | None:
     ]
     said = "; ".join(line for line in lines if line) or f"exit status {cause.returncode}"
     return SbatchRefusal(said, any(sign in stderr for sign in _NO_CLUSTER))
+
+
+def nv_without_gpus(partition: str | None, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
+    """Why ``--nv`` is wasted on ``partition`` (None: its nodes have GPUs, or it is unknown).
+
+    ``--nv`` on a node without a GPU binds the host's GL/EGL libraries into every rank and
+    says nothing: the job then runs on other libraries than a GPU node's. ``sinfo``'s GRES
+    column (``gpu:4``, ``gpu:a100:8(S:0-1)``, ``(null)``) says whether any node of the
+    partition (the default partition when None) has a GPU. Any failure to ask is unknown.
+
+    Examples
+    --------
+    >>> _no_gpu_gres(["gpu:4", "(null)"]), _no_gpu_gres(["(null)", "tmpdisk:100"])
+    (False, True)
+    """
+    sinfo = shutil.which("sinfo")
+    if sinfo is None:
+        return None
+    argv = [sinfo, "-h", "-o", "%G"] + (["-p", partition] if partition else [])
+    out = _run(argv, timeout_s)
+    lines = [line.strip() for line in (out or "").splitlines() if line.strip()]
+    if not lines or not _no_gpu_gres(lines):
+        return None
+    where = f"partition {partition}" if partition else "the default partition"
+    return (
+        f"--nv on {where}, whose nodes have no GPU (sinfo GRES: {', '.join(sorted(set(lines)))}): "
+        "Apptainer binds the host's GL/EGL libraries into every rank for nothing; choose a "
+        "GPU partition, or pass nv=False to submitit_slurm_config"
+    )
+
+
+def _no_gpu_gres(lines: list[str]) -> bool:
+    return not any(item.strip().startswith("gpu") for line in lines for item in line.split(","))

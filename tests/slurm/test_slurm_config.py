@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, run_doctests
+from conftest import APPTAINER_STANDIN, REPO, run_doctests
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
@@ -341,3 +343,36 @@ def test_any_other_key_raises(key: str) -> None:
     extra: dict[str, Any] = {key: None}
     with pytest.raises(ValueError, match=key):
         submitit_slurm_config(nodes=1, gpus_per_node=1, **extra)
+
+
+def _fake_sinfo(tmp_path: Path, gres: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sinfo").write_text(f"#!/bin/sh\nprintf '%s\\n' '{gres}'\n")
+    (bin_dir / "sinfo").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+
+@pytest.mark.parametrize(("gres", "warned"), [("(null)", True), ("gpu:4", False)])
+def test_nv_on_a_partition_without_gpus_is_a_preflight_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gres: str, warned: bool
+) -> None:
+    # a real runtime binds 14 host GL/EGL libraries there and says nothing
+    import warnings
+
+    from conftest import standin_image
+
+    from mushin_box._container.preflight import PreflightWarning
+    from mushin_box._slurm.config import submitit_slurm_config
+
+    image = standin_image(tmp_path)
+    _fake_sinfo(tmp_path, gres, monkeypatch)
+    monkeypatch.setenv("PATH", f"{APPTAINER_STANDIN}{os.pathsep}{os.environ['PATH']}")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        submitit_slurm_config(
+            nodes=1, gpus_per_node=1, partition="cpu", image=image, working_dir=tmp_path
+        )
+    said = [str(w.message) for w in caught if issubclass(w.category, PreflightWarning)]
+    nv = [m for m in said if m.startswith("--nv on partition cpu")]
+    assert bool(nv) is warned, said
