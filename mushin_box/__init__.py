@@ -43,6 +43,8 @@ _LAZY: dict[str, str] = {
     "reproduce": "mushin_box._reproduce.rerun",
     "ReproduceResult": "mushin_box._reproduce.rerun",
     "ImageSpec": "mushin_box._image.spec",
+    "Debootstrap": "mushin_box._image.bases",
+    "LocalImage": "mushin_box._image.bases",
     "ProjectInstall": "mushin_box._image.spec",
     "render_definition": "mushin_box._image.definition",
     "build_image": "mushin_box._image.build",
@@ -69,9 +71,11 @@ __all__ = [
     "ApptainerNotFound",
     "Bind",
     "ContainerLaunch",
+    "Debootstrap",
     "HydraDDP",
     "ImageIdentity",
     "ImageSpec",
+    "LocalImage",
     "Manifest",
     "MasterPort",
     "MetricsCallback",
@@ -126,6 +130,7 @@ if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
     )
     from mushin_box._container.rankwrap import container_launcher_fields
     from mushin_box._core.jobdir import job_dir
+    from mushin_box._image.bases import Debootstrap, LocalImage
     from mushin_box._image.build import ApptainerNotFound, Manifest, build_image, read_manifest
     from mushin_box._image.definition import render_definition
     from mushin_box._image.sif import SifHeader, read_sif_header

@@ -25,7 +25,7 @@ from mushin_box._image.sif import (
     HEADER_SIZE,
     MAGIC,
     SifFormatError,
-    read_sif_header,
+    read_sif_descriptors,
 )
 
 __all__ = [
@@ -107,27 +107,38 @@ def _major_minor(version: str) -> str:
 
 
 def _not_a_sif(path: Path) -> str | None:
-    """What ``path`` holds instead of a SIF image; ``None`` when its header reads as one.
+    """The one-line problem with ``path`` as a SIF image; ``None`` when it reads as one.
 
-    Only the header is read (128 bytes), before the whole file is hashed: a text file or an
-    empty file given as the image is refused at once, with or without a manifest (a manifest
-    only says which bytes were built, not that they are an image).
+    Read before the whole file is hashed, and refused with or without a manifest (a
+    manifest only says which bytes were built, not that they are an image): a text or
+    empty file given as the image, and a SIF cut short. The header alone (128 bytes) does
+    not show the latter: a copy interrupted after 5 KB has the same header as the whole
+    image, and without a manifest its digest would be recorded as the image's. So the
+    descriptor table is read too (a few KB), and every object it lists must lie inside
+    the file.
     """
     try:
         with open(path, "rb") as handle:
             head = handle.read(HEADER_SIZE)
     except OSError as error:
-        return f"it cannot be read: {error.strerror or error}"
+        return f"image {path} cannot be read: {error.strerror or error}"
     if not head:
-        return "an empty file"
+        return f"image {path} is not a SIF image (an empty file)"
     try:
-        read_sif_header(path)
+        read_sif_descriptors(path)  # the header, the descriptor table, each object's extent
     except OSError as error:
-        return f"it cannot be read: {error.strerror or error}"
+        return f"image {path} cannot be read: {error.strerror or error}"
     except SifFormatError as error:
+        detail = str(error).removeprefix(f"{path}: ")
         if MAGIC not in head:  # no SIF at all: show what the file is instead
-            return f"it starts with {head[:24]!r}"
-        return str(error).removeprefix(f"{path}: ")  # a damaged SIF: the reader's detail
+            return f"image {path} is not a SIF image (it starts with {head[:24]!r})"
+        if detail.startswith("truncated SIF file: "):
+            return (
+                f"image {path} is a truncated SIF image "
+                f"({detail.removeprefix('truncated SIF file: ')}): copy it again in full, "
+                f"or rebuild it with `mushin-box build SPEC -o {path}`"
+            )
+        return f"image {path} is not a SIF image ({detail})"  # a damaged SIF
     return None
 
 
@@ -199,13 +210,13 @@ def preflight(
     >>> import struct, tempfile, uuid, warnings
     >>> header = struct.pack("<32s10s3s3s16s8q", b"#!/usr/bin/env run-singularity\\n",
     ...                      b"SIF_MAGIC\\0", b"01\\0", b"02\\0", uuid.UUID(int=7).bytes,
-    ...                      0, 0, 48, 48, 4096, 0, 32768, 0)
+    ...                      0, 0, 48, 48, 4096, 48 * 585, 32176, 0)
     >>> sif = Path(tempfile.mkdtemp()) / "i.sif"
-    >>> _ = sif.write_bytes(header)
+    >>> _ = sif.write_bytes(header.ljust(32176, b"\\0"))  # an empty SIF: 48 free descriptors
     >>> with warnings.catch_warnings(record=True):  # no manifest beside it
     ...     report = preflight(sif)
     >>> report.verified, report.sif_sha256[:12]
-    (False, 'e7723093d45c')
+    (False, '0be97f16e05d')
     >>> _ = sif.write_text("%post\\n")  # a text file is refused, manifest or not
     >>> try:
     ...     preflight(sif)
@@ -229,14 +240,11 @@ def preflight(
                 "build a SIF with `mushin-box build`"
             ]
         )
-    found_instead = _not_a_sif(path)
-    if found_instead is not None:
-        raise PreflightError(
-            [
-                f"image {path} is not a SIF image ({found_instead}): "
-                f"build it with `mushin-box build SPEC -o {path}`"
-            ]
-        )
+    problem = _not_a_sif(path)
+    if problem is not None:
+        if "rebuild it" not in problem:
+            problem += f": build it with `mushin-box build SPEC -o {path}`"
+        raise PreflightError([problem])
     digest, size = image_sha256(path), path.stat().st_size  # cached per file version
     notes: list[str] = []
     problems: list[str] = []

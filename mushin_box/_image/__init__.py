@@ -2,10 +2,12 @@
 """The image build side.
 
 - :mod:`.spec`: ``ImageSpec``, the image as config-as-code;
+- :mod:`.bases`: the bases that need no registry (``Debootstrap``, ``LocalImage``);
 - :mod:`.definition`: its Apptainer definition file;
 - :mod:`.dockerfile`: an ``ImageSpec`` started from a user's Dockerfile;
 - :mod:`.build`: ``apptainer build`` and the manifest of the image's identity;
-- :mod:`.sif`: the SIF reader; :mod:`.digest`: an image's sha256, cached.
+- :mod:`.sif`: the SIF reader; :mod:`.sifwrite`: the SIF writer (a squashfs as a SIF);
+- :mod:`.digest`: an image's sha256, cached.
 
 Must not know of SLURM, nor import torch.
 """

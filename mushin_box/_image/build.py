@@ -9,6 +9,20 @@ a manifest and moves the definition and the image into place together::
     image.def                  the definition it was built from
     image.sif.manifest.json    identity: sif_sha256, sif_uuid, definition_sha256, ...
 
+``apptainer build`` gets ``--force``: without it, Apptainer keeps every label the base
+image (or its own build step) already set and drops the spec's ``%labels`` of the same
+name, with only a warning in the build log; with it the spec's labels win, so the image
+says what the spec says (``--force`` also lets ``%help`` replace a base's help; the output
+is a fresh ``.partial`` file either way).
+
+The manifest also pins what is *in* the image: its Python packages (``packages``,
+``pip_freeze``) and Debian packages (``dpkg_packages``), listed through ``apptainer exec``
+on the built image. A base without a digest (:class:`~mushin_box._image.bases.Debootstrap`,
+a sandbox :class:`~mushin_box._image.bases.LocalImage`) is pinned by these lists; a SIF
+``LocalImage`` also by its file's sha256 (``base_digest``). An image that cannot answer
+(no ``dpkg-query``, no pip) records ``"unknown"`` and the reason in
+``package_list_errors``.
+
 The authoritative identity is ``sif_sha256`` (the bytes that will run). The header UUID
 is a cheap "same build" check but is nil for reproducible builds (Apptainer >= 1.5 with
 ``SOURCE_DATE_EPOCH``); ``definition_sha256`` ties the image to its spec;
@@ -26,10 +40,11 @@ import contextlib
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +52,7 @@ import attrs
 
 from mushin_box._core.sidecars import read_json, write_json_atomic, write_text_atomic
 from mushin_box._core.targets import public
+from mushin_box._image.bases import LocalImage
 from mushin_box._image.definition import render_definition
 from mushin_box._image.sif import (
     file_sha256,
@@ -67,6 +83,10 @@ APPTAINER = "apptainer"
 DEFAULT_BUILD_TIMEOUT = 4 * 3600.0
 _PROBE_TIMEOUT = 600.0
 _VERSION_TIMEOUT = 60.0
+#: What ``dpkg_packages``/``pip_freeze`` hold when the image could not list them.
+UNKNOWN = "unknown"
+# `\n` is dpkg-query's own escape (a newline), not Python's
+DPKG_QUERY = ("dpkg-query", "-W", "-f", "${Package}=${Version}\\n")
 
 # Runs inside the image with `python -I` (no user site, no PYTHON* variables, no cwd).
 _PROBE_SCRIPT = """\
@@ -165,19 +185,34 @@ class BuildPlan:
     argv: tuple[str, ...]
 
 
+def _lines_or_unknown(value: object) -> tuple[str, ...] | str | None:
+    """A package list as the manifest keeps it: a tuple of lines, ``"unknown"`` or ``None``."""
+    if value is None or value == UNKNOWN:
+        return UNKNOWN if value is not None else None
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise ValueError(f"expected a list of lines or {UNKNOWN!r}, got {value!r}")
+    return tuple(str(line) for line in value)
+
+
 @public
 @attrs.frozen(kw_only=True)
 class Manifest:
     """Identity of a built image (``<image>.manifest.json``).
 
-    For ``dry_run=True`` only the definition-side fields are set.
+    For ``dry_run=True`` only the definition-side fields are set. ``base_digest`` is
+    ``None`` for a base without one (Debootstrap, a sandbox LocalImage). The package
+    lists, read from the built image: ``packages`` (Python, name -> version),
+    ``pip_freeze`` (``pip freeze --all`` lines) and ``dpkg_packages``
+    (``dpkg-query -W`` as ``name=version`` lines); each list is ``"unknown"`` when the
+    image could not produce it (``package_list_errors`` says why), and ``None`` in a
+    manifest written before they were recorded.
     """
 
     image: str | None
     definition: str
     definition_sha256: str
     base_image: str
-    base_digest: str
+    base_digest: str | None
     build_argv: tuple[str, ...] = attrs.field(converter=tuple)
     mushin_box_version: str
     sif_sha256: str | None = None
@@ -189,15 +224,26 @@ class Manifest:
     apptainer_version: str | None = None
     python_version: str | None = None
     packages: Mapping[str, str] = attrs.field(factory=dict)
+    dpkg_packages: tuple[str, ...] | str | None = attrs.field(
+        default=None, converter=_lines_or_unknown
+    )
+    pip_freeze: tuple[str, ...] | str | None = attrs.field(
+        default=None, converter=_lines_or_unknown
+    )
+    package_list_errors: Mapping[str, str] = attrs.field(factory=dict)
     source_date_epoch: str | None = None
     dry_run: bool = False
     schema: str = MANIFEST_SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready dict (``build_argv`` as a list, ``packages`` as a dict)."""
+        """Plain JSON-ready dict (tuples as lists, mappings as dicts)."""
         data = attrs.asdict(self, recurse=False)
         data["build_argv"] = list(self.build_argv)
         data["packages"] = dict(self.packages)
+        data["package_list_errors"] = dict(self.package_list_errors)
+        for key in ("dpkg_packages", "pip_freeze"):
+            if isinstance(data[key], tuple):
+                data[key] = list(data[key])
         return data
 
     @classmethod
@@ -261,8 +307,9 @@ def plan_build(
     --------
     >>> spec = ImageSpec(base="debian@sha256:" + "2" * 64)
     >>> plan = plan_build(spec, "/tmp/x/img.sif", fakeroot=True)
-    >>> plan.argv
-    ('apptainer', 'build', '--fakeroot', '/tmp/x/img.sif.partial', '/tmp/x/img.def.partial')
+    >>> plan.argv  # doctest: +NORMALIZE_WHITESPACE
+    ('apptainer', 'build', '--fakeroot', '--force', '/tmp/x/img.sif.partial',
+     '/tmp/x/img.def.partial')
     """
     image = Path(out).absolute()
     if fakeroot is None:
@@ -272,7 +319,8 @@ def plan_build(
         raise ValueError(f"output {image} must not end in .def")
     partial = image.with_name(image.name + ".partial")
     definition_partial = definition_path.with_name(definition_path.name + ".partial")
-    argv = [APPTAINER, "build", *(["--fakeroot"] if fakeroot else []), str(partial)]
+    # --force: the spec's %labels replace a base's labels of the same name (see the module)
+    argv = [APPTAINER, "build", *(["--fakeroot"] if fakeroot else []), "--force", str(partial)]
     argv.append(str(definition_partial))
     return BuildPlan(
         definition=render_definition(spec),
@@ -378,6 +426,36 @@ def _probe_python(image: Path, python: str) -> tuple[str, dict[str, str]]:
     return version, dict(sorted(packages.items()))
 
 
+def _list_in_image(image: Path, argv: Sequence[str]) -> tuple[tuple[str, ...] | str, str | None]:
+    """The output lines of ``argv`` run in ``image``, or ``("unknown", why)``.
+
+    Never fails the build: a base without ``dpkg-query`` (Alpine, a minimal SIF) or
+    without pip is a fact to record, not an error.
+    """
+    command = [APPTAINER, "exec", "--cleanenv", str(image), *argv]
+    try:
+        result = _run_bounded(command, timeout=_PROBE_TIMEOUT, capture=True)
+    except (BuildError, OSError) as error:
+        return UNKNOWN, str(error)
+    if result.returncode != 0:
+        tail = " ".join((result.stderr or "").split())[-300:]
+        return UNKNOWN, f"`{shlex.join(argv)}` in the image exited {result.returncode}: {tail}"
+    return tuple(line for line in (result.stdout or "").splitlines() if line.strip()), None
+
+
+def _package_lists(image: Path, python: str) -> dict[str, Any]:
+    """``dpkg_packages``, ``pip_freeze`` and ``package_list_errors`` of the built image."""
+    out: dict[str, Any] = {"package_list_errors": {}}
+    for key, argv in (
+        ("dpkg_packages", DPKG_QUERY),
+        ("pip_freeze", (python, "-I", "-m", "pip", "freeze", "--all")),
+    ):
+        out[key], why = _list_in_image(image, argv)
+        if why is not None:
+            out["package_list_errors"][key] = why
+    return out
+
+
 def _embedded_definition_sha256(image: Path) -> str | None:
     for descriptor in read_sif_descriptors(image):
         if descriptor.datatype_name == "Def.FILE":
@@ -448,7 +526,7 @@ def build_image(
     common: dict[str, Any] = {
         "definition": plan.definition_path.name,
         "definition_sha256": hashlib.sha256(definition_bytes).hexdigest(),
-        "base_image": spec.base,
+        "base_image": spec.base_image,
         "base_digest": spec.base_digest,
         "build_argv": plan.argv,
         "mushin_box_version": __version__,
@@ -466,6 +544,9 @@ def build_image(
             f"%files sources not found under the build context {plan.context}: {missing} "
             "(relative sources resolve against the context; pass context=/--context)"
         )
+    if isinstance(spec.base, LocalImage) and Path(spec.base.path).is_file():
+        # the exact base bytes: a local SIF has no registry digest, its file sha256 is one
+        common["base_digest"] = "sha256:" + file_sha256(spec.base.path)
     manifest = _build_partial(plan, spec, timeout=timeout, common=common)
     target = manifest_path(plan.image)
     target.unlink(missing_ok=True)  # never leave an old manifest beside a new image
@@ -497,6 +578,7 @@ def _build_partial(
             )
         header = read_sif_header(plan.partial)
         python_version, packages = _probe_python(plan.partial, spec.python)
+        lists = _package_lists(plan.partial, spec.python)
         return Manifest(
             image=plan.image.name,
             sif_sha256=file_sha256(plan.partial),
@@ -508,6 +590,7 @@ def _build_partial(
             apptainer_version=version,
             python_version=python_version,
             packages=packages,
+            **lists,
             **common,
         )
     except BaseException:

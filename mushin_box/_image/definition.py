@@ -17,7 +17,14 @@ import shlex
 from collections.abc import Iterable
 
 from mushin_box._core.targets import public
-from mushin_box._image.spec import BUILD_ARG_TEMPLATE, BUILD_DIR, ImageSpec
+from mushin_box._image.spec import (
+    BUILD_ARG_TEMPLATE,
+    BUILD_DIR,
+    STAGE_START,
+    Debootstrap,
+    ImageSpec,
+    LocalImage,
+)
 
 __all__ = ["render_definition"]
 
@@ -80,8 +87,25 @@ def _runscript_lines(spec: ImageSpec) -> list[str]:
     return lines
 
 
+def _header(spec: ImageSpec) -> list[str]:
+    """The header lines of ``spec.base``, with the keys Apptainer's docs spell them with
+    (the parser lowercases keys; values are trimmed and cut at ``#``, which the spec
+    refuses in them)."""
+    base = spec.base
+    if isinstance(base, Debootstrap):
+        return ["Bootstrap: debootstrap", f"OSVersion: {base.suite}", f"MirrorURL: {base.mirror}"]
+    if isinstance(base, LocalImage):
+        return ["Bootstrap: localimage", f"From: {base.path}"]
+    return ["Bootstrap: docker", f"From: {base}"]
+
+
 def _check_rendered(text: str) -> None:
-    """Safety net: the only '%' lines must be our section headers, no templating."""
+    """Safety net: one build stage, the only '%' lines are our section headers, no
+    templating. The spec's validators make each of these impossible; this catches a
+    renderer change that would reintroduce one."""
+    stages = len(STAGE_START.findall(text))
+    if stages != 1 or not STAGE_START.match(text):
+        raise AssertionError(f"rendered text would be read as {stages} build stages")
     headers = {"%labels", "%environment", "%files", "%post", "%runscript", "%test", "%help"}
     for line in text.split("\n"):
         words = line.split()
@@ -95,8 +119,10 @@ def _check_rendered(text: str) -> None:
 def render_definition(spec: ImageSpec) -> str:
     """Render an Apptainer definition file for ``spec``.
 
-    Sections, in order: header (``Bootstrap: docker``, ``From:`` with the digest),
-    ``%labels``, ``%environment``, ``%files``, ``%post`` (``set -eu``; apt; pip with
+    Sections, in order: header (``Bootstrap: docker`` and ``From:`` with the digest;
+    ``Bootstrap: debootstrap`` with ``OSVersion:`` and ``MirrorURL:``; or
+    ``Bootstrap: localimage`` with ``From:`` the absolute path), ``%labels``,
+    ``%environment``, ``%files``, ``%post`` (``set -eu``; apt; pip with
     ``--require-hashes``; the project; ``post``), ``%runscript``, ``%test``, ``%help``.
     Empty sections are left out. The first line of every item is indented by four
     spaces; continuation lines of multi-line items are written verbatim, so quoted
@@ -133,8 +159,7 @@ def render_definition(spec: ImageSpec) -> str:
     if not isinstance(spec, ImageSpec):
         raise TypeError(f"expected an ImageSpec, got {type(spec).__qualname__}")
     out = [
-        "Bootstrap: docker",
-        f"From: {spec.base}",
+        *_header(spec),
         "# Rendered by mushin-box from an ImageSpec: edit the spec, not this file.",
         "",
     ]

@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: MIT
 """Start an :class:`~mushin_box._image.spec.ImageSpec` from a user's Dockerfile.
 
-The Dockerfile is tokenized by spython's ``DockerParser`` (spython 0.3.14, an optional
-dependency). Its output was characterized first (``tests/image/test_container_build.py``)
-and is used only where it is right; the rest is fixed up or refused here, never
-passed on silently:
+The Dockerfile is tokenized by spython's ``DockerParser`` (spython 0.3.14). spython is an
+optional dependency, the ``dockerfile`` extra (``pip install 'mushin-box[dockerfile]'``),
+imported only when a Dockerfile is converted. Its output was characterized first
+(``tests/image/test_container_build.py``) and is used only where it is right; the rest
+is fixed up or refused here, never passed on silently:
 
 ==========================================  =============================================
 spython 0.3.14 behaviour                     what this module does
@@ -15,7 +16,10 @@ ENV values also copied into ``install``      turned into ``export A=...`` in ``%
 ``ENV A a b`` / ``ENV A=a\\ b``              spython raises IndexError: refused, with fix
 ``ENV A=$OTHER``                             refused (values are literal in ImageSpec)
 ``LABEL a="x y" b=1`` -> one string          re-split with :func:`shlex.split`
-``COPY a b /dst/`` -> pairs                  used (directory sources: see below)
+``COPY a b /dst/`` -> pairs                  used; a directory ``d`` becomes ``d/.`` and
+                                             its destination ends in ``/``, so that
+                                             Apptainer's ``cp -fLr`` copies what Docker
+                                             does (``_directory_copy``)
 ``COPY --chown=...`` -> flag taken as a path refused
 ``ADD url`` -> ``curl`` / ``ADD x.tgz`` ->   refused: spython's ``tar -zvf`` lacks ``-x``
 ``tar -zvf``                                 and remote ADD is not reproducible
@@ -164,11 +168,27 @@ def _files(pairs: list[Any], root: Path, where: str) -> list[tuple[str, str]]:
                 "destinations are not converted)"
             )
         if (root / src).is_dir():
-            # Docker copies a directory's contents into dest; `cp -r src dest` does the
-            # same when dest does not exist, which a trailing '/' would prevent.
-            src, dest = src.rstrip("/") or "/", dest.rstrip("/") or "/"
+            src, dest = _directory_copy(src, dest)
         out.append((src, dest))
     return out
+
+
+def _directory_copy(src: str, dest: str) -> tuple[str, str]:
+    """The ``%files`` pair that gives Docker's ``COPY dir dest`` result under Apptainer.
+
+    Docker copies a directory source's *contents* (not the directory itself) into
+    ``dest``, creating it. Apptainer runs ``cp -fLr SRC DEST`` for a ``%files`` line, after
+    creating ``DEST`` when it ends in ``/``. The rule of ``cp``: when the target is an
+    existing directory, each source is copied to ``target/<last component of source>``.
+    So ``cp -r bin /usr/local/bin`` ends at ``/usr/local/bin/bin/tool`` (the directory
+    exists in every base), not Docker's ``/usr/local/bin/tool``. The last component of
+    ``bin/.`` is ``.``, and ``target/.`` is the target itself: ``cp -r bin/. DEST/`` copies
+    every entry of ``bin``, dotfiles included, into ``DEST``, which the trailing ``/`` makes
+    Apptainer create when missing. That is Docker's result whether or not ``DEST``
+    existed. (``bin/*`` would skip dotfiles, and stays a literal ``*`` when ``bin`` is
+    empty.)
+    """
+    return (src.rstrip("/") or ".") + "/.", dest.rstrip("/") + "/"
 
 
 def _argv(value: Any) -> tuple[str, ...]:
@@ -239,7 +259,8 @@ def dockerfile_fields(path: str | os.PathLike[str]) -> dict[str, Any]:
     Raises
     ------
     ImportError
-        If spython is not installed.
+        If spython (the ``dockerfile`` extra) is not installed; the message is the one
+        line to fix it.
     DockerfileError
         For constructs that would not convert faithfully (see the module docstring).
         Whether the fields make a valid spec (a base pinned by digest...) is checked by
@@ -256,11 +277,12 @@ def dockerfile_fields(path: str | os.PathLike[str]) -> dict[str, Any]:
     >>> fields["env"], fields["post"]  # doctest: +SKIP
     ((('GREETING', 'hello world'),), ("export GREETING='hello world'", 'python -c \\'print(1)\\''))
     """
-    try:
+    try:  # imported here, not at the top: spython is needed by this function only
         from spython.main.parse.parsers import DockerParser  # pyright: ignore
-    except ImportError as exc:  # pragma: no cover - depends on the environment
+    except ImportError as exc:
         raise ImportError(
-            "ImageSpec.from_dockerfile needs spython: pip install 'spython>=0.3.14'"
+            "ImageSpec.from_dockerfile needs spython, an optional dependency: "
+            "pip install 'mushin-box[dockerfile]'"
         ) from exc
     p = Path(path)
     where = str(p)

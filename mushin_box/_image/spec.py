@@ -15,9 +15,22 @@ with the reason:
   file and fails the build for undefined ones;
 - a line whose first word starts with ``%``: Apptainer's parser starts a new section
   there, even inside a quoted value;
+- a line that begins with ``bootstrap:`` (any case) at column 0: Apptainer splits a
+  definition into build stages at every such line, before it parses anything else, so a
+  value holding ``\nBootstrap: docker\nFrom: ...`` would add a stage, and the image would
+  be built from that stage's base. The renderer indents the first line of every item;
+  the continuation lines of multi-line values (``env``, ``post``, ``test``, ``runscript``
+  arguments) are written verbatim, at column 0, and are checked;
 - carriage returns and NUL bytes: the parser drops the former, shells stop at the latter;
 - ``%files`` paths outside ``[A-Za-z0-9._/+@=,:-]``: Apptainer glob-expands sources and
-  splits the line on whitespace.
+  splits the line on whitespace;
+- header values (``OSVersion:``, ``MirrorURL:``, a local ``From:``) with ``#``, control
+  characters, surrounding spaces or a trailing backslash: Apptainer cuts a header line at
+  ``#``, trims it and joins a line ending in ``\\`` with the next.
+
+Three kinds of base (:class:`ImageSpec` ``base``): a Docker image pinned by digest
+(``Bootstrap: docker``), :class:`Debootstrap` (a Debian suite from a mirror, no registry)
+and :class:`LocalImage` (an existing SIF or sandbox directory).
 """
 
 from __future__ import annotations
@@ -31,10 +44,12 @@ import attrs
 
 from mushin_box._core.redact import is_secret_name
 from mushin_box._core.targets import public
+from mushin_box._image.bases import Debootstrap, LocalImage
 
 __all__ = [
     "BUILD_ARG_TEMPLATE",
     "BUILD_DIR",
+    "STAGE_START",
     "ImageSpec",
     "ProjectInstall",
     "parse_base_reference",
@@ -73,6 +88,11 @@ _PYTHON_RE = re.compile(r"^[A-Za-z0-9_./-]+\Z")
 BUILD_DIR = "/opt/mushin-box-build"
 # Apptainer >= 1.2 substitutes ``{{ NAME }}`` build arguments anywhere in the file
 BUILD_ARG_TEMPLATE = re.compile(r"\{\{\s*\w+\s*\}\}")
+#: Apptainer splits a definition into build stages at each match (``bootstrap:`` at the start
+#: of a line, any case, Unicode case folding included: ``bootſtrap:`` matches too), before
+#: it reads sections or headers. Python's ``re`` and Go's ``regexp`` agree on this pattern:
+#: ``^`` follows only ``\n``, and ``s`` folds to ``ſ`` in both.
+STAGE_START = re.compile(r"^bootstrap:", re.IGNORECASE | re.MULTILINE)
 _RESERVED_ENV_PREFIXES = ("APPTAINER", "SINGULARITY")
 
 
@@ -113,8 +133,13 @@ def parse_base_reference(ref: str) -> tuple[str, str | None, str]:
     return match["name"], match["tag"], match["digest"]
 
 
-def _check_text(value: object, where: str, *, multiline: bool = True) -> str:
-    """Reject what no quoting can make safe inside an Apptainer definition file."""
+def _check_text(value: object, where: str, *, multiline: bool = True, verbatim: bool = True) -> str:
+    """Reject what no quoting can make safe inside an Apptainer definition file.
+
+    ``verbatim``: the renderer writes the value's continuation lines at column 0 (``env``,
+    ``post``, ``test``, ``runscript``); ``False`` for text it indents line by line (``help``),
+    where a ``bootstrap:`` line cannot reach column 0.
+    """
     if not isinstance(value, str):
         raise TypeError(f"{where}: expected str, got {type(value).__qualname__}")
     try:
@@ -135,13 +160,29 @@ def _check_text(value: object, where: str, *, multiline: bool = True) -> str:
             "templating (and fail the build when no such argument is defined)"
         )
     for line in value.split("\n")[1:]:
-        words = line.split()
-        if words and words[0].startswith("%"):
-            raise ValueError(
-                f"{where}: the line {line!r} starts with '%'; Apptainer's definition parser "
-                "would start a new section there, even inside quotes"
-            )
+        _check_continuation(line, where, column_zero=verbatim)
     return value
+
+
+def _check_continuation(line: str, where: str, *, column_zero: bool) -> None:
+    """Refuse a line Apptainer's parser would read as structure rather than as text.
+
+    Why both rules: the parser first splits the file into stages at every line that begins
+    with ``bootstrap:`` (any case, column 0), then splits each stage into sections at every
+    line whose first word starts with ``%`` (indented or not). Quotes mean nothing to either.
+    """
+    words = line.split()
+    if words and words[0].startswith("%"):
+        raise ValueError(
+            f"{where}: the line {line!r} starts with '%'; Apptainer's definition parser "
+            "would start a new section there, even inside quotes: reword that line"
+        )
+    if column_zero and STAGE_START.match(line):
+        raise ValueError(
+            f"{where}: the line {line!r} would start a new build stage (Apptainer splits a "
+            "definition at every line that begins with 'bootstrap:', any case, even inside "
+            "quotes): reword it, or start that line with another character"
+        )
 
 
 def _check_script_line(value: object, where: str) -> str:
@@ -289,14 +330,21 @@ def _validate_argv(_inst: object, attribute: Any, value: tuple[str, ...]) -> Non
 
 
 def _validate_help(_inst: object, _attr: object, value: str) -> None:
-    _check_text(value, "help")
+    _check_text(value, "help", verbatim=False)  # every help line is indented when rendered
     for line in value.split("\n"):
         words = line.split()
         if words and words[0].startswith("%"):
             raise ValueError(f"help: the line {line!r} starts with '%' (a section header)")
 
 
-def _validate_base(_inst: object, _attr: object, value: str) -> None:
+def _validate_base(_inst: object, _attr: object, value: object) -> None:
+    if isinstance(value, Debootstrap | LocalImage):
+        return  # validated when they were built
+    if not isinstance(value, str):
+        raise TypeError(
+            "base: expected a digest-pinned image reference (str), Debootstrap(...) or "
+            f"LocalImage(...), got {type(value).__qualname__}"
+        )
     parse_base_reference(value)
 
 
@@ -339,7 +387,7 @@ def _validate_project(_inst: object, _attr: object, value: object) -> None:
         raise TypeError(f"project must be a ProjectInstall, got {type(value).__qualname__}")
 
 
-# --------------------------------------------------------------------------- the model
+# --------------------------------------------------------------------------- bases
 
 
 @public
@@ -386,8 +434,11 @@ class ImageSpec:
 
     Parameters
     ----------
-    base : str
-        Docker base image pinned by digest: ``name[:tag]@sha256:<64 hex>``.
+    base : str, Debootstrap or LocalImage
+        The base: a Docker image pinned by digest (``name[:tag]@sha256:<64 hex>``,
+        ``Bootstrap: docker``); a :class:`Debootstrap` Debian suite from a mirror; or a
+        :class:`LocalImage` SIF or sandbox on this machine. The last two need no registry;
+        their build manifest pins the image by its package lists instead of a digest.
     apt : sequence of str, optional
         Debian packages pinned as ``name=version``.
     pip : sequence of str, optional
@@ -402,7 +453,10 @@ class ImageSpec:
         ``--extra-index-url`` values.
     files : mapping or sequence of (str, str), optional
         ``source -> destination`` copies; sources relative to the build context (the
-        working directory of ``apptainer build``), destinations absolute.
+        working directory of ``apptainer build``), destinations absolute. Apptainer copies
+        each pair with ``cp -fLr SRC DEST`` (creating ``DEST`` first when it ends in
+        ``/``): a directory source lands *inside* an existing ``DEST``; write ``dir/.``
+        to copy a directory's contents instead.
     env : mapping of str to str, optional
         Runtime environment (``%environment``). Values are literal: no ``$VAR``
         expansion. Values set with ``--env-file`` at launch win over these.
@@ -448,7 +502,7 @@ class ImageSpec:
     ...
     """
 
-    base: str = attrs.field(validator=_validate_base)
+    base: str | Debootstrap | LocalImage = attrs.field(validator=_validate_base)
     apt: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple, validator=_validate_apt)
     pip: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple, validator=_validate_pip)
     pip_lock: str | None = attrs.field(default=None, validator=_validate_lock)
@@ -482,9 +536,17 @@ class ImageSpec:
     python: str = attrs.field(default="python", validator=_validate_python)
 
     @property
-    def base_digest(self) -> str:
-        """``sha256:<hex>`` of the base image."""
-        return parse_base_reference(self.base)[2]
+    def base_digest(self) -> str | None:
+        """``sha256:<hex>`` of a Docker base; ``None`` for a Debootstrap or LocalImage base."""
+        if isinstance(self.base, str):
+            return parse_base_reference(self.base)[2]
+        return None
+
+    @property
+    def base_image(self) -> str:
+        """The base as the build manifest records it: the Docker reference, or
+        ``"debootstrap SUITE MIRROR"`` / ``"localimage PATH"``."""
+        return self.base if isinstance(self.base, str) else self.base.reference
 
     def all_files(self) -> tuple[tuple[str, str], ...]:
         """Every ``%files`` pair in render order: lock, ``files``, project."""

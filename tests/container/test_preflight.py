@@ -165,9 +165,8 @@ def test_preflight_without_manifest_records_a_fresh_digest_with_a_warning(
     [
         (b"", "an empty file"),
         (b"Bootstrap: docker\nFrom: python:3.11\n", "it starts with b'Bootstrap: docker"),
-        (REAL_SIF.read_bytes()[:100], "truncated SIF file"),
     ],
-    ids=["empty", "text", "truncated"],
+    ids=["empty", "text"],
 )
 @pytest.mark.parametrize("with_manifest", [False, True])
 def test_preflight_refuses_what_is_not_a_sif(
@@ -186,6 +185,49 @@ def test_preflight_refuses_what_is_not_a_sif(
     assert problem.startswith(f"image {image} is not a SIF image ({found}"), problem
     assert problem.endswith(f"build it with `mushin-box build SPEC -o {image}`"), problem
     assert "\n" not in problem and image.read_bytes() == content
+
+
+@pytest.mark.parametrize(
+    ("cut", "detail"),
+    [
+        (100, "wanted 128 bytes at offset 0, got 100"),  # not even a header
+        (5 * 1024, "wanted 28080 bytes at offset 4096, got 1024"),  # the descriptor table
+        (33000, "object 3 (FS) spans bytes 32768-33792, the file ends at byte 33000"),
+        (33800, "object 4 (Signature) spans bytes 33792-33809, the file ends at byte 33800"),
+    ],
+    ids=["100B", "5KB", "in-FS", "in-signature"],
+)
+@pytest.mark.parametrize("with_manifest", [False, True])
+def test_preflight_refuses_a_truncated_sif(
+    tmp_path: Path, no_apptainer: None, cut: int, detail: str, with_manifest: bool
+) -> None:
+    """A copy cut short has the whole image's 128-byte header: without a manifest its
+    digest would be recorded as the image's. Every object the descriptor table lists
+    (tests/golden/siftool-2.8.3.txt: the FS at 32768-33792, the signature up to 33809) must
+    lie inside the file; with a manifest that matches the cut bytes, still refused."""
+    image = _image_with_manifest(tmp_path) if with_manifest else tmp_path / "train.sif"
+    image.write_bytes(REAL_SIF.read_bytes()[:cut])
+    if with_manifest:
+        fields = json.loads(manifest_path(image).read_text())
+        fields["sif_sha256"] = file_sha256(image)
+        manifest_path(image).write_text(json.dumps(fields))
+    with pytest.raises(PreflightError) as info:
+        preflight(image)
+    (problem,) = info.value.problems
+    assert problem == (
+        f"image {image} is a truncated SIF image ({detail}): copy it again in full, or "
+        f"rebuild it with `mushin-box build SPEC -o {image}`"
+    )
+
+
+def test_preflight_passes_the_whole_sif_without_a_manifest(
+    tmp_path: Path, no_apptainer: None
+) -> None:
+    image = tmp_path / "whole.sif"
+    image.write_bytes(REAL_SIF.read_bytes())
+    with pytest.warns(PreflightWarning) as record:
+        assert preflight(image).sif_size == REAL_SIF.stat().st_size == 33809
+    assert "unverified" in str(record[0].message)
 
 
 def test_preflight_dry_run_or_missing_explicit_manifest(tmp_path: Path) -> None:

@@ -46,6 +46,7 @@ from typing import Any
 
 import pytest
 from conftest import GOLDEN, REPO, STANDINS, Golden
+from defparse import every_rendered_definition_parses  # noqa: F401  (autouse: every def parses)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -773,13 +774,16 @@ def test_build_image_with_standin_writes_a_consistent_manifest(
     assert read_manifest(out) == manifest == read_manifest(on_disk)
 
     calls = _calls(standin_path)
-    assert [c["argv"][0] for c in calls] == ["--version", "build", "exec"]
+    assert [c["argv"][0] for c in calls] == ["--version", "build", "exec", "exec", "exec"]
     build_call = calls[1]
     assert build_call["argv"] == list(manifest.build_argv[1:])
-    assert build_call["argv"][:2] == ["build", "--fakeroot"]
+    assert build_call["argv"][:3] == ["build", "--fakeroot", "--force"]
     assert build_call["cwd"] == str(context)
-    assert calls[2]["argv"][:3] == ["exec", "--cleanenv", str(out) + ".partial"]
+    for call in calls[2:]:
+        assert call["argv"][:3] == ["exec", "--cleanenv", str(out) + ".partial"]
     assert calls[2]["argv"][3:5] == ["python", "-I"]
+    assert calls[3]["argv"][3:] == ["dpkg-query", "-W", "-f", "${Package}=${Version}\\n"]
+    assert calls[4]["argv"][3:] == ["python", "-I", "-m", "pip", "freeze", "--all"]
 
 
 def test_build_image_reproducible_mode_records_nil_uuid(
@@ -1124,7 +1128,7 @@ def test_from_dockerfile_converts_what_spython_gets_right(dockerfile: Path) -> N
         ("requirements.lock", "/opt/req.lock"),
         ("a.txt", "/opt/"),
         ("b.txt", "/opt/"),
-        ("src", "/opt/src"),
+        ("src/.", "/opt/src/"),  # the directory's contents, as Docker (test_build_records.py)
     )
     assert spec.post == (
         "export PYTHONUNBUFFERED=1",

@@ -1,0 +1,284 @@
+# SPDX-License-Identifier: MIT
+"""The two bases of an image that need no registry: :class:`Debootstrap` and :class:`LocalImage`.
+
+Many clusters cannot pull from Docker Hub. A Debian base can be made with debootstrap from a
+Debian mirror (``Bootstrap: debootstrap``, ``OSVersion:`` the suite, ``MirrorURL:`` the
+mirror, read from this machine's apt sources when not given), and an image can start from
+an existing SIF or sandbox directory (``Bootstrap: localimage``). Neither has a registry
+digest: the build manifest pins them by their package lists instead
+(:class:`~mushin_box._image.build.Manifest`).
+
+Header values go into ``Key: value`` lines of the definition, which Apptainer's header
+parser cuts at ``#``, trims, and joins with the next line after a trailing ``\\``:
+:func:`check_header_value` refuses what it would change.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+
+from mushin_box._core.targets import public
+from mushin_box._image.sif import SifFormatError, read_sif_header
+
+__all__ = ["APT_SOURCES", "Debootstrap", "LocalImage", "apt_source", "check_header_value"]
+
+#: Where :class:`Debootstrap` reads the suite and mirror it was not given (apt's own files).
+APT_SOURCES = "/etc/apt"
+_SUITE_RE = re.compile(r"^[a-z][a-z0-9.+-]{0,63}\Z")
+_MIRROR_RE = re.compile(r"^(?:https?|file)://[A-Za-z0-9._~:/?\[\]@!$&()*+,;=%-]+\Z")
+
+
+def check_header_value(value: object, where: str) -> str:
+    """Refuse what Apptainer's header parser would change in a ``Key: value`` line.
+
+    It cuts the line at the first ``#`` (a comment), trims spaces, joins a line ending in
+    ``\\`` with the next one, and the whole file goes through build-argument templating.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{where}: expected str, got {type(value).__qualname__}")
+    bad = [c for c in value if ord(c) < 32 or ord(c) == 127]
+    if not value or bad or "#" in value or value != value.strip() or value.endswith("\\"):
+        raise ValueError(
+            f"{where}: {value!r} cannot be written as a definition header value (no '#', "
+            "control characters, surrounding spaces or trailing backslash): rename or move it"
+        )
+    if "{{" in value or "}}" in value:
+        raise ValueError(f"{where}: {value!r} contains build-argument braces '{{{{ }}}}'")
+    return value
+
+
+def _one_line_sources(text: str) -> Iterator[tuple[str, str]]:
+    """``(uri, suite)`` of each ``deb`` line of a one-line-style apt source file."""
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line.startswith("deb ") and not line.startswith("deb\t"):
+            continue  # deb-src, or not a source line
+        rest = line[3:].strip()
+        if rest.startswith("["):  # [arch=amd64 signed-by=...] options
+            rest = rest.partition("]")[2].strip()
+        words = rest.split()
+        if len(words) >= 2:
+            yield words[0], words[1]
+
+
+def _deb822_sources(text: str) -> Iterator[tuple[str, str]]:
+    """``(uri, suite)`` pairs of the enabled ``Types: deb`` stanzas of a ``.sources`` file."""
+    for stanza in re.split(r"\n[ \t]*\n", text):
+        fields: dict[str, str] = {}
+        key = ""
+        for raw in stanza.splitlines():
+            if raw.startswith("#"):
+                continue
+            if raw[:1] in (" ", "\t") and key:  # a folded continuation line
+                fields[key] += " " + raw.strip()
+                continue
+            name, sep, value = raw.partition(":")
+            if sep:
+                key = name.strip().lower()
+                fields[key] = value.strip()
+        if "deb" not in fields.get("types", "").split():
+            continue
+        if fields.get("enabled", "yes").strip().lower() == "no":
+            continue
+        for uri in fields.get("uris", "").split()[:1]:
+            for suite in fields.get("suites", "").split():
+                yield uri, suite
+
+
+def apt_source(root: str | os.PathLike[str] = APT_SOURCES) -> tuple[str, str]:
+    """The Debian mirror and release suite this machine's apt installs from.
+
+    :class:`Debootstrap` uses it for a suite or mirror it is not given: a cluster's build
+    host usually has a working (often local) mirror, and building the image from the same
+    release keeps the image's packages and the host's in step.
+
+    Files are read as apt orders them: ``sources.list``, then ``sources.list.d/*.list`` and
+    ``*.sources`` (deb822) by name. The first ``deb`` entry whose suite is a release (no
+    ``-``, so not ``bookworm-updates`` or ``bookworm-security``) and whose URI is
+    ``http(s)://`` or ``file://`` is taken.
+
+    Parameters
+    ----------
+    root : str or os.PathLike, optional
+        apt's configuration directory. Default ``/etc/apt``.
+
+    Returns
+    -------
+    (mirror, suite) : tuple of (str, str)
+
+    Raises
+    ------
+    ValueError
+        If no such entry is found; the message says what to pass instead.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (root / "sources.list").write_text(
+    ...     "deb [arch=amd64] http://mirror.example/debian bookworm main # local\\n"
+    ...     "deb http://security.debian.org/debian-security bookworm-security main\\n")
+    >>> apt_source(root)
+    ('http://mirror.example/debian', 'bookworm')
+    """
+    base = Path(root)
+    files = [base / "sources.list"]
+    listing = base / "sources.list.d"
+    if listing.is_dir():
+        files += sorted(p for p in listing.iterdir() if p.suffix in (".list", ".sources"))
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        entries = _deb822_sources(text) if path.suffix == ".sources" else _one_line_sources(text)
+        for uri, suite in entries:
+            if _SUITE_RE.match(suite) and "-" not in suite and _MIRROR_RE.match(uri):
+                return uri, suite
+    raise ValueError(
+        f"no Debian release suite found in the apt sources under {base} (sources.list, "
+        "sources.list.d/): give them, e.g. Debootstrap(suite='bookworm', "
+        "mirror='http://deb.debian.org/debian')"
+    )
+
+
+def _check_suite(value: object) -> str:
+    check_header_value(value, "Debootstrap suite")
+    if not _SUITE_RE.match(str(value)):
+        raise ValueError(
+            f"Debootstrap suite {value!r} is not a Debian suite or codename (lowercase, "
+            "e.g. 'bookworm', 'trixie', 'stable'): give the name debootstrap knows"
+        )
+    return str(value)
+
+
+def _check_mirror(value: object) -> str:
+    check_header_value(value, "Debootstrap mirror")
+    if not _MIRROR_RE.match(str(value)):
+        raise ValueError(
+            f"Debootstrap mirror {value!r} must be an http(s):// or file:// URL without "
+            "spaces, quotes or braces, e.g. 'http://deb.debian.org/debian'"
+        )
+    return str(value)
+
+
+@public
+@attrs.frozen(kw_only=True)
+class Debootstrap:
+    """A Debian base built by ``debootstrap`` from a mirror: no container registry needed.
+
+    Rendered as ``Bootstrap: debootstrap`` with ``OSVersion:`` (the suite) and
+    ``MirrorURL:``. Apptainer runs ``debootstrap --variant=minbase --include=apt`` on the
+    build host, which needs ``debootstrap`` installed and root or ``--fakeroot``. The
+    result has no Python: install it with ``apt`` (e.g. ``python3=<version>``) and set
+    ``python="python3"``.
+
+    Parameters
+    ----------
+    suite : str, optional
+        Release suite or codename (``"bookworm"``). Default: the one this machine's apt
+        installs from (:func:`apt_source`), read when the object is built.
+    mirror : str, optional
+        Debian mirror URL (``"http://deb.debian.org/debian"``). Default: this machine's,
+        as for ``suite``.
+
+    Raises
+    ------
+    ValueError
+        If a value has the wrong shape, or one is missing and the machine's apt sources
+        do not name it.
+
+    Examples
+    --------
+    >>> Debootstrap(suite="bookworm", mirror="http://deb.debian.org/debian").reference
+    'debootstrap bookworm http://deb.debian.org/debian'
+    """
+
+    suite: str | None = None
+    mirror: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        suite, mirror = self.suite, self.mirror
+        if suite is None or mirror is None:  # read once, here: the spec keeps the values
+            host_mirror, host_suite = apt_source(APT_SOURCES)
+            suite = host_suite if suite is None else suite
+            mirror = host_mirror if mirror is None else mirror
+        object.__setattr__(self, "suite", _check_suite(suite))
+        object.__setattr__(self, "mirror", _check_mirror(mirror))
+
+    @property
+    def reference(self) -> str:
+        """``"debootstrap SUITE MIRROR"``: the base as the build manifest records it."""
+        return f"debootstrap {self.suite} {self.mirror}"
+
+
+def _absolute_path(value: object) -> str:
+    if not isinstance(value, str | os.PathLike):
+        raise TypeError(f"LocalImage path: expected a path, got {type(value).__qualname__}")
+    # Apptainer resolves a relative From: against the working directory of `apptainer
+    # build` (the build context), not against where the spec was written: fix it now
+    return os.path.abspath(os.path.expanduser(os.fspath(value)))
+
+
+def _validate_local_image(_inst: object, _attr: object, value: str) -> None:
+    check_header_value(value, "LocalImage path")
+    path = Path(value)
+    if path.is_dir():
+        return  # a sandbox (`apptainer build --sandbox`)
+    if not path.exists():
+        raise ValueError(
+            f"LocalImage path {value} does not exist: build the base first (e.g. `mushin-box "
+            "build BASE_SPEC -o base.sif`) or point path= at an existing .sif"
+        )
+    try:
+        read_sif_header(path)
+    except (SifFormatError, OSError) as error:
+        detail = str(error).removeprefix(f"{path}: ")
+        raise ValueError(
+            f"LocalImage path {value} is neither a SIF image ({detail}) nor a sandbox "
+            "directory: point path= at a .sif or a directory from `apptainer build --sandbox`"
+        ) from None
+
+
+@public
+@attrs.frozen(kw_only=True)
+class LocalImage:
+    """An existing image on this machine as the base: ``Bootstrap: localimage``.
+
+    For a two-layer scheme (a heavy base SIF built once, a thin project layer on top) or
+    a site without registry access.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A SIF file or a sandbox directory. A relative path is made absolute against the
+        current directory when the object is built (Apptainer would resolve it against
+        the build context instead), ``~`` is expanded.
+
+    Raises
+    ------
+    ValueError
+        If the path does not exist, is a file that is not a SIF image, or cannot be
+        written as a header value (``#``, control characters).
+
+    Examples
+    --------
+    >>> import os
+    >>> LocalImage(path=os.curdir).path == os.path.abspath(os.curdir)  # a sandbox dir
+    True
+    """
+
+    path: str = attrs.field(converter=_absolute_path, validator=_validate_local_image)
+
+    @property
+    def reference(self) -> str:
+        """``"localimage PATH"``: the base as the build manifest records it."""
+        return f"localimage {self.path}"
+
+
+# --------------------------------------------------------------------------- the model
