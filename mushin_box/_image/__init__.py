@@ -6,6 +6,7 @@
 - :mod:`.definition`: its Apptainer definition file;
 - :mod:`.dockerfile`: an ``ImageSpec`` started from a user's Dockerfile;
 - :mod:`.build`: ``apptainer build`` and the manifest of the image's identity;
+- :mod:`.adopt`: the manifest of an image the kit did not build;
 - :mod:`.sif`: the SIF reader; :mod:`.sifwrite`: the SIF writer (a squashfs as a SIF);
 - :mod:`.digest`: an image's sha256, cached.
 

@@ -63,6 +63,10 @@ from mushin_box._image.sif import (
 from mushin_box._image.spec import ImageSpec
 
 __all__ = [
+    "apptainer_version",
+    "embedded_definition_sha256",
+    "package_lists",
+    "probe_python",
     "MANIFEST_SCHEMA",
     "ApptainerNotFound",
     "BuildError",
@@ -400,7 +404,7 @@ def _run_bounded(
     return subprocess.CompletedProcess(list(argv), proc.returncode, stdout, stderr)
 
 
-def _apptainer_version() -> str:
+def apptainer_version() -> str:
     result = _run_bounded([APPTAINER, "--version"], timeout=_VERSION_TIMEOUT, capture=True)
     text = (result.stdout or "").strip()
     if result.returncode != 0 or not text:
@@ -408,7 +412,7 @@ def _apptainer_version() -> str:
     return text.removeprefix("apptainer version ").strip()
 
 
-def _probe_python(image: Path, python: str) -> tuple[str, dict[str, str]]:
+def probe_python(image: Path, python: str) -> tuple[str, dict[str, str]]:
     argv = [APPTAINER, "exec", "--cleanenv", str(image), python, "-I", "-c", _PROBE_SCRIPT]
     result = _run_bounded(argv, timeout=_PROBE_TIMEOUT, capture=True)
     lines = (result.stdout or "").strip().splitlines()
@@ -443,7 +447,7 @@ def _list_in_image(image: Path, argv: Sequence[str]) -> tuple[tuple[str, ...] | 
     return tuple(line for line in (result.stdout or "").splitlines() if line.strip()), None
 
 
-def _package_lists(image: Path, python: str) -> dict[str, Any]:
+def package_lists(image: Path, python: str) -> dict[str, Any]:
     """``dpkg_packages``, ``pip_freeze`` and ``package_list_errors`` of the built image."""
     out: dict[str, Any] = {"package_list_errors": {}}
     for key, argv in (
@@ -456,7 +460,7 @@ def _package_lists(image: Path, python: str) -> dict[str, Any]:
     return out
 
 
-def _embedded_definition_sha256(image: Path) -> str | None:
+def embedded_definition_sha256(image: Path) -> str | None:
     for descriptor in read_sif_descriptors(image):
         if descriptor.datatype_name == "Def.FILE":
             return hashlib.sha256(read_sif_object(image, descriptor)).hexdigest()
@@ -569,7 +573,7 @@ def _build_partial(
     plan.partial.unlink(missing_ok=True)
     _write_definition(plan.definition_partial, plan.definition)  # first: a bad -o runs nothing
     try:
-        version = _apptainer_version()
+        version = apptainer_version()
         result = _run_bounded(plan.argv, timeout=timeout, cwd=plan.context, capture=False)
         if result.returncode != 0 or not plan.partial.is_file():
             raise BuildError(
@@ -577,8 +581,8 @@ def _build_partial(
                 "(its output is above)"
             )
         header = read_sif_header(plan.partial)
-        python_version, packages = _probe_python(plan.partial, spec.python)
-        lists = _package_lists(plan.partial, spec.python)
+        python_version, packages = probe_python(plan.partial, spec.python)
+        lists = package_lists(plan.partial, spec.python)
         return Manifest(
             image=plan.image.name,
             sif_sha256=file_sha256(plan.partial),
@@ -586,7 +590,7 @@ def _build_partial(
             sif_uuid=str(header.uuid),
             sif_arch=header.arch,
             sif_created=header.created,
-            embedded_definition_sha256=_embedded_definition_sha256(plan.partial),
+            embedded_definition_sha256=embedded_definition_sha256(plan.partial),
             apptainer_version=version,
             python_version=python_version,
             packages=packages,

@@ -30,7 +30,7 @@ from mushin_box._image.build import (
     plan_build,
 )
 from mushin_box._image.spec import ImageSpec
-from mushin_box.cli.main import UsageError
+from mushin_box.cli.main import UsageError, in_flags
 
 __all__ = ["DEFAULT_SPEC", "EXAMPLES", "HELP", "add_arguments", "load_spec", "run"]
 
@@ -38,6 +38,7 @@ HELP = "Build the Apptainer image from an ImageSpec and record its manifest."
 EXAMPLES = (
     "mushin-box build -o image.sif   # containers/image.py:IMAGE -> image.sif + its manifest",
     "mushin-box build --dry-run   # write and print image.def and the apptainer command only",
+    "mushin-box build --adopt /images/site.sif   # an image built elsewhere: its manifest",
 )
 DEFAULT_SPEC = "containers/image.py:IMAGE"
 
@@ -70,6 +71,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dry-run",
         action="store_true",
         help="write and print the definition and the apptainer command; build nothing",
+    )
+    parser.add_argument(
+        "--adopt",
+        metavar="IMG.sif",
+        help="build nothing: write the manifest of an image the kit did not build (its "
+        "sha256, Python and packages, read through `apptainer exec`), so that pre-flight "
+        "checks it and provenance pins it",
+    )
+    parser.add_argument(
+        "--python",
+        default="python",
+        help="with --adopt: the image's Python command (default: python)",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="with --adopt: replace an existing manifest"
     )
 
 
@@ -139,6 +155,8 @@ def _bad_output(out: Path, exc: OutputNotWritable) -> UsageError:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``mushin-box build``; see the module docstring for exit codes."""
+    if args.adopt is not None:
+        return _adopt(args)
     spec, stem = load_spec(args.spec)
     out = Path(args.output) if args.output else Path(f"{stem}.sif")
     if out.suffix == ".def":
@@ -168,4 +186,24 @@ def run(args: argparse.Namespace) -> int:
     print(f"sha256    {manifest.sif_sha256}")
     print(f"uuid      {manifest.sif_uuid}")
     print(f"manifest  {manifest_path(out)}")
+    return 0
+
+
+def _adopt(args: argparse.Namespace) -> int:
+    from mushin_box._image.adopt import adopt_image
+
+    try:
+        manifest = adopt_image(args.adopt, python=args.python, force=args.force)
+    except FileNotFoundError as exc:
+        raise UsageError(f"--adopt {args.adopt}: {exc}") from None
+    except ValueError as exc:
+        text = in_flags(str(exc), ["force"])  # the API's words, in this command's
+        raise UsageError(f"--adopt: {text}") from None
+    except (ApptainerNotFound, BuildError) as exc:
+        print(f"mushin-box build: error: {exc}", file=sys.stderr)
+        return 1
+    print(f"image     {args.adopt}  (adopted: built elsewhere)")
+    print(f"sha256    {manifest.sif_sha256}")
+    print(f"python    {manifest.python_version}")
+    print(f"manifest  {manifest_path(args.adopt)}")
     return 0

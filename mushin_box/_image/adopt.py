@@ -1,0 +1,108 @@
+# SPDX-License-Identifier: MIT
+"""Adopt an image the kit did not build: write its manifest, as ``build`` would have.
+
+A site often provides the image (a shared ``/images/pytorch.sif``), or it was built by hand.
+Without a manifest beside it, pre-flight can only hash it: it cannot check the image's Python
+against the submitting one, and provenance has no package list to pin a base without a
+registry digest. :func:`adopt_image` reads what the image itself says, through
+``apptainer exec`` (its Python, its packages, ``dpkg-query``) and its SIF header (UUID,
+architecture, embedded definition), and writes ``<image>.manifest.json`` beside it.
+
+An existing manifest is never replaced silently: that one may be the builder's record of
+how the image was made (``force=True`` replaces it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+from mushin_box._core.sidecars import write_json_atomic
+from mushin_box._image.build import (
+    APPTAINER,
+    ApptainerNotFound,
+    Manifest,
+    apptainer_version,
+    embedded_definition_sha256,
+    manifest_path,
+    package_lists,
+    probe_python,
+)
+from mushin_box._image.sif import (
+    SifFormatError,
+    file_sha256,
+    read_sif_descriptors,
+    read_sif_header,
+    read_sif_object,
+)
+
+__all__ = ["ADOPTED", "adopt_image"]
+
+#: ``base_image`` of an adopted image's manifest: the kit did not choose its base
+ADOPTED = "adopted"
+
+
+def _definition(image: Path) -> str:
+    """The definition embedded in the SIF (Apptainer stores it as ``Def.FILE``), or ``""``."""
+    for descriptor in read_sif_descriptors(image):
+        if descriptor.datatype_name == "Def.FILE":
+            return read_sif_object(image, descriptor).decode("utf-8", "replace")
+    return ""
+
+
+def adopt_image(
+    image: str | os.PathLike[str], *, python: str = "python", force: bool = False
+) -> Manifest:
+    """Write the manifest of an existing SIF and return it.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``image`` does not exist.
+    ValueError
+        ``image`` is not a whole SIF, or a manifest is already beside it (without ``force``).
+    ApptainerNotFound
+        ``apptainer`` is not on PATH: the image's Python and packages are read through it.
+    """
+    from mushin_box._core.version import __version__
+
+    path = Path(image).absolute()
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such image file")
+    try:  # the whole file, not only its header: a truncated copy is refused here
+        header = read_sif_header(path)
+        definition = _definition(path)
+    except SifFormatError as exc:
+        raise ValueError(f"{path} cannot be adopted: {exc}") from None
+    target = manifest_path(path)
+    if target.exists() and not force:
+        raise ValueError(
+            f"{target} exists (perhaps the builder's own record); move it away, or replace "
+            "it with force=True"
+        )
+    if shutil.which(APPTAINER) is None:
+        raise ApptainerNotFound("read the image's Python and packages", hint=None)
+    version, packages = probe_python(path, python)
+    manifest = Manifest(
+        image=path.name,
+        definition=definition,
+        definition_sha256=hashlib.sha256(definition.encode("utf-8")).hexdigest(),
+        base_image=ADOPTED,
+        base_digest=None,
+        build_argv=(),
+        mushin_box_version=__version__,
+        sif_sha256=file_sha256(path),
+        sif_size=path.stat().st_size,
+        sif_uuid=str(header.uuid),
+        sif_arch=header.arch,
+        sif_created=header.created,
+        embedded_definition_sha256=embedded_definition_sha256(path),
+        apptainer_version=apptainer_version(),
+        python_version=version,
+        packages=packages,
+        **package_lists(path, python),
+    )
+    write_json_atomic(target, manifest.to_dict())
+    return manifest
