@@ -1,0 +1,272 @@
+# SPDX-License-Identifier: MIT
+"""Ranks in a real image, isolated by the STAND-IN namespace runtime
+tests/standins/nsapptainer/apptainer (NOT Apptainer: passing here does not show that
+anything works under Apptainer).
+
+The image is scripts/test-image's (Debian bookworm, mushin-box in /opt/mushin), built by the
+``test_image`` fixture on first use (minutes; root needed) and reused from its cache after.
+The runtime needs root (mount namespaces, loop devices): without CAP_SYS_ADMIN these tests
+skip, unless MUSHIN_REQUIRE_NSRUNTIME=1 (CI), which makes them fail instead.
+
+    .venv/bin/python -m pytest -p no:cacheprovider tests/container/test_nsruntime.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import REPO, STANDINS
+
+from mushin_box._image.build import read_manifest
+
+RUNTIME = STANDINS / "nsapptainer" / "apptainer"
+BUILD_TIMEOUT = 3600  # a cold build: debootstrap, the torch wheel, mksquashfs
+EXEC_TIMEOUT = 120
+# the first test to use the image may build it: its bound must cover a cold build
+pytestmark = pytest.mark.timeout(BUILD_TIMEOUT + 300)
+
+
+def _mount_problem() -> str | None:
+    """Why this process cannot give the runtime its mounts, or None when it can."""
+    if os.geteuid() != 0:
+        return "not root: the namespace runtime needs CAP_SYS_ADMIN (mount, loop, chroot)"
+    caps = next(
+        (line.split()[1] for line in Path("/proc/self/status").read_text().splitlines()
+         if line.startswith("CapEff:")),
+        "0",
+    )  # fmt: skip
+    if not int(caps, 16) & (1 << 21):
+        return "no CAP_SYS_ADMIN in this process's effective capabilities"
+    if shutil.which("unshare") is None:
+        return "unshare (util-linux) is not on PATH"
+    probe = ["unshare", "--mount", "--propagation", "private", "--"]
+    probe += ["mount", "-t", "tmpfs", "nsapptainer-probe", "/mnt"]
+    try:
+        proc = subprocess.run(probe, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"`{' '.join(probe)}` could not run: {error}"
+    if proc.returncode != 0:
+        return f"cannot mount in a private mount namespace: {proc.stderr.strip()}"
+    return None
+
+
+@pytest.fixture(scope="session")
+def nsruntime_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding ``apptainer``: the STAND-IN namespace runtime, run by this Python.
+    Skips (fails with MUSHIN_REQUIRE_NSRUNTIME=1) when it could not mount."""
+    problem = _mount_problem()
+    if problem is not None:
+        message = f"namespace runtime unavailable: {problem}"
+        if os.environ.get("MUSHIN_REQUIRE_NSRUNTIME") == "1":
+            pytest.fail(f"{message} (MUSHIN_REQUIRE_NSRUNTIME=1)", pytrace=False)
+        pytest.skip(message)
+    folder = tmp_path_factory.mktemp("nsapptainer-bin")
+    wrapper = folder / "apptainer"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{RUNTIME}" "$@"\n')
+    wrapper.chmod(0o755)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def test_image(nsruntime_bin: Path) -> Path:
+    """scripts/test-image's SIF (built now, or reused from its cache), with its manifest."""
+    start = time.monotonic()
+    proc = subprocess.run(
+        [str(REPO / "scripts" / "test-image")],
+        capture_output=True, text=True, timeout=BUILD_TIMEOUT, cwd=REPO,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    image = Path(proc.stdout.strip().splitlines()[-1])
+    print(f"[nsruntime] test image {image} ready in {time.monotonic() - start:.1f}s")
+    assert image.is_file() and read_manifest(image).sif_sha256
+    return image
+
+
+@pytest.fixture
+def nsapptainer(nsruntime_bin: Path, test_image: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Put the namespace runtime first on PATH as ``apptainer``; return the test image."""
+    monkeypatch.setenv("PATH", f"{nsruntime_bin}{os.pathsep}{os.environ['PATH']}")
+    return test_image
+
+
+def _exec(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["apptainer", "exec", *args],
+        env=env if env is not None else dict(os.environ),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=EXEC_TIMEOUT,
+    )
+
+
+def _python_json(image: Path, code: str, *flags: str, **kwargs: object) -> object:
+    proc = _exec(*flags, str(image), "python", "-c", code, **kwargs)  # type: ignore[arg-type]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def host_only_dir() -> Iterator[Path]:
+    """A host directory outside every default mount (not /tmp, /var/tmp, $HOME, /dev...)."""
+    path = Path("/srv") / f"nsapptainer-test-{uuid.uuid4().hex[:12]}"
+    path.mkdir(parents=True)
+    (path / "data.txt").write_text("host data\n")
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path)
+
+
+# ------------------------------------------------------------------- no image needed
+
+
+def _runtime(*args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, str(RUNTIME), *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=EXEC_TIMEOUT)
+
+
+def test_version_says_stand_in() -> None:
+    proc = _runtime("--version")
+    assert proc.returncode == 0 and "stand-in" in proc.stdout
+    assert proc.stdout.startswith("apptainer version ") and proc.stdout.count("\n") == 1
+
+
+@pytest.mark.parametrize("flag", ["--contain", "-c", "--containall", "-C", "--fakeroot"])
+def test_refused_flags_are_one_line(flag: str) -> None:
+    proc = _runtime("exec", flag, "/nonexistent.sif", "true")
+    assert proc.returncode == 255
+    assert proc.stderr.startswith("FATAL:") and proc.stderr.count("\n") == 1
+
+
+# ------------------------------------------------------------------- in the image
+
+
+@pytest.mark.slow
+def test_ranks_run_the_images_python(nsapptainer: Path) -> None:
+    code = "import json, sys; print(json.dumps([sys.executable, sys.version, sys.prefix]))"
+    exe, version, prefix = _python_json(nsapptainer, code, "--cleanenv")  # type: ignore[misc]
+    assert exe == "/opt/mushin/bin/python" and prefix == "/opt/mushin"
+    assert not Path(exe).exists()  # not a host path
+    assert exe != sys.executable and version != sys.version
+    image_python = read_manifest(nsapptainer).python_version
+    assert image_python and version.startswith(image_python + " ")
+    assert image_python.split(".")[:2] == [str(v) for v in sys.version_info[:2]]
+
+
+@pytest.mark.slow
+def test_the_project_is_importable_in_the_image(nsapptainer: Path) -> None:
+    code = (
+        "import json, mushin_box, torch; "
+        "print(json.dumps([mushin_box.__file__, torch.__version__, torch.__file__]))"
+    )
+    mushin_file, torch_version, torch_file = _python_json(nsapptainer, code, "--cleanenv")  # type: ignore[misc]
+    site = "/opt/mushin/lib/python3.11/site-packages/"
+    assert mushin_file.startswith(site) and torch_file.startswith(site)
+    pin = next(
+        line.split("==")[1]
+        for line in (REPO / "ci" / "constraints.txt").read_text().splitlines()
+        if line.startswith("torch==")
+    )
+    assert torch_version == pin and torch_version.endswith("+cpu")
+
+
+@pytest.mark.slow
+def test_unbound_paths_are_invisible_and_binds_honour_ro(
+    nsapptainer: Path, host_only_dir: Path
+) -> None:
+    probe = (
+        "import json, os, sys; d = sys.argv[1]; ok = os.path.exists(d + '/data.txt'); "
+        "w = None\n"
+        "if ok:\n"
+        "    try:\n"
+        "        open(d + '/new.txt', 'w').write('x'); w = True\n"
+        "    except OSError as e:\n"
+        "        w = e.strerror\n"
+        "print(json.dumps([ok, w]))"
+    )
+    image = str(nsapptainer)
+
+    def run(*binds: str, target: str = str(host_only_dir)) -> list[object]:
+        argv = [*binds, image, "python", "-c", probe, target]
+        proc = _exec("--cleanenv", *argv)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    assert run() == [False, None]  # the host has it, the container does not
+    assert run("--bind", f"{host_only_dir}:/data:ro", target="/data") == [
+        True,
+        "Read-only file system",
+    ]
+    assert not (host_only_dir / "new.txt").exists()
+    assert run("--bind", str(host_only_dir)) == [True, True]
+    assert (host_only_dir / "new.txt").read_text() == "x"  # a rw bind writes to the host
+    # the image itself is read-only; a default mount (/tmp) is the host's
+    proc = _exec(image, "sh", "-c", "touch /image-root-file")
+    assert proc.returncode != 0 and "Read-only file system" in proc.stderr
+
+
+@pytest.mark.slow
+def test_cleanenv_env_file_and_injection(nsapptainer: Path, tmp_path: Path) -> None:
+    env_file = tmp_path / "rank.env"
+    env_file.write_text('FROM_FILE=file-value\nREF_HOST="${NSA_HOST_ONLY:?}"\n')
+    host = {
+        **os.environ,
+        "NSA_HOST_ONLY": "planted",
+        "TERM": "xterm-nsa",
+        "APPTAINERENV_INJECTED": "in-$HOME",
+    }
+    code = "import json, os; print(json.dumps(dict(os.environ)))"
+    flags = ("--cleanenv", "--env-file", str(env_file))
+    inside = _python_json(nsapptainer, code, *flags, env=host)
+    assert isinstance(inside, dict)
+    assert "NSA_HOST_ONLY" not in inside and "VIRTUAL_ENV" in inside  # the image's env
+    assert inside["TERM"] == "xterm-nsa" and inside["LANG"] == "C"
+    assert inside["FROM_FILE"] == "file-value"
+    assert inside["REF_HOST"] == "planted"  # the file is evaluated on the host
+    assert inside["INJECTED"] == f"in-{inside['HOME']}"  # evaluated once more inside
+    assert inside["APPTAINER_CONTAINER"] == str(nsapptainer)
+    assert inside["APPTAINER_NAME"] == nsapptainer.name
+    assert inside["PATH"].startswith("/opt/mushin/bin:")
+    without = _python_json(nsapptainer, code, env=host)
+    assert isinstance(without, dict) and without["NSA_HOST_ONLY"] == "planted"
+    failing = {k: v for k, v in host.items() if k != "NSA_HOST_ONLY"}
+    proc = _exec(*flags, str(nsapptainer), "true", env=failing)
+    assert proc.returncode == 255 and "NSA_HOST_ONLY" in proc.stderr
+
+
+@pytest.mark.slow
+def test_squashfuse_mount_runs_the_same_image(nsapptainer: Path) -> None:
+    if shutil.which("squashfuse") is None or not os.path.exists("/dev/fuse"):
+        pytest.skip("squashfuse or /dev/fuse missing: the loop-mount path is the one tested")
+    env = {**os.environ, "MUSHIN_NSRUNTIME_SQUASHFUSE": "1"}
+    code = "import json, sys; print(json.dumps(sys.executable))"
+    assert _python_json(nsapptainer, code, "--cleanenv", env=env) == "/opt/mushin/bin/python"
+    proc = _exec(str(nsapptainer), "sh", "-c", "exit 7", env=env)
+    assert proc.returncode == 7
+
+
+@pytest.mark.slow
+def test_mushin_box_smoke_in_the_image(nsapptainer: Path, tmp_path: Path) -> None:
+    log = tmp_path / "runtime.jsonl"
+    env = {**os.environ, "MUSHIN_STANDIN_LOG": str(log)}
+    argv = [sys.executable, "-m", "mushin_box", "smoke", "--image", str(nsapptainer)]
+    argv += ["--out", str(tmp_path / "out"), "--timeout", "400"]
+    proc = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=500)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    assert "PASS" in proc.stdout
+    assert "rank 0 of 2 done" in proc.stdout and "rank 1 of 2 done" in proc.stdout
+    calls = [json.loads(line)["argv"] for line in log.read_text().splitlines()]
+    execs = [c for c in calls if c[0] == "exec"]
+    assert len(execs) == 2 and all(str(nsapptainer) in c and "--cleanenv" in c for c in execs)
