@@ -22,6 +22,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import REPO, STANDINS
@@ -270,3 +271,99 @@ def test_mushin_box_smoke_in_the_image(nsapptainer: Path, tmp_path: Path) -> Non
     calls = [json.loads(line)["argv"] for line in log.read_text().splitlines()]
     execs = [c for c in calls if c[0] == "exec"]
     assert len(execs) == 2 and all(str(nsapptainer) in c and "--cleanenv" in c for c in execs)
+
+
+# every character class the kit's writer must spell: quotes, shell metacharacters,
+# backslashes, whitespace (newline and tab included), non-ASCII; NUL and CR are refused
+ALPHABET = "".join(chr(c) for c in range(32, 127)) + "\n\t é漢🙂\u00a0 '\"\\'$`"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("no_eval", [False, True])
+def test_an_env_value_of_every_character_reaches_the_rank_byte_for_byte(
+    nsapptainer: Path, tmp_path: Path, no_eval: bool
+) -> None:
+    from mushin_box._container.launchspec import ContainerLaunch
+    from mushin_box._container.rankwrap import render_env_file
+    from mushin_box._container.smoke import smoke_rank_env
+
+    spec = ContainerLaunch(
+        image=str(nsapptainer),
+        project_dir=str(tmp_path),
+        env={"ODD": ALPHABET},
+        no_eval=no_eval,
+        nv=False,  # no GPU here: an empty CUDA_VISIBLE_DEVICES would fail the launch
+    )
+    env_file = tmp_path / "ranks.env"
+    env_file.write_text(render_env_file(spec))  # the whole file every rank reads
+    task = {**smoke_rank_env(0, "4242"), "MUSHIN_MASTER_PORT": "15042"}  # what srun gives
+    flags = ["--cleanenv", "--env-file", str(env_file), *(["--no-eval"] if no_eval else [])]
+    code = "import json, os; print(json.dumps(os.environ['ODD']))"
+    assert _python_json(nsapptainer, code, *flags, env=task) == ALPHABET
+
+
+EXPERIMENT = """
+import pytorch_lightning as pl
+from hydra_zen import builds, make_config
+
+from mushin_box import HydraDDP, MetricsCallback
+from mushin_box.testing import TinyDataModule, TinyModule
+
+Config = make_config(
+    seed=7,
+    trainer=builds(
+        pl.Trainer,
+        accelerator="cpu",
+        max_epochs=1,
+        strategy=builds(HydraDDP),
+        callbacks=[builds(MetricsCallback)],
+        default_root_dir="${hydra:runtime.output_dir}",
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    ),
+    module=builds(TinyModule),
+    datamodule=builds(TinyDataModule),
+)
+"""
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_a_two_node_fit_on_slurm_runs_every_rank_in_the_image(
+    slurm_cluster: Any, nsapptainer: Path, tmp_path: Path
+) -> None:
+    # 2 nodes x 2 ranks, gloo, through sbatch/srun and the kit's rank wrapper: each rank is
+    # `apptainer exec --cleanenv --env-file ... image python`, here the namespace runtime
+    from mushin_box._core.sidecars import read_json
+
+    project = tmp_path / "project"
+    project.mkdir()
+    exp = project / f"image_exp_{uuid.uuid4().hex[:8]}.py"
+    exp.write_text(EXPERIMENT)
+    sweep = tmp_path / "sweep"
+    launch = [sys.executable, "-m", "mushin_box", "launch", exp.name, "--nodes", "2"]
+    launch += ["--gpus", "2", "--partition", slurm_cluster.partition, "--time", "10"]
+    launch += ["--image", str(nsapptainer), "--working-dir", str(sweep), "--no-progress"]
+    proc = subprocess.run(
+        launch, cwd=project, capture_output=True, text=True, timeout=900, env=dict(os.environ)
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    record = read_json(sweep / "cell" / "mushin_provenance.json")
+    manifest = read_manifest(nsapptainer)
+    image_python = manifest.python_version
+    assert image_python != ".".join(map(str, sys.version_info[:3]))  # not the host's
+    assert record["reproducibility"]["image"]["sif_sha256"] == manifest.sif_sha256
+    assert record["reproducibility"]["python"] == image_python  # rank 0's
+    # every rank, not only rank 0, says it ran in this image, on its Python
+    assert record["reproducibility"]["ranks"] == {
+        "python": [image_python],
+        "in_image": "all",
+        "images": 1,
+    }
+    (group,) = record["run"]["rank_runtime"]
+    assert group["ranks"] == [0, 1, 2, 3] and group["container"] == str(nsapptainer)
+    assert group["executable"].startswith("/opt/mushin/")  # the image's venv
+    topology = record["run"]["topology"]
+    assert topology["world_size"] == 4 and len(set(topology["nodes"])) == 2
+    assert read_json(sweep / "cell" / "mushin_status.json")["status"] == "completed"
