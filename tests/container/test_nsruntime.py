@@ -99,6 +99,15 @@ def nsapptainer(nsruntime_bin: Path, test_image: Path, monkeypatch: pytest.Monke
     return test_image
 
 
+@pytest.fixture(params=["nsruntime", pytest.param("apptainer", marks=pytest.mark.apptainer)])
+def any_runtime(request: pytest.FixtureRequest) -> Path:
+    """The test image, run by the namespace runtime and, where it is installed (tests marked
+    ``apptainer``), by the real Apptainer on PATH: the same claims, checked against both."""
+    if request.param == "nsruntime":
+        return request.getfixturevalue("nsapptainer")
+    return request.getfixturevalue("test_image")  # `apptainer` on PATH is the real one
+
+
 def _exec(
     *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
@@ -155,24 +164,24 @@ def test_refused_flags_are_one_line(flag: str) -> None:
 
 
 @pytest.mark.slow
-def test_ranks_run_the_images_python(nsapptainer: Path) -> None:
+def test_ranks_run_the_images_python(any_runtime: Path) -> None:
     code = "import json, sys; print(json.dumps([sys.executable, sys.version, sys.prefix]))"
-    exe, version, prefix = _python_json(nsapptainer, code, "--cleanenv")  # type: ignore[misc]
+    exe, version, prefix = _python_json(any_runtime, code, "--cleanenv")  # type: ignore[misc]
     assert exe == "/opt/mushin/bin/python" and prefix == "/opt/mushin"
     assert not Path(exe).exists()  # not a host path
     assert exe != sys.executable and version != sys.version
-    image_python = read_manifest(nsapptainer).python_version
+    image_python = read_manifest(any_runtime).python_version
     assert image_python and version.startswith(image_python + " ")
     assert image_python.split(".")[:2] == [str(v) for v in sys.version_info[:2]]
 
 
 @pytest.mark.slow
-def test_the_project_is_importable_in_the_image(nsapptainer: Path) -> None:
+def test_the_project_is_importable_in_the_image(any_runtime: Path) -> None:
     code = (
         "import json, mushin_box, torch; "
         "print(json.dumps([mushin_box.__file__, torch.__version__, torch.__file__]))"
     )
-    mushin_file, torch_version, torch_file = _python_json(nsapptainer, code, "--cleanenv")  # type: ignore[misc]
+    mushin_file, torch_version, torch_file = _python_json(any_runtime, code, "--cleanenv")  # type: ignore[misc]
     site = "/opt/mushin/lib/python3.11/site-packages/"
     assert mushin_file.startswith(site) and torch_file.startswith(site)
     pin = next(
@@ -185,7 +194,7 @@ def test_the_project_is_importable_in_the_image(nsapptainer: Path) -> None:
 
 @pytest.mark.slow
 def test_unbound_paths_are_invisible_and_binds_honour_ro(
-    nsapptainer: Path, host_only_dir: Path
+    any_runtime: Path, host_only_dir: Path
 ) -> None:
     probe = (
         "import json, os, sys; d = sys.argv[1]; ok = os.path.exists(d + '/data.txt'); "
@@ -197,7 +206,7 @@ def test_unbound_paths_are_invisible_and_binds_honour_ro(
         "        w = e.strerror\n"
         "print(json.dumps([ok, w]))"
     )
-    image = str(nsapptainer)
+    image = str(any_runtime)
 
     def run(*binds: str, target: str = str(host_only_dir)) -> list[object]:
         argv = [*binds, image, "python", "-c", probe, target]
@@ -281,14 +290,14 @@ ALPHABET = "".join(chr(c) for c in range(32, 127)) + "\n\t é漢🙂\u00a0 '\"\\
 @pytest.mark.slow
 @pytest.mark.parametrize("no_eval", [False, True])
 def test_an_env_value_of_every_character_reaches_the_rank_byte_for_byte(
-    nsapptainer: Path, tmp_path: Path, no_eval: bool
+    any_runtime: Path, tmp_path: Path, no_eval: bool
 ) -> None:
     from mushin_box._container.launchspec import ContainerLaunch
     from mushin_box._container.rankwrap import render_env_file
     from mushin_box._container.smoke import smoke_rank_env
 
     spec = ContainerLaunch(
-        image=str(nsapptainer),
+        image=str(any_runtime),
         project_dir=str(tmp_path),
         env={"ODD": ALPHABET},
         no_eval=no_eval,
@@ -299,7 +308,7 @@ def test_an_env_value_of_every_character_reaches_the_rank_byte_for_byte(
     task = {**smoke_rank_env(0, "4242"), "MUSHIN_MASTER_PORT": "15042"}  # what srun gives
     flags = ["--cleanenv", "--env-file", str(env_file), *(["--no-eval"] if no_eval else [])]
     code = "import json, os; print(json.dumps(os.environ['ODD']))"
-    assert _python_json(nsapptainer, code, *flags, env=task) == ALPHABET
+    assert _python_json(any_runtime, code, *flags, env=task) == ALPHABET
 
 
 EXPERIMENT = """
