@@ -41,5 +41,6 @@ Config = make_config(
         enable_model_summary=False,
     ),
     module=builds(TinyModule, lr=0.05),
-    datamodule=builds(TinyDataModule),
+    # the same global batches at any world size: 1 rank and 8 ranks fit the same model
+    datamodule=builds(TinyDataModule, global_batch_size=16),
 )

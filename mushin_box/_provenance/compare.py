@@ -307,8 +307,9 @@ def _numeric(x: Any) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool)
 
 
-def _close(a: Any, b: Any, atol: float) -> tuple[bool, float | None]:
-    """(equal within atol, |b - a| or its max over list elements; None if not numeric)."""
+def _close(a: Any, b: Any, atol: float, rtol: float = 0.0) -> tuple[bool, float | None]:
+    """(equal within ``atol + rtol * |a|``, as numpy's ``isclose`` with ``a`` the reference;
+    |b - a| or its max over list elements; None if not numeric)."""
     if _numeric(a) and _numeric(b):
         fa, fb = float(a), float(b)
         if math.isnan(fa) or math.isnan(fb):
@@ -316,14 +317,14 @@ def _close(a: Any, b: Any, atol: float) -> tuple[bool, float | None]:
         if fa == fb:
             return True, 0.0
         d = abs(fb - fa)
-        return d <= atol, d
+        return d <= atol + rtol * abs(fa), d
     if isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
             return False, None
         worst: float | None = 0.0
         ok = True
         for x, y in zip(a, b, strict=True):
-            same, d = _close(x, y, atol)
+            same, d = _close(x, y, atol, rtol)
             ok = ok and same
             if d is None:
                 worst = None if not same else worst
@@ -334,7 +335,7 @@ def _close(a: Any, b: Any, atol: float) -> tuple[bool, float | None]:
 
 
 def _metric_diffs(
-    a: Mapping[str, Any] | None, b: Mapping[str, Any] | None, atol: float
+    a: Mapping[str, Any] | None, b: Mapping[str, Any] | None, atol: float, rtol: float = 0.0
 ) -> list[MetricDiff]:
     ma, mb = dict(a or {}), dict(b or {})
     out: list[MetricDiff] = []
@@ -345,7 +346,7 @@ def _metric_diffs(
             )
             continue
         x, y = ma[name], mb[name]
-        ok, d = _close(x, y, atol)
+        ok, d = _close(x, y, atol, rtol)
         if _numeric(x) and _numeric(y) and d is not None:
             d = float(y) - float(x)
         out.append(MetricDiff(name, x, y, d, ok))
@@ -362,6 +363,7 @@ def diff_records(
     metrics_a: Mapping[str, Any] | None = None,
     metrics_b: Mapping[str, Any] | None = None,
     atol: float = 0.0,
+    rtol: float = 0.0,
     name: str = "",
     combo: dict[str, Any] | None = None,
     path_a: str | None = "a",
@@ -418,7 +420,7 @@ def diff_records(
         b=path_b,
         breaks=tuple(breaks),
         expected=tuple(expected),
-        metrics=tuple(_metric_diffs(metrics_a, metrics_b, atol)),
+        metrics=tuple(_metric_diffs(metrics_a, metrics_b, atol, rtol)),
     )
 
 

@@ -141,12 +141,7 @@ class ReproduceResult:
     def ok(self) -> bool:
         """Reproduced: the re-run completed, its reproducibility part is identical to the
         original's and every metric matches within ``atol``."""
-        return (
-            self.error is None
-            and self.diff is not None
-            and bool(self.diff.reproducible)
-            and bool(self.diff.metrics_match)
-        )
+        return self.error is None and self.diff is not None and bool(self.diff.same())
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -427,6 +422,7 @@ def reproduce(
     image: str | os.PathLike[str] | None = None,
     local: bool = False,
     atol: float = 0.0,
+    rtol: float = 0.0,
     allow_dirty: bool = False,
     dry_run: bool = False,
     progress: bool = False,
@@ -448,8 +444,9 @@ def reproduce(
         The SIF to run in; its sha256 must be the recorded one (default: the recorded path).
     local : bool
         Run here, not on SLURM, whatever the cell's launcher was.
-    atol : float
-        Absolute tolerance of the metrics (default 0: exactly equal).
+    atol, rtol : float
+        Absolute and relative tolerance of the metrics (default 0: exactly equal), as for
+        ``diff``: ``|new - recorded| <= atol + rtol * |recorded|``.
     allow_dirty : bool
         Run although the code differs (another commit, uncommitted changes, another code
         fingerprint); recorded in the re-run's ``run.reproduction``.
@@ -471,13 +468,14 @@ def reproduce(
         an image whose sha256 differs (both digests named), an impossible topology or
         launcher, an ``into`` that is not new.
     """
-    if (
-        isinstance(atol, bool)
-        or not isinstance(atol, int | float)
-        or not math.isfinite(atol)
-        or atol < 0
-    ):
-        raise ReproduceError(f"atol must be a finite number >= 0, got {atol!r}")
+    for name, value in (("atol", atol), ("rtol", rtol)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value < 0
+        ):
+            raise ReproduceError(f"{name} must be a finite number >= 0, got {value!r}")
     plan, workflow, launch = plan_reproduce(
         cell_dir,
         into=into,
@@ -505,7 +503,7 @@ def reproduce(
     if new is None:
         return ReproduceResult(plan, None, None, error or f"the re-run left no cell in {root}")
     _mark(new, plan)
-    diff = diff_provenance(plan.cell, new, atol=float(atol))
+    diff = diff_provenance(plan.cell, new, atol=float(atol), rtol=float(rtol))
     status = read_json(new / STATUS_FILE)
     state = status.get("status") if isinstance(status, dict) else None
     if error is None and state != "completed":

@@ -61,8 +61,8 @@ class Diff:
         ``"cell"`` or ``"sweep"``.
     a, b : str
         The compared paths.
-    atol : float
-        Absolute tolerance used for metrics.
+    atol, rtol : float
+        The tolerances metrics were compared with (``|b - a| <= atol + rtol * |a|``).
     cells : tuple[CellDiff, ...]
         One entry per pair of cells (one for two cells).
     """
@@ -72,6 +72,7 @@ class Diff:
     b: str
     atol: float
     cells: tuple[CellDiff, ...]
+    rtol: float = 0.0
 
     @property
     def reproducible(self) -> bool:
@@ -81,6 +82,40 @@ class Diff:
     @property
     def metrics_match(self) -> bool:
         return all(c.metrics_match for c in self.cells)
+
+    def same(self, *, results: bool = True) -> bool:
+        """Same experiment and, unless ``results=False``, same results: the one rule
+        ``diff`` and ``reproduce`` give their exit status by."""
+        return self.reproducible and (self.metrics_match or not results)
+
+    def verdict(self, *, results: bool = True) -> str:
+        """The comparison in one line: what it found first, in words.
+
+        Examples
+        --------
+        >>> from mushin_box._provenance.compare import CellDiff, MetricDiff
+        >>> loss = MetricDiff("val_loss", 0.431014, 0.0793942, -0.35, False)
+        >>> Diff("cell", "a", "b", 0.0, (CellDiff("c", None, "a", "b", (), (), (loss,)),)).verdict()
+        'same experiment, results differ: val_loss 0.431014 vs 0.0793942'
+        """
+        if not self.reproducible:
+            cell, first = next(((c, f) for c in self.cells for f in c.breaks), (None, None))
+            more = len(self.breaks) - 1
+            if first is None:
+                said = "?"
+            elif first.path == "<cell>":  # a cell of one sweep only
+                said = f"cell {cell.name if cell else '?'} only in {first.change[-1].upper()}"
+            else:
+                said = f"{first.path} {_word(first.a)} vs {_word(first.b)}"
+            return "different experiments: " + said + (f" (and {more} more)" if more > 0 else "")
+        if not results:
+            return "same experiment (results not compared)"
+        differ = [m for c in self.cells for m in c.metrics if not m.match]
+        if not differ:
+            return "same experiment, same results"
+        first, more = differ[0], len(differ) - 1
+        said = f"{first.name} {_pair(first.a, first.b)}"
+        return "same experiment, results differ: " + said + (f" (and {more} more)" if more else "")
 
     @property
     def breaks(self) -> tuple[FieldDiff, ...]:
@@ -97,8 +132,11 @@ class Diff:
             "a": self.a,
             "b": self.b,
             "atol": self.atol,
+            "rtol": self.rtol,
             "reproducible": self.reproducible,
             "metrics_match": self.metrics_match,
+            "same": self.same(),
+            "verdict": self.verdict(),
             "cells": [c.to_dict() for c in self.cells],
         }
 
@@ -187,6 +225,22 @@ def _display(combo: Mapping[str, Any]) -> str:
     return combo_id(redact(dict(combo)))
 
 
+def _word(value: Any) -> str:
+    """A value in a verdict, as the tables show it: numbers to 6 significant digits,
+    hashes cut to 12 hex digits, long text cut."""
+    from mushin_box._results.diffview import short
+
+    return f"{value:.6g}" if isinstance(value, float) else short(value)
+
+
+def _pair(a: Any, b: Any) -> str:
+    """``a vs b``, with every digit where 6 significant ones would read the same."""
+    x, y = _word(a), _word(b)
+    if x == y and isinstance(a, float) and isinstance(b, float):
+        x, y = repr(a), repr(b)
+    return f"{x} vs {y}"
+
+
 def _packages(path: Path, record: Mapping[str, Any] | None) -> list[str] | None:
     """The package list beside a record, if it is the record's (see ``packages_beside``)."""
     if record is None:
@@ -194,7 +248,7 @@ def _packages(path: Path, record: Mapping[str, Any] | None) -> list[str] | None:
     return packages_beside(path, split_provenance(record))
 
 
-def _cell_pair(a: Path, b: Path, atol: float, combo: dict[str, Any]) -> CellDiff:
+def _cell_pair(a: Path, b: Path, atol: float, rtol: float, combo: dict[str, Any]) -> CellDiff:
     prov, _, metrics, _ = _files()
     ra, rb = _read_record(a / prov), _read_record(b / prov)
     return diff_records(
@@ -203,6 +257,7 @@ def _cell_pair(a: Path, b: Path, atol: float, combo: dict[str, Any]) -> CellDiff
         metrics_a=_read_mapping(a / metrics),
         metrics_b=_read_mapping(b / metrics),
         atol=atol,
+        rtol=rtol,
         name=_display(combo),
         combo=redact(combo),
         path_a=str(a),
@@ -212,7 +267,7 @@ def _cell_pair(a: Path, b: Path, atol: float, combo: dict[str, Any]) -> CellDiff
     )
 
 
-def diff_provenance(a: str | Path, b: str | Path, *, atol: float = 0.0) -> Diff:
+def diff_provenance(a: str | Path, b: str | Path, *, atol: float = 0.0, rtol: float = 0.0) -> Diff:
     """Compare two cells (cell directories or provenance files) or two sweeps.
 
     Parameters
@@ -220,13 +275,15 @@ def diff_provenance(a: str | Path, b: str | Path, *, atol: float = 0.0) -> Diff:
     a, b : path
         Two cell directories (holding ``mushin_provenance.json``), two provenance JSON
         files, or two sweep directories.
-    atol : float
-        Absolute tolerance for metrics (default 0: exact).
+    atol, rtol : float
+        Absolute and relative tolerance for metrics (default 0: exact): a metric matches
+        when ``|b - a| <= atol + rtol * |a|``.
 
     Returns
     -------
     Diff
-        ``diff.reproducible`` is True when the reproducibility parts match.
+        ``diff.same()`` is True when the reproducibility parts match and so do the metrics;
+        ``diff.verdict()`` says it in words.
 
     Raises
     ------
@@ -250,8 +307,9 @@ def diff_provenance(a: str | Path, b: str | Path, *, atol: float = 0.0) -> Diff:
     >>> d.reproducible, [f.path for f in d.breaks], d.metrics_match
     (False, ['reproducibility.config.lr'], True)
     """
-    if not (isinstance(atol, int | float) and atol >= 0 and math.isfinite(atol)):
-        raise DiffInputError(f"atol must be a finite number >= 0, got {atol!r}")
+    for name, value in (("atol", atol), ("rtol", rtol)):
+        if not (isinstance(value, int | float) and value >= 0 and math.isfinite(value)):
+            raise DiffInputError(f"{name} must be a finite number >= 0, got {value!r}")
     pa, pb = Path(a), Path(b)
     ka, kb = input_kind(pa), input_kind(pb)
     cellish = {"cell", "record"}
@@ -272,13 +330,14 @@ def diff_provenance(a: str | Path, b: str | Path, *, atol: float = 0.0) -> Diff:
             metrics_a=_metrics(pa, ka),
             metrics_b=_metrics(pb, kb),
             atol=float(atol),
+            rtol=float(rtol),
             name=pa.name if ka == "cell" else pa.parent.name,
             path_a=str(pa),
             path_b=str(pb),
             packages_a=_packages(pa, ra),
             packages_b=_packages(pb, rb),
         )
-        return Diff(kind="cell", a=str(pa), b=str(pb), atol=float(atol), cells=(cell,))
+        return Diff("cell", str(pa), str(pb), float(atol), (cell,), float(rtol))
 
     cells_a = {key: (combo, d) for key, combo, d in _sweep_cells(pa)}
     cells_b = {key: (combo, d) for key, combo, d in _sweep_cells(pb)}
@@ -286,7 +345,7 @@ def diff_provenance(a: str | Path, b: str | Path, *, atol: float = 0.0) -> Diff:
     for key in sorted(cells_a.keys() | cells_b.keys()):
         if key in cells_a and key in cells_b:
             combo, da = cells_a[key]
-            out.append(_cell_pair(da, cells_b[key][1], float(atol), combo))
+            out.append(_cell_pair(da, cells_b[key][1], float(atol), float(rtol), combo))
             continue
         combo, d = cells_a[key] if key in cells_a else cells_b[key]
         only = "only_a" if key in cells_a else "only_b"
@@ -307,4 +366,4 @@ def diff_provenance(a: str | Path, b: str | Path, *, atol: float = 0.0) -> Diff:
                 ),
             )
         )
-    return Diff(kind="sweep", a=str(pa), b=str(pb), atol=float(atol), cells=tuple(out))
+    return Diff("sweep", str(pa), str(pb), float(atol), tuple(out), float(rtol))

@@ -170,10 +170,6 @@ def metric_rows(diff: Any) -> list[MetricRow]:
     return rows
 
 
-def _verdict(diff: Any) -> str:
-    return "reproducibility parts match" if diff.reproducible else "reproducibility parts differ"
-
-
 def _hidden_note(hidden: int) -> str:
     return f"{hidden} row(s) that differ between any two runs hidden (times, pid, host)"
 
@@ -186,19 +182,34 @@ def _md_fields(rows: Sequence[FieldRow], sweep: bool) -> str:
     return md_table(headers, ([*([r.cell] if sweep else []), r.path, r.a, r.b] for r in rows))
 
 
-def diff_markdown(diff: Any, *, brief: bool = False) -> str:
-    """The diff as Markdown: a verdict, then what breaks reproducibility, what is expected
-    to differ, and the metrics side by side."""
+def _md_metrics(diff: Any, sweep: bool) -> list[str]:
+    metrics = metric_rows(diff)
+    out = ["", f"### Metrics (atol={diff.atol:g}, rtol={diff.rtol:g})", ""]
+    if not metrics:
+        return [*out, "None recorded."]
+    headers = [*(["cell"] if sweep else []), "metric", "A", "B", "Δ (B-A)", "match"]
+    rows = (
+        [*([m.cell] if sweep else []), m.name, m.a, m.b, m.delta, "yes" if m.match else "no"]
+        for m in metrics
+    )
+    return [*out, md_table(headers, rows)]
+
+
+def diff_markdown(diff: Any, *, brief: bool = False, results: bool = True) -> str:
+    """The diff as Markdown: the verdict, the metrics side by side, then what breaks
+    reproducibility and what is expected to differ (``results=False``: the verdict leaves
+    the metrics out)."""
     sweep = diff.kind == "sweep"
-    mark = "✅" if diff.reproducible else "❌"
+    mark = "✅" if diff.same(results=results) else "❌"
     out = [
-        f"## mushin-box diff: {mark} {_verdict(diff)}",
+        f"## mushin-box diff: {mark} {diff.verdict(results=results)}",
         "",
         f"- **A** `{diff.a}`",
         f"- **B** `{diff.b}`",
     ]
     if sweep:
         out.append(f"- {len(diff.cells)} cell(s) compared, matched by their swept values")
+    out += _md_metrics(diff, sweep)
     breaks, _ = field_rows(diff, "breaks")
     out += ["", f"### Breaks reproducibility ({len(breaks)})", ""]
     out.append(_md_fields(breaks, sweep) if breaks else "Nothing.")
@@ -207,22 +218,6 @@ def diff_markdown(diff: Any, *, brief: bool = False) -> str:
     out.append(_md_fields(expected, sweep) if expected else "Nothing.")
     if hidden:
         out += ["", f"_{_hidden_note(hidden)}._"]
-    metrics = metric_rows(diff)
-    out += ["", f"### Metrics (atol={diff.atol:g})", ""]
-    if metrics:
-        headers = [*(["cell"] if sweep else []), "metric", "A", "B", "Δ (B-A)", "match"]
-        out.append(
-            md_table(
-                headers,
-                (
-                    [*([m.cell] if sweep else []), m.name, m.a, m.b, m.delta]
-                    + ["yes" if m.match else "no"]
-                    for m in metrics
-                ),
-            )
-        )
-    else:
-        out.append("None recorded.")
     return "\n".join(out) + "\n"
 
 
@@ -238,14 +233,34 @@ def _html_fields(rows: Iterable[FieldRow], sweep: bool, cls: str) -> str:
     return table(headers, body, cls=cls)
 
 
-def diff_html_section(diff: Any, *, brief: bool = False, heading: str = "h2") -> str:
-    """The diff as an HTML fragment (headings from ``heading`` down), breaks first."""
+def _html_metrics(diff: Any, sweep: bool, sub: str) -> list[str]:
+    metrics = metric_rows(diff)
+    out = [f"<{sub}>Metrics (atol={diff.atol:g}, rtol={diff.rtol:g})</{sub}>"]
+    if not metrics:
+        return [*out, "<p>None recorded.</p>"]
+    headers = [*(["cell"] if sweep else []), "metric", "A", "B", "Δ (B-A)", "match"]
+    body = (
+        [*([esc(m.cell)] if sweep else []), esc(m.name), esc(m.a), esc(m.b), esc(m.delta)]
+        + ["yes" if m.match else '<b class="verdict-bad">no</b>']
+        for m in metrics
+    )
+    numeric = [*([False] if sweep else []), False, True, True, True, False]
+    return [*out, table(headers, body, numeric=numeric)]
+
+
+def diff_html_section(
+    diff: Any, *, brief: bool = False, heading: str = "h2", results: bool = True
+) -> str:
+    """The diff as an HTML fragment (headings from ``heading`` down): the verdict, the
+    metrics, then the fields that break reproducibility and those expected to differ."""
     sub = f"h{min(int(heading[1]) + 1, 6)}"
     sweep = diff.kind == "sweep"
-    ok = diff.reproducible
+    ok = diff.same(results=results)
     out = [
-        f'<p class="{"verdict-ok" if ok else "verdict-bad"}">{esc(_verdict(diff))}</p>',
+        f'<p class="{"verdict-ok" if ok else "verdict-bad"}">'
+        f"{esc(diff.verdict(results=results))}</p>",
         f"<p><b>A</b> <code>{esc(diff.a)}</code><br><b>B</b> <code>{esc(diff.b)}</code></p>",
+        *_html_metrics(diff, sweep, sub),
     ]
     breaks, _ = field_rows(diff, "breaks")
     out.append(f"<{sub}>Breaks reproducibility ({len(breaks)})</{sub}>")
@@ -255,29 +270,16 @@ def diff_html_section(diff: Any, *, brief: bool = False, heading: str = "h2") ->
     out.append(_html_fields(expected, sweep, "expected") if expected else "<p>Nothing.</p>")
     if hidden:
         out.append(f'<p class="meta">{esc(_hidden_note(hidden))}.</p>')
-    metrics = metric_rows(diff)
-    out.append(f"<{sub}>Metrics (atol={diff.atol:g})</{sub}>")
-    if metrics:
-        headers = [*(["cell"] if sweep else []), "metric", "A", "B", "Δ (B-A)", "match"]
-        body = (
-            [*([esc(m.cell)] if sweep else []), esc(m.name), esc(m.a), esc(m.b), esc(m.delta)]
-            + ["yes" if m.match else '<b class="verdict-bad">no</b>']
-            for m in metrics
-        )
-        numeric = [*([False] if sweep else []), False, True, True, True, False]
-        out.append(table(headers, body, numeric=numeric))
-    else:
-        out.append("<p>None recorded.</p>")
     return "\n".join(out)
 
 
-def diff_html(diff: Any, *, brief: bool = False) -> str:
+def diff_html(diff: Any, *, brief: bool = False, results: bool = True) -> str:
     """The diff as a self-contained HTML page (nothing fetched)."""
     from mushin_box._core.version import __version__
 
     body = (
         f"<h1>mushin-box diff</h1>\n"
         f'<p class="meta">written by mushin-box {esc(__version__)}</p>\n'
-        + diff_html_section(diff, brief=brief)
+        + diff_html_section(diff, brief=brief, results=results)
     )
     return page(f"mushin-box diff: {Path(diff.a).name} vs {Path(diff.b).name}", body)

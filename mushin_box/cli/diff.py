@@ -5,7 +5,9 @@ Presentation only; the comparison is :func:`mushin_box._results.diff.diff_proven
 the rows every output shows (short hashes, cell labels, ``--brief``) come from
 :mod:`mushin_box._results.diffview`. ``--md`` and ``--html`` print the same tables to send to
 a colleague (``> diff.html``); ``--json`` keeps every row and whole hashes.
-Exit 0 when the reproducibility parts match, 1 when they differ, 2 for bad input.
+The first line is the verdict in words. Exit 0: same experiment, same results (metrics
+equal within ``--atol``/``--rtol``); 1: a reproducibility field or a metric differs (with
+``--provenance-only``, only a field); 2: bad input. ``reproduce`` means the same by them.
 """
 
 from __future__ import annotations
@@ -17,17 +19,19 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from mushin_box.cli.main import UsageError
+from mushin_box.cli.main import UsageError, in_flags
 
 __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
 
 HELP = (
-    "compare the provenance and metrics of two cells or two sweeps; exit 0 when their "
-    "reproducibility parts match, 1 when they differ"
+    "compare the provenance and metrics of two cells or two sweeps; exit 0 when they are "
+    "the same experiment with the same results, 1 when a field or a metric differs, 2 for "
+    "bad input"
 )
 EXAMPLES = (
     "mushin-box diff runs/a/module.lr=0.1 runs/b/module.lr=0.1",
     "mushin-box diff runs/a runs/b --brief --md",
+    "mushin-box diff runs/a/cell runs/b/cell --rtol 1e-6   # results equal to 6 digits",
 )
 
 
@@ -40,6 +44,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.0,
         metavar="X",
         help="absolute tolerance when comparing metrics (default 0: exact)",
+    )
+    parser.add_argument(
+        "--rtol",
+        type=float,
+        default=0.0,
+        metavar="X",
+        help="relative tolerance for metrics: |B-A| <= atol + rtol*|A| (default 0)",
+    )
+    parser.add_argument(
+        "--provenance-only",
+        action="store_true",
+        help="the exit status compares the reproducibility fields only, not the metrics",
     )
     parser.add_argument(
         "--brief",
@@ -82,11 +98,12 @@ def _fields_table(title: str, rows: Sequence[Any], sweep: bool, style: str) -> A
     return table
 
 
-def _metrics_table(rows: Sequence[Any], atol: float, sweep: bool) -> Any:
+def _metrics_table(rows: Sequence[Any], atol: float, rtol: float, sweep: bool) -> Any:
     from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"Metrics (atol={atol:g})", title_justify="left", title_style="bold")
+    title = f"Metrics (atol={atol:g}, rtol={rtol:g})"
+    table = Table(title=title, title_justify="left", title_style="bold")
     if sweep:
         table.add_column("cell", overflow="fold")
     table.add_column("metric")
@@ -101,7 +118,7 @@ def _metrics_table(rows: Sequence[Any], atol: float, sweep: bool) -> Any:
     return table
 
 
-def _print_tables(diff: Any, brief: bool) -> None:
+def _print_tables(diff: Any, brief: bool, results: bool) -> None:
     from rich.console import Console
     from rich.markup import escape
 
@@ -109,6 +126,8 @@ def _print_tables(diff: Any, brief: bool) -> None:
 
     console = Console(highlight=False)
     sweep = diff.kind == "sweep"
+    style = "bold green" if diff.same(results=results) else "bold red"
+    console.print(f"[{style}]{escape(diff.verdict(results=results))}[/]")
     console.print(f"[bold]A[/] {escape(diff.a)}\n[bold]B[/] {escape(diff.b)}")
     if sweep:
         console.print(f"{len(diff.cells)} cell(s) compared, matched by their swept values")
@@ -128,7 +147,7 @@ def _print_tables(diff: Any, brief: bool) -> None:
         console.print(f"({hidden} row(s) that differ between any two runs hidden: --brief)")
     metrics = metric_rows(diff)
     if metrics:
-        console.print(_metrics_table(metrics, diff.atol, sweep))
+        console.print(_metrics_table(metrics, diff.atol, diff.rtol, sweep))
     else:
         console.print("[bold]Metrics[/]: none recorded")
     if diff.reproducible:
@@ -141,20 +160,23 @@ def run(args: argparse.Namespace) -> int:
     from mushin_box._results.diff import DiffInputError, diff_provenance
 
     try:
-        diff = diff_provenance(args.a, args.b, atol=args.atol)
+        diff = diff_provenance(args.a, args.b, atol=args.atol, rtol=args.rtol)
     except DiffInputError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(in_flags(str(exc), ["atol", "rtol"])) from None
+    results = not args.provenance_only
     if args.json:
-        json.dump(_json_safe(diff.to_dict()), sys.stdout, indent=2, sort_keys=True)
+        data = {**diff.to_dict(), "same": diff.same(results=results)}
+        data["verdict"] = diff.verdict(results=results)
+        json.dump(_json_safe(data), sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
     elif args.md:
         from mushin_box._results.diffview import diff_markdown
 
-        sys.stdout.write(diff_markdown(diff, brief=args.brief))
+        sys.stdout.write(diff_markdown(diff, brief=args.brief, results=results))
     elif args.html:
         from mushin_box._results.diffview import diff_html
 
-        sys.stdout.write(diff_html(diff, brief=args.brief))
+        sys.stdout.write(diff_html(diff, brief=args.brief, results=results))
     else:
-        _print_tables(diff, args.brief)
-    return 0 if diff.reproducible else 1
+        _print_tables(diff, args.brief, results)
+    return 0 if diff.same(results=results) else 1

@@ -58,6 +58,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="absolute tolerance of the metrics (default 0: exactly equal)",
     )
     parser.add_argument(
+        "--rtol",
+        type=float,
+        default=0.0,
+        metavar="X",
+        help="relative tolerance of the metrics, as for diff (default 0)",
+    )
+    parser.add_argument(
         "--allow-dirty",
         action="store_true",
         help="run although the code differs from the cell's (recorded in the re-run)",
@@ -137,6 +144,7 @@ def _print_result(result: Any) -> None:
     print(f"re-run    {result.cell_dir}")
     diff = result.diff
     if diff is not None:
+        print(diff.verdict())  # the words `mushin-box diff` starts with, by the same rule
         breaks = diff.breaks
         print(f"Breaks reproducibility: {len(breaks) or 'nothing'}")
         for f in breaks:
@@ -144,7 +152,7 @@ def _print_result(result: Any) -> None:
         print(f"Expected to differ: {len(diff.expected)} field(s) (`mushin-box diff` lists them)")
         metrics = [m for c in diff.cells for m in c.metrics]
         if metrics:
-            print(f"Metrics (atol={diff.atol:g})")
+            print(f"Metrics (atol={diff.atol:g}, rtol={diff.rtol:g})")
             for m in metrics:
                 mark = "match" if m.match else "DIFFER"
                 print(f"  {m.name}: {_short(m.a)} -> {_short(m.b)}  {mark}")
@@ -159,7 +167,7 @@ def _print_result(result: Any) -> None:
         if diff is not None and not diff.reproducible:
             what.append("the reproducibility parts differ")
         if diff is not None and not diff.metrics_match:
-            what.append("metrics differ beyond --atol")
+            what.append("metrics differ beyond --atol/--rtol")
         print("not reproduced: " + ("; ".join(what) or "no comparison"))
 
 
@@ -179,12 +187,13 @@ def run(args: argparse.Namespace) -> int:
                 image=args.image,
                 local=args.local,
                 atol=args.atol,
+                rtol=args.rtol,
                 allow_dirty=args.allow_dirty,
                 dry_run=args.dry_run,
                 progress=not args.json and sys.stderr.isatty(),
             )
     except ReproduceError as exc:  # worded for reproduce(): said in this command's flags
-        flags = ("into", "nodes", "gpus", "image", "local", "atol", "allow_dirty")
+        flags = ("into", "nodes", "gpus", "image", "local", "atol", "rtol", "allow_dirty")
         raise UsageError(in_flags(str(exc), flags)) from None
     if args.json:
         data = _json_safe(json.loads(json.dumps(result.to_dict(), default=str)))

@@ -250,7 +250,7 @@ def test_metrics_side_by_side_with_atol(tmp_path: Path) -> None:
     a = make_cell(tmp_path / "a")
     b = make_cell(tmp_path / "b", metrics={"loss": 0.5004, "acc": [0.9, 0.8001], "new": 1})
     code, out = as_json(a, b)
-    assert code == 0  # metrics do not decide the exit code
+    assert code == 1  # the same experiment, but results differ: the verdict counts them
     metrics = {m["name"]: m for m in out["cells"][0]["metrics"]}
     assert metrics["loss"]["match"] is False
     assert metrics["loss"]["delta"] == pytest.approx(0.0004)
@@ -259,7 +259,8 @@ def test_metrics_side_by_side_with_atol(tmp_path: Path) -> None:
     loose_m = {m["name"]: m["match"] for m in loose["cells"][0]["metrics"]}
     assert loose_m == {"acc": True, "loss": True, "new": False}
     text = cli(a, b, "--atol", "0.001")
-    assert "Metrics (atol=0.001)" in text.stdout and "0.5004" in text.stdout
+    assert "Metrics (atol=0.001, rtol=0)" in text.stdout and "0.5004" in text.stdout
+    assert text.returncode == 1  # `new` is in B only: still a difference in the results
 
 
 def test_nan_metrics_match_each_other(tmp_path: Path) -> None:
@@ -424,3 +425,52 @@ def test_sweep_cell_with_corrupt_record_is_bad_input(tmp_path: Path, text: str) 
     # a cell that simply has no record yet is a difference (exit 1), not bad input
     bad.unlink()
     assert cli(one, two).returncode == 1
+
+
+# ---------------------------------------------------------------------------- the verdict
+
+
+def _first_line(*args: str | Path) -> tuple[int, str]:
+    proc = cli(*args)
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.returncode, proc.stdout.splitlines()[0]
+
+
+def test_same_experiment_with_other_results_is_a_difference_said_first(tmp_path: Path) -> None:
+    # the README's own case: 2 ranks vs 1 without world-size-invariant batches
+    a = make_cell(tmp_path / "a", metrics={"train_loss": 0.576712, "val_loss": 0.431014})
+    b = make_cell(
+        tmp_path / "b", nodes=1, gpus=2, metrics={"train_loss": 0.164916, "val_loss": 0.0793942}
+    )
+    code, line = _first_line(a, b)
+    assert code == 1
+    assert line == "same experiment, results differ: train_loss 0.576712 vs 0.164916 (and 1 more)"
+    code, line = _first_line(a, b, "--provenance-only")  # the old meaning, asked for
+    assert (code, line) == (0, "same experiment (results not compared)")
+    code, out = as_json(a, b)
+    assert (code, out["same"], out["reproducible"]) == (1, False, True)
+    assert out["verdict"].startswith("same experiment, results differ")
+
+
+def test_results_within_rtol_are_the_same(tmp_path: Path) -> None:
+    a = make_cell(tmp_path / "a", metrics={"loss": 0.5, "acc": [0.9, 0.8]})
+    b = make_cell(tmp_path / "b", metrics={"loss": 0.5 * (1 + 1e-7), "acc": [0.9, 0.8]})
+    assert _first_line(a, b)[0] == 1  # exact by default
+    assert _first_line(a, b, "--rtol", "1e-6") == (0, "same experiment, same results")
+    assert _first_line(a, b, "--rtol", "1e-8")[0] == 1
+
+
+def test_different_experiments_name_the_first_field(tmp_path: Path) -> None:
+    a = make_cell(tmp_path / "a")
+    b = make_cell(tmp_path / "b", lr=0.2)
+    code, line = _first_line(a, b)
+    assert (code, line) == (1, "different experiments: reproducibility.config.lr 0.1 vs 0.2")
+    md = cli(a, b, "--md").stdout
+    assert md.startswith("## mushin-box diff: ❌ different experiments")
+    assert md.index("### Metrics") < md.index("### Breaks reproducibility")  # results first
+
+
+def test_a_negative_rtol_is_bad_input(tmp_path: Path) -> None:
+    a = make_cell(tmp_path / "a")
+    proc = cli(a, a, "--rtol", "-1")
+    assert proc.returncode == 2 and "rtol must be a finite number >= 0" in proc.stderr

@@ -51,12 +51,16 @@ def test_md_and_html_shorten_hashes_and_json_keeps_them(
     assert paths["reproducibility.code.git.commit"]["a"] == COMMIT
 
 
-def test_md_is_a_markdown_document_breaks_first(
+def test_md_is_a_markdown_document_verdict_and_metrics_first(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     a = lr_sweep(tmp_path / "a")
     code, out = _diff(capsys, a, _other_commit(a), "--md")
-    assert out.startswith("## mushin-box diff: ❌ reproducibility parts differ")
+    assert out.startswith(
+        "## mushin-box diff: ❌ different experiments: reproducibility.code.git.commit "
+        "0123456789ab vs 999999999999 (and 2 more)"
+    )
+    assert out.index("### Metrics") < out.index("### Breaks reproducibility (3)")
     assert out.index("### Breaks reproducibility (3)") < out.index("### Expected to differ")
     assert "| lr=0.1 | reproducibility.code.git.commit | 0123456789ab | 999999999999 |" in out
     assert "| lr=0.1 | run.pid | 42 | 4242 |" in out
@@ -105,7 +109,7 @@ def test_html_is_one_self_contained_page(
     _, out = _diff(capsys, a, _other_commit(a), "--html")
     assert out.startswith("<!DOCTYPE html>") and out.rstrip().endswith("</html>")
     assert "src=" not in out and "href=" not in out and "<script" not in out
-    assert "reproducibility parts differ" in out
+    assert "different experiments: reproducibility.code.git.commit" in out
 
 
 @pytest.mark.parametrize("command", ["diff {a} {b} --json", "show {a} --json"])

@@ -64,6 +64,7 @@ def test_reproduced_exit_0_then_changed_code_exit_2_then_allow_dirty_exit_1(
     assert "reproducibility.code.task_sha256" in out
     assert "loss: 4.5 -> 8.5  DIFFER" in out
     assert "not reproduced: the reproducibility parts differ; metrics differ beyond --atol" in out
+    assert "different experiments: reproducibility.code.task_sha256" in out  # diff's verdict
     assert main([*argv[:3], str(tmp_path / "c"), "--allow-dirty", "--atol", "5"]) == 1
     assert "metrics differ" not in capsys.readouterr().out  # within --atol 5
 

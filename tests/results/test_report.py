@@ -82,7 +82,7 @@ def test_against_adds_the_diff_breaks_first(tmp_path: Path) -> None:
     write_json_atomic(b / "lr=0.1" / "mushin_provenance.json", record)
     page = render_report(a, against=b)
     section = page[page.index("Reproducibility diff") :]
-    assert "reproducibility parts differ" in section
+    assert "different experiments: reproducibility.seed.base" in section
     assert section.index("Breaks reproducibility (1)") < section.index("Expected to differ")
     assert "reproducibility.seed.base" in section
     assert "run.pid" not in section and "1 row(s) that differ between any two runs" in section
