@@ -42,6 +42,7 @@ from mushin_box._results.series import (
 __all__ = [
     "load_experiment",
     "load_sweep",
+    "metric_array",
 ]
 
 
@@ -73,7 +74,7 @@ def load_sweep(
         for idx, combo in zip(np.ndindex(*shape), itertools.product(*grid.values()), strict=True)
     }
     coords = {p: grid_coords(v) for p, v in grid.items()}
-    scalars: dict[str, np.ndarray[Any, Any]] = {}
+    found: dict[str, dict[tuple[int, ...], Any]] = {}  # metric -> grid point -> value
     series: dict[str, list[tuple[tuple[int, ...], Series]]] = {}
     failures: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
@@ -99,11 +100,11 @@ def load_sweep(
             _warn_if_truncated(cell_dir / PROVENANCE_FILE, cell_dir.name)
             values = read_json(cell_dir / METRICS_FILE, default={})
         for name, value in (values or {}).items():
-            if isinstance(value, bool | int | float):
-                arr = scalars.setdefault(name, np.full(shape, np.nan))
-                arr[where] = float(value)
+            if isinstance(value, bool | int | float | str):
+                found.setdefault(name, {})[where] = value
         for name, one in job_series(cell_dir).items():
             series.setdefault(name, []).append((where, one))
+    scalars = {name: metric_array(values, shape) for name, values in found.items()}
     dims = params
     # a metric named like a swept parameter ("x") or a series' dimension ("epoch") would
     # clash with its coordinate
@@ -125,6 +126,35 @@ def load_sweep(
         skipped=canonical_dumps(skipped).decode().rstrip("\n"),
     )
     return ds
+
+
+def metric_array(values: Mapping[tuple[int, ...], Any], shape: tuple[int, ...]) -> Any:
+    """One scalar metric over the grid, in the type the cells returned it as.
+
+    Integers stay integers when every grid point has one (a missing point would need NaN,
+    which only a float holds: then they are floats); strings are a string variable, ``None``
+    where a cell has none; numbers are floats with NaN where missing (booleans as 0/1).
+
+    Examples
+    --------
+    >>> metric_array({(0,): 3, (1,): 4}, (2,)).dtype.kind, metric_array({(0,): 3}, (2,))
+    ('i', array([ 3., nan]))
+    >>> metric_array({(1,): "adam"}, (2,)).tolist()
+    [None, 'adam']
+    """
+    plain = list(values.values())
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in plain) and len(plain) == int(
+        np.prod(shape)
+    ):
+        out = np.zeros(shape, dtype=np.int64)
+    elif all(isinstance(v, bool | int | float) for v in plain):
+        out = np.full(shape, np.nan)
+        values = {k: float(v) for k, v in values.items()}
+    else:  # text (a label, an optimizer's name), or text and numbers in different cells
+        out = np.full(shape, None, dtype=object)
+    for where, value in values.items():
+        out[where] = value
+    return out
 
 
 def _warn_if_truncated(path: Path, cell: str) -> None:

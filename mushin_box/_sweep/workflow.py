@@ -404,6 +404,12 @@ class Workflow:
             add = keys.needs_add(name)
             if isinstance(value, multirun):
                 values = list(value)
+                if any(isinstance(v, Mapping) for v in values):
+                    raise TypeError(
+                        f"{name}={value!r}: a dict cannot be one value of a sweep (its cells "
+                        "could be neither named nor laid on a grid axis): sweep its keys "
+                        f"instead, e.g. {name}.KEY=multirun([...])"
+                    )
                 grid[name] = values
                 out.append(format_sweep(name, values, add=add))
             elif isinstance(value, hydra_list):
