@@ -123,7 +123,7 @@ def review_plan(
     failed pre-flight) are listed first."""
     from mushin_box._core.secrets import SecretVault
     from mushin_box._launch.plan import hydra_error_line
-    from mushin_box._sweep.compose import check_composes
+    from mushin_box._sweep.compose import MissingValueError, check_composes, check_required
 
     data = plan.to_dict()
     problems = list(errors)
@@ -134,9 +134,14 @@ def review_plan(
         problems.append(str(exc))
     config = _config_of(target)
     try:  # what the launch composes first: an override Hydra refuses is refused here too
-        check_composes(config, list(plan.overrides))
+        composed = check_composes(config, list(plan.overrides))
     except Exception as exc:
         problems.append(hydra_error_line(exc))
+    else:  # and a value the task needs that is given nowhere, as the launch refuses it
+        try:
+            check_required(_task_of(target), composed)
+        except MissingValueError as exc:
+            problems.append(str(exc))
     cells, axes = count_cells(plan.overrides)
     data.update(cells=cells, sweep=axes, ranks=plan.nodes * plan.gpus)
     slurm = plan.mode == "slurm"
@@ -155,6 +160,14 @@ def review_plan(
     data["warnings"] = warnings
     data["errors"] = problems
     return data
+
+
+def _task_of(target: Any) -> Any:
+    """The task a launch of ``target`` runs (a config-only experiment's: ``fit_task``)."""
+    from mushin_box._sweep.workflow import Workflow
+    from mushin_box._train.configtask import fit_task
+
+    return target.task if isinstance(target, Workflow) else fit_task
 
 
 def _config_of(target: Any) -> Any:

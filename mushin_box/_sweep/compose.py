@@ -30,7 +30,7 @@ from typing import Any
 
 from mushin_box._core.overrideparse import parse_overrides
 
-__all__ = ["check_composes", "first_job", "hydra_state_kept"]
+__all__ = ["MissingValueError", "check_composes", "check_required", "first_job", "hydra_state_kept"]
 
 
 def first_job(overrides: Sequence[str]) -> list[str]:
@@ -73,6 +73,63 @@ def check_composes(config: Any, overrides: Sequence[str]) -> Any:
         raise
     finally:
         ConfigStore.instance().repo.pop(f"{name}.yaml", None)
+
+
+class MissingValueError(ValueError):
+    """A value the task needs is given nowhere: the config, the sweep and the overrides
+    leave it out (or ``???``). Every cell would fail with it after launch."""
+
+
+def check_required(task: Any, composed: Any) -> None:
+    """Refuse, before anything is launched or submitted, a sweep whose first job lacks a
+    value: a ``???`` (``MISSING``) left in the composed config, or a task parameter without
+    a default that the config does not hold. Hydra and zen find both only inside each
+    cell, after every cell was started or queued.
+
+    Examples
+    --------
+    >>> from omegaconf import OmegaConf
+    >>> def task(lr: float, epochs: int = 1): ...
+    >>> check_required(task, OmegaConf.create({"lr": 0.1}))
+    >>> check_required(task, OmegaConf.create({"epochs": 2}))
+    Traceback (most recent call last):
+        ...
+    mushin_box._sweep.compose.MissingValueError: lr is required by the task ...
+    """
+    import inspect
+
+    from omegaconf import OmegaConf
+
+    from mushin_box._train.resume import RESUME_PARAM
+
+    body = OmegaConf.masked_copy(composed, [k for k in composed if k != "hydra"])
+    missing = sorted(OmegaConf.missing_keys(body))
+    if missing:
+        raise MissingValueError(
+            f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} '???' (required) "
+            f"and given nowhere: set it in the config, or on the command line ({missing[0]}="
+            "VALUE)"
+        )
+    target = inspect.unwrap(getattr(task, "func", task))
+    try:
+        params = inspect.signature(target).parameters.values()
+    except (TypeError, ValueError):  # a builtin or C callable: zen says what it lacks
+        return
+    free = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    needed = [
+        p.name
+        for p in params
+        if p.default is inspect.Parameter.empty
+        and p.kind not in free
+        and p.name not in body
+        and p.name != RESUME_PARAM  # given by the kit to every cell
+    ]
+    if needed:
+        raise MissingValueError(
+            f"{', '.join(needed)} {'is' if len(needed) == 1 else 'are'} required by the task "
+            f"and given nowhere: add {'it' if len(needed) == 1 else 'them'} to the config, "
+            f"or pass {needed[0]}=VALUE"
+        )
 
 
 @contextmanager

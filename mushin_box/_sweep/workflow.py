@@ -31,7 +31,7 @@ from mushin_box._core.redact import check_secret_names
 from mushin_box._core.secrets import SecretVault, sweep_error
 from mushin_box._core.targets import public
 from mushin_box._sweep.cells import CellPlan, CellRunner
-from mushin_box._sweep.compose import check_composes
+from mushin_box._sweep.compose import check_composes, check_required
 from mushin_box._sweep.decide import OUT_OF_TIME
 from mushin_box._sweep.sweeprun import launch_cells, open_sweep
 from mushin_box._sweep.usercode import code_identity
@@ -333,6 +333,7 @@ class Workflow:
         )
         hydra_args = _hydra_overrides(root, plan.swept, task_args, launcher, launcher_config)
         first = check_composes(config, hydra_args + task_args)  # a refusal writes nothing
+        check_required(self.task, first)  # nor a value given nowhere: every cell would fail
         if root.is_dir() and not os.access(root, os.W_OK):
             return _read_only_results(root, grid, resume)
         root.mkdir(parents=True, exist_ok=True)
