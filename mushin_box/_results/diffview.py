@@ -10,8 +10,9 @@ Every output shows the same rows, built once here:
   a cell that one side lacks shows as the row ``(the whole cell)``: present / missing;
 * paths that differ only in a list index are merged when there are many
   (``run.topology.ranks[*].hostname (8 rows)``);
-* ``brief`` hides the rows of the run part that differ between any two runs
-  (:data:`ALWAYS_DIFFER`: times, pid, host, the run's fingerprints) and says how many.
+* ``brief`` lists no field of the run part: one line counts them by kind
+  (:func:`expected_counts`), so the scheduler's bookkeeping (job, step and array ids,
+  ports, pids, the submitit folder) never shows there.
 """
 
 from __future__ import annotations
@@ -28,28 +29,19 @@ from mushin_box._results.htmlpage import esc, md_table, page, table
 from mushin_box._results.table import cell_text
 
 __all__ = [
-    "ALWAYS_DIFFER",
     "FieldRow",
     "MetricRow",
-    "always_differs",
     "compared_label",
     "diff_html",
     "diff_html_section",
     "diff_markdown",
     "field_rows",
+    "expected_counts",
+    "kind_of",
     "metric_rows",
     "short",
 ]
 
-#: run-part paths that differ between any two runs, even of the same experiment
-ALWAYS_DIFFER = (
-    "run.started",
-    "run.ended",
-    "run.duration_s",
-    "run.pid",
-    "run.host",
-    "run.fingerprints",
-)
 _MAX_VALUE = 60  # characters of a value shown in a table cell
 _GROUP_OVER = 3  # more rows than this with the same [*] path are shown as one row
 _HASH = re.compile(r"(?<![0-9A-Za-z])([0-9a-f]{12})[0-9a-f]{28,52}(?![0-9A-Za-z])")
@@ -74,15 +66,69 @@ class MetricRow:
     match: bool
 
 
-def always_differs(path: str) -> bool:
-    """Is ``path`` a run-part field that differs between any two runs (``--brief``)?
+#: what a run-part field is about, for --brief's one line (first match wins); the
+#: scheduler's bookkeeping (job, step and array ids, ports, pids, the submitit folder,
+#: node-local ids) differs between any two runs and is never shown there
+_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("times", ("run.started", "run.ended", "run.duration_s")),
+    (
+        "scheduler",
+        (
+            "run.pid",
+            "run.env.SLURM_",
+            "run.env.SUBMITIT",
+            "run.env.MASTER_PORT",
+            "run.env.MASTER_ADDR",
+            "run.env.MUSHIN_MASTER_PORT",
+            "run.env.TORCHELASTIC",
+            "run.env.CUDA_VISIBLE_DEVICES",
+            "run.topology.slurm",
+            "run.launcher.config.submitit_folder",
+            "run.env.APPTAINERENV_",
+        ),
+    ),
+    ("topology", ("run.topology", "run.launcher", "run.config")),
+    ("host", ("run.host", "run.platform")),
+    ("container", ("run.container", "run.image", "run.rank_runtime")),
+    ("devices", ("run.devices",)),
+    ("fingerprints", ("run.fingerprints",)),
+    ("reproduction", ("run.reproduction", "run.task")),
+)
+
+
+def kind_of(path: str) -> str:
+    """What a run-part field is about: ``times``, ``scheduler``, ``topology``, ``host``,
+    ``container``, ``devices``, ``fingerprints``, ``reproduction`` or ``other``.
 
     Examples
     --------
-    >>> always_differs("run.fingerprints.code"), always_differs("run.env.X")
-    (True, False)
+    >>> kind_of("run.env.SLURM_JOB_ID"), kind_of("run.topology.ranks[3]"), kind_of("run.x")
+    ('scheduler', 'topology', 'other')
     """
-    return any(path == p or path.startswith((f"{p}.", f"{p}[")) for p in ALWAYS_DIFFER)
+    for kind, prefixes in _KINDS:
+        if any(path == p or path.startswith((p, f"{p}.", f"{p}[")) for p in prefixes):
+            return kind
+    return "other"
+
+
+def expected_counts(diff: Any) -> str:
+    """``--brief``'s one line about the expected differences: how many, by kind.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as N
+    >>> f = [N(path="run.pid"), N(path="run.env.SLURM_JOB_ID"), N(path="run.ended")]
+    >>> expected_counts(N(expected=f))
+    'Expected to differ: 3 field(s): 2 scheduler, 1 times'
+    """
+    counts: dict[str, int] = {}
+    for f in diff.expected:
+        counts[kind_of(f.path)] = counts.get(kind_of(f.path), 0) + 1
+    if not counts:
+        return "Expected to differ: nothing"
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    text = ", ".join(f"{n} {kind}" for kind, n in ranked)
+    return f"Expected to differ: {len(diff.expected)} field(s): {text}"
 
 
 def short(value: Any) -> str:
@@ -119,19 +165,14 @@ def _side(f: Any, side: str) -> str:
     return "(absent)" if absent else short(getattr(f, side))
 
 
-def field_rows(diff: Any, attr: str, *, brief: bool = False) -> tuple[list[FieldRow], int]:
-    """The rows of ``breaks`` or ``expected`` over all cells, and how many ``brief`` hid."""
+def field_rows(diff: Any, attr: str) -> list[FieldRow]:
+    """The rows of ``breaks`` or ``expected`` over all cells."""
     from mushin_box._provenance.compare import collapse_key
 
     rows: list[FieldRow] = []
-    hidden = 0
     for cell in diff.cells:
         label = compared_label(cell)
         fields = list(getattr(cell, attr))
-        if brief and attr == "expected":
-            kept = [f for f in fields if not always_differs(f.path)]
-            hidden += len(fields) - len(kept)
-            fields = kept
         groups: dict[str, list[Any]] = {}
         for f in fields:
             groups.setdefault(collapse_key(f.path), []).append(f)
@@ -144,7 +185,7 @@ def field_rows(diff: Any, attr: str, *, brief: bool = False) -> tuple[list[Field
                     rows.append(FieldRow(label, WHOLE_CELL, str(f.a), str(f.b)))
                 else:
                     rows.append(FieldRow(label, f.path, _side(f, "a"), _side(f, "b")))
-    return rows, hidden
+    return rows
 
 
 def metric_rows(diff: Any) -> list[MetricRow]:
@@ -168,10 +209,6 @@ def metric_rows(diff: Any) -> list[MetricRow]:
                 )
             )
     return rows
-
-
-def _hidden_note(hidden: int) -> str:
-    return f"{hidden} row(s) that differ between any two runs hidden (times, pid, host)"
 
 
 # ---------------------------------------------------------------------------- Markdown
@@ -210,14 +247,14 @@ def diff_markdown(diff: Any, *, brief: bool = False, results: bool = True) -> st
     if sweep:
         out.append(f"- {len(diff.cells)} cell(s) compared, matched by their swept values")
     out += _md_metrics(diff, sweep)
-    breaks, _ = field_rows(diff, "breaks")
+    breaks = field_rows(diff, "breaks")
     out += ["", f"### Breaks reproducibility ({len(breaks)})", ""]
     out.append(_md_fields(breaks, sweep) if breaks else "Nothing.")
-    expected, hidden = field_rows(diff, "expected", brief=brief)
+    if brief:  # one line: how many fields are expected to differ, by kind
+        return "\n".join([*out, "", expected_counts(diff) + "."]) + "\n"
+    expected = field_rows(diff, "expected")
     out += ["", f"### Expected to differ ({len(expected)})", ""]
     out.append(_md_fields(expected, sweep) if expected else "Nothing.")
-    if hidden:
-        out += ["", f"_{_hidden_note(hidden)}._"]
     return "\n".join(out) + "\n"
 
 
@@ -262,14 +299,15 @@ def diff_html_section(
         f"<p><b>A</b> <code>{esc(diff.a)}</code><br><b>B</b> <code>{esc(diff.b)}</code></p>",
         *_html_metrics(diff, sweep, sub),
     ]
-    breaks, _ = field_rows(diff, "breaks")
+    breaks = field_rows(diff, "breaks")
     out.append(f"<{sub}>Breaks reproducibility ({len(breaks)})</{sub}>")
     out.append(_html_fields(breaks, sweep, "breaks") if breaks else "<p>Nothing.</p>")
-    expected, hidden = field_rows(diff, "expected", brief=brief)
+    if brief:
+        out.append(f'<p class="meta">{esc(expected_counts(diff))}.</p>')
+        return "\n".join(out)
+    expected = field_rows(diff, "expected")
     out.append(f"<{sub}>Expected to differ ({len(expected)})</{sub}>")
     out.append(_html_fields(expected, sweep, "expected") if expected else "<p>Nothing.</p>")
-    if hidden:
-        out.append(f'<p class="meta">{esc(_hidden_note(hidden))}.</p>')
     return "\n".join(out)
 
 

@@ -60,8 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--brief",
         action="store_true",
-        help="hide the run rows that differ between any two runs (times, pid, host, the "
-        "run's fingerprints); --json keeps them",
+        help="what breaks reproducibility and the metrics, and one line that counts the "
+        "fields expected to differ by kind (no scheduler ids, ports or pids); --json keeps "
+        "every row",
     )
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print machine-readable JSON")
@@ -80,6 +81,11 @@ def _json_safe(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_json_safe(v) for v in value]
     return value
+
+
+#: narrower than this (or not a terminal), rows are printed as lines: a table would fold
+#: paths and hashes mid-word
+_TABLE_WIDTH = 100
 
 
 def _fields_table(title: str, rows: Sequence[Any], sweep: bool, style: str) -> Any:
@@ -118,42 +124,63 @@ def _metrics_table(rows: Sequence[Any], atol: float, rtol: float, sweep: bool) -
     return table
 
 
+def _field_lines(title: str, rows: Sequence[Any], sweep: bool) -> str:
+    where = (lambda r: f"{r.cell}: ") if sweep else (lambda r: "")
+    return "\n".join([title, *(f"  {where(r)}{r.path}: {r.a} -> {r.b}" for r in rows)])
+
+
+def _metric_lines(rows: Sequence[Any], atol: float, rtol: float, sweep: bool) -> str:
+    where = (lambda m: f"{m.cell}: ") if sweep else (lambda m: "")
+    lines = [f"Metrics (atol={atol:g}, rtol={rtol:g})"]
+    for m in rows:
+        delta = f" ({m.delta})" if m.delta else ""
+        lines.append(
+            f"  {where(m)}{m.name}: {m.a} -> {m.b}{delta}  {'match' if m.match else 'DIFFER'}"
+        )
+    return "\n".join(lines)
+
+
 def _print_tables(diff: Any, brief: bool, results: bool) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    from mushin_box._results.diffview import field_rows, metric_rows
+    from mushin_box._results.diffview import expected_counts, field_rows, metric_rows
 
     console = Console(highlight=False)
+    tables = console.is_terminal and console.width >= _TABLE_WIDTH
+
+    def show(title: str, rows: Sequence[Any], style: str) -> None:
+        if tables:
+            console.print(_fields_table(title, rows, sweep, style))
+        else:  # a line per row, never folded: soft_wrap leaves long lines to the reader
+            console.print(escape(_field_lines(title, rows, sweep)), soft_wrap=True)
+
     sweep = diff.kind == "sweep"
     style = "bold green" if diff.same(results=results) else "bold red"
-    console.print(f"[{style}]{escape(diff.verdict(results=results))}[/]")
-    console.print(f"[bold]A[/] {escape(diff.a)}\n[bold]B[/] {escape(diff.b)}")
+    console.print(f"[{style}]{escape(diff.verdict(results=results))}[/]", soft_wrap=True)
+    console.print(f"[bold]A[/] {escape(diff.a)}\n[bold]B[/] {escape(diff.b)}", soft_wrap=True)
     if sweep:
         console.print(f"{len(diff.cells)} cell(s) compared, matched by their swept values")
-    breaks, _ = field_rows(diff, "breaks")
-    if breaks:
-        title = f"Breaks reproducibility ({len(breaks)})"
-        console.print(_fields_table(title, breaks, sweep, "bold red"))
-    else:
-        console.print("[bold]Breaks reproducibility[/]: nothing")
-    expected, hidden = field_rows(diff, "expected", brief=brief)
-    if expected:
-        title = f"Expected to differ ({len(expected)})"
-        console.print(_fields_table(title, expected, sweep, "bold yellow"))
-    else:
-        console.print("[bold]Expected to differ[/]: nothing")
-    if hidden:
-        console.print(f"({hidden} row(s) that differ between any two runs hidden: --brief)")
     metrics = metric_rows(diff)
-    if metrics:
+    if not metrics:
+        console.print("[bold]Metrics[/]: none recorded")
+    elif tables:
         console.print(_metrics_table(metrics, diff.atol, diff.rtol, sweep))
     else:
-        console.print("[bold]Metrics[/]: none recorded")
-    if diff.reproducible:
-        console.print("[bold green]reproducibility parts match[/]")
+        console.print(escape(_metric_lines(metrics, diff.atol, diff.rtol, sweep)), soft_wrap=True)
+    breaks = field_rows(diff, "breaks")
+    if breaks:
+        show(f"Breaks reproducibility ({len(breaks)})", breaks, "bold red")
     else:
-        console.print("[bold red]reproducibility parts differ[/]")
+        console.print("[bold]Breaks reproducibility[/]: nothing")
+    if brief:  # the scheduler's bookkeeping, ports, pids, times: counted, never listed
+        console.print(escape(expected_counts(diff)), soft_wrap=True)
+        return
+    expected = field_rows(diff, "expected")
+    if expected:
+        show(f"Expected to differ ({len(expected)})", expected, "bold yellow")
+    else:
+        console.print("[bold]Expected to differ[/]: nothing")
 
 
 def run(args: argparse.Namespace) -> int:

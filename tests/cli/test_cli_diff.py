@@ -233,7 +233,8 @@ def test_same_experiment_at_world_size_1_and_4_matches(tmp_path: Path) -> None:
     assert "run.topology.ranks[3]" in expected
     text = cli(a, b)
     assert text.returncode == 0
-    assert "Expected to differ" in text.stdout and "reproducibility parts match" in text.stdout
+    assert text.stdout.startswith("same experiment, same results\n")
+    assert "Expected to differ (" in text.stdout and "run.topology.world_size" in text.stdout
 
 
 def test_identical_cells_exit_0(tmp_path: Path) -> None:
@@ -474,3 +475,37 @@ def test_a_negative_rtol_is_bad_input(tmp_path: Path) -> None:
     a = make_cell(tmp_path / "a")
     proc = cli(a, a, "--rtol", "-1")
     assert proc.returncode == 2 and "rtol must be a finite number >= 0" in proc.stderr
+
+
+def test_brief_of_a_slurm_run_against_a_local_run_shows_no_scheduler_bookkeeping(
+    tmp_path: Path,
+) -> None:
+    local = make_cell(tmp_path / "local")
+    env = {"SLURM_JOB_ID": "4242", "SLURM_STEP_ID": "0", "MASTER_PORT": "15042"}
+    slurm = make_cell(tmp_path / "slurm", nodes=1, gpus=2, env=env)
+    full = cli(local, slurm).stdout
+    assert "SLURM_JOB_ID" in full or "4242" in full  # there to hide: the full view lists it
+    brief = cli(local, slurm, "--brief")
+    assert brief.returncode == 0
+    out = brief.stdout
+    for bookkeeping in ("SLURM_", "4242", "MASTER_PORT", "15042", "run.pid", "submitit"):
+        assert bookkeeping not in out, bookkeeping
+    counts = [line for line in out.splitlines() if line.startswith("Expected to differ: ")]
+    assert len(counts) == 1 and "scheduler" in counts[0] and "topology" in counts[0]
+
+
+def test_piped_output_never_folds_a_row(tmp_path: Path) -> None:
+    # piped or narrow: a line per row, never a path or hash cut in the middle
+    a = make_cell(tmp_path / "a")
+    b = make_cell(tmp_path / "b", nodes=2, gpus=2, lr=0.2)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mushin_box", "diff", str(a), str(b)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "60"},
+    )
+    lines = proc.stdout.splitlines()
+    assert "  reproducibility.config.lr: 0.1 -> 0.2" in lines
+    assert "  run.topology.world_size: 1 -> 4" in lines
+    assert not any(set(line) & set("┃│━") for line in lines)  # no table to fold

@@ -66,7 +66,7 @@ def test_md_is_a_markdown_document_verdict_and_metrics_first(
     assert "| lr=0.1 | run.pid | 42 | 4242 |" in out
 
 
-def test_brief_hides_only_the_rows_that_always_differ(
+def test_brief_counts_the_expected_differences_and_lists_no_scheduler_bookkeeping(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     a = lr_sweep(tmp_path / "a")
@@ -77,9 +77,9 @@ def test_brief_hides_only_the_rows_that_always_differ(
         write_json_atomic(record_file, record)
     for flag in ("--md", "--html", None):
         code, out = _diff(capsys, a, b, "--brief", *([flag] if flag else []))
-        assert "run.pid" not in out, flag
-        assert "3 row(s) that differ between any two runs hidden" in out, flag
-        assert "run.env" in out and "reproducibility.code.git.commit" in out, flag
+        assert "run.pid" not in out and "run.env" not in out, flag
+        assert "Expected to differ: 6 field(s): 3 other, 3 scheduler" in out, flag
+        assert "reproducibility.code.git.commit" in out, flag
     _, out = _diff(capsys, a, b, "--brief", "--json")  # --json keeps every row
     assert "run.pid" in out
 

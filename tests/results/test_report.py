@@ -83,9 +83,10 @@ def test_against_adds_the_diff_breaks_first(tmp_path: Path) -> None:
     page = render_report(a, against=b)
     section = page[page.index("Reproducibility diff") :]
     assert "different experiments: reproducibility.seed.base" in section
-    assert section.index("Breaks reproducibility (1)") < section.index("Expected to differ")
+    assert section.index("Metrics") < section.index("Breaks reproducibility (1)")
     assert "reproducibility.seed.base" in section
-    assert "run.pid" not in section and "1 row(s) that differ between any two runs" in section
+    # brief (the report's default): the expected differences are one line, counted by kind
+    assert "run.pid" not in section and "Expected to differ: 1 field(s): 1 scheduler" in section
     assert "run.pid" in render_report(a, against=b, brief=False)
 
 
