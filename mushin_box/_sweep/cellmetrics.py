@@ -15,7 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from mushin_box._core.jobdir import mushin_dir
-from mushin_box._core.layout import EARLIER_METRICS_FILE, METRICS_FILE, STALE_CHECKPOINTS_DIR
+from mushin_box._core.layout import (
+    EARLIER_METRICS_FILE,
+    METRICS_FILE,
+    STALE_CHECKPOINTS_DIR,
+    stage_metrics_json_file,
+)
 from mushin_box._core.sidecars import read_json
 
 __all__ = ["carry_over", "metrics_from_return", "set_aside_metrics"]
@@ -66,6 +71,8 @@ def carry_over(
         return metrics, []
     previous = read_json(mushin_dir(cell_dir) / EARLIER_METRICS_FILE, default={})
     missing = sorted(k for k in previous if k not in metrics) if isinstance(previous, dict) else []
+    if not missing and not metrics:  # nothing returned, nothing recorded: killed after its fit
+        return _restored(cell_dir)
     if not missing:
         return metrics, []
     warnings.warn(
@@ -75,6 +82,45 @@ def carry_over(
         stacklevel=4,
     )
     return {**metrics, **{k: previous[k] for k in missing}}, missing
+
+
+def _restored(cell_dir: Path) -> tuple[dict[str, Any], list[str]]:
+    """The metrics a continuing attempt's checkpoint restored, when the task returned none.
+
+    A cell killed after its fit returned, before its result was recorded, resumes from a
+    checkpoint already at ``max_epochs``: the fit trains nothing, and a task that returns
+    ``trainer.callback_metrics`` returns ``{}``. The fit's ``MetricsCallback`` series
+    (``fit_metrics.json``, restored with the checkpoint) still holds its last values: they
+    are the cell's result, said in a warning. Without a series, the warning says that the
+    cell has no metrics and how to get them.
+    """
+    series = read_json(cell_dir / stage_metrics_json_file("fit"), default=None)
+    restored: dict[str, Any] = {}
+    if isinstance(series, dict):
+        for name, values in series.items():
+            if name == "epoch" or not isinstance(values, list):
+                continue
+            last = next((v for v in reversed(values) if isinstance(v, int | float)), None)
+            if last is not None and not isinstance(last, bool):
+                restored[str(name)] = last
+    if not restored:
+        warnings.warn(
+            f"cell {cell_dir.name}: this attempt continued from a checkpoint, trained "
+            "nothing and returned no metrics, and no MetricsCallback series was restored: "
+            "the cell has no metrics. Add MetricsCallback to the Trainer and return "
+            "MetricsCallback.final_metrics(trainer), or run the cell afresh",
+            stacklevel=5,
+        )
+        return {}, []
+    names = sorted(restored)
+    warnings.warn(
+        f"cell {cell_dir.name}: this attempt continued from a checkpoint and returned no "
+        f"metrics; reporting {', '.join(names)} as its checkpoint restored them (the last "
+        f"values of {stage_metrics_json_file('fit')}). Return "
+        "MetricsCallback.final_metrics(trainer) to report them yourself",
+        stacklevel=5,
+    )
+    return restored, names
 
 
 def set_aside_metrics(cell_dir: Path, tag: str, continues: bool) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import copy
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -103,7 +103,7 @@ def check_required(task: Any, composed: Any) -> None:
     from mushin_box._train.resume import RESUME_PARAM
 
     body = OmegaConf.masked_copy(composed, [k for k in composed if k != "hydra"])
-    missing = sorted(OmegaConf.missing_keys(body))
+    missing = sorted(_missing_keys(body, ""))
     if missing:
         raise MissingValueError(
             f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} '???' (required) "
@@ -130,6 +130,22 @@ def check_required(task: Any, composed: Any) -> None:
             f"and given nowhere: add {'it' if len(needed) == 1 else 'them'} to the config, "
             f"or pass {needed[0]}=VALUE"
         )
+
+
+def _missing_keys(node: Any, prefix: str) -> Iterator[str]:
+    """Dotted paths of the ``???`` values under ``node``, resolving nothing: the first job's
+    interpolations (``${hydra:runtime.output_dir}``) resolve only inside the job."""
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    keys: Iterable[Any] = node.keys() if isinstance(node, DictConfig) else range(len(node))
+    for key in keys:
+        path = f"{prefix}{key}" if isinstance(node, DictConfig) else f"{prefix[:-1]}[{key}]"
+        if OmegaConf.is_missing(node, key):
+            yield path
+            continue
+        child = node._get_node(key)  # pyright: ignore[reportPrivateUsage]
+        if isinstance(child, DictConfig | ListConfig) and not OmegaConf.is_interpolation(node, key):
+            yield from _missing_keys(child, f"{path}.")
 
 
 @contextmanager

@@ -139,3 +139,41 @@ def test_launch_resume_after_a_finished_fit_keeps_its_metrics(tmp_path: Path) ->
         assert read_json(cell / "mushin_metrics.json") == fitted  # the fit's, not {}
         status = read_json(cell / "mushin_status.json")
         assert status["status"] == "completed" and "metrics_carried_over" not in status
+
+
+def naive_fit_with_series(max_epochs: int, mushin_resume: ResumeContext) -> dict[str, float]:
+    """``naive_fit`` with a MetricsCallback: its series are restored with the checkpoint."""
+    from pytorch_lightning.callbacks import ModelCheckpoint
+
+    from mushin_box import MetricsCallback
+    from mushin_box.testing import TinyDataModule, TinyModule
+
+    trainer = quiet_trainer(
+        max_epochs,
+        callbacks=[
+            ModelCheckpoint(mushin_resume.dir / "ckpt", save_last=True),
+            MetricsCallback(),
+        ],
+    )
+    trainer.fit(TinyModule(), datamodule=TinyDataModule(), ckpt_path=mushin_resume.last_ckpt)
+    return {name: float(value) for name, value in trainer.callback_metrics.items()}
+
+
+@pytest.mark.parametrize("series", [True, False])
+def test_a_fit_killed_before_its_metrics_were_written_reports_what_its_checkpoint_restored(
+    tmp_path: Path, series: bool
+) -> None:
+    # any task: one returning trainer.callback_metrics gets {} from a fit with nothing left
+    wf = Workflow(naive_fit_with_series if series else naive_fit)
+    wf.run(working_dir=tmp_path, progress=False, max_epochs=2)
+    cell = tmp_path / "cell"
+    fitted = read_json(cell / "mushin_metrics.json")
+    _killed_before_status(cell, metrics_written=False)
+    if series:
+        with pytest.warns(UserWarning, match=r"reporting train_loss, val_loss as its checkpoint"):
+            wf.run(working_dir=tmp_path, progress=False, max_epochs=2, resume=True)
+        assert read_json(cell / "mushin_metrics.json") == fitted  # the fit's last values
+    else:  # nothing to report them from: said, never silent
+        with pytest.warns(UserWarning, match=r"no MetricsCallback series .* has no metrics"):
+            wf.run(working_dir=tmp_path, progress=False, max_epochs=2, resume=True)
+    assert read_json(cell / "mushin_status.json")["status"] == "completed"
