@@ -20,7 +20,7 @@ from typing import Any
 
 from mushin_box._core.userfile import import_file
 
-__all__ = ["DEFAULT_NAMES", "LoadError", "load_target", "user_code_error"]
+__all__ = ["DEFAULT_NAMES", "LoadError", "experiment_file", "load_target", "user_code_error"]
 
 DEFAULT_NAMES = ("workflow", "Config")
 
@@ -77,6 +77,16 @@ def load_target(spec: str) -> tuple[Any, str | None]:
         f"{target} defines none of {', '.join(names)}: name a Workflow or a hydra-zen config "
         f"with trainer/module nodes, e.g. {target}:Config"
     )
+
+
+def experiment_file(spec: str) -> str | None:
+    """The file an experiment (``exp.py[:NAME]`` or ``module:NAME``, already loaded by
+    :func:`load_target`) was read from: its git repository is the one the cells record."""
+    target = spec.partition(":")[0]
+    if target.endswith(".py") or os.sep in target:
+        return str(Path(target).resolve())
+    file = getattr(sys.modules.get(target), "__file__", None)
+    return str(Path(file).resolve()) if isinstance(file, str) else None
 
 
 def _check_not_shadowing(path: Path) -> None:

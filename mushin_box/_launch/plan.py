@@ -398,9 +398,11 @@ def run_launch(
     reuse_stale_code: bool = False,
     wait: bool = True,
     cancel_on_interrupt: bool = False,
+    source: str | None = None,
 ) -> Any:
     """Run the plan: ``Workflow.run`` with the plan's launcher and overrides (``wait=False``:
-    submit, and return a :class:`mushin_box.SweepHandle`).
+    submit, and return a :class:`mushin_box.SweepHandle`). ``source``: the experiment file
+    of a config-only experiment, whose repository the cells record (``Workflow(source=)``).
 
     Raises
     ------
@@ -417,7 +419,7 @@ def run_launch(
     workflow = (
         target
         if isinstance(target, Workflow)
-        else Workflow(fit_task, target, pre_call=seed_pre_call)
+        else Workflow(fit_task, target, pre_call=seed_pre_call, source=source)
     )
     roots = {Path(d).resolve() for d in (plan.working_dir, workflow.working_dir) if d}
     before = {root: _manifest_run_id(root) for root in roots}

@@ -354,12 +354,13 @@ def full_provenance(
     container: Mapping[str, Any] | None = None,
     started: str | None = None,
     pre_call: Callable[..., Any] | None = None,
+    experiment: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The full, canonical two-part provenance record of one cell (or one rank).
 
     Parameters
     ----------
-    task, config, fingerprints, seed_base, pre_call
+    task, config, fingerprints, seed_base, pre_call, experiment
         As for :func:`mushin_box._provenance.record.basic_provenance` (``config``: the plain,
         unresolved job config).
     topology : Topology, optional
@@ -420,6 +421,7 @@ def full_provenance(
             fingerprints=fingerprints,
             seed_base=seed_base,
             pre_call=pre_call,
+            experiment=experiment,
         )
     else:
         basic = dict(base)

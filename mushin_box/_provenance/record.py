@@ -33,6 +33,7 @@ __all__ = [
     "KEY_PACKAGES",
     "basic_provenance",
     "canonical_package_name",
+    "experiment_state",
     "git_state",
     "installed_packages",
     "key_versions",
@@ -63,18 +64,51 @@ def _git(args: list[str], cwd: Path) -> str | None:
     return out.decode("utf-8", "replace")
 
 
-def git_state(path: Path) -> dict[str, Any] | None:
-    """Commit, dirty flag and sha256 of the uncommitted diff of the repo holding ``path``."""
+def git_state(path: Path, *, include: Iterable[str | Path] = ()) -> dict[str, Any] | None:
+    """Commit, dirty flag and sha256 of the uncommitted diff of the repo holding ``path``.
+
+    ``include``: files the code runs (the code fingerprint's modules). Those of them that
+    git does not track yet are not in ``git diff HEAD``, yet they ran: their paths and
+    contents go into the diff's hash too, and make the tree dirty.
+    """
     cwd = path if path.is_dir() else path.parent
     commit = _git(["rev-parse", "HEAD"], cwd)
     if commit is None:
         return None
     status = _git(["status", "--porcelain", "--untracked-files=no"], cwd) or ""
-    diff = _git(["diff", "HEAD"], cwd) or ""
+    diff = (_git(["diff", "HEAD"], cwd) or "").encode("utf-8")
+    files = sorted({Path(f).resolve() for f in include})
+    root = Path((_git(["rev-parse", "--show-toplevel"], cwd) or str(cwd)).strip())
+    others = _git(["ls-files", "--others", "--exclude-standard", "-z"], root) if files else ""
+    untracked = set((others or "").split("\0"))
+    for file in files:
+        rel = file.relative_to(root).as_posix() if file.is_relative_to(root) else None
+        if rel in untracked and file.is_file():
+            diff += b"\0untracked " + rel.encode() + b"\0" + file.read_bytes()
     return {
         "commit": commit.strip(),
-        "dirty": bool(status.strip()),
-        "diff_sha256": hashlib.sha256(diff.encode("utf-8")).hexdigest() if diff else None,
+        "dirty": bool(status.strip()) or b"\0untracked " in diff,
+        "diff_sha256": hashlib.sha256(diff).hexdigest() if diff else None,
+    }
+
+
+def experiment_state(
+    file: str | os.PathLike[str] | None, task: Callable[..., Any], include: Iterable[str] = ()
+) -> dict[str, Any]:
+    """The experiment a launch runs: its file (given, else the task's own), and the state
+    of the git repository holding it (:func:`git_state`, ``include``: the files the code
+    fingerprint covers). Taken once by the driver, so that every cell records the user's
+    repository, not the kit's, even where a config-only experiment's task is the kit's
+    ``fit_task`` and a rank in an image has no git."""
+    if file is None:
+        try:
+            file = inspect.getfile(inspect.unwrap(getattr(task, "func", task)))
+        except (TypeError, OSError):
+            file = None
+    path = Path(file).resolve() if file is not None else Path.cwd()
+    return {
+        "file": str(path) if file is not None else None,
+        "git": git_state(path, include=include),
     }
 
 
@@ -192,23 +226,33 @@ def basic_provenance(
     fingerprints: Mapping[str, str],
     seed_base: Any = None,
     pre_call: Callable[..., Any] | None = None,
+    experiment: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The basic provenance record of one cell (:func:`~mushin_box._provenance.full.full_provenance`
     builds on it; :func:`~mushin_box._provenance.full.split_provenance` gives its canonical
     form). ``run.task`` says where ``task`` and ``pre_call`` are defined
-    (:func:`~mushin_box._provenance.task.task_locator`): ``reproduce`` imports them."""
+    (:func:`~mushin_box._provenance.task.task_locator`): ``reproduce`` imports them.
+
+    ``experiment``: ``{"file": ..., "git": ...}`` of the experiment, as the launch saw it
+    (:func:`experiment_state`): ``code.git`` is then its repository's state, and
+    ``run.experiment.file`` where it was. Without it, the repository of the task's own file.
+    """
     from mushin_box._core.version import __version__
     from mushin_box._provenance.task import task_locator
 
-    try:
-        source = Path(inspect.getfile(inspect.unwrap(task)))
-    except (TypeError, OSError):
-        source = Path.cwd()
+    if experiment is not None:
+        git = experiment.get("git")
+    else:
+        try:
+            source = Path(inspect.getfile(inspect.unwrap(task)))
+        except (TypeError, OSError):
+            source = Path.cwd()
+        git = git_state(source)
     packages = installed_packages()
     return {
         "schema": 1,
         "reproducibility": {
-            "code": {"git": git_state(source), "task_sha256": fingerprints.get("code")},
+            "code": {"git": git, "task_sha256": fingerprints.get("code")},
             "config": redact(config),
             "config_sha256": fingerprints.get("config"),
             "mushin_box": __version__,
@@ -223,5 +267,6 @@ def basic_provenance(
             "pid": os.getpid(),
             "started": timestamp(),
             "task": task_locator(task, pre_call),
+            **({"experiment": {"file": experiment.get("file")}} if experiment else {}),
         },
     }

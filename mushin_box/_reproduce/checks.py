@@ -328,9 +328,12 @@ def check_code(
 
     code = original.repro.get("code") or {}
     recorded = {"git": code.get("git"), "task_sha256": code.get("task_sha256")}
+    identity = code_identity(task, config=config, extra=(pre_call,))
+    file = part(original.run, "experiment").get("file")  # the recorded experiment's repo
+    source = Path(file) if isinstance(file, str) and Path(file).is_file() else _source_of(task)
     current = {
-        "git": git_state(_source_of(task)),
-        "task_sha256": code_identity(task, config=config, extra=(pre_call,)).fingerprint,
+        "git": git_state(source, include=identity.files),
+        "task_sha256": identity.fingerprint,
     }
     problems = _git_problems(recorded["git"], current["git"])
     if recorded["task_sha256"] != current["task_sha256"]:

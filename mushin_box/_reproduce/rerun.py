@@ -32,6 +32,7 @@ import contextlib
 import math
 import os
 import shutil
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -204,7 +205,12 @@ def _into(into: str | os.PathLike[str] | None, original: Original) -> Path:
 
 
 def _rerun_workflow(
-    task: Any, config: Any, pre_call: Any, secrets: Sequence[str], combo: Mapping[str, Any]
+    task: Any,
+    config: Any,
+    pre_call: Any,
+    secrets: Sequence[str],
+    combo: Mapping[str, Any],
+    source: str | None = None,
 ) -> Any:
     """The re-run's ``Workflow``: its ``run`` sweeps the cell's swept values again (one
     value each), so the re-run's cell gets the original's name and combo."""
@@ -218,7 +224,7 @@ def _rerun_workflow(
         def run(self, **kwargs: Any) -> Any:
             return super().run(**kwargs, **swept)  # pyright: ignore[reportArgumentType]
 
-    return ReproduceWorkflow(task, config, pre_call=pre_call, secrets=secrets)
+    return ReproduceWorkflow(task, config, pre_call=pre_call, secrets=secrets, source=source)
 
 
 def _declared_secrets(original: Original) -> list[str]:
@@ -233,6 +239,12 @@ def _declared_secrets(original: Original) -> list[str]:
     return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
 
 
+def recorded_experiment(original: Original) -> str | None:
+    """The experiment file the cell recorded (``run.experiment.file``), if it is still there."""
+    file = part(original.run, "experiment").get("file")
+    return file if isinstance(file, str) and Path(file).is_file() else None
+
+
 def _load(original: Original) -> tuple[Any, Any, str | None]:
     from mushin_box._launch.loading import user_code_error
     from mushin_box._provenance.task import load_callable
@@ -240,6 +252,10 @@ def _load(original: Original) -> tuple[Any, Any, str | None]:
     located = original.run["task"]
     out: list[Any] = []
     directory: str | None = None
+    # the recorded experiment's directory first: its modules import from any directory
+    experiment = recorded_experiment(original)
+    if experiment is not None and str(Path(experiment).parent) not in sys.path:
+        sys.path.insert(0, str(Path(experiment).parent))
     for what in ("task", "pre_call"):
         entry = located.get(what)
         if entry is None:
@@ -308,7 +324,14 @@ def plan_reproduce(
         )
     rec_nodes, rec_gpus = recorded_topology(original.run)
     root = _into(into, original)
-    workflow = _rerun_workflow(task, config, pre_call, _declared_secrets(original), original.combo)
+    workflow = _rerun_workflow(
+        task,
+        config,
+        pre_call,
+        _declared_secrets(original),
+        original.combo,
+        source=recorded_experiment(original),
+    )
     try:
         launch = plan_launch(
             workflow,

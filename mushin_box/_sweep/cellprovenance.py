@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ def start_provenance(
     cell_dir: Path,
     fingerprints: dict[str, str],
     pre_call: Callable[..., Any] | None = None,
+    experiment: Mapping[str, Any] | None = None,
 ) -> None:
     """Write the cell's provenance record (and its package list) as the task starts.
 
@@ -57,6 +58,7 @@ def start_provenance(
             launcher=launcher_from_hydra(),
             started=started if isinstance(started, str) else None,
             pre_call=pre_call,
+            experiment=experiment,
         )
     except ValueError as exc:  # a malformed launcher environment: keep the basic record
         warnings.warn(
@@ -68,6 +70,7 @@ def start_provenance(
             fingerprints=fingerprints,
             seed_base=seed_base,
             pre_call=pre_call,
+            experiment=experiment,
         )
     write_provenance(cell_dir, record)
 

@@ -232,6 +232,9 @@ class CellPlan:
     code_modules: Mapping[str, str] = attrs.field(factory=dict)
     #: reuse completed cells whose code fingerprint changed (recorded: ``reused_despite``)
     reuse_stale_code: bool = False
+    #: the experiment's file and git state, taken by the driver (``experiment_state``).
+    #: A plan pickled before this field existed has none: read it with ``getattr``
+    experiment: Mapping[str, Any] | None = None
 
 
 @attrs.frozen
@@ -424,7 +427,12 @@ class CellRunner:
         write_rank_runtime(cell.directory, rank=global_rank_from_env(), attempt=attempt)
         if global_rank_from_env() == 0:
             start_provenance(
-                self.task, cfg, cell.directory, cell.fingerprints, pre_call=self.pre_call
+                self.task,
+                cfg,
+                cell.directory,
+                cell.fingerprints,
+                pre_call=self.pre_call,
+                experiment=getattr(self.plan, "experiment", None),
             )
         return running, t0
 

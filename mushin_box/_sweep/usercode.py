@@ -69,6 +69,8 @@ class CodeIdentity:
 
     fingerprint: str
     modules: Mapping[str, str]
+    #: the files of those modules (the experiment's git state hashes the untracked ones)
+    files: tuple[str, ...] = ()
 
 
 @cache
@@ -301,12 +303,15 @@ def code_identity(
     callables the cells run, e.g. ``pre_call``): sha256 of the task's name and of every
     user module reached (see the module doc for the rule)."""
     modules: dict[str, str] = {}
+    files: list[str] = []
     for name, path in sorted(user_modules([task, *extra], config).items()):
         digest = _sha256(path)
         if digest is not None:
             modules[name] = digest
+            files.append(str(path))
     text = canonical_dumps({"task": _task_text(task), "modules": modules})
     return CodeIdentity(
         fingerprint=hashlib.sha256(text).hexdigest(),
         modules={name: digest[:16] for name, digest in modules.items()},
+        files=tuple(files),
     )

@@ -30,6 +30,7 @@ from mushin_box._core.overrides import format_override, format_sweep, format_val
 from mushin_box._core.redact import check_secret_names
 from mushin_box._core.secrets import SecretVault, sweep_error
 from mushin_box._core.targets import public
+from mushin_box._provenance.record import experiment_state
 from mushin_box._sweep.cells import CellPlan, CellRunner
 from mushin_box._sweep.compose import check_composes, check_required
 from mushin_box._sweep.decide import OUT_OF_TIME
@@ -203,6 +204,10 @@ class Workflow:
         it, not ``cache.db.dsn``). Their values are kept out of every file like the others
         (see docs/workflow.md, "Secrets stay out of every file"); sweeping over one is
         refused.
+    source : path (default: None)
+        The experiment's file, whose git repository every cell records
+        (``reproducibility.code.git``; ``reproduce`` checks it): default the task's own
+        file. ``mushin-box launch`` passes the experiment file here.
 
     Examples
     --------
@@ -223,6 +228,7 @@ class Workflow:
         *,
         pre_call: Callable[[Any], Any] | None = None,
         secrets: Sequence[str] = (),
+        source: str | os.PathLike[str] | None = None,
     ) -> None:
         if not callable(task):
             raise TypeError(f"task must be a function, got {type(task).__name__}")
@@ -232,6 +238,7 @@ class Workflow:
         self.pre_call = pre_call
         self.secrets = check_secret_names(secrets, where="secrets")
         self.config = config if config is not None else _config_from_signature(task)
+        self.source = source
         self.working_dir: Path | None = None
 
     def run(
@@ -330,6 +337,7 @@ class Workflow:
             run_id=uuid.uuid4().hex,
             code_modules=code.modules,
             reuse_stale_code=reuse_stale_code,
+            experiment=experiment_state(self.source, self.task, include=code.files),
         )
         hydra_args = _hydra_overrides(root, plan.swept, task_args, launcher, launcher_config)
         first = check_composes(config, hydra_args + task_args)  # a refusal writes nothing

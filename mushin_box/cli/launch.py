@@ -396,6 +396,7 @@ def format_review(review: dict[str, Any]) -> str:
 
 
 def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any, error: Any) -> int:
+    from mushin_box._launch.loading import experiment_file
     from mushin_box.cli.main import UsageError
 
     where = (
@@ -416,6 +417,7 @@ def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any, e
             reuse_stale_code=args.reuse_stale_code,
             wait=not args.detach,
             cancel_on_interrupt=args.cancel_on_interrupt,
+            source=experiment_file(args.experiment),
         )
     except error as exc:  # Workflow.run refused its arguments: nothing ran
         raise UsageError(str(exc)) from None
