@@ -114,7 +114,9 @@ def _exec(
     return subprocess.run(
         ["apptainer", "exec", *args],
         env=env if env is not None else dict(os.environ),
-        cwd=cwd,
+        # not the checkout: a checkout under /tmp (a default mount) would be the current
+        # directory inside too, and `python -c` imports from it before the image's packages
+        cwd=cwd if cwd is not None else "/",
         capture_output=True,
         text=True,
         timeout=EXEC_TIMEOUT,
