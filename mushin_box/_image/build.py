@@ -9,11 +9,8 @@ a manifest and moves the definition and the image into place together::
     image.def                  the definition it was built from
     image.sif.manifest.json    identity: sif_sha256, sif_uuid, definition_sha256, ...
 
-``apptainer build`` gets ``--force``: without it, Apptainer keeps every label the base
-image (or its own build step) already set and drops the spec's ``%labels`` of the same
-name, with only a warning in the build log; with it the spec's labels win, so the image
-says what the spec says (``--force`` also lets ``%help`` replace a base's help; the output
-is a fresh ``.partial`` file either way).
+``apptainer build`` gets ``--force``: without it, Apptainer keeps the labels (and help) a
+base image already set over the spec's, with only a warning in the build log.
 
 The manifest also pins what is *in* the image: its Python packages (``packages``,
 ``pip_freeze``) and Debian packages (``dpkg_packages``), listed through ``apptainer exec``
