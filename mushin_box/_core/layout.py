@@ -66,6 +66,7 @@ __all__ = [
     "LOCK_FILE",
     "MANIFEST_FILE",
     "MASTER_PORT_ENV",
+    "FINGERPRINTS_FILE",
     "METRICS_FILE",
     "PACKAGES_FILE",
     "PROFILES_FILE",
@@ -109,6 +110,9 @@ DONE_CELL_STATES = ("completed", "failed", "timeout", "skipped", "cancelled")
 
 STATUS_FILE = "mushin_status.json"
 METRICS_FILE = "mushin_metrics.json"
+#: rank 0's fingerprints of a fit: weights at its start and each epoch's end, each epoch's
+#: first batch (``MetricsCallback``); ``diff`` finds where two runs part with them
+FINGERPRINTS_FILE = "fit_fingerprints.json"
 PROVENANCE_FILE = "mushin_provenance.json"
 #: the installed package list, ``name==version`` per line, beside the provenance record
 PACKAGES_FILE = "mushin_packages.txt"

@@ -117,6 +117,8 @@ class CellDiff:
     breaks: tuple[FieldDiff, ...] = ()
     expected: tuple[FieldDiff, ...] = ()
     metrics: tuple[MetricDiff, ...] = ()
+    #: where the two fits first parted, in words (None: they did not, or unrecorded)
+    divergence: str | None = None
 
     @property
     def reproducible(self) -> bool:
@@ -138,6 +140,7 @@ class CellDiff:
             "breaks_reproducibility": [f.to_dict() for f in self.breaks],
             "expected_to_differ": [f.to_dict() for f in self.expected],
             "metrics": [m.to_dict() for m in self.metrics],
+            "first_divergence": self.divergence,
         }
 
 

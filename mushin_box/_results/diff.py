@@ -114,8 +114,13 @@ class Diff:
         if not differ:
             return "same experiment, same results"
         first, more = differ[0], len(differ) - 1
-        said = f"{first.name} {_pair(first.a, first.b)}"
-        return "same experiment, results differ: " + said + (f" (and {more} more)" if more else "")
+        said = f"{first.name} {_pair(first.a, first.b)}" + (f" (and {more} more)" if more else "")
+        where = next((c.divergence for c in self.cells if c.divergence), None)
+        return (
+            "same experiment, results differ: "
+            + said
+            + (f"; first divergence: {where}" if where else "")
+        )
 
     @property
     def breaks(self) -> tuple[FieldDiff, ...]:
@@ -248,9 +253,28 @@ def _packages(path: Path, record: Mapping[str, Any] | None) -> list[str] | None:
     return packages_beside(path, split_provenance(record))
 
 
+def _diverged(cell: CellDiff, a: Path | None, b: Path | None) -> CellDiff:
+    """``cell`` with where its two fits first parted, when their results differ."""
+    if cell.metrics_match or a is None or b is None:
+        return cell
+    from mushin_box._core.layout import FINGERPRINTS_FILE
+    from mushin_box._results.divergence import first_divergence
+
+    where = first_divergence(
+        _read_mapping(a / FINGERPRINTS_FILE), _read_mapping(b / FINGERPRINTS_FILE)
+    )
+    return attrs.evolve(cell, divergence=where)
+
+
 def _cell_pair(a: Path, b: Path, atol: float, rtol: float, combo: dict[str, Any]) -> CellDiff:
     prov, _, metrics, _ = _files()
     ra, rb = _read_record(a / prov), _read_record(b / prov)
+    return _diverged(_pair_records(a, b, ra, rb, metrics, atol, rtol, combo), a, b)
+
+
+def _pair_records(
+    a: Path, b: Path, ra: Any, rb: Any, metrics: str, atol: float, rtol: float, combo: Any
+) -> CellDiff:
     return diff_records(
         ra,
         rb,
@@ -337,6 +361,8 @@ def diff_provenance(a: str | Path, b: str | Path, *, atol: float = 0.0, rtol: fl
             packages_a=_packages(pa, ra),
             packages_b=_packages(pb, rb),
         )
+        if ka == "cell" and kb == "cell":
+            cell = _diverged(cell, pa, pb)
         return Diff("cell", str(pa), str(pb), float(atol), (cell,), float(rtol))
 
     cells_a = {key: (combo, d) for key, combo, d in _sweep_cells(pa)}

@@ -7,6 +7,7 @@
 - :mod:`.seeding`: per-rank seeding and its records;
 - :mod:`.sampling`: the world-size-invariant sampler;
 - :mod:`.metrics`: ``MetricsCallback``;
+- :mod:`.divergence`: the fingerprints of a fit (weights, first batches) it records;
 - :mod:`.resume`: the ``mushin_resume`` checkpoint contract;
 - :mod:`.signals`: SIGTERM as an exception that unwinds the task;
 - :mod:`.configtask`: the task of a config-only experiment (``fit_task``, stable names);

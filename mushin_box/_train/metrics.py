@@ -10,6 +10,7 @@ instead, with one warning per callback.
 
 from __future__ import annotations
 
+import copy
 import io
 import math
 import os
@@ -23,6 +24,7 @@ import torch
 
 from mushin_box._core.jobdir import job_dir
 from mushin_box._core.layout import (
+    FINGERPRINTS_FILE,
     STAGE_METRICS_SUFFIX,
     stage_metrics_file,
     stage_metrics_json_file,
@@ -124,6 +126,11 @@ class MetricsCallback(pl.Callback):
         resolved when the trainer starts.
     filename : str (default: "metrics.pt")
         Files are named ``f"{stage}_{filename}"``.
+    fingerprints : bool (default: True)
+        Also write ``fit_fingerprints.json`` (rank 0): hashes of the weights at the fit's
+        start and each epoch's end, and of each epoch's first batch, from which ``diff``
+        names where two runs part (:mod:`mushin_box._train.divergence`). One pass over
+        the weights per epoch; ``False`` turns it off.
 
     Examples
     --------
@@ -134,11 +141,17 @@ class MetricsCallback(pl.Callback):
     """
 
     def __init__(
-        self, save_dir: str | os.PathLike[str] | None = None, filename: str = STAGE_METRICS_SUFFIX
+        self,
+        save_dir: str | os.PathLike[str] | None = None,
+        filename: str = STAGE_METRICS_SUFFIX,
+        fingerprints: bool = True,
     ):
         super().__init__()
         self._save_dir = Path(save_dir) if save_dir is not None else None
         self.filename = filename
+        self.fingerprints = fingerprints
+        #: world_size, fit_start (weights), epochs: {epoch: {first_batch, weights}}
+        self._prints: dict[str, Any] = {"world_size": None, "fit_start": None, "epochs": {}}
         self._fit = _Series("epoch")
         self._test = _Series("round")
         self._validate = _Series("round")
@@ -167,7 +180,9 @@ class MetricsCallback(pl.Callback):
     # -- fit -----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         # saved in checkpoints, so a fit resumed from last.ckpt continues the same series
-        return {"fit": {epoch: dict(row) for epoch, row in self._fit.rows.items()}}
+        # (and the fingerprints: a resumed fit's start is the first fit's)
+        fit = {epoch: dict(row) for epoch, row in self._fit.rows.items()}
+        return {"fit": fit, "fingerprints": copy.deepcopy(self._prints)}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         # a checkpoint of an older version may hold a metric named "epoch": renamed too
@@ -175,6 +190,9 @@ class MetricsCallback(pl.Callback):
             int(k): {self._fit._name(str(n)): x for n, x in v.items()}
             for k, v in state_dict.get("fit", {}).items()
         }
+        prints = state_dict.get("fingerprints")
+        if isinstance(prints, dict):
+            self._prints = copy.deepcopy(prints)
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking:
@@ -185,9 +203,33 @@ class MetricsCallback(pl.Callback):
             self._validate.record(len(self._validate.rows), trainer.callback_metrics)
             self._write(trainer, "validate", self._validate)
 
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.fingerprints and trainer.is_global_zero and self._prints["fit_start"] is None:
+            from mushin_box._train.divergence import weights_fingerprint
+
+            self._prints["fit_start"] = weights_fingerprint(pl_module)  # after any restore
+            self._prints["world_size"] = trainer.world_size
+
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        if self.fingerprints and batch_idx == 0 and trainer.is_global_zero:
+            from mushin_box._train.divergence import batch_fingerprint
+
+            epoch = self._prints["epochs"].setdefault(int(trainer.current_epoch), {})
+            epoch["first_batch"] = batch_fingerprint(batch)
+
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._fit.record(trainer.current_epoch, _logged_by_active_loop(trainer))
         self._write(trainer, "fit", self._fit)
+        if self.fingerprints and trainer.is_global_zero:
+            from mushin_box._train.divergence import weights_fingerprint
+
+            epoch = self._prints["epochs"].setdefault(int(trainer.current_epoch), {})
+            epoch["weights"] = weights_fingerprint(pl_module)
+            epochs = [{"epoch": e, **v} for e, v in sorted(self._prints["epochs"].items())]
+            record = {**self._prints, "epochs": epochs}
+            write_bytes_atomic(self.save_dir() / FINGERPRINTS_FILE, canonical_dumps(record))
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self._fit.rows:

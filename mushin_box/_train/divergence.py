@@ -1,0 +1,68 @@
+# SPDX-License-Identifier: MIT
+"""Small fingerprints of a fit, so that two runs that differ say where they first parted.
+
+Two runs of one experiment whose metrics differ leave a user with "why?". Rank 0 records,
+beside the metric series (``fit_fingerprints.json`` in the job directory):
+
+- the weights at the start of the fit, after any checkpoint was restored;
+- the first training batch of each epoch (a hash of its tensors, with the world size: a
+  rank's batch depends on it);
+- the weights at the end of each epoch: an exact hash, and their L2 norm, so that a
+  float-level drift (another reduction order) can be told from a real difference.
+
+``diff`` and ``reproduce`` walk two such records in that order and name the first point
+where they part (:mod:`mushin_box._results.divergence`). The cost is one pass over the
+weights per epoch (hashing and a norm), a small part of an epoch of any model large enough
+for it to matter (``scripts/bench``); ``MetricsCallback(fingerprints=False)`` turns it off.
+
+Examples
+--------
+>>> import torch
+>>> first = weights_fingerprint(torch.nn.Linear(2, 1).requires_grad_(False))
+>>> sorted(first), len(first["sha256"])
+(['norm', 'sha256'], 64)
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+__all__ = ["batch_fingerprint", "weights_fingerprint"]
+
+
+def weights_fingerprint(module: torch.nn.Module) -> dict[str, Any]:
+    """sha256 of every parameter's name, shape, dtype and bytes, in order, and the L2 norm
+    of them all (float64)."""
+    digest = hashlib.sha256()
+    total = torch.zeros((), dtype=torch.float64)
+    with torch.no_grad():
+        for name, param in module.named_parameters():
+            data = param.detach().to("cpu").contiguous()
+            digest.update(f"{name}:{tuple(data.shape)}:{data.dtype}\n".encode())
+            digest.update(data.reshape(-1).view(torch.uint8).numpy().tobytes())
+            total += data.double().pow(2).sum()
+    return {"sha256": digest.hexdigest(), "norm": float(total.sqrt())}
+
+
+def _tensors(batch: Any) -> list[torch.Tensor]:
+    if isinstance(batch, torch.Tensor):
+        return [batch]
+    if isinstance(batch, Mapping):
+        return [t for key in sorted(batch, key=str) for t in _tensors(batch[key])]
+    if isinstance(batch, Sequence) and not isinstance(batch, str | bytes):
+        return [t for item in batch for t in _tensors(item)]
+    return []
+
+
+def batch_fingerprint(batch: Any) -> str:
+    """sha256 of a batch's tensors (shape, dtype and bytes, in order)."""
+    digest = hashlib.sha256()
+    for tensor in _tensors(batch):
+        data = tensor.detach().to("cpu").contiguous()
+        digest.update(f"{tuple(data.shape)}:{data.dtype}\n".encode())
+        digest.update(data.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
