@@ -46,7 +46,7 @@ class SweepHandle:
     >>> handle.done(), handle.status().counts()
     (True, {'completed': 2})
     >>> handle.wait()["y"].values.tolist()
-    [2.0, 4.0]
+    [2, 4]
     """
 
     def __init__(self, working_dir: str | os.PathLike[str]) -> None:
