@@ -48,6 +48,11 @@ def _sha(value: Any) -> str | None:
     return value.get("sha256") if isinstance(value, Mapping) else None
 
 
+def _norm(weights: Mapping[str, Any]) -> float | None:
+    value = weights.get("norm")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def first_divergence(a: Any, b: Any) -> str | None:
     """The first point where two fits' fingerprints part, in words; None when they do
     not (or either side recorded none)."""
@@ -67,8 +72,10 @@ def first_divergence(a: Any, b: Any) -> str | None:
         if same_world and batch_a and batch_b and batch_a != batch_b:
             return f"data order differs at epoch {epoch}"
         wa, wb = x.get("weights"), y.get("weights")
-        if _sha(wa) and _sha(wb) and _sha(wa) != _sha(wb):
-            na, nb = float(wa["norm"]), float(wb["norm"])
+        if isinstance(wa, Mapping) and isinstance(wb, Mapping) and _sha(wa) != _sha(wb):
+            na, nb = _norm(wa), _norm(wb)
+            if na is None or nb is None:
+                return f"weights differ at epoch {epoch}"
             gap = abs(na - nb) / max(abs(na), abs(nb), 1e-300)
             if gap < DRIFT:
                 return (

@@ -138,6 +138,7 @@ def _missing_keys(node: Any, prefix: str) -> Iterator[str]:
     from omegaconf import DictConfig, ListConfig, OmegaConf
 
     keys: Iterable[Any] = node.keys() if isinstance(node, DictConfig) else range(len(node))
+    key: Any
     for key in keys:
         path = f"{prefix}{key}" if isinstance(node, DictConfig) else f"{prefix[:-1]}[{key}]"
         if OmegaConf.is_missing(node, key):
