@@ -223,3 +223,19 @@ def main_rank(out_dir: str, experiment: str | None) -> None:
     built.trainer.fit(built.module, datamodule=datamodule)
     print(f"[mushin-box smoke] rank {built.trainer.global_rank} of {built.trainer.world_size} done")
     sys.stdout.flush()
+    _end_process_group()
+
+
+def _end_process_group() -> None:
+    """Leave the group together, then close it.
+
+    A rank that exits while gloo still holds its peers' sockets can abort in C++
+    ("terminate called without an active exception", exit -6) when a peer closes
+    first: the barrier lets every rank finish, and the destroy closes the sockets
+    before the interpreter tears the threads down.
+    """
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
