@@ -32,7 +32,7 @@ from mushin_box._results.table import (
 )
 from mushin_box._sweepdir.board import CellView, SweepView, read_sweep
 
-__all__ = ["provenance_summary", "render_report"]
+__all__ = ["code_line", "provenance_summary", "render_report"]
 
 _ERROR_LINES = 40  # last lines of a cell's error file shown
 _SHORT = 12  # hex digits of a hash shown
@@ -61,7 +61,9 @@ def provenance_summary(record: Mapping[str, Any] | None) -> dict[str, str]:
     ('abababababab (dirty)', '1 node × 2 ranks')
     """
     if not isinstance(record, Mapping):
-        return dict.fromkeys(("image", "code", "packages", "seed base", "topology"), "-")
+        return dict.fromkeys(
+            ("experiment", "code", "image", "packages", "seed base", "topology"), "-"
+        )
     from mushin_box._provenance.full import split_provenance
 
     try:
@@ -102,13 +104,31 @@ def provenance_summary(record: Mapping[str, Any] | None) -> dict[str, str]:
         topo_text = (
             f"{nodes} node{'s' if nodes != 1 else ''} × {world} rank{'s' if world != 1 else ''}"
         )
+    experiment = run.get("experiment")
+    file = experiment.get("file") if isinstance(experiment, Mapping) else None
     return {
-        "image": image_text,
+        "experiment": str(file) if file else "-",
         "code": code_text,
+        "image": image_text,
         "packages": packages_text,
         "seed base": "-" if base is None else str(base),
         "topology": topo_text,
     }
+
+
+def code_line(sweep: SweepView) -> str | None:
+    """One line naming the experiment and its repository's commit, from the first cell
+    with a provenance record (``show``; ``report`` has a row per identity). None before
+    any cell has one."""
+    from mushin_box._core.sidecars import read_json
+
+    for cell in sweep.cells:
+        path = sweep.root / cell.dir / PROVENANCE_FILE if cell.dir else None
+        if path is not None and path.is_file():
+            summary = provenance_summary(read_json(path))
+            where = f"experiment {summary['experiment']}, " if summary["experiment"] != "-" else ""
+            return f"{where}code {summary['code']}"
+    return None
 
 
 def _provenance_section(sweep: SweepView, cells: Sequence[CellView]) -> str:

@@ -108,6 +108,7 @@ def _print_rich(table: Any) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from mushin_box._results.report import code_line
     from mushin_box.cli.tables import summary
 
     out = Table()
@@ -128,13 +129,14 @@ def _print_rich(table: Any) -> None:
         f"{escape(str(table.sweep.root))}: {escape(summary(table.sweep))}", soft_wrap=True
     )
     console.print(out)
-    line = _best_line(table)
-    if line:
-        console.print(escape(line), soft_wrap=True)
+    for line in (code_line(table.sweep), _best_line(table)):
+        if line:
+            console.print(escape(line), soft_wrap=True)
 
 
 def run(args: argparse.Namespace) -> int:
     from mushin_box._results.htmlpage import md_table
+    from mushin_box._results.report import code_line
     from mushin_box._results.table import ResultsError, results_table, summary, table_records
     from mushin_box._sweepdir.board import read_sweep
     from mushin_box.cli.tables import resolve_sweep
@@ -145,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     except ResultsError as exc:
         raise UsageError(str(exc)) from None
     if args.json:
-        data = {**summary(table), "cells": table_records(table)}
+        data = {**summary(table), "code": code_line(sweep), "cells": table_records(table)}
         json.dump(data, sys.stdout, indent=2, sort_keys=True, default=str)
         sys.stdout.write("\n")
     elif args.csv:
@@ -157,9 +159,9 @@ def run(args: argparse.Namespace) -> int:
             writer.writerow({k: _csv(v) for k, v in record.items()})
     elif args.md:
         print(md_table(_headers(table), _rows(table)))
-        line = _best_line(table)
-        if line:
-            print(f"\n{line}")
+        for line in (code_line(sweep), _best_line(table)):
+            if line:
+                print(f"\n{line}")
     else:
         _print_rich(table)
     return 0

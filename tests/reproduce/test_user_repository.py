@@ -85,6 +85,18 @@ def test_a_launch_records_the_experiments_repository_and_reproduces_from_anywher
         "diff_sha256": None,
     }
     assert record["run"]["experiment"]["file"] == str(repo / "user_repo_exp.py")
+    # show and report name the experiment and its commit
+    shown = subprocess.run([*cli, "show", str(runs / "a"), "--md"], capture_output=True,
+                           text=True, timeout=120)  # fmt: skip
+    assert f"experiment {repo / 'user_repo_exp.py'}, code {head[:12]}" in shown.stdout
+    shown_json = subprocess.run([*cli, "show", str(runs / "a"), "--json"],
+                                capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert head[:12] in json.loads(shown_json.stdout)["code"]
+    page = tmp_path / "report.html"
+    subprocess.run([*cli, "report", str(runs / "a"), "-o", str(page)], check=True,
+                   capture_output=True, timeout=120)  # fmt: skip
+    html = page.read_text()
+    assert head[:12] in html and "user_repo_exp.py" in html
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     again = subprocess.run(
