@@ -29,7 +29,7 @@ from typing import Any
 import attrs
 
 from mushin_box._launch.profiles import Profile, load_profile
-from mushin_box._slurm.config import memory_fields
+from mushin_box._slurm.config import check_sbatch_option, memory_fields
 
 __all__ = ["LaunchOptions", "OptionError", "check_where", "experiment_name", "resolve_options"]
 
@@ -53,21 +53,6 @@ FLAGS: Mapping[str, str] = {
     "image_python": "--image-python",
 }
 _STRINGS = ("partition", "account", "qos", "constraint", "exclude")
-# sbatch options with a flag of their own (or set by submitit): --sbatch must not set them
-_OWN_FLAG = {
-    "partition": "--partition",
-    "account": "--account",
-    "qos": "--qos",
-    "constraint": "--constraint",
-    "exclude": "--exclude",
-    "job-name": "--job-name",
-    "time": "--time",
-    "cpus-per-task": "--cpus-per-task",
-    "mem": "--mem",
-    "output": "nothing (submitit writes the logs under the sweep directory)",
-    "error": "nothing (submitit writes the logs under the sweep directory)",
-    "array": "nothing (one array task per cell)",
-}
 
 
 class OptionError(ValueError):
@@ -103,17 +88,22 @@ def experiment_name(spec: str) -> str:
 
 
 def _sbatch_options(pairs: Sequence[str]) -> dict[str, Any]:
+    """``--sbatch KEY=VALUE`` pairs as a dict, each checked by the one check of every sbatch
+    option (:func:`~mushin_box._slurm.config.check_sbatch_option`); ``mem`` has a flag of
+    its own on the command line, which the plan shows."""
     options: dict[str, Any] = {}
     for pair in pairs:
         key, eq, value = pair.partition("=")
         key = key.strip().removeprefix("--")
         if not key:
             raise OptionError(f"--sbatch {pair!r}: give KEY=VALUE (or KEY for a flag option)")
-        if key in _OWN_FLAG:
-            raise OptionError(
-                f"--sbatch {pair!r}: sbatch's --{key} is set by {_OWN_FLAG[key]}; use that"
-            )
         options[key] = value if eq else True
+        try:
+            check_sbatch_option(key, options[key], where=f"--sbatch {pair!r}")
+        except ValueError as exc:
+            raise OptionError(str(exc)) from None
+        if key.replace("_", "-") == "mem":
+            raise OptionError(f"--sbatch {pair!r}: sbatch's --mem is set by --mem; use that")
     return options
 
 

@@ -272,10 +272,9 @@ def plan_launch(
         )
 
     settings = dict(slurm or {})
-    extra = {
-        **settings.get("additional_parameters", {}),
-        **launcher_values.pop("additional_parameters", {}),
-    }
+    extra = launcher_values.pop("additional_parameters", {})
+    if isinstance(extra, Mapping):  # else refused, with its source, by the checks below
+        extra = {**settings.get("additional_parameters", {}), **extra}
     settings.update(launcher_values)
     if extra:
         settings["additional_parameters"] = extra

@@ -28,6 +28,10 @@ is an error (one place per name).
 
 Every value is checked here, with one line naming the file, the profile and the key; the
 values that go to the scheduler are checked again, with the flags', when the plan is made.
+The ``sbatch`` table passes the check every source of sbatch options passes
+(:func:`~mushin_box._slurm.config.check_sbatch_option`): an option the kit sets from a key
+of its own (``partition``, ``time``, ``job-name``, ...) is refused with that key's name,
+and ``array`` and the log paths (``output``, ``error``) are the kit's.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from typing import Any
 import attrs
 
 from mushin_box._core.layout import PROFILES_FILE, PROJECT_FILE
-from mushin_box._slurm.config import parse_slurm_memory, parse_slurm_time
+from mushin_box._slurm.config import check_sbatch_option, parse_slurm_memory, parse_slurm_time
 
 __all__ = ["PROFILE_KEYS", "Profile", "find_profile_files", "load_profile"]
 
@@ -230,6 +234,10 @@ def _value(key: str, value: Any, where: str, base: Path) -> Any:
             isinstance(v, str | int | bool) for v in value.values()
         ):
             raise wrong
+        for option, option_value in value.items():  # the check every sbatch option passes
+            check_sbatch_option(option, option_value, where=f"{where}.{option}")
+            if option.replace("_", "-") == "mem":
+                raise ValueError(f"{where}.{option}: the profile's mem key sets --mem; use that")
         return dict(value)
     if not isinstance(value, str) or not value.strip():
         raise wrong

@@ -139,9 +139,16 @@ def slurm_launcher_config(
     """
     mine = {k: v for k, v in settings.items() if k in LAUNCHER_ONLY_KEYS}
     theirs = {k: v for k, v in settings.items() if k not in LAUNCHER_ONLY_KEYS}
-    for key, value in theirs.items():  # alone first: the error names the value's source
+    alone: list[tuple[str, dict[str, Any], Any]] = []
+    for key, value in theirs.items():
+        if key == "additional_parameters" and isinstance(value, Mapping):
+            for option, v in value.items():  # pyright: ignore[reportUnknownVariableType]
+                alone.append((key, {key: {option: v}}, {option: v}))  # its own source
+        else:
+            alone.append((key, {key: value}, value))
+    for key, kwargs, value in alone:  # alone first: the error names the value's source
         try:
-            submitit_slurm_config(nodes=nodes, gpus_per_node=gpus, **{key: value})
+            submitit_slurm_config(nodes=nodes, gpus_per_node=gpus, **kwargs)
         except (TypeError, ValueError) as exc:
             raise ScheduleError(f"{_source_of(key, sources, value)}: {exc}") from None
     try:

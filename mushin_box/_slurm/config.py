@@ -19,10 +19,12 @@ from mushin_box._core.targets import public
 
 __all__ = [
     "SLURM_LAUNCHER_KEYS",
+    "check_sbatch_option",
     "memory_fields",
     "parse_slurm_memory",
     "parse_slurm_time",
     "refuse_control_characters",
+    "sbatch_options",
     "submitit_slurm_config",
 ]
 
@@ -87,25 +89,112 @@ def _string_list(key: str, value: object) -> list[str]:
 
 # sbatch options that would break "one task per GPU" if forced through additional_parameters
 _LAYOUT_OPTIONS = frozenset(
-    {"nodes", "ntasks", "ntasks-per-node", "gpus", "gpus-per-node", "gpus-per-task"}
-    | {"cpus-per-gpu", "gres"}
+    {"nodes", "ntasks", "ntasks-per-node", "ntasks-per-gpu", "gpus", "gpus-per-node"}
+    | {"gpus-per-task", "cpus-per-gpu", "gres"}
 )
+_SBATCH_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*\Z")
+_LOGS = (
+    "submitit writes each job's logs under the sweep directory, where `mushin-box logs` reads "
+    "them (stderr_to_stdout=True merges the two); drop the option"
+)
+#: sbatch options the kit writes from one field of its own: where that value is set
+_SET_ELSEWHERE: dict[str, str] = {
+    "partition": "--partition (partition= in Python), the value the review shows",
+    "account": "--account (account= in Python)",
+    "qos": "--qos (qos= in Python)",
+    "constraint": "--constraint (constraint= in Python)",
+    "exclude": "--exclude (exclude= in Python)",
+    "comment": "hydra.launcher.comment (comment= in Python)",
+    "job-name": "--job-name (name= in Python): one name per job, which squeue and cancel go by",
+    "time": (
+        "--time (timeout_min= in Python): the one limit that the requeue trap, the GPU-hours "
+        "and the review count from"
+    ),
+    "cpus-per-task": "--cpus-per-task (cpus_per_task= in Python)",
+    "mem-per-cpu": "hydra.launcher.mem_per_cpu (mem_per_cpu= in Python)",
+    "mem-per-gpu": "hydra.launcher.mem_per_gpu (mem_per_gpu= in Python)",
+}
+#: sbatch options only the kit writes, and why
+_KIT_ONLY: dict[str, str] = {
+    "array": (
+        "the kit owns the job array (one array task per cell); drop the option, and bound how "
+        "many cells run at once with array_parallelism (hydra.launcher.array_parallelism)"
+    ),
+    "output": _LOGS,
+    "error": _LOGS,
+    "open-mode": f"{_LOGS.replace('writes', 'appends (across requeues)')}",
+    "signal": (
+        "the host-side requeue trap's signal (B:USR2 before the time limit); set "
+        "signal_delay_s instead"
+    ),
+}
+_OWNED = (*_LAYOUT_OPTIONS, *_SET_ELSEWHERE, *_KIT_ONLY)
 
 
-def _sbatch_options(key: str, value: object) -> dict[str, Any]:
+def check_sbatch_option(option: object, value: object, *, where: str) -> None:
+    """Refuse one sbatch option that a user's table may not set; ``where`` names it in the
+    message (``--sbatch 'array=0-9'``, ``additional_parameters['array']``, a profile's key).
+
+    Every source of sbatch options comes here: ``--sbatch``, a profile's ``sbatch`` table,
+    ``hydra.launcher.additional_parameters`` (overrides, or the launcher's own config) and
+    ``submitit_slurm_config(additional_parameters=)``. An option the kit writes from a field
+    of its own (``partition``, ``time``, ``job-name``, ...) would make a second value: the
+    review, the GPU-hours and the requeue trap would read one and sbatch obey the other
+    (submitit merges the table over its own values). So it is refused, naming the one place
+    that sets it. ``array`` and the log paths are the kit's alone. sbatch also takes any
+    unambiguous prefix of a long option (``--part`` is ``--partition``): a prefix of one of
+    these is refused too. ``mem`` is allowed: a size under a whole GB has no launcher field
+    (the memory options exclude each other, checked with the whole config).
+
+    Examples
+    --------
+    >>> check_sbatch_option("mail-type", "END", where="--sbatch 'mail-type=END'")
+    >>> check_sbatch_option("time", "10:00:00", where="x")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: x: sbatch's --time is set by --time (timeout_min= in Python): the one limit ...
+    """
+    if not isinstance(option, str) or not _SBATCH_KEY.match(option):
+        refuse_control_characters(f"{where} key", option)
+        raise ValueError(
+            f"{where}: {option!r} is not an sbatch option name (letters, digits, - and _, "
+            "without the leading --)"
+        )
+    refuse_control_characters(where, value)
+    if not isinstance(value, bool | int | float | str):
+        raise ValueError(
+            f"{where}: an sbatch option's value is a string, a number or true (a flag "
+            f"option), got {value!r}"
+        )
+    name = option.replace("_", "-")  # submitit writes the option so
+    owned = name if name in _OWNED else None
+    if owned is None and name != "mem":  # sbatch takes an unambiguous prefix of an option
+        owned = next((o for o in sorted(_OWNED) if o.startswith(name)), None)
+    if owned is None:
+        return
+    said = f"{where}: sbatch's --{owned}" + (
+        f" (sbatch reads --{name} as an abbreviation of it, or as ambiguous)"
+        if owned != name
+        else ""
+    )
+    if owned in _LAYOUT_OPTIONS:
+        raise ValueError(
+            f"{said} would override the job layout that submitit_slurm_config derives (one "
+            "task per GPU); set --nodes/--gpus (nodes=/gpus_per_node= in Python) instead"
+        )
+    if owned in _SET_ELSEWHERE:
+        raise ValueError(f"{said} is set by {_SET_ELSEWHERE[owned]}; set it there instead")
+    raise ValueError(f"{said}: {_KIT_ONLY[owned]}")
+
+
+def sbatch_options(key: str, value: object) -> dict[str, Any]:
+    """A copy of a dict of extra sbatch options, each checked by :func:`check_sbatch_option`
+    (named ``key[option]``)."""
     if not isinstance(value, Mapping):
         raise ValueError(f"{key} must be a dict of sbatch options, got {value!r}")
     options: dict[str, Any] = {}
     for option, option_value in value.items():  # pyright: ignore[reportUnknownVariableType]
-        if not isinstance(option, str) or not option:
-            raise ValueError(f"{key} keys must be sbatch option names (str), got {option!r}")
-        refuse_control_characters(f"{key} key", option)
-        if option.replace("_", "-") in _LAYOUT_OPTIONS:
-            raise ValueError(
-                f"{key}[{option!r}] would override the job layout that submitit_slurm_config "
-                f"derives (one task per GPU); set nodes=/gpus_per_node= instead"
-            )
-        refuse_control_characters(f"{key}[{option!r}]", option_value)
+        check_sbatch_option(option, option_value, where=f"{key}[{option!r}]")
         options[option] = option_value
     return options
 
@@ -252,7 +341,7 @@ _OPTIONAL_FIELDS: dict[str, _Validator] = {
     "mem_per_cpu": _string,
     "signal_delay_s": _non_negative_int,
     "max_num_timeout": _non_negative_int,
-    "additional_parameters": _sbatch_options,
+    "additional_parameters": sbatch_options,
     "array_parallelism": _positive_int,
     "setup": _string_list,
 }
@@ -396,7 +485,9 @@ def submitit_slurm_config(
         For an explicit ``tasks_per_node`` (it is derived), an unknown key (the message lists
         the valid ones and suggests the closest), a value of the wrong type or out of range
         (bools are not ints), ``cpus_per_gpu`` or ``gpus_per_task`` (they break one rank per
-        GPU), GPUs in ``gres``, layout options in ``additional_parameters``, or more than
+        GPU), GPUs in ``gres``, an ``additional_parameters`` option the kit sets itself
+        (the layout, ``partition``, ``time``, ``array``, ... see
+        :func:`check_sbatch_option`), or more than
         one of ``mem_gb``/``mem_per_cpu``/``mem_per_gpu``.
 
     Examples

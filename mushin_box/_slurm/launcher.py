@@ -51,7 +51,6 @@ import dataclasses
 import enum
 import logging
 import os
-import re
 import shlex
 import signal
 import sys
@@ -64,7 +63,7 @@ from typing import Any, Literal
 
 # The requeue trap lives in _requeue (one concept per module); requeue_setup_lines is
 # re-exported here so `from mushin_box._slurm.launcher import requeue_setup_lines` keeps working.
-from mushin_box._slurm.config import refuse_control_characters
+from mushin_box._slurm.config import refuse_control_characters, sbatch_options
 from mushin_box._slurm.jobs import is_live
 from mushin_box._slurm.requeue import REQUEUE_SIGNAL, RequeueReason, requeue_setup_lines
 from mushin_box._slurm.submitted import record_submission
@@ -80,7 +79,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 PLUGIN_MODULE = "hydra_plugins.mushin_box_launcher.mushin_box_launcher"
-_SBATCH_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*\Z")
 
 
 @dataclass
@@ -224,16 +222,8 @@ def _settings(cluster: str, params: Mapping[str, Any]) -> dict[str, Any]:
             "with a host-side one: set requeue_on=[timeout] (or [preemption,timeout]) and "
             "max_requeues=N instead, and leave max_num_timeout at 0"
         )
-    extra = dict(settings["additional_parameters"] or {})
-    for option, option_value in extra.items():
-        if not isinstance(option, str) or not _SBATCH_KEY.match(option):
-            raise ValueError(f"additional_parameters key {option!r} is not an sbatch option name")
-        refuse_control_characters(f"additional_parameters[{option!r}]", option_value)
-        if option == "signal":
-            raise ValueError(
-                "additional_parameters['signal'] would replace the signal the host-side requeue "
-                "traps; set signal_delay_s instead"
-            )
+    # the one check of every source of sbatch options (config.check_sbatch_option)
+    extra = sbatch_options("additional_parameters", settings["additional_parameters"] or {})
     settings["additional_parameters"] = extra
     settings["requeue_on"] = [RequeueReason(r).value for r in settings["requeue_on"] or []]
     requeues = settings["max_requeues"]

@@ -110,6 +110,10 @@ def _check_run_arguments(
         raise TypeError(f"launcher must be a launcher name (str), got {launcher!r}")
     if max_total_seconds is not None and not (max_total_seconds > 0):
         raise ValueError(f"max_total_seconds must be > 0, got {max_total_seconds!r}")
+    if launcher == "mushin_slurm" and isinstance(launcher_config, Mapping):
+        from mushin_box._slurm.config import sbatch_options  # the launcher's own check, early
+
+        sbatch_options("additional_parameters", launcher_config.get("additional_parameters") or {})
 
 
 def _deadline(
