@@ -5,6 +5,11 @@ Every decision about a job (may this cell still produce a result? may a resume s
 again? is a ``running`` cell abandoned?) reads :data:`LIVE_STATES` and
 :data:`ENDED_STATES` here, so the launcher and the sweep cannot disagree.
 
+A scheduler that cannot be asked (``squeue`` fails: a wrong ``SLURM_CONF``, the controller
+down) answers :data:`UNKNOWN` for every job asked, never "not found": a job it cannot see
+may still run, and a caller that read silence as "ended" would start a second copy of it.
+:data:`UNKNOWN` is in neither list; :func:`is_unknown` names it.
+
 ``PREEMPTED`` is an *ended* state, as SLURM defines it (``squeue(1)``, JOB STATE CODES:
 "terminated due to preemption"). A job that is preempted and requeued, by
 ``PreemptMode=REQUEUE`` or by mushin-box's own requeue trap, shows as ``REQUEUED`` or
@@ -14,24 +19,34 @@ Examples
 --------
 >>> is_live("RUNNING"), is_live("PREEMPTED"), is_live("CANCELLED by 1000")
 (True, False, False)
->>> LIVE_STATES & ENDED_STATES
-frozenset()
+>>> LIVE_STATES & ENDED_STATES, UNKNOWN in LIVE_STATES | ENDED_STATES
+(frozenset(), False)
+>>> valid_job_id("123_[4-9%2]"), valid_job_id("--name=x"), valid_job_id(123)
+(True, False, False)
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping
+from urllib.parse import quote
 
 __all__ = [
     "ENDED_STATES",
     "JOB_ID_BASH",
     "LIVE_STATES",
+    "UNKNOWN",
     "base_state",
     "is_live",
+    "is_unknown",
     "job_state",
     "job_states",
+    "owned_by",
+    "queued_jobs",
     "slurm_job_id",
+    "sweep_mark",
+    "valid_job_id",
 ]
 
 #: a job in one of these states may still run (or run again) a cell
@@ -44,6 +59,20 @@ ENDED_STATES = frozenset(
     "BOOT_FAIL CANCELLED COMPLETED DEADLINE FAILED NODE_FAIL OUT_OF_MEMORY PREEMPTED "
     "REVOKED TIMEOUT".split()
 )
+
+#: the answer for a job when the scheduler could not be asked (neither live nor ended)
+UNKNOWN = "UNKNOWN"
+
+#: a job id as sbatch prints it: digits, an array task (``_4``) or a pending range
+#: (``_[4-9%2]``), or a heterogeneous component (``+1``); anything else is not an id
+_JOB_ID = re.compile(r"\A[0-9]{1,12}(?:_(?:[0-9]{1,9}|\[[0-9,%\-]{1,64}\]))?(?:\+[0-9]{1,4})?\Z")
+
+
+def valid_job_id(job: object) -> bool:
+    """Is ``job`` a SLURM job id (a str, see :data:`_JOB_ID`)? An id read from a sweep's
+    sidecars is checked here before it reaches ``squeue`` or ``scancel``: ``--name=x``
+    would be read as an option."""
+    return isinstance(job, str) and _JOB_ID.match(job) is not None
 
 
 #: :func:`slurm_job_id` as bash, for the batch script's requeue trap (sets ``job``)
@@ -90,53 +119,124 @@ def is_live(state: str) -> bool:
     return base_state(state) in LIVE_STATES
 
 
+def is_unknown(state: str | None) -> bool:
+    """Did the scheduler not answer for this job (:data:`UNKNOWN`)?"""
+    return state == UNKNOWN
+
+
+def sweep_mark(sweep_dir: str | os.PathLike[str]) -> str:
+    """The word a job of the sweep in ``sweep_dir`` carries in its ``--comment``, so that
+    ``cancel`` can tell the sweep's jobs from a job whose id a sidecar names (ids are
+    reused, and a sidecar may be edited). The path is quoted: no space, comma or control
+    character reaches the batch script.
+
+    Examples
+    --------
+    >>> sweep_mark("/runs/my sweep")
+    'mushin-box-sweep=/runs/my%20sweep'
+    """
+    return "mushin-box-sweep=" + quote(os.path.abspath(os.fspath(sweep_dir)), safe="/")
+
+
+def owned_by(comment: str, sweep_dir: str | os.PathLike[str]) -> bool:
+    """Does a job's comment (``squeue -o %k``) carry the mark of the sweep in ``sweep_dir``
+    (:func:`sweep_mark`, the last word, after any comment of the user's)?
+
+    Examples
+    --------
+    >>> owned_by("nightly mushin-box-sweep=/runs/a", "/runs/a"), owned_by("", "/runs/a")
+    (True, False)
+    >>> owned_by("mushin-box-sweep=/runs/ab", "/runs/a")
+    False
+    """
+    words = comment.split()
+    return bool(words) and words[-1] == sweep_mark(sweep_dir)
+
+
 def job_state(job_id: str, *, timeout_s: float = 15.0) -> str | None:
     """The state of a SLURM job (``"RUNNING"``, ``"CANCELLED"``, ``"TIMEOUT"``, ...), from
-    ``squeue`` while it is queued or running and ``sacct`` after; ``None`` if unknown
-    (no SLURM tools, or the job is unknown to both)."""
+    ``squeue`` while it is queued or running and ``sacct`` after; :data:`UNKNOWN` when the
+    scheduler did not answer; ``None`` when there are no SLURM tools here, or both answered
+    and neither knows the job."""
     return job_states([job_id], timeout_s=timeout_s).get(str(job_id))
 
 
-def _ask(argv: list[str], timeout_s: float) -> list[tuple[str, str]]:
-    """(job id, state) pairs printed by one ``squeue``/``sacct`` call ("id|state" lines)."""
+def _ask(argv: list[str], timeout_s: float) -> list[tuple[str, ...]] | None:
+    """The ``|``-separated fields of each line one ``squeue``/``sacct`` call prints, or None
+    when it did not answer (it failed, timed out, or its configuration is missing).
+
+    ``squeue -j`` of ids it no longer knows exits 1 with "Invalid job id specified": that
+    is an answer (none of them is queued), not a failure."""
     import shutil
     import subprocess
 
+    conf = os.environ.get("SLURM_CONF")
+    if conf and not os.path.isfile(conf):
+        return None  # the tools would retry for a minute, then fail
     if shutil.which(argv[0]) is None:
-        return []
+        return None
     try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s).stdout
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
     except (OSError, subprocess.SubprocessError):
-        return []
-    pairs = []
-    for line in out.splitlines():
-        job, _, state = line.strip().partition("|")
-        if job and state:
-            pairs.append((job, base_state(state)))
-    return pairs
+        return None
+    if done.returncode != 0:
+        return [] if "invalid job id" in done.stderr.lower() else None
+    rows = []
+    for line in done.stdout.splitlines():
+        fields = tuple(line.strip().split("|"))
+        if len(fields) >= 2 and fields[0] and fields[1]:
+            rows.append((fields[0], base_state(fields[1]), *fields[2:]))
+    return rows
+
+
+def _tools_here() -> bool:
+    import shutil
+
+    return shutil.which("squeue") is not None
 
 
 def job_states(job_ids: Iterable[str], *, timeout_s: float = 15.0) -> dict[str, str]:
     """The states of many SLURM jobs in one ``squeue`` and at most one ``sacct`` call
-    (a status of a 500-cell sweep must not run 1,000 commands); jobs unknown to both, or
-    every job when SLURM's tools are missing, are left out.
+    (a status of a 500-cell sweep must not run 1,000 commands). Jobs that both answered
+    and neither knows are left out, and so is every job when SLURM's tools are missing
+    here. A job squeue could not be asked about, and sacct does not know, is :data:`UNKNOWN`
+    (squeue lists every live job, so only its silence leaves a job's life unknown; sacct,
+    often not set up, only says how a job ended). Ids that are not job ids
+    (:func:`valid_job_id`) are never asked about, nor answered.
 
     An array task is asked by its own id (``123_4``). squeue prints a pending array as one
     line (``123_[4-9%2]``) and sacct does not know its tasks before they start, so squeue is
     asked for one line per task (``-r``).
     """
-    wanted = sorted({str(j) for j in job_ids if str(j)})
-    if not wanted:
+    wanted = sorted({j for j in job_ids if valid_job_id(j)})
+    if not wanted or not _tools_here():
         return {}
     found: dict[str, str] = {}
-    squeue = ["squeue", "-h", "-r", "-j", ",".join(wanted), "-o", "%i|%T"]
-    for job, state in _ask(squeue, timeout_s):
+    squeue = _ask(["squeue", "-h", "-r", "-j", ",".join(wanted), "-o", "%i|%T"], timeout_s)
+    for job, state, *_ in squeue or ():
         if job in wanted:
             found[job] = state
     rest = [j for j in wanted if j not in found]
     if rest:
-        sacct = ["sacct", "-X", "-n", "-P", "-j", ",".join(rest), "-o", "JobID,State"]
-        for job, state in _ask(sacct, timeout_s):
+        sacct_argv = ["sacct", "-X", "-n", "-P", "-j", ",".join(rest), "-o", "JobID,State"]
+        for job, state, *_ in _ask(sacct_argv, timeout_s) or ():
             if job in rest:
                 found[job] = state  # the last line of a job is its latest (requeued) run
+        if squeue is None:  # a live job is always in squeue's list: without it, unknown
+            found.update({j: UNKNOWN for j in rest if j not in found})
     return found
+
+
+def queued_jobs(
+    job_ids: Iterable[str], *, timeout_s: float = 15.0
+) -> dict[str, tuple[str, str]] | None:
+    """``{job id: (state, comment)}`` for the jobs ``squeue`` shows now (queued or
+    running; an ended job it no longer shows is left out), or None when it did not answer.
+    Only what squeue shows may be cancelled: sacct's ids of ended jobs may be reused."""
+    wanted = sorted({j for j in job_ids if valid_job_id(j)})
+    if not wanted:
+        return {}
+    rows = _ask(["squeue", "-h", "-r", "-j", ",".join(wanted), "-o", "%i|%T|%k"], timeout_s)
+    if rows is None:
+        return None
+    return {r[0]: (r[1], "|".join(r[2:])) for r in rows if r[0] in wanted}

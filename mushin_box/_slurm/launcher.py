@@ -64,7 +64,7 @@ from typing import Any, Literal
 # The requeue trap lives in _requeue (one concept per module); requeue_setup_lines is
 # re-exported here so `from mushin_box._slurm.launcher import requeue_setup_lines` keeps working.
 from mushin_box._slurm.config import refuse_control_characters, sbatch_options
-from mushin_box._slurm.jobs import is_live
+from mushin_box._slurm.jobs import is_live, sweep_mark
 from mushin_box._slurm.requeue import REQUEUE_SIGNAL, RequeueReason, requeue_setup_lines
 from mushin_box._slurm.submitted import record_submission
 
@@ -420,8 +420,10 @@ class SubmititCellLauncher:
         self.hydra_context = hydra_context
         self.task_function = task_function
 
-    def executor(self) -> Any:
-        """A submitit executor for this launcher's settings (``srun`` must exist for slurm)."""
+    def executor(self, sweep_dir: Path | None = None) -> Any:
+        """A submitit executor for this launcher's settings (``srun`` must exist for slurm).
+        ``sweep_dir``: the sweep its jobs are for; their ``--comment`` ends with its mark
+        (:func:`~mushin_box._slurm.jobs.sweep_mark`), by which ``cancel`` knows them."""
         import submitit
 
         s = self.settings
@@ -429,6 +431,10 @@ class SubmititCellLauncher:
         if self.cluster == "slurm":
             executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=0, python=python)
             executor.update_parameters(**slurm_parameters(s))
+            if sweep_dir is not None:
+                mark = sweep_mark(sweep_dir)
+                user = s["comment"]  # kept: the mark is the comment's last word
+                executor.update_parameters(comment=f"{user} {mark}" if user else mark)
             return executor
         executor = submitit.AutoExecutor(folder=folder, cluster="local", local_python=python)
         keys = ("timeout_min", "cpus_per_task", "gpus_per_node", "tasks_per_node", "mem_gb")
@@ -447,7 +453,7 @@ class SubmititCellLauncher:
         sweep_dir.mkdir(parents=True, exist_ok=True)
         if "mode" in self.config.hydra.sweep and self.config.hydra.sweep.mode is not None:
             os.chmod(sweep_dir, mode=int(str(self.config.hydra.sweep.mode), 8))
-        executor = self.executor()
+        executor = self.executor(sweep_dir.resolve())
         cell = CellJob(
             self.hydra_context,
             self.config,

@@ -29,7 +29,13 @@ from typing import Any
 from mushin_box._core.layout import JOBS_FILE
 from mushin_box._core.sidecars import read_json, timestamp, write_json_atomic
 
-__all__ = ["job_ids", "read_submission", "record_submission", "submitted_job_ids"]
+__all__ = [
+    "checked_job_ids",
+    "job_ids",
+    "read_submission",
+    "record_submission",
+    "submitted_job_ids",
+]
 
 
 def record_submission(
@@ -60,11 +66,38 @@ def read_submission(sweep_dir: str | os.PathLike[str]) -> dict[str, Any]:
     return data if isinstance(data, dict) and isinstance(data.get("jobs"), list) else {}
 
 
-def job_ids(submission: Mapping[str, Any], cluster: str = "slurm") -> list[str]:
-    """The job ids of a submission (:func:`read_submission`) made on ``cluster``."""
+def checked_job_ids(
+    submission: Mapping[str, Any], cluster: str = "slurm"
+) -> tuple[list[str], list[str]]:
+    """The job ids of a submission (:func:`read_submission`) made on ``cluster``, and a
+    line for each entry left out: the file sits in a shared directory, so an entry that is
+    not ``{"job_id": "<a SLURM job id>"}`` (an int, a list, ``--name=x``) is never used.
+
+    Examples
+    --------
+    >>> ids, bad = checked_job_ids({"cluster": "slurm", "jobs": [
+    ...     {"job_id": "7_0"}, {"job_id": "--name=x"}, {"job_id": 8}, ["9"]]})
+    >>> ids, len(bad)
+    (['7_0'], 3)
+    """
     if submission.get("cluster") != cluster:
-        return []
-    return [str(job["job_id"]) for job in submission.get("jobs", ()) if isinstance(job, dict)]
+        return [], []
+    from mushin_box._slurm.jobs import valid_job_id
+
+    ids, bad = [], []
+    for entry in submission.get("jobs", ()):
+        job = entry.get("job_id") if isinstance(entry, dict) else None
+        if valid_job_id(job) if cluster == "slurm" else isinstance(job, str):
+            ids.append(str(job))
+        else:
+            shown = repr(entry)[:80]
+            bad.append(f"{JOBS_FILE}: {shown} is not a job entry with a SLURM job id; ignored")
+    return ids, bad
+
+
+def job_ids(submission: Mapping[str, Any], cluster: str = "slurm") -> list[str]:
+    """The valid job ids of a submission (:func:`checked_job_ids`) made on ``cluster``."""
+    return checked_job_ids(submission, cluster)[0]
 
 
 def submitted_job_ids(sweep_dir: str | os.PathLike[str], cluster: str = "slurm") -> list[str]:

@@ -13,6 +13,7 @@ metrics included, which the results take as the shortcut read them.
 from __future__ import annotations
 
 import itertools
+import shlex
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,7 +29,7 @@ from mushin_box._sweep.cells import CellPlan, CellRunner
 from mushin_box._sweep.compose import hydra_state_kept
 from mushin_box._sweep.jobconfig import job_configs
 from mushin_box._sweep.prefilter import SWEEPER_TARGET, own_sweeper, prefilter
-from mushin_box._sweepdir.liveness import still_running_message
+from mushin_box._sweepdir.liveness import SweepBusyError, still_running_message
 from mushin_box._sweepdir.manifest import (
     Records,
     cell_records,
@@ -46,20 +47,53 @@ __all__ = ["Launched", "launch_cells", "open_sweep"]
 def open_sweep(root: Path, grid: Mapping[str, list[Any]], plan: CellPlan) -> list[Any]:
     """Under the sweep's lock, before any cell starts: report a changed grid (on resume),
     record abandoned cells, refuse cells still running (a process or SLURM job of an
-    earlier run: never start a second copy), clear the abort file and orphaned
+    earlier run, or a job of its last submission still queued: never start a second copy;
+    ``SweepBusyError``), clear the abort file and orphaned
     temporaries, and write the new manifest; return the cells' status records."""
     previous = read_sweep_manifest(root)
     if plan.resume and previous is not None:
         _report_grid_change(previous, grid)
+    _refuse_live_submission(root)  # first: its queued jobs have no status file yet
     records = list(cell_records(root))  # each status file read once
     reconcile_abandoned(records)
     busy = live_cells(records)
     if busy:
-        raise RuntimeError(still_running_message(busy))
+        raise SweepBusyError(still_running_message(busy))
     (root / ABORT_FILE).unlink(missing_ok=True)
     remove_orphaned_temporaries(root)  # left by writers killed mid-write
     write_manifest(root, grid=grid, run_id=plan.run_id, records=records)
     return records
+
+
+def _refuse_live_submission(root: Path) -> None:
+    """Refuse while a SLURM job of the sweep's latest submission is queued or running, or
+    the scheduler cannot say (``SweepBusyError``): a sweep is live while any job of it is,
+    and a queued job has no status file yet. A second submission would compute its cells
+    twice, and would write over ``mushin_jobs.json``, the only handle on the first."""
+    from mushin_box._slurm.jobs import is_live, is_unknown, job_states
+    from mushin_box._slurm.submitted import read_submission, submitted_job_ids
+
+    jobs = submitted_job_ids(root)
+    states = job_states(jobs) if jobs else {}
+    live = [j for j in jobs if is_live(states.get(j, ""))]
+    unknown = [j for j in jobs if is_unknown(states.get(j))]
+    if not live and not unknown:
+        return
+    where = shlex.quote(str(root))
+    fix = f"follow it with `mushin-box wait {where}` or stop it with `mushin-box cancel {where}`"
+    if live:
+        named = ", ".join(f"{j} ({states[j]})" for j in live[:10])
+        named += f" and {len(live) - 10} more" if len(live) > 10 else ""
+        raise SweepBusyError(
+            f"this sweep is still live: SLURM job(s) {named} of its last submission "
+            f"({read_submission(root).get('submitted')}) are queued or running; {fix}, "
+            "then run again"
+        )
+    raise SweepBusyError(
+        f"the scheduler did not answer (squeue failed: check SLURM_CONF and that the "
+        f"controller is up), so whether SLURM job(s) {', '.join(unknown[:10])} of this sweep "
+        f"still run is unknown; run again once it answers, or {fix}"
+    )
 
 
 @attrs.frozen

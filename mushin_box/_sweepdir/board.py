@@ -14,6 +14,21 @@ never as ``running``: a status file can't say that the process writing it was ki
 file itself is corrected by the next run of the sweep (``reconcile_abandoned``), under the
 sweep's lock; a reader has no lock and writes nothing.
 
+Design note: the states a reader adds to those a status file holds.
+
+* ``unknown``: the cell's SLURM job could not be asked about (``squeue`` failed: a wrong
+  ``SLURM_CONF``, the controller down). It may still run, so it is never shown as ended,
+  and it keeps ``wait`` waiting (bounded by its ``--timeout``); :attr:`SweepView.unanswered`
+  names the jobs, for the one line ``status`` prints about it.
+* A ``running`` status that names no owner (no pid and host, no SLURM job) is shown as
+  ``failed`` ("stale status"). Every runner records its owner when it writes ``running``,
+  so no process can be running that cell from this record: it was written by an older
+  mushin-box or by hand. The engine agrees (a resume runs the cell again), and ``wait``
+  must end, which ``unknown`` would not.
+* ``pending`` with a job id: a cell whose last attempt ended (``failed``, ``cancelled``,
+  ...) before the latest submission, while a job of that submission is queued or running
+  (``launch --resume --detach``): its new attempt waits, the old one is history.
+
 Examples
 --------
 >>> import tempfile
@@ -54,6 +69,7 @@ from mushin_box._sweepdir.liveness import pid_alive
 from mushin_box._sweepdir.manifest import is_sweep_dir
 
 __all__ = [
+    "VIEW_STATES",
     "CellView",
     "SweepView",
     "driver_running",
@@ -62,6 +78,11 @@ __all__ = [
     "owner_gone",
     "read_sweep",
 ]
+
+
+#: the states a reader shows, in the order counts list them: a status file's
+#: (:data:`CELL_STATES`) and ``unknown`` (see the module's design note)
+VIEW_STATES = (*CELL_STATES[:2], "unknown", *CELL_STATES[2:])
 
 
 @attrs.frozen
@@ -97,14 +118,16 @@ class SweepView:
     run_id: str | None = None
     launcher: str | None = None
     job_ids: tuple[str, ...] = ()
-    #: a driver holds the sweep's lock, or one of its SLURM jobs is queued or running:
-    #: its pending cells may still start
+    #: a driver holds the sweep's lock, or one of its SLURM jobs is queued or running (or
+    #: the scheduler did not answer): its pending cells may still start
     active: bool = False
+    #: SLURM jobs the scheduler was asked about and did not answer for
+    unanswered: tuple[str, ...] = ()
 
     def counts(self) -> dict[str, int]:
-        """Cells by state, in :data:`CELL_STATES` order (states with no cell left out)."""
+        """Cells by state, in :data:`VIEW_STATES` order (states with no cell left out)."""
         found = [c.state for c in self.cells]
-        return {s: found.count(s) for s in CELL_STATES if s in found}
+        return {s: found.count(s) for s in VIEW_STATES if s in found}
 
     @property
     def started(self) -> str | None:
@@ -114,9 +137,10 @@ class SweepView:
 
     @property
     def going(self) -> bool:
-        """A cell runs, or waits with a driver or SLURM job that may still start it."""
+        """A cell runs (or may: ``unknown``), or waits with a driver or SLURM job that may
+        still start it."""
         states = {c.state for c in self.cells}
-        return "running" in states or ("pending" in states and self.active)
+        return bool({"running", "unknown"} & states) or ("pending" in states and self.active)
 
     @property
     def finished(self) -> bool:
@@ -145,17 +169,31 @@ def _parse(text: str | None) -> _dt.datetime | None:
     return when if when.tzinfo else when.replace(tzinfo=_dt.UTC)
 
 
+#: why a ``running`` status that names no owner is not shown running (module design note)
+STALE = (
+    "stale status: it says running but names no process or SLURM job (written by an "
+    "older mushin-box, or edited); nothing runs it, and a resume runs it again"
+)
+
+
 def owner_gone(record: Mapping[str, Any], job_states: Mapping[str, str]) -> str | None:
     """Why a ``running`` cell's owner is known to be gone, or ``None`` (alive, or it can't
-    be told from here: a process on another host). ``job_states`` holds the states of the
-    sweep's SLURM jobs, asked once (:func:`mushin_box._slurm.jobs.job_states`)."""
+    be told from here: a process on another host, a scheduler that did not answer).
+    ``job_states`` holds the states of the sweep's SLURM jobs, asked once
+    (:func:`mushin_box._slurm.jobs.job_states`)."""
+    return _judge(record, job_states)[1]
+
+
+def _judge(record: Mapping[str, Any], job_states: Mapping[str, str]) -> tuple[bool, str | None]:
+    """(unknown, gone) for a ``running`` record: the scheduler did not answer for its job,
+    or why its owner is gone (None: alive, or it can't be told from here)."""
     from mushin_box._sweepdir.liveness import check, owner_of
 
     owner = owner_of(record)
-    if owner is None:  # a status from before owners were recorded: cannot tell
-        return None
+    if owner is None:
+        return False, STALE
     answer = check(owner, job_state=job_states.get)
-    return None if answer.alive else answer.reason
+    return answer.unknown, None if answer.alive else answer.reason
 
 
 def _scalars(metrics: Any) -> dict[str, float]:
@@ -177,17 +215,28 @@ def _duration(record: Mapping[str, Any], state: str) -> float | None:
     return max(0.0, (_dt.datetime.now(_dt.UTC) - start).total_seconds())
 
 
-def _cell(
-    root: Path, entry: Mapping[str, Any], record: Mapping[str, Any], gone: str | None
-) -> CellView:
+@attrs.frozen
+class _Seen:
+    """What the scheduler says about a cell, over its status file: shown as ``state``
+    (None: as recorded) because of ``reason``, with ``job`` when a new job runs it."""
+
+    state: str | None = None
+    reason: str | None = None
+    job: str | None = None
+
+
+def _cell(root: Path, entry: Mapping[str, Any], record: Mapping[str, Any], seen: _Seen) -> CellView:
     directory = entry.get("dir")
     cell_dir = root / directory if directory else None
     recorded = str(record.get("status", entry.get("status", "pending")))
-    state = "failed" if gone else recorded
+    state = seen.state or recorded
+    gone = seen.reason if state == "failed" and recorded == "running" else None
     raw_error = record.get("error")
     error: dict[str, Any] = raw_error if isinstance(raw_error, dict) else {}
     if gone:
-        error = {"type": "JobEnded", "message": gone}
+        error = {"type": "StaleStatus" if gone == STALE else "JobEnded", "message": gone}
+    elif state != recorded:
+        error = {}
     error_file = cell_dir / ERROR_FILE if cell_dir else None
     metrics = read_json(cell_dir / METRICS_FILE) if cell_dir and state == "completed" else None
     raw_logs = record.get("logs")
@@ -199,17 +248,17 @@ def _cell(
         state=state,
         recorded_state=recorded,
         attempt=int(record.get("attempt", entry.get("attempt", 0)) or 0),
-        job_id=str(record["slurm_job_id"]) if record.get("slurm_job_id") else None,
+        job_id=seen.job or (str(record["slurm_job_id"]) if record.get("slurm_job_id") else None),
         host=record.get("host"),
         pid=pid if isinstance(pid, int) else None,
         started=record.get("started"),
         ended=record.get("ended"),
-        duration_s=_duration(record, state),
+        duration_s=_duration(record, state) if state != "pending" else None,
         metrics=_scalars(metrics),
         error_type=error.get("type"),
         error_message=(error.get("message") or record.get("reason")) if error else None,
         error_file=str(error_file) if error_file and error_file.is_file() else None,
-        reason=gone or record.get("reason"),
+        reason=seen.reason or record.get("reason"),
         logs={str(k): str(v) for k, v in logs.items()},
     )
 
@@ -230,7 +279,7 @@ def read_sweep(root: str | os.PathLike[str], *, liveness: bool = True) -> SweepV
     FileNotFoundError
         ``root`` holds neither a manifest nor a cell status: not a sweep.
     """
-    from mushin_box._slurm.jobs import is_live, job_states
+    from mushin_box._slurm.jobs import is_live, is_unknown, job_states
     from mushin_box._slurm.submitted import job_ids, read_submission
     from mushin_box._sweepdir.manifest import cell_records, manifest_from_cells, read_sweep_manifest
 
@@ -252,19 +301,28 @@ def read_sweep(root: str | os.PathLike[str], *, liveness: bool = True) -> SweepV
     running = [r for r in records.values() if r.get("status") == "running"]
     ids = [str(r["slurm_job_id"]) for r in running if r.get("slurm_job_id")]
     # the scheduler is asked only while a cell may still change: a finished sweep (every
-    # cell in an end state) is read from its files alone, with no squeue or sacct
+    # cell in an end state) is read from its files alone, with no squeue or sacct, unless
+    # its latest submission came after a cell ended (a detached resume's queued jobs)
     unsettled = running or any(
         (records.get(e.get("dir") or "") or {}).get("status", "pending") == "pending"
         for e in entries
     )
-    states = job_states([*ids, *jobs]) if liveness and unsettled and (ids or jobs) else {}
+    ask = liveness and (ids or jobs) and (unsettled or _resubmitted(records, submission))
+    states = job_states([*ids, *jobs]) if ask else {}
+    again = _queued_again(submission, states)
     cells = []
     for entry in entries:
         record = records.get(entry.get("dir") or "", {})
-        gone = None
+        seen = _Seen()
         if liveness and record.get("status") == "running":
-            gone = owner_gone(record, states)
-        cells.append(_cell(path, entry, record, gone))
+            unknown, gone = _judge(record, states)
+            if unknown:
+                seen = _Seen("unknown", f"SLURM job {record.get('slurm_job_id')}: " + UNANSWERED)
+            elif gone:
+                seen = _Seen("failed", gone)
+        elif liveness and again is not None:
+            seen = again(entry, record)
+        cells.append(_cell(path, entry, record, seen))
     return SweepView(
         root=path,
         params=tuple(manifest.get("params") or ()),
@@ -273,17 +331,103 @@ def read_sweep(root: str | os.PathLike[str], *, liveness: bool = True) -> SweepV
         launcher=old.get("launcher") if isinstance(old.get("launcher"), str) else None,
         job_ids=tuple(jobs),
         active=driver_running(path)
-        or any(is_live(states.get(j, "")) for j in jobs)
+        or any(is_live(states.get(j, "")) or is_unknown(states.get(j)) for j in jobs)
         or _local_jobs_alive(submission),
+        unanswered=tuple(sorted(j for j, state in states.items() if is_unknown(state))),
     )
+
+
+#: what a reader says of a job the scheduler did not answer for
+UNANSWERED = (
+    "the scheduler did not answer (squeue failed: check SLURM_CONF and that the "
+    "controller is up); it may still run"
+)
+
+
+def _resubmitted(records: Mapping[str, Mapping[str, Any]], submission: Mapping[str, Any]) -> bool:
+    """Did the latest submission come after a cell that had not completed ended?"""
+    when = _parse(
+        submission.get("submitted") if isinstance(submission.get("submitted"), str) else None
+    )
+    return when is not None and any(
+        r.get("status") not in ("completed", "running") and _ended_before(r, when)
+        for r in records.values()
+    )
+
+
+def _ended_before(record: Mapping[str, Any], when: _dt.datetime) -> bool:
+    ended = record.get("ended")
+    stamp = _parse(ended if isinstance(ended, str) else None)
+    return stamp is None or stamp <= when
+
+
+def _queued_again(submission: Mapping[str, Any], states: Mapping[str, str]) -> Any:
+    """For the cells a live submission runs again: ``(entry, record) -> _Seen`` (see the
+    module's design note), or None when no job of the latest submission is queued or
+    running. A cell is matched to its job by the job's overrides, when they name its
+    swept values plainly (else it shows ``pending`` without a job id)."""
+    from mushin_box._slurm.jobs import is_live
+
+    when = _parse(
+        submission.get("submitted") if isinstance(submission.get("submitted"), str) else None
+    )
+    live = {
+        str(job["job_id"]): job.get("overrides")
+        for job in submission.get("jobs", ())
+        if isinstance(job, dict) and is_live(states.get(str(job.get("job_id")), ""))
+    }
+    if when is None or not live:
+        return None
+
+    def seen(entry: Mapping[str, Any], record: Mapping[str, Any]) -> _Seen:
+        status = record.get("status", "pending")
+        if status == "completed" or not _ended_before(record, when):
+            return _Seen()
+        combo = entry.get("combo") or record.get("combo") or {}
+        job = next((j for j, o in live.items() if _runs(o, combo)), None)
+        what = (
+            f"SLURM job {job} is {states[job]}"
+            if job
+            else "a job of the latest submission is queued"
+        )
+        return _Seen("pending", f"attempt {status} earlier; {what}", job)
+
+    return seen
+
+
+def _runs(overrides: Any, combo: Mapping[str, Any]) -> bool:
+    """Do a job's overrides (``["lr=0.1", ...]``) set every swept value of ``combo``?"""
+    if not isinstance(overrides, list) or not combo:
+        return False
+    given: dict[str, str] = {}
+    for item in overrides:
+        if isinstance(item, str) and "=" in item:
+            key, _, value = item.partition("=")
+            given[key.lstrip("+~")] = value
+    return all(given.get(k) in _spellings(v) for k, v in combo.items())
+
+
+def _spellings(value: Any) -> set[str]:
+    """How an override may spell ``value`` (Hydra's sweeper unquotes plain strings)."""
+    from mushin_box._core.overrides import format_value
+
+    try:
+        out = {format_value(value)}
+    except (TypeError, ValueError):
+        return set()
+    if isinstance(value, str):
+        out |= {value, f"'{value}'", f'"{value}"'}
+    return out
 
 
 def _local_jobs_alive(submission: Mapping[str, Any]) -> bool:
     """Does a local job of the latest submission (its id is its pid) still run here?"""
     if submission.get("cluster") != "local" or submission.get("host") != socket.gethostname():
         return False
-    ids = [str(job.get("job_id", "")) for job in submission.get("jobs", ())]
-    return any(pid_alive(int(j)) for j in ids if j.isdigit())
+    from mushin_box._slurm.submitted import job_ids
+
+    ids = job_ids(submission, "local")
+    return any(pid_alive(int(j)) for j in ids if j.isdigit() and 1 < int(j) < 2**22)
 
 
 def driver_running(root: Path) -> bool:

@@ -20,6 +20,20 @@ Design note: the order of things.
   cancel began is the cancel's doing, so it becomes ``cancelled`` too.
 * ``resume=True`` runs a cancelled cell again, from its ``last.ckpt`` when there is one,
   like a failed one.
+
+Design note: what ``cancel`` trusts. The sweep directory sits on a shared filesystem, so
+every job id and pid it names is checked before anything is signalled:
+
+* a job id must look like one (:func:`mushin_box._slurm.jobs.valid_job_id`; ``--name=x``
+  would be read by ``scancel`` as an option, so ids also go after ``--``), and a job
+  entry of another JSON type is ignored;
+* a job is cancelled only while ``squeue`` shows it, carrying this sweep's mark in its
+  comment (:func:`mushin_box._slurm.jobs.sweep_mark`, set at submission): an ended job's id
+  may be reused, and a foreign id is someone else's job. A scheduler that does not answer
+  cancels nothing;
+* a process is signalled only when its start time matches the one its status records
+  (:func:`mushin_box._sweepdir.liveness.same_process`), never pid 1, this process or an
+  ancestor of it. Each refusal is named in :attr:`CancelReport.refused`.
 """
 
 from __future__ import annotations
@@ -37,8 +51,9 @@ import attrs
 
 from mushin_box._core.layout import STATUS_FILE
 from mushin_box._core.sidecars import read_json, timestamp, write_json_atomic
+from mushin_box._slurm.submitted import checked_job_ids, read_submission
 from mushin_box._sweepdir.board import CellView, owner_gone, read_sweep
-from mushin_box._sweepdir.liveness import pid_alive, process_tree
+from mushin_box._sweepdir.liveness import pid_alive, process_tree, same_process
 
 __all__ = ["CancelReport", "cancel"]
 
@@ -52,6 +67,8 @@ class CancelReport:
     untouched: tuple[tuple[str, str], ...] = ()
     unreachable: tuple[tuple[str, str], ...] = ()
     scancelled: tuple[str, ...] = ()
+    #: a line for each job id or process that was named but not acted on, and why
+    refused: tuple[str, ...] = ()
 
 
 def _signal(pids: Iterable[int], sig: signal.Signals) -> None:
@@ -63,8 +80,9 @@ def _signal(pids: Iterable[int], sig: signal.Signals) -> None:
 
 
 def _stop_local(pid: int, grace_s: float) -> None:
-    """SIGTERM to the cell's process, then SIGKILL to what is left of its tree."""
-    tree = process_tree(pid)
+    """SIGTERM to the cell's process, then SIGKILL to what is left of its tree (checked by
+    the caller: :func:`~mushin_box._sweepdir.liveness.same_process`)."""
+    tree = [p for p in process_tree(pid) if p > 1 and p != os.getpid()]
     _signal([pid], signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline and any(pid_alive(p) for p in tree):
@@ -73,8 +91,35 @@ def _stop_local(pid: int, grace_s: float) -> None:
 
 
 def _scancel(job_ids: Sequence[str]) -> None:
-    if job_ids:
-        subprocess.run(["scancel", *job_ids], capture_output=True, text=True, timeout=60)
+    if job_ids:  # after "--": nothing scancel is given can be read as an option
+        subprocess.run(["scancel", "--", *job_ids], capture_output=True, text=True, timeout=60)
+
+
+def _sweeps_jobs(root: Path, wanted: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The ids among ``wanted`` that squeue shows now as this sweep's (its mark in their
+    comment), and a line for each kind of other one: not an id, not shown (ended: its id
+    may be reused), another's job, or squeue did not answer."""
+    from mushin_box._slurm.jobs import owned_by, queued_jobs, valid_job_id
+
+    ok = sorted({j for j in wanted if valid_job_id(j)})
+    refused = [f"{j!r} is not a SLURM job id; not cancelled" for j in wanted if j not in ok]
+    shown = queued_jobs(ok) if ok else {}
+    if shown is None:
+        why = "squeue did not answer (check SLURM_CONF and that the controller is up)"
+        return [], [*refused, _ids_line(ok, why)]
+    ended = [j for j in ok if j not in shown]
+    foreign = [j for j in ok if j in shown and not owned_by(shown[j][1], root)]
+    if ended:
+        refused.append(_ids_line(ended, "not in the queue (ended; the id may be reused)"))
+    if foreign:
+        why = "not this sweep's (its comment lacks this sweep's mark; scancel it yourself if yours)"
+        refused.append(_ids_line(foreign, why))
+    return [j for j in ok if j in shown and j not in foreign], refused
+
+
+def _ids_line(ids: Sequence[str], why: str) -> str:
+    named = " ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
+    return f"SLURM job(s) {named}: {why}; not cancelled"
 
 
 def _select(cells: Sequence[CellView], names: Sequence[str] | None) -> list[CellView]:
@@ -129,26 +174,41 @@ def cancel(
     ValueError
         A named cell is not in the sweep (the message lists its cells).
     """
-    path = Path(root)
+    path = Path(root).resolve()
     since = timestamp()
     who = f"{getpass.getuser()}@{socket.gethostname()} (mushin-box cancel)"
     sweep = read_sweep(path)
     chosen = _select(sweep.cells, cells)
     untouched, unreachable, targets = [], [], []
     for cell in chosen:
-        if cell.state != "running":
+        if cell.state not in ("running", "unknown"):
             untouched.append((cell.dir or str(cell.combo), cell.state))
         elif not cell.job_id and cell.host != socket.gethostname():
             unreachable.append((str(cell.dir), f"runs on {cell.host}: cancel it from there"))
         else:
             targets.append(cell)
-    jobs = [c.job_id for c in targets if c.job_id]
+    wanted = [c.job_id for c in targets if c.job_id]
+    refused: list[str] = []
     if not cells:  # the whole sweep: its queued jobs too (cells that have not started)
-        jobs = sorted({*jobs, *sweep.job_ids})
+        ids, refused = checked_job_ids(read_submission(path))
+        wanted = [*wanted, *ids]
+    jobs, why = _sweeps_jobs(path, list(dict.fromkeys(wanted)))
+    refused += why
     _scancel(jobs)
-    for cell in targets:
-        if not cell.job_id and cell.pid is not None:
+    for cell in list(targets):
+        if cell.job_id:
+            if cell.job_id not in jobs:
+                targets.remove(cell)
+                unreachable.append((str(cell.dir), f"its job {cell.job_id} was not cancelled"))
+            continue
+        start = _recorded_start(path, cell)
+        if cell.pid is not None and same_process(cell.pid, start):
             _stop_local(cell.pid, grace_s)
+        else:
+            targets.remove(cell)
+            reason = "records no start time" if start is None else "is not the recorded one"
+            refused.append(f"{cell.dir}: process {cell.pid} {reason}; not signalled")
+            unreachable.append((str(cell.dir), f"process {cell.pid} not verified"))
     deadline = time.monotonic() + timeout_s
     done: list[str] = []
     pending = list(targets)
@@ -173,7 +233,15 @@ def cancel(
         untouched=tuple(untouched),
         unreachable=tuple(unreachable),
         scancelled=tuple(jobs),
+        refused=tuple(refused),
     )
+
+
+def _recorded_start(root: Path, cell: CellView) -> str | None:
+    """The start time of its process that a cell's status records (None: none)."""
+    record = read_json(root / str(cell.dir) / STATUS_FILE)
+    start = record.get("pid_start") if isinstance(record, dict) else None
+    return start if isinstance(start, str) else None
 
 
 def _job_states(job_ids: Sequence[str | None]) -> dict[str, str]:

@@ -16,7 +16,9 @@ Design note: how each owner is checked, and what counts when it cannot be.
   pid alone is checked (``os.kill(pid, 0)``).
 * A SLURM job (``<array job>_<task>`` for an array task): alive while ``squeue``/``sacct``
   say it is in a live state (:mod:`mushin_box._slurm.jobs`). A job that ``squeue`` does
-  not list and ``sacct`` does not know is over. A job that is the checker's own job (a
+  not list and ``sacct`` does not know is over. A scheduler that does not answer (a wrong
+  ``SLURM_CONF``, the controller down) leaves it *unknown*, which counts as alive: silence
+  is never "the job ended". A job that is the checker's own job (a
   local sweep started inside an ``salloc`` session) says nothing about the cell, so the
   process is checked instead.
 * A process on another host with no SLURM job, or a SLURM job where no SLURM tools are on
@@ -41,14 +43,22 @@ from mushin_box._slurm.jobs import slurm_job_id
 __all__ = [
     "Liveness",
     "Owner",
+    "SweepBusyError",
     "check",
     "is_alive",
     "owner_fields",
     "owner_of",
     "pid_alive",
     "process_tree",
+    "same_process",
     "still_running_message",
 ]
+
+
+class SweepBusyError(RuntimeError):
+    """A run refused to start: cells or jobs of the sweep still run, or the scheduler could
+    not say whether they do (the message names them and what to do)."""
+
 
 _PROC = Path("/proc")
 
@@ -115,11 +125,13 @@ class Owner:
 
 @attrs.frozen
 class Liveness:
-    """The answer of :func:`check`: alive or not, why, and the job's state when asked."""
+    """The answer of :func:`check`: alive or not, why, and the job's state when asked.
+    ``unknown``: the scheduler did not answer (``alive`` is then True: it may run)."""
 
     alive: bool
     reason: str
     job_state: str | None = None
+    unknown: bool = False
 
 
 def owner_of(status: Mapping[str, Any]) -> Owner | None:
@@ -141,6 +153,28 @@ def owner_of(status: Mapping[str, Any]) -> Owner | None:
     if job is None and (pid is None or host is None):
         return None
     return Owner(host=host, pid=pid, pid_start=start, slurm_job=job)
+
+
+def same_process(pid: int, start: str | None) -> bool:
+    """Is ``pid`` the process a record names with its start (:func:`process_start`)?
+    Only then may it be signalled: a record without a start, or whose start differs
+    (the pid was given to another process since), names no process that is known. Never
+    pid 1 or below, this process, or one of its ancestors."""
+    if not isinstance(start, str) or not start or pid <= 1 or pid in _ancestors():
+        return False
+    return pid_alive(pid) and process_start(pid) == start
+
+
+def _ancestors() -> set[int]:
+    """This process and every process above it (from ``/proc``; else the parent)."""
+    found, pid = {os.getpid()}, os.getppid()
+    while pid > 1 and pid not in found:
+        found.add(pid)
+        fields = _stat_fields(pid)
+        if fields is None or len(fields) < 2:
+            break
+        pid = int(fields[1])
+    return found
 
 
 def pid_alive(pid: int) -> bool:
@@ -196,10 +230,12 @@ def _process(owner: Owner) -> Liveness:
 
 def _job(owner: Owner, ask: Callable[[str], str | None]) -> Liveness | None:
     """A SLURM job, or None when SLURM's tools are missing here (cannot tell)."""
-    from mushin_box._slurm.jobs import is_live
+    from mushin_box._slurm.jobs import is_live, is_unknown
 
     job = str(owner.slurm_job)
     state = ask(job)
+    if is_unknown(state):
+        return Liveness(True, f"SLURM job {job}: the scheduler did not answer", None, True)
     if state is None:
         if shutil.which("squeue") is None:
             return None

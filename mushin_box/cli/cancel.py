@@ -9,6 +9,7 @@ cell asked for is stopped (or had nothing to stop), 1 when a cell could not be r
 from __future__ import annotations
 
 import argparse
+import sys
 
 from mushin_box.cli.main import UsageError
 
@@ -49,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
         report = cancel(root, args.cells, grace_s=args.grace)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    for line in report.refused:
+        print(f"warning: {line}", file=sys.stderr)
     if report.scancelled:
         print(f"scancel {' '.join(report.scancelled)}")
     for cell in report.cancelled:

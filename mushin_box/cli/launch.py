@@ -397,6 +397,7 @@ def format_review(review: dict[str, Any]) -> str:
 
 def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any, error: Any) -> int:
     from mushin_box._launch.loading import experiment_file
+    from mushin_box._sweepdir.liveness import SweepBusyError
     from mushin_box.cli.main import UsageError
 
     where = (
@@ -407,6 +408,7 @@ def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any, e
     print(f"[mushin-box launch] {args.experiment} on {where}", file=sys.stderr, flush=True)
     root = args.working_dir
     print(f"[mushin-box launch] sweep: {root}", flush=True)
+    before = _submission(root)
     try:
         ds = run_launch(
             target,
@@ -419,7 +421,7 @@ def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any, e
             cancel_on_interrupt=args.cancel_on_interrupt,
             source=experiment_file(args.experiment),
         )
-    except error as exc:  # Workflow.run refused its arguments: nothing ran
+    except (error, SweepBusyError) as exc:  # refused its arguments, or a live sweep: nothing ran
         raise UsageError(str(exc)) from None
     except KeyboardInterrupt:
         if plan.mode != "slurm" or args.cancel_on_interrupt:
@@ -433,7 +435,7 @@ def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any, e
         )
         return 130
     if args.detach:
-        return _detached(ds)
+        return _detached(ds, before)
     from mushin_box._sweepdir.board import read_sweep
     from mushin_box.cli.tables import end_report
 
@@ -441,9 +443,22 @@ def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any, e
     return end_report(read_sweep(root), _resume_command(root))
 
 
-def _detached(handle: Any) -> int:
-    """What a detached launch prints: the sweep, its jobs, and how to follow and stop them."""
+def _submission(root: str | None) -> dict[str, Any]:
+    """The sweep's latest submission (``mushin_jobs.json``), to tell a new one from it."""
+    from mushin_box._slurm.submitted import read_submission
+
+    return read_submission(root) if root else {}
+
+
+def _detached(handle: Any, before: dict[str, Any]) -> int:
+    """What a detached launch prints: the sweep, its jobs, and how to follow and stop them
+    (or that nothing was submitted: every cell was reused, and the jobs file is the last
+    submission's, whose ids are not this launch's)."""
     root = shlex.quote(str(handle.working_dir))
+    if _submission(str(handle.working_dir)) == before:
+        print(f"[mushin-box launch] nothing submitted: no cell of {root} needed to run")
+        print(f"  see: mushin-box status {root}")
+        return 0
     jobs = handle.job_ids
     print(f"[mushin-box launch] submitted {len(jobs)} job(s): {' '.join(jobs)}")
     print(f"  follow: mushin-box status {root}   |  mushin-box logs {root} CELL -f")

@@ -2,10 +2,11 @@
 """``mushin-box status [DIR]``: one table of a sweep's cells, from its sidecars.
 
 Presentation only; the reading is :func:`mushin_box._sweepdir.board.read_sweep`, which shows a
-``running`` cell whose process or SLURM job is gone as ``failed``. Exit codes, for scripts:
-0 every cell completed, 1 a cell failed, timed out, was cancelled or skipped, 3 cells still
-run or wait (a pending cell counts only while a driver or a SLURM job of the sweep lives),
-2 bad input.
+``running`` cell whose process or SLURM job is gone as ``failed``, and one whose SLURM job
+could not be asked about (the scheduler did not answer) as ``unknown``. Exit codes, for
+scripts: 0 every cell completed, 1 a cell failed, timed out, was cancelled or skipped, 3
+cells still run, wait, or may (``unknown``; a pending cell counts only while a driver or a
+SLURM job of the sweep lives), 2 bad input.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 import sys
 from typing import Any
 
-__all__ = ["HELP", "add_arguments", "as_json", "run"]
+__all__ = ["HELP", "add_arguments", "as_json", "run", "unanswered_line"]
 
 HELP = "show the cells of a sweep: swept values, state, attempt, job, node, duration, metrics"
 EXAMPLES = (
@@ -46,6 +47,7 @@ def as_json(sweep: Any) -> dict[str, Any]:
         "run_id": sweep.run_id,
         "job_ids": list(sweep.job_ids),
         "active": sweep.active,
+        "unanswered": list(sweep.unanswered),
         "counts": sweep.counts(),
         "cells": [attrs.asdict(c) for c in sweep.cells],
         "exit_code": exit_code(sweep),
@@ -71,4 +73,15 @@ def run(args: argparse.Namespace) -> int:
         for cell in sweep.cells:
             if cell.state in ("failed", "timeout") and cell.error_file:
                 print(f"{cell.dir}: {error_line(cell)} (see {cell.error_file})")
+    if sweep.unanswered:
+        print(unanswered_line(sweep), file=sys.stderr)
     return exit_code(sweep)
+
+
+def unanswered_line(sweep: Any) -> str:
+    """The one line said when SLURM did not answer about some of the sweep's jobs."""
+    from mushin_box._sweepdir.board import UNANSWERED
+
+    jobs = list(sweep.unanswered)
+    named = " ".join(jobs[:10]) + (f" and {len(jobs) - 10} more" if len(jobs) > 10 else "")
+    return f"SLURM job(s) {named}: {UNANSWERED}; their cells are shown unknown"

@@ -2,7 +2,10 @@
 """``mushin-box wait [DIR]``: follow a sweep from any shell until nothing of it runs.
 
 It shows the progress a blocking launch shows, from the sidecars, then the same summary,
-and exits as the launch would: 0 when every cell completed, 1 otherwise, 2 for bad input.
+and exits as the launch would: 0 when every cell completed, 1 otherwise, 2 for bad input,
+3 still running at ``--timeout``. A cell whose SLURM job the scheduler does not answer for
+is ``unknown`` and is waited for (it may still run); a ``running`` status that names no
+owner is stale and is not.
 Polling is bounded (``--interval``, at least one second between looks at SLURM).
 """
 
@@ -50,9 +53,15 @@ def run(args: argparse.Namespace) -> int:
     root = resolve_sweep(args.dir)
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     follower = SweepFollower(root, show=not args.no_progress)
+    said = False
     with follower:
         sweep = follower.update()
         while sweep.going:
+            if sweep.unanswered and not said:  # said once; the next looks ask again
+                from mushin_box.cli.status import unanswered_line
+
+                print(f"{root}: {unanswered_line(sweep)}", file=sys.stderr)
+                said = True
             if deadline is not None and time.monotonic() > deadline:
                 print(f"{root}: still running after {args.timeout:g} s", file=sys.stderr)
                 return EXIT_RUNNING

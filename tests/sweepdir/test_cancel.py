@@ -20,7 +20,7 @@ from mushin_box import Workflow, multirun
 from mushin_box._core.layout import STATUS_FILE
 from mushin_box._core.sidecars import read_json, write_json_atomic
 from mushin_box._sweepdir.cancel import cancel
-from mushin_box._sweepdir.liveness import pid_alive, process_tree
+from mushin_box._sweepdir.liveness import pid_alive, process_start, process_tree
 from mushin_box.cli.main import main
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -54,7 +54,13 @@ def test_a_tree_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path) -
         assert set(process_tree(parent.pid)) >= {parent.pid, child}
         running = {"combo": {"x": 1}, "status": "running", "attempt": 1}
         write_json_atomic(
-            cell / STATUS_FILE, {**running, "host": socket.gethostname(), "pid": parent.pid}
+            cell / STATUS_FILE,
+            {
+                **running,
+                "host": socket.gethostname(),
+                "pid": parent.pid,
+                "pid_start": process_start(parent.pid),  # only a verified process is signalled
+            },
         )
         write_json_atomic(
             tmp_path / "x=2" / STATUS_FILE, {"combo": {"x": 2}, "status": "completed"}
