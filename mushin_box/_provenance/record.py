@@ -34,6 +34,7 @@ __all__ = [
     "basic_provenance",
     "canonical_package_name",
     "experiment_state",
+    "git_root",
     "git_state",
     "installed_packages",
     "key_versions",
@@ -62,6 +63,12 @@ def _git(args: list[str], cwd: Path) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return out.decode("utf-8", "replace")
+
+
+def git_root(path: Path) -> str | None:
+    """The top directory of the git checkout holding ``path``, or None outside git."""
+    top = _git(["rev-parse", "--show-toplevel"], path if path.is_dir() else path.parent)
+    return top.strip() if top else None
 
 
 def git_state(path: Path, *, include: Iterable[str | Path] = ()) -> dict[str, Any] | None:

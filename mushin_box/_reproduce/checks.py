@@ -48,6 +48,7 @@ __all__ = [
     "check_image",
     "check_secrets",
     "env_references",
+    "git_problems",
     "part",
     "read_original",
     "recorded_container",
@@ -281,7 +282,7 @@ def _source_of(task: Callable[..., Any]) -> Path:
         return Path.cwd()
 
 
-def _git_problems(recorded: Any, current: Any) -> list[str]:
+def git_problems(recorded: Any, current: Any) -> list[str]:
     if not isinstance(recorded, Mapping):
         return []  # the cell ran outside git: the fingerprint decides
     commit = recorded.get("commit")
@@ -335,7 +336,7 @@ def check_code(
         "git": git_state(source, include=identity.files),
         "task_sha256": identity.fingerprint,
     }
-    problems = _git_problems(recorded["git"], current["git"])
+    problems = git_problems(recorded["git"], current["git"])
     if recorded["task_sha256"] != current["task_sha256"]:
         problems.append(
             f"the code fingerprint (task source and the user modules it reaches) was "

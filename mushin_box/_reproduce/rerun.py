@@ -32,7 +32,6 @@ import contextlib
 import math
 import os
 import shutil
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -60,6 +59,7 @@ from mushin_box._reproduce.checks import (
     part,
     read_original,
 )
+from mushin_box._reproduce.trust import check_sources
 
 __all__ = ["ReproducePlan", "ReproduceResult", "plan_reproduce", "reproduce"]
 
@@ -252,10 +252,6 @@ def _load(original: Original) -> tuple[Any, Any, str | None]:
     located = original.run["task"]
     out: list[Any] = []
     directory: str | None = None
-    # the recorded experiment's directory first: its modules import from any directory
-    experiment = recorded_experiment(original)
-    if experiment is not None and str(Path(experiment).parent) not in sys.path:
-        sys.path.insert(0, str(Path(experiment).parent))
     for what in ("task", "pre_call"):
         entry = located.get(what)
         if entry is None:
@@ -303,11 +299,18 @@ def plan_reproduce(
 
     env = os.environ if environ is None else environ
     original = read_original(cell)
-    task, pre_call, directory = _load(original)
     secrets = check_secrets(original.config, env)
     config = OmegaConf.create(original.config)
-    code = check_code(original, task, pre_call, config, allow_dirty=allow_dirty)
+    check_sources(original, config, allow_dirty=allow_dirty)  # before any import
     img = check_image(original, None if image is None else str(image))
+    task, pre_call, directory = _load(original)
+    code = check_code(original, task, pre_call, config, allow_dirty=allow_dirty)
+    if secrets and code.recorded.get("task_sha256") != code.current.get("task_sha256"):
+        raise ReproduceError(
+            "the code fingerprint differs from the cell's (allow_dirty), and the cell takes "
+            f"secrets ({', '.join(secrets)}): they are handed only to the code that ran; "
+            "check out the cell's code, or run it without them"
+        )
     launcher = part(original.run, "launcher")
     recorded_launcher = launcher.get("name")
     slurm = recorded_launcher in _SLURM_LAUNCHERS and not local

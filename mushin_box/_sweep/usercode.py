@@ -55,7 +55,7 @@ import attrs
 from mushin_box._core.sidecars import canonical_dumps
 from mushin_box._core.targets import FIRST_NAMES
 
-__all__ = ["CodeIdentity", "code_identity"]
+__all__ = ["CodeIdentity", "code_identity", "is_user_file", "user_modules"]
 
 _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 #: config keys whose value is an import path (Hydra's, and hydra-zen's zen wrappers')
@@ -85,7 +85,7 @@ def _excluded_dirs() -> tuple[Path, ...]:
     return tuple(Path(d).resolve() for d in dirs if d)
 
 
-def _is_user_file(path: Path) -> bool:
+def is_user_file(path: Path) -> bool:
     if {"site-packages", "dist-packages"} & set(path.parts):
         return False
     return not any(path.is_relative_to(d) for d in _excluded_dirs())
@@ -271,7 +271,7 @@ def user_modules(callables: Iterable[Any], config: Any = None) -> dict[str, Path
             continue
         seen.add(name)
         path = _module_file(name)
-        if path is None or not _is_user_file(path):
+        if path is None or not is_user_file(path):
             continue
         found[_display_name(name, path)] = path
         todo.extend(n for n in _imported(name, path) if n not in seen)

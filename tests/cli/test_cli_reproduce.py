@@ -22,21 +22,22 @@ from mushin_box._core.sidecars import read_json, write_json_atomic
 from mushin_box.cli.main import main
 
 SOURCE = """
-def task(lr: float, seed: int = 0, db_password: str = "") -> dict:
-    return {"loss": lr * (seed + 1) + len(db_password)}
+def task(lr: float, seed: int = 0, db_password: str = "", word: str = "") -> dict:
+    return {"loss": lr * (seed + 1) + len(db_password or word)}
 """
 VAR = SecretVault.env_name("db_password")
 
 
-def _cell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Any]:
+def _cell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, secret: bool = True) -> tuple[Path, Any]:
     code = tmp_path / "code"
     code.mkdir()
     name = f"clitask_{uuid.uuid4().hex[:8]}"
     (code / f"{name}.py").write_text(textwrap.dedent(SOURCE))
     monkeypatch.syspath_prepend(str(code))
     module = importlib.import_module(name)
+    given = {"db_password": "pw12"} if secret else {"word": "pw12"}
     Workflow(module.task).run(
-        working_dir=tmp_path / "sweep", progress=False, lr=multirun([0.5]), db_password="pw12"
+        working_dir=tmp_path / "sweep", progress=False, lr=multirun([0.5]), **given
     )
     return tmp_path / "sweep" / "lr=0.5", module
 
@@ -44,14 +45,13 @@ def _cell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Any]:
 def test_reproduced_exit_0_then_changed_code_exit_2_then_allow_dirty_exit_1(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cell, module = _cell(tmp_path, monkeypatch)
-    monkeypatch.setenv(VAR, "pw12")
+    cell, module = _cell(tmp_path, monkeypatch, secret=False)
     assert main(["reproduce", str(cell), "--into", str(tmp_path / "a")]) == 0
     out = capsys.readouterr().out
     assert "Breaks reproducibility: nothing" in out and out.rstrip().endswith("reproduced")
 
     path = Path(module.__file__)
-    path.write_text(path.read_text().replace("+ len(db_password)", "+ 2 * len(db_password)"))
+    path.write_text(path.read_text().replace("+ len(db_password", "+ 2 * len(db_password"))
     monkeypatch.delitem(sys.modules, module.__name__)  # as a new process: the edited code
     assert main(["reproduce", str(cell), "--into", str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err
@@ -67,6 +67,21 @@ def test_reproduced_exit_0_then_changed_code_exit_2_then_allow_dirty_exit_1(
     assert "different experiments: reproducibility.code.task_sha256" in out  # diff's verdict
     assert main([*argv[:3], str(tmp_path / "c"), "--allow-dirty", "--atol", "5"]) == 1
     assert "metrics differ" not in capsys.readouterr().out  # within --atol 5
+
+
+def test_changed_code_gets_no_secrets_even_with_allow_dirty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cell, module = _cell(tmp_path, monkeypatch)
+    monkeypatch.setenv(VAR, "pw12")
+    path = Path(module.__file__)
+    path.write_text(path.read_text() + "\n# edited after the run\n")
+    monkeypatch.delitem(sys.modules, module.__name__)
+    argv = ["reproduce", str(cell), "--into", str(tmp_path / "b"), "--allow-dirty"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and VAR in err and "only to the code that ran" in err
+    assert "pw12" not in err and not (tmp_path / "b").exists()
 
 
 def test_bad_input_exit_2_one_line(

@@ -29,12 +29,12 @@ SECRET = "s3cr3t-value-for-reproduce"
 TOKEN_VAR = SecretVault.env_name("api_token")
 
 TASK_SOURCE = """
-def task(lr: float, seed: int = 0, api_token: str = "") -> dict:
+def task(lr: float, seed: int = 0, api_token: str = "", given: str = "") -> dict:
     import hashlib
     import random
 
     rng = random.Random(seed)
-    digest = hashlib.sha256(api_token.encode()).hexdigest()
+    digest = hashlib.sha256((api_token or given).encode()).hexdigest()
     assert digest == "{digest}", "the secret did not arrive"
     return {{"loss": lr * rng.random(), "steps": [rng.random() for _ in range(3)]}}
 
@@ -62,10 +62,15 @@ def code_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return d
 
 
-def _cell(module: Any, root: Path) -> Path:
-    """Run a 2-cell sweep of ``module.task`` (a secret in its config); return one cell."""
+def _cell(module: Any, root: Path, *, secret: bool = True) -> Path:
+    """Run a 2-cell sweep of ``module.task`` (a secret in its config, unless ``secret`` is
+    False: then the task gets the secret's value as a plain parameter); return one cell."""
     Workflow(module.task, pre_call=module.seed_ranks).run(
-        working_dir=root, progress=False, lr=multirun([0.1, 0.2]), seed=7, api_token=SECRET
+        working_dir=root,
+        progress=False,
+        lr=multirun([0.1, 0.2]),
+        seed=7,
+        **({"api_token": SECRET} if secret else {"given": SECRET}),
     )
     return root / "lr=0.2"
 
@@ -127,7 +132,16 @@ def test_changed_task_source_refused_with_both_hashes_then_allowed_and_recorded(
     assert "allow_dirty=True" in str(refused.value)  # reproduce()'s own words (the CLI's: --)
     assert not (tmp_path / "again").exists()
 
+    # the task's code is not the code that ran: its secret is not handed to it
+    with pytest.raises(ReproduceError, match=f"secrets \\({TOKEN_VAR}\\).*only to the code"):
+        reproduce(cell, into=tmp_path / "again", allow_dirty=True)
+    assert not (tmp_path / "again").exists()
+
+    cell = _cell(module, tmp_path / "plain", secret=False)  # run after the edit
+    path.write_text(path.read_text() + "\n# a second edit\n")
+    recorded = read_json(cell / PROVENANCE_FILE)["reproducibility"]["code"]["task_sha256"]
     result = reproduce(cell, into=tmp_path / "again", allow_dirty=True)
+    now = read_json(_dir(result) / PROVENANCE_FILE)["reproducibility"]["code"]["task_sha256"]
     record = read_json(_dir(result) / PROVENANCE_FILE)
     assert record["run"]["reproduction"]["allow_dirty"] is True
     assert recorded in record["run"]["reproduction"]["code_differences"][0]

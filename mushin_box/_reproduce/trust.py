@@ -1,0 +1,179 @@
+# SPDX-License-Identifier: MIT
+"""What ``reproduce`` checks before it imports anything a record names.
+
+A cell's record sits in a sweep directory on a shared filesystem: anyone who can write
+there can name any file as the task's, and set the recorded fingerprint to match it. The
+fingerprint alone therefore proves nothing, and importing the file to compute it would
+already run its module-level code (with the user's secrets in the environment). So,
+before the first import:
+
+- the **experiment's root** is the git repository holding the recorded experiment file
+  (``run.experiment.file``; a record older than it: the task's file), or its directory
+  outside git;
+- every file the re-run would import from outside the installed environment (the task's
+  and ``pre_call``'s modules, the config's ``_target_`` modules, and the user modules they
+  import, found by reading the files, not running them) must lie **inside that root**;
+- each of those files, and the experiment file, must be **yours**: owned by you (or root)
+  and writable by nobody else, the way ``ssh`` treats its keys. A file another user could
+  write is code another user chose;
+- the recorded **commit** must be the root's checked-out commit, with the same
+  uncommitted changes (:func:`~mushin_box._reproduce.checks.check_code`'s git half, done
+  here before the import).
+
+What is left after these: the user's own files, at the recorded commit. The fingerprint is
+then compared after the import, as before; and secrets are handed only to a task whose
+code matched (:func:`~mushin_box._reproduce.checks.check_code` without ``allow_dirty``).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import types
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from mushin_box._reproduce.checks import Original, ReproduceError, part
+
+__all__ = ["TrustedSource", "check_sources"]
+
+_MAIN_NAMES = ("__main__", "__mp_main__")
+
+
+class TrustedSource:
+    """The experiment's root and the user files a re-run may import (all checked)."""
+
+    def __init__(self, root: Path | None, experiment: Path | None, files: tuple[Path, ...]) -> None:
+        self.root, self.experiment, self.files = root, experiment, files
+
+
+def _experiment_file(original: Original) -> Path | None:
+    """The recorded experiment file, or, for a record older than ``run.experiment``, the
+    task's own file when it is user code; None when neither is recorded."""
+    file = part(original.run, "experiment").get("file")
+    if file is None:
+        return next(iter(_entry_files(original)), None)
+    if not isinstance(file, str) or not os.path.isabs(file):
+        raise ReproduceError(
+            f"{original.cell_dir.name}: its record's experiment file (run.experiment.file) "
+            f"is {file!r}, not a path; restore the record, or run the cell again"
+        )
+    path = Path(file)
+    if not path.is_file():
+        raise ReproduceError(
+            f"the cell's experiment file {file} is not there; check out its repository "
+            "at that path, or reproduce on the machine that ran it"
+        )
+    return path.resolve()
+
+
+def _root(experiment: Path) -> Path:
+    from mushin_box._provenance.record import git_root
+
+    top = git_root(experiment)
+    return Path(top).resolve() if top else experiment.parent
+
+
+def _owner_problem(path: Path) -> str | None:
+    """Why ``path`` is not the user's own file, or None."""
+    try:
+        st = path.stat()
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if st.st_uid not in (os.getuid(), 0):
+        return f"belongs to another user (uid {st.st_uid})"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return "can be written by other users (chmod go-w it)"
+    return None
+
+
+def _stand_ins(original: Original, experiment: Path | None) -> list[Any]:
+    """Objects that carry the module names of the recorded task and ``pre_call``, so that
+    the user modules they reach are found without importing them. A task recorded as
+    ``__main__`` (a script) is imported from its file as the module named after it."""
+    out: list[Any] = []
+    located = part(original.run, "task")
+    for what in ("task", "pre_call"):
+        entry = located.get(what)
+        if not isinstance(entry, Mapping):
+            continue
+        module = str(entry.get("module"))
+        if module in _MAIN_NAMES:
+            file = entry.get("file")
+            module = Path(str(file)).stem if file else getattr(experiment, "stem", module)
+        out.append(types.SimpleNamespace(__module__=module))
+    return out
+
+
+def _entry_files(original: Original) -> Iterable[Path]:
+    """The files the record names for the task and ``pre_call`` that are user code (the
+    kit's own ``fit_task``, or a task installed in the environment, are not)."""
+    from mushin_box._sweep.usercode import is_user_file
+
+    located = part(original.run, "task")
+    for what in ("task", "pre_call"):
+        entry = located.get(what)
+        if isinstance(entry, Mapping) and isinstance(entry.get("file"), str):
+            file = Path(entry["file"]).resolve()
+            if is_user_file(file):
+                yield file
+
+
+def check_sources(original: Original, config: Any, *, allow_dirty: bool) -> TrustedSource:
+    """Check the files a re-run of ``original`` would import, without importing any.
+
+    Puts the experiment's directory first on ``sys.path`` (the import path the ranks use).
+    A module found elsewhere on the path (one of the task's name in the current directory)
+    is outside the root, and refused.
+
+    Raises
+    ------
+    ReproduceError
+        A file outside the experiment's root, one that is not the user's own, or a root
+        checked out at another commit than the recorded one.
+    """
+    from mushin_box._sweep.usercode import user_modules
+
+    experiment = _experiment_file(original)
+    root = _root(experiment) if experiment is not None else None
+    if experiment is not None and str(experiment.parent) not in sys.path:
+        sys.path.insert(0, str(experiment.parent))
+    found = user_modules(_stand_ins(original, experiment), config)
+    files = {*([experiment] if experiment else []), *_entry_files(original)}
+    files |= {Path(p).resolve() for p in found.values()}
+    for file in sorted(files):
+        if root is not None and not file.is_relative_to(root):
+            raise ReproduceError(
+                f"the cell's record would import {file}, outside its experiment's repository "
+                f"{root}; a record that names code elsewhere is not reproduced (was the "
+                "sweep directory edited?)"
+            )
+        problem = _owner_problem(file)
+        if problem:
+            raise ReproduceError(
+                f"{file} {problem}: reproduce imports only your own files, so that a record "
+                "cannot make it run someone else's code"
+            )
+    if experiment is not None:
+        _check_commit(original, experiment, files, allow_dirty=allow_dirty)
+    return TrustedSource(root, experiment, tuple(sorted(files)))
+
+
+def _check_commit(
+    original: Original, experiment: Path, files: Iterable[Path], *, allow_dirty: bool
+) -> None:
+    from mushin_box._provenance.record import git_state
+    from mushin_box._reproduce.checks import git_problems
+
+    recorded = (original.repro.get("code") or {}).get("git")
+    problems = git_problems(recorded, git_state(experiment, include=files))
+    if problems and not allow_dirty:
+        raise ReproduceError(
+            "the code differs from the cell's: "
+            + "; ".join(problems)
+            + ". Check out the cell's code, or pass allow_dirty=True to run anyway (recorded)"
+        )
