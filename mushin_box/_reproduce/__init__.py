@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: MIT
 """From a cell's record to a checked re-run and a verdict.
 
-- :mod:`.checks`: everything checked before anything is imported or run: the cell, its
-  secrets, its code and its image;
+- :mod:`.checks`: everything checked before anything is run: the cell, its secrets, its
+  code and its image;
+- :mod:`.trust`: what is checked before anything is imported: the files a record would
+  have imported lie in the experiment's repository, are the user's own, at its commit;
 - :mod:`.rerun`: ``reproduce``: the re-run from the record, then the diff and its verdict.
 
 Must not import or run anything a record names before every check has passed.

@@ -8,7 +8,9 @@
 - :mod:`.report`: ``mushin-box report``: a sweep as one self-contained HTML page;
 - :mod:`.htmlpage` and :mod:`.svgplot`: the HTML and the inline SVG curves of such pages;
 - :mod:`.diff`: two cells or two sweeps compared, provenance and metrics, from disk;
-- :mod:`.diffview`: a diff as rows a person reads (terminal, Markdown, HTML).
+- :mod:`.diffview`: a diff as rows a person reads (terminal, Markdown, HTML);
+- :mod:`.divergence`: where two runs' fit fingerprints first part (initial weights, data
+  order, an epoch's weights).
 
 Must not import torch (banned in ``scripts/check-imports``; the one exception is the
 ``.pt`` metrics of jobs written before ``fit_metrics.json``), run a task, or write into a
