@@ -203,3 +203,49 @@ def test_a_process_is_signalled_only_when_its_recorded_start_matches(tmp_path: P
     # never pid 1, this process, or an ancestor of it, whatever a record says
     for pid in (1, os.getpid(), os.getppid()):
         assert not same_process(pid, process_start(pid))
+
+
+_EXP = """
+from mushin_box import Workflow
+
+
+def task(x: int = 1) -> dict:
+    return {"y": float(x)}
+
+
+workflow = Workflow(task)
+"""
+
+
+def test_launch_resume_of_a_live_sweep_is_one_line_exit_2(
+    tmp_path: Path, slurm_tools: Path
+) -> None:
+    (tmp_path / "exp.py").write_text(_EXP)
+    root = tmp_path / "sweep"
+    argv = [sys.executable, "-m", "mushin_box", "launch", "exp.py", "--local", "--no-progress"]
+    argv += ["x=1,2", "--working-dir", str(root)]
+    run = lambda *more: subprocess.run(  # noqa: E731
+        [*argv, *more], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert run().returncode == 0
+    _jobs_file(root, {"88_0": ["x=1"]})
+    (slurm_tools / "states.json").write_text(json.dumps({"88_0": "RUNNING"}))
+    proc = run("--resume")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("mushin-box launch: error: this sweep is still live: ")
+    assert "88_0 (RUNNING)" in line and f"mushin-box cancel {root}" in line
+
+
+def test_a_detached_launch_that_submitted_nothing_names_no_old_ids(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mushin_box import SweepHandle
+    from mushin_box._slurm.submitted import read_submission
+    from mushin_box.cli import launch
+
+    _jobs_file(tmp_path, {"41_0": ["x=1"], "41_1": ["x=2"]})  # the first, finished launch
+    before = read_submission(tmp_path)
+    assert launch._detached(SweepHandle(tmp_path), before) == 0  # every cell was reused
+    out = capsys.readouterr().out
+    assert "nothing submitted" in out and "41_0" not in out and "submitted 2" not in out
