@@ -17,7 +17,11 @@ rule cannot drift between the sidecars, the env file's record and the error mess
   :func:`redact_command` a command line;
 * :func:`redact_secret_values` free text (a traceback) by the values of secret-looking
   environment variables, where no key tells, and :func:`redact_exception` an exception's
-  message the same way.
+  message the same way;
+* :class:`TextRedactor` every line a command prints: ``NAME=value`` with a secret-looking
+  name, URL credentials, secret-looking environment variables' values, and the values that
+  its command line gave secret-looking names (:func:`command_line_secrets`), wherever they
+  are echoed back (Hydra's and the parser's messages quote them).
 
 Hiding values *before* a launch, so that files never hold them at all, is
 :mod:`mushin_box._core.secrets`; it uses the same rule.
@@ -42,7 +46,9 @@ __all__ = [
     "MIN_SCRUB_LENGTH",
     "REDACTED",
     "URL_CREDENTIALS",
+    "TextRedactor",
     "check_secret_names",
+    "command_line_secrets",
     "is_secret_name",
     "is_secret_path",
     "redact",
@@ -94,6 +100,19 @@ _NOT_SECRET_ENV = frozenset({"PWD", "OLDPWD"})
 #: a value found by its variable's name only, and shorter, is not searched for in free
 #: text (it would match anywhere); values the vault moved (``MUSHIN_SECRET_*``) always are
 MIN_SCRUB_LENGTH = 6
+#: a value its command line gives a secret-looking name is searched for in printed text
+#: from this length (a shorter one would match inside unrelated words; its ``NAME=value``
+#: form is redacted whatever its length)
+_MIN_ARGV_SCRUB = 4
+#: ``NAME=value`` anywhere in free text: a Hydra override (``+NAME``, ``~NAME``), a flag
+#: (``--NAME=``), a dotted path; the value quoted, or up to a space, quote or backslash (a
+#: backslash: JSON's escapes stay whole, so redacted JSON stays JSON)
+#: a value that only stands for one in a message or a usage line (``KEY=VALUE``)
+_PLACEHOLDER = re.compile(r"(?:VALUE|\.\.\.|<[a-z_]+>)[,.;:)\]]*\Z")
+_TEXT_ASSIGNMENT = re.compile(
+    r"(?<![\w.+~-])(?:[+~]{1,2}|-{1,2})?(?P<name>[A-Za-z_][\w.-]*)="
+    r"(?P<value>'[^'\n]*'|\"[^\"\n]*\"|[^\s'\"\\]*)"
+)
 _PYPROJECT = "pyproject.toml"
 _EXAMPLE = '["my_field", "db.dsn"]'
 
@@ -534,3 +553,112 @@ def redact_exception(exc: BaseException, environ: Mapping[str, str] | None = Non
         if args != current.args:
             current.args = args
         pending += [e for e in (current.__cause__, current.__context__) if e is not None]
+
+
+# ---------------------------------------------------------------------------- printed text
+
+
+def _unquoted(value: str) -> str:
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value
+
+
+def _is_reference(value: str) -> bool:
+    """``${oc.env:NAME}`` and the like: names where a secret is, holds none."""
+    inner = _unquoted(value)
+    return inner.startswith("${") and inner.endswith("}")
+
+
+def command_line_secrets(argv: Sequence[str], declared: Sequence[str] = ()) -> set[str]:
+    """The values a command line gives secret-looking names: ``+api_key=abc``,
+    ``--token=abc``, ``--token abc`` (as written, unquoted, and each value of a comma
+    list), so that a message which quotes one back can be cleaned (:class:`TextRedactor`).
+    References (``${oc.env:NAME}``) and empty values hold no secret.
+
+    Examples
+    --------
+    >>> sorted(command_line_secrets(["launch", "x.py", "+db.password=hunter2", "lr=0.1",
+    ...                              "--token", "abcd1234", "api_key='${oc.env:K}'"]))
+    ['abcd1234', 'hunter2']
+    """
+    rule = _rule_or_default(declared)
+    out: set[str] = set()
+    hide_next = False
+    for word in argv:
+        if hide_next:
+            hide_next = False
+            if not word.startswith("-"):
+                out.add(word)
+                continue
+        flag = _FLAG.match(word)
+        if flag is not None:
+            hide_next = word not in _NOT_SECRET_FLAGS and rule.name(flag.group("name"))
+            continue
+        m = _TEXT_ASSIGNMENT.match(word)
+        if m is None or not rule.path(m.group("name").replace("-", "_")):
+            continue
+        value = word[m.start("value") :]
+        if not value or _is_reference(value):
+            continue
+        out |= {value, _unquoted(value), *(_unquoted(v) for v in value.split(","))}
+    return {v for v in out if v and not _is_reference(v)}
+
+
+def _rule_or_default(declared: Sequence[str] = ()) -> _Rule:
+    """The rule in effect; the built-in one where the project's setting is broken (the
+    command that reads it says so; printing must not fail over it)."""
+    try:
+        return _rule(declared)
+    except ValueError:
+        return _compile(())
+
+
+class TextRedactor:
+    """Cleans text before a terminal sees it, by the rule files are cleaned by: a
+    ``NAME=value`` whose name looks secret keeps the name only (a reference such as
+    ``${oc.env:NAME}`` is kept: it is the way to pass a secret), credentials inside URLs are
+    cut out, and ``values`` (the command line's secrets, :func:`command_line_secrets`) and
+    secret-looking environment variables' values (:func:`secret_env_values`) are replaced
+    wherever they stand. Built once per command: the values and the rule are read at
+    construction.
+
+    Examples
+    --------
+    >>> clean = TextRedactor(["hunter22"], environ={})
+    >>> clean("write +x.api_key=hunter22: got [hunter22 and https://me:pw@h/ lr=0.1")
+    'write +x.api_key=<redacted>: got [<redacted> and https://<redacted>@h/ lr=0.1'
+    """
+
+    def __init__(
+        self, values: Sequence[str] | set[str] = (), environ: Mapping[str, str] | None = None
+    ) -> None:
+        self._rule = _rule_or_default()
+        try:
+            found = secret_env_values(environ)
+        except ValueError:  # a broken project setting: the values of the built-in rule
+            found = set()
+        found |= {v for v in values if len(v) >= _MIN_ARGV_SCRUB}
+        found.discard(REDACTED)
+        ordered = sorted(found, key=len, reverse=True)  # longest first: no partial match
+        self._values = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+
+    def _assignment(self, m: re.Match[str]) -> str:
+        value = m.group("value")
+        name = m.group("name").replace("-", "_")
+        if not value or value.startswith(REDACTED) or _is_reference(value):
+            return m.group(0)
+        if _PLACEHOLDER.match(value):  # help's own KEY=VALUE, api_key=...
+            return m.group(0)
+        if not self._rule.path(name):
+            return m.group(0)
+        return m.group(0)[: m.start("value") - m.start(0)] + REDACTED
+
+    def __call__(self, text: str) -> str:
+        if not text:
+            return text
+        if self._values is not None:
+            text = self._values.sub(REDACTED, text)
+        if "=" in text:
+            text = _TEXT_ASSIGNMENT.sub(self._assignment, text)
+        return redact_url_credentials(text)

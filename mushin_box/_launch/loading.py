@@ -41,10 +41,22 @@ def load_target(spec: str) -> tuple[Any, str | None]:
     """
     target, _, name = spec.partition(":")
     directory: str | None = None
+    path: Path | None = None
+    if _is_other_file(target):
+        raise LoadError(
+            f"experiment file {target!r} is not a .py file: the ranks import the experiment "
+            f"as a Python module by its name, which needs the .py suffix; rename it to "
+            f"{Path(target).stem}.py"
+        )
     if target.endswith(".py") or os.sep in target:
-        path = Path(target).resolve()
+        path = _resolve(target)
         if not path.is_file():
             raise LoadError(f"experiment file {target!r} does not exist")
+        if path.suffix != ".py":
+            raise LoadError(
+                f"experiment file {target!r} is {path}, not a .py file: the ranks import it "
+                "as a Python module by name; point it at the .py file"
+            )
         if not path.stem.isidentifier():
             raise LoadError(
                 f"experiment file name {path.name!r} is not a Python module name: rename it "
@@ -63,10 +75,10 @@ def load_target(spec: str) -> tuple[Any, str | None]:
     else:
         module_name = target
     try:
-        if directory is None:
+        if path is None:
             module = importlib.import_module(module_name)
         else:
-            module = import_file(Path(target).resolve())
+            module = import_file(path)
     except Exception as exc:  # the user's code failed to import: where, and what to fix
         raise LoadError(user_code_error(f"experiment {spec!r}", exc, module_name)) from exc
     names = (name,) if name else DEFAULT_NAMES
@@ -77,6 +89,31 @@ def load_target(spec: str) -> tuple[Any, str | None]:
         f"{target} defines none of {', '.join(names)}: name a Workflow or a hydra-zen config "
         f"with trainer/module nodes, e.g. {target}:Config"
     )
+
+
+def _resolve(target: str) -> Path:
+    """The real path of an experiment file; a symlink loop is the user's to fix, said in
+    one line (``Path.resolve`` raises ``RuntimeError`` for one on Python 3.11)."""
+    try:
+        return Path(target).resolve(strict=False)
+    except (OSError, RuntimeError) as exc:
+        raise LoadError(
+            f"experiment file {target!r} cannot be resolved ({exc}): a symlink loop; "
+            "point the link at the real .py file"
+        ) from None
+
+
+def _is_other_file(target: str) -> bool:
+    """Is ``target`` (of ``target[:NAME]``) an existing file not named ``.py``
+    (``exp.txt``)? Such a spec would otherwise be looked up as the module ``exp`` and
+    refused with "there is no module". A dotted module name (``pkg.exp``) is a file only if
+    it exists as one."""
+    if target.endswith(".py"):
+        return False
+    try:
+        return os.path.isfile(target) or (os.sep not in target and os.path.islink(target))
+    except (OSError, ValueError):
+        return False
 
 
 def experiment_file(spec: str) -> str | None:

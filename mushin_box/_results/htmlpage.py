@@ -14,7 +14,13 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable, Sequence
 
-__all__ = ["CSS", "esc", "md_table", "page", "table"]
+__all__ = ["CSS", "GENERATOR", "esc", "is_page", "md_table", "page", "table"]
+
+#: the mark every page carries in its head, so that ``report -o FILE`` knows an earlier page
+#: (which it may replace) from a file it must not write over
+GENERATOR = '<meta name="generator" content="mushin-box">'
+#: how far into a file :func:`is_page` looks for the mark
+_HEAD_BYTES = 4096
 
 CSS = """
 :root { color-scheme: light; }
@@ -81,6 +87,7 @@ def page(title: str, body: str) -> str:
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">\n'
+        f"{GENERATOR}\n"
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         # nothing may be fetched: the page works offline, and says so to the browser
         '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
@@ -88,6 +95,21 @@ def page(title: str, body: str) -> str:
         f"<title>{esc(title)}</title>\n<style>{CSS}</style></head>\n"
         f"<body>\n{body}\n</body></html>\n"
     )
+
+
+def is_page(head: bytes) -> bool:
+    """Do these first bytes of a file start a page mushin-box wrote (the generator mark,
+    or the title of a page written before the mark was)?
+
+    Examples
+    --------
+    >>> is_page(page("mushin-box report: lr", "").encode()), is_page(b'{"loss": 0.5}')
+    (True, False)
+    """
+    head = head[:_HEAD_BYTES]
+    if not head.startswith(b"<!DOCTYPE html>"):
+        return False
+    return GENERATOR.encode() in head or b"<title>mushin-box " in head
 
 
 _MD_SPECIAL = str.maketrans({c: f"\\{c}" for c in "\\|*_`<>[]"})

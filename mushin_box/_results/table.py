@@ -127,8 +127,21 @@ def _where(specs: Sequence[str], params: Sequence[str]) -> list[tuple[str, list[
             values = parse_sweep_values(text, keep_interpolations=True)
         except ValueError:
             values = [text]
+        if key == STATE_KEY:  # a misspelt state would show an empty table, as if none
+            _check_states(spec, values)
         out.append((key, values, text))
     return out
+
+
+def _check_states(spec: str, values: Sequence[Any]) -> None:
+    from mushin_box._sweepdir.board import VIEW_STATES  # as a reader shows them
+
+    unknown = [v for v in values if v not in VIEW_STATES]
+    if unknown:
+        raise ResultsError(
+            f"--where {spec!r}: {cell_text(unknown[0])!r} is not a cell state; use one of: "
+            f"{', '.join(VIEW_STATES)}"
+        )
 
 
 def _matches(cell: CellView, key: str, values: list[Any], text: str) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mushin_box.cli.main import UsageError
+from mushin_box.cli.main import UsageError, number
 
 __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
 
@@ -23,6 +23,11 @@ EXAMPLES = (
     "mushin-box cancel runs/lr module.lr=0.1   # one cell",
     "mushin-box cancel runs/lr   # every running cell",
 )
+#: what its exit codes mean (shown in --help; 2 and 141: every command's)
+EXITS = {
+    0: "every cell asked for is stopped, or had nothing to stop",
+    1: "a cell could not be reached",
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--grace",
-        type=float,
+        type=number(minimum=0, maximum=3600, unit="seconds"),
         default=10.0,
         metavar="S",
         help="seconds a local cell has after SIGTERM before SIGKILL (default 10)",

@@ -36,6 +36,8 @@ EXAMPLES = (
     "mushin-box completion zsh > ~/.zfunc/_mushin-box   # fpath+=(~/.zfunc) before compinit",
     "mushin-box completion tcsh > ~/.mushin-box.tcsh   # then source it from ~/.tcshrc",
 )
+#: what its exit codes mean (shown in --help; 2 and 141: every command's)
+EXITS = {0: "printed"}
 
 #: arguments that are paths, by their dest: files (files and directories both complete)
 _FILES = frozenset({"experiment", "image", "spec", "output", "a", "b"})

@@ -13,13 +13,12 @@ equal within ``--atol``/``--rtol``); 1: a reproducibility field or a metric diff
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from mushin_box.cli.main import UsageError, in_flags
+from mushin_box.cli.output import JSON_HELP, print_json
 
 __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
 
@@ -33,6 +32,11 @@ EXAMPLES = (
     "mushin-box diff runs/a runs/b --brief --md",
     "mushin-box diff runs/a/cell runs/b/cell --rtol 1e-6   # results equal to 6 digits",
 )
+#: what its exit codes mean (shown in --help; 2 and 141: every command's)
+EXITS = {
+    0: "the same experiment with the same results",
+    1: "a reproducibility field or a metric differs (--provenance-only: a field)",
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,14 +44,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("b", metavar="B", help="the same kind of thing as A")
     parser.add_argument(
         "--atol",
-        type=float,
+        type=float,  # checked, with the Python API, by the comparison: finite, >= 0
         default=0.0,
         metavar="X",
         help="absolute tolerance when comparing metrics (default 0: exact)",
     )
     parser.add_argument(
         "--rtol",
-        type=float,
+        type=float,  # checked, with the Python API, by the comparison: finite, >= 0
         default=0.0,
         metavar="X",
         help="relative tolerance for metrics: |B-A| <= atol + rtol*|A| (default 0)",
@@ -65,22 +69,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "every row",
     )
     out = parser.add_mutually_exclusive_group()
-    out.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    out.add_argument("--json", action="store_true", help=JSON_HELP)
     out.add_argument("--md", action="store_true", help="print Markdown (for an issue or PR)")
     out.add_argument(
         "--html", action="store_true", help="print a self-contained HTML page (> diff.html)"
     )
-
-
-def _json_safe(value: Any) -> Any:
-    """Floats JSON cannot hold (nan, inf) as strings, so ``--json`` output is strict JSON."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    return value
 
 
 #: narrower than this (or not a terminal), rows are printed as lines: a table would fold
@@ -194,8 +187,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         data = {**diff.to_dict(), "same": diff.same(results=results)}
         data["verdict"] = diff.verdict(results=results)
-        json.dump(_json_safe(data), sys.stdout, indent=2, sort_keys=True)
-        sys.stdout.write("\n")
+        print_json(data)
     elif args.md:
         from mushin_box._results.diffview import diff_markdown
 

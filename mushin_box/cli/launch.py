@@ -9,7 +9,6 @@ probe) are settled before the experiment is imported, so a contradiction such as
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import sys
@@ -29,6 +28,12 @@ EXAMPLES = (
     "--mem 64G trainer.accelerator=gpu",
     "mushin-box launch examples/exp.py --nodes 2 --gpus 4 --image /shared/train.sif --detach",
 )
+#: what its exit codes mean (shown in --help; 2 and 141: every command's)
+EXITS = {
+    0: "every cell completed (--detach, --dry-run: submitted, reviewed)",
+    1: "a cell failed, timed out, was cancelled or skipped",
+    130: "interrupted (Ctrl-C)",
+}
 
 
 def _time(text: str) -> int:
@@ -151,7 +156,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="review the launch (cells, GPU-hours, sbatch script, rank env file, warnings; "
         "the image's pre-flight runs); submit nothing. Exit 2 where the launch would fail",
     )
-    parser.add_argument("--json", action="store_true", help="with --dry-run: print it as JSON")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="with --dry-run: print it as JSON (strict: a number that is not finite is the "
+        'string "nan", "inf" or "-inf")',
+    )
     parser.add_argument(
         "--print-config",
         action="store_true",
@@ -239,6 +249,12 @@ def run(args: argparse.Namespace) -> int:
             _flags(args), args.profile, default_name=experiment_name(args.experiment)
         )
         local, why = _where(args)
+        if args.detach and local and not args.local:  # the probe's answer, not --local's
+            raise UsageError(
+                f"--detach submits to SLURM, and no SLURM controller answered ({why}); "
+                "check that the controller is up and SLURM_CONF names its config, or drop "
+                "--detach to run here"
+            )
         check_where(
             opts,
             local=local,
@@ -331,7 +347,9 @@ def _dry_run(
     review["experiment"] = args.experiment
     review["seconds"] = round(time.monotonic() - started, 2)
     if args.json:
-        print(json.dumps(review, indent=2, sort_keys=True, default=str))
+        from mushin_box.cli.output import print_json
+
+        print_json(review)
     else:
         print(format_review(review))
     for error in review["errors"]:
@@ -423,6 +441,14 @@ def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any, e
         )
     except (error, SweepBusyError) as exc:  # refused its arguments, or a live sweep: nothing ran
         raise UsageError(str(exc)) from None
+    except RuntimeError as exc:  # two launches at one moment: the later one lost the lock
+        if "already using the sweep directory" not in str(exc):
+            raise
+        raise UsageError(
+            f"another launch (or Workflow.run) started on the sweep directory {root} at the "
+            "same moment and holds it: wait for it to finish (mushin-box wait DIR), or pass "
+            "another --working-dir"
+        ) from None
     except KeyboardInterrupt:
         if plan.mode != "slurm" or args.cancel_on_interrupt:
             print("[mushin-box launch] interrupted; the sweep's jobs were stopped", file=sys.stderr)
@@ -468,10 +494,26 @@ def _detached(handle: Any, before: dict[str, Any]) -> int:
 
 
 def _resume_command(root: str) -> str:
-    """This command line again, with ``--resume`` and the sweep's ``--working-dir``."""
+    """This command line again, with ``--resume`` and the sweep's ``--working-dir``; a
+    secret override's value redacted, and then how to pass it without typing it."""
+    from mushin_box._core.redact import REDACTED, command_line_secrets
+
     argv = ["mushin-box", *sys.argv[1:]]
     if "--resume" not in argv:
         argv.append("--resume")
     if not any(a == "--working-dir" or a.startswith("--working-dir=") for a in argv):
         argv += ["--working-dir", root]
-    return shlex.join(argv)
+    secret = [i for i, a in enumerate(argv) if "=" in a and command_line_secrets([a])]
+    for i in secret:
+        argv[i] = argv[i].split("=", 1)[0] + "=" + REDACTED
+    command = shlex.join(argv)
+    if secret:
+        key = argv[secret[0]].split("=", 1)[0]
+        env = key.lstrip("+~").rsplit(".", 1)[-1].upper().replace("-", "_")
+        reference = shlex.quote(f"{key}=${{oc.env:{env}}}")
+        command += (
+            f"\n  (secret values are not shown: give each from the environment instead, "
+            f"e.g. set {env} in the environment and pass {reference}, which also keeps it "
+            "out of your shell history and the sweep's files)"
+        )
+    return command

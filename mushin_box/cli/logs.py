@@ -9,6 +9,7 @@ ends once it is no longer running (or on Ctrl-C).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -22,6 +23,8 @@ EXAMPLES = (
     "mushin-box logs runs/lr module.lr=0.1 --tail 50",
     "mushin-box logs runs/lr module.lr=0.1 --rank 1 -f",
 )
+#: what its exit codes mean (shown in --help; 2 and 141: every command's)
+EXITS = {0: "printed"}
 _POLL_S = 0.5
 _LIVENESS_EVERY_S = 5.0
 
@@ -44,10 +47,16 @@ def _cell_dir(directory: str, cell: str | None) -> tuple[Path, Path]:
     from mushin_box.cli.tables import resolve_sweep
 
     given = Path(directory)
-    if cell is None and (given / STATUS_FILE).is_file():
+    if cell is None and os.path.lexists(given / STATUS_FILE):
         return given.parent, given
     root = resolve_sweep(directory)
-    started = sorted(p.parent.name for p in root.glob(f"*/{STATUS_FILE}"))
+    # a cell is a directory of the sweep itself (a symlink may lead anywhere) with a status
+    # there, readable or not: a damaged one is refused when read, and said so
+    started = sorted(
+        p.name
+        for p in root.iterdir()
+        if p.is_dir() and not p.is_symlink() and os.path.lexists(p / STATUS_FILE)
+    )
     if cell is None:
         if len(started) == 1:
             return root, root / started[0]
@@ -94,7 +103,12 @@ def run(args: argparse.Namespace) -> int:
     follower = LogFollower(files)
     if args.tail is not None:
         for path, prefix in files.items():
-            for line in tail_lines(path, args.tail):
+            try:
+                tail = tail_lines(path, args.tail)
+            except OSError as exc:  # refused: a symlink, a FIFO (never read)
+                print(f"mushin-box logs: warning: {path} is not read ({exc})", file=sys.stderr)
+                continue
+            for line in tail:
                 print(prefix + line)
         follower.start_at_end()
     else:

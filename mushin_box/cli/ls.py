@@ -9,18 +9,20 @@ directory with a manifest (``mushin_sweep.json``); its cells are counted by stat
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from mushin_box.cli.main import UsageError
+from mushin_box.cli.output import JSON_HELP, print_json
 
 __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
 
 HELP = "list the sweeps under ROOT, newest first: launcher, cells by state, start, wall time"
 EXAMPLES = ("mushin-box ls runs/ --depth 2",)
+#: what its exit codes mean (shown in --help; 2 and 141: every command's)
+EXITS = {0: "listed (also when there is no sweep)"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="how many directory levels down to look (default 4)",
     )
-    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    parser.add_argument("--json", action="store_true", help=JSON_HELP)
 
 
 def _row(sweep: Any, root: Path) -> dict[str, Any]:
@@ -70,8 +72,7 @@ def run(args: argparse.Namespace) -> int:
         except (OSError, ValueError):  # vanished or unreadable while listing: not a sweep now
             continue
     if args.json:
-        json.dump(rows, sys.stdout, indent=2, sort_keys=True)
-        sys.stdout.write("\n")
+        print_json(rows)
         return 0
     if not rows:
         print(f"no sweeps under {root} ({args.depth} levels down)", file=sys.stderr)

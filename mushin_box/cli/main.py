@@ -3,29 +3,57 @@
 
 Each subcommand lives in its own module ``mushin_box.cli.<name>`` exposing
 ``HELP: str``, ``EXAMPLES: tuple[str, ...]`` (whole command lines, each starting
-``mushin-box <name>``: the ``examples:`` that end its ``--help``), ``add_arguments(parser)``
-and ``run(args) -> int``; the module is imported only to build its parser (cheap: no
+``mushin-box <name>``: the ``examples:`` that end its ``--help``), ``EXITS: dict[int, str]``
+(what its own exit codes mean, shown in its ``--help``), ``add_arguments(parser)`` and
+``run(args) -> int``; the module is imported only to build its parser (cheap: no
 torch/Lightning at import) and to run it.
-Exit codes: 0 success, 1 a negative result (e.g. ``diff`` found differences), 2 bad input.
+
+Exit codes mean one thing in every command, so that a script can tell an answer from a
+failure: :data:`EXIT_OK` 0 (done; the same; every cell completed), :data:`EXIT_NEGATIVE` 1
+(a negative answer: cells failed, the runs differ, not reproduced), :data:`EXIT_USAGE` 2
+(an error: bad input, or the output could not be written; one line on stderr),
+:data:`EXIT_RUNNING` 3 (cells still run or wait), :data:`EXIT_INTERRUPTED` 130 (Ctrl-C) and
+:data:`EXIT_CLOSED_PIPE` 141 (the reader of the output went away, as for a command that
+SIGPIPE ended: ``| head``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
-import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 __all__ = [
     "COMMANDS",
+    "EXIT_CLOSED_PIPE",
+    "EXIT_INTERRUPTED",
+    "EXIT_NEGATIVE",
+    "EXIT_OK",
+    "EXIT_RUNNING",
+    "EXIT_USAGE",
     "UsageError",
     "build_parser",
     "examples_of",
     "in_flags",
     "main",
+    "number",
     "parse_args",
 ]
+
+EXIT_OK = 0
+EXIT_NEGATIVE = 1
+EXIT_USAGE = 2
+EXIT_RUNNING = 3
+EXIT_INTERRUPTED = 130
+EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE: what a shell reports for `yes | head -1`
+#: the codes every command may end with, whatever it does
+_COMMON_EXITS = {
+    EXIT_USAGE: "error: bad input, or the output could not be written (one line on stderr)",
+    EXIT_CLOSED_PIPE: "the reader of the output went away (a closed pipe: `| head`)",
+}
 
 # order shown in --help
 COMMANDS = (
@@ -54,7 +82,7 @@ class _HelpFormatter(argparse.HelpFormatter):
     line re-wrapped would no longer be one to copy)."""
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
-        if text.startswith("examples:\n"):
+        if text.startswith(("examples:\n", "exit codes:\n")):
             return "".join(indent + line for line in text.splitlines(keepends=True))
         return super()._fill_text(text, width, indent)
 
@@ -83,9 +111,54 @@ def examples_of(module: object) -> tuple[str, ...]:
     return tuple(getattr(module, "EXAMPLES", ()))
 
 
-def _examples(module: object) -> str | None:
+def _epilog(module: object) -> str:
+    """What ends a command's ``--help``: its exit codes, then its examples."""
+    exits = {**getattr(module, "EXITS", {EXIT_OK: "done"}), **_COMMON_EXITS}
+    text = "exit codes:\n" + "\n".join(f"  {c:<4}{exits[c]}" for c in sorted(exits))
     lines = examples_of(module)
-    return "examples:\n" + "\n".join(f"  {line}" for line in lines) if lines else None
+    if lines:
+        text += "\n\nexamples:\n" + "\n".join(f"  {line}" for line in lines)
+    return text
+
+
+def number(
+    *, minimum: float, maximum: float | None = None, unit: str = "", inclusive: bool = True
+) -> Callable[[str], float]:
+    """An argparse ``type`` for a float flag: a finite number from ``minimum`` (excluded
+    unless ``inclusive``) to ``maximum`` (default: any finite number), else exit 2 naming
+    the range. ``float()`` alone takes ``nan``, which compares false with every bound (a
+    ``--timeout nan`` never times out), ``inf`` and ``1e308``, which overflow a sleep.
+
+    Examples
+    --------
+    >>> number(minimum=1, maximum=3600, unit="seconds")("2.5")
+    2.5
+    >>> number(minimum=0, maximum=3600, unit="seconds")("nan")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: 'nan' is not a number of seconds from 0 to 3600; give e.g. 10
+    >>> number(minimum=0)("inf")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: 'inf' is not a finite number from 0; give e.g. 0
+    """
+    import math
+
+    what = f"a{'' if maximum is not None else ' finite'} number{f' of {unit}' if unit else ''}"
+    what += f" {'from' if inclusive else 'above'} {minimum:g}"
+    if maximum is not None:
+        what += f" to {maximum:.0f}" if maximum >= 1e6 else f" to {maximum:g}"
+    example = minimum if maximum is None else max(minimum, min(maximum, 10.0))
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        low = minimum <= value if inclusive else minimum < value
+        if not (math.isfinite(value) and low and (maximum is None or value <= maximum)):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}; give e.g. {example:g}")
+        return value
+
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -105,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
             name,
             help=module.HELP,
             description=module.HELP,
-            epilog=_examples(module),
+            epilog=_epilog(module),
             formatter_class=_HelpFormatter,
         )
         module.add_arguments(cmd)
@@ -132,22 +205,57 @@ def parse_args(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parse_args(argv, parser)
-    if args.command is None:
-        parser.print_help(sys.stderr)
-        return 2
+    from mushin_box.cli.output import redacted_output
+
+    out, err = sys.stdout, sys.stderr
+    with redacted_output(sys.argv[1:] if argv is None else argv):
+        code, failed = _main(argv)
+    if failed is not None:
+        _output_failed(failed, out, err)
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> tuple[int, Any]:
+    """(exit code, the :class:`~mushin_box.cli.output.OutputError` that ended it or None)."""
+    from mushin_box.cli.output import OutputError
+
+    command = "mushin-box"
     try:
-        return int(args._module.run(args))
-    except UsageError as exc:
-        print(f"mushin-box {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        # the reader went away (`status --json | head`): what it read stands, and Python
-        # must not print a traceback while flushing stdout at exit
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
+        parser = build_parser()
+        args = parse_args(argv, parser)
+        if args.command is None:
+            parser.print_help(sys.stderr)
+            return EXIT_USAGE, None
+        command = f"mushin-box {args.command}"
+        try:
+            code = int(args._module.run(args))
+        except UsageError as exc:
+            print(f"{command}: error: {exc}", file=sys.stderr)
+            code = EXIT_USAGE
+        sys.stdout.flush()  # a full disk says so here, not in Python's flush at exit
+        return code, None
+    except OutputError as exc:
+        exc.command = command
+        return (EXIT_CLOSED_PIPE if exc.closed_pipe else EXIT_USAGE), exc
+
+
+def _output_failed(failed: Any, out: Any, err: Any) -> None:
+    """A write to stdout or stderr failed: silence that stream (Python flushes it again at
+    exit) and, unless the reader only went away or stderr itself failed, say so on one
+    line."""
+    from mushin_box.cli.output import silence
+
+    silence(out if failed.stream == "stdout" else err)
+    if failed.closed_pipe or failed.stream == "stderr":
+        return
+    problem = failed.error.strerror or str(failed.error)
+    with contextlib.suppress(OSError):
+        print(
+            f"{failed.command}: error: cannot write the output ({problem}); what was "
+            "printed is incomplete: write it where there is room, e.g. > FILE on another disk",
+            file=err,
+            flush=True,
+        )
 
 
 if __name__ == "__main__":  # pragma: no cover

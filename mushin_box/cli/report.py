@@ -5,6 +5,10 @@ Presentation only; the page is :func:`mushin_box._results.report.render_report`:
 table, the curves (inline SVG), the errors, the provenance summary and, with ``--against``,
 the reproducibility diff. It is self-contained: it loads nothing from the network, so it
 can be mailed or opened offline. Exit codes: 0 written, 2 bad input.
+
+``-o`` never writes over what a run produced: a path inside a cell directory (one that
+holds a ``mushin_status.json``, or any directory under a sweep's), or an existing file that
+is not an earlier page, is refused before anything is read or written, unless ``--force``.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ EXAMPLES = (
     "mushin-box report runs/a --best val_loss -o report.html",
     "mushin-box report runs/a --against runs/b -o report.html",
 )
+#: what its exit codes mean (shown in --help; 2 and 141: every command's)
+EXITS = {0: "written"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,6 +65,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="only these cells, as for `show`",
     )
     parser.add_argument(
+        "--force",
+        action="store_true",
+        help="write -o FILE even inside a cell directory, or over a file that is not an "
+        "earlier report",
+    )
+    parser.add_argument(
         "--full-diff",
         action="store_true",
         help="keep the diff's rows that differ between any two runs (times, pid, host)",
@@ -72,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
     from mushin_box.cli.tables import resolve_sweep
 
     root = resolve_sweep(args.dir)
+    if args.output != "-" and not args.force:
+        _check_output(args.output)
     try:
         text = render_report(
             root,
@@ -83,6 +97,8 @@ def run(args: argparse.Namespace) -> int:
         )
     except (ResultsError, DiffInputError) as exc:
         raise UsageError(str(exc)) from None
+    except ValueError as exc:  # a sidecar the page reads is corrupt: its reader names it
+        raise UsageError(" ".join(str(exc).split()).removeprefix("load_experiment: ")) from None
     if args.output == "-":
         sys.stdout.write(text)
         return 0
@@ -94,3 +110,44 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot write {args.output} ({exc}); choose another -o FILE") from None
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
+
+
+def _check_output(output: str) -> None:
+    """Refuse ``-o`` inside what a run produced, or over a file that is not a page
+    mushin-box wrote (one line, the way out named; nothing read or written yet)."""
+    import os
+
+    from mushin_box._core.layout import MANIFEST_FILE, STATUS_FILE
+    from mushin_box._results.htmlpage import is_page
+
+    path = os.path.abspath(output)
+    parent = os.path.realpath(os.path.dirname(path))  # a symlinked directory: where it is
+    way_out = "write the report elsewhere (-o report.html), or pass --force"
+    directory = parent
+    while True:
+        if os.path.isfile(os.path.join(directory, STATUS_FILE)):
+            raise UsageError(
+                f"-o {output} is inside the cell directory {directory}, which holds what a "
+                f"run produced; {way_out}"
+            )
+        above = os.path.dirname(directory)
+        if directory != parent and os.path.isfile(os.path.join(directory, MANIFEST_FILE)):
+            raise UsageError(
+                f"-o {output} is under the sweep directory {directory}, where its runs "
+                f"write; {way_out}"
+            )
+        if above == directory:
+            break
+        directory = above
+    if not os.path.lexists(path):
+        return
+    try:
+        with open(path, "rb") as file:
+            head = file.read(4096) if os.path.isfile(path) and not os.path.islink(path) else b""
+    except OSError:
+        head = b""
+    if not is_page(head):
+        what = "is a directory" if os.path.isdir(path) else "is not a report mushin-box wrote"
+        raise UsageError(
+            f"-o {output} exists and {what}; choose another -o FILE, or pass --force to replace it"
+        )

@@ -12,11 +12,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import sys
 from typing import Any
 
 from mushin_box.cli.main import UsageError, in_flags
+from mushin_box.cli.output import JSON_HELP, print_json
 
 __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
 
@@ -30,6 +30,11 @@ EXAMPLES = (
     "mushin-box reproduce runs/big/lr=0.1 --nodes 1 --gpus 1 --atol 1e-6",
     "mushin-box reproduce runs/big/lr=0.1 --image /shared/train.sif --json",
 )
+#: what its exit codes mean (shown in --help; 2 and 141: every command's)
+EXITS = {
+    0: "reproduced (--dry-run: reviewed)",
+    1: "not reproduced: the re-run failed, or a field or metric differs",
+}
 _MAX_VALUE = 60
 
 
@@ -52,14 +57,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--atol",
-        type=float,
+        type=float,  # checked, with the Python API, by the comparison: finite, >= 0
         default=0.0,
         metavar="X",
         help="absolute tolerance of the metrics (default 0: exactly equal)",
     )
     parser.add_argument(
         "--rtol",
-        type=float,
+        type=float,  # checked, with the Python API, by the comparison: finite, >= 0
         default=0.0,
         metavar="X",
         help="relative tolerance of the metrics, as for diff (default 0)",
@@ -72,19 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dry-run", action="store_true", help="print what would run; run and write nothing"
     )
-    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
-
-
-def _json_safe(value: Any) -> Any:
-    """Floats JSON cannot hold (nan, inf) as strings, as ``mushin-box diff --json`` writes
-    them, so ``--json`` output is strict JSON (a NaN metric is ``"nan"``)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    return value
+    parser.add_argument("--json", action="store_true", help=JSON_HELP)
 
 
 def _short(value: Any) -> str:
@@ -196,8 +189,7 @@ def run(args: argparse.Namespace) -> int:
         flags = ("into", "nodes", "gpus", "image", "local", "atol", "rtol", "allow_dirty")
         raise UsageError(in_flags(str(exc), flags)) from None
     if args.json:
-        data = _json_safe(json.loads(json.dumps(result.to_dict(), default=str)))
-        print(json.dumps(data, indent=2, sort_keys=True, allow_nan=False))
+        print_json(result.to_dict())
     elif args.dry_run:
         _print_plan(result.plan)
     else:

@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from mushin_box.cli.main import UsageError
+from mushin_box.cli.output import JSON_HELP, print_json
 
 __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
 
@@ -24,6 +25,8 @@ EXAMPLES = (
     "mushin-box show runs/lr --best val_loss",
     "mushin-box show runs/lr --where state=failed --md",
 )
+#: what its exit codes mean (shown in --help; 2 and 141: every command's)
+EXITS = {0: "shown"}
 BEST_MARK = "★"
 
 
@@ -56,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--csv", action="store_true", help="print CSV")
     out.add_argument("--md", action="store_true", help="print a Markdown table")
-    out.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    out.add_argument("--json", action="store_true", help=JSON_HELP)
 
 
 def _csv(value: Any) -> Any:
@@ -148,8 +151,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     if args.json:
         data = {**summary(table), "code": code_line(sweep), "cells": table_records(table)}
-        json.dump(data, sys.stdout, indent=2, sort_keys=True, default=str)
-        sys.stdout.write("\n")
+        print_json(data)
     elif args.csv:
         records = table_records(table)
         fields = ["dir", *table.params, "state", *table.metrics, "error", "best"]

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import argparse
 
+from mushin_box.cli.main import number
+
 HELP = (
     "A tiny 2-rank CPU fit of an experiment inside the image, through the same rank wrapper "
     "as SLURM ranks (the CI smoke run)."
 )
 EXAMPLES = ("mushin-box smoke examples/exp.py --image image.sif",)
+#: what its exit codes mean (shown in --help; 2 and 141: every command's)
+EXITS = {0: "the smoke run passed", 1: "it failed"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,7 +26,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--image", required=True, help="the .sif built by `mushin-box build`")
     parser.add_argument("--out", default=None, help="output directory (default: a temp dir)")
     parser.add_argument("--python", default="python", help="the image's python command")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds (default 600)")
+    parser.add_argument(
+        "--timeout",
+        type=number(minimum=0, inclusive=False, maximum=7 * 86400, unit="seconds"),
+        default=600.0,
+        help="seconds (default 600)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

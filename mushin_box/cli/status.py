@@ -12,9 +12,11 @@ SLURM job of the sweep lives), 2 bad input.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
+
+from mushin_box.cli.output import JSON_HELP, print_json
+from mushin_box.cli.tables import SWEEP_EXITS
 
 __all__ = ["HELP", "add_arguments", "as_json", "run", "unanswered_line"]
 
@@ -23,6 +25,8 @@ EXAMPLES = (
     "mushin-box status   # the latest sweep under here",
     "mushin-box status runs/lr --json",
 )
+#: what its exit codes mean (shown in --help)
+EXITS = SWEEP_EXITS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="?",
         help="the sweep directory (default: the latest sweep under the current directory)",
     )
-    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    parser.add_argument("--json", action="store_true", help=JSON_HELP)
 
 
 def as_json(sweep: Any) -> dict[str, Any]:
@@ -62,8 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
     sweep = read_sweep(resolve_sweep(args.dir))
     if args.json:
-        json.dump(as_json(sweep), sys.stdout, indent=2, sort_keys=True, default=str)
-        sys.stdout.write("\n")
+        print_json(as_json(sweep))
     else:
         from rich.text import Text
 

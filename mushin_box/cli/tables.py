@@ -13,11 +13,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mushin_box.cli.main import UsageError
+from mushin_box.cli.main import EXIT_RUNNING, UsageError
 
 __all__ = [
     "EXIT_RUNNING",
     "LONG_TABLE",
+    "SWEEP_EXITS",
     "duration",
     "end_report",
     "error_line",
@@ -27,8 +28,13 @@ __all__ = [
     "table",
 ]
 
-#: the exit code while cells still run or wait
-EXIT_RUNNING = 3
+#: what the exit codes of the commands that report on a sweep's cells mean
+#: (``status``, ``wait``, a blocking ``launch``)
+SWEEP_EXITS = {
+    0: "every cell completed",
+    1: "a cell failed, timed out, was cancelled or skipped",
+    EXIT_RUNNING: "cells still run or wait, or may (unknown: the scheduler did not answer)",
+}
 _STYLE = {
     "completed": "green",
     "running": "cyan",

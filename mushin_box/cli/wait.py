@@ -15,12 +15,15 @@ import argparse
 import sys
 import time
 
-from mushin_box.cli.main import UsageError
+from mushin_box.cli.main import UsageError, number
+from mushin_box.cli.tables import SWEEP_EXITS
 
 __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
 
 HELP = "wait for a sweep to finish, showing its progress; exit as its launch would"
 EXAMPLES = ("mushin-box wait runs/lr --timeout 3600   # exit 3 if it is still running then",)
+#: what its exit codes mean (shown in --help)
+EXITS = SWEEP_EXITS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,13 +32,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--interval",
-        type=float,
+        type=number(minimum=0, inclusive=False, maximum=3600, unit="seconds"),
         default=5.0,
         metavar="S",
-        help="seconds between looks at the sidecars and SLURM (default 5, at least 1)",
+        help="seconds between looks at the sidecars and SLURM (default 5; 1 to 3600: SLURM "
+        "is asked at each look)",
     )
     parser.add_argument(
-        "--timeout", type=float, default=None, metavar="S", help="give up after S seconds (exit 3)"
+        "--timeout",
+        type=number(minimum=0, maximum=366 * 86400, unit="seconds"),
+        default=None,
+        metavar="S",
+        help="give up after S seconds (exit 3)",
     )
     parser.add_argument("--no-progress", action="store_true", help="print no progress bar")
 
@@ -47,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.interval < 1:
         raise UsageError(
-            f"--interval {args.interval} is under 1 s, and SLURM is asked at each look: "
+            f"--interval {args.interval:g} is under 1 s, and SLURM is asked at each look: "
             "give 1 or more seconds"
         )
     root = resolve_sweep(args.dir)

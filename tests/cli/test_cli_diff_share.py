@@ -128,7 +128,8 @@ def test_a_closed_pipe_ends_quietly(tmp_path: Path, command: str) -> None:
     proc = subprocess.run(["bash", "-c", line], capture_output=True, text=True, timeout=120)
     assert proc.stdout.splitlines()[0] == "{"
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
-    assert proc.stdout.strip().endswith(("status=0", "status=1"))
+    # its answer when the output fit in the pipe before head left; else 141, as for SIGPIPE
+    assert proc.stdout.strip().endswith(("status=0", "status=1", "status=141"))
 
 
 def _env_task(lr: float) -> dict[str, float]:

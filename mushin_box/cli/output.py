@@ -1,0 +1,128 @@
+# SPDX-License-Identifier: MIT
+"""Everything a command prints passes here: redacted on its way out, and a failure to
+write it (a full disk, a closed pipe) told apart from the command's answer.
+
+Why one choke point: secrets reached the terminal through messages nobody thought of as
+output (Hydra's refusals quote the override back, argparse quotes a bad flag, a warning
+repeats a path). Wrapping ``sys.stdout``/``sys.stderr`` for the time a command runs cleans
+every line (``print``, rich, logging, ``warnings``), by the rule files are cleaned by
+(:class:`mushin_box._core.redact.TextRedactor`). Processes the command starts write to the
+file descriptors themselves and are not covered: their lines are the task's own.
+
+A write that fails raises :class:`OutputError` (not an ``OSError``: a command's own
+``except OSError`` around its files must not swallow it), which ``main`` turns into an exit
+status of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TextIO, cast
+
+__all__ = ["JSON_HELP", "OutputError", "print_json", "redacted_output", "silence", "strict_json"]
+
+#: the help of every ``--json`` flag: what a script gets where JSON has no number
+JSON_HELP = (
+    "print machine-readable JSON (strict: a number that is not finite, a NaN metric, is the "
+    'string "nan", "inf" or "-inf")'
+)
+
+
+class OutputError(Exception):
+    """Writing to ``stream`` (``"stdout"`` or ``"stderr"``) failed with ``error``."""
+
+    def __init__(self, stream: str, error: OSError) -> None:
+        super().__init__(f"{stream}: {error}")
+        self.stream = stream
+        self.error = error
+        self.command = "mushin-box"  # the command whose output failed, set by main
+
+    @property
+    def closed_pipe(self) -> bool:
+        """The reader went away (``| head``): an end, not an error."""
+        return isinstance(self.error, BrokenPipeError) or self.error.errno == errno.EPIPE
+
+
+class _Redacted:
+    """A text stream that cleans what is written to it, and says which stream failed."""
+
+    def __init__(self, stream: TextIO, clean: Callable[[str], str], name: str) -> None:
+        self._stream = stream
+        self._clean = clean
+        self._name = name
+
+    def write(self, text: str) -> int:
+        try:
+            self._stream.write(self._clean(text))
+        except OSError as exc:
+            raise OutputError(self._name, exc) from None
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            raise OutputError(self._name, exc) from None
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding...: the stream's
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def redacted_output(argv: Sequence[str]) -> Iterator[None]:
+    """``sys.stdout`` and ``sys.stderr`` cleaned while the command runs, of the secrets its
+    command line (``argv``) holds and of every secret the rule finds."""
+    from mushin_box._core.redact import TextRedactor, command_line_secrets
+
+    clean = TextRedactor(command_line_secrets(argv))
+    out, err = sys.stdout, sys.stderr
+    sys.stdout = cast(TextIO, _Redacted(out, clean, "stdout"))
+    sys.stderr = cast(TextIO, _Redacted(err, clean, "stderr"))
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def silence(stream: TextIO) -> None:
+    """Point a failed stream's file descriptor at /dev/null, so that Python's flush at
+    exit, with the text still buffered, neither fails again nor prints a traceback."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        fd = stream.fileno()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+
+
+def strict_json(value: Any) -> Any:
+    """``value`` with every float JSON cannot hold (nan, inf) as the string ``"nan"``,
+    ``"inf"`` or ``"-inf"``: Python's ``json`` writes bare ``NaN``, which strict parsers
+    (``jq``, JavaScript, Go) refuse."""
+    import math
+
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(float(value))
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [strict_json(v) for v in value]
+    return value
+
+
+def print_json(value: Any) -> None:
+    """``value`` on stdout as strict JSON (:func:`strict_json`), indented, keys sorted; a
+    value JSON has no type for is written as its ``str``."""
+    import json
+
+    # through str first, so that what default=str makes of a value is made strict too
+    text = json.dumps(value, default=str, allow_nan=True)
+    data = strict_json(json.loads(text))
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
