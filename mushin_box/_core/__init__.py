@@ -4,6 +4,7 @@
 - :mod:`.layout`: every file name and every ``MUSHIN_*`` variable;
 - :mod:`.redact` and :mod:`.secrets`: the secret rule, redaction, and the secrets vault;
 - :mod:`.sidecars`: atomic, canonical JSON sidecars and bounded reads;
+- :mod:`.safeio`: the bounded, no-symlink reads of a sweep directory's files;
 - :mod:`.overrides` and :mod:`.overrideparse`: Hydra's override grammar, both ways;
 - :mod:`.jobdir` and :mod:`.jobskip`: the job directory, and the jobs a launch leaves out;
 - :mod:`.envstate`: ``os.environ`` put back as it was;

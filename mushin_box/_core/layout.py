@@ -85,6 +85,11 @@ __all__ = [
     "STALE_CHECKPOINTS_DIR",
     "STATUS_FILE",
     "rank_log_file",
+    "read_limit",
+    "ERROR_TAIL_BYTES",
+    "OBJECT_SIDECARS",
+    "LOG_READ_BYTES",
+    "READ_LIMITS",
     "stage_metrics_file",
     "stage_metrics_json_file",
 ]
@@ -161,6 +166,51 @@ def stage_metrics_json_file(stage: str, filename: str = STAGE_METRICS_SUFFIX) ->
     name = stage_metrics_file(stage, filename)
     stem = name[: -len(".pt")] if name.endswith(".pt") else name
     return f"{stem}.json" if f"{stem}.json" != name else f"{name}.json"
+
+
+# ---------------------------------------------------------------------------- read limits
+
+_MIB = 1 << 20
+#: the most bytes a reader reads of each kind of sidecar: a larger file (a symlink's target
+#: is never read; a runaway or hostile writer) is refused with a warning, as a corrupt one.
+#: Each is far above what a run writes (a status is a few hundred bytes, a 1,000-cell
+#: manifest ~300 KB, a provenance record with its environment a few MB)
+READ_LIMITS: Mapping[str, int] = {
+    STATUS_FILE: 4 * _MIB,
+    METRICS_FILE: 64 * _MIB,
+    PROVENANCE_FILE: 64 * _MIB,
+    FINGERPRINTS_FILE: 64 * _MIB,
+    MANIFEST_FILE: 256 * _MIB,
+    JOBS_FILE: 64 * _MIB,
+    ABORT_FILE: 4 * _MIB,
+    ATTEMPT_FILE: 4 * _MIB,
+    EARLIER_METRICS_FILE: 64 * _MIB,
+}
+#: the sidecars whose content is a JSON object: anything else in one (a list, a number) is
+#: refused by the reader as a corrupt file is
+OBJECT_SIDECARS = frozenset(
+    {STATUS_FILE, METRICS_FILE, PROVENANCE_FILE, MANIFEST_FILE, JOBS_FILE, EARLIER_METRICS_FILE}
+)
+#: any other sidecar, and a MetricsCallback series (``*_metrics.json``, ``*_metrics.pt``)
+_DEFAULT_READ_LIMIT = 16 * _MIB
+_SERIES_READ_LIMIT = 512 * _MIB
+#: ``report`` and ``show`` embed the end of a cell's traceback (:data:`ERROR_FILE`)
+ERROR_TAIL_BYTES = 64 * 1024
+#: ``logs`` prints at most the last this-many bytes of each rank's file (and says so)
+LOG_READ_BYTES = 64 * _MIB
+
+
+def read_limit(name: str) -> int:
+    """The most bytes a reader reads of a sidecar named ``name`` (see :data:`READ_LIMITS`).
+
+    >>> read_limit(STATUS_FILE), read_limit("fit_metrics.json") // _MIB
+    (4194304, 512)
+    """
+    if name in READ_LIMITS:
+        return READ_LIMITS[name]
+    if name.endswith((STAGE_METRICS_SUFFIX, stage_metrics_json_file("", STAGE_METRICS_SUFFIX))):
+        return _SERIES_READ_LIMIT
+    return _DEFAULT_READ_LIMIT
 
 
 #: under the sweep's working directory: the content-addressed rank env files

@@ -16,8 +16,9 @@ they are being rewritten. Two guarantees matter:
   :func:`os.replace` and fsyncs the directory. Readers see the old or the new file,
   never a partial one, and a failed write leaves the old file and no temporary behind.
 
-:func:`read_json` never raises for a damaged file: it warns with :class:`SidecarWarning`
-and returns a default, so one corrupt sidecar cannot take down a resume or a report.
+:func:`read_json` never raises for a damaged or hostile file: it warns with
+:class:`SidecarWarning` and returns a default, so one corrupt sidecar cannot take down a
+resume or a report; it follows no symlink and reads a bounded size.
 """
 
 from __future__ import annotations
@@ -36,9 +37,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mushin_box._core.layout import OBJECT_SIDECARS, read_limit
+from mushin_box._core.safeio import UnsafeFileError, read_bounded
+
 __all__ = [
     "timestamp",
     "SidecarWarning",
+    "warn_sidecar",
     "canonical_dumps",
     "loads",
     "read_json",
@@ -63,6 +68,30 @@ ORPHAN_AGE_S = 600.0
 
 class SidecarWarning(UserWarning):
     """A sidecar file exists but could not be read or decoded; a default was used."""
+
+
+_SAID: set[str] = set()
+
+
+def warn_sidecar(message: str, *, stacklevel: int = 2) -> None:
+    """Warn with :class:`SidecarWarning`, once per message in a process: a command that
+    looks again and again (``wait``, ``logs -f``) says one line per damaged file, not one per
+    look (Python's own once-per-place rule is undone by every ``subprocess`` call).
+
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as seen:
+    ...     warnings.simplefilter("always")
+    ...     for _ in range(3):
+    ...         warn_sidecar("sidecar 'x.json' is corrupt (doctest)")
+    >>> len(seen)
+    1
+    """
+    if message in _SAID:
+        return
+    if len(_SAID) >= 10_000:
+        _SAID.clear()
+    _SAID.add(message)
+    warnings.warn(message, SidecarWarning, stacklevel=stacklevel + 1)
 
 
 def timestamp() -> str:
@@ -363,8 +392,12 @@ def write_json_atomic(path: StrPath, obj: object) -> None:
     write_bytes_atomic(path, canonical_dumps(obj))
 
 
-def read_json(path: StrPath, *, default: Any = None) -> Any:
+def read_json(path: StrPath, *, default: Any = None, limit: int | None = None) -> Any:
     """Read a JSON sidecar, returning ``default`` if it is missing or unreadable.
+
+    The sweep directory is untrusted: a symlink is not followed, nor a FIFO or device read,
+    and a file over ``limit`` bytes is refused unread (:mod:`mushin_box._core.safeio`);
+    each, like a corrupt file, warns and gives ``default``.
 
     Parameters
     ----------
@@ -373,7 +406,11 @@ def read_json(path: StrPath, *, default: Any = None) -> Any:
     default : Any, optional
         Returned (as is, not copied) when the file does not exist, or -- after a
         :class:`SidecarWarning` naming the file -- when it cannot be read or decoded
-        (truncated, empty, not UTF-8/JSON, malformed tags). Default ``None``.
+        (truncated, empty, not UTF-8/JSON, malformed tags), or is refused (a symlink, not
+        a regular file, too large). Default ``None``.
+    limit : int, optional
+        The most bytes to read; default: the limit for the file's name
+        (:func:`~mushin_box._core.layout.read_limit`).
 
     Returns
     -------
@@ -399,26 +436,30 @@ def read_json(path: StrPath, *, default: Any = None) -> Any:
     'fallback'
     """
     try:
-        data = Path(path).read_bytes()
+        data = read_bounded(path, read_limit(Path(path).name) if limit is None else limit)
     except FileNotFoundError:
         return default
+    except UnsafeFileError as exc:
+        warn_sidecar(f"refused sidecar {os.fspath(path)!r} ({exc}); using the default")
+        return default
     except OSError as exc:
-        warnings.warn(
-            f"cannot read sidecar {os.fspath(path)!r} ({exc}); using the default",
-            SidecarWarning,
-            stacklevel=2,
-        )
+        warn_sidecar(f"cannot read sidecar {os.fspath(path)!r} ({exc}); using the default")
         return default
     try:
-        return loads(data)
+        value = loads(data)
     except (ValueError, RecursionError) as exc:
-        warnings.warn(
+        warn_sidecar(
             f"corrupt sidecar {os.fspath(path)!r} ({len(data)} bytes: "
-            f"{type(exc).__name__}: {exc}); using the default",
-            SidecarWarning,
-            stacklevel=2,
+            f"{type(exc).__name__}: {exc}); using the default"
         )
         return default
+    if Path(path).name in OBJECT_SIDECARS and not isinstance(value, dict):
+        warn_sidecar(
+            f"corrupt sidecar {os.fspath(path)!r} (a JSON {type(value).__name__}, not an "
+            "object); using the default"
+        )
+        return default
+    return value
 
 
 def remove_orphaned_temporaries(root: StrPath, *, older_than_s: float = ORPHAN_AGE_S) -> list[Path]:

@@ -21,7 +21,9 @@ from typing import Any
 
 import attrs
 
+from mushin_box._core.layout import read_limit
 from mushin_box._core.redact import redact
+from mushin_box._core.safeio import read_bounded
 from mushin_box._core.sidecars import loads, read_json
 
 # The record comparison lives in _provenance_compare (one concept per module); its names
@@ -188,8 +190,8 @@ def _read_record(target: Path) -> dict[str, Any] | None:
     used raises :class:`DiffInputError` naming the file. A missing record is a difference
     (exit 1); a damaged one must not pass for one, nor crash the comparison.
     """
-    try:
-        data = target.read_bytes()
+    try:  # a sidecar: bounded, no symlink, FIFO or device (safeio)
+        data = read_bounded(target, read_limit(target.name))
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -208,7 +210,7 @@ def _read_record(target: Path) -> dict[str, Any] | None:
 
 def _load_record(path: Path) -> dict[str, Any]:
     prov = _files()[0]
-    target = path if path.is_file() else path / prov
+    target = path.resolve() if path.is_file() else path / prov  # a file given: the user's
     record = _read_record(target)
     if record is None:
         raise DiffInputError(f"{path}: no readable provenance record ({target.name})")

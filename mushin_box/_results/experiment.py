@@ -99,7 +99,14 @@ def load_sweep(
         if values is None:
             _warn_if_truncated(cell_dir / PROVENANCE_FILE, cell_dir.name)
             values = read_json(cell_dir / METRICS_FILE, default={})
-        for name, value in (values or {}).items():
+            if not isinstance(values, dict):
+                warnings.warn(
+                    f"cell {cell_dir.name}: its {METRICS_FILE} is not a JSON object of "
+                    f"metrics (a {type(values).__name__}); ignored",
+                    stacklevel=2,
+                )
+                values = {}
+        for name, value in values.items():
             if isinstance(value, bool | int | float | str):
                 found.setdefault(name, {})[where] = value
         for name, one in job_series(cell_dir).items():
@@ -163,13 +170,20 @@ def _warn_if_truncated(path: Path, cell: str) -> None:
     Only its ends are read (a record can be megabytes; truncation is how a record breaks):
     ``resume=True`` parses it in full and runs the cell again when it is unreadable.
     """
+    from mushin_box._core.safeio import UnsafeFileError, open_regular
+
     try:
-        with open(path, "rb") as handle:
-            head = handle.read(1)
-            handle.seek(max(handle.seek(0, os.SEEK_END) - 2, 0))
-            tail = handle.read()
+        fd = open_regular(path)  # no symlink, FIFO or device: they are refused
     except FileNotFoundError:
         return
+    except UnsafeFileError as exc:
+        warnings.warn(f"cell {cell}: its {path.name} is refused ({exc})", stacklevel=3)
+        return
+    try:
+        size = os.fstat(fd).st_size
+        head, tail = os.pread(fd, 1, 0), os.pread(fd, 2, max(size - 2, 0))
+    finally:
+        os.close(fd)
     if head != b"{" or tail.rstrip(b"\n")[-1:] != b"}":
         warnings.warn(
             f"cell {cell}: its {path.name} is unreadable (not a whole JSON object); "

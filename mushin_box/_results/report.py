@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mushin_box._core.layout import ERROR_FILE, PROVENANCE_FILE
+from mushin_box._core.layout import ERROR_FILE, ERROR_TAIL_BYTES, PROVENANCE_FILE
 from mushin_box._results.htmlpage import esc, page, table
 from mushin_box._results.svgplot import Line, color, line_plot
 from mushin_box._results.table import (
@@ -124,7 +124,7 @@ def code_line(sweep: SweepView) -> str | None:
 
     for cell in sweep.cells:
         path = sweep.root / cell.dir / PROVENANCE_FILE if cell.dir else None
-        if path is not None and path.is_file():
+        if path is not None and os.path.lexists(path):  # a link is refused, and said so
             summary = provenance_summary(read_json(path))
             where = f"experiment {summary['experiment']}, " if summary["experiment"] != "-" else ""
             return f"{where}code {summary['code']}"
@@ -137,7 +137,7 @@ def _provenance_section(sweep: SweepView, cells: Sequence[CellView]) -> str:
     groups: dict[tuple[str, ...], list[str]] = {}
     columns: list[str] = []
     for cell in cells:
-        if not cell.dir or not (sweep.root / cell.dir / PROVENANCE_FILE).is_file():
+        if not cell.dir or not os.path.lexists(sweep.root / cell.dir / PROVENANCE_FILE):
             continue
         summary = provenance_summary(read_json(sweep.root / cell.dir / PROVENANCE_FILE))
         columns = list(summary)
@@ -194,6 +194,24 @@ def _sweep_table(results: ResultsTable) -> str:
     return out
 
 
+def _error_tail(file: Path) -> str | None:
+    """The last lines of a cell's traceback, read from its end (bounded), or None. The
+    page is made to be mailed: a symlink (to ``/etc/shadow``), a FIFO or a device in its
+    place is refused with a warning, never embedded."""
+    from mushin_box._core.safeio import read_tail
+    from mushin_box._core.sidecars import warn_sidecar
+
+    try:
+        data, skipped = read_tail(file, ERROR_TAIL_BYTES)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # refused (UnsafeFileError), or unreadable
+        warn_sidecar(f"{file} is not read ({exc}); the report leaves it out", stacklevel=3)
+        return None
+    lines = data.decode("utf-8", "replace").splitlines()[1 if skipped else 0 :]
+    return "\n".join(lines[-_ERROR_LINES:])
+
+
 def _errors_section(sweep: SweepView, cells: Sequence[CellView]) -> str:
     parts = []
     for cell in cells:
@@ -202,9 +220,8 @@ def _errors_section(sweep: SweepView, cells: Sequence[CellView]) -> str:
         head = f"{cell.error_type or cell.state}: {cell.error_message or ''}".strip()
         body = f"<h3>{esc(cell_label(cell))}: {esc(cell.state)}</h3><p>{esc(head)}</p>"
         file = sweep.root / cell.dir / ERROR_FILE if cell.dir else None
-        if file is not None and file.is_file():
-            lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
-            tail = "\n".join(lines[-_ERROR_LINES:])
+        tail = _error_tail(file) if file is not None else None
+        if tail is not None:
             body += f'<p class="meta">{esc(file)} (last lines)</p>'
             body += f'<pre class="error">{esc(tail)}</pre>'
         parts.append(body)

@@ -13,77 +13,134 @@ Readers only read: following a file is reading what was appended since the last 
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from mushin_box._core.layout import RANK_LOG_DIR, STATUS_FILE
-from mushin_box._core.sidecars import read_json
+from mushin_box._core.layout import LOG_READ_BYTES, RANK_LOG_DIR, STATUS_FILE
+from mushin_box._core.safeio import UnsafeFileError, inside, read_tail
+from mushin_box._core.sidecars import warn_sidecar
 
 __all__ = ["LogFollower", "rank_logs", "tail_lines"]
 
 _RANK_FILE = re.compile(r"^rank(\d+)\.(?:out|err|log)$")
 
 
-def rank_logs(cell_dir: Path, record: Mapping[str, Any] | None = None) -> dict[int, list[Path]]:
-    """Rank -> its output files that exist, in a stable order (``.out`` before ``.err``)."""
-    status: Mapping[str, Any] = record if record is not None else read_json(cell_dir / STATUS_FILE)
-    status = status if isinstance(status, Mapping) else {}
+def _present(path: Path) -> bool:
+    """Is there something at ``path`` that is not a directory? A symlink, a FIFO counts:
+    reading it refuses it, and says so, rather than leaving a rank out silently."""
+    return os.path.lexists(path) and not path.is_dir() or path.is_symlink()
+
+
+def _listed(cell_dir: Path, status: Mapping[str, Any]) -> Iterator[tuple[int, Path]]:
+    """The rank files a status names, those under the sweep directory only: a status may
+    name any file (``/etc/shadow``), and it is read from any login node."""
     listed = status.get("logs")
-    found: dict[int, list[Path]] = {}
     for name, path in sorted(listed.items() if isinstance(listed, dict) else ()):
         match = _RANK_FILE.match(str(name))
-        if match and Path(path).is_file():
-            found.setdefault(int(match.group(1)), []).append(Path(path))
+        if not match or not isinstance(path, str):
+            continue
+        try:
+            safe = inside(cell_dir.parent, path)
+        except UnsafeFileError as exc:
+            warn_sidecar(
+                f"{cell_dir / STATUS_FILE} names {path!r} as the log of rank "
+                f"{match.group(1)}: {exc}",
+                stacklevel=3,
+            )
+            continue
+        if _present(safe):
+            yield int(match.group(1)), safe
+
+
+def rank_logs(cell_dir: Path, record: Mapping[str, Any] | None = None) -> dict[int, list[Path]]:
+    """Rank -> its output files that exist, in a stable order (``.out`` before ``.err``):
+    those the status names under the sweep directory, then the local layout's."""
+    from mushin_box._sweepdir.manifest import read_status
+
+    status: Mapping[str, Any] | None = record if record is not None else read_status(cell_dir)
+    found: dict[int, list[Path]] = {}
+    for rank, path in _listed(cell_dir, status if isinstance(status, Mapping) else {}):
+        found.setdefault(rank, []).append(path)
     if 0 not in found:
-        found[0] = sorted(p for p in cell_dir.glob("*.log") if p.is_file())
-    for path in sorted((cell_dir / RANK_LOG_DIR).glob("rank*.log")):
-        match = _RANK_FILE.match(path.name)
-        if match and int(match.group(1)) not in found:
-            found[int(match.group(1))] = [path]
+        found[0] = sorted(p for p in cell_dir.glob("*.log") if _present(p))
+    local = cell_dir / RANK_LOG_DIR
+    if local.is_symlink():
+        warn_sidecar(f"{local} is a symbolic link, not followed")
+    else:
+        for path in sorted(local.glob("rank*.log")):
+            match = _RANK_FILE.match(path.name)
+            if match and int(match.group(1)) not in found and _present(path):
+                found[int(match.group(1))] = [path]
     for files in found.values():  # stdout first: a rank's story reads top to bottom
         files.sort(key=lambda p: (p.suffix == ".err", p.name))
     return {rank: files for rank, files in sorted(found.items()) if files}
 
 
 def tail_lines(path: Path, lines: int, max_bytes: int = 1 << 20) -> list[str]:
-    """The last ``lines`` lines of a file (reading at most ``max_bytes`` from its end)."""
+    """The last ``lines`` lines of a file (reading at most ``max_bytes`` from its end).
+
+    Raises
+    ------
+    UnsafeFileError
+        ``path`` is a symlink, a FIFO, a device or a directory (not read).
+    """
     if lines <= 0:
         return []
-    with open(path, "rb") as f:
-        size = f.seek(0, 2)
-        f.seek(max(0, size - max_bytes))
-        text = f.read().decode("utf-8", "replace")
-    return text.splitlines()[-lines:]
+    data, skipped = read_tail(path, max_bytes)
+    text = data.decode("utf-8", "replace").splitlines()
+    return (text[1:] if skipped and len(text) > lines else text)[-lines:]
 
 
 class LogFollower:
-    """What was appended to each file since the last :meth:`poll` (whole lines only)."""
+    """What was appended to each file since the last :meth:`poll` (whole lines only).
 
-    def __init__(self, files: Mapping[Path, str]) -> None:
+    Each read is bounded: a file that grew by more than :data:`LOG_READ_BYTES` since the
+    last look is read from that far before its end (and a warning says what was skipped);
+    a symlink, FIFO or device is refused with a warning, never read."""
+
+    def __init__(self, files: Mapping[Path, str], max_bytes: int = LOG_READ_BYTES) -> None:
         self._prefix = dict(files)
         self._offset = {path: 0 for path in files}
         self._partial = {path: b"" for path in files}
+        self._max = max_bytes
 
     def start_at_end(self) -> None:
         """Skip what the files hold now (``-f`` after a ``--tail``)."""
         for path in self._offset:
             try:
-                self._offset[path] = path.stat().st_size
+                self._offset[path] = path.lstat().st_size
             except OSError:
                 self._offset[path] = 0
+
+    def _read(self, path: Path) -> bytes | None:
+        try:
+            data, offset = read_tail(path, self._max, start=self._offset[path])
+        except FileNotFoundError:
+            return None
+        except OSError as exc:  # refused (UnsafeFileError), or unreadable
+            warn_sidecar(f"{path} is not read ({exc})", stacklevel=3)
+            return None
+        end = offset + len(data)
+        if offset > self._offset[path]:
+            warn_sidecar(
+                f"{path}: its first {offset - self._offset[path]} bytes are skipped (only "
+                f"the last {self._max} are shown; read the file itself for the rest)",
+                stacklevel=3,
+            )
+            self._partial[path] = b""
+            data = data.split(b"\n", 1)[1] if b"\n" in data else b""
+        self._offset[path] = end
+        return data
 
     def poll(self) -> Iterator[str]:
         """New complete lines, each with its file's prefix."""
         for path, prefix in self._prefix.items():
-            try:
-                with open(path, "rb") as f:
-                    f.seek(self._offset[path])
-                    data = f.read()
-            except OSError:
+            data = self._read(path)
+            if data is None:
                 continue
-            self._offset[path] += len(data)
             data = self._partial[path] + data
             *complete, self._partial[path] = data.split(b"\n")
             for line in complete:

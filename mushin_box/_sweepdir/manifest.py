@@ -11,7 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from mushin_box._core.layout import LOCK_FILE, MANIFEST_FILE, STATUS_FILE
-from mushin_box._core.sidecars import canonical_dumps, read_json, timestamp, write_json_atomic
+from mushin_box._core.sidecars import (
+    canonical_dumps,
+    read_json,
+    timestamp,
+    warn_sidecar,
+    write_json_atomic,
+)
 
 __all__ = [
     "is_sweep_dir",
@@ -21,6 +27,7 @@ __all__ = [
     "SweepLock",
     "cell_records",
     "combo_id",
+    "read_status",
     "read_sweep_manifest",
     "manifest_from_cells",
     "rebuild_manifest",
@@ -80,21 +87,86 @@ class SweepLock:
             self._fd = None
 
 
+#: a status record's fields and the types a reader relies on; a hand-edited or hostile
+#: status with another type there (``"attempt": "1x"``) has that field ignored, with a
+#: warning, rather than taking a command down
+_STATUS_TYPES: dict[str, tuple[type, ...]] = {
+    "status": (str,),
+    "attempt": (int,),
+    "error": (dict,),
+    "reason": (str,),
+    "logs": (dict,),
+    "host": (str,),
+    "pid": (int,),
+    "pid_start": (str,),
+    "slurm_job_id": (str, int),
+    "started": (str,),
+    "ended": (str,),
+    "duration_s": (int, float),
+    "run_id": (str,),
+}
+
+
+def _warn(path: str, problem: str) -> None:
+    warn_sidecar(f"sidecar {path!r} {problem}", stacklevel=3)
+
+
+def read_status(cell_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """A cell's status record: a JSON object with a ``combo`` object, its fields of the
+    wrong type dropped; None when there is none, or (with a warning naming the file) when
+    it is unreadable or not a status record."""
+    path = os.path.join(cell_dir, STATUS_FILE)
+    record = read_json(path)  # a missing, refused or corrupt file: None (warned)
+    if record is None:
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("combo"), dict):
+        _warn(path, "is not a cell status (a JSON object with a 'combo' object); ignored")
+        return None
+    wrong = {
+        key: type(value).__name__
+        for key, types in _STATUS_TYPES.items()
+        if (value := record.get(key)) is not None
+        and (not isinstance(value, types) or isinstance(value, bool))
+    }
+    if wrong:
+        said = ", ".join(f"{key} (a {kind})" for key, kind in wrong.items())
+        _warn(path, f"has fields of the wrong type, ignored: {said}")
+        record = {k: v for k, v in record.items() if k not in wrong}
+    return record
+
+
+def _linked_cell(root: Path, name: str) -> bool:
+    """Is ``name`` a symlink under ``root`` that leads to a cell? Such a cell is not read (it
+    may be anywhere), and said so once."""
+    link = root / name
+    try:
+        if not link.is_symlink() or not (link / STATUS_FILE).exists():
+            return False
+    except OSError:  # a loop
+        return False
+    _warn(str(link), "is a symbolic link to a cell directory, not followed; ignored")
+    return True
+
+
 def cell_records(
     root: Path, known: Mapping[Path, dict[str, Any]] | None = None
 ) -> Iterator[tuple[Path, dict[str, Any]]]:
     """(cell dir, status record) for every cell with a readable status sidecar; ``known``:
-    records the caller knows are still what the files say (not read again)."""
+    records the caller knows are still what the files say (not read again). A cell is a
+    directory of ``root`` itself: a symlink is not followed out of the sweep."""
     try:  # not Path.glob: a launch scans a 1,000-cell sweep 3 times
         with os.scandir(root) as entries:
-            names = sorted(entry.name for entry in entries if entry.is_dir())
+            found = sorted((entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries)
     except (FileNotFoundError, NotADirectoryError):
         return
-    for name in names:
+    for name, is_dir in found:
+        if not is_dir:
+            _linked_cell(root, name)
+            continue
         record = known.get(root / name) if known else None
         if record is None:
-            record = read_json(os.path.join(root, name, STATUS_FILE))  # missing: None
-        if isinstance(record, dict) and isinstance(record.get("combo"), dict):
+            record = read_status(os.path.join(root, name))  # missing: None
+        if record is not None:
             yield root / name, record
 
 
@@ -117,8 +189,26 @@ def is_sweep_dir(path: Path) -> bool:
 
 
 def read_sweep_manifest(root: Path) -> dict[str, Any] | None:
-    data = read_json(root / MANIFEST_FILE)
-    return data if isinstance(data, dict) else None
+    """The sweep's manifest; None when there is none, or (with a warning naming it) when it
+    is unreadable or not a manifest: readers then rebuild it from the cells."""
+    path = root / MANIFEST_FILE
+    data = read_json(path)
+    if data is None:
+        return None
+    grid = data.get("grid") if isinstance(data, dict) else None
+    if not (
+        isinstance(data, dict)
+        and data.get("schema", 1) == 1
+        and isinstance(grid, dict)
+        and all(isinstance(values, list) for values in grid.values())
+        and isinstance(data.get("run_id"), str | None)
+        and isinstance(data.get("launcher"), str | None)
+    ):
+        _warn(
+            str(path), "is not a sweep manifest (schema 1, a grid of lists); rebuilt from the cells"
+        )
+        return None
+    return data
 
 
 Records = Sequence[tuple[Path, dict[str, Any]]]

@@ -1,0 +1,182 @@
+# SPDX-License-Identifier: MIT
+"""Bounded, no-symlink reads of the files in a sweep directory.
+
+A sweep directory sits on a shared file system: anything in it may be stale, hand-edited or
+hostile. A sidecar symlinked to ``/dev/zero`` once made every reader grow to 24 GB, a FIFO
+made it wait forever, and ``logs`` printed whatever file a status named. So a reader opens a
+file with ``O_NOFOLLOW | O_NONBLOCK`` (a symlink is refused, a FIFO does not block), checks on
+the open descriptor that it is a regular file, and reads at most a limit per kind of file
+(:func:`~mushin_box._core.layout.read_limit`). A file that a sidecar *names* (a rank's log)
+is read only when it lies under the sweep directory (:func:`inside`).
+
+Every refusal is an :class:`UnsafeFileError` (an :class:`OSError`) whose text says what the
+file is, so a reader that already treats an unreadable sidecar as missing (with a warning)
+refuses a hostile one the same way.
+
+Examples
+--------
+>>> import tempfile
+>>> d = Path(tempfile.mkdtemp())
+>>> _ = (d / "status.json").write_text('{"a":1}')
+>>> read_bounded(d / "status.json", 100)
+b'{"a":1}'
+>>> (d / "link.json").symlink_to("/dev/zero")
+>>> read_bounded(d / "link.json", 100)
+Traceback (most recent call last):
+...
+mushin_box._core.safeio.UnsafeFileError: a symbolic link, not followed
+>>> read_bounded(d / "status.json", 3)
+Traceback (most recent call last):
+...
+mushin_box._core.safeio.UnsafeFileError: 7 bytes, over the 3-byte limit for this kind of file
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+__all__ = ["UnsafeFileError", "inside", "open_regular", "read_bounded", "read_tail"]
+
+StrPath = str | os.PathLike[str]
+
+_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+class UnsafeFileError(OSError):
+    """A file a reader refuses: a symlink, not a regular file, over its size limit, or
+    outside the directory it must be in. Its text is the problem alone (the caller names the
+    file)."""
+
+
+def open_regular(path: StrPath) -> int:
+    """An open read-only descriptor of ``path``, which must be a regular file, not a symlink.
+
+    Raises
+    ------
+    FileNotFoundError
+        There is no such file.
+    UnsafeFileError
+        ``path`` is a symlink (to anything, a loop included), a FIFO, a device, a socket or a
+        directory.
+    """
+    try:
+        fd = os.open(path, _FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # O_NOFOLLOW on a symlink, or a loop above it
+            raise UnsafeFileError("a symbolic link, not followed") from None
+        if exc.errno in (errno.ENXIO, errno.EISDIR):  # a socket; a directory on some systems
+            raise UnsafeFileError(f"not a regular file ({exc.strerror})") from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+        raise UnsafeFileError(f"{kind}, not a regular file")
+    return fd
+
+
+def _too_large(size: int, limit: int) -> UnsafeFileError:
+    return UnsafeFileError(f"{size} bytes, over the {limit}-byte limit for this kind of file")
+
+
+def read_bounded(path: StrPath, limit: int) -> bytes:
+    """The whole of the regular file ``path``, refused when it holds more than ``limit``
+    bytes (checked before reading, and again while reading: a file may grow).
+
+    Raises
+    ------
+    FileNotFoundError
+        There is no such file.
+    UnsafeFileError
+        See :func:`open_regular`; or the file is over ``limit`` bytes.
+    """
+    fd = open_regular(path)
+    try:
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise _too_large(size, limit)
+        chunks, total = [], 0
+        while total <= limit:
+            chunk = os.read(fd, min(limit + 1 - total, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > limit:
+            raise _too_large(total, limit)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_tail(path: StrPath, max_bytes: int, *, start: int = 0) -> tuple[bytes, int]:
+    """At most the last ``max_bytes`` of the regular file ``path`` from offset ``start``, and
+    the offset they begin at (``> start`` when the beginning was skipped): a log or a
+    traceback is read from its end, however large it grew.
+
+    Raises
+    ------
+    FileNotFoundError, UnsafeFileError
+        See :func:`open_regular`.
+    """
+    fd = open_regular(path)
+    try:
+        size = os.fstat(fd).st_size
+        offset = max(start, size - max_bytes, 0)
+        chunks, total = [], 0
+        while total < max_bytes:
+            chunk = os.pread(fd, min(max_bytes - total, 1 << 20), offset + total)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        return b"".join(chunks), offset
+    finally:
+        os.close(fd)
+
+
+def inside(root: StrPath, path: StrPath) -> Path:
+    """``path`` (relative to ``root`` unless absolute), when it lies under ``root`` once
+    every symlink above it is resolved; the last component is left as it is, so that
+    :func:`open_regular` refuses it if it is a symlink.
+
+    Raises
+    ------
+    UnsafeFileError
+        ``path`` is outside ``root`` (an absolute path elsewhere, ``..``, or a symlinked
+        directory that leads out).
+
+    Examples
+    --------
+    >>> str(inside("/runs/lr", "/runs/lr/.submitit/7/7_0_log.out"))
+    '/runs/lr/.submitit/7/7_0_log.out'
+    >>> inside("/runs/lr", "/etc/shadow")
+    Traceback (most recent call last):
+    ...
+    mushin_box._core.safeio.UnsafeFileError: outside the sweep directory /runs/lr, not read
+    """
+    base = Path(root).resolve()
+    given = Path(root, path)
+    parent = given.parent.resolve()
+    if given.name in ("", ".", "..") or not parent.is_relative_to(base):
+        raise UnsafeFileError(f"outside the sweep directory {base}, not read")
+    return parent / given.name
