@@ -322,15 +322,18 @@ class CellRunner:
         if decision.action == "skip":
             self._skip(cell, record, decision.reason)
             return None
-        try:
-            failure = take_failure(cell.directory)  # Hydra could not write .hydra/*.yaml
-            if failure is not None:
-                raise failure
-            running, t0 = self._start(cfg, cell, record, decision)
-        except OSError as exc:  # a full disk, a quota: the cell could not even start
-            attempt = int(cell.previous.get("attempt", 0)) + 1
-            return self._failed(cell, {**record, "attempt": attempt, **owner_fields()}, exc, 0.0)
-        return self._run(cfg, cell, running, t0, decision.continue_from_checkpoint)
+        # from the "running" status on, SIGTERM ends the cell "cancelled" (signals.py)
+        with sigterm_raises():
+            try:
+                failure = take_failure(cell.directory)  # Hydra could not write .hydra/*.yaml
+                if failure is not None:
+                    raise failure
+                running, t0 = self._start(cfg, cell, record, decision)
+            except OSError as exc:  # a full disk, a quota: the cell could not even start
+                attempt = int(cell.previous.get("attempt", 0)) + 1
+                running = {**record, "attempt": attempt, **owner_fields()}
+                return self._failed(cell, running, exc, 0.0)
+            return self._run(cfg, cell, running, t0, decision.continue_from_checkpoint)
 
     def _look(self, cfg: Any) -> _Cell:
         """Gather what the decision needs: the cell's directory, fingerprints, last status."""
@@ -422,18 +425,30 @@ class CellRunner:
             "previous_fingerprints": decision.previous_fingerprints,
         }
         self._status(cell.directory, **running, status="running")
-        # every rank says where it runs (its Python, its container): rank 0's record then
-        # shows each rank, not only its own (finish_provenance)
-        write_rank_runtime(cell.directory, rank=global_rank_from_env(), attempt=attempt)
-        if global_rank_from_env() == 0:
-            start_provenance(
-                self.task,
-                cfg,
-                cell.directory,
-                cell.fingerprints,
-                pre_call=self.pre_call,
-                experiment=getattr(self.plan, "experiment", None),
-            )
+        try:
+            # every rank says where it runs (its Python, its container): rank 0's record
+            # then shows each rank, not only its own (finish_provenance)
+            write_rank_runtime(cell.directory, rank=global_rank_from_env(), attempt=attempt)
+            if global_rank_from_env() == 0:
+                start_provenance(
+                    self.task,
+                    cfg,
+                    cell.directory,
+                    cell.fingerprints,
+                    pre_call=self.pre_call,
+                    experiment=getattr(self.plan, "experiment", None),
+                )
+        except Terminated as exc:  # stopped while its start was recorded: not left running
+            with contextlib.suppress(OSError):
+                self._status(
+                    cell.directory,
+                    **running,
+                    status="cancelled",
+                    ended=timestamp(),
+                    duration_s=round(time.monotonic() - t0, 3),
+                    reason=str(exc),
+                )
+            raise
         return running, t0
 
     def _run(

@@ -48,7 +48,13 @@ from mushin_box._core.layout import (
     rank_log_file,
 )
 from mushin_box._core.targets import public
-from mushin_box._train.ranks import ChildObserver, die_with_parent, retire_procs
+from mushin_box._train.ranks import (
+    ChildObserver,
+    die_with_parent,
+    retire_procs,
+    say_ready,
+    wait_ready,
+)
 from mushin_box._train.signals import Terminated
 from mushin_box._train.world import check_launched_world
 
@@ -141,11 +147,17 @@ class HydraDDP(DDPStrategy):
         # launcher sets LOCAL_RANK in its environment, which Lightning reads as "launched
         # externally": the launcher's type decides.)
         env = self.cluster_environment
+        launcher = self._launcher
         own_process = (
             env is not None
             and env.creates_processes_externally
-            and not isinstance(self._launcher, _HydraDDPLauncher)
+            and not isinstance(launcher, _HydraDDPLauncher)
         )
+        if isinstance(launcher, _HydraDDPLauncher):  # rank 0 of a local job: a stop is heard
+            timeout = self._timeout.total_seconds() if self._timeout is not None else 1800.0
+            launcher.wait_for_ranks(timeout)  # while its ranks start, not after they join
+        if own_process:
+            say_ready()  # a rank HydraDDP started: rank 0 may now enter the rendezvous
         if self.rendezvous_timeout_s is None or not own_process:
             super().setup_distributed()
             return
@@ -222,12 +234,7 @@ class HydraDDP(DDPStrategy):
         kills them (:meth:`_HydraDDPLauncher.end_call`). A rank it started just raises."""
         launcher = self._launcher
         if isinstance(launcher, _HydraDDPLauncher):
-            launcher.terminating = True
-            if launcher._observer is not None:
-                launcher._observer.stop()  # their exits are expected now: not a failure
-            for proc in launcher.procs:
-                if proc.poll() is None:
-                    proc.send_signal(signal.SIGTERM)
+            launcher.stop_ranks()
         raise Terminated(signum)
 
 
@@ -314,6 +321,8 @@ class _HydraDDPLauncher(_SubprocessScriptLauncher):
         self._saved_env: dict[str, str | None] = {}
         self._trainer: pl.Trainer | None = None
         self._observer: ChildObserver | None = None
+        self._ready_fds: list[int] = []  # the started ranks' ready pipes, until they joined
+        self._logs: list[Path] = []
 
     def _check_can_spawn_children(self) -> None:
         if self.cluster_environment.local_rank() != 0:
@@ -369,6 +378,7 @@ class _HydraDDPLauncher(_SubprocessScriptLauncher):
     def _spawn_children(self, spec: dict[str, Any]) -> None:
         self._check_can_spawn_children()
         self.procs = []
+        self._close_ready_fds()
         env = self.cluster_environment
         logs = []
         for local_rank in range(1, self.num_processes):
@@ -376,7 +386,9 @@ class _HydraDDPLauncher(_SubprocessScriptLauncher):
             child_env = os.environ.copy()
             child_env["LOCAL_RANK"] = str(local_rank)
             child_env[GLOBAL_RANK_ENV] = str(global_rank)
-            child_env[DDP_SPEC_ENV] = json.dumps(spec)
+            ready_read, ready_write = os.pipe()  # the rank says "joining" on it
+            self._ready_fds.append(ready_read)
+            child_env[DDP_SPEC_ENV] = json.dumps({**spec, "ready_fd": ready_write})
             child_env[DDP_PARENT_PID_ENV] = str(os.getpid())
             child_env[JOB_DIR_ENV] = spec["job_dir"]
             if os.environ.get("PL_GLOBAL_SEED") is None:
@@ -385,22 +397,57 @@ class _HydraDDPLauncher(_SubprocessScriptLauncher):
             # where it would tear the progress bar (`mushin-box logs` reads the files)
             logs.append(Path(spec["job_dir"]) / RANK_LOG_DIR / rank_log_file(global_rank))
             logs[-1].parent.mkdir(parents=True, exist_ok=True)
-            with open(logs[-1], "ab") as output:
-                self.procs.append(
-                    subprocess.Popen(
-                        [sys.executable, "-m", "mushin_box._train.ddp_child"],
-                        env=child_env,
-                        cwd=spec["cwd"],
-                        stdin=subprocess.PIPE,
-                        stdout=output,
-                        stderr=subprocess.STDOUT,
-                        preexec_fn=die_with_parent,
+            try:
+                with open(logs[-1], "ab") as output:
+                    self.procs.append(
+                        subprocess.Popen(
+                            [sys.executable, "-m", "mushin_box._train.ddp_child"],
+                            env=child_env,
+                            cwd=spec["cwd"],
+                            stdin=subprocess.PIPE,
+                            stdout=output,
+                            stderr=subprocess.STDOUT,
+                            preexec_fn=die_with_parent,
+                            pass_fds=(ready_write,),
+                        )
                     )
-                )
+            finally:  # the rank holds the only write end: its exit closes the pipe
+                os.close(ready_write)
+        self._logs = logs
         ranks = "rank 1" if len(logs) == 1 else f"ranks 1-{len(logs)}"
         log.info("HydraDDP: the output of %s goes to %s", ranks, logs[0].parent)
         self._observer = ChildObserver(self.procs, logs)
         self._observer.start()
+
+    def wait_for_ranks(self, timeout_s: float) -> None:
+        """Before rank 0 joins the process group: wait, in Python, for the ranks it just
+        started to be joining (:func:`~mushin_box._train.ranks.wait_ready`). torch's
+        rendezvous is a C++ wait that no signal handler interrupts: a SIGTERM or a Ctrl-C
+        there was heard only once every rank had started. Here it stops the ranks too."""
+        fds, self._ready_fds = self._ready_fds, []
+        if not fds:
+            return
+        try:
+            wait_ready(self.procs, fds, self._logs, timeout_s)
+        except BaseException as exc:
+            if not isinstance(exc, Exception):  # a stop (SIGTERM, Ctrl-C): theirs too
+                self.stop_ranks()
+            raise
+
+    def stop_ranks(self) -> None:
+        """Rank 0 is stopping (SIGTERM): forward SIGTERM to the ranks it started; the call's
+        end gives them ``TERM_GRACE_S`` before SIGKILL (:meth:`end_call`)."""
+        self.terminating = True
+        if self._observer is not None:
+            self._observer.stop()  # their exits are expected now: not a failure
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+
+    def _close_ready_fds(self) -> None:
+        fds, self._ready_fds = self._ready_fds, []
+        for fd in fds:
+            os.close(fd)
 
     def end_call(self) -> None:
         """End of one trainer call of rank 0. The ranks stay for the job's next call,
@@ -424,6 +471,7 @@ class _HydraDDPLauncher(_SubprocessScriptLauncher):
         global _current_launcher
         if self._observer is not None:
             self._observer.stop()
+        self._close_ready_fds()
         retire_procs(self.procs, 0.0 if kill else self.child_exit_timeout_s)
         self.procs = []
         self._restore_env()

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from mushin_box._core.layout import DDP_PARENT_PID_ENV, DDP_SPEC_ENV
+from mushin_box._train.ranks import set_ready_fd
 
 
 def _watch_parent(parent_pid: int) -> None:
@@ -64,6 +65,7 @@ def _restore_hydra_config(config_dir: Path) -> Any:
 def main() -> None:
     spec: dict[str, Any] = json.loads(os.environ[DDP_SPEC_ENV])
     _watch_parent(int(os.environ[DDP_PARENT_PID_ENV]))
+    set_ready_fd(spec.get("ready_fd"))  # HydraDDP says "joining" on it (ranks.say_ready)
     for entry in reversed(spec["sys_path"]):
         if entry not in sys.path:
             sys.path.insert(0, entry)

@@ -3,13 +3,17 @@
 them die with rank 0.
 
 Rank 0 is often the user's own process (a notebook, the sweep driver), so it must never be
-left waiting on a rank that died, nor leave a rank behind when it dies itself.
+left waiting on a rank that died, nor leave a rank behind when it dies itself, nor be deaf
+to a stop while its ranks start: it waits for them in Python (:func:`wait_ready`), where a
+signal is handled at once, and enters torch's rendezvous, a C++ wait that no Python signal
+handler interrupts, only once every rank has said it is joining (:func:`say_ready`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -17,7 +21,15 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["ChildObserver", "die_with_parent", "log_tail", "retire_procs"]
+__all__ = [
+    "ChildObserver",
+    "die_with_parent",
+    "log_tail",
+    "retire_procs",
+    "say_ready",
+    "set_ready_fd",
+    "wait_ready",
+]
 
 log = logging.getLogger("mushin_box._train.ddp")  # the messages users know, from HydraDDP
 
@@ -42,6 +54,70 @@ def retire_procs(
                 log.warning("HydraDDP: rank pid %s did not exit in time; killing it", proc.pid)
             proc.kill()
             proc.wait()
+
+
+# in a rank HydraDDP started: the pipe on which it tells rank 0 that it is joining
+_ready_fd: int | None = None
+
+
+def set_ready_fd(fd: int | None) -> None:
+    """In a started rank: the write end of its ready pipe (``None``: none)."""
+    global _ready_fd
+    _ready_fd = fd
+
+
+def say_ready() -> None:
+    """In a started rank, once, right before it joins the process group: tell rank 0."""
+    global _ready_fd
+    fd, _ready_fd = _ready_fd, None
+    if fd is not None:
+        try:
+            os.write(fd, b"r")
+        except OSError:  # rank 0 is gone: the rendezvous fails and says so
+            pass
+        finally:
+            os.close(fd)
+
+
+def wait_ready(
+    procs: list[subprocess.Popen[bytes]], fds: list[int], logs: list[Path], timeout_s: float
+) -> None:
+    """Rank 0: wait until every started rank said it is joining (one byte on its pipe), in
+    a loop that a signal interrupts at once. Closes ``fds``.
+
+    Raises
+    ------
+    RuntimeError
+        A rank exited before it joined (its pipe closed empty), or ``timeout_s`` passed.
+    """
+    pending = dict(zip(fds, range(len(fds)), strict=True))
+    deadline = time.monotonic() + timeout_s
+    try:
+        while pending:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                ranks = ", ".join(str(i + 1) for i in pending.values())
+                raise RuntimeError(
+                    f"HydraDDP: rank(s) {ranks} did not start within {timeout_s:g} s (the "
+                    f"strategy's timeout); their logs are in {logs[0].parent}"
+                )
+            readable, _, _ = select.select(list(pending), [], [], min(left, 1.0))
+            for fd in readable:
+                said = os.read(fd, 1)
+                i = pending.pop(fd)
+                os.close(fd)
+                if not said:  # the pipe closed empty: the rank ended before joining
+                    try:
+                        code: int | str | None = procs[i].wait(timeout=5)
+                    except subprocess.TimeoutExpired:
+                        code = "unknown"
+                    raise RuntimeError(
+                        f"HydraDDP: rank {i + 1} (pid {procs[i].pid}) exited with status "
+                        f"{code} before joining the process group; see {logs[i]}"
+                    )
+    finally:
+        for fd in pending:
+            os.close(fd)
 
 
 class ChildObserver(threading.Thread):
