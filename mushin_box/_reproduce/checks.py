@@ -36,7 +36,9 @@ from mushin_box._core.layout import (
     PROVENANCE_FILE,
     SECRET_ENV_PREFIX,
     STATUS_FILE,
+    read_limit,
 )
+from mushin_box._core.safeio import read_bounded
 from mushin_box._core.sidecars import loads, read_json
 
 __all__ = [
@@ -100,6 +102,11 @@ def _state_reason(status: Mapping[str, Any]) -> str:
     return f": {reason}" if reason else ""
 
 
+def _yaml(path: Path) -> str:
+    """A saved Hydra file's text: no symlink followed, at most its kind's bound read."""
+    return read_bounded(path, read_limit(path.name)).decode("utf-8")
+
+
 def read_original(cell: str | os.PathLike[str]) -> Original:
     """Read and check the cell to reproduce (see the module doc).
 
@@ -138,7 +145,7 @@ def read_original(cell: str | os.PathLike[str]) -> Original:
             "reproduced: wait for it, or run it to completion (resume=True) first"
         )
     try:
-        data = (path / PROVENANCE_FILE).read_bytes()
+        data = read_bounded(path / PROVENANCE_FILE, read_limit(PROVENANCE_FILE))
         record = loads(data)
     except FileNotFoundError:
         raise ReproduceError(
@@ -155,7 +162,7 @@ def read_original(cell: str | os.PathLike[str]) -> Original:
         )
     hydra_dir = path / HYDRA_OUTPUT_SUBDIR
     try:
-        config = OmegaConf.to_container(OmegaConf.load(hydra_dir / HYDRA_CONFIG_FILE))
+        config = OmegaConf.to_container(OmegaConf.create(_yaml(hydra_dir / HYDRA_CONFIG_FILE)))
     except FileNotFoundError:
         raise ReproduceError(
             f"{path.name} has no {HYDRA_OUTPUT_SUBDIR}/{HYDRA_CONFIG_FILE} (its saved config); "
@@ -169,7 +176,9 @@ def read_original(cell: str | os.PathLike[str]) -> Original:
     if not isinstance(config, dict):
         raise ReproduceError(f"{hydra_dir / HYDRA_CONFIG_FILE} is not a config mapping")
     try:
-        overrides = OmegaConf.to_container(OmegaConf.load(hydra_dir / HYDRA_OVERRIDES_FILE))
+        overrides = OmegaConf.to_container(
+            OmegaConf.create(_yaml(hydra_dir / HYDRA_OVERRIDES_FILE))
+        )
     except Exception:  # informative only: the config already holds them
         overrides = []
     run = record.get("run") or {}

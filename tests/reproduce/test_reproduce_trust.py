@@ -141,3 +141,15 @@ def test_a_module_of_the_tasks_name_in_the_current_directory_is_not_imported(
     assert "outside its experiment's repository" in proc.stderr
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("name", [PROVENANCE_FILE, ".hydra/config.yaml"])
+def test_a_record_or_config_symlinked_to_dev_zero_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    cell, _ = _cell(tmp_path, monkeypatch)
+    (cell / name).unlink()
+    (cell / name).symlink_to("/dev/zero")
+    with pytest.raises(ReproduceError, match="symbolic link") as refused:
+        reproduce(cell, into=tmp_path / "again", dry_run=True)
+    assert "\n" not in str(refused.value) and not (tmp_path / "again").exists()
