@@ -31,6 +31,7 @@ import math
 import os
 import re
 import secrets
+import sys
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -91,7 +92,13 @@ def warn_sidecar(message: str, *, stacklevel: int = 2) -> None:
     if len(_SAID) >= 10_000:
         _SAID.clear()
     _SAID.add(message)
-    warnings.warn(message, SidecarWarning, stacklevel=stacklevel + 1)
+    # placed at no source line, so that it prints as one line ("mushin-box:0: SidecarWarning:
+    # ..."), not two with a line of the kit's code that tells a user nothing
+    try:
+        module = sys._getframe(stacklevel).f_globals.get("__name__", "mushin_box")
+    except ValueError:  # a shallower stack
+        module = "mushin_box"
+    warnings.warn_explicit(message, SidecarWarning, filename="mushin-box", lineno=0, module=module)
 
 
 def timestamp() -> str:
