@@ -73,6 +73,7 @@ class LaunchPlan:
     pythonpath: str | None
     where: str = ""
     sources: Mapping[str, str] = attrs.field(factory=dict)
+    torchrun: bool = False  # the ranks are torchrun workers (local: --standalone)
 
     def to_dict(self) -> dict[str, Any]:
         data = attrs.asdict(self)
@@ -161,6 +162,8 @@ def plan_launch(
     preflight: bool = True,
     sources: Mapping[str, str] | None = None,
     where: str = "",
+    torchrun: bool = False,
+    max_restarts: int = 0,
 ) -> LaunchPlan:
     """Decide how to run ``target`` on ``nodes`` x ``gpus`` ranks.
 
@@ -195,6 +198,9 @@ def plan_launch(
         Where each ``slurm`` value came from, for the plan and for errors.
     where : str
         Why the launch runs where it does, for the plan (default: the probe's answer).
+    torchrun, max_restarts
+        Run each cell's ``gpus`` ranks as ``torchrun --standalone`` workers, restarted up
+        to ``max_restarts`` times (here only: SLURM torchrun is not supported yet).
 
     Examples
     --------
@@ -261,6 +267,8 @@ def plan_launch(
             )
         if "trainer.accelerator" not in given and has_trainer:
             out.append(format_override("trainer.accelerator", "cpu", force_add=True))
+        if torchrun:
+            return _torchrun_plan(nodes, gpus, max_restarts, out, working_dir, pythonpath, why)
         if gpus > 1 and select_key(config, "trainer.strategy._target_") not in _HYDRADDP_TARGETS:
             raise LaunchError(
                 f"--gpus {gpus} here starts {gpus} CPU ranks with HydraDDP, but the trainer's "
@@ -271,6 +279,11 @@ def plan_launch(
             "local", nodes, gpus, None, None, tuple(out), working_dir, pythonpath, why, {}
         )
 
+    if torchrun:
+        raise LaunchError(
+            "--torchrun on SLURM is not supported yet: run the torchrun workers here with "
+            "--local, or drop --torchrun (one SLURM task per GPU)"
+        )
     settings = dict(slurm or {})
     extra = launcher_values.pop("additional_parameters", {})
     if isinstance(extra, Mapping):  # else refused, with its source, by the checks below
@@ -312,6 +325,45 @@ def plan_launch(
         pythonpath,
         where or "SLURM",
         shown,
+    )
+
+
+#: a local torchrun cell runs until it ends (submitit's local jobs have a time limit)
+_TORCHRUN_TIMEOUT_MIN = 7 * 24 * 60
+
+
+def _torchrun_plan(
+    nodes: int,
+    gpus: int,
+    max_restarts: int,
+    overrides: list[str],
+    working_dir: str | None,
+    pythonpath: str | None,
+    where: str,
+) -> LaunchPlan:
+    """A local plan whose cells each run as one ``torchrun --standalone`` agent of ``gpus``
+    workers (``mushin_local`` with ``torchrun``: :mod:`mushin_box._slurm.torchrun`)."""
+    if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
+        raise LaunchError(f"--max-restarts must be an integer >= 0, got {max_restarts!r}")
+    config = {
+        "torchrun": True,
+        "nproc_per_node": gpus,
+        "max_restarts": max_restarts,
+        "timeout_min": _TORCHRUN_TIMEOUT_MIN,
+        "poll_interval_s": 1.0,
+    }
+    return LaunchPlan(
+        "local",
+        nodes,
+        gpus,
+        "mushin_local",
+        config,
+        tuple(overrides),
+        working_dir,
+        pythonpath,
+        where,
+        {},
+        torchrun=True,
     )
 
 

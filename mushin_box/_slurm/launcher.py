@@ -67,6 +67,7 @@ from mushin_box._slurm.config import refuse_control_characters, sbatch_options
 from mushin_box._slurm.jobs import is_live, sweep_mark
 from mushin_box._slurm.requeue import REQUEUE_SIGNAL, RequeueReason, requeue_setup_lines
 from mushin_box._slurm.submitted import record_submission
+from mushin_box._slurm.torchrun import agent_command, check_torchrun_settings
 
 __all__ = [
     "LocalLauncherConf",
@@ -113,6 +114,11 @@ class LocalLauncherConf(_BaseLauncherConf):
     """
 
     _target_: str = f"{PLUGIN_MODULE}.MushinLocalLauncher"
+    # torchrun=True: the cell is one `torchrun --standalone` agent (tasks_per_node stays 1)
+    # with nproc_per_node workers, restarted up to max_restarts times (_slurm/torchrun.py)
+    torchrun: bool = False
+    nproc_per_node: int = 1
+    max_restarts: int = 0
 
 
 @dataclass
@@ -215,7 +221,7 @@ def _settings(cluster: str, params: Mapping[str, Any]) -> dict[str, Any]:
     if not settings["poll_interval_s"] > 0:
         raise ValueError(f"poll_interval_s must be > 0, got {settings['poll_interval_s']}")
     if cluster != "slurm":
-        return settings
+        return check_torchrun_settings(settings)
     if settings["max_num_timeout"]:
         raise ValueError(
             "max_num_timeout drives submitit's in-process requeue, which mushin_slurm replaces "
@@ -436,6 +442,8 @@ class SubmititCellLauncher:
                 user = s["comment"]  # kept: the mark is the comment's last word
                 executor.update_parameters(comment=f"{user} {mark}" if user else mark)
             return executor
+        if s["torchrun"]:  # one task: the torchrun agent, which starts the workers
+            python = agent_command(s["nproc_per_node"], s["max_restarts"], python=python)
         executor = submitit.AutoExecutor(folder=folder, cluster="local", local_python=python)
         keys = ("timeout_min", "cpus_per_task", "gpus_per_node", "tasks_per_node", "mem_gb")
         executor.update_parameters(

@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 
-_MULTI_RANK_KEYS = ("tasks_per_node", "nodes", "ntasks_per_node")
+_MULTI_RANK_KEYS = ("tasks_per_node", "nodes", "ntasks_per_node", "nproc_per_node")
 
 
 def _config_from_signature(task: Callable[..., Any]) -> Any:

@@ -64,6 +64,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 0")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "experiment",
@@ -84,6 +94,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="submit to SLURM without asking the controller first (default: SLURM only when "
         "`scontrol ping` answers within 5 s)",
+    )
+    parser.add_argument(
+        "--torchrun",
+        action="store_true",
+        help="run each cell's GPUS ranks as `torchrun --standalone` workers here (CPU ranks "
+        "with gloo where there is no GPU); SLURM torchrun is not supported yet",
+    )
+    parser.add_argument(
+        "--max-restarts",
+        type=_non_negative,
+        metavar="K",
+        help="with --torchrun: restart the workers up to K times when one dies; they "
+        "continue from the cell's last.ckpt (default 0)",
     )
     parser.add_argument(
         "--profile",
@@ -225,6 +248,13 @@ def _check_flags(args: argparse.Namespace) -> None:
                 f"--print-config only prints the first cell's config, it reviews and runs "
                 f"nothing: drop {given[0]} (or --print-config)"
             )
+    if args.torchrun and args.slurm:
+        raise UsageError(
+            "--torchrun with --slurm: SLURM torchrun is not supported yet; run the torchrun "
+            "workers here with --local, or drop --torchrun (one SLURM task per GPU)"
+        )
+    if args.max_restarts is not None and not args.torchrun:
+        raise UsageError("--max-restarts sets torchrun's restarts: add --torchrun")
     if args.json and not args.dry_run:
         raise UsageError("--json prints the dry run's review: add --dry-run")
     if args.reuse_stale_code and not args.resume:
@@ -249,6 +279,11 @@ def run(args: argparse.Namespace) -> int:
             _flags(args), args.profile, default_name=experiment_name(args.experiment)
         )
         local, why = _where(args)
+        if args.torchrun and not local:  # the probe found SLURM
+            raise UsageError(
+                f"--torchrun runs here only, SLURM torchrun is not supported yet ({why}): "
+                "add --local to run the torchrun workers here"
+            )
         if args.detach and local and not args.local:  # the probe's answer, not --local's
             raise UsageError(
                 f"--detach submits to SLURM, and no SLURM controller answered ({why}); "
@@ -291,6 +326,8 @@ def run(args: argparse.Namespace) -> int:
             working_dir=args.working_dir,
             pythonpath=pythonpath,
         )
+        if args.torchrun:
+            kwargs.update(torchrun=True, max_restarts=args.max_restarts or 0)
         if not local:
             kwargs.update(image=opts.image, binds=opts.binds, image_python=opts.image_python)
         if args.print_config:  # the config only: the image's pre-flight is the dry run's
@@ -421,6 +458,8 @@ def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any, e
     where = (
         f"SLURM, {plan.nodes} node(s) x {plan.gpus} rank(s) ({plan.where})"
         if plan.mode == "slurm"
+        else f"here, {plan.gpus} torchrun worker(s) ({plan.where})"
+        if plan.torchrun
         else f"here, {plan.gpus} CPU rank(s) ({plan.where})"
     )
     print(f"[mushin-box launch] {args.experiment} on {where}", file=sys.stderr, flush=True)
