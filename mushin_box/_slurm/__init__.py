@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: MIT
-"""Everything that speaks sbatch, srun, squeue, sacct and scancel.
+"""Everything that speaks sbatch, srun, squeue, sacct and scancel, and torchrun.
 
 - :mod:`.config`: the launcher config builder (``submitit_slurm_config``);
 - :mod:`.launcher`: the Hydra launchers ``mushin_slurm`` and ``mushin_local`` on submitit;
+- :mod:`.torchrun`: a cell's ranks as torchrun workers (``mushin_local`` with ``torchrun``);
 - :mod:`.requeue`: the batch shell's requeue trap;
 - :mod:`.jobs`: job states and job ids, once (``<array job>_<task>``);
 - :mod:`.submitted`: the jobs a launch submitted, written down at once;
