@@ -463,6 +463,9 @@ def full_provenance(
         "gpus_per_node": topology.gpus_per_node,
     }
     run["topology"] = topology.to_dict()
+    elastic = elastic_from_env(env)
+    if elastic is not None:
+        run["elastic"] = {**elastic, "world_size": topology.world_size}
     run["fingerprints"] = {**dict(run.get("fingerprints") or {}), **dict(fingerprints)}
     run["devices"] = dict(devices) if devices is not None else device_facts(env)
     run["container"] = dict(container) if container is not None else container_from_env(env)
@@ -471,6 +474,32 @@ def full_provenance(
         run.pop("time", None)
     record = {**basic, "reproducibility": repro, "run": run}
     return split_provenance(record, patterns=patterns)
+
+
+def elastic_from_env(env: Mapping[str, str]) -> dict[str, Any] | None:
+    """torchrun's restarts of this worker group so far and the most it allows (``None``
+    outside torchrun): ``run.elastic``, with this attempt's world size beside them.
+
+    Examples
+    --------
+    >>> elastic_from_env({"TORCHELASTIC_RESTART_COUNT": "1", "TORCHELASTIC_MAX_RESTARTS": "2"})
+    {'restarts': 1, 'max_restarts': 2}
+    >>> elastic_from_env({}) is None
+    True
+    """
+    if "TORCHELASTIC_RESTART_COUNT" not in env:
+        return None
+
+    def count(name: str) -> int | None:
+        try:
+            return int(env[name])
+        except (KeyError, ValueError):
+            return None
+
+    return {
+        "restarts": count("TORCHELASTIC_RESTART_COUNT"),
+        "max_restarts": count("TORCHELASTIC_MAX_RESTARTS"),
+    }
 
 
 def finish_record(

@@ -98,18 +98,31 @@ def torchrun_argv(argv: Sequence[str], *, python: str | None = None) -> list[str
 
 
 def _worker(folder: str) -> None:
-    """Run the cell's pickled job as submitit's task ``RANK`` (torchrun set it)."""
+    """Run the cell's pickled job as submitit's task ``RANK`` (torchrun set it); exit 1
+    when the cell failed on this worker. Hydra hands a task's exception back inside the
+    ``JobReturn``, so the worker would exit 0 and torchrun would wait for the others, which
+    wait for it in a collective: a failure must reach torchrun, which stops the group (and
+    restarts it while ``--max-restarts`` allows)."""
+    from hydra.core.utils import JobStatus
+    from submitit import JobEnvironment
     from submitit.core.submission import process_job
+    from submitit.core.utils import pickle_load
 
     os.environ["SUBMITIT_LOCAL_GLOBALID"] = os.environ.get("RANK", "0")
     os.environ["SUBMITIT_LOCAL_LOCALID"] = os.environ.get("LOCAL_RANK", "0")
     process_job(folder)
+    outcome = pickle_load(JobEnvironment().paths.result_pickle)
+    if getattr(outcome[1], "status", None) == JobStatus.FAILED:
+        sys.exit(1)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["agent"]:
         command = torchrun_argv(args[1:])
+        # torch shares the rendezvous store with the workers' process group, and a restarted
+        # group reads the last attempt's addresses from it (pytorch/pytorch#135712)
+        os.environ.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
         sys.stdout.flush()
         os.execv(command[0], command)  # the submitit task IS torchrun: signals reach it
     elif args[:1] == ["worker"] and len(args) == 2:

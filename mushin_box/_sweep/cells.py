@@ -265,8 +265,10 @@ def _provenance_readable(cell_dir: Path) -> bool:
 
 
 def _restart_count() -> int:
-    """SLURM's restart count of this job: above 0, the job was requeued."""
-    return int(os.environ.get("SLURM_RESTART_COUNT") or 0)
+    """SLURM's restart count of this job, or torchrun's of this worker group: above 0, the
+    job was requeued or the group restarted (it continues from the cell's checkpoints)."""
+    counts = (os.environ.get(k) for k in ("SLURM_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT"))
+    return max(int(c or 0) for c in counts)
 
 
 class CellRunner:

@@ -81,3 +81,103 @@ def test_two_torchrun_workers_here_are_the_same_experiment_as_hydraddp(tmp_path:
     got = json.loads(diff.stdout)
     assert got["verdict"] == "same experiment, same results"
     assert "run.launcher.kind" in diff.stdout  # expected to differ, and said
+
+
+# the example experiment, plus a callback that kills one worker, once, when its epoch 2
+# starts (after last.ckpt of epoch 1 was saved): armed by KILL_ONCE=<marker file>
+KILLING_EXP = """
+import os
+import signal
+
+import pytorch_lightning as pl
+from hydra_zen import builds, make_config
+
+from mushin_box import HydraDDP, MetricsCallback
+from mushin_box.testing import TinyDataModule, TinyModule
+
+
+class KillOnce(pl.Callback):
+    def on_train_epoch_start(self, trainer, pl_module):
+        marker = os.environ.get("KILL_ONCE")
+        if marker and trainer.current_epoch == 2 and trainer.global_rank == 1:
+            if not os.path.exists(marker):
+                open(marker, "w").close()
+                os.kill(os.getpid(), signal.SIGKILL)
+
+
+Config = make_config(
+    seed=1234,
+    trainer=builds(
+        pl.Trainer,
+        accelerator="cpu",
+        max_epochs=4,
+        strategy=builds(HydraDDP),
+        callbacks=[
+            builds(MetricsCallback),
+            builds(KillOnce),
+            builds(
+                pl.callbacks.ModelCheckpoint,
+                dirpath="${hydra:runtime.output_dir}/ckpt",
+                save_last=True,
+            ),
+        ],
+        default_root_dir="${hydra:runtime.output_dir}",
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    ),
+    module=builds(TinyModule, lr=0.05),
+    datamodule=builds(TinyDataModule, global_batch_size=16),
+)
+"""
+
+
+def _epochs(log: Path) -> list[tuple[str, int]]:
+    """(pid, epoch) of every epoch a rank started (MUSHIN_TEST_RANK_LOG), in order."""
+    rows = [dict(w.split("=", 1) for w in line.split()) for line in log.read_text().splitlines()]
+    return [(row["pid"], int(row["epoch"])) for row in rows if "epoch" in row]
+
+
+@pytest.mark.slow
+def test_a_worker_killed_at_epoch_2_is_restarted_and_continues_from_last_ckpt(
+    tmp_path: Path,
+) -> None:
+    exp = tmp_path / "exps" / "elastic_exp.py"
+    exp.parent.mkdir()
+    exp.write_text(KILLING_EXP)
+    marker = tmp_path / "killed-once"
+    metrics = {}
+    for name, kill in (("plain", None), ("killed", marker)):
+        logs = tmp_path / f"{name}-ranks"
+        logs.mkdir()
+        env = {**os.environ, "COLUMNS": "200", "MUSHIN_TEST_RANK_LOG": str(logs)}
+        if kill is not None:
+            env["KILL_ONCE"] = str(kill)
+        args = [str(exp), "--gpus", "2", "--local", "--torchrun", "--max-restarts", "1"]
+        proc = subprocess.run(
+            [sys.executable, "-m", "mushin_box", "launch", *args]
+            + ["--working-dir", str(tmp_path / name), "--no-progress"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=env,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        cell = tmp_path / name / "cell"
+        assert read_json(cell / "mushin_status.json")["status"] == "completed"
+        metrics[name] = read_json(cell / "mushin_metrics.json")
+        if kill is None:
+            continue
+        assert marker.exists()  # rank 1 was killed once
+        epochs = _epochs(logs / "rank0.log")
+        first, last = epochs[0][0], epochs[-1][0]
+        assert first != last  # rank 0 ran in two attempts: torchrun restarted the group
+        # the restarted attempt continued from last.ckpt (epoch 1's): it trained 2 and 3 only
+        assert [e for pid, e in epochs if pid == last] == [2, 3], epochs
+        status = read_json(cell / "mushin_status.json")
+        assert status["attempt"] == 2, status
+        run = read_json(cell / "mushin_provenance.json")["run"]
+        assert run["launcher"]["kind"] == "torchrun"
+        assert run["elastic"] == {"restarts": 1, "max_restarts": 1, "world_size": 2}
+    print("restart test metrics:", metrics)
+    assert metrics["killed"] == metrics["plain"]  # identical to the uninterrupted run's
