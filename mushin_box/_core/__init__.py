@@ -3,6 +3,7 @@
 
 - :mod:`.layout`: every file name and every ``MUSHIN_*`` variable;
 - :mod:`.redact` and :mod:`.secrets`: the secret rule, redaction, and the secrets vault;
+- :mod:`.termredact`: what the CLI prints, redacted by the same rule;
 - :mod:`.sidecars`: atomic, canonical JSON sidecars and bounded reads;
 - :mod:`.safeio`: the bounded, no-symlink reads of a sweep directory's files;
 - :mod:`.overrides` and :mod:`.overrideparse`: Hydra's override grammar, both ways;

@@ -18,10 +18,10 @@ rule cannot drift between the sidecars, the env file's record and the error mess
 * :func:`redact_secret_values` free text (a traceback) by the values of secret-looking
   environment variables, where no key tells, and :func:`redact_exception` an exception's
   message the same way;
-* :class:`TextRedactor` every line a command prints: ``NAME=value`` with a secret-looking
-  name, URL credentials, secret-looking environment variables' values, and the values that
-  its command line gave secret-looking names (:func:`command_line_secrets`), wherever they
-  are echoed back (Hydra's and the parser's messages quote them).
+* :mod:`mushin_box._core.termredact` every line a command prints: ``NAME=value`` with
+  a secret-looking name, URL credentials, secret-looking environment variables' values,
+  and the values that its command line gave secret-looking names, wherever they are
+  echoed back (Hydra's and the parser's messages quote them).
 
 Hiding values *before* a launch, so that files never hold them at all, is
 :mod:`mushin_box._core.secrets`; it uses the same rule.
@@ -46,9 +46,7 @@ __all__ = [
     "MIN_SCRUB_LENGTH",
     "REDACTED",
     "URL_CREDENTIALS",
-    "TextRedactor",
     "check_secret_names",
-    "command_line_secrets",
     "is_secret_name",
     "is_secret_path",
     "redact",
@@ -92,9 +90,9 @@ _ASSIGNMENT = re.compile(r"^(?P<lead>\s*(?:export\s+)?)(?P<name>[A-Za-z_][A-Za-z
 #: a value that only names another variable (``"${HF_TOKEN:?}"``): no secret in the file
 _REFERENCE = re.compile(r'^("?)\$\{[A-Za-z_][A-Za-z0-9_]*(?::\?)?\}\1\s*\Z')
 _WORD_ASSIGNMENT = re.compile(r"^(?P<lead>-{0,2})(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)=")
-_FLAG = re.compile(r"^-{1,2}(?P<name>[A-Za-z][A-Za-z0-9_-]*)\Z")
+FLAG_WORD = re.compile(r"^-{1,2}(?P<name>[A-Za-z][A-Za-z0-9_-]*)\Z")
 #: flags whose name looks secret but whose value is not (Apptainer's working directory)
-_NOT_SECRET_FLAGS = frozenset({"--pwd"})
+NOT_SECRET_FLAGS = frozenset({"--pwd"})
 #: environment variables whose names only look secret ("pwd" = password in a config key)
 _NOT_SECRET_ENV = frozenset({"PWD", "OLDPWD"})
 #: a value found by its variable's name only, and shorter, is not searched for in free
@@ -103,13 +101,13 @@ MIN_SCRUB_LENGTH = 6
 #: a value its command line gives a secret-looking name is searched for in printed text
 #: from this length (a shorter one would match inside unrelated words; its ``NAME=value``
 #: form is redacted whatever its length)
-_MIN_ARGV_SCRUB = 4
+MIN_ARGV_SCRUB = 4
 #: ``NAME=value`` anywhere in free text: a Hydra override (``+NAME``, ``~NAME``), a flag
 #: (``--NAME=``), a dotted path; the value quoted, or up to a space, quote or backslash (a
 #: backslash: JSON's escapes stay whole, so redacted JSON stays JSON)
 #: a value that only stands for one in a message or a usage line (``KEY=VALUE``)
-_PLACEHOLDER = re.compile(r"(?:VALUE|\.\.\.|<[a-z_]+>)[,.;:)\]]*\Z")
-_TEXT_ASSIGNMENT = re.compile(
+PLACEHOLDER = re.compile(r"(?:VALUE|\.\.\.|<[a-z_]+>)[,.;:)\]]*\Z")
+TEXT_ASSIGNMENT = re.compile(
     r"(?<![\w.+~-])(?:[+~]{1,2}|-{1,2})?(?P<name>[A-Za-z_][\w.-]*)="
     r"(?P<value>'[^'\n]*'|\"[^\"\n]*\"|[^\s'\"\\]*)"
 )
@@ -223,7 +221,7 @@ def secret_names_in_effect(
     return tuple(dict.fromkeys([*base, *extra]))
 
 
-class _Rule(NamedTuple):
+class SecretRule(NamedTuple):
     """The secret rule with its declared names: single names (as words) and dotted paths."""
 
     names: frozenset[tuple[str, ...]]
@@ -246,15 +244,15 @@ class _Rule(NamedTuple):
 
 
 @functools.lru_cache(maxsize=64)
-def _compile(names: tuple[str, ...]) -> _Rule:
+def compile_rule(names: tuple[str, ...]) -> SecretRule:
     split = [tuple(_words(part) for part in name.split(".")) for name in names]
-    return _Rule(
+    return SecretRule(
         frozenset(p[0] for p in split if len(p) == 1), frozenset(p for p in split if len(p) > 1)
     )
 
 
-def _rule(declared: Sequence[str] = ()) -> _Rule:
-    return _compile(secret_names_in_effect(declared))
+def secret_rule(declared: Sequence[str] = ()) -> SecretRule:
+    return compile_rule(secret_names_in_effect(declared))
 
 
 def is_secret_name(name: str, declared: Sequence[str] = ()) -> bool:
@@ -277,7 +275,7 @@ def is_secret_name(name: str, declared: Sequence[str] = ()) -> bool:
     >>> is_secret_name("sessionId", ["session_id"])
     True
     """
-    return _rule(declared).name(name)
+    return secret_rule(declared).name(name)
 
 
 def redact_url_credentials(text: str) -> str:
@@ -304,7 +302,7 @@ def is_secret_path(path: str, declared: Sequence[str] = ()) -> bool:
     >>> [is_secret_path(p, ["db.dsn"]) for p in ("db.dsn", "db.dsn.user", "cache.db.dsn")]
     [True, True, False]
     """
-    return _rule(declared).path(path)
+    return secret_rule(declared).path(path)
 
 
 # ---------------------------------------------------------------------------- values
@@ -331,10 +329,10 @@ def redact(value: Any, declared: Sequence[str] = ()) -> Any:
     >>> redact({"db": {"password": "hunter2", "url": "postgres://me:pw@db/x"}, "lr": 0.1})
     {'db': {'password': '<redacted>', 'url': 'postgres://<redacted>@db/x'}, 'lr': 0.1}
     """
-    return _redact(value, _rule(declared), ())
+    return _redact(value, secret_rule(declared), ())
 
 
-def _redact(value: Any, rule: _Rule, at: tuple[tuple[str, ...], ...]) -> Any:
+def _redact(value: Any, rule: SecretRule, at: tuple[tuple[str, ...], ...]) -> Any:
     if isinstance(value, Mapping):
         out = {}
         for k, v in value.items():
@@ -355,7 +353,7 @@ def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     >>> redact_env({"HF_TOKEN": "abc", "DB": "postgres://me:pw@db/x"})
     {'HF_TOKEN': '<redacted>', 'DB': 'postgres://<redacted>@db/x'}
     """
-    rule = _rule()
+    rule = secret_rule()
     return {k: REDACTED if rule.name(k) else _redact_strings(v) for k, v in env.items()}
 
 
@@ -403,7 +401,7 @@ def redact_env_text(text: str) -> str:
     HF_TOKEN="${HF_TOKEN:?}"
     DB=postgres://<redacted>@db/x
     """
-    rule = _rule()  # once: the rule looks up the project's declared names on disk
+    rule = secret_rule()  # once: the rule looks up the project's declared names on disk
     out: list[str] = []
     open_quote: str | None = None
     hiding = False
@@ -428,11 +426,11 @@ def redact_env_text(text: str) -> str:
     return "".join(out)
 
 
-def _redact_word(word: str, rule: _Rule) -> str:
+def _redact_word(word: str, rule: SecretRule) -> str:
     m = _WORD_ASSIGNMENT.match(word)
     if m is None:
         return redact_url_credentials(word)
-    if rule.name(m.group("name")) and word[: m.end() - 1] not in _NOT_SECRET_FLAGS:
+    if rule.name(m.group("name")) and word[: m.end() - 1] not in NOT_SECRET_FLAGS:
         return f"{word[: m.end()]}{REDACTED}"
     return f"{word[: m.end()]}{_redact_word(word[m.end() :], rule)}"  # --env=NAME=value
 
@@ -452,7 +450,7 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
     ['apptainer', 'exec', '--env', 'HF_TOKEN=<redacted>', '--pwd', '/w', '--password',
      '<redacted>', 'i.sif', 'python']
     """
-    rule = _rule()
+    rule = secret_rule()
     out: list[str] = []
     hide_next = False
     for word in argv:
@@ -460,8 +458,8 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
             out.append(REDACTED)
             hide_next = False
             continue
-        flag = _FLAG.match(word)
-        if flag is not None and word not in _NOT_SECRET_FLAGS:
+        flag = FLAG_WORD.match(word)
+        if flag is not None and word not in NOT_SECRET_FLAGS:
             hide_next = rule.name(flag.group("name"))
         out.append(_redact_word(word, rule))
     return out
@@ -479,7 +477,7 @@ def redact_command(command: str) -> tuple[str, list[str] | None]:
         argv = shlex.split(command)
     except ValueError:  # unbalanced quotes: redact the words as whitespace splits them
         words = re.split(r"(\s+)", command)
-        rule = _rule()
+        rule = secret_rule()
         return "".join(w if w.isspace() else _redact_word(w, rule) for w in words), None
     redacted = redact_argv(argv)
     return (command if redacted == argv else shlex.join(redacted)), redacted
@@ -494,7 +492,7 @@ def secret_env_values(environ: Mapping[str, str] | None = None) -> set[str]:
     its length; and values of other secret-looking variables, found by name only, at least
     :data:`MIN_SCRUB_LENGTH` long."""
     env = os.environ if environ is None else environ
-    rule = _compile(secret_names_in_effect(environ=env))
+    rule = compile_rule(secret_names_in_effect(environ=env))
     out: set[str] = set()
     for k, v in env.items():
         if not v:
@@ -553,112 +551,3 @@ def redact_exception(exc: BaseException, environ: Mapping[str, str] | None = Non
         if args != current.args:
             current.args = args
         pending += [e for e in (current.__cause__, current.__context__) if e is not None]
-
-
-# ---------------------------------------------------------------------------- printed text
-
-
-def _unquoted(value: str) -> str:
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-        return value[1:-1]
-    return value
-
-
-def _is_reference(value: str) -> bool:
-    """``${oc.env:NAME}`` and the like: names where a secret is, holds none."""
-    inner = _unquoted(value)
-    return inner.startswith("${") and inner.endswith("}")
-
-
-def command_line_secrets(argv: Sequence[str], declared: Sequence[str] = ()) -> set[str]:
-    """The values a command line gives secret-looking names: ``+api_key=abc``,
-    ``--token=abc``, ``--token abc`` (as written, unquoted, and each value of a comma
-    list), so that a message which quotes one back can be cleaned (:class:`TextRedactor`).
-    References (``${oc.env:NAME}``) and empty values hold no secret.
-
-    Examples
-    --------
-    >>> sorted(command_line_secrets(["launch", "x.py", "+db.password=hunter2", "lr=0.1",
-    ...                              "--token", "abcd1234", "api_key='${oc.env:K}'"]))
-    ['abcd1234', 'hunter2']
-    """
-    rule = _rule_or_default(declared)
-    out: set[str] = set()
-    hide_next = False
-    for word in argv:
-        if hide_next:
-            hide_next = False
-            if not word.startswith("-"):
-                out.add(word)
-                continue
-        flag = _FLAG.match(word)
-        if flag is not None:
-            hide_next = word not in _NOT_SECRET_FLAGS and rule.name(flag.group("name"))
-            continue
-        m = _TEXT_ASSIGNMENT.match(word)
-        if m is None or not rule.path(m.group("name").replace("-", "_")):
-            continue
-        value = word[m.start("value") :]
-        if not value or _is_reference(value):
-            continue
-        out |= {value, _unquoted(value), *(_unquoted(v) for v in value.split(","))}
-    return {v for v in out if v and not _is_reference(v)}
-
-
-def _rule_or_default(declared: Sequence[str] = ()) -> _Rule:
-    """The rule in effect; the built-in one where the project's setting is broken (the
-    command that reads it says so; printing must not fail over it)."""
-    try:
-        return _rule(declared)
-    except ValueError:
-        return _compile(())
-
-
-class TextRedactor:
-    """Cleans text before a terminal sees it, by the rule files are cleaned by: a
-    ``NAME=value`` whose name looks secret keeps the name only (a reference such as
-    ``${oc.env:NAME}`` is kept: it is the way to pass a secret), credentials inside URLs are
-    cut out, and ``values`` (the command line's secrets, :func:`command_line_secrets`) and
-    secret-looking environment variables' values (:func:`secret_env_values`) are replaced
-    wherever they stand. Built once per command: the values and the rule are read at
-    construction.
-
-    Examples
-    --------
-    >>> clean = TextRedactor(["hunter22"], environ={})
-    >>> clean("write +x.api_key=hunter22: got [hunter22 and https://me:pw@h/ lr=0.1")
-    'write +x.api_key=<redacted>: got [<redacted> and https://<redacted>@h/ lr=0.1'
-    """
-
-    def __init__(
-        self, values: Sequence[str] | set[str] = (), environ: Mapping[str, str] | None = None
-    ) -> None:
-        self._rule = _rule_or_default()
-        try:
-            found = secret_env_values(environ)
-        except ValueError:  # a broken project setting: the values of the built-in rule
-            found = set()
-        found |= {v for v in values if len(v) >= _MIN_ARGV_SCRUB}
-        found.discard(REDACTED)
-        ordered = sorted(found, key=len, reverse=True)  # longest first: no partial match
-        self._values = re.compile("|".join(map(re.escape, ordered))) if ordered else None
-
-    def _assignment(self, m: re.Match[str]) -> str:
-        value = m.group("value")
-        name = m.group("name").replace("-", "_")
-        if not value or value.startswith(REDACTED) or _is_reference(value):
-            return m.group(0)
-        if _PLACEHOLDER.match(value):  # help's own KEY=VALUE, api_key=...
-            return m.group(0)
-        if not self._rule.path(name):
-            return m.group(0)
-        return m.group(0)[: m.start("value") - m.start(0)] + REDACTED
-
-    def __call__(self, text: str) -> str:
-        if not text:
-            return text
-        if self._values is not None:
-            text = self._values.sub(REDACTED, text)
-        if "=" in text:
-            text = _TEXT_ASSIGNMENT.sub(self._assignment, text)
-        return redact_url_credentials(text)

@@ -535,7 +535,8 @@ def _detached(handle: Any, before: dict[str, Any]) -> int:
 def _resume_command(root: str) -> str:
     """This command line again, with ``--resume`` and the sweep's ``--working-dir``; a
     secret override's value redacted, and then how to pass it without typing it."""
-    from mushin_box._core.redact import REDACTED, command_line_secrets
+    from mushin_box._core.redact import REDACTED
+    from mushin_box._core.termredact import command_line_secrets
 
     argv = ["mushin-box", *sys.argv[1:]]
     if "--resume" not in argv:

@@ -1,0 +1,136 @@
+# SPDX-License-Identifier: MIT
+"""What the CLI prints, cleaned by the rule the files are cleaned by (:mod:`.redact`).
+
+Files were always redacted; the terminal was not, and a hint, a Hydra refusal or a dry
+run's ``--json`` echoed ``api_key=...`` back. Every line a command prints now goes through
+one :class:`TextRedactor` (``mushin_box.cli.output``), built once per command from the
+values its command line gave secret-looking names (:func:`command_line_secrets`) and the
+secret-looking environment variables.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from mushin_box._core.redact import (
+    FLAG_WORD,
+    MIN_ARGV_SCRUB,
+    NOT_SECRET_FLAGS,
+    PLACEHOLDER,
+    REDACTED,
+    TEXT_ASSIGNMENT,
+    SecretRule,
+    compile_rule,
+    redact_url_credentials,
+    secret_env_values,
+    secret_rule,
+)
+
+__all__ = ["TextRedactor", "command_line_secrets"]
+
+
+def _unquoted(value: str) -> str:
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value
+
+
+def _is_reference(value: str) -> bool:
+    """``${oc.env:NAME}`` and the like: names where a secret is, holds none."""
+    inner = _unquoted(value)
+    return inner.startswith("${") and inner.endswith("}")
+
+
+def command_line_secrets(argv: Sequence[str], declared: Sequence[str] = ()) -> set[str]:
+    """The values a command line gives secret-looking names: ``+api_key=abc``,
+    ``--token=abc``, ``--token abc`` (as written, unquoted, and each value of a comma
+    list), so that a message which quotes one back can be cleaned (:class:`TextRedactor`).
+    References (``${oc.env:NAME}``) and empty values hold no secret.
+
+    Examples
+    --------
+    >>> sorted(command_line_secrets(["launch", "x.py", "+db.password=hunter2", "lr=0.1",
+    ...                              "--token", "abcd1234", "api_key='${oc.env:K}'"]))
+    ['abcd1234', 'hunter2']
+    """
+    rule = _rule_or_default(declared)
+    out: set[str] = set()
+    hide_next = False
+    for word in argv:
+        if hide_next:
+            hide_next = False
+            if not word.startswith("-"):
+                out.add(word)
+                continue
+        flag = FLAG_WORD.match(word)
+        if flag is not None:
+            hide_next = word not in NOT_SECRET_FLAGS and rule.name(flag.group("name"))
+            continue
+        m = TEXT_ASSIGNMENT.match(word)
+        if m is None or not rule.path(m.group("name").replace("-", "_")):
+            continue
+        value = word[m.start("value") :]
+        if not value or _is_reference(value):
+            continue
+        out |= {value, _unquoted(value), *(_unquoted(v) for v in value.split(","))}
+    return {v for v in out if v and not _is_reference(v)}
+
+
+def _rule_or_default(declared: Sequence[str] = ()) -> SecretRule:
+    """The rule in effect; the built-in one where the project's setting is broken (the
+    command that reads it says so; printing must not fail over it)."""
+    try:
+        return secret_rule(declared)
+    except ValueError:
+        return compile_rule(())
+
+
+class TextRedactor:
+    """Cleans text before a terminal sees it, by the rule files are cleaned by: a
+    ``NAME=value`` whose name looks secret keeps the name only (a reference such as
+    ``${oc.env:NAME}`` is kept: it is the way to pass a secret), credentials inside URLs are
+    cut out, and ``values`` (the command line's secrets, :func:`command_line_secrets`) and
+    secret-looking environment variables' values (:func:`secret_env_values`) are replaced
+    wherever they stand. Built once per command: the values and the rule are read at
+    construction.
+
+    Examples
+    --------
+    >>> clean = TextRedactor(["hunter22"], environ={})
+    >>> clean("write +x.api_key=hunter22: got [hunter22 and https://me:pw@h/ lr=0.1")
+    'write +x.api_key=<redacted>: got [<redacted> and https://<redacted>@h/ lr=0.1'
+    """
+
+    def __init__(
+        self, values: Sequence[str] | set[str] = (), environ: Mapping[str, str] | None = None
+    ) -> None:
+        self.secret_rule = _rule_or_default()
+        try:
+            found = secret_env_values(environ)
+        except ValueError:  # a broken project setting: the values of the built-in rule
+            found = set()
+        found |= {v for v in values if len(v) >= MIN_ARGV_SCRUB}
+        found.discard(REDACTED)
+        ordered = sorted(found, key=len, reverse=True)  # longest first: no partial match
+        self._values = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+
+    def _assignment(self, m: re.Match[str]) -> str:
+        value = m.group("value")
+        name = m.group("name").replace("-", "_")
+        if not value or value.startswith(REDACTED) or _is_reference(value):
+            return m.group(0)
+        if PLACEHOLDER.match(value):  # help's own KEY=VALUE, api_key=...
+            return m.group(0)
+        if not self.secret_rule.path(name):
+            return m.group(0)
+        return m.group(0)[: m.start("value") - m.start(0)] + REDACTED
+
+    def __call__(self, text: str) -> str:
+        if not text:
+            return text
+        if self._values is not None:
+            text = self._values.sub(REDACTED, text)
+        if "=" in text:
+            text = TEXT_ASSIGNMENT.sub(self._assignment, text)
+        return redact_url_credentials(text)
