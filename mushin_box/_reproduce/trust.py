@@ -40,6 +40,7 @@ from mushin_box._reproduce.checks import Original, ReproduceError, part
 __all__ = ["TrustedSource", "check_sources"]
 
 _MAIN_NAMES = ("__main__", "__mp_main__")
+_KIT = "mushin_box"
 
 
 class TrustedSource:
@@ -110,17 +111,26 @@ def _stand_ins(original: Original, experiment: Path | None) -> list[Any]:
 
 
 def _entry_files(original: Original) -> Iterable[Path]:
-    """The files the record names for the task and ``pre_call`` that are user code (the
-    kit's own ``fit_task``, or a task installed in the environment, are not)."""
-    from mushin_box._sweep.usercode import is_user_file
+    """The files the record names for the task and ``pre_call`` that the import would
+    read: a module found by its name is imported from where the name leads (its file is
+    among the user modules, or it is installed), so its recorded file is only used when
+    the name leads nowhere (a script's ``__main__``, a folder not on the path). The kit's
+    own names, old paths included, always resolve in the kit."""
+    from mushin_box._sweep.usercode import is_user_file, module_file
 
     located = part(original.run, "task")
     for what in ("task", "pre_call"):
         entry = located.get(what)
-        if isinstance(entry, Mapping) and isinstance(entry.get("file"), str):
-            file = Path(entry["file"]).resolve()
-            if is_user_file(file):
-                yield file
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("file"), str):
+            continue
+        module = str(entry.get("module"))
+        if module not in _MAIN_NAMES and (
+            module.partition(".")[0] == _KIT or module_file(module) is not None
+        ):
+            continue
+        file = Path(entry["file"]).resolve()
+        if is_user_file(file):
+            yield file
 
 
 def check_sources(original: Original, config: Any, *, allow_dirty: bool) -> TrustedSource:

@@ -55,7 +55,7 @@ import attrs
 from mushin_box._core.sidecars import canonical_dumps
 from mushin_box._core.targets import FIRST_NAMES
 
-__all__ = ["CodeIdentity", "code_identity", "is_user_file", "user_modules"]
+__all__ = ["CodeIdentity", "code_identity", "is_user_file", "module_file", "user_modules"]
 
 _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 #: config keys whose value is an import path (Hydra's, and hydra-zen's zen wrappers')
@@ -158,7 +158,7 @@ def _spec(name: str) -> importlib.machinery.ModuleSpec | None:
         return None
 
 
-def _module_file(name: str) -> Path | None:
+def module_file(name: str) -> Path | None:
     """The file of module ``name``, from ``sys.modules`` or found on its path without
     importing anything; None for a builtin, a namespace package or an unknown name."""
     module = sys.modules.get(name)
@@ -248,7 +248,7 @@ def _roots(callables: Iterable[Any], config: Any) -> set[str]:
         # YAML config's target is imported only when its cell runs), never imported here;
         # any other dotted value (`data: results.csv`) counts only once imported
         modules = [
-            p for p in _prefixes(text) if p in sys.modules or (is_target and _module_file(p))
+            p for p in _prefixes(text) if p in sys.modules or (is_target and module_file(p))
         ]
         if modules:
             roots.add(modules[-1])
@@ -270,7 +270,7 @@ def user_modules(callables: Iterable[Any], config: Any = None) -> dict[str, Path
         if name in seen:
             continue
         seen.add(name)
-        path = _module_file(name)
+        path = module_file(name)
         if path is None or not is_user_file(path):
             continue
         found[_display_name(name, path)] = path
