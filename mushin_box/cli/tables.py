@@ -16,7 +16,6 @@ from typing import Any
 from mushin_box.cli.main import EXIT_RUNNING, UsageError
 
 __all__ = [
-    "EXIT_RUNNING",
     "LONG_TABLE",
     "SWEEP_EXITS",
     "duration",

@@ -51,7 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from mushin_box._sweepdir.board import read_sweep
     from mushin_box._sweepdir.progress import SweepFollower
-    from mushin_box.cli.tables import EXIT_RUNNING, end_report, resolve_sweep
+    from mushin_box.cli.main import EXIT_RUNNING
+    from mushin_box.cli.tables import end_report, resolve_sweep
 
     if args.interval < 1:
         raise UsageError(
