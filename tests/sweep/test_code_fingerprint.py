@@ -281,11 +281,11 @@ def test_the_task_and_the_roots_it_is_reached_from(project: Project, tmp_path: P
 def test_files_under_site_packages_are_not_user_code_and_hashes_are_per_file(
     tmp_path: Path,
 ) -> None:
-    from mushin_box._sweep.usercode import _is_user_file, _sha256
+    from mushin_box._sweep.usercode import _sha256, is_user_file
 
     for where in ("site-packages", "dist-packages"):
-        assert not _is_user_file(tmp_path / "venv" / where / "pkg" / "m.py")
-    assert _is_user_file(tmp_path / "proj" / "m.py")
+        assert not is_user_file(tmp_path / "venv" / where / "pkg" / "m.py")
+    assert is_user_file(tmp_path / "proj" / "m.py")
     # two files of the same size and time: each its own hash (the cache is per path)
     one, two = tmp_path / "one.py", tmp_path / "two.py"
     one.write_text("X = 1\n")
