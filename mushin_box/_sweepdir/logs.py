@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,30 @@ def _present(path: Path) -> bool:
     return os.path.lexists(path) and not path.is_dir() or path.is_symlink()
 
 
+#: submitit's own name of a task's output, ``<job>[_<array task>]_<task>_log.out``
+_SUBMITIT_LOG = re.compile(r"^\d+(?:_\d+)?_\d+_log\.(?:out|err)$")
+
+
+def _own_submitit_log(path: Path) -> bool:
+    """A log a status names outside the sweep is read only when it is one of submitit's
+    task logs (its name says so), a regular file reached through no symbolic link, and the
+    user's own: a ``submitit_folder``
+    set elsewhere (a scratch folder) keeps ``logs`` working, and a status that names
+    ``/etc/shadow`` or another user's file is still refused."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    return (
+        path.is_absolute()
+        and path.resolve() == Path(os.path.normpath(path))  # no link, no `..`, on the way
+        and ".." not in path.parts
+        and _SUBMITIT_LOG.match(path.name) is not None
+        and stat.S_ISREG(st.st_mode)
+        and st.st_uid == os.getuid()
+    )
+
+
 def _listed(cell_dir: Path, status: Mapping[str, Any]) -> Iterator[tuple[int, Path]]:
     """The rank files a status names, those under the sweep directory only: a status may
     name any file (``/etc/shadow``), and it is read from any login node."""
@@ -45,6 +70,9 @@ def _listed(cell_dir: Path, status: Mapping[str, Any]) -> Iterator[tuple[int, Pa
         try:
             safe = inside(cell_dir.parent, path)
         except UnsafeFileError as exc:
+            if _own_submitit_log(Path(path)):  # a submitit_folder outside the sweep
+                yield int(match.group(1)), Path(path)
+                continue
             warn_sidecar(
                 f"{cell_dir / STATUS_FILE} names {path!r} as the log of rank "
                 f"{match.group(1)}: {exc}",
