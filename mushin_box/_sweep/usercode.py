@@ -247,9 +247,7 @@ def _roots(callables: Iterable[Any], config: Any) -> set[str]:
         # mypkg.models.Net: mypkg.models. A target is found on sys.path, imported or not (a
         # YAML config's target is imported only when its cell runs), never imported here;
         # any other dotted value (`data: results.csv`) counts only once imported
-        modules = [
-            p for p in _prefixes(text) if p in sys.modules or (is_target and module_file(p))
-        ]
+        modules = [p for p in _prefixes(text) if p in sys.modules or (is_target and module_file(p))]
         if modules:
             roots.add(modules[-1])
     return roots
