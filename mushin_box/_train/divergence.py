@@ -45,7 +45,7 @@ def weights_fingerprint(module: torch.nn.Module) -> dict[str, Any]:
             digest.update(f"{name}:{tuple(data.shape)}:{data.dtype}\n".encode())
             # the buffer itself (no bytes copy), and a norm accumulated in float64 without
             # a float64 copy of the weights: half the cost of the obvious spelling
-            digest.update(data.reshape(-1).view(torch.uint8).numpy())
+            digest.update(data.reshape(-1).view(torch.uint8).numpy().data)
             total += torch.linalg.vector_norm(data, dtype=torch.float64) ** 2
     return {"sha256": digest.hexdigest(), "norm": float(total.sqrt())}
 
@@ -66,5 +66,5 @@ def batch_fingerprint(batch: Any) -> str:
     for tensor in _tensors(batch):
         data = tensor.detach().to("cpu").contiguous()
         digest.update(f"{tuple(data.shape)}:{data.dtype}\n".encode())
-        digest.update(data.reshape(-1).view(torch.uint8).numpy())
+        digest.update(data.reshape(-1).view(torch.uint8).numpy().data)
     return digest.hexdigest()
