@@ -112,12 +112,12 @@ def check_working_dir(working_dir: str | None) -> None:
             "--working-dir"
         )
     if (root / LOCK_FILE).is_file():
-        from mushin_box._sweepdir.manifest import SweepLock
+        from mushin_box._sweepdir.manifest import SweepBusyError, SweepLock
 
         try:
             with SweepLock(root):
                 pass
-        except RuntimeError:
+        except SweepBusyError:
             raise LaunchError(
                 f"another launch (or Workflow.run) is already using the sweep directory "
                 f"{root}: wait for it to finish, or pass another --working-dir"

@@ -29,9 +29,10 @@ from mushin_box._sweep.cells import CellPlan, CellRunner
 from mushin_box._sweep.compose import hydra_state_kept
 from mushin_box._sweep.jobconfig import job_configs
 from mushin_box._sweep.prefilter import SWEEPER_TARGET, own_sweeper, prefilter
-from mushin_box._sweepdir.liveness import SweepBusyError, still_running_message
+from mushin_box._sweepdir.liveness import still_running_message
 from mushin_box._sweepdir.manifest import (
     Records,
+    SweepBusyError,
     cell_records,
     combo_id,
     finish_launch,

@@ -43,7 +43,6 @@ from mushin_box._slurm.jobs import slurm_job_id
 __all__ = [
     "Liveness",
     "Owner",
-    "SweepBusyError",
     "check",
     "is_alive",
     "owner_fields",
@@ -53,11 +52,6 @@ __all__ = [
     "same_process",
     "still_running_message",
 ]
-
-
-class SweepBusyError(RuntimeError):
-    """A run refused to start: cells or jobs of the sweep still run, or the scheduler could
-    not say whether they do (the message names them and what to do)."""
 
 
 _PROC = Path("/proc")

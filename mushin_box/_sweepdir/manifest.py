@@ -24,6 +24,7 @@ __all__ = [
     "finish_launch",
     "live_cells",
     "reconcile_abandoned",
+    "SweepBusyError",
     "SweepLock",
     "cell_records",
     "combo_id",
@@ -60,6 +61,12 @@ def combo_id(combo: Mapping[str, Any]) -> str:
 _IDS: dict[tuple[tuple[str, type, str], ...], str] = {}
 
 
+class SweepBusyError(RuntimeError):
+    """A run refused to start: another run holds the sweep's lock, cells or jobs of the
+    sweep still run, or the scheduler could not say whether they do (the message names
+    them and what to do)."""
+
+
 class SweepLock:
     """Only one ``run()`` at a time per sweep directory (an advisory ``flock``)."""
 
@@ -73,9 +80,10 @@ class SweepLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise RuntimeError(
-                f"another run() is already using the sweep directory {self.path.parent}; "
-                "wait for it to finish or use another working_dir"
+            raise SweepBusyError(
+                f"another run() (or launch) is already using the sweep directory "
+                f"{self.path.parent}: wait for it to finish (mushin-box wait DIR), or use "
+                "another working_dir"
             ) from None
         self._fd = fd
         return self

@@ -452,7 +452,7 @@ def format_review(review: dict[str, Any]) -> str:
 
 def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any, error: Any) -> int:
     from mushin_box._launch.loading import experiment_file
-    from mushin_box._sweepdir.liveness import SweepBusyError
+    from mushin_box._sweepdir.manifest import SweepBusyError
     from mushin_box.cli.main import UsageError
 
     where = (
@@ -478,16 +478,8 @@ def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any, e
             cancel_on_interrupt=args.cancel_on_interrupt,
             source=experiment_file(args.experiment),
         )
-    except (error, SweepBusyError) as exc:  # refused its arguments, or a live sweep: nothing ran
+    except (error, SweepBusyError) as exc:  # refused its arguments, a live or locked sweep
         raise UsageError(str(exc)) from None
-    except RuntimeError as exc:  # two launches at one moment: the later one lost the lock
-        if "already using the sweep directory" not in str(exc):
-            raise
-        raise UsageError(
-            f"another launch (or Workflow.run) started on the sweep directory {root} at the "
-            "same moment and holds it: wait for it to finish (mushin-box wait DIR), or pass "
-            "another --working-dir"
-        ) from None
     except KeyboardInterrupt:
         if plan.mode != "slurm" or args.cancel_on_interrupt:
             print("[mushin-box launch] interrupted; the sweep's jobs were stopped", file=sys.stderr)

@@ -17,7 +17,7 @@ from mushin_box._core.layout import JOBS_FILE
 from mushin_box._core.sidecars import timestamp, write_json_atomic
 from mushin_box._slurm.jobs import sweep_mark
 from mushin_box._sweepdir.cancel import cancel
-from mushin_box._sweepdir.liveness import SweepBusyError
+from mushin_box._sweepdir.manifest import SweepBusyError
 
 pytestmark = pytest.mark.slurm
 

@@ -22,7 +22,8 @@ from mushin_box._core.sidecars import read_json, timestamp, write_json_atomic
 from mushin_box._slurm.jobs import UNKNOWN, job_states, sweep_mark
 from mushin_box._sweepdir.board import read_sweep
 from mushin_box._sweepdir.cancel import cancel
-from mushin_box._sweepdir.liveness import SweepBusyError, pid_alive, process_start, same_process
+from mushin_box._sweepdir.liveness import pid_alive, process_start, same_process
+from mushin_box._sweepdir.manifest import SweepBusyError
 from mushin_box.cli.main import main
 
 # a stand-in squeue/sacct/scancel: logs its argv, then prints STATES (id -> "state|comment")
