@@ -97,6 +97,8 @@ class CellView:
     job_id: str | None = None
     host: str | None = None
     pid: int | None = None
+    #: the start time the status records for ``pid`` (``cancel`` signals only that process)
+    pid_start: str | None = None
     started: str | None = None
     ended: str | None = None
     duration_s: float | None = None
@@ -251,6 +253,7 @@ def _cell(root: Path, entry: Mapping[str, Any], record: Mapping[str, Any], seen:
         job_id=seen.job or (str(record["slurm_job_id"]) if record.get("slurm_job_id") else None),
         host=record.get("host"),
         pid=pid if isinstance(pid, int) else None,
+        pid_start=record.get("pid_start") if isinstance(record.get("pid_start"), str) else None,
         started=record.get("started"),
         ended=record.get("ended"),
         duration_s=_duration(record, state) if state != "pending" else None,

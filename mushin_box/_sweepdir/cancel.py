@@ -201,7 +201,7 @@ def cancel(
                 targets.remove(cell)
                 unreachable.append((str(cell.dir), f"its job {cell.job_id} was not cancelled"))
             continue
-        start = _recorded_start(path, cell)
+        start = cell.pid_start
         if cell.pid is not None and same_process(cell.pid, start):
             _stop_local(cell.pid, grace_s)
         else:
@@ -235,13 +235,6 @@ def cancel(
         scancelled=tuple(jobs),
         refused=tuple(refused),
     )
-
-
-def _recorded_start(root: Path, cell: CellView) -> str | None:
-    """The start time of its process that a cell's status records (None: none)."""
-    record = read_json(root / str(cell.dir) / STATUS_FILE)
-    start = record.get("pid_start") if isinstance(record, dict) else None
-    return start if isinstance(start, str) else None
 
 
 def _job_states(job_ids: Sequence[str | None]) -> dict[str, str]:
