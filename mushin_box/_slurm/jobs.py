@@ -42,6 +42,7 @@ __all__ = [
     "is_unknown",
     "job_state",
     "job_states",
+    "name_job_ids",
     "owned_by",
     "queued_jobs",
     "slurm_job_id",
@@ -117,6 +118,18 @@ def base_state(text: str) -> str:
 def is_live(state: str) -> bool:
     """May a job in ``state`` (as printed, e.g. ``"CANCELLED by 0"``) still run a cell?"""
     return base_state(state) in LIVE_STATES
+
+
+def name_job_ids(ids: Iterable[str], most: int = 10, sep: str = " ") -> str:
+    """Job ids for a message: the first ``most``, and how many more (a 1,000-job sweep
+    must not make a 1,000-word line).
+
+    >>> name_job_ids([str(i) for i in range(12)], most=2)
+    '0 1 and 10 more'
+    """
+    ids = list(ids)
+    more = f" and {len(ids) - most} more" if len(ids) > most else ""
+    return sep.join(ids[:most]) + more
 
 
 def is_unknown(state: str | None) -> bool:

@@ -71,10 +71,11 @@ def _refuse_live_submission(root: Path) -> None:
     the scheduler cannot say (``SweepBusyError``): a sweep is live while any job of it is,
     and a queued job has no status file yet. A second submission would compute its cells
     twice, and would write over ``mushin_jobs.json``, the only handle on the first."""
-    from mushin_box._slurm.jobs import is_live, is_unknown, job_states
-    from mushin_box._slurm.submitted import read_submission, submitted_job_ids
+    from mushin_box._slurm.jobs import is_live, is_unknown, job_states, name_job_ids
+    from mushin_box._slurm.submitted import job_ids, read_submission
 
-    jobs = submitted_job_ids(root)
+    submission = read_submission(root)
+    jobs = job_ids(submission)
     states = job_states(jobs) if jobs else {}
     live = [j for j in jobs if is_live(states.get(j, ""))]
     unknown = [j for j in jobs if is_unknown(states.get(j))]
@@ -83,17 +84,17 @@ def _refuse_live_submission(root: Path) -> None:
     where = shlex.quote(str(root))
     fix = f"follow it with `mushin-box wait {where}` or stop it with `mushin-box cancel {where}`"
     if live:
-        named = ", ".join(f"{j} ({states[j]})" for j in live[:10])
-        named += f" and {len(live) - 10} more" if len(live) > 10 else ""
+        named = name_job_ids((f"{j} ({states[j]})" for j in live), sep=", ")
         raise SweepBusyError(
             f"this sweep is still live: SLURM job(s) {named} of its last submission "
-            f"({read_submission(root).get('submitted')}) are queued or running; {fix}, "
+            f"({submission.get('submitted')}) are queued or running; {fix}, "
             "then run again"
         )
+    named = name_job_ids(unknown, sep=", ")
     raise SweepBusyError(
         f"the scheduler did not answer (squeue failed: check SLURM_CONF and that the "
-        f"controller is up), so whether SLURM job(s) {', '.join(unknown[:10])} of this sweep "
-        f"still run is unknown; run again once it answers, or {fix}"
+        f"controller is up), so whether SLURM job(s) {named} of this sweep still run is "
+        f"unknown; run again once it answers, or {fix}"
     )
 
 

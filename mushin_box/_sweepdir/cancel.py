@@ -118,7 +118,9 @@ def _sweeps_jobs(root: Path, wanted: Sequence[str]) -> tuple[list[str], list[str
 
 
 def _ids_line(ids: Sequence[str], why: str) -> str:
-    named = " ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
+    from mushin_box._slurm.jobs import name_job_ids
+
+    named = name_job_ids(ids)
     return f"SLURM job(s) {named}: {why}; not cancelled"
 
 

@@ -86,5 +86,7 @@ def unanswered_line(sweep: Any) -> str:
     from mushin_box._sweepdir.board import UNANSWERED
 
     jobs = list(sweep.unanswered)
-    named = " ".join(jobs[:10]) + (f" and {len(jobs) - 10} more" if len(jobs) > 10 else "")
+    from mushin_box._slurm.jobs import name_job_ids
+
+    named = name_job_ids(jobs)
     return f"SLURM job(s) {named}: {UNANSWERED}; their cells are shown unknown"
