@@ -343,8 +343,8 @@ def _torchrun_plan(
 ) -> LaunchPlan:
     """A local plan whose cells each run as one ``torchrun --standalone`` agent of ``gpus``
     workers (``mushin_local`` with ``torchrun``: :mod:`mushin_box._slurm.torchrun`)."""
-    if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
-        raise LaunchError(f"--max-restarts must be an integer >= 0, got {max_restarts!r}")
+    from mushin_box._slurm.torchrun import check_torchrun_settings
+
     config = {
         "torchrun": True,
         "nproc_per_node": gpus,
@@ -352,6 +352,10 @@ def _torchrun_plan(
         "timeout_min": _TORCHRUN_TIMEOUT_MIN,
         "poll_interval_s": 1.0,
     }
+    try:  # the launcher's own check, before anything is written
+        check_torchrun_settings({**config, "tasks_per_node": 1})
+    except ValueError as exc:
+        raise LaunchError(str(exc)) from None
     return LaunchPlan(
         "local",
         nodes,

@@ -38,6 +38,13 @@ def test_a_local_torchrun_plan_runs_each_cell_as_one_agent_of_gpus_workers() -> 
     assert launcher.settings["tasks_per_node"] == 1
 
 
+@pytest.mark.parametrize("restarts", [-1, True, 1.5])
+def test_a_plan_refuses_bad_restarts_with_the_launchers_own_words(restarts: object) -> None:
+    target, _ = load_target(EXP)
+    with pytest.raises(LaunchError, match="max_restarts must be an int >= 0"):
+        plan_launch(target, gpus=2, local=True, torchrun=True, max_restarts=restarts)  # type: ignore[arg-type]
+
+
 def test_torchrun_on_slurm_is_refused_for_now() -> None:
     target, _ = load_target(EXP)
     with pytest.raises(LaunchError, match="--torchrun on SLURM is not supported yet"):
