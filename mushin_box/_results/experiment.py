@@ -98,14 +98,8 @@ def load_sweep(
         values = metrics.get(cell_dir) if metrics else None
         if values is None:
             _warn_if_truncated(cell_dir / PROVENANCE_FILE, cell_dir.name)
+            # not an object (a list, a number): refused by read_json, with a warning
             values = read_json(cell_dir / METRICS_FILE, default={})
-            if not isinstance(values, dict):
-                warnings.warn(
-                    f"cell {cell_dir.name}: its {METRICS_FILE} is not a JSON object of "
-                    f"metrics (a {type(values).__name__}); ignored",
-                    stacklevel=2,
-                )
-                values = {}
         for name, value in values.items():
             if isinstance(value, bool | int | float | str):
                 found.setdefault(name, {})[where] = value
