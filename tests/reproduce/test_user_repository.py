@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -89,6 +90,9 @@ def test_a_launch_records_the_experiments_repository_and_reproduces_from_anywher
     shown = subprocess.run([*cli, "show", str(runs / "a"), "--md"], capture_output=True,
                            text=True, timeout=120)  # fmt: skip
     assert f"experiment {repo / 'user_repo_exp.py'}, code {head[:12]}" in shown.stdout
+    table = subprocess.run([*cli, "show", str(runs / "a")], capture_output=True, text=True,
+                           timeout=120, env={**os.environ, "COLUMNS": "400"})  # fmt: skip
+    assert f"experiment {repo / 'user_repo_exp.py'}, code {head[:12]}" in table.stdout
     shown_json = subprocess.run([*cli, "show", str(runs / "a"), "--json"],
                                 capture_output=True, text=True, timeout=120)  # fmt: skip
     assert head[:12] in json.loads(shown_json.stdout)["code"]
