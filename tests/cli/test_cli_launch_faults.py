@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from test_cli_launch_refusals import assert_one_line_refusal
+
 EXP = """
 from mushin_box import Workflow
 
@@ -31,16 +33,6 @@ def _run(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
         cwd=cwd,
         env={**os.environ, "COLUMNS": "200", **env},
     )
-
-
-def _one_line(proc: subprocess.CompletedProcess[str], *needles: str) -> str:
-    assert proc.returncode == 2, proc.stderr[-3000:]
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    line = proc.stderr.strip().splitlines()[-1]
-    assert line.startswith("mushin-box launch: error: "), proc.stderr[-3000:]
-    for needle in needles:
-        assert needle in line, line
-    return line
 
 
 def test_two_launches_at_the_same_moment(tmp_path: Path) -> None:
@@ -76,21 +68,23 @@ def test_an_experiment_file_that_is_a_symlink_loop(tmp_path: Path) -> None:
     (tmp_path / "a.py").symlink_to("b.py")
     (tmp_path / "b.py").symlink_to("a.py")
     for name in ("loop.py", "a.py"):
-        _one_line(_run(tmp_path, name, "--local", "--dry-run"), "symlink loop", name)
+        assert_one_line_refusal(_run(tmp_path, name, "--local", "--dry-run"), "symlink loop", name)
     assert sorted(os.listdir(tmp_path)) == ["a.py", "b.py", "loop.py"]
 
 
 def test_an_experiment_file_not_named_py_says_so(tmp_path: Path) -> None:
     (tmp_path / "exp.txt").write_text(EXP)
     for spec in ("exp.txt", "exp.txt:workflow", str(tmp_path / "exp.txt")):
-        line = _one_line(_run(tmp_path, spec, "--local", "--dry-run"), "is not a .py file")
+        line = assert_one_line_refusal(
+            _run(tmp_path, spec, "--local", "--dry-run"), "is not a .py file"
+        )
         assert "rename it to exp.py" in line and "there is no module" not in line
     (tmp_path / "linked.py").symlink_to("exp.txt")
-    _one_line(_run(tmp_path, "linked.py", "--local", "--dry-run"), "not a .py file")
+    assert_one_line_refusal(_run(tmp_path, "linked.py", "--local", "--dry-run"), "not a .py file")
 
 
 def test_detach_where_no_controller_answers_says_so(tmp_path: Path) -> None:
     (tmp_path / "exp.py").write_text(EXP)
     proc = _run(tmp_path, "exp.py", "--detach", "--dry-run", SLURM_CONF=str(tmp_path / "none"))
-    _one_line(proc, "no SLURM controller answered", "is not a file")
+    assert_one_line_refusal(proc, "no SLURM controller answered", "is not a file")
     assert sorted(os.listdir(tmp_path)) == ["exp.py"]
