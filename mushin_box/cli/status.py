@@ -83,10 +83,8 @@ def run(args: argparse.Namespace) -> int:
 
 def unanswered_line(sweep: Any) -> str:
     """The one line said when SLURM did not answer about some of the sweep's jobs."""
+    from mushin_box._slurm.jobs import name_job_ids
     from mushin_box._sweepdir.board import UNANSWERED
 
-    jobs = list(sweep.unanswered)
-    from mushin_box._slurm.jobs import name_job_ids
-
-    named = name_job_ids(jobs)
+    named = name_job_ids(sweep.unanswered)
     return f"SLURM job(s) {named}: {UNANSWERED}; their cells are shown unknown"
