@@ -28,8 +28,8 @@ from typing import Any
 
 import attrs
 
-from mushin_box._launch.profiles import Profile, load_profile
-from mushin_box._slurm.config import check_sbatch_option, memory_fields
+from mushin_box._launch.profiles import Profile, check_user_sbatch_option, load_profile
+from mushin_box._slurm.config import memory_fields
 
 __all__ = ["LaunchOptions", "OptionError", "check_where", "experiment_name", "resolve_options"]
 
@@ -99,11 +99,9 @@ def _sbatch_options(pairs: Sequence[str]) -> dict[str, Any]:
             raise OptionError(f"--sbatch {pair!r}: give KEY=VALUE (or KEY for a flag option)")
         options[key] = value if eq else True
         try:
-            check_sbatch_option(key, options[key], where=f"--sbatch {pair!r}")
+            check_user_sbatch_option(key, options[key], where=f"--sbatch {pair!r}", mem="--mem")
         except ValueError as exc:
             raise OptionError(str(exc)) from None
-        if key.replace("_", "-") == "mem":
-            raise OptionError(f"--sbatch {pair!r}: sbatch's --mem is set by --mem; use that")
     return options
 
 

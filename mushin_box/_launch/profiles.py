@@ -48,7 +48,13 @@ import attrs
 from mushin_box._core.layout import PROFILES_FILE, PROJECT_FILE
 from mushin_box._slurm.config import check_sbatch_option, parse_slurm_memory, parse_slurm_time
 
-__all__ = ["PROFILE_KEYS", "Profile", "find_profile_files", "load_profile"]
+__all__ = [
+    "PROFILE_KEYS",
+    "Profile",
+    "check_user_sbatch_option",
+    "find_profile_files",
+    "load_profile",
+]
 
 DEFAULT_PROFILE = "default"
 
@@ -206,6 +212,15 @@ def _check(name: str, path: Path, table: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
+def check_user_sbatch_option(option: str, value: Any, *, where: str, mem: str) -> None:
+    """An sbatch option a user wrote (``--sbatch``, a profile's table): the check every
+    sbatch option passes (:func:`~mushin_box._slurm.config.check_sbatch_option`), and
+    ``mem``, which the launch sets from a key of its own (``mem``: which), refused."""
+    check_sbatch_option(option, value, where=where)
+    if option.replace("_", "-") == "mem":
+        raise ValueError(f"{where}: sbatch's --mem is set by {mem}; use that")
+
+
 def _value(key: str, value: Any, where: str, base: Path) -> Any:
     wrong = ValueError(f"{where} must be {PROFILE_KEYS[key]}, got {value!r}")
     if key == "time":
@@ -234,10 +249,10 @@ def _value(key: str, value: Any, where: str, base: Path) -> Any:
             isinstance(v, str | int | bool) for v in value.values()
         ):
             raise wrong
-        for option, option_value in value.items():  # the check every sbatch option passes
-            check_sbatch_option(option, option_value, where=f"{where}.{option}")
-            if option.replace("_", "-") == "mem":
-                raise ValueError(f"{where}.{option}: the profile's mem key sets --mem; use that")
+        for option, option_value in value.items():
+            check_user_sbatch_option(
+                option, option_value, where=f"{where}.{option}", mem="the profile's mem key"
+            )
         return dict(value)
     if not isinstance(value, str) or not value.strip():
         raise wrong
