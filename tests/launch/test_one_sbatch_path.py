@@ -105,7 +105,10 @@ def test_mem_in_a_table_points_at_the_mem_key(tmp_path: Path) -> None:
     # --mem under a GB becomes sbatch's --mem, so a table's mem would be a second value
     with pytest.raises(OptionError, match=r"--sbatch 'mem=1G': .* set by --mem"):
         resolve_options({"sbatch": ["mem=1G"]}, None, default_name="e", cwd=tmp_path)
-    with pytest.raises(OptionError, match=r"profile default: sbatch.mem: sbatch's --mem is set by the profile's mem key"):
+    with pytest.raises(
+        OptionError,
+        match=r"profile default: sbatch.mem: sbatch's --mem is set by the profile's mem key",
+    ):
         resolve_options({}, None, default_name="e", cwd=profile_dir(tmp_path, "mem", "1G"))
 
 
