@@ -31,7 +31,6 @@ import math
 import os
 import re
 import secrets
-import sys
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -74,7 +73,7 @@ class SidecarWarning(UserWarning):
 _SAID: set[str] = set()
 
 
-def warn_sidecar(message: str, *, stacklevel: int = 2) -> None:
+def warn_sidecar(message: str) -> None:
     """Warn with :class:`SidecarWarning`, once per message in a process: a command that
     looks again and again (``wait``, ``logs -f``) says one line per damaged file, not one per
     look (Python's own once-per-place rule is undone by every ``subprocess`` call).
@@ -94,11 +93,9 @@ def warn_sidecar(message: str, *, stacklevel: int = 2) -> None:
     _SAID.add(message)
     # placed at no source line, so that it prints as one line ("mushin-box:0: SidecarWarning:
     # ..."), not two with a line of the kit's code that tells a user nothing
-    try:
-        module = sys._getframe(stacklevel).f_globals.get("__name__", "mushin_box")
-    except ValueError:  # a shallower stack
-        module = "mushin_box"
-    warnings.warn_explicit(message, SidecarWarning, filename="mushin-box", lineno=0, module=module)
+    warnings.warn_explicit(
+        message, SidecarWarning, filename="mushin-box", lineno=0, module="mushin_box"
+    )
 
 
 def timestamp() -> str:
@@ -399,11 +396,12 @@ def write_json_atomic(path: StrPath, obj: object) -> None:
     write_bytes_atomic(path, canonical_dumps(obj))
 
 
-def read_json(path: StrPath, *, default: Any = None, limit: int | None = None) -> Any:
+def read_json(path: StrPath, *, default: Any = None) -> Any:
     """Read a JSON sidecar, returning ``default`` if it is missing or unreadable.
 
     The sweep directory is untrusted: a symlink is not followed, nor a FIFO or device read,
-    and a file over ``limit`` bytes is refused unread (:mod:`mushin_box._core.safeio`);
+    and a file over its kind's limit (:func:`~mushin_box._core.layout.read_limit`) is
+    refused unread (:mod:`mushin_box._core.safeio`);
     each, like a corrupt file, warns and gives ``default``.
 
     Parameters
@@ -415,9 +413,6 @@ def read_json(path: StrPath, *, default: Any = None, limit: int | None = None) -
         :class:`SidecarWarning` naming the file -- when it cannot be read or decoded
         (truncated, empty, not UTF-8/JSON, malformed tags), or is refused (a symlink, not
         a regular file, too large). Default ``None``.
-    limit : int, optional
-        The most bytes to read; default: the limit for the file's name
-        (:func:`~mushin_box._core.layout.read_limit`).
 
     Returns
     -------
@@ -443,7 +438,7 @@ def read_json(path: StrPath, *, default: Any = None, limit: int | None = None) -
     'fallback'
     """
     try:
-        data = read_bounded(path, read_limit(Path(path).name) if limit is None else limit)
+        data = read_bounded(path, read_limit(Path(path).name))
     except FileNotFoundError:
         return default
     except UnsafeFileError as exc:

@@ -206,7 +206,7 @@ def _error_tail(file: Path) -> str | None:
     except FileNotFoundError:
         return None
     except OSError as exc:  # refused (UnsafeFileError), or unreadable
-        warn_sidecar(f"{file} is not read ({exc}); the report leaves it out", stacklevel=3)
+        warn_sidecar(f"{file} is not read ({exc}); the report leaves it out")
         return None
     lines = data.decode("utf-8", "replace").splitlines()[1 if skipped else 0 :]
     return "\n".join(lines[-_ERROR_LINES:])

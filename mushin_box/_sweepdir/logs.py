@@ -75,8 +75,7 @@ def _listed(cell_dir: Path, status: Mapping[str, Any]) -> Iterator[tuple[int, Pa
                 continue
             warn_sidecar(
                 f"{cell_dir / STATUS_FILE} names {path!r} as the log of rank "
-                f"{match.group(1)}: {exc}",
-                stacklevel=3,
+                f"{match.group(1)}: {exc}"
             )
             continue
         if _present(safe):
@@ -149,14 +148,13 @@ class LogFollower:
         except FileNotFoundError:
             return None
         except OSError as exc:  # refused (UnsafeFileError), or unreadable
-            warn_sidecar(f"{path} is not read ({exc})", stacklevel=3)
+            warn_sidecar(f"{path} is not read ({exc})")
             return None
         end = offset + len(data)
         if offset > self._offset[path]:
             warn_sidecar(
                 f"{path}: its first {offset - self._offset[path]} bytes are skipped (only "
-                f"the last {self._max} are shown; read the file itself for the rest)",
-                stacklevel=3,
+                f"the last {self._max} are shown; read the file itself for the rest)"
             )
             self._partial[path] = b""
             data = data.split(b"\n", 1)[1] if b"\n" in data else b""

@@ -116,7 +116,7 @@ _STATUS_TYPES: dict[str, tuple[type, ...]] = {
 
 
 def _warn(path: str, problem: str) -> None:
-    warn_sidecar(f"sidecar {path!r} {problem}", stacklevel=3)
+    warn_sidecar(f"sidecar {path!r} {problem}")
 
 
 def read_status(cell_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
