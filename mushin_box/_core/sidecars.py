@@ -442,7 +442,10 @@ def read_json(path: StrPath, *, default: Any = None) -> Any:
     except FileNotFoundError:
         return default
     except UnsafeFileError as exc:
-        warn_sidecar(f"refused sidecar {os.fspath(path)!r} ({exc}); using the default")
+        warn_sidecar(
+            f"refused sidecar {os.fspath(path)!r} ({exc}); using the default: put the real "
+            "file in its place, or delete it (a resume writes it again)"
+        )
         return default
     except OSError as exc:
         warn_sidecar(f"cannot read sidecar {os.fspath(path)!r} ({exc}); using the default")
