@@ -122,7 +122,7 @@ def print_json(value: Any) -> None:
     value JSON has no type for is written as its ``str``."""
     import json
 
-    # through str first, so that what default=str makes of a value is made strict too
-    text = json.dumps(value, default=str, allow_nan=True)
-    data = strict_json(json.loads(text))
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
+    # one pass: a value json cannot hold (a path, a numpy float32) becomes its str, which is
+    # never a bare NaN; every float it can hold was made strict before
+    text = json.dumps(strict_json(value), indent=2, sort_keys=True, default=str, allow_nan=False)
+    sys.stdout.write(text + "\n")
