@@ -144,7 +144,7 @@ def test_ls_lists_sweeps_newest_first(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["ls", str(tmp_path / "nope")]) == 2
 
 
-def test_readers_and_cancel_import_no_torch(tmp_path: Path) -> None:
+def test_readers_and_cancel_import_no_torch_hydra_numpy_or_xarray(tmp_path: Path) -> None:
     _sweep(tmp_path)
     code = textwrap.dedent(
         f"""
@@ -158,7 +158,9 @@ def test_readers_and_cancel_import_no_torch(tmp_path: Path) -> None:
             main(["wait", root, "--no-progress"]),
             main(["cancel", root]),
         ]
-        print(codes, [m for m in ("torch", "pytorch_lightning") if m in sys.modules])
+        heavy = ("torch", "pytorch_lightning", "lightning", "hydra", "omegaconf", "numpy",
+                 "xarray")
+        print(codes, [m for m in heavy if m in sys.modules])
         """
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
