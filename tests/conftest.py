@@ -132,6 +132,8 @@ def _private_user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[No
     before = stamp()
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+        # nor read the user's own launch profiles (~/.config/mushin-box/profiles.toml)
+        patch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
         yield
     assert stamp() == before, f"tests wrote into the real cache {real}"
 

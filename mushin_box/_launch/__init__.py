@@ -7,6 +7,8 @@
   the launch profiles they may come from;
 - :mod:`.schedule`: the ``mushin_slurm`` launcher config, checked value by value;
 - :mod:`.loading`: the experiment file (or ``build``'s SPEC), imported once;
+- :mod:`.cluster`: the cluster asked first (``sbatch --test-only``, ``sinfo``): a job
+  SLURM would refuse, or one that could never start, is refused before anything is written;
 - :mod:`.review`: the dry run as a review: what would run and what it would cost;
 - :mod:`.printconfig`: ``--print-config``: the first cell's composed config.
 

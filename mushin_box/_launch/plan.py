@@ -74,6 +74,7 @@ class LaunchPlan:
     where: str = ""
     sources: Mapping[str, str] = attrs.field(factory=dict)
     torchrun: bool = False  # the ranks are torchrun workers (local: --standalone)
+    min_nodes: int | None = None  # torchrun's elastic membership: --nnodes min_nodes:nodes
 
     def to_dict(self) -> dict[str, Any]:
         data = attrs.asdict(self)
@@ -164,6 +165,7 @@ def plan_launch(
     where: str = "",
     torchrun: bool = False,
     max_restarts: int = 0,
+    min_nodes: int | None = None,
 ) -> LaunchPlan:
     """Decide how to run ``target`` on ``nodes`` x ``gpus`` ranks.
 
@@ -198,9 +200,12 @@ def plan_launch(
         Where each ``slurm`` value came from, for the plan and for errors.
     where : str
         Why the launch runs where it does, for the plan (default: the probe's answer).
-    torchrun, max_restarts
-        Run each cell's ``gpus`` ranks as ``torchrun --standalone`` workers, restarted up
-        to ``max_restarts`` times (here only: SLURM torchrun is not supported yet).
+    torchrun, max_restarts, min_nodes
+        Run each cell's ranks as torchrun workers, restarted up to ``max_restarts`` times:
+        here one ``torchrun --standalone`` agent of ``gpus`` workers; on SLURM one agent
+        per node (:func:`~mushin_box._slurm.torchrun.torchrun_launcher_fields`).
+        ``min_nodes``: elastic membership, ``--nnodes min_nodes:nodes`` (SLURM only); the
+        Trainer's ``num_nodes`` then follows the group torchrun formed.
 
     Examples
     --------
@@ -218,6 +223,14 @@ def plan_launch(
     )
 
     nodes, gpus = _positive("--nodes", nodes), _positive("--gpus", gpus)
+    elastic = min_nodes is not None and min_nodes != nodes
+    if min_nodes is not None and not 1 <= _positive("--nodes MIN", min_nodes) <= nodes:
+        raise LaunchError(f"--nodes {min_nodes}:{nodes}: MIN must not exceed MAX")
+    if elastic and not torchrun:
+        raise LaunchError(
+            f"--nodes {min_nodes}:{nodes} is torchrun's elastic membership: add --torchrun, "
+            f"or give one node count (--nodes {nodes})"
+        )
     check_working_dir(working_dir)
     config = _config_of(target)
     has_trainer = select_key(config, "trainer") is not None
@@ -268,7 +281,9 @@ def plan_launch(
         if "trainer.accelerator" not in given and has_trainer:
             out.append(format_override("trainer.accelerator", "cpu", force_add=True))
         if torchrun:
-            return _torchrun_plan(nodes, gpus, max_restarts, out, working_dir, pythonpath, why)
+            from mushin_box._launch.torchrunplan import local_torchrun_plan
+
+            return local_torchrun_plan(nodes, gpus, max_restarts, out, working_dir, pythonpath, why)
         if gpus > 1 and select_key(config, "trainer.strategy._target_") not in _HYDRADDP_TARGETS:
             raise LaunchError(
                 f"--gpus {gpus} here starts {gpus} CPU ranks with HydraDDP, but the trainer's "
@@ -279,11 +294,6 @@ def plan_launch(
             "local", nodes, gpus, None, None, tuple(out), working_dir, pythonpath, why, {}
         )
 
-    if torchrun:
-        raise LaunchError(
-            "--torchrun on SLURM is not supported yet: run the torchrun workers here with "
-            "--local, or drop --torchrun (one SLURM task per GPU)"
-        )
     settings = dict(slurm or {})
     extra = launcher_values.pop("additional_parameters", {})
     if isinstance(extra, Mapping):  # else refused, with its source, by the checks below
@@ -308,6 +318,10 @@ def plan_launch(
         )
     except ScheduleError as exc:
         raise LaunchError(str(exc)) from None
+    if torchrun:
+        from mushin_box._launch.torchrunplan import slurm_torchrun
+
+        config_out, out = slurm_torchrun(config_out, out, nodes, max_restarts, min_nodes)
     container_keys = ("image", "binds", "image_python")
     shown = {
         k: v
@@ -325,49 +339,8 @@ def plan_launch(
         pythonpath,
         where or "SLURM",
         shown,
-    )
-
-
-#: a local torchrun cell runs until it ends (submitit's local jobs have a time limit)
-_TORCHRUN_TIMEOUT_MIN = 7 * 24 * 60
-
-
-def _torchrun_plan(
-    nodes: int,
-    gpus: int,
-    max_restarts: int,
-    overrides: list[str],
-    working_dir: str | None,
-    pythonpath: str | None,
-    where: str,
-) -> LaunchPlan:
-    """A local plan whose cells each run as one ``torchrun --standalone`` agent of ``gpus``
-    workers (``mushin_local`` with ``torchrun``: :mod:`mushin_box._slurm.torchrun`)."""
-    from mushin_box._slurm.torchrun import check_torchrun_settings
-
-    config = {
-        "torchrun": True,
-        "nproc_per_node": gpus,
-        "max_restarts": max_restarts,
-        "timeout_min": _TORCHRUN_TIMEOUT_MIN,
-        "poll_interval_s": 1.0,
-    }
-    try:  # the launcher's own check, before anything is written
-        check_torchrun_settings({**config, "tasks_per_node": 1})
-    except ValueError as exc:
-        raise LaunchError(str(exc)) from None
-    return LaunchPlan(
-        "local",
-        nodes,
-        gpus,
-        "mushin_local",
-        config,
-        tuple(overrides),
-        working_dir,
-        pythonpath,
-        where,
-        {},
-        torchrun=True,
+        torchrun=torchrun,
+        min_nodes=min_nodes if elastic else None,
     )
 
 
@@ -438,9 +411,40 @@ def override_keys(overrides: Sequence[str]) -> set[str]:
     from mushin_box._sweep.workflow import override_keys as keys
 
     try:
-        return set(keys(overrides))
+        found = set(keys(overrides))
     except OverrideParseException as exc:
         raise LaunchError(f"bad override: {exc}") from None
+    check_enumerable(overrides)
+    return found
+
+
+def check_enumerable(overrides: Sequence[str]) -> None:
+    """Refuse a sweep Hydra's basic sweeper cannot list (``interval()``, a continuous
+    range only a sampling sweeper such as Optuna draws from), in one line, before the
+    dry run counts cells or a launch writes anything: a launch runs every cell of a grid.
+
+    Examples
+    --------
+    >>> check_enumerable(["lr=0.1,1", "seed=range(3)"])
+    >>> check_enumerable(["lr=interval(0.1,1)"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    mushin_box._launch.plan.LaunchError: override 'lr=interval(0.1,1)': ... list the values...
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except Exception:  # bad syntax: said by override_keys
+        return
+    for text, o in zip(overrides, parsed, strict=True):
+        if o.is_sweep_override() and not o.is_discrete_sweep():
+            kind = o.value_type.name.lower().removesuffix("_sweep") if o.value_type else "range"
+            raise LaunchError(
+                f"override {text!r}: an {kind}() sweep is a continuous range that only a "
+                "sampling sweeper (e.g. Optuna) draws from, and a launch runs every cell of a "
+                f"grid: list the values instead ({o.key_or_group}=0.1,0.5,1) or use range()"
+            )
 
 
 def run_launch(

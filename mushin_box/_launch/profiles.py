@@ -26,6 +26,13 @@ nearest directory at or above the working directory holding a ``pyproject.toml``
 ``mushin-box.toml``; both files of that directory are read, and a profile defined in both
 is an error (one place per name).
 
+A user's own profiles live in ``$XDG_CONFIG_HOME/mushin-box/profiles.toml`` (by default
+``~/.config/mushin-box/profiles.toml``), as ``[profiles.NAME]`` tables: the account and
+partition that are the user's, not the project's. They rank below the project's: a profile
+of the same name in both takes each key from the project when the project sets it, else
+from the user's file, so a user's ``[profiles.default] account = "proj42"`` adds the
+account to the project's default profile without changing anything it sets.
+
 Every value is checked here, with one line naming the file, the profile and the key; the
 values that go to the scheduler are checked again, with the flags', when the plan is made.
 The ``sbatch`` table passes the check every source of sbatch options passes
@@ -54,6 +61,7 @@ __all__ = [
     "check_user_sbatch_option",
     "find_profile_files",
     "load_profile",
+    "user_profile_file",
 ]
 
 DEFAULT_PROFILE = "default"
@@ -115,6 +123,20 @@ def find_profile_files(cwd: str | os.PathLike[str] | None = None) -> list[Path]:
     return []
 
 
+def user_profile_file() -> Path:
+    """The user's profile file: ``$XDG_CONFIG_HOME/mushin-box/profiles.toml`` (XDG's
+    default ``~/.config`` when the variable is unset or not absolute).
+
+    Examples
+    --------
+    >>> user_profile_file().parts[-2:]
+    ('mushin-box', 'profiles.toml')
+    """
+    base = os.environ.get("XDG_CONFIG_HOME", "")
+    root = Path(base) if os.path.isabs(base) else Path.home() / ".config"
+    return root / "mushin-box" / "profiles.toml"
+
+
 def _tables(path: Path) -> dict[str, Any]:
     """The profile tables of one file ({} when it has none)."""
     try:
@@ -126,7 +148,7 @@ def _tables(path: Path) -> dict[str, Any]:
         tool = data.get("tool")
         data = tool.get("mushin-box", {}) if isinstance(tool, dict) else {}
         where = f"{path}: [tool.mushin-box.profiles]"
-    else:
+    else:  # mushin-box.toml, or the user's profiles.toml
         where = f"{path}: [profiles]"
     profiles = data.get("profiles", {}) if isinstance(data, dict) else {}
     if not isinstance(profiles, dict) or not all(isinstance(v, dict) for v in profiles.values()):
@@ -169,17 +191,29 @@ def load_profile(name: str | None, cwd: str | os.PathLike[str] | None = None) ->
                     "keep one"
                 )
             found[profile] = (path, table)
+    user = user_profile_file()
+    mine = _tables(user) if user.is_file() else {}
     wanted = DEFAULT_PROFILE if name is None else name
-    if wanted not in found:
+    if wanted not in found and wanted not in mine:
         if name is None:
             return None
-        where = " and ".join(map(str, files)) or f"no {PROJECT_FILE} or {PROFILES_FILE} found"
-        close = difflib.get_close_matches(name, sorted(found), n=1)
+        where = " and ".join(map(str, [*files, *([user] if mine else [])]))
+        where = where or f"no {PROJECT_FILE} or {PROFILES_FILE} found, and no {user}"
+        names = sorted({*found, *mine})
+        close = difflib.get_close_matches(name, names, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
-        listed = ", ".join(sorted(found)) or "none"
+        listed = ", ".join(names) or "none"
         return _raise(f"--profile {name}: no such profile in {where} ({hint}profiles: {listed})")
-    path, table = found[wanted]
-    return Profile(wanted, _shown(path), _check(wanted, path, table))
+    values: dict[str, Any] = {}
+    shown: list[str] = []
+    if wanted in mine:  # below the project's: its keys are taken only where the project is silent
+        values.update(_check(wanted, user, mine[wanted]))
+        shown.append(_shown(user))
+    if wanted in found:
+        path, table = found[wanted]
+        values.update(_check(wanted, path, table))
+        shown.insert(0, _shown(path))
+    return Profile(wanted, " + ".join(shown), values)
 
 
 def _raise(message: str) -> Any:

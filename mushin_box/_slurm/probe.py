@@ -28,9 +28,12 @@ import attrs
 
 __all__ = [
     "AccountCheck",
+    "PartitionCapacity",
     "SbatchRefusal",
     "SlurmProbe",
     "account_check",
+    "partition_capacity",
+    "sbatch_test_only",
     "nv_without_gpus",
     "probe_slurm",
     "sbatch_refused",
@@ -218,3 +221,117 @@ def nv_without_gpus(partition: str | None, timeout_s: float = PROBE_TIMEOUT_S) -
 
 def _no_gpu_gres(lines: list[str]) -> bool:
     return not any(item.strip().startswith("gpu") for line in lines for item in line.split(","))
+
+
+#: how long ``sbatch --test-only`` and ``sinfo`` may take (the controller answers in ms)
+CHECK_TIMEOUT_S = 20.0
+
+
+def _said(text: str) -> str:
+    """SLURM's words, one line: each line without its client prefix, repeats dropped.
+
+    Examples
+    --------
+    >>> _said("sbatch: error: invalid partition specified: gpu\\n"
+    ...       "allocation failure: Invalid partition name specified\\n")
+    'invalid partition specified: gpu; Invalid partition name specified'
+    """
+    lines: list[str] = []
+    for raw in text.splitlines():
+        line = re.sub(r"^(sbatch|sinfo):\s*((error|fatal):\s*)?", "", " ".join(raw.split()))
+        line = line.removeprefix("allocation failure: ")
+        if line and line not in lines:
+            lines.append(line)
+    return "; ".join(lines)
+
+
+def sbatch_test_only(script: str, timeout_s: float = CHECK_TIMEOUT_S) -> tuple[bool | None, str]:
+    """Ask the controller whether it would queue ``script`` (``sbatch --test-only``, which
+    checks partition, nodes, GRES, time, account and qos against the cluster and submits
+    nothing): ``(True, when it would start)``, ``(False, SLURM's reason on one line)``, or
+    ``(None, why it could not be asked)``: a check that cannot run never blocks a launch.
+    """
+    sbatch = shutil.which("sbatch")
+    if sbatch is None:
+        return None, "no sbatch on PATH"
+    try:
+        proc = subprocess.run(
+            [sbatch, "--test-only"],
+            input=script,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+    except subprocess.TimeoutExpired:
+        return None, f"`sbatch --test-only` gave no answer within {timeout_s:g} s"
+    except OSError as exc:
+        return None, f"`sbatch --test-only` could not run: {exc}"
+    said = _said(proc.stderr + "\n" + proc.stdout) or f"exit status {proc.returncode}"
+    if proc.returncode == 0:
+        return True, said
+    if any(sign in said for sign in _NO_CLUSTER):
+        return None, said
+    return False, said
+
+
+@attrs.frozen
+class PartitionCapacity:
+    """What ``sinfo`` says a partition holds: its name (the default one's when none was
+    asked for), its nodes, and the most GPUs one of them has (0: none; None: the GRES
+    column could not be read)."""
+
+    partition: str
+    nodes: int
+    gpus_per_node: int | None
+
+
+def partition_capacity(
+    partition: str | None, timeout_s: float = CHECK_TIMEOUT_S
+) -> PartitionCapacity | None:
+    """The nodes and GPUs per node of ``partition`` (None: the default partition), from
+    one ``sinfo -N`` call; None when sinfo is missing, fails, or knows no such partition
+    (``sbatch --test-only`` says that one).
+
+    Examples
+    --------
+    >>> _gpus("gpu:4"), _gpus("gpu:a100:8(S:0-1),tmpdisk:100"), _gpus("(null)"), _gpus("gpu")
+    (4, 8, 0, None)
+    """
+    sinfo = shutil.which("sinfo")
+    if sinfo is None:
+        return None
+    argv = [sinfo, "-h", "-N", "-o", "%N|%P|%G"] + (["-p", partition] if partition else [])
+    out = _run(argv, timeout_s)
+    nodes: dict[str, int | None] = {}
+    name = partition
+    for line in (out or "").splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != 3:
+            continue
+        node, part, gres = parts
+        if partition is None:  # the default partition is marked with a '*'
+            if not part.endswith("*"):
+                continue
+            name = part.rstrip("*")
+        gpus = _gpus(gres)
+        known = nodes.get(node, 0)
+        nodes[node] = None if gpus is None or known is None else max(known, gpus)
+    if not nodes or name is None:
+        return None
+    counts = list(nodes.values())
+    most = None if any(c is None for c in counts) else max(c for c in counts if c is not None)
+    return PartitionCapacity(name, len(nodes), most)
+
+
+def _gpus(gres: str) -> int | None:
+    """The GPU count of one node's GRES column (``gpu:4``, ``gpu:a100:8(S:0-1)``,
+    ``(null)``); None when a GPU entry gives no count."""
+    total = 0
+    for item in gres.split(","):
+        fields = re.sub(r"\(.*?\)", "", item.strip()).split(":")
+        if fields[0] != "gpu":
+            continue
+        if len(fields) < 2 or not fields[-1].isdigit():
+            return None
+        total += int(fields[-1])
+    return total

@@ -341,9 +341,21 @@ def run(args: argparse.Namespace) -> int:
             plan = plan_launch(target, **kwargs, preflight=False)
     except (LaunchError, LoadError, PreflightError) as exc:
         raise UsageError(str(exc)) from None
+    refused = _ask_cluster(plan)  # sbatch --test-only and sinfo: before anything is written
     if args.dry_run:
-        return _dry_run(args, target, plan, preflight_error, started)
+        errors = [e for e in (preflight_error, refused) if e]
+        return _dry_run(args, target, plan, errors, started)
+    if refused:
+        raise UsageError(refused)
     return _launch(args, target, plan, run_launch, LaunchError)
+
+
+def _ask_cluster(plan: Any) -> str | None:
+    """Why SLURM would refuse the plan's job, or why it could never start (None: fine)."""
+    from mushin_box._launch.cluster import cluster_refusal
+    from mushin_box._launch.review import count_cells
+
+    return cluster_refusal(plan, count_cells(plan.overrides)[0]) if plan.mode == "slurm" else None
 
 
 def _print_config(target: Any, plan: Any) -> int:
@@ -376,11 +388,11 @@ def _print_config(target: Any, plan: Any) -> int:
 
 
 def _dry_run(
-    args: argparse.Namespace, target: Any, plan: Any, preflight_error: str | None, started: float
+    args: argparse.Namespace, target: Any, plan: Any, errors: list[str], started: float
 ) -> int:
     from mushin_box._launch.review import review_plan
 
-    review = review_plan(plan, target, errors=[preflight_error] if preflight_error else [])
+    review = review_plan(plan, target, errors=errors)
     review["experiment"] = args.experiment
     review["seconds"] = round(time.monotonic() - started, 2)
     if args.json:

@@ -41,6 +41,7 @@ __all__ = [
     "main",
     "number",
     "parse_args",
+    "suggest",
 ]
 
 EXIT_OK = 0
@@ -75,6 +76,42 @@ COMMANDS = (
 
 class UsageError(Exception):
     """Bad input from the command line: printed without a traceback, exit code 2."""
+
+
+def suggest(word: str, choices: Sequence[str]) -> str:
+    """``" (did you mean 'X'?)"`` for the closest of ``choices`` to ``word``, or ``""``.
+
+    Examples
+    --------
+    >>> suggest("--partion", ["--partition", "--account"]), suggest("--zzz", ["--nodes"])
+    (" (did you mean '--partition'?)", '')
+    """
+    import difflib
+
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose "invalid choice" (a mistyped subcommand or choice) names
+    the closest valid one, as override typos do."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        import re
+
+        found = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if found:
+            choices = re.findall(r"'([^']*)'", found.group(2))
+            message += suggest(found.group(1), choices)
+        return super().error(message)
+
+
+def _unknown_flags(parser: argparse.ArgumentParser, flags: Sequence[str]) -> str:
+    """argparse's "unrecognized arguments" line, with the closest flag of ``parser`` for
+    each unknown one (``--partion`` -> ``--partition``)."""
+    known = [o for o in parser._option_string_actions if o.startswith("--")]
+    named = [f"{f}{suggest(f.split('=', 1)[0], known)}" for f in flags]
+    return f"unrecognized arguments: {' '.join(named)}"
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -166,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     what ``mushin-box completion`` generates its scripts from)."""
     from mushin_box._core.version import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="mushin-box",
         description="Reproducible multi-node hydra-zen + Lightning experiments on SLURM.",
     )
@@ -199,7 +236,9 @@ def parse_args(
         flags = [a for a in extra if a.startswith("-")]
         if flags or not hasattr(args, "overrides"):
             own = getattr(args, "_parser", parser)
-            own.error(f"unrecognized arguments: {' '.join(flags or extra)}")
+            if flags:
+                own.error(_unknown_flags(own, flags))
+            own.error(f"unrecognized arguments: {' '.join(extra)}")
         args.overrides = [*args.overrides, *extra]
     return args
 

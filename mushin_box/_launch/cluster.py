@@ -1,0 +1,90 @@
+# SPDX-License-Identifier: MIT
+"""Ask the cluster before submitting: would SLURM queue this launch's job, and can it ever start?
+
+A launch's options are checked value by value (:mod:`mushin_box._launch.schedule`), but
+only the cluster knows its partitions, nodes, GRES, accounts and qos. ``sbatch
+--test-only`` answers for the very script the launcher would submit (one per job shape: a
+launch's cells share one launcher config, so one job or one job array), and submits
+nothing. It does not say everything: a job asking for more nodes than its partition holds
+may be accepted and then pend for ever (``PartitionConfig``, ``PartitionNodeLimit``), so
+the partition's capacity is read from ``sinfo`` too (nodes, and GPUs per node from GRES).
+
+Either refusal is one line with SLURM's own reason, raised before anything is written or
+submitted, by the dry run and by a real launch alike. A check that cannot be asked (no
+``sinfo``, a controller that does not answer in time) never blocks a launch: the
+submission then says what SLURM says.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mushin_box._slurm.probe import PartitionCapacity, partition_capacity, sbatch_test_only
+
+__all__ = ["cluster_refusal", "never_starts", "plan_script"]
+
+_FIX = (
+    "check --partition, --nodes, --gpus, --time, --account and --qos (`sinfo` lists the "
+    "partitions and their nodes, `sacctmgr show associations user=$USER` your accounts)"
+)
+
+
+def plan_script(plan: Any, cells: int | None) -> str:
+    """The sbatch script a SLURM plan submits (a job array when it has several cells)."""
+    from mushin_box._slurm.launcher import render_sbatch
+
+    config = dict(plan.launcher_config or {})
+    root = plan.working_dir or "/tmp/mushin-box-test-only"
+    folder = str(config.pop("submitit_folder", f"{root}/.submitit/%j"))
+    folder = folder.replace("${hydra.sweep.dir}", root)
+    return render_sbatch(config, folder, map_count=cells if cells and cells > 1 else None)
+
+
+def never_starts(nodes: int, gpus: int, capacity: PartitionCapacity | None) -> str | None:
+    """Why a job of ``nodes`` x ``gpus`` GPUs per node can never start on the partition
+    ``capacity`` describes, or None (it fits, or the capacity is unknown).
+
+    Examples
+    --------
+    >>> debug = PartitionCapacity("debug", 2, 4)
+    >>> never_starts(3, 1, debug)
+    '--nodes 3, and partition debug has 2 node(s)'
+    >>> never_starts(1, 8, debug)
+    '--gpus 8 per node, and the nodes of partition debug have at most 4 GPU(s)'
+    >>> never_starts(2, 4, debug) is None and never_starts(9, 9, None) is None
+    True
+    """
+    if capacity is None:
+        return None
+    if nodes > capacity.nodes:
+        return f"--nodes {nodes}, and partition {capacity.partition} has {capacity.nodes} node(s)"
+    most = capacity.gpus_per_node
+    if most is not None and gpus > most:
+        return (
+            f"--gpus {gpus} per node, and the nodes of partition {capacity.partition} have "
+            f"at most {most} GPU(s)"
+        )
+    return None
+
+
+def cluster_refusal(plan: Any, cells: int | None) -> str | None:
+    """One line when SLURM would refuse this plan's job, or the job could never start on
+    its partition; None when the cluster accepts it (or could not be asked). Local plans
+    ask nothing."""
+    if plan.mode != "slurm" or not plan.launcher_config:
+        return None
+    config = dict(plan.launcher_config)
+    partition = config.get("partition")
+    capacity = partition_capacity(str(partition) if partition else None)
+    gpus = int(config.get("gpus_per_node") or 0)
+    never = never_starts(plan.nodes, gpus, capacity)
+    ok, said = sbatch_test_only(plan_script(plan, cells))
+    if ok is False:
+        extra = f" ({never})" if never else ""
+        return f"sbatch refused the job: {said}{extra}; {_FIX}; nothing was submitted"
+    if never is not None:
+        return (
+            f"the job can never start: {never} (sbatch would queue it and it would pend for "
+            f"ever); {_FIX}; nothing was submitted"
+        )
+    return None

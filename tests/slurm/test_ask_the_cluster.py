@@ -1,0 +1,67 @@
+# SPDX-License-Identifier: MIT
+"""A dry run and a launch ask the cluster first (``sbatch --test-only``, ``sinfo``): a
+partition the cluster lacks, or 3 nodes on the 2-node cluster, is exit 2 with SLURM's
+reason, nothing submitted and nothing written."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO
+
+pytestmark = [pytest.mark.slurm]
+
+EXP = str(REPO / "examples" / "exp.py")
+
+
+def _launch(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mushin_box", "launch", EXP, "--time", "5", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+def _my_jobs(name: str) -> str:
+    return subprocess.run(
+        ["squeue", "-h", "-n", name, "-o", "%i"], capture_output=True, text=True, timeout=60
+    ).stdout.strip()
+
+
+@pytest.mark.parametrize(
+    ("flags", "reason"),
+    [
+        (["--partition", "no_such_partition_xyz"], "invalid partition specified"),
+        (["--nodes", "3", "--gpus", "1"], "partition debug has 2 node(s)"),
+        (["--gpus", "8"], "at most 4 GPU(s)"),
+    ],
+    ids=["partition", "nodes", "gpus"],
+)
+@pytest.mark.parametrize("dry", [True, False], ids=["dry-run", "launch"])
+def test_a_shape_the_cluster_refuses_is_exit_2_with_slurms_reason(
+    slurm_cluster: Any, tmp_path: Path, flags: list[str], reason: str, dry: bool
+) -> None:
+    work = tmp_path / "sweep"
+    name = f"ask-{tmp_path.name}"[:60]
+    extra = ["--dry-run"] if dry else ["--detach"]
+    proc = _launch(*flags, "--job-name", name, "--working-dir", str(work), *extra, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("mushin-box launch: error: "), proc.stderr
+    assert reason in line and "nothing was submitted" in line, line
+    assert not work.exists()  # nothing written
+    assert _my_jobs(name) == ""  # nothing submitted
+
+
+def test_a_shape_that_fits_passes_the_check(slurm_cluster: Any, tmp_path: Path) -> None:
+    proc = _launch("--nodes", "2", "--gpus", "4", "--dry-run", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
