@@ -13,6 +13,7 @@ A sweep directory::
     <sweep>/.mushin_sweep.lock          held by the one driver running the sweep
     <sweep>/.mushin_abort.json          a cell failed under on_error="raise"
     <sweep>/mushin_jobs.json            the jobs of the latest submission (SLURM ids)
+    <sweep>/mushin_launch.json          the latest launch's command line (resume replays it)
     <sweep>/<cell>/mushin_status.json   pending/running/completed/failed/timeout/skipped
     <sweep>/<cell>/mushin_metrics.json  the task's returned metrics
     <sweep>/<cell>/mushin_provenance.json, mushin_packages.txt
@@ -61,6 +62,7 @@ __all__ = [
     "HYDRA_OVERRIDES_FILE",
     "IMAGE_IDENTITY_ENV",
     "JOBS_FILE",
+    "LAUNCH_FILE",
     "JOB_DIR_ENV",
     "JOB_PRIVATE_DIR",
     "LOCK_FILE",
@@ -104,6 +106,9 @@ LOCK_FILE = ".mushin_sweep.lock"
 ABORT_FILE = ".mushin_abort.json"
 #: the jobs (SLURM ids, local pids) the launcher submitted, written at submission
 JOBS_FILE = "mushin_jobs.json"
+#: the latest ``mushin-box launch`` of the sweep (experiment, overrides, flags, profile):
+#: what ``mushin-box resume DIR`` replays
+LAUNCH_FILE = "mushin_launch.json"
 
 # ---------------------------------------------------------------------------- a cell
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""The logic of ``mushin-box launch``: from an experiment file and flags to a run.
+"""The logic of ``mushin-box launch`` and ``resume``: from an experiment file and flags to a run.
 
 - :mod:`.plan`: the plan (``--nodes``/``--gpus`` to launcher config and Trainer
   overrides) and its run through ``Workflow.run``;
@@ -9,6 +9,9 @@
 - :mod:`.loading`: the experiment file (or ``build``'s SPEC), imported once;
 - :mod:`.cluster`: the cluster asked first (``sbatch --test-only``, ``sinfo``): a job
   SLURM would refuse, or one that could never start, is refused before anything is written;
+- :mod:`.record`: the launch record kept in the sweep directory, which ``resume`` replays;
+- :mod:`.resume`: ``mushin-box resume``: the recorded launch again, what it does per cell
+  (reuse, continue, restart), the cells it runs, and the changes it refuses;
 - :mod:`.review`: the dry run as a review: what would run and what it would cost;
 - :mod:`.printconfig`: ``--print-config``: the first cell's composed config.
 

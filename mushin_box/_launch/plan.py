@@ -26,6 +26,7 @@ import attrs
 
 from mushin_box._core.envstate import environ_set
 from mushin_box._core.layout import LOCK_FILE, STATUS_FILE
+from mushin_box._launch.record import recorded
 from mushin_box._slurm.probe import sbatch_refused
 from mushin_box._train.configtask import fit_task, seed_pre_call
 
@@ -458,10 +459,14 @@ def run_launch(
     wait: bool = True,
     cancel_on_interrupt: bool = False,
     source: str | None = None,
+    record: Mapping[str, Any] | None = None,
 ) -> Any:
     """Run the plan: ``Workflow.run`` with the plan's launcher and overrides (``wait=False``:
     submit, and return a :class:`mushin_box.SweepHandle`). ``source``: the experiment file
     of a config-only experiment, whose repository the cells record (``Workflow(source=)``).
+    ``record``: the launch record to keep in the sweep directory for ``resume``
+    (:mod:`mushin_box._launch.record`), written before the cells start and put back as it
+    was when the launch is refused before it starts.
 
     Raises
     ------
@@ -490,7 +495,10 @@ def run_launch(
     launcher_config = dict(plan.launcher_config) if plan.launcher_config else None
     if cancel_on_interrupt and launcher_config is not None:
         launcher_config["cancel_on_interrupt"] = True
-    with pythonpath:
+    record_root = Path(plan.working_dir or workflow.working_dir or ".").resolve()
+    run_id = before.get(record_root)
+    started = lambda: _manifest_run_id(record_root) != run_id  # noqa: E731
+    with pythonpath, recorded(record_root, record if plan.working_dir else None, started):
         try:
             return workflow.run(
                 working_dir=plan.working_dir,

@@ -18,6 +18,11 @@ Design note: the order of things.
   when), by an atomic rename over a status re-read just before: a cell that completed in
   the meantime keeps ``completed``. A ``failed`` written by the dying process after the
   cancel began is the cancel's doing, so it becomes ``cancelled`` too.
+* A cell that never started (its job still queued, or never submitted) has no directory
+  and no status file. Once a cancel of the whole sweep has emptied the queue of the sweep's
+  jobs, and no driver holds its lock, nothing can start it any more: it is recorded
+  ``cancelled`` in the manifest (:func:`~mushin_box._sweepdir.manifest.mark_unstarted_cancelled`),
+  rather than read ``pending`` for good.
 * ``resume=True`` runs a cancelled cell again, from its ``last.ckpt`` when there is one,
   like a failed one.
 
@@ -54,8 +59,26 @@ from mushin_box._core.sidecars import read_json, timestamp, write_json_atomic
 from mushin_box._slurm.submitted import checked_job_ids, read_submission
 from mushin_box._sweepdir.board import CellView, owner_gone, read_sweep
 from mushin_box._sweepdir.liveness import pid_alive, process_tree, same_process
+from mushin_box._sweepdir.manifest import SweepBusyError, mark_unstarted_cancelled
 
-__all__ = ["CancelReport", "cancel"]
+__all__ = ["CancelReport", "cancel", "cell_label"]
+
+
+def cell_label(directory: str | None, combo: dict[str, object]) -> str:
+    """How a cell is named to the user: its directory, or, for a cell that never started,
+    its swept values as overrides (``lr=0.1 seed=1``); a sweep of one cell sweeps nothing,
+    and its cell is ``the cell``.
+
+    Examples
+    --------
+    >>> cell_label("lr=0.1", {"lr": 0.1}), cell_label(None, {"lr": 0.1, "seed": 1})
+    ('lr=0.1', 'lr=0.1 seed=1')
+    >>> cell_label(None, {})
+    'the cell'
+    """
+    if directory:
+        return directory
+    return " ".join(f"{k}={v}" for k, v in combo.items()) or "the cell"
 
 
 @attrs.frozen
@@ -182,9 +205,12 @@ def cancel(
     sweep = read_sweep(path)
     chosen = _select(sweep.cells, cells)
     untouched, unreachable, targets = [], [], []
+    unstarted = [c for c in chosen if c.state == "pending" and not c.dir]
     for cell in chosen:
+        if cell.state == "pending" and not cell.dir and not cells:
+            continue  # its job is cancelled with the sweep's queued jobs, below
         if cell.state not in ("running", "unknown"):
-            untouched.append((cell.dir or str(cell.combo), cell.state))
+            untouched.append((cell_label(cell.dir, cell.combo), cell.state))
         elif not cell.job_id and cell.host != socket.gethostname():
             unreachable.append((str(cell.dir), f"runs on {cell.host}: cancel it from there"))
         else:
@@ -230,6 +256,17 @@ def cancel(
             break
         if pending:
             time.sleep(0.2)
+    if unstarted and not cells:
+        gone = _queue_emptied(path, deadline)
+        names = [cell_label(None, c.combo) for c in unstarted]
+        if gone is None:
+            reason = f"cancelled by {who} at {timestamp()}, before it started"
+            try:
+                done += [cell_label(None, c) for c in mark_unstarted_cancelled(path, reason)]
+            except SweepBusyError:
+                gone = "a driver (launch or Workflow.run) holds the sweep and may start it"
+        if gone is not None:
+            unreachable += [(name, f"not started, and {gone}") for name in names]
     return CancelReport(
         cancelled=tuple(done),
         untouched=tuple(untouched),
@@ -237,6 +274,29 @@ def cancel(
         scancelled=tuple(jobs),
         refused=tuple(refused),
     )
+
+
+def _queue_emptied(root: Path, deadline: float) -> str | None:
+    """Wait (until ``deadline``) for the sweep's submitted jobs to leave the queue and its
+    driver to let go of the lock: None once nothing can start a cell of it, else why not."""
+    from mushin_box._slurm.jobs import is_live, is_unknown
+    from mushin_box._sweepdir.board import driver_running
+
+    ids = checked_job_ids(read_submission(root))[0]
+    while True:
+        states = _job_states(ids)
+        if any(is_unknown(states.get(j)) for j in ids) and ids:
+            return "the scheduler did not answer for the sweep's jobs"
+        live = [j for j in ids if is_live(states.get(j, ""))]
+        if not live and not driver_running(root):
+            return None
+        if time.monotonic() > deadline:
+            return (
+                f"its job is still queued ({', '.join(live)})"
+                if live
+                else ("a driver (launch or Workflow.run) holds the sweep and may start it")
+            )
+        time.sleep(0.2)
 
 
 def _job_states(job_ids: Sequence[str | None]) -> dict[str, str]:

@@ -31,7 +31,9 @@ __all__ = [
     "read_status",
     "read_sweep_manifest",
     "manifest_from_cells",
+    "mark_unstarted_cancelled",
     "rebuild_manifest",
+    "write_grid",
     "write_manifest",
 ]
 
@@ -269,14 +271,62 @@ def write_manifest(
     return manifest
 
 
-def manifest_from_cells(root: Path, records: Records | None = None) -> dict[str, Any]:
+def manifest_from_cells(
+    root: Path, records: Records | None = None, grid: Mapping[str, list[Any]] | None = None
+) -> dict[str, Any]:
     """The manifest as the cell sidecars tell it (the grid from the old manifest, or, when
     that is lost, from the cells themselves), without writing it: readers only read.
-    ``records``: the cells' status records when the caller has read them already."""
+    ``records``: the cells' status records when the caller has read them already;
+    ``grid``: the grid to use instead of the old manifest's."""
     records = list(cell_records(root)) if records is None else records
     old = read_sweep_manifest(root)
-    grid = old["grid"] if old and isinstance(old.get("grid"), dict) else _grid_from_cells(records)
-    return _build(records, grid, old.get("run_id") if old else None)
+    if grid is None:
+        has_grid = old is not None and isinstance(old.get("grid"), dict)
+        grid = old["grid"] if old is not None and has_grid else _grid_from_cells(records)
+    built = _build(records, grid or {}, old.get("run_id") if old else None)
+    before = old.get("cells") if old else None
+    if isinstance(before, dict):  # a cell cancelled before it started has no status file
+        for key, entry in built["cells"].items():
+            was = before.get(key)
+            if entry["dir"] is None and isinstance(was, dict) and was.get("status") == "cancelled":
+                entry.update(status="cancelled", reason=str(was.get("reason") or "cancelled"))
+    return built
+
+
+def mark_unstarted_cancelled(root: Path, reason: str) -> list[dict[str, Any]]:
+    """Record the cells that never started (no directory, no status file) as ``cancelled``
+    in the manifest, where readers find them, and return their combos.
+
+    ``cancel`` calls it once no job of the sweep is queued: such a cell will never start,
+    and without this it would read ``pending`` for good. The manifest is the only place
+    that knows a cell without a directory; each rebuild keeps the mark (a cache rebuilt
+    from the cells keeps what no cell file can say), and the next run's manifest drops it,
+    since a resume runs the cell. Taken under the sweep's lock (``SweepBusyError`` while a
+    driver holds it: that driver may still start the cell).
+    """
+    with SweepLock(root):
+        manifest = manifest_from_cells(root)
+        found = [
+            entry
+            for entry in manifest["cells"].values()
+            if entry["dir"] is None and entry["status"] == "pending"
+        ]
+        for entry in found:
+            entry.update(status="cancelled", reason=reason)
+        if found:
+            manifest["updated"] = timestamp()
+            write_json_atomic(root / MANIFEST_FILE, manifest)
+    return [dict(entry["combo"]) for entry in found]
+
+
+def write_grid(root: Path, grid: Mapping[str, list[Any]]) -> dict[str, Any]:
+    """Write the manifest again with ``grid`` (a resume of named cells ran a narrowed one:
+    the sweep's other cells must not drop out of it), under the sweep's lock
+    (``SweepBusyError`` while a driver holds it)."""
+    with SweepLock(root):
+        manifest = manifest_from_cells(root, grid=grid)
+        write_json_atomic(root / MANIFEST_FILE, manifest)
+    return manifest
 
 
 def rebuild_manifest(root: Path, records: Records) -> dict[str, Any]:

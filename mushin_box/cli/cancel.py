@@ -9,6 +9,7 @@ cell asked for is stopped (or had nothing to stop), 1 when a cell could not be r
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 from mushin_box.cli.main import UsageError, number
@@ -66,5 +67,5 @@ def run(args: argparse.Namespace) -> int:
     for cell, why in report.unreachable:
         print(f"{cell}: not stopped: {why}")
     if report.cancelled:
-        print("resume the sweep to run them again: resume=True (CLI: launch ... --resume)")
+        print(f"run them again: mushin-box resume {shlex.quote(str(root))}")
     return 1 if report.unreachable else 0

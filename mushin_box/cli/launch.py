@@ -127,37 +127,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="COMMAND",
         help="the Python command inside the image (default: python)",
     )
-    slurm = parser.add_argument_group("SLURM job (flags win over the profile)")
-    slurm.add_argument("--partition", help="SLURM partition")
-    slurm.add_argument("--account", help="SLURM account")
-    slurm.add_argument("--qos", help="SLURM quality of service")
-    slurm.add_argument("--constraint", help="node features, e.g. a100")
-    slurm.add_argument("--exclude", metavar="NODES", help="nodes not to run on")
-    slurm.add_argument(
-        "--job-name", help="the job's name in squeue (default: the experiment's name)"
-    )
-    slurm.add_argument(
-        "--time",
-        type=_time,
-        metavar="TIME",
-        help="wall-time limit per job: minutes (90), H:MM:SS (2:00:00) or D-HH:MM:SS "
-        "(default 60 minutes)",
-    )
-    slurm.add_argument(
-        "--cpus-per-task", type=_positive, metavar="N", help="CPUs per rank (default 1)"
-    )
-    slurm.add_argument(
-        "--mem", type=_memory, metavar="SIZE", help="memory per node: 64G, 500M, ..."
-    )
-    slurm.add_argument("--mem-gb", type=_positive, metavar="GB", help=argparse.SUPPRESS)
-    slurm.add_argument(
-        "--sbatch",
-        action="append",
-        default=None,
-        metavar="KEY=VALUE",
-        help="any other sbatch option, e.g. --sbatch mail-type=END (repeatable; KEY alone "
-        "for a flag option)",
-    )
+    add_scheduler_arguments(parser, "SLURM job (flags win over the profile)")
     parser.add_argument("--working-dir", help="the sweep directory (default multirun/<time>)")
     parser.add_argument(
         "--resume", action="store_true", help="reuse completed cells of --working-dir"
@@ -203,6 +173,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="SLURM: Ctrl-C cancels the jobs (default: they keep running, and the launch "
         "says how to reattach and how to cancel)",
+    )
+
+
+def add_scheduler_arguments(parser: argparse.ArgumentParser, title: str) -> None:
+    """The SLURM job's flags (``launch``'s, and ``resume``'s, which win over the record)."""
+    slurm = parser.add_argument_group(title)
+    slurm.add_argument("--partition", help="SLURM partition")
+    slurm.add_argument("--account", help="SLURM account")
+    slurm.add_argument("--qos", help="SLURM quality of service")
+    slurm.add_argument("--constraint", help="node features, e.g. a100")
+    slurm.add_argument("--exclude", metavar="NODES", help="nodes not to run on")
+    slurm.add_argument(
+        "--job-name", help="the job's name in squeue (default: the experiment's name)"
+    )
+    slurm.add_argument(
+        "--time",
+        type=_time,
+        metavar="TIME",
+        help="wall-time limit per job: minutes (90), H:MM:SS (2:00:00) or D-HH:MM:SS "
+        "(default 60 minutes)",
+    )
+    slurm.add_argument(
+        "--cpus-per-task", type=_positive, metavar="N", help="CPUs per rank (default 1)"
+    )
+    slurm.add_argument(
+        "--mem", type=_memory, metavar="SIZE", help="memory per node: 64G, 500M, ..."
+    )
+    slurm.add_argument("--mem-gb", type=_positive, metavar="GB", help=argparse.SUPPRESS)
+    slurm.add_argument(
+        "--sbatch",
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help="any other sbatch option, e.g. --sbatch mail-type=END (repeatable; KEY alone "
+        "for a flag option)",
     )
 
 
@@ -342,12 +347,49 @@ def run(args: argparse.Namespace) -> int:
     except (LaunchError, LoadError, PreflightError) as exc:
         raise UsageError(str(exc)) from None
     refused = _ask_cluster(plan)  # sbatch --test-only and sinfo: before anything is written
+    actions = _resume_actions(args, target) if args.resume else None
     if args.dry_run:
         errors = [e for e in (preflight_error, refused) if e]
-        return _dry_run(args, target, plan, errors, started)
+        return _dry_run(args, target, plan, errors, started, actions)
     if refused:
         raise UsageError(refused)
     return _launch(args, target, plan, run_launch, LaunchError)
+
+
+def _resume_actions(args: argparse.Namespace, target: Any) -> list[Any] | None:
+    """What a resume does per cell (:func:`mushin_box._launch.resume.plan_cells`); None
+    for a sweep directory that holds no sweep yet. ``mushin-box resume`` sets ``cells``,
+    ``changed`` and ``restart``; a plain ``launch --resume`` compares its overrides with
+    the launch record, and refuses nothing here."""
+    from mushin_box._launch.loading import experiment_file
+    from mushin_box._launch.record import RecordError, read_launch_record
+    from mushin_box._launch.resume import (
+        ResumeError,
+        changed_keys,
+        code_fingerprint,
+        plan_cells,
+    )
+    from mushin_box.cli.main import UsageError
+
+    changed = getattr(args, "changed", None)
+    if changed is None:
+        try:
+            recorded = read_launch_record(args.working_dir)["overrides"]
+            changed = changed_keys(recorded, args.overrides)
+        except RecordError:
+            changed = []
+    try:
+        return plan_cells(
+            args.working_dir,
+            getattr(args, "cells", ()),
+            changed=changed,
+            code=code_fingerprint(target, experiment_file(args.experiment)),
+            restart=getattr(args, "restart", True),
+        )
+    except FileNotFoundError:  # not a sweep yet: every cell runs
+        return None
+    except ResumeError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _ask_cluster(plan: Any) -> str | None:
@@ -388,12 +430,19 @@ def _print_config(target: Any, plan: Any) -> int:
 
 
 def _dry_run(
-    args: argparse.Namespace, target: Any, plan: Any, errors: list[str], started: float
+    args: argparse.Namespace,
+    target: Any,
+    plan: Any,
+    errors: list[str],
+    started: float,
+    actions: list[Any] | None = None,
 ) -> int:
     from mushin_box._launch.review import review_plan
 
     review = review_plan(plan, target, errors=errors)
     review["experiment"] = args.experiment
+    if actions is not None:
+        _resume_review(review, plan, actions)
     review["seconds"] = round(time.monotonic() - started, 2)
     if args.json:
         from mushin_box.cli.output import print_json
@@ -404,6 +453,25 @@ def _dry_run(
     for error in review["errors"]:
         print(f"mushin-box launch: error: {error}", file=sys.stderr)
     return 2 if review["errors"] else 0
+
+
+def _resume_review(review: dict[str, Any], plan: Any, actions: list[Any]) -> None:
+    """A resume's review: what each cell does, and the GPU-hours of only the cells that
+    run (a finished sweep's resume runs nothing, and costs nothing)."""
+    from mushin_box._launch.resume import gpu_hours
+
+    review["resume"] = [
+        {"cell": a.name, "state": a.state, "action": a.action, "why": a.why}
+        | ({"checkpoint": a.checkpoint} if a.checkpoint else {})
+        for a in actions
+    ]
+    runs = sum(a.runs for a in actions)
+    review["cells_to_run"] = runs
+    if review.get("gpu_hours_formula") is not None:
+        minutes = int((plan.launcher_config or {}).get("timeout_min", 60))
+        review["gpu_hours"] = gpu_hours(actions, plan.nodes, plan.gpus, minutes)
+        rest = review["gpu_hours_formula"].split(" x ", 1)[1]
+        review["gpu_hours_formula"] = f"{runs} cell(s) to run of {len(actions)} x {rest}"
 
 
 def format_review(review: dict[str, Any]) -> str:
@@ -445,6 +513,13 @@ def format_review(review: dict[str, Any]) -> str:
                 lines.append(f"    {key}   ({sources[key]})")
     shown = [shlex.quote(o) if any(c.isspace() for c in o) else o for o in review["overrides"]]
     row("overrides", " ".join(shown) or "none")
+    if "resume" in review:
+        row("resume", f"{review['cells_to_run']} of {len(review['resume'])} cell(s) run")
+        width = max((len(c["cell"]) for c in review["resume"]), default=0)
+        for c in review["resume"]:
+            what = {"continue": "continue from checkpoint", "live": "left alone (live)"}
+            action = what.get(c["action"], c["action"])
+            lines.append(f"    {c['cell']:<{width}}  {c['state']:<9}  {action}: {c['why']}")
     for warning in review["warnings"]:
         lines.append(f"  warning: {warning}")
     if slurm:
@@ -489,6 +564,7 @@ def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any, e
             wait=not args.detach,
             cancel_on_interrupt=args.cancel_on_interrupt,
             source=experiment_file(args.experiment),
+            record=_record(args),
         )
     except (error, SweepBusyError) as exc:  # refused its arguments, a live or locked sweep
         raise UsageError(str(exc)) from None
@@ -536,28 +612,29 @@ def _detached(handle: Any, before: dict[str, Any]) -> int:
     return 0
 
 
+def _record(args: argparse.Namespace) -> dict[str, Any]:
+    """The launch record ``mushin-box resume DIR`` replays (:mod:`mushin_box._launch.record`)."""
+    from mushin_box._launch.record import FLAG_TYPES, launch_record
+
+    flags = {k: getattr(args, k, None) for k in FLAG_TYPES}
+    overrides = getattr(args, "record_overrides", None) or args.overrides
+    return launch_record(args.experiment, overrides, flags, cwd=os.getcwd())
+
+
 def _resume_command(root: str) -> str:
-    """This command line again, with ``--resume`` and the sweep's ``--working-dir``; a
-    secret override's value redacted, and then how to pass it without typing it."""
-    from mushin_box._core.redact import REDACTED
+    """How to resume the sweep: ``mushin-box resume DIR`` replays the recorded launch (a
+    secret override's value is not recorded: it is given again, from the environment)."""
     from mushin_box._core.termredact import command_line_secrets
 
-    argv = ["mushin-box", *sys.argv[1:]]
-    if "--resume" not in argv:
-        argv.append("--resume")
-    if not any(a == "--working-dir" or a.startswith("--working-dir=") for a in argv):
-        argv += ["--working-dir", root]
-    secret = [i for i, a in enumerate(argv) if "=" in a and command_line_secrets([a])]
-    for i in secret:
-        argv[i] = argv[i].split("=", 1)[0] + "=" + REDACTED
-    command = shlex.join(argv)
+    command = f"mushin-box resume {shlex.quote(root)}"
+    secret = [a for a in sys.argv[1:] if "=" in a and command_line_secrets([a])]
     if secret:
-        key = argv[secret[0]].split("=", 1)[0]
+        key = secret[0].split("=", 1)[0]
         env = key.lstrip("+~").rsplit(".", 1)[-1].upper().replace("-", "_")
         reference = shlex.quote(f"{key}=${{oc.env:{env}}}")
         command += (
-            f"\n  (secret values are not shown: give each from the environment instead, "
-            f"e.g. set {env} in the environment and pass {reference}, which also keeps it "
-            "out of your shell history and the sweep's files)"
+            f" --set {reference}\n  (secret values are not recorded: set {env} in the "
+            "environment and pass each as a reference, which also keeps it out of your shell "
+            "history and the sweep's files)"
         )
     return command

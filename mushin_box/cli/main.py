@@ -60,6 +60,7 @@ _COMMON_EXITS = {
 COMMANDS = (
     "build",
     "launch",
+    "resume",
     "status",
     "ls",
     "logs",

@@ -1,0 +1,168 @@
+# SPDX-License-Identifier: MIT
+"""The launch record: what ``mushin-box launch`` was asked, kept in the sweep directory.
+
+``mushin-box resume DIR`` replays it, so that a resume cannot forget an override (a
+forgotten one changes the cells' config, and a cancelled cell then starts again from
+scratch, its checkpoint set aside). ``mushin_launch.json`` holds the experiment (an
+absolute path when it is a file), the directory the launch ran in (profiles and relative
+paths are found from there), the overrides, and every flag that shapes the run: topology,
+where it runs, the profile's name, the image, the scheduler options, ``on_error``.
+
+It is written atomically by the launch that uses it, before its cells start, and put back
+as it was when that launch is refused before it starts. A secret override's value never
+reaches it (:func:`~mushin_box._core.termredact.command_line_secrets` finds them): it is
+stored as :data:`~mushin_box._core.redact.REDACTED`, and a resume asks for it again.
+
+The file sits in a shared directory: it is read bounded, each field is checked for its
+type, and nothing it names is imported here (the experiment is loaded by the resume, as
+a launch would, from the path the user launched).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from mushin_box._core.layout import LAUNCH_FILE
+from mushin_box._core.sidecars import read_json, timestamp, write_json_atomic
+
+__all__ = ["FLAG_TYPES", "RecordError", "launch_record", "read_launch_record", "recorded"]
+
+#: the recorded flags (``launch``'s argparse names) and the types each may hold
+FLAG_TYPES: Mapping[str, tuple[type, ...]] = {
+    "nodes": (int,),
+    "min_nodes": (int,),
+    "gpus": (int,),
+    "local": (bool,),
+    "slurm": (bool,),
+    "torchrun": (bool,),
+    "max_restarts": (int,),
+    "profile": (str,),
+    "image": (str,),
+    "bind": (list,),
+    "image_python": (str,),
+    "partition": (str,),
+    "account": (str,),
+    "qos": (str,),
+    "constraint": (str,),
+    "exclude": (str,),
+    "job_name": (str,),
+    "time": (int,),
+    "cpus_per_task": (int,),
+    "mem": (int,),
+    "mem_gb": (int,),
+    "sbatch": (list,),
+    "on_error": (str,),
+}
+
+
+class RecordError(ValueError):
+    """The sweep has no usable launch record; the message names the fix."""
+
+
+def launch_record(
+    experiment: str, overrides: Sequence[str], flags: Mapping[str, Any], *, cwd: str
+) -> dict[str, Any]:
+    """The record of a launch: ``flags`` are the launch's parsed flags (``args``' names,
+    None: not given); a secret override's value is replaced by ``REDACTED``.
+
+    Examples
+    --------
+    >>> r = launch_record("x.py", ["lr=0.1", "+api_key=abc123"], {"nodes": 2}, cwd="/p")
+    >>> r["overrides"], r["flags"], r["experiment"]
+    (['lr=0.1', '+api_key=<redacted>'], {'nodes': 2}, '/p/x.py')
+    """
+    from mushin_box._core.redact import REDACTED
+    from mushin_box._core.termredact import command_line_secrets
+
+    shown = []
+    for text in overrides:
+        key, sep, _ = text.partition("=")
+        secret = bool(sep) and bool(command_line_secrets([text]))
+        shown.append(f"{key}={REDACTED}" if secret else text)
+    path = experiment.split(":", 1)[0]
+    if path.endswith(".py") or os.path.isfile(os.path.join(cwd, path)):
+        rest = experiment[len(path) :]
+        experiment = os.path.normpath(os.path.join(cwd, path)) + rest
+    kept = {k: (list(v) if isinstance(v, tuple) else v) for k, v in flags.items()}
+    return {
+        "schema": 1,
+        "experiment": experiment,
+        "cwd": cwd,
+        "overrides": shown,
+        "flags": {k: v for k, v in kept.items() if k in FLAG_TYPES and v is not None},
+        "launched": timestamp(),
+    }
+
+
+def read_launch_record(root: str | os.PathLike[str]) -> dict[str, Any]:
+    """The sweep's launch record, checked field by field.
+
+    Raises
+    ------
+    RecordError
+        There is none (a sweep launched by ``Workflow.run``, or by a mushin-box that did
+        not record launches), or it is not a launch record.
+    """
+    path = Path(root) / LAUNCH_FILE
+    if not path.exists():
+        raise RecordError(
+            f"{root} holds no launch record ({LAUNCH_FILE}): it was not made by "
+            "`mushin-box launch` (or by one older than resume); resume it with the launch's "
+            "own command line and `--resume --working-dir DIR`, or resume=True in Python"
+        )
+    data = read_json(path)
+    flags = data.get("flags") if isinstance(data, dict) else None
+    if not (
+        isinstance(data, dict)
+        and isinstance(data.get("experiment"), str)
+        and isinstance(data.get("cwd"), str)
+        and isinstance(data.get("overrides"), list)
+        and all(isinstance(o, str) for o in data["overrides"])
+        and isinstance(flags, dict)
+    ):
+        raise RecordError(f"{path} is not a launch record; fix or delete it")
+    for key, value in flags.items():
+        types = FLAG_TYPES.get(key)
+        if (
+            types is None
+            or not isinstance(value, types)
+            or (isinstance(value, bool) and bool not in types)
+        ):
+            raise RecordError(f"{path}: flag {key!r} = {value!r} is not a launch flag; fix it")
+        if isinstance(value, list) and not all(isinstance(v, str) for v in value):
+            raise RecordError(f"{path}: flag {key!r} must be a list of strings; fix it")
+    return data
+
+
+@contextmanager
+def recorded(root: Path, record: Mapping[str, Any] | None, started: Any) -> Iterator[None]:
+    """Write ``record`` for the launch inside the block; put the previous record back (or
+    remove it) when the block raises before the launch started (``started()`` false)."""
+    if record is None:
+        yield
+        return
+    path = root / LAUNCH_FILE
+    try:
+        before = path.read_bytes() if path.is_file() and not path.is_symlink() else None
+    except OSError:
+        before = None
+    root.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, dict(record))
+    try:
+        yield
+    except BaseException:
+        if not started():
+            try:
+                if before is None:
+                    path.unlink(missing_ok=True)
+                else:
+                    tmp = path.with_name(f".{LAUNCH_FILE}.restore")
+                    tmp.write_bytes(before)
+                    os.replace(tmp, path)
+            except OSError:
+                pass
+        raise

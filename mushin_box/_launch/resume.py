@@ -1,0 +1,378 @@
+# SPDX-License-Identifier: MIT
+"""``mushin-box resume DIR [CELL...]``: the recorded launch again, and what it will do per cell.
+
+A resume replays the sweep's launch record (:mod:`mushin_box._launch.record`): the same
+experiment, overrides, flags and profile, so that nothing is forgotten. It may change what
+does not change a cell (the scheduler's options: a longer ``--time``, another account),
+and, with ``--set KEY=VALUE``, an override; such a change makes a new config for every
+cell, and an unfinished cell with a checkpoint would then start again from scratch (the
+engine sets its checkpoint aside: it belongs to another config). That is refused, naming
+the cells, unless ``restart`` is asked for.
+
+Design note: what each cell does is decided here only to be shown and checked. The engine
+decides again, cell by cell, as every run does (:mod:`mushin_box._sweep.decide`); the two
+agree because they read the same facts: a completed cell whose overrides and code are
+unchanged is reused, an unfinished one continues from its checkpoint, and any change of
+overrides or code runs the cell from the start. A resume never runs a cell that is live
+(its process or job still runs, or its job is queued): named cells that are live are
+refused; with no cell named, the engine refuses a live sweep as a whole.
+
+Naming cells (``resume DIR lr=0.1``) narrows the sweep's overrides to their values. The
+cells of a grid are the product of their values, so the narrowed grid may hold a cell not
+named: that is refused unless it is completed (reused, nothing runs), never silently run.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from mushin_box._core.redact import REDACTED
+from mushin_box._launch.record import FLAG_TYPES
+
+__all__ = [
+    "CHANGEABLE_FLAGS",
+    "CellAction",
+    "ResumeError",
+    "changed_keys",
+    "code_fingerprint",
+    "gpu_hours",
+    "launch_argv",
+    "narrow_overrides",
+    "plan_cells",
+    "restore_grid",
+    "resume_settings",
+    "sweep_grid",
+]
+
+#: the launch flags a resume may change: the scheduler's, which change no cell's config
+CHANGEABLE_FLAGS = (
+    "partition",
+    "account",
+    "qos",
+    "constraint",
+    "exclude",
+    "job_name",
+    "time",
+    "cpus_per_task",
+    "mem",
+    "sbatch",
+)
+
+
+class ResumeError(ValueError):
+    """A resume that cannot work as asked; the message names the cells and the fix."""
+
+
+@attrs.frozen
+class CellAction:
+    """What a resume does with one cell: ``reuse`` (completed, unchanged), ``continue``
+    (from ``checkpoint``), ``restart`` (from scratch: it ran before), ``run`` (never
+    started), ``live`` (still runs or is queued: left alone) or ``left`` (not named)."""
+
+    name: str
+    state: str
+    action: str
+    why: str = ""
+    checkpoint: str | None = None
+    combo: Mapping[str, Any] = attrs.field(factory=dict)
+
+    @property
+    def runs(self) -> bool:
+        return self.action in ("continue", "restart", "run")
+
+
+def _key(text: str) -> str:
+    return text.split("=", 1)[0].lstrip("+~")
+
+
+def resume_settings(
+    record: Mapping[str, Any], flags: Mapping[str, Any], sets: Sequence[str]
+) -> tuple[list[str], dict[str, Any], list[str]]:
+    """(overrides, flags, changed override keys): the record's, with ``flags`` (None: not
+    given; a ``sbatch`` list adds to the recorded one, a later option winning) and each
+    ``--set KEY=VALUE`` replacing the recorded override of that key (or added).
+
+    Examples
+    --------
+    >>> rec = {"overrides": ["lr=0.1,1", "+tag=a"], "flags": {"nodes": 2, "time": 60}}
+    >>> resume_settings(rec, {"time": 90}, ["tag=b"])
+    (['lr=0.1,1', '+tag=b'], {'nodes': 2, 'time': 90}, ['tag'])
+    """
+    overrides = list(record["overrides"])
+    changed: list[str] = []
+    for text in sets:
+        if "=" not in text:
+            raise ResumeError(f"--set {text!r}: give KEY=VALUE")
+        at = [i for i, o in enumerate(overrides) if _key(o) == _key(text)]
+        if at:
+            old = overrides[at[-1]]
+            overrides[at[-1]] = old[: len(old) - len(old.lstrip("+~"))] + text.lstrip("+~")
+            if overrides[at[-1]] != old:
+                changed.append(_key(text))
+        else:
+            overrides.append(text)
+            changed.append(_key(text))
+    secret = [o for o in overrides if o.endswith(f"={REDACTED}")]
+    if secret:
+        key = _key(secret[0])
+        raise ResumeError(
+            f"override {key}'s value is a secret, which the launch did not record: give it "
+            f"again with --set {key}=VALUE, or better --set '{key}=${{oc.env:NAME}}' with "
+            "NAME set in the environment"
+        )
+    out = dict(record["flags"])
+    for key, value in flags.items():
+        if value is None or key not in FLAG_TYPES:
+            continue
+        if key == "sbatch":
+            value = [*out.get("sbatch", []), *value]
+        out[key] = list(value) if isinstance(value, tuple) else value
+    return overrides, out, changed
+
+
+def code_fingerprint(target: Any, source: str | None) -> str:
+    """The code fingerprint a launch of ``target`` gives its cells now (as ``Workflow.run``
+    computes it), to tell a cell whose code changed since it ran."""
+    from mushin_box._sweep.usercode import code_identity
+    from mushin_box._sweep.workflow import Workflow
+    from mushin_box._train.configtask import fit_task, seed_pre_call
+
+    workflow = (
+        target
+        if isinstance(target, Workflow)
+        else Workflow(fit_task, target, pre_call=seed_pre_call, source=source)
+    )
+    return code_identity(
+        workflow.task, config=workflow.config, extra=(workflow.pre_call,)
+    ).fingerprint
+
+
+def plan_cells(
+    root: str | Path,
+    chosen: Sequence[str] = (),
+    *,
+    changed: Sequence[str] = (),
+    code: str | None = None,
+    restart: bool = False,
+) -> list[CellAction]:
+    """What a resume of the sweep at ``root`` does with each cell (see :class:`CellAction`).
+
+    ``chosen``: the cells named (by directory, or for a cell that never started by its
+    values as ``cancel`` prints them); none: every cell. ``changed``: the override keys the
+    resume changes; ``code``: the code fingerprint now (None: not compared).
+
+    Raises
+    ------
+    ResumeError
+        A named cell is not in the sweep, or is live; or the resume would set aside the
+        checkpoint of an unfinished cell and ``restart`` is False.
+    """
+    from mushin_box._sweepdir.board import read_sweep
+    from mushin_box._sweepdir.cancel import cell_label
+    from mushin_box._sweepdir.manifest import read_status
+
+    sweep = read_sweep(root)
+    names = {cell_label(c.dir, c.combo): c for c in sweep.cells}
+    wanted = [n.rstrip("/").rsplit("/", 1)[-1] for n in chosen]
+    unknown = [n for n in wanted if n not in names]
+    if unknown:
+        raise ResumeError(
+            f"no cell {', '.join(unknown)} in {root}; its cells: {', '.join(names) or 'none'}"
+        )
+    out: list[CellAction] = []
+    for name, cell in names.items():
+        record = read_status(Path(root) / cell.dir) if cell.dir else None
+        fingerprints = (record or {}).get("fingerprints")
+        was = fingerprints.get("code") if isinstance(fingerprints, dict) else None
+        why = (
+            f"override {', '.join(changed)} changed"
+            if changed
+            else "its code changed"
+            if code is not None and was is not None and was != code
+            else ""
+        )
+        out.append(_action(name, cell, sweep.active, why, wanted, root))
+    live = [a.name for a in out if a.action == "live" and a.name in wanted]
+    if live:
+        raise ResumeError(
+            f"cell(s) {', '.join(live)} still run or are queued: a resume never runs a cell "
+            "twice; wait for them (mushin-box wait DIR) or cancel them first"
+        )
+    lost = [a for a in out if a.action == "restart" and a.checkpoint and a.state != "completed"]
+    if lost and not restart:
+        raise ResumeError(
+            f"this resume would start cell(s) {', '.join(a.name for a in lost)} again from "
+            f"scratch ({lost[0].why}) and set their checkpoints aside: drop the change to "
+            "continue them from their checkpoints, or pass --restart"
+        )
+    return out
+
+
+def _action(
+    name: str, cell: Any, active: bool, why: str, wanted: Sequence[str], root: str | Path
+) -> CellAction:
+    from mushin_box._train.resume import find_last_checkpoint
+
+    state, combo = cell.state, dict(cell.combo)
+    if state in ("running", "unknown") or (state == "pending" and active):
+        return CellAction(name, state, "live", "still runs or is queued", combo=combo)
+    if wanted and name not in wanted:
+        if state == "completed":
+            return CellAction(name, state, "reuse", "completed", combo=combo)
+        return CellAction(name, state, "left", "not named", combo=combo)
+    if state == "completed":
+        if why:
+            return CellAction(name, state, "restart", why, combo=combo)
+        return CellAction(name, state, "reuse", "completed, unchanged", combo=combo)
+    checkpoint = find_last_checkpoint(Path(root) / cell.dir) if cell.dir else None
+    if why:
+        return CellAction(name, state, "restart", why, checkpoint, combo)
+    if checkpoint:
+        return CellAction(name, state, "continue", "from its checkpoint", checkpoint, combo)
+    if cell.dir:
+        return CellAction(name, state, "restart", "no checkpoint", combo=combo)
+    return CellAction(name, state, "run", "never started", combo=combo)
+
+
+def narrow_overrides(overrides: Sequence[str], actions: Sequence[CellAction]) -> list[str]:
+    """The overrides with each sweep cut down to the values of the cells that run, so that
+    a resume of named cells runs those and no other.
+
+    Raises
+    ------
+    ResumeError
+        The narrowed grid (a product) holds an unfinished cell that was not named, or a
+        cell's value is not in the overrides (the sweep was given in the experiment file).
+
+    Examples
+    --------
+    >>> a = CellAction("lr=0.1", "cancelled", "continue", combo={"lr": 0.1})
+    >>> b = CellAction("lr=1", "cancelled", "left", combo={"lr": 1})
+    >>> narrow_overrides(["lr=0.1,1", "+tag=x"], [a, b])
+    ['lr=choice(0.1)', '+tag=x']
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from mushin_box._core.overrides import parse_override_value
+
+    running = [a for a in actions if a.runs]
+    parsed = OverridesParser.create().parse_overrides(list(overrides))
+    out: list[str] = []
+    kept: dict[str, list[Any]] = {}
+    for text, o in zip(overrides, parsed, strict=True):
+        key = o.key_or_group
+        if not o.is_sweep_override() or key.startswith("hydra"):
+            out.append(text)
+            continue
+        wanted = [a.combo.get(key) for a in running]
+        items = [s for s in o.sweep_string_iterator() if parse_override_value(s) in wanted]
+        if not items:
+            raise ResumeError(
+                f"override {text!r} holds no value of the cells to resume; resume the whole "
+                "sweep (no CELL), or name cells of this sweep"
+            )
+        kept[key] = [parse_override_value(s) for s in items]
+        # choice(): a sweep even of one value, so that the cell keeps its swept key (and
+        # its directory) as the launch's sweep gave it
+        out.append(f"{text.split('=', 1)[0]}=choice({','.join(items)})")
+    swept = {k for a in actions for k in a.combo}
+    if swept - set(kept):
+        raise ResumeError(
+            f"the sweep over {', '.join(sorted(swept - set(kept)))} is not in the launch's "
+            "overrides (it is in the experiment file), so named cells cannot be picked out: "
+            "resume the whole sweep (no CELL)"
+        )
+    by_combo = {tuple(sorted(a.combo.items())): a for a in actions}
+    extra = []
+    for values in itertools.product(*kept.values()):
+        other = by_combo.get(tuple(sorted(zip(kept, values, strict=True))))
+        if other is not None and other.action in ("left", "live"):
+            extra.append(other.name)
+    if extra:
+        raise ResumeError(
+            f"the named cells would also run {', '.join(extra)} (a grid's cells are the "
+            "product of their values): name them too, or resume the cells one at a time"
+        )
+    return out
+
+
+def changed_keys(recorded: Sequence[str], now: Sequence[str]) -> list[str]:
+    """The override keys whose text differs between a launch record's overrides and a new
+    launch's (added, removed or changed), in order.
+
+    Examples
+    --------
+    >>> changed_keys(["lr=0.1,1", "+tag=a"], ["lr=0.1,1", "seed=2"])
+    ['tag', 'seed']
+    """
+    old = {_key(o): o for o in recorded}
+    new = {_key(o): o for o in now}
+    secret = {k for k, o in old.items() if o.endswith(f"={REDACTED}") and k in new}
+    return [k for k in {**old, **new} if old.get(k) != new.get(k) and k not in secret]
+
+
+def gpu_hours(actions: Sequence[CellAction], nodes: int, gpus: int, minutes: int) -> float:
+    """The GPU-hours a resume may take at most: only its cells that run.
+
+    Examples
+    --------
+    >>> done = CellAction("a", "completed", "reuse")
+    >>> stopped = CellAction("b", "cancelled", "continue")
+    >>> gpu_hours([done, stopped], 2, 4, 60)
+    8.0
+    """
+    return round(sum(a.runs for a in actions) * nodes * gpus * minutes / 60, 2)
+
+
+def sweep_grid(root: str | Path) -> dict[str, list[Any]] | None:
+    """The grid of the sweep's manifest (None: no readable manifest)."""
+    from mushin_box._sweepdir.manifest import read_sweep_manifest
+
+    manifest = read_sweep_manifest(Path(root))
+    return dict(manifest["grid"]) if manifest is not None else None
+
+
+def restore_grid(root: str | Path, grid: Mapping[str, list[Any]]) -> None:
+    """Give the manifest the whole sweep's ``grid`` again after a resume of named cells
+    (the narrowed launch wrote only theirs). A driver that still holds the sweep (another
+    resume) is left alone: it writes the manifest when it ends."""
+    from mushin_box._sweepdir.manifest import SweepBusyError, write_grid
+
+    try:
+        write_grid(Path(root), grid)
+    except (SweepBusyError, OSError):
+        pass
+
+
+def launch_argv(flags: Mapping[str, Any]) -> list[str]:
+    """The recorded flags as ``launch`` flags again (parsed by launch's own parser, so a
+    resume checks them as a launch does).
+
+    Examples
+    --------
+    >>> " ".join(launch_argv({"nodes": 2, "min_nodes": 1, "local": True, "time": 90,
+    ...     "mem": 2048, "sbatch": ["mail-type=END"], "slurm": False, "on_error": "nan"}))
+    '--nodes 1:2 --local --time 90 --mem 2048M --sbatch mail-type=END --on-error nan'
+    """
+    out: list[str] = []
+    for key, value in flags.items():
+        flag = "--" + key.replace("_", "-")
+        if key == "min_nodes":
+            continue
+        if key == "nodes" and flags.get("min_nodes", value) != value:
+            out += [flag, f"{flags['min_nodes']}:{value}"]
+        elif isinstance(value, bool):
+            out += [flag] if value else []
+        elif isinstance(value, list):
+            for item in value:
+                out += [flag, str(item)]
+        elif key == "mem":
+            out += [flag, f"{value}M"]
+        else:
+            out += [flag, str(value)]
+    return out

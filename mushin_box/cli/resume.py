@@ -1,0 +1,143 @@
+# SPDX-License-Identifier: MIT
+"""``mushin-box resume DIR [CELL...]``: run a sweep again as it was launched.
+
+Presentation only; the launch record is :mod:`mushin_box._launch.record`, what each cell
+does is :mod:`mushin_box._launch.resume`, and the run is ``launch``'s own, with
+``--resume`` and the recorded experiment, overrides, flags and profile (from the directory
+the launch ran in, where its profiles and relative paths are).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import warnings
+from pathlib import Path
+
+from mushin_box.cli.main import UsageError
+
+__all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
+
+HELP = (
+    "run a sweep again as it was launched (experiment, overrides, flags, profile): completed "
+    "cells are reused, stopped ones continue from their checkpoints; name CELLs to resume "
+    "only those"
+)
+EXAMPLES = (
+    "mushin-box resume multirun/2026-01-31_12-00-00",
+    "mushin-box resume multirun/2026-01-31_12-00-00 --dry-run   # what each cell would do",
+    "mushin-box resume multirun/2026-01-31_12-00-00 module.lr=0.1 --detach   # one cell",
+    "mushin-box resume multirun/2026-01-31_12-00-00 --time 4:00:00 --account proj42",
+)
+#: what its exit codes mean (shown in --help; 2 and 141: every command's)
+EXITS = {
+    0: "every cell completed (--detach, --dry-run: submitted, reviewed)",
+    1: "a cell failed, timed out, was cancelled or skipped",
+    130: "interrupted (Ctrl-C)",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from mushin_box.cli.launch import add_scheduler_arguments
+
+    parser.add_argument("dir", metavar="DIR", help="the sweep directory")
+    parser.add_argument(
+        "cells",
+        metavar="CELL",
+        nargs="*",
+        help="cell directory names, or the values of a cell that never started as `cancel` "
+        "prints them (default: every cell that did not complete)",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help="change an override of the recorded launch (repeatable); a changed override "
+        "runs every cell again from the start",
+    )
+    parser.add_argument(
+        "--restart",
+        action="store_true",
+        help="allow a change that starts a stopped cell again from scratch, setting its "
+        "checkpoint aside",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="show what each cell would do (reuse, continue from checkpoint, restart) and the "
+        "GPU-hours of only the cells that run; submit nothing",
+    )
+    parser.add_argument("--json", action="store_true", help="with --dry-run: print it as JSON")
+    parser.add_argument("--detach", action="store_true", help="SLURM: submit and exit 0")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--cancel-on-interrupt", action="store_true", help="SLURM: Ctrl-C cancels the jobs"
+    )
+    add_scheduler_arguments(parser, "SLURM job (these flags win over the recorded launch's)")
+
+
+#: resume's own flags that pass to the launch as they are
+_PASSED = ("dry_run", "json", "detach", "no_progress", "cancel_on_interrupt")
+
+
+def run(args: argparse.Namespace) -> int:
+    from mushin_box._launch.record import RecordError, read_launch_record
+    from mushin_box._launch.resume import (
+        CHANGEABLE_FLAGS,
+        ResumeError,
+        launch_argv,
+        narrow_overrides,
+        plan_cells,
+        restore_grid,
+        resume_settings,
+        sweep_grid,
+    )
+    from mushin_box.cli import launch
+    from mushin_box.cli.main import parse_args
+    from mushin_box.cli.tables import resolve_sweep
+
+    if args.json and not args.dry_run:
+        raise UsageError("--json prints the dry run's review: add --dry-run")
+    if args.cells and args.set:
+        raise UsageError(
+            "--set changes the config of every cell, and CELLs resume only some: resume the "
+            "whole sweep with --set, or name cells without it"
+        )
+    root = str(resolve_sweep(args.dir).resolve())
+    try:
+        record = read_launch_record(root)
+        changes = {k: getattr(args, k, None) for k in CHANGEABLE_FLAGS}
+        overrides, flags, changed = resume_settings(record, changes, args.set or [])
+        full = list(overrides)
+        if args.cells:  # the engine's decision needs no code here: which cells run
+            actions = plan_cells(root, args.cells, changed=changed, restart=True)
+            overrides = narrow_overrides(overrides, actions)
+    except (RecordError, ResumeError) as exc:
+        raise UsageError(str(exc)) from None
+    except FileNotFoundError as exc:
+        raise UsageError(f"{exc}") from None
+    cwd = record["cwd"]
+    if not Path(cwd).is_dir():
+        raise UsageError(
+            f"the launch ran in {cwd}, which is gone: its profiles and relative paths were "
+            "there; recreate it, or resume with `mushin-box launch ... --resume`"
+        )
+    argv = ["launch", record["experiment"], *overrides, *launch_argv(flags)]
+    argv += ["--working-dir", root, "--resume"]
+    ns = parse_args([*argv, *(f"--{k.replace('_', '-')}" for k in _PASSED if getattr(args, k))])
+    ns.cells, ns.changed, ns.restart = tuple(args.cells), changed, args.restart
+    ns.record_overrides = full  # a resume of named cells records the whole sweep's launch
+    grid = sweep_grid(root)  # a resume of named cells narrows it: put back after
+    here = os.getcwd()
+    os.chdir(cwd)  # the launch's profiles and relative paths are found from there
+    try:
+        with warnings.catch_warnings():
+            if args.cells:  # the narrowed grid is on purpose: not "the grid changed"
+                warnings.filterwarnings("ignore", message="resume: the grid changed")
+            code = launch.run(ns)
+    finally:
+        os.chdir(here)
+    if args.cells and not args.dry_run and grid:
+        restore_grid(root, grid)
+    return code

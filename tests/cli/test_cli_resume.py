@@ -1,0 +1,123 @@
+# SPDX-License-Identifier: MIT
+"""``mushin-box resume DIR [CELL...]`` replays the recorded launch: what it does per cell,
+the cells it runs, and the change it refuses (a checkpoint thrown away) unless --restart."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXP = """
+import os
+
+from mushin_box import Workflow
+
+
+def task(x: int = 1, tag: str = "a") -> dict:
+    if str(x) == os.environ.get("FAIL_X"):
+        raise RuntimeError("asked to fail")
+    return {"y": float(x), "tagged_b": float(tag == "b")}
+
+
+workflow = Workflow(task)
+"""
+
+
+def _cli(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mushin_box", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env={**os.environ, "COLUMNS": "200", **env},
+    )
+
+
+@pytest.fixture
+def sweep(tmp_path: Path) -> Path:
+    """A local sweep x=1,2,3 tag=b whose cell x=2 failed, launched from tmp_path."""
+    (tmp_path / "exp.py").write_text(EXP)
+    args = ("launch", "exp.py", "x=1,2,3", "tag=b", "--local", "--no-progress")
+    proc = _cli(*args, "--working-dir", "sweep", cwd=tmp_path, FAIL_X="2")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert f"mushin-box resume {tmp_path / 'sweep'}" in proc.stderr + proc.stdout
+    return tmp_path / "sweep"
+
+
+def _checkpoint(cell: Path) -> Path:
+    import torch
+
+    path = cell / "lightning_logs" / "version_0" / "checkpoints" / "last.ckpt"
+    path.parent.mkdir(parents=True)
+    torch.save({"epoch": 1}, path)
+    return path
+
+
+def test_dry_run_says_per_cell_what_runs(sweep: Path) -> None:
+    checkpoint = _checkpoint(sweep / "x=2")
+    proc = _cli("resume", str(sweep), "--dry-run", "--json", cwd=sweep.parent.parent)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    review = json.loads(proc.stdout)
+    actions = {c["cell"]: c["action"] for c in review["resume"]}
+    assert actions == {"x=1": "reuse", "x=2": "continue", "x=3": "reuse"}
+    assert review["resume"][1]["checkpoint"] == str(checkpoint)
+    assert review["cells_to_run"] == 1 and review["overrides"] == ["x=1,2,3", "tag=b"]
+
+
+def test_a_change_that_drops_a_checkpoint_is_refused_unless_restart(sweep: Path) -> None:
+    _checkpoint(sweep / "x=2")
+    record = (sweep / "mushin_launch.json").read_bytes()
+    proc = _cli("resume", str(sweep), "--set", "tag=c", cwd=sweep.parent)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert "x=2" in line and "--restart" in line and "tag changed" in line, line
+    assert (sweep / "mushin_launch.json").read_bytes() == record  # nothing written
+    proc = _cli("resume", str(sweep), "--set", "tag=c", "--restart", "--dry-run", cwd=sweep.parent)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "x=2  failed     restart: override tag changed" in proc.stdout, proc.stdout
+
+
+def test_resume_one_cell_runs_it_with_the_recorded_overrides(sweep: Path) -> None:
+    stamp = {c: (sweep / c / "mushin_status.json").read_bytes() for c in ("x=1", "x=3")}
+    proc = _cli("resume", str(sweep), "x=2", "--no-progress", cwd=sweep.parent)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    metrics = json.loads((sweep / "x=2" / "mushin_metrics.json").read_text())
+    assert metrics == {"y": 2.0, "tagged_b": 1.0}
+    for cell, before in stamp.items():  # the others were left as they were
+        assert (sweep / cell / "mushin_status.json").read_bytes() == before
+    manifest = json.loads((sweep / "mushin_sweep.json").read_text())
+    assert manifest["grid"] == {"x": [1, 2, 3]}  # the whole sweep's grid, not the cell's
+    record = json.loads((sweep / "mushin_launch.json").read_text())
+    assert record["overrides"] == ["x=1,2,3", "tag=b"]  # a later resume replays all
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["x=9"], "no cell x=9"),
+        (["x=2", "--set", "tag=c"], "--set changes the config of every cell"),
+        (["--json"], "add --dry-run"),
+    ],
+)
+def test_bad_resumes_are_one_line(sweep: Path, args: list[str], needle: str) -> None:
+    proc = _cli("resume", str(sweep), *args, cwd=sweep.parent)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert needle in proc.stderr.strip().splitlines()[-1], proc.stderr
+
+
+def test_a_sweep_without_a_launch_record_says_how_to_resume(tmp_path: Path) -> None:
+    from mushin_box import Workflow, multirun
+
+    def task(x: int = 1) -> dict:
+        return {"y": float(x)}
+
+    Workflow(task).run(working_dir=tmp_path / "w", progress=False, x=multirun([1]))
+    proc = _cli("resume", str(tmp_path / "w"), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "holds no launch record" in proc.stderr and "--resume" in proc.stderr
