@@ -42,7 +42,9 @@ __all__ = [
     "is_unknown",
     "job_state",
     "job_states",
+    "job_states_and_reasons",
     "name_job_ids",
+    "never_starts",
     "owned_by",
     "queued_jobs",
     "slurm_job_id",
@@ -63,6 +65,20 @@ ENDED_STATES = frozenset(
 
 #: the answer for a job when the scheduler could not be asked (neither live nor ended)
 UNKNOWN = "UNKNOWN"
+
+#: squeue's pending reasons (``%r``) under which a job waits for something that will not
+#: come without a change by the user or an administrator: a shape the partition can't hold,
+#: a limit of the QOS or association per job, an account or QOS the job may not use, a
+#: dependency that can no longer be met. (``Priority``, ``Resources``, ``JobHeldUser`` and
+#: the per-user or per-account limits pass with time or a release.)
+NEVER_START_REASONS = frozenset(
+    "PartitionConfig PartitionNodeLimit PartitionTimeLimit AccountNotAllowed QOSNotAllowed "
+    "InvalidAccount InvalidQOS BadConstraints DependencyNeverSatisfied "
+    "ReqNodeNotAvail".split()
+)
+#: the QOS and association limits of one job (``QOSMaxGRESPerJob``, ``AssocMaxNodesPerJobLimit``,
+#: ``QOSMinGRES``...): a job over them never starts, however long it waits
+_PER_JOB_LIMIT = re.compile(r"\A(?:QOS|Assoc)(?:Max\w*PerJob\w*|Min\w+)\Z")
 
 #: a job id as sbatch prints it: digits, an array task (``_4``) or a pending range
 #: (``_[4-9%2]``), or a heterogeneous component (``+1``); anything else is not an id
@@ -130,6 +146,33 @@ def name_job_ids(ids: Iterable[str], most: int = 10, sep: str = " ") -> str:
     ids = list(ids)
     more = f" and {len(ids) - most} more" if len(ids) > most else ""
     return sep.join(ids[:most]) + more
+
+
+def never_starts(reason: str | None) -> bool:
+    """Will a job pending for ``reason`` (squeue's ``%r``) never start as it is? See
+    :data:`NEVER_START_REASONS`. ``ReqNodeNotAvail`` counts when it names nodes that are
+    unavailable (down, drained): a reservation's ``ReqNodeNotAvail, Reserved for
+    maintenance`` ends by itself.
+
+    Examples
+    --------
+    >>> never_starts("PartitionNodeLimit"), never_starts("QOSMaxGRESPerJob")
+    (True, True)
+    >>> never_starts("Priority"), never_starts("JobHeldUser")
+    (False, False)
+    >>> never_starts("QOSMaxJobsPerUserLimit")  # waits for the user's other jobs
+    False
+    >>> never_starts("ReqNodeNotAvail, UnavailableNodes:gpu[1-4]")
+    True
+    >>> never_starts("ReqNodeNotAvail, Reserved for maintenance"), never_starts(None)
+    (False, False)
+    """
+    if not reason:
+        return False
+    word = reason.split(",")[0].strip()
+    if word == "ReqNodeNotAvail":
+        return "UnavailableNodes:" in reason and not reason.rstrip().endswith(":")
+    return word in NEVER_START_REASONS or _PER_JOB_LIMIT.match(word) is not None
 
 
 def is_unknown(state: str | None) -> bool:
@@ -221,14 +264,27 @@ def job_states(job_ids: Iterable[str], *, timeout_s: float = 15.0) -> dict[str, 
     line (``123_[4-9%2]``) and sacct does not know its tasks before they start, so squeue is
     asked for one line per task (``-r``).
     """
+    return job_states_and_reasons(job_ids, timeout_s=timeout_s)[0]
+
+
+def job_states_and_reasons(
+    job_ids: Iterable[str], *, timeout_s: float = 15.0
+) -> tuple[dict[str, str], dict[str, str]]:
+    """:func:`job_states`, and squeue's reason (``%r``: ``Priority``, ``JobHeldUser``,
+    ``PartitionNodeLimit``) for each job squeue shows waiting, from the same one ``squeue``
+    call: ``status`` says why a cell waits."""
     wanted = sorted({j for j in job_ids if valid_job_id(j)})
     if not wanted or not _tools_here():
-        return {}
+        return {}, {}
     found: dict[str, str] = {}
-    squeue = _ask(["squeue", "-h", "-r", "-j", ",".join(wanted), "-o", "%i|%T"], timeout_s)
-    for job, state, *_ in squeue or ():
+    reasons: dict[str, str] = {}
+    squeue = _ask(["squeue", "-h", "-r", "-j", ",".join(wanted), "-o", "%i|%T|%r"], timeout_s)
+    for job, state, *reason in squeue or ():
         if job in wanted:
             found[job] = state
+            said = "|".join(reason).strip()
+            if said and said != "None":  # a running job's reason is "None"
+                reasons[job] = said
     rest = [j for j in wanted if j not in found]
     if rest:
         sacct_argv = ["sacct", "-X", "-n", "-P", "-j", ",".join(rest), "-o", "JobID,State"]
@@ -237,7 +293,7 @@ def job_states(job_ids: Iterable[str], *, timeout_s: float = 15.0) -> dict[str, 
                 found[job] = state  # the last line of a job is its latest (requeued) run
         if squeue is None:  # a live job is always in squeue's list: without it, unknown
             found.update({j: UNKNOWN for j in rest if j not in found})
-    return found
+    return found, reasons
 
 
 def queued_jobs(

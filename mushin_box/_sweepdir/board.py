@@ -25,9 +25,16 @@ Design note: the states a reader adds to those a status file holds.
   so no process can be running that cell from this record: it was written by an older
   mushin-box or by hand. The engine agrees (a resume runs the cell again), and ``wait``
   must end, which ``unknown`` would not.
-* ``pending`` with a job id: a cell whose last attempt ended (``failed``, ``cancelled``,
-  ...) before the latest submission, while a job of that submission is queued or running
-  (``launch --resume --detach``): its new attempt waits, the old one is history.
+* ``pending`` with a job id: a cell not started, or whose last attempt ended (``failed``,
+  ``cancelled``, ...) before the latest submission, while a job of that submission is
+  queued or running (``launch --resume --detach``): its new attempt waits, the old one is
+  history. Its ``reason`` is squeue's (``Priority``, ``JobHeldUser``), and
+  ``never_starts`` marks the reasons under which the job waits for good
+  (:func:`mushin_box._slurm.jobs.never_starts`: ``PartitionNodeLimit``, ``InvalidQOS``...),
+  from the same one ``squeue`` call.
+* A ``running`` cell's latest epoch and the last value of its first metric come from the
+  series its ``MetricsCallback`` rewrites after each epoch (``fit_metrics.json``), read
+  bounded and without following a symlink, as plain JSON.
 
 Examples
 --------
@@ -63,7 +70,9 @@ from mushin_box._core.layout import (
     MANIFEST_FILE,
     METRICS_FILE,
     STATUS_FILE,
+    stage_metrics_json_file,
 )
+from mushin_box._core.safeio import read_bounded
 from mushin_box._core.sidecars import read_json
 from mushin_box._sweepdir.liveness import pid_alive
 from mushin_box._sweepdir.manifest import is_sweep_dir
@@ -108,6 +117,13 @@ class CellView:
     error_file: str | None = None
     reason: str | None = None
     logs: dict[str, str] = attrs.field(factory=dict)
+    #: a pending cell's SLURM job waits for good (see :func:`mushin_box._slurm.jobs.never_starts`)
+    never_starts: bool = False
+    #: a running cell's latest epoch in its ``fit_metrics.json``, the first metric's name
+    #: there and its last value (None: no series yet)
+    epoch: int | None = None
+    metric: str | None = None
+    metric_value: float | None = None
 
 
 @attrs.frozen
@@ -225,6 +241,7 @@ class _Seen:
     state: str | None = None
     reason: str | None = None
     job: str | None = None
+    never: bool = False
 
 
 def _cell(root: Path, entry: Mapping[str, Any], record: Mapping[str, Any], seen: _Seen) -> CellView:
@@ -244,6 +261,7 @@ def _cell(root: Path, entry: Mapping[str, Any], record: Mapping[str, Any], seen:
     raw_logs = record.get("logs")
     logs: dict[str, Any] = raw_logs if isinstance(raw_logs, dict) else {}
     pid = record.get("pid")
+    latest = _latest(cell_dir) if cell_dir and state in ("running", "unknown") else None
     return CellView(
         dir=directory,
         combo=dict(entry.get("combo") or record.get("combo") or {}),
@@ -263,7 +281,49 @@ def _cell(root: Path, entry: Mapping[str, Any], record: Mapping[str, Any], seen:
         error_file=str(error_file) if error_file and error_file.is_file() else None,
         reason=seen.reason or record.get("reason"),
         logs={str(k): str(v) for k, v in logs.items()},
+        never_starts=seen.never,
+        **(latest or {}),
     )
+
+
+#: ``status`` reads at most this much of a running cell's series for its latest epoch (a
+#: fit of thousands of epochs is far smaller); a larger file shows no epoch
+_LATEST_READ_BYTES = 32 << 20
+_FIT_SERIES = stage_metrics_json_file("fit")
+
+
+def _latest(cell_dir: Path) -> dict[str, Any] | None:
+    """``{epoch, metric, metric_value}`` from the cell's ``fit_metrics.json`` (the first
+    metric by name with a finite value, at its last such epoch), or None when there is no
+    readable series yet. Never a symlink, a FIFO or an unbounded read: the file sits in
+    the untrusted sweep directory."""
+    import json
+    import math
+
+    try:
+        data = json.loads(read_bounded(cell_dir / _FIT_SERIES, _LATEST_READ_BYTES))
+    except (OSError, ValueError):  # missing, refused, or being replaced: nothing to show
+        return None
+    epochs = data.get("epoch") if isinstance(data, dict) else None
+    if not isinstance(epochs, list) or not epochs:
+        return None
+    out: dict[str, Any] = {}
+    last = epochs[-1]
+    if isinstance(last, int) and not isinstance(last, bool):
+        out["epoch"] = last
+    for name in sorted(k for k in data if k != "epoch"):
+        values = data[name]
+        if not isinstance(values, list):
+            continue
+        finite = [
+            v
+            for v in values
+            if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        ]
+        if finite:
+            out.update(metric=str(name), metric_value=float(finite[-1]))
+            break
+    return out
 
 
 def read_sweep(root: str | os.PathLike[str], *, liveness: bool = True) -> SweepView:
@@ -282,7 +342,7 @@ def read_sweep(root: str | os.PathLike[str], *, liveness: bool = True) -> SweepV
     FileNotFoundError
         ``root`` holds neither a manifest nor a cell status: not a sweep.
     """
-    from mushin_box._slurm.jobs import is_live, is_unknown, job_states
+    from mushin_box._slurm.jobs import is_live, is_unknown, job_states_and_reasons
     from mushin_box._slurm.submitted import job_ids, read_submission
     from mushin_box._sweepdir.manifest import cell_records, manifest_from_cells, read_sweep_manifest
 
@@ -311,8 +371,8 @@ def read_sweep(root: str | os.PathLike[str], *, liveness: bool = True) -> SweepV
         for e in entries
     )
     ask = liveness and (ids or jobs) and (unsettled or _resubmitted(records, submission))
-    states = job_states([*ids, *jobs]) if ask else {}
-    again = _queued_again(submission, states)
+    states, reasons = job_states_and_reasons([*ids, *jobs]) if ask else ({}, {})
+    again = _queued_again(submission, states, reasons)
     cells = []
     for entry in entries:
         record = records.get(entry.get("dir") or "", {})
@@ -364,12 +424,15 @@ def _ended_before(record: Mapping[str, Any], when: _dt.datetime) -> bool:
     return stamp is None or stamp <= when
 
 
-def _queued_again(submission: Mapping[str, Any], states: Mapping[str, str]) -> Any:
-    """For the cells a live submission runs again: ``(entry, record) -> _Seen`` (see the
+def _queued_again(
+    submission: Mapping[str, Any], states: Mapping[str, str], reasons: Mapping[str, str]
+) -> Any:
+    """For the cells a live submission runs (again): ``(entry, record) -> _Seen`` (see the
     module's design note), or None when no job of the latest submission is queued or
     running. A cell is matched to its job by the job's overrides, when they name its
-    swept values plainly (else it shows ``pending`` without a job id)."""
-    from mushin_box._slurm.jobs import is_live
+    swept values plainly (else it shows ``pending`` without a job id). Its reason is
+    squeue's for that job."""
+    from mushin_box._slurm.jobs import is_live, never_starts
 
     when = _parse(
         submission.get("submitted") if isinstance(submission.get("submitted"), str) else None
@@ -388,12 +451,12 @@ def _queued_again(submission: Mapping[str, Any], states: Mapping[str, str]) -> A
             return _Seen()
         combo = entry.get("combo") or record.get("combo") or {}
         job = next((j for j, o in live.items() if _runs(o, combo)), None)
-        what = (
-            f"SLURM job {job} is {states[job]}"
-            if job
-            else "a job of the latest submission is queued"
-        )
-        return _Seen("pending", f"attempt {status} earlier; {what}", job)
+        if job is None:
+            return _Seen("pending", "a job of the latest submission is queued")
+        said = reasons.get(job)
+        if said:
+            return _Seen("pending", said, job, never=never_starts(said))
+        return _Seen("pending", f"SLURM job {job} is {states[job]}", job)
 
     return seen
 

@@ -18,7 +18,7 @@ from typing import Any
 from mushin_box.cli.output import JSON_HELP, print_json
 from mushin_box.cli.tables import SWEEP_EXITS
 
-__all__ = ["HELP", "add_arguments", "as_json", "run", "unanswered_line"]
+__all__ = ["HELP", "add_arguments", "as_json", "print_table", "run", "unanswered_line"]
 
 HELP = "show the cells of a sweep: swept values, state, attempt, job, node, duration, metrics"
 EXAMPLES = (
@@ -59,26 +59,55 @@ def as_json(sweep: Any) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from mushin_box._sweepdir.board import read_sweep
-    from mushin_box.cli.tables import error_line, exit_code, resolve_sweep, summary, table
+    from mushin_box.cli.tables import exit_code, resolve_sweep
 
     sweep = read_sweep(resolve_sweep(args.dir))
     if args.json:
         print_json(as_json(sweep))
     else:
-        from rich.text import Text
-
-        print(f"{sweep.root}: {summary(sweep)}")
-        cells = table(sweep)
-        Console(highlight=False).print(cells, soft_wrap=isinstance(cells, Text))
-        for cell in sweep.cells:
-            if cell.state in ("failed", "timeout") and cell.error_file:
-                print(f"{cell.dir}: {error_line(cell)} (see {cell.error_file})")
+        print_table(sweep)
     if sweep.unanswered:
         print(unanswered_line(sweep), file=sys.stderr)
     return exit_code(sweep)
+
+
+def print_table(sweep: Any) -> None:
+    """The summary line, the cells fitted to the terminal (:mod:`mushin_box.cli.celltable`),
+    which columns were left out, and a line per cell with an error: the error cut to one
+    line, and its file."""
+    from rich.console import Console
+
+    from mushin_box.cli.celltable import (
+        fit_width,
+        left_out,
+        render,
+        table_columns,
+        terminal_width,
+    )
+    from mushin_box.cli.tables import error_line, summary
+
+    console = Console(highlight=False)
+    width = terminal_width(console)
+    print(f"{sweep.root}: {summary(sweep)}")
+    columns = table_columns(sweep, error_line)
+    dropped = fit_width(columns, width)
+    console.print(render(columns, len(sweep.params)), soft_wrap=True)
+    if dropped and width:
+        console.print(left_out(dropped, width), style="dim", soft_wrap=True)
+    for cell in sweep.cells:
+        if not (cell.error_type or cell.error_message):
+            continue
+        name = cell.dir or cell.combo
+        where = f" (see {cell.error_file})" if cell.error_file else ""
+        if width is None:  # piped, no COLUMNS: one line each, nothing cut but the error
+            print(f"{name}: {error_line(cell)}{where}")
+            continue
+        # the error on the cell's line, cut to the width; its file on the next (a path
+        # is never cut: it is there to be copied)
+        print(f"{name}: {error_line(cell, max(width - len(str(name)) - 2, 24))}")
+        if where:
+            print(f" {where}")
 
 
 def unanswered_line(sweep: Any) -> str:

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""What several commands print alike about a sweep: finding it, its one-line summary, its
-cells as a table, and the report a blocking ``launch`` and ``wait`` end with.
+"""What several commands print alike about a sweep: finding it, its one-line summary, a
+cell's error on one line, and the report a blocking ``launch`` and ``wait`` end with
+(``status``'s table of cells is :mod:`mushin_box.cli.celltable`).
 
 Exit codes, for scripts: 0 every cell completed, 1 a cell failed, timed out, was cancelled
 or skipped, :data:`EXIT_RUNNING` (3) cells still run or wait (a pending cell counts only
@@ -16,15 +17,14 @@ from typing import Any
 from mushin_box.cli.main import EXIT_RUNNING, UsageError
 
 __all__ = [
-    "LONG_TABLE",
     "SWEEP_EXITS",
+    "cut",
     "duration",
     "end_report",
     "error_line",
     "exit_code",
     "resolve_sweep",
     "summary",
-    "table",
 ]
 
 #: what the exit codes of the commands that report on a sweep's cells mean
@@ -33,15 +33,6 @@ SWEEP_EXITS = {
     0: "every cell completed",
     1: "a cell failed, timed out, was cancelled or skipped",
     EXIT_RUNNING: "cells still run or wait, or may (unknown: the scheduler did not answer)",
-}
-_STYLE = {
-    "completed": "green",
-    "running": "cyan",
-    "pending": "dim",
-    "failed": "red",
-    "timeout": "red",
-    "cancelled": "yellow",
-    "skipped": "yellow",
 }
 _MAX_ERROR = 80
 
@@ -90,77 +81,42 @@ def duration(seconds: float | None) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
-def error_line(cell: Any) -> str:
-    """A cell's error on one line, cut to a table's width."""
+#: the characters a cut may end after (never inside a word)
+_BREAKS = " /:,;.=()"
+
+
+def cut(text: str, width: int) -> str:
+    """``text`` on one line, at most ``width`` characters, cut after a word (``…`` marks
+    the cut); a first word longer than ``width`` is not cut, but replaced by ``…``.
+
+    >>> cut("CUDA out of memory. Tried to allocate 2.00 GiB", 24)
+    'CUDA out of memory.…'
+    >>> cut("short", 24), cut("torch.OutOfMemoryError", 12)
+    ('short', 'torch.…')
+    """
+    text = " ".join(text.split())
+    if len(text) <= width:
+        return text
+    head = text[: max(0, width - 1)]
+    ends = [i for i, c in enumerate(head) if c in _BREAKS]
+    if not ends:
+        return "…"
+    end = ends[-1]
+    kept = head[: end + 1] if head[end] != " " else head[:end]
+    return kept.rstrip() + "…"
+
+
+def error_line(cell: Any, width: int = _MAX_ERROR) -> str:
+    """A cell's error on one line, at most ``width`` characters, cut after a word."""
     if not cell.error_type and not cell.error_message:
         return ""
-    text = f"{cell.error_type or 'Error'}: {cell.error_message or ''}".strip()
-    text = " ".join(text.split())
-    return text if len(text) <= _MAX_ERROR else text[: _MAX_ERROR - 1] + "…"
+    return cut(f"{cell.error_type or 'Error'}: {cell.error_message or ''}".strip(), width)
 
 
 def summary(sweep: Any) -> str:
     """``2 completed, 1 failed`` (and what runs the sweep, when known)."""
     counts = ", ".join(f"{n} {state}" for state, n in sweep.counts().items())
     return counts + (f" (launcher {sweep.launcher})" if sweep.launcher else "")
-
-
-#: a table with more rows than this is printed as aligned text (see :func:`table`)
-LONG_TABLE = 100
-
-
-def _rows(sweep: Any) -> tuple[list[str], list[list[str]]]:
-    """The table's header and rows, as text: swept values, state, attempt, job, node,
-    duration, scalar metrics, error."""
-    from mushin_box._results.table import cell_text
-
-    metric_names = sorted({name for c in sweep.cells for name in c.metrics})
-    header = [*sweep.params, "state", "attempt", "job", "node", "duration", *metric_names, "error"]
-    rows = [
-        [
-            *(cell_text(cell.combo.get(p, "-")) for p in sweep.params),
-            cell.state,
-            str(cell.attempt or "-"),
-            cell.job_id or "-",
-            cell.host or "-",
-            duration(cell.duration_s),
-            *(cell_text(cell.metrics[m]) if m in cell.metrics else "-" for m in metric_names),
-            error_line(cell),
-        ]
-        for cell in sweep.cells
-    ]
-    return header, rows
-
-
-def table(sweep: Any) -> Any:
-    """The cells of a sweep as a rich renderable: a table, or, past :data:`LONG_TABLE`
-    rows, the same columns as aligned text (rich measures and wraps every cell of a table:
-    1 s for 1,000 cells, five times the rest of the command)."""
-    from rich.table import Table
-    from rich.text import Text
-
-    header, rows = _rows(sweep)
-    state = len(sweep.params)
-    if len(rows) > LONG_TABLE:
-        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-        lines = []
-        for row in [header, *rows]:
-            line = Text()
-            for i, (value, width) in enumerate(zip(row, widths, strict=True)):
-                style = _STYLE.get(value, "") if i == state and row is not header else ""
-                line.append(value, style=style or ("bold" if row is header else ""))
-                line.append(" " * (width - len(value) + 2))
-            line.rstrip()
-            lines.append(line)
-        return Text("\n").join(lines)  # printed with soft_wrap: a line per cell
-    out = Table()
-    for name in header:
-        out.add_column(Text(name), overflow="fold" if name == "error" else "ellipsis")
-    for row in rows:
-        out.add_row(
-            *(Text(v, style=_STYLE.get(v, "") if i == state else "") for i, v in enumerate(row))
-        )
-    return out
 
 
 def end_report(sweep: Any, resume: str) -> int:

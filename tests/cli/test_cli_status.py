@@ -67,11 +67,9 @@ def test_status_of_a_finished_sweep(tmp_path: Path, capsys: pytest.CaptureFixtur
 def test_a_long_sweep_is_a_line_per_cell_in_aligned_columns(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mushin_box.cli import tables
-
     _sweep(tmp_path / "bad", fail_at=1.0)
     capsys.readouterr()
-    monkeypatch.setattr(tables, "LONG_TABLE", 1)  # 2 cells: long
+    monkeypatch.delenv("COLUMNS", raising=False)  # piped, no width: nothing left out
     assert main(["status", str(tmp_path / "bad")]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == f"{tmp_path / 'bad'}: 1 completed, 1 failed"
