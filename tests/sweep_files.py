@@ -98,3 +98,28 @@ def lr_sweep(root: Path) -> Path:
     ]
     write_manifest(root, {"lr": [0.01, 0.1, 1.0]}, cells)
     return root
+
+
+#: a 2 × 2 grid; hidden=16,lr=1.0 diverges (10000×), hidden=64,lr=0.1 is the best
+SERIES = {
+    (16, 0.1): [1.0, 0.6, 0.5, 0.45],
+    (16, 1.0): [10.0, 1000.0, 5000.0, 10000.0],
+    (64, 0.1): [1.0, 0.3, 0.1, 0.05],
+    (64, 1.0): [2.0, 1.5, 1.2, 1.1],
+}
+
+
+def grid_sweep(root: Path, shift: float = 0.0) -> Path:
+    """4 cells over ``hidden`` × ``lr`` that returned only ``done``: their losses live in
+    the series, one of them diverging (a log axis), ``shift`` added to val_loss."""
+    cells = [
+        write_cell(
+            root,
+            {"hidden": h, "lr": lr},
+            metrics={"done": 1.0},
+            series={"val_loss": [v + shift for v in ys], "train_loss": [v * 0.9 for v in ys]},
+        )
+        for (h, lr), ys in SERIES.items()
+    ]
+    write_manifest(root, {"hidden": [16, 64], "lr": [0.1, 1.0]}, cells)
+    return root

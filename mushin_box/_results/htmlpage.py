@@ -5,8 +5,9 @@ and the Markdown table of ``show --md`` and ``diff --md``.
 Design note: a page is one self-contained file that a colleague opens from a mail or a
 shared drive, often on a machine without internet access. So everything is inline (the
 CSS here, the plots as SVG), nothing is fetched, and there is no JavaScript: a page shows
-the same everywhere, and nothing in it can reach out. Every text that comes from a file
-goes through :func:`esc`.
+the same everywhere, and nothing in it can reach out. What a reader toggles (a plot's log
+axis) is a checkbox and CSS; what they hover (a point's value) an SVG ``<title>``. Every
+text that comes from a file goes through :func:`esc`.
 """
 
 from __future__ import annotations
@@ -46,6 +47,11 @@ figure.plot { margin: 0; } figure.plot figcaption { font-weight: 600; margin-bot
 .legend { display: flex; flex-wrap: wrap; gap: .2em 1em; max-width: 480px; font-size: 12px; }
 .swatch { display: inline-block; width: 14px; height: 3px; vertical-align: middle;
           margin-right: 4px; }
+.swatch.dashed { background: repeating-linear-gradient(90deg, #57606a 0 5px, #fff 5px 8px); }
+.legend .best { font-weight: 700; }
+.logy, .logy-label { float: right; font-size: 12px; margin: 0 0 0 .3em; }
+.logy:checked ~ .scale.lin, .logy:not(:checked) ~ .scale.log { display: none; }
+figure.heatmap { margin: 0; }
 pre.error { white-space: pre-wrap; background: #f6f8fa; padding: .5em; margin: .2em 0;
             max-height: 12em; overflow: auto; }
 .note { background: #f6f8fa; border-left: 4px solid #d0d7de; padding: .4em .8em; }

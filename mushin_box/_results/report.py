@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: MIT
 """``mushin-box report``: a sweep as one self-contained HTML page.
 
-The page holds the sweep table (the best cell marked), every ``MetricsCallback`` series as
-curves (one plot per metric, one line per cell, inline SVG from
-:mod:`mushin_box._results.svgplot`), each failed cell's error, the provenance summary (image
+The page holds the sweep table (the best cell marked), a heatmap of a 2-parameter grid,
+every ``MetricsCallback`` series as curves (one plot per metric, one line per cell, the best
+bold, a log axis where one cell would flatten the rest, the ``--against`` sweep dashed:
+:mod:`mushin_box._results.curves`), each failed cell's error, the provenance summary (image
 identity, code commit and dirty flag, package-set fingerprint, seed base, topology), and
 optionally the reproducibility diff against another run or sweep, breaks first.
 
@@ -21,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from mushin_box._core.layout import ERROR_FILE, ERROR_TAIL_BYTES, PROVENANCE_FILE
+from mushin_box._results.curves import curves_section, heatmap_section, read_curves
 from mushin_box._results.htmlpage import esc, page, table
-from mushin_box._results.svgplot import Line, color, line_plot
 from mushin_box._results.table import (
     ResultsTable,
     cell_label,
@@ -160,7 +161,8 @@ def _provenance_section(sweep: SweepView, cells: Sequence[CellView]) -> str:
 
 
 def _sweep_table(results: ResultsTable) -> str:
-    headers = ["", "cell", *results.params, "state", *results.metrics, "error"]
+    errors = any(c.error_type or c.error_message for c in results.cells)
+    headers = ["", "cell", *results.params, "state", *results.metrics, *(["error"] * errors)]
     rows, classes = [], []
     for cell in results.cells:
         error = " ".join(f"{cell.error_type or ''}: {cell.error_message or ''}".split())
@@ -175,7 +177,7 @@ def _sweep_table(results: ResultsTable) -> str:
                     esc(cell_text(cell.metrics[m])) if m in cell.metrics else "-"
                     for m in results.metrics
                 ),
-                esc(error[:200] + ("…" if len(error) > 200 else "")),
+                *([esc(error[:200] + ("…" if len(error) > 200 else ""))] * errors),
             ]
         )
         classes.append("best cell" if results.is_best(cell) else "cell")
@@ -228,48 +230,18 @@ def _errors_section(sweep: SweepView, cells: Sequence[CellView]) -> str:
     return "\n".join(parts) if parts else "<p>No cell failed.</p>"
 
 
-# ---------------------------------------------------------------------------- curves
-
-
-def _curves_section(sweep: SweepView, cells: Sequence[CellView]) -> str:
-    from mushin_box._results.series import job_series
-
-    plots: dict[str, list[Line]] = {}
-    xlabels: dict[str, str] = {}
-    for i, cell in enumerate(cells):
-        label, colour = cell_label(cell), color(i)  # a cell keeps its colour in every plot
-        if not cell.dir:
-            continue
-        for name, (dim, index, values) in job_series(sweep.root / cell.dir).items():
-            if values.ndim != 1:
-                continue  # a logged vector: no curve
-            xlabels[name] = dim.replace("_", " ")
-            plots.setdefault(name, []).append(
-                Line(label, colour, index.astype(float).tolist(), values.tolist())
-            )
-    if not plots:
-        return (
-            '<p class="note">No curves: no cell holds a MetricsCallback series '
-            "(<code>fit_metrics.json</code>). Add <code>mushin_box.MetricsCallback</code> to "
-            "the trainer's callbacks to record one per epoch.</p>"
-        )
-    keys = sorted(plots, key=lambda n: (not n.startswith("fit."), n))
-    figures = []
-    for name in keys:
-        svg = line_plot(plots[name], xlabel=xlabels[name], title=name)
-        swatches = "".join(
-            f'<span><span class="swatch" style="background:{line.color}"></span>'
-            f"{esc(line.label)}</span>"
-            for line in plots[name]
-        )
-        figures.append(
-            f'<figure class="plot" data-metric="{esc(name)}"><figcaption>{esc(name)}'
-            f'</figcaption>{svg}<div class="legend">{swatches}</div></figure>'
-        )
-    return f'<div class="plots">{"".join(figures)}</div>'
-
-
 # ---------------------------------------------------------------------------- page
+
+
+def _other_curves(against: str | os.PathLike[str] | None) -> Any:
+    """The sweep ``--against`` names, with its curves, to overlay (None: not a sweep; a
+    cell is compared in the diff only)."""
+    from mushin_box._sweepdir.manifest import is_sweep_dir
+
+    if against is None or not is_sweep_dir(Path(against)):
+        return None
+    other = read_sweep(against)
+    return Path(other.root).resolve().name, other, read_curves(other.root, other.cells)
 
 
 def render_report(
@@ -288,7 +260,8 @@ def render_report(
     root : path
         A sweep directory.
     against : path, optional
-        Another sweep (or, with ``root`` a cell, a cell): its reproducibility diff is added.
+        Another sweep (or, with ``root`` a cell, a cell): its reproducibility diff is added,
+        and a sweep's curves are drawn dashed on the same plots.
     best, sort, where
         As for ``mushin-box show`` (:func:`~mushin_box._results.table.results_table`).
     brief : bool
@@ -305,6 +278,8 @@ def render_report(
 
     sweep = read_sweep(root)
     results = results_table(sweep, best=best, sort=sort, where=where)
+    curves = read_curves(sweep.root, results.cells)
+    other = _other_curves(against)
     counts = ", ".join(f"{n} {state}" for state, n in sweep.counts().items())
     sections = [
         f"<h1>Sweep {esc(Path(sweep.root).resolve().name)}</h1>",
@@ -312,8 +287,9 @@ def render_report(
         f"written by mushin-box {esc(__version__)}</p>",
         "<h2>Cells</h2>",
         _sweep_table(results),
+        *(["<h2>Grid</h2>", grid] if (grid := heatmap_section(results, curves)) else []),
         "<h2>Curves</h2>",
-        _curves_section(sweep, results.cells),
+        curves_section(results, curves, other),
         "<h2>Errors</h2>",
         _errors_section(sweep, results.cells),
         "<h2>Provenance</h2>",

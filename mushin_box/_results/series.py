@@ -21,14 +21,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from mushin_box._core.layout import (
-    HYDRA_CONFIG_FILE,
-    HYDRA_OUTPUT_SUBDIR,
-    read_limit,
-    stage_metrics_file,
-    stage_metrics_json_file,
-)
-from mushin_box._core.safeio import read_bounded
+from mushin_box._core.layout import HYDRA_CONFIG_FILE, HYDRA_OUTPUT_SUBDIR, stage_metrics_file
+from mushin_box._results.stagefile import read_stage
 
 __all__ = [
     "STAGES",
@@ -45,103 +39,6 @@ STAGES: dict[str, str] = {"fit": "epoch", "validate": "validate_round", "test": 
 
 #: one metric's series: (index dimension, index values, values along the index [+ extra])
 Series = tuple[str, np.ndarray[Any, Any], np.ndarray[Any, Any]]
-
-
-def _mtime(path: Path) -> int | None:
-    try:
-        return path.lstat().st_mtime_ns  # a symlink's own: it is refused when read
-    except FileNotFoundError:
-        return None
-
-
-def _decode(data: bytes) -> Any:
-    # the sidecars' decoder walks every value for tagged floats; most series have no NaN
-    if b'"__float__"' in data:
-        from mushin_box._core.sidecars import loads
-
-        return loads(data)
-    import json
-
-    return json.loads(data)
-
-
-def _is_series(values: Any) -> bool:
-    """A list of numbers, or of lists of numbers (a logged vector); NaN is a float."""
-    return isinstance(values, list) and all(
-        x is None or isinstance(x, int | float) or _is_series(x) for x in values
-    )
-
-
-def _is_stage_data(data: Any) -> bool:
-    return isinstance(data, dict) and all(_is_series(v) for v in data.values())
-
-
-def read_stage(
-    job: Path, stage: str, names: frozenset[str] | None = None
-) -> dict[str, list[Any]] | None:
-    """A stage's ``MetricsCallback`` data (``{"epoch": [...], "<metric>": [...]}``), or
-    ``None`` when the job has no file for it; the JSON twin unless the ``.pt`` is newer.
-    ``names``: the job directory's entries, when the caller listed it already."""
-    json_name, pt_name = stage_metrics_json_file(stage), stage_metrics_file(stage)
-    json_file, pt_file = job / json_name, job / pt_name
-    json_time = _mtime(json_file) if names is None or json_name in names else None
-    pt_time = _mtime(pt_file) if names is None or pt_name in names else None
-    if json_time is not None and (pt_time is None or json_time >= pt_time):
-        try:
-            data = _decode(read_bounded(json_file, read_limit(json_name)))
-        except (OSError, ValueError, RecursionError) as exc:  # refused: an OSError
-            if pt_time is None:
-                raise ValueError(
-                    f"load_experiment: {json_file} is unreadable ({exc}); restore it, or "
-                    "delete it to read the series from the .pt file"
-                ) from None
-        else:
-            if not _is_stage_data(data):  # hand-edited or foreign: said, not a TypeError
-                raise ValueError(
-                    f"load_experiment: {json_file} is not a MetricsCallback file (a mapping "
-                    "of names to lists of numbers); restore it, or delete it"
-                )
-            return {str(k): list(v) for k, v in data.items()}
-    if pt_time is None:
-        return None
-    data = _load_pt(pt_file)
-    if not _is_stage_data(data):
-        raise ValueError(f"load_experiment: {pt_file} is not a MetricsCallback file")
-    return data
-
-
-def _load_pt(file: Path) -> Any:
-    """A ``.pt`` series (a job written before the JSON twin existed). It is opened here (no
-    symlink, FIFO or device) and its size checked before torch unpickles it
-    (``weights_only``), through the open descriptor where the system names one
-    (``/proc/self/fd``): the file checked is the file read."""
-    from mushin_box._core.safeio import open_regular
-
-    limit = read_limit(file.name)
-    try:
-        fd = open_regular(file)
-    except OSError as exc:
-        raise ValueError(f"load_experiment: {file} is unreadable ({exc})") from None
-    try:
-        size = os.fstat(fd).st_size
-        if size > limit:
-            raise ValueError(
-                f"load_experiment: {file} is unreadable ({size} bytes, over the "
-                f"{limit}-byte limit for a series)"
-            )
-        opened = Path(f"/proc/self/fd/{fd}")
-        from mushin_box._train.metrics import load_metrics_file  # imports torch: old jobs
-
-        try:
-            return load_metrics_file(opened if opened.exists() else file)
-        except ValueError:
-            raise
-        except Exception as exc:  # a damaged pickle: torch raises many kinds
-            raise ValueError(
-                f"load_experiment: {file} is not a MetricsCallback file ({type(exc).__name__})"
-            ) from None
-    finally:
-        os.close(fd)
 
 
 def _index(values: list[Any], index_key: str, stage: str) -> np.ndarray[Any, Any]:

@@ -6,21 +6,33 @@ itself. A JavaScript plotting library would have to be vendored into every repor
 to hundreds of KB each) and run in the reader's browser; matplotlib would be a dependency
 of the package (or an optional extra without which a report has no curves) and costs a
 second to import. Metric curves need little: axes with round ticks, one polyline per cell,
-gaps where a value is NaN, a marker per point, a tooltip naming the cell. That is drawn here
-in pure Python, so every report has its curves, and each curve is a ``<path class="curve"
-data-cell="...">`` a test (or a reader's tool) can find.
+gaps where a value is NaN, a marker per point, a tooltip naming the cell and the value, a
+log axis when one cell's curve would flatten the rest. That is drawn here in pure Python, so
+every report has its curves, and each curve is a ``<path class="curve" data-cell="...">`` a
+test (or a reader's tool) can find.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
 from mushin_box._results.htmlpage import esc
 
-__all__ = ["PALETTE", "Line", "color", "line_plot", "nice_ticks"]
+__all__ = [
+    "LOG_SPAN",
+    "PALETTE",
+    "Line",
+    "color",
+    "line_plot",
+    "log_possible",
+    "log_ticks",
+    "nice_ticks",
+    "wants_log",
+]
 
 #: a colour per cell, cycled (Tableau 10: distinguishable, and safe for most colour vision)
 PALETTE = (
@@ -43,12 +55,43 @@ def color(i: int) -> str:
 
 @attrs.frozen
 class Line:
-    """One curve: its label (the cell), colour, and points (NaN: no point)."""
+    """One curve: its label (the cell), colour, and points (NaN: no point).
+
+    ``emphasis``: ``"best"`` (drawn bold, on top), ``"faded"`` (another cell while one is
+    best), or ``""``; ``sweep``: the other sweep's name for a curve of ``--against``, drawn
+    dashed (``""``: the report's own sweep)."""
 
     label: str
     color: str
     xs: Sequence[float]
     ys: Sequence[float]
+    emphasis: str = ""
+    sweep: str = ""
+
+
+#: a series spanning more than this factor gets a log axis by default
+LOG_SPAN = 100.0
+
+
+def log_possible(lines: Sequence[Line]) -> bool:
+    """Can these curves be drawn on a log axis (every finite value positive, some)?"""
+    ys = _finite([y for line in lines for y in line.ys])
+    return bool(ys) and min(ys) > 0
+
+
+def wants_log(lines: Sequence[Line]) -> bool:
+    """Should these curves start on a log axis: positive, and spanning more than
+    :data:`LOG_SPAN` (one diverging cell would flatten the rest on a linear one)?
+
+    Examples
+    --------
+    >>> def one(*ys):
+    ...     return [Line("a", "#000", list(range(len(ys))), list(ys))]
+    >>> wants_log(one(0.5, 80.0)), wants_log(one(0.5, 40.0)), wants_log(one(0.0, 80.0))
+    (True, False, False)
+    """
+    ys = _finite([y for line in lines for y in line.ys])
+    return log_possible(lines) and max(ys) / min(ys) > LOG_SPAN
 
 
 def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
@@ -77,14 +120,50 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     return ticks
 
 
+def log_ticks(lo: float, hi: float) -> list[float]:
+    """Ticks of a log axis covering ``[lo, hi]`` (both > 0): the powers of ten, and 2 and 5
+    times them while the range spans two decades or less.
+
+    Examples
+    --------
+    >>> log_ticks(0.3, 2000.0)
+    [0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0]
+    >>> log_ticks(0.3, 4.0)
+    [0.2, 0.5, 1.0, 2.0, 5.0]
+    """
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    if last == first:
+        last += 1
+    steps = (1, 2, 5) if last - first <= 2 else (1,)
+    ticks = [float(f"{m * 10.0**k:.12g}") for k in range(first, last + 1) for m in steps]
+    # the decade just below lo and the tick just above hi bound the axis
+    below = [t for t in ticks if t <= lo]
+    above = [t for t in ticks if t >= hi]
+    return [t for t in ticks if below[-1] <= t <= above[0]]
+
+
 def _label(value: float) -> str:
     if value == 0:
         return "0"
-    return f"{value:.4g}"
+    return f"{value:.6g}"  # 10000, not 1e+04, on a log axis
 
 
 def _finite(values: Sequence[float]) -> list[float]:
     return [v for v in values if isinstance(v, int | float) and math.isfinite(v)]
+
+
+def _axes(lines: Sequence[Line], log: bool) -> tuple[list[float], list[float]]:
+    xs = _finite([x for line in lines for x in line.xs])
+    ys = _finite([y for line in lines for y in line.ys if not log or y > 0])
+    xticks = nice_ticks(min(xs, default=0.0), max(xs, default=1.0))
+    if log and ys:
+        yticks = log_ticks(min(ys), max(ys))
+    else:
+        yticks = nice_ticks(min(ys, default=0.0), max(ys, default=1.0))
+    x0, x1 = xticks[0], xticks[-1]
+    if all(float(x).is_integer() for x in xs) and x1 - x0 <= 12:
+        xticks = [float(x) for x in range(int(x0), int(x1) + 1)]  # epochs: whole numbers
+    return xticks, yticks
 
 
 def line_plot(
@@ -94,35 +173,35 @@ def line_plot(
     title: str = "",
     width: int = 480,
     height: int = 300,
+    log: bool = False,
 ) -> str:
-    """An SVG line plot of ``lines`` (one ``<path class="curve">`` each, NaN breaks a line).
+    """An SVG line plot of ``lines`` (one ``<path class="curve">`` each, NaN breaks a line;
+    ``log``: a log y axis, where a value <= 0 breaks it too). Each point's marker holds
+    its value as a tooltip (``<title>``), and each curve its cell and last value.
 
     Examples
     --------
     >>> svg = line_plot([Line("a", "#000", [0, 1, 2], [1.0, float("nan"), 0.5])], xlabel="epoch")
-    >>> svg.count('class="curve"'), 'data-cell="a"' in svg
-    (1, True)
+    >>> svg.count('class="curve"'), 'data-cell="a"' in svg, "<title>a · epoch 2: 0.5</title>" in svg
+    (1, True, True)
     """
     left, right, top, bottom = 64, 12, 10, 40
     plot_w, plot_h = width - left - right, height - top - bottom
-    xs = _finite([x for line in lines for x in line.xs])
-    ys = _finite([y for line in lines for y in line.ys])
-    xticks = nice_ticks(min(xs, default=0.0), max(xs, default=1.0))
-    yticks = nice_ticks(min(ys, default=0.0), max(ys, default=1.0))
-    x0, x1, y0, y1 = xticks[0], xticks[-1], yticks[0], yticks[-1]
-    if all(float(x).is_integer() for x in xs) and x1 - x0 <= 12:
-        xticks = [float(x) for x in range(int(x0), int(x1) + 1)]  # epochs: whole numbers
+    xticks, yticks = _axes(lines, log)
+    x0, x1 = xticks[0], xticks[-1]
+    scale = math.log10 if log else float
+    y0, y1 = scale(yticks[0]), scale(yticks[-1])
 
     def px(x: float) -> float:
         return left + (x - x0) / ((x1 - x0) or 1.0) * plot_w
 
     def py(y: float) -> float:
-        return top + plot_h - (y - y0) / ((y1 - y0) or 1.0) * plot_h
+        return top + plot_h - (scale(y) - y0) / ((y1 - y0) or 1.0) * plot_h
 
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" aria-label="{esc(title)}" '
-        'font-family="sans-serif" font-size="11">',
+        f'data-scale="{"log" if log else "linear"}" font-family="sans-serif" font-size="11">',
         f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="#fff" '
         'stroke="#d0d7de"/>',
     ]
@@ -141,28 +220,51 @@ def line_plot(
         )
     out.append(
         f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle">'
-        f"{esc(xlabel)}</text>"
+        f"{esc(xlabel)}{' (log y)' if log else ''}</text>"
     )
     # a marker per point while they stay apart; a crowded plot gets lines only
     markers = len(lines) <= 20 and max((len(line.xs) for line in lines), default=0) <= 60
-    for line in lines:
-        parts: list[str] = []
-        dots: list[str] = []
-        pen_up = True
-        for x, y in zip(line.xs, line.ys, strict=True):
-            if not (math.isfinite(x) and math.isfinite(y)):
-                pen_up = True
-                continue
-            parts.append(f"{'M' if pen_up else 'L'}{px(x):.1f},{py(y):.1f}")
-            if markers:
-                dots.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.5"/>')
-            pen_up = False
-        label = esc(line.label)
-        out.append(
-            f'<g class="cell-curve" data-cell="{label}" fill="{line.color}">'
-            f'<path class="curve" data-cell="{label}" d="{" ".join(parts)}" fill="none" '
-            f'stroke="{line.color}" stroke-width="2" stroke-linejoin="round">'
-            f"<title>{label}</title></path>{''.join(dots)}</g>"
-        )
+    # the best cell last, so that it is drawn over the others
+    ordered = sorted(lines, key=lambda line: line.emphasis == "best")
+    for line in ordered:
+        out.append(_curve(line, px, py, markers=markers, log=log, xlabel=xlabel))
     out.append("</svg>")
     return "".join(out)
+
+
+#: stroke per emphasis: width, opacity
+_STROKE = {"best": ("3.5", "1"), "faded": ("1.5", "0.3"), "": ("2", "1")}
+
+
+def _curve(line: Line, px: Any, py: Any, *, markers: bool, log: bool, xlabel: str) -> str:
+    parts: list[str] = []
+    dots: list[str] = []
+    pen_up = True
+    name = f"{line.label} ({line.sweep})" if line.sweep else line.label
+    last = None
+    for x, y in zip(line.xs, line.ys, strict=True):
+        if not (math.isfinite(x) and math.isfinite(y)) or (log and y <= 0):
+            pen_up = True
+            continue
+        parts.append(f"{'M' if pen_up else 'L'}{px(x):.1f},{py(y):.1f}")
+        tip = f"{name} · {xlabel} {_label(x)}: {y:.6g}"
+        if markers:
+            dots.append(
+                f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.5"><title>{esc(tip)}</title>'
+                "</circle>"
+            )
+        pen_up, last = False, tip
+    label = esc(line.label)
+    width, opacity = _STROKE.get(line.emphasis, _STROKE[""])
+    dash = ' stroke-dasharray="6 4"' if line.sweep else ""
+    cls = "curve against" if line.sweep else "curve"
+    sweep = f' data-sweep="{esc(line.sweep)}"' if line.sweep else ""
+    emphasis = f' data-emphasis="{line.emphasis}"' if line.emphasis else ""
+    return (
+        f'<g class="cell-curve" data-cell="{label}"{sweep} fill="{line.color}" '
+        f'fill-opacity="{opacity}">'
+        f'<path class="{cls}" data-cell="{label}" d="{" ".join(parts)}"{sweep}{emphasis} '
+        f'fill="none" stroke="{line.color}" stroke-width="{width}" '
+        f'stroke-opacity="{opacity}"{dash} stroke-linejoin="round">'
+        f"<title>{esc(last or name)}</title></path>{''.join(dots)}</g>"
+    )

@@ -32,6 +32,7 @@ from typing import Any
 
 import attrs
 
+from mushin_box._results.seriesmetric import MetricNameError, MetricSpec, SeriesReader, parse_metric
 from mushin_box._sweepdir.board import CellView, SweepView
 
 __all__ = [
@@ -42,11 +43,15 @@ __all__ = [
     "cell_text",
     "results_table",
     "summary",
+    "sweeps_table",
     "table_records",
 ]
 
-#: what ``--where`` can filter on besides the swept parameters
+#: what ``--where`` can filter on besides the swept parameters (``sweep``: across sweeps)
 STATE_KEY = "state"
+SWEEP_KEY = "sweep"
+#: a row while the table is built: (index of its sweep, cell)
+_Row = tuple[int, CellView]
 
 
 class ResultsError(ValueError):
@@ -56,7 +61,8 @@ class ResultsError(ValueError):
 @attrs.frozen
 class ResultsTable:
     """The cells to show, in order, and the best of them (``None``: not asked, or no cell
-    has a finite value of that metric)."""
+    has a finite value of that metric). Across sweeps (:func:`sweeps_table`): every sweep,
+    its name, and each cell's sweep (an index into both)."""
 
     sweep: SweepView
     params: tuple[str, ...]
@@ -65,9 +71,16 @@ class ResultsTable:
     best: CellView | None = None
     best_metric: str | None = None
     best_max: bool = False
+    sweeps: tuple[SweepView, ...] = ()
+    names: tuple[str, ...] = ()
+    origins: tuple[int, ...] = ()
 
     def is_best(self, cell: CellView) -> bool:
         return self.best is not None and cell is self.best
+
+    def sweep_name(self, at: int) -> str | None:
+        """The name of the sweep row ``at`` comes from (None: a one-sweep table)."""
+        return self.names[self.origins[at]] if self.names else None
 
 
 def cell_text(value: Any) -> str:
@@ -101,18 +114,10 @@ def cell_label(cell: CellView) -> str:
     return cell.dir or ",".join(f"{k}={format_param(v)}" for k, v in cell.combo.items())
 
 
-def _split(spec: str, suffixes: Sequence[str]) -> tuple[str, str | None]:
-    name, sep, suffix = spec.rpartition(":")
-    if sep and suffix in suffixes and name:
-        return name, suffix
-    return spec, None
-
-
-def _where(specs: Sequence[str], params: Sequence[str]) -> list[tuple[str, list[Any], str]]:
+def _where(specs: Sequence[str], keys: Sequence[str]) -> list[tuple[str, list[Any], str]]:
     from mushin_box._core.overrides import parse_sweep_values
 
     out = []
-    keys = [*params, STATE_KEY]
     for spec in specs:
         key, sep, text = spec.partition("=")
         key = key.strip()
@@ -159,20 +164,82 @@ def _metric(cell: CellView, name: str) -> float:
     return value if math.isfinite(value) else math.nan
 
 
-def _check_metric(name: str, metrics: Sequence[str], option: str) -> None:
-    if name not in metrics:
-        have = ", ".join(metrics) or "none (no cell has completed with metrics)"
-        raise ResultsError(
-            f"{option} {name!r}: no cell has a scalar metric {name!r}; the metrics are: {have}"
+def _no_metric(option: str, spec: MetricSpec, metrics: Sequence[str], series: list[str]) -> str:
+    have = ", ".join(metrics) or "none (no cell has completed with metrics)"
+    found = ", ".join(series) or "none"
+    if spec.reduction is not None:
+        return (
+            f"{option} {spec.name!r}@{spec.reduction}: no cell has a MetricsCallback series "
+            f"{spec.name!r}; the series are: {found}"
         )
+    return (
+        f"{option} {spec.name!r}: no cell has a scalar metric {spec.name!r}; the metrics are: "
+        f"{have}; nor a MetricsCallback series of that name; the series are: {found}"
+    )
 
 
-def _sort_key(params: Sequence[str], name: str) -> Any:
+def _resolve(
+    option: str, spec: MetricSpec, rows: list[_Row], sweeps: Sequence[SweepView], state: _State
+) -> tuple[str, list[_Row]]:
+    """The column ``spec`` ranks by: a scalar metric, or (none returned it, or ``@`` asks
+    for the series) a value of each cell's series, added to its metrics under
+    ``NAME@REDUCTION``."""
+    if spec.reduction is None and spec.name in state.metrics:
+        return spec.name, rows
+    jobs = [sweeps[i].root / c.dir if c.dir else None for i, c in rows]
+    try:
+        values, seen = state.reader.values(jobs, spec)
+    except ValueError as exc:  # a corrupt series file: its reader names it
+        raise ResultsError(" ".join(str(exc).split()).removeprefix("load_experiment: ")) from None
+    if all(v is None for v in values):
+        raise ResultsError(_no_metric(option, spec, state.metrics, seen))
+    column = spec.column
+    out = []
+    for (i, cell), value in zip(rows, values, strict=True):
+        if value is not None:
+            cell = attrs.evolve(cell, metrics={**cell.metrics, column: value})
+        out.append((i, cell))
+    if column not in state.metrics:
+        state.metrics.append(column)
+    return column, out
+
+
+@attrs.define
+class _State:
+    metrics: list[str]
+    reader: SeriesReader = attrs.Factory(SeriesReader)
+
+
+def _parse(option: str, text: str, goals: Sequence[str]) -> MetricSpec:
+    try:
+        return parse_metric(text, goals)
+    except MetricNameError as exc:
+        raise ResultsError(f"{option} {exc}") from None
+
+
+def _sort(
+    text: str, rows: list[_Row], sweeps: Sequence[SweepView], keys: Sequence[str], state: _State
+) -> list[_Row]:
+    spec = _parse("--sort", text, ("asc", "desc"))
+    descending = spec.goal == "desc"
+    by_key = _sort_key(keys, spec.name, sweeps) if spec.reduction is None else None
+    if by_key is not None:
+        return sorted(rows, key=by_key, reverse=descending)
+    name, rows = _resolve("--sort", spec, rows, sweeps, state)
+    present = [r for r in rows if not math.isnan(_metric(r[1], name))]
+    absent = [r for r in rows if math.isnan(_metric(r[1], name))]
+    present.sort(key=lambda r: _metric(r[1], name), reverse=descending)
+    return present + absent
+
+
+def _sort_key(keys: Sequence[str], name: str, sweeps: Sequence[SweepView]) -> Any:
+    if name not in keys:
+        return None
     if name == STATE_KEY:
-        return lambda c: (c.state,)
-    if name in params:
-        return lambda c: (cell_text(c.combo.get(name)),)
-    return None
+        return lambda r: (r[1].state,)
+    if name == SWEEP_KEY and len(sweeps) > 1:
+        return lambda r: (r[0],)
+    return lambda r: (cell_text(r[1].combo.get(name)),)
 
 
 def results_table(
@@ -193,49 +260,74 @@ def results_table(
         ``state``, ``VALUE`` one value or several (``lr=0.1,1.0``), as in an override.
     sort : str, optional
         A metric (``val_loss``, lowest first; ``val_loss:desc``, highest first; cells
-        without it last), a swept parameter, or ``state``. Default: grid order.
+        without it last), a swept parameter, or ``state``. Default: grid order. A metric
+        no cell returned, or one written ``NAME@last|min|max``, is read from the cells'
+        ``MetricsCallback`` series (:mod:`~mushin_box._results.seriesmetric`).
     best : str, optional
-        Mark the cell with the lowest value of this metric (``acc:max``: the highest).
+        Mark the cell with the lowest value of this metric (``acc:max``: the highest;
+        ``acc@max``: the highest epoch of the series, highest best).
 
     Raises
     ------
     ResultsError
         A filter, sort or best names no parameter or metric of the sweep.
     """
-    params = tuple(sweep.params)
-    metrics = tuple(sorted({name for c in sweep.cells for name in c.metrics}))
-    cells = list(sweep.cells)
-    for key, values, text in _where(where, params):
-        cells = [c for c in cells if _matches(c, key, values, text)]
-    if sort:
-        name, order = _split(sort, ("asc", "desc"))
-        descending = order == "desc"
-        by_param = _sort_key(params, name)
-        if by_param is not None:
-            cells.sort(key=by_param, reverse=descending)
+    return _select((sweep,), (), where=where, sort=sort, best=best)
+
+
+def sweeps_table(
+    sweeps: Sequence[SweepView],
+    names: Sequence[str],
+    *,
+    where: Sequence[str] = (),
+    sort: str | None = None,
+    best: str | None = None,
+) -> ResultsTable:
+    """One table across several sweeps, each row named by its sweep (``names``, in the
+    order of ``sweeps``); the parameters and metrics are those of any of them, and
+    ``sweep`` is a key of ``where`` and ``sort`` too (see :func:`results_table`)."""
+    return _select(tuple(sweeps), tuple(names), where=where, sort=sort, best=best)
+
+
+def _select(
+    sweeps: tuple[SweepView, ...],
+    names: tuple[str, ...],
+    *,
+    where: Sequence[str],
+    sort: str | None,
+    best: str | None,
+) -> ResultsTable:
+    params = tuple(dict.fromkeys(p for s in sweeps for p in s.params))
+    keys = [*params, STATE_KEY, *([SWEEP_KEY] if names else [])]
+    state = _State(sorted({m for s in sweeps for c in s.cells for m in c.metrics}))
+    rows: list[_Row] = [(i, c) for i, s in enumerate(sweeps) for c in s.cells]
+    for key, values, text in _where(where, keys):
+        if key == SWEEP_KEY and names:
+            rows = [r for r in rows if names[r[0]] in {cell_text(v) for v in values} | {text}]
         else:
-            _check_metric(name, metrics, "--sort")
-            present = [c for c in cells if not math.isnan(_metric(c, name))]
-            absent = [c for c in cells if math.isnan(_metric(c, name))]
-            present.sort(key=lambda c: _metric(c, name), reverse=descending)
-            cells = present + absent
+            rows = [r for r in rows if _matches(r[1], key, values, text)]
+    if sort:
+        rows = _sort(sort, rows, sweeps, keys, state)
     best_cell, best_name, best_max = None, None, False
     if best:
-        best_name, goal = _split(best, ("min", "max"))
-        best_max = goal == "max"
-        _check_metric(best_name, metrics, "--best")
-        ranked = [c for c in cells if not math.isnan(_metric(c, best_name))]
+        spec = _parse("--best", best, ("min", "max"))
+        best_max = spec.goal == "max" or (spec.goal is None and spec.reduction == "max")
+        best_name, rows = _resolve("--best", spec, rows, sweeps, state)
+        ranked = [c for _, c in rows if not math.isnan(_metric(c, best_name))]
         if ranked:
             pick = max if best_max else min
             best_cell = pick(ranked, key=lambda c: _metric(c, best_name))
     return ResultsTable(
-        sweep=sweep,
+        sweep=sweeps[0],
         params=params,
-        metrics=metrics,
-        cells=tuple(cells),
+        metrics=tuple(state.metrics),
+        cells=tuple(c for _, c in rows),
         best=best_cell,
         best_metric=best_name,
         best_max=best_max,
+        sweeps=sweeps if names else (),
+        names=names,
+        origins=tuple(i for i, _ in rows) if names else (),
     )
 
 
@@ -249,8 +341,9 @@ def table_records(table: ResultsTable) -> list[dict[str, Any]]:
     """One flat record per row (``dir``, the swept values, ``state``, the metrics,
     ``error``, ``best``): what ``--csv``, ``--md`` and ``--json`` print."""
     records = []
-    for cell in table.cells:
-        record: dict[str, Any] = {"dir": cell.dir, "label": cell_label(cell)}
+    for at, cell in enumerate(table.cells):
+        record: dict[str, Any] = {"sweep": table.sweep_name(at)} if table.names else {}
+        record.update(dir=cell.dir, label=cell_label(cell))
         record.update({p: cell.combo.get(p) for p in table.params})
         record["state"] = cell.state
         record.update({m: cell.metrics.get(m) for m in table.metrics})
@@ -261,19 +354,32 @@ def table_records(table: ResultsTable) -> list[dict[str, Any]]:
 
 
 def summary(table: ResultsTable) -> Mapping[str, Any]:
-    """What ``--json`` prints besides the rows."""
+    """What ``--json`` prints besides the rows (across sweeps: ``sweeps``, each one's
+    name, directory and counts, in place of ``sweep`` and ``counts``)."""
     best = table.best
-    return {
-        "sweep": str(table.sweep.root),
-        "params": list(table.params),
-        "metrics": list(table.metrics),
-        "counts": table.sweep.counts(),
-        "best": None
-        if table.best_metric is None
-        else {
+    head: dict[str, Any] = {"sweep": str(table.sweep.root)}
+    if table.names:
+        head = {
+            "sweeps": [
+                {"name": name, "sweep": str(s.root), "counts": s.counts()}
+                for name, s in zip(table.names, table.sweeps, strict=True)
+            ]
+        }
+    best_record = None
+    if table.best_metric is not None:
+        best_record = {
             "metric": table.best_metric,
             "goal": "max" if table.best_max else "min",
             "dir": best.dir if best else None,
             "value": best.metrics.get(table.best_metric) if best else None,
-        },
+        }
+        if table.names:
+            at = next((i for i, c in enumerate(table.cells) if c is best), None)
+            best_record["sweep"] = None if at is None else table.sweep_name(at)
+    return {
+        **head,
+        "params": list(table.params),
+        "metrics": list(table.metrics),
+        **({} if table.names else {"counts": table.sweep.counts()}),
+        "best": best_record,
     }

@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: MIT
-"""``mushin-box report DIR [--against OTHER] -o report.html``: a sweep as one HTML file.
+"""``mushin-box report DIR [--against OTHER] [-o FILE]``: a sweep as one HTML file,
+``DIR/report.html`` unless ``-o`` says where.
 
 Presentation only; the page is :func:`mushin_box._results.report.render_report`: the sweep
-table, the curves (inline SVG), the errors, the provenance summary and, with ``--against``,
-the reproducibility diff. It is self-contained: it loads nothing from the network, so it
-can be mailed or opened offline. Exit codes: 0 written, 2 bad input.
+table, a 2-parameter heatmap, the curves (inline SVG; ``--against``'s dashed on the same
+plots), the errors, the provenance summary and, with ``--against``, the reproducibility
+diff. It is self-contained: it loads nothing from the network, so it can be mailed or
+opened offline. Exit codes: 0 written, 2 bad input.
 
 ``-o`` never writes over what a run produced: a path inside a cell directory (one that
 holds a ``mushin_status.json``, or any directory under a sweep's), or an existing file that
@@ -25,7 +27,7 @@ HELP = (
     "and a diff against another run"
 )
 EXAMPLES = (
-    "mushin-box report runs/a --best val_loss -o report.html",
+    "mushin-box report runs/a --best val_loss@min",
     "mushin-box report runs/a --against runs/b -o report.html",
 )
 #: what its exit codes mean (shown in --help; 2 and 141: every command's)
@@ -43,18 +45,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "-o",
         "--output",
         metavar="FILE",
-        default="report.html",
-        help="where to write the page (default: report.html; '-' for stdout)",
+        help="where to write the page (default: report.html in the sweep directory; '-' "
+        "for stdout)",
     )
     parser.add_argument(
         "--against",
         metavar="OTHER",
-        help="add the reproducibility diff against this other sweep",
+        help="draw this other sweep's curves (dashed) on the same plots, and add the "
+        "reproducibility diff against it",
     )
     parser.add_argument(
         "--best",
         metavar="METRIC",
-        help="mark the cell with the lowest METRIC (METRIC:max: the highest)",
+        help="mark the cell with the lowest METRIC and draw it bold (METRIC:max: the "
+        "highest; METRIC@min / METRIC@max: over the epochs of its series), as for `show`",
     )
     parser.add_argument("--sort", metavar="METRIC", help="order the cells, as for `show`")
     parser.add_argument(
@@ -84,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
     from mushin_box.cli.tables import resolve_sweep
 
     root = resolve_sweep(args.dir)
+    if args.output is None:
+        args.output = str(root / "report.html")
     if args.output != "-" and not args.force:
         _check_output(args.output)
     try:

@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: MIT
-"""``mushin-box show DIR``: a sweep's results, one row per cell, the best one marked.
+"""``mushin-box show DIR [DIR ...]``: a sweep's results, one row per cell, the best one
+marked; several sweeps (or ``--all`` under a directory) as one table with a sweep column.
 
-Presentation only: the sweep is read by :func:`mushin_box._sweepdir.board.read_sweep` (the
-sidecars; no torch), the rows chosen by :func:`mushin_box._results.table.results_table`.
-``--csv``, ``--md`` and ``--json`` print the same rows for a spreadsheet, a pull request or
-a script. Exit codes: 0, or 2 for bad input.
+Presentation only: each sweep is read by :func:`mushin_box._sweepdir.board.read_sweep` (the
+sidecars; no torch), the rows chosen by :func:`mushin_box._results.table.results_table` (or
+``sweeps_table``). ``--csv``, ``--md`` and ``--json`` print the same rows for a spreadsheet,
+a pull request or a script. Exit codes: 0, or 2 for bad input.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
+import shlex
 import sys
+from pathlib import Path
 from typing import Any
 
 from mushin_box.cli.main import UsageError
@@ -20,10 +24,15 @@ from mushin_box.cli.output import JSON_HELP, print_json
 
 __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
 
-HELP = "the results of a sweep: swept values, state and metrics per cell, the best one marked"
+HELP = (
+    "the results of sweeps: swept values, state and metrics per cell, the best one marked; "
+    "several sweeps in one table"
+)
 EXAMPLES = (
     "mushin-box show runs/lr --best val_loss",
     "mushin-box show runs/lr --where state=failed --md",
+    "mushin-box show runs/a runs/b --sort val_loss@min",
+    "mushin-box show runs --all --best acc@max",
 )
 #: what its exit codes mean (shown in --help; 2 and 141: every command's)
 EXITS = {0: "shown"}
@@ -34,27 +43,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "dir",
         metavar="DIR",
-        nargs="?",
-        help="the sweep directory (default: the latest sweep under the current directory)",
+        nargs="*",
+        help="the sweep directory; several: one table across them (default: the latest "
+        "sweep under the current directory)",
+    )
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="every sweep under DIR (default: the current directory), in one table",
     )
     parser.add_argument(
         "--sort",
         metavar="METRIC",
         help="order by a metric, lowest first (METRIC:desc: highest first), a swept "
-        "parameter, or state",
+        "parameter, state or sweep; a metric no cell returned is read from the "
+        "MetricsCallback series: its last epoch, or METRIC@min / METRIC@max over epochs",
     )
     parser.add_argument(
         "--best",
         metavar="METRIC",
-        help=f"mark ({BEST_MARK}) the cell with the lowest METRIC (METRIC:max: the highest)",
+        help=f"mark ({BEST_MARK}) the cell with the lowest METRIC (METRIC:max: the highest; "
+        "METRIC@min / METRIC@max: over the epochs of its series)",
     )
     parser.add_argument(
         "--where",
         metavar="KEY=VALUE",
         action="append",
         default=[],
-        help="only cells with this swept value (or state=failed); several values: "
-        "lr=0.1,1.0; repeat for more conditions",
+        help="only cells with this swept value (or state=failed, sweep=NAME); several "
+        "values: lr=0.1,1.0; repeat for more conditions",
     )
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--csv", action="store_true", help="print CSV")
@@ -70,25 +87,33 @@ def _csv(value: Any) -> Any:
     return value  # numbers at full precision
 
 
+def _has_errors(table: Any) -> bool:
+    return any(c.error_type or c.error_message for c in table.cells)
+
+
 def _headers(table: Any) -> list[str]:
     # the cell's directory repeats its swept values: named only for a run without any
     cell = [] if table.params else ["cell"]
-    return ["", *cell, *table.params, "state", *table.metrics, "error"]
+    sweep = ["sweep"] if table.names else []
+    error = ["error"] if _has_errors(table) else []
+    return ["", *sweep, *cell, *table.params, "state", *table.metrics, *error]
 
 
 def _rows(table: Any) -> list[list[str]]:
     from mushin_box._results.table import cell_text, format_param, table_records
 
     rows = []
+    errors = _has_errors(table)
     for record in table_records(table):
         rows.append(
             [
                 BEST_MARK if record["best"] else "",
+                *([record["sweep"]] if table.names else []),
                 *([] if table.params else [record["label"]]),
-                *(format_param(record[p]) for p in table.params),
+                *("-" if record[p] is None else format_param(record[p]) for p in table.params),
                 record["state"],
                 *(cell_text(record[m]) for m in table.metrics),
-                record["error"] or "",
+                *([record["error"] or ""] if errors else []),
             ]
         )
     return rows
@@ -102,68 +127,190 @@ def _best_line(table: Any) -> str | None:
         return f"best {table.best_metric} ({goal}): no cell has a value"
     from mushin_box._results.table import cell_label, cell_text
 
+    where = cell_label(table.best)
+    if table.names:
+        at = next(i for i, c in enumerate(table.cells) if c is table.best)
+        where = f"{table.sweep_name(at)}/{where}"
     value = cell_text(table.best.metrics[table.best_metric])
-    return f"{BEST_MARK} best {table.best_metric} ({goal}): {cell_label(table.best)} = {value}"
+    return f"{BEST_MARK} best {table.best_metric} ({goal}): {where} = {value}"
+
+
+def _heading(table: Any) -> list[str]:
+    """The lines above the table: the sweep and its counts, one per sweep across sweeps."""
+    from mushin_box.cli.tables import summary
+
+    if not table.names:
+        return [f"{table.sweep.root}: {summary(table.sweep)}"]
+    width = max(len(n) for n in table.names)
+    return [
+        f"{name:<{width}}  {sweep.root}: {summary(sweep)}"
+        for name, sweep in zip(table.names, table.sweeps, strict=True)
+    ]
+
+
+_STYLES = {"completed": "green", "failed": "red", "timeout": "red", "running": "cyan"}
 
 
 def _print_rich(table: Any) -> None:
     from rich.console import Console
     from rich.markup import escape
-    from rich.table import Table
 
     from mushin_box._results.report import code_line
-    from mushin_box.cli.tables import summary
+
+    headers, rows = _headers(table), _rows(table)
+    console = Console(highlight=False)
+    for line in _heading(table):
+        console.print(escape(line), soft_wrap=True)
+    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
+    if len(rows) > _LONG or sum(widths) + 3 * len(widths) + 1 > console.width:
+        _print_aligned(console, table, headers, rows, widths)
+    else:
+        console.print(_rich_table(table, headers, rows))
+    code = None if table.names else code_line(table.sweep)
+    for line in (code, _best_line(table)):
+        if line:
+            console.print(escape(line), soft_wrap=True)
+
+
+#: more rows than this are printed as aligned text (rich measures every cell: slow)
+_LONG = 100
+
+
+def _rich_table(table: Any, headers: list[str], rows: list[list[str]]) -> Any:
+    from rich.markup import escape
+    from rich.table import Table
 
     out = Table()
-    for header in _headers(table):
+    for header in headers:
         right = "right" if header in table.metrics else "left"
-        fold = "fold" if header == "error" else "ellipsis"
+        fold = "fold" if header in ("error", "sweep") else "ellipsis"
         out.add_column(escape(header), overflow=fold, justify=right)
-    styles = {"completed": "green", "failed": "red", "timeout": "red", "running": "cyan"}
-    for cell, row in zip(table.cells, _rows(table), strict=True):
-        state_at = _headers(table).index("state")
-        style = styles.get(row[state_at], "")
+    state_at = headers.index("state")
+    for cell, row in zip(table.cells, rows, strict=True):
+        style = _STYLES.get(row[state_at], "")
         row = [escape(v) for v in row]
         if style:
             row[state_at] = f"[{style}]{row[state_at]}[/]"
         out.add_row(*row, style="bold" if table.is_best(cell) else None)
-    console = Console(highlight=False)
-    console.print(
-        f"{escape(str(table.sweep.root))}: {escape(summary(table.sweep))}", soft_wrap=True
-    )
-    console.print(out)
-    for line in (code_line(table.sweep), _best_line(table)):
-        if line:
-            console.print(escape(line), soft_wrap=True)
+    return out
+
+
+def _print_aligned(
+    console: Any, table: Any, headers: list[str], rows: list[list[str]], widths: list[int]
+) -> None:
+    """Too wide or too long for a table: one line per cell, columns aligned, never folded
+    mid-word (a narrow terminal, or a pipe, scrolls sideways instead)."""
+    from rich.text import Text
+
+    state_at = headers.index("state")
+    for at, row in enumerate([headers, *rows]):
+        line = Text()
+        for i, (value, width) in enumerate(zip(row, widths, strict=True)):
+            style = "bold" if at == 0 else (_STYLES.get(value, "") if i == state_at else "")
+            right = headers[i] in table.metrics
+            line.append(value.rjust(width) if right else value.ljust(width), style=style)
+            line.append("  ")
+        line.rstrip()
+        if at and table.is_best(table.cells[at - 1]):
+            line.stylize("bold")
+        console.print(line, soft_wrap=True)
 
 
 def run(args: argparse.Namespace) -> int:
     from mushin_box._results.htmlpage import md_table
     from mushin_box._results.report import code_line
-    from mushin_box._results.table import ResultsError, results_table, summary, table_records
-    from mushin_box._sweepdir.board import read_sweep
-    from mushin_box.cli.tables import resolve_sweep
+    from mushin_box._results.table import ResultsError, summary, table_records
 
-    sweep = read_sweep(resolve_sweep(args.dir))
     try:
-        table = results_table(sweep, where=args.where, sort=args.sort, best=args.best)
+        table = _table(args)
     except ResultsError as exc:
         raise UsageError(str(exc)) from None
+    code = None if table.names else code_line(table.sweep)
     if args.json:
-        data = {**summary(table), "code": code_line(sweep), "cells": table_records(table)}
-        print_json(data)
+        data = {**summary(table), **({} if table.names else {"code": code})}
+        print_json({**data, "cells": table_records(table)})
     elif args.csv:
         records = table_records(table)
-        fields = ["dir", *table.params, "state", *table.metrics, "error", "best"]
+        sweep = ["sweep"] if table.names else []
+        fields = [*sweep, "dir", *table.params, "state", *table.metrics, "error", "best"]
         writer = csv.DictWriter(sys.stdout, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
         for record in records:
             writer.writerow({k: _csv(v) for k, v in record.items()})
     elif args.md:
         print(md_table(_headers(table), _rows(table)))
-        for line in (code_line(sweep), _best_line(table)):
+        for line in (code, _best_line(table)):
             if line:
                 print(f"\n{line}")
     else:
         _print_rich(table)
     return 0
+
+
+def _table(args: argparse.Namespace) -> Any:
+    """The rows: of one sweep, or across the sweeps named (``--all``: found under DIR)."""
+    from mushin_box._results.table import results_table, sweeps_table
+    from mushin_box._sweepdir.board import read_sweep
+    from mushin_box.cli.tables import resolve_sweep
+
+    options = {"where": args.where, "sort": args.sort, "best": args.best}
+    if not args.all:
+        for directory in args.dir:
+            _holds_sweeps(directory)
+    if not args.all and len(args.dir) <= 1:
+        sweep = read_sweep(resolve_sweep(args.dir[0] if args.dir else None))
+        return results_table(sweep, **options)
+    roots = _find_all(args.dir or ["."]) if args.all else [resolve_sweep(d) for d in args.dir]
+    roots = list(dict.fromkeys(Path(os.path.realpath(r)) for r in roots))
+    return sweeps_table([read_sweep(r) for r in roots], sweep_names(roots), **options)
+
+
+def _holds_sweeps(directory: str) -> None:
+    """A directory that is no sweep but holds some: name the way to show them all."""
+    from mushin_box._core.layout import STATUS_FILE
+    from mushin_box._sweepdir.board import find_sweeps
+    from mushin_box._sweepdir.manifest import is_sweep_dir
+
+    path = Path(directory)
+    if not path.is_dir() or is_sweep_dir(path) or (path / STATUS_FILE).is_file():
+        return
+    found = find_sweeps(path)
+    if found:
+        raise UsageError(
+            f"{directory} is not a sweep directory, but holds {len(found)} sweep(s); show "
+            f"them in one table: mushin-box show {shlex.quote(directory)} --all"
+        )
+
+
+def _find_all(parents: list[str]) -> list[Path]:
+    from mushin_box._core.layout import MANIFEST_FILE
+    from mushin_box._sweepdir.board import find_sweeps
+
+    found: list[Path] = []
+    for parent in parents:
+        if not Path(parent).is_dir():
+            raise UsageError(f"{parent} is not a directory; give a directory that holds sweeps")
+        sweeps = sorted(find_sweeps(parent))
+        if not sweeps:
+            raise UsageError(
+                f"no sweep under {parent} (no {MANIFEST_FILE} found 4 levels down); give the "
+                "directory the sweeps were written under"
+            )
+        found += sweeps
+    return found
+
+
+def sweep_names(roots: list[Path]) -> list[str]:
+    """Each sweep's name in a table across sweeps: its path below the directory all of
+    them share (its own name when that is all they share, or it is that directory).
+
+    Examples
+    --------
+    >>> sweep_names([Path("/r/lr/a"), Path("/r/lr/b"), Path("/r/wd/a")])
+    ['lr/a', 'lr/b', 'wd/a']
+    >>> sweep_names([Path("/r/a"), Path("/r")])
+    ['a', 'r']
+    """
+    common = Path(os.path.commonpath(roots)) if roots else Path()
+    names = [str(r.relative_to(common)) if r != common else r.name for r in roots]
+    return [n if n not in ("", ".") else str(r) for n, r in zip(names, roots, strict=True)]

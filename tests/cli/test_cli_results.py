@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import shutil
 import subprocess
 import sys
-from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
 
 import pytest
+from browser import ReportPage, browse, chromium
 from conftest import REPO
 
 from mushin_box import Workflow, multirun
@@ -101,96 +98,14 @@ def test_read_only_commands_run_with_torch_unimportable(
 # ---------------------------------------------------------------------------- browser
 
 
-def _chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found:
-        return found
-    reason = "Chromium is not installed (Debian: apt-get install chromium)"
-    if os.environ.get("MUSHIN_REQUIRE_CHROMIUM") == "1":
-        pytest.fail(f"{reason}; MUSHIN_REQUIRE_CHROMIUM=1 requires it", pytrace=False)
-    pytest.skip(f"{reason}; set MUSHIN_REQUIRE_CHROMIUM=1 to fail instead")
-
-
-def _browse(page: Path, work: Path, *mode: str) -> tuple[str, list[str]]:
-    """Open ``page`` in headless Chromium; (stdout, URLs the page itself requested).
-
-    Chromium's own background requests (updates, time) are left out: a page's request
-    carries the page's origin (``file://``) in its network isolation key.
-    """
-    netlog = work / f"netlog-{page.stem}-{len(mode)}.json"
-    profile = work / "profile"
-    command = [
-        _chromium(),
-        "--headless",
-        "--no-sandbox",  # root in CI containers
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        f"--user-data-dir={profile}",
-        f"--log-net-log={netlog}",
-        "--hide-scrollbars",
-        *mode,
-        page.resolve().as_uri(),
-    ]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    log = json.loads(netlog.read_text())
-    names = {v: k for k, v in log["constants"]["logEventTypes"].items()}
-    requested = [
-        e["params"]["url"]
-        for e in log["events"]
-        if names.get(e["type"]) == "URL_REQUEST_START_JOB"
-        and "file://" in str(e.get("params", {}).get("network_isolation_key", ""))
-    ]
-    return proc.stdout, requested
-
-
-class _Page(HTMLParser):
-    """The curves (per plot) and the table rows of a rendered report."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.plots: dict[str, list[tuple[str, str]]] = {}
-        self.rows: list[tuple[str, list[str]]] = []
-        self._metric: str | None = None
-        self._row: list[str] | None = None
-        self._cell: list[str] | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        a: dict[str, Any] = dict(attrs)
-        if tag == "figure" and a.get("data-metric"):
-            self._metric = a["data-metric"]
-            self.plots[a["data-metric"]] = []
-        elif tag == "path" and a.get("class") == "curve" and self._metric:
-            self.plots[self._metric].append((a["data-cell"], a.get("d") or ""))
-        elif tag == "tr" and "cell" in (a.get("class") or "").split():
-            self._row = []
-            self.rows.append((a["class"], self._row))
-        elif tag == "td" and self._row is not None:
-            self._cell = []
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "figure":
-            self._metric = None
-        elif tag == "td" and self._row is not None and self._cell is not None:
-            self._row.append("".join(self._cell).strip())
-            self._cell = None
-        elif tag == "tr":
-            self._row = None
-
-    def handle_data(self, data: str) -> None:
-        if self._cell is not None:
-            self._cell.append(data)
-
-
 @pytest.mark.slow
 def test_the_report_renders_in_headless_chromium(readme_sweep: Path, tmp_path: Path) -> None:
-    _chromium()
+    chromium()
     report = readme_sweep / "report.html"  # kept, with its screenshot, beside the sweep
     assert main(["report", str(readme_sweep), "--best", "val_loss", "-o", str(report)]) == 0
-    dom, requested = _browse(report, tmp_path, "--dump-dom")
+    dom, requested = browse(report, tmp_path, "--dump-dom")
     assert requested == [], requested
-    page = _Page()
+    page = ReportPage()
     page.feed(dom)
     # one plot per series, one curve per cell, each through its 3 epochs
     assert sorted(page.plots) == ["fit.train_loss", "fit.val_loss"]
@@ -203,12 +118,12 @@ def test_the_report_renders_in_headless_chromium(readme_sweep: Path, tmp_path: P
     best = _lowest(readme_sweep, "val_loss")
     assert [row[1] for cls, row in page.rows if "best" in cls.split()] == [best]
     shot = readme_sweep / "report.png"
-    _, requested = _browse(report, tmp_path, f"--screenshot={shot}", "--window-size=1200,1600")
+    _, requested = browse(report, tmp_path, f"--screenshot={shot}", "--window-size=1200,1600")
     assert requested == []
     png = shot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000  # not a blank page
     # the check above can fail: a page that fetches an image is caught
     leaky = tmp_path / "leaky.html"
     leaky.write_text('<html><body><img src="http://198.51.100.7/curve.png"></body></html>')
-    _, requested = _browse(leaky, tmp_path, "--dump-dom")
+    _, requested = browse(leaky, tmp_path, "--dump-dom")
     assert requested == ["http://198.51.100.7/curve.png"]

@@ -61,7 +61,7 @@ CLEAN: dict[str, str] = {
             return jobs, config
         """,
     # the one banned import allowed (BAN_EXCEPTIONS): old jobs' .pt metrics
-    "mushin_box/_results/series.py": (
+    "mushin_box/_results/stagefile.py": (
         "def old():\n    from mushin_box._train.metrics import load_metrics_file\n"
     ),
     "mushin_box/cli/main.py": "import importlib\n",

@@ -20,10 +20,14 @@ from mushin_box._results.table import ResultsError
 
 
 def curves(page: str) -> dict[str, list[str]]:
-    """{metric: [data-cell of each curve]} of a report page."""
+    """{metric: [data-cell of each curve]} of a report page, in the plot shown first (a
+    plot with a log-axis toggle holds both axes; the figure names the one shown)."""
     out: dict[str, list[str]] = {}
-    for figure in re.findall(r'<figure class="plot" data-metric="([^"]+)">(.*?)</figure>', page):
-        out[figure[0]] = re.findall(r'<path class="curve" data-cell="([^"]+)"', figure[1])
+    figures = r'<figure class="plot" data-metric="([^"]+)" data-scale="([^"]+)">(.*?)</figure>'
+    for metric, scale, body in re.findall(figures, page):
+        shown = re.findall(rf'<svg [^>]*data-scale="{scale}".*?</svg>', body)
+        assert len(shown) == 1, metric
+        out[metric] = re.findall(r'<path class="curve" data-cell="([^"]+)"', shown[0])
     return out
 
 
