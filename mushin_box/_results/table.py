@@ -107,10 +107,10 @@ def format_param(value: Any) -> str:
 
 
 def cell_label(cell: CellView) -> str:
-    """A cell's name in tables and legends: its directory (``lr=0.1``), or ``run`` for
-    a run without swept values."""
+    """A cell's name in tables and legends: its directory (``lr=0.1``), or ``cell`` for
+    the one cell of a sweep without swept values (its directory's name, as everywhere)."""
     if not cell.combo:
-        return "run"
+        return "cell"
     return cell.dir or ",".join(f"{k}={format_param(v)}" for k, v in cell.combo.items())
 
 
@@ -169,7 +169,7 @@ def _no_metric(option: str, spec: MetricSpec, metrics: Sequence[str], series: li
     found = ", ".join(series) or "none"
     if spec.reduction is not None:
         return (
-            f"{option} {spec.name!r}@{spec.reduction}: no cell has a MetricsCallback series "
+            f"{option} '{spec.name}@{spec.reduction}': no cell has a MetricsCallback series "
             f"{spec.name!r}; the series are: {found}"
         )
     return (
