@@ -498,6 +498,8 @@ def run_launch(
     record_root = Path(plan.working_dir or workflow.working_dir or ".").resolve()
     run_id = before.get(record_root)
     started = lambda: _manifest_run_id(record_root) != run_id  # noqa: E731
+    if record is not None:  # which launcher ran it: `ls` shows it
+        record = {**record, "launcher": plan.launcher or "basic"}
     with pythonpath, recorded(record_root, record if plan.working_dir else None, started):
         try:
             return workflow.run(

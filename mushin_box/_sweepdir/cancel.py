@@ -67,18 +67,18 @@ __all__ = ["CancelReport", "cancel", "cell_label"]
 def cell_label(directory: str | None, combo: dict[str, object]) -> str:
     """How a cell is named to the user: its directory, or, for a cell that never started,
     its swept values as overrides (``lr=0.1 seed=1``); a sweep of one cell sweeps nothing,
-    and its cell is ``the cell``.
+    and its cell is ``cell``, the directory the engine gives it.
 
     Examples
     --------
     >>> cell_label("lr=0.1", {"lr": 0.1}), cell_label(None, {"lr": 0.1, "seed": 1})
     ('lr=0.1', 'lr=0.1 seed=1')
     >>> cell_label(None, {})
-    'the cell'
+    'cell'
     """
     if directory:
         return directory
-    return " ".join(f"{k}={v}" for k, v in combo.items()) or "the cell"
+    return " ".join(f"{k}={v}" for k, v in combo.items()) or "cell"
 
 
 @attrs.frozen

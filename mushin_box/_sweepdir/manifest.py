@@ -10,7 +10,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mushin_box._core.layout import LOCK_FILE, MANIFEST_FILE, STATUS_FILE
+from mushin_box._core.layout import (
+    JOBS_FILE,
+    LAUNCH_FILE,
+    LOCK_FILE,
+    MANIFEST_FILE,
+    STATUS_FILE,
+)
 from mushin_box._core.sidecars import (
     canonical_dumps,
     read_json,
@@ -30,6 +36,7 @@ __all__ = [
     "combo_id",
     "read_status",
     "read_sweep_manifest",
+    "recorded_launcher",
     "manifest_from_cells",
     "mark_unstarted_cancelled",
     "rebuild_manifest",
@@ -425,3 +432,36 @@ def live_cells(records: Records) -> list[tuple[str, Any]]:
             if check(owner, job_state=ask).alive:
                 out.append((cell_dir.name, owner))
     return out
+
+
+#: the launcher of a submission's ``cluster`` (``mushin_jobs.json``)
+_CLUSTER_LAUNCHERS = {"slurm": "mushin_slurm", "local": "mushin_local"}
+
+
+def recorded_launcher(root: Path) -> str | None:
+    """The Hydra launcher that ran the sweep, as its files tell: the manifest's, else the
+    launch record's (``mushin-box launch``), else the latest submission's cluster (the
+    mushin launchers record their jobs); None when none says.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> root = Path(tempfile.mkdtemp())
+    >>> recorded_launcher(root) is None
+    True
+    >>> write_json_atomic(root / JOBS_FILE, {"cluster": "slurm", "jobs": []})
+    >>> recorded_launcher(root)
+    'mushin_slurm'
+    """
+    manifest = read_sweep_manifest(root) or {}
+    if isinstance(manifest.get("launcher"), str):
+        return manifest["launcher"]
+    for name in (LAUNCH_FILE, JOBS_FILE):
+        data = read_json(root / name) if (root / name).is_file() else None
+        if not isinstance(data, dict):
+            continue
+        if isinstance(data.get("launcher"), str):
+            return data["launcher"]
+        if data.get("cluster") in _CLUSTER_LAUNCHERS:
+            return _CLUSTER_LAUNCHERS[data["cluster"]]
+    return None

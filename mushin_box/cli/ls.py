@@ -40,6 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _row(sweep: Any, root: Path) -> dict[str, Any]:
+    from mushin_box._sweepdir.manifest import recorded_launcher
+
     try:
         shown = os.path.relpath(sweep.root, root)
     except ValueError:
@@ -47,7 +49,7 @@ def _row(sweep: Any, root: Path) -> dict[str, Any]:
     return {
         "sweep": shown,
         "path": str(sweep.root.resolve()),
-        "launcher": sweep.launcher,
+        "launcher": sweep.launcher or recorded_launcher(sweep.root),
         "cells": len(sweep.cells),
         "counts": sweep.counts(),
         "started": sweep.started,

@@ -112,6 +112,11 @@ def run(args: argparse.Namespace) -> int:
         full = list(overrides)
         if args.cells:  # the engine's decision needs no code here: which cells run
             actions = plan_cells(root, args.cells, changed=changed, restart=True)
+            if not any(a.runs for a in actions):
+                named = {c.rstrip("/").rsplit("/", 1)[-1] for c in args.cells}
+                done = ", ".join(a.name for a in actions if a.name in named)
+                print(f"nothing to run: {done} completed (mushin-box status {root})")
+                return 0
             overrides = narrow_overrides(overrides, actions)
     except (RecordError, ResumeError) as exc:
         raise UsageError(str(exc)) from None

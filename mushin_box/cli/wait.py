@@ -12,6 +12,7 @@ Polling is bounded (``--interval``, at least one second between looks at SLURM).
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import time
 
@@ -78,6 +79,6 @@ def run(args: argparse.Namespace) -> int:
             sweep = follower.update()
     return end_report(
         read_sweep(root),
-        f"the same launch with --resume --working-dir {root} "
+        f"mushin-box resume {shlex.quote(str(root))} "
         f"(Python: Workflow.run(..., working_dir={str(root)!r}, resume=True))",
     )

@@ -61,9 +61,12 @@ def test_the_hint_after_a_failed_launch_redacts_secrets_and_says_how_to_pass_the
     assert proc.returncode == 1, proc.stderr[-3000:]
     _clean(proc)
     hint = proc.stderr[proc.stderr.index("to run only those again") :]
-    # the keys are named, their values hidden, and the way to pass a secret is said
-    assert "'+api_key=<redacted>'" in hint and "'+db.password=<redacted>'" in hint
-    assert "'+api_key=${oc.env:API_KEY}'" in hint and "--resume" in hint
+    # resume replays the recorded launch; a secret's value is not recorded, and the way
+    # to pass it again is said
+    assert f"mushin-box resume {tmp_path / 'sweep'} --set '+api_key=${{oc.env:API_KEY}}'" in hint
+    assert "secret values are not recorded" in hint
+    record = (tmp_path / "sweep" / "mushin_launch.json").read_text()
+    assert "+api_key=<redacted>" in record and "+db.password=<redacted>" in record
 
 
 @pytest.mark.parametrize(

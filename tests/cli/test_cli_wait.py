@@ -95,9 +95,6 @@ def test_a_failed_launch_names_the_command_that_resumes_it(
 ) -> None:
     from mushin_box.cli.launch import _resume_command
 
+    # the launch is recorded in the sweep: `resume DIR` replays it, overrides and all
     monkeypatch.setattr(sys, "argv", ["mushin-box", "launch", "exp.py", "lr=0.1,1"])
-    assert _resume_command("/r/my sweep") == (
-        "mushin-box launch exp.py lr=0.1,1 --resume --working-dir '/r/my sweep'"
-    )
-    monkeypatch.setattr(sys, "argv", ["x", "launch", "e.py", "--working-dir=d", "--resume"])
-    assert _resume_command("/abs/d") == "mushin-box launch e.py --working-dir=d --resume"
+    assert _resume_command("/r/my sweep") == "mushin-box resume '/r/my sweep'"
