@@ -7,17 +7,138 @@ child processes, in SLURM jobs on other nodes), because it reads only the status
 no ``squeue``/``sacct`` is polled to draw it. :class:`CellProgress` runs beside a blocking
 ``Workflow.run``; :class:`SweepFollower` is the same bar for ``mushin-box wait``, which also
 asks SLURM whether the owners of running cells live (at the caller's interval).
+
+Design note: the terminal while the bar is drawn. A cell run in this process (``launch
+--local``: rank 0 is this process; the other ranks write to the cell's ``logs/``) prints
+through Python's logging, whose handlers were made before the bar, onto the real stderr: a
+line glued to the bar (``running=1Initializing distributed…``). While the bar is drawn,
+every logging handler that writes to this terminal writes through the bar's console
+instead (each line above the bar), and Lightning's known notices, which every cell repeats
+(``GPU available``, ``TPU available``, ``Initializing distributed``, the litlogger tip,
+``Trainer.fit stopped``), are left out by a logging filter on the loggers that say them:
+the rest of a rank's output is shown as it is. The ETA is the mean wall time of the cells
+this run finished, times the cells left, divided by how many ran at once (at most);
+``-:--:--`` until a cell has finished.
 """
 
 from __future__ import annotations
 
+import logging
+import sys
 import threading
+import warnings
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from mushin_box._core.layout import DONE_CELL_STATES as _DONE
 
-__all__ = ["CellProgress", "SweepFollower"]
+__all__ = ["NOTICES", "CellProgress", "SweepFollower", "eta_text", "quiet_terminal"]
+
+#: Lightning's notices that each cell run in this process repeats: the first words of the
+#: message (after any leading ``-`` rule), and the loggers that say them
+NOTICES = (
+    "GPU available:",
+    "TPU available:",
+    "HPU available:",
+    "IPU available:",
+    "LOCAL_RANK:",
+    "Initializing distributed:",
+    "distributed_backend=",
+    "💡 Tip:",
+    "`Trainer.fit` stopped:",
+)
+_NOTICE_LOGGERS = tuple(
+    f"{package}.{module}"
+    for package in (
+        "pytorch_lightning",
+        "lightning_fabric",
+        "lightning.pytorch",
+        "lightning.fabric",
+    )
+    for module in ("utilities.rank_zero", "utilities.distributed", "accelerators.cuda")
+) + ("lightning_utilities.core.rank_zero",)
+#: Lightning's hint to run under srun, which a run here (``--local``) does not by design
+_SRUN_HINT = r"The `srun` command is available on your system but is not used"
+
+
+class _Notices(logging.Filter):
+    """Leaves out the records whose message starts with one of :data:`NOTICES`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            text = record.getMessage()
+        except Exception:  # a record that can't be formatted is not ours to judge
+            return True
+        return not text.lstrip("-\n ").startswith(NOTICES)
+
+
+class quiet_terminal:  # noqa: N801 (used as a context manager, like contextlib's)
+    """While active: Lightning's :data:`NOTICES` and its srun hint are left out, and every
+    logging handler that writes to this process's terminal (``stdout``/``stderr`` as they
+    were on entry) writes to what ``sys.stdout``/``sys.stderr`` are after ``enter``'s
+    ``redirect()`` (the bar's console). Undone by :meth:`exit`."""
+
+    def __init__(self) -> None:
+        self._filter = _Notices()
+        self._streams = (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__)
+        self._moved: list[tuple[logging.StreamHandler[Any], Any]] = []
+        self._warning: tuple[Any, ...] | None = None
+
+    def enter(self) -> None:
+        for name in _NOTICE_LOGGERS:
+            logging.getLogger(name).addFilter(self._filter)
+        warnings.filterwarnings("ignore", message=_SRUN_HINT)
+        self._warning = warnings.filters[0]
+
+    def redirect(self) -> None:
+        """Point the terminal's logging handlers at the current ``sys.stdout``/``stderr``
+        (call it once the console has taken them over)."""
+        for handler in _stream_handlers():
+            stream = handler.stream
+            if any(stream is s for s in self._streams if s is not None):
+                out = sys.stdout if stream in (self._streams[0], self._streams[2]) else sys.stderr
+                self._moved.append((handler, handler.setStream(out)))
+
+    def exit(self) -> None:
+        for handler, stream in self._moved:
+            handler.setStream(stream)
+        self._moved.clear()
+        for name in _NOTICE_LOGGERS:
+            logging.getLogger(name).removeFilter(self._filter)
+        filters: list[Any] = warnings.filters  # type: ignore[assignment]  # a list at runtime
+        if self._warning is not None and self._warning in filters:
+            filters.remove(self._warning)
+            warnings._filters_mutated()  # type: ignore[attr-defined]  # as filterwarnings does
+        self._warning = None
+
+
+def _stream_handlers() -> Iterable[logging.StreamHandler[Any]]:
+    loggers = [logging.getLogger()]
+    loggers += [
+        x for x in logging.Logger.manager.loggerDict.values() if isinstance(x, logging.Logger)
+    ]
+    for logger in loggers:
+        for handler in logger.handlers:
+            if isinstance(handler, logging.StreamHandler) and not isinstance(
+                handler, logging.FileHandler
+            ):
+                yield handler
+
+
+def eta_text(durations: Iterable[float], left: int, parallel: int) -> str:
+    """The time left, as ``H:MM:SS``: the mean of ``durations`` (the cells finished) times
+    the ``left`` cells, over ``parallel`` cells at once; ``-:--:--`` before any finished.
+
+    >>> eta_text([60.0, 120.0], left=4, parallel=2), eta_text([], 3, 1), eta_text([5.0], 0, 1)
+    ('0:03:00', '-:--:--', '0:00:00')
+    """
+    done = [d for d in durations if d >= 0]
+    if not done:
+        return "-:--:--"
+    seconds = int(round(sum(done) / len(done) * left / max(1, parallel)))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
 
 
 def _bar() -> Any:
@@ -27,7 +148,6 @@ def _bar() -> Any:
         Progress,
         TextColumn,
         TimeElapsedColumn,
-        TimeRemainingColumn,
     )
 
     return Progress(
@@ -36,7 +156,7 @@ def _bar() -> Any:
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         TextColumn("eta"),
-        TimeRemainingColumn(),
+        TextColumn("[cyan]{task.fields[eta]}"),
         TextColumn("{task.fields[detail]}"),
     )
 
@@ -61,41 +181,59 @@ class CellProgress:
         self._thread = threading.Thread(target=self._loop, daemon=True, name="mushin-progress")
         self._progress: Any = None
         self._task: Any = None
+        self._quiet = quiet_terminal()
+        self._parallel = 1  # the most cells seen running at once
 
-    def _counts(self) -> dict[str, int]:
+    def _counts(self) -> tuple[dict[str, int], list[float]]:
         from mushin_box._sweepdir.manifest import cell_records
 
         counts: dict[str, int] = {}
+        durations: list[float] = []
         for _, record in cell_records(self.root):
             status = str(record.get("status"))
             reused = status == "completed" and record.get("run_id") != self.run_id
             key = "reused" if reused else status
             counts[key] = counts.get(key, 0) + 1
+            durations += _duration(record) if key in _DONE else []
         started = sum(counts.values())
         counts["pending"] = counts.get("pending", 0) + max(0, self.total - started)
-        return counts
+        return counts, durations
 
     def _update(self) -> None:
-        counts = self._counts()
+        counts, durations = self._counts()
         done = sum(counts.get(s, 0) for s in (*_DONE, "reused"))
-        self._progress.update(self._task, completed=min(done, self.total), detail=_detail(counts))
+        self._parallel = max(self._parallel, counts.get("running", 0))
+        eta = eta_text(durations, max(0, self.total - done), self._parallel)
+        completed = min(done, self.total)
+        self._progress.update(self._task, completed=completed, detail=_detail(counts), eta=eta)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.period_s):
             self._update()
 
     def start(self) -> CellProgress:
+        self._quiet.enter()
         self._progress = _bar()
-        self._task = self._progress.add_task("cells", total=self.total, detail="")
-        self._progress.start()
+        self._task = self._progress.add_task("cells", total=self.total, detail="", eta="-:--:--")
+        self._progress.start()  # sys.stdout and sys.stderr now write above the bar
+        self._quiet.redirect()
         self._thread.start()
         return self
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
-        self._update()
-        self._progress.stop()
+        try:
+            self._update()
+            self._progress.stop()
+        finally:
+            self._quiet.exit()
+
+
+def _duration(record: Mapping[str, Any]) -> list[float]:
+    value = record.get("duration_s")
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    return [float(value)] if ok else []  # type: ignore[arg-type]
 
 
 class SweepFollower:
@@ -125,9 +263,13 @@ class SweepFollower:
             counts = sweep.counts()
             done = sum(counts.get(s, 0) for s in _DONE)
             if self._task is None:
-                self._task = self._progress.add_task("cells", total=len(sweep.cells), detail="")
+                self._task = self._progress.add_task(
+                    "cells", total=len(sweep.cells), detail="", eta="-:--:--"
+                )
+            durations = [c.duration_s for c in sweep.cells if c.state in _DONE and c.duration_s]
+            eta = eta_text(durations, len(sweep.cells) - done, max(1, counts.get("running", 0)))
             self._progress.update(
-                self._task, total=len(sweep.cells), completed=done, detail=_detail(counts)
+                self._task, total=len(sweep.cells), completed=done, detail=_detail(counts), eta=eta
             )
         return sweep
 
