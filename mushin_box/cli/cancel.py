@@ -21,8 +21,8 @@ HELP = (
     "local ones) and record them cancelled; completed cells are never touched"
 )
 EXAMPLES = (
-    "mushin-box cancel runs/lr module.lr=0.1   # one cell",
-    "mushin-box cancel runs/lr   # every running cell",
+    "mushin-box cancel multirun/2026-01-31_12-00-00 module.lr=0.1   # one cell",
+    "mushin-box cancel multirun/2026-01-31_12-00-00   # every running cell",
 )
 #: what its exit codes mean (shown in --help; 2 and 141: every command's)
 EXITS = {

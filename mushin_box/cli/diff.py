@@ -28,9 +28,11 @@ HELP = (
     "bad input"
 )
 EXAMPLES = (
-    "mushin-box diff runs/a/module.lr=0.1 runs/b/module.lr=0.1",
-    "mushin-box diff runs/a runs/b --brief --md",
-    "mushin-box diff runs/a/cell runs/b/cell --rtol 1e-6   # results equal to 6 digits",
+    "mushin-box diff multirun/2026-01-31_12-00-00/module.lr=0.1 "
+    "multirun/2026-02-07_09-30-00/module.lr=0.1",
+    "mushin-box diff multirun/2026-01-31_12-00-00 multirun/2026-02-07_09-30-00 --brief --md",
+    "mushin-box diff multirun/2026-01-31_12-00-00/cell multirun/2026-02-07_09-30-00/cell "
+    "--rtol 1e-6   # results equal to 6 digits",
 )
 #: what its exit codes mean (shown in --help; 2 and 141: every command's)
 EXITS = {

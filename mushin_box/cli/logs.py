@@ -20,8 +20,8 @@ __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
 
 HELP = "print (or follow with -f) the output of a cell's ranks, from its files"
 EXAMPLES = (
-    "mushin-box logs runs/lr module.lr=0.1 --tail 50",
-    "mushin-box logs runs/lr module.lr=0.1 --rank 1 -f",
+    "mushin-box logs multirun/2026-01-31_12-00-00 module.lr=0.1 --tail 50",
+    "mushin-box logs multirun/2026-01-31_12-00-00 module.lr=0.1 --rank 1 -f",
 )
 #: what its exit codes mean (shown in --help; 2 and 141: every command's)
 EXITS = {0: "printed"}

@@ -20,7 +20,7 @@ from mushin_box.cli.output import JSON_HELP, print_json
 __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
 
 HELP = "list the sweeps under ROOT, newest first: launcher, cells by state, start, wall time"
-EXAMPLES = ("mushin-box ls runs/ --depth 2",)
+EXAMPLES = ("mushin-box ls multirun --depth 2",)
 #: what its exit codes mean (shown in --help; 2 and 141: every command's)
 EXITS = {0: "listed (also when there is no sweep)"}
 

@@ -27,8 +27,9 @@ HELP = (
     "and a diff against another run"
 )
 EXAMPLES = (
-    "mushin-box report runs/a --best val_loss@min",
-    "mushin-box report runs/a --against runs/b -o report.html",
+    "mushin-box report multirun/2026-01-31_12-00-00 --best val_loss@min",
+    "mushin-box report multirun/2026-01-31_12-00-00 --against multirun/2026-02-07_09-30-00 "
+    "-o report.html",
 )
 #: what its exit codes mean (shown in --help; 2 and 141: every command's)
 EXITS = {0: "written"}

@@ -25,10 +25,12 @@ HELP = (
     "diff it against the original; exit 0 when reproduced, 1 when something differs"
 )
 EXAMPLES = (
-    "mushin-box reproduce multirun/2026-11-30/12-00-00/lr=0.1 --dry-run",
-    "mushin-box reproduce multirun/2026-11-30/12-00-00/lr=0.1 --local --into rerun",
-    "mushin-box reproduce runs/big/lr=0.1 --nodes 1 --gpus 1 --atol 1e-6",
-    "mushin-box reproduce runs/big/lr=0.1 --image /shared/train.sif --json",
+    "mushin-box reproduce multirun/2026-01-31_12-00-00/module.lr=0.1 --dry-run",
+    "mushin-box reproduce multirun/2026-01-31_12-00-00/module.lr=0.1 --local --into rerun",
+    "mushin-box reproduce multirun/2026-01-31_12-00-00/module.lr=0.1 --nodes 1 --gpus 1 "
+    "--atol 1e-6",
+    "mushin-box reproduce multirun/2026-01-31_12-00-00/module.lr=0.1 --image "
+    "/shared/train.sif --json",
 )
 #: what its exit codes mean (shown in --help; 2 and 141: every command's)
 EXITS = {

@@ -29,10 +29,10 @@ HELP = (
     "several sweeps in one table"
 )
 EXAMPLES = (
-    "mushin-box show runs/lr --best val_loss",
-    "mushin-box show runs/lr --where state=failed --md",
-    "mushin-box show runs/a runs/b --sort val_loss@min",
-    "mushin-box show runs --all --best acc@max",
+    "mushin-box show multirun/2026-01-31_12-00-00 --best val_loss",
+    "mushin-box show multirun/2026-01-31_12-00-00 --where state=failed --md",
+    "mushin-box show multirun/2026-01-31_12-00-00 multirun/2026-02-07_09-30-00 --sort val_loss@min",
+    "mushin-box show multirun --all --best acc@max",
 )
 #: what its exit codes mean (shown in --help; 2 and 141: every command's)
 EXITS = {0: "shown"}

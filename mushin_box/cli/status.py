@@ -23,7 +23,7 @@ __all__ = ["HELP", "add_arguments", "as_json", "print_table", "run", "unanswered
 HELP = "show the cells of a sweep: swept values, state, attempt, job, node, duration, metrics"
 EXAMPLES = (
     "mushin-box status   # the latest sweep under here",
-    "mushin-box status runs/lr --json",
+    "mushin-box status multirun/2026-01-31_12-00-00 --json",
 )
 #: what its exit codes mean (shown in --help)
 EXITS = SWEEP_EXITS

@@ -22,7 +22,10 @@ from mushin_box.cli.tables import SWEEP_EXITS
 __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
 
 HELP = "wait for a sweep to finish, showing its progress; exit as its launch would"
-EXAMPLES = ("mushin-box wait runs/lr --timeout 3600   # exit 3 if it is still running then",)
+EXAMPLES = (
+    "mushin-box wait multirun/2026-01-31_12-00-00 --timeout 3600   # exit 3 if it is still "
+    "running then",
+)
 #: what its exit codes mean (shown in --help)
 EXITS = SWEEP_EXITS
 
