@@ -33,9 +33,10 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from mushin_box._core.layout import CONTAINER_ENV, DDP_SPEC_ENV, IMAGE_IDENTITY_ENV
+from mushin_box._core.layout import CONTAINER_ENV, DDP_SPEC_ENV, IMAGE_IDENTITY_ENV, RDZV_ENV
 from mushin_box._core.redact import redact, redact_env
 from mushin_box._core.sidecars import canonical_dumps
+from mushin_box._provenance.elastic import elastic_from_env
 from mushin_box._provenance.env import (
     NO_IMAGE,
     container_from_env,
@@ -466,6 +467,9 @@ def full_provenance(
     elastic = elastic_from_env(env)
     if elastic is not None:
         run["elastic"] = {**elastic, "world_size": topology.world_size}
+    rendezvous = {k: env[v] for k, v in RDZV_ENV.items() if k != "nodes" and env.get(v)}
+    if rendezvous:  # torchrun's: {"backend", "endpoint", "id"}, as the agent exported them
+        run["rendezvous"] = rendezvous
     run["fingerprints"] = {**dict(run.get("fingerprints") or {}), **dict(fingerprints)}
     run["devices"] = dict(devices) if devices is not None else device_facts(env)
     run["container"] = dict(container) if container is not None else container_from_env(env)
@@ -474,32 +478,6 @@ def full_provenance(
         run.pop("time", None)
     record = {**basic, "reproducibility": repro, "run": run}
     return split_provenance(record, patterns=patterns)
-
-
-def elastic_from_env(env: Mapping[str, str]) -> dict[str, Any] | None:
-    """torchrun's restarts of this worker group so far and the most it allows (``None``
-    outside torchrun): ``run.elastic``, with this attempt's world size beside them.
-
-    Examples
-    --------
-    >>> elastic_from_env({"TORCHELASTIC_RESTART_COUNT": "1", "TORCHELASTIC_MAX_RESTARTS": "2"})
-    {'restarts': 1, 'max_restarts': 2}
-    >>> elastic_from_env({}) is None
-    True
-    """
-    if "TORCHELASTIC_RESTART_COUNT" not in env:
-        return None
-
-    def count(name: str) -> int | None:
-        try:
-            return int(env[name])
-        except (KeyError, ValueError):
-            return None
-
-    return {
-        "restarts": count("TORCHELASTIC_RESTART_COUNT"),
-        "max_restarts": count("TORCHELASTIC_MAX_RESTARTS"),
-    }
 
 
 def finish_record(

@@ -64,10 +64,13 @@ def first_divergence(a: Any, b: Any) -> str | None:
             "initial weights differ: the module is built before seeding. Seed in pre_call "
             "(docs/reproducibility.md)"
         )
-    same_world = a.get("world_size") == b.get("world_size")
     ea, eb = _epochs(a), _epochs(b)
     for epoch in sorted(ea.keys() & eb.keys()):
         x, y = ea[epoch], eb[epoch]
+        # each epoch's own world when recorded (a fit resumed at another world size)
+        same_world = x.get("world_size", a.get("world_size")) == y.get(
+            "world_size", b.get("world_size")
+        )
         batch_a, batch_b = x.get("first_batch"), y.get("first_batch")
         if same_world and batch_a and batch_b and batch_a != batch_b:
             return f"data order differs at epoch {epoch}"

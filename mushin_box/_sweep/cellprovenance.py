@@ -4,17 +4,22 @@
 The cell runner (:mod:`mushin_box._sweep.cells`) calls :func:`start_provenance` right after
 the "running" status, and :func:`finish_provenance` once the task returned or raised (after
 the outcome's status: a kill in between must not leave a finished cell unrecorded).
+
+Every attempt rewrites the record, so the attempts before it (``run.attempts``: a requeue, a
+torchrun restart, a resume with fewer GPUs) are read from the record it replaces, while this
+attempt continues the same fit (:mod:`mushin_box._provenance.elastic`).
 """
 
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from mushin_box._core.layout import PROVENANCE_FILE, STATUS_FILE
+from mushin_box._core.layout import FINGERPRINTS_FILE, PROVENANCE_FILE, STATUS_FILE
 from mushin_box._core.sidecars import read_json
 
 __all__ = ["finish_provenance", "start_provenance"]
@@ -30,12 +35,17 @@ def start_provenance(
     fingerprints: dict[str, str],
     pre_call: Callable[..., Any] | None = None,
     experiment: Mapping[str, Any] | None = None,
+    *,
+    attempt: int | None = None,
+    continues: bool = False,
 ) -> None:
     """Write the cell's provenance record (and its package list) as the task starts.
 
     ``run.started`` is the ``started`` of the status just written, so both files agree;
     :func:`finish_provenance` completes the record when the task is done. ``run.task``
     says where the task and ``pre_call`` are defined (``mushin-box reproduce`` imports them).
+    ``run.attempts`` lists this ``attempt`` after those of the record it replaces, when it
+    ``continues`` their fit.
     """
     from omegaconf import OmegaConf
 
@@ -72,7 +82,34 @@ def start_provenance(
             pre_call=pre_call,
             experiment=experiment,
         )
-    write_provenance(cell_dir, record)
+    write_provenance(cell_dir, _with_attempt(record, cell_dir, attempt, continues))
+
+
+def _with_attempt(
+    record: dict[str, Any], cell_dir: Path, attempt: int | None, continues: bool
+) -> dict[str, Any]:
+    """``record`` with ``run.attempts``: the earlier ones of this fit, then this one."""
+    from mushin_box._provenance.elastic import attempt_entry, carried_attempts
+
+    run = record.get("run")
+    if not isinstance(run, dict):
+        return record
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a corrupt earlier record: its attempts are lost
+        earlier = carried_attempts(read_json(cell_dir / PROVENANCE_FILE), continues=continues)
+    topology, launcher = run.get("topology"), run.get("launcher")
+    entry = attempt_entry(
+        os.environ,
+        attempt=attempt,
+        world_size=topology.get("world_size") if isinstance(topology, dict) else None,
+        started=run.get("started"),
+        launcher=launcher.get("kind") if isinstance(launcher, dict) else None,
+    )
+    kept = [row for row in earlier if attempt is None or row.get("attempt") != attempt]
+    # the fit starts on disk are the last attempt's: they date it even when it died before
+    # a checkpoint kept its start (then the fit this attempt restores no longer lists it)
+    record = {**record, "run": {**run, "attempts": [*kept, entry]}}
+    return _with_fit_starts(record, cell_dir, changes=False)
 
 
 def finish_provenance(
@@ -100,6 +137,28 @@ def finish_provenance(
         runtimes = read_rank_runtimes(cell_dir, attempt=attempt)
         if runtimes:
             record = record_with_rank_runtime(record, runtimes)
+        record = _with_fit_starts(record, cell_dir)
         write_provenance(cell_dir, finish_record(record, ended=ended, duration_s=duration))
     except (OSError, ValueError, KeyError) as exc:  # never fail a cell over provenance
         warnings.warn(f"cell {cell_dir.name}: provenance not completed ({exc})", stacklevel=2)
+
+
+def _with_fit_starts(
+    record: dict[str, Any], cell_dir: Path, *, changes: bool = True
+) -> dict[str, Any]:
+    """``record`` with each attempt's first epoch and (``changes``) ``run.world_changes``,
+    from the fit starts ``MetricsCallback`` recorded (``fit_fingerprints.json``; none
+    without it)."""
+    from mushin_box._provenance.elastic import finished_run
+
+    run = record.get("run")
+    if not isinstance(run, dict):
+        return record
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the user's file, not a sidecar: none is no loss
+        prints = read_json(cell_dir / FINGERPRINTS_FILE)
+    starts = prints.get("starts") if isinstance(prints, dict) else None
+    done = finished_run(run, starts)
+    if not changes:  # the starts of the fit this attempt has not restored yet
+        done.pop("world_changes", None)
+    return {**record, "run": done}

@@ -58,7 +58,7 @@ from mushin_box._slurm.joblogs import slurm_rank_logs
 from mushin_box._slurm.jobs import slurm_job_id
 from mushin_box._sweep.cellmetrics import carry_over, metrics_from_return, set_aside_metrics
 from mushin_box._sweep.cellprovenance import finish_provenance, start_provenance
-from mushin_box._sweep.decide import Decision, decide
+from mushin_box._sweep.decide import SHAPE_FREE, Decision, decide
 from mushin_box._sweep.failure import record_failure
 from mushin_box._sweep.hydrafiles import install as install_hydra_files
 from mushin_box._sweep.hydrafiles import take_failure
@@ -184,6 +184,17 @@ def config_fingerprint(cfg: Any) -> str:
     return fingerprint
 
 
+def shape_free_fingerprint(cfg: Any) -> str | None:
+    """:func:`config_fingerprint` of the config without its run-shape keys (the world size:
+    ``trainer.devices``, ``trainer.num_nodes``, see
+    :func:`~mushin_box._provenance.full.split_config`): equal for one experiment run at any
+    world size, so a cell relaunched with fewer GPUs continues (:mod:`.decide`). None when
+    the config has no canonical JSON."""
+    from mushin_box._provenance.full import split_config
+
+    return plain_fingerprint(split_config(_plain_config(cfg))[0])
+
+
 def plain_fingerprint(plain: Any) -> str | None:
     """:func:`config_fingerprint` of a config as plain data; None when it has no canonical
     JSON (NaN, bytes): then it is the config's YAML that is hashed."""
@@ -264,11 +275,15 @@ def _provenance_readable(cell_dir: Path) -> bool:
     return False
 
 
-def _restart_count() -> int:
-    """SLURM's restart count of this job, or torchrun's of this worker group: above 0, the
-    job was requeued or the group restarted (it continues from the cell's checkpoints)."""
-    counts = (os.environ.get(k) for k in ("SLURM_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT"))
-    return max(int(c or 0) for c in counts)
+def _restart_count() -> tuple[int, str]:
+    """SLURM's restart count of this job, or torchrun's of this worker group, and the
+    variable that said it: above 0, the job was requeued or the group restarted (it
+    continues from the cell's checkpoints)."""
+    counts = [
+        (int(os.environ.get(name) or 0), name)
+        for name in ("SLURM_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT")
+    ]
+    return max(counts, key=lambda pair: pair[0])
 
 
 class CellRunner:
@@ -352,12 +367,14 @@ class CellRunner:
         if not isinstance(previous, dict):
             previous = {}
         base = {"combo": combo, "cell": cell_dir.name, "fingerprints": fingerprints}
+        base[SHAPE_FREE] = shape_free_fingerprint(cfg)
         root = Path(self.plan.working_dir)
         return _Cell(cell_dir, root, fingerprints, previous, base)
 
     def _decide(self, cell: _Cell) -> tuple[Decision, dict[str, Any] | None]:
         """Decide reuse/skip/run (:func:`decide`), emit its warnings; a reuse reads metrics."""
         multi_rank = is_multi_rank()
+        restarts, restarted_by = _restart_count()
 
         def judge(metrics_readable: bool) -> Decision:
             return decide(
@@ -370,10 +387,12 @@ class CellRunner:
                 deadline=self.plan.deadline,
                 now=time.time(),
                 multi_rank=multi_rank,
-                restart_count=_restart_count() if multi_rank else 0,
+                restart_count=restarts if multi_rank else 0,
+                restarted_by=restarted_by,
                 metrics_readable=metrics_readable,
                 reuse_stale_code=self.plan.reuse_stale_code,
                 code_modules=self.plan.code_modules,
+                shape_free=cell.base.get(SHAPE_FREE),
             )
 
         decision, metrics = judge(True), None
@@ -425,6 +444,7 @@ class CellRunner:
             **owner_fields(),  # who runs it: a later run must not start a second copy
             "logs": slurm_rank_logs(),  # where each SLURM rank writes (mushin-box logs)
             "previous_fingerprints": decision.previous_fingerprints,
+            f"previous_{SHAPE_FREE}": decision.previous_shape_free,
         }
         self._status(cell.directory, **running, status="running")
         try:
@@ -439,6 +459,8 @@ class CellRunner:
                     cell.fingerprints,
                     pre_call=self.pre_call,
                     experiment=getattr(self.plan, "experiment", None),
+                    attempt=attempt,
+                    continues=decision.continue_from_checkpoint,
                 )
         except Terminated as exc:  # stopped while its start was recorded: not left running
             with contextlib.suppress(OSError):

@@ -3,11 +3,19 @@
 
 Design note: the decision is a pure function of plain values (the cell's previous status
 record, its fingerprints now, the plan's ``resume`` flag and run id, whether the sweep was
-aborted, the time budget, the rank layout, SLURM's restart count). It reads no file, writes
+aborted, the time budget, the rank layout, SLURM's or torchrun's restart count). It reads no
+file, writes
 none, and needs no Hydra: the cell runner gathers the facts, calls :func:`decide`, and acts
 on the :class:`Decision` (returns the metrics, records a skip, or runs the task). That keeps
 every branch testable in microseconds, and it keeps every rank of a multi-rank cell on the
 same answer, since each rank computes it from the same facts.
+
+A change of the world size alone (``trainer.devices``/``trainer.num_nodes``, the run shape
+that ``launch --gpus``/``--nodes`` set) changes the config fingerprint, which hashes the
+whole config, but not the experiment: the status also keeps the fingerprint of the config
+without its run-shape keys (``config_without_shape``). When only that shape changed, a
+completed cell is reused and an unfinished one continues from its checkpoints under
+``resume``, at the new world size.
 """
 
 from __future__ import annotations
@@ -17,12 +25,14 @@ from typing import Any, Literal
 
 import attrs
 
-__all__ = ["ABORTED", "OUT_OF_TIME", "Decision", "decide"]
+__all__ = ["ABORTED", "OUT_OF_TIME", "SHAPE_FREE", "Decision", "decide"]
 
 #: the ``reason`` of a cell skipped because another cell failed under ``on_error="raise"``
 ABORTED = "sweep aborted (on_error='raise')"
 #: the ``reason`` of a cell skipped because ``max_total_seconds`` ran out before it started
 OUT_OF_TIME = "max_total_seconds"
+#: the status field holding the config fingerprint without the run-shape keys
+SHAPE_FREE = "config_without_shape"
 
 _MULTI_RANK_DEADLINE = (
     "max_total_seconds is disabled for a cell launched on several ranks (a rank that stopped "
@@ -56,6 +66,9 @@ class Decision:
     reused_despite : tuple[str, ...]
         For ``reuse``: the fingerprints that changed and were ignored on request
         (``reuse_stale_code``: ``("code",)``); the runner records them in the status.
+    previous_shape_free : Any
+        For ``run``: the config fingerprint without run-shape keys from before this run
+        (the status's ``previous_config_without_shape``, as ``previous_fingerprints``).
     """
 
     action: Literal["reuse", "skip", "run"]
@@ -65,6 +78,7 @@ class Decision:
     warnings: tuple[str, ...] = ()
     previous_fingerprints: Any = None
     reused_despite: tuple[str, ...] = ()
+    previous_shape_free: Any = None
 
 
 def decide(
@@ -79,9 +93,11 @@ def decide(
     now: float = 0.0,
     multi_rank: bool = False,
     restart_count: int = 0,
+    restarted_by: str = "SLURM_RESTART_COUNT",
     metrics_readable: bool = True,
     reuse_stale_code: bool = False,
     code_modules: Mapping[str, str] | None = None,
+    shape_free: str | None = None,
 ) -> Decision:
     """Decide whether a cell is reused, skipped or run, and whether a run continues.
 
@@ -104,7 +120,10 @@ def decide(
     multi_rank : bool (default: False)
         Is this process one of several ranks of the cell?
     restart_count : int (default: 0)
-        ``SLURM_RESTART_COUNT``: above 0, a multi-rank cell is a requeue and continues.
+        ``SLURM_RESTART_COUNT`` or ``TORCHELASTIC_RESTART_COUNT``: above 0, a multi-rank
+        cell is a requeue (or a restart of torchrun's worker group) and continues.
+    restarted_by : str (default: "SLURM_RESTART_COUNT")
+        The variable ``restart_count`` came from, named in the reason.
     metrics_readable : bool (default: True)
         ``False`` when a reusable cell's metrics sidecar turned out unreadable: it runs.
     reuse_stale_code : bool (default: False)
@@ -114,6 +133,10 @@ def decide(
     code_modules : mapping | None
         The modules the code fingerprint covers now (name -> short sha256): with the
         previous status's ``code_modules``, a changed code fingerprint names them.
+    shape_free : str | None
+        The config fingerprint without its run-shape keys now (:data:`SHAPE_FREE`): when
+        the previous status holds the same, a changed ``config`` fingerprint is a change of
+        world size only (the cell is reused, or continues, under ``resume``).
 
     Examples
     --------
@@ -126,6 +149,11 @@ def decide(
     ('run', False, 'config fingerprint changed')
     >>> decide(done, fp, cell="x=1", run_id="new", resume=True, aborted=True).reason
     "sweep aborted (on_error='raise')"
+    >>> stopped = {**done, "status": "failed", SHAPE_FREE: "e1"}
+    >>> d = decide(stopped, {**fp, "config": "c2"}, cell="x=1", run_id="new", resume=True,
+    ...            shape_free="e1")  # relaunched with fewer GPUs
+    >>> d.action, d.continue_from_checkpoint, d.reason
+    ('run', True, 'resume at another world size (only the run shape changed): continuing')
     """
     before: Mapping[str, Any] = previous or {}
     if aborted:
@@ -137,6 +165,8 @@ def decide(
         old = before.get("fingerprints") or {}
         # a key present on one side only changed too (e.g. the image is no longer set)
         changed = sorted(k for k in {*old, *fingerprints} if old.get(k) != fingerprints.get(k))
+        if _reshaped(changed, ignored, before.get(SHAPE_FREE), shape_free):
+            return Decision("reuse", reason="completed at another world size: reused")
         if not set(changed) - set(ignored):
             if metrics_readable:
                 despite = tuple(changed)
@@ -166,14 +196,26 @@ def decide(
                 "skip", reason=OUT_OF_TIME, rerun_reason=rerun_reason, warnings=tuple(found)
             )
     known = _fingerprints_before_this_run(before, run_id)
+    known_shape = _before_this_run(before, run_id, SHAPE_FREE)
+    was = known if isinstance(known, Mapping) else {}
+    reshaped = _reshaped(
+        sorted(k for k in {*was, *fingerprints} if was.get(k) != fingerprints.get(k)),
+        ignored,
+        known_shape,
+        shape_free,
+    )
     continues, why = _continues(
         before,
         run_id=run_id,
         resume=resume,
         # a status without fingerprints (corrupt, or from an old version) proves nothing
-        changed=bool(before) and _without(known, ignored) != _without(fingerprints, ignored),
+        changed=bool(before)
+        and not reshaped
+        and _without(known, ignored) != _without(fingerprints, ignored),
         multi_rank=multi_rank,
         restart_count=restart_count,
+        restarted_by=restarted_by,
+        reshaped=reshaped,
     )
     return Decision(
         "run",
@@ -182,7 +224,14 @@ def decide(
         rerun_reason=rerun_reason,
         warnings=tuple(found),
         previous_fingerprints=known,
+        previous_shape_free=known_shape,
     )
+
+
+def _reshaped(changed: list[str], ignored: tuple[str, ...], before: Any, now: str | None) -> bool:
+    """Did only the run shape (the world size) change? The config fingerprint alone
+    differs (besides those ignored), and the config without run-shape keys hashes alike."""
+    return now is not None and before == now and set(changed) - set(ignored) == {"config"}
 
 
 def _without(fingerprints: Any, keys: tuple[str, ...]) -> Any:
@@ -214,6 +263,14 @@ def _fingerprints_before_this_run(previous: Mapping[str, Any], run_id: str) -> A
     return previous.get("fingerprints")
 
 
+def _before_this_run(previous: Mapping[str, Any], run_id: str, key: str) -> Any:
+    """A status field as it was before this run (``previous_<key>`` once this run's rank 0
+    rewrote the status), as :func:`_fingerprints_before_this_run`."""
+    if previous.get("run_id") == run_id and "previous_fingerprints" in previous:
+        return previous.get(f"previous_{key}")
+    return previous.get(key)
+
+
 def _continues(
     previous: Mapping[str, Any],
     *,
@@ -222,6 +279,8 @@ def _continues(
     changed: bool,
     multi_rank: bool,
     restart_count: int,
+    restarted_by: str = "SLURM_RESTART_COUNT",
+    reshaped: bool = False,
 ) -> tuple[bool, str]:
     """Does this attempt continue from the cell's checkpoints, and why (or why not)?
 
@@ -232,11 +291,14 @@ def _continues(
         # every rank decides alone while rank 0 rewrites the status: the plan, SLURM's
         # restart count and the fingerprints from before this run
         if restart_count > 0:
-            return True, "requeued (SLURM_RESTART_COUNT > 0): continuing"
+            how = "restarted by torchrun" if "TORCHELASTIC" in restarted_by else "requeued"
+            return True, f"{how} ({restarted_by} > 0): continuing"
     elif previous.get("run_id") == run_id:
         return True, "requeued within this run: continuing"
     if not resume:
         return False, "a new run without resume: starting afresh"
     if changed:
         return False, "fingerprints changed: starting afresh"
+    if reshaped:
+        return True, "resume at another world size (only the run shape changed): continuing"
     return True, "resume with unchanged fingerprints: continuing"

@@ -150,7 +150,8 @@ class MetricsCallback(pl.Callback):
         self._save_dir = Path(save_dir) if save_dir is not None else None
         self.filename = filename
         self.fingerprints = fingerprints
-        #: world_size, fit_start (weights), epochs: {epoch: {first_batch, weights}}
+        #: world_size, fit_start (weights), epochs: {epoch: {first_batch, world_size,
+        #: weights}}, starts: [{epoch, world_size, attempt}] (one per fit start)
         self._prints: dict[str, Any] = {"world_size": None, "fit_start": None, "epochs": {}}
         self._fit = _Series("epoch")
         self._test = _Series("round")
@@ -210,6 +211,22 @@ class MetricsCallback(pl.Callback):
             self._prints["fit_start"] = weights_fingerprint(pl_module)  # after any restore
             self._prints["world_size"] = trainer.world_size
 
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        # where this fit starts and in which world, once the loops are restored (they are
+        # not yet at on_fit_start): the checkpointed history of a fit that went on at
+        # another world size (the record's run.world_changes)
+        if not (self.fingerprints and trainer.is_global_zero):
+            return
+        from mushin_box._train.resume import current_attempt
+
+        start: dict[str, int | None] = {
+            "epoch": int(trainer.current_epoch),
+            "world_size": trainer.world_size,
+            "attempt": current_attempt(job_dir()),
+        }
+        self._prints.setdefault("starts", []).append(start)
+        self._write_prints()
+
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
@@ -218,6 +235,7 @@ class MetricsCallback(pl.Callback):
 
             epoch = self._prints["epochs"].setdefault(int(trainer.current_epoch), {})
             epoch["first_batch"] = batch_fingerprint(batch)
+            epoch["world_size"] = trainer.world_size  # a rank's batch depends on it
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._fit.record(trainer.current_epoch, _logged_by_active_loop(trainer))
@@ -227,9 +245,12 @@ class MetricsCallback(pl.Callback):
 
             epoch = self._prints["epochs"].setdefault(int(trainer.current_epoch), {})
             epoch["weights"] = weights_fingerprint(pl_module)
-            epochs = [{"epoch": e, **v} for e, v in sorted(self._prints["epochs"].items())]
-            record = {**self._prints, "epochs": epochs}
-            write_bytes_atomic(self.save_dir() / FINGERPRINTS_FILE, canonical_dumps(record))
+            self._write_prints()
+
+    def _write_prints(self) -> None:
+        epochs = [{"epoch": e, **v} for e, v in sorted(self._prints["epochs"].items())]
+        record = {**self._prints, "epochs": epochs}
+        write_bytes_atomic(self.save_dir() / FINGERPRINTS_FILE, canonical_dumps(record))
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self._fit.rows:

@@ -37,6 +37,7 @@ __all__ = [
     "RESUME_PARAM",
     "ResumeContext",
     "call_with_resume",
+    "current_attempt",
     "find_last_checkpoint",
     "next_attempt",
     "resumable",
@@ -211,6 +212,24 @@ def next_attempt(
     record = {"attempt": attempt} if start is None else {"attempt": attempt, "start": start}
     write_json_atomic(path, record)
     return attempt
+
+
+def current_attempt(directory: str | os.PathLike[str]) -> int | None:
+    """The job's attempt number as :func:`next_attempt` last counted it, without counting
+    one; None when none was counted (a fit outside a sweep or ``resumable``).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> job = tempfile.mkdtemp()
+    >>> current_attempt(job), next_attempt(job), current_attempt(job)
+    (None, 1, 1)
+    """
+    from mushin_box._core.sidecars import read_json
+
+    record = read_json(mushin_dir(Path(directory)) / ATTEMPT_FILE, default={})
+    value = record.get("attempt") if isinstance(record, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 @public

@@ -1,0 +1,211 @@
+# SPDX-License-Identifier: MIT
+"""Each attempt of a cell's fit, and the worlds it ran in: ``run.elastic``, ``run.attempts``
+and ``run.world_changes``.
+
+Why this shape
+--------------
+A cell's record is rewritten by every attempt: a SLURM requeue, a torchrun restart, a
+``resume`` with fewer GPUs. Each attempt knows only its own world, so the facts of the
+earlier attempts are carried forward from the record the previous attempt left in the cell
+directory (read by the caller, bounded and without following a symlink), as long as this
+attempt continues the same fit. A fresh start begins a new list.
+
+Where a fit went on at another world size, and at which epoch, is known best by the fit
+itself: ``MetricsCallback`` keeps, in its checkpointed state, one entry per fit start (the
+epoch it starts at, its world size and the cell's attempt: ``starts`` in
+``fit_fingerprints.json``). The checkpoint makes that list the true history of the weights
+the cell ends with: an attempt killed before its next checkpoint leaves no trace in it.
+Without it (no ``MetricsCallback``, or ``fingerprints=False``) the attempts' world sizes
+alone say that the world changed, not at which epoch (``"epoch": null``).
+
+Everything here lives in ``run``: a run that changed its world size is the same experiment
+(``reproducibility`` holds no topology), so ``diff`` lists these fields as expected to differ.
+
+Examples
+--------
+>>> earlier = {"run": {"attempts": [{"attempt": 1, "restart": 0, "world_size": 2,
+...                                  "started": "t1", "launcher": "torchrun"}]}}
+>>> entry = attempt_entry({"TORCHELASTIC_RESTART_COUNT": "0"}, attempt=2, world_size=1,
+...                       started="t2", launcher="hydraddp")
+>>> run = {"attempts": carried_attempts(earlier, continues=True) + [entry]}
+>>> starts = [{"epoch": 0, "world_size": 2, "attempt": 1},
+...           {"epoch": 2, "world_size": 1, "attempt": 2}]
+>>> done = finished_run(run, starts)
+>>> [(a["attempt"], a["world_size"], a["epoch"]) for a in done["attempts"]]
+[(1, 2, 0), (2, 1, 2)]
+>>> done["world_changes"]
+[{'epoch': 2, 'from': 2, 'to': 1}]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "attempt_entry",
+    "carried_attempts",
+    "elastic_from_env",
+    "finished_run",
+    "world_changes",
+]
+
+_RESTART_ENV = ("TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT")
+
+
+def _count(env: Mapping[str, Any], name: str) -> int | None:
+    try:
+        return int(env[name])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def elastic_from_env(env: Mapping[str, str]) -> dict[str, Any] | None:
+    """torchrun's restarts of this worker group so far and the most it allows (``None``
+    outside torchrun): ``run.elastic``, with this attempt's world size beside them.
+
+    Examples
+    --------
+    >>> elastic_from_env({"TORCHELASTIC_RESTART_COUNT": "1", "TORCHELASTIC_MAX_RESTARTS": "2"})
+    {'restarts': 1, 'max_restarts': 2}
+    >>> elastic_from_env({}) is None
+    True
+    """
+    if "TORCHELASTIC_RESTART_COUNT" not in env:
+        return None
+    return {
+        "restarts": _count(env, "TORCHELASTIC_RESTART_COUNT"),
+        "max_restarts": _count(env, "TORCHELASTIC_MAX_RESTARTS"),
+    }
+
+
+def attempt_entry(
+    env: Mapping[str, str],
+    *,
+    attempt: int | None,
+    world_size: int | None,
+    started: str | None,
+    launcher: str | None,
+) -> dict[str, Any]:
+    """This attempt's entry of ``run.attempts``: the cell's attempt number, torchrun's (or
+    else SLURM's) restart count, the world size, when it started, the launcher kind, and
+    the epoch its fit started at (``None`` until :func:`finished_run` knows it).
+
+    Examples
+    --------
+    >>> attempt_entry({"SLURM_RESTART_COUNT": "2"}, attempt=3, world_size=8,
+    ...               started="2026-01-01T00:00:00.000+00:00", launcher="slurm")["restart"]
+    2
+    """
+    restart = next((c for c in (_count(env, n) for n in _RESTART_ENV) if c is not None), 0)
+    return {
+        "attempt": attempt,
+        "restart": restart,
+        "world_size": world_size,
+        "started": started,
+        "launcher": launcher,
+        "epoch": None,
+    }
+
+
+def carried_attempts(previous: Any, *, continues: bool) -> list[dict[str, Any]]:
+    """The earlier attempts of this fit, from the record the last attempt left (``previous``,
+    already read; anything else counts as none): its ``run.attempts``, or for a record
+    written before they existed one entry made from its world. Nothing when this attempt
+    does not continue the fit (a fresh start) or there is no record.
+
+    Examples
+    --------
+    >>> old = {"run": {"started": "t0", "topology": {"world_size": 4},
+    ...                "launcher": {"kind": "slurm"}}}
+    >>> carried_attempts(old, continues=True)[0]["world_size"]
+    4
+    >>> carried_attempts(old, continues=False)
+    []
+    """
+    run = previous.get("run") if isinstance(previous, Mapping) else None
+    if not continues or not isinstance(run, Mapping):
+        return []
+    rows = run.get("attempts")
+    if isinstance(rows, list):
+        return [dict(row) for row in rows if isinstance(row, Mapping)]
+    topology = run.get("topology")
+    launcher = run.get("launcher")
+    elastic = run.get("elastic")
+    return [
+        {
+            "attempt": None,
+            "restart": (elastic or {}).get("restarts") if isinstance(elastic, Mapping) else None,
+            "world_size": topology.get("world_size") if isinstance(topology, Mapping) else None,
+            "started": run.get("started"),
+            "launcher": launcher.get("kind") if isinstance(launcher, Mapping) else None,
+            "epoch": None,
+        }
+    ]
+
+
+def _starts(starts: Any) -> list[dict[str, Any]]:
+    """The well-formed entries of a fit's ``starts`` (epoch and world size: integers)."""
+    rows = starts if isinstance(starts, list) else []
+    return [
+        {"epoch": row["epoch"], "world_size": row["world_size"], "attempt": row.get("attempt")}
+        for row in rows
+        if isinstance(row, Mapping)
+        and _int(row.get("epoch")) is not None
+        and _int(row.get("world_size")) is not None
+    ]
+
+
+def world_changes(
+    starts: Sequence[Mapping[str, Any]], attempts: Sequence[Mapping[str, Any]] = ()
+) -> list[dict[str, Any]]:
+    """Where the fit went on at another world size: ``{"epoch", "from", "to"}`` for each
+    fit start whose world differs from the one before it. Without ``starts``, the attempts'
+    world sizes, with ``"epoch": None``.
+
+    Examples
+    --------
+    >>> world_changes([{"epoch": 0, "world_size": 4}, {"epoch": 3, "world_size": 4},
+    ...                {"epoch": 5, "world_size": 2}])
+    [{'epoch': 5, 'from': 4, 'to': 2}]
+    >>> world_changes([], [{"world_size": 2}, {"world_size": 1}])
+    [{'epoch': None, 'from': 2, 'to': 1}]
+    """
+    rows: list[Mapping[str, Any]] = list(starts) or [
+        {"epoch": None, "world_size": a.get("world_size")}
+        for a in attempts
+        if _int(a.get("world_size")) is not None
+    ]
+    return [
+        {"epoch": b.get("epoch"), "from": a["world_size"], "to": b["world_size"]}
+        for a, b in zip(rows, rows[1:], strict=False)
+        if a["world_size"] != b["world_size"]
+    ]
+
+
+def finished_run(run: Mapping[str, Any], starts: Any) -> dict[str, Any]:
+    """A copy of a record's ``run`` completed from the fit's ``starts`` (``MetricsCallback``'s,
+    read from ``fit_fingerprints.json``; anything else counts as none): each attempt's
+    ``epoch`` (the epoch its fit started at, matched by attempt number) and
+    ``world_changes``. A run without ``attempts`` is returned as it is."""
+    attempts = run.get("attempts")
+    if not isinstance(attempts, list):
+        return dict(run)
+    fits = _starts(starts)
+    epochs: dict[int, int] = {}
+    for row in fits:  # a fit started twice in one attempt (fit, then fit again): the first
+        number = _int(row.get("attempt"))
+        if number is not None:
+            epochs.setdefault(number, row["epoch"])
+    rows = []
+    for row in attempts:
+        entry = dict(row) if isinstance(row, Mapping) else {}
+        number = _int(entry.get("attempt"))
+        if number is not None and number in epochs:
+            entry["epoch"] = epochs[number]
+        rows.append(entry)
+    return {**run, "attempts": rows, "world_changes": world_changes(fits, rows)}
