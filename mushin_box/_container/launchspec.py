@@ -383,6 +383,17 @@ class MasterPort:
         if self.span < 1 or self.base < 1024 or self.base + self.span - 1 > 65535:
             raise ValueError(f"MasterPort(base={self.base}, span={self.span}) leaves 1024..65535")
 
+    def port_of(self, job_id: str | int) -> int:
+        """The port of SLURM job ``job_id`` (its ``SLURM_JOB_ID``), as :meth:`setup_line`
+        computes it in the batch script; the fixed port when there is one.
+
+        >>> MasterPort().port_of("123456"), MasterPort(base=25000).port_of(7)
+        (18456, 25007)
+        """
+        if self.fixed is not None:
+            return self.fixed
+        return self.base + int(job_id) % self.span
+
     def setup_line(self) -> str | None:
         """The batch-script line that exports the job's port (None for a fixed port)."""
         if self.fixed is not None:

@@ -75,6 +75,7 @@ __all__ = [
     "PROJECT_FILE",
     "PROVENANCE_FILE",
     "RANK_LOG_DIR",
+    "RDZV_ENV",
     "RUN_ID_ENV",
     "SECRET_ENV_PREFIX",
     "SECRET_NAMES_ENV",
@@ -249,6 +250,14 @@ DDP_SPEC_ENV = "MUSHIN_DDP_SPEC"
 DDP_PARENT_PID_ENV = "MUSHIN_DDP_PARENT_PID"
 #: the rendezvous port, chosen per SLURM job by the batch script
 MASTER_PORT_ENV = "MUSHIN_MASTER_PORT"
+#: a torchrun cell's rendezvous (``run.rendezvous``) -> the variable the agent exports it in;
+#: ``nodes``: the node names by torchrun group rank, as the workers told each other
+RDZV_ENV: Mapping[str, str] = {
+    "backend": "MUSHIN_RDZV_BACKEND",
+    "endpoint": "MUSHIN_RDZV_ENDPOINT",
+    "id": "MUSHIN_RDZV_ID",
+    "nodes": "MUSHIN_RDZV_NODES",
+}
 #: the image digests already computed, keyed by file identity, in the user's cache directory
 #: (``$XDG_CACHE_HOME/mushin-box/``, else ``~/.cache/mushin-box/``)
 DIGEST_CACHE_FILE = "image-digests.json"

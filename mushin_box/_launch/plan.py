@@ -202,11 +202,8 @@ def plan_launch(
     where : str
         Why the launch runs where it does, for the plan (default: the probe's answer).
     torchrun, max_restarts, min_nodes
-        Run each cell's ranks as torchrun workers, restarted up to ``max_restarts`` times:
-        here one ``torchrun --standalone`` agent of ``gpus`` workers; on SLURM one agent
-        per node (:func:`~mushin_box._slurm.torchrun.torchrun_launcher_fields`).
-        ``min_nodes``: elastic membership, ``--nnodes min_nodes:nodes`` (SLURM only); the
-        Trainer's ``num_nodes`` then follows the group torchrun formed.
+        Each cell's ranks as torchrun workers, restarted up to ``max_restarts`` times
+        (:mod:`mushin_box._launch.torchrunplan`); ``min_nodes``: elastic membership.
 
     Examples
     --------
@@ -282,9 +279,25 @@ def plan_launch(
         if "trainer.accelerator" not in given and has_trainer:
             out.append(format_override("trainer.accelerator", "cpu", force_add=True))
         if torchrun:
-            from mushin_box._launch.torchrunplan import local_torchrun_plan
+            from mushin_box._launch.torchrunplan import local_torchrun_config
 
-            return local_torchrun_plan(nodes, gpus, max_restarts, out, working_dir, pythonpath, why)
+            try:  # the launcher's own check, before anything is written
+                tr_config = local_torchrun_config(gpus, max_restarts)
+            except ValueError as exc:
+                raise LaunchError(str(exc)) from None
+            return LaunchPlan(
+                "local",
+                nodes,
+                gpus,
+                "mushin_local",
+                tr_config,
+                tuple(out),
+                working_dir,
+                pythonpath,
+                why,
+                {},
+                torchrun=True,
+            )
         if gpus > 1 and select_key(config, "trainer.strategy._target_") not in _HYDRADDP_TARGETS:
             raise LaunchError(
                 f"--gpus {gpus} here starts {gpus} CPU ranks with HydraDDP, but the trainer's "
@@ -322,7 +335,10 @@ def plan_launch(
     if torchrun:
         from mushin_box._launch.torchrunplan import slurm_torchrun
 
-        config_out, out = slurm_torchrun(config_out, out, nodes, max_restarts, min_nodes)
+        try:
+            config_out, out = slurm_torchrun(config_out, out, nodes, max_restarts, min_nodes)
+        except (TypeError, ValueError) as exc:
+            raise LaunchError(str(exc)) from None
     container_keys = ("image", "binds", "image_python")
     shown = {
         k: v

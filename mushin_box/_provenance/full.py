@@ -33,7 +33,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from mushin_box._core.layout import CONTAINER_ENV, DDP_SPEC_ENV, IMAGE_IDENTITY_ENV
+from mushin_box._core.layout import CONTAINER_ENV, DDP_SPEC_ENV, IMAGE_IDENTITY_ENV, RDZV_ENV
 from mushin_box._core.redact import redact, redact_env
 from mushin_box._core.sidecars import canonical_dumps
 from mushin_box._provenance.elastic import elastic_from_env
@@ -467,6 +467,9 @@ def full_provenance(
     elastic = elastic_from_env(env)
     if elastic is not None:
         run["elastic"] = {**elastic, "world_size": topology.world_size}
+    rendezvous = {k: env[v] for k, v in RDZV_ENV.items() if k != "nodes" and env.get(v)}
+    if rendezvous:  # torchrun's: {"backend", "endpoint", "id"}, as the agent exported them
+        run["rendezvous"] = rendezvous
     run["fingerprints"] = {**dict(run.get("fingerprints") or {}), **dict(fingerprints)}
     run["devices"] = dict(devices) if devices is not None else device_facts(env)
     run["container"] = dict(container) if container is not None else container_from_env(env)

@@ -11,8 +11,8 @@ can run at world size 1, 2 or 4 and still be the same experiment.
 * ranks HydraDDP started itself (``MUSHIN_GLOBAL_RANK``, plus ``LOCAL_RANK``,
   ``NODE_RANK`` and ``WORLD_SIZE`` that HydraDDP's rank 0 exports);
 * torchrun / TorchElastic (``RANK``, ``LOCAL_RANK``, ``GROUP_RANK``, ``WORLD_SIZE``,
-  ``LOCAL_WORLD_SIZE``, ``GROUP_WORLD_SIZE``; node names from SLURM when torchrun runs
-  one per SLURM node);
+  ``LOCAL_WORLD_SIZE``, ``GROUP_WORLD_SIZE``; node names by group rank as the SLURM
+  workers exchanged them, else from SLURM when torchrun runs one per SLURM node);
 * SLURM tasks (``SLURM_PROCID``, ``SLURM_LOCALID``, ``SLURM_NODEID``, ``SLURM_NTASKS``,
   ``SLURM_TASKS_PER_NODE``, ``SLURM_DISTRIBUTION``, ``SLURM_JOB_NODELIST`` and the job's
   id, array ids, partition and account);
@@ -35,7 +35,7 @@ from typing import Any, ClassVar, NamedTuple
 import attrs
 
 from mushin_box._core.hostlist import compress_hostlist, expand_hostlist
-from mushin_box._core.layout import GLOBAL_RANK_ENV
+from mushin_box._core.layout import GLOBAL_RANK_ENV, RDZV_ENV
 
 __all__ = [
     "RANK_COLUMNS",
@@ -374,8 +374,12 @@ def _from_torchrun(env: Mapping[str, str], host: str, seeds: Mapping[int, int] |
     if node is None:
         node = _int(env, "NODE_RANK", rank // per) or 0
     slurm_nodes = _slurm_nodes(env)
+    by_group = [n for n in env.get(RDZV_ENV["nodes"], "").split(",") if n]  # SLURM torchrun
     nodes: list[str | None]
-    if slurm_nodes is not None and len(slurm_nodes) == nnodes:
+    if len(by_group) == nnodes:  # the workers' own names, by torchrun's group rank
+        nodes = list(by_group)
+        host = by_group[node] if 0 <= node < nnodes else host
+    elif slurm_nodes is not None and len(slurm_nodes) == nnodes:
         nodes = list(slurm_nodes)
     else:
         nodes = [None] * nnodes

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from mushin_box._core.targets import public
+from mushin_box._slurm.grammar import memory_fields, parse_slurm_memory, parse_slurm_time
 
 __all__ = [
     "SLURM_LAUNCHER_KEYS",
@@ -224,106 +225,6 @@ def _gres(key: str, value: object) -> str:
     return gres
 
 
-# -- SLURM's own grammars for --time and --mem ------------------------------------------------
-
-_TIME = re.compile(
-    r"(?:(?P<days>\d+)-(?P<dh>\d+)(?::(?P<dm>\d+)(?::(?P<ds>\d+))?)?"  # D-H[:M[:S]]
-    r"|(?P<h>\d+):(?P<hm>\d+):(?P<hs>\d+)"  # H:M:S
-    r"|(?P<m>\d+)(?::(?P<ms>\d+))?)\Z"  # M[:S]
-)
-_TIME_HELP = "give minutes (90), H:MM:SS (1:30:00), MM:SS, or D-HH[:MM[:SS]] (1-00:00:00)"
-
-
-def parse_slurm_time(value: object, *, what: str = "time") -> int:
-    """Minutes of a wall-time limit written as sbatch's ``--time`` takes it.
-
-    SLURM's grammar: ``M``, ``M:S``, ``H:M:S``, ``D-H``, ``D-H:M``, ``D-H:M:S``; an int is
-    minutes. Seconds round up to whole minutes (the launcher's ``timeout_min`` is an int;
-    SLURM rounds up too). A limit is required: the host-side requeue counts from it, so
-    ``0``, ``UNLIMITED`` and ``INFINITE`` are refused.
-
-    Examples
-    --------
-    >>> [parse_slurm_time(t) for t in (90, "90", "2:00:00", "1-00:00:00", "1-2", "0:30")]
-    [90, 90, 120, 1440, 1560, 1]
-    >>> parse_slurm_time("2h")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    ValueError: time '2h' is not a SLURM time; give minutes (90), H:MM:SS (1:30:00), ...
-    """
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ValueError(f"{what} {value!r} is not a SLURM time; {_TIME_HELP}")
-    if isinstance(value, int):
-        minutes = value
-    else:
-        text = value.strip()
-        if text.upper() in ("UNLIMITED", "INFINITE"):
-            raise ValueError(
-                f"{what} {value!r}: a job needs a time limit (the requeue trap counts from "
-                f"it); {_TIME_HELP}"
-            )
-        m = _TIME.match(text)
-        if m is None:
-            raise ValueError(f"{what} {value!r} is not a SLURM time; {_TIME_HELP}")
-        g = {k: int(v) for k, v in m.groupdict().items() if v is not None}
-        seconds = (
-            g.get("days", 0) * 86400
-            + (g.get("dh", 0) + g.get("h", 0)) * 3600
-            + (g.get("dm", 0) + g.get("hm", 0) + g.get("m", 0)) * 60
-            + g.get("ds", 0)
-            + g.get("hs", 0)
-            + g.get("ms", 0)
-        )
-        minutes = math.ceil(seconds / 60)
-    if minutes < 1:
-        raise ValueError(f"{what} {value!r}: the limit must be at least a minute; {_TIME_HELP}")
-    return minutes
-
-
-_MEMORY = re.compile(r"(?P<n>\d+)(?P<unit>[KMGT]?)B?\Z", re.IGNORECASE)
-_MB_PER = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
-
-
-def parse_slurm_memory(value: object, *, what: str = "mem") -> int:
-    """Megabytes of a memory size written as sbatch's ``--mem`` takes it: a whole number
-    with an optional unit ``K``, ``M`` (the default), ``G`` or ``T``; kilobytes round up.
-
-    Examples
-    --------
-    >>> [parse_slurm_memory(m) for m in ("64G", "500M", "500", "1T", "2048K", "16gb")]
-    [65536, 500, 500, 1048576, 2, 16384]
-    >>> parse_slurm_memory("1.5G")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    ValueError: mem '1.5G' is not a SLURM memory size; give a whole number ...
-    """
-    text = str(value).strip() if isinstance(value, int | str) else ""
-    m = _MEMORY.match(text) if not isinstance(value, bool) else None
-    if m is None:
-        raise ValueError(
-            f"{what} {value!r} is not a SLURM memory size; give a whole number with a unit "
-            "K, M (the default) or G, T: 64G, 500M, 1536M"
-        )
-    return math.ceil(int(m["n"]) * _MB_PER[m["unit"].upper() or "M"])
-
-
-def memory_fields(megabytes: int) -> dict[str, Any]:
-    """The launcher fields for ``--mem`` of ``megabytes`` per node: ``mem_gb`` when the size
-    is whole gigabytes (the launcher's own field, an int), otherwise sbatch's ``mem`` as an
-    additional parameter (``500M``; ``0``: all of each node's memory, as sbatch means it).
-
-    Examples
-    --------
-    >>> memory_fields(65536), memory_fields(500)
-    ({'mem_gb': 64}, {'additional_parameters': {'mem': '500M'}})
-    >>> memory_fields(0)
-    {'additional_parameters': {'mem': '0'}}
-    """
-    if megabytes > 0 and megabytes % 1024 == 0:
-        return {"mem_gb": megabytes // 1024}
-    return {"additional_parameters": {"mem": f"{megabytes}M" if megabytes else "0"}}
-
-
 _Validator = Callable[[str, object], Any]
 
 # Optional fields of hydra-submitit-launcher 1.2.0's SlurmQueueConf (BaseQueueConf included),
@@ -417,6 +318,9 @@ def submitit_slurm_config(
     working_dir: str | os.PathLike[str] | None = None,
     image_python: str = "python",
     preflight: bool = True,
+    torchrun: bool = False,
+    max_restarts: int = 0,
+    min_nodes: int | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
     """A validated hydra-submitit-launcher config for a job with one rank per GPU.
@@ -464,6 +368,12 @@ def submitit_slurm_config(
     image_python : str (default: "python")
         The Python command inside the image (a name on the image's PATH, or an absolute
         path). Only with ``image``.
+    torchrun, max_restarts, min_nodes
+        One torchrun agent per node instead of one task per GPU (``hydra/launcher=
+        mushin_slurm`` only): each node's task holds its GPUs (and ``gpus_per_node x
+        cpus_per_task`` CPUs), and torchrun starts ``gpus_per_node`` workers, restarted up
+        to ``max_restarts`` times; ``min_nodes``: elastic membership, ``--nnodes
+        min_nodes:nodes`` (``docs/elastic.md``).
     **extra
         Any other optional ``SlurmQueueConf`` field, e.g. ``qos``, ``constraint``,
         ``exclude``, ``comment``, ``gres`` (not GPUs), ``mem_per_cpu``, ``mem_per_gpu``,
@@ -515,6 +425,12 @@ def submitit_slurm_config(
     ...                             preflight=False)  # no image here to check
     >>> cfg["python"].split()[:4], cfg["srun_args"]
     (['apptainer', 'exec', '--nv', '--cleanenv'], ['--kill-on-bad-exit=1'])
+
+    One torchrun agent per node, each starting 4 workers:
+
+    >>> cfg = submitit_slurm_config(nodes=2, gpus_per_node=4, torchrun=True, max_restarts=1)
+    >>> cfg["tasks_per_node"], cfg["nproc_per_node"], cfg["max_restarts"]
+    (1, 4, 1)
     """
     for key in extra:
         if key in _REFUSED:
@@ -584,6 +500,12 @@ def submitit_slurm_config(
         config["srun_args"] = list(fields["srun_args"])
         config["setup"] = list(fields["setup"]) + list(config.get("setup", []))
 
+    if torchrun is not True and (torchrun is not False or max_restarts or min_nodes):
+        raise ValueError("max_restarts and min_nodes configure torchrun: pass torchrun=True")
+    if torchrun:
+        from mushin_box._slurm.torchrun import torchrun_launcher_fields
+
+        config = torchrun_launcher_fields(config, max_restarts=max_restarts, min_nodes=min_nodes)
     memory = [key for key in _MEMORY_KEYS if key in config]
     if "mem" in config.get("additional_parameters", {}):
         memory.append("additional_parameters['mem']")

@@ -23,7 +23,8 @@ cells' sidecars tell the outcome). Ctrl-C while waiting on SLURM leaves the jobs
 ``cancel_on_interrupt``; local jobs, children of this process, are always cancelled.
 
 ``python`` is submitit's python command, e.g. ``apptainer exec --nv image.sif python``: the
-ranks then run inside the image while the batch script stays on the host.
+ranks then run inside the image while the batch script stays on the host. With ``torchrun``
+each task (one per node) runs :mod:`mushin_box._slurm.torchrun`'s agent with that command.
 
 Requeue on the host
 -------------------
@@ -37,12 +38,11 @@ and ``max_requeues``, and the ranks ignore USR2. The trap and the whole design a
 The host keeps polling through the requeue: a result is final once rank 0 returned success
 or SLURM reports the job inactive.
 
-Quoting: every value that reaches the sbatch script is a ``#SBATCH`` value (quoted by
-submitit), an srun argument (quoted by submitit), a word of ``python`` (split with
-:func:`shlex.split`, every word re-quoted: no shell expansion happens) or a value of the
-trap (quoted by :mod:`mushin_box._slurm.requeue`). Control characters (newlines, NUL, ...) are
-refused in all of them (``refuse_control_characters``, the same check as the config builder's).
-``setup`` lines are the one escape hatch: they are shell code, copied verbatim.
+Quoting: every value that reaches the sbatch script is a ``#SBATCH`` value or an srun
+argument (quoted by submitit), a word of ``python`` (split with :func:`shlex.split`, every
+word re-quoted) or a value of the trap (quoted by :mod:`mushin_box._slurm.requeue`). Control
+characters are refused in all of them (``refuse_control_characters``). ``setup`` lines are
+the one escape hatch: they are shell code, copied verbatim.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ from mushin_box._slurm.config import refuse_control_characters, sbatch_options
 from mushin_box._slurm.jobs import is_live, sweep_mark
 from mushin_box._slurm.requeue import REQUEUE_SIGNAL, RequeueReason, requeue_setup_lines
 from mushin_box._slurm.submitted import record_submission
-from mushin_box._slurm.torchrun import agent_command, check_torchrun_settings
+from mushin_box._slurm.torchrun import check_torchrun_settings, task_python
 
 __all__ = [
     "LocalLauncherConf",
@@ -157,6 +157,12 @@ class SlurmLauncherConf(_BaseLauncherConf):
     requeue_on: list[RequeueReason] = field(default_factory=lambda: [RequeueReason.preemption])
     max_requeues: int = 3  # compared with SLURM_RESTART_COUNT
     rank_signal: str | None = "USR1"  # sent to every rank on preemption/timeout; None: none
+    # torchrun=True: one task per node, a torchrun agent (c10d rendezvous on the job's first
+    # node) of nproc_per_node workers; min_nodes: elastic membership min_nodes..nodes
+    torchrun: bool = False
+    nproc_per_node: int = 1
+    max_restarts: int = 0
+    min_nodes: int | None = None
 
 
 # -- validation --------------------------------------------------------------------------------
@@ -237,7 +243,7 @@ def _settings(cluster: str, params: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError(f"max_requeues must be an int >= 0, got {requeues!r}")
     if settings["rank_signal"] is not None:
         settings["rank_signal"] = _signal_name("rank_signal", settings["rank_signal"])
-    return settings
+    return check_torchrun_settings(settings)
 
 
 # -- the sbatch script -------------------------------------------------------------------------
@@ -305,7 +311,7 @@ def render_sbatch(
     from submitit.slurm.slurm import _make_sbatch_string  # pyright: ignore[reportPrivateUsage]
 
     settings = _settings("slurm", params)
-    python = settings["python"] or shlex.quote(sys.executable)
+    python = task_python(settings) or shlex.quote(sys.executable)
     command = " ".join([python, "-u -m submitit.core._submit", shlex.quote(os.fspath(folder))])
     return _make_sbatch_string(
         command=command, folder=os.fspath(folder), map_count=map_count, **slurm_parameters(settings)
@@ -433,7 +439,7 @@ class SubmititCellLauncher:
         import submitit
 
         s = self.settings
-        folder, python = s["submitit_folder"], s["python"]
+        folder, python = s["submitit_folder"], task_python(s)
         if self.cluster == "slurm":
             executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=0, python=python)
             executor.update_parameters(**slurm_parameters(s))
@@ -442,8 +448,6 @@ class SubmititCellLauncher:
                 user = s["comment"]  # kept: the mark is the comment's last word
                 executor.update_parameters(comment=f"{user} {mark}" if user else mark)
             return executor
-        if s["torchrun"]:  # one task: the torchrun agent, which starts the workers
-            python = agent_command(s["nproc_per_node"], s["max_restarts"], python=python)
         executor = submitit.AutoExecutor(folder=folder, cluster="local", local_python=python)
         keys = ("timeout_min", "cpus_per_task", "gpus_per_node", "tasks_per_node", "mem_gb")
         executor.update_parameters(

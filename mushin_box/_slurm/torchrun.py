@@ -1,26 +1,41 @@
 # SPDX-License-Identifier: MIT
-"""A cell's ranks as torchrun workers, here: the ``torchrun`` setting of ``mushin_local``.
+"""A cell's ranks as torchrun workers: the ``torchrun`` setting of ``mushin_local`` (here)
+and of ``mushin_slurm`` (one torchrun agent per node).
 
 Why this shape
 --------------
-The local twin of the SLURM launcher already does everything a cell's job needs on the
-host: it pickles the Hydra job (:class:`~mushin_box._slurm.launcher.CellJob`) once per cell,
-starts it as a process group, records it in ``mushin_jobs.json`` (so ``status``, ``wait``
-and ``cancel`` find it), waits for it and reads rank 0's result. Only the process it starts
-differs. With ``torchrun=True`` submitit starts ONE task, and its "python" is this module's
-agent (``python -m mushin_box._slurm.torchrun agent --nproc-per-node G --max-restarts K``,
-to which submitit appends its usual ``-u -m submitit.core._submit FOLDER``). The agent
-replaces itself by ``torchrun --standalone`` (``python -m torch.distributed.run``, so the
-interpreter's own torch runs), whose G workers each run ``worker FOLDER``: every worker
-unpickles and runs the same Hydra job, as SLURM tasks do, with submitit's task id set to
-its torchrun ``RANK``. Rank 0's result pickle is the cell's ``JobReturn``; the other ranks'
-land beside it, unread.
+The launchers already do everything a cell's job needs: they pickle the Hydra job
+(:class:`~mushin_box._slurm.launcher.CellJob`) once per cell, submit it, record it in
+``mushin_jobs.json`` (so ``status``, ``wait`` and ``cancel`` find it), wait for it and read
+rank 0's result. Only the process each task starts differs. With ``torchrun=True`` submitit
+starts ONE task per node, and its "python" is this module's agent (``python -m
+mushin_box._slurm.torchrun agent --nproc-per-node G --max-restarts K [--nnodes N]``, to
+which submitit appends its usual ``-u -m submitit.core._submit FOLDER``). The agent
+replaces itself by torchrun (``python -m torch.distributed.run``, so the interpreter's own
+torch runs: inside the image with ``--image``), whose workers each run ``worker FOLDER``:
+every worker unpickles and runs the same Hydra job, as SLURM tasks do, as submitit's task
+``RANK``. Rank 0's result pickle is the cell's ``JobReturn``; the others land beside it.
 
-HydraDDP sees torchrun's environment and starts no rank (it checks the world size); the
-cell runner sees ``RANK``/``WORLD_SIZE``, so only rank 0 writes the sidecars. When a worker
-dies, torchrun stops the group and starts it again, up to ``--max-restarts`` times, with
-``TORCHELASTIC_RESTART_COUNT`` raised by one: the restarted workers continue the cell from
-its ``last.ckpt`` (the resume contract), and the record counts the restarts.
+Here the agent runs ``torchrun --standalone``. On SLURM (``--nnodes N`` or ``MIN:MAX``) it
+runs ``--rdzv-backend c10d --rdzv-endpoint <first node of the job>:<port> --rdzv-id <job>``:
+every node's agent derives the same endpoint from the job's own variables (the node list,
+expanded by :func:`~mushin_box._core.hostlist.expand_hostlist` since an image has no
+``scontrol``; the port from the job id, :data:`RDZV_PORT`), so nothing has to travel
+between them. The agent exports the rendezvous (:data:`~mushin_box._core.layout.RDZV_ENV`)
+for the record.
+
+A SLURM worker inherits its node task's ``SLURM_PROCID``, ``SLURM_NTASKS``, ...: submitit
+(its result file, its task rank) and anything else that reads them would see the node's
+task, not the worker. It therefore presents torchrun's world in them (``SLURM_PROCID =
+RANK``, ``SLURM_NTASKS = WORLD_SIZE``, ...), and the workers tell each other their node
+names through the job's folder (:func:`_group_nodes`): torchrun numbers the nodes in the
+order they joined, not in the node list's, and the record says which node each rank ran on.
+
+HydraDDP sees torchrun's environment (Lightning prefers it to SLURM's), starts no rank and
+checks the world size; the cell runner sees ``RANK``, so only rank 0 writes the sidecars.
+When a worker dies, torchrun stops the group and starts it again, up to
+``--max-restarts`` times, with ``TORCHELASTIC_RESTART_COUNT`` raised by one: the restarted
+workers continue the cell from its ``last.ckpt`` (the resume contract).
 
 Examples
 --------
@@ -36,68 +51,310 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
+import socket
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
-__all__ = ["agent_command", "check_torchrun_settings", "torchrun_argv"]
+from mushin_box._container.launchspec import MasterPort
+from mushin_box._core.hostlist import expand_hostlist
+from mushin_box._core.layout import RDZV_ENV
+from mushin_box._slurm.jobs import slurm_job_id
+
+__all__ = [
+    "RDZV_PORT",
+    "agent_command",
+    "check_torchrun_settings",
+    "parse_nnodes",
+    "rendezvous_from_env",
+    "task_python",
+    "torchrun_argv",
+    "torchrun_launcher_fields",
+]
 
 MODULE = "mushin_box._slurm.torchrun"
 _SUBMIT = ["-u", "-m", "submitit.core._submit"]  # what submitit appends to its "python"
+#: the c10d rendezvous port of a SLURM job: 25000 + the job id's last four digits, clear of
+#: the ranks' own ``MASTER_PORT`` range (15000 + the same digits), so jobs sharing a node differ
+RDZV_PORT = MasterPort(base=25000)
+_NODES_TIMEOUT_S = 120.0  # rank 0's wait for the other nodes' names (the record only)
+_STANDALONE_ENDPOINT = "localhost:0"  # torchrun --standalone: c10d on a free local port
 
 
-def agent_command(nproc_per_node: int, max_restarts: int, *, python: str | None = None) -> str:
+def parse_nnodes(text: str) -> tuple[int, int]:
+    """``(min, max)`` nodes of ``N`` or ``MIN:MAX`` (torchrun's ``--nnodes``).
+
+    Examples
+    --------
+    >>> parse_nnodes("2"), parse_nnodes("1:4")
+    ((2, 2), (1, 4))
+    >>> parse_nnodes("4:2")
+    Traceback (most recent call last):
+        ...
+    ValueError: nodes '4:2': MIN (4) is more than MAX (2); write MIN:MAX, e.g. 2:4
+    """
+    lo, sep, hi = str(text).strip().partition(":")
+    try:
+        low, high = int(lo), int(hi if sep else lo)
+    except ValueError:
+        raise ValueError(
+            f"nodes {text!r} is not N or MIN:MAX (positive integers, e.g. 2 or 2:4)"
+        ) from None
+    if low < 1:
+        raise ValueError(f"nodes {text!r}: the node counts must be positive integers")
+    if low > high:
+        raise ValueError(
+            f"nodes {text!r}: MIN ({low}) is more than MAX ({high}); write MIN:MAX, e.g. 2:4"
+        )
+    return low, high
+
+
+def agent_command(
+    nproc_per_node: int,
+    max_restarts: int,
+    *,
+    python: str | None = None,
+    nnodes: str | None = None,
+) -> str:
     """submitit's ``python`` command for a cell run by torchrun: this module's agent.
 
-    ``python``: the interpreter (already a quoted command line; default this one)."""
+    ``python``: the interpreter (already a quoted command line, e.g. the rank wrapper's
+    ``apptainer exec ... image.sif python``; default this one). ``nnodes``: ``N`` or
+    ``MIN:MAX`` on SLURM (one agent per node); None here (``--standalone``).
+
+    >>> agent_command(4, 0, python="py", nnodes="1:2").split()[3:]
+    ['agent', '--nproc-per-node', '4', '--max-restarts', '0', '--nnodes', '1:2']
+    """
     interpreter = python or shlex.quote(sys.executable)
     words = ["-m", MODULE, "agent", "--nproc-per-node", str(int(nproc_per_node))]
     words += ["--max-restarts", str(int(max_restarts))]
+    if nnodes is not None:
+        low, high = parse_nnodes(nnodes)
+        words += ["--nnodes", f"{low}:{high}" if low != high else str(low)]
     return " ".join([interpreter, *words])
 
 
+def _count(settings: Mapping[str, Any], key: str, least: int) -> None:
+    value = settings[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{key} must be an int >= {least}, got {value!r}")
+
+
 def check_torchrun_settings(settings: dict[str, Any]) -> dict[str, Any]:
-    """``mushin_local``'s torchrun fields, checked: whole numbers, and one submitit task
-    (torchrun starts the workers). Returns ``settings``."""
-    for key, least in (("nproc_per_node", 1), ("max_restarts", 0)):
-        value = settings[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise ValueError(f"{key} must be an int >= {least}, got {value!r}")
+    """A launcher's torchrun fields, checked: whole numbers, one submitit task per node
+    (torchrun starts the workers) and, on SLURM, ``min_nodes`` within ``1..nodes``.
+    Returns ``settings``."""
+    _count(settings, "nproc_per_node", 1)
+    _count(settings, "max_restarts", 0)
     if not isinstance(settings["torchrun"], bool):
         raise ValueError(f"torchrun must be true or false, got {settings['torchrun']!r}")
+    low = settings.get("min_nodes")
     if not settings["torchrun"]:
-        if (settings["nproc_per_node"], settings["max_restarts"]) != (1, 0):
+        if (settings["nproc_per_node"], settings["max_restarts"], low) != (1, 0, None):
             raise ValueError(
-                "nproc_per_node and max_restarts configure torchrun: set torchrun=true"
+                "nproc_per_node, max_restarts and min_nodes configure torchrun: set torchrun=true"
             )
     elif settings["tasks_per_node"] != 1:
         raise ValueError(
             "torchrun=true starts nproc_per_node workers itself: leave tasks_per_node at 1"
         )
+    if low is not None:
+        if isinstance(low, bool) or not isinstance(low, int) or not 1 <= low <= settings["nodes"]:
+            raise ValueError(
+                f"min_nodes must be an int in 1..nodes ({settings['nodes']}), got {low!r}"
+            )
     return settings
 
 
-def torchrun_argv(argv: Sequence[str], *, python: str | None = None) -> list[str]:
-    """The ``torchrun --standalone`` command line of the agent's arguments (``argv``: its
-    own flags, then what submitit appended: ``-u -m submitit.core._submit FOLDER``)."""
+def torchrun_launcher_fields(
+    config: Mapping[str, Any], *, max_restarts: int = 0, min_nodes: int | None = None
+) -> dict[str, Any]:
+    """``submitit_slurm_config``'s fields (one task per GPU) as one torchrun agent per node.
+
+    Each node's one task holds all its GPUs and CPUs (``cpus_per_task`` stays per GPU:
+    the task gets ``gpus x cpus_per_task``); the agent starts ``gpus_per_node`` workers.
+    ``min_nodes`` (below ``nodes``): elastic membership, torchrun's ``--nnodes
+    MIN:MAX``; srun then leaves the other nodes running when one ends
+    (``--kill-on-bad-exit=0``), so that torchrun re-forms the group from them.
+
+    Examples
+    --------
+    >>> fields = torchrun_launcher_fields(
+    ...     {"nodes": 2, "tasks_per_node": 4, "gpus_per_node": 4, "cpus_per_task": 2},
+    ...     max_restarts=1)
+    >>> fields  # doctest: +NORMALIZE_WHITESPACE
+    {'nodes': 2, 'tasks_per_node': 1, 'gpus_per_node': 4, 'cpus_per_task': 8,
+     'torchrun': True, 'nproc_per_node': 4, 'max_restarts': 1, 'rank_signal': 'TERM'}
+    """
+    out = dict(config)
+    gpus = out["gpus_per_node"]
+    out["tasks_per_node"] = 1
+    if out.get("cpus_per_task") is not None:
+        out["cpus_per_task"] = out["cpus_per_task"] * gpus
+    out.update(torchrun=True, nproc_per_node=gpus, max_restarts=max_restarts)
+    # before a requeue the trap signals the agents: torchrun stops its workers on TERM (on
+    # USR1, the launcher's default for ranks, it would end at once, leaving them to srun)
+    out.setdefault("rank_signal", "TERM")
+    if min_nodes is not None and min_nodes != out["nodes"]:
+        out["min_nodes"] = min_nodes
+        srun = [a for a in out.get("srun_args") or [] if not a.startswith("--kill-on-bad-exit")]
+        out["srun_args"] = [*srun, "--kill-on-bad-exit=0"]
+    check_torchrun_settings({"min_nodes": None, **out})
+    return out
+
+
+def task_python(settings: Mapping[str, Any]) -> str | None:
+    """submitit's ``python`` for a launcher's checked settings: the ``python`` field, or the
+    torchrun agent run by it (``torchrun``; on SLURM one per node, ``--nnodes``)."""
+    python = settings["python"]
+    if not settings.get("torchrun"):
+        return python
+    nnodes = None
+    if "min_nodes" in settings:  # mushin_slurm
+        nnodes = f"{settings['min_nodes'] or settings['nodes']}:{settings['nodes']}"
+    return agent_command(
+        settings["nproc_per_node"], settings["max_restarts"], python=python, nnodes=nnodes
+    )
+
+
+def rendezvous_from_env(env: Mapping[str, str]) -> dict[str, str]:
+    """``{"backend", "endpoint", "id"}`` of a SLURM job's torchrun agents, from the job's
+    own variables: every node derives the same values.
+
+    Examples
+    --------
+    >>> rendezvous_from_env({"SLURM_JOB_ID": "1234", "SLURM_JOB_NODELIST": "gpu[07-08]"})
+    {'backend': 'c10d', 'endpoint': 'gpu07:26234', 'id': '1234'}
+    >>> rendezvous_from_env({"SLURM_JOB_ID": "12", "SLURM_ARRAY_JOB_ID": "10",
+    ...                      "SLURM_ARRAY_TASK_ID": "2", "SLURM_JOB_NODELIST": "n1"})["id"]
+    '10_2'
+    """
+    nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+    job = env.get("SLURM_JOB_ID")
+    if not nodelist or not job or not job.isdigit():
+        raise ValueError(
+            "a torchrun agent with --nnodes runs in a SLURM job step: SLURM_JOB_ID and "
+            "SLURM_JOB_NODELIST are not set here"
+        )
+    first = expand_hostlist(nodelist)[0]
+    endpoint = f"{first}:{RDZV_PORT.port_of(job)}"
+    return {"backend": "c10d", "endpoint": endpoint, "id": slurm_job_id(env) or job}
+
+
+def torchrun_argv(
+    argv: Sequence[str],
+    *,
+    python: str | None = None,
+    environ: MutableMapping[str, str] | None = None,
+) -> list[str]:
+    """The torchrun command line of the agent's arguments (``argv``: its own flags, then
+    what submitit appended: ``-u -m submitit.core._submit FOLDER``). The rendezvous is
+    exported to ``environ`` (default ``os.environ``), which the workers inherit.
+
+    Examples
+    --------
+    >>> env = {"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n[1-2]"}
+    >>> argv = torchrun_argv(["--nproc-per-node", "2", "--nnodes", "2", *_SUBMIT, "/f"],
+    ...                      python="py", environ=env)
+    >>> " ".join(argv[3:])  # doctest: +NORMALIZE_WHITESPACE
+    '--nnodes 2 --nproc-per-node 2 --max-restarts 0 --rdzv-backend c10d
+     --rdzv-endpoint n1:25007 --rdzv-id 7 -m mushin_box._slurm.torchrun worker --slurm /f'
+    >>> env["MUSHIN_RDZV_ENDPOINT"]
+    'n1:25007'
+    """
+    env = os.environ if environ is None else environ
     parser = argparse.ArgumentParser(prog=f"python -m {MODULE} agent")
     parser.add_argument("--nproc-per-node", type=int, required=True)
     parser.add_argument("--max-restarts", type=int, default=0)
+    parser.add_argument("--nnodes", default=None)
     own, rest = parser.parse_known_args(list(argv))
     if len(rest) != len(_SUBMIT) + 1 or rest[:-1] != _SUBMIT:
         parser.error(f"expected {' '.join(_SUBMIT)} FOLDER after the flags, got {rest!r}")
     if own.nproc_per_node < 1 or own.max_restarts < 0:
         parser.error("--nproc-per-node must be >= 1 and --max-restarts >= 0")
-    return [
-        python or sys.executable,
-        *("-m", "torch.distributed.run", "--standalone"),
-        *("--nproc-per-node", str(own.nproc_per_node), "--max-restarts", str(own.max_restarts)),
-        *("-m", MODULE, "worker", rest[-1]),
-    ]
+    counts = ["--nproc-per-node", str(own.nproc_per_node), "--max-restarts", str(own.max_restarts)]
+    worker = ["-m", MODULE, "worker"]
+    if own.nnodes is None:
+        rdzv = {"backend": "c10d", "endpoint": _STANDALONE_ENDPOINT}
+        words = ["--standalone", *counts]
+    else:
+        try:
+            low, high = parse_nnodes(own.nnodes)
+            rdzv = rendezvous_from_env(env)
+        except ValueError as exc:
+            parser.error(str(exc))
+        nnodes = f"{low}:{high}" if low != high else str(low)
+        words = ["--nnodes", nnodes, *counts, "--rdzv-backend", rdzv["backend"]]
+        words += ["--rdzv-endpoint", rdzv["endpoint"], "--rdzv-id", rdzv["id"]]
+        worker.append("--slurm")
+    for key, value in rdzv.items():
+        env[RDZV_ENV[key]] = value
+    return [python or sys.executable, "-m", "torch.distributed.run", *words, *worker, rest[-1]]
 
 
-def _worker(folder: str) -> None:
+# -- in each worker ---------------------------------------------------------------------------
+
+
+def _present_slurm_world(env: MutableMapping[str, str]) -> None:
+    """Make the inherited SLURM task variables say what torchrun says: the worker is task
+    ``RANK`` of ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE`` per node, on node ``GROUP_RANK``.
+    submitit's task rank and result file, and every reader of ``SLURM_PROCID``, then agree
+    with torchrun (``SLURMD_NODENAME`` and the job's node list stay as SLURM set them)."""
+    world, per, groups = env["WORLD_SIZE"], env["LOCAL_WORLD_SIZE"], env["GROUP_WORLD_SIZE"]
+    tasks_per_node = f"{per}(x{groups})" if groups != "1" else per
+    env.update(
+        SLURM_PROCID=env["RANK"],
+        SLURM_LOCALID=env["LOCAL_RANK"],
+        SLURM_NODEID=env["GROUP_RANK"],
+        SLURM_NTASKS=world,
+        SLURM_NPROCS=world,
+        SLURM_STEP_NUM_TASKS=world,
+        SLURM_NTASKS_PER_NODE=per,
+        SLURM_TASKS_PER_NODE=tasks_per_node,
+        SLURM_STEP_TASKS_PER_NODE=tasks_per_node,
+    )
+
+
+def _group_nodes(folder: str, env: Mapping[str, str]) -> list[str] | None:
+    """The node name of each torchrun group rank, for rank 0's record (None elsewhere, or
+    when a node did not say within :data:`_NODES_TIMEOUT_S`: the record then places this
+    worker only). Each node's local rank 0 writes its ``SLURMD_NODENAME`` to the job's
+    submitit folder (shared: submitit's result files travel the same way), in a directory of
+    this round of the group (requeue, restart, membership); rank 0 reads them back."""
+    from submitit.core.utils import JobPaths
+
+    own = env.get("SLURMD_NODENAME") or socket.gethostname()
+    groups, group = int(env["GROUP_WORLD_SIZE"]), int(env["GROUP_RANK"])
+    if groups == 1:
+        return [own]
+    keys = ("SLURM_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT", "MASTER_ADDR", "MASTER_PORT")
+    round_ = "-".join(re.sub(r"[^A-Za-z0-9.]", "_", env.get(k, "")) for k in keys)
+    where = JobPaths(folder, job_id=slurm_job_id(env)).folder / f".mushin-nodes-{round_}"
+    try:
+        if env["LOCAL_RANK"] == "0":
+            where.mkdir(parents=True, exist_ok=True)
+            tmp = where / f".{group}.{os.getpid()}"
+            tmp.write_text(own, encoding="utf-8")
+            os.replace(tmp, where / str(group))
+        if env["RANK"] != "0":
+            return None
+        deadline = time.monotonic() + _NODES_TIMEOUT_S
+        while True:
+            names = [where / str(g) for g in range(groups)]
+            if all(p.is_file() for p in names):
+                return [p.read_text(encoding="utf-8").strip() for p in names]
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"not every node wrote its name to {where}")
+            time.sleep(0.2)
+    except OSError as exc:  # the record only: training goes on
+        print(f"mushin-box: the node of each torchrun group rank is unknown: {exc}", flush=True)
+        return None
+
+
+def _worker(folder: str, *, slurm: bool) -> None:
     """Run the cell's pickled job as submitit's task ``RANK`` (torchrun set it); exit 1
     when the cell failed on this worker. Hydra hands a task's exception back inside the
     ``JobReturn``, so the worker would exit 0 and torchrun would wait for the others, which
@@ -108,8 +365,16 @@ def _worker(folder: str) -> None:
     from submitit.core.submission import process_job
     from submitit.core.utils import pickle_load
 
-    os.environ["SUBMITIT_LOCAL_GLOBALID"] = os.environ.get("RANK", "0")
-    os.environ["SUBMITIT_LOCAL_LOCALID"] = os.environ.get("LOCAL_RANK", "0")
+    env = os.environ
+    env.setdefault(RDZV_ENV["id"], env.get("TORCHELASTIC_RUN_ID", ""))
+    if slurm:
+        _present_slurm_world(env)
+        nodes = _group_nodes(folder, env)
+        if nodes is not None:
+            env[RDZV_ENV["nodes"]] = ",".join(nodes)
+    else:
+        env["SUBMITIT_LOCAL_GLOBALID"] = env.get("RANK", "0")
+        env["SUBMITIT_LOCAL_LOCALID"] = env.get("LOCAL_RANK", "0")
     process_job(folder)
     outcome = pickle_load(JobEnvironment().paths.result_pickle)
     if getattr(outcome[1], "status", None) == JobStatus.FAILED:
@@ -126,9 +391,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.stdout.flush()
         os.execv(command[0], command)  # the submitit task IS torchrun: signals reach it
     elif args[:1] == ["worker"] and len(args) == 2:
-        _worker(args[1])
+        _worker(args[1], slurm=False)
+    elif args[:2] == ["worker", "--slurm"] and len(args) == 3:
+        _worker(args[2], slurm=True)
     else:
-        sys.exit(f"usage: python -m {MODULE} agent FLAGS... | worker FOLDER")
+        sys.exit(f"usage: python -m {MODULE} agent FLAGS... | worker [--slurm] FOLDER")
 
 
 if __name__ == "__main__":

@@ -74,6 +74,18 @@ def _non_negative(text: str) -> int:
     return value
 
 
+def _nodes(text: str) -> tuple[int, int]:
+    """``--nodes N`` or ``MIN:MAX`` (torchrun's elastic membership) as (MIN, MAX)."""
+    from mushin_box._slurm.torchrun import parse_nnodes
+
+    if ":" not in text:
+        return _positive(text), _positive(text)
+    try:
+        return parse_nnodes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "experiment",
@@ -81,7 +93,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "trainer/module/datamodule nodes (default NAME: workflow, then Config)",
     )
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="Hydra overrides")
-    parser.add_argument("--nodes", type=_positive, default=1, help="nodes (default 1)")
+    parser.add_argument(
+        "--nodes",
+        type=_nodes,
+        default=(1, 1),
+        metavar="N|MIN:MAX",
+        help="nodes (default 1); MIN:MAX with --torchrun: elastic membership",
+    )
     parser.add_argument(
         "--gpus", type=_positive, default=1, help="GPUs = ranks per node (default 1)"
     )
@@ -98,8 +116,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--torchrun",
         action="store_true",
-        help="run each cell's GPUS ranks as `torchrun --standalone` workers here (CPU ranks "
-        "with gloo where there is no GPU); SLURM torchrun is not supported yet",
+        help="run each cell's ranks as torchrun workers: here one `torchrun --standalone` "
+        "agent of GPUS workers (CPU ranks with gloo where there is no GPU); on SLURM one "
+        "task per node holding its GPUs, whose torchrun agent starts GPUS workers "
+        "(c10d rendezvous on the job's first node; see docs/elastic.md)",
     )
     parser.add_argument(
         "--max-restarts",
@@ -253,10 +273,10 @@ def _check_flags(args: argparse.Namespace) -> None:
                 f"--print-config only prints the first cell's config, it reviews and runs "
                 f"nothing: drop {given[0]} (or --print-config)"
             )
-    if args.torchrun and args.slurm:
+    if args.min_nodes != args.nodes and not args.torchrun:
         raise UsageError(
-            "--torchrun with --slurm: SLURM torchrun is not supported yet; run the torchrun "
-            "workers here with --local, or drop --torchrun (one SLURM task per GPU)"
+            f"--nodes {args.min_nodes}:{args.nodes} is torchrun's elastic membership: add "
+            f"--torchrun, or give one node count (--nodes {args.nodes})"
         )
     if args.max_restarts is not None and not args.torchrun:
         raise UsageError("--max-restarts sets torchrun's restarts: add --torchrun")
@@ -278,17 +298,14 @@ def run(args: argparse.Namespace) -> int:
     from mushin_box.cli.main import UsageError
 
     started = time.monotonic()
+    if isinstance(args.nodes, tuple):  # --nodes N or MIN:MAX
+        args.min_nodes, args.nodes = args.nodes
     _check_flags(args)
     try:  # flags, profile and place, before the experiment (and torch) is imported
         opts = resolve_options(
             _flags(args), args.profile, default_name=experiment_name(args.experiment)
         )
         local, why = _where(args)
-        if args.torchrun and not local:  # the probe found SLURM
-            raise UsageError(
-                f"--torchrun runs here only, SLURM torchrun is not supported yet ({why}): "
-                "add --local to run the torchrun workers here"
-            )
         if args.detach and local and not args.local:  # the probe's answer, not --local's
             raise UsageError(
                 f"--detach submits to SLURM, and no SLURM controller answered ({why}); "
@@ -333,6 +350,7 @@ def run(args: argparse.Namespace) -> int:
         )
         if args.torchrun:
             kwargs.update(torchrun=True, max_restarts=args.max_restarts or 0)
+            kwargs.update(min_nodes=args.min_nodes)
         if not local:
             kwargs.update(image=opts.image, binds=opts.binds, image_python=opts.image_python)
         if args.print_config:  # the config only: the image's pre-flight is the dry run's
@@ -485,7 +503,12 @@ def format_review(review: dict[str, Any]) -> str:
     if slurm:
         row("runs on", f"SLURM ({review['where']})")
         ranks = f"{review['nodes']} node(s) x {review['gpus']} GPU(s) = {review['ranks']}"
-        row("ranks", f"{ranks} ranks per cell, one task per GPU")
+        agents = (review.get("launcher_config") or {}).get("torchrun")
+        row(
+            "ranks",
+            f"{ranks} ranks per cell, "
+            + ("one torchrun agent per node" if agents else "one task per GPU"),
+        )
     else:
         row("runs here", f"{review['gpus']} CPU rank(s) ({review['where']})")
     row("sweep dir", review["working_dir"])

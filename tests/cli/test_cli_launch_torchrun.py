@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """``mushin-box launch EXP --torchrun --gpus G``: each cell's ranks as ``torchrun
 --standalone`` workers here (CPU ranks, gloo), recorded as torchrun, the same experiment as
-a HydraDDP run of it (``diff`` exits 0); and its usage errors (exit 2, one line)."""
+a HydraDDP run of it (``diff`` exits 0); and its usage errors (exit 2, one line), SLURM's
+``--nodes MIN:MAX`` included (SLURM runs: tests/slurm/test_torchrun_slurm.py)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,9 @@ def launch(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--torchrun", "--slurm"], "SLURM torchrun is not supported yet"),
+        (["--torchrun", "--slurm", "--nodes", "4:2"], "MIN (4) is more than MAX (2)"),
+        (["--slurm", "--nodes", "1:2"], "is torchrun's elastic membership: add --torchrun"),
+        (["--local", "--torchrun", "--nodes", "1:2"], "--nodes 2 needs SLURM"),
         (["--local", "--max-restarts", "1"], "--max-restarts sets torchrun's restarts"),
         (["--local", "--torchrun", "--max-restarts", "-1"], "must be an integer >= 0"),
         (["--local", "--torchrun", "--nodes", "2"], "--nodes 2 needs SLURM"),
@@ -48,10 +51,15 @@ def test_torchrun_usage_errors_exit_2_in_one_line(args: list[str], message: str)
 
 @pytest.mark.slow
 def test_two_torchrun_workers_here_are_the_same_experiment_as_hydraddp(tmp_path: Path) -> None:
+    # a copy outside the repository: the records then hold no git state, which other work
+    # in this checkout could change between the two launches
+    exp = tmp_path / "exp" / "exp.py"
+    exp.parent.mkdir()
+    exp.write_text(EXP.read_text())
     runs = {"torchrun": ["--torchrun"], "hydraddp": []}
     for name, extra in runs.items():
         proc = launch(
-            str(EXP),
+            str(exp),
             "--gpus",
             "2",
             "--local",

@@ -1,24 +1,32 @@
 # SPDX-License-Identifier: MIT
-"""``launch --torchrun`` as a plan: each cell one ``torchrun --standalone`` agent of
-``--gpus`` workers (``mushin_local`` with ``torchrun``), refused on SLURM for now; and the
+"""``launch --torchrun`` as a plan: here each cell one ``torchrun --standalone`` agent of
+``--gpus`` workers (``mushin_local`` with ``torchrun``); on SLURM one agent per node, with a
+c10d rendezvous on the job's first node (``mushin_slurm`` with ``torchrun``); and the
 launcher's own checks of its torchrun fields."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from conftest import REPO, run_doctests
 
+import mushin_box._launch.torchrunplan
+import mushin_box._slurm.grammar
 import mushin_box._slurm.torchrun
+from mushin_box import submitit_slurm_config
 from mushin_box._launch.loading import load_target
 from mushin_box._launch.plan import LaunchError, plan_launch
-from mushin_box._slurm.launcher import SubmititCellLauncher
+from mushin_box._slurm.launcher import SubmititCellLauncher, render_sbatch
 from mushin_box._slurm.torchrun import torchrun_argv
 
 EXP = str(REPO / "examples" / "exp.py")
 
 
 def test_doctests() -> None:
-    assert run_doctests(mushin_box._slurm.torchrun).failed == 0
+    for module in (mushin_box._slurm.torchrun, mushin_box._launch.torchrunplan):
+        assert run_doctests(module).failed == 0
+    assert run_doctests(mushin_box._slurm.grammar).failed == 0  # moved out of config.py
 
 
 def test_a_local_torchrun_plan_runs_each_cell_as_one_agent_of_gpus_workers() -> None:
@@ -45,10 +53,108 @@ def test_a_plan_refuses_bad_restarts_with_the_launchers_own_words(restarts: obje
         plan_launch(target, gpus=2, local=True, torchrun=True, max_restarts=restarts)  # type: ignore[arg-type]
 
 
-def test_torchrun_on_slurm_is_refused_for_now() -> None:
+SLURM_ENV = {"SLURM_JOB_ID": "4321", "SLURM_JOB_NODELIST": "gpu[09-10]"}
+SUBMIT = ["-u", "-m", "submitit.core._submit", "/s/.submitit/%j"]
+
+
+def test_a_slurm_torchrun_plan_is_one_agent_per_node_holding_its_gpus() -> None:
     target, _ = load_target(EXP)
-    with pytest.raises(LaunchError, match="--torchrun on SLURM is not supported yet"):
-        plan_launch(target, gpus=2, local=False, where="--slurm", torchrun=True)
+    plan = plan_launch(
+        target,
+        nodes=2,
+        gpus=4,
+        local=False,
+        where="--slurm",
+        torchrun=True,
+        max_restarts=2,
+        slurm={"cpus_per_task": 2},
+        preflight=False,
+    )
+    assert plan.mode == "slurm" and plan.torchrun and plan.launcher == "mushin_slurm"
+    config = dict(plan.launcher_config or {})
+    assert (config["nodes"], config["tasks_per_node"], config["gpus_per_node"]) == (2, 1, 4)
+    assert config["cpus_per_task"] == 8  # 2 per worker, 4 workers in the node's one task
+    assert (config["nproc_per_node"], config["max_restarts"]) == (4, 2)
+    assert "++trainer.devices=4" in plan.overrides and "++trainer.num_nodes=2" in plan.overrides
+    script = render_sbatch(config, "/s/.submitit/%j")
+    assert "#SBATCH --ntasks-per-node=1" in script and "#SBATCH --nodes=2" in script
+    agent = "-m mushin_box._slurm.torchrun agent --nproc-per-node 4 --max-restarts 2 --nnodes 2"
+    assert agent + " -u -m submitit.core._submit" in script
+
+
+def test_the_slurm_agent_runs_torchrun_with_a_c10d_rendezvous_on_the_first_node() -> None:
+    env = dict(SLURM_ENV)
+    argv = ["--nproc-per-node", "4", "--max-restarts", "1", "--nnodes", "1:2", *SUBMIT]
+    command = torchrun_argv(argv, python="/venv/bin/python", environ=env)
+    assert command[:3] == ["/venv/bin/python", "-m", "torch.distributed.run"]
+    flags = dict(zip(command[3:15:2], command[4:15:2], strict=True))
+    assert flags == {
+        "--nnodes": "1:2",
+        "--nproc-per-node": "4",
+        "--max-restarts": "1",
+        "--rdzv-backend": "c10d",
+        "--rdzv-endpoint": "gpu09:29321",  # the job's first node; 25000 + the id's last digits
+        "--rdzv-id": "4321",
+    }
+    assert command[15:] == ["-m", "mushin_box._slurm.torchrun", "worker", "--slurm", SUBMIT[-1]]
+    # exported for the workers, and so for the record
+    assert env["MUSHIN_RDZV_ENDPOINT"] == "gpu09:29321" and env["MUSHIN_RDZV_ID"] == "4321"
+    # an array task's agents meet under the task's own id (not the array's)
+    env = {**SLURM_ENV, "SLURM_ARRAY_JOB_ID": "4300", "SLURM_ARRAY_TASK_ID": "21"}
+    command = torchrun_argv(argv, python="py", environ=env)
+    assert command[command.index("--rdzv-id") + 1] == "4300_21"
+    with pytest.raises(SystemExit):  # outside a SLURM job: refused, nothing runs
+        torchrun_argv(argv, python="py", environ={})
+
+
+def test_python_gets_the_same_fields_from_submitit_slurm_config() -> None:
+    target, _ = load_target(EXP)
+    plan = plan_launch(
+        target,
+        nodes=2,
+        gpus=2,
+        local=False,
+        where="--slurm",
+        torchrun=True,
+        max_restarts=1,
+        preflight=False,
+    )
+    config = submitit_slurm_config(nodes=2, gpus_per_node=2, torchrun=True, max_restarts=1)
+    assert {k: v for k, v in (plan.launcher_config or {}).items() if k in config} == config
+    with pytest.raises(ValueError, match="configure torchrun: pass torchrun=True"):
+        submitit_slurm_config(nodes=2, gpus_per_node=2, max_restarts=1)
+
+
+def test_elastic_membership_gives_torchrun_min_max_and_the_trainer_the_group() -> None:
+    target, _ = load_target(EXP)
+    plan = plan_launch(
+        target,
+        nodes=3,
+        gpus=2,
+        local=False,
+        where="--slurm",
+        torchrun=True,
+        min_nodes=2,
+        preflight=False,
+    )
+    config = dict(plan.launcher_config or {})
+    assert config["nodes"] == 3 and config["min_nodes"] == 2  # sbatch gets MAX nodes
+    assert config["srun_args"] == ["--kill-on-bad-exit=0"]  # the others go on without one
+    assert "--nnodes 2:3" in render_sbatch(config, "/s/%j")
+    assert plan.overrides[-1] == "++trainer.num_nodes='${oc.decode:${oc.env:GROUP_WORLD_SIZE,3}}'"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"nodes": 2, "min_nodes": 1}, "is torchrun's elastic membership: add --torchrun"),
+        ({"nodes": 2, "min_nodes": 3, "torchrun": True}, "MIN must not exceed MAX"),
+    ],
+)
+def test_bad_node_ranges_are_refused(kwargs: dict[str, object], message: str) -> None:
+    target, _ = load_target(EXP)
+    with pytest.raises(LaunchError, match=message):
+        plan_launch(target, gpus=2, local=False, where="--slurm", preflight=False, **kwargs)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -75,3 +181,32 @@ def test_the_agent_runs_torchrun_of_this_interpreter_on_the_worker_entry() -> No
     assert command[-2:] == ["worker", "/s/.submitit/%j"]
     with pytest.raises(SystemExit):  # not what submitit appends: refused, nothing runs
         torchrun_argv(["--nproc-per-node", "3", "train.py"])
+
+
+def test_slurm_workers_present_torchruns_world_and_name_each_groups_node(tmp_path: Path) -> None:
+    from mushin_box._provenance.topology import topology_from_env
+    from mushin_box._slurm.torchrun import _group_nodes, _present_slurm_world  # pyright: ignore[reportPrivateUsage]
+
+    # the node task's SLURM variables (task 0 of 2: it joined second, so torchrun's group 1)
+    task = {**SLURM_ENV, "SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_NODEID": "0"}
+    world = {"WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2", "GROUP_WORLD_SIZE": "2"}
+    rounds = {"MASTER_ADDR": "gpu10", "MASTER_PORT": "41000", "TORCHELASTIC_RESTART_COUNT": "0"}
+    second = {**task, **world, **rounds, "RANK": "2", "LOCAL_RANK": "0", "GROUP_RANK": "1"}
+    second["SLURMD_NODENAME"] = "gpu09"
+    _present_slurm_world(second)
+    assert (second["SLURM_PROCID"], second["SLURM_LOCALID"], second["SLURM_NODEID"]) == (
+        "2",
+        "0",
+        "1",
+    )
+    assert (second["SLURM_NTASKS"], second["SLURM_TASKS_PER_NODE"]) == ("4", "2(x2)")
+    folder = str(tmp_path / "%j")
+    assert _group_nodes(folder, second) is None  # not rank 0: it only says where it is
+    first = {**task, **world, **rounds, "RANK": "0", "LOCAL_RANK": "0", "GROUP_RANK": "0"}
+    first.update(SLURMD_NODENAME="gpu10", SLURM_NODEID="1")
+    nodes = _group_nodes(folder, first)
+    assert nodes == ["gpu10", "gpu09"]  # by group rank, not in the node list's order
+    first["MUSHIN_RDZV_NODES"] = ",".join(nodes or [])
+    topology = topology_from_env(first, hostname="login")
+    assert topology.nodes == ("gpu10", "gpu09")
+    assert [r.hostname for r in topology.ranks] == ["gpu10", "gpu10", "gpu09", "gpu09"]

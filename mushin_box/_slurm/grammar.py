@@ -1,0 +1,111 @@
+# SPDX-License-Identifier: MIT
+"""SLURM's own grammars for ``--time`` and ``--mem``, parsed as sbatch reads them (the
+launch flags, the profiles and the config builder all go through here).
+
+Pure Python: importing this module imports nothing beyond the standard library.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+__all__ = ["memory_fields", "parse_slurm_memory", "parse_slurm_time"]
+
+_TIME = re.compile(
+    r"(?:(?P<days>\d+)-(?P<dh>\d+)(?::(?P<dm>\d+)(?::(?P<ds>\d+))?)?"  # D-H[:M[:S]]
+    r"|(?P<h>\d+):(?P<hm>\d+):(?P<hs>\d+)"  # H:M:S
+    r"|(?P<m>\d+)(?::(?P<ms>\d+))?)\Z"  # M[:S]
+)
+_TIME_HELP = "give minutes (90), H:MM:SS (1:30:00), MM:SS, or D-HH[:MM[:SS]] (1-00:00:00)"
+
+
+def parse_slurm_time(value: object, *, what: str = "time") -> int:
+    """Minutes of a wall-time limit written as sbatch's ``--time`` takes it.
+
+    SLURM's grammar: ``M``, ``M:S``, ``H:M:S``, ``D-H``, ``D-H:M``, ``D-H:M:S``; an int is
+    minutes. Seconds round up to whole minutes (the launcher's ``timeout_min`` is an int;
+    SLURM rounds up too). A limit is required: the host-side requeue counts from it, so
+    ``0``, ``UNLIMITED`` and ``INFINITE`` are refused.
+
+    Examples
+    --------
+    >>> [parse_slurm_time(t) for t in (90, "90", "2:00:00", "1-00:00:00", "1-2", "0:30")]
+    [90, 90, 120, 1440, 1560, 1]
+    >>> parse_slurm_time("2h")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: time '2h' is not a SLURM time; give minutes (90), H:MM:SS (1:30:00), ...
+    """
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"{what} {value!r} is not a SLURM time; {_TIME_HELP}")
+    if isinstance(value, int):
+        minutes = value
+    else:
+        text = value.strip()
+        if text.upper() in ("UNLIMITED", "INFINITE"):
+            raise ValueError(
+                f"{what} {value!r}: a job needs a time limit (the requeue trap counts from "
+                f"it); {_TIME_HELP}"
+            )
+        m = _TIME.match(text)
+        if m is None:
+            raise ValueError(f"{what} {value!r} is not a SLURM time; {_TIME_HELP}")
+        g = {k: int(v) for k, v in m.groupdict().items() if v is not None}
+        seconds = (
+            g.get("days", 0) * 86400
+            + (g.get("dh", 0) + g.get("h", 0)) * 3600
+            + (g.get("dm", 0) + g.get("hm", 0) + g.get("m", 0)) * 60
+            + g.get("ds", 0)
+            + g.get("hs", 0)
+            + g.get("ms", 0)
+        )
+        minutes = math.ceil(seconds / 60)
+    if minutes < 1:
+        raise ValueError(f"{what} {value!r}: the limit must be at least a minute; {_TIME_HELP}")
+    return minutes
+
+
+_MEMORY = re.compile(r"(?P<n>\d+)(?P<unit>[KMGT]?)B?\Z", re.IGNORECASE)
+_MB_PER = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+
+
+def parse_slurm_memory(value: object, *, what: str = "mem") -> int:
+    """Megabytes of a memory size written as sbatch's ``--mem`` takes it: a whole number
+    with an optional unit ``K``, ``M`` (the default), ``G`` or ``T``; kilobytes round up.
+
+    Examples
+    --------
+    >>> [parse_slurm_memory(m) for m in ("64G", "500M", "500", "1T", "2048K", "16gb")]
+    [65536, 500, 500, 1048576, 2, 16384]
+    >>> parse_slurm_memory("1.5G")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: mem '1.5G' is not a SLURM memory size; give a whole number ...
+    """
+    text = str(value).strip() if isinstance(value, int | str) else ""
+    m = _MEMORY.match(text) if not isinstance(value, bool) else None
+    if m is None:
+        raise ValueError(
+            f"{what} {value!r} is not a SLURM memory size; give a whole number with a unit "
+            "K, M (the default) or G, T: 64G, 500M, 1536M"
+        )
+    return math.ceil(int(m["n"]) * _MB_PER[m["unit"].upper() or "M"])
+
+
+def memory_fields(megabytes: int) -> dict[str, Any]:
+    """The launcher fields for ``--mem`` of ``megabytes`` per node: ``mem_gb`` when the size
+    is whole gigabytes (the launcher's own field, an int), otherwise sbatch's ``mem`` as an
+    additional parameter (``500M``; ``0``: all of each node's memory, as sbatch means it).
+
+    Examples
+    --------
+    >>> memory_fields(65536), memory_fields(500)
+    ({'mem_gb': 64}, {'additional_parameters': {'mem': '500M'}})
+    >>> memory_fields(0)
+    {'additional_parameters': {'mem': '0'}}
+    """
+    if megabytes > 0 and megabytes % 1024 == 0:
+        return {"mem_gb": megabytes // 1024}
+    return {"additional_parameters": {"mem": f"{megabytes}M" if megabytes else "0"}}

@@ -1,0 +1,124 @@
+# SPDX-License-Identifier: MIT
+"""``mushin-box launch EXP --torchrun --slurm --nodes 2 --gpus 2`` on the local SLURM cluster:
+one torchrun agent per node (c10d rendezvous on the job's first node), real torchrun
+workers on CPU with gloo. The record says torchrun, the rendezvous, and 4 ranks on the
+job's 2 nodes; the run is the same experiment as a plain SLURM run of it (one task per
+GPU), so ``diff`` exits 0; and ``status``, ``logs`` and ``wait`` follow the cell
+through its job, as for any SLURM cell."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO
+
+from mushin_box._core.sidecars import read_json
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+EXP = REPO / "examples" / "exp.py"
+
+
+def mushin(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mushin_box", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+def test_two_nodes_of_two_torchrun_workers_are_the_same_experiment_as_slurm_tasks(
+    tmp_path: Path, slurm_cluster: Any
+) -> None:
+    # a copy outside the repository: the records then hold no git state, which other work
+    # in this checkout could change between the two launches
+    exp = tmp_path / "exp" / "exp.py"
+    exp.parent.mkdir()
+    exp.write_text(EXP.read_text())
+    common = ["--slurm", "--nodes", "2", "--gpus", "2", "--partition", slurm_cluster.partition]
+    common += ["--time", "5", "--no-progress", "trainer.max_epochs=2"]
+    runs = {"torchrun": ["--torchrun", "--max-restarts", "1"], "tasks": []}
+    for name, extra in runs.items():
+        root = tmp_path / name
+        proc = mushin("launch", str(exp), *common, *extra, "--working-dir", str(root))
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    root, cell = tmp_path / "torchrun", tmp_path / "torchrun" / "cell"
+    assert read_json(cell / "mushin_status.json")["status"] == "completed"
+    run = read_json(cell / "mushin_provenance.json")["run"]
+    assert run["launcher"]["kind"] == "torchrun"
+    assert (run["launcher"]["nodes"], run["launcher"]["tasks"]) == (2, 4)
+    # the agents met on the job's first node, at the job's own port, under its id
+    job = read_json(root / "mushin_jobs.json")["jobs"][0]["job_id"]
+    first = slurm_cluster.nodes[0]
+    endpoint = run["rendezvous"]["endpoint"]
+    assert run["rendezvous"]["backend"] == "c10d" and endpoint.startswith(f"{first}:")
+    assert run["rendezvous"]["id"] == str(job)
+    assert run["elastic"]["max_restarts"] == 1
+    # 4 ranks on the 2 nodes, 2 per node, each named as the job's node it ran on
+    topology = run["topology"]
+    assert topology["world_size"] == 4
+    assert sorted(topology["nodes"]) == sorted(slurm_cluster.nodes)
+    columns = topology["rank_columns"]
+    ranks = [dict(zip(columns, row, strict=True)) for row in topology["ranks"]]
+    assert [r["global_rank"] for r in ranks] == [0, 1, 2, 3]
+    assert [r["local_rank"] for r in ranks] == [0, 1, 0, 1]
+    assert [r["node_rank"] for r in ranks] == [0, 0, 1, 1]
+    assert [r["hostname"] for r in ranks] == [topology["nodes"][r["node_rank"]] for r in ranks]
+    # rank 0 wrote it; its own node is where its agent ran (submitit's task log of that node)
+    logs = mushin("logs", str(root), "cell", timeout=120)
+    assert logs.returncode == 0, logs.stderr
+    # the same experiment as one SLURM task per GPU: only the run part differs
+    diff = mushin("diff", str(tmp_path / "tasks" / "cell"), str(cell), "--json", timeout=120)
+    assert diff.returncode == 0, diff.stdout[-3000:] + diff.stderr
+    assert json.loads(diff.stdout)["verdict"] == "same experiment, same results"
+    # operate: status and wait follow the cell through its (finished) job
+    status = mushin("status", str(root), "--json", timeout=120)
+    assert status.returncode == 0, status.stderr
+    assert [c["state"] for c in json.loads(status.stdout)["cells"]] == ["completed"]
+    assert mushin("wait", str(root), "--timeout", "60", timeout=120).returncode == 0
+
+
+def test_with_an_image_torchrun_runs_inside_it_with_the_ranks_env_file(
+    tmp_path: Path, slurm_cluster: Any
+) -> None:
+    """``--image``: each node's task is ``apptainer exec --nv --cleanenv --env-file ...
+    IMAGE python -m mushin_box._slurm.torchrun agent ...`` (the Apptainer STAND-IN,
+    tests/standins/apptainer-standin: argv and env file only, not Apptainer), so torchrun
+    and its workers run with the env file, binds and NCCL settings of any rank."""
+    from conftest import APPTAINER_STANDIN as STANDIN
+    from conftest import standin_image
+
+    image = standin_image(tmp_path)
+    root = tmp_path / "sweep"
+    env = {**os.environ, "PATH": f"{STANDIN}{os.pathsep}{os.environ['PATH']}", "COLUMNS": "200"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "mushin_box", "launch", str(EXP), "--torchrun", "--slurm"]
+        + ["--nodes", "2", "--gpus", "1", "--partition", slurm_cluster.partition, "--time", "5"]
+        + ["--image", str(image), "--image-python", sys.executable, "--working-dir", str(root)]
+        + ["--no-progress", "trainer.max_epochs=1"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    run = read_json(root / "cell" / "mushin_provenance.json")["run"]
+    assert run["launcher"]["kind"] == "torchrun" and run["topology"]["world_size"] == 2
+    argv = run["container"]["rank_argv"]
+    assert argv[:4] == ["apptainer", "exec", "--nv", "--cleanenv"] and str(image) in argv
+    assert "--env-file" in argv and run["rendezvous"]["backend"] == "c10d"
+    # the env file every rank reads, named in the job's command line, is the one the workers had
+    script = next((root / ".submitit").rglob("*_submission.sh")).read_text()
+    env_file = argv[argv.index("--env-file") + 1]
+    assert f"--env-file {env_file}" in script
+    assert "-m mushin_box._slurm.torchrun agent --nproc-per-node 1" in script
+    assert run["container"]["env_file"] is not None  # the workers read it: it reached them
