@@ -14,6 +14,11 @@ redacted), and:
 - warnings: a trainer accelerator other than ``gpu``/``auto`` on GPUs, no account where
   the cluster enforces accounts, ``cpus_per_task=1`` on GPUs, a sweep directory (or image)
   on node-local storage such as ``/tmp``.
+
+The sbatch script is reviewed for its ``#SBATCH`` lines and its ``srun`` line; the
+host-side requeue trap between them (some 60 lines of shell that are the same in every
+launch) is folded to one line by :func:`fold_requeue_trap` (``launch --dry-run`` shows it
+with ``--verbose``, and ``--json`` always holds the whole script).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
-__all__ = ["count_cells", "node_local_root", "review_plan"]
+__all__ = ["count_cells", "fold_requeue_trap", "node_local_root", "review_plan"]
 
 #: node-local mount points: a compute node's /tmp is not the login node's
 NODE_LOCAL = ("/tmp", "/var/tmp", "/dev/shm", "/scratch/local")
@@ -85,6 +90,43 @@ def _override_value(overrides: Sequence[str], key: str) -> tuple[bool, Any]:
         if o.key_or_group == key and not o.is_delete():
             found = (True, o.value())
     return found
+
+
+#: the first line of the requeue trap in a batch script (mushin_box._slurm.requeue)
+_TRAP_START = "# mushin-box host-side requeue"
+#: the line that opens the trap's last function; the trap ends at its closing brace
+_TRAP_LAST = "srun() {"
+
+
+def fold_requeue_trap(script: str, *, hint: str = "--verbose shows it") -> str:
+    """``script`` with the host-side requeue trap folded to one line that names its policy
+    and how many lines it holds, and ``hint`` (how to see it). A script without the trap is
+    returned as it is.
+
+    Examples
+    --------
+    >>> from mushin_box._slurm.requeue import requeue_setup_lines
+    >>> trap = requeue_setup_lines(requeue_on=["preemption"], max_requeues=3,
+    ...                            rank_signal="USR1", signal_delay_s=120, timeout_min=60)
+    >>> script = chr(10).join(["#SBATCH --nodes=2", *trap, "srun python -m x"])
+    >>> folded = fold_requeue_trap(script).splitlines()
+    >>> folded[0], folded[-1], len(folded)
+    ('#SBATCH --nodes=2', 'srun python -m x', 3)
+    >>> folded[1]  # doctest: +ELLIPSIS
+    '# [the requeue trap, ... lines, folded: requeue_on=preemption max_requeues=3; --verbose ...]'
+    """
+    lines = script.split("\n")
+    start = next((i for i, line in enumerate(lines) if line.startswith(_TRAP_START)), None)
+    if start is None:
+        return script
+    opens = next((i for i in range(start, len(lines)) if lines[i] == _TRAP_LAST), None)
+    end = next((i for i in range(opens or len(lines), len(lines)) if lines[i] == "}"), None)
+    if opens is None or end is None:
+        return script
+    policy = next((line for line in lines[start:end] if "__mushin_requeue_on=" in line), "")
+    said = " ".join(w.removeprefix("__mushin_") for w in policy.split())
+    folded = f"# [the requeue trap, {end - start + 1} lines, folded: {said}; {hint}]"
+    return "\n".join([*lines[:start], folded, *lines[end + 1 :]])
 
 
 def _env_file(config: Any) -> dict[str, str] | None:

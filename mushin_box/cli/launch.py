@@ -176,6 +176,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         'string "nan", "inf" or "-inf")',
     )
     parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="with --dry-run: show the whole sbatch script, the requeue trap that the "
+        "review folds to one line included",
+    )
+    parser.add_argument(
         "--print-config",
         action="store_true",
         help="print the config the first cell's task would receive, as YAML (overrides "
@@ -282,6 +288,8 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise UsageError("--max-restarts sets torchrun's restarts: add --torchrun")
     if args.json and not args.dry_run:
         raise UsageError("--json prints the dry run's review: add --dry-run")
+    if args.verbose and not args.dry_run:
+        raise UsageError("--verbose shows the whole dry run: add --dry-run")
     if args.reuse_stale_code and not args.resume:
         raise UsageError("--reuse-stale-code reuses completed cells: add --resume")
     if args.resume and args.working_dir is None:
@@ -467,7 +475,7 @@ def _dry_run(
 
         print_json(review)
     else:
-        print(format_review(review))
+        print(format_review(review, verbose=args.verbose))
     for error in review["errors"]:
         print(f"mushin-box launch: error: {error}", file=sys.stderr)
     return 2 if review["errors"] else 0
@@ -492,8 +500,11 @@ def _resume_review(review: dict[str, Any], plan: Any, actions: list[Any]) -> Non
         review["gpu_hours_formula"] = f"{runs} cell(s) to run of {len(actions)} x {rest}"
 
 
-def format_review(review: dict[str, Any]) -> str:
-    """The dry run's review as text (``--json`` prints the same data as JSON)."""
+def format_review(review: dict[str, Any], *, verbose: bool = False) -> str:
+    """The dry run's review as text (``--json`` prints the same data as JSON); the sbatch
+    script's requeue trap folded to one line unless ``verbose``."""
+    from mushin_box._launch.review import fold_requeue_trap
+
     slurm = review["mode"] == "slurm"
     lines = [f"mushin-box launch {review['experiment']}: dry run, nothing submitted"]
 
@@ -549,7 +560,8 @@ def format_review(review: dict[str, Any]) -> str:
         lines.append("")
         what = "script of each cell's job" if (review["cells"] or 0) <= 1 else "job array"
         lines.append(f"--- the sbatch {what} (what submitit will submit)")
-        lines.append(review["sbatch"].rstrip())
+        script = review["sbatch"].rstrip()
+        lines.append(script if verbose else fold_requeue_trap(script))
         env = review.get("env_file")
         if env is not None:
             lines.append("")
