@@ -5,7 +5,8 @@ submitit's batch script sends each task's stdout and stderr to
 ``<folder>/<job>_<task>_log.out`` and ``..._log.err`` (its ``JobPaths``; ``<job>`` is
 ``<array>_<index>`` for an array task). A cell records these paths in its status, so that
 ``mushin-box logs`` finds every rank's output from the cell alone, without knowing where the
-launcher kept its submitit folder.
+launcher kept its submitit folder. A SLURM torchrun cell has one task per node, whose file
+holds all of that node's workers: it is listed under the node's first rank.
 
 Examples
 --------
@@ -15,6 +16,10 @@ Examples
 '/s/7/7_1_log.err'
 >>> slurm_rank_logs({})
 {}
+>>> sorted(slurm_rank_logs({"SUBMITIT_EXECUTOR": "slurm", "SUBMITIT_FOLDER": "/s/%j",
+...     "SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n[1-2]", "LOCAL_WORLD_SIZE": "2",
+...     "MUSHIN_RDZV_NODES": "n2,n1"}).items())[:2]  # group 0 ran on n2: task 1's file
+[('rank0.err', '/s/7/7_1_log.err'), ('rank0.out', '/s/7/7_1_log.out')]
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from mushin_box._core.hostlist import expand_hostlist
+from mushin_box._core.layout import RDZV_ENV
 from mushin_box._slurm.jobs import slurm_job_id
 
 __all__ = ["slurm_rank_logs"]
@@ -41,9 +48,16 @@ def slurm_rank_logs(environ: Mapping[str, str] | None = None) -> dict[str, str]:
         tasks = max(1, int(env.get("SLURM_NTASKS", "1")))
     except ValueError:
         tasks = 1
+    ranks = {task: task for task in range(tasks)}
+    by_group = [n for n in env.get(RDZV_ENV["nodes"], "").split(",") if n]
+    # SLURM torchrun: one task (one file) per node, listed under the node's first rank
+    if by_group and env.get("LOCAL_WORLD_SIZE", "").isdigit():
+        order = expand_hostlist(env.get("SLURM_JOB_NODELIST", ""))
+        per = int(env["LOCAL_WORLD_SIZE"])
+        ranks = {g * per: order.index(n) for g, n in enumerate(by_group) if n in order}
     out: dict[str, str] = {}
-    for task in range(tasks):
+    for rank, task in ranks.items():
         paths = JobPaths(folder, job_id=job, task_id=task)
-        out[f"rank{task}.out"] = str(paths.stdout)
-        out[f"rank{task}.err"] = str(paths.stderr)
+        out[f"rank{rank}.out"] = str(paths.stdout)
+        out[f"rank{rank}.err"] = str(paths.stderr)
     return out

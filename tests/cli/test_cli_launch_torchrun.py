@@ -74,6 +74,9 @@ def test_two_torchrun_workers_here_are_the_same_experiment_as_hydraddp(tmp_path:
     assert read_json(cell / "mushin_status.json")["status"] == "completed"
     run = read_json(cell / "mushin_provenance.json")["run"]
     assert run["launcher"]["kind"] == "torchrun" and run["launcher"]["tasks"] == 2
+    # torchrun --standalone: its c10d store on a free local port, under torchrun's own id
+    assert run["rendezvous"]["backend"] == "c10d"
+    assert run["rendezvous"]["endpoint"] == "localhost:0" and run["rendezvous"]["id"]
     assert run["topology"]["world_size"] == 2
     assert [r[:3] for r in run["topology"]["ranks"]] == [[0, 0, 0], [1, 1, 0]]
     # the job is recorded like any local job: status, wait and cancel find it

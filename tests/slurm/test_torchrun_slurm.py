@@ -3,7 +3,7 @@
 one torchrun agent per node (c10d rendezvous on the job's first node), real torchrun
 workers on CPU with gloo. The record says torchrun, the rendezvous, and 4 ranks on the
 job's 2 nodes; the run is the same experiment as a plain SLURM run of it (one task per
-GPU), so ``diff`` exits 0; and ``status``, ``logs`` and ``wait`` follow the cell
+GPU), so ``diff`` exits 0; and ``status``, ``logs``, ``wait`` and ``cancel`` reach the cell
 through its job, as for any SLURM cell."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -72,9 +73,14 @@ def test_two_nodes_of_two_torchrun_workers_are_the_same_experiment_as_slurm_task
     assert [r["local_rank"] for r in ranks] == [0, 1, 0, 1]
     assert [r["node_rank"] for r in ranks] == [0, 0, 1, 1]
     assert [r["hostname"] for r in ranks] == [topology["nodes"][r["node_rank"]] for r in ranks]
-    # rank 0 wrote it; its own node is where its agent ran (submitit's task log of that node)
-    logs = mushin("logs", str(root), "cell", timeout=120)
-    assert logs.returncode == 0, logs.stderr
+    # logs: one file per node (its agent's task), under the node's first rank, each holding
+    # the output of that node's workers
+    logs = read_json(cell / "mushin_status.json")["logs"]
+    assert sorted(logs) == ["rank0.err", "rank0.out", "rank2.err", "rank2.out"]
+    assert logs["rank0.out"] != logs["rank2.out"]
+    for rank in ("0", "2"):
+        shown = mushin("logs", str(root), "cell", "--rank", rank, timeout=120)
+        assert shown.returncode == 0 and "Job completed successfully" in shown.stdout, shown
     # the same experiment as one SLURM task per GPU: only the run part differs
     diff = mushin("diff", str(tmp_path / "tasks" / "cell"), str(cell), "--json", timeout=120)
     assert diff.returncode == 0, diff.stdout[-3000:] + diff.stderr
@@ -122,3 +128,30 @@ def test_with_an_image_torchrun_runs_inside_it_with_the_ranks_env_file(
     assert f"--env-file {env_file}" in script
     assert "-m mushin_box._slurm.torchrun agent --nproc-per-node 1" in script
     assert run["container"]["env_file"] is not None  # the workers read it: it reached them
+
+
+def test_cancel_stops_a_detached_torchrun_cell_through_its_job(
+    tmp_path: Path, slurm_cluster: Any
+) -> None:
+    root = tmp_path / "sweep"
+    proc = mushin(
+        *("launch", str(EXP), "--torchrun", "--slurm", "--nodes", "2", "--gpus", "1"),
+        *("--partition", slurm_cluster.partition, "--time", "5", "--working-dir", str(root)),
+        *("--detach", "trainer.max_epochs=50", "+module.epoch_sleep_s=2"),
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    job = str(read_json(root / "mushin_jobs.json")["jobs"][0]["job_id"])
+    deadline = time.monotonic() + 240
+    while json.loads(mushin("status", str(root), "--json").stdout)["cells"][0]["state"] != (
+        "running"
+    ):
+        assert time.monotonic() < deadline, "the torchrun cell never started"
+        time.sleep(1)
+    stop = mushin("cancel", str(root), timeout=120)
+    assert stop.returncode == 0, stop.stdout + stop.stderr
+    # wait says how it ended (1: a cell was cancelled), and the job left the queue
+    assert mushin("wait", str(root), "--timeout", "120", timeout=180).returncode == 1
+    state = json.loads(mushin("status", str(root), "--json").stdout)["cells"][0]["state"]
+    assert state == "cancelled"
+    queue = subprocess.run(["squeue", "-h", "-j", job], capture_output=True, text=True)
+    assert queue.stdout.strip() == ""
