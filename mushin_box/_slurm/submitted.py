@@ -30,6 +30,7 @@ from mushin_box._core.layout import JOBS_FILE
 from mushin_box._core.sidecars import read_json, timestamp, write_json_atomic
 
 __all__ = [
+    "carry_jobs",
     "checked_job_ids",
     "job_ids",
     "read_submission",
@@ -47,17 +48,40 @@ def record_submission(
 ) -> dict[str, Any]:
     """Write the jobs just submitted (``(job id, overrides)`` each) over the previous list:
     the jobs of earlier submissions have ended (a sweep's lock allows one driver at a time,
-    and a resume is refused while a recorded job lives)."""
+    and a resume is refused while a recorded job of its cells lives), except those marked
+    ``carried`` (:func:`carry_jobs`: live, running cells this submission leaves alone),
+    which stay listed."""
+    previous = read_submission(sweep_dir)
+    carried = [
+        entry
+        for entry in previous.get("jobs", ())
+        if isinstance(entry, dict) and entry.get("carried") is True
+    ]
+    if previous.get("cluster") != cluster:
+        carried = []
     record = {
         "schema": 1,
         "cluster": cluster,
         "host": socket.gethostname(),
         "submitted": timestamp(),
         "detached": detached,
-        "jobs": [{"job_id": str(job), "overrides": list(o)} for job, o in jobs],
+        "jobs": [*carried, *({"job_id": str(job), "overrides": list(o)} for job, o in jobs)],
     }
     write_json_atomic(Path(sweep_dir) / JOBS_FILE, record)
     return record
+
+
+def carry_jobs(
+    sweep_dir: str | os.PathLike[str], submission: Mapping[str, Any], live: Sequence[str]
+) -> None:
+    """Keep the ``live`` jobs of ``submission`` listed through the next submission (they run
+    cells the next one leaves alone): marked ``carried``, the others dropped (ended)."""
+    keep = [
+        {**entry, "carried": True}
+        for entry in submission.get("jobs", ())
+        if isinstance(entry, dict) and str(entry.get("job_id")) in set(live)
+    ]
+    write_json_atomic(Path(sweep_dir) / JOBS_FILE, {**submission, "jobs": keep})
 
 
 def read_submission(sweep_dir: str | os.PathLike[str]) -> dict[str, Any]:

@@ -36,6 +36,8 @@ from mushin_box._sweepdir.manifest import (
     cell_records,
     combo_id,
     finish_launch,
+    grid_ids,
+    job_runs_cell,
     live_cells,
     read_sweep_manifest,
     reconcile_abandoned,
@@ -54,10 +56,11 @@ def open_sweep(root: Path, grid: Mapping[str, list[Any]], plan: CellPlan) -> lis
     previous = read_sweep_manifest(root)
     if plan.resume and previous is not None:
         _report_grid_change(previous, grid)
-    _refuse_live_submission(root)  # first: its queued jobs have no status file yet
+    ids = grid_ids(grid)  # only this run's cells: the sweep's others may still run
+    _refuse_live_submission(root, grid)  # first: its queued jobs have no status file yet
     records = list(cell_records(root))  # each status file read once
     reconcile_abandoned(records)
-    busy = live_cells(records)
+    busy = live_cells([(d, r) for d, r in records if combo_id(r["combo"]) in ids])
     if busy:
         raise SweepBusyError(still_running_message(busy))
     (root / ABORT_FILE).unlink(missing_ok=True)
@@ -66,13 +69,16 @@ def open_sweep(root: Path, grid: Mapping[str, list[Any]], plan: CellPlan) -> lis
     return records
 
 
-def _refuse_live_submission(root: Path) -> None:
-    """Refuse while a SLURM job of the sweep's latest submission is queued or running, or
-    the scheduler cannot say (``SweepBusyError``): a sweep is live while any job of it is,
-    and a queued job has no status file yet. A second submission would compute its cells
-    twice, and would write over ``mushin_jobs.json``, the only handle on the first."""
+def _refuse_live_submission(root: Path, grid: Mapping[str, list[Any]]) -> None:
+    """Refuse while a SLURM job of the sweep's latest submission that may run a cell of
+    ``grid`` is queued or running, or the scheduler cannot say (``SweepBusyError``): a
+    queued job has no status file yet, and a second submission would compute its cell
+    twice. A live job that runs none of ``grid``'s cells (a resume of named cells while the
+    others run) is kept: marked ``carried`` in ``mushin_jobs.json``, so that the next
+    submission's record keeps it (:func:`~mushin_box._slurm.submitted.record_submission`),
+    the only handle on a cell that has not started."""
     from mushin_box._slurm.jobs import is_live, is_unknown, job_states, name_job_ids
-    from mushin_box._slurm.submitted import job_ids, read_submission
+    from mushin_box._slurm.submitted import carry_jobs, job_ids, read_submission
 
     submission = read_submission(root)
     jobs = job_ids(submission)
@@ -81,6 +87,17 @@ def _refuse_live_submission(root: Path) -> None:
     unknown = [j for j in jobs if is_unknown(states.get(j))]
     if not live and not unknown:
         return
+    if not unknown:
+        combos = [dict(zip(grid, c, strict=True)) for c in itertools.product(*grid.values())]
+        runs = {
+            str(e.get("job_id")): any(job_runs_cell(e.get("overrides"), c) for c in combos)
+            for e in submission.get("jobs", ())
+            if isinstance(e, dict)
+        }
+        live = [j for j in live if runs.get(j, True)]
+        if not live:  # every live job runs a cell this run leaves alone
+            carry_jobs(root, submission, [j for j in jobs if is_live(states.get(j, ""))])
+            return
     where = shlex.quote(str(root))
     fix = f"follow it with `mushin-box wait {where}` or stop it with `mushin-box cancel {where}`"
     if live:

@@ -259,14 +259,16 @@ def cancel(
     if unstarted and not cells:
         gone = _queue_emptied(path, deadline)
         names = [cell_label(None, c.combo) for c in unstarted]
+        marked: list[str] = []
         if gone is None:
             reason = f"cancelled by {who} at {timestamp()}, before it started"
             try:
-                done += [cell_label(None, c) for c in mark_unstarted_cancelled(path, reason)]
+                marked = [cell_label(None, c) for c in mark_unstarted_cancelled(path, reason)]
             except SweepBusyError:
                 gone = "a driver (launch or Workflow.run) holds the sweep and may start it"
-        if gone is not None:
-            unreachable += [(name, f"not started, and {gone}") for name in names]
+        done += marked
+        why = gone or "a cell's status could not be read (see the warnings)"
+        unreachable += [(name, f"not started, and {why}") for name in names if name not in marked]
     return CancelReport(
         cancelled=tuple(done),
         untouched=tuple(untouched),

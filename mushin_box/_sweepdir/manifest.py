@@ -26,7 +26,9 @@ from mushin_box._core.sidecars import (
 )
 
 __all__ = [
+    "grid_ids",
     "is_sweep_dir",
+    "job_runs_cell",
     "finish_launch",
     "live_cells",
     "reconcile_abandoned",
@@ -300,6 +302,29 @@ def manifest_from_cells(
     return built
 
 
+def _unstarted(manifest: Mapping[str, Any], root: Path) -> list[dict[str, Any]]:
+    """The manifest's entries of cells that never started: pending, with no directory,
+    now or in the manifest on disk."""
+    known = (read_sweep_manifest(root) or {}).get("cells") or {}
+    return [
+        entry
+        for key, entry in manifest["cells"].items()
+        if entry["dir"] is None
+        and entry["status"] == "pending"
+        and not (isinstance(known.get(key), dict) and known[key].get("dir"))
+    ]
+
+
+def _status_paths(root: Path) -> list[str]:
+    """The directories of ``root`` that hold a status file, readable or not."""
+    try:
+        with os.scandir(root) as entries:
+            dirs = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+    return [d for d in dirs if os.path.lexists(root / d / STATUS_FILE)]
+
+
 def mark_unstarted_cancelled(root: Path, reason: str) -> list[dict[str, Any]]:
     """Record the cells that never started (no directory, no status file) as ``cancelled``
     in the manifest, where readers find them, and return their combos.
@@ -309,15 +334,17 @@ def mark_unstarted_cancelled(root: Path, reason: str) -> list[dict[str, Any]]:
     that knows a cell without a directory; each rebuild keeps the mark (a cache rebuilt
     from the cells keeps what no cell file can say), and the next run's manifest drops it,
     since a resume runs the cell. Taken under the sweep's lock (``SweepBusyError`` while a
-    driver holds it: that driver may still start the cell).
+    driver holds it: that driver may still start the cell). Nothing is marked (nor written)
+    while a cell's status cannot be read: that cell may be one of them, started.
     """
+    records = list(cell_records(root))
+    if len(records) != len(_status_paths(root)):  # a status not read: a cell may have run
+        return []
+    if not _unstarted(manifest_from_cells(root, records), root):
+        return []  # nothing to write: not even the lock file
     with SweepLock(root):
         manifest = manifest_from_cells(root)
-        found = [
-            entry
-            for entry in manifest["cells"].values()
-            if entry["dir"] is None and entry["status"] == "pending"
-        ]
+        found = _unstarted(manifest, root)
         for entry in found:
             entry.update(status="cancelled", reason=reason)
         if found:
@@ -465,3 +492,48 @@ def recorded_launcher(root: Path) -> str | None:
         if data.get("cluster") in _CLUSTER_LAUNCHERS:
             return _CLUSTER_LAUNCHERS[data["cluster"]]
     return None
+
+
+def grid_ids(grid: Mapping[str, Sequence[Any]]) -> set[str]:
+    """The :func:`combo_id` of every cell of ``grid`` (a sweep of nothing has one cell).
+
+    Examples
+    --------
+    >>> sorted(grid_ids({"x": [1, 2]})), grid_ids({})
+    (['{"x":1}', '{"x":2}'], {'{}'})
+    """
+    return {
+        combo_id(dict(zip(grid, values, strict=True)))
+        for values in itertools.product(*grid.values())
+    }
+
+
+def job_runs_cell(overrides: Any, combo: Mapping[str, Any]) -> bool:
+    """May a job whose overrides (``mushin_jobs.json``) are ``overrides`` run the cell of
+    ``combo``? Yes unless its overrides set one of the cell's swept keys to another value;
+    overrides that are not a list of strings say nothing, so: yes (never run a cell twice).
+
+    Examples
+    --------
+    >>> job_runs_cell(["x=1", "tag=b"], {"x": 1}), job_runs_cell(["x=2"], {"x": 1})
+    (True, False)
+    >>> job_runs_cell(None, {"x": 1}), job_runs_cell(["x='a'"], {"x": "a"})
+    (True, True)
+    """
+    from mushin_box._core.overrides import format_value
+
+    if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
+        return True
+    given = {o.partition("=")[0].lstrip("+~"): o.partition("=")[2] for o in overrides}
+    for key, value in combo.items():
+        if key not in given:
+            continue
+        try:
+            spellings = {format_value(value)}
+        except (TypeError, ValueError):
+            return True
+        if isinstance(value, str):
+            spellings |= {value, f"'{value}'", f'"{value}"'}
+        if given[key] not in spellings:
+            return False
+    return True
