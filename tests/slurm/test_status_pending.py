@@ -6,6 +6,7 @@ partition) is marked so, from one ``squeue`` call for the whole sweep."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -109,3 +110,44 @@ def test_a_job_that_can_never_start_says_so(
         assert f"will never start: {cell['reason']}" in capsys.readouterr().out
     finally:
         subprocess.run(["scancel", job], check=False, timeout=60)
+
+
+def test_a_running_slurm_cell_shows_its_epoch_in_status_json(
+    tmp_path: Path, slurm_cluster: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ddp_helpers import fit_task, make_app_config
+
+    from mushin_box import Workflow, multirun, submitit_slurm_config
+
+    root = tmp_path / "sweep"
+    config = {
+        **submitit_slurm_config(
+            nodes=1, gpus_per_node=1, partition=slurm_cluster.partition, timeout_min=10
+        ),
+        "submitit_folder": str(tmp_path / "submitit" / "%j"),
+    }
+    swept: dict[str, Any] = {"module.epoch_sleep_s": multirun([2.0])}  # 2 s a epoch
+    Workflow(fit_task, make_app_config(devices=1, max_epochs=30)).run(
+        working_dir=root,
+        launcher="mushin_slurm",
+        launcher_config=config,
+        wait=False,
+        progress=False,
+        **swept,
+    )
+    try:
+
+        def at_epoch() -> dict[str, Any] | None:
+            cell = _status(root, capsys)["cells"][0]
+            return cell if cell["state"] == "running" and (cell["epoch"] or 0) >= 1 else None
+
+        cell = _until(at_epoch, 300, "the running cell to report an epoch")
+        assert isinstance(cell["metric"], str) and isinstance(cell["metric_value"], float)
+        assert cell["job_id"] in submitted_job_ids(root)
+        capsys.readouterr()
+        main(["status", str(root)])
+        row = next(r for r in capsys.readouterr().out.splitlines() if " running " in r)
+        assert re.search(rf"epoch \d+ {re.escape(cell['metric'])} \S+", row), row
+    finally:
+        main(["cancel", str(root)])
+        subprocess.run(["scancel", *submitted_job_ids(root)], check=False, timeout=60)
