@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""``mushin-box launch EXP --torchrun --slurm --nodes 2 --gpus 2`` on the local SLURM cluster:
+"""``mushin-box launch EXP --torchrun --slurm --nodes 1:2 --gpus 2`` on the local SLURM cluster:
 one torchrun agent per node (c10d rendezvous on the job's first node), real torchrun
 workers on CPU with gloo. The record says torchrun, the rendezvous, and 4 ranks on the
 job's 2 nodes; the run is the same experiment as a plain SLURM run of it (one task per
@@ -46,7 +46,8 @@ def test_two_nodes_of_two_torchrun_workers_are_the_same_experiment_as_slurm_task
     exp.write_text(EXP.read_text())
     common = ["--slurm", "--nodes", "2", "--gpus", "2", "--partition", slurm_cluster.partition]
     common += ["--time", "5", "--no-progress", "trainer.max_epochs=2"]
-    runs = {"torchrun": ["--torchrun", "--max-restarts", "1"], "tasks": []}
+    # elastic membership 1:2 (sbatch gets the 2 nodes; the Trainer's num_nodes is the group)
+    runs = {"torchrun": ["--torchrun", "--max-restarts", "1", "--nodes", "1:2"], "tasks": []}
     for name, extra in runs.items():
         root = tmp_path / name
         proc = mushin("launch", str(exp), *common, *extra, "--working-dir", str(root))
