@@ -7,6 +7,8 @@
 - :mod:`.env`: facts about where a cell ran: image, container, devices;
 - :mod:`.topology`: the world a cell ran in, rank by rank;
 - :mod:`.ranks`: where each rank ran: its own Python, and the image it ran in;
+- :mod:`.elastic`: each attempt of a cell's fit and its world (``run.attempts``,
+  ``run.world_changes``, ``run.elastic``);
 - :mod:`.files`: the provenance files of a cell;
 - :mod:`.compare`: two records (and their metrics) compared.
 
