@@ -98,7 +98,9 @@ class quiet_terminal:  # noqa: N801 (used as a context manager, like contextlib'
             stream = handler.stream
             if any(stream is s for s in self._streams if s is not None):
                 out = sys.stdout if stream in (self._streams[0], self._streams[2]) else sys.stderr
-                self._moved.append((handler, handler.setStream(out)))
+                if out is not stream:  # (setStream answers None for the same stream)
+                    handler.setStream(out)
+                    self._moved.append((handler, stream))
 
     def exit(self) -> None:
         for handler, stream in self._moved:

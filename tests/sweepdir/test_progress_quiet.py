@@ -34,3 +34,19 @@ def test_the_bar_leaves_out_lightning_s_notices_only_while_drawn(tmp_path: Path)
     finally:
         for log in (logger, fabric):
             log.removeHandler(handler)
+
+
+def test_a_handler_on_this_process_s_stderr_is_restored_after_the_bar(tmp_path: Path) -> None:
+    import sys
+
+    real = logging.StreamHandler(sys.__stderr__)  # made before the bar, on the real stderr
+    here = logging.StreamHandler(sys.stderr)  # on what sys.stderr is now (pytest's capture)
+    logger = logging.getLogger("mushin_box.test_progress_quiet")
+    for handler in (real, here):
+        logger.addHandler(handler)
+    try:
+        CellProgress(tmp_path, total=1, run_id="r", period_s=60).start().stop()
+        assert real.stream is sys.__stderr__ and here.stream is sys.stderr
+    finally:
+        for handler in (real, here):
+            logger.removeHandler(handler)
