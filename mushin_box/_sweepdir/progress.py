@@ -15,8 +15,10 @@ line glued to the bar (``running=1Initializing distributed…``). While the bar 
 every logging handler that writes to this terminal writes through the bar's console
 instead (each line above the bar), and Lightning's known notices, which every cell repeats
 (``GPU available``, ``TPU available``, ``Initializing distributed``, the litlogger tip,
-``Trainer.fit stopped``), are left out by a logging filter on the loggers that say them:
-the rest of a rank's output is shown as it is. The ETA is the mean wall time of the cells
+``Trainer.fit stopped``), are left out by a logging filter on the loggers that say them,
+and so are two warnings it repeats that a user can do nothing about (the hint to use
+``srun``, a torch deprecation inside Lightning): the rest of a rank's output is shown as
+it is. The ETA is the mean wall time of the cells
 this run finished, times the cells left, divided by how many ran at once (at most);
 ``-:--:--`` until a cell has finished.
 """
@@ -33,7 +35,7 @@ from typing import Any
 
 from mushin_box._core.layout import DONE_CELL_STATES as _DONE
 
-__all__ = ["NOTICES", "CellProgress", "SweepFollower", "eta_text", "quiet_terminal"]
+__all__ = ["NOTICES", "CellProgress", "QuietTerminal", "SweepFollower", "eta_text"]
 
 #: Lightning's notices that each cell run in this process repeats: the first words of the
 #: message (after any leading ``-`` rule), and the loggers that say them
@@ -58,8 +60,13 @@ _NOTICE_LOGGERS = tuple(
     )
     for module in ("utilities.rank_zero", "utilities.distributed", "accelerators.cuda")
 ) + ("lightning_utilities.core.rank_zero",)
-#: Lightning's hint to run under srun, which a run here (``--local``) does not by design
-_SRUN_HINT = r"The `srun` command is available on your system but is not used"
+#: warnings (message, module) Lightning repeats per cell that a user can do nothing about:
+#: its hint to run under srun, which a run here (``--local``) does not by design, and its
+#: own use of an API torch deprecated
+_WARNINGS = (
+    (r"The `srun` command is available on your system but is not used", ""),
+    (r"`isinstance\(treespec, LeafSpec\)` is deprecated", r"(pytorch_)?lightning[.\w]*"),
+)
 
 
 class _Notices(logging.Filter):
@@ -73,23 +80,24 @@ class _Notices(logging.Filter):
         return not text.lstrip("-\n ").startswith(NOTICES)
 
 
-class quiet_terminal:  # noqa: N801 (used as a context manager, like contextlib's)
-    """While active: Lightning's :data:`NOTICES` and its srun hint are left out, and every
+class QuietTerminal:
+    """While active: Lightning's :data:`NOTICES` and known warnings are left out, and every
     logging handler that writes to this process's terminal (``stdout``/``stderr`` as they
     were on entry) writes to what ``sys.stdout``/``sys.stderr`` are after ``enter``'s
-    ``redirect()`` (the bar's console). Undone by :meth:`exit`."""
+    :meth:`redirect` (the bar's console). :meth:`exit` undoes both."""
 
     def __init__(self) -> None:
         self._filter = _Notices()
         self._streams = (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__)
         self._moved: list[tuple[logging.StreamHandler[Any], Any]] = []
-        self._warning: tuple[Any, ...] | None = None
+        self._warnings: list[Any] = []
 
     def enter(self) -> None:
         for name in _NOTICE_LOGGERS:
             logging.getLogger(name).addFilter(self._filter)
-        warnings.filterwarnings("ignore", message=_SRUN_HINT)
-        self._warning = warnings.filters[0]
+        for message, module in _WARNINGS:
+            warnings.filterwarnings("ignore", message=message, module=module)
+            self._warnings.append(warnings.filters[0])
 
     def redirect(self) -> None:
         """Point the terminal's logging handlers at the current ``sys.stdout``/``stderr``
@@ -109,10 +117,11 @@ class quiet_terminal:  # noqa: N801 (used as a context manager, like contextlib'
         for name in _NOTICE_LOGGERS:
             logging.getLogger(name).removeFilter(self._filter)
         filters: list[Any] = warnings.filters  # type: ignore[assignment]  # a list at runtime
-        if self._warning is not None and self._warning in filters:
-            filters.remove(self._warning)
-            warnings._filters_mutated()  # type: ignore[attr-defined]  # as filterwarnings does
-        self._warning = None
+        for added in self._warnings:
+            if added in filters:
+                filters.remove(added)
+        warnings._filters_mutated()  # type: ignore[attr-defined]  # as filterwarnings does
+        self._warnings.clear()
 
 
 def _stream_handlers() -> Iterable[logging.StreamHandler[Any]]:
@@ -183,7 +192,7 @@ class CellProgress:
         self._thread = threading.Thread(target=self._loop, daemon=True, name="mushin-progress")
         self._progress: Any = None
         self._task: Any = None
-        self._quiet = quiet_terminal()
+        self._quiet = QuietTerminal()
         self._parallel = 1  # the most cells seen running at once
 
     def _counts(self) -> tuple[dict[str, int], list[float]]:

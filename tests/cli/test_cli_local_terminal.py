@@ -78,6 +78,7 @@ def test_a_local_launch_keeps_the_progress_bar_whole(tmp_path: Path) -> None:
     said = [p for p in pieces if p.lstrip("-").strip().startswith(NOTICES)]
     assert not said, said[:5]  # Lightning's per-cell notices are left out
     assert "The `srun` command is available" not in plain
+    assert "`isinstance(treespec, LeafSpec)` is deprecated" not in plain
     # once a cell finished, the ETA is a time, not -:--:--
     after_one = [_FRAME.match(f.rstrip()) for f in frames if "completed=1" in f]
     assert after_one and all(m and m.group(1) != "-:--:--" for m in after_one), after_one[:3]
