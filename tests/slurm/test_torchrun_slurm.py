@@ -4,7 +4,8 @@ one torchrun agent per node (c10d rendezvous on the job's first node), real torc
 workers on CPU with gloo. The record says torchrun, the rendezvous, and 4 ranks on the
 job's 2 nodes; the run is the same experiment as a plain SLURM run of it (one task per
 GPU), so ``diff`` exits 0; and ``status``, ``logs``, ``wait`` and ``cancel`` reach the cell
-through its job, as for any SLURM cell."""
+through its job, as for any SLURM cell; a preempted torchrun cell is requeued by the
+host-side trap and completes in its next run."""
 
 from __future__ import annotations
 
@@ -18,8 +19,11 @@ from typing import Any
 
 import pytest
 from conftest import REPO
+from test_launcher import release_requeued  # noqa: F401  (a fixture, used by name)
 
+from mushin_box import ResumeContext
 from mushin_box._core.sidecars import read_json
+from mushin_box._slurm.jobs import slurm_job_id
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -156,3 +160,65 @@ def test_cancel_stops_a_detached_torchrun_cell_through_its_job(
     assert state == "cancelled"
     queue = subprocess.run(["squeue", "-h", "-j", job], capture_output=True, text=True)
     assert queue.stdout.strip() == ""
+
+
+def preempted_once_under_torchrun(x: int, mushin_resume: ResumeContext) -> dict[str, float]:
+    """Every torchrun worker runs this cell. First run of the job: once every worker is up,
+    rank 0 preempts the job (USR2 to its batch shell, as SLURM's preemption would) and the
+    workers wait for the trap to stop them. Run after the requeue: return."""
+    rank, world = os.environ["RANK"], int(os.environ["WORLD_SIZE"])
+    if os.environ.get("SLURM_RESTART_COUNT", "0") == "0":
+        (mushin_resume.dir / f"ready.rank{rank}").touch()
+        if rank == "0":
+            deadline = time.monotonic() + 60
+            while len(list(mushin_resume.dir.glob("ready.rank*"))) < world:
+                assert time.monotonic() < deadline, "the other workers never started"
+                time.sleep(0.1)
+            job = str(slurm_job_id())
+            subprocess.run(["scancel", "--batch", "--signal=USR2", job], check=True, timeout=15)
+        time.sleep(90)
+        raise RuntimeError("the host-side trap never stopped the torchrun workers")
+    return {
+        "attempt": float(mushin_resume.attempt),
+        "restarts": float(os.environ["SLURM_RESTART_COUNT"]),
+        "world": float(world),
+    }
+
+
+def test_a_preempted_torchrun_cell_is_requeued_and_runs_again(
+    tmp_path: Path,
+    slurm_cluster: Any,
+    release_requeued: str,  # noqa: F811 (the fixture)
+) -> None:
+    """The host-side requeue for a torchrun cell, from Python: submitit_slurm_config(...,
+    torchrun=True) with Workflow.run. The trap signals the agents (TERM: torchrun stops its
+    workers), requeues the job, and the next run of the cell completes in the same
+    directory."""
+    from mushin_box import Workflow, submitit_slurm_config
+
+    config = submitit_slurm_config(
+        nodes=2, gpus_per_node=1, partition=slurm_cluster.partition, timeout_min=5,
+        torchrun=True, max_restarts=0,
+    )  # fmt: skip
+    assert config["rank_signal"] == "TERM"
+    config.update(
+        name=release_requeued,
+        submitit_folder=str(tmp_path / "submitit" / "%j"),
+        poll_interval_s=0.5,
+        max_wait_s=240.0,
+        signal_delay_s=30,
+        max_requeues=1,
+    )
+    ds = Workflow(preempted_once_under_torchrun).run(
+        working_dir=tmp_path / "sweep",
+        launcher="mushin_slurm",
+        launcher_config=config,
+        progress=False,
+        x=1,
+    )
+    assert float(ds["restarts"]) == 1.0  # SLURM ran the job a second time
+    assert float(ds["attempt"]) == 2.0  # the same cell, its second attempt
+    assert float(ds["world"]) == 2.0  # two nodes, one worker each
+    logs = "".join(p.read_text() for p in (tmp_path / "submitit").rglob("*_0_log.err"))
+    assert "mushin-box requeue: SIGTERM to the ranks" in logs
+    assert "mushin-box requeue: scontrol requeue" in logs
