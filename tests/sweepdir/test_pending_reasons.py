@@ -1,0 +1,76 @@
+# SPDX-License-Identifier: MIT
+"""A pending cell's job id and squeue's reason, for every cell of a sweep from ONE squeue
+call (a 500-cell sweep must not run 500 commands), with the reasons under which a job
+never starts marked."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from mushin_box._core.sidecars import timestamp, write_json_atomic
+from mushin_box._sweepdir.board import read_sweep
+
+# squeue/sacct stand-ins: log argv, print "id|STATE|reason" for -j ids found in queue.json
+_TOOL = textwrap.dedent(
+    """\
+    #!{python}
+    import json, os, sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "calls.jsonl"), "a") as log:
+        log.write(json.dumps([os.path.basename(sys.argv[0]), *sys.argv[1:]]) + "\\n")
+    queue = json.load(open(os.path.join(here, "queue.json")))
+    if os.path.basename(sys.argv[0]) == "squeue" and "-j" in sys.argv:
+        for job in sys.argv[sys.argv.index("-j") + 1].split(","):
+            if job in queue:
+                print(f"{{job}}|{{queue[job]}}")
+    """
+)
+_QUEUE = {
+    "9_0": "PENDING|JobHeldUser",
+    "9_1": "PENDING|QOSMaxGRESPerJob",
+    "9_2": "PENDING|ReqNodeNotAvail, UnavailableNodes:gpu[3-4]",
+    "9_3": "RUNNING|None",
+}
+
+
+@pytest.fixture
+def queue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    for name in ("squeue", "sacct"):
+        (folder / name).write_text(_TOOL.format(python=sys.executable))
+        (folder / name).chmod(0o755)
+    (folder / "queue.json").write_text(json.dumps(_QUEUE))
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    return folder
+
+
+def test_each_pending_cell_has_its_job_and_reason_from_one_squeue_call(
+    tmp_path: Path, queue: Path
+) -> None:
+    root = tmp_path / "sweep"
+    grid = {"x": [0, 1, 2, 3]}
+    write_json_atomic(root / "mushin_sweep.json", {"grid": grid, "params": ["x"], "cells": {}})
+    jobs = [{"job_id": f"9_{x}", "overrides": [f"x={x}"]} for x in range(4)]
+    record = {"schema": 1, "cluster": "slurm", "host": "login1", "submitted": timestamp()}
+    write_json_atomic(root / "mushin_jobs.json", {**record, "detached": True, "jobs": jobs})
+
+    cells = {c.combo["x"]: c for c in read_sweep(root).cells}
+    assert [cells[x].job_id for x in range(4)] == ["9_0", "9_1", "9_2", "9_3"]
+    assert all(c.state == "pending" for c in cells.values())
+    assert (cells[0].reason, cells[0].never_starts) == ("JobHeldUser", False)
+    assert (cells[1].reason, cells[1].never_starts) == ("QOSMaxGRESPerJob", True)
+    assert cells[2].never_starts and (cells[2].reason or "").startswith("ReqNodeNotAvail")
+    # its job runs, the cell has not written its status yet: no reason, not "None"
+    assert cells[3].reason == "SLURM job 9_3 is RUNNING" and not cells[3].never_starts
+
+    calls = [json.loads(line) for line in (queue / "calls.jsonl").read_text().splitlines()]
+    squeue = [c for c in calls if c[0] == "squeue"]
+    assert len(squeue) == 1 and squeue[0][-1] == "%i|%T|%r"
