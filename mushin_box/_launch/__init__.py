@@ -3,6 +3,8 @@
 
 - :mod:`.plan`: the plan (``--nodes``/``--gpus`` to launcher config and Trainer
   overrides) and its run through ``Workflow.run``;
+- :mod:`.torchrunplan`: ``--torchrun``'s launcher configs (here one agent, on SLURM one per
+  node) and ``--nodes MIN:MAX``'s Trainer override;
 - :mod:`.options` and :mod:`.profiles`: the scheduler settings, each with its source, and
   the launch profiles they may come from;
 - :mod:`.schedule`: the ``mushin_slurm`` launcher config, checked value by value;

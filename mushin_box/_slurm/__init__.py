@@ -2,8 +2,10 @@
 """Everything that speaks sbatch, srun, squeue, sacct and scancel, and torchrun.
 
 - :mod:`.config`: the launcher config builder (``submitit_slurm_config``);
+- :mod:`.grammar`: SLURM's own grammars for ``--time`` and ``--mem``;
 - :mod:`.launcher`: the Hydra launchers ``mushin_slurm`` and ``mushin_local`` on submitit;
-- :mod:`.torchrun`: a cell's ranks as torchrun workers (``mushin_local`` with ``torchrun``);
+- :mod:`.torchrun`: a cell's ranks as torchrun workers (``torchrun`` of ``mushin_local``:
+  one agent; of ``mushin_slurm``: one agent per node, c10d rendezvous);
 - :mod:`.requeue`: the batch shell's requeue trap;
 - :mod:`.jobs`: job states and job ids, once (``<array job>_<task>``);
 - :mod:`.submitted`: the jobs a launch submitted, written down at once;

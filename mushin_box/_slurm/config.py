@@ -16,14 +16,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from mushin_box._core.targets import public
-from mushin_box._slurm.grammar import memory_fields, parse_slurm_memory, parse_slurm_time
+from mushin_box._slurm.grammar import (  # noqa: F401  (moved; their importers still come here)
+    memory_fields,
+    parse_slurm_memory,
+    parse_slurm_time,
+)
 
 __all__ = [
     "SLURM_LAUNCHER_KEYS",
     "check_sbatch_option",
-    "memory_fields",
-    "parse_slurm_memory",
-    "parse_slurm_time",
     "refuse_control_characters",
     "sbatch_options",
     "submitit_slurm_config",
