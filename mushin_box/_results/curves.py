@@ -28,8 +28,9 @@ from typing import Any
 
 from mushin_box._results.heatmap import heatmap_svg
 from mushin_box._results.htmlpage import esc
+from mushin_box._results.manycells import CURVES, band, top_cells
 from mushin_box._results.stagefile import PlainSeries, stage_series
-from mushin_box._results.svgplot import Line, color, line_plot, log_possible, wants_log
+from mushin_box._results.svgplot import Band, Line, color, line_plot, log_possible, wants_log
 from mushin_box._results.table import ResultsTable, cell_label, cell_text, format_param
 from mushin_box._sweepdir.board import CellView, SweepView
 
@@ -68,18 +69,34 @@ def _key(combo: Mapping[str, Any]) -> str:
     return json.dumps(combo, sort_keys=True, default=str)
 
 
+#: per plot: the x and y lists of the cells drawn as a band, not as lines
+_Rest = dict[str, tuple[list[list[float]], list[list[float]]]]
+
+
 def _lines(
-    results: ResultsTable, curves: Curves, other: tuple[str, SweepView, Curves] | None
-) -> tuple[dict[str, list[Line]], dict[str, str]]:
+    results: ResultsTable,
+    curves: Curves,
+    other: tuple[str, SweepView, Curves] | None,
+    drawn: set[int] | None = None,
+) -> tuple[dict[str, list[Line]], dict[str, str], _Rest]:
+    """The lines of each plot, their x labels, and (``drawn``: the ids of the cells drawn
+    as lines, None: all) the other cells' series, for the band."""
     plots: dict[str, list[Line]] = {}
     xlabels: dict[str, str] = {}
+    rest: _Rest = {}
     labels = short_labels(results.cells)
     colours = {}
     for i, (cell, label, found) in enumerate(zip(results.cells, labels, curves, strict=True)):
-        colours[_key(cell.combo)] = color(i)  # a cell keeps its colour in every plot
+        if other is not None:  # a cell keeps its colour in every plot, --against's too
+            colours[_key(cell.combo)] = color(i)
         emphasis = ("best" if results.is_best(cell) else "faded") if results.best else ""
         for name, (dim, index, values) in found.items():
             xlabels[name] = dim.replace("_", " ")
+            if drawn is not None and id(cell) not in drawn:
+                xs, ys = rest.setdefault(name, ([], []))
+                xs.append(index)
+                ys.append(values)
+                continue
             line = Line(label, color(i), index, values, emphasis)
             plots.setdefault(name, []).append(line)
     if other is not None:
@@ -94,17 +111,20 @@ def _lines(
                 xlabels.setdefault(name, dim.replace("_", " "))
                 line = Line(label, colour, index, values, "faded" if results.best else "", name_of)
                 plots.setdefault(name, []).append(line)
-    return plots, xlabels
+    return plots, xlabels, rest
 
 
-def _figure(number: int, name: str, lines: list[Line], xlabel: str, legend: str) -> str:
-    log = wants_log(lines)
-    default = line_plot(lines, xlabel=xlabel, title=name, log=log)
-    if not log_possible(lines):  # a value <= 0: no log axis to offer
+def _figure(
+    number: int, name: str, lines: list[Line], xlabel: str, legend: str, band: Band | None
+) -> str:
+    scaled = [*lines, *([Line("", "", band[0], ys) for ys in band[1:3]] if band else [])]
+    log = wants_log(scaled)
+    default = line_plot(lines, xlabel=xlabel, title=name, log=log, band=band)
+    if not log_possible(scaled):  # a value <= 0: no log axis to offer
         variants = f'<div class="scale">{default}</div>'
         toggle = ""
     else:
-        alternative = line_plot(lines, xlabel=xlabel, title=name, log=not log)
+        alternative = line_plot(lines, xlabel=xlabel, title=name, log=not log, band=band)
         linear, logarithmic = (alternative, default) if log else (default, alternative)
         ident = f"logy-{number}"
         toggle = (
@@ -121,8 +141,10 @@ def _figure(number: int, name: str, lines: list[Line], xlabel: str, legend: str)
     )
 
 
-def _legend(lines: Sequence[Line]) -> str:
+def _legend(lines: Sequence[Line], band: Band | None = None) -> str:
     spans = []
+    if band is not None:
+        spans.append(f'<span class="band"><span class="swatch band"></span>{esc(band[3])}</span>')
     dashed = sorted({line.sweep for line in lines if line.sweep})
     for line in lines:
         if line.sweep:
@@ -141,22 +163,47 @@ def _legend(lines: Sequence[Line]) -> str:
 
 
 def curves_section(
-    results: ResultsTable, curves: Curves, other: tuple[str, SweepView, Curves] | None = None
+    results: ResultsTable,
+    curves: Curves,
+    other: tuple[str, SweepView, Curves] | None = None,
+    *,
+    most: int = CURVES,
 ) -> str:
-    """The plots (HTML), or a note saying how to record series when no cell has one."""
-    plots, xlabels = _lines(results, curves, other)
-    if not plots:
+    """The plots (HTML), or a note saying how to record series when no cell has one.
+    Past ``most`` cells with series, the ``most`` best are lines and the rest one band
+    (:mod:`~mushin_box._results.manycells`)."""
+    drawn = None
+    with_series = [c for c, found in zip(results.cells, curves, strict=True) if found]
+    if len(with_series) > most:
+        top = top_cells(with_series, most, results.best_metric, results.best_max)
+        drawn = {id(c) for c in top}
+    plots, xlabels, rest = _lines(results, curves, other, drawn)
+    bands = {name: _band(rest[name]) for name in rest}
+    if not plots and not bands:
         return (
             '<p class="note">No curves: no cell holds a MetricsCallback series '
             "(<code>fit_metrics.json</code>). Add <code>mushin_box.MetricsCallback</code> to "
             "the trainer's callbacks to record one per epoch.</p>"
         )
-    keys = sorted(plots, key=lambda n: (not n.startswith("fit."), n))
+    keys = sorted({*plots, *bands}, key=lambda n: (not n.startswith("fit."), n))
     figures = [
-        _figure(i, name, plots[name], xlabels[name], _legend(plots[name]))
+        _figure(
+            i,
+            name,
+            plots.get(name, []),
+            xlabels[name],
+            _legend(plots.get(name, []), bands.get(name)),
+            bands.get(name),
+        )
         for i, name in enumerate(keys)
     ]
     return f'<div class="plots">{"".join(figures)}</div>'
+
+
+def _band(rest: tuple[list[list[float]], list[list[float]]]) -> Band:
+    xs, lows, highs = band(*rest)
+    count = len(rest[0])
+    return xs, lows, highs, f"the other {count} cells: lowest to highest"
 
 
 # ---------------------------------------------------------------------------- heatmap

@@ -55,22 +55,28 @@ def load_sweep(
     status records, when the caller has read them already; ``metrics``: the metrics of
     cells whose metrics sidecar and whole provenance record the caller read (the resume
     shortcut), not read or checked again."""
-    from mushin_box._core.sidecars import canonical_dumps, read_json
+    from mushin_box._core.sidecars import canonical_dumps
+    from mushin_box._results.finished import finished_entries, grid_key, read_object
     from mushin_box._sweepdir.manifest import (
         cell_records,
-        combo_id,
         manifest_from_cells,
         read_sweep_manifest,
     )
 
     root = Path(path)
+    manifest: dict[str, Any] | None = None
+    if records is None:  # a finished sweep: its manifest, not 10,000 status files
+        finished = finished_entries(root)
+        if finished is not None:
+            manifest = finished[0]
+            records = [(root / e["dir"], e) for e in finished[1] if e.get("dir")]
     records = list(cell_records(root)) if records is None else records
-    manifest = read_sweep_manifest(root) or manifest_from_cells(root, records)  # a reader
+    manifest = manifest or read_sweep_manifest(root) or manifest_from_cells(root, records)
     grid: dict[str, list[Any]] = manifest["grid"]
     params = list(grid)
     shape = tuple(len(v) for v in grid.values())
     index = {
-        combo_id(dict(zip(params, combo, strict=True))): tuple(idx)
+        grid_key(dict(zip(params, combo, strict=True)), params): tuple(idx)
         for idx, combo in zip(np.ndindex(*shape), itertools.product(*grid.values()), strict=True)
     }
     coords = {p: grid_coords(v) for p, v in grid.items()}
@@ -81,7 +87,7 @@ def load_sweep(
     status = np.full(shape, "pending", dtype=object)
     cell_dirs = np.full(shape, "", dtype=object)
     for cell_dir, record in records:
-        where = index.get(combo_id(record["combo"]))
+        where = index.get(grid_key(record["combo"], params))
         if where is None:
             continue  # a cell of an earlier, different grid
         state = str(record.get("status"))
@@ -99,7 +105,7 @@ def load_sweep(
         if values is None:
             _warn_if_truncated(cell_dir / PROVENANCE_FILE, cell_dir.name)
             # not an object (a list, a number): refused by read_json, with a warning
-            values = read_json(cell_dir / METRICS_FILE, default={})
+            values = read_object(os.path.join(cell_dir, METRICS_FILE)) or {}
         for name, value in values.items():
             if isinstance(value, bool | int | float | str):
                 found.setdefault(name, {})[where] = value

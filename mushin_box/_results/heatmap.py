@@ -65,7 +65,11 @@ def heatmap_svg(
     # one diverged cell would paint every other square the same: a log scale, as the curves
     log = bool(finite) and lo > 0 and hi / lo > LOG_SPAN
     scale = _Scale(lo, hi, log)
-    cell_w, cell_h = 84, 36
+    # a large grid (100 x 100) gets small squares without their value written in: the
+    # page stays a few hundred KB, and the value is still each square's tooltip
+    compact = len(rows) * len(columns) > _COMPACT
+    cell_w, cell_h = (14, 14) if compact else (84, 36)
+    step = math.ceil(7 * max((len(c) for c in columns), default=1) / cell_w) if compact else 1
     left = 16 + 7 * max((len(r) for r in rows), default=1)
     top = 34
     width = left + cell_w * len(columns) + 12
@@ -79,6 +83,8 @@ def heatmap_svg(
         f'<text x="4" y="{top - 8}" font-weight="600">{esc(ylabel)}</text>',
     ]
     for j, column in enumerate(columns):
+        if j % step:
+            continue  # labels that would overlap: every step-th
         x = left + j * cell_w + cell_w / 2
         out.append(f'<text x="{x:.0f}" y="{top - 6}" text-anchor="middle">{esc(column)}</text>')
     for i, row in enumerate(rows):
@@ -90,7 +96,8 @@ def heatmap_svg(
             value = values.get((row, column), math.nan)
             tip = f"{ylabel}={row} {xlabel}={column}: {metric} = "
             box = (left + j * cell_w, y, cell_w, cell_h)
-            out.append(_square(row, column, value, scale, best == (row, column), tip, box))
+            square = _square(row, column, value, scale, best == (row, column), tip, box)
+            out.append(_unlabelled(square) if compact else square)
     low, high = colour_of(0.0)[0], colour_of(1.0)[0]
     out.append(
         f'<text x="{left}" y="{height - 10}">{esc(metric)}: '
@@ -99,6 +106,16 @@ def heatmap_svg(
         "</text></svg>"
     )
     return "".join(out)
+
+
+#: more squares than this are drawn small, their values in their tooltips only
+_COMPACT = 400
+
+
+def _unlabelled(square: str) -> str:
+    """A square without the value written on it (``<text>``), and thinner lines."""
+    rect = square[: square.index("<text ")]
+    return rect.replace(' stroke-width="3"', ' stroke-width="2"') + "</g>"
 
 
 @attrs.frozen

@@ -48,6 +48,8 @@ figure.plot { margin: 0; } figure.plot figcaption { font-weight: 600; margin-bot
 .swatch { display: inline-block; width: 14px; height: 3px; vertical-align: middle;
           margin-right: 4px; }
 .swatch.dashed { background: repeating-linear-gradient(90deg, #57606a 0 5px, #fff 5px 8px); }
+.swatch.band { background: #8c959f; opacity: 0.5; height: 9px; }
+.more { color: #57606a; }
 .legend .best { font-weight: 700; }
 .logy, .logy-label { float: right; font-size: 12px; margin: 0 0 0 .3em; }
 .logy:checked ~ .scale.lin, .logy:not(:checked) ~ .scale.log { display: none; }

@@ -23,7 +23,9 @@ from typing import Any
 
 from mushin_box._core.layout import ERROR_FILE, ERROR_TAIL_BYTES, PROVENANCE_FILE
 from mushin_box._results.curves import curves_section, heatmap_section, read_curves
+from mushin_box._results.finished import read_results
 from mushin_box._results.htmlpage import esc, page, table
+from mushin_box._results.manycells import CURVES, ROWS, top_cells
 from mushin_box._results.table import (
     ResultsTable,
     cell_label,
@@ -31,7 +33,7 @@ from mushin_box._results.table import (
     format_param,
     results_table,
 )
-from mushin_box._sweepdir.board import CellView, SweepView, read_sweep
+from mushin_box._sweepdir.board import CellView, SweepView
 
 __all__ = ["code_line", "provenance_summary", "render_report"]
 
@@ -132,15 +134,50 @@ def code_line(sweep: SweepView) -> str | None:
     return None
 
 
+#: the parts of a provenance record its summary reads (the rest differs per cell)
+_SUMMARY_PARTS = {
+    "reproducibility": ("image", "code", "package_set", "seed", "seed_base"),
+    "run": ("topology", "experiment", "time"),
+}
+#: the most cells named in a row of the provenance table (the rest are counted)
+_NAMED = 20
+
+
+def _summary_key(record: Any) -> str | None:
+    """The parts of ``record`` its summary depends on, as text: cells with the same are
+    summarised once (the summary redacts and splits the record: 3 ms, so 30 s at 10,000
+    cells). None: a record of another shape, summarised whole."""
+    import json
+
+    if not isinstance(record, Mapping):
+        return None
+    reduced: dict[str, Any] = {"schema": record.get("schema")}
+    for part, keys in _SUMMARY_PARTS.items():
+        found = record.get(part)
+        if not isinstance(found, Mapping):
+            return None
+        reduced[part] = {k: found[k] for k in keys if k in found}
+    return json.dumps(reduced, sort_keys=True, default=repr)
+
+
 def _provenance_section(sweep: SweepView, cells: Sequence[CellView]) -> str:
-    from mushin_box._core.sidecars import read_json
+    from mushin_box._results.finished import read_object
 
     groups: dict[tuple[str, ...], list[str]] = {}
     columns: list[str] = []
+    known: dict[str, dict[str, str]] = {}
+    base = os.fspath(sweep.root)
     for cell in cells:
-        if not cell.dir or not os.path.lexists(sweep.root / cell.dir / PROVENANCE_FILE):
+        path = os.path.join(base, cell.dir, PROVENANCE_FILE) if cell.dir else None
+        if path is None or not os.path.lexists(path):
             continue
-        summary = provenance_summary(read_json(sweep.root / cell.dir / PROVENANCE_FILE))
+        record = read_object(path)
+        key = _summary_key(record)
+        summary = known.get(key) if key is not None else None
+        if summary is None:
+            summary = provenance_summary(record)
+            if key is not None:
+                known[key] = summary
         columns = list(summary)
         groups.setdefault(tuple(summary.values()), []).append(cell_label(cell))
     if not groups:
@@ -148,7 +185,10 @@ def _provenance_section(sweep: SweepView, cells: Sequence[CellView]) -> str:
     rows = []
     for values, labels in groups.items():
         who = f"all {len(labels)} cells" if len(groups) == 1 and len(labels) > 1 else ""
-        rows.append([esc(who or ", ".join(labels)), *(esc(v) for v in values)])
+        named = ", ".join(labels[:_NAMED])
+        if len(labels) > _NAMED:
+            named += f" and {len(labels) - _NAMED} more"
+        rows.append([esc(who or named), *(esc(v) for v in values)])
     note = (
         "<p>Every cell has the same identity.</p>"
         if len(groups) == 1
@@ -160,11 +200,34 @@ def _provenance_section(sweep: SweepView, cells: Sequence[CellView]) -> str:
 # ---------------------------------------------------------------------------- table
 
 
-def _sweep_table(results: ResultsTable) -> str:
+def _csv_note(results: ResultsTable, shown: int) -> str:
+    """Above a table cut to ``shown`` rows: which rows, and every row as a CSV link."""
+    from mushin_box._results.manycells import csv_link, table_csv
+    from mushin_box._results.table import table_records
+
+    fields = ["dir", *results.params, "state", *results.metrics, "error", "best"]
+    link = csv_link(table_csv(table_records(results), fields), "cells.csv", "cells.csv")
+    which = (
+        f"the best {shown} by {esc(results.best_metric)}"
+        if results.best_metric is not None
+        else f"the first {shown}"
+    )
+    return (
+        f'<p class="more">{len(results.cells)} cells: the table shows {which}; every cell '
+        f"is in {link} (in this page).</p>"
+    )
+
+
+def _sweep_table(results: ResultsTable, most: int = ROWS) -> str:
     errors = any(c.error_type or c.error_message for c in results.cells)
     headers = ["", "cell", *results.params, "state", *results.metrics, *(["error"] * errors)]
     rows, classes = [], []
-    for cell in results.cells:
+    cells: Sequence[CellView] = results.cells
+    note = ""
+    if len(cells) > most:
+        cells = top_cells(cells, most, results.best_metric, results.best_max)
+        note = _csv_note(results, most)
+    for cell in cells:
         error = " ".join(f"{cell.error_type or ''}: {cell.error_message or ''}".split())
         error = error.strip(": ")
         rows.append(
@@ -182,7 +245,7 @@ def _sweep_table(results: ResultsTable) -> str:
         )
         classes.append("best cell" if results.is_best(cell) else "cell")
     numeric = [False] * (3 + len(results.params)) + [True] * len(results.metrics)
-    out = table(headers, rows, row_classes=classes, numeric=numeric, cls="sweep")
+    out = note + table(headers, rows, row_classes=classes, numeric=numeric, cls="sweep")
     if results.best_metric is not None:
         goal = "highest" if results.best_max else "lowest"
         if results.best is None:
@@ -214,11 +277,15 @@ def _error_tail(file: Path) -> str | None:
     return "\n".join(lines[-_ERROR_LINES:])
 
 
-def _errors_section(sweep: SweepView, cells: Sequence[CellView]) -> str:
+def _errors_section(sweep: SweepView, cells: Sequence[CellView], most: int = ROWS) -> str:
     parts = []
-    for cell in cells:
-        if not (cell.error_type or cell.error_message):
-            continue
+    failed = [c for c in cells if c.error_type or c.error_message]
+    if len(failed) > most:
+        parts.append(
+            f'<p class="more">{len(failed)} cells failed: the first {most} are shown '
+            "(mushin-box show DIR --where state=failed lists them all).</p>"
+        )
+    for cell in failed[:most]:
         head = f"{cell.error_type or cell.state}: {cell.error_message or ''}".strip()
         body = f"<h3>{esc(cell_label(cell))}: {esc(cell.state)}</h3><p>{esc(head)}</p>"
         file = sweep.root / cell.dir / ERROR_FILE if cell.dir else None
@@ -240,7 +307,7 @@ def _other_curves(against: str | os.PathLike[str] | None) -> Any:
 
     if against is None or not is_sweep_dir(Path(against)):
         return None
-    other = read_sweep(against)
+    other = read_results(against)
     return Path(other.root).resolve().name, other, read_curves(other.root, other.cells)
 
 
@@ -252,6 +319,8 @@ def render_report(
     sort: str | None = None,
     where: Sequence[str] = (),
     brief: bool = True,
+    rows: int = ROWS,
+    curves: int = CURVES,
 ) -> str:
     """The report of the sweep at ``root`` as HTML text (see module doc).
 
@@ -266,6 +335,10 @@ def render_report(
         As for ``mushin-box show`` (:func:`~mushin_box._results.table.results_table`).
     brief : bool
         Hide the diff's rows that differ between any two runs.
+    rows, curves : int
+        Past ``rows`` cells the table shows the best ``rows`` and links every cell as CSV;
+        past ``curves`` cells with series each plot draws the best ``curves`` as lines and
+        the rest as a band (:mod:`~mushin_box._results.manycells`).
 
     Raises
     ------
@@ -276,9 +349,9 @@ def render_report(
     """
     from mushin_box._core.version import __version__
 
-    sweep = read_sweep(root)
+    sweep = read_results(root)
     results = results_table(sweep, best=best, sort=sort, where=where)
-    curves = read_curves(sweep.root, results.cells)
+    series = read_curves(sweep.root, results.cells)
     other = _other_curves(against)
     counts = ", ".join(f"{n} {state}" for state, n in sweep.counts().items())
     sections = [
@@ -286,12 +359,12 @@ def render_report(
         f'<p class="meta"><code>{esc(Path(sweep.root).resolve())}</code> · {esc(counts)} · '
         f"written by mushin-box {esc(__version__)}</p>",
         "<h2>Cells</h2>",
-        _sweep_table(results),
-        *(["<h2>Grid</h2>", grid] if (grid := heatmap_section(results, curves)) else []),
+        _sweep_table(results, rows),
+        *(["<h2>Grid</h2>", grid] if (grid := heatmap_section(results, series)) else []),
         "<h2>Curves</h2>",
-        curves_section(results, curves, other),
+        curves_section(results, series, other, most=curves),
         "<h2>Errors</h2>",
-        _errors_section(sweep, results.cells),
+        _errors_section(sweep, results.cells, rows),
         "<h2>Provenance</h2>",
         _provenance_section(sweep, results.cells),
     ]

@@ -19,6 +19,12 @@ from mushin_box._core.safeio import read_bounded
 __all__ = ["STAGE_DIMS", "STAGE_ORDER", "PlainSeries", "read_stage", "stage_series"]
 
 
+#: each stage's JSON twin and ``.pt`` file names
+_NAMES = {
+    s: (stage_metrics_json_file(s), stage_metrics_file(s)) for s in ("fit", "validate", "test")
+}
+
+
 def _mtime(path: Path) -> int | None:
     try:
         return path.lstat().st_mtime_ns  # a symlink's own: it is refused when read
@@ -37,11 +43,16 @@ def _decode(data: bytes) -> Any:
     return json.loads(data)
 
 
+_PLAIN = frozenset({int, float, type(None)})
+
+
 def _is_series(values: Any) -> bool:
     """A list of numbers, or of lists of numbers (a logged vector); NaN is a float."""
-    return isinstance(values, list) and all(
-        x is None or isinstance(x, int | float) or _is_series(x) for x in values
-    )
+    if not isinstance(values, list):
+        return False
+    if {type(x) for x in values} <= _PLAIN:  # the common case, without a call per value
+        return True
+    return all(x is None or isinstance(x, int | float) or _is_series(x) for x in values)
 
 
 def _is_stage_data(data: Any) -> bool:
@@ -55,13 +66,22 @@ def read_stage(
     ``None`` when the job has no file for it; the JSON twin unless the ``.pt`` is newer.
     ``names``: the job directory's entries, when the caller listed it already. ``pt=False``:
     the ``.pt`` file is ignored (no torch import; a job without the twin has no series)."""
-    json_name, pt_name = stage_metrics_json_file(stage), stage_metrics_file(stage)
+    json_name, pt_name = _NAMES[stage]
+    if names is not None and json_name not in names and (not pt or pt_name not in names):
+        return None  # most jobs lack most stages: no path built, no system call
     json_file, pt_file = job / json_name, job / pt_name
-    json_time = _mtime(json_file) if names is None or json_name in names else None
     pt_time = _mtime(pt_file) if pt and (names is None or pt_name in names) else None
+    # the twin's time matters only beside a .pt file (listed: it is there, or was)
+    if names is not None and pt_time is None:
+        json_time = 0 if json_name in names else None
+    else:
+        json_time = _mtime(json_file) if names is None or json_name in names else None
     if json_time is not None and (pt_time is None or json_time >= pt_time):
         try:
             data = _decode(read_bounded(json_file, read_limit(json_name)))
+        except FileNotFoundError:  # removed since it was listed
+            if pt_time is None:
+                return None
         except (OSError, ValueError, RecursionError) as exc:  # refused: an OSError
             if pt_time is None:
                 raise ValueError(

@@ -25,6 +25,7 @@ from mushin_box._results.htmlpage import esc
 __all__ = [
     "LOG_SPAN",
     "PALETTE",
+    "Band",
     "Line",
     "color",
     "line_plot",
@@ -174,10 +175,13 @@ def line_plot(
     width: int = 480,
     height: int = 300,
     log: bool = False,
+    band: Band | None = None,
 ) -> str:
     """An SVG line plot of ``lines`` (one ``<path class="curve">`` each, NaN breaks a line;
     ``log``: a log y axis, where a value <= 0 breaks it too). Each point's marker holds
-    its value as a tooltip (``<title>``), and each curve its cell and last value.
+    its value as a tooltip (``<title>``), and each curve its cell and last value. ``band``:
+    (x, lowest, highest, label) of the cells not drawn as lines, one grey
+    ``<path class="band">`` under them.
 
     Examples
     --------
@@ -187,7 +191,8 @@ def line_plot(
     """
     left, right, top, bottom = 64, 12, 10, 40
     plot_w, plot_h = width - left - right, height - top - bottom
-    xticks, yticks = _axes(lines, log)
+    edges = [Line("", "", band[0], ys) for ys in band[1:3]] if band else []
+    xticks, yticks = _axes([*lines, *edges], log)
     x0, x1 = xticks[0], xticks[-1]
     scale = math.log10 if log else float
     y0, y1 = scale(yticks[0]), scale(yticks[-1])
@@ -222,6 +227,8 @@ def line_plot(
         f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle">'
         f"{esc(xlabel)}{' (log y)' if log else ''}</text>"
     )
+    if band:
+        out.append(_band(band, px, py, log=log))
     # a marker per point while they stay apart; a crowded plot gets lines only
     markers = len(lines) <= 20 and max((len(line.xs) for line in lines), default=0) <= 60
     # the best cell last, so that it is drawn over the others
@@ -230,6 +237,24 @@ def line_plot(
         out.append(_curve(line, px, py, markers=markers, log=log, xlabel=xlabel))
     out.append("</svg>")
     return "".join(out)
+
+
+#: the cells drawn as a band: x, lowest y, highest y, and what the band is (its tooltip)
+Band = tuple[Sequence[float], Sequence[float], Sequence[float], str]
+
+
+def _band(band: Band, px: Any, py: Any, *, log: bool) -> str:
+    xs, lows, highs, label = band
+    points = [(x, lo, hi) for x, lo, hi in zip(xs, lows, highs, strict=True) if lo > 0 or not log]
+    if not points:
+        return ""
+    top = [f"{px(x):.1f},{py(hi):.1f}" for x, _, hi in points]
+    bottom = [f"{px(x):.1f},{py(lo):.1f}" for x, lo, _ in reversed(points)]
+    return (
+        f'<path class="band" d="M{" L".join(top + bottom)} Z" fill="#8c959f" '
+        f'fill-opacity="0.3" stroke="#8c959f" stroke-width="0.5"><title>{esc(label)}</title>'
+        "</path>"
+    )
 
 
 #: stroke per emphasis: width, opacity

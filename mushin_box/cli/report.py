@@ -70,6 +70,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="only these cells, as for `show`",
     )
     parser.add_argument(
+        "--rows",
+        metavar="N",
+        type=_count,
+        default=None,
+        help="show at most N cells in the table (the best by --best, else the first); every "
+        "cell is in a CSV file inside the page (default: 500)",
+    )
+    parser.add_argument(
+        "--curves",
+        metavar="N",
+        type=_count,
+        default=None,
+        help="past N cells with series, draw the N best as lines and the others as one "
+        "band from their lowest to highest value (default: 20)",
+    )
+    parser.add_argument(
         "--force",
         action="store_true",
         help="write -o FILE even inside a cell directory, or over a file that is not an "
@@ -80,6 +96,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="keep the diff's rows that differ between any two runs (times, pid, host)",
     )
+
+
+def _count(text: str) -> int:
+    """An argparse ``type``: a whole number from 1."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1; give e.g. 50")
+    return int(text)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -101,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
             sort=args.sort,
             where=args.where,
             brief=not args.full_diff,
+            **{k: v for k in ("rows", "curves") if (v := getattr(args, k)) is not None},
         )
     except (ResultsError, DiffInputError) as exc:
         raise UsageError(str(exc)) from None
