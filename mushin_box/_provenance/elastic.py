@@ -50,8 +50,6 @@ __all__ = [
     "world_changes",
 ]
 
-_RESTART_ENV = ("TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT")
-
 
 def _count(env: Mapping[str, Any], name: str) -> int | None:
     try:
@@ -91,20 +89,23 @@ def attempt_entry(
     started: str | None,
     launcher: str | None,
 ) -> dict[str, Any]:
-    """This attempt's entry of ``run.attempts``: the cell's attempt number, torchrun's (or
-    else SLURM's) restart count, the world size, when it started, the launcher kind, and
-    the epoch its fit started at (``None`` until :func:`finished_run` knows it).
+    """This attempt's entry of ``run.attempts``: the cell's attempt number, torchrun's
+    restarts of the worker group (``restart``) and SLURM's requeues of the job
+    (``requeue``; both 0 where they don't apply), the world size, when it started, the
+    launcher kind, and the epoch its fit started at (``None`` until :func:`finished_run`
+    knows it).
 
     Examples
     --------
-    >>> attempt_entry({"SLURM_RESTART_COUNT": "2"}, attempt=3, world_size=8,
-    ...               started="2026-01-01T00:00:00.000+00:00", launcher="slurm")["restart"]
-    2
+    >>> row = attempt_entry({"SLURM_RESTART_COUNT": "2", "TORCHELASTIC_RESTART_COUNT": "1"},
+    ...                     attempt=3, world_size=8, started="t", launcher="torchrun")
+    >>> row["restart"], row["requeue"]
+    (1, 2)
     """
-    restart = next((c for c in (_count(env, n) for n in _RESTART_ENV) if c is not None), 0)
     return {
         "attempt": attempt,
-        "restart": restart,
+        "restart": _count(env, "TORCHELASTIC_RESTART_COUNT") or 0,
+        "requeue": _count(env, "SLURM_RESTART_COUNT") or 0,
         "world_size": world_size,
         "started": started,
         "launcher": launcher,
@@ -139,7 +140,8 @@ def carried_attempts(previous: Any, *, continues: bool) -> list[dict[str, Any]]:
     return [
         {
             "attempt": None,
-            "restart": (elastic or {}).get("restarts") if isinstance(elastic, Mapping) else None,
+            "restart": elastic.get("restarts") if isinstance(elastic, Mapping) else None,
+            "requeue": None,
             "world_size": topology.get("world_size") if isinstance(topology, Mapping) else None,
             "started": run.get("started"),
             "launcher": launcher.get("kind") if isinstance(launcher, Mapping) else None,

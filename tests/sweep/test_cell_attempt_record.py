@@ -105,3 +105,13 @@ def test_a_record_from_before_attempts_were_kept_counts_as_one_attempt(tmp_path:
     now = _with_attempt(_record(2, "t1"), tmp_path, 2, True)
     assert _attempts(now) == [(None, 0, 4, None), (2, 0, 2, None)]
     assert now["run"]["attempts"][0]["launcher"] == "slurm"
+
+
+def test_torchrun_restarts_and_slurm_requeues_are_counted_apart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # torchrun on SLURM, in a job that SLURM requeued once: the group not restarted yet
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "0")
+    (row,) = _with_attempt(_record(4, "t1"), tmp_path, 2, True)["run"]["attempts"]
+    assert (row["restart"], row["requeue"]) == (0, 1)
