@@ -45,7 +45,9 @@ __all__ = [
     "narrow_overrides",
     "plan_cells",
     "restore_grid",
+    "resume_actions",
     "resume_settings",
+    "review_resume",
     "sweep_grid",
 ]
 
@@ -376,3 +378,54 @@ def launch_argv(flags: Mapping[str, Any]) -> list[str]:
         else:
             out += [flag, str(value)]
     return out
+
+
+def resume_actions(
+    working_dir: str,
+    target: Any,
+    source: str | None,
+    overrides: Sequence[str],
+    *,
+    cells: Sequence[str] = (),
+    changed: Sequence[str] | None = None,
+    restart: bool = True,
+) -> list[CellAction] | None:
+    """What a resume of ``target`` into ``working_dir`` does per cell (:func:`plan_cells`,
+    the code compared as it is now); None for a directory that holds no sweep yet.
+    ``changed``: the override keys the resume changes (None: those that differ from the
+    launch record's, when there is one); ``restart``: a plain ``launch --resume``
+    refuses nothing here."""
+    from mushin_box._launch.record import RecordError, read_launch_record
+
+    if changed is None:
+        try:
+            changed = changed_keys(read_launch_record(working_dir)["overrides"], overrides)
+        except RecordError:
+            changed = []
+    try:
+        return plan_cells(
+            working_dir,
+            cells,
+            changed=changed,
+            code=code_fingerprint(target, source),
+            restart=restart,
+        )
+    except FileNotFoundError:  # not a sweep yet: every cell runs
+        return None
+
+
+def review_resume(review: dict[str, Any], plan: Any, actions: Sequence[CellAction]) -> None:
+    """Add a resume to the dry run's review: what each cell does, and the GPU-hours of only
+    the cells that run (a finished sweep's resume runs nothing, and costs nothing)."""
+    review["resume"] = [
+        {"cell": a.name, "state": a.state, "action": a.action, "why": a.why}
+        | ({"checkpoint": a.checkpoint} if a.checkpoint else {})
+        for a in actions
+    ]
+    runs = sum(a.runs for a in actions)
+    review["cells_to_run"] = runs
+    if review.get("gpu_hours_formula") is not None:
+        minutes = int((plan.launcher_config or {}).get("timeout_min", 60))
+        review["gpu_hours"] = gpu_hours(actions, plan.nodes, plan.gpus, minutes)
+        rest = review["gpu_hours_formula"].split(" x ", 1)[1]
+        review["gpu_hours_formula"] = f"{runs} cell(s) to run of {len(actions)} x {rest}"

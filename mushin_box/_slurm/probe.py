@@ -266,9 +266,11 @@ def sbatch_test_only(script: str, timeout_s: float = CHECK_TIMEOUT_S) -> tuple[b
         return None, f"`sbatch --test-only` gave no answer within {timeout_s:g} s"
     except OSError as exc:
         return None, f"`sbatch --test-only` could not run: {exc}"
-    said = _said(proc.stderr + "\n" + proc.stdout) or f"exit status {proc.returncode}"
+    said = _said(proc.stderr + "\n" + proc.stdout)
     if proc.returncode == 0:
         return True, said
+    if not said:  # sbatch refuses with its reason: silence is not an answer
+        return None, f"`sbatch --test-only` exited {proc.returncode} and said nothing"
     if any(sign in said for sign in _NO_CLUSTER):
         return None, said
     return False, said

@@ -15,6 +15,12 @@ import sys
 import time
 from typing import Any
 
+from mushin_box.cli.flagtypes import (
+    add_scheduler_arguments,
+    non_negative,
+    positive,
+)
+
 HELP = (
     "Run an experiment on NODES x GPUS ranks: one SLURM task per GPU (through submitit, "
     "optionally every rank in an Apptainer image), or here on CPU ranks when no SLURM "
@@ -36,50 +42,12 @@ EXITS = {
 }
 
 
-def _time(text: str) -> int:
-    from mushin_box._slurm.config import parse_slurm_time
-
-    try:
-        return parse_slurm_time(text, what="")
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc).strip()) from None
-
-
-def _memory(text: str) -> int:
-    from mushin_box._slurm.config import parse_slurm_memory
-
-    try:
-        return parse_slurm_memory(text, what="")
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc).strip()) from None
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive integer")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 0")
-    return value
-
-
 def _nodes(text: str) -> tuple[int, int]:
     """``--nodes N`` or ``MIN:MAX`` (torchrun's elastic membership) as (MIN, MAX)."""
     from mushin_box._slurm.torchrun import parse_nnodes
 
     if ":" not in text:
-        return _positive(text), _positive(text)
+        return positive(text), positive(text)
     try:
         return parse_nnodes(text)
     except ValueError as exc:
@@ -101,7 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="nodes (default 1); MIN:MAX with --torchrun: elastic membership",
     )
     parser.add_argument(
-        "--gpus", type=_positive, default=1, help="GPUs = ranks per node (default 1)"
+        "--gpus", type=positive, default=1, help="GPUs = ranks per node (default 1)"
     )
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
@@ -123,7 +91,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-restarts",
-        type=_non_negative,
+        type=non_negative,
         metavar="K",
         help="with --torchrun: restart the workers up to K times when one dies; they "
         "continue from the cell's last.ckpt (default 0)",
@@ -199,41 +167,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="SLURM: Ctrl-C cancels the jobs (default: they keep running, and the launch "
         "says how to reattach and how to cancel)",
-    )
-
-
-def add_scheduler_arguments(parser: argparse.ArgumentParser, title: str) -> None:
-    """The SLURM job's flags (``launch``'s, and ``resume``'s, which win over the record)."""
-    slurm = parser.add_argument_group(title)
-    slurm.add_argument("--partition", help="SLURM partition")
-    slurm.add_argument("--account", help="SLURM account")
-    slurm.add_argument("--qos", help="SLURM quality of service")
-    slurm.add_argument("--constraint", help="node features, e.g. a100")
-    slurm.add_argument("--exclude", metavar="NODES", help="nodes not to run on")
-    slurm.add_argument(
-        "--job-name", help="the job's name in squeue (default: the experiment's name)"
-    )
-    slurm.add_argument(
-        "--time",
-        type=_time,
-        metavar="TIME",
-        help="wall-time limit per job: minutes (90), H:MM:SS (2:00:00) or D-HH:MM:SS "
-        "(default 60 minutes)",
-    )
-    slurm.add_argument(
-        "--cpus-per-task", type=_positive, metavar="N", help="CPUs per rank (default 1)"
-    )
-    slurm.add_argument(
-        "--mem", type=_memory, metavar="SIZE", help="memory per node: 64G, 500M, ..."
-    )
-    slurm.add_argument("--mem-gb", type=_positive, metavar="GB", help=argparse.SUPPRESS)
-    slurm.add_argument(
-        "--sbatch",
-        action="append",
-        default=None,
-        metavar="KEY=VALUE",
-        help="any other sbatch option, e.g. --sbatch mail-type=END (repeatable; KEY alone "
-        "for a flag option)",
     )
 
 
@@ -383,37 +316,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _resume_actions(args: argparse.Namespace, target: Any) -> list[Any] | None:
-    """What a resume does per cell (:func:`mushin_box._launch.resume.plan_cells`); None
-    for a sweep directory that holds no sweep yet. ``mushin-box resume`` sets ``cells``,
-    ``changed`` and ``restart``; a plain ``launch --resume`` compares its overrides with
-    the launch record, and refuses nothing here."""
+    """What a resume does per cell (:func:`mushin_box._launch.resume.resume_actions`);
+    ``mushin-box resume`` sets ``cells``, ``changed`` and ``restart`` on the arguments."""
     from mushin_box._launch.loading import experiment_file
-    from mushin_box._launch.record import RecordError, read_launch_record
-    from mushin_box._launch.resume import (
-        ResumeError,
-        changed_keys,
-        code_fingerprint,
-        plan_cells,
-    )
+    from mushin_box._launch.resume import ResumeError, resume_actions
     from mushin_box.cli.main import UsageError
 
-    changed = getattr(args, "changed", None)
-    if changed is None:
-        try:
-            recorded = read_launch_record(args.working_dir)["overrides"]
-            changed = changed_keys(recorded, args.overrides)
-        except RecordError:
-            changed = []
     try:
-        return plan_cells(
+        return resume_actions(
             args.working_dir,
-            getattr(args, "cells", ()),
-            changed=changed,
-            code=code_fingerprint(target, experiment_file(args.experiment)),
+            target,
+            experiment_file(args.experiment),
+            args.overrides,
+            cells=getattr(args, "cells", ()),
+            changed=getattr(args, "changed", None),
             restart=getattr(args, "restart", True),
         )
-    except FileNotFoundError:  # not a sweep yet: every cell runs
-        return None
     except ResumeError as exc:
         raise UsageError(str(exc)) from None
 
@@ -468,7 +386,9 @@ def _dry_run(
     review = review_plan(plan, target, errors=errors)
     review["experiment"] = args.experiment
     if actions is not None:
-        _resume_review(review, plan, actions)
+        from mushin_box._launch.resume import review_resume
+
+        review_resume(review, plan, actions)
     review["seconds"] = round(time.monotonic() - started, 2)
     if args.json:
         from mushin_box.cli.output import print_json
@@ -479,25 +399,6 @@ def _dry_run(
     for error in review["errors"]:
         print(f"mushin-box launch: error: {error}", file=sys.stderr)
     return 2 if review["errors"] else 0
-
-
-def _resume_review(review: dict[str, Any], plan: Any, actions: list[Any]) -> None:
-    """A resume's review: what each cell does, and the GPU-hours of only the cells that
-    run (a finished sweep's resume runs nothing, and costs nothing)."""
-    from mushin_box._launch.resume import gpu_hours
-
-    review["resume"] = [
-        {"cell": a.name, "state": a.state, "action": a.action, "why": a.why}
-        | ({"checkpoint": a.checkpoint} if a.checkpoint else {})
-        for a in actions
-    ]
-    runs = sum(a.runs for a in actions)
-    review["cells_to_run"] = runs
-    if review.get("gpu_hours_formula") is not None:
-        minutes = int((plan.launcher_config or {}).get("timeout_min", 60))
-        review["gpu_hours"] = gpu_hours(actions, plan.nodes, plan.gpus, minutes)
-        rest = review["gpu_hours_formula"].split(" x ", 1)[1]
-        review["gpu_hours_formula"] = f"{runs} cell(s) to run of {len(actions)} x {rest}"
 
 
 def format_review(review: dict[str, Any], *, verbose: bool = False) -> str:

@@ -38,7 +38,7 @@ EXITS = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from mushin_box.cli.launch import add_scheduler_arguments
+    from mushin_box.cli.flagtypes import add_scheduler_arguments
 
     parser.add_argument("dir", metavar="DIR", help="the sweep directory")
     parser.add_argument(

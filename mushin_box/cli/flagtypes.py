@@ -1,0 +1,85 @@
+# SPDX-License-Identifier: MIT
+"""The flag types of ``launch`` and ``resume``, and the SLURM job's flags they share.
+
+``resume`` takes the scheduler's flags of ``launch`` (they win over the recorded launch's),
+so both parsers add them from here: one spelling, one check per value.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["add_scheduler_arguments", "non_negative", "positive", "slurm_memory", "slurm_time"]
+
+
+def slurm_time(text: str) -> int:
+    from mushin_box._slurm.config import parse_slurm_time
+
+    try:
+        return parse_slurm_time(text, what="")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).strip()) from None
+
+
+def slurm_memory(text: str) -> int:
+    from mushin_box._slurm.config import parse_slurm_memory
+
+    try:
+        return parse_slurm_memory(text, what="")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).strip()) from None
+
+
+def positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive integer")
+    return value
+
+
+def non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 0")
+    return value
+
+
+def add_scheduler_arguments(parser: argparse.ArgumentParser, title: str) -> None:
+    """The SLURM job's flags (``launch``'s, and ``resume``'s, which win over the record)."""
+    slurm = parser.add_argument_group(title)
+    slurm.add_argument("--partition", help="SLURM partition")
+    slurm.add_argument("--account", help="SLURM account")
+    slurm.add_argument("--qos", help="SLURM quality of service")
+    slurm.add_argument("--constraint", help="node features, e.g. a100")
+    slurm.add_argument("--exclude", metavar="NODES", help="nodes not to run on")
+    slurm.add_argument(
+        "--job-name", help="the job's name in squeue (default: the experiment's name)"
+    )
+    slurm.add_argument(
+        "--time",
+        type=slurm_time,
+        metavar="TIME",
+        help="wall-time limit per job: minutes (90), H:MM:SS (2:00:00) or D-HH:MM:SS "
+        "(default 60 minutes)",
+    )
+    slurm.add_argument(
+        "--cpus-per-task", type=positive, metavar="N", help="CPUs per rank (default 1)"
+    )
+    slurm.add_argument(
+        "--mem", type=slurm_memory, metavar="SIZE", help="memory per node: 64G, 500M, ..."
+    )
+    slurm.add_argument("--mem-gb", type=positive, metavar="GB", help=argparse.SUPPRESS)
+    slurm.add_argument(
+        "--sbatch",
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help="any other sbatch option, e.g. --sbatch mail-type=END (repeatable; KEY alone "
+        "for a flag option)",
+    )
