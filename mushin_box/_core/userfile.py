@@ -7,16 +7,50 @@ after the file, its directory first on ``sys.path``), and none may silently take
 module of the same name that is already imported: that would run other code than the file
 says. :func:`import_file` does both, and undoes its ``sys.modules`` entry when the file's
 own code raises, so that a fixed file can be imported again in the same process.
+
+:func:`owner_problem` is the one test of "is this the user's own file" that every import
+of a file a sweep directory names passes first (``reproduce``, ``resume``): a file another
+user could write is code another user chose, the way ``ssh`` treats its keys.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import stat
 import sys
 import types
 from pathlib import Path
 
-__all__ = ["import_file"]
+__all__ = ["import_file", "owner_problem"]
+
+
+def owner_problem(path: Path) -> str | None:
+    """Why ``path`` is not the user's own file (owned by them or root, a regular file that
+    no one else can write), or None when it is.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.NamedTemporaryFile() as f:
+    ...     os.chmod(f.name, 0o644)
+    ...     ok = owner_problem(Path(f.name))
+    ...     os.chmod(f.name, 0o666)
+    ...     shared = owner_problem(Path(f.name))
+    >>> ok is None, shared
+    (True, 'can be written by other users (chmod go-w it)')
+    """
+    try:
+        st = path.stat()
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if st.st_uid not in (os.getuid(), 0):
+        return f"belongs to another user (uid {st.st_uid})"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return "can be written by other users (chmod go-w it)"
+    return None
 
 
 def import_file(

@@ -28,13 +28,13 @@ code matched (:func:`~mushin_box._reproduce.checks.check_code` without ``allow_d
 from __future__ import annotations
 
 import os
-import stat
 import sys
 import types
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from mushin_box._core.userfile import owner_problem
 from mushin_box._reproduce.checks import Original, ReproduceError, part
 
 __all__ = ["TrustedSource", "check_sources"]
@@ -75,21 +75,6 @@ def _root(experiment: Path) -> Path:
 
     top = git_root(experiment)
     return Path(top).resolve() if top else experiment.parent
-
-
-def _owner_problem(path: Path) -> str | None:
-    """Why ``path`` is not the user's own file, or None."""
-    try:
-        st = path.stat()
-    except OSError as exc:
-        return f"cannot be read ({exc.strerror})"
-    if not stat.S_ISREG(st.st_mode):
-        return "is not a regular file"
-    if st.st_uid not in (os.getuid(), 0):
-        return f"belongs to another user (uid {st.st_uid})"
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return "can be written by other users (chmod go-w it)"
-    return None
 
 
 def _stand_ins(original: Original, experiment: Path | None) -> list[Any]:
@@ -162,7 +147,7 @@ def check_sources(original: Original, config: Any, *, allow_dirty: bool) -> Trus
                 f"{root}; a record that names code elsewhere is not reproduced (was the "
                 "sweep directory edited?)"
             )
-        problem = _owner_problem(file)
+        problem = owner_problem(file)
         if problem:
             raise ReproduceError(
                 f"{file} {problem}: reproduce imports only your own files, so that a record "
