@@ -103,7 +103,7 @@ def load_sweep(
             continue
         values = metrics.get(cell_dir) if metrics else None
         if values is None:
-            _warn_if_truncated(cell_dir / PROVENANCE_FILE, cell_dir.name)
+            _warn_if_truncated(os.path.join(cell_dir, PROVENANCE_FILE), cell_dir.name)
             # not an object (a list, a number): refused by read_json, with a warning
             values = read_object(os.path.join(cell_dir, METRICS_FILE)) or {}
         for name, value in values.items():
@@ -164,7 +164,7 @@ def metric_array(values: Mapping[tuple[int, ...], Any], shape: tuple[int, ...]) 
     return out
 
 
-def _warn_if_truncated(path: Path, cell: str) -> None:
+def _warn_if_truncated(path: str, cell: str) -> None:
     """Warn when a completed cell's provenance record is not a whole JSON object.
 
     Only its ends are read (a record can be megabytes; truncation is how a record breaks):
@@ -177,7 +177,7 @@ def _warn_if_truncated(path: Path, cell: str) -> None:
     except FileNotFoundError:
         return
     except UnsafeFileError as exc:
-        warnings.warn(f"cell {cell}: its {path.name} is refused ({exc})", stacklevel=3)
+        warnings.warn(f"cell {cell}: its {PROVENANCE_FILE} is refused ({exc})", stacklevel=3)
         return
     try:
         size = os.fstat(fd).st_size
@@ -186,7 +186,7 @@ def _warn_if_truncated(path: Path, cell: str) -> None:
         os.close(fd)
     if head != b"{" or tail.rstrip(b"\n")[-1:] != b"}":
         warnings.warn(
-            f"cell {cell}: its {path.name} is unreadable (not a whole JSON object); "
+            f"cell {cell}: its {PROVENANCE_FILE} is unreadable (not a whole JSON object); "
             "diff cannot compare it, and resume=True runs the cell again to rebuild it",
             stacklevel=3,
         )

@@ -69,8 +69,10 @@ def read_stage(
     json_name, pt_name = _NAMES[stage]
     if names is not None and json_name not in names and (not pt or pt_name not in names):
         return None  # most jobs lack most stages: no path built, no system call
-    json_file, pt_file = job / json_name, job / pt_name
-    pt_time = _mtime(pt_file) if pt and (names is None or pt_name in names) else None
+    json_file = job / json_name
+    has_pt = pt and (names is None or pt_name in names)
+    pt_file = job / pt_name if has_pt else json_file  # json_file: never read as a .pt
+    pt_time = _mtime(pt_file) if has_pt else None
     # the twin's time matters only beside a .pt file (listed: it is there, or was)
     if names is not None and pt_time is None:
         json_time = 0 if json_name in names else None
