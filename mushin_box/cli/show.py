@@ -215,9 +215,8 @@ def _print_aligned(
             style = _ANSI.get(row[state_at]) if at else None
             if style:
                 state = parts[state_at]
-                parts[state_at] = (
-                    f"\x1b[{style}m{state.rstrip()}\x1b[0m" + state[len(state.rstrip()) :]
-                )
+                word = state.rstrip()  # its colour off after it, a bold line stays bold
+                parts[state_at] = f"\x1b[{style}m{word}\x1b[39m" + state[len(word) :]
         line = "  ".join(parts).rstrip()
         if colour and (at == 0 or table.is_best(table.cells[at - 1])):
             line = f"\x1b[1m{line}\x1b[0m"

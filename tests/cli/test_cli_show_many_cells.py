@@ -29,3 +29,17 @@ def test_a_long_sweep_is_one_aligned_line_per_cell(
     best = [row for row in rows if row.startswith("★")]
     assert len(best) == 1 and best[0].split()[1:3] == ["3", "5"]
     assert lines[-1] == "★ best loss (lowest): a=3,b=5 = 0.5"
+
+
+def test_on_a_colour_terminal_states_are_coloured_and_the_best_line_bold(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sweep = many_cells(tmp_path / "sweep", 8, 14)
+    monkeypatch.setenv("FORCE_COLOR", "1")  # rich's way to say: a colour terminal
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert main(["show", str(sweep), "--best", "loss"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = lines[2:114]  # below the heading and the header
+    assert all("\x1b[32mcompleted\x1b[39m" in row for row in rows)
+    (best,) = [row for row in rows if "★" in row]
+    assert best.startswith("\x1b[1m") and best.endswith("\x1b[0m")  # bold to its end
