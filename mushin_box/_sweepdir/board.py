@@ -451,6 +451,8 @@ def _queued_again(
             return _Seen()
         combo = entry.get("combo") or record.get("combo") or {}
         job = next((j for j, o in live.items() if _runs(o, combo)), None)
+        if job is None and not record and entry.get("status") == "cancelled":
+            return _Seen()  # cancelled before it started, and no live job runs it
         if job is None:
             return _Seen("pending", "a job of the latest submission is queued")
         said = reasons.get(job)

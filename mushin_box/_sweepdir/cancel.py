@@ -150,7 +150,8 @@ def _ids_line(ids: Sequence[str], why: str) -> str:
 def _select(cells: Sequence[CellView], names: Sequence[str] | None) -> list[CellView]:
     if not names:
         return list(cells)
-    by_dir = {c.dir: c for c in cells if c.dir}
+    # a cell that never started is named by its values, as cancel and status print it
+    by_dir = {cell_label(c.dir, c.combo): c for c in cells}
     unknown = [n for n in names if n.rstrip("/").rsplit("/", 1)[-1] not in by_dir]
     if unknown:
         known = ", ".join(sorted(by_dir)) or "none started yet"
@@ -207,8 +208,8 @@ def cancel(
     untouched, unreachable, targets = [], [], []
     unstarted = [c for c in chosen if c.state == "pending" and not c.dir]
     for cell in chosen:
-        if cell.state == "pending" and not cell.dir and not cells:
-            continue  # its job is cancelled with the sweep's queued jobs, below
+        if cell.state == "pending" and not cell.dir:
+            continue  # its queued job is cancelled below
         if cell.state not in ("running", "unknown"):
             untouched.append((cell_label(cell.dir, cell.combo), cell.state))
         elif not cell.job_id and cell.host != socket.gethostname():
@@ -217,9 +218,10 @@ def cancel(
             targets.append(cell)
     wanted = [c.job_id for c in targets if c.job_id]
     refused: list[str] = []
-    if not cells:  # the whole sweep: its queued jobs too (cells that have not started)
-        ids, refused = checked_job_ids(read_submission(path))
-        wanted = [*wanted, *ids]
+    ids, refused = checked_job_ids(read_submission(path))
+    if cells:  # the queued jobs of the named cells that have not started
+        ids = _jobs_of(read_submission(path), [c.combo for c in unstarted], ids)
+    wanted = [*wanted, *ids]  # the whole sweep: its queued jobs too
     jobs, why = _sweeps_jobs(path, list(dict.fromkeys(wanted)))
     refused += why
     _scancel(jobs)
@@ -256,14 +258,15 @@ def cancel(
             break
         if pending:
             time.sleep(0.2)
-    if unstarted and not cells:
-        gone = _queue_emptied(path, deadline)
+    if unstarted:
+        gone = _queue_emptied(path, deadline, ids)
         names = [cell_label(None, c.combo) for c in unstarted]
         marked: list[str] = []
         if gone is None:
             reason = f"cancelled by {who} at {timestamp()}, before it started"
             try:
-                marked = [cell_label(None, c) for c in mark_unstarted_cancelled(path, reason)]
+                only = [c.combo for c in unstarted] if cells else None
+                marked = [cell_label(None, c) for c in mark_unstarted_cancelled(path, reason, only)]
             except SweepBusyError:
                 gone = "a driver (launch or Workflow.run) holds the sweep and may start it"
         done += marked
@@ -278,13 +281,34 @@ def cancel(
     )
 
 
-def _queue_emptied(root: Path, deadline: float) -> str | None:
-    """Wait (until ``deadline``) for the sweep's submitted jobs to leave the queue and its
-    driver to let go of the lock: None once nothing can start a cell of it, else why not."""
+def _jobs_of(
+    submission: dict[str, object], combos: Sequence[dict[str, object]], ids: Sequence[str]
+) -> list[str]:
+    """The ids among ``ids`` of the submission's jobs that run exactly one of ``combos``:
+    their overrides set every swept key to its value (a job whose overrides say less may
+    run other cells: never cancelled for a named one)."""
+    from mushin_box._sweepdir.manifest import job_runs_cell
+
+    out = []
+    jobs = submission.get("jobs")
+    for entry in jobs if isinstance(jobs, list) else []:
+        if not isinstance(entry, dict) or str(entry.get("job_id")) not in ids:
+            continue
+        given = entry.get("overrides")
+        keys = {str(o).partition("=")[0].lstrip("+~") for o in given or ()}
+        if isinstance(given, list) and any(
+            set(c) <= keys and job_runs_cell(given, c) for c in combos
+        ):
+            out.append(str(entry["job_id"]))
+    return out
+
+
+def _queue_emptied(root: Path, deadline: float, ids: Sequence[str]) -> str | None:
+    """Wait (until ``deadline``) for the jobs ``ids`` to leave the queue and the sweep's
+    driver to let go of the lock: None once nothing can start those cells, else why not."""
     from mushin_box._slurm.jobs import is_live, is_unknown
     from mushin_box._sweepdir.board import driver_running
 
-    ids = checked_job_ids(read_submission(root))[0]
     while True:
         states = _job_states(ids)
         if any(is_unknown(states.get(j)) for j in ids) and ids:

@@ -325,9 +325,12 @@ def _status_paths(root: Path) -> list[str]:
     return [d for d in dirs if os.path.lexists(root / d / STATUS_FILE)]
 
 
-def mark_unstarted_cancelled(root: Path, reason: str) -> list[dict[str, Any]]:
+def mark_unstarted_cancelled(
+    root: Path, reason: str, only: Sequence[Mapping[str, Any]] | None = None
+) -> list[dict[str, Any]]:
     """Record the cells that never started (no directory, no status file) as ``cancelled``
-    in the manifest, where readers find them, and return their combos.
+    in the manifest, where readers find them, and return their combos (``only``: of these
+    cells alone, by their combos).
 
     ``cancel`` calls it once no job of the sweep is queued: such a cell will never start,
     and without this it would read ``pending`` for good. The manifest is the only place
@@ -342,9 +345,14 @@ def mark_unstarted_cancelled(root: Path, reason: str) -> list[dict[str, Any]]:
         return []
     if not _unstarted(manifest_from_cells(root, records), root):
         return []  # nothing to write: not even the lock file
+    wanted = None if only is None else {combo_id(c) for c in only}
     with SweepLock(root):
         manifest = manifest_from_cells(root)
-        found = _unstarted(manifest, root)
+        found = [
+            e
+            for e in _unstarted(manifest, root)
+            if wanted is None or combo_id(e["combo"]) in wanted
+        ]
         for entry in found:
             entry.update(status="cancelled", reason=reason)
         if found:

@@ -141,3 +141,20 @@ def test_one_cell_is_resumed_while_another_runs(slurm_cluster: Any, tmp_path: Pa
     proc = _cli("cancel", str(work), cwd=tmp_path)  # the whole sweep: the carried job too
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert _states(work, tmp_path) == {one: "cancelled", two: "completed"}
+
+
+def test_cancelling_one_pending_cell_records_it_alone(slurm_cluster: Any, tmp_path: Path) -> None:
+    (tmp_path / "exp.py").write_text(EXP)
+    work = tmp_path / "sweep"
+    proc = _cli(
+        "launch", "exp.py", "x=1,2", "--time", "5", "--sbatch", "begin=now+1hour",
+        "--detach", "--working-dir", str(work), cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    one, two = json.dumps({"x": 1}), json.dumps({"x": 2})
+    proc = _cli("cancel", str(work), "x=1", cwd=tmp_path)  # named by its values
+    assert proc.returncode == 0 and "x=1: cancelled" in proc.stdout, proc.stdout + proc.stderr
+    assert _states(work, tmp_path) == {one: "cancelled", two: "pending"}
+    proc = _cli("cancel", str(work), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _states(work, tmp_path) == {one: "cancelled", two: "cancelled"}
