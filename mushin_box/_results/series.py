@@ -31,7 +31,6 @@ __all__ = [
     "gridded_series",
     "job_series",
     "load_job",
-    "read_stage",
 ]
 
 # MetricsCallback files and the dimension their series run along
