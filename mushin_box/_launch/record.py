@@ -14,8 +14,12 @@ reaches it (:func:`~mushin_box._core.termredact.command_line_secrets` finds them
 stored as :data:`~mushin_box._core.redact.REDACTED`, and a resume asks for it again.
 
 The file sits in a shared directory: it is read bounded, each field is checked for its
-type, and nothing it names is imported here (the experiment is loaded by the resume, as
-a launch would, from the path the user launched).
+type, and nothing it names is imported here. The resume then imports the experiment it
+names, so :func:`read_launch_record` first checks that the record and the experiment file
+are the user's own (:func:`~mushin_box._core.userfile.owner_problem`: owned by them or
+root, writable by nobody else). Anyone who can write into the sweep directory could
+otherwise name any file as the experiment, and ``resume`` would run it with the user's
+secrets in its environment.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Any
 
 from mushin_box._core.layout import LAUNCH_FILE
 from mushin_box._core.sidecars import read_json, timestamp, write_json_atomic
+from mushin_box._core.userfile import owner_problem
 
 __all__ = ["FLAG_TYPES", "RecordError", "launch_record", "read_launch_record", "recorded"]
 
@@ -105,7 +110,8 @@ def read_launch_record(root: str | os.PathLike[str]) -> dict[str, Any]:
     ------
     RecordError
         There is none (a sweep launched by ``Workflow.run``, or by a mushin-box that did
-        not record launches), or it is not a launch record.
+        not record launches), it is not a launch record, or it or the experiment file it
+        names is not the user's own.
     """
     path = Path(root) / LAUNCH_FILE
     if not path.exists():
@@ -135,7 +141,28 @@ def read_launch_record(root: str | os.PathLike[str]) -> dict[str, Any]:
             raise RecordError(f"{path}: flag {key!r} = {value!r} is not a launch flag; fix it")
         if isinstance(value, list) and not all(isinstance(v, str) for v in value):
             raise RecordError(f"{path}: flag {key!r} must be a list of strings; fix it")
+    _check_owned(path, data["experiment"])
     return data
+
+
+def _check_owned(path: Path, experiment: str) -> None:
+    """Refuse a record, or an experiment file it names, that another user could have
+    written: the resume imports that file (a module spec is imported by name, as the
+    launch did, from the installed packages)."""
+    problem = owner_problem(path)
+    if problem is not None:
+        raise RecordError(
+            f"{path} {problem}: a resume imports the experiment this file names, so it "
+            "replays only your own launch records; run the launch again yourself"
+        )
+    file = experiment.split(":", 1)[0]
+    if os.path.isabs(file) and os.path.exists(file):  # a missing one: the launch says so
+        problem = owner_problem(Path(file))
+        if problem is not None:
+            raise RecordError(
+                f"the experiment {file} {problem}: a resume imports it; make it yours "
+                "(chown, chmod go-w) or launch from your own copy"
+            )
 
 
 @contextmanager

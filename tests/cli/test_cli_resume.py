@@ -121,3 +121,20 @@ def test_a_sweep_without_a_launch_record_says_how_to_resume(tmp_path: Path) -> N
     proc = _cli("resume", str(tmp_path / "w"), cwd=tmp_path)
     assert proc.returncode == 2
     assert "holds no launch record" in proc.stderr and "--resume" in proc.stderr
+
+
+@pytest.mark.parametrize("shared", ["record", "experiment"])
+def test_resume_imports_nothing_another_user_could_have_written(sweep: Path, shared: str) -> None:
+    """The launch record names the file a resume imports: a record or an experiment file
+    that others can write is refused before anything is imported."""
+    exp = sweep.parent / "exp.py"
+    marker = sweep.parent / "imported"
+    exp.write_text(f"open({str(marker)!r}, 'w').close()\n" + EXP)
+    exp.chmod(0o644)
+    os.chmod(sweep / "mushin_launch.json", 0o644)
+    os.chmod(exp if shared == "experiment" else sweep / "mushin_launch.json", 0o666)
+    proc = _cli("resume", str(sweep), "--dry-run", cwd=sweep.parent)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "can be written by other users" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not marker.exists()
