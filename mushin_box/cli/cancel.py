@@ -9,7 +9,6 @@ cell asked for is stopped (or had nothing to stop), 1 when a cell could not be r
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 
 from mushin_box.cli.main import UsageError, number
@@ -47,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from mushin_box._sweepdir.cancel import cancel
-    from mushin_box.cli.tables import resolve_sweep
+    from mushin_box.cli.tables import resolve_sweep, resume_hint
 
     if args.grace < 0:
         raise UsageError(f"--grace {args.grace} is negative; give 0 or more seconds")
@@ -67,5 +66,5 @@ def run(args: argparse.Namespace) -> int:
     for cell, why in report.unreachable:
         print(f"{cell}: not stopped: {why}")
     if report.cancelled:
-        print(f"run them again: mushin-box resume {shlex.quote(str(root))}")
+        print(f"run them again: {resume_hint(root)}")
     return 1 if report.unreachable else 0

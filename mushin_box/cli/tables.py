@@ -24,6 +24,7 @@ __all__ = [
     "error_line",
     "exit_code",
     "resolve_sweep",
+    "resume_hint",
     "summary",
 ]
 
@@ -111,6 +112,20 @@ def error_line(cell: Any, width: int = _MAX_ERROR) -> str:
     if not cell.error_type and not cell.error_message:
         return ""
     return cut(f"{cell.error_type or 'Error'}: {cell.error_message or ''}".strip(), width)
+
+
+def resume_hint(root: Path | str) -> str:
+    """How to run a sweep's unfinished cells again: ``mushin-box resume DIR`` where a
+    launch recorded itself there (it replays that record), else ``Workflow.run``'s
+    ``resume=True``, the only way for a sweep started from Python (``resume DIR`` would
+    refuse it: there is no record to replay)."""
+    import shlex
+
+    from mushin_box._core.layout import LAUNCH_FILE
+
+    if (Path(root) / LAUNCH_FILE).is_file():
+        return f"mushin-box resume {shlex.quote(str(root))}"
+    return f"Workflow.run(..., working_dir={str(root)!r}, resume=True)"
 
 
 def summary(sweep: Any) -> str:

@@ -12,7 +12,6 @@ Polling is bounded (``--interval``, at least one second between looks at SLURM).
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 import time
 
@@ -56,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from mushin_box._sweepdir.board import read_sweep
     from mushin_box._sweepdir.progress import SweepFollower
     from mushin_box.cli.main import EXIT_RUNNING
-    from mushin_box.cli.tables import end_report, resolve_sweep
+    from mushin_box.cli.tables import end_report, resolve_sweep, resume_hint
 
     if args.interval < 1:
         raise UsageError(
@@ -80,8 +79,4 @@ def run(args: argparse.Namespace) -> int:
                 return EXIT_RUNNING
             time.sleep(args.interval)
             sweep = follower.update()
-    return end_report(
-        read_sweep(root),
-        f"mushin-box resume {shlex.quote(str(root))} "
-        f"(Python: Workflow.run(..., working_dir={str(root)!r}, resume=True))",
-    )
+    return end_report(read_sweep(root), resume_hint(root))

@@ -15,7 +15,7 @@ import pytest
 from workflow_tasks import grid_task
 
 from mushin_box import Workflow, multirun
-from mushin_box._core.layout import MANIFEST_FILE
+from mushin_box._core.layout import LAUNCH_FILE, MANIFEST_FILE
 from mushin_box._core.sidecars import write_json_atomic
 from mushin_box._sweepdir.manifest import SweepLock
 from mushin_box.cli.main import main
@@ -41,7 +41,12 @@ def test_wait_of_a_finished_sweep_exits_as_its_launch(
     captured = capsys.readouterr()
     assert f"{tmp_path}: 1 completed, 1 failed" in captured.out
     assert "lr=1.0: failed: ValueError: planned failure" in captured.out
-    assert "resume=True" in captured.err
+    # started from Python: no launch record, so `mushin-box resume DIR` would refuse it
+    assert "resume=True" in captured.err and "mushin-box resume" not in captured.err
+    # a launch records itself in the sweep: then `resume DIR` replays it
+    (tmp_path / LAUNCH_FILE).write_text("{}")
+    assert main(["wait", str(tmp_path), "--no-progress", "--interval", "1"]) == 1
+    assert f"mushin-box resume {tmp_path}" in capsys.readouterr().err
 
 
 def test_wait_gives_up_after_its_timeout_with_exit_3(
