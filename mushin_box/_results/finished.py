@@ -51,7 +51,7 @@ from mushin_box._core.layout import (
     METRICS_FILE,
     STATUS_FILE,
 )
-from mushin_box._sweepdir.board import CellView, SweepView
+from mushin_box._sweepdir.board import CellView, SweepView, scalar_metrics
 
 __all__ = ["finished_entries", "grid_key", "read_finished", "read_object", "read_results"]
 
@@ -183,16 +183,6 @@ def finished_entries(root: str | os.PathLike[str]) -> tuple[dict[str, Any], list
     return manifest, entries
 
 
-def _scalars(metrics: Any) -> dict[str, float]:
-    if not isinstance(metrics, dict):
-        return {}
-    return {
-        str(k): float(v)
-        for k, v in metrics.items()
-        if isinstance(v, int | float) and not isinstance(v, bool)
-    }
-
-
 def read_object(path: str) -> Any:
     """The JSON object sidecar at ``path`` (None: missing), read bounded and without
     following a symlink; a refused, corrupt or non-object file goes through
@@ -233,7 +223,7 @@ def _view(base: str, entry: Entry) -> CellView:
         state=state,
         recorded_state=state,
         attempt=attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else 0,
-        metrics=_scalars(metrics),
+        metrics=scalar_metrics(metrics),
         error_type=error.get("type"),
         error_message=(error.get("message") or reason) if error else None,
         error_file=error_file,

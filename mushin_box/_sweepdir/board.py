@@ -86,6 +86,7 @@ __all__ = [
     "latest_sweep",
     "owner_gone",
     "read_sweep",
+    "scalar_metrics",
 ]
 
 
@@ -214,7 +215,9 @@ def _judge(record: Mapping[str, Any], job_states: Mapping[str, str]) -> tuple[bo
     return answer.unknown, None if answer.alive else answer.reason
 
 
-def _scalars(metrics: Any) -> dict[str, float]:
+def scalar_metrics(metrics: Any) -> dict[str, float]:
+    """A cell's numeric metrics as floats (booleans, strings and anything else left out;
+    ``{}`` for a metrics file that is not an object): what every table of cells shows."""
     if not isinstance(metrics, dict):
         return {}
     return {
@@ -275,7 +278,7 @@ def _cell(root: Path, entry: Mapping[str, Any], record: Mapping[str, Any], seen:
         started=record.get("started"),
         ended=record.get("ended"),
         duration_s=_duration(record, state) if state != "pending" else None,
-        metrics=_scalars(metrics),
+        metrics=scalar_metrics(metrics),
         error_type=error.get("type"),
         error_message=(error.get("message") or record.get("reason")) if error else None,
         error_file=str(error_file) if error_file and error_file.is_file() else None,
