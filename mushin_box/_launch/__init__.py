@@ -2,7 +2,9 @@
 """The logic of ``mushin-box launch`` and ``resume``: from an experiment file and flags to a run.
 
 - :mod:`.plan`: the plan (``--nodes``/``--gpus`` to launcher config and Trainer
-  overrides) and its run through ``Workflow.run``;
+  overrides) and the override checks a launch starts with;
+- :mod:`.run`: a plan run through ``Workflow.run``, and what stops it before a cell ran
+  as one line;
 - :mod:`.torchrunplan`: ``--torchrun``'s launcher configs (here one agent, on SLURM one per
   node) and ``--nodes MIN:MAX``'s Trainer override;
 - :mod:`.options` and :mod:`.profiles`: the scheduler settings, each with its source, and

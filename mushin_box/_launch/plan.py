@@ -11,24 +11,20 @@ reachable SLURM cluster (:func:`~mushin_box._slurm.probe.probe_slurm`), or with
 ``local=True``, the cells run here: one node, ``gpus`` CPU ranks under HydraDDP (gloo).
 
 Loading the experiment is :mod:`mushin_box._launch.loading`; the flags and profiles are
-:mod:`mushin_box._launch.options`; the dry run's review is :mod:`mushin_box._launch.review`.
+:mod:`mushin_box._launch.options`; the dry run's review is :mod:`mushin_box._launch.review`;
+running a plan is :mod:`mushin_box._launch.run`.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from mushin_box._core.envstate import environ_set
-from mushin_box._core.layout import LOCK_FILE, STATUS_FILE
-from mushin_box._launch.record import recorded
-from mushin_box._slurm.probe import sbatch_refused
-from mushin_box._train.configtask import fit_task, seed_pre_call
+from mushin_box._core.layout import LOCK_FILE
+from mushin_box._train.configtask import fit_task
 
 __all__ = [
     "LaunchError",
@@ -37,8 +33,6 @@ __all__ = [
     "check_working_dir",
     "hydra_error_line",
     "plan_launch",
-    "run_launch",
-    "sbatch_refusal",
     "select_key",
 ]
 
@@ -462,140 +456,3 @@ def check_enumerable(overrides: Sequence[str]) -> None:
                 "sampling sweeper (e.g. Optuna) draws from, and a launch runs every cell of a "
                 f"grid: list the values instead ({o.key_or_group}=0.1,0.5,1) or use range()"
             )
-
-
-def run_launch(
-    target: Any,
-    plan: LaunchPlan,
-    *,
-    resume: bool = False,
-    on_error: str = "raise",
-    progress: bool = True,
-    reuse_stale_code: bool = False,
-    wait: bool = True,
-    cancel_on_interrupt: bool = False,
-    source: str | None = None,
-    record: Mapping[str, Any] | None = None,
-) -> Any:
-    """Run the plan: ``Workflow.run`` with the plan's launcher and overrides (``wait=False``:
-    submit, and return a :class:`mushin_box.SweepHandle`). ``source``: the experiment file
-    of a config-only experiment, whose repository the cells record (``Workflow(source=)``).
-    ``record``: the launch record to keep in the sweep directory for ``resume``
-    (:mod:`mushin_box._launch.record`), written before the cells start and put back as it
-    was when the launch is refused before it starts.
-
-    Raises
-    ------
-    LaunchError
-        ``Workflow.run`` refused its arguments (TypeError/ValueError before the sweep
-        started: nothing ran), or Hydra could not apply an override (an unknown key, a
-        value of the wrong type). The same errors raised by a cell (``on_error='raise'``)
-        propagate unchanged.
-    """
-    from hydra.errors import ConfigCompositionException
-
-    from mushin_box._sweep.workflow import Workflow
-
-    workflow = (
-        target
-        if isinstance(target, Workflow)
-        else Workflow(fit_task, target, pre_call=seed_pre_call, source=source)
-    )
-    roots = {Path(d).resolve() for d in (plan.working_dir, workflow.working_dir) if d}
-    before = {root: _manifest_run_id(root) for root in roots}
-    created = _first_missing(Path(plan.working_dir).resolve()) if plan.working_dir else None
-    saved = os.environ.get("PYTHONPATH")
-    # the ranks (sbatch exports this environment) import the experiment from its directory
-    path = os.pathsep.join([plan.pythonpath or "", *([saved] if saved else [])])
-    pythonpath = environ_set({"PYTHONPATH": path} if plan.pythonpath else {})
-    launcher_config = dict(plan.launcher_config) if plan.launcher_config else None
-    if cancel_on_interrupt and launcher_config is not None:
-        launcher_config["cancel_on_interrupt"] = True
-    record_root = Path(plan.working_dir or workflow.working_dir or ".").resolve()
-    run_id = before.get(record_root)
-    started = lambda: _manifest_run_id(record_root) != run_id  # noqa: E731
-    if record is not None:  # which launcher ran it: `ls` shows it
-        record = {**record, "launcher": plan.launcher or "basic"}
-    with pythonpath, recorded(record_root, record if plan.working_dir else None, started):
-        try:
-            return workflow.run(
-                working_dir=plan.working_dir,
-                launcher=plan.launcher,
-                launcher_config=launcher_config,
-                overrides=list(plan.overrides),
-                resume=resume,
-                on_error=on_error,  # type: ignore[arg-type]
-                progress=progress,
-                reuse_stale_code=reuse_stale_code,
-                wait=wait,
-            )
-        except ConfigCompositionException as exc:  # an override Hydra cannot apply: no task ran
-            if created is not None:
-                _remove_unless_cells(created)
-            raise LaunchError(hydra_error_line(exc)) from None
-        except RuntimeError as exc:
-            refusal = sbatch_refusal(exc)
-            if refusal is None:
-                raise
-            if created is not None:  # no job exists: what this launch created is nobody's
-                _remove_unless_cells(created)
-            raise LaunchError(refusal) from None
-        except (TypeError, ValueError) as exc:
-            # raised before the sweep started (no new manifest: bad arguments, nothing ran) is a
-            # usage error; after, it is a cell's own error (on_error='raise'): re-raised as is
-            root = workflow.working_dir
-            if root is not None:
-                root = Path(root).resolve()
-                run_id = _manifest_run_id(root)
-                if run_id is not None and run_id != before.get(root):
-                    raise
-            if created is not None:
-                _remove_unless_cells(created)
-            raise LaunchError(str(exc)) from None
-
-
-def sbatch_refusal(exc: BaseException) -> str | None:
-    """One line for a job that sbatch refused to queue, with the launch options to check;
-    None when ``exc`` is anything else (:func:`~mushin_box._slurm.probe.sbatch_refused`)."""
-    refused = sbatch_refused(exc)
-    if refused is None:
-        return None
-    if refused.no_cluster:
-        return (
-            f"sbatch refused the job: {refused.said}; no SLURM cluster is reachable from here: "
-            "set SLURM_CONF to the cluster's slurm.conf (or start its controller), or run "
-            "here with --local"
-        )
-    return (
-        f"sbatch refused the job: {refused.said}; check --partition, --account and the other "
-        "SLURM options (`sinfo` lists the partitions, `sacctmgr show associations "
-        "user=$USER` your accounts), or run here with --local"
-    )
-
-
-def _first_missing(path: Path) -> Path | None:
-    """The outermost of ``path`` and its parents that does not exist yet (what a
-    ``mkdir(parents=True)`` of ``path`` creates), or None when ``path`` exists."""
-    missing = None
-    for p in (path, *path.parents):
-        if p.exists():
-            return missing
-        missing = p
-    return missing
-
-
-def _remove_unless_cells(created: Path) -> None:
-    """Remove ``created``, made by this launch for a sweep whose job sbatch refused, unless
-    a cell wrote its status there (an earlier batch of the same sweep ran: keep it)."""
-    if created.is_dir() and next(created.rglob(STATUS_FILE), None) is None:
-        shutil.rmtree(created, ignore_errors=True)
-
-
-def _manifest_run_id(root: Path) -> str | None:
-    """The ``run_id`` of the sweep manifest in ``root`` (``Workflow.run`` writes a new one
-    once its arguments are checked, just before the cells start), or None."""
-    from mushin_box._sweepdir.manifest import read_sweep_manifest
-
-    manifest = read_sweep_manifest(root)
-    run_id = manifest.get("run_id") if manifest is not None else None
-    return str(run_id) if run_id is not None else None

@@ -15,7 +15,7 @@ The cell's own files say everything the re-run needs:
   command (:func:`~mushin_box._reproduce.checks.recorded_container`).
 
 The run itself is ``mushin-box launch``'s: :func:`~mushin_box._launch.plan.plan_launch` and
-:func:`~mushin_box._launch.plan.run_launch`, into a new sweep directory. Then the re-run's
+:func:`~mushin_box._launch.run.run_launch`, into a new sweep directory. Then the re-run's
 record gets ``run.reproduction`` (which cell, the sha256 of its record, the code check and
 whether ``allow_dirty`` let a difference through), and
 :func:`~mushin_box._results.diff.diff_provenance` compares the original with the re-run: the
@@ -513,7 +513,8 @@ def reproduce(
     )
     if dry_run:
         return ReproduceResult(plan)
-    from mushin_box._launch.plan import LaunchError, run_launch
+    from mushin_box._launch.plan import LaunchError
+    from mushin_box._launch.run import run_launch
     from mushin_box._results.diff import diff_provenance
 
     error: str | None = None

@@ -273,7 +273,8 @@ def run(args: argparse.Namespace) -> int:
 
     from mushin_box._container.preflight import PreflightError
     from mushin_box._launch.loading import LoadError, load_target
-    from mushin_box._launch.plan import LaunchError, plan_launch, run_launch
+    from mushin_box._launch.plan import LaunchError, plan_launch
+    from mushin_box._launch.run import run_launch
 
     preflight_error: str | None = None
     try:

@@ -250,7 +250,7 @@ def test_a_job_sbatch_refuses_is_one_line_with_sbatchs_message(tmp_path: Path) -
 def test_the_sbatch_message_is_taken_from_submitits_error() -> None:
     from submitit.core.utils import FailedJobError
 
-    from mushin_box._launch.plan import sbatch_refusal
+    from mushin_box._launch.run import sbatch_refusal
 
     cause = subprocess.CalledProcessError(
         1, ["sbatch", "/w/.submitit/.submission_file_1.sh"], output="", stderr=SBATCH_REFUSAL
@@ -274,7 +274,7 @@ def test_the_sbatch_message_is_taken_from_submitits_error() -> None:
 def test_no_cluster_is_said_with_sbatchs_fatal_line_and_the_fix() -> None:
     from submitit.core.utils import FailedJobError
 
-    from mushin_box._launch.plan import sbatch_refusal
+    from mushin_box._launch.run import sbatch_refusal
 
     stderr = (
         "sbatch: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host\n"
