@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
+from killing_exp import KILLING_EXP
 
 from mushin_box._core.sidecars import read_json
 
@@ -92,55 +93,6 @@ def test_two_torchrun_workers_here_are_the_same_experiment_as_hydraddp(tmp_path:
     got = json.loads(diff.stdout)
     assert got["verdict"] == "same experiment, same results"
     assert "run.launcher.kind" in diff.stdout  # expected to differ, and said
-
-
-# the example experiment, plus a callback that kills one worker, once, when its epoch 2
-# starts (after last.ckpt of epoch 1 was saved): armed by KILL_ONCE=<marker file>
-KILLING_EXP = """
-import os
-import signal
-
-import pytorch_lightning as pl
-from hydra_zen import builds, make_config
-
-from mushin_box import HydraDDP, MetricsCallback
-from mushin_box.testing import TinyDataModule, TinyModule
-
-
-class KillOnce(pl.Callback):
-    def on_train_epoch_start(self, trainer, pl_module):
-        marker = os.environ.get("KILL_ONCE")
-        if marker and trainer.current_epoch == 2 and trainer.global_rank == 1:
-            if not os.path.exists(marker):
-                open(marker, "w").close()
-                os.kill(os.getpid(), signal.SIGKILL)
-
-
-Config = make_config(
-    seed=1234,
-    trainer=builds(
-        pl.Trainer,
-        accelerator="cpu",
-        max_epochs=4,
-        strategy=builds(HydraDDP),
-        callbacks=[
-            builds(MetricsCallback),
-            builds(KillOnce),
-            builds(
-                pl.callbacks.ModelCheckpoint,
-                dirpath="${hydra:runtime.output_dir}/ckpt",
-                save_last=True,
-            ),
-        ],
-        default_root_dir="${hydra:runtime.output_dir}",
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    ),
-    module=builds(TinyModule, lr=0.05),
-    datamodule=builds(TinyDataModule, global_batch_size=16),
-)
-"""
 
 
 def _epochs(log: Path) -> list[tuple[str, int]]:

@@ -20,53 +20,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from killing_exp import KILLING_EXP
 
 from mushin_box._core.sidecars import read_json
-
-# the example experiment, plus a callback that kills rank 1 whenever its epoch 2 starts
-# (after last.ckpt of epoch 1 was saved), while KILL_AT_2 is set
-EXP = """
-import os
-import signal
-
-import pytorch_lightning as pl
-from hydra_zen import builds, make_config
-
-from mushin_box import HydraDDP, MetricsCallback
-from mushin_box.testing import TinyDataModule, TinyModule
-
-
-class KillAt2(pl.Callback):
-    def on_train_epoch_start(self, trainer, pl_module):
-        if os.environ.get("KILL_AT_2") and trainer.current_epoch == 2 and trainer.global_rank == 1:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-
-Config = make_config(
-    seed=1234,
-    trainer=builds(
-        pl.Trainer,
-        accelerator="cpu",
-        max_epochs=4,
-        strategy=builds(HydraDDP),
-        callbacks=[
-            builds(MetricsCallback),
-            builds(KillAt2),
-            builds(
-                pl.callbacks.ModelCheckpoint,
-                dirpath="${hydra:runtime.output_dir}/ckpt",
-                save_last=True,
-            ),
-        ],
-        default_root_dir="${hydra:runtime.output_dir}",
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    ),
-    module=builds(TinyModule, lr=0.05),
-    datamodule=builds(TinyDataModule, global_batch_size=16),
-)
-"""
 
 
 def _box(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -91,7 +47,7 @@ def test_a_2_worker_cell_stopped_at_epoch_2_resumes_on_1_worker_with_the_same_me
 ) -> None:
     exp = tmp_path / "exps" / "world_exp.py"
     exp.parent.mkdir()
-    exp.write_text(EXP)
+    exp.write_text(KILLING_EXP)
     plain, stopped = tmp_path / "plain", tmp_path / "stopped"
     logs = tmp_path / "ranks"
     logs.mkdir()
