@@ -35,7 +35,9 @@ HydraDDP sees torchrun's environment (Lightning prefers it to SLURM's), starts n
 checks the world size; the cell runner sees ``RANK``, so only rank 0 writes the sidecars.
 When a worker dies, torchrun stops the group and starts it again, up to
 ``--max-restarts`` times, with ``TORCHELASTIC_RESTART_COUNT`` raised by one: the restarted
-workers continue the cell from its ``last.ckpt`` (the resume contract).
+workers continue the cell from its ``last.ckpt`` (the resume contract). On SLURM that count
+is torchrun's per node, so the workers present the group's own instead
+(:func:`present_group_restarts`).
 
 Examples
 --------
@@ -57,6 +59,7 @@ import socket
 import sys
 import time
 from collections.abc import Mapping, MutableMapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from mushin_box._container.launchspec import MasterPort
@@ -82,6 +85,7 @@ _SUBMIT = ["-u", "-m", "submitit.core._submit"]  # what submitit appends to its 
 RDZV_PORT = MasterPort(base=25000)
 _NODES_TIMEOUT_S = 120.0  # rank 0's wait for the other nodes' names (the record only)
 _STANDALONE_ENDPOINT = "localhost:0"  # torchrun --standalone: c10d on a free local port
+_ROUND_PREFIX = ".mushin-round-"  # a round of the worker group, in the job's submitit folder
 
 
 def parse_nnodes(text: str) -> tuple[int, int]:
@@ -318,21 +322,56 @@ def _present_slurm_world(env: MutableMapping[str, str]) -> None:
     )
 
 
-def _group_nodes(folder: str, env: Mapping[str, str]) -> list[str] | None:
-    """The node name of each torchrun group rank, for rank 0's record (None elsewhere, or
-    when a node did not say within :data:`_NODES_TIMEOUT_S`: the record then places this
-    worker only). Each node's local rank 0 writes its ``SLURMD_NODENAME`` to the job's
-    submitit folder (shared: submitit's result files travel the same way), in a directory of
-    this round of the group (requeue, restart, membership); rank 0 reads them back."""
+def _round_dir(folder: str, env: Mapping[str, str]) -> Path:
+    """This round of the worker group's directory in the job's submitit folder (shared:
+    submitit's result files travel the same way). A round is one rendezvous: its workers
+    share ``MASTER_ADDR:MASTER_PORT`` (the rank-0 agent picks a free port each round, the
+    rendezvous store not being shared), within one run of the job (``SLURM_RESTART_COUNT``).
+    """
     from submitit.core.utils import JobPaths
 
+    words = [_requeues(env), env.get("MASTER_ADDR", ""), env.get("MASTER_PORT", "")]
+    name = "-".join(re.sub(r"[^A-Za-z0-9.]", "_", w) for w in words)
+    return JobPaths(folder, job_id=slurm_job_id(env)).folder / f"{_ROUND_PREFIX}{name}"
+
+
+def _requeues(env: Mapping[str, str]) -> str:
+    return re.sub(r"[^0-9]", "_", env.get("SLURM_RESTART_COUNT") or "0")
+
+
+def present_group_restarts(folder: str, env: MutableMapping[str, str]) -> Path:
+    """Set ``TORCHELASTIC_RESTART_COUNT`` to the rounds this worker group had before this
+    one in this run of the job, the same on every node; returns this round's directory.
+
+    torchrun counts per agent: when a worker on one node dies, that node's agent counts a
+    restart, but an agent whose own workers were healthy re-forms the group with its count
+    unchanged (a membership change). The workers of one group would then disagree on
+    whether they continue the cell from its checkpoints, and on its attempt number. Every
+    worker therefore marks its round (a directory) before the cell starts: a round begins
+    only after every worker of the last one is stopped, so each worker of round ``n`` sees
+    the same ``n`` directories of the earlier rounds.
+    """
+    here = _round_dir(folder, env)
+    try:
+        here.mkdir(parents=True, exist_ok=True)
+        this_run = f"{_ROUND_PREFIX}{_requeues(env)}-"
+        earlier = [p for p in here.parent.iterdir() if p.name.startswith(this_run) and p != here]
+        env["TORCHELASTIC_RESTART_COUNT"] = str(len(earlier))
+    except OSError as exc:  # torchrun's own count stays
+        print(f"mushin-box: this torchrun round could not be marked: {exc}", flush=True)
+    return here
+
+
+def _group_nodes(where: Path, env: Mapping[str, str]) -> list[str] | None:
+    """The node name of each torchrun group rank, for rank 0's record (None elsewhere, or
+    when a node did not say within :data:`_NODES_TIMEOUT_S`: the record then places this
+    worker only). Each node's local rank 0 writes its ``SLURMD_NODENAME`` to ``where``, the
+    directory of this round of the group (:func:`present_group_restarts`); rank 0 reads
+    them back."""
     own = env.get("SLURMD_NODENAME") or socket.gethostname()
     groups, group = int(env["GROUP_WORLD_SIZE"]), int(env["GROUP_RANK"])
     if groups == 1:
         return [own]
-    keys = ("SLURM_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT", "MASTER_ADDR", "MASTER_PORT")
-    round_ = "-".join(re.sub(r"[^A-Za-z0-9.]", "_", env.get(k, "")) for k in keys)
-    where = JobPaths(folder, job_id=slurm_job_id(env)).folder / f".mushin-nodes-{round_}"
     try:
         if env["LOCAL_RANK"] == "0":
             where.mkdir(parents=True, exist_ok=True)
@@ -369,7 +408,7 @@ def _worker(folder: str, *, slurm: bool) -> None:
     env.setdefault(RDZV_ENV["id"], env.get("TORCHELASTIC_RUN_ID", ""))
     if slurm:
         _present_slurm_world(env)
-        nodes = _group_nodes(folder, env)
+        nodes = _group_nodes(present_group_restarts(folder, env), env)
         if nodes is not None:
             env[RDZV_ENV["nodes"]] = ",".join(nodes)
     else:

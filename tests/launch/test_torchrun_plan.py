@@ -187,7 +187,11 @@ def test_the_agent_runs_torchrun_of_this_interpreter_on_the_worker_entry() -> No
 
 def test_slurm_workers_present_torchruns_world_and_name_each_groups_node(tmp_path: Path) -> None:
     from mushin_box._provenance.topology import topology_from_env
-    from mushin_box._slurm.torchrun import _group_nodes, _present_slurm_world  # pyright: ignore[reportPrivateUsage]
+    from mushin_box._slurm.torchrun import (
+        _group_nodes,  # pyright: ignore[reportPrivateUsage]
+        _present_slurm_world,  # pyright: ignore[reportPrivateUsage]
+        present_group_restarts,
+    )
 
     # the node task's SLURM variables (task 0 of 2: it joined second, so torchrun's group 1)
     task = {**SLURM_ENV, "SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_NODEID": "0"}
@@ -203,12 +207,36 @@ def test_slurm_workers_present_torchruns_world_and_name_each_groups_node(tmp_pat
     )
     assert (second["SLURM_NTASKS"], second["SLURM_TASKS_PER_NODE"]) == ("4", "2(x2)")
     folder = str(tmp_path / "%j")
-    assert _group_nodes(folder, second) is None  # not rank 0: it only says where it is
+    where = present_group_restarts(folder, second)
+    assert _group_nodes(where, second) is None  # not rank 0: it only says where it is
     first = {**task, **world, **rounds, "RANK": "0", "LOCAL_RANK": "0", "GROUP_RANK": "0"}
     first.update(SLURMD_NODENAME="gpu10", SLURM_NODEID="1")
-    nodes = _group_nodes(folder, first)
+    nodes = _group_nodes(present_group_restarts(folder, first), first)
     assert nodes == ["gpu10", "gpu09"]  # by group rank, not in the node list's order
     first["MUSHIN_RDZV_NODES"] = ",".join(nodes or [])
     topology = topology_from_env(first, hostname="login")
     assert topology.nodes == ("gpu10", "gpu09")
     assert [r.hostname for r in topology.ranks] == ["gpu10", "gpu10", "gpu09", "gpu09"]
+
+
+def test_every_node_of_a_restarted_group_counts_the_same_restarts(tmp_path: Path) -> None:
+    """torchrun's count is per agent: the node whose worker died counts a restart, the
+    healthy node re-forms the group at 0. The workers present the group's rounds instead,
+    so every rank continues the cell from its checkpoint, under one attempt number."""
+    from mushin_box._slurm.torchrun import present_group_restarts
+
+    folder = str(tmp_path / "%j")
+    base = {**SLURM_ENV, "MASTER_ADDR": "gpu10"}
+
+    def worker(port: str, torchrun_count: str, requeues: str = "0") -> str:
+        env = {**base, "MASTER_PORT": port, "TORCHELASTIC_RESTART_COUNT": torchrun_count}
+        env["SLURM_RESTART_COUNT"] = requeues
+        present_group_restarts(folder, env)
+        return env["TORCHELASTIC_RESTART_COUNT"]
+
+    assert [worker("41000", "0"), worker("41000", "0")] == ["0", "0"]  # round 1, 2 nodes
+    # round 2 (a new port): the healthy node's torchrun says 0, the failed one's 1
+    assert [worker("41777", "0"), worker("41777", "1")] == ["1", "1"]
+    assert worker("41999", "0") == "2"  # round 3, the one node left
+    # a requeued job (SLURM_RESTART_COUNT 1) starts its own count
+    assert [worker("41000", "0", "1"), worker("42000", "0", "1")] == ["0", "1"]
