@@ -39,6 +39,7 @@ from mushin_box._core.envstate import environ_restored
 from mushin_box._core.jobdir import mushin_dir
 from mushin_box._core.layout import (
     ABORT_FILE,
+    CELL_FAILED_ENV,
     EARLIER_METRICS_FILE,
     GLOBAL_RANK_ENV,
     METRICS_FILE,
@@ -200,7 +201,11 @@ def plain_fingerprint(plain: Any) -> str | None:
     JSON (NaN, bytes): then it is the config's YAML that is hashed."""
     from mushin_box._core.redact import redact
 
-    redacted = redact(plain)
+    return redacted_fingerprint(redact(plain))
+
+
+def redacted_fingerprint(redacted: Any) -> str | None:
+    """:func:`plain_fingerprint` of a config whose secrets are redacted already."""
     try:
         data = canonical_dumps(redacted)
     except (TypeError, ValueError):
@@ -537,6 +542,7 @@ class CellRunner:
         could not be recorded is re-raised whatever ``on_error`` says, since the cell's
         files would not tell it."""
         recorded = self._record_failure(cell.directory, running, exc, duration)
+        os.environ[CELL_FAILED_ENV] = "1"  # a torchrun worker exits 1 (_slurm/torchrun.py)
         if self.plan.on_error == "raise" or not recorded:
             self._abort(cell, exc)
             redact_exception(exc)  # it leaves the cell: its text is written elsewhere too

@@ -254,16 +254,19 @@ class PlainFingerprints:
         from omegaconf import OmegaConf
         from omegaconf.nodes import ValueNode
 
+        from mushin_box._core.redact import redact
+
         base = values.base
         raw = OmegaConf.to_container(base, resolve=False, enum_to_str=True)
         if any("${" in _ENV_ONLY.sub("", text) for text in strings(raw)):
             raise ValueError("the config holds an interpolation")
         plain: Any = OmegaConf.to_container(base, resolve=True, enum_to_str=True)
-        self._plain: dict[str, Any] = plain
+        self._redacted: dict[str, Any] = redact(plain)
+        self._leaves: dict[tuple[int, str], Any] = {}
         self._swept = values.swept
         self._paths = [tuple(values.keys[i].split(".")) for i in values.swept]
         for path in self._paths:
-            node: Any = self._plain
+            node: Any = plain
             for part in path[:-1]:
                 node = node.get(part) if isinstance(node, dict) else None
             if not isinstance(node, dict) or path[-1] not in node:
@@ -286,21 +289,56 @@ class PlainFingerprints:
                 value = node._value()
                 self._values[(i, text)] = value.name if isinstance(value, Enum) else value
 
-    def fingerprint(self, job: Sequence[str]) -> str | None:
-        """``job``'s config fingerprint; None where only the config itself can tell."""
-        from mushin_box._sweep.cells import plain_fingerprint
+    def _redacted_leaf(self, i: int, path: tuple[str, ...], text: str) -> Any:
+        """The value of ``text`` at ``path`` as :func:`~mushin_box._core.redact.redact`
+        leaves it in the whole config (the key's path and the value alone decide it), or
+        :data:`_HIDDEN` when a key above it is secret (the whole mapping is redacted)."""
+        from mushin_box._core.redact import redact
 
-        top: dict[str, Any] = dict(self._plain)
+        found = self._leaves.get((i, text), _HIDDEN)
+        if found is not _HIDDEN:
+            return found
+        node: Any = self._redacted
+        for part in path[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict):
+            return _HIDDEN
+        alone: Any = self._values[(i, text)]
+        for part in reversed(path):
+            alone = {part: alone}
+        redacted = redact(alone)
+        for part in path:
+            redacted = redacted[part]
+        self._leaves[(i, text)] = redacted
+        return redacted
+
+    def fingerprint(self, job: Sequence[str]) -> str | None:
+        """``job``'s config fingerprint; None where only the config itself can tell.
+
+        The first job's config is redacted once; each swept value once, alone at its path
+        (a key's redaction depends on its path and its value only): what
+        :func:`~mushin_box._sweep.cells.plain_fingerprint` of the whole job's config
+        hashes, without redacting 10,000 configs."""
+        from mushin_box._sweep.cells import redacted_fingerprint
+
+        top: dict[str, Any] = dict(self._redacted)
         copied: dict[tuple[str, ...], dict[str, Any]] = {(): top}
         for i, path in zip(self._swept, self._paths, strict=True):
+            leaf = self._redacted_leaf(i, path, job[i])
+            if leaf is _HIDDEN:
+                continue
             node: dict[str, Any] = top
             for depth in range(1, len(path)):
                 prefix = path[:depth]
                 if prefix not in copied:
                     copied[prefix] = node[path[depth - 1]] = dict(node[path[depth - 1]])
                 node = copied[prefix]
-            node[path[-1]] = self._values[(i, job[i])]
-        return plain_fingerprint(top)
+            node[path[-1]] = leaf
+        return redacted_fingerprint(top)
+
+
+#: a swept value a secret key above it hides (see ``PlainFingerprints._redacted_leaf``)
+_HIDDEN = object()
 
 
 def _copy(cfg: Any) -> Any:

@@ -24,7 +24,7 @@ import attrs
 from mushin_box._core.jobskip import skipping
 from mushin_box._core.layout import ABORT_FILE
 from mushin_box._core.secrets import SecretVault
-from mushin_box._core.sidecars import remove_orphaned_temporaries
+from mushin_box._core.sidecars import start_removing_orphans
 from mushin_box._sweep.cells import CellPlan, CellRunner
 from mushin_box._sweep.compose import hydra_state_kept
 from mushin_box._sweep.jobconfig import job_configs
@@ -51,8 +51,9 @@ def open_sweep(root: Path, grid: Mapping[str, list[Any]], plan: CellPlan) -> lis
     """Under the sweep's lock, before any cell starts: report a changed grid (on resume),
     record abandoned cells, refuse cells still running (a process or SLURM job of an
     earlier run, or a job of its last submission still queued: never start a second copy;
-    ``SweepBusyError``), clear the abort file and orphaned
-    temporaries, and write the new manifest; return the cells' status records."""
+    ``SweepBusyError``), clear the abort file and write the new manifest; return the cells'
+    status records (the orphaned temporaries are cleared by :func:`launch_cells`, while it
+    decides the cells)."""
     previous = read_sweep_manifest(root)
     if plan.resume and previous is not None:
         _report_grid_change(previous, grid)
@@ -64,7 +65,6 @@ def open_sweep(root: Path, grid: Mapping[str, list[Any]], plan: CellPlan) -> lis
     if busy:
         raise SweepBusyError(still_running_message(busy))
     (root / ABORT_FILE).unlink(missing_ok=True)
-    remove_orphaned_temporaries(root)  # left by writers killed mid-write
     write_manifest(root, grid=grid, run_id=plan.run_id, records=records)
     return records
 
@@ -149,6 +149,7 @@ def launch_cells(
     plan = runner.plan
     root = Path(plan.working_dir)
     watcher = _start_progress(root, grid, plan.run_id, progress)
+    tidied = start_removing_orphans(root)  # left by writers killed mid-write
     error: BaseException | None = None
     done = None
     try:
@@ -185,12 +186,15 @@ def launch_cells(
     except BaseException as exc:  # recorded by the cell; re-raised by the caller
         error = exc
     finally:
+        tidied()
         if watcher is not None:
             watcher.stop()
         metrics = done.metrics if done is not None else {}
         untouched = {d: r for d, r in records if d in metrics}  # reused: nothing ran there
         # cells whose job was killed, cancelled or timed out never wrote their end
-        ended, after = finish_launch(root, error, untouched)  # never hides `error`
+        # nothing launched: the manifest open_sweep wrote from `records` still holds
+        written = records if done is not None and done.nothing_to_launch else None
+        ended, after = finish_launch(root, error, untouched, written)  # never hides `error`
     return Launched(error, ended, after, metrics)
 
 
@@ -205,6 +209,8 @@ def _report_grid_change(previous: Mapping[str, Any], grid: Mapping[str, list[Any
             stacklevel=4,
         )
         return
+    if _same_grid(old, grid):  # the common resume: no id of 10,000 cells to compute
+        return
     old_ids = {combo_id(dict(zip(old, c, strict=True))) for c in itertools.product(*old.values())}
     new_ids = {combo_id(dict(zip(grid, c, strict=True))) for c in itertools.product(*grid.values())}
     added, removed = len(new_ids - old_ids), len(old_ids - new_ids)
@@ -214,6 +220,17 @@ def _report_grid_change(previous: Mapping[str, Any], grid: Mapping[str, list[Any
             "cells in both are reused if their fingerprints match",
             stacklevel=4,
         )
+
+
+def _same_grid(old: Any, grid: Mapping[str, list[Any]]) -> bool:
+    """Are the two grids the same values in the same order, told apart by type as
+    :func:`combo_id` tells them (``True`` is not ``1``)?"""
+    from mushin_box._core.sidecars import canonical_dumps
+
+    try:
+        return canonical_dumps(old) == canonical_dumps({k: list(v) for k, v in grid.items()})
+    except (TypeError, ValueError):
+        return False
 
 
 def _start_progress(root: Path, grid: Mapping[str, list[Any]], run_id: str, enabled: bool) -> Any:

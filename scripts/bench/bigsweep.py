@@ -6,8 +6,10 @@ Running 10,000 trivial cells takes over 20 minutes on a 2-core machine, so a rea
 sweep is run once (``Workflow.run`` of a trivial task, grid ``a`` x ``b``) and its cells'
 files are replicated into an ``A x B`` grid: each copy's swept values are rewritten where
 they appear (status record, metrics, provenance config, ``.hydra`` files, ``multirun.yaml``),
-its metrics made distinct, and the manifest written by the engine's own function
-(``write_manifest``), as ``Workflow.run`` writes it. With ``--epochs N`` each cell also gets
+its metrics made distinct, its config fingerprints recomputed by the engine's own function
+(so a re-run of the same script, :func:`resume`, finds every cell finished and reuses it),
+and the manifest written by the engine's own function (``write_manifest``), as
+``Workflow.run`` writes it. With ``--epochs N`` each cell also gets
 a ``fit_metrics.json`` series of ``N`` epochs (``MetricsCallback``'s file), for the report's
 curves. About 10 s per 1,000 cells.
 
@@ -74,11 +76,17 @@ def _cell_files(cell: Path) -> dict[str, bytes]:
 
 def _rewrite(files: dict[str, bytes], a: int, b: int, name: str, epochs: int) -> dict[str, bytes]:
     from mushin_box._core.sidecars import canonical_dumps
+    from mushin_box._sweep.cells import plain_fingerprint
 
     out = dict(files)
     combo = {"a": a, "b": b}
     status = json.loads(files["mushin_status.json"])
     status.update(combo=combo, cell=name)
+    # the job's config is {a, b}: its fingerprint as the runner computes it (checked
+    # against the template's in build)
+    config = plain_fingerprint(combo)
+    status["fingerprints"] = {**status["fingerprints"], "config": config}
+    status["config_without_shape"] = config
     out["mushin_status.json"] = canonical_dumps(status)
     out["mushin_metrics.json"] = canonical_dumps(
         {"acc": round(1 - _loss(a, b) / 10, 6), "loss": _loss(a, b)}
@@ -97,6 +105,34 @@ def _rewrite(files: dict[str, bytes], a: int, b: int, name: str, epochs: int) ->
     return out
 
 
+def _check_fingerprints(status: dict[str, Any]) -> None:
+    """The template cell's config fingerprint is the one :func:`_rewrite` computes for it
+    (else the copies would run again on resume)."""
+    from mushin_box._sweep.cells import plain_fingerprint
+
+    want = plain_fingerprint({"a": _A0, "b": _B0})
+    if status["fingerprints"]["config"] != want or status.get("config_without_shape") != want:
+        raise RuntimeError("bigsweep: the template's config fingerprint is not {a, b}'s")
+
+
+def resume(root: Path, a: int, b: int) -> Any:
+    """Re-run the script that made the sweep at ``root`` (``Workflow(task).run`` of the same
+    ``a x b`` grid, ``resume=True``); return ``load_experiment``'s result."""
+    from hydra_zen import multirun
+
+    from mushin_box import Workflow
+
+    logging.disable(logging.CRITICAL)
+    warnings.simplefilter("ignore")
+    return Workflow(task).run(
+        working_dir=root,
+        progress=False,
+        resume=True,
+        a=multirun(list(range(a))),
+        b=multirun(list(range(b))),
+    )
+
+
 def build(root: Path, a: int = 100, b: int = 100, epochs: int = 0) -> Path:
     """Write a finished ``a x b``-cell sweep at ``root`` (which must not exist)."""
     from mushin_box._core.sidecars import read_json
@@ -107,6 +143,7 @@ def build(root: Path, a: int = 100, b: int = 100, epochs: int = 0) -> Path:
         cell = template(work)
         files = _cell_files(cell)
         run_id = (read_json(work / "template" / "mushin_sweep.json") or {}).get("run_id")
+        _check_fingerprints(json.loads(files["mushin_status.json"]))
         multirun = (work / "template" / "multirun.yaml").read_text()
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -352,3 +352,25 @@ def test_concurrent_writers_never_expose_partial_files(tmp_path: Path) -> None:
     assert reads > 50
     assert len(seen_writers) > 1
     assert os.listdir(path.parent) == ["status.json"]
+
+
+@pytest.mark.parametrize("find", [True, False])
+def test_orphan_removal_begun_early_removes_only_old_temporaries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, find: bool
+) -> None:
+    import shutil
+
+    if not find:  # no find on this machine: the walk is done when finishing
+        monkeypatch.setattr(shutil, "which", lambda name: str(tmp_path / "no-find"))
+    old = tmp_path / "a=1" / ".hydra" / ".config.yaml.42.0123456789abcdef.tmp"
+    young = tmp_path / "a=2" / ".mushin_status.json.43.0123456789abcdef.tmp"
+    mine = tmp_path / "a=2" / ".notes.tmp"  # not a sidecar temporary
+    for path in (old, young, mine):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{")
+    hour_ago = time.time() - 3600
+    for path in (old, mine):
+        os.utime(path, (hour_ago, hour_ago))
+    finish = sidecars.start_removing_orphans(tmp_path)
+    assert finish() == [old]
+    assert not old.exists() and young.exists() and mine.exists()

@@ -75,6 +75,25 @@ def test_a_finished_sweep_resumed_launches_nothing_and_touches_no_cell(
     assert _ran(markers) == [f"x={x}" for x in range(1, 7)]  # the first run only
 
 
+def test_after_a_resume_that_ran_nothing_the_manifest_still_answers_the_readers(
+    tmp_path: Path,
+) -> None:
+    from mushin_box._results.finished import read_finished
+
+    root, markers = tmp_path / "sweep", tmp_path / "markers"
+    _sweep(root, markers)
+    _sweep(root, markers, resume=True)
+    view = read_finished(root)  # None: the manifest is not trusted, every status is read
+    assert view is not None
+    assert [(c.dir, c.state, c.metrics) for c in view.cells] == [
+        (f"x={x}", "completed", {"x2": 2.0 * x}) for x in range(1, 7)
+    ]
+    (root / "x=3" / "mushin_status.json").unlink()  # a cell to run again
+    _sweep(root, markers, resume=True)
+    assert _ran(markers).count("x=3") == 2
+    assert read_finished(root) is not None
+
+
 def test_every_cell_the_runner_would_run_again_still_runs(tmp_path: Path) -> None:
     root, markers = tmp_path / "sweep", tmp_path / "markers"
     _sweep(root, markers)
@@ -262,6 +281,36 @@ def test_the_plain_shortcut_gives_each_job_the_fingerprint_of_its_composed_confi
     overrides = [f"hydra.sweep.dir={tmp_path}", "hydra.sweep.subdir='${mushin_cell:}'", *sweeps]
     cells = _through_compose(_Leaves, overrides, plain=True)
     assert len({fp for _, fp in cells}) == len(cells) > 6
+
+
+@dataclasses.dataclass
+class _Creds:
+    user: str = "u"
+
+
+@dataclasses.dataclass
+class _Secrets:
+    lr: float = 0.1
+    db_password: str = "hunter2"
+    credentials: _Creds = dataclasses.field(default_factory=_Creds)
+    url: str = "https://h/y"
+
+
+def test_swept_secrets_are_redacted_in_the_plain_shortcut_as_in_the_composed_config(
+    tmp_path: Path,
+) -> None:
+    # a secret key swept, a key under a secret mapping, a URL with credentials: the
+    # shortcut redacts each value alone at its path, as the whole config is redacted
+    sweeps = [
+        "db_password=a,b",
+        "credentials.user=x,y",
+        "url='postgres://me:pw@db/x','postgres://you:pw@db/x'",
+        "lr=0.1,0.2",
+    ]
+    overrides = [f"hydra.sweep.dir={tmp_path}", "hydra.sweep.subdir='${mushin_cell:}'", *sweeps]
+    cells = _through_compose(_Secrets, overrides, plain=True)
+    assert len(cells) == 16
+    assert len({fp for _, fp in cells}) == 2  # only lr tells them apart
 
 
 @pytest.mark.parametrize(
