@@ -30,14 +30,16 @@ _FIX = (
 
 
 def plan_script(plan: Any, cells: int | None) -> str:
-    """The sbatch script a SLURM plan submits (a job array when it has several cells)."""
+    """The sbatch script a SLURM plan submits (a job array when it has several cells: the
+    first of its arrays, when the cluster's MaxArraySize splits the sweep)."""
+    from mushin_box._slurm.arrays import first_array
     from mushin_box._slurm.launcher import render_sbatch
 
     config = dict(plan.launcher_config or {})
     root = plan.working_dir or "/tmp/mushin-box-test-only"
     folder = str(config.pop("submitit_folder", f"{root}/.submitit/%j"))
     folder = folder.replace("${hydra.sweep.dir}", root)
-    return render_sbatch(config, folder, map_count=cells if cells and cells > 1 else None)
+    return render_sbatch(config, folder, map_count=first_array(config, cells)[0])
 
 
 def never_starts(nodes: int, gpus: int, capacity: PartitionCapacity | None) -> str | None:

@@ -47,6 +47,7 @@ FLAGS: Mapping[str, str] = {
     "timeout_min": "--time",
     "cpus_per_task": "--cpus-per-task",
     "mem_gb": "--mem",
+    "array_parallelism": "--max-parallel",
     "additional_parameters": "--sbatch",
     "image": "--image",
     "binds": "--bind",
@@ -116,7 +117,8 @@ def resolve_options(
 
     ``flags`` keys: ``partition``, ``account``, ``qos``, ``constraint``, ``exclude``,
     ``job_name``, ``time`` (minutes), ``cpus_per_task``, ``mem`` (megabytes), ``mem_gb``,
-    ``sbatch`` (``KEY=VALUE`` strings), ``image`` (absolute), ``bind``, ``image_python``.
+    ``max_parallel`` (the launcher's ``array_parallelism``), ``sbatch`` (``KEY=VALUE``
+    strings), ``image`` (absolute), ``bind``, ``image_python``.
 
     Raises
     ------
@@ -147,6 +149,7 @@ def resolve_options(
     put("name", "job_name", None, default_name)
     put("timeout_min", "time", pv.get("time"), DEFAULT_TIME_MIN)
     put("cpus_per_task", "cpus_per_task", pv.get("cpus_per_task"), DEFAULT_CPUS_PER_TASK)
+    put("array_parallelism", "max_parallel", pv.get("max_parallel"))
 
     if "mem" in given and "mem_gb" in given:
         raise OptionError("--mem and --mem-gb both set the memory per node: keep --mem")
@@ -190,6 +193,7 @@ def resolve_options(
     explicit = tuple(
         f"--{k.replace('_', '-')}"
         for k in (*_STRINGS, "job_name", "time", "cpus_per_task", "mem", "mem_gb", "sbatch")
+        + ("max_parallel",)
         + ("bind", "image_python")
         if k in given
     )

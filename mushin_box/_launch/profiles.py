@@ -10,6 +10,7 @@ A profile is a table of ``launch`` flags (their names without ``--``) in the pro
     time = "2:00:00"
     cpus-per-task = 8
     mem = "64G"
+    max-parallel = 50                         # cells of a sweep at once
     image = "/shared/images/train.sif"        # relative: to the file's directory
     bind = ["/shared/data:/data:ro"]
 
@@ -78,6 +79,7 @@ PROFILE_KEYS: Mapping[str, str] = {
     "image-python": "a command",
     "time": "minutes or a SLURM time such as '2:00:00'",
     "cpus-per-task": "a positive integer",
+    "max-parallel": "a positive integer: the most cells of a sweep that run at once",
     "mem": "a SLURM size such as '64G'",
     "sbatch": "a table of sbatch options, e.g. {mail-type = 'END'}",
 }
@@ -86,6 +88,8 @@ _ALIASES = {
     "binds": "bind",
     "cpus": "cpus-per-task",
     "cpus_per_task": "cpus-per-task",
+    "max_parallel": "max-parallel",
+    "array_parallelism": "max-parallel",
     "image_python": "image-python",
     "mem_gb": "mem",
     "mem-gb": "mem",
@@ -269,7 +273,7 @@ def _value(key: str, value: Any, where: str, base: Path) -> Any:
             return parse_slurm_memory(value, what=where)
         except ValueError:
             raise wrong from None
-    if key == "cpus-per-task":
+    if key in ("cpus-per-task", "max-parallel"):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise wrong
         return value

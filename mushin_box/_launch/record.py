@@ -59,6 +59,7 @@ FLAG_TYPES: Mapping[str, tuple[type, ...]] = {
     "cpus_per_task": (int,),
     "mem": (int,),
     "mem_gb": (int,),
+    "max_parallel": (int,),
     "sbatch": (list,),
     "on_error": (str,),
 }

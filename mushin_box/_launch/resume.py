@@ -62,6 +62,7 @@ CHANGEABLE_FLAGS = (
     "time",
     "cpus_per_task",
     "mem",
+    "max_parallel",
     "sbatch",
 )
 

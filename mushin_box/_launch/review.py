@@ -141,17 +141,20 @@ def _env_file(config: Any) -> dict[str, str] | None:
     return {"path": path or "?", "text": redact_env_text(text)}
 
 
-def _sbatch_text(plan: Any, cells: int | None) -> str:
+def _sbatch_text(plan: Any, cells: int | None) -> tuple[str, str | None]:
+    """The sbatch script (the first array's, when the sweep is split into several), and
+    a line saying how it is split (None: one job or one array)."""
     from mushin_box._container.rankwrap import fold_env_file
+    from mushin_box._slurm.arrays import first_array
     from mushin_box._slurm.launcher import render_sbatch
 
     config = dict(plan.launcher_config)
     root = plan.working_dir or "<sweep directory>"
     folder = str(config.pop("submitit_folder", f"{root}/.submitit/%j"))
     folder = folder.replace("${hydra.sweep.dir}", root)
-    array = cells if cells is not None and cells > 1 else None
+    array, split = first_array(config, cells)
     text = render_sbatch(config, folder, map_count=array)
-    return fold_env_file(text)
+    return fold_env_file(text), split
 
 
 def review_plan(
@@ -196,7 +199,7 @@ def review_plan(
             f"{cells if cells is not None else '?'} cell(s) x {plan.nodes} node(s) x "
             f"{plan.gpus} GPU(s) x {_duration(minutes)}"
         )
-        data["sbatch"] = _sbatch_text(plan, cells)
+        data["sbatch"], data["arrays"] = _sbatch_text(plan, cells)
         data["env_file"] = _env_file(launcher)
         warnings += _slurm_warnings(plan, config, launcher, check_accounts)
     data["warnings"] = warnings

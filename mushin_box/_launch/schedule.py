@@ -28,7 +28,10 @@ __all__ = [
 ]
 
 #: ``mushin_slurm`` fields that ``submitit_slurm_config`` does not take (the launcher's own)
-LAUNCHER_ONLY_KEYS = ("requeue_on", "max_requeues", "rank_signal", "poll_interval_s", "max_wait_s")
+LAUNCHER_ONLY_KEYS = (
+    *("requeue_on", "max_requeues", "rank_signal", "poll_interval_s", "max_wait_s"),
+    "max_array_tasks",
+)
 _TOPOLOGY = {"nodes": "--nodes", "gpus_per_node": "--gpus", "tasks_per_node": "--gpus"}
 _IMAGE_FIELDS = {"python": "--image", "srun_args": "--image", "setup": None}
 

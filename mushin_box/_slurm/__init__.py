@@ -4,6 +4,7 @@
 - :mod:`.config`: the launcher config builder (``submitit_slurm_config``);
 - :mod:`.grammar`: SLURM's own grammars for ``--time`` and ``--mem``;
 - :mod:`.launcher`: the Hydra launchers ``mushin_slurm`` and ``mushin_local`` on submitit;
+- :mod:`.arrays`: a sweep as job arrays within the cluster's MaxArraySize, throttled as one;
 - :mod:`.torchrun`: a cell's ranks as torchrun workers (``torchrun`` of ``mushin_local``:
   one agent; of ``mushin_slurm``: one agent per node, c10d rendezvous);
 - :mod:`.requeue`: the batch shell's requeue trap;

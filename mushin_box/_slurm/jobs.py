@@ -37,6 +37,7 @@ __all__ = [
     "JOB_ID_BASH",
     "LIVE_STATES",
     "UNKNOWN",
+    "asked_ids",
     "base_state",
     "is_live",
     "is_unknown",
@@ -245,6 +246,25 @@ def _ask(argv: list[str], timeout_s: float) -> list[tuple[str, ...]] | None:
     return rows
 
 
+#: an array task's id: its array's id, ``_``, the task's index
+_ARRAY_TASK = re.compile(r"\A([0-9]+)_[0-9]+\Z")
+
+
+def asked_ids(job_ids: Iterable[str]) -> str:
+    """The ``-j`` list that asks squeue (``-r``) and sacct about ``job_ids``: an array task
+    by its array's id, since both print every task of an array asked by its id (``123_4``
+    -> ``123``); the caller keeps the lines it wants. A sweep of 10,000 cells in a few
+    arrays is then a few ids, not 10,000 of them on one argument (over 128 KiB, one
+    argument can't be passed to a program at all: ``E2BIG``). Other ids are asked as they are.
+
+    Examples
+    --------
+    >>> asked_ids(["12_3", "12_4", "9", "13_0", "14_[1-3]"])
+    '12,13,14_[1-3],9'
+    """
+    return ",".join(sorted({(m.group(1) if (m := _ARRAY_TASK.match(j)) else j) for j in job_ids}))
+
+
 def _tools_here() -> bool:
     import shutil
 
@@ -260,9 +280,9 @@ def job_states(job_ids: Iterable[str], *, timeout_s: float = 15.0) -> dict[str, 
     often not set up, only says how a job ended). Ids that are not job ids
     (:func:`valid_job_id`) are never asked about, nor answered.
 
-    An array task is asked by its own id (``123_4``). squeue prints a pending array as one
-    line (``123_[4-9%2]``) and sacct does not know its tasks before they start, so squeue is
-    asked for one line per task (``-r``).
+    An array task is asked by its array (:func:`asked_ids`). squeue prints a pending array as
+    one line (``123_[4-9%2]``) and sacct does not know its tasks before they start, so squeue
+    is asked for one line per task (``-r``).
     """
     return job_states_and_reasons(job_ids, timeout_s=timeout_s)[0]
 
@@ -273,21 +293,21 @@ def job_states_and_reasons(
     """:func:`job_states`, and squeue's reason (``%r``: ``Priority``, ``JobHeldUser``,
     ``PartitionNodeLimit``) for each job squeue shows waiting, from the same one ``squeue``
     call: ``status`` says why a cell waits."""
-    wanted = sorted({j for j in job_ids if valid_job_id(j)})
+    wanted = {j for j in job_ids if valid_job_id(j)}
     if not wanted or not _tools_here():
         return {}, {}
     found: dict[str, str] = {}
     reasons: dict[str, str] = {}
-    squeue = _ask(["squeue", "-h", "-r", "-j", ",".join(wanted), "-o", "%i|%T|%r"], timeout_s)
+    squeue = _ask(["squeue", "-h", "-r", "-j", asked_ids(wanted), "-o", "%i|%T|%r"], timeout_s)
     for job, state, *reason in squeue or ():
         if job in wanted:
             found[job] = state
             said = "|".join(reason).strip()
             if said and said != "None":  # a running job's reason is "None"
                 reasons[job] = said
-    rest = [j for j in wanted if j not in found]
+    rest = {j for j in wanted if j not in found}
     if rest:
-        sacct_argv = ["sacct", "-X", "-n", "-P", "-j", ",".join(rest), "-o", "JobID,State"]
+        sacct_argv = ["sacct", "-X", "-n", "-P", "-j", asked_ids(rest), "-o", "JobID,State"]
         for job, state, *_ in _ask(sacct_argv, timeout_s) or ():
             if job in rest:
                 found[job] = state  # the last line of a job is its latest (requeued) run
@@ -302,10 +322,10 @@ def queued_jobs(
     """``{job id: (state, comment)}`` for the jobs ``squeue`` shows now (queued or
     running; an ended job it no longer shows is left out), or None when it did not answer.
     Only what squeue shows may be cancelled: sacct's ids of ended jobs may be reused."""
-    wanted = sorted({j for j in job_ids if valid_job_id(j)})
+    wanted = {j for j in job_ids if valid_job_id(j)}
     if not wanted:
         return {}
-    rows = _ask(["squeue", "-h", "-r", "-j", ",".join(wanted), "-o", "%i|%T|%k"], timeout_s)
+    rows = _ask(["squeue", "-h", "-r", "-j", asked_ids(wanted), "-o", "%i|%T|%k"], timeout_s)
     if rows is None:
         return None
     return {r[0]: (r[1], "|".join(r[2:])) for r in rows if r[0] in wanted}

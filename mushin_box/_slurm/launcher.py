@@ -7,7 +7,8 @@ and forwards to :class:`SubmititCellLauncher`; everything else lives here.
 Launching
 ---------
 One submitit job per Hydra job (one sweep cell); a sweep of several cells is one SLURM job
-array (``array_parallelism`` bounds how many run at once). Every srun task -- ``nodes x
+array, or several within the cluster's MaxArraySize, and ``array_parallelism`` bounds how
+many of its cells run at once (:mod:`mushin_box._slurm.arrays`). Every srun task -- ``nodes x
 tasks_per_node`` of them, one per GPU -- runs the whole Hydra job (:class:`CellJob`), as the
 stock hydra-submitit-launcher does. Rank 0's return value is the cell's ``JobReturn``. The
 launcher polls every ``poll_interval_s`` (never longer than ``max_wait_s`` in total, when set;
@@ -63,6 +64,7 @@ from typing import Any, Literal
 
 # The requeue trap lives in _requeue (one concept per module); requeue_setup_lines is
 # re-exported here so `from mushin_box._slurm.launcher import requeue_setup_lines` keeps working.
+from mushin_box._slurm import arrays
 from mushin_box._slurm.config import refuse_control_characters, sbatch_options
 from mushin_box._slurm.jobs import is_live, sweep_mark
 from mushin_box._slurm.requeue import REQUEUE_SIGNAL, RequeueReason, requeue_setup_lines
@@ -150,7 +152,8 @@ class SlurmLauncherConf(_BaseLauncherConf):
     signal_delay_s: int = 120  # SLURM signals the batch shell this long before the limit
     max_num_timeout: int = 0  # submitit's in-process requeue: must stay 0 (see requeue_on)
     additional_parameters: dict[str, Any] = field(default_factory=dict)
-    array_parallelism: int = 256
+    array_parallelism: int = arrays.DEFAULT_ARRAY_PARALLELISM  # the sweep's cells at once
+    max_array_tasks: int | None = None  # cells per array (None: the cluster's MaxArraySize)
     setup: list[str] | None = None  # shell lines, verbatim, before srun
     # mushin-box
     srun_args: list[str] | None = None
@@ -243,6 +246,7 @@ def _settings(cluster: str, params: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError(f"max_requeues must be an int >= 0, got {requeues!r}")
     if settings["rank_signal"] is not None:
         settings["rank_signal"] = _signal_name("rank_signal", settings["rank_signal"])
+    arrays.check_array_settings(settings)
     return check_torchrun_settings(settings)
 
 
@@ -473,21 +477,23 @@ class SubmititCellLauncher:
             ignore_signal=REQUEUE_SIGNAL if self.cluster == "slurm" else None,
         )
         overrides = [list(o) for o in job_overrides]
-        numbers = [initial_job_idx + i for i in range(len(overrides))]
-        state = Singleton.get_state()
-        jobs = executor.map_array(
-            cell, overrides, ["hydra.sweep.dir"] * len(overrides), numbers, [state] * len(overrides)
-        )
+        n = len(overrides)
+        numbers = [initial_job_idx + i for i in range(n)]
+        columns = [overrides, ["hydra.sweep.dir"] * n, numbers, [Singleton.get_state()] * n]
         detach = bool(self.settings["detach"])
-        if detach and self.cluster == "local":
-            for job in jobs:  # submitit cancels a local job when its Job object goes away
-                job.cancel_at_deletion(False)
-        record_submission(
-            sweep_dir,
-            self.cluster,
-            [(str(job.job_id), o) for job, o in zip(jobs, overrides, strict=True)],
-            detached=detach,
-        )
+
+        def record(jobs: list[Any]) -> None:  # every job id, the moment it exists
+            pairs = [(str(job.job_id), o) for job, o in zip(jobs, overrides, strict=False)]
+            record_submission(sweep_dir, self.cluster, pairs, detached=detach)
+
+        if self.cluster == "slurm":  # one array, or several within the cluster's limit
+            parts = arrays.sweep_arrays(self.settings, n)[0]
+            jobs = arrays.submit_cells(executor, cell, columns, parts, record)
+        else:
+            jobs = executor.map_array(cell, *columns)
+            for job in jobs if detach else ():  # submitit cancels a local job when its Job
+                job.cancel_at_deletion(False)  # object goes away
+            record(jobs)
         for number, job, o in zip(numbers, jobs, overrides, strict=True):
             log.info(
                 "mushin_%s #%d job %s: %s",

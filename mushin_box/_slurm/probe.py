@@ -37,6 +37,7 @@ __all__ = [
     "nv_without_gpus",
     "probe_slurm",
     "sbatch_refused",
+    "scontrol_config",
 ]
 
 PROBE_TIMEOUT_S = 5.0
@@ -123,6 +124,13 @@ def _run(argv: list[str], timeout_s: float) -> str | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
+def scontrol_config(timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
+    """The cluster's configuration as ``scontrol show config`` prints it (milliseconds;
+    bounded by ``timeout_s``), or None when it could not be asked."""
+    scontrol = shutil.which("scontrol")
+    return _run([scontrol, "show", "config"], timeout_s) if scontrol else None
+
+
 def account_check(timeout_s: float = PROBE_TIMEOUT_S) -> AccountCheck:
     """Does the cluster require an account, and what is the user's default one?
 
@@ -130,8 +138,7 @@ def account_check(timeout_s: float = PROBE_TIMEOUT_S) -> AccountCheck:
     then is ``sacctmgr`` asked for the default account. Unknown answers are None.
     """
     enforced: bool | None = None
-    scontrol = shutil.which("scontrol")
-    text = _run([scontrol, "show", "config"], timeout_s) if scontrol else None
+    text = scontrol_config(timeout_s)
     for line in (text or "").splitlines():
         key, _, value = line.partition("=")
         if key.strip() == "AccountingStorageEnforce":

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["add_scheduler_arguments", "non_negative", "positive", "slurm_memory", "slurm_time"]
+__all__ = [
+    "add_scheduler_arguments",
+    "max_parallel",
+    "non_negative",
+    "positive",
+    "slurm_memory",
+    "slurm_time",
+]
 
 
 def slurm_time(text: str) -> int:
@@ -50,6 +57,16 @@ def non_negative(text: str) -> int:
     return value
 
 
+def max_parallel(text: str) -> int:
+    try:
+        return positive(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give the most cells that may run at once, a positive integer "
+            "(e.g. --max-parallel 50)"
+        ) from None
+
+
 def add_scheduler_arguments(parser: argparse.ArgumentParser, title: str) -> None:
     """The SLURM job's flags (``launch``'s, and ``resume``'s, which win over the record)."""
     slurm = parser.add_argument_group(title)
@@ -75,6 +92,13 @@ def add_scheduler_arguments(parser: argparse.ArgumentParser, title: str) -> None
         "--mem", type=slurm_memory, metavar="SIZE", help="memory per node: 64G, 500M, ..."
     )
     slurm.add_argument("--mem-gb", type=positive, metavar="GB", help=argparse.SUPPRESS)
+    slurm.add_argument(
+        "--max-parallel",
+        type=max_parallel,
+        metavar="N",
+        help="at most N cells of the sweep run at once (its job arrays' %%N; a sweep split "
+        "into several arrays stays within N: docs/multi-node.md; default 256)",
+    )
     slurm.add_argument(
         "--sbatch",
         action="append",

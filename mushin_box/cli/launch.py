@@ -173,6 +173,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _flags(args: argparse.Namespace) -> dict[str, Any]:
     keys = ("partition", "account", "qos", "constraint", "exclude", "job_name", "time")
     flags = {k: getattr(args, k) for k in (*keys, "cpus_per_task", "mem", "mem_gb")}
+    flags["max_parallel"] = args.max_parallel
     flags.update(sbatch=args.sbatch, bind=args.bind, image_python=args.image_python)
     # relative to where the command runs (submitit_slurm_config wants an absolute image)
     flags["image"] = os.path.abspath(args.image) if args.image else None
@@ -432,6 +433,8 @@ def format_review(review: dict[str, Any], *, verbose: bool = False) -> str:
         hours = review["gpu_hours"]
         shown = "?" if hours is None else f"{hours:g}"
         row("GPU-hours", f"at most {shown} = {review['gpu_hours_formula']}")
+        if review.get("arrays"):
+            row("arrays", review["arrays"])
         config = review["launcher_config"]
         sources = review["sources"]
         skip = ("python", "setup", "srun_args", "nodes", "tasks_per_node", "gpus_per_node")
@@ -461,6 +464,7 @@ def format_review(review: dict[str, Any], *, verbose: bool = False) -> str:
     if slurm:
         lines.append("")
         what = "script of each cell's job" if (review["cells"] or 0) <= 1 else "job array"
+        what += " (the first)" if review.get("arrays") else ""
         lines.append(f"--- the sbatch {what} (what submitit will submit)")
         script = review["sbatch"].rstrip()
         lines.append(script if verbose else fold_requeue_trap(script))

@@ -27,7 +27,8 @@ from mushin_box._sweepdir.manifest import SweepBusyError
 from mushin_box.cli.main import main
 
 # a stand-in squeue/sacct/scancel: logs its argv, then prints STATES (id -> "state|comment")
-# for the ids given with -j; FAIL=1 makes it exit 1 like a squeue that cannot reach slurmctld
+# for the ids given with -j (an array's id: each of its tasks, as squeue -r prints them);
+# FAIL=1 makes it exit 1 like a squeue that cannot reach slurmctld
 _TOOL = textwrap.dedent(
     """\
     #!{python}
@@ -39,11 +40,11 @@ _TOOL = textwrap.dedent(
         sys.exit(1)
     states = json.load(open(os.path.join(here, "states.json")))
     if os.path.basename(sys.argv[0]) == "squeue" and "-j" in sys.argv:
-        for job in sys.argv[sys.argv.index("-j") + 1].split(","):
-            if job in states:
-                state, _, comment = states[job].partition("|")
-                tail = f"|{{comment}}" if "%k" in sys.argv[-1] else ""
-                print(f"{{job}}|{{state}}{{tail}}")
+        asked = sys.argv[sys.argv.index("-j") + 1].split(",")
+        for job in [j for j in states if j in asked or j.split("_")[0] in asked]:
+            state, _, comment = states[job].partition("|")
+            tail = f"|{{comment}}" if "%k" in sys.argv[-1] else ""
+            print(f"{{job}}|{{state}}{{tail}}")
     """
 )
 

@@ -17,6 +17,7 @@ from mushin_box._core.sidecars import timestamp, write_json_atomic
 from mushin_box._sweepdir.board import read_sweep
 
 # squeue/sacct stand-ins: log argv, print "id|STATE|reason" for -j ids found in queue.json
+# (an array's id: each of its tasks, as squeue -r prints them)
 _TOOL = textwrap.dedent(
     """\
     #!{python}
@@ -26,9 +27,9 @@ _TOOL = textwrap.dedent(
         log.write(json.dumps([os.path.basename(sys.argv[0]), *sys.argv[1:]]) + "\\n")
     queue = json.load(open(os.path.join(here, "queue.json")))
     if os.path.basename(sys.argv[0]) == "squeue" and "-j" in sys.argv:
-        for job in sys.argv[sys.argv.index("-j") + 1].split(","):
-            if job in queue:
-                print(f"{{job}}|{{queue[job]}}")
+        asked = sys.argv[sys.argv.index("-j") + 1].split(",")
+        for job in [j for j in queue if j in asked or j.split("_")[0] in asked]:
+            print(f"{{job}}|{{queue[job]}}")
     """
 )
 _QUEUE = {

@@ -1,0 +1,269 @@
+# SPDX-License-Identifier: MIT
+"""A sweep as SLURM job arrays within the cluster's limits, throttled as one sweep.
+
+Design note: why several arrays. SLURM refuses an array whose largest task index is
+``MaxArraySize`` or more (``scontrol show config``; the default 1001 allows indices
+0..1000, so 1,001 tasks), and ``SchedulerParameters=max_array_tasks=N`` may bound the tasks
+of one array lower still. submitit numbers every array's tasks from 0, so one array holds
+at most :func:`array_limit` cells, and a larger sweep goes as several arrays of nearly
+equal size (2,500 cells at MaxArraySize 1001: 834 + 833 + 833). Where arrays are disabled
+(``MaxArraySize=0``) each cell is a plain job. The launcher field ``max_array_tasks`` bounds
+the arrays lower than the cluster does (a site's policy; the tests' small arrays).
+
+Design note: why the arrays wait for each other. ``array_parallelism`` (``launch
+--max-parallel N``) says how many of the *sweep's* cells may run at once; for one array that
+is ``%N``. Arrays submitted side by side run side by side, so ``%N`` on each of k arrays
+would run k x N cells. So each array keeps ``%N`` and array i starts only after array
+i - m has ended (``--dependency=afterany:<its id>``), where m is the most arrays whose
+cells add up to at most N (at least 1): the arrays i, i + m, i + 2m, ... run one after
+another, so at most m arrays run at once, and at most N cells (N smaller than an array:
+one array at a time, at ``%N``). A sweep of at most N cells needs no chain at all.
+Dividing N among arrays that all run at once was the other way, and it was
+rejected: with N < k arrays some array would get nothing, and an array that ends early
+leaves its share idle for the rest of the sweep. The chain's cost is each array's tail:
+while its last cells run, fewer than N do, for at most one cell's duration per array.
+``afterany`` (not ``afterok`` or ``aftercorr``) because a failed or cancelled cell must not
+stop the rest of the sweep. A dependency of the user's (``--sbatch dependency=...``) goes to
+the arrays that wait for no other (the first m); the others wait for those, so for it too.
+
+Design note: nothing half-submitted. Every array is written down the moment sbatch took it
+(the caller's ``record``, ``mushin_jobs.json``), so ``status``, ``wait``, ``cancel`` and a
+resume see every cell even when the driver dies between two arrays. When sbatch refuses a
+later array (a limit on one user's queued jobs, say), the arrays already submitted are
+cancelled and sbatch's refusal is raised as it came: a launch queues all its cells or none.
+
+Examples
+--------
+>>> [(p.first, p.cells, p.parallelism, p.after) for p in split_sweep(5, 2, 2)]
+[(0, 2, 2, None), (2, 2, 2, 0), (4, 1, 1, 1)]
+>>> array_limit("MaxArraySize = 1001\\nSchedulerParameters = max_array_tasks=300,bf_continue")
+300
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from mushin_box._slurm.probe import scontrol_config
+
+__all__ = [
+    "ArrayPart",
+    "array_limit",
+    "arrays_summary",
+    "check_array_settings",
+    "cluster_array_limit",
+    "first_array",
+    "split_sweep",
+    "submit_cells",
+    "sweep_arrays",
+]
+
+log = logging.getLogger(__name__)
+
+#: ``array_parallelism``'s default (hydra-submitit-launcher's): cells of a sweep at once
+DEFAULT_ARRAY_PARALLELISM = 256
+
+
+@attrs.frozen
+class ArrayPart:
+    """One job array of a sweep: cells ``first .. first + cells - 1`` (in the launcher's
+    order), at most ``parallelism`` running at once (``%N``), started after array ``after``
+    (its index in the split) has ended; None: at once."""
+
+    first: int
+    cells: int
+    parallelism: int
+    after: int | None
+
+
+def array_limit(config_text: str) -> int | None:
+    """The most tasks one job array may hold, from ``scontrol show config``'s text: the
+    smaller of ``MaxArraySize`` (task ids run 0 .. MaxArraySize - 1) and
+    ``SchedulerParameters``' ``max_array_tasks``; 1 where arrays are disabled
+    (``MaxArraySize = 0``: each cell a plain job); None when neither is said.
+
+    Examples
+    --------
+    >>> array_limit("MaxArraySize            = 1001"), array_limit("MaxArraySize = 0")
+    (1001, 1)
+    >>> array_limit("SchedulerParameters = (null)") is None
+    True
+    """
+    limits: list[int] = []
+    for line in config_text.splitlines():
+        key, eq, value = line.partition("=")
+        key, value = key.strip(), value.strip()
+        if not eq:
+            continue
+        if key == "MaxArraySize" and value.isdigit():
+            limits.append(max(1, int(value)))
+        elif key == "SchedulerParameters":
+            for item in value.split(","):
+                name, _, number = item.strip().partition("=")
+                if name == "max_array_tasks" and number.isdigit() and int(number) > 0:
+                    limits.append(int(number))
+    return min(limits) if limits else None
+
+
+def cluster_array_limit() -> int | None:
+    """:func:`array_limit` of this cluster (one bounded ``scontrol show config``); None when
+    it cannot be asked: the sweep then goes as one array, and sbatch says if that is too big."""
+    text = scontrol_config()
+    return array_limit(text) if text is not None else None
+
+
+def split_sweep(cells: int, limit: int | None, parallelism: int) -> list[ArrayPart]:
+    """The arrays of a sweep of ``cells`` cells: at most ``limit`` cells each (None: one
+    array), nearly equal in size, chained so that at most ``parallelism`` cells run at once
+    (see the module's design note).
+
+    Examples
+    --------
+    >>> [(p.cells, p.parallelism, p.after) for p in split_sweep(2500, 1001, 256)]
+    [(834, 256, None), (833, 256, 0), (833, 256, 1)]
+    >>> [(p.cells, p.after) for p in split_sweep(2500, 1001, 2000)]  # two at a time
+    [(834, None), (833, None), (833, 0)]
+    >>> [(p.cells, p.after) for p in split_sweep(2500, 1001, 5000)]  # no chain needed
+    [(834, None), (833, None), (833, None)]
+    >>> [(p.cells, p.parallelism) for p in split_sweep(10, None, 4)]
+    [(10, 4)]
+    """
+    if cells < 1:
+        return []
+    count = 1 if limit is None else math.ceil(cells / max(1, limit))
+    size, extra = divmod(cells, count)
+    # arrays that may run side by side: the most whose largest ones hold at most N cells
+    at_once = 1
+    while at_once < count and (at_once + 1) * size + min(at_once + 1, extra) <= parallelism:
+        at_once += 1
+    parts: list[ArrayPart] = []
+    first = 0
+    for i in range(count):
+        n = size + (1 if i < extra else 0)
+        after = i - at_once if i >= at_once else None
+        parts.append(ArrayPart(first, n, min(n, parallelism), after))
+        first += n
+    return parts
+
+
+def check_array_settings(settings: dict[str, Any]) -> None:
+    """``array_parallelism`` and ``max_array_tasks`` of a launcher's settings: positive
+    integers (``max_array_tasks`` may be None: the cluster's limit)."""
+    for key, allow_none in (("array_parallelism", False), ("max_array_tasks", True)):
+        value = settings.get(key)
+        if value is None and allow_none:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            fix = "the most cells that run at once (launch --max-parallel N)"
+            if key == "max_array_tasks":
+                fix = "the most cells in one job array, or None for the cluster's MaxArraySize"
+            raise ValueError(f"{key} must be a positive integer, {fix}; got {value!r}")
+
+
+def sweep_arrays(settings: Mapping[str, Any], cells: int) -> tuple[list[ArrayPart], int | None]:
+    """The arrays a ``mushin_slurm`` launcher with ``settings`` (its fields; a missing one
+    has its default) submits for ``cells`` cells, and the limit used: the smaller of
+    ``max_array_tasks`` and the cluster's (asked only for a sweep of more than one cell)."""
+    limit = settings.get("max_array_tasks")
+    if cells > 1:
+        cluster = cluster_array_limit()
+        if cluster is not None:
+            limit = cluster if limit is None else min(int(limit), cluster)
+    parallelism = int(settings.get("array_parallelism") or DEFAULT_ARRAY_PARALLELISM)
+    return split_sweep(cells, limit, parallelism), limit
+
+
+def first_array(settings: Mapping[str, Any], cells: int | None) -> tuple[int | None, str | None]:
+    """What the dry run and ``sbatch --test-only`` show of a sweep of ``cells`` cells
+    (None: an interval sweep, one array): the cells of its first array (None: a single
+    job), and :func:`arrays_summary`."""
+    if cells is None or cells < 2:
+        return None, None
+    parts, limit = sweep_arrays(settings, cells)
+    return (parts[0].cells if parts[0].cells > 1 else None), arrays_summary(parts, limit)
+
+
+def arrays_summary(parts: Sequence[ArrayPart], limit: int | None) -> str | None:
+    """One line for the dry run about a sweep split into several arrays (None: one array).
+
+    Examples
+    --------
+    >>> arrays_summary(split_sweep(2500, 1001, 256), 1001)  # doctest: +NORMALIZE_WHITESPACE
+    '3 job arrays (834, 833, 833 cells; at most 1001 per array), each after the one before
+     ends, at most 256 cells at once'
+    """
+    if len(parts) < 2:
+        return None
+    sizes = ", ".join(str(p.cells) for p in parts[:5]) + (", ..." if len(parts) > 5 else "")
+    chained = [p for p in parts if p.after is not None]
+    at_once = len(parts) - len(chained)
+    total = max(p.parallelism for p in parts) * (at_once if chained else len(parts))
+    if not chained:
+        order = "all at once"
+    elif at_once == 1:
+        order = "each after the one before ends"
+    else:
+        order = f"{at_once} at a time, each after the one {at_once} before it ends"
+    return (
+        f"{len(parts)} job arrays ({sizes} cells; at most {limit} per array), {order}, "
+        f"at most {min(total, sum(p.cells for p in parts))} cells at once"
+    )
+
+
+def _array_id(job_id: str) -> str:
+    return str(job_id).split("_", 1)[0]
+
+
+def submit_cells(
+    executor: Any,
+    fn: Any,
+    columns: Sequence[Sequence[Any]],
+    parts: Sequence[ArrayPart],
+    record: Callable[[list[Any]], None],
+) -> list[Any]:
+    """Submit ``fn`` over ``columns`` (one list per argument, one item per cell) as the
+    arrays ``parts`` with a submitit ``SlurmExecutor``; ``record(jobs so far)`` after each.
+    A ``dependency`` among the executor's additional sbatch options (the user's) goes to
+    the arrays that wait for no other. Returns one submitit job per cell, in order."""
+    jobs: list[Any] = []
+    arrays: list[str] = []
+    sbatch_extra = dict(executor.parameters.get("additional_parameters") or {})
+    try:
+        for part in parts:
+            extra = dict(sbatch_extra)
+            if part.after is not None:
+                extra["dependency"] = f"afterany:{arrays[part.after]}"
+            executor.update_parameters(
+                array_parallelism=part.parallelism, additional_parameters=extra
+            )
+            chunk = [list(c[part.first : part.first + part.cells]) for c in columns]
+            submitted = executor.map_array(fn, *chunk)
+            jobs += submitted
+            arrays.append(_array_id(submitted[0].job_id))
+            record(jobs)
+    except Exception:
+        if arrays:
+            log.warning(
+                "sbatch refused job array %d of %d; cancelling the %d submitted before it "
+                "(%s) so that no part of the sweep runs alone",
+                len(arrays) + 1,
+                len(parts),
+                len(arrays),
+                " ".join(arrays),
+            )
+            _scancel(arrays)
+        raise
+    return jobs
+
+
+def _scancel(job_ids: Sequence[str]) -> None:
+    try:  # after "--": nothing here can be read as an option
+        subprocess.run(["scancel", "--", *job_ids], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("scancel %s failed (%s): cancel them yourself", " ".join(job_ids), exc)
