@@ -18,9 +18,9 @@ i - m has ended (``--dependency=afterany:<its id>``), where m is the most arrays
 cells add up to at most N (at least 1): the arrays i, i + m, i + 2m, ... run one after
 another, so at most m arrays run at once, and at most N cells (N smaller than an array:
 one array at a time, at ``%N``). A sweep of at most N cells needs no chain at all.
-Dividing N among arrays that all run at once was the other way, and it was
-rejected: with N < k arrays some array would get nothing, and an array that ends early
-leaves its share idle for the rest of the sweep. The chain's cost is each array's tail:
+Dividing N among arrays that all run at once was the other way, rejected: with N < k
+arrays some array would get nothing, and an array that ends early leaves its share idle
+for the rest of the sweep. The chain's cost is each array's tail:
 while its last cells run, fewer than N do, for at most one cell's duration per array.
 ``afterany`` (not ``afterok`` or ``aftercorr``) because a failed or cancelled cell must not
 stop the rest of the sweep. A dependency of the user's (``--sbatch dependency=...``) goes to
@@ -250,8 +250,8 @@ def submit_cells(
     except Exception:
         if arrays:
             log.warning(
-                "sbatch refused job array %d of %d; cancelling the %d submitted before it "
-                "(%s) so that no part of the sweep runs alone",
+                "job array %d of %d was not submitted; cancelling the %d submitted before "
+                "it (%s) so that no part of the sweep runs alone",
                 len(arrays) + 1,
                 len(parts),
                 len(arrays),

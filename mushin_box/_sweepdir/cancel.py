@@ -114,8 +114,11 @@ def _stop_local(pid: int, grace_s: float) -> None:
 
 
 def _scancel(job_ids: Sequence[str]) -> None:
+    from mushin_box._slurm.jobs import scancel_args  # an array's tasks: one expression
+
     if job_ids:  # after "--": nothing scancel is given can be read as an option
-        subprocess.run(["scancel", "--", *job_ids], capture_output=True, text=True, timeout=60)
+        argv = ["scancel", "--", *scancel_args(job_ids)]
+        subprocess.run(argv, capture_output=True, text=True, timeout=60)
 
 
 def _sweeps_jobs(root: Path, wanted: Sequence[str]) -> tuple[list[str], list[str]]:

@@ -57,8 +57,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     for line in report.refused:
         print(f"warning: {line}", file=sys.stderr)
-    if report.scancelled:
-        print(f"scancel {' '.join(report.scancelled)}")
+    if report.scancelled:  # as it ran: an array's tasks as one expression
+        from mushin_box._slurm.jobs import scancel_args
+
+        print(f"scancel {' '.join(scancel_args(report.scancelled))}")
     for cell in report.cancelled:
         print(f"{cell}: cancelled")
     for cell, state in report.untouched:

@@ -546,7 +546,13 @@ def _detached(handle: Any, before: dict[str, Any]) -> int:
         print(f"  see: mushin-box status {root}")
         return 0
     jobs = handle.job_ids
-    print(f"[mushin-box launch] submitted {len(jobs)} job(s): {' '.join(jobs)}")
+    named = ": " + " ".join(jobs)
+    if len(jobs) > 10:  # a big sweep: its arrays (what squeue and scancel take), not each cell
+        from mushin_box._slurm.jobs import name_job_ids
+
+        arrays = list(dict.fromkeys(j.split("_")[0] for j in jobs))
+        named = f" in {len(arrays)} array(s): {name_job_ids(arrays)}"
+    print(f"[mushin-box launch] submitted {len(jobs)} job(s){named}")
     print(f"  follow: mushin-box status {root}   |  mushin-box logs {root} CELL -f")
     print(f"  wait:   mushin-box wait {root}")
     print(f"  stop:   mushin-box cancel {root}")

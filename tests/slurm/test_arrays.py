@@ -177,6 +177,17 @@ def test_twelve_thousand_cells_states_come_from_one_squeue_and_one_sacct_call(
     assert "39999999_7" not in found
 
 
+def test_scancel_gets_each_array_s_tasks_as_one_expression_naming_exactly_them() -> None:
+    from mushin_box._slurm.jobs import SCANCEL_EXPRESSION_CHARS, scancel_args
+
+    ids = [f"77_{t}" for t in range(1000) if t != 500] + ["78_4", "9", "79_3", "79_4"]
+    assert scancel_args(ids) == ["77_[0-499,501-999]", "78_4", "79_[3-4]", "9"]
+    every_other = scancel_args(f"80_{t}" for t in range(0, 4000, 2))
+    assert len(every_other) > 1 and all(len(a) <= SCANCEL_EXPRESSION_CHARS for a in every_other)
+    named = {int(n) for a in every_other for n in a[4:-1].split(",")}
+    assert named == set(range(0, 4000, 2))  # every task asked for, and no other
+
+
 def test_cancel_asks_squeue_once_by_array(tools: Path) -> None:
     (tools / "states.json").write_text(
         json.dumps({"71_0": "RUNNING|mark", "71_1": "PENDING|mark", "72_0": "PENDING|mark"})
@@ -445,7 +456,10 @@ def test_status_wait_and_cancel_ask_once_for_a_sweep_of_several_arrays(
     assert main(["wait", str(root), "--timeout", "1", "--no-progress"]) == 3
     assert 1 <= len([c for c in _counted(counted_tools) if c.startswith("squeue")]) <= 3
 
+    capsys.readouterr()
     assert main(["cancel", str(root)]) in (0, 1)
+    scancel = [line for line in capsys.readouterr().out.splitlines() if line.startswith("scancel")]
+    assert scancel == [f"scancel {arrays[0]}_[0-1] {arrays[1]}_[0-1] {arrays[2]}_[0-1]"]
     calls = _counted(counted_tools)
     for call in calls:  # each names arrays, never the cells' tasks
         assert set(call.split(" -j ")[1].split()[0].split(",")) <= set(arrays), call
@@ -459,3 +473,20 @@ def test_status_wait_and_cancel_ask_once_for_a_sweep_of_several_arrays(
         capture_output=True, text=True, timeout=60,
     ).stdout.split()  # fmt: skip
     assert queue == []
+
+
+def test_a_detached_launch_of_a_big_sweep_names_its_arrays_not_every_cell(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from types import SimpleNamespace
+
+    from mushin_box._slurm.submitted import record_submission
+    from mushin_box.cli.launch import _detached  # pyright: ignore[reportPrivateUsage]
+
+    jobs = [f"{a}_{t}" for a, n in (("70", 834), ("71", 833), ("72", 833)) for t in range(n)]
+    record_submission(tmp_path, "slurm", [(j, [f"x={i}"]) for i, j in enumerate(jobs)])
+    assert _detached(SimpleNamespace(working_dir=tmp_path, job_ids=jobs), {}) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == "[mushin-box launch] submitted 2500 job(s) in 3 array(s): 70 71 72"
+    _detached(SimpleNamespace(working_dir=tmp_path, job_ids=jobs[:2]), {})
+    assert capsys.readouterr().out.splitlines()[0].endswith("submitted 2 job(s): 70_0 70_1")
