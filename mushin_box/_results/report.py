@@ -161,7 +161,7 @@ def _summary_key(record: Any) -> str | None:
 
 
 def _provenance_section(sweep: SweepView, cells: Sequence[CellView]) -> str:
-    from mushin_box._results.finished import read_object
+    from mushin_box._sweepdir.settled import read_object
 
     groups: dict[tuple[str, ...], list[str]] = {}
     columns: list[str] = []

@@ -83,9 +83,12 @@ __all__ = [
     "SweepView",
     "driver_running",
     "find_sweeps",
+    "cell_view",
     "latest_sweep",
+    "local_jobs_alive",
     "owner_gone",
     "read_sweep",
+    "resubmitted",
     "scalar_metrics",
 ]
 
@@ -247,9 +250,16 @@ class _Seen:
     never: bool = False
 
 
+def cell_view(root: Path, entry: Mapping[str, Any], record: Mapping[str, Any]) -> CellView:
+    """A cell of a finished sweep as ``read_sweep`` shows it: ``entry``, its manifest's
+    entry, and ``record``, its status record (nothing the scheduler says over them)."""
+    return _cell(root, entry, record, _Seen())
+
+
 def _cell(root: Path, entry: Mapping[str, Any], record: Mapping[str, Any], seen: _Seen) -> CellView:
+    # os.path, not pathlib: `status` builds 10,000 of these
     directory = entry.get("dir")
-    cell_dir = root / directory if directory else None
+    cell_dir = os.path.join(root, directory) if directory else None
     recorded = str(record.get("status", entry.get("status", "pending")))
     state = seen.state or recorded
     gone = seen.reason if state == "failed" and recorded == "running" else None
@@ -259,12 +269,16 @@ def _cell(root: Path, entry: Mapping[str, Any], record: Mapping[str, Any], seen:
         error = {"type": "StaleStatus" if gone == STALE else "JobEnded", "message": gone}
     elif state != recorded:
         error = {}
-    error_file = cell_dir / ERROR_FILE if cell_dir else None
-    metrics = read_json(cell_dir / METRICS_FILE) if cell_dir and state == "completed" else None
+    error_file = os.path.join(cell_dir, ERROR_FILE) if cell_dir else None
+    metrics = (
+        read_json(os.path.join(cell_dir, METRICS_FILE))
+        if cell_dir and state == "completed"
+        else None
+    )
     raw_logs = record.get("logs")
     logs: dict[str, Any] = raw_logs if isinstance(raw_logs, dict) else {}
     pid = record.get("pid")
-    latest = _latest(cell_dir) if cell_dir and state in ("running", "unknown") else None
+    latest = _latest(Path(cell_dir)) if cell_dir and state in ("running", "unknown") else None
     return CellView(
         dir=directory,
         combo=dict(entry.get("combo") or record.get("combo") or {}),
@@ -281,7 +295,7 @@ def _cell(root: Path, entry: Mapping[str, Any], record: Mapping[str, Any], seen:
         metrics=scalar_metrics(metrics),
         error_type=error.get("type"),
         error_message=(error.get("message") or record.get("reason")) if error else None,
-        error_file=str(error_file) if error_file and error_file.is_file() else None,
+        error_file=error_file if error_file and os.path.isfile(error_file) else None,
         reason=seen.reason or record.get("reason"),
         logs={str(k): str(v) for k, v in logs.items()},
         never_starts=seen.never,
@@ -373,7 +387,7 @@ def read_sweep(root: str | os.PathLike[str], *, liveness: bool = True) -> SweepV
         (records.get(e.get("dir") or "") or {}).get("status", "pending") == "pending"
         for e in entries
     )
-    ask = liveness and (ids or jobs) and (unsettled or _resubmitted(records, submission))
+    ask = liveness and (ids or jobs) and (unsettled or resubmitted(records, submission))
     states, reasons = job_states_and_reasons([*ids, *jobs]) if ask else ({}, {})
     again = _queued_again(submission, states, reasons)
     cells = []
@@ -398,7 +412,7 @@ def read_sweep(root: str | os.PathLike[str], *, liveness: bool = True) -> SweepV
         job_ids=tuple(jobs),
         active=driver_running(path)
         or any(is_live(states.get(j, "")) or is_unknown(states.get(j)) for j in jobs)
-        or _local_jobs_alive(submission),
+        or local_jobs_alive(submission),
         unanswered=tuple(sorted(j for j, state in states.items() if is_unknown(state))),
     )
 
@@ -410,7 +424,7 @@ UNANSWERED = (
 )
 
 
-def _resubmitted(records: Mapping[str, Mapping[str, Any]], submission: Mapping[str, Any]) -> bool:
+def resubmitted(records: Mapping[str, Mapping[str, Any]], submission: Mapping[str, Any]) -> bool:
     """Did the latest submission come after a cell that had not completed ended?"""
     when = _parse(
         submission.get("submitted") if isinstance(submission.get("submitted"), str) else None
@@ -491,7 +505,7 @@ def _spellings(value: Any) -> set[str]:
     return out
 
 
-def _local_jobs_alive(submission: Mapping[str, Any]) -> bool:
+def local_jobs_alive(submission: Mapping[str, Any]) -> bool:
     """Does a local job of the latest submission (its id is its pid) still run here?"""
     if submission.get("cluster") != "local" or submission.get("host") != socket.gethostname():
         return False

@@ -20,17 +20,13 @@ import importlib.util
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mushin_box._image.build import (
-    ApptainerNotFound,
-    BuildError,
-    OutputNotWritable,
-    build_image,
-    manifest_path,
-    plan_build,
-)
-from mushin_box._image.spec import ImageSpec
 from mushin_box.cli.main import UsageError, in_flags
+
+if TYPE_CHECKING:
+    from mushin_box._image.build import OutputNotWritable
+    from mushin_box._image.spec import ImageSpec
 
 __all__ = ["DEFAULT_SPEC", "EXAMPLES", "HELP", "add_arguments", "load_spec", "run"]
 
@@ -118,6 +114,8 @@ def load_spec(ref: str) -> tuple[ImageSpec, str]:
         If the file or module cannot be loaded, ATTR is missing or not an ImageSpec,
         or building the spec raised (e.g. a validation error).
     """
+    from mushin_box._image.spec import ImageSpec  # not at import: every command's start
+
     target, attr = _split_spec(ref)
     is_file = target.endswith(".py") or "/" in target or Path(target).is_file()
     try:
@@ -157,6 +155,15 @@ def _bad_output(out: Path, exc: OutputNotWritable) -> UsageError:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``mushin-box build``; see the module docstring for exit codes."""
+    from mushin_box._image.build import (
+        ApptainerNotFound,
+        BuildError,
+        OutputNotWritable,
+        build_image,
+        manifest_path,
+        plan_build,
+    )
+
     if args.adopt is not None:
         return _adopt(args)
     spec, stem = load_spec(args.spec)
@@ -193,6 +200,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _adopt(args: argparse.Namespace) -> int:
     from mushin_box._image.adopt import adopt_image
+    from mushin_box._image.build import ApptainerNotFound, BuildError, manifest_path
 
     try:
         manifest = adopt_image(args.adopt, python=args.python, force=args.force)

@@ -18,7 +18,7 @@ file loses nothing.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -28,6 +28,7 @@ __all__ = [
     "detail",
     "fit_width",
     "left_out",
+    "lines",
     "render",
     "table_columns",
     "terminal_width",
@@ -157,6 +158,27 @@ def render(columns: Sequence[Column], state_column: int) -> Any:
         line.rstrip()
         lines.append(line)
     return Text("\n").join(lines)
+
+
+#: a state's terminal colour (as :data:`_STYLE`, for :func:`lines`)
+_ANSI = {"completed": "32", "running": "36", "pending": "2", "failed": "31", "timeout": "31"}
+_ANSI.update(cancelled="33", skipped="33")
+
+
+def lines(columns: Sequence[Column], state_column: int, *, colour: bool) -> Iterator[str]:
+    """The lines :func:`render` draws, as plain text (ANSI colours with ``colour``): a
+    bold header, then a line per cell, each with its newline."""
+    widths = [c.width for c in columns]
+    last = len(columns) - 1
+    for row in range(-1, len(columns[0].values) if columns else 0):
+        parts = []
+        for i, (column, width) in enumerate(zip(columns, widths, strict=True)):
+            value = column.header if row < 0 else column.values[row]
+            pad = "" if i == last else " " * (width - len(value) + _GAP)
+            style = _ANSI.get(value) if colour and row >= 0 and i == state_column else None
+            parts.append(f"\x1b[{style}m{value}\x1b[0m{pad}" if style else value + pad)
+        line = "".join(parts).rstrip()
+        yield (f"\x1b[1m{line}\x1b[0m\n" if colour and row < 0 else line + "\n")
 
 
 def left_out(dropped: Sequence[str], width: int) -> str:

@@ -151,7 +151,8 @@ def _heading(table: Any) -> list[str]:
 _STYLES = {"completed": "green", "failed": "red", "timeout": "red", "running": "cyan"}
 
 
-def _print_rich(table: Any) -> None:
+def _print_rich(table: Any, said: str | None = None) -> None:
+    """The table, after its heading (unless ``said`` printed it already)."""
     from rich.console import Console
     from rich.markup import escape
 
@@ -160,7 +161,8 @@ def _print_rich(table: Any) -> None:
     headers, rows = _headers(table), _rows(table)
     console = Console(highlight=False)
     for line in _heading(table):
-        console.print(escape(line), soft_wrap=True)
+        if line != said:
+            console.print(escape(line), soft_wrap=True)
     widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
     if len(rows) > _LONG or sum(widths) + 3 * len(widths) + 1 > console.width:
         _print_aligned(console, table, headers, rows, widths)
@@ -233,8 +235,19 @@ def run(args: argparse.Namespace) -> int:
     from mushin_box._results.report import code_line
     from mushin_box._results.table import ResultsError, summary, table_records
 
+    said: list[str] = []
+
+    def heading(view: Any) -> None:  # a finished sweep: its counts, before its cells are read
+        from mushin_box.cli.tables import summary as counted
+
+        said.append(f"{view.root}: {counted(view)}")
+        print(said[0], flush=True)
+
+    # the heading goes first where nothing after it can fail: a --best, --sort or --where
+    # the cells do not answer is one line on stderr, with nothing on stdout
+    early = not (args.json or args.csv or args.md or args.where or args.sort or args.best)
     try:
-        table = _table(args)
+        table = _table(args, heading if early else None)
     except ResultsError as exc:
         raise UsageError(str(exc)) from None
     code = None if table.names else code_line(table.sweep)
@@ -255,12 +268,13 @@ def run(args: argparse.Namespace) -> int:
             if line:
                 print(f"\n{line}")
     else:
-        _print_rich(table)
+        _print_rich(table, said[0] if said else None)
     return 0
 
 
-def _table(args: argparse.Namespace) -> Any:
-    """The rows: of one sweep, or across the sweeps named (``--all``: found under DIR)."""
+def _table(args: argparse.Namespace, heading: Any = None) -> Any:
+    """The rows: of one sweep, or across the sweeps named (``--all``: found under DIR);
+    ``heading``: called with one finished sweep's view before its cells are read."""
     from mushin_box._results.finished import read_results
     from mushin_box._results.table import results_table, sweeps_table
     from mushin_box.cli.tables import resolve_sweep
@@ -270,7 +284,7 @@ def _table(args: argparse.Namespace) -> Any:
         for directory in args.dir:
             _holds_sweeps(directory)
     if not args.all and len(args.dir) <= 1:
-        sweep = read_results(resolve_sweep(args.dir[0] if args.dir else None))
+        sweep = read_results(resolve_sweep(args.dir[0] if args.dir else None), heading)
         return results_table(sweep, **options)
     roots = _find_all(args.dir or ["."]) if args.all else [resolve_sweep(d) for d in args.dir]
     roots = list(dict.fromkeys(Path(os.path.realpath(r)) for r in roots))

@@ -18,7 +18,7 @@ from typing import Any
 from mushin_box.cli.output import JSON_HELP, print_json
 from mushin_box.cli.tables import SWEEP_EXITS
 
-__all__ = ["HELP", "add_arguments", "as_json", "print_table", "run", "unanswered_line"]
+__all__ = ["HELP", "LONG", "add_arguments", "as_json", "print_table", "run", "unanswered_line"]
 
 HELP = "show the cells of a sweep: swept values, state, attempt, job, node, duration, metrics"
 EXAMPLES = (
@@ -60,27 +60,41 @@ def as_json(sweep: Any) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from mushin_box._sweepdir.board import read_sweep
-    from mushin_box.cli.tables import exit_code, resolve_sweep
+    from mushin_box._sweepdir.settled import read_settled
+    from mushin_box.cli.tables import exit_code, resolve_sweep, summary
 
-    sweep = read_sweep(resolve_sweep(args.dir))
+    path = resolve_sweep(args.dir)
+    said: list[str] = []
+
+    def heading(view: Any) -> None:  # a finished sweep: its counts, before its cells are read
+        said.append(f"{view.root}: {summary(view)}")
+        print(said[0], flush=True)
+
+    sweep = read_settled(path, heading=None if args.json else heading) or read_sweep(path)
     if args.json:
         print_json(as_json(sweep))
     else:
-        print_table(sweep)
+        print_table(sweep, said=said[0] if said else None)
     if sweep.unanswered:
         print(unanswered_line(sweep), file=sys.stderr)
     return exit_code(sweep)
 
 
-def print_table(sweep: Any) -> None:
-    """The summary line, the cells fitted to the terminal (:mod:`mushin_box.cli.celltable`),
-    which columns were left out, and a line per cell with an error: the error cut to one
-    line, and its file."""
+#: more cells than this are printed as aligned text, not through rich (which measures and
+#: styles every line: most of the command's time at 10,000 cells)
+LONG = 100
+
+
+def print_table(sweep: Any, said: str | None = None) -> None:
+    """The summary line (unless ``said`` printed it already), the cells fitted to the
+    terminal (:mod:`mushin_box.cli.celltable`), which columns were left out, and a line per
+    cell with an error: the error cut to one line, and its file."""
     from rich.console import Console
 
     from mushin_box.cli.celltable import (
         fit_width,
         left_out,
+        lines,
         render,
         table_columns,
         terminal_width,
@@ -89,10 +103,17 @@ def print_table(sweep: Any) -> None:
 
     console = Console(highlight=False)
     width = terminal_width(console)
-    print(f"{sweep.root}: {summary(sweep)}")
+    line = f"{sweep.root}: {summary(sweep)}"
+    if line != said:
+        print(line)
     columns = table_columns(sweep, error_line)
     dropped = fit_width(columns, width)
-    console.print(render(columns, len(sweep.params)), soft_wrap=True)
+    if len(sweep.cells) > LONG:
+        colour = console.is_terminal and console.color_system is not None and not console.no_color
+        console.file.writelines(lines(columns, len(sweep.params), colour=colour))
+        console.file.flush()
+    else:
+        console.print(render(columns, len(sweep.params)), soft_wrap=True)
     if dropped and width:
         console.print(left_out(dropped, width), style="dim", soft_wrap=True)
     for cell in sweep.cells:
