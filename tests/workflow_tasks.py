@@ -32,6 +32,28 @@ def grid_task(lr: float, seed: int = 0, fail_at: float = -1.0) -> dict[str, floa
     return {"loss": lr * (seed + 1), "neg": -lr}
 
 
+def one_failed_sweep(root: Path) -> Path:
+    """A real ``Workflow.run`` sweep of :func:`grid_task` at ``root``: ``lr`` x ``seed``,
+    2 x 2, the cell lr=1.0,seed=1 failed (``on_error="nan"``)."""
+    import warnings
+
+    from hydra_zen import multirun
+
+    from mushin_box import Workflow
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the failed cell's warning
+        Workflow(grid_task).run(
+            working_dir=root,
+            on_error="nan",
+            progress=False,
+            lr=multirun([0.1, 1.0]),
+            seed=multirun([0, 1]),
+            fail_at=1.0,
+        )
+    return root
+
+
 def marker_task(x: int, markers: str, sleep_s: float = 0.0) -> dict[str, int]:
     """Sleeps, then leaves one marker file per finished execution (the tests count them)."""
     time.sleep(sleep_s)

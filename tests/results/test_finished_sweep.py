@@ -7,17 +7,14 @@ does not know, a cell that may still run)."""
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 import xarray as xr
-from hydra_zen import multirun
 from sweep_files import write_cell
-from workflow_tasks import grid_task
+from workflow_tasks import one_failed_sweep
 
-from mushin_box import Workflow
 from mushin_box._core.sidecars import write_json_atomic
 from mushin_box._results.experiment import load_sweep
 from mushin_box._results.finished import read_finished, read_results
@@ -54,18 +51,7 @@ def _grid(root: Path, a: int, b: int) -> Path:
 @pytest.fixture(scope="module")
 def engine_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real ``Workflow.run`` sweep, one cell failed."""
-    root = tmp_path_factory.mktemp("engine") / "sweep"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the failed cell's warning
-        Workflow(grid_task).run(
-            working_dir=root,
-            on_error="nan",
-            progress=False,
-            lr=multirun([0.1, 1.0]),
-            seed=multirun([0, 1]),
-            fail_at=1.0,
-        )
-    return root
+    return one_failed_sweep(tmp_path_factory.mktemp("engine") / "sweep")
 
 
 def test_a_finished_sweep_reads_as_every_status_file_says(engine_sweep: Path) -> None:

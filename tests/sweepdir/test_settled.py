@@ -7,17 +7,14 @@ from __future__ import annotations
 
 import os
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
-from hydra_zen import multirun
 from sweep_files import write_cell
-from workflow_tasks import grid_task
+from workflow_tasks import one_failed_sweep
 
-from mushin_box import Workflow
 from mushin_box._core.sidecars import write_json_atomic
 from mushin_box._sweepdir import manifest
 from mushin_box._sweepdir.board import read_sweep
@@ -31,18 +28,7 @@ def _views(sweep: Any) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def engine_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real ``Workflow.run`` sweep, one cell failed."""
-    root = tmp_path_factory.mktemp("engine") / "sweep"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the failed cell's warning
-        Workflow(grid_task).run(
-            working_dir=root,
-            on_error="nan",
-            progress=False,
-            lr=multirun([0.1, 1.0]),
-            seed=multirun([0, 1]),
-            fail_at=1.0,
-        )
-    return root
+    return one_failed_sweep(tmp_path_factory.mktemp("engine") / "sweep")
 
 
 def test_a_finished_sweep_reads_as_read_sweep_reads_it(engine_sweep: Path) -> None:
