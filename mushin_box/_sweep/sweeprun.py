@@ -57,11 +57,14 @@ def open_sweep(root: Path, grid: Mapping[str, list[Any]], plan: CellPlan) -> lis
     previous = read_sweep_manifest(root)
     if plan.resume and previous is not None:
         _report_grid_change(previous, grid)
-    ids = grid_ids(grid)  # only this run's cells: the sweep's others may still run
     _refuse_live_submission(root, grid)  # first: its queued jobs have no status file yet
     records = list(cell_records(root))  # each status file read once
     reconcile_abandoned(records)
-    busy = live_cells([(d, r) for d, r in records if combo_id(r["combo"]) in ids])
+    # only this run's cells: the sweep's others may still run (and only a running cell
+    # can be: no id of 10,000 finished cells is computed)
+    running = [(d, r) for d, r in records if r.get("status") == "running"]
+    ids = grid_ids(grid) if running else set()
+    busy = live_cells([(d, r) for d, r in running if combo_id(r["combo"]) in ids])
     if busy:
         raise SweepBusyError(still_running_message(busy))
     (root / ABORT_FILE).unlink(missing_ok=True)
