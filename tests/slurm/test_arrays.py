@@ -306,6 +306,26 @@ def test_the_dry_run_shows_the_arrays_and_sbatch_accepts_the_first(
     assert test_only  # the first array's script, which the cluster accepts
 
 
+def test_max_array_tasks_bounds_the_arrays_below_the_cluster_s_limit(
+    tmp_path: Path, tools: Path
+) -> None:
+    sweep = "x=" + ",".join(str(i) for i in range(10))
+    args = ["--slurm", "--dry-run", sweep, "hydra.launcher.max_array_tasks=4"]
+    proc = _launch(tmp_path, *args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "3 job arrays (4, 3, 3 cells; at most 4 per array), all at once" in proc.stdout
+
+
+def test_a_resume_replays_max_parallel_and_may_change_it() -> None:
+    from mushin_box._launch.record import launch_record
+    from mushin_box._launch.resume import launch_argv, resume_settings
+
+    record = launch_record("x.py", ["x=1,2"], {"max_parallel": 8, "nodes": 1}, cwd="/p")
+    assert launch_argv(record["flags"]) == ["--max-parallel", "8", "--nodes", "1"]
+    _, flags, _ = resume_settings(record, {"max_parallel": 3}, [])
+    assert flags["max_parallel"] == 3
+
+
 @pytest.mark.parametrize("value", ["0", "-2", "many"])
 def test_a_bad_max_parallel_is_one_line_naming_the_fix(tmp_path: Path, value: str) -> None:
     proc = _launch(tmp_path, "--local", "--dry-run", "--max-parallel", value)
