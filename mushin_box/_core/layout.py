@@ -76,6 +76,7 @@ __all__ = [
     "PROVENANCE_FILE",
     "RANK_LOG_DIR",
     "RDZV_ENV",
+    "CELL_FAILED_ENV",
     "RUN_ID_ENV",
     "SECRET_ENV_PREFIX",
     "SECRET_NAMES_ENV",
@@ -258,6 +259,9 @@ RDZV_ENV: Mapping[str, str] = {
     "id": "MUSHIN_RDZV_ID",
     "nodes": "MUSHIN_RDZV_NODES",
 }
+#: set to "1" in a process whose cell failed (recorded, under ``on_error="nan"`` too): a
+#: torchrun worker then exits 1, so that torchrun restarts the group or gives up
+CELL_FAILED_ENV = "MUSHIN_CELL_FAILED"
 #: the image digests already computed, keyed by file identity, in the user's cache directory
 #: (``$XDG_CACHE_HOME/mushin-box/``, else ``~/.cache/mushin-box/``)
 DIGEST_CACHE_FILE = "image-digests.json"

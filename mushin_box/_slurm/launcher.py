@@ -554,6 +554,9 @@ class SubmititCellLauncher:
             return None
         rank0 = job.task(0)
         if rank0.paths.result_pickle.exists():
+            # torchrun may still restart the group, whose rank 0 then writes a new result
+            if self.settings["torchrun"] and self._active(job):
+                return None
             try:
                 ret = rank0.result()
             except Exception as error:  # the job raised outside the Hydra job (submitit's trace)

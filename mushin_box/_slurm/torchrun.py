@@ -64,7 +64,7 @@ from typing import Any
 
 from mushin_box._container.launchspec import MasterPort
 from mushin_box._core.hostlist import expand_hostlist
-from mushin_box._core.layout import RDZV_ENV
+from mushin_box._core.layout import CELL_FAILED_ENV, RDZV_ENV
 from mushin_box._slurm.jobs import slurm_job_id
 
 __all__ = [
@@ -396,9 +396,10 @@ def _group_nodes(where: Path, env: Mapping[str, str]) -> list[str] | None:
 def _worker(folder: str, *, slurm: bool) -> None:
     """Run the cell's pickled job as submitit's task ``RANK`` (torchrun set it); exit 1
     when the cell failed on this worker. Hydra hands a task's exception back inside the
-    ``JobReturn``, so the worker would exit 0 and torchrun would wait for the others, which
-    wait for it in a collective: a failure must reach torchrun, which stops the group (and
-    restarts it while ``--max-restarts`` allows)."""
+    ``JobReturn`` (and under ``on_error="nan"`` the cell records its failure and returns),
+    so the worker would exit 0, and its agent would wait at the exit barrier for the
+    others, which wait for it in a collective or a rendezvous: a failure must reach
+    torchrun, which stops the group (and restarts it while ``--max-restarts`` allows)."""
     from hydra.core.utils import JobStatus
     from submitit import JobEnvironment
     from submitit.core.submission import process_job
@@ -414,10 +415,16 @@ def _worker(folder: str, *, slurm: bool) -> None:
     else:
         env["SUBMITIT_LOCAL_GLOBALID"] = env.get("RANK", "0")
         env["SUBMITIT_LOCAL_LOCALID"] = env.get("LOCAL_RANK", "0")
+    env.pop(CELL_FAILED_ENV, None)
     process_job(folder)
     outcome = pickle_load(JobEnvironment().paths.result_pickle)
-    if getattr(outcome[1], "status", None) == JobStatus.FAILED:
-        sys.exit(1)
+    # under on_error="nan" a failed cell's job returns normally: its runner says it failed
+    if getattr(outcome[1], "status", None) == JobStatus.FAILED or env.get(CELL_FAILED_ENV):
+        # at once: the interpreter's exit would tear down the process group, which can block
+        # on a peer that died, and torchrun would wait for this worker instead of restarting
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -304,6 +304,7 @@ class CellRunner:
         self.task = task
         self.plan = plan
         self.pre_call = pre_call
+        self._cell_failed = False  # the last cell failed (recorded, under on_error="nan" too)
 
     # -- helpers -------------------------------------------------------------------------
     def _status(self, cell_dir: Path, **fields: Any) -> dict[str, Any]:
@@ -322,13 +323,17 @@ class CellRunner:
     def __call__(self, cfg: Any) -> dict[str, Any] | None:
         """Run one cell, then put back ``os.environ`` and end its local DDP job: a cell
         in the sweep's own process starts from the same environment as the first one."""
+        self._cell_failed = False
         with environ_restored():
             try:
-                return self._cell(cfg)
+                result = self._cell(cfg)
             finally:
                 ddp = sys.modules.get("mushin_box._train.ddp")  # loaded: a cell used it
                 if ddp is not None:
                     ddp.end_local_job()
+        if self._cell_failed and "TORCHELASTIC_RUN_ID" in os.environ:
+            os.environ[CELL_FAILED_ENV] = "1"  # after the restore: the torchrun worker exits 1
+        return result
 
     def _cell(self, cfg: Any) -> dict[str, Any] | None:
         """Look at the cell, decide, then reuse, skip or run it (see module doc)."""
@@ -542,7 +547,7 @@ class CellRunner:
         could not be recorded is re-raised whatever ``on_error`` says, since the cell's
         files would not tell it."""
         recorded = self._record_failure(cell.directory, running, exc, duration)
-        os.environ[CELL_FAILED_ENV] = "1"  # a torchrun worker exits 1 (_slurm/torchrun.py)
+        self._cell_failed = True
         if self.plan.on_error == "raise" or not recorded:
             self._abort(cell, exc)
             redact_exception(exc)  # it leaves the cell: its text is written elsewhere too
