@@ -77,6 +77,7 @@ __all__ = [
     "RANK_LOG_DIR",
     "RDZV_ENV",
     "CELL_FAILED_ENV",
+    "TORCHRUN_AGENT_ENV",
     "RUN_ID_ENV",
     "SECRET_ENV_PREFIX",
     "SECRET_NAMES_ENV",
@@ -262,6 +263,8 @@ RDZV_ENV: Mapping[str, str] = {
 #: set to "1" in a process whose cell failed (recorded, under ``on_error="nan"`` too): a
 #: torchrun worker then exits 1, so that torchrun restarts the group or gives up
 CELL_FAILED_ENV = "MUSHIN_CELL_FAILED"
+#: a torchrun worker's agent (its parent): the owner of the cell, whom ``cancel`` signals
+TORCHRUN_AGENT_ENV = "MUSHIN_TORCHRUN_AGENT_PID"
 #: the image digests already computed, keyed by file identity, in the user's cache directory
 #: (``$XDG_CACHE_HOME/mushin-box/``, else ``~/.cache/mushin-box/``)
 DIGEST_CACHE_FILE = "image-digests.json"

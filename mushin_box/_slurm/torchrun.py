@@ -64,7 +64,7 @@ from typing import Any
 
 from mushin_box._container.launchspec import MasterPort
 from mushin_box._core.hostlist import expand_hostlist
-from mushin_box._core.layout import CELL_FAILED_ENV, RDZV_ENV
+from mushin_box._core.layout import CELL_FAILED_ENV, RDZV_ENV, TORCHRUN_AGENT_ENV
 from mushin_box._slurm.jobs import slurm_job_id
 
 __all__ = [
@@ -407,6 +407,7 @@ def _worker(folder: str, *, slurm: bool) -> None:
 
     env = os.environ
     env.setdefault(RDZV_ENV["id"], env.get("TORCHELASTIC_RUN_ID", ""))
+    env[TORCHRUN_AGENT_ENV] = str(os.getppid())  # the cell's owner (cancel stops the agent)
     if slurm:
         _present_slurm_world(env)
         nodes = _group_nodes(present_group_restarts(folder, env), env)

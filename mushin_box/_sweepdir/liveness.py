@@ -37,7 +37,7 @@ from typing import Any
 
 import attrs
 
-from mushin_box._core.layout import STATUS_FILE
+from mushin_box._core.layout import STATUS_FILE, TORCHRUN_AGENT_ENV
 from mushin_box._slurm.jobs import slurm_job_id
 
 __all__ = [
@@ -84,11 +84,18 @@ def process_start(pid: int) -> str | None:
 
 
 def owner_fields() -> dict[str, Any]:
-    """The status fields that name this process as a cell's owner."""
+    """The status fields that name this process as a cell's owner: under torchrun, its
+    agent. ``cancel`` signals the owner: a worker stopped alone would be started again by
+    its agent while ``--max-restarts`` allows, whereas the agent stops its workers and
+    ends."""
+    pid = os.getpid()
+    agent = os.environ.get(TORCHRUN_AGENT_ENV, "")
+    if agent.isdigit() and int(agent) == os.getppid():  # still this worker's parent
+        pid = int(agent)
     return {
         "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "pid_start": process_start(os.getpid()),
+        "pid": pid,
+        "pid_start": process_start(pid),
         "slurm_job_id": slurm_job_id(),
     }
 

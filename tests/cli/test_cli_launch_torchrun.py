@@ -144,3 +144,47 @@ def test_a_worker_killed_at_epoch_2_is_restarted_and_continues_from_last_ckpt(
         assert run["elastic"] == {"restarts": 1, "max_restarts": 1, "world_size": 2}
     print("restart test metrics:", metrics)
     assert metrics["killed"] == metrics["plain"]  # identical to the uninterrupted run's
+
+
+@pytest.mark.slow
+def test_cancel_stops_a_local_torchrun_cell_and_torchrun_does_not_restart_it(
+    tmp_path: Path,
+) -> None:
+    """``cancel`` of a running local torchrun cell, from another process: the agent and its
+    workers end (a restart budget left must not start the cell again), ``wait`` says how it
+    ended, and the cell is recorded ``cancelled``."""
+    import time
+
+    root = tmp_path / "sweep"
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "mushin_box", "launch", str(EXP), "--local", "--torchrun"]
+        + ["--gpus", "2", "--max-restarts", "2", "--working-dir", str(root), "--no-progress"]
+        + ["trainer.max_epochs=60", "+module.epoch_sleep_s=1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    try:
+        box = [sys.executable, "-m", "mushin_box"]
+        deadline = time.monotonic() + 180
+        status: dict[str, object] = {}
+        while (
+            status.get("status") != "running" or not (root / "cell" / "fit_metrics.json").exists()
+        ):
+            assert time.monotonic() < deadline, f"the cell never started: {status}"
+            assert driver.poll() is None, "the launch ended before the cell ran"
+            time.sleep(0.5)
+            status = read_json(root / "cell" / "mushin_status.json", default={}) or {}
+        stop = subprocess.run(
+            [*box, "cancel", str(root)], capture_output=True, text=True, timeout=120
+        )
+        assert stop.returncode == 0, stop.stdout + stop.stderr
+        driver.wait(timeout=120)  # the launch ends: nothing restarted the cell
+        done = subprocess.run([*box, "wait", str(root), "--timeout", "30"], timeout=120)
+        assert done.returncode == 1  # a cell was cancelled
+        final = read_json(root / "cell" / "mushin_status.json")
+        assert final["status"] == "cancelled", final
+        assert final["attempt"] == status["attempt"]  # torchrun did not start it again
+    finally:
+        if driver.poll() is None:
+            driver.kill()
