@@ -177,12 +177,13 @@ def test_the_launcher_refuses_torchrun_fields_that_cannot_work(
 
 def test_the_agent_runs_torchrun_of_this_interpreter_on_the_worker_entry() -> None:
     argv = ["--nproc-per-node", "3", "-u", "-m", "submitit.core._submit", "/s/.submitit/%j"]
-    command = torchrun_argv(argv, python="/venv/bin/python")
+    # environ: the agent exports the rendezvous; never into this process's environment
+    command = torchrun_argv(argv, python="/venv/bin/python", environ={})
     assert command[:4] == ["/venv/bin/python", "-m", "torch.distributed.run", "--standalone"]
     assert command[4:8] == ["--nproc-per-node", "3", "--max-restarts", "0"]
     assert command[-2:] == ["worker", "/s/.submitit/%j"]
     with pytest.raises(SystemExit):  # not what submitit appends: refused, nothing runs
-        torchrun_argv(["--nproc-per-node", "3", "train.py"])
+        torchrun_argv(["--nproc-per-node", "3", "train.py"], environ={})
 
 
 def test_slurm_workers_present_torchruns_world_and_name_each_groups_node(tmp_path: Path) -> None:

@@ -77,6 +77,12 @@ class Node2LeavesAt2(pl.Callback):
     def on_train_epoch_start(self, trainer, pl_module):
         if trainer.current_epoch != 2 or os.environ.get("LOCAL_RANK") != "0":
             return
+        # only a worker of a SLURM torchrun agent: the parent it kills must be that agent
+        # (in the reference run the parent is the test's own process)
+        if "TORCHELASTIC_RUN_ID" not in os.environ or "SLURM_JOB_ID" not in os.environ:
+            return
+        if b"torch.distributed.run" not in Path(f"/proc/{os.getppid()}/cmdline").read_bytes():
+            return
         # node 2: the node whose agent does not hold the rendezvous store (the job's first
         # node on a real cluster; here the nodes share one host, and the agent that bound
         # the port first holds it). GROUP_RANK is the order the nodes joined in.
