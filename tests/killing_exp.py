@@ -3,7 +3,9 @@
 starts, after epoch 1's ``last.ckpt`` was saved: the text of an experiment file, for the
 tests of torchrun's restarts and of a resume at another world size.
 
-Armed by the environment of the launch: ``KILL_AT_2=1`` kills at every attempt;
+``experiment(name)`` is the same config with another callback class, for experiments that
+kill otherwise (tests/slurm/test_torchrun_scale_down.py). Armed by the environment of the
+launch: ``KILL_AT_2=1`` kills at every attempt;
 ``KILL_ONCE=<marker file>`` kills once (the marker says it happened).
 """
 
@@ -28,7 +30,16 @@ class KillRank1AtEpoch2(pl.Callback):
             os.kill(os.getpid(), signal.SIGKILL)
         if os.environ.get("KILL_AT_2"):
             os.kill(os.getpid(), signal.SIGKILL)
+"""
 
+
+def experiment(callback: str) -> str:
+    """The example experiment with the callback class ``callback`` (defined in the text
+    before it) among the Trainer's callbacks, after epoch 1's ``last.ckpt`` is saved."""
+    return CONFIG.replace("CALLBACK", callback)
+
+
+CONFIG = """
 
 Config = make_config(
     seed=1234,
@@ -39,7 +50,7 @@ Config = make_config(
         strategy=builds(HydraDDP),
         callbacks=[
             builds(MetricsCallback),
-            builds(KillRank1AtEpoch2),
+            builds(CALLBACK),
             builds(
                 pl.callbacks.ModelCheckpoint,
                 dirpath="${hydra:runtime.output_dir}/ckpt",
@@ -55,3 +66,5 @@ Config = make_config(
     datamodule=builds(TinyDataModule, global_batch_size=16),
 )
 """
+
+KILLING_EXP = KILLING_EXP + experiment("KillRank1AtEpoch2")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from killing_exp import experiment
 
 from mushin_box._core.sidecars import read_json
 
@@ -101,32 +102,8 @@ class Node2LeavesAt2(pl.Callback):
                 os.kill(pid, signal.SIGKILL)
         os.kill(os.getpid(), signal.SIGKILL)
 
-
-Config = make_config(
-    seed=1234,
-    trainer=builds(
-        pl.Trainer,
-        accelerator="cpu",
-        max_epochs=4,
-        strategy=builds(HydraDDP),
-        callbacks=[
-            builds(MetricsCallback),
-            builds(Node2LeavesAt2),
-            builds(
-                pl.callbacks.ModelCheckpoint,
-                dirpath="${hydra:runtime.output_dir}/ckpt",
-                save_last=True,
-            ),
-        ],
-        default_root_dir="${hydra:runtime.output_dir}",
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    ),
-    module=builds(TinyModule, lr=0.05),
-    datamodule=builds(TinyDataModule, global_batch_size=16),
-)
 """
+EXP += experiment("Node2LeavesAt2")
 
 
 def _box(*args: str, timeout: float = 500) -> subprocess.CompletedProcess[str]:
