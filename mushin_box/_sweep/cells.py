@@ -45,6 +45,7 @@ from mushin_box._core.layout import (
     METRICS_FILE,
     PROVENANCE_FILE,
     STATUS_FILE,
+    TORCHRUN_AGENT_ENV,
 )
 from mushin_box._core.redact import redact_exception, redact_secret_values
 from mushin_box._core.sidecars import (
@@ -331,8 +332,8 @@ class CellRunner:
                 ddp = sys.modules.get("mushin_box._train.ddp")  # loaded: a cell used it
                 if ddp is not None:
                     ddp.end_local_job()
-        if self._cell_failed and "TORCHELASTIC_RUN_ID" in os.environ:
-            os.environ[CELL_FAILED_ENV] = "1"  # after the restore: the torchrun worker exits 1
+        if self._cell_failed and TORCHRUN_AGENT_ENV in os.environ:  # a mushin torchrun worker
+            os.environ[CELL_FAILED_ENV] = "1"  # after the restore: the worker then exits 1
         return result
 
     def _cell(self, cfg: Any) -> dict[str, Any] | None:
