@@ -10,14 +10,12 @@ within 1e-6."""
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from killing_exp import experiment
+from test_torchrun_slurm import mushin
 
 from mushin_box._core.sidecars import read_json
 
@@ -106,16 +104,6 @@ class Node2LeavesAt2(pl.Callback):
 EXP += experiment("Node2LeavesAt2")
 
 
-def _box(*args: str, timeout: float = 500) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mushin_box", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "COLUMNS": "200"},
-    )
-
-
 def test_node_2_leaving_at_epoch_2_the_cell_completes_on_node_1_with_the_same_metrics(
     tmp_path: Path, slurm_cluster: Any
 ) -> None:
@@ -125,10 +113,10 @@ def test_node_2_leaving_at_epoch_2_the_cell_completes_on_node_1_with_the_same_me
     plain, elastic = tmp_path / "plain", tmp_path / "elastic"
 
     # the uninterrupted reference: 4 ranks here (node 2 leaves only under SLURM)
-    ref = _box("launch", str(exp), "--local", "--gpus", "4", "--working-dir", str(plain))
+    ref = mushin("launch", str(exp), "--local", "--gpus", "4", "--working-dir", str(plain))
     assert ref.returncode == 0, ref.stdout[-2000:] + ref.stderr[-3000:]
 
-    run = _box(
+    run = mushin(
         *("launch", str(exp), "--torchrun", "--slurm", "--nodes", "1:2", "--gpus", "2"),
         *("--max-restarts", "1", "--partition", slurm_cluster.partition, "--time", "5"),
         *("--working-dir", str(elastic), "--no-progress"),
