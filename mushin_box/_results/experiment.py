@@ -56,12 +56,13 @@ def load_sweep(
     cells whose metrics sidecar and whole provenance record the caller read (the resume
     shortcut), not read or checked again."""
     from mushin_box._core.sidecars import canonical_dumps
+    from mushin_box._sweepdir.gridorder import grid_key
     from mushin_box._sweepdir.manifest import (
         cell_records,
         manifest_from_cells,
         read_sweep_manifest,
     )
-    from mushin_box._sweepdir.settled import finished_entries, grid_key, read_object
+    from mushin_box._sweepdir.settled import finished_entries, read_object
 
     root = Path(path)
     manifest: dict[str, Any] | None = None

@@ -31,7 +31,8 @@ from typing import Any
 
 from mushin_box._core.layout import ERROR_FILE, METRICS_FILE
 from mushin_box._sweepdir.board import CellView, SweepView, scalar_metrics
-from mushin_box._sweepdir.settled import Entry, bare_view, finished_entries, read_object
+from mushin_box._sweepdir.gridorder import Entry
+from mushin_box._sweepdir.settled import bare_view, finished_entries, read_object
 
 __all__ = ["read_finished", "read_results"]
 

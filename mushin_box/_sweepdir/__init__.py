@@ -6,6 +6,8 @@
 - :mod:`.liveness`: the owner a ``running`` cell names (host, pid, start time, SLURM job),
   and whether it is still alive;
 - :mod:`.board`: every cell's state, owner, timing, metrics and error, as readers show it;
+  :mod:`.gridorder` puts the cells in the grid's order, :mod:`.jobmatch` finds the job of a
+  submission that runs a waiting cell;
 - :mod:`.settled`: a finished sweep as its manifest tells it, each cell's files opened
   only where the manifest cannot answer (``status``, ``show``, ``load_experiment``);
 - :mod:`.progress`: the progress bar over the cells, fed by their sidecars;

@@ -43,40 +43,9 @@ from pathlib import Path
 from typing import Any
 
 from mushin_box._core.layout import DONE_CELL_STATES, JOBS_FILE, MANIFEST_FILE, STATUS_FILE
+from mushin_box._sweepdir.gridorder import Entry, grid_key, in_grid_order
 
-__all__ = ["Entry", "bare_view", "finished_entries", "grid_key", "read_object", "read_settled"]
-
-#: a cell as the manifest (or, where it is stale, the status file) tells it
-Entry = dict[str, Any]
-
-
-def grid_key(combo: Mapping[str, Any], params: Sequence[str]) -> tuple[Any, ...] | None:
-    """A cell's place on a grid of ``params``, its values told apart by type (``True`` is
-    not ``1``, ``-0.0`` not ``0.0``): what ``combo_id`` tells, without encoding JSON. None:
-    the cell swept other keys (an earlier grid).
-
-    >>> grid_key({"b": 1, "a": True}, ["a", "b"]) == grid_key({"a": 1, "b": 1}, ["a", "b"])
-    False
-    >>> grid_key({"a": 1, "c": 2}, ["a", "b"]) is None
-    True
-    """
-    if not isinstance(combo, Mapping) or len(combo) != len(params):
-        return None
-    try:
-        return tuple(_one(combo[p]) for p in params)
-    except KeyError:
-        return None
-
-
-_SCALARS = frozenset({int, float, str, bool, type(None)})
-
-
-def _one(value: Any) -> tuple[type, str]:
-    if type(value) in _SCALARS:
-        return type(value), repr(value)
-    from mushin_box._core.sidecars import canonical_dumps  # a list or mapping: keys sorted
-
-    return type(value), canonical_dumps(value).decode("utf-8")
+__all__ = ["bare_view", "finished_entries", "read_object", "read_settled"]
 
 
 def _subdirs(root: Path) -> set[str] | None:
@@ -101,25 +70,11 @@ def _mtime(path: str) -> int | None:
     return st.st_mtime_ns if stat.S_ISREG(st.st_mode) else None
 
 
-def _ordered(manifest: Mapping[str, Any], params: list[str]) -> list[Entry] | None:
-    """The manifest's entries in ``read_sweep``'s order: every grid point, then the cells
-    of an earlier grid by directory."""
-    import itertools
-
-    grid = manifest["grid"]
-    by_key: dict[tuple[Any, ...], Entry] = {}
-    for entry in manifest["cells"].values():
-        if not isinstance(entry, dict) or not isinstance(entry.get("combo"), dict):
-            return None
-        key = grid_key(entry["combo"], params)
-        by_key[key if key is not None else ("off", repr(entry["combo"]))] = entry
-    out = []
-    for values in itertools.product(*grid.values()):
-        combo = dict(zip(params, values, strict=True))
-        entry = by_key.pop(grid_key(combo, params) or (), None)
-        out.append(entry if entry is not None else {"combo": combo, "status": "pending"})
-    rest = [e for e in by_key.values() if isinstance(e.get("dir"), str)]
-    return out + sorted(rest, key=lambda e: e["dir"])
+def _unstarted(entry: Any) -> bool:
+    """A cell with no directory that may still start (not cancelled before it started)."""
+    return (
+        isinstance(entry, dict) and entry.get("dir") is None and entry.get("status") != "cancelled"
+    )
 
 
 def finished_entries(root: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Entry]] | None:
@@ -140,8 +95,10 @@ def finished_entries(root: str | os.PathLike[str]) -> tuple[dict[str, Any], list
     manifest = read_sweep_manifest(path)
     if manifest is None or not isinstance(manifest.get("cells"), dict):
         return None
+    if any(_unstarted(e) for e in manifest["cells"].values()):  # a run's first manifest
+        return None
     params = list(manifest["grid"])
-    entries = _ordered(manifest, params)
+    entries = in_grid_order(manifest["grid"], manifest["cells"].values())
     dirs = _subdirs(path)
     if entries is None or dirs is None:
         return None

@@ -10,6 +10,7 @@ import os
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,3 +76,62 @@ def test_each_pending_cell_has_its_job_and_reason_from_one_squeue_call(
     calls = [json.loads(line) for line in (queue / "calls.jsonl").read_text().splitlines()]
     squeue = [c for c in calls if c[0] == "squeue"]
     assert len(squeue) == 1 and squeue[0][-1] == "%i|%T|%r"
+
+
+def _detached(root: Path, grid: dict[str, list[Any]], jobs: list[dict[str, Any]]) -> None:
+    write_json_atomic(root / "mushin_sweep.json", {"grid": grid, "params": list(grid), "cells": {}})
+    record = {"schema": 1, "cluster": "slurm", "host": "login1", "submitted": timestamp()}
+    write_json_atomic(root / "mushin_jobs.json", {**record, "detached": True, "jobs": jobs})
+
+
+def test_a_pending_cell_finds_its_job_however_its_overrides_spell_the_values(
+    tmp_path: Path, queue: Path
+) -> None:
+    root = tmp_path / "sweep"
+    jobs = [
+        {"job_id": "9_0", "overrides": "x=0 opt=adam"},  # not a list: runs no cell it names
+        {"job_id": "9_1", "overrides": ["x=0", "opt=adam", "+tag=b"]},
+        {"job_id": "9_2", "overrides": ["x=0", "opt='sgd'"]},
+        {"job_id": "9_3", "overrides": ["x=1", 'opt="sgd"']},
+    ]
+    _detached(root, {"x": [0, 1], "opt": ["adam", "sgd"]}, jobs)
+    cells = {(c.combo["x"], c.combo["opt"]): c for c in read_sweep(root).cells}
+    assert cells[0, "adam"].job_id == "9_1"
+    assert cells[0, "sgd"].job_id == "9_2"
+    assert cells[1, "sgd"].job_id == "9_3"
+    assert cells[1, "adam"].job_id is None  # no job sets its values
+    assert cells[1, "adam"].reason == "a job of the latest submission is queued"
+
+
+def test_the_first_job_of_the_submission_that_sets_a_cells_values_is_its_job(
+    tmp_path: Path, queue: Path
+) -> None:
+    root = tmp_path / "sweep"
+    jobs = [{"job_id": f"9_{i}", "overrides": ["x=1"]} for i in (2, 0, 1)]
+    _detached(root, {"x": [1]}, jobs)
+    assert [c.job_id for c in read_sweep(root).cells] == ["9_2"]
+
+
+def test_pending_cells_are_matched_to_jobs_in_one_pass_over_the_jobs(
+    tmp_path: Path, queue: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A detached launch of N cells records N jobs: each cell's values are spelled once,
+    not once per job (at 10,000 cells, 28 million checks: a minute of `status`)."""
+    import mushin_box._core.overrides as overrides
+
+    root = tmp_path / "sweep"
+    n = 300
+    _detached(
+        root,
+        {"x": list(range(n))},
+        [{"job_id": f"9_{x}", "overrides": [f"x={x}"]} for x in range(n)],
+    )
+    (queue / "queue.json").write_text(json.dumps({f"9_{x}": "PENDING|Priority" for x in range(n)}))
+    spelled = []
+    real = overrides.format_value
+    monkeypatch.setattr(overrides, "format_value", lambda v: spelled.append(v) or real(v))
+
+    cells = read_sweep(root).cells
+    assert [c.job_id for c in cells] == [f"9_{x}" for x in range(n)]
+    assert all(c.reason == "Priority" for c in cells)
+    assert len(spelled) <= 2 * n

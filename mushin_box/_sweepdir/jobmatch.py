@@ -1,0 +1,91 @@
+# SPDX-License-Identifier: MIT
+"""Which job of a submission runs a cell that waits, told by the jobs' overrides
+(``mushin_jobs.json``): ``status`` names a pending cell's job and squeue's reason for it.
+
+Design note: one index, not a scan of the jobs per cell. A detached launch of 10,000 cells
+records 10,000 jobs (an array task each); checking each waiting cell against every job's
+overrides was 28 million checks, 56 s of a ``status`` of such a sweep with a quarter of
+it done. Here each job's overrides are read once, indexed by the values they give the
+cell's swept keys, and a cell looks up each way an override may spell its values (one for
+a number, up to four for a string: :func:`spellings`). The answer is the scan's: the
+first job, in the submission's order, whose overrides set every swept value of the cell.
+
+Examples
+--------
+>>> find = job_finder({"9_0": ["x=1", "tag='a'"], "9_1": ["x=2"], "9_2": ["x=2"]})
+>>> find({"x": 2}), find({"x": 3}), find({})
+('9_1', None, None)
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = ["job_finder", "spellings"]
+
+#: a cell whose values have more spellings together than this is matched by a scan
+_MOST_LOOKUPS = 64
+
+
+def spellings(value: Any) -> set[str]:
+    """How an override may spell ``value`` (Hydra's sweeper unquotes plain strings).
+
+    >>> sorted(spellings("adam")), spellings(0.1), spellings(object())
+    (['"adam"', "'adam'", 'adam'], {'0.1'}, set())
+    """
+    from mushin_box._core.overrides import format_value
+
+    try:
+        out = {format_value(value)}
+    except (TypeError, ValueError):
+        return set()
+    if isinstance(value, str):
+        out |= {value, f"'{value}'", f'"{value}"'}
+    return out
+
+
+def _given(overrides: Any) -> dict[str, str] | None:
+    """``{key: value text}`` a job's overrides (``["lr=0.1", ...]``) set; None: not a list."""
+    if not isinstance(overrides, list):
+        return None
+    given: dict[str, str] = {}
+    for item in overrides:
+        if isinstance(item, str) and "=" in item:
+            key, _, value = item.partition("=")
+            given[key.lstrip("+~")] = value
+    return given
+
+
+def job_finder(jobs: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], str | None]:
+    """``find(combo)``: the first of ``jobs`` (``{job id: overrides}``, in the submission's
+    order) whose overrides set every swept value of ``combo``, or None (an empty combo
+    has none)."""
+    parsed = [(job, given) for job, o in jobs.items() if (given := _given(o)) is not None]
+    indexes: dict[tuple[str, ...], dict[tuple[str | None, ...], int]] = {}
+
+    def find(combo: Mapping[str, Any]) -> str | None:
+        if not combo:
+            return None
+        keys = tuple(combo)
+        ways = [spellings(v) for v in combo.values()]
+        if not all(ways):
+            return None
+        count = 1
+        for way in ways:
+            count *= len(way)
+        if count > _MOST_LOOKUPS:  # many string values: a scan is cheaper
+            found = (
+                j for j, g in parsed if all(g.get(k) in w for k, w in zip(keys, ways, strict=True))
+            )
+            return next(found, None)
+        index = indexes.get(keys)
+        if index is None:  # the position of the first job for each set of values
+            index = indexes[keys] = {}
+            for at, (_, given) in enumerate(parsed):
+                index.setdefault(tuple(given.get(k) for k in keys), at)
+        hits = [index[t] for t in itertools.product(*ways) if t in index]
+        return parsed[min(hits)][0] if hits else None
+
+    return find
