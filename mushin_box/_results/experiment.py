@@ -7,7 +7,6 @@ sweep from Hydra's own files (:mod:`mushin_box._results.raw_sweep`).
 
 from __future__ import annotations
 
-import itertools
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -48,7 +47,7 @@ __all__ = [
 
 def load_sweep(
     path: str | os.PathLike[str],
-    records: Sequence[tuple[Path, dict[str, Any]]] | None = None,
+    records: Sequence[tuple[str | Path, dict[str, Any]]] | None = None,
     metrics: Mapping[Path, dict[str, Any]] | None = None,
 ) -> xr.Dataset:
     """A sweep directory as a Dataset (see :func:`load_experiment`); ``records``: its cells'
@@ -56,7 +55,7 @@ def load_sweep(
     cells whose metrics sidecar and whole provenance record the caller read (the resume
     shortcut), not read or checked again."""
     from mushin_box._core.sidecars import canonical_dumps
-    from mushin_box._sweepdir.gridorder import grid_key
+    from mushin_box._sweepdir.gridorder import grid_key, grid_keys
     from mushin_box._sweepdir.manifest import (
         cell_records,
         manifest_from_cells,
@@ -70,16 +69,14 @@ def load_sweep(
         finished = finished_entries(root)
         if finished is not None:
             manifest = finished[0]
-            records = [(root / e["dir"], e) for e in finished[1] if e.get("dir")]
+            base = os.fspath(root)  # os.path, not pathlib: 10,000 cells
+            records = [(os.path.join(base, e["dir"]), e) for e in finished[1] if e.get("dir")]
     records = list(cell_records(root)) if records is None else records
     manifest = manifest or read_sweep_manifest(root) or manifest_from_cells(root, records)
     grid: dict[str, list[Any]] = manifest["grid"]
     params = list(grid)
     shape = tuple(len(v) for v in grid.values())
-    index = {
-        grid_key(dict(zip(params, combo, strict=True)), params): tuple(idx)
-        for idx, combo in zip(np.ndindex(*shape), itertools.product(*grid.values()), strict=True)
-    }
+    index = dict(zip(grid_keys(grid), np.ndindex(*shape), strict=True))
     coords = {p: grid_coords(v) for p, v in grid.items()}
     found: dict[str, dict[tuple[int, ...], Any]] = {}  # metric -> grid point -> value
     series: dict[str, list[tuple[tuple[int, ...], Series]]] = {}
@@ -93,7 +90,7 @@ def load_sweep(
             continue  # a cell of an earlier, different grid
         state = str(record.get("status"))
         status[where] = state
-        cell_dirs[where] = cell_dir.name
+        cell_dirs[where] = name = os.path.basename(cell_dir)
         if state == "failed":
             failures.append({"combo": record["combo"], "error": record.get("error")})
         elif state in ("skipped", "timeout"):
@@ -104,7 +101,7 @@ def load_sweep(
             continue
         values = metrics.get(cell_dir) if metrics else None
         if values is None:
-            _warn_if_truncated(os.path.join(cell_dir, PROVENANCE_FILE), cell_dir.name)
+            _warn_if_truncated(os.path.join(cell_dir, PROVENANCE_FILE), name)
             # not an object (a list, a number): refused by read_json, with a warning
             values = read_object(os.path.join(cell_dir, METRICS_FILE)) or {}
         for name, value in values.items():

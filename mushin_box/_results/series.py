@@ -43,6 +43,8 @@ Series = tuple[str, np.ndarray[Any, Any], np.ndarray[Any, Any]]
 def _index(values: list[Any], index_key: str, stage: str) -> np.ndarray[Any, Any]:
     """A series' index; by position when it holds no whole numbers (a file written before
     the index name was reserved, where a metric logged as ``epoch`` replaced it)."""
+    if values and {type(v) for v in values} == {int}:  # the common case, at once
+        return np.asarray(values, dtype=np.int64)
     raw = np.asarray(values, dtype=np.float64)
     if raw.size and (not np.isfinite(raw).all() or (raw != np.round(raw)).any()):
         warnings.warn(
@@ -68,7 +70,7 @@ def _stage_series(stage: str, data: Mapping[str, list[Any]]) -> dict[str, Series
     return out
 
 
-def job_series(job: Path) -> dict[str, Series]:
+def job_series(job: str | os.PathLike[str]) -> dict[str, Series]:
     """Every ``MetricsCallback`` series of a job, named ``"<stage>.<metric>"``."""
     try:
         names = frozenset(os.listdir(job))

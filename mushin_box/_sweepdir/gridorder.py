@@ -11,10 +11,11 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import itertools
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-__all__ = ["Entry", "grid_key", "in_grid_order"]
+__all__ = ["Entry", "grid_key", "grid_keys", "in_grid_order"]
 
 #: a cell as the manifest (or its status file) tells it
 Entry = dict[str, Any]
@@ -38,15 +39,29 @@ def grid_key(combo: Mapping[str, Any], params: Sequence[str]) -> tuple[Any, ...]
         return None
 
 
-_SCALARS = frozenset({int, float, str, bool, type(None)})
+#: values equal only when the same (a float is told by its repr: -0.0 == 0.0, nan != nan)
+_EXACT = frozenset({int, str, bool, type(None)})
 
 
-def _one(value: Any) -> tuple[type, str]:
-    if type(value) in _SCALARS:
-        return type(value), repr(value)
+def _one(value: Any) -> tuple[type, Any]:
+    kind = type(value)
+    if kind in _EXACT:
+        return kind, value
+    if kind is float:
+        return kind, repr(value)
     from mushin_box._core.sidecars import canonical_dumps  # a list or mapping: keys sorted
 
-    return type(value), canonical_dumps(value).decode("utf-8")
+    return kind, canonical_dumps(value).decode("utf-8")
+
+
+def grid_keys(grid: Mapping[str, Sequence[Any]]) -> Iterator[tuple[Any, ...]]:
+    """The :func:`grid_key` of every point of ``grid``, in its order
+    (``itertools.product``), each axis value's part told once.
+
+    >>> list(grid_keys({"x": [1, 2]})) == [grid_key({"x": v}, ["x"]) for v in (1, 2)]
+    True
+    """
+    return itertools.product(*([_one(v) for v in values] for values in grid.values()))
 
 
 def in_grid_order(
@@ -56,8 +71,6 @@ def in_grid_order(
     ``grid`` (``{"combo", "status": "pending"}`` for one no entry is at), then the entries
     off the grid (an earlier grid's) by directory; of two at one place, the later. None: an
     entry that is not an object with a ``combo`` object."""
-    import itertools
-
     params = list(grid)
     by_key: dict[tuple[Any, ...], Entry] = {}
     for entry in entries:
@@ -66,9 +79,10 @@ def in_grid_order(
         key = grid_key(entry["combo"], params)
         by_key[key if key is not None else ("off", repr(entry["combo"]))] = entry
     out = []
-    for values in itertools.product(*grid.values()):
-        combo = dict(zip(params, values, strict=True))
-        entry = by_key.pop(grid_key(combo, params) or (), None)
-        out.append(entry if entry is not None else {"combo": combo, "status": "pending"})
+    for key, values in zip(grid_keys(grid), itertools.product(*grid.values()), strict=True):
+        entry = by_key.pop(key, None)
+        if entry is None:
+            entry = {"combo": dict(zip(params, values, strict=True)), "status": "pending"}
+        out.append(entry)
     rest = [e for e in by_key.values() if isinstance(e.get("dir"), str)]
     return out + sorted(rest, key=lambda e: e["dir"])
