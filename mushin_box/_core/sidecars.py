@@ -13,8 +13,9 @@ they are being rewritten. Two guarantees matter:
   never ambiguous.
 - **Atomic replacement.** :func:`write_bytes_atomic` writes a unique temporary file in
   the destination directory, fsyncs it, renames it over the destination with
-  :func:`os.replace` and fsyncs the directory. Readers see the old or the new file,
-  never a partial one, and a failed write leaves the old file and no temporary behind.
+  :func:`os.replace` and fsyncs the directory (or leaves both fsyncs to a commit point:
+  :mod:`mushin_box._core.durable`). Readers see the old or the new file, never a partial
+  one, and a failed write leaves the old file and no temporary behind.
 
 :func:`read_json` never raises for a damaged or hostile file: it warns with
 :class:`SidecarWarning` and returns a default, so one corrupt sidecar cannot take down a
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import errno
 import json
 import math
 import os
@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mushin_box._core import durable
 from mushin_box._core.layout import OBJECT_SIDECARS, read_limit
 from mushin_box._core.safeio import UnsafeFileError, read_bounded
 
@@ -275,29 +276,14 @@ def _may_hold_tags(text: str) -> bool:
     return _FLOAT_TAG in text or _DICT_TAG in text or "\\u" in text
 
 
-def _fsync_directory(directory: Path) -> None:
-    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
-    try:
-        fd = os.open(directory, flags)
-    except OSError:
-        return  # platforms without directory handles (Windows): nothing to sync
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        # Some file systems do not support fsync on directories.
-        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EBADF):
-            raise
-    finally:
-        os.close(fd)
-
-
 def write_bytes_atomic(path: StrPath, data: bytes) -> None:
     """Atomically replace ``path`` with ``data``.
 
     A unique temporary file (``.<name>.<pid>.<random>.tmp``) is created in the same
     directory, written, flushed and fsynced, then renamed over ``path`` with
-    :func:`os.replace`; finally the directory is fsynced so the rename is durable.
-    Missing parent directories are created. On any error (including
+    :func:`os.replace`; finally the directory is fsynced so the rename is durable. Inside
+    :func:`mushin_box._core.durable.deferred` both fsyncs wait for its commit (a cell's
+    bookkeeping: see there). Missing parent directories are created. On any error (including
     ``KeyboardInterrupt``) the temporary file is removed and ``path`` is untouched.
 
     Parameters
@@ -329,17 +315,22 @@ def write_bytes_atomic(path: StrPath, data: bytes) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / f".{target.name[:40]}.{os.getpid()}.{secrets.token_hex(8)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    later = durable.deferring()
     try:
         with open(fd, "wb", closefd=True) as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if not later:
+                os.fsync(handle.fileno())
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    _fsync_directory(directory)
+    if later:
+        durable.remember(target)
+    else:
+        durable.fsync_directory(directory)
 
 
 def write_text_atomic(

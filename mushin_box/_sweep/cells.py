@@ -35,6 +35,7 @@ from typing import Any
 
 import attrs
 
+from mushin_box._core import durable
 from mushin_box._core.envstate import environ_restored
 from mushin_box._core.jobdir import mushin_dir
 from mushin_box._core.layout import (
@@ -325,7 +326,7 @@ class CellRunner:
         """Run one cell, then put back ``os.environ`` and end its local DDP job: a cell
         in the sweep's own process starts from the same environment as the first one."""
         self._cell_failed = False
-        with environ_restored():
+        with environ_restored(), durable.deferred():  # the bookkeeping's fsyncs: at commits
             try:
                 result = self._cell(cfg)
             finally:
@@ -524,6 +525,7 @@ class CellRunner:
             if rank0:
                 metrics, carried = carry_over(cell_dir, metrics, continues)
                 write_json_atomic(cell_dir / METRICS_FILE, metrics)
+            durable.commit()  # "completed" on disk: what it vouches for is there already
             self._status(
                 cell_dir,
                 **running,
@@ -567,7 +569,7 @@ class CellRunner:
         # resolve_pre_call=False: zen's in-place OmegaConf.resolve would turn an escaped
         # literal "\\${x}" in a swept string into an interpolation that the field access
         # then resolves a second time
-        return zen_with_resume(
+        task = zen_with_resume(
             self.task,
             directory=cell_dir,
             continues=continues,
@@ -575,7 +577,9 @@ class CellRunner:
             pre_call=self.pre_call,
             resolve_pre_call=False,
             unpack_kwargs=True,  # a **kwargs task gets the keys swept for it, as in Python
-        )(cfg)
+        )
+        with durable.immediate():  # the task's own files are synced as it writes them
+            return task(cfg)
 
     def _record_failure(
         self, cell_dir: Path, running: dict[str, Any], exc: BaseException, duration: float

@@ -9,7 +9,8 @@ other ranks, ``reproduce`` and the user all read them. :func:`install` replaces 
 writer (``hydra.core.utils._save_config``, a three-line private function) with one that
 writes through :func:`mushin_box._core.sidecars.write_text_atomic`: the old file stays
 whole until the new one is complete, and a file that already holds the same text is left
-alone. The bytes written are Hydra's own (``OmegaConf.to_yaml``).
+alone. The bytes written are Hydra's own (``OmegaConf.to_yaml``). A cell's files are
+made durable with the cell runner's first commit (:mod:`mushin_box._core.durable`).
 
 Design note: for a job of a ``Workflow`` sweep (Hydra job name ``mushin_workflow``), a
 failure to write them (``OSError``: no space, quota) is not raised inside Hydra, where
@@ -20,10 +21,12 @@ other failure. Any other Hydra job gets the error raised, as Hydra would.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from pathlib import Path
 from typing import Any
 
+from mushin_box._core import durable
 from mushin_box._core.sidecars import write_text_atomic
 
 __all__ = ["JOB_NAME", "install", "take_failure"]
@@ -54,10 +57,13 @@ def save_config(cfg: Any, filename: str, output_dir: Path) -> None:
             return  # a reused cell's files: nothing to rewrite
     except (OSError, UnicodeDecodeError):
         pass
+    ours = _is_workflow_job()
     try:
-        write_text_atomic(path, text)  # creates output_dir, as Hydra's mkdir did
+        # a cell's files are synced with the cell runner's next commit (_core/durable.py)
+        with durable.handed_on() if ours else contextlib.nullcontext():
+            write_text_atomic(path, text)  # creates output_dir, as Hydra's mkdir did
     except OSError as exc:
-        if not _is_workflow_job():
+        if not ours:
             raise
         _FAILED.setdefault(str(Path(output_dir).parent), exc)  # the first one counts
 

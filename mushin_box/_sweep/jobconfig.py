@@ -353,19 +353,43 @@ def _copy(cfg: Any) -> Any:
 
 class JobConfigs:
     """Every job's full config (``load_sweep_config``'s) in one batch of a launch, from its
-    first job's compose; built by :func:`job_configs`, which checks it first."""
+    first job's compose; built by :func:`job_configs`, which checks it first.
 
-    def __init__(self, loader: Any, master: Any, first: Any, values: SweptValues) -> None:
+    Design note: Hydra's launcher runs one job at a time and copies what it keeps of a
+    job's config (``run_job`` deep-copies the task's config and Hydra's), so when every
+    swept value is a scalar (``scalars``), one working copy of the first job's config
+    serves every job: each job's values are set over the last job's, as over a fresh copy
+    (a scalar leaves its node in place; its node's type validates and converts it the
+    same way). That saved one deep copy of the whole config a job, ~2 ms of a trivial
+    cell's ~30 ms. A list or a mapping value (merged into what is there) gets a fresh copy.
+    """
+
+    def __init__(
+        self, loader: Any, master: Any, first: Any, values: SweptValues, *, scalars: bool = False
+    ) -> None:
         self._loader = loader
         self.master = master
         self._first = first
         self.values = values
         self._composed: dict[tuple[str, ...], Any] = {values.first_job: first}
+        self._scalars = scalars
+        self._work: Any = None  # the working copy, when ``scalars``
+
+    def _working_copy(self) -> Any:
+        from omegaconf import OmegaConf
+
+        if not self._scalars:
+            return _copy(self._first)
+        if self._work is None:
+            self._work = _copy(self._first)
+        else:
+            OmegaConf.set_readonly(self._work.hydra, False)  # the last job's run_job set it
+        return self._work
 
     def _quick(self, job: Sequence[str]) -> Any:
         from omegaconf import OmegaConf, open_dict
 
-        cfg = _copy(self._first)
+        cfg = self._working_copy()
         self.values.set_values(job, cfg)
         hydra = cfg.hydra
         task = [o.input_line for o in map(self.values.parse, job) if not o.is_hydra_override()]
@@ -405,9 +429,15 @@ def job_configs(loader: Any, master: Any, batch: Sequence[Sequence[str]]) -> Job
         return None
     first = loader.load_sweep_config(master, list(batch[0]))  # Hydra's error, as Hydra's check
     try:
-        configs = JobConfigs(loader, master, first, SweptValues(first, batch))
+        values = SweptValues(first, batch)
     except Exception:  # not a grid of plain values: Hydra checks and composes each job
         return None
     for job in batch[1:]:
-        configs.values.cell(job)  # a bad value: Hydra's error, before any job runs
+        values.cell(job)  # a bad value: Hydra's error, before any job runs
+    scalars = all(
+        not isinstance(values.parse(_set_over(job[i])).value(), list | dict)
+        for job in batch
+        for i in values.swept
+    )
+    configs = JobConfigs(loader, master, first, values, scalars=scalars)
     return configs if configs.agrees(batch[-1]) else None

@@ -98,3 +98,63 @@ def test_a_shortcut_that_disagrees_with_hydra_is_not_used(
     again, _ = _run(root)
     assert again == full
     assert composes[0] >= 8
+
+
+SCALAR_CONFIG = make_config(
+    lr=0.1,
+    name="a",
+    opt=make_config(momentum=0.9, nesterov=False),
+    tag="${name}-${opt.momentum}",
+    empty=None,
+)
+#: every swept value a scalar, of every kind a node can hold, set one job after another
+SCALARS = [
+    "lr=0.5,1,null",
+    "name='a b','1',x",
+    "opt.momentum=0,0.5",
+    "opt.nesterov=true,false",
+    "+extra=1,'two'",
+    "empty=x,null,3",
+]
+
+
+def scalar_echo(lr: Any, name: str, opt: Any, tag: str, empty: Any, extra: Any = None) -> dict:
+    """What the task received, as metrics, so that the results say which values ran."""
+    received = {"lr": -1 if lr is None else lr, "name": len(name), "tag": len(tag)}
+    received |= {"momentum": opt.momentum, "nesterov": opt.nesterov, "empty": len(str(empty))}
+    return {f"got_{k}": float(v) for k, v in received.items()} | {"got_extra": len(str(extra))}
+
+
+def test_jobs_of_scalar_values_share_one_working_config_and_run_what_hydra_composes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each job's values are set over the last job's (one copy of the config for all of
+    them); every cell still runs, and writes, exactly what Hydra's compose of it gives."""
+    copies = [0]
+    real_copy = jobconfig._copy
+
+    def counted(cfg: Any) -> Any:
+        copies[0] += 1
+        return real_copy(cfg)
+
+    monkeypatch.setattr(jobconfig, "_copy", counted)
+    root = tmp_path / "sweep"
+
+    def run() -> tuple[dict[str, str], Any]:
+        shutil.rmtree(root, ignore_errors=True)
+        ds = Workflow(scalar_echo, SCALAR_CONFIG).run(
+            working_dir=root, progress=False, overrides=SCALARS
+        )
+        return _hydra_files(root), ds
+
+    quick, quick_ds = run()
+    cells = 3 * 3 * 2 * 2 * 2 * 3
+    assert len(quick) == cells * 3
+    assert copies[0] <= 3  # not one a job: the jobs share a working copy
+    with monkeypatch.context() as m:
+        m.setattr("mushin_box._sweep.sweeprun.job_configs", lambda *a: None)
+        full, full_ds = run()
+    assert quick == full
+    assert quick_ds.equals(full_ds)
+    assert sorted(set(quick_ds["got_lr"].values.ravel().tolist())) == [-1.0, 0.5, 1.0]
+    assert sorted(set(quick_ds["got_tag"].values.ravel().tolist())) == [3.0, 5.0, 7.0]

@@ -1,0 +1,191 @@
+# SPDX-License-Identifier: MIT
+"""When an atomic write becomes durable: at once, or at the cell's commit points.
+
+Every sidecar write is atomic: a temporary file renamed over the old one, so readers, other
+ranks and a killed process see the old file or the new one, whole. Surviving a power loss
+needs ``fsync`` as well: of the file before the rename (else the renamed file may come back
+empty) and of its directory after (else the rename may be lost). That is two ``fsync`` a
+write, 22 a cell of a trivial sweep (11 files); on this project's ext4 disk they were a
+quarter of a trivial cell's cost, and on a network filesystem each is a round trip.
+
+Design note: a cell needs durability where a later run trusts what it finds, and that is
+only its end: the "completed" (or "failed") status and what it vouches for (metrics,
+provenance, Hydra's ``.hydra`` files). A "running" status or a first provenance record
+that a power loss takes away leaves a cell that was not completed, and the next run runs
+it again; the readers take an unreadable sidecar as unreadable, as they must for any file
+of a shared directory. So inside :func:`deferred`, a write renames without ``fsync`` and
+is remembered, and :func:`commit` syncs each remembered file, then each directory, once:
+one journal commit does the work of many (~3.5 ms instead of ~7 ms a cell here).
+
+The cell runner defers its own bookkeeping only, never the task's writes (a long fit's
+own files stay synced at once: :func:`immediate`), and commits before it writes the
+final status, so "completed" on disk implies its metrics are; and when the cell ends.
+Writes made just before the runner starts (Hydra's ``.hydra`` files) are handed on to
+the next :func:`deferred` block (:func:`handed_on`), or synced when the process exits.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import errno
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = [
+    "commit",
+    "deferred",
+    "deferring",
+    "fsync_directory",
+    "handed_on",
+    "immediate",
+    "remember",
+]
+
+_LOCAL = threading.local()  # one pending set per thread: a cell's writes are its thread's
+_LATER: dict[str, None] = {}  # files handed on to the next deferred block (.hydra files)
+_LOCK = threading.Lock()
+
+
+def fsync_directory(directory: Path) -> None:
+    """``fsync`` a directory, so that a rename in it is durable (where the platform and
+    the filesystem support it; else nothing)."""
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+    try:
+        fd = os.open(directory, flags)
+    except OSError:
+        return  # platforms without directory handles (Windows): nothing to sync
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        # Some file systems do not support fsync on directories.
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EBADF):
+            raise
+    finally:
+        os.close(fd)
+
+
+def _fsync_file(path: str) -> None:
+    try:  # the file as it is now: a later write replaced the one remembered
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        return  # moved or removed since: nothing of it to keep
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _pending() -> dict[str, None] | None:
+    return getattr(_LOCAL, "pending", None)
+
+
+def deferring() -> bool:
+    """Is a write in this thread to be remembered (:func:`remember`) rather than synced?"""
+    return _pending() is not None
+
+
+def remember(path: Path) -> None:
+    """Note a write made without ``fsync`` inside :func:`deferred`, for :func:`commit`."""
+    pending = _pending()
+    if pending is None:
+        raise RuntimeError("remember() outside deferred()")
+    pending[str(path)] = None
+
+
+def commit() -> None:
+    """Sync every write remembered in this thread's :func:`deferred` block: each file,
+    then each directory, once. Nothing is pending after it, even when it raises."""
+    pending = _pending()
+    if pending is None or not pending:
+        return
+    files = list(pending)
+    pending.clear()
+    for path in files:
+        _fsync_file(path)
+    for directory in dict.fromkeys(os.path.dirname(path) for path in files):
+        fsync_directory(Path(directory))
+
+
+def _adopt_later(pending: dict[str, None]) -> None:
+    with _LOCK:
+        pending.update(_LATER)
+        _LATER.clear()
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """Within, this thread's atomic writes are synced at :func:`commit` and on leaving
+    (a nested block joins the outer one). Writes handed on (:func:`handed_on`) join it.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from mushin_box._core.sidecars import write_json_atomic
+    >>> target = Path(tempfile.mkdtemp()) / "status.json"
+    >>> with deferred():
+    ...     write_json_atomic(target, {"status": "running"})
+    ...     deferring()
+    True
+    >>> deferring(), target.read_text()
+    (False, '{"status":"running"}\\n')
+    """
+    if _pending() is not None:
+        yield
+        return
+    _LOCAL.pending = pending = {}
+    _adopt_later(pending)
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(OSError):  # the error that ends the block is the one raised
+            commit()
+        raise
+    else:
+        commit()
+    finally:
+        _LOCAL.pending = None
+
+
+@contextlib.contextmanager
+def handed_on() -> Iterator[None]:
+    """Within, this thread's writes are left to the next :func:`deferred` block in this
+    process, or to the process's exit (Hydra's ``.hydra`` files, written just before the
+    cell runner starts); inside a block, they are that block's."""
+    if _pending() is not None:
+        yield
+        return
+    _LOCAL.pending = pending = {}
+    try:
+        yield
+    finally:
+        _LOCAL.pending = None
+        with _LOCK:
+            _LATER.update(pending)
+
+
+@contextlib.contextmanager
+def immediate() -> Iterator[None]:
+    """Within, this thread's writes are synced at once, inside a :func:`deferred` block
+    too (the task a cell runs: its own files are its own affair)."""
+    saved = _pending()
+    _LOCAL.pending = None
+    try:
+        yield
+    finally:
+        _LOCAL.pending = saved
+
+
+@atexit.register
+def _sync_later() -> None:
+    with _LOCK:
+        files = list(_LATER)
+        _LATER.clear()
+    for path in files:
+        with contextlib.suppress(OSError):
+            _fsync_file(path)
+    for directory in dict.fromkeys(os.path.dirname(path) for path in files):
+        with contextlib.suppress(OSError):
+            fsync_directory(Path(directory))
