@@ -5,6 +5,7 @@
 - :mod:`.redact` and :mod:`.secrets`: the secret rule, redaction, and the secrets vault;
 - :mod:`.termredact`: what the CLI prints, redacted by the same rule;
 - :mod:`.sidecars`: atomic, canonical JSON sidecars and bounded reads;
+- :mod:`.durable`: when an atomic write is synced: at once, or at a cell's commit points;
 - :mod:`.safeio`: the bounded, no-symlink reads of a sweep directory's files;
 - :mod:`.overrides` and :mod:`.overrideparse`: Hydra's override grammar, both ways;
 - :mod:`.jobdir` and :mod:`.jobskip`: the job directory, and the jobs a launch leaves out;
