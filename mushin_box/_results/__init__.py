@@ -9,6 +9,7 @@
 - :mod:`.table`: a sweep's results as a table: which cells, in what order, which is best;
 - :mod:`.seriesmetric`: a metric named on the command line (``val_loss@min``) per cell;
 - :mod:`.report`: ``mushin-box report``: a sweep as one self-contained HTML page;
+- :mod:`.provsummary`: a provenance record in a few words (the report, ``show``'s code line);
 - :mod:`.htmlpage` and :mod:`.svgplot`: the HTML and the inline SVG curves of such pages;
 - :mod:`.curves` and :mod:`.heatmap`: the report's pictures (every series, a 2-parameter grid);
 - :mod:`.manycells`: what a report shows of thousands of cells (the best N, a band, a CSV);

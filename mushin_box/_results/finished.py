@@ -32,7 +32,7 @@ from typing import Any
 from mushin_box._core.layout import ERROR_FILE, METRICS_FILE
 from mushin_box._sweepdir.board import CellView, SweepView, scalar_metrics
 from mushin_box._sweepdir.gridorder import Entry
-from mushin_box._sweepdir.settled import bare_view, finished_entries, read_object
+from mushin_box._sweepdir.settled import Heading, bare_view, finished_entries, read_object
 
 __all__ = ["read_finished", "read_results"]
 
@@ -67,28 +67,28 @@ def _view(base: str, entry: Entry) -> CellView:
 
 
 def read_finished(
-    root: str | os.PathLike[str], heading: Callable[[SweepView], None] | None = None
+    root: str | os.PathLike[str], heading: Callable[[Heading], None] | None = None
 ) -> SweepView | None:
     """A finished sweep's view (the cells as ``read_sweep`` shows them, with their scalar
     metrics), from its manifest and each completed cell's metrics; None when the manifest
-    cannot answer (see :mod:`mushin_box._sweepdir.settled`). ``heading``: called with the
-    view before any metrics file is read, its cells holding their state, swept values and
-    directory only (a first line printed at once)."""
+    cannot answer (see :mod:`mushin_box._sweepdir.settled`). ``heading``: called with its
+    :class:`~mushin_box._sweepdir.settled.Heading` before any metrics file is read (a first
+    line printed at once)."""
     import attrs
 
     found = finished_entries(root)
     if found is None:
         return None
     manifest, entries = found
-    view = bare_view(Path(root), manifest, entries)
+    view, head = bare_view(Path(root), manifest, entries)
     if heading is not None:
-        heading(view)
+        heading(head)
     base = os.fspath(root)
     return attrs.evolve(view, cells=tuple(_view(base, e) for e in entries))
 
 
 def read_results(
-    root: str | os.PathLike[str], heading: Callable[[SweepView], None] | None = None
+    root: str | os.PathLike[str], heading: Callable[[Heading], None] | None = None
 ) -> SweepView:
     """The sweep as ``show`` and ``report`` read it: from the manifest when it is finished
     (:func:`read_finished`, which calls ``heading``), else by

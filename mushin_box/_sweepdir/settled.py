@@ -42,10 +42,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from mushin_box._core.layout import DONE_CELL_STATES, JOBS_FILE, MANIFEST_FILE, STATUS_FILE
 from mushin_box._sweepdir.gridorder import Entry, grid_key, in_grid_order
 
-__all__ = ["bare_view", "finished_entries", "read_object", "read_settled"]
+__all__ = ["Heading", "bare_view", "finished_entries", "read_object", "read_settled"]
 
 
 def _subdirs(root: Path) -> set[str] | None:
@@ -150,47 +152,57 @@ def read_object(path: str) -> Any:
     return value if isinstance(value, dict) else read_json(path)
 
 
+@attrs.frozen
+class Heading:
+    """A finished sweep's first line, known before any cell's own file is read: its
+    directory, its cells by state (:meth:`counts`, as ``SweepView.counts`` gives them) and
+    what runs it. Not a view of 10,000 cells built to be thrown away."""
+
+    root: Path
+    launcher: str | None
+    states: tuple[str, ...]
+
+    def counts(self) -> dict[str, int]:
+        from collections import Counter
+
+        from mushin_box._sweepdir.board import VIEW_STATES
+
+        found = Counter(self.states)
+        return {s: found[s] for s in VIEW_STATES if s in found}
+
+
 def bare_view(
     root: Path, manifest: Mapping[str, Any], entries: Sequence[Entry], **fields: Any
-) -> Any:
+) -> tuple[Any, Heading]:
     """The sweep's :class:`~mushin_box._sweepdir.board.SweepView` as the manifest tells it
-    (``fields``: more of the view's), its cells holding their state, swept values and
-    directory only: what a reader's first line says before any cell's files are read."""
-    from mushin_box._sweepdir.board import CellView, SweepView
+    (``fields``: more of the view's) without its cells, and its :class:`Heading`."""
+    from mushin_box._sweepdir.board import SweepView
 
     launcher = manifest.get("launcher")
-    cells = tuple(
-        CellView(
-            dir=e.get("dir"),
-            combo=dict(e["combo"]),
-            state=str(e.get("status")),
-            recorded_state=str(e.get("status")),
-        )
-        for e in entries
-    )
-    return SweepView(
+    launcher = launcher if isinstance(launcher, str) else None
+    view = SweepView(
         root=root,
         params=tuple(manifest["grid"]),
-        cells=cells,
+        cells=(),
         run_id=manifest.get("run_id"),
-        launcher=launcher if isinstance(launcher, str) else None,
+        launcher=launcher,
         **fields,
     )
+    return view, Heading(root, launcher, tuple(str(e.get("status")) for e in entries))
 
 
 def read_settled(
-    root: str | os.PathLike[str], *, heading: Callable[[Any], None] | None = None
+    root: str | os.PathLike[str], *, heading: Callable[[Heading], None] | None = None
 ) -> Any:
     """A finished sweep as ``status`` shows it (every field
     :func:`~mushin_box._sweepdir.board.read_sweep` gives, read from each cell's status
     record and metrics), or None when the manifest cannot answer, or a job of the latest
     submission may run a cell again: then ``read_sweep`` reads it, asking the scheduler.
 
-    ``heading``: called with the sweep's view before any cell's own file is read, its cells
-    holding their state, swept values and directory only: what is known from the manifest
-    (and the status records it is older than), for a first line printed at once.
+    ``heading``: called with its :class:`Heading` before any cell's own file is read: what
+    is known from the manifest (and the status records it is older than), for a first
+    line printed at once.
     """
-    import attrs
 
     from mushin_box._slurm.submitted import job_ids, read_submission
     from mushin_box._sweepdir.board import cell_view, local_jobs_alive, resubmitted
@@ -205,7 +217,7 @@ def read_settled(
     ended = {e["dir"]: e for e in entries if e.get("dir") and e.get("status") != "completed"}
     if resubmitted(ended, submission):  # its queued jobs may run them again
         return None
-    view = bare_view(
+    view, head = bare_view(
         path,
         manifest,
         entries,
@@ -213,7 +225,7 @@ def read_settled(
         active=local_jobs_alive(submission),
     )
     if heading is not None:
-        heading(view)
+        heading(head)
     base = os.fspath(path)
     cells = []
     for entry in entries:

@@ -156,7 +156,7 @@ def _print_rich(table: Any, said: str | None = None) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    from mushin_box._results.report import code_line
+    from mushin_box._results.provsummary import code_line
 
     headers, rows = _headers(table), _rows(table)
     console = Console(highlight=False)
@@ -232,12 +232,12 @@ _ANSI = {"completed": "32", "failed": "31", "timeout": "31", "running": "36"}
 
 def run(args: argparse.Namespace) -> int:
     from mushin_box._results.htmlpage import md_table
-    from mushin_box._results.report import code_line
+    from mushin_box._results.provsummary import code_line
     from mushin_box._results.table import ResultsError, summary, table_records
 
     said: list[str] = []
 
-    def heading(view: Any) -> None:  # a finished sweep: its counts, before its cells are read
+    def heading(view: Any) -> None:  # a finished sweep: its counts (a Heading), first
         from mushin_box.cli.tables import summary as counted
 
         said.append(f"{view.root}: {counted(view)}")

@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     path = resolve_sweep(args.dir)
     said: list[str] = []
 
-    def heading(view: Any) -> None:  # a finished sweep: its counts, before its cells are read
+    def heading(view: Any) -> None:  # a finished sweep: its counts (a Heading), first
         said.append(f"{view.root}: {summary(view)}")
         print(said[0], flush=True)
 
