@@ -145,17 +145,22 @@ def _load_pt(file: Path) -> Any:
 STAGE_ORDER = ("fit", "validate", "test")
 STAGE_DIMS = {"fit": "epoch", "validate": "validate_round", "test": "test_round"}
 
+_NUMBERS = frozenset({int, float})
+
 #: one series as plain lists: (index dimension, index values, values; NaN: none that round)
 PlainSeries = tuple[str, list[float], list[float]]
 
 
 def _numbers(values: list[Any]) -> list[float] | None:
+    kinds = {type(v) for v in values}
+    if kinds <= _NUMBERS:  # the common case, without a call per value
+        return [float(v) for v in values] if int in kinds else list(values)
     if not all(v is None or isinstance(v, int | float) for v in values):
         return None  # a logged vector: no curve, no scalar
     return [float("nan") if v is None else float(v) for v in values]
 
 
-def stage_series(job: Path, *, pt: bool = True) -> dict[str, PlainSeries]:
+def stage_series(job: str | os.PathLike[str], *, pt: bool = True) -> dict[str, PlainSeries]:
     """A job's scalar series as ``{"<stage>.<metric>": (dimension, index, values)}`` (a
     logged vector is left out; the index is the round's position where the file's is not
     a list of whole numbers as long as the values); ``{}`` without any.
@@ -178,11 +183,12 @@ def stage_series(job: Path, *, pt: bool = True) -> dict[str, PlainSeries]:
         data = read_stage(job, stage, names, pt=pt) or {}
         key = "epoch" if stage == "fit" else "round"
         index = _numbers(list(data.get(key, []))) or []
+        counts = all(x.is_integer() for x in index)  # whole numbers: once per stage
         for name, values in data.items():
             ys = _numbers(values) if name != key else None
             if ys is None:
                 continue
-            whole = len(index) == len(ys) and all(x.is_integer() for x in index)
+            whole = counts and len(index) == len(ys)
             xs = index if whole else [float(i) for i in range(len(ys))]
             out[f"{stage}.{name}"] = (STAGE_DIMS[stage], xs, ys)
     return out
