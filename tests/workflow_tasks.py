@@ -62,6 +62,25 @@ def marker_task(x: int, markers: str, sleep_s: float = 0.0) -> dict[str, int]:
     return {"x2": 2 * x}
 
 
+def marker_sweep(root: Path, markers: Path, resume: bool = False, **extra: Any) -> Any:
+    """``Workflow(marker_task).run`` of ``x`` in 1..6 at ``root`` (the resume tests' sweep)."""
+    from mushin_box import Workflow, multirun
+
+    return Workflow(marker_task).run(
+        working_dir=root,
+        resume=resume,
+        progress=False,
+        x=multirun([1, 2, 3, 4, 5, 6]),
+        markers=str(markers),
+        **extra,
+    )
+
+
+def markers_ran(markers: Path) -> list[str]:
+    """The cells :func:`marker_task` ran, once per run (``x=3``), sorted."""
+    return sorted(p.name.split(".")[0] for p in markers.iterdir()) if markers.is_dir() else []
+
+
 def resume_task(x: int, mushin_resume: ResumeContext) -> dict[str, float]:
     return {"attempt": float(mushin_resume.attempt), "x": float(x)}
 

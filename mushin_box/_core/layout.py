@@ -67,6 +67,7 @@ __all__ = [
     "JOB_PRIVATE_DIR",
     "LOCK_FILE",
     "MANIFEST_FILE",
+    "CELL_INDEX_FILE",
     "MASTER_PORT_ENV",
     "FINGERPRINTS_FILE",
     "METRICS_FILE",
@@ -103,6 +104,9 @@ __all__ = [
 
 #: the sweep's manifest: one row per cell (a cache of the cells' status files)
 MANIFEST_FILE = "mushin_sweep.json"
+#: the driver's cache of its finished cells' sidecars, keyed by their files' identities, so
+#: that a resume reads one file instead of three per cell (``_sweepdir/cellindex.py``)
+CELL_INDEX_FILE = ".mushin_cells.json"
 #: held (flock) by the driver running the sweep: a second ``run()`` is refused
 LOCK_FILE = ".mushin_sweep.lock"
 #: a cell failed under ``on_error="raise"``; cells not yet started skip
@@ -189,6 +193,7 @@ READ_LIMITS: Mapping[str, int] = {
     PROVENANCE_FILE: 64 * _MIB,
     FINGERPRINTS_FILE: 64 * _MIB,
     MANIFEST_FILE: 256 * _MIB,
+    CELL_INDEX_FILE: 256 * _MIB,
     JOBS_FILE: 64 * _MIB,
     ABORT_FILE: 4 * _MIB,
     ATTEMPT_FILE: 4 * _MIB,

@@ -14,6 +14,9 @@ resolves it, the config fingerprint is the runner's own
 can depend on a swept one), and the pure
 :func:`~mushin_box._sweep.decide.decide` is asked with the same facts. Only a clean reuse
 (no warning, nothing recorded, metrics and provenance readable) is taken out of the launch;
+a cell whose status, metrics and provenance files are the very ones the sweep's index read
+(:mod:`~mushin_box._sweepdir.cellindex`: same inode, size, mtime and ctime) is asked the
+same question with the record and metrics the index holds, instead of its files read again;
 every other cell (changed config or code, a corrupt sidecar, failed, cancelled, skipped,
 reused despite stale code) still goes through the launcher and decides for itself, as
 before. When in doubt (a config whose value depends on the job, e.g. ``${hydra:...}`` or
@@ -43,6 +46,7 @@ from mushin_box._sweep.cells import CellPlan, config_fingerprint
 from mushin_box._sweep.decide import decide
 from mushin_box._sweep.jobconfig import PlainFingerprints, SweptValues, element_overrides, strings
 from mushin_box._sweep.jobconfig import cell_of as _cell_of
+from mushin_box._sweepdir.cellindex import whole_provenance
 
 __all__ = [
     "SWEEPER_TARGET",
@@ -159,11 +163,18 @@ def _depends_on_job(task_cfg: Any) -> bool:
 
 
 def _reusable(
-    directory: Path, previous: Mapping[str, Any], fingerprints: Mapping[str, str], plan: CellPlan
+    directory: Path,
+    previous: Mapping[str, Any],
+    fingerprints: Mapping[str, str],
+    plan: CellPlan,
+    indexed: Mapping[str, dict[str, Any]],
 ) -> dict[str, Any] | None:
     """The cell's metrics if the runner would reuse it (``previous``: its status record)
-    without a word and without writing anything, else None. Call it with
-    :class:`SidecarWarning` silenced: the runner says it, if the cell runs."""
+    without a word and without writing anything, else None. ``indexed``: the metrics of
+    the cells whose files the sweep's index vouches for, unchanged since it read them
+    (status, metrics and a whole provenance record: :mod:`~mushin_box._sweepdir.cellindex`),
+    by directory name; the others' are read here. Call it with :class:`SidecarWarning`
+    silenced: the runner says it, if the cell runs."""
     if previous.get("status") != "completed":
         return None
     decision = decide(
@@ -177,8 +188,9 @@ def _reusable(
     )
     if decision.action != "reuse" or decision.reused_despite or decision.warnings:
         return None
-    record = read_json(directory / PROVENANCE_FILE)
-    if not (isinstance(record, dict) and {"reproducibility", "run"} <= set(record)):
+    if directory.name in indexed:  # `previous` is the indexed record, from the same file
+        return indexed[directory.name]
+    if not whole_provenance(read_json(directory / PROVENANCE_FILE)):
         return None
     metrics = read_json(directory / METRICS_FILE)
     return metrics if isinstance(metrics, dict) else None
@@ -192,6 +204,7 @@ def prefilter(
     launcher: str | None,
     launcher_config: Mapping[str, Any] | None,
     records: Sequence[tuple[Path, Mapping[str, Any]]],
+    indexed: Mapping[str, dict[str, Any]] | None = None,
     first: Any = None,
 ) -> Prefiltered:
     """The jobs of the grid that resume reuses as they are (see module doc); call it with
@@ -199,7 +212,9 @@ def prefilter(
     ``first``: the config of :func:`~mushin_box._sweep.compose.first_job`, composed from
     ``config`` and ``overrides`` (``check_composes``); used when it is the grid's first job,
     instead of composing that again. ``records``: the cells' status records
-    (:func:`~mushin_box._sweepdir.manifest.cell_records`, read under the sweep's lock)."""
+    (:func:`~mushin_box._sweepdir.manifest.cell_records`, read under the sweep's lock);
+    ``indexed``: the metrics the sweep's index vouches for, by directory name (read under
+    the lock too; see :func:`_reusable`)."""
     if not plan.resume or not _driver_sees_all(overrides, launcher, launcher_config):
         return Prefiltered()
     parsed = parse_overrides(overrides)
@@ -235,7 +250,7 @@ def prefilter(
                 fingerprints = {"config": fingerprint, "code": plan.code_fingerprint}
                 if image:
                     fingerprints["image"] = image
-                found = _reusable(directory, previous, fingerprints, plan)
+                found = _reusable(directory, previous, fingerprints, plan, indexed or {})
                 if found is not None:
                     reused.add(task_part(job))
                     metrics[directory] = found

@@ -7,7 +7,10 @@ other what they read, so that a resume of a 1,000-cell sweep reads each sidecar 
 as it can: the status records read when the sweep is opened are the resume shortcut's
 (:func:`~mushin_box._sweep.prefilter.prefilter`), and the cells it reused are not read
 again after the launch (nothing ran there: the lock keeps every other run out), their
-metrics included, which the results take as the shortcut read them.
+metrics included, which the results take as the shortcut read them. The completed cells
+whose files are unchanged since the last launch wrote the sweep's index are read from it,
+one file instead of three per cell (:mod:`~mushin_box._sweepdir.cellindex`); the launch
+writes it again at its end when a completed cell is missing from it.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from mushin_box._sweep.cells import CellPlan, CellRunner
 from mushin_box._sweep.compose import hydra_state_kept
 from mushin_box._sweep.jobconfig import job_configs
 from mushin_box._sweep.prefilter import SWEEPER_TARGET, own_sweeper, prefilter
+from mushin_box._sweepdir.cellindex import CellIndex, read_index, refresh_index
 from mushin_box._sweepdir.liveness import still_running_message
 from mushin_box._sweepdir.manifest import (
     Records,
@@ -44,21 +48,32 @@ from mushin_box._sweepdir.manifest import (
     write_manifest,
 )
 
-__all__ = ["Launched", "launch_cells", "open_sweep"]
+__all__ = ["Launched", "Opened", "launch_cells", "open_sweep"]
 
 
-def open_sweep(root: Path, grid: Mapping[str, list[Any]], plan: CellPlan) -> list[Any]:
+@attrs.frozen
+class Opened:
+    """What :func:`open_sweep` read: the cells' status records, and the sweep's index of
+    its completed cells (on resume: those whose files are unchanged)."""
+
+    records: list[Any]
+    index: CellIndex = attrs.field(factory=CellIndex)
+
+
+def open_sweep(root: Path, grid: Mapping[str, list[Any]], plan: CellPlan) -> Opened:
     """Under the sweep's lock, before any cell starts: report a changed grid (on resume),
     record abandoned cells, refuse cells still running (a process or SLURM job of an
     earlier run, or a job of its last submission still queued: never start a second copy;
     ``SweepBusyError``), clear the abort file and write the new manifest; return the cells'
-    status records (the orphaned temporaries are cleared by :func:`launch_cells`, while it
-    decides the cells)."""
+    status records and the index (the orphaned temporaries are cleared by
+    :func:`launch_cells`, while it decides the cells)."""
     previous = read_sweep_manifest(root)
     if plan.resume and previous is not None:
         _report_grid_change(previous, grid)
     _refuse_live_submission(root, grid)  # first: its queued jobs have no status file yet
-    records = list(cell_records(root))  # each status file read once
+    # only a resume reuses cells: a fresh run of the sweep reads each status
+    index = read_index(root) if plan.resume else CellIndex()
+    records = list(cell_records(root, index.records()))  # each status file read once
     reconcile_abandoned(records)
     # only this run's cells: the sweep's others may still run (and only a running cell
     # can be: no id of 10,000 finished cells is computed)
@@ -69,7 +84,7 @@ def open_sweep(root: Path, grid: Mapping[str, list[Any]], plan: CellPlan) -> lis
         raise SweepBusyError(still_running_message(busy))
     (root / ABORT_FILE).unlink(missing_ok=True)
     write_manifest(root, grid=grid, run_id=plan.run_id, records=records)
-    return records
+    return Opened(records, index)
 
 
 def _refuse_live_submission(root: Path, grid: Mapping[str, list[Any]]) -> None:
@@ -141,16 +156,18 @@ def launch_cells(
     launcher_config: Mapping[str, Any] | None,
     progress: bool,
     first: Any = None,
-    records: Records = (),
+    opened: Opened | None = None,
 ) -> Launched:
     """Run every cell (``hydra_zen.launch`` of ``runner``), then record the cells whose job
-    ended without a word and rebuild the manifest. ``first``: the first job's config,
-    composed by ``check_composes``, and ``records``, the status records before the launch
-    (the resume shortcut uses both)."""
+    ended without a word, rebuild the manifest and the index. ``first``: the first job's
+    config, composed by ``check_composes``, and ``opened``, the status records before the
+    launch and the index (the resume shortcut uses all three)."""
     from hydra_zen import launch
 
     plan = runner.plan
     root = Path(plan.working_dir)
+    opened = opened if opened is not None else Opened([])
+    records: Records = opened.records
     watcher = _start_progress(root, grid, plan.run_id, progress)
     tidied = start_removing_orphans(root)  # left by writers killed mid-write
     error: BaseException | None = None
@@ -168,6 +185,7 @@ def launch_cells(
                 launcher_config=launcher_config,
                 first=first,
                 records=records,
+                indexed=opened.index.metrics(),
             )
         if own_sweeper(overrides):  # only the jobs left, each composed once
             overrides = [*overrides, f"hydra.sweeper._target_={SWEEPER_TARGET}"]
@@ -193,12 +211,24 @@ def launch_cells(
         if watcher is not None:
             watcher.stop()
         metrics = done.metrics if done is not None else {}
-        untouched = {d: r for d, r in records if d in metrics}  # reused: nothing ran there
+        untouched = {d.name: r for d, r in records if d in metrics}  # reused: nothing ran
         # cells whose job was killed, cancelled or timed out never wrote their end
         # nothing launched: the manifest open_sweep wrote from `records` still holds
         written = records if done is not None and done.nothing_to_launch else None
         ended, after = finish_launch(root, error, untouched, written)  # never hides `error`
+        if error is None and after is not None:
+            _refresh_index(root, after, opened.index)
     return Launched(error, ended, after, metrics)
+
+
+def _refresh_index(root: Path, records: Records, index: CellIndex) -> None:
+    """Write the index of the completed cells again, when it lacks one (the next resume
+    reads them from it); a cache: a failure to write it (a full disk) only means that
+    the next resume reads the cells' files."""
+    try:
+        refresh_index(root, records, index)
+    except OSError:
+        pass
 
 
 def _report_grid_change(previous: Mapping[str, Any], grid: Mapping[str, list[Any]]) -> None:

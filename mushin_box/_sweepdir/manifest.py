@@ -37,6 +37,7 @@ __all__ = [
     "cell_records",
     "combo_id",
     "read_status",
+    "wrong_status_fields",
     "read_sweep_manifest",
     "recorded_launcher",
     "manifest_from_cells",
@@ -130,6 +131,20 @@ def _warn(path: str, problem: str) -> None:
     warn_sidecar(f"sidecar {path!r} {problem}")
 
 
+def wrong_status_fields(record: Mapping[str, Any]) -> dict[str, str]:
+    """The fields of a status record of a type a reader does not rely on, with their type.
+
+    >>> wrong_status_fields({"attempt": "1x", "pid": True, "status": "completed"})
+    {'attempt': 'str', 'pid': 'bool'}
+    """
+    return {
+        key: type(value).__name__
+        for key, types in _STATUS_TYPES.items()
+        if (value := record.get(key)) is not None
+        and (not isinstance(value, types) or isinstance(value, bool))
+    }
+
+
 def read_status(cell_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
     """A cell's status record: a JSON object with a ``combo`` object, its fields of the
     wrong type dropped; None when there is none, or (with a warning naming the file) when
@@ -141,12 +156,7 @@ def read_status(cell_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
     if not isinstance(record, dict) or not isinstance(record.get("combo"), dict):
         _warn(path, "is not a cell status (a JSON object with a 'combo' object); ignored")
         return None
-    wrong = {
-        key: type(value).__name__
-        for key, types in _STATUS_TYPES.items()
-        if (value := record.get(key)) is not None
-        and (not isinstance(value, types) or isinstance(value, bool))
-    }
+    wrong = wrong_status_fields(record)
     if wrong:
         said = ", ".join(f"{key} (a {kind})" for key, kind in wrong.items())
         _warn(path, f"has fields of the wrong type, ignored: {said}")
@@ -168,11 +178,12 @@ def _linked_cell(root: Path, name: str) -> bool:
 
 
 def cell_records(
-    root: Path, known: Mapping[Path, dict[str, Any]] | None = None
+    root: Path, known: Mapping[str, dict[str, Any]] | None = None
 ) -> Iterator[tuple[Path, dict[str, Any]]]:
     """(cell dir, status record) for every cell with a readable status sidecar; ``known``:
-    records the caller knows are still what the files say (not read again). A cell is a
-    directory of ``root`` itself: a symlink is not followed out of the sweep."""
+    records the caller knows are still what the files say (not read again), by directory
+    name. A cell is a directory of ``root`` itself: a symlink is not followed out of the
+    sweep."""
     try:  # not Path.glob: a launch scans a 1,000-cell sweep 3 times
         with os.scandir(root) as entries:
             found = sorted((entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries)
@@ -182,7 +193,7 @@ def cell_records(
         if not is_dir:
             _linked_cell(root, name)
             continue
-        record = known.get(root / name) if known else None
+        record = known.get(name) if known else None
         if record is None:
             record = read_status(os.path.join(root, name))  # missing: None
         if record is not None:
@@ -422,15 +433,16 @@ def reconcile_abandoned(records: list[tuple[Path, dict[str, Any]]]) -> list[str]
 def finish_launch(
     root: Path,
     error: BaseException | None,
-    untouched: Mapping[Path, dict[str, Any]] | None = None,
+    untouched: Mapping[str, dict[str, Any]] | None = None,
     written: Records | None = None,
 ) -> tuple[list[str], list[tuple[Path, dict[str, Any]]] | None]:
     """After a launch: record abandoned cells (:func:`reconcile_abandoned`) and rebuild the
     manifest; return the cells recorded as ended, and the status records as they are now
     (None if they could not be read). ``untouched``: the records of cells the launch left
-    out (see :func:`cell_records`); ``written``: the records the manifest on disk was
-    written from under this lock (:func:`write_manifest`), when they are still what the
-    files say it is not written again (a resume that ran nothing: 1 MB at 10,000 cells).
+    out, by directory name (see :func:`cell_records`); ``written``: the records the
+    manifest on disk was written from under this lock (:func:`write_manifest`), when they
+    are still what the files say it is not written again (a resume that ran nothing: 1 MB
+    at 10,000 cells).
 
     A failure to write them (a full disk) never hides the launch's own error, which is the
     one that says what went wrong: it is added to that error as a note, or, when the launch

@@ -8,8 +8,10 @@ files are replicated into an ``A x B`` grid: each copy's swept values are rewrit
 they appear (status record, metrics, provenance config, ``.hydra`` files, ``multirun.yaml``),
 its metrics made distinct, its config fingerprints recomputed by the engine's own function
 (so a re-run of the same script, :func:`resume`, finds every cell finished and reuses it),
-and the manifest written by the engine's own function (``write_manifest``), as
-``Workflow.run`` writes it. With ``--epochs N`` each cell also gets
+and the manifest and the finished cells' index written by the engine's own functions
+(``write_manifest``, ``refresh_index``), as ``Workflow.run`` writes them (the index leaves
+out the cells written in its last second: the first resume reads those, as it would
+after a real run). With ``--epochs N`` each cell also gets
 a ``fit_metrics.json`` series of ``N`` epochs (``MetricsCallback``'s file), for the report's
 curves. About 10 s per 1,000 cells.
 
@@ -136,6 +138,7 @@ def resume(root: Path, a: int, b: int) -> Any:
 def build(root: Path, a: int = 100, b: int = 100, epochs: int = 0) -> Path:
     """Write a finished ``a x b``-cell sweep at ``root`` (which must not exist)."""
     from mushin_box._core.sidecars import read_json
+    from mushin_box._sweepdir.cellindex import CellIndex, refresh_index
     from mushin_box._sweepdir.manifest import cell_records, write_manifest
 
     work = Path(tempfile.mkdtemp(prefix="mushin-bigsweep-"))
@@ -161,7 +164,9 @@ def build(root: Path, a: int = 100, b: int = 100, epochs: int = 0) -> Path:
         "- b=0,1\n", f"- b={b_text}\n"
     )
     (root / "multirun.yaml").write_text(multirun.replace("a=0,1,b=0,1", f"a={a_text},b={b_text}"))
-    write_manifest(root, grid=grid, run_id=run_id or "bigsweep", records=list(cell_records(root)))
+    records = list(cell_records(root))
+    write_manifest(root, grid=grid, run_id=run_id or "bigsweep", records=records)
+    refresh_index(root, records, CellIndex())  # as the end of a run writes it
     return root
 
 

@@ -21,7 +21,9 @@ from typing import Any
 import hydra_zen
 import pytest
 from hydra_zen import make_config
+from workflow_tasks import marker_sweep as _sweep
 from workflow_tasks import marker_task
+from workflow_tasks import markers_ran as _ran
 
 from mushin_box import Workflow, multirun
 from mushin_box._core.layout import METRICS_FILE, PROVENANCE_FILE, STATUS_FILE
@@ -31,21 +33,6 @@ from mushin_box._sweep.cells import CellPlan, config_fingerprint
 from mushin_box._sweep.compose import hydra_state_kept
 from mushin_box._sweep.jobconfig import PlainFingerprints, SweptValues, element_overrides
 from mushin_box._sweepdir.manifest import cell_records
-
-
-def _sweep(root: Path, markers: Path, resume: bool = False, **extra: Any) -> Any:
-    return Workflow(marker_task).run(
-        working_dir=root,
-        resume=resume,
-        progress=False,
-        x=multirun([1, 2, 3, 4, 5, 6]),
-        markers=str(markers),
-        **extra,
-    )
-
-
-def _ran(markers: Path) -> list[str]:
-    return sorted(p.name.split(".")[0] for p in markers.iterdir()) if markers.is_dir() else []
 
 
 def _snapshot(root: Path, *, cells_only: bool = True) -> dict[str, tuple[bytes, int]]:
