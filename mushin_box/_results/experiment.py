@@ -47,7 +47,7 @@ __all__ = [
 
 def load_sweep(
     path: str | os.PathLike[str],
-    records: Sequence[tuple[str | Path, dict[str, Any]]] | None = None,
+    records: Sequence[tuple[Path, dict[str, Any]]] | None = None,
     metrics: Mapping[Path, dict[str, Any]] | None = None,
 ) -> xr.Dataset:
     """A sweep directory as a Dataset (see :func:`load_experiment`); ``records``: its cells'
@@ -65,18 +65,20 @@ def load_sweep(
 
     root = Path(path)
     manifest: dict[str, Any] | None = None
+    cells: Sequence[tuple[str | Path, dict[str, Any]]] | None = records
     if records is None:  # a finished sweep: its manifest, not 10,000 status files
         finished = finished_entries(root)
         if finished is not None:
             manifest = finished[0]
             base = os.fspath(root)  # os.path, not pathlib: 10,000 cells
-            records = [(os.path.join(base, e["dir"]), e) for e in finished[1] if e.get("dir")]
-    records = list(cell_records(root)) if records is None else records
+            cells = [(os.path.join(base, e["dir"]), e) for e in finished[1] if e.get("dir")]
+    if cells is None:
+        cells = records = list(cell_records(root))
     manifest = manifest or read_sweep_manifest(root) or manifest_from_cells(root, records)
     grid: dict[str, list[Any]] = manifest["grid"]
     params = list(grid)
     shape = tuple(len(v) for v in grid.values())
-    index = dict(zip(grid_keys(grid), np.ndindex(*shape), strict=True))
+    index: dict[Any, tuple[int, ...]] = dict(zip(grid_keys(grid), np.ndindex(*shape), strict=True))
     coords = {p: grid_coords(v) for p, v in grid.items()}
     found: dict[str, dict[tuple[int, ...], Any]] = {}  # metric -> grid point -> value
     series: dict[str, list[tuple[tuple[int, ...], Series]]] = {}
@@ -84,7 +86,7 @@ def load_sweep(
     skipped: list[dict[str, Any]] = []
     status = np.full(shape, "pending", dtype=object)
     cell_dirs = np.full(shape, "", dtype=object)
-    for cell_dir, record in records:
+    for cell_dir, record in cells:
         where = index.get(grid_key(record["combo"], params))
         if where is None:
             continue  # a cell of an earlier, different grid
@@ -99,7 +101,7 @@ def load_sweep(
             )
         if state != "completed":
             continue
-        values = metrics.get(cell_dir) if metrics else None
+        values = metrics.get(cell_dir) if metrics and isinstance(cell_dir, Path) else None
         if values is None:
             _warn_if_truncated(os.path.join(cell_dir, PROVENANCE_FILE), name)
             # not an object (a list, a number): refused by read_json, with a warning

@@ -431,7 +431,7 @@ def _entries(
         {"combo": r["combo"], "status": r.get("status", "pending"), "dir": d.name} for d, r in found
     )
     placed = in_grid_order(grid, mine) if isinstance(grid, dict) else None
-    if placed is None:  # no grid: the cells tell it
+    if placed is None or not isinstance(grid, dict):  # no grid: the cells tell it
         manifest = manifest_from_cells(root, records=found)
         return tuple(manifest["params"]), list(manifest["cells"].values())
     params = list(grid)
