@@ -102,6 +102,25 @@ def sweep(
     return out
 
 
+def first(cells: int) -> dict[str, list[float]]:
+    """One first run of a ``cells``-cell sweep of ``trivial`` (after the warm-up sweep):
+    seconds a cell, and the driver's peak resident memory in MB (the process's)."""
+    import resource
+
+    _quiet()
+    run = _runner("box")
+    tmp = Path(tempfile.mkdtemp(prefix="mushin-bench-"))
+    try:
+        run(tmp / "warm", [0])
+        t0 = time.perf_counter()
+        run(tmp / "sweep", list(range(cells // 2)))
+        per_cell = (time.perf_counter() - t0) / (cells // 2 * 2)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    return {"per_cell": [per_cell], "rss_mb": [peak]}
+
+
 def image(size_mb: int, repeat: int) -> dict[str, list[float]]:
     """``image_sha256`` of a ``size_mb`` file: first (no cache) and again (cached); and
     ``sha256sum`` of the same file."""
@@ -173,7 +192,8 @@ def load(tool: str, root: str, repeat: int) -> dict[str, list[float]]:
 
 def main() -> None:
     case, args = sys.argv[1], json.loads(sys.argv[2])
-    result = {"sweep": sweep, "image": image, "provenance": provenance, "load": load}[case](**args)
+    cases = {"sweep": sweep, "first": first, "image": image, "provenance": provenance, "load": load}
+    result = cases[case](**args)
     print(json.dumps(result))
 
 

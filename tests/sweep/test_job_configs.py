@@ -158,3 +158,29 @@ def test_jobs_of_scalar_values_share_one_working_config_and_run_what_hydra_compo
     assert quick_ds.equals(full_ds)
     assert sorted(set(quick_ds["got_lr"].values.ravel().tolist())) == [-1.0, 0.5, 1.0]
     assert sorted(set(quick_ds["got_tag"].values.ravel().tolist())) == [3.0, 5.0, 7.0]
+
+
+def test_a_job_return_keeps_its_outcome_but_not_its_config_copies() -> None:
+    """The basic launcher keeps every job's return until the sweep ends: the configs in
+    them (a copy of each, ~90 KB a job) are dropped once Hydra's callbacks have seen them."""
+    from hydra.core.utils import JobReturn, JobStatus
+
+    from hydra_plugins.mushin_box_launcher.cells_sweeper import _LeanReturns
+
+    seen: list[tuple[Any, Any]] = []
+
+    class Callbacks:
+        def on_job_end(self, *, config: Any, job_return: Any, **kwargs: Any) -> None:
+            seen.append((job_return.cfg, job_return.hydra_cfg))
+
+        def on_job_start(self, *, config: Any, **kwargs: Any) -> None:
+            seen.append(("start", config))
+
+    ret = JobReturn(cfg="task cfg", hydra_cfg="hydra cfg", status=JobStatus.COMPLETED)
+    ret.return_value = {"loss": 1.0}
+    lean = _LeanReturns(Callbacks())
+    lean.on_job_start(config="c")
+    lean.on_job_end(config="c", job_return=ret)
+    assert seen == [("start", "c"), ("task cfg", "hydra cfg")]  # the callbacks saw them
+    assert (ret.cfg, ret.hydra_cfg) == (None, None)
+    assert ret.return_value == {"loss": 1.0} and ret.status is JobStatus.COMPLETED
