@@ -9,7 +9,8 @@ other ranks, ``reproduce`` and the user all read them. :func:`install` replaces 
 writer (``hydra.core.utils._save_config``, a three-line private function) with one that
 writes through :func:`mushin_box._core.sidecars.write_text_atomic`: the old file stays
 whole until the new one is complete, and a file that already holds the same text is left
-alone. The bytes written are Hydra's own (``OmegaConf.to_yaml``). A cell's files are
+alone. The bytes written are Hydra's own (``OmegaConf.to_yaml``'s text, by libyaml's
+emitter where that is the same: :func:`to_yaml`). A cell's files are
 made durable with the cell runner's first commit (:mod:`mushin_box._core.durable`).
 
 Design note: for a job of a ``Workflow`` sweep (Hydra job name ``mushin_workflow``), a
@@ -22,14 +23,16 @@ other failure. Any other Hydra job gets the error raised, as Hydra would.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
+import re
 from pathlib import Path
 from typing import Any
 
 from mushin_box._core import durable
 from mushin_box._core.sidecars import write_text_atomic
 
-__all__ = ["JOB_NAME", "install", "take_failure"]
+__all__ = ["JOB_NAME", "install", "take_failure", "to_yaml"]
 
 #: the Hydra job name of every Workflow launch (``hydra_zen.launch(job_name=...)``)
 JOB_NAME = "mushin_workflow"
@@ -46,12 +49,60 @@ def _is_workflow_job() -> bool:
         return False
 
 
-def save_config(cfg: Any, filename: str, output_dir: Path) -> None:
-    """Hydra's ``_save_config``, atomic (see the module doc)."""
+#: what libyaml's emitter is trusted with: text of printable ASCII and line breaks, which it
+#: writes byte for byte as PyYAML's does (tests/sweep/test_hydrafiles_yaml.py checks it)
+_PLAIN_TEXT = re.compile(r"[\x20-\x7e\n]*\Z")
+
+
+def _plain(node: Any) -> bool:
+    if isinstance(node, str):
+        return _PLAIN_TEXT.match(node) is not None
+    if isinstance(node, dict):
+        return all(_plain(k) and _plain(v) for k, v in node.items())
+    if isinstance(node, list):
+        return all(_plain(v) for v in node)
+    return node is None or isinstance(node, bool | int | float)
+
+
+@functools.cache
+def _c_dumper() -> Any:
+    """OmegaConf's YAML dumper on libyaml's emitter (None without libyaml)."""
+    import yaml
+    from omegaconf._utils import get_omega_conf_dumper
+
+    if not getattr(yaml, "__with_libyaml__", False):
+        return None
+    python = get_omega_conf_dumper()
+    return type(
+        "OmegaConfCDumper",
+        (yaml.CDumper,),
+        {
+            "yaml_representers": dict(python.yaml_representers),
+            "yaml_multi_representers": dict(python.yaml_multi_representers),
+        },
+    )
+
+
+def to_yaml(cfg: Any) -> str:
+    """``OmegaConf.to_yaml(cfg)``, the same text, written by libyaml's emitter when the
+    config holds only plain text (~1.3 ms instead of ~3.5 ms for a ``hydra.yaml``: three
+    files a cell); anything else goes through OmegaConf's own."""
+    import yaml
     from omegaconf import OmegaConf
 
+    dumper = _c_dumper()
+    container = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
+    if dumper is None or not _plain(container):
+        return OmegaConf.to_yaml(cfg)
+    return yaml.dump(
+        container, default_flow_style=False, allow_unicode=True, sort_keys=False, Dumper=dumper
+    )
+
+
+def save_config(cfg: Any, filename: str, output_dir: Path) -> None:
+    """Hydra's ``_save_config``, atomic (see the module doc)."""
     path = Path(output_dir) / filename
-    text = OmegaConf.to_yaml(cfg)
+    text = to_yaml(cfg)
     try:
         if path.is_file() and path.read_text(encoding="utf-8") == text:
             return  # a reused cell's files: nothing to rewrite
