@@ -10,6 +10,8 @@
   submission that runs a waiting cell;
 - :mod:`.settled`: a finished sweep as its manifest tells it, each cell's files opened
   only where the manifest cannot answer (``status``, ``show``, ``load_experiment``);
+- :mod:`.cellindex`: the completed cells' records and metrics with their files' identities,
+  so that a resume of a finished sweep opens each file without reading it;
 - :mod:`.progress`: the progress bar over the cells, fed by their sidecars;
 - :mod:`.logs`: every rank's output of a cell, found from the cell alone;
 - :mod:`.cancel`: stop cells (``scancel``, or signals to local owners): the one writer here.
