@@ -194,6 +194,23 @@ def _decode(obj: Any) -> Any:
     return {k: _decode(v) for k, v in obj.items()}
 
 
+def _plain_dumps(obj: object) -> bytes | None:
+    """:func:`canonical_dumps` of a value that is plain JSON already, by ``json`` alone
+    (C, ~3x faster than the walk: 10,000 config fingerprints and two 1 MB manifests a
+    resume); None where the walk must decide. Plain means: ``json`` writes it without a
+    NaN, the text has no tag-like key and no ``\\u`` escape, and it reads back equal
+    (which a tuple, a non-``str`` key or a number type of its own does not)."""
+    try:
+        text = json.dumps(
+            obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+        if _may_hold_tags(text) or json.loads(text) != obj:
+            return None
+        return text.encode("utf-8") + b"\n"
+    except (TypeError, ValueError):  # UnicodeEncodeError (a lone surrogate) included
+        return None
+
+
 def canonical_dumps(obj: object) -> bytes:
     """Serialize ``obj`` to canonical JSON bytes.
 
@@ -226,6 +243,12 @@ def canonical_dumps(obj: object) -> bytes:
     >>> canonical_dumps({"b": [1, float("nan")], "a": "é"})
     b'{"a":"\\xc3\\xa9","b":[1,{"__float__":"nan"}]}\\n'
     """
+    fast = _plain_dumps(obj)
+    return fast if fast is not None else _walked_dumps(obj)
+
+
+def _walked_dumps(obj: object) -> bytes:
+    """:func:`canonical_dumps` by the walk (:func:`_encode`), for any value."""
     plain = _encode(obj, "$", set())
     text = json.dumps(
         plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False

@@ -374,3 +374,32 @@ def test_orphan_removal_begun_early_removes_only_old_temporaries(
     finish = sidecars.start_removing_orphans(tmp_path)
     assert finish() == [old]
     assert not old.exists() and young.exists() and mine.exists()
+
+
+_ANY_TEXT = st.text(st.characters(), max_size=8) | st.sampled_from(
+    ["__float__", "__dict__", "nan", "\ud800", "\u2028", "\x00", "é"]
+)
+_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | _ANY_TEXT,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.dictionaries(_ANY_TEXT, inner, max_size=4)
+        | st.dictionaries(st.integers(), inner, min_size=1, max_size=2)
+    ),
+    max_leaves=16,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_VALUES)
+def test_the_plain_path_writes_what_the_walk_writes(value: object) -> None:
+    """``canonical_dumps`` takes ``json`` alone for plain values: the same bytes as the
+    walk, and anything the walk must decide (NaN, tags, tuples, int keys) left to it."""
+    fast = sidecars._plain_dumps(value)
+    try:
+        walked = sidecars._walked_dumps(value)
+    except (TypeError, ValueError):
+        assert fast is None
+        return
+    assert fast is None or fast == walked
