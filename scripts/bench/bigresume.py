@@ -22,7 +22,6 @@ peak resident memory (MB), the driver's, after all of it.
 from __future__ import annotations
 
 import json
-import resource
 import shutil
 import sys
 import tempfile
@@ -75,7 +74,7 @@ def main() -> int:
             out["left"].append(timed(bigsweep.resume, sweep, a, b))
             out["fresh"].append(timed(bigsweep.resume, work / f"fresh{r}", LEFT // 2, 2))
         result = {**out, "cells": a * b}
-        result["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        result["rss_mb"] = bigsweep.own_peak_mb()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(result))

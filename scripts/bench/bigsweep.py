@@ -117,6 +117,22 @@ def _check_fingerprints(status: dict[str, Any]) -> None:
         raise RuntimeError("bigsweep: the template's config fingerprint is not {a, b}'s")
 
 
+def own_peak_mb() -> float:
+    """This process's own peak resident memory (MB): its address space's high-water mark
+    (``VmHWM``). Not ``ru_maxrss``: a process that ``subprocess`` starts from a bigger
+    parent takes the parent's peak into it at ``exec``."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
 def resume(root: Path, a: int, b: int) -> Any:
     """Re-run the script that made the sweep at ``root`` (``Workflow(task).run`` of the same
     ``a x b`` grid, ``resume=True``); return ``load_experiment``'s result."""

@@ -104,8 +104,9 @@ def sweep(
 
 def first(cells: int) -> dict[str, list[float]]:
     """One first run of a ``cells``-cell sweep of ``trivial`` (after the warm-up sweep):
-    seconds a cell, and the driver's peak resident memory in MB (the process's)."""
-    import resource
+    seconds a cell, and the driver's peak resident memory in MB (the process's own)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from bigsweep import own_peak_mb  # type: ignore[import-not-found]
 
     _quiet()
     run = _runner("box")
@@ -117,8 +118,7 @@ def first(cells: int) -> dict[str, list[float]]:
         per_cell = (time.perf_counter() - t0) / (cells // 2 * 2)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    return {"per_cell": [per_cell], "rss_mb": [peak]}
+    return {"per_cell": [per_cell], "rss_mb": [own_peak_mb()]}
 
 
 def image(size_mb: int, repeat: int) -> dict[str, list[float]]:
