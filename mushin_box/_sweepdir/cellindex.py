@@ -35,7 +35,8 @@ then read from their files by the next resume, which enters them.
 
 It is written with :func:`json.dumps`, not the canonical writer: a private cache of
 ~1 KB a cell that no reader but this module opens, whose 10 MB at 10,000 cells the
-canonical writer would walk in Python for a quarter of a second; still atomically.
+canonical writer would read back to check (its plain path) or walk in Python (a NaN
+metric); still atomically.
 """
 
 from __future__ import annotations

@@ -184,3 +184,29 @@ def test_a_job_return_keeps_its_outcome_but_not_its_config_copies() -> None:
     assert seen == [("start", "c"), ("task cfg", "hydra cfg")]  # the callbacks saw them
     assert (ret.cfg, ret.hydra_cfg) == (None, None)
     assert ret.return_value == {"loss": 1.0} and ret.status is JobStatus.COMPLETED
+
+
+def test_a_workflow_launch_drops_each_jobs_config_copies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweeper hands Hydra's launcher the lean callbacks: every job's return, once
+    Hydra's callbacks have seen it, holds no config (what kept a 10,000-cell driver at
+    ~1 GB)."""
+    import sys
+
+    # Hydra's plugin scan executes the sweeper's module again: patch the class it runs
+    Workflow(scalar_echo, SCALAR_CONFIG).run(working_dir=tmp_path / "warm", progress=False)
+    lean = sys.modules["hydra_plugins.mushin_box_launcher.cells_sweeper"]._LeanReturns
+    returns: list[Any] = []
+    real = lean.on_job_end
+
+    def kept(self: Any, *, config: Any, job_return: Any, **kwargs: Any) -> None:
+        real(self, config=config, job_return=job_return, **kwargs)
+        returns.append(job_return)
+
+    monkeypatch.setattr(lean, "on_job_end", kept)
+    Workflow(scalar_echo, SCALAR_CONFIG).run(
+        working_dir=tmp_path / "sweep", progress=False, overrides=["lr=0.5,1"]
+    )
+    assert len(returns) == 2
+    assert all(r.cfg is None and r.hydra_cfg is None for r in returns)
