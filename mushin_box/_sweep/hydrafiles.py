@@ -89,13 +89,17 @@ def to_yaml(cfg: Any) -> str:
     files a cell); anything else goes through OmegaConf's own."""
     import yaml
     from omegaconf import OmegaConf
+    from omegaconf._utils import get_omega_conf_dumper
 
-    dumper = _c_dumper()
+    # OmegaConf.to_yaml's own steps, the container made once for either emitter
     container = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
-    if dumper is None or not _plain(container):
-        return OmegaConf.to_yaml(cfg)
+    dumper = _c_dumper() if _plain(container) else None
     return yaml.dump(
-        container, default_flow_style=False, allow_unicode=True, sort_keys=False, Dumper=dumper
+        container,
+        default_flow_style=False,
+        allow_unicode=True,
+        sort_keys=False,
+        Dumper=dumper or get_omega_conf_dumper(),
     )
 
 
