@@ -22,7 +22,9 @@ Design note: the order of things.
   and no status file. Once a cancel of the whole sweep has emptied the queue of the sweep's
   jobs, and no driver holds its lock, nothing can start it any more: it is recorded
   ``cancelled`` in the manifest (:func:`~mushin_box._sweepdir.manifest.mark_unstarted_cancelled`),
-  rather than read ``pending`` for good.
+  rather than read ``pending`` for good. SLURM may start such a cell between cancel's read
+  of the sweep and its ``scancel``: it then has a status, and is settled like a running
+  cell once the queue is empty (``cancelled`` when its owner is gone, else left and named).
 * ``resume=True`` runs a cancelled cell again, from its ``last.ckpt`` when there is one,
   like a failed one.
 
@@ -273,8 +275,11 @@ def cancel(
             except SweepBusyError:
                 gone = "a driver (launch or Workflow.run) holds the sweep and may start it"
         done += marked
+        left = [c for c, name in zip(unstarted, names, strict=True) if name not in marked]
+        if gone is None and left:  # started between our read and the scancel
+            left = _started_meanwhile(path, left, since, who, done, untouched, unreachable)
         why = gone or "a cell's status could not be read (see the warnings)"
-        unreachable += [(name, f"not started, and {why}") for name in names if name not in marked]
+        unreachable += [(cell_label(None, c.combo), f"not started, and {why}") for c in left]
     return CancelReport(
         cancelled=tuple(done),
         untouched=tuple(untouched),
@@ -282,6 +287,42 @@ def cancel(
         scancelled=tuple(jobs),
         refused=tuple(refused),
     )
+
+
+def _started_meanwhile(
+    root: Path,
+    cells: Sequence[CellView],
+    since: str,
+    who: str,
+    done: list[str],
+    untouched: list[tuple[str, str]],
+    unreachable: list[tuple[str, str]],
+) -> list[CellView]:
+    """Settle the queued cells that started after ``cancel`` read the sweep (SLURM ran their
+    job before the scancel ended it): by now the queue is empty, so a ``running`` one lost
+    its job and is recorded ``cancelled``; one that ended on its own keeps its status. The
+    cells still without a directory are returned; the lists are the caller's report."""
+    from mushin_box._sweepdir.manifest import combo_id, manifest_from_cells
+
+    now = manifest_from_cells(root)["cells"]
+    left = []
+    for cell in cells:
+        entry = now.get(combo_id(cell.combo))
+        if not isinstance(entry, dict) or not entry.get("dir"):
+            left.append(cell)
+            continue
+        name = str(entry["dir"])
+        record = read_json(root / name / STATUS_FILE) or {}
+        job = record.get("slurm_job_id")
+        if record.get("status") == "running" and not owner_gone(
+            record, _job_states([str(job)] if job else [])
+        ):  # a job that runs other cells too was not cancelled for a named one
+            unreachable.append((name, "started while cancel ran, and its owner still runs"))
+        elif _mark_cancelled(root / name, since, who):
+            done.append(name)
+        else:
+            untouched.append((name, str(record.get("status"))))
+    return left
 
 
 def _jobs_of(

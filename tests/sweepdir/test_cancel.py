@@ -140,3 +140,64 @@ def test_cancel_a_running_sweep_then_resume_runs_only_the_cancelled_cell(
     assert list(ds["status"].values) == ["completed", "completed"]
     assert (sweep / "x=1" / STATUS_FILE).read_bytes() == done  # reused, not run again
     assert read_json(sweep / "x=2" / STATUS_FILE)["attempt"] == 2
+
+
+def test_a_queued_cell_that_starts_while_cancel_runs_is_cancelled_not_unreadable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SLURM may start a queued cell between cancel's read of the sweep and its scancel:
+    the cell then has a ``running`` status when cancel looks for cells that never started.
+    Its job is gone once the queue is empty, so it is recorded ``cancelled``, and the cancel
+    succeeds (it used to say a status could not be read, and the CLI exited 1)."""
+    import mushin_box._sweepdir.cancel as cancel_mod
+    from mushin_box._sweepdir.manifest import write_grid
+
+    write_json_atomic(tmp_path / "x=1" / STATUS_FILE, {"combo": {"x": 1}, "status": "completed"})
+    write_grid(tmp_path, {"x": [1, 2]})  # x=2: queued, no directory yet
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    host = socket.gethostname()
+    started = {"combo": {"x": 2}, "status": "running", "attempt": 1, "host": host}
+    started.update(pid=dead.pid, pid_start="0")  # its job's process, ended by the scancel
+
+    def scancel_after_the_start(job_ids: list[str]) -> None:
+        write_json_atomic(tmp_path / "x=2" / STATUS_FILE, started)  # the job started...
+
+    monkeypatch.setattr(cancel_mod, "_scancel", scancel_after_the_start)  # ...then ended
+    report = cancel(tmp_path, grace_s=0, timeout_s=5)
+    assert report.unreachable == () and report.cancelled == ("x=2",)
+    assert ("x=1", "completed") in report.untouched
+    record = read_json(tmp_path / "x=2" / STATUS_FILE)
+    assert record["status"] == "cancelled" and "mushin-box cancel" in record["reason"]
+    assert read_json(tmp_path / "x=1" / STATUS_FILE)["status"] == "completed"
+
+    # a cell that started and completed on its own in that window is left as it is
+    finished = {"combo": {"x": 3}, "status": "completed", "attempt": 1}
+    write_grid(tmp_path, {"x": [1, 2, 3]})
+    monkeypatch.setattr(
+        cancel_mod,
+        "_scancel",
+        lambda ids: write_json_atomic(tmp_path / "x=3" / STATUS_FILE, finished),
+    )
+    report = cancel(tmp_path, grace_s=0, timeout_s=5)
+    assert report.unreachable == () and ("x=3", "completed") in report.untouched
+    assert read_json(tmp_path / "x=3" / STATUS_FILE)["status"] == "completed"
+
+    # one whose owner still runs (a job of other cells too, not cancelled) is not marked
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        alive = {"combo": {"x": 4}, "status": "running", "attempt": 1, "host": host}
+        alive.update(pid=owner.pid, pid_start=process_start(owner.pid))
+        write_grid(tmp_path, {"x": [1, 2, 3, 4]})
+        monkeypatch.setattr(
+            cancel_mod,
+            "_scancel",
+            lambda ids: write_json_atomic(tmp_path / "x=4" / STATUS_FILE, alive),
+        )
+        report = cancel(tmp_path, grace_s=0, timeout_s=5)
+        why = "started while cancel ran, and its owner still runs"
+        assert report.unreachable == (("x=4", why),)
+        assert read_json(tmp_path / "x=4" / STATUS_FILE)["status"] == "running"
+    finally:
+        owner.kill()
+        owner.wait()
