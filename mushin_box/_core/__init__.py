@@ -6,6 +6,7 @@
 - :mod:`.termredact`: what the CLI prints, redacted by the same rule;
 - :mod:`.sidecars`: atomic, canonical JSON sidecars and bounded reads;
 - :mod:`.durable`: when an atomic write is synced: at once, or at a cell's commit points;
+- :mod:`.gcpause`: the garbage collector paused while a sweep is read in bulk;
 - :mod:`.safeio`: the bounded, no-symlink reads of a sweep directory's files;
 - :mod:`.overrides` and :mod:`.overrideparse`: Hydra's override grammar, both ways;
 - :mod:`.jobdir` and :mod:`.jobskip`: the job directory, and the jobs a launch leaves out;

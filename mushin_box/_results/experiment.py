@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from mushin_box._core.gcpause import gc_paused
 from mushin_box._core.layout import (
     HYDRA_CONFIG_FILE,
     HYDRA_MULTIRUN_FILE,
@@ -45,6 +46,7 @@ __all__ = [
 ]
 
 
+@gc_paused()  # a bulk read: see _core/gcpause.py
 def load_sweep(
     path: str | os.PathLike[str],
     records: Sequence[tuple[Path, dict[str, Any]]] | None = None,

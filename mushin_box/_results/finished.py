@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mushin_box._core.gcpause import gc_paused
 from mushin_box._core.layout import ERROR_FILE, METRICS_FILE
 from mushin_box._sweepdir.board import CellView, SweepView, scalar_metrics
 from mushin_box._sweepdir.gridorder import Entry
@@ -66,6 +67,7 @@ def _view(base: str, entry: Entry) -> CellView:
     )
 
 
+@gc_paused()  # a bulk read: see _core/gcpause.py
 def read_finished(
     root: str | os.PathLike[str], heading: Callable[[Heading], None] | None = None
 ) -> SweepView | None:

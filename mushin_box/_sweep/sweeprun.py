@@ -24,6 +24,7 @@ from typing import Any
 
 import attrs
 
+from mushin_box._core.gcpause import gc_paused
 from mushin_box._core.jobskip import skipping
 from mushin_box._core.layout import ABORT_FILE
 from mushin_box._core.secrets import SecretVault
@@ -58,8 +59,11 @@ class Opened:
 
     records: list[Any]
     index: CellIndex = attrs.field(factory=CellIndex)
+    #: the manifest written from ``records`` (None: not written by ``open_sweep``)
+    manifest: Any = None
 
 
+@gc_paused()  # a bulk read: see _core/gcpause.py
 def open_sweep(root: Path, grid: Mapping[str, list[Any]], plan: CellPlan) -> Opened:
     """Under the sweep's lock, before any cell starts: report a changed grid (on resume),
     record abandoned cells, refuse cells still running (a process or SLURM job of an
@@ -83,8 +87,8 @@ def open_sweep(root: Path, grid: Mapping[str, list[Any]], plan: CellPlan) -> Ope
     if busy:
         raise SweepBusyError(still_running_message(busy))
     (root / ABORT_FILE).unlink(missing_ok=True)
-    write_manifest(root, grid=grid, run_id=plan.run_id, records=records)
-    return Opened(records, index)
+    manifest = write_manifest(root, grid=grid, run_id=plan.run_id, records=records)
+    return Opened(records, index, manifest)
 
 
 def _refuse_live_submission(root: Path, grid: Mapping[str, list[Any]]) -> None:
@@ -175,7 +179,7 @@ def launch_cells(
     try:
         # hydra_state_kept: a launcher running jobs in this process (joblib) leaves
         # HydraConfig set to the sweep's, with no output dir, breaking job_dir() after
-        with vault.exported(), hydra_state_kept():
+        with vault.exported(), hydra_state_kept(), gc_paused():
             # completed cells are decided here, before Hydra launches anything
             done = prefilter(
                 config,
@@ -215,7 +219,8 @@ def launch_cells(
         # cells whose job was killed, cancelled or timed out never wrote their end
         # nothing launched: the manifest open_sweep wrote from `records` still holds
         written = records if done is not None and done.nothing_to_launch else None
-        ended, after = finish_launch(root, error, untouched, written)  # never hides `error`
+        # never hides `error`; the reused cells' entries of the manifest are kept
+        ended, after = finish_launch(root, error, untouched, written, opened.manifest)
         if error is None and after is not None:
             _refresh_index(root, after, opened.index)
     return Launched(error, ended, after, metrics)

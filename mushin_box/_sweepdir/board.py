@@ -62,6 +62,7 @@ from typing import Any
 
 import attrs
 
+from mushin_box._core.gcpause import gc_paused
 from mushin_box._core.layout import (
     CELL_STATES,
     DONE_CELL_STATES,
@@ -295,7 +296,13 @@ def _cell(root: Path, entry: Mapping[str, Any], record: Mapping[str, Any], seen:
         metrics=scalar_metrics(metrics),
         error_type=error.get("type"),
         error_message=(error.get("message") or record.get("reason")) if error else None,
-        error_file=error_file if error_file and os.path.isfile(error_file) else None,
+        # a completed cell's traceback (of an earlier attempt) is not its error: not
+        # looked for, as show's reader does not (10,000 stats of a finished sweep)
+        error_file=(
+            error_file
+            if error_file and state != "completed" and os.path.isfile(error_file)
+            else None
+        ),
         reason=seen.reason or record.get("reason"),
         logs={str(k): str(v) for k, v in logs.items()},
         never_starts=seen.never,
@@ -343,6 +350,7 @@ def _latest(cell_dir: Path) -> dict[str, Any] | None:
     return out
 
 
+@gc_paused()  # a bulk read: see _core/gcpause.py
 def read_sweep(root: str | os.PathLike[str], *, liveness: bool = True) -> SweepView:
     """Read a sweep directory: every cell of its grid, started or not.
 

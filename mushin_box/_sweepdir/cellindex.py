@@ -51,6 +51,7 @@ from typing import Any
 
 import attrs
 
+from mushin_box._core.gcpause import gc_paused
 from mushin_box._core.layout import (
     CELL_INDEX_FILE,
     METRICS_FILE,
@@ -90,10 +91,13 @@ class Entry:
 @attrs.frozen
 class CellIndex:
     """The entries of the index whose files are unchanged, by cell directory name;
-    ``stale``: the file held others (or was unreadable), so it is worth writing again."""
+    ``stale``: the file could not be used (corrupt, refused), so it is worth writing again;
+    ``unused``: how many of its entries were not (a cell run again, or changed): they count
+    towards its rewrite like cells dropped (:func:`refresh_index`)."""
 
     entries: Mapping[str, Entry] = attrs.field(factory=dict)
     stale: bool = False
+    unused: int = 0
 
     def records(self) -> dict[str, dict[str, Any]]:
         """The status records, by directory name (``cell_records``'s ``known``)."""
@@ -117,6 +121,7 @@ def _identity(st: os.stat_result) -> Identity:
     return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
+@gc_paused()  # a bulk read: see _core/gcpause.py
 def read_index(root: Path) -> CellIndex:
     """The entries of ``root``'s index whose three files are still the ones indexed (see
     the module doc); an empty index when there is none, or it is not to be trusted."""
@@ -134,7 +139,7 @@ def read_index(root: Path) -> CellIndex:
             entry = _entry(name, raw)
             if entry is not None and _unchanged(root_fd, name, entry.files, owner):
                 entries[name] = entry
-        return CellIndex(entries, stale=len(entries) != len(cells))
+        return CellIndex(entries, unused=len(cells) - len(entries))
     finally:
         os.close(root_fd)
 
@@ -215,6 +220,7 @@ def _unchanged(root_fd: int, name: str, files: Iterable[Identity], owner: int) -
         os.close(cell_fd)
 
 
+@gc_paused()  # a bulk read: see _core/gcpause.py
 def refresh_index(root: Path, records: Iterable[tuple[Path, Any]], index: CellIndex) -> bool:
     """Write ``root``'s index for the completed cells of ``records`` (their status records,
     read under the sweep's lock, after the launch), keeping ``index``'s entries whose
@@ -231,7 +237,9 @@ def refresh_index(root: Path, records: Iterable[tuple[Path, Any]], index: CellIn
             kept[cell_dir.name] = old
         else:
             todo.append((cell_dir.name, record))
-    dropped = len(index.entries) - len(kept)
+    # a cell run again is dropped, and its new files entered: 10 cells of 10,000 run
+    # again rewrite nothing (they are read from their files next time)
+    dropped = len(index.entries) - len(kept) + index.unused
     if not todo and not dropped and not index.stale:
         return False
     added = _read_cells(root, todo) if todo else {}

@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mushin_box._core.gcpause import gc_paused
 from mushin_box._core.layout import (
     JOBS_FILE,
     LAUNCH_FILE,
@@ -254,23 +255,48 @@ def _grid_from_cells(records: Records) -> dict[str, list[Any]]:
     return grid
 
 
+def _entry(name: str, record: Mapping[str, Any]) -> dict[str, Any]:
+    entry = {
+        "combo": record["combo"],
+        "status": record.get("status", "pending"),
+        "dir": name,
+        "attempt": record.get("attempt", 0),
+    }
+    if record.get("error"):
+        entry["error"] = record["error"]
+    if record.get("reason"):
+        entry["reason"] = record["reason"]
+    return entry
+
+
+def _updated(
+    base: Mapping[str, Any], records: Records, same: Mapping[str, dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The manifest ``base`` (built from the cells under this lock) with the entries of the
+    cells whose record is not in ``same`` (by directory name) made again: what
+    :func:`_build` gives from ``records``, without an id for each of the grid's cells; None
+    when a directory went away or two share a combo (then only a rebuild says which wins)."""
+    cells = dict(base["cells"])
+    names = {cell_dir.name for cell_dir, _ in records}
+    if any(e["dir"] is not None and e["dir"] not in names for e in cells.values()):
+        return None
+    for cell_dir, record in records:
+        if same.get(cell_dir.name) is record:
+            continue
+        key = combo_id(record["combo"])
+        if key in cells and cells[key]["dir"] not in (None, cell_dir.name):
+            return None
+        cells[key] = _entry(cell_dir.name, record)
+    return {**base, "updated": timestamp(), "cells": cells}
+
+
 def _build(records: Records, grid: Mapping[str, list[Any]], run_id: str | None) -> dict[str, Any]:
     cells: dict[str, dict[str, Any]] = {}
     for combo in itertools.product(*grid.values()):
         as_dict = dict(zip(grid, combo, strict=True))
         cells[combo_id(as_dict)] = {"combo": as_dict, "status": "pending", "dir": None}
     for cell_dir, record in records:
-        entry = {
-            "combo": record["combo"],
-            "status": record.get("status", "pending"),
-            "dir": cell_dir.name,
-            "attempt": record.get("attempt", 0),
-        }
-        if record.get("error"):
-            entry["error"] = record["error"]
-        if record.get("reason"):
-            entry["reason"] = record["reason"]
-        cells[combo_id(record["combo"])] = entry
+        cells[combo_id(record["combo"])] = _entry(cell_dir.name, record)
     return {
         "schema": 1,
         "params": list(grid),
@@ -430,11 +456,13 @@ def reconcile_abandoned(records: list[tuple[Path, dict[str, Any]]]) -> list[str]
     return changed
 
 
+@gc_paused()  # a bulk read: see _core/gcpause.py
 def finish_launch(
     root: Path,
     error: BaseException | None,
     untouched: Mapping[str, dict[str, Any]] | None = None,
     written: Records | None = None,
+    base: Mapping[str, Any] | None = None,
 ) -> tuple[list[str], list[tuple[Path, dict[str, Any]]] | None]:
     """After a launch: record abandoned cells (:func:`reconcile_abandoned`) and rebuild the
     manifest; return the cells recorded as ended, and the status records as they are now
@@ -442,7 +470,8 @@ def finish_launch(
     out, by directory name (see :func:`cell_records`); ``written``: the records the
     manifest on disk was written from under this lock (:func:`write_manifest`), when they
     are still what the files say it is not written again (a resume that ran nothing: 1 MB
-    at 10,000 cells).
+    at 10,000 cells); ``base``: that manifest, whose entries of the ``untouched`` cells
+    are kept (a resume that ran 10 cells of 10,000 makes 10 entries again).
 
     A failure to write them (a full disk) never hides the launch's own error, which is the
     one that says what went wrong: it is added to that error as a note, or, when the launch
@@ -456,7 +485,12 @@ def finish_launch(
         records = list(cell_records(root, untouched))  # each status file read once
         ended = reconcile_abandoned(records)
         if ended or written is None or records != list(written):
-            rebuild_manifest(root, records)
+            kept = untouched if base is not None and untouched else {}
+            manifest = _updated(base, records, kept) if base is not None else None
+            if manifest is None:
+                rebuild_manifest(root, records)
+            else:
+                write_json_atomic(root / MANIFEST_FILE, manifest)
     except OSError as exc:
         message = f"the sweep's records could not be updated ({exc}); the next run updates them"
         if error is not None:

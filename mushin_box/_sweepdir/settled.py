@@ -44,6 +44,7 @@ from typing import Any
 
 import attrs
 
+from mushin_box._core.gcpause import gc_paused
 from mushin_box._core.layout import DONE_CELL_STATES, JOBS_FILE, MANIFEST_FILE, STATUS_FILE
 from mushin_box._sweepdir.gridorder import Entry, grid_key, in_grid_order
 
@@ -191,6 +192,7 @@ def bare_view(
     return view, Heading(root, launcher, tuple(str(e.get("status")) for e in entries))
 
 
+@gc_paused()  # a bulk read: see _core/gcpause.py
 def read_settled(
     root: str | os.PathLike[str], *, heading: Callable[[Heading], None] | None = None
 ) -> Any:
