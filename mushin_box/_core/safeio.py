@@ -74,6 +74,11 @@ def open_regular(path: StrPath) -> int:
         ``path`` is a symlink (to anything, a loop included), a FIFO, a device, a socket or a
         directory.
     """
+    return _open_regular(path)[0]
+
+
+def _open_regular(path: StrPath) -> tuple[int, os.stat_result]:
+    """:func:`open_regular`, and the file's ``fstat`` (its size: one call, not two)."""
     try:
         fd = os.open(path, _FLAGS)
     except OSError as exc:
@@ -83,15 +88,15 @@ def open_regular(path: StrPath) -> int:
             raise UnsafeFileError(f"not a regular file ({exc.strerror})") from None
         raise
     try:
-        mode = os.fstat(fd).st_mode
+        st = os.fstat(fd)
     except OSError:
         os.close(fd)
         raise
-    if not stat.S_ISREG(mode):
+    if not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+        kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
         raise UnsafeFileError(f"{kind}, not a regular file")
-    return fd
+    return fd, st
 
 
 def _too_large(size: int, limit: int) -> UnsafeFileError:
@@ -109,9 +114,9 @@ def read_bounded(path: StrPath, limit: int) -> bytes:
     UnsafeFileError
         See :func:`open_regular`; or the file is over ``limit`` bytes.
     """
-    fd = open_regular(path)
+    fd, st = _open_regular(path)
     try:
-        size = os.fstat(fd).st_size
+        size = st.st_size
         if size > limit:
             raise _too_large(size, limit)
         chunks, total = [], 0
