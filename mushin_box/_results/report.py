@@ -53,9 +53,9 @@ _NAMED = 20
 def _summary_key(record: Any) -> str | None:
     """The parts of ``record`` its summary depends on, as text: cells with the same are
     summarised once (the summary redacts and splits the record: 3 ms, so 30 s at 10,000
-    cells). None: a record of another shape, summarised whole."""
-    import json
-
+    cells). None: a record of another shape, summarised whole. The text is the parts'
+    ``repr``: equal only for equal JSON values (and a record written with its keys in
+    another order only costs one more summary), a fifth faster than sorted JSON."""
     if not isinstance(record, Mapping):
         return None
     reduced: dict[str, Any] = {"schema": record.get("schema")}
@@ -64,7 +64,7 @@ def _summary_key(record: Any) -> str | None:
         if not isinstance(found, Mapping):
             return None
         reduced[part] = {k: found[k] for k in keys if k in found}
-    return json.dumps(reduced, sort_keys=True, default=repr)
+    return repr(reduced)
 
 
 def _provenance_section(sweep: SweepView, cells: Sequence[CellView]) -> str:
@@ -76,9 +76,9 @@ def _provenance_section(sweep: SweepView, cells: Sequence[CellView]) -> str:
     base = os.fspath(sweep.root)
     for cell in cells:
         path = os.path.join(base, cell.dir, PROVENANCE_FILE) if cell.dir else None
-        if path is None or not os.path.lexists(path):
-            continue
-        record = read_object(path)
+        record = read_object(path) if path is not None else None
+        if path is None or (record is None and not os.path.lexists(path)):
+            continue  # none yet (a refused or corrupt one is summarised, as unreadable)
         key = _summary_key(record)
         summary = known.get(key) if key is not None else None
         if summary is None:

@@ -145,3 +145,20 @@ def test_the_report_of_a_finished_sweep_asks_no_scheduler(tmp_path: Path) -> Non
     (sweep / "cell" / "mushin_status.json").write_text(json.dumps(status))
     subprocess.run([*cli, "status", str(sweep)], env=env, capture_output=True, timeout=120)
     assert "squeue" in calls.read_text()
+
+
+def test_a_cell_without_a_provenance_record_is_left_out_and_a_corrupt_one_counted(
+    tmp_path: Path,
+) -> None:
+    import warnings
+
+    lr_sweep(tmp_path)
+    (tmp_path / "lr=0.01" / "mushin_provenance.json").unlink()  # none yet
+    page = render_report(tmp_path)
+    assert "all 2 cells" in page and "Every cell has the same identity" in page
+    (tmp_path / "lr=0.1" / "mushin_provenance.json").write_text('{"trunc')
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        page = render_report(tmp_path)
+    assert "The cells differ: 2 identities" in page  # lr=0.1 unreadable, lr=1.0 whole
+    assert any("corrupt sidecar" in str(w.message) for w in said)
