@@ -200,3 +200,37 @@ def test_status_after_the_driver_was_killed_shows_no_cell_running(
     assert main(["status", str(sweep), "--json"]) == 1
     (cell,) = json.loads(capsys.readouterr().out)["cells"]
     assert cell["state"] == "failed" and f"process {driver.pid}" in cell["reason"]
+
+
+def test_the_program_skips_the_last_collection_and_a_caller_keeps_its_collector(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Run as the program, a reading command freezes the collector's objects before it
+    exits (Python's last collection would scan every record it read, to free nothing);
+    called in a process that goes on, it leaves the collector as it was."""
+    import gc
+
+    from sweep_files import lr_sweep
+
+    root = lr_sweep(tmp_path / "sweep")
+    before = gc.get_freeze_count()
+    assert main(["status", str(root)]) == 1  # lr=1.0 failed
+    assert gc.get_freeze_count() == before
+    capsys.readouterr()
+    program = (
+        "import gc, sys; from mushin_box.cli.main import main; code = main(); "
+        "print('frozen' if gc.get_freeze_count() else 'not frozen'); sys.exit(code)"
+    )
+    # cancel acts (it may leave work to finalise): never frozen, even when it fails
+    for command, frozen in (("status", "frozen"), ("cancel", "not frozen")):
+        argv = [sys.executable, "-c", program, command, str(root)]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        assert done.stdout.splitlines()[-1] == frozen, done.stdout + done.stderr
+    done = subprocess.run(
+        [sys.executable, "-m", "mushin_box", "status", str(root), "--json"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1 and json.loads(done.stdout)["counts"] == {
+        "completed": 2,
+        "failed": 1,
+    }
