@@ -289,6 +289,10 @@ def cancel(
     )
 
 
+#: a queued cell that started while cancel ran, whose owner it cannot tell is gone
+STILL_OWNED = "started while cancel ran; its owner still runs or cannot be asked: cancel it again"
+
+
 def _started_meanwhile(
     root: Path,
     cells: Sequence[CellView],
@@ -317,7 +321,7 @@ def _started_meanwhile(
         if record.get("status") == "running" and not owner_gone(
             record, _job_states([str(job)] if job else [])
         ):  # a job that runs other cells too was not cancelled for a named one
-            unreachable.append((name, "started while cancel ran, and its owner still runs"))
+            unreachable.append((name, STILL_OWNED))
         elif _mark_cancelled(root / name, since, who):
             done.append(name)
         else:

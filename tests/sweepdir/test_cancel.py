@@ -195,8 +195,7 @@ def test_a_queued_cell_that_starts_while_cancel_runs_is_cancelled_not_unreadable
             lambda ids: write_json_atomic(tmp_path / "x=4" / STATUS_FILE, alive),
         )
         report = cancel(tmp_path, grace_s=0, timeout_s=5)
-        why = "started while cancel ran, and its owner still runs"
-        assert report.unreachable == (("x=4", why),)
+        assert report.unreachable == (("x=4", cancel_mod.STILL_OWNED),)
         assert read_json(tmp_path / "x=4" / STATUS_FILE)["status"] == "running"
     finally:
         owner.kill()
