@@ -266,9 +266,18 @@ def test_sigkill_mid_sweep_then_resume_computes_every_cell_once(tmp_path: Path) 
     proc = subprocess.Popen([sys.executable, str(script), str(work), str(markers)], env=env)
     try:
         deadline = time.monotonic() + 120
+
         # two cells done and the third running: wait for its status to say so (a loaded
-        # machine may take a while between one cell's end and the next one's start)
-        while len(list(markers.glob("*.done"))) < 2 or "running" not in _statuses(work).values():
+        # machine may take a while between one cell's end and the next one's start). The
+        # running cell must be one without a marker: the second cell still reads
+        # "running" between its task's end (its marker) and its "completed", and killing
+        # it there would run it twice
+        def third_running() -> bool:
+            done = {p.name.split(".")[0] for p in markers.glob("*.done")}
+            running = {c for c, s in _statuses(work).items() if s == "running"}
+            return len(done) >= 2 and bool(running - done)
+
+        while not third_running():
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.1)
         proc.send_signal(signal.SIGKILL)
