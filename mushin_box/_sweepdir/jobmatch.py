@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Which job of a submission runs a cell that waits, told by the jobs' overrides
-(``mushin_jobs.json``): ``status`` names a pending cell's job and squeue's reason for it.
+(``mushin_jobs.json``): ``status`` names a pending cell's job and squeue's reason for it;
+and whether a live job may run some cell of a grid (:func:`grid_runs`: a resume refuses
+to start a second copy of such a cell).
 
 Design note: one index, not a scan of the jobs per cell. A detached launch of 10,000 cells
 records 10,000 jobs (an array task each); checking each waiting cell against every job's
@@ -20,10 +22,10 @@ Examples
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["job_finder", "spellings"]
+__all__ = ["grid_runs", "job_finder", "spellings"]
 
 #: a cell whose values have more spellings together than this is matched by a scan
 _MOST_LOOKUPS = 64
@@ -89,3 +91,38 @@ def job_finder(jobs: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], str | N
         return parsed[min(hits)][0] if hits else None
 
     return find
+
+
+def grid_runs(grid: Mapping[str, Sequence[Any]]) -> Callable[[Any], bool] | None:
+    """``runs(overrides)``: may a job whose overrides are ``overrides`` run some cell of
+    ``grid`` (every combination of its values)? What
+    ``any(job_runs_cell(overrides, cell) for cell in cells)`` says
+    (:func:`~mushin_box._sweepdir.manifest.job_runs_cell`), without a pass over the cells
+    for each job: the cells are every combination, so a job runs one of them when each
+    swept key it sets is set to a spelling of one of that key's values. None when a value
+    cannot be spelled as an override (the caller scans the cells).
+
+    Examples
+    --------
+    >>> runs = grid_runs({"x": [1, 2], "tag": ["a"]})
+    >>> runs(["x=2", "tag='a'"]), runs(["x=3"]), runs(["seed=7"]), runs(None)
+    (True, False, True, True)
+    """
+    ways: dict[str, set[str]] = {}
+    for key, values in grid.items():
+        ways[key] = set()
+        for value in values:
+            spelled = spellings(value)
+            if not spelled:
+                return None
+            ways[key] |= spelled
+    if any(not values for values in grid.values()):
+        return lambda overrides: False  # no cell at all
+
+    def runs(overrides: Any) -> bool:
+        if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
+            return True  # says nothing: it may run any cell
+        given = {o.partition("=")[0].lstrip("+~"): o.partition("=")[2] for o in overrides}
+        return all(given[key] in spelled for key, spelled in ways.items() if key in given)
+
+    return runs

@@ -1,0 +1,74 @@
+# SPDX-License-Identifier: MIT
+"""Whether a job of a submission may run a cell of a grid, decided per job from its
+overrides (``grid_runs``), is what a scan of every cell says (``job_runs_cell``): a resume
+of a 10,000-cell SLURM sweep with live jobs used to scan 10,000 cells for each job."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mushin_box._core.overrides import format_value
+from mushin_box._sweep import sweeprun
+from mushin_box._sweepdir import manifest
+from mushin_box._sweepdir.jobmatch import grid_runs
+
+KEYS = ["x", "lr", "tag"]
+VALUES = st.one_of(
+    st.integers(-3, 3),
+    st.sampled_from([0.1, 1.0, -0.0, 1e-3]),
+    st.sampled_from(["a", "adam", "b c", "1"]),
+    st.booleans(),
+    st.none(),
+)
+GRIDS = st.dictionaries(
+    st.sampled_from(KEYS), st.lists(VALUES, min_size=0, max_size=3, unique_by=repr), max_size=3
+)
+EXAMPLES = int(os.environ.get("MUSHIN_HYPOTHESIS_EXAMPLES", "300"))
+
+
+def _texts(grid: dict[str, list[Any]]) -> st.SearchStrategy[str]:
+    spelled = [format_value(v) for vs in grid.values() for v in vs]
+    plain = [v for vs in grid.values() for v in vs if isinstance(v, str)]
+    quoted = [f"'{v}'" for v in plain] + [f'"{v}"' for v in plain]
+    return st.sampled_from([*spelled, *plain, *quoted, "9", "zz", ""])
+
+
+@st.composite
+def _cases(draw: st.DrawFn) -> tuple[dict[str, list[Any]], Any]:
+    grid = draw(GRIDS)
+    item = st.one_of(
+        st.builds(lambda k, v, p: f"{p}{k}={v}", st.sampled_from([*KEYS, "seed"]),
+                  _texts(grid), st.sampled_from(["", "+", "~"])),
+        st.sampled_from(["x", "lr"]),  # no "=": a key set to nothing
+    )  # fmt: skip
+    overrides = draw(st.one_of(st.lists(item, max_size=4), st.none(), st.just(["x=1", 3])))
+    return grid, overrides
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_cases())
+def test_a_job_runs_a_cell_of_the_grid_exactly_when_the_scan_says_so(case: Any) -> None:
+    grid, overrides = case
+    cells = [dict(zip(grid, c, strict=True)) for c in itertools.product(*grid.values())]
+    runs = grid_runs(grid)
+    assert runs is not None
+    assert runs(overrides) == any(manifest.job_runs_cell(overrides, c) for c in cells)
+
+
+def test_the_submissions_jobs_are_judged_without_a_pass_over_the_cells(monkeypatch: Any) -> None:
+    grid = {"a": list(range(100)), "b": list(range(100))}
+    jobs = [
+        {"job_id": f"7_{i}", "overrides": [f"a={i % 100}", f"b={i // 100}"]} for i in range(10000)
+    ]
+    jobs.append({"job_id": "8", "overrides": ["a=100"]})  # a cell of another grid
+    calls: list[int] = []
+    real = manifest.job_runs_cell
+    monkeypatch.setattr(sweeprun, "job_runs_cell", lambda *a: calls.append(1) or real(*a))
+    runs = sweeprun._jobs_running_grid({"jobs": jobs}, grid)
+    assert calls == [] and runs["8"] is False
+    assert sum(runs.values()) == 10000
