@@ -25,7 +25,7 @@ import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["grid_runs", "job_finder", "spellings"]
+__all__ = ["grid_runs", "job_finder", "job_runs_cell", "spellings"]
 
 #: a cell whose values have more spellings together than this is matched by a scan
 _MOST_LOOKUPS = 64
@@ -93,14 +93,49 @@ def job_finder(jobs: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], str | N
     return find
 
 
-def grid_runs(grid: Mapping[str, Sequence[Any]]) -> Callable[[Any], bool] | None:
+def _setting(overrides: Any) -> dict[str, str] | None:
+    """``{key: value text}`` every item of a job's overrides sets (an item without ``=``
+    sets its key to nothing); None when they are not a list of strings (they say nothing
+    of the cells the job runs)."""
+    if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
+        return None
+    return {o.partition("=")[0].lstrip("+~"): o.partition("=")[2] for o in overrides}
+
+
+def job_runs_cell(overrides: Any, combo: Mapping[str, Any]) -> bool:
+    """May a job whose overrides (``mushin_jobs.json``) are ``overrides`` run the cell of
+    ``combo``? Yes unless its overrides set one of the cell's swept keys to another value;
+    overrides that are not a list of strings, or a value with no override spelling, say
+    nothing, so: yes (never run a cell twice).
+
+    Examples
+    --------
+    >>> job_runs_cell(["x=1", "tag=b"], {"x": 1}), job_runs_cell(["x=2"], {"x": 1})
+    (True, False)
+    >>> job_runs_cell(None, {"x": 1}), job_runs_cell(["x='a'"], {"x": "a"})
+    (True, True)
+    """
+    given = _setting(overrides)
+    if given is None:
+        return True
+    for key, value in combo.items():
+        if key not in given:
+            continue
+        spelled = spellings(value)
+        if not spelled:
+            return True
+        if given[key] not in spelled:
+            return False
+    return True
+
+
+def grid_runs(grid: Mapping[str, Sequence[Any]]) -> Callable[[Any], bool]:
     """``runs(overrides)``: may a job whose overrides are ``overrides`` run some cell of
     ``grid`` (every combination of its values)? What
-    ``any(job_runs_cell(overrides, cell) for cell in cells)`` says
-    (:func:`~mushin_box._sweepdir.manifest.job_runs_cell`), without a pass over the cells
-    for each job: the cells are every combination, so a job runs one of them when each
-    swept key it sets is set to a spelling of one of that key's values. None when a value
-    cannot be spelled as an override (the caller scans the cells).
+    ``any(job_runs_cell(overrides, cell) for cell in cells)`` says, without a pass over
+    the cells for each job: the cells are every combination, so the scan's answer is
+    decided key by key, in the grid's order (a key with a value that has no spelling
+    says yes, as :func:`job_runs_cell` does, once the keys before it matched).
 
     Examples
     --------
@@ -108,21 +143,25 @@ def grid_runs(grid: Mapping[str, Sequence[Any]]) -> Callable[[Any], bool] | None
     >>> runs(["x=2", "tag='a'"]), runs(["x=3"]), runs(["seed=7"]), runs(None)
     (True, False, True, True)
     """
-    ways: dict[str, set[str]] = {}
-    for key, values in grid.items():
-        ways[key] = set()
-        for value in values:
-            spelled = spellings(value)
-            if not spelled:
-                return None
-            ways[key] |= spelled
     if any(not values for values in grid.values()):
         return lambda overrides: False  # no cell at all
+    # a key's spellings; None: one of its values has none
+    ways: dict[str, set[str] | None] = {}
+    for key, values in grid.items():
+        spelled = [spellings(v) for v in values]
+        ways[key] = None if not all(spelled) else set().union(*spelled)
 
     def runs(overrides: Any) -> bool:
-        if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
-            return True  # says nothing: it may run any cell
-        given = {o.partition("=")[0].lstrip("+~"): o.partition("=")[2] for o in overrides}
-        return all(given[key] in spelled for key, spelled in ways.items() if key in given)
+        given = _setting(overrides)
+        if given is None:
+            return True
+        for key, spelled in ways.items():
+            if key not in given:
+                continue
+            if spelled is None:
+                return True
+            if given[key] not in spelled:
+                return False
+        return True
 
     return runs

@@ -29,7 +29,6 @@ from mushin_box._core.sidecars import (
 __all__ = [
     "grid_ids",
     "is_sweep_dir",
-    "job_runs_cell",
     "finish_launch",
     "live_cells",
     "reconcile_abandoned",
@@ -564,34 +563,3 @@ def grid_ids(grid: Mapping[str, Sequence[Any]]) -> set[str]:
         combo_id(dict(zip(grid, values, strict=True)))
         for values in itertools.product(*grid.values())
     }
-
-
-def job_runs_cell(overrides: Any, combo: Mapping[str, Any]) -> bool:
-    """May a job whose overrides (``mushin_jobs.json``) are ``overrides`` run the cell of
-    ``combo``? Yes unless its overrides set one of the cell's swept keys to another value;
-    overrides that are not a list of strings say nothing, so: yes (never run a cell twice).
-
-    Examples
-    --------
-    >>> job_runs_cell(["x=1", "tag=b"], {"x": 1}), job_runs_cell(["x=2"], {"x": 1})
-    (True, False)
-    >>> job_runs_cell(None, {"x": 1}), job_runs_cell(["x='a'"], {"x": "a"})
-    (True, True)
-    """
-    from mushin_box._core.overrides import format_value
-
-    if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
-        return True
-    given = {o.partition("=")[0].lstrip("+~"): o.partition("=")[2] for o in overrides}
-    for key, value in combo.items():
-        if key not in given:
-            continue
-        try:
-            spellings = {format_value(value)}
-        except (TypeError, ValueError):
-            return True
-        if isinstance(value, str):
-            spellings |= {value, f"'{value}'", f'"{value}"'}
-        if given[key] not in spellings:
-            return False
-    return True
