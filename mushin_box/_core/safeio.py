@@ -38,7 +38,14 @@ import os
 import stat
 from pathlib import Path
 
-__all__ = ["UnsafeFileError", "inside", "open_regular", "read_bounded", "read_tail"]
+__all__ = [
+    "UnsafeFileError",
+    "inside",
+    "open_regular",
+    "open_regular_stat",
+    "read_bounded",
+    "read_tail",
+]
 
 StrPath = str | os.PathLike[str]
 
@@ -74,10 +81,10 @@ def open_regular(path: StrPath) -> int:
         ``path`` is a symlink (to anything, a loop included), a FIFO, a device, a socket or a
         directory.
     """
-    return _open_regular(path)[0]
+    return open_regular_stat(path)[0]
 
 
-def _open_regular(path: StrPath) -> tuple[int, os.stat_result]:
+def open_regular_stat(path: StrPath) -> tuple[int, os.stat_result]:
     """:func:`open_regular`, and the file's ``fstat`` (its size: one call, not two)."""
     try:
         fd = os.open(path, _FLAGS)
@@ -114,7 +121,7 @@ def read_bounded(path: StrPath, limit: int) -> bytes:
     UnsafeFileError
         See :func:`open_regular`; or the file is over ``limit`` bytes.
     """
-    fd, st = _open_regular(path)
+    fd, st = open_regular_stat(path)
     try:
         size = st.st_size
         if size > limit:

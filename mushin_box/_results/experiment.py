@@ -172,17 +172,17 @@ def _warn_if_truncated(path: str, cell: str) -> None:
     Only its ends are read (a record can be megabytes; truncation is how a record breaks):
     ``resume=True`` parses it in full and runs the cell again when it is unreadable.
     """
-    from mushin_box._core.safeio import UnsafeFileError, open_regular
+    from mushin_box._core.safeio import UnsafeFileError, open_regular_stat
 
     try:
-        fd = open_regular(path)  # no symlink, FIFO or device: they are refused
+        fd, st = open_regular_stat(path)  # no symlink, FIFO or device: refused
     except FileNotFoundError:
         return
     except UnsafeFileError as exc:
         warnings.warn(f"cell {cell}: its {PROVENANCE_FILE} is refused ({exc})", stacklevel=3)
         return
     try:
-        size = os.fstat(fd).st_size
+        size = st.st_size
         head, tail = os.pread(fd, 1, 0), os.pread(fd, 2, max(size - 2, 0))
     finally:
         os.close(fd)

@@ -111,15 +111,15 @@ def _load_pt(file: Path) -> Any:
     symlink, FIFO or device) and its size checked before torch unpickles it
     (``weights_only``), through the open descriptor where the system names one
     (``/proc/self/fd``): the file checked is the file read."""
-    from mushin_box._core.safeio import open_regular
+    from mushin_box._core.safeio import open_regular_stat
 
     limit = read_limit(file.name)
     try:
-        fd = open_regular(file)
+        fd, st = open_regular_stat(file)
     except OSError as exc:
         raise ValueError(f"load_experiment: {file} is unreadable ({exc})") from None
     try:
-        size = os.fstat(fd).st_size
+        size = st.st_size
         if size > limit:
             raise ValueError(
                 f"load_experiment: {file} is unreadable ({size} bytes, over the "
