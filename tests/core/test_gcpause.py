@@ -17,7 +17,12 @@ from mushin_box._core.gcpause import gc_paused
 from mushin_box._sweepdir.board import read_sweep
 from mushin_box._sweepdir.settled import read_settled
 
-READERS: list[Callable[[Path], Any]] = [load_experiment, read_sweep, read_settled]
+#: each reader, and a function it calls once a cell: the collector is looked at there
+READERS: list[tuple[Callable[[Path], Any], str, str]] = [
+    (load_experiment, "mushin_box._results.experiment", "job_series"),
+    (read_sweep, "mushin_box._sweepdir.manifest", "read_status"),
+    (read_settled, "mushin_box._sweepdir.manifest", "read_status"),
+]
 
 
 @pytest.fixture
@@ -27,14 +32,30 @@ def collector() -> Any:
     gc.enable() if was else gc.disable()
 
 
-@pytest.mark.parametrize("reader", READERS, ids=lambda r: r.__name__)
-def test_a_bulk_read_leaves_the_collector_as_it_found_it(
-    tmp_path: Path, collector: Any, reader: Callable[[Path], Any]
+@pytest.mark.parametrize("reader, module, name", READERS, ids=lambda r: getattr(r, "__name__", ""))
+def test_a_bulk_read_pauses_the_collector_and_leaves_it_as_it_found_it(
+    tmp_path: Path,
+    collector: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    reader: Any,
+    module: str,
+    name: str,
 ) -> None:
+    import importlib
+
     root = tmp_path / "sweep"
     lr_sweep(root)
+    seen: list[bool] = []
+    real = getattr(importlib.import_module(module), name)
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.isenabled())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(importlib.import_module(module), name, spy)
     collector.enable()
     assert reader(root) is not None and gc.isenabled()
+    assert seen and not any(seen)  # paused while it read the cells
     collector.disable()
     assert reader(root) is not None and not gc.isenabled()  # the caller's pause is kept
 
