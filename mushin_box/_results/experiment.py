@@ -119,9 +119,7 @@ def load_sweep(
     # clash with its coordinate
     reserved = {*grid, *STAGES.values()}
     variables: dict[str, xr.DataArray] = {
-        (f"metrics.{name}" if name in reserved else name): xr.DataArray(
-            arr, dims=dims, coords=coords
-        )
+        (f"metrics.{name}" if name in reserved else name): _grid_variable(arr, dims, coords)
         for name, arr in scalars.items()
     }
     variables.update(gridded_series(series, shape, dims, coords))
@@ -163,6 +161,19 @@ def metric_array(values: Mapping[tuple[int, ...], Any], shape: tuple[int, ...]) 
         out = np.full(shape, None, dtype=object)
     for where, value in values.items():
         out[where] = value
+    return out
+
+
+def _grid_variable(arr: Any, dims: list[str], coords: Mapping[str, Any]) -> xr.DataArray:
+    """One metric on the grid, its values as :func:`metric_array` made them.
+
+    xarray passes an array of objects through pandas, whose string dtype (its default for
+    text from pandas 3) reads ``None`` as NaN; the values are written back into the numpy
+    array the DataArray holds, so ``None`` stays ``None`` under any pandas.
+    """
+    out = xr.DataArray(arr, dims=dims, coords=coords)
+    if arr.dtype == object:
+        out.data[...] = arr
     return out
 
 

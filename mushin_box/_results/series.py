@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from mushin_box._core.layout import HYDRA_CONFIG_FILE, HYDRA_OUTPUT_SUBDIR, stage_metrics_file
@@ -125,14 +126,15 @@ def _coord_value(value: Any) -> Any:
     return value
 
 
-def grid_coords(values: list[Any]) -> np.ndarray[Any, Any]:
-    """A grid axis as a coordinate: numbers as numbers, anything else as objects."""
+def grid_coords(values: list[Any]) -> np.ndarray[Any, Any] | pd.Index:
+    """A grid axis as a coordinate: numbers as numbers, anything else as objects, ``None``
+    kept. The latter is an index of dtype object, because xarray passes an array of objects
+    through pandas, whose string dtype (its default for text from pandas 3) reads ``None``
+    as NaN."""
     plain = [_coord_value(v) for v in values]
     if all(isinstance(v, int | float) and not isinstance(v, bool) for v in plain):
         return np.asarray(plain)
-    out = np.empty(len(plain), dtype=object)
-    out[:] = plain
-    return out
+    return pd.Index(plain, dtype=object)
 
 
 def gridded_series(

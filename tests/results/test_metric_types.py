@@ -29,3 +29,22 @@ def test_a_dict_is_refused_as_one_value_of_a_sweep_with_the_fix(tmp_path: Path) 
     with pytest.raises(TypeError, match=r"sweep its keys instead, e\.g\. n\.KEY=multirun"):
         Workflow(typed_task).run(working_dir=tmp_path / "w", n=multirun([{"a": 1}, {"a": 2}]))
     assert not (tmp_path / "w").exists()  # refused before anything was written
+
+
+def sometimes_labelled(n: int = 1, opt: str | None = "a") -> dict[str, object]:
+    return {"label": f"n{n}"} if n > 1 else {}
+
+
+def test_a_string_metric_a_cell_lacks_reads_none_whatever_pandas_infers(tmp_path: Path) -> None:
+    # pandas 3 reads a column of strings as its string dtype, whose missing value is NaN
+    ds = Workflow(sometimes_labelled).run(working_dir=tmp_path / "w", n=multirun([1, 2]))
+    assert ds["label"].values.tolist() == [None, "n2"]
+    assert load_experiment(tmp_path / "w")["label"].values.tolist() == [None, "n2"]
+
+
+def test_a_swept_none_is_a_none_coordinate_whatever_pandas_infers(tmp_path: Path) -> None:
+    ds = Workflow(sometimes_labelled).run(working_dir=tmp_path / "w", opt=multirun([None, "b"]))
+    assert ds["opt"].values.tolist() == [None, "b"]
+    again = load_experiment(tmp_path / "w")
+    assert again["opt"].values.tolist() == [None, "b"]
+    assert again["cell_dir"].sel(opt=None).item() == "opt=null"
