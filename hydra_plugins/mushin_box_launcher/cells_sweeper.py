@@ -23,8 +23,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from hydra._internal.core_plugins.basic_launcher import BasicLauncher
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from mushin_box._upstream.hydra import basic_sweeper, batches, runs_jobs_in_process, sweep_jobs
 
 __all__ = ["CellSweeper"]
 
@@ -64,7 +63,7 @@ class _LeanReturns:
         return getattr(self._callbacks, name)
 
 
-class CellSweeper(BasicSweeper):
+class CellSweeper(basic_sweeper()):  # the class Hydra's plugin scan has just made
     """The basic sweeper, leaving out the jobs of ``mushin_box._core.jobskip.skipping``, with
     a cheaper check of each batch and, for the basic launcher, a cheaper compose of each job."""
 
@@ -72,7 +71,7 @@ class CellSweeper(BasicSweeper):
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: Any) -> None:
         super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
-        if type(self.launcher) is BasicLauncher:  # in this process: it may use a _Loader
+        if runs_jobs_in_process(self.launcher):  # it may use a _Loader
             quick = dataclasses.replace(
                 hydra_context,
                 config_loader=_Loader(hydra_context.config_loader, self),
@@ -86,16 +85,12 @@ class CellSweeper(BasicSweeper):
         from mushin_box._core.jobskip import skipped_jobs
 
         skip = skipped_jobs()
-        jobs = [
-            job
-            for job in BasicSweeper.split_arguments(overrides, None)[0]
-            if tuple(job) not in skip
-        ]
+        jobs = [job for job in sweep_jobs(overrides) if tuple(job) not in skip]
         if not jobs:
             return []
         if max_batch_size is None:
             return [jobs]
-        return list(BasicSweeper.split_overrides_to_chunks(jobs, max_batch_size))
+        return batches(jobs, max_batch_size)
 
     def validate_batch_is_legal(self, batch: Any) -> None:
         """Check the batch by setting each job's values over the first job's config (the

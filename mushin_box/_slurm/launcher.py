@@ -271,13 +271,13 @@ def slurm_parameters(settings: Mapping[str, Any]) -> dict[str, Any]:
     >>> p["ntasks_per_node"], p["time"], p["mem"], p["additional_parameters"]
     (4, 30, '64GB', {'requeue': True, 'signal': 'B:USR2@120'})
     """
-    from submitit.slurm.slurm import _convert_mem  # pyright: ignore[reportPrivateUsage]
+    from mushin_box._upstream.submitit import sbatch_mem
 
     s = settings
     params: dict[str, Any] = {key: s[key] for key in _SBATCH_PASS_THROUGH}
     params.update(job_name=s["name"], time=s["timeout_min"], ntasks_per_node=s["tasks_per_node"])
     if s["mem_gb"] is not None:
-        params["mem"] = _convert_mem(s["mem_gb"])
+        params["mem"] = sbatch_mem(s["mem_gb"])
     extra = dict(s["additional_parameters"])
     if s["requeue_on"] and not {"requeue", "no-requeue", "no_requeue"} & set(extra):
         extra["requeue"] = True
@@ -312,14 +312,12 @@ def render_sbatch(
     >>> "#SBATCH --signal=B:USR2@120" in text and "a.sif python -u -m submitit" in text
     True
     """
-    from submitit.slurm.slurm import _make_sbatch_string  # pyright: ignore[reportPrivateUsage]
+    from mushin_box._upstream.submitit import sbatch_script, submit_command
 
     settings = _settings("slurm", params)
     python = task_python(settings) or shlex.quote(sys.executable)
-    command = " ".join([python, "-u -m submitit.core._submit", shlex.quote(os.fspath(folder))])
-    return _make_sbatch_string(
-        command=command, folder=os.fspath(folder), map_count=map_count, **slurm_parameters(settings)
-    )
+    command = submit_command(python, folder)
+    return sbatch_script(command, folder, map_count, **slurm_parameters(settings))
 
 
 # -- in every rank -----------------------------------------------------------------------------
@@ -377,7 +375,9 @@ class CellJob:
 def _picklable(ret: Any) -> Any:
     """``ret`` with its exception replaced by a RuntimeError carrying the traceback when the
     exception itself does not pickle (it has to travel back to the launcher)."""
-    exc = ret._return_value  # pyright: ignore[reportPrivateUsage]
+    from mushin_box._upstream.hydra import job_return_value
+
+    exc = job_return_value(ret)
     if isinstance(exc, BaseException):
         import cloudpickle  # pyright: ignore[reportMissingTypeStubs]
 

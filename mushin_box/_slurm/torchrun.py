@@ -44,8 +44,8 @@ Examples
 >>> words = agent_command(2, 1, python="/venv/bin/python").split()
 >>> words[1:5], words[-2:]
 (['-m', 'mushin_box._slurm.torchrun', 'agent', '--nproc-per-node'], ['--max-restarts', '1'])
->>> torchrun_argv(["--nproc-per-node", "2", "--max-restarts", "1", "-u", "-m",
-...                "submitit.core._submit", "/s/.submitit/%j"], python="py")[3:8]
+>>> torchrun_argv(["--nproc-per-node", "2", "--max-restarts", "1", *SUBMIT_ARGS,
+...                "/s/.submitit/%j"], python="py")[3:8]
 ['--standalone', '--nproc-per-node', '2', '--max-restarts', '1']
 """
 
@@ -66,6 +66,7 @@ from mushin_box._container.launchspec import MasterPort
 from mushin_box._core.hostlist import expand_hostlist
 from mushin_box._core.layout import CELL_FAILED_ENV, RDZV_ENV, TORCHRUN_AGENT_ENV
 from mushin_box._slurm.jobs import slurm_job_id
+from mushin_box._upstream.submitit import SUBMIT_ARGS
 
 __all__ = [
     "RDZV_PORT",
@@ -79,7 +80,6 @@ __all__ = [
 ]
 
 MODULE = "mushin_box._slurm.torchrun"
-_SUBMIT = ["-u", "-m", "submitit.core._submit"]  # what submitit appends to its "python"
 #: the c10d rendezvous port of a SLURM job: 25000 + the job id's last four digits, clear of
 #: the ranks' own ``MASTER_PORT`` range (15000 + the same digits), so jobs sharing a node differ
 RDZV_PORT = MasterPort(base=25000)
@@ -261,7 +261,7 @@ def torchrun_argv(
     Examples
     --------
     >>> env = {"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n[1-2]"}
-    >>> argv = torchrun_argv(["--nproc-per-node", "2", "--nnodes", "2", *_SUBMIT, "/f"],
+    >>> argv = torchrun_argv(["--nproc-per-node", "2", "--nnodes", "2", *SUBMIT_ARGS, "/f"],
     ...                      python="py", environ=env)
     >>> " ".join(argv[3:])  # doctest: +NORMALIZE_WHITESPACE
     '--nnodes 2 --nproc-per-node 2 --max-restarts 0 --rdzv-backend c10d
@@ -275,8 +275,8 @@ def torchrun_argv(
     parser.add_argument("--max-restarts", type=int, default=0)
     parser.add_argument("--nnodes", default=None)
     own, rest = parser.parse_known_args(list(argv))
-    if len(rest) != len(_SUBMIT) + 1 or rest[:-1] != _SUBMIT:
-        parser.error(f"expected {' '.join(_SUBMIT)} FOLDER after the flags, got {rest!r}")
+    if len(rest) != len(SUBMIT_ARGS) + 1 or tuple(rest[:-1]) != SUBMIT_ARGS:
+        parser.error(f"expected {' '.join(SUBMIT_ARGS)} FOLDER after the flags, got {rest!r}")
     if own.nproc_per_node < 1 or own.max_restarts < 0:
         parser.error("--nproc-per-node must be >= 1 and --max-restarts >= 0")
     counts = ["--nproc-per-node", str(own.nproc_per_node), "--max-restarts", str(own.max_restarts)]

@@ -22,7 +22,6 @@ hydra.errors.ConfigCompositionException: Could not override 'lrr'...
 
 from __future__ import annotations
 
-import copy
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -143,10 +142,10 @@ def _missing_keys(node: Any, prefix: str) -> Iterator[str]:
         path = f"{prefix}{key}" if isinstance(node, DictConfig) else f"{prefix[:-1]}[{key}]"
         if OmegaConf.is_missing(node, key):
             yield path
-            continue
-        child = node._get_node(key)  # pyright: ignore[reportPrivateUsage]
-        if isinstance(child, DictConfig | ListConfig) and not OmegaConf.is_interpolation(node, key):
-            yield from _missing_keys(child, f"{path}.")
+        elif not OmegaConf.is_interpolation(node, key):
+            child = node[key]  # a mapping or a list: the node itself, unresolved
+            if isinstance(child, DictConfig | ListConfig):
+                yield from _missing_keys(child, f"{path}.")
 
 
 @contextmanager
@@ -169,17 +168,13 @@ def hydra_state_kept() -> Iterator[None]:
     >>> HydraConfig.initialized()
     False
     """
-    from hydra.core.global_hydra import GlobalHydra
     from hydra.core.hydra_config import HydraConfig
-    from hydra.core.singleton import Singleton
+
+    from mushin_box._upstream.hydra import global_hydra_kept
 
     config = HydraConfig.instance().cfg
-    global_hydra: Any = copy.copy(Singleton._instances.get(GlobalHydra))
     try:
-        yield
+        with global_hydra_kept():
+            yield
     finally:
         HydraConfig.instance().cfg = config
-        if global_hydra is None:
-            Singleton._instances.pop(GlobalHydra, None)
-        else:
-            GlobalHydra.set_instance(global_hydra)

@@ -6,7 +6,8 @@ Hydra writes these three files with a plain ``open(..., "w")`` before it calls t
 function, and again on every run of the job (a resumed cell that is reused included). A
 full disk or a kill between the truncation and the write leaves them empty, and HydraDDP's
 other ranks, ``reproduce`` and the user all read them. :func:`install` replaces Hydra's
-writer (``hydra.core.utils._save_config``, a three-line private function) with one that
+writer (a three-line private function, replaced through
+:func:`mushin_box._upstream.hydra.replace_save_config`) with one that
 writes through :func:`mushin_box._core.sidecars.write_text_atomic`: the old file stays
 whole until the new one is complete, and a file that already holds the same text is left
 alone. The bytes written are Hydra's own (``OmegaConf.to_yaml``'s text, by libyaml's
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 import re
 from pathlib import Path
 from typing import Any
@@ -68,11 +68,12 @@ def _plain(node: Any) -> bool:
 def _c_dumper() -> Any:
     """OmegaConf's YAML dumper on libyaml's emitter (None without libyaml)."""
     import yaml
-    from omegaconf._utils import get_omega_conf_dumper
+
+    from mushin_box._upstream.omegaconf import yaml_dumper
 
     if not getattr(yaml, "__with_libyaml__", False):
         return None
-    python = get_omega_conf_dumper()
+    python = yaml_dumper()
     return type(
         "OmegaConfCDumper",
         (yaml.CDumper,),
@@ -89,7 +90,8 @@ def to_yaml(cfg: Any) -> str:
     files a cell); anything else goes through OmegaConf's own."""
     import yaml
     from omegaconf import OmegaConf
-    from omegaconf._utils import get_omega_conf_dumper
+
+    from mushin_box._upstream.omegaconf import yaml_dumper
 
     # OmegaConf.to_yaml's own steps, the container made once for either emitter
     container = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
@@ -99,12 +101,12 @@ def to_yaml(cfg: Any) -> str:
         default_flow_style=False,
         allow_unicode=True,
         sort_keys=False,
-        Dumper=dumper or get_omega_conf_dumper(),
+        Dumper=dumper or yaml_dumper(),
     )
 
 
 def save_config(cfg: Any, filename: str, output_dir: Path) -> None:
-    """Hydra's ``_save_config``, atomic (see the module doc)."""
+    """Hydra's writer of a job's ``.hydra`` files, atomic (see the module doc)."""
     path = Path(output_dir) / filename
     text = to_yaml(cfg)
     try:
@@ -129,18 +131,8 @@ def take_failure(cell_dir: Path) -> OSError | None:
 
 
 def install() -> bool:
-    """Replace Hydra's ``_save_config`` with :func:`save_config`; False (and nothing
-    replaced) when Hydra's function is not the one this was written for."""
-    import hydra.core.utils as hydra_utils
+    """Make :func:`save_config` Hydra's writer; False (and nothing replaced) when Hydra's
+    writer is not the one this was written for."""
+    from mushin_box._upstream.hydra import replace_save_config
 
-    current = getattr(hydra_utils, "_save_config", None)
-    if current is save_config:
-        return True
-    if current is None or list(inspect.signature(current).parameters) != [
-        "cfg",
-        "filename",
-        "output_dir",
-    ]:
-        return False
-    hydra_utils._save_config = save_config  # type: ignore[attr-defined]  # noqa: SLF001
-    return True
+    return replace_save_config(save_config)

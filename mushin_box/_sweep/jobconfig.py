@@ -7,7 +7,8 @@ composes each job once more beforehand only to check it. A grid whose swept keys
 config values (no config group, no ``hydra.*`` key, no delete, no mapping value, no key
 nested in another override's: :class:`SweptValues` refuses anything else) has the same
 defaults tree in every job, so a job's config is the first job's with the swept values
-set over it by Hydra's own ``_apply_overrides_to_config`` (same validation, same errors),
+set over it by Hydra's own function (:func:`mushin_box._upstream.hydra.apply_overrides`:
+same validation, same errors),
 and Hydra's bookkeeping of the job (``hydra.overrides.task``, ``hydra.job.override_dirname``,
 ``runtime.cwd``, ``job.env_set``) redone as ``ConfigLoaderImpl`` does it.
 
@@ -133,6 +134,8 @@ class SweptValues:
         from hydra.core.override_parser.overrides_parser import OverridesParser
         from omegaconf import DictConfig, OmegaConf
 
+        from mushin_box._upstream.omegaconf import child_node, node_value
+
         self._parser = OverridesParser.create()
         self._parsed: dict[str, Any] = dict(known or {})
         width = len(jobs[0])
@@ -165,7 +168,7 @@ class SweptValues:
         for i in self.swept:
             if isinstance(OmegaConf.select(self.base, keys[i], throw_on_missing=False), DictConfig):
                 raise ValueError(f"{keys[i]} holds a mapping")
-        if first.hydra.sweep._get_node("subdir")._value() != "${mushin_cell:}":
+        if node_value(child_node(first.hydra.sweep, "subdir")) != "${mushin_cell:}":
             raise ValueError("hydra.sweep.subdir is not mushin-box's")
         naming = first.hydra.job.config.override_dirname
         self._naming = (list(naming.exclude_keys), str(naming.item_sep), str(naming.kv_sep))
@@ -188,20 +191,18 @@ class SweptValues:
     def set_values(self, job: Sequence[str], cfg: Any) -> None:
         """Set ``job``'s swept values over ``cfg`` (the first job's config, or a copy of its
         task part), with Hydra's function and its errors."""
-        from hydra._internal.config_loader_impl import ConfigLoaderImpl
+        from mushin_box._upstream.hydra import apply_overrides
 
         # '+key=v' added the key in the first job already: set it over ('++'), as a fresh
         # compose adds it
-        swept = [self.parse(_set_over(job[i])) for i in self.swept]
-        ConfigLoaderImpl._apply_overrides_to_config(swept, cfg)
+        apply_overrides([self.parse(_set_over(job[i])) for i in self.swept], cfg)
 
     def dirname(self, job: Sequence[str]) -> str:
         """Hydra's ``override_dirname`` of ``job``."""
-        from hydra._internal.config_loader_impl import get_overrides_dirname
+        from mushin_box._upstream.hydra import overrides_dirname
 
         app = [o for o in map(self.parse, job) if not o.is_hydra_override()]
-        exclude, item_sep, kv_sep = self._naming
-        return get_overrides_dirname(app, exclude, item_sep, kv_sep)
+        return overrides_dirname(app, *self._naming)
 
     def directory(self, job: Sequence[str]) -> Path:
         """``job``'s directory, as ``run_job`` resolves it."""
@@ -220,11 +221,13 @@ def _node(cfg: Any, key: str) -> Any:
     """The node at a dotted key whose parents are all mappings; ``ValueError`` if not."""
     from omegaconf import DictConfig, OmegaConf
 
+    from mushin_box._upstream.omegaconf import child_node
+
     parent_key, _, last = key.rpartition(".")
     parent = OmegaConf.select(cfg, parent_key) if parent_key else cfg
     if not isinstance(parent, DictConfig) or last not in parent:
         raise ValueError(f"{key} is not a key of a mapping")
-    return parent._get_node(last)
+    return child_node(parent, last)
 
 
 class PlainFingerprints:
@@ -250,11 +253,12 @@ class PlainFingerprints:
     """
 
     def __init__(self, values: SweptValues, jobs: Sequence[Sequence[str]]) -> None:
-        from hydra._internal.config_loader_impl import ConfigLoaderImpl
         from omegaconf import OmegaConf
         from omegaconf.nodes import ValueNode
 
         from mushin_box._core.redact import redact
+        from mushin_box._upstream.hydra import apply_overrides
+        from mushin_box._upstream.omegaconf import node_value
 
         base = values.base
         raw = OmegaConf.to_container(base, resolve=False, enum_to_str=True)
@@ -282,11 +286,11 @@ class PlainFingerprints:
                 parsed = values.parse(_set_over(text))
                 if isinstance(parsed.value(), list | dict) or "${" in str(parsed.value()):
                     raise ValueError(text)
-                ConfigLoaderImpl._apply_overrides_to_config([parsed], scratch)
+                apply_overrides([parsed], scratch)
                 node = _node(scratch, key)
                 if type(node) is not kind:
                     raise ValueError(f"{text} changes the node of {key}")
-                value = node._value()
+                value = node_value(node)
                 self._values[(i, text)] = value.name if isinstance(value, Enum) else value
 
     def _redacted_leaf(self, i: int, path: tuple[str, ...], text: str) -> Any:

@@ -97,10 +97,10 @@ def task_part(job: Sequence[str]) -> tuple[str, ...]:
 
 def _jobs(overrides: Sequence[str]) -> list[list[str]] | None:
     """Every job's overrides, as Hydra's basic sweeper builds them; None if it can't tell."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from mushin_box._upstream.hydra import sweep_jobs
 
     try:
-        return BasicSweeper.split_arguments(parse_overrides(overrides), None)[0]
+        return sweep_jobs(parse_overrides(overrides))
     except Exception:  # a glob over a group, a sampled sweep: the sweeper decides
         return None
 

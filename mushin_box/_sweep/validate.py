@@ -93,11 +93,6 @@ def _is_hydra_key(key: str) -> bool:
     return key == "hydra" or key.startswith(("hydra.", "hydra/"))
 
 
-def _unsettled(node: Any) -> bool:
-    """A node whose content is only known once Hydra composes (None, ???, ${...})."""
-    return bool(node._is_none() or node._is_missing() or node._is_interpolation())
-
-
 class SweepKeys:
     """The names a task and its config accept (see module doc); built once per run.
 
@@ -112,6 +107,8 @@ class SweepKeys:
     def __init__(self, task: Callable[..., Any], config: Any) -> None:
         from omegaconf import DictConfig, ListConfig, OmegaConf
 
+        from mushin_box._upstream.omegaconf import child_node
+
         self._cfg: DictConfig | None
         try:
             cfg = OmegaConf.structured(config)
@@ -119,7 +116,7 @@ class SweepKeys:
         except Exception:  # exotic configs: no name checking (Hydra still composes them)
             self._cfg = None
         keys = {str(k) for k in self._cfg.keys()} if self._cfg is not None else set()
-        defaults = self._cfg._get_node("defaults") if self._cfg and "defaults" in keys else None
+        defaults = child_node(self._cfg, "defaults") if self._cfg and "defaults" in keys else None
         self._defaults = defaults if isinstance(defaults, ListConfig) else None
         self.fields = keys - {"defaults"}  # Hydra's defaults list is no field of the task
         accepted = _accepted_names(task)
@@ -197,17 +194,19 @@ class SweepKeys:
         """Check a dotted key under a config field; return whether it needs ``+``."""
         from omegaconf import DictConfig
 
+        from mushin_box._upstream.omegaconf import child_node, is_unsettled
+
         parts = key.split(".")
         node: Any = self._cfg
         for depth, part in enumerate(parts):
             if not isinstance(node, DictConfig):
                 return True  # a list or a value: Hydra says what is wrong with it
-            if _unsettled(node):
+            if is_unsettled(node):
                 return True  # e.g. a group's node, filled when Hydra composes
             if part not in node.keys():
                 self._check_new_key(node, key, ".".join(parts[:depth]), part)
                 return True
-            node = node._get_node(part)
+            node = child_node(node, part)
         return False
 
     def _check_new_key(self, node: Any, key: str, path: str, name: str) -> None:
@@ -225,8 +224,9 @@ class SweepKeys:
                 f"{key!r}: {name!r} is not a parameter of {path}'s target {target}"
                 + _suggest(name, accepted[0] | known)
             )
-        object_type = node._metadata.object_type
-        if object_type is None or object_type is dict:
+        from omegaconf import OmegaConf
+
+        if OmegaConf.get_type(node) in (None, dict):
             return  # a free-form mapping
         raise ValueError(f"{key!r}: {path} has no field {name!r}" + _suggest(name, known))
 

@@ -9,6 +9,13 @@ what when it fails. ``scripts/check-imports`` refuses a private upstream name an
 so an upstream release that moves a private name breaks one module and one named test, not
 the package.
 
-This room imports no other room (rank 0, beside ``_core``): a seam knows its upstream only.
+- :mod:`.hydra`: Hydra's (``hydra._internal``: the override function, the basic sweeper and
+  launcher; the writer of a job's ``.hydra`` files, the singleton table, a job's return).
+- :mod:`.omegaconf`: OmegaConf's (a node as written, whether it is settled, the YAML dumper).
+- :mod:`.submitit`: submitit's (the command its tasks run, the sbatch script and ``--mem``).
+- :mod:`.lightning`: Lightning's, for both namespaces (``pytorch_lightning``, ``lightning.pytorch``).
+
+Must not import another room (rank 0, beside ``_core``: a seam knows its upstream only),
+nor hold the kit's logic: a seam wraps one private name in what the kit needs of it.
 Importing this package imports no upstream; import the one seam you need.
 """

@@ -1,0 +1,146 @@
+# SPDX-License-Identifier: MIT
+"""Hydra's private names, each behind one function or class: the only module that reaches
+``hydra._internal`` or a leading-underscore name of Hydra.
+
+What the kit takes from each, and why Hydra's public API does not do it:
+
+* :func:`apply_overrides` (``ConfigLoaderImpl._apply_overrides_to_config``) and
+  :func:`overrides_dirname` (``hydra._internal.config_loader_impl.get_overrides_dirname``):
+  a sweep job's config is the first job's with the swept values set over it, with Hydra's
+  own validation and errors, and its ``override_dirname`` as Hydra writes it
+  (``mushin_box._sweep.jobconfig``). Hydra applies overrides and names the directory only
+  inside a full compose (the defaults tree and every config file read again).
+* :func:`basic_sweeper`, :func:`sweep_jobs`, :func:`batches`
+  (``hydra._internal.core_plugins.basic_sweeper.BasicSweeper``) and
+  :func:`runs_jobs_in_process` (``...basic_launcher.BasicLauncher``): the kit's sweeper is
+  Hydra's basic sweeper with the jobs of a resumed sweep left out, and the resume decides
+  those jobs from the same list. Hydra ships these plugins only under ``_internal``.
+* :func:`replace_save_config` (``hydra.core.utils._save_config``): Hydra writes a job's
+  ``.hydra/*.yaml`` through this function with a plain ``open(..., "w")``; the kit makes the
+  write atomic. Hydra has no hook for how these files are written.
+* :func:`global_hydra_kept` (``Singleton._instances``): whether a ``GlobalHydra`` instance
+  exists at all. ``GlobalHydra.instance()`` creates one when asked, so only the singleton
+  table can tell "none" from "one, not initialized".
+* :func:`job_return_value` (``JobReturn._return_value``): a failed job's exception without
+  raising it. The public ``return_value`` raises it, and writes a line to stderr first.
+
+Hydra's plugin scan executes the modules of ``hydra._internal.core_plugins`` again, which
+makes new classes: so a class of theirs is looked up when it is asked for, never kept here
+(a subclass of a class kept from before the scan fails in Hydra's own ``super()`` call).
+
+Each has a test of the behaviour relied on in ``tests/upstream/test_hydra_seam.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+if TYPE_CHECKING:
+    from hydra._internal.core_plugins.basic_launcher import BasicLauncher
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+__all__ = [
+    "apply_overrides",
+    "basic_sweeper",
+    "batches",
+    "global_hydra_kept",
+    "job_return_value",
+    "overrides_dirname",
+    "replace_save_config",
+    "runs_jobs_in_process",
+    "sweep_jobs",
+]
+
+
+def apply_overrides(overrides: Sequence[Any], cfg: Any) -> None:
+    """Set Hydra's parsed ``overrides`` (``Override`` objects) over ``cfg`` in place, as a
+    compose does: the node's type validates and converts, ``+``/``++``/``~`` as in Hydra,
+    and Hydra's ``ConfigCompositionException`` for what it refuses."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+    ConfigLoaderImpl._apply_overrides_to_config(list(overrides), cfg)  # pyright: ignore[reportPrivateUsage]
+
+
+def overrides_dirname(
+    overrides: Sequence[Any], exclude_keys: Sequence[str], item_sep: str, kv_sep: str
+) -> str:
+    """``hydra.job.override_dirname`` of a job's parsed task ``overrides``, as Hydra writes it
+    (``hydra.job.config.override_dirname``'s ``exclude_keys``, ``item_sep``, ``kv_sep``)."""
+    from hydra._internal.config_loader_impl import get_overrides_dirname
+
+    return get_overrides_dirname(list(overrides), list(exclude_keys), item_sep, kv_sep)
+
+
+def basic_sweeper() -> type[BasicSweeper]:
+    """Hydra's basic sweeper, to subclass (as Hydra's plugin scan left it): Hydra calls the
+    instance's ``split_arguments`` for the batches of jobs and its
+    ``validate_batch_is_legal`` before each batch, and ``setup`` keeps ``launcher``,
+    ``hydra_context`` and ``config`` on the instance."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    return BasicSweeper
+
+
+def sweep_jobs(overrides: Sequence[Any]) -> list[list[str]]:
+    """Every job's overrides, in the order Hydra's basic sweeper runs them, from the parsed
+    sweep ``overrides`` (``OverridesParser.parse_overrides``)."""
+    return basic_sweeper().split_arguments(list(overrides), None)[0]
+
+
+def batches(jobs: list[list[str]], size: int) -> list[list[list[str]]]:
+    """``jobs`` cut into the basic sweeper's batches of at most ``size`` jobs."""
+    return list(basic_sweeper().split_overrides_to_chunks(jobs, size))
+
+
+def runs_jobs_in_process(launcher: Any) -> TypeGuard[BasicLauncher]:
+    """Is ``launcher`` Hydra's basic launcher (exactly: a subclass may work otherwise), which
+    runs each job in this process through the ``hydra_context`` it was set up with?"""
+    from hydra._internal.core_plugins.basic_launcher import BasicLauncher
+
+    return type(launcher) is BasicLauncher
+
+
+def replace_save_config(writer: Callable[[Any, str, Any], None]) -> bool:
+    """Make ``writer(cfg, filename, output_dir)`` Hydra's writer of a job's ``.hydra`` files;
+    False, and nothing replaced, when Hydra's writer is not the three-argument function
+    this was written for."""
+    import hydra.core.utils as hydra_utils
+
+    current = getattr(hydra_utils, "_save_config", None)
+    if current is writer:
+        return True
+    if current is None or list(inspect.signature(current).parameters) != [
+        "cfg",
+        "filename",
+        "output_dir",
+    ]:
+        return False
+    hydra_utils._save_config = writer  # type: ignore[attr-defined]  # noqa: SLF001
+    return True
+
+
+@contextmanager
+def global_hydra_kept() -> Iterator[None]:
+    """Put Hydra's ``GlobalHydra`` instance back as it was (a copy of it, or none at all)
+    however the block inside ends: a launcher may re-initialize it."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.singleton import Singleton
+
+    kept: Any = copy.copy(Singleton._instances.get(GlobalHydra))  # pyright: ignore[reportPrivateUsage]
+    try:
+        yield
+    finally:
+        if kept is None:
+            Singleton._instances.pop(GlobalHydra, None)  # pyright: ignore[reportPrivateUsage]
+        else:
+            GlobalHydra.set_instance(kept)
+
+
+def job_return_value(ret: Any) -> Any:
+    """What a Hydra ``JobReturn`` holds: the task's value, or a failed job's exception,
+    without raising it."""
+    return ret._return_value  # pyright: ignore[reportPrivateUsage]

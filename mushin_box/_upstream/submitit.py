@@ -1,0 +1,55 @@
+# SPDX-License-Identifier: MIT
+"""submitit's private names, each behind one function or constant: the only module that
+names ``submitit.core._submit`` or imports a leading-underscore name of submitit.
+
+What the kit takes from each, and why submitit's public API does not do it:
+
+* :data:`SUBMIT_ARGS` and :func:`submit_command` (the ``-u -m submitit.core._submit FOLDER``
+  that submitit appends to its ``python`` command): the dry run shows the sbatch script a
+  launch submits, and the torchrun agent, started as that ``python``, takes the words
+  submitit appended and hands the folder to its workers. submitit builds this command
+  only inside its executors (``_submitit_command_str``).
+* :func:`sbatch_script` (``submitit.slurm.slurm._make_sbatch_string``) and
+  :func:`sbatch_mem` (``submitit.slurm.slurm._convert_mem``): the dry run's sbatch script is
+  the text ``SlurmExecutor`` writes, without submitting; the executor writes it only as
+  it submits.
+
+Each has a test of the behaviour relied on in ``tests/upstream/test_submitit_seam.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from typing import Any
+
+__all__ = ["SUBMIT_ARGS", "sbatch_mem", "sbatch_script", "submit_command"]
+
+#: what submitit appends to its ``python`` command, before the job's folder
+SUBMIT_ARGS = ("-u", "-m", "submitit.core._submit")
+
+
+def submit_command(python: str, folder: str | os.PathLike[str]) -> str:
+    """The command a submitit job runs in each task: ``python`` (a shell command line) with
+    :data:`SUBMIT_ARGS` and the quoted ``folder`` appended, as submitit's executors write it."""
+    return " ".join([python, *SUBMIT_ARGS, shlex.quote(os.fspath(folder))])
+
+
+def sbatch_mem(mem_gb: float) -> str:
+    """``--mem`` as submitit writes ``mem_gb``: ``64GB``; ``512MB`` for a fraction."""
+    from submitit.slurm.slurm import _convert_mem  # pyright: ignore[reportPrivateUsage]
+
+    return _convert_mem(mem_gb)
+
+
+def sbatch_script(
+    command: str, folder: str | os.PathLike[str], map_count: int | None = None, **params: Any
+) -> str:
+    """The sbatch script ``SlurmExecutor`` submits for ``command`` with its ``params``
+    (sbatch names, ``setup`` and ``additional_parameters`` included); ``map_count``: a job
+    array of that many tasks."""
+    from submitit.slurm.slurm import _make_sbatch_string  # pyright: ignore[reportPrivateUsage]
+
+    return _make_sbatch_string(
+        command=command, folder=os.fspath(folder), map_count=map_count, **params
+    )
