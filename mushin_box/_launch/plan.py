@@ -388,12 +388,15 @@ def check_keys(target: Any, overrides: Sequence[str]) -> None:
             ) from None
 
 
-def hydra_error_line(exc: BaseException) -> str:
-    """Hydra's refusal on one line, its cause included.
+def hydra_error_line(exc: BaseException, overrides: Sequence[str] = ()) -> str:
+    """Hydra's refusal on one line, its cause included; for a plain override of ``overrides``
+    whose key the config lacks, the fix (``+`` that override, as the user wrote it).
 
     ``ConfigCompositionException("Error merging override trainer.max_epochs=abc")`` keeps
     the reason in its ``__cause__`` (OmegaConf's "Value 'abc' could not be converted to
-    Integer"); printed alone, the message names the override and not what is wrong.
+    Integer"); printed alone, the message names the override and not what is wrong. Which
+    override sets a key the config lacks is decided from the cause's type and its
+    ``full_key``, never from the words of either message.
 
     Examples
     --------
@@ -403,17 +406,45 @@ def hydra_error_line(exc: BaseException) -> str:
     >>> hydra_error_line(error)
     "Error merging override x=abc: Value 'abc' could not be converted to Integer"
     """
-    parts = [" ".join(str(exc).split(". To append")[0].split()).rstrip(".")]
     cause = exc.__cause__ or exc.__context__
+    unknown = _override_of_unknown_key(cause, overrides)
+    if unknown is not None:
+        parts = [f"Could not override {unknown[0]!r}"]
+    else:
+        parts = [" ".join(str(exc).split()).rstrip(".")]
     if cause is not None:
         first = next((line.strip() for line in str(cause).splitlines() if line.strip()), "")
         if first and first not in parts[0]:
             parts.append(first.rstrip("."))
     text = ": ".join(parts)
-    _, hint, plus = str(exc).partition("To append to your config use")
-    if hint:  # Hydra's second line, kept as the fix
-        text += f"; to add it on purpose, write {' '.join(plus.split())}"
+    if unknown is not None:
+        text += f"; to add it on purpose, write +{unknown[1]}"
     return text
+
+
+def _override_of_unknown_key(
+    cause: BaseException | None, overrides: Sequence[str]
+) -> tuple[str, str] | None:
+    """``(key, text)`` of the first plain override (no ``+``, ``++``, ``~``) that sets the
+    key, or a key under the key, that OmegaConf said the config lacks (its
+    ``ConfigAttributeError`` or ``ConfigKeyError``, which Hydra raises ``from``); None."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+
+    if not isinstance(cause, ConfigAttributeError | ConfigKeyError) or not cause.full_key:
+        return None
+    lacking = str(cause.full_key)
+    parser = OverridesParser.create()
+    for text in overrides:
+        try:
+            o = parser.parse_override(text)
+        except Exception:  # not Hydra's syntax: not the override Hydra applied
+            continue
+        key = o.key_or_group
+        plain = not (o.is_add() or o.is_force_add() or o.is_delete())
+        if plain and (key == lacking or key.startswith(lacking + ".")):
+            return key, text
+    return None
 
 
 def override_keys(overrides: Sequence[str]) -> set[str]:

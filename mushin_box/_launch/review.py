@@ -181,7 +181,7 @@ def review_plan(
     try:  # what the launch composes first: an override Hydra refuses is refused here too
         composed = check_composes(config, list(plan.overrides))
     except Exception as exc:
-        problems.append(hydra_error_line(exc))
+        problems.append(hydra_error_line(exc, plan.overrides))
     else:  # and a value the task needs that is given nowhere, as the launch refuses it
         try:
             check_required(_task_of(target), composed)

@@ -95,7 +95,7 @@ def run_launch(
         except ConfigCompositionException as exc:  # an override Hydra cannot apply: no task ran
             if created is not None:
                 _remove_unless_cells(created)
-            raise LaunchError(hydra_error_line(exc)) from None
+            raise LaunchError(hydra_error_line(exc, plan.overrides)) from None
         except RuntimeError as exc:
             refusal = sbatch_refusal(exc)
             if refusal is None:

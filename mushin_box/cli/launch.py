@@ -358,11 +358,11 @@ def _print_config(target: Any, plan: Any) -> int:
     try:
         text = first_cell_config(target, plan.overrides)
     except (HydraException, OmegaConfBaseException) as exc:
-        raise UsageError(hydra_error_line(exc)) from None
+        raise UsageError(hydra_error_line(exc, plan.overrides)) from None
     except ValueError as exc:  # a sweep over a secret, a bad secret-names setting
         raise UsageError(str(exc)) from None
     except Exception as exc:  # what Hydra refuses otherwise, as the dry run reports it
-        raise UsageError(hydra_error_line(exc)) from None
+        raise UsageError(hydra_error_line(exc, plan.overrides)) from None
     cells, _ = count_cells(plan.overrides)
     where = "on SLURM" if plan.mode == "slurm" else "here"
     print(
