@@ -3,9 +3,9 @@
 
 Loaded from ``tests/conftest.py`` with ``pytest_plugins = ["_slurm_cluster"]``.
 
-The session-scoped fixture runs ``scripts/local-slurm start`` (bounded by
-``MUSHIN_SLURM_START_TIMEOUT`` seconds, default 300; that includes a first ``apt-get install``),
-then for the rest of the session
+The first test that asks for it runs ``scripts/local-slurm start`` (bounded by
+``MUSHIN_SLURM_START_TIMEOUT`` seconds, default 300; that includes a first ``apt-get install``);
+once one start succeeded, the fixture, for the rest of the session,
 
 * sets ``SLURM_CONF`` in ``os.environ``, so sbatch/srun/submitit find the cluster and jobs
   inherit it;
@@ -14,11 +14,14 @@ then for the rest of the session
   unpickle callables defined in test modules (submitit pickles them by reference, e.g. as
   ``test_launcher.square_task``) and import ``mushin_box``.
 
-If the cluster cannot be started the requesting tests are skipped with the reason, unless
-``MUSHIN_REQUIRE_SLURM=1`` (as in CI): then they fail. A cluster that this fixture started is
-stopped at the end of the session, unless ``MUSHIN_SLURM_KEEP=1``; one that was already running
-is left running. Other ``MUSHIN_SLURM_*`` variables (state directory, nodes, ...) reach the script
-unchanged; see its header.
+A failed start is tried again at once, and a later test that asks for the cluster tries again
+(a start can fail for a passing reason: another apt holding the dpkg lock past the script's wait),
+until ``MAX_FAILED_STARTS`` starts have failed; from then on a test is told the last reason at once,
+so a broken cluster costs a few start timeouts, not one per test. A test that gets no cluster is
+skipped with the reason, unless ``MUSHIN_REQUIRE_SLURM=1`` (as in CI): then it fails. A cluster
+that this fixture started is stopped at the end of the session, unless ``MUSHIN_SLURM_KEEP=1``; one
+that was already running is left running. Other ``MUSHIN_SLURM_*`` variables (state directory,
+nodes, ...) reach the script unchanged; see its header.
 """
 
 from __future__ import annotations
@@ -28,20 +31,21 @@ import shlex
 import signal
 import subprocess
 import tempfile
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
 import pytest
 
-__all__ = ["SlurmCluster", "slurm_cluster"]
+__all__ = ["ClusterStarts", "ClusterUnavailable", "SlurmCluster", "slurm_cluster"]
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = TESTS_DIR.parent
 # test modules live in tests/<room>/ without __init__.py: each is imported by its file's name
 ROOM_DIRS = tuple(sorted({p.parent for p in TESTS_DIR.glob("*/test_*.py")}))
 SCRIPT = REPO_ROOT / "scripts" / "local-slurm"
+MAX_FAILED_STARTS = 4  # two tests' worth: each asks for a start and one more at once
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,39 @@ def _describe(conf: Path, state_dir: Path) -> SlurmCluster:
     )
 
 
+class ClusterUnavailable(Exception):
+    """Why the cluster could not be started (the requesting test is skipped or fails with it)."""
+
+
+@dataclass
+class ClusterStarts:
+    """The session's starts of the cluster: the first that succeeds is kept for the session; a
+    failed one is tried again at once, and again when the next test asks, until ``max_failed``
+    have failed: then the last reason, at once."""
+
+    start: Callable[[], SlurmCluster]  #: raises ClusterUnavailable
+    max_failed: int = MAX_FAILED_STARTS
+    started: SlurmCluster | None = None
+    failed: list[str] = field(default_factory=list)
+
+    def get(self) -> SlurmCluster:
+        if self.started is not None:
+            return self.started
+        tries = min(2, self.max_failed - len(self.failed))
+        if tries <= 0:
+            raise ClusterUnavailable(
+                f"not started again: {len(self.failed)} starts failed this session, "
+                f"the last: {self.failed[-1]}"
+            )
+        for _ in range(tries):
+            try:
+                self.started = self.start()
+                return self.started
+            except ClusterUnavailable as error:
+                self.failed.append(str(error))
+        raise ClusterUnavailable(self.failed[-1])
+
+
 def _unavailable(reason: str) -> NoReturn:
     """Skip, or fail when MUSHIN_REQUIRE_SLURM=1."""
     if os.environ.get("MUSHIN_REQUIRE_SLURM") == "1":
@@ -131,50 +168,63 @@ def _tail(text: str, lines: int = 15) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-@pytest.fixture(scope="session")
-def slurm_cluster() -> Iterator[SlurmCluster]:
-    """A running local SLURM cluster (``scripts/local-slurm``) for the whole session."""
+def _start(was_running: bool, patch: pytest.MonkeyPatch) -> SlurmCluster:
+    """``scripts/local-slurm start``, and the cluster it started, with ``SLURM_CONF`` and
+    ``PYTHONPATH`` set for its jobs through ``patch``; raises ClusterUnavailable."""
     timeout_s = float(os.environ.get("MUSHIN_SLURM_START_TIMEOUT", "300"))
     if not SCRIPT.is_file():
-        _unavailable(f"{SCRIPT} is missing")
+        raise ClusterUnavailable(f"{SCRIPT} is missing")
     code, output = _run_script("env", 30)  # prints: export SLURM_CONF=<path>
     if code != 0 or not output.startswith("export SLURM_CONF="):
-        _unavailable(f"`scripts/local-slurm env` exited {code}:\n{_tail(output)}")
+        raise ClusterUnavailable(f"`scripts/local-slurm env` exited {code}:\n{_tail(output)}")
     conf = Path(shlex.split(output.strip().removeprefix("export SLURM_CONF="))[0])
-    state_dir = conf.parent.parent
-
-    was_running = _run_script("status", 30)[0] == 0
     code, output = _run_script("start", timeout_s)
     if code != 0 and not was_running:
         _run_script("stop", 120)  # do not leave half-started daemons behind
     if code is None:
-        _unavailable(
+        raise ClusterUnavailable(
             f"`scripts/local-slurm start` did not finish within {timeout_s:.0f}s "
             f"(MUSHIN_SLURM_START_TIMEOUT):\n{_tail(output)}"
         )
-    elif code != 0:
-        _unavailable(f"`scripts/local-slurm start` exited {code}:\n{_tail(output)}")
+    if code != 0:
+        raise ClusterUnavailable(f"`scripts/local-slurm start` exited {code}:\n{_tail(output)}")
     try:
-        cluster = _describe(conf, state_dir)
+        cluster = _describe(conf, conf.parent.parent)
     except (OSError, subprocess.SubprocessError, RuntimeError, ValueError) as error:
-        _unavailable(f"the cluster started but cannot be queried: {error}")
-
+        raise ClusterUnavailable(f"the cluster started but cannot be queried: {error}") from None
     pythonpath = [
         str(TESTS_DIR),
         *map(str, ROOM_DIRS),
         str(REPO_ROOT),
         os.environ.get("PYTHONPATH", ""),
     ]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SLURM_CONF", str(conf))
-        patch.setenv("PYTHONPATH", os.pathsep.join(p for p in pythonpath if p))
-        yield cluster
+    patch.setenv("SLURM_CONF", str(conf))
+    patch.setenv("PYTHONPATH", os.pathsep.join(p for p in pythonpath if p))
+    return cluster
 
+
+@pytest.fixture(scope="session")
+def _slurm_starts() -> Iterator[ClusterStarts]:
+    """The session's starts. It never fails itself: pytest would replay a session fixture's
+    failure to every later test."""
+    was_running = SCRIPT.is_file() and _run_script("status", 30)[0] == 0
+    with pytest.MonkeyPatch.context() as patch:
+        starts = ClusterStarts(lambda: _start(was_running, patch))
+        yield starts
     keep = os.environ.get("MUSHIN_SLURM_KEEP") == "1" or "PYTEST_XDIST_WORKER" in os.environ
-    if not was_running and not keep:
+    if starts.started is not None and not was_running and not keep:
         code, output = _run_script("stop", 120)
         if code != 0:
             print(f"warning: `scripts/local-slurm stop` exited {code}:\n{_tail(output)}")
+
+
+@pytest.fixture
+def slurm_cluster(_slurm_starts: ClusterStarts) -> SlurmCluster:
+    """A running local SLURM cluster (``scripts/local-slurm``), started once for the session."""
+    try:
+        return _slurm_starts.get()
+    except ClusterUnavailable as error:
+        _unavailable(str(error))
 
 
 @pytest.fixture
