@@ -210,9 +210,10 @@ def load_experiment(path: str | os.PathLike[str]) -> xr.Dataset:
     """Load a sweep directory, or one job directory, as an :class:`xarray.Dataset`.
 
     **Sweep** (a ``Workflow.run`` working dir): one dimension per swept parameter (its
-    grid values as coordinates), one variable per scalar metric the task returned and
-    per ``MetricsCallback`` series (with its ``epoch``/``*_round`` dimension appended),
-    NaN for failed, skipped or missing cells (a metric named like a swept parameter or
+    grid values as coordinates, a swept ``None`` as ``None``), one variable per scalar
+    metric the task returned and per ``MetricsCallback`` series (with its
+    ``epoch``/``*_round`` dimension appended), NaN for failed, skipped or missing cells
+    (``None`` in a text metric, under any pandas; a metric named like a swept parameter or
     a series' dimension is called ``metrics.<name>``); ``status`` and ``cell_dir``
     variables; ``attrs["failures"]``/``attrs["skipped"]`` list those cells (JSON text, so
     they survive netCDF). Works on a half-finished sweep.
