@@ -10,6 +10,7 @@ on a machine without the packages.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -45,10 +46,10 @@ with open(os.environ["CALLS"], "a") as calls:
 
 
 @contextmanager
-def held(lock: Path, seconds: float) -> Iterator[int]:
-    """``lock`` locked by another process for ``seconds``; yields its pid."""
+def held(lock: Path) -> Iterator[int]:
+    """``lock`` locked by another process until the block ends; yields its pid."""
     holder = subprocess.Popen(
-        [sys.executable, "-c", _HOLD, str(lock), str(seconds)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", _HOLD, str(lock), "600"], stdout=subprocess.PIPE, text=True
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
@@ -58,8 +59,9 @@ def held(lock: Path, seconds: float) -> Iterator[int]:
         holder.wait()
 
 
-def apt_get(tmp_path: Path, lock: Path, wait_s: int) -> subprocess.CompletedProcess[str]:
-    """The script's ``apt_get update -qq``, with ``lock`` as its only lock and ``wait_s`` to go."""
+def apt_get(tmp_path: Path, lock: Path, wait_s: int) -> subprocess.Popen[str]:
+    """The script's ``apt_get update -qq``, started, with ``lock`` as its only lock and
+    ``wait_s`` to go; it prints ``exit N`` when it fails."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     fake = bin_dir / "apt-get"
@@ -75,22 +77,28 @@ def apt_get(tmp_path: Path, lock: Path, wait_s: int) -> subprocess.CompletedProc
         "LOCK": str(lock),
         "CALLS": str(tmp_path / "calls"),
     }
-    return subprocess.run(
+    return subprocess.Popen(
         ["bash", "-c", body, "bash", str(SCRIPT), str(tmp_path)],
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=60,
     )
 
 
 def test_apt_get_waits_for_a_held_lock_says_so_and_runs_once_it_is_free(tmp_path: Path) -> None:
     lock = tmp_path / "lock-frontend"
     lock.touch()
-    with held(lock, 2) as pid:
-        done = apt_get(tmp_path, lock, wait_s=30)
-    assert "exit" not in done.stdout, done.stderr
-    assert f"waiting up to 30s for {lock}, held by pid {pid} (python" in done.stderr
+    with held(lock) as pid:
+        run = apt_get(tmp_path, lock, wait_s=30)
+        assert run.stderr is not None
+        said = run.stderr.readline()  # the lock is released once it says it waits
+    out, err = run.communicate(timeout=60)
+    assert "exit" not in out, err
+    # the seconds left, counted when it starts to wait: 30, or 29 past a second's turn
+    assert re.search(
+        rf"waiting up to (30|29)s for {re.escape(str(lock))}, held by pid {pid} ", said
+    )
     [call] = (tmp_path / "calls").read_text().splitlines()
     state, *args = call.split()
     assert state == "free"  # it waited: a second apt-get fails at once on a held lock
@@ -105,9 +113,9 @@ def test_a_lock_held_past_the_deadline_fails_with_the_holder_and_the_setting(
 ) -> None:
     lock = tmp_path / "lock-frontend"
     lock.touch()
-    with held(lock, 60) as pid:
-        done = apt_get(tmp_path, lock, wait_s=1)
-    assert done.stdout.strip() == "exit 124"
+    with held(lock) as pid:
+        out, err = apt_get(tmp_path, lock, wait_s=1).communicate(timeout=60)
+    assert out.strip() == "exit 124"
     assert not (tmp_path / "calls").exists()  # apt-get never ran
-    assert f"{lock} is still held by pid {pid}" in done.stderr
-    assert "MUSHIN_SLURM_APT_WAIT" in done.stderr
+    assert f"{lock} is still held by pid {pid}" in err
+    assert "MUSHIN_SLURM_APT_WAIT" in err
