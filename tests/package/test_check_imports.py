@@ -15,6 +15,7 @@ SCRIPT = REPO / "scripts" / "check-imports"
 
 ROOMS = (
     "_core",
+    "_upstream",
     "_train",
     "_image",
     "_provenance",
@@ -119,22 +120,23 @@ BAD: dict[str, str] = {
 
 EXPECTED = {
     "right": "mushin_box/_slurm/config.py:2: mushin_box._slurm.config imports "
-    "mushin_box._sweepdir.manifest (_slurm may import only _core, _train, _image, _provenance, "
-    "_container)",
+    "mushin_box._sweepdir.manifest (_slurm may import only _core, _upstream, _train, _image, "
+    "_provenance, _container)",
     "sibling": "mushin_box/_train/metrics.py:1: mushin_box._train.metrics imports "
-    "mushin_box._image.spec (_train may import only _core)",
+    "mushin_box._image.spec (_train may import only _core, _upstream)",
     "lazy": "mushin_box/_core/sidecars.py:3: mushin_box._core.sidecars imports "
     "mushin_box._provenance.full (_core imports no room)",
     "type-only": "mushin_box/_image/build.py:4: mushin_box._image.build imports "
-    "mushin_box._container.rankwrap (_image may import only _core)",
+    "mushin_box._container.rankwrap (_image may import only _core, _upstream)",
     "relative": "mushin_box/_container/launchspec.py:1: mushin_box._container.launchspec imports "
-    "mushin_box._slurm.config (_container may import only _core, _train, _image, _provenance)",
+    "mushin_box._slurm.config (_container may import only _core, _upstream, _train, _image, "
+    "_provenance)",
     "top level": "mushin_box/_container/smoke.py:1: mushin_box._container.smoke imports "
-    "mushin_box (_container may import only _core, _train, _image, _provenance; rooms must not "
-    "import the top level)",
+    "mushin_box (_container may import only _core, _upstream, _train, _image, _provenance; "
+    "rooms must not import the top level)",
     "plugin": "hydra_plugins/mushin_box_launcher/mushin_box_launcher.py:1: "
     "hydra_plugins.mushin_box_launcher.mushin_box_launcher imports mushin_box._sweepdir.manifest "
-    "(the Hydra plugin may import only _core, _slurm)",
+    "(the Hydra plugin may import only _core, _upstream, _slurm)",
     "private": "mushin_box/_provenance/record.py:1: mushin_box._provenance.record imports _scrub "
     "from mushin_box._provenance.full (private name imported across modules)",
     "cycle": "mushin_box/_provenance/env.py:2: import cycle: mushin_box._provenance.env -> "
@@ -223,3 +225,122 @@ def test_unparsable_file_is_reported(tmp_path: Path) -> None:
     out = check(write_tree(tmp_path, {**CLEAN, "mushin_box/_core/broken.py": "def (:\n"}))
     assert out.returncode == 1
     assert out.stdout.startswith("mushin_box/_core/broken.py:1: cannot parse: ")
+
+
+# a private upstream name where it is allowed: in its seam, or what is not an upstream's
+PRIVATE_CLEAN: dict[str, str] = {
+    "mushin_box/_upstream/hydra.py": """
+        from hydra._internal.config_loader_impl import ConfigLoaderImpl
+        from hydra.core.singleton import Singleton
+
+        def node(cfg):
+            return cfg._get_node("x"), Singleton._instances, "-m submitit.core._submit"
+        """,
+    "mushin_box/_sweep/cells.py": '''
+        """Runs ``python -u -m submitit.core._submit`` (a docstring explains; it runs nothing)."""
+        import argparse
+        import os
+        import warnings
+        from collections import namedtuple
+
+        from mushin_box._upstream.hydra import node
+
+        Pair = namedtuple("Pair", "a b")
+        KEY = "hydra.sweeper._target_"  # Hydra's _x_ keys are its public API
+
+        class Formatter(argparse.HelpFormatter):
+            def _fill_text(self, text, width, indent):
+                return super()._fill_text(text, width, indent)
+
+        class Own:
+            _cache = {}
+
+            @classmethod
+            def make(cls, p):
+                warnings._filters_mutated()
+                return cls._cache, p._replace(a=1), Pair._fields, Own._cache, node
+
+            def run(self):
+                os._exit(self._code)
+        ''',
+}
+
+# each private upstream name outside its seam: the file, and the one line printed for it
+PRIVATE_BAD: dict[str, tuple[str, str]] = {
+    "mushin_box/_sweep/jobconfig.py": (
+        "def f():\n    from hydra._internal.config_loader_impl import ConfigLoaderImpl\n",
+        "mushin_box/_sweep/jobconfig.py:2: mushin_box._sweep.jobconfig imports "
+        "hydra._internal.config_loader_impl (a private name of hydra: reach it through "
+        "mushin_box._upstream.hydra)",
+    ),
+    "mushin_box/_slurm/launcher.py": (
+        "from submitit.slurm.slurm import SlurmExecutor, _convert_mem\n",
+        "mushin_box/_slurm/launcher.py:1: mushin_box._slurm.launcher imports _convert_mem from "
+        "submitit.slurm.slurm (a private name of submitit: reach it through "
+        "mushin_box._upstream.submitit)",
+    ),
+    "mushin_box/_slurm/torchrun.py": (
+        'SUBMIT = ["-u", "-m", "submitit.core._submit"]\n',
+        "mushin_box/_slurm/torchrun.py:1: mushin_box._slurm.torchrun names submitit.core._submit "
+        "(a private name of submitit: reach it through mushin_box._upstream.submitit)",
+    ),
+    "mushin_box/_sweep/validate.py": (
+        "def f(node):\n    return node._get_node('x')\n",
+        "mushin_box/_sweep/validate.py:2: mushin_box._sweep.validate uses node._get_node (an "
+        "underscore attribute of what may be an upstream's object: move it to its seam in "
+        "mushin_box/_upstream/, or add it to PRIVATE_ATTRIBUTES_OK with why)",
+    ),
+    "mushin_box/_sweep/compose.py": (
+        "def f():\n    from hydra.core.singleton import Singleton\n"
+        "    return Singleton._instances\n",
+        "mushin_box/_sweep/compose.py:3: mushin_box._sweep.compose uses Singleton._instances (a "
+        "private name of hydra: reach it through mushin_box._upstream.hydra)",
+    ),
+    "mushin_box/_train/metrics.py": (
+        "def f(trainer):\n    return getattr(trainer, '_results', None)\n",
+        "mushin_box/_train/metrics.py:2: mushin_box._train.metrics uses trainer._results (an "
+        "underscore attribute of what may be an upstream's object: move it to its seam in "
+        "mushin_box/_upstream/, or add it to PRIVATE_ATTRIBUTES_OK with why)",
+    ),
+    "mushin_box/_train/ddp.py": (
+        "from pytorch_lightning.strategies import DDPStrategy\n"
+        "class S(DDPStrategy):\n    def _configure_launcher(self):\n"
+        "        super()._configure_launcher()\n",
+        "mushin_box/_train/ddp.py:4: mushin_box._train.ddp uses super()._configure_launcher (a "
+        "private name of pytorch_lightning: reach it through mushin_box._upstream.lightning)",
+    ),
+    "hydra_plugins/mushin_box_launcher/cells_sweeper.py": (
+        "from mushin_box._upstream.hydra import basic_sweeper\n"
+        "class C(basic_sweeper()):\n    def f(self):\n        return super()._x()\n",
+        "hydra_plugins/mushin_box_launcher/cells_sweeper.py:4: "
+        "hydra_plugins.mushin_box_launcher.cells_sweeper uses super()._x (a private name of "
+        "hydra: reach it through mushin_box._upstream.hydra)",
+    ),
+    "mushin_box/_sweepdir/progress.py": (
+        "from mushin_box._upstream.omegaconf import child_node\n",
+        "mushin_box/_sweepdir/progress.py:1: mushin_box._sweepdir.progress imports "
+        "mushin_box._upstream.omegaconf (_sweepdir must not import mushin_box._upstream.omegaconf "
+        "(BANNED in scripts/check-imports))",
+    ),
+    "mushin_box/_results/table.py": (
+        "from mushin_box._upstream.lightning import ddp_launcher\n",
+        "mushin_box/_results/table.py:1: mushin_box._results.table imports "
+        "mushin_box._upstream.lightning (_results must not import mushin_box._upstream.lightning "
+        "(BANNED in scripts/check-imports))",
+    ),
+}
+
+
+def test_private_upstream_names_pass_in_their_seam_and_where_they_are_not_an_upstreams(
+    tmp_path: Path,
+) -> None:
+    out = check(write_tree(tmp_path, {**CLEAN, **PRIVATE_CLEAN}))
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("path", list(PRIVATE_BAD))
+def test_a_private_upstream_name_outside_its_seam_is_refused(tmp_path: Path, path: str) -> None:
+    source, line = PRIVATE_BAD[path]
+    out = check(write_tree(tmp_path, {**CLEAN, **PRIVATE_CLEAN, path: source}))
+    assert out.returncode == 1
+    assert out.stdout.splitlines() == [line]
