@@ -24,8 +24,8 @@ LegacyTargets.install()  # configs saved by 0.1 name its private module paths
 
 # public name -> private module that defines it (imported lazily on attribute access)
 _LAZY: dict[str, str] = {
-    "HydraDDP": "mushin_box._train.ddp",
-    "MetricsCallback": "mushin_box._train.metrics",
+    "HydraDDP": "mushin_box._train.pl",
+    "MetricsCallback": "mushin_box._train.pl",
     "load_metrics_file": "mushin_box._train.metrics",
     "seed_everything_per_rank": "mushin_box._train.seeding",
     "seed_for_rank": "mushin_box._train.seeding",
@@ -140,8 +140,8 @@ if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
     from mushin_box._slurm.config import submitit_slurm_config
     from mushin_box._sweep.handle import SweepHandle
     from mushin_box._sweep.workflow import Workflow
-    from mushin_box._train.ddp import HydraDDP
-    from mushin_box._train.metrics import MetricsCallback, load_metrics_file
+    from mushin_box._train.metrics import load_metrics_file
+    from mushin_box._train.pl import HydraDDP, MetricsCallback
     from mushin_box._train.resume import (
         ResumeContext,
         find_last_checkpoint,

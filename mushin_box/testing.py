@@ -24,12 +24,12 @@ from mushin_box._provenance.topology import SlurmJob, Topology, block_layout, pl
 __all__ = ["TinyDataModule", "TinyModule", "simulate_topology", "simulated_slurm_env"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from mushin_box._train.tiny import TinyDataModule, TinyModule
+    from mushin_box._train.pl import TinyDataModule, TinyModule
 
 
 def __getattr__(name: str) -> Any:
     if name in ("TinyDataModule", "TinyModule"):
-        value = getattr(importlib.import_module("mushin_box._train.tiny"), name)
+        value = getattr(importlib.import_module("mushin_box._train.pl"), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'mushin_box.testing' has no attribute {name!r}")

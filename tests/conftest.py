@@ -228,7 +228,11 @@ class DoctestFinder(doctest.DocTestFinder):
         if inspect.isclass(object) and object.__module__ == "mushin_box" and module is not None:
             methods = [getattr(v, "__func__", v) for v in vars(object).values()]
             functions = [f for f in methods if inspect.isfunction(f)]
-            return bool(functions) and functions[0].__globals__ is vars(module)
+            if not functions:  # a mixin on a base (HydraDDP): where its module defines it
+                return (
+                    module.__name__ != "mushin_box" and vars(module).get(object.__name__) is object
+                )
+            return functions[0].__globals__ is vars(module)
         return super()._from_module(module, object)  # pyright: ignore[reportAttributeAccessIssue]
 
 

@@ -3,28 +3,37 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import time
 
 import pytorch_lightning as pl
 from hydra_zen import builds, make_config
 
-from mushin_box import HydraDDP, MetricsCallback, ResumeContext, seed_everything_per_rank
+from mushin_box import ResumeContext, seed_everything_per_rank
 from mushin_box.testing import TinyDataModule, TinyModule
 
+#: a Lightning namespace (its Trainer's package) -> the kit's module of classes for it
+KITS = {"pytorch_lightning": "mushin_box", "lightning.pytorch": "mushin_box.lightning"}
+#: ... and of the tiny example model and data
+TINY = {"pytorch_lightning": "mushin_box.testing", "lightning.pytorch": "mushin_box.lightning"}
 
-def trainer_conf(devices: int = 2, max_epochs: int = 2, **kw: object) -> object:
+
+def trainer_conf(
+    devices: int = 2, max_epochs: int = 2, lightning: str = "pytorch_lightning", **kw: object
+) -> object:
+    trainers, kit = importlib.import_module(lightning), importlib.import_module(KITS[lightning])
     return builds(
-        pl.Trainer,
+        trainers.Trainer,
         accelerator="cpu",
         devices=devices,
         num_nodes=1,
         max_epochs=max_epochs,
-        strategy=builds(HydraDDP, child_exit_timeout_s=60.0),
+        strategy=builds(kit.HydraDDP, child_exit_timeout_s=60.0),
         callbacks=[
-            builds(MetricsCallback),
+            builds(kit.MetricsCallback),
             builds(
-                pl.callbacks.ModelCheckpoint,
+                trainers.callbacks.ModelCheckpoint,
                 dirpath="${hydra:runtime.output_dir}/checkpoints",
                 save_last=True,
             ),
@@ -37,13 +46,16 @@ def trainer_conf(devices: int = 2, max_epochs: int = 2, **kw: object) -> object:
     )
 
 
-def make_app_config(devices: int = 2, max_epochs: int = 2, seed: int = 1234) -> object:
+def make_app_config(
+    devices: int = 2, max_epochs: int = 2, seed: int = 1234, lightning: str = "pytorch_lightning"
+) -> object:
+    tiny = importlib.import_module(TINY[lightning])
     return make_config(
         seed=seed,
         stage="fit",
-        trainer=trainer_conf(devices=devices, max_epochs=max_epochs),
-        module=builds(TinyModule),
-        datamodule=builds(TinyDataModule),
+        trainer=trainer_conf(devices=devices, max_epochs=max_epochs, lightning=lightning),
+        module=builds(tiny.TinyModule),
+        datamodule=builds(tiny.TinyDataModule),
     )
 
 

@@ -189,34 +189,42 @@ def _load_experiment_config(spec: str) -> Any:
 
 
 def main_rank(out_dir: str, experiment: str | None) -> None:
-    """One smoke rank (runs inside the image): build the experiment, fit one epoch."""
-    import pytorch_lightning as pl
-    from hydra_zen import builds, instantiate, make_config
+    """One smoke rank (runs inside the image): build the experiment, fit one epoch, with the
+    kit's classes of the Lightning namespace the experiment's module is of."""
+    import importlib
 
-    from mushin_box._train.ddp import HydraDDP
-    from mushin_box._train.metrics import MetricsCallback
-    from mushin_box._train.tiny import TinyDataModule, TinyModule
+    from hydra_zen import builds, get_target, instantiate, make_config
 
+    from mushin_box._upstream.lightning import namespace_of
+
+    base = _load_experiment_config(experiment) if experiment else None
+    try:
+        module_target = get_target(base.module)  # pyright: ignore[reportOptionalMemberAccess]
+    except (AttributeError, TypeError):  # no experiment, or a module node without a target
+        module_target = None
+    namespace = namespace_of(module_target) if isinstance(module_target, type) else None
+    kit = importlib.import_module(
+        "mushin_box._train.lp" if namespace == "lightning.pytorch" else "mushin_box._train.pl"
+    )
     trainer = builds(
-        pl.Trainer,
+        importlib.import_module(namespace or "pytorch_lightning").Trainer,
         accelerator="cpu",
         devices=WORLD,
         num_nodes=1,
         max_epochs=1,
-        strategy=builds(HydraDDP),
-        callbacks=[builds(MetricsCallback, save_dir=out_dir)],
+        strategy=builds(kit.HydraDDP),
+        callbacks=[builds(kit.MetricsCallback, save_dir=out_dir)],
         logger=False,
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
         default_root_dir=out_dir,
     )
-    if experiment:
-        base = _load_experiment_config(experiment)
+    if base is not None:
         cfg = make_config(trainer=trainer, bases=(base,))
     else:
         cfg = make_config(
-            trainer=trainer, module=builds(TinyModule), datamodule=builds(TinyDataModule)
+            trainer=trainer, module=builds(kit.TinyModule), datamodule=builds(kit.TinyDataModule)
         )
     built = instantiate(cfg)
     datamodule = built.get("datamodule") if hasattr(built, "get") else None

@@ -11,7 +11,11 @@
 - :mod:`.resume`: the ``mushin_resume`` checkpoint contract;
 - :mod:`.signals`: SIGTERM as an exception that unwinds the task;
 - :mod:`.configtask`: the task of a config-only experiment (``fit_task``, stable names);
-- :mod:`.tiny`: a tiny Lightning module and data for examples, tests and smoke runs.
+- :mod:`.tiny`: a tiny Lightning module and data for examples, tests and smoke runs;
+- :mod:`.pl` and :mod:`.lp`: the classes above, on ``pytorch_lightning`` and on
+  ``lightning.pytorch``. The modules above hold each class's behaviour as a mixin free of
+  Lightning; these two mix it into each namespace's base (Lightning's two namespaces do not
+  share classes, and a Trainer takes only its own).
 
 Must not know of sweeps or SLURM options. Modules that need torch import it themselves, so
 this package's ``__init__`` stays empty: readers of sidecars import the torch-free modules

@@ -46,7 +46,7 @@ def fit_task(
     then return the fit's scalar metrics (:meth:`MetricsCallback.final_metrics`: the
     Trainer's ``callback_metrics``, completed from the config's ``MetricsCallback``, so that
     a fit resumed with nothing left to train still reports what it reached)."""
-    from mushin_box._train.metrics import MetricsCallback  # torch: only where a cell runs
+    from mushin_box._train.metrics import final_metrics  # torch: only where a cell runs
 
     trainer.fit(module, datamodule=datamodule, ckpt_path=mushin_resume.last_ckpt)
-    return MetricsCallback.final_metrics(trainer)
+    return final_metrics(trainer)

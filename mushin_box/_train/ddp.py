@@ -16,6 +16,8 @@ would otherwise hang at rendezvous.
 from __future__ import annotations
 
 import atexit
+import functools
+import importlib
 import json
 import logging
 import os
@@ -26,15 +28,7 @@ import threading
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-import pytorch_lightning as pl
-from lightning_fabric.plugins import ClusterEnvironment
-from lightning_fabric.plugins.environments.slurm import SLURMEnvironment
-from lightning_fabric.plugins.environments.torchelastic import TorchElasticEnvironment
-from pytorch_lightning.strategies import DDPStrategy
-from pytorch_lightning.strategies.launchers import _SubprocessScriptLauncher
-from pytorch_lightning.trainer.states import TrainerStatus
+from typing import TYPE_CHECKING, Any
 
 from mushin_box._core.envstate import restore_environ
 from mushin_box._core.layout import (
@@ -47,7 +41,6 @@ from mushin_box._core.layout import (
     SEED_WORKERS_ENV,
     rank_log_file,
 )
-from mushin_box._core.targets import public
 from mushin_box._train.ranks import (
     ChildObserver,
     die_with_parent,
@@ -57,8 +50,9 @@ from mushin_box._train.ranks import (
 )
 from mushin_box._train.signals import Terminated
 from mushin_box._train.world import check_launched_world
+from mushin_box._upstream.lightning import NAMESPACES, launcher_base
 
-__all__ = ["HydraDDP"]
+__all__ = ["HydraDDPMixin", "end_local_job", "launcher_classes", "validate_launched_world"]
 
 log = logging.getLogger(__name__)
 
@@ -67,63 +61,59 @@ log = logging.getLogger(__name__)
 _DIST_ENV = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE")
 
 
-def _launched_world(env: ClusterEnvironment) -> tuple[int, str, int | None]:
+if TYPE_CHECKING:  # the names HydraDDPMixin uses of the strategy it is mixed into
+    from lightning_fabric.plugins import ClusterEnvironment
+    from pytorch_lightning.strategies import DDPStrategy
+
+    class _Strategy(DDPStrategy):
+        mushin_namespace: str
+        process_group_timeout_s: float | None
+
+        def configure_launcher(self) -> None: ...
+        def set_launcher(self, launcher: Any) -> None: ...
+
+    class _Launcher:
+        procs: list[subprocess.Popen[bytes]]
+        cluster_environment: ClusterEnvironment
+        num_processes: int
+        num_nodes: int
+
+        def __init__(self, env: Any, num_processes: int, num_nodes: int) -> None: ...
+        def launch(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
+        def set_num_threads(self) -> None: ...
+else:
+    _Strategy = _Launcher = object
+
+
+def _launched_world(env: ClusterEnvironment, namespace: str) -> tuple[int, str, int | None]:
     """(world size, where it came from, tasks per node or None) as the launcher set them."""
-    if isinstance(env, SLURMEnvironment):
+    envs = importlib.import_module(f"{NAMESPACES[namespace]}.plugins.environments")
+    if isinstance(env, envs.SLURMEnvironment):
         per_node = os.environ.get("SLURM_NTASKS_PER_NODE")
         per = int(per_node.split("(")[0]) if per_node and per_node[0].isdigit() else None
         return int(os.environ["SLURM_NTASKS"]), "SLURM_NTASKS", per
-    if isinstance(env, TorchElasticEnvironment) or "WORLD_SIZE" in os.environ:
+    if isinstance(env, envs.TorchElasticEnvironment) or "WORLD_SIZE" in os.environ:
         per_node = os.environ.get("LOCAL_WORLD_SIZE")
         return int(os.environ["WORLD_SIZE"]), "WORLD_SIZE", int(per_node) if per_node else None
     return env.world_size(), type(env).__name__, None
 
 
-def validate_launched_world(env: ClusterEnvironment, devices: int, num_nodes: int) -> None:
+def validate_launched_world(
+    env: ClusterEnvironment, devices: int, num_nodes: int, namespace: str = "pytorch_lightning"
+) -> None:
     """Raise :class:`WorldSizeMismatchError` unless launched ranks == num_nodes x devices
-    (the pure check: :func:`mushin_box._train.world.check_launched_world`)."""
-    world, source, per_node = _launched_world(env)
+    (the pure check: :func:`mushin_box._train.world.check_launched_world`); ``env`` is of
+    Lightning's ``namespace`` (a key of :data:`~mushin_box._upstream.lightning.NAMESPACES`)."""
+    world, source, per_node = _launched_world(env, namespace)
     check_launched_world(world, source, per_node, devices=devices, num_nodes=num_nodes)
 
 
-@public
-class HydraDDP(DDPStrategy):
-    """DDP strategy for Lightning Trainers built from hydra-zen/Hydra configs.
-
-    Use it as ``strategy=builds(HydraDDP)``. The job's config must have top-level
-    ``trainer`` and ``module`` nodes (and optionally ``datamodule``): the ranks that
-    HydraDDP starts instantiate those and call the same trainer method (fit, validate,
-    test or predict) with the same ``ckpt_path`` as rank 0. Under SLURM tasks or torchrun
-    it starts nothing and only checks the world size.
-
-    Parameters
-    ----------
-    child_exit_timeout_s : float (default: 120)
-        How long rank 0 waits, when its trainer call ends, for the ranks it started to
-        exit before killing them.
-    rendezvous_timeout_s : float or None (default: 300)
-        How long a rank launched as its own process (a SLURM task, a torchrun worker, a
-        rank HydraDDP started) may take to join the process group. After that it prints
-        what it was waiting for (``MASTER_ADDR:MASTER_PORT``, its rank, the world size) and
-        exits with status 1, instead of retrying for torch's 30 minutes (e.g. an
-        unresolvable master address); under SLURM ``--kill-on-bad-exit`` then ends the
-        other tasks. ``None`` disables it. The collectives' own ``timeout`` is unchanged.
-    **kwargs
-        Passed to :class:`pytorch_lightning.strategies.DDPStrategy`.
-
-    Examples
-    --------
-    >>> import pytorch_lightning as pl
-    >>> from hydra_zen import builds, make_config
-    >>> from mushin_box import HydraDDP
-    >>> from mushin_box.testing import TinyModule, TinyDataModule
-    >>> Config = make_config(
-    ...     trainer=builds(pl.Trainer, accelerator="cpu", devices=2,
-    ...                    strategy=builds(HydraDDP), max_epochs=1),
-    ...     module=builds(TinyModule),
-    ...     datamodule=builds(TinyDataModule),
-    ... )
-    """
+class HydraDDPMixin(_Strategy):
+    """HydraDDP's behaviour, mixed into the ``DDPStrategy`` of either Lightning namespace
+    (:func:`~mushin_box._upstream.lightning.strategy_base`): ``mushin_box.HydraDDP`` and
+    ``mushin_box.lightning.HydraDDP`` are this class on each. Its launchers are of the
+    strategy's namespace (:func:`launcher_classes`); the checks here are of this class, so
+    they hold for both."""
 
     def __init__(
         self,
@@ -147,15 +137,16 @@ class HydraDDP(DDPStrategy):
         # launcher sets LOCAL_RANK in its environment, which Lightning reads as "launched
         # externally": the launcher's type decides.)
         env = self.cluster_environment
-        launcher = self._launcher
+        launcher = self.launcher
         own_process = (
             env is not None
             and env.creates_processes_externally
-            and not isinstance(launcher, _HydraDDPLauncher)
+            and not isinstance(launcher, HydraDDPLauncher)
         )
-        if isinstance(launcher, _HydraDDPLauncher):  # rank 0 of a local job: a stop is heard
-            timeout = self._timeout.total_seconds() if self._timeout is not None else 1800.0
-            launcher.wait_for_ranks(timeout)  # while its ranks start, not after they join
+        if isinstance(launcher, HydraDDPLauncher):  # rank 0 of a local job: a stop is heard
+            # while its ranks start, not after they join
+            timeout = self.process_group_timeout_s
+            launcher.wait_for_ranks(1800.0 if timeout is None else timeout)
         if own_process:
             say_ready()  # a rank HydraDDP started: rank 0 may now enter the rendezvous
         if self.rendezvous_timeout_s is None or not own_process:
@@ -173,30 +164,34 @@ class HydraDDP(DDPStrategy):
         finally:
             joined.set()
 
-    def _configure_launcher(self) -> None:
+    def configure_launcher(self) -> None:
         env = self.cluster_environment
         assert env is not None
         if env.creates_processes_externally:
             # steps aside: the stock launcher spawns nothing for external environments
-            validate_launched_world(env, self.num_processes, self.num_nodes)
-            super()._configure_launcher()
+            validate_launched_world(
+                env, self.num_processes, self.num_nodes, namespace=self.mushin_namespace
+            )
+            super().configure_launcher()
             return
         from hydra.core.hydra_config import HydraConfig
 
+        one_process, hydra_job = launcher_classes(self.mushin_namespace)
         if self.num_processes < 2:
             # one process, nothing to start: Lightning's launcher, but leaving no trace
-            self._launcher = _OneProcessLauncher(env, self.num_processes, self.num_nodes)
+            self.set_launcher(one_process(env, self.num_processes, self.num_nodes))
             return
         if not HydraConfig.initialized():
-            super()._configure_launcher()  # not a Hydra job: Lightning's own behaviour
+            super().configure_launcher()  # not a Hydra job: Lightning's own behaviour
             return
-        self._launcher = _HydraDDPLauncher(env, self.num_processes, self.num_nodes)
-        self._launcher.child_exit_timeout_s = self.child_exit_timeout_s
+        launcher = hydra_job(env, self.num_processes, self.num_nodes)
+        launcher.child_exit_timeout_s = self.child_exit_timeout_s
+        self.set_launcher(launcher)
 
     def teardown(self) -> None:
         super().teardown()
-        launcher = self._launcher
-        if isinstance(launcher, (_HydraDDPLauncher, _OneProcessLauncher)):
+        launcher = self.launcher
+        if isinstance(launcher, (HydraDDPLauncher, OneProcessLauncher)):
             launcher.end_call()
 
     # SIGTERM. Lightning 2.6 answers it with a dist.broadcast from inside its signal
@@ -222,7 +217,7 @@ class HydraDDP(DDPStrategy):
         self._take_sigterm()
 
     def _take_sigterm(self) -> None:
-        local_job = isinstance(self._launcher, _HydraDDPLauncher) or bool(
+        local_job = isinstance(self.launcher, HydraDDPLauncher) or bool(
             os.environ.get(DDP_PARENT_PID_ENV)
         )
         if local_job and threading.current_thread() is threading.main_thread():
@@ -231,9 +226,9 @@ class HydraDDP(DDPStrategy):
     def _on_sigterm(self, signum: int, frame: Any) -> None:
         """Rank 0 forwards SIGTERM to the ranks it started and raises :class:`Terminated`:
         the trainer call unwinds, and its teardown gives them ``TERM_GRACE_S`` before it
-        kills them (:meth:`_HydraDDPLauncher.end_call`). A rank it started just raises."""
-        launcher = self._launcher
-        if isinstance(launcher, _HydraDDPLauncher):
+        kills them (:meth:`HydraDDPLauncher.end_call`). A rank it started just raises."""
+        launcher = self.launcher
+        if isinstance(launcher, HydraDDPLauncher):
             launcher.stop_ranks()
         raise Terminated(signum)
 
@@ -254,7 +249,7 @@ def _rendezvous_watchdog(joined: threading.Event, timeout_s: float, strategy: An
 
 
 # the launcher whose ranks are alive in this process (rank 0 leads one job at a time)
-_current_launcher: _HydraDDPLauncher | None = None
+_current_launcher: HydraDDPLauncher | None = None
 
 
 def end_local_job() -> None:
@@ -266,11 +261,12 @@ def end_local_job() -> None:
         _current_launcher.retire()
 
 
-class _OneProcessLauncher(_SubprocessScriptLauncher):
+class OneProcessLauncher(_Launcher):
     """Lightning's launcher for a 1-process local run (it starts no rank), undoing what the
     call set when it ends. Otherwise ``LOCAL_RANK=0`` stays in ``os.environ`` and the next
     local run in this process, even one with ``devices=2``, reads as externally launched:
-    it would start no rank and train alone on a stale 1-process group, silently."""
+    it would start no rank and train alone on a stale 1-process group, silently. Mixed into
+    either namespace's launcher (:func:`launcher_classes`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -281,7 +277,7 @@ class _OneProcessLauncher(_SubprocessScriptLauncher):
         self,
         function: Callable[..., Any],
         *args: Any,
-        trainer: pl.Trainer | None = None,
+        trainer: Any = None,
         **kwargs: Any,
     ) -> Any:
         end_local_job()  # a previous job's ranks and process group: not this run's
@@ -307,7 +303,7 @@ class _OneProcessLauncher(_SubprocessScriptLauncher):
 TERM_GRACE_S = 5.0
 
 
-class _HydraDDPLauncher(_SubprocessScriptLauncher):
+class HydraDDPLauncher(_Launcher):
     """Starts ranks 1..N-1 once per job and sends each of them every trainer call rank 0
     makes (one JSON line on the child's stdin), so that ``fit`` then ``test`` on the
     same trainer runs both calls on the same processes, trained weights included."""
@@ -319,20 +315,16 @@ class _HydraDDPLauncher(_SubprocessScriptLauncher):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._saved_env: dict[str, str | None] = {}
-        self._trainer: pl.Trainer | None = None
+        self._trainer: Any = None
         self._observer: ChildObserver | None = None
         self._ready_fds: list[int] = []  # the started ranks' ready pipes, until they joined
         self._logs: list[Path] = []
-
-    def _check_can_spawn_children(self) -> None:
-        if self.cluster_environment.local_rank() != 0:
-            raise RuntimeError("HydraDDP: only local rank 0 starts the other ranks")
 
     def launch(
         self,
         function: Callable[..., Any],
         *args: Any,
-        trainer: pl.Trainer | None = None,
+        trainer: Any = None,
         **kwargs: Any,
     ) -> Any:
         global _current_launcher
@@ -354,12 +346,7 @@ class _HydraDDPLauncher(_SubprocessScriptLauncher):
             assert proc.stdin is not None
             proc.stdin.write(line)
             proc.stdin.flush()
-        try:
-            from lightning_fabric.utilities.distributed import _set_num_threads_if_needed
-
-            _set_num_threads_if_needed(num_processes=self.num_processes)
-        except ImportError:  # pragma: no cover - older Lightning
-            pass
+        self.set_num_threads()
         return function(*args, **kwargs)
 
     def _set_dist_env(self) -> None:
@@ -376,7 +363,8 @@ class _HydraDDPLauncher(_SubprocessScriptLauncher):
         self._saved_env = {}
 
     def _spawn_children(self, spec: dict[str, Any]) -> None:
-        self._check_can_spawn_children()
+        if self.cluster_environment.local_rank() != 0:
+            raise RuntimeError("HydraDDP: only local rank 0 starts the other ranks")
         self.procs = []
         self._close_ready_fds()
         env = self.cluster_environment
@@ -453,9 +441,7 @@ class _HydraDDPLauncher(_SubprocessScriptLauncher):
         """End of one trainer call of rank 0. The ranks stay for the job's next call,
         unless rank 0's call failed: then they are killed at once (after ``TERM_GRACE_S``
         when the call ended by SIGTERM, which they were sent too)."""
-        failed = (
-            self._trainer is not None and self._trainer.state.status == TrainerStatus.INTERRUPTED
-        )
+        failed = self._trainer is not None and self._trainer.state.status == "interrupted"
         if self.terminating:
             self.terminating = False
             retire_procs(self.procs, TERM_GRACE_S, quiet=True)
@@ -483,6 +469,18 @@ class _HydraDDPLauncher(_SubprocessScriptLauncher):
             dist.destroy_process_group()
 
 
+@functools.cache
+def launcher_classes(namespace: str) -> tuple[type[OneProcessLauncher], type[HydraDDPLauncher]]:
+    """(one-process, Hydra job) launcher classes on Lightning's ``namespace``: its
+    ``_SubprocessScriptLauncher`` (:func:`~mushin_box._upstream.lightning.launcher_base`),
+    whose ranks the Trainer kills on Ctrl-C."""
+    base = launcher_base(namespace)
+    return (
+        type("OneProcessLauncher", (OneProcessLauncher, base), {"__module__": __name__}),
+        type("HydraDDPLauncher", (HydraDDPLauncher, base), {"__module__": __name__}),
+    )
+
+
 @atexit.register
 def _retire_at_exit() -> None:
     if _current_launcher is not None:
@@ -493,7 +491,7 @@ _STAGES = ("fit", "validate", "test", "predict")
 
 
 def _child_spec(
-    function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], trainer: pl.Trainer
+    function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], trainer: Any
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(job spec, this call): what the children need to rebuild the job and repeat the
     call. Raises a clear error for a job they could not rebuild."""

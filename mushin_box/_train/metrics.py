@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import pytorch_lightning as pl
 import torch
 
 from mushin_box._core.jobdir import job_dir
@@ -31,8 +30,15 @@ from mushin_box._core.layout import (
 )
 from mushin_box._core.sidecars import canonical_dumps, loads, write_bytes_atomic
 from mushin_box._core.targets import public
+from mushin_box._upstream.lightning import logged_names
 
-__all__ = ["RESERVED_SUFFIX", "MetricsCallback", "load_metrics_file", "reserved_name"]
+__all__ = [
+    "RESERVED_SUFFIX",
+    "MetricsCallbackMixin",
+    "final_metrics",
+    "load_metrics_file",
+    "reserved_name",
+]
 
 #: appended to a metric logged under a series' index name (``epoch`` -> ``epoch_logged``)
 RESERVED_SUFFIX = "_logged"
@@ -100,45 +106,10 @@ class _Series:
         return out
 
 
-@public
-class MetricsCallback(pl.Callback):
-    """Record everything logged with ``self.log`` as epoch-aligned series.
-
-    After each epoch and at the end of fit, global rank 0 writes ``fit_metrics.pt``;
-    after test it writes ``test_metrics.pt`` (``validate_metrics.pt`` for a standalone
-    ``trainer.validate()``). Other ranks write nothing, so N ranks never race on a shared
-    filesystem. Files are written atomically (temp file + rename) and hold only plain
-    python types: ``{"epoch": [0, 1, ...], "<metric>": [v0, v1, ...], ...}`` with NaN
-    where a metric was not logged in a round. ``epoch`` and ``round`` are the index: a
-    metric logged under that name is recorded as ``epoch_logged`` (``round_logged``), with
-    one warning. Read them with
-    :func:`load_metrics_file` or ``torch.load(path, weights_only=True)``.
-
-    Beside each ``.pt`` file the same series is written as canonical JSON
-    (``fit_metrics.json``; NaN as ``{"__float__":"nan"}``, the sidecars' rule), after
-    the ``.pt`` file: ``load_experiment`` reads it without importing torch, which a login
-    node pays seconds for.
-
-    Parameters
-    ----------
-    save_dir : str | os.PathLike | None (default: None)
-        Where to write. ``None`` means the job directory (:func:`mushin_box.job_dir`),
-        resolved when the trainer starts.
-    filename : str (default: "metrics.pt")
-        Files are named ``f"{stage}_{filename}"``.
-    fingerprints : bool (default: True)
-        Also write ``fit_fingerprints.json`` (rank 0): hashes of the weights at the fit's
-        start and each epoch's end, and of each epoch's first batch, from which ``diff``
-        names where two runs part (:mod:`mushin_box._train.divergence`). One pass over
-        the weights per epoch; ``False`` turns it off.
-
-    Examples
-    --------
-    >>> import pytorch_lightning as pl
-    >>> from hydra_zen import builds
-    >>> from mushin_box import MetricsCallback
-    >>> TrainerConf = builds(pl.Trainer, callbacks=[builds(MetricsCallback)])
-    """
+class MetricsCallbackMixin:
+    """MetricsCallback's behaviour, mixed into the ``Callback`` of either Lightning namespace:
+    ``mushin_box.MetricsCallback`` and ``mushin_box.lightning.MetricsCallback`` are this class
+    on each. It reads the trainer only through public attributes both namespaces share."""
 
     def __init__(
         self,
@@ -168,7 +139,7 @@ class MetricsCallback(pl.Callback):
         """The canonical-JSON twin of :meth:`path` (``fit_metrics.json``)."""
         return self.save_dir() / stage_metrics_json_file(stage, self.filename)
 
-    def _write(self, trainer: pl.Trainer, stage: str, series: _Series) -> None:
+    def _write(self, trainer: Any, stage: str, series: _Series) -> None:
         if not trainer.is_global_zero:
             return
         data = series.as_dict()
@@ -195,7 +166,7 @@ class MetricsCallback(pl.Callback):
         if isinstance(prints, dict):
             self._prints = copy.deepcopy(prints)
 
-    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
         if trainer.sanity_checking:
             return
         if trainer.state.fn == "fit":
@@ -204,14 +175,14 @@ class MetricsCallback(pl.Callback):
             self._validate.record(len(self._validate.rows), trainer.callback_metrics)
             self._write(trainer, "validate", self._validate)
 
-    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
         if self.fingerprints and trainer.is_global_zero and self._prints["fit_start"] is None:
             from mushin_box._train.divergence import weights_fingerprint
 
             self._prints["fit_start"] = weights_fingerprint(pl_module)  # after any restore
             self._prints["world_size"] = trainer.world_size
 
-    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         # where this fit starts and in which world, once the loops are restored (they are
         # not yet at on_fit_start): the checkpointed history of a fit that went on at
         # another world size (the record's run.world_changes)
@@ -228,7 +199,7 @@ class MetricsCallback(pl.Callback):
         self._write_prints()
 
     def on_train_batch_start(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+        self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
     ) -> None:
         if self.fingerprints and batch_idx == 0 and trainer.is_global_zero:
             from mushin_box._train.divergence import batch_fingerprint
@@ -237,7 +208,7 @@ class MetricsCallback(pl.Callback):
             epoch["first_batch"] = batch_fingerprint(batch)
             epoch["world_size"] = trainer.world_size  # a rank's batch depends on it
 
-    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         self._fit.record(trainer.current_epoch, _logged_by_active_loop(trainer))
         self._write(trainer, "fit", self._fit)
         if self.fingerprints and trainer.is_global_zero:
@@ -252,7 +223,7 @@ class MetricsCallback(pl.Callback):
         record = {**self._prints, "epochs": epochs}
         write_bytes_atomic(self.save_dir() / FINGERPRINTS_FILE, canonical_dumps(record))
 
-    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
         if self._fit.rows:
             self._write(trainer, "fit", self._fit)
 
@@ -267,7 +238,7 @@ class MetricsCallback(pl.Callback):
         return out
 
     @staticmethod
-    def final_metrics(trainer: pl.Trainer) -> dict[str, float]:
+    def final_metrics(trainer: Any) -> dict[str, float]:
         """The scalar metrics a fit ended with: what a task returns as its result.
 
         ``trainer.callback_metrics``, completed by the trainer's :class:`MetricsCallback`
@@ -283,25 +254,30 @@ class MetricsCallback(pl.Callback):
 
             return MetricsCallback.final_metrics(trainer)
         """
-        out: dict[str, float] = {}
-        for callback in trainer.callbacks:  # type: ignore[attr-defined]  # set in __init__
-            if isinstance(callback, MetricsCallback):
-                out.update(callback.last_fit_values())
-        for name, value in trainer.callback_metrics.items():
-            key = reserved_name("epoch") if name == "epoch" else str(name)  # as in the file
-            try:
-                out[key] = float(value)  # what this run logged wins
-            except (TypeError, ValueError, RuntimeError):  # non-scalar: not a final metric
-                continue
-        return out
+        return final_metrics(trainer)
 
     # -- test ----------------------------------------------------------------------------
-    def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def on_test_end(self, trainer: Any, pl_module: Any) -> None:
         self._test.record(len(self._test.rows), trainer.callback_metrics)
         self._write(trainer, "test", self._test)
 
 
-def _logged_by_active_loop(trainer: pl.Trainer) -> dict[str, Any]:
+def final_metrics(trainer: Any) -> dict[str, float]:
+    """:meth:`MetricsCallbackMixin.final_metrics`, for a trainer of either namespace."""
+    out: dict[str, float] = {}
+    for callback in trainer.callbacks:
+        if isinstance(callback, MetricsCallbackMixin):
+            out.update(callback.last_fit_values())
+    for name, value in trainer.callback_metrics.items():
+        key = reserved_name("epoch") if name == "epoch" else str(name)  # as in the file
+        try:
+            out[key] = float(value)  # what this run logged wins
+        except (TypeError, ValueError, RuntimeError):  # non-scalar: not a final metric
+            continue
+    return out
+
+
+def _logged_by_active_loop(trainer: Any) -> dict[str, Any]:
     """The callback metrics logged by the running loop (training or validation) only.
 
     ``trainer.callback_metrics`` keeps stale values from earlier rounds (the last
@@ -309,11 +285,9 @@ def _logged_by_active_loop(trainer: pl.Trainer) -> dict[str, Any]:
     series. The loop's result collection says which names it logged this round.
     """
     metrics = trainer.callback_metrics
-    results = getattr(trainer, "_results", None)  # Lightning-internal; fall back to all
-    if results is None:
+    wanted = logged_names(trainer)
+    if wanted is None:
         return dict(metrics)
-    names = {getattr(getattr(m, "meta", None), "name", None) for m in results.values()}
-    wanted = {n for n in names if n} | {f"{n}_{s}" for n in names if n for s in ("step", "epoch")}
     return {k: v for k, v in metrics.items() if k in wanted}
 
 

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from mushin_box._core.jobdir import job_dir, mushin_dir
 from mushin_box._core.layout import (
@@ -155,14 +157,24 @@ def seed_everything_per_rank(base: int, workers: bool = True) -> int:
     """
     rank = global_rank_from_env()
     seed = seed_for_rank(base, rank)
-    from lightning_fabric.utilities.seed import seed_everything
-
-    seed_everything(seed, workers=workers, verbose=False)
+    _fabric_seed_everything()(seed, workers=workers, verbose=False)
     # exported so the ranks HydraDDP starts later seed from the same base
     os.environ[SEED_BASE_ENV] = str(base)
     os.environ[SEED_WORKERS_ENV] = "1" if workers else "0"
     _write_record(base=base, rank=rank, seed=seed, workers=workers)
     return seed
+
+
+def _fabric_seed_everything() -> Any:
+    """Lightning's ``seed_everything``, of the namespace this process loaded (``lightning``
+    alone when only it is loaded; else ``pytorch_lightning``'s, a dependency). Both seed
+    alike and set the same variables (``PL_GLOBAL_SEED``, ``PL_SEED_WORKERS``), which the
+    dataloader workers of either read."""
+    if "lightning.fabric" in sys.modules and "lightning_fabric" not in sys.modules:
+        from lightning.fabric.utilities.seed import seed_everything
+    else:
+        from lightning_fabric.utilities.seed import seed_everything
+    return seed_everything
 
 
 def _write_record(*, base: int, rank: int, seed: int, workers: bool) -> None:

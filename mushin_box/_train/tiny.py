@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: MIT
 """Tiny Lightning module and data for examples, tests and smoke runs (CPU, seconds).
 
-Importable by every rank, which is what HydraDDP's ranks and SLURM tasks need. Their
-public door is :mod:`mushin_box.testing`, which is also their ``__module__``: configs built
-from them name ``mushin_box.testing.TinyModule`` wherever this file lives.
+Importable by every rank, which is what HydraDDP's ranks and SLURM tasks need. Here is their
+behaviour, free of Lightning; the classes mix it into each namespace's bases. Their public
+doors are :mod:`mushin_box.testing` (``pytorch_lightning``) and :mod:`mushin_box.lightning`
+(``lightning.pytorch``), which are also their ``__module__``: configs built from them name
+``mushin_box.testing.TinyModule`` wherever this file lives.
 """
 
 from __future__ import annotations
@@ -11,16 +13,20 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from mushin_box._core.layout import TEST_FAIL_RANK_ENV, TEST_RANK_LOG_ENV
 
-__all__ = ["TinyDataModule", "TinyModule"]
+__all__ = ["TinyDataModuleMixin", "TinyModuleMixin"]
 
 
-class TinyModule(pl.LightningModule):
+# the Lightning classes the mixins go into, of either namespace (see .pl and .lp)
+LightningModule: Any = object
+LightningDataModule: Any = object
+
+
+class TinyModuleMixin(LightningModule):
     """A linear regressor that logs ``train_loss``, ``val_loss`` and ``test_loss``.
 
     It also logs ``world_size`` and, per epoch, records the seed every rank saw in
@@ -79,7 +85,7 @@ class TinyModule(pl.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=self.hparams["lr"])
 
 
-def _append_rank_record(module: pl.LightningModule, key: str, value: Any) -> None:
+def _append_rank_record(module: Any, key: str, value: Any) -> None:
     """When MUSHIN_TEST_RANK_LOG is a directory, each rank appends what it did there."""
     target = os.environ.get(TEST_RANK_LOG_ENV)
     if not target:
@@ -96,7 +102,7 @@ def _append_rank_record(module: pl.LightningModule, key: str, value: Any) -> Non
         )
 
 
-class TinyDataModule(pl.LightningDataModule):
+class TinyDataModuleMixin(LightningDataModule):
     """Deterministic random regression data (a fixed generator seed, not the global RNG).
 
     With ``global_batch_size`` set, training batches come from a shuffled
@@ -145,7 +151,3 @@ class TinyDataModule(pl.LightningDataModule):
 
     def predict_dataloader(self) -> DataLoader[Any]:
         return self._loader()
-
-
-for _cls in (TinyModule, TinyDataModule):
-    _cls.__module__ = "mushin_box.testing"

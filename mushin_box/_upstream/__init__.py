@@ -13,7 +13,7 @@ the package.
   launcher; the writer of a job's ``.hydra`` files, the singleton table, a job's return).
 - :mod:`.omegaconf`: OmegaConf's (a node as written, whether it is settled, the YAML dumper).
 - :mod:`.submitit`: submitit's (the command its tasks run, the sbatch script and ``--mem``).
-- :mod:`.lightning`: Lightning's, for both namespaces (``pytorch_lightning``, ``lightning.pytorch``).
+- :mod:`.lightning`: Lightning's, in both namespaces (the launcher hooks, ``Trainer._results``).
 
 Must not import another room (rank 0, beside ``_core``: a seam knows its upstream only),
 nor hold the kit's logic: a seam wraps one private name in what the kit needs of it.

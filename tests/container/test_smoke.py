@@ -61,11 +61,13 @@ def test_smoke_two_ranks_through_the_rank_wrapper(tmp_path: Path) -> None:
     assert f"--env-file {path} " in command and str(image) in command
 
 
-def test_smoke_with_a_user_experiment_file(tmp_path: Path) -> None:
+# the smoke's Trainer and kit classes are of the Lightning namespace of the user's module
+@pytest.mark.parametrize("door", ["mushin_box.testing", "mushin_box.lightning"])
+def test_smoke_with_a_user_experiment_file(tmp_path: Path, door: str) -> None:
     exp = tmp_path / "exp.py"
     exp.write_text(
         "from hydra_zen import builds, make_config\n"
-        "from mushin_box.testing import TinyDataModule, TinyModule\n"
+        f"from {door} import TinyDataModule, TinyModule\n"
         "Config = make_config(module=builds(TinyModule, lr=0.1),"
         " datamodule=builds(TinyDataModule, n=32))\n"
     )

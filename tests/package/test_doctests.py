@@ -42,7 +42,7 @@ def test_docstring_examples(name: str) -> None:
 
 def test_public_classes_examples_are_collected() -> None:
     # HydraDDP's and Workflow's examples live in their rooms' modules
-    for name in ("mushin_box._train.ddp", "mushin_box._sweep.workflow"):
+    for name in ("mushin_box._train.pl", "mushin_box._sweep.workflow"):
         module = importlib.import_module(name)
         found = {
             t.name.rsplit(".", 1)[-1] for t in DoctestFinder().find(module, name) if t.examples

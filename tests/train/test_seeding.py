@@ -149,7 +149,7 @@ def test_hydraddp_ranks_get_their_own_rank(clean_env: pytest.MonkeyPatch, tmp_pa
         def start(self) -> None: ...
 
     clean_env.setattr(ddp, "ChildObserver", _NoObserver)
-    launcher = ddp._HydraDDPLauncher(LightningEnvironment(), num_processes=3, num_nodes=1)
+    launcher = ddp.launcher_classes("pytorch_lightning")[1](LightningEnvironment(), 3, 1)
     spec = {"job_dir": str(tmp_path), "cwd": str(tmp_path)}
 
     def start() -> None:

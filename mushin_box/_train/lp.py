@@ -1,0 +1,36 @@
+# SPDX-License-Identifier: MIT
+"""The kit's Lightning classes on ``lightning.pytorch`` (``import lightning as L``); their door
+and ``__module__`` is :mod:`mushin_box.lightning`. The twin of :mod:`.pl`, with the same
+mixins on this namespace's bases."""
+
+from __future__ import annotations
+
+import lightning.pytorch as lp
+
+from mushin_box._train.ddp import HydraDDPMixin
+from mushin_box._train.metrics import MetricsCallbackMixin
+from mushin_box._train.tiny import TinyDataModuleMixin, TinyModuleMixin
+from mushin_box._upstream.lightning import strategy_base
+
+__all__ = ["HydraDDP", "MetricsCallback", "TinyDataModule", "TinyModule"]
+
+
+class HydraDDP(HydraDDPMixin, strategy_base("lightning.pytorch")):
+    """:class:`mushin_box.HydraDDP` on ``lightning.pytorch``: same parameters, same behaviour."""
+
+
+class MetricsCallback(MetricsCallbackMixin, lp.Callback):
+    """:class:`mushin_box.MetricsCallback` on ``lightning.pytorch``: same parameters, same
+    files. ``MetricsCallback.final_metrics`` reads a Trainer of either namespace."""
+
+
+class TinyModule(TinyModuleMixin, lp.LightningModule):
+    """:class:`mushin_box.testing.TinyModule` on ``lightning.pytorch``."""
+
+
+class TinyDataModule(TinyDataModuleMixin, lp.LightningDataModule):
+    """:class:`mushin_box.testing.TinyDataModule` on ``lightning.pytorch``."""
+
+
+for _cls in (HydraDDP, MetricsCallback, TinyModule, TinyDataModule):
+    _cls.__module__ = "mushin_box.lightning"  # their door: saved configs name it
