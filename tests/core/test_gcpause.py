@@ -17,6 +17,8 @@ from mushin_box._core.gcpause import gc_paused
 from mushin_box._sweepdir.board import read_sweep
 from mushin_box._sweepdir.settled import read_settled
 
+pytestmark = pytest.mark.floor  # the floor job's subset (scripts/floor)
+
 #: each reader, and a function it calls once a cell: the collector is looked at there
 READERS: list[tuple[Callable[[Path], Any], str, str]] = [
     (load_experiment, "mushin_box._results.experiment", "job_series"),

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from mushin_box._core.hostlist import MAX_RANGE, compress_hostlist, expand_hostlist
 
+pytestmark = pytest.mark.floor  # the floor job's subset (scripts/floor)
+
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # ---------------------------------------------------------------------------- by hand

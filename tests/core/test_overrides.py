@@ -26,6 +26,8 @@ from mushin_box._core.overrides import (
     parse_sweep_values,
 )
 
+pytestmark = pytest.mark.floor  # the floor job's subset (scripts/floor)
+
 PARSER = OverridesParser.create()
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # Examples that go through the sweeper are slower: fewer of them keep the suite fast.

@@ -38,6 +38,8 @@ from mushin_box._core.redact import (
     secret_names_in_effect,
 )
 
+pytestmark = pytest.mark.floor  # the floor job's subset (scripts/floor)
+
 # the secret words of the docs (docs/workflow.md "What is secret"), as the words of a name
 SECRET_WORDS = [
     ("token",),

@@ -29,6 +29,8 @@ from mushin_box._core.sidecars import (
     write_text_atomic,
 )
 
+pytestmark = pytest.mark.floor  # the floor job's subset (scripts/floor)
+
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # ---------------------------------------------------------------------------- helpers

@@ -23,6 +23,8 @@ from mushin_box._launch.schedule import (
     split_launcher_overrides,
 )
 
+pytestmark = pytest.mark.floor  # the floor job's subset (scripts/floor)
+
 PYPROJECT = """
 [project]
 name = "demo"

@@ -24,6 +24,8 @@ from mushin_box._launch.schedule import (
 )
 from mushin_box._slurm.config import check_sbatch_option
 
+pytestmark = pytest.mark.floor  # the floor job's subset (scripts/floor)
+
 EXP = REPO / "examples" / "exp.py"
 
 #: an option a user's table may not set, a value, and what the refusal must name as the fix

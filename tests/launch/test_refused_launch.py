@@ -12,6 +12,8 @@ from workflow_tasks import grid_task
 from mushin_box import Workflow, load_experiment, multirun
 from mushin_box._core.layout import MANIFEST_FILE
 
+pytestmark = pytest.mark.floor  # the floor job's subset (scripts/floor)
+
 REFUSED = [
     pytest.param({"launcher": "bogus"}, "bogus", id="unknown-launcher"),
     pytest.param(

@@ -21,6 +21,8 @@ from mushin_box._launch.plan import LaunchError, plan_launch
 from mushin_box._slurm.launcher import SubmititCellLauncher, render_sbatch
 from mushin_box._slurm.torchrun import torchrun_argv
 
+pytestmark = pytest.mark.floor  # the floor job's subset (scripts/floor)
+
 EXP = str(REPO / "examples" / "exp.py")
 
 

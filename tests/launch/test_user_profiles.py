@@ -11,6 +11,8 @@ import pytest
 from mushin_box._launch.options import resolve_options
 from mushin_box._launch.profiles import load_profile, user_profile_file
 
+pytestmark = pytest.mark.floor  # the floor job's subset (scripts/floor)
+
 PROJECT = """
 [tool.mushin-box.profiles.default]
 partition = "gpu"

@@ -17,6 +17,8 @@ from workflow_tasks import quiet_trainer
 from mushin_box import MetricsCallback, load_experiment
 from mushin_box.testing import TinyDataModule, TinyModule
 
+pytestmark = pytest.mark.floor  # the floor job's subset (scripts/floor)
+
 
 def _fit(lr: float, seed: int) -> None:
     import pytorch_lightning as pl

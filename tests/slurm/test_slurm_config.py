@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 import mushin_box._slurm.config
 from mushin_box._slurm.config import SLURM_LAUNCHER_KEYS, submitit_slurm_config
 
+pytestmark = pytest.mark.floor  # the floor job's subset (scripts/floor)
+
 # Fields of hydra-submitit-launcher 1.2.0's SlurmQueueConf (incl. BaseQueueConf), from its
 # hydra_plugins/hydra_submitit_launcher/config.py. The plugin is not a dependency.
 SLURM_QUEUE_CONF_1_2_0 = frozenset(

@@ -54,6 +54,7 @@ def _fit_metrics_per_cell(root: Path) -> dict[str, int]:
     }
 
 
+@pytest.mark.floor
 def test_two_cells_one_node_two_tasks(tmp_path: Path, slurm_cluster: Any, rank_log: Path) -> None:
     ds = _run(tmp_path, slurm_cluster, nodes=1, seed=multirun([1, 2]))
     assert ds["status"].values.tolist() == ["completed", "completed"]

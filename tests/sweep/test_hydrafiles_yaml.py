@@ -14,6 +14,8 @@ from omegaconf import OmegaConf
 
 from mushin_box._sweep import hydrafiles
 
+pytestmark = pytest.mark.floor  # the floor job's subset (scripts/floor)
+
 #: printable ASCII and line breaks: the text the fast path takes
 PLAIN = st.text(
     alphabet=string.printable.replace("\t", "")

@@ -23,6 +23,8 @@ from mushin_box import Workflow
 from mushin_box._core.layout import METRICS_FILE
 from mushin_box._sweep import jobconfig
 
+pytestmark = pytest.mark.floor  # the floor job's subset (scripts/floor)
+
 CONFIG = make_config(
     lr=0.1,
     name="a",

@@ -22,6 +22,8 @@ from workflow_tasks import grid_task, marker_task, resume_task
 from mushin_box import Workflow, hydra_list, load_experiment, multirun
 from mushin_box._core.sidecars import SidecarWarning, read_json
 
+pytestmark = pytest.mark.floor  # the floor job's subset (scripts/floor)
+
 GRID = {"lr": multirun([0.1, 0.2, 0.3]), "seed": multirun([0, 1])}
 
 

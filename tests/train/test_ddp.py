@@ -34,6 +34,7 @@ def _assert_clean_job_dir(job: Path) -> None:
     assert not list(job.glob("*.log")) or len(list(job.glob("*.log"))) == 1
 
 
+@pytest.mark.floor
 def test_hydra_zen_launch_two_ranks(cleandir: Path, rank_log: Path) -> None:
     job = launch(
         make_app_config(),

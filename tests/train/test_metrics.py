@@ -17,6 +17,8 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from mushin_box import MetricsCallback, load_experiment, load_metrics_file
 from mushin_box.testing import TinyDataModule, TinyModule
 
+pytestmark = pytest.mark.floor  # the floor job's subset (scripts/floor)
+
 
 def _trainer(tmp_path: Path, max_epochs: int = 3, **kw: object) -> pl.Trainer:
     return pl.Trainer(

@@ -10,6 +10,8 @@ from workflow_tasks import quiet_trainer
 
 from mushin_box import ResumeContext, find_last_checkpoint, resumable, resume_context
 
+pytestmark = pytest.mark.floor  # the floor job's subset (scripts/floor)
+
 
 def _touch(path: Path, mtime: int) -> Path:
     import torch
