@@ -53,7 +53,7 @@ def test_a_fit_on_two_ranks_gives_the_same_metrics_with_either_lightning_namespa
     assert epochs == ["0", "1", "0", "1"], "rank 1 trained pl's 2 epochs, then L's 1 + 1"
     pl_metrics = load_metrics_file(pl_job / "fit_metrics.json")
     assert pl_metrics["epoch"] == [0, 1] and set(pl_metrics) == {"epoch", "train_loss", "val_loss"}
-    assert load_metrics_file(l_job / "fit_metrics.json") == pl_metrics
+    assert load_metrics_file(l_job / "fit_metrics.json") == pl_metrics, pl_metrics
 
 
 @pytest.mark.parametrize("namespace", sorted(KITS))
@@ -84,6 +84,7 @@ def test_a_trainer_takes_the_kits_classes_of_its_own_namespace_only(
         trainers.Trainer(accelerator="cpu", devices=1, strategy=other.HydraDDP(), **quiet)
 
 
+@pytest.mark.slow  # a subprocess that imports lightning: seconds
 def test_the_lightning_door_imports_only_its_namespace() -> None:
     code = (
         "import sys, mushin_box\n"
