@@ -179,7 +179,7 @@ def sbatch_refused(exc: BaseException) -> SbatchRefusal | None:
     ``sbatch`` call, and sbatch's stderr says why (``sbatch: error: invalid partition
     specified: nope``). That is input the user can fix, not a crash: sbatch's own words,
     without their prefix, on one line (a ``fatal:`` line alone, when there is one: the
-    other lines lead there).
+    other lines lead there). Only sbatch's own stderr is read, never submitit's message.
     """
     cause = exc.__cause__
     if not isinstance(cause, subprocess.CalledProcessError):
@@ -187,7 +187,9 @@ def sbatch_refused(exc: BaseException) -> SbatchRefusal | None:
     argv = cause.cmd if isinstance(cause.cmd, list | tuple) else str(cause.cmd).split()
     if not argv or Path(str(argv[0])).name != "sbatch":
         return None
-    stderr = cause.stderr if isinstance(cause.stderr, str) else str(exc)
+    stderr = cause.stderr if isinstance(cause.stderr, str) else ""
+    if isinstance(cause.stderr, bytes):
+        stderr = cause.stderr.decode(errors="replace")
     fatal = [line for line in stderr.splitlines() if re.match(r"^sbatch:\s*fatal:", line.strip())]
     lines = [
         re.sub(r"^sbatch:\s*((error|fatal):\s*)?", "", line.strip())

@@ -291,6 +291,21 @@ def test_no_cluster_is_said_with_sbatchs_fatal_line_and_the_fix() -> None:
     assert message.endswith("or run here with --local")
 
 
+def test_what_sbatch_said_is_read_from_its_stderr_never_from_submitits_message() -> None:
+    from submitit.core.utils import FailedJobError
+
+    from mushin_box._launch.run import sbatch_refusal
+
+    said = "sbatch: error: invalid partition specified: nope"
+    error = FailedJobError(said)
+    error.__cause__ = subprocess.CalledProcessError(1, ["sbatch", "x.sh"], stderr=said.encode())
+    assert (sbatch_refusal(error) or "").startswith(
+        "sbatch refused the job: invalid partition specified: nope; "
+    )
+    error.__cause__ = subprocess.CalledProcessError(1, ["sbatch", "x.sh"], stderr=None)
+    assert (sbatch_refusal(error) or "").startswith("sbatch refused the job: exit status 1; ")
+
+
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_sbatch_refusal_on_the_cluster_is_one_line_exit_2(
