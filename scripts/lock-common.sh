@@ -41,7 +41,7 @@ lock_uv() {
     fi
     have=$("$uv" --version | awk '{print $2}')
     if [[ "$have" != "$uv_version" ]]; then
-        echo "[$tag] $uv is uv $have, the locks are made with uv $uv_version" \
+        echo "[$tag] $uv is uv $have, this lock is made with uv $uv_version" \
             "(set MUSHIN_UV_VERSION to change it on purpose)" >&2
         return 2
     fi

@@ -235,6 +235,7 @@ def lock_sandbox(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     (root / "scripts").mkdir(parents=True)
     (root / "containers").mkdir()
     shutil.copy2(LOCK_SCRIPT, root / "scripts" / "lock-image")
+    shutil.copy2(LOCK_SCRIPT.with_name("lock-common.sh"), root / "scripts" / "lock-common.sh")
     shutil.copy2(REPO / "containers" / "image.py", root / "containers" / "image.py")
     uv = tmp_path / "uv"
     uv.write_text(FAKE_UV)

@@ -13,6 +13,8 @@ from workflow_tasks import grid_task
 
 from mushin_box import Workflow, hydra_list, multirun
 
+pytestmark = pytest.mark.floor  # the floor job's subset (scripts/floor)
+
 
 class Net:
     """A model whose config is ``builds(Net)``: its nested keys are its parameters."""
