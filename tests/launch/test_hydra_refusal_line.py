@@ -28,9 +28,7 @@ def _refusal(overrides: list[str]) -> BaseException:
         ("module.depth=2", "Could not override 'module.depth': Key 'depth' not in 'Config'; "),
     ],
 )
-def test_an_override_of_a_key_the_config_lacks_says_how_to_add_it(
-    override: str, line: str
-) -> None:
+def test_an_override_of_a_key_the_config_lacks_says_how_to_add_it(override: str, line: str) -> None:
     text = hydra_error_line(_refusal([override]), [override])
     assert text == f"{line}to add it on purpose, write +{override}"
 
