@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -192,6 +193,20 @@ def test_the_project_is_importable_in_the_image(any_runtime: Path) -> None:
         if line.startswith("torch==")
     )
     assert torch_version == pin and torch_version.endswith("+cpu")
+
+
+def test_the_images_packages_are_run_lock_exactly(test_image: Path) -> None:
+    """The tests' image holds what CI tested: every pip package at ci/run.lock's version (the
+    hash-locked install), nothing more than mushin-box itself and the venv's pip."""
+
+    def norm(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    text = (REPO / "ci" / "run.lock").read_text()
+    lock = {norm(k): v for k, v in re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)", text, re.M)}
+    have = {norm(k): v for k, v in read_manifest(test_image).packages.items()}
+    assert {k: have.get(k) for k in lock if have.get(k) != lock[k]} == {}
+    assert set(have) - set(lock) == {"mushin-box", "pip"}
 
 
 @pytest.mark.slow
