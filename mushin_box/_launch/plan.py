@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 
 from mushin_box._core.layout import LOCK_FILE
+from mushin_box._core.overrideparse import parse_overrides
 from mushin_box._train.configtask import fit_task
 
 __all__ = [
@@ -428,17 +429,16 @@ def _override_of_unknown_key(
     """``(key, text)`` of the first plain override (no ``+``, ``++``, ``~``) that sets the
     key, or a key under the key, that OmegaConf said the config lacks (its
     ``ConfigAttributeError`` or ``ConfigKeyError``, which Hydra raises ``from``); None."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
     if not isinstance(cause, ConfigAttributeError | ConfigKeyError) or not cause.full_key:
         return None
     lacking = str(cause.full_key)
-    parser = OverridesParser.create()
     for text in overrides:
         try:
-            o = parser.parse_override(text)
-        except Exception:  # not Hydra's syntax: not the override Hydra applied
+            (o,) = parse_overrides([text])  # the launch's own parse, cached
+        except OverrideParseException:  # not Hydra's syntax: not the override Hydra applied
             continue
         key = o.key_or_group
         plain = not (o.is_add() or o.is_force_add() or o.is_delete())
