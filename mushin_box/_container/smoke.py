@@ -9,6 +9,7 @@ two tasks of one node (``SLURM_PROCID``, ``SLURM_NTASKS``, ...), so Lightning's
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import socket
@@ -22,6 +23,7 @@ from typing import Any
 import attrs
 
 from mushin_box._core.layout import SMOKE_JOB_NAME
+from mushin_box._upstream.lightning import namespace_of
 
 __all__ = ["SmokeResult", "run_smoke", "smoke_rank_env"]
 
@@ -175,7 +177,6 @@ def run_smoke(
 
 def _load_experiment_config(spec: str) -> Any:
     """A hydra-zen config from ``file.py[:attr]`` or ``module:attr`` (default attr Config)."""
-    import importlib
     import runpy
 
     target, _, attr = spec.partition(":")
@@ -191,11 +192,7 @@ def _load_experiment_config(spec: str) -> Any:
 def main_rank(out_dir: str, experiment: str | None) -> None:
     """One smoke rank (runs inside the image): build the experiment, fit one epoch, with the
     kit's classes of the Lightning namespace the experiment's module is of."""
-    import importlib
-
     from hydra_zen import builds, get_target, instantiate, make_config
-
-    from mushin_box._upstream.lightning import namespace_of
 
     base = _load_experiment_config(experiment) if experiment else None
     try:
