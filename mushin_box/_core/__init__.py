@@ -14,7 +14,8 @@
 - :mod:`.userfile`: a user's Python file imported, the one way the kit does it;
 - :mod:`.hostlist`: SLURM's compressed host lists;
 - :mod:`.targets`: stable names for configs, records and pickles;
-- :mod:`.version`: the package version.
+- :mod:`.version`: the package version;
+- :mod:`.errors`: the error root, :class:`~.errors.MushinBoxError`.
 
 Must not import another room, nor torch or Lightning.
 """
