@@ -17,10 +17,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from mushin_box._core.targets import STABLE, LegacyTargets
+from mushin_box._core.targets import STABLE
 from mushin_box._core.version import __version__
-
-LegacyTargets.install()  # configs saved by 0.1 name its private module paths
 
 # public name -> private module that defines it (imported lazily on attribute access)
 _LAZY: dict[str, str] = {

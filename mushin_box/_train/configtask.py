@@ -6,10 +6,8 @@ runs :func:`fit_task`, with :func:`seed_pre_call` as zen's ``pre_call``. Both na
 recorded in every such cell's provenance (``run.task``, which ``reproduce`` imports) and
 pickled inside every submitted job, so they carry a stable name, ``mushin_box.fit_task``,
 like the public classes' ``_target_`` (:func:`~mushin_box._core.targets.public`): no later
-move of this module can break a record or a queued job. The path they had before that,
-``mushin_box._sweep.launch``, still resolves (:data:`~mushin_box._core.targets.LEGACY_TARGETS`),
-and the code fingerprint still hashes that first name
-(:data:`~mushin_box._core.targets.FIRST_NAMES`), so finished cells are reused on resume.
+move of this module can break a record or a queued job. The code fingerprint hashes each
+under the first name it was recorded under (:data:`~mushin_box._core.targets.FIRST_NAMES`).
 
 Examples
 --------
