@@ -38,12 +38,13 @@ rejects ``null``, so :func:`format_sweep` uses the quote-preserving simple form
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from collections.abc import Mapping, Sequence
 from enum import Enum
 from typing import Any
+
+from mushin_box._core.overrideparse import parse_overrides
 
 __all__ = [
     "Interpolation",
@@ -406,13 +407,6 @@ def check_sweep_values(key: str, values: Sequence[object]) -> list[str]:
     return formatted
 
 
-@functools.cache
-def _parser() -> Any:
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    return OverridesParser.create()
-
-
 def _unescape_interpolations(text: str, keep_interpolations: bool) -> str:
     if "${" not in text:
         return text
@@ -449,7 +443,7 @@ def _parse(text: str) -> Any:
     if not isinstance(text, str):
         raise TypeError(f"expected the override value as str, got {type(text).__qualname__}")
     try:
-        return _parser().parse_overrides([f"_={text}"])[0]
+        return parse_overrides([f"_={text}"])[0]
     except HydraException as exc:
         raise ValueError(f"cannot parse override value {text!r}: {exc}") from exc
 

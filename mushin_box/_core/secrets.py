@@ -36,7 +36,8 @@ from typing import Any
 
 from mushin_box._core.envstate import environ_set
 from mushin_box._core.layout import SECRET_ENV_PREFIX, SECRET_NAMES_ENV
-from mushin_box._core.overrides import Interpolation, format_value
+from mushin_box._core.overrideparse import parse_overrides
+from mushin_box._core.overrides import Interpolation, format_value, parse_override_value
 from mushin_box._core.redact import (
     URL_CREDENTIALS,
     check_secret_names,
@@ -187,13 +188,10 @@ class SecretVault:
             For a sweep over a secret-looking key: its values would name the cells'
             directories.
         """
-        from hydra.core.override_parser.overrides_parser import OverridesParser
         from hydra.core.override_parser.types import OverrideType
 
-        from mushin_box._core.overrides import parse_override_value
-
         declared = self.declared
-        parsed = OverridesParser.create().parse_overrides(list(overrides))
+        parsed = parse_overrides(overrides)
         out: list[str] = []
         for text, o in zip(overrides, parsed, strict=True):
             key = o.key_or_group
