@@ -1,33 +1,59 @@
 # SPDX-License-Identifier: MIT
-"""Compare the provenance (and metrics) of two cells or two sweeps, as found on disk.
+"""Two cells or two sweeps compared, provenance and metrics, from disk, and the diff as rows
+a person reads.
 
-A path may be a cell directory (its ``mushin_provenance.json`` and
-``mushin_metrics.json``), a provenance JSON file, or a sweep directory. The records are
-compared by :func:`mushin_box._provenance.compare.diff_records` (flattened paths, what
-breaks reproducibility and what is expected to differ, metrics within ``atol``, changed
-packages listed one by one from the ``mushin_packages.txt`` beside each record); this module
-finds and reads them and collects the result in a :class:`Diff`.
+A path may be a cell directory (its ``mushin_provenance.json`` and ``mushin_metrics.json``),
+a provenance JSON file, or a sweep directory. The records are compared by
+:func:`mushin_box._provenance.compare.diff_records`; this module finds and reads them and
+collects the result in a :class:`Diff`. Two sweeps are compared cell by cell, matched by
+their swept values (the ``combo`` in ``mushin_status.json``); a cell that only one sweep has
+breaks reproducibility.
 
-Two sweeps are compared cell by cell, cells matched by their swept values (the ``combo``
-in ``mushin_status.json``); a cell that only one sweep has breaks reproducibility.
+The terminal tables of ``mushin-box diff``, its ``--md`` and ``--html``, and the diff section
+of ``report`` show the same rows, built once here:
+
+* hashes (40 to 64 hex digits) are cut to their first 12 digits; ``--json`` keeps them whole;
+* a cell is named by its directory (``lr=0.1``), a run without swept values ``run``, and
+  a cell that one side lacks shows as the row ``(the whole cell)``: present / missing;
+* paths that differ only in a list index are merged when there are many
+  (``run.topology.ranks[*].hostname (8 rows)``);
+* ``brief`` lists no field of the run part: one line counts them by kind
+  (:func:`expected_counts`).
+
+Where two runs first parted is read from their fits' fingerprints (``fit_fingerprints.json``,
+:mod:`mushin_box._train.divergence`), walked in the order a fit runs, and named with its
+most likely cause: the initial weights (the module was built before the seed was set); an
+epoch's first batch, at equal world sizes (the data order); an epoch's weights, by less than
+one part in a million of their norm (floating-point reduction order), else a real difference.
+
+Examples
+--------
+>>> w = {"sha256": "a", "norm": 2.0}
+>>> one = {"world_size": 1, "fit_start": w, "epochs": [{"epoch": 0, "weights": w}]}
+>>> drift = {**one, "epochs": [{"epoch": 0, "weights": {"sha256": "b", "norm": 2.000000002}}]}
+>>> first_divergence(one, drift)
+'weights part at epoch 0, by 1e-09 of their norm (floating-point reduction order)'
+>>> first_divergence(one, {**one, "fit_start": {"sha256": "c", "norm": 3.0}})[:22]
+'initial weights differ'
 """
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.layout import read_limit
 from mushin_box._core.redact import redact
 from mushin_box._core.safeio import read_bounded
 from mushin_box._core.sidecars import loads, read_json
-
-# The record comparison lives in _provenance_compare (one concept per module); its names
-# are re-exported here so `from mushin_box._results.diff import diff_records` keeps working.
+from mushin_box._core.targets import public
 from mushin_box._provenance.compare import (
     CellDiff,
     FieldDiff,
@@ -36,16 +62,35 @@ from mushin_box._provenance.compare import (
 )
 from mushin_box._provenance.files import packages_beside
 from mushin_box._provenance.full import split_provenance
+from mushin_box._results.markup import esc, md_table, page, table
+from mushin_box._results.table import cell_text
+
+# The record comparison lives in _provenance_compare (one concept per module); its names
+# are re-exported here so `from mushin_box._results.diff import diff_records` keeps working.
 
 __all__ = [
+    "DRIFT",
     "Diff",
     "DiffInputError",
+    "FieldRow",
+    "MetricRow",
+    "compared_label",
+    "diff_html",
+    "diff_html_section",
+    "diff_markdown",
     "diff_provenance",
+    "expected_counts",
+    "field_rows",
+    "first_divergence",
     "input_kind",
+    "kind_of",
+    "metric_rows",
+    "short",
 ]
 
 
-class DiffInputError(ValueError):
+@public
+class DiffInputError(MushinBoxError, ValueError):
     """A path given to :func:`diff_provenance` is not a cell, a sweep or a record, or a
     record it holds is damaged."""
 
@@ -235,7 +280,6 @@ def _display(combo: Mapping[str, Any]) -> str:
 def _word(value: Any) -> str:
     """A value in a verdict, as the tables show it: numbers to 6 significant digits,
     hashes cut to 12 hex digits, long text cut."""
-    from mushin_box._results.diffview import short
 
     return f"{value:.6g}" if isinstance(value, float) else short(value)
 
@@ -260,7 +304,6 @@ def _diverged(cell: CellDiff, a: Path | None, b: Path | None) -> CellDiff:
     if cell.metrics_match or a is None or b is None:
         return cell
     from mushin_box._core.layout import FINGERPRINTS_FILE
-    from mushin_box._results.divergence import first_divergence
 
     where = first_divergence(
         _read_mapping(a / FINGERPRINTS_FILE), _read_mapping(b / FINGERPRINTS_FILE)
@@ -395,3 +438,342 @@ def diff_provenance(a: str | Path, b: str | Path, *, atol: float = 0.0, rtol: fl
             )
         )
     return Diff("sweep", str(pa), str(pb), float(atol), tuple(out), float(rtol))
+
+
+_MAX_VALUE = 60  # characters of a value shown in a table cell
+_GROUP_OVER = 3  # more rows than this with the same [*] path are shown as one row
+_HASH = re.compile(r"(?<![0-9A-Za-z])([0-9a-f]{12})[0-9a-f]{28,52}(?![0-9A-Za-z])")
+WHOLE_CELL = "(the whole cell)"
+
+
+@attrs.frozen
+class FieldRow:
+    cell: str
+    path: str
+    a: str
+    b: str
+
+
+@attrs.frozen
+class MetricRow:
+    cell: str
+    name: str
+    a: str
+    b: str
+    delta: str
+    match: bool
+
+
+#: what a run-part field is about, for --brief's one line (first match wins); the
+#: scheduler's bookkeeping (job, step and array ids, ports, pids, the submitit folder,
+#: node-local ids) differs between any two runs and is never shown there
+_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("times", ("run.started", "run.ended", "run.duration_s")),
+    (
+        "scheduler",
+        (
+            "run.pid",
+            "run.env.SLURM_",
+            "run.env.SUBMITIT",
+            "run.env.MASTER_PORT",
+            "run.env.MASTER_ADDR",
+            "run.env.MUSHIN_MASTER_PORT",
+            "run.env.TORCHELASTIC",
+            "run.env.CUDA_VISIBLE_DEVICES",
+            "run.topology.slurm",
+            "run.launcher.config.submitit_folder",
+            "run.env.APPTAINERENV_",
+        ),
+    ),
+    ("topology", ("run.topology", "run.launcher", "run.config")),
+    ("host", ("run.host", "run.platform")),
+    ("container", ("run.container", "run.image", "run.rank_runtime")),
+    ("devices", ("run.devices",)),
+    ("fingerprints", ("run.fingerprints",)),
+    ("reproduction", ("run.reproduction", "run.task")),
+)
+
+
+def kind_of(path: str) -> str:
+    """What a run-part field is about: ``times``, ``scheduler``, ``topology``, ``host``,
+    ``container``, ``devices``, ``fingerprints``, ``reproduction`` or ``other``.
+
+    Examples
+    --------
+    >>> kind_of("run.env.SLURM_JOB_ID"), kind_of("run.topology.ranks[3]"), kind_of("run.x")
+    ('scheduler', 'topology', 'other')
+    """
+    for kind, prefixes in _KINDS:
+        if any(path == p or path.startswith((p, f"{p}.", f"{p}[")) for p in prefixes):
+            return kind
+    return "other"
+
+
+def expected_counts(diff: Any) -> str:
+    """``--brief``'s one line about the expected differences: how many, by kind.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as N
+    >>> f = [N(path="run.pid"), N(path="run.env.SLURM_JOB_ID"), N(path="run.ended")]
+    >>> expected_counts(N(expected=f))
+    'Expected to differ: 3 field(s): 2 scheduler, 1 times'
+    """
+    counts: dict[str, int] = {}
+    for f in diff.expected:
+        counts[kind_of(f.path)] = counts.get(kind_of(f.path), 0) + 1
+    if not counts:
+        return "Expected to differ: nothing"
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    text = ", ".join(f"{n} {kind}" for kind, n in ranked)
+    return f"Expected to differ: {len(diff.expected)} field(s): {text}"
+
+
+def short(value: Any) -> str:
+    """A value as table text: hashes cut to 12 hex digits, at most 60 characters.
+
+    Examples
+    --------
+    >>> short("sha256:" + "ab" * 32)
+    'sha256:abababababab'
+    >>> short(None), short([1, "x"])
+    ('-', '[1, "x"]')
+    """
+    if value is None:
+        return "-"
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    text = _HASH.sub(r"\1", text)
+    return text if len(text) <= _MAX_VALUE else text[: _MAX_VALUE - 1] + "…"
+
+
+def _number(value: Any) -> str:
+    return cell_text(value) if isinstance(value, float) else short(value)
+
+
+def compared_label(cell: Any) -> str:
+    """A compared cell's name: its directory (``lr=0.1``), or ``run`` without swept values."""
+    if not cell.combo:
+        return "run"
+    where = cell.a or cell.b
+    return Path(where).name if where else str(cell.name)
+
+
+def _side(f: Any, side: str) -> str:
+    absent = (side == "a" and f.change == "only_b") or (side == "b" and f.change == "only_a")
+    return "(absent)" if absent else short(getattr(f, side))
+
+
+def field_rows(diff: Any, attr: str) -> list[FieldRow]:
+    """The rows of ``breaks`` or ``expected`` over all cells."""
+    from mushin_box._provenance.compare import collapse_key
+
+    rows: list[FieldRow] = []
+    for cell in diff.cells:
+        label = compared_label(cell)
+        fields = list(getattr(cell, attr))
+        groups: dict[str, list[Any]] = {}
+        for f in fields:
+            groups.setdefault(collapse_key(f.path), []).append(f)
+        for key, items in groups.items():
+            if len(items) > _GROUP_OVER:
+                rows.append(FieldRow(label, f"{key} ({len(items)} rows)", "…", "…"))
+                continue
+            for f in items:
+                if f.path == "<cell>":
+                    rows.append(FieldRow(label, WHOLE_CELL, str(f.a), str(f.b)))
+                else:
+                    rows.append(FieldRow(label, f.path, _side(f, "a"), _side(f, "b")))
+    return rows
+
+
+def metric_rows(diff: Any) -> list[MetricRow]:
+    rows = []
+    for cell in diff.cells:
+        for m in cell.metrics:
+            if m.delta is None:
+                delta = ""
+            elif isinstance(m.a, list):
+                delta = f"max {m.delta:.3g}"
+            else:
+                delta = f"{m.delta:+.3g}"
+            rows.append(
+                MetricRow(
+                    compared_label(cell),
+                    m.name,
+                    _number(m.a) if m.in_a else "(absent)",
+                    _number(m.b) if m.in_b else "(absent)",
+                    delta,
+                    bool(m.match),
+                )
+            )
+    return rows
+
+
+# ---------------------------------------------------------------------------- Markdown
+
+
+def _md_fields(rows: Sequence[FieldRow], sweep: bool) -> str:
+    headers = [*(["cell"] if sweep else []), "path", "A", "B"]
+    return md_table(headers, ([*([r.cell] if sweep else []), r.path, r.a, r.b] for r in rows))
+
+
+def _md_metrics(diff: Any, sweep: bool) -> list[str]:
+    metrics = metric_rows(diff)
+    out = ["", f"### Metrics (atol={diff.atol:g}, rtol={diff.rtol:g})", ""]
+    if not metrics:
+        return [*out, "None recorded."]
+    headers = [*(["cell"] if sweep else []), "metric", "A", "B", "Δ (B-A)", "match"]
+    rows = (
+        [*([m.cell] if sweep else []), m.name, m.a, m.b, m.delta, "yes" if m.match else "no"]
+        for m in metrics
+    )
+    return [*out, md_table(headers, rows)]
+
+
+def diff_markdown(diff: Any, *, brief: bool = False, results: bool = True) -> str:
+    """The diff as Markdown: the verdict, the metrics side by side, then what breaks
+    reproducibility and what is expected to differ (``results=False``: the verdict leaves
+    the metrics out)."""
+    sweep = diff.kind == "sweep"
+    mark = "✅" if diff.same(results=results) else "❌"
+    out = [
+        f"## mushin-box diff: {mark} {diff.verdict(results=results)}",
+        "",
+        f"- **A** `{diff.a}`",
+        f"- **B** `{diff.b}`",
+    ]
+    if sweep:
+        out.append(f"- {len(diff.cells)} cell(s) compared, matched by their swept values")
+    out += _md_metrics(diff, sweep)
+    breaks = field_rows(diff, "breaks")
+    out += ["", f"### Breaks reproducibility ({len(breaks)})", ""]
+    out.append(_md_fields(breaks, sweep) if breaks else "Nothing.")
+    if brief:  # one line: how many fields are expected to differ, by kind
+        return "\n".join([*out, "", expected_counts(diff) + "."]) + "\n"
+    expected = field_rows(diff, "expected")
+    out += ["", f"### Expected to differ ({len(expected)})", ""]
+    out.append(_md_fields(expected, sweep) if expected else "Nothing.")
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------------------- HTML
+
+
+def _html_fields(rows: Iterable[FieldRow], sweep: bool, cls: str) -> str:
+    headers = [*(["cell"] if sweep else []), "path", "A", "B"]
+    body = (
+        [*([esc(r.cell)] if sweep else []), f"<code>{esc(r.path)}</code>", esc(r.a), esc(r.b)]
+        for r in rows
+    )
+    return table(headers, body, cls=cls)
+
+
+def _html_metrics(diff: Any, sweep: bool, sub: str) -> list[str]:
+    metrics = metric_rows(diff)
+    out = [f"<{sub}>Metrics (atol={diff.atol:g}, rtol={diff.rtol:g})</{sub}>"]
+    if not metrics:
+        return [*out, "<p>None recorded.</p>"]
+    headers = [*(["cell"] if sweep else []), "metric", "A", "B", "Δ (B-A)", "match"]
+    body = (
+        [*([esc(m.cell)] if sweep else []), esc(m.name), esc(m.a), esc(m.b), esc(m.delta)]
+        + ["yes" if m.match else '<b class="verdict-bad">no</b>']
+        for m in metrics
+    )
+    numeric = [*([False] if sweep else []), False, True, True, True, False]
+    return [*out, table(headers, body, numeric=numeric)]
+
+
+def diff_html_section(
+    diff: Any, *, brief: bool = False, heading: str = "h2", results: bool = True
+) -> str:
+    """The diff as an HTML fragment (headings from ``heading`` down): the verdict, the
+    metrics, then the fields that break reproducibility and those expected to differ."""
+    sub = f"h{min(int(heading[1]) + 1, 6)}"
+    sweep = diff.kind == "sweep"
+    ok = diff.same(results=results)
+    out = [
+        f'<p class="{"verdict-ok" if ok else "verdict-bad"}">'
+        f"{esc(diff.verdict(results=results))}</p>",
+        f"<p><b>A</b> <code>{esc(diff.a)}</code><br><b>B</b> <code>{esc(diff.b)}</code></p>",
+        *_html_metrics(diff, sweep, sub),
+    ]
+    breaks = field_rows(diff, "breaks")
+    out.append(f"<{sub}>Breaks reproducibility ({len(breaks)})</{sub}>")
+    out.append(_html_fields(breaks, sweep, "breaks") if breaks else "<p>Nothing.</p>")
+    if brief:
+        out.append(f'<p class="meta">{esc(expected_counts(diff))}.</p>')
+        return "\n".join(out)
+    expected = field_rows(diff, "expected")
+    out.append(f"<{sub}>Expected to differ ({len(expected)})</{sub}>")
+    out.append(_html_fields(expected, sweep, "expected") if expected else "<p>Nothing.</p>")
+    return "\n".join(out)
+
+
+def diff_html(diff: Any, *, brief: bool = False, results: bool = True) -> str:
+    """The diff as a self-contained HTML page (nothing fetched)."""
+    from mushin_box._core.version import __version__
+
+    body = (
+        f"<h1>mushin-box diff</h1>\n"
+        f'<p class="meta">written by mushin-box {esc(__version__)}</p>\n'
+        + diff_html_section(diff, brief=brief, results=results)
+    )
+    return page(f"mushin-box diff: {Path(diff.a).name} vs {Path(diff.b).name}", body)
+
+
+#: weights whose norms agree to this relative difference part by float drift, not a bug
+DRIFT = 1e-6
+
+
+def _epochs(record: Mapping[str, Any]) -> dict[int, Mapping[str, Any]]:
+    rows = record.get("epochs")
+    out: dict[int, Mapping[str, Any]] = {}
+    for row in rows if isinstance(rows, list) else []:
+        if isinstance(row, Mapping) and isinstance(row.get("epoch"), int):
+            out[int(row["epoch"])] = row
+    return out
+
+
+def _sha(value: Any) -> str | None:
+    return value.get("sha256") if isinstance(value, Mapping) else None
+
+
+def _norm(weights: Mapping[str, Any]) -> float | None:
+    value = weights.get("norm")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def first_divergence(a: Any, b: Any) -> str | None:
+    """The first point where two fits' fingerprints part, in words; None when they do
+    not (or either side recorded none)."""
+    if not isinstance(a, Mapping) or not isinstance(b, Mapping):
+        return None
+    start_a, start_b = _sha(a.get("fit_start")), _sha(b.get("fit_start"))
+    if start_a and start_b and start_a != start_b:
+        return (
+            "initial weights differ: the module is built before seeding. Seed in pre_call "
+            "(docs/reproducibility.md)"
+        )
+    ea, eb = _epochs(a), _epochs(b)
+    for epoch in sorted(ea.keys() & eb.keys()):
+        x, y = ea[epoch], eb[epoch]
+        # each epoch's own world when recorded (a fit resumed at another world size)
+        same_world = x.get("world_size", a.get("world_size")) == y.get(
+            "world_size", b.get("world_size")
+        )
+        batch_a, batch_b = x.get("first_batch"), y.get("first_batch")
+        if same_world and batch_a and batch_b and batch_a != batch_b:
+            return f"data order differs at epoch {epoch}"
+        wa, wb = x.get("weights"), y.get("weights")
+        if isinstance(wa, Mapping) and isinstance(wb, Mapping) and _sha(wa) != _sha(wb):
+            na, nb = _norm(wa), _norm(wb)
+            if na is None or nb is None:
+                return f"weights differ at epoch {epoch}"
+            gap = abs(na - nb) / max(abs(na), abs(nb), 1e-300)
+            if gap < DRIFT:
+                return (
+                    f"weights part at epoch {epoch}, by {gap:.1g} of their norm "
+                    "(floating-point reduction order)"
+                )
+            return f"weights differ at epoch {epoch} (norm {na:.6g} vs {nb:.6g})"
+    return None

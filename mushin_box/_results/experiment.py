@@ -1,8 +1,23 @@
 # SPDX-License-Identifier: MIT
 """``load_experiment``: a sweep directory, or one job directory, as an xarray Dataset.
 
-A ``Workflow.run`` sweep is read from its cells' sidecars here; a plain Hydra ``--multirun``
-sweep from Hydra's own files (:mod:`mushin_box._results.raw_sweep`).
+A ``Workflow.run`` sweep is read from its cells' sidecars; a plain Hydra ``--multirun``
+sweep (hydra-zen's ``launch(..., multirun=True)``, any launcher) from Hydra's own files: job
+directories ``0/``, ``1/``... with ``.hydra/`` and the ``MetricsCallback`` files, and the
+sweep's ``multirun.yaml``.
+
+Design note: a series is read from its canonical-JSON file (``fit_metrics.json``) when there
+is one, so a reader imports no torch; the ``.pt`` file only for a job without the JSON twin,
+or when it is newer than the twin. Cells' series are kept as plain numpy arrays and placed
+on the grid in one pass: an xarray object per cell, aligned a thousand times, costs more
+than reading the files.
+
+Hydra records what each job was given, not how it ended. For a plain sweep the grid comes
+from the task overrides in ``multirun.yaml`` (a sweep override is a dimension, a constant
+one is not), and each job's ``.hydra/overrides.yaml`` places the job on it. Values only the
+jobs show (an interval a sampling sweeper drew from) are read from the jobs, and a key whose
+value differs between jobs is a dimension too. Such a sweep has no status variable: a job
+directory exists once its job started, and a job that failed mid-fit keeps its epochs.
 """
 
 from __future__ import annotations
@@ -14,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from mushin_box._core.gcpause import gc_paused
@@ -30,17 +46,18 @@ from mushin_box._core.layout import (
     stage_metrics_json_file,
 )
 from mushin_box._core.targets import public
-from mushin_box._results.series import (
-    STAGES,
-    Series,
-    grid_coords,
-    gridded_series,
-    job_series,
-    load_job,
-)
+from mushin_box._results.series import read_stage
 
 __all__ = [
+    "STAGES",
+    "Series",
+    "grid_coords",
+    "gridded_series",
+    "is_hydra_sweep_dir",
+    "job_series",
     "load_experiment",
+    "load_hydra_sweep",
+    "load_job",
     "load_sweep",
     "metric_array",
 ]
@@ -251,7 +268,6 @@ def load_experiment(path: str | os.PathLike[str]) -> xr.Dataset:
     >>> ds = load_experiment("outputs/2026-11-29/12-00-00")  # doctest: +SKIP
     >>> ds["fit.val_loss"].sel(epoch=2)  # doctest: +SKIP
     """
-    from mushin_box._results.raw_sweep import is_hydra_sweep_dir, load_hydra_sweep
     from mushin_box._sweepdir.manifest import is_sweep_dir
 
     root = Path(path)
@@ -279,3 +295,341 @@ def load_experiment(path: str | os.PathLike[str]) -> xr.Dataset:
             stacklevel=2,
         )
     return load_job(root)
+
+
+# MetricsCallback files and the dimension their series run along
+STAGES: dict[str, str] = {"fit": "epoch", "validate": "validate_round", "test": "test_round"}
+
+#: one metric's series: (index dimension, index values, values along the index [+ extra])
+Series = tuple[str, np.ndarray[Any, Any], np.ndarray[Any, Any]]
+
+
+def _index(values: list[Any], index_key: str, stage: str) -> np.ndarray[Any, Any]:
+    """A series' index; by position when it holds no whole numbers (a file written before
+    the index name was reserved, where a metric logged as ``epoch`` replaced it)."""
+    if values and {type(v) for v in values} == {int}:  # the common case, at once
+        return np.asarray(values, dtype=np.int64)
+    raw = np.asarray(values, dtype=np.float64)
+    if raw.size and (not np.isfinite(raw).all() or (raw != np.round(raw)).any()):
+        warnings.warn(
+            f"{stage_metrics_file(stage)}: its {index_key!r} values are not an index "
+            f"(a metric logged as {index_key!r} replaced it, before MetricsCallback reserved "
+            f"the name); using positions 0..{raw.size - 1}",
+            UserWarning,
+            stacklevel=5,
+        )
+        return np.arange(raw.size, dtype=np.int64)
+    return raw.astype(np.int64)
+
+
+def _stage_series(stage: str, data: Mapping[str, list[Any]]) -> dict[str, Series]:
+    index_dim = STAGES[stage]
+    index_key = "epoch" if stage == "fit" else "round"
+    index = _index(list(data.get(index_key, [])), index_key, stage)
+    out: dict[str, Series] = {}
+    for name, values in data.items():
+        if name == index_key:
+            continue
+        out[f"{stage}.{name}"] = (index_dim, index, np.asarray(values, dtype=np.float64))
+    return out
+
+
+def job_series(job: str | os.PathLike[str]) -> dict[str, Series]:
+    """Every ``MetricsCallback`` series of a job, named ``"<stage>.<metric>"``."""
+    try:
+        names = frozenset(os.listdir(job))
+    except OSError:
+        return {}
+    out: dict[str, Series] = {}
+    for stage in STAGES:
+        data = read_stage(job, stage, names)
+        if data is not None:
+            out.update(_stage_series(stage, data))
+    return out
+
+
+def _as_array(name: str, series: Series) -> xr.DataArray:
+    index_dim, index, values = series
+    dims = [index_dim] + [f"{name}_dim{i}" for i in range(1, values.ndim)]
+    return xr.DataArray(values, dims=dims, coords={index_dim: index})
+
+
+def job_config(job: Path) -> tuple[dict[str, Any], str] | None:
+    """The job's Hydra config (``.hydra/config.yaml``) as a mapping (interpolations kept
+    as text) and as its YAML text; ``None`` when it has none."""
+    file = job / HYDRA_OUTPUT_SUBDIR / HYDRA_CONFIG_FILE
+    if not file.is_file():
+        return None
+    from omegaconf import OmegaConf
+
+    text = file.read_text(encoding="utf-8")
+    mapping = OmegaConf.to_container(OmegaConf.create(text), resolve=False)
+    return (dict(mapping) if isinstance(mapping, dict) else {}), text  # type: ignore[arg-type]
+
+
+def load_job(path: str | os.PathLike[str]) -> xr.Dataset:
+    """One job directory as a Dataset (see :func:`load_experiment`)."""
+    job = Path(path)
+    if not job.is_dir():
+        raise FileNotFoundError(f"load_experiment: {job} is not a directory")
+    variables = {name: _as_array(name, s) for name, s in job_series(job).items()}
+    attrs: dict[str, Any] = {"job_dir": str(job.resolve())}
+    config = job_config(job)
+    if config is not None:
+        attrs["config"], attrs["config_yaml"] = config
+    return xr.Dataset(variables, attrs=attrs)
+
+
+def _coord_value(value: Any) -> Any:
+    # coordinates must be hashable scalars: lists/dicts become their JSON text
+    if isinstance(value, list | dict):
+        from mushin_box._core.sidecars import canonical_dumps
+
+        return canonical_dumps(value).decode("utf-8").rstrip("\n")
+    return value
+
+
+def grid_coords(values: list[Any]) -> np.ndarray[Any, Any] | pd.Index:
+    """A grid axis as a coordinate: numbers as numbers, anything else as objects, ``None``
+    kept. The latter is an index of dtype object, because xarray passes an array of objects
+    through pandas, whose string dtype (its default for text from pandas 3) reads ``None``
+    as NaN."""
+    plain = [_coord_value(v) for v in values]
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in plain):
+        return np.asarray(plain)
+    return pd.Index(plain, dtype=object)
+
+
+def gridded_series(
+    series: dict[str, list[tuple[tuple[int, ...], Series]]],
+    shape: tuple[int, ...],
+    dims: list[str],
+    coords: dict[str, Any],
+) -> dict[str, xr.DataArray]:
+    """Each cell's series (``(grid index, series)`` pairs) on the grid: the series' own
+    dimensions appended, their indices joined (sorted union), NaN where a cell lacks a
+    point; a metric's extra dimensions (a logged vector) padded to the longest."""
+    out: dict[str, xr.DataArray] = {}
+    for name, parts in series.items():
+        index_dim = parts[0][1][0]
+        index = np.unique(np.concatenate([s[1] for _, s in parts]))
+        ndim = max(s[2].ndim for _, s in parts)
+        extra = tuple(
+            max((s[2].shape[d] if s[2].ndim > d else 1) for _, s in parts) for d in range(1, ndim)
+        )
+        arr = np.full(shape + (index.size,) + extra, np.nan)
+        for where, (_, idx, values) in parts:
+            if values.ndim < ndim:  # a scalar series where others log vectors
+                values = values.reshape(values.shape + (1,) * (ndim - values.ndim))
+            target = arr[where]
+            sel = (np.searchsorted(index, idx),) + tuple(slice(0, n) for n in values.shape[1:])
+            target[sel] = values
+        extra_dims = [f"{name}_dim{i}" for i in range(1, ndim)]
+        out[name] = xr.DataArray(
+            arr, dims=[*dims, index_dim, *extra_dims], coords={**coords, index_dim: index}
+        )
+    return out
+
+
+_OVERRIDES = f"{HYDRA_OUTPUT_SUBDIR}/{HYDRA_OVERRIDES_FILE}"
+_METRICS_FILES = tuple(stage_metrics_file(stage) for stage in STAGES)
+_JSON_FILES = tuple(stage_metrics_json_file(stage) for stage in STAGES)
+
+
+def is_hydra_sweep_dir(path: Path) -> bool:
+    """Is ``path`` the sweep directory of a plain Hydra ``--multirun``?"""
+    return (path / HYDRA_MULTIRUN_FILE).is_file() or any(path.glob(f"*/{_OVERRIDES}"))
+
+
+def _yaml(path: Path) -> Any:
+    from omegaconf import OmegaConf
+
+    try:
+        return OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    except Exception as exc:  # a torn or hand-edited file
+        raise ValueError(
+            f"load_experiment: cannot read {path} ({type(exc).__name__}: {exc}); restore it "
+            "from the job's config, or move the job directory out of the sweep"
+        ) from None
+
+
+def _overrides(texts: Any, where: Path) -> list[tuple[str, Any, str]]:
+    """(dimension name, parsed override, value text) per override of a Hydra file."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        raise ValueError(f"load_experiment: {where} is not a list of overrides")
+    parser = OverridesParser.create()
+    out = []
+    for text in texts:
+        try:
+            (parsed,) = parser.parse_overrides([text])
+        except HydraException as exc:
+            raise ValueError(f"load_experiment: {where}: bad override {text!r} ({exc})") from None
+        if parsed.is_delete() or "=" not in text:
+            continue  # '~key' removes a key: no value, no dimension
+        name = parsed.key_or_group + (f"@{parsed.package}" if parsed.package else "")
+        out.append((name, parsed, text.split("=", 1)[1]))
+    return out
+
+
+def _declared(root: Path) -> dict[str, list[Any] | None]:
+    """The sweep's swept keys, from ``multirun.yaml``: their values, or None where the
+    sweep is no list (an ``interval`` a sweeper samples from)."""
+    from mushin_box._core.overrides import parse_sweep_values
+
+    file = root / HYDRA_MULTIRUN_FILE
+    if not file.is_file():
+        return {}
+    data = _yaml(file)
+    hydra = data.get("hydra") if isinstance(data, dict) else None
+    overrides = hydra.get("overrides") if isinstance(hydra, dict) else None
+    task = overrides.get("task") if isinstance(overrides, dict) else None
+    out: dict[str, list[Any] | None] = {}
+    for name, parsed, text in _overrides(task or [], file):
+        if parsed.is_sweep_override():
+            try:
+                out[name] = parse_sweep_values(text, keep_interpolations=True)
+            except ValueError:
+                out[name] = None
+    return out
+
+
+def _job_order(path: Path) -> tuple[int, int, str]:
+    return (0, int(path.name), "") if path.name.isdigit() else (1, 0, path.name)
+
+
+def _jobs(root: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """(job dir, {override name: value}) per job directory, in job order; a directory that
+    holds job files but no ``.hydra/overrides.yaml`` is an error naming it."""
+    from mushin_box._core.overrides import parse_override_value
+
+    jobs: list[tuple[Path, dict[str, Any]]] = []
+    unplaced: list[str] = []
+    subdirs = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    for job in sorted(subdirs, key=_job_order):
+        file = job / _OVERRIDES
+        if file.is_file():
+            values = {
+                name: parse_override_value(text, keep_interpolations=True)
+                for name, _, text in _overrides(_yaml(file), file)
+            }
+            jobs.append((job, values))
+        elif (job / HYDRA_OUTPUT_SUBDIR).is_dir() or any(
+            (job / name).is_file() for name in (*_METRICS_FILES, *_JSON_FILES)
+        ):
+            unplaced.append(job.name)
+    if unplaced:
+        raise FileNotFoundError(
+            f"load_experiment: job dir(s) {', '.join(unplaced)} of the sweep {root} have no "
+            f"{_OVERRIDES}, so their swept values are unknown (Hydra writes it as a job "
+            "starts, unless hydra.output_subdir=null); move them out of the sweep, or load "
+            "each with load_experiment(<job dir>)"
+        )
+    return jobs
+
+
+def _key(value: Any) -> str:
+    from mushin_box._core.sidecars import canonical_dumps
+
+    return canonical_dumps(value).decode("utf-8")
+
+
+def _grid(
+    declared: dict[str, list[Any] | None], jobs: list[tuple[Path, dict[str, Any]]]
+) -> dict[str, list[Any]]:
+    """The swept keys and their values: the declared sweeps, then any key that varies."""
+    seen: dict[str, set[str]] = {}  # each key's values over the jobs ("" where it is absent)
+    for _, values in jobs:
+        for name, value in values.items():
+            seen.setdefault(name, set()).add(_key(value))
+    for name, texts in seen.items():
+        if any(name not in values for _, values in jobs):
+            texts.add("")
+    params = list(declared) + [
+        n for n, texts in seen.items() if n not in declared and len(texts) > 1
+    ]
+    grid: dict[str, list[Any]] = {}
+    for name in params:
+        axis = list(declared.get(name) or [])
+        known = {_key(v) for v in axis}
+        if declared.get(name) is None:  # values only the jobs show
+            for _, values in jobs:
+                if name in values and _key(values[name]) not in known:
+                    known.add(_key(values[name]))
+                    axis.append(values[name])
+        grid[name] = axis
+    return grid
+
+
+def _place(
+    root: Path, grid: dict[str, list[Any]], jobs: list[tuple[Path, dict[str, Any]]]
+) -> dict[tuple[int, ...], Path]:
+    """Each job's grid index; a job off the grid (of an earlier sweep into the same
+    directory) is left out, and of two jobs on one point the later wins, with warnings."""
+    axes = {name: {_key(v): i for i, v in enumerate(values)} for name, values in grid.items()}
+    placed: dict[tuple[int, ...], Path] = {}
+    off: list[str] = []
+    for job, values in jobs:
+        try:
+            where = tuple(axes[name][_key(values[name])] for name in grid)
+        except KeyError:
+            off.append(job.name)
+            continue
+        if where in placed:
+            warnings.warn(
+                f"load_experiment: jobs {placed[where].name} and {job.name} of {root} ran the "
+                f"same values; reading {job.name}",
+                UserWarning,
+                stacklevel=4,
+            )
+        placed[where] = job
+    if off:
+        warnings.warn(
+            f"load_experiment: job dir(s) {', '.join(off)} of {root} are not on the grid of "
+            f"its {HYDRA_MULTIRUN_FILE} ({grid}): an earlier sweep into the same directory; "
+            "left out",
+            UserWarning,
+            stacklevel=4,
+        )
+    return placed
+
+
+def load_hydra_sweep(root: Path) -> xr.Dataset:
+    """A plain Hydra ``--multirun`` sweep directory as a Dataset (see module doc)."""
+    jobs = _jobs(root)
+    grid = _grid(_declared(root), jobs)
+    if not grid and len(jobs) > 1:
+        raise ValueError(
+            f"load_experiment: the {len(jobs)} jobs of {root} ran with the same overrides and "
+            f"its {HYDRA_MULTIRUN_FILE} declares no sweep; load each with "
+            "load_experiment(<job dir>)"
+        )
+    params = list(grid)
+    shape = tuple(len(v) for v in grid.values())
+    coords = {name: grid_coords(values) for name, values in grid.items()}
+    cell_dirs = np.full(shape, "", dtype=object)
+    series: dict[str, list[tuple[tuple[int, ...], Series]]] = {}
+    for where, job in _place(root, grid, jobs).items():
+        cell_dirs[where] = job.name
+        for name, one in job_series(job).items():
+            series.setdefault(name, []).append((where, one))
+    if not jobs:
+        warnings.warn(
+            f"load_experiment: no job of the sweep {root} has started yet (no */{_OVERRIDES})",
+            UserWarning,
+            stacklevel=3,
+        )
+    elif not series:
+        warnings.warn(
+            f"load_experiment: no job of the sweep {root} holds a MetricsCallback file "
+            f"({', '.join(_METRICS_FILES)}): the Dataset holds the grid only (train with "
+            "mushin_box.MetricsCallback to record the series)",
+            UserWarning,
+            stacklevel=3,
+        )
+    ds = xr.Dataset(gridded_series(series, shape, params, coords), coords=coords)
+    ds["cell_dir"] = xr.DataArray(cell_dirs, dims=params, coords=coords)
+    ds.attrs.update(working_dir=str(root.resolve()), params=params, source="hydra --multirun")
+    return ds

@@ -2,43 +2,97 @@
 """``mushin-box report``: a sweep as one self-contained HTML page.
 
 The page holds the sweep table (the best cell marked), a heatmap of a 2-parameter grid,
-every ``MetricsCallback`` series as curves (one plot per metric, one line per cell, the best
-bold, a log axis where one cell would flatten the rest, the ``--against`` sweep dashed:
-:mod:`mushin_box._results.curves`), each failed cell's error, the provenance summary (image
-identity, code commit and dirty flag, package-set fingerprint, seed base, topology), and
-optionally the reproducibility diff against another run or sweep, breaks first.
+every ``MetricsCallback`` series as curves, each failed cell's error, the provenance summary
+(image identity, code commit and dirty flag, package-set fingerprint, seed base, topology;
+:func:`provenance_summary` is ``show``'s code line too), and optionally the reproducibility
+diff against another run or sweep, breaks first. Everything is read from the sidecars
+without importing torch, and the page fetches nothing (:mod:`.markup`).
 
-Everything is read from the sidecars (:func:`~mushin_box._sweepdir.board.read_sweep`, the
-``*_metrics.json`` series, ``mushin_provenance.json``) without importing torch, and the page
-fetches nothing (:mod:`mushin_box._results.htmlpage`): it can be mailed, or opened from a
-shared drive on a machine without internet access.
+The curves: one plot per series, one line per cell, a cell keeping its colour in every plot
+and named by the parameters that vary (``hidden=32 lr=0.1``). With ``--best`` the best cell
+is drawn bold and on top, the others faded. A plot whose values span more than 100× starts
+on a log axis; each plot with positive values has a ``log y`` toggle (a checkbox and two
+inline SVGs, one shown by CSS: the Content-Security-Policy stays ``default-src 'none'``).
+With ``--against OTHER`` the other sweep's curves are dashed on the same plots, in the
+colour of the cell with the same swept values. A sweep over two parameters gets a heatmap of
+one metric (``--best``'s, else the first scalar metric that varies, else the last epoch of
+the first series).
+
+A sweep too large to show whole (thousands of cells) keeps what a reader looks at: the
+table shows the best ``rows`` cells (by ``--best``; else the first, in the table's order),
+with the whole table in the page as a CSV ``data:`` link; each plot draws the ``curves``
+best cells' lines, and the rest as one grey band from their lowest to their highest value
+at each epoch.
+
+Examples
+--------
+>>> from mushin_box._sweepdir.board import CellView
+>>> cells = [CellView(dir=f"x={i}", combo={"x": i}, state="completed",
+...          recorded_state="completed", metrics={"loss": 5.0 - i}) for i in range(5)]
+>>> [c.dir for c in top_cells(cells, 2, "loss", False)]
+['x=4', 'x=3']
+>>> band([[0.0, 1.0], [0.0, 1.0]], [[3.0, 2.0], [1.0, float("nan")]])
+([0.0, 1.0], [1.0, 2.0], [3.0, 2.0])
 """
 
 from __future__ import annotations
 
+import base64
+import csv
+import io
+import json
+import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from mushin_box._core.layout import ERROR_FILE, ERROR_TAIL_BYTES, PROVENANCE_FILE
-from mushin_box._results.curves import curves_section, heatmap_section, read_curves
-from mushin_box._results.finished import read_results
-from mushin_box._results.htmlpage import esc, page, table
-from mushin_box._results.manycells import CURVES, ROWS, top_cells
-from mushin_box._results.provsummary import provenance_summary
+from mushin_box._results.markup import (
+    Band,
+    Line,
+    color,
+    esc,
+    heatmap_svg,
+    line_plot,
+    log_possible,
+    page,
+    table,
+    wants_log,
+)
+from mushin_box._results.series import PlainSeries, stage_series
 from mushin_box._results.table import (
     ResultsTable,
     cell_label,
     cell_text,
     format_param,
+    read_results,
     results_table,
 )
 from mushin_box._sweepdir.board import CellView, SweepView
 
-__all__ = ["render_report"]
+__all__ = [
+    "CURVES",
+    "ROWS",
+    "Curves",
+    "band",
+    "code_line",
+    "csv_link",
+    "curves_section",
+    "heatmap_section",
+    "provenance_summary",
+    "read_curves",
+    "render_report",
+    "short_labels",
+    "table_csv",
+    "top_cells",
+]
 
 _ERROR_LINES = 40  # last lines of a cell's error file shown
+#: the most table rows a report shows (the CSV link holds them all)
+ROWS = 500
+#: the most cells drawn as lines per plot (the others: a band)
+CURVES = 20
 
 
 #: the parts of a provenance record its summary reads (the rest differs per cell)
@@ -109,7 +163,6 @@ def _provenance_section(sweep: SweepView, cells: Sequence[CellView]) -> str:
 
 def _csv_note(results: ResultsTable, shown: int) -> str:
     """Above a table cut to ``shown`` rows: which rows, and every row as a CSV link."""
-    from mushin_box._results.manycells import csv_link, table_csv
     from mushin_box._results.table import table_records
 
     fields = ["dir", *results.params, "state", *results.metrics, "error", "best"]
@@ -245,7 +298,7 @@ def render_report(
     rows, curves : int
         Past ``rows`` cells the table shows the best ``rows`` and links every cell as CSV;
         past ``curves`` cells with series each plot draws the best ``curves`` as lines and
-        the rest as a band (:mod:`~mushin_box._results.manycells`).
+        the rest as a band (:mod:`~mushin_box._results.report`).
 
     Raises
     ------
@@ -276,9 +329,395 @@ def render_report(
         _provenance_section(sweep, results.cells),
     ]
     if against is not None:
-        from mushin_box._results.diff import diff_provenance
-        from mushin_box._results.diffview import diff_html_section
+        from mushin_box._results.diff import diff_html_section, diff_provenance
 
         diff = diff_provenance(sweep.root, Path(against))
         sections += ["<h2>Reproducibility diff</h2>", diff_html_section(diff, brief=brief)]
     return page(f"mushin-box report: {Path(sweep.root).resolve().name}", "\n".join(sections))
+
+
+#: per cell: series name -> (index dimension, index, values)
+Curves = list[dict[str, PlainSeries]]
+
+
+def short_labels(cells: Sequence[CellView]) -> list[str]:
+    """Each cell's name in a legend: only the swept values that differ between the cells.
+
+    Examples
+    --------
+    >>> from mushin_box._sweepdir.board import CellView
+    >>> cells = [CellView(dir=None, combo={"hidden": h, "lr": 0.1, "wd": w}, state="completed",
+    ...          recorded_state="completed") for h, w in ((16, 0.0), (32, 0.1))]
+    >>> short_labels(cells)
+    ['hidden=16 wd=0.0', 'hidden=32 wd=0.1']
+    """
+    keys = list(dict.fromkeys(k for c in cells for k in c.combo))
+    varying = [k for k in keys if len({cell_text(c.combo.get(k)) for c in cells}) > 1]
+    if not varying:
+        return [cell_label(c) for c in cells]
+    return [
+        " ".join(f"{k}={format_param(c.combo[k])}" for k in varying if k in c.combo) for c in cells
+    ]
+
+
+def read_curves(root: Path, cells: Sequence[CellView]) -> Curves:
+    """Each cell's scalar series (a logged vector has no curve)."""
+    base = os.fspath(root)  # os.path, not pathlib: 10,000 cells
+    return [stage_series(os.path.join(base, cell.dir)) if cell.dir else {} for cell in cells]
+
+
+def _key(combo: Mapping[str, Any]) -> str:
+    return json.dumps(combo, sort_keys=True, default=str)
+
+
+#: per plot: the x and y lists of the cells drawn as a band, not as lines
+_Rest = dict[str, tuple[list[list[float]], list[list[float]]]]
+
+
+def _lines(
+    results: ResultsTable,
+    curves: Curves,
+    other: tuple[str, SweepView, Curves] | None,
+    drawn: set[int] | None = None,
+) -> tuple[dict[str, list[Line]], dict[str, str], _Rest]:
+    """The lines of each plot, their x labels, and (``drawn``: the ids of the cells drawn
+    as lines, None: all) the other cells' series, for the band."""
+    plots: dict[str, list[Line]] = {}
+    xlabels: dict[str, str] = {}
+    rest: _Rest = {}
+    labels = short_labels(results.cells)
+    colours = {}
+    for i, (cell, label, found) in enumerate(zip(results.cells, labels, curves, strict=True)):
+        if other is not None:  # a cell keeps its colour in every plot, --against's too
+            colours[_key(cell.combo)] = color(i)
+        emphasis = ("best" if results.is_best(cell) else "faded") if results.best else ""
+        for name, (dim, index, values) in found.items():
+            xlabels[name] = dim.replace("_", " ")
+            if drawn is not None and id(cell) not in drawn:
+                xs, ys = rest.setdefault(name, ([], []))
+                xs.append(index)
+                ys.append(values)
+                continue
+            line = Line(label, color(i), index, values, emphasis)
+            plots.setdefault(name, []).append(line)
+    if other is not None:
+        name_of, sweep, found_other = other
+        other_labels = short_labels(sweep.cells)
+        extra = len(results.cells)
+        for cell, label, found in zip(sweep.cells, other_labels, found_other, strict=True):
+            colour = colours.get(_key(cell.combo))
+            if colour is None:
+                colour, extra = color(extra), extra + 1
+            for name, (dim, index, values) in found.items():
+                xlabels.setdefault(name, dim.replace("_", " "))
+                line = Line(label, colour, index, values, "faded" if results.best else "", name_of)
+                plots.setdefault(name, []).append(line)
+    return plots, xlabels, rest
+
+
+def _figure(
+    number: int, name: str, lines: list[Line], xlabel: str, legend: str, band: Band | None
+) -> str:
+    scaled = [*lines, *([Line("", "", band[0], ys) for ys in band[1:3]] if band else [])]
+    log = wants_log(scaled)
+    default = line_plot(lines, xlabel=xlabel, title=name, log=log, band=band)
+    if not log_possible(scaled):  # a value <= 0: no log axis to offer
+        variants = f'<div class="scale">{default}</div>'
+        toggle = ""
+    else:
+        alternative = line_plot(lines, xlabel=xlabel, title=name, log=not log, band=band)
+        linear, logarithmic = (alternative, default) if log else (default, alternative)
+        ident = f"logy-{number}"
+        toggle = (
+            f'<input type="checkbox" class="logy" id="{ident}"{" checked" if log else ""}>'
+            f'<label class="logy-label" for="{ident}">log y</label>'
+        )
+        variants = (
+            f'<div class="scale lin">{linear}</div><div class="scale log">{logarithmic}</div>'
+        )
+    scale = "log" if log else "linear"
+    return (
+        f'<figure class="plot" data-metric="{esc(name)}" data-scale="{scale}">{toggle}'
+        f"<figcaption>{esc(name)}</figcaption>{variants}{legend}</figure>"
+    )
+
+
+def _legend(lines: Sequence[Line], band: Band | None = None) -> str:
+    spans = []
+    if band is not None:
+        spans.append(f'<span class="band"><span class="swatch band"></span>{esc(band[3])}</span>')
+    dashed = sorted({line.sweep for line in lines if line.sweep})
+    for line in lines:
+        if line.sweep:
+            continue
+        cls = ' class="best"' if line.emphasis == "best" else ""
+        spans.append(
+            f'<span{cls}><span class="swatch" style="background:{line.color}"></span>'
+            f"{esc(line.label)}</span>"
+        )
+    for name in dashed:
+        spans.append(
+            f'<span><span class="swatch dashed"></span>{esc(name)} (--against): dashed, '
+            "coloured as the cell with the same values</span>"
+        )
+    return f'<div class="legend">{"".join(spans)}</div>'
+
+
+def curves_section(
+    results: ResultsTable,
+    curves: Curves,
+    other: tuple[str, SweepView, Curves] | None = None,
+    *,
+    most: int = CURVES,
+) -> str:
+    """The plots (HTML), or a note saying how to record series when no cell has one.
+    Past ``most`` cells with series, the ``most`` best are lines and the rest one band
+    (:mod:`~mushin_box._results.report`)."""
+    drawn = None
+    with_series = [c for c, found in zip(results.cells, curves, strict=True) if found]
+    if len(with_series) > most:
+        top = top_cells(with_series, most, results.best_metric, results.best_max)
+        drawn = {id(c) for c in top}
+    plots, xlabels, rest = _lines(results, curves, other, drawn)
+    bands = {name: _band(rest[name]) for name in rest}
+    if not plots and not bands:
+        return (
+            '<p class="note">No curves: no cell holds a MetricsCallback series '
+            "(<code>fit_metrics.json</code>). Add <code>mushin_box.MetricsCallback</code> to "
+            "the trainer's callbacks to record one per epoch.</p>"
+        )
+    keys = sorted({*plots, *bands}, key=lambda n: (not n.startswith("fit."), n))
+    figures = [
+        _figure(
+            i,
+            name,
+            plots.get(name, []),
+            xlabels[name],
+            _legend(plots.get(name, []), bands.get(name)),
+            bands.get(name),
+        )
+        for i, name in enumerate(keys)
+    ]
+    return f'<div class="plots">{"".join(figures)}</div>'
+
+
+def _band(rest: tuple[list[list[float]], list[list[float]]]) -> Band:
+    xs, lows, highs = band(*rest)
+    count = len(rest[0])
+    return xs, lows, highs, f"the other {count} cells: lowest to highest"
+
+
+# ---------------------------------------------------------------------------- heatmap
+
+
+def _grid_values(cells: Sequence[CellView], param: str) -> list[str]:
+    values = list(dict.fromkeys(format_param(c.combo[param]) for c in cells if param in c.combo))
+    try:
+        return sorted(values, key=float)
+    except ValueError:
+        return values  # not numbers: grid order
+
+
+def _heat_metric(results: ResultsTable, curves: Curves) -> tuple[str, list[float]] | None:
+    """The metric the heatmap shows, and its value per cell (NaN: none)."""
+    names = [results.best_metric] if results.best_metric else []
+    for name in [*names, *results.metrics]:
+        values = [c.metrics.get(name, math.nan) for c in results.cells]
+        if len({v for v in values if math.isfinite(v)}) > 1 or name in names:
+            return name, values
+    series = sorted({n for found in curves for n in found}, key=lambda n: (n[:4] != "fit.", n))
+    if not series:
+        return None
+    name = series[0]
+    values = []
+    for found in curves:
+        ys = [y for y in found[name][2] if math.isfinite(y)] if name in found else []
+        values.append(ys[-1] if ys else math.nan)
+    return f"{name}@last", values
+
+
+def heatmap_section(results: ResultsTable, curves: Curves) -> str:
+    """A heatmap when the cells vary over exactly two parameters, else ``""``."""
+    varying = [
+        p for p in results.params if len({cell_text(c.combo.get(p)) for c in results.cells}) > 1
+    ]
+    picked = _heat_metric(results, curves) if len(varying) == 2 else None
+    if picked is None:
+        return ""
+    metric, values = picked
+    ylabel, xlabel = varying
+    grid: dict[tuple[str, str], float] = {}
+    best = None
+    for cell, value in zip(results.cells, values, strict=True):
+        if ylabel in cell.combo and xlabel in cell.combo:
+            at = (format_param(cell.combo[ylabel]), format_param(cell.combo[xlabel]))
+            grid[at] = value
+            if results.is_best(cell):
+                best = at
+    svg = heatmap_svg(
+        _grid_values(results.cells, ylabel),
+        _grid_values(results.cells, xlabel),
+        grid,
+        ylabel=ylabel,
+        xlabel=xlabel,
+        metric=metric,
+        best=best,
+    )
+    return f'<figure class="heatmap" data-metric="{esc(metric)}">{svg}</figure>'
+
+
+def top_cells(
+    cells: Sequence[CellView], n: int, metric: str | None, highest: bool
+) -> list[CellView]:
+    """The ``n`` best cells by ``metric`` (cells without a finite value last, in order);
+    without a metric, the first ``n``."""
+    if metric is None:
+        return list(cells[:n])
+
+    def rank(at_cell: tuple[int, CellView]) -> tuple[bool, float, int]:
+        at, cell = at_cell
+        value = cell.metrics.get(metric, math.nan)
+        missing = not math.isfinite(value)
+        return missing, 0.0 if missing else (-value if highest else value), at
+
+    return [c for _, c in sorted(enumerate(cells), key=rank)[:n]]
+
+
+def _csv_value(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, list | dict):
+        return json.dumps(value, sort_keys=True)
+    return value
+
+
+def table_csv(records: Sequence[dict[str, Any]], fields: Sequence[str]) -> str:
+    """The rows as ``mushin-box show --csv`` prints them."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(fields), extrasaction="ignore")
+    writer.writeheader()
+    for record in records:
+        writer.writerow({k: _csv_value(v) for k, v in record.items()})
+    return out.getvalue()
+
+
+def csv_link(text: str, name: str, label: str) -> str:
+    """An ``<a download>`` holding ``text`` as a ``data:`` URI (nothing fetched)."""
+    from mushin_box._results.markup import esc
+
+    data = base64.b64encode(text.encode("utf-8")).decode("ascii")
+    return (
+        f'<a class="csv" download="{esc(name)}" href="data:text/csv;charset=utf-8;base64,'
+        f'{data}">{esc(label)}</a>'
+    )
+
+
+def band(
+    xss: Sequence[Sequence[float]], yss: Sequence[Sequence[float]]
+) -> tuple[list[float], list[float], list[float]]:
+    """(x, lowest, highest) over several curves, at each x any of them has a finite
+    value, in increasing x."""
+    low: dict[float, float] = {}
+    high: dict[float, float] = {}
+    for xs, ys in zip(xss, yss, strict=True):
+        for x, y in zip(xs, ys, strict=False):
+            if math.isfinite(x) and math.isfinite(y):
+                if x not in low or y < low[x]:
+                    low[x] = y
+                if x not in high or y > high[x]:
+                    high[x] = y
+    xs = sorted(low)
+    return xs, [low[x] for x in xs], [high[x] for x in xs]
+
+
+_SHORT = 12  # hex digits of a hash shown
+
+
+def _short(value: Any) -> str:
+    text = "-" if value is None else str(value)
+    if len(text) >= 40 and all(c in "0123456789abcdef" for c in text.split(":")[-1]):
+        prefix, _, digest = text.rpartition(":")
+        return f"{prefix}:{digest[:_SHORT]}" if prefix else digest[:_SHORT]
+    return text
+
+
+def provenance_summary(record: Mapping[str, Any] | None) -> dict[str, str]:
+    """The fields of a provenance record a report shows, as text (``-`` where absent).
+
+    Examples
+    --------
+    >>> rec = {"reproducibility": {"image": "no image", "code": {"git": {"commit": "ab" * 20,
+    ...        "dirty": True}}, "package_set": {"sha256": "c" * 64, "count": 62},
+    ...        "seed": {"base": 1234}}, "run": {"topology": {"num_nodes": 1, "world_size": 2}}}
+    >>> provenance_summary(rec)["code"], provenance_summary(rec)["topology"]
+    ('abababababab (dirty)', '1 node × 2 ranks')
+    """
+    if not isinstance(record, Mapping):
+        return dict.fromkeys(
+            ("experiment", "code", "image", "packages", "seed base", "topology"), "-"
+        )
+    from mushin_box._provenance.full import split_provenance
+
+    try:
+        full = split_provenance(dict(record))
+    except Exception:  # a record of an unknown shape: show what is there
+        full = dict(record)
+    repro = full.get("reproducibility") or {}
+    run = full.get("run") or {}
+    image = repro.get("image")
+    if isinstance(image, Mapping):
+        image_text = _short(image.get("sif_sha256") or image.get("sif_uuid") or "?")
+        if image.get("sif_uuid") and image.get("sif_sha256"):
+            image_text += f" (uuid {image['sif_uuid']})"
+    else:
+        image_text = str(image) if image is not None else "-"
+    code = repro.get("code")
+    git = code.get("git") if isinstance(code, Mapping) else None
+    if isinstance(git, Mapping) and git.get("commit"):
+        code_text = _short(git["commit"]) + (" (dirty)" if git.get("dirty") else "")
+    elif isinstance(code, Mapping):
+        code_text = "no git; task " + _short(code.get("task_sha256"))
+    else:
+        code_text = _short(code)
+    packages = repro.get("package_set")
+    if isinstance(packages, Mapping):
+        packages_text = f"{_short(packages.get('sha256'))} ({packages.get('count', '?')} pkgs)"
+    else:
+        packages_text = "-"
+    seed = repro.get("seed")
+    base = seed.get("base") if isinstance(seed, Mapping) else None
+    topo: Mapping[str, Any] = run.get("topology") or {}
+    if not isinstance(topo, Mapping):
+        topo = {}
+    nodes, world = topo.get("num_nodes"), topo.get("world_size")
+    if nodes is None and world is None:
+        topo_text = "-"
+    else:
+        topo_text = (
+            f"{nodes} node{'s' if nodes != 1 else ''} × {world} rank{'s' if world != 1 else ''}"
+        )
+    experiment = run.get("experiment")
+    file = experiment.get("file") if isinstance(experiment, Mapping) else None
+    return {
+        "experiment": str(file) if file else "-",
+        "code": code_text,
+        "image": image_text,
+        "packages": packages_text,
+        "seed base": "-" if base is None else str(base),
+        "topology": topo_text,
+    }
+
+
+def code_line(sweep: SweepView) -> str | None:
+    """One line naming the experiment and its repository's commit, from the first cell
+    with a provenance record (``show``; ``report`` has a row per identity). None before
+    any cell has one."""
+    from mushin_box._core.sidecars import read_json
+
+    for cell in sweep.cells:
+        path = sweep.root / cell.dir / PROVENANCE_FILE if cell.dir else None
+        if path is not None and os.path.lexists(path):  # a link is refused, and said so
+            summary = provenance_summary(read_json(path))
+            where = f"experiment {summary['experiment']}, " if summary["experiment"] != "-" else ""
+            return f"{where}code {summary['code']}"
+    return None

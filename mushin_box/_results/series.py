@@ -1,168 +1,326 @@
 # SPDX-License-Identifier: MIT
-"""The pieces ``load_experiment`` builds a Dataset from, for either kind of sweep: one job's
-``MetricsCallback`` series, grid coordinates, and the cells' series laid on the grid.
+"""A ``MetricsCallback`` series as plain lists, and a metric named on the command line as
+one number per cell: what ``show``, ``report`` and ``load_experiment`` read series with.
 
-Design note: a series is read from its canonical-JSON file (``fit_metrics.json``) when there
-is one, so a reader imports no torch (seconds on a login node, paid on every look). The
-``.pt`` file is read, through torch, only for a job written before the JSON twin existed, or
-when the ``.pt`` file is newer than the JSON (an older writer resumed the job). Cells' series
-are kept as plain numpy arrays and placed on the grid in one pass: building an xarray object
-per cell and aligning a thousand of them costs more than reading the files.
+No numpy, xarray or torch here, so that ``mushin-box show`` can rank cells by a series
+(``--best val_loss@min``). The JSON twin (``fit_metrics.json``) is read unless the ``.pt``
+file is newer; the ``.pt`` file (through torch) only for a job without the twin, and only
+when the caller allows it.
+
+``--best`` and ``--sort`` name a metric. Many tasks return nothing (or ``done``) and log
+their metrics through ``MetricsCallback`` only, so a name no cell returned as a scalar is
+looked up in the series (``fit_metrics.json``, then ``validate_``/``test_``), and one
+value per cell taken from it:
+
+- ``val_loss``: the scalar when a cell returned one, else the series' last epoch (its
+  last finite value);
+- ``val_loss@last``, ``val_loss@min``, ``val_loss@max``: always the series, its last
+  value, or its lowest or highest over the epochs;
+- ``fit.val_loss`` (``validate.``, ``test.``) names the stage when a name is in several.
+
+``@`` and not ``:``, because ``:min``/``:max`` already say which end of a ranking is best
+(``--best acc:max``), and ``:asc``/``:desc`` which way ``--sort`` runs; the two combine
+(``--best acc@max:max``; ``@max`` alone implies it). Each cell's file is read once per
+command.
+
+Examples
+--------
+>>> parse_metric("val_loss@min:desc", ("asc", "desc"))
+MetricSpec(name='val_loss', reduction='min', goal='desc')
+>>> parse_metric("acc:max", ("min", "max"))
+MetricSpec(name='acc', reduction=None, goal='max')
+>>> reduce_series([3.0, 1.0, 2.0, float("nan")], "last"), reduce_series([3.0, 1.0], "min")
+(2.0, 1.0)
 """
 
 from __future__ import annotations
 
+import math
 import os
-import warnings
-from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
-import xarray as xr
+import attrs
 
-from mushin_box._core.layout import HYDRA_CONFIG_FILE, HYDRA_OUTPUT_SUBDIR, stage_metrics_file
-from mushin_box._results.stagefile import read_stage
+from mushin_box._core.errors import MushinBoxError
+from mushin_box._core.layout import read_limit, stage_metrics_file, stage_metrics_json_file
+from mushin_box._core.safeio import read_bounded
+from mushin_box._core.targets import public
 
 __all__ = [
-    "STAGES",
-    "Series",
-    "grid_coords",
-    "gridded_series",
-    "job_series",
-    "load_job",
+    "REDUCTIONS",
+    "STAGE_DIMS",
+    "STAGE_ORDER",
+    "MetricNameError",
+    "MetricSpec",
+    "PlainSeries",
+    "SeriesReader",
+    "parse_metric",
+    "read_stage",
+    "reduce_series",
+    "stage_series",
 ]
 
-# MetricsCallback files and the dimension their series run along
-STAGES: dict[str, str] = {"fit": "epoch", "validate": "validate_round", "test": "test_round"}
 
-#: one metric's series: (index dimension, index values, values along the index [+ extra])
-Series = tuple[str, np.ndarray[Any, Any], np.ndarray[Any, Any]]
-
-
-def _index(values: list[Any], index_key: str, stage: str) -> np.ndarray[Any, Any]:
-    """A series' index; by position when it holds no whole numbers (a file written before
-    the index name was reserved, where a metric logged as ``epoch`` replaced it)."""
-    if values and {type(v) for v in values} == {int}:  # the common case, at once
-        return np.asarray(values, dtype=np.int64)
-    raw = np.asarray(values, dtype=np.float64)
-    if raw.size and (not np.isfinite(raw).all() or (raw != np.round(raw)).any()):
-        warnings.warn(
-            f"{stage_metrics_file(stage)}: its {index_key!r} values are not an index "
-            f"(a metric logged as {index_key!r} replaced it, before MetricsCallback reserved "
-            f"the name); using positions 0..{raw.size - 1}",
-            UserWarning,
-            stacklevel=5,
-        )
-        return np.arange(raw.size, dtype=np.int64)
-    return raw.astype(np.int64)
+#: each stage's JSON twin and ``.pt`` file names
+_NAMES = {
+    s: (stage_metrics_json_file(s), stage_metrics_file(s)) for s in ("fit", "validate", "test")
+}
 
 
-def _stage_series(stage: str, data: Mapping[str, list[Any]]) -> dict[str, Series]:
-    index_dim = STAGES[stage]
-    index_key = "epoch" if stage == "fit" else "round"
-    index = _index(list(data.get(index_key, [])), index_key, stage)
-    out: dict[str, Series] = {}
-    for name, values in data.items():
-        if name == index_key:
-            continue
-        out[f"{stage}.{name}"] = (index_dim, index, np.asarray(values, dtype=np.float64))
-    return out
+def _mtime(path: str) -> int | None:
+    try:
+        return os.lstat(path).st_mtime_ns  # a symlink's own: it is refused when read
+    except FileNotFoundError:
+        return None
 
 
-def job_series(job: str | os.PathLike[str]) -> dict[str, Series]:
-    """Every ``MetricsCallback`` series of a job, named ``"<stage>.<metric>"``."""
+def _decode(data: bytes) -> Any:
+    # the sidecars' decoder walks every value for tagged floats; most series have no NaN
+    if b'"__float__"' in data:
+        from mushin_box._core.sidecars import loads
+
+        return loads(data)
+    import json
+
+    return json.loads(data)
+
+
+_PLAIN = frozenset({int, float, type(None)})
+
+
+def _is_series(values: Any) -> bool:
+    """A list of numbers, or of lists of numbers (a logged vector); NaN is a float."""
+    if not isinstance(values, list):
+        return False
+    if {type(x) for x in values} <= _PLAIN:  # the common case, without a call per value
+        return True
+    return all(x is None or isinstance(x, int | float) or _is_series(x) for x in values)
+
+
+def _is_stage_data(data: Any) -> bool:
+    return isinstance(data, dict) and all(_is_series(v) for v in data.values())
+
+
+def read_stage(
+    job: str | os.PathLike[str], stage: str, names: frozenset[str] | None = None, *, pt: bool = True
+) -> dict[str, list[Any]] | None:
+    """A stage's ``MetricsCallback`` data (``{"epoch": [...], "<metric>": [...]}``), or
+    ``None`` when the job has no file for it; the JSON twin unless the ``.pt`` is newer.
+    ``names``: the job directory's entries, when the caller listed it already. ``pt=False``:
+    the ``.pt`` file is ignored (no torch import; a job without the twin has no series)."""
+    json_name, pt_name = _NAMES[stage]
+    if names is not None and json_name not in names and (not pt or pt_name not in names):
+        return None  # most jobs lack most stages: no path built, no system call
+    # os.path, not pathlib: load_experiment reads 10,000 jobs
+    json_file = os.path.join(job, json_name)
+    has_pt = pt and (names is None or pt_name in names)
+    pt_file = os.path.join(job, pt_name) if has_pt else json_file  # never read as a .pt
+    pt_time = _mtime(pt_file) if has_pt else None
+    # the twin's time matters only beside a .pt file (listed: it is there, or was)
+    if names is not None and pt_time is None:
+        json_time = 0 if json_name in names else None
+    else:
+        json_time = _mtime(json_file) if names is None or json_name in names else None
+    if json_time is not None and (pt_time is None or json_time >= pt_time):
+        try:
+            data = _decode(read_bounded(json_file, read_limit(json_name)))
+        except FileNotFoundError:  # removed since it was listed
+            if pt_time is None:
+                return None
+        except (OSError, ValueError, RecursionError) as exc:  # refused: an OSError
+            if pt_time is None:
+                raise ValueError(
+                    f"load_experiment: {json_file} is unreadable ({exc}); restore it, or "
+                    "delete it to read the series from the .pt file"
+                ) from None
+        else:
+            if not _is_stage_data(data):  # hand-edited or foreign: said, not a TypeError
+                raise ValueError(
+                    f"load_experiment: {json_file} is not a MetricsCallback file (a mapping "
+                    "of names to lists of numbers); restore it, or delete it"
+                )
+            return {str(k): list(v) for k, v in data.items()}
+    if pt_time is None:
+        return None
+    data = _load_pt(Path(pt_file))
+    if not _is_stage_data(data):
+        raise ValueError(f"load_experiment: {pt_file} is not a MetricsCallback file")
+    return data
+
+
+def _load_pt(file: Path) -> Any:
+    """A ``.pt`` series (a job written before the JSON twin existed). It is opened here (no
+    symlink, FIFO or device) and its size checked before torch unpickles it
+    (``weights_only``), through the open descriptor where the system names one
+    (``/proc/self/fd``): the file checked is the file read."""
+    from mushin_box._core.safeio import open_regular_stat
+
+    limit = read_limit(file.name)
+    try:
+        fd, st = open_regular_stat(file)
+    except OSError as exc:
+        raise ValueError(f"load_experiment: {file} is unreadable ({exc})") from None
+    try:
+        size = st.st_size
+        if size > limit:
+            raise ValueError(
+                f"load_experiment: {file} is unreadable ({size} bytes, over the "
+                f"{limit}-byte limit for a series)"
+            )
+        opened = Path(f"/proc/self/fd/{fd}")
+        from mushin_box._train.metrics import load_metrics_file  # imports torch: old jobs
+
+        try:
+            return load_metrics_file(opened if opened.exists() else file)
+        except ValueError:
+            raise
+        except Exception as exc:  # a damaged pickle: torch raises many kinds
+            raise ValueError(
+                f"load_experiment: {file} is not a MetricsCallback file ({type(exc).__name__})"
+            ) from None
+    finally:
+        os.close(fd)
+
+
+#: the ``MetricsCallback`` stages, in the order a bare metric name is looked up, and the
+#: dimension each one's series runs along
+STAGE_ORDER = ("fit", "validate", "test")
+STAGE_DIMS = {"fit": "epoch", "validate": "validate_round", "test": "test_round"}
+
+_NUMBERS = frozenset({int, float})
+
+#: one series as plain lists: (index dimension, index values, values; NaN: none that round)
+PlainSeries = tuple[str, list[float], list[float]]
+
+
+def _numbers(values: list[Any]) -> list[float] | None:
+    kinds = {type(v) for v in values}
+    if kinds <= _NUMBERS:  # the common case, without a call per value
+        return [float(v) for v in values] if int in kinds else list(values)
+    if not all(v is None or isinstance(v, int | float) for v in values):
+        return None  # a logged vector: no curve, no scalar
+    return [float("nan") if v is None else float(v) for v in values]
+
+
+def stage_series(job: str | os.PathLike[str], *, pt: bool = True) -> dict[str, PlainSeries]:
+    """A job's scalar series as ``{"<stage>.<metric>": (dimension, index, values)}`` (a
+    logged vector is left out; the index is the round's position where the file's is not
+    a list of whole numbers as long as the values); ``{}`` without any.
+
+    Examples
+    --------
+    >>> import json, tempfile
+    >>> job = Path(tempfile.mkdtemp())
+    >>> _ = (job / "fit_metrics.json").write_text(json.dumps(
+    ...     {"epoch": [0, 1], "loss": [2.0, 1.0], "vec": [[1, 2], [3, 4]]}))
+    >>> stage_series(job)
+    {'fit.loss': ('epoch', [0.0, 1.0], [2.0, 1.0])}
+    """
     try:
         names = frozenset(os.listdir(job))
     except OSError:
         return {}
-    out: dict[str, Series] = {}
-    for stage in STAGES:
-        data = read_stage(job, stage, names)
-        if data is not None:
-            out.update(_stage_series(stage, data))
+    out: dict[str, PlainSeries] = {}
+    for stage in STAGE_ORDER:
+        data = read_stage(job, stage, names, pt=pt) or {}
+        key = "epoch" if stage == "fit" else "round"
+        index = _numbers(list(data.get(key, []))) or []
+        counts = all(x.is_integer() for x in index)  # whole numbers: once per stage
+        for name, values in data.items():
+            ys = _numbers(values) if name != key else None
+            if ys is None:
+                continue
+            whole = counts and len(index) == len(ys)
+            xs = index if whole else [float(i) for i in range(len(ys))]
+            out[f"{stage}.{name}"] = (STAGE_DIMS[stage], xs, ys)
     return out
 
 
-def _as_array(name: str, series: Series) -> xr.DataArray:
-    index_dim, index, values = series
-    dims = [index_dim] + [f"{name}_dim{i}" for i in range(1, values.ndim)]
-    return xr.DataArray(values, dims=dims, coords={index_dim: index})
+#: how a series becomes one number per cell (``@last`` is the default)
+REDUCTIONS = ("last", "min", "max")
 
 
-def job_config(job: Path) -> tuple[dict[str, Any], str] | None:
-    """The job's Hydra config (``.hydra/config.yaml``) as a mapping (interpolations kept
-    as text) and as its YAML text; ``None`` when it has none."""
-    file = job / HYDRA_OUTPUT_SUBDIR / HYDRA_CONFIG_FILE
-    if not file.is_file():
+@public
+class MetricNameError(MushinBoxError, ValueError):
+    """A reduction that is not one of :data:`REDUCTIONS`."""
+
+
+@attrs.frozen
+class MetricSpec:
+    """``NAME[@REDUCTION][:GOAL]`` split (``None``: not written)."""
+
+    name: str
+    reduction: str | None
+    goal: str | None
+
+    @property
+    def column(self) -> str:
+        """The column a series value is shown under (``val_loss@last``)."""
+        return f"{self.name}@{self.reduction or 'last'}"
+
+
+def parse_metric(spec: str, goals: Sequence[str]) -> MetricSpec:
+    """Split a ``--best``/``--sort`` value; ``goals``: the suffixes after ``:`` it takes."""
+    name, sep, goal = spec.rpartition(":")
+    if not (sep and goal in goals and name):
+        name, goal = spec, None
+    base, at, how = name.rpartition("@")
+    if not at:
+        return MetricSpec(name, None, goal)
+    if how not in REDUCTIONS or not base:
+        raise MetricNameError(
+            f"{spec!r}: {how!r} is not a reduction of a series; use NAME@last, NAME@min or NAME@max"
+        )
+    return MetricSpec(base, how, goal)
+
+
+def reduce_series(values: Sequence[float], how: str) -> float:
+    """One number from a series: its last finite value, or its lowest or highest (NaN when
+    it has no finite value)."""
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite:
+        return math.nan
+    if how == "last":
+        return finite[-1]
+    return min(finite) if how == "min" else max(finite)
+
+
+class SeriesReader:
+    """Each job's series, read once per command (a job: a cell's directory, or None)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[Path, dict[str, list[float]]] = {}
+
+    def series(self, job: Path | None) -> dict[str, list[float]]:
+        if job is None:
+            return {}
+        if job not in self._cache:
+            self._cache[job] = {k: v[2] for k, v in stage_series(job, pt=False).items()}
+        return self._cache[job]
+
+    def lookup(self, job: Path | None, name: str) -> list[float] | None:
+        """The series ``name`` names in this job: ``fit.val_loss`` as written, ``val_loss``
+        in the first stage that has it."""
+        found = self.series(job)
+        if name in found:
+            return found[name]
+        for stage in STAGE_ORDER:
+            if f"{stage}.{name}" in found:
+                return found[f"{stage}.{name}"]
         return None
-    from omegaconf import OmegaConf
 
-    text = file.read_text(encoding="utf-8")
-    mapping = OmegaConf.to_container(OmegaConf.create(text), resolve=False)
-    return (dict(mapping) if isinstance(mapping, dict) else {}), text  # type: ignore[arg-type]
-
-
-def load_job(path: str | os.PathLike[str]) -> xr.Dataset:
-    """One job directory as a Dataset (see :func:`load_experiment`)."""
-    job = Path(path)
-    if not job.is_dir():
-        raise FileNotFoundError(f"load_experiment: {job} is not a directory")
-    variables = {name: _as_array(name, s) for name, s in job_series(job).items()}
-    attrs: dict[str, Any] = {"job_dir": str(job.resolve())}
-    config = job_config(job)
-    if config is not None:
-        attrs["config"], attrs["config_yaml"] = config
-    return xr.Dataset(variables, attrs=attrs)
-
-
-def _coord_value(value: Any) -> Any:
-    # coordinates must be hashable scalars: lists/dicts become their JSON text
-    if isinstance(value, list | dict):
-        from mushin_box._core.sidecars import canonical_dumps
-
-        return canonical_dumps(value).decode("utf-8").rstrip("\n")
-    return value
-
-
-def grid_coords(values: list[Any]) -> np.ndarray[Any, Any] | pd.Index:
-    """A grid axis as a coordinate: numbers as numbers, anything else as objects, ``None``
-    kept. The latter is an index of dtype object, because xarray passes an array of objects
-    through pandas, whose string dtype (its default for text from pandas 3) reads ``None``
-    as NaN."""
-    plain = [_coord_value(v) for v in values]
-    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in plain):
-        return np.asarray(plain)
-    return pd.Index(plain, dtype=object)
-
-
-def gridded_series(
-    series: dict[str, list[tuple[tuple[int, ...], Series]]],
-    shape: tuple[int, ...],
-    dims: list[str],
-    coords: dict[str, Any],
-) -> dict[str, xr.DataArray]:
-    """Each cell's series (``(grid index, series)`` pairs) on the grid: the series' own
-    dimensions appended, their indices joined (sorted union), NaN where a cell lacks a
-    point; a metric's extra dimensions (a logged vector) padded to the longest."""
-    out: dict[str, xr.DataArray] = {}
-    for name, parts in series.items():
-        index_dim = parts[0][1][0]
-        index = np.unique(np.concatenate([s[1] for _, s in parts]))
-        ndim = max(s[2].ndim for _, s in parts)
-        extra = tuple(
-            max((s[2].shape[d] if s[2].ndim > d else 1) for _, s in parts) for d in range(1, ndim)
-        )
-        arr = np.full(shape + (index.size,) + extra, np.nan)
-        for where, (_, idx, values) in parts:
-            if values.ndim < ndim:  # a scalar series where others log vectors
-                values = values.reshape(values.shape + (1,) * (ndim - values.ndim))
-            target = arr[where]
-            sel = (np.searchsorted(index, idx),) + tuple(slice(0, n) for n in values.shape[1:])
-            target[sel] = values
-        extra_dims = [f"{name}_dim{i}" for i in range(1, ndim)]
-        out[name] = xr.DataArray(
-            arr, dims=[*dims, index_dim, *extra_dims], coords={**coords, index_dim: index}
-        )
-    return out
+    def values(
+        self, jobs: Sequence[Path | None], spec: MetricSpec
+    ) -> tuple[list[float | None], list[str]]:
+        """The spec's value per job (None: no such series; NaN: no finite value in it), and
+        every series name seen (for an error that lists them)."""
+        how = spec.reduction or "last"
+        out: list[float | None] = []
+        seen: set[str] = set()
+        for job in jobs:
+            series = self.lookup(job, spec.name)
+            seen.update(self.series(job))
+            out.append(None if series is None else reduce_series(series, how))
+        return out, sorted(seen)

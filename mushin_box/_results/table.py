@@ -2,10 +2,15 @@
 """A sweep's results as a table: which cells, in what order, which is best.
 
 ``mushin-box show`` and ``mushin-box report`` print what :func:`results_table` selects from
-a :class:`~mushin_box._sweepdir.board.SweepView` (the sidecars, read once): one row per cell
-(swept values, state, the scalar metrics its task returned, its error), filtered by
-``--where``, ordered by ``--sort``, the best cell by ``--best`` marked. Nothing here reads
-a file or imports torch.
+a :class:`~mushin_box._sweepdir.board.SweepView`: one row per cell (swept values, state, the
+scalar metrics its task returned, its error), filtered by ``--where``, ordered by
+``--sort``, the best cell by ``--best`` marked. Nothing here imports torch.
+
+A finished sweep is read for them by :func:`read_finished`: from its manifest
+(:func:`~mushin_box._sweepdir.settled.finished_entries`, which says when it cannot answer)
+and one metrics file per completed cell, in ``read_sweep``'s order and with its state,
+attempt, error, reason and metrics; the fields only ``status`` and ``ls`` show (host, pid,
+times, logs) are not read.
 
 Examples
 --------
@@ -21,26 +26,46 @@ Examples
 ('lr=0.1', ['lr=0.01', 'lr=0.1', 'lr=1.0'])
 >>> [c.dir for c in results_table(sweep, sort="val_loss:desc", where=["lr=0.1,1.0"]).cells]
 ['lr=1.0', 'lr=0.1']
+>>> import tempfile
+>>> from mushin_box._core.sidecars import write_json_atomic
+>>> root = Path(tempfile.mkdtemp())
+>>> write_json_atomic(root / "lr=0.1" / "mushin_status.json",
+...                   {"combo": {"lr": 0.1}, "status": "completed"})
+>>> write_json_atomic(root / "lr=0.1" / "mushin_metrics.json", {"loss": 0.5})
+>>> write_json_atomic(root / "mushin_sweep.json", {"grid": {"lr": [0.1]}, "params": ["lr"],
+...     "cells": {'{"lr":0.1}': {"combo": {"lr": 0.1}, "status": "completed", "dir": "lr=0.1"}}})
+>>> [(c.dir, c.state, c.metrics) for c in read_finished(root).cells]
+[('lr=0.1', 'completed', {'loss': 0.5})]
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
 
-from mushin_box._results.seriesmetric import MetricNameError, MetricSpec, SeriesReader, parse_metric
-from mushin_box._sweepdir.board import CellView, SweepView
+from mushin_box._core.errors import MushinBoxError
+from mushin_box._core.gcpause import gc_paused
+from mushin_box._core.layout import ERROR_FILE, METRICS_FILE
+from mushin_box._core.targets import public
+from mushin_box._results.series import MetricNameError, MetricSpec, SeriesReader, parse_metric
+from mushin_box._sweepdir.board import CellView, SweepView, scalar_metrics
+from mushin_box._sweepdir.gridorder import Entry
+from mushin_box._sweepdir.settled import Heading, bare_view, finished_entries, read_object
 
 __all__ = [
     "ResultsError",
     "ResultsTable",
     "cell_label",
-    "format_param",
     "cell_text",
+    "format_param",
+    "read_finished",
+    "read_results",
     "results_table",
     "summary",
     "sweeps_table",
@@ -54,7 +79,8 @@ SWEEP_KEY = "sweep"
 _Row = tuple[int, CellView]
 
 
-class ResultsError(ValueError):
+@public
+class ResultsError(MushinBoxError, ValueError):
     """A ``--where``, ``--sort`` or ``--best`` that names nothing in the sweep."""
 
 
@@ -273,7 +299,7 @@ def results_table(
         A metric (``val_loss``, lowest first; ``val_loss:desc``, highest first; cells
         without it last), a swept parameter, or ``state``. Default: grid order. A metric
         no cell returned, or one written ``NAME@last|min|max``, is read from the cells'
-        ``MetricsCallback`` series (:mod:`~mushin_box._results.seriesmetric`).
+        ``MetricsCallback`` series (:mod:`~mushin_box._results.series`).
     best : str, optional
         Mark the cell with the lowest value of this metric (``acc:max``: the highest;
         ``acc@max``: the highest epoch of the series, highest best).
@@ -394,3 +420,73 @@ def summary(table: ResultsTable) -> Mapping[str, Any]:
         **({} if table.names else {"counts": table.sweep.counts()}),
         "best": best_record,
     }
+
+
+def _view(base: str, entry: Entry) -> CellView:
+    name = entry.get("dir")
+    state = str(entry.get("status"))
+    raw = entry.get("error")
+    error: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    metrics = None
+    error_file = None
+    if name is not None:
+        cell = os.path.join(base, name)
+        if state == "completed":
+            metrics = read_object(os.path.join(cell, METRICS_FILE))
+        elif os.path.isfile(os.path.join(cell, ERROR_FILE)):
+            error_file = os.path.join(cell, ERROR_FILE)
+    attempt = entry.get("attempt", 0)
+    reason = entry.get("reason")
+    return CellView(
+        dir=name,
+        combo=dict(entry["combo"]),
+        state=state,
+        recorded_state=state,
+        attempt=attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else 0,
+        metrics=scalar_metrics(metrics),
+        error_type=error.get("type"),
+        error_message=(error.get("message") or reason) if error else None,
+        error_file=error_file,
+        reason=reason if isinstance(reason, str) else None,
+    )
+
+
+@gc_paused()  # a bulk read: see _core/gcpause.py
+def read_finished(
+    root: str | os.PathLike[str], heading: Callable[[Heading], None] | None = None
+) -> SweepView | None:
+    """A finished sweep's view (the cells as ``read_sweep`` shows them, with their scalar
+    metrics), from its manifest and each completed cell's metrics; None when the manifest
+    cannot answer (see :mod:`mushin_box._sweepdir.settled`). ``heading``: called with its
+    :class:`~mushin_box._sweepdir.settled.Heading` before any metrics file is read (a first
+    line printed at once)."""
+    import attrs
+
+    found = finished_entries(root)
+    if found is None:
+        return None
+    manifest, entries = found
+    view, head = bare_view(Path(root), manifest, entries)
+    if heading is not None:
+        heading(head)
+    base = os.fspath(root)
+    return attrs.evolve(view, cells=tuple(_view(base, e) for e in entries))
+
+
+def read_results(
+    root: str | os.PathLike[str], heading: Callable[[Heading], None] | None = None
+) -> SweepView:
+    """The sweep as ``show`` and ``report`` read it: from the manifest when it is finished
+    (:func:`read_finished`, which calls ``heading``), else by
+    :func:`~mushin_box._sweepdir.board.read_sweep`."""
+    from mushin_box._sweepdir.board import read_sweep
+
+    path = Path(root)
+    if path.is_dir():
+        try:
+            view = read_finished(path, heading)
+        except OSError:  # gone or unreadable mid-read: read_sweep says what
+            view = None
+        if view is not None:
+            return view
+    return read_sweep(path)

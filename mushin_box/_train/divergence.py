@@ -11,7 +11,7 @@ beside the metric series (``fit_fingerprints.json`` in the job directory):
   float-level drift (another reduction order) can be told from a real difference.
 
 ``diff`` and ``reproduce`` walk two such records in that order and name the first point
-where they part (:mod:`mushin_box._results.divergence`). The cost is one pass over the
+where they part (:mod:`mushin_box._results.diff`). The cost is one pass over the
 weights per epoch (hashing and a norm), a small part of an epoch of any model large enough
 for it to matter (``scripts/bench``); ``MetricsCallback(fingerprints=False)`` turns it off.
 

@@ -3,7 +3,7 @@
 
 Presentation only; the comparison is :func:`mushin_box._results.diff.diff_provenance`, and
 the rows every output shows (short hashes, cell labels, ``--brief``) come from
-:mod:`mushin_box._results.diffview`. ``--md`` and ``--html`` print the same tables to send to
+:mod:`mushin_box._results.diff`. ``--md`` and ``--html`` print the same tables to send to
 a colleague (``> diff.html``); ``--json`` keeps every row and whole hashes.
 The first line is the verdict in words. Exit 0: same experiment, same results (metrics
 equal within ``--atol``/``--rtol``); 1: a reproducibility field or a metric differs (with
@@ -139,7 +139,7 @@ def _print_tables(diff: Any, brief: bool, results: bool) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    from mushin_box._results.diffview import expected_counts, field_rows, metric_rows
+    from mushin_box._results.diff import expected_counts, field_rows, metric_rows
 
     console = Console(highlight=False)
     tables = console.is_terminal and console.width >= _TABLE_WIDTH
@@ -191,11 +191,11 @@ def run(args: argparse.Namespace) -> int:
         data["verdict"] = diff.verdict(results=results)
         print_json(data)
     elif args.md:
-        from mushin_box._results.diffview import diff_markdown
+        from mushin_box._results.diff import diff_markdown
 
         sys.stdout.write(diff_markdown(diff, brief=args.brief, results=results))
     elif args.html:
-        from mushin_box._results.diffview import diff_html
+        from mushin_box._results.diff import diff_html
 
         sys.stdout.write(diff_html(diff, brief=args.brief, results=results))
     else:

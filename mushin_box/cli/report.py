@@ -149,7 +149,7 @@ def _check_output(output: str) -> None:
     import os
 
     from mushin_box._core.layout import MANIFEST_FILE, STATUS_FILE
-    from mushin_box._results.htmlpage import is_page
+    from mushin_box._results.markup import is_page
 
     path = os.path.abspath(output)
     parent = os.path.realpath(os.path.dirname(path))  # a symlinked directory: where it is

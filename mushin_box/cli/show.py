@@ -156,7 +156,7 @@ def _print_rich(table: Any, said: str | None = None) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    from mushin_box._results.provsummary import code_line
+    from mushin_box._results.report import code_line
 
     headers, rows = _headers(table), _rows(table)
     console = Console(highlight=False)
@@ -231,8 +231,8 @@ _ANSI = {"completed": "32", "failed": "31", "timeout": "31", "running": "36"}
 
 
 def run(args: argparse.Namespace) -> int:
-    from mushin_box._results.htmlpage import md_table
-    from mushin_box._results.provsummary import code_line
+    from mushin_box._results.markup import md_table
+    from mushin_box._results.report import code_line
     from mushin_box._results.table import ResultsError, summary, table_records
 
     said: list[str] = []
@@ -275,7 +275,7 @@ def run(args: argparse.Namespace) -> int:
 def _table(args: argparse.Namespace, heading: Any = None) -> Any:
     """The rows: of one sweep, or across the sweeps named (``--all``: found under DIR);
     ``heading``: called with one finished sweep's view before its cells are read."""
-    from mushin_box._results.finished import read_results
+    from mushin_box._results.table import read_results
     from mushin_box._results.table import results_table, sweeps_table
     from mushin_box.cli.tables import resolve_sweep
 

@@ -13,7 +13,7 @@ import pytest
 from browser import ReportPage, browse, chromium, png_pixels
 from sweep_files import grid_sweep
 
-from mushin_box._results.svgplot import color
+from mushin_box._results.markup import color
 from mushin_box.cli.main import main
 
 BEST = "hidden=64 lr=0.1"  # the lowest val_loss any epoch reached (0.05)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from many_cells import many_cells
 
-import mushin_box._results.finished as finished
+import mushin_box._results.table as finished
 import mushin_box._sweepdir.manifest as manifest
 from mushin_box._core.layout import STATUS_FILE
 from mushin_box.cli.main import main

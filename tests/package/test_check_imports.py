@@ -62,7 +62,7 @@ CLEAN: dict[str, str] = {
             return jobs, config
         """,
     # the one banned import allowed (BAN_EXCEPTIONS): old jobs' .pt metrics
-    "mushin_box/_results/stagefile.py": (
+    "mushin_box/_results/series.py": (
         "def old():\n    from mushin_box._train.metrics import load_metrics_file\n"
     ),
     "mushin_box/cli/main.py": "import importlib\n",

@@ -17,7 +17,7 @@ from workflow_tasks import one_failed_sweep
 
 from mushin_box._core.sidecars import write_json_atomic
 from mushin_box._results.experiment import load_sweep
-from mushin_box._results.finished import read_finished, read_results
+from mushin_box._results.table import read_finished, read_results
 from mushin_box._sweepdir import manifest
 from mushin_box._sweepdir.board import read_sweep
 

@@ -65,7 +65,7 @@ def test_a_finished_sweep_resumed_launches_nothing_and_touches_no_cell(
 def test_after_a_resume_that_ran_nothing_the_manifest_still_answers_the_readers(
     tmp_path: Path,
 ) -> None:
-    from mushin_box._results.finished import read_finished
+    from mushin_box._results.table import read_finished
 
     root, markers = tmp_path / "sweep", tmp_path / "markers"
     _sweep(root, markers)
