@@ -74,7 +74,7 @@ def load_sweep(
     cells whose metrics sidecar and whole provenance record the caller read (the resume
     shortcut), not read or checked again."""
     from mushin_box._core.sidecars import canonical_dumps
-    from mushin_box._sweepdir.gridorder import grid_key, grid_keys
+    from mushin_box._sweepdir.manifest import grid_key, grid_keys
     from mushin_box._sweepdir.manifest import (
         cell_records,
         manifest_from_cells,

@@ -55,7 +55,7 @@ from mushin_box._core.layout import ERROR_FILE, METRICS_FILE
 from mushin_box._core.targets import public
 from mushin_box._results.series import MetricNameError, MetricSpec, SeriesReader, parse_metric
 from mushin_box._sweepdir.board import CellView, SweepView, scalar_metrics
-from mushin_box._sweepdir.gridorder import Entry
+from mushin_box._sweepdir.manifest import Entry
 from mushin_box._sweepdir.settled import Heading, bare_view, finished_entries, read_object
 
 __all__ = [

@@ -15,7 +15,7 @@ can depend on a swept one), and the pure
 :func:`~mushin_box._sweep.decide.decide` is asked with the same facts. Only a clean reuse
 (no warning, nothing recorded, metrics and provenance readable) is taken out of the launch;
 a cell whose status, metrics and provenance files are the very ones the sweep's index read
-(:mod:`~mushin_box._sweepdir.cellindex`: same inode, size, mtime and ctime) is asked the
+(:mod:`~mushin_box._sweepdir.settled`: same inode, size, mtime and ctime) is asked the
 same question with the record and metrics the index holds, instead of its files read again;
 every other cell (changed config or code, a corrupt sidecar, failed, cancelled, skipped,
 reused despite stale code) still goes through the launcher and decides for itself, as
@@ -46,7 +46,7 @@ from mushin_box._sweep.cells import CellPlan, config_fingerprint
 from mushin_box._sweep.decide import decide
 from mushin_box._sweep.jobconfig import PlainFingerprints, SweptValues, element_overrides, strings
 from mushin_box._sweep.jobconfig import cell_of as _cell_of
-from mushin_box._sweepdir.cellindex import whole_provenance
+from mushin_box._sweepdir.settled import whole_provenance
 
 __all__ = [
     "SWEEPER_TARGET",
@@ -172,7 +172,7 @@ def _reusable(
     """The cell's metrics if the runner would reuse it (``previous``: its status record)
     without a word and without writing anything, else None. ``indexed``: the metrics of
     the cells whose files the sweep's index vouches for, unchanged since it read them
-    (status, metrics and a whole provenance record: :mod:`~mushin_box._sweepdir.cellindex`),
+    (status, metrics and a whole provenance record: :mod:`~mushin_box._sweepdir.settled`),
     by directory name; the others' are read here. Call it with :class:`SidecarWarning`
     silenced: the runner says it, if the cell runs."""
     if previous.get("status") != "completed":

@@ -9,7 +9,7 @@ as it can: the status records read when the sweep is opened are the resume short
 again after the launch (nothing ran there: the lock keeps every other run out), their
 metrics included, which the results take as the shortcut read them. The completed cells
 whose files are unchanged since the last launch wrote the sweep's index are read from it,
-one file instead of three per cell (:mod:`~mushin_box._sweepdir.cellindex`); the launch
+one file instead of three per cell (:mod:`~mushin_box._sweepdir.settled`); the launch
 writes it again at its end when a completed cell is missing from it.
 """
 
@@ -33,7 +33,7 @@ from mushin_box._sweep.cells import CellPlan, CellRunner
 from mushin_box._sweep.compose import hydra_state_kept
 from mushin_box._sweep.jobconfig import job_configs
 from mushin_box._sweep.prefilter import SWEEPER_TARGET, own_sweeper, prefilter
-from mushin_box._sweepdir.cellindex import CellIndex, read_index, refresh_index
+from mushin_box._sweepdir.settled import CellIndex, read_index, refresh_index
 from mushin_box._sweepdir.liveness import still_running_message
 from mushin_box._sweepdir.manifest import (
     Records,
@@ -135,7 +135,7 @@ def _jobs_running_grid(submission: Mapping[str, Any], grid: Mapping[str, list[An
     """``{job id: may it run a cell of grid}`` for the submission's jobs, by each job's
     overrides against the grid's values (a pass over 10,000 cells for each of 10,000 jobs
     took minutes)."""
-    from mushin_box._sweepdir.jobmatch import grid_runs
+    from mushin_box._sweepdir.board import grid_runs
 
     runs = grid_runs(grid)
     jobs = [e for e in submission.get("jobs", ()) if isinstance(e, dict)]

@@ -2,16 +2,13 @@
 """The sweep directory as any process on any login node reads it, with no daemon.
 
 - :mod:`.manifest`: the sweep root: its manifest (a cache rebuilt from the cell sidecars),
-  its lock, and the cells' status records;
+  its lock, the cells' status records, and a cell's place on the grid;
 - :mod:`.liveness`: the owner a ``running`` cell names (host, pid, start time, SLURM job),
   and whether it is still alive;
-- :mod:`.board`: every cell's state, owner, timing, metrics and error, as readers show it;
-  :mod:`.gridorder` puts the cells in the grid's order, :mod:`.jobmatch` finds the job of a
-  submission that runs a waiting cell;
-- :mod:`.settled`: a finished sweep as its manifest tells it, each cell's files opened
-  only where the manifest cannot answer (``status``, ``show``, ``load_experiment``);
-- :mod:`.cellindex`: the completed cells' records and metrics with their files' identities,
-  so that a resume of a finished sweep opens each file without reading it;
+- :mod:`.board`: every cell's state, owner, timing, metrics and error, as readers show it,
+  and which job of a submission runs a waiting cell;
+- :mod:`.settled`: a finished sweep read without opening every file: from its manifest
+  (``status``, ``show``, ``load_experiment``) or the completed cells' index (a resume);
 - :mod:`.progress`: the progress bar over the cells, fed by their sidecars;
 - :mod:`.logs`: every rank's output of a cell, found from the cell alone;
 - :mod:`.cancel`: stop cells (``scancel``, or signals to local owners): the one writer here.

@@ -335,7 +335,7 @@ def _jobs_of(
     """The ids among ``ids`` of the submission's jobs that run exactly one of ``combos``:
     their overrides set every swept key to its value (a job whose overrides say less may
     run other cells: never cancelled for a named one)."""
-    from mushin_box._sweepdir.jobmatch import job_runs_cell
+    from mushin_box._sweepdir.board import job_runs_cell
 
     out = []
     jobs = submission.get("jobs")

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """A resume reads the finished cells from the sweep's index, and only what it still vouches for.
 
-The index (``_sweepdir/cellindex.py``) holds each completed cell's status record and
+The index (``_sweepdir/settled.py``) holds each completed cell's status record and
 metrics with the identity of the three files they were read from. A resume of a finished
 sweep then reads no cell's sidecar; a cell one of whose files changed since (edited,
 truncated, deleted, replaced by a symlink, its fingerprint rewritten) is read from its
@@ -25,7 +25,7 @@ from workflow_tasks import markers_ran as _ran
 
 from mushin_box._core import sidecars
 from mushin_box._core.layout import CELL_INDEX_FILE, METRICS_FILE, PROVENANCE_FILE, STATUS_FILE
-from mushin_box._sweepdir import cellindex
+from mushin_box._sweepdir import settled as cellindex
 from mushin_box._sweepdir.manifest import cell_records
 
 CELL_FILES = (STATUS_FILE, METRICS_FILE, PROVENANCE_FILE)

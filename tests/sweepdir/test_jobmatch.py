@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mushin_box._sweep import sweeprun
-from mushin_box._sweepdir.jobmatch import grid_runs, job_runs_cell, spellings
+from mushin_box._sweepdir.board import grid_runs, job_runs_cell, spellings
 
 KEYS = ["x", "lr", "tag"]
 VALUES = st.one_of(
