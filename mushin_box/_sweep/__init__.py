@@ -12,8 +12,8 @@
 - :mod:`.compose`: the first job composed as Hydra will, before anything is written;
 - :mod:`.validate`: the sweep's keys, checked against the task and its config;
 - :mod:`.usercode`: the code fingerprint: the user code the cells run, by content;
-- :mod:`.cellmetrics`, :mod:`.cellprovenance`, :mod:`.failure`, :mod:`.hydrafiles`: a
-  cell's metrics, provenance, failure record and Hydra files.
+- :mod:`.cellfiles`: what a cell writes beside its task: metrics, provenance, its failure
+  record, and Hydra's files.
 
 Must not know command-line flags or launch profiles (that is :mod:`mushin_box._launch`).
 """

@@ -59,12 +59,17 @@ from mushin_box._core.sidecars import (
 from mushin_box._provenance.ranks import write_rank_runtime
 from mushin_box._slurm.joblogs import slurm_rank_logs
 from mushin_box._slurm.jobs import slurm_job_id
-from mushin_box._sweep.cellmetrics import carry_over, metrics_from_return, set_aside_metrics
-from mushin_box._sweep.cellprovenance import finish_provenance, start_provenance
+from mushin_box._sweep.cellfiles import (
+    carry_over,
+    finish_provenance,
+    metrics_from_return,
+    record_failure,
+    set_aside_metrics,
+    start_provenance,
+    take_failure,
+)
+from mushin_box._sweep.cellfiles import install as install_hydra_files
 from mushin_box._sweep.decide import SHAPE_FREE, Decision, decide
-from mushin_box._sweep.failure import record_failure
-from mushin_box._sweep.hydrafiles import install as install_hydra_files
-from mushin_box._sweep.hydrafiles import take_failure
 from mushin_box._sweep.usercode import code_identity
 from mushin_box._sweepdir.liveness import owner_fields
 from mushin_box._train.resume import next_attempt, set_aside_checkpoints, zen_with_resume

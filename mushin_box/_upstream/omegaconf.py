@@ -14,9 +14,6 @@ What the kit takes from each, and why OmegaConf's public API does not do it:
   whose content only a compose settles, asked of the node itself. The public
   ``OmegaConf.is_missing`` needs the node's parent and key, and no public call asks
   whether a node is None.
-* :func:`yaml_dumper` (``omegaconf._utils.get_omega_conf_dumper``): the PyYAML dumper behind
-  ``OmegaConf.to_yaml``, whose representers the kit gives libyaml's faster emitter so that
-  a job's ``.hydra`` files are the same bytes, faster. OmegaConf exposes only the text.
 
 Each has a test of the behaviour relied on in ``tests/upstream/test_omegaconf_seam.py``.
 """
@@ -25,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["child_node", "is_unsettled", "node_value", "yaml_dumper"]
+__all__ = ["child_node", "is_unsettled", "node_value"]
 
 
 def child_node(container: Any, key: Any) -> Any:
@@ -44,9 +41,3 @@ def is_unsettled(node: Any) -> bool:
     """Is the node's content known only once Hydra composes (None, ``???``, ``${...}``)?"""
     return bool(node._is_none() or node._is_missing() or node._is_interpolation())
 
-
-def yaml_dumper() -> Any:
-    """The PyYAML ``Dumper`` class ``OmegaConf.to_yaml`` writes with (its representers)."""
-    from omegaconf._utils import get_omega_conf_dumper
-
-    return get_omega_conf_dumper()

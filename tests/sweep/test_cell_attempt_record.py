@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from mushin_box._core.layout import FINGERPRINTS_FILE, PROVENANCE_FILE
-from mushin_box._sweep.cellprovenance import _with_attempt, _with_fit_starts
+from mushin_box._sweep.cellfiles import _with_attempt, _with_fit_starts
 
 
 @pytest.fixture(autouse=True)

@@ -16,7 +16,7 @@ import pytest
 
 from mushin_box import ResumeContext, Workflow, multirun
 from mushin_box._core.layout import STATUS_FILE
-from mushin_box._sweep import hydrafiles
+from mushin_box._sweep import cellfiles as hydrafiles
 
 
 @pytest.fixture

@@ -9,13 +9,12 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from omegaconf.nodes import AnyNode, IntegerNode
 
 from mushin_box._core.overrideparse import parse_overrides
 from mushin_box._upstream.hydra import apply_overrides
-from mushin_box._upstream.omegaconf import child_node, is_unsettled, node_value, yaml_dumper
+from mushin_box._upstream.omegaconf import child_node, is_unsettled, node_value
 
 
 class Color(enum.Enum):
@@ -68,18 +67,3 @@ def test_omegaconf_Node_is_none_is_missing_is_interpolation_tell_an_unsettled_no
     ]
     assert unsettled == ["maybe", "required", "link"]
 
-
-def test_omegaconf_utils_get_omega_conf_dumper_writes_what_to_yaml_writes() -> None:
-    cfg = OmegaConf.create(
-        {"flag": "yes", "num": "1e3", "none": None, "text": "a\nb", "nested": {"k": [1, "2"]}}
-    )
-    container = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
-    text = yaml.dump(
-        container,
-        default_flow_style=False,
-        allow_unicode=True,
-        sort_keys=False,
-        Dumper=yaml_dumper(),
-    )
-    assert text == OmegaConf.to_yaml(cfg)
-    assert "flag: 'yes'" in text and "num: '1e3'" in text  # strings that read as others

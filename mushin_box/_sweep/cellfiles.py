@@ -1,0 +1,456 @@
+# SPDX-License-Identifier: MIT
+"""What a cell writes beside its task: its metrics sidecar, its provenance record, its
+failure record, and Hydra's own files of its job.
+
+Metrics: the sidecar belongs to the cell's current status. An attempt's start moves the
+earlier attempt's metrics out of it (:func:`set_aside_metrics`), and a continuing attempt
+that returns fewer metrics keeps the missing ones, saying so (:func:`carry_over`).
+
+Provenance: the cell runner (:mod:`mushin_box._sweep.cells`) calls :func:`start_provenance`
+right after the "running" status, and :func:`finish_provenance` once the task returned or
+raised (after the outcome's status: a kill in between must not leave a finished cell
+unrecorded). Every attempt rewrites the record, so the attempts before it (``run.attempts``:
+a requeue, a torchrun restart, a resume with fewer GPUs) are read from the record it
+replaces, while this attempt continues the same fit (:mod:`mushin_box._provenance.elastic`).
+
+Failure, even on a full disk (``ENOSPC``, or a quota: ``EDQUOT``), where recording it is a
+write too. In order:
+
+1. the redacted traceback (``mushin_error.txt``) and the ``failed`` status, each written
+   atomically;
+2. if the status does not fit, the traceback makes way for it (the status says why the
+   cell failed; the traceback only says where);
+3. if it still does not fit, the attempt's ``running`` status file (which holds a
+   filesystem block already) is overwritten in place by one ``pwrite`` at offset 0, padded
+   with spaces to its old length. One write of at most one page, into a block the file
+   already has, needs no new space, and a process killed during it leaves either record
+   whole. Only a machine crash before the ``fsync`` could tear it, which a reader takes as
+   a corrupt status: the cell runs again;
+4. if none of this works, the failure is not recorded: a note on the exception says so, and
+   the caller re-raises it (its first error, never the error of recording it).
+
+Hydra's files (``.hydra/config.yaml``, ``hydra.yaml``, ``overrides.yaml``): Hydra writes them
+with a plain ``open(..., "w")`` before it calls the task, on every run of the job, and a full
+disk or a kill between the truncation and the write leaves them empty, while HydraDDP's
+other ranks, ``reproduce`` and the user read them. :func:`install` replaces Hydra's writer
+(through :func:`mushin_box._upstream.hydra.replace_save_config`) with one that writes
+``OmegaConf.to_yaml``'s text through :func:`mushin_box._core.sidecars.write_text_atomic`,
+leaving a file that already holds the same text alone; the cell runner's first commit makes
+them durable (:mod:`mushin_box._core.durable`). For a job of a ``Workflow`` sweep (Hydra job
+name ``mushin_workflow``) a failure to write them (``OSError``) is not raised inside Hydra,
+where no one records it: the cell runner takes it (:func:`take_failure`) and records the
+cell as ``failed``. Any other Hydra job gets the error raised, as Hydra would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import time
+import traceback
+import warnings
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from mushin_box._core import durable
+from mushin_box._core.jobdir import mushin_dir
+from mushin_box._core.layout import (
+    EARLIER_METRICS_FILE,
+    ERROR_FILE,
+    FINGERPRINTS_FILE,
+    METRICS_FILE,
+    PROVENANCE_FILE,
+    STALE_CHECKPOINTS_DIR,
+    STATUS_FILE,
+    stage_metrics_json_file,
+)
+from mushin_box._core.redact import redact_secret_values
+from mushin_box._core.sidecars import (
+    canonical_dumps,
+    read_json,
+    write_json_atomic,
+    write_text_atomic,
+)
+
+__all__ = [
+    "JOB_NAME",
+    "carry_over",
+    "finish_provenance",
+    "install",
+    "metrics_from_return",
+    "record_failure",
+    "set_aside_metrics",
+    "start_provenance",
+    "take_failure",
+]
+
+
+def _plain_metric(value: Any, name: str) -> Any:
+    if isinstance(value, bool | int | float | str) or value is None:
+        return value
+    if hasattr(value, "tolist"):  # torch tensors, numpy arrays and scalars
+        if hasattr(value, "detach"):
+            value = value.detach().cpu()
+        return value.tolist()
+    if isinstance(value, list | tuple):
+        return [_plain_metric(v, name) for v in value]
+    raise TypeError(
+        f"metric {name!r} has type {type(value).__name__}; a task must return a mapping of "
+        "metric names to numbers, strings or (nested) lists of numbers"
+    )
+
+
+def metrics_from_return(value: Any) -> dict[str, Any]:
+    """The task's return value as the metrics sidecar's content."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise TypeError(
+            f"the task returned {type(value).__name__}; return a dict of metrics "
+            "(e.g. {'loss': 0.1}) or None"
+        )
+    return {str(k): _plain_metric(v, str(k)) for k, v in value.items()}
+
+
+def carry_over(
+    cell_dir: Path, metrics: dict[str, Any], continues: bool
+) -> tuple[dict[str, Any], list[str]]:
+    """``metrics`` plus the previous attempt's values of the names it lacks, and those names.
+
+    Design note: an attempt that continues the cell (same fingerprints) and returns fewer
+    metrics than are on disk is most likely a fit resumed with nothing left to train,
+    which logs nothing (``MetricsCallback.final_metrics`` is the task-side fix). Its
+    result must not replace good metrics of the same experiment with fewer: the missing
+    names keep their values, with a warning, and the status lists them
+    (``metrics_carried_over``). An attempt that starts afresh carries nothing: an earlier
+    run's metrics were set aside at its start (:func:`set_aside_metrics`). A continuing
+    attempt's start kept them in ``.mushin/earlier-metrics.json``, read here.
+    """
+    if not continues:
+        return metrics, []
+    previous = read_json(mushin_dir(cell_dir) / EARLIER_METRICS_FILE, default={})
+    missing = sorted(k for k in previous if k not in metrics) if isinstance(previous, dict) else []
+    if not missing and not metrics:  # nothing returned, nothing recorded: killed after its fit
+        return _restored(cell_dir)
+    if not missing:
+        return metrics, []
+    warnings.warn(
+        f"cell {cell_dir.name}: this attempt returned no {', '.join(missing)}; keeping the "
+        f"previous attempt's values from {METRICS_FILE} (a fit resumed with nothing left to "
+        "train logs nothing: return MetricsCallback.final_metrics(trainer))",
+        stacklevel=4,
+    )
+    return {**metrics, **{k: previous[k] for k in missing}}, missing
+
+
+def _restored(cell_dir: Path) -> tuple[dict[str, Any], list[str]]:
+    """The metrics a continuing attempt's checkpoint restored, when the task returned none.
+
+    A cell killed after its fit returned, before its result was recorded, resumes from a
+    checkpoint already at ``max_epochs``: the fit trains nothing, and a task that returns
+    ``trainer.callback_metrics`` returns ``{}``. The fit's ``MetricsCallback`` series
+    (``fit_metrics.json``, restored with the checkpoint) still holds its last values: they
+    are the cell's result, said in a warning. Without a series, the warning says that the
+    cell has no metrics and how to get them.
+    """
+    series = read_json(cell_dir / stage_metrics_json_file("fit"), default=None)
+    restored: dict[str, Any] = {}
+    if isinstance(series, dict):
+        for name, values in series.items():
+            if name == "epoch" or not isinstance(values, list):
+                continue
+            last = next((v for v in reversed(values) if isinstance(v, int | float)), None)
+            if last is not None and not isinstance(last, bool):
+                restored[str(name)] = last
+    if not restored:
+        warnings.warn(
+            f"cell {cell_dir.name}: this attempt continued from a checkpoint, trained "
+            "nothing and returned no metrics, and no MetricsCallback series was restored: "
+            "the cell has no metrics. Add MetricsCallback to the Trainer and return "
+            "MetricsCallback.final_metrics(trainer), or run the cell afresh",
+            stacklevel=5,
+        )
+        return {}, []
+    names = sorted(restored)
+    warnings.warn(
+        f"cell {cell_dir.name}: this attempt continued from a checkpoint and returned no "
+        f"metrics; reporting {', '.join(names)} as its checkpoint restored them (the last "
+        f"values of {stage_metrics_json_file('fit')}). Return "
+        "MetricsCallback.final_metrics(trainer) to report them yourself",
+        stacklevel=5,
+    )
+    return restored, names
+
+
+def set_aside_metrics(cell_dir: Path, tag: str, continues: bool) -> None:
+    """At an attempt's start, move the earlier attempt's metrics out of the cell's sidecar.
+
+    A cell's metrics sidecar belongs to its current status: none beside ``running`` or
+    ``failed`` (a completed cell that fails on a re-run must not show its old metrics as
+    this attempt's). A continuing attempt keeps them in ``.mushin/earlier-metrics.json``
+    for :func:`carry_over`; a fresh start moves them beside its set-aside checkpoints.
+    """
+    path, earlier = cell_dir / METRICS_FILE, mushin_dir(cell_dir) / EARLIER_METRICS_FILE
+    if continues:
+        if path.is_file():
+            earlier.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, earlier)
+        return
+    target = mushin_dir(cell_dir) / STALE_CHECKPOINTS_DIR / tag / METRICS_FILE
+    for source in (earlier, path):  # the sidecar last: the newer of the two is kept
+        if source.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(source, target)
+
+
+#: the start of each cell's task in this process, on the monotonic clock (its duration)
+_CLOCKS: dict[str, float] = {}
+
+
+def start_provenance(
+    task: Callable[..., Any],
+    cfg: Any,
+    cell_dir: Path,
+    fingerprints: dict[str, str],
+    pre_call: Callable[..., Any] | None = None,
+    experiment: Mapping[str, Any] | None = None,
+    *,
+    attempt: int | None = None,
+    continues: bool = False,
+) -> None:
+    """Write the cell's provenance record (and its package list) as the task starts.
+
+    ``run.started`` is the ``started`` of the status just written, so both files agree;
+    :func:`finish_provenance` completes the record when the task is done. ``run.task``
+    says where the task and ``pre_call`` are defined (``mushin-box reproduce`` imports them).
+    ``run.attempts`` lists this ``attempt`` after those of the record it replaces, when it
+    ``continues`` their fit.
+    """
+    from omegaconf import OmegaConf
+
+    from mushin_box._provenance.files import write_provenance
+    from mushin_box._provenance.full import full_provenance, launcher_from_hydra
+    from mushin_box._provenance.record import basic_provenance
+
+    config = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
+    seed_base = OmegaConf.select(cfg, "seed", default=None)
+    status = read_json(cell_dir / STATUS_FILE, default={})
+    started = status.get("started") if isinstance(status, dict) else None
+    # the task's duration, measured on this process's monotonic clock (finish_provenance)
+    _CLOCKS[str(cell_dir)] = time.monotonic()
+    try:
+        record = full_provenance(
+            task=task,
+            config=config,
+            fingerprints=fingerprints,
+            seed_base=seed_base,
+            launcher=launcher_from_hydra(),
+            started=started if isinstance(started, str) else None,
+            pre_call=pre_call,
+            experiment=experiment,
+        )
+    except ValueError as exc:  # a malformed launcher environment: keep the basic record
+        warnings.warn(
+            f"cell {cell_dir.name}: recording the basic provenance only ({exc})", stacklevel=2
+        )
+        record = basic_provenance(
+            task=task,
+            config=config,
+            fingerprints=fingerprints,
+            seed_base=seed_base,
+            pre_call=pre_call,
+            experiment=experiment,
+        )
+    write_provenance(cell_dir, _with_attempt(record, cell_dir, attempt, continues))
+
+
+def _with_attempt(
+    record: dict[str, Any], cell_dir: Path, attempt: int | None, continues: bool
+) -> dict[str, Any]:
+    """``record`` with ``run.attempts``: the earlier ones of this fit, then this one."""
+    from mushin_box._provenance.elastic import attempt_entry, carried_attempts
+
+    run = record.get("run")
+    if not isinstance(run, dict):
+        return record
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a corrupt earlier record: its attempts are lost
+        earlier = carried_attempts(read_json(cell_dir / PROVENANCE_FILE), continues=continues)
+    topology, launcher = run.get("topology"), run.get("launcher")
+    entry = attempt_entry(
+        os.environ,
+        attempt=attempt,
+        world_size=topology.get("world_size") if isinstance(topology, dict) else None,
+        started=run.get("started"),
+        launcher=launcher.get("kind") if isinstance(launcher, dict) else None,
+    )
+    kept = [row for row in earlier if attempt is None or row.get("attempt") != attempt]
+    # the fit starts on disk are the last attempt's: they date it even when it died before
+    # a checkpoint kept its start (then the fit this attempt restores no longer lists it)
+    record = {**record, "run": {**run, "attempts": [*kept, entry]}}
+    return _with_fit_starts(record, cell_dir, changes=False)
+
+
+def finish_provenance(
+    cell_dir: Path, ended: str, end: float, *, attempt: int | None = None
+) -> None:
+    """Complete the cell's provenance once the task has returned or raised: the per-rank
+    seeds its ranks recorded, ``run.ended``/``run.duration_s`` (the task's end: ``ended``,
+    and ``end`` on the monotonic clock) and ``run.devices`` (the task has usually
+    imported torch by now), and where each rank of this ``attempt`` ran
+    (:mod:`mushin_box._provenance.ranks`)."""
+    from mushin_box._provenance.files import write_provenance
+    from mushin_box._provenance.full import finish_record, record_with_seeds
+    from mushin_box._provenance.ranks import read_rank_runtimes, record_with_rank_runtime
+    from mushin_box._train.seeding import seed_records
+
+    t0 = _CLOCKS.pop(str(cell_dir), None)
+    duration = round(end - t0, 3) if t0 is not None else None
+    try:
+        record = read_json(cell_dir / PROVENANCE_FILE)
+        if not isinstance(record, dict):
+            return
+        records = seed_records(cell_dir)
+        if records:
+            record = record_with_seeds(record, records)
+        runtimes = read_rank_runtimes(cell_dir, attempt=attempt)
+        if runtimes:
+            record = record_with_rank_runtime(record, runtimes)
+        record = _with_fit_starts(record, cell_dir)
+        write_provenance(cell_dir, finish_record(record, ended=ended, duration_s=duration))
+    except (OSError, ValueError, KeyError) as exc:  # never fail a cell over provenance
+        warnings.warn(f"cell {cell_dir.name}: provenance not completed ({exc})", stacklevel=2)
+
+
+def _with_fit_starts(
+    record: dict[str, Any], cell_dir: Path, *, changes: bool = True
+) -> dict[str, Any]:
+    """``record`` with each attempt's first epoch and (``changes``) ``run.world_changes``,
+    from the fit starts ``MetricsCallback`` recorded (``fit_fingerprints.json``; none
+    without it)."""
+    from mushin_box._provenance.elastic import finished_run
+
+    run = record.get("run")
+    if not isinstance(run, dict):
+        return record
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the user's file, not a sidecar: none is no loss
+        prints = read_json(cell_dir / FINGERPRINTS_FILE)
+    starts = prints.get("starts") if isinstance(prints, dict) else None
+    done = finished_run(run, starts)
+    if not changes:  # the starts of the fit this attempt has not restored yet
+        done.pop("world_changes", None)
+    return {**record, "run": done}
+
+
+_PAGE = 4096
+
+
+def _overwrite_in_place(path: Path, data: bytes) -> None:
+    """Step 3 of the module doc: one pwrite into the blocks the file already holds."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        st = os.fstat(fd)
+        if len(data) > min(_PAGE, st.st_blocks * 512):
+            raise OSError(errno.ENOSPC, "the failed status does not fit in its file's block")
+        data += b" " * max(0, st.st_size - len(data))  # JSON readers skip trailing spaces
+        if os.pwrite(fd, data, 0) != len(data):
+            raise OSError(errno.ENOSPC, "short write of the failed status")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def record_failure(cell_dir: Path, record: dict[str, Any], exc: BaseException) -> bool:
+    """Write the traceback and the ``failed`` status ``record`` (with ``error`` added) of a
+    cell; False, with a note on ``exc``, when the status could not be written at all."""
+    # an exception may quote a secret (e.g. "invalid token ..."): the values of
+    # secret-looking environment variables, sweep secrets included (whatever their
+    # length), are replaced; the manifest's row copies this status's error
+    text = redact_secret_values("".join(traceback.format_exception(exc)))
+    message = redact_secret_values(str(exc))
+    error: dict[str, Any] = {
+        "type": type(exc).__qualname__,
+        "message": message[:2000],
+        "file": ERROR_FILE,
+    }
+    status = cell_dir / STATUS_FILE
+    try:
+        write_text_atomic(cell_dir / ERROR_FILE, text)
+    except OSError:
+        error["file"] = None
+    try:
+        write_json_atomic(status, {**record, "error": error})
+        return True
+    except OSError as full:
+        problem = full  # the one to name: the later tries only fall back
+    if error["file"] is not None:  # the traceback makes way for the status
+        (cell_dir / ERROR_FILE).unlink(missing_ok=True)
+        error["file"] = None
+    data = canonical_dumps({**record, "error": error})
+    tries = [lambda: write_json_atomic(status, {**record, "error": error})]
+    if status.is_file():
+        tries.append(lambda: _overwrite_in_place(status, data))
+    for write in tries:
+        try:
+            write()
+            return True
+        except OSError:
+            continue
+    exc.add_note(
+        f"cell {cell_dir.name}: this failure could not be recorded ({problem}); the next "
+        "run of the sweep runs the cell again"
+    )
+    return False
+
+
+#: the Hydra job name of every Workflow launch (``hydra_zen.launch(job_name=...)``)
+JOB_NAME = "mushin_workflow"
+
+_FAILED: dict[str, OSError] = {}
+
+
+def _is_workflow_job() -> bool:
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        return str(HydraConfig.get().job.name) == JOB_NAME
+    except Exception:  # no Hydra job set up: not ours
+        return False
+
+
+def save_config(cfg: Any, filename: str, output_dir: Path) -> None:
+    """Hydra's writer of a job's ``.hydra`` files, atomic (see the module doc)."""
+    path = Path(output_dir) / filename
+    from omegaconf import OmegaConf
+
+    text = OmegaConf.to_yaml(cfg)
+    try:
+        if path.is_file() and path.read_text(encoding="utf-8") == text:
+            return  # a reused cell's files: nothing to rewrite
+    except (OSError, UnicodeDecodeError):
+        pass
+    ours = _is_workflow_job()
+    try:
+        # a cell's files are synced with the cell runner's next commit (_core/durable.py)
+        with durable.handed_on() if ours else contextlib.nullcontext():
+            write_text_atomic(path, text)  # creates output_dir, as Hydra's mkdir did
+    except OSError as exc:
+        if not ours:
+            raise
+        _FAILED.setdefault(str(Path(output_dir).parent), exc)  # the first one counts
+
+
+def take_failure(cell_dir: Path) -> OSError | None:
+    """The error that kept Hydra from writing this cell's files in this process, if any."""
+    return _FAILED.pop(str(cell_dir), None)
+
+
+def install() -> bool:
+    """Make :func:`save_config` Hydra's writer; False (and nothing replaced) when Hydra's
+    writer is not the one this was written for."""
+    from mushin_box._upstream.hydra import replace_save_config
+
+    return replace_save_config(save_config)
