@@ -13,9 +13,9 @@ imported, in a fraction of a second rather than after torch has loaded.
 Examples
 --------
 >>> opts = resolve_options({"partition": "gpu", "time": 90}, None, default_name="exp", cwd="/")
->>> opts.slurm["partition"], opts.slurm["timeout_min"], opts.sources["timeout_min"]
+>>> opts.slurm.partition, opts.slurm.timeout_min, opts.slurm.sources["timeout_min"]
 ('gpu', 90, '--time')
->>> opts.sources["cpus_per_task"], opts.slurm["name"]
+>>> opts.slurm.sources["cpus_per_task"], opts.slurm.name
 ('default', 'exp')
 """
 
@@ -28,35 +28,24 @@ from typing import Any
 
 import attrs
 
+from mushin_box._core.errors import MushinBoxError
+from mushin_box._core.targets import public
 from mushin_box._launch.profiles import Profile, check_user_sbatch_option, load_profile
-from mushin_box._slurm.config import memory_fields
+from mushin_box._slurm.config import SETTING_FIELDS, SlurmSettings, memory_fields
 
 __all__ = ["LaunchOptions", "OptionError", "check_where", "experiment_name", "resolve_options"]
 
 DEFAULT_TIME_MIN = 60
 DEFAULT_CPUS_PER_TASK = 1
-
-#: launcher key -> the flag that sets it (the names errors and the plan use)
-FLAGS: Mapping[str, str] = {
-    "partition": "--partition",
-    "account": "--account",
-    "qos": "--qos",
-    "constraint": "--constraint",
-    "exclude": "--exclude",
-    "name": "--job-name",
-    "timeout_min": "--time",
-    "cpus_per_task": "--cpus-per-task",
-    "mem_gb": "--mem",
-    "array_parallelism": "--max-parallel",
-    "additional_parameters": "--sbatch",
-    "image": "--image",
-    "binds": "--bind",
-    "image_python": "--image-python",
-}
-_STRINGS = ("partition", "account", "qos", "constraint", "exclude")
+#: the flags (``resolve_options``' keys) that only a SLURM job reads
+_SLURM_ONLY = (
+    *("partition", "account", "qos", "constraint", "exclude", "job_name", "time"),
+    *("cpus_per_task", "mem", "mem_gb", "sbatch", "max_parallel", "bind", "image_python"),
+)
 
 
-class OptionError(ValueError):
+@public
+class OptionError(MushinBoxError, ValueError):
     """Flags (or a profile) that cannot work together; the message names the fix."""
 
 
@@ -64,17 +53,16 @@ class OptionError(ValueError):
 class LaunchOptions:
     """What the flags and the profile say.
 
-    ``slurm``: ``submitit_slurm_config`` keyword arguments (not the topology, not the
-    image); ``image``/``binds``/``image_python``: the rank container; ``sources``: key ->
-    ``--flag``, ``profile NAME (file)`` or ``default``; ``explicit``: the SLURM-only flags
-    given on the command line (refused where the launch runs here).
+    ``slurm``: the scheduler settings, each with its source (``--flag``, ``profile NAME
+    (file)`` or ``default``; the image's sources too); ``image``/``binds``/``image_python``:
+    the rank container; ``explicit``: the SLURM-only flags given on the command line
+    (refused where the launch runs here).
     """
 
-    slurm: Mapping[str, Any]
+    slurm: SlurmSettings
     image: str | None
     binds: tuple[str, ...]
     image_python: str
-    sources: Mapping[str, str]
     explicit: tuple[str, ...]
     profile: Profile | None
 
@@ -133,52 +121,36 @@ def resolve_options(
     given = {k: v for k, v in flags.items() if v is not None and v != [] and v != ()}
     pv = dict(prof.values) if prof is not None else {}
     from_profile = prof.source if prof is not None else "profile"
-    slurm: dict[str, Any] = {}
-    sources: dict[str, str] = {}
-
-    def put(key: str, flag_key: str, value_of_profile: Any, default: Any = None) -> None:
+    flag_of = {f.name: f.metadata["flag"] for f in SETTING_FIELDS}
+    slurm = SlurmSettings()
+    defaults = {"name": default_name, "timeout_min": DEFAULT_TIME_MIN}
+    defaults["cpus_per_task"] = DEFAULT_CPUS_PER_TASK
+    # launcher field -> the key of the flag and of the profile that set it
+    named = {k: k for k in ("partition", "account", "qos", "constraint", "exclude")}
+    named |= {"name": "job_name", "timeout_min": "time", "cpus_per_task": "cpus_per_task"}
+    named["array_parallelism"] = "max_parallel"
+    for key, flag_key in named.items():
         if flag_key in given:
-            slurm[key], sources[key] = given[flag_key], FLAGS[key]
-        elif value_of_profile is not None:
-            slurm[key], sources[key] = value_of_profile, from_profile
-        elif default is not None:
-            slurm[key], sources[key] = default, "default"
-
-    for key in _STRINGS:
-        put(key, key, pv.get(key))
-    put("name", "job_name", None, default_name)
-    put("timeout_min", "time", pv.get("time"), DEFAULT_TIME_MIN)
-    put("cpus_per_task", "cpus_per_task", pv.get("cpus_per_task"), DEFAULT_CPUS_PER_TASK)
-    put("array_parallelism", "max_parallel", pv.get("max_parallel"))
+            slurm = slurm.merged({key: given[flag_key]}, flag_of[key])
+        elif pv.get(flag_key) is not None:
+            slurm = slurm.merged({key: pv[flag_key]}, from_profile)
+        elif key in defaults:
+            slurm = slurm.merged({key: defaults[key]}, "default")
 
     if "mem" in given and "mem_gb" in given:
         raise OptionError("--mem and --mem-gb both set the memory per node: keep --mem")
-    extra: dict[str, Any] = {}
-    if "mem" in given or "mem_gb" in given or "mem" in pv:
-        mb = (
-            given["mem"]
-            if "mem" in given
-            else given["mem_gb"] * 1024
-            if "mem_gb" in given
-            else pv["mem"]
-        )
-        source = "--mem" if "mem" in given else "--mem-gb" if "mem_gb" in given else from_profile
-        fields = memory_fields(int(mb))
-        for key, value in fields.items():
-            if key == "additional_parameters":
-                extra.update(value)
-                sources["additional_parameters.mem"] = source
-            else:
-                slurm[key], sources[key] = value, source
-    for key, value in (pv.get("sbatch") or {}).items():
-        extra[key] = value
-        sources[f"additional_parameters.{key}"] = from_profile
-    for key, value in _sbatch_options(given.get("sbatch", [])).items():
-        extra[key] = value
-        sources[f"additional_parameters.{key}"] = "--sbatch"
-    if extra:
-        slurm["additional_parameters"] = extra
+    for flag_key, source in (("mem", "--mem"), ("mem_gb", "--mem-gb"), ("", from_profile)):
+        if flag_key in given or (not flag_key and "mem" in pv):
+            mb = given[flag_key] * (1024 if flag_key == "mem_gb" else 1) if flag_key else pv["mem"]
+            slurm = slurm.merged(memory_fields(int(mb)), source)
+            break
+    slurm = slurm.merged({"additional_parameters": pv.get("sbatch") or {}}, from_profile)
+    sbatch = _sbatch_options(given.get("sbatch", []))
+    slurm = slurm.merged({"additional_parameters": sbatch}, "--sbatch")
+    if not slurm.additional_parameters:
+        slurm = attrs.evolve(slurm, additional_parameters=None)
 
+    sources = dict(slurm.sources)
     image = given.get("image", pv.get("image"))
     if image is not None:
         sources["image"] = "--image" if "image" in given else from_profile
@@ -190,20 +162,12 @@ def resolve_options(
     image_python = given.get("image_python", pv.get("image_python"))
     if image_python is not None:
         sources["image_python"] = "--image-python" if "image_python" in given else from_profile
-    explicit = tuple(
-        f"--{k.replace('_', '-')}"
-        for k in (*_STRINGS, "job_name", "time", "cpus_per_task", "mem", "mem_gb", "sbatch")
-        + ("max_parallel",)
-        + ("bind", "image_python")
-        if k in given
-    )
     return LaunchOptions(
-        slurm=slurm,
+        slurm=attrs.evolve(slurm, sources=sources),
         image=image,
         binds=binds,
         image_python=image_python or "python",
-        sources=sources,
-        explicit=explicit,
+        explicit=tuple(f"--{k.replace('_', '-')}" for k in _SLURM_ONLY if k in given),
         profile=prof,
     )
 

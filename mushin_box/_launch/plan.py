@@ -23,8 +23,21 @@ from typing import Any
 
 import attrs
 
+from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.layout import LOCK_FILE
 from mushin_box._core.overrideparse import parse_overrides
+from mushin_box._core.overrides import format_override
+from mushin_box._core.targets import public
+from mushin_box._launch.schedule import (
+    ScheduleError,
+    slurm_launcher_config,
+    split_launcher_overrides,
+)
+from mushin_box._launch.torchrunplan import local_torchrun_config, slurm_torchrun
+from mushin_box._slurm.config import SlurmSettings
+from mushin_box._slurm.probe import probe_slurm
+from mushin_box._sweep.validate import SweepKeys
+from mushin_box._sweepdir.manifest import SweepBusyError, SweepLock
 from mushin_box._train.configtask import fit_task
 
 __all__ = [
@@ -37,14 +50,18 @@ __all__ = [
     "select_key",
 ]
 
-_HYDRADDP_TARGETS = frozenset(
-    {"mushin_box.HydraDDP", "mushin_box._ddp.HydraDDP"}
-)  # 0.1 wrote the second
+_HYDRADDP_TARGET = "mushin_box.HydraDDP"
 _TOPOLOGY_KEYS = ("trainer.devices", "trainer.num_nodes")
 
 
-class LaunchError(ValueError):
-    """A launch that cannot work as asked; the message names the fix."""
+@public
+class LaunchError(MushinBoxError, ValueError):
+    """A launch that cannot work as asked; the message names the fix. ``override``: the
+    override it refuses, when it refuses one."""
+
+    def __init__(self, message: str, *, override: str | None = None) -> None:
+        super().__init__(message)
+        self.override = override
 
 
 # ---------------------------------------------------------------------------- the plan
@@ -109,8 +126,6 @@ def check_working_dir(working_dir: str | None) -> None:
             "--working-dir"
         )
     if (root / LOCK_FILE).is_file():
-        from mushin_box._sweepdir.manifest import SweepBusyError, SweepLock
-
         try:
             with SweepLock(root):
                 pass
@@ -121,10 +136,20 @@ def check_working_dir(working_dir: str | None) -> None:
             ) from None
 
 
-def _config_of(target: Any) -> Any:
+def config_of(target: Any) -> Any:
+    """The config of a launch's target (a ``Workflow``'s, or the config itself)."""
+    # lazy: _sweep.workflow loads Hydra, which importing LaunchError must not
     from mushin_box._sweep.workflow import Workflow
 
     return target.config if isinstance(target, Workflow) else target
+
+
+def task_of(target: Any) -> Any:
+    """The task a launch of ``target`` runs (a config-only experiment's: ``fit_task``)."""
+    # lazy: _sweep.workflow loads Hydra, which importing LaunchError must not
+    from mushin_box._sweep.workflow import Workflow
+
+    return target.task if isinstance(target, Workflow) else fit_task
 
 
 def select_key(config: Any, key: str) -> Any:
@@ -153,11 +178,10 @@ def plan_launch(
     image: str | None = None,
     binds: Sequence[str] = (),
     image_python: str = "python",
-    slurm: Mapping[str, Any] | None = None,
+    slurm: SlurmSettings | Mapping[str, Any] | None = None,
     working_dir: str | None = None,
     pythonpath: str | None = None,
     preflight: bool = True,
-    sources: Mapping[str, str] | None = None,
     where: str = "",
     torchrun: bool = False,
     max_restarts: int = 0,
@@ -183,8 +207,9 @@ def plan_launch(
     image, binds, image_python
         Run every SLURM rank in this Apptainer image (``submitit_slurm_config(image=...)``,
         checked before anything is submitted), with these binds and Python command.
-    slurm : Mapping, optional
-        More ``submitit_slurm_config`` arguments (partition, account, timeout_min, ...).
+    slurm : SlurmSettings or Mapping, optional
+        The scheduler settings (partition, account, timeout_min, ...), each with its
+        source, for the plan and for errors; a Mapping: ``SlurmSettings`` fields.
     working_dir : str, optional
         The sweep directory (default: ``Workflow.run``'s); refused when it cannot work
         (:func:`check_working_dir`).
@@ -192,8 +217,6 @@ def plan_launch(
         A directory the ranks must import the experiment from.
     preflight : bool
         Check the image before submitting.
-    sources : Mapping, optional
-        Where each ``slurm`` value came from, for the plan and for errors.
     where : str
         Why the launch runs where it does, for the plan (default: the probe's answer).
     torchrun, max_restarts, min_nodes
@@ -208,13 +231,6 @@ def plan_launch(
     >>> plan.mode, plan.launcher, list(plan.overrides)
     ('local', None, ['++trainer.devices=2', '++trainer.num_nodes=1', "++trainer.accelerator='cpu'"])
     """
-    from mushin_box._core.overrides import format_override
-    from mushin_box._launch.schedule import (
-        ScheduleError,
-        slurm_launcher_config,
-        split_launcher_overrides,
-    )
-
     nodes, gpus = _positive("--nodes", nodes), _positive("--gpus", gpus)
     elastic = min_nodes is not None and min_nodes != nodes
     if min_nodes is not None and not 1 <= _positive("--nodes MIN", min_nodes) <= nodes:
@@ -225,7 +241,7 @@ def plan_launch(
             f"or give one node count (--nodes {nodes})"
         )
     check_working_dir(working_dir)
-    config = _config_of(target)
+    config = config_of(target)
     has_trainer = select_key(config, "trainer") is not None
     given = override_keys(overrides)
     for key in _TOPOLOGY_KEYS:
@@ -235,12 +251,10 @@ def plan_launch(
             )
     check_keys(target, overrides)
     if local is None:
-        from mushin_box._slurm.probe import probe_slurm
-
         probe = probe_slurm()
         local, where = not probe.reachable, where or probe.reason
     try:
-        task_overrides, launcher_values, launcher_sources = split_launcher_overrides(overrides)
+        task_overrides, launched = split_launcher_overrides(overrides)
     except ScheduleError as exc:
         raise LaunchError(str(exc)) from None
     out = list(task_overrides)
@@ -266,16 +280,15 @@ def plan_launch(
                 "--image runs SLURM ranks in the image; here there is no SLURM. Use "
                 "`mushin-box smoke EXP --image IMAGE` for a local run inside the image"
             )
-        if launcher_values:
+        if launched.sources:
             raise LaunchError(
-                f"hydra.launcher.{next(iter(launcher_values))} configures the SLURM launcher, "
+                f"hydra.launcher.{next(iter(launched.sources)).partition('.')[0]} configures "
+                "the SLURM launcher, "
                 f"but this launch runs here ({why}): drop the override"
             )
         if "trainer.accelerator" not in given and has_trainer:
             out.append(format_override("trainer.accelerator", "cpu", force_add=True))
         if torchrun:
-            from mushin_box._launch.torchrunplan import local_torchrun_config
-
             try:  # the launcher's own check, before anything is written
                 tr_config = local_torchrun_config(gpus, max_restarts)
             except ValueError as exc:
@@ -293,7 +306,7 @@ def plan_launch(
                 {},
                 torchrun=True,
             )
-        if gpus > 1 and select_key(config, "trainer.strategy._target_") not in _HYDRADDP_TARGETS:
+        if gpus > 1 and select_key(config, "trainer.strategy._target_") != _HYDRADDP_TARGET:
             raise LaunchError(
                 f"--gpus {gpus} here starts {gpus} CPU ranks with HydraDDP, but the trainer's "
                 "strategy is not HydraDDP: set strategy=builds(mushin_box.HydraDDP), or "
@@ -303,14 +316,9 @@ def plan_launch(
             "local", nodes, gpus, None, None, tuple(out), working_dir, pythonpath, why, {}
         )
 
-    settings = dict(slurm or {})
-    extra = launcher_values.pop("additional_parameters", {})
-    if isinstance(extra, Mapping):  # else refused, with its source, by the checks below
-        extra = {**settings.get("additional_parameters", {}), **extra}
-    settings.update(launcher_values)
-    if extra:
-        settings["additional_parameters"] = extra
-    all_sources = {**(sources or {}), **launcher_sources}
+    if not isinstance(slurm, SlurmSettings):
+        slurm = SlurmSettings(**(slurm or {}))
+    _, settings = split_launcher_overrides(overrides, slurm)  # the overrides win
     container: dict[str, Any] = {}
     if image is not None:
         env = {"PYTHONPATH": pythonpath} if pythonpath else None
@@ -323,13 +331,11 @@ def plan_launch(
         raise LaunchError("--bind and --image-python configure the image: pass --image too")
     try:
         config_out = slurm_launcher_config(
-            nodes=nodes, gpus=gpus, settings=settings, sources=all_sources, container=container
+            nodes=nodes, gpus=gpus, settings=settings, container=container
         )
     except ScheduleError as exc:
         raise LaunchError(str(exc)) from None
     if torchrun:
-        from mushin_box._launch.torchrunplan import slurm_torchrun
-
         try:
             config_out, out = slurm_torchrun(config_out, out, nodes, max_restarts, min_nodes)
         except (TypeError, ValueError) as exc:
@@ -337,7 +343,7 @@ def plan_launch(
     container_keys = ("image", "binds", "image_python")
     shown = {
         k: v
-        for k, v in all_sources.items()
+        for k, v in settings.sources.items()
         if k.split(".")[0] in config_out or (image is not None and k in container_keys)
     }
     return LaunchPlan(
@@ -364,16 +370,12 @@ def check_keys(target: Any, overrides: Sequence[str]) -> None:
     checks its keywords with), down to the parameters of a node's ``_target_``. ``+``,
     ``++`` and ``~`` overrides and ``hydra.*`` keys are the user's on purpose.
     """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
 
-    from mushin_box._sweep.validate import SweepKeys
-    from mushin_box._sweep.workflow import Workflow
-
-    task = target.task if isinstance(target, Workflow) else fit_task
-    keys = SweepKeys(task, _config_of(target))
+    keys = SweepKeys(task_of(target), config_of(target))
     try:
-        parsed = OverridesParser.create().parse_overrides(list(overrides))
-    except Exception:  # override_keys said it already; nothing to add
+        parsed = parse_overrides(overrides)
+    except OverrideParseException:  # override_keys said it already; nothing to add
         return
     for text, o in zip(overrides, parsed, strict=True):
         key = o.key_or_group
@@ -385,7 +387,8 @@ def check_keys(target: Any, overrides: Sequence[str]) -> None:
             message = str(exc).split("; if pre_call reads it")[0]
             raise LaunchError(
                 f"override {text!r}: {message}; to add a new key on purpose, write "
-                f"+{text.lstrip('+')}"
+                f"+{text.lstrip('+')}",
+                override=text,
             ) from None
 
 
@@ -450,10 +453,11 @@ def _override_of_unknown_key(
 def override_keys(overrides: Sequence[str]) -> set[str]:
     from hydra.errors import OverrideParseException
 
-    from mushin_box._sweep.workflow import override_keys as keys
+    # lazy: _sweep.workflow loads Hydra, which importing LaunchError must not
+    from mushin_box._sweep.workflow import override_keys as workflow_override_keys
 
     try:
-        found = set(keys(overrides))
+        found = set(workflow_override_keys(overrides))
     except OverrideParseException as exc:
         raise LaunchError(f"bad override: {exc}") from None
     check_enumerable(overrides)
@@ -471,13 +475,13 @@ def check_enumerable(overrides: Sequence[str]) -> None:
     >>> check_enumerable(["lr=interval(0.1,1)"])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    mushin_box._launch.plan.LaunchError: override 'lr=interval(0.1,1)': ... list the values...
+    mushin_box.LaunchError: override 'lr=interval(0.1,1)': ... list the values...
     """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
 
     try:
-        parsed = OverridesParser.create().parse_overrides(list(overrides))
-    except Exception:  # bad syntax: said by override_keys
+        parsed = parse_overrides(overrides)
+    except OverrideParseException:  # bad syntax: said by override_keys
         return
     for text, o in zip(overrides, parsed, strict=True):
         if o.is_sweep_override() and not o.is_discrete_sweep():

@@ -31,8 +31,23 @@ from typing import Any
 
 import attrs
 
+from mushin_box._core.errors import MushinBoxError
+from mushin_box._core.overrideparse import parse_overrides
+from mushin_box._core.overrides import parse_override_value
 from mushin_box._core.redact import REDACTED
-from mushin_box._launch.record import FLAG_TYPES
+from mushin_box._core.targets import public
+from mushin_box._launch.record import FLAG_TYPES, RecordError, read_launch_record
+from mushin_box._sweep.usercode import code_identity
+from mushin_box._sweepdir.board import read_sweep
+from mushin_box._sweepdir.cancel import cell_label
+from mushin_box._sweepdir.manifest import (
+    SweepBusyError,
+    read_status,
+    read_sweep_manifest,
+    write_grid,
+)
+from mushin_box._train.configtask import fit_task, seed_pre_call
+from mushin_box._train.resume import find_last_checkpoint
 
 __all__ = [
     "CHANGEABLE_FLAGS",
@@ -67,7 +82,8 @@ CHANGEABLE_FLAGS = (
 )
 
 
-class ResumeError(ValueError):
+@public
+class ResumeError(MushinBoxError, ValueError):
     """A resume that cannot work as asked; the message names the cells and the fix."""
 
 
@@ -141,9 +157,8 @@ def resume_settings(
 def code_fingerprint(target: Any, source: str | None) -> str:
     """The code fingerprint a launch of ``target`` gives its cells now (as ``Workflow.run``
     computes it), to tell a cell whose code changed since it ran."""
-    from mushin_box._sweep.usercode import code_identity
+    # lazy: _sweep.workflow loads Hydra, which importing ResumeError must not
     from mushin_box._sweep.workflow import Workflow
-    from mushin_box._train.configtask import fit_task, seed_pre_call
 
     workflow = (
         target
@@ -175,10 +190,6 @@ def plan_cells(
         A named cell is not in the sweep, or is live; or the resume would set aside the
         checkpoint of an unfinished cell and ``restart`` is False.
     """
-    from mushin_box._sweepdir.board import read_sweep
-    from mushin_box._sweepdir.cancel import cell_label
-    from mushin_box._sweepdir.manifest import read_status
-
     sweep = read_sweep(root)
     names = {cell_label(c.dir, c.combo): c for c in sweep.cells}
     wanted = [n.rstrip("/").rsplit("/", 1)[-1] for n in chosen]
@@ -219,8 +230,6 @@ def plan_cells(
 def _action(
     name: str, cell: Any, active: bool, why: str, wanted: Sequence[str], root: str | Path
 ) -> CellAction:
-    from mushin_box._train.resume import find_last_checkpoint
-
     state, combo = cell.state, dict(cell.combo)
     if state in ("running", "unknown") or (state == "pending" and active):
         return CellAction(name, state, "live", "still runs or is queued", combo=combo)
@@ -259,12 +268,8 @@ def narrow_overrides(overrides: Sequence[str], actions: Sequence[CellAction]) ->
     >>> narrow_overrides(["lr=0.1,1", "+tag=x"], [a, b])
     ['lr=choice(0.1)', '+tag=x']
     """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    from mushin_box._core.overrides import parse_override_value
-
     running = [a for a in actions if a.runs]
-    parsed = OverridesParser.create().parse_overrides(list(overrides))
+    parsed = parse_overrides(overrides)
     out: list[str] = []
     kept: dict[str, list[Any]] = {}
     for text, o in zip(overrides, parsed, strict=True):
@@ -334,8 +339,6 @@ def gpu_hours(actions: Sequence[CellAction], nodes: int, gpus: int, minutes: int
 
 def sweep_grid(root: str | Path) -> dict[str, list[Any]] | None:
     """The grid of the sweep's manifest (None: no readable manifest)."""
-    from mushin_box._sweepdir.manifest import read_sweep_manifest
-
     manifest = read_sweep_manifest(Path(root))
     return dict(manifest["grid"]) if manifest is not None else None
 
@@ -344,8 +347,6 @@ def restore_grid(root: str | Path, grid: Mapping[str, list[Any]]) -> None:
     """Give the manifest the whole sweep's ``grid`` again after a resume of named cells
     (the narrowed launch wrote only theirs). A driver that still holds the sweep (another
     resume) is left alone: it writes the manifest when it ends."""
-    from mushin_box._sweepdir.manifest import SweepBusyError, write_grid
-
     try:
         write_grid(Path(root), grid)
     except (SweepBusyError, OSError):
@@ -396,8 +397,6 @@ def resume_actions(
     ``changed``: the override keys the resume changes (None: those that differ from the
     launch record's, when there is one); ``restart``: a plain ``launch --resume``
     refuses nothing here."""
-    from mushin_box._launch.record import RecordError, read_launch_record
-
     if changed is None:
         try:
             changed = changed_keys(read_launch_record(working_dir)["overrides"], overrides)

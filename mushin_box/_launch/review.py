@@ -28,6 +28,16 @@ from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
+from mushin_box._container.rankwrap import env_file_written, fold_env_file
+from mushin_box._core.overrideparse import parse_overrides
+from mushin_box._core.redact import redact_env_text
+from mushin_box._core.secrets import SecretVault
+from mushin_box._launch.plan import config_of, hydra_error_line, select_key, task_of
+from mushin_box._slurm.arrays import first_array
+from mushin_box._slurm.launcher import render_sbatch
+from mushin_box._slurm.probe import account_check
+from mushin_box._sweep.compose import MissingValueError, check_composes, check_required
+
 __all__ = ["count_cells", "fold_requeue_trap", "node_local_root", "review_plan"]
 
 #: node-local mount points: a compute node's /tmp is not the login node's
@@ -44,11 +54,9 @@ def count_cells(overrides: Sequence[str]) -> tuple[int | None, dict[str, int]]:
     >>> count_cells(["lr=0.1,0.2", "+seed=range(3)", "x=1", "hydra.launcher.qos=a"])
     (6, {'lr': 2, 'seed': 3})
     """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     cells: int | None = 1
     axes: dict[str, int] = {}
-    for o in OverridesParser.create().parse_overrides(list(overrides)):
+    for o in parse_overrides(overrides):
         if not o.is_sweep_override() or o.key_or_group.startswith("hydra"):
             continue
         try:
@@ -83,10 +91,8 @@ def node_local_root(path: str | None) -> str | None:
 
 
 def _override_value(overrides: Sequence[str], key: str) -> tuple[bool, Any]:
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     found: tuple[bool, Any] = (False, None)
-    for o in OverridesParser.create().parse_overrides(list(overrides)):
+    for o in parse_overrides(overrides):
         if o.key_or_group == key and not o.is_delete():
             found = (True, o.value())
     return found
@@ -131,9 +137,6 @@ def fold_requeue_trap(script: str, *, hint: str = "--verbose shows it") -> str:
 
 def _env_file(config: Any) -> dict[str, str] | None:
     """The env file the setup lines write, decoded, secret-looking values redacted."""
-    from mushin_box._container.rankwrap import env_file_written
-    from mushin_box._core.redact import redact_env_text
-
     written = env_file_written(str(config.get("python") or ""), config.get("setup") or [])
     if written is None:
         return None
@@ -144,10 +147,6 @@ def _env_file(config: Any) -> dict[str, str] | None:
 def _sbatch_text(plan: Any, cells: int | None) -> tuple[str, str | None]:
     """The sbatch script (the first array's, when the sweep is split into several), and
     a line saying how it is split (None: one job or one array)."""
-    from mushin_box._container.rankwrap import fold_env_file
-    from mushin_box._slurm.arrays import first_array
-    from mushin_box._slurm.launcher import render_sbatch
-
     config = dict(plan.launcher_config)
     root = plan.working_dir or "<sweep directory>"
     folder = str(config.pop("submitit_folder", f"{root}/.submitit/%j"))
@@ -166,10 +165,6 @@ def review_plan(
 ) -> dict[str, Any]:
     """The dry run's review of ``plan`` (see the module doc); ``errors`` found before (a
     failed pre-flight) are listed first."""
-    from mushin_box._core.secrets import SecretVault
-    from mushin_box._launch.plan import hydra_error_line
-    from mushin_box._sweep.compose import MissingValueError, check_composes, check_required
-
     data = plan.to_dict()
     problems = list(errors)
     warnings: list[str] = []
@@ -177,14 +172,14 @@ def review_plan(
         data["overrides"] = SecretVault().hide_in_overrides(list(plan.overrides))
     except ValueError as exc:  # a sweep over a secret-looking key
         problems.append(str(exc))
-    config = _config_of(target)
+    config = config_of(target)
     try:  # what the launch composes first: an override Hydra refuses is refused here too
         composed = check_composes(config, list(plan.overrides))
     except Exception as exc:
         problems.append(hydra_error_line(exc, plan.overrides))
     else:  # and a value the task needs that is given nowhere, as the launch refuses it
         try:
-            check_required(_task_of(target), composed)
+            check_required(task_of(target), composed)
         except MissingValueError as exc:
             problems.append(str(exc))
     cells, axes = count_cells(plan.overrides)
@@ -207,25 +202,9 @@ def review_plan(
     return data
 
 
-def _task_of(target: Any) -> Any:
-    """The task a launch of ``target`` runs (a config-only experiment's: ``fit_task``)."""
-    from mushin_box._sweep.workflow import Workflow
-    from mushin_box._train.configtask import fit_task
-
-    return target.task if isinstance(target, Workflow) else fit_task
-
-
-def _config_of(target: Any) -> Any:
-    from mushin_box._sweep.workflow import Workflow
-
-    return target.config if isinstance(target, Workflow) else target
-
-
 def _slurm_warnings(
     plan: Any, config: Any, launcher: dict[str, Any], check_accounts: bool
 ) -> list[str]:
-    from mushin_box._launch.plan import select_key
-
     out: list[str] = []
     given, accelerator = _override_value(plan.overrides, "trainer.accelerator")
     if not given:
@@ -238,8 +217,6 @@ def _slurm_warnings(
             "trainer.accelerator=gpu"
         )
     if "account" not in launcher and check_accounts:
-        from mushin_box._slurm.probe import account_check
-
         accounts = account_check()
         if accounts.enforced and accounts.default is None:
             out.append(

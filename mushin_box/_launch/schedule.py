@@ -2,12 +2,10 @@
 """The ``mushin_slurm`` launcher config of a launch, checked value by value with its source.
 
 Values come from flags, the profile and defaults (:mod:`mushin_box._launch.options`), and
-from ``hydra.launcher.KEY=VALUE`` overrides. An override used to reach Hydra as is: it
-skipped :func:`~mushin_box.submitit_slurm_config`'s checks and was missing from the plan.
-Now it is taken out of the overrides and goes through the same checks as the flags, wins
-over them (it is the most specific thing the user wrote), and shows in the plan with its
-source. Each value is checked alone first, so that an error names where the value came
-from (``--partition: ...``, ``profile gpu (pyproject.toml): ...``, ``override
+from ``hydra.launcher.KEY=VALUE`` overrides: an override goes through the same checks as
+the flags, wins over them (it is the most specific thing the user wrote), and shows in the
+plan with its source. Each value is checked alone first, so that an error names where the
+value came from (``--partition: ...``, ``profile gpu (pyproject.toml): ...``, ``override
 hydra.launcher.qos=...: ...``), then all together (memory options that exclude each other),
 then by the launcher itself (its own fields: ``requeue_on``, ``max_requeues``, ...).
 """
@@ -18,32 +16,28 @@ import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mushin_box._slurm.config import SLURM_LAUNCHER_KEYS, submitit_slurm_config
+from mushin_box._core.errors import MushinBoxError
+from mushin_box._core.overrideparse import parse_overrides
+from mushin_box._core.targets import public
+from mushin_box._slurm.config import SETTING_FIELDS, SlurmSettings, submitit_slurm_config
+from mushin_box._slurm.launcher import SubmititCellLauncher
 
-__all__ = [
-    "LAUNCHER_ONLY_KEYS",
-    "ScheduleError",
-    "slurm_launcher_config",
-    "split_launcher_overrides",
-]
+__all__ = ["ScheduleError", "slurm_launcher_config", "split_launcher_overrides"]
 
-#: ``mushin_slurm`` fields that ``submitit_slurm_config`` does not take (the launcher's own)
-LAUNCHER_ONLY_KEYS = (
-    *("requeue_on", "max_requeues", "rank_signal", "poll_interval_s", "max_wait_s"),
-    "max_array_tasks",
-)
 _TOPOLOGY = {"nodes": "--nodes", "gpus_per_node": "--gpus", "tasks_per_node": "--gpus"}
-_IMAGE_FIELDS = {"python": "--image", "srun_args": "--image", "setup": None}
+_FIELDS = tuple(f.name for f in SETTING_FIELDS)
 
 
-class ScheduleError(ValueError):
+@public
+class ScheduleError(MushinBoxError, ValueError):
     """A scheduler value that cannot work; the message names its source and the fix."""
 
 
 def split_launcher_overrides(
-    overrides: Sequence[str],
-) -> tuple[list[str], dict[str, Any], dict[str, str]]:
-    """``(other overrides, hydra.launcher values, their sources)``.
+    overrides: Sequence[str], settings: SlurmSettings | None = None
+) -> tuple[list[str], SlurmSettings]:
+    """``(other overrides, settings with the hydra.launcher values over them)``; each
+    value's source is its override.
 
     Raises
     ------
@@ -54,19 +48,16 @@ def split_launcher_overrides(
 
     Examples
     --------
-    >>> split_launcher_overrides(["lr=0.1", "hydra.launcher.qos=high",
-    ...                           "hydra.launcher.additional_parameters.mail-type=END"])
-    (['lr=0.1'], {'qos': 'high', 'additional_parameters': {'mail-type': 'END'}}, \
-{'qos': 'override hydra.launcher.qos=high', 'additional_parameters.mail-type': \
-'override hydra.launcher.additional_parameters.mail-type=END'})
+    >>> rest, s = split_launcher_overrides(["lr=0.1", "hydra.launcher.qos=high",
+    ...                                     "hydra.launcher.additional_parameters.mail-type=END"])
+    >>> rest, s.given()
+    (['lr=0.1'], {'qos': 'high', 'additional_parameters': {'mail-type': 'END'}})
+    >>> s.sources["additional_parameters.mail-type"]
+    'override hydra.launcher.additional_parameters.mail-type=END'
     """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     rest: list[str] = []
-    values: dict[str, Any] = {}
-    sources: dict[str, str] = {}
-    parsed = OverridesParser.create().parse_overrides(list(overrides))
-    for text, o in zip(overrides, parsed, strict=True):
+    settings = SlurmSettings() if settings is None else settings
+    for text, o in zip(overrides, parse_overrides(overrides), strict=True):
         key = o.key_or_group
         if key in ("hydra/launcher", "hydra.launcher"):
             raise ScheduleError(
@@ -77,7 +68,6 @@ def split_launcher_overrides(
             rest.append(text)
             continue
         name = key.removeprefix("hydra.launcher.")
-        source = f"override {text}"
         if o.is_sweep_override():
             raise ScheduleError(
                 f"override {text!r}: one launcher runs the whole sweep, so its {name} cannot "
@@ -90,12 +80,12 @@ def split_launcher_overrides(
             raise ScheduleError(
                 f"override {text!r}: {_TOPOLOGY[head]} sets {head} (one task per GPU); use it"
             )
-        accepted = (*SLURM_LAUNCHER_KEYS, *LAUNCHER_ONLY_KEYS)
-        if head in _IMAGE_FIELDS and head != "setup":
+        if head in ("python", "srun_args"):
             raise ScheduleError(
                 f"override {text!r}: {head} is written by --image (the rank container); "
                 "use --image, --bind and --image-python"
             )
+        accepted = (*_TOPOLOGY, *_FIELDS)
         if head not in accepted or (sub and head != "additional_parameters"):
             close = difflib.get_close_matches(head, accepted, n=1)
             hint = f"did you mean hydra.launcher.{close[0]}? " if close else ""
@@ -103,34 +93,15 @@ def split_launcher_overrides(
                 f"override {text!r}: mushin_slurm has no field {name!r}; {hint}fields: "
                 f"{', '.join(sorted(accepted))}"
             )
-        if sub:  # one sbatch option: merged into additional_parameters
-            values.setdefault("additional_parameters", {})[sub] = o.value()
-            sources[f"additional_parameters.{sub}"] = source
-        elif head == "additional_parameters" and isinstance(parsed_value := o.value(), dict):
-            value: dict[str, Any] = {str(k): v for k, v in parsed_value.items()}  # pyright: ignore[reportUnknownVariableType]
-            values.setdefault("additional_parameters", {}).update(value)
-            for option in value:
-                sources[f"additional_parameters.{option}"] = source
-        else:
-            values[head] = o.value()
-            sources[head] = source
-    return rest, values, sources
-
-
-def _source_of(key: str, sources: Mapping[str, str], value: Any) -> str:
-    if key == "additional_parameters" and isinstance(value, dict):
-        named = {sources.get(f"additional_parameters.{k}", "") for k in value}
-        return " / ".join(sorted(s for s in named if s)) or "additional_parameters"
-    return sources.get(key, key)
+        value = {sub: o.value()} if sub else o.value()
+        if head == "additional_parameters" and isinstance(value, dict):
+            value = {str(k): v for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType]
+        settings = settings.merged({head: value}, f"override {text}")
+    return rest, settings
 
 
 def slurm_launcher_config(
-    *,
-    nodes: int,
-    gpus: int,
-    settings: Mapping[str, Any],
-    sources: Mapping[str, str],
-    container: Mapping[str, Any] | None = None,
+    *, nodes: int, gpus: int, settings: SlurmSettings, container: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     """The checked launcher config: ``submitit_slurm_config(nodes, gpus, **settings,
     **container)`` plus the launcher's own fields, then the launcher's checks.
@@ -138,36 +109,37 @@ def slurm_launcher_config(
     Raises
     ------
     ScheduleError
-        The first value that cannot work, named by its source (``sources[key]``).
+        The first value that cannot work, named by its source.
     """
-    mine = {k: v for k, v in settings.items() if k in LAUNCHER_ONLY_KEYS}
-    theirs = {k: v for k, v in settings.items() if k not in LAUNCHER_ONLY_KEYS}
-    alone: list[tuple[str, dict[str, Any], Any]] = []
-    for key, value in theirs.items():
+    alone: list[tuple[str, dict[str, Any]]] = []  # alone first: the error names the source
+    for key, value in settings.given(launcher=False).items():
         if key == "additional_parameters" and isinstance(value, Mapping):
             for option, v in value.items():  # pyright: ignore[reportUnknownVariableType]
-                alone.append((key, {key: {option: v}}, {option: v}))  # its own source
+                source = settings.sources.get(f"{key}.{option}", key)
+                alone.append((source, {key: {option: v}}))
         else:
-            alone.append((key, {key: value}, value))
-    for key, kwargs, value in alone:  # alone first: the error names the value's source
+            alone.append((settings.source(key), {key: value}))
+    for source, kwargs in alone:
         try:
             submitit_slurm_config(nodes=nodes, gpus_per_node=gpus, **kwargs)
         except (TypeError, ValueError) as exc:
-            raise ScheduleError(f"{_source_of(key, sources, value)}: {exc}") from None
+            raise ScheduleError(f"{source}: {exc}") from None
     try:
         config = submitit_slurm_config(
-            nodes=nodes, gpus_per_node=gpus, **theirs, **dict(container or {})
+            nodes=nodes,
+            gpus_per_node=gpus,
+            **settings.given(launcher=False),
+            **dict(container or {}),
         )
     except (TypeError, ValueError) as exc:
         raise ScheduleError(str(exc)) from None
+    mine = settings.given(launcher=True)
     config.update(mine)
-    from mushin_box._slurm.launcher import SubmititCellLauncher
-
     for key, value in mine.items():
         try:
             SubmititCellLauncher("slurm", {key: value})
         except (TypeError, ValueError) as exc:
-            raise ScheduleError(f"{sources.get(key, key)}: {exc}") from None
+            raise ScheduleError(f"{settings.source(key)}: {exc}") from None
     try:
         SubmititCellLauncher("slurm", config)
     except (TypeError, ValueError) as exc:

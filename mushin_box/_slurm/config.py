@@ -15,6 +15,8 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import attrs
+
 from mushin_box._core.targets import public
 from mushin_box._slurm.grammar import (  # noqa: F401  (moved; their importers still come here)
     memory_fields,
@@ -24,6 +26,7 @@ from mushin_box._slurm.grammar import (  # noqa: F401  (moved; their importers s
 
 __all__ = [
     "SLURM_LAUNCHER_KEYS",
+    "SlurmSettings",
     "check_sbatch_option",
     "refuse_control_characters",
     "sbatch_options",
@@ -99,23 +102,6 @@ _LOGS = (
     "submitit writes each job's logs under the sweep directory, where `mushin-box logs` reads "
     "them (stderr_to_stdout=True merges the two); drop the option"
 )
-#: sbatch options the kit writes from one field of its own: where that value is set
-_SET_ELSEWHERE: dict[str, str] = {
-    "partition": "--partition (partition= in Python), the value the review shows",
-    "account": "--account (account= in Python)",
-    "qos": "--qos (qos= in Python)",
-    "constraint": "--constraint (constraint= in Python)",
-    "exclude": "--exclude (exclude= in Python)",
-    "comment": "hydra.launcher.comment (comment= in Python)",
-    "job-name": "--job-name (name= in Python): one name per job, which squeue and cancel go by",
-    "time": (
-        "--time (timeout_min= in Python): the one limit that the requeue trap, the GPU-hours "
-        "and the review count from"
-    ),
-    "cpus-per-task": "--cpus-per-task (cpus_per_task= in Python)",
-    "mem-per-cpu": "hydra.launcher.mem_per_cpu (mem_per_cpu= in Python)",
-    "mem-per-gpu": "hydra.launcher.mem_per_gpu (mem_per_gpu= in Python)",
-}
 #: sbatch options only the kit writes, and why
 _KIT_ONLY: dict[str, str] = {
     "array": (
@@ -130,7 +116,6 @@ _KIT_ONLY: dict[str, str] = {
         "signal_delay_s instead"
     ),
 }
-_OWNED = (*_LAYOUT_OPTIONS, *_SET_ELSEWHERE, *_KIT_ONLY)
 
 
 def check_sbatch_option(option: object, value: object, *, where: str) -> None:
@@ -169,9 +154,11 @@ def check_sbatch_option(option: object, value: object, *, where: str) -> None:
             f"option), got {value!r}"
         )
     name = option.replace("_", "-")  # submitit writes the option so
-    owned = name if name in _OWNED else None
+    elsewhere = _set_elsewhere()
+    owned_options = (*_LAYOUT_OPTIONS, *elsewhere, *_KIT_ONLY)
+    owned = name if name in owned_options else None
     if owned is None and name != "mem":  # sbatch takes an unambiguous prefix of an option
-        owned = next((o for o in sorted(_OWNED) if o.startswith(name)), None)
+        owned = next((o for o in sorted(owned_options) if o.startswith(name)), None)
     if owned is None:
         return
     said = f"{where}: sbatch's --{owned}" + (
@@ -184,8 +171,8 @@ def check_sbatch_option(option: object, value: object, *, where: str) -> None:
             f"{said} would override the job layout that submitit_slurm_config derives (one "
             "task per GPU); set --nodes/--gpus (nodes=/gpus_per_node= in Python) instead"
         )
-    if owned in _SET_ELSEWHERE:
-        raise ValueError(f"{said} is set by {_SET_ELSEWHERE[owned]}; set it there instead")
+    if owned in elsewhere:
+        raise ValueError(f"{said} is set by {elsewhere[owned]}; set it there instead")
     raise ValueError(f"{said}: {_KIT_ONLY[owned]}")
 
 
@@ -228,25 +215,139 @@ def _gres(key: str, value: object) -> str:
 
 _Validator = Callable[[str, object], Any]
 
-# Optional fields of hydra-submitit-launcher 1.2.0's SlurmQueueConf (BaseQueueConf included),
-# i.e. the keys Hydra accepts under `hydra.launcher`, with the type the launcher declares.
+
+def _setting(
+    check: _Validator | None,
+    *,
+    flag: str | None = None,
+    sbatch: str | None = None,
+    note: str = "",
+    default: Any = None,
+) -> Any:
+    """A field of :class:`SlurmSettings` and its metadata: ``check`` (key, value) -> value
+    to store (None: the launcher checks it), the launch ``flag`` that sets it, the ``sbatch``
+    option it writes (refused in a table of sbatch options, with ``note`` saying why)."""
+    meta = {"check": check, "flag": flag, "sbatch": sbatch, "note": note}
+    return attrs.field(default=default, metadata=meta, kw_only=True)
+
+
+@attrs.frozen
+class SlurmSettings:
+    """A launch's scheduler settings (``hydra.launcher`` fields besides the topology and
+    the image's), each with where it came from.
+
+    A field's metadata names its launch flag, the sbatch option it writes and its check.
+    ``sources`` maps a field (or ``additional_parameters.OPTION``) to where its value came
+    from: ``--flag``, ``profile NAME (file)``, ``override hydra.launcher.K=V`` or
+    ``default``. None is "not set": the launcher's default applies.
+
+    Examples
+    --------
+    >>> s = SlurmSettings().merged({"partition": "gpu"}, "--partition")
+    >>> s.given(), s.sources
+    ({'partition': 'gpu'}, {'partition': '--partition'})
+    >>> s.merged({"additional_parameters": {"mail-type": "END"}}, "--sbatch").sources
+    {'partition': '--partition', 'additional_parameters.mail-type': '--sbatch'}
+    """
+
+    partition: str | None = _setting(
+        _string, flag="--partition", sbatch="partition", note=", the value the review shows"
+    )
+    account: str | None = _setting(_string, flag="--account", sbatch="account")
+    qos: str | None = _setting(_string, flag="--qos", sbatch="qos")
+    constraint: str | None = _setting(_string, flag="--constraint", sbatch="constraint")
+    exclude: str | None = _setting(_string, flag="--exclude", sbatch="exclude")
+    comment: str | None = _setting(_string, sbatch="comment")
+    name: str | None = _setting(
+        _string,
+        flag="--job-name",
+        sbatch="job-name",
+        note=": one name per job, which squeue and cancel go by",
+    )
+    timeout_min: int | None = _setting(
+        _positive_int,
+        flag="--time",
+        sbatch="time",
+        note=(": the one limit that the requeue trap, the GPU-hours and the review count from"),
+    )
+    cpus_per_task: int | None = _setting(
+        _positive_int, flag="--cpus-per-task", sbatch="cpus-per-task"
+    )
+    mem_gb: int | None = _setting(_memory_gb, flag="--mem")
+    mem_per_cpu: str | None = _setting(_string, sbatch="mem-per-cpu")
+    mem_per_gpu: str | None = _setting(_string, sbatch="mem-per-gpu")
+    array_parallelism: int | None = _setting(_positive_int, flag="--max-parallel")
+    additional_parameters: Mapping[str, Any] | None = _setting(sbatch_options, flag="--sbatch")
+    submitit_folder: str | None = _setting(_string)
+    stderr_to_stdout: bool | None = _setting(_boolean)
+    gres: str | None = _setting(_gres)
+    signal_delay_s: int | None = _setting(_non_negative_int)
+    max_num_timeout: int | None = _setting(_non_negative_int)
+    setup: Sequence[str] | None = _setting(_string_list)
+    # the launcher's own fields (mushin_slurm), checked by the launcher
+    requeue_on: Sequence[str] | None = _setting(None)
+    max_requeues: int | None = _setting(None)
+    rank_signal: str | None = _setting(None)
+    poll_interval_s: float | None = _setting(None)
+    max_wait_s: float | None = _setting(None)
+    max_array_tasks: int | None = _setting(None)
+    sources: Mapping[str, str] = attrs.field(factory=dict, kw_only=True)
+
+    def given(self, *, launcher: bool | None = None) -> dict[str, Any]:
+        """The fields set (not None), in field order; ``launcher``: only the launcher's
+        own fields (True) or only ``submitit_slurm_config``'s (False)."""
+        return {
+            f.name: value
+            for f in SETTING_FIELDS
+            if (value := getattr(self, f.name)) is not None
+            and (launcher is None or launcher == (f.metadata["check"] is None))
+        }
+
+    def merged(self, values: Mapping[str, Any], source: str) -> SlurmSettings:
+        """These settings with ``values`` over them, each from ``source``; a table of sbatch
+        options joins the one there is, option by option."""
+        new, sources = dict(values), dict(self.sources)
+        extra = new.get("additional_parameters")
+        if table := isinstance(extra, Mapping):  # else refused, with its source, by the check
+            new["additional_parameters"] = {**(self.additional_parameters or {}), **extra}
+        for key in new:
+            if key == "additional_parameters" and table:
+                sources.update({f"{key}.{k}": source for k in extra})  # pyright: ignore[reportUnknownVariableType,reportOptionalIterable]
+            else:
+                sources[key] = source
+        return attrs.evolve(self, **new, sources=sources)
+
+    def source(self, key: str) -> str:
+        """Where ``key``'s value came from; for the sbatch table, its options' sources."""
+        extra = self.additional_parameters
+        if key == "additional_parameters" and isinstance(extra, Mapping):
+            named = {self.sources.get(f"additional_parameters.{k}", "") for k in extra}
+            return " / ".join(sorted(s for s in named if s)) or "additional_parameters"
+        return self.sources.get(key, key)
+
+
+#: the fields of :class:`SlurmSettings` that are settings (not ``sources``)
+SETTING_FIELDS = tuple(f for f in attrs.fields(SlurmSettings) if f.name != "sources")
+# the optional SlurmQueueConf fields submitit_slurm_config takes as **extra
 _OPTIONAL_FIELDS: dict[str, _Validator] = {
-    "submitit_folder": _string,
-    "name": _string,
-    "stderr_to_stdout": _boolean,
-    "qos": _string,
-    "comment": _string,
-    "constraint": _string,
-    "exclude": _string,
-    "gres": _gres,
-    "mem_per_gpu": _string,
-    "mem_per_cpu": _string,
-    "signal_delay_s": _non_negative_int,
-    "max_num_timeout": _non_negative_int,
-    "additional_parameters": sbatch_options,
-    "array_parallelism": _positive_int,
-    "setup": _string_list,
+    f.name: f.metadata["check"]
+    for f in SETTING_FIELDS
+    if f.metadata["check"] is not None
+    and f.name not in ("partition", "account", "timeout_min", "cpus_per_task", "mem_gb")
 }
+
+
+def _set_elsewhere() -> dict[str, str]:
+    """sbatch options the kit writes from one field of its own: where that value is set."""
+    return {
+        f.metadata["sbatch"]: (
+            f"{f.metadata['flag'] or 'hydra.launcher.' + f.name} ({f.name}= in Python)"
+            f"{f.metadata['note']}"
+        )
+        for f in SETTING_FIELDS
+        if f.metadata["sbatch"]
+    }
+
 
 # Keys that exist (in the launcher, in submitit or in sbatch) but must not be passed here.
 _REFUSED: dict[str, str] = {

@@ -231,39 +231,32 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mushin_box._launch.options import (
-        OptionError,
-        check_where,
-        experiment_name,
-        resolve_options,
-    )
+    from mushin_box._launch.options import check_where, experiment_name, resolve_options
     from mushin_box.cli.main import UsageError
 
     started = time.monotonic()
     if isinstance(args.nodes, tuple):  # --nodes N or MIN:MAX
         args.min_nodes, args.nodes = args.nodes
     _check_flags(args)
-    try:  # flags, profile and place, before the experiment (and torch) is imported
-        opts = resolve_options(
-            _flags(args), args.profile, default_name=experiment_name(args.experiment)
+    # flags, profile and place, before the experiment (and torch) is imported
+    opts = resolve_options(
+        _flags(args), args.profile, default_name=experiment_name(args.experiment)
+    )
+    local, why = _where(args)
+    if args.detach and local and not args.local:  # the probe's answer, not --local's
+        raise UsageError(
+            f"--detach submits to SLURM, and no SLURM controller answered ({why}); "
+            "check that the controller is up and SLURM_CONF names its config, or drop "
+            "--detach to run here"
         )
-        local, why = _where(args)
-        if args.detach and local and not args.local:  # the probe's answer, not --local's
-            raise UsageError(
-                f"--detach submits to SLURM, and no SLURM controller answered ({why}); "
-                "check that the controller is up and SLURM_CONF names its config, or drop "
-                "--detach to run here"
-            )
-        check_where(
-            opts,
-            local=local,
-            why=why,
-            nodes=args.nodes,
-            image_flag=args.image is not None,
-            detach=args.detach,
-        )
-    except OptionError as exc:
-        raise UsageError(str(exc)) from None
+    check_where(
+        opts,
+        local=local,
+        why=why,
+        nodes=args.nodes,
+        image_flag=args.image is not None,
+        detach=args.detach,
+    )
     if args.working_dir is None:
         # chosen here rather than by Workflow.run, so that it is printed before anything runs
         # (and shown by --dry-run); the same default: multirun/<timestamp>
@@ -273,40 +266,36 @@ def run(args: argparse.Namespace) -> int:
     args.working_dir = os.path.abspath(args.working_dir)
 
     from mushin_box._container.preflight import PreflightError
-    from mushin_box._launch.loading import LoadError, load_target
-    from mushin_box._launch.plan import LaunchError, plan_launch
+    from mushin_box._launch.loading import load_target
+    from mushin_box._launch.plan import plan_launch
     from mushin_box._launch.run import run_launch
 
     preflight_error: str | None = None
+    target, pythonpath = load_target(args.experiment)
+    kwargs: dict[str, Any] = dict(
+        nodes=args.nodes,
+        gpus=args.gpus,
+        overrides=args.overrides,
+        local=local,
+        where=why,
+        slurm=opts.slurm,
+        working_dir=args.working_dir,
+        pythonpath=pythonpath,
+    )
+    if args.torchrun:
+        kwargs.update(torchrun=True, max_restarts=args.max_restarts or 0)
+        kwargs.update(min_nodes=args.min_nodes)
+    if not local:
+        kwargs.update(image=opts.image, binds=opts.binds, image_python=opts.image_python)
+    if args.print_config:  # the config only: the image's pre-flight is the dry run's
+        return _print_config(target, plan_launch(target, **kwargs, preflight=False))
     try:
-        target, pythonpath = load_target(args.experiment)
-        kwargs: dict[str, Any] = dict(
-            nodes=args.nodes,
-            gpus=args.gpus,
-            overrides=args.overrides,
-            local=local,
-            where=why,
-            slurm=opts.slurm,
-            sources=opts.sources,
-            working_dir=args.working_dir,
-            pythonpath=pythonpath,
-        )
-        if args.torchrun:
-            kwargs.update(torchrun=True, max_restarts=args.max_restarts or 0)
-            kwargs.update(min_nodes=args.min_nodes)
-        if not local:
-            kwargs.update(image=opts.image, binds=opts.binds, image_python=opts.image_python)
-        if args.print_config:  # the config only: the image's pre-flight is the dry run's
-            return _print_config(target, plan_launch(target, **kwargs, preflight=False))
-        try:
-            plan = plan_launch(target, **kwargs)
-        except PreflightError as exc:
-            if not args.dry_run:
-                raise
-            preflight_error = str(exc)  # the review shows the rest of the plan, then this
-            plan = plan_launch(target, **kwargs, preflight=False)
-    except (LaunchError, LoadError, PreflightError) as exc:
-        raise UsageError(str(exc)) from None
+        plan = plan_launch(target, **kwargs)
+    except PreflightError as exc:
+        if not args.dry_run:
+            raise
+        preflight_error = str(exc)  # the review shows the rest of the plan, then this
+        plan = plan_launch(target, **kwargs, preflight=False)
     refused = _ask_cluster(plan)  # sbatch --test-only and sinfo: before anything is written
     actions = _resume_actions(args, target) if args.resume else None
     if args.dry_run:
@@ -314,28 +303,24 @@ def run(args: argparse.Namespace) -> int:
         return _dry_run(args, target, plan, errors, started, actions)
     if refused:
         raise UsageError(refused)
-    return _launch(args, target, plan, run_launch, LaunchError)
+    return _launch(args, target, plan, run_launch)
 
 
 def _resume_actions(args: argparse.Namespace, target: Any) -> list[Any] | None:
     """What a resume does per cell (:func:`mushin_box._launch.resume.resume_actions`);
     ``mushin-box resume`` sets ``cells``, ``changed`` and ``restart`` on the arguments."""
     from mushin_box._launch.loading import experiment_file
-    from mushin_box._launch.resume import ResumeError, resume_actions
-    from mushin_box.cli.main import UsageError
+    from mushin_box._launch.resume import resume_actions
 
-    try:
-        return resume_actions(
-            args.working_dir,
-            target,
-            experiment_file(args.experiment),
-            args.overrides,
-            cells=getattr(args, "cells", ()),
-            changed=getattr(args, "changed", None),
-            restart=getattr(args, "restart", True),
-        )
-    except ResumeError as exc:
-        raise UsageError(str(exc)) from None
+    return resume_actions(
+        args.working_dir,
+        target,
+        experiment_file(args.experiment),
+        args.overrides,
+        cells=getattr(args, "cells", ()),
+        changed=getattr(args, "changed", None),
+        restart=getattr(args, "restart", True),
+    )
 
 
 def _ask_cluster(plan: Any) -> str | None:
@@ -478,10 +463,8 @@ def format_review(review: dict[str, Any], *, verbose: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any, error: Any) -> int:
+def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any) -> int:
     from mushin_box._launch.loading import experiment_file
-    from mushin_box._sweepdir.manifest import SweepBusyError
-    from mushin_box.cli.main import UsageError
 
     where = (
         f"SLURM, {plan.nodes} node(s) x {plan.gpus} rank(s) ({plan.where})"
@@ -507,8 +490,6 @@ def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any, e
             source=experiment_file(args.experiment),
             record=_record(args),
         )
-    except (error, SweepBusyError) as exc:  # refused its arguments, a live or locked sweep
-        raise UsageError(str(exc)) from None
     except KeyboardInterrupt:
         if plan.mode != "slurm" or args.cancel_on_interrupt:
             print("[mushin-box launch] interrupted; the sweep's jobs were stopped", file=sys.stderr)

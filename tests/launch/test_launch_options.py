@@ -22,6 +22,7 @@ from mushin_box._launch.schedule import (
     slurm_launcher_config,
     split_launcher_overrides,
 )
+from mushin_box._slurm.config import SlurmSettings
 
 pytestmark = pytest.mark.floor  # the floor job's subset (scripts/floor)
 
@@ -58,7 +59,7 @@ def resolve(flags: dict[str, Any], profile: str | None, cwd: Path) -> Any:
 
 def test_the_default_profile_applies_and_the_plan_says_where_from(project: Path) -> None:
     opts = resolve({}, None, project / "sub")  # found from a subdirectory, as pip finds it
-    assert opts.slurm == {
+    assert opts.slurm.given() == {
         "partition": "gpu",
         "account": "proj42",
         "name": "exp",
@@ -68,8 +69,8 @@ def test_the_default_profile_applies_and_the_plan_says_where_from(project: Path)
         "additional_parameters": {"mail-type": "END"},
     }
     source = f"profile default ({project / 'pyproject.toml'})"
-    assert opts.sources["partition"] == source and opts.sources["name"] == "default"
-    assert opts.sources["additional_parameters.mail-type"] == source
+    assert opts.slurm.sources["partition"] == source and opts.slurm.sources["name"] == "default"
+    assert opts.slurm.sources["additional_parameters.mail-type"] == source
     assert opts.image == str(project / "images" / "train.sif")  # relative to the file
     assert opts.binds == ("/data:/data:ro",) and opts.explicit == ()
 
@@ -77,16 +78,16 @@ def test_the_default_profile_applies_and_the_plan_says_where_from(project: Path)
 def test_flags_win_over_the_named_profile(project: Path) -> None:
     flags = {"time": 90, "mem": 2048, "bind": ["/scratch"], "sbatch": ["mail-type=FAIL"]}
     opts = resolve(flags, "long", project)
-    assert opts.slurm["partition"] == "gpu-long" and opts.slurm["timeout_min"] == 90
-    assert opts.sources["timeout_min"] == "--time" and opts.slurm["mem_gb"] == 2
-    assert opts.slurm["additional_parameters"] == {"mail-type": "FAIL"}
-    assert opts.binds == ("/scratch",) and "account" not in opts.slurm  # long has none
+    assert opts.slurm.partition == "gpu-long" and opts.slurm.timeout_min == 90
+    assert opts.slurm.sources["timeout_min"] == "--time" and opts.slurm.mem_gb == 2
+    assert opts.slurm.additional_parameters == {"mail-type": "FAIL"}
+    assert opts.binds == ("/scratch",) and opts.slurm.account is None  # long has none
     assert opts.explicit == ("--time", "--mem", "--sbatch", "--bind")
 
 
 def test_no_project_no_profile(tmp_path: Path) -> None:
     opts = resolve({}, None, tmp_path)
-    assert opts.profile is None and opts.slurm == {
+    assert opts.profile is None and opts.slurm.given() == {
         "name": "exp",
         "timeout_min": 60,
         "cpus_per_task": 1,
@@ -172,11 +173,11 @@ def test_the_default_job_name_is_the_experiments() -> None:
 
 
 def test_launcher_overrides_leave_the_task_overrides_and_keep_their_source() -> None:
-    rest, values, sources = split_launcher_overrides(
+    rest, settings = split_launcher_overrides(
         ["lr=0.1", "hydra.launcher.qos=high", "hydra.launcher.timeout_min=30"]
     )
-    assert rest == ["lr=0.1"] and values == {"qos": "high", "timeout_min": 30}
-    assert sources["qos"] == "override hydra.launcher.qos=high"
+    assert rest == ["lr=0.1"] and settings.given() == {"qos": "high", "timeout_min": 30}
+    assert settings.sources["qos"] == "override hydra.launcher.qos=high"
 
 
 @pytest.mark.parametrize(
@@ -197,19 +198,19 @@ def test_launcher_overrides_refused(override: str, message: str) -> None:
 
 
 def test_each_value_is_checked_and_named_by_its_source() -> None:
-    sources = {
-        "partition": "--partition",
-        "max_requeues": "override hydra.launcher.max_requeues=-1",
-    }
+    partition = SlurmSettings().merged({"partition": "a\nb"}, "--partition")
+    requeues = SlurmSettings().merged(
+        {"max_requeues": -1}, "override hydra.launcher.max_requeues=-1"
+    )
     with pytest.raises(ScheduleError, match=r"^--partition: partition='a\\nb': a control"):
-        slurm_launcher_config(nodes=1, gpus=1, settings={"partition": "a\nb"}, sources=sources)
+        slurm_launcher_config(nodes=1, gpus=1, settings=partition)
     with pytest.raises(ScheduleError, match=r"^override hydra.launcher.max_requeues=-1: "):
-        slurm_launcher_config(nodes=1, gpus=1, settings={"max_requeues": -1}, sources=sources)
-    _, values, found = split_launcher_overrides(["hydra.launcher.additional_parameters.signal=X"])
+        slurm_launcher_config(nodes=1, gpus=1, settings=requeues)
+    _, found = split_launcher_overrides(["hydra.launcher.additional_parameters.signal=X"])
     with pytest.raises(ScheduleError, match="set signal_delay_s instead"):
-        slurm_launcher_config(nodes=1, gpus=1, settings=values, sources=found)
+        slurm_launcher_config(nodes=1, gpus=1, settings=found)
     config = slurm_launcher_config(
-        nodes=2, gpus=4, settings={"qos": "high", "requeue_on": ["timeout"]}, sources={}
+        nodes=2, gpus=4, settings=SlurmSettings(qos="high", requeue_on=["timeout"])
     )
     assert config["qos"] == "high" and config["requeue_on"] == ["timeout"]
 

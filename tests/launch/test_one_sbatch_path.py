@@ -75,9 +75,9 @@ def test_every_source_is_refused_with_the_same_reason(
     )
 
     override = f"hydra.launcher.additional_parameters.{option}={value}"
-    _, values, sources = split_launcher_overrides([override])
+    _, settings = split_launcher_overrides([override])
     with pytest.raises(ScheduleError) as hydra:  # hydra.launcher.additional_parameters
-        slurm_launcher_config(nodes=1, gpus=2, settings=values, sources=sources)
+        slurm_launcher_config(nodes=1, gpus=2, settings=settings)
     assert str(hydra.value) == (f"override {override}: additional_parameters[{option!r}]: {said}")
 
 
@@ -85,13 +85,9 @@ def test_the_source_named_is_the_options_own(tmp_path: Path) -> None:
     # --mem under a GB is an sbatch option too: an override beside it is named alone
     opts = resolve_options({"mem": 500}, None, default_name="e", cwd=tmp_path)
     override = "hydra.launcher.additional_parameters.array=0-9"
-    _, values, sources = split_launcher_overrides([override])
-    settings = {**opts.slurm, "additional_parameters": {**opts.slurm["additional_parameters"]}}
-    settings["additional_parameters"].update(values["additional_parameters"])
+    _, settings = split_launcher_overrides([override], opts.slurm)
     with pytest.raises(ScheduleError, match=rf"^override {override}: ") as info:
-        slurm_launcher_config(
-            nodes=1, gpus=1, settings=settings, sources={**opts.sources, **sources}
-        )
+        slurm_launcher_config(nodes=1, gpus=1, settings=settings)
     assert "--mem" not in str(info.value)
 
 
@@ -100,7 +96,7 @@ def test_the_source_named_is_the_options_own(tmp_path: Path) -> None:
 )
 def test_other_sbatch_options_still_pass(tmp_path: Path, pairs: list[str]) -> None:
     opts = resolve_options({"sbatch": pairs}, None, default_name="e", cwd=tmp_path)
-    assert set(opts.slurm["additional_parameters"]) == {p.partition("=")[0] for p in pairs}
+    assert set(opts.slurm.additional_parameters) == {p.partition("=")[0] for p in pairs}
 
 
 def test_mem_in_a_table_points_at_the_mem_key(tmp_path: Path) -> None:

@@ -50,11 +50,11 @@ def test_the_projects_keys_win_and_the_users_fill_in(user: Path, tmp_path: Path)
     assert profile is not None
     assert dict(profile.values) == {"partition": "gpu", "time": 120, "account": "proj42"}
     opts = resolve_options({}, None, default_name="exp", cwd=project)
-    assert opts.slurm["account"] == "proj42" and opts.slurm["partition"] == "gpu"
-    assert str(user) in opts.sources["account"]
+    assert opts.slurm.account == "proj42" and opts.slurm.partition == "gpu"
+    assert str(user) in opts.slurm.sources["account"]
     # a flag still wins over both
     opts = resolve_options({"account": "other"}, None, default_name="exp", cwd=project)
-    assert opts.slurm["account"] == "other"
+    assert opts.slurm.account == "other"
 
 
 def test_a_profile_only_the_user_has_is_found(user: Path, tmp_path: Path) -> None:

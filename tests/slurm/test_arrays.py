@@ -339,10 +339,10 @@ def test_a_profile_s_max_parallel_reaches_the_launcher_and_the_flag_wins(tmp_pat
 
     (tmp_path / "mushin-box.toml").write_text("[profiles.default]\nmax-parallel = 40\n")
     opts = resolve_options({}, None, default_name="exp", cwd=tmp_path)
-    assert opts.slurm["array_parallelism"] == 40
-    assert opts.sources["array_parallelism"].startswith("profile default")
+    assert opts.slurm.array_parallelism == 40
+    assert opts.slurm.sources["array_parallelism"].startswith("profile default")
     opts = resolve_options({"max_parallel": 8}, None, default_name="exp", cwd=tmp_path)
-    assert (opts.slurm["array_parallelism"], opts.sources["array_parallelism"]) == (
+    assert (opts.slurm.array_parallelism, opts.slurm.sources["array_parallelism"]) == (
         8,
         "--max-parallel",
     )
