@@ -267,20 +267,14 @@ class CodeCheck:
     recorded: Mapping[str, Any]  # {"git": ..., "task_sha256": ...}
     current: Mapping[str, Any]
     problems: tuple[str, ...]  # empty: the same code
-    allowed: bool  # run despite the problems (allow_dirty)
+    allow_dirty: bool  # run despite the problems
 
     @property
     def same(self) -> bool:
         return not self.problems
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "recorded": dict(self.recorded),
-            "current": dict(self.current),
-            "same": self.same,
-            "problems": list(self.problems),
-            "allow_dirty": self.allowed,
-        }
+        return {**attrs.asdict(self), "same": self.same}
 
 
 def _source_of(task: Callable[..., Any]) -> Path:
@@ -376,15 +370,6 @@ class ImageCheck:
     sha256: str | None
     binds: tuple[str, ...] = ()
     python: str = "python"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "recorded": self.recorded,
-            "path": self.path,
-            "sha256": self.sha256,
-            "binds": list(self.binds),
-            "python": self.python,
-        }
 
 
 def _rank_argv(run: Mapping[str, Any]) -> list[str] | None:

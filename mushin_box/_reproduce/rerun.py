@@ -94,25 +94,17 @@ class ReproducePlan:
     env_file: Mapping[str, str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        moved = ("recorded_topology", "nodes", "gpus", "recorded_launcher", "launch")
+        (nodes, gpus) = self.recorded_topology
         return {
-            "cell": self.cell,
-            "provenance_sha256": self.provenance_sha256,
-            "into": self.into,
-            "task": self.task,
-            "pre_call": self.pre_call,
-            "combo": dict(self.combo),
-            "seed_base": self.seed_base,
-            "config": dict(self.config),
-            "secrets": list(self.secrets),
+            **attrs.asdict(self, filter=lambda a, _: a.name not in moved),
             "topology": {
-                "recorded": {"nodes": self.recorded_topology[0], "gpus": self.recorded_topology[1]},
+                "recorded": {"nodes": nodes, "gpus": gpus},
                 "nodes": self.nodes,
                 "gpus": self.gpus,
             },
             "launcher": {"recorded": self.recorded_launcher, **dict(self.launch)},
             "code": self.code.to_dict(),
-            "image": self.image.to_dict(),
-            "env_file": dict(self.env_file) if self.env_file is not None else None,
         }
 
 
@@ -427,7 +419,7 @@ def _mark(cell_dir: Path, plan: ReproducePlan) -> None:
     run["reproduction"] = {
         "of": plan.cell,
         "provenance_sha256": plan.provenance_sha256,
-        "allow_dirty": plan.code.allowed,
+        "allow_dirty": plan.code.allow_dirty,
         "code_differences": list(plan.code.problems),
         "topology": {"nodes": plan.nodes, "gpus": plan.gpus},
         "recorded_topology": {

@@ -45,6 +45,7 @@ from mushin_box._core.layout import (
     stage_metrics_file,
     stage_metrics_json_file,
 )
+from mushin_box._core.overrideparse import parse_overrides
 from mushin_box._core.targets import public
 from mushin_box._results.series import read_stage
 
@@ -74,9 +75,10 @@ def load_sweep(
     cells whose metrics sidecar and whole provenance record the caller read (the resume
     shortcut), not read or checked again."""
     from mushin_box._core.sidecars import canonical_dumps
-    from mushin_box._sweepdir.manifest import grid_key, grid_keys
     from mushin_box._sweepdir.manifest import (
         cell_records,
+        grid_key,
+        grid_keys,
         manifest_from_cells,
         read_sweep_manifest,
     )
@@ -455,16 +457,14 @@ def _yaml(path: Path) -> Any:
 
 def _overrides(texts: Any, where: Path) -> list[tuple[str, Any, str]]:
     """(dimension name, parsed override, value text) per override of a Hydra file."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
     if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
         raise ValueError(f"load_experiment: {where} is not a list of overrides")
-    parser = OverridesParser.create()
     out = []
     for text in texts:
         try:
-            (parsed,) = parser.parse_overrides([text])
+            (parsed,) = parse_overrides([text])
         except HydraException as exc:
             raise ValueError(f"load_experiment: {where}: bad override {text!r} ({exc})") from None
         if parsed.is_delete() or "=" not in text:

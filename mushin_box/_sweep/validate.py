@@ -34,7 +34,10 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from mushin_box._core.overrideparse import parse_overrides
+from mushin_box._core.overrides import check_sweep_values, parse_sweep_values
 from mushin_box._train.resume import RESUME_PARAM
+from mushin_box._upstream.omegaconf import child_node, is_unsettled
 
 __all__ = [
     "SweepKeys",
@@ -107,8 +110,6 @@ class SweepKeys:
     def __init__(self, task: Callable[..., Any], config: Any) -> None:
         from omegaconf import DictConfig, ListConfig, OmegaConf
 
-        from mushin_box._upstream.omegaconf import child_node
-
         self._cfg: DictConfig | None
         try:
             cfg = OmegaConf.structured(config)
@@ -153,11 +154,9 @@ class SweepKeys:
     # -- the raw form: Workflow.run(overrides=[...]) ---------------------------------------
     def check_raw(self, overrides: Sequence[str]) -> None:
         """Refuse a plain raw override (no ``+``/``++``/``~``) whose key names nothing."""
-        from hydra.core.override_parser.overrides_parser import OverridesParser
-
         if self._cfg is None:
             return
-        parsed = OverridesParser.create().parse_overrides(list(overrides))
+        parsed = parse_overrides(list(overrides))
         for text, o in zip(overrides, parsed, strict=True):
             key = o.key_or_group
             if o.is_add() or o.is_force_add() or o.is_delete() or _is_hydra_key(key):
@@ -193,8 +192,6 @@ class SweepKeys:
     def _check_nested(self, key: str) -> bool:
         """Check a dotted key under a config field; return whether it needs ``+``."""
         from omegaconf import DictConfig
-
-        from mushin_box._upstream.omegaconf import child_node, is_unsettled
 
         parts = key.split(".")
         node: Any = self._cfg
@@ -256,13 +253,11 @@ def _add_hint(key: str, *, none: bool) -> str:
 
 def check_override_syntax(overrides: Sequence[str]) -> None:
     """Hydra's parse error, naming the override it is about (Hydra's own message does not)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
 
-    parser = OverridesParser.create()
     for text in overrides:
         try:
-            parser.parse_overrides([text])
+            parse_overrides([text])
         except OverrideParseException as exc:
             raise OverrideParseException(
                 override=text, message=f"bad override {text!r}: {exc.message}"
@@ -283,14 +278,8 @@ def user_sweeps(overrides: Sequence[str]) -> dict[str, list[Any]]:
     ...
     ValueError: duplicate values in the sweep over 'a': 1.0 (2x); ... (override 'a=1.0,1.00')
     """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    from mushin_box._core.overrides import check_sweep_values, parse_sweep_values
-
     out: dict[str, list[Any]] = {}
-    for text, o in zip(
-        overrides, OverridesParser.create().parse_overrides(list(overrides)), strict=True
-    ):
+    for text, o in zip(overrides, parse_overrides(list(overrides)), strict=True):
         if o.is_sweep_override() and not _is_hydra_key(o.key_or_group):
             values = parse_sweep_values(text.split("=", 1)[1])
             try:
