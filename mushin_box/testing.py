@@ -18,7 +18,6 @@ import importlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from mushin_box._core.hostlist import compress_hostlist
 from mushin_box._provenance.topology import SlurmJob, Topology, block_layout, placements
 
 __all__ = ["TinyDataModule", "TinyModule", "simulate_topology", "simulated_slurm_env"]
@@ -92,7 +91,7 @@ def simulated_slurm_env(
     --------
     >>> env = simulated_slurm_env(2, 4, rank=6)
     >>> env["SLURM_JOB_NODELIST"], env["SLURM_NODEID"], env["SLURM_LOCALID"]
-    ('node[0001-0002]', '1', '2')
+    ('node0001,node0002', '1', '2')
     """
     names = _node_names(nodes)
     world = len(names) * gpus_per_node
@@ -103,7 +102,8 @@ def simulated_slurm_env(
     return {
         "SLURM_JOB_ID": "1",
         "SLURM_JOB_PARTITION": "sim",
-        "SLURM_JOB_NODELIST": compress_hostlist(names),
+        "SLURM_JOB_NODELIST": ",".join(names),
+        "MUSHIN_JOB_NODES": ",".join(names),
         "SLURM_NTASKS": str(world),
         "SLURM_TASKS_PER_NODE": per,
         "SLURM_PROCID": str(rank),

@@ -31,7 +31,13 @@ from typing import Any
 
 import attrs
 
-from mushin_box._core.layout import CONTAINER_ENV, IMAGE_IDENTITY_ENV, MASTER_PORT_ENV, RUN_ID_ENV
+from mushin_box._core.layout import (
+    CONTAINER_ENV,
+    IMAGE_IDENTITY_ENV,
+    JOB_NODES_ENV,
+    MASTER_PORT_ENV,
+    RUN_ID_ENV,
+)
 from mushin_box._core.redact import is_secret_name
 from mushin_box._core.targets import public
 
@@ -84,6 +90,7 @@ OPTIONAL_SLURM_VARS: dict[str, str] = {
     "SLURM_JOB_ACCOUNT": "",
     "SLURM_CLUSTER_NAME": "",
     "SUBMITIT_EXECUTOR": "",
+    JOB_NODES_ENV: "",  # the job's nodes, expanded by the batch script on the host
 }
 #: Host variables Apptainer forwards even with ``--cleanenv`` (``alwaysPassKeys``).
 APPTAINER_ALWAYS_PASS: tuple[str, ...] = (

@@ -12,7 +12,6 @@
 - :mod:`.jobdir` and :mod:`.jobskip`: the job directory, and the jobs a launch leaves out;
 - :mod:`.envstate`: ``os.environ`` put back as it was;
 - :mod:`.userfile`: a user's Python file imported, the one way the kit does it;
-- :mod:`.hostlist`: SLURM's compressed host lists;
 - :mod:`.targets`: stable names for configs, records and pickles;
 - :mod:`.version`: the package version;
 - :mod:`.errors`: the error root, :class:`~.errors.MushinBoxError`.

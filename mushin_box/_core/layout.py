@@ -77,6 +77,7 @@ __all__ = [
     "PROVENANCE_FILE",
     "RANK_LOG_DIR",
     "RDZV_ENV",
+    "JOB_NODES_ENV",
     "CELL_FAILED_ENV",
     "TORCHRUN_AGENT_ENV",
     "RUN_ID_ENV",
@@ -257,6 +258,9 @@ DDP_SPEC_ENV = "MUSHIN_DDP_SPEC"
 DDP_PARENT_PID_ENV = "MUSHIN_DDP_PARENT_PID"
 #: the rendezvous port, chosen per SLURM job by the batch script
 MASTER_PORT_ENV = "MUSHIN_MASTER_PORT"
+#: a SLURM job's nodes in the node list's order, comma-separated: the batch script expands
+#: ``SLURM_JOB_NODELIST`` on the host (``scontrol show hostnames``), where scontrol is
+JOB_NODES_ENV = "MUSHIN_JOB_NODES"
 #: a torchrun cell's rendezvous (``run.rendezvous``) -> the variable the agent exports it in;
 #: ``nodes``: the node names by torchrun group rank, as the workers told each other
 RDZV_ENV: Mapping[str, str] = {

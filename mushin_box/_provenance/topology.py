@@ -2,9 +2,10 @@
 """The world a cell ran in: nodes, ranks and where each rank ran (a value, read from the env).
 
 A :class:`Topology` is what the launcher told this process, written down: the node names
-(SLURM's compressed node list expanded), the world size and, for every global rank, its
-local rank, node rank, host name and seed. It is *run* provenance: the same experiment
-can run at world size 1, 2 or 4 and still be the same experiment.
+(the job's node list, which the batch script expanded on the host), the world size and,
+for every global rank, its local rank, node rank, host name and seed. It is *run*
+provenance: the same experiment can run at world size 1, 2 or 4 and still be the same
+experiment.
 
 :func:`topology_from_env` understands, in this order of precedence:
 
@@ -14,7 +15,7 @@ can run at world size 1, 2 or 4 and still be the same experiment.
   ``LOCAL_WORLD_SIZE``, ``GROUP_WORLD_SIZE``; node names by group rank as the SLURM
   workers exchanged them, else from SLURM when torchrun runs one per SLURM node);
 * SLURM tasks (``SLURM_PROCID``, ``SLURM_LOCALID``, ``SLURM_NODEID``, ``SLURM_NTASKS``,
-  ``SLURM_TASKS_PER_NODE``, ``SLURM_DISTRIBUTION``, ``SLURM_JOB_NODELIST`` and the job's
+  ``SLURM_TASKS_PER_NODE``, ``SLURM_DISTRIBUTION``, ``MUSHIN_JOB_NODES`` and the job's
   id, array ids, partition and account);
 * HydraDDP's rank 0 before it starts the others (``WORLD_SIZE`` without ``RANK``), or a
   plain single process; ``devices=`` tells it how many ranks HydraDDP is about to start.
@@ -34,8 +35,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import attrs
 
-from mushin_box._core.hostlist import compress_hostlist, expand_hostlist
-from mushin_box._core.layout import GLOBAL_RANK_ENV, RDZV_ENV
+from mushin_box._core.layout import GLOBAL_RANK_ENV, JOB_NODES_ENV, RDZV_ENV
 
 __all__ = [
     "RANK_COLUMNS",
@@ -179,13 +179,11 @@ class Topology:
         The ranks are rows (lists) under ``"ranks"``, their columns named by
         ``"rank_columns"``: compact enough for a 4,096-rank world.
         """
-        known = [n for n in self.nodes if n is not None]
         return {
             "launcher": self.launcher,
             "world_size": self.world_size,
             "num_nodes": self.num_nodes,
             "nodes": list(self.nodes),
-            "nodelist": compress_hostlist(known) if len(known) == len(self.nodes) else None,
             "tasks_per_node": list(self.tasks_per_node),
             "gpus_per_node": self.gpus_per_node,
             "rank": self.rank,
@@ -271,14 +269,9 @@ def _gpus_per_node(env: Mapping[str, str]) -> int | None:
 
 
 def _slurm_nodes(env: Mapping[str, str]) -> list[str] | None:
-    for name in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"):
-        value = env.get(name)
-        if value:
-            try:
-                return expand_hostlist(value)
-            except ValueError as exc:
-                raise ValueError(f"environment variable {name}: {exc}") from None
-    return None
+    """The job's nodes in order, as the batch script expanded them on the host."""
+    names = [name for name in env.get(JOB_NODES_ENV, "").split(",") if name]
+    return names or None
 
 
 def block_layout(counts: Sequence[int]) -> list[tuple[int, int]]:
@@ -454,7 +447,7 @@ def topology_from_env(
     --------
     >>> env = {"SLURM_PROCID": "5", "SLURM_LOCALID": "1", "SLURM_NODEID": "1",
     ...        "SLURM_NTASKS": "8", "SLURM_TASKS_PER_NODE": "4(x2)",
-    ...        "SLURM_JOB_NODELIST": "gpu[07-08]", "SLURM_JOB_ID": "42"}
+    ...        "MUSHIN_JOB_NODES": "gpu07,gpu08", "SLURM_JOB_ID": "42"}
     >>> topo = topology_from_env(env)
     >>> topo.launcher, topo.nodes, topo.world_size, topo.ranks[5].hostname
     ('slurm', ('gpu07', 'gpu08'), 8, 'gpu08')

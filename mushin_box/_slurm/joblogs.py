@@ -17,7 +17,7 @@ Examples
 >>> slurm_rank_logs({})
 {}
 >>> sorted(slurm_rank_logs({"SUBMITIT_EXECUTOR": "slurm", "SUBMITIT_FOLDER": "/s/%j",
-...     "SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n[1-2]", "LOCAL_WORLD_SIZE": "2",
+...     "SLURM_JOB_ID": "7", "MUSHIN_JOB_NODES": "n1,n2", "LOCAL_WORLD_SIZE": "2",
 ...     "MUSHIN_RDZV_NODES": "n2,n1"}).items())[:2]  # group 0 ran on n2: task 1's file
 [('rank0.err', '/s/7/7_1_log.err'), ('rank0.out', '/s/7/7_1_log.out')]
 """
@@ -27,9 +27,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from mushin_box._core.hostlist import expand_hostlist
 from mushin_box._core.layout import RDZV_ENV
 from mushin_box._slurm.jobs import slurm_job_id
+from mushin_box._slurm.torchrun import job_nodes
 
 __all__ = ["slurm_rank_logs"]
 
@@ -52,7 +52,7 @@ def slurm_rank_logs(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     by_group = [n for n in env.get(RDZV_ENV["nodes"], "").split(",") if n]
     # SLURM torchrun: one task (one file) per node, listed under the node's first rank
     if by_group and env.get("LOCAL_WORLD_SIZE", "").isdigit():
-        order = expand_hostlist(env.get("SLURM_JOB_NODELIST", ""))
+        order = job_nodes(env)
         per = int(env["LOCAL_WORLD_SIZE"])
         ranks = {g * per: order.index(n) for g, n in enumerate(by_group) if n in order}
     out: dict[str, str] = {}

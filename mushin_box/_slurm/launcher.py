@@ -62,14 +62,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-# The requeue trap lives in _requeue (one concept per module); requeue_setup_lines is
-# re-exported here so `from mushin_box._slurm.launcher import requeue_setup_lines` keeps working.
 from mushin_box._slurm import arrays
 from mushin_box._slurm.config import refuse_control_characters, sbatch_options
 from mushin_box._slurm.jobs import is_live, sweep_mark
 from mushin_box._slurm.requeue import REQUEUE_SIGNAL, RequeueReason, requeue_setup_lines
 from mushin_box._slurm.submitted import record_submission
-from mushin_box._slurm.torchrun import check_torchrun_settings, task_python
+from mushin_box._slurm.torchrun import JOB_NODES_SETUP, check_torchrun_settings, task_python
+from mushin_box._upstream.hydra import job_return_value
+from mushin_box._upstream.submitit import sbatch_mem, sbatch_script, submit_command
 
 __all__ = [
     "LocalLauncherConf",
@@ -271,8 +271,6 @@ def slurm_parameters(settings: Mapping[str, Any]) -> dict[str, Any]:
     >>> p["ntasks_per_node"], p["time"], p["mem"], p["additional_parameters"]
     (4, 30, '64GB', {'requeue': True, 'signal': 'B:USR2@120'})
     """
-    from mushin_box._upstream.submitit import sbatch_mem
-
     s = settings
     params: dict[str, Any] = {key: s[key] for key in _SBATCH_PASS_THROUGH}
     params.update(job_name=s["name"], time=s["timeout_min"], ntasks_per_node=s["tasks_per_node"])
@@ -290,7 +288,8 @@ def slurm_parameters(settings: Mapping[str, Any]) -> dict[str, Any]:
         signal_delay_s=s["signal_delay_s"],
         timeout_min=s["timeout_min"],
     )
-    params["setup"] = trap + list(s["setup"] or [])
+    nodes = [JOB_NODES_SETUP] if s["torchrun"] else []  # the agents' rendezvous host
+    params["setup"] = [*nodes, *trap, *(s["setup"] or [])]
     if s["srun_args"]:
         params["srun_args"] = [str(a) for a in s["srun_args"]]
     return {k: v for k, v in params.items() if v is not None}
@@ -312,8 +311,6 @@ def render_sbatch(
     >>> "#SBATCH --signal=B:USR2@120" in text and "a.sif python -u -m submitit" in text
     True
     """
-    from mushin_box._upstream.submitit import sbatch_script, submit_command
-
     settings = _settings("slurm", params)
     python = task_python(settings) or shlex.quote(sys.executable)
     command = submit_command(python, folder)
@@ -375,8 +372,6 @@ class CellJob:
 def _picklable(ret: Any) -> Any:
     """``ret`` with its exception replaced by a RuntimeError carrying the traceback when the
     exception itself does not pickle (it has to travel back to the launcher)."""
-    from mushin_box._upstream.hydra import job_return_value
-
     exc = job_return_value(ret)
     if isinstance(exc, BaseException):
         import cloudpickle  # pyright: ignore[reportMissingTypeStubs]

@@ -18,10 +18,10 @@ every worker unpickles and runs the same Hydra job, as SLURM tasks do, as submit
 
 Here the agent runs ``torchrun --standalone``. On SLURM (``--nnodes N`` or ``MIN:MAX``) it
 runs ``--rdzv-backend c10d --rdzv-endpoint <first node of the job>:<port> --rdzv-id <job>``:
-every node's agent derives the same endpoint from the job's own variables (the node list,
-expanded by :func:`~mushin_box._core.hostlist.expand_hostlist` since an image has no
-``scontrol``; the port from the job id, :data:`RDZV_PORT`), so nothing has to travel
-between them. The agent exports the rendezvous (:data:`~mushin_box._core.layout.RDZV_ENV`)
+every node's agent derives the same endpoint from the job's own variables (the first of
+the job's nodes, which the batch script expands on the host, :data:`JOB_NODES_SETUP`, since
+an image has no ``scontrol``; the port from the job id, :data:`RDZV_PORT`), so nothing has
+to travel between them. The agent exports the rendezvous (:data:`~mushin_box._core.layout.RDZV_ENV`)
 for the record.
 
 A SLURM worker inherits its node task's ``SLURM_PROCID``, ``SLURM_NTASKS``, ...: submitit
@@ -63,8 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from mushin_box._container.launchspec import MasterPort
-from mushin_box._core.hostlist import expand_hostlist
-from mushin_box._core.layout import CELL_FAILED_ENV, RDZV_ENV, TORCHRUN_AGENT_ENV
+from mushin_box._core.layout import CELL_FAILED_ENV, JOB_NODES_ENV, RDZV_ENV, TORCHRUN_AGENT_ENV
 from mushin_box._slurm.jobs import slurm_job_id
 from mushin_box._upstream.submitit import SUBMIT_ARGS
 
@@ -224,27 +223,44 @@ def task_python(settings: Mapping[str, Any]) -> str | None:
     )
 
 
+#: the batch-script line (host side, before srun) that exports the job's nodes in order
+JOB_NODES_SETUP = (
+    f'export {JOB_NODES_ENV}=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, -)'
+)
+
+
+def job_nodes(env: Mapping[str, str]) -> list[str]:
+    """The job's node names in the node list's order (:data:`JOB_NODES_SETUP` exported them).
+
+    Examples
+    --------
+    >>> job_nodes({"MUSHIN_JOB_NODES": "gpu07,gpu08"}), job_nodes({})
+    (['gpu07', 'gpu08'], [])
+    """
+    return [name for name in env.get(JOB_NODES_ENV, "").split(",") if name]
+
+
 def rendezvous_from_env(env: Mapping[str, str]) -> dict[str, str]:
     """``{"backend", "endpoint", "id"}`` of a SLURM job's torchrun agents, from the job's
     own variables: every node derives the same values.
 
     Examples
     --------
-    >>> rendezvous_from_env({"SLURM_JOB_ID": "1234", "SLURM_JOB_NODELIST": "gpu[07-08]"})
+    >>> rendezvous_from_env({"SLURM_JOB_ID": "1234", "MUSHIN_JOB_NODES": "gpu07,gpu08"})
     {'backend': 'c10d', 'endpoint': 'gpu07:26234', 'id': '1234'}
     >>> rendezvous_from_env({"SLURM_JOB_ID": "12", "SLURM_ARRAY_JOB_ID": "10",
-    ...                      "SLURM_ARRAY_TASK_ID": "2", "SLURM_JOB_NODELIST": "n1"})["id"]
+    ...                      "SLURM_ARRAY_TASK_ID": "2", "MUSHIN_JOB_NODES": "n1"})["id"]
     '10_2'
     """
-    nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+    first = job_nodes(env)[:1]
     job = env.get("SLURM_JOB_ID")
-    if not nodelist or not job or not job.isdigit():
+    if not first or not job or not job.isdigit():
         raise ValueError(
-            "a torchrun agent with --nnodes runs in a SLURM job step: SLURM_JOB_ID and "
-            "SLURM_JOB_NODELIST are not set here"
+            f"a torchrun agent with --nnodes runs in a SLURM job step: SLURM_JOB_ID and "
+            f"{JOB_NODES_ENV} are not set here (the batch script exports {JOB_NODES_ENV} "
+            f"with: {JOB_NODES_SETUP})"
         )
-    first = expand_hostlist(nodelist)[0]
-    endpoint = f"{first}:{RDZV_PORT.port_of(job)}"
+    endpoint = f"{first[0]}:{RDZV_PORT.port_of(job)}"
     return {"backend": "c10d", "endpoint": endpoint, "id": slurm_job_id(env) or job}
 
 
@@ -260,7 +276,7 @@ def torchrun_argv(
 
     Examples
     --------
-    >>> env = {"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n[1-2]"}
+    >>> env = {"SLURM_JOB_ID": "7", "MUSHIN_JOB_NODES": "n1,n2"}
     >>> argv = torchrun_argv(["--nproc-per-node", "2", "--nnodes", "2", *SUBMIT_ARGS, "/f"],
     ...                      python="py", environ=env)
     >>> " ".join(argv[3:])  # doctest: +NORMALIZE_WHITESPACE

@@ -57,7 +57,7 @@ def test_a_plan_refuses_bad_restarts_with_the_launchers_own_words(restarts: obje
         plan_launch(target, gpus=2, local=True, torchrun=True, max_restarts=restarts)  # type: ignore[arg-type]
 
 
-SLURM_ENV = {"SLURM_JOB_ID": "4321", "SLURM_JOB_NODELIST": "gpu[09-10]"}
+SLURM_ENV = {"SLURM_JOB_ID": "4321", "MUSHIN_JOB_NODES": "gpu09,gpu10"}
 SUBMIT = ["-u", "-m", "submitit.core._submit", "/s/.submitit/%j"]
 
 

@@ -22,7 +22,6 @@ from conftest import run_doctests
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mushin_box._core import hostlist as _hostlist
 from mushin_box._core.layout import PACKAGES_FILE
 from mushin_box._core.redact import REDACTED, redact, redact_env_text
 from mushin_box._core.sidecars import canonical_dumps, read_json, write_json_atomic
@@ -68,7 +67,6 @@ FINGERPRINTS = {"config": "cfg-hash", "code": "code-hash"}
 @pytest.mark.parametrize(
     "module",
     [
-        _hostlist,
         _topology,
         _provenance,
         _provenance_env,
@@ -93,7 +91,7 @@ def test_slurm_block_layout_with_uneven_tasks_and_job_info() -> None:
         "SLURM_NODEID": "1",
         "SLURM_NTASKS": "4",
         "SLURM_TASKS_PER_NODE": "3,1",
-        "SLURM_JOB_NODELIST": "gpu[07-08]",
+        "MUSHIN_JOB_NODES": "gpu07,gpu08",
         "SLURMD_NODENAME": "gpu08",
         "SLURM_JOB_ID": "101",
         "SLURM_ARRAY_JOB_ID": "100",
@@ -125,7 +123,7 @@ def test_slurm_cyclic_layout() -> None:
         "SLURM_NTASKS": "3",
         "SLURM_TASKS_PER_NODE": "2,1",
         "SLURM_DISTRIBUTION": "cyclic",
-        "SLURM_JOB_NODELIST": "n[1-2]",
+        "MUSHIN_JOB_NODES": "n1,n2",
     }
     topo = topology_from_env(env)
     assert [(r.node_rank, r.local_rank) for r in topo.ranks] == [(0, 0), (1, 0), (0, 1)]
@@ -138,7 +136,7 @@ def test_slurm_own_entry_is_what_the_env_says() -> None:
         "SLURM_LOCALID": "0",
         "SLURM_NODEID": "1",
         "SLURM_NTASKS": "2",
-        "SLURM_JOB_NODELIST": "n[1-2]",
+        "MUSHIN_JOB_NODES": "n1,n2",
         "SLURMD_NODENAME": "n2",
     }
     topo = topology_from_env(env)
@@ -158,7 +156,7 @@ def test_torchrun_under_slurm_takes_node_names_from_slurm() -> None:
         "WORLD_SIZE": "8",
         "LOCAL_WORLD_SIZE": "4",
         "SLURM_PROCID": "1",
-        "SLURM_JOB_NODELIST": "n[1-2]",
+        "MUSHIN_JOB_NODES": "n1,n2",
     }
     topo = topology_from_env(env, hostname="n2")
     assert topo.launcher == "torchrun" and topo.world_size == 8 and topo.nodes == ("n1", "n2")
@@ -218,10 +216,10 @@ def test_seeds_are_recorded_per_rank() -> None:
 
 @pytest.mark.parametrize(
     "env",
-    [{"SLURM_PROCID": "x"}, {"RANK": "one"}, {"SLURM_PROCID": "0", "SLURM_JOB_NODELIST": "n[1-"}],
+    [{"SLURM_PROCID": "x"}, {"RANK": "one"}],
 )
 def test_bad_env_is_a_clear_value_error(env: dict[str, str]) -> None:
-    with pytest.raises(ValueError, match="SLURM_PROCID|RANK|SLURM_JOB_NODELIST"):
+    with pytest.raises(ValueError, match="SLURM_PROCID|RANK"):
         topology_from_env(env)
 
 
@@ -429,7 +427,7 @@ def test_full_record_contents(tmp_path: Path) -> None:
     assert repro["seed"] == {"base": 3, "scheme": "base + global_rank"}
     assert "seed" not in repro["config"]  # not repeated: it is the seed base
     assert run["launcher"]["kind"] == "slurm" and run["launcher"]["tasks"] == 2
-    assert run["topology"]["nodelist"] == "node0001"
+    assert run["topology"]["nodes"] == ["node0001"]
     assert run["fingerprints"]["config"] == "whole-config-2x1"
     assert repro["config_sha256"] == hashlib.sha256(canonical_dumps(repro["config"])).hexdigest()
 
