@@ -49,14 +49,23 @@ from typing import Any
 import attrs
 
 from mushin_box._core.errors import MushinBoxError
-from mushin_box._core.layout import read_limit
+from mushin_box._core.layout import (
+    FINGERPRINTS_FILE,
+    MANIFEST_FILE,
+    METRICS_FILE,
+    PROVENANCE_FILE,
+    STATUS_FILE,
+    read_limit,
+)
 from mushin_box._core.redact import redact
 from mushin_box._core.safeio import read_bounded
 from mushin_box._core.sidecars import loads, read_json
 from mushin_box._core.targets import public
+from mushin_box._core.version import __version__
 from mushin_box._provenance.compare import (
     CellDiff,
     FieldDiff,
+    collapse_key,
     diff_records,
     record_problem,
 )
@@ -64,6 +73,7 @@ from mushin_box._provenance.files import packages_beside
 from mushin_box._provenance.full import split_provenance
 from mushin_box._results.markup import esc, md_table, page, table
 from mushin_box._results.table import cell_text
+from mushin_box._sweepdir.manifest import cell_records, combo_id
 
 # The record comparison lives in _provenance_compare (one concept per module); its names
 # are re-exported here so `from mushin_box._results.diff import diff_records` keeps working.
@@ -197,7 +207,6 @@ class Diff:
 
 
 def _files() -> tuple[str, str, str, str]:
-    from mushin_box._core.layout import MANIFEST_FILE, METRICS_FILE, PROVENANCE_FILE, STATUS_FILE
 
     return PROVENANCE_FILE, STATUS_FILE, METRICS_FILE, MANIFEST_FILE
 
@@ -263,7 +272,6 @@ def _load_record(path: Path) -> dict[str, Any]:
 
 
 def _sweep_cells(root: Path) -> Iterator[tuple[str, dict[str, Any], Path]]:
-    from mushin_box._sweepdir.manifest import cell_records, combo_id
 
     for cell_dir, status in cell_records(root):
         combo = dict(status["combo"])
@@ -272,7 +280,6 @@ def _sweep_cells(root: Path) -> Iterator[tuple[str, dict[str, Any], Path]]:
 
 def _display(combo: Mapping[str, Any]) -> str:
     """A cell's name in reports: its combo id, secrets redacted."""
-    from mushin_box._sweepdir.manifest import combo_id
 
     return combo_id(redact(dict(combo)))
 
@@ -303,7 +310,6 @@ def _diverged(cell: CellDiff, a: Path | None, b: Path | None) -> CellDiff:
     """``cell`` with where its two fits first parted, when their results differ."""
     if cell.metrics_match or a is None or b is None:
         return cell
-    from mushin_box._core.layout import FINGERPRINTS_FILE
 
     where = first_divergence(
         _read_mapping(a / FINGERPRINTS_FILE), _read_mapping(b / FINGERPRINTS_FILE)
@@ -565,7 +571,6 @@ def _side(f: Any, side: str) -> str:
 
 def field_rows(diff: Any, attr: str) -> list[FieldRow]:
     """The rows of ``breaks`` or ``expected`` over all cells."""
-    from mushin_box._provenance.compare import collapse_key
 
     rows: list[FieldRow] = []
     for cell in diff.cells:
@@ -711,7 +716,6 @@ def diff_html_section(
 
 def diff_html(diff: Any, *, brief: bool = False, results: bool = True) -> str:
     """The diff as a self-contained HTML page (nothing fetched)."""
-    from mushin_box._core.version import __version__
 
     body = (
         f"<h1>mushin-box diff</h1>\n"

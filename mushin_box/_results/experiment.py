@@ -46,8 +46,20 @@ from mushin_box._core.layout import (
     stage_metrics_json_file,
 )
 from mushin_box._core.overrideparse import parse_overrides
+from mushin_box._core.overrides import parse_override_value, parse_sweep_values
+from mushin_box._core.safeio import UnsafeFileError, open_regular_stat
+from mushin_box._core.sidecars import canonical_dumps
 from mushin_box._core.targets import public
 from mushin_box._results.series import read_stage
+from mushin_box._sweepdir.manifest import (
+    cell_records,
+    grid_key,
+    grid_keys,
+    is_sweep_dir,
+    manifest_from_cells,
+    read_sweep_manifest,
+)
+from mushin_box._sweepdir.settled import finished_entries, read_object
 
 __all__ = [
     "STAGES",
@@ -74,15 +86,6 @@ def load_sweep(
     status records, when the caller has read them already; ``metrics``: the metrics of
     cells whose metrics sidecar and whole provenance record the caller read (the resume
     shortcut), not read or checked again."""
-    from mushin_box._core.sidecars import canonical_dumps
-    from mushin_box._sweepdir.manifest import (
-        cell_records,
-        grid_key,
-        grid_keys,
-        manifest_from_cells,
-        read_sweep_manifest,
-    )
-    from mushin_box._sweepdir.settled import finished_entries, read_object
 
     root = Path(path)
     manifest: dict[str, Any] | None = None
@@ -202,7 +205,6 @@ def _warn_if_truncated(path: str, cell: str) -> None:
     Only its ends are read (a record can be megabytes; truncation is how a record breaks):
     ``resume=True`` parses it in full and runs the cell again when it is unreadable.
     """
-    from mushin_box._core.safeio import UnsafeFileError, open_regular_stat
 
     try:
         fd, st = open_regular_stat(path)  # no symlink, FIFO or device: refused
@@ -270,7 +272,6 @@ def load_experiment(path: str | os.PathLike[str]) -> xr.Dataset:
     >>> ds = load_experiment("outputs/2026-11-29/12-00-00")  # doctest: +SKIP
     >>> ds["fit.val_loss"].sel(epoch=2)  # doctest: +SKIP
     """
-    from mushin_box._sweepdir.manifest import is_sweep_dir
 
     root = Path(path)
     if not root.is_dir():
@@ -385,8 +386,6 @@ def load_job(path: str | os.PathLike[str]) -> xr.Dataset:
 def _coord_value(value: Any) -> Any:
     # coordinates must be hashable scalars: lists/dicts become their JSON text
     if isinstance(value, list | dict):
-        from mushin_box._core.sidecars import canonical_dumps
-
         return canonical_dumps(value).decode("utf-8").rstrip("\n")
     return value
 
@@ -477,7 +476,6 @@ def _overrides(texts: Any, where: Path) -> list[tuple[str, Any, str]]:
 def _declared(root: Path) -> dict[str, list[Any] | None]:
     """The sweep's swept keys, from ``multirun.yaml``: their values, or None where the
     sweep is no list (an ``interval`` a sweeper samples from)."""
-    from mushin_box._core.overrides import parse_sweep_values
 
     file = root / HYDRA_MULTIRUN_FILE
     if not file.is_file():
@@ -503,7 +501,6 @@ def _job_order(path: Path) -> tuple[int, int, str]:
 def _jobs(root: Path) -> list[tuple[Path, dict[str, Any]]]:
     """(job dir, {override name: value}) per job directory, in job order; a directory that
     holds job files but no ``.hydra/overrides.yaml`` is an error naming it."""
-    from mushin_box._core.overrides import parse_override_value
 
     jobs: list[tuple[Path, dict[str, Any]]] = []
     unplaced: list[str] = []
@@ -531,7 +528,6 @@ def _jobs(root: Path) -> list[tuple[Path, dict[str, Any]]]:
 
 
 def _key(value: Any) -> str:
-    from mushin_box._core.sidecars import canonical_dumps
 
     return canonical_dumps(value).decode("utf-8")
 

@@ -48,6 +48,11 @@ from pathlib import Path
 from typing import Any
 
 from mushin_box._core.layout import ERROR_FILE, ERROR_TAIL_BYTES, PROVENANCE_FILE
+from mushin_box._core.safeio import read_tail
+from mushin_box._core.sidecars import read_json, warn_sidecar
+from mushin_box._core.version import __version__
+from mushin_box._provenance.full import split_provenance
+from mushin_box._results.diff import diff_html_section, diff_provenance
 from mushin_box._results.markup import (
     Band,
     Line,
@@ -68,8 +73,11 @@ from mushin_box._results.table import (
     format_param,
     read_results,
     results_table,
+    table_records,
 )
 from mushin_box._sweepdir.board import CellView, SweepView
+from mushin_box._sweepdir.manifest import is_sweep_dir
+from mushin_box._sweepdir.settled import read_object
 
 __all__ = [
     "CURVES",
@@ -106,10 +114,9 @@ _NAMED = 20
 
 def _summary_key(record: Any) -> str | None:
     """The parts of ``record`` its summary depends on, as text: cells with the same are
-    summarised once (the summary redacts and splits the record: 3 ms, so 30 s at 10,000
-    cells). None: a record of another shape, summarised whole. The text is the parts'
+    summarised once (the summary redacts and splits the record). None: a record of another shape, summarised whole. The text is the parts'
     ``repr``: equal only for equal JSON values (and a record written with its keys in
-    another order only costs one more summary), a fifth faster than sorted JSON."""
+    another order only costs one more summary), cheaper than sorted JSON."""
     if not isinstance(record, Mapping):
         return None
     reduced: dict[str, Any] = {"schema": record.get("schema")}
@@ -122,7 +129,6 @@ def _summary_key(record: Any) -> str | None:
 
 
 def _provenance_section(sweep: SweepView, cells: Sequence[CellView]) -> str:
-    from mushin_box._sweepdir.settled import read_object
 
     groups: dict[tuple[str, ...], list[str]] = {}
     columns: list[str] = []
@@ -163,7 +169,6 @@ def _provenance_section(sweep: SweepView, cells: Sequence[CellView]) -> str:
 
 def _csv_note(results: ResultsTable, shown: int) -> str:
     """Above a table cut to ``shown`` rows: which rows, and every row as a CSV link."""
-    from mushin_box._results.table import table_records
 
     fields = ["dir", *results.params, "state", *results.metrics, "error", "best"]
     link = csv_link(table_csv(table_records(results), fields), "cells.csv", "cells.csv")
@@ -223,8 +228,6 @@ def _error_tail(file: Path) -> str | None:
     """The last lines of a cell's traceback, read from its end (bounded), or None. The
     page is made to be mailed: a symlink (to ``/etc/shadow``), a FIFO or a device in its
     place is refused with a warning, never embedded."""
-    from mushin_box._core.safeio import read_tail
-    from mushin_box._core.sidecars import warn_sidecar
 
     try:
         data, skipped = read_tail(file, ERROR_TAIL_BYTES)
@@ -263,7 +266,6 @@ def _errors_section(sweep: SweepView, cells: Sequence[CellView], most: int = ROW
 def _other_curves(against: str | os.PathLike[str] | None) -> Any:
     """The sweep ``--against`` names, with its curves, to overlay (None: not a sweep; a
     cell is compared in the diff only)."""
-    from mushin_box._sweepdir.manifest import is_sweep_dir
 
     if against is None or not is_sweep_dir(Path(against)):
         return None
@@ -307,7 +309,6 @@ def render_report(
     mushin_box._results.diff.DiffInputError
         ``against`` is not a sweep or cell comparable with ``root``.
     """
-    from mushin_box._core.version import __version__
 
     sweep = read_results(root)
     results = results_table(sweep, best=best, sort=sort, where=where)
@@ -329,8 +330,6 @@ def render_report(
         _provenance_section(sweep, results.cells),
     ]
     if against is not None:
-        from mushin_box._results.diff import diff_html_section, diff_provenance
-
         diff = diff_provenance(sweep.root, Path(against))
         sections += ["<h2>Reproducibility diff</h2>", diff_html_section(diff, brief=brief)]
     return page(f"mushin-box report: {Path(sweep.root).resolve().name}", "\n".join(sections))
@@ -603,7 +602,6 @@ def table_csv(records: Sequence[dict[str, Any]], fields: Sequence[str]) -> str:
 
 def csv_link(text: str, name: str, label: str) -> str:
     """An ``<a download>`` holding ``text`` as a ``data:`` URI (nothing fetched)."""
-    from mushin_box._results.markup import esc
 
     data = base64.b64encode(text.encode("utf-8")).decode("ascii")
     return (
@@ -656,7 +654,6 @@ def provenance_summary(record: Mapping[str, Any] | None) -> dict[str, str]:
         return dict.fromkeys(
             ("experiment", "code", "image", "packages", "seed base", "topology"), "-"
         )
-    from mushin_box._provenance.full import split_provenance
 
     try:
         full = split_provenance(dict(record))
@@ -712,7 +709,6 @@ def code_line(sweep: SweepView) -> str | None:
     """One line naming the experiment and its repository's commit, from the first cell
     with a provenance record (``show``; ``report`` has a row per identity). None before
     any cell has one."""
-    from mushin_box._core.sidecars import read_json
 
     for cell in sweep.cells:
         path = sweep.root / cell.dir / PROVENANCE_FILE if cell.dir else None

@@ -35,6 +35,7 @@ MetricSpec(name='acc', reduction=None, goal='max')
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Sequence
@@ -45,7 +46,8 @@ import attrs
 
 from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.layout import read_limit, stage_metrics_file, stage_metrics_json_file
-from mushin_box._core.safeio import read_bounded
+from mushin_box._core.safeio import open_regular_stat, read_bounded
+from mushin_box._core.sidecars import loads
 from mushin_box._core.targets import public
 
 __all__ = [
@@ -79,10 +81,7 @@ def _mtime(path: str) -> int | None:
 def _decode(data: bytes) -> Any:
     # the sidecars' decoder walks every value for tagged floats; most series have no NaN
     if b'"__float__"' in data:
-        from mushin_box._core.sidecars import loads
-
         return loads(data)
-    import json
 
     return json.loads(data)
 
@@ -155,7 +154,6 @@ def _load_pt(file: Path) -> Any:
     symlink, FIFO or device) and its size checked before torch unpickles it
     (``weights_only``), through the open descriptor where the system names one
     (``/proc/self/fd``): the file checked is the file read."""
-    from mushin_box._core.safeio import open_regular_stat
 
     limit = read_limit(file.name)
     try:
@@ -170,7 +168,8 @@ def _load_pt(file: Path) -> Any:
                 f"{limit}-byte limit for a series)"
             )
         opened = Path(f"/proc/self/fd/{fd}")
-        from mushin_box._train.metrics import load_metrics_file  # imports torch: old jobs
+        # lazy: imports torch (the .pt metrics of old jobs only)
+        from mushin_box._train.metrics import load_metrics_file
 
         try:
             return load_metrics_file(opened if opened.exists() else file)

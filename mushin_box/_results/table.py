@@ -52,9 +52,16 @@ import attrs
 from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.gcpause import gc_paused
 from mushin_box._core.layout import ERROR_FILE, METRICS_FILE
+from mushin_box._core.overrides import parse_sweep_values
 from mushin_box._core.targets import public
 from mushin_box._results.series import MetricNameError, MetricSpec, SeriesReader, parse_metric
-from mushin_box._sweepdir.board import CellView, SweepView, scalar_metrics
+from mushin_box._sweepdir.board import (
+    VIEW_STATES,  # as a reader shows them
+    CellView,
+    SweepView,
+    read_sweep,
+    scalar_metrics,
+)
 from mushin_box._sweepdir.manifest import Entry
 from mushin_box._sweepdir.settled import Heading, bare_view, finished_entries, read_object
 
@@ -152,7 +159,6 @@ def cell_label(cell: CellView) -> str:
 
 
 def _where(specs: Sequence[str], keys: Sequence[str]) -> list[tuple[str, list[Any], str]]:
-    from mushin_box._core.overrides import parse_sweep_values
 
     out = []
     for spec in specs:
@@ -176,7 +182,6 @@ def _where(specs: Sequence[str], keys: Sequence[str]) -> list[tuple[str, list[An
 
 
 def _check_states(spec: str, values: Sequence[Any]) -> None:
-    from mushin_box._sweepdir.board import VIEW_STATES  # as a reader shows them
 
     unknown = [v for v in values if v not in VIEW_STATES]
     if unknown:
@@ -479,7 +484,6 @@ def read_results(
     """The sweep as ``show`` and ``report`` read it: from the manifest when it is finished
     (:func:`read_finished`, which calls ``heading``), else by
     :func:`~mushin_box._sweepdir.board.read_sweep`."""
-    from mushin_box._sweepdir.board import read_sweep
 
     path = Path(root)
     if path.is_dir():

@@ -73,6 +73,18 @@ from mushin_box._core.sidecars import (
     write_json_atomic,
     write_text_atomic,
 )
+from mushin_box._provenance.elastic import attempt_entry, carried_attempts, finished_run
+from mushin_box._provenance.files import write_provenance
+from mushin_box._provenance.full import (
+    finish_record,
+    full_provenance,
+    launcher_from_hydra,
+    record_with_seeds,
+)
+from mushin_box._provenance.ranks import read_rank_runtimes, record_with_rank_runtime
+from mushin_box._provenance.record import basic_provenance
+from mushin_box._train.seeding import seed_records
+from mushin_box._upstream.hydra import replace_save_config
 
 __all__ = [
     "JOB_NAME",
@@ -230,10 +242,6 @@ def start_provenance(
     """
     from omegaconf import OmegaConf
 
-    from mushin_box._provenance.files import write_provenance
-    from mushin_box._provenance.full import full_provenance, launcher_from_hydra
-    from mushin_box._provenance.record import basic_provenance
-
     config = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
     seed_base = OmegaConf.select(cfg, "seed", default=None)
     status = read_json(cell_dir / STATUS_FILE, default={})
@@ -270,7 +278,6 @@ def _with_attempt(
     record: dict[str, Any], cell_dir: Path, attempt: int | None, continues: bool
 ) -> dict[str, Any]:
     """``record`` with ``run.attempts``: the earlier ones of this fit, then this one."""
-    from mushin_box._provenance.elastic import attempt_entry, carried_attempts
 
     run = record.get("run")
     if not isinstance(run, dict):
@@ -301,10 +308,6 @@ def finish_provenance(
     and ``end`` on the monotonic clock) and ``run.devices`` (the task has usually
     imported torch by now), and where each rank of this ``attempt`` ran
     (:mod:`mushin_box._provenance.ranks`)."""
-    from mushin_box._provenance.files import write_provenance
-    from mushin_box._provenance.full import finish_record, record_with_seeds
-    from mushin_box._provenance.ranks import read_rank_runtimes, record_with_rank_runtime
-    from mushin_box._train.seeding import seed_records
 
     t0 = _CLOCKS.pop(str(cell_dir), None)
     duration = round(end - t0, 3) if t0 is not None else None
@@ -330,7 +333,6 @@ def _with_fit_starts(
     """``record`` with each attempt's first epoch and (``changes``) ``run.world_changes``,
     from the fit starts ``MetricsCallback`` recorded (``fit_fingerprints.json``; none
     without it)."""
-    from mushin_box._provenance.elastic import finished_run
 
     run = record.get("run")
     if not isinstance(run, dict):
@@ -451,6 +453,5 @@ def take_failure(cell_dir: Path) -> OSError | None:
 def install() -> bool:
     """Make :func:`save_config` Hydra's writer; False (and nothing replaced) when Hydra's
     writer is not the one this was written for."""
-    from mushin_box._upstream.hydra import replace_save_config
 
     return replace_save_config(save_config)

@@ -2,8 +2,7 @@
 """A sweep job's config without composing it: the first job's, with the job's swept values.
 
 Design note: Hydra composes every job from scratch (the defaults tree, every config file
-read again), ~0.1-0.2 s a job, about half of what a trivial cell costs; its basic sweeper
-composes each job once more beforehand only to check it. A grid whose swept keys are plain
+read again), and its basic sweeper composes each job once more beforehand only to check it. A grid whose swept keys are plain
 config values (no config group, no ``hydra.*`` key, no delete, no mapping value, no key
 nested in another override's: :class:`SweptValues` refuses anything else) has the same
 defaults tree in every job, so a job's config is the first job's with the swept values
@@ -30,6 +29,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from enum import Enum
 from pathlib import Path
 from typing import Any
+
+from mushin_box._core.redact import redact
+from mushin_box._upstream.hydra import apply_overrides, overrides_dirname
+from mushin_box._upstream.omegaconf import child_node, node_value
 
 __all__ = [
     "JobConfigs",
@@ -89,7 +92,7 @@ def element_overrides(parsed: Sequence[Any]) -> dict[str, Any]:
     """Each job override the basic sweeper writes for a sweep's values (``key=value``, the
     value in the element's own string form, as ``split_arguments`` writes it), mapped to
     Hydra's parse of it, built from the sweep's parse (``parsed``): its values are parsed
-    already, and a sweep of 1,000 values is not parsed again value by value (~0.6 ms each).
+    already, and a sweep's values are not parsed again one by one.
     ``+key=v`` is also there as ``++key=v``, as :class:`SweptValues` sets it over.
 
     Examples
@@ -133,8 +136,6 @@ class SweptValues:
     ) -> None:
         from hydra.core.override_parser.overrides_parser import OverridesParser
         from omegaconf import DictConfig, OmegaConf
-
-        from mushin_box._upstream.omegaconf import child_node, node_value
 
         self._parser = OverridesParser.create()
         self._parsed: dict[str, Any] = dict(known or {})
@@ -191,7 +192,6 @@ class SweptValues:
     def set_values(self, job: Sequence[str], cfg: Any) -> None:
         """Set ``job``'s swept values over ``cfg`` (the first job's config, or a copy of its
         task part), with Hydra's function and its errors."""
-        from mushin_box._upstream.hydra import apply_overrides
 
         # '+key=v' added the key in the first job already: set it over ('++'), as a fresh
         # compose adds it
@@ -199,13 +199,13 @@ class SweptValues:
 
     def dirname(self, job: Sequence[str]) -> str:
         """Hydra's ``override_dirname`` of ``job``."""
-        from mushin_box._upstream.hydra import overrides_dirname
 
         app = [o for o in map(self.parse, job) if not o.is_hydra_override()]
         return overrides_dirname(app, *self._naming)
 
     def directory(self, job: Sequence[str]) -> Path:
         """``job``'s directory, as ``run_job`` resolves it."""
+        # lazy: imports hydra, omegaconf (a reader must not load them)
         from mushin_box._sweep.cells import cell_key
 
         return Path(os.path.abspath(os.path.join(self._sweep_dir, cell_key(self.dirname(job)))))
@@ -221,8 +221,6 @@ def _node(cfg: Any, key: str) -> Any:
     """The node at a dotted key whose parents are all mappings; ``ValueError`` if not."""
     from omegaconf import DictConfig, OmegaConf
 
-    from mushin_box._upstream.omegaconf import child_node
-
     parent_key, _, last = key.rpartition(".")
     parent = OmegaConf.select(cfg, parent_key) if parent_key else cfg
     if not isinstance(parent, DictConfig) or last not in parent:
@@ -236,8 +234,8 @@ class PlainFingerprints:
     job's task config as plain data, with the job's swept values set in it.
 
     Design note: a resume decides every finished cell from its config fingerprint, and
-    building a 1,000 configs (a deep copy, Hydra's override function, ``to_container``)
-    cost ~1 ms a cell, most of a resumed cell's cost. What a job's config adds to the first
+    building each config (a deep copy, Hydra's override function, ``to_container``) is
+    most of a resumed cell's cost. What a job's config adds to the first
     job's is its swept values, each a leaf: so the fingerprint's input (``to_container``
     with ``resolve=True``) is the first job's with those leaves replaced. That holds only
     when no other key's value depends on them, so this refuses (``ValueError``) a config
@@ -255,10 +253,6 @@ class PlainFingerprints:
     def __init__(self, values: SweptValues, jobs: Sequence[Sequence[str]]) -> None:
         from omegaconf import OmegaConf
         from omegaconf.nodes import ValueNode
-
-        from mushin_box._core.redact import redact
-        from mushin_box._upstream.hydra import apply_overrides
-        from mushin_box._upstream.omegaconf import node_value
 
         base = values.base
         raw = OmegaConf.to_container(base, resolve=False, enum_to_str=True)
@@ -297,7 +291,6 @@ class PlainFingerprints:
         """The value of ``text`` at ``path`` as :func:`~mushin_box._core.redact.redact`
         leaves it in the whole config (the key's path and the value alone decide it), or
         :data:`_HIDDEN` when a key above it is secret (the whole mapping is redacted)."""
-        from mushin_box._core.redact import redact
 
         found = self._leaves.get((i, text), _HIDDEN)
         if found is not _HIDDEN:
@@ -323,6 +316,7 @@ class PlainFingerprints:
         (a key's redaction depends on its path and its value only): what
         :func:`~mushin_box._sweep.cells.plain_fingerprint` of the whole job's config
         hashes, without redacting 10,000 configs."""
+        # lazy: imports hydra, omegaconf (a reader must not load them)
         from mushin_box._sweep.cells import redacted_fingerprint
 
         top: dict[str, Any] = dict(self._redacted)
@@ -364,8 +358,7 @@ class JobConfigs:
     swept value is a scalar (``scalars``), one working copy of the first job's config
     serves every job: each job's values are set over the last job's, as over a fresh copy
     (a scalar leaves its node in place; its node's type validates and converts it the
-    same way). That saved one deep copy of the whole config a job, ~2 ms of a trivial
-    cell's ~30 ms. A list or a mapping value (merged into what is there) gets a fresh copy.
+    same way): no deep copy of the whole config a job. A list or a mapping value (merged into what is there) gets a fresh copy.
     """
 
     def __init__(

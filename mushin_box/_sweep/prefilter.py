@@ -1,10 +1,9 @@
 # SPDX-License-Identifier: MIT
 """Resume that costs nothing: completed cells are decided before Hydra launches anything.
 
-Design note: with ``resume=True`` every cell used to go through Hydra's launch (a job
-directory, three ``.hydra/*.yaml`` files, logging set up, the runner) only for the runner
-to find it completed and return its metrics; a finished 120-cell sweep took 0.85x its
-first run. Here the driver takes the same steps as the runner, for every job of the grid,
+Design note: a completed cell is not sent through Hydra's launch (a job directory, three
+``.hydra/*.yaml`` files, logging, the runner) only for the runner to return its metrics.
+The driver takes the same steps as the runner, for every job of the grid,
 in this process: the job's config is the one the launcher will compose (the same
 overrides, re-serialized by Hydra's basic sweeper; built from the first job's config and
 the job's swept values, :mod:`mushin_box._sweep.jobconfig`, and checked against Hydra's
@@ -18,8 +17,7 @@ a cell whose status, metrics and provenance files are the very ones the sweep's 
 (:mod:`~mushin_box._sweepdir.settled`: same inode, size, mtime and ctime) is asked the
 same question with the record and metrics the index holds, instead of its files read again;
 every other cell (changed config or code, a corrupt sidecar, failed, cancelled, skipped,
-reused despite stale code) still goes through the launcher and decides for itself, as
-before. When in doubt (a config whose value depends on the job, e.g. ``${hydra:...}`` or
+reused despite stale code) still goes through the launcher and decides for itself. When in doubt (a config whose value depends on the job, e.g. ``${hydra:...}`` or
 a custom resolver; an image the driver cannot see; the user's own sweeper), nothing is
 taken out. The jobs left run through :class:`CellSweeper`, Hydra's basic sweeper minus the
 reused jobs (``hydra_plugins.mushin_box_launcher.cells_sweeper``).
@@ -34,6 +32,7 @@ import re
 import uuid
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +42,12 @@ from mushin_box._core.layout import METRICS_FILE, PROVENANCE_FILE
 from mushin_box._core.overrideparse import parse_overrides
 from mushin_box._core.sidecars import SidecarWarning, read_json
 from mushin_box._sweep.cells import CellPlan, config_fingerprint
+from mushin_box._sweep.compose import first_job
 from mushin_box._sweep.decide import decide
 from mushin_box._sweep.jobconfig import PlainFingerprints, SweptValues, element_overrides, strings
 from mushin_box._sweep.jobconfig import cell_of as _cell_of
 from mushin_box._sweepdir.settled import whole_provenance
+from mushin_box._upstream.hydra import sweep_jobs
 
 __all__ = [
     "SWEEPER_TARGET",
@@ -97,7 +98,6 @@ def task_part(job: Sequence[str]) -> tuple[str, ...]:
 
 def _jobs(overrides: Sequence[str]) -> list[list[str]] | None:
     """Every job's overrides, as Hydra's basic sweeper builds them; None if it can't tell."""
-    from mushin_box._upstream.hydra import sweep_jobs
 
     try:
         return sweep_jobs(parse_overrides(overrides))
@@ -131,7 +131,6 @@ def _driver_sees_all(
 
 def _stored(config: Any, launcher: str | None) -> Any:
     """The config as ``hydra_zen.launch`` stores it (a DictConfig for pickling launchers)."""
-    from dataclasses import is_dataclass
 
     from omegaconf import OmegaConf
 
@@ -223,8 +222,6 @@ def prefilter(
         return Prefiltered()
     from hydra import initialize
     from hydra.core.config_store import ConfigStore
-
-    from mushin_box._sweep.compose import first_job
 
     statuses = dict(records)
     image = os.environ.get("MUSHIN_SIF_SHA256")

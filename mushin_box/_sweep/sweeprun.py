@@ -28,12 +28,14 @@ from mushin_box._core.gcpause import gc_paused
 from mushin_box._core.jobskip import skipping
 from mushin_box._core.layout import ABORT_FILE
 from mushin_box._core.secrets import SecretVault
-from mushin_box._core.sidecars import start_removing_orphans
+from mushin_box._core.sidecars import canonical_dumps, start_removing_orphans
+from mushin_box._slurm.jobs import is_live, is_unknown, job_states, name_job_ids
+from mushin_box._slurm.submitted import carry_jobs, job_ids, read_submission
 from mushin_box._sweep.cells import CellPlan, CellRunner
 from mushin_box._sweep.compose import hydra_state_kept
 from mushin_box._sweep.jobconfig import job_configs
 from mushin_box._sweep.prefilter import SWEEPER_TARGET, own_sweeper, prefilter
-from mushin_box._sweepdir.settled import CellIndex, read_index, refresh_index
+from mushin_box._sweepdir.board import grid_runs
 from mushin_box._sweepdir.liveness import still_running_message
 from mushin_box._sweepdir.manifest import (
     Records,
@@ -47,6 +49,8 @@ from mushin_box._sweepdir.manifest import (
     reconcile_abandoned,
     write_manifest,
 )
+from mushin_box._sweepdir.progress import CellProgress
+from mushin_box._sweepdir.settled import CellIndex, read_index, refresh_index
 
 __all__ = ["Launched", "Opened", "launch_cells", "open_sweep"]
 
@@ -98,8 +102,6 @@ def _refuse_live_submission(root: Path, grid: Mapping[str, list[Any]]) -> None:
     others run) is kept: marked ``carried`` in ``mushin_jobs.json``, so that the next
     submission's record keeps it (:func:`~mushin_box._slurm.submitted.record_submission`),
     the only handle on a cell that has not started."""
-    from mushin_box._slurm.jobs import is_live, is_unknown, job_states, name_job_ids
-    from mushin_box._slurm.submitted import carry_jobs, job_ids, read_submission
 
     submission = read_submission(root)
     jobs = job_ids(submission)
@@ -135,7 +137,6 @@ def _jobs_running_grid(submission: Mapping[str, Any], grid: Mapping[str, list[An
     """``{job id: may it run a cell of grid}`` for the submission's jobs, by each job's
     overrides against the grid's values (a pass over 10,000 cells for each of 10,000 jobs
     took minutes)."""
-    from mushin_box._sweepdir.board import grid_runs
 
     runs = grid_runs(grid)
     jobs = [e for e in submission.get("jobs", ()) if isinstance(e, dict)]
@@ -268,7 +269,6 @@ def _report_grid_change(previous: Mapping[str, Any], grid: Mapping[str, list[Any
 def _same_grid(old: Any, grid: Mapping[str, list[Any]]) -> bool:
     """Are the two grids the same values in the same order, told apart by type as
     :func:`combo_id` tells them (``True`` is not ``1``)?"""
-    from mushin_box._core.sidecars import canonical_dumps
 
     try:
         return canonical_dumps(old) == canonical_dumps({k: list(v) for k, v in grid.items()})
@@ -279,7 +279,6 @@ def _same_grid(old: Any, grid: Mapping[str, list[Any]]) -> bool:
 def _start_progress(root: Path, grid: Mapping[str, list[Any]], run_id: str, enabled: bool) -> Any:
     if not enabled:  # every launcher: the bar reads only the cells' status files
         return None
-    from mushin_box._sweepdir.progress import CellProgress
 
     total = 1
     for values in grid.values():

@@ -66,7 +66,10 @@ Examples
 from __future__ import annotations
 
 import datetime as _dt
+import fcntl
 import itertools
+import json
+import math
 import os
 import socket
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -86,10 +89,20 @@ from mushin_box._core.layout import (
     STATUS_FILE,
     stage_metrics_json_file,
 )
+from mushin_box._core.overrides import format_value
 from mushin_box._core.safeio import read_bounded
 from mushin_box._core.sidecars import read_json
-from mushin_box._sweepdir.liveness import pid_alive
-from mushin_box._sweepdir.manifest import is_sweep_dir
+from mushin_box._slurm.jobs import is_live, is_unknown, job_states_and_reasons, never_starts
+from mushin_box._slurm.submitted import job_ids, read_submission
+from mushin_box._sweepdir.liveness import check, owner_of, pid_alive
+from mushin_box._sweepdir.manifest import (
+    cell_records,
+    grid_key,
+    in_grid_order,
+    is_sweep_dir,
+    manifest_from_cells,
+    read_sweep_manifest,
+)
 
 __all__ = [
     "VIEW_STATES",
@@ -227,7 +240,6 @@ def owner_gone(record: Mapping[str, Any], job_states: Mapping[str, str]) -> str 
 def _judge(record: Mapping[str, Any], job_states: Mapping[str, str]) -> tuple[bool, str | None]:
     """(unknown, gone) for a ``running`` record: the scheduler did not answer for its job,
     or why its owner is gone (None: alive, or it can't be told from here)."""
-    from mushin_box._sweepdir.liveness import check, owner_of
 
     owner = owner_of(record)
     if owner is None:
@@ -338,8 +350,6 @@ def _latest(cell_dir: Path) -> dict[str, Any] | None:
     metric by name with a finite value, at its last such epoch), or None when there is no
     readable series yet. Never a symlink, a FIFO or an unbounded read: the file sits in
     the untrusted sweep directory."""
-    import json
-    import math
 
     try:
         data = json.loads(read_bounded(cell_dir / _FIT_SERIES, _LATEST_READ_BYTES))
@@ -384,9 +394,6 @@ def read_sweep(root: str | os.PathLike[str], *, liveness: bool = True) -> SweepV
     FileNotFoundError
         ``root`` holds neither a manifest nor a cell status: not a sweep.
     """
-    from mushin_box._slurm.jobs import is_live, is_unknown, job_states_and_reasons
-    from mushin_box._slurm.submitted import job_ids, read_submission
-    from mushin_box._sweepdir.manifest import cell_records, read_sweep_manifest
 
     path = Path(root)
     if not path.is_dir():
@@ -448,7 +455,6 @@ def _entries(
     from the status records ``found`` holds them (``manifest_from_cells``), without building
     it: placed by :func:`~mushin_box._sweepdir.manifest.grid_key`, not by a ``combo_id``
     (JSON) per cell, a third of ``status``'s reading of a running 10,000-cell sweep."""
-    from mushin_box._sweepdir.manifest import grid_key, in_grid_order, manifest_from_cells
 
     grid, cells = old.get("grid"), old.get("cells")
     mine = (
@@ -505,7 +511,6 @@ def _queued_again(
     running. A cell is matched to its job by the job's overrides, when they name its
     swept values plainly (else it shows ``pending`` without a job id). Its reason is
     squeue's for that job."""
-    from mushin_box._slurm.jobs import is_live, never_starts
 
     when = _parse(
         submission.get("submitted") if isinstance(submission.get("submitted"), str) else None
@@ -541,7 +546,6 @@ def local_jobs_alive(submission: Mapping[str, Any]) -> bool:
     """Does a local job of the latest submission (its id is its pid) still run here?"""
     if submission.get("cluster") != "local" or submission.get("host") != socket.gethostname():
         return False
-    from mushin_box._slurm.submitted import job_ids
 
     ids = job_ids(submission, "local")
     return any(pid_alive(int(j)) for j in ids if j.isdigit() and 1 < int(j) < 2**22)
@@ -553,7 +557,6 @@ def driver_running(root: Path) -> bool:
     Probed with a shared, non-blocking ``flock`` on the existing lock file, released at
     once; a reader never creates the file.
     """
-    import fcntl
 
     try:
         fd = os.open(root / LOCK_FILE, os.O_RDONLY)
@@ -615,7 +618,6 @@ def spellings(value: Any) -> set[str]:
     >>> sorted(spellings("adam")), spellings(0.1), spellings(object())
     (['"adam"', "'adam'", 'adam'], {'0.1'}, set())
     """
-    from mushin_box._core.overrides import format_value
 
     try:
         out = {format_value(value)}

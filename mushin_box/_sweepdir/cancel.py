@@ -58,10 +58,31 @@ import attrs
 
 from mushin_box._core.layout import STATUS_FILE
 from mushin_box._core.sidecars import read_json, timestamp, write_json_atomic
+from mushin_box._slurm.jobs import (
+    is_live,
+    is_unknown,
+    job_states,
+    name_job_ids,
+    owned_by,
+    queued_jobs,
+    scancel_args,  # an array's tasks: one expression
+    valid_job_id,
+)
 from mushin_box._slurm.submitted import checked_job_ids, read_submission
-from mushin_box._sweepdir.board import CellView, owner_gone, read_sweep
+from mushin_box._sweepdir.board import (
+    CellView,
+    driver_running,
+    job_runs_cell,
+    owner_gone,
+    read_sweep,
+)
 from mushin_box._sweepdir.liveness import pid_alive, process_tree, same_process
-from mushin_box._sweepdir.manifest import SweepBusyError, mark_unstarted_cancelled
+from mushin_box._sweepdir.manifest import (
+    SweepBusyError,
+    combo_id,
+    manifest_from_cells,
+    mark_unstarted_cancelled,
+)
 
 __all__ = ["CancelReport", "cancel", "cell_label"]
 
@@ -116,7 +137,6 @@ def _stop_local(pid: int, grace_s: float) -> None:
 
 
 def _scancel(job_ids: Sequence[str]) -> None:
-    from mushin_box._slurm.jobs import scancel_args  # an array's tasks: one expression
 
     if job_ids:  # after "--": nothing scancel is given can be read as an option
         argv = ["scancel", "--", *scancel_args(job_ids)]
@@ -127,7 +147,6 @@ def _sweeps_jobs(root: Path, wanted: Sequence[str]) -> tuple[list[str], list[str
     """The ids among ``wanted`` that squeue shows now as this sweep's (its mark in their
     comment), and a line for each kind of other one: not an id, not shown (ended: its id
     may be reused), another's job, or squeue did not answer."""
-    from mushin_box._slurm.jobs import owned_by, queued_jobs, valid_job_id
 
     ok = sorted({j for j in wanted if valid_job_id(j)})
     refused = [f"{j!r} is not a SLURM job id; not cancelled" for j in wanted if j not in ok]
@@ -146,7 +165,6 @@ def _sweeps_jobs(root: Path, wanted: Sequence[str]) -> tuple[list[str], list[str
 
 
 def _ids_line(ids: Sequence[str], why: str) -> str:
-    from mushin_box._slurm.jobs import name_job_ids
 
     named = name_job_ids(ids)
     return f"SLURM job(s) {named}: {why}; not cancelled"
@@ -306,7 +324,6 @@ def _started_meanwhile(
     job before the scancel ended it): by now the queue is empty, so a ``running`` one lost
     its job and is recorded ``cancelled``; one that ended on its own keeps its status. The
     cells still without a directory are returned; the lists are the caller's report."""
-    from mushin_box._sweepdir.manifest import combo_id, manifest_from_cells
 
     now = manifest_from_cells(root)["cells"]
     left = []
@@ -335,7 +352,6 @@ def _jobs_of(
     """The ids among ``ids`` of the submission's jobs that run exactly one of ``combos``:
     their overrides set every swept key to its value (a job whose overrides say less may
     run other cells: never cancelled for a named one)."""
-    from mushin_box._sweepdir.board import job_runs_cell
 
     out = []
     jobs = submission.get("jobs")
@@ -354,8 +370,6 @@ def _jobs_of(
 def _queue_emptied(root: Path, deadline: float, ids: Sequence[str]) -> str | None:
     """Wait (until ``deadline``) for the jobs ``ids`` to leave the queue and the sweep's
     driver to let go of the lock: None once nothing can start those cells, else why not."""
-    from mushin_box._slurm.jobs import is_live, is_unknown
-    from mushin_box._sweepdir.board import driver_running
 
     while True:
         states = _job_states(ids)
@@ -374,7 +388,6 @@ def _queue_emptied(root: Path, deadline: float, ids: Sequence[str]) -> str | Non
 
 
 def _job_states(job_ids: Sequence[str | None]) -> dict[str, str]:
-    from mushin_box._slurm.jobs import job_states
 
     wanted = [j for j in job_ids if j]
     return job_states(wanted) if wanted else {}

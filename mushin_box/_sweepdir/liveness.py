@@ -38,7 +38,8 @@ from typing import Any
 import attrs
 
 from mushin_box._core.layout import STATUS_FILE, TORCHRUN_AGENT_ENV
-from mushin_box._slurm.jobs import slurm_job_id
+from mushin_box._slurm.jobs import is_live, is_unknown, slurm_job_id
+from mushin_box._slurm.jobs import job_state as ask_slurm
 
 __all__ = [
     "Liveness",
@@ -231,7 +232,6 @@ def _process(owner: Owner) -> Liveness:
 
 def _job(owner: Owner, ask: Callable[[str], str | None]) -> Liveness | None:
     """A SLURM job, or None when SLURM's tools are missing here (cannot tell)."""
-    from mushin_box._slurm.jobs import is_live, is_unknown
 
     job = str(owner.slurm_job)
     state = ask(job)
@@ -260,8 +260,6 @@ def check(owner: Owner | None, *, job_state: Callable[[str], str | None] | None 
         return Liveness(False, "its status names no process or job")
     why = "it runs on another host, which cannot be checked from here"
     if owner.slurm_job and owner.slurm_job != slurm_job_id():
-        from mushin_box._slurm.jobs import job_state as ask_slurm
-
         answer = _job(owner, job_state or ask_slurm)
         if answer is not None:
             return answer

@@ -23,6 +23,7 @@ from typing import Any
 from mushin_box._core.layout import LOG_READ_BYTES, RANK_LOG_DIR, STATUS_FILE
 from mushin_box._core.safeio import UnsafeFileError, inside, read_tail
 from mushin_box._core.sidecars import warn_sidecar
+from mushin_box._sweepdir.manifest import read_status
 
 __all__ = ["LogFollower", "rank_logs", "tail_lines"]
 
@@ -85,7 +86,6 @@ def _listed(cell_dir: Path, status: Mapping[str, Any]) -> Iterator[tuple[int, Pa
 def rank_logs(cell_dir: Path, record: Mapping[str, Any] | None = None) -> dict[int, list[Path]]:
     """Rank -> its output files that exist, in a stable order (``.out`` before ``.err``):
     those the status names under the sweep directory, then the local layout's."""
-    from mushin_box._sweepdir.manifest import read_status
 
     status: Mapping[str, Any] | None = record if record is not None else read_status(cell_dir)
     found: dict[int, list[Path]] = {}

@@ -17,7 +17,9 @@ from __future__ import annotations
 import fcntl
 import itertools
 import os
+import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,8 @@ from mushin_box._core.sidecars import (
     write_json_atomic,
 )
 from mushin_box._core.targets import public
+from mushin_box._slurm.jobs import job_state
+from mushin_box._sweepdir.liveness import check, owner_of
 
 __all__ = [
     "Entry",
@@ -435,7 +439,6 @@ def rebuild_manifest(root: Path, records: Records) -> dict[str, Any]:
 
 def _ended(record: Mapping[str, Any], ask: Any = None) -> tuple[str, str] | None:
     """(new status, reason) for a ``running`` cell whose owner has ended, else None."""
-    from mushin_box._sweepdir.liveness import check, owner_of
 
     owner = owner_of(record)
     if owner is None:  # a status from before owners were recorded: cannot tell
@@ -452,9 +455,6 @@ def reconcile_abandoned(records: list[tuple[Path, dict[str, Any]]]) -> list[str]
     cancelled, preempted, timed out) as ``failed``/``timeout``; returns their dirs.
     ``records``: the cells' status records (:func:`cell_records`); each recorded cell's
     entry is replaced by its new record, so that the list stays what the files say."""
-    from functools import cache
-
-    from mushin_box._slurm.jobs import job_state
 
     ask = cache(job_state)  # one question per job, however many cells it runs
     changed: list[str] = []
@@ -494,7 +494,6 @@ def finish_launch(
     one that says what went wrong: it is added to that error as a note, or, when the launch
     raised nothing, said in a warning (the manifest is a cache that the next run rebuilds).
     """
-    import warnings
 
     ended: list[str] = []
     records = None
@@ -521,10 +520,6 @@ def live_cells(records: Records) -> list[tuple[str, Any]]:
     """(cell dir, :class:`~mushin_box._sweepdir.liveness.Owner`) of the cells left ``running``
     whose owner (a process, a SLURM job) is still alive, or cannot be checked from here;
     ``records``: the cells' status records (:func:`cell_records`)."""
-    from functools import cache
-
-    from mushin_box._slurm.jobs import job_state
-    from mushin_box._sweepdir.liveness import check, owner_of
 
     ask = cache(job_state)  # one question per job, however many cells it runs
     out = []
@@ -615,7 +610,6 @@ def _one(value: Any) -> tuple[type, Any]:
         return kind, value
     if kind is float:
         return kind, repr(value)
-    from mushin_box._core.sidecars import canonical_dumps  # a list or mapping: keys sorted
 
     return kind, canonical_dumps(value).decode("utf-8")
 

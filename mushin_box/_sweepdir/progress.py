@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from mushin_box._core.layout import DONE_CELL_STATES as _DONE
+from mushin_box._sweepdir.board import read_sweep
+from mushin_box._sweepdir.manifest import cell_records
 
 __all__ = ["NOTICES", "CellProgress", "QuietTerminal", "SweepFollower", "eta_text"]
 
@@ -196,7 +198,6 @@ class CellProgress:
         self._parallel = 1  # the most cells seen running at once
 
     def _counts(self) -> tuple[dict[str, int], list[float]]:
-        from mushin_box._sweepdir.manifest import cell_records
 
         counts: dict[str, int] = {}
         durations: list[float] = []
@@ -267,7 +268,6 @@ class SweepFollower:
         return self
 
     def update(self) -> Any:
-        from mushin_box._sweepdir.board import read_sweep
 
         sweep = read_sweep(self.root)
         if self._progress is not None:

@@ -58,6 +58,7 @@ import json
 import os
 import secrets
 import stat
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -75,8 +76,25 @@ from mushin_box._core.layout import (
     STATUS_FILE,
     read_limit,
 )
-from mushin_box._core.sidecars import loads, write_bytes_atomic
-from mushin_box._sweepdir.manifest import Entry, grid_key, in_grid_order, wrong_status_fields
+from mushin_box._core.safeio import read_bounded
+from mushin_box._core.sidecars import loads, read_json, write_bytes_atomic
+from mushin_box._slurm.submitted import job_ids, read_submission
+from mushin_box._sweepdir.board import (
+    VIEW_STATES,
+    SweepView,
+    cell_view,
+    driver_running,
+    local_jobs_alive,
+    resubmitted,
+)
+from mushin_box._sweepdir.manifest import (
+    Entry,
+    grid_key,
+    in_grid_order,
+    read_status,
+    read_sweep_manifest,
+    wrong_status_fields,
+)
 
 __all__ = [
     "RACY_NS",
@@ -126,8 +144,6 @@ def finished_entries(root: str | os.PathLike[str]) -> tuple[dict[str, Any], list
     """The manifest and every cell's entry (``combo``, ``status``, ``dir``, ``attempt``,
     ``error``, ``reason``) of a finished sweep, each status file read only where the
     manifest is older than it; None when the manifest cannot answer (see module doc)."""
-    from mushin_box._sweepdir.board import driver_running
-    from mushin_box._sweepdir.manifest import read_status, read_sweep_manifest
 
     path = Path(root)
     base = os.fspath(path)
@@ -182,9 +198,6 @@ def read_object(path: str) -> Any:
     :func:`~mushin_box._core.sidecars.read_json`, which warns naming it. The direct path
     skips ``read_json``'s per-call ``Path`` objects: a third of ``show``'s time at 10,000
     cells."""
-    from mushin_box._core.layout import read_limit
-    from mushin_box._core.safeio import read_bounded
-    from mushin_box._core.sidecars import loads, read_json
 
     try:
         value = loads(read_bounded(path, read_limit(os.path.basename(path))))
@@ -206,9 +219,6 @@ class Heading:
     states: tuple[str, ...]
 
     def counts(self) -> dict[str, int]:
-        from collections import Counter
-
-        from mushin_box._sweepdir.board import VIEW_STATES
 
         found = Counter(self.states)
         return {s: found[s] for s in VIEW_STATES if s in found}
@@ -219,7 +229,6 @@ def bare_view(
 ) -> tuple[Any, Heading]:
     """The sweep's :class:`~mushin_box._sweepdir.board.SweepView` as the manifest tells it
     (``fields``: more of the view's) without its cells, and its :class:`Heading`."""
-    from mushin_box._sweepdir.board import SweepView
 
     launcher = manifest.get("launcher")
     launcher = launcher if isinstance(launcher, str) else None
@@ -247,10 +256,6 @@ def read_settled(
     is known from the manifest (and the status records it is older than), for a first
     line printed at once.
     """
-
-    from mushin_box._slurm.submitted import job_ids, read_submission
-    from mushin_box._sweepdir.board import cell_view, local_jobs_alive, resubmitted
-    from mushin_box._sweepdir.manifest import read_status
 
     found = finished_entries(root)
     if found is None:
@@ -462,8 +467,8 @@ def refresh_index(root: Path, records: Iterable[tuple[Path, Any]], index: CellIn
     if not todo and not dropped and not index.stale:
         return False
     added = _read_cells(root, todo) if todo else {}
-    # a few cells more or less are read from their files by the next resume (~0.1 ms
-    # each) rather than rewrite ~1 KB per cell for them (10 MB at 10,000 cells)
+    # a few cells more or less are read from their files by the next resume rather than
+    # the whole index (~1 KB a cell) rewritten for them
     if not index.stale and len(added) + dropped < max(1, len(kept) // _REWRITE_SHARE):
         return False
     cells = {

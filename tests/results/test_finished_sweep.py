@@ -18,7 +18,7 @@ from workflow_tasks import one_failed_sweep
 from mushin_box._core.sidecars import write_json_atomic
 from mushin_box._results.experiment import load_sweep
 from mushin_box._results.table import read_finished, read_results
-from mushin_box._sweepdir import manifest
+from mushin_box._sweepdir import manifest, settled
 from mushin_box._sweepdir.board import read_sweep
 
 
@@ -77,7 +77,7 @@ def test_only_the_cells_the_manifest_cannot_answer_for_are_opened(
         opened.append(os.path.basename(cell))
         return real(cell)
 
-    monkeypatch.setattr(manifest, "read_status", spy)
+    monkeypatch.setattr(settled, "read_status", spy)
     sweep = read_results(root)
     assert opened == ["a=2,b=2"]
     failed = [c for c in sweep.cells if c.state == "failed"]
