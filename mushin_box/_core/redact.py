@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""The secret rule, and every way mushin-box redacts: one module, one verb each.
+"""The secret rule, and redaction by it: :func:`redact` a value, :func:`redact_text` text.
 
 What counts as a secret is decided by name (:func:`is_secret_name`): a config key or an
 environment variable whose words include ``token``, ``password``, ``key``, ``auth``...,
@@ -7,21 +7,17 @@ unless its last word only describes the secret (``key_dim``, ``auth_url``,
 ``api_key_path``). Credentials inside a URL (``scheme://user:pass@host``) are secret
 whatever the name. A user declares more names (:func:`secret_names_in_effect`): the
 project's ``[tool.mushin-box] secret-names`` and ``Workflow(secrets=...)``; a declared
-name is secret whatever its words. Everything that writes a file asks this module, so the
-rule cannot drift between the sidecars, the env file's record and the error messages:
+name is secret whatever its words. Everything that writes a file or prints asks this
+module, so the rule cannot drift between the sidecars, the env file's record, the error
+messages and the terminal:
 
-* :func:`redact` a JSON-like value (secret keys and URL credentials);
-* :func:`redact_env` a mapping of environment variables;
-* :func:`redact_url_credentials` free text;
-* :func:`redact_env_text` an env file's text, :func:`redact_argv` and
-  :func:`redact_command` a command line;
-* :func:`redact_secret_values` free text (a traceback) by the values of secret-looking
-  environment variables, where no key tells, and :func:`redact_exception` an exception's
-  message the same way;
-* :mod:`mushin_box._core.termredact` every line a command prints: ``NAME=value`` with
-  a secret-looking name, URL credentials, secret-looking environment variables' values,
-  and the values that its command line gave secret-looking names, wherever they are
-  echoed back (Hydra's and the parser's messages quote them).
+* :func:`redact` a value: a mapping (secret-looking keys' values; an environment too), a
+  command's words (``NAME=value``, ``--flag=value``, the word after a secret-looking
+  flag), a string (as text), an exception (its message and its chained ones', in place);
+* :func:`redact_text` any text (an env file, a traceback, a printed line): secret-looking
+  ``NAME=value`` assignments (an env file's quoted value across lines too), the values of
+  secret-looking environment variables and any given ones wherever they stand, and URL
+  credentials.
 
 Hiding values *before* a launch, so that files never hold them at all, is
 :mod:`mushin_box._core.secrets`; it uses the same rule.
@@ -33,9 +29,8 @@ import functools
 import json
 import os
 import re
-import shlex
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from stat import S_ISREG
 from typing import Any, NamedTuple
@@ -50,13 +45,8 @@ __all__ = [
     "is_secret_name",
     "is_secret_path",
     "redact",
-    "redact_argv",
-    "redact_command",
-    "redact_env",
-    "redact_env_text",
-    "redact_exception",
     "redact_secret_values",
-    "redact_url_credentials",
+    "redact_text",
     "project_secret_names",
     "secret_env_values",
     "secret_names_in_effect",
@@ -87,8 +77,6 @@ _BOUNDARY = re.compile(
 URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s@]+)@")
 #: ``NAME=value`` / ``export NAME=value`` at the start of an env-file line
 _ASSIGNMENT = re.compile(r"^(?P<lead>\s*(?:export\s+)?)(?P<name>[A-Za-z_][A-Za-z0-9_]*)=")
-#: a value that only names another variable (``"${HF_TOKEN:?}"``): no secret in the file
-_REFERENCE = re.compile(r'^("?)\$\{[A-Za-z_][A-Za-z0-9_]*(?::\?)?\}\1\s*\Z')
 _WORD_ASSIGNMENT = re.compile(r"^(?P<lead>-{0,2})(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)=")
 FLAG_WORD = re.compile(r"^-{1,2}(?P<name>[A-Za-z][A-Za-z0-9_-]*)\Z")
 #: flags whose name looks secret but whose value is not (Apptainer's working directory)
@@ -278,14 +266,7 @@ def is_secret_name(name: str, declared: Sequence[str] = ()) -> bool:
     return secret_rule(declared).name(name)
 
 
-def redact_url_credentials(text: str) -> str:
-    """``text`` with credentials inside URLs cut out.
-
-    Examples
-    --------
-    >>> redact_url_credentials("see postgres://me:pw@db/x and https://h/y")
-    'see postgres://<redacted>@db/x and https://h/y'
-    """
+def _redact_urls(text: str) -> str:
     if "@" not in text or "://" not in text:
         return text
     return URL_CREDENTIALS.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", text)
@@ -308,27 +289,35 @@ def is_secret_path(path: str, declared: Sequence[str] = ()) -> bool:
 # ---------------------------------------------------------------------------- values
 
 
-def _redact_strings(value: Any) -> Any:
-    if isinstance(value, str):
-        return redact_url_credentials(value)
-    if isinstance(value, Mapping):
-        return {k: _redact_strings(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_redact_strings(v) for v in value]
-    return value
-
-
 def redact(value: Any, declared: Sequence[str] = ()) -> Any:
-    """A copy of a JSON-like value: secret-looking keys' values and URL credentials cut out.
+    """A copy of ``value`` with its secrets cut out (an exception: itself, scrubbed).
 
-    A key whose value is ``None`` keeps it (nothing to hide, and "unset" is worth seeing).
-    Declared dotted paths (:func:`is_secret_path`) count from ``value``'s root.
+    * a mapping (a JSON-like record, an environment): a secret-looking key's value, unless
+      ``None`` (nothing to hide, and "unset" is worth seeing); declared dotted paths
+      (:func:`is_secret_path`) count from its root; URL credentials in every string;
+    * a list or tuple of strings, a command's words: ``NAME=value`` and ``--name=value``
+      words with a secret-looking name keep the name only, the word after a secret-looking
+      flag (``--token abc``) is replaced (Apptainer's ``--pwd`` is a directory);
+    * a string: :func:`redact_text`;
+    * an exception: the string arguments of it and of the exceptions chained to it, in
+      place, by the values of secret-looking environment variables
+      (:func:`redact_secret_values`): its text is written elsewhere too (submitit pickles
+      its traceback; the driver re-raises it to a terminal). An exception whose
+      ``__str__`` ignores its args is left as it is.
 
     Examples
     --------
     >>> redact({"db": {"password": "hunter2", "url": "postgres://me:pw@db/x"}, "lr": 0.1})
     {'db': {'password': '<redacted>', 'url': 'postgres://<redacted>@db/x'}, 'lr': 0.1}
+    >>> redact(["apptainer", "--env", "HF_TOKEN=abc", "--pwd", "/w", "--password", "x"])
+    ['apptainer', '--env', 'HF_TOKEN=<redacted>', '--pwd', '/w', '--password', '<redacted>']
     """
+    if isinstance(value, BaseException):
+        return _redact_exception(value)
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
+        return _redact_argv(value, secret_rule(declared))
     return _redact(value, secret_rule(declared), ())
 
 
@@ -342,22 +331,48 @@ def _redact(value: Any, rule: SecretRule, at: tuple[tuple[str, ...], ...]) -> An
         return out
     if isinstance(value, list | tuple):
         return [_redact(v, rule, (*at, (str(i),))) for i, v in enumerate(value)]
-    return _redact_strings(value)
+    return _redact_urls(value) if isinstance(value, str) else value
 
 
-def redact_env(env: Mapping[str, str]) -> dict[str, str]:
-    """Environment variables with secret-looking ones' values and URL credentials cut out.
-
-    Examples
-    --------
-    >>> redact_env({"HF_TOKEN": "abc", "DB": "postgres://me:pw@db/x"})
-    {'HF_TOKEN': '<redacted>', 'DB': 'postgres://<redacted>@db/x'}
-    """
-    rule = secret_rule()
-    return {k: REDACTED if rule.name(k) else _redact_strings(v) for k, v in env.items()}
+def _redact_word(word: str, rule: SecretRule) -> str:
+    m = _WORD_ASSIGNMENT.match(word)
+    if m is None:
+        return _redact_urls(word)
+    if rule.name(m.group("name")) and word[: m.end() - 1] not in NOT_SECRET_FLAGS:
+        return f"{word[: m.end()]}{REDACTED}"
+    return f"{word[: m.end()]}{_redact_word(word[m.end() :], rule)}"  # --env=NAME=value
 
 
-# ---------------------------------------------------------------------------- commands
+def _redact_argv(argv: Sequence[str], rule: SecretRule) -> list[str]:
+    out: list[str] = []
+    hide_next = False
+    for word in argv:
+        if hide_next:
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        flag = FLAG_WORD.match(word)
+        if flag is not None and word not in NOT_SECRET_FLAGS:
+            hide_next = rule.name(flag.group("name"))
+        out.append(_redact_word(word, rule))
+    return out
+
+
+def _redact_exception(exc: BaseException) -> BaseException:
+    pending, seen = [exc], set()
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        args = tuple(redact_secret_values(a) if isinstance(a, str) else a for a in current.args)
+        if args != current.args:
+            current.args = args
+        pending += [e for e in (current.__cause__, current.__context__) if e is not None]
+    return exc
+
+
+# ---------------------------------------------------------------------------- text
 
 
 def _quote_state(text: str, state: str | None) -> str | None:
@@ -381,27 +396,10 @@ def _quote_state(text: str, state: str | None) -> str | None:
     return state
 
 
-def redact_env_text(text: str) -> str:
-    """An env file's text with the values of secret-looking assignments replaced.
-
-    ``NAME=value`` lines (``export NAME=value`` too) whose ``NAME`` looks secret become
-    ``NAME=<redacted>``, including the continuation lines of a quoted value that spans
-    several lines; a value that only forwards a variable by reference
-    (``HF_TOKEN="${HF_TOKEN:?}"``: the rank wrapper's way to pass a secret) holds no secret
-    and is kept. Credentials inside URLs are cut out of every line. Comments and other
-    lines are kept.
-
-    Examples
-    --------
-    >>> print(redact_env_text("# rank env\\nLR=0.1\\nWANDB_API_KEY='abc\\ndef'\\n"
-    ...                       'HF_TOKEN="${HF_TOKEN:?}"\\nDB=postgres://me:pw@db/x\\n'), end="")
-    # rank env
-    LR=0.1
-    WANDB_API_KEY=<redacted>
-    HF_TOKEN="${HF_TOKEN:?}"
-    DB=postgres://<redacted>@db/x
-    """
-    rule = secret_rule()  # once: the rule looks up the project's declared names on disk
+def _redact_env_lines(text: str, rule: SecretRule) -> str:
+    """A ``NAME=value`` line (``export`` too) whose quoted value spans lines, and whose
+    name looks secret, keeps the name only, its continuation lines dropped (a value on one
+    line is the assignment pass's)."""
     out: list[str] = []
     open_quote: str | None = None
     hiding = False
@@ -409,81 +407,89 @@ def redact_env_text(text: str) -> str:
         if open_quote is not None:  # inside a value that spans lines
             open_quote = _quote_state(line, open_quote)
             if not hiding:
-                out.append(redact_url_credentials(line))
+                out.append(line)
             continue
         m = _ASSIGNMENT.match(line)
         if m is None:
-            out.append(redact_url_credentials(line))
+            out.append(line)
             continue
-        value = line[m.end() :]
-        open_quote = _quote_state(value, None)
-        hiding = rule.name(m.group("name")) and _REFERENCE.match(value) is None
+        open_quote = _quote_state(line[m.end() :], None)
+        hiding = open_quote is not None and rule.name(m.group("name"))
         if hiding:
             newline = "\n" if line.endswith("\n") else ""
             out.append(f"{m.group('lead')}{m.group('name')}={REDACTED}{newline}")
         else:
-            out.append(redact_url_credentials(line))
+            out.append(line)
     return "".join(out)
 
 
-def _redact_word(word: str, rule: SecretRule) -> str:
-    m = _WORD_ASSIGNMENT.match(word)
-    if m is None:
-        return redact_url_credentials(word)
-    if rule.name(m.group("name")) and word[: m.end() - 1] not in NOT_SECRET_FLAGS:
-        return f"{word[: m.end()]}{REDACTED}"
-    return f"{word[: m.end()]}{_redact_word(word[m.end() :], rule)}"  # --env=NAME=value
+def _unquoted(value: str) -> str:
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value
 
 
-def redact_argv(argv: Sequence[str]) -> list[str]:
-    """A command's words with secret-looking values replaced.
+def is_reference(value: str) -> bool:
+    """``${oc.env:NAME}``, ``${NAME:?}`` and the like: names where a secret is, holds none
+    (``${NAME:-default}`` holds its default)."""
+    inner = _unquoted(value)
+    return inner.startswith("${") and inner.endswith("}") and ":-" not in inner
 
-    ``NAME=value`` and ``--name=value`` words whose name looks secret keep the name only;
-    the word after a secret-looking flag (``--token abc``) is replaced; credentials inside
-    URLs are cut out. Apptainer's ``--pwd`` (a directory) is not a secret.
+
+def _assignment(m: re.Match[str], rule: SecretRule) -> str:
+    value = m.group("value")
+    if not value or value.startswith(REDACTED) or is_reference(value):
+        return m.group(0)
+    if PLACEHOLDER.match(value):  # help's own KEY=VALUE, api_key=...
+        return m.group(0)
+    if not rule.path(m.group("name").replace("-", "_")):
+        return m.group(0)
+    return m.group(0)[: m.start("value") - m.start(0)] + REDACTED
+
+
+def values_pattern(values: Iterable[str]) -> re.Pattern[str] | None:
+    """One pattern of ``values``, longest first: no value is matched inside another."""
+    ordered = sorted(set(values) - {"", REDACTED}, key=len, reverse=True)
+    return re.compile("|".join(map(re.escape, ordered))) if ordered else None
+
+
+def scrub(text: str, values: re.Pattern[str] | None, rule: SecretRule) -> str:
+    """:func:`redact_text` with its values and rule given (a printer builds them once)."""
+    if not text:
+        return text
+    if "=" in text:
+        text = _redact_env_lines(text, rule)
+    if values is not None:
+        text = values.sub(REDACTED, text)
+    if "=" in text:
+        text = TEXT_ASSIGNMENT.sub(lambda m: _assignment(m, rule), text)
+    return _redact_urls(text)
+
+
+def redact_text(
+    text: str, values: Iterable[str] = (), environ: Mapping[str, str] | None = None
+) -> str:
+    """``text`` with its secrets cut out: secret-looking ``NAME=value`` assignments keep
+    the name only (an env file's line, an override, a flag, a dotted path; a reference
+    such as ``${oc.env:NAME}`` is the way to pass a secret and is kept), the values of
+    :func:`secret_env_values` and ``values`` are replaced wherever they stand, and URL
+    credentials are cut out.
 
     Examples
     --------
-    >>> redact_argv(["apptainer", "exec", "--env", "HF_TOKEN=abc", "--pwd", "/w",
-    ...              "--password", "x", "i.sif", "python"])
-    ... # doctest: +NORMALIZE_WHITESPACE
-    ['apptainer', 'exec', '--env', 'HF_TOKEN=<redacted>', '--pwd', '/w', '--password',
-     '<redacted>', 'i.sif', 'python']
+    >>> print(redact_text("# rank env\\nLR=0.1\\nWANDB_API_KEY='abc\\ndef'\\n"
+    ...                   'HF_TOKEN="${HF_TOKEN:?}"\\nDB=postgres://me:pw@db/x\\n'), end="")
+    # rank env
+    LR=0.1
+    WANDB_API_KEY=<redacted>
+    HF_TOKEN="${HF_TOKEN:?}"
+    DB=postgres://<redacted>@db/x
+    >>> redact_text("got +x.api_key=hunter22 and hunter22", ["hunter22"], environ={})
+    'got +x.api_key=<redacted> and <redacted>'
     """
-    rule = secret_rule()
-    out: list[str] = []
-    hide_next = False
-    for word in argv:
-        if hide_next:
-            out.append(REDACTED)
-            hide_next = False
-            continue
-        flag = FLAG_WORD.match(word)
-        if flag is not None and word not in NOT_SECRET_FLAGS:
-            hide_next = rule.name(flag.group("name"))
-        out.append(_redact_word(word, rule))
-    return out
-
-
-def redact_command(command: str) -> tuple[str, list[str] | None]:
-    """(the command, redacted; its argv, redacted, or ``None`` if it does not split).
-
-    Examples
-    --------
-    >>> redact_command("run --token abc x")
-    ("run --token '<redacted>' x", ['run', '--token', '<redacted>', 'x'])
-    """
-    try:
-        argv = shlex.split(command)
-    except ValueError:  # unbalanced quotes: redact the words as whitespace splits them
-        words = re.split(r"(\s+)", command)
-        rule = secret_rule()
-        return "".join(w if w.isspace() else _redact_word(w, rule) for w in words), None
-    redacted = redact_argv(argv)
-    return (command if redacted == argv else shlex.join(redacted)), redacted
-
-
-# ---------------------------------------------------------------------------- free text
+    rule = secret_rule()  # once: the rule looks up the project's declared names on disk
+    found = secret_env_values(environ) | set(values)
+    return scrub(text, values_pattern(found), rule)
 
 
 def secret_env_values(environ: Mapping[str, str] | None = None) -> set[str]:
@@ -505,49 +511,13 @@ def secret_env_values(environ: Mapping[str, str] | None = None) -> set[str]:
 
 
 def redact_secret_values(text: str, environ: Mapping[str, str] | None = None) -> str:
-    """``text`` with every value of :func:`secret_env_values` replaced.
-
-    For free text such as a traceback, where secrets cannot be found by their key. One
-    pass, longest value first: no value is searched for inside another's replacement.
+    """``text`` with every value of :func:`secret_env_values` replaced, and nothing else:
+    the pass of :func:`redact_text` for text whose assignments are not the process's.
 
     Examples
     --------
     >>> redact_secret_values("bad token hunter22", {"API_TOKEN": "hunter22", "LR": "hunter"})
     'bad token <redacted>'
-    >>> redact_secret_values("pw12 rejected", {"MUSHIN_SECRET_5CC7921ACE77C467": "pw12"})
-    '<redacted> rejected'
     """
-    values = sorted(secret_env_values(environ), key=len, reverse=True)
-    if not values:
-        return text
-    return re.sub("|".join(map(re.escape, values)), REDACTED, text)
-
-
-def redact_exception(exc: BaseException, environ: Mapping[str, str] | None = None) -> None:
-    """Replace secret values (:func:`redact_secret_values`) in the string arguments of
-    ``exc`` and of the exceptions chained to it, in place.
-
-    Design note: an exception re-raised out of a sweep cell is written elsewhere too:
-    submitit pickles its traceback text under the sweep directory, and the driver re-raises
-    it to a terminal or CI log. Their last line is ``str(exc)``, built from ``exc.args`` for
-    nearly every exception; one whose ``__str__`` ignores its args is left as it is.
-
-    Examples
-    --------
-    >>> exc = RuntimeError("token pw12 rejected")
-    >>> redact_exception(exc, {"MUSHIN_SECRET_5CC7921ACE77C467": "pw12"})
-    >>> exc
-    RuntimeError('token <redacted> rejected')
-    """
-    pending, seen = [exc], set()
-    while pending:
-        current = pending.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        args = tuple(
-            redact_secret_values(a, environ) if isinstance(a, str) else a for a in current.args
-        )
-        if args != current.args:
-            current.args = args
-        pending += [e for e in (current.__cause__, current.__context__) if e is not None]
+    pattern = values_pattern(secret_env_values(environ))
+    return text if pattern is None else pattern.sub(REDACTED, text)

@@ -1,30 +1,28 @@
 # SPDX-License-Identifier: MIT
 """What the CLI prints, cleaned by the rule the files are cleaned by (:mod:`.redact`).
 
-Files were always redacted; the terminal was not, and a hint, a Hydra refusal or a dry
-run's ``--json`` echoed ``api_key=...`` back. Every line a command prints now goes through
-one :class:`TextRedactor` (``mushin_box.cli.output``), built once per command from the
-values its command line gave secret-looking names (:func:`command_line_secrets`) and the
-secret-looking environment variables.
+Every line a command prints goes through one :class:`TextRedactor`
+(``mushin_box.cli.output``), built once per command from the values its command line gave
+secret-looking names (:func:`command_line_secrets`) and the secret-looking environment
+variables: :func:`~mushin_box._core.redact.redact_text` with those read once.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 
 from mushin_box._core.redact import (
     FLAG_WORD,
     MIN_ARGV_SCRUB,
     NOT_SECRET_FLAGS,
-    PLACEHOLDER,
-    REDACTED,
     TEXT_ASSIGNMENT,
     SecretRule,
     compile_rule,
-    redact_url_credentials,
+    is_reference,
+    scrub,
     secret_env_values,
     secret_rule,
+    values_pattern,
 )
 
 __all__ = ["TextRedactor", "command_line_secrets"]
@@ -34,12 +32,6 @@ def _unquoted(value: str) -> str:
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
         return value[1:-1]
     return value
-
-
-def _is_reference(value: str) -> bool:
-    """``${oc.env:NAME}`` and the like: names where a secret is, holds none."""
-    inner = _unquoted(value)
-    return inner.startswith("${") and inner.endswith("}")
 
 
 def command_line_secrets(argv: Sequence[str], declared: Sequence[str] = ()) -> set[str]:
@@ -71,10 +63,10 @@ def command_line_secrets(argv: Sequence[str], declared: Sequence[str] = ()) -> s
         if m is None or not rule.path(m.group("name").replace("-", "_")):
             continue
         value = word[m.start("value") :]
-        if not value or _is_reference(value):
+        if not value or is_reference(value):
             continue
         out |= {value, _unquoted(value), *(_unquoted(v) for v in value.split(","))}
-    return {v for v in out if v and not _is_reference(v)}
+    return {v for v in out if v and not is_reference(v)}
 
 
 def _rule_or_default(declared: Sequence[str] = ()) -> SecretRule:
@@ -87,13 +79,9 @@ def _rule_or_default(declared: Sequence[str] = ()) -> SecretRule:
 
 
 class TextRedactor:
-    """Cleans text before a terminal sees it, by the rule files are cleaned by: a
-    ``NAME=value`` whose name looks secret keeps the name only (a reference such as
-    ``${oc.env:NAME}`` is kept: it is the way to pass a secret), credentials inside URLs are
-    cut out, and ``values`` (the command line's secrets, :func:`command_line_secrets`) and
-    secret-looking environment variables' values (:func:`secret_env_values`) are replaced
-    wherever they stand. Built once per command: the values and the rule are read at
-    construction.
+    """:func:`~mushin_box._core.redact.redact_text` for every line a command prints, with
+    the rule, the environment's secret values and ``values`` (the command line's secrets,
+    :func:`command_line_secrets`) read once, at construction.
 
     Examples
     --------
@@ -111,26 +99,7 @@ class TextRedactor:
         except ValueError:  # a broken project setting: the values of the built-in rule
             found = set()
         found |= {v for v in values if len(v) >= MIN_ARGV_SCRUB}
-        found.discard(REDACTED)
-        ordered = sorted(found, key=len, reverse=True)  # longest first: no partial match
-        self._values = re.compile("|".join(map(re.escape, ordered))) if ordered else None
-
-    def _assignment(self, m: re.Match[str]) -> str:
-        value = m.group("value")
-        name = m.group("name").replace("-", "_")
-        if not value or value.startswith(REDACTED) or _is_reference(value):
-            return m.group(0)
-        if PLACEHOLDER.match(value):  # help's own KEY=VALUE, api_key=...
-            return m.group(0)
-        if not self.secret_rule.path(name):
-            return m.group(0)
-        return m.group(0)[: m.start("value") - m.start(0)] + REDACTED
+        self._values = values_pattern(found)
 
     def __call__(self, text: str) -> str:
-        if not text:
-            return text
-        if self._values is not None:
-            text = self._values.sub(REDACTED, text)
-        if "=" in text:
-            text = TEXT_ASSIGNMENT.sub(self._assignment, text)
-        return redact_url_credentials(text)
+        return scrub(text, self._values, self.secret_rule)

@@ -30,7 +30,7 @@ from typing import Any
 
 from mushin_box._container.rankwrap import env_file_written, fold_env_file
 from mushin_box._core.overrideparse import parse_overrides
-from mushin_box._core.redact import redact_env_text
+from mushin_box._core.redact import redact_text
 from mushin_box._core.secrets import SecretVault
 from mushin_box._launch.plan import config_of, hydra_error_line, select_key, task_of
 from mushin_box._slurm.arrays import first_array
@@ -141,7 +141,7 @@ def _env_file(config: Any) -> dict[str, str] | None:
     if written is None:
         return None
     path, text = written
-    return {"path": path or "?", "text": redact_env_text(text)}
+    return {"path": path or "?", "text": redact_text(text)}
 
 
 def _sbatch_text(plan: Any, cells: int | None) -> tuple[str, str | None]:

@@ -78,9 +78,6 @@ class FieldDiff:
     b: Any
     change: str = "changed"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "a": self.a, "b": self.b, "change": self.change}
-
 
 @attrs.frozen
 class MetricDiff:
@@ -93,17 +90,6 @@ class MetricDiff:
     match: bool
     in_a: bool = True
     in_b: bool = True
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "a": self.a,
-            "b": self.b,
-            "delta": self.delta,
-            "match": self.match,
-            "in_a": self.in_a,
-            "in_b": self.in_b,
-        }
 
 
 @attrs.frozen
@@ -137,9 +123,9 @@ class CellDiff:
             "b": self.b,
             "reproducible": self.reproducible,
             "metrics_match": self.metrics_match,
-            "breaks_reproducibility": [f.to_dict() for f in self.breaks],
-            "expected_to_differ": [f.to_dict() for f in self.expected],
-            "metrics": [m.to_dict() for m in self.metrics],
+            "breaks_reproducibility": [attrs.asdict(f, recurse=False) for f in self.breaks],
+            "expected_to_differ": [attrs.asdict(f, recurse=False) for f in self.expected],
+            "metrics": [attrs.asdict(m, recurse=False) for m in self.metrics],
             "first_divergence": self.divergence,
         }
 

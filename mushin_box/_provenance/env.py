@@ -22,6 +22,7 @@ import csv
 import functools
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -29,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mushin_box._core.layout import CONTAINER_ENV, IMAGE_IDENTITY_ENV
-from mushin_box._core.redact import redact_command, redact_env_text
+from mushin_box._core.redact import redact, redact_text
 
 __all__ = [
     "ENV_FILE_LIMIT",
@@ -121,7 +122,7 @@ def _env_file(path: str) -> dict[str, Any]:
         out["error"] = f"larger than {ENV_FILE_LIMIT} bytes: not recorded"
         return out
     out["sha256"] = hashlib.sha256(data).hexdigest()
-    out["text"] = redact_env_text(data.decode("utf-8", "replace"))
+    out["text"] = redact_text(data.decode("utf-8", "replace"))
     return out
 
 
@@ -150,7 +151,13 @@ def container_from_env(environ: Mapping[str, str] | None = None) -> dict[str, An
     command = env.get(CONTAINER_ENV["rank_command"]) or None
     argv: list[str] | None = None
     if command is not None:
-        command, argv = redact_command(command)
+        try:
+            argv = shlex.split(command)
+        except ValueError:  # unbalanced quotes: the text, redacted as text
+            command = redact_text(command)
+        else:
+            redacted = redact(argv)
+            command, argv = (command if redacted == argv else shlex.join(redacted)), redacted
     env_file = env.get(CONTAINER_ENV["env_file"]) or None
     return {
         "apptainer_version": env.get(CONTAINER_ENV["apptainer_version"]) or None,

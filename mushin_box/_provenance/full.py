@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from mushin_box._core.layout import CONTAINER_ENV, DDP_SPEC_ENV, IMAGE_IDENTITY_ENV, RDZV_ENV
-from mushin_box._core.redact import redact, redact_env
+from mushin_box._core.redact import redact
 from mushin_box._core.sidecars import canonical_dumps
 from mushin_box._provenance.elastic import elastic_from_env
 from mushin_box._provenance.env import (
@@ -452,7 +452,7 @@ def full_provenance(
     repro["env"] = {k: env[k] for k in REPRO_ENV if k in env}
 
     capture = _matcher(env_capture)
-    run["env"] = redact_env(
+    run["env"] = redact(
         {k: v for k, v in sorted(env.items()) if k not in _ENV_SKIP and capture(k)}
     )
     run["launcher"] = {

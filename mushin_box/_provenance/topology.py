@@ -104,9 +104,6 @@ class SlurmJob:
             return None
         return cls(**values)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {field: getattr(self, field) for field in self._ENV}
-
 
 def _tuple_of_ranks(value: Sequence[RankPlacement]) -> tuple[RankPlacement, ...]:
     return tuple(value)
@@ -189,7 +186,7 @@ class Topology:
             "rank": self.rank,
             "rank_columns": list(RANK_COLUMNS),
             "ranks": [list(r) for r in self.ranks],
-            "slurm": self.slurm.to_dict() if self.slurm is not None else None,
+            "slurm": attrs.asdict(self.slurm) if self.slurm is not None else None,
         }
 
     @classmethod

@@ -372,14 +372,14 @@ def plan_reproduce(
 def _env_file(launcher_config: Mapping[str, Any] | None) -> dict[str, str] | None:
     """The env file a launch's ranks read, as :func:`plan_launch` rendered it."""
     from mushin_box._container.rankwrap import env_file_written
-    from mushin_box._core.redact import redact_env_text
+    from mushin_box._core.redact import redact_text
 
     config = launcher_config or {}
     written = env_file_written(str(config.get("python") or ""), config.get("setup") or [])
     if written is None:
         return None
     path, text = written
-    return {"path": path or "?", "text": redact_env_text(text)}
+    return {"path": path or "?", "text": redact_text(text)}
 
 
 # ---------------------------------------------------------------------------- the run

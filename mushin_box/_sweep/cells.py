@@ -48,7 +48,7 @@ from mushin_box._core.layout import (
     STATUS_FILE,
     TORCHRUN_AGENT_ENV,
 )
-from mushin_box._core.redact import redact_exception, redact_secret_values
+from mushin_box._core.redact import redact, redact_secret_values
 from mushin_box._core.sidecars import (
     SidecarWarning,
     canonical_dumps,
@@ -206,7 +206,6 @@ def shape_free_fingerprint(cfg: Any) -> str | None:
 def plain_fingerprint(plain: Any) -> str | None:
     """:func:`config_fingerprint` of a config as plain data; None when it has no canonical
     JSON (NaN, bytes): then it is the config's YAML that is hashed."""
-    from mushin_box._core.redact import redact
 
     return redacted_fingerprint(redact(plain))
 
@@ -558,7 +557,7 @@ class CellRunner:
         self._cell_failed = True
         if self.plan.on_error == "raise" or not recorded:
             self._abort(cell, exc)
-            redact_exception(exc)  # it leaves the cell: its text is written elsewhere too
+            redact(exc)  # it leaves the cell: its text is written elsewhere too
             raise exc
         return None
 

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.floor  # the floor job's subset (scripts/floor)
 READERS: list[tuple[Callable[[Path], Any], str, str]] = [
     (load_experiment, "mushin_box._results.experiment", "job_series"),
     (read_sweep, "mushin_box._sweepdir.manifest", "read_status"),
-    (read_settled, "mushin_box._sweepdir.manifest", "read_status"),
+    (read_settled, "mushin_box._sweepdir.settled", "read_status"),
 ]
 
 

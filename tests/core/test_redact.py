@@ -27,13 +27,8 @@ from mushin_box._core.redact import (
     is_secret_path,
     project_secret_names,
     redact,
-    redact_argv,
-    redact_command,
-    redact_env,
-    redact_env_text,
-    redact_exception,
     redact_secret_values,
-    redact_url_credentials,
+    redact_text,
     secret_env_values,
     secret_names_in_effect,
 )
@@ -238,7 +233,7 @@ def test_a_value_inside_the_marker_is_not_replaced_twice() -> None:
 def test_redact_env_hides_secret_values_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(SECRET_NAMES_ENV, raising=False)
     env = {"HF_TOKEN": "abc", "LR": "0.1", "DB": "postgres://me:pw@db/x", "KEY_DIM": "64"}
-    assert redact_env(env) == {
+    assert redact(env) == {
         "HF_TOKEN": REDACTED,
         "LR": "0.1",
         "DB": f"postgres://{REDACTED}@db/x",
@@ -248,11 +243,11 @@ def test_redact_env_hides_secret_values_only(monkeypatch: pytest.MonkeyPatch) ->
 
 def test_url_credentials_are_cut_from_every_url_and_nothing_else() -> None:
     text = "a https://u:p@h/x b ftp://tok@f c mail me@example.org d s3://bucket/k@v"
-    assert redact_url_credentials(text) == (
+    assert redact(text) == (
         f"a https://{REDACTED}@h/x b ftp://{REDACTED}@f c mail me@example.org d s3://bucket/k@v"
     )
-    assert redact_url_credentials("no url @ here") == "no url @ here"
-    assert redact_url_credentials("https://h/x") == "https://h/x"
+    assert redact("no url @ here") == "no url @ here"
+    assert redact("https://h/x") == "https://h/x"
 
 
 def test_a_secret_containing_another_is_replaced_whole() -> None:
@@ -287,18 +282,20 @@ def test_the_names_given_win_over_the_process_own(
     assert secret_env_values({**carried, "CARRIED_NAME": "s3cr3tvalue"}) == {"s3cr3tvalue"}
 
 
-def test_chained_exceptions_are_scrubbed_and_a_cycle_ends() -> None:
-    env = {f"{SECRET_ENV_PREFIX}A": "pw12"}
+def test_chained_exceptions_are_scrubbed_and_a_cycle_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(f"{SECRET_ENV_PREFIX}A", "pw12")
     cause, context = ValueError("cause pw12", 3), KeyError("context pw12")
     exc = RuntimeError("top pw12")
     exc.__cause__, exc.__context__ = cause, context
     context.__context__ = exc  # a cycle: each exception is scrubbed once, and it ends
-    redact_exception(exc, env)
+    assert redact(exc) is exc
     assert exc.args == (f"top {REDACTED}",)
     assert cause.args == (f"cause {REDACTED}", 3)
     assert context.args == (f"context {REDACTED}",)
     plain = OSError(2, "no such file")  # nothing to scrub: args (and errno) untouched
-    redact_exception(plain, env)
+    redact(plain)
     assert plain.errno == 2 and plain.args == (2, "no such file")
 
 
@@ -345,7 +342,7 @@ def test_env_text_hides_secret_assignments_across_lines(monkeypatch: pytest.Monk
         "LR=0.1\n"
         "SECRET_KEY=last"
     )
-    assert redact_env_text(text) == (
+    assert redact_text(text) == (
         f"# comment https://{REDACTED}@h\n"
         f"export API_TOKEN={REDACTED}\n"
         f"  DB_PASSWORD={REDACTED}\n"
@@ -357,7 +354,7 @@ def test_env_text_hides_secret_assignments_across_lines(monkeypatch: pytest.Monk
         f"SECRET_KEY={REDACTED}"
     )
     # a reference followed by more is a value, and is hidden
-    assert redact_env_text('HF_TOKEN="${HF_TOKEN:?}x"\n') == f"HF_TOKEN={REDACTED}\n"
+    assert redact_text('HF_TOKEN="${HF_TOKEN:?}x"\n') == f"HF_TOKEN={REDACTED}\n"
 
 
 # ---------------------------------------------------------------------------- commands
@@ -386,7 +383,7 @@ def test_argv_hides_secret_words_and_the_word_after_a_secret_flag(
         "--auth",
         "--token",
     ]
-    assert redact_argv(argv) == [
+    assert redact(argv) == [
         "run",
         "--token",
         REDACTED,
@@ -409,16 +406,17 @@ def test_argv_hides_secret_words_and_the_word_after_a_secret_flag(
 
 def test_a_command_is_redacted_whether_or_not_it_splits(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(SECRET_NAMES_ENV, raising=False)
-    plain = "python  train.py   --lr 0.1"  # nothing to hide: the text is kept as written
-    assert redact_command(plain) == (plain, ["python", "train.py", "--lr", "0.1"])
-    assert redact_command("run --token 'a b' HF_TOKEN=x") == (
-        f"run --token '{REDACTED}' 'HF_TOKEN={REDACTED}'",
-        ["run", "--token", REDACTED, f"HF_TOKEN={REDACTED}"],
-    )
-    # unbalanced quotes: each whitespace-separated word redacted, the spacing kept
-    assert redact_command("run  HF_TOKEN=x 'oops\thttps://u:p@h") == (
-        f"run  HF_TOKEN={REDACTED} 'oops\thttps://{REDACTED}@h",
-        None,
+    plain = ["python", "train.py", "--lr", "0.1"]  # nothing to hide
+    assert redact(plain) == plain
+    assert redact(["run", "--token", "a b", "HF_TOKEN=x"]) == [
+        "run",
+        "--token",
+        REDACTED,
+        f"HF_TOKEN={REDACTED}",
+    ]
+    # unbalanced quotes: the command as text, the spacing kept
+    assert redact_text("run  HF_TOKEN=x 'oops\thttps://u:p@h", environ={}) == (
+        f"run  HF_TOKEN={REDACTED} 'oops\thttps://{REDACTED}@h"
     )
 
 

@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mushin_box._core.layout import PACKAGES_FILE
-from mushin_box._core.redact import REDACTED, redact, redact_env_text
+from mushin_box._core.redact import REDACTED, redact, redact_text
 from mushin_box._core.sidecars import canonical_dumps, read_json, write_json_atomic
 from mushin_box._provenance import env as _provenance_env
 from mushin_box._provenance import files as _provenance_files
@@ -588,12 +588,12 @@ def test_unreadable_env_file_is_noted_not_fatal(tmp_path: Path) -> None:
     assert _record({}, devices=1, num_nodes=1)["run"]["container"] is None
 
 
-def test_redact_env_text_keeps_what_is_not_secret() -> None:
+def test_redact_text_keeps_what_is_not_secret() -> None:
     text = "A=1\nB='two\nlines'\nPASSWORD=\"x\ny\"\nC=3\n"
-    assert redact_env_text(text) == f"A=1\nB='two\nlines'\nPASSWORD={REDACTED}\nC=3\n"
+    assert redact_text(text) == f"A=1\nB='two\nlines'\nPASSWORD={REDACTED}\nC=3\n"
     # a secret forwarded by reference is no secret in the file; a default value may be one
     forwarded = 'HF_TOKEN="${HF_TOKEN:?}"\nAPI_KEY=${API_KEY}\nMY_TOKEN="${MY_TOKEN:-abc}"\n'
-    assert redact_env_text(forwarded) == (
+    assert redact_text(forwarded) == (
         f'HF_TOKEN="${{HF_TOKEN:?}}"\nAPI_KEY=${{API_KEY}}\nMY_TOKEN={REDACTED}\n'
     )
 
