@@ -452,9 +452,7 @@ def full_provenance(
     repro["env"] = {k: env[k] for k in REPRO_ENV if k in env}
 
     capture = _matcher(env_capture)
-    run["env"] = redact(
-        {k: v for k, v in sorted(env.items()) if k not in _ENV_SKIP and capture(k)}
-    )
+    run["env"] = redact({k: v for k, v in sorted(env.items()) if k not in _ENV_SKIP and capture(k)})
     run["launcher"] = {
         "kind": topology.launcher,
         "name": (launcher or {}).get("name"),
