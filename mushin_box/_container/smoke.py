@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import runpy
 import shutil
 import socket
 import subprocess
@@ -22,7 +23,11 @@ from typing import Any
 
 import attrs
 
+from mushin_box._container.launchspec import ContainerLaunch, MasterPort
+from mushin_box._container.preflight import preflight
+from mushin_box._container.rankwrap import plan_env_file, rank_argv
 from mushin_box._core.layout import SMOKE_JOB_NAME
+from mushin_box._image.build import ApptainerNotFound
 from mushin_box._upstream.lightning import namespace_of
 
 __all__ = ["SmokeResult", "run_smoke", "smoke_rank_env"]
@@ -112,11 +117,6 @@ def run_smoke(
 
     Both are checked before anything is written: a refused smoke leaves no output directory.
     """
-    from mushin_box._container.launchspec import ContainerLaunch, MasterPort
-    from mushin_box._container.preflight import preflight
-    from mushin_box._container.rankwrap import plan_env_file, rank_argv
-    from mushin_box._image.build import ApptainerNotFound
-
     if shutil.which("apptainer") is None:  # the ranks are `apptainer exec ...`
         raise ApptainerNotFound("run the smoke fit's ranks (`apptainer exec`)", hint=None)
     # the ranks start in --pwd OUT, not here: every path they are given is made absolute
@@ -177,7 +177,6 @@ def run_smoke(
 
 def _load_experiment_config(spec: str) -> Any:
     """A hydra-zen config from ``file.py[:attr]`` or ``module:attr`` (default attr Config)."""
-    import runpy
 
     target, _, attr = spec.partition(":")
     attr = attr or "Config"

@@ -15,7 +15,7 @@ that a power loss takes away leaves a cell that was not completed, and the next 
 it again; the readers take an unreadable sidecar as unreadable, as they must for any file
 of a shared directory. So inside :func:`deferred`, a write renames without ``fsync`` and
 is remembered, and :func:`commit` syncs each remembered file, then each directory, once:
-one journal commit does the work of many (~3.5 ms instead of ~7 ms a cell here).
+one journal commit does the work of many (timings: docs/performance.md).
 
 The cell runner defers its own bookkeeping only, never the task's writes (a long fit's
 own files stay synced at once: :func:`immediate`), and commits before it writes the

@@ -2,12 +2,12 @@
 """Hydra's parse of override texts, each text parsed once per process.
 
 Design note: ``Workflow.run`` parses its overrides several times before Hydra does: the
-refusal check, the first job, the resume shortcut's grid, the keys' check. Hydra's ANTLR
-parser takes ~0.1 s for a sweep of 1,000 values, a fifth of what the resume of a finished
-1,000-cell sweep takes in all. Each text is parsed here once, by Hydra's own parser, and
-the result is shared: its readers must not change it. Hydra's own parses during the
-launch are left to Hydra (sharing them would mean replacing its parser inside its
-modules: 38 ms of a 1.07 s resume with 10 of 1,000 cells left, measured, not worth it).
+refusal check, the first job, the resume shortcut's grid, the keys' check; Hydra's ANTLR
+parser is a large share of a finished sweep's resume (docs/performance.md). Each text is
+parsed here once, by Hydra's own parser, and the result is shared: its readers must not
+change it. Every mushin-box module parses through here, never through a parser of its
+own. Hydra's own parses during the launch are left to Hydra (sharing them would mean
+replacing its parser inside its modules).
 
 Examples
 --------

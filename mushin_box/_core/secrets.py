@@ -37,7 +37,12 @@ from typing import Any
 from mushin_box._core.envstate import environ_set
 from mushin_box._core.layout import SECRET_ENV_PREFIX, SECRET_NAMES_ENV
 from mushin_box._core.overrideparse import parse_overrides
-from mushin_box._core.overrides import Interpolation, format_value, parse_override_value
+from mushin_box._core.overrides import (
+    Interpolation,
+    format_value,
+    parse_override_value,
+    parse_sweep_values,
+)
 from mushin_box._core.redact import (
     URL_CREDENTIALS,
     check_secret_names,
@@ -254,8 +259,6 @@ def _keep_raw_interpolations(value: Any) -> Any:
 
 
 def _sweep_values(text: str) -> list[Any]:
-    from mushin_box._core.overrides import parse_sweep_values
-
     try:
         return parse_sweep_values(text.split("=", 1)[1], keep_interpolations=True)
     except ValueError:  # range()/interval sweeps: numbers, never hidden

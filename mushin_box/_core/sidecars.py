@@ -31,6 +31,8 @@ import math
 import os
 import re
 import secrets
+import shutil
+import subprocess
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -543,8 +545,6 @@ def start_removing_orphans(
     ages are checked here, as :func:`remove_orphaned_temporaries` checks them. Without
     ``find``, or when it fails, the walk is done here, when finishing.
     """
-    import shutil
-    import subprocess
 
     where = os.path.abspath(root)  # never an argument find takes for an option
     tool = shutil.which("find")

@@ -20,6 +20,7 @@ import shutil
 from pathlib import Path
 
 from mushin_box._core.sidecars import write_json_atomic
+from mushin_box._core.version import __version__
 from mushin_box._image.build import (
     APPTAINER,
     ApptainerNotFound,
@@ -66,8 +67,6 @@ def adopt_image(
     ApptainerNotFound
         ``apptainer`` is not on PATH: the image's Python and packages are read through it.
     """
-    from mushin_box._core.version import __version__
-
     path = Path(image).absolute()
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such image file")

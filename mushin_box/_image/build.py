@@ -49,6 +49,7 @@ import attrs
 
 from mushin_box._core.sidecars import read_json, write_json_atomic, write_text_atomic
 from mushin_box._core.targets import public
+from mushin_box._core.version import __version__
 from mushin_box._image.bases import LocalImage
 from mushin_box._image.definition import render_definition
 from mushin_box._image.sif import (
@@ -238,14 +239,7 @@ class Manifest:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict (tuples as lists, mappings as dicts)."""
-        data = attrs.asdict(self, recurse=False)
-        data["build_argv"] = list(self.build_argv)
-        data["packages"] = dict(self.packages)
-        data["package_list_errors"] = dict(self.package_list_errors)
-        for key in ("dpkg_packages", "pip_freeze"):
-            if isinstance(data[key], tuple):
-                data[key] = list(data[key])
-        return data
+        return attrs.asdict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Manifest:
@@ -519,8 +513,6 @@ def build_image(
     >>> manifest.dry_run, out.with_suffix(".def").exists(), manifest.sif_sha256
     (True, True, None)
     """
-    from mushin_box._core.version import __version__
-
     plan = plan_build(spec, out, context=context, fakeroot=fakeroot)
     check_output(plan.image)
     definition_bytes = plan.definition.encode("utf-8")

@@ -45,6 +45,7 @@ import attrs
 from mushin_box._core.redact import is_secret_name
 from mushin_box._core.targets import public
 from mushin_box._image.bases import Debootstrap, LocalImage
+from mushin_box._image.dockerfile import dockerfile_fields
 
 __all__ = [
     "BUILD_ARG_TEMPLATE",
@@ -587,8 +588,6 @@ class ImageSpec:
         >>> ImageSpec.from_dockerfile(d / "Dockerfile").env  # doctest: +SKIP
         (('PYTHONUNBUFFERED', '1'),)
         """
-        from mushin_box._image.dockerfile import dockerfile_fields
-
         fields = {**dockerfile_fields(path), **overrides}
         try:
             return cls(**fields)

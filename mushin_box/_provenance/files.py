@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mushin_box._core.layout import PACKAGES_FILE
+from mushin_box._core.layout import PACKAGES_FILE, PROVENANCE_FILE
 from mushin_box._core.sidecars import canonical_dumps, write_bytes_atomic
 from mushin_box._provenance.record import installed_packages, package_set, packages_text
 
@@ -152,8 +152,6 @@ def write_provenance(
     ValueError
         ``packages`` is not the package set the record names.
     """
-    from mushin_box._core.layout import PROVENANCE_FILE
-
     path = Path(cell_dir) / PROVENANCE_FILE
     sha = _package_sha256(record)
     if packages is not None:

@@ -1,8 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Where each rank ran: its own Python, and the image it ran in, recorded by every rank.
 
-Rank 0 writes the provenance record, so before this only rank 0's Python and image were
-recorded: that ranks 1..N ran inside the image could only be inferred from their logs. Now
+Rank 0 writes the provenance record, but it cannot see the other ranks' runtime: so
 every rank writes ``.mushin/ranks/rank<r>.json`` of the cell as it starts (its Python, its
 executable, and what the container runtime sets inside a container: ``APPTAINER_CONTAINER``
 and ``APPTAINER_NAME``), and rank 0 folds them into its record when the task ends:

@@ -28,6 +28,8 @@ from typing import Any
 from mushin_box._core.layout import PACKAGES_FILE
 from mushin_box._core.redact import redact
 from mushin_box._core.sidecars import timestamp
+from mushin_box._core.version import __version__
+from mushin_box._provenance.task import task_locator
 
 __all__ = [
     "KEY_PACKAGES",
@@ -244,9 +246,6 @@ def basic_provenance(
     (:func:`experiment_state`): ``code.git`` is then its repository's state, and
     ``run.experiment.file`` where it was. Without it, the repository of the task's own file.
     """
-    from mushin_box._core.version import __version__
-    from mushin_box._provenance.task import task_locator
-
     if experiment is not None:
         git = experiment.get("git")
     else:

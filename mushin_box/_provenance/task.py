@@ -16,11 +16,14 @@ fingerprint names the task), and this only says where to find it.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+from mushin_box._core.userfile import import_file
 
 __all__ = ["load_callable", "locator_problem", "task_locator"]
 
@@ -109,7 +112,6 @@ def load_callable(entry: Mapping[str, Any]) -> tuple[Callable[..., Any], str | N
         The module cannot be imported (by name, nor from its recorded file), or has no
         such name. Any error the module's own code raises on import propagates.
     """
-    import importlib
 
     module_name, qualname = str(entry["module"]), str(entry["qualname"])
     file = Path(entry["file"]) if entry.get("file") else None
@@ -126,7 +128,6 @@ def load_callable(entry: Mapping[str, Any]) -> tuple[Callable[..., Any], str | N
     if module is None:
         if file is None or not file.is_file():
             raise ImportError(f"cannot import {module_name}: its file {file} does not exist")
-        from mushin_box._core.userfile import import_file
 
         module = import_file(file)
         directory = str(file.parent)

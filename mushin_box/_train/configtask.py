@@ -21,6 +21,7 @@ from typing import Any
 
 from mushin_box._core.targets import public
 from mushin_box._train.resume import ResumeContext
+from mushin_box._train.seeding import seed_everything_per_rank
 
 __all__ = ["fit_task", "seed_pre_call"]
 
@@ -31,8 +32,6 @@ def seed_pre_call(cfg: Any) -> None:
     before the model is built (``seed_everything_per_rank``), when the config has one."""
     seed = cfg.get("seed") if hasattr(cfg, "get") else getattr(cfg, "seed", None)
     if seed is not None:
-        from mushin_box._train.seeding import seed_everything_per_rank
-
         seed_everything_per_rank(int(seed))
 
 
@@ -44,7 +43,8 @@ def fit_task(
     then return the fit's scalar metrics (:meth:`MetricsCallback.final_metrics`: the
     Trainer's ``callback_metrics``, completed from the config's ``MetricsCallback``, so that
     a fit resumed with nothing left to train still reports what it reached)."""
-    from mushin_box._train.metrics import final_metrics  # torch: only where a cell runs
+    # lazy: metrics imports torch, which only a running cell may load
+    from mushin_box._train.metrics import final_metrics
 
     trainer.fit(module, datamodule=datamodule, ckpt_path=mushin_resume.last_ckpt)
     return final_metrics(trainer)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import functools
 import importlib
+import inspect
 import json
 import logging
 import os
@@ -495,7 +496,6 @@ def _child_spec(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(job spec, this call): what the children need to rebuild the job and repeat the
     call. Raises a clear error for a job they could not rebuild."""
-    import inspect
 
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf

@@ -22,6 +22,7 @@ from typing import Any
 
 from mushin_box._core.layout import DDP_PARENT_PID_ENV, DDP_SPEC_ENV
 from mushin_box._train.ranks import set_ready_fd
+from mushin_box._train.seeding import seed_everything_per_rank
 
 
 def _watch_parent(parent_pid: int) -> None:
@@ -75,8 +76,6 @@ def main() -> None:
 
     cfg = _restore_hydra_config(Path(spec["config_dir"]))
     if spec.get("seed_base") is not None:
-        from mushin_box._train.seeding import seed_everything_per_rank
-
         seed_everything_per_rank(int(spec["seed_base"]), workers=bool(spec.get("seed_workers")))
 
     from hydra_zen import instantiate

@@ -30,6 +30,8 @@ from mushin_box._core.layout import (
 )
 from mushin_box._core.sidecars import canonical_dumps, loads, write_bytes_atomic
 from mushin_box._core.targets import public
+from mushin_box._train.divergence import batch_fingerprint, weights_fingerprint
+from mushin_box._train.resume import current_attempt
 from mushin_box._upstream.lightning import logged_names
 
 __all__ = [
@@ -177,8 +179,6 @@ class MetricsCallbackMixin:
 
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
         if self.fingerprints and trainer.is_global_zero and self._prints["fit_start"] is None:
-            from mushin_box._train.divergence import weights_fingerprint
-
             self._prints["fit_start"] = weights_fingerprint(pl_module)  # after any restore
             self._prints["world_size"] = trainer.world_size
 
@@ -188,7 +188,6 @@ class MetricsCallbackMixin:
         # another world size (the record's run.world_changes)
         if not (self.fingerprints and trainer.is_global_zero):
             return
-        from mushin_box._train.resume import current_attempt
 
         start: dict[str, int | None] = {
             "epoch": int(trainer.current_epoch),
@@ -202,8 +201,6 @@ class MetricsCallbackMixin:
         self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
     ) -> None:
         if self.fingerprints and batch_idx == 0 and trainer.is_global_zero:
-            from mushin_box._train.divergence import batch_fingerprint
-
             epoch = self._prints["epochs"].setdefault(int(trainer.current_epoch), {})
             epoch["first_batch"] = batch_fingerprint(batch)
             epoch["world_size"] = trainer.world_size  # a rank's batch depends on it
@@ -212,8 +209,6 @@ class MetricsCallbackMixin:
         self._fit.record(trainer.current_epoch, _logged_by_active_loop(trainer))
         self._write(trainer, "fit", self._fit)
         if self.fingerprints and trainer.is_global_zero:
-            from mushin_box._train.divergence import weights_fingerprint
-
             epoch = self._prints["epochs"].setdefault(int(trainer.current_epoch), {})
             epoch["weights"] = weights_fingerprint(pl_module)
             self._write_prints()

@@ -11,6 +11,7 @@ handler interrupts, only once every rank has said it is joining (:func:`say_read
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import select
@@ -183,8 +184,6 @@ def log_tail(path: Path, lines: int = 20, max_bytes: int = 16384) -> str:
 def die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
     """Linux: the child gets SIGKILL when rank 0 dies, even by SIGKILL (no orphans)."""
     try:
-        import ctypes
-
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         pr_set_pdeathsig = 1
         libc.prctl(pr_set_pdeathsig, signal.SIGKILL)

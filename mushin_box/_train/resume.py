@@ -31,6 +31,7 @@ import attrs
 
 from mushin_box._core.jobdir import job_dir, mushin_dir
 from mushin_box._core.layout import ATTEMPT_FILE, STALE_CHECKPOINTS_DIR
+from mushin_box._core.sidecars import read_json, write_json_atomic
 from mushin_box._core.targets import public
 
 __all__ = [
@@ -199,8 +200,6 @@ def next_attempt(
     >>> next_attempt(job, start="run-a"), next_attempt(job, start="run-a")
     (3, 3)
     """
-    from mushin_box._core.sidecars import read_json, write_json_atomic
-
     path = mushin_dir(Path(directory)) / ATTEMPT_FILE
     record = read_json(path, default={})
     if not isinstance(record, dict):
@@ -225,8 +224,6 @@ def current_attempt(directory: str | os.PathLike[str]) -> int | None:
     >>> current_attempt(job), next_attempt(job), current_attempt(job)
     (None, 1, 1)
     """
-    from mushin_box._core.sidecars import read_json
-
     record = read_json(mushin_dir(Path(directory)) / ATTEMPT_FILE, default={})
     value = record.get("attempt") if isinstance(record, dict) else None
     return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -17,6 +17,7 @@ from mushin_box._core.layout import (
     SEED_WORKERS_ENV,
     SEEDS_DIR,
 )
+from mushin_box._core.sidecars import read_json, write_json_atomic
 from mushin_box._core.targets import public
 
 __all__ = [
@@ -178,16 +179,12 @@ def _fabric_seed_everything() -> Any:
 
 
 def _write_record(*, base: int, rank: int, seed: int, workers: bool) -> None:
-    from mushin_box._core.sidecars import write_json_atomic
-
     record = {"base": base, "rank": rank, "seed": seed, "workers": workers}
     write_json_atomic(mushin_dir() / SEEDS_DIR / f"rank{rank}.json", record)
 
 
 def seed_records(directory: str | os.PathLike[str] | None = None) -> dict[int, dict[str, object]]:
     """Read every rank's seed record of a job directory: ``{rank: record}``."""
-    from mushin_box._core.sidecars import read_json
-
     base = Path(directory) if directory is not None else job_dir()
     out: dict[int, dict[str, object]] = {}
     for path in sorted((base / JOB_PRIVATE_DIR / SEEDS_DIR).glob("rank*.json")):

@@ -11,12 +11,15 @@ doors are :mod:`mushin_box.testing` (``pytorch_lightning``) and :mod:`mushin_box
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from mushin_box._core.jobdir import job_dir
 from mushin_box._core.layout import TEST_FAIL_RANK_ENV, TEST_RANK_LOG_ENV
+from mushin_box._train.sampling import WorldSizeInvariantSampler
 
 __all__ = ["TinyDataModuleMixin", "TinyModuleMixin"]
 
@@ -68,8 +71,6 @@ class TinyModuleMixin(LightningModule):
 
     def on_train_epoch_end(self) -> None:
         if self.epoch_sleep_s:
-            import time
-
             time.sleep(self.epoch_sleep_s)
 
     def validation_step(self, batch: Any, batch_idx: int) -> None:
@@ -90,7 +91,6 @@ def _append_rank_record(module: Any, key: str, value: Any) -> None:
     target = os.environ.get(TEST_RANK_LOG_ENV)
     if not target:
         return
-    from mushin_box._core.jobdir import job_dir
 
     rank = module.global_rank
     with open(os.path.join(target, f"rank{rank}.log"), "a", encoding="utf-8") as f:
@@ -131,7 +131,6 @@ class TinyDataModuleMixin(LightningDataModule):
     def train_dataloader(self) -> DataLoader[Any]:
         if self.global_batch_size is None:
             return self._loader()
-        from mushin_box._train.sampling import WorldSizeInvariantSampler
 
         trainer = self.trainer
         assert trainer is not None, "train_dataloader() is called by a Trainer"
