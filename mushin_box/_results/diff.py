@@ -163,7 +163,7 @@ class Diff:
             elif first.path == "<cell>":  # a cell of one sweep only
                 said = f"cell {cell.name if cell else '?'} only in {first.change[-1].upper()}"
             else:
-                said = f"{first.path} {_word(first.a)} vs {_word(first.b)}"
+                said = f"{first.path} {_number(first.a)} vs {_number(first.b)}"
             return "different experiments: " + said + (f" (and {more} more)" if more > 0 else "")
         if not results:
             return "same experiment (results not compared)"
@@ -284,16 +284,9 @@ def _display(combo: Mapping[str, Any]) -> str:
     return combo_id(redact(dict(combo)))
 
 
-def _word(value: Any) -> str:
-    """A value in a verdict, as the tables show it: numbers to 6 significant digits,
-    hashes cut to 12 hex digits, long text cut."""
-
-    return f"{value:.6g}" if isinstance(value, float) else short(value)
-
-
 def _pair(a: Any, b: Any) -> str:
     """``a vs b``, with every digit where 6 significant ones would read the same."""
-    x, y = _word(a), _word(b)
+    x, y = _number(a), _number(b)
     if x == y and isinstance(a, float) and isinstance(b, float):
         x, y = repr(a), repr(b)
     return f"{x} vs {y}"
@@ -553,6 +546,8 @@ def short(value: Any) -> str:
 
 
 def _number(value: Any) -> str:
+    """A value as the tables and verdicts show it: numbers to 6 significant digits, hashes
+    cut to 12 hex digits, long text cut."""
     return cell_text(value) if isinstance(value, float) else short(value)
 
 
