@@ -23,6 +23,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from mushin_box._core.jobskip import batch_configs, skipped_jobs
 from mushin_box._upstream.hydra import basic_sweeper, batches, runs_jobs_in_process, sweep_jobs
 
 __all__ = ["CellSweeper"]
@@ -82,7 +83,6 @@ class CellSweeper(basic_sweeper()):  # the class Hydra's plugin scan has just ma
     def split_arguments(  # type: ignore[override]  # an instance method: reads the skip set
         self, overrides: Any, max_batch_size: int | None
     ) -> list[list[list[str]]]:
-        from mushin_box._core.jobskip import skipped_jobs
 
         skip = skipped_jobs()
         jobs = [job for job in sweep_jobs(overrides) if tuple(job) not in skip]
@@ -96,7 +96,6 @@ class CellSweeper(basic_sweeper()):  # the class Hydra's plugin scan has just ma
         """Check the batch by setting each job's values over the first job's config (the
         same Hydra function, the same errors), keeping that for the launcher; else as
         Hydra does."""
-        from mushin_box._core.jobskip import batch_configs
 
         quick = batch_configs()
         assert self.hydra_context is not None

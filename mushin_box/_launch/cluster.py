@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mushin_box._slurm.arrays import first_array
+from mushin_box._slurm.launcher import render_sbatch
 from mushin_box._slurm.probe import PartitionCapacity, partition_capacity, sbatch_test_only
 
 __all__ = ["cluster_refusal", "never_starts", "plan_script"]
@@ -32,8 +34,6 @@ _FIX = (
 def plan_script(plan: Any, cells: int | None) -> str:
     """The sbatch script a SLURM plan submits (a job array when it has several cells: the
     first of its arrays, when the cluster's MaxArraySize splits the sweep)."""
-    from mushin_box._slurm.arrays import first_array
-    from mushin_box._slurm.launcher import render_sbatch
 
     config = dict(plan.launcher_config or {})
     root = plan.working_dir or "/tmp/mushin-box-test-only"

@@ -13,11 +13,15 @@ the ranks), so classes it defines are importable by every rank.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
+from mushin_box._core.errors import MushinBoxError
+from mushin_box._core.targets import public
 from mushin_box._core.userfile import import_file
 
 __all__ = ["DEFAULT_NAMES", "LoadError", "experiment_file", "load_target", "user_code_error"]
@@ -25,7 +29,8 @@ __all__ = ["DEFAULT_NAMES", "LoadError", "experiment_file", "load_target", "user
 DEFAULT_NAMES = ("workflow", "Config")
 
 
-class LoadError(ValueError):
+@public
+class LoadError(MushinBoxError, ValueError):
     """The experiment cannot be loaded; the message says where and what to fix."""
 
 
@@ -129,7 +134,6 @@ def experiment_file(spec: str) -> str | None:
 def _check_not_shadowing(path: Path) -> None:
     """Refuse an experiment file named like an importable module (``yaml.py``): first on
     ``sys.path`` (and on the ranks' ``PYTHONPATH``) it would hide that module."""
-    import importlib.util
 
     # look it up without the file's own directory (there already when it is the cwd of
     # `python -m`): what the name means to every other import
@@ -189,8 +193,6 @@ def user_code_error(what: str, exc: BaseException, module: str | None = None) ->
 def _users_frame(exc: BaseException) -> str | None:
     """``file:line`` of the innermost traceback frame in the user's code: not Python's
     (importlib, the standard library), not an installed package's, not mushin-box's."""
-    import traceback
-
     prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     theirs = [Path(p).resolve() for p in prefixes] + [Path(__file__).resolve().parents[1]]
     frames = [

@@ -8,7 +8,7 @@ is made (:func:`mushin_box._launch.plan.plan_launch`). The plan shows each value
 
 Everything here is cheap: no Hydra, no torch, no experiment. So a launch whose flags
 contradict each other (``--nodes 2 --local``) is refused before the experiment is
-imported, in a fraction of a second rather than after torch has loaded.
+imported, before torch is loaded.
 
 Examples
 --------
@@ -121,21 +121,20 @@ def resolve_options(
     given = {k: v for k, v in flags.items() if v is not None and v != [] and v != ()}
     pv = dict(prof.values) if prof is not None else {}
     from_profile = prof.source if prof is not None else "profile"
-    flag_of = {f.name: f.metadata["flag"] for f in SETTING_FIELDS}
     slurm = SlurmSettings()
     defaults = {"name": default_name, "timeout_min": DEFAULT_TIME_MIN}
     defaults["cpus_per_task"] = DEFAULT_CPUS_PER_TASK
-    # launcher field -> the key of the flag and of the profile that set it
-    named = {k: k for k in ("partition", "account", "qos", "constraint", "exclude")}
-    named |= {"name": "job_name", "timeout_min": "time", "cpus_per_task": "cpus_per_task"}
-    named["array_parallelism"] = "max_parallel"
-    for key, flag_key in named.items():
-        if flag_key in given:
-            slurm = slurm.merged({key: given[flag_key]}, flag_of[key])
-        elif pv.get(flag_key) is not None:
-            slurm = slurm.merged({key: pv[flag_key]}, from_profile)
-        elif key in defaults:
-            slurm = slurm.merged({key: defaults[key]}, "default")
+    for f in SETTING_FIELDS:  # the memory and the sbatch table below: several flags each
+        flag = f.metadata["flag"]
+        if not flag or f.name in ("mem_gb", "additional_parameters"):
+            continue
+        key = flag.removeprefix("--").replace("-", "_")  # the flag's, and the profile's
+        if key in given:
+            slurm = slurm.merged({f.name: given[key]}, flag)
+        elif pv.get(key) is not None:
+            slurm = slurm.merged({f.name: pv[key]}, from_profile)
+        elif f.name in defaults:
+            slurm = slurm.merged({f.name: defaults[f.name]}, "default")
 
     if "mem" in given and "mem_gb" in given:
         raise OptionError("--mem and --mem-gb both set the memory per node: keep --mem")

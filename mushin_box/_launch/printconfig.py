@@ -29,6 +29,12 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mushin_box._core.redact import MIN_SCRUB_LENGTH, redact_secret_values
+from mushin_box._core.secrets import SecretVault
+from mushin_box._sweep.compose import first_job, hydra_state_kept
+from mushin_box._sweep.validate import is_config_group
+from mushin_box._sweep.workflow import Workflow
+
 __all__ = ["first_cell_config"]
 
 #: the vault's references, kept whole (a short value may be part of a name's hex digits)
@@ -64,11 +70,6 @@ def first_cell_config(target: Any, overrides: Sequence[str]) -> str:
     from hydra.core.config_store import ConfigStore
     from omegaconf import OmegaConf
 
-    from mushin_box._core.secrets import SecretVault
-    from mushin_box._sweep.compose import first_job, hydra_state_kept
-    from mushin_box._sweep.validate import is_config_group
-    from mushin_box._sweep.workflow import Workflow
-
     workflow = target if isinstance(target, Workflow) else None
     vault = SecretVault(workflow.secrets if workflow is not None else ())
     config = vault.hide_in_config(workflow.config if workflow is not None else target)
@@ -95,7 +96,6 @@ def _scrub(text: str, values: Mapping[str, str]) -> str:
     ...        {"MUSHIN_SECRET_0A1B": "hunter22", "MUSHIN_SECRET_2C3D": "1"})
     'a: ${oc.env:MUSHIN_SECRET_0A1B}\\nb: <redacted>\\nc: 1\\n'
     """
-    from mushin_box._core.redact import MIN_SCRUB_LENGTH, redact_secret_values
 
     found = {k: v for k, v in values.items() if len(v) >= MIN_SCRUB_LENGTH}
     if not found:

@@ -30,8 +30,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.layout import LAUNCH_FILE
+from mushin_box._core.redact import REDACTED
 from mushin_box._core.sidecars import read_json, timestamp, write_json_atomic
+from mushin_box._core.targets import public
+from mushin_box._core.termredact import command_line_secrets
 from mushin_box._core.userfile import owner_problem
 
 __all__ = ["FLAG_TYPES", "RecordError", "launch_record", "read_launch_record", "recorded"]
@@ -65,7 +69,8 @@ FLAG_TYPES: Mapping[str, tuple[type, ...]] = {
 }
 
 
-class RecordError(ValueError):
+@public
+class RecordError(MushinBoxError, ValueError):
     """The sweep has no usable launch record; the message names the fix."""
 
 
@@ -81,9 +86,6 @@ def launch_record(
     >>> r["overrides"], r["flags"], r["experiment"]
     (['lr=0.1', '+api_key=<redacted>'], {'nodes': 2}, '/p/x.py')
     """
-    from mushin_box._core.redact import REDACTED
-    from mushin_box._core.termredact import command_line_secrets
-
     shown = []
     for text in overrides:
         key, sep, _ = text.partition("=")

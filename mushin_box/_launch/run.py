@@ -22,6 +22,7 @@ from mushin_box._core.layout import STATUS_FILE
 from mushin_box._launch.plan import LaunchError, LaunchPlan, hydra_error_line
 from mushin_box._launch.record import recorded
 from mushin_box._slurm.probe import sbatch_refused
+from mushin_box._sweepdir.manifest import read_sweep_manifest
 from mushin_box._train.configtask import fit_task, seed_pre_call
 
 __all__ = ["run_launch", "sbatch_refusal"]
@@ -57,6 +58,8 @@ def run_launch(
     """
     from hydra.errors import ConfigCompositionException
 
+    # lazy: _sweep.workflow loads Hydra and yaml, which the experiment file's name check
+    # (load_target, run before this module is used) must find not yet imported
     from mushin_box._sweep.workflow import Workflow
 
     workflow = (
@@ -157,8 +160,6 @@ def _remove_unless_cells(created: Path) -> None:
 def _manifest_run_id(root: Path) -> str | None:
     """The ``run_id`` of the sweep manifest in ``root`` (``Workflow.run`` writes a new one
     once its arguments are checked, just before the cells start), or None."""
-    from mushin_box._sweepdir.manifest import read_sweep_manifest
-
     manifest = read_sweep_manifest(root)
     run_id = manifest.get("run_id") if manifest is not None else None
     return str(run_id) if run_id is not None else None

@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mushin_box._slurm.launcher import SubmititCellLauncher
+from mushin_box._slurm.torchrun import check_torchrun_settings, torchrun_launcher_fields
+
 __all__ = ["local_torchrun_config", "slurm_torchrun"]
 
 #: a local torchrun cell runs until it ends (submitit's local jobs have a time limit)
@@ -20,7 +23,6 @@ def local_torchrun_config(gpus: int, max_restarts: int) -> dict[str, Any]:
     """The ``mushin_local`` config whose cells each run as one ``torchrun --standalone``
     agent of ``gpus`` workers (:mod:`mushin_box._slurm.torchrun`), checked by the launcher's
     own rule before anything is written (ValueError)."""
-    from mushin_box._slurm.torchrun import check_torchrun_settings
 
     config = {
         "torchrun": True,
@@ -52,8 +54,6 @@ def slurm_torchrun(
     >>> fields["min_nodes"], out
     (1, ["++trainer.num_nodes='${oc.decode:${oc.env:GROUP_WORLD_SIZE,2}}'"])
     """
-    from mushin_box._slurm.launcher import SubmititCellLauncher
-    from mushin_box._slurm.torchrun import torchrun_launcher_fields
 
     fields = torchrun_launcher_fields(config, max_restarts=max_restarts, min_nodes=min_nodes)
     SubmititCellLauncher("slurm", fields)

@@ -17,12 +17,18 @@ from typing import Any
 
 import attrs
 
+from mushin_box._container.launchspec import ContainerLaunch
+from mushin_box._container.preflight import PreflightWarning
+from mushin_box._container.preflight import preflight as check_image
+from mushin_box._container.rankwrap import container_launcher_fields
 from mushin_box._core.targets import public
 from mushin_box._slurm.grammar import (  # noqa: F401  (moved; their importers still come here)
     memory_fields,
     parse_slurm_memory,
     parse_slurm_time,
 )
+from mushin_box._slurm.probe import nv_without_gpus
+from mushin_box._slurm.torchrun import torchrun_launcher_fields
 
 __all__ = [
     "SLURM_LAUNCHER_KEYS",
@@ -570,9 +576,6 @@ def submitit_slurm_config(
         given = ", ".join(k for k, v in container.items() if v)
         raise ValueError(f"{given} configure the rank container: pass image= too")
     if image is not None:
-        from mushin_box._container.launchspec import ContainerLaunch
-        from mushin_box._container.rankwrap import container_launcher_fields
-
         spec = ContainerLaunch(
             image=os.fspath(image),
             binds=list(binds),
@@ -586,13 +589,8 @@ def submitit_slurm_config(
         if preflight:
             # before anything is submitted: the image exists, matches its manifest, and
             # runs this Python (the job is pickled); its identity travels to every rank
-            from mushin_box._container.preflight import preflight as check_image
-
             identity = check_image(os.fspath(image)).identity
             if spec.nv:  # pre-flight of the nodes too: --nv where they have no GPU
-                from mushin_box._container.preflight import PreflightWarning
-                from mushin_box._slurm.probe import nv_without_gpus
-
                 if (wasted := nv_without_gpus(config.get("partition"))) is not None:
                     warnings.warn(wasted, PreflightWarning, stacklevel=2)
         fields = container_launcher_fields(
@@ -605,8 +603,6 @@ def submitit_slurm_config(
     if torchrun is not True and (torchrun is not False or max_restarts or min_nodes):
         raise ValueError("max_restarts and min_nodes configure torchrun: pass torchrun=True")
     if torchrun:
-        from mushin_box._slurm.torchrun import torchrun_launcher_fields
-
         config = torchrun_launcher_fields(config, max_restarts=max_restarts, min_nodes=min_nodes)
     memory = [key for key in _MEMORY_KEYS if key in config]
     if "mem" in config.get("additional_parameters", {}):

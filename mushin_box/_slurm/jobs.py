@@ -273,7 +273,7 @@ SCANCEL_EXPRESSION_CHARS = 500
 
 def scancel_args(job_ids: Iterable[str]) -> list[str]:
     """``job_ids`` as ``scancel``'s arguments: the tasks of one array as one expression
-    (``12_[0-3,5]``: one request, where each task id is one, ~2 ms apiece, 20 s for 10,000),
+    (``12_[0-3,5]``: one request, where each task id would be one),
     cut so that none is longer than :data:`SCANCEL_EXPRESSION_CHARS`; other ids as they are.
     It names exactly the tasks given: never a whole array for some of its tasks.
 

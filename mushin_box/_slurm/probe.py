@@ -4,7 +4,7 @@
 ``sbatch`` on ``PATH`` only says that the SLURM client is installed: a workstation or a
 container often has it with no cluster configured, and ``sbatch`` then fails after the sweep
 has started ("Could not establish a configuration source"). So a launch asks the
-controller: ``scontrol ping`` answers in milliseconds when a controller is configured
+controller: ``scontrol ping`` answers at once when a controller is configured
 (exit 0, "... is UP"), fails at once when no configuration can be found, and fails with
 "DOWN" after its connect timeout when the controller does not answer. A missing
 ``SLURM_CONF`` file makes every client retry for a minute, so that case is answered
@@ -125,8 +125,8 @@ def _run(argv: list[str], timeout_s: float) -> str | None:
 
 
 def scontrol_config(timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
-    """The cluster's configuration as ``scontrol show config`` prints it (milliseconds;
-    bounded by ``timeout_s``), or None when it could not be asked."""
+    """The cluster's configuration as ``scontrol show config`` prints it (bounded by
+    ``timeout_s``), or None when it could not be asked."""
     scontrol = shutil.which("scontrol")
     return _run([scontrol, "show", "config"], timeout_s) if scontrol else None
 
@@ -134,7 +134,7 @@ def scontrol_config(timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
 def account_check(timeout_s: float = PROBE_TIMEOUT_S) -> AccountCheck:
     """Does the cluster require an account, and what is the user's default one?
 
-    ``scontrol show config`` (milliseconds) says whether associations are enforced; only
+    ``scontrol show config`` says whether associations are enforced; only
     then is ``sacctmgr`` asked for the default account. Unknown answers are None.
     """
     enforced: bool | None = None

@@ -28,6 +28,7 @@ from typing import Any
 
 from mushin_box._core.layout import JOBS_FILE
 from mushin_box._core.sidecars import read_json, timestamp, write_json_atomic
+from mushin_box._slurm.jobs import valid_job_id
 
 __all__ = [
     "carry_jobs",
@@ -106,8 +107,6 @@ def checked_job_ids(
     """
     if submission.get("cluster") != cluster:
         return [], []
-    from mushin_box._slurm.jobs import valid_job_id
-
     ids, bad = [], []
     for entry in submission.get("jobs", ()):
         job = entry.get("job_id") if isinstance(entry, dict) else None
