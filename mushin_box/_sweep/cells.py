@@ -56,6 +56,7 @@ from mushin_box._core.sidecars import (
     timestamp,
     write_json_atomic,
 )
+from mushin_box._provenance.full import split_config
 from mushin_box._provenance.ranks import write_rank_runtime
 from mushin_box._slurm.joblogs import slurm_rank_logs
 from mushin_box._slurm.jobs import slurm_job_id
@@ -198,7 +199,6 @@ def shape_free_fingerprint(cfg: Any) -> str | None:
     :func:`~mushin_box._provenance.full.split_config`): equal for one experiment run at any
     world size, so a cell relaunched with fewer GPUs continues (:mod:`.decide`). None when
     the config has no canonical JSON."""
-    from mushin_box._provenance.full import split_config
 
     return plain_fingerprint(split_config(_plain_config(cfg))[0])
 
@@ -523,7 +523,7 @@ class CellRunner:
                 raise
             return self._failed(cell, running, exc, t_end - t0)
         # metrics, then the status, then the rest: a kill before the "completed" status runs
-        # the cell again, so nothing else is written in between (finish_provenance took ~10 ms)
+        # the cell again, so nothing else is written in between
         carried: list[str] = []
         try:
             if rank0:
