@@ -38,6 +38,9 @@ _LAZY: dict[str, str] = {
     "submitit_slurm_config": "mushin_box._slurm.config",
     "Workflow": "mushin_box._sweep.workflow",
     "SweepHandle": "mushin_box._sweep.handle",
+    "SweepView": "mushin_box._sweepdir.board",
+    "CellView": "mushin_box._sweepdir.board",
+    "CancelReport": "mushin_box._sweepdir.cancel",
     "reproduce": "mushin_box._reproduce.rerun",
     "ReproduceResult": "mushin_box._reproduce.rerun",
     "ImageSpec": "mushin_box._image.spec",
@@ -61,6 +64,26 @@ _LAZY: dict[str, str] = {
     "PreflightReport": "mushin_box._container.preflight",
     "PreflightWarning": "mushin_box._container.preflight",
     "preflight": "mushin_box._container.preflight",
+    # the errors: every one a MushinBoxError (see mushin_box._core.errors)
+    "MushinBoxError": "mushin_box._core.errors",
+    "UnsafeFileError": "mushin_box._core.safeio",
+    "WorldSizeMismatchError": "mushin_box._train.world",
+    "DockerfileError": "mushin_box._image.dockerfile",
+    "SifFormatError": "mushin_box._image.sif",
+    "BuildError": "mushin_box._image.build",
+    "OutputNotWritable": "mushin_box._image.build",
+    "SweepBusyError": "mushin_box._sweepdir.manifest",
+    "MetricNameError": "mushin_box._results.series",
+    "ResultsError": "mushin_box._results.table",
+    "DiffInputError": "mushin_box._results.diff",
+    "MissingValueError": "mushin_box._sweep.compose",
+    "LaunchError": "mushin_box._launch.plan",
+    "LoadError": "mushin_box._launch.loading",
+    "OptionError": "mushin_box._launch.options",
+    "RecordError": "mushin_box._launch.record",
+    "ResumeError": "mushin_box._launch.resume",
+    "ScheduleError": "mushin_box._launch.schedule",
+    "ReproduceError": "mushin_box._reproduce.checks",
     "multirun": "hydra_zen",
     "hydra_list": "hydra_zen",
 }
@@ -68,26 +91,48 @@ _LAZY: dict[str, str] = {
 __all__ = [
     "ApptainerNotFound",
     "Bind",
+    "BuildError",
+    "CancelReport",
+    "CellView",
     "ContainerLaunch",
     "Debootstrap",
+    "DiffInputError",
+    "DockerfileError",
     "HydraDDP",
     "ImageIdentity",
     "ImageSpec",
+    "LaunchError",
+    "LoadError",
     "LocalImage",
     "Manifest",
     "MasterPort",
+    "MetricNameError",
     "MetricsCallback",
+    "MissingValueError",
+    "MushinBoxError",
     "NcclProfile",
+    "OptionError",
+    "OutputNotWritable",
     "PreflightError",
     "PreflightReport",
     "PreflightWarning",
     "ProjectInstall",
+    "RecordError",
+    "ReproduceError",
     "ReproduceResult",
+    "ResultsError",
     "ResumeContext",
+    "ResumeError",
+    "ScheduleError",
+    "SifFormatError",
     "SifHeader",
+    "SweepBusyError",
     "SweepHandle",
+    "SweepView",
+    "UnsafeFileError",
     "Workflow",
     "WorldSizeInvariantSampler",
+    "WorldSizeMismatchError",
     "__version__",
     "build_image",
     "container_launcher_fields",
@@ -127,17 +172,41 @@ if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
         preflight,
     )
     from mushin_box._container.rankwrap import container_launcher_fields
+    from mushin_box._core.errors import MushinBoxError
     from mushin_box._core.jobdir import job_dir
+    from mushin_box._core.safeio import UnsafeFileError
     from mushin_box._image.bases import Debootstrap, LocalImage
-    from mushin_box._image.build import ApptainerNotFound, Manifest, build_image, read_manifest
+    from mushin_box._image.build import (
+        ApptainerNotFound,
+        BuildError,
+        Manifest,
+        OutputNotWritable,
+        build_image,
+        read_manifest,
+    )
     from mushin_box._image.definition import render_definition
-    from mushin_box._image.sif import SifHeader, read_sif_header
+    from mushin_box._image.dockerfile import DockerfileError
+    from mushin_box._image.sif import SifFormatError, SifHeader, read_sif_header
     from mushin_box._image.spec import ImageSpec, ProjectInstall
+    from mushin_box._launch.loading import LoadError
+    from mushin_box._launch.options import OptionError
+    from mushin_box._launch.plan import LaunchError
+    from mushin_box._launch.record import RecordError
+    from mushin_box._launch.resume import ResumeError
+    from mushin_box._launch.schedule import ScheduleError
+    from mushin_box._reproduce.checks import ReproduceError
     from mushin_box._reproduce.rerun import ReproduceResult, reproduce
+    from mushin_box._results.diff import DiffInputError
     from mushin_box._results.experiment import load_experiment
+    from mushin_box._results.series import MetricNameError
+    from mushin_box._results.table import ResultsError
     from mushin_box._slurm.config import submitit_slurm_config
+    from mushin_box._sweep.compose import MissingValueError
     from mushin_box._sweep.handle import SweepHandle
     from mushin_box._sweep.workflow import Workflow
+    from mushin_box._sweepdir.board import CellView, SweepView
+    from mushin_box._sweepdir.cancel import CancelReport
+    from mushin_box._sweepdir.manifest import SweepBusyError
     from mushin_box._train.metrics import load_metrics_file
     from mushin_box._train.pl import HydraDDP, MetricsCallback
     from mushin_box._train.resume import (
@@ -152,6 +221,7 @@ if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
         seed_everything_per_rank,
         seed_for_rank,
     )
+    from mushin_box._train.world import WorldSizeMismatchError
 
 
 def __getattr__(name: str) -> Any:

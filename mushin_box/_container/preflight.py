@@ -18,6 +18,7 @@ from pathlib import Path
 import attrs
 
 from mushin_box._container.launchspec import ImageIdentity
+from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.targets import public
 from mushin_box._image.build import Manifest, manifest_path, read_manifest
 from mushin_box._image.digest import image_sha256
@@ -40,7 +41,7 @@ StrPath = str | os.PathLike[str]
 
 
 @public
-class PreflightError(RuntimeError):
+class PreflightError(MushinBoxError, RuntimeError):
     """The image cannot run this job; ``problems`` lists why, each with what to do."""
 
     def __init__(self, problems: Sequence[str]) -> None:

@@ -7,7 +7,10 @@ in the kit (any other exception). Each concrete class also keeps its built-in pa
 file), so code that caught the built-in before keeps working.
 
 The CLI turns a ``MushinBoxError`` into one line and exit status 2 in one place; rooms raise
-values that carry their data and name the fix in the kit's own terms, never a CLI flag.
+values that carry their data and name the fix in the kit's own terms, never a CLI flag. A fix
+that is an argument of the call is a ``{name}`` field of the message, with its value in
+``arguments``: ``str(error)`` spells it as Python (``allow_dirty=True``), and
+:meth:`MushinBoxError.worded` as the caller's interface spells it (the CLI: ``--allow-dirty``).
 
 Examples
 --------
@@ -15,12 +18,46 @@ Examples
 ...     pass
 >>> isinstance(ExampleError("bad"), ValueError)
 True
+>>> error = ExampleError("dirty tree: pass {allow_dirty} to run anyway",
+...                      arguments={"allow_dirty": True})
+>>> str(error)
+'dirty tree: pass allow_dirty=True to run anyway'
+>>> error.worded(lambda name, value: "--" + name.replace("_", "-"))
+'dirty tree: pass --allow-dirty to run anyway'
 """
 
 from __future__ import annotations
 
-__all__ = ["MushinBoxError"]
+from collections.abc import Callable, Mapping
+
+from mushin_box._core.targets import public
+
+__all__ = ["MushinBoxError", "python_argument"]
 
 
+def python_argument(name: str, value: object) -> str:
+    """An argument as a Python call writes it: ``name=value``."""
+    return f"{name}={value}"
+
+
+@public
 class MushinBoxError(Exception):
-    """Root of every error mushin-box raises on purpose; the message names the fix."""
+    """Root of every error mushin-box raises on purpose; the message names the fix.
+
+    ``arguments``: the call's arguments that the message names as ``{name}`` fields (the fix
+    "pass ``{image}``"), each with the value to show (``True`` for a switch).
+    """
+
+    def __init__(self, *args: object, arguments: Mapping[str, object] | None = None) -> None:
+        super().__init__(*args)
+        self.arguments: dict[str, object] = dict(arguments or {})
+
+    def worded(self, spell: Callable[[str, object], str] = python_argument) -> str:
+        """The message, each named argument written by ``spell(name, value)``."""
+        text = super().__str__()
+        for name, value in self.arguments.items():
+            text = text.replace("{" + name + "}", spell(name, value))
+        return text
+
+    def __str__(self) -> str:
+        return self.worded()

@@ -24,11 +24,11 @@ b'{"a":1}'
 >>> read_bounded(d / "link.json", 100)
 Traceback (most recent call last):
 ...
-mushin_box._core.safeio.UnsafeFileError: a symbolic link, not followed
+mushin_box.UnsafeFileError: a symbolic link, not followed
 >>> read_bounded(d / "status.json", 3)
 Traceback (most recent call last):
 ...
-mushin_box._core.safeio.UnsafeFileError: 7 bytes, over the 3-byte limit for this kind of file
+mushin_box.UnsafeFileError: 7 bytes, over the 3-byte limit for this kind of file
 """
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ import errno
 import os
 import stat
 from pathlib import Path
+
+from mushin_box._core.errors import MushinBoxError
+from mushin_box._core.targets import public
 
 __all__ = [
     "UnsafeFileError",
@@ -64,7 +67,8 @@ _KINDS = {
 }
 
 
-class UnsafeFileError(OSError):
+@public
+class UnsafeFileError(MushinBoxError, OSError):
     """A file a reader refuses: a symlink, not a regular file, over its size limit, or
     outside the directory it must be in. Its text is the problem alone (the caller names the
     file)."""
@@ -184,7 +188,7 @@ def inside(root: StrPath, path: StrPath) -> Path:
     >>> inside("/runs/lr", "/etc/shadow")
     Traceback (most recent call last):
     ...
-    mushin_box._core.safeio.UnsafeFileError: outside the sweep directory /runs/lr, not read
+    mushin_box.UnsafeFileError: outside the sweep directory /runs/lr, not read
     """
     base = Path(root).resolve()
     given = Path(root, path)

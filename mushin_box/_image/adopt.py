@@ -25,6 +25,7 @@ from mushin_box._image.build import (
     APPTAINER,
     ApptainerNotFound,
     Manifest,
+    OutputNotWritable,
     apptainer_version,
     embedded_definition_sha256,
     manifest_path,
@@ -74,12 +75,14 @@ def adopt_image(
         header = read_sif_header(path)
         definition = _definition(path)
     except SifFormatError as exc:
-        raise ValueError(f"{path} cannot be adopted: {exc}") from None
+        raise SifFormatError(f"{path} cannot be adopted: {exc}") from None
     target = manifest_path(path)
     if target.exists() and not force:
-        raise ValueError(
-            f"{target} exists (perhaps the builder's own record); move it away, or replace "
-            "it with force=True"
+        raise OutputNotWritable(
+            target,
+            "it exists (perhaps the builder's own record); move it away, or replace it with "
+            "{force}",
+            arguments={"force": True},
         )
     if shutil.which(APPTAINER) is None:
         raise ApptainerNotFound("read the image's Python and packages", hint=None)

@@ -47,6 +47,7 @@ from typing import Any
 
 import attrs
 
+from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.sidecars import read_json, write_json_atomic, write_text_atomic
 from mushin_box._core.targets import public
 from mushin_box._core.version import __version__
@@ -107,7 +108,7 @@ _DRY_RUN_HINT = "`mushin-box build --dry-run` renders and writes the definition 
 
 
 @public
-class ApptainerNotFound(RuntimeError):
+class ApptainerNotFound(MushinBoxError, RuntimeError):
     """``apptainer`` is not on PATH; the message says how to get it.
 
     ``what`` completes "it is needed to ..."; ``hint`` is a last line (default: how to
@@ -128,19 +129,23 @@ class ApptainerNotFound(RuntimeError):
         )
 
 
-class BuildError(RuntimeError):
+@public
+class BuildError(MushinBoxError, RuntimeError):
     """``apptainer build`` (or a step around it) failed."""
 
 
-class OutputNotWritable(ValueError):
+@public
+class OutputNotWritable(MushinBoxError, ValueError):
     """Files cannot be created where the image should go; nothing was written.
 
     ``path`` is the file that could not be written, ``reason`` what is in the way.
     """
 
-    def __init__(self, path: Path, reason: str) -> None:
+    def __init__(
+        self, path: Path, reason: str, *, arguments: Mapping[str, object] | None = None
+    ) -> None:
         self.path, self.reason = path, reason
-        super().__init__(f"cannot write {path}: {reason}")
+        super().__init__(f"cannot write {path}: {reason}", arguments=arguments)
 
 
 def manifest_path(image: StrPath) -> Path:
@@ -343,7 +348,7 @@ def check_output(image: StrPath) -> None:
     >>> check_output(Path(__file__) / "img.sif")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    mushin_box._image.build.OutputNotWritable: cannot write .../img.sif: ...build.py is a file, ...
+    mushin_box.OutputNotWritable: cannot write .../img.sif: ...build.py is a file, ...
     """
     image = Path(image).absolute()
     ancestor = image.parent

@@ -46,6 +46,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from mushin_box._core.errors import MushinBoxError
+from mushin_box._core.targets import public
+
 __all__ = ["DockerfileConversionWarning", "DockerfileError", "dockerfile_fields"]
 
 _INSTRUCTIONS = (
@@ -60,7 +63,8 @@ _DROPPED_RE = re.compile(r"^(USER|EXPOSE|VOLUME|HEALTHCHECK|STOPSIGNAL|MAINTAINE
 _REFUSED_RE = re.compile(r"^(SHELL|ONBUILD)\b")
 
 
-class DockerfileError(ValueError):
+@public
+class DockerfileError(MushinBoxError, ValueError):
     """The Dockerfile uses something that cannot be converted faithfully."""
 
 

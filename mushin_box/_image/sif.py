@@ -39,6 +39,7 @@ from typing import BinaryIO
 
 import attrs
 
+from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.targets import public
 
 __all__ = [
@@ -103,7 +104,8 @@ SIF_DATATYPES: dict[int, str] = {
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 
 
-class SifFormatError(ValueError):
+@public
+class SifFormatError(MushinBoxError, ValueError):
     """The file is not a SIF image this reader understands (bad magic, truncated, ...)."""
 
 

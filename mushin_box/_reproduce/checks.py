@@ -29,6 +29,7 @@ from typing import Any
 
 import attrs
 
+from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.layout import (
     HYDRA_CONFIG_FILE,
     HYDRA_OUTPUT_SUBDIR,
@@ -40,6 +41,7 @@ from mushin_box._core.layout import (
 )
 from mushin_box._core.safeio import read_bounded
 from mushin_box._core.sidecars import loads, read_json
+from mushin_box._core.targets import public
 
 __all__ = [
     "CodeCheck",
@@ -69,7 +71,8 @@ def part(record: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-class ReproduceError(ValueError):
+@public
+class ReproduceError(MushinBoxError, ValueError):
     """Bad input to ``reproduce``: one line naming the problem and the fix (CLI exit 2)."""
 
 
@@ -349,7 +352,8 @@ def check_code(
         raise ReproduceError(
             "the code differs from the cell's: "
             + "; ".join(problems)
-            + ". Check out the cell's code, or pass allow_dirty=True to run anyway (recorded)"
+            + ". Check out the cell's code, or pass {allow_dirty} to run anyway (recorded)",
+            arguments={"allow_dirty": True},
         )
     return CodeCheck(recorded, current, tuple(problems), allow_dirty and bool(problems))
 
@@ -469,7 +473,8 @@ def check_image(original: Original, image: str | None) -> ImageCheck:
     if recorded in (None, NO_IMAGE):
         if image is not None:
             raise ReproduceError(
-                f"the cell ran in no image, so its re-run runs in none: drop image={image}"
+                "the cell ran in no image, so its re-run runs in none: drop {image}",
+                arguments={"image": image},
             )
         return ImageCheck(NO_IMAGE, None, None)
     want = recorded.get("sif_sha256") if isinstance(recorded, Mapping) else None
@@ -484,16 +489,18 @@ def check_image(original: Original, image: str | None) -> ImageCheck:
             where = ", ".join(_candidates(original)) or "no path"
             raise ReproduceError(
                 f"the cell's image (sha256 {want}) is not where it was recorded ({where}); "
-                "pass image=SIF, a copy of it"
+                "pass {image}, a copy of it",
+                arguments={"image": "SIF"},
             )
         image = found[0]
     if not Path(image).is_file():
-        raise ReproduceError(f"image={image}: no such file")
+        raise ReproduceError("{image}: no such file", arguments={"image": image})
     got = image_sha256(image)  # cached per file version: launch's pre-flight reuses it
     if got != want:
         raise ReproduceError(
             f"the image {image} has sha256 {got}, but the cell ran in sha256 {want}: "
-            "pass image=SIF, the SIF the cell ran in"
+            "pass {image}, the SIF the cell ran in",
+            arguments={"image": "SIF"},
         )
     binds, python = recorded_container(original.run) or ((), "python")
     problem = _bind_problem(binds)

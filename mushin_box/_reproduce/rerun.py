@@ -188,11 +188,15 @@ def _into(into: str | os.PathLike[str] | None, original: Original) -> Path:
     root = Path(into).resolve()
     if root == original.cell_dir.parent or root == original.cell_dir:
         raise ReproduceError(
-            f"into={into} is the original's own sweep: the re-run would replace the "
-            "cell it is compared with; choose a new directory"
+            "{into} is the original's own sweep: the re-run would replace the "
+            "cell it is compared with; choose a new directory",
+            arguments={"into": into},
         )
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
-        raise ReproduceError(f"into={into} already exists and is not empty; choose a new directory")
+        raise ReproduceError(
+            "{into} already exists and is not empty; choose a new directory",
+            arguments={"into": into},
+        )
     return root
 
 
@@ -309,13 +313,15 @@ def plan_reproduce(
     if img.path is not None and not slurm:
         raise ReproduceError(
             "the cell ran in an image, and only a SLURM launch runs ranks in one: drop "
-            "local=True, and run on the cluster (`mushin-box smoke --image` runs an image "
-            "here)"
+            "{local}, and run on the cluster (`mushin-box smoke --image` runs an image "
+            "here)",
+            arguments={"local": True},
         )
     if slurm and shutil.which("sbatch") is None:
         raise ReproduceError(
             f"the cell ran on SLURM ({recorded_launcher}), but there is no sbatch on PATH: "
-            "run this on the cluster's login node, or pass local=True to run it here"
+            "run this on the cluster's login node, or pass {local} to run it here",
+            arguments={"local": True},
         )
     rec_nodes, rec_gpus = recorded_topology(original.run)
     root = _into(into, original)

@@ -170,5 +170,6 @@ def _check_commit(
         raise ReproduceError(
             "the code differs from the cell's: "
             + "; ".join(problems)
-            + ". Check out the cell's code, or pass allow_dirty=True to run anyway (recorded)"
+            + ". Check out the cell's code, or pass {allow_dirty} to run anyway (recorded)",
+            arguments={"allow_dirty": True},
         )

@@ -27,7 +27,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.overrideparse import parse_overrides
+from mushin_box._core.targets import public
 
 __all__ = ["MissingValueError", "check_composes", "check_required", "first_job", "hydra_state_kept"]
 
@@ -74,7 +76,8 @@ def check_composes(config: Any, overrides: Sequence[str]) -> Any:
         ConfigStore.instance().repo.pop(f"{name}.yaml", None)
 
 
-class MissingValueError(ValueError):
+@public
+class MissingValueError(MushinBoxError, ValueError):
     """A value the task needs is given nowhere: the config, the sweep and the overrides
     leave it out (or ``???``). Every cell would fail with it after launch."""
 
@@ -93,7 +96,7 @@ def check_required(task: Any, composed: Any) -> None:
     >>> check_required(task, OmegaConf.create({"epochs": 2}))
     Traceback (most recent call last):
         ...
-    mushin_box._sweep.compose.MissingValueError: lr is required by the task ...
+    mushin_box.MissingValueError: lr is required by the task ...
     """
     import inspect
 

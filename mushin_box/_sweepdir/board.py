@@ -92,6 +92,7 @@ from mushin_box._core.layout import (
 from mushin_box._core.overrides import format_value
 from mushin_box._core.safeio import read_bounded
 from mushin_box._core.sidecars import read_json
+from mushin_box._core.targets import public
 from mushin_box._slurm.jobs import is_live, is_unknown, job_states_and_reasons, never_starts
 from mushin_box._slurm.submitted import job_ids, read_submission
 from mushin_box._sweepdir.liveness import check, owner_of, pid_alive
@@ -129,6 +130,7 @@ __all__ = [
 VIEW_STATES = (*CELL_STATES[:2], "unknown", *CELL_STATES[2:])
 
 
+@public
 @attrs.frozen
 class CellView:
     """One cell as a reader sees it (``state`` corrected for a dead owner, see module doc)."""
@@ -161,6 +163,7 @@ class CellView:
     metric_value: float | None = None
 
 
+@public
 @attrs.frozen
 class SweepView:
     """A sweep directory: its swept parameters and its cells, in grid order."""

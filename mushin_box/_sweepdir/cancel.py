@@ -58,6 +58,7 @@ import attrs
 
 from mushin_box._core.layout import STATUS_FILE
 from mushin_box._core.sidecars import read_json, timestamp, write_json_atomic
+from mushin_box._core.targets import public
 from mushin_box._slurm.jobs import (
     is_live,
     is_unknown,
@@ -104,6 +105,7 @@ def cell_label(directory: str | None, combo: dict[str, object]) -> str:
     return " ".join(f"{k}={v}" for k, v in combo.items()) or "cell"
 
 
+@public
 @attrs.frozen
 class CancelReport:
     """What ``cancel`` did: cells now ``cancelled``, cells left alone (completed or not

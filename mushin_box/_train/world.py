@@ -11,10 +11,14 @@ numbers from the launcher's environment and calls :func:`check_launched_world`).
 
 from __future__ import annotations
 
+from mushin_box._core.errors import MushinBoxError
+from mushin_box._core.targets import public
+
 __all__ = ["WorldSizeMismatchError", "check_launched_world", "world_size_problems"]
 
 
-class WorldSizeMismatchError(RuntimeError):
+@public
+class WorldSizeMismatchError(MushinBoxError, RuntimeError):
     """The launched ranks do not match the Trainer's ``num_nodes x devices``."""
 
 

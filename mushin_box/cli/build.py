@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mushin_box.cli.main import UsageError, in_flags
+from mushin_box.cli.main import UsageError
 
 if TYPE_CHECKING:
     from mushin_box._image.build import OutputNotWritable
@@ -206,9 +206,6 @@ def _adopt(args: argparse.Namespace) -> int:
         manifest = adopt_image(args.adopt, python=args.python, force=args.force)
     except FileNotFoundError as exc:
         raise UsageError(f"--adopt {args.adopt}: {exc}") from None
-    except ValueError as exc:
-        text = in_flags(str(exc), ["force"])  # the API's words, in this command's
-        raise UsageError(f"--adopt: {text}") from None
     except (ApptainerNotFound, BuildError) as exc:
         print(f"mushin-box build: error: {exc}", file=sys.stderr)
         return 1

@@ -17,7 +17,6 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from mushin_box.cli.main import UsageError, in_flags
 from mushin_box.cli.output import JSON_HELP, print_json
 
 __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
@@ -179,12 +178,9 @@ def _print_tables(diff: Any, brief: bool, results: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mushin_box._results.diff import DiffInputError, diff_provenance
+    from mushin_box._results.diff import diff_provenance
 
-    try:
-        diff = diff_provenance(args.a, args.b, atol=args.atol, rtol=args.rtol)
-    except DiffInputError as exc:
-        raise UsageError(in_flags(str(exc), ["atol", "rtol"])) from None
+    diff = diff_provenance(args.a, args.b, atol=args.atol, rtol=args.rtol)
     results = not args.provenance_only
     if args.json:
         data = {**diff.to_dict(), "same": diff.same(results=results)}

@@ -26,6 +26,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from mushin_box._core.errors import MushinBoxError, python_argument
+from mushin_box._core.version import __version__
+
 __all__ = [
     "COMMANDS",
     "EXIT_CLOSED_PIPE",
@@ -37,7 +40,6 @@ __all__ = [
     "UsageError",
     "build_parser",
     "examples_of",
-    "in_flags",
     "main",
     "number",
     "parse_args",
@@ -80,8 +82,8 @@ COMMANDS = (
 READERS = frozenset({"status", "ls", "logs", "show", "report", "diff"})
 
 
-class UsageError(Exception):
-    """Bad input from the command line: printed without a traceback, exit code 2."""
+class UsageError(MushinBoxError, ValueError):
+    """Bad input from the command line, worded in its flags: one line on stderr, exit code 2."""
 
 
 def suggest(word: str, choices: Sequence[str]) -> str:
@@ -130,23 +132,26 @@ class _HelpFormatter(argparse.HelpFormatter):
         return super()._fill_text(text, width, indent)
 
 
-def in_flags(message: str, parameters: Sequence[str]) -> str:
-    """A library error, worded in API terms, in the command's terms: each ``name=True``
-    becomes ``--name`` and each ``name=VALUE`` becomes ``--name VALUE`` (``_`` as ``-``),
-    for the ``parameters`` the command passes on as flags of the same name.
+def in_flags(error: MushinBoxError, args: argparse.Namespace) -> str:
+    """A kit error in the command's terms: each argument it names (``error.arguments``) that
+    the command passes on as a flag of the same name is spelled as that flag (``--name``
+    for a switch, else ``--name VALUE``); any other keeps its Python spelling.
 
     Examples
     --------
-    >>> in_flags("pass allow_dirty=True to run anyway, or into=DIR", ["allow_dirty", "into"])
-    'pass --allow-dirty to run anyway, or --into DIR'
+    >>> error = MushinBoxError("pass {allow_dirty}, or {into}, or {resume}",
+    ...                        arguments={"allow_dirty": True, "into": "DIR", "resume": True})
+    >>> in_flags(error, argparse.Namespace(allow_dirty=False, into=None))
+    'pass --allow-dirty, or --into DIR, or resume=True'
     """
-    import re
 
-    for name in parameters:
+    def spell(name: str, value: object) -> str:
+        if not hasattr(args, name):
+            return python_argument(name, value)
         flag = "--" + name.replace("_", "-")
-        message = re.sub(rf"\b{name}=True\b", flag, message)
-        message = re.sub(rf"\b{name}=", flag + " ", message)
-    return message
+        return flag if value is True else f"{flag} {value}"
+
+    return error.worded(spell)
 
 
 def examples_of(module: object) -> tuple[str, ...]:
@@ -207,13 +212,14 @@ def number(
 def build_parser() -> argparse.ArgumentParser:
     """The parser of the whole command line, every subcommand's arguments included (also
     what ``mushin-box completion`` generates its scripts from)."""
-    from mushin_box._core.version import __version__
-
     parser = _Parser(
         prog="mushin-box",
         description="Reproducible multi-node hydra-zen + Lightning experiments on SLURM.",
     )
     parser.add_argument("--version", action="version", version=f"mushin-box {__version__}")
+    parser.add_argument(
+        "--debug", action="store_true", help="on an error, show its traceback, not one line"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         module = importlib.import_module(f"mushin_box.cli.{name}")
@@ -291,8 +297,10 @@ def _main(argv: Sequence[str] | None) -> tuple[int, Any, str | None]:
         command = f"mushin-box {args.command}"
         try:
             code = int(args._module.run(args))
-        except UsageError as exc:
-            print(f"{command}: error: {exc}", file=sys.stderr)
+        except MushinBoxError as exc:  # the kit refused: one line, in this command's flags
+            if isinstance(exc, OutputError) or args.debug:
+                raise
+            print(f"{command}: error: {in_flags(exc, args)}", file=sys.stderr)
             code = EXIT_USAGE
         sys.stdout.flush()  # a full disk says so here, not in Python's flush at exit
         return code, None, name

@@ -23,6 +23,8 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TextIO, cast
 
+from mushin_box._core.errors import MushinBoxError
+
 __all__ = ["JSON_HELP", "OutputError", "print_json", "redacted_output", "silence", "strict_json"]
 
 #: the help of every ``--json`` flag: what a script gets where JSON has no number
@@ -32,7 +34,7 @@ JSON_HELP = (
 )
 
 
-class OutputError(Exception):
+class OutputError(MushinBoxError):
     """Writing to ``stream`` (``"stdout"`` or ``"stderr"``) failed with ``error``."""
 
     def __init__(self, stream: str, error: OSError) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from mushin_box._core.errors import MushinBoxError
 from mushin_box.cli.main import UsageError
 
 __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
@@ -106,9 +107,7 @@ def _count(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mushin_box._results.diff import DiffInputError
     from mushin_box._results.report import render_report
-    from mushin_box._results.table import ResultsError
     from mushin_box.cli.tables import resolve_sweep
 
     root = resolve_sweep(args.dir)
@@ -126,8 +125,8 @@ def run(args: argparse.Namespace) -> int:
             brief=not args.full_diff,
             **{k: v for k in ("rows", "curves") if (v := getattr(args, k)) is not None},
         )
-    except (ResultsError, DiffInputError) as exc:
-        raise UsageError(str(exc)) from None
+    except MushinBoxError:  # said by main, in one place
+        raise
     except ValueError as exc:  # a sidecar the page reads is corrupt: its reader names it
         raise UsageError(" ".join(str(exc).split()).removeprefix("load_experiment: ")) from None
     if args.output == "-":

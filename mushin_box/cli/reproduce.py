@@ -15,7 +15,6 @@ import json
 import sys
 from typing import Any
 
-from mushin_box.cli.main import UsageError, in_flags
 from mushin_box.cli.output import JSON_HELP, print_json
 
 __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
@@ -167,29 +166,24 @@ def _print_result(result: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mushin_box._reproduce.checks import ReproduceError
     from mushin_box._reproduce.rerun import reproduce
 
     # --json: stdout holds the JSON only (Hydra's launcher logs to stdout: sent to stderr)
     quiet = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
-    try:
-        with quiet:
-            result = reproduce(
-                args.cell,
-                into=args.into,
-                nodes=args.nodes,
-                gpus=args.gpus,
-                image=args.image,
-                local=args.local,
-                atol=args.atol,
-                rtol=args.rtol,
-                allow_dirty=args.allow_dirty,
-                dry_run=args.dry_run,
-                progress=not args.json and sys.stderr.isatty(),
-            )
-    except ReproduceError as exc:  # worded for reproduce(): said in this command's flags
-        flags = ("into", "nodes", "gpus", "image", "local", "atol", "rtol", "allow_dirty")
-        raise UsageError(in_flags(str(exc), flags)) from None
+    with quiet:
+        result = reproduce(
+            args.cell,
+            into=args.into,
+            nodes=args.nodes,
+            gpus=args.gpus,
+            image=args.image,
+            local=args.local,
+            atol=args.atol,
+            rtol=args.rtol,
+            allow_dirty=args.allow_dirty,
+            dry_run=args.dry_run,
+            progress=not args.json and sys.stderr.isatty(),
+        )
     if args.json:
         print_json(result.to_dict())
     elif args.dry_run:

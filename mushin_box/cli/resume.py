@@ -82,10 +82,9 @@ _PASSED = ("dry_run", "json", "detach", "no_progress", "cancel_on_interrupt")
 
 
 def run(args: argparse.Namespace) -> int:
-    from mushin_box._launch.record import RecordError, read_launch_record
+    from mushin_box._launch.record import read_launch_record
     from mushin_box._launch.resume import (
         CHANGEABLE_FLAGS,
-        ResumeError,
         launch_argv,
         narrow_overrides,
         plan_cells,
@@ -118,8 +117,6 @@ def run(args: argparse.Namespace) -> int:
                 print(f"nothing to run: {done} completed (mushin-box status {root})")
                 return 0
             overrides = narrow_overrides(overrides, actions)
-    except (RecordError, ResumeError) as exc:
-        raise UsageError(str(exc)) from None
     except FileNotFoundError as exc:
         raise UsageError(f"{exc}") from None
     cwd = record["cwd"]

@@ -233,7 +233,7 @@ _ANSI = {"completed": "32", "failed": "31", "timeout": "31", "running": "36"}
 def run(args: argparse.Namespace) -> int:
     from mushin_box._results.markup import md_table
     from mushin_box._results.report import code_line
-    from mushin_box._results.table import ResultsError, summary, table_records
+    from mushin_box._results.table import summary, table_records
 
     said: list[str] = []
 
@@ -246,10 +246,7 @@ def run(args: argparse.Namespace) -> int:
     # the heading goes first where nothing after it can fail: a --best, --sort or --where
     # the cells do not answer is one line on stderr, with nothing on stdout
     early = not (args.json or args.csv or args.md or args.where or args.sort or args.best)
-    try:
-        table = _table(args, heading if early else None)
-    except ResultsError as exc:
-        raise UsageError(str(exc)) from None
+    table = _table(args, heading if early else None)
     code = None if table.names else code_line(table.sweep)
     if args.json:
         data = {**summary(table), **({} if table.names else {"code": code})}
@@ -275,8 +272,7 @@ def run(args: argparse.Namespace) -> int:
 def _table(args: argparse.Namespace, heading: Any = None) -> Any:
     """The rows: of one sweep, or across the sweeps named (``--all``: found under DIR);
     ``heading``: called with one finished sweep's view before its cells are read."""
-    from mushin_box._results.table import read_results
-    from mushin_box._results.table import results_table, sweeps_table
+    from mushin_box._results.table import read_results, results_table, sweeps_table
     from mushin_box.cli.tables import resolve_sweep
 
     options = {"where": args.where, "sort": args.sort, "best": args.best}

@@ -35,20 +35,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mushin_box._container.preflight import PreflightError
     from mushin_box._container.smoke import run_smoke
-    from mushin_box._image.build import ApptainerNotFound
-    from mushin_box.cli.main import UsageError
 
-    try:
-        result = run_smoke(
-            args.image,
-            experiment=args.experiment,
-            out_dir=args.out,  # None: a temporary directory, made only once the checks pass
-            python=args.python,
-            timeout_s=args.timeout,
-        )
-    except (ApptainerNotFound, PreflightError) as exc:
-        raise UsageError(str(exc)) from None
+    result = run_smoke(
+        args.image,
+        experiment=args.experiment,
+        out_dir=args.out,  # None: a temporary directory, made only once the checks pass
+        python=args.python,
+        timeout_s=args.timeout,
+    )
     print(f"[mushin-box smoke] {'PASS' if result.ok else 'FAIL'}: {result.message}")
     return 0 if result.ok else 1
