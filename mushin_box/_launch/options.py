@@ -33,15 +33,25 @@ from mushin_box._core.targets import public
 from mushin_box._launch.profiles import Profile, check_user_sbatch_option, load_profile
 from mushin_box._slurm.config import SETTING_FIELDS, SlurmSettings, memory_fields
 
-__all__ = ["LaunchOptions", "OptionError", "check_where", "experiment_name", "resolve_options"]
+__all__ = [
+    "SCHEDULER_FLAGS",
+    "LaunchOptions",
+    "OptionError",
+    "check_where",
+    "experiment_name",
+    "resolve_options",
+]
 
 DEFAULT_TIME_MIN = 60
 DEFAULT_CPUS_PER_TASK = 1
-#: the flags (``resolve_options``' keys) that only a SLURM job reads
-_SLURM_ONLY = (
-    *("partition", "account", "qos", "constraint", "exclude", "job_name", "time"),
-    *("cpus_per_task", "mem", "mem_gb", "sbatch", "max_parallel", "bind", "image_python"),
+#: the flags (``resolve_options``' keys) that set a scheduler setting
+SCHEDULER_FLAGS = tuple(
+    f.metadata["flag"].removeprefix("--").replace("-", "_")
+    for f in SETTING_FIELDS
+    if f.metadata["flag"]
 )
+#: the flags that only a SLURM job reads
+_SLURM_ONLY = (*SCHEDULER_FLAGS, "mem_gb", "bind", "image_python")
 
 
 @public

@@ -36,8 +36,8 @@ from mushin_box._core.overrideparse import parse_overrides
 from mushin_box._core.overrides import parse_override_value
 from mushin_box._core.redact import REDACTED
 from mushin_box._core.targets import public
+from mushin_box._launch.options import SCHEDULER_FLAGS
 from mushin_box._launch.record import FLAG_TYPES, RecordError, read_launch_record
-from mushin_box._slurm.config import SETTING_FIELDS
 from mushin_box._sweep.usercode import code_identity
 from mushin_box._sweepdir.board import read_sweep
 from mushin_box._sweepdir.cancel import cell_label
@@ -68,11 +68,7 @@ __all__ = [
 ]
 
 #: the launch flags a resume may change: the scheduler's, which change no cell's config
-CHANGEABLE_FLAGS = tuple(
-    f.metadata["flag"].removeprefix("--").replace("-", "_")
-    for f in SETTING_FIELDS
-    if f.metadata["flag"]
-)
+CHANGEABLE_FLAGS = SCHEDULER_FLAGS
 
 
 @public

@@ -230,9 +230,9 @@ def _setting(
     note: str = "",
     default: Any = None,
 ) -> Any:
-    """A field of :class:`SlurmSettings` and its metadata: ``check`` (key, value) -> value
-    to store (None: the launcher checks it), the launch ``flag`` that sets it, the ``sbatch``
-    option it writes (refused in a table of sbatch options, with ``note`` saying why)."""
+    """A field of :class:`SlurmSettings`: ``check`` (key, value) -> the value to store
+    (None: the launcher checks it), the launch ``flag`` that sets it, the ``sbatch`` option
+    it writes (refused in a table of sbatch options, ``note`` saying why)."""
     meta = {"check": check, "flag": flag, "sbatch": sbatch, "note": note}
     return attrs.field(default=default, metadata=meta, kw_only=True)
 
@@ -334,12 +334,9 @@ class SlurmSettings:
 
 #: the fields of :class:`SlurmSettings` that are settings (not ``sources``)
 SETTING_FIELDS = tuple(f for f in attrs.fields(SlurmSettings) if f.name != "sources")
-# the optional SlurmQueueConf fields submitit_slurm_config takes as **extra
-_OPTIONAL_FIELDS: dict[str, _Validator] = {
-    f.name: f.metadata["check"]
-    for f in SETTING_FIELDS
-    if f.metadata["check"] is not None
-    and f.name not in ("partition", "account", "timeout_min", "cpus_per_task", "mem_gb")
+#: the fields submitit_slurm_config takes, and their checks
+_CHECKS: dict[str, _Validator] = {
+    f.name: f.metadata["check"] for f in SETTING_FIELDS if f.metadata["check"] is not None
 }
 
 
@@ -383,17 +380,7 @@ _REFUSED: dict[str, str] = {
 #: Every key :func:`submitit_slurm_config` can return: the fields of hydra-submitit-launcher
 #: 1.2.0's ``SlurmQueueConf``, except ``_target_`` and the refused ``cpus_per_gpu`` and
 #: ``gpus_per_task``.
-SLURM_LAUNCHER_KEYS: tuple[str, ...] = (
-    "nodes",
-    "tasks_per_node",
-    "gpus_per_node",
-    "cpus_per_task",
-    "timeout_min",
-    "partition",
-    "account",
-    "mem_gb",
-    *_OPTIONAL_FIELDS,
-)
+SLURM_LAUNCHER_KEYS: tuple[str, ...] = ("nodes", "tasks_per_node", "gpus_per_node", *_CHECKS)
 
 _MEMORY_KEYS = ("mem_gb", "mem_per_cpu", "mem_per_gpu")
 
@@ -543,7 +530,7 @@ def submitit_slurm_config(
     for key in extra:
         if key in _REFUSED:
             raise ValueError(_REFUSED[key])
-        if key not in _OPTIONAL_FIELDS:
+        if key not in _CHECKS:
             raise _unknown_key_error(key)
 
     config: dict[str, Any] = {
@@ -553,15 +540,10 @@ def submitit_slurm_config(
         "cpus_per_task": _positive_int("cpus_per_task", cpus_per_task),
         "timeout_min": _positive_int("timeout_min", timeout_min),
     }
-    if partition is not None:
-        config["partition"] = _string("partition", partition)
-    if account is not None:
-        config["account"] = _string("account", account)
-    if mem_gb is not None:
-        config["mem_gb"] = _memory_gb("mem_gb", mem_gb)
-    for key, value in extra.items():
+    named = {"partition": partition, "account": account, "mem_gb": mem_gb}
+    for key, value in {**named, **extra}.items():
         if value is not None:
-            config[key] = _OPTIONAL_FIELDS[key](key, value)
+            config[key] = _CHECKS[key](key, value)
 
     container = {
         "binds": bool(binds),
