@@ -12,9 +12,15 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from mushin_box._core.targets import public
+from mushin_box._slurm.submitted import submitted_job_ids
+from mushin_box._sweepdir.board import SweepView, read_sweep
+from mushin_box._sweepdir.cancel import CancelReport, cancel
+
+if TYPE_CHECKING:  # pragma: no cover - xarray loads with the results, not with the handle
+    import xarray as xr
 
 __all__ = ["SweepHandle"]
 
@@ -58,22 +64,18 @@ class SweepHandle:
     @property
     def job_ids(self) -> list[str]:
         """The SLURM job ids of the latest submission (``[]`` for a local one)."""
-        from mushin_box._slurm.submitted import submitted_job_ids
-
         return submitted_job_ids(self.working_dir)
 
-    def status(self) -> Any:
-        """The sweep now: a :class:`mushin_box._sweepdir.board.SweepView` (cells, states,
-        ``counts()``), with the owners of running cells checked."""
-        from mushin_box._sweepdir.board import read_sweep
-
+    def status(self) -> SweepView:
+        """The sweep now: its cells (:class:`mushin_box.CellView`), their states and
+        ``counts()``, with the owners of running cells checked."""
         return read_sweep(self.working_dir)
 
     def done(self) -> bool:
         """Nothing of the sweep runs or waits any more."""
         return not self.status().going
 
-    def wait(self, timeout_s: float | None = None, interval_s: float = 5.0) -> Any:
+    def wait(self, timeout_s: float | None = None, interval_s: float = 5.0) -> xr.Dataset:
         """Block until the sweep is done; return its results (``load_experiment``).
 
         Raises
@@ -81,6 +83,7 @@ class SweepHandle:
         TimeoutError
             Still running after ``timeout_s``; the jobs go on (:meth:`cancel` stops them).
         """
+        # lazy: the results bring xarray, numpy and pandas, which a handle needs only here
         from mushin_box._results.experiment import load_experiment
 
         if not interval_s > 0:
@@ -95,8 +98,6 @@ class SweepHandle:
             time.sleep(interval_s)
         return load_experiment(self.working_dir)
 
-    def cancel(self, cells: Sequence[str] | None = None, grace_s: float = 10.0) -> Any:
+    def cancel(self, cells: Sequence[str] | None = None, grace_s: float = 10.0) -> CancelReport:
         """Stop its running cells (all, or those named): see ``mushin-box cancel``."""
-        from mushin_box._sweepdir.cancel import cancel
-
         return cancel(self.working_dir, cells, grace_s=grace_s)

@@ -20,7 +20,7 @@ import uuid
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from hydra_zen import hydra_list, multirun
 
@@ -31,9 +31,11 @@ from mushin_box._core.redact import check_secret_names
 from mushin_box._core.secrets import SecretVault, sweep_error
 from mushin_box._core.targets import public
 from mushin_box._provenance.record import experiment_state
+from mushin_box._slurm.config import sbatch_options
 from mushin_box._sweep.cells import CellPlan, CellRunner
 from mushin_box._sweep.compose import check_composes, check_required
 from mushin_box._sweep.decide import OUT_OF_TIME
+from mushin_box._sweep.handle import SweepHandle
 from mushin_box._sweep.sweeprun import launch_cells, open_sweep
 from mushin_box._sweep.usercode import code_identity
 from mushin_box._sweep.validate import (
@@ -42,12 +44,11 @@ from mushin_box._sweep.validate import (
     is_config_group,
     user_sweeps,
 )
-from mushin_box._sweepdir.manifest import (
-    SweepLock,
-    cell_records,
-    combo_id,
-)
+from mushin_box._sweepdir.manifest import SweepLock, cell_records, combo_id, manifest_from_cells
 from mushin_box._train.resume import RESUME_PARAM
+
+if TYPE_CHECKING:  # pragma: no cover - xarray loads with the results, not with the Workflow
+    import xarray as xr
 
 __all__ = [
     "Workflow",
@@ -111,9 +112,9 @@ def _check_run_arguments(
     if max_total_seconds is not None and not (max_total_seconds > 0):
         raise ValueError(f"max_total_seconds must be > 0, got {max_total_seconds!r}")
     if launcher == "mushin_slurm" and isinstance(launcher_config, Mapping):
-        from mushin_box._slurm.config import sbatch_options  # the launcher's own check, early
-
-        sbatch_options("additional_parameters", launcher_config.get("additional_parameters") or {})
+        # the launcher's own check, early
+        given = cast("Mapping[str, Any]", launcher_config).get("additional_parameters")
+        sbatch_options("additional_parameters", given or {})
 
 
 def _deadline(
@@ -245,6 +246,57 @@ class Workflow:
         self.source = source
         self.working_dir: Path | None = None
 
+    @overload
+    def run(
+        self,
+        *,
+        working_dir: str | os.PathLike[str] | None = None,
+        launcher: str | None = None,
+        launcher_config: Mapping[str, Any] | None = None,
+        overrides: Sequence[str] | None = None,
+        resume: bool = False,
+        on_error: Literal["raise", "nan"] = "raise",
+        max_total_seconds: float | None = None,
+        progress: bool = True,
+        reuse_stale_code: bool = False,
+        wait: Literal[True] = True,
+        **sweep_params: Any,
+    ) -> xr.Dataset: ...
+
+    @overload
+    def run(
+        self,
+        *,
+        working_dir: str | os.PathLike[str] | None = None,
+        launcher: str | None = None,
+        launcher_config: Mapping[str, Any] | None = None,
+        overrides: Sequence[str] | None = None,
+        resume: bool = False,
+        on_error: Literal["raise", "nan"] = "raise",
+        max_total_seconds: float | None = None,
+        progress: bool = True,
+        reuse_stale_code: bool = False,
+        wait: Literal[False],
+        **sweep_params: Any,
+    ) -> SweepHandle: ...
+
+    @overload
+    def run(
+        self,
+        *,
+        working_dir: str | os.PathLike[str] | None = None,
+        launcher: str | None = None,
+        launcher_config: Mapping[str, Any] | None = None,
+        overrides: Sequence[str] | None = None,
+        resume: bool = False,
+        on_error: Literal["raise", "nan"] = "raise",
+        max_total_seconds: float | None = None,
+        progress: bool = True,
+        reuse_stale_code: bool = False,
+        wait: bool,
+        **sweep_params: Any,
+    ) -> xr.Dataset | SweepHandle: ...
+
     def run(
         self,
         *,
@@ -259,8 +311,9 @@ class Workflow:
         reuse_stale_code: bool = False,
         wait: bool = True,
         **sweep_params: Any,
-    ) -> Any:
-        """Run every cell of the grid and return the results as an ``xarray.Dataset``.
+    ) -> xr.Dataset | SweepHandle:
+        """Run every cell of the grid and return the results as an ``xarray.Dataset``
+        (``wait=False``: a :class:`mushin_box.SweepHandle` at once).
 
         Parameters
         ----------
@@ -364,9 +417,8 @@ class Workflow:
             )
             _raise_unless_recorded(launched.error, launched.ended, on_error)
         if not wait:
-            from mushin_box._sweep.handle import SweepHandle
-
             return SweepHandle(root)
+        # lazy: the results bring xarray, numpy and pandas, which only a finished sweep needs
         from mushin_box._results.experiment import load_sweep
 
         records = launched.records
@@ -398,9 +450,7 @@ class Workflow:
         grid, task_overrides = self._sweep_overrides(sweep_params, vault, keys)
         check_override_syntax(list(overrides or []))
         keys.check_raw(list(overrides or []))
-        user = vault.hide_in_overrides(
-            list(overrides or []), is_config_key=lambda key: not is_config_group(key)
-        )
+        user = vault.hide_in_overrides(list(overrides or []), is_config_key=_is_config_key)
         grid.update(user_sweeps(user))  # "x=1,2" in raw overrides is a grid axis too
         return config, grid, task_overrides + user
 
@@ -410,13 +460,14 @@ class Workflow:
         grid: dict[str, list[Any]] = {}
         out: list[str] = []
         for name, value in params.items():
-            if isinstance(value, multirun) and vault.hide(name, list(value)) != list(value):
+            swept = _swept(value)
+            if swept is not None and vault.hide(name, swept) != swept:
                 raise sweep_error(name)  # said first: whatever the name, never swept
             # a task parameter the config leaves out, a Trainer argument left at its
             # default, a **kwargs name: new keys, which Hydra adds with '+'
             add = keys.needs_add(name)
-            if isinstance(value, multirun):
-                values = list(value)
+            if swept is not None:
+                values = swept
                 if any(isinstance(v, Mapping) for v in values):
                     raise TypeError(
                         f"{name}={value!r}: a dict cannot be one value of a sweep (its cells "
@@ -426,7 +477,8 @@ class Workflow:
                 grid[name] = values
                 out.append(format_sweep(name, values, add=add))
             elif isinstance(value, hydra_list):
-                out.append(format_override(name, vault.hide(name, list(value)), add=add))
+                one = list(cast("hydra_list[Any]", value))
+                out.append(format_override(name, vault.hide(name, one), add=add))
             elif isinstance(value, list | tuple):
                 raise TypeError(
                     f"{name}={value!r}: wrap a sweep in multirun([...]) or a single list value "
@@ -437,17 +489,27 @@ class Workflow:
         return grid, out
 
 
+def _is_config_key(key: str) -> bool:
+    """An override key that names a config value, not a config group."""
+    return not is_config_group(key)
+
+
+def _swept(value: object) -> list[Any] | None:
+    """The values of a ``multirun`` sweep (None: ``value`` is not one)."""
+    return list(cast("multirun[Any]", value)) if isinstance(value, multirun) else None
+
+
 def override_keys(overrides: Sequence[str]) -> list[str]:
     parsed = parse_overrides(overrides)
     return [o.key_or_group for o in parsed if not o.key_or_group.startswith("hydra")]
 
 
-def _read_only_results(root: Path, grid: Mapping[str, list[Any]], resume: bool) -> Any:
+def _read_only_results(root: Path, grid: Mapping[str, list[Any]], resume: bool) -> xr.Dataset:
     """A sweep on a read-only mount: its results when every cell of ``grid`` completed
     (nothing needs to run; fingerprints are not re-checked, as no cell can start), else the
     cells that would have to run, in a PermissionError."""
+    # lazy: the results bring xarray, numpy and pandas, which only a finished sweep needs
     from mushin_box._results.experiment import load_experiment
-    from mushin_box._sweepdir.manifest import manifest_from_cells
 
     cells = manifest_from_cells(root)["cells"]
     todo = [
@@ -494,8 +556,8 @@ def _warn_unfinished(
             )
             message = f"cell {cell}: skipped: {why}; run again with resume=True to run it"
         elif state in ("failed", "timeout", "cancelled"):
-            error = record.get("error")
-            error = error if isinstance(error, dict) else {}
+            found = record.get("error")
+            error: dict[str, Any] = cast(Any, found) if isinstance(found, dict) else {}
             text = str(error.get("message") or record.get("reason") or "").splitlines()
             detail = f"{error.get('type', state)}: {text[0][:300] if text else ''}"
             trace = f", traceback in {cell}/{ERROR_FILE}" if error.get("file") else ""
