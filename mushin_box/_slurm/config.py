@@ -227,13 +227,12 @@ def _setting(
     *,
     flag: str | None = None,
     sbatch: str | None = None,
-    note: str = "",
     default: Any = None,
 ) -> Any:
     """A field of :class:`SlurmSettings`: ``check`` (key, value) -> the value to store
     (None: the launcher checks it), the launch ``flag`` that sets it, the ``sbatch`` option
-    it writes (refused in a table of sbatch options, ``note`` saying why)."""
-    meta = {"check": check, "flag": flag, "sbatch": sbatch, "note": note}
+    it writes (refused in a table of sbatch options)."""
+    meta = {"check": check, "flag": flag, "sbatch": sbatch}
     return attrs.field(default=default, metadata=meta, kw_only=True)
 
 
@@ -256,26 +255,14 @@ class SlurmSettings:
     {'partition': '--partition', 'additional_parameters.mail-type': '--sbatch'}
     """
 
-    partition: str | None = _setting(
-        _string, flag="--partition", sbatch="partition", note=", the value the review shows"
-    )
+    partition: str | None = _setting(_string, flag="--partition", sbatch="partition")
     account: str | None = _setting(_string, flag="--account", sbatch="account")
     qos: str | None = _setting(_string, flag="--qos", sbatch="qos")
     constraint: str | None = _setting(_string, flag="--constraint", sbatch="constraint")
     exclude: str | None = _setting(_string, flag="--exclude", sbatch="exclude")
     comment: str | None = _setting(_string, sbatch="comment")
-    name: str | None = _setting(
-        _string,
-        flag="--job-name",
-        sbatch="job-name",
-        note=": one name per job, which squeue and cancel go by",
-    )
-    timeout_min: int | None = _setting(
-        _positive_int,
-        flag="--time",
-        sbatch="time",
-        note=(": the one limit that the requeue trap, the GPU-hours and the review count from"),
-    )
+    name: str | None = _setting(_string, flag="--job-name", sbatch="job-name")
+    timeout_min: int | None = _setting(_positive_int, flag="--time", sbatch="time")
     cpus_per_task: int | None = _setting(
         _positive_int, flag="--cpus-per-task", sbatch="cpus-per-task"
     )
@@ -340,12 +327,20 @@ _CHECKS: dict[str, _Validator] = {
 }
 
 
+#: why a field's sbatch option must come from the field, where that is more than "one value"
+_WHY_THE_FIELD = {
+    "partition": ", the value the review shows",
+    "name": ": one name per job, which squeue and cancel go by",
+    "timeout_min": ": the one limit that the requeue trap, the GPU-hours and the review count from",
+}
+
+
 def _set_elsewhere() -> dict[str, str]:
     """sbatch options the kit writes from one field of its own: where that value is set."""
     return {
         f.metadata["sbatch"]: (
             f"{f.metadata['flag'] or 'hydra.launcher.' + f.name} ({f.name}= in Python)"
-            f"{f.metadata['note']}"
+            f"{_WHY_THE_FIELD.get(f.name, '')}"
         )
         for f in SETTING_FIELDS
         if f.metadata["sbatch"]
@@ -367,14 +362,10 @@ _REFUSED: dict[str, str] = {
         "gpus_per_task binds one GPU to each task, so every rank sees a single device and "
         "Lightning's local_rank indexing breaks; GPUs come from gpus_per_node= only"
     ),
-    "srun_args": (
-        "srun_args is not a field of hydra-submitit-launcher 1.2.0 (only of its unreleased "
-        "main branch), so Hydra would reject it"
-    ),
-    "python": (
-        "python is not a field of hydra-submitit-launcher 1.2.0 (only of its unreleased "
-        "main branch), so Hydra would reject it"
-    ),
+} | {
+    key: f"{key} is not a field of hydra-submitit-launcher 1.2.0 (only of its unreleased main "
+    "branch), so Hydra would reject it"
+    for key in ("srun_args", "python")
 }
 
 #: Every key :func:`submitit_slurm_config` can return: the fields of hydra-submitit-launcher
