@@ -258,6 +258,16 @@ def plan_launch(
     except ScheduleError as exc:
         raise LaunchError(str(exc)) from None
     out = list(task_overrides)
+
+    def made(
+        mode: str, launcher: str | None, config: Any, why: str, shown: Any, **kw: Any
+    ) -> LaunchPlan:
+        """The plan, with the overrides as they are when it is made."""
+        final = tuple(out)
+        return LaunchPlan(
+            mode, nodes, gpus, launcher, config, final, working_dir, pythonpath, why, shown, **kw
+        )
+
     if has_trainer:
         out += [
             format_override("trainer.devices", gpus, force_add=True),
@@ -293,28 +303,14 @@ def plan_launch(
                 tr_config = local_torchrun_config(gpus, max_restarts)
             except ValueError as exc:
                 raise LaunchError(str(exc)) from None
-            return LaunchPlan(
-                "local",
-                nodes,
-                gpus,
-                "mushin_local",
-                tr_config,
-                tuple(out),
-                working_dir,
-                pythonpath,
-                why,
-                {},
-                torchrun=True,
-            )
+            return made("local", "mushin_local", tr_config, why, {}, torchrun=True)
         if gpus > 1 and select_key(config, "trainer.strategy._target_") != _HYDRADDP_TARGET:
             raise LaunchError(
                 f"--gpus {gpus} here starts {gpus} CPU ranks with HydraDDP, but the trainer's "
                 "strategy is not HydraDDP: set strategy=builds(mushin_box.HydraDDP), or "
                 "use --gpus 1"
             )
-        return LaunchPlan(
-            "local", nodes, gpus, None, None, tuple(out), working_dir, pythonpath, why, {}
-        )
+        return made("local", None, None, why, {})
 
     if not isinstance(slurm, SlurmSettings):
         slurm = SlurmSettings(**(slurm or {}))
@@ -346,19 +342,15 @@ def plan_launch(
         for k, v in settings.sources.items()
         if k.split(".")[0] in config_out or (image is not None and k in container_keys)
     }
-    return LaunchPlan(
+    elastic_min = min_nodes if elastic else None
+    return made(
         "slurm",
-        nodes,
-        gpus,
         "mushin_slurm",
         config_out,
-        tuple(out),
-        working_dir,
-        pythonpath,
         where or "SLURM",
         shown,
         torchrun=torchrun,
-        min_nodes=min_nodes if elastic else None,
+        min_nodes=elastic_min,
     )
 
 
