@@ -27,9 +27,11 @@ always what its environment says.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import socket
+import subprocess
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple
 
@@ -266,9 +268,31 @@ def _gpus_per_node(env: Mapping[str, str]) -> int | None:
 
 
 def _slurm_nodes(env: Mapping[str, str]) -> list[str] | None:
-    """The job's nodes in order, as the batch script expanded them on the host."""
+    """The job's nodes in order: as the batch script expanded them on the host, else the
+    node list itself when it needs no expanding, else as ``scontrol`` expands it here (a
+    job that mushin-box did not submit; an image has no scontrol: only the own node)."""
     names = [name for name in env.get(JOB_NODES_ENV, "").split(",") if name]
-    return names or None
+    if names:
+        return names
+    for name in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"):
+        if value := env.get(name):
+            return value.split(",") if "[" not in value else _scontrol_hostnames(value)
+    return None
+
+
+@functools.lru_cache(maxsize=8)
+def _scontrol_hostnames(nodelist: str) -> list[str] | None:
+    try:
+        done = subprocess.run(
+            ["scontrol", "show", "hostnames", nodelist],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.split() or None
 
 
 def block_layout(counts: Sequence[int]) -> list[tuple[int, int]]:
