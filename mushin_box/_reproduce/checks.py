@@ -23,12 +23,14 @@ import hashlib
 import inspect
 import os
 import re
+import shlex
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from mushin_box._container.launchspec import INFINIBAND_DEVICE
 from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.layout import (
     HYDRA_CONFIG_FILE,
@@ -42,6 +44,13 @@ from mushin_box._core.layout import (
 from mushin_box._core.safeio import read_bounded
 from mushin_box._core.sidecars import loads, read_json
 from mushin_box._core.targets import public
+from mushin_box._image.digest import image_sha256
+from mushin_box._provenance.compare import record_problem
+from mushin_box._provenance.env import NO_IMAGE
+from mushin_box._provenance.record import git_state
+from mushin_box._provenance.task import locator_problem
+from mushin_box._sweep.usercode import code_identity
+from mushin_box._sweepdir.manifest import is_sweep_dir
 
 __all__ = [
     "CodeCheck",
@@ -120,10 +129,6 @@ def read_original(cell: str | os.PathLike[str]) -> Original:
         record that does not say where its task is defined.
     """
     from omegaconf import OmegaConf
-
-    from mushin_box._provenance.compare import record_problem
-    from mushin_box._provenance.task import locator_problem
-    from mushin_box._sweepdir.manifest import is_sweep_dir
 
     path = Path(cell)
     if not path.exists():
@@ -330,8 +335,6 @@ def check_code(
         The code differs (both commits, both diff hashes or both fingerprints are named),
         unless ``allow_dirty``.
     """
-    from mushin_box._provenance.record import git_state
-    from mushin_box._sweep.usercode import code_identity
 
     code = original.repro.get("code") or {}
     recorded = {"git": code.get("git"), "task_sha256": code.get("task_sha256")}
@@ -379,7 +382,6 @@ class ImageCheck:
 def _rank_argv(run: Mapping[str, Any]) -> list[str] | None:
     """The recorded ``apptainer exec ... IMAGE PYTHON`` of a rank: ``run.container``'s
     (what the rank itself was started with), else the launcher's ``python`` (submitit's)."""
-    import shlex
 
     argv = part(run, "container").get("rank_argv")
     if isinstance(argv, list) and all(isinstance(w, str) for w in argv):
@@ -413,7 +415,6 @@ def recorded_container(run: Mapping[str, Any]) -> tuple[tuple[str, ...], str] | 
     >>> recorded_container({}) is None
     True
     """
-    from mushin_box._container.launchspec import INFINIBAND_DEVICE
 
     argv = _rank_argv(run)
     if not argv or "--pwd" not in argv:
@@ -466,8 +467,6 @@ def check_image(original: Original, image: str | None) -> ImageCheck:
         say which; no SIF is found; the SIF's sha256 is not the recorded one (both
         digests named); or the source of a recorded bind is missing here.
     """
-    from mushin_box._image.digest import image_sha256
-    from mushin_box._provenance.env import NO_IMAGE
 
     recorded = original.repro.get("image", NO_IMAGE)
     if recorded in (None, NO_IMAGE):

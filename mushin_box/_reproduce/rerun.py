@@ -29,6 +29,7 @@ directory behind.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import shutil
@@ -38,6 +39,7 @@ from typing import Any
 
 import attrs
 
+from mushin_box._container.rankwrap import env_file_written
 from mushin_box._core.envstate import environ_set
 from mushin_box._core.layout import (
     PROVENANCE_FILE,
@@ -46,8 +48,14 @@ from mushin_box._core.layout import (
     STATUS_FILE,
     default_sweep_dir,
 )
+from mushin_box._core.overrides import format_override
+from mushin_box._core.redact import redact_text
 from mushin_box._core.sidecars import read_json
 from mushin_box._core.targets import public
+from mushin_box._launch.loading import user_code_error
+from mushin_box._launch.plan import LaunchError, plan_launch
+from mushin_box._provenance.files import write_provenance
+from mushin_box._provenance.task import load_callable
 from mushin_box._reproduce.checks import (
     CodeCheck,
     ImageCheck,
@@ -60,6 +68,8 @@ from mushin_box._reproduce.checks import (
     read_original,
 )
 from mushin_box._reproduce.trust import check_sources
+from mushin_box._results.diff import diff_provenance
+from mushin_box._sweepdir.manifest import cell_records, combo_id
 
 __all__ = ["ReproducePlan", "ReproduceResult", "plan_reproduce", "reproduce"]
 
@@ -212,20 +222,20 @@ def _rerun_workflow(
     value each), so the re-run's cell gets the original's name and combo."""
     from hydra_zen import multirun
 
+    # lazy: imports hydra, hydra_zen, omegaconf (a reader must not load them)
     from mushin_box._sweep.workflow import Workflow
 
     swept = {key: multirun([value]) for key, value in combo.items()}
 
     class ReproduceWorkflow(Workflow):
         def run(self, **kwargs: Any) -> Any:
-            return super().run(**kwargs, **swept)  # pyright: ignore[reportArgumentType]
+            return super().run(**kwargs, **swept)  # pyright: ignore[reportArgumentType, reportCallIssue]
 
     return ReproduceWorkflow(task, config, pre_call=pre_call, secrets=secrets, source=source)
 
 
 def _declared_secrets(original: Original) -> list[str]:
     """The secret names the original launch declared (carried in its environment)."""
-    import json
 
     env = part(original.run, "env")
     try:
@@ -242,8 +252,6 @@ def recorded_experiment(original: Original) -> str | None:
 
 
 def _load(original: Original) -> tuple[Any, Any, str | None]:
-    from mushin_box._launch.loading import user_code_error
-    from mushin_box._provenance.task import load_callable
 
     located = original.run["task"]
     out: list[Any] = []
@@ -265,7 +273,6 @@ def _load(original: Original) -> tuple[Any, Any, str | None]:
 def _overrides(config: Mapping[str, Any], local: bool) -> list[str]:
     """Overrides beside the topology's: a local launch keeps the config's own accelerator
     (``plan_launch`` would set ``cpu`` when none is given)."""
-    from mushin_box._core.overrides import format_override
 
     trainer = config.get("trainer")
     if local and isinstance(trainer, Mapping) and trainer.get("accelerator") is not None:
@@ -290,8 +297,6 @@ def plan_reproduce(
     reproducing the cell as asked (see :func:`reproduce`).
     """
     from omegaconf import OmegaConf
-
-    from mushin_box._launch.plan import LaunchError, plan_launch
 
     env = os.environ if environ is None else environ
     original = read_original(cell)
@@ -377,8 +382,6 @@ def plan_reproduce(
 
 def _env_file(launcher_config: Mapping[str, Any] | None) -> dict[str, str] | None:
     """The env file a launch's ranks read, as :func:`plan_launch` rendered it."""
-    from mushin_box._container.rankwrap import env_file_written
-    from mushin_box._core.redact import redact_text
 
     config = launcher_config or {}
     written = env_file_written(str(config.get("python") or ""), config.get("setup") or [])
@@ -405,7 +408,6 @@ def _secrets_for_images(names: Sequence[str]) -> Iterator[None]:
 
 
 def _new_cell(root: Path, combo: Mapping[str, Any]) -> Path | None:
-    from mushin_box._sweepdir.manifest import cell_records, combo_id
 
     want = combo_id(combo)
     for cell_dir, status in cell_records(root):
@@ -416,7 +418,6 @@ def _new_cell(root: Path, combo: Mapping[str, Any]) -> Path | None:
 
 def _mark(cell_dir: Path, plan: ReproducePlan) -> None:
     """Record in the re-run's ``run`` part that it reproduces the original."""
-    from mushin_box._provenance.files import write_provenance
 
     record = read_json(cell_dir / PROVENANCE_FILE)
     if not isinstance(record, dict):
@@ -511,9 +512,8 @@ def reproduce(
     )
     if dry_run:
         return ReproduceResult(plan)
-    from mushin_box._launch.plan import LaunchError
+    # lazy: imports hydra, hydra_zen, omegaconf (a reader must not load them)
     from mushin_box._launch.run import run_launch
-    from mushin_box._results.diff import diff_provenance
 
     error: str | None = None
     try:

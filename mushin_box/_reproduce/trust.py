@@ -35,7 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from mushin_box._core.userfile import owner_problem
-from mushin_box._reproduce.checks import Original, ReproduceError, part
+from mushin_box._provenance.record import git_root, git_state
+from mushin_box._reproduce.checks import Original, ReproduceError, git_problems, part
+from mushin_box._sweep.usercode import is_user_file, module_file, user_modules
 
 __all__ = ["TrustedSource", "check_sources"]
 
@@ -71,7 +73,6 @@ def _experiment_file(original: Original) -> Path | None:
 
 
 def _root(experiment: Path) -> Path:
-    from mushin_box._provenance.record import git_root
 
     top = git_root(experiment)
     return Path(top).resolve() if top else experiment.parent
@@ -101,7 +102,6 @@ def _entry_files(original: Original) -> Iterable[Path]:
     among the user modules, or it is installed), so its recorded file is only used when
     the name leads nowhere (a script's ``__main__``, a folder not on the path). The kit's
     own names, old paths included, always resolve in the kit."""
-    from mushin_box._sweep.usercode import is_user_file, module_file
 
     located = part(original.run, "task")
     for what in ("task", "pre_call"):
@@ -131,7 +131,6 @@ def check_sources(original: Original, config: Any, *, allow_dirty: bool) -> Trus
         A file outside the experiment's root, one that is not the user's own, or a root
         checked out at another commit than the recorded one.
     """
-    from mushin_box._sweep.usercode import user_modules
 
     experiment = _experiment_file(original)
     root = _root(experiment) if experiment is not None else None
@@ -161,8 +160,6 @@ def check_sources(original: Original, config: Any, *, allow_dirty: bool) -> Trus
 def _check_commit(
     original: Original, experiment: Path, files: Iterable[Path], *, allow_dirty: bool
 ) -> None:
-    from mushin_box._provenance.record import git_state
-    from mushin_box._reproduce.checks import git_problems
 
     recorded = (original.repro.get("code") or {}).get("git")
     problems = git_problems(recorded, git_state(experiment, include=files))

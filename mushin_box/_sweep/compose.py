@@ -22,6 +22,7 @@ hydra.errors.ConfigCompositionException: Could not override 'lrr'...
 
 from __future__ import annotations
 
+import inspect
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -30,6 +31,8 @@ from typing import Any
 from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.overrideparse import parse_overrides
 from mushin_box._core.targets import public
+from mushin_box._train.resume import RESUME_PARAM
+from mushin_box._upstream.hydra import global_hydra_kept
 
 __all__ = ["MissingValueError", "check_composes", "check_required", "first_job", "hydra_state_kept"]
 
@@ -98,11 +101,8 @@ def check_required(task: Any, composed: Any) -> None:
         ...
     mushin_box.MissingValueError: lr is required by the task ...
     """
-    import inspect
 
     from omegaconf import OmegaConf
-
-    from mushin_box._train.resume import RESUME_PARAM
 
     body = OmegaConf.masked_copy(composed, [k for k in composed if k != "hydra"])
     missing = sorted(_missing_keys(body, ""))
@@ -172,8 +172,6 @@ def hydra_state_kept() -> Iterator[None]:
     False
     """
     from hydra.core.hydra_config import HydraConfig
-
-    from mushin_box._upstream.hydra import global_hydra_kept
 
     config = HydraConfig.instance().cfg
     try:
