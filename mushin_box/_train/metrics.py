@@ -287,7 +287,7 @@ def _logged_by_active_loop(trainer: Any) -> dict[str, Any]:
 
 
 @public
-def load_metrics_file(path: str | os.PathLike[str]) -> dict[str, list[Any]]:
+def load_metrics_file(path: str | os.PathLike[str]) -> dict[str, list[float]]:
     """Read a ``*_metrics.pt`` (or its ``*_metrics.json`` twin) written by
     :class:`MetricsCallback`.
 

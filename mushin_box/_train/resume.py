@@ -25,7 +25,7 @@ import warnings
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -48,6 +48,8 @@ __all__ = [
 ]
 
 RESUME_PARAM = "mushin_resume"
+
+R = TypeVar("R")  # what the task returns
 
 
 @public
@@ -359,7 +361,7 @@ def zen_with_resume(
 
 
 @public
-def resumable(task: Callable[..., Any], **zen_kwargs: Any) -> Callable[[Any], Any]:
+def resumable(task: Callable[..., R], **zen_kwargs: Any) -> Callable[[object], R]:
     """Wrap ``task`` like :func:`hydra_zen.zen`, filling ``mushin_resume`` if declared.
 
     Use it where you would use ``zen(task)``: as the task function of

@@ -3,8 +3,8 @@
 
 Each command module (``build``, ``launch``, ``status``, ...: the list is
 :data:`.main.COMMANDS`) exposes ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``;
-:mod:`.main` builds the parser and maps errors to exit codes. :mod:`.tables` holds what
-several commands print alike.
+:mod:`.main` builds the parser and turns the kit's errors into one line and exit code 2.
+:mod:`.tables` holds what several commands print alike, ``status``'s table of cells too.
 
 Must not hold business logic: a command parses, calls one function of a room, and prints.
 """

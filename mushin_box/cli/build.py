@@ -114,7 +114,8 @@ def load_spec(ref: str) -> tuple[ImageSpec, str]:
         If the file or module cannot be loaded, ATTR is missing or not an ImageSpec,
         or building the spec raised (e.g. a validation error).
     """
-    from mushin_box._image.spec import ImageSpec  # not at import: every command's start
+    # lazy: every command's start imports this module; only this command pays for its rooms
+    from mushin_box._image.spec import ImageSpec
 
     target, attr = _split_spec(ref)
     is_file = target.endswith(".py") or "/" in target or Path(target).is_file()
@@ -123,6 +124,7 @@ def load_spec(ref: str) -> tuple[ImageSpec, str]:
             path = Path(target)
             if not path.is_file():
                 raise UsageError(f"SPEC file {target!r} does not exist")
+            # lazy: every command's start imports this module; only this command pays for its rooms
             from mushin_box._core.userfile import import_file
 
             # a private name, dropped after: a SPEC is read, not imported by the ranks
@@ -135,7 +137,8 @@ def load_spec(ref: str) -> tuple[ImageSpec, str]:
     except UsageError:
         raise
     except Exception as exc:  # the user's spec code: report it, exit 2
-        # worded as launch words a broken experiment (imported here: it is not cheap)
+        # lazy: every command's start imports this module; only this command pays for its rooms
+        # worded as launch words a broken experiment
         from mushin_box._launch.loading import user_code_error
 
         raise UsageError(
@@ -155,6 +158,7 @@ def _bad_output(out: Path, exc: OutputNotWritable) -> UsageError:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``mushin-box build``; see the module docstring for exit codes."""
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._image.build import (
         ApptainerNotFound,
         BuildError,
@@ -199,6 +203,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _adopt(args: argparse.Namespace) -> int:
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._image.adopt import adopt_image
     from mushin_box._image.build import ApptainerNotFound, BuildError, manifest_path
 

@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from mushin_box.cli.main import UsageError, number
+from mushin_box.cli.tables import resolve_sweep, resume_hint
 
 __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
 
@@ -45,8 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._sweepdir.cancel import cancel
-    from mushin_box.cli.tables import resolve_sweep, resume_hint
 
     if args.grace < 0:
         raise UsageError(f"--grace {args.grace} is negative; give 0 or more seconds")
@@ -58,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     for line in report.refused:
         print(f"warning: {line}", file=sys.stderr)
     if report.scancelled:  # as it ran: an array's tasks as one expression
+        # lazy: every command's start imports this module; only this command pays for its rooms
         from mushin_box._slurm.jobs import scancel_args
 
         print(f"scancel {' '.join(scancel_args(report.scancelled))}")

@@ -24,6 +24,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from mushin_box.cli.main import build_parser
+
 __all__ = ["EXAMPLES", "HELP", "SHELLS", "add_arguments", "run"]
 
 HELP = (
@@ -65,8 +67,6 @@ def _mark_paths(parser: argparse.ArgumentParser, shell_file: dict, shell_dir: di
 
 def run(args: argparse.Namespace) -> int:
     import shtab
-
-    from mushin_box.cli.main import build_parser
 
     parser = build_parser()
     _mark_paths(parser, shtab.FILE, shtab.DIRECTORY)

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from mushin_box.cli.flagtypes import add_tolerance_arguments
 from mushin_box.cli.output import JSON_HELP, print_json
 
 __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
@@ -43,20 +44,7 @@ EXITS = {
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("a", metavar="A", help="a cell directory, a sweep directory or a record")
     parser.add_argument("b", metavar="B", help="the same kind of thing as A")
-    parser.add_argument(
-        "--atol",
-        type=float,  # checked, with the Python API, by the comparison: finite, >= 0
-        default=0.0,
-        metavar="X",
-        help="absolute tolerance when comparing metrics (default 0: exact)",
-    )
-    parser.add_argument(
-        "--rtol",
-        type=float,  # checked, with the Python API, by the comparison: finite, >= 0
-        default=0.0,
-        metavar="X",
-        help="relative tolerance for metrics: |B-A| <= atol + rtol*|A| (default 0)",
-    )
+    add_tolerance_arguments(parser)
     parser.add_argument(
         "--provenance-only",
         action="store_true",
@@ -138,6 +126,7 @@ def _print_tables(diff: Any, brief: bool, results: bool) -> None:
     from rich.console import Console
     from rich.markup import escape
 
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._results.diff import expected_counts, field_rows, metric_rows
 
     console = Console(highlight=False)
@@ -178,6 +167,7 @@ def _print_tables(diff: Any, brief: bool, results: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._results.diff import diff_provenance
 
     diff = diff_provenance(args.a, args.b, atol=args.atol, rtol=args.rtol)
@@ -187,10 +177,12 @@ def run(args: argparse.Namespace) -> int:
         data["verdict"] = diff.verdict(results=results)
         print_json(data)
     elif args.md:
+        # lazy: every command's start imports this module; only this command pays for its rooms
         from mushin_box._results.diff import diff_markdown
 
         sys.stdout.write(diff_markdown(diff, brief=args.brief, results=results))
     elif args.html:
+        # lazy: every command's start imports this module; only this command pays for its rooms
         from mushin_box._results.diff import diff_html
 
         sys.stdout.write(diff_html(diff, brief=args.brief, results=results))

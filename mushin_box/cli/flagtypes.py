@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: MIT
-"""The flag types of ``launch`` and ``resume``, and the SLURM job's flags they share.
+"""The flags that commands share, and their types: one spelling, one check per value.
 
 ``resume`` takes the scheduler's flags of ``launch`` (they win over the recorded launch's),
-so both parsers add them from here: one spelling, one check per value.
+and ``diff`` and ``reproduce`` compare metrics within the same ``--atol``/``--rtol``, so
+each parser adds them from here.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import argparse
 
 __all__ = [
     "add_scheduler_arguments",
+    "add_tolerance_arguments",
     "max_parallel",
     "non_negative",
     "positive",
@@ -19,7 +21,26 @@ __all__ = [
 ]
 
 
+def add_tolerance_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--atol`` and ``--rtol``: how far a metric may move and still be the same."""
+    parser.add_argument(
+        "--atol",
+        type=float,  # checked, with the Python API, by the comparison: finite, >= 0
+        default=0.0,
+        metavar="X",
+        help="absolute tolerance of the metrics (default 0: exactly equal)",
+    )
+    parser.add_argument(
+        "--rtol",
+        type=float,  # checked, with the Python API, by the comparison: finite, >= 0
+        default=0.0,
+        metavar="X",
+        help="relative tolerance of the metrics: |B-A| <= atol + rtol*|A| (default 0)",
+    )
+
+
 def slurm_time(text: str) -> int:
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._slurm.config import parse_slurm_time
 
     try:
@@ -29,6 +50,7 @@ def slurm_time(text: str) -> int:
 
 
 def slurm_memory(text: str) -> int:
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._slurm.config import parse_slurm_memory
 
     try:

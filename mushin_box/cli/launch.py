@@ -20,6 +20,9 @@ from mushin_box.cli.flagtypes import (
     non_negative,
     positive,
 )
+from mushin_box.cli.main import UsageError
+from mushin_box.cli.output import print_json
+from mushin_box.cli.tables import end_report
 
 HELP = (
     "Run an experiment on NODES x GPUS ranks: one SLURM task per GPU (through submitit, "
@@ -44,6 +47,7 @@ EXITS = {
 
 def _nodes(text: str) -> tuple[int, int]:
     """``--nodes N`` or ``MIN:MAX`` (torchrun's elastic membership) as (MIN, MAX)."""
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._slurm.torchrun import parse_nnodes
 
     if ":" not in text:
@@ -187,13 +191,12 @@ def _where(args: argparse.Namespace) -> tuple[bool, str]:
     if args.slurm:
         import shutil
 
-        from mushin_box.cli.main import UsageError
-
         if shutil.which("sbatch") is None:
             raise UsageError(
                 "--slurm: there is no sbatch on PATH; load SLURM's client, or run here"
             )
         return False, "--slurm"
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._slurm.probe import probe_slurm
 
     probe = probe_slurm()
@@ -203,7 +206,6 @@ def _where(args: argparse.Namespace) -> tuple[bool, str]:
 
 
 def _check_flags(args: argparse.Namespace) -> None:
-    from mushin_box.cli.main import UsageError
 
     if args.print_config:
         flags = ("--dry-run", "--json", "--detach", "--cancel-on-interrupt")
@@ -231,8 +233,8 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._launch.options import check_where, experiment_name, resolve_options
-    from mushin_box.cli.main import UsageError
 
     started = time.monotonic()
     if isinstance(args.nodes, tuple):  # --nodes N or MIN:MAX
@@ -259,12 +261,14 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.working_dir is None:
         # chosen here rather than by Workflow.run, so that it is printed before anything runs
+        # lazy: every command's start imports this module; only this command pays for its rooms
         # (and shown by --dry-run); the same default: multirun/<timestamp>
         from mushin_box._core.layout import default_sweep_dir
 
         args.working_dir = str(default_sweep_dir())
     args.working_dir = os.path.abspath(args.working_dir)
 
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._container.preflight import PreflightError
     from mushin_box._launch.loading import load_target
     from mushin_box._launch.plan import plan_launch
@@ -309,6 +313,7 @@ def run(args: argparse.Namespace) -> int:
 def _resume_actions(args: argparse.Namespace, target: Any) -> list[Any] | None:
     """What a resume does per cell (:func:`mushin_box._launch.resume.resume_actions`);
     ``mushin-box resume`` sets ``cells``, ``changed`` and ``restart`` on the arguments."""
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._launch.loading import experiment_file
     from mushin_box._launch.resume import resume_actions
 
@@ -325,6 +330,7 @@ def _resume_actions(args: argparse.Namespace, target: Any) -> list[Any] | None:
 
 def _ask_cluster(plan: Any) -> str | None:
     """Why SLURM would refuse the plan's job, or why it could never start (None: fine)."""
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._launch.cluster import cluster_refusal
     from mushin_box._launch.review import count_cells
 
@@ -335,10 +341,10 @@ def _print_config(target: Any, plan: Any) -> int:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._launch.plan import hydra_error_line
     from mushin_box._launch.printconfig import first_cell_config
     from mushin_box._launch.review import count_cells
-    from mushin_box.cli.main import UsageError
 
     try:
         text = first_cell_config(target, plan.overrides)
@@ -368,18 +374,18 @@ def _dry_run(
     started: float,
     actions: list[Any] | None = None,
 ) -> int:
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._launch.review import review_plan
 
     review = review_plan(plan, target, errors=errors)
     review["experiment"] = args.experiment
     if actions is not None:
+        # lazy: every command's start imports this module; only this command pays for its rooms
         from mushin_box._launch.resume import review_resume
 
         review_resume(review, plan, actions)
     review["seconds"] = round(time.monotonic() - started, 2)
     if args.json:
-        from mushin_box.cli.output import print_json
-
         print_json(review)
     else:
         print(format_review(review, verbose=args.verbose))
@@ -391,6 +397,7 @@ def _dry_run(
 def format_review(review: dict[str, Any], *, verbose: bool = False) -> str:
     """The dry run's review as text (``--json`` prints the same data as JSON); the sbatch
     script's requeue trap folded to one line unless ``verbose``."""
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._launch.review import fold_requeue_trap
 
     slurm = review["mode"] == "slurm"
@@ -464,6 +471,7 @@ def format_review(review: dict[str, Any], *, verbose: bool = False) -> str:
 
 
 def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any) -> int:
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._launch.loading import experiment_file
 
     where = (
@@ -503,8 +511,8 @@ def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any) -
         return 130
     if args.detach:
         return _detached(ds, before)
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._sweepdir.board import read_sweep
-    from mushin_box.cli.tables import end_report
 
     root = str(ds.attrs.get("working_dir"))
     return end_report(read_sweep(root), _resume_command(root))
@@ -512,6 +520,7 @@ def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any) -
 
 def _submission(root: str | None) -> dict[str, Any]:
     """The sweep's latest submission (``mushin_jobs.json``), to tell a new one from it."""
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._slurm.submitted import read_submission
 
     return read_submission(root) if root else {}
@@ -529,6 +538,7 @@ def _detached(handle: Any, before: dict[str, Any]) -> int:
     jobs = handle.job_ids
     named = ": " + " ".join(jobs)
     if len(jobs) > 10:  # a big sweep: its arrays (what squeue and scancel take), not each cell
+        # lazy: every command's start imports this module; only this command pays for its rooms
         from mushin_box._slurm.jobs import name_job_ids
 
         arrays = list(dict.fromkeys(j.split("_")[0] for j in jobs))
@@ -542,6 +552,7 @@ def _detached(handle: Any, before: dict[str, Any]) -> int:
 
 def _record(args: argparse.Namespace) -> dict[str, Any]:
     """The launch record ``mushin-box resume DIR`` replays (:mod:`mushin_box._launch.record`)."""
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._launch.record import FLAG_TYPES, launch_record
 
     flags = {k: getattr(args, k, None) for k in FLAG_TYPES}
@@ -552,6 +563,7 @@ def _record(args: argparse.Namespace) -> dict[str, Any]:
 def _resume_command(root: str) -> str:
     """How to resume the sweep: ``mushin-box resume DIR`` replays the recorded launch (a
     secret override's value is not recorded: it is given again, from the environment)."""
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._core.termredact import command_line_secrets
 
     command = f"mushin-box resume {shlex.quote(root)}"

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from mushin_box.cli.main import UsageError
+from mushin_box.cli.tables import resolve_sweep
 
 __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
 
@@ -43,8 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _cell_dir(directory: str, cell: str | None) -> tuple[Path, Path]:
     """(sweep dir, cell dir), or a usage error that lists the cells to choose from."""
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._core.layout import STATUS_FILE
-    from mushin_box.cli.tables import resolve_sweep
 
     given = Path(directory)
     if cell is None and os.path.lexists(given / STATUS_FILE):
@@ -73,6 +74,7 @@ def _cell_dir(directory: str, cell: str | None) -> tuple[Path, Path]:
 
 
 def _running(root: Path, cell_dir: Path) -> bool:
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._sweepdir.board import read_sweep
 
     for cell in read_sweep(root).cells:
@@ -82,6 +84,7 @@ def _running(root: Path, cell_dir: Path) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._sweepdir.logs import LogFollower, rank_logs, tail_lines
 
     if args.tail is not None and args.tail < 0:

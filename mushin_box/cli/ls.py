@@ -16,6 +16,7 @@ from typing import Any
 
 from mushin_box.cli.main import UsageError
 from mushin_box.cli.output import JSON_HELP, print_json
+from mushin_box.cli.tables import duration
 
 __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
 
@@ -40,6 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _row(sweep: Any, root: Path) -> dict[str, Any]:
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._sweepdir.manifest import recorded_launcher
 
     try:
@@ -59,8 +61,8 @@ def _row(sweep: Any, root: Path) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._sweepdir.board import find_sweeps, read_sweep
-    from mushin_box.cli.tables import duration
 
     root = Path(args.root)
     if not root.is_dir():

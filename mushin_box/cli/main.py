@@ -28,6 +28,7 @@ from typing import Any
 
 from mushin_box._core.errors import MushinBoxError, python_argument
 from mushin_box._core.version import __version__
+from mushin_box.cli.output import OutputError, redacted_output, silence
 
 __all__ = [
     "COMMANDS",
@@ -261,12 +262,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Design note: run as the program (``argv`` None), a reading command ends by freezing
     the garbage collector's objects (``gc.freeze``). Python's exit runs one last
-    collection over every object still alive, which for ``status`` of 10,000 cells is
-    every record it read (~25 ms, a tenth of reading them): it would free nothing a
-    process about to end needs, since such a command has closed every file it wrote.
+    collection over every object still alive, which for ``status`` is every record it
+    read (docs/performance.md has its cost): it would free nothing a process about to end
+    needs, since such a command has closed every file it wrote.
     Called with ``argv`` (a test, a notebook), the caller's process goes on, and nothing
     is frozen."""
-    from mushin_box.cli.output import redacted_output
 
     out, err = sys.stdout, sys.stderr
     with redacted_output(sys.argv[1:] if argv is None else argv):
@@ -283,7 +283,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> tuple[int, Any, str | None]:
     """(exit code, the :class:`~mushin_box.cli.output.OutputError` that ended it or None,
     the command's name)."""
-    from mushin_box.cli.output import OutputError
 
     command = "mushin-box"
     name = None
@@ -313,7 +312,6 @@ def _output_failed(failed: Any, out: Any, err: Any) -> None:
     """A write to stdout or stderr failed: silence that stream (Python flushes it again at
     exit) and, unless the reader only went away or stderr itself failed, say so on one
     line."""
-    from mushin_box.cli.output import silence
 
     silence(out if failed.stream == "stdout" else err)
     if failed.closed_pipe or failed.stream == "stderr":

@@ -82,6 +82,7 @@ class _Redacted:
 def redacted_output(argv: Sequence[str]) -> Iterator[None]:
     """``sys.stdout`` and ``sys.stderr`` cleaned while the command runs, of the secrets its
     command line (``argv``) holds and of every secret the rule finds."""
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._core.termredact import TextRedactor, command_line_secrets
 
     clean = TextRedactor(command_line_secrets(argv))

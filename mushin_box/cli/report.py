@@ -20,6 +20,7 @@ import sys
 
 from mushin_box._core.errors import MushinBoxError
 from mushin_box.cli.main import UsageError
+from mushin_box.cli.tables import resolve_sweep
 
 __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
 
@@ -107,8 +108,8 @@ def _count(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._results.report import render_report
-    from mushin_box.cli.tables import resolve_sweep
 
     root = resolve_sweep(args.dir)
     if args.output is None:
@@ -132,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "-":
         sys.stdout.write(text)
         return 0
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._core.sidecars import write_text_atomic
 
     try:
@@ -147,6 +149,7 @@ def _check_output(output: str) -> None:
     mushin-box wrote (one line, the way out named; nothing read or written yet)."""
     import os
 
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._core.layout import MANIFEST_FILE, STATUS_FILE
     from mushin_box._results.markup import is_page
 

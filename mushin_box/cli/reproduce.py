@@ -15,6 +15,7 @@ import json
 import sys
 from typing import Any
 
+from mushin_box.cli.flagtypes import add_tolerance_arguments
 from mushin_box.cli.output import JSON_HELP, print_json
 
 __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
@@ -56,20 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--local", action="store_true", help="run here, whatever launcher the cell ran with"
     )
-    parser.add_argument(
-        "--atol",
-        type=float,  # checked, with the Python API, by the comparison: finite, >= 0
-        default=0.0,
-        metavar="X",
-        help="absolute tolerance of the metrics (default 0: exactly equal)",
-    )
-    parser.add_argument(
-        "--rtol",
-        type=float,  # checked, with the Python API, by the comparison: finite, >= 0
-        default=0.0,
-        metavar="X",
-        help="relative tolerance of the metrics, as for diff (default 0)",
-    )
+    add_tolerance_arguments(parser)
     parser.add_argument(
         "--allow-dirty",
         action="store_true",
@@ -166,6 +154,7 @@ def _print_result(result: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._reproduce.rerun import reproduce
 
     # --json: stdout holds the JSON only (Hydra's launcher logs to stdout: sent to stderr)

@@ -14,7 +14,10 @@ import os
 import warnings
 from pathlib import Path
 
-from mushin_box.cli.main import UsageError
+from mushin_box.cli import launch
+from mushin_box.cli.flagtypes import add_scheduler_arguments
+from mushin_box.cli.main import UsageError, parse_args
+from mushin_box.cli.tables import resolve_sweep
 
 __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
 
@@ -38,7 +41,6 @@ EXITS = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from mushin_box.cli.flagtypes import add_scheduler_arguments
 
     parser.add_argument("dir", metavar="DIR", help="the sweep directory")
     parser.add_argument(
@@ -82,6 +84,7 @@ _PASSED = ("dry_run", "json", "detach", "no_progress", "cancel_on_interrupt")
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._launch.record import read_launch_record
     from mushin_box._launch.resume import (
         CHANGEABLE_FLAGS,
@@ -92,9 +95,6 @@ def run(args: argparse.Namespace) -> int:
         resume_settings,
         sweep_grid,
     )
-    from mushin_box.cli import launch
-    from mushin_box.cli.main import parse_args
-    from mushin_box.cli.tables import resolve_sweep
 
     if args.json and not args.dry_run:
         raise UsageError("--json prints the dry run's review: add --dry-run")

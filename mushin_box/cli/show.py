@@ -21,6 +21,8 @@ from typing import Any
 
 from mushin_box.cli.main import UsageError
 from mushin_box.cli.output import JSON_HELP, print_json
+from mushin_box.cli.tables import resolve_sweep, summary
+from mushin_box.cli.tables import summary as counted
 
 __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
 
@@ -100,6 +102,7 @@ def _headers(table: Any) -> list[str]:
 
 
 def _rows(table: Any) -> list[list[str]]:
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._results.table import cell_text, format_param, table_records
 
     rows = []
@@ -125,6 +128,7 @@ def _best_line(table: Any) -> str | None:
     goal = "highest" if table.best_max else "lowest"
     if table.best is None:
         return f"best {table.best_metric} ({goal}): no cell has a value"
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._results.table import cell_label, cell_text
 
     where = cell_label(table.best)
@@ -137,7 +141,6 @@ def _best_line(table: Any) -> str | None:
 
 def _heading(table: Any) -> list[str]:
     """The lines above the table: the sweep and its counts, one per sweep across sweeps."""
-    from mushin_box.cli.tables import summary
 
     if not table.names:
         return [f"{table.sweep.root}: {summary(table.sweep)}"]
@@ -156,6 +159,7 @@ def _print_rich(table: Any, said: str | None = None) -> None:
     from rich.console import Console
     from rich.markup import escape
 
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._results.report import code_line
 
     headers, rows = _headers(table), _rows(table)
@@ -231,6 +235,7 @@ _ANSI = {"completed": "32", "failed": "31", "timeout": "31", "running": "36"}
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._results.markup import md_table
     from mushin_box._results.report import code_line
     from mushin_box._results.table import summary, table_records
@@ -238,7 +243,6 @@ def run(args: argparse.Namespace) -> int:
     said: list[str] = []
 
     def heading(view: Any) -> None:  # a finished sweep: its counts (a Heading), first
-        from mushin_box.cli.tables import summary as counted
 
         said.append(f"{view.root}: {counted(view)}")
         print(said[0], flush=True)
@@ -272,8 +276,8 @@ def run(args: argparse.Namespace) -> int:
 def _table(args: argparse.Namespace, heading: Any = None) -> Any:
     """The rows: of one sweep, or across the sweeps named (``--all``: found under DIR);
     ``heading``: called with one finished sweep's view before its cells are read."""
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._results.table import read_results, results_table, sweeps_table
-    from mushin_box.cli.tables import resolve_sweep
 
     options = {"where": args.where, "sort": args.sort, "best": args.best}
     if not args.all:
@@ -289,6 +293,7 @@ def _table(args: argparse.Namespace, heading: Any = None) -> Any:
 
 def _holds_sweeps(directory: str) -> None:
     """A directory that is no sweep but holds some: name the way to show them all."""
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._core.layout import STATUS_FILE
     from mushin_box._sweepdir.board import find_sweeps
     from mushin_box._sweepdir.manifest import is_sweep_dir
@@ -305,6 +310,7 @@ def _holds_sweeps(directory: str) -> None:
 
 
 def _find_all(parents: list[str]) -> list[Path]:
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._core.layout import MANIFEST_FILE
     from mushin_box._sweepdir.board import find_sweeps
 

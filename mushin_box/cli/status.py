@@ -16,7 +16,19 @@ import sys
 from typing import Any
 
 from mushin_box.cli.output import JSON_HELP, print_json
-from mushin_box.cli.tables import SWEEP_EXITS
+from mushin_box.cli.tables import (
+    SWEEP_EXITS,
+    error_line,
+    exit_code,
+    fit_width,
+    left_out,
+    lines,
+    render,
+    resolve_sweep,
+    summary,
+    table_columns,
+    terminal_width,
+)
 
 __all__ = ["HELP", "LONG", "add_arguments", "as_json", "print_table", "run", "unanswered_line"]
 
@@ -42,8 +54,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def as_json(sweep: Any) -> dict[str, Any]:
     import attrs
 
-    from mushin_box.cli.tables import exit_code
-
     return {
         "sweep": str(sweep.root),
         "params": list(sweep.params),
@@ -59,9 +69,9 @@ def as_json(sweep: Any) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._sweepdir.board import read_sweep
     from mushin_box._sweepdir.settled import read_settled
-    from mushin_box.cli.tables import exit_code, resolve_sweep, summary
 
     path = resolve_sweep(args.dir)
     said: list[str] = []
@@ -87,19 +97,9 @@ LONG = 100
 
 def print_table(sweep: Any, said: str | None = None) -> None:
     """The summary line (unless ``said`` printed it already), the cells fitted to the
-    terminal (:mod:`mushin_box.cli.celltable`), which columns were left out, and a line per
+    terminal (:mod:`mushin_box.cli.tables`), which columns were left out, and a line per
     cell with an error: the error cut to one line, and its file."""
     from rich.console import Console
-
-    from mushin_box.cli.celltable import (
-        fit_width,
-        left_out,
-        lines,
-        render,
-        table_columns,
-        terminal_width,
-    )
-    from mushin_box.cli.tables import error_line, summary
 
     console = Console(highlight=False)
     width = terminal_width(console)
@@ -133,6 +133,7 @@ def print_table(sweep: Any, said: str | None = None) -> None:
 
 def unanswered_line(sweep: Any) -> str:
     """The one line said when SLURM did not answer about some of the sweep's jobs."""
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._slurm.jobs import name_job_ids
     from mushin_box._sweepdir.board import UNANSWERED
 

@@ -15,8 +15,9 @@ import argparse
 import sys
 import time
 
-from mushin_box.cli.main import UsageError, number
-from mushin_box.cli.tables import SWEEP_EXITS
+from mushin_box.cli.main import EXIT_RUNNING, UsageError, number
+from mushin_box.cli.status import unanswered_line
+from mushin_box.cli.tables import SWEEP_EXITS, end_report, resolve_sweep, resume_hint
 
 __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
 
@@ -52,10 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._sweepdir.board import read_sweep
     from mushin_box._sweepdir.progress import SweepFollower
-    from mushin_box.cli.main import EXIT_RUNNING
-    from mushin_box.cli.tables import end_report, resolve_sweep, resume_hint
 
     if args.interval < 1:
         raise UsageError(
@@ -70,8 +70,6 @@ def run(args: argparse.Namespace) -> int:
         sweep = follower.update()
         while sweep.going:
             if sweep.unanswered and not said:  # said once; the next looks ask again
-                from mushin_box.cli.status import unanswered_line
-
                 print(f"{root}: {unanswered_line(sweep)}", file=sys.stderr)
                 said = True
             if deadline is not None and time.monotonic() > deadline:

@@ -15,6 +15,7 @@ from many_cells import many_cells
 
 import mushin_box._results.table as finished
 import mushin_box._sweepdir.manifest as manifest
+import mushin_box._sweepdir.settled as settled
 from mushin_box._core.layout import STATUS_FILE
 from mushin_box.cli.main import main
 
@@ -57,7 +58,7 @@ def test_the_first_line_is_printed_before_a_cell_is_read(
 ) -> None:
     sweep = _finished_an_hour_ago(many_cells(tmp_path / "sweep", 8, 14))
     if argv[0] == "status":  # each cell's status record: its node, duration, job
-        seen = _spy(monkeypatch, capsys, manifest, "read_status")
+        seen = _spy(monkeypatch, capsys, settled, "read_status")
     else:  # each completed cell's metrics
         seen = _spy(monkeypatch, capsys, finished, "read_object")
     assert main([argv[0], str(sweep), *argv[1:]]) == 0
