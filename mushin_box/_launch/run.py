@@ -58,8 +58,8 @@ def run_launch(
     """
     from hydra.errors import ConfigCompositionException
 
-    # lazy: _sweep.workflow loads Hydra and yaml, which the experiment file's name check
-    # (load_target, run before this module is used) must find not yet imported
+    # The experiment file's name check (load_target, run first) must find yaml not imported.
+    # lazy: _sweep.workflow loads Hydra and yaml
     from mushin_box._sweep.workflow import Workflow
 
     workflow = (
