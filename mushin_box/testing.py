@@ -18,7 +18,7 @@ import importlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from mushin_box._provenance.topology import SlurmJob, Topology, block_layout, placements
+from mushin_box._provenance.topology import RankPlacement, SlurmJob, Topology
 
 __all__ = ["TinyDataModule", "TinyModule", "simulate_topology", "simulated_slurm_env"]
 
@@ -67,13 +67,18 @@ def simulate_topology(
     if gpus_per_node < 1:
         raise ValueError(f"gpus_per_node must be >= 1, got {gpus_per_node}")
     names = _node_names(nodes)
-    ranks = placements(block_layout([gpus_per_node] * len(names)), names)
+    ranks = [
+        RankPlacement(node * gpus_per_node + local, local, node, name)
+        for node, name in enumerate(names)
+        for local in range(gpus_per_node)
+    ]
     topo = Topology(
         launcher="slurm",
         nodes=tuple(names),
         world_size=len(ranks),
         ranks=ranks,
         rank=0,
+        tasks_per_node=[gpus_per_node] * len(names),
         gpus_per_node=gpus_per_node,
         slurm=SlurmJob(job_id="1", partition="sim"),
     )
@@ -106,6 +111,7 @@ def simulated_slurm_env(
         "MUSHIN_JOB_NODES": ",".join(names),
         "SLURM_NTASKS": str(world),
         "SLURM_TASKS_PER_NODE": per,
+        "SLURM_NTASKS_PER_NODE": str(gpus_per_node),
         "SLURM_PROCID": str(rank),
         "SLURM_LOCALID": str(local),
         "SLURM_NODEID": str(node),

@@ -1,10 +1,14 @@
 # SPDX-License-Identifier: MIT
-"""Where each rank ran: its own Python, and the image it ran in, recorded by every rank.
+"""Where each rank ran: its node, its Python and its image, recorded by every rank.
 
-Rank 0 writes the provenance record, but it cannot see the other ranks' runtime: so
-every rank writes ``.mushin/ranks/rank<r>.json`` of the cell as it starts (its Python, its
-executable, and what the container runtime sets inside a container: ``APPTAINER_CONTAINER``
-and ``APPTAINER_NAME``), and rank 0 folds them into its record when the task ends:
+Rank 0 writes the provenance record, but it cannot see where the other ranks ran: so
+every rank writes ``.mushin/ranks/rank<r>.json`` of the cell as it starts (its placement:
+local rank, node rank and host, as its launcher told it; its Python, its executable, and
+what the container runtime sets inside a container: ``APPTAINER_CONTAINER`` and
+``APPTAINER_NAME``), and rank 0 folds them into its record when the task ends:
+
+- ``run.topology.ranks``: each rank's placement, as the rank recorded it (the one
+  source: nothing infers another rank's node from the launcher's layout);
 
 - ``run.rank_runtime``: the ranks grouped by what they ran on (paths may differ between
   two runs of one experiment: the image moved, another node);
@@ -38,9 +42,11 @@ from typing import Any
 
 from mushin_box._core.layout import JOB_PRIVATE_DIR, RANKS_DIR, RUNTIME_ENV
 from mushin_box._core.sidecars import read_json, write_json_atomic
+from mushin_box._provenance.topology import RANK_COLUMNS, RankPlacement, topology_from_env
 
 __all__ = [
     "group",
+    "placements",
     "rank_runtime",
     "read_rank_runtimes",
     "record_with_rank_runtime",
@@ -53,17 +59,21 @@ _MAX_RANKS = 65_536  # a bound on what a reader takes from a cell's directory
 
 
 def rank_runtime(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """This process's runtime: Python version and executable, and the container it runs
-    in (``None`` outside one), as the container runtime says."""
+    """This process's placement (local rank, node rank, host) as its launcher told it, its
+    Python version and executable, and the container it runs in (``None`` outside one),
+    as the container runtime says."""
     env = os.environ if environ is None else environ
     found = {
         field: next((env[name] for name in names if env.get(name)), None)
         for field, names in RUNTIME_ENV.items()
     }
+    own = topology_from_env(env).own
     return {
+        "local_rank": own.local_rank,
+        "node_rank": own.node_rank,
+        "host": own.hostname or socket.gethostname(),
         "python": platform.python_version(),
         "executable": sys.executable,
-        "host": socket.gethostname(),
         **found,
     }
 
@@ -114,11 +124,41 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
+def placements(topology: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
+    """``run.topology.ranks`` (rows of :data:`RANK_COLUMNS`): the placement each rank
+    recorded, with the seed the record already holds for it; a rank that recorded no
+    placement keeps its row, if any.
+
+    Examples
+    --------
+    >>> topo = {"rank_columns": ["global_rank", "local_rank", "node_rank", "hostname",
+    ...         "seed"], "ranks": [[0, 0, 0, "a", 7]]}
+    >>> placements(topo, [{"rank": 0, "local_rank": 0, "node_rank": 0, "host": "a"},
+    ...                   {"rank": 1, "local_rank": 0, "node_rank": 1, "host": "b"}])
+    [[0, 0, 0, 'a', 7], [1, 0, 1, 'b', None]]
+    """
+    known = {
+        row[0]: RankPlacement(*row) for row in topology.get("ranks") or [] if isinstance(row, list)
+    }
+    for row in rows:
+        local, node, rank = row.get("local_rank"), row.get("node_rank"), int(row["rank"])
+        if isinstance(local, int) and isinstance(node, int):
+            old = known.get(rank)
+            seed = old.seed if old is not None else None
+            known[rank] = RankPlacement(rank, local, node, row.get("host"), seed)
+    return [list(known[rank]) for rank in sorted(known)]
+
+
 def record_with_rank_runtime(
     record: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any]:
-    """A copy of a record with ``run.rank_runtime`` and ``reproducibility.ranks`` from the
-    ranks' own records (:func:`read_rank_runtimes`)."""
+    """A copy of a record with ``run.rank_runtime``, ``reproducibility.ranks`` and the
+    placements of ``run.topology.ranks`` from the ranks' own records
+    (:func:`read_rank_runtimes`)."""
     repro = {**dict(record.get("reproducibility") or {}), "ranks": summarize(rows)}
     run = {**dict(record.get("run") or {}), "rank_runtime": group(rows)}
+    topology = run.get("topology")
+    columns = list(RANK_COLUMNS)
+    if isinstance(topology, Mapping) and topology.get("rank_columns", columns) == columns:
+        run["topology"] = {**topology, "rank_columns": columns, "ranks": placements(topology, rows)}
     return {**record, "reproducibility": repro, "run": run}

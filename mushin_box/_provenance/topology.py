@@ -2,10 +2,10 @@
 """The world a cell ran in: nodes, ranks and where each rank ran (a value, read from the env).
 
 A :class:`Topology` is what the launcher told this process, written down: the node names
-(the job's node list, which the batch script expanded on the host), the world size and,
-for every global rank, its local rank, node rank, host name and seed. It is *run*
-provenance: the same experiment can run at world size 1, 2 or 4 and still be the same
-experiment.
+(the job's node list, which the batch script expanded on the host), the world size, the
+tasks per node and GPUs per node the launch asked for, and the placement (local rank, node
+rank, host name) and seed of the ranks that are known. It is *run* provenance: the same
+experiment can run at world size 1, 2 or 4 and still be the same experiment.
 
 :func:`topology_from_env` understands, in this order of precedence:
 
@@ -15,14 +15,16 @@ experiment.
   ``LOCAL_WORLD_SIZE``, ``GROUP_WORLD_SIZE``; node names by group rank as the SLURM
   workers exchanged them, else from SLURM when torchrun runs one per SLURM node);
 * SLURM tasks (``SLURM_PROCID``, ``SLURM_LOCALID``, ``SLURM_NODEID``, ``SLURM_NTASKS``,
-  ``SLURM_TASKS_PER_NODE``, ``SLURM_DISTRIBUTION``, ``MUSHIN_JOB_NODES`` and the job's
-  id, array ids, partition and account);
+  ``SLURM_NTASKS_PER_NODE``, ``MUSHIN_JOB_NODES`` and the job's id, array ids, partition
+  and account);
 * HydraDDP's rank 0 before it starts the others (``WORLD_SIZE`` without ``RANK``), or a
   plain single process; ``devices=`` tells it how many ranks HydraDDP is about to start.
 
-Other ranks' placements are *inferred* from the layout the launcher announces (SLURM's
-block or cyclic distribution, torchrun's contiguous blocks); this process's own entry is
-always what its environment says.
+A process knows only its own placement, so a SLURM or torchrun topology lists one rank:
+its own. Every rank records itself (:mod:`mushin_box._provenance.ranks`), and the cell's
+record takes the placements from those records; nothing guesses where another rank ran.
+The ranks of a single-node world (HydraDDP, one process) all run on this host, so their
+topology lists them all.
 """
 
 from __future__ import annotations
@@ -44,13 +46,8 @@ __all__ = [
     "RankPlacement",
     "SlurmJob",
     "Topology",
-    "parse_tasks_per_node",
-    "block_layout",
-    "placements",
     "topology_from_env",
 ]
-
-_TASKS_ITEM = re.compile(r"^(\d+)(?:\(x(\d+)\))?\Z")
 
 
 class RankPlacement(NamedTuple):
@@ -124,9 +121,13 @@ class Topology:
     world_size : int
         Number of ranks.
     ranks : tuple[RankPlacement, ...]
-        One entry per global rank, in rank order.
+        The ranks whose placement is known, in rank order: this process's own, all of a
+        single-node world's, or every rank that recorded itself.
     rank : int
         The global rank of the process that read its environment.
+    tasks_per_node : tuple[int, ...]
+        Ranks on each node, by node rank, as the launch asked for them (empty when it did
+        not say).
     gpus_per_node : int | None
         GPUs per node as the scheduler announced them.
     slurm : SlurmJob | None
@@ -147,6 +148,7 @@ class Topology:
     world_size: int
     ranks: tuple[RankPlacement, ...] = attrs.field(converter=_tuple_of_ranks)
     rank: int = 0
+    tasks_per_node: tuple[int, ...] = attrs.field(default=(), converter=tuple)
     gpus_per_node: int | None = None
     slurm: SlurmJob | None = None
 
@@ -156,13 +158,9 @@ class Topology:
         return len(self.nodes)
 
     @property
-    def tasks_per_node(self) -> tuple[int, ...]:
-        """Ranks on each node, by node rank."""
-        counts = [0] * len(self.nodes)
-        for r in self.ranks:
-            if 0 <= r.node_rank < len(counts):
-                counts[r.node_rank] += 1
-        return tuple(counts)
+    def own(self) -> RankPlacement:
+        """The placement of the process that read its environment."""
+        return next(r for r in self.ranks if r.global_rank == self.rank)
 
     def with_seeds(self, seeds: Mapping[int, int] | None) -> Topology:
         """A copy with each rank's seed taken from ``seeds`` (``{global_rank: seed}``)."""
@@ -216,6 +214,7 @@ class Topology:
             world_size=int(data["world_size"]),
             ranks=ranks,
             rank=int(data.get("rank", 0)),
+            tasks_per_node=tuple(data.get("tasks_per_node") or ()),
             gpus_per_node=data.get("gpus_per_node"),
             slurm=SlurmJob(**slurm) if isinstance(slurm, Mapping) else None,
         )
@@ -238,23 +237,6 @@ def _req(value: int | None, name: str) -> int:
     if value is None:  # pragma: no cover - callers check presence first
         raise ValueError(f"environment variable {name} is not set")
     return value
-
-
-def parse_tasks_per_node(text: str) -> list[int]:
-    """Expand SLURM's ``SLURM_TASKS_PER_NODE`` syntax into one count per node.
-
-    Examples
-    --------
-    >>> parse_tasks_per_node("4(x2),1")
-    [4, 4, 1]
-    """
-    out: list[int] = []
-    for item in text.split(","):
-        m = _TASKS_ITEM.match(item.strip())
-        if m is None:
-            raise ValueError(f"cannot parse tasks per node {text!r} (expected e.g. '4(x2),1')")
-        out.extend([int(m.group(1))] * int(m.group(2) or 1))
-    return out
 
 
 def _gpus_per_node(env: Mapping[str, str]) -> int | None:
@@ -295,84 +277,24 @@ def _scontrol_hostnames(nodelist: str) -> list[str] | None:
     return done.stdout.split() or None
 
 
-def block_layout(counts: Sequence[int]) -> list[tuple[int, int]]:
-    """(node rank, local rank) of each global rank, ranks filled node by node."""
-    return [(node, local) for node, n in enumerate(counts) for local in range(n)]
-
-
-def _cyclic(counts: Sequence[int]) -> list[tuple[int, int]]:
-    """(node rank, local rank) of each global rank, ranks dealt round-robin over nodes."""
-    left = list(counts)
-    used = [0] * len(counts)
-    out: list[tuple[int, int]] = []
-    while any(left):
-        for node in range(len(counts)):
-            if left[node]:
-                out.append((node, used[node]))
-                used[node] += 1
-                left[node] -= 1
-    return out
-
-
-def _even_counts(total: int, nodes: int) -> list[int]:
-    base, extra = divmod(total, max(nodes, 1))
-    return [base + (1 if i < extra else 0) for i in range(max(nodes, 1))]
-
-
-def placements(
-    layout: Sequence[tuple[int, int]],
-    nodes: Sequence[str | None],
-    seeds: Mapping[int, int] | None = None,
-) -> list[RankPlacement]:
-    seed = (seeds or {}).get
-    n = len(nodes)
-    return [
-        RankPlacement(g, local, node, nodes[node] if 0 <= node < n else None, seed(g))
-        for g, (node, local) in enumerate(layout)
-    ]
-
-
-def _fix_own(
-    ranks: list[RankPlacement], rank: int, local: int, node: int, host: str | None
-) -> list[RankPlacement]:
-    """Make this process's own entry what its environment says."""
-    if 0 <= rank < len(ranks):
-        ranks[rank] = RankPlacement(rank, local, node, host, ranks[rank].seed)
-    return ranks
-
-
 def _from_slurm(env: Mapping[str, str], host: str, seeds: Mapping[int, int] | None) -> Topology:
     rank = _req(_int(env, "SLURM_PROCID"), "SLURM_PROCID")
     ntasks = _int(env, "SLURM_STEP_NUM_TASKS") or _int(env, "SLURM_NTASKS") or 1
     nodes: list[str | None] = list(_slurm_nodes(env) or [])
     node = _int(env, "SLURM_NODEID", 0) or 0
-    local = _int(env, "SLURM_LOCALID", 0) or 0
     own_host = env.get("SLURMD_NODENAME") or (nodes[node] if node < len(nodes) else host)
     if not nodes:  # no node list: only this process's node is known
         nodes = [None] * (node + 1)
         nodes[node] = own_host
-    counts: list[int] | None = None
-    for name in ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"):
-        if env.get(name):
-            parsed = parse_tasks_per_node(env[name])
-            if len(parsed) == len(nodes) and sum(parsed) == ntasks:
-                counts = parsed
-                break
-    if counts is None:
-        per = _int(env, "SLURM_NTASKS_PER_NODE")
-        if per is not None and per * len(nodes) == ntasks:
-            counts = [per] * len(nodes)
-        else:
-            counts = _even_counts(ntasks, len(nodes))
-    dist = (env.get("SLURM_DISTRIBUTION") or "block").split(":")[0].lower()
-    layout = _cyclic(counts) if dist == "cyclic" else block_layout(counts)
-    ranks = _fix_own(placements(layout, nodes, seeds), rank, local, node, own_host)
+    per = re.match(r"\d+", env.get("SLURM_NTASKS_PER_NODE", ""))  # "4", or "4(x2)" seen
+    seed = (seeds or {}).get(rank)
     return Topology(
         launcher="slurm",
         nodes=tuple(nodes),
         world_size=ntasks,
-        ranks=ranks,
+        ranks=[RankPlacement(rank, _int(env, "SLURM_LOCALID", 0) or 0, node, own_host, seed)],
         rank=rank,
+        tasks_per_node=[int(per.group())] * len(nodes) if per else (),
         gpus_per_node=_gpus_per_node(env),
         slurm=SlurmJob.from_env(env),
     )
@@ -381,7 +303,6 @@ def _from_slurm(env: Mapping[str, str], host: str, seeds: Mapping[int, int] | No
 def _from_torchrun(env: Mapping[str, str], host: str, seeds: Mapping[int, int] | None) -> Topology:
     rank = _req(_int(env, "RANK"), "RANK")
     world = _int(env, "WORLD_SIZE", 1) or 1
-    local = _int(env, "LOCAL_RANK", 0) or 0
     per = _int(env, "LOCAL_WORLD_SIZE") or world
     nnodes = _int(env, "GROUP_WORLD_SIZE") or max(1, -(-world // per))
     node = _int(env, "GROUP_RANK")
@@ -399,14 +320,14 @@ def _from_torchrun(env: Mapping[str, str], host: str, seeds: Mapping[int, int] |
         nodes = [None] * nnodes
         if 0 <= node < nnodes:
             nodes[node] = host
-    counts = [min(per, world - i * per) for i in range(nnodes)]
-    ranks = _fix_own(placements(block_layout(counts), nodes, seeds), rank, local, node, host)
+    local = _int(env, "LOCAL_RANK", 0) or 0
     return Topology(
         launcher="torchrun",
         nodes=tuple(nodes),
         world_size=world,
-        ranks=ranks,
+        ranks=[RankPlacement(rank, local, node, host, (seeds or {}).get(rank))],
         rank=rank,
+        tasks_per_node=[min(per, world - i * per) for i in range(nnodes)],
         gpus_per_node=_gpus_per_node(env),
         slurm=SlurmJob.from_env(env),
     )
@@ -420,13 +341,14 @@ def _local_world(
     env: Mapping[str, str],
     seeds: Mapping[int, int] | None,
 ) -> Topology:
-    ranks = placements([(0, r) for r in range(world)], (host,), seeds)
+    seed = (seeds or {}).get
     return Topology(
         launcher=launcher,
         nodes=(host,),
         world_size=world,
-        ranks=ranks,
+        ranks=[RankPlacement(r, r, 0, host, seed(r)) for r in range(world)],
         rank=rank,
+        tasks_per_node=(world,),
         gpus_per_node=_gpus_per_node(env),
         slurm=SlurmJob.from_env(env),
     )
@@ -467,10 +389,10 @@ def topology_from_env(
     Examples
     --------
     >>> env = {"SLURM_PROCID": "5", "SLURM_LOCALID": "1", "SLURM_NODEID": "1",
-    ...        "SLURM_NTASKS": "8", "SLURM_TASKS_PER_NODE": "4(x2)",
+    ...        "SLURM_NTASKS": "8", "SLURM_NTASKS_PER_NODE": "4",
     ...        "MUSHIN_JOB_NODES": "gpu07,gpu08", "SLURM_JOB_ID": "42"}
     >>> topo = topology_from_env(env)
-    >>> topo.launcher, topo.nodes, topo.world_size, topo.ranks[5].hostname
+    >>> topo.launcher, topo.nodes, topo.world_size, topo.own.hostname
     ('slurm', ('gpu07', 'gpu08'), 8, 'gpu08')
     >>> topology_from_env({"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2"},
     ...                   hostname="box").nodes

@@ -315,12 +315,12 @@ def finish_provenance(
         record = read_json(cell_dir / PROVENANCE_FILE)
         if not isinstance(record, dict):
             return
+        runtimes = read_rank_runtimes(cell_dir, attempt=attempt)
+        if runtimes:  # first: the ranks' placements, then each placed rank's seed
+            record = record_with_rank_runtime(record, runtimes)
         records = seed_records(cell_dir)
         if records:
             record = record_with_seeds(record, records)
-        runtimes = read_rank_runtimes(cell_dir, attempt=attempt)
-        if runtimes:
-            record = record_with_rank_runtime(record, runtimes)
         record = _with_fit_starts(record, cell_dir)
         write_provenance(cell_dir, finish_record(record, ended=ended, duration_s=duration))
     except (OSError, ValueError, KeyError) as exc:  # never fail a cell over provenance

@@ -219,7 +219,9 @@ def test_slurm_workers_present_torchruns_world_and_name_each_groups_node(tmp_pat
     first["MUSHIN_RDZV_NODES"] = ",".join(nodes or [])
     topology = topology_from_env(first, hostname="login")
     assert topology.nodes == ("gpu10", "gpu09")
-    assert [r.hostname for r in topology.ranks] == ["gpu10", "gpu10", "gpu09", "gpu09"]
+    assert topology.tasks_per_node == (2, 2)
+    own = [(r.global_rank, r.node_rank, r.hostname) for r in topology.ranks]
+    assert own == [(0, 0, "gpu10")]  # the other ranks record where they ran themselves
 
 
 def test_every_node_of_a_restarted_group_counts_the_same_restarts(tmp_path: Path) -> None:

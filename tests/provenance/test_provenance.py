@@ -50,7 +50,6 @@ from mushin_box._provenance.record import (
 from mushin_box._provenance.topology import (
     RankPlacement,
     Topology,
-    parse_tasks_per_node,
     topology_from_env,
 )
 from mushin_box._results import diff as _provenance_diff
@@ -84,13 +83,15 @@ def test_docstring_examples_run(module: types.ModuleType) -> None:
 # ---------------------------------------------------------------------------- topology
 
 
-def test_slurm_block_layout_with_uneven_tasks_and_job_info() -> None:
+def test_slurm_records_its_own_placement_and_the_job() -> None:
     env = {
         "SLURM_PROCID": "3",
         "SLURM_LOCALID": "0",
         "SLURM_NODEID": "1",
         "SLURM_NTASKS": "4",
+        "SLURM_NTASKS_PER_NODE": "2",
         "SLURM_TASKS_PER_NODE": "3,1",
+        "SLURM_DISTRIBUTION": "cyclic",
         "MUSHIN_JOB_NODES": "gpu07,gpu08",
         "SLURMD_NODENAME": "gpu08",
         "SLURM_JOB_ID": "101",
@@ -102,9 +103,9 @@ def test_slurm_block_layout_with_uneven_tasks_and_job_info() -> None:
     }
     topo = topology_from_env(env, hostname="ignored")
     assert topo.launcher == "slurm" and topo.rank == 3 and topo.world_size == 4
-    assert topo.nodes == ("gpu07", "gpu08") and topo.tasks_per_node == (3, 1)
-    assert [r.hostname for r in topo.ranks] == ["gpu07"] * 3 + ["gpu08"]
-    assert [(r.local_rank, r.node_rank) for r in topo.ranks] == [(0, 0), (1, 0), (2, 0), (0, 1)]
+    assert topo.nodes == ("gpu07", "gpu08") and topo.tasks_per_node == (2, 2)
+    # no guess at where the other ranks ran: they record themselves (ranks.py)
+    assert topo.ranks == (RankPlacement(3, 0, 1, "gpu08"),) and topo.own == topo.ranks[0]
     assert topo.gpus_per_node == 4
     assert topo.slurm is not None
     assert (topo.slurm.job_id, topo.slurm.array_job_id, topo.slurm.array_task_id) == (
@@ -115,32 +116,10 @@ def test_slurm_block_layout_with_uneven_tasks_and_job_info() -> None:
     assert (topo.slurm.partition, topo.slurm.account) == ("a100", "proj")
 
 
-def test_slurm_cyclic_layout() -> None:
-    env = {
-        "SLURM_PROCID": "1",
-        "SLURM_LOCALID": "0",
-        "SLURM_NODEID": "1",
-        "SLURM_NTASKS": "3",
-        "SLURM_TASKS_PER_NODE": "2,1",
-        "SLURM_DISTRIBUTION": "cyclic",
-        "MUSHIN_JOB_NODES": "n1,n2",
-    }
+def test_slurm_without_tasks_per_node_records_none() -> None:
+    env = {"SLURM_PROCID": "0", "SLURM_NTASKS": "3", "MUSHIN_JOB_NODES": "n1,n2"}
     topo = topology_from_env(env)
-    assert [(r.node_rank, r.local_rank) for r in topo.ranks] == [(0, 0), (1, 0), (0, 1)]
-
-
-def test_slurm_own_entry_is_what_the_env_says() -> None:
-    # an arbitrary distribution: the layout guess is wrong for this rank, the env wins
-    env = {
-        "SLURM_PROCID": "0",
-        "SLURM_LOCALID": "0",
-        "SLURM_NODEID": "1",
-        "SLURM_NTASKS": "2",
-        "MUSHIN_JOB_NODES": "n1,n2",
-        "SLURMD_NODENAME": "n2",
-    }
-    topo = topology_from_env(env)
-    assert topo.ranks[0] == RankPlacement(0, 0, 1, "n2")
+    assert topo.tasks_per_node == () and topo.to_dict()["tasks_per_node"] == []
 
 
 def test_slurm_without_node_list_knows_its_own_node() -> None:
@@ -160,7 +139,7 @@ def test_torchrun_under_slurm_takes_node_names_from_slurm() -> None:
     }
     topo = topology_from_env(env, hostname="n2")
     assert topo.launcher == "torchrun" and topo.world_size == 8 and topo.nodes == ("n1", "n2")
-    assert topo.ranks[5] == RankPlacement(5, 1, 1, "n2")
+    assert topo.ranks == (RankPlacement(5, 1, 1, "n2"),)
     assert topo.tasks_per_node == (4, 4)
 
 
@@ -174,7 +153,7 @@ def test_torchrun_alone_knows_only_its_own_node() -> None:
     }
     topo = topology_from_env(env, hostname="box")
     assert topo.nodes == (None, "box")
-    assert [r.hostname for r in topo.ranks] == [None, None, "box", "box"]
+    assert topo.ranks == (RankPlacement(2, 0, 1, "box"),)
 
 
 def test_hydraddp_child_and_parent() -> None:
@@ -223,18 +202,13 @@ def test_bad_env_is_a_clear_value_error(env: dict[str, str]) -> None:
         topology_from_env(env)
 
 
-def test_parse_tasks_per_node() -> None:
-    assert parse_tasks_per_node("4(x2),1") == [4, 4, 1]
-    with pytest.raises(ValueError, match="tasks per node"):
-        parse_tasks_per_node("4(2)")
-
-
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 40), st.integers(1, 8), st.data())
 def test_simulated_env_gives_the_simulated_topology(nodes: int, gpus: int, data: Any) -> None:
     rank = data.draw(st.integers(0, nodes * gpus - 1))
     topo = topology_from_env(simulated_slurm_env(nodes, gpus, rank), hostname="elsewhere")
-    assert topo == attrs.evolve(simulate_topology(nodes, gpus), rank=rank)
+    world = simulate_topology(nodes, gpus)
+    assert topo == attrs.evolve(world, rank=rank, ranks=[world.ranks[rank]])
 
 
 @settings(max_examples=40, deadline=None)

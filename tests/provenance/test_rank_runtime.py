@@ -98,3 +98,38 @@ def test_a_cells_record_says_where_its_ranks_ran(
     }
     (only,) = record["run"]["rank_runtime"]
     assert only["ranks"] == [0] and only["container"] == "/images/i.sif"
+
+
+def test_the_records_placements_are_the_ones_the_ranks_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mushin_box._provenance.full import record_with_seeds
+    from mushin_box._provenance.topology import topology_from_env
+
+    def slurm_rank(rank: int, node: int, local: int) -> dict[str, str]:
+        return {
+            "SLURM_PROCID": str(rank),
+            "SLURM_NODEID": str(node),
+            "SLURM_LOCALID": str(local),
+            "SLURM_NTASKS": "3",
+            "SLURM_DISTRIBUTION": "arbitrary",  # a layout nothing could guess
+            "MUSHIN_JOB_NODES": "n1,n2",
+            "SLURMD_NODENAME": f"n{node + 1}",
+        }
+
+    world = [slurm_rank(0, 1, 0), slurm_rank(1, 0, 0), slurm_rank(2, 1, 1)]
+    for rank, env in enumerate(world):
+        with monkeypatch.context() as m:
+            for name, value in env.items():
+                m.setenv(name, value)
+            write_rank_runtime(tmp_path, rank=rank, attempt=0)
+    topology = topology_from_env(world[0]).to_dict()
+    assert topology["ranks"] == [[0, 0, 1, "n2", None]]  # rank 0 knows only itself
+    record = {"reproducibility": {}, "run": {"topology": topology}}
+    record = record_with_rank_runtime(record, read_rank_runtimes(tmp_path, attempt=0))
+    record = record_with_seeds(record, {r: {"base": 7, "seed": 7 + r} for r in range(3)})
+    assert record["run"]["topology"]["ranks"] == [
+        [0, 0, 1, "n2", 7],
+        [1, 0, 0, "n1", 8],
+        [2, 1, 1, "n2", 9],
+    ]
