@@ -311,9 +311,9 @@ def _from_torchrun(env: Mapping[str, str], host: str, seeds: Mapping[int, int] |
     slurm_nodes = _slurm_nodes(env)
     by_group = [n for n in env.get(RDZV_ENV["nodes"], "").split(",") if n]  # SLURM torchrun
     nodes: list[str | None]
+    host = env.get("SLURMD_NODENAME") or host  # under SLURM: the node's name in the job
     if len(by_group) == nnodes:  # the workers' own names, by torchrun's group rank
         nodes = list(by_group)
-        host = by_group[node] if 0 <= node < nnodes else host
     elif slurm_nodes is not None and len(slurm_nodes) == nnodes:
         nodes = list(slurm_nodes)
     else:

@@ -914,7 +914,7 @@ _TASK_SCRIPT = textwrap.dedent(
     print(json.dumps({
         "repro": canonical_dumps(rec["reproducibility"]).decode(),
         "rank": topo["rank"], "world": topo["world_size"], "nodes": topo["nodes"],
-        "own": dict(zip(topo["rank_columns"], topo["ranks"][topo["rank"]])),
+        "own": dict(zip(topo["rank_columns"], topo["ranks"][0])),  # its own row only
         "env": {k: os.environ.get(k) for k in ("SLURMD_NODENAME", "SLURM_LOCALID",
                                                "SLURM_NODEID")},
     }))
