@@ -3,8 +3,8 @@
 """Cost per rank of the topology + provenance record in a simulated 4,096-rank world.
 
 Every rank of a world builds its :class:`~mushin_box._provenance.topology.Topology` from its own
-environment (which lists *every* rank, so the work grows with the world), the full
-provenance record and writes it. This script simulates SLURM's environment for a sample
+environment (what the launch knows, and the rank's own row), the full provenance record and
+writes it. Rank 0 gathering every rank's own row when the task ends is not timed here. This script simulates SLURM's environment for a sample
 of the ranks of a ``--nodes x --gpus-per-node`` world in one process and times, per rank:
 
 * ``topology``: :func:`topology_from_env` on that rank's environment (with seeds);
