@@ -114,7 +114,8 @@ _NAMED = 20
 
 def _summary_key(record: Any) -> str | None:
     """The parts of ``record`` its summary depends on, as text: cells with the same are
-    summarised once (the summary redacts and splits the record). None: a record of another shape, summarised whole. The text is the parts'
+    summarised once (the summary redacts and splits the record). None: a record of another shape,
+    summarised whole. The text is the parts'
     ``repr``: equal only for equal JSON values (and a record written with its keys in
     another order only costs one more summary), cheaper than sorted JSON."""
     if not isinstance(record, Mapping):

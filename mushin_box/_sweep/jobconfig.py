@@ -2,7 +2,8 @@
 """A sweep job's config without composing it: the first job's, with the job's swept values.
 
 Design note: Hydra composes every job from scratch (the defaults tree, every config file
-read again), and its basic sweeper composes each job once more beforehand only to check it. A grid whose swept keys are plain
+read again), and its basic sweeper composes each job once more beforehand only to check it. A grid
+whose swept keys are plain
 config values (no config group, no ``hydra.*`` key, no delete, no mapping value, no key
 nested in another override's: :class:`SweptValues` refuses anything else) has the same
 defaults tree in every job, so a job's config is the first job's with the swept values
@@ -358,7 +359,8 @@ class JobConfigs:
     swept value is a scalar (``scalars``), one working copy of the first job's config
     serves every job: each job's values are set over the last job's, as over a fresh copy
     (a scalar leaves its node in place; its node's type validates and converts it the
-    same way): no deep copy of the whole config a job. A list or a mapping value (merged into what is there) gets a fresh copy.
+    same way): no deep copy of the whole config a job. A list or a mapping value (merged into what
+    is there) gets a fresh copy.
     """
 
     def __init__(

@@ -17,7 +17,8 @@ a cell whose status, metrics and provenance files are the very ones the sweep's 
 (:mod:`~mushin_box._sweepdir.settled`: same inode, size, mtime and ctime) is asked the
 same question with the record and metrics the index holds, instead of its files read again;
 every other cell (changed config or code, a corrupt sidecar, failed, cancelled, skipped,
-reused despite stale code) still goes through the launcher and decides for itself. When in doubt (a config whose value depends on the job, e.g. ``${hydra:...}`` or
+reused despite stale code) still goes through the launcher and decides for itself. When in doubt (a
+config whose value depends on the job, e.g. ``${hydra:...}`` or
 a custom resolver; an image the driver cannot see; the user's own sweeper), nothing is
 taken out. The jobs left run through :class:`CellSweeper`, Hydra's basic sweeper minus the
 reused jobs (``hydra_plugins.mushin_box_launcher.cells_sweeper``).

@@ -40,4 +40,3 @@ def node_value(node: Any) -> Any:
 def is_unsettled(node: Any) -> bool:
     """Is the node's content known only once Hydra composes (None, ``???``, ``${...}``)?"""
     return bool(node._is_none() or node._is_missing() or node._is_interpolation())
-

@@ -154,8 +154,8 @@ def resume(root: Path, a: int, b: int) -> Any:
 def build(root: Path, a: int = 100, b: int = 100, epochs: int = 0) -> Path:
     """Write a finished ``a x b``-cell sweep at ``root`` (which must not exist)."""
     from mushin_box._core.sidecars import read_json
-    from mushin_box._sweepdir.settled import CellIndex, refresh_index
     from mushin_box._sweepdir.manifest import cell_records, write_manifest
+    from mushin_box._sweepdir.settled import CellIndex, refresh_index
 
     work = Path(tempfile.mkdtemp(prefix="mushin-bigsweep-"))
     try:

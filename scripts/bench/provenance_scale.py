@@ -4,7 +4,8 @@
 
 Every rank of a world builds its :class:`~mushin_box._provenance.topology.Topology` from its own
 environment (what the launch knows, and the rank's own row), the full provenance record and
-writes it. Rank 0 gathering every rank's own row when the task ends is not timed here. This script simulates SLURM's environment for a sample
+writes it. Rank 0 gathering every rank's own row when the task ends is not timed here. This script
+simulates SLURM's environment for a sample
 of the ranks of a ``--nodes x --gpus-per-node`` world in one process and times, per rank:
 
 * ``topology``: :func:`topology_from_env` on that rank's environment (with seeds);

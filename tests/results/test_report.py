@@ -14,9 +14,8 @@ import pytest
 from sweep_files import lr_sweep, write_cell, write_manifest
 
 from mushin_box._core.sidecars import read_json, write_json_atomic
-from mushin_box._results.report import provenance_summary
-from mushin_box._results.report import render_report
 from mushin_box._results.markup import Line, line_plot
+from mushin_box._results.report import provenance_summary, render_report
 from mushin_box._results.table import ResultsError
 
 

@@ -66,4 +66,3 @@ def test_omegaconf_Node_is_none_is_missing_is_interpolation_tell_an_unsettled_no
         k for k in ("n", "sub", "maybe", "required", "link") if is_unsettled(child_node(cfg, k))
     ]
     assert unsettled == ["maybe", "required", "link"]
-
