@@ -36,7 +36,7 @@ from mushin_box._launch.schedule import (
 from mushin_box._launch.torchrunplan import local_torchrun_config, slurm_torchrun
 from mushin_box._slurm.config import SlurmSettings
 from mushin_box._slurm.probe import probe_slurm
-from mushin_box._sweep.validate import SweepKeys
+from mushin_box._sweep.validate import SweepKeys, UnknownKeyError
 from mushin_box._sweepdir.manifest import SweepBusyError, SweepLock
 from mushin_box._train.configtask import fit_task
 
@@ -375,10 +375,9 @@ def check_keys(target: Any, overrides: Sequence[str]) -> None:
             continue
         try:
             keys.needs_add(key)
-        except ValueError as exc:
-            message = str(exc).split("; if pre_call reads it")[0]
+        except UnknownKeyError as exc:  # its hint is Workflow.run's; an override's is '+'
             raise LaunchError(
-                f"override {text!r}: {message}; to add a new key on purpose, write "
+                f"override {text!r}: {exc.reason}; to add a new key on purpose, write "
                 f"+{text.lstrip('+')}",
                 override=text,
             ) from None

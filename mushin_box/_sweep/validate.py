@@ -24,7 +24,7 @@ Examples
 >>> keys.needs_add("lrate")
 Traceback (most recent call last):
 ...
-ValueError: 'lrate' is neither a field ...; did you mean 'lr'? (valid names: lr, seed)...
+mushin_box._sweep.validate.UnknownKeyError: 'lrate' is neither ...; did you mean 'lr'? ...
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.overrideparse import parse_overrides
 from mushin_box._core.overrides import check_sweep_values, parse_sweep_values
 from mushin_box._train.resume import RESUME_PARAM
@@ -41,12 +42,24 @@ from mushin_box._upstream.omegaconf import child_node, is_unsettled
 
 __all__ = [
     "SweepKeys",
+    "UnknownKeyError",
     "check_override_syntax",
     "is_config_group",
     "user_sweeps",
 ]
 
 _ZEN_CFG = "zen_cfg"  # hydra_zen.zen passes the whole config to a parameter of this name
+
+
+class UnknownKeyError(MushinBoxError, ValueError):
+    """A key that names nothing the task or its config accepts. ``reason`` says so, with the
+    closest name; ``hint`` ("" where there is none) is the fix in ``Workflow.run``'s terms,
+    which a caller with its own way to add a key (an override list) leaves out."""
+
+    def __init__(self, reason: str, hint: str = "") -> None:
+        super().__init__(reason + hint)
+        self.reason = reason
+        self.hint = hint
 
 
 def is_config_group(key: str) -> bool:
@@ -129,7 +142,7 @@ class SweepKeys:
 
         Raises
         ------
-        ValueError
+        UnknownKeyError
             The key names nothing the task or its config accepts.
         """
         if self._cfg is None or _is_hydra_key(key):
@@ -145,10 +158,18 @@ class SweepKeys:
             return not self._in_defaults(root)  # e.g. model=multirun(["small", "big"])
         if root in self.params or self.any_name:
             return True  # a parameter the config leaves out: Hydra adds it
-        raise ValueError(
+        valid = self.fields | self.params
+        raise UnknownKeyError(
             f"{key!r} is neither a field of the task's config nor a parameter of the task"
-            + _suggest(root, self.fields | self.params)
-            + _add_hint(key, none=not (self.fields | self.params))
+            + _suggest(root, valid)
+            + (
+                ""
+                if valid
+                else "; a task that takes no parameters can't be swept: add the parameter "
+                "(or **kwargs) to the task"
+            ),
+            f"; if pre_call reads it, add it to the config, or pass overrides=['+{key}=...'] "
+            "to add it on purpose",
         )
 
     # -- the raw form: Workflow.run(overrides=[...]) ---------------------------------------
@@ -166,13 +187,10 @@ class SweepKeys:
                 continue  # Hydra checks the rest (and asks for '+' where it is needed)
             if is_config_group(key) or is_config_group(root):
                 continue
-            raise ValueError(
+            raise UnknownKeyError(
                 f"override {text!r}: {root!r} is neither a field of the task's config nor "
-                "a parameter of the task"
-                + _suggest(root, self.fields | self.params)
-                + "; to add a new key on purpose, write '+"
-                + text.lstrip("+")
-                + "'"
+                "a parameter of the task" + _suggest(root, self.fields | self.params),
+                f"; to add a new key on purpose, write '+{text.lstrip('+')}'",
             )
 
     # -- helpers ----------------------------------------------------------------------------
@@ -217,7 +235,7 @@ class SweepKeys:
             accepted = _target_names(target)
             if accepted is None or accepted[1] or name in accepted[0]:
                 return
-            raise ValueError(
+            raise UnknownKeyError(
                 f"{key!r}: {name!r} is not a parameter of {path}'s target {target}"
                 + _suggest(name, accepted[0] | known)
             )
@@ -225,7 +243,7 @@ class SweepKeys:
 
         if OmegaConf.get_type(node) in (None, dict):
             return  # a free-form mapping
-        raise ValueError(f"{key!r}: {path} has no field {name!r}" + _suggest(name, known))
+        raise UnknownKeyError(f"{key!r}: {path} has no field {name!r}" + _suggest(name, known))
 
 
 def _target_names(target: str) -> tuple[set[str], bool] | None:
@@ -236,19 +254,6 @@ def _target_names(target: str) -> tuple[set[str], bool] | None:
         return _accepted_names(get_object(target))
     except Exception:  # not importable in the driver: the cell will say
         return None
-
-
-def _add_hint(key: str, *, none: bool) -> str:
-    hint = (
-        "; a task that takes no parameters can't be swept: add the parameter (or "
-        "**kwargs) to the task"
-        if none
-        else ""
-    )
-    return (
-        hint + f"; if pre_call reads it, add it to the config, or pass "
-        f"overrides=['+{key}=...'] to add it on purpose"
-    )
 
 
 def check_override_syntax(overrides: Sequence[str]) -> None:
