@@ -19,6 +19,7 @@ from mushin_box._core.sidecars import write_json_atomic
 from mushin_box._provenance.compare import diff_records
 from mushin_box._provenance.files import write_provenance
 from mushin_box._provenance.full import full_provenance
+from mushin_box._provenance.ranks import rank_runtime, record_with_rank_runtime
 from mushin_box._results.diff import DiffInputError, diff_provenance
 from mushin_box.testing import simulated_slurm_env
 
@@ -72,6 +73,12 @@ def make_cell(path: Path, **changes: Any) -> Path:
         packages=p["packages"],
         devices=p["devices"],
     )
+    world = p["nodes"] * p["gpus"]  # every rank records its own placement, as real ranks do
+    ranks = [
+        simulated_slurm_env(p["nodes"], p["gpus"], r) if world > 1 else {} for r in range(world)
+    ]
+    rows = [{"rank": r, **rank_runtime({**e, **p["env"]})} for r, e in enumerate(ranks)]
+    record = record_with_rank_runtime(record, rows)
     write_provenance(path, record, packages=p["packages"])
     write_json_atomic(path / "mushin_metrics.json", p["metrics"])
     return path
