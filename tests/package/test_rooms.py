@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """Every room says what it holds: its charter names each of its modules, and it stays one
-concept (under ~4,000 lines; docs/architecture.md)."""
+concept (under ~4,000 lines; docs/architecture.md), each module one concept (~800 lines)."""
 
 from __future__ import annotations
 
@@ -35,3 +35,13 @@ def test_a_rooms_charter_names_each_of_its_modules(room: str) -> None:
 def test_a_room_stays_under_4000_lines(room: str) -> None:
     lines = sum(len(p.read_text().splitlines()) for p in (PACKAGE / room).glob("*.py"))
     assert lines <= 4000, f"{room} holds {lines} lines: does it still hold one concept?"
+
+
+def test_a_module_holds_one_concept_in_at_most_800_lines() -> None:
+    modules = [p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts]
+    long = {
+        str(p.relative_to(PACKAGE)): n
+        for p in modules
+        if (n := len(p.read_text().splitlines())) > 800
+    }
+    assert long == {}, "a module this long probably holds two concepts: split it by concept"
