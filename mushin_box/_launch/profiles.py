@@ -54,7 +54,12 @@ from typing import Any
 import attrs
 
 from mushin_box._core.layout import PROFILES_FILE, PROJECT_FILE
-from mushin_box._slurm.config import check_sbatch_option, parse_slurm_memory, parse_slurm_time
+from mushin_box._slurm.config import (
+    SETTING_FIELDS,
+    check_sbatch_option,
+    parse_slurm_memory,
+    parse_slurm_time,
+)
 
 __all__ = [
     "PROFILE_KEYS",
@@ -67,34 +72,20 @@ __all__ = [
 
 DEFAULT_PROFILE = "default"
 
-#: profile keys (launch flags without ``--``) and what each must be
-PROFILE_KEYS: Mapping[str, str] = {
-    "partition": "a string",
-    "account": "a string",
-    "qos": "a string",
-    "constraint": "a string",
-    "exclude": "a string",
+_FIELDS = {f.metadata["flag"][2:]: f for f in SETTING_FIELDS if f.metadata["profile"]}
+#: profile keys (launch flags without ``--``) and what each must be: the scheduler's, from
+#: SlurmSettings' fields, then the image's
+PROFILE_KEYS: Mapping[str, str] = {key: f.metadata["profile"] for key, f in _FIELDS.items()} | {
     "image": "a path to a .sif",
     "bind": "a list of SRC[:DST[:ro]] strings",
     "image-python": "a command",
-    "time": "minutes or a SLURM time such as '2:00:00'",
-    "cpus-per-task": "a positive integer",
-    "max-parallel": "a positive integer: the most cells of a sweep that run at once",
-    "mem": "a SLURM size such as '64G'",
-    "sbatch": "a table of sbatch options, e.g. {mail-type = 'END'}",
 }
-# names people reach for (the launcher's, or a plural): pointed at the profile key
-_ALIASES = {
+# names people reach for (the launcher's field, a plural; a key with _ for - is close enough
+# for difflib): pointed at the profile key
+_ALIASES = {f.name: key for key, f in _FIELDS.items()} | {
     "binds": "bind",
     "cpus": "cpus-per-task",
-    "cpus_per_task": "cpus-per-task",
-    "max_parallel": "max-parallel",
-    "array_parallelism": "max-parallel",
-    "image_python": "image-python",
-    "mem_gb": "mem",
     "mem-gb": "mem",
-    "timeout_min": "time",
-    "additional_parameters": "sbatch",
 }
 
 

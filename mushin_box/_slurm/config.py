@@ -220,6 +220,10 @@ def _gres(key: str, value: object) -> str:
 
 
 _Validator = Callable[[str, object], Any]
+# what a launch profile's value is, for the fields a profile sets
+_STR, _TIME = "a string", "minutes or a SLURM time such as '2:00:00'"
+_CELLS = "a positive integer: the most cells of a sweep that run at once"
+_TABLE = "a table of sbatch options, e.g. {mail-type = 'END'}"
 
 
 def _setting(
@@ -227,12 +231,14 @@ def _setting(
     *,
     flag: str | None = None,
     sbatch: str | None = None,
+    profile: str | None = None,
     default: Any = None,
 ) -> Any:
     """A field of :class:`SlurmSettings`: ``check`` (key, value) -> the value to store
     (None: the launcher checks it), the launch ``flag`` that sets it, the ``sbatch`` option
-    it writes (refused in a table of sbatch options)."""
-    meta = {"check": check, "flag": flag, "sbatch": sbatch}
+    it writes (refused in a table of sbatch options), and what its value is in a launch
+    profile (``profile``; None: no profile key), whose key is the flag without ``--``."""
+    meta = {"check": check, "flag": flag, "sbatch": sbatch, "profile": profile}
     return attrs.field(default=default, metadata=meta, kw_only=True)
 
 
@@ -255,22 +261,26 @@ class SlurmSettings:
     {'partition': '--partition', 'additional_parameters.mail-type': '--sbatch'}
     """
 
-    partition: str | None = _setting(_string, flag="--partition", sbatch="partition")
-    account: str | None = _setting(_string, flag="--account", sbatch="account")
-    qos: str | None = _setting(_string, flag="--qos", sbatch="qos")
-    constraint: str | None = _setting(_string, flag="--constraint", sbatch="constraint")
-    exclude: str | None = _setting(_string, flag="--exclude", sbatch="exclude")
+    partition: str | None = _setting(_string, flag="--partition", sbatch="partition", profile=_STR)
+    account: str | None = _setting(_string, flag="--account", sbatch="account", profile=_STR)
+    qos: str | None = _setting(_string, flag="--qos", sbatch="qos", profile=_STR)
+    constraint: str | None = _setting(
+        _string, flag="--constraint", sbatch="constraint", profile=_STR
+    )
+    exclude: str | None = _setting(_string, flag="--exclude", sbatch="exclude", profile=_STR)
     comment: str | None = _setting(_string, sbatch="comment")
     name: str | None = _setting(_string, flag="--job-name", sbatch="job-name")
-    timeout_min: int | None = _setting(_positive_int, flag="--time", sbatch="time")
+    timeout_min: int | None = _setting(_positive_int, flag="--time", sbatch="time", profile=_TIME)
     cpus_per_task: int | None = _setting(
-        _positive_int, flag="--cpus-per-task", sbatch="cpus-per-task"
+        _positive_int, flag="--cpus-per-task", sbatch="cpus-per-task", profile="a positive integer"
     )
-    mem_gb: int | None = _setting(_memory_gb, flag="--mem")
+    mem_gb: int | None = _setting(_memory_gb, flag="--mem", profile="a SLURM size such as '64G'")
     mem_per_cpu: str | None = _setting(_string, sbatch="mem-per-cpu")
     mem_per_gpu: str | None = _setting(_string, sbatch="mem-per-gpu")
-    array_parallelism: int | None = _setting(_positive_int, flag="--max-parallel")
-    additional_parameters: Mapping[str, Any] | None = _setting(sbatch_options, flag="--sbatch")
+    array_parallelism: int | None = _setting(_positive_int, flag="--max-parallel", profile=_CELLS)
+    additional_parameters: Mapping[str, Any] | None = _setting(
+        sbatch_options, flag="--sbatch", profile=_TABLE
+    )
     submitit_folder: str | None = _setting(_string)
     stderr_to_stdout: bool | None = _setting(_boolean)
     gres: str | None = _setting(_gres)
