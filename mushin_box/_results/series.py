@@ -51,6 +51,7 @@ from mushin_box._core.sidecars import loads
 from mushin_box._core.targets import public
 
 __all__ = [
+    "SeriesFileError",
     "REDUCTIONS",
     "STAGE_DIMS",
     "STAGE_ORDER",
@@ -130,22 +131,24 @@ def read_stage(
                 return None
         except (OSError, ValueError, RecursionError) as exc:  # refused: an OSError
             if pt_time is None:
-                raise ValueError(
-                    f"load_experiment: {json_file} is unreadable ({exc}); restore it, or "
-                    "delete it to read the series from the .pt file"
+                raise SeriesFileError(
+                    json_file,
+                    f"is unreadable ({exc}); restore it, or delete it to read the series "
+                    "from the .pt file",
                 ) from None
         else:
             if not _is_stage_data(data):  # hand-edited or foreign: said, not a TypeError
-                raise ValueError(
-                    f"load_experiment: {json_file} is not a MetricsCallback file (a mapping "
-                    "of names to lists of numbers); restore it, or delete it"
+                raise SeriesFileError(
+                    json_file,
+                    "is not a MetricsCallback file (a mapping of names to lists of numbers); "
+                    "restore it, or delete it",
                 )
             return {str(k): list(v) for k, v in data.items()}
     if pt_time is None:
         return None
     data = _load_pt(Path(pt_file))
     if not _is_stage_data(data):
-        raise ValueError(f"load_experiment: {pt_file} is not a MetricsCallback file")
+        raise SeriesFileError(pt_file, "is not a MetricsCallback file")
     return data
 
 
@@ -159,13 +162,12 @@ def _load_pt(file: Path) -> Any:
     try:
         fd, st = open_regular_stat(file)
     except OSError as exc:
-        raise ValueError(f"load_experiment: {file} is unreadable ({exc})") from None
+        raise SeriesFileError(file, f"is unreadable ({exc})") from None
     try:
         size = st.st_size
         if size > limit:
-            raise ValueError(
-                f"load_experiment: {file} is unreadable ({size} bytes, over the "
-                f"{limit}-byte limit for a series)"
+            raise SeriesFileError(
+                file, f"is unreadable ({size} bytes, over the {limit}-byte limit for a series)"
             )
         opened = Path(f"/proc/self/fd/{fd}")
         # lazy: imports torch (the .pt metrics of old jobs only)
@@ -173,11 +175,9 @@ def _load_pt(file: Path) -> Any:
 
         try:
             return load_metrics_file(opened if opened.exists() else file)
-        except ValueError:
-            raise
         except Exception as exc:  # a damaged pickle: torch raises many kinds
-            raise ValueError(
-                f"load_experiment: {file} is not a MetricsCallback file ({type(exc).__name__})"
+            raise SeriesFileError(
+                file, f"is not a MetricsCallback file ({type(exc).__name__})"
             ) from None
     finally:
         os.close(fd)
@@ -242,6 +242,20 @@ REDUCTIONS = ("last", "min", "max")
 
 
 @public
+class SeriesFileError(MushinBoxError, ValueError):
+    """A job's series file that cannot be read: ``file`` and what is wrong with it
+    (``problem``, which names the fix), apart, so a caller words it without cutting text."""
+
+    def __init__(self, file: str | os.PathLike[str], problem: str) -> None:
+        self.file, self.problem = str(file), problem
+        super().__init__(f"load_experiment: {self.detail}")
+
+    @property
+    def detail(self) -> str:
+        """The message without the function that raised it: ``FILE PROBLEM``."""
+        return f"{self.file} {self.problem}"
+
+
 class MetricNameError(MushinBoxError, ValueError):
     """A reduction that is not one of :data:`REDUCTIONS`."""
 

@@ -54,7 +54,13 @@ from mushin_box._core.gcpause import gc_paused
 from mushin_box._core.layout import ERROR_FILE, METRICS_FILE
 from mushin_box._core.overrides import parse_sweep_values
 from mushin_box._core.targets import public
-from mushin_box._results.series import MetricNameError, MetricSpec, SeriesReader, parse_metric
+from mushin_box._results.series import (
+    MetricNameError,
+    MetricSpec,
+    SeriesFileError,
+    SeriesReader,
+    parse_metric,
+)
 from mushin_box._sweepdir.board import (
     VIEW_STATES,  # as a reader shows them
     CellView,
@@ -231,8 +237,8 @@ def _resolve(
     jobs = [sweeps[i].root / c.dir if c.dir else None for i, c in rows]
     try:
         values, seen = state.reader.values(jobs, spec)
-    except ValueError as exc:  # a corrupt series file: its reader names it
-        raise ResultsError(" ".join(str(exc).split()).removeprefix("load_experiment: ")) from None
+    except SeriesFileError as exc:  # a corrupt series file: its reader names it
+        raise ResultsError(" ".join(exc.detail.split())) from None
     if all(v is None for v in values):
         raise ResultsError(_no_metric(option, spec, state.metrics, seen))
     column = spec.column

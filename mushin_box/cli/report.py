@@ -19,6 +19,7 @@ import argparse
 import sys
 
 from mushin_box._core.errors import MushinBoxError
+from mushin_box._results.series import SeriesFileError
 from mushin_box.cli.main import UsageError
 from mushin_box.cli.tables import resolve_sweep
 
@@ -126,10 +127,12 @@ def run(args: argparse.Namespace) -> int:
             brief=not args.full_diff,
             **{k: v for k in ("rows", "curves") if (v := getattr(args, k)) is not None},
         )
+    except SeriesFileError as exc:  # a corrupt series file: its reader names it
+        raise UsageError(" ".join(exc.detail.split())) from None
     except MushinBoxError:  # said by main, in one place
         raise
     except ValueError as exc:  # a sidecar the page reads is corrupt: its reader names it
-        raise UsageError(" ".join(str(exc).split()).removeprefix("load_experiment: ")) from None
+        raise UsageError(" ".join(str(exc).split())) from None
     if args.output == "-":
         sys.stdout.write(text)
         return 0
