@@ -130,16 +130,15 @@ def _not_a_sif(path: Path) -> str | None:
     except OSError as error:
         return f"image {path} cannot be read: {error.strerror or error}"
     except SifFormatError as error:
-        detail = str(error).removeprefix(f"{path}: ")
         if MAGIC not in head:  # no SIF at all: show what the file is instead
             return f"image {path} is not a SIF image (it starts with {head[:24]!r})"
-        if detail.startswith("truncated SIF file: "):
+        if error.truncated:
             return (
                 f"image {path} is a truncated SIF image "
-                f"({detail.removeprefix('truncated SIF file: ')}): copy it again in full, "
+                f"({error.detail}): copy it again in full, "
                 f"or rebuild it with `mushin-box build SPEC -o {path}`"
             )
-        return f"image {path} is not a SIF image ({detail})"  # a damaged SIF
+        return f"image {path} is not a SIF image ({error.text})"  # a damaged SIF
     return None
 
 

@@ -75,7 +75,7 @@ def adopt_image(
         header = read_sif_header(path)
         definition = _definition(path)
     except SifFormatError as exc:
-        raise SifFormatError(f"{path} cannot be adopted: {exc}") from None
+        raise SifFormatError(path, f"cannot be adopted: {exc.text}") from None
     target = manifest_path(path)
     if target.exists() and not force:
         raise OutputNotWritable(

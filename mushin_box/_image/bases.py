@@ -238,7 +238,7 @@ def _validate_local_image(_inst: object, _attr: object, value: str) -> None:
     try:
         read_sif_header(path)
     except (SifFormatError, OSError) as error:
-        detail = str(error).removeprefix(f"{path}: ")
+        detail = error.text if isinstance(error, SifFormatError) else str(error)
         raise ValueError(
             f"LocalImage path {value} is neither a SIF image ({detail}) nor a sandbox "
             "directory: point path= at a .sif or a directory from `apptainer build --sandbox`"

@@ -106,7 +106,18 @@ _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 
 @public
 class SifFormatError(MushinBoxError, ValueError):
-    """The file is not a SIF image this reader understands (bad magic, truncated, ...)."""
+    """The file is not a SIF image this reader understands (bad magic, truncated, ...):
+    ``path``, what is wrong (``detail``) and whether the file is cut short (``truncated``),
+    apart, so a caller words its own message from them."""
+
+    def __init__(self, path: str | os.PathLike[str], detail: str, *, truncated: bool = False):
+        self.path, self.detail, self.truncated = str(path), detail, truncated
+        super().__init__(f"{self.path}: {self.text}")
+
+    @property
+    def text(self) -> str:
+        """The message without the path."""
+        return f"truncated SIF file: {self.detail}" if self.truncated else self.detail
 
 
 def _unix_to_datetime(seconds: int) -> _dt.datetime:
@@ -228,7 +239,7 @@ def _read_exact(handle: BinaryIO, path: Path, offset: int, size: int) -> bytes:
     data = handle.read(size)
     if len(data) != size:
         raise SifFormatError(
-            f"{path}: truncated SIF file: wanted {size} bytes at offset {offset}, got {len(data)}"
+            path, f"wanted {size} bytes at offset {offset}, got {len(data)}", truncated=True
         )
     return data
 
@@ -250,12 +261,13 @@ def _parse_header(raw: bytes, path: Path) -> SifHeader:
         data_size,
     ) = _HEADER.unpack(raw)
     if magic != MAGIC:
-        raise SifFormatError(f"{path}: not a SIF image (magic {magic!r}, want {MAGIC!r})")
+        raise SifFormatError(path, f"not a SIF image (magic {magic!r}, want {MAGIC!r})")
     version_s = _cstr(version)
     if version_s not in SUPPORTED_VERSIONS:
         raise SifFormatError(
-            f"{path}: unsupported SIF version {version_s!r} (this reader knows "
-            f"{sorted(SUPPORTED_VERSIONS)})"
+            path,
+            f"unsupported SIF version {version_s!r} (this reader knows "
+            f"{sorted(SUPPORTED_VERSIONS)})",
         )
     arch_code = _cstr(arch)
     return SifHeader(
@@ -355,14 +367,14 @@ def read_sif_descriptors(path: StrPath) -> tuple[SifDescriptor, ...]:
         header = _parse_header(_read_exact(handle, p, 0, HEADER_SIZE), p)
         total = header.descriptors_total
         if total < 0 or header.descriptors_offset < HEADER_SIZE or total > 1 << 16:
-            raise SifFormatError(f"{p}: implausible descriptor table in header: {header}")
+            raise SifFormatError(p, f"implausible descriptor table in header: {header}")
         table = _read_exact(handle, p, header.descriptors_offset, total * DESCRIPTOR_SIZE)
         file_size = os.fstat(handle.fileno()).st_size
     out = _used_descriptors(table, total)
     if len(out) != header.descriptors_used:
         raise SifFormatError(
-            f"{p}: header says {header.descriptors_used} descriptors are used, "
-            f"the table has {len(out)}"
+            p,
+            f"header says {header.descriptors_used} descriptors are used, the table has {len(out)}",
         )
     for d in out:
         _check_extent(p, d, file_size)
@@ -373,13 +385,15 @@ def _check_extent(path: Path, d: SifDescriptor, file_size: int) -> None:
     """Refuse a descriptor whose data does not lie inside the file (cut short, or corrupt)."""
     if d.offset < 0 or d.size < 0:
         raise SifFormatError(
-            f"{path}: corrupt SIF: object {d.id} ({d.datatype_name}) has offset {d.offset}, "
-            f"size {d.size}"
+            path,
+            f"corrupt SIF: object {d.id} ({d.datatype_name}) has offset {d.offset}, size {d.size}",
         )
     if d.offset + d.size > file_size:
         raise SifFormatError(
-            f"{path}: truncated SIF file: object {d.id} ({d.datatype_name}) spans bytes "
-            f"{d.offset}-{d.offset + d.size}, the file ends at byte {file_size}"
+            path,
+            f"object {d.id} ({d.datatype_name}) spans bytes "
+            f"{d.offset}-{d.offset + d.size}, the file ends at byte {file_size}",
+            truncated=True,
         )
 
 
