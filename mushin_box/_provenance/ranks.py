@@ -160,5 +160,30 @@ def record_with_rank_runtime(
     topology = run.get("topology")
     columns = list(RANK_COLUMNS)
     if isinstance(topology, Mapping) and topology.get("rank_columns", columns) == columns:
-        run["topology"] = {**topology, "rank_columns": columns, "ranks": placements(topology, rows)}
+        nodes = _nodes(topology, rows)
+        run["topology"] = {
+            **topology,
+            **({"nodes": nodes, "num_nodes": len(nodes)} if nodes is not None else {}),
+            "rank_columns": columns,
+            "ranks": placements(topology, rows),
+        }
     return {**record, "reproducibility": repro, "run": run}
+
+
+def _nodes(topology: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list[Any] | None:
+    """``run.topology.nodes`` with each node named by the ranks that ran on it (a rank knows
+    its own host; the launch may not have known every node's name). None: nothing to add."""
+    nodes = list(topology.get("nodes") or [])
+    named = {
+        row["node_rank"]: row["host"]
+        for row in rows
+        if isinstance(row.get("node_rank"), int)
+        and 0 <= row["node_rank"] < _MAX_RANKS
+        and isinstance(row.get("host"), str)
+    }
+    if not named:
+        return None
+    nodes += [None] * (max(named) + 1 - len(nodes))
+    for node, host in named.items():
+        nodes[node] = host
+    return nodes

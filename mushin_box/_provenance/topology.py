@@ -283,8 +283,10 @@ def _from_slurm(env: Mapping[str, str], host: str, seeds: Mapping[int, int] | No
     nodes: list[str | None] = list(_slurm_nodes(env) or [])
     node = _int(env, "SLURM_NODEID", 0) or 0
     own_host = env.get("SLURMD_NODENAME") or (nodes[node] if node < len(nodes) else host)
-    if not nodes:  # no node list: only this process's node is known
-        nodes = [None] * (node + 1)
+    if not nodes:  # no node list: only this process's node is known (the ranks name the rest)
+        nodes = [None] * max(
+            node + 1, _int(env, "SLURM_JOB_NUM_NODES") or _int(env, "SLURM_NNODES") or 1
+        )
         nodes[node] = own_host
     per = re.match(r"\d+", env.get("SLURM_NTASKS_PER_NODE", ""))  # "4", or "4(x2)" seen
     seed = (seeds or {}).get(rank)

@@ -256,6 +256,7 @@ class SeriesFileError(MushinBoxError, ValueError):
         return f"{self.file} {self.problem}"
 
 
+@public
 class MetricNameError(MushinBoxError, ValueError):
     """A reduction that is not one of :data:`REDUCTIONS`."""
 

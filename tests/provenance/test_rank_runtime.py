@@ -133,3 +133,35 @@ def test_the_records_placements_are_the_ones_the_ranks_recorded(
         [1, 0, 0, "n1", 8],
         [2, 1, 1, "n2", 9],
     ]
+
+
+def test_every_node_is_named_by_its_ranks_where_the_launch_could_not_expand_the_node_list(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a rank inside an image: a compressed node list, no scontrol, no MUSHIN_JOB_NODES
+    from mushin_box._provenance.topology import topology_from_env
+
+    def slurm_rank(rank: int) -> dict[str, str]:
+        node = rank // 2
+        return {
+            "PATH": str(tmp_path / "no-scontrol"),
+            "SLURM_PROCID": str(rank),
+            "SLURM_NODEID": str(node),
+            "SLURM_LOCALID": str(rank % 2),
+            "SLURM_NTASKS": "4",
+            "SLURM_JOB_NUM_NODES": "2",
+            "SLURM_JOB_NODELIST": "gpu[07-08]",
+            "SLURMD_NODENAME": f"gpu0{7 + node}",
+        }
+
+    for rank in range(4):
+        with monkeypatch.context() as m:
+            for name, value in slurm_rank(rank).items():
+                m.setenv(name, value)
+            write_rank_runtime(tmp_path, rank=rank, attempt=0)
+    topology = topology_from_env(slurm_rank(0)).to_dict()
+    record = {"reproducibility": {}, "run": {"topology": topology}}
+    record = record_with_rank_runtime(record, read_rank_runtimes(tmp_path, attempt=0))
+    assert record["run"]["topology"]["nodes"] == ["gpu07", "gpu08"]
+    assert record["run"]["topology"]["num_nodes"] == 2
+    assert [row[3] for row in record["run"]["topology"]["ranks"]] == ["gpu07"] * 2 + ["gpu08"] * 2
