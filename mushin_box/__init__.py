@@ -74,6 +74,8 @@ _LAZY: dict[str, str] = {
     "OutputNotWritable": "mushin_box._image.build",
     "SweepBusyError": "mushin_box._sweepdir.manifest",
     "MetricNameError": "mushin_box._results.series",
+    "SeriesFileError": "mushin_box._results.series",
+    "UnknownKeyError": "mushin_box._sweep.validate",
     "ResultsError": "mushin_box._results.table",
     "DiffInputError": "mushin_box._results.diff",
     "MissingValueError": "mushin_box._sweep.compose",
@@ -124,11 +126,13 @@ __all__ = [
     "ResumeContext",
     "ResumeError",
     "ScheduleError",
+    "SeriesFileError",
     "SifFormatError",
     "SifHeader",
     "SweepBusyError",
     "SweepHandle",
     "SweepView",
+    "UnknownKeyError",
     "UnsafeFileError",
     "Workflow",
     "WorldSizeInvariantSampler",
@@ -198,11 +202,12 @@ if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
     from mushin_box._reproduce.rerun import ReproduceResult, reproduce
     from mushin_box._results.diff import DiffInputError
     from mushin_box._results.experiment import load_experiment
-    from mushin_box._results.series import MetricNameError
+    from mushin_box._results.series import MetricNameError, SeriesFileError
     from mushin_box._results.table import ResultsError
     from mushin_box._slurm.config import submitit_slurm_config
     from mushin_box._sweep.compose import MissingValueError
     from mushin_box._sweep.handle import SweepHandle
+    from mushin_box._sweep.validate import UnknownKeyError
     from mushin_box._sweep.workflow import Workflow
     from mushin_box._sweepdir.board import CellView, SweepView
     from mushin_box._sweepdir.cancel import CancelReport

@@ -24,7 +24,7 @@ Examples
 >>> keys.needs_add("lrate")
 Traceback (most recent call last):
 ...
-mushin_box._sweep.validate.UnknownKeyError: 'lrate' is neither ...; did you mean 'lr'? ...
+mushin_box.UnknownKeyError: 'lrate' is neither ...; did you mean 'lr'? ...
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from typing import Any
 from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.overrideparse import parse_overrides
 from mushin_box._core.overrides import check_sweep_values, parse_sweep_values
+from mushin_box._core.targets import public
 from mushin_box._train.resume import RESUME_PARAM
 from mushin_box._upstream.omegaconf import child_node, is_unsettled
 
@@ -51,6 +52,7 @@ __all__ = [
 _ZEN_CFG = "zen_cfg"  # hydra_zen.zen passes the whole config to a parameter of this name
 
 
+@public
 class UnknownKeyError(MushinBoxError, ValueError):
     """A key that names nothing the task or its config accepts. ``reason`` says so, with the
     closest name; ``hint`` ("" where there is none) is the fix in ``Workflow.run``'s terms,
