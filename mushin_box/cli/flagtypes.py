@@ -23,20 +23,11 @@ __all__ = [
 
 def add_tolerance_arguments(parser: argparse.ArgumentParser) -> None:
     """``--atol`` and ``--rtol``: how far a metric may move and still be the same."""
-    parser.add_argument(
-        "--atol",
-        type=float,  # checked, with the Python API, by the comparison: finite, >= 0
-        default=0.0,
-        metavar="X",
-        help="absolute tolerance of the metrics (default 0: exactly equal)",
-    )
-    parser.add_argument(
-        "--rtol",
-        type=float,  # checked, with the Python API, by the comparison: finite, >= 0
-        default=0.0,
-        metavar="X",
-        help="relative tolerance of the metrics: |B-A| <= atol + rtol*|A| (default 0)",
-    )
+    for flag, meaning in (
+        ("--atol", "absolute tolerance of the metrics (default 0: exactly equal)"),
+        ("--rtol", "relative tolerance of the metrics: |B-A| <= atol + rtol*|A| (default 0)"),
+    ):  # type float: the comparison checks the value (finite, >= 0), as for the Python API
+        parser.add_argument(flag, type=float, default=0.0, metavar="X", help=meaning)
 
 
 def slurm_time(text: str) -> int:
