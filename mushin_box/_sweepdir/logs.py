@@ -126,23 +126,41 @@ class LogFollower:
 
     Each read is bounded: a file that grew by more than :data:`LOG_READ_BYTES` since the
     last look is read from that far before its end (and a warning says what was skipped);
-    a symlink, FIFO or device is refused with a warning, never read."""
+    a symlink, FIFO or device is refused with a warning, never read. A file that shrank
+    (truncated) or is another file now (rotated: renamed, and a new one made) is read again
+    from its start, with a warning, instead of waiting for it to outgrow the old offset."""
 
     def __init__(self, files: Mapping[Path, str], max_bytes: int = LOG_READ_BYTES) -> None:
         self._prefix = dict(files)
         self._offset = {path: 0 for path in files}
         self._partial = {path: b"" for path in files}
+        self._identity: dict[Path, tuple[int, int]] = {}
         self._max = max_bytes
+
+    def _restart_if_replaced(self, path: Path) -> None:
+        try:
+            st = path.lstat()
+        except OSError:
+            return
+        identity, before = (st.st_dev, st.st_ino), self._identity.get(path)
+        self._identity[path] = identity
+        if self._offset[path] and (st.st_size < self._offset[path] or before != identity):
+            how = "was truncated" if before == identity else "was replaced"
+            warn_sidecar(f"{path} {how}; following it from its start")
+            self._offset[path], self._partial[path] = 0, b""
 
     def start_at_end(self) -> None:
         """Skip what the files hold now (``-f`` after a ``--tail``)."""
         for path in self._offset:
             try:
-                self._offset[path] = path.lstat().st_size
+                st = path.lstat()
             except OSError:
                 self._offset[path] = 0
+                continue
+            self._offset[path], self._identity[path] = st.st_size, (st.st_dev, st.st_ino)
 
     def _read(self, path: Path) -> bytes | None:
+        self._restart_if_replaced(path)
         try:
             data, offset = read_tail(path, self._max, start=self._offset[path])
         except FileNotFoundError:

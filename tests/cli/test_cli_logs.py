@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mushin_box._core.layout import STATUS_FILE
-from mushin_box._core.sidecars import write_json_atomic
+from mushin_box._core.sidecars import SidecarWarning, write_json_atomic
 from mushin_box._sweepdir.logs import rank_logs
 from mushin_box.cli.main import main
 
@@ -94,3 +94,37 @@ def test_follow_prints_what_is_appended_until_the_cell_ends(
     assert main(["logs", str(tmp_path), "lr=0.1", "--rank", "2", "--tail", "0", "-f"]) == 0
     writer.join()
     assert capsys.readouterr().out.splitlines() == ["appended whole"]
+
+
+@pytest.mark.parametrize("how", ["truncated", "rotated"])
+def test_follow_goes_on_after_the_log_is_truncated_or_rotated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    import mushin_box.cli.logs as cli_logs
+
+    cell = _cell(tmp_path, status="running")
+    monkeypatch.setattr(cli_logs, "_POLL_S", 0.05)
+    monkeypatch.setattr(cli_logs, "_LIVENESS_EVERY_S", 0.2)
+    rank2 = cell / "logs" / "rank2.log"
+    rank2.write_text("a long first line that the new file never outgrows\n")
+
+    def later() -> None:
+        time.sleep(0.5)
+        if how == "truncated":
+            rank2.write_text("")  # `: > log`
+        else:
+            rank2.rename(rank2.with_name("rank2.log.1"))
+            rank2.write_text("")
+        time.sleep(0.3)
+        with open(rank2, "a") as f:
+            f.write("after\n")
+        time.sleep(0.5)
+        write_json_atomic(cell / STATUS_FILE, {"combo": {"lr": 0.1}, "status": "completed"})
+
+    writer = threading.Thread(target=later)
+    writer.start()
+    said = "was truncated" if how == "truncated" else "was replaced"
+    with pytest.warns(SidecarWarning, match=said):
+        assert main(["logs", str(tmp_path), "lr=0.1", "--rank", "2", "-f"]) == 0
+    writer.join()
+    assert capsys.readouterr().out.splitlines()[-1] == "after"
