@@ -132,14 +132,23 @@ def check_secret_names(names: Any, *, where: str) -> tuple[str, ...]:
     return tuple(names)
 
 
+def toml_problem(exc: Exception) -> str:
+    """What is wrong with a TOML file, on one line. Nesting deeper than Python's recursion
+    limit (a 1000-deep array) is the parser's ``RecursionError``: it is caught, so such a
+    file is bounded by that limit and costs one line, never a traceback."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return " ".join(str(exc).split())
+
+
 @functools.lru_cache(maxsize=16)
 def _read_project(path: str, mtime_ns: int, size: int) -> tuple[str, ...]:
     """The setting of one pyproject.toml (cached until the file changes)."""
     where = f"{path}: [tool.mushin-box] secret-names"
     try:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        problem = " ".join(str(exc).split())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
+        problem = toml_problem(exc)
         raise ValueError(
             f"{where} cannot be read ({problem}); fix the file, e.g. secret-names = {_EXAMPLE}"
         ) from None

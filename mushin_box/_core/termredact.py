@@ -93,11 +93,14 @@ class TextRedactor:
     def __init__(
         self, values: Sequence[str] | set[str] = (), environ: Mapping[str, str] | None = None
     ) -> None:
-        self.secret_rule = _rule_or_default()
+        #: why the project's secret names could not be read (the built-in rule is used)
+        self.problem: str | None = None
         try:
+            self.secret_rule = secret_rule()
             found = secret_env_values(environ)
-        except ValueError:  # a broken project setting: the values of the built-in rule
-            found = set()
+        except ValueError as exc:  # a broken project setting: printing must not fail
+            self.problem = str(exc)
+            self.secret_rule, found = compile_rule(()), set()
         found |= {v for v in values if len(v) >= MIN_ARGV_SCRUB}
         self._values = values_pattern(found)
 

@@ -54,6 +54,7 @@ from typing import Any
 import attrs
 
 from mushin_box._core.layout import PROFILES_FILE, PROJECT_FILE
+from mushin_box._core.redact import toml_problem
 from mushin_box._slurm.config import (
     SETTING_FIELDS,
     check_sbatch_option,
@@ -136,9 +137,8 @@ def _tables(path: Path) -> dict[str, Any]:
     """The profile tables of one file ({} when it has none)."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        problem = " ".join(str(exc).split())
-        raise ValueError(f"{path} cannot be read ({problem}); fix the file") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
+        raise ValueError(f"{path} cannot be read ({toml_problem(exc)}); fix the file") from None
     if path.name == PROJECT_FILE:
         tool = data.get("tool")
         data = tool.get("mushin-box", {}) if isinstance(tool, dict) else {}

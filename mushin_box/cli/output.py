@@ -87,6 +87,11 @@ def redacted_output(argv: Sequence[str]) -> Iterator[None]:
 
     clean = TextRedactor(command_line_secrets(argv))
     out, err = sys.stdout, sys.stderr
+    if clean.problem is not None:  # said once, as the command starts
+        print(
+            f"mushin-box: warning: {clean.problem}; secrets are found by the built-in rule only",
+            file=err,
+        )
     sys.stdout = cast(TextIO, _Redacted(out, clean, "stdout"))
     sys.stderr = cast(TextIO, _Redacted(err, clean, "stderr"))
     try:
