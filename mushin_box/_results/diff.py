@@ -42,7 +42,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,9 +74,6 @@ from mushin_box._provenance.full import split_provenance
 from mushin_box._results.markup import esc, md_table, page, table
 from mushin_box._results.table import cell_text
 from mushin_box._sweepdir.manifest import cell_records, combo_id
-
-# The record comparison lives in _provenance_compare (one concept per module); its names
-# are re-exported here so `from mushin_box._results.diff import diff_records` keeps working.
 
 __all__ = [
     "DRIFT",
@@ -206,15 +203,10 @@ class Diff:
 # ---------------------------------------------------------------------------- paths
 
 
-def _files() -> tuple[str, str, str, str]:
-
-    return PROVENANCE_FILE, STATUS_FILE, METRICS_FILE, MANIFEST_FILE
-
-
 def input_kind(path: str | Path) -> str:
     """``"cell"``, ``"sweep"`` or ``"record"`` (a provenance JSON file); raises
     :class:`DiffInputError` for anything else."""
-    prov, status, _, manifest = _files()
+    prov, status, manifest = PROVENANCE_FILE, STATUS_FILE, MANIFEST_FILE
     p = Path(path)
     if not p.exists():
         raise DiffInputError(f"{path}: no such file or directory")
@@ -263,19 +255,11 @@ def _read_record(target: Path) -> dict[str, Any] | None:
 
 
 def _load_record(path: Path) -> dict[str, Any]:
-    prov = _files()[0]
-    target = path.resolve() if path.is_file() else path / prov  # a file given: the user's
+    target = path.resolve() if path.is_file() else path / PROVENANCE_FILE  # a file: the user's
     record = _read_record(target)
     if record is None:
         raise DiffInputError(f"{path}: no readable provenance record ({target.name})")
     return record
-
-
-def _sweep_cells(root: Path) -> Iterator[tuple[str, dict[str, Any], Path]]:
-
-    for cell_dir, status in cell_records(root):
-        combo = dict(status["combo"])
-        yield combo_id(combo), combo, cell_dir
 
 
 def _display(combo: Mapping[str, Any]) -> str:
@@ -299,40 +283,32 @@ def _packages(path: Path, record: Mapping[str, Any] | None) -> list[str] | None:
     return packages_beside(path, split_provenance(record))
 
 
-def _diverged(cell: CellDiff, a: Path | None, b: Path | None) -> CellDiff:
-    """``cell`` with where its two fits first parted, when their results differ."""
-    if cell.metrics_match or a is None or b is None:
-        return cell
-
-    where = first_divergence(
-        _read_mapping(a / FINGERPRINTS_FILE), _read_mapping(b / FINGERPRINTS_FILE)
-    )
-    return attrs.evolve(cell, divergence=where)
-
-
-def _cell_pair(a: Path, b: Path, atol: float, rtol: float, combo: dict[str, Any]) -> CellDiff:
-    prov, _, metrics, _ = _files()
-    ra, rb = _read_record(a / prov), _read_record(b / prov)
-    return _diverged(_pair_records(a, b, ra, rb, metrics, atol, rtol, combo), a, b)
-
-
-def _pair_records(
-    a: Path, b: Path, ra: Any, rb: Any, metrics: str, atol: float, rtol: float, combo: Any
+def _cell_diff(
+    a: Path, b: Path, records: tuple[Any, Any], tols: tuple[float, float], cells: str, **kw: Any
 ) -> CellDiff:
-    return diff_records(
+    """Two records compared, with the metrics of each side that is a cell directory
+    (``cells``: ``"ab"``, ``"a"``, ...); for two cells whose results differ, where their fits
+    first parted."""
+    (ra, rb), (atol, rtol) = records, tols
+    cell = diff_records(
         ra,
         rb,
-        metrics_a=_read_mapping(a / metrics),
-        metrics_b=_read_mapping(b / metrics),
+        metrics_a=_read_mapping(a / METRICS_FILE) if "a" in cells else None,
+        metrics_b=_read_mapping(b / METRICS_FILE) if "b" in cells else None,
         atol=atol,
         rtol=rtol,
-        name=_display(combo),
-        combo=redact(combo),
         path_a=str(a),
         path_b=str(b),
         packages_a=_packages(a, ra),
         packages_b=_packages(b, rb),
+        **kw,
     )
+    if cells != "ab" or cell.metrics_match:
+        return cell
+    where = first_divergence(
+        _read_mapping(a / FINGERPRINTS_FILE), _read_mapping(b / FINGERPRINTS_FILE)
+    )
+    return attrs.evolve(cell, divergence=where)
 
 
 def diff_provenance(a: str | Path, b: str | Path, *, atol: float = 0.0, rtol: float = 0.0) -> Diff:
@@ -385,58 +361,32 @@ def diff_provenance(a: str | Path, b: str | Path, *, atol: float = 0.0, rtol: fl
         raise DiffInputError(
             f"cannot compare a {ka} ({a}) with a {kb} ({b}); give two cells or two sweeps"
         )
+    tols = (float(atol), float(rtol))
     if ka in cellish:
-        metrics = _files()[2]
-        ra, rb = _load_record(pa), _load_record(pb)
+        cells = ("a" if ka == "cell" else "") + ("b" if kb == "cell" else "")
+        name = pa.name if ka == "cell" else pa.parent.name
+        cell = _cell_diff(pa, pb, (_load_record(pa), _load_record(pb)), tols, cells, name=name)
+        return Diff("cell", str(pa), str(pb), tols[0], (cell,), tols[1])
 
-        def _metrics(p: Path, kind: str) -> dict[str, Any] | None:
-            return _read_mapping(p / metrics) if kind == "cell" else None
-
-        cell = diff_records(
-            ra,
-            rb,
-            metrics_a=_metrics(pa, ka),
-            metrics_b=_metrics(pb, kb),
-            atol=float(atol),
-            rtol=float(rtol),
-            name=pa.name if ka == "cell" else pa.parent.name,
-            path_a=str(pa),
-            path_b=str(pb),
-            packages_a=_packages(pa, ra),
-            packages_b=_packages(pb, rb),
-        )
-        if ka == "cell" and kb == "cell":
-            cell = _diverged(cell, pa, pb)
-        return Diff("cell", str(pa), str(pb), float(atol), (cell,), float(rtol))
-
-    cells_a = {key: (combo, d) for key, combo, d in _sweep_cells(pa)}
-    cells_b = {key: (combo, d) for key, combo, d in _sweep_cells(pb)}
+    cells_a, cells_b = (
+        {combo_id(s["combo"]): (dict(s["combo"]), d) for d, s in cell_records(p)} for p in (pa, pb)
+    )
     out: list[CellDiff] = []
     for key in sorted(cells_a.keys() | cells_b.keys()):
         if key in cells_a and key in cells_b:
-            combo, da = cells_a[key]
-            out.append(_cell_pair(da, cells_b[key][1], float(atol), float(rtol), combo))
-            continue
-        combo, d = cells_a[key] if key in cells_a else cells_b[key]
-        only = "only_a" if key in cells_a else "only_b"
-        present, missing = "present", "missing"
-        out.append(
-            CellDiff(
-                name=_display(combo),
-                combo=redact(combo),
-                a=str(d) if key in cells_a else None,
-                b=str(d) if key in cells_b else None,
-                breaks=(
-                    FieldDiff(
-                        "<cell>",
-                        present if key in cells_a else missing,
-                        present if key in cells_b else missing,
-                        only,
-                    ),
-                ),
+            (combo, da), db = cells_a[key], cells_b[key][1]
+            records = (_read_record(da / PROVENANCE_FILE), _read_record(db / PROVENANCE_FILE))
+            out.append(
+                _cell_diff(da, db, records, tols, "ab", name=_display(combo), combo=redact(combo))
             )
-        )
-    return Diff("sweep", str(pa), str(pb), float(atol), tuple(out), float(rtol))
+            continue
+        in_a = key in cells_a
+        combo, d = cells_a[key] if in_a else cells_b[key]
+        sides = ("present", "missing") if in_a else ("missing", "present")
+        only = FieldDiff("<cell>", *sides, "only_a" if in_a else "only_b")
+        paths = (str(d), None) if in_a else (None, str(d))
+        out.append(CellDiff(_display(combo), redact(combo), *paths, breaks=(only,)))
+    return Diff("sweep", str(pa), str(pb), tols[0], tuple(out), tols[1])
 
 
 _MAX_VALUE = 60  # characters of a value shown in a table cell
