@@ -1,0 +1,386 @@
+# SPDX-License-Identifier: MIT
+"""Pack a root file system tree as a bit-reproducible SIF, and name what makes two SIFs differ.
+
+:func:`pack_tree` squashes a directory with ``mksquashfs`` and wraps it with the kit's SIF
+writer. The same tree content gives the same bytes, whatever the tree's path, its files'
+times, the order its directories were filled in, the user who packs it, or the day:
+
+- ``-all-time SDE -mkfs-time SDE``: every inode and the superblock carry
+  ``SOURCE_DATE_EPOCH``, not the files' own times nor the clock;
+- ``-reproducible`` (the default since squashfs-tools 4.4, named so that no local default
+  changes it): the data and fragment blocks are written in input order whatever number of
+  threads compresses them, so ``-processors`` is left alone; mksquashfs sorts each
+  directory's entries itself, so the order they were created in does not matter;
+- ``-noappend``: nothing of an earlier file at the temporary path is kept;
+- ``-no-xattrs``: extended attributes are left out. Their values come from the host
+  (SELinux labels, a file system's ``user.*`` attributes) and Apptainer mounts the image
+  ``nosuid``, where file capabilities have no effect;
+- ``-exit-on-error``: a file mksquashfs cannot read fails the pack instead of being left out
+  with a warning (an image missing ``/etc/shadow`` would pass unnoticed otherwise);
+- ``-one-file-system``: a file system still mounted in the tree (``/proc``, a bind of the
+  host's pip cache) is not packed;
+- ``-comp lz4``: fast to unpack at every rank's start; the bytes depend on the
+  squashfs-tools and lz4 versions, which a rebuild on another machine must match.
+
+**Ownership is kept, as the tree's builder saw it.** ``-all-root`` would make a non-root
+build equal to a root one by dropping every owner (``_apt``, ``messagebus``, a user's files);
+that changes the image, so it is not used. A tree a non-root user made in a user namespace
+(``mmdebstrap --mode=unshare``) is owned on the host by subordinate ids (root's files by the
+first id of the user's ``/etc/subuid`` range), and some of its files are readable only by
+their owner. So mksquashfs runs *inside* that namespace: ``userns`` is the command prefix
+that enters it (``("mmdebstrap", "--unshare-helper")`` enters one with mmdebstrap's
+mapping), where the files read as owned by 0, ``_apt``, ... exactly as a root build's do,
+and the bytes are the same. mksquashfs writes the squashfs through an inherited file
+descriptor, so the namespace needs no write access to the output directory; it needs to
+search the path down to the tree. The image's root directory must read as owned by uid 0
+and gid 0: a tree packed outside the namespace that made it reads as owned by the host
+user, and is refused rather than packed into a different image.
+
+**The SIF** holds the definition (if any), the inspect metadata (if any) and the squashfs
+partition, in that order (:func:`~mushin_box._image.sifwrite.write_sif`). Its header and
+descriptor times are ``SOURCE_DATE_EPOCH``; its UUID is derived from the sha256 of the
+squashfs and of the two objects (``uuid5``), so the UUID names the content; no field depends
+on the host but the architecture.
+
+:func:`first_difference` compares two SIFs: the header and descriptor fields that do not
+follow from the content first (so a different ``SOURCE_DATE_EPOCH`` is named as the time
+field, not as every file's mtime), then the objects, then the files in the squashfs
+partitions (read as a stream by ``unsquashfs -pf``: nothing is unpacked to disk).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO
+
+from mushin_box._core.errors import MushinBoxError
+from mushin_box._image.sif import (
+    SifDescriptor,
+    file_sha256,
+    read_sif_descriptors,
+    read_sif_header,
+    read_sif_object,
+)
+from mushin_box._image.sifwrite import write_sif
+
+__all__ = ["PackError", "describe_check", "first_difference", "pack_tree"]
+
+MKSQUASHFS_FLAGS = (
+    "-noappend", "-reproducible", "-no-xattrs", "-exit-on-error", "-one-file-system",
+    "-comp", "lz4", "-quiet", "-no-progress",
+)  # fmt: skip
+#: The namespace of the SIF UUIDs this module derives from an image's content.
+UUID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://mushin-box/sif-content")
+_FS = 0x4004
+_DATA_MARK = b"# START OF DATA - DO NOT MODIFY\n"
+_MAX_EPOCH = 2**32 - 1  # squashfs stores unsigned 32-bit times
+
+
+class PackError(MushinBoxError, RuntimeError):
+    """A pack step failed, or a tool it needs is missing; the message names the fix."""
+
+
+class PackInputError(MushinBoxError, ValueError):
+    """``pack_tree`` was given a tree, an output path or a time it cannot use."""
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        raise PackError(f"{name} was not found on PATH: install the squashfs-tools package")
+    return found
+
+
+def _run(argv: Sequence[str], what: str, pass_fds: tuple[int, ...] = ()) -> bytes:
+    """Run ``argv``; its stdout, or a PackError with the last line of its stderr."""
+    done = subprocess.run(list(argv), capture_output=True, check=False, pass_fds=pass_fds)
+    if done.returncode != 0:
+        lines = done.stderr.decode(errors="replace").strip().splitlines() or ["(no message)"]
+        raise PackError(f"{what} failed (exit {done.returncode}): {lines[-1]}")
+    return done.stdout
+
+
+def pack_tree(
+    tree: Path,
+    out: Path,
+    *,
+    source_date_epoch: int,
+    definition: str | None = None,
+    metadata: bytes | None = None,
+    userns: Sequence[str] = (),
+) -> str:
+    """Squash the directory ``tree`` and wrap it as a SIF at ``out``; return the SIF's sha256.
+
+    The SIF is written under a temporary name beside ``out`` and renamed at the end: a
+    failed pack leaves nothing at ``out``. The same tree content gives the same bytes
+    (see the module docstring for the rule and the flags).
+
+    Parameters
+    ----------
+    tree : Path
+        The root file system; its top directory must read as owned by 0:0.
+    out : Path
+        The ``.sif`` to write (replaced if it exists).
+    source_date_epoch : int
+        Unix seconds for every file, the squashfs and the SIF header (0 to 2**32-1).
+    definition : str, optional
+        The definition file embedded as ``Def.FILE``.
+    metadata : bytes, optional
+        The ``inspect-metadata.json`` object (``apptainer inspect``'s labels).
+    userns : sequence of str, optional
+        Command prefix that runs mksquashfs in the user namespace the tree was made in
+        (``("mmdebstrap", "--unshare-helper")``); empty for a tree root made.
+
+    Raises
+    ------
+    PackInputError
+        ``tree`` is not a directory, ``out``'s directory is missing, the time is out of
+        range, or the tree's root does not read as owned by root (pack it in its namespace).
+    PackError
+        mksquashfs is missing or fails.
+    """
+    tree, out = Path(tree), Path(out)
+    if not tree.is_dir():
+        raise PackInputError(f"{tree} is not a directory: pass the root file system to pack")
+    if not out.parent.is_dir():
+        raise PackInputError(f"{out.parent} does not exist: create it, or write the SIF elsewhere")
+    if not 0 <= source_date_epoch <= _MAX_EPOCH:
+        raise PackInputError(
+            f"SOURCE_DATE_EPOCH {source_date_epoch} is outside 0..{_MAX_EPOCH}: squashfs stores "
+            "unsigned 32-bit times"
+        )
+    mksquashfs, unsquashfs = _tool("mksquashfs"), _tool("unsquashfs")
+    epoch = str(source_date_epoch)
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as tmp:
+        squashfs = Path(tmp) / "root.squashfs"
+        fd = os.open(squashfs, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:  # writable to the namespace's root through the fd (the directory is 0700)
+            os.fchmod(fd, 0o666)
+            argv = [*userns, mksquashfs, str(tree), f"/proc/self/fd/{fd}", *MKSQUASHFS_FLAGS]
+            _run([*argv, "-all-time", epoch, "-mkfs-time", epoch], "mksquashfs", pass_fds=(fd,))
+        finally:
+            os.close(fd)
+        top = _run([unsquashfs, "-lln", "-max-depth", "0", str(squashfs)], "unsquashfs -lln")
+        owner = (top.split() or [b"", b"?"])[1].decode(errors="replace")
+        if owner != "0/0":
+            raise PackInputError(
+                f"{tree} reads as owned by {owner}, not 0/0: pack it in the user namespace "
+                "that made it (userns=...), so its files keep their owners"
+            )
+        parts = [file_sha256(squashfs).encode()]
+        for blob in (definition.encode() if definition is not None else None, metadata):
+            parts.append(hashlib.sha256(blob).hexdigest().encode() if blob is not None else b"-")
+        sif = Path(tmp) / out.name
+        write_sif(
+            sif,
+            squashfs,
+            definition=None if definition is None else definition.encode(),
+            metadata=metadata,
+            image_uuid=uuid.uuid5(UUID_NAMESPACE, b" ".join(parts).decode()),
+            created=source_date_epoch,
+        )
+        digest = file_sha256(sif)
+        os.replace(sif, out)
+    return digest
+
+
+# ---------------------------------------------------------------------------- comparing
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    if a.stat().st_size != b.stat().st_size:
+        return False
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while True:
+            block_a, block_b = fa.read(1 << 20), fb.read(1 << 20)
+            if block_a != block_b:
+                return False
+            if not block_a:
+                return True
+
+
+def _field_difference(what: str, x: object, y: object, fields: Sequence[str]) -> str | None:
+    for name in fields:
+        va, vb = getattr(x, name, None), getattr(y, name, None)
+        if va != vb:
+            return f"{what} field {name}: {va!r} != {vb!r}"
+    return None
+
+
+def first_difference(a: Path, b: Path) -> str | None:
+    """``None`` when the SIFs ``a`` and ``b`` are byte-identical; else one line naming the
+    first difference: a SIF header or descriptor field, an object, a file of the squashfs
+    partition (its type, content, mode, owner, mtime or link target), or
+    ``"squashfs metadata"`` when the files are all the same.
+
+    Fields that follow from the content (the UUID, offsets and sizes) are compared last, so
+    the line names the cause, not its consequence.
+
+    Raises
+    ------
+    SifFormatError
+        If either file is not a SIF.
+    PackError
+        If unsquashfs is missing or cannot read a partition.
+    """
+    a, b = Path(a), Path(b)
+    if _same_bytes(a, b):
+        return None
+    ha, hb = read_sif_header(a), read_sif_header(b)
+    fields = ("launch_script", "version", "arch", "created", "modified", "descriptors_total")
+    found = _field_difference("SIF header", ha, hb, fields)
+    if found:
+        return found
+    da, db = read_sif_descriptors(a), read_sif_descriptors(b)
+    if [d.datatype_name for d in da] != [d.datatype_name for d in db]:
+        names_a, names_b = [d.datatype_name for d in da], [d.datatype_name for d in db]
+        return f"SIF objects: {names_a} != {names_b}"
+    fields = ("id", "group_id", "linked_id", "name", "created", "modified", "extra")
+    for x, y in zip(da, db, strict=True):
+        found = _field_difference(f"SIF descriptor {x.id} ({x.datatype_name})", x, y, fields)
+        if found:
+            return found
+    for x, y in zip(da, db, strict=True):
+        found = _object_difference(a, b, x, y)
+        if found:
+            return found
+    for what, x, y in [("SIF header", ha, hb)] + [
+        (f"SIF descriptor {x.id} ({x.datatype_name})", x, y) for x, y in zip(da, db, strict=True)
+    ]:
+        found = _field_difference(what, x, y, ("uuid", "data_size", "offset", "size"))
+        if found:
+            return found
+    return found or "squashfs metadata"
+
+
+def _object_difference(a: Path, b: Path, x: SifDescriptor, y: SifDescriptor) -> str | None:
+    if x.datatype == _FS:
+        return _squashfs_difference(a, x.offset, b, y.offset)
+    blob_a, blob_b = read_sif_object(a, x), read_sif_object(b, y)
+    if blob_a == blob_b:
+        return None
+    what = f"SIF object {x.id} ({x.datatype_name}{' ' + x.name if x.name else ''})"
+    lines_a, lines_b = blob_a.splitlines(), blob_b.splitlines()
+    pairs = enumerate(zip(lines_a, lines_b, strict=False))
+    line = next((i for i, (p, q) in pairs if p != q), min(len(lines_a), len(lines_b)))
+    return f"{what} differs at line {line + 1}"
+
+
+def _squashfs_difference(a: Path, offset_a: int, b: Path, offset_b: int) -> str | None:
+    files_a, files_b = _squashfs_files(a, offset_a), _squashfs_files(b, offset_b)
+    for path in sorted(files_a.keys() | files_b.keys()):
+        entry_a, entry_b = files_a.get(path), files_b.get(path)
+        if entry_a is None or entry_b is None:
+            return f"/{path}: only in {(b if entry_a is None else a).name}"
+        for name in entry_a.keys() | entry_b.keys():
+            va, vb = entry_a.get(name), entry_b.get(name)
+            if va != vb:
+                if name == "content":
+                    va, vb = f"sha256:{str(va)[:12]}", f"sha256:{str(vb)[:12]}"
+                return f"/{path}: {name} {va} != {vb}"
+    return None
+
+
+def _squashfs_files(sif: Path, offset: int) -> dict[str, dict[str, str]]:
+    """Path -> {type, mtime, mode, owner, size, content (sha256), target} of each file."""
+    argv = [_tool("unsquashfs"), "-quiet", "-no-progress", "-o", str(offset)]
+    argv += ["-pf", "/dev/stdout", str(sif)]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        files, data = _parse_pseudo(proc.stdout)
+        by_offset: dict[tuple[int, int], str] = {}
+        position = 0
+        for start, size in sorted(set(data.values())):
+            if start < position:  # overlaps an earlier file's bytes: never written so
+                raise PackError(f"{sif}: unsquashfs -pf gave overlapping file data")
+            proc.stdout.read(start - position)
+            by_offset[start, size] = _hash_stream(proc.stdout, size)
+            position = start + size
+        proc.stdout.read()
+        error = proc.stderr.read().decode(errors="replace").strip()
+    if proc.returncode != 0:
+        raise PackError(f"unsquashfs could not read {sif}: {error or proc.returncode}")
+    for path, extent in data.items():
+        files[path]["content"] = by_offset[extent]
+    return files
+
+
+def _hash_stream(stream: IO[bytes], size: int) -> str:
+    digest = hashlib.sha256()
+    while size > 0:
+        block = stream.read(min(size, 1 << 20))
+        if not block:
+            raise PackError("unsquashfs -pf ended inside a file's data")
+        digest.update(block)
+        size -= len(block)
+    return digest.hexdigest()
+
+
+def _pseudo_lines(stream: IO[bytes]) -> Iterator[bytes]:
+    """The definition lines before the data (a name's escaped newline joins two lines)."""
+    pending = b""
+    for raw in stream:
+        if raw == _DATA_MARK:
+            stream.readline()  # the '#' line after the mark
+            return
+        line = pending + raw
+        if line.endswith(b"\\\n"):
+            pending = line
+            continue
+        pending = b""
+        if line.strip() and not line.startswith(b"#"):
+            yield line.rstrip(b"\n")
+
+
+def _parse_pseudo(
+    stream: IO[bytes],
+) -> tuple[dict[str, dict[str, str]], dict[str, tuple[int, int]]]:
+    kinds = {"D": "directory", "R": "file", "S": "symlink", "L": "hard link", "I": "fifo/socket"}
+    kinds |= {"B": "block device", "C": "char device"}
+    files: dict[str, dict[str, str]] = {}
+    data: dict[str, tuple[int, int]] = {}
+    for line in _pseudo_lines(stream):
+        name, rest = _split_name(line)
+        path = os.fsdecode(name).strip("/")
+        kind, _, fields = rest.partition(b" ")
+        kind_s = kind.decode()
+        entry = {"type": kinds.get(kind_s, kind_s)}
+        if kind_s == "L":
+            entry["target"] = os.fsdecode(fields)
+        else:
+            mtime, mode, uid, gid, *more = fields.split(b" ", 4)
+            entry |= {"mtime": mtime.decode(), "mode": "0" + mode.decode()}
+            entry["owner"] = f"{uid.decode()}:{gid.decode()}"
+            tail = more[0] if more else b""
+            if kind_s == "R":
+                size, start = tail.split()[:2]
+                entry["size"] = size.decode()
+                data[path] = (int(start), int(size))
+            elif tail:
+                entry["target"] = os.fsdecode(tail)
+        files[path] = entry
+    return files, data
+
+
+def _split_name(line: bytes) -> tuple[bytes, bytes]:
+    """Split a pseudo definition into its (unescaped) name and the rest."""
+    name, index = bytearray(), 0
+    while index < len(line) and line[index : index + 1] != b" ":
+        if line[index : index + 1] == b"\\":
+            index += 1
+        name += line[index : index + 1]
+        index += 1
+    return bytes(name), line[index + 1 :]
+
+
+def describe_check(built: Path, rebuilt: Path) -> str:
+    """What ``build --check`` prints: ``"identical"``, or the first difference."""
+    found = first_difference(built, rebuilt)
+    return "identical" if found is None else f"differs: {found}"
