@@ -37,7 +37,7 @@ import re
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import attrs
 
@@ -56,6 +56,7 @@ from mushin_box._core.targets import public
 
 __all__ = [
     "SELF_REFERENCE_MARKER",
+    "ContainerLauncherFields",
     "EnvFile",
     "container_launcher_fields",
     "env_file_path",
@@ -354,16 +355,13 @@ def srun_argv(
     python_args: Sequence[str],
     *,
     ntasks_per_node: int,
-    cpus_per_task: int | None = None,
     working_dir: StrPath | None = None,
 ) -> list[str]:
-    """``srun --kill-on-bad-exit=1 --ntasks-per-node=N [--cpus-per-task=C]`` + :func:`rank_argv`.
+    """``srun --kill-on-bad-exit=1 --ntasks-per-node=N`` + :func:`rank_argv`.
 
     ``--kill-on-bad-exit=1``: one dead rank would leave the others stuck in a collective.
     """
     argv = ["srun", "--kill-on-bad-exit=1", f"--ntasks-per-node={int(ntasks_per_node)}"]
-    if cpus_per_task is not None:
-        argv.append(f"--cpus-per-task={int(cpus_per_task)}")
     return argv + rank_argv(spec, env_file, python_args, working_dir=working_dir)
 
 
@@ -449,6 +447,18 @@ def fold_env_file(script: str) -> str:
 
 
 @public
+class ContainerLauncherFields(TypedDict):
+    """The ``hydra/launcher=mushin_slurm`` fields that run every rank in an image (a dict:
+    ``launcher_config`` and ``hydra.launcher.KEY=VALUE`` take it as it is)."""
+
+    #: submitit's python command: :func:`rank_command`
+    python: str
+    #: the :func:`setup_lines`, to put before any user setup
+    setup: list[str]
+    #: ``["--kill-on-bad-exit=1"]``
+    srun_args: list[str]
+
+
 def container_launcher_fields(
     spec: ContainerLaunch,
     *,
@@ -456,17 +466,10 @@ def container_launcher_fields(
     run_id: str | None = None,
     sif_sha256: str | None = None,
     identity: ImageIdentity | None = None,
-) -> dict[str, Any]:
+) -> ContainerLauncherFields:
     """``hydra/launcher=mushin_slurm`` fields that run every rank in the image.
 
     The env file is :func:`plan_env_file`'s (``identity``: ``preflight(image).identity``).
-
-    Returns
-    -------
-    dict
-        ``python`` (submitit's python command: :func:`rank_command`), ``setup`` (the
-        :func:`setup_lines`, to put before any user setup) and ``srun_args``
-        (``["--kill-on-bad-exit=1"]``).
 
     Examples
     --------

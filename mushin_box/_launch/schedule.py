@@ -125,12 +125,14 @@ def slurm_launcher_config(
         except (TypeError, ValueError) as exc:
             raise ScheduleError(f"{source}: {exc}") from None
     try:
-        config = submitit_slurm_config(
-            nodes=nodes,
-            gpus_per_node=gpus,
-            **settings.given(launcher=False),
-            **dict(container or {}),
-        )
+        config: dict[str, Any] = {
+            **submitit_slurm_config(
+                nodes=nodes,
+                gpus_per_node=gpus,
+                **settings.given(launcher=False),
+                **dict(container or {}),
+            )
+        }
     except (TypeError, ValueError) as exc:
         raise ScheduleError(str(exc)) from None
     mine = settings.given(launcher=True)

@@ -13,7 +13,7 @@ import re
 import unicodedata
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import attrs
 
@@ -32,7 +32,9 @@ from mushin_box._slurm.torchrun import torchrun_launcher_fields
 
 __all__ = [
     "SLURM_LAUNCHER_KEYS",
+    "SbatchValue",
     "SlurmSettings",
+    "SubmititSlurmConfig",
     "check_sbatch_option",
     "refuse_control_characters",
     "sbatch_options",
@@ -182,12 +184,16 @@ def check_sbatch_option(option: object, value: object, *, where: str) -> None:
     raise ValueError(f"{said}: {_KIT_ONLY[owned]}")
 
 
-def sbatch_options(key: str, value: object) -> dict[str, Any]:
+#: an sbatch option's value: a string, a number, or True (a flag option)
+SbatchValue = str | int | float | bool
+
+
+def sbatch_options(key: str, value: object) -> dict[str, SbatchValue]:
     """A copy of a dict of extra sbatch options, each checked by :func:`check_sbatch_option`
     (named ``key[option]``)."""
     if not isinstance(value, Mapping):
         raise ValueError(f"{key} must be a dict of sbatch options, got {value!r}")
-    options: dict[str, Any] = {}
+    options: dict[str, SbatchValue] = {}
     for option, option_value in value.items():  # pyright: ignore[reportUnknownVariableType]
         check_sbatch_option(option, option_value, where=f"{key}[{option!r}]")
         options[option] = option_value
@@ -395,6 +401,50 @@ def _unknown_key_error(key: str) -> ValueError:
     )
 
 
+# the keys always there; a base class, not Required[], which postponed annotations hide from
+# the runtime's __required_keys__
+class _Layout(TypedDict):
+    nodes: int
+    tasks_per_node: int
+    gpus_per_node: int
+    cpus_per_task: int
+    timeout_min: int
+
+
+class SubmititSlurmConfig(_Layout, total=False):
+    """What :func:`submitit_slurm_config` returns: ``hydra.launcher`` values, as a dict
+    (``Workflow.run(launcher_config=...)`` takes it as it is). The first five keys are
+    always there, the others when set; each optional one is a :class:`SlurmSettings`
+    field of the same name, or one of the image's (``python``, ``srun_args``) or
+    torchrun's (``torchrun`` .. ``rank_signal``), which only ``mushin_slurm`` reads."""
+
+    partition: str
+    account: str
+    qos: str
+    constraint: str
+    exclude: str
+    comment: str
+    name: str
+    mem_gb: int
+    mem_per_cpu: str
+    mem_per_gpu: str
+    array_parallelism: int
+    additional_parameters: dict[str, SbatchValue]
+    submitit_folder: str
+    stderr_to_stdout: bool
+    gres: str
+    signal_delay_s: int
+    max_num_timeout: int
+    setup: list[str]
+    python: str
+    srun_args: list[str]
+    torchrun: bool
+    nproc_per_node: int
+    max_restarts: int
+    min_nodes: int
+    rank_signal: str
+
+
 @public
 def submitit_slurm_config(
     *,
@@ -418,7 +468,7 @@ def submitit_slurm_config(
     max_restarts: int = 0,
     min_nodes: int | None = None,
     **extra: Any,
-) -> dict[str, Any]:
+) -> SubmititSlurmConfig:
     """A validated hydra-submitit-launcher config for a job with one rank per GPU.
 
     The returned dict holds ``hydra.launcher`` values for ``hydra/launcher=submitit_slurm``
@@ -479,8 +529,8 @@ def submitit_slurm_config(
 
     Returns
     -------
-    dict of str to Any
-        ``nodes``, ``tasks_per_node``, ``gpus_per_node``, ``cpus_per_task`` and
+    SubmititSlurmConfig
+        A dict: ``nodes``, ``tasks_per_node``, ``gpus_per_node``, ``cpus_per_task`` and
         ``timeout_min``, then every optional key whose value is not None. Lists and dicts
         are copies. With ``image``: also ``python``, ``srun_args`` and ``setup`` (the
         container's lines first).
@@ -595,4 +645,4 @@ def submitit_slurm_config(
             f"{' and '.join(memory)} are mutually exclusive (sbatch accepts one of --mem, "
             f"--mem-per-cpu, --mem-per-gpu); keep one"
         )
-    return config
+    return cast(SubmititSlurmConfig, config)  # every key is one of its own, checked above

@@ -139,6 +139,19 @@ def test_keys_are_fields_of_the_stock_launcher() -> None:
     }
 
 
+def test_every_key_it_returns_is_typed() -> None:
+    from mushin_box._slurm.config import SubmititSlurmConfig
+
+    required = SubmititSlurmConfig.__required_keys__
+    typed = required | SubmititSlurmConfig.__optional_keys__
+    assert required == {"nodes", "tasks_per_node", "gpus_per_node", "cpus_per_task", "timeout_min"}
+    assert set(SLURM_LAUNCHER_KEYS) <= typed
+    everything = submitit_slurm_config(
+        nodes=2, gpus_per_node=4, image="/i.sif", preflight=False, torchrun=True, min_nodes=1
+    )
+    assert isinstance(everything, dict) and set(everything) <= typed
+
+
 def test_merges_into_the_real_launcher_config_when_installed() -> None:
     launcher = pytest.importorskip("hydra_plugins.hydra_submitit_launcher.config")
     from omegaconf import OmegaConf
