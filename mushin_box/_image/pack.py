@@ -52,11 +52,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 import uuid
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO
 
@@ -80,6 +82,8 @@ MKSQUASHFS_FLAGS = (
 UUID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://mushin-box/sif-content")
 _FS = 0x4004
 _DATA_MARK = b"# START OF DATA - DO NOT MODIFY\n"
+_ENTRY = re.compile(rb"((?:\\.|[^ \\])+) ([BCDILRS]) (.*)\n", re.DOTALL)  # name, type, fields
+_ESCAPE = re.compile(rb"\\(.)", re.DOTALL)
 _MAX_EPOCH = 2**32 - 1  # squashfs stores unsigned 32-bit times
 
 
@@ -174,16 +178,15 @@ def pack_tree(
                 f"{tree} reads as owned by {owner}, not 0/0: pack it in the user namespace "
                 "that made it (userns=...), so its files keep their owners"
             )
-        parts = [file_sha256(squashfs).encode()]
-        for blob in (definition.encode() if definition is not None else None, metadata):
-            parts.append(hashlib.sha256(blob).hexdigest().encode() if blob is not None else b"-")
+        objects = (None if definition is None else definition.encode(), metadata)
+        hashes = [hashlib.sha256(o).hexdigest() if o is not None else "-" for o in objects]
         sif = Path(tmp) / out.name
         write_sif(
             sif,
             squashfs,
-            definition=None if definition is None else definition.encode(),
+            definition=objects[0],
             metadata=metadata,
-            image_uuid=uuid.uuid5(UUID_NAMESPACE, b" ".join(parts).decode()),
+            image_uuid=uuid.uuid5(UUID_NAMESPACE, " ".join([file_sha256(squashfs), *hashes])),
             created=source_date_epoch,
         )
         digest = file_sha256(sif)
@@ -194,16 +197,21 @@ def pack_tree(
 # ---------------------------------------------------------------------------- comparing
 
 
-def _same_bytes(a: Path, b: Path) -> bool:
-    if a.stat().st_size != b.stat().st_size:
-        return False
+def _same_bytes(a: Path, b: Path, offsets: tuple[int, int] = (0, 0), size: int = -1) -> bool:
+    """Whether ``size`` bytes (default: the whole files, of equal size) at ``offsets`` match."""
+    if size < 0:
+        size = a.stat().st_size
+        if b.stat().st_size != size:
+            return False
     with open(a, "rb") as fa, open(b, "rb") as fb:
-        while True:
-            block_a, block_b = fa.read(1 << 20), fb.read(1 << 20)
-            if block_a != block_b:
+        fa.seek(offsets[0])
+        fb.seek(offsets[1])
+        while size > 0:
+            block = fa.read(min(size, 1 << 20))
+            if not block or block != fb.read(len(block)):
                 return False
-            if not block_a:
-                return True
+            size -= len(block)
+    return True
 
 
 def _field_difference(what: str, x: object, y: object, fields: Sequence[str]) -> str | None:
@@ -262,7 +270,7 @@ def first_difference(a: Path, b: Path) -> str | None:
 
 def _object_difference(a: Path, b: Path, x: SifDescriptor, y: SifDescriptor) -> str | None:
     if x.datatype == _FS:
-        return _squashfs_difference(a, x.offset, b, y.offset)
+        return _squashfs_difference(a, x, b, y)
     blob_a, blob_b = read_sif_object(a, x), read_sif_object(b, y)
     if blob_a == blob_b:
         return None
@@ -273,13 +281,16 @@ def _object_difference(a: Path, b: Path, x: SifDescriptor, y: SifDescriptor) -> 
     return f"{what} differs at line {line + 1}"
 
 
-def _squashfs_difference(a: Path, offset_a: int, b: Path, offset_b: int) -> str | None:
-    files_a, files_b = _squashfs_files(a, offset_a), _squashfs_files(b, offset_b)
+def _squashfs_difference(a: Path, x: SifDescriptor, b: Path, y: SifDescriptor) -> str | None:
+    if x.size == y.size and _same_bytes(a, b, (x.offset, y.offset), x.size):
+        return None
+    with ThreadPoolExecutor(2) as pool:  # two unsquashfs processes at once
+        files_a, files_b = pool.map(_squashfs_files, (a, b), (x.offset, y.offset))
     for path in sorted(files_a.keys() | files_b.keys()):
         entry_a, entry_b = files_a.get(path), files_b.get(path)
         if entry_a is None or entry_b is None:
             return f"/{path}: only in {(b if entry_a is None else a).name}"
-        for name in entry_a.keys() | entry_b.keys():
+        for name in ("type", "content", "target", "mode", "owner", "mtime"):
             va, vb = entry_a.get(name), entry_b.get(name)
             if va != vb:
                 if name == "content":
@@ -289,7 +300,7 @@ def _squashfs_difference(a: Path, offset_a: int, b: Path, offset_b: int) -> str 
 
 
 def _squashfs_files(sif: Path, offset: int) -> dict[str, dict[str, str]]:
-    """Path -> {type, mtime, mode, owner, size, content (sha256), target} of each file."""
+    """Path -> {type, mtime, mode, owner, content (sha256), target} of each file."""
     argv = [_tool("unsquashfs"), "-quiet", "-no-progress", "-o", str(offset)]
     argv += ["-pf", "/dev/stdout", str(sif)]
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
@@ -323,20 +334,22 @@ def _hash_stream(stream: IO[bytes], size: int) -> str:
     return digest.hexdigest()
 
 
-def _pseudo_lines(stream: IO[bytes]) -> Iterator[bytes]:
-    """The definition lines before the data (a name's escaped newline joins two lines)."""
+def _pseudo_entries(stream: IO[bytes]) -> Iterator[tuple[str, str, bytes]]:
+    """(path, type letter, fields) of each definition before the data. unsquashfs escapes a
+    space in a name but not a newline: a line that is no definition starts a name the next
+    line ends."""
     pending = b""
     for raw in stream:
         if raw == _DATA_MARK:
             stream.readline()  # the '#' line after the mark
             return
-        line = pending + raw
-        if line.endswith(b"\\\n"):
-            pending = line
+        found = _ENTRY.fullmatch(pending + raw)
+        if found is None:
+            pending = b"" if raw.startswith(b"#") and not pending else pending + raw
             continue
         pending = b""
-        if line.strip() and not line.startswith(b"#"):
-            yield line.rstrip(b"\n")
+        path = os.fsdecode(_ESCAPE.sub(rb"\1", found[1])).strip("/")
+        yield path, found[2].decode(), found[3]
 
 
 def _parse_pseudo(
@@ -346,38 +359,21 @@ def _parse_pseudo(
     kinds |= {"B": "block device", "C": "char device"}
     files: dict[str, dict[str, str]] = {}
     data: dict[str, tuple[int, int]] = {}
-    for line in _pseudo_lines(stream):
-        name, rest = _split_name(line)
-        path = os.fsdecode(name).strip("/")
-        kind, _, fields = rest.partition(b" ")
-        kind_s = kind.decode()
-        entry = {"type": kinds.get(kind_s, kind_s)}
-        if kind_s == "L":
+    for path, kind, fields in _pseudo_entries(stream):
+        entry = files[path] = {"type": kinds[kind]}
+        if kind == "L":
             entry["target"] = os.fsdecode(fields)
-        else:
-            mtime, mode, uid, gid, *more = fields.split(b" ", 4)
-            entry |= {"mtime": mtime.decode(), "mode": "0" + mode.decode()}
-            entry["owner"] = f"{uid.decode()}:{gid.decode()}"
-            tail = more[0] if more else b""
-            if kind_s == "R":
-                size, start = tail.split()[:2]
-                entry["size"] = size.decode()
-                data[path] = (int(start), int(size))
-            elif tail:
-                entry["target"] = os.fsdecode(tail)
-        files[path] = entry
+            continue
+        mtime, mode, uid, gid, *more = fields.split(b" ", 4)
+        entry |= {"mtime": mtime.decode(), "mode": "0" + mode.decode()}
+        entry["owner"] = f"{uid.decode()}:{gid.decode()}"
+        tail = more[0] if more else b""
+        if kind == "R":
+            size, start = tail.split()[:2]
+            data[path] = (int(start), int(size))
+        elif tail:
+            entry["target"] = os.fsdecode(tail)
     return files, data
-
-
-def _split_name(line: bytes) -> tuple[bytes, bytes]:
-    """Split a pseudo definition into its (unescaped) name and the rest."""
-    name, index = bytearray(), 0
-    while index < len(line) and line[index : index + 1] != b" ":
-        if line[index : index + 1] == b"\\":
-            index += 1
-        name += line[index : index + 1]
-        index += 1
-    return bytes(name), line[index + 1 :]
 
 
 def describe_check(built: Path, rebuilt: Path) -> str:

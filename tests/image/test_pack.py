@@ -62,6 +62,8 @@ ENTRIES = [
     ("usr/bin", None, 0o755, 0),
     ("usr/bin/tool", b"#!/bin/sh\necho tool\n", 0o755, 0),
     ("usr/bin/alias", "tool", 0o777, 0),
+    ("usr/share", None, 0o755, 0),
+    ("usr/share/read me", b"a name with a space\n", 0o644, 0),
     ("var", None, 0o755, 0),
     ("var/lib", None, 0o755, 0),
     ("var/lib/apt-owned", b"x" * 5000, 0o600, 100),
@@ -132,6 +134,10 @@ def change_owner(tree: Path) -> None:
     os.chown(tree / "var/lib/apt-owned", 101, 100)
 
 
+def change_spaced_name(tree: Path) -> None:
+    (tree / "usr/share/read me").write_bytes(b"a name with a space!\n")
+
+
 def add_file(tree: Path) -> None:
     (tree / "var/empty/new").write_bytes(b"")
 
@@ -145,6 +151,7 @@ def add_file(tree: Path) -> None:
         pytest.param(
             change_owner, "/var/lib/apt-owned: owner 100:100 != 101:100", marks=needs_root
         ),
+        (change_spaced_name, "/usr/share/read me: content "),
         (add_file, "/var/empty/new: only in b.sif"),
     ],
 )
