@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from mushin_box.cli.main import UsageError, number
+from mushin_box.cli.output import shown
 from mushin_box.cli.tables import resolve_sweep, resume_hint
 
 __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
@@ -57,18 +58,18 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     for line in report.refused:
-        print(f"warning: {line}", file=sys.stderr)
+        print(shown(f"warning: {line}"), file=sys.stderr)
     if report.scancelled:  # as it ran: an array's tasks as one expression
         # lazy: every command's start imports this module; only this command pays for its rooms
         from mushin_box._slurm.jobs import scancel_args
 
         print(f"scancel {' '.join(scancel_args(report.scancelled))}")
     for cell in report.cancelled:
-        print(f"{cell}: cancelled")
+        print(shown(f"{cell}: cancelled"))
     for cell, state in report.untouched:
-        print(f"{cell}: {state}, left as it is")
+        print(shown(f"{cell}: {state}, left as it is"))
     for cell, why in report.unreachable:
-        print(f"{cell}: not stopped: {why}")
+        print(shown(f"{cell}: not stopped: {why}"))
     if report.cancelled:
         print(f"run them again: {resume_hint(root)}")
     return 1 if report.unreachable else 0

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mushin_box.cli.main import UsageError
-from mushin_box.cli.output import JSON_HELP, print_json
+from mushin_box.cli.output import JSON_HELP, print_json, shown
 from mushin_box.cli.tables import duration
 
 __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     for row in rows:
         counts = ", ".join(f"{n} {state}" for state, n in row["counts"].items())
         table.add_row(
-            escape(row["sweep"]),
+            escape(shown(row["sweep"])),
             escape(row["launcher"] or "-"),
             escape(counts or "none"),
             escape((row["started"] or "-")[:16].replace("T", " ")),

@@ -28,7 +28,7 @@ from typing import Any
 
 from mushin_box._core.errors import MushinBoxError, python_argument
 from mushin_box._core.version import __version__
-from mushin_box.cli.output import OutputError, redacted_output, silence
+from mushin_box.cli.output import OutputError, redacted_output, shown, silence
 
 __all__ = [
     "COMMANDS",
@@ -299,7 +299,7 @@ def _main(argv: Sequence[str] | None) -> tuple[int, Any, str | None]:
         except MushinBoxError as exc:  # the kit refused: one line, in this command's flags
             if isinstance(exc, OutputError) or args.debug:
                 raise
-            print(f"{command}: error: {in_flags(exc, args)}", file=sys.stderr)
+            print(f"{command}: error: {shown(in_flags(exc, args))}", file=sys.stderr)
             code = EXIT_USAGE
         sys.stdout.flush()  # a full disk says so here, not in Python's flush at exit
         return code, None, name

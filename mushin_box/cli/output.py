@@ -25,13 +25,44 @@ from typing import Any, TextIO, cast
 
 from mushin_box._core.errors import MushinBoxError
 
-__all__ = ["JSON_HELP", "OutputError", "print_json", "redacted_output", "silence", "strict_json"]
+__all__ = [
+    "JSON_HELP",
+    "OutputError",
+    "print_json",
+    "redacted_output",
+    "shown",
+    "silence",
+    "strict_json",
+]
 
 #: the help of every ``--json`` flag: what a script gets where JSON has no number
 JSON_HELP = (
     "print machine-readable JSON (strict: a number that is not finite, a NaN metric, is the "
     'string "nan", "inf" or "-inf")'
 )
+
+#: every C0 and C1 control character and DEL as ``\xNN`` (a newline ``\n``, a tab ``\t``, a
+#: carriage return ``\r``), and the Unicode line breaks and direction overrides as ``\uNNNN``
+_ESCAPES = (
+    {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
+    | {ord("\n"): "\\n", ord("\t"): "\\t", ord("\r"): "\\r"}
+    | {c: f"\\u{c:04x}" for c in (0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A))}
+)
+
+
+def shown(text: object) -> str:
+    """``text`` for one line of the terminal, every control character written as its
+    escape (a newline as ``\\n``, ESC as ``\\x1b``).
+
+    A name or string read from a sweep directory (a cell's directory, its error, a sweep's
+    folder) is chosen by whoever can write there: raw, a newline in it forges a line of the
+    command's answer (``a=1\\nFAKE completed``) and an escape sequence colours or moves
+    the cursor. Every command prints such text through here; a backslash is kept as it is.
+
+    >>> shown("lr=1.0\\nFAKE completed lr=99"), shown("..\\x1b[31mred")
+    ('lr=1.0\\\\nFAKE completed lr=99', '..\\\\x1b[31mred')
+    """
+    return str(text).translate(_ESCAPES)
 
 
 class OutputError(MushinBoxError):

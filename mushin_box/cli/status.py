@@ -15,7 +15,7 @@ import argparse
 import sys
 from typing import Any
 
-from mushin_box.cli.output import JSON_HELP, print_json
+from mushin_box.cli.output import JSON_HELP, print_json, shown
 from mushin_box.cli.tables import (
     SWEEP_EXITS,
     error_line,
@@ -122,13 +122,13 @@ def print_table(sweep: Any, said: str | None = None) -> None:
         name = cell.dir or cell.combo
         where = f" (see {cell.error_file})" if cell.error_file else ""
         if width is None:  # piped, no COLUMNS: one line each, nothing cut but the error
-            print(f"{name}: {error_line(cell)}{where}")
+            print(shown(f"{name}: {error_line(cell)}{where}"))
             continue
         # the error on the cell's line, cut to the width; its file on the next (a path
         # is never cut: it is there to be copied)
-        print(f"{name}: {error_line(cell, max(width - len(str(name)) - 2, 24))}")
+        print(shown(f"{name}: {error_line(cell, max(width - len(str(name)) - 2, 24))}"))
         if where:
-            print(f" {where}")
+            print(shown(f" {where}"))
 
 
 def unanswered_line(sweep: Any) -> str:

@@ -31,6 +31,7 @@ from typing import Any
 import attrs
 
 from mushin_box.cli.main import EXIT_RUNNING, UsageError
+from mushin_box.cli.output import shown
 
 __all__ = [
     "Column",
@@ -171,12 +172,12 @@ def end_report(sweep: Any, resume: str) -> int:
     print(f"[mushin-box] {sweep.root}: {summary(sweep)}")
     for cell in sweep.cells:
         values = " ".join(f"{k}={cell_text(v)}" for k, v in sorted(cell.metrics.items()))
-        print(f"  {cell.state:<9} {cell.dir or cell.combo}  {values}".rstrip())
+        print(shown(f"  {cell.state:<9} {cell.dir or cell.combo}  {values}".rstrip()))
     failed = [c for c in sweep.cells if c.state != "completed"]
     for cell in failed:
         if cell.error_type or cell.error_message:
             where = f" (see {cell.error_file})" if cell.error_file else ""
-            print(f"  {cell.dir}: {cell.state}: {error_line(cell)}{where}")
+            print(shown(f"  {cell.dir}: {cell.state}: {error_line(cell)}{where}"))
     if failed:
         print(
             f"[mushin-box] {len(failed)} cell(s) did not complete; to run only those "
@@ -339,9 +340,9 @@ def lines(columns: Sequence[Column], state_column: int, *, colour: bool) -> Iter
 def left_out(dropped: Sequence[str], width: int) -> str:
     """The line that names the columns left out, within ``width`` (``+N more`` for the
     names it has no room for)."""
-    for shown in range(len(dropped), 0, -1):
-        more = f" +{len(dropped) - shown} more" if shown < len(dropped) else ""
-        line = f"(left out to fit: {', '.join(dropped[:shown])}{more}; --json has all)"
+    for named in range(len(dropped), 0, -1):
+        more = f" +{len(dropped) - named} more" if named < len(dropped) else ""
+        line = f"(left out to fit: {', '.join(dropped[:named])}{more}; --json has all)"
         if len(line) <= width:
             return line
     return f"({len(dropped)} columns left out to fit; --json has all)"
