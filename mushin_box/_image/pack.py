@@ -15,8 +15,9 @@ times, the order its directories were filled in, the user who packs it, or the d
 - ``-no-xattrs``: extended attributes are left out. Their values come from the host
   (SELinux labels, a file system's ``user.*`` attributes) and Apptainer mounts the image
   ``nosuid``, where file capabilities have no effect;
-- ``-exit-on-error``: a file mksquashfs cannot read fails the pack instead of being left out
-  with a warning (an image missing ``/etc/shadow`` would pass unnoticed otherwise);
+- ``-exit-on-error``: a file mksquashfs cannot read fails the pack. Without it mksquashfs
+  stores such a file empty, warns and exits 0: a pack outside the tree's user namespace
+  would make an image with an empty ``/etc/shadow`` and no error;
 - ``-one-file-system``: a file system still mounted in the tree (``/proc``, a bind of the
   host's pip cache) is not packed;
 - ``-comp lz4``: fast to unpack at every rank's start; the bytes depend on the
@@ -72,7 +73,7 @@ from mushin_box._image.sif import (
 )
 from mushin_box._image.sifwrite import write_sif
 
-__all__ = ["PackError", "describe_check", "first_difference", "pack_tree"]
+__all__ = ["PackError", "PackInputError", "describe_check", "first_difference", "pack_tree"]
 
 MKSQUASHFS_FLAGS = (
     "-noappend", "-reproducible", "-no-xattrs", "-exit-on-error", "-one-file-system",
