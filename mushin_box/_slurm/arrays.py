@@ -56,7 +56,6 @@ __all__ = [
     "ArrayPart",
     "array_limit",
     "arrays_summary",
-    "check_array_settings",
     "cluster_array_limit",
     "first_array",
     "split_sweep",
@@ -150,20 +149,6 @@ def split_sweep(cells: int, limit: int | None, parallelism: int) -> list[ArrayPa
         parts.append(ArrayPart(first, n, min(n, parallelism), after))
         first += n
     return parts
-
-
-def check_array_settings(settings: dict[str, Any]) -> None:
-    """``array_parallelism`` and ``max_array_tasks`` of a launcher's settings: positive
-    integers (``max_array_tasks`` may be None: the cluster's limit)."""
-    for key, allow_none in (("array_parallelism", False), ("max_array_tasks", True)):
-        value = settings.get(key)
-        if value is None and allow_none:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            fix = "the most cells that run at once (launch --max-parallel N)"
-            if key == "max_array_tasks":
-                fix = "the most cells in one job array, or None for the cluster's MaxArraySize"
-            raise ValueError(f"{key} must be a positive integer, {fix}; got {value!r}")
 
 
 def sweep_arrays(settings: Mapping[str, Any], cells: int) -> tuple[list[ArrayPart], int | None]:

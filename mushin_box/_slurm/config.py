@@ -238,14 +238,21 @@ def _setting(
     flag: str | None = None,
     sbatch: str | None = None,
     profile: str | None = None,
-    default: Any = None,
+    executor: str | None = None,
+    launcher: bool = False,
 ) -> Any:
     """A field of :class:`SlurmSettings`: ``check`` (key, value) -> the value to store
     (None: the launcher checks it), the launch ``flag`` that sets it, the ``sbatch`` option
-    it writes (refused in a table of sbatch options), and what its value is in a launch
-    profile (``profile``; None: no profile key), whose key is the flag without ``--``."""
+    it writes (refused in a table of sbatch options), what its value is in a launch profile
+    (``profile``; None: no profile key), whose key is the flag without ``--``, the submitit
+    ``SlurmExecutor`` parameter it sets (``executor``; by default the sbatch option, which
+    submitit spells with ``_``), and whether only ``mushin_slurm`` has it (``launcher``:
+    not hydra-submitit-launcher, so not :func:`submitit_slurm_config`)."""
+    if executor is None and sbatch:
+        executor = sbatch.replace("-", "_")
     meta = {"check": check, "flag": flag, "sbatch": sbatch, "profile": profile}
-    return attrs.field(default=default, metadata=meta, kw_only=True)
+    meta |= {"executor": executor, "launcher": launcher}
+    return attrs.field(default=None, metadata=meta, kw_only=True)
 
 
 @attrs.frozen
@@ -283,23 +290,25 @@ class SlurmSettings:
     mem_gb: int | None = _setting(_memory_gb, flag="--mem", profile="a SLURM size such as '64G'")
     mem_per_cpu: str | None = _setting(_string, sbatch="mem-per-cpu")
     mem_per_gpu: str | None = _setting(_string, sbatch="mem-per-gpu")
-    array_parallelism: int | None = _setting(_positive_int, flag="--max-parallel", profile=_CELLS)
+    array_parallelism: int | None = _setting(
+        _positive_int, flag="--max-parallel", profile=_CELLS, executor="array_parallelism"
+    )
     additional_parameters: Mapping[str, Any] | None = _setting(
         sbatch_options, flag="--sbatch", profile=_TABLE
     )
     submitit_folder: str | None = _setting(_string)
-    stderr_to_stdout: bool | None = _setting(_boolean)
-    gres: str | None = _setting(_gres)
-    signal_delay_s: int | None = _setting(_non_negative_int)
+    stderr_to_stdout: bool | None = _setting(_boolean, executor="stderr_to_stdout")
+    gres: str | None = _setting(_gres, executor="gres")
+    signal_delay_s: int | None = _setting(_non_negative_int, executor="signal_delay_s")
     max_num_timeout: int | None = _setting(_non_negative_int)
     setup: Sequence[str] | None = _setting(_string_list)
-    # the launcher's own fields (mushin_slurm), checked by the launcher
-    requeue_on: Sequence[str] | None = _setting(None)
-    max_requeues: int | None = _setting(None)
-    rank_signal: str | None = _setting(None)
-    poll_interval_s: float | None = _setting(None)
-    max_wait_s: float | None = _setting(None)
-    max_array_tasks: int | None = _setting(None)
+    # mushin_slurm's own fields (those without a check: the launcher checks them)
+    requeue_on: Sequence[str] | None = _setting(None, launcher=True)
+    max_requeues: int | None = _setting(_non_negative_int, launcher=True)
+    rank_signal: str | None = _setting(None, launcher=True)
+    poll_interval_s: float | None = _setting(None, launcher=True)
+    max_wait_s: float | None = _setting(None, launcher=True)
+    max_array_tasks: int | None = _setting(_positive_int, launcher=True)
     sources: Mapping[str, str] = attrs.field(factory=dict, kw_only=True)
 
     def given(self, *, launcher: bool | None = None) -> dict[str, Any]:
@@ -309,7 +318,7 @@ class SlurmSettings:
             f.name: value
             for f in SETTING_FIELDS
             if (value := getattr(self, f.name)) is not None
-            and (launcher is None or launcher == (f.metadata["check"] is None))
+            and (launcher is None or launcher == f.metadata["launcher"])
         }
 
     def merged(self, values: Mapping[str, Any], source: str) -> SlurmSettings:
@@ -339,7 +348,7 @@ class SlurmSettings:
 SETTING_FIELDS = tuple(f for f in attrs.fields(SlurmSettings) if f.name != "sources")
 #: the fields submitit_slurm_config takes, and their checks
 _CHECKS: dict[str, _Validator] = {
-    f.name: f.metadata["check"] for f in SETTING_FIELDS if f.metadata["check"] is not None
+    f.name: f.metadata["check"] for f in SETTING_FIELDS if not f.metadata["launcher"]
 }
 
 

@@ -63,7 +63,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mushin_box._slurm import arrays
-from mushin_box._slurm.config import refuse_control_characters, sbatch_options
+from mushin_box._slurm.config import SETTING_FIELDS, refuse_control_characters
 from mushin_box._slurm.jobs import is_live, sweep_mark
 from mushin_box._slurm.requeue import REQUEUE_SIGNAL, RequeueReason, requeue_setup_lines
 from mushin_box._slurm.submitted import record_submission
@@ -85,8 +85,10 @@ PLUGIN_MODULE = "hydra_plugins.mushin_box_launcher.mushin_box_launcher"
 
 
 @dataclass
-class _BaseLauncherConf:
-    # the fields of hydra-submitit-launcher 1.2.0's BaseQueueConf, same names and defaults
+class _QueueConf:
+    """The fields of hydra-submitit-launcher 1.2.0's ``BaseQueueConf``, same names and
+    defaults: besides the folder, the parameters of submitit's local executor."""
+
     submitit_folder: str = "${hydra.sweep.dir}/.submitit/%j"
     timeout_min: int = 60
     cpus_per_task: int | None = None
@@ -96,7 +98,10 @@ class _BaseLauncherConf:
     nodes: int = 1
     name: str = "${hydra.job.name}"
     stderr_to_stdout: bool = False
-    # mushin-box
+
+
+@dataclass
+class _BaseLauncherConf(_QueueConf):
     python: str | None = None  # submitit's python command (split into words, each quoted)
     poll_interval_s: float = 5.0  # how often the launcher checks on its jobs
     max_wait_s: float | None = None  # cancel the jobs still running after this long
@@ -229,6 +234,11 @@ def _settings(cluster: str, params: Mapping[str, Any]) -> dict[str, Any]:
     settings["python"] = _python_command(settings["python"])
     if not settings["poll_interval_s"] > 0:
         raise ValueError(f"poll_interval_s must be > 0, got {settings['poll_interval_s']}")
+    if cluster == "slurm":
+        settings["additional_parameters"] = settings["additional_parameters"] or {}
+    for f in SETTING_FIELDS:  # a SlurmSettings field's check (sbatch options: the one check)
+        if settings.get(f.name) is not None and f.metadata["check"] is not None:
+            settings[f.name] = f.metadata["check"](f.name, settings[f.name])
     if cluster != "slurm":
         return check_torchrun_settings(settings)
     if settings["max_num_timeout"]:
@@ -237,27 +247,20 @@ def _settings(cluster: str, params: Mapping[str, Any]) -> dict[str, Any]:
             "with a host-side one: set requeue_on=[timeout] (or [preemption,timeout]) and "
             "max_requeues=N instead, and leave max_num_timeout at 0"
         )
-    # the one check of every source of sbatch options (config.check_sbatch_option)
-    extra = sbatch_options("additional_parameters", settings["additional_parameters"] or {})
-    settings["additional_parameters"] = extra
     settings["requeue_on"] = [RequeueReason(r).value for r in settings["requeue_on"] or []]
-    requeues = settings["max_requeues"]
-    if isinstance(requeues, bool) or not isinstance(requeues, int) or requeues < 0:
-        raise ValueError(f"max_requeues must be an int >= 0, got {requeues!r}")
     if settings["rank_signal"] is not None:
         settings["rank_signal"] = _signal_name("rank_signal", settings["rank_signal"])
-    arrays.check_array_settings(settings)
     return check_torchrun_settings(settings)
 
 
 # -- the sbatch script -------------------------------------------------------------------------
 
 
-_SBATCH_PASS_THROUGH = (
-    *("nodes", "cpus_per_task", "gpus_per_node", "partition", "qos", "comment", "constraint"),
-    *("exclude", "gres", "cpus_per_gpu", "gpus_per_task", "mem_per_gpu", "mem_per_cpu"),
-    *("account", "signal_delay_s", "array_parallelism", "stderr_to_stdout"),
-)
+#: the launcher's fields that submitit's ``SlurmExecutor`` takes: the layout, by the same
+#: name, and the :class:`~mushin_box._slurm.config.SlurmSettings` fields, by their own
+_EXECUTOR = {k: k for k in ("nodes", "gpus_per_node", "cpus_per_gpu", "gpus_per_task")} | {
+    f.name: f.metadata["executor"] for f in SETTING_FIELDS if f.metadata["executor"]
+}
 
 
 def slurm_parameters(settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -272,8 +275,8 @@ def slurm_parameters(settings: Mapping[str, Any]) -> dict[str, Any]:
     (4, 30, '64GB', {'requeue': True, 'signal': 'B:USR2@120'})
     """
     s = settings
-    params: dict[str, Any] = {key: s[key] for key in _SBATCH_PASS_THROUGH}
-    params.update(job_name=s["name"], time=s["timeout_min"], ntasks_per_node=s["tasks_per_node"])
+    params: dict[str, Any] = {parameter: s[key] for key, parameter in _EXECUTOR.items()}
+    params["ntasks_per_node"] = s["tasks_per_node"]
     if s["mem_gb"] is not None:
         params["mem"] = sbatch_mem(s["mem_gb"])
     extra = dict(s["additional_parameters"])
@@ -448,10 +451,8 @@ class SubmititCellLauncher:
                 executor.update_parameters(comment=f"{user} {mark}" if user else mark)
             return executor
         executor = submitit.AutoExecutor(folder=folder, cluster="local", local_python=python)
-        keys = ("timeout_min", "cpus_per_task", "gpus_per_node", "tasks_per_node", "mem_gb")
-        executor.update_parameters(
-            **{k: s[k] for k in (*keys, "nodes", "name", "stderr_to_stdout")}
-        )
+        queue = (f.name for f in dataclasses.fields(_QueueConf) if f.name != "submitit_folder")
+        executor.update_parameters(**{k: s[k] for k in queue})
         return executor
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:

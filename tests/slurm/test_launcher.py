@@ -192,6 +192,10 @@ def test_unknown_fields_and_bad_values_are_rejected(override: str) -> None:
         ({"python": "'unbalanced"}, "not a valid command line"),
         ({"max_requeues": -1}, "max_requeues"),
         ({"partiton": "gpu"}, "unknown mushin_slurm launcher field"),
+        # the launcher reads SlurmSettings' checks, as flags, profiles and overrides do
+        ({"array_parallelism": 0}, "array_parallelism must be a positive int"),
+        ({"max_array_tasks": True}, "max_array_tasks must be a positive int"),
+        ({"gres": "gpu:2"}, "requests GPUs a second time"),
     ],
 )
 def test_invalid_settings_fail_before_submitting(params: dict[str, Any], message: str) -> None:
