@@ -34,7 +34,7 @@ import os
 import re
 import socket
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, ClassVar, NamedTuple
 
 import attrs
@@ -80,32 +80,23 @@ class SlurmJob:
     step_id: str | None = None
     cluster: str | None = None
 
-    _ENV: ClassVar[Mapping[str, str]] = {
-        "job_id": "SLURM_JOB_ID",
-        "array_job_id": "SLURM_ARRAY_JOB_ID",
-        "array_task_id": "SLURM_ARRAY_TASK_ID",
-        "partition": "SLURM_JOB_PARTITION",
-        "account": "SLURM_JOB_ACCOUNT",
-        "step_id": "SLURM_STEP_ID",
-        "cluster": "SLURM_CLUSTER_NAME",
+    #: each field's variables, the first set wins
+    _ENV: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "job_id": ("SLURM_JOB_ID", "SLURM_JOBID"),
+        "array_job_id": ("SLURM_ARRAY_JOB_ID",),
+        "array_task_id": ("SLURM_ARRAY_TASK_ID",),
+        "partition": ("SLURM_JOB_PARTITION", "SLURM_PARTITION"),
+        "account": ("SLURM_JOB_ACCOUNT", "SLURM_ACCOUNT"),
+        "step_id": ("SLURM_STEP_ID",),
+        "cluster": ("SLURM_CLUSTER_NAME",),
     }
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> SlurmJob | None:
-        values = {field: env.get(var) or None for field, var in cls._ENV.items()}
-        if values["job_id"] is None:
-            values["job_id"] = env.get("SLURM_JOBID") or None
-        if values["partition"] is None:
-            values["partition"] = env.get("SLURM_PARTITION") or None
-        if values["account"] is None:
-            values["account"] = env.get("SLURM_ACCOUNT") or None
+        values = {f: next(filter(None, map(env.get, names)), None) for f, names in cls._ENV.items()}
         if all(v is None for v in values.values()):
             return None
         return cls(**values)
-
-
-def _tuple_of_ranks(value: Sequence[RankPlacement]) -> tuple[RankPlacement, ...]:
-    return tuple(value)
 
 
 @attrs.frozen
@@ -146,7 +137,7 @@ class Topology:
     launcher: str
     nodes: tuple[str | None, ...] = attrs.field(converter=tuple)
     world_size: int
-    ranks: tuple[RankPlacement, ...] = attrs.field(converter=_tuple_of_ranks)
+    ranks: tuple[RankPlacement, ...] = attrs.field(converter=tuple)
     rank: int = 0
     tasks_per_node: tuple[int, ...] = attrs.field(default=(), converter=tuple)
     gpus_per_node: int | None = None
@@ -233,12 +224,6 @@ def _int(env: Mapping[str, str], name: str, default: int | None = None) -> int |
         raise ValueError(f"environment variable {name}={value!r} is not an integer") from None
 
 
-def _req(value: int | None, name: str) -> int:
-    if value is None:  # pragma: no cover - callers check presence first
-        raise ValueError(f"environment variable {name} is not set")
-    return value
-
-
 def _gpus_per_node(env: Mapping[str, str]) -> int | None:
     for name in ("SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE", "SLURM_JOB_GPUS_PER_NODE"):
         value = env.get(name)
@@ -278,7 +263,7 @@ def _scontrol_hostnames(nodelist: str) -> list[str] | None:
 
 
 def _from_slurm(env: Mapping[str, str], host: str, seeds: Mapping[int, int] | None) -> Topology:
-    rank = _req(_int(env, "SLURM_PROCID"), "SLURM_PROCID")
+    rank = _int(env, "SLURM_PROCID", 0) or 0
     ntasks = _int(env, "SLURM_STEP_NUM_TASKS") or _int(env, "SLURM_NTASKS") or 1
     nodes: list[str | None] = list(_slurm_nodes(env) or [])
     node = _int(env, "SLURM_NODEID", 0) or 0
@@ -303,7 +288,7 @@ def _from_slurm(env: Mapping[str, str], host: str, seeds: Mapping[int, int] | No
 
 
 def _from_torchrun(env: Mapping[str, str], host: str, seeds: Mapping[int, int] | None) -> Topology:
-    rank = _req(_int(env, "RANK"), "RANK")
+    rank = _int(env, "RANK", 0) or 0
     world = _int(env, "WORLD_SIZE", 1) or 1
     per = _int(env, "LOCAL_WORLD_SIZE") or world
     nnodes = _int(env, "GROUP_WORLD_SIZE") or max(1, -(-world // per))
@@ -405,7 +390,7 @@ def topology_from_env(
     env: Mapping[str, str] = os.environ if environ is None else environ
     host = hostname if hostname is not None else socket.gethostname()
     if env.get(GLOBAL_RANK_ENV):
-        rank = _req(_int(env, GLOBAL_RANK_ENV), GLOBAL_RANK_ENV)
+        rank = _int(env, GLOBAL_RANK_ENV, 0) or 0
         world = _int(env, "WORLD_SIZE", 1) or 1
         topo = _local_world("hydraddp", world, rank, host, env, seeds)
     elif env.get("RANK"):

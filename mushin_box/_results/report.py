@@ -52,7 +52,7 @@ from mushin_box._core.safeio import read_tail
 from mushin_box._core.sidecars import read_json, warn_sidecar
 from mushin_box._core.version import __version__
 from mushin_box._provenance.full import split_provenance
-from mushin_box._results.diff import diff_html_section, diff_provenance
+from mushin_box._results.diff import diff_html_section, diff_provenance, short
 from mushin_box._results.markup import (
     Band,
     Line,
@@ -629,17 +629,6 @@ def band(
     return xs, [low[x] for x in xs], [high[x] for x in xs]
 
 
-_SHORT = 12  # hex digits of a hash shown
-
-
-def _short(value: Any) -> str:
-    text = "-" if value is None else str(value)
-    if len(text) >= 40 and all(c in "0123456789abcdef" for c in text.split(":")[-1]):
-        prefix, _, digest = text.rpartition(":")
-        return f"{prefix}:{digest[:_SHORT]}" if prefix else digest[:_SHORT]
-    return text
-
-
 def provenance_summary(record: Mapping[str, Any] | None) -> dict[str, str]:
     """The fields of a provenance record a report shows, as text (``-`` where absent).
 
@@ -664,7 +653,7 @@ def provenance_summary(record: Mapping[str, Any] | None) -> dict[str, str]:
     run = full.get("run") or {}
     image = repro.get("image")
     if isinstance(image, Mapping):
-        image_text = _short(image.get("sif_sha256") or image.get("sif_uuid") or "?")
+        image_text = short(image.get("sif_sha256") or image.get("sif_uuid") or "?")
         if image.get("sif_uuid") and image.get("sif_sha256"):
             image_text += f" (uuid {image['sif_uuid']})"
     else:
@@ -672,14 +661,14 @@ def provenance_summary(record: Mapping[str, Any] | None) -> dict[str, str]:
     code = repro.get("code")
     git = code.get("git") if isinstance(code, Mapping) else None
     if isinstance(git, Mapping) and git.get("commit"):
-        code_text = _short(git["commit"]) + (" (dirty)" if git.get("dirty") else "")
+        code_text = short(git["commit"]) + (" (dirty)" if git.get("dirty") else "")
     elif isinstance(code, Mapping):
-        code_text = "no git; task " + _short(code.get("task_sha256"))
+        code_text = "no git; task " + short(code.get("task_sha256"))
     else:
-        code_text = _short(code)
+        code_text = short(code)
     packages = repro.get("package_set")
     if isinstance(packages, Mapping):
-        packages_text = f"{_short(packages.get('sha256'))} ({packages.get('count', '?')} pkgs)"
+        packages_text = f"{short(packages.get('sha256'))} ({packages.get('count', '?')} pkgs)"
     else:
         packages_text = "-"
     seed = repro.get("seed")

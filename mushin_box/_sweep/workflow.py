@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import math
 import os
 import time
 import uuid
@@ -74,14 +75,8 @@ def _config_from_signature(task: Callable[..., Any]) -> Any:
 
 
 def _launcher_is_multi_rank(launcher_config: Mapping[str, Any] | None) -> bool:
-    if not launcher_config:
-        return False
-    total = 1
-    for key in _MULTI_RANK_KEYS:
-        value = launcher_config.get(key)
-        if isinstance(value, int) and not isinstance(value, bool):
-            total *= value
-    return total > 1
+    values = [(launcher_config or {}).get(key) for key in _MULTI_RANK_KEYS]
+    return math.prod(v for v in values if isinstance(v, int) and not isinstance(v, bool)) > 1
 
 
 #: launchers whose jobs run on without the driver (``wait=False``)
@@ -380,7 +375,8 @@ class Workflow:
                 )
             launcher_config = {**(launcher_config or {}), "detach": True}
             progress = False
-        root = self._sweep_dir(working_dir)
+        root = Path(working_dir if working_dir is not None else default_sweep_dir()).resolve()
+        self.working_dir = root
         code = code_identity(self.task, config=self.config, extra=(self.pre_call,))
         vault = SecretVault(self.secrets)
         config, grid, task_args = self._hide_and_sweep(vault, sweep_params, overrides, launcher)
@@ -428,12 +424,6 @@ class Workflow:
         _warn_unfinished(plan.run_id, records, said=said)
         return load_sweep(root, records, metrics=launched.metrics)
 
-    def _sweep_dir(self, working_dir: str | os.PathLike[str] | None) -> Path:
-        """Resolve the sweep directory (default: ``multirun/<timestamp>``); not created yet."""
-        root = Path(working_dir if working_dir is not None else default_sweep_dir()).resolve()
-        self.working_dir = root
-        return root
-
     def _hide_and_sweep(
         self,
         vault: SecretVault,
@@ -460,7 +450,7 @@ class Workflow:
         grid: dict[str, list[Any]] = {}
         out: list[str] = []
         for name, value in params.items():
-            swept = _swept(value)
+            swept = list(cast("multirun[Any]", value)) if isinstance(value, multirun) else None
             if swept is not None and vault.hide(name, swept) != swept:
                 raise sweep_error(name)  # said first: whatever the name, never swept
             # a task parameter the config leaves out, a Trainer argument left at its
@@ -492,11 +482,6 @@ class Workflow:
 def _is_config_key(key: str) -> bool:
     """An override key that names a config value, not a config group."""
     return not is_config_group(key)
-
-
-def _swept(value: object) -> list[Any] | None:
-    """The values of a ``multirun`` sweep (None: ``value`` is not one)."""
-    return list(cast("multirun[Any]", value)) if isinstance(value, multirun) else None
 
 
 def override_keys(overrides: Sequence[str]) -> list[str]:
