@@ -40,7 +40,15 @@ every job id and pid it names is checked before anything is signalled:
   cancels nothing;
 * a process is signalled only when its start time matches the one its status records
   (:func:`mushin_box._sweepdir.liveness.same_process`), never pid 1, this process or an
-  ancestor of it. Each refusal is named in :attr:`CancelReport.refused`.
+  ancestor of it;
+* the owner rule: a status, and the jobs file, are acted on only when they and the directory
+  holding them belong to the sweep's owner and no one else can write them (read through the
+  descriptor that was checked, so a file swapped in after the check is not the one read),
+  and a process only when it runs as that owner. The owner is the invoking user; run as
+  root, the owner of the sweep directory: root acts for the sweep's owner, never beyond.
+  Anyone who can write a sidecar could otherwise name any process or job to stop.
+
+Each refusal is named in :attr:`CancelReport.refused`, and nothing refused is waited for.
 """
 
 from __future__ import annotations
@@ -49,15 +57,18 @@ import getpass
 import os
 import signal
 import socket
+import stat
 import subprocess
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 
-from mushin_box._core.layout import STATUS_FILE
-from mushin_box._core.sidecars import read_json, timestamp, write_json_atomic
+from mushin_box._core.layout import JOBS_FILE, STATUS_FILE, read_limit
+from mushin_box._core.safeio import open_regular_stat
+from mushin_box._core.sidecars import loads, read_json, timestamp, write_json_atomic
 from mushin_box._core.targets import public
 from mushin_box._slurm.jobs import (
     is_live,
@@ -69,7 +80,7 @@ from mushin_box._slurm.jobs import (
     scancel_args,  # an array's tasks: one expression
     valid_job_id,
 )
-from mushin_box._slurm.submitted import checked_job_ids, read_submission
+from mushin_box._slurm.submitted import checked_job_ids
 from mushin_box._sweepdir.board import (
     CellView,
     driver_running,
@@ -77,7 +88,7 @@ from mushin_box._sweepdir.board import (
     owner_gone,
     read_sweep,
 )
-from mushin_box._sweepdir.liveness import pid_alive, process_tree, same_process
+from mushin_box._sweepdir.liveness import pid_alive, process_tree, process_uid, same_process
 from mushin_box._sweepdir.manifest import (
     SweepBusyError,
     combo_id,
@@ -127,10 +138,11 @@ def _signal(pids: Iterable[int], sig: signal.Signals) -> None:
             continue
 
 
-def _stop_local(pid: int, grace_s: float) -> None:
-    """SIGTERM to the cell's process, then SIGKILL to what is left of its tree (checked by
-    the caller: :func:`~mushin_box._sweepdir.liveness.same_process`)."""
-    tree = [p for p in process_tree(pid) if p > 1 and p != os.getpid()]
+def _stop_local(pid: int, grace_s: float, uid: int) -> None:
+    """SIGTERM to the cell's process, then SIGKILL to what is left of its tree that runs as
+    ``uid`` (the process is checked by the caller:
+    :func:`~mushin_box._sweepdir.liveness.same_process`, :func:`_process_problem`)."""
+    tree = [p for p in process_tree(pid) if p > 1 and p != os.getpid() and process_uid(p) == uid]
     _signal([pid], signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline and any(pid_alive(p) for p in tree):
@@ -145,25 +157,46 @@ def _scancel(job_ids: Sequence[str]) -> None:
         subprocess.run(argv, capture_output=True, text=True, timeout=60)
 
 
-def _sweeps_jobs(root: Path, wanted: Sequence[str]) -> tuple[list[str], list[str]]:
+#: squeue is asked about this many ids at a time: one ``-j`` argument naming 100,000 jobs is
+#: over the kernel's 128 KiB limit for one argument, and squeue would not start at all
+_SQUEUE_BATCH = 2000
+
+
+def _queued(ids: Sequence[str]) -> dict[str, tuple[str, str]] | None:
+    """:func:`~mushin_box._slurm.jobs.queued_jobs` of every id, in batches; None when squeue
+    did not answer for one of them."""
+    shown: dict[str, tuple[str, str]] = {}
+    for at in range(0, len(ids), _SQUEUE_BATCH):
+        part = queued_jobs(ids[at : at + _SQUEUE_BATCH])
+        if part is None:
+            return None
+        shown.update(part)
+    return shown
+
+
+def _sweeps_jobs(root: Path, wanted: Sequence[str]) -> tuple[list[str], list[str], bool]:
     """The ids among ``wanted`` that squeue shows now as this sweep's (its mark in their
-    comment), and a line for each kind of other one: not an id, not shown (ended: its id
-    may be reused), another's job, or squeue did not answer."""
+    comment), a line for each kind of other one: not an id, not shown (ended: its id may be
+    reused), another's job, or squeue did not answer; and whether squeue answered."""
 
     ok = sorted({j for j in wanted if valid_job_id(j)})
-    refused = [f"{j!r} is not a SLURM job id; not cancelled" for j in wanted if j not in ok]
-    shown = queued_jobs(ok) if ok else {}
+    valid = set(ok)
+    refused = [f"{j!r} is not a SLURM job id; not cancelled" for j in wanted if j not in valid]
+    shown = _queued(ok)
     if shown is None:
-        why = "squeue did not answer (check SLURM_CONF and that the controller is up)"
-        return [], [*refused, _ids_line(ok, why)]
+        why = (
+            f"squeue did not answer when asked about {len(ok)} job(s) (`squeue` says why: "
+            "the controller down, a wrong SLURM_CONF)"
+        )
+        return [], [*refused, _ids_line(ok, why)], False
     ended = [j for j in ok if j not in shown]
-    foreign = [j for j in ok if j in shown and not owned_by(shown[j][1], root)]
+    foreign = {j for j in ok if j in shown and not owned_by(shown[j][1], root)}
     if ended:
         refused.append(_ids_line(ended, "not in the queue (ended; the id may be reused)"))
     if foreign:
         why = "not this sweep's (its comment lacks this sweep's mark; scancel it yourself if yours)"
-        refused.append(_ids_line(foreign, why))
-    return [j for j in ok if j in shown and j not in foreign], refused
+        refused.append(_ids_line(sorted(foreign), why))
+    return [j for j in ok if j in shown and j not in foreign], refused, True
 
 
 def _ids_line(ids: Sequence[str], why: str) -> str:
@@ -182,6 +215,74 @@ def _select(cells: Sequence[CellView], names: Sequence[str] | None) -> list[Cell
         known = ", ".join(sorted(by_dir)) or "none started yet"
         raise ValueError(f"no cell {', '.join(unknown)} in this sweep; its cells: {known}")
     return [by_dir[n.rstrip("/").rsplit("/", 1)[-1]] for n in names]
+
+
+def _owner_uid(root: Path) -> int:
+    """Whose sidecars, processes and jobs ``cancel`` acts on (the owner rule, module doc)."""
+    uid = os.getuid()
+    return uid if uid != 0 else os.stat(root).st_uid
+
+
+def _not_owned(st: os.stat_result, uid: int) -> str | None:
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symbolic link"
+    if st.st_uid != uid:
+        return f"belongs to uid {st.st_uid}, not to the sweep's owner (uid {uid})"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return "can be written by other users (chmod go-w it)"
+    return None
+
+
+def _read_owned(path: Path, uid: int) -> tuple[Any, str | None]:
+    """A sidecar's content when it and its directory are ``uid``'s and no one else can
+    write either, else ``(None, why)``; ``(None, None)`` when there is no such file."""
+    try:
+        problem = _not_owned(os.lstat(path.parent), uid)
+        if problem:
+            return None, f"its directory {problem}"
+        fd, st = open_regular_stat(path)
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"cannot be read ({exc.strerror or exc})"
+    with os.fdopen(fd, "rb") as handle:  # the descriptor checked: no swap after the check
+        problem = _not_owned(st, uid)
+        data = b"" if problem else handle.read(read_limit(path.name) + 1)
+    if problem:
+        return None, problem
+    try:
+        return loads(data), None
+    except ValueError:
+        return None, "is not JSON"
+
+
+def _cell_problem(root: Path, cell: CellView, uid: int, trusted: set[str]) -> str | None:
+    """Why ``cell`` names no process or job that may be acted on: its status is not the
+    owner's (re-read as :func:`_read_owned` checks it), it changed since the sweep was read,
+    or it names a job neither it nor the jobs file records."""
+    record, problem = _read_owned(root / str(cell.dir) / STATUS_FILE, uid)
+    if problem or not isinstance(record, dict):
+        return f"its {STATUS_FILE} {problem or 'is gone'}"
+    pid, start = record.get("pid"), record.get("pid_start")
+    if (pid if isinstance(pid, int) else None, start if isinstance(start, str) else None) != (
+        cell.pid,
+        cell.pid_start,
+    ):
+        return f"its {STATUS_FILE} changed while cancel read it (run cancel again)"
+    job = record.get("slurm_job_id")
+    if cell.job_id and cell.job_id != (str(job) if job else None) and cell.job_id not in trusted:
+        return f"its job {cell.job_id} is recorded by no sidecar of the sweep's owner"
+    return None
+
+
+def _process_problem(pid: int, start: str | None, uid: int) -> str | None:
+    """Why process ``pid`` may not be signalled: not the recorded one, or another user's."""
+    if not same_process(pid, start):
+        return "records no start time" if start is None else "is not the recorded one"
+    runs_as = process_uid(pid)
+    if runs_as != uid:
+        return f"runs as uid {runs_as}, not as the sweep's owner (uid {uid})"
+    return None
 
 
 def _mark_cancelled(cell_dir: Path, since: str, who: str) -> bool:
@@ -228,10 +329,22 @@ def cancel(
     path = Path(root).resolve()
     since = timestamp()
     who = f"{getpass.getuser()}@{socket.gethostname()} (mushin-box cancel)"
+    uid = _owner_uid(path)
     sweep = read_sweep(path)
     chosen = _select(sweep.cells, cells)
+    submission, problem = _read_owned(path / JOBS_FILE, uid)
+    refused: list[str] = []
+    blocked: str | None = None  # why the unstarted cells may still start
+    if problem:
+        refused.append(f"{JOBS_FILE} {problem}; none of its jobs is cancelled")
+        blocked = f"its job is named by a {JOBS_FILE} that is not the sweep owner's"
+    ok = isinstance(submission, dict) and isinstance(submission.get("jobs"), list)
+    submission = submission if ok else {}
+    ids, bad = checked_job_ids(submission)
+    refused += bad
     untouched, unreachable, targets = [], [], []
     unstarted = [c for c in chosen if c.state == "pending" and not c.dir]
+    trusted = set(ids)
     for cell in chosen:
         if cell.state == "pending" and not cell.dir:
             continue  # its queued job is cancelled below
@@ -239,30 +352,32 @@ def cancel(
             untouched.append((cell_label(cell.dir, cell.combo), cell.state))
         elif not cell.job_id and cell.host != socket.gethostname():
             unreachable.append((str(cell.dir), f"runs on {cell.host}: cancel it from there"))
+        elif why := _cell_problem(path, cell, uid, trusted):
+            refused.append(f"{cell.dir}: {why}; not acted on")
+            unreachable.append((str(cell.dir), "its status is not the sweep owner's own"))
         else:
             targets.append(cell)
-    wanted = [c.job_id for c in targets if c.job_id]
-    refused: list[str] = []
-    ids, refused = checked_job_ids(read_submission(path))
     if cells:  # the queued jobs of the named cells that have not started
-        ids = _jobs_of(read_submission(path), [c.combo for c in unstarted], ids)
-    wanted = [*wanted, *ids]  # the whole sweep: its queued jobs too
-    jobs, why = _sweeps_jobs(path, list(dict.fromkeys(wanted)))
+        ids = _jobs_of(submission, [c.combo for c in unstarted], trusted)
+    wanted = [*(c.job_id for c in targets if c.job_id), *ids]  # the queued jobs too
+    jobs, why, answered = _sweeps_jobs(path, list(dict.fromkeys(wanted)))
     refused += why
+    if not answered:
+        blocked = blocked or "the scheduler did not answer for the sweep's jobs"
     _scancel(jobs)
+    stopped = set(jobs)
     for cell in list(targets):
         if cell.job_id:
-            if cell.job_id not in jobs:
+            if cell.job_id not in stopped:
                 targets.remove(cell)
                 unreachable.append((str(cell.dir), f"its job {cell.job_id} was not cancelled"))
             continue
-        start = cell.pid_start
-        if cell.pid is not None and same_process(cell.pid, start):
-            _stop_local(cell.pid, grace_s)
+        problem = None if cell.pid is None else _process_problem(cell.pid, cell.pid_start, uid)
+        if cell.pid is not None and problem is None:
+            _stop_local(cell.pid, grace_s, uid)
         else:
             targets.remove(cell)
-            reason = "records no start time" if start is None else "is not the recorded one"
-            refused.append(f"{cell.dir}: process {cell.pid} {reason}; not signalled")
+            refused.append(f"{cell.dir}: process {cell.pid} {problem}; not signalled")
             unreachable.append((str(cell.dir), f"process {cell.pid} not verified"))
     deadline = time.monotonic() + timeout_s
     done: list[str] = []
@@ -284,7 +399,8 @@ def cancel(
         if pending:
             time.sleep(0.2)
     if unstarted:
-        gone = _queue_emptied(path, deadline, ids)
+        # only the jobs it cancelled: a refused one is never waited for
+        gone = blocked or _queue_emptied(path, deadline, [j for j in ids if j in stopped])
         names = [cell_label(None, c.combo) for c in unstarted]
         marked: list[str] = []
         if gone is None:
@@ -349,7 +465,7 @@ def _started_meanwhile(
 
 
 def _jobs_of(
-    submission: dict[str, object], combos: Sequence[dict[str, object]], ids: Sequence[str]
+    submission: dict[str, object], combos: Sequence[dict[str, object]], ids: set[str]
 ) -> list[str]:
     """The ids among ``ids`` of the submission's jobs that run exactly one of ``combos``:
     their overrides set every swept key to its value (a job whose overrides say less may

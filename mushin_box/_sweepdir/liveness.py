@@ -50,6 +50,7 @@ __all__ = [
     "owner_of",
     "pid_alive",
     "process_tree",
+    "process_uid",
     "same_process",
     "still_running_message",
 ]
@@ -165,6 +166,15 @@ def same_process(pid: int, start: str | None) -> bool:
     if not isinstance(start, str) or not start or pid <= 1 or pid in _ancestors():
         return False
     return pid_alive(pid) and process_start(pid) == start
+
+
+def process_uid(pid: int) -> int | None:
+    """The user id process ``pid`` runs as (the owner of ``/proc/<pid>``), else None (no
+    such process, or no ``/proc``: then it cannot be told, and ``cancel`` signals nothing)."""
+    try:
+        return os.stat(_PROC / str(pid)).st_uid
+    except OSError:
+        return None
 
 
 def _ancestors() -> set[int]:

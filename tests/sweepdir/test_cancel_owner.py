@@ -1,0 +1,176 @@
+# SPDX-License-Identifier: MIT
+"""``cancel`` acts only on what the sweep's owner owns: a status or jobs file that another
+user owns or can write names no process or job to stop, a process of another uid is never
+signalled, a refused job is never waited for, and a jobs file of 100,000 entries costs a
+number of comparisons linear in its size (issue 42, cases 1, 6 and 7)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import mushin_box._sweepdir.cancel as cancel_mod
+from mushin_box._core.layout import JOBS_FILE, STATUS_FILE
+from mushin_box._core.sidecars import read_json, timestamp, write_json_atomic
+from mushin_box._slurm.jobs import sweep_mark
+from mushin_box._sweepdir.cancel import cancel
+from mushin_box._sweepdir.liveness import pid_alive, process_start
+from mushin_box._sweepdir.manifest import write_grid
+from mushin_box.cli.main import main
+
+NOBODY = 65534
+as_root = pytest.mark.skipif(os.getuid() != 0, reason="chown to another user needs root")
+
+
+@pytest.fixture
+def sleeper():
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    yield process
+    process.kill()
+    process.wait()
+
+
+def _running(root: Path, pid: int) -> Path:
+    status = root / "a=1" / STATUS_FILE
+    record = {"combo": {"a": 1}, "status": "running", "attempt": 1}
+    record.update(host=socket.gethostname(), pid=pid, pid_start=process_start(pid))
+    write_json_atomic(status, record)  # its true start: only the owner rule refuses it
+    return status
+
+
+@as_root
+def test_a_status_of_another_user_names_no_process_to_kill(
+    tmp_path: Path, sleeper: subprocess.Popen[bytes], capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = _running(tmp_path, sleeper.pid)
+    os.chown(status, NOBODY, NOBODY)
+    assert main(["cancel", str(tmp_path), "--grace", "0"]) == 1
+    out, err = capsys.readouterr()
+    assert pid_alive(sleeper.pid) and "a=1: cancelled" not in out
+    (line,) = err.splitlines()
+    assert f"belongs to uid {NOBODY}, not to the sweep's owner (uid 0)" in line
+    assert read_json(status)["status"] == "running"
+
+
+def test_a_status_others_can_write_names_no_process_to_kill(
+    tmp_path: Path, sleeper: subprocess.Popen[bytes]
+) -> None:
+    status = _running(tmp_path, sleeper.pid)
+    for shared in (status, status.parent):
+        shared.chmod(0o666 if shared.is_file() else 0o777)
+        report = cancel(tmp_path, grace_s=0, timeout_s=2)
+        assert pid_alive(sleeper.pid) and report.cancelled == ()
+        assert any("can be written by other users" in line for line in report.refused)
+        shared.chmod(0o644 if shared.is_file() else 0o755)
+
+
+@as_root
+def test_root_signals_no_process_the_sweeps_owner_does_not_own(
+    tmp_path: Path, sleeper: subprocess.Popen[bytes]
+) -> None:
+    root = tmp_path / "sweep"
+    status = _running(root, sleeper.pid)
+    for path in (root, status.parent, status):  # nobody's whole sweep names root's process
+        os.chown(path, NOBODY, NOBODY)
+    report = cancel(root, grace_s=0, timeout_s=2)
+    assert pid_alive(sleeper.pid) and report.cancelled == ()
+    assert any(
+        f"runs as uid 0, not as the sweep's owner (uid {NOBODY})" in r for r in report.refused
+    )
+
+
+def _completed(root: Path) -> None:
+    write_json_atomic(root / "a=1" / STATUS_FILE, {"combo": {"a": 1}, "status": "completed"})
+
+
+def _foreign_job(root: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """A sweep whose a=2 never started, and whose jobs file names a job of someone else
+    that squeue shows running; returns the job ids each job_states call asked about."""
+    _completed(root)
+    write_grid(root, {"a": [1, 2]})
+    record = {"schema": 1, "cluster": "slurm", "submitted": timestamp()}
+    write_json_atomic(root / JOBS_FILE, {**record, "jobs": [{"job_id": "92"}]})
+    asked: list[list[str]] = []
+    shown = {"92": ("RUNNING", "someone else's")}
+    monkeypatch.setattr(cancel_mod, "queued_jobs", lambda ids, **_: {j: shown[j] for j in ids})
+    monkeypatch.setattr(cancel_mod, "job_states", lambda ids, **_: asked.append(ids) or {})
+    monkeypatch.setattr(cancel_mod, "_scancel", lambda ids: None)
+    return asked
+
+
+def test_a_refused_job_is_never_waited_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = _foreign_job(tmp_path, monkeypatch)
+    report = cancel(tmp_path, grace_s=0, timeout_s=3)
+    assert any("92: not this sweep's" in line for line in report.refused)
+    assert ["92"] not in asked and report.unreachable == ()
+    assert report.cancelled == ("a=2",)  # no job of the sweep can start it any more
+
+
+@as_root
+def test_a_jobs_file_of_another_user_names_no_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _foreign_job(tmp_path, monkeypatch)
+    os.chown(tmp_path / JOBS_FILE, NOBODY, NOBODY)
+    called: list[object] = []
+    monkeypatch.setattr(cancel_mod, "queued_jobs", lambda ids, **_: called.append(ids) or {})
+    report = cancel(tmp_path, grace_s=0, timeout_s=3)
+    assert called == [] and report.cancelled == ()
+    assert any(f"{JOBS_FILE} belongs to uid {NOBODY}" in line for line in report.refused)
+    ((cell, why),) = report.unreachable  # may still be started by a job it names
+    assert cell == "a=2" and "not the sweep owner's" in why
+
+
+class _Id(str):
+    """A job id that counts the comparisons made with it: a list's ``in`` compares with
+    every element, a set's or dict's with about one."""
+
+    compared = 0
+
+    def __eq__(self, other: object) -> bool:
+        _Id.compared += 1
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+def test_a_jobs_file_of_100_000_entries_costs_linear_comparisons(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    n = 100_000
+    ids = [_Id(f"{1000 + i}") for i in range(n)]
+    mark = sweep_mark(tmp_path.resolve())
+    batches: list[int] = []
+
+    def queued(asked: list[str], **_: object) -> dict[str, tuple[str, str]]:
+        batches.append(len(asked))  # half are this sweep's, half someone else's
+        return {j: ("PENDING", mark if int(j) % 2 else "") for j in asked}
+
+    _completed(tmp_path)
+    write_json_atomic(tmp_path / JOBS_FILE, {"schema": 1, "cluster": "slurm", "jobs": []})
+    monkeypatch.setattr(cancel_mod, "checked_job_ids", lambda submission: (ids, []))
+    monkeypatch.setattr(cancel_mod, "queued_jobs", queued)
+    monkeypatch.setattr(cancel_mod, "_scancel", lambda ids: None)
+    _Id.compared = 0
+    report = cancel(tmp_path, grace_s=0, timeout_s=1)
+    assert len(report.scancelled) == n // 2
+    assert _Id.compared < 10 * n  # a list's `in`: about n * n / 2
+    assert max(batches) <= cancel_mod._SQUEUE_BATCH  # one argument fits the kernel's limit
+
+
+def test_a_squeue_that_does_not_answer_is_not_blamed_on_slurm_conf(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _completed(tmp_path)
+    record = {"schema": 1, "cluster": "slurm", "submitted": timestamp()}
+    write_json_atomic(tmp_path / JOBS_FILE, {**record, "jobs": [{"job_id": "92"}]})
+    monkeypatch.setattr(cancel_mod, "queued_jobs", lambda ids, **_: None)
+    report = cancel(tmp_path, grace_s=0, timeout_s=1)
+    (line,) = report.refused
+    assert "squeue did not answer when asked about 1 job(s)" in line
+    assert "check SLURM_CONF" not in line
