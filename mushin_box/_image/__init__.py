@@ -8,6 +8,7 @@
 - :mod:`.build`: ``apptainer build`` and the manifest of the image's identity;
 - :mod:`.adopt`: the manifest of an image the kit did not build;
 - :mod:`.sif`: the SIF reader; :mod:`.sifwrite`: the SIF writer (a squashfs as a SIF);
+- :mod:`.pack`: a tree as a bit-reproducible SIF, and the first difference of two SIFs;
 - :mod:`.digest`: an image's sha256, cached.
 
 Must not know of SLURM, nor import torch.
