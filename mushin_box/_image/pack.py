@@ -146,8 +146,9 @@ def pack_tree(
     Raises
     ------
     PackInputError
-        ``tree`` is not a directory, ``out``'s directory is missing, the time is out of
-        range, or the tree's root does not read as owned by root (pack it in its namespace).
+        ``tree`` is not a directory, ``out`` cannot be written (a directory, or in a
+        missing or read-only directory), the time is out of range, or the tree's root
+        does not read as owned by root (pack it in its namespace).
     PackError
         mksquashfs is missing or fails.
     """
@@ -156,6 +157,9 @@ def pack_tree(
         raise PackInputError(f"{tree} is not a directory: pass the root file system to pack")
     if not out.parent.is_dir():
         raise PackInputError(f"{out.parent} does not exist: create it, or write the SIF elsewhere")
+    if out.is_dir() or not os.access(out.parent, os.W_OK | os.X_OK):
+        what = "is a directory" if out.is_dir() else "is in a directory this user cannot write"
+        raise PackInputError(f"{out} {what}: write the SIF elsewhere")
     if not 0 <= source_date_epoch <= _MAX_EPOCH:
         raise PackInputError(
             f"SOURCE_DATE_EPOCH {source_date_epoch} is outside 0..{_MAX_EPOCH}: squashfs stores "

@@ -228,5 +228,7 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     tree = make_tree(tmp_path / "root")
     with pytest.raises(PackInputError, match="does not exist"):
         pack(tree, tmp_path / "no" / "x.sif")
+    with pytest.raises(PackInputError, match="is a directory: write the SIF elsewhere"):
+        pack(tree, tmp_path)
     with pytest.raises(PackInputError, match="unsigned 32-bit"):
         pack(tree, tmp_path / "x.sif", sde=-1)
