@@ -18,6 +18,9 @@ times, the order its directories were filled in, the user who packs it, or the d
 - ``-exit-on-error``: a file mksquashfs cannot read fails the pack. Without it mksquashfs
   stores such a file empty, warns and exits 0: a pack outside the tree's user namespace
   would make an image with an empty ``/etc/shadow`` and no error;
+- ``-no-sparse``: a run of zero bytes is stored the same whether the file on disk has a
+  hole there or written zeros (with sparse detection the two give different bytes, and
+  ``cp``, ``tar`` and pip do not agree on which one they write);
 - ``-one-file-system``: a file system still mounted in the tree (``/proc``, a bind of the
   host's pip cache) is not packed;
 - ``-comp lz4``: fast to unpack at every rank's start; the bytes depend on the
@@ -76,7 +79,7 @@ from mushin_box._image.sifwrite import write_sif
 __all__ = ["PackError", "PackInputError", "describe_check", "first_difference", "pack_tree"]
 
 MKSQUASHFS_FLAGS = (
-    "-noappend", "-reproducible", "-no-xattrs", "-exit-on-error", "-one-file-system",
+    "-noappend", "-reproducible", "-no-xattrs", "-no-sparse", "-exit-on-error", "-one-file-system",
     "-comp", "lz4", "-quiet", "-no-progress",
 )  # fmt: skip
 #: The namespace of the SIF UUIDs this module derives from an image's content.

@@ -117,6 +117,16 @@ def test_same_content_same_bytes(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "elsewhere", "one.sif", "two.sif"]
 
 
+def test_a_hole_and_written_zeros_give_the_same_bytes(tmp_path: Path) -> None:
+    dense, sparse = make_tree(tmp_path / "dense"), make_tree(tmp_path / "sparse")
+    (dense / "var/zeros").write_bytes(bytes(300_000))
+    with open(sparse / "var/zeros", "wb") as handle:
+        handle.truncate(300_000)
+    for tree in (dense, sparse):
+        os.utime(tree / "var", (0, 0))
+    assert pack(dense, tmp_path / "dense.sif") == pack(sparse, tmp_path / "sparse.sif")
+
+
 def change_byte(tree: Path) -> None:
     (tree / "usr/bin/tool").write_bytes(b"#!/bin/sh\necho toil\n")
 
