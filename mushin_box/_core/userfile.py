@@ -25,9 +25,10 @@ from pathlib import Path
 __all__ = ["import_file", "owner_problem"]
 
 
-def owner_problem(path: Path) -> str | None:
+def owner_problem(path: Path, st: os.stat_result | None = None) -> str | None:
     """Why ``path`` is not the user's own file (owned by them or root, a regular file that
-    no one else can write), or None when it is.
+    no one else can write), or None when it is. ``st``: its ``fstat``, when the caller
+    reads it through an open descriptor (the file checked is then the file read).
 
     Examples
     --------
@@ -41,7 +42,7 @@ def owner_problem(path: Path) -> str | None:
     (True, 'can be written by other users (chmod go-w it)')
     """
     try:
-        st = path.stat()
+        st = st or path.stat()
     except OSError as exc:
         return f"cannot be read ({exc.strerror})"
     if not stat.S_ISREG(st.st_mode):

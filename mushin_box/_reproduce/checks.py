@@ -7,7 +7,8 @@ Nothing here writes: :func:`mushin_box._reproduce.rerun.reproduce` runs every ch
 it creates the directory of the re-run.
 
 * :func:`read_original`: the cell is a completed cell with a whole record, a saved config
-  and a record of where its task is defined (``run.task``);
+  and a record of where its task is defined (``run.task``); the record and the config are
+  the user's own (owned by them, writable by nobody else: they name the code to run);
 * :func:`check_secrets`: every ``${oc.env:NAME}`` the saved config reads (secret values
   are saved as ``${oc.env:MUSHIN_SECRET_<hash>}`` references) is set here;
 * :func:`check_code`: the recorded commit is the one checked out, with the same
@@ -41,9 +42,10 @@ from mushin_box._core.layout import (
     STATUS_FILE,
     read_limit,
 )
-from mushin_box._core.safeio import read_bounded
+from mushin_box._core.safeio import UnsafeFileError, open_regular_stat
 from mushin_box._core.sidecars import loads, read_json
 from mushin_box._core.targets import public
+from mushin_box._core.userfile import owner_problem
 from mushin_box._image.digest import image_sha256
 from mushin_box._provenance.compare import record_problem
 from mushin_box._provenance.env import NO_IMAGE
@@ -60,6 +62,7 @@ __all__ = [
     "check_code",
     "check_image",
     "check_secrets",
+    "code_differs",
     "env_references",
     "git_problems",
     "part",
@@ -114,9 +117,28 @@ def _state_reason(status: Mapping[str, Any]) -> str:
     return f": {reason}" if reason else ""
 
 
+def _own_bytes(path: Path) -> bytes:
+    """A file of the cell that says what to run: no symlink followed, at most its kind's
+    bound read, through the descriptor whose owner was checked. A record or config another
+    user owns or can write names code of their choosing, so it is refused."""
+    fd, st = open_regular_stat(path)
+    limit = read_limit(path.name)
+    with os.fdopen(fd, "rb") as handle:
+        problem = owner_problem(path, st)
+        data = b"" if problem else handle.read(limit + 1)
+    if problem:
+        raise ReproduceError(
+            f"{path} {problem}: reproduce runs only what a record of your own names (owned "
+            "by you, writable by nobody else); run the cell again yourself"
+        )
+    if len(data) > limit:
+        raise UnsafeFileError(f"over the {limit}-byte limit for this kind of file")
+    return data
+
+
 def _yaml(path: Path) -> str:
-    """A saved Hydra file's text: no symlink followed, at most its kind's bound read."""
-    return read_bounded(path, read_limit(path.name)).decode("utf-8")
+    """A saved Hydra file's text (:func:`_own_bytes`)."""
+    return _own_bytes(path).decode("utf-8")
 
 
 def read_original(cell: str | os.PathLike[str]) -> Original:
@@ -153,12 +175,14 @@ def read_original(cell: str | os.PathLike[str]) -> Original:
             "reproduced: wait for it, or run it to completion (resume=True) first"
         )
     try:
-        data = read_bounded(path / PROVENANCE_FILE, read_limit(PROVENANCE_FILE))
+        data = _own_bytes(path / PROVENANCE_FILE)
         record = loads(data)
     except FileNotFoundError:
         raise ReproduceError(
             f"{path.name} has no {PROVENANCE_FILE}; run the cell again to record it"
         ) from None
+    except ReproduceError:
+        raise
     except (OSError, ValueError) as exc:
         raise ReproduceError(
             f"{path / PROVENANCE_FILE} is unreadable ({exc}); restore it, or run the cell again"
@@ -176,6 +200,8 @@ def read_original(cell: str | os.PathLike[str]) -> Original:
             f"{path.name} has no {HYDRA_OUTPUT_SUBDIR}/{HYDRA_CONFIG_FILE} (its saved config); "
             "restore it, or run the cell again"
         ) from None
+    except ReproduceError:
+        raise
     except Exception as exc:  # OmegaConf/YAML errors of a damaged file
         raise ReproduceError(
             f"{hydra_dir / HYDRA_CONFIG_FILE} is unreadable ({' '.join(str(exc).split())}); "
@@ -319,6 +345,24 @@ def git_problems(recorded: Any, current: Any) -> list[str]:
     return out
 
 
+#: a refusal names no fingerprint: written into a forged record, the one this machine
+#: computed would make that record pass
+FINGERPRINT_DIFFERS = (
+    "the code fingerprint (the task's source and the user modules it reaches, read from "
+    "their files) is not the recorded one"
+)
+
+
+def code_differs(problems: list[str]) -> ReproduceError:
+    """The refusal of code that is not the cell's (``allow_dirty`` lets it through)."""
+    return ReproduceError(
+        "the code differs from the cell's: "
+        + "; ".join(problems)
+        + ". Check out the cell's code, or pass {allow_dirty} to run anyway (recorded)",
+        arguments={"allow_dirty": True},
+    )
+
+
 def check_code(
     original: Original,
     task: Callable[..., Any],
@@ -346,17 +390,13 @@ def check_code(
         "task_sha256": identity.fingerprint,
     }
     problems = git_problems(recorded["git"], current["git"])
-    if recorded["task_sha256"] != current["task_sha256"]:
+    same = recorded["task_sha256"] == current["task_sha256"]
+    if (problems or not same) and not allow_dirty:
+        raise code_differs(problems + ([] if same else [FINGERPRINT_DIFFERS]))
+    if not same:  # recorded in the re-run's record, which is the user's own
         problems.append(
             f"the code fingerprint (task source and the user modules it reaches) was "
             f"{recorded['task_sha256']}, here it is {current['task_sha256']}"
-        )
-    if problems and not allow_dirty:
-        raise ReproduceError(
-            "the code differs from the cell's: "
-            + "; ".join(problems)
-            + ". Check out the cell's code, or pass {allow_dirty} to run anyway (recorded)",
-            arguments={"allow_dirty": True},
         )
     return CodeCheck(recorded, current, tuple(problems), allow_dirty and bool(problems))
 

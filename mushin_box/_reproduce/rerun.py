@@ -35,7 +35,7 @@ import os
 import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import attrs
 
@@ -280,6 +280,14 @@ def _overrides(config: Mapping[str, Any], local: bool) -> list[str]:
     return []
 
 
+def _secrets_refused(secrets: Sequence[str]) -> NoReturn:
+    raise ReproduceError(
+        "the code fingerprint differs from the cell's (allow_dirty), and the cell takes "
+        f"secrets ({', '.join(secrets)}): they are handed only to the code that ran; "
+        "check out the cell's code, or run it without them"
+    )
+
+
 def plan_reproduce(
     cell: str | os.PathLike[str],
     *,
@@ -302,16 +310,14 @@ def plan_reproduce(
     original = read_original(cell)
     secrets = check_secrets(original.config, env)
     config = OmegaConf.create(original.config)
-    check_sources(original, config, allow_dirty=allow_dirty)  # before any import
+    source = check_sources(original, config, allow_dirty=allow_dirty)  # before any import
     img = check_image(original, None if image is None else str(image))
+    if secrets and not source.same:
+        _secrets_refused(secrets)
     task, pre_call, directory = _load(original)
     code = check_code(original, task, pre_call, config, allow_dirty=allow_dirty)
     if secrets and code.recorded.get("task_sha256") != code.current.get("task_sha256"):
-        raise ReproduceError(
-            "the code fingerprint differs from the cell's (allow_dirty), and the cell takes "
-            f"secrets ({', '.join(secrets)}): they are handed only to the code that ran; "
-            "check out the cell's code, or run it without them"
-        )
+        _secrets_refused(secrets)  # the import changed what its files said
     launcher = part(original.run, "launcher")
     recorded_launcher = launcher.get("name")
     slurm = recorded_launcher in _SLURM_LAUNCHERS and not local

@@ -18,16 +18,24 @@ before the first import:
   write is code another user chose;
 - the recorded **commit** must be the root's checked-out commit, with the same
   uncommitted changes (:func:`~mushin_box._reproduce.checks.check_code`'s git half, done
-  here before the import).
+  here before the import); where the cell ran on a clean tree, each of those files must be
+  the commit's blob of it (``git show COMMIT:PATH``): a file git does not see (ignored,
+  marked unchanged) is no part of the commit;
+- the **fingerprint** of those files, computed from their bytes as the run computed it,
+  must be the one the record holds (the record itself is the user's own:
+  :func:`~mushin_box._reproduce.checks.read_original`).
 
-What is left after these: the user's own files, at the recorded commit. The fingerprint is
-then compared after the import, as before; and secrets are handed only to a task whose
-code matched (:func:`~mushin_box._reproduce.checks.check_code` without ``allow_dirty``).
+``allow_dirty`` lets the last two through (recorded in the re-run). What is left: the
+user's own files, named by the user's own record. A refusal names no fingerprint: written
+into a forged record, the one computed here would make it pass. The fingerprint is
+compared again after the import; secrets are handed only to code whose fingerprint is the
+recorded one.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import types
 from collections.abc import Iterable, Mapping
@@ -36,8 +44,15 @@ from typing import Any
 
 from mushin_box._core.userfile import owner_problem
 from mushin_box._provenance.record import git_root, git_state
-from mushin_box._reproduce.checks import Original, ReproduceError, git_problems, part
-from mushin_box._sweep.usercode import is_user_file, module_file, user_modules
+from mushin_box._reproduce.checks import (
+    FINGERPRINT_DIFFERS,
+    Original,
+    ReproduceError,
+    code_differs,
+    git_problems,
+    part,
+)
+from mushin_box._sweep.usercode import code_identity, is_user_file, module_file
 
 __all__ = ["TrustedSource", "check_sources"]
 
@@ -46,10 +61,13 @@ _KIT = "mushin_box"
 
 
 class TrustedSource:
-    """The experiment's root and the user files a re-run may import (all checked)."""
+    """The experiment's root, the user files a re-run may import (all checked), and
+    whether their fingerprint, read from their bytes, is the recorded one."""
 
-    def __init__(self, root: Path | None, experiment: Path | None, files: tuple[Path, ...]) -> None:
-        self.root, self.experiment, self.files = root, experiment, files
+    def __init__(
+        self, root: Path | None, experiment: Path | None, files: tuple[Path, ...], same: bool
+    ) -> None:
+        self.root, self.experiment, self.files, self.same = root, experiment, files, same
 
 
 def _experiment_file(original: Original) -> Path | None:
@@ -79,20 +97,23 @@ def _root(experiment: Path) -> Path:
 
 
 def _stand_ins(original: Original, experiment: Path | None) -> list[Any]:
-    """Objects that carry the module names of the recorded task and ``pre_call``, so that
-    the user modules they reach are found without importing them. A task recorded as
-    ``__main__`` (a script) is imported from its file as the module named after it."""
+    """``[task, pre_call]`` as objects that carry the recorded module and qualified names
+    (None where none is recorded), so that the user modules they reach are found, and
+    fingerprinted, without importing them. A task recorded as ``__main__`` (a script) is
+    imported from its file as the module named after it."""
     out: list[Any] = []
     located = part(original.run, "task")
     for what in ("task", "pre_call"):
         entry = located.get(what)
         if not isinstance(entry, Mapping):
+            out.append(None)
             continue
         module = str(entry.get("module"))
         if module in _MAIN_NAMES:
             file = entry.get("file")
             module = Path(str(file)).stem if file else getattr(experiment, "stem", module)
-        out.append(types.SimpleNamespace(__module__=module))
+        name = str(entry.get("qualname"))
+        out.append(types.SimpleNamespace(__module__=module, __qualname__=name))
     return out
 
 
@@ -136,9 +157,10 @@ def check_sources(original: Original, config: Any, *, allow_dirty: bool) -> Trus
     root = _root(experiment) if experiment is not None else None
     if experiment is not None and str(experiment.parent) not in sys.path:
         sys.path.insert(0, str(experiment.parent))
-    found = user_modules(_stand_ins(original, experiment), config)
+    task, pre_call = _stand_ins(original, experiment)
+    identity = code_identity(task, config=config, extra=(pre_call,))
     files = {*([experiment] if experiment else []), *_entry_files(original)}
-    files |= {Path(p).resolve() for p in found.values()}
+    files |= {Path(p).resolve() for p in identity.files}
     for file in sorted(files):
         if root is not None and not file.is_relative_to(root):
             raise ReproduceError(
@@ -152,21 +174,52 @@ def check_sources(original: Original, config: Any, *, allow_dirty: bool) -> Trus
                 f"{file} {problem}: reproduce imports only your own files, so that a record "
                 "cannot make it run someone else's code"
             )
-    if experiment is not None:
-        _check_commit(original, experiment, files, allow_dirty=allow_dirty)
-    return TrustedSource(root, experiment, tuple(sorted(files)))
+    if experiment is not None and not allow_dirty:
+        _check_commit(original, experiment, files)
+    same = identity.fingerprint == (original.repro.get("code") or {}).get("task_sha256")
+    if not same and not allow_dirty:
+        raise code_differs([FINGERPRINT_DIFFERS])
+    return TrustedSource(root, experiment, tuple(sorted(files)), same)
 
 
-def _check_commit(
-    original: Original, experiment: Path, files: Iterable[Path], *, allow_dirty: bool
-) -> None:
+def _check_commit(original: Original, experiment: Path, files: set[Path]) -> None:
 
     recorded = (original.repro.get("code") or {}).get("git")
     problems = git_problems(recorded, git_state(experiment, include=files))
-    if problems and not allow_dirty:
-        raise ReproduceError(
-            "the code differs from the cell's: "
-            + "; ".join(problems)
-            + ". Check out the cell's code, or pass {allow_dirty} to run anyway (recorded)",
-            arguments={"allow_dirty": True},
-        )
+    if not problems and isinstance(recorded, Mapping) and recorded.get("diff_sha256") is None:
+        problems = _not_committed(str(recorded.get("commit")), experiment, files)
+    if problems:
+        raise code_differs(problems)
+
+
+def _not_committed(commit: str, experiment: Path, files: set[Path]) -> list[str]:
+    """The files among ``files`` of the repository holding ``experiment`` whose bytes are
+    not the commit's blob of them (one ``git cat-file --batch`` for all)."""
+
+    top = git_root(experiment)
+    if not top:
+        return []
+    root = Path(top).resolve()
+    inside = sorted(f for f in files if f.is_relative_to(root))
+    asked = "".join(f"{commit}:{f.relative_to(root).as_posix()}\n" for f in inside)
+    proc = subprocess.run(
+        ["git", "cat-file", "--batch"], cwd=root, input=asked.encode(), capture_output=True
+    )
+    out, at, differ = proc.stdout, 0, []
+    for file in inside:
+        header, _, rest = out[at:].partition(b"\n")
+        words = header.split()
+        if proc.returncode or len(words) != 3 or not words[2].isdigit():
+            differ.append(str(file))  # missing from the commit: untracked or ignored
+            at += len(header) + 1
+            continue
+        size = int(words[2])
+        blob, at = rest[:size], at + len(header) + 1 + size + 1
+        if blob != file.read_bytes():
+            differ.append(str(file))
+    if not differ:
+        return []
+    return [
+        f"{', '.join(differ)} differ(s) from commit {commit}'s (a file git does not show: "
+        "ignored, or marked unchanged); commit it, or restore the commit's"
+    ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -153,3 +154,35 @@ def test_a_record_or_config_symlinked_to_dev_zero_is_refused_in_one_line(
     with pytest.raises(ReproduceError, match="symbolic link") as refused:
         reproduce(cell, into=tmp_path / "again", dry_run=True)
     assert "\n" not in str(refused.value) and not (tmp_path / "again").exists()
+
+
+def test_a_module_beside_the_experiment_is_hashed_before_it_is_imported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # issue 42 case 2: the planted file is the user's own, in the experiment's folder
+    cell, module = _cell(tmp_path, monkeypatch)
+    marker = tmp_path / "ran"
+    _point_task_at(cell, _hostile(Path(module.__file__).parent, marker))
+    for dry_run, allow_dirty in ((True, False), (False, False)):
+        with pytest.raises(ReproduceError, match="code fingerprint") as refused:
+            reproduce(cell, into=tmp_path / "again", dry_run=dry_run, allow_dirty=allow_dirty)
+        # names no fingerprint that a forger could write into the record
+        assert not re.search("[0-9a-f]{64}", str(refused.value))
+    assert not marker.exists() and not (tmp_path / "again").exists()
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="chown to another user needs root")
+@pytest.mark.parametrize("name", [PROVENANCE_FILE, ".hydra/config.yaml"])
+def test_a_record_or_config_another_user_can_write_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    cell, _ = _cell(tmp_path, monkeypatch)
+    os.chown(cell / name, 65534, 65534)  # nobody's
+    with pytest.raises(ReproduceError, match="belongs to another user") as refused:
+        reproduce(cell, into=tmp_path / "again", dry_run=True)
+    assert "\n" not in str(refused.value)
+    os.chown(cell / name, os.getuid(), os.getgid())
+    (cell / name).chmod(0o666)
+    with pytest.raises(ReproduceError, match="can be written by other users"):
+        reproduce(cell, into=tmp_path / "again", dry_run=True)
+    assert not (tmp_path / "again").exists()
