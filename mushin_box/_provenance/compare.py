@@ -36,7 +36,6 @@ __all__ = [
     "MetricDiff",
     "collapse_key",
     "diff_records",
-    "flatten",
     "package_diffs",
     "record_problem",
 ]
@@ -174,32 +173,6 @@ def record_problem(record: Any) -> str | None:
 # ---------------------------------------------------------------------------- flattening
 
 
-def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    """Flatten nested dicts to ``{dotted path: leaf}``; lists of dicts get ``[i]`` steps.
-
-    Lists of plain values are leaves; an empty dict is a leaf ``{}``.
-
-    Examples
-    --------
-    >>> flatten({"a": {"b": 1, "c": [1, 2]}, "r": [{"h": "x"}], "e": {}})
-    {'a.b': 1, 'a.c': [1, 2], 'r[0].h': 'x', 'e': {}}
-    """
-    out: dict[str, Any] = {}
-
-    def walk(node: Any, path: str) -> None:
-        if isinstance(node, Mapping) and node:
-            for key, child in node.items():
-                walk(child, f"{path}.{key}" if path else str(key))
-        elif isinstance(node, list | tuple) and any(isinstance(x, Mapping) for x in node):
-            for i, child in enumerate(node):
-                walk(child, f"{path}[{i}]")
-        else:
-            out[path] = node
-
-    walk(value, prefix)
-    return out
-
-
 def _same(a: Any, b: Any) -> bool:
     if type(a) is type(b) and not isinstance(a, float | list | dict) and a == b:
         return True
@@ -223,29 +196,23 @@ def _field_diffs(a: Any, b: Any, path: str) -> list[FieldDiff]:
 
     def walk(x: Any, y: Any, where: str) -> None:
         if isinstance(x, Mapping) and isinstance(y, Mapping) and (x or y):
-            for key in sorted(x.keys() | y.keys(), key=str):
-                sub = f"{where}.{key}" if where else str(key)
-                if key not in y:
-                    out.append(FieldDiff(sub, x[key], None, "only_a"))
-                elif key not in x:
-                    out.append(FieldDiff(sub, None, y[key], "only_b"))
-                else:
-                    walk(x[key], y[key], sub)
-        elif (
-            isinstance(x, list)
-            and isinstance(y, list)
-            and (_has_containers(x) or _has_containers(y))
-        ):
-            for i in range(max(len(x), len(y))):
-                sub = f"{where}[{i}]"
-                if i >= len(y):
-                    out.append(FieldDiff(sub, x[i], None, "only_a"))
-                elif i >= len(x):
-                    out.append(FieldDiff(sub, None, y[i], "only_b"))
-                else:
-                    walk(x[i], y[i], sub)
-        elif not _same(x, y):
-            out.append(FieldDiff(where, x, y))
+            keys: list[Any] = sorted(x.keys() | y.keys(), key=str)
+            subs = [f"{where}.{key}" if where else str(key) for key in keys]
+        elif isinstance(x, list) and isinstance(y, list) and _has_containers(x + y):
+            keys = list(range(max(len(x), len(y))))
+            subs = [f"{where}[{i}]" for i in keys]
+            x, y = dict(enumerate(x)), dict(enumerate(y))
+        else:
+            if not _same(x, y):
+                out.append(FieldDiff(where, x, y))
+            return
+        for key, sub in zip(keys, subs, strict=True):
+            if key not in y:
+                out.append(FieldDiff(sub, x[key], None, "only_a"))
+            elif key not in x:
+                out.append(FieldDiff(sub, None, y[key], "only_b"))
+            else:
+                walk(x[key], y[key], sub)
 
     walk(a, b, path)
     return out

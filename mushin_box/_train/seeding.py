@@ -21,15 +21,11 @@ from mushin_box._core.sidecars import read_json, write_json_atomic
 from mushin_box._core.targets import public
 
 __all__ = [
-    "RANK_ENV_VARS",
     "global_rank_from_env",
     "seed_everything_per_rank",
     "seed_for_rank",
     "seed_records",
 ]
-
-# The per-rank variables a launcher sets, most specific first (see global_rank_from_env).
-RANK_ENV_VARS: tuple[str, ...] = (GLOBAL_RANK_ENV, "RANK", "LOCAL_RANK", "SLURM_PROCID")
 
 
 def _env_rank(env: Mapping[str, str], name: str) -> int | None:
