@@ -2,8 +2,8 @@
 """The disk and rank-env contract, shared by every room.
 
 - :mod:`.layout`: every file name and every ``MUSHIN_*`` variable;
-- :mod:`.redact` and :mod:`.secrets`: the secret rule, redaction, and the secrets vault;
-- :mod:`.termredact`: what the CLI prints, redacted by the same rule;
+- :mod:`.redact` and :mod:`.secrets`: the secret rule, redaction (files and the terminal), and
+  the secrets vault;
 - :mod:`.sidecars`: atomic, canonical JSON sidecars and bounded reads;
 - :mod:`.durable`: when an atomic write is synced: at once, or at a cell's commit points;
 - :mod:`.gcpause`: the garbage collector paused while a sweep is read in bulk;

@@ -1,23 +1,16 @@
 # SPDX-License-Identifier: MIT
 """The secret rule, and redaction by it: :func:`redact` a value, :func:`redact_text` text.
 
-What counts as a secret is decided by name (:func:`is_secret_name`): a config key or an
-environment variable whose words include ``token``, ``password``, ``key``, ``auth``...,
-unless its last word only describes the secret (``key_dim``, ``auth_url``,
-``api_key_path``). Credentials inside a URL (``scheme://user:pass@host``) are secret
-whatever the name. A user declares more names (:func:`secret_names_in_effect`): the
-project's ``[tool.mushin-box] secret-names`` and ``Workflow(secrets=...)``; a declared
-name is secret whatever its words. Everything that writes a file or prints asks this
-module, so the rule cannot drift between the sidecars, the env file's record, the error
-messages and the terminal:
-
-* :func:`redact` a value: a mapping (secret-looking keys' values; an environment too), a
-  command's words (``NAME=value``, ``--flag=value``, the word after a secret-looking
-  flag), a string (as text), an exception (its message and its chained ones', in place);
-* :func:`redact_text` any text (an env file, a traceback, a printed line): secret-looking
-  ``NAME=value`` assignments (an env file's quoted value across lines too), the values of
-  secret-looking environment variables and any given ones wherever they stand, and URL
-  credentials.
+What counts as a secret is decided by name (:func:`is_secret_name`): a config key, a dotted
+config path or an environment variable whose words include ``token``, ``password``,
+``key``, ``auth``..., unless its last word only describes the secret (``key_dim``,
+``auth_url``, ``api_key_path``). Credentials inside a URL (``scheme://user:pass@host``) are
+secret whatever the name. A user declares more names (:func:`secret_names_in_effect`): the
+project's ``[tool.mushin-box] secret-names`` and ``Workflow(secrets=...)``; a declared name
+is secret whatever its words. Everything that writes a file or prints asks this module, so
+the rule cannot drift between the sidecars, the env file's record, the error messages and
+the terminal (``mushin_box.cli.output`` cleans every printed line with one
+:class:`TextRedactor`: :func:`redact_text` with its rule and values read once per command).
 
 Hiding values *before* a launch, so that files never hold them at all, is
 :mod:`mushin_box._core.secrets`; it uses the same rule.
@@ -41,15 +34,15 @@ __all__ = [
     "MIN_SCRUB_LENGTH",
     "REDACTED",
     "URL_CREDENTIALS",
+    "TextRedactor",
     "check_secret_names",
+    "command_line_secrets",
     "is_secret_name",
-    "is_secret_path",
-    "redact",
-    "redact_secret_values",
-    "redact_text",
     "project_secret_names",
-    "secret_env_values",
+    "redact",
+    "redact_text",
     "secret_names_in_effect",
+    "toml_problem",
 ]
 
 REDACTED = "<redacted>"
@@ -78,24 +71,22 @@ URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinf
 #: ``NAME=value`` / ``export NAME=value`` at the start of an env-file line
 _ASSIGNMENT = re.compile(r"^(?P<lead>\s*(?:export\s+)?)(?P<name>[A-Za-z_][A-Za-z0-9_]*)=")
 _WORD_ASSIGNMENT = re.compile(r"^(?P<lead>-{0,2})(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)=")
-FLAG_WORD = re.compile(r"^-{1,2}(?P<name>[A-Za-z][A-Za-z0-9_-]*)\Z")
+_FLAG_WORD = re.compile(r"^-{1,2}(?P<name>[A-Za-z][A-Za-z0-9_-]*)\Z")
 #: flags whose name looks secret but whose value is not (Apptainer's working directory)
-NOT_SECRET_FLAGS = frozenset({"--pwd"})
+_NOT_SECRET_FLAGS = frozenset({"--pwd"})
 #: environment variables whose names only look secret ("pwd" = password in a config key)
 _NOT_SECRET_ENV = frozenset({"PWD", "OLDPWD"})
 #: a value found by its variable's name only, and shorter, is not searched for in free
 #: text (it would match anywhere); values the vault moved (``MUSHIN_SECRET_*``) always are
 MIN_SCRUB_LENGTH = 6
-#: a value its command line gives a secret-looking name is searched for in printed text
-#: from this length (a shorter one would match inside unrelated words; its ``NAME=value``
-#: form is redacted whatever its length)
-MIN_ARGV_SCRUB = 4
+#: a value given to :func:`redact_text` is searched for from this length
+_MIN_ARGV_SCRUB = 4
+#: a value that only stands for one in a message or a usage line (``KEY=VALUE``)
+_PLACEHOLDER = re.compile(r"(?:VALUE|\.\.\.|<[a-z_]+>)[,.;:)\]]*\Z")
 #: ``NAME=value`` anywhere in free text: a Hydra override (``+NAME``, ``~NAME``), a flag
 #: (``--NAME=``), a dotted path; the value quoted, or up to a space, quote or backslash (a
 #: backslash: JSON's escapes stay whole, so redacted JSON stays JSON)
-#: a value that only stands for one in a message or a usage line (``KEY=VALUE``)
-PLACEHOLDER = re.compile(r"(?:VALUE|\.\.\.|<[a-z_]+>)[,.;:)\]]*\Z")
-TEXT_ASSIGNMENT = re.compile(
+_TEXT_ASSIGNMENT = re.compile(
     r"(?<![\w.+~-])(?:[+~]{1,2}|-{1,2})?(?P<name>[A-Za-z_][\w.-]*)="
     r"(?P<value>'[^'\n]*'|\"[^\"\n]*\"|[^\s'\"\\]*)"
 )
@@ -241,27 +232,29 @@ class SecretRule(NamedTuple):
 
 
 @functools.lru_cache(maxsize=64)
-def compile_rule(names: tuple[str, ...]) -> SecretRule:
+def _compile_rule(names: tuple[str, ...]) -> SecretRule:
     split = [tuple(_words(part) for part in name.split(".")) for name in names]
     return SecretRule(
         frozenset(p[0] for p in split if len(p) == 1), frozenset(p for p in split if len(p) > 1)
     )
 
 
-def secret_rule(declared: Sequence[str] = ()) -> SecretRule:
-    return compile_rule(secret_names_in_effect(declared))
+def _secret_rule(declared: Sequence[str] = ()) -> SecretRule:
+    return _compile_rule(secret_names_in_effect(declared))
 
 
 def is_secret_name(name: str, declared: Sequence[str] = ()) -> bool:
-    """Does a config key or environment variable name look like it holds a secret?
+    """Does a config key, a dotted config path or an environment variable name look like
+    it holds a secret?
 
-    ``declared`` adds names (besides the project's, :func:`secret_names_in_effect`); they
-    match whatever the spelling (``my_field``, ``MY_FIELD``, ``myField``). Dotted ones are
-    paths: see :func:`is_secret_path`.
+    A path is secret when any key along it is, or when it starts with a declared dotted
+    path (from the config's root). ``declared`` adds names (besides the project's,
+    :func:`secret_names_in_effect`); they match whatever the spelling (``my_field``,
+    ``MY_FIELD``, ``myField``).
 
     Examples
     --------
-    >>> [is_secret_name(n) for n in ("WANDB_API_KEY", "hfToken", "db.password", "lr")]
+    >>> [is_secret_name(n) for n in ("WANDB_API_KEY", "hfToken", "credentials.user", "lr")]
     [True, True, True, False]
 
     A last word that describes the secret instead of holding it makes it no secret, unless
@@ -271,28 +264,16 @@ def is_secret_name(name: str, declared: Sequence[str] = ()) -> bool:
     [False, False, False, False]
     >>> is_secret_name("sessionId", ["session_id"])
     True
+    >>> [is_secret_name(p, ["db.dsn"]) for p in ("db.dsn", "db.dsn.user", "cache.db.dsn")]
+    [True, True, False]
     """
-    return secret_rule(declared).name(name)
+    return _secret_rule(declared).path(name)
 
 
 def _redact_urls(text: str) -> str:
     if "@" not in text or "://" not in text:
         return text
     return URL_CREDENTIALS.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", text)
-
-
-def is_secret_path(path: str, declared: Sequence[str] = ()) -> bool:
-    """Does any key along a dotted config path look like it holds a secret, or does the
-    path start with a declared dotted path (from the config's root)?
-
-    Examples
-    --------
-    >>> [is_secret_path(p) for p in ("db.password", "credentials.user", "model.lr")]
-    [True, True, False]
-    >>> [is_secret_path(p, ["db.dsn"]) for p in ("db.dsn", "db.dsn.user", "cache.db.dsn")]
-    [True, True, False]
-    """
-    return secret_rule(declared).path(path)
 
 
 # ---------------------------------------------------------------------------- values
@@ -303,14 +284,13 @@ def redact(value: Any, declared: Sequence[str] = ()) -> Any:
 
     * a mapping (a JSON-like record, an environment): a secret-looking key's value, unless
       ``None`` (nothing to hide, and "unset" is worth seeing); declared dotted paths
-      (:func:`is_secret_path`) count from its root; URL credentials in every string;
+      (:func:`is_secret_name`) count from its root; URL credentials in every string;
     * a list or tuple of strings, a command's words: ``NAME=value`` and ``--name=value``
       words with a secret-looking name keep the name only, the word after a secret-looking
       flag (``--token abc``) is replaced (Apptainer's ``--pwd`` is a directory);
     * a string: :func:`redact_text`;
     * an exception: the string arguments of it and of the exceptions chained to it, in
-      place, by the values of secret-looking environment variables
-      (:func:`redact_secret_values`): its text is written elsewhere too (submitit pickles
+      place, by :func:`redact_text`: its text is written elsewhere too (submitit pickles
       its traceback; the driver re-raises it to a terminal). An exception whose
       ``__str__`` ignores its args is left as it is.
 
@@ -326,8 +306,8 @@ def redact(value: Any, declared: Sequence[str] = ()) -> Any:
     if isinstance(value, str):
         return redact_text(value)
     if isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
-        return _redact_argv(value, secret_rule(declared))
-    return _redact(value, secret_rule(declared), ())
+        return _redact_argv(value, _secret_rule(declared))
+    return _redact(value, _secret_rule(declared), ())
 
 
 def _redact(value: Any, rule: SecretRule, at: tuple[tuple[str, ...], ...]) -> Any:
@@ -347,7 +327,7 @@ def _redact_word(word: str, rule: SecretRule) -> str:
     m = _WORD_ASSIGNMENT.match(word)
     if m is None:
         return _redact_urls(word)
-    if rule.name(m.group("name")) and word[: m.end() - 1] not in NOT_SECRET_FLAGS:
+    if rule.name(m.group("name")) and word[: m.end() - 1] not in _NOT_SECRET_FLAGS:
         return f"{word[: m.end()]}{REDACTED}"
     return f"{word[: m.end()]}{_redact_word(word[m.end() :], rule)}"  # --env=NAME=value
 
@@ -360,8 +340,8 @@ def _redact_argv(argv: Sequence[str], rule: SecretRule) -> list[str]:
             out.append(REDACTED)
             hide_next = False
             continue
-        flag = FLAG_WORD.match(word)
-        if flag is not None and word not in NOT_SECRET_FLAGS:
+        flag = _FLAG_WORD.match(word)
+        if flag is not None and word not in _NOT_SECRET_FLAGS:
             hide_next = rule.name(flag.group("name"))
         out.append(_redact_word(word, rule))
     return out
@@ -374,7 +354,7 @@ def _redact_exception(exc: BaseException) -> BaseException:
         if id(current) in seen:
             continue
         seen.add(id(current))
-        args = tuple(redact_secret_values(a) if isinstance(a, str) else a for a in current.args)
+        args = tuple(redact_text(a) if isinstance(a, str) else a for a in current.args)
         if args != current.args:
             current.args = args
         pending += [e for e in (current.__cause__, current.__context__) if e is not None]
@@ -438,7 +418,7 @@ def _unquoted(value: str) -> str:
     return value
 
 
-def is_reference(value: str) -> bool:
+def _is_reference(value: str) -> bool:
     """``${oc.env:NAME}``, ``${NAME:?}`` and the like: names where a secret is, holds none
     (``${NAME:-default}`` holds its default)."""
     inner = _unquoted(value)
@@ -447,42 +427,84 @@ def is_reference(value: str) -> bool:
 
 def _assignment(m: re.Match[str], rule: SecretRule) -> str:
     value = m.group("value")
-    if not value or value.startswith(REDACTED) or is_reference(value):
+    if not value or value.startswith(REDACTED) or _is_reference(value):
         return m.group(0)
-    if PLACEHOLDER.match(value):  # help's own KEY=VALUE, api_key=...
+    if _PLACEHOLDER.match(value):  # help's own KEY=VALUE, api_key=...
         return m.group(0)
     if not rule.path(m.group("name").replace("-", "_")):
         return m.group(0)
     return m.group(0)[: m.start("value") - m.start(0)] + REDACTED
 
 
-def values_pattern(values: Iterable[str]) -> re.Pattern[str] | None:
+def _values_pattern(values: Iterable[str]) -> re.Pattern[str] | None:
     """One pattern of ``values``, longest first: no value is matched inside another."""
     ordered = sorted(set(values) - {"", REDACTED}, key=len, reverse=True)
     return re.compile("|".join(map(re.escape, ordered))) if ordered else None
 
 
-def scrub(text: str, values: re.Pattern[str] | None, rule: SecretRule) -> str:
-    """:func:`redact_text` with its values and rule given (a printer builds them once)."""
-    if not text:
-        return text
-    if "=" in text:
-        text = _redact_env_lines(text, rule)
-    if values is not None:
-        text = values.sub(REDACTED, text)
-    if "=" in text:
-        text = TEXT_ASSIGNMENT.sub(lambda m: _assignment(m, rule), text)
-    return _redact_urls(text)
+class TextRedactor:
+    """:func:`redact_text` with the rule, the environment's secret values and ``values``
+    read once: ``mushin_box.cli.output`` builds one per command and cleans every line the
+    command prints with it. A given value shorter than 4 characters is not searched for
+    (it would match inside unrelated words; its ``NAME=value`` form is redacted whatever
+    its length).
+
+    ``lenient``: a broken project setting (:func:`project_secret_names`) is told in
+    ``problem`` and the built-in rule is used, for printing must not fail over it;
+    otherwise it raises its ``ValueError``.
+
+    Examples
+    --------
+    >>> clean = TextRedactor(["hunter22"], environ={})
+    >>> clean("write +x.api_key=hunter22: got [hunter22 and https://me:pw@h/ lr=0.1")
+    'write +x.api_key=<redacted>: got [<redacted> and https://<redacted>@h/ lr=0.1'
+    """
+
+    def __init__(
+        self,
+        values: Iterable[str] = (),
+        environ: Mapping[str, str] | None = None,
+        *,
+        lenient: bool = False,
+    ) -> None:
+        #: why the project's secret names could not be read (``lenient`` only)
+        self.problem: str | None = None
+        try:
+            self.rule = _secret_rule()
+            found = _secret_env_values(environ)
+        except ValueError as exc:
+            if not lenient:
+                raise
+            self.problem = str(exc)
+            self.rule, found = _compile_rule(()), set()
+        self._values = _values_pattern(found | {v for v in values if len(v) >= _MIN_ARGV_SCRUB})
+
+    def __call__(self, text: str) -> str:
+        if not text:
+            return text
+        if "=" in text:
+            text = _redact_env_lines(text, self.rule)
+        if self._values is not None:
+            text = self._values.sub(REDACTED, text)
+        if "=" in text:
+            text = _TEXT_ASSIGNMENT.sub(lambda m: _assignment(m, self.rule), text)
+        return _redact_urls(text)
 
 
 def redact_text(
-    text: str, values: Iterable[str] = (), environ: Mapping[str, str] | None = None
+    text: str, environ: Mapping[str, str] | None = None, values: Iterable[str] = ()
 ) -> str:
     """``text`` with its secrets cut out: secret-looking ``NAME=value`` assignments keep
-    the name only (an env file's line, an override, a flag, a dotted path; a reference
-    such as ``${oc.env:NAME}`` is the way to pass a secret and is kept), the values of
-    :func:`secret_env_values` and ``values`` are replaced wherever they stand, and URL
-    credentials are cut out.
+    the name only (an env file's line, its quoted value across lines too, an override, a
+    flag, a dotted path; a reference such as ``${oc.env:NAME}`` is the way to pass a
+    secret and is kept), the values of secret-looking variables of ``environ`` (default:
+    this process's) and ``values`` are replaced wherever they stand, and URL credentials
+    are cut out.
+
+    The values searched for are every value the vault moved into the environment
+    (``MUSHIN_SECRET_*``, also as ``APPTAINERENV_MUSHIN_SECRET_*``), whatever its length,
+    and values of other secret-looking variables, found by name only, from
+    :data:`MIN_SCRUB_LENGTH` characters (a shorter one would match anywhere).
 
     Examples
     --------
@@ -493,21 +515,17 @@ def redact_text(
     WANDB_API_KEY=<redacted>
     HF_TOKEN="${HF_TOKEN:?}"
     DB=postgres://<redacted>@db/x
-    >>> redact_text("got +x.api_key=hunter22 and hunter22", ["hunter22"], environ={})
+    >>> redact_text("got +x.api_key=hunter22 and hunter22", {}, ["hunter22"])
     'got +x.api_key=<redacted> and <redacted>'
+    >>> redact_text("bad token hunter22", {"API_TOKEN": "hunter22", "LR": "hunter"})
+    'bad token <redacted>'
     """
-    rule = secret_rule()  # once: the rule looks up the project's declared names on disk
-    found = secret_env_values(environ) | set(values)
-    return scrub(text, values_pattern(found), rule)
+    return TextRedactor(values, environ)(text)
 
 
-def secret_env_values(environ: Mapping[str, str] | None = None) -> set[str]:
-    """The values to scrub from free text: every value the vault moved into the
-    environment (``MUSHIN_SECRET_*``, also as ``APPTAINERENV_MUSHIN_SECRET_*``), whatever
-    its length; and values of other secret-looking variables, found by name only, at least
-    :data:`MIN_SCRUB_LENGTH` long."""
+def _secret_env_values(environ: Mapping[str, str] | None = None) -> set[str]:
     env = os.environ if environ is None else environ
-    rule = compile_rule(secret_names_in_effect(environ=env))
+    rule = _compile_rule(secret_names_in_effect(environ=env))
     out: set[str] = set()
     for k, v in env.items():
         if not v:
@@ -519,14 +537,40 @@ def secret_env_values(environ: Mapping[str, str] | None = None) -> set[str]:
     return out
 
 
-def redact_secret_values(text: str, environ: Mapping[str, str] | None = None) -> str:
-    """``text`` with every value of :func:`secret_env_values` replaced, and nothing else:
-    the pass of :func:`redact_text` for text whose assignments are not the process's.
+def command_line_secrets(argv: Sequence[str], declared: Sequence[str] = ()) -> set[str]:
+    """The values a command line gives secret-looking names: ``+api_key=abc``,
+    ``--token=abc``, ``--token abc`` (as written, unquoted, and each value of a comma
+    list), so that a message which quotes one back can be cleaned. References
+    (``${oc.env:NAME}``) and empty values hold no secret; a broken project setting leaves
+    the built-in rule (the command that reads the setting says so).
 
     Examples
     --------
-    >>> redact_secret_values("bad token hunter22", {"API_TOKEN": "hunter22", "LR": "hunter"})
-    'bad token <redacted>'
+    >>> sorted(command_line_secrets(["launch", "x.py", "+db.password=hunter2", "lr=0.1",
+    ...                              "--token", "abcd1234", "api_key='${oc.env:K}'"]))
+    ['abcd1234', 'hunter2']
     """
-    pattern = values_pattern(secret_env_values(environ))
-    return text if pattern is None else pattern.sub(REDACTED, text)
+    try:
+        rule = _secret_rule(declared)
+    except ValueError:
+        rule = _compile_rule(())
+    out: set[str] = set()
+    hide_next = False
+    for word in argv:
+        if hide_next:
+            hide_next = False
+            if not word.startswith("-"):
+                out.add(word)
+                continue
+        flag = _FLAG_WORD.match(word)
+        if flag is not None:
+            hide_next = word not in _NOT_SECRET_FLAGS and rule.name(flag.group("name"))
+            continue
+        m = _TEXT_ASSIGNMENT.match(word)
+        if m is None or not rule.path(m.group("name").replace("-", "_")):
+            continue
+        value = word[m.start("value") :]
+        if _is_reference(value):
+            continue
+        out |= {value, _unquoted(value), *(_unquoted(v) for v in value.split(","))}
+    return {v for v in out if v and not _is_reference(v)}

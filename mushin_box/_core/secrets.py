@@ -46,7 +46,7 @@ from mushin_box._core.overrides import (
 from mushin_box._core.redact import (
     URL_CREDENTIALS,
     check_secret_names,
-    is_secret_path,
+    is_secret_name,
     secret_names_in_effect,
 )
 
@@ -75,8 +75,8 @@ def _is_secret_leaf(path: str, value: Any, declared: Sequence[str] = ()) -> bool
                         "'postgres://${oc.env:DB_USER}:${oc.env:DB_PASSWORD}@${host}/db'"
                     )
             return False
-        return is_secret_path(path, declared) or URL_CREDENTIALS.search(value) is not None
-    return isinstance(value, int | float) and is_secret_path(path, declared)
+        return is_secret_name(path, declared) or URL_CREDENTIALS.search(value) is not None
+    return isinstance(value, int | float) and is_secret_name(path, declared)
 
 
 class SecretVault:

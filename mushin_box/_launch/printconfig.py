@@ -17,7 +17,7 @@ Resolving would read the environment into the output (a user's
 ``${oc.env:WANDB_API_KEY}``, the vault's references) and fails on ``${hydra:...}``, which
 has a value only inside a running job. As a second line of defence, a value the vault
 moved that still shows up outside its references (the same literal under a key that does
-not look secret) is cut out by :func:`~mushin_box._core.redact.redact_secret_values`, when
+not look secret) is cut out by :func:`~mushin_box._core.redact.redact_text`, when
 it is at least :data:`~mushin_box._core.redact.MIN_SCRUB_LENGTH` long: a shorter one
 (a declared secret ``1``) would match anywhere, and no file of the launch hides it either.
 """
@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mushin_box._core.redact import MIN_SCRUB_LENGTH, redact_secret_values
+from mushin_box._core.redact import MIN_SCRUB_LENGTH, redact_text
 from mushin_box._core.secrets import SecretVault
 from mushin_box._sweep.compose import first_job, hydra_state_kept
 from mushin_box._sweep.validate import is_config_group
@@ -101,6 +101,4 @@ def _scrub(text: str, values: Mapping[str, str]) -> str:
     if not found:
         return text
     parts = _REFERENCE.split(text)  # odd positions: the references
-    return "".join(
-        p if i % 2 else redact_secret_values(p, environ=found) for i, p in enumerate(parts)
-    )
+    return "".join(p if i % 2 else redact_text(p, found) for i, p in enumerate(parts))

@@ -10,7 +10,7 @@ where it runs, the profile's name, the image, the scheduler options, ``on_error`
 
 It is written atomically by the launch that uses it, before its cells start, and put back
 as it was when that launch is refused before it starts. A secret override's value never
-reaches it (:func:`~mushin_box._core.termredact.command_line_secrets` finds them): it is
+reaches it (:func:`~mushin_box._core.redact.command_line_secrets` finds them): it is
 stored as :data:`~mushin_box._core.redact.REDACTED`, and a resume asks for it again.
 
 The file sits in a shared directory: it is read bounded, each field is checked for its
@@ -32,10 +32,9 @@ from typing import Any
 
 from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.layout import LAUNCH_FILE
-from mushin_box._core.redact import REDACTED
+from mushin_box._core.redact import REDACTED, command_line_secrets
 from mushin_box._core.sidecars import read_json, timestamp, write_json_atomic
 from mushin_box._core.targets import public
-from mushin_box._core.termredact import command_line_secrets
 from mushin_box._core.userfile import owner_problem
 
 __all__ = ["FLAG_TYPES", "RecordError", "launch_record", "read_launch_record", "recorded"]

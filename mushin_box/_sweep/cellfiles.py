@@ -66,7 +66,7 @@ from mushin_box._core.layout import (
     STATUS_FILE,
     stage_metrics_json_file,
 )
-from mushin_box._core.redact import redact_secret_values
+from mushin_box._core.redact import redact_text
 from mushin_box._core.sidecars import (
     canonical_dumps,
     read_json,
@@ -371,8 +371,8 @@ def record_failure(cell_dir: Path, record: dict[str, Any], exc: BaseException) -
     # an exception may quote a secret (e.g. "invalid token ..."): the values of
     # secret-looking environment variables, sweep secrets included (whatever their
     # length), are replaced; the manifest's row copies this status's error
-    text = redact_secret_values("".join(traceback.format_exception(exc)))
-    message = redact_secret_values(str(exc))
+    text = redact_text("".join(traceback.format_exception(exc)))
+    message = redact_text(str(exc))
     error: dict[str, Any] = {
         "type": type(exc).__qualname__,
         "message": message[:2000],

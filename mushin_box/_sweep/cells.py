@@ -48,7 +48,7 @@ from mushin_box._core.layout import (
     STATUS_FILE,
     TORCHRUN_AGENT_ENV,
 )
-from mushin_box._core.redact import redact, redact_secret_values
+from mushin_box._core.redact import redact, redact_text
 from mushin_box._core.sidecars import (
     SidecarWarning,
     canonical_dumps,
@@ -564,7 +564,7 @@ class CellRunner:
     def _abort(self, cell: _Cell, exc: BaseException) -> None:
         """Write the sweep's abort file (rank 0), so that the cells not yet started skip."""
         if global_rank_from_env() == 0:  # the error may quote a secret, as in _record_failure
-            record = {"cell": cell.directory.name, "error": redact_secret_values(repr(exc))}
+            record = {"cell": cell.directory.name, "error": redact_text(repr(exc))}
             with contextlib.suppress(OSError):  # the error itself is re-raised
                 write_json_atomic(cell.root / ABORT_FILE, record)
 

@@ -564,7 +564,7 @@ def _resume_command(root: str) -> str:
     """How to resume the sweep: ``mushin-box resume DIR`` replays the recorded launch (a
     secret override's value is not recorded: it is given again, from the environment)."""
     # lazy: every command's start imports this module; only this command pays for its rooms
-    from mushin_box._core.termredact import command_line_secrets
+    from mushin_box._core.redact import command_line_secrets
 
     command = f"mushin-box resume {shlex.quote(root)}"
     secret = [a for a in sys.argv[1:] if "=" in a and command_line_secrets([a])]

@@ -6,8 +6,10 @@ Why one choke point: secrets reached the terminal through messages nobody though
 output (Hydra's refusals quote the override back, argparse quotes a bad flag, a warning
 repeats a path). Wrapping ``sys.stdout``/``sys.stderr`` for the time a command runs cleans
 every line (``print``, rich, logging, ``warnings``), by the rule files are cleaned by
-(:class:`mushin_box._core.redact.TextRedactor`). Processes the command starts write to the
-file descriptors themselves and are not covered: their lines are the task's own.
+(:func:`mushin_box._core.redact.redact_text`, its rule read once per command). Processes
+the command starts write to the file descriptors themselves and are not covered: their
+lines are the task's own. Names and strings read from a sweep directory are printed
+through :func:`shown`, which escapes their control characters.
 
 A write that fails raises :class:`OutputError` (not an ``OSError``: a command's own
 ``except OSError`` around its files must not swallow it), which ``main`` turns into an exit
@@ -114,9 +116,9 @@ def redacted_output(argv: Sequence[str]) -> Iterator[None]:
     """``sys.stdout`` and ``sys.stderr`` cleaned while the command runs, of the secrets its
     command line (``argv``) holds and of every secret the rule finds."""
     # lazy: every command's start imports this module; only this command pays for its rooms
-    from mushin_box._core.termredact import TextRedactor, command_line_secrets
+    from mushin_box._core.redact import TextRedactor, command_line_secrets
 
-    clean = TextRedactor(command_line_secrets(argv))
+    clean = TextRedactor(command_line_secrets(argv), lenient=True)
     out, err = sys.stdout, sys.stderr
     if clean.problem is not None:  # said once, as the command starts
         print(

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from mushin_box._core.termredact import TextRedactor, command_line_secrets
+from mushin_box._core.redact import TextRedactor, command_line_secrets
 
 SECRET, PASSWORD = "hunter2-xyz", "s3cret-pw-42"
 

@@ -24,12 +24,9 @@ from mushin_box._core.redact import (
     SECRET_NAMES_ENV,
     _quote_state,
     is_secret_name,
-    is_secret_path,
     project_secret_names,
     redact,
-    redact_secret_values,
     redact_text,
-    secret_env_values,
     secret_names_in_effect,
 )
 
@@ -91,7 +88,7 @@ def test_a_name_with_a_secret_word_is_secret(
 ) -> None:
     name = _spell([*prefix, *secret], style)
     assert is_secret_name(name), name
-    assert is_secret_path(f"model.{name}.inner"), name  # a whole node under it is secret
+    assert is_secret_name(f"model.{name}.inner"), name  # a whole node under it is secret
 
 
 @given(
@@ -132,16 +129,16 @@ NAME = st.lists(st.from_regex(r"\A[a-z]{2,7}\Z"), min_size=1, max_size=3)
 def test_a_declared_name_is_secret_in_every_spelling(words: list[str], style: str) -> None:
     declared = "_".join(words)
     assert is_secret_name(_spell(words, style), ["other", declared])
-    assert is_secret_path(f"a.{_spell(words, style)}.b", [declared])  # at any depth
+    assert is_secret_name(f"a.{_spell(words, style)}.b", [declared])  # at any depth
     # another name that only starts or ends like it is not
     assert is_secret_name(f"{declared}_x", [declared]) == is_secret_name(f"{declared}_x")
 
 
 def test_a_declared_dotted_path_is_secret_from_the_root_only() -> None:
-    assert is_secret_path("db.dsn", ["db.dsn"])
-    assert is_secret_path("db.dsn.user", ["db.dsn"])  # and everything under it
-    assert not is_secret_path("cache.db.dsn", ["db.dsn"])
-    assert not is_secret_path("db", ["db.dsn"])
+    assert is_secret_name("db.dsn", ["db.dsn"])
+    assert is_secret_name("db.dsn.user", ["db.dsn"])  # and everything under it
+    assert not is_secret_name("cache.db.dsn", ["db.dsn"])
+    assert not is_secret_name("db", ["db.dsn"])
     assert redact({"db": {"dsn": "x", "host": "h"}}, ["db.dsn"]) == {
         "db": {"dsn": REDACTED, "host": "h"}
     }
@@ -172,7 +169,7 @@ def test_the_nearest_pyproject_declares_names(
     (project / "src" / "deep").mkdir(parents=True)
     monkeypatch.chdir(project / "src" / "deep")  # at or above the working directory
     assert project_secret_names() == ("org_handle",)
-    assert is_secret_name("ORG_HANDLE") and is_secret_path("team.orgHandle")
+    assert is_secret_name("ORG_HANDLE") and is_secret_name("team.orgHandle")
     # a nearer pyproject.toml without the setting is the project: nothing declared
     _project(project / "src", "[project]\nname = 'inner'\n")
     assert project_secret_names() == () and not is_secret_name("org_handle")
@@ -215,14 +212,14 @@ def test_vault_values_are_scrubbed_whatever_their_length() -> None:
     }
     text = "token pw12 rejected; q9 too; abc stays; lr pw12x"
     assert len("abc") < MIN_SCRUB_LENGTH
-    assert redact_secret_values(text, env) == (
+    assert redact_text(text, env) == (
         f"token {REDACTED} rejected; {REDACTED} too; abc stays; lr {REDACTED}x"
     )
 
 
 def test_a_value_inside_the_marker_is_not_replaced_twice() -> None:
     env = {f"{SECRET_ENV_PREFIX}A": "hunter2", f"{SECRET_ENV_PREFIX}B": "red"}
-    assert redact_secret_values("hunter2 red", env) == f"{REDACTED} {REDACTED}"
+    assert redact_text("hunter2 red", env) == f"{REDACTED} {REDACTED}"
 
 
 # ---------------------------------------------------------------------------- issue 19
@@ -255,15 +252,16 @@ def test_a_secret_containing_another_is_replaced_whole() -> None:
     # value must come first, or "hunter" matches and "22" of "hunter22" is left in clear
     env = {"A_TOKEN": "hunter", "B_TOKEN": "hunter22", "C_TOKEN": "hunter2"}
     for text in ("hunter22", "hunter2", "hunter"):
-        assert redact_secret_values(f"x {text} y", env) == f"x {REDACTED} y"
+        assert redact_text(f"x {text} y", env) == f"x {REDACTED} y"
 
 
 def test_values_of_secret_names_are_scrubbed_from_the_minimum_length() -> None:
     long_enough = "a" * MIN_SCRUB_LENGTH
     env = {"API_TOKEN": long_enough, "OTHER_TOKEN": "b" * (MIN_SCRUB_LENGTH - 1), "PWD": "/w/dir"}
-    assert secret_env_values(env) == {long_enough}  # PWD is a directory, not a password
-    assert secret_env_values({}) == set()
-    assert redact_secret_values("nothing to hide", {}) == "nothing to hide"
+    short = "b" * (MIN_SCRUB_LENGTH - 1)
+    # PWD is a directory, not a password
+    assert redact_text(f"{long_enough} {short} /w/dir", env) == f"{REDACTED} {short} /w/dir"
+    assert redact_text("nothing to hide", {}) == "nothing to hide"
 
 
 def test_the_names_given_win_over_the_process_own(
@@ -279,7 +277,7 @@ def test_the_names_given_win_over_the_process_own(
     assert secret_names_in_effect(environ=carried) == ("carried_name",)
     assert secret_names_in_effect(["x"], environ=carried) == ("carried_name", "x")
     # the environ given decides which values are secret, too
-    assert secret_env_values({**carried, "CARRIED_NAME": "s3cr3tvalue"}) == {"s3cr3tvalue"}
+    assert redact_text("s3cr3tvalue", {**carried, "CARRIED_NAME": "s3cr3tvalue"}) == REDACTED
 
 
 def test_chained_exceptions_are_scrubbed_and_a_cycle_ends(
@@ -423,7 +421,7 @@ def test_a_command_is_redacted_whether_or_not_it_splits(monkeypatch: pytest.Monk
 def test_an_empty_value_does_not_end_the_search(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(SECRET_NAMES_ENV, raising=False)
     env = {"A_TOKEN": "", f"{SECRET_ENV_PREFIX}B": "", "C_TOKEN": "longsecret"}
-    assert secret_env_values(env) == {"longsecret"}
+    assert redact_text("x longsecret", env) == f"x {REDACTED}"
 
 
 def test_lists_are_redacted_item_by_item_and_paths_count_indices() -> None:

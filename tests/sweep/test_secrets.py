@@ -24,7 +24,7 @@ from workflow_tasks import _h, ddp_secret_task, secret_task
 
 from mushin_box._core.layout import SECRET_ENV_PREFIX
 from mushin_box._core.overrides import format_value, parse_override_value
-from mushin_box._core.redact import redact_secret_values
+from mushin_box._core.redact import redact_text as redact_secret_values
 from mushin_box._core.secrets import SecretVault
 
 TOKEN = "PLANTED-token-5f2b9c"
