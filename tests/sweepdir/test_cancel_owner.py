@@ -174,3 +174,21 @@ def test_a_squeue_that_does_not_answer_is_not_blamed_on_slurm_conf(
     (line,) = report.refused
     assert "squeue did not answer when asked about 1 job(s)" in line
     assert "check SLURM_CONF" not in line
+
+
+def test_a_status_swapped_after_the_sweep_was_read_is_not_acted_on(
+    tmp_path: Path, sleeper: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    status = _running(tmp_path, sleeper.pid)
+    swapped = {**read_json(status), "pid": os.getppid()}  # another process, after the read
+    read_sweep = cancel_mod.read_sweep
+
+    def read_then_swap(root: Path) -> object:
+        sweep = read_sweep(root)
+        write_json_atomic(status, swapped)
+        return sweep
+
+    monkeypatch.setattr(cancel_mod, "read_sweep", read_then_swap)
+    report = cancel(tmp_path, grace_s=0, timeout_s=2)
+    assert pid_alive(sleeper.pid) and report.cancelled == ()
+    assert any("changed while cancel read it" in line for line in report.refused)
