@@ -42,7 +42,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -559,32 +559,44 @@ def metric_rows(diff: Any) -> list[MetricRow]:
     return rows
 
 
-# ---------------------------------------------------------------------------- Markdown
+# ---------------------------------------------------------------------------- Markdown, HTML
 
 
-def _md_fields(rows: Sequence[FieldRow], sweep: bool) -> str:
-    headers = [*(["cell"] if sweep else []), "path", "A", "B"]
-    return md_table(headers, ([*([r.cell] if sweep else []), r.path, r.a, r.b] for r in rows))
+def _parts(diff: Any, brief: bool, heading: Any, note: Any, render: Any) -> list[str]:
+    """The sections under the verdict, in either markup: the metrics, then the fields that
+    break reproducibility and those expected to differ (``brief``: their count, by kind).
+    ``heading(text)``, ``note(text, kind)`` and ``render(kind, headers, rows)`` write them;
+    the rows are plain text, the cell first in a sweep."""
+    cell = ["cell"] if diff.kind == "sweep" else []
 
+    def row(r: Any, *rest: str) -> list[str]:
+        return [*([r.cell] if cell else []), *rest]
 
-def _md_metrics(diff: Any, sweep: bool) -> list[str]:
     metrics = metric_rows(diff)
-    out = ["", f"### Metrics (atol={diff.atol:g}, rtol={diff.rtol:g})", ""]
-    if not metrics:
-        return [*out, "None recorded."]
-    headers = [*(["cell"] if sweep else []), "metric", "A", "B", "Δ (B-A)", "match"]
-    rows = (
-        [*([m.cell] if sweep else []), m.name, m.a, m.b, m.delta, "yes" if m.match else "no"]
-        for m in metrics
+    out = [heading(f"Metrics (atol={diff.atol:g}, rtol={diff.rtol:g})")]
+    out.append(
+        render(
+            "metrics",
+            [*cell, "metric", "A", "B", "Δ (B-A)", "match"],
+            [row(m, m.name, m.a, m.b, m.delta, "yes" if m.match else "no") for m in metrics],
+        )
+        if metrics
+        else note("None recorded.", "")
     )
-    return [*out, md_table(headers, rows)]
+    for attr, title in (("breaks", "Breaks reproducibility"), ("expected", "Expected to differ")):
+        if attr == "expected" and brief:
+            return [*out, note(expected_counts(diff) + ".", "meta")]
+        rows = field_rows(diff, attr)
+        out.append(heading(f"{title} ({len(rows)})"))
+        body = [row(r, r.path, r.a, r.b) for r in rows]
+        out.append(render(attr, [*cell, "path", "A", "B"], body) if rows else note("Nothing.", ""))
+    return out
 
 
 def diff_markdown(diff: Any, *, brief: bool = False, results: bool = True) -> str:
     """The diff as Markdown: the verdict, the metrics side by side, then what breaks
     reproducibility and what is expected to differ (``results=False``: the verdict leaves
     the metrics out)."""
-    sweep = diff.kind == "sweep"
     mark = "✅" if diff.same(results=results) else "❌"
     out = [
         f"## mushin-box diff: {mark} {diff.verdict(results=results)}",
@@ -592,45 +604,29 @@ def diff_markdown(diff: Any, *, brief: bool = False, results: bool = True) -> st
         f"- **A** `{diff.a}`",
         f"- **B** `{diff.b}`",
     ]
-    if sweep:
+    if diff.kind == "sweep":
         out.append(f"- {len(diff.cells)} cell(s) compared, matched by their swept values")
-    out += _md_metrics(diff, sweep)
-    breaks = field_rows(diff, "breaks")
-    out += ["", f"### Breaks reproducibility ({len(breaks)})", ""]
-    out.append(_md_fields(breaks, sweep) if breaks else "Nothing.")
-    if brief:  # one line: how many fields are expected to differ, by kind
-        return "\n".join([*out, "", expected_counts(diff) + "."]) + "\n"
-    expected = field_rows(diff, "expected")
-    out += ["", f"### Expected to differ ({len(expected)})", ""]
-    out.append(_md_fields(expected, sweep) if expected else "Nothing.")
+    out += _parts(
+        diff,
+        brief,
+        heading=lambda text: f"\n### {text}\n",
+        note=lambda text, kind: f"\n{text}" if kind else text,
+        render=lambda kind, headers, rows: md_table(headers, rows),
+    )
     return "\n".join(out) + "\n"
 
 
-# ---------------------------------------------------------------------------- HTML
-
-
-def _html_fields(rows: Iterable[FieldRow], sweep: bool, cls: str) -> str:
-    headers = [*(["cell"] if sweep else []), "path", "A", "B"]
-    body = (
-        [*([esc(r.cell)] if sweep else []), f"<code>{esc(r.path)}</code>", esc(r.a), esc(r.b)]
-        for r in rows
-    )
-    return table(headers, body, cls=cls)
-
-
-def _html_metrics(diff: Any, sweep: bool, sub: str) -> list[str]:
-    metrics = metric_rows(diff)
-    out = [f"<{sub}>Metrics (atol={diff.atol:g}, rtol={diff.rtol:g})</{sub}>"]
-    if not metrics:
-        return [*out, "<p>None recorded.</p>"]
-    headers = [*(["cell"] if sweep else []), "metric", "A", "B", "Δ (B-A)", "match"]
-    body = (
-        [*([esc(m.cell)] if sweep else []), esc(m.name), esc(m.a), esc(m.b), esc(m.delta)]
-        + ["yes" if m.match else '<b class="verdict-bad">no</b>']
-        for m in metrics
-    )
-    numeric = [*([False] if sweep else []), False, True, True, True, False]
-    return [*out, table(headers, body, numeric=numeric)]
+def _html_table(kind: str, headers: list[str], rows: list[list[str]]) -> str:
+    """A section's rows as an HTML table: a field's path as code, a metric that does not
+    match in red."""
+    if kind == "metrics":
+        body = [
+            [*map(esc, r[:-1]), r[-1] if r[-1] == "yes" else '<b class="verdict-bad">no</b>']
+            for r in rows
+        ]
+        return table(headers, body, numeric=[False] * (len(headers) - 4) + [True] * 3 + [False])
+    body = [[*map(esc, r[:-3]), f"<code>{esc(r[-3])}</code>", *map(esc, r[-2:])] for r in rows]
+    return table(headers, body, cls=kind)
 
 
 def diff_html_section(
@@ -639,23 +635,19 @@ def diff_html_section(
     """The diff as an HTML fragment (headings from ``heading`` down): the verdict, the
     metrics, then the fields that break reproducibility and those expected to differ."""
     sub = f"h{min(int(heading[1]) + 1, 6)}"
-    sweep = diff.kind == "sweep"
     ok = diff.same(results=results)
     out = [
         f'<p class="{"verdict-ok" if ok else "verdict-bad"}">'
         f"{esc(diff.verdict(results=results))}</p>",
         f"<p><b>A</b> <code>{esc(diff.a)}</code><br><b>B</b> <code>{esc(diff.b)}</code></p>",
-        *_html_metrics(diff, sweep, sub),
     ]
-    breaks = field_rows(diff, "breaks")
-    out.append(f"<{sub}>Breaks reproducibility ({len(breaks)})</{sub}>")
-    out.append(_html_fields(breaks, sweep, "breaks") if breaks else "<p>Nothing.</p>")
-    if brief:
-        out.append(f'<p class="meta">{esc(expected_counts(diff))}.</p>')
-        return "\n".join(out)
-    expected = field_rows(diff, "expected")
-    out.append(f"<{sub}>Expected to differ ({len(expected)})</{sub}>")
-    out.append(_html_fields(expected, sweep, "expected") if expected else "<p>Nothing.</p>")
+    out += _parts(
+        diff,
+        brief,
+        heading=lambda text: f"<{sub}>{text}</{sub}>",
+        note=lambda text, kind: f'<p class="meta">{esc(text)}</p>' if kind else f"<p>{text}</p>",
+        render=_html_table,
+    )
     return "\n".join(out)
 
 

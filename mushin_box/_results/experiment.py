@@ -50,7 +50,7 @@ from mushin_box._core.overrides import parse_override_value, parse_sweep_values
 from mushin_box._core.safeio import UnsafeFileError, open_regular_stat
 from mushin_box._core.sidecars import canonical_dumps
 from mushin_box._core.targets import public
-from mushin_box._results.series import read_stage
+from mushin_box._results.series import STAGE_DIMS, read_stage
 from mushin_box._sweepdir.manifest import (
     cell_records,
     grid_key,
@@ -62,7 +62,6 @@ from mushin_box._sweepdir.manifest import (
 from mushin_box._sweepdir.settled import finished_entries, read_object
 
 __all__ = [
-    "STAGES",
     "Series",
     "grid_coords",
     "gridded_series",
@@ -139,7 +138,7 @@ def load_sweep(
     dims = params
     # a metric named like a swept parameter ("x") or a series' dimension ("epoch") would
     # clash with its coordinate
-    reserved = {*grid, *STAGES.values()}
+    reserved = {*grid, *STAGE_DIMS.values()}
     variables: dict[str, xr.DataArray] = {
         (f"metrics.{name}" if name in reserved else name): _grid_variable(arr, dims, coords)
         for name, arr in scalars.items()
@@ -280,9 +279,8 @@ def load_experiment(path: str | os.PathLike[str]) -> xr.Dataset:
         return load_sweep(root)
     if is_hydra_sweep_dir(root):
         return load_hydra_sweep(root)
-    metrics = [stage_metrics_file(stage) for stage in STAGES]
-    twins = [stage_metrics_json_file(stage) for stage in STAGES]
-    if not any((root / name).is_file() for name in (*metrics, *twins)):
+    metrics = _METRICS_FILES
+    if not any((root / name).is_file() for name in (*metrics, *_JSON_FILES)):
         hydra = root / HYDRA_OUTPUT_SUBDIR / HYDRA_CONFIG_FILE
         if not hydra.is_file():
             raise FileNotFoundError(
@@ -299,9 +297,6 @@ def load_experiment(path: str | os.PathLike[str]) -> xr.Dataset:
         )
     return load_job(root)
 
-
-# MetricsCallback files and the dimension their series run along
-STAGES: dict[str, str] = {"fit": "epoch", "validate": "validate_round", "test": "test_round"}
 
 #: one metric's series: (index dimension, index values, values along the index [+ extra])
 Series = tuple[str, np.ndarray[Any, Any], np.ndarray[Any, Any]]
@@ -326,7 +321,7 @@ def _index(values: list[Any], index_key: str, stage: str) -> np.ndarray[Any, Any
 
 
 def _stage_series(stage: str, data: Mapping[str, list[Any]]) -> dict[str, Series]:
-    index_dim = STAGES[stage]
+    index_dim = STAGE_DIMS[stage]
     index_key = "epoch" if stage == "fit" else "round"
     index = _index(list(data.get(index_key, [])), index_key, stage)
     out: dict[str, Series] = {}
@@ -344,7 +339,7 @@ def job_series(job: str | os.PathLike[str]) -> dict[str, Series]:
     except OSError:
         return {}
     out: dict[str, Series] = {}
-    for stage in STAGES:
+    for stage in STAGE_DIMS:
         data = read_stage(job, stage, names)
         if data is not None:
             out.update(_stage_series(stage, data))
@@ -433,8 +428,8 @@ def gridded_series(
 
 
 _OVERRIDES = f"{HYDRA_OUTPUT_SUBDIR}/{HYDRA_OVERRIDES_FILE}"
-_METRICS_FILES = tuple(stage_metrics_file(stage) for stage in STAGES)
-_JSON_FILES = tuple(stage_metrics_json_file(stage) for stage in STAGES)
+_METRICS_FILES = tuple(stage_metrics_file(stage) for stage in STAGE_DIMS)
+_JSON_FILES = tuple(stage_metrics_json_file(stage) for stage in STAGE_DIMS)
 
 
 def is_hydra_sweep_dir(path: Path) -> bool:
@@ -494,10 +489,6 @@ def _declared(root: Path) -> dict[str, list[Any] | None]:
     return out
 
 
-def _job_order(path: Path) -> tuple[int, int, str]:
-    return (0, int(path.name), "") if path.name.isdigit() else (1, 0, path.name)
-
-
 def _jobs(root: Path) -> list[tuple[Path, dict[str, Any]]]:
     """(job dir, {override name: value}) per job directory, in job order; a directory that
     holds job files but no ``.hydra/overrides.yaml`` is an error naming it."""
@@ -505,7 +496,7 @@ def _jobs(root: Path) -> list[tuple[Path, dict[str, Any]]]:
     jobs: list[tuple[Path, dict[str, Any]]] = []
     unplaced: list[str] = []
     subdirs = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")]
-    for job in sorted(subdirs, key=_job_order):
+    for job in sorted(subdirs, key=lambda p: (0, int(p.name)) if p.name.isdigit() else (1, p.name)):
         file = job / _OVERRIDES
         if file.is_file():
             values = {
@@ -528,7 +519,6 @@ def _jobs(root: Path) -> list[tuple[Path, dict[str, Any]]]:
 
 
 def _key(value: Any) -> str:
-
     return canonical_dumps(value).decode("utf-8")
 
 
