@@ -70,7 +70,6 @@ _BOUNDARY = re.compile(
 URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s@]+)@")
 #: ``NAME=value`` / ``export NAME=value`` at the start of an env-file line
 _ASSIGNMENT = re.compile(r"^(?P<lead>\s*(?:export\s+)?)(?P<name>[A-Za-z_][A-Za-z0-9_]*)=")
-_WORD_ASSIGNMENT = re.compile(r"^(?P<lead>-{0,2})(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)=")
 _FLAG_WORD = re.compile(r"^-{1,2}(?P<name>[A-Za-z][A-Za-z0-9_-]*)\Z")
 #: flags whose name looks secret but whose value is not (Apptainer's working directory)
 _NOT_SECRET_FLAGS = frozenset({"--pwd"})
@@ -285,9 +284,10 @@ def redact(value: Any, declared: Sequence[str] = ()) -> Any:
     * a mapping (a JSON-like record, an environment): a secret-looking key's value, unless
       ``None`` (nothing to hide, and "unset" is worth seeing); declared dotted paths
       (:func:`is_secret_name`) count from its root; URL credentials in every string;
-    * a list or tuple of strings, a command's words: ``NAME=value`` and ``--name=value``
-      words with a secret-looking name keep the name only, the word after a secret-looking
-      flag (``--token abc``) is replaced (Apptainer's ``--pwd`` is a directory);
+    * a list or tuple of strings, a command's words: an assignment (``NAME=value``,
+      ``--name=value``, a Hydra override ``+name=value``) to a secret-looking name or path
+      keeps the name only, the word after a secret-looking flag (``--token abc``) is
+      replaced (Apptainer's ``--pwd`` is a directory);
     * a string: :func:`redact_text`;
     * an exception: the string arguments of it and of the exceptions chained to it, in
       place, by :func:`redact_text`: its text is written elsewhere too (submitit pickles
@@ -324,12 +324,13 @@ def _redact(value: Any, rule: SecretRule, at: tuple[tuple[str, ...], ...]) -> An
 
 
 def _redact_word(word: str, rule: SecretRule) -> str:
-    m = _WORD_ASSIGNMENT.match(word)
+    m = _TEXT_ASSIGNMENT.match(word)  # the assignment of text; its value: the word's rest
     if m is None:
         return _redact_urls(word)
-    if rule.name(m.group("name")) and word[: m.end() - 1] not in _NOT_SECRET_FLAGS:
-        return f"{word[: m.end()]}{REDACTED}"
-    return f"{word[: m.end()]}{_redact_word(word[m.end() :], rule)}"  # --env=NAME=value
+    head = word[: m.start("value")]
+    if rule.path(m.group("name")) and head[:-1] not in _NOT_SECRET_FLAGS:
+        return f"{head}{REDACTED}"
+    return f"{head}{_redact_word(word[len(head) :], rule)}"  # --env=NAME=value
 
 
 def _redact_argv(argv: Sequence[str], rule: SecretRule) -> list[str]:
@@ -431,7 +432,7 @@ def _assignment(m: re.Match[str], rule: SecretRule) -> str:
         return m.group(0)
     if _PLACEHOLDER.match(value):  # help's own KEY=VALUE, api_key=...
         return m.group(0)
-    if not rule.path(m.group("name").replace("-", "_")):
+    if not rule.path(m.group("name")):
         return m.group(0)
     return m.group(0)[: m.start("value") - m.start(0)] + REDACTED
 
@@ -567,7 +568,7 @@ def command_line_secrets(argv: Sequence[str], declared: Sequence[str] = ()) -> s
             hide_next = word not in _NOT_SECRET_FLAGS and rule.name(flag.group("name"))
             continue
         m = _TEXT_ASSIGNMENT.match(word)
-        if m is None or not rule.path(m.group("name").replace("-", "_")):
+        if m is None or not rule.path(m.group("name")):
             continue
         value = word[m.start("value") :]
         if _is_reference(value):

@@ -402,6 +402,25 @@ def test_argv_hides_secret_words_and_the_word_after_a_secret_flag(
     ]
 
 
+def test_a_command_hides_hydra_overrides_as_the_text_rule_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A rank's command holds Hydra overrides: ``+key=``, ``++key=``, ``~key=`` and dotted
+    or declared paths are assignments in a command's words as in text."""
+    monkeypatch.delenv(SECRET_NAMES_ENV, raising=False)
+    argv = ["python", "t.py", "+api_key=abc", "++db.password=x", "~token=y", "db.dsn=u", "lr=1"]
+    assert redact(argv, ["db.dsn"]) == [
+        "python",
+        "t.py",
+        f"+api_key={REDACTED}",
+        f"++db.password={REDACTED}",
+        f"~token={REDACTED}",
+        f"db.dsn={REDACTED}",
+        "lr=1",
+    ]
+    assert [redact_text(w, {}) for w in argv[2:5]] == redact(argv)[2:5]
+
+
 def test_a_command_is_redacted_whether_or_not_it_splits(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(SECRET_NAMES_ENV, raising=False)
     plain = ["python", "train.py", "--lr", "0.1"]  # nothing to hide
