@@ -76,7 +76,7 @@ from mushin_box._results.table import (
     table_records,
 )
 from mushin_box._sweepdir.board import CellView, SweepView
-from mushin_box._sweepdir.manifest import is_sweep_dir
+from mushin_box._sweepdir.manifest import combo_id, is_sweep_dir
 from mushin_box._sweepdir.settled import read_object
 
 __all__ = [
@@ -366,10 +366,6 @@ def read_curves(root: Path, cells: Sequence[CellView]) -> Curves:
     return [stage_series(os.path.join(base, cell.dir)) if cell.dir else {} for cell in cells]
 
 
-def _key(combo: Mapping[str, Any]) -> str:
-    return json.dumps(combo, sort_keys=True, default=str)
-
-
 #: per plot: the x and y lists of the cells drawn as a band, not as lines
 _Rest = dict[str, tuple[list[list[float]], list[list[float]]]]
 
@@ -389,7 +385,7 @@ def _lines(
     colours = {}
     for i, (cell, label, found) in enumerate(zip(results.cells, labels, curves, strict=True)):
         if other is not None:  # a cell keeps its colour in every plot, --against's too
-            colours[_key(cell.combo)] = color(i)
+            colours[combo_id(cell.combo)] = color(i)
         emphasis = ("best" if results.is_best(cell) else "faded") if results.best else ""
         for name, (dim, index, values) in found.items():
             xlabels[name] = dim.replace("_", " ")
@@ -405,7 +401,7 @@ def _lines(
         other_labels = short_labels(sweep.cells)
         extra = len(results.cells)
         for cell, label, found in zip(sweep.cells, other_labels, found_other, strict=True):
-            colour = colours.get(_key(cell.combo))
+            colour = colours.get(combo_id(cell.combo))
             if colour is None:
                 colour, extra = color(extra), extra + 1
             for name, (dim, index, values) in found.items():

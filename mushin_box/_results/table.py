@@ -181,20 +181,14 @@ def _where(specs: Sequence[str], keys: Sequence[str]) -> list[tuple[str, list[An
             values = parse_sweep_values(text, keep_interpolations=True)
         except ValueError:
             values = [text]
-        if key == STATE_KEY:  # a misspelt state would show an empty table, as if none
-            _check_states(spec, values)
+        # a misspelt state would show an empty table, as if no cell had it
+        if key == STATE_KEY and (unknown := [v for v in values if v not in VIEW_STATES]):
+            raise ResultsError(
+                f"--where {spec!r}: {cell_text(unknown[0])!r} is not a cell state; use one "
+                f"of: {', '.join(VIEW_STATES)}"
+            )
         out.append((key, values, text))
     return out
-
-
-def _check_states(spec: str, values: Sequence[Any]) -> None:
-
-    unknown = [v for v in values if v not in VIEW_STATES]
-    if unknown:
-        raise ResultsError(
-            f"--where {spec!r}: {cell_text(unknown[0])!r} is not a cell state; use one of: "
-            f"{', '.join(VIEW_STATES)}"
-        )
 
 
 def _matches(cell: CellView, key: str, values: list[Any], text: str) -> bool:
@@ -471,8 +465,6 @@ def read_finished(
     cannot answer (see :mod:`mushin_box._sweepdir.settled`). ``heading``: called with its
     :class:`~mushin_box._sweepdir.settled.Heading` before any metrics file is read (a first
     line printed at once)."""
-    import attrs
-
     found = finished_entries(root)
     if found is None:
         return None
