@@ -195,7 +195,7 @@ def decide(
             return Decision(
                 "skip", reason=OUT_OF_TIME, rerun_reason=rerun_reason, warnings=tuple(found)
             )
-    known = _fingerprints_before_this_run(before, run_id)
+    known = _before_this_run(before, run_id, "fingerprints")
     known_shape = _before_this_run(before, run_id, SHAPE_FREE)
     was = known if isinstance(known, Mapping) else {}
     reshaped = _reshaped(
@@ -253,19 +253,11 @@ def _modules(previous: Mapping[str, Any], code_modules: Mapping[str, str] | None
     return f" (code: {', '.join(names[:5])}{more})"
 
 
-def _fingerprints_before_this_run(previous: Mapping[str, Any], run_id: str) -> Any:
-    """The fingerprints the cell had before this run: the status's, or, when this run's rank 0
-    rewrote the status already, the ``previous_fingerprints`` it kept there."""
-    if previous.get("run_id") == run_id and "previous_fingerprints" in previous:
-        # written by this run (another rank was quicker): compare with what was there
-        # before it, as that rank did, so that every rank decides the same
-        return previous["previous_fingerprints"]
-    return previous.get("fingerprints")
-
-
 def _before_this_run(previous: Mapping[str, Any], run_id: str, key: str) -> Any:
-    """A status field as it was before this run (``previous_<key>`` once this run's rank 0
-    rewrote the status), as :func:`_fingerprints_before_this_run`."""
+    """A status field (``fingerprints``...) as it was before this run: the status's, or,
+    when this run's rank 0 rewrote the status already, the ``previous_<key>`` it kept
+    there. So a rank that reads the status after another rewrote it compares with what was
+    there before, as that rank did, and every rank decides the same."""
     if previous.get("run_id") == run_id and "previous_fingerprints" in previous:
         return previous.get(f"previous_{key}")
     return previous.get(key)
