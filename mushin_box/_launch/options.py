@@ -15,7 +15,7 @@ Examples
 >>> opts = resolve_options({"partition": "gpu", "time": 90}, None, default_name="exp", cwd="/")
 >>> opts.slurm.partition, opts.slurm.timeout_min, opts.slurm.sources["timeout_min"]
 ('gpu', 90, '--time')
->>> opts.slurm.sources["cpus_per_task"], opts.slurm.name
+>>> opts.slurm.sources["name"], opts.slurm.name
 ('default', 'exp')
 """
 
@@ -42,8 +42,6 @@ __all__ = [
     "resolve_options",
 ]
 
-DEFAULT_TIME_MIN = 60
-DEFAULT_CPUS_PER_TASK = 1
 #: the flags (``resolve_options``' keys) that set a scheduler setting
 SCHEDULER_FLAGS = tuple(
     f.metadata["flag"].removeprefix("--").replace("-", "_")
@@ -113,10 +111,10 @@ def resolve_options(
 ) -> LaunchOptions:
     """Merge the flags (None: not given) over the profile over the defaults.
 
-    ``flags`` keys: ``partition``, ``account``, ``qos``, ``constraint``, ``exclude``,
-    ``job_name``, ``time`` (minutes), ``cpus_per_task``, ``mem`` (megabytes), ``mem_gb``,
-    ``max_parallel`` (the launcher's ``array_parallelism``), ``sbatch`` (``KEY=VALUE``
-    strings), ``image`` (absolute), ``bind``, ``image_python``.
+    ``flags`` keys: :data:`SCHEDULER_FLAGS` (``time`` in minutes, ``mem`` in megabytes,
+    ``sbatch`` as ``KEY=VALUE`` strings), ``mem_gb``, ``image`` (absolute), ``bind`` and
+    ``image_python``; other keys are not read. A setting that no flag or profile gives
+    takes its field's default.
 
     Raises
     ------
@@ -132,8 +130,6 @@ def resolve_options(
     pv = dict(prof.values) if prof is not None else {}
     from_profile = prof.source if prof is not None else "profile"
     slurm = SlurmSettings()
-    defaults = {"name": default_name, "timeout_min": DEFAULT_TIME_MIN}
-    defaults["cpus_per_task"] = DEFAULT_CPUS_PER_TASK
     for f in SETTING_FIELDS:  # the memory and the sbatch table below: several flags each
         flag = f.metadata["flag"]
         if not flag or f.name in ("mem_gb", "additional_parameters"):
@@ -143,8 +139,8 @@ def resolve_options(
             slurm = slurm.merged({f.name: given[key]}, flag)
         elif pv.get(key) is not None:
             slurm = slurm.merged({f.name: pv[key]}, from_profile)
-        elif f.name in defaults:
-            slurm = slurm.merged({f.name: defaults[f.name]}, "default")
+        elif (default := default_name if f.name == "name" else f.metadata["default"]) is not None:
+            slurm = slurm.merged({f.name: default}, "default")
 
     if "mem" in given and "mem_gb" in given:
         raise OptionError("--mem and --mem-gb both set the memory per node: keep --mem")

@@ -49,7 +49,7 @@ def slurm_torchrun(
 
     Examples
     --------
-    >>> config = {"nodes": 2, "tasks_per_node": 2, "gpus_per_node": 2, "cpus_per_task": 1}
+    >>> config = {"nodes": 2, "tasks_per_node": 2, "gpus_per_node": 2}
     >>> fields, out = slurm_torchrun(config, ["++trainer.num_nodes=2"], 2, 0, 1)
     >>> fields["min_nodes"], out
     (1, ["++trainer.num_nodes='${oc.decode:${oc.env:GROUP_WORLD_SIZE,2}}'"])

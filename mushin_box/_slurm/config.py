@@ -240,6 +240,7 @@ def _setting(
     profile: str | None = None,
     executor: str | None = None,
     launcher: bool = False,
+    default: int | None = None,
 ) -> Any:
     """A field of :class:`SlurmSettings`: ``check`` (key, value) -> the value to store
     (None: the launcher checks it), the launch ``flag`` that sets it, the ``sbatch`` option
@@ -247,11 +248,13 @@ def _setting(
     (``profile``; None: no profile key), whose key is the flag without ``--``, the submitit
     ``SlurmExecutor`` parameter it sets (``executor``; by default the sbatch option, which
     submitit spells with ``_``), and whether only ``mushin_slurm`` has it (``launcher``:
-    not hydra-submitit-launcher, so not :func:`submitit_slurm_config`)."""
+    not hydra-submitit-launcher, so not :func:`submitit_slurm_config`). ``default``: the
+    value a launch takes when neither a flag nor the profile gives one (None: the cluster's
+    or the launcher's)."""
     if executor is None and sbatch:
         executor = sbatch.replace("-", "_")
     meta = {"check": check, "flag": flag, "sbatch": sbatch, "profile": profile}
-    meta |= {"executor": executor, "launcher": launcher}
+    meta |= {"executor": executor, "launcher": launcher, "default": default}
     return attrs.field(default=None, metadata=meta, kw_only=True)
 
 
@@ -283,9 +286,15 @@ class SlurmSettings:
     exclude: str | None = _setting(_string, flag="--exclude", sbatch="exclude", profile=_STR)
     comment: str | None = _setting(_string, sbatch="comment")
     name: str | None = _setting(_string, flag="--job-name", sbatch="job-name")
-    timeout_min: int | None = _setting(_positive_int, flag="--time", sbatch="time", profile=_TIME)
+    timeout_min: int | None = _setting(
+        _positive_int, flag="--time", sbatch="time", profile=_TIME, default=60
+    )
     cpus_per_task: int | None = _setting(
-        _positive_int, flag="--cpus-per-task", sbatch="cpus-per-task", profile="a positive integer"
+        _positive_int,
+        flag="--cpus-per-task",
+        sbatch="cpus-per-task",
+        profile="a positive integer",
+        default=1,
     )
     mem_gb: int | None = _setting(_memory_gb, flag="--mem", profile="a SLURM size such as '64G'")
     mem_per_cpu: str | None = _setting(_string, sbatch="mem-per-cpu")

@@ -175,13 +175,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _flags(args: argparse.Namespace) -> dict[str, Any]:
-    keys = ("partition", "account", "qos", "constraint", "exclude", "job_name", "time")
-    flags = {k: getattr(args, k) for k in (*keys, "cpus_per_task", "mem", "mem_gb")}
-    flags["max_parallel"] = args.max_parallel
-    flags.update(sbatch=args.sbatch, bind=args.bind, image_python=args.image_python)
     # relative to where the command runs (submitit_slurm_config wants an absolute image)
-    flags["image"] = os.path.abspath(args.image) if args.image else None
-    return flags
+    return {**vars(args), "image": os.path.abspath(args.image) if args.image else None}
 
 
 def _where(args: argparse.Namespace) -> tuple[bool, str]:
