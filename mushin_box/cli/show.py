@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mushin_box.cli.main import UsageError
-from mushin_box.cli.output import JSON_HELP, print_json
+from mushin_box.cli.output import JSON_HELP, print_json, shown
 from mushin_box.cli.tables import resolve_sweep, summary
 from mushin_box.cli.tables import summary as counted
 
@@ -98,7 +98,7 @@ def _headers(table: Any) -> list[str]:
     cell = [] if table.params else ["cell"]
     sweep = ["sweep"] if table.names else []
     error = ["error"] if _has_errors(table) else []
-    return ["", *sweep, *cell, *table.params, "state", *table.metrics, *error]
+    return [shown(h) for h in ["", *sweep, *cell, *table.params, "state", *table.metrics, *error]]
 
 
 def _rows(table: Any) -> list[list[str]]:
@@ -119,7 +119,7 @@ def _rows(table: Any) -> list[list[str]]:
                 *([record["error"] or ""] if errors else []),
             ]
         )
-    return rows
+    return [[shown(v) for v in row] for row in rows]  # read from a sweep directory
 
 
 def _best_line(table: Any) -> str | None:
@@ -166,7 +166,7 @@ def _print_rich(table: Any, said: str | None = None) -> None:
     console = Console(highlight=False)
     for line in _heading(table):
         if line != said:
-            console.print(escape(line), soft_wrap=True)
+            console.print(escape(shown(line)), soft_wrap=True)
     widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
     if len(rows) > _LONG or sum(widths) + 3 * len(widths) + 1 > console.width:
         _print_aligned(console, table, headers, rows, widths)
@@ -175,7 +175,7 @@ def _print_rich(table: Any, said: str | None = None) -> None:
     code = None if table.names else code_line(table.sweep)
     for line in (code, _best_line(table)):
         if line:
-            console.print(escape(line), soft_wrap=True)
+            console.print(escape(shown(line)), soft_wrap=True)
 
 
 #: more rows than this are printed as aligned text (rich measures every cell: slow)

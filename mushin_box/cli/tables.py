@@ -206,12 +206,14 @@ class Column:
     """One column: its header (and a shorter one), its values, and when it gives way
     (``drop``: left out in this order, lowest first; None: never)."""
 
-    header: str
-    values: list[str]
+    header: str = attrs.field(converter=shown)  # read from a sweep directory: escaped
+    values: list[str] = attrs.field(converter=lambda values: [shown(v) for v in values])
     drop: float | None = None
     short: str | None = None
     #: shorter values (an error's type alone), taken before anything is left out
-    narrow: list[str] | None = None
+    narrow: list[str] | None = attrs.field(
+        default=None, converter=lambda values: values and [shown(v) for v in values]
+    )
 
     @property
     def width(self) -> int:

@@ -5,12 +5,14 @@ printed with its control characters escaped (``\\n``, ``\\x1b``), by every comma
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 from workflow_tasks import one_failed_sweep
 
+from mushin_box._core.layout import STATUS_FILE
 from mushin_box.cli.main import main
 
 FORGED = "lr=1.0,seed=1\nFAKE completed lr=99"
@@ -19,11 +21,17 @@ COLOURED = "..\x1b[31mred"
 
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A finished sweep (one cell failed), its cells copied under hostile names, and the
-    sweep itself copied under a coloured name."""
+    """A finished sweep (one cell failed), its cells copied under hostile names, one with a
+    status whose values and error hold them too, and the sweep copied under a coloured
+    name."""
     root = one_failed_sweep(tmp_path_factory.mktemp("names") / "sweep")
     shutil.copytree(root / "lr=1.0,seed=1", root / FORGED)
     shutil.copytree(root / "lr=0.1,seed=0", root / COLOURED)
+    status = root / COLOURED / STATUS_FILE
+    record = json.loads(status.read_text())
+    record["combo"]["lr"] = f"{COLOURED}\nFAKE"
+    record.update(status="failed", error_type="E", error_message=f"{COLOURED}\nFAKE line")
+    status.write_text(json.dumps(record))
     shutil.copytree(root, root.parent / f"all{COLOURED}")
     return root
 
