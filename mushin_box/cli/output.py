@@ -64,7 +64,8 @@ def shown(text: object) -> str:
     >>> shown("lr=1.0\\nFAKE completed lr=99"), shown("..\\x1b[31mred")
     ('lr=1.0\\\\nFAKE completed lr=99', '..\\\\x1b[31mred')
     """
-    return str(text).translate(_ESCAPES)
+    text = str(text)
+    return text if text.isprintable() else text.translate(_ESCAPES)  # most names: as they are
 
 
 class OutputError(MushinBoxError):
