@@ -11,18 +11,42 @@ own code raises, so that a fixed file can be imported again in the same process.
 :func:`owner_problem` is the one test of "is this the user's own file" that every import
 of a file a sweep directory names passes first (``reproduce``, ``resume``): a file another
 user could write is code another user chose, the way ``ssh`` treats its keys.
+:func:`writable_by_others` is its write rule, shared with ``cancel``: ``o+w``, or ``g+w``
+with a group other than the owner's private one. Under the user-private-group scheme (a
+group named after its one user: Debian's and Red Hat's default, where umask 002 is usual)
+``g+w`` lets no one else write, and the kit's own sidecars are written that way.
 """
 
 from __future__ import annotations
 
+import functools
+import grp
 import importlib.util
 import os
+import pwd
 import stat
 import sys
 import types
 from pathlib import Path
 
-__all__ = ["import_file", "owner_problem"]
+__all__ = ["import_file", "owner_problem", "writable_by_others"]
+
+
+def writable_by_others(st: os.stat_result) -> bool:
+    """Whether a user other than the owner (or root) can write the file ``st`` describes
+    (module doc)."""
+    if st.st_mode & stat.S_IWOTH:
+        return True
+    return bool(st.st_mode & stat.S_IWGRP) and not _private_group(st.st_uid, st.st_gid)
+
+
+@functools.lru_cache(maxsize=64)
+def _private_group(uid: int, gid: int) -> bool:
+    try:
+        user, group = pwd.getpwuid(uid).pw_name, grp.getgrgid(gid)
+    except KeyError:  # a uid or gid with no name: nothing says the group is theirs alone
+        return False
+    return group.gr_name == user and set(group.gr_mem) <= {user}
 
 
 def owner_problem(path: Path, st: os.stat_result | None = None) -> str | None:
@@ -49,7 +73,7 @@ def owner_problem(path: Path, st: os.stat_result | None = None) -> str | None:
         return "is not a regular file"
     if st.st_uid not in (os.getuid(), 0):
         return f"belongs to another user (uid {st.st_uid})"
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+    if writable_by_others(st):
         return "can be written by other users (chmod go-w it)"
     return None
 

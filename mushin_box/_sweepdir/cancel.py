@@ -70,6 +70,7 @@ from mushin_box._core.layout import JOBS_FILE, STATUS_FILE, read_limit
 from mushin_box._core.safeio import open_regular_stat
 from mushin_box._core.sidecars import loads, read_json, timestamp, write_json_atomic
 from mushin_box._core.targets import public
+from mushin_box._core.userfile import writable_by_others
 from mushin_box._slurm.jobs import (
     is_live,
     is_unknown,
@@ -228,7 +229,7 @@ def _not_owned(st: os.stat_result, uid: int) -> str | None:
         return "is a symbolic link"
     if st.st_uid != uid:
         return f"belongs to uid {st.st_uid}, not to the sweep's owner (uid {uid})"
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+    if writable_by_others(st):
         return "can be written by other users (chmod go-w it)"
     return None
 

@@ -98,7 +98,7 @@ def test_a_record_whose_experiment_file_moved_elsewhere_imports_nothing(
     with pytest.raises(ReproduceError, match="belongs to another user"):
         reproduce(cell, into=tmp_path / "again", dry_run=True)
     os.chown(hostile, os.getuid(), os.getgid())
-    hostile.chmod(0o664)
+    hostile.chmod(0o646)  # o+w (g+w of a private group is the owner's alone)
     with pytest.raises(ReproduceError, match="can be written by other users"):
         reproduce(cell, into=tmp_path / "again", dry_run=True)
     assert not marker.exists() and not (tmp_path / "again").exists()

@@ -6,8 +6,11 @@ number of comparisons linear in its size (issue 42, cases 1, 6 and 7)."""
 
 from __future__ import annotations
 
+import grp
 import os
+import pwd
 import socket
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -192,3 +195,32 @@ def test_a_status_swapped_after_the_sweep_was_read_is_not_acted_on(
     report = cancel(tmp_path, grace_s=0, timeout_s=2)
     assert pid_alive(sleeper.pid) and report.cancelled == ()
     assert any("changed while cancel read it" in line for line in report.refused)
+
+
+def test_a_sweep_written_under_umask_002_is_the_owners_when_its_group_is_private(
+    tmp_path: Path, sleeper: subprocess.Popen[bytes]
+) -> None:
+    # Debian and Red Hat give each user a group of their own, where umask 002 is usual:
+    # g+w there lets no one else write (resume, reproduce and cancel refused such sweeps)
+    user, group = pwd.getpwuid(os.getuid()).pw_name, grp.getgrgid(os.getgid())
+    assert group.gr_name == user, "this test needs a user-private group (UPG)"
+    old = os.umask(0o002)
+    try:
+        status = _running(tmp_path, sleeper.pid)
+    finally:
+        os.umask(old)
+    assert status.stat().st_mode & stat.S_IWGRP and status.parent.stat().st_mode & stat.S_IWGRP
+    report = cancel(tmp_path, grace_s=0, timeout_s=5)
+    assert report.refused == () and sleeper.wait(timeout=10) is not None
+
+
+@as_root
+def test_a_status_a_shared_group_can_write_names_no_process_to_kill(
+    tmp_path: Path, sleeper: subprocess.Popen[bytes]
+) -> None:
+    status = _running(tmp_path, sleeper.pid)
+    os.chown(status, 0, grp.getgrnam("staff").gr_gid)
+    status.chmod(0o664)
+    report = cancel(tmp_path, grace_s=0, timeout_s=2)
+    assert pid_alive(sleeper.pid) and report.cancelled == ()
+    assert any("can be written by other users" in line for line in report.refused)
