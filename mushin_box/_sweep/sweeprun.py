@@ -15,7 +15,8 @@ writes it again at its end when a completed cell is missing from it.
 
 from __future__ import annotations
 
-import itertools
+import contextlib
+import math
 import shlex
 import warnings
 from collections.abc import Mapping
@@ -228,18 +229,11 @@ def launch_cells(
         # never hides `error`; the reused cells' entries of the manifest are kept
         ended, after = finish_launch(root, error, untouched, written, opened.manifest)
         if error is None and after is not None:
-            _refresh_index(root, after, opened.index)
+            # a cache: a failure to write it (a full disk) only means that the next resume
+            # reads the cells' files
+            with contextlib.suppress(OSError):
+                refresh_index(root, after, opened.index)
     return Launched(error, ended, after, metrics)
-
-
-def _refresh_index(root: Path, records: Records, index: CellIndex) -> None:
-    """Write the index of the completed cells again, when it lacks one (the next resume
-    reads them from it); a cache: a failure to write it (a full disk) only means that
-    the next resume reads the cells' files."""
-    try:
-        refresh_index(root, records, index)
-    except OSError:
-        pass
 
 
 def _report_grid_change(previous: Mapping[str, Any], grid: Mapping[str, list[Any]]) -> None:
@@ -255,8 +249,7 @@ def _report_grid_change(previous: Mapping[str, Any], grid: Mapping[str, list[Any
         return
     if _same_grid(old, grid):  # the common resume: no id of 10,000 cells to compute
         return
-    old_ids = {combo_id(dict(zip(old, c, strict=True))) for c in itertools.product(*old.values())}
-    new_ids = {combo_id(dict(zip(grid, c, strict=True))) for c in itertools.product(*grid.values())}
+    old_ids, new_ids = grid_ids(old), grid_ids(grid)
     added, removed = len(new_ids - old_ids), len(old_ids - new_ids)
     if added or removed:
         warnings.warn(
@@ -279,8 +272,5 @@ def _same_grid(old: Any, grid: Mapping[str, list[Any]]) -> bool:
 def _start_progress(root: Path, grid: Mapping[str, list[Any]], run_id: str, enabled: bool) -> Any:
     if not enabled:  # every launcher: the bar reads only the cells' status files
         return None
-
-    total = 1
-    for values in grid.values():
-        total *= len(values)
+    total = math.prod(len(values) for values in grid.values())
     return CellProgress(root, total=total, run_id=run_id).start()
