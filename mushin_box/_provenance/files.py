@@ -37,15 +37,9 @@ def _process_package_sha256() -> str:
 
 def _plain_rows(ranks: Any) -> bool:
     """Rank rows that ``json.dumps`` writes exactly as ``canonical_dumps`` would."""
-    if not isinstance(ranks, list):
-        return False
-    for row in ranks:
-        if type(row) is not list:
-            return False
-        for v in row:
-            if type(v) not in _PLAIN:  # bool, float, numpy... take the canonical path
-                return False
-    return True
+    # bool, float, numpy... take the canonical path
+    rows = ranks if isinstance(ranks, list) else [None]
+    return all(type(row) is list and all(type(v) in _PLAIN for v in row) for row in rows)
 
 
 def provenance_bytes(record: Mapping[str, Any]) -> bytes:
