@@ -36,6 +36,7 @@ _LAZY: dict[str, str] = {
     "load_experiment": "mushin_box._results.experiment",
     "job_dir": "mushin_box._core.jobdir",
     "submitit_slurm_config": "mushin_box._slurm.config",
+    "SubmititSlurmConfig": "mushin_box._slurm.config",
     "Workflow": "mushin_box._sweep.workflow",
     "SweepHandle": "mushin_box._sweep.handle",
     "SweepView": "mushin_box._sweepdir.board",
@@ -60,6 +61,7 @@ _LAZY: dict[str, str] = {
     "MasterPort": "mushin_box._container.launchspec",
     "NcclProfile": "mushin_box._container.launchspec",
     "container_launcher_fields": "mushin_box._container.rankwrap",
+    "ContainerLauncherFields": "mushin_box._container.rankwrap",
     "PreflightError": "mushin_box._container.preflight",
     "PreflightReport": "mushin_box._container.preflight",
     "PreflightWarning": "mushin_box._container.preflight",
@@ -97,6 +99,7 @@ __all__ = [
     "CancelReport",
     "CellView",
     "ContainerLaunch",
+    "ContainerLauncherFields",
     "Debootstrap",
     "DiffInputError",
     "DockerfileError",
@@ -129,6 +132,7 @@ __all__ = [
     "SeriesFileError",
     "SifFormatError",
     "SifHeader",
+    "SubmititSlurmConfig",
     "SweepBusyError",
     "SweepHandle",
     "SweepView",
@@ -175,7 +179,7 @@ if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
         PreflightWarning,
         preflight,
     )
-    from mushin_box._container.rankwrap import container_launcher_fields
+    from mushin_box._container.rankwrap import ContainerLauncherFields, container_launcher_fields
     from mushin_box._core.errors import MushinBoxError
     from mushin_box._core.jobdir import job_dir
     from mushin_box._core.safeio import UnsafeFileError
@@ -204,7 +208,7 @@ if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
     from mushin_box._results.experiment import load_experiment
     from mushin_box._results.series import MetricNameError, SeriesFileError
     from mushin_box._results.table import ResultsError
-    from mushin_box._slurm.config import submitit_slurm_config
+    from mushin_box._slurm.config import SubmititSlurmConfig, submitit_slurm_config
     from mushin_box._sweep.compose import MissingValueError
     from mushin_box._sweep.handle import SweepHandle
     from mushin_box._sweep.validate import UnknownKeyError

@@ -459,6 +459,7 @@ class ContainerLauncherFields(TypedDict):
     srun_args: list[str]
 
 
+@public
 def container_launcher_fields(
     spec: ContainerLaunch,
     *,

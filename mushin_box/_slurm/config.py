@@ -429,6 +429,7 @@ class _Layout(TypedDict):
     timeout_min: int
 
 
+@public
 class SubmititSlurmConfig(_Layout, total=False):
     """What :func:`submitit_slurm_config` returns: ``hydra.launcher`` values, as a dict
     (``Workflow.run(launcher_config=...)`` takes it as it is). The first five keys are
