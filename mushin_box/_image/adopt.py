@@ -27,14 +27,13 @@ from mushin_box._image.build import (
     Manifest,
     OutputNotWritable,
     apptainer_version,
-    embedded_definition_sha256,
     manifest_path,
     package_lists,
     probe_python,
+    sif_identity,
 )
 from mushin_box._image.sif import (
     SifFormatError,
-    file_sha256,
     read_sif_descriptors,
     read_sif_header,
     read_sif_object,
@@ -72,7 +71,7 @@ def adopt_image(
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such image file")
     try:  # the whole file, not only its header: a truncated copy is refused here
-        header = read_sif_header(path)
+        read_sif_header(path)
         definition = _definition(path)
     except SifFormatError as exc:
         raise SifFormatError(path, f"cannot be adopted: {exc.text}") from None
@@ -95,12 +94,7 @@ def adopt_image(
         base_digest=None,
         build_argv=(),
         mushin_box_version=__version__,
-        sif_sha256=file_sha256(path),
-        sif_size=path.stat().st_size,
-        sif_uuid=str(header.uuid),
-        sif_arch=header.arch,
-        sif_created=header.created,
-        embedded_definition_sha256=embedded_definition_sha256(path),
+        **sif_identity(path),
         apptainer_version=apptainer_version(),
         python_version=version,
         packages=packages,

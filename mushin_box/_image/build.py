@@ -33,14 +33,12 @@ they were.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import shlex
 import shutil
-import signal
-import subprocess
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -53,6 +51,16 @@ from mushin_box._core.targets import public
 from mushin_box._core.version import __version__
 from mushin_box._image.bases import LocalImage
 from mushin_box._image.definition import render_definition
+from mushin_box._image.native import (
+    DPKG_QUERY,
+    PROBE_SCRIPT,
+    BuildError,
+    NativeBuildRefused,
+    build_native,
+    check_native,
+    native_refusal,
+    run_bounded,
+)
 from mushin_box._image.sif import (
     file_sha256,
     read_sif_descriptors,
@@ -68,15 +76,18 @@ __all__ = [
     "probe_python",
     "MANIFEST_SCHEMA",
     "ApptainerNotFound",
+    "BACKENDS",
     "BuildError",
     "BuildPlan",
     "Manifest",
+    "NativeBuildRefused",
     "OutputNotWritable",
     "build_image",
     "check_output",
     "manifest_path",
     "plan_build",
     "read_manifest",
+    "sif_identity",
 ]
 
 StrPath = str | os.PathLike[str]
@@ -84,26 +95,12 @@ StrPath = str | os.PathLike[str]
 MANIFEST_SCHEMA = "mushin-box.image-manifest/1"
 APPTAINER = "apptainer"
 DEFAULT_BUILD_TIMEOUT = 4 * 3600.0
+#: what ``build_image(backend=...)`` and ``mushin-box build --backend`` take
+BACKENDS = ("auto", "native", "apptainer")
 _PROBE_TIMEOUT = 600.0
 _VERSION_TIMEOUT = 60.0
 #: What ``dpkg_packages``/``pip_freeze`` hold when the image could not list them.
 UNKNOWN = "unknown"
-# `\n` is dpkg-query's own escape (a newline), not Python's
-DPKG_QUERY = ("dpkg-query", "-W", "-f", "${Package}=${Version}\\n")
-
-# Runs inside the image with `python -I` (no user site, no PYTHON* variables, no cwd).
-_PROBE_SCRIPT = """\
-import json, platform, re
-from importlib import metadata
-packages = {}
-for dist in metadata.distributions():
-    name = dist.metadata["Name"]
-    if name:
-        packages[re.sub(r"[-_.]+", "-", name).lower()] = dist.version
-print(json.dumps({"python_version": platform.python_version(), "packages": packages}))
-"""
-
-
 _DRY_RUN_HINT = "`mushin-box build --dry-run` renders and writes the definition file without it."
 
 
@@ -127,11 +124,6 @@ class ApptainerNotFound(MushinBoxError, RuntimeError):
             "https://apptainer.org/docs/admin/main/installation.html"
             + (f"\n{hint}" if hint else "")
         )
-
-
-@public
-class BuildError(MushinBoxError, RuntimeError):
-    """``apptainer build`` (or a step around it) failed."""
 
 
 @public
@@ -213,6 +205,12 @@ class Manifest:
     (``dpkg-query -W`` as ``name=version`` lines); each list is ``"unknown"`` when the
     image could not produce it (``package_list_errors`` says why), and ``None`` in a
     manifest written before they were recorded.
+
+    ``backend`` is the builder (``"apptainer"`` or ``"native"``). A native build also
+    records its ``mirror``, ``source_date_epoch``, each Debian package's ``.deb`` sha256
+    (``dpkg_sha256``: ``name=version`` -> ``sha256:...``, from the mirror's index) and each
+    pip package's hashes from the lock (``pip_hashes``: ``name==version`` -> hashes); its
+    ``base_digest`` is the sha256 of the mirror's ``Release`` files it installed from.
     """
 
     image: str | None
@@ -239,6 +237,10 @@ class Manifest:
     )
     package_list_errors: Mapping[str, str] = attrs.field(factory=dict)
     source_date_epoch: str | None = None
+    backend: str | None = None
+    mirror: str | None = None
+    dpkg_sha256: Mapping[str, str] = attrs.field(factory=dict)
+    pip_hashes: Mapping[str, list[str]] = attrs.field(factory=dict)
     dry_run: bool = False
     schema: str = MANIFEST_SCHEMA
 
@@ -370,38 +372,8 @@ def _write_definition(path: Path, text: str) -> None:
         raise OutputNotWritable(path, reason) from error
 
 
-def _run_bounded(
-    argv: Sequence[str], *, timeout: float, cwd: Path | None = None, capture: bool
-) -> subprocess.CompletedProcess[str]:
-    """Run ``argv`` in its own process group; kill that group on timeout or interrupt."""
-    proc = subprocess.Popen(
-        list(argv),
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE if capture else None,
-        stderr=subprocess.PIPE if capture else None,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-    except BaseException as exc:
-        for sig, grace in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, sig)
-            try:
-                proc.wait(timeout=grace)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        if isinstance(exc, subprocess.TimeoutExpired):
-            raise BuildError(f"{argv[0]} {argv[1]} ran past {timeout:g} s and was stopped") from exc
-        raise
-    return subprocess.CompletedProcess(list(argv), proc.returncode, stdout, stderr)
-
-
 def apptainer_version() -> str:
-    result = _run_bounded([APPTAINER, "--version"], timeout=_VERSION_TIMEOUT, capture=True)
+    result = run_bounded([APPTAINER, "--version"], timeout=_VERSION_TIMEOUT, capture=True)
     text = (result.stdout or "").strip()
     if result.returncode != 0 or not text:
         raise BuildError(f"`apptainer --version` failed: {(result.stderr or '').strip()}")
@@ -409,8 +381,8 @@ def apptainer_version() -> str:
 
 
 def probe_python(image: Path, python: str) -> tuple[str, dict[str, str]]:
-    argv = [APPTAINER, "exec", "--cleanenv", str(image), python, "-I", "-c", _PROBE_SCRIPT]
-    result = _run_bounded(argv, timeout=_PROBE_TIMEOUT, capture=True)
+    argv = [APPTAINER, "exec", "--cleanenv", str(image), python, "-I", "-c", PROBE_SCRIPT]
+    result = run_bounded(argv, timeout=_PROBE_TIMEOUT, capture=True)
     lines = (result.stdout or "").strip().splitlines()
     try:
         if result.returncode != 0 or not lines:
@@ -434,7 +406,7 @@ def _list_in_image(image: Path, argv: Sequence[str]) -> tuple[tuple[str, ...] | 
     """
     command = [APPTAINER, "exec", "--cleanenv", str(image), *argv]
     try:
-        result = _run_bounded(command, timeout=_PROBE_TIMEOUT, capture=True)
+        result = run_bounded(command, timeout=_PROBE_TIMEOUT, capture=True)
     except (BuildError, OSError) as error:
         return UNKNOWN, str(error)
     if result.returncode != 0:
@@ -463,6 +435,19 @@ def embedded_definition_sha256(image: Path) -> str | None:
     return None
 
 
+def sif_identity(image: Path) -> dict[str, Any]:
+    """The manifest fields read from a SIF file: its sha256, size, header and definition."""
+    header = read_sif_header(image)
+    return {
+        "sif_sha256": file_sha256(image),
+        "sif_size": image.stat().st_size,
+        "sif_uuid": str(header.uuid),
+        "sif_arch": header.arch,
+        "sif_created": header.created,
+        "embedded_definition_sha256": embedded_definition_sha256(image),
+    }
+
+
 @public
 def build_image(
     spec: ImageSpec,
@@ -472,6 +457,7 @@ def build_image(
     dry_run: bool = False,
     fakeroot: bool | None = None,
     timeout: float = DEFAULT_BUILD_TIMEOUT,
+    backend: str = "auto",
 ) -> Manifest:
     """Render, build and record an image.
 
@@ -490,7 +476,11 @@ def build_image(
     fakeroot : bool, optional
         Pass ``--fakeroot``; default when the effective user is not root.
     timeout : float, optional
-        Seconds ``apptainer build`` may run before its process group is stopped.
+        Seconds the build may run before its process group is stopped.
+    backend : {"auto", "native", "apptainer"}, optional
+        ``native``: :mod:`~mushin_box._image.native` (a bit-reproducible SIF, no
+        Apptainer); ``apptainer``: ``apptainer build``; ``auto`` (default): native for a
+        base it can make (:class:`~mushin_box._image.bases.Debootstrap`), else Apptainer.
 
     Returns
     -------
@@ -507,7 +497,10 @@ def build_image(
     FileNotFoundError
         If a ``%files`` source does not exist under ``context``.
     BuildError
-        If ``apptainer build`` fails or times out, or the image cannot be inspected.
+        If the build fails or times out, or the image cannot be inspected.
+    NativeBuildRefused
+        With the native backend: what it cannot build, or what this machine lacks for it
+        (checked before anything is written).
 
     Examples
     --------
@@ -518,6 +511,10 @@ def build_image(
     >>> manifest.dry_run, out.with_suffix(".def").exists(), manifest.sif_sha256
     (True, True, None)
     """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend {backend!r}: one of {', '.join(BACKENDS)}")
+    if backend == "auto":
+        backend = "apptainer" if native_refusal(spec) is not None else "native"
     plan = plan_build(spec, out, context=context, fakeroot=fakeroot)
     check_output(plan.image)
     definition_bytes = plan.definition.encode("utf-8")
@@ -529,12 +526,15 @@ def build_image(
         "build_argv": plan.argv,
         "mushin_box_version": __version__,
         "source_date_epoch": os.environ.get("SOURCE_DATE_EPOCH"),
+        "backend": backend,
     }
-    if not dry_run and shutil.which(APPTAINER) is None:
-        raise ApptainerNotFound()
     if dry_run:
         _write_definition(plan.definition_path, plan.definition)
         return Manifest(image=None, dry_run=True, **common)
+    if backend == "native":
+        return _build_native(plan, spec, timeout=timeout, common=common)
+    if shutil.which(APPTAINER) is None:
+        raise ApptainerNotFound()
 
     missing = [src for src, _ in spec.all_files() if not (plan.context / src).exists()]
     if missing:
@@ -556,6 +556,41 @@ def build_image(
     return manifest
 
 
+def _build_native(
+    plan: BuildPlan, spec: ImageSpec, *, timeout: float, common: Mapping[str, Any]
+) -> Manifest:
+    """Build with the native builder in a directory beside the image, removed at the end:
+    a failed or interrupted build leaves nothing at the output path."""
+    mode, epoch = check_native(spec, plan.context)
+    plan.image.parent.mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix=f".{plan.image.name}.native-", dir=plan.image.parent))
+    workdir.chmod(0o755)  # apt downloads as the _apt user
+    try:
+        _write_definition(plan.definition_partial, plan.definition)
+        sif, found = build_native(
+            spec,
+            plan.definition,
+            context=plan.context,
+            workdir=workdir,
+            mode=mode,
+            epoch=epoch,
+            timeout=timeout,
+        )
+        manifest = Manifest(image=plan.image.name, **sif_identity(sif), **{**common, **found})
+        target = manifest_path(plan.image)
+        target.unlink(missing_ok=True)  # never leave an old manifest beside a new image
+        os.replace(plan.definition_partial, plan.definition_path)
+        os.replace(sif, plan.image)
+        write_json_atomic(target, manifest.to_dict())
+        return manifest
+    finally:
+        plan.definition_partial.unlink(missing_ok=True)
+        if mode == "unshare":  # the tree's files belong to the user's subordinate ids
+            argv = ["mmdebstrap", "--unshare-helper", "rm", "-rf", str(workdir / "root")]
+            run_bounded(argv, timeout=600, capture=True)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 def _build_partial(
     plan: BuildPlan, spec: ImageSpec, *, timeout: float, common: Mapping[str, Any]
 ) -> Manifest:
@@ -568,23 +603,17 @@ def _build_partial(
     _write_definition(plan.definition_partial, plan.definition)  # first: a bad -o runs nothing
     try:
         version = apptainer_version()
-        result = _run_bounded(plan.argv, timeout=timeout, cwd=plan.context, capture=False)
+        result = run_bounded(plan.argv, timeout=timeout, cwd=plan.context, capture=False)
         if result.returncode != 0 or not plan.partial.is_file():
             raise BuildError(
                 f"`{' '.join(plan.argv)}` failed with exit code {result.returncode} "
                 "(its output is above)"
             )
-        header = read_sif_header(plan.partial)
         python_version, packages = probe_python(plan.partial, spec.python)
         lists = package_lists(plan.partial, spec.python)
         return Manifest(
             image=plan.image.name,
-            sif_sha256=file_sha256(plan.partial),
-            sif_size=plan.partial.stat().st_size,
-            sif_uuid=str(header.uuid),
-            sif_arch=header.arch,
-            sif_created=header.created,
-            embedded_definition_sha256=embedded_definition_sha256(plan.partial),
+            **sif_identity(plan.partial),
             apptainer_version=version,
             python_version=python_version,
             packages=packages,

@@ -26,7 +26,7 @@ from mushin_box._image.spec import (
     LocalImage,
 )
 
-__all__ = ["render_definition"]
+__all__ = ["environment_lines", "render_definition", "runscript_lines", "setup_lines"]
 
 _INDENT = "    "
 
@@ -41,7 +41,8 @@ def _section(name: str, lines: Iterable[str]) -> list[str]:
 
 
 def _pip_install(spec: ImageSpec, *args: str) -> str:
-    words = [spec.python, "-m", "pip", "install", "--no-cache-dir"]
+    python = spec.python if spec.venv is None else f"{spec.venv}/bin/python"
+    words = [python, "-m", "pip", "install", "--no-cache-dir"]
     if spec.pip_index_url is not None:
         words += ["--index-url", spec.pip_index_url]
     for url in spec.pip_extra_index_urls:
@@ -58,6 +59,18 @@ def _post_lines(spec: ImageSpec) -> list[str]:
             "apt-get install -y --no-install-recommends " + " ".join(_q(p) for p in spec.apt),
             "rm -rf /var/lib/apt/lists/*",
         ]
+    return lines + setup_lines(spec)
+
+
+def setup_lines(spec: ImageSpec) -> list[str]:
+    """The ``%post`` lines after the apt packages: the venv, pip, the project, ``post``.
+
+    The native builder runs exactly these in the image's tree (its base already holds the
+    apt packages), so the definition it embeds describes what it did.
+    """
+    lines: list[str] = []
+    if spec.venv is not None:
+        lines.append(f"{_q(spec.python)} -m venv {_q(spec.venv)}")
     if spec.pip_lock is not None:
         lines.append(_pip_install(spec, "--require-hashes", "-r", f"{BUILD_DIR}/requirements.lock"))
     if spec.pip:
@@ -75,7 +88,19 @@ def _post_lines(spec: ImageSpec) -> list[str]:
     return lines
 
 
-def _runscript_lines(spec: ImageSpec) -> list[str]:
+def environment_lines(spec: ImageSpec) -> list[str]:
+    """The ``%environment`` lines: the venv first on ``PATH``, then ``env``, quoted."""
+    lines: list[str] = []
+    if spec.venv is not None:
+        lines += [
+            f'export PATH={_q(spec.venv + "/bin")}:"$PATH"',
+            f"export VIRTUAL_ENV={_q(spec.venv)}",
+        ]
+    return lines + [f"export {k}={_q(v)}" for k, v in spec.env]
+
+
+def runscript_lines(spec: ImageSpec) -> list[str]:
+    """The ``%runscript`` lines (none: no runscript section)."""
     if not spec.runscript and not spec.runscript_args:
         return []
     lines: list[str] = []
@@ -164,10 +189,10 @@ def render_definition(spec: ImageSpec) -> str:
         "",
     ]
     out += _section("labels", (f"{k} {v}".rstrip() for k, v in spec.labels))
-    out += _section("environment", (f"export {k}={_q(v)}" for k, v in spec.env))
+    out += _section("environment", environment_lines(spec))
     out += _section("files", (f"{src} {dest}" for src, dest in spec.all_files()))
     out += _section("post", _post_lines(spec))
-    out += _section("runscript", _runscript_lines(spec))
+    out += _section("runscript", runscript_lines(spec))
     out += _section("test", spec.test)
     out += _section("help", spec.help.split("\n") if spec.help else ())
     text = "\n".join(out).rstrip("\n") + "\n"

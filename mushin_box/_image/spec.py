@@ -354,6 +354,19 @@ def _validate_python(_inst: object, _attr: object, value: str) -> None:
         raise ValueError(f"python: {value!r} must be a command name or path")
 
 
+def _validate_venv(_inst: object, _attr: object, value: str | None) -> None:
+    if value is not None:
+        _check_safe_path(value, "venv", absolute=True)
+
+
+def _validate_epoch(_inst: object, _attr: object, value: int | None) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise ValueError(
+            f"source_date_epoch: {value!r} must be Unix seconds (an int >= 0), e.g. the "
+            "output of `git log -1 --format=%ct`"
+        )
+
+
 def _validate_project_dest(_inst: object, _attr: object, value: str) -> None:
     _check_safe_path(value, "project dest", absolute=True)
 
@@ -477,6 +490,16 @@ class ImageSpec:
         Text for ``%help``.
     python : str, optional
         The image's Python command. Default ``"python"``.
+    venv : str, optional
+        An absolute directory: the build makes a virtual environment there with
+        ``python`` (``python -m venv``), installs the pip packages and the project into
+        it, and puts its ``bin`` first on ``PATH``. Debian's own Python refuses pip
+        installs outside a venv (PEP 668), so a :class:`Debootstrap` base with pip
+        packages needs one.
+    source_date_epoch : int, optional
+        The build's ``SOURCE_DATE_EPOCH`` (Unix seconds): every file time, and the SIF's,
+        of a native build. Default: the commit time of ``pip_lock`` in git (a recipe's
+        time, never the clock).
 
     Raises
     ------
@@ -535,6 +558,8 @@ class ImageSpec:
     )
     help: str = attrs.field(default="", validator=_validate_help)
     python: str = attrs.field(default="python", validator=_validate_python)
+    venv: str | None = attrs.field(default=None, validator=_validate_venv)
+    source_date_epoch: int | None = attrs.field(default=None, validator=_validate_epoch)
 
     @property
     def base_digest(self) -> str | None:

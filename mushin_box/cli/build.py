@@ -5,10 +5,15 @@ SPEC names an :class:`~mushin_box._image.spec.ImageSpec`: a Python file path wit
 optional ``:ATTR`` (default ``IMAGE``), or ``package.module:ATTR``. The default is the
 project's own image, ``containers/image.py:IMAGE``.
 
+``--backend``: ``native`` builds a bit-reproducible SIF with no Apptainer
+(:mod:`mushin_box._image.native`, Debootstrap bases), ``apptainer`` runs ``apptainer
+build``, ``auto`` (default) picks native where it can build the base.
+
 ``--dry-run`` writes the definition file beside the output, prints it on stdout and the
 exact ``apptainer build`` command on stderr; it needs no Apptainer. Exit codes: 0 built
 (or dry run), 1 the build could not run or failed (e.g. no ``apptainer`` on PATH),
-2 bad input (unknown SPEC, invalid ImageSpec, an ``-o`` whose directory takes no files).
+2 bad input (unknown SPEC, invalid ImageSpec, an ``-o`` whose directory takes no files,
+what the native builder cannot build or this machine lacks for it: one line naming it).
 """
 
 from __future__ import annotations
@@ -64,6 +69,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         default=".",
         help="build context: relative %%files sources resolve here (default: .)",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("auto", "native", "apptainer"),
+        default="auto",
+        help="native: mmdebstrap, pip and the kit's SIF writer, a bit-reproducible image with "
+        "no Apptainer (Debootstrap bases); apptainer: `apptainer build`; auto (default): "
+        "native where it can build the base, else apptainer",
     )
     parser.add_argument(
         "--dry-run",
@@ -162,6 +175,7 @@ def run(args: argparse.Namespace) -> int:
     from mushin_box._image.build import (
         ApptainerNotFound,
         BuildError,
+        NativeBuildRefused,
         OutputNotWritable,
         build_image,
         manifest_path,
@@ -189,15 +203,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"# would run in {plan.context}: {shlex.join(plan.argv)}", file=sys.stderr)
         return 0
     try:
-        manifest = build_image(spec, out, context=context)
+        manifest = build_image(spec, out, context=context, backend=args.backend)
     except OutputNotWritable as exc:
         raise _bad_output(out, exc) from None
+    except NativeBuildRefused as exc:
+        raise UsageError(f"--backend {args.backend}: {exc}") from None
     except (ApptainerNotFound, BuildError, FileNotFoundError) as exc:
         print(f"mushin-box build: error: {exc}", file=sys.stderr)
         return 1
     print(f"image     {out}")
     print(f"sha256    {manifest.sif_sha256}")
     print(f"uuid      {manifest.sif_uuid}")
+    print(f"backend   {manifest.backend}")
     print(f"manifest  {manifest_path(out)}")
     return 0
 

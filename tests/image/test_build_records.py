@@ -214,7 +214,8 @@ def test_a_debootstrap_base_has_no_digest_and_is_pinned_by_its_lists(
 ) -> None:
     _apptainer_on_path(tmp_path, monkeypatch)
     spec = _spec(base=Debootstrap(suite="bookworm", mirror=MIRROR))
-    manifest = build_image(spec, tmp_path / "img.sif", context=tmp_path)
+    manifest = build_image(spec, tmp_path / "img.sif", context=tmp_path, backend="apptainer")
+    assert manifest.backend == "apptainer"
     assert manifest.base_digest is None
     assert manifest.base_image == f"debootstrap bookworm {MIRROR}"
     assert isinstance(manifest.pip_freeze, tuple) and manifest.pip_freeze
