@@ -314,7 +314,7 @@ def results_table(
     ResultsError
         A filter, sort or best names no parameter or metric of the sweep.
     """
-    return _select((sweep,), (), where=where, sort=sort, best=best)
+    return sweeps_table((sweep,), (), where=where, sort=sort, best=best)
 
 
 def sweeps_table(
@@ -328,17 +328,7 @@ def sweeps_table(
     """One table across several sweeps, each row named by its sweep (``names``, in the
     order of ``sweeps``); the parameters and metrics are those of any of them, and
     ``sweep`` is a key of ``where`` and ``sort`` too (see :func:`results_table`)."""
-    return _select(tuple(sweeps), tuple(names), where=where, sort=sort, best=best)
-
-
-def _select(
-    sweeps: tuple[SweepView, ...],
-    names: tuple[str, ...],
-    *,
-    where: Sequence[str],
-    sort: str | None,
-    best: str | None,
-) -> ResultsTable:
+    sweeps, names = tuple(sweeps), tuple(names)
     params = tuple(dict.fromkeys(p for s in sweeps for p in s.params))
     keys = [*params, STATE_KEY, *([SWEEP_KEY] if names else [])]
     state = _State(sorted({m for s in sweeps for c in s.cells for m in c.metrics}))
