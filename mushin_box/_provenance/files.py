@@ -11,6 +11,7 @@ which packages changed (:func:`packages_beside`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -86,11 +87,9 @@ def _package_sha256(record: Mapping[str, Any]) -> str | None:
 def _write_packages(directory: Path, lines: Sequence[str]) -> None:
     path = directory / PACKAGES_FILE
     data = packages_text(lines).encode("utf-8")
-    try:
+    with contextlib.suppress(OSError):
         if path.read_bytes() == data:  # a rewrite of the record: the list is there already
             return
-    except OSError:
-        pass
     write_bytes_atomic(path, data)
 
 

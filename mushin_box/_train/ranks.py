@@ -11,6 +11,7 @@ handler interrupts, only once every rank has said it is joining (:func:`say_read
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
@@ -43,10 +44,8 @@ def retire_procs(
     deadline = time.monotonic() + timeout_s
     for proc in procs:
         if proc.stdin is not None and not proc.stdin.closed:
-            try:
+            with contextlib.suppress(OSError):
                 proc.stdin.close()  # EOF: the child's command loop ends and it exits
-            except OSError:
-                pass
     for proc in procs:
         try:
             proc.wait(timeout=max(0.0, deadline - time.monotonic()))
@@ -72,12 +71,9 @@ def say_ready() -> None:
     global _ready_fd
     fd, _ready_fd = _ready_fd, None
     if fd is not None:
-        try:
-            os.write(fd, b"r")
-        except OSError:  # rank 0 is gone: the rendezvous fails and says so
-            pass
-        finally:
-            os.close(fd)
+        # rank 0 gone (OSError): the rendezvous fails and says so
+        with contextlib.suppress(OSError), open(fd, "wb", buffering=0) as pipe:
+            pipe.write(b"r")
 
 
 def wait_ready(
