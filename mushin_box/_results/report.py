@@ -394,8 +394,7 @@ def _lines(
                 xs.append(index)
                 ys.append(values)
                 continue
-            line = Line(label, color(i), index, values, emphasis)
-            plots.setdefault(name, []).append(line)
+            plots.setdefault(name, []).append(Line(label, color(i), index, values, emphasis))
     if other is not None:
         name_of, sweep, found_other = other
         other_labels = short_labels(sweep.cells)
@@ -411,9 +410,7 @@ def _lines(
     return plots, xlabels, rest
 
 
-def _figure(
-    number: int, name: str, lines: list[Line], xlabel: str, legend: str, band: Band | None
-) -> str:
+def _figure(number: int, name: str, lines: list[Line], xlabel: str, band: Band | None) -> str:
     scaled = [*lines, *([Line("", "", band[0], ys) for ys in band[1:3]] if band else [])]
     log = wants_log(scaled)
     default = line_plot(lines, xlabel=xlabel, title=name, log=log, band=band)
@@ -434,7 +431,7 @@ def _figure(
     scale = "log" if log else "linear"
     return (
         f'<figure class="plot" data-metric="{esc(name)}" data-scale="{scale}">{toggle}'
-        f"<figcaption>{esc(name)}</figcaption>{variants}{legend}</figure>"
+        f"<figcaption>{esc(name)}</figcaption>{variants}{_legend(lines, band)}</figure>"
     )
 
 
@@ -484,14 +481,7 @@ def curves_section(
         )
     keys = sorted({*plots, *bands}, key=lambda n: (not n.startswith("fit."), n))
     figures = [
-        _figure(
-            i,
-            name,
-            plots.get(name, []),
-            xlabels[name],
-            _legend(plots.get(name, []), bands.get(name)),
-            bands.get(name),
-        )
+        _figure(i, name, plots.get(name, []), xlabels[name], bands.get(name))
         for i, name in enumerate(keys)
     ]
     return f'<div class="plots">{"".join(figures)}</div>'
