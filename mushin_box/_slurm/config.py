@@ -263,7 +263,9 @@ class SlurmSettings:
     """A launch's scheduler settings (``hydra.launcher`` fields besides the topology and
     the image's), each with where it came from.
 
-    A field's metadata names its launch flag, the sbatch option it writes and its check.
+    A field's metadata names its launch flag, the sbatch option and the submitit parameter
+    it writes, its check and its launch default (see ``_setting``): flags, profiles,
+    overrides, :func:`submitit_slurm_config` and the launcher all read them from here.
     ``sources`` maps a field (or ``additional_parameters.OPTION``) to where its value came
     from: ``--flag``, ``profile NAME (file)``, ``override hydra.launcher.K=V`` or
     ``default``. None is "not set": the launcher's default applies.
