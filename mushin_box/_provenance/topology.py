@@ -282,8 +282,6 @@ def _from_slurm(env: Mapping[str, str], host: str, seeds: Mapping[int, int] | No
         ranks=[RankPlacement(rank, _int(env, "SLURM_LOCALID", 0) or 0, node, own_host, seed)],
         rank=rank,
         tasks_per_node=[int(per.group())] * len(nodes) if per else (),
-        gpus_per_node=_gpus_per_node(env),
-        slurm=SlurmJob.from_env(env),
     )
 
 
@@ -315,30 +313,15 @@ def _from_torchrun(env: Mapping[str, str], host: str, seeds: Mapping[int, int] |
         ranks=[RankPlacement(rank, local, node, host, (seeds or {}).get(rank))],
         rank=rank,
         tasks_per_node=[min(per, world - i * per) for i in range(nnodes)],
-        gpus_per_node=_gpus_per_node(env),
-        slurm=SlurmJob.from_env(env),
     )
 
 
 def _local_world(
-    launcher: str,
-    world: int,
-    rank: int,
-    host: str,
-    env: Mapping[str, str],
-    seeds: Mapping[int, int] | None,
+    launcher: str, world: int, rank: int, host: str, seeds: Mapping[int, int] | None
 ) -> Topology:
     seed = (seeds or {}).get
-    return Topology(
-        launcher=launcher,
-        nodes=(host,),
-        world_size=world,
-        ranks=[RankPlacement(r, r, 0, host, seed(r)) for r in range(world)],
-        rank=rank,
-        tasks_per_node=(world,),
-        gpus_per_node=_gpus_per_node(env),
-        slurm=SlurmJob.from_env(env),
-    )
+    ranks = [RankPlacement(r, r, 0, host, seed(r)) for r in range(world)]
+    return Topology(launcher, (host,), world, ranks, rank, tasks_per_node=(world,))
 
 
 def topology_from_env(
@@ -392,16 +375,16 @@ def topology_from_env(
     if env.get(GLOBAL_RANK_ENV):
         rank = _int(env, GLOBAL_RANK_ENV, 0) or 0
         world = _int(env, "WORLD_SIZE", 1) or 1
-        topo = _local_world("hydraddp", world, rank, host, env, seeds)
+        topo = _local_world("hydraddp", world, rank, host, seeds)
     elif env.get("RANK"):
         topo = _from_torchrun(env, host, seeds)
     elif env.get("SLURM_PROCID"):
         topo = _from_slurm(env, host, seeds)
     elif env.get("WORLD_SIZE") and env.get("LOCAL_RANK"):  # HydraDDP's rank 0, children up
         world = _int(env, "WORLD_SIZE", 1) or 1
-        topo = _local_world("hydraddp", world, _int(env, "LOCAL_RANK", 0) or 0, host, env, seeds)
+        topo = _local_world("hydraddp", world, _int(env, "LOCAL_RANK", 0) or 0, host, seeds)
     elif devices is not None and devices > 1:
-        topo = _local_world("hydraddp", devices, 0, host, env, seeds)
+        topo = _local_world("hydraddp", devices, 0, host, seeds)
     else:
-        topo = _local_world("single", 1, 0, host, env, seeds)
-    return topo
+        topo = _local_world("single", 1, 0, host, seeds)
+    return attrs.evolve(topo, gpus_per_node=_gpus_per_node(env), slurm=SlurmJob.from_env(env))
