@@ -85,6 +85,7 @@ _CHROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # eatmydata removed again before the cleanup
 _EATMYDATA = "/usr/share/mmdebstrap/hooks/eatmydata"
 _CA_IN_TREE = "/tmp/mushin-box-ca.pem"
+_PROBE_IN_TREE = "/tmp/mushin-box-probe.json"
 _DEBIAN_CA = "/etc/ssl/certs/ca-certificates.crt"
 _MOUNTED = ("proc", "sys", "dev")  # mmdebstrap mounts these in the tree while hooks run
 _ENV_01 = "#!/bin/sh\n#\n# Copyright (c) Contributors to the Apptainer project\n#\n"
@@ -232,7 +233,21 @@ def _mode() -> str:
                 f"an unprivileged native build needs subordinate ids: add {user} to {path} "
                 f"(e.g. `usermod --add-subuids 100000-165535 --add-subgids 100000-165535 {user}`)"
             )
+    for path, what in ((sys.executable, "this Python"), (__file__, "mushin-box")):
+        if not _others_can_read(Path(path).resolve()):
+            raise NativeBuildRefused(
+                f"an unprivileged native build runs {what} ({path}) in a user namespace, "
+                "where it reads as another user's: make it readable by all, or build as root"
+            )
     return "unshare"
+
+
+def _others_can_read(path: Path) -> bool:
+    """Whether a user that owns nothing here may read ``path`` (every parent searchable)."""
+    for parent in path.parents:
+        if not os.stat(parent).st_mode & 0o001:
+            return False
+    return bool(os.stat(path).st_mode & 0o004)
 
 
 def check_native(spec: ImageSpec, context: Path) -> tuple[str, int]:
@@ -297,12 +312,27 @@ def _lock_hashes(text: str) -> dict[str, list[str]]:
     return out
 
 
-def _plan(spec: ImageSpec, definition: str, context: Path, epoch: int) -> dict[str, Any]:
-    """What the hook does in the tree, as plain data (it runs in another process)."""
+def _plan(
+    spec: ImageSpec, definition: str, context: Path, epoch: int, staging: Path
+) -> dict[str, Any]:
+    """What the hook does in the tree, as plain data (it runs in another process).
+
+    The ``%files`` sources are first copied (``cp -fLr``, as Apptainer copies them) into
+    ``staging``, readable by all: an unprivileged build's hook runs as a subordinate id,
+    which cannot read the user's own files.
+    """
     files = []
-    for src, dest in spec.all_files():
-        sources = sorted(glob.glob(str(context / src)))
-        files.append([sources, dest])
+    for index, (src, dest) in enumerate(spec.all_files()):
+        stage = staging / str(index)
+        stage.mkdir(parents=True)
+        subprocess.run(
+            ["cp", "-fLr", *sorted(glob.glob(str(context / src))), str(stage)], check=True
+        )
+        files.append([[str(p) for p in sorted(stage.iterdir())], dest])
+    for path in [staging, *staging.rglob("*")] if files else []:  # chmod -R a+rX
+        mode = path.lstat().st_mode
+        if not path.is_symlink():
+            path.chmod(mode | 0o444 | (0o111 if path.is_dir() or mode & 0o100 else 0))
     return {
         "files": files,
         "setup": setup_lines(spec),
@@ -329,10 +359,12 @@ def build_native(
     """Build ``spec`` in ``workdir`` (which the caller removes); return the SIF and the
     manifest fields it adds to the definition-side ones."""
     assert isinstance(spec.base, Debootstrap)
-    plan = _plan(spec, definition, context, epoch)
+    plan = _plan(spec, definition, context, epoch, workdir / "files")
     (workdir / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
     root = workdir / "root"
     hook = shlex.join([sys.executable, "-m", __name__, str(workdir)]) + ' "$1"'
+    # written by mmdebstrap as this user: the hook's user may not write in workdir
+    copy_out = shlex.join(["copy-out", _PROBE_IN_TREE, str(workdir)])
     env = {**os.environ, "SOURCE_DATE_EPOCH": str(epoch), "LC_ALL": "C.UTF-8"}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     argv = [
@@ -343,16 +375,24 @@ def build_native(
         *(["--include=" + ",".join(spec.apt)] if spec.apt else []),
         *([f"--hook-dir={_EATMYDATA}"] if os.path.isdir(_EATMYDATA) else []),
         f"--customize-hook={hook}",
+        f"--customize-hook={copy_out}",
         str(spec.base.suite),
         str(root),
         str(spec.base.mirror),
     ]
     result = run_bounded(argv, timeout=timeout, env=env, capture=False)
-    if result.returncode != 0 or not (workdir / "probe.json").is_file():
+    probe_file = workdir / Path(_PROBE_IN_TREE).name
+    if result.returncode != 0 or not probe_file.is_file():
         raise BuildError(
             f"mmdebstrap failed with exit code {result.returncode} (its output is above): "
             f"check the mirror {spec.base.mirror} and the apt pins"
         )
+    if mode == "root":  # the device nodes root can make: an unshare build has none
+        for entry in sorted((root / "dev").iterdir()):  # (Apptainer mounts /dev at run time)
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
     sif = workdir / "image.sif"
     labels = {**plan["labels"], "org.mushin-box.backend": "native"}
     meta = json.dumps({"data": {"attributes": {"labels": labels}}, "type": "container"})
@@ -368,11 +408,11 @@ def build_native(
         )
     except (PackError, PackInputError) as error:
         raise BuildError(f"packing the image failed: {error}") from error
-    probe = json.loads((workdir / "probe.json").read_text(encoding="utf-8"))
+    probe = json.loads(probe_file.read_text(encoding="utf-8"))
     lock = "" if spec.pip_lock is None else (context / spec.pip_lock).read_text(encoding="utf-8")
     lock += "\n" + "\n".join(spec.pip)
-    recorded = [*argv[:-4], *argv[-3:]]  # the hook's line names the build directory
-    recorded[-2] = "DIR"
+    # the hooks and the tree name the build directory
+    recorded = [a if a != str(root) else "DIR" for a in argv if "-hook=" not in a]
     return sif, {
         "build_argv": tuple(recorded),
         "backend": "native",
@@ -499,7 +539,12 @@ def _hook(workdir: Path, root: Path) -> None:
     _singularity_d(root, plan)
     if plan["test"]:
         _chroot(root, ". /.singularity.d/env/90-environment.sh\n/bin/sh /.singularity.d/test", plan)
-    (workdir / "probe.json").write_text(json.dumps(_probe(root, plan)), encoding="utf-8")
+    # apt's download directories belong to _apt, unless apt could not drop to _apt (a build
+    # directory _apt cannot reach) and downloaded as root
+    partial = "/var/cache/apt/archives/partial /var/lib/apt/lists/partial"
+    _chroot(root, f"for d in {partial}; do [ ! -d $d ] || chown _apt:root $d || :; done", plan)
+    probe = json.dumps(_probe(root, plan))
+    (root / _PROBE_IN_TREE.lstrip("/")).write_text(probe, encoding="utf-8")
     _cleanup(root)
 
 
