@@ -61,6 +61,7 @@ from mushin_box._image.native import (
     native_refusal,
     run_bounded,
 )
+from mushin_box._image.pack import describe_check
 from mushin_box._image.sif import (
     file_sha256,
     read_sif_descriptors,
@@ -83,6 +84,7 @@ __all__ = [
     "NativeBuildRefused",
     "OutputNotWritable",
     "build_image",
+    "check_image",
     "check_output",
     "manifest_path",
     "plan_build",
@@ -554,6 +556,30 @@ def build_image(
     os.replace(plan.partial, plan.image)
     write_json_atomic(target, manifest.to_dict())
     return manifest
+
+
+def check_image(
+    spec: ImageSpec,
+    image: StrPath,
+    *,
+    context: StrPath | None = None,
+    backend: str = "auto",
+    timeout: float = DEFAULT_BUILD_TIMEOUT,
+) -> str:
+    """Rebuild ``spec`` and compare it with ``image``: ``"identical"`` when the bytes are the
+    same, else ``"differs: "`` and the first SIF field, object or file that differs
+    (:func:`~mushin_box._image.pack.describe_check`).
+
+    The rebuild is written in a temporary directory beside ``image`` and removed after.
+    Only a native build is reproducible, so only it can answer "the same".
+    """
+    image = Path(image)
+    if not image.is_file():
+        raise FileNotFoundError(f"{image}: no such image to check")
+    with tempfile.TemporaryDirectory(prefix=f".{image.name}.check-", dir=image.parent) as tmp:
+        rebuilt = Path(tmp) / image.name
+        build_image(spec, rebuilt, context=context, backend=backend, timeout=timeout)
+        return describe_check(image, rebuilt)
 
 
 def _build_native(

@@ -9,6 +9,9 @@ project's own image, ``containers/image.py:IMAGE``.
 (:mod:`mushin_box._image.native`, Debootstrap bases), ``apptainer`` runs ``apptainer
 build``, ``auto`` (default) picks native where it can build the base.
 
+``--check IMG.sif`` rebuilds SPEC beside IMG.sif and prints ``identical`` (exit 0) or the
+first SIF field or file that differs (exit 1).
+
 ``--dry-run`` writes the definition file beside the output, prints it on stdout and the
 exact ``apptainer build`` command on stderr; it needs no Apptainer. Exit codes: 0 built
 (or dry run), 1 the build could not run or failed (e.g. no ``apptainer`` on PATH),
@@ -77,6 +80,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="native: mmdebstrap, pip and the kit's SIF writer, a bit-reproducible image with "
         "no Apptainer (Debootstrap bases); apptainer: `apptainer build`; auto (default): "
         "native where it can build the base, else apptainer",
+    )
+    parser.add_argument(
+        "--check",
+        metavar="IMG.sif",
+        help="rebuild SPEC in a temporary directory beside IMG.sif and print 'identical' "
+        "(exit 0), or the first SIF field or file that differs (exit 1)",
     )
     parser.add_argument(
         "--dry-run",
@@ -178,6 +187,7 @@ def run(args: argparse.Namespace) -> int:
         NativeBuildRefused,
         OutputNotWritable,
         build_image,
+        check_image,
         manifest_path,
         plan_build,
     )
@@ -203,6 +213,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"# would run in {plan.context}: {shlex.join(plan.argv)}", file=sys.stderr)
         return 0
     try:
+        if args.check is not None:
+            if not Path(args.check).is_file():
+                raise UsageError(f"--check {args.check}: no such image")
+            verdict = check_image(spec, args.check, context=context, backend=args.backend)
+            print(verdict)
+            return 0 if verdict == "identical" else 1
         manifest = build_image(spec, out, context=context, backend=args.backend)
     except OutputNotWritable as exc:
         raise _bad_output(out, exc) from None

@@ -180,6 +180,14 @@ def test_mmdebstrap_gets_the_spec_and_the_lock_commit_time(
     assert Path(lines[-2]).parent.parent == out.parent  # built beside the image
 
 
+def test_check_of_a_missing_image_is_one_line(tmp_path: Path, capsys: Any) -> None:
+    ctx = _project(tmp_path)
+    code, err = _build(ctx, tmp_path / "x.sif", capsys, "--check", str(tmp_path / "gone.sif"))
+    assert code == 2
+    assert err.strip().endswith(f"--check {tmp_path / 'gone.sif'}: no such image")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ctx"]
+
+
 def test_a_venv_is_made_and_put_first_on_path() -> None:
     spec = ImageSpec(base=BASE, python="python3", venv="/opt/venv", pip=[SIX])
     text = render_definition(spec)
@@ -221,7 +229,7 @@ def _build_as(user: str, ctx: Path, out: Path) -> subprocess.CompletedProcess[st
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)  # two builds: 2-3 min on a loaded 2-core machine, mostly apt and dpkg
+@pytest.mark.timeout(600)  # three builds: 2-5 min on a loaded 2-core machine, mostly apt, dpkg
 @pytest.mark.skipif(os.geteuid() != 0, reason="a root build, and a user made for the other one")
 @pytest.mark.skipif(shutil.which("mmdebstrap") is None, reason="mmdebstrap is not installed")
 def test_a_root_and_an_unprivileged_build_in_other_directories_are_the_same_bytes(
@@ -238,6 +246,11 @@ def test_a_root_and_an_unprivileged_build_in_other_directories_are_the_same_byte
         code, err = _build(ctx, tmp_path / "a" / "x" / "tiny.sif", capsys, "--backend", "native")
         seconds = [time.monotonic() - start]
         assert code == 0, err[-3000:]
+        # --check rebuilds beside the image, in a directory of its own
+        check = ["build", str(ctx / "image.py"), "--context", str(ctx), "--check"]
+        code = cli.main([*check, str(tmp_path / "a" / "x" / "tiny.sif")])
+        captured = capsys.readouterr()
+        assert (code, captured.out) == (0, "identical\n"), captured.err[-3000:]
         subprocess.run(["chown", "-R", user, str(shared)], check=True)  # git: the user's repo
         start = time.monotonic()
         done = _build_as(user, ctx, shared / "b" / "y" / "z" / "tiny.sif")
