@@ -5,7 +5,8 @@
 - :mod:`.bases`: the bases that need no registry (``Debootstrap``, ``LocalImage``);
 - :mod:`.definition`: its Apptainer definition file;
 - :mod:`.dockerfile`: an ``ImageSpec`` started from a user's Dockerfile;
-- :mod:`.build`: ``apptainer build`` and the manifest of the image's identity;
+- :mod:`.build`: a build (either backend) and the manifest of the image's identity;
+- :mod:`.native`: the native backend: mmdebstrap, pip and ``pack``, no Apptainer;
 - :mod:`.adopt`: the manifest of an image the kit did not build;
 - :mod:`.sif`: the SIF reader; :mod:`.sifwrite`: the SIF writer (a squashfs as a SIF);
 - :mod:`.pack`: a tree as a bit-reproducible SIF, and the first difference of two SIFs;

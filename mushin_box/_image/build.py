@@ -55,11 +55,13 @@ from mushin_box._image.native import (
     DPKG_QUERY,
     PROBE_SCRIPT,
     BuildError,
-    NativeBuildRefused,
     build_native,
     check_native,
     native_refusal,
     run_bounded,
+)
+from mushin_box._image.native import (
+    NativeBuildRefused as NativeBuildRefused,  # what build_image raises, for the CLI
 )
 from mushin_box._image.pack import describe_check
 from mushin_box._image.sif import (
@@ -78,10 +80,8 @@ __all__ = [
     "MANIFEST_SCHEMA",
     "ApptainerNotFound",
     "BACKENDS",
-    "BuildError",
     "BuildPlan",
     "Manifest",
-    "NativeBuildRefused",
     "OutputNotWritable",
     "build_image",
     "check_image",
