@@ -36,6 +36,7 @@ def down_cluster_env(tmp_path: Path) -> dict[str, str]:
     conf = tmp_path / "slurm.conf"
     conf.write_text(
         "ClusterName=down\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort=9\nGresTypes=gpu\n"
+        "MessageTimeout=1\n"  # sbatch gives up at once, not after its retries
     )
     return {**os.environ, "SLURM_CONF": str(conf), "COLUMNS": "200"}
 
