@@ -33,6 +33,7 @@ they were.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -611,10 +612,21 @@ def _build_native(
         return manifest
     finally:
         plan.definition_partial.unlink(missing_ok=True)
+        if _mounts_under(workdir):  # a killed mmdebstrap's /proc or /dev: never delete through
+            raise BuildError(f"{workdir} still has mounts ({_mounts_under(workdir)[0]}, ...): "
+                             "unmount them (umount -R), then remove it")  # fmt: skip
         if mode == "unshare":  # the tree's files belong to the user's subordinate ids
             argv = ["mmdebstrap", "--unshare-helper", "rm", "-rf", str(workdir / "root")]
             run_bounded(argv, timeout=600, capture=True)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _mounts_under(path: Path) -> list[str]:
+    """The mount points at or below ``path`` (``/proc/self/mountinfo``)."""
+    prefix = str(path.resolve()).rstrip("/") + "/"
+    with contextlib.suppress(OSError), open("/proc/self/mountinfo", encoding="utf-8") as info:
+        return [p for line in info if ((p := line.split()[4]) + "/").startswith(prefix)]
+    return []
 
 
 def _build_partial(

@@ -50,7 +50,7 @@ def _tool_dir(tmp_path: Path, **scripts: str) -> Path:
     stand-in scripts (name -> shell body)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
-    for tool in ("git", "mksquashfs", "unsquashfs", "chroot", "sh", "cp"):
+    for tool in ("git", "mksquashfs", "unsquashfs", "chroot", "sh", "cp", "mkdir"):
         found = shutil.which(tool)
         if found and not (bin_dir / tool).exists():
             (bin_dir / tool).symlink_to(found)
@@ -161,6 +161,29 @@ def test_a_failed_build_leaves_nothing_at_the_output_path(
     assert code == 1
     assert "mmdebstrap failed with exit code 25" in err
     assert _left(out) == ["other.txt"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a bind mount, as a killed mmdebstrap leaves")
+def test_a_tree_left_with_a_mount_is_not_deleted_through_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    ctx, out = _project(tmp_path), tmp_path / "out" / "img.sif"
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "keep").write_text("a host file")
+    mount, umount = shutil.which("mount"), shutil.which("umount") or "umount"
+    leaves = 'n=$(($# - 1)); eval "root=\\${$n}"; mkdir -p "$root/proc"\n'
+    leaves += f'{mount} --bind {host} "$root/proc"; exit 9'
+    monkeypatch.setenv("PATH", str(_tool_dir(tmp_path, mmdebstrap=leaves)))
+    try:
+        code, err = _build(ctx, out, capsys, "--backend", "native")
+        assert code == 1
+        assert "still has mounts" in err and "/root/proc" in err
+        assert (host / "keep").read_text() == "a host file"
+    finally:
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            if str(out.parent) in line.split()[4]:
+                subprocess.run([umount, line.split()[4]], check=False)
 
 
 def test_mmdebstrap_gets_the_spec_and_the_lock_commit_time(
