@@ -17,6 +17,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import attr
+import attrs
 import pytest
 
 from mushin_box._image.bases import Debootstrap
@@ -240,14 +242,19 @@ def _unprivileged_user() -> str:
 
 def _build_as(user: str, ctx: Path, out: Path) -> subprocess.CompletedProcess[str]:
     """``mushin-box build`` as ``user``: the system's Python (a venv's may live in root's
-    home) with this checkout and this venv's packages on its path; the namespace's root
-    reads them as another user's, so they must be readable by all."""
-    path = os.pathsep.join([str(Path(cli.__file__).parents[2]), *sys.path[1:]])
+    home), with a copy of mushin_box and the one package its build imports (attrs) that
+    every user can read, wherever the checkout and the venv lie."""
+    lib = ctx.parent / "pylib"
+    shutil.copytree(Path(cli.__file__).parents[1], lib / "mushin_box", dirs_exist_ok=True)
+    for package in (attr, attrs):
+        source = Path(package.__file__).parent
+        shutil.copytree(source, lib / source.name, dirs_exist_ok=True)
+    subprocess.run(["chown", "-R", user, str(lib)], check=True)
     code = "import sys; from mushin_box.cli import main; sys.exit(main.main(sys.argv[1:]))"
     python = "/usr/bin/python3" if Path("/usr/bin/python3").is_file() else sys.executable
     argv = ["runuser", "-u", user, "--", python, "-c", code, "build", str(ctx / "image.py")]
     argv += ["-o", str(out), "--context", str(ctx), "--backend", "native"]
-    env = {**os.environ, "PYTHONPATH": path, "HOME": str(ctx)}
+    env = {**os.environ, "PYTHONPATH": str(lib), "HOME": str(ctx)}
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
 
 
