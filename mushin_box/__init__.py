@@ -72,7 +72,8 @@ _LAZY: dict[str, str] = {
     "WorldSizeMismatchError": "mushin_box._train.world",
     "DockerfileError": "mushin_box._image.dockerfile",
     "SifFormatError": "mushin_box._image.sif",
-    "BuildError": "mushin_box._image.build",
+    "BuildError": "mushin_box._image.native",
+    "NativeBuildRefused": "mushin_box._image.native",
     "OutputNotWritable": "mushin_box._image.build",
     "SweepBusyError": "mushin_box._sweepdir.manifest",
     "MetricNameError": "mushin_box._results.series",
@@ -96,6 +97,7 @@ __all__ = [
     "ApptainerNotFound",
     "Bind",
     "BuildError",
+    "NativeBuildRefused",
     "CancelReport",
     "CellView",
     "ContainerLaunch",
@@ -186,7 +188,6 @@ if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
     from mushin_box._image.bases import Debootstrap, LocalImage
     from mushin_box._image.build import (
         ApptainerNotFound,
-        BuildError,
         Manifest,
         OutputNotWritable,
         build_image,
@@ -194,6 +195,7 @@ if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
     )
     from mushin_box._image.definition import render_definition
     from mushin_box._image.dockerfile import DockerfileError
+    from mushin_box._image.native import BuildError, NativeBuildRefused
     from mushin_box._image.sif import SifFormatError, SifHeader, read_sif_header
     from mushin_box._image.spec import ImageSpec, ProjectInstall
     from mushin_box._launch.loading import LoadError

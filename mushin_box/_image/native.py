@@ -106,6 +106,7 @@ class BuildError(MushinBoxError, RuntimeError):
     """An image build (``apptainer build``, or a step of the native builder) failed."""
 
 
+@public
 class NativeBuildRefused(MushinBoxError, ValueError):
     """The native builder cannot build this spec on this machine; nothing was written.
 
