@@ -111,21 +111,17 @@ _DRY_RUN_HINT = "`mushin-box build --dry-run` renders and writes the definition 
 class ApptainerNotFound(MushinBoxError, RuntimeError):
     """``apptainer`` is not on PATH; the message says how to get it.
 
-    ``what`` completes "it is needed to ..."; ``hint`` is a last line (default: how to
+    ``what`` completes "it is needed to ..."; ``hint`` is a last sentence (default: how to
     render the definition without Apptainer, which only helps a build).
     """
 
     def __init__(self, what: str = "build an image", *, hint: str | None = _DRY_RUN_HINT) -> None:
         super().__init__(
-            f"apptainer was not found on PATH, and it is needed to {what}.\n"
-            "Get it:\n"
-            "  - on an HPC cluster: `module load apptainer` (or ask your admins; "
-            "`module avail apptainer`)\n"
-            "  - from your distribution: the `apptainer` package (Fedora/EPEL, "
-            "Ubuntu PPA ppa:apptainer/ppa, ...)\n"
-            "  - release packages and source: "
+            f"apptainer was not found on PATH, and it is needed to {what}. Get it with "
+            "`module load apptainer` on an HPC cluster (`module avail apptainer`, or ask "
+            "your admins), your distribution's `apptainer` package, or "
             "https://apptainer.org/docs/admin/main/installation.html"
-            + (f"\n{hint}" if hint else "")
+            + (f". {hint}" if hint else "")
         )
 
 

@@ -103,10 +103,10 @@ def test_smoke_without_apptainer_on_path_exits_2_and_writes_nothing(tmp_path: Pa
             timeout=60,
         )
         assert proc.returncode == 2, proc.stderr
-        first = proc.stderr.splitlines()[0]
-        assert first == (
+        (line,) = proc.stderr.splitlines()  # one line, the fix in it
+        assert line.startswith(
             "mushin-box smoke: error: apptainer was not found on PATH, and it is needed to "
-            "run the smoke fit's ranks (`apptainer exec`)."
+            "run the smoke fit's ranks (`apptainer exec`). Get it with "
         ), proc.stderr
         assert "Traceback" not in proc.stderr and "module load apptainer" in proc.stderr
         assert "--dry-run" not in proc.stderr  # build's hint, not smoke's
