@@ -360,20 +360,28 @@ def sleepy_task(x: int, sleep_s: float = 1.0) -> dict[str, float]:
 
 
 def _sacct_times(job_ids: list[str]) -> dict[str, tuple[int, int]]:
+    """Each job's start and end, from accounting. slurmdbd records an end a moment after
+    the job left the queue ("Unknown" until then): asked again, for up to 30 s."""
+    import datetime as dt
+
     from mushin_box._slurm.jobs import asked_ids
 
-    out = subprocess.run(
-        ["sacct", "-X", "-n", "-P", "-j", asked_ids(job_ids), "-o", "JobID,Start,End",
-         "--noconvert"],
-        capture_output=True, text=True, timeout=60, check=True,
-    ).stdout  # fmt: skip
-    import datetime as dt
+    deadline = time.monotonic() + 30
+    while True:
+        out = subprocess.run(
+            ["sacct", "-X", "-n", "-P", "-j", asked_ids(job_ids), "-o", "JobID,Start,End",
+             "--noconvert"],
+            capture_output=True, text=True, timeout=60, check=True,
+        ).stdout  # fmt: skip
+        rows = [line.split("|") for line in out.splitlines() if line.split("|")[0] in job_ids]
+        if not any("Unknown" in r[1:] for r in rows) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
 
     def seconds(text: str) -> int:
         return int(dt.datetime.fromisoformat(text).timestamp())
 
-    rows = [line.split("|") for line in out.splitlines()]
-    return {r[0]: (seconds(r[1]), seconds(r[2])) for r in rows if r[0] in job_ids}
+    return {r[0]: (seconds(r[1]), seconds(r[2])) for r in rows}
 
 
 @pytest.mark.slurm
