@@ -54,10 +54,12 @@ partitions (read as a stream by ``unsquashfs -pf``: nothing is unpacked to disk)
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import uuid
@@ -106,13 +108,34 @@ def _tool(name: str) -> str:
     return found
 
 
+#: the longest mksquashfs may take (a tree of many GB on a slow disk) before it is stopped
+STEP_TIMEOUT_S = 4 * 3600.0
+
+
 def _run(argv: Sequence[str], what: str, pass_fds: tuple[int, ...] = ()) -> bytes:
-    """Run ``argv``; its stdout, or a PackError with the last line of its stderr."""
-    done = subprocess.run(list(argv), capture_output=True, check=False, pass_fds=pass_fds)
-    if done.returncode != 0:
-        lines = done.stderr.decode(errors="replace").strip().splitlines() or ["(no message)"]
-        raise PackError(f"{what} failed (exit {done.returncode}): {lines[-1]}")
-    return done.stdout
+    """Run ``argv`` in its own process group (killed whole, the namespace helper's child
+    too, past :data:`STEP_TIMEOUT_S`); its stdout, or a PackError with the last line of
+    its stderr."""
+    proc = subprocess.Popen(
+        list(argv),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        pass_fds=pass_fds,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=STEP_TIMEOUT_S)
+    except BaseException as exc:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        if isinstance(exc, subprocess.TimeoutExpired):
+            raise PackError(f"{what} ran past {STEP_TIMEOUT_S:g} s and was stopped") from None
+        raise
+    if proc.returncode != 0:
+        lines = stderr.decode(errors="replace").strip().splitlines() or ["(no message)"]
+        raise PackError(f"{what} failed (exit {proc.returncode}): {lines[-1]}")
+    return stdout
 
 
 def pack_tree(

@@ -9,10 +9,12 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
+import mushin_box._image.pack as pack_module
 from mushin_box._image.pack import (
     PackError,
     PackInputError,
@@ -240,3 +242,22 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
         pack(tree, tmp_path)
     with pytest.raises(PackInputError, match="unsigned 32-bit"):
         pack(tree, tmp_path / "x.sif", sde=-1)
+
+
+def test_a_step_that_hangs_is_stopped_with_its_whole_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pack_module, "STEP_TIMEOUT_S", 0.5)
+    child = tmp_path / "child.pid"
+    script = f"sleep 60 & echo $! > {child}; wait"
+    start = time.monotonic()
+    with pytest.raises(PackError, match="ran past 0.5 s and was stopped"):
+        pack_module._run(["sh", "-c", script], "mksquashfs")
+    assert time.monotonic() - start < 30
+    pid = int(child.read_text())
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (
+        not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+    )
