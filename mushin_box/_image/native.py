@@ -146,7 +146,10 @@ def run_bounded(
             except subprocess.TimeoutExpired:
                 continue
         if isinstance(exc, subprocess.TimeoutExpired):
-            raise BuildError(f"{argv[0]} {argv[1]} ran past {timeout:g} s and was stopped") from exc
+            raise BuildError(
+                f"{argv[0]} {argv[1]} ran past {timeout:g} s and was stopped: check that the "
+                "mirror answers, or give build_image a longer timeout"
+            ) from exc
         raise
     return subprocess.CompletedProcess(list(argv), proc.returncode, stdout, stderr)
 

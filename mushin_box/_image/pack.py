@@ -189,7 +189,7 @@ def pack_tree(
     if not 0 <= source_date_epoch <= _MAX_EPOCH:
         raise PackInputError(
             f"SOURCE_DATE_EPOCH {source_date_epoch} is outside 0..{_MAX_EPOCH}: squashfs stores "
-            "unsigned 32-bit times"
+            "unsigned 32-bit times: give a time in that range"
         )
     mksquashfs, unsquashfs = _tool("mksquashfs"), _tool("unsquashfs")
     epoch = str(source_date_epoch)
