@@ -3,9 +3,10 @@
 
 Rank 0 writes the provenance record, but it cannot see where the other ranks ran: so
 every rank writes ``.mushin/ranks/rank<r>.json`` of the cell as it starts (its placement:
-local rank, node rank and host, as its launcher told it; its Python, its executable, and
-what the container runtime sets inside a container: ``APPTAINER_CONTAINER`` and
-``APPTAINER_NAME``), and rank 0 folds them into its record when the task ends:
+local rank, node rank and host, as its launcher told it; its Python, its executable, what
+the container runtime sets inside a container: ``APPTAINER_CONTAINER`` and
+``APPTAINER_NAME``, and the image's digest, ``MUSHIN_SIF_SHA256``, which the env file gives
+every rank in an image), and rank 0 folds them into its record when the task ends:
 
 - ``run.topology.ranks``: each rank's placement, as the rank recorded it (the one
   source: nothing infers another rank's node from the launcher's layout);
@@ -14,6 +15,9 @@ what the container runtime sets inside a container: ``APPTAINER_CONTAINER`` and
   two runs of one experiment: the image moved, another node);
 - ``reproducibility.ranks``: what must match between runs: the Pythons the ranks ran, and
   whether all, none or only some of them ran in an image, and in how many different images.
+  An image is its digest, not its path: two paths to one file are one image (a copy on each
+  node), and one path that held two files (replaced mid-run) is two. A rank in an image
+  that was given no digest (no env file) counts by its path.
 
 So ``diff`` and ``reproduce`` flag a rank that ran outside the image (``in_image`` ``all``
 -> ``some``), in another image (``images`` 1 -> 2), or on another Python.
@@ -21,9 +25,9 @@ So ``diff`` and ``reproduce`` flag a rank that ran outside the image (``in_image
 Examples
 --------
 >>> rows = [{"rank": 0, "python": "3.11.2", "executable": "/usr/bin/python3",
-...          "container": "/i.sif", "container_name": "i.sif"},
+...          "container": "/i.sif", "container_name": "i.sif", "sif_sha256": "ab"},
 ...         {"rank": 1, "python": "3.11.2", "executable": "/usr/bin/python3",
-...          "container": None, "container_name": None}]
+...          "container": None, "container_name": None, "sif_sha256": None}]
 >>> summarize(rows)
 {'python': ['3.11.2'], 'in_image': 'some', 'images': 1}
 >>> [g["ranks"] for g in group(rows)]
@@ -40,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mushin_box._core.layout import JOB_PRIVATE_DIR, RANKS_DIR, RUNTIME_ENV
+from mushin_box._core.layout import IMAGE_IDENTITY_ENV, JOB_PRIVATE_DIR, RANKS_DIR, RUNTIME_ENV
 from mushin_box._core.sidecars import read_json, write_json_atomic
 from mushin_box._provenance.topology import RANK_COLUMNS, RankPlacement, topology_from_env
 
@@ -54,14 +58,15 @@ __all__ = [
     "write_rank_runtime",
 ]
 
-_FIELDS = ("python", "executable", "container", "container_name")
+_FIELDS = ("python", "executable", "container", "container_name", "sif_sha256")
 _MAX_RANKS = 65_536  # a bound on what a reader takes from a cell's directory
 
 
 def rank_runtime(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """This process's placement (local rank, node rank, host) as its launcher told it, its
     Python version and executable, and the container it runs in (``None`` outside one),
-    as the container runtime says."""
+    as the container runtime says, with the digest of its image that the env file gave it
+    (``None`` outside an image: a digest in a process outside one names no image it ran)."""
     env = os.environ if environ is None else environ
     found = {
         field: next((env[name] for name in names if env.get(name)), None)
@@ -75,6 +80,9 @@ def rank_runtime(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
         "python": platform.python_version(),
         "executable": sys.executable,
         **found,
+        "sif_sha256": (env.get(IMAGE_IDENTITY_ENV["sif_sha256"]) or None)
+        if found["container"]
+        else None,
     }
 
 
@@ -120,7 +128,7 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {
         "python": sorted({str(r.get("python")) for r in rows}),
         "in_image": in_image,
-        "images": len({r.get("container") for r in inside}),
+        "images": len({r.get("sif_sha256") or ("path", r.get("container")) for r in inside}),
     }
 
 
