@@ -5,7 +5,10 @@ Rebuilds rank 0's job from what rank 0 wrote down (never from rank 0's Python ob
 the job's saved Hydra config, restored as the current Hydra config so ``${hydra:...}``
 interpolations resolve to rank 0's values, the same cwd, sys.path and seed base, and the
 same trainer entry point and ``ckpt_path``. It runs no Hydra app, so it writes no Hydra
-output of its own into the job directory.
+output of its own into the job directory. It runs none of the sweep's cell code either, so
+it records where it runs itself (:func:`~mushin_box._provenance.ranks.write_rank_runtime`),
+as every rank of a cell does, before it says it is joining: rank 0 folds every rank's
+record into the cell's provenance.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from mushin_box._core.layout import DDP_PARENT_PID_ENV, DDP_SPEC_ENV
+from mushin_box._provenance.ranks import write_rank_runtime
 from mushin_box._train.ranks import set_ready_fd
-from mushin_box._train.seeding import seed_everything_per_rank
+from mushin_box._train.resume import current_attempt
+from mushin_box._train.seeding import global_rank_from_env, seed_everything_per_rank
 
 
 def _watch_parent(parent_pid: int) -> None:
@@ -71,6 +76,9 @@ def main() -> None:
         if entry not in sys.path:
             sys.path.insert(0, entry)
     os.chdir(spec["cwd"])
+    attempt = current_attempt(spec["job_dir"])  # None: no attempt counted, no cell to record
+    if attempt is not None:
+        write_rank_runtime(Path(spec["job_dir"]), rank=global_rank_from_env(), attempt=attempt)
     if spec.get("main_file"):
         _load_main(spec["main_file"])
 
