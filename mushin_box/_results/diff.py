@@ -73,6 +73,7 @@ from mushin_box._provenance.files import packages_beside
 from mushin_box._provenance.full import split_provenance
 from mushin_box._results.markup import esc, md_table, page, table
 from mushin_box._results.table import cell_text
+from mushin_box._sweepdir.board import bounded_metrics
 from mushin_box._sweepdir.manifest import cell_records, combo_id
 
 __all__ = [
@@ -229,6 +230,10 @@ def _read_mapping(path: Path) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+def _read_metrics(cell: Path) -> dict[str, Any] | None:
+    return bounded_metrics(_read_mapping(cell / METRICS_FILE), cell / METRICS_FILE)
+
+
 def _read_record(target: Path) -> dict[str, Any] | None:
     """The provenance record at ``target``; ``None`` when there is no such file.
 
@@ -293,8 +298,8 @@ def _cell_diff(
     cell = diff_records(
         ra,
         rb,
-        metrics_a=_read_mapping(a / METRICS_FILE) if "a" in cells else None,
-        metrics_b=_read_mapping(b / METRICS_FILE) if "b" in cells else None,
+        metrics_a=_read_metrics(a) if "a" in cells else None,
+        metrics_b=_read_metrics(b) if "b" in cells else None,
         atol=atol,
         rtol=rtol,
         path_a=str(a),

@@ -51,6 +51,7 @@ from mushin_box._core.safeio import UnsafeFileError, open_regular_stat
 from mushin_box._core.sidecars import canonical_dumps
 from mushin_box._core.targets import public
 from mushin_box._results.series import STAGE_DIMS, read_stage
+from mushin_box._sweepdir.board import bounded_metrics
 from mushin_box._sweepdir.manifest import (
     cell_records,
     grid_key,
@@ -128,7 +129,8 @@ def load_sweep(
         if values is None:
             _warn_if_truncated(os.path.join(cell_dir, PROVENANCE_FILE), name)
             # not an object (a list, a number): refused by read_json, with a warning
-            values = read_object(os.path.join(cell_dir, METRICS_FILE)) or {}
+            path = os.path.join(cell_dir, METRICS_FILE)
+            values = bounded_metrics(read_object(path), path) or {}
         for name, value in values.items():
             if isinstance(value, bool | int | float | str):
                 found.setdefault(name, {})[where] = value

@@ -53,6 +53,7 @@ from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.gcpause import gc_paused
 from mushin_box._core.layout import ERROR_FILE, METRICS_FILE
 from mushin_box._core.overrides import parse_sweep_values
+from mushin_box._core.safeio import UnsafeFileError
 from mushin_box._core.targets import public
 from mushin_box._results.series import (
     MetricNameError,
@@ -65,6 +66,7 @@ from mushin_box._sweepdir.board import (
     VIEW_STATES,  # as a reader shows them
     CellView,
     SweepView,
+    bounded_metrics,
     read_sweep,
     scalar_metrics,
 )
@@ -427,7 +429,8 @@ def _view(base: str, entry: Entry) -> CellView:
     if name is not None:
         cell = os.path.join(base, name)
         if state == "completed":
-            metrics = read_object(os.path.join(cell, METRICS_FILE))
+            path = os.path.join(cell, METRICS_FILE)
+            metrics = bounded_metrics(read_object(path), path)
         elif os.path.isfile(os.path.join(cell, ERROR_FILE)):
             error_file = os.path.join(cell, ERROR_FILE)
     attempt = entry.get("attempt", 0)
@@ -477,6 +480,8 @@ def read_results(
     if path.is_dir():
         try:
             view = read_finished(path, heading)
+        except UnsafeFileError:  # a refused file: read_sweep would refuse it again
+            raise
         except OSError:  # gone or unreadable mid-read: read_sweep says what
             view = None
         if view is not None:

@@ -90,7 +90,7 @@ from mushin_box._core.layout import (
     stage_metrics_json_file,
 )
 from mushin_box._core.overrides import format_value
-from mushin_box._core.safeio import read_bounded
+from mushin_box._core.safeio import UnsafeFileError, read_bounded
 from mushin_box._core.sidecars import read_json
 from mushin_box._core.targets import public
 from mushin_box._slurm.jobs import is_live, is_unknown, job_states_and_reasons, never_starts
@@ -116,6 +116,8 @@ __all__ = [
     "job_finder",
     "job_runs_cell",
     "latest_sweep",
+    "METRIC_KEYS_BOUND",
+    "bounded_metrics",
     "local_jobs_alive",
     "owner_gone",
     "read_sweep",
@@ -251,6 +253,31 @@ def _judge(record: Mapping[str, Any], job_states: Mapping[str, str]) -> tuple[bo
     return answer.unknown, None if answer.alive else answer.reason
 
 
+#: the most keys a cell's metrics file may hold. Every reader makes each key a column or a
+#: variable, and a table's cost grows with its columns, so the file's byte limit alone does
+#: not bound a reader (20 MB holds 10**6 keys). Far above what a run logs (scalars, and per
+#: class at most a few thousand); a file past it is refused naming it, not shown in part
+METRIC_KEYS_BOUND = 10_000
+
+
+def bounded_metrics(metrics: Any, path: str | os.PathLike[str]) -> Any:
+    """``metrics`` (a cell's metrics file, read from ``path``) as it is, when it holds at
+    most :data:`METRIC_KEYS_BOUND` keys.
+
+    Raises
+    ------
+    UnsafeFileError
+        Past the bound: one line naming the file, its key count and the fix.
+    """
+    if isinstance(metrics, dict) and len(metrics) > METRIC_KEYS_BOUND:
+        raise UnsafeFileError(
+            f"{os.fspath(path)}: {len(metrics):,} metric keys, over the bound of "
+            f"{METRIC_KEYS_BOUND:,} a metrics file may hold: log fewer scalars (a series "
+            "belongs in the fit's metrics), or move the file out of the cell to read the rest"
+        )
+    return metrics
+
+
 def scalar_metrics(metrics: Any) -> dict[str, float]:
     """A cell's numeric metrics as floats (booleans, strings and anything else left out;
     ``{}`` for a metrics file that is not an object): what every table of cells shows."""
@@ -304,7 +331,7 @@ def _cell(root: Path, entry: Mapping[str, Any], record: Mapping[str, Any], seen:
         error = {}
     error_file = os.path.join(cell_dir, ERROR_FILE) if cell_dir else None
     metrics = (
-        read_json(os.path.join(cell_dir, METRICS_FILE))
+        bounded_metrics(read_json(path := os.path.join(cell_dir, METRICS_FILE)), path)
         if cell_dir and state == "completed"
         else None
     )
