@@ -97,7 +97,7 @@ from mushin_box._sweepdir.manifest import (
     mark_unstarted_cancelled,
 )
 
-__all__ = ["CancelReport", "cancel", "cell_label"]
+__all__ = ["CancelReport", "cancel", "cell_label", "scancel_args"]
 
 
 def cell_label(directory: str | None, combo: dict[str, object]) -> str:

@@ -30,6 +30,7 @@ from mushin_box._core.layout import (
     LAUNCH_FILE,
     LOCK_FILE,
     MANIFEST_FILE,
+    PROVENANCE_FILE,
     STATUS_FILE,
 )
 from mushin_box._core.sidecars import (
@@ -58,6 +59,7 @@ __all__ = [
     "live_cells",
     "manifest_from_cells",
     "mark_unstarted_cancelled",
+    "ran_experiment",
     "read_status",
     "read_sweep_manifest",
     "rebuild_manifest",
@@ -533,6 +535,29 @@ def live_cells(records: Records) -> list[tuple[str, Any]]:
 
 #: the launcher of a submission's ``cluster`` (``mushin_jobs.json``)
 _CLUSTER_LAUNCHERS = {"slurm": "mushin_slurm", "local": "mushin_local"}
+
+
+#: the most cells :func:`ran_experiment` reads a provenance record of
+_EXPERIMENT_READS = 8
+
+
+def ran_experiment(root: Path) -> tuple[str, str] | None:
+    """(cell directory, experiment file) as a cell of the sweep records what it ran (its
+    provenance's ``run.experiment.file``): the first of the manifest's started cells that
+    records one, among its first few; None when none does. One cell answers for the sweep:
+    the cells of a launch all run the experiment it was given, and a resume that names
+    another one would run them again with it and replace their results."""
+    cells = (read_sweep_manifest(root) or {}).get("cells")
+    names = [e.get("dir") for e in cells.values() if isinstance(e, dict)] if cells else []
+    started = [n for n in names if isinstance(n, str) and n and os.sep not in n and n != ".."]
+    for name in started[:_EXPERIMENT_READS]:
+        record = read_json(root / name / PROVENANCE_FILE)
+        run = record.get("run") if isinstance(record, dict) else None
+        experiment = run.get("experiment") if isinstance(run, dict) else None
+        file = experiment.get("file") if isinstance(experiment, dict) else None
+        if isinstance(file, str):
+            return name, file
+    return None
 
 
 def recorded_launcher(root: Path) -> str | None:

@@ -83,9 +83,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 _PASSED = ("dry_run", "json", "detach", "no_progress", "cancel_on_interrupt")
 
 
+def _same_experiment(
+    root: str, experiment: str, ran: tuple[str, str] | None, error: type[Exception]
+) -> None:
+    """Refuse a launch record whose experiment file is not the one the sweep's cells ran
+    (``ran``: a cell and the file it records): before anything is imported, since a resume
+    with another experiment runs every cell again with it and replaces their results. An
+    experiment named as a module is found only by importing it, so it is not compared."""
+    named = experiment.split(":", 1)[0]
+    if ran is None or not named.endswith(".py"):
+        return
+    cell, file = ran
+    if os.path.realpath(named) != os.path.realpath(file):
+        raise error(
+            f"{root}: the launch record names the experiment {named}, but the sweep's cells "
+            f"ran {file} (cell {cell}); a resume would run them again with another "
+            f"experiment and replace their results: put {file} back in the record, or "
+            f"launch {named} into a new directory"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     # lazy: every command's start imports this module; only this command pays for its rooms
-    from mushin_box._launch.record import read_launch_record
+    from mushin_box._launch.record import RecordError, read_launch_record
     from mushin_box._launch.resume import (
         CHANGEABLE_FLAGS,
         launch_argv,
@@ -95,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
         resume_settings,
         sweep_grid,
     )
+    from mushin_box._sweepdir.manifest import ran_experiment
 
     if args.json and not args.dry_run:
         raise UsageError("--json prints the dry run's review: add --dry-run")
@@ -106,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
     root = str(resolve_sweep(args.dir).resolve())
     try:
         record = read_launch_record(root)
+        _same_experiment(root, record["experiment"], ran_experiment(Path(root)), RecordError)
         changes = {k: getattr(args, k, None) for k in CHANGEABLE_FLAGS}
         overrides, flags, changed = resume_settings(record, changes, args.set or [])
         full = list(overrides)

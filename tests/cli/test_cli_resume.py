@@ -138,3 +138,30 @@ def test_resume_imports_nothing_another_user_could_have_written(sweep: Path, sha
     assert "can be written by other users" in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not marker.exists()
+
+
+def test_a_record_naming_another_experiment_is_refused(sweep: Path) -> None:
+    """A launch record edited to name another experiment, the user's own (issue 42, case 8):
+    refused in one line saying the record's experiment is not the one the cells ran, before
+    that experiment is imported; the completed cells' results stay."""
+    here, marker = sweep.parent, sweep.parent / "imported"
+    other = here / "other.py"
+    other.write_text(f"open({str(marker)!r}, 'w').close()\n" + EXP.replace("float(x)", "-1.0"))
+    launch = sweep / "mushin_launch.json"
+    record = json.loads(launch.read_text())
+    launch.write_text(json.dumps({**record, "experiment": str(other)}))
+    before = {c: (sweep / c / "mushin_metrics.json").read_bytes() for c in ("x=1", "x=3")}
+
+    proc = _cli("resume", str(sweep), cwd=here)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert f"the launch record names the experiment {other}, but the sweep's cells " in line
+    assert f"ran {here / 'exp.py'} (cell x=" in line, line
+    assert not marker.exists()
+    after = {c: (sweep / c / "mushin_metrics.json").read_bytes() for c in ("x=1", "x=3")}
+    assert after == before
+
+    launch.write_text(json.dumps(record))  # put back: the failed cell runs, the rest reused
+    proc = _cli("resume", str(sweep), cwd=here)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert {c: (sweep / c / "mushin_metrics.json").read_bytes() for c in before} == before
