@@ -25,7 +25,23 @@ from mushin_box._core.safeio import UnsafeFileError, inside, read_tail
 from mushin_box._core.sidecars import warn_sidecar
 from mushin_box._sweepdir.manifest import read_status
 
-__all__ = ["LogFollower", "rank_logs", "tail_lines"]
+__all__ = ["LogFollower", "rank_logs", "started_cells", "tail_lines"]
+
+
+def started_cells(root: Path) -> list[str]:
+    """The names of the sweep's started cells, sorted: directories of ``root`` itself (a
+    symlink may lead anywhere) with a status there, readable or not (a damaged one is
+    refused when read, and said so); none when ``root`` is not a directory."""
+    try:
+        with os.scandir(root) as entries:
+            return sorted(
+                e.name
+                for e in entries
+                if e.is_dir(follow_symlinks=False) and os.path.lexists(Path(e.path, STATUS_FILE))
+            )
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
 
 _RANK_FILE = re.compile(r"^rank(\d+)\.(?:out|err|log)$")
 

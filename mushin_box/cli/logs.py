@@ -9,9 +9,9 @@ ends once it is no longer running (or on Ctrl-C).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from mushin_box.cli.main import UsageError
@@ -42,22 +42,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _cell_dir(directory: str, cell: str | None) -> tuple[Path, Path]:
+def _cell_dir(
+    directory: str, cell: str | None, started_cells: Callable[[Path], list[str]]
+) -> tuple[Path, Path]:
     """(sweep dir, cell dir), or a usage error that lists the cells to choose from."""
-    # lazy: every command's start imports this module; only this command pays for its rooms
-    from mushin_box._core.layout import STATUS_FILE
-
-    given = Path(directory)
-    if cell is None and os.path.lexists(given / STATUS_FILE):
+    given, real = Path(directory), Path(directory).resolve()
+    if cell is None and real.name in started_cells(real.parent):  # a cell given itself
         return given.parent, given
     root = resolve_sweep(directory)
-    # a cell is a directory of the sweep itself (a symlink may lead anywhere) with a status
-    # there, readable or not: a damaged one is refused when read, and said so
-    started = sorted(
-        p.name
-        for p in root.iterdir()
-        if p.is_dir() and not p.is_symlink() and os.path.lexists(p / STATUS_FILE)
-    )
+    started = started_cells(root)
     if cell is None:
         if len(started) == 1:
             return root, root / started[0]
@@ -85,11 +78,11 @@ def _running(root: Path, cell_dir: Path) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     # lazy: every command's start imports this module; only this command pays for its rooms
-    from mushin_box._sweepdir.logs import LogFollower, rank_logs, tail_lines
+    from mushin_box._sweepdir.logs import LogFollower, rank_logs, started_cells, tail_lines
 
     if args.tail is not None and args.tail < 0:
         raise UsageError(f"--tail {args.tail} is negative; give 0 or more lines")
-    root, cell_dir = _cell_dir(args.dir, args.cell)
+    root, cell_dir = _cell_dir(args.dir, args.cell, started_cells)
     logs = rank_logs(cell_dir)
     if args.rank is not None:
         if args.rank not in logs:
