@@ -1,12 +1,8 @@
 # SPDX-License-Identifier: MIT
 """The two bases of an image that need no registry: :class:`Debootstrap` and :class:`LocalImage`.
 
-Many clusters cannot pull from Docker Hub. A Debian base can be made with debootstrap from a
-Debian mirror (``Bootstrap: debootstrap``, ``OSVersion:`` the suite, ``MirrorURL:`` the
-mirror, read from this machine's apt sources when not given), and an image can start from
-an existing SIF or sandbox directory (``Bootstrap: localimage``). Neither has a registry
-digest: the build manifest pins them by their package lists instead
-(:class:`~mushin_box._image.build.Manifest`).
+Many clusters cannot pull from Docker Hub: ``docs/containers.md`` ("ImageSpec") says what
+each renders and how the build manifest pins them without a registry digest.
 
 Header values go into ``Key: value`` lines of the definition, which Apptainer's header
 parser cuts at ``#``, trims, and joins with the next line after a trailing ``\\``:
@@ -100,24 +96,8 @@ def apt_source(root: str | os.PathLike[str] = APT_SOURCES) -> tuple[str, str]:
     Files are read as apt orders them: ``sources.list``, then ``sources.list.d/*.list`` and
     ``*.sources`` (deb822) by name. The first ``deb`` entry whose suite is a release (no
     ``-``, so not ``bookworm-updates`` or ``bookworm-security``) and whose URI is
-    ``http(s)://`` or ``file://`` is taken.
+    ``http(s)://`` or ``file://`` is taken; none is a ``ValueError`` saying what to pass.
 
-    Parameters
-    ----------
-    root : str or os.PathLike, optional
-        apt's configuration directory. Default ``/etc/apt``.
-
-    Returns
-    -------
-    (mirror, suite) : tuple of (str, str)
-
-    Raises
-    ------
-    ValueError
-        If no such entry is found; the message says what to pass instead.
-
-    Examples
-    --------
     >>> import pathlib, tempfile
     >>> root = pathlib.Path(tempfile.mkdtemp())
     >>> _ = (root / "sources.list").write_text(
@@ -147,23 +127,19 @@ def apt_source(root: str | os.PathLike[str] = APT_SOURCES) -> tuple[str, str]:
     )
 
 
-def _check_suite(value: object) -> str:
-    check_header_value(value, "Debootstrap suite")
-    if not _SUITE_RE.match(str(value)):
-        raise ValueError(
-            f"Debootstrap suite {value!r} is not a Debian suite or codename (lowercase, "
-            "e.g. 'bookworm', 'trixie', 'stable'): give the name debootstrap knows"
-        )
-    return str(value)
+_SHAPES = {
+    "suite": (_SUITE_RE, "is not a Debian suite or codename (lowercase, e.g. 'bookworm', "
+              "'trixie', 'stable'): give the name debootstrap knows"),
+    "mirror": (_MIRROR_RE, "must be an http(s):// or file:// URL without spaces, quotes or "
+               "braces, e.g. 'http://deb.debian.org/debian'"),
+}  # fmt: skip
 
 
-def _check_mirror(value: object) -> str:
-    check_header_value(value, "Debootstrap mirror")
-    if not _MIRROR_RE.match(str(value)):
-        raise ValueError(
-            f"Debootstrap mirror {value!r} must be an http(s):// or file:// URL without "
-            "spaces, quotes or braces, e.g. 'http://deb.debian.org/debian'"
-        )
+def _check_shape(field: str, value: object) -> str:
+    check_header_value(value, f"Debootstrap {field}")
+    pattern, rule = _SHAPES[field]
+    if not pattern.match(str(value)):
+        raise ValueError(f"Debootstrap {field} {value!r} {rule}")
     return str(value)
 
 
@@ -176,25 +152,9 @@ class Debootstrap:
     ``MirrorURL:``. Apptainer runs ``debootstrap --variant=minbase --include=apt`` on the
     build host, which needs ``debootstrap`` installed and root or ``--fakeroot``. The
     result has no Python: install it with ``apt`` (e.g. ``python3=<version>``) and set
-    ``python="python3"``.
+    ``python="python3"``. A ``suite`` or ``mirror`` not given is this machine's
+    (:func:`apt_source`), read when the object is built.
 
-    Parameters
-    ----------
-    suite : str, optional
-        Release suite or codename (``"bookworm"``). Default: the one this machine's apt
-        installs from (:func:`apt_source`), read when the object is built.
-    mirror : str, optional
-        Debian mirror URL (``"http://deb.debian.org/debian"``). Default: this machine's,
-        as for ``suite``.
-
-    Raises
-    ------
-    ValueError
-        If a value has the wrong shape, or one is missing and the machine's apt sources
-        do not name it.
-
-    Examples
-    --------
     >>> Debootstrap(suite="bookworm", mirror="http://deb.debian.org/debian").reference
     'debootstrap bookworm http://deb.debian.org/debian'
     """
@@ -208,8 +168,8 @@ class Debootstrap:
             host_mirror, host_suite = apt_source(APT_SOURCES)
             suite = host_suite if suite is None else suite
             mirror = host_mirror if mirror is None else mirror
-        object.__setattr__(self, "suite", _check_suite(suite))
-        object.__setattr__(self, "mirror", _check_mirror(mirror))
+        object.__setattr__(self, "suite", _check_shape("suite", suite))
+        object.__setattr__(self, "mirror", _check_shape("mirror", mirror))
 
     @property
     def reference(self) -> str:
@@ -251,23 +211,10 @@ class LocalImage:
     """An existing image on this machine as the base: ``Bootstrap: localimage``.
 
     For a two-layer scheme (a heavy base SIF built once, a thin project layer on top) or
-    a site without registry access.
+    a site without registry access. ``path``, a SIF file or a sandbox directory, is made
+    absolute (``~`` expanded) when the object is built: Apptainer would resolve it against
+    the build context instead.
 
-    Parameters
-    ----------
-    path : str or os.PathLike
-        A SIF file or a sandbox directory. A relative path is made absolute against the
-        current directory when the object is built (Apptainer would resolve it against
-        the build context instead), ``~`` is expanded.
-
-    Raises
-    ------
-    ValueError
-        If the path does not exist, is a file that is not a SIF image, or cannot be
-        written as a header value (``#``, control characters).
-
-    Examples
-    --------
     >>> import os
     >>> LocalImage(path=os.curdir).path == os.path.abspath(os.curdir)  # a sandbox dir
     True
@@ -279,6 +226,3 @@ class LocalImage:
     def reference(self) -> str:
         """``"localimage PATH"``: the base as the build manifest records it."""
         return f"localimage {self.path}"
-
-
-# --------------------------------------------------------------------------- the model

@@ -6,9 +6,6 @@ runscripts; see ``docs/containers.md``). It is deterministic (same spec, same by
 every value it interpolates into shell code is quoted with :func:`shlex.quote`. What no
 quoting can make safe is refused earlier, when the spec is built (the validators in
 :mod:`mushin_box._image.spec`); :func:`render_definition` checks its output once more.
-
-This module also owns the layout the definition gives the image (:data:`BUILD_DIR`) and
-the build-argument templating syntax both sides refuse.
 """
 
 from __future__ import annotations
@@ -31,8 +28,7 @@ __all__ = ["environment_lines", "render_definition", "runscript_lines", "setup_l
 _INDENT = "    "
 
 
-def _q(value: str) -> str:
-    return shlex.quote(value)
+_q = shlex.quote
 
 
 def _section(name: str, lines: Iterable[str]) -> list[str]:
@@ -142,29 +138,10 @@ def _check_rendered(text: str) -> None:
 
 @public
 def render_definition(spec: ImageSpec) -> str:
-    """Render an Apptainer definition file for ``spec``.
+    """Render an Apptainer definition file for ``spec``: equal specs give equal text.
 
-    Sections, in order: header (``Bootstrap: docker`` and ``From:`` with the digest;
-    ``Bootstrap: debootstrap`` with ``OSVersion:`` and ``MirrorURL:``; or
-    ``Bootstrap: localimage`` with ``From:`` the absolute path), ``%labels``,
-    ``%environment``, ``%files``, ``%post`` (``set -eu``; apt; pip with
-    ``--require-hashes``; the project; ``post``), ``%runscript``, ``%test``, ``%help``.
-    Empty sections are left out. The first line of every item is indented by four
-    spaces; continuation lines of multi-line items are written verbatim, so quoted
-    values and heredocs keep their exact bytes.
+    The sections, their order and indentation: ``docs/containers.md``, "Rendering".
 
-    Parameters
-    ----------
-    spec : ImageSpec
-        The image to describe.
-
-    Returns
-    -------
-    str
-        The definition, ending with a newline. Equal specs give equal text.
-
-    Examples
-    --------
     >>> from mushin_box._image.spec import ImageSpec
     >>> spec = ImageSpec(base="debian@sha256:" + "1" * 64, labels={"org.example.a": "b c"},
     ...                  post=["echo 'hi there'"])

@@ -60,16 +60,9 @@ def _entries() -> dict[str, Any]:
 def image_sha256(path: StrPath, *, progress: bool | None = None) -> str:
     """Hex sha256 of the file at ``path``, from the cache when the file is unchanged.
 
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The image.
-    progress : bool | None (default: None)
-        Show a progress bar while hashing; ``None``: for a file above
-        :data:`PROGRESS_ABOVE` when standard error is a terminal.
+    ``progress``: show a progress bar while hashing; ``None``: for a file above
+    :data:`PROGRESS_ABOVE` when standard error is a terminal.
 
-    Examples
-    --------
     >>> import tempfile
     >>> from unittest import mock
     >>> path = Path(tempfile.mkdtemp()) / "x.sif"

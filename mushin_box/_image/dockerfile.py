@@ -4,36 +4,9 @@
 The Dockerfile is tokenized by spython's ``DockerParser`` (spython 0.3.14). spython is an
 optional dependency, the ``dockerfile`` extra (``pip install 'mushin-box[dockerfile]'``),
 imported only when a Dockerfile is converted. Its output was characterized first
-(``tests/image/test_container_build.py``) and is used only where it is right; the rest
-is fixed up or refused here, never passed on silently:
-
-==========================================  =============================================
-spython 0.3.14 behaviour                     what this module does
-==========================================  =============================================
-FROM (incl. ``@sha256:`` digest), ``AS``     used (trailing space stripped)
-``ENV A=1 B="x y"``                          used; values unquoted, written literally
-ENV values also copied into ``install``      turned into ``export A=...`` in ``%post``
-``ENV A a b`` / ``ENV A=a\\ b``              spython raises IndexError: refused, with fix
-``ENV A=$OTHER``                             refused (values are literal in ImageSpec)
-``LABEL a="x y" b=1`` -> one string          re-split with :func:`shlex.split`
-``COPY a b /dst/`` -> pairs                  used; a directory ``d`` becomes ``d/.`` and
-                                             its destination ends in ``/``, so that
-                                             Apptainer's ``cp -fLr`` copies what Docker
-                                             does (``_directory_copy``)
-``COPY --chown=...`` -> flag taken as a path refused
-``ADD url`` -> ``curl`` / ``ADD x.tgz`` ->   refused: spython's ``tar -zvf`` lacks ``-x``
-``tar -zvf``                                 and remote ADD is not reproducible
-multi-stage: an unnamed stage is merged      refused (more than one FROM)
-into the previous one
-``RUN ["exe", "arg"]`` kept as JSON text     turned into a shell-quoted command
-``RUN <<EOT`` heredoc split into lines       refused
-comment inside a continued RUN kept          dropped (it would swallow the continuation)
-``USER``/``SHELL`` copied as shell lines     USER/EXPOSE/VOLUME/HEALTHCHECK/STOPSIGNAL
-                                             dropped with a warning; SHELL/ONBUILD refused
-lowercase ``run``/``env`` kept verbatim      refused
-``FROM --platform=...`` kept in the name     refused
-``ENTRYPOINT``/``CMD`` (exec or shell form)  ``runscript``/``runscript_args``
-==========================================  =============================================
+(``tests/image/test_container_build.py``) and is used only where it is right; the rest is
+fixed up or refused here, never passed on silently. The table of spython's behaviours and
+what this module does with each is in ``docs/containers.md``, "Starting from a Dockerfile".
 """
 
 from __future__ import annotations
@@ -246,40 +219,10 @@ def _post(install: list[str], environ: list[str], env: dict[str, str], where: st
 def dockerfile_fields(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The :class:`~mushin_box._image.spec.ImageSpec` fields of a single-stage Dockerfile.
 
-    ``ImageSpec.from_dockerfile`` builds the spec from them (and its overrides).
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The Dockerfile.
-
-    Returns
-    -------
-    dict
-        ``base`` from FROM, ``env`` from ENV, ``labels`` from LABEL, ``files`` from
-        COPY/ADD, ``post`` from RUN/WORKDIR/ARG, ``runscript``/``runscript_args`` from
-        ENTRYPOINT/CMD.
-
-    Raises
-    ------
-    ImportError
-        If spython (the ``dockerfile`` extra) is not installed; the message is the one
-        line to fix it.
-    DockerfileError
-        For constructs that would not convert faithfully (see the module docstring).
-        Whether the fields make a valid spec (a base pinned by digest...) is checked by
-        ``ImageSpec`` itself.
-
-    Examples
-    --------
-    >>> import pathlib, tempfile
-    >>> d = pathlib.Path(tempfile.mkdtemp())
-    >>> _ = (d / "Dockerfile").write_text(
-    ...     "FROM python:3.11@sha256:" + "a" * 64 + "\\n"
-    ...     'ENV GREETING="hello world"\\nRUN ["python", "-c", "print(1)"]\\n')
-    >>> fields = dockerfile_fields(d / "Dockerfile")  # doctest: +SKIP
-    >>> fields["env"], fields["post"]  # doctest: +SKIP
-    ((('GREETING', 'hello world'),), ("export GREETING='hello world'", 'python -c \\'print(1)\\''))
+    ``base`` from FROM, ``env`` from ENV, ``labels`` from LABEL, ``files`` from COPY/ADD,
+    ``post`` from RUN/WORKDIR/ARG, ``runscript``/``runscript_args`` from ENTRYPOINT/CMD.
+    A construct that would not convert faithfully is a :class:`DockerfileError`; whether
+    the fields make a valid spec is for ``ImageSpec`` to check.
     """
     try:  # imported here, not at the top: spython is needed by this function only
         from spython.main.parse.parsers import DockerParser  # pyright: ignore

@@ -57,9 +57,13 @@ StrPath = str | os.PathLike[str]
 
 HEADER_SIZE = 128
 DESCRIPTOR_SIZE = 585
-_HEADER = struct.Struct("<32s10s3s3s16s8q")
-_DESCRIPTOR = struct.Struct("<iBIIIqqqqqqq128s384s")
-assert _HEADER.size == HEADER_SIZE and _DESCRIPTOR.size == DESCRIPTOR_SIZE
+HEADER = struct.Struct("<32s10s3s3s16s8q")
+DESCRIPTOR = struct.Struct("<iBIIIqqqqqqq128s384s")
+assert HEADER.size == HEADER_SIZE and DESCRIPTOR.size == DESCRIPTOR_SIZE
+_HEADER_NUMBERS = (
+    "created modified descriptors_free descriptors_total descriptors_offset descriptors_size "
+    "data_offset data_size"
+).split()
 
 MAGIC = b"SIF_MAGIC\x00"
 SUPPORTED_VERSIONS = frozenset({"01"})
@@ -133,28 +137,11 @@ def _cstr(raw: bytes) -> str:
 @public
 @attrs.frozen(kw_only=True)
 class SifHeader:
-    """The SIF global header (the first 128 bytes of the file).
+    """The SIF global header (the first 128 bytes of the file; layout in the module docstring).
 
-    Attributes
-    ----------
-    launch_script : str
-        The ``#!`` line that makes the image executable (empty when none was set).
-    version : str
-        SIF specification version, ``"01"``.
-    arch_code : str
-        Raw architecture code, e.g. ``"02"``.
-    arch : str
-        Go name of the architecture (``"amd64"``, ``"arm64"``, ... or ``"unknown"``).
-    uuid : uuid.UUID
-        Image identifier: random per build, nil for reproducible builds.
-    created, modified : int
-        Unix seconds (``-62135596800``, Go's zero time, for reproducible builds).
-    descriptors_free, descriptors_total : int
-        Unused and total descriptor slots.
-    descriptors_offset, descriptors_size : int
-        Where the descriptor table starts and how many bytes it spans.
-    data_offset, data_size : int
-        Where the data objects start and how many bytes they span.
+    ``arch`` is the Go name of ``arch_code`` (``"amd64"``, ... or ``"unknown"``); ``uuid`` is
+    random per build and nil for reproducible builds; ``created`` and ``modified`` are Unix
+    seconds (``-62135596800``, Go's zero time, for reproducible builds).
     """
 
     launch_script: str
@@ -194,30 +181,12 @@ class SifHeader:
 
 @attrs.frozen(kw_only=True)
 class SifDescriptor:
-    """One used SIF object descriptor.
+    """One used SIF object descriptor, its fields in table order (module docstring).
 
-    Attributes
-    ----------
-    datatype : int
-        Raw data type (``0x4001`` Def.FILE, ``0x4004`` FS, ...).
-    datatype_name : str
-        Name of ``datatype`` as ``siftool list`` prints it (``"Unknown"`` if new).
-    id : int
-        Object id (1-based).
-    group_id : int
-        Group number, 0 when the object is in no group.
-    linked_id : int
-        Linked object (or group) id, 0 when none.
-    offset, size : int
-        Where the object's bytes are in the file and how many there are.
-    size_with_padding : int
-        ``size`` plus the alignment padding written before the object.
-    created, modified : int
-        Unix seconds.
-    name : str
-        Object name, e.g. ``"inspect-metadata.json"``.
-    extra : bytes
-        The 384-byte type-specific field (partition fs/type/arch, signature hash/entity).
+    ``datatype_name`` is the name ``siftool list`` prints (``"Unknown"`` if new); ``id`` is
+    1-based; ``group_id`` and ``linked_id`` are 0 for none; ``size_with_padding`` adds the
+    alignment padding written before the object; ``extra`` is the 384-byte type-specific
+    field (partition fs/type/arch, signature hash/entity).
     """
 
     datatype: int
@@ -245,21 +214,7 @@ def _read_exact(handle: BinaryIO, path: Path, offset: int, size: int) -> bytes:
 
 
 def _parse_header(raw: bytes, path: Path) -> SifHeader:
-    (
-        launch,
-        magic,
-        version,
-        arch,
-        ident,
-        created,
-        modified,
-        dfree,
-        dtotal,
-        doff,
-        dsize,
-        data_off,
-        data_size,
-    ) = _HEADER.unpack(raw)
+    launch, magic, version, arch, ident, *numbers = HEADER.unpack(raw)
     if magic != MAGIC:
         raise SifFormatError(path, f"not a SIF image (magic {magic!r}, want {MAGIC!r})")
     version_s = _cstr(version)
@@ -276,14 +231,7 @@ def _parse_header(raw: bytes, path: Path) -> SifHeader:
         arch_code=arch_code,
         arch=SIF_ARCHES.get(arch_code, "unknown"),
         uuid=uuid.UUID(bytes=ident),
-        created=created,
-        modified=modified,
-        descriptors_free=dfree,
-        descriptors_total=dtotal,
-        descriptors_offset=doff,
-        descriptors_size=dsize,
-        data_offset=data_off,
-        data_size=data_size,
+        **dict(zip(_HEADER_NUMBERS, numbers, strict=True)),
     )
 
 
@@ -291,26 +239,9 @@ def _parse_header(raw: bytes, path: Path) -> SifHeader:
 def read_sif_header(path: StrPath) -> SifHeader:
     """Read the global header of a SIF image.
 
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The ``.sif`` file.
+    A file shorter than a header, with another magic or a version this reader does not
+    know is a :class:`SifFormatError`.
 
-    Returns
-    -------
-    SifHeader
-        The decoded header.
-
-    Raises
-    ------
-    SifFormatError
-        If the file is shorter than a header, its magic is not ``SIF_MAGIC`` or its
-        version is not one this reader knows.
-    OSError
-        If the file cannot be read.
-
-    Examples
-    --------
     >>> import struct, tempfile, uuid
     >>> raw = struct.pack("<32s10s3s3s16s8q", b"#!/usr/bin/env run-singularity\\n",
     ...                   b"SIF_MAGIC\\0", b"01\\0", b"02\\0", uuid.UUID(int=7).bytes,
@@ -330,26 +261,11 @@ def read_sif_header(path: StrPath) -> SifHeader:
 def read_sif_descriptors(path: StrPath) -> tuple[SifDescriptor, ...]:
     """Read the used object descriptors of a SIF image, in table order.
 
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The ``.sif`` file.
+    A :class:`SifFormatError` when the header is invalid, the table truncated or
+    inconsistent, or a used descriptor's data does not lie inside the file: a copy cut
+    short passes every header check (a 5 KB head of a 10 GB image has the same 128 header
+    bytes), but not this one.
 
-    Returns
-    -------
-    tuple of SifDescriptor
-        One entry per used descriptor slot.
-
-    Raises
-    ------
-    SifFormatError
-        If the header is invalid, the descriptor table is truncated or inconsistent, or
-        a used descriptor's data (``offset``, ``size``) does not lie inside the file: a
-        copy cut short passes every header check (a 5 KB head of a 10 GB image has the
-        same 128 header bytes), but not this one.
-
-    Examples
-    --------
     >>> import struct, tempfile
     >>> header = struct.pack("<32s10s3s3s16s8q", b"", b"SIF_MAGIC\\0", b"01\\0", b"02\\0",
     ...                      bytes(16), 0, 0, 0, 1, 128, 585, 713, 3)
@@ -401,7 +317,7 @@ def _used_descriptors(table: bytes, total: int) -> list[SifDescriptor]:
     """The used descriptors of a raw descriptor table, in table order."""
     out: list[SifDescriptor] = []
     for index in range(total):
-        fields = _DESCRIPTOR.unpack_from(table, index * DESCRIPTOR_SIZE)
+        fields = DESCRIPTOR.unpack_from(table, index * DESCRIPTOR_SIZE)
         (dtype, used, ident, group, link, off, size, padded, ctime, mtime, _u, _g, name, extra) = (
             fields
         )
@@ -427,29 +343,8 @@ def _used_descriptors(table: bytes, total: int) -> list[SifDescriptor]:
 
 
 def read_sif_object(path: StrPath, descriptor: SifDescriptor) -> bytes:
-    """Return the bytes of one data object (e.g. the embedded definition file).
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The ``.sif`` file the descriptor was read from.
-    descriptor : SifDescriptor
-        From :func:`read_sif_descriptors`.
-
-    Returns
-    -------
-    bytes
-        ``descriptor.size`` bytes from ``descriptor.offset``.
-
-    Raises
-    ------
-    SifFormatError
-        If the file ends before the object does.
-
-    Examples
-    --------
-    See :func:`read_sif_descriptors`.
-    """
+    """The bytes of one data object (e.g. the embedded definition file); example in
+    :func:`read_sif_descriptors`."""
     p = Path(path)
     with open(p, "rb") as handle:
         return _read_exact(handle, p, descriptor.offset, descriptor.size)
@@ -458,20 +353,6 @@ def read_sif_object(path: StrPath, descriptor: SifDescriptor) -> bytes:
 def file_sha256(path: StrPath, *, chunk_size: int = 1 << 20) -> str:
     """Hex sha256 of a file, read in chunks (images are many GiB).
 
-    Parameters
-    ----------
-    path : str or os.PathLike
-        File to hash.
-    chunk_size : int, optional
-        Bytes per read. Default 1 MiB.
-
-    Returns
-    -------
-    str
-        64 lowercase hex digits.
-
-    Examples
-    --------
     >>> import tempfile
     >>> path = Path(tempfile.mkdtemp()) / "x"
     >>> _ = path.write_bytes(b"abc")

@@ -19,7 +19,15 @@ import struct
 import time
 import uuid as _uuid
 
-from mushin_box._image.sif import DESCRIPTOR_SIZE, GROUP_MASK, HEADER_SIZE, MAGIC, SIF_ARCHES
+from mushin_box._image.sif import (
+    DESCRIPTOR,
+    DESCRIPTOR_SIZE,
+    GROUP_MASK,
+    HEADER,
+    HEADER_SIZE,
+    MAGIC,
+    SIF_ARCHES,
+)
 
 __all__ = ["host_arch", "write_sif"]
 
@@ -31,8 +39,6 @@ DESCRIPTOR_SLOTS = 48
 FS_ALIGN = 4096
 DEF_FILE, PARTITION, JSON_GENERIC = 0x4001, 0x4004, 0x4006
 FS_SQUASHFS, PART_PRIMSYS = 1, 2
-_HEADER = struct.Struct("<32s10s3s3s16s8q")
-_DESCRIPTOR = struct.Struct("<iBIIIqqqqqqq128s384s")
 _PARTITION = struct.Struct("<ii3s")
 _CODES = {name: code for code, name in SIF_ARCHES.items()}
 _MACHINES = {"x86_64": "amd64", "aarch64": "arm64", "i686": "386", "armv7l": "arm"}
@@ -57,26 +63,12 @@ def write_sif(
 ) -> None:
     """Write a SIF file holding ``definition``, ``metadata`` and the ``squashfs`` partition.
 
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The ``.sif`` to write (replaced if it exists).
-    squashfs : str, os.PathLike or bytes
-        The squashfs image (a file, streamed; or its bytes).
-    definition, metadata : bytes, optional
-        The ``Def.FILE`` object and the ``JSON.Generic`` ``inspect-metadata.json`` object;
-        left out when ``None``.
-    image_uuid : uuid.UUID, optional
-        Header ID; default a random one (``uuid.UUID(int=0)`` for a reproducible file).
-    created : int, optional
-        Unix seconds for the header and every descriptor; default now.
-    arch : str, optional
-        Go architecture name of the partition and the header; default :func:`host_arch`.
-    launch_script : str, optional
-        The first 32 bytes' ``#!`` line; default Apptainer's.
+    ``squashfs`` is a file (streamed) or its bytes; ``definition`` (``Def.FILE``) and
+    ``metadata`` (``JSON.Generic`` ``inspect-metadata.json``) are left out when ``None``.
+    ``image_uuid`` defaults to a random one (``uuid.UUID(int=0)`` for a reproducible file),
+    ``created`` (the header's and every descriptor's Unix seconds) to now, ``arch`` to
+    :func:`host_arch`.
 
-    Examples
-    --------
     >>> import tempfile
     >>> from mushin_box._image.sif import read_sif_descriptors, read_sif_header
     >>> sif = os.path.join(tempfile.mkdtemp(), "tiny.sif")
@@ -106,9 +98,9 @@ def write_sif(
         paddings.append(padding)
         fields = (dtype, 1, index + 1, GROUP_MASK | 1, 0, position + padding, size)
         times = (size + padding, created, created, 0, 0, name.encode(), extra)
-        _DESCRIPTOR.pack_into(table, index * DESCRIPTOR_SIZE, *fields, *times)
+        DESCRIPTOR.pack_into(table, index * DESCRIPTOR_SIZE, *fields, *times)
         position += padding + size
-    header = _HEADER.pack(
+    header = HEADER.pack(
         launch_script.encode(), MAGIC, b"01\0", code, image_uuid.bytes, created, created,
         DESCRIPTOR_SLOTS - len(objects), DESCRIPTOR_SLOTS, DESCRIPTOR_OFFSET, len(table),
         data_offset, position - data_offset,

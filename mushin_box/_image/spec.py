@@ -1,36 +1,15 @@
 # SPDX-License-Identifier: MIT
 """Config-as-code for the Apptainer image every rank runs in.
 
-:class:`ImageSpec` is a frozen, validated description of an image: a base image pinned
-by digest, pinned apt packages, hash-locked pip requirements, files, environment,
-labels, post-install steps and the user's project. This module owns the model and its
-validation; :func:`~mushin_box._image.definition.render_definition`
-turns a spec into an Apptainer definition file.
-
-The renderer quotes every value it interpolates into shell code with
-:func:`shlex.quote`. What it cannot quote away is rejected here, when the spec is built,
-with the reason:
-
-- ``{{ NAME }}`` anywhere: Apptainer >= 1.2 substitutes build arguments in the whole
-  file and fails the build for undefined ones;
-- a line whose first word starts with ``%``: Apptainer's parser starts a new section
-  there, even inside a quoted value;
-- a line that begins with ``bootstrap:`` (any case) at column 0: Apptainer splits a
-  definition into build stages at every such line, before it parses anything else, so a
-  value holding ``\nBootstrap: docker\nFrom: ...`` would add a stage, and the image would
-  be built from that stage's base. The renderer indents the first line of every item;
-  the continuation lines of multi-line values (``env``, ``post``, ``test``, ``runscript``
-  arguments) are written verbatim, at column 0, and are checked;
-- carriage returns and NUL bytes: the parser drops the former, shells stop at the latter;
-- ``%files`` paths outside ``[A-Za-z0-9._/+@=,:-]``: Apptainer glob-expands sources and
-  splits the line on whitespace;
-- header values (``OSVersion:``, ``MirrorURL:``, a local ``From:``) with ``#``, control
-  characters, surrounding spaces or a trailing backslash: Apptainer cuts a header line at
-  ``#``, trims it and joins a line ending in ``\\`` with the next.
-
-Three kinds of base (:class:`ImageSpec` ``base``): a Docker image pinned by digest
-(``Bootstrap: docker``), :class:`Debootstrap` (a Debian suite from a mirror, no registry)
-and :class:`LocalImage` (an existing SIF or sandbox directory).
+:class:`ImageSpec` is a frozen, validated description of an image (its fields, bases and
+rules: ``docs/containers.md``, section "ImageSpec");
+:func:`~mushin_box._image.definition.render_definition` turns a spec into an Apptainer
+definition file and quotes every value it interpolates with :func:`shlex.quote`. What no
+quoting can make safe is refused here, when the spec is built, with the reason (the list,
+and why each, is in that section). The renderer indents the first line of every item and
+writes the continuation lines of multi-line values (``env``, ``post``, ``test``,
+``runscript`` arguments) verbatim, at column 0: those are the lines checked for a
+``bootstrap:`` stage start.
 """
 
 from __future__ import annotations
@@ -41,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
+from attrs.validators import deep_iterable, optional
 
 from mushin_box._core.redact import is_secret_name
 from mushin_box._core.targets import public
@@ -98,25 +78,9 @@ _RESERVED_ENV_PREFIXES = ("APPTAINER", "SINGULARITY")
 
 
 def parse_base_reference(ref: str) -> tuple[str, str | None, str]:
-    """Split a digest-pinned image reference into ``(name, tag, digest)``.
+    """Split ``[registry/]name[:tag]@sha256:<64 hex>`` into ``(name, tag or None, digest)``;
+    a reference not pinned by digest is refused with how to find the digest.
 
-    Parameters
-    ----------
-    ref : str
-        ``[registry/]name[:tag]@sha256:<64 hex>``.
-
-    Returns
-    -------
-    tuple of (str, str or None, str)
-        The repository name, the tag (``None`` when absent) and ``sha256:<hex>``.
-
-    Raises
-    ------
-    ValueError
-        If ``ref`` is not pinned by a sha256 digest; the message says how to find one.
-
-    Examples
-    --------
     >>> parse_base_reference("python:3.11-slim@sha256:" + "ab" * 32)[:2]
     ('python', '3.11-slim')
     >>> parse_base_reference("python:3.11")  # doctest: +ELLIPSIS
@@ -186,11 +150,10 @@ def _check_continuation(line: str, where: str, *, column_zero: bool) -> None:
         )
 
 
-def _check_script_line(value: object, where: str) -> str:
-    text = _check_text(value, where)
-    first = text.split("\n", 1)[0].split()
-    if first and first[0].startswith("%"):
-        raise ValueError(f"{where}: {text!r} starts with '%' (a section header to Apptainer)")
+def _check_script_line(value: object, where: str, *, verbatim: bool = True) -> str:
+    """``_check_text``, and the first line (indented when rendered) may not open a section."""
+    text = _check_text(value, where, verbatim=verbatim)
+    _check_continuation(text.split("\n", 1)[0], where, column_zero=False)
     return text
 
 
@@ -216,27 +179,25 @@ def _str_tuple(value: Iterable[str]) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _sorted_pairs(
-    value: Mapping[str, str] | Iterable[tuple[str, str]],
-) -> tuple[tuple[str, str], ...]:
-    items = list(value.items()) if isinstance(value, Mapping) else [tuple(p) for p in value]
-    for pair in items:
-        if len(pair) != 2:
-            raise ValueError(f"expected (key, value) pairs, got {pair!r}")
-    keys = [str(pair[0]) for pair in items]
-    if dupes := sorted({k for k in keys if keys.count(k) > 1}):
-        raise ValueError(f"duplicate keys: {dupes}")
-    return tuple(sorted(((k, v) for k, v in items), key=lambda kv: str(kv[0])))  # type: ignore[misc]
+_Pairs = Mapping[str, str] | Iterable[tuple[str, str]]
 
 
 def _ordered_pairs(
-    value: Mapping[str, str] | Iterable[tuple[str, str]],
+    value: _Pairs, what: str = "(source, destination)"
 ) -> tuple[tuple[str, str], ...]:
     items = list(value.items()) if isinstance(value, Mapping) else [tuple(p) for p in value]
     for pair in items:
         if len(pair) != 2:
-            raise ValueError(f"expected (source, destination) pairs, got {pair!r}")
+            raise ValueError(f"expected {what} pairs, got {pair!r}")
     return tuple((a, b) for a, b in items)  # type: ignore[misc]
+
+
+def _sorted_pairs(value: _Pairs) -> tuple[tuple[str, str], ...]:
+    items = _ordered_pairs(value, "(key, value)")
+    keys = [str(pair[0]) for pair in items]
+    if dupes := sorted({k for k in keys if keys.count(k) > 1}):
+        raise ValueError(f"duplicate keys: {dupes}")
+    return tuple(sorted(items, key=lambda kv: str(kv[0])))
 
 
 # --------------------------------------------------------------------------- validators
@@ -273,10 +234,14 @@ def _validate_pip(_inst: object, _attr: object, value: tuple[str, ...]) -> None:
                 raise ValueError(f"pip requirement {req!r}: malformed {algo} hash {digest!r}")
 
 
-def _validate_urls(_inst: object, attribute: Any, value: Iterable[str | None]) -> None:
-    for url in value:
-        if url is not None and (not isinstance(url, str) or not _URL_RE.match(url)):
-            raise ValueError(f"{attribute.name}: {url!r} is not an http(s):// or file:// URL")
+def _validate_url(_inst: object, attribute: Any, url: str) -> None:
+    if not isinstance(url, str) or not _URL_RE.match(url):
+        raise ValueError(f"{attribute.name}: {url!r} is not an http(s):// or file:// URL")
+
+
+def _safe_path(where: str, *, absolute: bool = False) -> Any:
+    """An attrs validator: :func:`_check_safe_path` under the name ``where``."""
+    return lambda _inst, _attr, value: _check_safe_path(value, where, absolute=absolute)
 
 
 def _validate_files(_inst: object, _attr: object, value: tuple[tuple[str, str], ...]) -> None:
@@ -331,11 +296,7 @@ def _validate_argv(_inst: object, attribute: Any, value: tuple[str, ...]) -> Non
 
 
 def _validate_help(_inst: object, _attr: object, value: str) -> None:
-    _check_text(value, "help", verbatim=False)  # every help line is indented when rendered
-    for line in value.split("\n"):
-        words = line.split()
-        if words and words[0].startswith("%"):
-            raise ValueError(f"help: the line {line!r} starts with '%' (a section header)")
+    _check_script_line(value, "help", verbatim=False)  # every help line is indented
 
 
 def _validate_base(_inst: object, _attr: object, value: object) -> None:
@@ -354,25 +315,12 @@ def _validate_python(_inst: object, _attr: object, value: str) -> None:
         raise ValueError(f"python: {value!r} must be a command name or path")
 
 
-def _validate_venv(_inst: object, _attr: object, value: str | None) -> None:
-    if value is not None:
-        _check_safe_path(value, "venv", absolute=True)
-
-
 def _validate_epoch(_inst: object, _attr: object, value: int | None) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
         raise ValueError(
             f"source_date_epoch: {value!r} must be Unix seconds (an int >= 0), e.g. the "
             "output of `git log -1 --format=%ct`"
         )
-
-
-def _validate_project_dest(_inst: object, _attr: object, value: str) -> None:
-    _check_safe_path(value, "project dest", absolute=True)
-
-
-def _validate_project_src(_inst: object, _attr: object, value: str) -> None:
-    _check_safe_path(value, "project src")
 
 
 def _validate_include(_inst: object, _attr: object, value: tuple[str, ...]) -> None:
@@ -387,21 +335,9 @@ def _validate_include(_inst: object, _attr: object, value: tuple[str, ...]) -> N
             raise ValueError(f"project include {entry!r} must be relative to src, no '..'")
 
 
-def _validate_lock(_inst: object, _attr: object, value: str | None) -> None:
-    if value is not None:
-        _check_safe_path(value, "pip_lock")
-
-
-def _validate_index(_inst: object, attribute: Any, value: str | None) -> None:
-    _validate_urls(_inst, attribute, [value])
-
-
 def _validate_project(_inst: object, _attr: object, value: object) -> None:
     if value is not None and not isinstance(value, ProjectInstall):
         raise TypeError(f"project must be a ProjectInstall, got {type(value).__qualname__}")
-
-
-# --------------------------------------------------------------------------- bases
 
 
 @public
@@ -409,28 +345,18 @@ def _validate_project(_inst: object, _attr: object, value: object) -> None:
 class ProjectInstall:
     """The user's project, copied into the image and installed with ``pip --no-deps``.
 
-    Parameters
-    ----------
-    dest : str
-        Absolute directory inside the image, e.g. ``/opt/mushin-box``.
-    include : sequence of str
-        Entries of ``src`` to copy (``pyproject.toml``, package directories, ...).
-        Listing them keeps ``.git``, virtual environments and data out of the image.
-    src : str, optional
-        Project directory relative to the build context. Default ``"."``.
-    build_isolation : bool, optional
-        Default ``False``: ``pip install --no-build-isolation``, so the build backend
-        comes from the pinned pip set instead of an unpinned download.
+    ``dest``: an absolute directory in the image; ``include``: the entries of ``src`` (a
+    directory relative to the build context, default ``"."``) to copy, so that ``.git``,
+    virtual environments and data stay out; ``build_isolation`` (default ``False``): the
+    build backend comes from the pinned pip set, not an unpinned download.
 
-    Examples
-    --------
     >>> ProjectInstall(dest="/opt/app", include=["pyproject.toml", "app"]).include
     ('pyproject.toml', 'app')
     """
 
-    dest: str = attrs.field(validator=_validate_project_dest)
+    dest: str = attrs.field(validator=_safe_path("project dest", absolute=True))
     include: tuple[str, ...] = attrs.field(converter=_str_tuple, validator=_validate_include)
-    src: str = attrs.field(default=".", validator=_validate_project_src)
+    src: str = attrs.field(default=".", validator=_safe_path("project src"))
     build_isolation: bool = attrs.field(default=False)
 
     def files(self) -> tuple[tuple[str, str], ...]:
@@ -446,71 +372,13 @@ class ProjectInstall:
 class ImageSpec:
     """A validated, immutable description of an Apptainer image.
 
-    Parameters
-    ----------
-    base : str, Debootstrap or LocalImage
-        The base: a Docker image pinned by digest (``name[:tag]@sha256:<64 hex>``,
-        ``Bootstrap: docker``); a :class:`Debootstrap` Debian suite from a mirror; or a
-        :class:`LocalImage` SIF or sandbox on this machine. The last two need no registry;
-        their build manifest pins the image by its package lists instead of a digest.
-    apt : sequence of str, optional
-        Debian packages pinned as ``name=version``.
-    pip : sequence of str, optional
-        Requirement lines pinned with ``==`` and carrying ``--hash=sha256:...``; written
-        to a requirements file and installed with ``--require-hashes``.
-    pip_lock : str, optional
-        A hash-locked requirements file (e.g. ``uv pip compile --generate-hashes``),
-        relative to the build context; copied in and installed with ``--require-hashes``.
-    pip_index_url : str, optional
-        ``--index-url`` for pip (e.g. a CUDA wheel index on GPU clusters).
-    pip_extra_index_urls : sequence of str, optional
-        ``--extra-index-url`` values.
-    files : mapping or sequence of (str, str), optional
-        ``source -> destination`` copies; sources relative to the build context (the
-        working directory of ``apptainer build``), destinations absolute. Apptainer copies
-        each pair with ``cp -fLr SRC DEST`` (creating ``DEST`` first when it ends in
-        ``/``): a directory source lands *inside* an existing ``DEST``; write ``dir/.``
-        to copy a directory's contents instead.
-    env : mapping of str to str, optional
-        Runtime environment (``%environment``). Values are literal: no ``$VAR``
-        expansion. Values set with ``--env-file`` at launch win over these.
-    labels : mapping of str to str, optional
-        Image labels (``%labels``), single-line.
-    post : sequence of str, optional
-        Shell lines run at the end of ``%post`` (after apt, pip and the project).
-    project : ProjectInstall, optional
-        The user's project, installed last with ``pip install --no-deps``.
-    runscript : sequence of str, optional
-        argv run by ``apptainer run`` (the extra arguments are appended).
-    runscript_args : sequence of str, optional
-        Default arguments when ``apptainer run`` gets none (Docker ``CMD``).
-    test : sequence of str, optional
-        Shell lines for ``%test`` (run at the end of the build).
-    help : str, optional
-        Text for ``%help``.
-    python : str, optional
-        The image's Python command. Default ``"python"``.
-    venv : str, optional
-        An absolute directory: the build makes a virtual environment there with
-        ``python`` (``python -m venv``), installs the pip packages and the project into
-        it, and puts its ``bin`` first on ``PATH``. Debian's own Python refuses pip
-        installs outside a venv (PEP 668), so a :class:`Debootstrap` base with pip
-        packages needs one.
-    source_date_epoch : int, optional
-        The build's ``SOURCE_DATE_EPOCH`` (Unix seconds): every file time, and the SIF's,
-        of a native build. Default: the commit time of ``pip_lock`` in git (a recipe's
-        time, never the clock).
+    The fields, their rules and the two registry-free bases are described in
+    ``docs/containers.md`` (section "ImageSpec"). Not said there: ``files`` pairs are copied
+    by Apptainer with ``cp -fLr SRC DEST`` (creating ``DEST`` first when it ends in ``/``),
+    so a directory source lands *inside* an existing ``DEST``: write ``dir/.`` to copy its
+    contents. A value that cannot be written safely into a definition file is a
+    ``ValueError``; a field of the wrong type (a single string for a list) a ``TypeError``.
 
-    Raises
-    ------
-    ValueError
-        If the base is not pinned by digest, a package is not pinned, a value cannot be
-        written safely into a definition file (see the module docstring), ...
-    TypeError
-        If a field has the wrong type (e.g. a single string where a list is expected).
-
-    Examples
-    --------
     >>> spec = ImageSpec(
     ...     base="python:3.11-slim-bookworm@sha256:" + "0" * 64,
     ...     env={"PYTHONUNBUFFERED": "1"},
@@ -529,10 +397,10 @@ class ImageSpec:
     base: str | Debootstrap | LocalImage = attrs.field(validator=_validate_base)
     apt: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple, validator=_validate_apt)
     pip: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple, validator=_validate_pip)
-    pip_lock: str | None = attrs.field(default=None, validator=_validate_lock)
-    pip_index_url: str | None = attrs.field(default=None, validator=_validate_index)
+    pip_lock: str | None = attrs.field(default=None, validator=optional(_safe_path("pip_lock")))
+    pip_index_url: str | None = attrs.field(default=None, validator=optional(_validate_url))
     pip_extra_index_urls: tuple[str, ...] = attrs.field(
-        default=(), converter=_str_tuple, validator=_validate_urls
+        default=(), converter=_str_tuple, validator=deep_iterable(_validate_url)
     )
     files: tuple[tuple[str, str], ...] = attrs.field(
         default=(), converter=_ordered_pairs, validator=_validate_files
@@ -558,7 +426,9 @@ class ImageSpec:
     )
     help: str = attrs.field(default="", validator=_validate_help)
     python: str = attrs.field(default="python", validator=_validate_python)
-    venv: str | None = attrs.field(default=None, validator=_validate_venv)
+    venv: str | None = attrs.field(
+        default=None, validator=optional(_safe_path("venv", absolute=True))
+    )
     source_date_epoch: int | None = attrs.field(default=None, validator=_validate_epoch)
 
     @property
@@ -588,30 +458,10 @@ class ImageSpec:
     def from_dockerfile(cls, path: str | os.PathLike[str], **overrides: Any) -> ImageSpec:
         """Start an ImageSpec from a Dockerfile, parsed with spython's ``DockerParser``.
 
-        See :func:`mushin_box._image.dockerfile.dockerfile_fields` for what is converted,
-        what is refused and the spython bugs it works around.
-
-        Parameters
-        ----------
-        path : str or os.PathLike
-            The Dockerfile. Relative ``COPY`` sources stay relative: build with the
-            Dockerfile's directory as the context.
-        **overrides
-            Fields that replace the converted ones (e.g. ``base=...@sha256:...`` when
-            the Dockerfile's ``FROM`` is not pinned).
-
-        Returns
-        -------
-        ImageSpec
-
-        Examples
-        --------
-        >>> import pathlib, tempfile
-        >>> d = pathlib.Path(tempfile.mkdtemp())
-        >>> _ = (d / "Dockerfile").write_text("FROM python:3.11@sha256:" + "a" * 64 +
-        ...                                   "\\nENV PYTHONUNBUFFERED=1\\n")
-        >>> ImageSpec.from_dockerfile(d / "Dockerfile").env  # doctest: +SKIP
-        (('PYTHONUNBUFFERED', '1'),)
+        What is converted and what is refused: ``docs/containers.md``, "Starting from a
+        Dockerfile". ``overrides`` replace converted fields (e.g. ``base=...@sha256:...``
+        when ``FROM`` is not pinned). Relative ``COPY`` sources stay relative: build with the
+        Dockerfile's directory as the context.
         """
         fields = {**dockerfile_fields(path), **overrides}
         try:
