@@ -542,15 +542,16 @@ _EXPERIMENT_READS = 8
 
 
 def ran_experiment(root: Path) -> tuple[str, str] | None:
-    """(cell directory, experiment file) as a cell of the sweep records what it ran (its
-    provenance's ``run.experiment.file``): the first of the manifest's started cells that
-    records one, among its first few; None when none does. One cell answers for the sweep:
-    the cells of a launch all run the experiment it was given, and a resume that names
-    another one would run them again with it and replace their results."""
+    """(cell directory, experiment file) as a completed cell of the sweep records what it
+    ran (its provenance's ``run.experiment.file``): the first of the manifest's completed
+    cells that records one, among its first few; None when none does. One cell answers for
+    the sweep: the cells of a launch all run the experiment it was given, and a resume that
+    names another one would run them again with it and replace their results."""
     cells = (read_sweep_manifest(root) or {}).get("cells")
-    names = [e.get("dir") for e in cells.values() if isinstance(e, dict)] if cells else []
-    started = [n for n in names if isinstance(n, str) and n and os.sep not in n and n != ".."]
-    for name in started[:_EXPERIMENT_READS]:
+    entries = [e for e in cells.values() if isinstance(e, dict)] if cells else []
+    names = [e.get("dir") for e in entries if e.get("status") == "completed"]
+    done = [n for n in names if isinstance(n, str) and n and os.sep not in n and n != ".."]
+    for name in done[:_EXPERIMENT_READS]:
         record = read_json(root / name / PROVENANCE_FILE)
         run = record.get("run") if isinstance(record, dict) else None
         experiment = run.get("experiment") if isinstance(run, dict) else None

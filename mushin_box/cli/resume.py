@@ -5,6 +5,12 @@ Presentation only; the launch record is :mod:`mushin_box._launch.record`, what e
 does is :mod:`mushin_box._launch.resume`, and the run is ``launch``'s own, with
 ``--resume`` and the recorded experiment, overrides, flags and profile (from the directory
 the launch ran in, where its profiles and relative paths are).
+
+Before the launch imports anything, a completed cell's record vouches for the code: the
+record's experiment must be the file the cells ran, and every file the run would import
+must be the user's own, inside the experiment's repository
+(:func:`~mushin_box._reproduce.trust.check_sources`, reproduce's check, reading the files
+without running them; changed code is no refusal, its cells run again).
 """
 
 from __future__ import annotations
@@ -105,6 +111,8 @@ def _same_experiment(
 
 def run(args: argparse.Namespace) -> int:
     # lazy: every command's start imports this module; only this command pays for its rooms
+    from omegaconf import OmegaConf
+
     from mushin_box._launch.record import RecordError, read_launch_record
     from mushin_box._launch.resume import (
         CHANGEABLE_FLAGS,
@@ -115,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
         resume_settings,
         sweep_grid,
     )
+    from mushin_box._reproduce import checks, trust
     from mushin_box._sweepdir.manifest import ran_experiment
 
     if args.json and not args.dry_run:
@@ -127,7 +136,12 @@ def run(args: argparse.Namespace) -> int:
     root = str(resolve_sweep(args.dir).resolve())
     try:
         record = read_launch_record(root)
-        _same_experiment(root, record["experiment"], ran_experiment(Path(root)), RecordError)
+        ran = ran_experiment(Path(root))
+        _same_experiment(root, record["experiment"], ran, RecordError)
+        if ran is not None:  # reproduce's check of what the run would import, unimported
+            original = checks.read_original(Path(root, ran[0]))
+            config = OmegaConf.create(original.config)
+            trust.check_sources(original, config, allow_dirty=True)  # a changed file reruns
         changes = {k: getattr(args, k, None) for k in CHANGEABLE_FLAGS}
         overrides, flags, changed = resume_settings(record, changes, args.set or [])
         full = list(overrides)

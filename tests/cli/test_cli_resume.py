@@ -165,3 +165,31 @@ def test_a_record_naming_another_experiment_is_refused(sweep: Path) -> None:
     proc = _cli("resume", str(sweep), cwd=here)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert {c: (sweep / c / "mushin_metrics.json").read_bytes() for c in before} == before
+
+
+def test_resume_imports_no_module_of_the_experiment_another_user_could_write(
+    tmp_path: Path,
+) -> None:
+    """The experiment imports a module beside it: once others can write that module,
+    ``resume DIR`` refuses before importing anything (reproduce's check of the files the
+    run would import, read not run: issue 42, hash before import)."""
+    (tmp_path / "helper.py").write_text("SCALE = 2.0\n")
+    (tmp_path / "exp.py").write_text("import helper\n" + EXP.replace("float(x)", "helper.SCALE"))
+    args = ("launch", "exp.py", "x=1,2", "--local", "--no-progress", "--working-dir", "sweep")
+    proc = _cli(*args, cwd=tmp_path, FAIL_X="2")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    marker = tmp_path / "imported"
+    helper = tmp_path / "helper.py"
+    helper.write_text(f"open({str(marker)!r}, 'w').close()\nSCALE = 3.0\n")
+    helper.chmod(0o666)
+
+    proc = _cli("resume", str(tmp_path / "sweep"), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert f"{helper} can be written by other users" in line, line
+    assert not marker.exists()
+
+    helper.chmod(0o644)  # the user's own again: the changed code runs
+    proc = _cli("resume", str(tmp_path / "sweep"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert marker.exists()
