@@ -368,14 +368,14 @@ def job_states_and_reasons(
 
 def queued_jobs(
     job_ids: Iterable[str], *, timeout_s: float = 15.0
-) -> dict[str, tuple[str, str]] | None:
-    """``{job id: (state, comment)}`` for the jobs ``squeue`` shows now (queued or
+) -> dict[str, tuple[str, str, str]] | None:
+    """``{job id: (state, comment, user)}`` for the jobs ``squeue`` shows now (queued or
     running; an ended job it no longer shows is left out), or None when it did not answer.
     Only what squeue shows may be cancelled: sacct's ids of ended jobs may be reused."""
     wanted = {j for j in job_ids if valid_job_id(j)}
     if not wanted:
         return {}
-    rows = _ask(["squeue", "-h", "-r", "-j", asked_ids(wanted), "-o", "%i|%T|%k"], timeout_s)
+    rows = _ask(["squeue", "-h", "-r", "-j", asked_ids(wanted), "-o", "%i|%T|%u|%k"], timeout_s)
     if rows is None:
-        return None
-    return {r[0]: (r[1], "|".join(r[2:])) for r in rows if r[0] in wanted}
+        return None  # the comment last: it may hold a "|"
+    return {r[0]: (r[1], "|".join(r[3:]), r[2]) for r in rows if r[0] in wanted and len(r) > 2}

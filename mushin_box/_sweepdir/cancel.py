@@ -35,8 +35,9 @@ every job id and pid it names is checked before anything is signalled:
   would be read by ``scancel`` as an option, so ids also go after ``--``), and a job
   entry of another JSON type is ignored;
 * a job is cancelled only while ``squeue`` shows it, carrying this sweep's mark in its
-  comment (:func:`mushin_box._slurm.jobs.sweep_mark`, set at submission): an ended job's id
-  may be reused, and a foreign id is someone else's job. A scheduler that does not answer
+  comment (:func:`mushin_box._slurm.jobs.sweep_mark`, set at submission), and run by the
+  sweep's owner (squeue's user field: a comment is anyone's to set): an ended job's id may
+  be reused, and a foreign id is someone else's job. A scheduler that does not answer
   cancels nothing;
 * a process is signalled only when its start time matches the one its status records
   (:func:`mushin_box._sweepdir.liveness.same_process`), never pid 1, this process or an
@@ -55,6 +56,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import pwd
 import signal
 import socket
 import stat
@@ -163,10 +165,10 @@ def _scancel(job_ids: Sequence[str]) -> None:
 _SQUEUE_BATCH = 2000
 
 
-def _queued(ids: Sequence[str]) -> dict[str, tuple[str, str]] | None:
+def _queued(ids: Sequence[str]) -> dict[str, tuple[str, str, str]] | None:
     """:func:`~mushin_box._slurm.jobs.queued_jobs` of every id, in batches; None when squeue
     did not answer for one of them."""
-    shown: dict[str, tuple[str, str]] = {}
+    shown: dict[str, tuple[str, str, str]] = {}
     for at in range(0, len(ids), _SQUEUE_BATCH):
         part = queued_jobs(ids[at : at + _SQUEUE_BATCH])
         if part is None:
@@ -175,10 +177,11 @@ def _queued(ids: Sequence[str]) -> dict[str, tuple[str, str]] | None:
     return shown
 
 
-def _sweeps_jobs(root: Path, wanted: Sequence[str]) -> tuple[list[str], list[str], bool]:
+def _sweeps_jobs(root: Path, wanted: Sequence[str], user: str) -> tuple[list[str], list[str], bool]:
     """The ids among ``wanted`` that squeue shows now as this sweep's (its mark in their
-    comment), a line for each kind of other one: not an id, not shown (ended: its id may be
-    reused), another's job, or squeue did not answer; and whether squeue answered."""
+    comment) and run by ``user`` (the sweep's owner), a line for each kind of other one: not
+    an id, not shown (ended: its id may be reused), another sweep's job, another user's, or
+    squeue did not answer; and whether squeue answered."""
 
     ok = sorted({j for j in wanted if valid_job_id(j)})
     valid = set(ok)
@@ -197,7 +200,13 @@ def _sweeps_jobs(root: Path, wanted: Sequence[str]) -> tuple[list[str], list[str
     if foreign:
         why = "not this sweep's (its comment lacks this sweep's mark; scancel it yourself if yours)"
         refused.append(_ids_line(sorted(foreign), why))
-    return [j for j in ok if j in shown and j not in foreign], refused, True
+    others = {j for j in ok if j in shown and j not in foreign and shown[j][2] != user}
+    if others:
+        users = ", ".join(sorted({shown[j][2] for j in others}))
+        refused.append(
+            _ids_line(sorted(others), f"run by {users}, not by the sweep's owner {user}")
+        )
+    return [j for j in ok if j in shown and j not in foreign | others], refused, True
 
 
 def _ids_line(ids: Sequence[str], why: str) -> str:
@@ -222,6 +231,14 @@ def _owner_uid(root: Path) -> int:
     """Whose sidecars, processes and jobs ``cancel`` acts on (the owner rule, module doc)."""
     uid = os.getuid()
     return uid if uid != 0 else os.stat(root).st_uid
+
+
+def _user_name(uid: int) -> str:
+    """The name squeue shows for ``uid``'s jobs (``%u``): its login name, else the number."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
 
 
 def _not_owned(st: os.stat_result, uid: int) -> str | None:
@@ -361,7 +378,7 @@ def cancel(
     if cells:  # the queued jobs of the named cells that have not started
         ids = _jobs_of(submission, [c.combo for c in unstarted], trusted)
     wanted = [*(c.job_id for c in targets if c.job_id), *ids]  # the queued jobs too
-    jobs, why, answered = _sweeps_jobs(path, list(dict.fromkeys(wanted)))
+    jobs, why, answered = _sweeps_jobs(path, list(dict.fromkeys(wanted)), _user_name(uid))
     refused += why
     if not answered:
         blocked = blocked or "the scheduler did not answer for the sweep's jobs"

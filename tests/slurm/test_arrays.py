@@ -12,6 +12,7 @@ from __future__ import annotations
 import heapq
 import json
 import os
+import pwd
 import random
 import subprocess
 import sys
@@ -106,7 +107,7 @@ def test_the_array_limit_is_read_from_scontrol_show_config(text: str, limit: int
 _TOOL = textwrap.dedent(
     """\
     #!{python}
-    import json, os, re, sys
+    import json, os, pwd, re, sys
     here = os.path.dirname(os.path.abspath(__file__))
     name = os.path.basename(sys.argv[0])
     with open(os.path.join(here, "calls.jsonl"), "a") as log:
@@ -132,7 +133,8 @@ _TOOL = textwrap.dedent(
         asked = sys.argv[sys.argv.index("-j") + 1].split(",")
         for job in [j for j in states if j in asked or j.split("_")[0] in asked]:
             state, _, comment = states[job].partition("|")
-            tail = f"|{{comment}}" if name == "squeue" else ""
+            user = f"|{{pwd.getpwuid(os.getuid()).pw_name}}" if "%u" in sys.argv[-1] else ""
+            tail = f"{{user}}|{{comment}}" if name == "squeue" else ""
             print(f"{{job}}|{{state}}{{tail}}")
     """
 )
@@ -193,8 +195,8 @@ def test_cancel_asks_squeue_once_by_array(tools: Path) -> None:
         json.dumps({"71_0": "RUNNING|mark", "71_1": "PENDING|mark", "72_0": "PENDING|mark"})
     )
     assert queued_jobs(["71_1", "72_0"]) == {
-        "71_1": ("PENDING", "mark"),
-        "72_0": ("PENDING", "mark"),
+        "71_1": ("PENDING", "mark", pwd.getpwuid(os.getuid()).pw_name),
+        "72_0": ("PENDING", "mark", pwd.getpwuid(os.getuid()).pw_name),
     }
     (call,) = _calls(tools, "squeue")
     assert call[call.index("-j") + 1] == "71,72"

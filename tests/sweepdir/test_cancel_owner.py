@@ -27,6 +27,7 @@ from mushin_box._sweepdir.manifest import write_grid
 from mushin_box.cli.main import main
 
 NOBODY = 65534
+ME = pwd.getpwuid(os.getuid()).pw_name  # the name squeue shows for our jobs
 as_root = pytest.mark.skipif(os.getuid() != 0, reason="chown to another user needs root")
 
 
@@ -99,7 +100,7 @@ def _foreign_job(root: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]
     record = {"schema": 1, "cluster": "slurm", "submitted": timestamp()}
     write_json_atomic(root / JOBS_FILE, {**record, "jobs": [{"job_id": "92"}]})
     asked: list[list[str]] = []
-    shown = {"92": ("RUNNING", "someone else's")}
+    shown = {"92": ("RUNNING", "someone else's", ME)}
     monkeypatch.setattr(cancel_mod, "queued_jobs", lambda ids, **_: {j: shown[j] for j in ids})
     monkeypatch.setattr(cancel_mod, "job_states", lambda ids, **_: asked.append(ids) or {})
     monkeypatch.setattr(cancel_mod, "_scancel", lambda ids: None)
@@ -152,7 +153,7 @@ def test_a_jobs_file_of_100_000_entries_costs_linear_comparisons(
 
     def queued(asked: list[str], **_: object) -> dict[str, tuple[str, str]]:
         batches.append(len(asked))  # half are this sweep's, half someone else's
-        return {j: ("PENDING", mark if int(j) % 2 else "") for j in asked}
+        return {j: ("PENDING", mark if int(j) % 2 else "", ME) for j in asked}
 
     _completed(tmp_path)
     write_json_atomic(tmp_path / JOBS_FILE, {"schema": 1, "cluster": "slurm", "jobs": []})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import subprocess
 import sys
 import textwrap
@@ -32,7 +33,7 @@ from mushin_box.cli.main import main
 _TOOL = textwrap.dedent(
     """\
     #!{python}
-    import json, os, sys
+    import json, os, pwd, sys
     here = os.path.dirname(os.path.abspath(__file__))
     with open(os.path.join(here, "calls.jsonl"), "a") as log:
         log.write(json.dumps([os.path.basename(sys.argv[0]), *sys.argv[1:]]) + "\\n")
@@ -43,7 +44,11 @@ _TOOL = textwrap.dedent(
         asked = sys.argv[sys.argv.index("-j") + 1].split(",")
         for job in [j for j in states if j in asked or j.split("_")[0] in asked]:
             state, _, comment = states[job].partition("|")
-            tail = f"|{{comment}}" if "%k" in sys.argv[-1] else ""
+            users = os.path.join(here, "users.json")  # whose job: the caller's unless named
+            user = json.load(open(users)).get(job) if os.path.exists(users) else None
+            user = user or pwd.getpwuid(os.getuid()).pw_name
+            tail = f"|{{user}}" if "%u" in sys.argv[-1] else ""
+            tail += f"|{{comment}}" if "%k" in sys.argv[-1] else ""
             print(f"{{job}}|{{state}}{{tail}}")
     """
 )
@@ -183,6 +188,27 @@ def test_cancel_passes_only_checked_ids_of_this_sweep_to_scancel(
     for entry in ("{'job_id': '--name=X'}", "{'job_id': 94}", "{'job_id': ['95']}", "'97'", "98"):
         assert f"{entry} is not a job entry" in err
     assert all(line.startswith("warning: ") for line in err.splitlines())
+
+
+def test_cancel_leaves_a_job_of_this_sweep_that_another_user_runs(
+    tmp_path: Path, slurm_tools: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A job carrying this sweep's mark (a comment anyone can set) but run by another user,
+    as squeue's user field says, is not cancelled, and said so (issue 42)."""
+    root = tmp_path / "sweep"
+    write_json_atomic(root / "x=1" / STATUS_FILE, {"combo": {"x": 1}, "status": "pending"})
+    ours, theirs = "91", "92"
+    mark = sweep_mark(root)
+    states = {ours: f"PENDING|{mark}", theirs: f"RUNNING|{mark}"}
+    (slurm_tools / "states.json").write_text(json.dumps(states))
+    (slurm_tools / "users.json").write_text(json.dumps({theirs: "mallory"}))
+    record = {"schema": 1, "cluster": "slurm", "submitted": timestamp()}
+    write_json_atomic(root / JOBS_FILE, {**record, "jobs": [{"job_id": ours}, {"job_id": theirs}]})
+    capsys.readouterr()
+    assert main(["cancel", str(root)]) == 0
+    assert _calls(slurm_tools, "scancel") == [["--", ours]]
+    me = pwd.getpwuid(os.getuid()).pw_name
+    assert f"{theirs}: run by mallory, not by the sweep's owner {me}" in capsys.readouterr().err
 
 
 def test_a_process_is_signalled_only_when_its_recorded_start_matches(tmp_path: Path) -> None:
