@@ -201,13 +201,22 @@ def _linked_cell(root: Path, name: str) -> bool:
     return True
 
 
+_SUSPECT = (
+    "is a suspect cell directory: its name holds control or invisible characters, which no "
+    "cell's name has (a copy named to pass for a cell?); not read: delete or rename it"
+)
+
+
 def cell_records(
     root: Path, known: Mapping[str, dict[str, Any]] | None = None
 ) -> Iterator[tuple[Path, dict[str, Any]]]:
     """(cell dir, status record) for every cell with a readable status sidecar; ``known``:
     records the caller knows are still what the files say (not read again), by directory
     name. A cell is a directory of ``root`` itself: a symlink is not followed out of the
-    sweep."""
+    sweep. A directory whose name is not printable (a line break, an escape, an invisible
+    character) is a suspect, named and not read: no cell's name holds one
+    (:func:`~mushin_box._sweep.cells.cell_key`), and a copy of a cell under such a name
+    passes on a terminal for the cell itself, whose place it would take."""
     try:  # not Path.glob: a launch scans a 1,000-cell sweep 3 times
         with os.scandir(root) as entries:
             found = sorted((entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries)
@@ -216,6 +225,10 @@ def cell_records(
     for name, is_dir in found:
         if not is_dir:
             _linked_cell(root, name)
+            continue
+        if not name.isprintable():
+            if os.path.lexists(os.path.join(root, name, STATUS_FILE)):
+                warn_sidecar(f"{str(root / name)!r} {_SUSPECT}")
             continue
         record = known.get(name) if known else None
         if record is None:
