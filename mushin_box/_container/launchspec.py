@@ -34,6 +34,7 @@ import attrs
 from mushin_box._core.layout import (
     CONTAINER_ENV,
     IMAGE_IDENTITY_ENV,
+    IMAGE_RECIPE_ENV,
     JOB_NODES_ENV,
     MASTER_PORT_ENV,
     RUN_ID_ENV,
@@ -121,7 +122,8 @@ SELF_REFERENCE_VARS: tuple[str, ...] = (CONTAINER_ENV["rank_command"], CONTAINER
 _MANAGED = frozenset(
     {*REQUIRED_SLURM_VARS, *OPTIONAL_SLURM_VARS, "SLURM_CPUS_PER_TASK", "CUDA_VISIBLE_DEVICES"}
     | {"ROCR_VISIBLE_DEVICES", "MASTER_PORT", MASTER_PORT_ENV, "PYTHONNOUSERSITE"}
-    | {RUN_ID_ENV, *IMAGE_IDENTITY_VARS.values(), *SELF_REFERENCE_VARS}
+    | {RUN_ID_ENV, *IMAGE_IDENTITY_VARS.values(), *IMAGE_RECIPE_ENV.values()}
+    | set(SELF_REFERENCE_VARS)
 )
 _APPTAINER_SPECIAL = frozenset(
     {"HOME", "PATH", "LD_LIBRARY_PATH", "PREPEND_PATH", "APPEND_PATH", "UID", "GID"}
@@ -570,6 +572,9 @@ class ImageIdentity:
     apptainer_version : str or None
         ``apptainer --version`` on the submit host (compute nodes may differ), e.g.
         ``1.3.4``; None when it is not on PATH there.
+    backend, spec, context_commit, recipe_sha256 : str or None
+        The recipe (from the manifest, :data:`IMAGE_RECIPE_ENV`): where the image can be
+        rebuilt from (``reproduce --rebuild-image``), recorded beside the identity.
 
     Examples
     --------
@@ -584,8 +589,14 @@ class ImageIdentity:
     definition_sha256: str | None = attrs.field(default=None, converter=_identity_text)
     base_digest: str | None = attrs.field(default=None, converter=_identity_text)
     apptainer_version: str | None = attrs.field(default=None, converter=_identity_text)
+    backend: str | None = attrs.field(default=None, converter=_identity_text)
+    spec: str | None = attrs.field(default=None, converter=_identity_text)
+    context_commit: str | None = attrs.field(default=None, converter=_identity_text)
+    recipe_sha256: str | None = attrs.field(default=None, converter=_identity_text)
 
     def to_env(self) -> dict[str, str]:
-        """The known fields as env-file variables, in :data:`IMAGE_IDENTITY_VARS` order."""
+        """The known fields as env-file variables: :data:`IMAGE_IDENTITY_VARS`, then
+        :data:`IMAGE_RECIPE_ENV`, in their order."""
         values = attrs.asdict(self)
-        return {var: values[f] for f, var in IMAGE_IDENTITY_VARS.items() if values[f] is not None}
+        named = {**IMAGE_IDENTITY_VARS, **IMAGE_RECIPE_ENV}
+        return {var: values[f] for f, var in named.items() if values[f] is not None}

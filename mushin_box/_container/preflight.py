@@ -12,13 +12,14 @@ import shutil
 import subprocess
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import attrs
 
 from mushin_box._container.launchspec import ImageIdentity
 from mushin_box._core.errors import MushinBoxError
+from mushin_box._core.layout import IMAGE_RECIPE_ENV
 from mushin_box._core.targets import public
 from mushin_box._image.build import Manifest, manifest_path, read_manifest
 from mushin_box._image.digest import image_sha256
@@ -75,6 +76,8 @@ class PreflightReport:
         From the manifest (None without one).
     apptainer_version : str or None
         :func:`runtime_apptainer_version` of this (the submit) host.
+    recipe : Mapping
+        The manifest's recipe (:data:`~mushin_box._core.layout.IMAGE_RECIPE_ENV`'s keys).
     warnings : tuple of str
     """
 
@@ -89,6 +92,7 @@ class PreflightReport:
     definition_sha256: str | None = None
     base_digest: str | None = None
     apptainer_version: str | None = None
+    recipe: Mapping[str, str | None] = attrs.field(factory=dict[str, str | None])
     warnings: tuple[str, ...] = ()
 
     @property
@@ -100,6 +104,7 @@ class PreflightReport:
             definition_sha256=self.definition_sha256,
             base_digest=self.base_digest,
             apptainer_version=self.apptainer_version,
+            **self.recipe,
         )
 
 
@@ -311,5 +316,6 @@ def preflight(
         definition_sha256=found.definition_sha256 if found is not None else None,
         base_digest=found.base_digest if found is not None else None,
         apptainer_version=apptainer_version,
+        recipe={k: getattr(found, k, None) for k in IMAGE_RECIPE_ENV} if found else {},
         warnings=tuple(notes),
     )

@@ -61,6 +61,7 @@ __all__ = [
     "HYDRA_OUTPUT_SUBDIR",
     "HYDRA_OVERRIDES_FILE",
     "IMAGE_IDENTITY_ENV",
+    "IMAGE_RECIPE_ENV",
     "JOBS_FILE",
     "LAUNCH_FILE",
     "JOB_DIR_ENV",
@@ -291,6 +292,14 @@ IMAGE_IDENTITY_ENV: Mapping[str, str] = {
     "sif_uuid": "MUSHIN_SIF_UUID",
     "definition_sha256": "MUSHIN_IMAGE_DEFINITION_SHA256",
     "base_digest": "MUSHIN_IMAGE_BASE_DIGEST",
+}
+#: the image's recipe, from its build manifest (``run.image``: what it can be rebuilt from,
+#: not what it is) -> the env-file variable carrying it
+IMAGE_RECIPE_ENV: Mapping[str, str] = {
+    "backend": "MUSHIN_IMAGE_BACKEND",
+    "spec": "MUSHIN_IMAGE_SPEC",
+    "context_commit": "MUSHIN_IMAGE_CONTEXT_COMMIT",
+    "recipe_sha256": "MUSHIN_IMAGE_RECIPE_SHA256",
 }
 #: what the container runtime itself sets inside a container (Apptainer, and Singularity's
 #: names before it): a rank that has them ran in an image, and says which

@@ -50,6 +50,8 @@ _KEY_VERSION = f"{REPRO}.packages."
 
 #: recorded since 0.3 (every rank's runtime): a record without it is not a difference
 _RANKS = f"{REPRO}.ranks"
+#: in an image, whether the task came from the image or the host: an older record lacks it
+_TASK_FROM = f"{REPRO}.code.task_from"
 
 
 def _under(path: str, source: str) -> bool:
@@ -367,7 +369,9 @@ def diff_records(
             if part == REPRO and packages_a is not None and packages_b is not None:
                 diffs += package_diffs(packages_a, packages_b)
             for diff in _drop_derived(diffs):
-                unrecorded = diff.change in ("only_a", "only_b") and _under(diff.path, _RANKS)
+                unrecorded = diff.change in ("only_a", "only_b") and (
+                    _under(diff.path, _RANKS) or diff.path == _TASK_FROM
+                )
                 (expected if unrecorded else sink).append(diff)
     return CellDiff(
         name=name,

@@ -29,7 +29,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mushin_box._core.layout import CONTAINER_ENV, IMAGE_IDENTITY_ENV
+from mushin_box._core.layout import CONTAINER_ENV, IMAGE_IDENTITY_ENV, IMAGE_RECIPE_ENV
 from mushin_box._core.redact import redact, redact_text
 
 __all__ = [
@@ -77,7 +77,8 @@ def image_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any] |
     True
     """
     env = os.environ if environ is None else environ
-    out: dict[str, Any] = {key: env[var] for key, var in IMAGE_IDENTITY_ENV.items() if env.get(var)}
+    named = {**IMAGE_IDENTITY_ENV, **IMAGE_RECIPE_ENV}  # the recipe: located, not identity
+    out: dict[str, Any] = {key: env[var] for key, var in named.items() if env.get(var)}
     path = env.get("APPTAINER_CONTAINER") or env.get("SINGULARITY_CONTAINER")
     if path:
         out["path"] = path

@@ -33,7 +33,13 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from mushin_box._core.layout import CONTAINER_ENV, DDP_SPEC_ENV, IMAGE_IDENTITY_ENV, RDZV_ENV
+from mushin_box._core.layout import (
+    CONTAINER_ENV,
+    DDP_SPEC_ENV,
+    IMAGE_IDENTITY_ENV,
+    IMAGE_RECIPE_ENV,
+    RDZV_ENV,
+)
 from mushin_box._core.redact import redact
 from mushin_box._core.sidecars import canonical_dumps
 from mushin_box._provenance.elastic import elastic_from_env
@@ -45,7 +51,7 @@ from mushin_box._provenance.env import (
     split_image,
 )
 from mushin_box._provenance.record import basic_provenance, key_versions, package_set
-from mushin_box._provenance.task import task_locator
+from mushin_box._provenance.task import in_image, task_locator
 from mushin_box._provenance.topology import RANK_COLUMNS, Topology, topology_from_env
 
 __all__ = [
@@ -114,7 +120,8 @@ ENV_CAPTURE: tuple[str, ...] = (
 )
 #: recorded elsewhere (image identity, container launch) or internal
 _ENV_SKIP = frozenset(
-    {DDP_SPEC_ENV, *IMAGE_IDENTITY_ENV.values(), *CONTAINER_ENV.values(), *REPRO_ENV}
+    {DDP_SPEC_ENV, *IMAGE_IDENTITY_ENV.values(), *IMAGE_RECIPE_ENV.values()}
+    | {*CONTAINER_ENV.values(), *REPRO_ENV}
 )
 
 
@@ -471,6 +478,11 @@ def full_provenance(
     run["fingerprints"] = {**dict(run.get("fingerprints") or {}), **dict(fingerprints)}
     run["devices"] = dict(devices) if devices is not None else device_facts(env)
     run["container"] = dict(container) if container is not None else container_from_env(env)
+    if isinstance(repro["image"], dict):  # a task from a host directory is not the image's
+        file = ((run.get("task") or {}).get("task") or {}).get("file")
+        argv = (run["container"] or {}).get("rank_argv")
+        where = "image" if in_image(file, argv, env.get("HOME")) else "host"
+        repro["code"] = {**dict(repro.get("code") or {}), "task_from": where}
     if started is not None:
         run["started"] = started
         run.pop("time", None)

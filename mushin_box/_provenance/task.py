@@ -11,7 +11,10 @@ script run as ``python train.py`` (module ``__main__``) is imported from the scr
 module ``train``; its ``if __name__ == "__main__":`` block does not run.
 
 Design note: ``run``, not ``reproducibility``: the code's identity is already there (the code
-fingerprint names the task), and this only says where to find it.
+fingerprint names the task), and this only says where to find it. One fact of it is identity:
+whether a rank in an image took the task from the image or from a host directory mounted
+into it (:func:`in_image`), since the fingerprint covers user files only, not an installed
+package such as the kit itself.
 """
 
 from __future__ import annotations
@@ -19,15 +22,17 @@ from __future__ import annotations
 import importlib
 import inspect
 import sys
-from collections.abc import Callable, Mapping
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from mushin_box._core.userfile import import_file
 
-__all__ = ["load_callable", "locator_problem", "task_locator"]
+__all__ = ["in_image", "load_callable", "locator_problem", "task_locator"]
 
 _MAIN_NAMES = ("__main__", "__mp_main__")
+#: the host directories Apptainer mounts into every container, besides ``$HOME``
+_DEFAULT_MOUNTS = ("/tmp", "/var/tmp", "/proc", "/sys", "/dev")
 
 
 def _locate(fn: Callable[..., Any] | None) -> dict[str, Any] | None:
@@ -58,6 +63,33 @@ def task_locator(
     ('mushin_box', 'fit_task', 'seed_pre_call')
     """
     return {"task": _locate(task), "pre_call": _locate(pre_call)}
+
+
+def in_image(file: str | None, rank_argv: Sequence[str] | None, home: str | None) -> bool:
+    """Whether ``file``, as a rank in a container saw it, lies in the image: under none of
+    the host directories mounted into the container (each ``--bind`` destination and the
+    ``--pwd`` of the rank's recorded ``apptainer exec``, ``home`` and Apptainer's default
+    mounts). A task taken from the host is other code than the image's, and the ranks
+    find the image's only when no host directory is put first on their ``PYTHONPATH``.
+
+    Examples
+    --------
+    >>> argv = ["apptainer", "exec", "--bind", "/p:/p", "--bind", "/d:/in:ro", "--pwd", "/w",
+    ...         "i.sif", "python"]
+    >>> [in_image(f, argv, "/home/u") for f in ("/opt/v/m.py", "/p/e.py", "/in/a.py", "/tmp/t.py")]
+    [True, False, False, False]
+    """
+    if not file:
+        return False
+    mounted = [home, *_DEFAULT_MOUNTS]
+    words = list(rank_argv or ())
+    for flag, value in zip(words, words[1:], strict=False):
+        if flag in ("--bind", "-B"):
+            mounted += [(b.split(":") + [""])[1] or b.split(":")[0] for b in value.split(",")]
+        elif flag in ("--pwd", "--cwd"):
+            mounted.append(value)
+    path = PurePosixPath(file)
+    return not any(m and path.is_relative_to(m.strip()) for m in mounted)
 
 
 def locator_problem(entry: Mapping[str, Any] | None, what: str) -> str | None:

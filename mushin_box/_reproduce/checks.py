@@ -67,6 +67,7 @@ __all__ = [
     "git_problems",
     "part",
     "read_original",
+    "rank_argv",
     "recorded_container",
 ]
 
@@ -419,7 +420,7 @@ class ImageCheck:
     python: str = "python"
 
 
-def _rank_argv(run: Mapping[str, Any]) -> list[str] | None:
+def rank_argv(run: Mapping[str, Any]) -> list[str] | None:
     """The recorded ``apptainer exec ... IMAGE PYTHON`` of a rank: ``run.container``'s
     (what the rank itself was started with), else the launcher's ``python`` (submitit's)."""
 
@@ -456,7 +457,7 @@ def recorded_container(run: Mapping[str, Any]) -> tuple[tuple[str, ...], str] | 
     True
     """
 
-    argv = _rank_argv(run)
+    argv = rank_argv(run)
     if not argv or "--pwd" not in argv:
         return None
     at = argv.index("--pwd")

@@ -52,10 +52,11 @@ from mushin_box._core.overrides import format_override
 from mushin_box._core.redact import redact_text
 from mushin_box._core.sidecars import read_json
 from mushin_box._core.targets import public
+from mushin_box._image.build import BuildError as BuildError  # a failed rebuild, for the CLI
 from mushin_box._launch.loading import user_code_error
 from mushin_box._launch.plan import LaunchError, plan_launch
 from mushin_box._provenance.files import write_provenance
-from mushin_box._provenance.task import load_callable
+from mushin_box._provenance.task import in_image, load_callable
 from mushin_box._reproduce.checks import (
     CodeCheck,
     ImageCheck,
@@ -65,8 +66,10 @@ from mushin_box._reproduce.checks import (
     check_image,
     check_secrets,
     part,
+    rank_argv,
     read_original,
 )
+from mushin_box._reproduce.rebuild import image_recipe, rebuild_image
 from mushin_box._reproduce.trust import check_sources
 from mushin_box._results.diff import diff_provenance
 from mushin_box._sweepdir.manifest import cell_records, combo_id
@@ -133,12 +136,15 @@ class ReproduceResult:
         The original compared with the re-run (:func:`mushin_box._results.diff.diff_provenance`).
     error : str or None
         Why the re-run did not complete (its task raised, its job failed).
+    rebuilt_image : Path or None
+        Where ``rebuild_image`` put the image it rebuilt (its sha256 is the recorded one).
     """
 
     plan: ReproducePlan
     cell_dir: Path | None = None
     diff: Any = None
     error: str | None = None
+    rebuilt_image: Path | None = None
 
     @property
     def ok(self) -> bool:
@@ -151,6 +157,7 @@ class ReproduceResult:
             "ok": self.ok,
             "cell_dir": str(self.cell_dir) if self.cell_dir else None,
             "error": self.error,
+            "rebuilt_image": str(self.rebuilt_image) if self.rebuilt_image else None,
             "plan": self.plan.to_dict(),
             "diff": self.diff.to_dict() if self.diff is not None else None,
         }
@@ -252,8 +259,13 @@ def recorded_experiment(original: Original) -> str | None:
 
 
 def _load(original: Original) -> tuple[Any, Any, str | None]:
+    """``(task, pre_call, the directory the ranks import them from)``. A function the
+    cell's ranks took from their image adds no directory: one on the ranks' ``PYTHONPATH``
+    (this checkout, say) would hide the image's module behind the host's."""
 
     located = original.run["task"]
+    in_an_image = isinstance(original.repro.get("image"), Mapping)
+    argv = (rank_argv(original.run) or []) if in_an_image else None
     out: list[Any] = []
     directory: str | None = None
     for what in ("task", "pre_call"):
@@ -265,6 +277,8 @@ def _load(original: Original) -> tuple[Any, Any, str | None]:
             fn, where = load_callable(entry)
         except Exception as exc:  # the user's code failed to import: where, and what to fix
             raise ReproduceError(user_code_error(f"the {what} {_name(entry)}", exc)) from None
+        if argv is not None and in_image(entry.get("file"), argv, os.environ.get("HOME")):
+            where = None
         directory = directory or where
         out.append(fn)
     return out[0], out[1], directory
@@ -457,6 +471,7 @@ def reproduce(
     allow_dirty: bool = False,
     dry_run: bool = False,
     progress: bool = False,
+    rebuild_image: bool = False,
 ) -> ReproduceResult:
     """Re-run a completed cell from its sidecars alone, and diff the re-run against it.
 
@@ -485,6 +500,10 @@ def reproduce(
         Check and plan only: nothing runs, nothing is written.
     progress : bool
         Show the progress bar of the re-run.
+    rebuild_image : bool
+        Rebuild the cell's image from the recipe its record holds (a native build, at the
+        recorded commit of the repository here) and run in it when its sha256 is the
+        recorded one (:mod:`mushin_box._reproduce.rebuild`).
 
     Returns
     -------
@@ -497,7 +516,11 @@ def reproduce(
         Bad input (nothing was written): not a completed cell, a secret not in the
         environment (named), different code (both hashes named; unless ``allow_dirty``),
         an image whose sha256 differs (both digests named), an impossible topology or
-        launcher, an ``into`` that is not new.
+        launcher, an ``into`` that is not new; with ``rebuild_image``: no recipe recorded,
+        not a native build, uncommitted inputs, no repository holding the commit, a
+        rebuilt sha256 that is not the recorded one (both named).
+    NativeBuildRefused, BuildError
+        With ``rebuild_image``: this machine cannot build the image, or the build failed.
     """
     for name, value in (("atol", atol), ("rtol", rtol)):
         if (
@@ -507,12 +530,13 @@ def reproduce(
             or value < 0
         ):
             raise ReproduceError(f"{name} must be a finite number >= 0, got {value!r}")
+    rebuilt = _rebuild(cell_dir, into, image, dry_run) if rebuild_image else None
     plan, workflow, launch = plan_reproduce(
         cell_dir,
         into=into,
         nodes=nodes,
         gpus=gpus,
-        image=image,
+        image=image if rebuilt is None else rebuilt,
         local=local,
         allow_dirty=allow_dirty,
     )
@@ -539,4 +563,24 @@ def reproduce(
     state = status.get("status") if isinstance(status, dict) else None
     if error is None and state != "completed":
         error = f"the re-run's cell is {state}"
-    return ReproduceResult(plan, new, diff, error)
+    return ReproduceResult(plan, new, diff, error, rebuilt)
+
+
+def _rebuild(
+    cell: str | os.PathLike[str],
+    into: str | os.PathLike[str] | None,
+    image: str | os.PathLike[str] | None,
+    dry_run: bool,
+) -> Path:
+    """The cell's image rebuilt (:mod:`.rebuild`), after the checks that need no image:
+    a refusal comes before minutes of building, not after."""
+    if image is not None or dry_run:
+        raise ReproduceError(
+            "{rebuild_image} builds the image the re-run runs in: drop "
+            + ("{image}" if image is not None else "{dry_run} (a dry run builds nothing)"),
+            arguments={"rebuild_image": True, "image": image, "dry_run": True},
+        )
+    original = read_original(cell)
+    check_secrets(original.config, os.environ)
+    _into(into, original)
+    return rebuild_image(image_recipe(original))

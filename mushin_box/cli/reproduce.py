@@ -3,8 +3,8 @@
 
 Presentation only; the work is :func:`mushin_box._reproduce.rerun.reproduce`. Exit 0 when
 the re-run reproduced the cell (identical reproducibility parts, metrics within
-``--atol``), 1 when something differs (the rows say what), 2 for bad input (nothing was
-written).
+``--atol``), 1 when something differs (the rows say what) or the image's rebuild failed,
+2 for bad input (nothing was written).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from mushin_box.cli.flagtypes import add_tolerance_arguments
@@ -31,11 +32,13 @@ EXAMPLES = (
     "--atol 1e-6",
     "mushin-box reproduce multirun/2026-01-31_12-00-00/module.lr=0.1 --image "
     "/shared/train.sif --json",
+    "mushin-box reproduce multirun/2026-01-31_12-00-00/module.lr=0.1 --rebuild-image",
 )
 #: what its exit codes mean (shown in --help; 2 and 141: every command's)
 EXITS = {
     0: "reproduced (--dry-run: reviewed)",
-    1: "not reproduced: the re-run failed, or a field or metric differs",
+    1: "not reproduced: the re-run failed, or a field or metric differs, or the image's "
+    "rebuild failed",
 }
 _MAX_VALUE = 60
 
@@ -53,6 +56,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--image", metavar="SIF", help="the image to run in; its sha256 must be the recorded one"
+    )
+    parser.add_argument(
+        "--rebuild-image",
+        action="store_true",
+        help="rebuild the image from the recipe the cell's record holds (a native build, at "
+        "the recorded commit) and run in it if its sha256 is the recorded one",
     )
     parser.add_argument(
         "--local", action="store_true", help="run here, whatever launcher the cell ran with"
@@ -123,6 +132,8 @@ def _print_plan(plan: Any) -> None:
 
 
 def _print_result(result: Any) -> None:
+    if result.rebuilt_image is not None:
+        print(f"image     rebuilt at {result.rebuilt_image} (the recorded sha256)")
     print(f"re-run    {result.cell_dir}")
     diff = result.diff
     if diff is not None:
@@ -153,13 +164,25 @@ def _print_result(result: Any) -> None:
         print("not reproduced: " + ("; ".join(what) or "no comparison"))
 
 
+@contextlib.contextmanager
+def _build_failed(error: type[Exception]) -> Iterator[list[str]]:
+    """A failed rebuild of the image: one line on stderr, and the list it yields is not
+    empty (exit 1, as `mushin-box build`'s failed build)."""
+    failed: list[str] = []
+    try:
+        yield failed
+    except error as exc:
+        print(f"mushin-box reproduce: error: the image's rebuild failed: {exc}", file=sys.stderr)
+        failed.append(str(exc))
+
+
 def run(args: argparse.Namespace) -> int:
     # lazy: every command's start imports this module; only this command pays for its rooms
-    from mushin_box._reproduce.rerun import reproduce
+    from mushin_box._reproduce.rerun import BuildError, reproduce
 
     # --json: stdout holds the JSON only (Hydra's launcher logs to stdout: sent to stderr)
     quiet = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
-    with quiet:
+    with quiet, _build_failed(BuildError) as failed:
         result = reproduce(
             args.cell,
             into=args.into,
@@ -172,7 +195,10 @@ def run(args: argparse.Namespace) -> int:
             allow_dirty=args.allow_dirty,
             dry_run=args.dry_run,
             progress=not args.json and sys.stderr.isatty(),
+            rebuild_image=args.rebuild_image,
         )
+    if failed:
+        return 1
     if args.json:
         print_json(result.to_dict())
     elif args.dry_run:

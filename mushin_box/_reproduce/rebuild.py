@@ -1,0 +1,181 @@
+# SPDX-License-Identifier: MIT
+"""``reproduce --rebuild-image``: the cell's image rebuilt from the recipe its record holds.
+
+A native build (:mod:`mushin_box._image.native`) of one recipe gives the same bytes, so an
+image that is gone can be made again from what built it. The launch records the build
+manifest's recipe in ``run.image`` (:data:`~mushin_box._core.layout.IMAGE_RECIPE_ENV`):
+``backend``, ``spec`` (the SPEC, relative to the build context) and ``context_commit``
+(the git commit that held every input of the recipe unchanged). The rebuild clones that
+commit from the repository here (a shared clone: git's history stays, the lock's commit
+time is the build's ``SOURCE_DATE_EPOCH``), builds the spec there with the native
+builder, and keeps the image only when its sha256 is the one the cell ran in
+(``reproducibility.image.sif_sha256``).
+
+Each refusal is one line (:class:`~mushin_box._reproduce.checks.ReproduceError`), given
+before anything is built when it can be: a cell that ran in no image; a record without a
+recipe (the image was built before manifests held one, or elsewhere); another backend than
+the native one (its builds differ byte for byte); a recipe whose inputs were not committed;
+a commit that no repository here holds; and, after the build, a rebuilt image of another
+sha256 (both named).
+
+The image goes where the record says the cell's was, when nothing is there and its
+directory takes files; else to ``<name>-<sha256[:12]>.sif`` in the current directory. Its
+manifest and definition go beside it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from mushin_box._core.userfile import import_file
+from mushin_box._image.build import build_image, manifest_path
+from mushin_box._image.spec import ImageSpec
+from mushin_box._provenance.record import git_root
+from mushin_box._reproduce.checks import Original, ReproduceError, part
+
+__all__ = ["Recipe", "image_recipe", "rebuild_image"]
+
+_REFUGE = "pass {image}, a copy of the image the cell ran in"
+
+
+@attrs.frozen
+class Recipe:
+    """What to rebuild (``spec`` at ``commit`` of ``repository``), the sha256 it must
+    have, and where the image goes."""
+
+    spec: str
+    commit: str
+    repository: Path
+    sha256: str
+    path: Path
+
+
+def _refuse(why: str) -> ReproduceError:
+    return ReproduceError(f"{why}; {_REFUGE}", arguments={"image": "SIF"})
+
+
+def _holds(repository: str, commit: str) -> bool:
+    probe = ["git", "cat-file", "-e", f"{commit}^{{commit}}"]
+    return subprocess.run(probe, cwd=repository, capture_output=True).returncode == 0
+
+
+def _destination(recorded: str | None, sha256: str) -> Path:
+    """The recorded path when it is free and its directory takes files, else a name of
+    its own in the current directory."""
+    if recorded:
+        path = Path(recorded)
+        if not path.exists() and os.access(path.parent, os.W_OK | os.X_OK):
+            return path
+    stem = Path(recorded).stem if recorded else "image"
+    return Path.cwd() / f"{stem}-{sha256[:12]}.sif"
+
+
+def image_recipe(original: Original) -> Recipe:
+    """The recipe of the cell's image, checked: everything but the build itself.
+
+    Raises
+    ------
+    ReproduceError
+        See the module doc.
+    """
+    identity = original.repro.get("image")
+    want = identity.get("sif_sha256") if isinstance(identity, dict) else None
+    if not isinstance(want, str):
+        raise ReproduceError(
+            "the cell ran in no image whose sha256 was recorded, so there is none to "
+            "rebuild: drop {rebuild_image}",
+            arguments={"rebuild_image": True},
+        )
+    located = part(original.run, "image")
+    backend, spec, commit = (located.get(k) for k in ("backend", "spec", "context_commit"))
+    if backend is None and spec is None:
+        raise _refuse(
+            "the cell's record holds no recipe of its image (run.image.spec): it was built "
+            "before build manifests recorded one, or elsewhere"
+        )
+    if backend != "native":
+        raise _refuse(
+            f"the cell's image was built by the {backend} backend, whose builds differ byte "
+            "for byte: only a native build (mushin-box build --backend native) can be rebuilt"
+        )
+    if not isinstance(commit, str) or not isinstance(spec, str):
+        raise _refuse(
+            "the cell's image was built from a recipe with uncommitted inputs (its spec, "
+            "%files or lock): no commit holds it, so it cannot be rebuilt"
+        )
+    target = spec.rpartition(":")[0] or spec
+    if not target.endswith(".py") or Path(target).is_absolute() or ".." in Path(target).parts:
+        raise _refuse(
+            f"the cell's image was built from the spec {spec}, which names no file of its "
+            "build context"
+        )
+    here = [git_root(Path.cwd()), git_root(Path(str(part(original.run, "experiment").get("file"))))]
+    found = next((r for r in here if r and _holds(r, commit)), None)
+    if found is None:
+        where = ", ".join(dict.fromkeys(r for r in here if r)) or "none here"
+        raise ReproduceError(
+            f"the cell's image was built from commit {commit}, which no repository here "
+            f"holds ({where}): run this in a clone that has it (git fetch)"
+        )
+    path = located.get("path")
+    return Recipe(
+        spec, commit, Path(found), want, _destination(path if isinstance(path, str) else None, want)
+    )
+
+
+def _load_spec(file: Path, attr: str) -> ImageSpec:
+    try:
+        module = import_file(file, name=f"_mushin_rebuild_{file.stem}", on_path=False, keep=False)
+    except Exception as exc:  # the recipe's own code: one line, what it raised
+        raise ReproduceError(f"the image's spec {file} does not load: {exc}") from None
+    spec = getattr(module, attr, None)
+    if not isinstance(spec, ImageSpec):
+        raise ReproduceError(f"the image's spec {file} has no ImageSpec named {attr}")
+    return spec
+
+
+def rebuild_image(recipe: Recipe, *, build: Callable[..., Any] = build_image) -> Path:
+    """Build ``recipe`` natively and put the image at ``recipe.path`` when its sha256 is
+    ``recipe.sha256``; return that path.
+
+    ``build`` is :func:`~mushin_box._image.build.build_image` (tests give another).
+
+    Raises
+    ------
+    ReproduceError
+        The rebuilt image has another sha256 (both named): nothing is kept.
+    NativeBuildRefused, BuildError
+        This machine cannot build it, or the build failed (nothing is kept).
+    """
+    target, _, attr = recipe.spec.rpartition(":")
+    target, attr = (target, attr) if target else (recipe.spec, "IMAGE")
+    dest = recipe.path
+    with tempfile.TemporaryDirectory(prefix=".mushin-rebuild-") as source:
+        clone = ["git", "clone", "-q", "--shared", "--no-checkout", str(recipe.repository)]
+        subprocess.run([*clone, source], check=True, capture_output=True)
+        checkout = ["git", "-c", "advice.detachedHead=false", "checkout", "-q", recipe.commit]
+        subprocess.run(checkout, cwd=source, check=True, capture_output=True)
+        spec = _load_spec(Path(source) / target, attr)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=f".{dest.name}.rebuild-", dir=dest.parent) as tmp:
+            out = Path(tmp) / dest.name
+            ref = f"{Path(source) / target}:{attr}"
+            manifest = build(spec, out, context=source, backend="native", spec_ref=ref)
+            if manifest.sif_sha256 != recipe.sha256:
+                raise ReproduceError(
+                    f"the image rebuilt from {recipe.spec} at commit {recipe.commit} has sha256 "
+                    f"{manifest.sif_sha256}, but the cell ran in sha256 {recipe.sha256} (the "
+                    "mirror or a package moved?): nothing was kept; " + _REFUGE,
+                    arguments={"image": "SIF"},
+                )
+            for made in (out.with_suffix(".def"), out, manifest_path(out)):
+                if made.exists():
+                    os.replace(made, dest.parent / made.name)
+    return dest

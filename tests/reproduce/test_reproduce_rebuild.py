@@ -1,0 +1,156 @@
+# SPDX-License-Identifier: MIT
+"""``reproduce --rebuild-image``: the cell's image rebuilt from the recipe its record holds.
+
+The refusals come from the record alone, before anything is built; the rebuild itself is
+given a stand-in ``build`` (a real native build takes minutes, root and a mirror), except in
+the one slow test, which builds a tiny image for real.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from mushin_box import Workflow, multirun, reproduce
+from mushin_box._core.layout import PROVENANCE_FILE
+from mushin_box._core.sidecars import read_json, write_json_atomic
+from mushin_box._image.build import manifest_path
+from mushin_box._reproduce.checks import ReproduceError, read_original
+from mushin_box._reproduce.rebuild import image_recipe, rebuild_image
+from mushin_box.cli.main import main
+
+SPEC = """
+from mushin_box._image.bases import Debootstrap
+from mushin_box._image.spec import ImageSpec
+IMAGE = ImageSpec(base=Debootstrap(suite="bookworm"))
+"""
+GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+
+
+def _repository(path: Path) -> str:
+    """A git repository holding ``image.py`` (the spec); its commit."""
+    path.mkdir()
+    (path / "image.py").write_text(SPEC)
+    for argv in (["init", "-q"], ["add", "."], ["commit", "-qm", "spec"]):
+        subprocess.run([*GIT, *argv], cwd=path, check=True, capture_output=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=path, capture_output=True, text=True)
+    return head.stdout.strip()
+
+
+def _cell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **image: Any) -> Path:
+    """A completed cell whose record says it ran on SLURM in the image ``image`` describes
+    (``run.image``), of sha256 ``"ab" * 32``."""
+    code = tmp_path / "code"
+    code.mkdir()
+    monkeypatch.syspath_prepend(str(code))
+    name = f"rbtask_{uuid.uuid4().hex[:8]}"
+    (code / f"{name}.py").write_text("def task(lr: float) -> dict:\n    return {'loss': lr}\n")
+    module = importlib.import_module(name)
+    Workflow(module.task).run(working_dir=tmp_path / "sweep", progress=False, lr=multirun([1.0]))
+    cell = tmp_path / "sweep" / "lr=1.0"
+    record = read_json(cell / PROVENANCE_FILE)
+    record["reproducibility"]["image"] = {"sif_sha256": "ab" * 32}
+    record["run"]["image"] = {"path": str(tmp_path / "images" / "gone.sif"), **image}
+    record["run"]["launcher"]["name"] = "mushin_slurm"
+    write_json_atomic(cell / PROVENANCE_FILE, record)
+    return cell
+
+
+NATIVE = {"backend": "native", "spec": "image.py:IMAGE", "context_commit": "c" * 40}
+
+
+@pytest.mark.parametrize(
+    ("image", "says"),
+    [
+        ({}, "holds no recipe of its image"),
+        ({**NATIVE, "backend": "apptainer"}, "built by the apptainer backend"),
+        ({**NATIVE, "context_commit": None}, "a recipe with uncommitted inputs"),
+        (NATIVE, f"commit {'c' * 40}, which no repository here holds"),
+        ({**NATIVE, "spec": "pkg.images:IMAGE"}, "names no file of its build context"),
+    ],
+)
+def test_a_record_that_cannot_be_rebuilt_is_refused_in_one_line_building_nothing(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    image: dict[str, Any],
+    says: str,
+) -> None:
+    cell = _cell(tmp_path, monkeypatch, **image)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ReproduceError, match=says):
+        reproduce(cell, into=tmp_path / "again", rebuild_image=True)
+    capsys.readouterr()
+    assert main(["reproduce", str(cell), "--into", str(tmp_path / "again"), "--rebuild-image"]) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["code", "sweep"]
+
+
+def test_a_rebuild_is_refused_with_another_image_or_as_a_dry_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cell = _cell(tmp_path, monkeypatch, **NATIVE)
+    with pytest.raises(ReproduceError, match="drop image="):
+        reproduce(cell, rebuild_image=True, image=str(tmp_path / "x.sif"))
+    with pytest.raises(ReproduceError, match="drop dry_run=True"):
+        reproduce(cell, rebuild_image=True, dry_run=True)
+
+
+@attrs.frozen
+class _Built:
+    sif_sha256: str
+
+
+def _builder(data: bytes, calls: list[dict[str, Any]]) -> Any:
+    """A stand-in for build_image: writes ``data`` as the image, and its manifest."""
+
+    def build(spec: Any, out: Path, **kwargs: Any) -> _Built:
+        calls.append({"spec": spec, "out": out, **kwargs})
+        out.write_bytes(data)
+        manifest_path(out).write_text("{}")
+        return _Built(hashlib.sha256(data).hexdigest())
+
+    return build
+
+
+def test_the_rebuilt_image_is_kept_only_when_its_sha256_is_the_recorded_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    commit = _repository(tmp_path / "project")
+    data = b"the image's bytes"
+    cell = _cell(tmp_path, monkeypatch, **{**NATIVE, "context_commit": commit})
+    record = read_json(cell / PROVENANCE_FILE)
+    record["reproducibility"]["image"]["sif_sha256"] = want = hashlib.sha256(data).hexdigest()
+    write_json_atomic(cell / PROVENANCE_FILE, record)
+    (tmp_path / "images").mkdir()
+    monkeypatch.chdir(tmp_path / "project")
+    recipe = image_recipe(read_original(cell))
+    assert recipe.path == tmp_path / "images" / "gone.sif"  # where the record says it was
+
+    calls: list[dict[str, Any]] = []
+    other = hashlib.sha256(b"other bytes").hexdigest()
+    with pytest.raises(
+        ReproduceError, match=f"has sha256 {other}, but the cell ran in sha256 {want}"
+    ):
+        rebuild_image(recipe, build=_builder(b"other bytes", calls))
+    assert list((tmp_path / "images").iterdir()) == []  # nothing kept
+    (call,) = calls
+    assert call["backend"] == "native" and call["spec"].base.suite == "bookworm"
+    assert str(call["spec_ref"]).endswith("/image.py:IMAGE")  # from the commit's tree
+
+    placed = rebuild_image(recipe, build=_builder(data, calls))
+    assert placed == recipe.path and placed.read_bytes() == data
+    assert manifest_path(placed).is_file()
+    # the recorded path is taken now: a second rebuild goes to the current directory
+    again = image_recipe(read_original(cell)).path
+    assert again == tmp_path / "project" / f"gone-{want[:12]}.sif"
+    (tmp_path / "project" / "image.py").write_text("IMAGE = None\n")  # the work tree moved on
+    assert rebuild_image(image_recipe(read_original(cell)), build=_builder(data, [])) == again
