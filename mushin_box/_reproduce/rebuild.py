@@ -26,6 +26,7 @@ manifest and definition go beside it.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tempfile
 from collections.abc import Callable
@@ -105,6 +106,8 @@ def image_recipe(original: Original) -> Recipe:
             f"the cell's image was built by the {backend} backend, whose builds differ byte "
             "for byte: only a native build (mushin-box build --backend native) can be rebuilt"
         )
+    if isinstance(commit, str) and not re.fullmatch(r"[0-9a-f]{40,64}", commit):
+        raise _refuse(f"the cell's record names the image's commit {commit!r}, not a git commit")
     if not isinstance(commit, str) or not isinstance(spec, str):
         raise _refuse(
             "the cell's image was built from a recipe with uncommitted inputs (its spec, "
@@ -159,9 +162,15 @@ def rebuild_image(recipe: Recipe, *, build: Callable[..., Any] = build_image) ->
     dest = recipe.path
     with tempfile.TemporaryDirectory(prefix=".mushin-rebuild-") as source:
         clone = ["git", "clone", "-q", "--shared", "--no-checkout", str(recipe.repository)]
-        subprocess.run([*clone, source], check=True, capture_output=True)
         checkout = ["git", "-c", "advice.detachedHead=false", "checkout", "-q", recipe.commit]
-        subprocess.run(checkout, cwd=source, check=True, capture_output=True)
+        for argv, cwd in ((clone + [source], None), (checkout, source)):
+            done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
+            if done.returncode:
+                why = (done.stderr.strip().splitlines() or ["no message"])[-1]
+                raise ReproduceError(
+                    f"`{' '.join(argv[:3])}` of commit {recipe.commit} from "
+                    f"{recipe.repository} failed: {why}"
+                )
         spec = _load_spec(Path(source) / target, attr)
         dest.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=f".{dest.name}.rebuild-", dir=dest.parent) as tmp:

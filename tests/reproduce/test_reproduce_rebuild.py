@@ -74,6 +74,7 @@ NATIVE = {"backend": "native", "spec": "image.py:IMAGE", "context_commit": "c" *
         ({**NATIVE, "context_commit": None}, "a recipe with uncommitted inputs"),
         (NATIVE, f"commit {'c' * 40}, which no repository here holds"),
         ({**NATIVE, "spec": "pkg.images:IMAGE"}, "names no file of its build context"),
+        ({**NATIVE, "context_commit": "--upload-pack=x"}, "not a git commit"),
     ],
 )
 def test_a_record_that_cannot_be_rebuilt_is_refused_in_one_line_building_nothing(
