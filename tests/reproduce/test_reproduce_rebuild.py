@@ -155,3 +155,27 @@ def test_the_rebuilt_image_is_kept_only_when_its_sha256_is_the_recorded_one(
     assert again == tmp_path / "project" / f"gone-{want[:12]}.sif"
     (tmp_path / "project" / "image.py").write_text("IMAGE = None\n")  # the work tree moved on
     assert rebuild_image(image_recipe(read_original(cell)), build=_builder(data, [])) == again
+
+
+def test_a_failed_rebuild_is_one_line_and_exit_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mushin_box._image.build import BuildError
+    from mushin_box._reproduce import rerun
+
+    commit = _repository(tmp_path / "project")
+    cell = _cell(tmp_path, monkeypatch, **{**NATIVE, "context_commit": commit})
+    monkeypatch.chdir(tmp_path / "project")
+
+    def fails(recipe: Any) -> Path:
+        raise BuildError("mmdebstrap failed (exit 1): E: cannot reach the mirror")
+
+    monkeypatch.setattr(rerun, "rebuild_image", fails)
+    capsys.readouterr()
+    assert main(["reproduce", str(cell), "--into", str(tmp_path / "again"), "--rebuild-image"]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        "mushin-box reproduce: error: the image's rebuild failed: mmdebstrap failed (exit 1): "
+        "E: cannot reach the mirror\n"
+    )
+    assert not (tmp_path / "again").exists()
