@@ -96,15 +96,15 @@ def image_recipe(original: Original) -> Recipe:
         )
     located = part(original.run, "image")
     backend, spec, commit = (located.get(k) for k in ("backend", "spec", "context_commit"))
-    if backend is None and spec is None:
-        raise _refuse(
-            "the cell's record holds no recipe of its image (run.image.spec): it was built "
-            "before build manifests recorded one, or elsewhere"
-        )
-    if backend != "native":
+    if backend not in (None, "native"):
         raise _refuse(
             f"the cell's image was built by the {backend} backend, whose builds differ byte "
             "for byte: only a native build (mushin-box build --backend native) can be rebuilt"
+        )
+    if backend is None or spec is None:
+        raise _refuse(
+            "the cell's record holds no recipe of its image (run.image.spec): it was built "
+            "before build manifests recorded one, or elsewhere"
         )
     if isinstance(commit, str) and not re.fullmatch(r"[0-9a-f]{40,64}", commit):
         raise _refuse(f"the cell's record names the image's commit {commit!r}, not a git commit")

@@ -70,6 +70,7 @@ NATIVE = {"backend": "native", "spec": "image.py:IMAGE", "context_commit": "c" *
     ("image", "says"),
     [
         ({}, "holds no recipe of its image"),
+        ({"backend": "native"}, "holds no recipe of its image"),
         ({**NATIVE, "backend": "apptainer"}, "built by the apptainer backend"),
         ({**NATIVE, "context_commit": None}, "a recipe with uncommitted inputs"),
         (NATIVE, f"commit {'c' * 40}, which no repository here holds"),
