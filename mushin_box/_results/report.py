@@ -215,12 +215,12 @@ def _sweep_table(results: ResultsTable, most: int = ROWS) -> str:
     if results.best_metric is not None:
         goal = "highest" if results.best_max else "lowest"
         if results.best is None:
-            out += f"<p>best {esc(results.best_metric)} ({goal}): no cell has a value</p>"
+            out += f"<p>best {esc(results.best_metric)} ({goal}): {esc(results.best_text)}</p>"
         else:
             value = cell_text(results.best.metrics[results.best_metric])
             out += (
                 f"<p>★ best {esc(results.best_metric)} ({goal}): "
-                f"<b>{esc(cell_label(results.best))}</b> = {esc(value)}</p>"
+                f"<b>{esc(cell_label(results.best))}</b> = {esc(value)}{esc(results.best_text)}</p>"
             )
     return out
 

@@ -115,9 +115,18 @@ class ResultsTable:
     sweeps: tuple[SweepView, ...] = ()
     names: tuple[str, ...] = ()
     origins: tuple[int, ...] = ()
+    #: the cells whose value of the best metric is not finite (inf, nan): never the best
+    unranked: int = 0
 
     def is_best(self, cell: CellView) -> bool:
         return self.best is not None and cell is self.best
+
+    @property
+    def best_text(self) -> str:
+        """What the best line says after its metric, its value aside: that no cell has a
+        finite value, and how many cells at inf or nan were left out."""
+        left = f" ({self.unranked} at inf or nan left out)" if self.unranked else ""
+        return ("no cell has a finite value" if self.best is None else "") + left
 
     def sweep_name(self, at: int) -> str | None:
         """The name of the sweep row ``at`` comes from (None: a one-sweep table)."""
@@ -182,6 +191,11 @@ def _where(specs: Sequence[str], keys: Sequence[str]) -> list[tuple[str, list[An
         try:
             values = parse_sweep_values(text, keep_interpolations=True)
         except ValueError:
+            if text.count("'") % 2 or text.count('"') % 2:  # else a value taken as it reads
+                raise ResultsError(
+                    f"--where {spec!r}: a quote in {text!r} is not closed; close it "
+                    f"(--where \"{key}='...'\") or drop it"
+                ) from None
             values = [text]
         # a misspelt state would show an empty table, as if no cell had it
         if key == STATE_KEY and (unknown := [v for v in values if v not in VIEW_STATES]):
@@ -342,12 +356,13 @@ def sweeps_table(
             rows = [r for r in rows if _matches(r[1], key, values, text)]
     if sort:
         rows = _sort(sort, rows, sweeps, keys, state)
-    best_cell, best_name, best_max = None, None, False
+    best_cell, best_name, best_max, unranked = None, None, False, 0
     if best:
         spec = _parse("--best", best, ("min", "max"))
         best_max = spec.goal == "max" or (spec.goal is None and spec.reduction == "max")
         best_name, rows = _resolve("--best", spec, rows, sweeps, state)
         ranked = [c for _, c in rows if not math.isnan(_metric(c, best_name))]
+        unranked = sum(1 for _, c in rows if best_name in c.metrics) - len(ranked)
         if ranked:
             pick = max if best_max else min
             best_cell = pick(ranked, key=lambda c: _metric(c, best_name))
@@ -362,6 +377,7 @@ def sweeps_table(
         sweeps=sweeps if names else (),
         names=names,
         origins=tuple(i for i, _ in rows) if names else (),
+        unranked=unranked,
     )
 
 

@@ -127,7 +127,7 @@ def _best_line(table: Any) -> str | None:
         return None
     goal = "highest" if table.best_max else "lowest"
     if table.best is None:
-        return f"best {table.best_metric} ({goal}): no cell has a value"
+        return f"best {table.best_metric} ({goal}): {table.best_text}"
     # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._results.table import cell_label, cell_text
 
@@ -136,7 +136,7 @@ def _best_line(table: Any) -> str | None:
         at = next(i for i, c in enumerate(table.cells) if c is table.best)
         where = f"{table.sweep_name(at)}/{where}"
     value = cell_text(table.best.metrics[table.best_metric])
-    return f"{BEST_MARK} best {table.best_metric} ({goal}): {where} = {value}"
+    return f"{BEST_MARK} best {table.best_metric} ({goal}): {where} = {value}{table.best_text}"
 
 
 def _heading(table: Any) -> list[str]:
