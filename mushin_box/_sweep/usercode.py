@@ -257,8 +257,22 @@ def _display_name(name: str, path: Path) -> str:
     return path.stem if name in _MAIN_NAMES else name
 
 
+def _script_file(fn: Any) -> Path | None:
+    """The file a script's callable (``__module__`` ``__main__``) was defined in, from its
+    code: a runner (``python -m cProfile``, ``pdb``, ``trace``) runs the script in a
+    ``__main__`` namespace while ``sys.modules["__main__"]`` is the runner's own module, and
+    the fingerprint must follow the script's bytes, not how it was started."""
+    fn = inspect.unwrap(getattr(fn, "func", fn))
+    if getattr(fn, "__module__", None) not in _MAIN_NAMES:
+        return None
+    file = getattr(getattr(fn, "__code__", None), "co_filename", None)
+    return Path(file).resolve() if isinstance(file, str) and Path(file).is_file() else None
+
+
 def user_modules(callables: Iterable[Any], config: Any = None) -> dict[str, Path]:
     """The user modules the callables and the config reach (see the module doc): name -> file."""
+    callables = list(callables)
+    script = next((f for f in map(_script_file, callables) if f is not None), None)
     # a root's packages run before it does (their __init__.py): they count too
     todo = sorted({p for root in _roots(callables, config) for p in _prefixes(root)})
     seen: set[str] = set()
@@ -268,7 +282,7 @@ def user_modules(callables: Iterable[Any], config: Any = None) -> dict[str, Path
         if name in seen:
             continue
         seen.add(name)
-        path = module_file(name)
+        path = script if script and name in _MAIN_NAMES else module_file(name)
         if path is None or not is_user_file(path):
             continue
         found[_display_name(name, path)] = path
@@ -281,7 +295,8 @@ def _task_text(task: Callable[..., Any]) -> str:
     fn = inspect.unwrap(getattr(task, "func", task))
     module = getattr(fn, "__module__", "?")
     qualname = getattr(fn, "__qualname__", type(fn).__qualname__)
-    file = getattr(sys.modules.get(str(module)), "__file__", None)
+    script = _script_file(fn)
+    file = str(script) if script else getattr(sys.modules.get(str(module)), "__file__", None)
     if isinstance(file, str):
         # a script's task is named after its file, as the same task imported from it is
         # (`python train.py` runs train.task as __main__.task): reproduce imports it
