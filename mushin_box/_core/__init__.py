@@ -11,6 +11,7 @@
 - :mod:`.overrides` and :mod:`.overrideparse`: Hydra's override grammar, both ways;
 - :mod:`.jobdir` and :mod:`.jobskip`: the job directory, and the jobs a launch leaves out;
 - :mod:`.envstate`: ``os.environ`` put back as it was;
+- :mod:`.procs`: an outside tool run for a bounded time, stopped whole (its process group);
 - :mod:`.userfile`: a user's Python file imported, the one way the kit does it;
 - :mod:`.targets`: stable names for configs, records and pickles;
 - :mod:`.version`: the package version;

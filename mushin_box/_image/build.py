@@ -59,7 +59,9 @@ from mushin_box._image.native import (
     build_native,
     check_native,
     native_refusal,
+    recipe_identity,
     run_bounded,
+    source_date_epoch,
 )
 from mushin_box._image.native import (
     NativeBuildRefused as NativeBuildRefused,  # what build_image raises, for the CLI
@@ -210,6 +212,12 @@ class Manifest:
     (``dpkg_sha256``: ``name=version`` -> ``sha256:...``, from the mirror's index) and each
     pip package's hashes from the lock (``pip_hashes``: ``name==version`` -> hashes); its
     ``base_digest`` is the sha256 of the mirror's ``Release`` files it installed from.
+
+    The recipe, for a native build: ``spec`` (the SPEC as given, relative to the build
+    context when it lies there), ``recipe_sha256``
+    (:func:`~mushin_box._image.native.recipe_identity`) and ``context_commit`` (the git
+    commit that holds every input unchanged, else ``None``): what ``build --check`` and
+    ``reproduce --rebuild-image`` rebuild from.
     """
 
     image: str | None
@@ -240,6 +248,9 @@ class Manifest:
     mirror: str | None = None
     dpkg_sha256: Mapping[str, str] = attrs.field(factory=dict)
     pip_hashes: Mapping[str, list[str]] = attrs.field(factory=dict)
+    spec: str | None = None
+    recipe_sha256: str | None = None
+    context_commit: str | None = None
     dry_run: bool = False
     schema: str = MANIFEST_SCHEMA
 
@@ -457,6 +468,8 @@ def build_image(
     fakeroot: bool | None = None,
     timeout: float = DEFAULT_BUILD_TIMEOUT,
     backend: str = "auto",
+    spec_ref: str | None = None,
+    force: bool = False,
 ) -> Manifest:
     """Render, build and record an image.
 
@@ -480,12 +493,18 @@ def build_image(
         ``native``: :mod:`~mushin_box._image.native` (a bit-reproducible SIF, no
         Apptainer); ``apptainer``: ``apptainer build``; ``auto`` (default): native for a
         base it can make (:class:`~mushin_box._image.bases.Debootstrap`), else Apptainer.
+    spec_ref : str, optional
+        How the spec was named (``FILE.py[:ATTR]`` or ``module:ATTR``): recorded as the
+        manifest's ``spec``; its file is one of the recipe's inputs.
+    force : bool, optional
+        Build even when ``out`` is a native build of the same recipe (by default it is
+        kept: a native build of one recipe gives the same bytes).
 
     Returns
     -------
     Manifest
         What was written to ``<out>.manifest.json`` (for a dry run: the definition-side
-        fields only; no manifest file is written).
+        fields only; no manifest file is written); an up-to-date image's own.
 
     Raises
     ------
@@ -531,7 +550,7 @@ def build_image(
         _write_definition(plan.definition_path, plan.definition)
         return Manifest(image=None, dry_run=True, **common)
     if backend == "native":
-        return _build_native(plan, spec, timeout=timeout, common=common)
+        return _build_native(plan, spec, spec_ref, timeout=timeout, common=common, force=force)
     if shutil.which(APPTAINER) is None:
         raise ApptainerNotFound()
 
@@ -567,24 +586,70 @@ def check_image(
     same, else ``"differs: "`` and the first SIF field, object or file that differs
     (:func:`~mushin_box._image.pack.describe_check`).
 
-    The rebuild is written in a temporary directory beside ``image`` and removed after.
+    The rebuild is written in a temporary directory beside ``image`` (in the system's
+    temporary directory when that takes no files: another user's image) and removed after.
     Only a native build is reproducible, so only it can answer "the same".
     """
     image = Path(image)
     if not image.is_file():
         raise FileNotFoundError(f"{image}: no such image to check")
-    with tempfile.TemporaryDirectory(prefix=f".{image.name}.check-", dir=image.parent) as tmp:
+    beside = image.parent if os.access(image.parent, os.W_OK | os.X_OK) else None
+    with tempfile.TemporaryDirectory(prefix=f".{image.name}.check-", dir=beside) as tmp:
+        Path(tmp).chmod(0o755)  # an unprivileged build's subordinate ids must reach it
         rebuilt = Path(tmp) / image.name
         build_image(spec, rebuilt, context=context, backend=backend, timeout=timeout)
         return describe_check(image, rebuilt)
 
 
+def _spec_file(spec_ref: str | None, context: Path) -> tuple[str | None, Path | None]:
+    """The manifest's ``spec`` (relative to ``context`` when the file lies there) and the
+    spec's file, when ``spec_ref`` names one."""
+    if spec_ref is None:
+        return None, None
+    target, sep, attr = spec_ref.rpartition(":")
+    if not sep:
+        target, attr = spec_ref, ""
+    path = Path(target).absolute()
+    if not path.is_file():
+        return spec_ref, None  # package.module:ATTR
+    if path.is_relative_to(context):
+        target = path.relative_to(context).as_posix()
+    return target + (f":{attr}" if attr else ""), path
+
+
+def _up_to_date(image: Path, recipe: str) -> Manifest | None:
+    """The manifest of ``image`` when it is a native build of ``recipe``, whole."""
+    try:
+        manifest = read_manifest(image)
+        size = image.stat().st_size
+    except (OSError, TypeError, ValueError):
+        return None
+    if manifest.recipe_sha256 == recipe and manifest.sif_size == size:
+        return manifest
+    return None
+
+
 def _build_native(
-    plan: BuildPlan, spec: ImageSpec, *, timeout: float, common: Mapping[str, Any]
+    plan: BuildPlan,
+    spec: ImageSpec,
+    spec_ref: str | None,
+    *,
+    timeout: float,
+    common: Mapping[str, Any],
+    force: bool,
 ) -> Manifest:
     """Build with the native builder in a directory beside the image, removed at the end:
-    a failed or interrupted build leaves nothing at the output path."""
+    a failed or interrupted build leaves nothing at the output path. An image of the same
+    recipe is kept as it is (unless ``force``)."""
+    if (why := native_refusal(spec)) is not None:
+        raise NativeBuildRefused(why)
+    epoch = source_date_epoch(spec, plan.context)
+    ref, spec_file = _spec_file(spec_ref, plan.context)
+    recipe, commit = recipe_identity(spec, plan.definition, plan.context, epoch, spec_file)
+    if not force and (kept := _up_to_date(plan.image, recipe)) is not None:
+        return kept  # before the host checks: an image in place needs no build tools
     mode, epoch = check_native(spec, plan.context)
+    common = {**common, "spec": ref, "recipe_sha256": recipe, "context_commit": commit}
     plan.image.parent.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix=f".{plan.image.name}.native-", dir=plan.image.parent))
     workdir.chmod(0o755)  # apt downloads as the _apt user
@@ -611,8 +676,11 @@ def _build_native(
         if _mounts_under(workdir):  # a killed mmdebstrap's /proc or /dev: never delete through
             raise BuildError(f"{workdir} still has mounts ({_mounts_under(workdir)[0]}, ...): "
                              "unmount them (umount -R), then remove it")  # fmt: skip
-        if mode == "unshare":  # the tree's files belong to the user's subordinate ids
-            argv = ["mmdebstrap", "--unshare-helper", "rm", "-rf", str(workdir / "root")]
+        # rm: a tree of ~10^5 files, and in unshare mode they belong to the user's
+        # subordinate ids; never across a mount left in it
+        helper = ["mmdebstrap", "--unshare-helper"] if mode == "unshare" else []
+        argv = [*helper, "rm", "-rf", "--one-file-system", str(workdir / "root")]
+        with contextlib.suppress(OSError):  # never hide why the build stopped
             run_bounded(argv, timeout=600, capture=True)
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -9,12 +9,15 @@ image in these steps, all in a build directory that the caller removes:
 2. in the tree (an mmdebstrap customize hook, which runs this module with the tree's
    path): the spec's ``%files``, then the ``%post`` steps the definition renders after
    apt (:func:`~mushin_box._image.definition.setup_lines`: the venv, pip with
-   ``--require-hashes``, the project, ``post``), run in a chroot;
+   ``--require-hashes``, the project, ``post``), run in a chroot. pip there finds
+   packages where this host's pip does (:func:`host_pip_settings`: its indexes and
+   find-links, the local ones bound read-only for that step alone): the lock's hashes, not
+   the index, decide which bytes are installed;
 3. ``/.singularity.d`` as Apptainer lays it out (``env/``, ``runscript``, ``test``,
    ``labels.json``, ``Singularity`` = the rendered definition); the spec's ``test`` runs;
 4. the package lists for the manifest, then the cleanup that makes the tree the same on
-   every build: no ``.pyc`` files (marshal output is not stable across runs), no logs,
-   caches, apt lists, ``machine-id``, ``resolv.conf`` or ``hostname`` contents;
+   every build: no logs, caches, apt lists, ``machine-id``, ``resolv.conf`` or ``hostname``
+   contents, and every ``.pyc`` replaced (:data:`COMPILE_SCRIPT`);
 5. :func:`~mushin_box._image.pack.pack_tree`: ``mksquashfs`` with every time set to
    ``SOURCE_DATE_EPOCH`` and the kit's SIF writer, with that time and a UUID derived from
    the content.
@@ -38,28 +41,33 @@ import pwd
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from mushin_box._core.errors import MushinBoxError
+from mushin_box._core.procs import run_bounded as _run_bounded
 from mushin_box._core.targets import public
+from mushin_box._core.version import __version__
 from mushin_box._image.bases import Debootstrap
 from mushin_box._image.definition import environment_lines, runscript_lines, setup_lines
 from mushin_box._image.pack import PackError, PackInputError, pack_tree
 from mushin_box._image.spec import ImageSpec
 
 __all__ = [
+    "COMPILE_SCRIPT",
     "DPKG_QUERY",
     "PROBE_SCRIPT",
     "BuildError",
     "NativeBuildRefused",
     "build_native",
     "check_native",
+    "explain_failure",
     "native_refusal",
+    "recipe_identity",
     "run_bounded",
     "source_date_epoch",
 ]
@@ -79,6 +87,24 @@ for dist in metadata.distributions():
     if name:
         packages[re.sub(r"[-_.]+", "-", name).lower()] = dist.version
 print(json.dumps({"python_version": platform.python_version(), "packages": packages}))
+"""
+#: pip settings that say where packages come from, passed to the image's pip
+PIP_SOURCES = ("index-url", "extra-index-url", "find-links", "trusted-host")
+#: Runs in the image with its Python, after every ``.pyc`` the packages left is gone: the
+#: bytecode of everything on its ``sys.path``, hash-based and never checked against the
+#: source (the image is read-only: without bytecode every rank compiles what it imports, and
+#: ``import torch`` takes twice as long). No time is stored, and one process compiles the
+#: files in name order: marshal's output depends on the process's history (its references
+#: follow reference counts), so the same order in the same Python gives the same bytes.
+#: ``force``: a ``.pyc`` that Python's own start-up wrote (it holds the source's time) is
+#: replaced too.
+#: A file that does not compile (a package's Python 2 test data) is skipped, as pip skips
+#: it: it cannot be imported either.
+COMPILE_SCRIPT = """\
+import compileall, os, py_compile, sys
+mode = py_compile.PycInvalidationMode.UNCHECKED_HASH
+for folder in sorted({p for p in sys.path if os.path.isdir(p)}):
+    compileall.compile_dir(folder, quiet=2, force=True, workers=1, invalidation_mode=mode)
 """
 _CHROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # mmdebstrap's own hooks: dpkg without fsync while it builds (about half the time), and
@@ -122,36 +148,52 @@ def run_bounded(
     cwd: Path | None = None,
     capture: bool,
     env: Mapping[str, str] | None = None,
+    tail: int = 0,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``argv`` in its own process group; kill that group on timeout or interrupt."""
-    proc = subprocess.Popen(
-        list(argv),
-        cwd=cwd,
-        env=None if env is None else dict(env),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE if capture else None,
-        stderr=subprocess.PIPE if capture else None,
-        text=True,
-        start_new_session=True,
-    )
+    """:func:`~mushin_box._core.procs.run_bounded`, its timeout a :class:`BuildError`."""
     try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-    except BaseException as exc:
-        for sig, grace in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, sig)
-            try:
-                proc.wait(timeout=grace)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        if isinstance(exc, subprocess.TimeoutExpired):
-            raise BuildError(
-                f"{argv[0]} {argv[1]} ran past {timeout:g} s and was stopped: check that the "
-                "mirror answers, or give build_image a longer timeout"
-            ) from exc
-        raise
-    return subprocess.CompletedProcess(list(argv), proc.returncode, stdout, stderr)
+        return _run_bounded(argv, timeout=timeout, cwd=cwd, capture=capture, env=env, tail=tail)
+    except subprocess.TimeoutExpired as exc:
+        raise BuildError(
+            f"{argv[0]} {argv[1]} ran past {timeout:g} s and was stopped: check that the "
+            "mirror answers, or give build_image a longer timeout"
+        ) from exc
+
+
+#: (what a failed build printed, what it means and what to do), first match wins
+_FAILURES = (
+    ("No space left on device", "the disk filled up: free space under {where}, or build "
+     "elsewhere (-o)"),
+    ("DO NOT MATCH THE HASHES", "pip refused a file whose hash is not in the lock (named above): "
+     "the lock does not match what the index serves; generate the lock again"),
+    ("Temporary failure resolving", "the mirror {mirror} cannot be reached: check the network, "
+     "the proxy (http_proxy) and the mirror's URL"),
+    ("Failed to fetch", "the mirror {mirror} cannot be reached or lacks a file: check the "
+     "network, the proxy (http_proxy) and the mirror's URL"),
+    ("Could not connect", "the mirror {mirror} cannot be reached: check the network, the proxy "
+     "(http_proxy) and the mirror's URL"),
+    ("was not found", "an apt pin is not on the mirror {mirror} (named above): pin a version it "
+     "has, or use a snapshot mirror that has the pinned one"),
+    ("Unable to locate package", "an apt package is not on the mirror {mirror} (named above)"),
+    ("in the image: ", "a step in the image failed (above)"),
+    ("Permission denied", "the build's subordinate ids cannot reach a directory (above): the "
+     "output's directory and its parents must be searchable by all (chmod o+x)"),
+)  # fmt: skip
+
+
+def explain_failure(output: str, *, mirror: str, where: Path) -> str | None:
+    """What the tail of a failed build's ``output`` says went wrong, as one line, or
+    ``None`` when it matches nothing known.
+
+    Examples
+    --------
+    >>> explain_failure("E: ...: No space left on device", mirror="m", where=Path("/x"))
+    'the disk filled up: free space under /x, or build elsewhere (-o)'
+    """
+    for needle, meaning in _FAILURES:
+        if needle in output:
+            return meaning.format(mirror=mirror, where=where)
+    return None
 
 
 # ------------------------------------------------------------------------- the checks
@@ -163,6 +205,38 @@ def host_ca_bundle() -> str:
         if os.path.isfile(os.environ.get(name, "")):
             return os.environ[name]
     return _DEBIAN_CA
+
+
+def host_pip_settings() -> tuple[dict[str, str], list[str]]:
+    """Where this host's pip finds packages, for the image's pip.
+
+    Returns the ``PIP_*`` variables of :data:`PIP_SOURCES` (from ``pip config list``,
+    where this Python has pip, and the environment, which wins), and the local paths they
+    name (``file://`` indexes, find-links directories), which the build binds read-only
+    into the tree while pip runs. A site's private index or wheel directory then serves
+    the image's pip as it serves the user's.
+    """
+    found: dict[str, str] = {}
+    try:
+        listed = run_bounded(
+            [sys.executable, "-m", "pip", "config", "list"], timeout=120, capture=True
+        ).stdout
+    except OSError:
+        listed = ""
+    for line in (listed or "").splitlines():
+        key, _, raw = line.partition("=")
+        section, _, name = key.partition(".")
+        if section in ("global", "install") and name in PIP_SOURCES:
+            found[name] = raw.strip().strip("'\"")
+    names = {n: "PIP_" + n.upper().replace("-", "_") for n in PIP_SOURCES}
+    env = {names[n]: v for n, v in found.items()}
+    env.update({var: os.environ[var] for var in names.values() if os.environ.get(var)})
+    paths = set()
+    for token in " ".join(env.values()).split():
+        path = token.removeprefix("file://")
+        if path.startswith("/") and os.path.exists(path):
+            paths.add(os.path.normpath(path))
+    return env, sorted(paths)
 
 
 def native_refusal(spec: ImageSpec) -> str | None:
@@ -299,6 +373,72 @@ def check_native(spec: ImageSpec, context: Path) -> tuple[str, int]:
     return mode, source_date_epoch(spec, context)
 
 
+def _recipe_files(spec: ImageSpec, context: Path, spec_file: Path | None) -> list[Path]:
+    """Every file a native build reads from the context, in a fixed order: the spec's own
+    file, then each ``%files`` source (the lock, the files, the project), directories
+    walked in name order. ``__pycache__`` is left out: the build removes it."""
+    found = [spec_file] if spec_file is not None else []
+    for src, _ in spec.all_files():
+        for match in sorted(glob.glob(str(context / src))):
+            path = Path(match)
+            if not path.is_dir():
+                found.append(path)
+                continue
+            found += sorted(
+                q for q in path.rglob("*") if q.is_file() and "__pycache__" not in q.parts
+            )
+    return found
+
+
+def recipe_identity(
+    spec: ImageSpec, definition: str, context: Path, epoch: int, spec_file: Path | None = None
+) -> tuple[str, str | None]:
+    """``(recipe sha256, context commit)`` of a native build.
+
+    The sha256 covers what decides the image's bytes apart from the mirror's and the
+    indexes' contents: the rendered definition (base, mirror, packages, steps), the
+    builder's version, ``SOURCE_DATE_EPOCH``, and the names, modes and bytes of every file
+    the build reads (:func:`_recipe_files`). Two builds with one recipe sha256 and the
+    same package versions are the same bytes, so an image whose manifest holds it is not
+    built again.
+
+    The commit is the context's git ``HEAD`` when every one of those files is committed
+    there unchanged, so the recipe can be checked out again (``reproduce
+    --rebuild-image``); else ``None``.
+    """
+    files = _recipe_files(spec, context, spec_file)
+    digest = hashlib.sha256()
+    digest.update(f"{__version__}\0{epoch}\0{len(definition)}\0{definition}".encode())
+    for path in files:
+        data = path.read_bytes()
+        mode = "x" if path.stat().st_mode & 0o111 else "-"  # the image's mode: see _plan
+        digest.update(f"\0{os.path.relpath(path, context)}\0{mode}\0{len(data)}\0".encode())
+        digest.update(data)
+    return digest.hexdigest(), _clean_commit(context, files)
+
+
+def _clean_commit(context: Path, files: Sequence[Path]) -> str | None:
+    """``HEAD`` of the git work tree at ``context`` if it holds ``files`` committed and
+    unchanged, else ``None`` (no git, not a work tree, untracked or changed files)."""
+    if shutil.which("git") is None or not files:
+        return None
+    names = [str(p) for p in files]
+    try:
+        head = run_bounded(["git", "rev-parse", "HEAD"], cwd=context, timeout=60, capture=True)
+        tracked = run_bounded(["git", "ls-files", "-z", "--", *names], cwd=context,
+                              timeout=60, capture=True)  # fmt: skip
+        status = run_bounded(["git", "status", "--porcelain", "--", *names], cwd=context,
+                             timeout=60, capture=True)  # fmt: skip
+    except OSError:
+        return None
+    listed = {os.path.realpath(context / n) for n in tracked.stdout.split("\0") if n}
+    if head.returncode or tracked.returncode or status.returncode or status.stdout.strip():
+        return None
+    if any(os.path.realpath(p) not in listed for p in files):
+        return None  # untracked or ignored: not in the commit
+    return head.stdout.strip()
+
+
 # ------------------------------------------------------------------------- the build
 
 
@@ -322,10 +462,12 @@ def _plan(
     """What the hook does in the tree, as plain data (it runs in another process).
 
     The ``%files`` sources are first copied (``cp -fLr``, as Apptainer copies them) into
-    ``staging``, readable by all: an unprivileged build's hook runs as a subordinate id,
-    which cannot read the user's own files.
+    ``staging``, with modes 0755 (directories, executables) or 0644: readable by all (an
+    unprivileged build's hook runs as a subordinate id, which cannot read the user's own
+    files), and the same whatever the user's umask.
     """
     files = []
+    pip_env, pip_paths = host_pip_settings() if setup_lines(spec) else ({}, [])
     for index, (src, dest) in enumerate(spec.all_files()):
         stage = staging / str(index)
         stage.mkdir(parents=True)
@@ -333,10 +475,10 @@ def _plan(
             ["cp", "-fLr", *sorted(glob.glob(str(context / src))), str(stage)], check=True
         )
         files.append([[str(p) for p in sorted(stage.iterdir())], dest])
-    for path in [staging, *staging.rglob("*")] if files else []:  # chmod -R a+rX
-        mode = path.lstat().st_mode
-        if not path.is_symlink():
-            path.chmod(mode | 0o444 | (0o111 if path.is_dir() or mode & 0o100 else 0))
+    for path in [staging, *staging.rglob("*")] if files else []:
+        if not path.is_symlink():  # one mode per kind, whatever the umask: the same image
+            executable = path.is_dir() or path.stat().st_mode & 0o111
+            path.chmod(0o755 if executable else 0o644)
     return {
         "files": files,
         "setup": setup_lines(spec),
@@ -347,6 +489,8 @@ def _plan(
         "definition": definition,
         "python": spec.python if spec.venv is None else f"{spec.venv}/bin/python",
         "epoch": str(epoch),
+        "pip_env": pip_env,
+        "pip_paths": pip_paths,
     }
 
 
@@ -366,7 +510,7 @@ def build_native(
     plan = _plan(spec, definition, context, epoch, workdir / "files")
     (workdir / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
     root = workdir / "root"
-    hook = shlex.join([sys.executable, "-m", __name__, str(workdir)]) + ' "$1"'
+    hook = shlex.join([sys.executable, "-m", __spec__.name, str(workdir)]) + ' "$1"'
     # written by mmdebstrap as this user: the hook's user may not write in workdir
     copy_out = shlex.join(["copy-out", _PROBE_IN_TREE, str(workdir)])
     env = {**os.environ, "SOURCE_DATE_EPOCH": str(epoch), "LC_ALL": "C.UTF-8"}
@@ -384,12 +528,15 @@ def build_native(
         str(root),
         str(spec.base.mirror),
     ]
-    result = run_bounded(argv, timeout=timeout, env=env, capture=False)
+    with _timed("mmdebstrap and the hooks"):
+        result = run_bounded(argv, timeout=timeout, env=env, capture=False, tail=200)
     probe_file = workdir / Path(_PROBE_IN_TREE).name
     if result.returncode != 0 or not probe_file.is_file():
+        mirror = str(spec.base.mirror)
+        why = explain_failure(result.stderr or "", mirror=mirror, where=workdir.parent)
         raise BuildError(
-            f"mmdebstrap failed with exit code {result.returncode} (its output is above): "
-            f"check the mirror {spec.base.mirror} and the apt pins"
+            f"mmdebstrap failed with exit code {result.returncode}: "
+            + (why or f"its output is above; check the mirror {mirror} and the apt pins")
         )
     if mode == "root":  # the device nodes root can make: an unshare build has none
         for entry in sorted((root / "dev").iterdir()):  # (Apptainer mounts /dev at run time)
@@ -402,14 +549,15 @@ def build_native(
     meta = json.dumps({"data": {"attributes": {"labels": labels}}, "type": "container"})
     userns = ("mmdebstrap", "--unshare-helper") if mode == "unshare" else ()
     try:
-        pack_tree(
-            root,
-            sif,
-            source_date_epoch=epoch,
-            definition=definition,
-            metadata=meta.encode(),
-            userns=userns,
-        )
+        with _timed("mksquashfs and the SIF"):
+            pack_tree(
+                root,
+                sif,
+                source_date_epoch=epoch,
+                definition=definition,
+                metadata=meta.encode(),
+                userns=userns,
+            )
     except (PackError, PackInputError) as error:
         raise BuildError(f"packing the image failed: {error}") from error
     probe = json.loads(probe_file.read_text(encoding="utf-8"))
@@ -439,12 +587,14 @@ def _chroot(root: Path, script: str, plan: Mapping[str, Any], *, capture: bool =
     proxies = {k: v for k, v in os.environ.items() if k.lower().endswith("_proxy")}
     env = {
         **proxies,
+        **plan["pip_env"],
         "PIP_CERT": _CA_IN_TREE,
         "PATH": _CHROOT_PATH,
         "HOME": "/root",
         "LANG": "C.UTF-8",
         "SOURCE_DATE_EPOCH": plan["epoch"],
         "PYTHONDONTWRITEBYTECODE": "1",
+        "PIP_NO_COMPILE": "1",  # compiled once, at the end (COMPILE_SCRIPT)
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         "PIP_NO_INPUT": "1",
         "DEBIAN_FRONTEND": "noninteractive",
@@ -452,7 +602,8 @@ def _chroot(root: Path, script: str, plan: Mapping[str, Any], *, capture: bool =
     argv = ["chroot", str(root), "/bin/sh", "-c", script]
     result = subprocess.run(argv, env=env, stdout=subprocess.PIPE if capture else None, text=True)
     if result.returncode != 0:
-        raise SystemExit(f"in the image: `{script.splitlines()[-1]}` failed ({result.returncode})")
+        what = script if "\n" not in script else "a step of the setup (%post)"
+        raise SystemExit(f"in the image: {what} failed ({result.returncode}): see above")
     return result.stdout or ""
 
 
@@ -509,14 +660,16 @@ def _probe(root: Path, plan: Mapping[str, Any]) -> dict[str, Any]:
 
 def _cleanup(root: Path) -> None:
     """What differs from one build to the next, or names the build host, goes."""
-    for top in sorted(root.iterdir()):
-        if top.name in _MOUNTED or top.is_symlink() or not top.is_dir():
-            continue
-        for path in sorted(top.rglob("*"), reverse=True):
-            if path.name == "__pycache__" and path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            elif path.suffix == ".pyc" and path.is_file() and not path.is_symlink():
-                path.unlink()
+    for folder, dirs, files in os.walk(root):  # os.walk follows no symlinked directory
+        if folder == str(root):
+            dirs[:] = [d for d in dirs if d not in _MOUNTED]
+        if "__pycache__" in dirs:
+            dirs.remove("__pycache__")
+            if not os.path.islink(cache := os.path.join(folder, "__pycache__")):
+                shutil.rmtree(cache)
+        for name in files:
+            if name.endswith(".pyc") and not os.path.islink(os.path.join(folder, name)):
+                os.unlink(os.path.join(folder, name))
     for path in sorted((root / "var/log").rglob("*"), reverse=True):
         if path.is_file() or path.is_symlink():
             path.unlink()
@@ -524,6 +677,54 @@ def _cleanup(root: Path) -> None:
     for name in ("etc/resolv.conf", "etc/hostname"):  # Apptainer binds the host's at run time
         (root / name).unlink(missing_ok=True)
         (root / name).write_text("")
+
+
+def _bind_points(root: Path, paths: Sequence[str]) -> list[tuple[str, Path]]:
+    """``(host path, mount point)`` for each local pip path: its topmost ancestor the tree
+    lacks (so a ``file://`` index's relative links resolve), never one the tree has."""
+    points: dict[str, Path] = {}
+    for path in paths:
+        top = Path("/")
+        for part in Path(path).parts[1:]:
+            top /= part
+            if not (root / str(top).lstrip("/")).exists():
+                points.setdefault(str(top), root / str(top).lstrip("/"))
+                break
+    return sorted(points.items())
+
+
+def _setup_with_binds(workdir: Path, root: Path, plan: Mapping[str, Any]) -> None:
+    """The setup lines in a chroot, in a private mount namespace where the host's local pip
+    paths are bound read-only: the binds end with that namespace, and the mount points
+    made for them are removed after, so nothing of the host stays in the tree."""
+    points = _bind_points(root, plan["pip_paths"])
+    made = []
+    for source, point in points:
+        if os.path.isdir(source):
+            point.mkdir()
+        else:
+            point.touch()
+        made.append(point)
+    argv = ["unshare", "--mount", "--propagation", "private"]
+    argv += [sys.executable, "-m", __spec__.name, "--setup", str(workdir), str(root)]
+    code = subprocess.run([*argv, *(str(p) for pair in points for p in pair)]).returncode
+    for point in reversed(made):
+        if point.is_dir():
+            point.rmdir()  # empty unless a bind outlived the namespace: then this fails
+        else:
+            point.unlink()
+    if code != 0:
+        raise SystemExit(f"the image's setup failed ({code}): its output is above")
+
+
+def _setup(workdir: Path, root: Path, binds: Sequence[str]) -> None:
+    """In the private mount namespace: bind ``binds`` (host path, mount point, ...)
+    read-only, then run the setup lines."""
+    plan = json.loads((workdir / "plan.json").read_text(encoding="utf-8"))
+    for source, point in zip(binds[::2], binds[1::2], strict=True):
+        subprocess.run(["mount", "--bind", source, point], check=True)
+        subprocess.run(["mount", "-o", "remount,bind,ro", point], check=True)
+    _chroot(root, "set -eu\n" + "\n".join(plan["setup"]), plan)
 
 
 def _hook(workdir: Path, root: Path) -> None:
@@ -539,18 +740,36 @@ def _hook(workdir: Path, root: Path) -> None:
             target.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(["cp", "-fLr", *sources, str(target)], check=True)
     if plan["setup"]:
-        _chroot(root, "set -eu\n" + "\n".join(plan["setup"]), plan)
+        with _timed("setup (venv, pip, project, post)"):
+            _setup_with_binds(workdir, root, plan)
     _singularity_d(root, plan)
     if plan["test"]:
-        _chroot(root, ". /.singularity.d/env/90-environment.sh\n/bin/sh /.singularity.d/test", plan)
+        with _timed("test"):
+            test = ". /.singularity.d/env/90-environment.sh\n/bin/sh /.singularity.d/test"
+            _chroot(root, test, plan)
     # apt's download directories belong to _apt, unless apt could not drop to _apt (a build
     # directory _apt cannot reach) and downloaded as root
     partial = "/var/cache/apt/archives/partial /var/lib/apt/lists/partial"
     _chroot(root, f"for d in {partial}; do [ ! -d $d ] || chown _apt:root $d || :; done", plan)
-    probe = json.dumps(_probe(root, plan))
-    (root / _PROBE_IN_TREE.lstrip("/")).write_text(probe, encoding="utf-8")
-    _cleanup(root)
+    with _timed("package lists and cleanup"):
+        probe = json.dumps(_probe(root, plan))
+        (root / _PROBE_IN_TREE.lstrip("/")).write_text(probe, encoding="utf-8")
+        _cleanup(root)
+    with _timed("bytecode"):
+        # -B: its own start-up imports write no (timestamped) bytecode, which -I would allow
+        _chroot(root, f"{shlex.quote(plan['python'])} -I -B -c {shlex.quote(COMPILE_SCRIPT)}", plan)
+
+
+@contextlib.contextmanager
+def _timed(step: str) -> Iterator[None]:
+    """Say on stderr how long ``step`` took, as mmdebstrap's own ``I:`` lines do."""
+    start = time.monotonic()
+    yield
+    print(f"I: mushin-box: {step}: {time.monotonic() - start:.1f} s", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":  # mmdebstrap's customize hook: WORKDIR ROOT
-    _hook(Path(sys.argv[1]), Path(sys.argv[2]))
+    if sys.argv[1] == "--setup":  # in the hook's own private mount namespace
+        _setup(Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4:])
+    else:
+        _hook(Path(sys.argv[1]), Path(sys.argv[2]))

@@ -54,12 +54,10 @@ partitions (read as a stream by ``unsquashfs -pf``: nothing is unpacked to disk)
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import uuid
@@ -69,6 +67,7 @@ from pathlib import Path
 from typing import IO
 
 from mushin_box._core.errors import MushinBoxError
+from mushin_box._core.procs import run_bounded
 from mushin_box._image.sif import (
     SifDescriptor,
     file_sha256,
@@ -112,30 +111,17 @@ def _tool(name: str) -> str:
 STEP_TIMEOUT_S = 4 * 3600.0
 
 
-def _run(argv: Sequence[str], what: str, pass_fds: tuple[int, ...] = ()) -> bytes:
-    """Run ``argv`` in its own process group (killed whole, the namespace helper's child
-    too, past :data:`STEP_TIMEOUT_S`); its stdout, or a PackError with the last line of
-    its stderr."""
-    proc = subprocess.Popen(
-        list(argv),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        pass_fds=pass_fds,
-        start_new_session=True,
-    )
+def _run(argv: Sequence[str], what: str, pass_fds: tuple[int, ...] = ()) -> str:
+    """Run ``argv`` (its process group stopped whole past :data:`STEP_TIMEOUT_S`); its
+    stdout, or a PackError with the last line of its stderr."""
     try:
-        stdout, stderr = proc.communicate(timeout=STEP_TIMEOUT_S)
-    except BaseException as exc:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        if isinstance(exc, subprocess.TimeoutExpired):
-            raise PackError(f"{what} ran past {STEP_TIMEOUT_S:g} s and was stopped") from None
-        raise
-    if proc.returncode != 0:
-        lines = stderr.decode(errors="replace").strip().splitlines() or ["(no message)"]
-        raise PackError(f"{what} failed (exit {proc.returncode}): {lines[-1]}")
-    return stdout
+        done = run_bounded(argv, timeout=STEP_TIMEOUT_S, capture=True, pass_fds=pass_fds)
+    except subprocess.TimeoutExpired:
+        raise PackError(f"{what} ran past {STEP_TIMEOUT_S:g} s and was stopped") from None
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or ["(no message)"]
+        raise PackError(f"{what} failed (exit {done.returncode}): {lines[-1]}")
+    return done.stdout
 
 
 def pack_tree(
@@ -203,7 +189,7 @@ def pack_tree(
         finally:
             os.close(fd)
         top = _run([unsquashfs, "-lln", "-max-depth", "0", str(squashfs)], "unsquashfs -lln")
-        owner = (top.split() or [b"", b"?"])[1].decode(errors="replace")
+        owner = (top.split() or ["", "?"])[1]
         if owner != "0/0":
             raise PackInputError(
                 f"{tree} reads as owned by {owner}, not 0/0: pack it in the user namespace "

@@ -10,7 +10,9 @@ project's own image, ``containers/image.py:IMAGE``.
 build``, ``auto`` (default) picks native where it can build the base.
 
 ``--check IMG.sif`` rebuilds SPEC beside IMG.sif and prints ``identical`` (exit 0) or the
-first SIF field or file that differs (exit 1).
+first SIF field or file that differs (exit 1). A native build whose output already holds
+an image of the same recipe (its manifest's ``recipe_sha256``) keeps it, as ``make`` keeps
+an up-to-date target: the build would write the same bytes. ``--force`` builds anyway.
 
 ``--dry-run`` writes the definition file beside the output, prints it on stdout and the
 exact ``apptainer build`` command on stderr; it needs no Apptainer. Exit codes: 0 built
@@ -26,6 +28,7 @@ import hashlib
 import importlib
 import importlib.util
 import shlex
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -105,7 +108,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --adopt: the image's Python command (default: python)",
     )
     parser.add_argument(
-        "--force", action="store_true", help="with --adopt: replace an existing manifest"
+        "--force",
+        action="store_true",
+        help="build even when OUT.sif is a native build of the same recipe (kept by "
+        "default: it would be the same bytes); with --adopt: replace an existing manifest",
+    )
+    parser.add_argument(
+        "--fakeroot",
+        action="store_true",
+        default=None,
+        help="with the apptainer backend: pass --fakeroot even as root (it is passed by "
+        "default when not root), for hosts that withhold what a root build needs",
     )
 
 
@@ -194,6 +207,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.adopt is not None:
         return _adopt(args)
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _stopped)  # unwind: the build removes what it wrote
     spec, stem = load_spec(args.spec)
     out = Path(args.output) if args.output else Path(f"{stem}.sif")
     if out.suffix == ".def":
@@ -202,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
     if not context.is_dir():
         raise UsageError(f"--context {context}: not a directory")
     if args.dry_run:
-        plan = plan_build(spec, out, context=context)
+        plan = plan_build(spec, out, context=context, fakeroot=args.fakeroot)
         try:
             build_image(spec, out, context=context, dry_run=True)
         except OutputNotWritable as exc:
@@ -219,7 +234,16 @@ def run(args: argparse.Namespace) -> int:
             verdict = check_image(spec, args.check, context=context, backend=args.backend)
             print(verdict)
             return 0 if verdict == "identical" else 1
-        manifest = build_image(spec, out, context=context, backend=args.backend)
+        before = _mtime(manifest_path(out))
+        manifest = build_image(
+            spec,
+            out,
+            context=context,
+            backend=args.backend,
+            fakeroot=args.fakeroot,
+            spec_ref=args.spec,
+            force=args.force,
+        )
     except OutputNotWritable as exc:
         raise _bad_output(out, exc) from None
     except NativeBuildRefused as exc:
@@ -227,12 +251,25 @@ def run(args: argparse.Namespace) -> int:
     except (ApptainerNotFound, BuildError, FileNotFoundError) as exc:
         print(f"mushin-box build: error: {exc}", file=sys.stderr)
         return 1
-    print(f"image     {out}")
+    kept = before is not None and before == _mtime(manifest_path(out))
+    print(f"image     {out}" + ("  (up to date: the same recipe; --force builds)" if kept else ""))
     print(f"sha256    {manifest.sif_sha256}")
     print(f"uuid      {manifest.sif_uuid}")
     print(f"backend   {manifest.backend}")
     print(f"manifest  {manifest_path(out)}")
     return 0
+
+
+def _stopped(signum: int, _frame: object) -> None:
+    name = signal.Signals(signum).name
+    raise SystemExit(f"mushin-box build: stopped by {name}; nothing was written to the output")
+
+
+def _mtime(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
 
 
 def _adopt(args: argparse.Namespace) -> int:

@@ -3,8 +3,10 @@
 tests/standins/nsapptainer/apptainer (NOT Apptainer: passing here does not show that
 anything works under Apptainer).
 
-The image is scripts/test-image's (Debian bookworm, mushin-box in /opt/mushin), built by the
-``test_image`` fixture on first use (minutes; root needed) and reused from its cache after.
+The image is containers/test-image.py's (Debian bookworm, mushin-box in /opt/mushin), built
+by ``mushin-box build`` (the native builder) in the ``test_image`` fixture on first use
+(minutes; root here, though the builder needs none) and kept in its cache, one entry per
+recipe, after.
 The runtime needs root (mount namespaces, loop devices): without CAP_SYS_ADMIN these tests
 skip, unless MUSHIN_REQUIRE_NSRUNTIME=1 (CI), which makes them fail instead.
 
@@ -13,6 +15,7 @@ skip, unless MUSHIN_REQUIRE_NSRUNTIME=1 (CI), which makes them fail instead.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -29,9 +32,15 @@ import pytest
 from conftest import REPO, STANDINS
 
 from mushin_box._image.build import read_manifest
+from mushin_box._image.definition import render_definition
+from mushin_box._image.native import recipe_identity, source_date_epoch
+from mushin_box.cli.build import load_spec
 
 RUNTIME = STANDINS / "nsapptainer" / "apptainer"
-BUILD_TIMEOUT = 3600  # a cold build: debootstrap, the torch wheel, mksquashfs
+TEST_IMAGE_SPEC = "containers/test-image.py"
+CACHE = Path(os.environ.get("MUSHIN_TEST_IMAGE_CACHE", "/var/cache/mushin-box/test-image"))
+KEEP, IDLE_S = 2, 6 * 3600  # entries kept beyond the newest two: those used this recently
+BUILD_TIMEOUT = 3600  # a cold build: mmdebstrap, the torch wheel, mksquashfs
 EXEC_TIMEOUT = 120
 # the first test to use the image may build it: its bound must cover a cold build
 pytestmark = pytest.mark.timeout(BUILD_TIMEOUT + 300)
@@ -78,16 +87,42 @@ def nsruntime_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+def test_image_recipe() -> str:
+    """The recipe sha256 of containers/test-image.py as the build computes it: the cache
+    key, so that sessions on other sources never swap the image under each other."""
+    spec, _ = load_spec(str(REPO / TEST_IMAGE_SPEC))
+    epoch = source_date_epoch(spec, REPO)
+    spec_file = REPO / TEST_IMAGE_SPEC
+    return recipe_identity(spec, render_definition(spec), REPO, epoch, spec_file)[0]
+
+
+def _prune(keep: Path) -> None:
+    """Remove cache entries beyond the newest KEEP that no session used for IDLE_S."""
+    entries = [p for p in CACHE.iterdir() if p.is_dir() and p != keep and p.name[:1] != "."]
+    for old in sorted(entries, key=lambda p: p.stat().st_mtime, reverse=True)[KEEP - 1 :]:
+        if time.time() - old.stat().st_mtime > IDLE_S:
+            shutil.rmtree(old, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def test_image(nsruntime_bin: Path) -> Path:
-    """scripts/test-image's SIF (built now, or reused from its cache), with its manifest."""
+    """containers/test-image.py built by ``mushin-box build`` into the cache entry of its
+    recipe; a build of an unchanged recipe keeps the image there (its manifest's
+    recipe_sha256) without building."""
     start = time.monotonic()
-    proc = subprocess.run(
-        [str(REPO / "scripts" / "test-image")],
-        capture_output=True, text=True, timeout=BUILD_TIMEOUT, cwd=REPO,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-5000:]
-    image = Path(proc.stdout.strip().splitlines()[-1])
+    entry = CACHE / test_image_recipe()[:16]
+    entry.mkdir(parents=True, exist_ok=True)
+    image = entry / "image.sif"
+    argv = [sys.executable, "-m", "mushin_box", "build", TEST_IMAGE_SPEC, "-o", str(image)]
+    with open(CACHE / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another session building: wait, then keep its image
+        proc = subprocess.run(
+            [*argv, "--backend", "native"],
+            capture_output=True, text=True, timeout=BUILD_TIMEOUT, cwd=REPO,
+        )  # fmt: skip
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
+        os.utime(entry)  # used now: not pruned while a session may run on it
+        _prune(entry)
     print(f"[nsruntime] test image {image} ready in {time.monotonic() - start:.1f}s")
     assert image.is_file() and read_manifest(image).sif_sha256
     return image

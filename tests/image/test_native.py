@@ -1,31 +1,37 @@
 # SPDX-License-Identifier: MIT
 """The native builder (``mushin-box build --backend native``): what it refuses, before
 anything is written, in one line; that a failed build leaves nothing at the output path;
-and (slow, network) that a root build and an unprivileged one (``mmdebstrap --mode=unshare``),
-in different directories, are the same bytes.
+that an image of the same recipe is kept and a changed input is built again; where the
+image's pip finds packages. A real build, as root and as a user with no privileges, is
+tests/container/test_image_build.py's (the tests' own image).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
-import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
-import attr
-import attrs
 import pytest
 
 from mushin_box._image.bases import Debootstrap
-from mushin_box._image.build import build_image, read_manifest
+from mushin_box._image.build import Manifest, build_image, manifest_path
 from mushin_box._image.definition import render_definition
+from mushin_box._image.native import (
+    _bind_points,
+    host_pip_settings,
+    recipe_identity,
+    source_date_epoch,
+)
 from mushin_box._image.spec import ImageSpec
 from mushin_box.cli import main as cli
+from mushin_box.cli.build import load_spec
 
 MIRROR = os.environ.get("MUSHIN_TEST_IMAGE_MIRROR", "http://deb.debian.org/debian")
 BASE = Debootstrap(suite="bookworm", mirror=MIRROR)
@@ -52,7 +58,8 @@ def _tool_dir(tmp_path: Path, **scripts: str) -> Path:
     stand-in scripts (name -> shell body)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
-    for tool in ("git", "mksquashfs", "unsquashfs", "chroot", "sh", "cp", "mkdir"):
+    for tool in ("git", "mksquashfs", "unsquashfs", "chroot", "sh", "cp", "mkdir", "rm", "head",
+                 "sleep", "touch"):  # fmt: skip
         found = shutil.which(tool)
         if found and not (bin_dir / tool).exists():
             (bin_dir / tool).symlink_to(found)
@@ -221,89 +228,156 @@ def test_a_venv_is_made_and_put_first_on_path() -> None:
     assert '    export PATH=/opt/venv/bin:"$PATH"\n    export VIRTUAL_ENV=/opt/venv\n' in text
 
 
-def _mirror_reachable() -> bool:
-    try:
-        with urllib.request.urlopen(f"{MIRROR}/dists/bookworm/Release", timeout=10):
-            return True
-    except OSError:
-        return False
+def _fake_image(ctx: Path, out: Path) -> str:
+    """An image at ``out`` whose manifest holds the recipe of ``ctx``'s spec: what a native
+    build leaves. Returns its recipe sha256."""
+    spec, _ = load_spec(str(ctx / "image.py"))
+    epoch = source_date_epoch(spec, ctx)
+    recipe = recipe_identity(spec, render_definition(spec), ctx, epoch, ctx / "image.py")[0]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(b"SIF bytes")
+    manifest = Manifest(
+        image=out.name, definition="image.def", definition_sha256="0" * 64, base_image="b",
+        base_digest=None, build_argv=(), mushin_box_version="0", sif_sha256="1" * 64,
+        sif_size=len(b"SIF bytes"), backend="native", recipe_sha256=recipe,
+    )  # fmt: skip
+    manifest_path(out).write_text(json.dumps(manifest.to_dict()))
+    return recipe
 
 
-def _unprivileged_user() -> str:
-    """A user that is not root, with subordinate ids for ``mmdebstrap --mode=unshare``."""
-    name = "mushin-build-test"
-    if subprocess.run(["id", name], capture_output=True).returncode != 0:
-        subprocess.run(["useradd", "--no-create-home", "-s", "/bin/sh", name], check=True)
-    for path, flag in (("/etc/subuid", "--add-subuids"), ("/etc/subgid", "--add-subgids")):
-        if not any(line.startswith(name + ":") for line in Path(path).read_text().splitlines()):
-            subprocess.run(["usermod", flag, "300000-365535", name], check=True)
-    return name
-
-
-def _build_as(user: str, ctx: Path, out: Path) -> subprocess.CompletedProcess[str]:
-    """``mushin-box build`` as ``user``: the system's Python (a venv's may live in root's
-    home), with a copy of mushin_box and the one package its build imports (attrs) that
-    every user can read, wherever the checkout and the venv lie."""
-    lib = ctx.parent / "pylib"
-    shutil.copytree(Path(cli.__file__).parents[1], lib / "mushin_box", dirs_exist_ok=True)
-    for package in (attr, attrs):
-        source = Path(package.__file__).parent
-        shutil.copytree(source, lib / source.name, dirs_exist_ok=True)
-    subprocess.run(["chown", "-R", user, str(lib)], check=True)
-    code = "import sys; from mushin_box.cli import main; sys.exit(main.main(sys.argv[1:]))"
-    python = "/usr/bin/python3" if Path("/usr/bin/python3").is_file() else sys.executable
-    argv = ["runuser", "-u", user, "--", python, "-c", code, "build", str(ctx / "image.py")]
-    argv += ["-o", str(out), "--context", str(ctx), "--backend", "native"]
-    env = {**os.environ, "PYTHONPATH": str(lib), "HOME": str(ctx)}
-    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(600)  # three builds: 2-5 min on a loaded 2-core machine, mostly apt, dpkg
-@pytest.mark.skipif(os.geteuid() != 0, reason="a root build, and a user made for the other one")
-@pytest.mark.skipif(shutil.which("mmdebstrap") is None, reason="mmdebstrap is not installed")
-def test_a_root_and_an_unprivileged_build_in_other_directories_are_the_same_bytes(
-    tmp_path: Path, capsys: Any
+def test_an_image_of_the_same_recipe_is_kept_without_any_build_tool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
-    if not _mirror_reachable():
-        pytest.skip(f"the Debian mirror {MIRROR} cannot be reached")
-    user = _unprivileged_user()
-    shared = Path(tempfile.mkdtemp(prefix="mushin-native-"))  # tmp_path is root's alone
+    ctx, out = _project(tmp_path), tmp_path / "out" / "img.sif"
+    _fake_image(ctx, out)
+    before = manifest_path(out).stat().st_mtime_ns
+    monkeypatch.setenv("PATH", str(_tool_dir(tmp_path)))  # no mmdebstrap: nothing can build
+    assert cli.main(["build", str(ctx / "image.py"), "-o", str(out), "--context", str(ctx)]) == 0
+    assert "(up to date: the same recipe; --force builds)" in capsys.readouterr().out
+    assert manifest_path(out).stat().st_mtime_ns == before and out.read_bytes() == b"SIF bytes"
+    # --force builds: here it reaches the missing tool
+    code, err = _build(ctx, out, capsys, "--force")
+    assert code == 2 and "needs mmdebstrap" in err
+
+
+@pytest.mark.parametrize("change", ["lock", "spec", "mode"])
+def test_a_changed_input_is_built_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any, change: str
+) -> None:
+    ctx, out = _project(tmp_path), tmp_path / "out" / "img.sif"
+    recipe = _fake_image(ctx, out)
+    if change == "spec":
+        (ctx / "image.py").write_text((ctx / "image.py").read_text() + "# a comment\n")
+    else:  # the same pins wrapped otherwise, or made executable: committed, so another recipe
+        if change == "lock":
+            text = SIX.replace(" --hash", " \\\n  --hash") + "\n"
+            (ctx / "requirements.lock").write_text(text)
+        else:
+            (ctx / "requirements.lock").chmod(0o755)
+        env = {**os.environ, "GIT_COMMITTER_DATE": "1700000000 +0000", "HOME": str(tmp_path)}
+        argv = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", change]
+        subprocess.run(argv, cwd=ctx, env=env, check=True)
+    spec, _ = load_spec(str(ctx / "image.py"))
+    epoch = source_date_epoch(spec, ctx) if change != "spec" else 1700000000
+    again = recipe_identity(spec, render_definition(spec), ctx, epoch, ctx / "image.py")[0]
+    assert again != recipe
+    monkeypatch.setenv("PATH", str(_tool_dir(tmp_path, mmdebstrap="exit 7")))
+    code, err = _build(ctx, out, capsys)
+    assert code == 1 and "mmdebstrap failed with exit code 7" in err
+    assert out.read_bytes() == b"SIF bytes"  # a failed build leaves the old image
+
+
+def test_the_context_commit_is_recorded_only_when_every_input_is_committed(
+    tmp_path: Path,
+) -> None:
+    ctx = _project(tmp_path)
+    spec, _ = load_spec(str(ctx / "image.py"))
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ctx, capture_output=True, text=True)
+    definition = render_definition(spec)
+    assert recipe_identity(spec, definition, ctx, 1, ctx / "image.py")[1] == head.stdout.strip()
+    (ctx / "image.py").write_text((ctx / "image.py").read_text() + "# edited\n")
+    assert recipe_identity(spec, definition, ctx, 1, ctx / "image.py")[1] is None
+
+
+def test_the_images_pip_finds_packages_where_the_hosts_pip_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", f"file://{tmp_path}/pypi/simple https://x.test/s")
+    (tmp_path / "pypi" / "simple").mkdir(parents=True)
+    env, paths = host_pip_settings()
+    assert env["PIP_FIND_LINKS"] == str(wheels)
+    assert env["PIP_EXTRA_INDEX_URL"].endswith("https://x.test/s")
+    assert {str(wheels), str(tmp_path / "pypi" / "simple")} <= set(paths)
+    # bound where the tree lacks the path: at its topmost missing directory
+    tree = tmp_path / "tree"
+    (tree / str(tmp_path).lstrip("/")).mkdir(parents=True)
+    points = dict(_bind_points(tree, [str(wheels), str(tmp_path / "pypi" / "simple")]))
+    assert points == {
+        str(wheels): tree / str(wheels).lstrip("/"),
+        str(tmp_path / "pypi"): tree / str(tmp_path / "pypi").lstrip("/"),
+    }
+
+
+def test_fakeroot_can_be_asked_for_as_any_user(tmp_path: Path, capsys: Any) -> None:
+    ctx, out = _project(tmp_path), tmp_path / "img.sif"
+    docker = "from mushin_box._image.spec import ImageSpec\nIMAGE = ImageSpec(base='d@sha256:%s')\n"
+    (ctx / "image.py").write_text(docker % ("1" * 64))
+    code, err = _build(ctx, out, capsys, "--dry-run", "--fakeroot")
+    assert code == 0
+    assert "apptainer build --fakeroot --force" in err
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_build_stops_its_tools_and_leaves_nothing(
+    tmp_path: Path, signum: int
+) -> None:
+    ctx, out = _project(tmp_path), tmp_path / "out" / "img.sif"
+    started = tmp_path / "started"
+    # as mmdebstrap does: part of the tree is written, then a long step (its child: the
+    # whole process group must go)
+    slow = 'n=$(($# - 1)); eval "root=\\${$n}"; mkdir -p "$root/etc"; '
+    slow += f"sleep 300 & echo $! > {started}.pid; touch {started}; wait"
+    env = {**os.environ, "PATH": str(_tool_dir(tmp_path, mmdebstrap=slow))}
+    argv = [sys.executable, "-m", "mushin_box", "build", str(ctx / "image.py"), "-o", str(out)]
+    proc = subprocess.Popen(
+        [*argv, "--context", str(ctx), "--backend", "native"],
+        env=env, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not started.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    assert started.exists(), proc.communicate(timeout=30)[1]
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert "Traceback" not in err
+    assert _left(out) == []
+    child = Path(f"/proc/{Path(f'{started}.pid').read_text().strip()}/stat")
+    deadline = time.monotonic() + 30  # gone, or a zombie no one has reaped yet
+    while child.exists() and child.read_text().split(") ")[-1][:1] != "Z":
+        assert time.monotonic() < deadline, "the build's tool outlived the build"
+        time.sleep(0.1)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs")
+def test_a_full_disk_is_one_line_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    ctx, out = _project(tmp_path), tmp_path / "small" / "img.sif"
+    out.parent.mkdir()
+    mount, umount = shutil.which("mount") or "mount", shutil.which("umount") or "umount"
+    subprocess.run([mount, "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(out.parent)], check=True)
     try:
-        shared.chmod(0o755)
-        ctx = _project(shared)
-        start = time.monotonic()
-        code, err = _build(ctx, tmp_path / "a" / "x" / "tiny.sif", capsys, "--backend", "native")
-        seconds = [time.monotonic() - start]
-        assert code == 0, err[-3000:]
-        # --check rebuilds beside the image, in a directory of its own
-        check = ["build", str(ctx / "image.py"), "--context", str(ctx), "--check"]
-        code = cli.main([*check, str(tmp_path / "a" / "x" / "tiny.sif")])
-        captured = capsys.readouterr()
-        assert (code, captured.out) == (0, "identical\n"), captured.err[-3000:]
-        subprocess.run(["chown", "-R", user, str(shared)], check=True)  # git: the user's repo
-        start = time.monotonic()
-        done = _build_as(user, ctx, shared / "b" / "y" / "z" / "tiny.sif")
-        seconds.append(time.monotonic() - start)
-        assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-        root, unprivileged = (
-            read_manifest(d / "tiny.sif") for d in (tmp_path / "a" / "x", shared / "b" / "y" / "z")
-        )
+        fills = 'n=$(($# - 1)); eval "root=\\${$n}"; mkdir -p "$root/etc"; '
+        fills += 'head -c 4000000 /dev/zero > "$root/etc/big" || exit 1'  # head: "No space..."
+        monkeypatch.setenv("PATH", str(_tool_dir(tmp_path, mmdebstrap=fills)))
+        code, err = _build(ctx, out, capsys, "--backend", "native")
+        assert code == 1
+        line = err.strip().splitlines()[-1]
+        assert "the disk filled up: free space under" in line and str(out.parent) in line
+        assert _left(out) == []
     finally:
-        subprocess.run(["rm", "-rf", str(shared)], check=False)
-    print(
-        f"native builds: root {seconds[0]:.0f} s, unprivileged {seconds[1]:.0f} s", file=sys.stderr
-    )
-    assert unprivileged.build_argv[1] == "--mode=unshare" and root.build_argv[1] == "--mode=root"
-    assert root.sif_sha256 == unprivileged.sif_sha256
-    assert _left(tmp_path / "a" / "x" / "tiny.sif") == [
-        "tiny.def",
-        "tiny.sif",
-        "tiny.sif.manifest.json",
-    ]
-    assert root.backend == "native" and root.source_date_epoch == "1700000000"
-    assert root.mirror == MIRROR and root.sif_created == 1700000000
-    assert "six==1.16.0" in (root.pip_freeze or ())
-    assert root.pip_hashes == {"six==1.16.0": [SIX.split("--hash=")[1]]}
-    assert "python3=3.11.2-1+b1" in (root.dpkg_packages or ())
-    assert root.dpkg_sha256["python3=3.11.2-1+b1"].startswith("sha256:")
+        subprocess.run([umount, str(out.parent)], check=False)

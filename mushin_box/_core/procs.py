@@ -1,0 +1,101 @@
+# SPDX-License-Identifier: MIT
+"""One way to run an outside tool for a bounded time: :func:`run_bounded`.
+
+A tool the kit starts (``mmdebstrap``, ``mksquashfs``, ``apptainer build``) may start
+children of its own, and may outlive a timeout or the user's ^C. So it runs in its own
+process group, and on a timeout or any exception while it runs (an interrupt, a signal
+turned into ``SystemExit``) the whole group is stopped, ``SIGTERM`` then ``SIGKILL``,
+before the exception goes on: nothing the kit started keeps writing after the kit gave up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections import deque
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+__all__ = ["run_bounded"]
+
+_GRACE_S = 10.0  # after SIGTERM, before SIGKILL
+
+
+def run_bounded(
+    argv: Sequence[str],
+    *,
+    timeout: float,
+    capture: bool,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    tail: int = 0,
+    pass_fds: Sequence[int] = (),
+) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` in its own process group, stopped whole past ``timeout`` seconds.
+
+    ``capture``: return its stdout and stderr (text; undecodable bytes replaced). Else its
+    output goes to this process's stderr as it comes, and with ``tail`` the last ``tail``
+    lines of it (stdout and stderr together) are also the result's ``stderr``.
+
+    Raises
+    ------
+    subprocess.TimeoutExpired
+        Past ``timeout``, after the group was stopped.
+
+    Examples
+    --------
+    >>> run_bounded(["echo", "hi"], timeout=10, capture=True).stdout
+    'hi\\n'
+    """
+    piped = capture or tail > 0
+    proc = subprocess.Popen(
+        list(argv),
+        cwd=cwd,
+        env=None if env is None else dict(env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE if piped else None,
+        stderr=subprocess.PIPE if capture else (subprocess.STDOUT if piped else None),
+        text=True,
+        errors="replace",
+        pass_fds=tuple(pass_fds),
+        start_new_session=True,
+    )
+    kept: deque[str] = deque(maxlen=max(tail, 1))
+    pump = None
+    if piped and not capture:
+        pump = threading.Thread(target=_tee, args=(proc, kept), daemon=True)
+        pump.start()
+    try:
+        if pump is None:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        else:
+            proc.wait(timeout=timeout)
+            pump.join(timeout=_GRACE_S)
+            stdout, stderr = None, "".join(kept)
+    except BaseException:
+        _stop_group(proc)
+        raise
+    return subprocess.CompletedProcess(list(argv), proc.returncode, stdout, stderr)
+
+
+def _stop_group(proc: subprocess.Popen[str]) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=_GRACE_S)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _tee(proc: subprocess.Popen[str], kept: deque[str]) -> None:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        sys.stderr.write(line)
+        kept.append(line)
+    sys.stderr.flush()

@@ -1,0 +1,121 @@
+# SPDX-License-Identifier: MIT
+"""The tests' image, as ``mushin-box build`` makes it (containers/test-image.py, the native
+builder): what its manifest records, that a build of an unchanged recipe keeps the image, and
+(slow) that an unprivileged user's rebuild of it is the same bytes as the root build.
+
+The root build is the ``test_image`` fixture's (tests/container/test_nsruntime.py), so CI
+builds the tests' image twice: once as root for the container tests, once here as a user
+with no privileges (``mmdebstrap --mode=unshare``), through ``build --check``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import attr
+import attrs
+import pytest
+from conftest import REPO
+from test_nsruntime import (  # noqa: F401  (fixtures, used by name)
+    TEST_IMAGE_SPEC,
+    nsruntime_bin,
+    test_image,
+    test_image_recipe,
+)
+
+from mushin_box._image.build import manifest_path, read_manifest
+from mushin_box.cli import main as cli
+
+
+def test_the_manifest_holds_the_recipe_and_every_package(test_image: Path) -> None:  # noqa: F811
+    manifest = read_manifest(test_image)
+    assert manifest.backend == "native" and manifest.build_argv[1] == "--mode=root"
+    assert manifest.spec == TEST_IMAGE_SPEC
+    assert manifest.recipe_sha256 == test_image_recipe()
+    assert manifest.source_date_epoch == "1764547200" == str(manifest.sif_created)
+    assert manifest.mirror and manifest.mirror.startswith("http")
+    lock = (REPO / "ci" / "run.lock").read_text()
+    torch = re.search(r"^torch==(\S+)", lock, re.M)
+    assert torch and f"torch=={torch[1]}" in (manifest.pip_freeze or ())
+    hashes = manifest.pip_hashes[f"torch=={torch[1]}"]
+    assert hashes and all(h in lock for h in hashes)
+    assert "python3=3.11.2-1+b1" in (manifest.dpkg_packages or ())
+    assert manifest.dpkg_sha256["python3=3.11.2-1+b1"].startswith("sha256:")
+    assert manifest.base_digest and manifest.base_digest.startswith("sha256:")
+
+
+def test_a_build_of_an_unchanged_recipe_keeps_the_image(
+    test_image: Path,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    before = (test_image.stat().st_mtime_ns, manifest_path(test_image).stat().st_mtime_ns)
+    start = time.monotonic()
+    argv = ["build", str(REPO / TEST_IMAGE_SPEC), "-o", str(test_image), "--context", str(REPO)]
+    assert cli.main(argv) == 0
+    seconds = time.monotonic() - start
+    out = capsys.readouterr().out
+    assert "(up to date: the same recipe; --force builds)" in out
+    assert f"sha256    {read_manifest(test_image).sif_sha256}" in out
+    after = (test_image.stat().st_mtime_ns, manifest_path(test_image).stat().st_mtime_ns)
+    assert after == before
+    print(f"cache hit: {seconds:.2f} s", file=sys.stderr)
+
+
+def _unprivileged_user() -> str:
+    """A user that is not root, with subordinate ids for ``mmdebstrap --mode=unshare``."""
+    name = "mushin-build-test"
+    if subprocess.run(["id", name], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "--no-create-home", "-s", "/bin/sh", name], check=True)
+    for path, flag in (("/etc/subuid", "--add-subuids"), ("/etc/subgid", "--add-subgids")):
+        if not any(line.startswith(name + ":") for line in Path(path).read_text().splitlines()):
+            subprocess.run(["usermod", flag, "300000-365535", name], check=True)
+    return name
+
+
+def _context_for(user: str, where: Path) -> Path:
+    """The recipe's inputs, and a copy of mushin_box with the one package its build imports
+    (attrs), where ``user`` can read them, wherever the checkout and the venv lie."""
+    ctx = where / "ctx"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in ("containers", "ci", "mushin_box", "hydra_plugins"):
+        shutil.copytree(REPO / name, ctx / name, ignore=ignore)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, ctx / name)
+    for package in (attr, attrs):
+        source = Path(package.__file__).parent
+        shutil.copytree(source, where / "pylib" / source.name, ignore=ignore)
+    subprocess.run(["chown", "-R", user, str(where)], check=True)
+    return ctx
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)  # one cold build of the tests' image, on a loaded 2-core machine
+@pytest.mark.skipif(shutil.which("mmdebstrap") is None, reason="mmdebstrap is not installed")
+def test_an_unprivileged_rebuild_of_the_tests_image_is_identical(
+    test_image: Path,  # noqa: F811
+) -> None:
+    user = _unprivileged_user()
+    where = Path(tempfile.mkdtemp(prefix="mushin-unprivileged-"))  # tmp_path is root's alone
+    try:
+        where.chmod(0o755)
+        ctx = _context_for(user, where)
+        code = "import sys; from mushin_box.cli import main; sys.exit(main.main(sys.argv[1:]))"
+        python = "/usr/bin/python3" if Path("/usr/bin/python3").is_file() else sys.executable
+        argv = ["runuser", "-u", user, "--", python, "-c", code, "build", TEST_IMAGE_SPEC]
+        argv += ["--backend", "native", "--check", str(test_image)]
+        env = {**os.environ, "PYTHONPATH": f"{ctx}:{where / 'pylib'}", "HOME": str(where)}
+        env["TMPDIR"] = str(where)  # the rebuild: the cache's directory is root's
+        start = time.monotonic()
+        done = subprocess.run(argv, env=env, cwd=ctx, capture_output=True, text=True, timeout=1100)
+        seconds = time.monotonic() - start
+    finally:
+        subprocess.run(["rm", "-rf", str(where)], check=False)
+    assert (done.returncode, done.stdout) == (0, "identical\n"), done.stderr[-3000:]
+    print(f"unprivileged rebuild and check: {seconds:.0f} s", file=sys.stderr)
