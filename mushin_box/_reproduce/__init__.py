@@ -5,6 +5,8 @@
   code and its image;
 - :mod:`.trust`: what is checked before anything is imported: the files a record would
   have imported lie in the experiment's repository, are the user's own, at its commit;
+- :mod:`.rebuild`: the cell's image rebuilt from the recipe its record holds, kept only when
+  its sha256 is the recorded one (``rebuild_image``);
 - :mod:`.rerun`: ``reproduce``: the re-run from the record, then the diff and its verdict.
 
 Must not import or run anything a record names before every check has passed.

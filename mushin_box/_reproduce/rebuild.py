@@ -9,7 +9,9 @@ manifest's recipe in ``run.image`` (:data:`~mushin_box._core.layout.IMAGE_RECIPE
 commit from the repository here (a shared clone: git's history stays, the lock's commit
 time is the build's ``SOURCE_DATE_EPOCH``), builds the spec there with the native
 builder, and keeps the image only when its sha256 is the one the cell ran in
-(``reproducibility.image.sif_sha256``).
+(``reproducibility.image.sif_sha256``). The spec file it imports is the commit's, from a
+repository of the user's (this directory's, or the recorded experiment's), named by a
+record of the user's own (:func:`~mushin_box._reproduce.checks.read_original`).
 
 Each refusal is one line (:class:`~mushin_box._reproduce.checks.ReproduceError`), given
 before anything is built when it can be: a cell that ran in no image; a record without a

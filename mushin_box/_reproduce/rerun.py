@@ -8,7 +8,8 @@ The cell's own files say everything the re-run needs:
 * the swept values (``combo`` of ``mushin_status.json``), swept again so the re-run's cell
   has the same name and combo; the seed base is the config's ``seed``;
 * the task and ``pre_call``: ``run.task`` of the record (:mod:`mushin_box._provenance.task`);
-* the code, the image: checked against ``reproducibility`` (:mod:`.reproduce_checks`);
+* the code, the image: checked against ``reproducibility`` (:mod:`.checks`); with
+  ``rebuild_image`` the image is first rebuilt from its recorded recipe (:mod:`.rebuild`);
 * the topology (``run.topology``: nodes, ranks per node) and the launcher (``run.launcher``),
   unless ``nodes``/``gpus``/``local`` change them;
 * in an image: the launch's binds and image Python, read back from the recorded rank
