@@ -29,6 +29,7 @@ Design note: how each owner is checked, and what counts when it cannot be.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import socket
 from collections.abc import Callable, Mapping, Sequence
@@ -116,14 +117,6 @@ class Owner:
         if self.slurm_job:
             return f"SLURM job {self.slurm_job}"
         return f"process {self.pid} on {self.host}"
-
-    def stop_command(self) -> str:
-        """The command that stops the owner (to be run on its host)."""
-        if self.slurm_job:
-            return f"scancel {self.slurm_job}"
-        if self.host == socket.gethostname():
-            return f"kill {self.pid}"
-        return f"kill {self.pid} on {self.host}"
 
 
 @attrs.frozen
@@ -286,18 +279,21 @@ def is_alive(owner: Owner | None) -> bool:
 
 def still_running_message(busy: Sequence[tuple[str, Owner]]) -> str:
     """One line refusing to start cells that still run: which, who runs them, how to stop
-    them, and what to do when their host cannot be checked from here."""
+    them, and what to do when their host cannot be checked from here. The way to stop them
+    is ``mushin-box cancel``, never a bare ``kill PID`` or ``scancel JOB``: a pid or job id
+    read from a status file may be another process's or job's by now, and ``cancel`` checks
+    that each is this sweep's before it acts (it calls a bare one "not verified")."""
+    cells = " ".join(shlex.quote(cell) for cell, _ in busy)
     text = (
         "cells of this sweep are still running: "
         + ", ".join(f"{cell} ({owner.describe()})" for cell, owner in busy)
-        + "; wait for them to end, or stop them ("
-        + "; ".join(dict.fromkeys(owner.stop_command() for _, owner in busy))
-        + "; or `mushin-box cancel <sweep dir> CELL...`), then run again"
+        + f"; wait for them to end, or stop them with `mushin-box cancel <sweep dir> {cells}`"
+        + " (it checks that each process and job is this sweep's), then run again"
     )
     here = socket.gethostname()
     if any(owner.slurm_job is None and owner.host != here for _, owner in busy):
         text += (
-            f" (another host's process cannot be checked from {here}: run again there, or, "
-            f"if it is gone, delete that cell's {STATUS_FILE})"
+            f" (another host's process cannot be checked from {here}: cancel or run again "
+            f"there, or, if it is gone, delete that cell's {STATUS_FILE})"
         )
     return text

@@ -69,7 +69,8 @@ def test_resume_refuses_a_cell_whose_process_still_runs_then_runs_it_once_it_die
             _sweep(root, markers, resume=True)
         message = str(refused.value)
         assert f"x=1 (process {proc.pid} on {socket.gethostname()})" in message
-        assert f"kill {proc.pid}" in message and "x=2" not in message
+        assert "stop them with `mushin-box cancel <sweep dir> x=1`" in message
+        assert "kill" not in message and "x=2" not in message  # cancel checks the pid first
         assert _counts(markers) == {"x=1": 1, "x=2": 1}  # nothing ran
         assert json.loads((root / "x=1" / STATUS_FILE).read_text())["status"] == "running"
     finally:
@@ -107,7 +108,8 @@ def test_owners_that_cannot_be_checked_count_as_alive(monkeypatch: pytest.Monkey
     answer = check(elsewhere)
     assert answer.alive and "another host" in answer.reason
     message = liveness.still_running_message([("x=1", elsewhere)])
-    assert "kill 123 on another-node" in message and f"delete that cell's {STATUS_FILE}" in message
+    assert "cancel or run again there" in message and "kill" not in message
+    assert f"delete that cell's {STATUS_FILE}" in message
     job = Owner(host="another-node", pid=123, slurm_job="77_3")
     monkeypatch.setattr(liveness.shutil, "which", lambda name: None)  # no SLURM tools here
     assert check(job, job_state=lambda j: None).alive
@@ -122,7 +124,8 @@ def test_slurm_jobs_decide_unless_the_job_is_the_checkers_own(
     assert check(gone, job_state=lambda j: "RUNNING").alive  # the job may run it again
     timeout = check(gone, job_state=lambda j: "TIMEOUT")
     assert not timeout.alive and timeout.job_state == "TIMEOUT"
-    assert "scancel 77_3" in liveness.still_running_message([("x=1", gone)])
+    message = liveness.still_running_message([("x=1", gone)])
+    assert "x=1 (SLURM job 77_3)" in message and "scancel" not in message  # cancel checks it
     # a local sweep inside an salloc session: its own job says nothing about the cell
     monkeypatch.setenv("SLURM_JOB_ID", "77")
     mine = Owner(host=socket.gethostname(), pid=2**22 + 1, slurm_job="77")
