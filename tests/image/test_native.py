@@ -381,3 +381,40 @@ def test_a_full_disk_is_one_line_and_leaves_nothing(
         assert _left(out) == []
     finally:
         subprocess.run([umount, str(out.parent)], check=False)
+
+
+def _real_build(tmp_path: Path, capsys: Any, mirror: str, lock: str) -> tuple[int, str, Path]:
+    """A real native build (mmdebstrap, apt, pip) of the small spec, with ``mirror`` and
+    ``lock`` put in; skipped where it cannot run."""
+    if shutil.which("mmdebstrap") is None or os.geteuid() != 0:
+        pytest.skip("a real native build: mmdebstrap, as root")
+    ctx = _project(tmp_path)
+    (ctx / "image.py").write_text(SPEC.replace(repr(MIRROR), repr(mirror)))
+    (ctx / "requirements.lock").write_text(lock)
+    env = {**os.environ, "GIT_COMMITTER_DATE": "1700000000 +0000", "HOME": str(tmp_path)}
+    argv = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "input"]
+    subprocess.run(argv, cwd=ctx, env=env, check=True)
+    out = tmp_path / "out" / "tiny.sif"
+    code, err = _build(ctx, out, capsys, "--backend", "native")
+    return code, err, out
+
+
+def test_an_unreachable_mirror_is_one_line_and_leaves_nothing(tmp_path: Path, capsys: Any) -> None:
+    code, err, out = _real_build(tmp_path, capsys, "http://127.0.0.1:9/debian", SIX + "\n")
+    last = err.strip().splitlines()[-1]
+    assert code == 1, err[-2000:]
+    assert "the mirror http://127.0.0.1:9/debian cannot be reached" in last, last
+    assert _left(out) == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # apt and dpkg of a minimal Debian, then pip: 1-2 min
+def test_a_lock_whose_hash_does_not_match_is_one_line_and_leaves_nothing(
+    tmp_path: Path, capsys: Any
+) -> None:
+    wrong = SIX[: -len("0254")] + "0255"  # six 1.16.0, its wheel's sha256 off by one digit
+    code, err, out = _real_build(tmp_path, capsys, MIRROR, wrong + "\n")
+    last = err.strip().splitlines()[-1]
+    assert code == 1, err[-2000:]
+    assert "pip refused a file whose hash is not in the lock" in last, last
+    assert _left(out) == []
