@@ -139,3 +139,28 @@ def test_the_images_recipe_reaches_the_record_beside_its_identity() -> None:
 
 def _a_task(lr: float) -> dict[str, float]:
     return {"loss": lr}
+
+
+def test_preflight_hands_the_manifests_recipe_to_the_ranks(tmp_path: Path) -> None:
+    import json
+
+    from conftest import standin_image
+
+    from mushin_box._container.preflight import preflight
+    from mushin_box._image.build import manifest_path
+
+    image = standin_image(tmp_path)
+    recipe = {
+        "backend": "native",
+        "spec": "containers/tiny.py:IMAGE",
+        "context_commit": "c" * 40,
+        "recipe_sha256": "d" * 64,
+    }
+    manifest = json.loads(manifest_path(image).read_text())
+    manifest_path(image).write_text(json.dumps({**manifest, **recipe}))
+    env = preflight(image).identity.to_env()
+    assert env["MUSHIN_IMAGE_SPEC"] == "containers/tiny.py:IMAGE"
+    rec = full_provenance(
+        task=_a_task, config={"lr": 0.1}, fingerprints={}, seed_base=0, environ=env
+    )
+    assert {k: rec["run"]["image"][k] for k in recipe} == recipe
