@@ -25,9 +25,9 @@ import pytest
 from conftest import REPO
 from test_nsruntime import (  # noqa: F401  (fixtures, used by name)
     TEST_IMAGE_SPEC,
+    image_recipe,
     nsruntime_bin,
     test_image,
-    test_image_recipe,
 )
 
 from mushin_box._image.build import manifest_path, read_manifest
@@ -38,7 +38,7 @@ def test_the_manifest_holds_the_recipe_and_every_package(test_image: Path) -> No
     manifest = read_manifest(test_image)
     assert manifest.backend == "native" and manifest.build_argv[1] == "--mode=root"
     assert manifest.spec == TEST_IMAGE_SPEC
-    assert manifest.recipe_sha256 == test_image_recipe()
+    assert manifest.recipe_sha256 == image_recipe()
     assert manifest.source_date_epoch == "1764547200" == str(manifest.sif_created)
     assert manifest.mirror and manifest.mirror.startswith("http")
     lock = (REPO / "ci" / "run.lock").read_text()

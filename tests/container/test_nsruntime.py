@@ -87,7 +87,7 @@ def nsruntime_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def test_image_recipe() -> str:
+def image_recipe() -> str:
     """The recipe sha256 of containers/test-image.py as the build computes it: the cache
     key, so that sessions on other sources never swap the image under each other."""
     spec, _ = load_spec(str(REPO / TEST_IMAGE_SPEC))
@@ -110,7 +110,7 @@ def test_image(nsruntime_bin: Path) -> Path:
     recipe; a build of an unchanged recipe keeps the image there (its manifest's
     recipe_sha256) without building."""
     start = time.monotonic()
-    entry = CACHE / test_image_recipe()[:16]
+    entry = CACHE / image_recipe()[:16]
     entry.mkdir(parents=True, exist_ok=True)
     image = entry / "image.sif"
     argv = [sys.executable, "-m", "mushin_box", "build", TEST_IMAGE_SPEC, "-o", str(image)]
