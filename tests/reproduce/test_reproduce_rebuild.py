@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import os
+import runpy
+import shutil
 import subprocess
 import uuid
 from pathlib import Path
@@ -180,3 +183,46 @@ def test_a_failed_rebuild_is_one_line_and_exit_1(
         "E: cannot reach the mirror\n"
     )
     assert not (tmp_path / "again").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)  # two native builds of a tiny image, on a loaded machine
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("mmdebstrap") is None,
+    reason="a real native build: root and mmdebstrap (and the Debian mirror)",
+)
+def test_an_image_that_is_gone_is_rebuilt_to_its_recorded_sha256(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from image.test_native import _project  # its tiny spec and lock, committed
+
+    from mushin_box._image.build import build_image
+    from mushin_box._image.spec import ImageSpec
+
+    project = _project(tmp_path)
+    (tmp_path / "images").mkdir()
+    original = tmp_path / "images" / "gone.sif"
+    spec = runpy.run_path(str(project / "image.py"))["IMAGE"]
+    assert isinstance(spec, ImageSpec)
+    built = build_image(
+        spec,
+        original,
+        context=project,
+        backend="native",
+        spec_ref=f"{project / 'image.py'}:IMAGE",
+    )
+    assert built.context_commit and built.spec == "image.py:IMAGE"
+    recipe = {k: getattr(built, k) for k in ("backend", "spec", "context_commit", "recipe_sha256")}
+    cell = _cell(tmp_path, monkeypatch, **recipe)
+    for made in (original, manifest_path(original), original.with_suffix(".def")):
+        made.unlink()  # the image is gone
+    record = read_json(cell / PROVENANCE_FILE)
+    record["reproducibility"]["image"]["sif_sha256"] = "0" * 64  # a record that lies
+    write_json_atomic(cell / PROVENANCE_FILE, record)
+    monkeypatch.chdir(project)
+
+    # the rebuild gives the original's bytes: they are not the tampered record's
+    want = f"has sha256 {built.sif_sha256}, but the cell ran in sha256 {'0' * 64}"
+    with pytest.raises(ReproduceError, match=want):
+        rebuild_image(image_recipe(read_original(cell)))
+    assert list((tmp_path / "images").iterdir()) == []
