@@ -144,6 +144,10 @@ def run(args: argparse.Namespace) -> int:
             trust.check_sources(original, config, allow_dirty=True)  # a changed file reruns
         changes = {k: getattr(args, k, None) for k in CHANGEABLE_FLAGS}
         overrides, flags, changed = resume_settings(record, changes, args.set or [])
+        if not flags.get("local") and any(flags.get(k) is not None for k in CHANGEABLE_FLAGS):
+            # SLURM job options were recorded, so the launch ran on SLURM: submit there (where
+            # no controller answers, that is the error, not "drop" a flag the user never typed)
+            flags = {**flags, "slurm": True}
         full = list(overrides)
         if args.cells:  # the engine's decision needs no code here: which cells run
             actions = plan_cells(root, args.cells, changed=changed, restart=True)

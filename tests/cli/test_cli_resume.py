@@ -193,3 +193,19 @@ def test_resume_imports_no_module_of_the_experiment_another_user_could_write(
     proc = _cli("resume", str(tmp_path / "sweep"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert marker.exists()
+
+
+def test_a_slurm_launch_resumed_with_no_controller_says_so(sweep: Path) -> None:
+    """A launch that recorded a SLURM job option ran on SLURM: resumed where no controller
+    answers, it says that, and does not tell the user to drop a ``--job-name`` they never
+    typed (issue 42, case 11)."""
+    launch = sweep / "mushin_launch.json"
+    record = json.loads(launch.read_text())
+    flags = {k: v for k, v in record["flags"].items() if k != "local"}
+    launch.write_text(json.dumps({**record, "flags": {**flags, "job_name": "nightly"}}))
+    conf = sweep.parent / "empty.conf"  # no cluster it names: sbatch fails at once
+    conf.write_text("")
+    proc = _cli("resume", str(sweep), cwd=sweep.parent, SLURM_CONF=str(conf))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = [x for x in proc.stderr.splitlines() if "mushin-box resume: error:" in x]
+    assert "no SLURM cluster is reachable from here" in line and "--job-name" not in line, line
