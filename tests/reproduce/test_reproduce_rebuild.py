@@ -126,17 +126,25 @@ def _builder(data: bytes, calls: list[dict[str, Any]]) -> Any:
     return build
 
 
-def test_the_rebuilt_image_is_kept_only_when_its_sha256_is_the_recorded_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _rebuildable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: bytes) -> Path:
+    """A cell whose image (of ``data``'s sha256) is gone but whose recipe is committed in
+    ``tmp_path/project``, the current directory."""
     commit = _repository(tmp_path / "project")
-    data = b"the image's bytes"
     cell = _cell(tmp_path, monkeypatch, **{**NATIVE, "context_commit": commit})
     record = read_json(cell / PROVENANCE_FILE)
-    record["reproducibility"]["image"]["sif_sha256"] = want = hashlib.sha256(data).hexdigest()
+    record["reproducibility"]["image"]["sif_sha256"] = hashlib.sha256(data).hexdigest()
     write_json_atomic(cell / PROVENANCE_FILE, record)
     (tmp_path / "images").mkdir()
     monkeypatch.chdir(tmp_path / "project")
+    return cell
+
+
+def test_the_rebuilt_image_is_kept_only_when_its_sha256_is_the_recorded_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = b"the image's bytes"
+    want = hashlib.sha256(data).hexdigest()
+    cell = _rebuildable(tmp_path, monkeypatch, data)
     recipe = image_recipe(read_original(cell))
     assert recipe.path == tmp_path / "images" / "gone.sif"  # where the record says it was
 
@@ -226,3 +234,19 @@ def test_an_image_that_is_gone_is_rebuilt_to_its_recorded_sha256(
     with pytest.raises(ReproduceError, match=want):
         rebuild_image(image_recipe(read_original(cell)))
     assert list((tmp_path / "images").iterdir()) == []
+
+
+def test_the_rebuilt_image_is_the_one_the_rerun_is_checked_against(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mushin_box._reproduce import rerun
+
+    data = b"the image's bytes"
+    cell = _rebuildable(tmp_path, monkeypatch, data)
+    built = _builder(data, [])
+    monkeypatch.setattr(rerun, "rebuild_image", lambda recipe: rebuild_image(recipe, build=built))
+    # past the image check (the rebuilt image is the recorded one), to the launcher's
+    with pytest.raises(ReproduceError, match="only a SLURM launch runs ranks in one"):
+        reproduce(cell, into=tmp_path / "again", rebuild_image=True, local=True)
+    assert (tmp_path / "images" / "gone.sif").read_bytes() == data
+    assert not (tmp_path / "again").exists()
