@@ -11,6 +11,7 @@ fingerprint does not see the move).
 from __future__ import annotations
 
 import importlib
+import shlex
 import textwrap
 import uuid
 from pathlib import Path
@@ -146,7 +147,9 @@ def test_preflight_hands_the_manifests_recipe_to_the_ranks(tmp_path: Path) -> No
 
     from conftest import standin_image
 
+    from mushin_box._container.launchspec import ContainerLaunch
     from mushin_box._container.preflight import preflight
+    from mushin_box._container.rankwrap import plan_env_file
     from mushin_box._image.build import manifest_path
 
     image = standin_image(tmp_path)
@@ -158,7 +161,14 @@ def test_preflight_hands_the_manifests_recipe_to_the_ranks(tmp_path: Path) -> No
     }
     manifest = json.loads(manifest_path(image).read_text())
     manifest_path(image).write_text(json.dumps({**manifest, **recipe}))
-    env = preflight(image).identity.to_env()
+    # the env file every rank reads, as Apptainer exports its assignments
+    launch = ContainerLaunch(image=str(image), project_dir=str(tmp_path), infiniband=False)
+    planned = plan_env_file(launch, working_dir=tmp_path / "w", identity=preflight(image).identity)
+    env = dict(
+        shlex.split(line)[0].split("=", 1)
+        for line in planned.text.splitlines()
+        if line.startswith("MUSHIN_IMAGE_") or line.startswith("MUSHIN_SIF_")
+    )
     assert env["MUSHIN_IMAGE_SPEC"] == "containers/tiny.py:IMAGE"
     rec = full_provenance(
         task=_a_task, config={"lr": 0.1}, fingerprints={}, seed_base=0, environ=env
