@@ -168,9 +168,11 @@ def _reusable(
     fingerprints: Mapping[str, str],
     plan: CellPlan,
     indexed: Mapping[str, dict[str, Any]],
+    said: list[str],
 ) -> dict[str, Any] | None:
     """The cell's metrics if the runner would reuse it (``previous``: its status record)
-    without a word and without writing anything, else None. ``indexed``: the metrics of
+    without a word and without writing anything, else None (``said``: gets what the runner
+    will say of it, e.g. that its code changed). ``indexed``: the metrics of
     the cells whose files the sweep's index vouches for, unchanged since it read them
     (status, metrics and a whole provenance record: :mod:`~mushin_box._sweepdir.settled`),
     by directory name; the others' are read here. Call it with :class:`SidecarWarning`
@@ -186,6 +188,7 @@ def _reusable(
         reuse_stale_code=plan.reuse_stale_code,
         code_modules=plan.code_modules,
     )
+    said.extend(decision.warnings)
     if decision.action != "reuse" or decision.reused_despite or decision.warnings:
         return None
     if directory.name in indexed:  # `previous` is the indexed record, from the same file
@@ -194,6 +197,10 @@ def _reusable(
         return None
     metrics = read_json(directory / METRICS_FILE)
     return metrics if isinstance(metrics, dict) else None
+
+
+#: the most of the runner's warnings a launch whose jobs run elsewhere repeats in the driver
+_SAID_HERE = 5
 
 
 def prefilter(
@@ -233,6 +240,7 @@ def prefilter(
     ConfigStore.instance().store(name=name, node=stored)
     reused: set[tuple[str, ...]] = set()
     metrics: dict[Path, dict[str, Any]] = {}
+    said: list[str] = []
     try:
         # a corrupt sidecar: the runner says it, when the cell runs
         with initialize(version_base="1.3", config_path=None), warnings.catch_warnings():
@@ -248,7 +256,7 @@ def prefilter(
                 fingerprints = {"config": fingerprint, "code": plan.code_fingerprint}
                 if image:
                     fingerprints["image"] = image
-                found = _reusable(directory, previous, fingerprints, plan, indexed or {})
+                found = _reusable(directory, previous, fingerprints, plan, indexed or {}, said)
                 if found is not None:
                     reused.add(task_part(job))
                     metrics[directory] = found
@@ -256,6 +264,12 @@ def prefilter(
         return Prefiltered(len(jobs))
     finally:
         ConfigStore.instance().repo.pop(f"{name}.yaml", None)
+    if launcher not in (None, "basic"):  # its jobs run elsewhere: their warnings reach
+        for message in said[:_SAID_HERE]:  # only their logs, so say them here too
+            warnings.warn(message, stacklevel=2)
+        if len(said) > _SAID_HERE:
+            more = f"... and {len(said) - _SAID_HERE} more such (the jobs' logs say each)"
+            warnings.warn(more, stacklevel=2)
     return Prefiltered(len(jobs), frozenset(reused), metrics)
 
 
