@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
+import signal
+import sys
 import warnings
 from pathlib import Path
 
@@ -85,6 +88,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_scheduler_arguments(parser, "SLURM job (these flags win over the recorded launch's)")
 
 
+#: the exit status of a process a SIGTERM ended (128 + its number)
+_SIGTERM_EXIT = 128 + signal.SIGTERM
 #: resume's own flags that pass to the launch as they are
 _PASSED = ("dry_run", "json", "detach", "no_progress", "cancel_on_interrupt")
 
@@ -178,6 +183,15 @@ def run(args: argparse.Namespace) -> int:
             if args.cells:  # the narrowed grid is on purpose: not "the grid changed"
                 warnings.filterwarnings("ignore", message="resume: the grid changed")
             code = launch.run(ns)
+    except SystemExit as exc:  # a cell's SIGTERM ends the launch that runs it here
+        if exc.code == _SIGTERM_EXIT:
+            print(
+                f"mushin-box resume: stopped by SIGTERM (a `mushin-box cancel`, or the system); "
+                f"`mushin-box status {shlex.quote(root)}` shows what ran, and a resume runs "
+                "the rest",
+                file=sys.stderr,
+            )
+        raise
     finally:
         os.chdir(here)
     if args.cells and not args.dry_run and grid:

@@ -209,3 +209,54 @@ def test_a_slurm_launch_resumed_with_no_controller_says_so(sweep: Path) -> None:
     assert proc.returncode == 2, proc.stdout + proc.stderr
     (line,) = [x for x in proc.stderr.splitlines() if "mushin-box resume: error:" in x]
     assert "no SLURM cluster is reachable from here" in line and "--job-name" not in line, line
+
+
+SLOW_EXP = """
+import os
+import time
+from pathlib import Path
+
+from mushin_box import Workflow
+
+
+def task(x: int = 1) -> dict:
+    if str(x) == os.environ.get("FAIL_X"):
+        raise RuntimeError("asked to fail")
+    if str(x) == os.environ.get("SLOW_X"):
+        Path(os.environ["STARTED"]).touch()
+        time.sleep(120)
+    return {"y": float(x)}
+
+
+workflow = Workflow(task)
+"""
+
+
+def test_a_resume_stopped_by_sigterm_says_so(tmp_path: Path) -> None:
+    """A ``cancel`` beside a local ``resume DIR`` stops the cell it runs, in the resume's own
+    process: it exited 143 without a word (issue 42, case 11)."""
+    import signal
+    import time
+
+    (tmp_path / "exp.py").write_text(SLOW_EXP)
+    launched = _cli(
+        *("launch", "exp.py", "x=1,2", "--local", "--no-progress", "--working-dir", "sweep"),
+        cwd=tmp_path,
+        FAIL_X="2",
+    )
+    assert launched.returncode == 1, launched.stderr[-3000:]
+    started = tmp_path / "started"
+    env = {**os.environ, "SLOW_X": "2", "STARTED": str(started)}
+    argv = [sys.executable, "-m", "mushin_box", "resume", str(tmp_path / "sweep"), "--no-progress"]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not started.exists():
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert "mushin-box resume: stopped by SIGTERM (a `mushin-box cancel`" in err, err[-3000:]
