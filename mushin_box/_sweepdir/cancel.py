@@ -304,13 +304,15 @@ def _process_problem(pid: int, start: str | None, uid: int) -> str | None:
 
 
 def _mark_cancelled(cell_dir: Path, since: str, who: str) -> bool:
-    """Record ``cancelled`` unless the cell finished (or was recorded) on its own first."""
+    """Record ``cancelled`` unless the cell finished (or was recorded) on its own first. A
+    ``failed`` or ``cancelled`` that its process wrote as it died of our signal (ended
+    after the cancel began) is the cancel's doing: recorded, with who asked."""
     record = read_json(cell_dir / STATUS_FILE)
     if not isinstance(record, dict):
         return False
     state = record.get("status")
-    failed_by_us = state == "failed" and str(record.get("ended") or "") >= since
-    if state != "running" and not failed_by_us:
+    by_us = state in ("failed", "cancelled") and str(record.get("ended") or "") >= since
+    if state != "running" and not by_us:
         return False
     now = timestamp()
     new = {**record, "status": "cancelled", "ended": record.get("ended") or now}

@@ -232,9 +232,10 @@ workflow = Workflow(task)
 """
 
 
-def test_a_resume_stopped_by_sigterm_says_so(tmp_path: Path) -> None:
+def test_a_cancel_beside_a_resume_says_what_each_did(tmp_path: Path) -> None:
     """A ``cancel`` beside a local ``resume DIR`` stops the cell it runs, in the resume's own
-    process: it exited 143 without a word (issue 42, case 11)."""
+    process: the resume exited 143 without a word, and the cancel said "x=2: cancelled, left
+    as it is" of the cell it had just cancelled (issue 42, case 11)."""
     import signal
     import time
 
@@ -254,9 +255,11 @@ def test_a_resume_stopped_by_sigterm_says_so(tmp_path: Path) -> None:
         while not started.exists():
             assert proc.poll() is None and time.monotonic() < deadline
             time.sleep(0.1)
-        proc.send_signal(signal.SIGTERM)
+        cancelled = _cli("cancel", str(tmp_path / "sweep"), "--grace", "30", cwd=tmp_path)
         _, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
+    assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+    assert "x=2: cancelled\n" in cancelled.stdout, cancelled.stdout  # not "..., left as it is"
     assert proc.returncode == 128 + signal.SIGTERM
     assert "mushin-box resume: stopped by SIGTERM (a `mushin-box cancel`" in err, err[-3000:]
