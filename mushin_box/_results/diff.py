@@ -159,7 +159,8 @@ class Diff:
             if first is None:
                 said = "?"
             elif first.path == "<cell>":  # a cell of one sweep only
-                said = f"cell {cell.name if cell else '?'} only in {first.change[-1].upper()}"
+                how, side = first.change.split("_")  # only in A; unreadable in B
+                said = f"cell {cell.name if cell else '?'} {how} in {side.upper()}"
             else:
                 said = f"{first.path} {_number(first.a)} vs {_number(first.b)}"
             return "different experiments: " + said + (f" (and {more} more)" if more > 0 else "")
@@ -387,8 +388,17 @@ def diff_provenance(a: str | Path, b: str | Path, *, atol: float = 0.0, rtol: fl
             continue
         in_a = key in cells_a
         combo, d = cells_a[key] if in_a else cells_b[key]
-        sides = ("present", "missing") if in_a else ("missing", "present")
-        only = FieldDiff("<cell>", *sides, "only_a" if in_a else "only_b")
+        # the other side has the cell's directory and a status it could not read (refused,
+        # unreadable, corrupt: warned): unreadable there, not missing
+        there = (pb if in_a else pa) / d.name / STATUS_FILE
+        lost = "unreadable" if there.exists() or there.is_symlink() else "missing"
+        sides = ("present", lost) if in_a else (lost, "present")
+        change = (
+            ("only_a" if in_a else "only_b")
+            if lost == "missing"
+            else f"{lost}_{'b' if in_a else 'a'}"
+        )
+        only = FieldDiff("<cell>", *sides, change)
         paths = (str(d), None) if in_a else (None, str(d))
         out.append(CellDiff(_display(combo), redact(combo), *paths, breaks=(only,)))
     return Diff("sweep", str(pa), str(pb), tols[0], tuple(out), tols[1])
