@@ -351,8 +351,12 @@ class Workflow:
             from ``working_dir`` alone anywhere) instead of the results. Needs a launcher
             whose jobs outlive this process: ``"mushin_slurm"`` or ``"mushin_local"``.
         **sweep_params
-            ``name=multirun([...])`` sweeps; ``name=hydra_list([...])`` or a scalar sets
-            one value. Each name must be a config field, a config group or a name the
+            ``name=multirun([...])`` sweeps; ``name=hydra_list([...])``, a scalar or a
+            dict sets one value, the same in every cell (``x={"a": 1}``: the task gets
+            ``x`` as that dict; no axis, not in the cells' names). A dict is never one value
+            of a sweep: ``multirun([{...}, ...])`` is refused, since its cells could be
+            neither named nor laid on an axis; sweep its keys (``x.a=multirun([...])``).
+            Each name must be a config field, a config group or a name the
             task takes (any, with ``**kwargs``): anything else is refused, with a
             suggestion (:class:`mushin_box._sweep.validate.SweepKeys`).
         """
@@ -462,7 +466,8 @@ class Workflow:
                     raise TypeError(
                         f"{name}={value!r}: a dict cannot be one value of a sweep (its cells "
                         "could be neither named nor laid on a grid axis): sweep its keys "
-                        f"instead, e.g. {name}.KEY=multirun([...])"
+                        f"instead, e.g. {name}.KEY=multirun([...]); a dict outside multirun "
+                        f"({name}={{...}}) is one value for every cell"
                     )
                 grid[name] = values
                 out.append(format_sweep(name, values, add=add))
