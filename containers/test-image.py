@@ -39,7 +39,7 @@ IMAGE = ImageSpec(
     project=ProjectInstall(
         dest="/opt/mushin-box",
         include=("pyproject.toml", "README.md", "mushin_box", "hydra_plugins"),
-        build_isolation=True,  # setuptools>=77 (pyproject's build-system); Debian's is older
+        build_isolation=False,  # its build-system (setuptools) is in ci/run.lock, pinned
     ),
     source_date_epoch=1764547200,  # 2025-12-01T00:00:00Z
     labels={"org.opencontainers.image.title": "mushin-box test image"},

@@ -90,22 +90,39 @@ print(json.dumps({"python_version": platform.python_version(), "packages": packa
 """
 #: pip settings that say where packages come from, passed to the image's pip
 PIP_SOURCES = ("index-url", "extra-index-url", "find-links", "trusted-host")
-#: Runs in the image with its Python, after every ``.pyc`` the packages left is gone: the
-#: bytecode of everything on its ``sys.path``, hash-based and never checked against the
-#: source (the image is read-only: without bytecode every rank compiles what it imports, and
-#: ``import torch`` takes twice as long). No time is stored, and one process compiles the
-#: files in name order: marshal's output depends on the process's history (its references
-#: follow reference counts), so the same order in the same Python gives the same bytes.
-#: ``force``: a ``.pyc`` that Python's own start-up wrote (it holds the source's time) is
-#: replaced too.
-#: A file that does not compile (a package's Python 2 test data) is skipped, as pip skips
-#: it: it cannot be imported either.
+#: Runs in the image with its Python (``python -I -B FILE``), after every ``.pyc`` the
+#: packages left is gone: the bytecode of every source on its ``sys.path``, hash-based and
+#: never checked against the source (the image is read-only: without bytecode every rank
+#: compiles what it imports, and ``import torch`` takes twice as long). No time is stored.
+#: marshal's output depends on the process's history (its references follow reference
+#: counts), so the sources, listed in name order, are cut into a fixed number of parts, each
+#: compiled in order by a process of its own: the same parts in the same Python give the
+#: same bytes, whatever the machine's cores. ``-B``: the processes' own start-up imports
+#: write no timestamped bytecode. A source that does not compile (a package's Python 2 test
+#: data) is skipped, as pip skips it: it cannot be imported either.
 COMPILE_SCRIPT = """\
-import compileall, os, py_compile, sys
-mode = py_compile.PycInvalidationMode.UNCHECKED_HASH
-for folder in sorted({p for p in sys.path if os.path.isdir(p)}):
-    compileall.compile_dir(folder, quiet=2, force=True, workers=1, invalidation_mode=mode)
+import os, py_compile, subprocess, sys
+PARTS = 4
+def sources():
+    found = {}
+    for folder in sorted({p for p in sys.path if os.path.isdir(p)}):
+        for top, dirs, names in os.walk(folder):
+            dirs.sort()
+            found.update((os.path.join(top, n), None) for n in sorted(names) if n.endswith(".py"))
+    return list(found)
+if len(sys.argv) == 2:
+    files = sources()
+    size = -(-len(files) // PARTS)
+    part = int(sys.argv[1])
+    for path in files[part * size : (part + 1) * size]:
+        mode = py_compile.PycInvalidationMode.UNCHECKED_HASH
+        py_compile.compile(path, doraise=False, quiet=2, invalidation_mode=mode)
+else:
+    argv = [sys.executable, "-I", "-B", __file__]
+    parts = [subprocess.Popen([*argv, str(i)]) for i in range(PARTS)]
+    sys.exit(max(p.wait() for p in parts))
 """
+_COMPILE_IN_TREE = "/tmp/mushin-box-compile.py"
 _CHROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # mmdebstrap's own hooks: dpkg without fsync while it builds (about half the time), and
 # eatmydata removed again before the cleanup
@@ -756,8 +773,10 @@ def _hook(workdir: Path, root: Path) -> None:
         (root / _PROBE_IN_TREE.lstrip("/")).write_text(probe, encoding="utf-8")
         _cleanup(root)
     with _timed("bytecode"):
-        # -B: its own start-up imports write no (timestamped) bytecode, which -I would allow
-        _chroot(root, f"{shlex.quote(plan['python'])} -I -B -c {shlex.quote(COMPILE_SCRIPT)}", plan)
+        script = root / _COMPILE_IN_TREE.lstrip("/")
+        script.write_text(COMPILE_SCRIPT, encoding="utf-8")
+        _chroot(root, f"{shlex.quote(plan['python'])} -I -B {_COMPILE_IN_TREE}", plan)
+        script.unlink()
 
 
 @contextlib.contextmanager
