@@ -39,6 +39,7 @@ import json
 import os
 import shlex
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -594,11 +595,14 @@ def check_image(
     if not image.is_file():
         raise FileNotFoundError(f"{image}: no such image to check")
     beside = image.parent if os.access(image.parent, os.W_OK | os.X_OK) else None
-    with tempfile.TemporaryDirectory(prefix=f".{image.name}.check-", dir=beside) as tmp:
-        Path(tmp).chmod(0o755)  # an unprivileged build's subordinate ids must reach it
-        rebuilt = Path(tmp) / image.name
-        build_image(spec, rebuilt, context=context, backend=backend, timeout=timeout)
-        return describe_check(image, rebuilt)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{image.name}.check-", dir=beside))
+    try:
+        tmp.chmod(0o755)  # an unprivileged build's subordinate ids must reach it
+        build_image(spec, tmp / image.name, context=context, backend=backend, timeout=timeout)
+        return describe_check(image, tmp / image.name)
+    finally:
+        if not _mounts_under(tmp):  # the build says so when it could not unmount its tree
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _spec_file(spec_ref: str | None, context: Path) -> tuple[str | None, Path | None]:
@@ -673,7 +677,10 @@ def _build_native(
         return manifest
     finally:
         plan.definition_partial.unlink(missing_ok=True)
-        if _mounts_under(workdir):  # a killed mmdebstrap's /proc or /dev: never delete through
+        for point in sorted(_mounts_under(workdir), reverse=True):  # a killed mmdebstrap's
+            with contextlib.suppress(OSError, subprocess.SubprocessError):  # /proc, /dev/pts
+                run_bounded(["umount", "--lazy", point], timeout=60, capture=True)
+        if _mounts_under(workdir):  # never delete through one
             raise BuildError(f"{workdir} still has mounts ({_mounts_under(workdir)[0]}, ...): "
                              "unmount them (umount -R), then remove it")  # fmt: skip
         # rm: a tree of ~10^5 files, and in unshare mode they belong to the user's

@@ -173,8 +173,9 @@ def test_a_failed_build_leaves_nothing_at_the_output_path(
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a bind mount, as a killed mmdebstrap leaves")
-def test_a_tree_left_with_a_mount_is_not_deleted_through_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+@pytest.mark.parametrize("can_unmount", [True, False])
+def test_a_tree_left_with_a_mount_is_never_deleted_through_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any, can_unmount: bool
 ) -> None:
     ctx, out = _project(tmp_path), tmp_path / "out" / "img.sif"
     host = tmp_path / "host"
@@ -183,12 +184,18 @@ def test_a_tree_left_with_a_mount_is_not_deleted_through_it(
     mount, umount = shutil.which("mount"), shutil.which("umount") or "umount"
     leaves = 'n=$(($# - 1)); eval "root=\\${$n}"; mkdir -p "$root/proc"\n'
     leaves += f'{mount} --bind {host} "$root/proc"; exit 9'
-    monkeypatch.setenv("PATH", str(_tool_dir(tmp_path, mmdebstrap=leaves)))
+    tools = _tool_dir(tmp_path, mmdebstrap=leaves)
+    if can_unmount:
+        (tools / "umount").symlink_to(umount)
+    monkeypatch.setenv("PATH", str(tools))
     try:
         code, err = _build(ctx, out, capsys, "--backend", "native")
         assert code == 1
-        assert "still has mounts" in err and "/root/proc" in err
         assert (host / "keep").read_text() == "a host file"
+        if can_unmount:  # the build unmounts what its tool left, then removes its tree
+            assert "mmdebstrap failed with exit code 9" in err and _left(out) == []
+        else:
+            assert "still has mounts" in err and "/root/proc" in err
     finally:
         for line in Path("/proc/self/mountinfo").read_text().splitlines():
             if str(out.parent) in line.split()[4]:
