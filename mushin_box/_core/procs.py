@@ -94,8 +94,15 @@ def _stop_group(proc: subprocess.Popen[str]) -> None:
 
 
 def _tee(proc: subprocess.Popen[str], kept: deque[str]) -> None:
+    """Pass the tool's output on, line by line; when this process's stderr is gone (a
+    closed pipe), keep reading it: a tool whose pipe fills would block for good."""
     assert proc.stdout is not None
+    shown = True
     for line in proc.stdout:
-        sys.stderr.write(line)
         kept.append(line)
-    sys.stderr.flush()
+        if shown:
+            try:
+                sys.stderr.write(line)
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                shown = False

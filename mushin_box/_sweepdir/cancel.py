@@ -99,7 +99,7 @@ from mushin_box._sweepdir.manifest import (
     mark_unstarted_cancelled,
 )
 
-__all__ = ["CancelReport", "cancel", "cell_label", "scancel_args"]
+__all__ = ["CancelReport", "cancel", "cell_label"]
 
 
 def cell_label(directory: str | None, combo: dict[str, object]) -> str:
@@ -131,6 +131,11 @@ class CancelReport:
     scancelled: tuple[str, ...] = ()
     #: a line for each job id or process that was named but not acted on, and why
     refused: tuple[str, ...] = ()
+
+    @property
+    def scancel_argv(self) -> list[str]:
+        """``scancel``'s arguments as it ran: an array's tasks as one expression."""
+        return scancel_args(self.scancelled)
 
 
 def _signal(pids: Iterable[int], sig: signal.Signals) -> None:
@@ -206,7 +211,8 @@ def _sweeps_jobs(root: Path, wanted: Sequence[str], user: str) -> tuple[list[str
         refused.append(
             _ids_line(sorted(others), f"run by {users}, not by the sweep's owner {user}")
         )
-    return [j for j in ok if j in shown and j not in foreign | others], refused, True
+    left_out = foreign | others  # once: a union per job is quadratic in the jobs file
+    return [j for j in ok if j in shown and j not in left_out], refused, True
 
 
 def _ids_line(ids: Sequence[str], why: str) -> str:

@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # lazy: every command's start imports this module; only this command pays for its rooms
-    from mushin_box._sweepdir.cancel import cancel, scancel_args
+    from mushin_box._sweepdir.cancel import cancel
 
     if args.grace < 0:
         raise UsageError(f"--grace {args.grace} is negative; give 0 or more seconds")
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     for line in report.refused:
         print(shown(f"warning: {line}"), file=sys.stderr)
     if report.scancelled:  # as it ran: an array's tasks as one expression
-        print(f"scancel {' '.join(scancel_args(report.scancelled))}")
+        print(f"scancel {' '.join(report.scancel_argv)}")
     for cell in report.cancelled:
         print(shown(f"{cell}: cancelled"))
     for cell, state in report.untouched:

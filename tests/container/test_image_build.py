@@ -24,6 +24,7 @@ import attrs
 import pytest
 from conftest import REPO
 from test_nsruntime import (  # noqa: F401  (fixtures, used by name)
+    BUILD_TIMEOUT,
     TEST_IMAGE_SPEC,
     image_recipe,
     nsruntime_bin,
@@ -32,6 +33,9 @@ from test_nsruntime import (  # noqa: F401  (fixtures, used by name)
 
 from mushin_box._image.build import manifest_path, read_manifest
 from mushin_box.cli import main as cli
+
+# the first test to use the image may build it: its bound must cover a cold build
+pytestmark = pytest.mark.timeout(BUILD_TIMEOUT + 300)
 
 
 def test_the_manifest_holds_the_recipe_and_every_package(test_image: Path) -> None:  # noqa: F811
