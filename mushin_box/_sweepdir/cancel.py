@@ -437,7 +437,8 @@ def cancel(
             except SweepBusyError:
                 gone = "a driver (launch or Workflow.run) holds the sweep and may start it"
         done += marked
-        left = [c for c, name in zip(unstarted, names, strict=True) if name not in marked]
+        done_now = set(marked)  # a list's `in` per cell is quadratic in the sweep
+        left = [c for c, name in zip(unstarted, names, strict=True) if name not in done_now]
         if gone is None and left:  # started between our read and the scancel
             left = _started_meanwhile(path, left, since, who, done, untouched, unreachable)
         why = gone or "a cell's status could not be read (see the warnings)"

@@ -167,6 +167,26 @@ def test_a_jobs_file_of_100_000_entries_costs_linear_comparisons(
     assert max(batches) <= cancel_mod._SQUEUE_BATCH  # one argument fits the kernel's limit
 
 
+def test_cancelling_10_000_cells_that_never_started_costs_linear_comparisons(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every queued cell of a big array cancelled before it started: the cells marked
+    cancelled are looked up as a set (a list's ``in`` took 2.3 s of 3.9 at 20,000 cells)."""
+    n = 10_000
+    _completed(tmp_path)
+    write_grid(tmp_path, {"a": list(range(1, n + 1))})
+    record = {"schema": 1, "cluster": "slurm", "submitted": timestamp()}
+    write_json_atomic(tmp_path / JOBS_FILE, {**record, "jobs": [{"job_id": "92"}]})
+    monkeypatch.setattr(cancel_mod, "queued_jobs", lambda ids, **_: {})  # the queue emptied
+    monkeypatch.setattr(cancel_mod, "job_states", lambda ids, **_: {})
+    label = cancel_mod.cell_label
+    monkeypatch.setattr(cancel_mod, "cell_label", lambda d, c: _Id(label(d, c)))
+    _Id.compared = 0
+    report = cancel(tmp_path, grace_s=0, timeout_s=1)
+    assert len(report.cancelled) == n - 1 and not report.unreachable
+    assert _Id.compared < 10 * n  # a list's `in`: about n * n / 2
+
+
 def test_a_squeue_that_does_not_answer_is_not_blamed_on_slurm_conf(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
