@@ -392,29 +392,31 @@ def cancel(
         blocked = blocked or "the scheduler did not answer for the sweep's jobs"
     _scancel(jobs)
     stopped = set(jobs)
-    for cell in list(targets):
+    pending: list[CellView] = []  # new lists, not list.remove: that is quadratic in the cells
+    for cell in targets:
         if cell.job_id:
-            if cell.job_id not in stopped:
-                targets.remove(cell)
+            if cell.job_id in stopped:
+                pending.append(cell)
+            else:
                 unreachable.append((str(cell.dir), f"its job {cell.job_id} was not cancelled"))
             continue
         problem = None if cell.pid is None else _process_problem(cell.pid, cell.pid_start, uid)
         if cell.pid is not None and problem is None:
             _stop_local(cell.pid, grace_s, uid)
+            pending.append(cell)
         else:
-            targets.remove(cell)
             refused.append(f"{cell.dir}: process {cell.pid} {problem}; not signalled")
             unreachable.append((str(cell.dir), f"process {cell.pid} not verified"))
     deadline = time.monotonic() + timeout_s
     done: list[str] = []
-    pending = list(targets)
     while pending:
         states = _job_states([c.job_id for c in pending if c.job_id])
-        for cell in list(pending):
+        running, pending = pending, []
+        for cell in running:
             record = read_json(path / str(cell.dir) / STATUS_FILE) or {}
             if record.get("status") == "running" and not owner_gone(record, states):
+                pending.append(cell)
                 continue
-            pending.remove(cell)
             if _mark_cancelled(path / str(cell.dir), since, who):
                 done.append(str(cell.dir))
             else:
