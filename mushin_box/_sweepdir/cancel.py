@@ -198,21 +198,23 @@ def _sweeps_jobs(root: Path, wanted: Sequence[str], user: str) -> tuple[list[str
             "the controller down, a wrong SLURM_CONF)"
         )
         return [], [*refused, _ids_line(ok, why)], False
-    ended = [j for j in ok if j not in shown]
-    foreign = {j for j in ok if j in shown and not owned_by(shown[j][1], root)}
+    ended, foreign, others, ours = [], [], [], []
+    for j in ok:  # one pass, each id to one list (kept in ok's order)
+        if j not in shown:
+            ended.append(j)
+        elif not owned_by(shown[j][1], root):
+            foreign.append(j)
+        else:
+            (ours if shown[j][2] == user else others).append(j)
     if ended:
         refused.append(_ids_line(ended, "not in the queue (ended; the id may be reused)"))
     if foreign:
         why = "not this sweep's (its comment lacks this sweep's mark; scancel it yourself if yours)"
-        refused.append(_ids_line(sorted(foreign), why))
-    others = {j for j in ok if j in shown and j not in foreign and shown[j][2] != user}
+        refused.append(_ids_line(foreign, why))
     if others:
         users = ", ".join(sorted({shown[j][2] for j in others}))
-        refused.append(
-            _ids_line(sorted(others), f"run by {users}, not by the sweep's owner {user}")
-        )
-    left_out = foreign | others  # once: a union per job is quadratic in the jobs file
-    return [j for j in ok if j in shown and j not in left_out], refused, True
+        refused.append(_ids_line(others, f"run by {users}, not by the sweep's owner {user}"))
+    return ours, refused, True
 
 
 def _ids_line(ids: Sequence[str], why: str) -> str:
