@@ -25,19 +25,22 @@ from mushin_box._core.safeio import UnsafeFileError, inside, read_tail
 from mushin_box._core.sidecars import warn_sidecar
 from mushin_box._sweepdir.manifest import read_status
 
-__all__ = ["LogFollower", "rank_logs", "started_cells", "tail_lines"]
+__all__ = ["LogFollower", "is_started", "rank_logs", "started_cells", "tail_lines"]
+
+
+def is_started(cell_dir: str | os.PathLike[str]) -> bool:
+    """Whether ``cell_dir`` holds a status, readable or not (a damaged one is refused when
+    read, and said so): a cell that started."""
+    return os.path.lexists(os.path.join(cell_dir, STATUS_FILE))
 
 
 def started_cells(root: Path) -> list[str]:
-    """The names of the sweep's started cells, sorted: directories of ``root`` itself (a
-    symlink may lead anywhere) with a status there, readable or not (a damaged one is
-    refused when read, and said so); none when ``root`` is not a directory."""
+    """The names of the sweep's started cells (:func:`is_started`), sorted: directories of
+    ``root`` itself (a symlink may lead anywhere); none when ``root`` is not a directory."""
     try:
         with os.scandir(root) as entries:
             return sorted(
-                e.name
-                for e in entries
-                if e.is_dir(follow_symlinks=False) and os.path.lexists(Path(e.path, STATUS_FILE))
+                e.name for e in entries if e.is_dir(follow_symlinks=False) and is_started(e)
             )
     except (FileNotFoundError, NotADirectoryError):
         return []

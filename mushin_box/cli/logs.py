@@ -45,10 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _cell_dir(
     directory: str, cell: str | None, started_cells: Callable[[Path], list[str]]
 ) -> tuple[Path, Path]:
-    """(sweep dir, cell dir), or a usage error that lists the cells to choose from."""
-    given, real = Path(directory), Path(directory).resolve()
-    if cell is None and real.name in started_cells(real.parent):  # a cell given itself
-        return given.parent, given
+    """(sweep dir, cell dir) of a sweep directory and a cell's name, or a usage error that
+    lists the cells to choose from."""
     root = resolve_sweep(directory)
     started = started_cells(root)
     if cell is None:
@@ -78,11 +76,21 @@ def _running(root: Path, cell_dir: Path) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     # lazy: every command's start imports this module; only this command pays for its rooms
-    from mushin_box._sweepdir.logs import LogFollower, rank_logs, started_cells, tail_lines
+    from mushin_box._sweepdir.logs import (
+        LogFollower,
+        is_started,
+        rank_logs,
+        started_cells,
+        tail_lines,
+    )
 
     if args.tail is not None and args.tail < 0:
         raise UsageError(f"--tail {args.tail} is negative; give 0 or more lines")
-    root, cell_dir = _cell_dir(args.dir, args.cell, started_cells)
+    given = Path(args.dir)
+    if args.cell is None and is_started(given):  # a cell given itself, not its sweep
+        root, cell_dir = given.parent, given
+    else:
+        root, cell_dir = _cell_dir(args.dir, args.cell, started_cells)
     logs = rank_logs(cell_dir)
     if args.rank is not None:
         if args.rank not in logs:

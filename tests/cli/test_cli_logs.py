@@ -4,9 +4,11 @@ layout name; one rank, the last lines, and following while the cell runs."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -128,3 +130,24 @@ def test_follow_goes_on_after_the_log_is_truncated_or_rotated(
         assert main(["logs", str(tmp_path), "lr=0.1", "--rank", "2", "-f"]) == 0
     writer.join()
     assert capsys.readouterr().out.splitlines()[-1] == "after"
+
+
+def test_logs_of_a_sweep_whose_parent_cannot_be_listed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sweep inside a directory one may enter but not list (mode 711, a shared scratch):
+    ``logs`` reads the sweep and its cell, never the directory above them."""
+    sweep = tmp_path / "scratch" / "sweep"
+    _cell(sweep)
+    scandir = os.scandir
+
+    def unlisted(path: Any = ".") -> Any:
+        if Path(path) == sweep.parent:
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", unlisted)
+    assert main(["logs", str(sweep), "--rank", "1"]) == 0  # its one cell
+    assert capsys.readouterr().out.splitlines() == ["r1 out 1", "r1 out 2", "r1 out 3"]
+    assert main(["logs", str(sweep / "lr=0.1"), "--rank", "1"]) == 0  # a cell given itself
+    assert capsys.readouterr().out.splitlines() == ["r1 out 1", "r1 out 2", "r1 out 3"]
