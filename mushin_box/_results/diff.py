@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -390,14 +391,11 @@ def diff_provenance(a: str | Path, b: str | Path, *, atol: float = 0.0, rtol: fl
         combo, d = cells_a[key] if in_a else cells_b[key]
         # the other side has the cell's directory and a status it could not read (refused,
         # unreadable, corrupt: warned): unreadable there, not missing
+        side, other = ("a", "b") if in_a else ("b", "a")
         there = (pb if in_a else pa) / d.name / STATUS_FILE
-        lost = "unreadable" if there.exists() or there.is_symlink() else "missing"
+        lost = "unreadable" if os.path.lexists(there) else "missing"
         sides = ("present", lost) if in_a else (lost, "present")
-        change = (
-            ("only_a" if in_a else "only_b")
-            if lost == "missing"
-            else f"{lost}_{'b' if in_a else 'a'}"
-        )
+        change = f"unreadable_{other}" if lost == "unreadable" else f"only_{side}"
         only = FieldDiff("<cell>", *sides, change)
         paths = (str(d), None) if in_a else (None, str(d))
         out.append(CellDiff(_display(combo), redact(combo), *paths, breaks=(only,)))
