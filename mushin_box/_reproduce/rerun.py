@@ -9,7 +9,8 @@ The cell's own files say everything the re-run needs:
   has the same name and combo; the seed base is the config's ``seed``;
 * the task and ``pre_call``: ``run.task`` of the record (:mod:`mushin_box._provenance.task`);
 * the code, the image: checked against ``reproducibility`` (:mod:`.checks`); with
-  ``rebuild_image`` the image is first rebuilt from its recorded recipe (:mod:`.rebuild`);
+  ``rebuild_image`` the image is rebuilt from its recorded recipe (:mod:`.rebuild`) once
+  every check that needs no image has passed;
 * the topology (``run.topology``: nodes, ranks per node) and the launcher (``run.launcher``),
   unless ``nodes``/``gpus``/``local`` change them;
 * in an image: the launch's binds and image Python, read back from the recorded rank
@@ -56,6 +57,7 @@ from mushin_box._core.targets import public
 from mushin_box._image.build import BuildError as BuildError  # a failed rebuild, for the CLI
 from mushin_box._launch.loading import user_code_error
 from mushin_box._launch.plan import LaunchError, plan_launch
+from mushin_box._provenance.env import NO_IMAGE
 from mushin_box._provenance.files import write_provenance
 from mushin_box._provenance.task import in_image, load_callable
 from mushin_box._reproduce.checks import (
@@ -313,11 +315,14 @@ def plan_reproduce(
     local: bool = False,
     allow_dirty: bool = False,
     environ: Mapping[str, str] | None = None,
+    rebuild: bool = False,
 ) -> tuple[ReproducePlan, Any, Any]:
     """Check everything and decide the re-run: ``(plan, workflow, launch plan)``.
 
-    Writes nothing. Raises :class:`ReproduceError` for anything that keeps the re-run from
-    reproducing the cell as asked (see :func:`reproduce`).
+    Writes nothing but, with ``rebuild``, the image rebuilt from its recipe
+    (:mod:`.rebuild`), after every check that needs no image: a refusal comes before
+    minutes of building. Raises :class:`ReproduceError` for anything that keeps the re-run
+    from reproducing the cell as asked (see :func:`reproduce`).
     """
     from omegaconf import OmegaConf
 
@@ -326,17 +331,11 @@ def plan_reproduce(
     secrets = check_secrets(original.config, env)
     config = OmegaConf.create(original.config)
     source = check_sources(original, config, allow_dirty=allow_dirty)  # before any import
-    img = check_image(original, None if image is None else str(image))
-    if secrets and not source.same:
-        _secrets_refused(secrets)
-    task, pre_call, directory = _load(original)
-    code = check_code(original, task, pre_call, config, allow_dirty=allow_dirty)
-    if secrets and code.recorded.get("task_sha256") != code.current.get("task_sha256"):
-        _secrets_refused(secrets)  # the import changed what its files said
+    recipe = image_recipe(original) if rebuild else None
     launcher = part(original.run, "launcher")
     recorded_launcher = launcher.get("name")
     slurm = recorded_launcher in _SLURM_LAUNCHERS and not local
-    if img.path is not None and not slurm:
+    if original.repro.get("image", NO_IMAGE) not in (None, NO_IMAGE) and not slurm:
         raise ReproduceError(
             "the cell ran in an image, and only a SLURM launch runs ranks in one: drop "
             "{local}, and run on the cluster (`mushin-box smoke --image` runs an image "
@@ -349,8 +348,17 @@ def plan_reproduce(
             "run this on the cluster's login node, or pass {local} to run it here",
             arguments={"local": True},
         )
-    rec_nodes, rec_gpus = recorded_topology(original.run)
     root = _into(into, original)
+    if recipe is not None:
+        image = rebuild_image(recipe)
+    img = check_image(original, None if image is None else str(image))
+    if secrets and not source.same:
+        _secrets_refused(secrets)
+    task, pre_call, directory = _load(original)
+    code = check_code(original, task, pre_call, config, allow_dirty=allow_dirty)
+    if secrets and code.recorded.get("task_sha256") != code.current.get("task_sha256"):
+        _secrets_refused(secrets)  # the import changed what its files said
+    rec_nodes, rec_gpus = recorded_topology(original.run)
     workflow = _rerun_workflow(
         task,
         config,
@@ -531,15 +539,21 @@ def reproduce(
             or value < 0
         ):
             raise ReproduceError(f"{name} must be a finite number >= 0, got {value!r}")
-    rebuilt = _rebuild(cell_dir, into, image, dry_run) if rebuild_image else None
+    if rebuild_image and (image is not None or dry_run):
+        raise ReproduceError(
+            "{rebuild_image} builds the image the re-run runs in: drop "
+            + ("{image}" if image is not None else "{dry_run} (a dry run builds nothing)"),
+            arguments={"rebuild_image": True, "image": image, "dry_run": True},
+        )
     plan, workflow, launch = plan_reproduce(
         cell_dir,
         into=into,
         nodes=nodes,
         gpus=gpus,
-        image=image if rebuilt is None else rebuilt,
+        image=image,
         local=local,
         allow_dirty=allow_dirty,
+        rebuild=rebuild_image,
     )
     if dry_run:
         return ReproduceResult(plan)
@@ -564,24 +578,5 @@ def reproduce(
     state = status.get("status") if isinstance(status, dict) else None
     if error is None and state != "completed":
         error = f"the re-run's cell is {state}"
+    rebuilt = Path(str(plan.image.path)) if rebuild_image else None
     return ReproduceResult(plan, new, diff, error, rebuilt)
-
-
-def _rebuild(
-    cell: str | os.PathLike[str],
-    into: str | os.PathLike[str] | None,
-    image: str | os.PathLike[str] | None,
-    dry_run: bool,
-) -> Path:
-    """The cell's image rebuilt (:mod:`.rebuild`), after the checks that need no image:
-    a refusal comes before minutes of building, not after."""
-    if image is not None or dry_run:
-        raise ReproduceError(
-            "{rebuild_image} builds the image the re-run runs in: drop "
-            + ("{image}" if image is not None else "{dry_run} (a dry run builds nothing)"),
-            arguments={"rebuild_image": True, "image": image, "dry_run": True},
-        )
-    original = read_original(cell)
-    check_secrets(original.config, os.environ)
-    _into(into, original)
-    return rebuild_image(image_recipe(original))

@@ -236,6 +236,21 @@ def test_an_image_that_is_gone_is_rebuilt_to_its_recorded_sha256(
     assert list((tmp_path / "images").iterdir()) == []
 
 
+def test_a_refusal_that_needs_no_image_comes_before_the_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mushin_box._reproduce import rerun
+
+    data = b"the image's bytes"
+    cell = _rebuildable(tmp_path, monkeypatch, data)
+    calls: list[dict[str, Any]] = []
+    built = _builder(data, calls)
+    monkeypatch.setattr(rerun, "rebuild_image", lambda recipe: rebuild_image(recipe, build=built))
+    with pytest.raises(ReproduceError, match="only a SLURM launch runs ranks in one"):
+        reproduce(cell, into=tmp_path / "again", rebuild_image=True, local=True)
+    assert calls == [] and list((tmp_path / "images").iterdir()) == []
+
+
 def test_the_rebuilt_image_is_the_one_the_rerun_is_checked_against(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -243,10 +258,17 @@ def test_the_rebuilt_image_is_the_one_the_rerun_is_checked_against(
 
     data = b"the image's bytes"
     cell = _rebuildable(tmp_path, monkeypatch, data)
-    built = _builder(data, [])
-    monkeypatch.setattr(rerun, "rebuild_image", lambda recipe: rebuild_image(recipe, build=built))
-    # past the image check (the rebuilt image is the recorded one), to the launcher's
-    with pytest.raises(ReproduceError, match="only a SLURM launch runs ranks in one"):
-        reproduce(cell, into=tmp_path / "again", rebuild_image=True, local=True)
-    assert (tmp_path / "images" / "gone.sif").read_bytes() == data
+    want, other = (hashlib.sha256(d).hexdigest() for d in (data, b"other bytes"))
+
+    def lies(spec: Any, out: Path, **kwargs: Any) -> _Built:
+        """Writes other bytes than its manifest's sha256 says."""
+        _builder(b"other bytes", [])(spec, out, **kwargs)
+        return _Built(want)
+
+    monkeypatch.setattr(rerun, "rebuild_image", lambda recipe: rebuild_image(recipe, build=lies))
+    rebuilt = tmp_path / "images" / "gone.sif"
+    with pytest.raises(
+        ReproduceError, match=f"the image {rebuilt} has sha256 {other}, but the cell ran in"
+    ):
+        reproduce(cell, into=tmp_path / "again", rebuild_image=True)
     assert not (tmp_path / "again").exists()
