@@ -13,7 +13,6 @@ import argparse
 import contextlib
 import json
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 from mushin_box.cli.flagtypes import add_tolerance_arguments
@@ -164,40 +163,30 @@ def _print_result(result: Any) -> None:
         print("not reproduced: " + ("; ".join(what) or "no comparison"))
 
 
-@contextlib.contextmanager
-def _build_failed(error: type[Exception]) -> Iterator[list[str]]:
-    """A failed rebuild of the image: one line on stderr, and the list it yields is not
-    empty (exit 1, as `mushin-box build`'s failed build)."""
-    failed: list[str] = []
-    try:
-        yield failed
-    except error as exc:
-        print(f"mushin-box reproduce: error: the image's rebuild failed: {exc}", file=sys.stderr)
-        failed.append(str(exc))
-
-
 def run(args: argparse.Namespace) -> int:
     # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._reproduce.rerun import BuildError, reproduce
 
     # --json: stdout holds the JSON only (Hydra's launcher logs to stdout: sent to stderr)
     quiet = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
-    with quiet, _build_failed(BuildError) as failed:
-        result = reproduce(
-            args.cell,
-            into=args.into,
-            nodes=args.nodes,
-            gpus=args.gpus,
-            image=args.image,
-            local=args.local,
-            atol=args.atol,
-            rtol=args.rtol,
-            allow_dirty=args.allow_dirty,
-            dry_run=args.dry_run,
-            progress=not args.json and sys.stderr.isatty(),
-            rebuild_image=args.rebuild_image,
-        )
-    if failed:
+    try:
+        with quiet:
+            result = reproduce(
+                args.cell,
+                into=args.into,
+                nodes=args.nodes,
+                gpus=args.gpus,
+                image=args.image,
+                local=args.local,
+                atol=args.atol,
+                rtol=args.rtol,
+                allow_dirty=args.allow_dirty,
+                dry_run=args.dry_run,
+                progress=not args.json and sys.stderr.isatty(),
+                rebuild_image=args.rebuild_image,
+            )
+    except BuildError as exc:  # exit 1, as `mushin-box build`'s failed build
+        print(f"mushin-box reproduce: error: the image's rebuild failed: {exc}", file=sys.stderr)
         return 1
     if args.json:
         print_json(result.to_dict())
