@@ -191,7 +191,8 @@ def _where(specs: Sequence[str], keys: Sequence[str]) -> list[tuple[str, list[An
         try:
             values = parse_sweep_values(text, keep_interpolations=True)
         except ValueError:
-            if text.count("'") % 2 or text.count('"') % 2:  # else a value taken as it reads
+            # a value that opens a quote it does not close; else one taken as it reads (it's)
+            if text[:1] in ("'", '"') and text.count(text[0]) % 2:
                 raise ResultsError(
                     f"--where {spec!r}: a quote in {text!r} is not closed; close it "
                     f"(--where \"{key}='...'\") or drop it"

@@ -48,3 +48,14 @@ def test_an_unterminated_quote_in_where_is_one_line_and_exit_2(
     (line,) = _out(capsys, "show", str(sweep), "--where", "a='unterminated", code=2).splitlines()
     assert 'a quote in "\'unterminated" is not closed' in line, line
     assert "a=2" in _out(capsys, "show", str(sweep), "--where", "a='2'", "--csv")
+
+
+def test_a_value_with_an_apostrophe_inside_is_taken_as_it_reads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Only a quote that opens the value and is not closed is refused: ``it's`` is a value."""
+    root = tmp_path / "sweep"
+    cells = [write_cell(root, {"d": d}, metrics={"m": 1.0}) for d in ("it's", "other")]
+    write_manifest(root, {"d": ["it's", "other"]}, cells)
+    out = _out(capsys, "show", str(root), "--where", "d=it's", "--csv")
+    assert "it's" in out and "other" not in out, out
