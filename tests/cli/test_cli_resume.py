@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -236,9 +238,6 @@ def test_a_cancel_beside_a_resume_says_what_each_did(tmp_path: Path) -> None:
     """A ``cancel`` beside a local ``resume DIR`` stops the cell it runs, in the resume's own
     process: the resume exited 143 without a word, and the cancel said "x=2: cancelled, left
     as it is" of the cell it had just cancelled (issue 42, case 11)."""
-    import signal
-    import time
-
     (tmp_path / "exp.py").write_text(SLOW_EXP)
     launched = _cli(
         *("launch", "exp.py", "x=1,2", "--local", "--no-progress", "--working-dir", "sweep"),
