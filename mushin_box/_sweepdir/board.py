@@ -106,9 +106,11 @@ from mushin_box._sweepdir.manifest import (
 )
 
 __all__ = [
+    "METRIC_KEYS_BOUND",
     "VIEW_STATES",
     "CellView",
     "SweepView",
+    "bounded_metrics",
     "cell_view",
     "driver_running",
     "find_sweeps",
@@ -116,8 +118,6 @@ __all__ = [
     "job_finder",
     "job_runs_cell",
     "latest_sweep",
-    "METRIC_KEYS_BOUND",
-    "bounded_metrics",
     "local_jobs_alive",
     "owner_gone",
     "read_sweep",
