@@ -475,18 +475,19 @@ def _started_meanwhile(
     cells still without a directory are returned; the lists are the caller's report."""
 
     now = manifest_from_cells(root)["cells"]
-    left = []
+    left, started = [], []
     for cell in cells:
         entry = now.get(combo_id(cell.combo))
         if not isinstance(entry, dict) or not entry.get("dir"):
             left.append(cell)
-            continue
-        name = str(entry["dir"])
-        record = read_json(root / name / STATUS_FILE) or {}
-        job = record.get("slurm_job_id")
-        if record.get("status") == "running" and not owner_gone(
-            record, _job_states([str(job)] if job else [])
-        ):  # a job that runs other cells too was not cancelled for a named one
+        else:
+            name = str(entry["dir"])
+            started.append((name, read_json(root / name / STATUS_FILE) or {}))
+    # their jobs asked at once: one scheduler call, not one per cell
+    states = _job_states([str(r["slurm_job_id"]) for _, r in started if r.get("slurm_job_id")])
+    for name, record in started:
+        if record.get("status") == "running" and not owner_gone(record, states):
+            # a job that runs other cells too was not cancelled for a named one
             unreachable.append((name, STILL_OWNED))
         elif _mark_cancelled(root / name, since, who):
             done.append(name)

@@ -200,3 +200,34 @@ def test_a_queued_cell_that_starts_while_cancel_runs_is_cancelled_not_unreadable
     finally:
         owner.kill()
         owner.wait()
+
+
+def test_cells_that_start_while_cancel_runs_are_judged_by_one_scheduler_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Many queued cells that SLURM started between cancel's read and its scancel: their
+    jobs' states are asked once, not once per cell (each ask is a sacct or squeue)."""
+    import mushin_box._sweepdir.cancel as cancel_mod
+    from mushin_box._sweepdir.manifest import write_grid
+
+    n = 20
+    write_json_atomic(tmp_path / "x=0" / STATUS_FILE, {"combo": {"x": 0}, "status": "completed"})
+    write_grid(tmp_path, {"x": list(range(n + 1))})
+    host = socket.gethostname()
+
+    def scancel_after_they_started(job_ids: list[str]) -> None:
+        for x in range(1, n + 1):
+            started = {"combo": {"x": x}, "status": "running", "attempt": 1, "host": host}
+            started.update(pid=2**22 + x, slurm_job_id=f"5_{x}")
+            write_json_atomic(tmp_path / f"x={x}" / STATUS_FILE, started)
+
+    asked: list[list[str]] = []
+    monkeypatch.setattr(cancel_mod, "_scancel", scancel_after_they_started)
+    monkeypatch.setattr(
+        cancel_mod,
+        "job_states",
+        lambda ids, **_: asked.append(ids) or dict.fromkeys(ids, "CANCELLED"),
+    )
+    report = cancel(tmp_path, grace_s=0, timeout_s=5)
+    assert sorted(report.cancelled) == sorted(f"x={x}" for x in range(1, n + 1))
+    assert [len(ids) for ids in asked if any(j.startswith("5_") for j in ids)] == [n]
