@@ -91,6 +91,7 @@ __all__ = [
     "check_image",
     "check_output",
     "manifest_path",
+    "native_recipe",
     "plan_build",
     "read_manifest",
     "sif_identity",
@@ -621,6 +622,26 @@ def _spec_file(spec_ref: str | None, context: Path) -> tuple[str | None, Path | 
     return target + (f":{attr}" if attr else ""), path
 
 
+def native_recipe(
+    spec: ImageSpec, context: StrPath, spec_ref: str | None = None
+) -> tuple[str, str | None, str | None]:
+    """``(recipe_sha256, context_commit, spec)`` a native build of ``spec`` in ``context``
+    records (:func:`~mushin_box._image.native.recipe_identity`); ``spec_ref`` names the
+    spec as ``mushin-box build`` was given it, and its file is one of the recipe's inputs.
+
+    Raises
+    ------
+    NativeBuildRefused
+        With no ``SOURCE_DATE_EPOCH`` (the recipe's time).
+    """
+    context = Path(context).absolute()
+    epoch = source_date_epoch(spec, context)
+    ref, spec_file = _spec_file(spec_ref, context)
+    definition = render_definition(spec)
+    recipe, commit = recipe_identity(spec, definition, context, epoch, spec_file)
+    return recipe, commit, ref
+
+
 def _up_to_date(image: Path, recipe: str) -> Manifest | None:
     """The manifest of ``image`` when it is a native build of ``recipe``, whole."""
     try:
@@ -647,9 +668,7 @@ def _build_native(
     recipe is kept as it is (unless ``force``)."""
     if (why := native_refusal(spec)) is not None:
         raise NativeBuildRefused(why)
-    epoch = source_date_epoch(spec, plan.context)
-    ref, spec_file = _spec_file(spec_ref, plan.context)
-    recipe, commit = recipe_identity(spec, plan.definition, plan.context, epoch, spec_file)
+    recipe, commit, ref = native_recipe(spec, plan.context, spec_ref)
     if not force and (kept := _up_to_date(plan.image, recipe)) is not None:
         return kept  # before the host checks: an image in place needs no build tools
     mode, epoch = check_native(spec, plan.context)

@@ -93,7 +93,7 @@ PIP_SOURCES = ("index-url", "extra-index-url", "find-links", "trusted-host")
 #: Runs in the image with its Python (``python -I -B FILE``), after every ``.pyc`` the
 #: packages left is gone: the bytecode of every source on its ``sys.path``, hash-based and
 #: never checked against the source (the image is read-only: without bytecode every rank
-#: compiles what it imports, and ``import torch`` takes twice as long). No time is stored.
+#: compiles everything it imports, every time it starts). No time is stored.
 #: marshal's output depends on the process's history (its references follow reference
 #: counts), so the sources, listed in name order, are cut into a fixed number of parts, each
 #: compiled in order by a process of its own: the same parts in the same Python give the
@@ -114,8 +114,8 @@ if len(sys.argv) == 2:
     files = sources()
     size = -(-len(files) // PARTS)
     part = int(sys.argv[1])
+    mode = py_compile.PycInvalidationMode.UNCHECKED_HASH
     for path in files[part * size : (part + 1) * size]:
-        mode = py_compile.PycInvalidationMode.UNCHECKED_HASH
         py_compile.compile(path, doraise=False, quiet=2, invalidation_mode=mode)
 else:
     argv = [sys.executable, "-I", "-B", __file__]
@@ -172,12 +172,14 @@ def run_bounded(
         return _run_bounded(argv, timeout=timeout, cwd=cwd, capture=capture, env=env, tail=tail)
     except subprocess.TimeoutExpired as exc:
         raise BuildError(
-            f"{argv[0]} {argv[1]} ran past {timeout:g} s and was stopped: check that the "
-            "mirror answers, or give build_image a longer timeout"
+            f"{argv[0]} {argv[1]} ran past {timeout:g} s and was stopped: check what it waits "
+            "for (the mirror, an index, a lock), or give build_image a longer timeout"
         ) from exc
 
 
-#: (what a failed build printed, what it means and what to do), first match wins
+#: (what a failed build printed, what it means and what to do), first match wins; each
+#: needle is a line only that failure prints (apt's warnings name "Permission denied" in
+#: builds that succeed). ``None``: the matching line itself, which already says it.
 _FAILURES = (
     ("No space left on device", "the disk filled up: free space under {where}, or build "
      "elsewhere (-o)"),
@@ -189,12 +191,12 @@ _FAILURES = (
      "network, the proxy (http_proxy) and the mirror's URL"),
     ("Could not connect", "the mirror {mirror} cannot be reached: check the network, the proxy "
      "(http_proxy) and the mirror's URL"),
-    ("was not found", "an apt pin is not on the mirror {mirror} (named above): pin a version it "
+    ("E: Version '", "an apt pin is not on the mirror {mirror} (named above): pin a version it "
      "has, or use a snapshot mirror that has the pinned one"),
     ("Unable to locate package", "an apt package is not on the mirror {mirror} (named above)"),
-    ("in the image: ", "a step in the image failed (above)"),
-    ("Permission denied", "the build's subordinate ids cannot reach a directory (above): the "
+    ("E: cannot create", "the build's subordinate ids cannot reach a directory (above): the "
      "output's directory and its parents must be searchable by all (chmod o+x)"),
+    ("in the image: ", None),
 )  # fmt: skip
 
 
@@ -208,8 +210,9 @@ def explain_failure(output: str, *, mirror: str, where: Path) -> str | None:
     'the disk filled up: free space under /x, or build elsewhere (-o)'
     """
     for needle, meaning in _FAILURES:
-        if needle in output:
-            return meaning.format(mirror=mirror, where=where)
+        line = next((x.strip() for x in output.splitlines() if needle in x), None)
+        if line is not None:
+            return line if meaning is None else meaning.format(mirror=mirror, where=where)
     return None
 
 
@@ -229,7 +232,7 @@ def host_pip_settings() -> tuple[dict[str, str], list[str]]:
 
     Returns the ``PIP_*`` variables of :data:`PIP_SOURCES` (from ``pip config list``,
     where this Python has pip, and the environment, which wins), and the local paths they
-    name (``file://`` indexes, find-links directories), which the build binds read-only
+    name (``file://`` indexes, find-links: directories), which the build binds read-only
     into the tree while pip runs. A site's private index or wheel directory then serves
     the image's pip as it serves the user's.
     """
@@ -251,7 +254,7 @@ def host_pip_settings() -> tuple[dict[str, str], list[str]]:
     paths = set()
     for token in " ".join(env.values()).split():
         path = token.removeprefix("file://")
-        if path.startswith("/") and os.path.exists(path):
+        if path.startswith("/") and os.path.isdir(path):
             paths.add(os.path.normpath(path))
     return env, sorted(paths)
 
@@ -442,17 +445,13 @@ def _clean_commit(context: Path, files: Sequence[Path]) -> str | None:
     names = [str(p) for p in files]
     try:
         head = run_bounded(["git", "rev-parse", "HEAD"], cwd=context, timeout=60, capture=True)
-        tracked = run_bounded(["git", "ls-files", "-z", "--", *names], cwd=context,
-                              timeout=60, capture=True)  # fmt: skip
-        status = run_bounded(["git", "status", "--porcelain", "--", *names], cwd=context,
-                             timeout=60, capture=True)  # fmt: skip
-    except OSError:
+        # --ignored: an ignored input (!!) is in no commit, as an untracked one (??)
+        status = run_bounded(["git", "status", "--porcelain", "--ignored", "--", *names],
+                             cwd=context, timeout=60, capture=True)  # fmt: skip
+    except (OSError, BuildError):
         return None
-    listed = {os.path.realpath(context / n) for n in tracked.stdout.split("\0") if n}
-    if head.returncode or tracked.returncode or status.returncode or status.stdout.strip():
+    if head.returncode or status.returncode or status.stdout.strip():
         return None
-    if any(os.path.realpath(p) not in listed for p in files):
-        return None  # untracked or ignored: not in the commit
     return head.stdout.strip()
 
 
@@ -715,21 +714,13 @@ def _setup_with_binds(workdir: Path, root: Path, plan: Mapping[str, Any]) -> Non
     paths are bound read-only: the binds end with that namespace, and the mount points
     made for them are removed after, so nothing of the host stays in the tree."""
     points = _bind_points(root, plan["pip_paths"])
-    made = []
-    for source, point in points:
-        if os.path.isdir(source):
-            point.mkdir()
-        else:
-            point.touch()
-        made.append(point)
+    for _, point in points:
+        point.mkdir()  # pip's sources are directories (find-links, file:// indexes)
     argv = ["unshare", "--mount", "--propagation", "private"]
     argv += [sys.executable, "-m", __spec__.name, "--setup", str(workdir), str(root)]
     code = subprocess.run([*argv, *(str(p) for pair in points for p in pair)]).returncode
-    for point in reversed(made):
-        if point.is_dir():
-            point.rmdir()  # empty unless a bind outlived the namespace: then this fails
-        else:
-            point.unlink()
+    for _, point in reversed(points):
+        point.rmdir()  # empty unless a bind outlived the namespace: then this fails
     if code != 0:
         raise SystemExit(f"the image's setup failed ({code}): its output is above")
 

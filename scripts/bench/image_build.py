@@ -26,9 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(REPO))
 
-from mushin_box._image.build import Manifest, manifest_path  # noqa: E402
-from mushin_box._image.definition import render_definition  # noqa: E402
-from mushin_box._image.native import recipe_identity, source_date_epoch  # noqa: E402
+from mushin_box._image.build import Manifest, manifest_path, native_recipe  # noqa: E402
 from mushin_box.cli.build import load_spec  # noqa: E402
 
 SPEC = "containers/test-image.py"
@@ -45,9 +43,7 @@ def _timed(argv: list[str]) -> float:
 
 
 def hit(repeat: int, where: Path) -> dict[str, list[float]]:
-    spec, _ = load_spec(str(REPO / SPEC))
-    epoch = source_date_epoch(spec, REPO)
-    recipe = recipe_identity(spec, render_definition(spec), REPO, epoch, REPO / SPEC)[0]
+    recipe = native_recipe(load_spec(str(REPO / SPEC))[0], REPO, str(REPO / SPEC))[0]
     image = where / "image.sif"
     image.write_bytes(b"a stand-in for the image")
     manifest = Manifest(

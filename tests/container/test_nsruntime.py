@@ -31,9 +31,7 @@ from typing import Any
 import pytest
 from conftest import REPO, STANDINS
 
-from mushin_box._image.build import read_manifest
-from mushin_box._image.definition import render_definition
-from mushin_box._image.native import recipe_identity, source_date_epoch
+from mushin_box._image.build import native_recipe, read_manifest
 from mushin_box.cli.build import load_spec
 
 RUNTIME = STANDINS / "nsapptainer" / "apptainer"
@@ -90,10 +88,8 @@ def nsruntime_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def image_recipe() -> str:
     """The recipe sha256 of containers/test-image.py as the build computes it: the cache
     key, so that sessions on other sources never swap the image under each other."""
-    spec, _ = load_spec(str(REPO / TEST_IMAGE_SPEC))
-    epoch = source_date_epoch(spec, REPO)
-    spec_file = REPO / TEST_IMAGE_SPEC
-    return recipe_identity(spec, render_definition(spec), REPO, epoch, spec_file)[0]
+    spec_file = str(REPO / TEST_IMAGE_SPEC)
+    return native_recipe(load_spec(spec_file)[0], REPO, spec_file)[0]
 
 
 def _prune(keep: Path) -> None:

@@ -21,14 +21,9 @@ from typing import Any
 import pytest
 
 from mushin_box._image.bases import Debootstrap
-from mushin_box._image.build import Manifest, build_image, manifest_path
+from mushin_box._image.build import Manifest, build_image, manifest_path, native_recipe
 from mushin_box._image.definition import render_definition
-from mushin_box._image.native import (
-    _bind_points,
-    host_pip_settings,
-    recipe_identity,
-    source_date_epoch,
-)
+from mushin_box._image.native import _bind_points, explain_failure, host_pip_settings
 from mushin_box._image.spec import ImageSpec
 from mushin_box.cli import main as cli
 from mushin_box.cli.build import load_spec
@@ -238,9 +233,8 @@ def test_a_venv_is_made_and_put_first_on_path() -> None:
 def _fake_image(ctx: Path, out: Path) -> str:
     """An image at ``out`` whose manifest holds the recipe of ``ctx``'s spec: what a native
     build leaves. Returns its recipe sha256."""
-    spec, _ = load_spec(str(ctx / "image.py"))
-    epoch = source_date_epoch(spec, ctx)
-    recipe = recipe_identity(spec, render_definition(spec), ctx, epoch, ctx / "image.py")[0]
+    spec_file = str(ctx / "image.py")
+    recipe = native_recipe(load_spec(spec_file)[0], ctx, spec_file)[0]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(b"SIF bytes")
     manifest = Manifest(
@@ -272,7 +266,7 @@ def test_a_changed_input_is_built_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any, change: str
 ) -> None:
     ctx, out = _project(tmp_path), tmp_path / "out" / "img.sif"
-    recipe = _fake_image(ctx, out)
+    _fake_image(ctx, out)
     if change == "spec":
         (ctx / "image.py").write_text((ctx / "image.py").read_text() + "# a comment\n")
     else:  # the same pins wrapped otherwise, or made executable: committed, so another recipe
@@ -284,10 +278,6 @@ def test_a_changed_input_is_built_again(
         env = {**os.environ, "GIT_COMMITTER_DATE": "1700000000 +0000", "HOME": str(tmp_path)}
         argv = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", change]
         subprocess.run(argv, cwd=ctx, env=env, check=True)
-    spec, _ = load_spec(str(ctx / "image.py"))
-    epoch = source_date_epoch(spec, ctx) if change != "spec" else 1700000000
-    again = recipe_identity(spec, render_definition(spec), ctx, epoch, ctx / "image.py")[0]
-    assert again != recipe
     monkeypatch.setenv("PATH", str(_tool_dir(tmp_path, mmdebstrap="exit 7")))
     code, err = _build(ctx, out, capsys)
     assert code == 1 and "mmdebstrap failed with exit code 7" in err
@@ -297,13 +287,12 @@ def test_a_changed_input_is_built_again(
 def test_the_context_commit_is_recorded_only_when_every_input_is_committed(
     tmp_path: Path,
 ) -> None:
-    ctx = _project(tmp_path)
-    spec, _ = load_spec(str(ctx / "image.py"))
+    ctx, spec_file = _project(tmp_path), str(tmp_path / "ctx" / "image.py")
+    spec, _ = load_spec(spec_file)
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ctx, capture_output=True, text=True)
-    definition = render_definition(spec)
-    assert recipe_identity(spec, definition, ctx, 1, ctx / "image.py")[1] == head.stdout.strip()
+    assert native_recipe(spec, ctx, spec_file)[1:] == (head.stdout.strip(), "image.py")
     (ctx / "image.py").write_text((ctx / "image.py").read_text() + "# edited\n")
-    assert recipe_identity(spec, definition, ctx, 1, ctx / "image.py")[1] is None
+    assert native_recipe(spec, ctx, spec_file)[1] is None
 
 
 def test_the_images_pip_finds_packages_where_the_hosts_pip_does(
@@ -425,3 +414,17 @@ def test_a_lock_whose_hash_does_not_match_is_one_line_and_leaves_nothing(
     assert code == 1, err[-2000:]
     assert "pip refused a file whose hash is not in the lock" in last, last
     assert _left(out) == []
+
+
+def test_a_failure_is_named_by_the_line_only_it_prints() -> None:
+    where, mirror = Path("/out"), "http://m/debian"
+    ok_warning = "W: Download is performed unsandboxed as root as file 'x.deb' couldn't be "
+    ok_warning += "accessed by user '_apt'. - pkgAcquire::Run (13: Permission denied)\n"
+    broken = ok_warning + "E: Unable to correct problems, you have held broken packages.\n"
+    assert explain_failure(broken, mirror=mirror, where=where) is None  # not a permission fault
+    step = "in the image: /opt/venv/bin/python -m pip check failed (1): see above"
+    assert explain_failure(ok_warning + step + "\n", mirror=mirror, where=where) == step
+    pin = "E: Version '9.9' for 'python3' was not found\n"
+    assert "an apt pin is not on the mirror http://m/debian" in str(
+        explain_failure(pin, mirror=mirror, where=where)
+    )
