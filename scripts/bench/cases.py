@@ -102,23 +102,58 @@ def sweep(
     return out
 
 
+def _hydra_loop() -> Any:
+    """``run(directory, a_values)``: the same grid of ``trivial`` through Hydra's in-process
+    job loop and mushin-box's sweeper (each job composed once, as in ``Workflow.run``), with
+    no cell runner: what Hydra costs a cell before mushin-box does anything."""
+    from hydra_zen import launch, make_config, multirun, zen
+
+    from mushin_box._core.jobskip import skipping
+    from mushin_box._sweep.jobconfig import job_configs
+    from mushin_box._sweep.prefilter import SWEEPER_TARGET
+
+    cfg = make_config(a=0, b=0)
+
+    def run(d: Path, a: list[int]) -> None:
+        overrides = [
+            f"hydra.sweep.dir={d}",
+            "hydra.sweep.subdir=${mushin_cell:}",  # the subdir job_configs composes over
+            f"hydra.sweeper._target_={SWEEPER_TARGET}",
+        ]
+        with skipping(frozenset(), job_configs):
+            launch(
+                cfg,
+                zen(trivial),
+                overrides=overrides,
+                multirun=True,
+                version_base="1.3",
+                a=multirun(a),
+                b=multirun([0, 1]),
+            )
+
+    return run
+
+
 def first(cells: int) -> dict[str, list[float]]:
-    """One first run of a ``cells``-cell sweep of ``trivial`` (after the warm-up sweep):
-    seconds a cell, and the driver's peak resident memory in MB (the process's own)."""
+    """One first run of a ``cells``-cell sweep of ``trivial``: seconds a cell, those of the
+    floor (:func:`_hydra_loop`, run first: ``Workflow.run`` then replaces Hydra's writer of
+    the ``.hydra`` files), each after its warm-up sweep, and the driver's peak resident
+    memory in MB (the process's own)."""
     sys.path.insert(0, str(Path(__file__).parent))
     from bigsweep import own_peak_mb  # type: ignore[import-not-found]
 
     _quiet()
-    run = _runner("box")
+    out: dict[str, list[float]] = {}
     tmp = Path(tempfile.mkdtemp(prefix="mushin-bench-"))
     try:
-        run(tmp / "warm", [0])
-        t0 = time.perf_counter()
-        run(tmp / "sweep", list(range(cells // 2)))
-        per_cell = (time.perf_counter() - t0) / (cells // 2 * 2)
+        for name, run in (("floor", _hydra_loop()), ("per_cell", _runner("box"))):
+            run(tmp / f"{name}-warm", [0])
+            t0 = time.perf_counter()
+            run(tmp / name, list(range(cells // 2)))
+            out[name] = [(time.perf_counter() - t0) / (cells // 2 * 2)]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return {"per_cell": [per_cell], "rss_mb": [own_peak_mb()]}
+    return {**out, "rss_mb": [own_peak_mb()]}
 
 
 def image(size_mb: int, repeat: int) -> dict[str, list[float]]:
