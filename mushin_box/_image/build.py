@@ -53,9 +53,8 @@ from mushin_box._core.targets import public
 from mushin_box._core.version import __version__
 from mushin_box._image.bases import LocalImage
 from mushin_box._image.definition import render_definition
+from mushin_box._image.intree import DPKG_QUERY, PROBE_SCRIPT
 from mushin_box._image.native import (
-    DPKG_QUERY,
-    PROBE_SCRIPT,
     BuildError,
     build_native,
     check_native,

@@ -23,7 +23,7 @@ from mushin_box._image.spec import (
     LocalImage,
 )
 
-__all__ = ["environment_lines", "render_definition", "runscript_lines", "setup_lines"]
+__all__ = ["apt_lines", "environment_lines", "render_definition", "runscript_lines", "setup_lines"]
 
 _INDENT = "    "
 
@@ -46,15 +46,24 @@ def _pip_install(spec: ImageSpec, *args: str) -> str:
     return " ".join(_q(w) for w in [*words, *args])
 
 
+def apt_lines(spec: ImageSpec) -> list[str]:
+    """The ``%post`` lines that install ``spec.apt`` from the base's own apt sources (none
+    without apt packages). The native builder runs them in a ``LocalImage`` base's tree;
+    a ``Debootstrap`` base gets its packages from mmdebstrap instead."""
+    if not spec.apt:
+        return []
+    packages = " ".join(_q(p) for p in spec.apt)
+    return [
+        "export DEBIAN_FRONTEND=noninteractive",
+        "apt-get update",
+        f"apt-get install -y --no-install-recommends {packages}",
+    ]
+
+
 def _post_lines(spec: ImageSpec) -> list[str]:
-    lines = ["set -eu"]
+    lines = ["set -eu", *apt_lines(spec)]
     if spec.apt:
-        lines += [
-            "export DEBIAN_FRONTEND=noninteractive",
-            "apt-get update",
-            "apt-get install -y --no-install-recommends " + " ".join(_q(p) for p in spec.apt),
-            "rm -rf /var/lib/apt/lists/*",
-        ]
+        lines.append("rm -rf /var/lib/apt/lists/*")
     return lines + setup_lines(spec)
 
 

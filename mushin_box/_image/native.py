@@ -1,13 +1,17 @@
 # SPDX-License-Identifier: MIT
 """The native builder: a bit-reproducible SIF from an ImageSpec, with no Apptainer.
 
-For a :class:`~mushin_box._image.bases.Debootstrap` base, :func:`build_native` makes the
-image in these steps, all in a build directory that the caller removes:
+:func:`build_native` makes the image in these steps, all in a build directory that the
+caller removes:
 
-1. the root file system, by ``mmdebstrap --variant=minbase`` with the spec's suite,
-   mirror and apt packages (``--mode=root`` as root, ``--mode=unshare`` otherwise);
-2. in the tree (an mmdebstrap customize hook, which runs this module with the tree's
-   path): the spec's ``%files``, then the ``%post`` steps the definition renders after
+1. the root file system, by mmdebstrap (``--mode=root`` as root, ``--mode=unshare``
+   otherwise): for a :class:`~mushin_box._image.bases.Debootstrap` base,
+   ``--variant=minbase`` with the spec's suite, mirror and apt packages; for a
+   :class:`~mushin_box._image.bases.LocalImage` (a SIF's squashfs root, or a sandbox
+   directory), the base's tree copied in whole, its own apt sources installing the apt
+   packages in step 2 (a thin layer over a heavy base built once);
+2. in the tree (an mmdebstrap customize hook, :mod:`~mushin_box._image.intree`, run with
+   the tree's path): the spec's ``%files``, then the ``%post`` steps the definition renders after
    apt (:func:`~mushin_box._image.definition.setup_lines`: the venv, pip with
    ``--require-hashes``, the project, ``post``), run in a chroot. pip there finds
    packages where this host's pip does (:func:`host_pip_settings`: its indexes and
@@ -17,7 +21,7 @@ image in these steps, all in a build directory that the caller removes:
    ``labels.json``, ``Singularity`` = the rendered definition); the spec's ``test`` runs;
 4. the package lists for the manifest, then the cleanup that makes the tree the same on
    every build: no logs, caches, apt lists, ``machine-id``, ``resolv.conf`` or ``hostname``
-   contents, and every ``.pyc`` replaced (:data:`COMPILE_SCRIPT`);
+   contents, and every ``.pyc`` replaced (:data:`~mushin_box._image.intree.COMPILE_SCRIPT`);
 5. :func:`~mushin_box._image.pack.pack_tree`: ``mksquashfs`` with every time set to
    ``SOURCE_DATE_EPOCH`` and the kit's SIF writer, with that time and a UUID derived from
    the content.
@@ -32,7 +36,6 @@ tool, ``/etc/subuid`` for an unprivileged build, a missing ``%files`` source, no
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import hashlib
 import json
@@ -43,8 +46,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,15 +54,16 @@ from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.procs import run_bounded as _run_bounded
 from mushin_box._core.targets import public
 from mushin_box._core.version import __version__
-from mushin_box._image.bases import Debootstrap
-from mushin_box._image.definition import environment_lines, runscript_lines, setup_lines
+from mushin_box._image import intree
+from mushin_box._image.bases import Debootstrap, LocalImage
+from mushin_box._image.definition import apt_lines, environment_lines, runscript_lines, setup_lines
+from mushin_box._image.digest import image_sha256
+from mushin_box._image.intree import DEBIAN_CA, PROBE_IN_TREE, host_ca_bundle, timed
 from mushin_box._image.pack import PackError, PackInputError, pack_tree
+from mushin_box._image.sif import SifFormatError, file_sha256, root_squashfs_offset
 from mushin_box._image.spec import ImageSpec
 
 __all__ = [
-    "COMPILE_SCRIPT",
-    "DPKG_QUERY",
-    "PROBE_SCRIPT",
     "BuildError",
     "NativeBuildRefused",
     "build_native",
@@ -73,75 +76,20 @@ __all__ = [
 ]
 
 #: host tool -> the Debian package that has it
-HOST_TOOLS = {"mmdebstrap": "mmdebstrap", "mksquashfs": "squashfs-tools", "git": "git"}
+HOST_TOOLS = {
+    "mmdebstrap": "mmdebstrap",
+    "mksquashfs": "squashfs-tools",
+    "unsquashfs": "squashfs-tools",
+    "git": "git",
+}
 UNSHARE_TOOLS = {"newuidmap": "uidmap", "newgidmap": "uidmap"}
-# `\n` is dpkg-query's own escape (a newline), not Python's
-DPKG_QUERY = ("dpkg-query", "-W", "-f", "${Package}=${Version}\\n")
-#: Runs inside the image with `python -I` (no user site, no PYTHON* variables, no cwd).
-PROBE_SCRIPT = """\
-import json, platform, re
-from importlib import metadata
-packages = {}
-for dist in metadata.distributions():
-    name = dist.metadata["Name"]
-    if name:
-        packages[re.sub(r"[-_.]+", "-", name).lower()] = dist.version
-print(json.dumps({"python_version": platform.python_version(), "packages": packages}))
-"""
 #: pip settings that say where packages come from, passed to the image's pip
 PIP_SOURCES = ("index-url", "extra-index-url", "find-links", "trusted-host")
-#: Runs in the image with its Python (``python -I -B FILE``), after every ``.pyc`` the
-#: packages left is gone: the bytecode of every source on its ``sys.path``, hash-based and
-#: never checked against the source (the image is read-only: without bytecode every rank
-#: compiles everything it imports, every time it starts). No time is stored.
-#: marshal's output depends on the process's history (its references follow reference
-#: counts), so the sources, listed in name order, are cut into a fixed number of parts, each
-#: compiled in order by a process of its own: the same parts in the same Python give the
-#: same bytes, whatever the machine's cores. ``-B``: the processes' own start-up imports
-#: write no timestamped bytecode. A source that does not compile (a package's Python 2 test
-#: data) is skipped, as pip skips it: it cannot be imported either.
-COMPILE_SCRIPT = """\
-import os, py_compile, subprocess, sys
-PARTS = 4
-def sources():
-    found = {}
-    for folder in sorted({p for p in sys.path if os.path.isdir(p)}):
-        for top, dirs, names in os.walk(folder):
-            dirs.sort()
-            found.update((os.path.join(top, n), None) for n in sorted(names) if n.endswith(".py"))
-    return list(found)
-if len(sys.argv) == 2:
-    files = sources()
-    size = -(-len(files) // PARTS)
-    part = int(sys.argv[1])
-    mode = py_compile.PycInvalidationMode.UNCHECKED_HASH
-    for path in files[part * size : (part + 1) * size]:
-        py_compile.compile(path, doraise=False, quiet=2, invalidation_mode=mode)
-else:
-    argv = [sys.executable, "-I", "-B", __file__]
-    parts = [subprocess.Popen([*argv, str(i)]) for i in range(PARTS)]
-    sys.exit(max(p.wait() for p in parts))
-"""
-_COMPILE_IN_TREE = "/tmp/mushin-box-compile.py"
-_CHROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # mmdebstrap's own hooks: dpkg without fsync while it builds (about half the time), and
 # eatmydata removed again before the cleanup
 _EATMYDATA = "/usr/share/mmdebstrap/hooks/eatmydata"
-_CA_IN_TREE = "/tmp/mushin-box-ca.pem"
-_PROBE_IN_TREE = "/tmp/mushin-box-probe.json"
-_DEBIAN_CA = "/etc/ssl/certs/ca-certificates.crt"
-_MOUNTED = ("proc", "sys", "dev")  # mmdebstrap mounts these in the tree while hooks run
-_ENV_01 = "#!/bin/sh\n#\n# Copyright (c) Contributors to the Apptainer project\n#\n"
-_ENV_90 = "#!/bin/sh\n# Custom environment shell code should follow\n\n"
-_ENV_99 = (
-    '#!/bin/sh\nif [ -z "$LD_LIBRARY_PATH" ]; then\n'
-    '    LD_LIBRARY_PATH="/.singularity.d/libs"\nelse\n'
-    '    LD_LIBRARY_PATH="$LD_LIBRARY_PATH:/.singularity.d/libs"\nfi\n'
-    'PS1="Apptainer> "\nexport LD_LIBRARY_PATH PS1\n'
-)
 _HASH_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*==\s*([^\s;\\]+)")
 _HASH_RE = re.compile(r"--hash[= ](sha256:[0-9a-fA-F]{64})")
-_STANZA_FIELD = re.compile(r"^(Package|Version|Architecture|SHA256): (.*)$", re.MULTILINE)
 
 
 @public
@@ -219,14 +167,6 @@ def explain_failure(output: str, *, mirror: str, where: Path) -> str | None:
 # ------------------------------------------------------------------------- the checks
 
 
-def host_ca_bundle() -> str:
-    """The CA bundle this host's pip trusts: ``PIP_CERT``, ``SSL_CERT_FILE``, or Debian's."""
-    for name in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"):
-        if os.path.isfile(os.environ.get(name, "")):
-            return os.environ[name]
-    return _DEBIAN_CA
-
-
 def host_pip_settings() -> tuple[dict[str, str], list[str]]:
     """Where this host's pip finds packages, for the image's pip.
 
@@ -262,9 +202,9 @@ def host_pip_settings() -> tuple[dict[str, str], list[str]]:
 def native_refusal(spec: ImageSpec) -> str | None:
     """Why the native builder cannot make ``spec``'s base, or ``None`` when it can.
 
-    It makes Debian trees with mmdebstrap: a :class:`Debootstrap` base. A Docker base
-    needs a registry client and a ``LocalImage`` needs its tree unpacked; Apptainer
-    builds both.
+    It makes Debian trees with mmdebstrap: a :class:`Debootstrap` base, or a
+    :class:`LocalImage` (a sandbox directory, or a SIF whose root is squashfs) whose tree
+    it copies. A Docker base needs a registry client; Apptainer builds it.
 
     Examples
     --------
@@ -273,11 +213,19 @@ def native_refusal(spec: ImageSpec) -> str | None:
     """
     if isinstance(spec.base, Debootstrap):
         return None
-    if isinstance(spec.base, str):
-        kind = f"the base {spec.base} is a Docker image"
-    else:
-        kind = f"the base {spec.base.reference} is a local image"
-    return f"{kind}: the native builder makes Debootstrap bases only; use --backend apptainer"
+    if isinstance(spec.base, LocalImage):
+        if os.path.isdir(spec.base.path):
+            return None
+        try:
+            root_squashfs_offset(spec.base.path)
+            return None
+        except (SifFormatError, OSError) as exc:
+            why = exc.text if isinstance(exc, SifFormatError) else str(exc)
+            return f"the base {spec.base.path}: {why}; use --backend apptainer"
+    return (
+        f"the base {spec.base} is a Docker image: the native builder makes Debootstrap and "
+        "LocalImage bases only; use --backend apptainer"
+    )
 
 
 def source_date_epoch(spec: ImageSpec, context: Path) -> int:
@@ -376,7 +324,7 @@ def check_native(spec: ImageSpec, context: Path) -> tuple[str, int]:
     if not os.path.isfile(host_ca_bundle()):
         raise NativeBuildRefused(
             f"the native builder needs a CA bundle for pip: install the Debian package "
-            f"ca-certificates ({_DEBIAN_CA}), or set SSL_CERT_FILE"
+            f"ca-certificates ({DEBIAN_CA}), or set SSL_CERT_FILE"
         )
     mode = _mode()
     if spec.venv is None and (spec.pip or spec.pip_lock or spec.project):
@@ -418,7 +366,8 @@ def recipe_identity(
     The sha256 covers what decides the image's bytes apart from the mirror's and the
     indexes' contents: the rendered definition (base, mirror, packages, steps), the
     builder's version, ``SOURCE_DATE_EPOCH``, and the names, modes and bytes of every file
-    the build reads (:func:`_recipe_files`). Two builds with one recipe sha256 and the
+    the build reads (:func:`_recipe_files`), and a ``LocalImage`` base's own bytes
+    (:func:`_base_identity`). Two builds with one recipe sha256 and the
     same package versions are the same bytes, so an image whose manifest holds it is not
     built again.
 
@@ -429,12 +378,37 @@ def recipe_identity(
     files = _recipe_files(spec, context, spec_file)
     digest = hashlib.sha256()
     digest.update(f"{__version__}\0{epoch}\0{len(definition)}\0{definition}".encode())
+    digest.update(f"\0{_base_identity(spec)}".encode())
     for path in files:
         data = path.read_bytes()
         mode = "x" if path.stat().st_mode & 0o111 else "-"  # the image's mode: see _plan
         digest.update(f"\0{os.path.relpath(path, context)}\0{mode}\0{len(data)}\0".encode())
         digest.update(data)
     return digest.hexdigest(), _clean_commit(context, files)
+
+
+def _base_identity(spec: ImageSpec) -> str:
+    """A ``LocalImage`` base's bytes as the recipe knows them: a SIF's sha256, or a
+    sandbox's tree (each entry's path, mode, owner, and content or link target, in name
+    order); "" for a ``Debootstrap`` base, which the definition names whole."""
+    if not isinstance(spec.base, LocalImage):
+        return ""
+    base = Path(spec.base.path)
+    if base.is_file():
+        return "sif:" + image_sha256(base)
+    digest = hashlib.sha256()
+    for top, dirs, names in os.walk(base):  # never into a symlinked directory
+        dirs.sort()
+        for name in sorted(dirs + names):
+            path = os.path.join(top, name)
+            st = os.lstat(path)
+            entry = f"{os.path.relpath(path, base)}\0{st.st_mode:o}\0{st.st_uid}:{st.st_gid}\0"
+            digest.update(entry.encode("utf-8", "surrogateescape"))
+            if os.path.islink(path):
+                digest.update(os.readlink(path).encode("utf-8", "surrogateescape"))
+            elif os.path.isfile(path):
+                digest.update(file_sha256(path).encode())
+    return "tree:" + digest.hexdigest()
 
 
 def _clean_commit(context: Path, files: Sequence[Path]) -> str | None:
@@ -483,6 +457,9 @@ def _plan(
     files), and the same whatever the user's umask.
     """
     files = []
+    # a Debootstrap base gets its apt packages from mmdebstrap, a LocalImage base from its
+    # own apt sources, here
+    setup = [*(apt_lines(spec) if isinstance(spec.base, LocalImage) else ()), *setup_lines(spec)]
     pip_env, pip_paths = host_pip_settings() if setup_lines(spec) else ({}, [])
     for index, (src, dest) in enumerate(spec.all_files()):
         stage = staging / str(index)
@@ -497,7 +474,7 @@ def _plan(
             path.chmod(0o755 if executable else 0o644)
     return {
         "files": files,
-        "setup": setup_lines(spec),
+        "setup": setup,
         "environment": environment_lines(spec),
         "runscript": runscript_lines(spec),
         "test": list(spec.test),
@@ -522,33 +499,31 @@ def build_native(
 ) -> tuple[Path, dict[str, Any]]:
     """Build ``spec`` in ``workdir`` (which the caller removes); return the SIF and the
     manifest fields it adds to the definition-side ones."""
-    assert isinstance(spec.base, Debootstrap)
     plan = _plan(spec, definition, context, epoch, workdir / "files")
     (workdir / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
     root = workdir / "root"
-    hook = shlex.join([sys.executable, "-m", __spec__.name, str(workdir)]) + ' "$1"'
+    hook = shlex.join([sys.executable, "-m", intree.__name__, str(workdir)]) + ' "$1"'
     # written by mmdebstrap as this user: the hook's user may not write in workdir
-    copy_out = shlex.join(["copy-out", _PROBE_IN_TREE, str(workdir)])
+    copy_out = shlex.join(["copy-out", PROBE_IN_TREE, str(workdir)])
     env = {**os.environ, "SOURCE_DATE_EPOCH": str(epoch), "LC_ALL": "C.UTF-8"}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    options, where = _base_argv(spec)
     argv = [
         "mmdebstrap",
         f"--mode={mode}",
-        "--variant=minbase",
         "--format=directory",
-        *(["--include=" + ",".join(spec.apt)] if spec.apt else []),
-        *([f"--hook-dir={_EATMYDATA}"] if os.path.isdir(_EATMYDATA) else []),
+        *options,
         f"--customize-hook={hook}",
         f"--customize-hook={copy_out}",
-        str(spec.base.suite),
+        where[0],
         str(root),
-        str(spec.base.mirror),
+        *where[1:],
     ]
-    with _timed("mmdebstrap and the hooks"):
+    with timed("mmdebstrap and the hooks"):
         result = run_bounded(argv, timeout=timeout, env=env, capture=False, tail=200)
-    probe_file = workdir / Path(_PROBE_IN_TREE).name
+    probe_file = workdir / Path(PROBE_IN_TREE).name
+    mirror = str(spec.base.mirror) if isinstance(spec.base, Debootstrap) else "of the base"
     if result.returncode != 0 or not probe_file.is_file():
-        mirror = str(spec.base.mirror)
         why = explain_failure(result.stderr or "", mirror=mirror, where=workdir.parent)
         raise BuildError(
             f"mmdebstrap failed with exit code {result.returncode}: "
@@ -565,7 +540,7 @@ def build_native(
     meta = json.dumps({"data": {"attributes": {"labels": labels}}, "type": "container"})
     userns = ("mmdebstrap", "--unshare-helper") if mode == "unshare" else ()
     try:
-        with _timed("mksquashfs and the SIF"):
+        with timed("mksquashfs and the SIF"):
             pack_tree(
                 root,
                 sif,
@@ -584,8 +559,8 @@ def build_native(
     return sif, {
         "build_argv": tuple(recorded),
         "backend": "native",
-        "mirror": spec.base.mirror,
-        "base_digest": probe["release_sha256"],
+        "mirror": spec.base.mirror if isinstance(spec.base, Debootstrap) else None,
+        "base_digest": _base_digest(spec, probe["release_sha256"]),
         "python_version": probe["python_version"],
         "packages": probe["packages"],
         "dpkg_packages": tuple(probe["dpkg"]),
@@ -596,190 +571,34 @@ def build_native(
     }
 
 
-# ------------------------------------------------------------------- in the tree (hook)
-
-
-def _chroot(root: Path, script: str, plan: Mapping[str, Any], *, capture: bool = False) -> str:
-    proxies = {k: v for k, v in os.environ.items() if k.lower().endswith("_proxy")}
-    env = {
-        **proxies,
-        **plan["pip_env"],
-        "PIP_CERT": _CA_IN_TREE,
-        "PATH": _CHROOT_PATH,
-        "HOME": "/root",
-        "LANG": "C.UTF-8",
-        "SOURCE_DATE_EPOCH": plan["epoch"],
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PIP_NO_COMPILE": "1",  # compiled once, at the end (COMPILE_SCRIPT)
-        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-        "PIP_NO_INPUT": "1",
-        "DEBIAN_FRONTEND": "noninteractive",
-    }
-    argv = ["chroot", str(root), "/bin/sh", "-c", script]
-    result = subprocess.run(argv, env=env, stdout=subprocess.PIPE if capture else None, text=True)
-    if result.returncode != 0:
-        what = script if "\n" not in script else "a step of the setup (%post)"
-        raise SystemExit(f"in the image: {what} failed ({result.returncode}): see above")
-    return result.stdout or ""
-
-
-def _write(path: Path, text: str, mode: int = 0o644) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    path.chmod(mode)
-
-
-def _singularity_d(root: Path, plan: Mapping[str, Any]) -> None:
-    sd = root / ".singularity.d"
-    for sub in ("env", "libs", "actions"):
-        (sd / sub).mkdir(parents=True, exist_ok=True)
-    environment = "".join(line + "\n" for line in plan["environment"])
-    for name, text in (("01-base.sh", _ENV_01), ("90-environment.sh", _ENV_90 + environment)):
-        _write(sd / "env" / name, text, 0o755)
-    _write(sd / "env" / "99-base.sh", _ENV_99, 0o755)
-    runscript = plan["runscript"] or ['exec "$@"']
-    _write(sd / "runscript", "#!/bin/sh\n\n" + "".join(f"{x}\n" for x in runscript), 0o755)
-    if plan["test"]:
-        _write(sd / "test", "#!/bin/sh\n\n" + "".join(f"{x}\n" for x in plan["test"]), 0o755)
-    _write(sd / "Singularity", plan["definition"])
-    _write(sd / "labels.json", json.dumps(plan["labels"], indent=4, sort_keys=True) + "\n")
-    for link, target in (("singularity", ".singularity.d/runscript"),
-                         ("environment", ".singularity.d/env/90-environment.sh")):  # fmt: skip
-        (root / link).unlink(missing_ok=True)
-        (root / link).symlink_to(target)
-
-
-def _probe(root: Path, plan: Mapping[str, Any]) -> dict[str, Any]:
-    """The package lists the manifest records, read in the tree before the cleanup."""
-    python = shlex.quote(plan["python"])
-    found = _chroot(root, f"{python} -I -c {shlex.quote(PROBE_SCRIPT)}", plan, capture=True)
-    query = shlex.join([*DPKG_QUERY[:3], "${Package}=${Version}=${Architecture}\\n"])
-    installed = _chroot(root, query, plan, capture=True).split()
-    freeze = _chroot(root, f"{python} -I -m pip freeze --all 2>/dev/null || :", plan, capture=True)
-    lists = root / "var/lib/apt/lists"
-    sums: dict[str, str] = {}
-    for packages in sorted(lists.glob("*_Packages")):
-        for stanza in packages.read_text(encoding="utf-8", errors="replace").split("\n\n"):
-            fields = dict(_STANZA_FIELD.findall(stanza))
-            if len(fields) == 4:
-                key = "=".join(fields[k] for k in ("Package", "Version", "Architecture"))
-                sums[key] = "sha256:" + fields["SHA256"]
-    release = b"".join(p.read_bytes() for p in sorted(lists.glob("*Release")))
-    return {
-        **json.loads(found),
-        "dpkg": [line.rsplit("=", 1)[0] for line in installed],
-        "dpkg_sha256": {k.rsplit("=", 1)[0]: sums[k] for k in installed if k in sums},
-        "freeze": [line for line in freeze.splitlines() if line],
-        "release_sha256": "sha256:" + hashlib.sha256(release).hexdigest(),
-    }
-
-
-def _cleanup(root: Path) -> None:
-    """What differs from one build to the next, or names the build host, goes."""
-    for folder, dirs, files in os.walk(root):  # os.walk follows no symlinked directory
-        if folder == str(root):
-            dirs[:] = [d for d in dirs if d not in _MOUNTED]
-        if "__pycache__" in dirs:
-            dirs.remove("__pycache__")
-            if not os.path.islink(cache := os.path.join(folder, "__pycache__")):
-                shutil.rmtree(cache)
-        for name in files:
-            if name.endswith(".pyc") and not os.path.islink(os.path.join(folder, name)):
-                os.unlink(os.path.join(folder, name))
-    for path in sorted((root / "var/log").rglob("*"), reverse=True):
-        if path.is_file() or path.is_symlink():
-            path.unlink()
-    shutil.rmtree(root / "root/.cache", ignore_errors=True)  # mmdebstrap empties apt's after
-    for name in ("etc/resolv.conf", "etc/hostname"):  # Apptainer binds the host's at run time
-        (root / name).unlink(missing_ok=True)
-        (root / name).write_text("")
-
-
-def _bind_points(root: Path, paths: Sequence[str]) -> list[tuple[str, Path]]:
-    """``(host path, mount point)`` for each local pip path: its topmost ancestor the tree
-    lacks (so a ``file://`` index's relative links resolve), never one the tree has."""
-    points: dict[str, Path] = {}
-    for path in paths:
-        top = Path("/")
-        for part in Path(path).parts[1:]:
-            top /= part
-            if not (root / str(top).lstrip("/")).exists():
-                points.setdefault(str(top), root / str(top).lstrip("/"))
-                break
-    return sorted(points.items())
-
-
-def _setup_with_binds(workdir: Path, root: Path, plan: Mapping[str, Any]) -> None:
-    """The setup lines in a chroot, in a private mount namespace where the host's local pip
-    paths are bound read-only: the binds end with that namespace, and the mount points
-    made for them are removed after, so nothing of the host stays in the tree."""
-    points = _bind_points(root, plan["pip_paths"])
-    for _, point in points:
-        point.mkdir()  # pip's sources are directories (find-links, file:// indexes)
-    argv = ["unshare", "--mount", "--propagation", "private"]
-    argv += [sys.executable, "-m", __spec__.name, "--setup", str(workdir), str(root)]
-    code = subprocess.run([*argv, *(str(p) for pair in points for p in pair)]).returncode
-    for _, point in reversed(points):
-        point.rmdir()  # empty unless a bind outlived the namespace: then this fails
-    if code != 0:
-        raise SystemExit(f"the image's setup failed ({code}): its output is above")
-
-
-def _setup(workdir: Path, root: Path, binds: Sequence[str]) -> None:
-    """In the private mount namespace: bind ``binds`` (host path, mount point, ...)
-    read-only, then run the setup lines."""
-    plan = json.loads((workdir / "plan.json").read_text(encoding="utf-8"))
-    for source, point in zip(binds[::2], binds[1::2], strict=True):
-        subprocess.run(["mount", "--bind", source, point], check=True)
-        subprocess.run(["mount", "-o", "remount,bind,ro", point], check=True)
-    _chroot(root, "set -eu\n" + "\n".join(plan["setup"]), plan)
-
-
-def _hook(workdir: Path, root: Path) -> None:
-    """The customize hook: every step that runs in the tree (see the module docstring)."""
-    plan = json.loads((workdir / "plan.json").read_text(encoding="utf-8"))
-    # pip in the tree trusts what the host trusts (a site's proxy CA); mmdebstrap empties /tmp
-    shutil.copyfile(host_ca_bundle(), root / _CA_IN_TREE.lstrip("/"))
-    for sources, dest in plan["files"]:
-        target = root / dest.lstrip("/")
-        if dest.endswith("/"):
-            target.mkdir(parents=True, exist_ok=True)
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["cp", "-fLr", *sources, str(target)], check=True)
-    if plan["setup"]:
-        with _timed("setup (venv, pip, project, post)"):
-            _setup_with_binds(workdir, root, plan)
-    _singularity_d(root, plan)
-    if plan["test"]:
-        with _timed("test"):
-            test = ". /.singularity.d/env/90-environment.sh\n/bin/sh /.singularity.d/test"
-            _chroot(root, test, plan)
-    # apt's download directories belong to _apt, unless apt could not drop to _apt (a build
-    # directory _apt cannot reach) and downloaded as root
-    partial = "/var/cache/apt/archives/partial /var/lib/apt/lists/partial"
-    _chroot(root, f"for d in {partial}; do [ ! -d $d ] || chown _apt:root $d || :; done", plan)
-    with _timed("package lists and cleanup"):
-        probe = json.dumps(_probe(root, plan))
-        (root / _PROBE_IN_TREE.lstrip("/")).write_text(probe, encoding="utf-8")
-        _cleanup(root)
-    with _timed("bytecode"):
-        script = root / _COMPILE_IN_TREE.lstrip("/")
-        script.write_text(COMPILE_SCRIPT, encoding="utf-8")
-        _chroot(root, f"{shlex.quote(plan['python'])} -I -B {_COMPILE_IN_TREE}", plan)
-        script.unlink()
-
-
-@contextlib.contextmanager
-def _timed(step: str) -> Iterator[None]:
-    """Say on stderr how long ``step`` took, as mmdebstrap's own ``I:`` lines do."""
-    start = time.monotonic()
-    yield
-    print(f"I: mushin-box: {step}: {time.monotonic() - start:.1f} s", file=sys.stderr, flush=True)
-
-
-if __name__ == "__main__":  # mmdebstrap's customize hook: WORKDIR ROOT
-    if sys.argv[1] == "--setup":  # in the hook's own private mount namespace
-        _setup(Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4:])
+def _base_argv(spec: ImageSpec) -> tuple[list[str], list[str]]:
+    """mmdebstrap's options that make the tree of ``spec``'s base, and its suite and
+    mirror. A ``LocalImage`` base is copied in whole and nothing is fetched
+    (``--variant=custom --skip=update``): over what mmdebstrap's setup writes, of which only
+    ``/dev`` stays (its apt sources go first, so the tree's are the base's; the host's
+    ``resolv.conf`` serves ``apt_lines``, and the cleanup empties it)."""
+    base = spec.base
+    if isinstance(base, Debootstrap):
+        options = ["--variant=minbase", *(["--include=" + ",".join(spec.apt)] if spec.apt else [])]
+        if os.path.isdir(_EATMYDATA):
+            options.append(f"--hook-dir={_EATMYDATA}")
+        return options, [str(base.suite), str(base.mirror)]
+    assert isinstance(base, LocalImage)
+    if os.path.isdir(base.path):  # tar in the hook's namespace: the owners are the tree's
+        copy = f'tar -C {shlex.quote(base.path)} -c . | tar -C "$1" -x'
     else:
-        _hook(Path(sys.argv[1]), Path(sys.argv[2]))
+        offset = root_squashfs_offset(base.path)
+        copy = f'unsquashfs -q -n -f -o {offset} -d "$1" {shlex.quote(base.path)}'
+    setup = 'rm -f "$1/etc/apt/sources.list" && ' + copy
+    setup += ' && rm -f "$1/etc/resolv.conf" && cp /etc/resolv.conf "$1/etc/resolv.conf"'
+    options = ["--variant=custom", "--skip=update,check/signed-by", f"--setup-hook={setup}"]
+    return options, ["stable", "http://deb.debian.org/debian"]  # written over, then gone
+
+
+def _base_digest(spec: ImageSpec, release_sha256: str) -> str | None:
+    """The manifest's ``base_digest``: the sha256 of the mirror's ``Release`` files a
+    ``Debootstrap`` base came from, of a ``LocalImage`` SIF's file; None for a sandbox."""
+    if isinstance(spec.base, Debootstrap):
+        return release_sha256
+    assert isinstance(spec.base, LocalImage)
+    return None if os.path.isdir(spec.base.path) else "sha256:" + image_sha256(spec.base.path)

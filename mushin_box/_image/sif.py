@@ -51,6 +51,7 @@ __all__ = [
     "read_sif_descriptors",
     "read_sif_header",
     "read_sif_object",
+    "root_squashfs_offset",
 ]
 
 StrPath = str | os.PathLike[str]
@@ -348,6 +349,18 @@ def read_sif_object(path: StrPath, descriptor: SifDescriptor) -> bytes:
     p = Path(path)
     with open(p, "rb") as handle:
         return _read_exact(handle, p, descriptor.offset, descriptor.size)
+
+
+def root_squashfs_offset(path: StrPath) -> int:
+    """Where the squashfs of a SIF's root file system (its primary system partition)
+    starts: ``unsquashfs -o`` reads it in place. A SIF without one (an ext3 or encrypted
+    root, no partition) raises :class:`SifFormatError` naming that."""
+    for d in read_sif_descriptors(path):
+        # a partition's extra field opens with its fs type (1: squashfs) and its partition
+        # type (2: primary system)
+        if d.datatype_name == "FS" and struct.unpack_from("<ii", d.extra) == (1, 2):
+            return d.offset
+    raise SifFormatError(path, "no squashfs root file system (an ext3 or encrypted root?)")
 
 
 def file_sha256(path: StrPath, *, chunk_size: int = 1 << 20) -> str:

@@ -6,7 +6,7 @@ optional ``:ATTR`` (default ``IMAGE``), or ``package.module:ATTR``. The default 
 project's own image, ``containers/image.py:IMAGE``.
 
 ``--backend``: ``native`` builds a bit-reproducible SIF with no Apptainer
-(:mod:`mushin_box._image.native`, Debootstrap bases), ``apptainer`` runs ``apptainer
+(:mod:`mushin_box._image.native`, Debootstrap and LocalImage bases), ``apptainer`` runs ``apptainer
 build``, ``auto`` (default) picks native where it can build the base.
 
 ``--check IMG.sif`` rebuilds SPEC beside IMG.sif and prints ``identical`` (exit 0) or the
@@ -81,7 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("auto", "native", "apptainer"),
         default="auto",
         help="native: mmdebstrap, pip and the kit's SIF writer, a bit-reproducible image with "
-        "no Apptainer (Debootstrap bases); apptainer: `apptainer build`; auto (default): "
+        "no Apptainer (Debootstrap and LocalImage bases); apptainer: `apptainer build`; auto: "
         "native where it can build the base, else apptainer",
     )
     parser.add_argument(

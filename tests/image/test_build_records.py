@@ -203,7 +203,7 @@ def test_a_local_sif_base_is_recorded_by_its_file_digest(
     spec = _spec(base=LocalImage(path=base))
     dry = build_image(spec, tmp_path / "dry.sif", dry_run=True)
     assert dry.base_digest is None and dry.base_image == f"localimage {base}"
-    manifest = build_image(spec, tmp_path / "img.sif", context=tmp_path)
+    manifest = build_image(spec, tmp_path / "img.sif", context=tmp_path, backend="apptainer")
     assert manifest.base_digest == "sha256:" + file_sha256(base)
     assert manifest.base_image == f"localimage {base}"
     assert (tmp_path / "img.def").read_text().startswith(f"Bootstrap: localimage\nFrom: {base}\n")

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -20,10 +21,12 @@ from typing import Any
 
 import pytest
 
-from mushin_box._image.bases import Debootstrap
+from mushin_box._image.bases import Debootstrap, LocalImage
 from mushin_box._image.build import Manifest, build_image, manifest_path, native_recipe
 from mushin_box._image.definition import render_definition
-from mushin_box._image.native import _bind_points, explain_failure, host_pip_settings
+from mushin_box._image.intree import _bind_points
+from mushin_box._image.native import explain_failure, host_pip_settings, native_refusal
+from mushin_box._image.sifwrite import write_sif
 from mushin_box._image.spec import ImageSpec
 from mushin_box.cli import main as cli
 from mushin_box.cli.build import load_spec
@@ -113,7 +116,9 @@ def test_a_docker_base_is_refused_by_the_native_backend_in_one_line(
     (ctx / "image.py").write_text(docker % ("1" * 64))
     code, err = _build(ctx, out, capsys, "--backend", "native")
     assert code == 2
-    assert "is a Docker image: the native builder makes Debootstrap bases only; use " in err
+    assert (
+        "is a Docker image: the native builder makes Debootstrap and LocalImage bases only" in err
+    )
     assert "--backend apptainer" in err and len(err.strip().splitlines()) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ctx"]
 
@@ -125,6 +130,52 @@ def test_auto_picks_apptainer_for_a_docker_base(
     spec = ImageSpec(base="debian@sha256:" + "2" * 64)
     with pytest.raises(Exception, match="apptainer was not found on PATH"):
         build_image(spec, tmp_path / "img.sif")
+
+
+def test_a_local_base_is_built_natively_unless_its_root_is_not_squashfs(
+    tmp_path: Path, capsys: Any
+) -> None:
+    sandbox, sif = tmp_path / "sandbox", tmp_path / "base.sif"
+    sandbox.mkdir()
+    write_sif(sif, b"hsqs" + bytes(60))
+    for base in (sandbox, sif):
+        assert native_refusal(ImageSpec(base=LocalImage(path=str(base)))) is None
+    # the partition's fs type, 1 (squashfs) -> 2 (ext3): Apptainer's to build from
+    data = bytearray(sif.read_bytes())
+    at = data.find(struct.pack("<ii", 1, 2))
+    data[at : at + 4] = struct.pack("<i", 2)
+    sif.write_bytes(data)
+    ctx, out = tmp_path / "ctx", tmp_path / "out" / "img.sif"
+    ctx.mkdir()
+    spec = "from mushin_box import ImageSpec, LocalImage\n"
+    (ctx / "image.py").write_text(spec + f"IMAGE = ImageSpec(base=LocalImage(path={str(sif)!r}))\n")
+    code, err = _build(ctx, out, capsys, "--backend", "native")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert f"the base {sif}: " in err and "no squashfs root file system" in err
+    assert err.strip().endswith("use --backend apptainer") and not out.parent.exists()
+
+
+def test_a_local_base_is_part_of_the_recipe(tmp_path: Path) -> None:
+    sandbox = tmp_path / "sandbox"
+    (sandbox / "etc").mkdir(parents=True)
+    (sandbox / "etc" / "os-release").write_text("ID=debian\n")
+
+    def recipe(base: Path) -> str:
+        spec = ImageSpec(base=LocalImage(path=str(base)), source_date_epoch=1)
+        return native_recipe(spec, tmp_path)[0]
+
+    seen = [recipe(sandbox)]
+    assert recipe(sandbox) == seen[0]  # the same tree, the same recipe
+    (sandbox / "etc" / "os-release").write_text("ID=ubuntu\n")
+    seen.append(recipe(sandbox))
+    (sandbox / "etc" / "os-release").chmod(0o600)
+    seen.append(recipe(sandbox))
+    (sandbox / "etc" / "link").symlink_to("os-release")
+    seen.append(recipe(sandbox))
+    for squashfs in (b"hsqs" + bytes(60), b"hsqs" + bytes(61)):  # a SIF: by its bytes
+        write_sif(tmp_path / "base.sif", squashfs, created=1)
+        seen.append(recipe(tmp_path / "base.sif"))
+    assert len(set(seen)) == len(seen)
 
 
 def test_pip_packages_without_a_venv_are_refused(
@@ -208,7 +259,7 @@ def test_mmdebstrap_gets_the_spec_and_the_lock_commit_time(
     assert _build(ctx, out, capsys, "--backend", "native")[0] == 1
     lines = seen.read_text().splitlines()
     assert lines[0] == "SOURCE_DATE_EPOCH=1700000000"
-    assert lines[2:4] == ["--variant=minbase", "--format=directory"]
+    assert lines[2:4] == ["--format=directory", "--variant=minbase"]
     assert lines[4] == "--include=python3=3.11.2-1+b1,python3-venv=3.11.2-1+b1"
     assert lines[-3] == "bookworm" and lines[-1] == MIRROR
     assert Path(lines[-2]).parent.parent == out.parent  # built beside the image
