@@ -572,7 +572,7 @@ class ImageIdentity:
     apptainer_version : str or None
         ``apptainer --version`` on the submit host (compute nodes may differ), e.g.
         ``1.3.4``; None when it is not on PATH there.
-    backend, spec, context_commit, recipe_sha256 : str or None
+    backend, spec, context_commit, context_dir, recipe_sha256 : str or None
         The recipe (from the manifest, :data:`IMAGE_RECIPE_ENV`): where the image can be
         rebuilt from (``reproduce --rebuild-image``), recorded beside the identity.
 
@@ -592,6 +592,7 @@ class ImageIdentity:
     backend: str | None = attrs.field(default=None, converter=_identity_text)
     spec: str | None = attrs.field(default=None, converter=_identity_text)
     context_commit: str | None = attrs.field(default=None, converter=_identity_text)
+    context_dir: str | None = attrs.field(default=None, converter=_identity_text)
     recipe_sha256: str | None = attrs.field(default=None, converter=_identity_text)
 
     def to_env(self) -> dict[str, str]:

@@ -299,6 +299,7 @@ IMAGE_RECIPE_ENV: Mapping[str, str] = {
     "backend": "MUSHIN_IMAGE_BACKEND",
     "spec": "MUSHIN_IMAGE_SPEC",
     "context_commit": "MUSHIN_IMAGE_CONTEXT_COMMIT",
+    "context_dir": "MUSHIN_IMAGE_CONTEXT_DIR",
     "recipe_sha256": "MUSHIN_IMAGE_RECIPE_SHA256",
 }
 #: what the container runtime itself sets inside a container (Apptainer, and Singularity's

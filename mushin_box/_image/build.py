@@ -58,6 +58,7 @@ from mushin_box._image.native import (
     BuildError,
     build_native,
     check_native,
+    context_dir,
     native_refusal,
     recipe_identity,
     run_bounded,
@@ -216,8 +217,9 @@ class Manifest:
 
     The recipe, for a native build: ``spec`` (the SPEC as given, relative to the build
     context when it lies there), ``recipe_sha256``
-    (:func:`~mushin_box._image.native.recipe_identity`) and ``context_commit`` (the git
-    commit that holds every input unchanged, else ``None``): what ``build --check`` and
+    (:func:`~mushin_box._image.native.recipe_identity`), ``context_commit`` (the git
+    commit that holds every input unchanged, else ``None``) and ``context_dir`` (where the
+    context lies in that commit's tree, ``"."`` at its top): what ``build --check`` and
     ``reproduce --rebuild-image`` rebuild from.
     """
 
@@ -252,6 +254,7 @@ class Manifest:
     spec: str | None = None
     recipe_sha256: str | None = None
     context_commit: str | None = None
+    context_dir: str | None = None
     dry_run: bool = False
     schema: str = MANIFEST_SCHEMA
 
@@ -672,6 +675,7 @@ def _build_native(
         return kept  # before the host checks: an image in place needs no build tools
     mode, epoch = check_native(spec, plan.context)
     common = {**common, "spec": ref, "recipe_sha256": recipe, "context_commit": commit}
+    common["context_dir"] = None if commit is None else context_dir(plan.context)
     plan.image.parent.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix=f".{plan.image.name}.native-", dir=plan.image.parent))
     workdir.chmod(0o755)  # apt downloads as the _apt user

@@ -68,6 +68,7 @@ __all__ = [
     "NativeBuildRefused",
     "build_native",
     "check_native",
+    "context_dir",
     "explain_failure",
     "native_refusal",
     "recipe_identity",
@@ -427,6 +428,17 @@ def _clean_commit(context: Path, files: Sequence[Path]) -> str | None:
     if head.returncode or status.returncode or status.stdout.strip():
         return None
     return head.stdout.strip()
+
+
+def context_dir(context: Path) -> str | None:
+    """Where ``context`` lies in its git work tree (``"."`` at its top, else the relative
+    path), or None outside one: a rebuild from the commit builds there again."""
+    try:
+        done = run_bounded(["git", "rev-parse", "--show-prefix"], cwd=context, timeout=60,
+                           capture=True)  # fmt: skip
+    except (OSError, BuildError):
+        return None
+    return (done.stdout.strip().rstrip("/") or ".") if done.returncode == 0 else None
 
 
 # ------------------------------------------------------------------------- the build

@@ -4,10 +4,11 @@
 A native build (:mod:`mushin_box._image.native`) of one recipe gives the same bytes, so an
 image that is gone can be made again from what built it. The launch records the build
 manifest's recipe in ``run.image`` (:data:`~mushin_box._core.layout.IMAGE_RECIPE_ENV`):
-``backend``, ``spec`` (the SPEC, relative to the build context) and ``context_commit``
-(the git commit that held every input of the recipe unchanged). The rebuild clones that
-commit from the repository here (a shared clone: git's history stays, the lock's commit
-time is the build's ``SOURCE_DATE_EPOCH``), builds the spec there with the native
+``backend``, ``spec`` (the SPEC, relative to the build context), ``context_commit``
+(the git commit that held every input of the recipe unchanged) and ``context_dir`` (where
+the context lay in it; the top when not recorded). The rebuild clones that commit from the
+repository here (a shared clone: git's history stays, the lock's commit time is the
+build's ``SOURCE_DATE_EPOCH``), builds the spec in that directory of it with the native
 builder, and keeps the image only when its sha256 is the one the cell ran in
 (``reproducibility.image.sif_sha256``). The spec file it imports is the commit's, from a
 repository of the user's (this directory's, or the recorded experiment's), named by a
@@ -58,6 +59,7 @@ class Recipe:
     repository: Path
     sha256: str
     path: Path
+    context_dir: str = "."
 
 
 def _refuse(why: str) -> ReproduceError:
@@ -121,6 +123,12 @@ def image_recipe(original: Original) -> Recipe:
             f"the cell's image was built from the spec {spec}, which names no file of its "
             "build context"
         )
+    context = located.get("context_dir") or "."
+    if not isinstance(context, str) or Path(context).is_absolute() or ".." in Path(context).parts:
+        raise _refuse(
+            f"the cell's record names the image's build context {context!r}, which is no "
+            "directory of a repository"
+        )
     here = [git_root(Path.cwd()), git_root(Path(str(part(original.run, "experiment").get("file"))))]
     found = next((r for r in here if r and _holds(r, commit)), None)
     if found is None:
@@ -130,9 +138,8 @@ def image_recipe(original: Original) -> Recipe:
             f"holds ({where}): run this in a clone that has it (git fetch)"
         )
     path = located.get("path")
-    return Recipe(
-        spec, commit, Path(found), want, _destination(path if isinstance(path, str) else None, want)
-    )
+    dest = _destination(path if isinstance(path, str) else None, want)
+    return Recipe(spec, commit, Path(found), want, dest, context)
 
 
 def _load_spec(file: Path, attr: str) -> ImageSpec:
@@ -173,12 +180,13 @@ def rebuild_image(recipe: Recipe, *, build: Callable[..., Any] = build_image) ->
                     f"`{' '.join(argv[:3])}` of commit {recipe.commit} from "
                     f"{recipe.repository} failed: {why}"
                 )
-        spec = _load_spec(Path(source) / target, attr)
+        context = Path(source) / recipe.context_dir
+        spec = _load_spec(context / target, attr)
         dest.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=f".{dest.name}.rebuild-", dir=dest.parent) as tmp:
             out = Path(tmp) / dest.name
-            ref = f"{Path(source) / target}:{attr}"
-            manifest = build(spec, out, context=source, backend="native", spec_ref=ref)
+            ref = f"{context / target}:{attr}"
+            manifest = build(spec, out, context=context, backend="native", spec_ref=ref)
             if manifest.sif_sha256 != recipe.sha256:
                 raise ReproduceError(
                     f"the image rebuilt from {recipe.spec} at commit {recipe.commit} has sha256 "

@@ -42,6 +42,8 @@ def test_the_manifest_holds_the_recipe_and_every_package(test_image: Path) -> No
     manifest = read_manifest(test_image)
     assert manifest.backend == "native" and manifest.build_argv[1] == "--mode=root"
     assert manifest.spec == TEST_IMAGE_SPEC
+    # built from the repository's top: a rebuild from the commit builds there again
+    assert manifest.context_dir == (None if manifest.context_commit is None else ".")
     assert manifest.recipe_sha256 == image_recipe()
     assert manifest.source_date_epoch == "1764547200" == str(manifest.sif_created)
     assert manifest.mirror and manifest.mirror.startswith("http")

@@ -25,7 +25,12 @@ from mushin_box._image.bases import Debootstrap, LocalImage
 from mushin_box._image.build import Manifest, build_image, manifest_path, native_recipe
 from mushin_box._image.definition import render_definition
 from mushin_box._image.intree import _bind_points
-from mushin_box._image.native import explain_failure, host_pip_settings, native_refusal
+from mushin_box._image.native import (
+    context_dir,
+    explain_failure,
+    host_pip_settings,
+    native_refusal,
+)
 from mushin_box._image.sifwrite import write_sif
 from mushin_box._image.spec import ImageSpec
 from mushin_box.cli import main as cli
@@ -344,6 +349,10 @@ def test_the_context_commit_is_recorded_only_when_every_input_is_committed(
     assert native_recipe(spec, ctx, spec_file)[1:] == (head.stdout.strip(), "image.py")
     (ctx / "image.py").write_text((ctx / "image.py").read_text() + "# edited\n")
     assert native_recipe(spec, ctx, spec_file)[1] is None
+    # where the context lies in the commit: a rebuild builds there again
+    (ctx / "containers").mkdir()
+    assert (context_dir(ctx), context_dir(ctx / "containers")) == (".", "containers")
+    assert context_dir(tmp_path) is None  # in no work tree
 
 
 def test_the_images_pip_finds_packages_where_the_hosts_pip_does(

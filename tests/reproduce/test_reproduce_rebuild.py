@@ -79,6 +79,8 @@ NATIVE = {"backend": "native", "spec": "image.py:IMAGE", "context_commit": "c" *
         (NATIVE, f"commit {'c' * 40}, which no repository here holds"),
         ({**NATIVE, "spec": "pkg.images:IMAGE"}, "names no file of its build context"),
         ({**NATIVE, "context_commit": "--upload-pack=x"}, "not a git commit"),
+        ({**NATIVE, "context_dir": "../up"}, "build context '../up', which is no directory"),
+        ({**NATIVE, "context_dir": "/abs"}, "build context '/abs', which is no directory"),
     ],
 )
 def test_a_record_that_cannot_be_rebuilt_is_refused_in_one_line_building_nothing(
@@ -167,6 +169,30 @@ def test_the_rebuilt_image_is_kept_only_when_its_sha256_is_the_recorded_one(
     assert again == tmp_path / "project" / f"gone-{want[:12]}.sif"
     (tmp_path / "project" / "image.py").write_text("IMAGE = None\n")  # the work tree moved on
     assert rebuild_image(image_recipe(read_original(cell)), build=_builder(data, [])) == again
+
+
+def test_the_rebuild_builds_in_the_recorded_context_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = b"the image's bytes"
+    project = tmp_path / "project"
+    (project / "containers").mkdir(parents=True)
+    (project / "containers" / "image.py").write_text(SPEC)
+    for argv in (["init", "-q"], ["add", "."], ["commit", "-qm", "spec"]):
+        subprocess.run([*GIT, *argv], cwd=project, check=True, capture_output=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True)
+    recorded = {**NATIVE, "context_commit": head.stdout.strip(), "context_dir": "containers"}
+    cell = _cell(tmp_path, monkeypatch, **recorded)
+    record = read_json(cell / PROVENANCE_FILE)
+    record["reproducibility"]["image"]["sif_sha256"] = hashlib.sha256(data).hexdigest()
+    write_json_atomic(cell / PROVENANCE_FILE, record)
+    (tmp_path / "images").mkdir()
+    monkeypatch.chdir(project)
+    calls: list[dict[str, Any]] = []
+    rebuild_image(image_recipe(read_original(cell)), build=_builder(data, calls))
+    (call,) = calls
+    assert Path(call["context"]).name == "containers"  # the clone's, not its top
+    assert str(call["spec_ref"]).endswith("/containers/image.py:IMAGE")
 
 
 def test_a_failed_rebuild_is_one_line_and_exit_1(
