@@ -53,6 +53,7 @@ from mushin_box._core.targets import public
 from mushin_box._core.version import __version__
 from mushin_box._image.bases import LocalImage
 from mushin_box._image.definition import render_definition
+from mushin_box._image.digest import image_sha256
 from mushin_box._image.intree import DPKG_QUERY, PROBE_SCRIPT
 from mushin_box._image.native import (
     BuildError,
@@ -553,6 +554,10 @@ def build_image(
     if dry_run:
         _write_definition(plan.definition_path, plan.definition)
         return Manifest(image=None, dry_run=True, **common)
+    if isinstance(spec.base, LocalImage) and Path(spec.base.path).is_file():
+        # the exact base bytes, for either backend: a local SIF has no registry digest, its
+        # file's sha256 is one (cached: the native recipe hashes the same file)
+        common["base_digest"] = "sha256:" + image_sha256(spec.base.path)
     if backend == "native":
         return _build_native(plan, spec, spec_ref, timeout=timeout, common=common, force=force)
     if shutil.which(APPTAINER) is None:
@@ -564,9 +569,6 @@ def build_image(
             f"%files sources not found under the build context {plan.context}: {missing} "
             "(relative sources resolve against the context; pass context=/--context)"
         )
-    if isinstance(spec.base, LocalImage) and Path(spec.base.path).is_file():
-        # the exact base bytes: a local SIF has no registry digest, its file sha256 is one
-        common["base_digest"] = "sha256:" + file_sha256(spec.base.path)
     manifest = _build_partial(plan, spec, timeout=timeout, common=common)
     target = manifest_path(plan.image)
     target.unlink(missing_ok=True)  # never leave an old manifest beside a new image

@@ -11,8 +11,8 @@ spec's test; the package lists (:func:`_probe`, copied out for the manifest); th
 that makes the tree the same on every build (:func:`_cleanup`); the bytecode
 (:data:`COMPILE_SCRIPT`).
 
-It imports nothing of mushin-box but the standard library: it runs with the tree's
-paths, under the builder's Python, before anything else of the build is read.
+It imports the standard library only: the hook's process, a subordinate id in an
+unprivileged build, loads nothing of the build on the host side (mmdebstrap, pack, git).
 """
 
 from __future__ import annotations
@@ -144,9 +144,10 @@ def _write(path: Path, text: str, mode: int = 0o644) -> None:
 def _singularity_d(root: Path, plan: Mapping[str, Any]) -> None:
     """``/.singularity.d`` as Apptainer writes it. Over a base that has one (a
     ``LocalImage``), by Apptainer's rules for a build over an image: the environment is
-    appended to the base's, a label the base has keeps its value, the runscript and the test
-    are replaced only by the spec's own, and the base's definition moves to
-    ``bootstrap_history/Apptainer<N>``."""
+    appended to the base's, the base's labels are kept and the spec's set over them (as
+    ``apptainer build --force``, the Apptainer backend's, sets them: the two backends give
+    one image), the runscript and the test are replaced only by the spec's own, and the
+    base's definition moves to ``bootstrap_history/Apptainer<N>``."""
     sd = root / ".singularity.d"
     for sub in ("env", "libs", "actions"):
         (sd / sub).mkdir(parents=True, exist_ok=True)
@@ -170,7 +171,7 @@ def _singularity_d(root: Path, plan: Mapping[str, Any]) -> None:
         (sd / "Singularity").rename(history / f"Apptainer{len(list(history.iterdir()))}")
     _write(sd / "Singularity", plan["definition"])
     labels = json.loads((sd / "labels.json").read_text()) if (sd / "labels.json").is_file() else {}
-    labels = {**plan["labels"], **labels}
+    labels = {**labels, **plan["labels"]}
     _write(sd / "labels.json", json.dumps(labels, indent=4, sort_keys=True) + "\n")
     for link, target in (("singularity", ".singularity.d/runscript"),
                          ("environment", ".singularity.d/env/90-environment.sh")):  # fmt: skip

@@ -572,7 +572,8 @@ def build_native(
         "build_argv": tuple(recorded),
         "backend": "native",
         "mirror": spec.base.mirror if isinstance(spec.base, Debootstrap) else None,
-        "base_digest": _base_digest(spec, probe["release_sha256"]),
+        # a LocalImage SIF's is its file's sha256 (build_image's)
+        **({"base_digest": probe["release_sha256"]} if isinstance(spec.base, Debootstrap) else {}),
         "python_version": probe["python_version"],
         "packages": probe["packages"],
         "dpkg_packages": tuple(probe["dpkg"]),
@@ -605,12 +606,3 @@ def _base_argv(spec: ImageSpec) -> tuple[list[str], list[str]]:
     setup += ' && rm -f "$1/etc/resolv.conf" && cp /etc/resolv.conf "$1/etc/resolv.conf"'
     options = ["--variant=custom", "--skip=update,check/signed-by", f"--setup-hook={setup}"]
     return options, ["stable", "http://deb.debian.org/debian"]  # written over, then gone
-
-
-def _base_digest(spec: ImageSpec, release_sha256: str) -> str | None:
-    """The manifest's ``base_digest``: the sha256 of the mirror's ``Release`` files a
-    ``Debootstrap`` base came from, of a ``LocalImage`` SIF's file; None for a sandbox."""
-    if isinstance(spec.base, Debootstrap):
-        return release_sha256
-    assert isinstance(spec.base, LocalImage)
-    return None if os.path.isdir(spec.base.path) else "sha256:" + image_sha256(spec.base.path)

@@ -24,7 +24,7 @@ import pytest
 from mushin_box._image.bases import Debootstrap, LocalImage
 from mushin_box._image.build import Manifest, build_image, manifest_path, native_recipe
 from mushin_box._image.definition import render_definition
-from mushin_box._image.intree import _bind_points
+from mushin_box._image.intree import _bind_points, _singularity_d
 from mushin_box._image.native import (
     context_dir,
     explain_failure,
@@ -488,3 +488,29 @@ def test_a_failure_is_named_by_the_line_only_it_prints() -> None:
     assert "an apt pin is not on the mirror http://m/debian" in str(
         explain_failure(pin, mirror=mirror, where=where)
     )
+
+
+def test_over_a_base_image_singularity_d_follows_apptainers_rules(tmp_path: Path) -> None:
+    sd = tmp_path / "root" / ".singularity.d"
+    (sd / "env").mkdir(parents=True)
+    base_env = '#!/bin/sh\nexport PATH=/opt/v/bin:"$PATH"\n'
+    (sd / "env" / "90-environment.sh").write_text(base_env)
+    (sd / "labels.json").write_text(json.dumps({"base.only": "b", "both": "base"}))
+    (sd / "Singularity").write_text("Bootstrap: debootstrap\n")
+    (sd / "runscript").write_text("#!/bin/sh\nexec base\n")
+    plan = {
+        "environment": ["export LAYER=thin"],
+        "runscript": [],
+        "test": [],
+        "definition": "Bootstrap: localimage\n",
+        "labels": {"both": "spec", "spec.only": "s"},
+    }
+    _singularity_d(tmp_path / "root", plan)
+    # appended: the base's venv stays first on PATH
+    assert (sd / "env" / "90-environment.sh").read_text() == base_env + "\nexport LAYER=thin\n"
+    # kept, and the spec's set over them, as `apptainer build --force` (the other backend)
+    labels = json.loads((sd / "labels.json").read_text())
+    assert labels == {"base.only": "b", "both": "spec", "spec.only": "s"}
+    assert (sd / "runscript").read_text() == "#!/bin/sh\nexec base\n"  # no runscript: kept
+    assert (sd / "bootstrap_history" / "Apptainer0").read_text() == "Bootstrap: debootstrap\n"
+    assert (sd / "Singularity").read_text() == "Bootstrap: localimage\n"
