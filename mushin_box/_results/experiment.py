@@ -136,24 +136,24 @@ def load_sweep(
                 found.setdefault(name, {})[where] = value
         for name, one in job_series(cell_dir).items():
             series.setdefault(name, []).append((where, one))
-    scalars = {name: metric_array(values, shape) for name, values in found.items()}
-    dims = params
     # a metric named like a swept parameter ("x") or a series' dimension ("epoch") would
     # clash with its coordinate
     reserved = {*grid, *STAGE_DIMS.values()}
     variables: dict[str, xr.DataArray] = {
-        (f"metrics.{name}" if name in reserved else name): _grid_variable(arr, dims, coords)
-        for name, arr in scalars.items()
+        (f"metrics.{name}" if name in reserved else name): _grid_variable(
+            metric_array(values, shape), params, coords
+        )
+        for name, values in found.items()
     }
-    variables.update(gridded_series(series, shape, dims, coords))
+    variables.update(gridded_series(series, shape, params, coords))
     ds = xr.Dataset(variables, coords=coords)
-    ds["status"] = xr.DataArray(status, dims=dims, coords=coords)
-    ds["cell_dir"] = xr.DataArray(cell_dirs, dims=dims, coords=coords)
+    ds["status"] = xr.DataArray(status, dims=params, coords=coords)
+    ds["cell_dir"] = xr.DataArray(cell_dirs, dims=params, coords=coords)
     ds.attrs.update(
         working_dir=str(root.resolve()),
         params=list(params),
-        failures=canonical_dumps(failures).decode().rstrip("\n"),
-        skipped=canonical_dumps(skipped).decode().rstrip("\n"),
+        failures=_json_text(failures),
+        skipped=_json_text(skipped),
     )
     return ds
 
@@ -370,8 +370,6 @@ def job_config(job: Path) -> tuple[dict[str, Any], str] | None:
 def load_job(path: str | os.PathLike[str]) -> xr.Dataset:
     """One job directory as a Dataset (see :func:`load_experiment`)."""
     job = Path(path)
-    if not job.is_dir():
-        raise FileNotFoundError(f"load_experiment: {job} is not a directory")
     variables = {name: _as_array(name, s) for name, s in job_series(job).items()}
     attrs: dict[str, Any] = {"job_dir": str(job.resolve())}
     config = job_config(job)
@@ -380,11 +378,8 @@ def load_job(path: str | os.PathLike[str]) -> xr.Dataset:
     return xr.Dataset(variables, attrs=attrs)
 
 
-def _coord_value(value: Any) -> Any:
-    # coordinates must be hashable scalars: lists/dicts become their JSON text
-    if isinstance(value, list | dict):
-        return canonical_dumps(value).decode("utf-8").rstrip("\n")
-    return value
+def _json_text(value: Any) -> str:
+    return canonical_dumps(value).decode("utf-8").rstrip("\n")
 
 
 def grid_coords(values: list[Any]) -> np.ndarray[Any, Any] | pd.Index:
@@ -392,7 +387,8 @@ def grid_coords(values: list[Any]) -> np.ndarray[Any, Any] | pd.Index:
     kept. The latter is an index of dtype object, because xarray passes an array of objects
     through pandas, whose string dtype (its default for text from pandas 3) reads ``None``
     as NaN."""
-    plain = [_coord_value(v) for v in values]
+    # coordinates must be hashable scalars: lists/dicts become their JSON text
+    plain = [_json_text(v) if isinstance(v, list | dict) else v for v in values]
     if all(isinstance(v, int | float) and not isinstance(v, bool) for v in plain):
         return np.asarray(plain)
     return pd.Index(plain, dtype=object)
@@ -520,10 +516,6 @@ def _jobs(root: Path) -> list[tuple[Path, dict[str, Any]]]:
     return jobs
 
 
-def _key(value: Any) -> str:
-    return canonical_dumps(value).decode("utf-8")
-
-
 def _grid(
     declared: dict[str, list[Any] | None], jobs: list[tuple[Path, dict[str, Any]]]
 ) -> dict[str, list[Any]]:
@@ -531,7 +523,7 @@ def _grid(
     seen: dict[str, set[str]] = {}  # each key's values over the jobs ("" where it is absent)
     for _, values in jobs:
         for name, value in values.items():
-            seen.setdefault(name, set()).add(_key(value))
+            seen.setdefault(name, set()).add(_json_text(value))
     for name, texts in seen.items():
         if any(name not in values for _, values in jobs):
             texts.add("")
@@ -541,11 +533,11 @@ def _grid(
     grid: dict[str, list[Any]] = {}
     for name in params:
         axis = list(declared.get(name) or [])
-        known = {_key(v) for v in axis}
+        known = {_json_text(v) for v in axis}
         if declared.get(name) is None:  # values only the jobs show
             for _, values in jobs:
-                if name in values and _key(values[name]) not in known:
-                    known.add(_key(values[name]))
+                if name in values and _json_text(values[name]) not in known:
+                    known.add(_json_text(values[name]))
                     axis.append(values[name])
         grid[name] = axis
     return grid
@@ -556,12 +548,12 @@ def _place(
 ) -> dict[tuple[int, ...], Path]:
     """Each job's grid index; a job off the grid (of an earlier sweep into the same
     directory) is left out, and of two jobs on one point the later wins, with warnings."""
-    axes = {name: {_key(v): i for i, v in enumerate(values)} for name, values in grid.items()}
+    axes = {name: {_json_text(v): i for i, v in enumerate(values)} for name, values in grid.items()}
     placed: dict[tuple[int, ...], Path] = {}
     off: list[str] = []
     for job, values in jobs:
         try:
-            where = tuple(axes[name][_key(values[name])] for name in grid)
+            where = tuple(axes[name][_json_text(values[name])] for name in grid)
         except KeyError:
             off.append(job.name)
             continue

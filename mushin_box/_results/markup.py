@@ -269,8 +269,7 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     first = math.floor(lo / step + 1e-9)
     last = math.ceil(hi / step - 1e-9)
     # 0.6, not 0.6000000000000001
-    ticks = [float(f"{k * step:.12g}") for k in range(first, last + 1)]
-    return ticks
+    return [float(f"{k * step:.12g}") for k in range(first, last + 1)]
 
 
 def log_ticks(lo: float, hi: float) -> list[float]:
@@ -483,7 +482,11 @@ def heatmap_svg(
     lo, hi = (min(finite), max(finite)) if finite else (0.0, 1.0)
     # one diverged cell would paint every other square the same: a log scale, as the curves
     log = bool(finite) and lo > 0 and hi / lo > LOG_SPAN
-    scale = _Scale(lo, hi, log)
+    f = math.log10 if log else float
+
+    def at(value: float) -> float:  # where value sits on the scale, 0 to 1
+        return (f(value) - f(lo)) / (f(hi) - f(lo)) if hi > lo else 0.5
+
     # a large grid (100 x 100) gets small squares without their value written in: the
     # page stays a few hundred KB, and the value is still each square's tooltip
     compact = len(rows) * len(columns) > _COMPACT
@@ -515,8 +518,7 @@ def heatmap_svg(
             value = values.get((row, column), math.nan)
             tip = f"{ylabel}={row} {xlabel}={column}: {metric} = "
             box = (left + j * cell_w, y, cell_w, cell_h)
-            square = _square(row, column, value, scale, best == (row, column), tip, box)
-            out.append(_unlabelled(square) if compact else square)
+            out.append(_square(row, column, value, at, best == (row, column), tip, box, compact))
     low, high = colour_of(0.0)[0], colour_of(1.0)[0]
     out.append(
         f'<text x="{left}" y="{height - 10}">{esc(metric)}: '
@@ -531,47 +533,36 @@ def heatmap_svg(
 _COMPACT = 400
 
 
-def _unlabelled(square: str) -> str:
-    """A square without the value written on it (``<text>``), and thinner lines."""
-    rect = square[: square.index("<text ")]
-    return rect.replace(' stroke-width="3"', ' stroke-width="2"') + "</g>"
-
-
-@attrs.frozen
-class _Scale:
-    lo: float
-    hi: float
-    log: bool
-
-    def at(self, value: float) -> float:
-        """Where ``value`` sits on the scale, 0 to 1."""
-        f = math.log10 if self.log else float
-        lo, hi = f(self.lo), f(self.hi)
-        return (f(value) - lo) / (hi - lo) if hi > lo else 0.5
-
-
 def _square(
     row: str,
     column: str,
     value: float,
-    scale: _Scale,
+    at: Any,
     is_best: bool,
     tip: str,
     box: tuple[float, float, int, int],
+    compact: bool,
 ) -> str:
+    """One square of the heatmap; ``compact``: its value not written on it, thinner lines."""
     x, y, w, h = box
     if math.isfinite(value):
-        fill, ink = colour_of(scale.at(value))
+        fill, ink = colour_of(at(value))
         text = f"{value:.4g}"
     else:
         fill, ink, text = _MISSING, "#57606a", "-"
-    outline = ' stroke="#cf222e" stroke-width="3"' if is_best else ' stroke="#fff"'
+    width = 2 if compact else 3
+    outline = f' stroke="#cf222e" stroke-width="{width}"' if is_best else ' stroke="#fff"'
     mark = ' data-best="1"' if is_best else ""
     bold = ' font-weight="700"' if is_best else ""
+    label = (
+        ""
+        if compact
+        else f'<text x="{x + w / 2:.0f}" y="{y + h / 2 + 4:.0f}" text-anchor="middle" '
+        f'fill="{ink}"{bold}>{esc(text)}</text>'
+    )
     return (
         f'<g><rect class="heat" x="{x + 1}" y="{y + 1}" width="{w - 2}" height="{h - 2}" '
-        f'fill="{fill}"{outline} data-row="{esc(row)}" data-column="{esc(column)}" '
-        f'data-value="{esc(text)}"{mark}><title>{esc(tip + text)}</title></rect>'
-        f'<text x="{x + w / 2:.0f}" y="{y + h / 2 + 4:.0f}" text-anchor="middle" '
-        f'fill="{ink}"{bold}>{esc(text)}</text></g>'
+        f'fill="{fill}"{outline} data-row="{esc(row)}" '
+        f'data-column="{esc(column)}" data-value="{esc(text)}"{mark}>'
+        f"<title>{esc(tip + text)}</title></rect>{label}</g>"
     )

@@ -113,11 +113,9 @@ _NAMED = 20
 
 
 def _summary_key(record: Any) -> str | None:
-    """The parts of ``record`` its summary depends on, as text: cells with the same are
-    summarised once (the summary redacts and splits the record). None: a record of another shape,
-    summarised whole. The text is the parts'
-    ``repr``: equal only for equal JSON values (and a record written with its keys in
-    another order only costs one more summary), cheaper than sorted JSON."""
+    """The parts of ``record`` its summary depends on, as text, so that cells with the same
+    are summarised once; None: a record of another shape. ``repr`` is equal only for equal
+    JSON values, and cheaper than sorted JSON."""
     if not isinstance(record, Mapping):
         return None
     reduced: dict[str, Any] = {"schema": record.get("schema")}
@@ -130,7 +128,6 @@ def _summary_key(record: Any) -> str | None:
 
 
 def _provenance_section(sweep: SweepView, cells: Sequence[CellView]) -> str:
-
     groups: dict[tuple[str, ...], list[str]] = {}
     columns: list[str] = []
     known: dict[str, dict[str, str]] = {}
@@ -602,17 +599,13 @@ def band(
 ) -> tuple[list[float], list[float], list[float]]:
     """(x, lowest, highest) over several curves, at each x any of them has a finite
     value, in increasing x."""
-    low: dict[float, float] = {}
-    high: dict[float, float] = {}
+    at: dict[float, list[float]] = {}
     for xs, ys in zip(xss, yss, strict=True):
         for x, y in zip(xs, ys, strict=False):
             if math.isfinite(x) and math.isfinite(y):
-                if x not in low or y < low[x]:
-                    low[x] = y
-                if x not in high or y > high[x]:
-                    high[x] = y
-    xs = sorted(low)
-    return xs, [low[x] for x in xs], [high[x] for x in xs]
+                at.setdefault(x, []).append(y)
+    xs = sorted(at)
+    return xs, [min(at[x]) for x in xs], [max(at[x]) for x in xs]
 
 
 def provenance_summary(record: Mapping[str, Any] | None) -> dict[str, str]:
@@ -630,55 +623,47 @@ def provenance_summary(record: Mapping[str, Any] | None) -> dict[str, str]:
         return dict.fromkeys(
             ("experiment", "code", "image", "packages", "seed base", "topology"), "-"
         )
-
     try:
         full = split_provenance(dict(record))
     except Exception:  # a record of an unknown shape: show what is there
         full = dict(record)
-    repro = full.get("reproducibility") or {}
-    run = full.get("run") or {}
+    repro, run = full.get("reproducibility") or {}, full.get("run") or {}
     image = repro.get("image")
     if isinstance(image, Mapping):
         image_text = short(image.get("sif_sha256") or image.get("sif_uuid") or "?")
         if image.get("sif_uuid") and image.get("sif_sha256"):
             image_text += f" (uuid {image['sif_uuid']})"
     else:
-        image_text = str(image) if image is not None else "-"
+        image_text = "-" if image is None else str(image)
     code = repro.get("code")
-    git = code.get("git") if isinstance(code, Mapping) else None
-    if isinstance(git, Mapping) and git.get("commit"):
+    git = _get(code, "git")
+    if _get(git, "commit"):
         code_text = short(git["commit"]) + (" (dirty)" if git.get("dirty") else "")
     elif isinstance(code, Mapping):
         code_text = "no git; task " + short(code.get("task_sha256"))
     else:
         code_text = short(code)
-    packages = repro.get("package_set")
-    if isinstance(packages, Mapping):
-        packages_text = f"{short(packages.get('sha256'))} ({packages.get('count', '?')} pkgs)"
-    else:
-        packages_text = "-"
-    seed = repro.get("seed")
-    base = seed.get("base") if isinstance(seed, Mapping) else None
-    topo: Mapping[str, Any] = run.get("topology") or {}
-    if not isinstance(topo, Mapping):
-        topo = {}
-    nodes, world = topo.get("num_nodes"), topo.get("world_size")
-    if nodes is None and world is None:
-        topo_text = "-"
-    else:
-        topo_text = (
-            f"{nodes} node{'s' if nodes != 1 else ''} × {world} rank{'s' if world != 1 else ''}"
-        )
-    experiment = run.get("experiment")
-    file = experiment.get("file") if isinstance(experiment, Mapping) else None
+    packages, topo = repro.get("package_set"), run.get("topology")
+    nodes, world = _get(topo, "num_nodes"), _get(topo, "world_size")
+    topology = f"{nodes} node{'s' if nodes != 1 else ''} × {world} rank{'s' if world != 1 else ''}"
+    base = _get(repro.get("seed"), "base")
     return {
-        "experiment": str(file) if file else "-",
+        "experiment": str(_get(run.get("experiment"), "file") or "-"),
         "code": code_text,
         "image": image_text,
-        "packages": packages_text,
+        "packages": (
+            f"{short(packages.get('sha256'))} ({packages.get('count', '?')} pkgs)"
+            if isinstance(packages, Mapping)
+            else "-"
+        ),
         "seed base": "-" if base is None else str(base),
-        "topology": topo_text,
+        "topology": "-" if nodes is None and world is None else topology,
     }
+
+
+def _get(value: Any, key: str) -> Any:
+    """``value[key]`` where ``value`` is a mapping that has it, else None."""
+    return value.get(key) if isinstance(value, Mapping) else None
 
 
 def code_line(sweep: SweepView) -> str | None:

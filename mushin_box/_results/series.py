@@ -35,7 +35,6 @@ MetricSpec(name='acc', reduction=None, goal='max')
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Sequence
@@ -79,14 +78,6 @@ def _mtime(path: str) -> int | None:
         return None
 
 
-def _decode(data: bytes) -> Any:
-    # the sidecars' decoder walks every value for tagged floats; most series have no NaN
-    if b'"__float__"' in data:
-        return loads(data)
-
-    return json.loads(data)
-
-
 _PLAIN = frozenset({int, float, type(None)})
 
 
@@ -125,7 +116,7 @@ def read_stage(
         json_time = _mtime(json_file) if names is None or json_name in names else None
     if json_time is not None and (pt_time is None or json_time >= pt_time):
         try:
-            data = _decode(read_bounded(json_file, read_limit(json_name)))
+            data = loads(read_bounded(json_file, read_limit(json_name)))
         except FileNotFoundError:  # removed since it was listed
             if pt_time is None:
                 return None
