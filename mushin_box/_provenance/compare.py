@@ -279,16 +279,11 @@ def _close(a: Any, b: Any, atol: float, rtol: float = 0.0) -> tuple[bool, float 
     if isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
             return False, None
-        worst: float | None = 0.0
-        ok = True
-        for x, y in zip(a, b, strict=True):
-            same, d = _close(x, y, atol, rtol)
-            ok = ok and same
-            if d is None:
-                worst = None if not same else worst
-            elif worst is not None:
-                worst = max(worst, d)
-        return ok, worst
+        pairs = [_close(x, y, atol, rtol) for x, y in zip(a, b, strict=True)]
+        ok = all(same for same, _ in pairs)
+        if any(d is None and not same for same, d in pairs):  # a non-numeric difference
+            return ok, None
+        return ok, max((d for _, d in pairs if d is not None), default=0.0)
     return _same(a, b), None
 
 
@@ -353,15 +348,10 @@ def diff_records(
     breaks: list[FieldDiff] = []
     expected: list[FieldDiff] = []
     if a is None or b is None:
-        if a is not None or b is not None:
-            breaks.append(
-                FieldDiff(
-                    "<provenance>",
-                    "present" if a is not None else "missing",
-                    "present" if b is not None else "missing",
-                    "only_a" if a is not None else "only_b",
-                )
-            )
+        if a is not None:
+            breaks.append(FieldDiff("<provenance>", "present", "missing", "only_a"))
+        elif b is not None:
+            breaks.append(FieldDiff("<provenance>", "missing", "present", "only_b"))
     else:
         ca, cb = split_provenance(a), split_provenance(b)
         for part, sink in ((REPRO, breaks), (RUN, expected)):

@@ -1,19 +1,10 @@
 # SPDX-License-Identifier: MIT
-"""Facts about where a cell ran, for its provenance: image, container launch, devices.
+"""Facts about where a cell ran, for its provenance: the image (``reproducibility.image``,
+``run.image``), the container launch (``run.container``) and the devices (``run.devices``).
 
-* the image's identity (``reproducibility.image``) and where this copy lives
-  (``run.image``), from the variables the rank wrapper's env file sets;
-* the container launch (``run.container``): the Apptainer version, the exact rank command
-  (as given and as an argv list) and the env file every rank's ``apptainer exec
-  --env-file`` read (its path, sha256 and text, secret-looking assignments redacted);
-* the devices (``run.devices``): torch, CUDA, NCCL and driver versions, GPU count and
-  names. Only read when torch is already imported in this process: provenance never
-  imports torch, and never initializes CUDA (GPU names come from torch when the task has
-  initialized CUDA, else from ``nvidia-smi``, called once per process with a timeout).
-
-Every value that could carry a secret is redacted here: ``NAME=value`` assignments and
-``--flag value`` pairs whose name looks secret
-(:func:`mushin_box._core.redact.is_secret_name`) and credentials inside URLs.
+Provenance never imports torch, nor initializes CUDA: the devices are read only when the
+task has imported torch. Every value that could carry a secret is redacted here
+(:func:`mushin_box._core.redact.is_secret_name`, credentials inside URLs).
 """
 
 from __future__ import annotations

@@ -17,11 +17,8 @@ Secrets are redacted everywhere: values of secret-looking keys and environment v
 and the rank command (:mod:`mushin_box._provenance.env`) and credentials inside URLs
 (``https://user:pass@host`` → ``https://<redacted>@host``).
 
-:func:`split_provenance` is the canonical form: it turns any record (the basic schema-1
-one that older cells hold, or a full one) into the same shape, so the diff can compare
-them; it is idempotent. Writing the record (and the package list beside it) is
-:mod:`mushin_box._provenance.files`; the facts about the image, the container launch and the
-devices come from :mod:`mushin_box._provenance.env`.
+:func:`split_provenance` brings any record (an older cell's basic schema-1 one, or a full
+one) to this one shape, so that two records compare.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""Provenance records (basic form): what a cell ran with, secrets redacted.
-
-Two parts (docs/provenance.md): ``reproducibility`` (must match for two runs to
-be the same experiment) and ``run`` (may differ: host, times, topology).
+"""The basic provenance record (what a cell ran with, secrets redacted) and its sources:
+the git state of the experiment and the installed package set.
 
 The installed package set is read here, once per process: every installed distribution as
 ``name==version`` (canonical names, sorted), whose sha256 is the record's package-set
@@ -87,7 +85,7 @@ def git_state(path: Path, *, include: Iterable[str | Path] = ()) -> dict[str, An
     status = _git(["status", "--porcelain", "--untracked-files=no"], cwd) or ""
     diff = (_git(["diff", "HEAD"], cwd) or "").encode("utf-8")
     files = sorted({Path(f).resolve() for f in include})
-    root = Path((_git(["rev-parse", "--show-toplevel"], cwd) or str(cwd)).strip())
+    root = Path(git_root(cwd) or cwd)
     others = _git(["ls-files", "--others", "--exclude-standard", "-z"], root) if files else ""
     untracked = set((others or "").split("\0"))
     for file in files:

@@ -86,27 +86,25 @@ else:
     _Strategy = _Launcher = object
 
 
-def _launched_world(env: ClusterEnvironment, namespace: str) -> tuple[int, str, int | None]:
-    """(world size, where it came from, tasks per node or None) as the launcher set them."""
+def validate_launched_world(
+    env: ClusterEnvironment, devices: int, num_nodes: int, namespace: str = "pytorch_lightning"
+) -> None:
+    """Raise :class:`WorldSizeMismatchError` unless the ranks the launcher started, as it
+    announced them, are num_nodes x devices (the pure check:
+    :func:`mushin_box._train.world.check_launched_world`); ``env`` is of Lightning's
+    ``namespace`` (a key of :data:`~mushin_box._upstream.lightning.NAMESPACES`)."""
     envs = importlib.import_module(f"{NAMESPACES[namespace]}.plugins.environments")
     if isinstance(env, envs.SLURMEnvironment):
         per_node = os.environ.get("SLURM_NTASKS_PER_NODE")
         per = int(per_node.split("(")[0]) if per_node and per_node[0].isdigit() else None
-        return int(os.environ["SLURM_NTASKS"]), "SLURM_NTASKS", per
-    if isinstance(env, envs.TorchElasticEnvironment) or "WORLD_SIZE" in os.environ:
+        world, source = int(os.environ["SLURM_NTASKS"]), "SLURM_NTASKS"
+    elif isinstance(env, envs.TorchElasticEnvironment) or "WORLD_SIZE" in os.environ:
         per_node = os.environ.get("LOCAL_WORLD_SIZE")
-        return int(os.environ["WORLD_SIZE"]), "WORLD_SIZE", int(per_node) if per_node else None
-    return env.world_size(), type(env).__name__, None
-
-
-def validate_launched_world(
-    env: ClusterEnvironment, devices: int, num_nodes: int, namespace: str = "pytorch_lightning"
-) -> None:
-    """Raise :class:`WorldSizeMismatchError` unless launched ranks == num_nodes x devices
-    (the pure check: :func:`mushin_box._train.world.check_launched_world`); ``env`` is of
-    Lightning's ``namespace`` (a key of :data:`~mushin_box._upstream.lightning.NAMESPACES`)."""
-    world, source, per_node = _launched_world(env, namespace)
-    check_launched_world(world, source, per_node, devices=devices, num_nodes=num_nodes)
+        per = int(per_node) if per_node else None
+        world, source = int(os.environ["WORLD_SIZE"]), "WORLD_SIZE"
+    else:
+        world, source, per = env.world_size(), type(env).__name__, None
+    check_launched_world(world, source, per, devices=devices, num_nodes=num_nodes)
 
 
 class HydraDDPMixin(_Strategy):
@@ -274,19 +272,13 @@ class OneProcessLauncher(_Launcher):
         self._saved_env: dict[str, str | None] | None = None
         self._owns_group = False
 
-    def launch(
-        self,
-        function: Callable[..., Any],
-        *args: Any,
-        trainer: Any = None,
-        **kwargs: Any,
-    ) -> Any:
+    def launch(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         end_local_job()  # a previous job's ranks and process group: not this run's
         import torch.distributed as dist
 
         self._saved_env = {k: os.environ.get(k) for k in _DIST_ENV}
         self._owns_group = not (dist.is_available() and dist.is_initialized())
-        return super().launch(function, *args, trainer=trainer, **kwargs)
+        return super().launch(function, *args, **kwargs)
 
     def end_call(self) -> None:
         """Restore the variables the call set; destroy the process group it created."""
@@ -322,11 +314,7 @@ class HydraDDPLauncher(_Launcher):
         self._logs: list[Path] = []
 
     def launch(
-        self,
-        function: Callable[..., Any],
-        *args: Any,
-        trainer: Any = None,
-        **kwargs: Any,
+        self, function: Callable[..., Any], *args: Any, trainer: Any = None, **kwargs: Any
     ) -> Any:
         global _current_launcher
         self.cluster_environment.validate_settings(

@@ -158,7 +158,8 @@ def seed_everything_per_rank(base: int, workers: bool = True) -> int:
     # exported so the ranks HydraDDP starts later seed from the same base
     os.environ[SEED_BASE_ENV] = str(base)
     os.environ[SEED_WORKERS_ENV] = "1" if workers else "0"
-    _write_record(base=base, rank=rank, seed=seed, workers=workers)
+    record = {"base": base, "rank": rank, "seed": seed, "workers": workers}
+    write_json_atomic(mushin_dir() / SEEDS_DIR / f"rank{rank}.json", record)
     return seed
 
 
@@ -172,11 +173,6 @@ def _fabric_seed_everything() -> Any:
     else:
         from lightning_fabric.utilities.seed import seed_everything
     return seed_everything
-
-
-def _write_record(*, base: int, rank: int, seed: int, workers: bool) -> None:
-    record = {"base": base, "rank": rank, "seed": seed, "workers": workers}
-    write_json_atomic(mushin_dir() / SEEDS_DIR / f"rank{rank}.json", record)
 
 
 def seed_records(directory: str | os.PathLike[str] | None = None) -> dict[int, dict[str, object]]:
