@@ -43,6 +43,7 @@ import json
 import math
 import os
 import re
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -271,7 +272,6 @@ def _load_record(path: Path) -> dict[str, Any]:
 
 def _display(combo: Mapping[str, Any]) -> str:
     """A cell's name in reports: its combo id, secrets redacted."""
-
     return combo_id(redact(dict(combo)))
 
 
@@ -481,13 +481,12 @@ def expected_counts(diff: Any) -> str:
     >>> expected_counts(N(expected=f))
     'Expected to differ: 3 field(s): 2 scheduler, 1 times'
     """
-    counts: dict[str, int] = {}
-    for f in diff.expected:
-        counts[kind_of(f.path)] = counts.get(kind_of(f.path), 0) + 1
+    counts = Counter(kind_of(f.path) for f in diff.expected)
     if not counts:
         return "Expected to differ: nothing"
-    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    text = ", ".join(f"{n} {kind}" for kind, n in ranked)
+    text = ", ".join(
+        f"{n} {kind}" for kind, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    )
     return f"Expected to differ: {len(diff.expected)} field(s): {text}"
 
 
@@ -529,13 +528,11 @@ def _side(f: Any, side: str) -> str:
 
 def field_rows(diff: Any, attr: str) -> list[FieldRow]:
     """The rows of ``breaks`` or ``expected`` over all cells."""
-
     rows: list[FieldRow] = []
     for cell in diff.cells:
         label = compared_label(cell)
-        fields = list(getattr(cell, attr))
         groups: dict[str, list[Any]] = {}
-        for f in fields:
+        for f in getattr(cell, attr):
             groups.setdefault(collapse_key(f.path), []).append(f)
         for key, items in groups.items():
             if len(items) > _GROUP_OVER:
@@ -666,7 +663,6 @@ def diff_html_section(
 
 def diff_html(diff: Any, *, brief: bool = False, results: bool = True) -> str:
     """The diff as a self-contained HTML page (nothing fetched)."""
-
     body = (
         f"<h1>mushin-box diff</h1>\n"
         f'<p class="meta">written by mushin-box {esc(__version__)}</p>\n'

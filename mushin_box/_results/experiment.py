@@ -50,7 +50,7 @@ from mushin_box._core.overrides import parse_override_value, parse_sweep_values
 from mushin_box._core.safeio import UnsafeFileError, open_regular_stat
 from mushin_box._core.sidecars import canonical_dumps
 from mushin_box._core.targets import public
-from mushin_box._results.series import STAGE_DIMS, read_stage
+from mushin_box._results.series import STAGE_DIMS, stage_data
 from mushin_box._sweepdir.board import bounded_metrics
 from mushin_box._sweepdir.manifest import (
     cell_records,
@@ -86,7 +86,6 @@ def load_sweep(
     status records, when the caller has read them already; ``metrics``: the metrics of
     cells whose metrics sidecar and whole provenance record the caller read (the resume
     shortcut), not read or checked again."""
-
     root = Path(path)
     manifest: dict[str, Any] | None = None
     cells: Sequence[tuple[str | Path, dict[str, Any]]] | None = records
@@ -188,12 +187,9 @@ def metric_array(values: Mapping[tuple[int, ...], Any], shape: tuple[int, ...]) 
 
 
 def _grid_variable(arr: Any, dims: list[str], coords: Mapping[str, Any]) -> xr.DataArray:
-    """One metric on the grid, its values as :func:`metric_array` made them.
-
-    xarray passes an array of objects through pandas, whose string dtype (its default for
-    text from pandas 3) reads ``None`` as NaN; the values are written back into the numpy
-    array the DataArray holds, so ``None`` stays ``None`` under any pandas.
-    """
+    """One metric on the grid, its values as :func:`metric_array` made them: objects are
+    written back into the DataArray's numpy array, so ``None`` stays ``None`` under any
+    pandas (see :func:`grid_coords`)."""
     out = xr.DataArray(arr, dims=dims, coords=coords)
     if arr.dtype == object:
         out.data[...] = arr
@@ -206,7 +202,6 @@ def _warn_if_truncated(path: str, cell: str) -> None:
     Only its ends are read (a record can be megabytes; truncation is how a record breaks):
     ``resume=True`` parses it in full and runs the cell again when it is unreadable.
     """
-
     try:
         fd, st = open_regular_stat(path)  # no symlink, FIFO or device: refused
     except FileNotFoundError:
@@ -273,7 +268,6 @@ def load_experiment(path: str | os.PathLike[str]) -> xr.Dataset:
     >>> ds = load_experiment("outputs/2026-11-29/12-00-00")  # doctest: +SKIP
     >>> ds["fit.val_loss"].sel(epoch=2)  # doctest: +SKIP
     """
-
     root = Path(path)
     if not root.is_dir():
         raise FileNotFoundError(f"load_experiment: {root} is not a directory")
@@ -323,28 +317,20 @@ def _index(values: list[Any], index_key: str, stage: str) -> np.ndarray[Any, Any
 
 
 def _stage_series(stage: str, data: Mapping[str, list[Any]]) -> dict[str, Series]:
-    index_dim = STAGE_DIMS[stage]
-    index_key = "epoch" if stage == "fit" else "round"
-    index = _index(list(data.get(index_key, [])), index_key, stage)
-    out: dict[str, Series] = {}
-    for name, values in data.items():
-        if name == index_key:
-            continue
-        out[f"{stage}.{name}"] = (index_dim, index, np.asarray(values, dtype=np.float64))
-    return out
+    key = "epoch" if stage == "fit" else "round"
+    index = _index(list(data.get(key, [])), key, stage)
+    return {
+        f"{stage}.{name}": (STAGE_DIMS[stage], index, np.asarray(values, dtype=np.float64))
+        for name, values in data.items()
+        if name != key
+    }
 
 
 def job_series(job: str | os.PathLike[str]) -> dict[str, Series]:
     """Every ``MetricsCallback`` series of a job, named ``"<stage>.<metric>"``."""
-    try:
-        names = frozenset(os.listdir(job))
-    except OSError:
-        return {}
     out: dict[str, Series] = {}
-    for stage in STAGE_DIMS:
-        data = read_stage(job, stage, names)
-        if data is not None:
-            out.update(_stage_series(stage, data))
+    for stage, data in stage_data(job):
+        out.update(_stage_series(stage, data))
     return out
 
 
@@ -469,7 +455,6 @@ def _overrides(texts: Any, where: Path) -> list[tuple[str, Any, str]]:
 def _declared(root: Path) -> dict[str, list[Any] | None]:
     """The sweep's swept keys, from ``multirun.yaml``: their values, or None where the
     sweep is no list (an ``interval`` a sweeper samples from)."""
-
     file = root / HYDRA_MULTIRUN_FILE
     if not file.is_file():
         return {}
@@ -490,7 +475,6 @@ def _declared(root: Path) -> dict[str, list[Any] | None]:
 def _jobs(root: Path) -> list[tuple[Path, dict[str, Any]]]:
     """(job dir, {override name: value}) per job directory, in job order; a directory that
     holds job files but no ``.hydra/overrides.yaml`` is an error naming it."""
-
     jobs: list[tuple[Path, dict[str, Any]]] = []
     unplaced: list[str] = []
     subdirs = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")]

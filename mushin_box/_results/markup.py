@@ -118,9 +118,9 @@ def table(
     out = [f'<table class="{esc(cls)}">' if cls else "<table>", "<thead><tr>"]
     out += [f"<th>{esc(h)}</th>" for h in headers]
     out.append("</tr></thead><tbody>")
-    classes = iter(row_classes) if row_classes is not None else None
+    classes = iter(row_classes or ())
     for row in rows:
-        row_cls = next(classes, "") if classes is not None else ""
+        row_cls = next(classes, "")
         out.append(f'<tr class="{esc(row_cls)}">' if row_cls else "<tr>")
         for i, cell in enumerate(row):
             num = numeric is not None and i < len(numeric) and numeric[i]
@@ -188,17 +188,8 @@ def md_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
 
 
 #: a colour per cell, cycled (Tableau 10: distinguishable, and safe for most colour vision)
-PALETTE = (
-    "#4e79a7",
-    "#f28e2b",
-    "#e15759",
-    "#76b7b2",
-    "#59a14f",
-    "#edc948",
-    "#b07aa1",
-    "#ff9da7",
-    "#9c755f",
-    "#bab0ac",
+PALETTE = tuple(
+    "#4e79a7 #f28e2b #e15759 #76b7b2 #59a14f #edc948 #b07aa1 #ff9da7 #9c755f #bab0ac".split()
 )
 
 

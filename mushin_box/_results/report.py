@@ -48,7 +48,6 @@ from pathlib import Path
 from typing import Any
 
 from mushin_box._core.layout import ERROR_FILE, ERROR_TAIL_BYTES, PROVENANCE_FILE
-from mushin_box._core.safeio import read_tail
 from mushin_box._core.sidecars import read_json, warn_sidecar
 from mushin_box._core.version import __version__
 from mushin_box._provenance.full import split_provenance
@@ -76,6 +75,7 @@ from mushin_box._results.table import (
     table_records,
 )
 from mushin_box._sweepdir.board import CellView, SweepView
+from mushin_box._sweepdir.logs import tail_lines
 from mushin_box._sweepdir.manifest import combo_id, is_sweep_dir
 from mushin_box._sweepdir.settled import read_object
 
@@ -130,7 +130,7 @@ def _summary_key(record: Any) -> str | None:
 def _provenance_section(sweep: SweepView, cells: Sequence[CellView]) -> str:
     groups: dict[tuple[str, ...], list[str]] = {}
     columns: list[str] = []
-    known: dict[str, dict[str, str]] = {}
+    known: dict[str | None, dict[str, str]] = {}  # None: a record of another shape, not kept
     base = os.fspath(sweep.root)
     for cell in cells:
         path = os.path.join(base, cell.dir, PROVENANCE_FILE) if cell.dir else None
@@ -138,11 +138,9 @@ def _provenance_section(sweep: SweepView, cells: Sequence[CellView]) -> str:
         if path is None or (record is None and not os.path.lexists(path)):
             continue  # none yet (a refused or corrupt one is summarised, as unreadable)
         key = _summary_key(record)
-        summary = known.get(key) if key is not None else None
-        if summary is None:
-            summary = provenance_summary(record)
-            if key is not None:
-                known[key] = summary
+        summary = known.get(key) or provenance_summary(record)
+        if key is not None:
+            known[key] = summary
         columns = list(summary)
         groups.setdefault(tuple(summary.values()), []).append(cell_label(cell))
     if not groups:
@@ -167,7 +165,6 @@ def _provenance_section(sweep: SweepView, cells: Sequence[CellView]) -> str:
 
 def _csv_note(results: ResultsTable, shown: int) -> str:
     """Above a table cut to ``shown`` rows: which rows, and every row as a CSV link."""
-
     fields = ["dir", *results.params, "state", *results.metrics, "error", "best"]
     link = csv_link(table_csv(table_records(results), fields), "cells.csv", "cells.csv")
     which = (
@@ -191,8 +188,7 @@ def _sweep_table(results: ResultsTable, most: int = ROWS) -> str:
         cells = top_cells(cells, most, results.best_metric, results.best_max)
         note = _csv_note(results, most)
     for cell in cells:
-        error = " ".join(f"{cell.error_type or ''}: {cell.error_message or ''}".split())
-        error = error.strip(": ")
+        error = " ".join(f"{cell.error_type or ''}: {cell.error_message or ''}".split()).strip(": ")
         rows.append(
             [
                 "★" if results.is_best(cell) else "",
@@ -226,16 +222,13 @@ def _error_tail(file: Path) -> str | None:
     """The last lines of a cell's traceback, read from its end (bounded), or None. The
     page is made to be mailed: a symlink (to ``/etc/shadow``), a FIFO or a device in its
     place is refused with a warning, never embedded."""
-
     try:
-        data, skipped = read_tail(file, ERROR_TAIL_BYTES)
+        return "\n".join(tail_lines(file, _ERROR_LINES, ERROR_TAIL_BYTES))
     except FileNotFoundError:
         return None
     except OSError as exc:  # refused (UnsafeFileError), or unreadable
         warn_sidecar(f"{file} is not read ({exc}); the report leaves it out")
         return None
-    lines = data.decode("utf-8", "replace").splitlines()[1 if skipped else 0 :]
-    return "\n".join(lines[-_ERROR_LINES:])
 
 
 def _errors_section(sweep: SweepView, cells: Sequence[CellView], most: int = ROWS) -> str:
@@ -264,7 +257,6 @@ def _errors_section(sweep: SweepView, cells: Sequence[CellView], most: int = ROW
 def _other_curves(against: str | os.PathLike[str] | None) -> Any:
     """The sweep ``--against`` names, with its curves, to overlay (None: not a sweep; a
     cell is compared in the diff only)."""
-
     if against is None or not is_sweep_dir(Path(against)):
         return None
     other = read_results(against)
@@ -307,7 +299,6 @@ def render_report(
     mushin_box._results.diff.DiffInputError
         ``against`` is not a sweep or cell comparable with ``root``.
     """
-
     sweep = read_results(root)
     results = results_table(sweep, best=best, sort=sort, where=where)
     series = read_curves(sweep.root, results.cells)
@@ -586,7 +577,6 @@ def table_csv(records: Sequence[dict[str, Any]], fields: Sequence[str]) -> str:
 
 def csv_link(text: str, name: str, label: str) -> str:
     """An ``<a download>`` holding ``text`` as a ``data:`` URI (nothing fetched)."""
-
     data = base64.b64encode(text.encode("utf-8")).decode("ascii")
     return (
         f'<a class="csv" download="{esc(name)}" href="data:text/csv;charset=utf-8;base64,'
@@ -670,7 +660,6 @@ def code_line(sweep: SweepView) -> str | None:
     """One line naming the experiment and its repository's commit, from the first cell
     with a provenance record (``show``; ``report`` has a row per identity). None before
     any cell has one."""
-
     for cell in sweep.cells:
         path = sweep.root / cell.dir / PROVENANCE_FILE if cell.dir else None
         if path is not None and os.path.lexists(path):  # a link is refused, and said so

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,7 @@ __all__ = [
     "parse_metric",
     "read_stage",
     "reduce_series",
+    "stage_data",
     "stage_series",
 ]
 
@@ -148,7 +149,6 @@ def _load_pt(file: Path) -> Any:
     symlink, FIFO or device) and its size checked before torch unpickles it
     (``weights_only``), through the open descriptor where the system names one
     (``/proc/self/fd``): the file checked is the file read."""
-
     limit = read_limit(file.name)
     try:
         fd, st = open_regular_stat(file)
@@ -194,6 +194,21 @@ def _numbers(values: list[Any]) -> list[float] | None:
     return [float("nan") if v is None else float(v) for v in values]
 
 
+def stage_data(
+    job: str | os.PathLike[str], *, pt: bool = True
+) -> Iterator[tuple[str, dict[str, list[Any]]]]:
+    """Each stage a job has a ``MetricsCallback`` file for, and its data (:func:`read_stage`,
+    the directory listed once), in :data:`STAGE_ORDER`."""
+    try:
+        names = frozenset(os.listdir(job))
+    except OSError:
+        return
+    for stage in STAGE_ORDER:
+        data = read_stage(job, stage, names, pt=pt)
+        if data is not None:
+            yield stage, data
+
+
 def stage_series(job: str | os.PathLike[str], *, pt: bool = True) -> dict[str, PlainSeries]:
     """A job's scalar series as ``{"<stage>.<metric>": (dimension, index, values)}`` (a
     logged vector is left out; the index is the round's position where the file's is not
@@ -208,13 +223,8 @@ def stage_series(job: str | os.PathLike[str], *, pt: bool = True) -> dict[str, P
     >>> stage_series(job)
     {'fit.loss': ('epoch', [0.0, 1.0], [2.0, 1.0])}
     """
-    try:
-        names = frozenset(os.listdir(job))
-    except OSError:
-        return {}
     out: dict[str, PlainSeries] = {}
-    for stage in STAGE_ORDER:
-        data = read_stage(job, stage, names, pt=pt) or {}
+    for stage, data in stage_data(job, pt=pt):
         key = "epoch" if stage == "fit" else "round"
         index = _numbers(list(data.get(key, []))) or []
         counts = all(x.is_integer() for x in index)  # whole numbers: once per stage
