@@ -10,6 +10,7 @@ instead, with one warning per callback.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import io
 import math
@@ -93,10 +94,8 @@ class _Series:
     def record(self, index: int, metrics: Mapping[str, Any]) -> None:
         row = self.rows.setdefault(index, {})
         for name, value in metrics.items():
-            try:
+            with contextlib.suppress(TypeError):  # not a number: not a metric
                 row[self._name(str(name))] = _to_plain(value)
-            except TypeError:
-                continue
 
     def as_dict(self) -> dict[str, list[Any]]:
         indices = sorted(self.rows)
@@ -265,10 +264,8 @@ def final_metrics(trainer: Any) -> dict[str, float]:
             out.update(callback.last_fit_values())
     for name, value in trainer.callback_metrics.items():
         key = reserved_name("epoch") if name == "epoch" else str(name)  # as in the file
-        try:
+        with contextlib.suppress(TypeError, ValueError, RuntimeError):  # non-scalar: skipped
             out[key] = float(value)  # what this run logged wins
-        except (TypeError, ValueError, RuntimeError):  # non-scalar: not a final metric
-            continue
     return out
 
 

@@ -241,8 +241,7 @@ def resume_context(
     ``.mushin/attempt.json``); pass ``attempt`` to only look.
     """
     base = Path(directory) if directory is not None else job_dir()
-    if attempt is None:
-        attempt = next_attempt(base)
+    attempt = next_attempt(base) if attempt is None else attempt
     return ResumeContext(dir=base, last_ckpt=find_last_checkpoint(base), attempt=attempt)
 
 
@@ -302,13 +301,11 @@ def call_with_resume(
     6
     """
     call_kwargs = dict(kwargs or {})
-    if not wants_resume(task):
-        return task(*args, **call_kwargs)
-    base = Path(directory) if directory is not None else job_dir()
-    if attempt is None:
-        attempt = next_attempt(base, start=start)
-    last = find_last_checkpoint(base) if continues else None
-    call_kwargs[RESUME_PARAM] = ResumeContext(dir=base, last_ckpt=last, attempt=attempt)
+    if wants_resume(task):
+        base = Path(directory) if directory is not None else job_dir()
+        attempt = next_attempt(base, start=start) if attempt is None else attempt
+        last = find_last_checkpoint(base) if continues else None
+        call_kwargs[RESUME_PARAM] = ResumeContext(dir=base, last_ckpt=last, attempt=attempt)
     return task(*args, **call_kwargs)
 
 

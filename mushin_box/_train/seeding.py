@@ -127,9 +127,7 @@ def seed_for_rank(base: int, rank: int) -> int:
 def seed_everything_per_rank(base: int, workers: bool = True) -> int:
     """Seed python, numpy and torch with ``base + global_rank`` and return that seed.
 
-    The global rank comes from the launched environment: HydraDDP's own ranks,
-    torchrun's ``RANK``, Lightning's ``LOCAL_RANK``/``NODE_RANK`` or srun's
-    ``SLURM_PROCID`` (see :func:`mushin_box.global_rank_from_env`). A record
+    The global rank is the launcher's (:func:`mushin_box.global_rank_from_env`). A record
     ``.mushin/seeds/rank<r>.json`` is written in the job directory (see
     :func:`mushin_box.job_dir`) so provenance can list every rank's seed later. Ranks
     that HydraDDP starts after this call seed from the same base.
