@@ -458,10 +458,9 @@ def _declared(root: Path) -> dict[str, list[Any] | None]:
     file = root / HYDRA_MULTIRUN_FILE
     if not file.is_file():
         return {}
-    data = _yaml(file)
-    hydra = data.get("hydra") if isinstance(data, dict) else None
-    overrides = hydra.get("overrides") if isinstance(hydra, dict) else None
-    task = overrides.get("task") if isinstance(overrides, dict) else None
+    task = _yaml(file)
+    for key in ("hydra", "overrides", "task"):  # hydra.overrides.task
+        task = task.get(key) if isinstance(task, dict) else None
     out: dict[str, list[Any] | None] = {}
     for name, parsed, text in _overrides(task or [], file):
         if parsed.is_sweep_override():

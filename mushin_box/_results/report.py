@@ -195,10 +195,7 @@ def _sweep_table(results: ResultsTable, most: int = ROWS) -> str:
                 esc(cell_label(cell)),
                 *(esc(format_param(cell.combo.get(p))) for p in results.params),
                 f'<span class="state-{esc(cell.state)}">{esc(cell.state)}</span>',
-                *(
-                    esc(cell_text(cell.metrics[m])) if m in cell.metrics else "-"
-                    for m in results.metrics
-                ),
+                *(esc(cell_text(cell.metrics.get(m))) for m in results.metrics),  # None: -
                 *([esc(error[:200] + ("…" if len(error) > 200 else ""))] * errors),
             ]
         )
@@ -548,13 +545,12 @@ def top_cells(
     if metric is None:
         return list(cells[:n])
 
-    def rank(at_cell: tuple[int, CellView]) -> tuple[bool, float, int]:
-        at, cell = at_cell
+    def rank(cell: CellView) -> tuple[bool, float]:  # a stable sort: ties keep their order
         value = cell.metrics.get(metric, math.nan)
         missing = not math.isfinite(value)
-        return missing, 0.0 if missing else (-value if highest else value), at
+        return missing, 0.0 if missing else (-value if highest else value)
 
-    return [c for _, c in sorted(enumerate(cells), key=rank)[:n]]
+    return sorted(cells, key=rank)[:n]
 
 
 def _csv_value(value: Any) -> Any:

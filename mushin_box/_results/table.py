@@ -176,7 +176,6 @@ def cell_label(cell: CellView) -> str:
 
 
 def _where(specs: Sequence[str], keys: Sequence[str]) -> list[tuple[str, list[Any], str]]:
-
     out = []
     for spec in specs:
         key, sep, text = spec.partition("=")
@@ -253,11 +252,10 @@ def _resolve(
     if all(v is None for v in values):
         raise ResultsError(_no_metric(option, spec, state.metrics, seen))
     column = spec.column
-    out = []
-    for (i, cell), value in zip(rows, values, strict=True):
-        if value is not None:
-            cell = attrs.evolve(cell, metrics={**cell.metrics, column: value})
-        out.append((i, cell))
+    out = [
+        (i, cell if value is None else attrs.evolve(cell, metrics={**cell.metrics, column: value}))
+        for (i, cell), value in zip(rows, values, strict=True)
+    ]
     if column not in state.metrics:
         state.metrics.append(column)
     return column, out
@@ -441,8 +439,7 @@ def _view(base: str, entry: Entry) -> CellView:
     state = str(entry.get("status"))
     raw = entry.get("error")
     error: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    metrics = None
-    error_file = None
+    metrics = error_file = None
     if name is not None:
         cell = os.path.join(base, name)
         if state == "completed":
@@ -492,7 +489,6 @@ def read_results(
     """The sweep as ``show`` and ``report`` read it: from the manifest when it is finished
     (:func:`read_finished`, which calls ``heading``), else by
     :func:`~mushin_box._sweepdir.board.read_sweep`."""
-
     path = Path(root)
     if path.is_dir():
         try:
