@@ -44,6 +44,7 @@ __all__ = [
     "job_state",
     "job_states",
     "job_states_and_reasons",
+    "marked_jobs",
     "name_job_ids",
     "never_starts",
     "owned_by",
@@ -209,6 +210,21 @@ def owned_by(comment: str, sweep_dir: str | os.PathLike[str]) -> bool:
     """
     words = comment.split()
     return bool(words) and words[-1] == sweep_mark(sweep_dir)
+
+
+def marked_jobs(
+    sweep_dir: str | os.PathLike[str], *, timeout_s: float = 15.0
+) -> dict[str, str] | None:
+    """``{job id: state}`` of the invoking user's queued or running jobs that carry the mark
+    of the sweep in ``sweep_dir`` (:func:`owned_by`); None when squeue did not answer.
+
+    A submission killed after ``sbatch`` queued an array and before its ids reached
+    ``mushin_jobs.json`` leaves jobs that only their mark names: a run that trusted the
+    record alone would submit the same cells again."""
+    rows = _ask(["squeue", "-h", "-r", "--me", "-o", "%i|%T|%k"], timeout_s)
+    if rows is None:
+        return None
+    return {r[0]: r[1] for r in rows if owned_by("|".join(r[2:]), sweep_dir)}
 
 
 def job_state(job_id: str, *, timeout_s: float = 15.0) -> str | None:

@@ -27,10 +27,10 @@ import attrs
 
 from mushin_box._core.gcpause import gc_paused
 from mushin_box._core.jobskip import skipping
-from mushin_box._core.layout import ABORT_FILE
+from mushin_box._core.layout import ABORT_FILE, JOBS_FILE
 from mushin_box._core.secrets import SecretVault
 from mushin_box._core.sidecars import canonical_dumps, start_removing_orphans
-from mushin_box._slurm.jobs import is_live, is_unknown, job_states, name_job_ids
+from mushin_box._slurm.jobs import is_live, is_unknown, job_states, marked_jobs, name_job_ids
 from mushin_box._slurm.submitted import carry_jobs, job_ids, read_submission
 from mushin_box._sweep.cells import CellPlan, CellRunner
 from mushin_box._sweep.compose import hydra_state_kept
@@ -68,17 +68,21 @@ class Opened:
 
 
 @gc_paused()  # a bulk read: see _core/gcpause.py
-def open_sweep(root: Path, grid: Mapping[str, list[Any]], plan: CellPlan) -> Opened:
+def open_sweep(
+    root: Path, grid: Mapping[str, list[Any]], plan: CellPlan, launcher: str | None = None
+) -> Opened:
     """Under the sweep's lock, before any cell starts: report a changed grid (on resume),
     record abandoned cells, refuse cells still running (a process or SLURM job of an
     earlier run, or a job of its last submission still queued: never start a second copy;
     ``SweepBusyError``), clear the abort file and write the new manifest; return the cells'
     status records and the index (the orphaned temporaries are cleared by
-    :func:`launch_cells`, while it decides the cells)."""
+    :func:`launch_cells`, while it decides the cells). ``launcher``: this run's, whose
+    ``mushin_slurm`` makes the queue be asked for the sweep's marked jobs too."""
     previous = read_sweep_manifest(root)
     if plan.resume and previous is not None:
         _report_grid_change(previous, grid)
-    _refuse_live_submission(root, grid)  # first: its queued jobs have no status file yet
+    slurm = launcher == "mushin_slurm" or (previous or {}).get("launcher") == "mushin_slurm"
+    _refuse_live_submission(root, grid, slurm)  # first: queued jobs have no status file yet
     # only a resume reuses cells: a fresh run of the sweep reads each status
     index = read_index(root) if plan.resume else CellIndex()
     records = list(cell_records(root, index.records()))  # each status file read once
@@ -95,17 +99,21 @@ def open_sweep(root: Path, grid: Mapping[str, list[Any]], plan: CellPlan) -> Ope
     return Opened(records, index, manifest)
 
 
-def _refuse_live_submission(root: Path, grid: Mapping[str, list[Any]]) -> None:
+def _refuse_live_submission(root: Path, grid: Mapping[str, list[Any]], slurm: bool) -> None:
     """Refuse while a SLURM job of the sweep's latest submission that may run a cell of
     ``grid`` is queued or running, or the scheduler cannot say (``SweepBusyError``): a
     queued job has no status file yet, and a second submission would compute its cell
     twice. A live job that runs none of ``grid``'s cells (a resume of named cells while the
     others run) is kept: marked ``carried`` in ``mushin_jobs.json``, so that the next
     submission's record keeps it (:func:`~mushin_box._slurm.submitted.record_submission`),
-    the only handle on a cell that has not started."""
+    the only handle on a cell that has not started. With ``slurm`` (this run or the last
+    one submits to SLURM, or the latest submission did), the user's jobs that carry the
+    sweep's mark and no record names are refused too (:func:`_refuse_unrecorded`)."""
 
     submission = read_submission(root)
     jobs = job_ids(submission)
+    if slurm or submission.get("cluster") == "slurm":
+        _refuse_unrecorded(root, jobs)
     states = job_states(jobs) if jobs else {}
     live = [j for j in jobs if is_live(states.get(j, ""))]
     unknown = [j for j in jobs if is_unknown(states.get(j))]
@@ -131,6 +139,27 @@ def _refuse_live_submission(root: Path, grid: Mapping[str, list[Any]]) -> None:
         f"the scheduler did not answer (squeue failed: check SLURM_CONF and that the "
         f"controller is up), so whether SLURM job(s) {named} of this sweep still run is "
         f"unknown; run again once it answers, or {fix}"
+    )
+
+
+def _refuse_unrecorded(root: Path, recorded: list[str]) -> None:
+    """Refuse while one of the user's jobs that carries the sweep's mark, and that
+    ``mushin_jobs.json`` does not name, is queued or running: a submission killed between
+    ``sbatch`` and its record left it, and its cells would run twice. ``cancel`` acts only
+    on recorded jobs, so the fix names ``scancel``. A queue that does not answer adds
+    nothing here: the recorded jobs' check says so."""
+    known = set(recorded)
+    strays = [
+        j for j, state in (marked_jobs(root) or {}).items() if j not in known and is_live(state)
+    ]
+    if not strays:
+        return
+    arrays = " ".join(sorted({j.partition("_")[0] for j in strays}))
+    raise SweepBusyError(
+        f"SLURM job(s) {name_job_ids(strays, sep=', ')} carry this sweep's mark but no "
+        f"record of it names them (a submission stopped before it wrote {JOBS_FILE}): they "
+        f"would run its cells a second time; stop them with `scancel {arrays}`, or let "
+        "them end, then run again"
     )
 
 

@@ -413,7 +413,7 @@ class Workflow:
                 launcher_config=launcher_config,
                 progress=progress,
                 first=first,
-                opened=open_sweep(root, grid, plan),
+                opened=open_sweep(root, grid, plan, launcher),
             )
             _raise_unless_recorded(launched.error, launched.ended, on_error)
         if not wait:

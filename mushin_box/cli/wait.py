@@ -5,7 +5,10 @@ It shows the progress a blocking launch shows, from the sidecars, then the same 
 and exits as the launch would: 0 when every cell completed, 1 otherwise, 2 for bad input,
 3 still running at ``--timeout``. A cell whose SLURM job the scheduler does not answer for
 is ``unknown`` and is waited for (it may still run); a ``running`` status that names no
-owner is stale and is not.
+owner is stale and is not. Once every cell has settled, it waits (at most
+:data:`DRAIN_S`, and never past ``--timeout``) for the sweep's SLURM jobs to leave the
+queue: a job whose cell completed still writes its last files and exits, and a resume run
+while it is listed would find it live and refuse.
 Polling is bounded (``--interval``, at least one second between looks at SLURM).
 """
 
@@ -14,7 +17,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
+from pathlib import Path
 
+from mushin_box._slurm.jobs import is_live, name_job_ids, owned_by, queued_jobs
 from mushin_box.cli.main import EXIT_RUNNING, UsageError, number
 from mushin_box.cli.status import unanswered_line
 from mushin_box.cli.tables import SWEEP_EXITS, end_report, resolve_sweep, resume_hint
@@ -28,6 +34,8 @@ EXAMPLES = (
 )
 #: what its exit codes mean (shown in --help)
 EXITS = SWEEP_EXITS
+#: the longest ``wait`` gives the jobs of settled cells to leave the queue, in seconds
+DRAIN_S = 120.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -77,4 +85,29 @@ def run(args: argparse.Namespace) -> int:
                 return EXIT_RUNNING
             time.sleep(args.interval)
             sweep = follower.update()
+    _drain(root, sweep.job_ids, deadline, args.interval)
     return end_report(read_sweep(root), resume_hint(root))
+
+
+def _drain(root: Path, jobs: Sequence[str], deadline: float | None, interval: float) -> None:
+    """Wait, bounded, until the queue lists none of ``jobs`` as the sweep's (see the module
+    doc; an id the queue shows without the sweep's mark was given to another job); say
+    which still are when the bound is reached. A queue that does not answer is not waited
+    for: the cells have settled."""
+    end = time.monotonic() + DRAIN_S
+    end = end if deadline is None else min(end, deadline)
+    left = list(jobs)
+    while left:
+        shown = queued_jobs(left) or {}
+        left = [
+            j for j, (state, mark, _) in shown.items() if is_live(state) and owned_by(mark, root)
+        ]
+        if left and time.monotonic() >= end:
+            print(
+                f"{root}: SLURM job(s) {name_job_ids(left)} still in the queue after their "
+                "cells ended (a resume refuses them while they are)",
+                file=sys.stderr,
+            )
+            return
+        if left:
+            time.sleep(interval)

@@ -112,17 +112,19 @@ def trial(work: Path, launcher: str, delay: float, env: dict[str, str]) -> dict[
     if done.returncode != 0:
         raise RuntimeError(f"resume failed: {done.stderr[-2000:]}")
     bad |= set(corrupt(root))
-    counts: dict[int, int] = {}
-    for p in markers.glob("*.done"):
-        x = int(p.name.split(".")[0].split("=")[1])
-        counts[x] = counts.get(x, 0) + 1
-    lost = 0
+    return {"mid": int(mid), **outcome(root, markers), "corrupt": len(bad), "refused": refused}
+
+
+def outcome(root: Path, markers: Path) -> dict[str, int]:
+    """The cells of x=1..4 not ``completed`` with the right metrics (lost), and those
+    whose task finished more than once (two markers: computed twice)."""
+    lost = twice = 0
     for x in (1, 2, 3, 4):
         status = json.loads((root / f"x={x}" / "mushin_status.json").read_text())
         metrics = json.loads((root / f"x={x}" / "mushin_metrics.json").read_text())
         lost += status["status"] != "completed" or metrics != {"x2": 2 * x}
-    twice = sum(n > 1 for n in counts.values())
-    return {"mid": int(mid), "lost": lost, "twice": twice, "corrupt": len(bad), "refused": refused}
+        twice += len(list(markers.glob(f"x={x}.*.done"))) > 1
+    return {"lost": lost, "twice": twice}
 
 
 def kill_trials(trials: int, seed: int, launchers: list[str]) -> None:
@@ -148,6 +150,95 @@ def kill_trials(trials: int, seed: int, launchers: list[str]) -> None:
                     total[key] += found[key]
         row = [launcher, trials, *total.values()]
         print("| " + " | ".join(map(str, row)) + " |", flush=True)
+
+
+EXP = """
+import os, time, uuid
+from pathlib import Path
+from mushin_box import Workflow
+def task(x: int = 1, markers: str = "") -> dict:
+    time.sleep(2)
+    Path(markers, f"x={x}.{uuid.uuid4().hex}.done").write_text(str(os.getpid()))
+    return {"x2": 2 * x}
+workflow = Workflow(task)
+"""
+
+
+def cli(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "mushin_box", *args]
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def resume_trial(work: Path, delay: float) -> dict[str, int]:
+    """A 4-cell SLURM sweep launched held and cancelled, then ``resume DIR`` killed with
+    SIGKILL ``delay`` seconds after it started (negative: once its jobs are queued); then
+    ``status`` and ``resume DIR`` until it completes (a resume refused while jobs of the
+    killed one are live: ``wait``, then again)."""
+    root, markers = work / "sweep", work / "markers"
+    markers.mkdir()
+    (work / "exp.py").write_text(EXP)
+    held = ["--time", "5", "--sbatch", "begin=now+1hour", "--detach"]
+    for args in (["launch", "exp.py", "x=1,2,3,4", f"markers={markers}", *held,
+                  "--working-dir", str(root)], ["cancel", str(root)]):  # fmt: skip
+        if (done := cli(*args, cwd=work)).returncode != 0:
+            raise RuntimeError(f"{args[0]} failed: {done.stderr[-2000:]}")
+    again = [sys.executable, "-m", "mushin_box", "resume", str(root), "--sbatch", "begin=now"]
+    proc = subprocess.Popen(
+        [*again, "--no-progress"], cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    if delay >= 0:
+        time.sleep(delay)
+    else:  # at the submission: as soon as the queue shows a job with the sweep's mark
+        queued, deadline = False, time.monotonic() + 60
+        while not queued and proc.poll() is None and time.monotonic() < deadline:
+            out = subprocess.run(["squeue", "-h", "--me", "-o", "%k"], capture_output=True,
+                                 text=True, timeout=30).stdout  # fmt: skip
+            queued = f"mushin-box-sweep={root}" in out
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    bad = set(corrupt(root))
+    status = cli("status", str(root), "--json", cwd=work)
+    if status.returncode not in (0, 1, 3):  # completed; not; cells still live
+        raise RuntimeError(f"status after the kill failed: {status.stderr[-2000:]}")
+    refused, unrecorded, deadline = 0, 0, time.monotonic() + 300
+    while True:
+        done = cli("resume", str(root), "--sbatch", "begin=now", "--no-progress", cwd=work)
+        said = done.stderr + done.stdout
+        live = ("still live", "still running", "sweep's mark")  # its jobs, cells, strays
+        if done.returncode == 0 or not any(word in said for word in live):
+            break
+        refused = 1
+        unrecorded |= "sweep's mark" in said
+        cli("wait", str(root), cwd=work)
+        if time.monotonic() > deadline:
+            raise RuntimeError("the killed resume's jobs never ended")
+    if done.returncode != 0:
+        raise RuntimeError(f"resume failed: {done.stdout[-1000:]}{done.stderr[-2000:]}")
+    bad |= set(corrupt(root))
+    found = {**outcome(root, markers), "corrupt": len(bad), "refused": refused}
+    return {**found, "unrecorded": unrecorded}
+
+
+def resume_trials(trials: int, seed: int) -> None:
+    """``resume_trial`` at random moments of a resume's span (about 7 s on the local
+    cluster: planning, the submission, the cells, the summary), every other one at the
+    moment its jobs are queued, when their ids may not be recorded yet."""
+    if not os.environ.get("SLURM_CONF"):
+        print("SLURM resume trials skipped: no SLURM_CONF (scripts/local-slurm start)")
+        return
+    rng = random.Random(seed)
+    total = dict.fromkeys(("lost", "twice", "corrupt", "refused", "unrecorded"), 0)
+    for n in range(trials):
+        with tempfile.TemporaryDirectory() as tmp:
+            found = resume_trial(Path(tmp), rng.uniform(0.0, 7.0) if n % 2 else -1.0)
+        for key in total:
+            total[key] += found[key]
+    print(
+        "| trials | cells lost | cells computed twice | files left corrupt "
+        "| resumes refused (jobs still live) | of them, for jobs no record named "
+        "|\n|---|---|---|---|---|---|"
+    )
+    print("| " + " | ".join(map(str, [trials, *total.values()])) + " |", flush=True)
 
 
 def disk_levels(levels: list[str]) -> None:
@@ -212,7 +303,12 @@ def main() -> None:
     parser.add_argument(
         "--levels", default="0,1,2,3,5,8,12,20,task", help="free pages (task: a task fills it)"
     )
+    parser.add_argument(
+        "--slurm-resume", type=int, default=0, help="kill -9 trials of a SLURM resume DIR"
+    )
     args = parser.parse_args()
+    if args.slurm_resume:
+        resume_trials(args.slurm_resume, args.seed)
     if args.trials:
         kill_trials(args.trials, args.seed, args.launchers.split(","))
     if args.levels:
