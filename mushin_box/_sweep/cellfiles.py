@@ -88,6 +88,7 @@ from mushin_box._upstream.hydra import replace_save_config
 
 __all__ = [
     "JOB_NAME",
+    "NO_METRICS",
     "carry_over",
     "finish_provenance",
     "install",
@@ -97,6 +98,14 @@ __all__ = [
     "start_provenance",
     "take_failure",
 ]
+
+
+#: the ``reason`` a completed cell's status gives when a continuing attempt reported no
+#: metrics (``status`` and ``wait`` show it: the warning itself reaches only the job's log)
+NO_METRICS = (
+    "no metrics: it continued a finished fit, which logs nothing, and no MetricsCallback "
+    "series was restored (return MetricsCallback.final_metrics(trainer), or run it afresh)"
+)
 
 
 def _plain_metric(value: Any, name: str) -> Any:

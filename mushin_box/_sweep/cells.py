@@ -61,6 +61,7 @@ from mushin_box._provenance.ranks import write_rank_runtime
 from mushin_box._slurm.joblogs import slurm_rank_logs
 from mushin_box._slurm.jobs import slurm_job_id
 from mushin_box._sweep.cellfiles import (
+    NO_METRICS,
     carry_over,
     finish_provenance,
     metrics_from_return,
@@ -538,6 +539,7 @@ class CellRunner:
                 duration_s=round(t_end - t0, 3),
                 code_modules=dict(self.plan.code_modules),  # a later change names them
                 **({"metrics_carried_over": carried} if carried else {}),
+                **({"reason": NO_METRICS} if rank0 and continues and not metrics else {}),
             )
         except OSError as exc:  # a full disk: the result can't be kept, so the cell failed
             return self._failed(cell, running, exc, t_end - t0)

@@ -172,6 +172,7 @@ def end_report(sweep: Any, resume: str) -> int:
     print(f"[mushin-box] {sweep.root}: {summary(sweep)}")
     for cell in sweep.cells:
         values = " ".join(f"{k}={cell_text(v)}" for k, v in sorted(cell.metrics.items()))
+        values = values or detail(cell) if cell.state == "completed" else values
         print(shown(f"  {cell.state:<9} {cell.dir or cell.combo}  {values}".rstrip()))
     failed = [c for c in sweep.cells if c.state != "completed"]
     for cell in failed:
@@ -231,6 +232,8 @@ def detail(cell: Any) -> str:
         return f"epoch {cell.epoch}{metric}"
     if cell.state == "pending" and cell.reason:
         return f"will never start: {cell.reason}" if cell.never_starts else cell.reason
+    if cell.state == "completed" and not cell.metrics and cell.reason:
+        return cell.reason  # a continuing attempt that reported nothing (NO_METRICS)
     return ""
 
 

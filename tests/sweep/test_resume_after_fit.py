@@ -18,6 +18,7 @@ from workflow_tasks import quiet_trainer
 
 from mushin_box import ResumeContext, Workflow
 from mushin_box._core.sidecars import read_json
+from mushin_box.cli.main import main
 
 
 def _killed_before_status(cell: Path, *, metrics_written: bool) -> None:
@@ -161,7 +162,7 @@ def naive_fit_with_series(max_epochs: int, mushin_resume: ResumeContext) -> dict
 
 @pytest.mark.parametrize("series", [True, False])
 def test_a_fit_killed_before_its_metrics_were_written_reports_what_its_checkpoint_restored(
-    tmp_path: Path, series: bool
+    tmp_path: Path, series: bool, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # any task: one returning trainer.callback_metrics gets {} from a fit with nothing left
     wf = Workflow(naive_fit_with_series if series else naive_fit)
@@ -176,4 +177,14 @@ def test_a_fit_killed_before_its_metrics_were_written_reports_what_its_checkpoin
     else:  # nothing to report them from: said, never silent
         with pytest.warns(UserWarning, match=r"no MetricsCallback series .* has no metrics"):
             wf.run(working_dir=tmp_path, progress=False, max_epochs=2, resume=True)
-    assert read_json(cell / "mushin_status.json")["status"] == "completed"
+    status = read_json(cell / "mushin_status.json")
+    assert status["status"] == "completed"
+    # the warning reaches only the job's log on a cluster: the status says it too
+    assert ("reason" in status) is not series
+    if not series:
+        assert status["reason"].startswith("no metrics: it continued a finished fit")
+        capsys.readouterr()
+        assert main(["status", str(tmp_path)]) == 0
+        assert "no metrics: it continued a finished fit" in capsys.readouterr().out
+        assert main(["wait", str(tmp_path), "--no-progress"]) == 0
+        assert "completed cell  no metrics: it continued" in capsys.readouterr().out
