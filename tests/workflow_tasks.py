@@ -165,3 +165,24 @@ def sleepy_task(x: int, sleep_at: int = -1, started: str = "") -> dict[str, int]
         Path(started).write_text(str(os.getpid()))
         time.sleep(600)
     return {"x2": 2 * x}
+
+
+def depth_task(lr: float, trainer: Any, module: Any) -> dict[str, float]:
+    return {"val_loss": lr / trainer.max_epochs / module.depth}
+
+
+def two_config_sweeps(root: Path) -> tuple[Path, Path]:
+    """Two sweeps of ``depth_task`` that differ by values neither sweeps: ``a`` sweeps lr
+    at 40 epochs and depth 2, ``b`` runs the default lr at 800 epochs and depth 3."""
+    from hydra_zen import make_config
+
+    from mushin_box import Workflow, multirun
+
+    config = make_config(
+        lr=0.1, trainer=make_config(max_epochs=40), module=make_config(depth=2, width=8)
+    )
+    wf = Workflow(depth_task, config)
+    a, b = root / "a", root / "b"
+    wf.run(working_dir=a, progress=False, lr=multirun([0.1, 0.01]))
+    wf.run(working_dir=b, progress=False, **{"trainer.max_epochs": 800, "module.depth": 3})
+    return a, b

@@ -69,9 +69,11 @@ from mushin_box._results.table import (
     ResultsTable,
     cell_label,
     cell_text,
+    changed_keys,
     format_param,
     read_results,
     results_table,
+    sweep_config,
     table_records,
 )
 from mushin_box._sweepdir.board import CellView, SweepView
@@ -307,6 +309,7 @@ def render_report(
         f"written by mushin-box {esc(__version__)}</p>",
         "<h2>Cells</h2>",
         _sweep_table(results, rows),
+        *(_config_section(sweep, other[0], other[1]) if other is not None else []),
         *(["<h2>Grid</h2>", grid] if (grid := heatmap_section(results, series)) else []),
         "<h2>Curves</h2>",
         curves_section(results, series, other, most=curves),
@@ -319,6 +322,24 @@ def render_report(
         diff = diff_provenance(sweep.root, Path(against))
         sections += ["<h2>Reproducibility diff</h2>", diff_html_section(diff, brief=brief)]
     return page(f"mushin-box report: {Path(sweep.root).resolve().name}", "\n".join(sections))
+
+
+def _config_section(sweep: SweepView, name: str, other: SweepView) -> list[str]:
+    """The config keys, not swept by either, whose values differ between ``sweep`` and
+    the ``--against`` sweep ``other`` (:func:`~mushin_box._results.table.changed_keys`): a
+    difference in results may come from them rather than from the swept values."""
+    configs = (sweep_config(sweep), sweep_config(other))
+    if not all(configs):
+        return []
+    keys = changed_keys(configs, (*sweep.params, *other.params))
+    if not keys:
+        return ["<p>No config key the sweeps do not sweep differs from --against's.</p>"]
+    missing = "(not set)"
+    rows = [
+        [esc(k), *(esc(format_param(c[k]) if k in c else missing) for c in configs)] for k in keys
+    ]
+    heading = f"<h2>Config that differs from {esc(name)} (--against)</h2>"
+    return [heading, table(["key", "this sweep", esc(name)], rows)]
 
 
 #: per cell: series name -> (index dimension, index, values)

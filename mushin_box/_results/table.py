@@ -51,10 +51,11 @@ import attrs
 
 from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.gcpause import gc_paused
-from mushin_box._core.layout import ERROR_FILE, METRICS_FILE
+from mushin_box._core.layout import ERROR_FILE, METRICS_FILE, PROVENANCE_FILE
 from mushin_box._core.overrides import parse_sweep_values
 from mushin_box._core.safeio import UnsafeFileError
 from mushin_box._core.targets import public
+from mushin_box._provenance.full import split_provenance
 from mushin_box._results.series import (
     MetricNameError,
     MetricSpec,
@@ -117,6 +118,15 @@ class ResultsTable:
     origins: tuple[int, ...] = ()
     #: the cells whose value of the best metric is not finite (inf, nan): never the best
     unranked: int = 0
+    #: each sweep's config (:func:`sweep_config`), in the order of ``sweeps`` (one:
+    #: ``sweep``); read only across sweeps or for every key (a sweep's own read no record)
+    configs: tuple[dict[str, Any], ...] = ()
+
+    def row_configs(self) -> list[dict[str, Any]]:
+        """Each row's whole config, as dotted keys: its sweep's, with its own values."""
+        configs = self.configs or (sweep_config(self.sweep),)
+        at = self.origins if self.names else [0] * len(self.cells)
+        return [{**configs[i], **cell.combo} for i, cell in zip(at, self.cells, strict=True)]
 
     def is_best(self, cell: CellView) -> bool:
         return self.best is not None and cell is self.best
@@ -305,6 +315,7 @@ def results_table(
     where: Sequence[str] = (),
     sort: str | None = None,
     best: str | None = None,
+    config_keys: str = "changed",
 ) -> ResultsTable:
     """Select, order and mark a sweep's cells.
 
@@ -323,13 +334,16 @@ def results_table(
     best : str, optional
         Mark the cell with the lowest value of this metric (``acc:max``: the highest;
         ``acc@max``: the highest epoch of the series, highest best).
+    config_keys : {"changed", "all"}
+        The config keys that are columns besides the swept ones: those whose values differ
+        between the sweeps (:func:`sweeps_table`), or every key of the config.
 
     Raises
     ------
     ResultsError
         A filter, sort or best names no parameter or metric of the sweep.
     """
-    return sweeps_table((sweep,), (), where=where, sort=sort, best=best)
+    return sweeps_table((sweep,), (), where=where, sort=sort, best=best, config_keys=config_keys)
 
 
 def sweeps_table(
@@ -339,15 +353,33 @@ def sweeps_table(
     where: Sequence[str] = (),
     sort: str | None = None,
     best: str | None = None,
+    config_keys: str = "changed",
 ) -> ResultsTable:
     """One table across several sweeps, each row named by its sweep (``names``, in the
     order of ``sweeps``); the parameters and metrics are those of any of them, and
-    ``sweep`` is a key of ``where`` and ``sort`` too (see :func:`results_table`)."""
+    ``sweep`` is a key of ``where`` and ``sort`` too (see :func:`results_table`).
+
+    Design note: two sweeps often differ by a value neither sweeps (``max_epochs=800``
+    against 40), and a cell that won for that reason must not look like it won by its
+    swept values. So every config key whose value differs between two of the sweeps
+    (:func:`changed_keys`) is a column too, and a parameter a sweep does not sweep shows its
+    value there, never ``-``: both read from the sweeps' records (:func:`sweep_config`)."""
     sweeps, names = tuple(sweeps), tuple(names)
     params = tuple(dict.fromkeys(p for s in sweeps for p in s.params))
+    across = len(names) > 1 or config_keys == "all"  # names: one per sweep, or none
+    configs = [sweep_config(s) for s in sweeps] if across else []
+    known = [c for c in configs if c]
+    if config_keys == "all":
+        params += tuple(sorted({k for c in known for k in c} - set(params)))
+    else:
+        params += changed_keys(known, params)
     keys = [*params, STATE_KEY, *([SWEEP_KEY] if names else [])]
     state = _State(sorted({m for s in sweeps for c in s.cells for m in c.metrics}))
-    rows: list[_Row] = [(i, c) for i, s in enumerate(sweeps) for c in s.cells]
+    rows: list[_Row] = [
+        (i, _filled(c, configs[i], params) if across else c)
+        for i, s in enumerate(sweeps)
+        for c in s.cells
+    ]
     for key, values, text in _where(where, keys):
         if key == SWEEP_KEY and names:
             rows = [r for r in rows if names[r[0]] in {cell_text(v) for v in values} | {text}]
@@ -377,7 +409,78 @@ def sweeps_table(
         names=names,
         origins=tuple(i for i, _ in rows) if names else (),
         unranked=unranked,
+        configs=tuple(configs),
     )
+
+
+#: how many of a sweep's cells :func:`sweep_config` looks in for a provenance record
+_CONFIG_CELLS = 20
+
+
+def sweep_config(sweep: SweepView) -> dict[str, Any]:
+    """The config ``sweep``'s cells ran, as ``{dotted key: value}``: the experiment's and
+    the run-shape keys of the record of its first cell that has one (of the first
+    :data:`_CONFIG_CELLS`). A sweep's cells share every value but the swept ones, which
+    each cell's own values give; ``{}`` when no cell has a readable record.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from mushin_box._core.sidecars import write_json_atomic
+    >>> root = Path(tempfile.mkdtemp())
+    >>> write_json_atomic(root / "x=1" / "mushin_provenance.json", {"reproducibility":
+    ...     {"config": {"x": 1, "trainer": {"max_epochs": 40}}}, "run": {}})
+    >>> sweep = SweepView(root, ("x",), (CellView("x=1", {"x": 1}, "completed", "completed"),))
+    >>> sweep_config(sweep)
+    {'trainer.max_epochs': 40, 'x': 1}
+    """
+    base = os.fspath(sweep.root)
+    for cell in [c for c in sweep.cells if c.dir][:_CONFIG_CELLS]:
+        record = read_object(os.path.join(base, str(cell.dir), PROVENANCE_FILE))
+        try:
+            full = split_provenance(dict(record)) if isinstance(record, dict) else {}
+        except Exception:  # a record of an unknown shape: the next cell's
+            continue
+        flat: dict[str, Any] = {}
+        for part in ("reproducibility", "run"):
+            config = full.get(part, {}).get("config") if isinstance(full.get(part), dict) else None
+            if isinstance(config, Mapping):
+                _flatten(config, "", flat)
+        if flat:
+            return flat
+    return {}
+
+
+def _flatten(node: Mapping[Any, Any], prefix: str, out: dict[str, Any]) -> None:
+    for key, value in node.items():
+        if isinstance(value, Mapping) and value:
+            _flatten(value, f"{prefix}{key}.", out)
+        else:
+            out[f"{prefix}{key}"] = value
+
+
+def changed_keys(
+    configs: Sequence[Mapping[str, Any]], params: Sequence[str] = ()
+) -> tuple[str, ...]:
+    """The keys, sorted, whose value differs between two of ``configs`` (a key one of them
+    lacks differs too), leaving out ``params``.
+
+    Examples
+    --------
+    >>> changed_keys([{"lr": 0.1, "epochs": 40, "depth": 2}, {"lr": 0.2, "epochs": 800,
+    ...               "depth": 2}], params=["lr"])
+    ('epochs',)
+    """
+    keys = sorted({k for config in configs for k in config} - set(params))
+    texts = [{k: json.dumps(v, sort_keys=True, default=str) for k, v in c.items()} for c in configs]
+    return tuple(k for k in keys if len({t.get(k) for t in texts}) > 1)
+
+
+def _filled(cell: CellView, config: Mapping[str, Any], params: Sequence[str]) -> CellView:
+    """``cell`` with the value its sweep's config gives for each of ``params`` it does not
+    sweep itself."""
+    given = {p: config[p] for p in params if p not in cell.combo and p in config}
+    return attrs.evolve(cell, combo={**cell.combo, **given}) if given else cell
 
 
 def _error_text(cell: CellView) -> str:

@@ -75,6 +75,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="only cells with this swept value (or state=failed, sweep=NAME); several "
         "values: lr=0.1,1.0; repeat for more conditions",
     )
+    parser.add_argument(
+        "--params",
+        choices=("changed", "all"),
+        default="changed",
+        help="the config keys shown besides the swept ones: those whose values differ "
+        "between the sweeps (default), or every key of the config",
+    )
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--csv", action="store_true", help="print CSV")
     out.add_argument("--md", action="store_true", help="print a Markdown table")
@@ -254,7 +261,10 @@ def run(args: argparse.Namespace) -> int:
     code = None if table.names else code_line(table.sweep)
     if args.json:
         data = {**summary(table), **({} if table.names else {"code": code})}
-        print_json({**data, "cells": table_records(table)})
+        records = table_records(table)
+        for record, config in zip(records, table.row_configs(), strict=True):
+            record["config"] = config  # the whole config the row ran
+        print_json({**data, "cells": records})
     elif args.csv:
         records = table_records(table)
         sweep = ["sweep"] if table.names else []
@@ -279,7 +289,12 @@ def _table(args: argparse.Namespace, heading: Any = None) -> Any:
     # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._results.table import read_results, results_table, sweeps_table
 
-    options = {"where": args.where, "sort": args.sort, "best": args.best}
+    options = {
+        "where": args.where,
+        "sort": args.sort,
+        "best": args.best,
+        "config_keys": args.params,
+    }
     if not args.all:
         for directory in args.dir:
             _holds_sweeps(directory)

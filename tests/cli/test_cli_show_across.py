@@ -236,3 +236,30 @@ def test_show_and_report_across_series_import_nothing_heavy(
         [sys.executable, "-c", _READER, *args], capture_output=True, text=True, timeout=120
     )
     assert proc.stdout.strip().splitlines()[-1] == "0 []", proc.stdout + proc.stderr
+
+
+def test_across_sweeps_every_config_key_that_differs_is_a_column_with_its_values(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # two sweeps that differ by values neither sweeps: the cell that trained 800 epochs
+    # must not look like it won by its learning rate, nor B's lr read "-"
+    from workflow_tasks import two_config_sweeps
+
+    a, b = two_config_sweeps(tmp_path)
+    capsys.readouterr()  # what the runs printed
+    code, out, _ = _show(capsys, a, b, "--json")
+    assert code == 0
+    rows = {(c["sweep"], c["dir"]): c for c in json.loads(out)["cells"]}
+    wanted = {"lr", "module.depth", "trainer.max_epochs"}  # module.width is the same
+    assert wanted <= set(rows["b", "cell"]) and "module.width" not in rows["b", "cell"]
+    assert rows["b", "cell"]["lr"] == 0.1  # its default, as its record holds it
+    assert (rows["b", "cell"]["trainer.max_epochs"], rows["b", "cell"]["module.depth"]) == (800, 3)
+    assert [rows["a", d]["trainer.max_epochs"] for d in ("lr=0.1", "lr=0.01")] == [40, 40]
+    # --json: the whole config each row ran; --params all: every key a column
+    assert rows["b", "cell"]["config"]["module.width"] == 8
+    assert rows["a", "lr=0.01"]["config"]["lr"] == 0.01
+    _, out, _ = _show(capsys, a, "--params", "all", "--json")
+    assert {"module.width", "trainer.max_epochs"} <= set(json.loads(out)["cells"][0])
+    monkeypatch.setenv("COLUMNS", "200")
+    _, out, _ = _show(capsys, a, b, "--best", "val_loss", "--where", "trainer.max_epochs=800")
+    assert "max_epochs" in out and "800" in out and "40" not in out.split("★")[0]

@@ -161,3 +161,15 @@ def test_a_cell_without_a_provenance_record_is_left_out_and_a_corrupt_one_counte
         page = render_report(tmp_path)
     assert "The cells differ: 2 identities" in page  # lr=0.1 unreadable, lr=1.0 whole
     assert any("corrupt sidecar" in str(w.message) for w in said)
+
+
+def test_against_names_the_config_keys_that_differ_from_the_other_sweep(tmp_path: Path) -> None:
+    from workflow_tasks import two_config_sweeps
+
+    a, b = two_config_sweeps(tmp_path)
+    page = render_report(a, against=b)
+    section = page.split("Config that differs from b (--against)</h2>")[1].split("<h2>")[0]
+    keys = [row.split("</td>")[0].rsplit(">", 1)[-1] for row in section.split("<tr")[2:]]
+    assert keys == ["module.depth", "trainer.max_epochs"]  # not lr (swept), not width
+    assert ">40<" in section and ">800<" in section
+    assert "Config that differs" not in render_report(a)
