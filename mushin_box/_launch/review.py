@@ -229,7 +229,8 @@ def _slurm_warnings(
                 "no --account, and the cluster's accounting could not be asked: if it needs "
                 "one, pass --account or put it in a profile"
             )
-    if int(launcher.get("cpus_per_task", 1)) == 1:
+    chosen = plan.sources.get("cpus_per_task", "default") != "default"  # a flag, a profile
+    if int(launcher.get("cpus_per_task", 1)) == 1 and not chosen:
         out.append(
             "cpus_per_task=1: each rank gets one CPU for its data loading; set "
             "--cpus-per-task (e.g. 8) or cpus-per-task in a profile"

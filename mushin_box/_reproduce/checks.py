@@ -159,7 +159,7 @@ def read_original(cell: str | os.PathLike[str]) -> Original:
     if not (path / STATUS_FILE).is_file():
         if path.is_dir() and is_sweep_dir(path):
             raise ReproduceError(
-                f"{cell} is a sweep directory; give one of its cells (`mushin-box ls {cell}` "
+                f"{cell} is a sweep directory; give one of its cells (`mushin-box status {cell}` "
                 "lists them)"
             )
         raise ReproduceError(f"{cell}: not a cell directory (no {STATUS_FILE}); give a cell")

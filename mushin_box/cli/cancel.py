@@ -63,8 +63,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"scancel {' '.join(report.scancel_argv)}")
     for cell in report.cancelled:
         print(shown(f"{cell}: cancelled"))
-    for cell, state in report.untouched:
-        print(shown(f"{cell}: {state}, left as it is"))
+    if args.cells:  # named: each is answered
+        for cell, state in report.untouched:
+            print(shown(f"{cell}: {state}, left as it is"))
+    else:  # the whole sweep: a line per state, not one per cell of a finished sweep
+        by_state: dict[str, list[str]] = {}
+        for cell, state in report.untouched:
+            by_state.setdefault(state, []).append(cell)
+        for state, cells in by_state.items():
+            more = f" and {len(cells) - 3} more" if len(cells) > 3 else ""
+            named = ", ".join(cells[:3]) + more
+            print(shown(f"{len(cells)} {state} cell(s) left as they are: {named}"))
     for cell, why in report.unreachable:
         print(shown(f"{cell}: not stopped: {why}"))
     if report.cancelled:

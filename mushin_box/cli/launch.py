@@ -27,7 +27,7 @@ from mushin_box.cli.tables import end_report
 HELP = (
     "Run an experiment on NODES x GPUS ranks: one SLURM task per GPU (through submitit, "
     "optionally every rank in an Apptainer image), or here on CPU ranks when no SLURM "
-    "cluster answers. Extra KEY=VALUE arguments are Hydra overrides (KEY=a,b sweeps)."
+    "cluster answers. Extra KEY=VALUE arguments are Hydra overrides (lr=0.1,0.01 sweeps)."
 )
 EXAMPLES = (
     "mushin-box launch examples/exp.py --gpus 2 --local module.lr=0.01,0.1",
@@ -448,7 +448,9 @@ def format_review(review: dict[str, Any], *, verbose: bool = False) -> str:
             lines.append(f"    {c['cell']:<{width}}  {c['state']:<9}  {action}: {c['why']}")
     for warning in review["warnings"]:
         lines.append(f"  warning: {warning}")
-    if slurm:
+    if slurm and review.get("cells_to_run") == 0:  # a finished sweep's resume
+        lines.append("  nothing to submit: no cell runs, so there is no sbatch script")
+    elif slurm:
         lines.append("")
         what = "script of each cell's job" if (review["cells"] or 0) <= 1 else "job array"
         what += " (the first)" if review.get("arrays") else ""

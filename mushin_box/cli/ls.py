@@ -48,6 +48,8 @@ def _row(sweep: Any, root: Path) -> dict[str, Any]:
         shown = os.path.relpath(sweep.root, root)
     except ValueError:
         shown = str(sweep.root)
+    if shown == ".":  # ROOT is itself the sweep: named as it was given
+        shown = str(root)
     return {
         "sweep": shown,
         "path": str(sweep.root.resolve()),

@@ -58,6 +58,15 @@ def test_help_ends_with_an_example(
     assert "examples:" in lines
 
 
+@pytest.mark.parametrize("command", ["", *COMMANDS])
+def test_no_help_is_taken_for_a_secret(
+    command: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the output's secret rule reads KEY=... as a secret's assignment: the help's own text
+    # must not look like one (it showed "KEY=<redacted> sweeps")
+    assert "<redacted>" not in _help(capsys, monkeypatch, *([command] if command else []))
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_example_parses_with_the_real_parser(command: str) -> None:
     module = importlib.import_module(f"mushin_box.cli.{command}")

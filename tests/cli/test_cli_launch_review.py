@@ -125,6 +125,15 @@ def test_the_dry_run_reviews_a_two_node_image_launch(tmp_path: Path) -> None:
     assert not (tmp_path / "multirun").exists()
 
 
+def test_one_cpu_a_rank_is_warned_of_only_when_nobody_chose_it(tmp_path: Path) -> None:
+    args = [str(EXP), "--slurm", "--dry-run", "--json", "--working-dir", str(tmp_path / "w")]
+    warned = [
+        any("cpus_per_task=1" in w for w in json.loads(launch(*args, *more).stdout)["warnings"])
+        for more in ([], ["--cpus-per-task", "1"])
+    ]
+    assert warned == [True, False]  # the default, then the user's own choice
+
+
 @REAL_SLURM_CLIENT
 def test_pre_flight_runs_in_the_dry_run(tmp_path: Path) -> None:
     missing = tmp_path / "missing.sif"

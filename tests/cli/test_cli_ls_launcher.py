@@ -34,3 +34,15 @@ def test_the_launcher_column_is_filled(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["ls", str(tmp_path)]) == 0
     table = capsys.readouterr().out
     assert "mushin_slurm" in table and "basic" in table
+
+
+def test_ls_of_a_sweep_names_it_as_given_and_reproduce_points_to_its_cell_list(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sweep = _sweep(tmp_path / "a", **{"mushin_launch.json": {"launcher": "basic", "flags": {}}})
+    assert main(["ls", str(sweep), "--json"]) == 0
+    assert [row["sweep"] for row in json.loads(capsys.readouterr().out)] == [str(sweep)]  # not .
+    assert main(["reproduce", str(sweep)]) == 2
+    said = capsys.readouterr().err
+    assert f"`mushin-box status {sweep}` lists them" in said  # its cells: ls lists sweeps
+    assert main(["status", str(sweep)]) == 0 and "1 completed" in capsys.readouterr().out

@@ -80,6 +80,7 @@ def test_cancel_unstarted_cells_then_resume_dir_runs_the_recorded_launch(
     proc = _cli("resume", str(work), "--dry-run", cwd=elsewhere)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "GPU-hours   at most 0 = 0 cell(s) to run of 2" in proc.stdout, proc.stdout
+    assert "nothing to submit" in proc.stdout and "#SBATCH" not in proc.stdout  # no script
 
 
 SLOW_EXP = """

@@ -121,7 +121,7 @@ def test_cancel_a_running_sweep_then_resume_runs_only_the_cancelled_cell(
         done = (sweep / "x=1" / STATUS_FILE).read_bytes()
         assert main(["cancel", str(sweep), "--grace", "5"]) == 0
         out = capsys.readouterr().out
-        assert "x=2: cancelled" in out and "x=1: completed, left as it is" in out
+        assert "x=2: cancelled" in out and "1 completed cell(s) left as they are: x=1" in out
         driver.wait(timeout=30)  # the in-process launcher: the cell's process is the driver
     finally:
         driver.kill()
@@ -231,3 +231,16 @@ def test_cells_that_start_while_cancel_runs_are_judged_by_one_scheduler_call(
     report = cancel(tmp_path, grace_s=0, timeout_s=5)
     assert sorted(report.cancelled) == sorted(f"x={x}" for x in range(1, n + 1))
     assert [len(ids) for ids in asked if any(j.startswith("5_") for j in ids)] == [n]
+
+
+def test_cancel_of_a_finished_sweep_is_a_line_per_state_not_per_cell(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from many_cells import many_cells
+
+    sweep = many_cells(tmp_path / "sweep", 4, 5)
+    assert main(["cancel", str(sweep)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["20 completed cell(s) left as they are: a=0,b=0, a=0,b=1, a=0,b=2 and 17 more"]
+    assert main(["cancel", str(sweep), "a=1,b=2"]) == 0  # named: answered by name
+    assert capsys.readouterr().out.splitlines() == ["a=1,b=2: completed, left as it is"]
