@@ -192,7 +192,11 @@ def _where(specs: Sequence[str], keys: Sequence[str]) -> list[tuple[str, list[An
         key = key.strip()
         if not sep or not key:
             raise ResultsError(f"--where {spec!r}: expected KEY=VALUE, e.g. --where lr=0.1")
-        if key not in keys:
+        # status's headers name a parameter by its last part where that is unique (lr)
+        short = [k for k in keys if k.rsplit(".", 1)[-1] == key]
+        if key not in keys and len(short) == 1:
+            key = short[0]
+        elif key not in keys:
             raise ResultsError(
                 f"--where {spec!r}: {key!r} is not a swept parameter of this sweep; "
                 f"use one of: {', '.join(keys)}"

@@ -109,8 +109,8 @@ def check_required(task: Any, composed: Any) -> None:
     if missing:
         raise MissingValueError(
             f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} '???' (required) "
-            f"and given nowhere: set it in the config, or on the command line ({missing[0]}="
-            "VALUE)"
+            f"and given nowhere: set it in the config, or pass {missing[0]}=VALUE (an "
+            "override, or a keyword of Workflow.run)"
         )
     target = inspect.unwrap(getattr(task, "func", task))
     try:
@@ -130,7 +130,7 @@ def check_required(task: Any, composed: Any) -> None:
         raise MissingValueError(
             f"{', '.join(needed)} {'is' if len(needed) == 1 else 'are'} required by the task "
             f"and given nowhere: add {'it' if len(needed) == 1 else 'them'} to the config, "
-            f"or pass {needed[0]}=VALUE"
+            f"or pass {needed[0]}=VALUE (an override, or a keyword of Workflow.run)"
         )
 
 

@@ -263,3 +263,16 @@ def test_across_sweeps_every_config_key_that_differs_is_a_column_with_its_values
     monkeypatch.setenv("COLUMNS", "200")
     _, out, _ = _show(capsys, a, b, "--best", "val_loss", "--where", "trainer.max_epochs=800")
     assert "max_epochs" in out and "800" in out and "40" not in out.split("★")[0]
+
+
+def test_where_takes_a_parameter_by_the_short_name_status_shows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cells = [
+        write_cell(tmp_path / "s", {"module.lr": lr}, metrics={"val_loss": lr})
+        for lr in (0.1, 0.01)
+    ]
+    write_manifest(tmp_path / "s", {"module.lr": [0.1, 0.01]}, cells)
+    code, out, err = _show(capsys, tmp_path / "s", "--where", "lr=0.01", "--json")
+    assert code == 0, err
+    assert [c["dir"] for c in json.loads(out)["cells"]] == ["module.lr=0.01"]

@@ -22,8 +22,10 @@ def needs_lr(lr: float, epochs: int = 1) -> dict[str, float]:
 def test_a_task_parameter_given_nowhere_is_refused_before_anything_is_written(
     tmp_path: Path,
 ) -> None:
-    with pytest.raises(MissingValueError, match=r"^lr is required by the task .* lr=VALUE"):
+    with pytest.raises(MissingValueError, match=r"^lr is required by the task .* lr=VALUE") as no:
         Workflow(needs_lr, make_config(epochs=1)).run(working_dir=tmp_path / "w")
+    # said to a Python caller too: no "command line" it never used
+    assert "keyword of Workflow.run" in str(no.value) and "command line" not in str(no.value)
     # the config built from the signature says it with '???'
     with pytest.raises(MissingValueError, match=r"^lr is '\?\?\?' \(required\)"):
         Workflow(needs_lr).run(working_dir=tmp_path / "w", epochs=multirun([1, 2]))
