@@ -170,13 +170,30 @@ def _singularity_d(root: Path, plan: Mapping[str, Any]) -> None:
         history.mkdir(exist_ok=True)
         (sd / "Singularity").rename(history / f"Apptainer{len(list(history.iterdir()))}")
     _write(sd / "Singularity", plan["definition"])
-    labels = json.loads((sd / "labels.json").read_text()) if (sd / "labels.json").is_file() else {}
-    labels = {**labels, **plan["labels"]}
+    labels = {**_base_labels(sd / "labels.json"), **plan["labels"]}
     _write(sd / "labels.json", json.dumps(labels, indent=4, sort_keys=True) + "\n")
     for link, target in (("singularity", ".singularity.d/runscript"),
                          ("environment", ".singularity.d/env/90-environment.sh")):  # fmt: skip
         (root / link).unlink(missing_ok=True)
         (root / link).symlink_to(target)
+
+
+def _base_labels(path: Path) -> dict[str, Any]:
+    """The base's labels; a file that is not a JSON object fails the build in one line
+    (``in the image: ``, which the builder's error repeats), as Apptainer's build over it
+    fails to read it."""
+    if not path.is_file():
+        return {}
+    try:
+        labels = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        labels = None
+    if not isinstance(labels, dict):
+        raise SystemExit(
+            "in the image: the base's /.singularity.d/labels.json is not a JSON object of "
+            "labels; fix it in the base image, or build over another"
+        )
+    return labels
 
 
 def _probe(root: Path, plan: Mapping[str, Any]) -> dict[str, Any]:

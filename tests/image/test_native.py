@@ -514,3 +514,17 @@ def test_over_a_base_image_singularity_d_follows_apptainers_rules(tmp_path: Path
     assert (sd / "runscript").read_text() == "#!/bin/sh\nexec base\n"  # no runscript: kept
     assert (sd / "bootstrap_history" / "Apptainer0").read_text() == "Bootstrap: debootstrap\n"
     assert (sd / "Singularity").read_text() == "Bootstrap: localimage\n"
+
+
+def test_a_base_whose_labels_are_not_a_json_object_fails_the_build_in_one_line(
+    tmp_path: Path,
+) -> None:
+    sd = tmp_path / "root" / ".singularity.d"
+    sd.mkdir(parents=True)
+    (sd / "labels.json").write_text("{not json")
+    plan = {"environment": [], "runscript": [], "test": [], "definition": "", "labels": {}}
+    with pytest.raises(SystemExit) as failed:  # no traceback: the hook prints the line
+        _singularity_d(tmp_path / "root", plan)
+    line = str(failed.value)
+    said = explain_failure(f"some output\n{line}\nmore", mirror="m", where=tmp_path)
+    assert said == line and "labels.json is not a JSON object" in line
