@@ -179,21 +179,15 @@ def _singularity_d(root: Path, plan: Mapping[str, Any]) -> None:
 
 
 def _base_labels(path: Path) -> dict[str, Any]:
-    """The base's labels; a file that is not a JSON object fails the build in one line
-    (``in the image: ``, which the builder's error repeats), as Apptainer's build over it
-    fails to read it."""
-    if not path.is_file():
-        return {}
+    """The base's labels; not a JSON object, the build fails in one line (``in the image:``,
+    which the builder's error repeats), as Apptainer's build over such a base does."""
     try:
-        labels = json.loads(path.read_text(encoding="utf-8"))
+        labels = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     except ValueError:
         labels = None
-    if not isinstance(labels, dict):
-        raise SystemExit(
-            "in the image: the base's /.singularity.d/labels.json is not a JSON object of "
-            "labels; fix it in the base image, or build over another"
-        )
-    return labels
+    if isinstance(labels, dict):
+        return labels
+    raise SystemExit("in the image: the base's labels.json is not a JSON object; fix the base")
 
 
 def _probe(root: Path, plan: Mapping[str, Any]) -> dict[str, Any]:

@@ -527,4 +527,4 @@ def test_a_base_whose_labels_are_not_a_json_object_fails_the_build_in_one_line(
         _singularity_d(tmp_path / "root", plan)
     line = str(failed.value)
     said = explain_failure(f"some output\n{line}\nmore", mirror="m", where=tmp_path)
-    assert said == line and "labels.json is not a JSON object" in line
+    assert said == line and "labels.json is not a JSON object; fix the base" in line
