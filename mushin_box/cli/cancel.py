@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from mushin_box._slurm.jobs import name_job_ids
 from mushin_box.cli.main import UsageError, number
 from mushin_box.cli.output import shown
 from mushin_box.cli.tables import resolve_sweep, resume_hint
@@ -71,8 +72,7 @@ def run(args: argparse.Namespace) -> int:
         for cell, state in report.untouched:
             by_state.setdefault(state, []).append(cell)
         for state, cells in by_state.items():
-            more = f" and {len(cells) - 3} more" if len(cells) > 3 else ""
-            named = ", ".join(cells[:3]) + more
+            named = name_job_ids(cells, most=3, sep=", ")  # the first 3, and how many more
             print(shown(f"{len(cells)} {state} cell(s) left as they are: {named}"))
     for cell, why in report.unreachable:
         print(shown(f"{cell}: not stopped: {why}"))

@@ -172,7 +172,8 @@ def end_report(sweep: Any, resume: str) -> int:
     print(f"[mushin-box] {sweep.root}: {summary(sweep)}")
     for cell in sweep.cells:
         values = " ".join(f"{k}={cell_text(v)}" for k, v in sorted(cell.metrics.items()))
-        values = values or detail(cell) if cell.state == "completed" else values
+        if cell.state == "completed" and not values:  # no metrics: the status says why
+            values = detail(cell)
         print(shown(f"  {cell.state:<9} {cell.dir or cell.combo}  {values}".rstrip()))
     failed = [c for c in sweep.cells if c.state != "completed"]
     for cell in failed:
