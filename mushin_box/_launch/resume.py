@@ -17,6 +17,11 @@ overrides or code runs the cell from the start. A resume never runs a cell that 
 (its process or job still runs, or its job is queued): named cells that are live are
 refused; with no cell named, the engine refuses a live sweep as a whole.
 
+A change of training limits only (``--set trainer.max_epochs=900``: keys the cells' status
+records as their Trainer's limits) is not a new config but a longer fit: every cell
+*extends* from its checkpoint, the completed ones too. A limit below what a cell already
+trained would train nothing, and is refused.
+
 Naming cells (``resume DIR lr=0.1``) narrows the sweep's overrides to their values. The
 cells of a grid are the product of their values, so the narrowed grid may hold a cell not
 named: that is refused unless it is completed (reused, nothing runs), never silently run.
@@ -38,6 +43,7 @@ from mushin_box._core.redact import REDACTED
 from mushin_box._core.targets import public
 from mushin_box._launch.options import SCHEDULER_FLAGS
 from mushin_box._launch.record import FLAG_TYPES, RecordError, read_launch_record
+from mushin_box._provenance.full import TRAINER_LIMIT_KEYS
 from mushin_box._sweep.usercode import code_identity
 from mushin_box._sweepdir.board import read_sweep
 from mushin_box._sweepdir.cancel import cell_label
@@ -48,7 +54,7 @@ from mushin_box._sweepdir.manifest import (
     write_grid,
 )
 from mushin_box._train.configtask import fit_task, seed_pre_call
-from mushin_box._train.resume import find_last_checkpoint
+from mushin_box._train.resume import find_last_checkpoint, trained_so_far
 
 __all__ = [
     "CHANGEABLE_FLAGS",
@@ -79,8 +85,9 @@ class ResumeError(MushinBoxError, ValueError):
 @attrs.frozen
 class CellAction:
     """What a resume does with one cell: ``reuse`` (completed, unchanged), ``continue``
-    (from ``checkpoint``), ``restart`` (from scratch: it ran before), ``run`` (never
-    started), ``live`` (still runs or is queued: left alone) or ``left`` (not named)."""
+    (from ``checkpoint``), ``extend`` (completed: trains on from ``checkpoint`` to a raised
+    limit), ``restart`` (from scratch: it ran before), ``run`` (never started), ``live``
+    (still runs or is queued: left alone) or ``left`` (not named)."""
 
     name: str
     state: str
@@ -91,7 +98,7 @@ class CellAction:
 
     @property
     def runs(self) -> bool:
-        return self.action in ("continue", "restart", "run")
+        return self.action in ("continue", "extend", "restart", "run")
 
 
 def _key(text: str) -> str:
@@ -166,18 +173,21 @@ def plan_cells(
     changed: Sequence[str] = (),
     code: str | None = None,
     restart: bool = False,
+    overrides: Sequence[str] = (),
 ) -> list[CellAction]:
     """What a resume of the sweep at ``root`` does with each cell (see :class:`CellAction`).
 
     ``chosen``: the cells named (by directory, or for a cell that never started by its
     values as ``cancel`` prints them); none: every cell. ``changed``: the override keys the
-    resume changes; ``code``: the code fingerprint now (None: not compared).
+    resume changes; ``code``: the code fingerprint now (None: not compared);
+    ``overrides``: the resume's, where the values of changed training limits are read.
 
     Raises
     ------
     ResumeError
         A named cell is not in the sweep, or is live; or the resume would set aside the
-        checkpoint of an unfinished cell and ``restart`` is False.
+        checkpoint of an unfinished cell and ``restart`` is False; or it lowers a training
+        limit below what a cell already trained.
     """
     sweep = read_sweep(root)
     names = {cell_label(c.dir, c.combo): c for c in sweep.cells}
@@ -187,19 +197,26 @@ def plan_cells(
         raise ResumeError(
             f"no cell {', '.join(unknown)} in {root}; its cells: {', '.join(names) or 'none'}"
         )
+    limits = _limit_values(changed, overrides)
     out: list[CellAction] = []
     for name, cell in names.items():
         record = read_status(Path(root) / cell.dir) if cell.dir else None
         fingerprints = (record or {}).get("fingerprints")
         was = fingerprints.get("code") if isinstance(fingerprints, dict) else None
+        recorded = (record or {}).get("limits")
+        extends = bool(limits) and isinstance(recorded, dict) and set(limits) <= set(recorded)
+        code_changed = code is not None and was is not None and was != code
         why = (
-            f"override {', '.join(changed)} changed"
-            if changed
-            else "its code changed"
-            if code is not None and was is not None and was != code
+            "its code changed"
+            if code_changed
+            else f"override {', '.join(changed)} changed"
+            if changed and not extends
             else ""
         )
-        out.append(_action(name, cell, sweep.active, why, wanted, root))
+        action = _action(name, cell, sweep.active, why, wanted, root)
+        if extends and action.action == "reuse" and action.state == "completed":
+            action = _extension(action, cell, root, limits)
+        out.append(action)
     live = [a.name for a in out if a.action == "live" and a.name in wanted]
     if live:
         raise ResumeError(
@@ -213,7 +230,56 @@ def plan_cells(
             f"scratch ({lost[0].why}) and set their checkpoints aside: drop the change to "
             "continue them from their checkpoints, or pass --restart"
         )
+    _refuse_lowered(out, names, root, limits)
     return out
+
+
+def _limit_values(changed: Sequence[str], overrides: Sequence[str]) -> dict[str, Any]:
+    """``{key: new value}`` of the changed keys, when each is given one value (not a sweep)
+    that could be a training limit; ``{}`` otherwise (the change is no extension)."""
+    given = {_key(o): o for o in overrides}
+    out: dict[str, Any] = {}
+    for key in changed:
+        text = given.get(key)
+        if text is None or key.rsplit(".", 1)[-1] not in TRAINER_LIMIT_KEYS:
+            return {}
+        parsed = parse_overrides([text])[0]
+        if parsed.is_sweep_override():
+            return {}
+        out[key] = parse_override_value(text.split("=", 1)[1])
+    return out
+
+
+def _extension(
+    action: CellAction, cell: Any, root: str | Path, limits: Mapping[str, Any]
+) -> CellAction:
+    """A completed cell that trains on to raised ``limits`` from its checkpoint."""
+    said = ", ".join(f"{k}={v}" for k, v in limits.items())
+    checkpoint = find_last_checkpoint(Path(root) / cell.dir)
+    if checkpoint is None:
+        why = f"{said}, but no checkpoint to extend: from the start"
+        return attrs.evolve(action, action="restart", why=why)
+    return attrs.evolve(action, action="extend", why=f"to {said}", checkpoint=checkpoint)
+
+
+def _refuse_lowered(
+    actions: Sequence[CellAction], cells: Mapping[str, Any], root: str | Path, limits: Any
+) -> None:
+    """Refuse limits below what a cell that continues its fit already trained: its fit
+    would train nothing, and report the longer fit's metrics under the shorter config."""
+    for a in actions:
+        if a.action not in ("extend", "continue") or not cells[a.name].dir:
+            continue
+        trained = trained_so_far(Path(root) / cells[a.name].dir)
+        for key, value in limits.items():
+            done = trained.get(key.rsplit(".", 1)[-1])
+            if isinstance(value, int) and done is not None and value < done:
+                unit = "epochs" if key.endswith("max_epochs") else "steps"
+                raise ResumeError(
+                    f"{key}={value} is below the {done} {unit} cell {a.name} already trained: "
+                    f"a resume extends a fit and cannot shorten one; give at least {done}, or "
+                    "launch the shorter run into a new directory"
+                )
 
 
 def _action(
@@ -398,6 +464,7 @@ def resume_actions(
             changed=changed,
             code=code_fingerprint(target, source),
             restart=restart,
+            overrides=overrides,
         )
     except FileNotFoundError:  # not a sweep yet: every cell runs
         return None

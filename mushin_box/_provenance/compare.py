@@ -5,7 +5,10 @@ Both records are brought to the canonical two-part form
 (:func:`mushin_box._provenance.full.split_provenance`) and flattened to dotted paths
 (``reproducibility.config.lr``, ``run.topology.ranks[3].hostname``). A path that differs
 under ``reproducibility`` *breaks reproducibility*; one under ``run`` is *expected to
-differ*. Metrics (``mushin_metrics.json``) are shown side by side, equal within ``atol``.
+differ*, except a Trainer's training limits (``max_epochs``, ``max_steps``, ``max_time``):
+a fit extended to a raised limit changed them, and its results, on purpose, so they are
+*changed on purpose* (``extended``), neither an accident nor bookkeeping. Metrics
+(``mushin_metrics.json``) are shown side by side, equal within ``atol``.
 
 When the package sets differ and both cells have the ``mushin_packages.txt`` their records
 name, the packages that changed are listed one by one (``reproducibility.package_set[numpy]``)
@@ -27,7 +30,7 @@ from typing import Any
 import attrs
 
 from mushin_box._core.sidecars import canonical_dumps
-from mushin_box._provenance.full import split_provenance
+from mushin_box._provenance.full import split_provenance, training_limits
 from mushin_box._provenance.record import package_versions
 
 __all__ = [
@@ -106,6 +109,8 @@ class CellDiff:
     metrics: tuple[MetricDiff, ...] = ()
     #: where the two fits first parted, in words (None: they did not, or unrecorded)
     divergence: str | None = None
+    #: training limits that differ: changed on purpose (a fit extended), not an accident
+    extended: tuple[FieldDiff, ...] = ()
 
     @property
     def reproducible(self) -> bool:
@@ -126,6 +131,7 @@ class CellDiff:
             "metrics_match": self.metrics_match,
             "breaks_reproducibility": [attrs.asdict(f, recurse=False) for f in self.breaks],
             "expected_to_differ": [attrs.asdict(f, recurse=False) for f in self.expected],
+            "training_limits": [attrs.asdict(f, recurse=False) for f in self.extended],
             "metrics": [attrs.asdict(m, recurse=False) for m in self.metrics],
             "first_divergence": self.divergence,
         }
@@ -347,6 +353,7 @@ def diff_records(
             raise ValueError(f"record {side}: {problem}")
     breaks: list[FieldDiff] = []
     expected: list[FieldDiff] = []
+    extended: list[FieldDiff] = []
     if a is None or b is None:
         if a is not None:
             breaks.append(FieldDiff("<provenance>", "present", "missing", "only_a"))
@@ -354,6 +361,11 @@ def diff_records(
             breaks.append(FieldDiff("<provenance>", "missing", "present", "only_b"))
     else:
         ca, cb = split_provenance(a), split_provenance(b)
+        limits = {
+            f"{REPRO}.config.{path}"
+            for side in (ca, cb)
+            for path in training_limits((side.get(REPRO) or {}).get("config"))
+        }
         for part, sink in ((REPRO, breaks), (RUN, expected)):
             diffs = _field_diffs(ca.get(part) or {}, cb.get(part) or {}, part)
             if part == REPRO and packages_a is not None and packages_b is not None:
@@ -362,7 +374,8 @@ def diff_records(
                 unrecorded = diff.change in ("only_a", "only_b") and (
                     _under(diff.path, _RANKS) or diff.path == _TASK_FROM
                 )
-                (expected if unrecorded else sink).append(diff)
+                group = extended if diff.path in limits else sink
+                (expected if unrecorded else group).append(diff)
     return CellDiff(
         name=name,
         combo=combo,
@@ -371,6 +384,7 @@ def diff_records(
         breaks=tuple(breaks),
         expected=tuple(expected),
         metrics=tuple(_metric_diffs(metrics_a, metrics_b, atol, rtol)),
+        extended=tuple(extended),
     )
 
 

@@ -57,6 +57,7 @@ __all__ = [
     "RUN_CONFIG_PATTERNS",
     "SCHEMA",
     "SEED_SCHEME",
+    "TRAINER_LIMIT_KEYS",
     "finish_record",
     "full_provenance",
     "launcher_from_hydra",
@@ -64,6 +65,7 @@ __all__ = [
     "seeds_from_records",
     "split_config",
     "split_provenance",
+    "training_limits",
 ]
 
 #: 3: ``package_set``, image identity / "no image", ``run.devices``, ``run.container``,
@@ -85,6 +87,10 @@ RUN_CONFIG_PATTERNS: tuple[str, ...] = (
 )
 #: keys that are run shape under any config node whose ``_target_`` names a Trainer
 _TRAINER_RUN_KEYS = frozenset({"devices", "num_nodes"})
+#: a Trainer's keys that only bound how long it trains: a larger one extends the same fit
+#: from its checkpoint (``resume DIR --set trainer.max_epochs=N``), so they are set apart
+#: from the experiment as the run shape is, and a comparison names them on their own
+TRAINER_LIMIT_KEYS = frozenset({"max_epochs", "max_steps", "max_time"})
 #: environment variables that change numerics: part of ``reproducibility``
 REPRO_ENV: tuple[str, ...] = (
     "PYTHONHASHSEED",
@@ -138,13 +144,15 @@ def _is_trainer(node: Mapping[str, Any]) -> bool:
 
 
 def split_config(
-    config: Any, patterns: Sequence[str] = RUN_CONFIG_PATTERNS
+    config: Any,
+    patterns: Sequence[str] = RUN_CONFIG_PATTERNS,
+    trainer_keys: frozenset[str] = _TRAINER_RUN_KEYS,
 ) -> tuple[Any, dict[str, Any]]:
     """Split a config into (experiment config, ``{dotted path: value}`` of run-shape keys).
 
     Run-shape keys are those whose dotted path matches one of ``patterns`` (fnmatch, ``*``
-    spans dots) and ``devices``/``num_nodes`` under any node whose ``_target_`` names a
-    ``...Trainer``. The input is not modified.
+    spans dots) and ``trainer_keys`` (``devices``/``num_nodes``) under any node whose
+    ``_target_`` names a ``...Trainer``. The input is not modified.
 
     Examples
     --------
@@ -164,7 +172,7 @@ def split_config(
         out: dict[str, Any] = {}
         for key, value in node.items():
             path = f"{prefix}{key}"
-            if match(path) or (trainer and key in _TRAINER_RUN_KEYS):
+            if match(path) or (trainer and key in trainer_keys):
                 moved[path] = value
             elif isinstance(value, Mapping):
                 out[key] = walk(value, f"{path}.")
@@ -175,6 +183,18 @@ def split_config(
     if not isinstance(config, Mapping):
         return config, moved
     return walk(config, ""), moved
+
+
+def training_limits(config: Any) -> dict[str, Any]:
+    """``{dotted path: value}`` of the :data:`TRAINER_LIMIT_KEYS` of the config's Trainers.
+
+    Examples
+    --------
+    >>> training_limits({"trainer": {"_target_": "lightning.Trainer", "max_epochs": 3},
+    ...                  "model": {"max_steps": 9}})
+    {'trainer.max_epochs': 3}
+    """
+    return split_config(config, (), TRAINER_LIMIT_KEYS)[1]
 
 
 # ---------------------------------------------------------------------------- the split

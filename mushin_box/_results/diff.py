@@ -142,8 +142,9 @@ class Diff:
 
     def same(self, *, results: bool = True) -> bool:
         """Same experiment and, unless ``results=False``, same results: the one rule
-        ``diff`` and ``reproduce`` give their exit status by."""
-        return self.reproducible and (self.metrics_match or not results)
+        ``diff`` and ``reproduce`` give their exit status by. A fit trained to another
+        limit is the same experiment, but not the same run."""
+        return self.reproducible and not self.extended and (self.metrics_match or not results)
 
     def verdict(self, *, results: bool = True) -> str:
         """The comparison in one line: what it found first, in words.
@@ -166,19 +167,20 @@ class Diff:
             else:
                 said = f"{first.path} {_number(first.a)} vs {_number(first.b)}"
             return "different experiments: " + said + (f" (and {more} more)" if more > 0 else "")
+        same = "same experiment"
+        if self.extended:  # a fit extended to a raised limit: named, never an accident
+            first = self.extended[0]
+            key = first.path.removeprefix("reproducibility.config.")
+            same += f" trained to another limit ({key} {_number(first.a)} vs {_number(first.b)})"
         if not results:
-            return "same experiment (results not compared)"
+            return f"{same} (results not compared)"
         differ = [m for c in self.cells for m in c.metrics if not m.match]
         if not differ:
-            return "same experiment, same results"
+            return f"{same}, same results"
         first, more = differ[0], len(differ) - 1
         said = f"{first.name} {_pair(first.a, first.b)}" + (f" (and {more} more)" if more else "")
         where = next((c.divergence for c in self.cells if c.divergence), None)
-        return (
-            "same experiment, results differ: "
-            + said
-            + (f"; first divergence: {where}" if where else "")
-        )
+        return f"{same}, results differ: {said}" + (f"; first divergence: {where}" if where else "")
 
     @property
     def breaks(self) -> tuple[FieldDiff, ...]:
@@ -187,6 +189,11 @@ class Diff:
     @property
     def expected(self) -> tuple[FieldDiff, ...]:
         return tuple(f for c in self.cells for f in c.expected)
+
+    @property
+    def extended(self) -> tuple[FieldDiff, ...]:
+        """Training limits that differ: changed on purpose (see :class:`CellDiff`)."""
+        return tuple(f for c in self.cells for f in c.extended)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (what ``mushin-box diff --json`` prints)."""
@@ -572,6 +579,14 @@ def metric_rows(diff: Any) -> list[MetricRow]:
 # ---------------------------------------------------------------------------- Markdown, HTML
 
 
+#: the groups of differing fields, as every view titles them, in order
+_FIELD_GROUPS = (
+    ("breaks", "Breaks reproducibility"),
+    ("extended", "Training limits, changed on purpose"),
+    ("expected", "Expected to differ"),
+)
+
+
 def _parts(diff: Any, brief: bool, heading: Any, note: Any, render: Any) -> list[str]:
     """The sections under the verdict, in either markup: the metrics, then the fields that
     break reproducibility and those expected to differ (``brief``: their count, by kind).
@@ -593,7 +608,9 @@ def _parts(diff: Any, brief: bool, heading: Any, note: Any, render: Any) -> list
         if metrics
         else note("None recorded.", "")
     )
-    for attr, title in (("breaks", "Breaks reproducibility"), ("expected", "Expected to differ")):
+    for attr, title in _FIELD_GROUPS:
+        if attr == "extended" and not diff.extended:
+            continue
         if attr == "expected" and brief:
             return [*out, note(expected_counts(diff) + ".", "meta")]
         rows = field_rows(diff, attr)

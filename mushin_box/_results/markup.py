@@ -80,6 +80,7 @@ tr.best td { background: #dafbe1; font-weight: 600; }
 .state-cancelled, .state-skipped { color: #9a6700; } .state-running { color: #0969da; }
 .state-pending { color: #6e7781; }
 .breaks th { background: #ffebe9; } .expected th { background: #fff8c5; }
+.extended th { background: #ddf4ff; }
 .verdict-ok { color: #1a7f37; font-weight: 600; }
 .verdict-bad { color: #cf222e; font-weight: 600; }
 .plots { display: flex; flex-wrap: wrap; gap: 1.2em; }

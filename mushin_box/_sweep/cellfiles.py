@@ -240,6 +240,7 @@ def start_provenance(
     *,
     attempt: int | None = None,
     continues: bool = False,
+    extended: Mapping[str, Any] | None = None,
 ) -> None:
     """Write the cell's provenance record (and its package list) as the task starts.
 
@@ -247,7 +248,8 @@ def start_provenance(
     :func:`finish_provenance` completes the record when the task is done. ``run.task``
     says where the task and ``pre_call`` are defined (``mushin-box reproduce`` imports them).
     ``run.attempts`` lists this ``attempt`` after those of the record it replaces, when it
-    ``continues`` their fit.
+    ``continues`` their fit; ``extended`` (``{limit: [before, now]}``) marks an attempt that
+    extends the fit to a raised training limit.
     """
     from omegaconf import OmegaConf
 
@@ -280,11 +282,15 @@ def start_provenance(
             pre_call=pre_call,
             experiment=experiment,
         )
-    write_provenance(cell_dir, _with_attempt(record, cell_dir, attempt, continues))
+    write_provenance(cell_dir, _with_attempt(record, cell_dir, attempt, continues, extended))
 
 
 def _with_attempt(
-    record: dict[str, Any], cell_dir: Path, attempt: int | None, continues: bool
+    record: dict[str, Any],
+    cell_dir: Path,
+    attempt: int | None,
+    continues: bool,
+    extended: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``record`` with ``run.attempts``: the earlier ones of this fit, then this one."""
 
@@ -302,6 +308,8 @@ def _with_attempt(
         started=run.get("started"),
         launcher=launcher.get("kind") if isinstance(launcher, dict) else None,
     )
+    if extended:
+        entry["extended"] = dict(extended)
     kept = [row for row in earlier if attempt is None or row.get("attempt") != attempt]
     # the fit starts on disk are the last attempt's: they date it even when it died before
     # a checkpoint kept its start (then the fit this attempt restores no longer lists it)

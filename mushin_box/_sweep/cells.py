@@ -56,7 +56,7 @@ from mushin_box._core.sidecars import (
     timestamp,
     write_json_atomic,
 )
-from mushin_box._provenance.full import split_config
+from mushin_box._provenance.full import TRAINER_LIMIT_KEYS, split_config
 from mushin_box._provenance.ranks import write_rank_runtime
 from mushin_box._slurm.joblogs import slurm_rank_logs
 from mushin_box._slurm.jobs import slurm_job_id
@@ -71,7 +71,7 @@ from mushin_box._sweep.cellfiles import (
     take_failure,
 )
 from mushin_box._sweep.cellfiles import install as install_hydra_files
-from mushin_box._sweep.decide import SHAPE_FREE, Decision, decide
+from mushin_box._sweep.decide import LIMIT_FREE, SHAPE_FREE, Decision, decide
 from mushin_box._sweep.usercode import code_identity
 from mushin_box._sweepdir.liveness import owner_fields
 from mushin_box._train.resume import next_attempt, set_aside_checkpoints, zen_with_resume
@@ -204,6 +204,15 @@ def shape_free_fingerprint(cfg: Any) -> str | None:
     return plain_fingerprint(split_config(_plain_config(cfg))[0])
 
 
+def limit_free_fingerprint(cfg: Any) -> tuple[str | None, dict[str, Any]]:
+    """(the fingerprint of the config without its run-shape *and* training-limit keys, the
+    limits): equal for one fit trained to any ``max_epochs``, so a cell resumed with a
+    larger one extends its fit (:mod:`.decide`); the limits say from what to what."""
+
+    kept, limits = split_config(split_config(_plain_config(cfg))[0], (), TRAINER_LIMIT_KEYS)
+    return plain_fingerprint(kept), limits
+
+
 def plain_fingerprint(plain: Any) -> str | None:
     """:func:`config_fingerprint` of a config as plain data; None when it has no canonical
     JSON (NaN, bytes): then it is the config's YAML that is hashed."""
@@ -269,6 +278,15 @@ class _Cell:
     fingerprints: dict[str, str]
     previous: dict[str, Any]  # its status record from an earlier attempt, else {}
     base: dict[str, Any]  # combo, cell and fingerprints: the start of every status record
+
+
+def _extension(cell: _Cell) -> dict[str, list[Any]]:
+    """``{limit's dotted path: [before, now]}`` of the training limits this attempt raises
+    (the status's and the provenance attempt's ``extended``)."""
+    was = cell.previous.get("limits")
+    was = was if isinstance(was, dict) else {}
+    now = cell.base.get("limits") or {}
+    return {k: [was.get(k), now.get(k)] for k in sorted({*was, *now}) if was.get(k) != now.get(k)}
 
 
 def _provenance_readable(cell_dir: Path) -> bool:
@@ -385,6 +403,9 @@ class CellRunner:
             previous = {}
         base = {"combo": combo, "cell": cell_dir.name, "fingerprints": fingerprints}
         base[SHAPE_FREE] = shape_free_fingerprint(cfg)
+        base[LIMIT_FREE], limits = limit_free_fingerprint(cfg)
+        if limits:
+            base["limits"] = limits
         root = Path(self.plan.working_dir)
         return _Cell(cell_dir, root, fingerprints, previous, base)
 
@@ -410,6 +431,7 @@ class CellRunner:
                 reuse_stale_code=self.plan.reuse_stale_code,
                 code_modules=self.plan.code_modules,
                 shape_free=cell.base.get(SHAPE_FREE),
+                limit_free=cell.base.get(LIMIT_FREE),
             )
 
         decision, metrics = judge(True), None
@@ -452,6 +474,7 @@ class CellRunner:
             if not decision.continue_from_checkpoint:
                 set_aside_checkpoints(cell.directory, tag)
             set_aside_metrics(cell.directory, tag, decision.continue_from_checkpoint)
+        extended = _extension(cell) if decision.extends else None
         started = timestamp()
         t0 = time.monotonic()
         running = {
@@ -462,6 +485,8 @@ class CellRunner:
             "logs": slurm_rank_logs(),  # where each SLURM rank writes (mushin-box logs)
             "previous_fingerprints": decision.previous_fingerprints,
             f"previous_{SHAPE_FREE}": decision.previous_shape_free,
+            f"previous_{LIMIT_FREE}": decision.previous_limit_free,
+            **({"extended": extended} if extended else {}),
         }
         self._status(cell.directory, **running, status="running")
         try:
@@ -478,6 +503,7 @@ class CellRunner:
                     experiment=getattr(self.plan, "experiment", None),
                     attempt=attempt,
                     continues=decision.continue_from_checkpoint,
+                    extended=extended,
                 )
         except Terminated as exc:  # stopped while its start was recorded: not left running
             with contextlib.suppress(OSError):

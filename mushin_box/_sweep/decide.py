@@ -16,6 +16,12 @@ whole config, but not the experiment: the status also keeps the fingerprint of t
 without its run-shape keys (``config_without_shape``). When only that shape changed, a
 completed cell is reused and an unfinished one continues from its checkpoints under
 ``resume``, at the new world size.
+
+A change of a training limit alone (a Trainer's ``max_epochs``/``max_steps``/``max_time``)
+extends the same fit: the status keeps the fingerprint of the config without its run-shape
+and limit keys too (``config_without_limits``). When only those changed, a completed or
+unfinished cell continues from its checkpoints under ``resume`` (``extends``), and trains
+on to the new limit; any other change still starts afresh.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from typing import Any, Literal
 
 import attrs
 
-__all__ = ["ABORTED", "OUT_OF_TIME", "SHAPE_FREE", "Decision", "decide"]
+__all__ = ["ABORTED", "EXTENDED", "LIMIT_FREE", "OUT_OF_TIME", "SHAPE_FREE", "Decision", "decide"]
 
 #: the ``reason`` of a cell skipped because another cell failed under ``on_error="raise"``
 ABORTED = "sweep aborted (on_error='raise')"
@@ -33,6 +39,10 @@ ABORTED = "sweep aborted (on_error='raise')"
 OUT_OF_TIME = "max_total_seconds"
 #: the status field holding the config fingerprint without the run-shape keys
 SHAPE_FREE = "config_without_shape"
+#: the status field holding the config fingerprint without run-shape and training-limit keys
+LIMIT_FREE = "config_without_limits"
+#: the ``reason`` of a cell that continues because only a training limit changed
+EXTENDED = "extended (only a training limit changed): continuing from its checkpoint"
 
 _MULTI_RANK_DEADLINE = (
     "max_total_seconds is disabled for a cell launched on several ranks (a rank that stopped "
@@ -69,6 +79,11 @@ class Decision:
     previous_shape_free : Any
         For ``run``: the config fingerprint without run-shape keys from before this run
         (the status's ``previous_config_without_shape``, as ``previous_fingerprints``).
+    extends : bool
+        For ``run``: only a training limit changed, so the attempt extends the cell's fit
+        from its checkpoints (``continue_from_checkpoint`` is True).
+    previous_limit_free : Any
+        As ``previous_shape_free``, for the fingerprint without training limits.
     """
 
     action: Literal["reuse", "skip", "run"]
@@ -79,6 +94,8 @@ class Decision:
     previous_fingerprints: Any = None
     reused_despite: tuple[str, ...] = ()
     previous_shape_free: Any = None
+    extends: bool = False
+    previous_limit_free: Any = None
 
 
 def decide(
@@ -98,6 +115,7 @@ def decide(
     reuse_stale_code: bool = False,
     code_modules: Mapping[str, str] | None = None,
     shape_free: str | None = None,
+    limit_free: str | None = None,
 ) -> Decision:
     """Decide whether a cell is reused, skipped or run, and whether a run continues.
 
@@ -137,6 +155,10 @@ def decide(
         The config fingerprint without its run-shape keys now (:data:`SHAPE_FREE`): when
         the previous status holds the same, a changed ``config`` fingerprint is a change of
         world size only (the cell is reused, or continues, under ``resume``).
+    limit_free : str | None
+        The config fingerprint without its run-shape and training-limit keys now
+        (:data:`LIMIT_FREE`): when the previous status holds the same, and not the same
+        ``shape_free``, a training limit changed, and the cell continues under ``resume``.
 
     Examples
     --------
@@ -154,6 +176,11 @@ def decide(
     ...            shape_free="e1")  # relaunched with fewer GPUs
     >>> d.action, d.continue_from_checkpoint, d.reason
     ('run', True, 'resume at another world size (only the run shape changed): continuing')
+    >>> longer = {**done, LIMIT_FREE: "l1"}  # then resumed with trainer.max_epochs raised
+    >>> d = decide(longer, {**fp, "config": "c2"}, cell="x=1", run_id="new", resume=True,
+    ...            limit_free="l1")
+    >>> d.action, d.continue_from_checkpoint, d.extends
+    ('run', True, True)
     """
     before: Mapping[str, Any] = previous or {}
     if aborted:
@@ -181,7 +208,7 @@ def decide(
                         " since it completed; reusing it anyway (reuse_stale_code=True)",
                     ),
                 )
-        else:
+        elif not _reshaped(changed, ignored, before.get(LIMIT_FREE), limit_free):
             detail = _modules(before, code_modules) if "code" in changed else ""
             found.append(
                 f"cell {cell}: {' and '.join(changed)} fingerprint changed{detail} since it "
@@ -197,25 +224,24 @@ def decide(
             )
     known = _before_this_run(before, run_id, "fingerprints")
     known_shape = _before_this_run(before, run_id, SHAPE_FREE)
+    known_limits = _before_this_run(before, run_id, LIMIT_FREE)
     was = known if isinstance(known, Mapping) else {}
-    reshaped = _reshaped(
-        sorted(k for k in {*was, *fingerprints} if was.get(k) != fingerprints.get(k)),
-        ignored,
-        known_shape,
-        shape_free,
-    )
+    differ = sorted(k for k in {*was, *fingerprints} if was.get(k) != fingerprints.get(k))
+    reshaped = _reshaped(differ, ignored, known_shape, shape_free)
+    extends = not reshaped and _reshaped(differ, ignored, known_limits, limit_free)
     continues, why = _continues(
         before,
         run_id=run_id,
         resume=resume,
         # a status without fingerprints (corrupt, or from an old version) proves nothing
         changed=bool(before)
-        and not reshaped
+        and not (reshaped or extends)
         and _without(known, ignored) != _without(fingerprints, ignored),
         multi_rank=multi_rank,
         restart_count=restart_count,
         restarted_by=restarted_by,
         reshaped=reshaped,
+        extends=extends,
     )
     return Decision(
         "run",
@@ -225,6 +251,8 @@ def decide(
         warnings=tuple(found),
         previous_fingerprints=known,
         previous_shape_free=known_shape,
+        extends=extends and continues,
+        previous_limit_free=known_limits,
     )
 
 
@@ -273,6 +301,7 @@ def _continues(
     restart_count: int,
     restarted_by: str = "SLURM_RESTART_COUNT",
     reshaped: bool = False,
+    extends: bool = False,
 ) -> tuple[bool, str]:
     """Does this attempt continue from the cell's checkpoints, and why (or why not)?
 
@@ -293,4 +322,6 @@ def _continues(
         return False, "fingerprints changed: starting afresh"
     if reshaped:
         return True, "resume at another world size (only the run shape changed): continuing"
+    if extends:
+        return True, EXTENDED
     return True, "resume with unchanged fingerprints: continuing"

@@ -210,6 +210,7 @@ class MetricsCallbackMixin:
         if self.fingerprints and trainer.is_global_zero:
             epoch = self._prints["epochs"].setdefault(int(trainer.current_epoch), {})
             epoch["weights"] = weights_fingerprint(pl_module)
+            epoch["step"] = int(trainer.global_step)  # how far a fit got (a resume's bound)
             self._write_prints()
 
     def _write_prints(self) -> None:

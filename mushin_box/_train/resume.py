@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 import attrs
 
 from mushin_box._core.jobdir import job_dir, mushin_dir
-from mushin_box._core.layout import ATTEMPT_FILE, STALE_CHECKPOINTS_DIR
+from mushin_box._core.layout import ATTEMPT_FILE, FINGERPRINTS_FILE, STALE_CHECKPOINTS_DIR
 from mushin_box._core.sidecars import read_json, write_json_atomic
 from mushin_box._core.targets import public
 
@@ -44,6 +44,7 @@ __all__ = [
     "resumable",
     "resume_context",
     "set_aside_checkpoints",
+    "trained_so_far",
     "zen_with_resume",
 ]
 
@@ -135,6 +136,25 @@ def find_last_checkpoint(directory: str | os.PathLike[str]) -> str | None:
         stacklevel=2,
     )
     return str(fallback)
+
+
+def trained_so_far(directory: str | os.PathLike[str]) -> dict[str, int]:
+    """How far the job's fit got, as the limits that bound it: ``{"max_epochs": epochs
+    trained, "max_steps": the global step}`` from the fit fingerprints ``MetricsCallback``
+    writes at each epoch's end (read without torch); ``{}`` without them. A resume that
+    extends a fit refuses a limit below these, which would train nothing."""
+    record = read_json(Path(directory) / FINGERPRINTS_FILE, default=None)
+    epochs = record.get("epochs") if isinstance(record, dict) else None
+    rows = epochs if isinstance(epochs, list) else []
+    done = [e for e in rows if isinstance(e, dict) and isinstance(e.get("epoch"), int)]
+    done = [e for e in done if "weights" in e]
+    if not done:
+        return {}
+    last: dict[str, Any] = max(done, key=lambda e: int(e["epoch"]))
+    out = {"max_epochs": int(last["epoch"]) + 1}
+    if isinstance(last.get("step"), int):
+        out["max_steps"] = int(last["step"])
+    return out
 
 
 def _loadable(path: Path) -> bool:

@@ -156,6 +156,9 @@ def _print_tables(diff: Any, brief: bool, results: bool) -> None:
         show(f"Breaks reproducibility ({len(breaks)})", breaks, "bold red")
     else:
         console.print("[bold]Breaks reproducibility[/]: nothing")
+    extended = field_rows(diff, "extended")
+    if extended:  # a fit extended to a raised limit: on purpose, not an accident
+        show(f"Training limits, changed on purpose ({len(extended)})", extended, "bold cyan")
     if brief:  # the scheduler's bookkeeping, ports, pids, times: counted, never listed
         console.print(escape(expected_counts(diff)), soft_wrap=True)
         return

@@ -40,6 +40,7 @@ EXAMPLES = (
     "mushin-box resume multirun/2026-01-31_12-00-00 --dry-run   # what each cell would do",
     "mushin-box resume multirun/2026-01-31_12-00-00 module.lr=0.1 --detach   # one cell",
     "mushin-box resume multirun/2026-01-31_12-00-00 --time 4:00:00 --account proj42",
+    "mushin-box resume multirun/2026-01-31_12-00-00 --set trainer.max_epochs=900   # train on",
 )
 #: what its exit codes mean (shown in --help; 2 and 141: every command's)
 EXITS = {
@@ -65,7 +66,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="KEY=VALUE",
         help="change an override of the recorded launch (repeatable); a changed override "
-        "runs every cell again from the start",
+        "runs every cell again from the start, except a Trainer's max_epochs, max_steps or "
+        "max_time alone: each cell then trains on from its checkpoint",
     )
     parser.add_argument(
         "--restart",
