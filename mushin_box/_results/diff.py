@@ -13,8 +13,10 @@ The terminal tables of ``mushin-box diff``, its ``--md`` and ``--html``, and the
 of ``report`` show the same rows, built once here:
 
 * hashes (40 to 64 hex digits) are cut to their first 12 digits; ``--json`` keeps them whole;
-* a cell is named by its directory (``lr=0.1``), a run without swept values ``run``, and
-  a cell that one side lacks shows as the row ``(the whole cell)``: present / missing;
+* a cell is named by its directory (``lr=0.1``), a run without swept values ``run``;
+* a row that several cells share (same path, A and B: a sweep's one changed value) is one
+  row, its cell ``all 9 cells`` or their names; the cells only one side has (or can read)
+  are one line per side (``9 cells only in B: lr=0.2, ...``);
 * paths that differ only in a list index are merged when there are many
   (``run.topology.ranks[*].hostname (8 rows)``);
 * ``brief`` lists no field of the run part: one line counts them by kind
@@ -24,7 +26,8 @@ Where two runs first parted is read from their fits' fingerprints (``fit_fingerp
 :mod:`mushin_box._train.divergence`), walked in the order a fit runs, and named with its
 most likely cause: the initial weights (the module was built before the seed was set); an
 epoch's first batch, at equal world sizes (the data order); an epoch's weights, by less than
-one part in a million of their norm (floating-point reduction order), else a real difference.
+one part in a million of their norm (floating-point reduction order), else a real difference,
+at another world size most likely the global batch (each rank's batch is per-rank).
 
 Examples
 --------
@@ -84,6 +87,7 @@ __all__ = [
     "DiffInputError",
     "FieldRow",
     "MetricRow",
+    "cell_notes",
     "compared_label",
     "diff_html",
     "diff_html_section",
@@ -110,19 +114,10 @@ _RECORD_FIX = "restore the file, or re-run the cell to write it again"
 
 @attrs.frozen
 class Diff:
-    """What :func:`diff_provenance` found.
-
-    Attributes
-    ----------
-    kind : str
-        ``"cell"`` or ``"sweep"``.
-    a, b : str
-        The compared paths.
-    atol, rtol : float
-        The tolerances metrics were compared with (``|b - a| <= atol + rtol * |a|``).
-    cells : tuple[CellDiff, ...]
-        One entry per pair of cells (one for two cells).
-    """
+    """What :func:`diff_provenance` found: ``kind`` (``"cell"`` or ``"sweep"``), the compared
+    paths ``a`` and ``b``, the tolerances ``atol`` and ``rtol`` the metrics were compared with
+    (``|b - a| <= atol + rtol * |a|``), and ``cells``, a :class:`CellDiff` per pair of cells
+    (one for two cells)."""
 
     kind: str
     a: str
@@ -157,16 +152,7 @@ class Diff:
         'same experiment, results differ: val_loss 0.431014 vs 0.0793942'
         """
         if not self.reproducible:
-            cell, first = next(((c, f) for c in self.cells for f in c.breaks), (None, None))
-            more = len(self.breaks) - 1
-            if first is None:
-                said = "?"
-            elif first.path == "<cell>":  # a cell of one sweep only
-                how, side = first.change.split("_")  # only in A; unreadable in B
-                said = f"cell {cell.name if cell else '?'} {how} in {side.upper()}"
-            else:
-                said = f"{first.path} {_number(first.a)} vs {_number(first.b)}"
-            return "different experiments: " + said + (f" (and {more} more)" if more > 0 else "")
+            return "different experiments: " + self._broken()
         same = "same experiment"
         if self.extended:  # a fit extended to a raised limit: named, never an accident
             first = self.extended[0]
@@ -181,6 +167,24 @@ class Diff:
         said = f"{first.name} {_pair(first.a, first.b)}" + (f" (and {more} more)" if more else "")
         where = next((c.divergence for c in self.cells if c.divergence), None)
         return f"{same}, results differ: {said}" + (f"; first divergence: {where}" if where else "")
+
+    def _broken(self) -> str:
+        """What breaks reproducibility, in words: the first break once, with how many cells
+        share it (a sweep's cells share most breaks: one changed value), then the cells only
+        one side has, counted per side."""
+        shared: dict[tuple[str, str, str], list[FieldDiff]] = {}
+        for f in self.breaks:
+            if f.path != "<cell>":  # raw values: equal as shown is not equal
+                shared.setdefault((f.path, repr(f.a), repr(f.b)), []).append(f)
+        said = [f"{_count(len(names))} {how}" for how, names in _whole_cells(self).items()]
+        if shared:
+            group, n = next(iter(shared.values())), _paired(self)
+            first, more = group[0], len(shared) - 1
+            where = [f"in all {n} cells" if len(group) == n else f"in {len(group)} of {n} cells"]
+            where = (where if n > 1 else []) + ([f"and {more} more"] if more else [])
+            said.insert(0, f"{first.path} {_number(first.a)} vs {_number(first.b)}")
+            said[0] += f" ({'; '.join(where)})" if where else ""
+        return "; ".join(said) or "?"
 
     @property
     def breaks(self) -> tuple[FieldDiff, ...]:
@@ -197,14 +201,9 @@ class Diff:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (what ``mushin-box diff --json`` prints)."""
+        keys = ("kind", "a", "b", "atol", "rtol", "reproducible", "metrics_match")
         return {
-            "kind": self.kind,
-            "a": self.a,
-            "b": self.b,
-            "atol": self.atol,
-            "rtol": self.rtol,
-            "reproducible": self.reproducible,
-            "metrics_match": self.metrics_match,
+            **{key: getattr(self, key) for key in keys},
             "same": self.same(),
             "verdict": self.verdict(),
             "cells": [c.to_dict() for c in self.cells],
@@ -305,24 +304,25 @@ def _cell_diff(
     first parted."""
     (ra, rb), (atol, rtol) = records, tols
     cell = diff_records(
-        ra,
-        rb,
+        ra, rb, atol=atol, rtol=rtol, path_a=str(a), path_b=str(b),
         metrics_a=_read_metrics(a) if "a" in cells else None,
         metrics_b=_read_metrics(b) if "b" in cells else None,
-        atol=atol,
-        rtol=rtol,
-        path_a=str(a),
-        path_b=str(b),
-        packages_a=_packages(a, ra),
-        packages_b=_packages(b, rb),
-        **kw,
-    )
+        packages_a=_packages(a, ra), packages_b=_packages(b, rb), **kw,
+    )  # fmt: skip
     if cells != "ab" or cell.metrics_match:
         return cell
-    where = first_divergence(
-        _read_mapping(a / FINGERPRINTS_FILE), _read_mapping(b / FINGERPRINTS_FILE)
-    )
+    where = first_divergence(_prints(a, ra), _prints(b, rb))
     return attrs.evolve(cell, divergence=where)
+
+
+def _prints(cell: Path, record: Any) -> dict[str, Any] | None:
+    """A cell's fit fingerprints, with its record's world size where they hold none: a
+    changed world size is the likely cause of weights that differ."""
+    prints = _read_mapping(cell / FINGERPRINTS_FILE)
+    topology = ((record or {}).get("run") or {}).get("topology")
+    if prints is not None and prints.get("world_size") is None and isinstance(topology, Mapping):
+        prints["world_size"] = topology.get("world_size")
+    return prints
 
 
 def diff_provenance(a: str | Path, b: str | Path, *, atol: float = 0.0, rtol: float = 0.0) -> Diff:
@@ -412,7 +412,6 @@ def diff_provenance(a: str | Path, b: str | Path, *, atol: float = 0.0, rtol: fl
 _MAX_VALUE = 60  # characters of a value shown in a table cell
 _GROUP_OVER = 3  # more rows than this with the same [*] path are shown as one row
 _HASH = re.compile(r"(?<![0-9A-Za-z])([0-9a-f]{12})[0-9a-f]{28,52}(?![0-9A-Za-z])")
-WHOLE_CELL = "(the whole cell)"
 
 
 @attrs.frozen
@@ -433,34 +432,23 @@ class MetricRow:
     match: bool
 
 
-#: what a run-part field is about, for --brief's one line (first match wins); the
-#: scheduler's bookkeeping (job, step and array ids, ports, pids, the submitit folder,
-#: node-local ids) differs between any two runs and is never shown there
-_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("times", ("run.started", "run.ended", "run.duration_s")),
-    (
-        "scheduler",
-        (
-            "run.pid",
-            "run.env.SLURM_",
-            "run.env.SUBMITIT",
-            "run.env.MASTER_PORT",
-            "run.env.MASTER_ADDR",
-            "run.env.MUSHIN_MASTER_PORT",
-            "run.env.TORCHELASTIC",
-            "run.env.CUDA_VISIBLE_DEVICES",
-            "run.topology.slurm",
-            "run.launcher.config.submitit_folder",
-            "run.env.APPTAINERENV_",
-        ),
-    ),
-    ("topology", ("run.topology", "run.launcher", "run.config")),
-    ("host", ("run.host", "run.platform")),
-    ("container", ("run.container", "run.image", "run.rank_runtime")),
-    ("devices", ("run.devices",)),
-    ("fingerprints", ("run.fingerprints",)),
-    ("reproduction", ("run.reproduction", "run.task")),
-)
+#: what a run-part field is about, for --brief's one line: a path under one of a kind's
+#: prefixes (the first kind that has one wins); the scheduler's bookkeeping (job, step and
+#: array ids, ports, pids, the submitit folder, node-local ids) differs between any two runs
+#: and is never shown there
+_KINDS = {
+    "times": "run.started run.ended run.duration_s",
+    "scheduler": "run.pid run.env.SLURM_ run.env.SUBMITIT run.env.MASTER_PORT "
+    "run.env.MASTER_ADDR run.env.MUSHIN_MASTER_PORT run.env.TORCHELASTIC "
+    "run.env.CUDA_VISIBLE_DEVICES run.topology.slurm run.launcher.config.submitit_folder "
+    "run.env.APPTAINERENV_",
+    "topology": "run.topology run.launcher run.config",
+    "host": "run.host run.platform",
+    "container": "run.container run.image run.rank_runtime",
+    "devices": "run.devices",
+    "fingerprints": "run.fingerprints",
+    "reproduction": "run.reproduction run.task",
+}
 
 
 def kind_of(path: str) -> str:
@@ -472,10 +460,7 @@ def kind_of(path: str) -> str:
     >>> kind_of("run.env.SLURM_JOB_ID"), kind_of("run.topology.ranks[3]"), kind_of("run.x")
     ('scheduler', 'topology', 'other')
     """
-    for kind, prefixes in _KINDS:
-        if any(path == p or path.startswith((p, f"{p}.", f"{p}[")) for p in prefixes):
-            return kind
-    return "other"
+    return next((k for k, p in _KINDS.items() if path.startswith(tuple(p.split()))), "other")
 
 
 def expected_counts(diff: Any) -> str:
@@ -528,52 +513,99 @@ def compared_label(cell: Any) -> str:
     return Path(where).name if where else str(cell.name)
 
 
+def _paired(diff: Any) -> int:
+    """How many cells both sides have: the ``N`` of "in all N cells"."""
+    return sum(1 for c in diff.cells if c.a is not None and c.b is not None)
+
+
+def _count(n: int) -> str:
+    return f"{n} cell" if n == 1 else f"{n} cells"
+
+
+def _named(labels: list[str], most: int = 4) -> str:
+    """Cells' names in one line, ``most`` of them named and the rest counted (``;`` between
+    names that hold a comma).
+
+    Examples
+    --------
+    >>> _named(["lr=0.1", "lr=0.2"]), _named([f"a={i},b=0" for i in range(6)])
+    ('lr=0.1, lr=0.2', 'a=0,b=0; a=1,b=0; a=2,b=0; a=3,b=0 (and 2 more)')
+    """
+    sep = "; " if any("," in label for label in labels) else ", "
+    more = len(labels) - most
+    return sep.join(labels[:most]) + (f" (and {more} more)" if more > 0 else "")
+
+
+def _whole_cells(diff: Any) -> dict[str, list[str]]:
+    """The cells only one side has (or can read), by what is wrong (``only in B``,
+    ``unreadable in A``): a grid that grew is one line per side, not a row per cell."""
+    out: dict[str, list[str]] = {}
+    for cell in diff.cells:
+        for f in cell.breaks:
+            if f.path == "<cell>":
+                how, side = f.change.split("_")  # only_b, unreadable_a
+                out.setdefault(f"{how} in {side.upper()}", []).append(compared_label(cell))
+    return dict(sorted(out.items()))  # only in A, only in B, unreadable in A, ...
+
+
+def cell_notes(diff: Any) -> list[str]:
+    """:func:`_whole_cells` as the lines the sections show, e.g. ``9 cells only in B:
+    lr=0.2, lr=0.3, ...``."""
+    return [
+        f"{_count(len(names))} {how}: {_named(names)}" for how, names in _whole_cells(diff).items()
+    ]
+
+
 def _side(f: Any, side: str) -> str:
     absent = (side == "a" and f.change == "only_b") or (side == "b" and f.change == "only_a")
     return "(absent)" if absent else short(getattr(f, side))
 
 
 def field_rows(diff: Any, attr: str) -> list[FieldRow]:
-    """The rows of ``breaks`` or ``expected`` over all cells."""
-    rows: list[FieldRow] = []
+    """The rows of ``breaks``, ``extended`` or ``expected`` over all cells, a cell that only
+    one side has left out (:func:`cell_notes`). A row that several cells share (same path,
+    same A and B: a sweep's one changed value) is one row whose cell says ``all 9 cells``
+    or names them."""
+    shared: dict[tuple[str, str, str], list[str]] = {}
     for cell in diff.cells:
-        label = compared_label(cell)
-        groups: dict[str, list[Any]] = {}
-        for f in getattr(cell, attr):
+        for row in _cell_rows(getattr(cell, attr)):
+            shared.setdefault(row, []).append(compared_label(cell))
+    total = _paired(diff)
+    return [
+        FieldRow(f"all {total} cells" if 1 < total == len(names) else _named(names), *row)
+        for row, names in shared.items()
+    ]
+
+
+def _cell_rows(fields: Any) -> list[tuple[str, str, str]]:
+    """One cell's fields as (path, A, B) text; many paths that differ only in a list index
+    as one row."""
+    groups: dict[str, list[Any]] = {}
+    for f in fields:
+        if f.path != "<cell>":
             groups.setdefault(collapse_key(f.path), []).append(f)
-        for key, items in groups.items():
-            if len(items) > _GROUP_OVER:
-                rows.append(FieldRow(label, f"{key} ({len(items)} rows)", "…", "…"))
-                continue
-            for f in items:
-                if f.path == "<cell>":
-                    rows.append(FieldRow(label, WHOLE_CELL, str(f.a), str(f.b)))
-                else:
-                    rows.append(FieldRow(label, f.path, _side(f, "a"), _side(f, "b")))
+    rows: list[tuple[str, str, str]] = []
+    for key, items in groups.items():
+        if len(items) > _GROUP_OVER:
+            rows.append((f"{key} ({len(items)} rows)", "…", "…"))
+        else:
+            rows += [(f.path, _side(f, "a"), _side(f, "b")) for f in items]
     return rows
+
+
+def _delta(m: Any) -> str:
+    if m.delta is None:
+        return ""
+    return f"max {m.delta:.3g}" if isinstance(m.a, list) else f"{m.delta:+.3g}"
 
 
 def metric_rows(diff: Any) -> list[MetricRow]:
-    rows = []
-    for cell in diff.cells:
-        for m in cell.metrics:
-            if m.delta is None:
-                delta = ""
-            elif isinstance(m.a, list):
-                delta = f"max {m.delta:.3g}"
-            else:
-                delta = f"{m.delta:+.3g}"
-            rows.append(
-                MetricRow(
-                    compared_label(cell),
-                    m.name,
-                    _number(m.a) if m.in_a else "(absent)",
-                    _number(m.b) if m.in_b else "(absent)",
-                    delta,
-                    bool(m.match),
-                )
-            )
-    return rows
+    """Every cell's metrics, both sides (``(absent)`` where a side has none)."""
+    return [
+        MetricRow(compared_label(c), m.name, _number(m.a) if m.in_a else "(absent)",
+                  _number(m.b) if m.in_b else "(absent)", _delta(m), bool(m.match))
+        for c in diff.cells for m in c.metrics
+    ]  # fmt: skip
 
 
 # ---------------------------------------------------------------------------- Markdown, HTML
@@ -613,10 +645,12 @@ def _parts(diff: Any, brief: bool, heading: Any, note: Any, render: Any) -> list
             continue
         if attr == "expected" and brief:
             return [*out, note(expected_counts(diff) + ".", "meta")]
-        rows = field_rows(diff, attr)
-        out.append(heading(f"{title} ({len(rows)})"))
+        rows, notes = field_rows(diff, attr), cell_notes(diff) if attr == "breaks" else []
+        out.append(heading(f"{title} ({len(rows) + len(notes)})"))
+        out += [note(text, "cells") for text in notes]
         body = [row(r, r.path, r.a, r.b) for r in rows]
-        out.append(render(attr, [*cell, "path", "A", "B"], body) if rows else note("Nothing.", ""))
+        out += [render(attr, [*cell, "path", "A", "B"], body)] if rows else []
+        out += [] if rows or notes else [note("Nothing.", "")]
     return out
 
 
@@ -637,10 +671,18 @@ def diff_markdown(diff: Any, *, brief: bool = False, results: bool = True) -> st
         diff,
         brief,
         heading=lambda text: f"\n### {text}\n",
-        note=lambda text, kind: f"\n{text}" if kind else text,
+        note=_md_note,
         render=lambda kind, headers, rows: md_table(headers, rows),
     )
     return "\n".join(out) + "\n"
+
+
+def _md_note(text: str, kind: str) -> str:
+    """A line under a heading in Markdown; the cells' lines with what Markdown would read
+    as markup (``_target_``) escaped, and a blank line before a table."""
+    if kind == "cells":
+        return re.sub(r"([\\`*_<>\[\]|])", r"\\\1", text) + "\n"
+    return f"\n{text}" if kind else text
 
 
 def _html_table(kind: str, headers: list[str], rows: list[list[str]]) -> str:
@@ -672,7 +714,7 @@ def diff_html_section(
         diff,
         brief,
         heading=lambda text: f"<{sub}>{text}</{sub}>",
-        note=lambda text, kind: f'<p class="meta">{esc(text)}</p>' if kind else f"<p>{text}</p>",
+        note=lambda text, kind: f'<p class="{kind}">{esc(text)}</p>' if kind else f"<p>{text}</p>",
         render=_html_table,
     )
     return "\n".join(out)
@@ -688,16 +730,19 @@ def diff_html(diff: Any, *, brief: bool = False, results: bool = True) -> str:
     return page(f"mushin-box diff: {Path(diff.a).name} vs {Path(diff.b).name}", body)
 
 
+_SEED_FIX = "Seed in pre_call (docs/reproducibility.md)"
 #: weights whose norms agree to this relative difference part by float drift, not a bug
 DRIFT = 1e-6
 
 
 def _epochs(record: Mapping[str, Any]) -> dict[int, Mapping[str, Any]]:
-    rows = record.get("epochs")
+    """A fit's epochs by number, each with its world size: its own where recorded (a fit
+    resumed at another world size), else the fit's."""
+    rows, world = record.get("epochs"), record.get("world_size")
     out: dict[int, Mapping[str, Any]] = {}
     for row in rows if isinstance(rows, list) else []:
         if isinstance(row, Mapping) and isinstance(row.get("epoch"), int):
-            out[int(row["epoch"])] = row
+            out[int(row["epoch"])] = {"world_size": world, **row}
     return out
 
 
@@ -717,30 +762,38 @@ def first_divergence(a: Any, b: Any) -> str | None:
         return None
     start_a, start_b = _sha(a.get("fit_start")), _sha(b.get("fit_start"))
     if start_a and start_b and start_a != start_b:
-        return (
-            "initial weights differ: the module is built before seeding. Seed in pre_call "
-            "(docs/reproducibility.md)"
-        )
+        return "initial weights differ: the module is built before seeding. " + _SEED_FIX
     ea, eb = _epochs(a), _epochs(b)
     for epoch in sorted(ea.keys() & eb.keys()):
         x, y = ea[epoch], eb[epoch]
-        # each epoch's own world when recorded (a fit resumed at another world size)
-        same_world = x.get("world_size", a.get("world_size")) == y.get(
-            "world_size", b.get("world_size")
-        )
+        worlds = (x.get("world_size"), y.get("world_size"))
         batch_a, batch_b = x.get("first_batch"), y.get("first_batch")
-        if same_world and batch_a and batch_b and batch_a != batch_b:
+        if worlds[0] == worlds[1] and batch_a and batch_b and batch_a != batch_b:
             return f"data order differs at epoch {epoch}"
         wa, wb = x.get("weights"), y.get("weights")
         if isinstance(wa, Mapping) and isinstance(wb, Mapping) and _sha(wa) != _sha(wb):
-            na, nb = _norm(wa), _norm(wb)
-            if na is None or nb is None:
-                return f"weights differ at epoch {epoch}"
-            gap = abs(na - nb) / max(abs(na), abs(nb), 1e-300)
-            if gap < DRIFT:
-                return (
-                    f"weights part at epoch {epoch}, by {gap:.1g} of their norm "
-                    "(floating-point reduction order)"
-                )
-            return f"weights differ at epoch {epoch} (norm {na:.6g} vs {nb:.6g})"
+            return _weights_part(epoch, wa, wb, worlds)
     return None
+
+
+#: why weights differ between fits at two world sizes, most often
+PER_RANK_BATCH = (
+    "each rank's batch is per-rank, so the global batch changed; use a world-size-invariant "
+    "sampler, e.g. a global batch size"
+)
+
+
+def _weights_part(epoch: int, wa: Mapping[str, Any], wb: Mapping[str, Any], worlds: Any) -> str:
+    """Weights that differ after ``epoch``, in words: by float drift, or really, with a
+    changed world size named as the likely cause (each rank draws its own batch)."""
+    na, nb = _norm(wa), _norm(wb)
+    gap = abs(na - nb) / max(abs(na), abs(nb), 1e-300) if na is not None and nb is not None else 1
+    if gap < DRIFT:
+        return (
+            f"weights part at epoch {epoch}, by {gap:.1g} of their norm "
+            "(floating-point reduction order)"
+        )
+    why = [f"norm {na:.6g} vs {nb:.6g}"] if na is not None and nb is not None else []
+    if None not in worlds and worlds[0] != worlds[1]:
+        why.append(f"world size {worlds[0]} vs {worlds[1]}: {PER_RANK_BATCH}")
+    return f"weights differ at epoch {epoch}" + (f" ({'; '.join(why)})" if why else "")

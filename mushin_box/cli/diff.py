@@ -106,9 +106,10 @@ def _metrics_table(rows: Sequence[Any], atol: float, rtol: float, sweep: bool) -
     return table
 
 
-def _field_lines(title: str, rows: Sequence[Any], sweep: bool) -> str:
+def _field_lines(title: str, rows: Sequence[Any], sweep: bool, notes: Sequence[str] = ()) -> str:
     where = (lambda r: f"{r.cell}: ") if sweep else (lambda r: "")
-    return "\n".join([title, *(f"  {where(r)}{r.path}: {r.a} -> {r.b}" for r in rows)])
+    lines = [f"  {where(r)}{r.path}: {r.a} -> {r.b}" for r in rows]
+    return "\n".join([title, *(f"  {n}" for n in notes), *lines])
 
 
 def _metric_lines(rows: Sequence[Any], atol: float, rtol: float, sweep: bool) -> str:
@@ -127,16 +128,21 @@ def _print_tables(diff: Any, brief: bool, results: bool) -> None:
     from rich.markup import escape
 
     # lazy: every command's start imports this module; only this command pays for its rooms
-    from mushin_box._results.diff import expected_counts, field_rows, metric_rows
+    from mushin_box._results.diff import cell_notes, expected_counts, field_rows, metric_rows
 
     console = Console(highlight=False)
     tables = console.is_terminal and console.width >= _TABLE_WIDTH
 
-    def show(title: str, rows: Sequence[Any], style: str) -> None:
-        if tables:
-            console.print(_fields_table(title, rows, sweep, style))
-        else:  # a line per row, never folded: soft_wrap leaves long lines to the reader
-            console.print(escape(_field_lines(title, rows, sweep)), soft_wrap=True)
+    def show(title: str, rows: Sequence[Any], style: str, notes: Sequence[str] = ()) -> None:
+        if not tables:  # a line per row, never folded: soft_wrap leaves long lines to the reader
+            console.print(escape(_field_lines(title, rows, sweep, notes)), soft_wrap=True)
+            return
+        if notes:  # the cells only one side has, a line per side, above the table
+            console.print(
+                escape(_field_lines(title, (), sweep, notes)), style=style, soft_wrap=True
+            )
+        if rows:
+            console.print(_fields_table("" if notes else title, rows, sweep, style))
 
     sweep = diff.kind == "sweep"
     style = "bold green" if diff.same(results=results) else "bold red"
@@ -151,9 +157,9 @@ def _print_tables(diff: Any, brief: bool, results: bool) -> None:
         console.print(_metrics_table(metrics, diff.atol, diff.rtol, sweep))
     else:
         console.print(escape(_metric_lines(metrics, diff.atol, diff.rtol, sweep)), soft_wrap=True)
-    breaks = field_rows(diff, "breaks")
-    if breaks:
-        show(f"Breaks reproducibility ({len(breaks)})", breaks, "bold red")
+    breaks, notes = field_rows(diff, "breaks"), cell_notes(diff)
+    if breaks or notes:
+        show(f"Breaks reproducibility ({len(breaks) + len(notes)})", breaks, "bold red", notes)
     else:
         console.print("[bold]Breaks reproducibility[/]: nothing")
     extended = field_rows(diff, "extended")

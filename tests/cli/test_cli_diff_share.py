@@ -25,12 +25,14 @@ def _diff(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, s
 
 
 def _other_commit(root: Path) -> Path:
-    """A copy of ``lr_sweep``'s sweep whose cells ran another commit and another pid."""
+    """A copy of ``lr_sweep``'s sweep whose cells ran another commit, with other code (its
+    fingerprint: another commit of the same code is no break), and another pid."""
     other = root.parent / f"{root.name}-other"
     shutil.copytree(root, other)
     for record_file in other.glob("*/mushin_provenance.json"):
         record = read_json(record_file)
         record["reproducibility"]["code"]["git"]["commit"] = "9" * 40
+        record["reproducibility"]["code"]["task_sha256"] = "d" * 64
         record["run"]["pid"] = 4242
         write_json_atomic(record_file, record)
     return other
@@ -58,12 +60,13 @@ def test_md_is_a_markdown_document_verdict_and_metrics_first(
     code, out = _diff(capsys, a, _other_commit(a), "--md")
     assert out.startswith(
         "## mushin-box diff: ❌ different experiments: reproducibility.code.git.commit "
-        "0123456789ab vs 999999999999 (and 2 more)"
+        "0123456789ab vs 999999999999 (in all 3 cells; and 1 more)"
     )
-    assert out.index("### Metrics") < out.index("### Breaks reproducibility (3)")
-    assert out.index("### Breaks reproducibility (3)") < out.index("### Expected to differ")
-    assert "| lr=0.1 | reproducibility.code.git.commit | 0123456789ab | 999999999999 |" in out
-    assert "| lr=0.1 | run.pid | 42 | 4242 |" in out
+    assert out.index("### Metrics") < out.index("### Breaks reproducibility (2)")
+    assert out.index("### Breaks reproducibility (2)") < out.index("### Expected to differ")
+    # one change every cell shares: one row, not one per cell
+    assert "| all 3 cells | reproducibility.code.git.commit | 0123456789ab | 999999999999 |" in out
+    assert "| all 3 cells | run.pid | 42 | 4242 |" in out
 
 
 def test_brief_counts_the_expected_differences_and_lists_no_scheduler_bookkeeping(
@@ -99,7 +102,8 @@ def test_a_single_run_and_a_missing_cell_have_readable_labels(
     shutil.rmtree(b / "lr=1.0")
     code, out = _diff(capsys, a, b, "--md")
     assert code == 1
-    assert "| lr=1.0 | (the whole cell) | present | missing |" in out and "<cell>" not in out
+    assert "different experiments: 1 cell only in A\n" in out
+    assert "\n1 cell only in A: lr=1.0\n" in out and "<cell>" not in out
 
 
 def test_html_is_one_self_contained_page(

@@ -31,5 +31,5 @@ def test_a_cell_unreadable_in_b_is_not_only_in_a(
     with pytest.warns(UserWarning, match="not a regular file"):
         assert main(["diff", str(a), str(b)]) == 1
     out = capsys.readouterr().out
-    assert 'different experiments: cell {"a":1} unreadable in B' in out, out
-    assert "only in" not in out and "present -> unreadable" in out, out
+    assert "different experiments: 1 cell unreadable in B\n" in out, out
+    assert "only in" not in out and "\n  1 cell unreadable in B: a=1\n" in out, out

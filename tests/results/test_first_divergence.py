@@ -99,3 +99,44 @@ def test_fingerprints_can_be_turned_off(tmp_path: Path, on: bool) -> None:
     trainer.fit(TinyModule(), datamodule=TinyDataModule())
     assert (tmp_path / FINGERPRINTS_FILE).exists() is on
     assert (callback.state_dict()["fingerprints"]["fit_start"] is not None) is on
+
+
+#: the cause named when weights differ between fits at other world sizes
+PER_RANK = (
+    "each rank's batch is per-rank, so the global batch changed; use a world-size-invariant "
+    "sampler, e.g. a global batch size"
+)
+
+
+def _cell(root: Path, ranks: int, loss: float, prints: dict[str, Any]) -> Path:
+    """A cell of ``ranks`` ranks (its record's run.topology.world_size) with its fit's
+    fingerprints: the same start, weights after epoch 0 that ``loss`` tells apart."""
+    from sweep_files import provenance, write_cell
+
+    from mushin_box._core.sidecars import write_json_atomic
+
+    cell = write_cell(root, {}, metrics={"loss": loss})
+    write_json_atomic(cell / "mushin_provenance.json", provenance({}, ranks=ranks))
+    start = {"sha256": "s", "norm": 1.0}
+    epoch = {"epoch": 0, "weights": {"sha256": f"w{loss}", "norm": 1.0 + ranks + loss}}
+    write_json_atomic(cell / FINGERPRINTS_FILE, {**prints, "fit_start": start, "epochs": [epoch]})
+    return cell
+
+
+@pytest.mark.parametrize("recorded", [True, False])
+def test_weights_that_differ_at_another_world_size_name_the_per_rank_batch(
+    tmp_path: Path, recorded: bool
+) -> None:
+    from mushin_box._results.diff import diff_provenance
+
+    # recorded=False: fingerprints without a world size; the records' topology gives it
+    two = _cell(tmp_path / "two", 2, 0.5, {"world_size": 2} if recorded else {})
+    one = _cell(tmp_path / "one", 1, 0.4, {"world_size": 1} if recorded else {})
+    assert diff_provenance(two, one).verdict() == (
+        "same experiment, results differ: loss 0.5 vs 0.4; first divergence: weights differ "
+        f"at epoch 0 (norm 3.5 vs 2.4; world size 2 vs 1: {PER_RANK})"
+    )
+    same = _cell(tmp_path / "same", 1, 0.3, {"world_size": 1} if recorded else {})
+    assert (
+        diff_provenance(same, one).verdict().endswith("weights differ at epoch 0 (norm 2.3 vs 2.4)")
+    )
