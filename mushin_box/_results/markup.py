@@ -12,11 +12,12 @@ goes through :func:`esc`.
 Plots are drawn here in pure Python rather than by a vendored JavaScript library (in every
 report) or matplotlib (a dependency, slow to import): axes with round ticks, one polyline
 per cell, gaps where a value is NaN, a marker and tooltip per point, a log axis when one
-cell's curve would flatten the rest. Each curve is a ``<path class="curve" data-cell="...">``
-a test (or a reader's tool) can find. A heatmap has one row per value of the first
-parameter, one column per value of the second, each square coloured on one scale (log when
-the values span more than 100×) with its value printed, the best outlined; a square without
-a value (a failed cell) is grey and says ``-``.
+cell's curve would flatten the rest; a plot is as wide as the page. Each curve is a
+``<path class="curve" data-cell="...">`` a test (or a reader's tool) can find. A heatmap has
+one row per value of the first parameter, one column per value of the second, each square
+coloured by its value's rank (values that span orders of magnitude still get distinct
+colours) with its value printed, the best outlined; a square without a value (a failed
+cell) is grey and says ``-``.
 
 Examples
 --------
@@ -84,11 +85,13 @@ tr.best td { background: #dafbe1; font-weight: 600; }
 .verdict-ok { color: #1a7f37; font-weight: 600; }
 .verdict-bad { color: #cf222e; font-weight: 600; }
 .plots { display: flex; flex-wrap: wrap; gap: 1.2em; }
-figure.plot { margin: 0; } figure.plot figcaption { font-weight: 600; margin-bottom: .2em; }
-.legend { display: flex; flex-wrap: wrap; gap: .2em 1em; max-width: 480px; font-size: 12px; }
+figure.plot { margin: 0; width: 100%; } figure.plot svg { width: 100%; height: auto; }
+figure.plot figcaption { font-weight: 600; margin-bottom: .2em; }
+.legend { display: flex; flex-wrap: wrap; gap: .2em 1em; max-width: none; font-size: 12px; }
 .swatch { display: inline-block; width: 14px; height: 3px; vertical-align: middle;
-          margin-right: 4px; }
-.swatch.dashed { background: repeating-linear-gradient(90deg, #57606a 0 5px, #fff 5px 8px); }
+          margin-right: 4px; background: var(--c, #57606a); }
+.swatch.dashed { background: repeating-linear-gradient(90deg, var(--c, #57606a) 0 5px,
+                 transparent 5px 8px); }
 .swatch.band { background: #8c959f; opacity: 0.5; height: 9px; }
 .more { color: #57606a; }
 .legend .best { font-weight: 700; }
@@ -315,8 +318,8 @@ def line_plot(
     *,
     xlabel: str,
     title: str = "",
-    width: int = 480,
-    height: int = 300,
+    width: int = 1160,
+    height: int = 380,
     log: bool = False,
     band: Band | None = None,
 ) -> str:
@@ -347,9 +350,10 @@ def line_plot(
         return top + plot_h - (scale(y) - y0) / ((y1 - y0) or 1.0) * plot_h
 
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        # the page's width (CSS keeps the aspect): the viewBox is the page's at 1:1
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="100%" '
         f'viewBox="0 0 {width} {height}" role="img" aria-label="{esc(title)}" '
-        f'data-scale="{"log" if log else "linear"}" font-family="sans-serif" font-size="11">',
+        f'data-scale="{"log" if log else "linear"}" font-family="sans-serif" font-size="12">',
         f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="#fff" '
         'stroke="#d0d7de"/>',
     ]
@@ -469,22 +473,21 @@ def heatmap_svg(
     metric: str,
     best: tuple[str, str] | None = None,
 ) -> str:
-    """An SVG heatmap: ``values[(row, column)]`` on one colour scale (lowest darkest)."""
-    finite = [v for v in values.values() if math.isfinite(v)]
-    lo, hi = (min(finite), max(finite)) if finite else (0.0, 1.0)
-    # one diverged cell would paint every other square the same: a log scale, as the curves
-    log = bool(finite) and lo > 0 and hi / lo > LOG_SPAN
-    f = math.log10 if log else float
-
-    def at(value: float) -> float:  # where value sits on the scale, 0 to 1
-        return (f(value) - f(lo)) / (f(hi) - f(lo)) if hi > lo else 0.5
+    """An SVG heatmap: ``values[(row, column)]`` coloured by rank (lowest darkest)."""
+    finite = sorted({v for v in values.values() if math.isfinite(v)})
+    lo, hi = (finite[0], finite[-1]) if finite else (0.0, 1.0)
+    # by rank, not value: values spanning orders of magnitude (or one diverged cell) would
+    # paint all but one square the same on a linear scale, and a log one needs v > 0
+    ranks = {v: k / (len(finite) - 1) if len(finite) > 1 else 0.5 for k, v in enumerate(finite)}
 
     # a large grid (100 x 100) gets small squares without their value written in: the
     # page stays a few hundred KB, and the value is still each square's tooltip
     compact = len(rows) * len(columns) > _COMPACT
     cell_w, cell_h = (14, 14) if compact else (84, 36)
     step = math.ceil(7 * max((len(c) for c in columns), default=1) / cell_w) if compact else 1
-    left = 16 + 7 * max((len(r) for r in rows), default=1)
+    # the row parameter's name ends before the first column's header starts
+    overhang = max(0.0, 3.5 * len(columns[0] if columns else "") - cell_w / 2)
+    left = max(16 + 7 * max((len(r) for r in rows), default=1), 14 + 8 * len(ylabel) + overhang)
     top = 34
     width = left + cell_w * len(columns) + 12
     height = top + cell_h * len(rows) + 40
@@ -494,13 +497,17 @@ def heatmap_svg(
         'font-family="sans-serif" font-size="12">',
         f'<text x="{left + cell_w * len(columns) / 2:.0f}" y="12" text-anchor="middle" '
         f'font-weight="600">{esc(xlabel)}</text>',
-        f'<text x="4" y="{top - 8}" font-weight="600">{esc(ylabel)}</text>',
+        f'<text class="ylabel" x="{left - 6 - overhang:.0f}" y="{top - 6}" text-anchor="end" '
+        f'font-weight="600">{esc(ylabel)}</text>',
     ]
     for j, column in enumerate(columns):
         if j % step:
             continue  # labels that would overlap: every step-th
         x = left + j * cell_w + cell_w / 2
-        out.append(f'<text x="{x:.0f}" y="{top - 6}" text-anchor="middle">{esc(column)}</text>')
+        out.append(
+            f'<text class="colhead" x="{x:.0f}" y="{top - 6}" text-anchor="middle">'
+            f"{esc(column)}</text>"
+        )
     for i, row in enumerate(rows):
         y = top + i * cell_h
         out.append(
@@ -510,13 +517,13 @@ def heatmap_svg(
             value = values.get((row, column), math.nan)
             tip = f"{ylabel}={row} {xlabel}={column}: {metric} = "
             box = (left + j * cell_w, y, cell_w, cell_h)
-            out.append(_square(row, column, value, at, best == (row, column), tip, box, compact))
+            is_best = best == (row, column)
+            out.append(_square(row, column, value, ranks.__getitem__, is_best, tip, box, compact))
     low, high = colour_of(0.0)[0], colour_of(1.0)[0]
     out.append(
         f'<text x="{left}" y="{height - 10}">{esc(metric)}: '
         f'<tspan fill="{low}">■</tspan> {esc(f"{lo:.4g}")} … '
-        f'<tspan fill="{high}">■</tspan> {esc(f"{hi:.4g}")}{" (log scale)" if log else ""}'
-        "</text></svg>"
+        f'<tspan fill="{high}">■</tspan> {esc(f"{hi:.4g}")} (colour by rank)</text></svg>'
     )
     return "".join(out)
 

@@ -13,10 +13,11 @@ and named by the parameters that vary (``hidden=32 lr=0.1``). With ``--best`` th
 is drawn bold and on top, the others faded. A plot whose values span more than 100× starts
 on a log axis; each plot with positive values has a ``log y`` toggle (a checkbox and two
 inline SVGs, one shown by CSS: the Content-Security-Policy stays ``default-src 'none'``).
-With ``--against OTHER`` the other sweep's curves are dashed on the same plots, in the
-colour of the cell with the same swept values. A sweep over two parameters gets a heatmap of
-one metric (``--best``'s, else the first scalar metric that varies, else the last epoch of
-the first series).
+With ``--against OTHER`` the other sweep's curves are dashed on the same plots, each paired
+with the cell with the same swept values: one colour, one legend entry, highlighted with it
+when it is the best; ``--where`` filters both sweeps, and the diff. Plots are as wide as the
+page. A sweep over two parameters gets a heatmap of one metric (``--best``'s, else the first
+scalar metric that varies, else the last epoch of the first series), coloured by rank.
 
 A sweep too large to show whole (thousands of cells) keeps what a reader looks at: the
 table shows the best ``rows`` cells (by ``--best``; else the first, in the table's order),
@@ -47,11 +48,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from mushin_box._core.layout import ERROR_FILE, ERROR_TAIL_BYTES, PROVENANCE_FILE
+from mushin_box._core.redact import redact
 from mushin_box._core.sidecars import read_json, warn_sidecar
 from mushin_box._core.version import __version__
 from mushin_box._provenance.full import split_provenance
-from mushin_box._results.diff import diff_html_section, diff_provenance, short
+from mushin_box._results.diff import Diff, diff_html_section, diff_provenance, short
 from mushin_box._results.markup import (
     Band,
     Line,
@@ -66,6 +70,7 @@ from mushin_box._results.markup import (
 )
 from mushin_box._results.series import PlainSeries, stage_series
 from mushin_box._results.table import (
+    ResultsError,
     ResultsTable,
     cell_label,
     cell_text,
@@ -253,13 +258,30 @@ def _errors_section(sweep: SweepView, cells: Sequence[CellView], most: int = ROW
 # ---------------------------------------------------------------------------- page
 
 
-def _other_curves(against: str | os.PathLike[str] | None) -> Any:
+def _other_curves(
+    against: str | os.PathLike[str] | None, where: Sequence[str], shown: Sequence[CellView]
+) -> Any:
     """The sweep ``--against`` names, with its curves, to overlay (None: not a sweep; a
-    cell is compared in the diff only)."""
+    cell is compared in the diff only): its cells that pass ``where`` too; where it does
+    not sweep a key ``where`` names, the counterparts of the cells ``shown``."""
     if against is None or not is_sweep_dir(Path(against)):
         return None
     other = read_results(against)
+    if where:
+        try:
+            cells = results_table(other, where=where).cells
+        except ResultsError:
+            ids = {combo_id(c.combo) for c in shown}
+            cells = tuple(c for c in other.cells if combo_id(c.combo) in ids)
+        other = attrs.evolve(other, cells=cells)
     return Path(other.root).resolve().name, other, read_curves(other.root, other.cells)
+
+
+def _shown_diff(diff: Diff, cells: Sequence[CellView]) -> Diff:
+    """``diff`` of two sweeps cut to the pairs whose cells are among ``cells`` (the
+    filtered ones of both sides), as the diff names them (secrets redacted)."""
+    names = {combo_id(redact(dict(c.combo))) for c in cells}
+    return attrs.evolve(diff, cells=tuple(c for c in diff.cells if c.name in names))
 
 
 def render_report(
@@ -301,7 +323,8 @@ def render_report(
     sweep = read_results(root)
     results = results_table(sweep, best=best, sort=sort, where=where)
     series = read_curves(sweep.root, results.cells)
-    other = _other_curves(against)
+    other = _other_curves(against, where, results.cells)
+    name = Path(sweep.root).resolve().name
     counts = ", ".join(f"{n} {state}" for state, n in sweep.counts().items())
     sections = [
         f"<h1>Sweep {esc(Path(sweep.root).resolve().name)}</h1>",
@@ -312,7 +335,7 @@ def render_report(
         *(_config_section(sweep, other[0], other[1]) if other is not None else []),
         *(["<h2>Grid</h2>", grid] if (grid := heatmap_section(results, series)) else []),
         "<h2>Curves</h2>",
-        curves_section(results, series, other, most=curves),
+        curves_section(results, series, other, most=curves, name=name),
         "<h2>Errors</h2>",
         _errors_section(sweep, results.cells, rows),
         "<h2>Provenance</h2>",
@@ -320,6 +343,8 @@ def render_report(
     ]
     if against is not None:
         diff = diff_provenance(sweep.root, Path(against))
+        if where and diff.kind == "sweep":  # the filters apply to both sides
+            diff = _shown_diff(diff, [*results.cells, *(other[1].cells if other else ())])
         sections += ["<h2>Reproducibility diff</h2>", diff_html_section(diff, brief=brief)]
     return page(f"mushin-box report: {Path(sweep.root).resolve().name}", "\n".join(sections))
 
@@ -387,12 +412,14 @@ def _lines(
     plots: dict[str, list[Line]] = {}
     xlabels: dict[str, str] = {}
     rest: _Rest = {}
-    labels = short_labels(results.cells)
-    colours = {}
-    for i, (cell, label, found) in enumerate(zip(results.cells, labels, curves, strict=True)):
-        if other is not None:  # a cell keeps its colour in every plot, --against's too
-            colours[combo_id(cell.combo)] = color(i)
+    ids = {combo_id(c.combo): i for i, c in enumerate(results.cells)}
+    # --against's cells the sweep lacks are named by the same keys as its own
+    only = [c for c in other[1].cells if combo_id(c.combo) not in ids] if other else []
+    labels = short_labels([*results.cells, *only])
+    pens = {}  # a cell and its counterpart: one colour, one label, one emphasis
+    for i, (cell, label, found) in enumerate(zip(results.cells, labels, curves, strict=False)):
         emphasis = ("best" if results.is_best(cell) else "faded") if results.best else ""
+        pens[combo_id(cell.combo)] = (label, color(i), emphasis)
         for name, (dim, index, values) in found.items():
             xlabels[name] = dim.replace("_", " ")
             if drawn is not None and id(cell) not in drawn:
@@ -401,22 +428,23 @@ def _lines(
                 ys.append(values)
                 continue
             plots.setdefault(name, []).append(Line(label, color(i), index, values, emphasis))
+    for k, cell in enumerate(only):
+        faded = "faded" if results.best else ""
+        pens[combo_id(cell.combo)] = (labels[len(ids) + k], color(len(ids) + k), faded)
     if other is not None:
         name_of, sweep, found_other = other
-        other_labels = short_labels(sweep.cells)
-        extra = len(results.cells)
-        for cell, label, found in zip(sweep.cells, other_labels, found_other, strict=True):
-            colour = colours.get(combo_id(cell.combo))
-            if colour is None:
-                colour, extra = color(extra), extra + 1
+        for cell, found in zip(sweep.cells, found_other, strict=True):
+            label, colour, emphasis = pens[combo_id(cell.combo)]
             for name, (dim, index, values) in found.items():
                 xlabels.setdefault(name, dim.replace("_", " "))
-                line = Line(label, colour, index, values, "faded" if results.best else "", name_of)
+                line = Line(label, colour, index, values, emphasis, name_of)
                 plots.setdefault(name, []).append(line)
     return plots, xlabels, rest
 
 
-def _figure(number: int, name: str, lines: list[Line], xlabel: str, band: Band | None) -> str:
+def _figure(
+    number: int, name: str, lines: list[Line], xlabel: str, band: Band | None, mine: str
+) -> str:
     scaled = [*lines, *([Line("", "", band[0], ys) for ys in band[1:3]] if band else [])]
     log = wants_log(scaled)
     default = line_plot(lines, xlabel=xlabel, title=name, log=log, band=band)
@@ -437,28 +465,30 @@ def _figure(number: int, name: str, lines: list[Line], xlabel: str, band: Band |
     scale = "log" if log else "linear"
     return (
         f'<figure class="plot" data-metric="{esc(name)}" data-scale="{scale}">{toggle}'
-        f"<figcaption>{esc(name)}</figcaption>{variants}{_legend(lines, band)}</figure>"
+        f"<figcaption>{esc(name)}</figcaption>{variants}{_legend(lines, band, mine)}</figure>"
     )
 
 
-def _legend(lines: Sequence[Line], band: Band | None = None) -> str:
+def _legend(lines: Sequence[Line], band: Band | None = None, mine: str = "") -> str:
+    """One entry per cell: with ``--against``, per pair of a cell's solid curve and its
+    counterpart's dashed one (one colour), naming the sweep each is from."""
     spans = []
     if band is not None:
         spans.append(f'<span class="band"><span class="swatch band"></span>{esc(band[3])}</span>')
-    dashed = sorted({line.sweep for line in lines if line.sweep})
+    pairs: dict[tuple[str, str], list[Line]] = {}
     for line in lines:
-        if line.sweep:
-            continue
-        cls = ' class="best"' if line.emphasis == "best" else ""
-        spans.append(
-            f'<span{cls}><span class="swatch" style="background:{line.color}"></span>'
-            f"{esc(line.label)}</span>"
+        pairs.setdefault((line.label, line.color), []).append(line)
+    against = any(line.sweep for line in lines)
+    for (label, colour), pair in pairs.items():
+        sides = [f"solid: {mine}"] * any(not x.sweep for x in pair)
+        sides += [f"dashed: {x.sweep}" for x in pair if x.sweep][:1]
+        cls = " best" if pair[0].emphasis == "best" else ""
+        swatches = "".join(
+            f'<span class="swatch{" dashed" * bool(x.sweep)}" style="--c:{colour}"></span>'
+            for x in pair[:2]
         )
-    for name in dashed:
-        spans.append(
-            f'<span><span class="swatch dashed"></span>{esc(name)} (--against): dashed, '
-            "coloured as the cell with the same values</span>"
-        )
+        text = f"{label} ({', '.join(sides)})" if against else label
+        spans.append(f'<span class="entry{cls}" data-color="{colour}">{swatches}{esc(text)}</span>')
     return f'<div class="legend">{"".join(spans)}</div>'
 
 
@@ -468,6 +498,7 @@ def curves_section(
     other: tuple[str, SweepView, Curves] | None = None,
     *,
     most: int = CURVES,
+    name: str = "this sweep",
 ) -> str:
     """The plots (HTML), or a note saying how to record series when no cell has one.
     Past ``most`` cells with series, the ``most`` best are lines and the rest one band
@@ -487,8 +518,8 @@ def curves_section(
         )
     keys = sorted({*plots, *bands}, key=lambda n: (not n.startswith("fit."), n))
     figures = [
-        _figure(i, name, plots.get(name, []), xlabels[name], bands.get(name))
-        for i, name in enumerate(keys)
+        _figure(i, key, plots.get(key, []), xlabels[key], bands.get(key), name)
+        for i, key in enumerate(keys)
     ]
     return f'<div class="plots">{"".join(figures)}</div>'
 

@@ -70,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         action="append",
         default=[],
-        help="only these cells, as for `show`",
+        help="only these cells, as for `show` (with --against: in both sweeps, and in the diff)",
     )
     parser.add_argument(
         "--rows",
