@@ -39,14 +39,20 @@ Examples
 
 from __future__ import annotations
 
+import datetime
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
     "attempt_entry",
     "carried_attempts",
+    "earlier_s",
     "elastic_from_env",
     "finished_run",
+    "restart_count",
+    "restarts",
+    "spent",
     "world_changes",
 ]
 
@@ -79,6 +85,72 @@ def elastic_from_env(env: Mapping[str, str]) -> dict[str, Any] | None:
         "restarts": _count(env, "TORCHELASTIC_RESTART_COUNT"),
         "max_restarts": _count(env, "TORCHELASTIC_MAX_RESTARTS"),
     }
+
+
+def restart_count(env: Mapping[str, str]) -> tuple[int, str]:
+    """SLURM's restart count of this job, or torchrun's of this worker group, and the
+    variable that said it: above 0, the job was requeued or the group restarted (it
+    continues from the cell's checkpoints)."""
+    counts = [
+        (_count(env, name) or 0, name)
+        for name in ("SLURM_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT")
+    ]
+    return max(counts, key=lambda pair: pair[0])
+
+
+def restarts(env: Mapping[str, str]) -> dict[str, Any]:
+    """A status's ``restarts`` (torchrun's restarts of the worker group, or SLURM's requeues
+    of the job, so far in this launch) and ``restarts_left`` (torchrun's; None for SLURM's,
+    unknown here); nothing for a first start.
+
+    Examples
+    --------
+    >>> restarts({"TORCHELASTIC_RESTART_COUNT": "1", "TORCHELASTIC_MAX_RESTARTS": "3"})
+    {'restarts': 1, 'restarts_left': 2}
+    """
+    count, _ = restart_count(env)
+    if not count:
+        return {}
+    elastic = elastic_from_env(env) or {}
+    most = elastic.get("max_restarts")
+    left = most - count if isinstance(most, int) and elastic.get("restarts") == count else None
+    return {"restarts": count, "restarts_left": left}
+
+
+def earlier_s(previous: Mapping[str, Any], continues: bool, run_id: str) -> float:
+    """The seconds the earlier attempts of a fit that this attempt continues took: the
+    previous status's ``duration_s`` (which sums them); for an attempt that died without
+    a word in this run (a torchrun restart after its rank 0 was killed), its earlier ones
+    and the time from its start to now. 0 for a fresh start."""
+    if not continues:
+        return 0.0
+    earlier = previous.get("earlier_s")
+    earlier = float(earlier) if isinstance(earlier, int | float) else 0.0
+    if previous.get("status") != "running":
+        spent = previous.get("duration_s")
+        return float(spent) if isinstance(spent, int | float) else earlier
+    if previous.get("run_id") != run_id:
+        return earlier
+    try:
+        start = datetime.datetime.fromisoformat(str(previous.get("started")))
+    except ValueError:
+        return earlier
+    return round(earlier + max(0.0, time.time() - start.timestamp()), 3)
+
+
+def spent(running: Mapping[str, Any], seconds: float) -> dict[str, float]:
+    """A status's durations: ``duration_s`` sums every attempt of the fit, and, when there
+    were earlier ones, ``attempt_s`` is this attempt's alone.
+
+    Examples
+    --------
+    >>> spent({"earlier_s": 50.0}, 10.0)
+    {'duration_s': 60.0, 'attempt_s': 10.0}
+    """
+    earlier = running.get("earlier_s") or 0.0
+    if not earlier:
+        return {"duration_s": round(seconds, 3)}
+    return {"duration_s": round(earlier + seconds, 3), "attempt_s": round(seconds, 3)}
 
 
 def attempt_entry(

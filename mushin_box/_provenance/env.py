@@ -239,7 +239,8 @@ def _nccl(torch: Any) -> str | None:
 def device_facts(environ: Mapping[str, str] | None = None) -> dict[str, Any] | None:
     """This process's devices (``run.devices``), or ``None`` when torch is not imported.
 
-    ``torch`` (version), ``cuda`` (the CUDA torch was built with), ``nccl``,
+    ``torch`` (version), ``cuda`` (the CUDA torch was built with), ``nccl``, ``cudnn``
+    (the cuDNN version torch loads; its kernels decide what ``deterministic`` can promise),
     ``cuda_available``, ``count`` (GPUs this process sees; 0 on a CPU machine), ``names``
     (one per GPU, in device order) and ``driver`` (the NVIDIA driver, from
     ``nvidia-smi``, asked only when CUDA is available, with a timeout). Never imports
@@ -262,6 +263,7 @@ def device_facts(environ: Mapping[str, str] | None = None) -> dict[str, Any] | N
         "torch": None,
         "cuda": None,
         "nccl": None,
+        "cudnn": None,
         "cuda_available": False,
         "count": 0,
         "names": [],
@@ -273,6 +275,8 @@ def device_facts(environ: Mapping[str, str] | None = None) -> dict[str, Any] | N
         out["cuda"] = str(cuda_version) if cuda_version is not None else None
         if out["cuda"] is not None:
             out["nccl"] = _nccl(torch)
+            cudnn = torch.backends.cudnn.version()  # loads the library, not a CUDA context
+            out["cudnn"] = int(cudnn) if cudnn is not None else None
         cuda = torch.cuda
         if not cuda.is_available():  # neither call initializes CUDA
             return out

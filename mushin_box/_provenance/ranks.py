@@ -19,6 +19,13 @@ every rank in an image), and rank 0 folds them into its record when the task end
   node), and one path that held two files (replaced mid-run) is two. A rank in an image
   that was given no digest (no env file) counts by its path.
 
+Each rank also says how its task ended (``ended``: ``completed``, or the exception's type,
+``Terminated`` for a SIGTERM) in its own record, and a rank that starts again (a torchrun
+restart, a SLURM requeue) keeps, as ``before``, what its record said of the attempt before:
+a rank whose ``before`` has no ``ended`` died without a word (SIGKILL, the OOM killer, a
+crash), which only its launcher saw. That is how a restarted cell names the rank it lost
+(:func:`restart_cause`), with no parsing of the launcher's log.
+
 So ``diff`` and ``reproduce`` flag a rank that ran outside the image (``in_image`` ``all``
 -> ``some``), in another image (``images`` 1 -> 2), or on another Python.
 
@@ -44,7 +51,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mushin_box._core.layout import IMAGE_IDENTITY_ENV, JOB_PRIVATE_DIR, RANKS_DIR, RUNTIME_ENV
+from mushin_box._core.layout import (
+    FINGERPRINTS_FILE,
+    IMAGE_IDENTITY_ENV,
+    JOB_PRIVATE_DIR,
+    RANKS_DIR,
+    RUNTIME_ENV,
+)
 from mushin_box._core.sidecars import read_json, write_json_atomic
 from mushin_box._provenance.topology import RANK_COLUMNS, RankPlacement, topology_from_env
 
@@ -54,7 +67,9 @@ __all__ = [
     "rank_runtime",
     "read_rank_runtimes",
     "record_with_rank_runtime",
+    "restart_cause",
     "summarize",
+    "write_rank_end",
     "write_rank_runtime",
 ]
 
@@ -86,10 +101,46 @@ def rank_runtime(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     }
 
 
+def _row_path(cell_dir: Path, rank: int) -> Path:
+    return cell_dir / JOB_PRIVATE_DIR / RANKS_DIR / f"rank{int(rank)}.json"
+
+
 def write_rank_runtime(cell_dir: Path, *, rank: int, attempt: int) -> None:
-    """Every rank, as its cell starts: ``.mushin/ranks/rank<r>.json`` (for this attempt)."""
-    record = {"rank": int(rank), "attempt": int(attempt), **rank_runtime()}
-    write_json_atomic(cell_dir / JOB_PRIVATE_DIR / RANKS_DIR / f"rank{int(rank)}.json", record)
+    """Every rank, as its cell starts: ``.mushin/ranks/rank<r>.json`` (for this attempt),
+    with ``before``: how this rank's record said its previous attempt ended."""
+    path = _row_path(cell_dir, rank)
+    record: dict[str, Any] = {"rank": int(rank), "attempt": int(attempt), **rank_runtime()}
+    old = read_json(path, default=None)
+    if isinstance(old, dict) and isinstance(old.get("attempt"), int) and old["attempt"] != attempt:
+        record["before"] = {k: old.get(k) for k in ("attempt", "host", "ended")}
+    write_json_atomic(path, record)
+
+
+def write_rank_end(cell_dir: Path, *, rank: int, attempt: int, how: str) -> None:
+    """Every rank, as its task ends: how (``completed``, or the exception's type:
+    ``Terminated`` for a SIGTERM), in its own record of this attempt."""
+    path = _row_path(cell_dir, rank)
+    row = read_json(path, default=None)
+    if isinstance(row, dict) and row.get("attempt") == attempt:
+        write_json_atomic(path, {**row, "ended": how})
+
+
+def restart_cause(cell_dir: Path, attempt: int) -> dict[str, Any] | None:
+    """Which rank ended the attempt before ``attempt``: one that died without a word, else
+    one that raised (from this attempt's rank records), with the epoch this attempt's fit
+    started at (``MetricsCallback``'s fit starts); ``None`` when no rank is known."""
+    rows = read_rank_runtimes(cell_dir, attempt=attempt)
+    befores = [(r["rank"], r["before"]) for r in rows if isinstance(r.get("before"), Mapping)]
+    ends = [{"rank": rank, **{k: b.get(k) for k in ("host", "ended")}} for rank, b in befores]
+    silent = [e for e in ends if e["ended"] is None]
+    raised = [e for e in ends if e["ended"] not in (None, "completed", "Terminated")]
+    cause = (silent or raised or [None])[0]
+    prints = read_json(cell_dir / FINGERPRINTS_FILE, default=None)
+    starts = prints.get("starts") if isinstance(prints, dict) else None
+    epochs = [
+        s.get("epoch") for s in starts or [] if isinstance(s, dict) and s.get("attempt") == attempt
+    ]
+    return cause and {**cause, "epoch": epochs[-1] if epochs else None}
 
 
 def read_rank_runtimes(cell_dir: Path, *, attempt: int | None) -> list[dict[str, Any]]:

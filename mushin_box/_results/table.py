@@ -69,6 +69,7 @@ from mushin_box._sweepdir.board import (
     SweepView,
     bounded_metrics,
     read_sweep,
+    restart_fields,
     scalar_metrics,
 )
 from mushin_box._sweepdir.manifest import Entry
@@ -502,6 +503,7 @@ def table_records(table: ResultsTable) -> list[dict[str, Any]]:
         record.update(dir=cell.dir, label=cell_label(cell))
         record.update({p: cell.combo.get(p) for p in table.params})
         record["state"] = cell.state
+        record["restarts"] = cell.restarts  # torchrun's or SLURM's, in its last launch
         record.update({m: cell.metrics.get(m) for m in table.metrics})
         record["error"] = _error_text(cell) or None
         record["best"] = table.is_best(cell)
@@ -567,6 +569,7 @@ def _view(base: str, entry: Entry) -> CellView:
         error_message=(error.get("message") or reason) if error else None,
         error_file=error_file,
         reason=reason if isinstance(reason, str) else None,
+        **restart_fields(entry),
     )
 
 

@@ -56,8 +56,9 @@ from mushin_box._core.sidecars import (
     timestamp,
     write_json_atomic,
 )
+from mushin_box._provenance.elastic import earlier_s, restart_count, restarts, spent
 from mushin_box._provenance.full import TRAINER_LIMIT_KEYS, split_config
-from mushin_box._provenance.ranks import write_rank_runtime
+from mushin_box._provenance.ranks import restart_cause, write_rank_end, write_rank_runtime
 from mushin_box._slurm.joblogs import slurm_rank_logs
 from mushin_box._slurm.jobs import slurm_job_id
 from mushin_box._sweep.cellfiles import (
@@ -281,11 +282,9 @@ class _Cell:
 
 
 def _extension(cell: _Cell) -> dict[str, list[Any]]:
-    """``{limit's dotted path: [before, now]}`` of the training limits this attempt raises
-    (the status's and the provenance attempt's ``extended``)."""
-    was = cell.previous.get("limits")
+    """``{limit: [before, now]}`` of the training limits this attempt raises: ``extended``."""
+    was, now = cell.previous.get("limits"), cell.base.get("limits") or {}
     was = was if isinstance(was, dict) else {}
-    now = cell.base.get("limits") or {}
     return {k: [was.get(k), now.get(k)] for k in sorted({*was, *now}) if was.get(k) != now.get(k)}
 
 
@@ -303,17 +302,6 @@ def _provenance_readable(cell_dir: Path) -> bool:
         stacklevel=5,  # at the caller of run (through Hydra): like the fingerprint warning
     )
     return False
-
-
-def _restart_count() -> tuple[int, str]:
-    """SLURM's restart count of this job, or torchrun's of this worker group, and the
-    variable that said it: above 0, the job was requeued or the group restarted (it
-    continues from the cell's checkpoints)."""
-    counts = [
-        (int(os.environ.get(name) or 0), name)
-        for name in ("SLURM_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT")
-    ]
-    return max(counts, key=lambda pair: pair[0])
 
 
 class CellRunner:
@@ -412,7 +400,7 @@ class CellRunner:
     def _decide(self, cell: _Cell) -> tuple[Decision, dict[str, Any] | None]:
         """Decide reuse/skip/run (:func:`decide`), emit its warnings; a reuse reads metrics."""
         multi_rank = is_multi_rank()
-        restarts, restarted_by = _restart_count()
+        restarts, restarted_by = restart_count(os.environ)
 
         def judge(metrics_readable: bool) -> Decision:
             return decide(
@@ -475,12 +463,15 @@ class CellRunner:
                 set_aside_checkpoints(cell.directory, tag)
             set_aside_metrics(cell.directory, tag, decision.continue_from_checkpoint)
         extended = _extension(cell) if decision.extends else None
+        earlier = earlier_s(cell.previous, decision.continue_from_checkpoint, self.plan.run_id)
         started = timestamp()
         t0 = time.monotonic()
         running = {
             **record,
             "attempt": attempt,
             "started": started,
+            **({"earlier_s": earlier} if earlier else {}),
+            **restarts(os.environ),
             **owner_fields(),  # who runs it: a later run must not start a second copy
             "logs": slurm_rank_logs(),  # where each SLURM rank writes (mushin-box logs)
             "previous_fingerprints": decision.previous_fingerprints,
@@ -512,7 +503,7 @@ class CellRunner:
                     **running,
                     status="cancelled",
                     ended=timestamp(),
-                    duration_s=round(time.monotonic() - t0, 3),
+                    **spent(running, time.monotonic() - t0),
                     reason=str(exc),
                 )
             raise
@@ -532,6 +523,7 @@ class CellRunner:
                     result = self._call_task(cfg, cell_dir, running["attempt"], continues)
             finally:  # the task's end: the status and the provenance both say this one
                 ended, t_end = timestamp(), time.monotonic()
+                self._ended(cell_dir, running, sys.exc_info()[1])
             metrics = metrics_from_return(result)
         except BaseException as exc:
             if rank0:
@@ -543,7 +535,7 @@ class CellRunner:
                         **running,
                         status="cancelled",
                         ended=ended,
-                        duration_s=round(t_end - t0, 3),
+                        **spent(running, t_end - t0),
                         reason=str(exc),
                     )
             if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: not recorded
@@ -562,7 +554,7 @@ class CellRunner:
                 **running,
                 status="completed",
                 ended=ended,
-                duration_s=round(t_end - t0, 3),
+                **spent(running, t_end - t0),
                 code_modules=dict(self.plan.code_modules),  # a later change names them
                 **({"metrics_carried_over": carried} if carried else {}),
                 **({"reason": NO_METRICS} if rank0 and continues and not metrics else {}),
@@ -573,6 +565,15 @@ class CellRunner:
             (mushin_dir(cell_dir) / EARLIER_METRICS_FILE).unlink(missing_ok=True)  # carried
             finish_provenance(cell_dir, ended, t_end, attempt=running["attempt"])
         return metrics
+
+    def _ended(self, cell_dir: Path, running: dict[str, Any], exc: BaseException | None) -> None:
+        """Every rank says how its task ended; rank 0 of a restarted attempt adds to
+        ``running`` the rank that ended the attempt before (it died without a word)."""
+        how, rank, attempt = type(exc).__name__, global_rank_from_env(), running["attempt"]
+        with contextlib.suppress(OSError):  # bookkeeping: never the cell's outcome
+            write_rank_end(cell_dir, rank=rank, attempt=attempt, how=how if exc else "completed")
+            if rank == 0 and running.get("restarts"):
+                running.update(restarted_after=restart_cause(cell_dir, attempt))
 
     def _failed(
         self, cell: _Cell, running: dict[str, Any], exc: Exception, duration: float
@@ -626,6 +627,6 @@ class CellRunner:
             **running,
             "status": "failed",
             "ended": timestamp(),
-            "duration_s": round(duration, 3),
+            **spent(running, duration),
         }
         return record_failure(cell_dir, record, exc)

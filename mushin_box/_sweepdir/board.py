@@ -106,10 +106,10 @@ from mushin_box._sweepdir.manifest import (
 )
 
 __all__ = [
-    "METRIC_KEYS_BOUND",
-    "VIEW_STATES",
     "CellView",
+    "METRIC_KEYS_BOUND",
     "SweepView",
+    "VIEW_STATES",
     "bounded_metrics",
     "cell_view",
     "driver_running",
@@ -121,6 +121,7 @@ __all__ = [
     "local_jobs_alive",
     "owner_gone",
     "read_sweep",
+    "restart_fields",
     "resubmitted",
     "scalar_metrics",
     "spellings",
@@ -163,6 +164,11 @@ class CellView:
     epoch: int | None = None
     metric: str | None = None
     metric_value: float | None = None
+    #: see :func:`restart_fields`; ``duration_s`` sums the attempts, ``attempt_s`` the last
+    restarts: int = 0
+    restarts_left: int | None = None
+    restarted_after: dict[str, Any] | None = None
+    attempt_s: float | None = None
 
 
 @public
@@ -291,12 +297,15 @@ def scalar_metrics(metrics: Any) -> dict[str, float]:
 
 
 def _duration(record: Mapping[str, Any], state: str) -> float | None:
-    if isinstance(record.get("duration_s"), int | float):
-        return float(record["duration_s"])
-    start = _parse(record.get("started"))
-    if start is None or state != "running":
-        return None
-    return max(0.0, (_dt.datetime.now(_dt.UTC) - start).total_seconds())
+    start, spent = _parse(record.get("started")), _number(record.get("duration_s"))
+    if spent is not None or start is None or state != "running":
+        return spent
+    earlier = _number(record.get("earlier_s")) or 0.0  # the fit's attempts before this one
+    return earlier + max(0.0, (_dt.datetime.now(_dt.UTC) - start).total_seconds())
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 @attrs.frozen
@@ -311,8 +320,8 @@ class _Seen:
 
 
 def cell_view(root: Path, entry: Mapping[str, Any], record: Mapping[str, Any]) -> CellView:
-    """A cell of a finished sweep as ``read_sweep`` shows it: ``entry``, its manifest's
-    entry, and ``record``, its status record (nothing the scheduler says over them)."""
+    """A finished sweep's cell as ``read_sweep`` shows it, from its manifest ``entry`` and
+    status ``record`` (nothing the scheduler says over them)."""
     return _cell(root, entry, record, _Seen())
 
 
@@ -366,7 +375,21 @@ def _cell(root: Path, entry: Mapping[str, Any], record: Mapping[str, Any], seen:
         logs={str(k): str(v) for k, v in logs.items()},
         never_starts=seen.never,
         **(latest or {}),
+        attempt_s=_number(record.get("attempt_s")),
+        **restart_fields(record),
     )
+
+
+def restart_fields(record: Mapping[str, Any]) -> dict[str, Any]:
+    """``restarts`` (torchrun's, or SLURM's requeues), ``restarts_left`` (None: unknown) and
+    ``restarted_after`` (``{"rank", "host", "ended", "epoch"}``; ``ended`` None: that rank
+    died without a word), from a status or a manifest entry; another type is left out."""
+    left, after = _number(record.get("restarts_left")), record.get("restarted_after")
+    return {
+        "restarts": int(_number(record.get("restarts")) or 0),
+        "restarts_left": None if left is None else int(left),
+        "restarted_after": after if isinstance(after, dict) else None,
+    }
 
 
 #: ``status`` reads at most this much of a running cell's series for its latest epoch (a

@@ -302,6 +302,9 @@ def _entry(name: str, record: Mapping[str, Any]) -> dict[str, Any]:
         entry["error"] = record["error"]
     if record.get("reason"):
         entry["reason"] = record["reason"]
+    for key in ("restarts", "restarts_left", "restarted_after"):  # what show says of them
+        if record.get(key) is not None:
+            entry[key] = record[key]
     return entry
 
 

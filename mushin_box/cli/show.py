@@ -21,7 +21,7 @@ from typing import Any
 
 from mushin_box.cli.main import UsageError
 from mushin_box.cli.output import JSON_HELP, print_json, shown
-from mushin_box.cli.tables import resolve_sweep, summary
+from mushin_box.cli.tables import resolve_sweep, restart_text, summary
 from mushin_box.cli.tables import summary as counted
 
 __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
@@ -100,12 +100,17 @@ def _has_errors(table: Any) -> bool:
     return any(c.error_type or c.error_message for c in table.cells)
 
 
+def _restarted(table: Any) -> bool:
+    return any(c.restarts for c in table.cells)
+
+
 def _headers(table: Any) -> list[str]:
     # the cell's directory repeats its swept values: named only for a run without any
     cell = [] if table.params else ["cell"]
     sweep = ["sweep"] if table.names else []
     error = ["error"] if _has_errors(table) else []
-    return [shown(h) for h in ["", *sweep, *cell, *table.params, "state", *table.metrics, *error]]
+    state = ["state", *(["restarts"] if _restarted(table) else [])]
+    return [shown(h) for h in ["", *sweep, *cell, *table.params, *state, *table.metrics, *error]]
 
 
 def _rows(table: Any) -> list[list[str]]:
@@ -113,8 +118,8 @@ def _rows(table: Any) -> list[list[str]]:
     from mushin_box._results.table import cell_text, format_param, table_records
 
     rows = []
-    errors = _has_errors(table)
-    for record in table_records(table):
+    errors, restarted = _has_errors(table), _restarted(table)
+    for cell, record in zip(table.cells, table_records(table), strict=True):
         rows.append(
             [
                 BEST_MARK if record["best"] else "",
@@ -122,6 +127,7 @@ def _rows(table: Any) -> list[list[str]]:
                 *([] if table.params else [record["label"]]),
                 *("-" if record[p] is None else format_param(record[p]) for p in table.params),
                 record["state"],
+                *([restart_text(cell) or "-"] if restarted else []),
                 *(cell_text(record[m]) for m in table.metrics),
                 *([record["error"] or ""] if errors else []),
             ]

@@ -174,6 +174,8 @@ def end_report(sweep: Any, resume: str) -> int:
         values = " ".join(f"{k}={cell_text(v)}" for k, v in sorted(cell.metrics.items()))
         if cell.state == "completed" and not values:  # no metrics: the status says why
             values = detail(cell)
+        elif cell.restarts:
+            values += f"  {restart_text(cell)}"
         print(shown(f"  {cell.state:<9} {cell.dir or cell.combo}  {values}".rstrip()))
     failed = [c for c in sweep.cells if c.state != "completed"]
     for cell in failed:
@@ -228,14 +230,40 @@ def detail(cell: Any) -> str:
     # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._results.table import cell_text
 
-    if cell.state in ("running", "unknown") and cell.epoch is not None:
+    if cell.state in ("running", "unknown") and (cell.epoch is not None or cell.restarts):
         metric = f" {cell.metric} {cell_text(cell.metric_value)}" if cell.metric else ""
-        return f"epoch {cell.epoch}{metric}"
+        now = f"epoch {cell.epoch}{metric}" if cell.epoch is not None else ""
+        if not cell.restarts:
+            return now
+        left = f", {cell.restarts_left} left" if cell.restarts_left is not None else ""
+        return f"restarting ({cell.restarts}{left})" + (f": {now}" if now else "")
+    if cell.state in ("completed", "failed") and cell.restarts:
+        return restart_text(cell)
     if cell.state == "pending" and cell.reason:
         return f"will never start: {cell.reason}" if cell.never_starts else cell.reason
     if cell.state == "completed" and not cell.metrics and cell.reason:
         return cell.reason  # a continuing attempt that reported nothing (NO_METRICS)
     return ""
+
+
+def restart_text(cell: Any) -> str:
+    """``after 1 restart (rank 1 on node2 was killed ...; 0 left)``: what a cell
+    that torchrun restarted (or SLURM requeued) went through; "" for none."""
+    if not cell.restarts:
+        return ""
+    said = []
+    after = cell.restarted_after
+    if after:
+        where = f" on {after['host']}" if after.get("host") else ""
+        how = after.get("ended")
+        ended = f"raised {how}" if how else "was killed or crashed, no error recorded"
+        epoch = after.get("epoch")
+        again = f", restarted from epoch {epoch}" if isinstance(epoch, int) else ""
+        said.append(f"rank {after.get('rank')}{where} {ended}{again}")
+    if cell.restarts_left is not None:
+        said.append(f"{cell.restarts_left} left")
+    times = "restart" if cell.restarts == 1 else "restarts"
+    return f"after {cell.restarts} {times}" + (f" ({'; '.join(said)})" if said else "")
 
 
 def _short_names(params: Sequence[str]) -> dict[str, str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -139,6 +140,21 @@ def test_a_worker_killed_at_epoch_2_is_restarted_and_continues_from_last_ckpt(
         assert [e for pid, e in epochs if pid == last] == [2, 3], epochs
         status = read_json(cell / "mushin_status.json")
         assert status["attempt"] == 2, status
+        # the restart is heard: which rank, where, from which epoch, how many are left
+        host = socket.gethostname()
+        lost = {"rank": 1, "host": host, "ended": None, "epoch": 2}
+        assert (status["restarts"], status["restarts_left"], status["restarted_after"]) == (
+            1,
+            0,
+            lost,
+        )
+        assert (
+            f"after 1 restart (rank 1 on {host} was killed or crashed, no error recorded, "
+            "restarted from epoch 2; 0 left)" in proc.stdout
+        ), proc.stdout
+        # the duration sums both attempts; the last one's alone is beside it
+        assert status["duration_s"] == pytest.approx(status["earlier_s"] + status["attempt_s"])
+        assert status["earlier_s"] > 0
         run = read_json(cell / "mushin_provenance.json")["run"]
         assert run["launcher"]["kind"] == "torchrun"
         assert run["elastic"] == {"restarts": 1, "max_restarts": 1, "world_size": 2}

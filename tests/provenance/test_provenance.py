@@ -614,6 +614,8 @@ def _fake_torch(initialized: bool) -> types.ModuleType:
         get_device_name=lambda i: f"torch-name-{i}",
         nccl=types.SimpleNamespace(version=lambda: (2, 21, 5)),
     )
+    cudnn = types.SimpleNamespace(version=lambda: 90100)
+    fake.backends = types.SimpleNamespace(cudnn=cudnn)  # type: ignore[attr-defined]
     return fake
 
 
@@ -643,6 +645,7 @@ def test_gpu_devices_without_initializing_cuda(
             "torch": "9.9.9",
             "cuda": "12.4",
             "nccl": "2.21.5",
+            "cudnn": 90100,
             "cuda_available": True,
             "count": 2,
             "driver": "550.54.15",
