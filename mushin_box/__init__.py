@@ -68,6 +68,7 @@ _LAZY: dict[str, str] = {
     "preflight": "mushin_box._container.preflight",
     # the errors: every one a MushinBoxError (see mushin_box._core.errors)
     "MushinBoxError": "mushin_box._core.errors",
+    "CellWarning": "mushin_box._core.errors",
     "UnsafeFileError": "mushin_box._core.safeio",
     "WorldSizeMismatchError": "mushin_box._train.world",
     "DockerfileError": "mushin_box._image.dockerfile",
@@ -97,6 +98,7 @@ __all__ = [
     "ApptainerNotFound",
     "Bind",
     "BuildError",
+    "CellWarning",
     "NativeBuildRefused",
     "CancelReport",
     "CellView",
@@ -182,7 +184,7 @@ if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
         preflight,
     )
     from mushin_box._container.rankwrap import ContainerLauncherFields, container_launcher_fields
-    from mushin_box._core.errors import MushinBoxError
+    from mushin_box._core.errors import CellWarning, MushinBoxError
     from mushin_box._core.jobdir import job_dir
     from mushin_box._core.safeio import UnsafeFileError
     from mushin_box._image.bases import Debootstrap, LocalImage

@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 
 from mushin_box._core.targets import public
 
-__all__ = ["MushinBoxError", "python_argument"]
+__all__ = ["CellWarning", "MushinBoxError", "python_argument"]
 
 
 def python_argument(name: str, value: object) -> str:
@@ -61,3 +61,10 @@ class MushinBoxError(Exception):
 
     def __str__(self) -> str:
         return self.worded()
+
+
+@public
+class CellWarning(UserWarning):
+    """A sweep's cell did not complete (failed, timed out, was cancelled or skipped): said
+    once by ``Workflow.run`` after the launch. A category of its own, so that a caller who
+    reports the cells itself (the command line's summary) can leave it out."""

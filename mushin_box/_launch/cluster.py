@@ -23,7 +23,7 @@ from mushin_box._slurm.arrays import first_array
 from mushin_box._slurm.launcher import render_sbatch
 from mushin_box._slurm.probe import PartitionCapacity, partition_capacity, sbatch_test_only
 
-__all__ = ["cluster_refusal", "never_starts", "plan_script"]
+__all__ = ["ask_cluster", "never_starts", "plan_script"]
 
 _FIX = (
     "check --partition, --nodes, --gpus, --time, --account and --qos (`sinfo` lists the "
@@ -69,10 +69,12 @@ def never_starts(nodes: int, gpus: int, capacity: PartitionCapacity | None) -> s
     return None
 
 
-def cluster_refusal(plan: Any, cells: int | None) -> str | None:
-    """One line when SLURM would refuse this plan's job, or the job could never start on
-    its partition; None when the cluster accepts it (or could not be asked). Local plans
-    ask nothing."""
+def ask_cluster(plan: Any, cells: int | None) -> dict[str, Any] | None:
+    """What SLURM says of this plan's job, before anything is written: ``accepted``
+    (``sbatch --test-only``'s answer: True, False, or None when it could not be asked),
+    ``said`` (its words, or why it was not asked) and ``refusal``: one line when SLURM
+    would refuse the job or the job could never start on its partition, else None. Local
+    plans ask nothing (None)."""
     if plan.mode != "slurm" or not plan.launcher_config:
         return None
     config = dict(plan.launcher_config)
@@ -81,12 +83,13 @@ def cluster_refusal(plan: Any, cells: int | None) -> str | None:
     gpus = int(config.get("gpus_per_node") or 0)
     never = never_starts(plan.nodes, gpus, capacity)
     ok, said = sbatch_test_only(plan_script(plan, cells))
+    refusal = None
     if ok is False:
         extra = f" ({never})" if never else ""
-        return f"sbatch refused the job: {said}{extra}; {_FIX}; nothing was submitted"
-    if never is not None:
-        return (
+        refusal = f"sbatch refused the job: {said}{extra}; {_FIX}; nothing was submitted"
+    elif never is not None:
+        refusal = (
             f"the job can never start: {never} (sbatch would queue it and it would pend for "
             f"ever); {_FIX}; nothing was submitted"
         )
-    return None
+    return {"accepted": ok, "said": said, "refusal": refusal}

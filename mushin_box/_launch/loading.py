@@ -23,8 +23,16 @@ from typing import Any
 from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.targets import public
 from mushin_box._core.userfile import import_file
+from mushin_box._provenance.record import git_root, git_state
 
-__all__ = ["DEFAULT_NAMES", "LoadError", "experiment_file", "load_target", "user_code_error"]
+__all__ = [
+    "DEFAULT_NAMES",
+    "LoadError",
+    "dirty_tree",
+    "experiment_file",
+    "load_target",
+    "user_code_error",
+]
 
 DEFAULT_NAMES = ("workflow", "Config")
 
@@ -129,6 +137,19 @@ def experiment_file(spec: str) -> str | None:
         return str(Path(target).resolve())
     file = getattr(sys.modules.get(target), "__file__", None)
     return str(Path(file).resolve()) if isinstance(file, str) else None
+
+
+def dirty_tree(file: str | None) -> str | None:
+    """One line when the experiment's repository has uncommitted changes: the cells record
+    only their hash, so no later checkout gives that code back."""
+    state = git_state(Path(file)) if file else None
+    if not file or not state or not state.get("dirty"):
+        return None
+    return (
+        f"{git_root(Path(file).parent)} has uncommitted changes: the cells record only their "
+        f"hash ({str(state.get('diff_sha256'))[:12]}), so `mushin-box reproduce` runs them "
+        "again only on this very tree; commit them to keep the code"
+    )
 
 
 def _check_not_shadowing(path: Path) -> None:

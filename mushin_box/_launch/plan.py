@@ -17,6 +17,7 @@ running a plan is :mod:`mushin_box._launch.run`.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -383,9 +384,12 @@ def check_keys(target: Any, overrides: Sequence[str]) -> None:
             ) from None
 
 
-def hydra_error_line(exc: BaseException, overrides: Sequence[str] = ()) -> str:
+def hydra_error_line(exc: BaseException, overrides: Sequence[str] = (), config: Any = None) -> str:
     """Hydra's refusal on one line, its cause included; for a plain override of ``overrides``
-    whose key the config lacks, the fix (``+`` that override, as the user wrote it).
+    whose key the config lacks, the fix (``+`` that override, as the user wrote it). When
+    the key is a parameter of the ``_target_`` of its node in ``config`` (hydra-zen's
+    ``builds(MLP)`` leaves out what it is not given), the fix is the config's:
+    ``populate_full_signature=True``.
 
     ``ConfigCompositionException("Error merging override trainer.max_epochs=abc")`` keeps
     the reason in its ``__cause__`` (OmegaConf's "Value 'abc' could not be converted to
@@ -413,8 +417,33 @@ def hydra_error_line(exc: BaseException, overrides: Sequence[str] = ()) -> str:
             parts.append(first.rstrip("."))
     text = ": ".join(parts)
     if unknown is not None:
-        text += f"; to add it on purpose, write +{unknown[1]}"
+        left_out = _left_out_parameter(config, unknown[0])
+        text += f"; {left_out}, or" if left_out else "; to add it on purpose,"
+        text += f" write +{unknown[1]}"
     return text
+
+
+def _left_out_parameter(config: Any, key: str) -> str | None:
+    """``'lr' is a parameter of MLP ...``: when ``key``'s node builds a target (hydra-zen's
+    ``builds``) whose signature takes the key's last part, and the config left it out."""
+    node_key, _, name = key.rpartition(".")
+    if config is None or not node_key:
+        return None
+    try:  # lazy: Hydra and OmegaConf load only once an override failed
+        from hydra.utils import get_object
+        from omegaconf import OmegaConf
+
+        target = OmegaConf.select(OmegaConf.structured(config), f"{node_key}._target_")
+        parameters = inspect.signature(get_object(target)).parameters
+    except Exception:  # no target, not importable, no signature: Hydra's words stand
+        return None
+    if name not in parameters:
+        return None
+    short = str(target).rsplit(".", 1)[-1]
+    return (
+        f"{name!r} is a parameter of {short} that the config's builds({short}) left out: "
+        f"write builds({short}, populate_full_signature=True) in the experiment"
+    )
 
 
 def _override_of_unknown_key(

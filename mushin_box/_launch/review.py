@@ -176,7 +176,7 @@ def review_plan(
     try:  # what the launch composes first: an override Hydra refuses is refused here too
         composed = check_composes(config, list(plan.overrides))
     except Exception as exc:
-        problems.append(hydra_error_line(exc, plan.overrides))
+        problems.append(hydra_error_line(exc, plan.overrides, config))
     else:  # and a value the task needs that is given nowhere, as the launch refuses it
         try:
             check_required(task_of(target), composed)

@@ -11,6 +11,7 @@ for nothing. A cell's own error (``on_error='raise'``) propagates unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Mapping
@@ -23,6 +24,7 @@ from mushin_box._launch.plan import LaunchError, LaunchPlan, hydra_error_line
 from mushin_box._launch.record import recorded
 from mushin_box._slurm.probe import sbatch_refused
 from mushin_box._sweepdir.manifest import read_sweep_manifest
+from mushin_box._sweepdir.progress import QuietTerminal
 from mushin_box._train.configtask import fit_task, seed_pre_call
 
 __all__ = ["run_launch", "sbatch_refusal"]
@@ -82,7 +84,9 @@ def run_launch(
     started = lambda: _manifest_run_id(record_root) != run_id  # noqa: E731
     if record is not None:  # which launcher ran it: `ls` shows it
         record = {**record, "launcher": plan.launcher or "basic"}
-    with pythonpath, recorded(record_root, record if plan.working_dir else None, started):
+    # without the bar (which leaves them out itself), Lightning's notices are left out too
+    quiet = contextlib.nullcontext() if progress else QuietTerminal()
+    with pythonpath, quiet, recorded(record_root, record if plan.working_dir else None, started):
         try:
             return workflow.run(
                 working_dir=plan.working_dir,
@@ -98,7 +102,7 @@ def run_launch(
         except ConfigCompositionException as exc:  # an override Hydra cannot apply: no task ran
             if created is not None:
                 _remove_unless_cells(created)
-            raise LaunchError(hydra_error_line(exc, plan.overrides)) from None
+            raise LaunchError(hydra_error_line(exc, plan.overrides, workflow.config)) from None
         except RuntimeError as exc:
             refusal = sbatch_refusal(exc)
             if refusal is None:

@@ -7,7 +7,9 @@ Both records are brought to the canonical two-part form
 under ``reproducibility`` *breaks reproducibility*; one under ``run`` is *expected to
 differ*, except a Trainer's training limits (``max_epochs``, ``max_steps``, ``max_time``):
 a fit extended to a raised limit changed them, and its results, on purpose, so they are
-*changed on purpose* (``extended``), neither an accident nor bookkeeping. Metrics
+*changed on purpose* (``extended``), neither an accident nor bookkeeping; and the git
+state of two runs whose code fingerprints match (another commit that changed none of the
+experiment's code) is expected to differ. Metrics
 (``mushin_metrics.json``) are shown side by side, equal within ``atol``.
 
 When the package sets differ and both cells have the ``mushin_packages.txt`` their records
@@ -53,6 +55,9 @@ _KEY_VERSION = f"{REPRO}.packages."
 
 #: recorded since 0.3 (every rank's runtime): a record without it is not a difference
 _RANKS = f"{REPRO}.ranks"
+#: the repository's state: a commit that changed none of the experiment's code (the code
+#: fingerprint is the same) is expected to differ
+_GIT = f"{REPRO}.code.git"
 #: in an image, whether the task came from the image or the host: an older record lacks it
 _TASK_FROM = f"{REPRO}.code.task_from"
 
@@ -366,6 +371,11 @@ def diff_records(
             for side in (ca, cb)
             for path in training_limits((side.get(REPRO) or {}).get("config"))
         }
+        code = [(side.get(REPRO) or {}).get("code") or {} for side in (ca, cb)]
+        fingerprint = code[0].get("task_sha256") if isinstance(code[0], Mapping) else None
+        same_code = fingerprint is not None and all(
+            isinstance(c, Mapping) and c.get("task_sha256") == fingerprint for c in code
+        )
         for part, sink in ((REPRO, breaks), (RUN, expected)):
             diffs = _field_diffs(ca.get(part) or {}, cb.get(part) or {}, part)
             if part == REPRO and packages_a is not None and packages_b is not None:
@@ -374,6 +384,8 @@ def diff_records(
                 unrecorded = diff.change in ("only_a", "only_b") and (
                     _under(diff.path, _RANKS) or diff.path == _TASK_FROM
                 )
+                # another commit, the experiment's code the same (its fingerprint): no break
+                unrecorded |= same_code and _under(diff.path, _GIT)
                 group = extended if diff.path in limits else sink
                 (expected if unrecorded else group).append(diff)
     return CellDiff(

@@ -303,6 +303,8 @@ class CodeCheck:
     current: Mapping[str, Any]
     problems: tuple[str, ...]  # empty: the same code
     allow_dirty: bool  # run despite the problems
+    #: another commit (or changes elsewhere) checked out, with the cell's code unchanged
+    moved: tuple[str, ...] = ()
 
     @property
     def same(self) -> bool:
@@ -371,8 +373,12 @@ def check_code(
     config: Any,
     *,
     allow_dirty: bool,
+    moved: tuple[str, ...] = (),
 ) -> CodeCheck:
-    """Compare the recorded code with the code here (see the module doc).
+    """Compare the recorded code with the code here (see the module doc). ``moved``: the
+    checkout is at another commit whose files the run imports are the cell's (checked
+    before the import, :func:`~mushin_box._reproduce.trust.check_sources`); with the same
+    fingerprint, that is no difference of code, and is said (``CodeCheck.moved``).
 
     Raises
     ------
@@ -392,6 +398,8 @@ def check_code(
     }
     problems = git_problems(recorded["git"], current["git"])
     same = recorded["task_sha256"] == current["task_sha256"]
+    if moved and same:
+        return CodeCheck(recorded, current, (), False, tuple(problems))
     if (problems or not same) and not allow_dirty:
         raise code_differs(problems + ([] if same else [FINGERPRINT_DIFFERS]))
     if not same:  # recorded in the re-run's record, which is the user's own

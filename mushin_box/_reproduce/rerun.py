@@ -355,7 +355,7 @@ def plan_reproduce(
     if secrets and not source.same:
         _secrets_refused(secrets)
     task, pre_call, directory = _load(original)
-    code = check_code(original, task, pre_call, config, allow_dirty=allow_dirty)
+    code = check_code(original, task, pre_call, config, allow_dirty=allow_dirty, moved=source.moved)
     if secrets and code.recorded.get("task_sha256") != code.current.get("task_sha256"):
         _secrets_refused(secrets)  # the import changed what its files said
     rec_nodes, rec_gpus = recorded_topology(original.run)
@@ -457,6 +457,7 @@ def _mark(cell_dir: Path, plan: ReproducePlan) -> None:
         "provenance_sha256": plan.provenance_sha256,
         "allow_dirty": plan.code.allow_dirty,
         "code_differences": list(plan.code.problems),
+        **({"checkout_differences": list(plan.code.moved)} if plan.code.moved else {}),
         "topology": {"nodes": plan.nodes, "gpus": plan.gpus},
         "recorded_topology": {
             "nodes": plan.recorded_topology[0],

@@ -35,6 +35,7 @@ recorded one.
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import types
@@ -61,13 +62,21 @@ _KIT = "mushin_box"
 
 
 class TrustedSource:
-    """The experiment's root, the user files a re-run may import (all checked), and
-    whether their fingerprint, read from their bytes, is the recorded one."""
+    """The experiment's root, the user files a re-run may import (all checked), whether
+    their fingerprint, read from their bytes, is the recorded one, and, for a checkout at
+    another commit whose files the run imports are the recorded commit's own bytes, what
+    differs (``moved``: nothing the experiment runs)."""
 
     def __init__(
-        self, root: Path | None, experiment: Path | None, files: tuple[Path, ...], same: bool
+        self,
+        root: Path | None,
+        experiment: Path | None,
+        files: tuple[Path, ...],
+        same: bool,
+        moved: tuple[str, ...] = (),
     ) -> None:
         self.root, self.experiment, self.files, self.same = root, experiment, files, same
+        self.moved = moved
 
 
 def _experiment_file(original: Original) -> Path | None:
@@ -174,22 +183,32 @@ def check_sources(original: Original, config: Any, *, allow_dirty: bool) -> Trus
                 f"{file} {problem}: reproduce imports only your own files, so that a record "
                 "cannot make it run someone else's code"
             )
-    if experiment is not None and not allow_dirty:
-        _check_commit(original, experiment, files)
+    moved = _check_commit(original, experiment, files) if experiment and not allow_dirty else ()
     same = identity.fingerprint == (original.repro.get("code") or {}).get("task_sha256")
     if not same and not allow_dirty:
         raise code_differs([FINGERPRINT_DIFFERS])
-    return TrustedSource(root, experiment, tuple(sorted(files)), same)
+    return TrustedSource(root, experiment, tuple(sorted(files)), same, moved)
 
 
-def _check_commit(original: Original, experiment: Path, files: set[Path]) -> None:
-
+def _check_commit(original: Original, experiment: Path, files: set[Path]) -> tuple[str, ...]:
+    """Refuse a checkout whose code is not the cell's. A cell that ran on a clean tree ran
+    its commit's files: where each file the re-run imports is still that commit's blob,
+    another commit checked out (or changes elsewhere) changes nothing the experiment runs,
+    and the re-run goes on; what differs is returned, to be said."""
     recorded = (original.repro.get("code") or {}).get("git")
     problems = git_problems(recorded, git_state(experiment, include=files))
-    if not problems and isinstance(recorded, Mapping) and recorded.get("diff_sha256") is None:
-        problems = _not_committed(str(recorded.get("commit")), experiment, files)
-    if problems:
-        raise code_differs(problems)
+    if not isinstance(recorded, Mapping) or recorded.get("diff_sha256") is not None:
+        if problems:  # the cell ran with uncommitted changes: only that tree is its code
+            raise code_differs(problems)
+        return ()
+    commit = str(recorded.get("commit"))
+    unlike = _not_committed(commit, experiment, files)
+    if unlike:
+        top = git_root(experiment) or experiment.parent
+        switch = f"git -C {shlex.quote(str(top))} switch --detach {commit}"
+        hint = [f"to run the cell's code, check out its commit: {switch}"] if problems else []
+        raise code_differs([*(problems or unlike), *hint])
+    return tuple(problems)
 
 
 def _not_committed(commit: str, experiment: Path, files: set[Path]) -> list[str]:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from hydra_zen import hydra_list, multirun
 
+from mushin_box._core.errors import CellWarning
 from mushin_box._core.layout import ERROR_FILE, default_sweep_dir
 from mushin_box._core.overrideparse import parse_overrides
 from mushin_box._core.overrides import format_override, format_sweep, format_value
@@ -557,4 +558,4 @@ def _warn_unfinished(
             )
         else:
             continue
-        warnings.warn(message, UserWarning, stacklevel=3)
+        warnings.warn(message, CellWarning, stacklevel=3)

@@ -101,6 +101,13 @@ class QuietTerminal:
             warnings.filterwarnings("ignore", message=message, module=module)
             self._warnings.append(warnings.filters[0])
 
+    def __enter__(self) -> QuietTerminal:  # without a bar: the notices left out alone
+        self.enter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.exit()
+
     def redirect(self) -> None:
         """Point the terminal's logging handlers at the current ``sys.stdout``/``stderr``
         (call it once the console has taken them over)."""

@@ -13,8 +13,10 @@ import os
 import shlex
 import sys
 import time
+import warnings
 from typing import Any
 
+from mushin_box._core.errors import CellWarning
 from mushin_box.cli.flagtypes import (
     add_scheduler_arguments,
     non_negative,
@@ -295,11 +297,12 @@ def run(args: argparse.Namespace) -> int:
             raise
         preflight_error = str(exc)  # the review shows the rest of the plan, then this
         plan = plan_launch(target, **kwargs, preflight=False)
-    refused = _ask_cluster(plan)  # sbatch --test-only and sinfo: before anything is written
+    answer = _ask_cluster(plan)  # sbatch --test-only and sinfo: before anything is written
+    refused: str | None = answer["refusal"] if answer else None
     actions = _resume_actions(args, target) if args.resume else None
     if args.dry_run:
         errors = [e for e in (preflight_error, refused) if e]
-        return _dry_run(args, target, plan, errors, started, actions)
+        return _dry_run(args, target, plan, errors, started, actions, answer)
     if refused:
         raise UsageError(refused)
     return _launch(args, target, plan, run_launch)
@@ -323,13 +326,13 @@ def _resume_actions(args: argparse.Namespace, target: Any) -> list[Any] | None:
     )
 
 
-def _ask_cluster(plan: Any) -> str | None:
-    """Why SLURM would refuse the plan's job, or why it could never start (None: fine)."""
+def _ask_cluster(plan: Any) -> dict[str, Any] | None:
+    """What SLURM says of the plan's job (:func:`~mushin_box._launch.cluster.ask_cluster`)."""
     # lazy: every command's start imports this module; only this command pays for its rooms
-    from mushin_box._launch.cluster import cluster_refusal
+    from mushin_box._launch.cluster import ask_cluster
     from mushin_box._launch.review import count_cells
 
-    return cluster_refusal(plan, count_cells(plan.overrides)[0]) if plan.mode == "slurm" else None
+    return ask_cluster(plan, count_cells(plan.overrides)[0]) if plan.mode == "slurm" else None
 
 
 def _print_config(target: Any, plan: Any) -> int:
@@ -337,18 +340,18 @@ def _print_config(target: Any, plan: Any) -> int:
     from omegaconf.errors import OmegaConfBaseException
 
     # lazy: every command's start imports this module; only this command pays for its rooms
-    from mushin_box._launch.plan import hydra_error_line
+    from mushin_box._launch.plan import config_of, hydra_error_line
     from mushin_box._launch.printconfig import first_cell_config
     from mushin_box._launch.review import count_cells
 
     try:
         text = first_cell_config(target, plan.overrides)
     except (HydraException, OmegaConfBaseException) as exc:
-        raise UsageError(hydra_error_line(exc, plan.overrides)) from None
+        raise UsageError(hydra_error_line(exc, plan.overrides, config_of(target))) from None
     except ValueError as exc:  # a sweep over a secret, a bad secret-names setting
         raise UsageError(str(exc)) from None
     except Exception as exc:  # what Hydra refuses otherwise, as the dry run reports it
-        raise UsageError(hydra_error_line(exc, plan.overrides)) from None
+        raise UsageError(hydra_error_line(exc, plan.overrides, config_of(target))) from None
     cells, _ = count_cells(plan.overrides)
     where = "on SLURM" if plan.mode == "slurm" else "here"
     print(
@@ -368,12 +371,15 @@ def _dry_run(
     errors: list[str],
     started: float,
     actions: list[Any] | None = None,
+    answer: dict[str, Any] | None = None,
 ) -> int:
     # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._launch.review import review_plan
 
     review = review_plan(plan, target, errors=errors)
     review["experiment"] = args.experiment
+    if answer is not None:  # a passed check and a skipped one must not look the same
+        review["cluster_check"] = {"accepted": answer["accepted"], "said": answer["said"]}
     if actions is not None:
         # lazy: every command's start imports this module; only this command pays for its rooms
         from mushin_box._launch.resume import review_resume
@@ -422,6 +428,10 @@ def format_review(review: dict[str, Any], *, verbose: bool = False) -> str:
         row("GPU-hours", f"at most {shown} = {review['gpu_hours_formula']}")
         if review.get("arrays"):
             row("arrays", review["arrays"])
+        check = review.get("cluster_check")
+        if check is not None:
+            verdict = {True: "accepted", False: "refused"}.get(check["accepted"], "not asked")
+            row("cluster", f"sbatch --test-only: {verdict}: {check['said']}")
         config = review["launcher_config"]
         sources = review["sources"]
         skip = ("python", "setup", "srun_args", "nodes", "tasks_per_node", "gpus_per_node")
@@ -469,7 +479,7 @@ def format_review(review: dict[str, Any], *, verbose: bool = False) -> str:
 
 def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any) -> int:
     # lazy: every command's start imports this module; only this command pays for its rooms
-    from mushin_box._launch.loading import experiment_file
+    from mushin_box._launch.loading import dirty_tree, experiment_file
 
     where = (
         f"SLURM, {plan.nodes} node(s) x {plan.gpus} rank(s) ({plan.where})"
@@ -481,20 +491,25 @@ def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any) -
     print(f"[mushin-box launch] {args.experiment} on {where}", file=sys.stderr, flush=True)
     root = args.working_dir
     print(f"[mushin-box launch] sweep: {root}", flush=True)
+    dirty = dirty_tree(experiment_file(args.experiment))
+    if dirty:
+        print(f"[mushin-box launch] {dirty}", file=sys.stderr, flush=True)
     before = _submission(root)
     try:
-        ds = run_launch(
-            target,
-            plan,
-            resume=args.resume,
-            on_error=args.on_error,
-            progress=not args.no_progress,
-            reuse_stale_code=args.reuse_stale_code,
-            wait=not args.detach,
-            cancel_on_interrupt=args.cancel_on_interrupt,
-            source=experiment_file(args.experiment),
-            record=_record(args),
-        )
+        with warnings.catch_warnings():  # the summary names each cell that did not complete
+            warnings.filterwarnings("ignore", category=CellWarning)
+            ds = run_launch(
+                target,
+                plan,
+                resume=args.resume,
+                on_error=args.on_error,
+                progress=not args.no_progress,
+                reuse_stale_code=args.reuse_stale_code,
+                wait=not args.detach,
+                cancel_on_interrupt=args.cancel_on_interrupt,
+                source=experiment_file(args.experiment),
+                record=_record(args),
+            )
     except KeyboardInterrupt:
         if plan.mode != "slurm" or args.cancel_on_interrupt:
             print("[mushin-box launch] interrupted; the sweep's jobs were stopped", file=sys.stderr)

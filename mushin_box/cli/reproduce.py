@@ -110,6 +110,8 @@ def _print_plan(plan: Any) -> None:
         git = code.current.get("git") or {}
         at = f"commit {git.get('commit')}, " if git else ""
         print(f"code      same: {at}fingerprint {code.current.get('task_sha256')}")
+        for moved in code.moved:  # another checkout, the experiment's files unchanged
+            print(f"          ({moved}; the files the experiment imports are the cell's)")
     else:
         print("code      DIFFERS (--allow-dirty: recorded):")
         for problem in code.problems:

@@ -82,3 +82,16 @@ def test_a_local_launch_keeps_the_progress_bar_whole(tmp_path: Path) -> None:
     # once a cell finished, the ETA is a time, not -:--:--
     after_one = [_FRAME.match(f.rstrip()) for f in frames if "completed=1" in f]
     assert after_one and all(m and m.group(1) != "-:--:--" for m in after_one), after_one[:3]
+
+
+def test_without_the_bar_lightnings_notices_are_left_out_too(tmp_path: Path) -> None:
+    argv = [sys.executable, "-m", "mushin_box", "launch", "examples/exp.py", "--local"]
+    argv += ["--no-progress", "--working-dir", str(tmp_path / "sweep"), "trainer.max_epochs=1"]
+    code, out = _run_on_a_terminal(argv, timeout_s=300)
+    plain = _ANSI.sub("", out)
+    assert code == 0, plain[-3000:]
+    pieces = [p for p in re.split(r"\r\n|\r|\n", plain) if p.strip()]
+    said = [p for p in pieces if p.lstrip("-").strip().startswith(NOTICES)]
+    assert not said, said[:5]
+    assert "`isinstance(treespec, LeafSpec)` is deprecated" not in plain
+    assert any(p.startswith("  completed cell  train_loss=") for p in pieces), plain[-3000:]

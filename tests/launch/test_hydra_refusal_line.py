@@ -15,9 +15,9 @@ from mushin_box._sweep.compose import check_composes
 CONFIG = make_config(lr=0.1, module=make_config(width=4))
 
 
-def _refusal(overrides: list[str]) -> BaseException:
+def _refusal(overrides: list[str], config: object = CONFIG) -> BaseException:
     with pytest.raises(ConfigCompositionException) as info:
-        check_composes(CONFIG, overrides)
+        check_composes(config, overrides)
     return info.value
 
 
@@ -55,3 +55,24 @@ def test_a_refusal_that_is_not_a_missing_key_is_hydras_message_on_one_line() -> 
     assert "to add it on purpose" not in text
     assert "Could not append to config. An item is already at 'lr'. Either remove + prefix" in text
     assert "\n" not in text
+
+
+class MLP:
+    def __init__(self, depth: int = 2, lr: float = 0.1) -> None:
+        self.depth, self.lr = depth, lr
+
+
+def test_a_parameter_that_builds_left_out_names_populate_full_signature() -> None:
+    # hydra-zen's newcomer error: builds(MLP) holds only what it was given, not lr
+    from hydra_zen import builds
+
+    config = make_config(module=builds(MLP, depth=3))
+    error = _refusal(["module.lr=0.01"], config)
+    assert hydra_error_line(error, ["module.lr=0.01"], config).endswith(
+        "; 'lr' is a parameter of MLP that the config's builds(MLP) left out: write "
+        "builds(MLP, populate_full_signature=True) in the experiment, or write +module.lr=0.01"
+    )
+    # a key the target does not take either: only the '+' fix
+    error = _refusal(["module.width=8"], config)
+    text = hydra_error_line(error, ["module.width=8"], config)
+    assert text.endswith("; to add it on purpose, write +module.width=8")

@@ -172,24 +172,56 @@ def _committed(code_dir: Path) -> Any:
     return module
 
 
-def test_a_commit_after_the_run_is_refused_naming_both_commits(
-    tmp_path: Path, code_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _a_commit_after_the_run(tmp_path: Path, code_dir: Path, edit: Any) -> tuple[Path, str, str]:
+    """A cell run at a first commit, then ``edit(module)`` committed: (cell, both commits)."""
     module = _committed(code_dir)
     first = _git(code_dir, "rev-parse", "HEAD")
     cell = _cell(module, tmp_path / "sweep")
-    (code_dir / "NOTES.md").write_text("later\n")  # a commit that changes no code
-    _git(code_dir, "add", ".")
-    _git(code_dir, "commit", "-qm", "notes")
-    second = _git(code_dir, "rev-parse", "HEAD")
+    edit(module)
+    _git(code_dir, "commit", "-qm", "after the run")
+    return cell, first, _git(code_dir, "rev-parse", "HEAD")
+
+
+def test_a_commit_that_changed_none_of_the_code_is_reproduced_and_said(
+    tmp_path: Path, code_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def notes(module: Any) -> None:  # a commit that changes no code
+        (code_dir / "NOTES.md").write_text("later\n")
+        _git(code_dir, "add", ".")
+
+    cell, first, second = _a_commit_after_the_run(tmp_path, code_dir, notes)
     monkeypatch.setenv(TOKEN_VAR, SECRET)
 
-    with pytest.raises(ReproduceError, match=f"commit {first}, but {second} is checked out"):
+    result = reproduce(cell, into=tmp_path / "again")
+    assert result.ok, result.diff.verdict()
+    moved = read_json(_dir(result) / PROVENANCE_FILE)["run"]["reproduction"]
+    assert moved["checkout_differences"] == [
+        f"the cell ran at commit {first}, but {second} is checked out"
+    ]
+    assert not moved["allow_dirty"] and moved["code_differences"] == []
+    # the commits differ, as expected: the experiment's code (its fingerprint) is the same
+    assert "reproducibility.code.git.commit" in [f.path for f in result.diff.cells[0].expected]
+
+
+def test_a_commit_that_changed_the_code_is_refused_with_the_checkout_to_run(
+    tmp_path: Path, code_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def change(module: Any) -> None:  # a commit that changes the task's own file
+        path = Path(module.__file__)
+        path.write_text(path.read_text() + "\n# changed\n")
+        _git(code_dir, "add", ".")
+
+    cell, first, second = _a_commit_after_the_run(tmp_path, code_dir, change)
+    monkeypatch.setenv(TOKEN_VAR, SECRET)
+
+    with pytest.raises(ReproduceError) as refused:
         reproduce(cell, into=tmp_path / "again")
+    said = str(refused.value)
+    assert f"commit {first}, but {second} is checked out" in said
+    assert f"check out its commit: git -C {code_dir} switch --detach {first}" in said
     assert not (tmp_path / "again").exists()
-    result = reproduce(cell, into=tmp_path / "again", allow_dirty=True)
-    assert read_json(_dir(result) / PROVENANCE_FILE)["run"]["reproduction"]["allow_dirty"]
-    assert [f.path for f in result.diff.breaks] == ["reproducibility.code.git.commit"]
+    _git(code_dir, "switch", "-q", "--detach", first)  # as the refusal said
+    assert reproduce(cell, into=tmp_path / "again").ok
 
 
 def test_a_file_git_does_not_show_must_still_be_the_commits_blob(

@@ -5,6 +5,7 @@ reason, nothing submitted and nothing written."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -65,3 +66,23 @@ def test_a_shape_the_cluster_refuses_is_exit_2_with_slurms_reason(
 def test_a_shape_that_fits_passes_the_check(slurm_cluster: Any, tmp_path: Path) -> None:
     proc = _launch("--nodes", "2", "--gpus", "4", "--dry-run", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    # the review says the cluster was asked, and what it answered (issue 43, item 6): a
+    # passed check and a skipped one must not look the same
+    row = next(line for line in proc.stdout.splitlines() if line.startswith("  cluster "))
+    assert row.split(None, 1)[1].startswith("sbatch --test-only: accepted: "), row
+    assert "to start at" in row, row
+    data = _launch("--nodes", "2", "--gpus", "4", "--dry-run", "--json", cwd=tmp_path)
+    check = json.loads(data.stdout)["cluster_check"]
+    assert check["accepted"] is True and "to start at" in check["said"], check
+
+
+def test_a_dry_run_here_asks_no_cluster(slurm_cluster: Any, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "mushin_box", "launch", EXP, "--local", "--dry-run", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "cluster_check" not in json.loads(proc.stdout)
