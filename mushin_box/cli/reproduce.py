@@ -136,6 +136,8 @@ def _print_result(result: Any) -> None:
     if result.rebuilt_image is not None:
         print(f"image     rebuilt at {result.rebuilt_image} (the recorded sha256)")
     print(f"re-run    {result.cell_dir}")
+    for moved in result.plan.code.moved:  # another checkout, the experiment's files unchanged
+        print(f"code      the cell's ({moved}; the files the experiment imports are the cell's)")
     diff = result.diff
     if diff is not None:
         print(diff.verdict())  # the words `mushin-box diff` starts with, by the same rule

@@ -25,6 +25,7 @@ from mushin_box._core.layout import PROVENANCE_FILE, STATUS_FILE
 from mushin_box._core.secrets import SecretVault
 from mushin_box._core.sidecars import canonical_dumps, read_json, write_json_atomic
 from mushin_box._reproduce.checks import ReproduceError
+from mushin_box.cli.main import main
 
 SECRET = "s3cr3t-value-for-reproduce"
 TOKEN_VAR = SecretVault.env_name("api_token")
@@ -183,7 +184,10 @@ def _a_commit_after_the_run(tmp_path: Path, code_dir: Path, edit: Any) -> tuple[
 
 
 def test_a_commit_that_changed_none_of_the_code_is_reproduced_and_said(
-    tmp_path: Path, code_dir: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    code_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     def notes(module: Any) -> None:  # a commit that changes no code
         (code_dir / "NOTES.md").write_text("later\n")
@@ -201,6 +205,10 @@ def test_a_commit_that_changed_none_of_the_code_is_reproduced_and_said(
     assert not moved["allow_dirty"] and moved["code_differences"] == []
     # the commits differ, as expected: the experiment's code (its fingerprint) is the same
     assert "reproducibility.code.git.commit" in [f.path for f in result.diff.cells[0].expected]
+    capsys.readouterr()
+    assert main(["reproduce", str(cell), "--into", str(tmp_path / "cli")]) == 0
+    said = capsys.readouterr().out
+    assert f"code      the cell's (the cell ran at commit {first}, but {second} is checked " in said
 
 
 def test_a_commit_that_changed_the_code_is_refused_with_the_checkout_to_run(
