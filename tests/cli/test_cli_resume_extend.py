@@ -44,7 +44,7 @@ def test_a_finished_fit_extended_to_more_epochs_equals_the_longer_fit(
     for name, epochs in (("short", 2), ("long", 3)):
         run = _box(
             *("launch", "exp.py", f"trainer.max_epochs={epochs}", "--working-dir", name),
-            "--no-progress",
+            *("--local", "--no-progress"),  # here, even where a SLURM cluster answers
             cwd=tmp_path,
         )
         assert run.returncode == 0, run.stderr[-3000:]
