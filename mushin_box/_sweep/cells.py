@@ -184,10 +184,11 @@ def _plain_config(cfg: Any) -> Any:
         return OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
 
 
-def config_fingerprint(cfg: Any) -> str:
+def config_fingerprint(cfg: Any, plain: Any = None) -> str:
     """sha256 of the canonical JSON of the job's resolved config, secrets redacted (a new
-    token is not a new experiment, and no hash of a secret is written down)."""
-    fingerprint = plain_fingerprint(_plain_config(cfg))
+    token is not a new experiment, and no hash of a secret is written down). ``plain``:
+    the config as plain data already (:func:`_plain_config`), made once per cell."""
+    fingerprint = plain_fingerprint(_plain_config(cfg) if plain is None else plain)
     if fingerprint is None:
         from omegaconf import OmegaConf
 
@@ -195,23 +196,15 @@ def config_fingerprint(cfg: Any) -> str:
     return fingerprint
 
 
-def shape_free_fingerprint(cfg: Any) -> str | None:
-    """:func:`config_fingerprint` of the config without its run-shape keys (the world size:
-    ``trainer.devices``, ``trainer.num_nodes``, see
-    :func:`~mushin_box._provenance.full.split_config`): equal for one experiment run at any
-    world size, so a cell relaunched with fewer GPUs continues (:mod:`.decide`). None when
-    the config has no canonical JSON."""
-
-    return plain_fingerprint(split_config(_plain_config(cfg))[0])
-
-
-def limit_free_fingerprint(cfg: Any) -> tuple[str | None, dict[str, Any]]:
-    """(the fingerprint of the config without its run-shape *and* training-limit keys, the
-    limits): equal for one fit trained to any ``max_epochs``, so a cell resumed with a
-    larger one extends its fit (:mod:`.decide`); the limits say from what to what."""
-
-    kept, limits = split_config(split_config(_plain_config(cfg))[0], (), TRAINER_LIMIT_KEYS)
-    return plain_fingerprint(kept), limits
+def experiment_fingerprints(plain: Any) -> tuple[str | None, str | None, dict[str, Any]]:
+    """The fingerprints of a config (plain data, :func:`_plain_config`) without its run-shape
+    keys (the world size, :func:`~mushin_box._provenance.full.split_config`), and without
+    those and its Trainers' limits (``max_epochs``...), and the limits: a cell relaunched
+    with fewer GPUs continues, one resumed with a larger ``max_epochs`` extends its fit
+    (:mod:`.decide`). None for a config with no canonical JSON."""
+    shaped = split_config(plain)[0]
+    kept, limits = split_config(shaped, (), TRAINER_LIMIT_KEYS)
+    return plain_fingerprint(shaped), plain_fingerprint(kept), limits
 
 
 def plain_fingerprint(plain: Any) -> str | None:
@@ -382,7 +375,11 @@ class CellRunner:
         cell_dir = Path(HydraConfig.get().runtime.output_dir)
         choices = HydraConfig.get().runtime.choices
         combo = {k: _swept_value(cfg, k, choices) for k in self.plan.swept}
-        fingerprints = {"config": config_fingerprint(cfg), "code": self.plan.code_fingerprint}
+        plain = _plain_config(cfg)  # once: the three fingerprints below read it
+        fingerprints = {
+            "config": config_fingerprint(cfg, plain),
+            "code": self.plan.code_fingerprint,
+        }
         image = os.environ.get("MUSHIN_SIF_SHA256")
         if image:  # ranks in an Apptainer image: a different image is a different cell
             fingerprints["image"] = image
@@ -390,8 +387,7 @@ class CellRunner:
         if not isinstance(previous, dict):
             previous = {}
         base = {"combo": combo, "cell": cell_dir.name, "fingerprints": fingerprints}
-        base[SHAPE_FREE] = shape_free_fingerprint(cfg)
-        base[LIMIT_FREE], limits = limit_free_fingerprint(cfg)
+        base[SHAPE_FREE], base[LIMIT_FREE], limits = experiment_fingerprints(plain)
         if limits:
             base["limits"] = limits
         root = Path(self.plan.working_dir)

@@ -16,12 +16,21 @@ import pytorch_lightning as pl
 from hydra_zen import builds, make_config
 from omegaconf import OmegaConf
 
-from mushin_box._sweep.cells import limit_free_fingerprint, shape_free_fingerprint
+from mushin_box._sweep.cells import _plain_config, experiment_fingerprints
 from mushin_box._sweep.decide import EXTENDED, LIMIT_FREE, SHAPE_FREE, Decision, decide
 
 FP40 = {"config": "max-epochs-40", "code": "k1"}
 FP900 = {"config": "max-epochs-900", "code": "k1"}
 RUN = "run-now"
+
+
+def shape_free_fingerprint(cfg: Any) -> str | None:
+    return experiment_fingerprints(_plain_config(cfg))[0]
+
+
+def limit_free_fingerprint(cfg: Any) -> tuple[str | None, dict[str, Any]]:
+    _, limit_free, limits = experiment_fingerprints(_plain_config(cfg))
+    return limit_free, limits
 
 
 def _status(status: str, **extra: Any) -> dict[str, Any]:

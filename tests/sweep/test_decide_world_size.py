@@ -15,12 +15,16 @@ from typing import Any
 from hydra_zen import builds, make_config
 from omegaconf import OmegaConf
 
-from mushin_box._sweep.cells import config_fingerprint, shape_free_fingerprint
+from mushin_box._sweep.cells import _plain_config, config_fingerprint, experiment_fingerprints
 from mushin_box._sweep.decide import SHAPE_FREE, Decision, decide
 
 FP2 = {"config": "at-2-gpus", "code": "k1"}  # the config fingerprint at --gpus 2
 FP1 = {"config": "at-1-gpu", "code": "k1"}  # ... at --gpus 1
 RUN = "run-now"
+
+
+def shape_free_fingerprint(cfg: Any) -> str | None:
+    return experiment_fingerprints(_plain_config(cfg))[0]
 
 
 def _status(status: str, **extra: Any) -> dict[str, Any]:
