@@ -128,7 +128,10 @@ def resolve_options(
         raise OptionError(str(exc)) from None
     given = {k: v for k, v in flags.items() if v is not None and v != [] and v != ()}
     pv = dict(prof.values) if prof is not None else {}
-    from_profile = prof.source if prof is not None else "profile"
+
+    def from_profile(key: str) -> str:  # the file that set it, not every file read
+        return prof.source_of(key) if prof is not None else "profile"
+
     slurm = SlurmSettings()
     for f in SETTING_FIELDS:  # the memory and the sbatch table below: several flags each
         flag = f.metadata["flag"]
@@ -138,18 +141,18 @@ def resolve_options(
         if key in given:
             slurm = slurm.merged({f.name: given[key]}, flag)
         elif pv.get(key) is not None:
-            slurm = slurm.merged({f.name: pv[key]}, from_profile)
+            slurm = slurm.merged({f.name: pv[key]}, from_profile(key))
         elif (default := default_name if f.name == "name" else f.metadata["default"]) is not None:
             slurm = slurm.merged({f.name: default}, "default")
 
     if "mem" in given and "mem_gb" in given:
         raise OptionError("--mem and --mem-gb both set the memory per node: keep --mem")
-    for flag_key, source in (("mem", "--mem"), ("mem_gb", "--mem-gb"), ("", from_profile)):
+    for flag_key, source in (("mem", "--mem"), ("mem_gb", "--mem-gb"), ("", from_profile("mem"))):
         if flag_key in given or (not flag_key and "mem" in pv):
             mb = given[flag_key] * (1024 if flag_key == "mem_gb" else 1) if flag_key else pv["mem"]
             slurm = slurm.merged(memory_fields(int(mb)), source)
             break
-    slurm = slurm.merged({"additional_parameters": pv.get("sbatch") or {}}, from_profile)
+    slurm = slurm.merged({"additional_parameters": pv.get("sbatch") or {}}, from_profile("sbatch"))
     sbatch = _sbatch_options(given.get("sbatch", []))
     slurm = slurm.merged({"additional_parameters": sbatch}, "--sbatch")
     if not slurm.additional_parameters:
@@ -158,15 +161,17 @@ def resolve_options(
     sources = dict(slurm.sources)
     image = given.get("image", pv.get("image"))
     if image is not None:
-        sources["image"] = "--image" if "image" in given else from_profile
+        sources["image"] = "--image" if "image" in given else from_profile("image")
     binds = (*pv.get("bind", ()), *given.get("bind", ()))
     if binds:
         sources["binds"] = " + ".join(
-            s for s, on in ((from_profile, "bind" in pv), ("--bind", "bind" in given)) if on
+            s for s, on in ((from_profile("bind"), "bind" in pv), ("--bind", "bind" in given)) if on
         )
     image_python = given.get("image_python", pv.get("image_python"))
     if image_python is not None:
-        sources["image_python"] = "--image-python" if "image_python" in given else from_profile
+        sources["image_python"] = (
+            "--image-python" if "image_python" in given else from_profile("image_python")
+        )
     return LaunchOptions(
         slurm=attrs.evolve(slurm, sources=sources),
         image=image,

@@ -93,16 +93,22 @@ _ALIASES = {f.name: key for key, f in _FIELDS.items()} | {
 @attrs.frozen
 class Profile:
     """A loaded profile: its ``values`` under the launch's own names (``image`` absolute,
-    ``time`` in minutes, ``mem`` in megabytes, ``bind`` a tuple, ``sbatch`` a dict)."""
+    ``time`` in minutes, ``mem`` in megabytes, ``bind`` a tuple, ``sbatch`` a dict), and
+    the file each came from (``origins``: the project's or the user's)."""
 
     name: str
     path: str
     values: Mapping[str, Any]
+    origins: Mapping[str, str] = attrs.field(factory=dict)
 
     @property
     def source(self) -> str:
-        """How the plan names where a value came from."""
+        """How the plan names where the profile came from (every file it was read from)."""
         return f"profile {self.name} ({self.path})"
+
+    def source_of(self, key: str) -> str:
+        """How the plan names where the value of ``key`` came from: the one file that set it."""
+        return f"profile {self.name} ({self.origins.get(key, self.path)})"
 
 
 def find_profile_files(cwd: str | os.PathLike[str] | None = None) -> list[Path]:
@@ -200,15 +206,18 @@ def load_profile(name: str | None, cwd: str | os.PathLike[str] | None = None) ->
         listed = ", ".join(names) or "none"
         return _raise(f"--profile {name}: no such profile in {where} ({hint}profiles: {listed})")
     values: dict[str, Any] = {}
+    origins: dict[str, str] = {}
     shown: list[str] = []
     if wanted in mine:  # below the project's: its keys are taken only where the project is silent
-        values.update(_check(wanted, user, mine[wanted]))
+        values.update(checked := _check(wanted, user, mine[wanted]))
+        origins.update(dict.fromkeys(checked, _shown(user)))
         shown.append(_shown(user))
     if wanted in found:
         path, table = found[wanted]
-        values.update(_check(wanted, path, table))
+        values.update(checked := _check(wanted, path, table))
+        origins.update(dict.fromkeys(checked, _shown(path)))
         shown.insert(0, _shown(path))
-    return Profile(wanted, " + ".join(shown), values)
+    return Profile(wanted, " + ".join(shown), values, origins)
 
 
 def _raise(message: str) -> Any:

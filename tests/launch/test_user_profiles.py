@@ -57,6 +57,16 @@ def test_the_projects_keys_win_and_the_users_fill_in(user: Path, tmp_path: Path)
     assert opts.slurm.account == "other"
 
 
+def test_each_keys_source_names_the_one_file_that_set_it(user: Path, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(PROJECT)
+    sources = resolve_options({}, None, default_name="exp", cwd=project).slurm.sources
+    assert sources["account"] == f"profile default ({user})"  # only the user's sets it
+    assert sources["partition"] == f"profile default ({project / 'pyproject.toml'})"
+    assert sources["timeout_min"] == f"profile default ({project / 'pyproject.toml'})"
+
+
 def test_a_profile_only_the_user_has_is_found(user: Path, tmp_path: Path) -> None:
     profile = load_profile("big", tmp_path)  # no project at all
     assert profile is not None and dict(profile.values) == {"partition": "bigmem"}
