@@ -101,11 +101,6 @@ class Profile:
     values: Mapping[str, Any]
     origins: Mapping[str, str] = attrs.field(factory=dict)
 
-    @property
-    def source(self) -> str:
-        """How the plan names where the profile came from (every file it was read from)."""
-        return f"profile {self.name} ({self.path})"
-
     def source_of(self, key: str) -> str:
         """How the plan names where the value of ``key`` came from: the one file that set it."""
         return f"profile {self.name} ({self.origins.get(key, self.path)})"
