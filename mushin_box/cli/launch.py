@@ -491,7 +491,8 @@ def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any) -
     print(f"[mushin-box launch] {args.experiment} on {where}", file=sys.stderr, flush=True)
     root = args.working_dir
     print(f"[mushin-box launch] sweep: {root}", flush=True)
-    dirty = dirty_tree(experiment_file(args.experiment))
+    source = experiment_file(args.experiment)
+    dirty = dirty_tree(source)
     if dirty:
         print(f"[mushin-box launch] {dirty}", file=sys.stderr, flush=True)
     before = _submission(root)
@@ -507,7 +508,7 @@ def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any) -
                 reuse_stale_code=args.reuse_stale_code,
                 wait=not args.detach,
                 cancel_on_interrupt=args.cancel_on_interrupt,
-                source=experiment_file(args.experiment),
+                source=source,
                 record=_record(args),
             )
     except KeyboardInterrupt:
