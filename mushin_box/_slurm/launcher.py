@@ -354,6 +354,10 @@ class CellJob:
 
         if self.ignore_signal:
             signal.signal(getattr(signal, f"SIG{self.ignore_signal}"), signal.SIG_IGN)
+        # submitit's logger prints through its own handlers; propagated, the job logging Hydra
+        # puts on the root prints each of its lines (its end lines) a second time
+        submitit_logger = logging.getLogger("submitit")
+        submitit_logger.propagate = not submitit_logger.handlers
         Singleton.set_state(singleton_state)
         setup_globals()
         sweep_config = self.hydra_context.config_loader.load_sweep_config(
