@@ -18,6 +18,24 @@ instead of the two fingerprints. Fields computed from others (``config_sha256``,
 set's ``sha256``/``count``, a key package's version) are shown only when what they summarize
 shows no difference.
 
+Where two runs first parted (:func:`first_divergence`) is read from their fits'
+fingerprints (``fit_fingerprints.json``, :mod:`mushin_box._train.divergence`), walked in
+the order a fit runs, and named with its most likely cause: the initial weights (the module
+was built before the seed was set); an epoch's first batch, at equal world sizes (the data
+order); an epoch's weights, by less than one part in a million of their norm
+(floating-point reduction order), else a real difference, at another world size most
+likely the global batch (each rank's batch is per-rank).
+
+Examples
+--------
+>>> w = {"sha256": "a", "norm": 2.0}
+>>> one = {"world_size": 1, "fit_start": w, "epochs": [{"epoch": 0, "weights": w}]}
+>>> drift = {**one, "epochs": [{"epoch": 0, "weights": {"sha256": "b", "norm": 2.000000002}}]}
+>>> first_divergence(one, drift)
+'weights part at epoch 0, by 1e-09 of their norm (floating-point reduction order)'
+>>> first_divergence(one, {**one, "fit_start": {"sha256": "c", "norm": 3.0}})[:22]
+'initial weights differ'
+
 This module works on records already in memory; finding and reading cells, records and
 sweeps on disk is :mod:`mushin_box._results.diff`.
 """
@@ -36,10 +54,13 @@ from mushin_box._provenance.full import split_provenance, training_limits
 from mushin_box._provenance.record import package_versions
 
 __all__ = [
+    "DRIFT",
     "CellDiff",
     "FieldDiff",
     "MetricDiff",
     "collapse_key",
+    "family_key",
+    "first_divergence",
     "diff_records",
     "package_diffs",
     "record_problem",
@@ -409,3 +430,88 @@ def collapse_key(path: str) -> str:
     'run.topology.ranks[*].hostname'
     """
     return _INDEX.sub("[*]", path)
+
+
+def family_key(path: str) -> str:
+    """The family a path belongs to: its parent with ``.*``, or for an environment variable
+    its first word (``SLURM_*``), so that a big world's many scheduler fields are one row.
+
+    Examples
+    --------
+    >>> family_key("run.env.SLURM_JOB_ID"), family_key("run.launcher.config.nodes")
+    ('run.env.SLURM_*', 'run.launcher.config.*')
+    """
+    head, _, last = path.rpartition(".")
+    word, underscore, _ = last.partition("_")
+    if head.endswith(".env") and underscore:
+        return f"{head}.{word}_*"
+    return f"{head}.*" if head else path
+
+
+_SEED_FIX = "Seed in pre_call (docs/reproducibility.md)"
+#: weights whose norms agree to this relative difference part by float drift, not a bug
+DRIFT = 1e-6
+
+
+def _epochs(record: Mapping[str, Any]) -> dict[int, Mapping[str, Any]]:
+    """A fit's epochs by number, each with its world size: its own where recorded (a fit
+    resumed at another world size), else the fit's."""
+    rows, world = record.get("epochs"), record.get("world_size")
+    out: dict[int, Mapping[str, Any]] = {}
+    for row in rows if isinstance(rows, list) else []:
+        if isinstance(row, Mapping) and isinstance(row.get("epoch"), int):
+            out[int(row["epoch"])] = {"world_size": world, **row}
+    return out
+
+
+def _sha(value: Any) -> str | None:
+    return value.get("sha256") if isinstance(value, Mapping) else None
+
+
+def _norm(weights: Mapping[str, Any]) -> float | None:
+    value = weights.get("norm")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def first_divergence(a: Any, b: Any) -> str | None:
+    """The first point where two fits' fingerprints part, in words; None when they do
+    not (or either side recorded none)."""
+    if not isinstance(a, Mapping) or not isinstance(b, Mapping):
+        return None
+    start_a, start_b = _sha(a.get("fit_start")), _sha(b.get("fit_start"))
+    if start_a and start_b and start_a != start_b:
+        return "initial weights differ: the module is built before seeding. " + _SEED_FIX
+    ea, eb = _epochs(a), _epochs(b)
+    for epoch in sorted(ea.keys() & eb.keys()):
+        x, y = ea[epoch], eb[epoch]
+        worlds = (x.get("world_size"), y.get("world_size"))
+        batch_a, batch_b = x.get("first_batch"), y.get("first_batch")
+        if worlds[0] == worlds[1] and batch_a and batch_b and batch_a != batch_b:
+            return f"data order differs at epoch {epoch}"
+        wa, wb = x.get("weights"), y.get("weights")
+        if isinstance(wa, Mapping) and isinstance(wb, Mapping) and _sha(wa) != _sha(wb):
+            return _weights_part(epoch, wa, wb, worlds)
+    return None
+
+
+#: why weights differ between fits at two world sizes, most often
+PER_RANK_BATCH = (
+    "each rank's batch is per-rank, so the global batch changed; use a world-size-invariant "
+    "sampler, e.g. a global batch size"
+)
+
+
+def _weights_part(epoch: int, wa: Mapping[str, Any], wb: Mapping[str, Any], worlds: Any) -> str:
+    """Weights that differ after ``epoch``, in words: by float drift, or really, with a
+    changed world size named as the likely cause (each rank draws its own batch)."""
+    na, nb = _norm(wa), _norm(wb)
+    gap = abs(na - nb) / max(abs(na), abs(nb), 1e-300) if na is not None and nb is not None else 1
+    if gap < DRIFT:
+        return (
+            f"weights part at epoch {epoch}, by {gap:.1g} of their norm "
+            "(floating-point reduction order)"
+        )
+    why = [f"norm {na:.6g} vs {nb:.6g}"] if na is not None and nb is not None else []
+    if None not in worlds and worlds[0] != worlds[1]:
+        why.append(f"world size {worlds[0]} vs {worlds[1]}: {PER_RANK_BATCH}")
+    return f"weights differ at epoch {epoch}" + (f" ({'; '.join(why)})" if why else "")

@@ -18,26 +18,13 @@ of ``report`` show the same rows, built once here:
   row, its cell ``all 9 cells`` or their names; the cells only one side has (or can read)
   are one line per side (``9 cells only in B: lr=0.2, ...``);
 * paths that differ only in a list index are merged when there are many
-  (``run.topology.ranks[*].hostname (8 rows)``);
+  (``run.topology.ranks[*].hostname (8 rows)``), and an expected family of many paths is
+  one row that counts them (``run.env.SLURM_* (51 fields)``): a 64-rank run against one
+  rank reads as a screen, not 186 rows;
 * ``brief`` lists no field of the run part: one line counts them by kind
   (:func:`expected_counts`).
 
-Where two runs first parted is read from their fits' fingerprints (``fit_fingerprints.json``,
-:mod:`mushin_box._train.divergence`), walked in the order a fit runs, and named with its
-most likely cause: the initial weights (the module was built before the seed was set); an
-epoch's first batch, at equal world sizes (the data order); an epoch's weights, by less than
-one part in a million of their norm (floating-point reduction order), else a real difference,
-at another world size most likely the global batch (each rank's batch is per-rank).
-
-Examples
---------
->>> w = {"sha256": "a", "norm": 2.0}
->>> one = {"world_size": 1, "fit_start": w, "epochs": [{"epoch": 0, "weights": w}]}
->>> drift = {**one, "epochs": [{"epoch": 0, "weights": {"sha256": "b", "norm": 2.000000002}}]}
->>> first_divergence(one, drift)
-'weights part at epoch 0, by 1e-09 of their norm (floating-point reduction order)'
->>> first_divergence(one, {**one, "fit_start": {"sha256": "c", "norm": 3.0}})[:22]
-'initial weights differ'
+Where two runs first parted is :func:`mushin_box._provenance.compare.first_divergence`.
 """
 
 from __future__ import annotations
@@ -72,6 +59,8 @@ from mushin_box._provenance.compare import (
     FieldDiff,
     collapse_key,
     diff_records,
+    family_key,
+    first_divergence,
     record_problem,
 )
 from mushin_box._provenance.files import packages_beside
@@ -82,7 +71,6 @@ from mushin_box._sweepdir.board import bounded_metrics
 from mushin_box._sweepdir.manifest import cell_records, combo_id
 
 __all__ = [
-    "DRIFT",
     "Diff",
     "DiffInputError",
     "FieldRow",
@@ -95,7 +83,6 @@ __all__ = [
     "diff_provenance",
     "expected_counts",
     "field_rows",
-    "first_divergence",
     "input_kind",
     "kind_of",
     "metric_rows",
@@ -411,6 +398,7 @@ def diff_provenance(a: str | Path, b: str | Path, *, atol: float = 0.0, rtol: fl
 
 _MAX_VALUE = 60  # characters of a value shown in a table cell
 _GROUP_OVER = 3  # more rows than this with the same [*] path are shown as one row
+_FAMILY_OVER = 8  # expected fields: a family of more paths than this is one row
 _HASH = re.compile(r"(?<![0-9A-Za-z])([0-9a-f]{12})[0-9a-f]{28,52}(?![0-9A-Za-z])")
 
 
@@ -565,10 +553,10 @@ def field_rows(diff: Any, attr: str) -> list[FieldRow]:
     """The rows of ``breaks``, ``extended`` or ``expected`` over all cells, a cell that only
     one side has left out (:func:`cell_notes`). A row that several cells share (same path,
     same A and B: a sweep's one changed value) is one row whose cell says ``all 9 cells``
-    or names them."""
+    or names them. Expected fields come by family (:func:`_cell_rows`)."""
     shared: dict[tuple[str, str, str], list[str]] = {}
     for cell in diff.cells:
-        for row in _cell_rows(getattr(cell, attr)):
+        for row in _cell_rows(getattr(cell, attr), families=attr == "expected"):
             shared.setdefault(row, []).append(compared_label(cell))
     total = _paired(diff)
     return [
@@ -577,20 +565,36 @@ def field_rows(diff: Any, attr: str) -> list[FieldRow]:
     ]
 
 
-def _cell_rows(fields: Any) -> list[tuple[str, str, str]]:
+def _cell_rows(fields: Any, families: bool = False) -> list[tuple[str, str, str]]:
     """One cell's fields as (path, A, B) text; many paths that differ only in a list index
-    as one row."""
-    groups: dict[str, list[Any]] = {}
+    as one row; with ``families``, a family of many paths (a big world's ``SLURM_*``
+    variables, the launcher's settings) as one row that counts them: never what breaks."""
+    groups: dict[str, dict[str, list[Any]]] = {}
     for f in fields:
         if f.path != "<cell>":
-            groups.setdefault(collapse_key(f.path), []).append(f)
+            key = collapse_key(f.path)
+            family = groups.setdefault(family_key(key) if families else key, {})
+            family.setdefault(key, []).append(f)
     rows: list[tuple[str, str, str]] = []
-    for key, items in groups.items():
-        if len(items) > _GROUP_OVER:
-            rows.append((f"{key} ({len(items)} rows)", "…", "…"))
-        else:
-            rows += [(f.path, _side(f, "a"), _side(f, "b")) for f in items]
+    for name, keys in groups.items():
+        items = [f for key in keys.values() for f in key]
+        if len(keys) > _FAMILY_OVER:
+            rows.append((f"{name} ({len(items)} fields)", _count_side(items, "a"),
+                         _count_side(items, "b")))  # fmt: skip
+            continue
+        for key, same in keys.items():
+            if len(same) > _GROUP_OVER:
+                rows.append((f"{key} ({len(same)} rows)", "…", "…"))
+            else:
+                rows += [(f.path, _side(f, "a"), _side(f, "b")) for f in same]
     return rows
+
+
+def _count_side(fields: list[Any], side: str) -> str:
+    absent = sum(_side(f, side) == "(absent)" for f in fields)
+    if absent == len(fields):
+        return "(absent)"
+    return f"{len(fields) - absent} set" + (f", {absent} absent" if absent else "")
 
 
 def _delta(m: Any) -> str:
@@ -728,72 +732,3 @@ def diff_html(diff: Any, *, brief: bool = False, results: bool = True) -> str:
         + diff_html_section(diff, brief=brief, results=results)
     )
     return page(f"mushin-box diff: {Path(diff.a).name} vs {Path(diff.b).name}", body)
-
-
-_SEED_FIX = "Seed in pre_call (docs/reproducibility.md)"
-#: weights whose norms agree to this relative difference part by float drift, not a bug
-DRIFT = 1e-6
-
-
-def _epochs(record: Mapping[str, Any]) -> dict[int, Mapping[str, Any]]:
-    """A fit's epochs by number, each with its world size: its own where recorded (a fit
-    resumed at another world size), else the fit's."""
-    rows, world = record.get("epochs"), record.get("world_size")
-    out: dict[int, Mapping[str, Any]] = {}
-    for row in rows if isinstance(rows, list) else []:
-        if isinstance(row, Mapping) and isinstance(row.get("epoch"), int):
-            out[int(row["epoch"])] = {"world_size": world, **row}
-    return out
-
-
-def _sha(value: Any) -> str | None:
-    return value.get("sha256") if isinstance(value, Mapping) else None
-
-
-def _norm(weights: Mapping[str, Any]) -> float | None:
-    value = weights.get("norm")
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def first_divergence(a: Any, b: Any) -> str | None:
-    """The first point where two fits' fingerprints part, in words; None when they do
-    not (or either side recorded none)."""
-    if not isinstance(a, Mapping) or not isinstance(b, Mapping):
-        return None
-    start_a, start_b = _sha(a.get("fit_start")), _sha(b.get("fit_start"))
-    if start_a and start_b and start_a != start_b:
-        return "initial weights differ: the module is built before seeding. " + _SEED_FIX
-    ea, eb = _epochs(a), _epochs(b)
-    for epoch in sorted(ea.keys() & eb.keys()):
-        x, y = ea[epoch], eb[epoch]
-        worlds = (x.get("world_size"), y.get("world_size"))
-        batch_a, batch_b = x.get("first_batch"), y.get("first_batch")
-        if worlds[0] == worlds[1] and batch_a and batch_b and batch_a != batch_b:
-            return f"data order differs at epoch {epoch}"
-        wa, wb = x.get("weights"), y.get("weights")
-        if isinstance(wa, Mapping) and isinstance(wb, Mapping) and _sha(wa) != _sha(wb):
-            return _weights_part(epoch, wa, wb, worlds)
-    return None
-
-
-#: why weights differ between fits at two world sizes, most often
-PER_RANK_BATCH = (
-    "each rank's batch is per-rank, so the global batch changed; use a world-size-invariant "
-    "sampler, e.g. a global batch size"
-)
-
-
-def _weights_part(epoch: int, wa: Mapping[str, Any], wb: Mapping[str, Any], worlds: Any) -> str:
-    """Weights that differ after ``epoch``, in words: by float drift, or really, with a
-    changed world size named as the likely cause (each rank draws its own batch)."""
-    na, nb = _norm(wa), _norm(wb)
-    gap = abs(na - nb) / max(abs(na), abs(nb), 1e-300) if na is not None and nb is not None else 1
-    if gap < DRIFT:
-        return (
-            f"weights part at epoch {epoch}, by {gap:.1g} of their norm "
-            "(floating-point reduction order)"
-        )
-    why = [f"norm {na:.6g} vs {nb:.6g}"] if na is not None and nb is not None else []
-    if None not in worlds and worlds[0] != worlds[1]:
-        why.append(f"world size {worlds[0]} vs {worlds[1]}: {PER_RANK_BATCH}")
-    return f"weights differ at epoch {epoch}" + (f" ({'; '.join(why)})" if why else "")

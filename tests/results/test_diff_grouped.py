@@ -99,3 +99,40 @@ def test_a_break_and_cells_one_side_has_are_both_in_the_verdict(tmp_path: Path) 
         "different experiments: reproducibility.config.x 1 vs 2 (in all 3 cells); "
         "3 cells only in A; 3 cells only in B"
     )
+
+
+def _world(cell: Path, ranks: int, nodes: int, config: dict[str, Any]) -> None:
+    """``cell``'s record as a run of ``ranks`` ranks on ``nodes`` SLURM nodes would write it:
+    a scheduler variable per SLURM setting, the launcher's settings, a row per rank."""
+    record = read_json(cell / "mushin_provenance.json")
+    run = record.setdefault("run", {})
+    run["env"] = {f"SLURM_{k}": str(v) for k, v in enumerate(range(ranks * 3))} if ranks > 1 else {}
+    run["launcher"] = {"nodes": nodes, "config": {f"k{i}": i for i in range(ranks * 2)}}
+    run["topology"] = {"world_size": ranks, "ranks": [[r, r % 4] for r in range(ranks)]}
+    record["reproducibility"]["config"].update(config)
+    write_json_atomic(cell / "mushin_provenance.json", record)
+
+
+def test_a_big_worlds_expected_fields_come_by_family_and_breaks_never_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """64 ranks against 1: the scheduler's 192 variables, the launcher's settings and the
+    rank rows are one row each, counted; the world size stays its own row; and what
+    breaks reproducibility is listed path by path, however many paths share a parent."""
+    one = write_cell(tmp_path / "one", {}, metrics={"loss": 1.0})
+    big = write_cell(tmp_path / "big", {}, metrics={"loss": 1.0})
+    _world(one, 1, 1, {f"p{i}": 0 for i in range(12)})
+    _world(big, 64, 16, {f"p{i}": 1 for i in range(12)})
+    code, out = _terminal(capsys, one, big)
+    assert code == 1
+    expected = out[out.index("Expected to differ") :]
+    assert "  run.env.SLURM_* (192 fields): (absent) -> 192 set\n" in expected
+    assert "  run.launcher.config.* (126 fields): (absent) -> 126 set\n" in expected
+    assert "  run.topology.ranks[*] (63 rows): … -> …\n" in expected  # rank 0 is alike
+    assert "  run.topology.world_size: 1 -> 64\n" in expected
+    assert "  run.launcher.nodes: 1 -> 16\n" in expected
+    assert len(expected.splitlines()) < 10  # a screen, not 380 rows
+    breaks = out[out.index("Breaks reproducibility") : out.index("Expected to differ")]
+    assert all(f"reproducibility.config.p{i}: 0 -> 1" in breaks for i in range(12))
+    md = diff_markdown(diff_provenance(one, big))
+    assert "| run.env.SLURM\\_\\* (192 fields) | (absent) | 192 set |" in md
