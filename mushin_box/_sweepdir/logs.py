@@ -8,6 +8,10 @@ Where each rank writes, by launcher:
 * a local HydraDDP job: ranks 1..N-1 write to ``<cell>/logs/rank<r>.log``; rank 0 is the
   Hydra job itself, whose log is ``<cell>/<job name>.log``.
 
+Each rank also records the node it ran on (``.mushin/ranks/rank<r>.json``, its ``host``, and
+how its task ended): :func:`cell_nodes` groups a cell's ranks by node from those records, so
+that ``logs`` of a cell of many ranks can show one line per node instead of every file.
+
 Readers only read: following a file is reading what was appended since the last look.
 """
 
@@ -16,16 +20,39 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mushin_box._core.layout import LOG_READ_BYTES, RANK_LOG_DIR, STATUS_FILE
-from mushin_box._core.safeio import UnsafeFileError, inside, read_tail
+from mushin_box._core.layout import (
+    JOB_PRIVATE_DIR,
+    LOG_READ_BYTES,
+    RANK_LOG_DIR,
+    RANKS_DIR,
+    STATUS_FILE,
+)
+from mushin_box._core.safeio import UnsafeFileError, inside, open_regular, read_tail
 from mushin_box._core.sidecars import warn_sidecar
+from mushin_box._provenance.ranks import read_rank_runtimes
+from mushin_box._sweepdir.board import read_sweep
 from mushin_box._sweepdir.manifest import read_status
 
-__all__ = ["LogFollower", "is_started", "rank_logs", "started_cells", "tail_lines"]
+__all__ = [
+    "CellOutput",
+    "LogFollower",
+    "NodeRanks",
+    "OutputSize",
+    "cell_may_write",
+    "cell_nodes",
+    "cell_output",
+    "has_output",
+    "is_started",
+    "output_size",
+    "rank_logs",
+    "started_cells",
+    "tail_lines",
+]
 
 
 def is_started(cell_dir: str | os.PathLike[str]) -> bool:
@@ -125,6 +152,146 @@ def rank_logs(cell_dir: Path, record: Mapping[str, Any] | None = None) -> dict[i
     return {rank: files for rank, files in sorted(found.items()) if files}
 
 
+#: the node of the ranks that recorded none (a record missing, unreadable, or refused)
+UNRECORDED_NODE = "unrecorded"
+
+
+@dataclass(frozen=True)
+class NodeRanks:
+    """The ranks of a cell that ran on one node, in rank order, and how each one's task
+    ended as its record says (``completed``, an exception's type, ``Terminated``; ``None``:
+    no end recorded, so still running or gone without a word)."""
+
+    name: str
+    ranks: tuple[int, ...]
+    ended: tuple[str | None, ...]
+
+
+def _rank_rows(cell_dir: Path, attempt: Any) -> list[dict[str, Any]]:
+    """The rank records of the cell's current attempt; none when ``.mushin`` or its
+    ``ranks`` is a symbolic link (it may lead out of the cell: not followed, and said so)."""
+    private = cell_dir / JOB_PRIVATE_DIR
+    for directory in (private, private / RANKS_DIR):
+        if directory.is_symlink():
+            warn_sidecar(f"{directory} is a symbolic link, not followed")
+            return []
+    return read_rank_runtimes(cell_dir, attempt=attempt if isinstance(attempt, int) else None)
+
+
+def cell_nodes(
+    cell_dir: Path, status: Mapping[str, Any] | None, ranks: Iterable[int] = ()
+) -> list[NodeRanks]:
+    """The cell's ranks grouped by the host each recorded (its current attempt's records,
+    read bounded and never through a symlink), ordered by their first rank. ``ranks`` (those
+    with output) that recorded no host are grouped under :data:`UNRECORDED_NODE`, so that
+    every rank with output belongs to one node."""
+    rows = _rank_rows(cell_dir, (status or {}).get("attempt"))
+    by_node: dict[str, dict[int, str | None]] = {}
+    for row in rows:
+        host, ended = row.get("host"), row.get("ended")
+        name = host if isinstance(host, str) and host.strip() else UNRECORDED_NODE
+        by_node.setdefault(name, {})[row["rank"]] = ended if isinstance(ended, str) else None
+    recorded = {rank for node in by_node.values() for rank in node}
+    for rank in sorted(set(ranks) - recorded):
+        by_node.setdefault(UNRECORDED_NODE, {})[rank] = None
+    nodes = [
+        NodeRanks(name, tuple(sorted(got)), tuple(got[r] for r in sorted(got)))
+        for name, got in by_node.items()
+    ]
+    return sorted(nodes, key=lambda n: n.ranks[0])
+
+
+@dataclass(frozen=True)
+class OutputSize:
+    """What a set of output files holds: how many files, their lines (counted in at most a
+    bound per file, ``whole`` False when a file was bigger) and their bytes."""
+
+    files: int = 0
+    lines: int = 0
+    size: int = 0
+    whole: bool = True
+
+
+def _one_size(path: Path, max_bytes: int) -> OutputSize:
+    try:
+        fd = open_regular(path)
+    except FileNotFoundError:
+        return OutputSize()
+    except OSError as exc:
+        warn_sidecar(f"{path} is not read ({exc})")
+        return OutputSize()
+    try:
+        size, lines, done = os.fstat(fd).st_size, 0, 0
+        while done < max_bytes:
+            chunk = os.read(fd, min(1 << 20, max_bytes - done))
+            if not chunk:
+                break
+            lines, done = lines + chunk.count(b"\n"), done + len(chunk)
+        return OutputSize(1, lines, size, whole=size <= max_bytes)
+    finally:
+        os.close(fd)
+
+
+def output_size(paths: Iterable[Path], max_bytes: int = LOG_READ_BYTES) -> OutputSize:
+    """The files, lines and bytes of output files, read as ``logs`` reads them (no symlink,
+    no FIFO: refused with a warning, not counted), the lines of each counted in its first
+    ``max_bytes`` only: an index of 64 ranks' files must not read gigabytes."""
+    sizes = [_one_size(path, max_bytes) for path in paths]
+    return OutputSize(
+        sum(s.files for s in sizes),
+        sum(s.lines for s in sizes),
+        sum(s.size for s in sizes),
+        all(s.whole for s in sizes),
+    )
+
+
+@dataclass(frozen=True)
+class CellOutput:
+    """A cell's state as its status says (``no status`` without one), its ranks' output files
+    (:func:`rank_logs`) and its nodes (:func:`cell_nodes`), from one read of its status."""
+
+    state: str
+    logs: dict[int, list[Path]]
+    nodes: list[NodeRanks]
+
+
+def cell_output(cell_dir: Path) -> CellOutput:
+    """What :class:`CellOutput` holds, for the cell at ``cell_dir``."""
+    status = read_status(cell_dir)
+    logs = rank_logs(cell_dir, status or {})
+    state = str((status or {}).get("status") or "no status")
+    return CellOutput(state, logs, cell_nodes(cell_dir, status, logs))
+
+
+def has_output(root: Path, name: str | None) -> bool:
+    """Has the cell ``name`` of the sweep ``root`` (its one started cell when None) started,
+    and some rank of it written a file?"""
+    started = started_cells(root)
+    if name is None:
+        name = started[0] if len(started) == 1 else None
+    return name is not None and name in started and bool(rank_logs(root / name))
+
+
+def cell_may_write(root: Path, name: str | None) -> bool:
+    """May the cell ``name`` (the sweep's one cell when None) still write output? It runs, or
+    waits for a driver or SLURM job of the sweep that may start it. A name that no started
+    cell has counts as one of the cells not started yet, while the sweep has such a cell
+    (what a cell's directory will be called is Hydra's to say, when it starts)."""
+    try:
+        sweep = read_sweep(root)
+    except FileNotFoundError:
+        return False
+    cells = sweep.cells
+    cell = cells[0] if name is None and len(cells) == 1 else None
+    if name is not None:
+        cell = next((c for c in cells if c.dir == name), None)
+        if cell is None:
+            return sweep.active and any(c.state == "pending" and c.dir is None for c in cells)
+    if cell is None:
+        return False
+    return cell.state == "running" or (cell.state == "pending" and sweep.active)
+
+
 def tail_lines(path: Path, lines: int, max_bytes: int = 1 << 20) -> list[str]:
     """The last ``lines`` lines of a file (reading at most ``max_bytes`` from its end).
 
@@ -156,6 +323,12 @@ class LogFollower:
         self._identity: dict[Path, tuple[int, int]] = {}
         self._max = max_bytes
 
+    def add(self, files: Mapping[Path, str]) -> None:
+        """Follow these files too (from their start); those followed already keep going."""
+        for path, prefix in files.items():
+            if path not in self._prefix:
+                self._prefix[path], self._offset[path], self._partial[path] = prefix, 0, b""
+
     def _restart_if_replaced(self, path: Path) -> None:
         try:
             st = path.lstat()
@@ -177,6 +350,21 @@ class LogFollower:
                 self._offset[path] = 0
                 continue
             self._offset[path], self._identity[path] = st.st_size, (st.st_dev, st.st_ino)
+
+    def tail(self, lines: int) -> Iterator[str]:
+        """The last ``lines`` lines of each file, with its prefix; then following goes on
+        from the files' ends. A file that is refused is said so, and left out."""
+        for path, prefix in self._prefix.items():
+            try:
+                tail = tail_lines(path, lines)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:  # refused: a symlink, a FIFO (never read)
+                warn_sidecar(f"{path} is not read ({exc})")
+                continue
+            for line in tail:
+                yield prefix + line
+        self.start_at_end()
 
     def _read(self, path: Path) -> bytes | None:
         self._restart_if_replaced(path)

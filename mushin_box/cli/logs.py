@@ -1,9 +1,20 @@
 # SPDX-License-Identifier: MIT
-"""``mushin-box logs DIR [CELL] [--rank R] [--tail N] [-f]``: a cell's rank output.
+"""``mushin-box logs DIR [CELL] [--rank R | --node NAME | --all] [--tail N] [-f]``: a cell's
+rank output.
 
-Presentation only; which files hold which rank is :mod:`mushin_box._sweepdir.logs`. Lines of
-several ranks are prefixed ``[rank N]``. ``-f`` follows the files while the cell runs, and
-ends once it is no longer running (or on Ctrl-C).
+Presentation only; which files hold which rank, and which node ran it, is
+:mod:`mushin_box._sweepdir.logs`. Lines of several ranks are prefixed ``[rank N]``.
+
+A cell of a few ranks on one node prints every rank's output. A cell on several nodes, or of
+more than :data:`INDEX_ABOVE_RANKS` ranks, prints an index first (one line per node: its
+ranks, how they ended, what they wrote), then only the output that tells the story: rank 0's
+(Lightning's and the experiment's messages) and that of the ranks that raised. Scrolling
+through 64 ranks' copies of the same lines hides the one that failed; ``--node``,
+``--rank`` and ``--all`` print the rest.
+
+``-f`` follows the files while the cell runs, and ends once it is settled (or on Ctrl-C). A
+cell that has not written yet (queued on SLURM, not started) is waited for, with one line on
+stderr, while the sweep may still start it: ``logs -f`` can be typed right after a launch.
 """
 
 from __future__ import annotations
@@ -11,21 +22,31 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mushin_box.cli.main import UsageError
+from mushin_box.cli.main import UsageError, suggest
+from mushin_box.cli.output import shown
 from mushin_box.cli.tables import resolve_sweep
 
-__all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
+if TYPE_CHECKING:
+    from mushin_box._sweepdir.logs import CellOutput, LogFollower, NodeRanks, OutputSize
+
+__all__ = ["EXAMPLES", "HELP", "INDEX_ABOVE_RANKS", "add_arguments", "run"]
 
 HELP = "print (or follow with -f) the output of a cell's ranks, from its files"
 EXAMPLES = (
     "mushin-box logs multirun/2026-01-31_12-00-00 module.lr=0.1 --tail 50",
     "mushin-box logs multirun/2026-01-31_12-00-00 module.lr=0.1 --rank 1 -f",
+    "mushin-box logs multirun/2026-01-31_12-00-00 module.lr=0.1 --node gpu-node-7",
 )
 #: what its exit codes mean (shown in --help; 2 and 141: every command's)
 EXITS = {0: "printed"}
+#: a cell of more ranks than this (or on more than one node) is shown as an index of nodes
+INDEX_ABOVE_RANKS = 8
+#: after the index, the output of at most this many ranks that raised follows rank 0's
+_FAILED_SHOWN = 3
 _POLL_S = 0.5
 _LIVENESS_EVERY_S = 5.0
 
@@ -33,7 +54,14 @@ _LIVENESS_EVERY_S = 5.0
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dir", metavar="DIR", help="the sweep directory (or a cell directory)")
     parser.add_argument("cell", metavar="CELL", nargs="?", help="the cell directory name")
-    parser.add_argument("--rank", type=int, default=None, metavar="R", help="only rank R")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--rank", type=int, default=None, metavar="R", help="only rank R")
+    which.add_argument(
+        "--node", default=None, metavar="NAME", help="only the ranks that ran on node NAME"
+    )
+    which.add_argument(
+        "--all", action="store_true", help="every rank's output (a cell on many nodes too)"
+    )
     parser.add_argument(
         "--tail", type=int, default=None, metavar="N", help="only the last N lines of each file"
     )
@@ -42,84 +70,213 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _cell_dir(
-    directory: str, cell: str | None, started_cells: Callable[[Path], list[str]]
-) -> tuple[Path, Path]:
-    """(sweep dir, cell dir) of a sweep directory and a cell's name, or a usage error that
-    lists the cells to choose from."""
-    root = resolve_sweep(directory)
-    started = started_cells(root)
+# -- which cell --------------------------------------------------------------------------------
+
+
+def _cell_dir(root: Path, cell: str | None, started: list[str]) -> Path:
+    """The directory of the cell named ``cell`` (the only started one when None), or a usage
+    error that lists the cells to choose from."""
     if cell is None:
         if len(started) == 1:
-            return root, root / started[0]
+            return root / started[0]
         raise UsageError(
             f"{root} has {len(started)} started cells; name one: "
             + (", ".join(started) if started else "(none yet)")
         )
-    name = cell.rstrip("/").rsplit("/", 1)[-1]
-    if name not in started:
+    if cell not in started:
         raise UsageError(
-            f"no started cell {name} in {root}; its cells: {', '.join(started) or 'none yet'}"
+            f"no started cell {cell} in {root}; its cells: {', '.join(started) or 'none yet'}"
         )
-    return root, root / name
+    return root / cell
 
 
-def _running(root: Path, cell_dir: Path) -> bool:
+def _await_output(root: Path, name: str | None) -> None:
+    """``-f`` on a cell that has written nothing yet: wait, saying so once on stderr, until
+    it writes or may no longer write (its sweep ended, or nothing that may start it is left).
+    What then follows (its output, or the usual error) is the caller's."""
     # lazy: every command's start imports this module; only this command pays for its rooms
-    from mushin_box._sweepdir.board import read_sweep
+    from mushin_box._sweepdir.logs import cell_may_write, has_output
 
-    for cell in read_sweep(root).cells:
-        if cell.dir == cell_dir.name:
-            return cell.state == "running"
-    return False
+    said = False
+    while not has_output(root, name) and cell_may_write(root, name):
+        if not said:
+            print(
+                f"mushin-box logs: {shown(name or 'the cell')} of {shown(root)} has no output "
+                "yet (queued or starting); waiting for it to start writing (Ctrl-C to stop)",
+                file=sys.stderr,
+                flush=True,
+            )
+            said = True
+        time.sleep(_LIVENESS_EVERY_S)
 
 
-def run(args: argparse.Namespace) -> int:
-    # lazy: every command's start imports this module; only this command pays for its rooms
-    from mushin_box._sweepdir.logs import (
-        LogFollower,
-        is_started,
-        rank_logs,
-        started_cells,
-        tail_lines,
-    )
-
-    if args.tail is not None and args.tail < 0:
-        raise UsageError(f"--tail {args.tail} is negative; give 0 or more lines")
+def _locate(
+    args: argparse.Namespace, given_cell: bool, started: Callable[[Path], list[str]]
+) -> tuple[Path, Path]:
+    """(sweep dir, cell dir) of DIR [CELL] (DIR itself when ``given_cell``); with ``-f``,
+    once the cell writes, if it will."""
     given = Path(args.dir)
-    if args.cell is None and is_started(given):  # a cell given itself, not its sweep
-        root, cell_dir = given.parent, given
-    else:
-        root, cell_dir = _cell_dir(args.dir, args.cell, started_cells)
-    logs = rank_logs(cell_dir)
+    if given_cell:  # a cell given itself, not its sweep: its sweep's other cells are not read
+        if args.follow:
+            _await_output(given.parent, given.name)
+        return given.parent, given
+    root = resolve_sweep(args.dir)
+    name = args.cell.rstrip("/").rsplit("/", 1)[-1] if args.cell is not None else None
+    if args.follow:
+        _await_output(root, name)
+    return root, _cell_dir(root, name, started(root))
+
+
+# -- which ranks -------------------------------------------------------------------------------
+
+
+def _ranges(ranks: Iterable[int]) -> str:
+    """``0-3,6``: ranks as runs of consecutive numbers."""
+    runs: list[list[int]] = []
+    for rank in sorted(ranks):
+        if runs and rank == runs[-1][1] + 1:
+            runs[-1][1] = rank
+        else:
+            runs.append([rank, rank])
+    return ",".join(f"{a}-{b}" if b > a else str(a) for a, b in runs)
+
+
+def _named(ranks: Sequence[int]) -> str:
+    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {_ranges(ranks)}"
+
+
+def _raised(nodes: Sequence[NodeRanks]) -> list[tuple[int, str]]:
+    """(rank, exception type) of each rank whose task raised; a SIGTERM (``Terminated``: a
+    preemption, a time limit, a cancel) ends every rank alike and tells nothing of one."""
+    return [
+        (rank, how)
+        for node in nodes
+        for rank, how in zip(node.ranks, node.ended, strict=True)
+        if how not in (None, "completed", "Terminated")
+    ]
+
+
+def _story(nodes: Sequence[NodeRanks], logs: Mapping[int, list[Path]]) -> dict[int, str]:
+    """Rank 0 and the first ranks that raised, each as the rank whose files hold its output
+    (under SLURM torchrun a node's one file is listed under the first rank of that node),
+    with what the index says of it."""
+    story = {0: ""}
+    for rank, how in _raised(nodes)[:_FAILED_SHOWN]:
+        node = next(n for n in nodes if rank in n.ranks)
+        holder = rank if rank in logs else next((r for r in node.ranks if r in logs), rank)
+        said = how if holder == rank else f"holds rank {rank}'s: {how}"
+        story[holder] = f"{story[holder]}; {said}" if story.get(holder) else said
+    return story
+
+
+def _select(
+    args: argparse.Namespace,
+    cell_dir: Path,
+    nodes: Sequence[NodeRanks],
+    logs: Mapping[int, list[Path]],
+) -> list[int] | None:
+    """The ranks whose output is printed (None: every rank's), from ``--rank``, ``--node``,
+    ``--all``, and the cell's size when none is given (:func:`_indexed`: :func:`_story`)."""
     if args.rank is not None:
         if args.rank not in logs:
             ranks = ", ".join(map(str, logs)) or "none"
             raise UsageError(
                 f"no output of rank {args.rank} in {cell_dir}; ranks with output: {ranks}"
             )
-        logs = {args.rank: logs[args.rank]}
-    prefixed = len(logs) > 1
-    files = {p: (f"[rank {r}] " if prefixed else "") for r, paths in logs.items() for p in paths}
-    if not files and not args.follow:
-        print(f"{cell_dir}: no rank output yet", file=sys.stderr)
-        return 0
-    follower = LogFollower(files)
-    if args.tail is not None:
-        for path, prefix in files.items():
-            try:
-                tail = tail_lines(path, args.tail)
-            except OSError as exc:  # refused: a symlink, a FIFO (never read)
-                print(f"mushin-box logs: warning: {path} is not read ({exc})", file=sys.stderr)
-                continue
-            for line in tail:
-                print(prefix + line)
-        follower.start_at_end()
-    else:
-        for line in follower.poll():
-            print(line)
-    if not args.follow:
-        return 0
+        return [args.rank]
+    if args.node is not None:
+        node = next((n for n in nodes if n.name == args.node), None)
+        if node is None:
+            names = [n.name for n in nodes]
+            raise UsageError(
+                f"no node {args.node} in {cell_dir}{suggest(args.node, names)}; give one of its "
+                f"nodes: {', '.join(names) or 'none recorded (use --rank R)'}"
+            )
+        return list(node.ranks)
+    if args.all or not _indexed(nodes, logs):
+        return None
+    return list(_story(nodes, logs))
+
+
+def _indexed(nodes: Sequence[NodeRanks], logs: Mapping[int, list[Path]]) -> bool:
+    """Is the cell shown as an index of its nodes (several nodes, or many ranks)?"""
+    ranks = {rank for node in nodes for rank in node.ranks} | set(logs)
+    return len(nodes) > 1 or len(ranks) > INDEX_ABOVE_RANKS
+
+
+def _files(
+    logs: Mapping[int, list[Path]], ranks: Sequence[int] | None, prefixed: bool
+) -> dict[Path, str]:
+    """Each output file of ``ranks`` (all when None), with its lines' prefix."""
+    chosen = [r for r in (logs if ranks is None else ranks) if r in logs]
+    prefixed = prefixed or len(chosen) > 1
+    return {path: (f"[rank {r}] " if prefixed else "") for r in chosen for path in logs[r]}
+
+
+# -- the index ---------------------------------------------------------------------------------
+
+
+def _size(size: int) -> str:
+    """``812 B``, ``7.3 KiB``, ``1.2 GiB``."""
+    amount, unit = float(size), "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if amount < 1024 or unit == "TiB":
+            break
+        amount /= 1024
+    return f"{size} B" if unit == "B" else f"{amount:.1f} {unit}"
+
+
+def _ended(node: NodeRanks, running: bool) -> str:
+    """How a node's ranks ended: ``completed``, or each way with its ranks, the unusual
+    first (``rank 9 RuntimeError; ranks 8,10-11 completed``)."""
+    unsaid = "running" if running else "no end recorded"
+    ways: dict[str, list[int]] = {}
+    for rank, how in zip(node.ranks, node.ended, strict=True):
+        ways.setdefault(how or unsaid, []).append(rank)
+    if len(ways) == 1:
+        return next(iter(ways))
+    order = sorted(ways.items(), key=lambda w: (w[0] in ("completed", unsaid), w[1][0]))
+    return "; ".join(f"{_named(ranks)} {how}" for how, ranks in order)
+
+
+def _index(cell_dir: Path, cell: CellOutput, sizes: Sequence[OutputSize]) -> list[str]:
+    """One line per node (its ranks, how they ended, what their files hold: ``sizes``, in
+    the nodes' order), between a line that counts them and one that says what follows and
+    how to see the rest."""
+    rows = []
+    for node, held in zip(cell.nodes, sizes, strict=True):
+        files = f"{held.files} file{'s' if held.files > 1 else ''}"
+        lines = f"{held.lines}{'' if held.whole else '+'} line{'' if held.lines == 1 else 's'}"
+        wrote = f"{files}, {lines}, {_size(held.size)}" if held.files else "no output"
+        how = _ended(node, cell.state == "running")
+        rows.append((shown(node.name), _named(node.ranks), shown(how), wrote))
+    widths = [*(max(len(row[i]) for row in rows) for i in range(3)), 0]  # the last: as is
+    world = sum(len(n.ranks) for n in cell.nodes)
+    out = [
+        f"{shown(cell_dir.name)} ({shown(cell.state)}): {world} ranks on {len(cell.nodes)} nodes"
+    ]
+    out += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    story = _story(cell.nodes, cell.logs)
+    told = " and ".join(
+        f"rank {r}" + (f" ({shown(said)})" if said else "") for r, said in story.items()
+    )
+    more = [rank for rank, _ in _raised(cell.nodes)[_FAILED_SHOWN:]]
+    out.append(
+        f"below: the output of {told}"
+        + (f" ({len(more)} more ranks raised: {_ranges(more)})" if more else "")
+        + "; a node's: --node NAME, a rank's: --rank R, every rank's: --all"
+    )
+    return [line.rstrip() for line in out]
+
+
+# -- printing ----------------------------------------------------------------------------------
+
+
+def _follow(
+    follower: LogFollower, files: Callable[[], dict[Path, str]], going: Callable[[], bool]
+) -> int:
+    """Print what the files gain, and the ``files`` that appear, until the cell is no longer
+    ``going`` (then what the files gained last) or Ctrl-C."""
     sys.stdout.flush()
     checked = time.monotonic()
     try:
@@ -128,10 +285,52 @@ def run(args: argparse.Namespace) -> int:
                 print(line, flush=True)
             if time.monotonic() - checked > _LIVENESS_EVERY_S:
                 checked = time.monotonic()
-                if not _running(root, cell_dir):
+                still = going()
+                follower.add(files())
+                if not still:
                     for line in follower.poll():
                         print(line)
                     return 0
             time.sleep(_POLL_S)
     except KeyboardInterrupt:
         return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    # lazy: every command's start imports this module; only this command pays for its rooms
+    from mushin_box._sweepdir.logs import (
+        LogFollower,
+        cell_may_write,
+        cell_output,
+        is_started,
+        output_size,
+        rank_logs,
+        started_cells,
+    )
+
+    if args.tail is not None and args.tail < 0:
+        raise UsageError(f"--tail {args.tail} is negative; give 0 or more lines")
+    given_cell = args.cell is None and is_started(Path(args.dir))
+    root, cell_dir = _locate(args, given_cell, started_cells)
+    cell = cell_output(cell_dir)
+    ranks = _select(args, cell_dir, cell.nodes, cell.logs)
+    if not (args.rank is not None or args.node is not None or args.all) and ranks is not None:
+        sizes = [output_size(p for r in n.ranks for p in cell.logs.get(r, [])) for n in cell.nodes]
+        for line in _index(cell_dir, cell, sizes):
+            print(line)
+        print()
+    prefixed = len(cell.logs if ranks is None else ranks) > 1
+    files = _files(cell.logs, ranks, prefixed)
+    if not files and not args.follow:
+        print(f"{cell_dir}: no rank output yet", file=sys.stderr)
+        return 0
+    follower = LogFollower(files)
+    for line in follower.poll() if args.tail is None else follower.tail(args.tail):
+        print(line)
+    if not args.follow:
+        return 0
+    return _follow(
+        follower,
+        lambda: _files(rank_logs(cell_dir), ranks, prefixed),
+        lambda: cell_may_write(root, cell_dir.name),
+    )
