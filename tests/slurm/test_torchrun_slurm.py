@@ -4,8 +4,9 @@ one torchrun agent per node (c10d rendezvous on the job's first node), real torc
 workers on CPU with gloo. The record says torchrun, the rendezvous, and 16 ranks on the
 job's 4 nodes; the run is the same experiment as a plain SLURM run of it (one task per
 GPU), bit for bit, and as a 1-rank run within ``--atol 1e-6``, so ``diff`` exits 0; and
-``status``, ``logs``, ``wait`` and ``cancel`` reach the cell through its job, as for any SLURM cell; a preempted torchrun cell is requeued by the
-host-side trap and completes in its next run."""
+``status``, ``logs``, ``wait`` and ``cancel`` reach the cell through its job, as for any
+SLURM cell; a preempted torchrun cell is requeued by the host-side trap and completes in
+its next run."""
 
 from __future__ import annotations
 
