@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import logging.config
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -156,11 +157,13 @@ def restored_logging() -> Iterator[None]:
     """The root logger and submitit's as they were: a rank's job configures both."""
     root, submitit = logging.getLogger(), logging.getLogger("submitit")
     handlers, level, propagate = list(root.handlers), root.level, submitit.propagate
+    own = list(submitit.handlers)
     yield
     for handler in root.handlers:
         if handler not in handlers:
             handler.close()
     root.handlers[:], submitit.propagate = handlers, propagate
+    submitit.handlers[:] = own
     root.setLevel(level)
 
 
@@ -178,9 +181,13 @@ def test_a_rank_prints_each_of_submitits_lines_once(
     from hydra.core.plugins import Plugins
     from hydra.core.singleton import Singleton
     from hydra.core.utils import JobReturn, JobStatus
-    from submitit.core.logger import get_logger
+    from submitit.core.logger import CONFIG, get_logger
 
     from mushin_box._slurm.launcher import CellJob
+
+    # submitit's handlers as a rank's fresh process has them: on this test's stdout (an
+    # earlier test's import bound them to the stream captured then)
+    logging.config.dictConfig(CONFIG)
 
     conf = Path(hydra.__file__).parent / "conf" / "hydra" / "job_logging" / "default.yaml"
     job_logging = OmegaConf.load(conf)
@@ -201,6 +208,7 @@ def test_a_rank_prints_each_of_submitits_lines_once(
 
     class Environment:
         job_id = "7_0"
+        global_rank = 0
 
     # Hydra's plugins import run_job by name, and a rescan of them (set_state's) runs them
     # again: scanned before run_job is replaced, and not again while it is

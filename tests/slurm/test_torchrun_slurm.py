@@ -75,6 +75,11 @@ def test_sixteen_ranks_as_torchrun_agents_and_as_slurm_tasks_match_one_rank(
         proc = mushin("launch", str(exp), *common, "--time", "5", *shape, *extra,
                       "--working-dir", str(root))  # fmt: skip
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    # every rank but 0 returns its status alone: the job's pickles hold one config, not 16
+    results = (tmp_path / "tasks" / ".submitit").rglob("*_result.pkl")
+    sizes = {int(p.name.split("_")[1]): p.stat().st_size for p in results}
+    assert sorted(sizes) == list(range(16))
+    assert max(size for task, size in sizes.items() if task) < sizes[0] / 10, sizes
     root, cell = tmp_path / "torchrun", tmp_path / "torchrun" / "cell"
     assert read_json(cell / "mushin_status.json")["status"] == "completed"
     run = read_json(cell / "mushin_provenance.json")["run"]
