@@ -55,7 +55,10 @@ Measured for each run, and as a ratio to the baseline:
   ``logs DIR --rank 0``, ``show DIR``, ``diff ONE DIR --atol 1e-6`` (ONE: the baseline's
   sweep; its exit code and first line are kept: "same experiment, same results" and 0) and
   ``report DIR --output FILE``; on the baseline they run once untimed first (the disk's
-  cache and the like warm for every run);
+  cache and the like warm for every run). They start once the job's last process has
+  ended (``linger_s``: how long after the launch's summary that was; a SLURM task's rank
+  is still tearing its interpreter down when the launch has its result), so that they
+  measure the readers, not 64 exiting ranks on the same cores;
 - ``gap``: max |B - A| of ``train_loss`` and of ``val_loss`` (the cells'
   ``mushin_metrics.json``) against the baseline.
 
@@ -118,6 +121,7 @@ class Sampler(threading.Thread):
         self.hwm_kb: dict[int, int] = {}
         self.peak_sum_kb = 0
         self.samples = 0
+        self.alive = 0  # the job's processes seen at the last sample
 
     def run(self) -> None:
         while not self.done.is_set():
@@ -126,7 +130,7 @@ class Sampler(threading.Thread):
         self.sample()
 
     def sample(self) -> None:
-        total = 0
+        total = alive = 0
         for name in os.listdir("/proc"):
             if not name.isdigit():
                 continue
@@ -139,11 +143,21 @@ class Sampler(threading.Thread):
                 rss, hwm = int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
             except (OSError, KeyError, ValueError, IndexError):
                 continue  # gone, not ours to read, or a kernel thread (no Vm* lines)
-            total += rss
+            total, alive = total + rss, alive + 1
             pid = int(name)
             self.hwm_kb[pid] = max(self.hwm_kb.get(pid, 0), hwm)
         self.samples += 1
+        self.alive = alive
         self.peak_sum_kb = max(self.peak_sum_kb, total)
+
+    def gone(self, timeout: float) -> float | None:
+        """Seconds until the job's last process has ended (None: still there after
+        ``timeout``). The launch prints its summary once the cell is recorded, while a
+        SLURM task's rank still tears its interpreter down: the readers are timed after."""
+        t0 = time.time()
+        while self.alive and time.time() - t0 < timeout:
+            time.sleep(self.interval)
+        return None if self.alive else time.time() - t0
 
     def stop(self) -> None:
         self.done.set()
@@ -288,6 +302,7 @@ def launch(flags: list[str], sweep: Path, work: Path, timeout: float) -> dict[st
         code = None
         cancel(sweep, name)
     wall = time.time() - t0
+    linger = sampler.gone(120)
     sampler.stop()
     driver = sampler.hwm_kb.get(proc.pid)
     # --local runs its one rank in the launch; on SLURM the ranks are other processes
@@ -305,6 +320,7 @@ def launch(flags: list[str], sweep: Path, work: Path, timeout: float) -> dict[st
         "driver_mb": driver / 1024 if driver else None,
         "processes": len(sampler.hwm_kb),
         "samples": sampler.samples,
+        "linger_s": linger,
     }
 
 
