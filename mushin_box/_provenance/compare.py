@@ -433,18 +433,15 @@ def collapse_key(path: str) -> str:
 
 
 def family_key(path: str) -> str:
-    """The family a path belongs to: its parent with ``.*``, or for an environment variable
-    its first word (``SLURM_*``), so that a big world's many scheduler fields are one row.
+    """The family a path belongs to, its parent with ``.*``: a big world's many scheduler
+    variables (``run.env.*``) or launcher settings are then one row.
 
     Examples
     --------
     >>> family_key("run.env.SLURM_JOB_ID"), family_key("run.launcher.config.nodes")
-    ('run.env.SLURM_*', 'run.launcher.config.*')
+    ('run.env.*', 'run.launcher.config.*')
     """
-    head, _, last = path.rpartition(".")
-    word, underscore, _ = last.partition("_")
-    if head.endswith(".env") and underscore:
-        return f"{head}.{word}_*"
+    head = path.rpartition(".")[0]
     return f"{head}.*" if head else path
 
 

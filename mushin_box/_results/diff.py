@@ -19,7 +19,7 @@ of ``report`` show the same rows, built once here:
   are one line per side (``9 cells only in B: lr=0.2, ...``);
 * paths that differ only in a list index are merged when there are many
   (``run.topology.ranks[*].hostname (8 rows)``), and an expected family of many paths is
-  one row that counts them (``run.env.SLURM_* (51 fields)``): a 64-rank run against one
+  one row that counts them (``run.env.* (53 fields)``): a 64-rank run against one
   rank reads as a screen, not 186 rows;
 * ``brief`` lists no field of the run part: one line counts them by kind
   (:func:`expected_counts`).
@@ -567,7 +567,7 @@ def field_rows(diff: Any, attr: str) -> list[FieldRow]:
 
 def _cell_rows(fields: Any, families: bool = False) -> list[tuple[str, str, str]]:
     """One cell's fields as (path, A, B) text; many paths that differ only in a list index
-    as one row; with ``families``, a family of many paths (a big world's ``SLURM_*``
+    as one row; with ``families``, a family of many paths (a big world's scheduler
     variables, the launcher's settings) as one row that counts them: never what breaks."""
     groups: dict[str, dict[str, list[Any]]] = {}
     for f in fields:
