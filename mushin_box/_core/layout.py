@@ -14,6 +14,7 @@ A sweep directory::
     <sweep>/.mushin_abort.json          a cell failed under on_error="raise"
     <sweep>/mushin_jobs.json            the jobs of the latest submission (SLURM ids)
     <sweep>/mushin_launch.json          the latest launch's command line (resume replays it)
+    <sweep>/.mushin/code/<sha256>.patch the uncommitted code of a dirty launch (0600)
     <sweep>/<cell>/mushin_status.json   pending/running/completed/failed/timeout/skipped
     <sweep>/<cell>/mushin_metrics.json  the task's returned metrics
     <sweep>/<cell>/mushin_provenance.json, mushin_packages.txt
@@ -44,6 +45,7 @@ __all__ = [
     "ABORT_FILE",
     "ATTEMPT_FILE",
     "CELL_STATES",
+    "CODE_PATCH_DIR",
     "CONTAINER_ENV",
     "DONE_CELL_STATES",
     "DDP_PARENT_PID_ENV",
@@ -92,6 +94,7 @@ __all__ = [
     "STAGE_METRICS_SUFFIX",
     "STALE_CHECKPOINTS_DIR",
     "STATUS_FILE",
+    "code_patch_file",
     "rank_log_file",
     "read_limit",
     "ERROR_TAIL_BYTES",
@@ -143,9 +146,22 @@ SEEDS_DIR = "seeds"
 RANKS_DIR = "ranks"
 ATTEMPT_FILE = "attempt.json"
 STALE_CHECKPOINTS_DIR = "stale-checkpoints"
+#: under the sweep's private dir: the uncommitted code of dirty launches, by its hash
+CODE_PATCH_DIR = "code"
 #: under a cell: the output (stdout and stderr) of the ranks a local HydraDDP job starts,
 #: one file per global rank (rank 0's is the Hydra job log, ``<job name>.log``)
 RANK_LOG_DIR = "logs"
+
+
+def code_patch_file(sha256: str) -> str:
+    """Where, relative to the sweep, a dirty launch keeps its uncommitted code: named by the
+    sha256 the cells record (``reproducibility.code.git.diff_sha256``), so equal code has
+    one name in every sweep.
+
+    >>> code_patch_file("ab" * 32)[:20]
+    '.mushin/code/abababa'
+    """
+    return f"{JOB_PRIVATE_DIR}/{CODE_PATCH_DIR}/{sha256}.patch"
 
 
 def rank_log_file(rank: int) -> str:

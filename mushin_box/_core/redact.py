@@ -37,6 +37,7 @@ __all__ = [
     "TextRedactor",
     "check_secret_names",
     "command_line_secrets",
+    "is_secret_file",
     "is_secret_name",
     "project_secret_names",
     "redact",
@@ -267,6 +268,34 @@ def is_secret_name(name: str, declared: Sequence[str] = ()) -> bool:
     [True, True, False]
     """
     return _secret_rule(declared).path(name)
+
+
+#: files that hold credentials by convention, whatever the words of their names: dotenv
+#: files, ``.netrc``/``.pgpass``, SSH keys, and key or certificate stores by their suffix
+_SECRET_FILE = re.compile(
+    r"^(?:\.env(?:\..*)?|\.netrc|\.pgpass|id_(?:rsa|dsa|ecdsa|ed25519)(?:\.pub)?)\Z"
+    r"|\.(?:pem|key|p12|pfx|jks|keystore|asc|gpg)\Z"
+)
+
+
+def is_secret_file(path: str) -> bool:
+    """Does a file's name say it holds secrets? A name of the conventions above, or whose
+    stem (before the first dot) is a secret's name by :func:`is_secret_name`, a plural
+    too (``secrets.yaml``, ``credentials.json``, ``api_token.txt``). Only the last part of
+    ``path`` counts: a directory's name says nothing about one file.
+
+    Examples
+    --------
+    >>> [is_secret_file(p) for p in (".env", "conf/.env.local", "secrets.yaml", "tls.pem")]
+    [True, True, True, True]
+    >>> [is_secret_file(p) for p in ("train.py", "tokenizer.py", "secrets/model.py")]
+    [False, False, False]
+    """
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    stem = name.split(".", 1)[0]
+    if _SECRET_FILE.search(name):
+        return True
+    return bool(stem) and (is_secret_name(stem) or is_secret_name(stem.removesuffix("s")))
 
 
 def _redact_urls(text: str) -> str:

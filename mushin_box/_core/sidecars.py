@@ -301,8 +301,9 @@ def _may_hold_tags(text: str) -> bool:
     return _FLOAT_TAG in text or _DICT_TAG in text or "\\u" in text
 
 
-def write_bytes_atomic(path: StrPath, data: bytes) -> None:
-    """Atomically replace ``path`` with ``data``.
+def write_bytes_atomic(path: StrPath, data: bytes, *, mode: int = 0o666) -> None:
+    """Atomically replace ``path`` with ``data`` (created with ``mode``, less the umask:
+    ``0o600`` for a file only its owner may read, from its first byte on).
 
     A unique temporary file (``.<name>.<pid>.<random>.tmp``) is created in the same
     directory, written, flushed and fsynced, then renamed over ``path`` with
@@ -339,7 +340,7 @@ def write_bytes_atomic(path: StrPath, data: bytes) -> None:
     directory = target.parent
     directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / f".{target.name[:40]}.{os.getpid()}.{secrets.token_hex(8)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), mode)
     later = durable.deferring()
     try:
         with open(fd, "wb", closefd=True) as handle:

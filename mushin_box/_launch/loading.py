@@ -21,9 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from mushin_box._core.errors import MushinBoxError
+from mushin_box._core.layout import code_patch_file
 from mushin_box._core.targets import public
 from mushin_box._core.userfile import import_file
-from mushin_box._provenance.record import git_root, git_state
+from mushin_box._provenance.patch import code_patch
+from mushin_box._provenance.record import git_root
+from mushin_box._sweep.usercode import code_identity
 
 __all__ = [
     "DEFAULT_NAMES",
@@ -139,17 +142,41 @@ def experiment_file(spec: str) -> str | None:
     return str(Path(file).resolve()) if isinstance(file, str) else None
 
 
-def dirty_tree(file: str | None) -> str | None:
-    """One line when the experiment's repository has uncommitted changes: the cells record
-    only their hash, so no later checkout gives that code back."""
-    state = git_state(Path(file)) if file else None
-    if not file or not state or not state.get("dirty"):
+def dirty_tree(file: str | None, target: Any = None) -> str | None:
+    """One line when the experiment's repository has uncommitted changes: whether the
+    sweep keeps them (:func:`~mushin_box._provenance.patch.keep_patch` decides the same from
+    the same bytes), and why not. Without them no later checkout gives that code back.
+
+    ``target``: the loaded experiment (a Workflow or a config), whose code files git does
+    not track yet are part of the changes, as the cells record them.
+    """
+    if not file:
         return None
+    patch = code_patch(Path(file), _code_files(target))
+    if patch is None:
+        return None
+    where = f"{git_root(Path(file).parent)} has uncommitted changes (sha256 {patch.sha256[:12]})"
+    if patch.refused is None:
+        return (
+            f"{where}: the sweep keeps them ({code_patch_file(patch.sha256)}), so "
+            "`mushin-box reproduce` can give them back; commit them to keep them in git"
+        )
     return (
-        f"{git_root(Path(file).parent)} has uncommitted changes: the cells record only their "
-        f"hash ({str(state.get('diff_sha256'))[:12]}), so `mushin-box reproduce` runs them "
-        "again only on this very tree; commit them to keep the code"
+        f"{where}, not kept in the sweep: {patch.refused}. The cells record only their hash, "
+        "so `mushin-box reproduce` runs them again only on this very tree; commit them to "
+        "keep the code"
     )
+
+
+def _code_files(target: Any) -> tuple[str, ...]:
+    """The user files a launch of ``target`` runs (the code fingerprint's): a Workflow's
+    task, ``pre_call`` and config, or a config-only experiment's config targets (its task
+    and ``pre_call`` are the kit's)."""
+    if target is None:
+        return ()
+    if isinstance(target, type):  # a hydra-zen config
+        return code_identity(None, config=target).files  # type: ignore[arg-type]
+    return code_identity(target.task, config=target.config, extra=(target.pre_call,)).files
 
 
 def _check_not_shadowing(path: Path) -> None:

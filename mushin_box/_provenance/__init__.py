@@ -10,8 +10,10 @@
 - :mod:`.elastic`: each attempt of a cell's fit and its world (``run.attempts``,
   ``run.world_changes``, ``run.elastic``);
 - :mod:`.files`: the provenance files of a cell;
+- :mod:`.patch`: the uncommitted code of a dirty launch, kept in the sweep (bounded, no
+  secrets);
 - :mod:`.compare`: two records (and their metrics) compared.
 
-Builds the whole record. Must not write anything but a cell's provenance files, nor
-import torch.
+Builds the whole record. Must not write anything but a cell's provenance files and a
+dirty launch's code, nor import torch.
 """

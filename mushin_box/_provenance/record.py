@@ -31,11 +31,13 @@ from mushin_box._provenance.task import task_locator
 
 __all__ = [
     "KEY_PACKAGES",
+    "UNTRACKED_MARK",
     "basic_provenance",
     "canonical_package_name",
     "experiment_state",
     "git_root",
     "git_state",
+    "git_tree",
     "installed_packages",
     "key_versions",
     "package_set",
@@ -43,6 +45,8 @@ __all__ = [
     "packages_text",
 ]
 
+#: starts each untracked file's entry in the uncommitted diff (:func:`git_tree`)
+UNTRACKED_MARK = b"\0untracked "
 _NAME_SEPARATORS = re.compile(r"[-_.]+")
 #: packages whose versions the record names one by one, for readability (canonical names)
 KEY_PACKAGES: tuple[str, ...] = (
@@ -71,12 +75,15 @@ def git_root(path: Path) -> str | None:
     return top.strip() if top else None
 
 
-def git_state(path: Path, *, include: Iterable[str | Path] = ()) -> dict[str, Any] | None:
-    """Commit, dirty flag and sha256 of the uncommitted diff of the repo holding ``path``.
-
-    ``include``: files the code runs (the code fingerprint's modules). Those of them that
-    git does not track yet are not in ``git diff HEAD``, yet they ran: their paths and
-    contents go into the diff's hash too, and make the tree dirty.
+def git_tree(path: Path, *, include: Iterable[str | Path] = ()) -> tuple[str, bool, bytes] | None:
+    """Commit, dirty flag and the uncommitted diff of the repo holding ``path`` (None
+    outside git): the bytes of ``git diff HEAD``, then, for each of ``include`` (the files
+    the code runs: the code fingerprint's modules) that git does not track yet,
+    ``\\0untracked PATH\\0`` and its content. Such a file is not in ``git diff HEAD``, yet
+    it ran: it belongs to the diff, and makes the tree dirty. These bytes are what
+    :func:`git_state` hashes and what a dirty launch keeps
+    (:mod:`mushin_box._provenance.patch`); ``git apply`` takes them, skipping the
+    untracked entries.
     """
     cwd = path if path.is_dir() else path.parent
     commit = _git(["rev-parse", "HEAD"], cwd)
@@ -91,10 +98,20 @@ def git_state(path: Path, *, include: Iterable[str | Path] = ()) -> dict[str, An
     for file in files:
         rel = file.relative_to(root).as_posix() if file.is_relative_to(root) else None
         if rel in untracked and file.is_file():
-            diff += b"\0untracked " + rel.encode() + b"\0" + file.read_bytes()
+            diff += UNTRACKED_MARK + rel.encode() + b"\0" + file.read_bytes()
+    return commit.strip(), bool(status.strip()) or UNTRACKED_MARK in diff, diff
+
+
+def git_state(path: Path, *, include: Iterable[str | Path] = ()) -> dict[str, Any] | None:
+    """Commit, dirty flag and sha256 of the uncommitted diff of the repo holding ``path``
+    (:func:`git_tree`, whose ``include`` it takes)."""
+    tree = git_tree(path, include=include)
+    if tree is None:
+        return None
+    commit, dirty, diff = tree
     return {
-        "commit": commit.strip(),
-        "dirty": bool(status.strip()) or b"\0untracked " in diff,
+        "commit": commit,
+        "dirty": dirty,
         "diff_sha256": hashlib.sha256(diff).hexdigest() if diff else None,
     }
 
@@ -117,6 +134,14 @@ def experiment_state(
         "file": str(path) if file is not None else None,
         "git": git_state(path, include=include),
     }
+
+
+def _experiment_run(experiment: Mapping[str, Any]) -> dict[str, Any]:
+    """``run.experiment``: the experiment's file, and where the sweep keeps the code of a
+    dirty tree (``patch``, relative to the sweep). The pointer is ``run``'s: whether the
+    code was kept (its size, its secrets) says nothing about what ran."""
+    patch = experiment.get("patch")
+    return {"file": experiment.get("file"), **({"patch": patch} if patch else {})}
 
 
 def canonical_package_name(name: str) -> str:
@@ -271,6 +296,6 @@ def basic_provenance(
             "pid": os.getpid(),
             "started": timestamp(),
             "task": task_locator(task, pre_call),
-            **({"experiment": {"file": experiment.get("file")}} if experiment else {}),
+            **({"experiment": _experiment_run(experiment)} if experiment else {}),
         },
     }

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
+import attrs
 from hydra_zen import hydra_list, multirun
 
 from mushin_box._core.errors import CellWarning
@@ -32,6 +33,7 @@ from mushin_box._core.overrides import format_override, format_sweep, format_val
 from mushin_box._core.redact import check_secret_names
 from mushin_box._core.secrets import SecretVault, sweep_error
 from mushin_box._core.targets import public
+from mushin_box._provenance.patch import keep_patch
 from mushin_box._provenance.record import experiment_state
 from mushin_box._slurm.config import sbatch_options
 from mushin_box._sweep.cells import CellPlan, CellRunner
@@ -403,7 +405,8 @@ class Workflow:
         if root.is_dir() and not os.access(root, os.W_OK):
             return _read_only_results(root, grid, resume)
         root.mkdir(parents=True, exist_ok=True)
-        with SweepLock(root):
+        with SweepLock(root):  # a refused lock writes no code patch
+            plan = attrs.evolve(plan, experiment=keep_patch(root, plan.experiment, code.files))
             launched = launch_cells(
                 CellRunner(self.task, plan, pre_call=self.pre_call),
                 config,

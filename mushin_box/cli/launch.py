@@ -492,7 +492,7 @@ def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any) -
     root = args.working_dir
     print(f"[mushin-box launch] sweep: {root}", flush=True)
     source = experiment_file(args.experiment)
-    dirty = dirty_tree(source)
+    dirty = dirty_tree(source, target)
     if dirty:
         print(f"[mushin-box launch] {dirty}", file=sys.stderr, flush=True)
     before = _submission(root)

@@ -1,0 +1,119 @@
+# SPDX-License-Identifier: MIT
+"""The uncommitted code of a dirty launch, kept in the sweep so that it can be run again.
+
+A cell of a dirty tree records the commit and the sha256 of the uncommitted diff
+(:func:`~mushin_box._provenance.record.git_tree`); once the tree changes, no checkout gives
+that code back. So the launch writes those very bytes into the sweep, named by their hash
+(:func:`~mushin_box._core.layout.code_patch_file`), owner-only and atomically, and the
+cells point at it (``run.experiment.patch``). ``reproduce`` checks the file's hash against
+the record before it names the file.
+
+The diff is kept only when it is safe to keep:
+
+- at most :data:`PATCH_LIMIT` bytes: a diff larger than that holds data or generated
+  files, not the code, and would fill the sweep's quota on every dirty launch;
+- no secrets, by the project's one rule (:mod:`mushin_box._core.redact`): a file whose name
+  is a secret's (``.env``, ``secrets.yaml``: :func:`~mushin_box._core.redact.is_secret_file`)
+  or a text the redaction would change (a ``TOKEN=...`` assignment, a secret variable's
+  value) keeps the whole diff out. The reason names the file, never the value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from mushin_box._core.layout import code_patch_file
+from mushin_box._core.redact import is_secret_file, redact_text
+from mushin_box._core.sidecars import write_bytes_atomic
+from mushin_box._provenance.record import UNTRACKED_MARK, git_tree
+
+__all__ = ["PATCH_LIMIT", "CodePatch", "code_patch", "keep_patch", "patch_files"]
+
+#: the largest diff kept (16 MiB): code changes are far smaller; a larger diff carries
+#: data or generated files, and a copy per dirty launch would fill the sweep's quota
+PATCH_LIMIT = 16 * 2**20
+_HEADER = re.compile(rb"^diff --git a/(.*) b/(.*)$", re.MULTILINE)
+
+
+class CodePatch(NamedTuple):
+    """The uncommitted diff of a tree: its sha256 (the record's ``diff_sha256``), its bytes,
+    and why it is not kept (None: it is)."""
+
+    sha256: str
+    data: bytes
+    refused: str | None
+
+
+def patch_files(data: bytes) -> list[tuple[str, bytes]]:
+    """``(path, bytes)`` of each file the diff touches, in order: the ``git diff`` part of
+    each tracked file, then each untracked file's content."""
+    tracked, *untracked = data.split(UNTRACKED_MARK)
+    heads = list(_HEADER.finditer(tracked))
+    out = [
+        (head.group(2).decode("utf-8", "replace"), tracked[head.start() : end])
+        for head, end in zip(heads, [h.start() for h in heads[1:]] + [len(tracked)], strict=True)
+    ]
+    for entry in untracked:
+        name, _, content = entry.partition(b"\0")
+        out.append((name.decode("utf-8", "replace"), content))
+    return out
+
+
+def _refusal(data: bytes) -> str | None:
+    """Why ``data`` is not kept, in words that name no secret value; None: it is kept."""
+    if len(data) > PATCH_LIMIT:
+        return (
+            f"they are {len(data) / 2**20:.1f} MiB, over the {PATCH_LIMIT // 2**20} MiB kept "
+            "(data or generated files?)"
+        )
+    for name, part in patch_files(data):
+        if is_secret_file(name):
+            return f"they change {name}, whose name is a secret file's"
+        text = part.decode("utf-8", "replace")
+        if redact_text(text) != text:
+            return f"the changes to {name} hold a value the secret rule hides"
+    return None
+
+
+def code_patch(path: Path, include: Iterable[str | Path] = ()) -> CodePatch | None:
+    """The uncommitted diff of the repository holding ``path`` (``include``: as for
+    :func:`~mushin_box._provenance.record.git_tree`), and whether it may be kept; None for a
+    clean tree or outside git."""
+    tree = git_tree(path, include=include)
+    if tree is None or not tree[2]:
+        return None
+    data = tree[2]
+    return CodePatch(hashlib.sha256(data).hexdigest(), data, _refusal(data))
+
+
+def keep_patch(
+    root: Path, experiment: Mapping[str, Any] | None, include: Iterable[str | Path] = ()
+) -> dict[str, Any] | None:
+    """Write a dirty experiment's diff into the sweep ``root``; return ``experiment``
+    (:func:`~mushin_box._provenance.record.experiment_state`) with ``patch``, the file's
+    path relative to ``root``, where it was written.
+
+    Called once the launch is validated, before any cell runs, so a refused launch leaves
+    nothing. Nothing is written when the tree is clean, when the diff may not be kept, or
+    when the tree changed since ``experiment`` was taken (another hash: not the cells'
+    code). The file is owner-only (0600) in an owner-only directory: the code is the user's.
+    """
+    if experiment is None:
+        return None
+    git = experiment.get("git")
+    recorded = git.get("diff_sha256") if isinstance(git, Mapping) else None
+    if not recorded:
+        return dict(experiment)
+    file = experiment.get("file")
+    patch = code_patch(Path(file) if file else Path.cwd(), include)
+    if patch is None or patch.refused or patch.sha256 != recorded:
+        return dict(experiment)
+    name = code_patch_file(patch.sha256)
+    target = root / name
+    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    write_bytes_atomic(target, patch.data, mode=0o600)  # a rename: replaces a link, too
+    return {**experiment, "patch": name}
