@@ -34,7 +34,9 @@ recorded one.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -43,8 +45,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from mushin_box._core.layout import code_patch_file
+from mushin_box._core.safeio import UnsafeFileError, inside, read_bounded
 from mushin_box._core.userfile import owner_problem
-from mushin_box._provenance.record import git_root, git_state
+from mushin_box._provenance.patch import PATCH_LIMIT, patch_files
+from mushin_box._provenance.record import UNTRACKED_MARK, git_root, git_state
 from mushin_box._reproduce.checks import (
     FINGERPRINT_DIFFERS,
     Original,
@@ -58,6 +63,15 @@ from mushin_box._sweep.usercode import code_identity, is_user_file, module_file
 __all__ = ["TrustedSource", "check_sources"]
 
 _MAIN_NAMES = ("__main__", "__mp_main__")
+_HEX = re.compile(r"[0-9a-f]{40,64}")
+#: writes each untracked file of a kept diff (``PATCH ROOT``): ``\0untracked PATH\0`` then
+#: its bytes (:func:`~mushin_box._provenance.record.git_tree`)
+_WRITE_UNTRACKED = (
+    "import sys, pathlib; r = pathlib.Path(sys.argv[2]); "
+    'd = pathlib.Path(sys.argv[1]).read_bytes().split(b"\\0untracked ")[1:]; '
+    "[(r.joinpath(n.decode()).parent.mkdir(parents=True, exist_ok=True), "
+    'r.joinpath(n.decode()).write_bytes(c)) for n, _, c in (e.partition(b"\\0") for e in d)]'
+)
 _KIT = "mushin_box"
 
 
@@ -199,7 +213,7 @@ def _check_commit(original: Original, experiment: Path, files: set[Path]) -> tup
     problems = git_problems(recorded, git_state(experiment, include=files))
     if not isinstance(recorded, Mapping) or recorded.get("diff_sha256") is not None:
         if problems:  # the cell ran with uncommitted changes: only that tree is its code
-            raise code_differs(problems)
+            raise code_differs([*problems, *kept_code(original, recorded, experiment)])
         return ()
     commit = str(recorded.get("commit"))
     unlike = _not_committed(commit, experiment, files)
@@ -209,6 +223,52 @@ def _check_commit(original: Original, experiment: Path, files: set[Path]) -> tup
         hint = [f"to run the cell's code, check out its commit: {switch}"] if problems else []
         raise code_differs([*(problems or unlike), *hint])
     return tuple(problems)
+
+
+def kept_code(original: Original, recorded: Any, experiment: Path) -> list[str]:
+    """How to get back the uncommitted code a cell ran, from the copy its sweep keeps
+    (:func:`~mushin_box._provenance.patch.keep_patch`): the shell commands that check out
+    its commit, apply the diff and write the files git did not track. The copy is named
+    only when its sha256 is the record's and every file it writes lies inside the
+    repository: a copy anyone could have put there must not choose what gets written."""
+    sha = recorded.get("diff_sha256") if isinstance(recorded, Mapping) else None
+    commit = str(recorded.get("commit")) if isinstance(recorded, Mapping) else ""
+    if not isinstance(sha, str) or not _HEX.fullmatch(sha) or not _HEX.fullmatch(commit):
+        return []
+    sweep = original.cell_dir.parent
+    try:
+        path = inside(sweep, sweep / code_patch_file(sha))
+        data = read_bounded(path, PATCH_LIMIT)
+    except (OSError, UnsafeFileError):
+        return [
+            "the sweep keeps no copy of that code (the launch said why), so only that tree runs it"
+        ]
+    names = [name for name, _ in patch_files(data)[len(_tracked(data)) :]]
+    if hashlib.sha256(data).hexdigest() != sha or not all(map(_relative, names)):
+        return [f"{path} is not the code the cell ran (its sha256 differs); restore it"]
+    top = shlex.quote(str(git_root(experiment) or experiment.parent))
+    steps = [
+        f"git -C {top} switch --detach {commit}",
+        f"git -C {top} apply {shlex.quote(str(path))}",
+    ]
+    if names:  # files git did not track: git apply skips their entries
+        steps.append(
+            f"{shlex.quote(sys.executable)} -c {shlex.quote(_WRITE_UNTRACKED)} "
+            f"{shlex.quote(str(path))} {top}"
+        )
+    return [
+        f"to get the cell's code back from its sweep's copy, on a clean tree: {' && '.join(steps)}"
+    ]
+
+
+def _tracked(data: bytes) -> list[tuple[str, bytes]]:
+    """The ``git diff`` part's files of a kept diff (before its untracked entries)."""
+    return patch_files(data.split(UNTRACKED_MARK, 1)[0])
+
+
+def _relative(name: str) -> bool:
+    """A path git would write inside the repository: relative, with no ``..``."""
+    return bool(name) and not name.startswith("/") and ".." not in name.split("/")
 
 
 def _not_committed(commit: str, experiment: Path, files: set[Path]) -> list[str]:

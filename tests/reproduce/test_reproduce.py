@@ -406,3 +406,75 @@ def _dir(result: Any) -> Path:
 
 def _breaks(result: Any) -> set[str]:
     return {f.path for f in result.diff.breaks}
+
+
+def _a_dirty_run_then_a_commit(
+    tmp_path: Path, code_dir: Path, untracked: bool = False
+) -> tuple[Path, str, str]:
+    """A cell run on uncommitted changes (a helper module git does not track, when
+    ``untracked``), then the tree committed with one more edit: (cell, first commit,
+    the recorded diff's sha256)."""
+    module = _committed(code_dir)
+    first = _git(code_dir, "rev-parse", "HEAD")
+    path = Path(module.__file__)
+    path.write_text(path.read_text() + "\n# uncommitted when it ran\n")
+    if untracked:
+        (code_dir / "helper_kept.py").write_text("VALUE = 1\n")
+        path.write_text(path.read_text() + "from helper_kept import VALUE  # noqa\n")
+    cell = _cell(module, tmp_path / "sweep")
+    path.write_text(path.read_text() + "\n# a later edit\n")
+    _git(code_dir, "add", "-A")
+    _git(code_dir, "commit", "-qm", "after the run")
+    git = read_json(cell / PROVENANCE_FILE)["reproducibility"]["code"]["git"]
+    return cell, first, git["diff_sha256"]
+
+
+@pytest.mark.parametrize("untracked", [False, True], ids=["tracked", "with-untracked"])
+def test_a_dirty_runs_code_comes_back_from_the_sweeps_copy(
+    tmp_path: Path,
+    code_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    untracked: bool,
+) -> None:
+    cell, first, sha = _a_dirty_run_then_a_commit(tmp_path, code_dir, untracked)
+    kept = tmp_path / "sweep" / ".mushin" / "code" / f"{sha}.patch"
+    assert hashlib.sha256(kept.read_bytes()).hexdigest() == sha
+    assert kept.stat().st_mode & 0o777 == 0o600
+    monkeypatch.setenv(TOKEN_VAR, SECRET)
+
+    with pytest.raises(ReproduceError) as refused:
+        reproduce(cell, into=tmp_path / "again")
+    said = str(refused.value)
+    commands = said.split("on a clean tree: ")[1].split(". Check out the cell's code")[0]
+    assert commands.startswith(
+        f"git -C {code_dir} switch --detach {first} && git -C {code_dir} apply {kept}"
+    ), said
+    assert ("-c " in commands) == untracked  # the untracked file is written by a step of its own
+    assert not (tmp_path / "again").exists()
+    capsys.readouterr()
+    assert main(["reproduce", str(cell), "--into", str(tmp_path / "cli")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and commands in err and "--allow-dirty" in err
+
+    subprocess.run(commands, shell=True, check=True, capture_output=True)  # as it says
+    result = reproduce(cell, into=tmp_path / "again")
+    assert result.ok, result.diff.verdict()
+    assert read_json(_dir(result) / "mushin_metrics.json") == read_json(
+        cell / "mushin_metrics.json"
+    )
+
+
+def test_a_sweeps_copy_that_is_not_the_recorded_code_is_not_offered(
+    tmp_path: Path, code_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cell, _, sha = _a_dirty_run_then_a_commit(tmp_path, code_dir)
+    kept = tmp_path / "sweep" / ".mushin" / "code" / f"{sha}.patch"
+    kept.write_bytes(kept.read_bytes() + b"+import os; os.system('boom')\n")
+    monkeypatch.setenv(TOKEN_VAR, SECRET)
+    with pytest.raises(ReproduceError, match="is not the code the cell ran") as refused:
+        reproduce(cell, into=tmp_path / "again")
+    assert " apply " not in str(refused.value)
+    kept.unlink()
+    with pytest.raises(ReproduceError, match="the sweep keeps no copy of that code"):
+        reproduce(cell, into=tmp_path / "again")
