@@ -100,7 +100,8 @@ def keep_patch(
     Called once the launch is validated, before any cell runs, so a refused launch leaves
     nothing. Nothing is written when the tree is clean, when the diff may not be kept, or
     when the tree changed since ``experiment`` was taken (another hash: not the cells'
-    code). The file is owner-only (0600) in an owner-only directory: the code is the user's.
+    code), or when a directory on the way is a symbolic link. The file is owner-only (0600)
+    in an owner-only directory: the code is the user's.
     """
     if experiment is None:
         return None
@@ -114,6 +115,8 @@ def keep_patch(
         return dict(experiment)
     name = code_patch_file(patch.sha256)
     target = root / name
+    if any(part.is_symlink() for part in (target.parent.parent, target.parent)):
+        return dict(experiment)  # the sweep is shared: a link may lead out of it
     target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     write_bytes_atomic(target, patch.data, mode=0o600)  # a rename: replaces a link, too
     return {**experiment, "patch": name}

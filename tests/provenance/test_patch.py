@@ -53,3 +53,17 @@ def test_a_clean_diff_is_kept_owner_only_under_its_hash(tmp_path: Path) -> None:
     sha = out["git"]["diff_sha256"]
     assert out["patch"] == f".mushin/code/{sha}.patch"
     assert (tmp_path / "sweep" / out["patch"]).stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("link", [".mushin", ".mushin/code"])
+def test_a_symlinked_directory_in_the_sweep_is_not_followed(tmp_path: Path, link: str) -> None:
+    """The sweep sits on a shared filesystem: a ``.mushin`` (or its ``code``) that is a link
+    elsewhere gets no copy of the user's code; the launch goes on without one."""
+    exp = _dirty(tmp_path, "exp.py", "x = 2\n")
+    sweep, elsewhere = tmp_path / "sweep", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (sweep / link).parent.mkdir(parents=True, exist_ok=True)
+    (sweep / link).symlink_to(elsewhere)
+    out = kept.keep_patch(sweep, experiment_state(exp, print))
+    assert out is not None and "patch" not in out
+    assert list(elsewhere.rglob("*")) == []
