@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """A dry run and a launch ask the cluster first (``sbatch --test-only``, ``sinfo``): a
-partition the cluster lacks, or 3 nodes on the 2-node cluster, is exit 2 with SLURM's
+partition the cluster lacks, or one node more than the cluster has, is exit 2 with SLURM's
 reason, nothing submitted and nothing written."""
 
 from __future__ import annotations
@@ -37,19 +37,26 @@ def _my_jobs(name: str) -> str:
     ).stdout.strip()
 
 
-@pytest.mark.parametrize(
-    ("flags", "reason"),
-    [
-        (["--partition", "no_such_partition_xyz"], "invalid partition specified"),
-        (["--nodes", "3", "--gpus", "1"], "partition debug has 2 node(s)"),
-        (["--gpus", "8"], "at most 4 GPU(s)"),
-    ],
-    ids=["partition", "nodes", "gpus"],
-)
+#: a shape the cluster cannot hold (one node or one GPU more than it has), and SLURM's reason
+SHAPES = {
+    "partition": lambda c: (
+        ["--partition", "no_such_partition_xyz"],
+        "invalid partition specified",
+    ),
+    "nodes": lambda c: (
+        ["--nodes", str(len(c.nodes) + 1), "--gpus", "1"],
+        f"partition {c.partition} has {len(c.nodes)} node(s)",
+    ),
+    "gpus": lambda c: (["--gpus", str(c.gpus_per_node + 1)], f"at most {c.gpus_per_node} GPU(s)"),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
 @pytest.mark.parametrize("dry", [True, False], ids=["dry-run", "launch"])
 def test_a_shape_the_cluster_refuses_is_exit_2_with_slurms_reason(
-    slurm_cluster: Any, tmp_path: Path, flags: list[str], reason: str, dry: bool
+    slurm_cluster: Any, tmp_path: Path, shape: str, dry: bool
 ) -> None:
+    flags, reason = SHAPES[shape](slurm_cluster)
     work = tmp_path / "sweep"
     name = f"ask-{tmp_path.name}"[:60]
     extra = ["--dry-run"] if dry else ["--detach"]

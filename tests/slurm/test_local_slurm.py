@@ -150,7 +150,8 @@ def test_submitit_two_nodes_world_size_four(slurm_cluster: SlurmCluster, tmp_pat
     by_rank = {int(r["SLURM_PROCID"]): r for r in results}
     assert [by_rank[rank]["SLURM_NODEID"] for rank in range(4)] == ["0", "0", "1", "1"]
     assert [by_rank[rank]["SLURM_LOCALID"] for rank in range(4)] == ["0", "1", "0", "1"]
-    assert {r["SLURMD_NODENAME"] for r in results} == set(slurm_cluster.nodes)
+    names = {r["SLURMD_NODENAME"] for r in results}
+    assert len(names) == 2 and names <= set(slurm_cluster.nodes)
 
 
 def test_cancelled_job_is_seen_as_done(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:

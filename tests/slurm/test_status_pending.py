@@ -83,9 +83,10 @@ def test_a_job_that_can_never_start_says_so(
     root = tmp_path / "sweep"
     grid = {"lr": [0.1]}
     write_json_atomic(root / "mushin_sweep.json", {"grid": grid, "params": ["lr"], "cells": {}})
-    # a shape the 2-node partition can't hold, submitted by hand (a launch refuses it)
+    # a shape the partition can't hold, submitted by hand (a launch refuses it)
+    nodes = f"--nodes={len(slurm_cluster.nodes) + 1}"
     submitted = subprocess.run(
-        ["sbatch", "--parsable", "--nodes=3", f"--partition={slurm_cluster.partition}"]
+        ["sbatch", "--parsable", nodes, f"--partition={slurm_cluster.partition}"]
         + ["--output=/dev/null", "--wrap", "sleep 1"],
         capture_output=True,
         text=True,
