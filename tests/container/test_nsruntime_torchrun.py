@@ -68,5 +68,5 @@ def test_two_torchrun_agents_run_their_workers_in_the_image(
     assert run["launcher"]["kind"] == "torchrun" and run["rendezvous"]["backend"] == "c10d"
     topology = run["topology"]
     assert topology["world_size"] == 4
-    assert sorted(topology["nodes"]) == sorted(slurm_cluster.nodes)
+    assert len(topology["nodes"]) == 2 and set(topology["nodes"]) <= set(slurm_cluster.nodes)
     assert read_json(sweep / "cell" / "mushin_status.json")["status"] == "completed"

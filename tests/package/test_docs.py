@@ -17,7 +17,7 @@ its Python block wrote). The rules, also stated in docs/testing.md:
   ``# docs: slow`` marks a block that starts ranks (pytest's ``slow`` mark);
   ``# docs: slurm`` runs a block against the local SLURM cluster (the ``slurm_cluster``
   fixture and pytest's ``slurm`` mark): the same directory, with ``SLURM_CONF`` pointing
-  at the cluster (2 nodes, 4 fake GPUs each, default partition ``debug``), so ``launch``
+  at the cluster (4 nodes, 4 fake GPUs each, default partition ``debug``), so ``launch``
   submits there;
 - other fences (``text``, ``toml``, ``json``) are output or files, not run; a fence with
   no language fails, so a command cannot hide in one.
