@@ -26,7 +26,8 @@ from mushin_box._core.targets import public
 from mushin_box._core.userfile import import_file
 from mushin_box._provenance.patch import code_patch
 from mushin_box._provenance.record import git_root
-from mushin_box._sweep.usercode import code_identity
+from mushin_box._sweep.usercode import CodeIdentity, code_identity
+from mushin_box._train.configtask import fit_task, seed_pre_call
 
 __all__ = [
     "DEFAULT_NAMES",
@@ -152,7 +153,7 @@ def dirty_tree(file: str | None, target: Any = None) -> str | None:
     """
     if not file:
         return None
-    patch = code_patch(Path(file), _code_files(target))
+    patch = code_patch(Path(file), launch_code(target, file).files if target else ())
     if patch is None:
         return None
     where = f"{git_root(Path(file).parent)} has uncommitted changes (sha256 {patch.sha256[:12]})"
@@ -168,15 +169,20 @@ def dirty_tree(file: str | None, target: Any = None) -> str | None:
     )
 
 
-def _code_files(target: Any) -> tuple[str, ...]:
-    """The user files a launch of ``target`` runs (the code fingerprint's): a Workflow's
-    task, ``pre_call`` and config, or a config-only experiment's config targets (its task
-    and ``pre_call`` are the kit's)."""
-    if target is None:
-        return ()
-    if isinstance(target, type):  # a hydra-zen config
-        return code_identity(None, config=target).files  # type: ignore[arg-type]
-    return code_identity(target.task, config=target.config, extra=(target.pre_call,)).files
+def launch_code(target: Any, source: str | None) -> CodeIdentity:
+    """The code a launch of ``target`` runs, as ``Workflow.run`` identifies it: a Workflow's
+    task, ``pre_call`` and config, or a config-only experiment run by the kit's
+    ``fit_task`` and ``seed_pre_call``. Its fingerprint tells a cell whose code changed;
+    its files are those a dirty launch's kept diff covers."""
+    # lazy: _sweep.workflow loads Hydra, which importing this module must not
+    from mushin_box._sweep.workflow import Workflow
+
+    workflow = (
+        target
+        if isinstance(target, Workflow)
+        else Workflow(fit_task, target, pre_call=seed_pre_call, source=source)
+    )
+    return code_identity(workflow.task, config=workflow.config, extra=(workflow.pre_call,))
 
 
 def _check_not_shadowing(path: Path) -> None:

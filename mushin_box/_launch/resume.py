@@ -41,10 +41,10 @@ from mushin_box._core.overrideparse import parse_overrides
 from mushin_box._core.overrides import parse_override_value
 from mushin_box._core.redact import REDACTED
 from mushin_box._core.targets import public
+from mushin_box._launch.loading import launch_code
 from mushin_box._launch.options import SCHEDULER_FLAGS
 from mushin_box._launch.record import FLAG_TYPES, RecordError, read_launch_record
 from mushin_box._provenance.full import TRAINER_LIMIT_KEYS
-from mushin_box._sweep.usercode import code_identity
 from mushin_box._sweepdir.board import read_sweep
 from mushin_box._sweepdir.cancel import cell_label
 from mushin_box._sweepdir.manifest import (
@@ -53,7 +53,6 @@ from mushin_box._sweepdir.manifest import (
     read_sweep_manifest,
     write_grid,
 )
-from mushin_box._train.configtask import fit_task, seed_pre_call
 from mushin_box._train.resume import find_last_checkpoint, trained_so_far
 
 __all__ = [
@@ -61,7 +60,6 @@ __all__ = [
     "CellAction",
     "ResumeError",
     "changed_keys",
-    "code_fingerprint",
     "gpu_hours",
     "launch_argv",
     "narrow_overrides",
@@ -148,22 +146,6 @@ def resume_settings(
             value = [*out.get("sbatch", []), *value]
         out[key] = list(value) if isinstance(value, tuple) else value
     return overrides, out, changed
-
-
-def code_fingerprint(target: Any, source: str | None) -> str:
-    """The code fingerprint a launch of ``target`` gives its cells now (as ``Workflow.run``
-    computes it), to tell a cell whose code changed since it ran."""
-    # lazy: _sweep.workflow loads Hydra, which importing ResumeError must not
-    from mushin_box._sweep.workflow import Workflow
-
-    workflow = (
-        target
-        if isinstance(target, Workflow)
-        else Workflow(fit_task, target, pre_call=seed_pre_call, source=source)
-    )
-    return code_identity(
-        workflow.task, config=workflow.config, extra=(workflow.pre_call,)
-    ).fingerprint
 
 
 def plan_cells(
@@ -462,7 +444,7 @@ def resume_actions(
             working_dir,
             cells,
             changed=changed,
-            code=code_fingerprint(target, source),
+            code=launch_code(target, source).fingerprint,
             restart=restart,
             overrides=overrides,
         )
