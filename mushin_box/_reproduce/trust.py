@@ -48,7 +48,7 @@ from typing import Any
 from mushin_box._core.layout import code_patch_file
 from mushin_box._core.safeio import UnsafeFileError, inside, read_bounded
 from mushin_box._core.userfile import owner_problem
-from mushin_box._provenance.patch import PATCH_LIMIT, patch_files
+from mushin_box._provenance.patch import PATCH_LIMIT
 from mushin_box._provenance.record import UNTRACKED_MARK, git_root, git_state
 from mushin_box._reproduce.checks import (
     FINGERPRINT_DIFFERS,
@@ -68,7 +68,7 @@ _HEX = re.compile(r"[0-9a-f]{40,64}")
 #: its bytes (:func:`~mushin_box._provenance.record.git_tree`)
 _WRITE_UNTRACKED = (
     "import sys, pathlib; r = pathlib.Path(sys.argv[2]); "
-    'd = pathlib.Path(sys.argv[1]).read_bytes().split(b"\\0untracked ")[1:]; '
+    f"d = pathlib.Path(sys.argv[1]).read_bytes().split({UNTRACKED_MARK!r})[1:]; "
     "[(r.joinpath(n.decode()).parent.mkdir(parents=True, exist_ok=True), "
     'r.joinpath(n.decode()).write_bytes(c)) for n, _, c in (e.partition(b"\\0") for e in d)]'
 )
@@ -243,7 +243,9 @@ def kept_code(original: Original, recorded: Any, experiment: Path) -> list[str]:
         return [
             "the sweep keeps no copy of that code (the launch said why), so only that tree runs it"
         ]
-    names = [name for name, _ in patch_files(data)[len(_tracked(data)) :]]
+    names = [
+        e.partition(b"\0")[0].decode("utf-8", "replace") for e in data.split(UNTRACKED_MARK)[1:]
+    ]
     if hashlib.sha256(data).hexdigest() != sha or not all(map(_relative, names)):
         return [f"{path} is not the code the cell ran (its sha256 differs); restore it"]
     top = shlex.quote(str(git_root(experiment) or experiment.parent))
@@ -259,11 +261,6 @@ def kept_code(original: Original, recorded: Any, experiment: Path) -> list[str]:
     return [
         f"to get the cell's code back from its sweep's copy, on a clean tree: {' && '.join(steps)}"
     ]
-
-
-def _tracked(data: bytes) -> list[tuple[str, bytes]]:
-    """The ``git diff`` part's files of a kept diff (before its untracked entries)."""
-    return patch_files(data.split(UNTRACKED_MARK, 1)[0])
 
 
 def _relative(name: str) -> bool:
