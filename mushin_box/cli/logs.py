@@ -216,16 +216,6 @@ def _files(
 # -- the index ---------------------------------------------------------------------------------
 
 
-def _size(size: int) -> str:
-    """``812 B``, ``7.3 KiB``, ``1.2 GiB``."""
-    amount, unit = float(size), "B"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if amount < 1024 or unit == "TiB":
-            break
-        amount /= 1024
-    return f"{size} B" if unit == "B" else f"{amount:.1f} {unit}"
-
-
 def _ended(node: NodeRanks, running: bool) -> str:
     """How a node's ranks ended: ``completed``, or each way with its ranks, the unusual
     first (``rank 9 RuntimeError; ranks 8,10-11 completed``)."""
@@ -243,11 +233,14 @@ def _index(cell_dir: Path, cell: CellOutput, sizes: Sequence[OutputSize]) -> lis
     """One line per node (its ranks, how they ended, what their files hold: ``sizes``, in
     the nodes' order), between a line that counts them and one that says what follows and
     how to see the rest."""
+    # lazy: rich costs every command's start ~5 ms; only an index of nodes needs its sizes
+    from rich.filesize import decimal
+
     rows = []
     for node, held in zip(cell.nodes, sizes, strict=True):
         files = f"{held.files} file{'s' if held.files > 1 else ''}"
         lines = f"{held.lines}{'' if held.whole else '+'} line{'' if held.lines == 1 else 's'}"
-        wrote = f"{files}, {lines}, {_size(held.size)}" if held.files else "no output"
+        wrote = f"{files}, {lines}, {decimal(held.size)}" if held.files else "no output"
         how = _ended(node, cell.state == "running")
         rows.append((shown(node.name), _named(node.ranks), shown(how), wrote))
     widths = [*(max(len(row[i]) for row in rows) for i in range(3)), 0]  # the last: as is

@@ -64,10 +64,10 @@ def test_a_cell_on_many_nodes_prints_an_index_then_rank_0(
         0,
         [
             "lr=0.1 (completed): 16 ranks on 4 nodes",
-            "  gpu1  ranks 0-3    completed  8 files, 5 lines, 52 B",
-            "  gpu2  ranks 4-7    completed  8 files, 4 lines, 40 B",
-            "  gpu3  ranks 8-11   completed  8 files, 4 lines, 42 B",
-            "  gpu4  ranks 12-15  completed  8 files, 4 lines, 44 B",
+            "  gpu1  ranks 0-3    completed  8 files, 5 lines, 52 bytes",
+            "  gpu2  ranks 4-7    completed  8 files, 4 lines, 40 bytes",
+            "  gpu3  ranks 8-11   completed  8 files, 4 lines, 42 bytes",
+            "  gpu4  ranks 12-15  completed  8 files, 4 lines, 44 bytes",
             "below: the output of rank 0; a node's: --node NAME, a rank's: --rank R, "
             "every rank's: --all",
             "",
@@ -85,9 +85,9 @@ def test_the_index_names_the_ranks_that_failed_and_prints_their_output(
     assert code == 0
     assert out[3:] == [
         "  gpu3  ranks 8-11   rank 9 RuntimeError; ranks 8,10-11 completed       "
-        "8 files, 5 lines, 65 B",
+        "8 files, 5 lines, 65 bytes",
         "  gpu4  ranks 12-15  ranks 12,14-15 completed; rank 13 no end recorded  "
-        "8 files, 4 lines, 44 B",
+        "8 files, 4 lines, 44 bytes",
         "below: the output of rank 0 and rank 9 (RuntimeError); a node's: --node NAME, "
         "a rank's: --rank R, every rank's: --all",
         "",
@@ -307,7 +307,7 @@ def test_a_torchrun_cell_prints_the_node_file_that_holds_a_failed_rank(
     assert code == 0
     assert (
         out[3] == "  gpu3  ranks 8-11   rank 9 RuntimeError; ranks 8,10-11 completed  "
-        "1 file, 1 line, 10 B"
+        "1 file, 1 line, 10 bytes"
     )
     assert out[5].startswith(
         "below: the output of rank 0 and rank 8 (holds rank 9's: RuntimeError); "
