@@ -233,7 +233,7 @@ def _index(cell_dir: Path, cell: CellOutput, sizes: Sequence[OutputSize]) -> lis
     """One line per node (its ranks, how they ended, what their files hold: ``sizes``, in
     the nodes' order), between a line that counts them and one that says what follows and
     how to see the rest."""
-    # lazy: rich costs every command's start ~5 ms; only an index of nodes needs its sizes
+    # lazy: every command's start skips rich; only an index of nodes needs its sizes
     from rich.filesize import decimal
 
     rows = []
