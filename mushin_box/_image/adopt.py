@@ -27,30 +27,18 @@ from mushin_box._image.build import (
     Manifest,
     OutputNotWritable,
     apptainer_version,
+    embedded_definition,
     manifest_path,
     package_lists,
     probe_python,
     sif_identity,
 )
-from mushin_box._image.sif import (
-    SifFormatError,
-    read_sif_descriptors,
-    read_sif_header,
-    read_sif_object,
-)
+from mushin_box._image.sif import SifFormatError, read_sif_header
 
 __all__ = ["ADOPTED", "adopt_image"]
 
 #: ``base_image`` of an adopted image's manifest: the kit did not choose its base
 ADOPTED = "adopted"
-
-
-def _definition(image: Path) -> str:
-    """The definition embedded in the SIF (Apptainer stores it as ``Def.FILE``), or ``""``."""
-    for descriptor in read_sif_descriptors(image):
-        if descriptor.datatype_name == "Def.FILE":
-            return read_sif_object(image, descriptor).decode("utf-8", "replace")
-    return ""
 
 
 def adopt_image(
@@ -72,7 +60,7 @@ def adopt_image(
         raise FileNotFoundError(f"{path}: no such image file")
     try:  # the whole file, not only its header: a truncated copy is refused here
         read_sif_header(path)
-        definition = _definition(path)
+        definition = (embedded_definition(path) or b"").decode("utf-8", "replace")
     except SifFormatError as exc:
         raise SifFormatError(path, f"cannot be adopted: {exc.text}") from None
     target = manifest_path(path)

@@ -77,9 +77,8 @@ def _deb822_sources(text: str) -> Iterator[tuple[str, str]]:
             if sep:
                 key = name.strip().lower()
                 fields[key] = value.strip()
-        if "deb" not in fields.get("types", "").split():
-            continue
-        if fields.get("enabled", "yes").strip().lower() == "no":
+        disabled = fields.get("enabled", "yes").strip().lower() == "no"
+        if "deb" not in fields.get("types", "").split() or disabled:
             continue
         for uri in fields.get("uris", "").split()[:1]:
             for suite in fields.get("suites", "").split():

@@ -48,7 +48,7 @@ from typing import Any
 import attrs
 
 from mushin_box._core.errors import MushinBoxError
-from mushin_box._core.sidecars import read_json, write_json_atomic, write_text_atomic
+from mushin_box._core.sidecars import StrPath, read_json, write_json_atomic, write_text_atomic
 from mushin_box._core.targets import public
 from mushin_box._core.version import __version__
 from mushin_box._image.bases import LocalImage
@@ -79,6 +79,7 @@ from mushin_box._image.spec import ImageSpec
 
 __all__ = [
     "apptainer_version",
+    "embedded_definition",
     "embedded_definition_sha256",
     "package_lists",
     "probe_python",
@@ -97,8 +98,6 @@ __all__ = [
     "read_manifest",
     "sif_identity",
 ]
-
-StrPath = str | os.PathLike[str]
 
 MANIFEST_SCHEMA = "mushin-box.image-manifest/1"
 APPTAINER = "apptainer"
@@ -443,11 +442,17 @@ def package_lists(image: Path, python: str) -> dict[str, Any]:
     return out
 
 
-def embedded_definition_sha256(image: Path) -> str | None:
+def embedded_definition(image: Path) -> bytes | None:
+    """The definition a SIF embeds (Apptainer stores it as ``Def.FILE``), or ``None``."""
     for descriptor in read_sif_descriptors(image):
         if descriptor.datatype_name == "Def.FILE":
-            return hashlib.sha256(read_sif_object(image, descriptor)).hexdigest()
+            return read_sif_object(image, descriptor)
     return None
+
+
+def embedded_definition_sha256(image: Path) -> str | None:
+    found = embedded_definition(image)
+    return None if found is None else hashlib.sha256(found).hexdigest()
 
 
 def sif_identity(image: Path) -> dict[str, Any]:
@@ -569,13 +574,17 @@ def build_image(
             f"%files sources not found under the build context {plan.context}: {missing} "
             "(relative sources resolve against the context; pass context=/--context)"
         )
-    manifest = _build_partial(plan, spec, timeout=timeout, common=common)
+    return _install(plan, plan.partial, _build_partial(plan, spec, timeout=timeout, common=common))
+
+
+def _install(plan: BuildPlan, sif: Path, manifest: Manifest) -> Manifest:
+    """Move ``sif`` and its definition into place, then write ``manifest``. The definition
+    moves in with the image it built, never before: a failed build left the old image,
+    manifest and definition as the set they were."""
     target = manifest_path(plan.image)
     target.unlink(missing_ok=True)  # never leave an old manifest beside a new image
-    # the definition moves in with the image it built, never before: a failed build above
-    # left the old image, manifest and definition as the set they were
     os.replace(plan.definition_partial, plan.definition_path)
-    os.replace(plan.partial, plan.image)
+    os.replace(sif, plan.image)
     write_json_atomic(target, manifest.to_dict())
     return manifest
 
@@ -693,12 +702,7 @@ def _build_native(
             timeout=timeout,
         )
         manifest = Manifest(image=plan.image.name, **sif_identity(sif), **{**common, **found})
-        target = manifest_path(plan.image)
-        target.unlink(missing_ok=True)  # never leave an old manifest beside a new image
-        os.replace(plan.definition_partial, plan.definition_path)
-        os.replace(sif, plan.image)
-        write_json_atomic(target, manifest.to_dict())
-        return manifest
+        return _install(plan, sif, manifest)
     finally:
         plan.definition_partial.unlink(missing_ok=True)
         for point in sorted(_mounts_under(workdir), reverse=True):  # a killed mmdebstrap's

@@ -74,11 +74,8 @@ def image_sha256(path: StrPath, *, progress: bool | None = None) -> str:
     real = os.path.realpath(path)
     before = _identity(os.stat(real))
     entry = _entries().get(real)
-    if (
-        isinstance(entry, dict)
-        and entry.get("identity") == before
-        and _HEX64.fullmatch(str(entry.get("sha256")))
-    ):
+    entry = entry if isinstance(entry, dict) else {}
+    if entry.get("identity") == before and _HEX64.fullmatch(str(entry.get("sha256"))):
         return str(entry["sha256"])
     if progress is None:
         progress = before[0] > PROGRESS_ABOVE and sys.stderr.isatty()

@@ -92,6 +92,7 @@ _CA_IN_TREE = "/tmp/mushin-box-ca.pem"
 PROBE_IN_TREE = "/tmp/mushin-box-probe.json"
 DEBIAN_CA = "/etc/ssl/certs/ca-certificates.crt"
 _MOUNTED = ("proc", "sys", "dev")  # mmdebstrap mounts these in the tree while hooks run
+_HELP_SECTION = re.compile(r"^%help\n(.*?)(?=^%|\Z)", re.MULTILINE | re.DOTALL)
 _STANZA_FIELD = re.compile(r"^(Package|Version|Architecture|SHA256): (.*)$", re.MULTILINE)
 _ENV_01 = "#!/bin/sh\n#\n# Copyright (c) Contributors to the Apptainer project\n#\n"
 _ENV_90 = "#!/bin/sh\n# Custom environment shell code should follow\n\n"
@@ -141,13 +142,15 @@ def _write(path: Path, text: str, mode: int = 0o644) -> None:
     path.chmod(mode)
 
 
-def _singularity_d(root: Path, plan: Mapping[str, Any]) -> None:
+def _singularity_d(root: Path, plan: Mapping[str, Any]) -> str:
     """``/.singularity.d`` as Apptainer writes it. Over a base that has one (a
     ``LocalImage``), by Apptainer's rules for a build over an image: the environment is
     appended to the base's, the base's labels are kept and the spec's set over them (as
     ``apptainer build --force``, the Apptainer backend's, sets them: the two backends give
-    one image), the runscript and the test are replaced only by the spec's own, and the
-    base's definition moves to ``bootstrap_history/Apptainer<N>``."""
+    one image), the runscript, test and help (``runscript.help``) are replaced only by the
+    spec's own, and the base's definition moves to ``bootstrap_history/Apptainer<N>``.
+    Returns the help as Apptainer's build records it in the SIF's ``inspect-metadata.json``
+    (``runscript.help`` less its trailing newlines; ``""`` for none)."""
     sd = root / ".singularity.d"
     for sub in ("env", "libs", "actions"):
         (sd / sub).mkdir(parents=True, exist_ok=True)
@@ -165,6 +168,9 @@ def _singularity_d(root: Path, plan: Mapping[str, Any]) -> None:
         _write(sd / "runscript", "#!/bin/sh\n\n" + "".join(f"{x}\n" for x in runscript), 0o755)
     if plan["test"]:
         _write(sd / "test", "#!/bin/sh\n\n" + "".join(f"{x}\n" for x in plan["test"]), 0o755)
+    # %help's body as Apptainer's parser keeps it (lines as written), then a newline
+    if (found := _HELP_SECTION.search(plan["definition"])) and found[1]:
+        _write(sd / "runscript.help", found[1] + "\n")
     if (sd / "Singularity").is_file():
         history = sd / "bootstrap_history"
         history.mkdir(exist_ok=True)
@@ -176,6 +182,8 @@ def _singularity_d(root: Path, plan: Mapping[str, Any]) -> None:
                          ("environment", ".singularity.d/env/90-environment.sh")):  # fmt: skip
         (root / link).unlink(missing_ok=True)
         (root / link).symlink_to(target)
+    help_file = sd / "runscript.help"  # the spec's, or a base's
+    return help_file.read_text("utf-8", "replace").rstrip("\n") if help_file.is_file() else ""
 
 
 def _base_labels(path: Path) -> dict[str, Any]:
@@ -282,16 +290,13 @@ def _hook(workdir: Path, root: Path) -> None:
     # pip in the tree trusts what the host trusts (a site's proxy CA); mmdebstrap empties /tmp
     shutil.copyfile(host_ca_bundle(), root / _CA_IN_TREE.lstrip("/"))
     for sources, dest in plan["files"]:
-        target = root / dest.lstrip("/")
-        if dest.endswith("/"):
-            target.mkdir(parents=True, exist_ok=True)
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
+        target = root / dest.lstrip("/")  # Apptainer makes DEST when it ends in "/"
+        (target if dest.endswith("/") else target.parent).mkdir(parents=True, exist_ok=True)
         subprocess.run(["cp", "-fLr", *sources, str(target)], check=True)
     if plan["setup"]:
         with timed("setup (venv, pip, project, post)"):
             _setup_with_binds(workdir, root, plan)
-    _singularity_d(root, plan)
+    helpfile = _singularity_d(root, plan)
     if plan["test"]:
         with timed("test"):
             test = ". /.singularity.d/env/90-environment.sh\n/bin/sh /.singularity.d/test"
@@ -301,7 +306,7 @@ def _hook(workdir: Path, root: Path) -> None:
     partial = "/var/cache/apt/archives/partial /var/lib/apt/lists/partial"
     _chroot(root, f"for d in {partial}; do [ ! -d $d ] || chown _apt:root $d || :; done", plan)
     with timed("package lists and cleanup"):
-        probe = json.dumps(_probe(root, plan))
+        probe = json.dumps({**_probe(root, plan), "helpfile": helpfile})
         (root / PROBE_IN_TREE.lstrip("/")).write_text(probe, encoding="utf-8")
         _cleanup(root)
     with timed("bytecode"):

@@ -17,8 +17,8 @@ caller removes:
    packages where this host's pip does (:func:`host_pip_settings`: its indexes and
    find-links, the local ones bound read-only for that step alone): the lock's hashes, not
    the index, decide which bytes are installed;
-3. ``/.singularity.d`` as Apptainer lays it out (``env/``, ``runscript``, ``test``,
-   ``labels.json``, ``Singularity`` = the rendered definition); the spec's ``test`` runs;
+3. ``/.singularity.d`` as Apptainer lays it out (``env/``, ``runscript``, ``test``, ``labels.json``,
+   ``runscript.help``, ``Singularity`` = the rendered definition); the spec's ``test`` runs;
 4. the package lists for the manifest, then the cleanup that makes the tree the same on
    every build: no logs, caches, apt lists, ``machine-id``, ``resolv.conf`` or ``hostname``
    contents, and every ``.pyc`` replaced (:data:`~mushin_box._image.intree.COMPILE_SCRIPT`);
@@ -126,6 +126,7 @@ def run_bounded(
         ) from exc
 
 
+_CHECK_MIRROR = ": check the network, the proxy (http_proxy) and the mirror's URL"
 #: (what a failed build printed, what it means and what to do), first match wins; each
 #: needle is a line only that failure prints (apt's warnings name "Permission denied" in
 #: builds that succeed). ``None``: the matching line itself, which already says it.
@@ -134,12 +135,9 @@ _FAILURES = (
      "elsewhere (-o)"),
     ("DO NOT MATCH THE HASHES", "pip refused a file whose hash is not in the lock (named above): "
      "the lock does not match what the index serves; generate the lock again"),
-    ("Temporary failure resolving", "the mirror {mirror} cannot be reached: check the network, "
-     "the proxy (http_proxy) and the mirror's URL"),
-    ("Failed to fetch", "the mirror {mirror} cannot be reached or lacks a file: check the "
-     "network, the proxy (http_proxy) and the mirror's URL"),
-    ("Could not connect", "the mirror {mirror} cannot be reached: check the network, the proxy "
-     "(http_proxy) and the mirror's URL"),
+    ("Temporary failure resolving", "the mirror {mirror} cannot be reached" + _CHECK_MIRROR),
+    ("Failed to fetch", "the mirror {mirror} cannot be reached or lacks a file" + _CHECK_MIRROR),
+    ("Could not connect", "the mirror {mirror} cannot be reached" + _CHECK_MIRROR),
     ("E: Version '", "an apt pin is not on the mirror {mirror} (named above): pin a version it "
      "has, or use a snapshot mirror that has the pinned one"),
     ("Unable to locate package", "an apt package is not on the mirror {mirror} (named above)"),
@@ -241,14 +239,9 @@ def source_date_epoch(spec: ImageSpec, context: Path) -> int:
     if spec.pip_lock is None:
         raise NativeBuildRefused(f"a native build needs SOURCE_DATE_EPOCH: {fix}")
     lock = context / spec.pip_lock
-    status = run_bounded(
-        ["git", "status", "--porcelain", "--", lock.name], cwd=lock.parent, timeout=60, capture=True
-    )
-    log = run_bounded(
-        ["git", "log", "-1", "--format=%ct", "--", lock.name],
-        cwd=lock.parent,
-        timeout=60,
-        capture=True,
+    status, log = (
+        run_bounded(["git", *args, "--", lock.name], cwd=lock.parent, timeout=60, capture=True)
+        for args in (["status", "--porcelain"], ["log", "-1", "--format=%ct"])
     )
     when = (log.stdout or "").strip()
     if status.returncode != 0 or status.stdout.strip() or log.returncode != 0 or not when:
@@ -263,11 +256,7 @@ def _mode() -> str:
     """``root`` as root; ``unshare`` otherwise, after checking what it needs."""
     if os.geteuid() == 0:
         return "root"
-    for tool, package in UNSHARE_TOOLS.items():
-        if shutil.which(tool) is None:
-            raise NativeBuildRefused(
-                f"an unprivileged native build needs {tool}: install the Debian package {package}"
-            )
+    _need_tools(UNSHARE_TOOLS, "an unprivileged native build")
     user = pwd.getpwuid(os.geteuid()).pw_name
     for path in ("/etc/subuid", "/etc/subgid"):
         try:
@@ -287,6 +276,13 @@ def _mode() -> str:
                 "where it reads as another user's: make it readable by all, or build as root"
             )
     return "unshare"
+
+
+def _need_tools(tools: Mapping[str, str], who: str) -> None:
+    """Refuse a build that misses a host tool, naming the Debian package that has it."""
+    for tool, package in tools.items():
+        if shutil.which(tool) is None:
+            raise NativeBuildRefused(f"{who} needs {tool}: install the Debian package {package}")
 
 
 def _others_can_read(path: Path) -> bool:
@@ -314,14 +310,9 @@ def check_native(spec: ImageSpec, context: Path) -> tuple[str, int]:
     FileNotFoundError
         A ``%files`` source that does not exist under ``context``.
     """
-    why = native_refusal(spec)
-    if why is not None:
+    if (why := native_refusal(spec)) is not None:
         raise NativeBuildRefused(why)
-    for tool, package in HOST_TOOLS.items():
-        if shutil.which(tool) is None:
-            raise NativeBuildRefused(
-                f"the native builder needs {tool}: install the Debian package {package}"
-            )
+    _need_tools(HOST_TOOLS, "the native builder")
     if not os.path.isfile(host_ca_bundle()):
         raise NativeBuildRefused(
             f"the native builder needs a CA bundle for pip: install the Debian package "
@@ -520,17 +511,9 @@ def build_native(
     env = {**os.environ, "SOURCE_DATE_EPOCH": str(epoch), "LC_ALL": "C.UTF-8"}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     options, where = _base_argv(spec)
-    argv = [
-        "mmdebstrap",
-        f"--mode={mode}",
-        "--format=directory",
-        *options,
-        f"--customize-hook={hook}",
-        f"--customize-hook={copy_out}",
-        where[0],
-        str(root),
-        *where[1:],
-    ]
+    hooks = [f"--customize-hook={hook}", f"--customize-hook={copy_out}"]
+    argv = ["mmdebstrap", f"--mode={mode}", "--format=directory", *options, *hooks]
+    argv += [where[0], str(root), *where[1:]]
     with timed("mmdebstrap and the hooks"):
         result = run_bounded(argv, timeout=timeout, env=env, capture=False, tail=200)
     probe_file = workdir / Path(PROBE_IN_TREE).name
@@ -548,8 +531,11 @@ def build_native(
             else:
                 entry.unlink()
     sif = workdir / "image.sif"
-    labels = {**plan["labels"], "org.mushin-box.backend": "native"}
-    meta = json.dumps({"data": {"attributes": {"labels": labels}}, "type": "container"})
+    probe = json.loads(probe_file.read_text(encoding="utf-8"))
+    # `apptainer inspect --helpfile` and `run-help` read a SIF's help here, not in the tree
+    attributes = {"labels": {**plan["labels"], "org.mushin-box.backend": "native"}}
+    attributes |= {"helpfile": probe["helpfile"]} if probe["helpfile"] else {}
+    meta = json.dumps({"data": {"attributes": attributes}, "type": "container"})
     userns = ("mmdebstrap", "--unshare-helper") if mode == "unshare" else ()
     try:
         with timed("mksquashfs and the SIF"):
@@ -563,7 +549,6 @@ def build_native(
             )
     except (PackError, PackInputError) as error:
         raise BuildError(f"packing the image failed: {error}") from error
-    probe = json.loads(probe_file.read_text(encoding="utf-8"))
     lock = "" if spec.pip_lock is None else (context / spec.pip_lock).read_text(encoding="utf-8")
     lock += "\n" + "\n".join(spec.pip)
     # the hooks and the tree name the build directory

@@ -55,6 +55,7 @@ partitions (read as a stream by ``unsquashfs -pf``: nothing is unpacked to disk)
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import re
 import shutil
@@ -150,7 +151,7 @@ def pack_tree(
     definition : str, optional
         The definition file embedded as ``Def.FILE``.
     metadata : bytes, optional
-        The ``inspect-metadata.json`` object (``apptainer inspect``'s labels).
+        The ``inspect-metadata.json`` object (``apptainer inspect``'s labels and help).
     userns : sequence of str, optional
         Command prefix that runs mksquashfs in the user namespace the tree was made in
         (``("mmdebstrap", "--unshare-helper")``); empty for a tree root made.
@@ -260,29 +261,22 @@ def first_difference(a: Path, b: Path) -> str | None:
         return None
     ha, hb = read_sif_header(a), read_sif_header(b)
     fields = ("launch_script", "version", "arch", "created", "modified", "descriptors_total")
-    found = _field_difference("SIF header", ha, hb, fields)
-    if found:
+    if found := _field_difference("SIF header", ha, hb, fields):
         return found
     da, db = read_sif_descriptors(a), read_sif_descriptors(b)
-    if [d.datatype_name for d in da] != [d.datatype_name for d in db]:
-        names_a, names_b = [d.datatype_name for d in da], [d.datatype_name for d in db]
+    names_a, names_b = [d.datatype_name for d in da], [d.datatype_name for d in db]
+    if names_a != names_b:
         return f"SIF objects: {names_a} != {names_b}"
+    named = [f"SIF descriptor {d.id} ({d.datatype_name})" for d in da]
+    pairs = list(zip(named, da, db, strict=True))
     fields = ("id", "group_id", "linked_id", "name", "created", "modified", "extra")
-    for x, y in zip(da, db, strict=True):
-        found = _field_difference(f"SIF descriptor {x.id} ({x.datatype_name})", x, y, fields)
-        if found:
-            return found
-    for x, y in zip(da, db, strict=True):
-        found = _object_difference(a, b, x, y)
-        if found:
-            return found
-    for what, x, y in [("SIF header", ha, hb)] + [
-        (f"SIF descriptor {x.id} ({x.datatype_name})", x, y) for x, y in zip(da, db, strict=True)
-    ]:
-        found = _field_difference(what, x, y, ("uuid", "data_size", "offset", "size"))
-        if found:
-            return found
-    return found or "squashfs metadata"
+    late = ("uuid", "data_size", "offset", "size")
+    checks = itertools.chain(  # generators: nothing after the first difference is compared
+        (_field_difference(what, x, y, fields) for what, x, y in pairs),
+        (_object_difference(a, b, x, y) for _, x, y in pairs),
+        (_field_difference(what, x, y, late) for what, x, y in [("SIF header", ha, hb), *pairs]),
+    )
+    return next(filter(None, checks), "squashfs metadata")
 
 
 def _object_difference(a: Path, b: Path, x: SifDescriptor, y: SifDescriptor) -> str | None:

@@ -40,6 +40,7 @@ from typing import BinaryIO
 import attrs
 
 from mushin_box._core.errors import MushinBoxError
+from mushin_box._core.sidecars import StrPath
 from mushin_box._core.targets import public
 
 __all__ = [
@@ -53,8 +54,6 @@ __all__ = [
     "read_sif_object",
     "root_squashfs_offset",
 ]
-
-StrPath = str | os.PathLike[str]
 
 HEADER_SIZE = 128
 DESCRIPTOR_SIZE = 585
@@ -70,41 +69,22 @@ MAGIC = b"SIF_MAGIC\x00"
 SUPPORTED_VERSIONS = frozenset({"01"})
 GROUP_MASK = 0xF000_0000
 
-#: SIF architecture codes (``pkg/sif/arch.go``) -> Go architecture names: the whole table
-#: of the sif library, which ends at ``12`` (riscv64). It has no code for loong64 (nor any
-#: architecture after riscv64): its ``getSIFArch`` gives every architecture missing from the
-#: table the code ``00``, so an image built on loong64 reads as ``"unknown"`` here, as in
-#: ``siftool header``. Add a code only once the library assigns one.
-SIF_ARCHES: dict[str, str] = {
-    "00": "unknown",
-    "01": "386",
-    "02": "amd64",
-    "03": "arm",
-    "04": "arm64",
-    "05": "ppc64",
-    "06": "ppc64le",
-    "07": "mips",
-    "08": "mipsle",
-    "09": "mips64",
-    "10": "mips64le",
-    "11": "s390x",
-    "12": "riscv64",
-}
+#: SIF architecture codes (``pkg/sif/arch.go``, ``"00"`` on, in order) -> Go architecture
+#: names: the whole table of the sif library, which ends at ``12`` (riscv64). It has no code
+#: for loong64 (nor any architecture after riscv64): its ``getSIFArch`` gives every
+#: architecture missing from the table the code ``00``, so an image built on loong64 reads as
+#: ``"unknown"`` here, as in ``siftool header``. Add a code only once the library assigns one.
+SIF_ARCHES: dict[str, str] = {f"{code:02}": name for code, name in enumerate((
+    "unknown", "386", "amd64", "arm", "arm64", "ppc64", "ppc64le", "mips", "mipsle", "mips64",
+    "mips64le", "s390x", "riscv64",
+))}  # fmt: skip
 
-#: SIF data object types (``pkg/sif/sif.go``) -> the names ``siftool list`` prints.
-SIF_DATATYPES: dict[int, str] = {
-    0x4001: "Def.FILE",
-    0x4002: "Env.Vars",
-    0x4003: "JSON.Labels",
-    0x4004: "FS",
-    0x4005: "Signature",
-    0x4006: "JSON.Generic",
-    0x4007: "Generic/Raw",
-    0x4008: "Cryptographic Message",
-    0x4009: "SBOM",
-    0x400A: "OCI.RootIndex",
-    0x400B: "OCI.Blob",
-}
+#: SIF data object types (``pkg/sif/sif.go``, ``0x4001`` on, in order) -> the names
+#: ``siftool list`` prints.
+SIF_DATATYPES: dict[int, str] = dict(enumerate((
+    "Def.FILE", "Env.Vars", "JSON.Labels", "FS", "Signature", "JSON.Generic", "Generic/Raw",
+    "Cryptographic Message", "SBOM", "OCI.RootIndex", "OCI.Blob",
+), start=0x4001))  # fmt: skip
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 
@@ -287,7 +267,7 @@ def read_sif_descriptors(path: StrPath) -> tuple[SifDescriptor, ...]:
             raise SifFormatError(p, f"implausible descriptor table in header: {header}")
         table = _read_exact(handle, p, header.descriptors_offset, total * DESCRIPTOR_SIZE)
         file_size = os.fstat(handle.fileno()).st_size
-    out = _used_descriptors(table, total)
+    out = _used_descriptors(table)
     if len(out) != header.descriptors_used:
         raise SifFormatError(
             p,
@@ -314,14 +294,11 @@ def _check_extent(path: Path, d: SifDescriptor, file_size: int) -> None:
         )
 
 
-def _used_descriptors(table: bytes, total: int) -> list[SifDescriptor]:
+def _used_descriptors(table: bytes) -> list[SifDescriptor]:
     """The used descriptors of a raw descriptor table, in table order."""
     out: list[SifDescriptor] = []
-    for index in range(total):
-        fields = DESCRIPTOR.unpack_from(table, index * DESCRIPTOR_SIZE)
-        (dtype, used, ident, group, link, off, size, padded, ctime, mtime, _u, _g, name, extra) = (
-            fields
-        )
+    for fields in DESCRIPTOR.iter_unpack(table):
+        dtype, used, ident, group, link, off, size, padded, ctime, mtime, _, _, name, extra = fields
         if not used:
             continue
         out.append(

@@ -19,6 +19,7 @@ import struct
 import time
 import uuid as _uuid
 
+from mushin_box._core.sidecars import StrPath
 from mushin_box._image.sif import (
     DESCRIPTOR,
     DESCRIPTOR_SIZE,
@@ -30,8 +31,6 @@ from mushin_box._image.sif import (
 )
 
 __all__ = ["host_arch", "write_sif"]
-
-StrPath = str | os.PathLike[str]
 
 LAUNCH_SCRIPT = "#!/usr/bin/env run-singularity\n"
 DESCRIPTOR_OFFSET = 4096
