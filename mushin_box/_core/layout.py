@@ -15,6 +15,7 @@ A sweep directory::
     <sweep>/mushin_jobs.json            the jobs of the latest submission (SLURM ids)
     <sweep>/mushin_launch.json          the latest launch's command line (resume replays it)
     <sweep>/.mushin/code/<sha256>.patch the uncommitted code of a dirty launch (0600)
+    <sweep>/.mushin/worktree/           the code a ``reproduce --worktree`` re-run ran
     <sweep>/<cell>/mushin_status.json   pending/running/completed/failed/timeout/skipped
     <sweep>/<cell>/mushin_metrics.json  the task's returned metrics
     <sweep>/<cell>/mushin_provenance.json, mushin_packages.txt
@@ -94,6 +95,7 @@ __all__ = [
     "STAGE_METRICS_SUFFIX",
     "STALE_CHECKPOINTS_DIR",
     "STATUS_FILE",
+    "WORKTREE_DIR",
     "code_patch_file",
     "rank_log_file",
     "read_limit",
@@ -148,6 +150,8 @@ ATTEMPT_FILE = "attempt.json"
 STALE_CHECKPOINTS_DIR = "stale-checkpoints"
 #: under the sweep's private dir: the uncommitted code of dirty launches, by its hash
 CODE_PATCH_DIR = "code"
+#: under a re-run's sweep: the git worktree holding the code ``reproduce --worktree`` ran
+WORKTREE_DIR = f"{JOB_PRIVATE_DIR}/worktree"
 #: under a cell: the output (stdout and stderr) of the ranks a local HydraDDP job starts,
 #: one file per global rank (rank 0's is the Hydra job log, ``<job name>.log``)
 RANK_LOG_DIR = "logs"

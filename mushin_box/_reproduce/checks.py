@@ -362,7 +362,7 @@ def code_differs(problems: list[str]) -> ReproduceError:
         "the code differs from the cell's: "
         + "; ".join(problems)
         + ". Check out the cell's code, or pass {allow_dirty} to run anyway (recorded)",
-        arguments={"allow_dirty": True},
+        arguments={"allow_dirty": True, "worktree": True},
     )
 
 

@@ -48,6 +48,7 @@ from mushin_box._core.layout import (
     SECRET_ENV_PREFIX,
     SECRET_NAMES_ENV,
     STATUS_FILE,
+    WORKTREE_DIR,
     default_sweep_dir,
 )
 from mushin_box._core.overrides import format_override
@@ -74,6 +75,7 @@ from mushin_box._reproduce.checks import (
 )
 from mushin_box._reproduce.rebuild import image_recipe, rebuild_image
 from mushin_box._reproduce.trust import check_sources
+from mushin_box._reproduce.worktree import checkout, discard
 from mushin_box._results.diff import diff_provenance
 from mushin_box._sweepdir.manifest import cell_records, combo_id
 
@@ -108,6 +110,8 @@ class ReproducePlan:
     #: the ranks' env file (``path``, ``text`` with secret-looking values redacted), as the
     #: launch will write it: pre-flight runs in a dry run too, so it holds the image identity
     env_file: Mapping[str, str] | None = None
+    #: where the re-run's code is checked out (``worktree``), or None: the tree here
+    worktree: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         moved = ("recorded_topology", "nodes", "gpus", "recorded_launcher", "launch")
@@ -316,25 +320,23 @@ def plan_reproduce(
     allow_dirty: bool = False,
     environ: Mapping[str, str] | None = None,
     rebuild: bool = False,
+    worktree: bool = False,
+    dry_run: bool = False,
 ) -> tuple[ReproducePlan, Any, Any]:
     """Check everything and decide the re-run: ``(plan, workflow, launch plan)``.
 
     Writes nothing but, with ``rebuild``, the image rebuilt from its recipe
     (:mod:`.rebuild`), after every check that needs no image: a refusal comes before
-    minutes of building. Raises :class:`ReproduceError` for anything that keeps the re-run
-    from reproducing the cell as asked (see :func:`reproduce`).
+    minutes of building; and, with ``worktree``, the cell's code checked out in the re-run's
+    sweep (:mod:`.worktree`), removed again on a refusal or a ``dry_run``. Raises
+    :class:`ReproduceError` for anything that keeps the re-run from reproducing the cell as
+    asked (see :func:`reproduce`).
     """
-    from omegaconf import OmegaConf
-
     env = os.environ if environ is None else environ
     original = read_original(cell)
     secrets = check_secrets(original.config, env)
-    config = OmegaConf.create(original.config)
-    source = check_sources(original, config, allow_dirty=allow_dirty)  # before any import
-    recipe = image_recipe(original) if rebuild else None
     launcher = part(original.run, "launcher")
-    recorded_launcher = launcher.get("name")
-    slurm = recorded_launcher in _SLURM_LAUNCHERS and not local
+    slurm = launcher.get("name") in _SLURM_LAUNCHERS and not local
     if original.repro.get("image", NO_IMAGE) not in (None, NO_IMAGE) and not slurm:
         raise ReproduceError(
             "the cell ran in an image, and only a SLURM launch runs ranks in one: drop "
@@ -344,11 +346,64 @@ def plan_reproduce(
         )
     if slurm and shutil.which("sbatch") is None:
         raise ReproduceError(
-            f"the cell ran on SLURM ({recorded_launcher}), but there is no sbatch on PATH: "
+            f"the cell ran on SLURM ({launcher.get('name')}), but there is no sbatch on PATH: "
             "run this on the cluster's login node, or pass {local} to run it here",
             arguments={"local": True},
         )
     root = _into(into, original)
+    where, fresh = root / WORKTREE_DIR if worktree else None, not root.exists()
+    if where is not None:
+        original = checkout(original, where)
+    try:
+        planned = _plan(
+            original,
+            root,
+            secrets,
+            slurm,
+            nodes=nodes,
+            gpus=gpus,
+            image=image,
+            allow_dirty=allow_dirty,
+            rebuild=rebuild,
+            worktree=where,
+        )
+    except BaseException:
+        if where is not None:
+            _remove_worktree(root, where, fresh)
+        raise
+    if dry_run and where is not None:
+        _remove_worktree(root, where, fresh)
+    return planned
+
+
+def _remove_worktree(root: Path, where: Path, fresh: bool) -> None:
+    """Undo :func:`~.worktree.checkout`, and the directories made for it."""
+    discard(where)
+    for made in (where.parent, *((root,) if fresh else ())):
+        with contextlib.suppress(OSError):
+            made.rmdir()
+
+
+def _plan(
+    original: Original,
+    root: Path,
+    secrets: Sequence[str],
+    slurm: bool,
+    *,
+    nodes: int | None,
+    gpus: int | None,
+    image: str | os.PathLike[str] | None,
+    allow_dirty: bool,
+    rebuild: bool,
+    worktree: Path | None = None,
+) -> tuple[ReproducePlan, Any, Any]:
+    """:func:`plan_reproduce`'s checks and plan, once its cell's code is where it runs."""
+    from omegaconf import OmegaConf
+
+    config = OmegaConf.create(original.config)
+    source = check_sources(original, config, allow_dirty=allow_dirty)  # before any import
+    recipe = image_recipe(original) if rebuild else None
+    launcher = part(original.run, "launcher")
     if recipe is not None:
         image = rebuild_image(recipe)
     img = check_image(original, None if image is None else str(image))
@@ -400,11 +455,12 @@ def plan_reproduce(
         recorded_topology=(rec_nodes, rec_gpus),
         nodes=launch.nodes,
         gpus=launch.gpus,
-        recorded_launcher=recorded_launcher,
+        recorded_launcher=launcher.get("name"),
         launch=launch.to_dict(),
         code=code,
         image=img,
         env_file=_env_file(launch.launcher_config),
+        worktree=None if worktree is None else str(worktree),
     )
     return plan, workflow, launch
 
@@ -458,6 +514,7 @@ def _mark(cell_dir: Path, plan: ReproducePlan) -> None:
         "allow_dirty": plan.code.allow_dirty,
         "code_differences": list(plan.code.problems),
         **({"checkout_differences": list(plan.code.moved)} if plan.code.moved else {}),
+        **({"worktree": plan.worktree} if plan.worktree else {}),
         "topology": {"nodes": plan.nodes, "gpus": plan.gpus},
         "recorded_topology": {
             "nodes": plan.recorded_topology[0],
@@ -482,6 +539,7 @@ def reproduce(
     dry_run: bool = False,
     progress: bool = False,
     rebuild_image: bool = False,
+    worktree: bool = False,
 ) -> ReproduceResult:
     """Re-run a completed cell from its sidecars alone, and diff the re-run against it.
 
@@ -514,6 +572,11 @@ def reproduce(
         Rebuild the cell's image from the recipe its record holds (a native build, at the
         recorded commit of the repository here) and run in it when its sha256 is the
         recorded one (:mod:`mushin_box._reproduce.rebuild`).
+    worktree : bool
+        Run the cell's own code, whatever is checked out here: its commit, checked out in a
+        git worktree of the repository in the re-run's sweep (``.mushin/worktree``), with
+        the uncommitted code it ran applied from its sweep's copy
+        (:mod:`mushin_box._reproduce.worktree`). The tree here is left as it is.
 
     Returns
     -------
@@ -528,7 +591,9 @@ def reproduce(
         an image whose sha256 differs (both digests named), an impossible topology or
         launcher, an ``into`` that is not new; with ``rebuild_image``: no recipe recorded,
         not a native build, uncommitted inputs, no repository holding the commit, a
-        rebuilt sha256 that is not the recorded one (both named).
+        rebuilt sha256 that is not the recorded one (both named); with ``worktree``: a cell
+        that ran outside git, no repository here holding its commit, its uncommitted code
+        not kept.
     NativeBuildRefused, BuildError
         With ``rebuild_image``: this machine cannot build the image, or the build failed.
     """
@@ -555,6 +620,8 @@ def reproduce(
         local=local,
         allow_dirty=allow_dirty,
         rebuild=rebuild_image,
+        worktree=worktree,
+        dry_run=dry_run,
     )
     if dry_run:
         return ReproduceResult(plan)

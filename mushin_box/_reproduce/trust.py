@@ -34,9 +34,7 @@ recorded one.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -45,10 +43,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from mushin_box._core.layout import code_patch_file
-from mushin_box._core.safeio import UnsafeFileError, inside, read_bounded
 from mushin_box._core.userfile import owner_problem
-from mushin_box._provenance.patch import PATCH_LIMIT
 from mushin_box._provenance.record import UNTRACKED_MARK, git_root, git_state
 from mushin_box._reproduce.checks import (
     FINGERPRINT_DIFFERS,
@@ -58,12 +53,12 @@ from mushin_box._reproduce.checks import (
     git_problems,
     part,
 )
+from mushin_box._reproduce.worktree import HEX, kept_patch
 from mushin_box._sweep.usercode import code_identity, is_user_file, module_file
 
 __all__ = ["TrustedSource", "check_sources"]
 
 _MAIN_NAMES = ("__main__", "__mp_main__")
-_HEX = re.compile(r"[0-9a-f]{40,64}")
 #: writes each untracked file of a kept diff (``PATCH ROOT``): ``\0untracked PATH\0`` then
 #: its bytes (:func:`~mushin_box._provenance.record.git_tree`)
 _WRITE_UNTRACKED = (
@@ -220,34 +215,31 @@ def _check_commit(original: Original, experiment: Path, files: set[Path]) -> tup
     if unlike:
         top = git_root(experiment) or experiment.parent
         switch = f"git -C {shlex.quote(str(top))} switch --detach {commit}"
-        hint = [f"to run the cell's code, check out its commit: {switch}"] if problems else []
+        hint = (
+            [
+                "to run the cell's code from its commit, leaving this tree as it is, pass "
+                f"{{worktree}}; or check the commit out: {switch}"
+            ]
+            if problems
+            else []
+        )
         raise code_differs([*(problems or unlike), *hint])
     return tuple(problems)
 
 
 def kept_code(original: Original, recorded: Any, experiment: Path) -> list[str]:
     """How to get back the uncommitted code a cell ran, from the copy its sweep keeps
-    (:func:`~mushin_box._provenance.patch.keep_patch`): the shell commands that check out
-    its commit, apply the diff and write the files git did not track. The copy is named
-    only when its sha256 is the record's and every file it writes lies inside the
-    repository: a copy anyone could have put there must not choose what gets written."""
+    (:func:`~mushin_box._reproduce.worktree.kept_patch`): ``reproduce --worktree``, or the
+    shell commands that check out its commit on a clean tree, apply the diff and write the
+    files git did not track."""
     sha = recorded.get("diff_sha256") if isinstance(recorded, Mapping) else None
     commit = str(recorded.get("commit")) if isinstance(recorded, Mapping) else ""
-    if not isinstance(sha, str) or not _HEX.fullmatch(sha) or not _HEX.fullmatch(commit):
+    if not isinstance(sha, str) or not HEX.fullmatch(sha) or not HEX.fullmatch(commit):
         return []
-    sweep = original.cell_dir.parent
     try:
-        path = inside(sweep, sweep / code_patch_file(sha))
-        data = read_bounded(path, PATCH_LIMIT)
-    except (OSError, UnsafeFileError):
-        return [
-            "the sweep keeps no copy of that code (the launch said why), so only that tree runs it"
-        ]
-    names = [
-        e.partition(b"\0")[0].decode("utf-8", "replace") for e in data.split(UNTRACKED_MARK)[1:]
-    ]
-    if hashlib.sha256(data).hexdigest() != sha or not all(map(_relative, names)):
-        return [f"{path} is not the code the cell ran (its sha256 differs); restore it"]
+        path, _, names = kept_patch(original, sha)
+    except ReproduceError as exc:
+        return [str(exc)]
     top = shlex.quote(str(git_root(experiment) or experiment.parent))
     steps = [
         f"git -C {top} switch --detach {commit}",
@@ -259,13 +251,9 @@ def kept_code(original: Original, recorded: Any, experiment: Path) -> list[str]:
             f"{shlex.quote(str(path))} {top}"
         )
     return [
-        f"to get the cell's code back from its sweep's copy, on a clean tree: {' && '.join(steps)}"
+        "to run the cell's code from its sweep's copy, leaving this tree as it is, pass "
+        f"{{worktree}}; or, on a clean tree: {' && '.join(steps)}"
     ]
-
-
-def _relative(name: str) -> bool:
-    """A path git would write inside the repository: relative, with no ``..``."""
-    return bool(name) and not name.startswith("/") and ".." not in name.split("/")
 
 
 def _not_committed(commit: str, experiment: Path, files: set[Path]) -> list[str]:

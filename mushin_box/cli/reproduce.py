@@ -32,6 +32,7 @@ EXAMPLES = (
     "mushin-box reproduce multirun/2026-01-31_12-00-00/module.lr=0.1 --image "
     "/shared/train.sif --json",
     "mushin-box reproduce multirun/2026-01-31_12-00-00/module.lr=0.1 --rebuild-image",
+    "mushin-box reproduce multirun/2026-01-31_12-00-00/module.lr=0.1 --worktree",
 )
 #: what its exit codes mean (shown in --help; 2 and 141: every command's)
 EXITS = {
@@ -66,6 +67,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--local", action="store_true", help="run here, whatever launcher the cell ran with"
     )
     add_tolerance_arguments(parser)
+    parser.add_argument(
+        "--worktree",
+        action="store_true",
+        help="run the cell's own code (its commit, and the uncommitted code its sweep kept) "
+        "from a git worktree in the re-run's sweep, leaving the tree here as it is",
+    )
     parser.add_argument(
         "--allow-dirty",
         action="store_true",
@@ -110,6 +117,8 @@ def _print_plan(plan: Any) -> None:
         git = code.current.get("git") or {}
         at = f"commit {git.get('commit')}, " if git else ""
         print(f"code      same: {at}fingerprint {code.current.get('task_sha256')}")
+        if plan.worktree:
+            print(f"          (checked out in a git worktree at {plan.worktree})")
         for moved in code.moved:  # another checkout, the experiment's files unchanged
             print(f"          ({moved}; the files the experiment imports are the cell's)")
     else:
@@ -136,6 +145,8 @@ def _print_result(result: Any) -> None:
     if result.rebuilt_image is not None:
         print(f"image     rebuilt at {result.rebuilt_image} (the recorded sha256)")
     print(f"re-run    {result.cell_dir}")
+    if result.plan.worktree:
+        print(f"code      the cell's, from a git worktree at {result.plan.worktree}")
     for moved in result.plan.code.moved:  # another checkout, the experiment's files unchanged
         print(f"code      the cell's ({moved}; the files the experiment imports are the cell's)")
     diff = result.diff
@@ -188,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
                 dry_run=args.dry_run,
                 progress=not args.json and sys.stderr.isatty(),
                 rebuild_image=args.rebuild_image,
+                worktree=args.worktree,
             )
     except BuildError as exc:  # exit 1, as `mushin-box build`'s failed build
         print(f"mushin-box reproduce: error: the image's rebuild failed: {exc}", file=sys.stderr)

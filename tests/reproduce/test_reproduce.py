@@ -226,7 +226,7 @@ def test_a_commit_that_changed_the_code_is_refused_with_the_checkout_to_run(
         reproduce(cell, into=tmp_path / "again")
     said = str(refused.value)
     assert f"commit {first}, but {second} is checked out" in said
-    assert f"check out its commit: git -C {code_dir} switch --detach {first}" in said
+    assert f"check the commit out: git -C {code_dir} switch --detach {first}" in said
     assert not (tmp_path / "again").exists()
     _git(code_dir, "switch", "-q", "--detach", first)  # as the refusal said
     assert reproduce(cell, into=tmp_path / "again").ok
@@ -478,3 +478,96 @@ def test_a_sweeps_copy_that_is_not_the_recorded_code_is_not_offered(
     kept.unlink()
     with pytest.raises(ReproduceError, match="the sweep keeps no copy of that code"):
         reproduce(cell, into=tmp_path / "again")
+
+
+def _forget(code_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As a new process would: no module of the test's imported, its trees not on the
+    path."""
+    import sys
+
+    tmp = str(code_dir.parent)
+    for name, module in list(sys.modules.items()):
+        if str(getattr(module, "__file__", None) or "").startswith(tmp):
+            monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if not p.startswith(tmp)])
+
+
+@pytest.mark.parametrize("untracked", [False, True], ids=["tracked", "with-untracked"])
+def test_a_dirty_runs_code_reruns_from_a_worktree_leaving_the_tree_as_it_is(
+    tmp_path: Path,
+    code_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    untracked: bool,
+) -> None:
+    cell, first, sha = _a_dirty_run_then_a_commit(tmp_path, code_dir, untracked)
+    (code_dir / "wip.txt").write_text("the user's work in progress\n")
+    head, status = _git(code_dir, "rev-parse", "HEAD"), _git(code_dir, "status", "--porcelain")
+    monkeypatch.setenv(TOKEN_VAR, SECRET)
+    capsys.readouterr()
+    assert main(["reproduce", str(cell), "--into", str(tmp_path / "cli")]) == 2
+    assert "pass --worktree; or, on a clean tree: git -C" in capsys.readouterr().err
+    _forget(code_dir, monkeypatch)
+
+    dry = reproduce(cell, into=tmp_path / "dry", worktree=True, dry_run=True)
+    assert dry.plan.worktree == str(tmp_path / "dry" / ".mushin" / "worktree")
+    assert dry.plan.code.same and not (tmp_path / "dry").exists()  # a dry run keeps nothing
+    _forget(code_dir, monkeypatch)
+    result = reproduce(cell, into=tmp_path / "again", worktree=True)
+    assert result.ok, result.diff.verdict()
+    where = tmp_path / "again" / ".mushin" / "worktree"
+    assert _git(where, "rev-parse", "HEAD") == first
+    assert (where / "helper_kept.py").is_file() == untracked
+    record = read_json(_dir(result) / PROVENANCE_FILE)
+    assert record["run"]["reproduction"]["worktree"] == str(where)
+    assert record["reproducibility"]["code"]["git"]["diff_sha256"] == sha
+    assert record["run"]["experiment"]["file"].startswith(str(where))
+    assert read_json(_dir(result) / "mushin_metrics.json") == read_json(
+        cell / "mushin_metrics.json"
+    )
+    # the user's own tree: not touched
+    assert _git(code_dir, "rev-parse", "HEAD") == head
+    assert _git(code_dir, "status", "--porcelain") == status
+    assert [line.split()[0] for line in _git(code_dir, "worktree", "list").splitlines()] == [
+        str(code_dir),
+        str(where),
+    ]
+
+
+def test_a_worktree_refused_after_its_checkout_is_removed_and_nothing_is_left(
+    tmp_path: Path, code_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cell, _, _ = _a_dirty_run_then_a_commit(tmp_path, code_dir)
+    monkeypatch.setenv(TOKEN_VAR, SECRET)
+    _forget(code_dir, monkeypatch)
+    with pytest.raises(ReproduceError, match="nodes"):
+        reproduce(cell, into=tmp_path / "again", worktree=True, nodes=0)
+    assert not (tmp_path / "again").exists()
+    assert len(_git(code_dir, "worktree", "list").splitlines()) == 1
+
+    (tmp_path / "sweep" / ".mushin" / "code").joinpath(
+        read_json(cell / PROVENANCE_FILE)["reproducibility"]["code"]["git"]["diff_sha256"]
+        + ".patch"
+    ).unlink()
+    with pytest.raises(ReproduceError, match="the sweep keeps no copy of that code"):
+        reproduce(cell, into=tmp_path / "again", worktree=True)
+    assert not (tmp_path / "again").exists()
+
+
+def test_a_clean_cells_commit_reruns_from_a_worktree(
+    tmp_path: Path, code_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def change(module: Any) -> None:
+        path = Path(module.__file__)
+        path.write_text(path.read_text() + "\n# changed\n")
+        _git(code_dir, "add", ".")
+
+    cell, first, second = _a_commit_after_the_run(tmp_path, code_dir, change)
+    monkeypatch.setenv(TOKEN_VAR, SECRET)
+    with pytest.raises(ReproduceError, match="leaving this tree as it is, pass worktree=True"):
+        reproduce(cell, into=tmp_path / "again")
+    _forget(code_dir, monkeypatch)
+    result = reproduce(cell, into=tmp_path / "again", worktree=True)
+    assert result.ok, result.diff.verdict()
+    assert _git(tmp_path / "again" / ".mushin" / "worktree", "rev-parse", "HEAD") == first
+    assert _git(code_dir, "rev-parse", "HEAD") == second
