@@ -71,6 +71,7 @@ _LAZY: dict[str, str] = {
     "CellWarning": "mushin_box._core.errors",
     "UnsafeFileError": "mushin_box._core.safeio",
     "WorldSizeMismatchError": "mushin_box._train.world",
+    "ShortenedFitError": "mushin_box._train.resume",
     "DockerfileError": "mushin_box._image.dockerfile",
     "SifFormatError": "mushin_box._image.sif",
     "BuildError": "mushin_box._image.native",
@@ -134,6 +135,7 @@ __all__ = [
     "ResumeError",
     "ScheduleError",
     "SeriesFileError",
+    "ShortenedFitError",
     "SifFormatError",
     "SifHeader",
     "SubmititSlurmConfig",
@@ -224,6 +226,7 @@ if TYPE_CHECKING:  # pragma: no cover - static names for type checkers and IDEs
     from mushin_box._train.pl import HydraDDP, MetricsCallback
     from mushin_box._train.resume import (
         ResumeContext,
+        ShortenedFitError,
         find_last_checkpoint,
         resumable,
         resume_context,

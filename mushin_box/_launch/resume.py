@@ -53,7 +53,7 @@ from mushin_box._sweepdir.manifest import (
     read_sweep_manifest,
     write_grid,
 )
-from mushin_box._train.resume import find_last_checkpoint, trained_so_far
+from mushin_box._train.resume import find_last_checkpoint, refuse_shortened
 
 __all__ = [
     "CHANGEABLE_FLAGS",
@@ -247,21 +247,10 @@ def _extension(
 def _refuse_lowered(
     actions: Sequence[CellAction], cells: Mapping[str, Any], root: str | Path, limits: Any
 ) -> None:
-    """Refuse limits below what a cell that continues its fit already trained: its fit
-    would train nothing, and report the longer fit's metrics under the shorter config."""
+    """Refuse limits below what a cell that continues its fit already trained."""
     for a in actions:
-        if a.action not in ("extend", "continue") or not cells[a.name].dir:
-            continue
-        trained = trained_so_far(Path(root) / cells[a.name].dir)
-        for key, value in limits.items():
-            done = trained.get(key.rsplit(".", 1)[-1])
-            if isinstance(value, int) and done is not None and value < done:
-                unit = "epochs" if key.endswith("max_epochs") else "steps"
-                raise ResumeError(
-                    f"{key}={value} is below the {done} {unit} cell {a.name} already trained: "
-                    f"a resume extends a fit and cannot shorten one; give at least {done}, or "
-                    "launch the shorter run into a new directory"
-                )
+        if a.action in ("extend", "continue") and cells[a.name].dir:
+            refuse_shortened(Path(root) / cells[a.name].dir, limits)
 
 
 def _action(

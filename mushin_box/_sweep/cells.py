@@ -75,7 +75,12 @@ from mushin_box._sweep.cellfiles import install as install_hydra_files
 from mushin_box._sweep.decide import LIMIT_FREE, SHAPE_FREE, Decision, decide
 from mushin_box._sweep.usercode import code_identity
 from mushin_box._sweepdir.liveness import owner_fields
-from mushin_box._train.resume import next_attempt, set_aside_checkpoints, zen_with_resume
+from mushin_box._train.resume import (
+    next_attempt,
+    refuse_shortened,
+    set_aside_checkpoints,
+    zen_with_resume,
+)
 from mushin_box._train.seeding import global_rank_from_env
 from mushin_box._train.signals import Terminated, sigterm_raises
 
@@ -349,6 +354,8 @@ class CellRunner:
             if decision.reused_despite:  # reused on request: the status says so
                 self._status_as_is(cell, reused_despite=list(decision.reused_despite))
             return reused  # nothing runs; only a reuse despite a change is written down
+        if decision.continue_from_checkpoint:  # refused before anything is written
+            refuse_shortened(cell.directory, cell.base.get("limits") or {})
         record = dict(cell.base)
         if decision.rerun_reason:
             record["rerun_reason"] = decision.rerun_reason

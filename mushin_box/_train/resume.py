@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 import attrs
 
+from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.jobdir import job_dir, mushin_dir
 from mushin_box._core.layout import ATTEMPT_FILE, FINGERPRINTS_FILE, STALE_CHECKPOINTS_DIR
 from mushin_box._core.sidecars import read_json, write_json_atomic
@@ -37,6 +38,7 @@ from mushin_box._core.targets import public
 __all__ = [
     "RESUME_PARAM",
     "ResumeContext",
+    "ShortenedFitError",
     "call_with_resume",
     "current_attempt",
     "find_last_checkpoint",
@@ -44,6 +46,7 @@ __all__ = [
     "resumable",
     "resume_context",
     "set_aside_checkpoints",
+    "refuse_shortened",
     "trained_so_far",
     "zen_with_resume",
 ]
@@ -155,6 +158,35 @@ def trained_so_far(directory: str | os.PathLike[str]) -> dict[str, int]:
     if isinstance(last.get("step"), int):
         out["max_steps"] = int(last["step"])
     return out
+
+
+@public
+class ShortenedFitError(MushinBoxError, ValueError):
+    """A resume set a training limit below what a cell already trained
+    (:func:`refuse_shortened`)."""
+
+
+def refuse_shortened(directory: str | os.PathLike[str], limits: Mapping[str, Any]) -> None:
+    """Refuse ``limits`` (``{key: value}``, e.g. ``{"trainer.max_epochs": 2}``) below what
+    the job in ``directory`` already trained (:func:`trained_so_far`): its fit, continued,
+    would train nothing, and report the longer fit's metrics under the shorter config. A
+    negative limit is Lightning's "no limit".
+
+    Raises
+    ------
+    ShortenedFitError
+        One line: the limit, what the cell trained, and the fix.
+    """
+    trained = trained_so_far(directory)
+    for key, value in limits.items():
+        done = trained.get(key.rsplit(".", 1)[-1])
+        if isinstance(value, int) and done is not None and 0 <= value < done:
+            unit = "epochs" if key.endswith("max_epochs") else "steps"
+            raise ShortenedFitError(
+                f"{key}={value} is below the {done} {unit} cell {Path(directory).name} already "
+                f"trained: a resume extends a fit and cannot shorten one; give at least {done}, "
+                "or launch the shorter run into a new directory"
+            )
 
 
 def _loadable(path: Path) -> bool:

@@ -331,3 +331,16 @@ def test_a_finished_fit_extended_to_more_epochs_equals_the_longer_fit(
     assert "trainer.max_epochs=1 is below the 3 epochs cell cell already trained" in lowered.stderr
     assert "give at least 3" in lowered.stderr
     assert (tmp_path / "short" / "cell" / "mushin_status.json").read_bytes() == before
+    # the same through the runner (Workflow.run(resume=True)), which decides in the cell
+    lowered = _cli(
+        *("launch", "exp.py", "--working-dir", "short", "--resume", "trainer.max_epochs=1"),
+        *("--local", "--no-progress"),
+        cwd=tmp_path,
+    )
+    assert lowered.returncode == 2, lowered.stderr[-3000:]
+    assert lowered.stderr.strip().splitlines()[-1] == (
+        "mushin-box launch: error: trainer.max_epochs=1 is below the 3 epochs cell cell "
+        "already trained: a resume extends a fit and cannot shorten one; give at least 3, or "
+        "launch the shorter run into a new directory"
+    )
+    assert (tmp_path / "short" / "cell" / "mushin_status.json").read_bytes() == before

@@ -9,6 +9,9 @@ from hydra_zen import make_config
 from workflow_tasks import quiet_trainer
 
 from mushin_box import ResumeContext, find_last_checkpoint, resumable, resume_context
+from mushin_box._core.layout import FINGERPRINTS_FILE
+from mushin_box._core.sidecars import write_json_atomic
+from mushin_box._train.resume import ShortenedFitError, refuse_shortened
 
 pytestmark = pytest.mark.floor  # the floor job's subset (scripts/floor)
 
@@ -126,3 +129,35 @@ def test_a_checkpoint_in_torchs_legacy_format_is_still_found(tmp_path: Path) -> 
     torch.save({"epoch": 4}, legacy, _use_new_zipfile_serialization=False)
     assert find_last_checkpoint(tmp_path) == str(legacy)
     assert _epoch_of(legacy) == 4
+
+
+def _trained(directory: Path, epochs: int, steps: int) -> Path:
+    """A job directory whose fit fingerprints say it trained ``epochs`` epochs and
+    ``steps`` steps (as ``MetricsCallback`` writes them at each epoch's end)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    rows = [{"epoch": e, "step": (e + 1) * steps // epochs, "weights": "w"} for e in range(epochs)]
+    write_json_atomic(directory / FINGERPRINTS_FILE, {"epochs": rows})
+    return directory
+
+
+def test_a_limit_below_what_the_fit_trained_is_refused_and_no_limit_is_not(
+    tmp_path: Path,
+) -> None:
+    cell = _trained(tmp_path / "lr=0.1", epochs=4, steps=40)
+    with pytest.raises(ShortenedFitError) as refused:
+        refuse_shortened(cell, {"trainer.max_epochs": 3})
+    said = str(refused.value)
+    assert said.startswith("trainer.max_epochs=3 is below the 4 epochs cell lr=0.1 already")
+    assert "give at least 4" in said and "\n" not in said
+    with pytest.raises(ShortenedFitError, match="below the 40 steps"):
+        refuse_shortened(cell, {"trainer.max_steps": 39})
+    for fine in (
+        {"trainer.max_epochs": 4},
+        {"trainer.max_epochs": 9},
+        {"trainer.max_steps": 40},
+        # Lightning's "no limit", and a time limit it does not measure: nothing to refuse
+        {"trainer.max_steps": -1, "trainer.max_epochs": -1},
+        {"trainer.max_time": "00:00:01:00"},
+    ):
+        refuse_shortened(cell, fine)
+    refuse_shortened(tmp_path / "never-fitted", {"trainer.max_epochs": 1})
