@@ -368,12 +368,16 @@ def sweeps_table(
     against 40), and a cell that won for that reason must not look like it won by its
     swept values. So every config key whose value differs between two of the sweeps
     (:func:`changed_keys`) is a column too, and a parameter a sweep does not sweep shows its
-    value there, never ``-``: both read from the sweeps' records (:func:`sweep_config`)."""
+    value there, never ``-``: both read from the sweeps' records (:func:`sweep_config`).
+    A resume can raise a training limit for some cells of a sweep only: each cell's own
+    limits (its status) count over its sweep's, within one sweep too."""
     sweeps, names = tuple(sweeps), tuple(names)
     params = tuple(dict.fromkeys(p for s in sweeps for p in s.params))
-    across = len(names) > 1 or config_keys == "all"  # names: one per sweep, or none
-    configs = [sweep_config(s) for s in sweeps] if across else []
-    known = [c for c in configs if c]
+    limits = {(i, _text(c.limits)): c.limits for i, s in enumerate(sweeps) for c in s.cells}
+    limits = {k: v for k, v in limits.items() if v}  # none recorded: not known, not absent
+    across = len(names) > 1 or config_keys == "all" or len(limits) > 1
+    configs = [sweep_config(s) for s in sweeps] if across else [{} for _ in sweeps]
+    known = [c for c in configs if c] + [{**configs[i], **v} for (i, _), v in limits.items()]
     if config_keys == "all":
         params += tuple(sorted({k for c in known for k in c} - set(params)))
     else:
@@ -381,7 +385,7 @@ def sweeps_table(
     keys = [*params, STATE_KEY, *([SWEEP_KEY] if names else [])]
     state = _State(sorted({m for s in sweeps for c in s.cells for m in c.metrics}))
     rows: list[_Row] = [
-        (i, _filled(c, configs[i], params) if across else c)
+        (i, _filled(c, {**configs[i], **c.limits}, params) if across else c)
         for i, s in enumerate(sweeps)
         for c in s.cells
     ]
@@ -481,6 +485,10 @@ def changed_keys(
     return tuple(k for k in keys if len({t.get(k) for t in texts}) > 1)
 
 
+def _text(limits: Mapping[str, Any]) -> str:
+    return json.dumps(limits, sort_keys=True, default=str)
+
+
 def _filled(cell: CellView, config: Mapping[str, Any], params: Sequence[str]) -> CellView:
     """``cell`` with the value its sweep's config gives for each of ``params`` it does not
     sweep itself."""
@@ -570,6 +578,7 @@ def _view(base: str, entry: Entry) -> CellView:
         error_file=error_file,
         reason=reason if isinstance(reason, str) else None,
         **restart_fields(entry),
+        limits=dict(limits) if isinstance(limits := entry.get("limits"), dict) else {},
     )
 
 

@@ -37,13 +37,11 @@ Design note: the states a reader adds to those a status file holds.
   bounded and without following a symlink, as plain JSON.
 
 Which job of a submission runs a waiting cell is told by the jobs' overrides
-(``mushin_jobs.json``, :func:`job_finder`): ``status`` names a pending cell's job and
-squeue's reason for it, and :func:`grid_runs` says whether a live job may run some cell of a
-grid (a resume refuses to start a second copy of such a cell). Each job's overrides are read
-once, indexed by the values they give the swept keys, and a cell looks up each way an
-override may spell its values (:func:`spellings`): the answer is a scan's, the first job in
-the submission's order whose overrides set every swept value of the cell, without a scan
-of the jobs per cell.
+(``mushin_jobs.json``, :func:`job_finder`), read once and indexed by the values they give
+the swept keys: a cell looks up each way an override may spell its values
+(:func:`spellings`) and gets the first job, in the submission's order, that sets them all.
+``status`` names a pending cell's job and squeue's reason for it; :func:`grid_runs` says
+whether a live job may run some cell of a grid (a resume never starts a second copy).
 
 Examples
 --------
@@ -169,6 +167,8 @@ class CellView:
     restarts_left: int | None = None
     restarted_after: dict[str, Any] | None = None
     attempt_s: float | None = None
+    #: the training limits its status records: a resume may raise them for some cells only
+    limits: dict[str, Any] = attrs.field(factory=dict)
 
 
 @public
@@ -344,8 +344,7 @@ def _cell(root: Path, entry: Mapping[str, Any], record: Mapping[str, Any], seen:
         if cell_dir and state == "completed"
         else None
     )
-    raw_logs = record.get("logs")
-    logs: dict[str, Any] = raw_logs if isinstance(raw_logs, dict) else {}
+    logs: dict[str, Any] = record["logs"] if isinstance(record.get("logs"), dict) else {}
     pid = record.get("pid")
     latest = _latest(Path(cell_dir)) if cell_dir and state in ("running", "unknown") else None
     return CellView(
@@ -377,6 +376,7 @@ def _cell(root: Path, entry: Mapping[str, Any], record: Mapping[str, Any], seen:
         **(latest or {}),
         attempt_s=_number(record.get("attempt_s")),
         **restart_fields(record),
+        limits=dict(limits) if isinstance(limits := record.get("limits"), dict) else {},
     )
 
 

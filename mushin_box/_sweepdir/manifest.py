@@ -223,6 +223,8 @@ def cell_records(
     except (FileNotFoundError, NotADirectoryError):
         return
     for name, is_dir in found:
+        if name.startswith("."):  # the sweep's own (.mushin, .submitit): no cell's name
+            continue
         if not is_dir:
             _linked_cell(root, name)
             continue
@@ -302,7 +304,7 @@ def _entry(name: str, record: Mapping[str, Any]) -> dict[str, Any]:
         entry["error"] = record["error"]
     if record.get("reason"):
         entry["reason"] = record["reason"]
-    for key in ("restarts", "restarts_left", "restarted_after"):  # what show says of them
+    for key in ("restarts", "restarts_left", "restarted_after", "limits"):  # show says them
         if record.get(key) is not None:
             entry[key] = record[key]
     return entry

@@ -276,3 +276,42 @@ def test_where_takes_a_parameter_by_the_short_name_status_shows(
     code, out, err = _show(capsys, tmp_path / "s", "--where", "lr=0.01", "--json")
     assert code == 0, err
     assert [c["dir"] for c in json.loads(out)["cells"]] == ["module.lr=0.01"]
+
+
+def test_a_limit_a_resume_raised_for_some_cells_is_a_column_with_each_cells_value(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `resume DIR lr=0.1 --set trainer.max_epochs=900` extends one cell: its status and its
+    # record hold 900, its sibling's 40. The winner must not look like it won by its lr
+    from mushin_box._core.sidecars import read_json, write_json_atomic
+    from mushin_box._sweepdir.manifest import cell_records, rebuild_manifest
+
+    root = tmp_path / "s"
+    cells = [
+        write_cell(root, {"lr": lr}, metrics={"val_loss": loss})
+        for lr, loss in ((0.01, 0.5), (0.1, 0.2))
+    ]
+    for cell, epochs in zip(cells, (40, 900), strict=True):
+        status = read_json(cell / "mushin_status.json")
+        write_json_atomic(
+            cell / "mushin_status.json", {**status, "limits": {"trainer.max_epochs": epochs}}
+        )
+        record = read_json(cell / "mushin_provenance.json")
+        record["reproducibility"]["config"]["trainer"] = {"max_epochs": epochs}
+        write_json_atomic(cell / "mushin_provenance.json", record)
+    monkeypatch.setenv("COLUMNS", "160")
+    for read in ("the status files", "the manifest of the finished sweep"):
+        if read != "the status files":
+            rebuild_manifest(root, list(cell_records(root)))
+        code, out, err = _show(capsys, root, "--json")
+        assert code == 0, err
+        assert [(c["dir"], c.get("trainer.max_epochs")) for c in json.loads(out)["cells"]] == [
+            ("lr=0.01", 40),
+            ("lr=0.1", 900),
+        ], read
+        _, out, _ = _show(capsys, root, "--best", "val_loss")
+        winner = next(line for line in out.splitlines() if "│ ★" in line)  # the best row
+        assert "max_epochs" in out and "900" in winner, out
+    # the same limit in every cell is no column: nothing differs
+    _, out, _ = _show(capsys, lr_sweep(tmp_path / "plain"), "--json")
+    assert "trainer.max_epochs" not in json.loads(out)["cells"][0]
