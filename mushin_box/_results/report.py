@@ -262,14 +262,16 @@ def _other_curves(
     against: str | os.PathLike[str] | None, where: Sequence[str], shown: Sequence[CellView]
 ) -> Any:
     """The sweep ``--against`` names, with its curves, to overlay (None: not a sweep; a
-    cell is compared in the diff only): its cells that pass ``where`` too; where it does
-    not sweep a key ``where`` names, the counterparts of the cells ``shown``."""
+    cell is compared in the diff only): its cells that pass ``where`` too, by the value
+    its config gives a key it does not sweep (as ``show A B`` filters); where its config
+    has no such key, the counterparts of the cells ``shown``."""
     if against is None or not is_sweep_dir(Path(against)):
         return None
     other = read_results(against)
     if where:
         try:
-            cells = results_table(other, where=where).cells
+            kept = {c.dir for c in results_table(other, where=where, config_keys="all").cells}
+            cells = tuple(c for c in other.cells if c.dir is not None and c.dir in kept)
         except ResultsError:
             ids = {combo_id(c.combo) for c in shown}
             cells = tuple(c for c in other.cells if combo_id(c.combo) in ids)

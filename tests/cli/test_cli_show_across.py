@@ -281,8 +281,9 @@ def test_where_takes_a_parameter_by_the_short_name_status_shows(
 def test_a_limit_a_resume_raised_for_some_cells_is_a_column_with_each_cells_value(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # `resume DIR lr=0.1 --set trainer.max_epochs=900` extends one cell: its status and its
-    # record hold 900, its sibling's 40. The winner must not look like it won by its lr
+    # `resume DIR --set trainer.max_epochs=900`, cancelled after its first cell: that cell's
+    # status and record hold 900, its sibling's 40. The winner must not look like it won
+    # by its lr
     from mushin_box._core.sidecars import read_json, write_json_atomic
     from mushin_box._sweepdir.manifest import cell_records, rebuild_manifest
 

@@ -173,3 +173,17 @@ def test_against_names_the_config_keys_that_differ_from_the_other_sweep(tmp_path
     assert keys == ["module.depth", "trainer.max_epochs"]  # not lr (swept), not width
     assert ">40<" in section and ">800<" in section
     assert "Config that differs" not in render_report(a)
+
+
+def test_a_filter_on_a_key_the_other_sweep_does_not_sweep_keeps_its_cell(tmp_path: Path) -> None:
+    # `report A --against B --where lr=0.1`: B runs lr=0.1 without sweeping it; its cell
+    # stays in the comparison, as `show A B --where lr=0.1` keeps it
+    from workflow_tasks import two_config_sweeps
+
+    a, b = two_config_sweeps(tmp_path)
+    page = render_report(a, against=b, where=["lr=0.1"])
+    assert "Config that differs from b (--against)</h2>" in page
+    assert "1 cell only in B" in page  # in the diff (B sweeps no lr: it pairs with none)
+    # a value B's config does not hold: B's cell is left out of both
+    page = render_report(a, against=b, where=["lr=0.01"])
+    assert "Config that differs from b" not in page and "only in B" not in page
