@@ -63,10 +63,13 @@ _NOTICE_LOGGERS = tuple(
     for module in ("utilities.rank_zero", "utilities.distributed", "accelerators.cuda")
 ) + ("lightning_utilities.core.rank_zero",)
 #: warnings (message, module) Lightning repeats per cell that a user can do nothing about:
-#: its hint to run under srun, which a run here (``--local``) does not by design, and its
-#: own use of an API torch deprecated
+#: its hint to run under srun, which a run here (``--local``) does not by design, its note
+#: that a checkpoint directory is not empty, which a cell that continues its fit keeps on
+#: purpose (a fresh start sets the old checkpoints aside), and its own use of an API torch
+#: deprecated
 _WARNINGS = (
     (r"The `srun` command is available on your system but is not used", ""),
+    (r"Checkpoint directory .* exists and is not empty", r"(pytorch_)?lightning[.\w]*"),
     (r"`isinstance\(treespec, LeafSpec\)` is deprecated", r"(pytorch_)?lightning[.\w]*"),
 )
 
