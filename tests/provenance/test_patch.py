@@ -67,3 +67,23 @@ def test_a_symlinked_directory_in_the_sweep_is_not_followed(tmp_path: Path, link
     out = kept.keep_patch(sweep, experiment_state(exp, print))
     assert out is not None and "patch" not in out
     assert list(elsewhere.rglob("*")) == []
+
+
+def test_a_resume_of_the_same_tree_rewrites_no_copy_and_a_changed_one_is_made_whole(
+    tmp_path: Path,
+) -> None:
+    exp = _dirty(tmp_path, "exp.py", "x = 2\n")
+    out = kept.keep_patch(tmp_path / "sweep", experiment_state(exp, print))
+    assert out is not None
+    copy = tmp_path / "sweep" / out["patch"]
+    data, first = copy.read_bytes(), copy.stat()
+    kept.keep_patch(tmp_path / "sweep", experiment_state(exp, print))  # a resume
+    again = copy.stat()
+    assert (again.st_ino, again.st_mtime_ns) == (first.st_ino, first.st_mtime_ns)
+    for damage in ("bytes", "mode"):  # anything but the owner-only bytes: written again
+        if damage == "bytes":
+            copy.write_bytes(data + b"+tampered\n")
+        else:
+            copy.chmod(0o644)
+        kept.keep_patch(tmp_path / "sweep", experiment_state(exp, print))
+        assert copy.read_bytes() == data and copy.stat().st_mode & 0o777 == 0o600, damage
