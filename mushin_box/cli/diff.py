@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from mushin_box.cli.flagtypes import add_tolerance_arguments
+from mushin_box.cli.flagtypes import add_switches, add_tolerance_arguments
 from mushin_box.cli.output import JSON_HELP, print_json
 
 __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
@@ -45,17 +45,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("a", metavar="A", help="a cell directory, a sweep directory or a record")
     parser.add_argument("b", metavar="B", help="the same kind of thing as A")
     add_tolerance_arguments(parser)
-    parser.add_argument(
-        "--provenance-only",
-        action="store_true",
-        help="the exit status compares the reproducibility fields only, not the metrics",
-    )
-    parser.add_argument(
-        "--brief",
-        action="store_true",
-        help="what breaks reproducibility and the metrics, and one line that counts the "
-        "fields expected to differ by kind (no scheduler ids, ports or pids); --json keeps "
-        "every row",
+    add_switches(
+        parser,
+        {
+            "--provenance-only": "the exit status compares the reproducibility fields only, not "
+            "the metrics",
+            "--brief": "what breaks reproducibility and the metrics, and one line that counts the "
+            "fields expected to differ by kind (no scheduler ids, ports or pids); --json keeps "
+            "every row",
+        },
     )
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help=JSON_HELP)

@@ -9,9 +9,13 @@ each parser adds them from here.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+
+from mushin_box._slurm.grammar import parse_slurm_memory, parse_slurm_time
 
 __all__ = [
     "add_scheduler_arguments",
+    "add_switches",
     "add_tolerance_arguments",
     "max_parallel",
     "non_negative",
@@ -19,6 +23,12 @@ __all__ = [
     "slurm_memory",
     "slurm_time",
 ]
+
+
+def add_switches(parser: argparse._ActionsContainer, switches: dict[str, str]) -> None:
+    """Each ``{"--flag": help}`` of ``switches`` as an on/off flag (``store_true``), in order."""
+    for flag, meaning in switches.items():
+        parser.add_argument(flag, action="store_true", help=meaning)
 
 
 def add_tolerance_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,44 +40,37 @@ def add_tolerance_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(flag, type=float, default=0.0, metavar="X", help=meaning)
 
 
-def slurm_time(text: str) -> int:
-    # lazy: every command's start imports this module; only this command pays for its rooms
-    from mushin_box._slurm.config import parse_slurm_time
+def _slurm_type(parse: Callable[..., int]) -> Callable[[str], int]:
+    """An argparse ``type`` of SLURM's grammar ``parse`` (its refusal: argparse's one line)."""
 
-    try:
-        return parse_slurm_time(text, what="")
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc).strip()) from None
+    def typed(text: str) -> int:
+        try:
+            return parse(text, what="")
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc).strip()) from None
 
-
-def slurm_memory(text: str) -> int:
-    # lazy: every command's start imports this module; only this command pays for its rooms
-    from mushin_box._slurm.config import parse_slurm_memory
-
-    try:
-        return parse_slurm_memory(text, what="")
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc).strip()) from None
+    return typed
 
 
-def positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive integer")
-    return value
+def _integer(low: int, what: str) -> Callable[[str], int]:
+    """An argparse ``type``: an integer from ``low``, else ``'TEXT' must be {what}``."""
+
+    def typed(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{text!r} must be {what}")
+        return value
+
+    return typed
 
 
-def non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 0")
-    return value
+slurm_time = _slurm_type(parse_slurm_time)
+slurm_memory = _slurm_type(parse_slurm_memory)
+positive = _integer(1, "a positive integer")
+non_negative = _integer(0, "an integer >= 0")
 
 
 def max_parallel(text: str) -> int:

@@ -17,11 +17,7 @@ import warnings
 from typing import Any
 
 from mushin_box._core.errors import CellWarning
-from mushin_box.cli.flagtypes import (
-    add_scheduler_arguments,
-    non_negative,
-    positive,
-)
+from mushin_box.cli.flagtypes import add_scheduler_arguments, add_switches, non_negative, positive
 from mushin_box.cli.main import UsageError
 from mushin_box.cli.output import print_json
 from mushin_box.cli.tables import end_report
@@ -137,42 +133,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="nan",
         help="a failed cell stops the sweep (raise) or is recorded (nan, the default)",
     )
-    parser.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="review the launch (cells, GPU-hours, sbatch script, rank env file, warnings; "
-        "the image's pre-flight runs); submit nothing. Exit 2 where the launch would fail",
-    )
-    parser.add_argument(
-        "--json",
-        action="store_true",
-        help="with --dry-run: print it as JSON (strict: a number that is not finite is the "
-        'string "nan", "inf" or "-inf")',
-    )
-    parser.add_argument(
-        "--verbose",
-        action="store_true",
-        help="with --dry-run: show the whole sbatch script, the requeue trap that the "
-        "review folds to one line included",
-    )
-    parser.add_argument(
-        "--print-config",
-        action="store_true",
-        help="print the config the first cell's task would receive, as YAML (overrides "
-        "applied, secrets as ${oc.env:...} references, unresolved); submit and write nothing",
-    )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument(
-        "--detach",
-        action="store_true",
-        help="SLURM: submit, print the sweep directory and job ids, and exit 0; follow with "
-        "`mushin-box status/logs/wait DIR`, stop with `mushin-box cancel DIR`",
-    )
-    parser.add_argument(
-        "--cancel-on-interrupt",
-        action="store_true",
-        help="SLURM: Ctrl-C cancels the jobs (default: they keep running, and the launch "
-        "says how to reattach and how to cancel)",
+    add_switches(
+        parser,
+        {
+            "--dry-run": "review the launch (cells, GPU-hours, sbatch script, rank env file, "
+            "warnings; the image's pre-flight runs); submit nothing. Exit 2 where the launch "
+            "would fail",
+            "--json": "with --dry-run: print it as JSON (strict: a number that is not finite is "
+            'the string "nan", "inf" or "-inf")',
+            "--verbose": "with --dry-run: show the whole sbatch script, the requeue trap that the "
+            "review folds to one line included",
+            "--print-config": "print the config the first cell's task would receive, as YAML "
+            "(overrides applied, secrets as ${oc.env:...} references, unresolved); submit and "
+            "write nothing",
+            "--no-progress": "no progress bar",
+            "--detach": "SLURM: submit, print the sweep directory and job ids, and exit 0; follow "
+            "with `mushin-box status/logs/wait DIR`, stop with `mushin-box cancel DIR`",
+            "--cancel-on-interrupt": "SLURM: Ctrl-C cancels the jobs (default: they keep "
+            "running, and the launch says how to reattach and how to cancel)",
+        },
     )
 
 

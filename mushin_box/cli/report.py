@@ -20,6 +20,7 @@ import sys
 
 from mushin_box._core.errors import MushinBoxError
 from mushin_box._results.series import SeriesFileError
+from mushin_box.cli.flagtypes import add_switches
 from mushin_box.cli.main import UsageError
 from mushin_box.cli.tables import resolve_sweep
 
@@ -88,16 +89,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="past N cells with series, draw the N best as lines and the others as one "
         "band from their lowest to highest value (default: 20)",
     )
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help="write -o FILE even inside a cell directory, or over a file that is not an "
-        "earlier report",
-    )
-    parser.add_argument(
-        "--full-diff",
-        action="store_true",
-        help="keep the diff's rows that differ between any two runs (times, pid, host)",
+    add_switches(
+        parser,
+        {
+            "--force": "write -o FILE even inside a cell directory, or over a file that is not an "
+            "earlier report",
+            "--full-diff": "keep the diff's rows that differ between any two runs (times, pid, "
+            "host)",
+        },
     )
 
 

@@ -15,7 +15,7 @@ import json
 import sys
 from typing import Any
 
-from mushin_box.cli.flagtypes import add_tolerance_arguments
+from mushin_box.cli.flagtypes import add_switches, add_tolerance_arguments
 from mushin_box.cli.output import JSON_HELP, print_json
 
 __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
@@ -67,19 +67,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--local", action="store_true", help="run here, whatever launcher the cell ran with"
     )
     add_tolerance_arguments(parser)
-    parser.add_argument(
-        "--worktree",
-        action="store_true",
-        help="run the cell's own code (its commit, and the uncommitted code its sweep kept) "
-        "from a git worktree in the re-run's sweep, leaving the tree here as it is",
-    )
-    parser.add_argument(
-        "--allow-dirty",
-        action="store_true",
-        help="run although the code differs from the cell's (recorded in the re-run)",
-    )
-    parser.add_argument(
-        "--dry-run", action="store_true", help="print what would run; run and write nothing"
+    add_switches(
+        parser,
+        {
+            "--worktree": "run the cell's own code (its commit, and the uncommitted code its sweep "
+            "kept) from a git worktree in the re-run's sweep, leaving the tree here as it is",
+            "--allow-dirty": "run although the code differs from the cell's (recorded in the "
+            "re-run)",
+            "--dry-run": "print what would run; run and write nothing",
+        },
     )
     parser.add_argument("--json", action="store_true", help=JSON_HELP)
 

@@ -24,7 +24,7 @@ import warnings
 from pathlib import Path
 
 from mushin_box.cli import launch
-from mushin_box.cli.flagtypes import add_scheduler_arguments
+from mushin_box.cli.flagtypes import add_scheduler_arguments, add_switches
 from mushin_box.cli.main import UsageError, parse_args
 from mushin_box.cli.tables import resolve_sweep
 
@@ -69,23 +69,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "runs every cell again from the start, except a Trainer's max_epochs, max_steps or "
         "max_time alone: each cell then trains on from its checkpoint",
     )
-    parser.add_argument(
-        "--restart",
-        action="store_true",
-        help="allow a change that starts a stopped cell again from scratch, setting its "
-        "checkpoint aside",
-    )
-    parser.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="show what each cell would do (reuse, continue from checkpoint, restart) and the "
-        "GPU-hours of only the cells that run; submit nothing",
-    )
-    parser.add_argument("--json", action="store_true", help="with --dry-run: print it as JSON")
-    parser.add_argument("--detach", action="store_true", help="SLURM: submit and exit 0")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument(
-        "--cancel-on-interrupt", action="store_true", help="SLURM: Ctrl-C cancels the jobs"
+    add_switches(
+        parser,
+        {
+            "--restart": "allow a change that starts a stopped cell again from scratch, setting "
+            "its checkpoint aside",
+            "--dry-run": "show what each cell would do (reuse, continue from checkpoint, restart) "
+            "and the GPU-hours of only the cells that run; submit nothing",
+            "--json": "with --dry-run: print it as JSON",
+            "--detach": "SLURM: submit and exit 0",
+            "--no-progress": "no progress bar",
+            "--cancel-on-interrupt": "SLURM: Ctrl-C cancels the jobs",
+        },
     )
     add_scheduler_arguments(parser, "SLURM job (these flags win over the recorded launch's)")
 
