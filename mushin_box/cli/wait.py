@@ -72,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
         )
     root = resolve_sweep(args.dir)
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
-    follower = SweepFollower(root, show=not args.no_progress)
+    # a bar only where someone watches: piped or logged, the summary alone
+    follower = SweepFollower(root, show=not args.no_progress and sys.stdout.isatty())
     said = False
     with follower:
         sweep = follower.update()

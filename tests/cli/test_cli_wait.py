@@ -47,6 +47,10 @@ def test_wait_of_a_finished_sweep_exits_as_its_launch(
     (tmp_path / LAUNCH_FILE).write_text("{}")
     assert main(["wait", str(tmp_path), "--no-progress", "--interval", "1"]) == 1
     assert f"mushin-box resume {tmp_path}" in capsys.readouterr().err
+    # piped or logged (not a terminal): the summary, and no progress bar
+    assert main(["wait", str(tmp_path), "--interval", "1"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"[mushin-box] {tmp_path}: 1 completed") and "━" not in out, out
 
 
 def test_wait_gives_up_after_its_timeout_with_exit_3(
