@@ -216,15 +216,14 @@ class SweepView:
         start = _parse(self.started)
         if start is None:
             return None
-        ends = [_parse(c.ended) for c in self.cells if c.ended]
-        end = max((e for e in ends if e), default=None)
+        end = max(filter(None, (_parse(c.ended) for c in self.cells)), default=None)
         if self.going or end is None:
             end = now or _dt.datetime.now(_dt.UTC)
         return max(0.0, (end - start).total_seconds())
 
 
-def _parse(text: str | None) -> _dt.datetime | None:
-    if not text:
+def _parse(text: Any) -> _dt.datetime | None:
+    if not isinstance(text, str):
         return None
     try:
         when = _dt.datetime.fromisoformat(text)
@@ -289,11 +288,7 @@ def scalar_metrics(metrics: Any) -> dict[str, float]:
     ``{}`` for a metrics file that is not an object): what every table of cells shows."""
     if not isinstance(metrics, dict):
         return {}
-    return {
-        str(k): float(v)
-        for k, v in metrics.items()
-        if isinstance(v, int | float) and not isinstance(v, bool)
-    }
+    return {str(k): n for k, v in metrics.items() if (n := _number(v)) is not None}
 
 
 def _duration(record: Mapping[str, Any], state: str) -> float | None:
@@ -338,7 +333,9 @@ def _cell(root: Path, entry: Mapping[str, Any], record: Mapping[str, Any], seen:
         error = {"type": "StaleStatus" if gone == STALE else "JobEnded", "message": gone}
     elif state != recorded:
         error = {}
-    error_file = os.path.join(cell_dir, ERROR_FILE) if cell_dir else None
+    # a completed cell's traceback (of an earlier attempt) is not its error: not looked
+    # for, as show's reader does not (10,000 stats of a finished sweep)
+    error_file = os.path.join(cell_dir, ERROR_FILE) if cell_dir and state != "completed" else None
     metrics = (
         bounded_metrics(read_json(path := os.path.join(cell_dir, METRICS_FILE)), path)
         if cell_dir and state == "completed"
@@ -363,13 +360,7 @@ def _cell(root: Path, entry: Mapping[str, Any], record: Mapping[str, Any], seen:
         metrics=scalar_metrics(metrics),
         error_type=error.get("type"),
         error_message=(error.get("message") or record.get("reason")) if error else None,
-        # a completed cell's traceback (of an earlier attempt) is not its error: not
-        # looked for, as show's reader does not (10,000 stats of a finished sweep)
-        error_file=(
-            error_file
-            if error_file and state != "completed" and os.path.isfile(error_file)
-            else None
-        ),
+        error_file=error_file if error_file and os.path.isfile(error_file) else None,
         reason=seen.reason or record.get("reason"),
         logs={str(k): str(v) for k, v in logs.items()},
         never_starts=seen.never,
@@ -419,13 +410,9 @@ def _latest(cell_dir: Path) -> dict[str, Any] | None:
         values = data[name]
         if not isinstance(values, list):
             continue
-        finite = [
-            v
-            for v in values
-            if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-        ]
+        finite = [n for v in values if (n := _number(v)) is not None and math.isfinite(n)]
         if finite:
-            out.update(metric=str(name), metric_value=float(finite[-1]))
+            out.update(metric=str(name), metric_value=finite[-1])
             break
     return out
 
@@ -491,8 +478,8 @@ def read_sweep(root: str | os.PathLike[str], *, liveness: bool = True) -> SweepV
         root=path,
         params=params,
         cells=tuple(cells),
-        run_id=old.get("run_id") if isinstance(old.get("run_id"), str) else None,
-        launcher=old.get("launcher") if isinstance(old.get("launcher"), str) else None,
+        run_id=old.get("run_id"),  # read_sweep_manifest's: a str or None
+        launcher=old.get("launcher"),
         job_ids=tuple(jobs),
         active=driver_running(path)
         or any(is_live(states.get(j, "")) or is_unknown(states.get(j)) for j in jobs)
@@ -541,9 +528,7 @@ UNANSWERED = (
 
 def resubmitted(records: Mapping[str, Mapping[str, Any]], submission: Mapping[str, Any]) -> bool:
     """Did the latest submission come after a cell that had not completed ended?"""
-    when = _parse(
-        submission.get("submitted") if isinstance(submission.get("submitted"), str) else None
-    )
+    when = _parse(submission.get("submitted"))
     return when is not None and any(
         r.get("status") not in ("completed", "running") and _ended_before(r, when)
         for r in records.values()
@@ -551,8 +536,7 @@ def resubmitted(records: Mapping[str, Mapping[str, Any]], submission: Mapping[st
 
 
 def _ended_before(record: Mapping[str, Any], when: _dt.datetime) -> bool:
-    ended = record.get("ended")
-    stamp = _parse(ended if isinstance(ended, str) else None)
+    stamp = _parse(record.get("ended"))
     return stamp is None or stamp <= when
 
 
@@ -565,9 +549,7 @@ def _queued_again(
     swept values plainly (else it shows ``pending`` without a job id). Its reason is
     squeue's for that job."""
 
-    when = _parse(
-        submission.get("submitted") if isinstance(submission.get("submitted"), str) else None
-    )
+    when = _parse(submission.get("submitted"))
     live = {
         str(job["job_id"]): job.get("overrides")
         for job in submission.get("jobs", ())
@@ -599,7 +581,6 @@ def local_jobs_alive(submission: Mapping[str, Any]) -> bool:
     """Does a local job of the latest submission (its id is its pid) still run here?"""
     if submission.get("cluster") != "local" or submission.get("host") != socket.gethostname():
         return False
-
     ids = job_ids(submission, "local")
     return any(pid_alive(int(j)) for j in ids if j.isdigit() and 1 < int(j) < 2**22)
 
@@ -617,15 +598,14 @@ def driver_running(root: Path) -> bool:
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
     except BlockingIOError:
         return True
     except OSError:
-        return False
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
+        pass
     finally:
         os.close(fd)
+    return False
 
 
 def _sweep_dirs(root: Path, max_depth: int) -> Iterable[Path]:
@@ -657,8 +637,7 @@ def find_sweeps(root: str | os.PathLike[str] = ".", *, max_depth: int = 4) -> li
 
 def latest_sweep(root: str | os.PathLike[str] = ".") -> Path | None:
     """The most recently updated sweep under ``root``, if there is one."""
-    sweeps = find_sweeps(root)
-    return sweeps[0] if sweeps else None
+    return next(iter(find_sweeps(root)), None)
 
 
 #: a cell whose values have more spellings together than this is matched by a scan
@@ -707,10 +686,7 @@ def job_finder(jobs: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], str | N
         ways = [spellings(v) for v in combo.values()]
         if not all(ways):
             return None
-        count = 1
-        for way in ways:
-            count *= len(way)
-        if count > _MOST_LOOKUPS:  # many string values: a scan is cheaper
+        if math.prod(map(len, ways)) > _MOST_LOOKUPS:  # many string values: a scan is cheaper
             found = (
                 j for j, g in parsed if all(g.get(k) in w for k, w in zip(keys, ways, strict=True))
             )
@@ -748,18 +724,7 @@ def job_runs_cell(overrides: Any, combo: Mapping[str, Any]) -> bool:
     >>> job_runs_cell(None, {"x": 1}), job_runs_cell(["x='a'"], {"x": "a"})
     (True, True)
     """
-    given = _setting(overrides)
-    if given is None:
-        return True
-    for key, value in combo.items():
-        if key not in given:
-            continue
-        spelled = spellings(value)
-        if not spelled:
-            return True
-        if given[key] not in spelled:
-            return False
-    return True
+    return grid_runs({key: [value] for key, value in combo.items()})(overrides)
 
 
 def grid_runs(grid: Mapping[str, Sequence[Any]]) -> Callable[[Any], bool]:
