@@ -300,13 +300,9 @@ def _entry(name: str, record: Mapping[str, Any]) -> dict[str, Any]:
         "dir": name,
         "attempt": record.get("attempt", 0),
     }
-    if record.get("error"):
-        entry["error"] = record["error"]
-    if record.get("reason"):
-        entry["reason"] = record["reason"]
-    for key in ("restarts", "restarts_left", "restarted_after", "limits"):  # show says them
-        if record.get(key) is not None:
-            entry[key] = record[key]
+    entry.update((key, record[key]) for key in ("error", "reason") if record.get(key))
+    said = ("restarts", "restarts_left", "restarted_after", "limits")  # show says them
+    entry.update((key, record[key]) for key in said if record.get(key) is not None)
     return entry
 
 
@@ -366,12 +362,11 @@ def manifest_from_cells(
     ``records``: the cells' status records when the caller has read them already;
     ``grid``: the grid to use instead of the old manifest's."""
     records = list(cell_records(root)) if records is None else records
-    old = read_sweep_manifest(root)
+    old = read_sweep_manifest(root) or {}  # a manifest it returns has a grid
     if grid is None:
-        has_grid = old is not None and isinstance(old.get("grid"), dict)
-        grid = old["grid"] if old is not None and has_grid else _grid_from_cells(records)
-    built = _build(records, grid or {}, old.get("run_id") if old else None)
-    before = old.get("cells") if old else None
+        grid = old["grid"] if old else _grid_from_cells(records)
+    built = _build(records, grid or {}, old.get("run_id"))
+    before = old.get("cells")
     if isinstance(before, dict):  # a cell cancelled before it started has no status file
         for key, entry in built["cells"].items():
             was = before.get(key)
@@ -542,13 +537,8 @@ def live_cells(records: Records) -> list[tuple[str, Any]]:
     ``records``: the cells' status records (:func:`cell_records`)."""
 
     ask = cache(job_state)  # one question per job, however many cells it runs
-    out = []
-    for cell_dir, record in records:
-        owner = owner_of(record)
-        if record.get("status") == "running" and owner is not None:
-            if check(owner, job_state=ask).alive:
-                out.append((cell_dir.name, owner))
-    return out
+    running = [(d.name, owner_of(r)) for d, r in records if r.get("status") == "running"]
+    return [(name, o) for name, o in running if o is not None and check(o, job_state=ask).alive]
 
 
 #: the launcher of a submission's ``cluster`` (``mushin_jobs.json``)
