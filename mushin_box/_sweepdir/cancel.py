@@ -159,7 +159,6 @@ def _stop_local(pid: int, grace_s: float, uid: int) -> None:
 
 
 def _scancel(job_ids: Sequence[str]) -> None:
-
     if job_ids:  # after "--": nothing scancel is given can be read as an option
         argv = ["scancel", "--", *scancel_args(job_ids)]
         subprocess.run(argv, capture_output=True, text=True, timeout=60)
@@ -189,8 +188,7 @@ def _sweeps_jobs(root: Path, wanted: Sequence[str], user: str) -> tuple[list[str
     squeue did not answer; and whether squeue answered."""
 
     ok = sorted({j for j in wanted if valid_job_id(j)})
-    valid = set(ok)
-    refused = [f"{j!r} is not a SLURM job id; not cancelled" for j in wanted if j not in valid]
+    refused = [f"{j!r} is not a SLURM job id; not cancelled" for j in wanted if not valid_job_id(j)]
     shown = _queued(ok)
     if shown is None:
         why = (
@@ -218,9 +216,7 @@ def _sweeps_jobs(root: Path, wanted: Sequence[str], user: str) -> tuple[list[str
 
 
 def _ids_line(ids: Sequence[str], why: str) -> str:
-
-    named = name_job_ids(ids)
-    return f"SLURM job(s) {named}: {why}; not cancelled"
+    return f"SLURM job(s) {name_job_ids(ids)}: {why}; not cancelled"
 
 
 def _select(cells: Sequence[CellView], names: Sequence[str] | None) -> list[CellView]:
@@ -237,8 +233,7 @@ def _select(cells: Sequence[CellView], names: Sequence[str] | None) -> list[Cell
 
 def _owner_uid(root: Path) -> int:
     """Whose sidecars, processes and jobs ``cancel`` acts on (the owner rule, module doc)."""
-    uid = os.getuid()
-    return uid if uid != 0 else os.stat(root).st_uid
+    return os.getuid() or os.stat(root).st_uid
 
 
 def _user_name(uid: int) -> str:
@@ -290,10 +285,8 @@ def _cell_problem(root: Path, cell: CellView, uid: int, trusted: set[str]) -> st
     if problem or not isinstance(record, dict):
         return f"its {STATUS_FILE} {problem or 'is gone'}"
     pid, start = record.get("pid"), record.get("pid_start")
-    if (pid if isinstance(pid, int) else None, start if isinstance(start, str) else None) != (
-        cell.pid,
-        cell.pid_start,
-    ):
+    pid, start = pid if isinstance(pid, int) else None, start if isinstance(start, str) else None
+    if (pid, start) != (cell.pid, cell.pid_start):
         return f"its {STATUS_FILE} changed while cancel read it (run cancel again)"
     job = record.get("slurm_job_id")
     if cell.job_id and cell.job_id != (str(job) if job else None) and cell.job_id not in trusted:
@@ -439,7 +432,7 @@ def cancel(
                 only = [c.combo for c in unstarted] if cells else None
                 marked = [cell_label(None, c) for c in mark_unstarted_cancelled(path, reason, only)]
             except SweepBusyError:
-                gone = "a driver (launch or Workflow.run) holds the sweep and may start it"
+                gone = _DRIVER_HOLDS
         done += marked
         done_now = set(marked)  # a list's `in` per cell is quadratic in the sweep
         left = [c for c, name in zip(unstarted, names, strict=True) if name not in done_now]
@@ -456,6 +449,8 @@ def cancel(
     )
 
 
+#: why a cell not started may still start, once its jobs left the queue
+_DRIVER_HOLDS = "a driver (launch or Workflow.run) holds the sweep and may start it"
 #: a queued cell that started while cancel ran, whose owner it cannot tell is gone
 STILL_OWNED = "started while cancel ran; its owner still runs or cannot be asked: cancel it again"
 
@@ -529,15 +524,10 @@ def _queue_emptied(root: Path, deadline: float, ids: Sequence[str]) -> str | Non
         if not live and not driver_running(root):
             return None
         if time.monotonic() > deadline:
-            return (
-                f"its job is still queued ({', '.join(live)})"
-                if live
-                else ("a driver (launch or Workflow.run) holds the sweep and may start it")
-            )
+            return f"its job is still queued ({', '.join(live)})" if live else _DRIVER_HOLDS
         time.sleep(0.2)
 
 
 def _job_states(job_ids: Sequence[str | None]) -> dict[str, str]:
-
     wanted = [j for j in job_ids if j]
     return job_states(wanted) if wanted else {}
