@@ -208,7 +208,6 @@ class CellProgress:
         self._parallel = 1  # the most cells seen running at once
 
     def _counts(self) -> tuple[dict[str, int], list[float]]:
-
         counts: dict[str, int] = {}
         durations: list[float] = []
         for _, record in cell_records(self.root):
@@ -278,7 +277,6 @@ class SweepFollower:
         return self
 
     def update(self) -> Any:
-
         sweep = read_sweep(self.root)
         if self._progress is not None:
             counts = sweep.counts()

@@ -219,7 +219,6 @@ class Heading:
     states: tuple[str, ...]
 
     def counts(self) -> dict[str, int]:
-
         found = Counter(self.states)
         return {s: found[s] for s in VIEW_STATES if s in found}
 
@@ -542,8 +541,6 @@ def _read_cell(root_fd: int, name: str, before: int, owner: int) -> IndexEntry |
     finally:
         os.close(cell_fd)
     status, metrics, provenance = values
-    if not (isinstance(status, dict) and isinstance(metrics, dict)):
-        return None
     if not whole_provenance(provenance):
         return None
     return _entry(name, {"files": seen, "status": status, "metrics": metrics})
