@@ -84,6 +84,7 @@ __all__ = [
     "JOB_NODES_ENV",
     "CELL_FAILED_ENV",
     "TORCHRUN_AGENT_ENV",
+    "TORCHRUN_EXITS_ENV",
     "RUN_ID_ENV",
     "SECRET_ENV_PREFIX",
     "SECRET_NAMES_ENV",
@@ -295,6 +296,9 @@ RDZV_ENV: Mapping[str, str] = {
 CELL_FAILED_ENV = "MUSHIN_CELL_FAILED"
 #: a torchrun worker's agent (its parent): the owner of the cell, whom ``cancel`` signals
 TORCHRUN_AGENT_ENV = "MUSHIN_TORCHRUN_AGENT_PID"
+#: where a torchrun agent notes how its round's first failed worker ended (its exit code or
+#: signal: a killed worker writes nothing itself), one ``<pid>.json`` per worker
+TORCHRUN_EXITS_ENV = "MUSHIN_TORCHRUN_EXITS"
 #: the image digests already computed, keyed by file identity, in the user's cache directory
 #: (``$XDG_CACHE_HOME/mushin-box/``, else ``~/.cache/mushin-box/``)
 DIGEST_CACHE_FILE = "image-digests.json"

@@ -43,8 +43,10 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
+import signal
 import socket
 import sys
 from collections.abc import Mapping, Sequence
@@ -57,6 +59,7 @@ from mushin_box._core.layout import (
     JOB_PRIVATE_DIR,
     RANKS_DIR,
     RUNTIME_ENV,
+    TORCHRUN_EXITS_ENV,
 )
 from mushin_box._core.sidecars import read_json, write_json_atomic
 from mushin_box._provenance.topology import RANK_COLUMNS, RankPlacement, topology_from_env
@@ -106,13 +109,20 @@ def _row_path(cell_dir: Path, rank: int) -> Path:
 
 
 def write_rank_runtime(cell_dir: Path, *, rank: int, attempt: int) -> None:
-    """Every rank, as its cell starts: ``.mushin/ranks/rank<r>.json`` (for this attempt),
-    with ``before``: how this rank's record said its previous attempt ended."""
+    """Every rank, as its cell starts: ``.mushin/ranks/rank<r>.json`` (for this attempt, with
+    its process id), with ``before``: how this rank's record said its previous attempt
+    ended. A torchrun worker also drops its agent's note of an earlier process of its pid
+    (:func:`_exit_note`): a note names only the death of the pid's last holder."""
     path = _row_path(cell_dir, rank)
     record: dict[str, Any] = {"rank": int(rank), "attempt": int(attempt), **rank_runtime()}
+    record["pid"] = os.getpid()
     old = read_json(path, default=None)
     if isinstance(old, dict) and isinstance(old.get("attempt"), int) and old["attempt"] != attempt:
-        record["before"] = {k: old.get(k) for k in ("attempt", "host", "ended")}
+        record["before"] = {k: old.get(k) for k in ("attempt", "host", "ended", "pid")}
+    exits = os.environ.get(TORCHRUN_EXITS_ENV)
+    if exits:
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(exits, f"{os.getpid()}.json"))
     write_json_atomic(path, record)
 
 
@@ -135,12 +145,33 @@ def restart_cause(cell_dir: Path, attempt: int) -> dict[str, Any] | None:
     silent = [e for e in ends if e["ended"] is None]
     raised = [e for e in ends if e["ended"] not in (None, "completed", "Terminated")]
     cause = (silent or raised or [None])[0]
+    pid = dict(befores).get(cause["rank"], {}).get("pid") if cause else None
+    if cause and cause["ended"] is None and isinstance(pid, int):
+        cause.update(_exit_note(pid))
     prints = read_json(cell_dir / FINGERPRINTS_FILE, default=None)
     starts = prints.get("starts") if isinstance(prints, dict) else None
     epochs = [
         s.get("epoch") for s in starts or [] if isinstance(s, dict) and s.get("attempt") == attempt
     ]
     return cause and {**cause, "epoch": epochs[-1] if epochs else None}
+
+
+def _exit_note(pid: int) -> dict[str, Any]:
+    """How the torchrun worker of ``pid`` ended, as its agent saw it (``signal``, e.g.
+    ``SIGKILL``, or ``exitcode``); ``{}`` when no note says (not a torchrun worker, or not
+    the round's first failure). A note is the agent's log line kept as data, never text
+    parsed: :mod:`mushin_box._slurm.torchrun` writes it."""
+    exits = os.environ.get(TORCHRUN_EXITS_ENV)
+    note = read_json(Path(exits) / f"{int(pid)}.json", default=None) if exits else None
+    code = note.get("exitcode") if isinstance(note, dict) else None
+    if not isinstance(code, int) or isinstance(code, bool) or code == 0:
+        return {}
+    if code > 0:
+        return {"exitcode": code}
+    try:
+        return {"signal": signal.Signals(-code).name}
+    except ValueError:
+        return {"exitcode": code}
 
 
 def read_rank_runtimes(cell_dir: Path, *, attempt: int | None) -> list[dict[str, Any]]:

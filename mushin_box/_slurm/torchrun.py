@@ -10,9 +10,12 @@ The launchers already do everything a cell's job needs: they pickle the Hydra jo
 rank 0's result. Only the process each task starts differs. With ``torchrun=True`` submitit
 starts ONE task per node, and its "python" is this module's agent (``python -m
 mushin_box._slurm.torchrun agent --nproc-per-node G --max-restarts K [--nnodes N]``, to
-which submitit appends its usual ``-u -m submitit.core._submit FOLDER``). The agent
-replaces itself by torchrun (``python -m torch.distributed.run``, so the interpreter's own
-torch runs: inside the image with ``--image``), whose workers each run ``worker FOLDER``:
+which submitit appends its usual ``-u -m submitit.core._submit FOLDER``). The agent runs
+torchrun in its own process, as ``python -m torch.distributed.run`` would (the interpreter's
+own torch: inside the image with ``--image``), after adding one log handler: torchrun's
+record of a round's first failed worker (its exit code, or the signal that killed it) is
+kept as a note the restarted cell reads (:class:`_ExitNotes`), for a worker killed by a
+signal writes nothing itself. Its workers each run ``worker FOLDER``:
 every worker unpickles and runs the same Hydra job, as SLURM tasks do, as submitit's task
 ``RANK``. Rank 0's result pickle is the cell's ``JobReturn``; the others land beside it.
 
@@ -52,8 +55,10 @@ Examples
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import re
+import runpy
 import shlex
 import socket
 import sys
@@ -63,9 +68,17 @@ from pathlib import Path
 from typing import Any
 
 from mushin_box._container.launchspec import MasterPort
-from mushin_box._core.layout import CELL_FAILED_ENV, JOB_NODES_ENV, RDZV_ENV, TORCHRUN_AGENT_ENV
+from mushin_box._core.layout import (
+    CELL_FAILED_ENV,
+    JOB_NODES_ENV,
+    RDZV_ENV,
+    TORCHRUN_AGENT_ENV,
+    TORCHRUN_EXITS_ENV,
+)
+from mushin_box._core.sidecars import write_json_atomic
 from mushin_box._slurm.jobs import slurm_job_id
 from mushin_box._upstream.submitit import SUBMIT_ARGS
+from mushin_box._upstream.torch import FAILED_WORKER_LOGGER, failed_worker
 
 __all__ = [
     "RDZV_PORT",
@@ -85,6 +98,7 @@ RDZV_PORT = MasterPort(base=25000)
 _NODES_TIMEOUT_S = 120.0  # rank 0's wait for the other nodes' names (the record only)
 _STANDALONE_ENDPOINT = "localhost:0"  # torchrun --standalone: c10d on a free local port
 _ROUND_PREFIX = ".mushin-round-"  # a round of the worker group, in the job's submitit folder
+_EXITS_DIR = ".mushin-exits"  # the agents' notes of their failed workers, beside the rounds
 
 
 def parse_nnodes(text: str) -> tuple[int, int]:
@@ -344,11 +358,40 @@ def _round_dir(folder: str, env: Mapping[str, str]) -> Path:
     share ``MASTER_ADDR:MASTER_PORT`` (the rank-0 agent picks a free port each round, the
     rendezvous store not being shared), within one run of the job (``SLURM_RESTART_COUNT``).
     """
-    from submitit.core.utils import JobPaths
-
     words = [_requeues(env), env.get("MASTER_ADDR", ""), env.get("MASTER_PORT", "")]
     name = "-".join(re.sub(r"[^A-Za-z0-9.]", "_", w) for w in words)
-    return JobPaths(folder, job_id=slurm_job_id(env)).folder / f"{_ROUND_PREFIX}{name}"
+    return _job_dir(folder, env) / f"{_ROUND_PREFIX}{name}"
+
+
+def _job_dir(folder: str, env: Mapping[str, str]) -> Path:
+    """The job's own directory in its submitit folder (shared, as its result files)."""
+    from submitit.core.utils import JobPaths
+
+    return JobPaths(folder, job_id=slurm_job_id(env)).folder
+
+
+class _ExitNotes(logging.Handler):
+    """Keeps torchrun's record of a round's first failed worker
+    (:func:`~mushin_box._upstream.torch.failed_worker`) as ``<pid>.json`` in ``where``. A
+    worker killed by a signal (the OOM killer, a node's ``kill -9``) writes nothing itself;
+    the agent that reaps it is the one witness, and the restarted cell's rank 0 names the
+    signal from this note (:func:`~mushin_box._provenance.ranks.restart_cause`)."""
+
+    def __init__(self, where: Path) -> None:
+        super().__init__(logging.ERROR)
+        self.where = where
+
+    def emit(self, record: logging.LogRecord) -> None:
+        failed = failed_worker(record)
+        if failed is None:
+            return
+        exitcode, local_rank, pid = failed
+        note = {"exitcode": exitcode, "local_rank": local_rank, "pid": pid}
+        try:
+            self.where.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(self.where / f"{pid}.json", note)
+        except OSError:  # the note is a courtesy: torchrun goes on
+            pass
 
 
 def _requeues(env: Mapping[str, str]) -> str:
@@ -451,8 +494,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         # torch shares the rendezvous store with the workers' process group, and a restarted
         # group reads the last attempt's addresses from it (pytorch/pytorch#135712)
         os.environ.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
-        sys.stdout.flush()
-        os.execv(command[0], command)  # the submitit task IS torchrun: signals reach it
+        exits = _job_dir(args[-1], os.environ) / _EXITS_DIR
+        os.environ[TORCHRUN_EXITS_ENV] = str(exits)  # the workers read the notes
+        logging.getLogger(FAILED_WORKER_LOGGER).addHandler(_ExitNotes(exits))
+        # torchrun runs in this process, the submitit task (signals reach it), as `python -m
+        # torch.distributed.run` would: by the module's name, under this interpreter's torch
+        sys.argv = [command[2], *command[3:]]
+        runpy.run_module(command[2], run_name="__main__", alter_sys=True)
     elif args[:1] == ["worker"] and len(args) == 2:
         _worker(args[1], slurm=False)
     elif args[:2] == ["worker", "--slurm"] and len(args) == 3:

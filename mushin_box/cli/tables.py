@@ -255,8 +255,16 @@ def restart_text(cell: Any) -> str:
     after = cell.restarted_after
     if after:
         where = f" on {after['host']}" if after.get("host") else ""
-        how = after.get("ended")
-        ended = f"raised {how}" if how else "was killed or crashed, no error recorded"
+        how, signal, code = after.get("ended"), after.get("signal"), after.get("exitcode")
+        ended = (
+            f"raised {how}"
+            if how
+            else f"was killed by {signal}"
+            if signal
+            else f"exited with code {code}, no error recorded"
+            if code
+            else "was killed or crashed, no error recorded"
+        )
         epoch = after.get("epoch")
         again = f", restarted from epoch {epoch}" if isinstance(epoch, int) else ""
         said.append(f"rank {after.get('rank')}{where} {ended}{again}")

@@ -142,15 +142,16 @@ def test_a_worker_killed_at_epoch_2_is_restarted_and_continues_from_last_ckpt(
         assert status["attempt"] == 2, status
         # the restart is heard: which rank, where, from which epoch, how many are left
         host = socket.gethostname()
-        lost = {"rank": 1, "host": host, "ended": None, "epoch": 2}
+        # (the signal: from torchrun's agent, which reaped the killed worker)
+        lost = {"rank": 1, "host": host, "ended": None, "signal": "SIGKILL", "epoch": 2}
         assert (status["restarts"], status["restarts_left"], status["restarted_after"]) == (
             1,
             0,
             lost,
         )
         assert (
-            f"after 1 restart (rank 1 on {host} was killed or crashed, no error recorded, "
-            "restarted from epoch 2; 0 left)" in proc.stdout
+            f"after 1 restart (rank 1 on {host} was killed by SIGKILL, restarted from epoch 2; "
+            "0 left)" in proc.stdout
         ), proc.stdout
         # the duration sums both attempts; the last one's alone is beside it
         assert status["duration_s"] == pytest.approx(status["earlier_s"] + status["attempt_s"])

@@ -80,7 +80,8 @@ class Node2LeavesAt2(pl.Callback):
         # (in the reference run the parent is the test's own process)
         if "TORCHELASTIC_RUN_ID" not in os.environ or "SLURM_JOB_ID" not in os.environ:
             return
-        if b"torch.distributed.run" not in Path(f"/proc/{os.getppid()}/cmdline").read_bytes():
+        parent = Path(f"/proc/{os.getppid()}/cmdline").read_bytes()
+        if b"mushin_box._slurm.torchrun\\x00agent" not in parent:  # torchrun runs in it
             return
         # node 2: the node whose agent does not hold the rendezvous store (the job's first
         # node on a real cluster; here the nodes share one host, and the agent that bound

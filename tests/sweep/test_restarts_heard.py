@@ -127,3 +127,44 @@ def test_a_cell_running_again_after_a_restart_shows_as_restarting(tmp_path: Path
     cell = cell_view(tmp_path, {"dir": "lr=0.1", "combo": {"lr": 0.1}}, record)
     assert detail(cell) == "restarting (1, 2 left)"
     assert cell.duration_s is not None and 59.0 < cell.duration_s < 90.0  # 50 s before, 10 now
+
+
+def test_the_signal_a_torchrun_agent_saw_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SIGKILLed worker writes nothing; its torchrun agent logs the round's first failure
+    (``failed (exitcode: -9) local_rank: 1 (pid: P) ...``), which the agent's handler keeps
+    as a note by pid, and the restarted cell's rank 0 reads it back. A note of a pid that a
+    new worker holds now is dropped by that worker: it names another process's death."""
+    import logging
+
+    from mushin_box._core.layout import TORCHRUN_EXITS_ENV
+    from mushin_box._slurm import torchrun
+    from mushin_box._upstream.torch import FAILED_WORKER_LOGGER
+
+    exits = tmp_path / "exits"
+    monkeypatch.setenv(TORCHRUN_EXITS_ENV, str(exits))
+    _attempt(tmp_path / "cell", 1, {0: "Terminated", 1: None}, "node", monkeypatch)
+    pid = os.getpid()  # the rank records' process: here, this one
+    logger = logging.getLogger(FAILED_WORKER_LOGGER)
+    handler = torchrun._ExitNotes(exits)
+    logger.addHandler(handler)
+    try:  # as torch.distributed.elastic.multiprocessing.api says it
+        logger.error(
+            "failed (exitcode: %s) local_rank: %s (pid: %s) of binary: %s", -9, 1, pid, "py"
+        )
+    finally:
+        logger.removeHandler(handler)
+    assert json.loads((exits / f"{pid}.json").read_text())["exitcode"] == -9
+    monkeypatch.setattr(os, "getpid", lambda: pid + 1)  # the restart's workers: new pids
+    _attempt(tmp_path / "cell", 2, {0: None, 1: None}, "node", monkeypatch)
+    after = restart_cause(tmp_path / "cell", 2)
+    assert after == {"rank": 1, "host": "node1", "ended": None, "signal": "SIGKILL", "epoch": None}
+    record = _status(restarts=1, restarts_left=0, restarted_after=after)
+    cell = cell_view(tmp_path, {"dir": "cell", "combo": {}}, record)
+    assert detail(cell) == "after 1 restart (rank 1 on node1 was killed by SIGKILL; 0 left)"
+
+    # a worker of the pid that died starts: the note goes, the death is told without it
+    monkeypatch.setattr(os, "getpid", lambda: pid)
+    _attempt(tmp_path / "cell", 3, {0: None, 1: None}, "node", monkeypatch)
+    assert not (exits / f"{pid}.json").exists()
