@@ -494,9 +494,8 @@ def _number(value: Any) -> str:
 
 
 def compared_label(cell: Any) -> str:
-    """A compared cell's name: its directory (``lr=0.1``), or ``run`` without swept values."""
-    if not cell.combo:
-        return "run"
+    """A compared cell's name as its sweep spells it: its directory (``lr=0.1``; ``cell``
+    without swept values)."""
     where = cell.a or cell.b
     return Path(where).name if where else str(cell.name)
 

@@ -95,7 +95,7 @@ def test_a_single_run_and_a_missing_cell_have_readable_labels(
     two = tmp_path / "two"
     shutil.copytree(one, two)
     _, out = _diff(capsys, one, two, "--md")
-    assert "| run | loss | 1 | 1 |" in out and "{}" not in out
+    assert "| cell | loss | 1 | 1 |" in out and "{}" not in out  # as show names it
     a = lr_sweep(tmp_path / "a")
     b = tmp_path / "b"
     shutil.copytree(a, b)
