@@ -372,7 +372,12 @@ def sweeps_table(
     A resume can raise a training limit for some cells of a sweep only: each cell's own
     limits (its status) count over its sweep's, within one sweep too."""
     sweeps, names = tuple(sweeps), tuple(names)
-    params = tuple(dict.fromkeys(p for s in sweeps for p in s.params))
+    # a cell of an earlier grid (a resume that changed the swept keys) keeps its values
+    swept = [
+        *(p for s in sweeps for p in s.params),
+        *(k for s in sweeps for c in s.cells for k in c.combo),
+    ]
+    params = tuple(dict.fromkeys(swept))
     limits = {(i, _text(c.limits)): c.limits for i, s in enumerate(sweeps) for c in s.cells}
     limits = {k: v for k, v in limits.items() if v}  # none recorded: not known, not absent
     across = len(names) > 1 or config_keys == "all" or len(limits) > 1

@@ -316,3 +316,17 @@ def test_a_limit_a_resume_raised_for_some_cells_is_a_column_with_each_cells_valu
     # the same limit in every cell is no column: nothing differs
     _, out, _ = _show(capsys, lr_sweep(tmp_path / "plain"), "--json")
     assert "trainer.max_epochs" not in json.loads(out)["cells"][0]
+
+
+def test_a_cell_of_an_earlier_grid_keeps_its_swept_values_in_the_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `launch --resume` with other swept keys: the grid has none now, the old cells their lr
+    root = tmp_path / "s"
+    cells = [write_cell(root, {"lr": lr}, metrics={"val_loss": lr}) for lr in (0.1, 0.01)]
+    cells.append(write_cell(root, {}, metrics={"val_loss": 0.5}))
+    write_manifest(root, {}, cells)
+    code, out, err = _show(capsys, root, "--json")
+    assert code == 0, err
+    rows = {c["dir"]: c.get("lr") for c in json.loads(out)["cells"]}
+    assert rows == {"lr=0.1": 0.1, "lr=0.01": 0.01, "cell": None}
