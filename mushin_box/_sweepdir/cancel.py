@@ -405,7 +405,7 @@ def cancel(
     deadline = time.monotonic() + timeout_s
     done: list[str] = []
     while pending:
-        states = _job_states([c.job_id for c in pending if c.job_id])
+        states = job_states([c.job_id for c in pending if c.job_id])
         running, pending = pending, []
         for cell in running:
             record = read_json(path / str(cell.dir) / STATUS_FILE) or {}
@@ -479,7 +479,7 @@ def _started_meanwhile(
             name = str(entry["dir"])
             started.append((name, read_json(root / name / STATUS_FILE) or {}))
     # their jobs asked at once: one scheduler call, not one per cell
-    states = _job_states([str(r["slurm_job_id"]) for _, r in started if r.get("slurm_job_id")])
+    states = job_states([str(r["slurm_job_id"]) for _, r in started if r.get("slurm_job_id")])
     for name, record in started:
         if record.get("status") == "running" and not owner_gone(record, states):
             # a job that runs other cells too was not cancelled for a named one
@@ -517,7 +517,7 @@ def _queue_emptied(root: Path, deadline: float, ids: Sequence[str]) -> str | Non
     driver to let go of the lock: None once nothing can start those cells, else why not."""
 
     while True:
-        states = _job_states(ids)
+        states = job_states(ids)
         if any(is_unknown(states.get(j)) for j in ids) and ids:
             return "the scheduler did not answer for the sweep's jobs"
         live = [j for j in ids if is_live(states.get(j, ""))]
@@ -526,8 +526,3 @@ def _queue_emptied(root: Path, deadline: float, ids: Sequence[str]) -> str | Non
         if time.monotonic() > deadline:
             return f"its job is still queued ({', '.join(live)})" if live else _DRIVER_HOLDS
         time.sleep(0.2)
-
-
-def _job_states(job_ids: Sequence[str | None]) -> dict[str, str]:
-    wanted = [j for j in job_ids if j]
-    return job_states(wanted) if wanted else {}

@@ -137,11 +137,8 @@ class QuietTerminal:
 
 
 def _stream_handlers() -> Iterable[logging.StreamHandler[Any]]:
-    loggers = [logging.getLogger()]
-    loggers += [
-        x for x in logging.Logger.manager.loggerDict.values() if isinstance(x, logging.Logger)
-    ]
-    for logger in loggers:
+    known = logging.Logger.manager.loggerDict.values()
+    for logger in [logging.getLogger(), *(x for x in known if isinstance(x, logging.Logger))]:
         for handler in logger.handlers:
             if isinstance(handler, logging.StreamHandler) and not isinstance(
                 handler, logging.FileHandler
