@@ -250,7 +250,6 @@ def owner_gone(record: Mapping[str, Any], job_states: Mapping[str, str]) -> str 
 def _judge(record: Mapping[str, Any], job_states: Mapping[str, str]) -> tuple[bool, str | None]:
     """(unknown, gone) for a ``running`` record: the scheduler did not answer for its job,
     or why its owner is gone (None: alive, or it can't be told from here)."""
-
     owner = owner_of(record)
     if owner is None:
         return False, STALE
@@ -394,7 +393,6 @@ def _latest(cell_dir: Path) -> dict[str, Any] | None:
     metric by name with a finite value, at its last such epoch), or None when there is no
     readable series yet. Never a symlink, a FIFO or an unbounded read: the file sits in
     the untrusted sweep directory."""
-
     try:
         data = json.loads(read_bounded(cell_dir / _FIT_SERIES, _LATEST_READ_BYTES))
     except (OSError, ValueError):  # missing, refused, or being replaced: nothing to show
@@ -434,7 +432,6 @@ def read_sweep(root: str | os.PathLike[str], *, liveness: bool = True) -> SweepV
     FileNotFoundError
         ``root`` holds neither a manifest nor a cell status: not a sweep.
     """
-
     path = Path(root)
     if not path.is_dir():
         raise FileNotFoundError(f"{path} is not a directory")
@@ -495,7 +492,6 @@ def _entries(
     from the status records ``found`` holds them (``manifest_from_cells``), without building
     it: placed by :func:`~mushin_box._sweepdir.manifest.grid_key`, not by a ``combo_id``
     (JSON) per cell, a third of ``status``'s reading of a running 10,000-cell sweep."""
-
     grid, cells = old.get("grid"), old.get("cells")
     mine = (
         {"combo": r["combo"], "status": r.get("status", "pending"), "dir": d.name} for d, r in found
@@ -548,7 +544,6 @@ def _queued_again(
     running. A cell is matched to its job by the job's overrides, when they name its
     swept values plainly (else it shows ``pending`` without a job id). Its reason is
     squeue's for that job."""
-
     when = _parse(submission.get("submitted"))
     live = {
         str(job["job_id"]): job.get("overrides")
@@ -591,7 +586,6 @@ def driver_running(root: Path) -> bool:
     Probed with a shared, non-blocking ``flock`` on the existing lock file, released at
     once; a reader never creates the file.
     """
-
     try:
         fd = os.open(root / LOCK_FILE, os.O_RDONLY)
     except OSError:
@@ -650,7 +644,6 @@ def spellings(value: Any) -> set[str]:
     >>> sorted(spellings("adam")), spellings(0.1), spellings(object())
     (['"adam"', "'adam'", 'adam'], {'0.1'}, set())
     """
-
     try:
         out = {format_value(value)}
     except (TypeError, ValueError):

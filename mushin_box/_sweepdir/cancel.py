@@ -186,7 +186,6 @@ def _sweeps_jobs(root: Path, wanted: Sequence[str], user: str) -> tuple[list[str
     comment) and run by ``user`` (the sweep's owner), a line for each kind of other one: not
     an id, not shown (ended: its id may be reused), another sweep's job, another user's, or
     squeue did not answer; and whether squeue answered."""
-
     ok = sorted({j for j in wanted if valid_job_id(j)})
     refused = [f"{j!r} is not a SLURM job id; not cancelled" for j in wanted if not valid_job_id(j)]
     shown = _queued(ok)
@@ -468,7 +467,6 @@ def _started_meanwhile(
     job before the scancel ended it): by now the queue is empty, so a ``running`` one lost
     its job and is recorded ``cancelled``; one that ended on its own keeps its status. The
     cells still without a directory are returned; the lists are the caller's report."""
-
     now = manifest_from_cells(root)["cells"]
     left, started = [], []
     for cell in cells:
@@ -497,7 +495,6 @@ def _jobs_of(
     """The ids among ``ids`` of the submission's jobs that run exactly one of ``combos``:
     their overrides set every swept key to its value (a job whose overrides say less may
     run other cells: never cancelled for a named one)."""
-
     out = []
     jobs = submission.get("jobs")
     for entry in jobs if isinstance(jobs, list) else []:
@@ -515,7 +512,6 @@ def _jobs_of(
 def _queue_emptied(root: Path, deadline: float, ids: Sequence[str]) -> str | None:
     """Wait (until ``deadline``) for the jobs ``ids`` to leave the queue and the sweep's
     driver to let go of the lock: None once nothing can start those cells, else why not."""
-
     while True:
         states = job_states(ids)
         if any(is_unknown(states.get(j)) for j in ids) and ids:

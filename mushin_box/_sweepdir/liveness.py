@@ -235,7 +235,6 @@ def _process(owner: Owner) -> Liveness:
 
 def _job(owner: Owner, ask: Callable[[str], str | None]) -> Liveness | None:
     """A SLURM job, or None when SLURM's tools are missing here (cannot tell)."""
-
     job = str(owner.slurm_job)
     state = ask(job)
     if is_unknown(state):

@@ -132,7 +132,6 @@ def _listed(cell_dir: Path, status: Mapping[str, Any]) -> Iterator[tuple[int, Pa
 def rank_logs(cell_dir: Path, record: Mapping[str, Any] | None = None) -> dict[int, list[Path]]:
     """Rank -> its output files that exist, in a stable order (``.out`` before ``.err``):
     those the status names under the sweep directory, then the local layout's."""
-
     status: Mapping[str, Any] | None = record if record is not None else read_status(cell_dir)
     found: dict[int, list[Path]] = {}
     for rank, path in _listed(cell_dir, status if isinstance(status, Mapping) else {}):

@@ -454,7 +454,6 @@ def rebuild_manifest(root: Path, records: Records) -> dict[str, Any]:
 
 def _ended(record: Mapping[str, Any], ask: Any = None) -> tuple[str, str] | None:
     """(new status, reason) for a ``running`` cell whose owner has ended, else None."""
-
     owner = owner_of(record)
     if owner is None:  # a status from before owners were recorded: cannot tell
         return None
@@ -470,7 +469,6 @@ def reconcile_abandoned(records: list[tuple[Path, dict[str, Any]]]) -> list[str]
     cancelled, preempted, timed out) as ``failed``/``timeout``; returns their dirs.
     ``records``: the cells' status records (:func:`cell_records`); each recorded cell's
     entry is replaced by its new record, so that the list stays what the files say."""
-
     ask = cache(job_state)  # one question per job, however many cells it runs
     changed: list[str] = []
     for i, (cell_dir, record) in enumerate(records):
@@ -509,7 +507,6 @@ def finish_launch(
     one that says what went wrong: it is added to that error as a note, or, when the launch
     raised nothing, said in a warning (the manifest is a cache that the next run rebuilds).
     """
-
     ended: list[str] = []
     records = None
     try:
@@ -535,7 +532,6 @@ def live_cells(records: Records) -> list[tuple[str, Any]]:
     """(cell dir, :class:`~mushin_box._sweepdir.liveness.Owner`) of the cells left ``running``
     whose owner (a process, a SLURM job) is still alive, or cannot be checked from here;
     ``records``: the cells' status records (:func:`cell_records`)."""
-
     ask = cache(job_state)  # one question per job, however many cells it runs
     running = [(d.name, owner_of(r)) for d, r in records if r.get("status") == "running"]
     return [(name, o) for name, o in running if o is not None and check(o, job_state=ask).alive]

@@ -144,7 +144,6 @@ def finished_entries(root: str | os.PathLike[str]) -> tuple[dict[str, Any], list
     """The manifest and every cell's entry (``combo``, ``status``, ``dir``, ``attempt``,
     ``error``, ``reason``) of a finished sweep, each status file read only where the
     manifest is older than it; None when the manifest cannot answer (see module doc)."""
-
     path = Path(root)
     base = os.fspath(path)
     written = _mtime(os.path.join(base, MANIFEST_FILE))
@@ -198,7 +197,6 @@ def read_object(path: str) -> Any:
     :func:`~mushin_box._core.sidecars.read_json`, which warns naming it. The direct path
     skips ``read_json``'s per-call ``Path`` objects: a third of ``show``'s time at 10,000
     cells."""
-
     try:
         value = loads(read_bounded(path, read_limit(os.path.basename(path))))
     except FileNotFoundError:
@@ -228,7 +226,6 @@ def bare_view(
 ) -> tuple[Any, Heading]:
     """The sweep's :class:`~mushin_box._sweepdir.board.SweepView` as the manifest tells it
     (``fields``: more of the view's) without its cells, and its :class:`Heading`."""
-
     launcher = manifest.get("launcher")
     launcher = launcher if isinstance(launcher, str) else None
     view = SweepView(
@@ -255,7 +252,6 @@ def read_settled(
     is known from the manifest (and the status records it is older than), for a first
     line printed at once.
     """
-
     found = finished_entries(root)
     if found is None:
         return None
