@@ -159,7 +159,6 @@ def load_spec(ref: str) -> tuple[ImageSpec, str]:
             path = Path(target)
             if not path.is_file():
                 raise UsageError(f"SPEC file {target!r} does not exist")
-            # lazy: every command's start imports this module; only this command pays for its rooms
             from mushin_box._core.userfile import import_file
 
             # a private name, dropped after: a SPEC is read, not imported by the ranks
@@ -172,7 +171,6 @@ def load_spec(ref: str) -> tuple[ImageSpec, str]:
     except UsageError:
         raise
     except Exception as exc:  # the user's spec code: report it, exit 2
-        # lazy: every command's start imports this module; only this command pays for its rooms
         # worded as launch words a broken experiment
         from mushin_box._launch.loading import user_code_error
 

@@ -73,11 +73,8 @@ def _fields_table(title: str, rows: Sequence[Any], sweep: bool, style: str) -> A
     from rich.table import Table
 
     table = Table(title=title, title_justify="left", title_style=style, expand=False)
-    if sweep:
-        table.add_column("cell", overflow="fold")
-    table.add_column("path", overflow="fold")
-    table.add_column("A", overflow="fold")
-    table.add_column("B", overflow="fold")
+    for name in [*(["cell"] if sweep else []), "path", "A", "B"]:
+        table.add_column(name, overflow="fold")
     for r in rows:
         # paths like package_set[numpy] and values are text, not rich markup
         table.add_row(*map(escape, [*([r.cell] if sweep else []), r.path, r.a, r.b]))
@@ -93,9 +90,8 @@ def _metrics_table(rows: Sequence[Any], atol: float, rtol: float, sweep: bool) -
     if sweep:
         table.add_column("cell", overflow="fold")
     table.add_column("metric")
-    table.add_column("A", justify="right")
-    table.add_column("B", justify="right")
-    table.add_column("Δ (B-A)", justify="right")
+    for name in ("A", "B", "Δ (B-A)"):
+        table.add_column(name, justify="right")
     table.add_column("match")
     for m in rows:
         names = [*([m.cell] if sweep else []), m.name, m.a, m.b]
@@ -184,12 +180,10 @@ def run(args: argparse.Namespace) -> int:
         data["verdict"] = diff.verdict(results=results)
         print_json(data)
     elif args.md:
-        # lazy: every command's start imports this module; only this command pays for its rooms
         from mushin_box._results.diff import diff_markdown
 
         sys.stdout.write(diff_markdown(diff, brief=args.brief, results=results))
     elif args.html:
-        # lazy: every command's start imports this module; only this command pays for its rooms
         from mushin_box._results.diff import diff_html
 
         sys.stdout.write(diff_html(diff, brief=args.brief, results=results))

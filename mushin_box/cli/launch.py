@@ -17,6 +17,8 @@ import warnings
 from typing import Any
 
 from mushin_box._core.errors import CellWarning
+from mushin_box._core.layout import default_sweep_dir
+from mushin_box._slurm.jobs import name_job_ids
 from mushin_box.cli.flagtypes import add_scheduler_arguments, add_switches, non_negative, positive
 from mushin_box.cli.main import UsageError
 from mushin_box.cli.output import print_json
@@ -237,14 +239,10 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.working_dir is None:
         # chosen here rather than by Workflow.run, so that it is printed before anything runs
-        # lazy: every command's start imports this module; only this command pays for its rooms
         # (and shown by --dry-run); the same default: multirun/<timestamp>
-        from mushin_box._core.layout import default_sweep_dir
-
         args.working_dir = str(default_sweep_dir())
     args.working_dir = os.path.abspath(args.working_dir)
 
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._container.preflight import PreflightError
     from mushin_box._launch.loading import load_target
     from mushin_box._launch.plan import plan_launch
@@ -263,8 +261,7 @@ def run(args: argparse.Namespace) -> int:
         pythonpath=pythonpath,
     )
     if args.torchrun:
-        kwargs.update(torchrun=True, max_restarts=args.max_restarts or 0)
-        kwargs.update(min_nodes=args.min_nodes)
+        kwargs.update(torchrun=True, max_restarts=args.max_restarts or 0, min_nodes=args.min_nodes)
     if not local:
         kwargs.update(image=opts.image, binds=opts.binds, image_python=opts.image_python)
     if args.print_config:  # the config only: the image's pre-flight is the dry run's
@@ -360,7 +357,6 @@ def _dry_run(
     if answer is not None:  # a passed check and a skipped one must not look the same
         review["cluster_check"] = {"accepted": answer["accepted"], "said": answer["said"]}
     if actions is not None:
-        # lazy: every command's start imports this module; only this command pays for its rooms
         from mushin_box._launch.resume import review_resume
 
         review_resume(review, plan, actions)
@@ -390,11 +386,8 @@ def format_review(review: dict[str, Any], *, verbose: bool = False) -> str:
         row("runs on", f"SLURM ({review['where']})")
         ranks = f"{review['nodes']} node(s) x {review['gpus']} GPU(s) = {review['ranks']}"
         agents = (review.get("launcher_config") or {}).get("torchrun")
-        row(
-            "ranks",
-            f"{ranks} ranks per cell, "
-            + ("one torchrun agent per node" if agents else "one task per GPU"),
-        )
+        each = "one torchrun agent per node" if agents else "one task per GPU"
+        row("ranks", f"{ranks} ranks per cell, {each}")
     else:
         row("runs here", f"{review['gpus']} CPU rank(s) ({review['where']})")
     row("sweep dir", review["working_dir"])
@@ -448,11 +441,8 @@ def format_review(review: dict[str, Any], *, verbose: bool = False) -> str:
         lines.append(script if verbose else fold_requeue_trap(script))
         env = review.get("env_file")
         if env is not None:
-            lines.append("")
-            lines.append(f"--- the env file every rank reads: {env['path']}")
-            lines.append(env["text"].rstrip())
-    lines.append("")
-    lines.append(f"(reviewed in {review['seconds']:g} s)")
+            lines += ["", f"--- the env file every rank reads: {env['path']}", env["text"].rstrip()]
+    lines += ["", f"(reviewed in {review['seconds']:g} s)"]
     return "\n".join(lines)
 
 
@@ -503,7 +493,6 @@ def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any) -
         return 130
     if args.detach:
         return _detached(ds, before)
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._sweepdir.board import read_sweep
 
     root = str(ds.attrs.get("working_dir"))
@@ -530,9 +519,6 @@ def _detached(handle: Any, before: dict[str, Any]) -> int:
     jobs = handle.job_ids
     named = ": " + " ".join(jobs)
     if len(jobs) > 10:  # a big sweep: its arrays (what squeue and scancel take), not each cell
-        # lazy: every command's start imports this module; only this command pays for its rooms
-        from mushin_box._slurm.jobs import name_job_ids
-
         arrays = list(dict.fromkeys(j.split("_")[0] for j in jobs))
         named = f" in {len(arrays)} array(s): {name_job_ids(arrays)}"
     print(f"[mushin-box launch] submitted {len(jobs)} job(s){named}")

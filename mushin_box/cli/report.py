@@ -19,6 +19,8 @@ import argparse
 import sys
 
 from mushin_box._core.errors import MushinBoxError
+from mushin_box._core.layout import MANIFEST_FILE, STATUS_FILE
+from mushin_box._core.sidecars import write_text_atomic
 from mushin_box._results.series import SeriesFileError
 from mushin_box.cli.flagtypes import add_switches
 from mushin_box.cli.main import UsageError
@@ -135,9 +137,6 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "-":
         sys.stdout.write(text)
         return 0
-    # lazy: every command's start imports this module; only this command pays for its rooms
-    from mushin_box._core.sidecars import write_text_atomic
-
     try:
         write_text_atomic(args.output, text)
     except OSError as exc:
@@ -152,7 +151,6 @@ def _check_output(output: str) -> None:
     import os
 
     # lazy: every command's start imports this module; only this command pays for its rooms
-    from mushin_box._core.layout import MANIFEST_FILE, STATUS_FILE
     from mushin_box._results.markup import is_page
 
     path = os.path.abspath(output)

@@ -42,12 +42,8 @@ EXAMPLES = (
     "mushin-box resume multirun/2026-01-31_12-00-00 --time 4:00:00 --account proj42",
     "mushin-box resume multirun/2026-01-31_12-00-00 --set trainer.max_epochs=900   # train on",
 )
-#: what its exit codes mean (shown in --help; 2 and 141: every command's)
-EXITS = {
-    0: "every cell completed (--detach, --dry-run: submitted, reviewed)",
-    1: "a cell failed, timed out, was cancelled or skipped",
-    130: "interrupted (Ctrl-C)",
-}
+#: what its exit codes mean (shown in --help; 2 and 141: every command's): launch's
+EXITS = launch.EXITS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

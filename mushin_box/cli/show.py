@@ -19,10 +19,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from mushin_box._core.layout import MANIFEST_FILE, STATUS_FILE
 from mushin_box.cli.main import UsageError
 from mushin_box.cli.output import JSON_HELP, print_json, shown
 from mushin_box.cli.tables import resolve_sweep, restart_text, summary
-from mushin_box.cli.tables import summary as counted
 
 __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
 
@@ -251,13 +251,14 @@ def run(args: argparse.Namespace) -> int:
     # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._results.markup import md_table
     from mushin_box._results.report import code_line
-    from mushin_box._results.table import summary, table_records
+    from mushin_box._results.table import summary as results_summary
+    from mushin_box._results.table import table_records
 
     said: list[str] = []
 
     def heading(view: Any) -> None:  # a finished sweep: its counts (a Heading), first
 
-        said.append(f"{view.root}: {counted(view)}")
+        said.append(f"{view.root}: {summary(view)}")
         print(said[0], flush=True)
 
     # the heading goes first where nothing after it can fail: a --best, --sort or --where
@@ -266,7 +267,7 @@ def run(args: argparse.Namespace) -> int:
     table = _table(args, heading if early else None)
     code = None if table.names else code_line(table.sweep)
     if args.json:
-        data = {**summary(table), **({} if table.names else {"code": code})}
+        data = {**results_summary(table), **({} if table.names else {"code": code})}
         records = table_records(table)
         for record, config in zip(records, table.row_configs(), strict=True):
             record["config"] = config  # the whole config the row ran
@@ -315,7 +316,6 @@ def _table(args: argparse.Namespace, heading: Any = None) -> Any:
 def _holds_sweeps(directory: str) -> None:
     """A directory that is no sweep but holds some: name the way to show them all."""
     # lazy: every command's start imports this module; only this command pays for its rooms
-    from mushin_box._core.layout import STATUS_FILE
     from mushin_box._sweepdir.board import find_sweeps
     from mushin_box._sweepdir.manifest import is_sweep_dir
 
@@ -332,7 +332,6 @@ def _holds_sweeps(directory: str) -> None:
 
 def _find_all(parents: list[str]) -> list[Path]:
     # lazy: every command's start imports this module; only this command pays for its rooms
-    from mushin_box._core.layout import MANIFEST_FILE
     from mushin_box._sweepdir.board import find_sweeps
 
     found: list[Path] = []

@@ -23,6 +23,7 @@ while a driver or a SLURM job of the sweep lives), 2 bad input.
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -30,6 +31,7 @@ from typing import Any
 
 import attrs
 
+from mushin_box._core.layout import LAUNCH_FILE, MANIFEST_FILE, STATUS_FILE
 from mushin_box.cli.main import EXIT_RUNNING, UsageError
 from mushin_box.cli.output import shown
 
@@ -67,7 +69,6 @@ def resolve_sweep(directory: str | None) -> Path:
     """DIR as given, or the latest sweep under the current directory (a usage error when
     there is none, or DIR is not a sweep)."""
     # lazy: every command's start imports this module; only this command pays for its rooms
-    from mushin_box._core.layout import MANIFEST_FILE, STATUS_FILE
     from mushin_box._sweepdir.board import latest_sweep
     from mushin_box._sweepdir.manifest import is_sweep_dir
 
@@ -145,11 +146,6 @@ def resume_hint(root: Path | str) -> str:
     launch recorded itself there (it replays that record), else ``Workflow.run``'s
     ``resume=True``, the only way for a sweep started from Python (``resume DIR`` would
     refuse it: there is no record to replay)."""
-    import shlex
-
-    # lazy: every command's start imports this module; only this command pays for its rooms
-    from mushin_box._core.layout import LAUNCH_FILE
-
     if (Path(root) / LAUNCH_FILE).is_file():
         return f"mushin-box resume {shlex.quote(str(root))}"
     return f"Workflow.run(..., working_dir={str(root)!r}, resume=True)"
