@@ -196,8 +196,7 @@ class SweepView:
     @property
     def started(self) -> str | None:
         """When its first cell started (ISO 8601), if any has."""
-        times = [c.started for c in self.cells if c.started]
-        return min(times) if times else None
+        return min((c.started for c in self.cells if c.started), default=None)
 
     @property
     def going(self) -> bool:

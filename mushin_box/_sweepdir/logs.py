@@ -184,9 +184,8 @@ def cell_nodes(
     read bounded and never through a symlink), ordered by their first rank. ``ranks`` (those
     with output) that recorded no host are grouped under :data:`UNRECORDED_NODE`, so that
     every rank with output belongs to one node."""
-    rows = _rank_rows(cell_dir, (status or {}).get("attempt"))
     by_node: dict[str, dict[int, str | None]] = {}
-    for row in rows:
+    for row in _rank_rows(cell_dir, (status or {}).get("attempt")):
         host, ended = row.get("host"), row.get("ended")
         name = host if isinstance(host, str) and host.strip() else UNRECORDED_NODE
         by_node.setdefault(name, {})[row["rank"]] = ended if isinstance(ended, str) else None

@@ -180,8 +180,7 @@ def read_status(cell_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
     if not isinstance(record, dict) or not isinstance(record.get("combo"), dict):
         _warn(path, "is not a cell status (a JSON object with a 'combo' object); ignored")
         return None
-    wrong = wrong_status_fields(record)
-    if wrong:
+    if wrong := wrong_status_fields(record):
         said = ", ".join(f"{key} (a {kind})" for key, kind in wrong.items())
         _warn(path, f"has fields of the wrong type, ignored: {said}")
         record = {k: v for k, v in record.items() if k not in wrong}
@@ -513,8 +512,7 @@ def finish_launch(
         records = list(cell_records(root, untouched))  # each status file read once
         ended = reconcile_abandoned(records)
         if ended or written is None or records != list(written):
-            kept = untouched if base is not None and untouched else {}
-            manifest = _updated(base, records, kept) if base is not None else None
+            manifest = _updated(base, records, untouched or {}) if base is not None else None
             if manifest is None:
                 rebuild_manifest(root, records)
             else:

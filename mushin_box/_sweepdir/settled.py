@@ -405,13 +405,11 @@ def _entry(name: Any, raw: Any) -> IndexEntry | None:
     files, status, metrics = raw.get("files"), raw.get("status"), raw.get("metrics")
     # the identities are only compared with a stat's: anything but a list of 4 numbers
     # compares unequal
-    if not (isinstance(files, list) and len(files) == len(_FILES)):
+    if not (isinstance(files, list) and len(files) == len(_FILES) and isinstance(metrics, dict)):
         return None
-    if not (isinstance(status, dict) and isinstance(metrics, dict)):
+    if not isinstance(status, dict) or status.get("status") != "completed":
         return None
-    if status.get("status") != "completed" or not isinstance(status.get("combo"), dict):
-        return None
-    if wrong_status_fields(status):
+    if not isinstance(status.get("combo"), dict) or wrong_status_fields(status):
         return None
     return IndexEntry(status, metrics, tuple(files))
 
