@@ -325,8 +325,7 @@ def _cell(root: Path, entry: Mapping[str, Any], record: Mapping[str, Any], seen:
     recorded = str(record.get("status", entry.get("status", "pending")))
     state = seen.state or recorded
     gone = seen.reason if state == "failed" and recorded == "running" else None
-    raw_error = record.get("error")
-    error: dict[str, Any] = raw_error if isinstance(raw_error, dict) else {}
+    error: dict[str, Any] = record["error"] if isinstance(record.get("error"), dict) else {}
     if gone:
         error = {"type": "StaleStatus" if gone == STALE else "JobEnded", "message": gone}
     elif state != recorded:
@@ -340,7 +339,6 @@ def _cell(root: Path, entry: Mapping[str, Any], record: Mapping[str, Any], seen:
         else None
     )
     logs: dict[str, Any] = record["logs"] if isinstance(record.get("logs"), dict) else {}
-    pid = record.get("pid")
     latest = _latest(Path(cell_dir)) if cell_dir and state in ("running", "unknown") else None
     return CellView(
         dir=directory,
@@ -350,7 +348,7 @@ def _cell(root: Path, entry: Mapping[str, Any], record: Mapping[str, Any], seen:
         attempt=int(record.get("attempt", entry.get("attempt", 0)) or 0),
         job_id=seen.job or (str(record["slurm_job_id"]) if record.get("slurm_job_id") else None),
         host=record.get("host"),
-        pid=pid if isinstance(pid, int) else None,
+        pid=record.get("pid") if isinstance(record.get("pid"), int) else None,
         pid_start=record.get("pid_start") if isinstance(record.get("pid_start"), str) else None,
         started=record.get("started"),
         ended=record.get("ended"),
@@ -617,7 +615,6 @@ def _sweep_dirs(root: Path, max_depth: int) -> Iterable[Path]:
 def find_sweeps(root: str | os.PathLike[str] = ".", *, max_depth: int = 4) -> list[Path]:
     """The sweep directories under ``root`` (itself included), newest first: those with a
     manifest, at most ``max_depth`` levels down (hidden directories are not searched)."""
-    found = list(_sweep_dirs(Path(root), max_depth))
 
     def updated(path: Path) -> float:
         try:
@@ -625,7 +622,7 @@ def find_sweeps(root: str | os.PathLike[str] = ".", *, max_depth: int = 4) -> li
         except OSError:
             return 0.0
 
-    return sorted(found, key=updated, reverse=True)
+    return sorted(_sweep_dirs(Path(root), max_depth), key=updated, reverse=True)
 
 
 def latest_sweep(root: str | os.PathLike[str] = ".") -> Path | None:

@@ -187,17 +187,16 @@ def read_status(cell_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
     return record
 
 
-def _linked_cell(root: Path, name: str) -> bool:
-    """Is ``name`` a symlink under ``root`` that leads to a cell? Such a cell is not read (it
-    may be anywhere), and said so once."""
+def _linked_cell(root: Path, name: str) -> None:
+    """Say so once when ``name`` is a symlink under ``root`` that leads to a cell: such a cell
+    is not read (it may be anywhere)."""
     link = root / name
     try:
         if not link.is_symlink() or not (link / STATUS_FILE).exists():
-            return False
+            return
     except OSError:  # a loop
-        return False
+        return
     _warn(str(link), "is a symbolic link to a cell directory, not followed; ignored")
-    return True
 
 
 _SUSPECT = (
