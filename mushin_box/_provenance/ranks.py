@@ -46,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import re
 import signal
 import socket
 import sys
@@ -78,6 +79,7 @@ __all__ = [
 
 _FIELDS = ("python", "executable", "container", "container_name", "sif_sha256")
 _MAX_RANKS = 65_536  # a bound on what a reader takes from a cell's directory
+_RECORD = re.compile(r"rank[0-9]+\.json")  # _row_path's names
 
 
 def rank_runtime(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -178,8 +180,12 @@ def read_rank_runtimes(cell_dir: Path, *, attempt: int | None) -> list[dict[str,
     """The rank records of ``attempt`` (any attempt's when None), by rank. A record of
     another attempt (a run at another world size) or of the wrong shape is left out."""
     directory = cell_dir / JOB_PRIVATE_DIR / RANKS_DIR
-    try:
-        names = sorted(e.name for e in os.scandir(directory) if e.is_file(follow_symlinks=False))
+    try:  # a rank's record only: not the temporary file of a rank's write in flight
+        names = sorted(
+            e.name
+            for e in os.scandir(directory)
+            if _RECORD.fullmatch(e.name) and e.is_file(follow_symlinks=False)
+        )
     except OSError:
         return []
     out = []

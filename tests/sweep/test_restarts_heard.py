@@ -168,3 +168,17 @@ def test_the_signal_a_torchrun_agent_saw_is_named(
     monkeypatch.setattr(os, "getpid", lambda: pid)
     _attempt(tmp_path / "cell", 3, {0: None, 1: None}, "node", monkeypatch)
     assert not (exits / f"{pid}.json").exists()
+
+
+def test_a_ranks_write_in_flight_is_not_read_as_a_second_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rank 0 folds the ranks' records while the others write how they ended: the temporary
+    file of such a write (``.rank1.json.<pid>.<random>.tmp``) is no record of its own."""
+    from mushin_box._provenance.ranks import read_rank_runtimes
+
+    cell = tmp_path / "cell"
+    _attempt(cell, 1, {0: "completed", 1: None}, "node", monkeypatch)
+    ranks = cell / ".mushin" / "ranks"
+    (ranks / ".rank1.json.4242.x1y2.tmp").write_bytes((ranks / "rank1.json").read_bytes())
+    assert [r["rank"] for r in read_rank_runtimes(cell, attempt=1)] == [0, 1]
