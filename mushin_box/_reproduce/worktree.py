@@ -78,7 +78,11 @@ def _git(args: list[str], cwd: Path) -> str:
     proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
     if proc.returncode:
         said = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise ReproduceError(f"git {args[0]} in {cwd} failed: {said}")
+        raise ReproduceError(
+            f"git {args[0]} in {cwd} failed: {said}; mend that and run this again, or drop "
+            "{worktree} and check the cell's code out yourself",
+            arguments={"worktree": True},
+        )
     return proc.stdout
 
 

@@ -571,3 +571,13 @@ def test_a_clean_cells_commit_reruns_from_a_worktree(
     assert result.ok, result.diff.verdict()
     assert _git(tmp_path / "again" / ".mushin" / "worktree", "rev-parse", "HEAD") == first
     assert _git(code_dir, "rev-parse", "HEAD") == second
+
+
+def test_a_git_step_that_fails_says_what_failed_and_what_to_do(tmp_path: Path) -> None:
+    from mushin_box._reproduce.worktree import _git
+
+    with pytest.raises(ReproduceError) as failed:
+        _git(["worktree", "add", "--detach", str(tmp_path / "w"), "HEAD"], tmp_path)  # no repo
+    said = str(failed.value)
+    assert said.startswith(f"git worktree in {tmp_path} failed: fatal: not a git repository")
+    assert "drop worktree=True and check the cell's code out yourself" in said
