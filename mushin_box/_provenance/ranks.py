@@ -160,9 +160,9 @@ def restart_cause(cell_dir: Path, attempt: int) -> dict[str, Any] | None:
 
 def _exit_note(pid: int) -> dict[str, Any]:
     """How the torchrun worker of ``pid`` ended, as its agent saw it (``signal``, e.g.
-    ``SIGKILL``, or ``exitcode``); ``{}`` when no note says (not a torchrun worker, or not
-    the round's first failure). A note is the agent's log line kept as data, never text
-    parsed: :mod:`mushin_box._slurm.torchrun` writes it."""
+    ``SIGKILL``, or ``exitcode``); ``{}`` when no note says (not a torchrun worker). A note
+    is torch's record of the failure kept as data: :mod:`mushin_box._slurm.torchrun`
+    writes it."""
     exits = os.environ.get(TORCHRUN_EXITS_ENV)
     note = read_json(Path(exits) / f"{int(pid)}.json", default=None) if exits else None
     code = note.get("exitcode") if isinstance(note, dict) else None

@@ -12,12 +12,12 @@ starts ONE task per node, and its "python" is this module's agent (``python -m
 mushin_box._slurm.torchrun agent --nproc-per-node G --max-restarts K [--nnodes N]``, to
 which submitit appends its usual ``-u -m submitit.core._submit FOLDER``). The agent runs
 torchrun in its own process, as ``python -m torch.distributed.run`` would (the interpreter's
-own torch: inside the image with ``--image``), after adding one log handler: torchrun's
-record of a round's first failed worker (its exit code, or the signal that killed it) is
-kept as a note the restarted cell reads (:class:`_ExitNotes`), for a worker killed by a
-signal writes nothing itself. Its workers each run ``worker FOLDER``:
-every worker unpickles and runs the same Hydra job, as SLURM tasks do, as submitit's task
-``RANK``. Rank 0's result pickle is the cell's ``JobReturn``; the others land beside it.
+own torch: inside the image with ``--image``), keeping torchrun's record of each failed
+worker (its exit code, or the signal that killed it) as a note the restarted cell reads
+(:class:`_ExitNotes`), for a worker killed by a signal writes nothing itself. Its workers
+each run ``worker FOLDER``: every worker unpickles and runs the same Hydra job, as SLURM
+tasks do, as submitit's task ``RANK``. Rank 0's result pickle is the cell's ``JobReturn``;
+the others land beside it.
 
 Here the agent runs ``torchrun --standalone``. On SLURM (``--nnodes N`` or ``MIN:MAX``) it
 runs ``--rdzv-backend c10d --rdzv-endpoint <first node of the job>:<port> --rdzv-id <job>``:
@@ -55,7 +55,6 @@ Examples
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import re
 import runpy
@@ -78,7 +77,7 @@ from mushin_box._core.layout import (
 from mushin_box._core.sidecars import write_json_atomic
 from mushin_box._slurm.jobs import slurm_job_id
 from mushin_box._upstream.submitit import SUBMIT_ARGS
-from mushin_box._upstream.torch import FAILED_WORKER_LOGGER, failed_worker
+from mushin_box._upstream.torch import worker_failures
 
 __all__ = [
     "RDZV_PORT",
@@ -370,22 +369,17 @@ def _job_dir(folder: str, env: Mapping[str, str]) -> Path:
     return JobPaths(folder, job_id=slurm_job_id(env)).folder
 
 
-class _ExitNotes(logging.Handler):
-    """Keeps torchrun's record of a round's first failed worker
-    (:func:`~mushin_box._upstream.torch.failed_worker`) as ``<pid>.json`` in ``where``. A
-    worker killed by a signal (the OOM killer, a node's ``kill -9``) writes nothing itself;
-    the agent that reaps it is the one witness, and the restarted cell's rank 0 names the
-    signal from this note (:func:`~mushin_box._provenance.ranks.restart_cause`)."""
+class _ExitNotes:
+    """Keeps how each failed worker ended (:func:`~mushin_box._upstream.torch.worker_failures`)
+    as ``<pid>.json`` in ``where``. A worker killed by a signal (the OOM killer, a node's
+    ``kill -9``) writes nothing itself; the agent that reaps it is the one witness, and the
+    restarted cell's rank 0 names the signal from this note
+    (:func:`~mushin_box._provenance.ranks.restart_cause`)."""
 
     def __init__(self, where: Path) -> None:
-        super().__init__(logging.ERROR)
         self.where = where
 
-    def emit(self, record: logging.LogRecord) -> None:
-        failed = failed_worker(record)
-        if failed is None:
-            return
-        exitcode, local_rank, pid = failed
+    def __call__(self, exitcode: int, local_rank: int, pid: int) -> None:
         note = {"exitcode": exitcode, "local_rank": local_rank, "pid": pid}
         try:
             self.where.mkdir(parents=True, exist_ok=True)
@@ -496,11 +490,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         os.environ.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
         exits = _job_dir(args[-1], os.environ) / _EXITS_DIR
         os.environ[TORCHRUN_EXITS_ENV] = str(exits)  # the workers read the notes
-        logging.getLogger(FAILED_WORKER_LOGGER).addHandler(_ExitNotes(exits))
         # torchrun runs in this process, the submitit task (signals reach it), as `python -m
         # torch.distributed.run` would: by the module's name, under this interpreter's torch
         sys.argv = [command[2], *command[3:]]
-        runpy.run_module(command[2], run_name="__main__", alter_sys=True)
+        with worker_failures(_ExitNotes(exits)):
+            runpy.run_module(command[2], run_name="__main__", alter_sys=True)
     elif args[:1] == ["worker"] and len(args) == 2:
         _worker(args[1], slurm=False)
     elif args[:2] == ["worker", "--slurm"] and len(args) == 3:

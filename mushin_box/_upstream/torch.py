@@ -1,47 +1,43 @@
 # SPDX-License-Identifier: MIT
-"""torch's private behaviour, behind one function: the only module that names a torchrun
-logger or reads one of its records.
+"""torch's private behaviour, behind one function: the only module that reaches into how
+torch elastic records a failed worker.
 
-* :func:`failed_worker` (the record ``torch.distributed.elastic.multiprocessing.api``
-  logs for a round's first failed worker: ``failed (exitcode: %s) local_rank: %s (pid: %s)
-  of binary: %s``): the torchrun agent restarts its workers itself, and a worker killed by
-  a signal writes nothing, so this record, seen by a log handler in the agent's process, is
-  the one place the signal is told before the restart. torch's public API reports a
-  worker's failure only when the agent gives up (``ChildFailedError``) or to an event
-  handler that gets the final result alone.
+* :func:`worker_failures`: the torchrun agent restarts its workers itself, and a worker
+  killed by a signal writes nothing, so the agent's record of the failure is the one place
+  the signal is told before the restart. torch's public API reports a worker's failure
+  only when the agent gives up (``ChildFailedError``) or to an event handler that gets the
+  final result alone, and its log names one failure of a round, chosen by a timestamp in
+  whole seconds: a peer that exits on its own after the kill, within the same second, is
+  named instead of the killed worker. Every failure is a
+  ``torch.distributed.elastic.multiprocessing.errors.ProcessFailure`` (a public class); the
+  seam hears each one as it is made.
 
 Its test of the behaviour relied on: ``tests/upstream/test_torch_seam.py``.
 """
 
 from __future__ import annotations
 
-import logging
+import contextlib
+from collections.abc import Callable, Iterator
 
-__all__ = ["FAILED_WORKER_LOGGER", "failed_worker"]
-
-#: the logger whose records :func:`failed_worker` reads, in torchrun's (the agent's) process
-FAILED_WORKER_LOGGER = "torch.distributed.elastic.multiprocessing.api"
-_FAILED = "failed (exitcode: "
+__all__ = ["worker_failures"]
 
 
-def failed_worker(record: logging.LogRecord) -> tuple[int, int, int] | None:
-    """``(exitcode, local_rank, pid)`` of torchrun's record of a round's first failed worker
-    (its arguments, not its text; a negative exit code is the signal's number); None for
-    any other record.
+@contextlib.contextmanager
+def worker_failures(report: Callable[[int, int, int], None]) -> Iterator[None]:
+    """While open, ``report(exitcode, local_rank, pid)`` for every failed worker torch
+    elastic records in this process (a negative exit code is the signal's number), as it
+    records it: the agent's process, where torchrun runs. ``report`` must not raise."""
+    from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
 
-    Examples
-    --------
-    >>> record = logging.LogRecord(FAILED_WORKER_LOGGER, logging.ERROR, "api.py", 1,
-    ...     "failed (exitcode: %s) local_rank: %s (pid: %s) of binary: %s",
-    ...     (-9, 1, 4242, "/usr/bin/python3"), None)
-    >>> failed_worker(record)
-    (-9, 1, 4242)
-    """
-    args = record.args
-    if not str(record.msg).startswith(_FAILED) or not isinstance(args, tuple) or len(args) < 3:
-        return None
+    made = ProcessFailure.__post_init__
+
+    def post_init(failure: ProcessFailure) -> None:
+        made(failure)
+        report(int(failure.exitcode), int(failure.local_rank), int(failure.pid))
+
+    ProcessFailure.__post_init__ = post_init  # pyright: ignore[reportAttributeAccessIssue]
     try:
-        exitcode, local_rank, pid = (int(a) for a in args[:3])  # pyright: ignore[reportArgumentType]
-    except (TypeError, ValueError):
-        return None
-    return exitcode, local_rank, pid
+        yield
+    finally:
+        ProcessFailure.__post_init__ = made  # pyright: ignore[reportAttributeAccessIssue]

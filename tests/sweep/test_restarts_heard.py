@@ -132,29 +132,19 @@ def test_a_cell_running_again_after_a_restart_shows_as_restarting(tmp_path: Path
 def test_the_signal_a_torchrun_agent_saw_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A SIGKILLed worker writes nothing; its torchrun agent logs the round's first failure
-    (``failed (exitcode: -9) local_rank: 1 (pid: P) ...``), which the agent's handler keeps
-    as a note by pid, and the restarted cell's rank 0 reads it back. A note of a pid that a
-    new worker holds now is dropped by that worker: it names another process's death."""
-    import logging
-
+    """A SIGKILLed worker writes nothing; its torchrun agent hears each failed worker
+    (exit code -9, local rank 1, pid P), keeps it as a note by pid, and the restarted
+    cell's rank 0 reads it back. A note of a pid that a new worker holds now is dropped by
+    that worker: it names another process's death."""
     from mushin_box._core.layout import TORCHRUN_EXITS_ENV
     from mushin_box._slurm import torchrun
-    from mushin_box._upstream.torch import FAILED_WORKER_LOGGER
 
     exits = tmp_path / "exits"
     monkeypatch.setenv(TORCHRUN_EXITS_ENV, str(exits))
     _attempt(tmp_path / "cell", 1, {0: "Terminated", 1: None}, "node", monkeypatch)
     pid = os.getpid()  # the rank records' process: here, this one
-    logger = logging.getLogger(FAILED_WORKER_LOGGER)
-    handler = torchrun._ExitNotes(exits)
-    logger.addHandler(handler)
-    try:  # as torch.distributed.elastic.multiprocessing.api says it
-        logger.error(
-            "failed (exitcode: %s) local_rank: %s (pid: %s) of binary: %s", -9, 1, pid, "py"
-        )
-    finally:
-        logger.removeHandler(handler)
+    torchrun._ExitNotes(exits)(-9, 1, pid)  # as the seam reports it
+    torchrun._ExitNotes(exits)(-15, 0, pid + 7)  # rank 0, stopped by the agent
     assert json.loads((exits / f"{pid}.json").read_text())["exitcode"] == -9
     monkeypatch.setattr(os, "getpid", lambda: pid + 1)  # the restart's workers: new pids
     _attempt(tmp_path / "cell", 2, {0: None, 1: None}, "node", monkeypatch)
