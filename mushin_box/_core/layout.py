@@ -296,7 +296,7 @@ RDZV_ENV: Mapping[str, str] = {
 CELL_FAILED_ENV = "MUSHIN_CELL_FAILED"
 #: a torchrun worker's agent (its parent): the owner of the cell, whom ``cancel`` signals
 TORCHRUN_AGENT_ENV = "MUSHIN_TORCHRUN_AGENT_PID"
-#: where a torchrun agent notes how its round's first failed worker ended (its exit code or
+#: where a torchrun agent notes how each of its failed workers ended (its exit code or
 #: signal: a killed worker writes nothing itself), one ``<pid>.json`` per worker
 TORCHRUN_EXITS_ENV = "MUSHIN_TORCHRUN_EXITS"
 #: the image digests already computed, keyed by file identity, in the user's cache directory
