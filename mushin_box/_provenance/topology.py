@@ -59,11 +59,6 @@ class RankPlacement(NamedTuple):
     hostname: str | None
     seed: int | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """``{"global_rank": ..., "local_rank": ..., "node_rank": ..., "hostname": ...,
-        "seed": ...}``."""
-        return self._asdict()
-
 
 RANK_COLUMNS: tuple[str, ...] = RankPlacement._fields  #: the columns of a record's rank rows
 
@@ -179,36 +174,6 @@ class Topology:
             "ranks": [list(r) for r in self.ranks],
             "slurm": attrs.asdict(self.slurm) if self.slurm is not None else None,
         }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Topology:
-        """The inverse of :meth:`to_dict` (e.g. to read ``run.topology`` of a record back).
-
-        Examples
-        --------
-        >>> from mushin_box.testing import simulate_topology
-        >>> topo = simulate_topology(2, 2, seed_base=0)
-        >>> Topology.from_dict(topo.to_dict()) == topo
-        True
-        """
-        columns = list(data.get("rank_columns") or RANK_COLUMNS)
-        ranks = [
-            RankPlacement(**dict(zip(columns, row, strict=True)))
-            if isinstance(row, list)
-            else RankPlacement(**row)
-            for row in data.get("ranks") or []
-        ]
-        slurm = data.get("slurm")
-        return cls(
-            launcher=str(data["launcher"]),
-            nodes=tuple(data.get("nodes") or ()),
-            world_size=int(data["world_size"]),
-            ranks=ranks,
-            rank=int(data.get("rank", 0)),
-            tasks_per_node=tuple(data.get("tasks_per_node") or ()),
-            gpus_per_node=data.get("gpus_per_node"),
-            slurm=SlurmJob(**slurm) if isinstance(slurm, Mapping) else None,
-        )
 
 
 # ---------------------------------------------------------------------------- parsing

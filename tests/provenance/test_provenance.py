@@ -184,13 +184,6 @@ def test_seeds_are_recorded_per_rank() -> None:
     data = topo.to_dict()
     assert data["rank_columns"] == ["global_rank", "local_rank", "node_rank", "hostname", "seed"]
     assert data["ranks"][1] == [1, 1, 0, "box", 11]
-    assert topo.ranks[1].to_dict() == {
-        "global_rank": 1,
-        "local_rank": 1,
-        "node_rank": 0,
-        "hostname": "box",
-        "seed": 11,
-    }
 
 
 @pytest.mark.parametrize(
@@ -213,13 +206,16 @@ def test_simulated_env_gives_the_simulated_topology(nodes: int, gpus: int, data:
 
 @settings(max_examples=40, deadline=None)
 @given(st.integers(1, 6), st.integers(1, 4), st.booleans(), st.data())
-def test_topology_dict_round_trip(nodes: int, gpus: int, seeded: bool, data: Any) -> None:
+def test_topology_dict_holds_every_rank(nodes: int, gpus: int, seeded: bool, data: Any) -> None:
     rank = data.draw(st.integers(0, nodes * gpus - 1))
     topo = topology_from_env(
         simulated_slurm_env(nodes, gpus, rank), seeds={0: 1} if seeded else None
     )
-    back = Topology.from_dict(json.loads(json.dumps(topo.to_dict())))
-    assert back == topo
+    back = json.loads(json.dumps(topo.to_dict()))
+    assert [RankPlacement(*row) for row in back["ranks"]] == list(topo.ranks)
+    assert back["rank_columns"] == list(RankPlacement._fields)
+    assert back["nodes"] == list(topo.nodes) and back["rank"] == rank
+    assert back["slurm"] == attrs.asdict(topo.slurm)
 
 
 def test_topology_is_a_frozen_hashable_value() -> None:
@@ -701,8 +697,6 @@ def test_record_with_seeds_fills_ranks_and_base(tmp_path: Path) -> None:
     out = record_with_seeds(rec, seeds)
     assert out["reproducibility"]["seed"]["base"] == 7
     assert [r[4] for r in out["run"]["topology"]["ranks"]] == [7, 8]
-    topo = Topology.from_dict(out["run"]["topology"])
-    assert [r.seed for r in topo.ranks] == [7, 8]
     assert seeds_from_records(seeds) == {0: 7, 1: 8}
     write_provenance(tmp_path, out)
     assert read_json(tmp_path / "mushin_provenance.json") == out
