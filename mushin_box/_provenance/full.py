@@ -207,9 +207,7 @@ def _sha256(value: Any) -> str | None:
         return None
 
 
-def split_provenance(
-    record: Mapping[str, Any], *, patterns: Sequence[str] = RUN_CONFIG_PATTERNS
-) -> dict[str, Any]:
+def split_provenance(record: Mapping[str, Any]) -> dict[str, Any]:
     """The canonical two-part form of a provenance record (basic or full; idempotent).
 
     * run-shape config keys (:func:`split_config`) move to ``run.config``;
@@ -245,7 +243,7 @@ def split_provenance(
         base = old_seed.get("base")
     config = repro.get("config")
     if isinstance(config, Mapping):
-        kept, moved = split_config(config, patterns)
+        kept, moved = split_config(config)
         if base is not None and isinstance(kept, dict) and kept.get("seed") == base:
             kept.pop("seed")
         repro["config"] = kept
@@ -371,7 +369,6 @@ def full_provenance(
     environ: Mapping[str, str] | None = None,
     launcher: Mapping[str, Any] | None = None,
     image: Mapping[str, Any] | None = None,
-    patterns: Sequence[str] = RUN_CONFIG_PATTERNS,
     env_capture: Sequence[str] = ENV_CAPTURE,
     base: Mapping[str, Any] | None = None,
     packages: Sequence[str] | None = None,
@@ -401,8 +398,6 @@ def full_provenance(
         The image (e.g. its build manifest); default :func:`image_from_env`. The keys of
         :data:`IMAGE_IDENTITY_KEYS` are ``reproducibility.image``; the others (``path``,
         build details) go to ``run.image``. No identity: ``"no image"``.
-    patterns : sequence of str
-        Run-shape config paths (:data:`RUN_CONFIG_PATTERNS`).
     env_capture : sequence of str
         Environment variables recorded in ``run.env`` (fnmatch; :data:`ENV_CAPTURE`).
     base : Mapping, optional
@@ -462,7 +457,7 @@ def full_provenance(
     if packages is not None:
         repro["package_set"] = package_set(packages)
         repro["packages"] = key_versions(packages)
-    _, moved = split_config(repro.get("config"), patterns)
+    _, moved = split_config(repro.get("config"))
     if topology is None:
         topology = topology_from_env(env, seeds=seeds, devices=_devices_hint(moved))
     elif seeds:
@@ -504,7 +499,7 @@ def full_provenance(
         run["started"] = started
         run.pop("time", None)
     record = {**basic, "reproducibility": repro, "run": run}
-    return split_provenance(record, patterns=patterns)
+    return split_provenance(record)
 
 
 def finish_record(
