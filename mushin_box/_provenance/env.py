@@ -22,6 +22,7 @@ from typing import Any
 
 from mushin_box._core.layout import CONTAINER_ENV, IMAGE_IDENTITY_ENV, IMAGE_RECIPE_ENV
 from mushin_box._core.redact import redact, redact_text
+from mushin_box._core.safeio import read_bounded
 
 __all__ = [
     "ENV_FILE_LIMIT",
@@ -105,13 +106,9 @@ def split_image(image: Mapping[str, Any] | None) -> tuple[dict[str, Any] | str, 
 def _env_file(path: str) -> dict[str, Any]:
     out: dict[str, Any] = {"path": path, "sha256": None, "text": None}
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(ENV_FILE_LIMIT + 1)
-    except OSError as exc:
+        data = read_bounded(path, ENV_FILE_LIMIT)
+    except OSError as exc:  # missing, unreadable, a symlink, or over the limit: not recorded
         out["error"] = f"{type(exc).__name__}: {exc.strerror or exc}"
-        return out
-    if len(data) > ENV_FILE_LIMIT:
-        out["error"] = f"larger than {ENV_FILE_LIMIT} bytes: not recorded"
         return out
     out["sha256"] = hashlib.sha256(data).hexdigest()
     out["text"] = redact_text(data.decode("utf-8", "replace"))
