@@ -1,9 +1,8 @@
 # SPDX-License-Identifier: MIT
 """A cell's provenance files: ``mushin_provenance.json`` and ``mushin_packages.txt``.
 
-The record is written as canonical JSON (:func:`provenance_bytes`: the same bytes as
-:func:`~mushin_box._core.sidecars.canonical_dumps`, faster for the thousands of rank rows of a
-big world), atomically. Beside it, the package list whose sha256 the record names
+The record is written as canonical JSON (:func:`~mushin_box._core.sidecars.canonical_dumps`),
+atomically. Beside it, the package list whose sha256 the record names
 (``reproducibility.package_set.sha256``): one ``name==version`` a line, so that
 ``sha256sum mushin_packages.txt`` prints the fingerprint and ``mushin-box diff`` can say
 which packages changed (:func:`packages_beside`).
@@ -14,9 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import json
 import os
-import secrets
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,56 +22,12 @@ from mushin_box._core.layout import PACKAGES_FILE, PROVENANCE_FILE
 from mushin_box._core.sidecars import canonical_dumps, write_bytes_atomic
 from mushin_box._provenance.record import installed_packages, package_set, packages_text
 
-__all__ = ["packages_beside", "provenance_bytes", "write_provenance"]
-
-
-_PLAIN = (int, str, type(None))
+__all__ = ["packages_beside", "write_provenance"]
 
 
 @functools.cache
 def _process_package_sha256() -> str:
     return str(package_set(installed_packages())["sha256"])
-
-
-def _plain_rows(ranks: Any) -> bool:
-    """Rank rows that ``json.dumps`` writes exactly as ``canonical_dumps`` would."""
-    # bool, float, numpy... take the canonical path
-    rows = ranks if isinstance(ranks, list) else [None]
-    return all(type(row) is list and all(type(v) in _PLAIN for v in row) for row in rows)
-
-
-def provenance_bytes(record: Mapping[str, Any]) -> bytes:
-    """``canonical_dumps(record)``, faster for big worlds.
-
-    The per-rank rows of ``run.topology.ranks`` (thousands in a big world) are written
-    with :func:`json.dumps` when they are lists of ints, strings and ``None``, which gives
-    the same bytes as :func:`~mushin_box._core.sidecars.canonical_dumps` without its
-    per-value Python walk; anything else takes the canonical path.
-
-    Examples
-    --------
-    >>> from mushin_box.testing import simulate_topology
-    >>> rec = {"run": {"topology": simulate_topology(2, 2, seed_base=1).to_dict()}}
-    >>> provenance_bytes(rec) == canonical_dumps(rec)
-    True
-    """
-    run = record.get("run")
-    topology = run.get("topology") if isinstance(run, Mapping) else None
-    ranks = topology.get("ranks") if isinstance(topology, Mapping) else None
-    if not (isinstance(run, Mapping) and isinstance(topology, Mapping) and _plain_rows(ranks)):
-        return canonical_dumps(record)
-    marker = f"mushin-ranks-{secrets.token_hex(16)}"
-    stub = {**record, "run": {**run, "topology": {**topology, "ranks": marker}}}
-    try:
-        rows = json.dumps(
-            ranks, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        ).encode("utf-8")
-    except (TypeError, ValueError):  # lone surrogates in a host name, ...
-        return canonical_dumps(record)
-    head, sep, tail = canonical_dumps(stub).partition(f'"{marker}"'.encode())
-    if not sep:  # pragma: no cover - the marker is always there
-        return canonical_dumps(record)
-    return head + rows + tail
 
 
 def _package_sha256(record: Mapping[str, Any]) -> str | None:
@@ -159,10 +112,10 @@ def write_provenance(
     if lines is not None:
         _write_packages(path.parent, lines)
     try:
-        data = provenance_bytes(record)
+        data = canonical_dumps(record)
     except (TypeError, ValueError) as exc:
         fixed = {**record, "reproducibility": dict(record.get("reproducibility") or {})}
         fixed["reproducibility"]["config"] = f"<not JSON-serializable: {exc}>"
-        data = provenance_bytes(fixed)
+        data = canonical_dumps(fixed)
     write_bytes_atomic(path, data)
     return path
