@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 from conftest import REPO, STANDINS
 
-from mushin_box._image.build import native_recipe, read_manifest
+from mushin_box._image.build import manifest_path, native_recipe, read_manifest
 from mushin_box.cli.build import load_spec
 
 RUNTIME = STANDINS / "nsapptainer" / "apptainer"
@@ -385,15 +385,32 @@ Config = make_config(
 """
 
 
+def _linked_image(image: Path, where: Path) -> Path:
+    """The image and its manifest under ``where`` (hard links: the cache's entry stays),
+    so that a test may lose them as a user would."""
+    where.mkdir()
+    for made in (image, manifest_path(image)):
+        os.link(made, where / made.name)
+    return where / image.name
+
+
 @pytest.mark.slurm
 @pytest.mark.slow
-def test_a_two_node_fit_on_slurm_runs_every_rank_in_the_image(
+@pytest.mark.timeout(BUILD_TIMEOUT + 900)  # a cold rebuild of the image, on a loaded machine
+def test_a_two_node_fit_on_slurm_runs_every_rank_in_the_image_which_a_rebuild_reproduces(
     slurm_cluster: Any, nsapptainer: Path, tmp_path: Path
 ) -> None:
-    # 2 nodes x 2 ranks, gloo, through sbatch/srun and the kit's rank wrapper: each rank is
-    # `apptainer exec --cleanenv --env-file ... image python`, here the namespace runtime
+    """2 nodes x 2 ranks, gloo, through sbatch/srun and the kit's rank wrapper: each rank is
+    `apptainer exec --cleanenv --env-file ... image python`, here the namespace runtime.
+    Then the image is lost, and ``reproduce --rebuild-image`` builds it again from the
+    recipe the cell's record holds, to the recorded sha256, and re-runs the cell in it."""
     from mushin_box._core.sidecars import read_json
+    from mushin_box._image.sif import file_sha256
 
+    manifest = read_manifest(nsapptainer)
+    if manifest.context_commit is None and os.environ.get("MUSHIN_REQUIRE_NSRUNTIME") != "1":
+        pytest.skip("the tests' image was built from uncommitted inputs: no recipe to rebuild")
+    image = _linked_image(nsapptainer, tmp_path / "images")
     project = tmp_path / "project"
     project.mkdir()
     exp = project / f"image_exp_{uuid.uuid4().hex[:8]}.py"
@@ -401,13 +418,12 @@ def test_a_two_node_fit_on_slurm_runs_every_rank_in_the_image(
     sweep = tmp_path / "sweep"
     launch = [sys.executable, "-m", "mushin_box", "launch", exp.name, "--nodes", "2"]
     launch += ["--gpus", "2", "--partition", slurm_cluster.partition, "--time", "10"]
-    launch += ["--image", str(nsapptainer), "--working-dir", str(sweep), "--no-progress"]
+    launch += ["--image", str(image), "--working-dir", str(sweep), "--no-progress"]
     proc = subprocess.run(
         launch, cwd=project, capture_output=True, text=True, timeout=900, env=dict(os.environ)
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     record = read_json(sweep / "cell" / "mushin_provenance.json")
-    manifest = read_manifest(nsapptainer)
     image_python = manifest.python_version
     assert image_python != ".".join(map(str, sys.version_info[:3]))  # not the host's
     assert record["reproducibility"]["image"]["sif_sha256"] == manifest.sif_sha256
@@ -419,8 +435,29 @@ def test_a_two_node_fit_on_slurm_runs_every_rank_in_the_image(
         "images": 1,
     }
     (group,) = record["run"]["rank_runtime"]
-    assert group["ranks"] == [0, 1, 2, 3] and group["container"] == str(nsapptainer)
+    assert group["ranks"] == [0, 1, 2, 3] and group["container"] == str(image)
     assert group["executable"].startswith("/opt/mushin/")  # the image's venv
     topology = record["run"]["topology"]
     assert topology["world_size"] == 4 and len(set(topology["nodes"])) == 2
     assert read_json(sweep / "cell" / "mushin_status.json")["status"] == "completed"
+
+    # the image is lost; the commit that built it is in this checkout
+    for made in (image, manifest_path(image)):
+        made.unlink()
+    again = tmp_path / "again"
+    proc = subprocess.run(
+        [sys.executable, "-m", "mushin_box", "reproduce", str(sweep / "cell"), "--into",
+         str(again), "--rebuild-image"],
+        cwd=REPO, capture_output=True, text=True, timeout=BUILD_TIMEOUT + 600,
+        env=dict(os.environ),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Breaks reproducibility: nothing" in proc.stdout
+    assert proc.stdout.rstrip().endswith("reproduced")
+    assert file_sha256(image) == manifest.sif_sha256  # rebuilt where it was, the same bytes
+    rerun = read_json(again / "cell" / "mushin_provenance.json")
+    assert rerun["reproducibility"]["image"]["sif_sha256"] == manifest.sif_sha256
+    assert rerun["reproducibility"]["ranks"]["in_image"] == "all"
+    assert read_json(again / "cell" / "mushin_metrics.json") == read_json(
+        sweep / "cell" / "mushin_metrics.json"
+    )
