@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import attr
@@ -32,6 +33,7 @@ from test_nsruntime import (  # noqa: F401  (fixtures, used by name)
 )
 
 from mushin_box._image.build import manifest_path, read_manifest
+from mushin_box._image.sif import root_squashfs_offset
 from mushin_box.cli import main as cli
 
 # the first test to use the image may build it: its bound must cover a cold build
@@ -125,3 +127,26 @@ def test_an_unprivileged_rebuild_of_the_tests_image_is_identical(
         subprocess.run(["rm", "-rf", str(where)], check=False)
     assert (done.returncode, done.stdout) == (0, "identical\n"), done.stderr[-3000:]
     print(f"unprivileged rebuild and check: {seconds:.0f} s", file=sys.stderr)
+
+
+def test_the_tests_image_holds_no_trace_of_the_day_it_was_built(
+    test_image: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A build on another day gives the same bytes only if no file of the tree holds the
+    build's clock. The image file's time is when it was built (a cache hit keeps it): no
+    text file names that day or the one before (a date, a ctime stamp, or the day count of
+    ``/etc/shadow``), where such files hold the recipe's day (``SOURCE_DATE_EPOCH``)."""
+    tree = tmp_path / "tree"
+    offset = str(root_squashfs_offset(test_image))
+    unsquash = ["unsquashfs", "-q", "-n", "-o", offset, "-d", str(tree), str(test_image)]
+    subprocess.run(unsquash, check=True, capture_output=True, timeout=600)
+    recipe_day = int(read_manifest(test_image).source_date_epoch or 0) // 86400
+    assert f"root:*:{recipe_day}:" in (tree / "etc" / "shadow").read_text()
+    built = datetime.fromtimestamp(test_image.stat().st_mtime, UTC)
+    days = [built - timedelta(days=n) for n in (0, 1)]
+    patterns = [f"{d:%Y-%m-%d}|{d:%a %b} {d.day:2} [0-9:]+ {d:%Y}" for d in days]
+    patterns += [f":{int(d.timestamp()) // 86400}:" for d in days]
+    grep = ["grep", "-rlIE", "|".join(patterns), str(tree)]
+    found = subprocess.run(grep, capture_output=True, text=True, timeout=600)
+    assert found.returncode == 1 and found.stdout == "", found.stdout[-2000:]
