@@ -114,6 +114,18 @@ def _too_large(size: int, limit: int) -> UnsafeFileError:
     return UnsafeFileError(f"{size} bytes, over the {limit}-byte limit for this kind of file")
 
 
+def _read(fd: int, most: int, offset: int) -> bytes:
+    """At most ``most`` bytes of ``fd`` from ``offset`` (fewer at the end of the file)."""
+    chunks, total = [], 0
+    while total < most:
+        chunk = os.pread(fd, min(most - total, 1 << 20), offset + total)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
+
+
 def read_bounded(path: StrPath, limit: int) -> bytes:
     """The whole of the regular file ``path``, refused when it holds more than ``limit``
     bytes (checked before reading, and again while reading: a file may grow).
@@ -127,19 +139,12 @@ def read_bounded(path: StrPath, limit: int) -> bytes:
     """
     fd, st = open_regular_stat(path)
     try:
-        size = st.st_size
-        if size > limit:
-            raise _too_large(size, limit)
-        chunks, total = [], 0
-        while total <= limit:
-            chunk = os.read(fd, min(limit + 1 - total, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-        if total > limit:
-            raise _too_large(total, limit)
-        return b"".join(chunks)
+        if st.st_size > limit:
+            raise _too_large(st.st_size, limit)
+        data = _read(fd, limit + 1, 0)
+        if len(data) > limit:
+            raise _too_large(len(data), limit)
+        return data
     finally:
         os.close(fd)
 
@@ -154,18 +159,10 @@ def read_tail(path: StrPath, max_bytes: int, *, start: int = 0) -> tuple[bytes, 
     FileNotFoundError, UnsafeFileError
         See :func:`open_regular`.
     """
-    fd = open_regular(path)
+    fd, st = open_regular_stat(path)
     try:
-        size = os.fstat(fd).st_size
-        offset = max(start, size - max_bytes, 0)
-        chunks, total = [], 0
-        while total < max_bytes:
-            chunk = os.pread(fd, min(max_bytes - total, 1 << 20), offset + total)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-        return b"".join(chunks), offset
+        offset = max(start, st.st_size - max_bytes, 0)
+        return _read(fd, max_bytes, offset), offset
     finally:
         os.close(fd)
 
