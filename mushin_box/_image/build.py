@@ -480,6 +480,7 @@ def build_image(
     backend: str = "auto",
     spec_ref: str | None = None,
     force: bool = False,
+    native_mode: str = "auto",
 ) -> Manifest:
     """Render, build and record an image.
 
@@ -509,6 +510,9 @@ def build_image(
     force : bool, optional
         Build even when ``out`` is a native build of the same recipe (by default it is
         kept: a native build of one recipe gives the same bytes).
+    native_mode : {"auto", "root", "unshare", "fakechroot"}, optional
+        A native build's mmdebstrap mode; ``auto``: the first this user can use (each gives
+        the same bytes).
 
     Returns
     -------
@@ -564,7 +568,8 @@ def build_image(
         # file's sha256 is one (cached: the native recipe hashes the same file)
         common["base_digest"] = "sha256:" + image_sha256(spec.base.path)
     if backend == "native":
-        return _build_native(plan, spec, spec_ref, timeout=timeout, common=common, force=force)
+        return _build_native(plan, spec, spec_ref, timeout=timeout, common=common, force=force,
+                             mode=native_mode)  # fmt: skip
     if shutil.which(APPTAINER) is None:
         raise ApptainerNotFound()
 
@@ -596,6 +601,7 @@ def check_image(
     context: StrPath | None = None,
     backend: str = "auto",
     timeout: float = DEFAULT_BUILD_TIMEOUT,
+    native_mode: str = "auto",
 ) -> str:
     """Rebuild ``spec`` and compare it with ``image``: ``"identical"`` when the bytes are the
     same, else ``"differs: "`` and the first SIF field, object or file that differs
@@ -612,7 +618,8 @@ def check_image(
     tmp = Path(tempfile.mkdtemp(prefix=f".{image.name}.check-", dir=beside))
     try:
         tmp.chmod(0o755)  # an unprivileged build's subordinate ids must reach it
-        build_image(spec, tmp / image.name, context=context, backend=backend, timeout=timeout)
+        build_image(spec, tmp / image.name, context=context, backend=backend, timeout=timeout,
+                    native_mode=native_mode)  # fmt: skip
         return describe_check(image, tmp / image.name)
     finally:
         if not _mounts_under(tmp):  # the build says so when it could not unmount its tree
@@ -675,6 +682,7 @@ def _build_native(
     timeout: float,
     common: Mapping[str, Any],
     force: bool,
+    mode: str,
 ) -> Manifest:
     """Build with the native builder in a directory beside the image, removed at the end:
     a failed or interrupted build leaves nothing at the output path. An image of the same
@@ -684,7 +692,7 @@ def _build_native(
     recipe, commit, ref = native_recipe(spec, plan.context, spec_ref)
     if not force and (kept := _up_to_date(plan.image, recipe)) is not None:
         return kept  # before the host checks: an image in place needs no build tools
-    mode, epoch = check_native(spec, plan.context)
+    mode, epoch = check_native(spec, plan.context, mode)
     common = {**common, "spec": ref, "recipe_sha256": recipe, "context_commit": commit}
     common["context_dir"] = None if commit is None else context_dir(plan.context)
     plan.image.parent.mkdir(parents=True, exist_ok=True)
@@ -712,7 +720,7 @@ def _build_native(
             raise BuildError(f"{workdir} still has mounts ({_mounts_under(workdir)[0]}, ...): "
                              "unmount them (umount -R), then remove it")  # fmt: skip
         # rm: a tree of ~10^5 files, and in unshare mode they belong to the user's
-        # subordinate ids; never across a mount left in it
+        # subordinate ids (in fakechroot mode: to the user); never across a mount left in it
         helper = ["mmdebstrap", "--unshare-helper"] if mode == "unshare" else []
         argv = [*helper, "rm", "-rf", "--one-file-system", str(workdir / "root")]
         with contextlib.suppress(OSError):  # never hide why the build stopped

@@ -128,6 +128,10 @@ def _chroot(root: Path, script: str, plan: Mapping[str, Any], *, capture: bool =
         "PIP_NO_INPUT": "1",
         "DEBIAN_FRONTEND": "noninteractive",
     }
+    if "FAKECHROOT" in os.environ:  # the fakechroot mode: fakechroot's chroot (its variables),
+        # where pip reads the host's local sources in place
+        env |= {k: v for k, v in os.environ.items() if k.startswith(("FAKE", "LD_"))}
+        env["FAKECHROOT_EXCLUDE_PATH"] = ":".join(["/dev:/proc:/sys", *plan["pip_paths"]])
     argv = ["chroot", str(root), "/bin/sh", "-c", script]
     result = subprocess.run(argv, env=env, stdout=subprocess.PIPE if capture else None, text=True)
     if result.returncode != 0:
@@ -260,12 +264,14 @@ def _bind_points(root: Path, paths: Sequence[str]) -> list[tuple[str, Path]]:
 
 def _setup_with_binds(workdir: Path, root: Path, plan: Mapping[str, Any]) -> None:
     """The setup lines in a chroot, in a private mount namespace where the host's local pip
-    paths are bound read-only: the binds end with that namespace, and the mount points
-    made for them are removed after, so nothing of the host stays in the tree."""
-    points = _bind_points(root, plan["pip_paths"])
+    paths are bound read-only (the fakechroot mode makes none: pip reads them in place, see
+    :func:`_chroot`): the binds end with that namespace, and the mount points made for them
+    are removed after, so nothing of the host stays in the tree."""
+    fake = "FAKECHROOT" in os.environ
+    points = [] if fake else _bind_points(root, plan["pip_paths"])
     for _, point in points:
         point.mkdir()  # pip's sources are directories (find-links, file:// indexes)
-    argv = ["unshare", "--mount", "--propagation", "private"]
+    argv = [] if fake else ["unshare", "--mount", "--propagation", "private"]
     argv += [sys.executable, "-m", __spec__.name, "--setup", str(workdir), str(root)]
     code = subprocess.run([*argv, *(str(p) for pair in points for p in pair)]).returncode
     for _, point in reversed(points):

@@ -4,8 +4,9 @@
 :func:`build_native` makes the image in these steps, all in a build directory that the
 caller removes:
 
-1. the root file system, by mmdebstrap (``--mode=root`` as root, ``--mode=unshare``
-   otherwise): for a :class:`~mushin_box._image.bases.Debootstrap` base,
+1. the root file system, by mmdebstrap (:func:`_mode`: ``--mode=root`` as root, else
+   ``--mode=unshare`` where user namespaces work, else ``--mode=fakechroot``, whose tar one
+   fakeroot record unpacks and packs): for a :class:`~mushin_box._image.bases.Debootstrap` base,
    ``--variant=minbase`` with the spec's suite, mirror and apt packages; for a
    :class:`~mushin_box._image.bases.LocalImage` (a SIF's squashfs root, or a sandbox
    directory), the base's tree copied in whole, its own apt sources installing the apt
@@ -30,7 +31,7 @@ caller removes:
 recipe's time, never the clock. Equal recipes and equal package versions give equal bytes.
 
 Every check that can fail before a build (a base this builder cannot make, a missing host
-tool, ``/etc/subuid`` for an unprivileged build, a missing ``%files`` source, no
+tool, no mode this user can build in, a missing ``%files`` source, no
 ``SOURCE_DATE_EPOCH``) runs in :func:`check_native`, before anything is written.
 """
 
@@ -83,7 +84,9 @@ HOST_TOOLS = {
     "unsquashfs": "squashfs-tools",
     "git": "git",
 }
-UNSHARE_TOOLS = {"newuidmap": "uidmap", "newgidmap": "uidmap"}
+UNSHARE_TOOLS = {"newuidmap": "uidmap", "newgidmap": "uidmap", "unshare": "util-linux"}
+#: what ``build_image(native_mode=...)`` and ``mushin-box build --native-mode`` take
+MODES = ("auto", "root", "unshare", "fakechroot")
 #: pip settings that say where packages come from, passed to the image's pip
 PIP_SOURCES = ("index-url", "extra-index-url", "find-links", "trusted-host")
 # mmdebstrap's own hooks: dpkg without fsync while it builds (about half the time), and
@@ -252,37 +255,57 @@ def source_date_epoch(spec: ImageSpec, context: Path) -> int:
     return int(when)
 
 
-def _mode() -> str:
-    """``root`` as root; ``unshare`` otherwise, after checking what it needs."""
-    if os.geteuid() == 0:
+def _mode(forced: str = "auto") -> str:
+    """mmdebstrap's mode: ``forced``, or (``auto``) ``root`` as root, else ``unshare`` where
+    it works, else ``fakechroot``; each checked for what it needs (:data:`MODES`)."""
+    if forced not in MODES:
+        raise NativeBuildRefused(f"native mode {forced!r}: one of {', '.join(MODES)}")
+    if forced in ("auto", "root") and os.geteuid() == 0:
         return "root"
-    _need_tools(UNSHARE_TOOLS, "an unprivileged native build")
+    if forced == "root":
+        raise NativeBuildRefused("the native mode root needs root: build as root, or in another")
+    why = None if forced == "fakechroot" else _unshare_refusal()
+    if forced == "unshare" and why:
+        raise NativeBuildRefused(why)
+    if forced != "fakechroot" and why is None:
+        return "unshare"
+    if all(shutil.which(tool) for tool in ("fakechroot", "fakeroot")):
+        return "fakechroot"
+    lead = "the native mode fakechroot" if why is None else f"{why}; or, for the fakechroot mode"
+    raise NativeBuildRefused(f"{lead}: install the Debian packages fakechroot fakeroot")
+
+
+def _unshare_refusal() -> str | None:
+    """Why ``mmdebstrap --mode=unshare`` cannot run for this user, or ``None``: its tools,
+    a user namespace (tried), the user's subordinate ids, mushin-box readable by them."""
+    who = "an unprivileged native build (mode unshare)"
+    if why := _missing_tool(UNSHARE_TOOLS, who):
+        return why
+    userns = subprocess.run(["unshare", "--user", "--map-root-user", "true"], capture_output=True)
+    if userns.returncode:
+        return f"{who} needs user namespaces, which this host refuses to this user"
     user = pwd.getpwuid(os.geteuid()).pw_name
     for path in ("/etc/subuid", "/etc/subgid"):
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError:
-            text = ""
+        text = Path(path).read_text(encoding="utf-8") if os.path.isfile(path) else ""
         names = {line.split(":", 1)[0] for line in text.splitlines()}
         if user not in names and str(os.geteuid()) not in names:
-            raise NativeBuildRefused(
-                f"an unprivileged native build needs subordinate ids: add {user} to {path} "
-                f"(e.g. `usermod --add-subuids 100000-165535 --add-subgids 100000-165535 {user}`)"
+            return (
+                f"{who} needs subordinate ids: add {user} to {path} (e.g. `usermod "
+                f"--add-subuids 100000-165535 --add-subgids 100000-165535 {user}`)"
             )
     for path, what in ((sys.executable, "this Python"), (__file__, "mushin-box")):
         if not _others_can_read(Path(path).resolve()):
-            raise NativeBuildRefused(
-                f"an unprivileged native build runs {what} ({path}) in a user namespace, "
-                "where it reads as another user's: make it readable by all, or build as root"
+            return (
+                f"{who} runs {what} ({path}) in a user namespace, where it reads as another "
+                "user's: make it readable by all, or build as root"
             )
-    return "unshare"
+    return None
 
 
-def _need_tools(tools: Mapping[str, str], who: str) -> None:
-    """Refuse a build that misses a host tool, naming the Debian package that has it."""
-    for tool, package in tools.items():
-        if shutil.which(tool) is None:
-            raise NativeBuildRefused(f"{who} needs {tool}: install the Debian package {package}")
+def _missing_tool(tools: Mapping[str, str], who: str) -> str | None:
+    """The line that refuses a build missing a host tool, naming its Debian package."""
+    missing = [(tool, package) for tool, package in tools.items() if not shutil.which(tool)]
+    return next((f"{who} needs {t}: install the Debian package {p}" for t, p in missing), None)
 
 
 def _others_can_read(path: Path) -> bool:
@@ -293,32 +316,38 @@ def _others_can_read(path: Path) -> bool:
     return bool(os.stat(path).st_mode & 0o004)
 
 
-def check_native(spec: ImageSpec, context: Path) -> tuple[str, int]:
-    """Everything a native build needs, checked before anything is written.
+def check_native(spec: ImageSpec, context: Path, mode: str = "auto") -> tuple[str, int]:
+    """Everything a native build in ``mode`` (:data:`MODES`) needs, checked before
+    anything is written.
 
     Returns
     -------
     (mode, source_date_epoch) : tuple of (str, int)
-        mmdebstrap's mode (``"root"`` or ``"unshare"``) and the build's time.
+        mmdebstrap's mode (one of :data:`MODES` but ``auto``) and the build's time.
 
     Raises
     ------
     NativeBuildRefused
         A base this builder cannot make, a missing host tool (named with its Debian
-        package), missing subordinate ids, pip packages with no ``venv``, no
-        ``SOURCE_DATE_EPOCH``.
+        package), no mode this user can build in (or a LocalImage base in the fakechroot
+        mode), pip packages with no ``venv``, no ``SOURCE_DATE_EPOCH``.
     FileNotFoundError
         A ``%files`` source that does not exist under ``context``.
     """
     if (why := native_refusal(spec)) is not None:
         raise NativeBuildRefused(why)
-    _need_tools(HOST_TOOLS, "the native builder")
+    if why := _missing_tool(HOST_TOOLS, "the native builder"):
+        raise NativeBuildRefused(why)
     if not os.path.isfile(host_ca_bundle()):
         raise NativeBuildRefused(
             f"the native builder needs a CA bundle for pip: install the Debian package "
             f"ca-certificates ({DEBIAN_CA}), or set SSL_CERT_FILE"
         )
-    mode = _mode()
+    mode = _mode(mode)
+    if mode == "fakechroot" and isinstance(spec.base, LocalImage):  # copied in outside the
+        raise NativeBuildRefused(  # chroot, where its links resolve wrongly (mmdebstrap(1))
+            "the fakechroot mode builds Debootstrap bases only: build a LocalImage base as root "
+            "or in the mode unshare")  # fmt: skip
     if spec.venv is None and (spec.pip or spec.pip_lock or spec.project):
         raise NativeBuildRefused(
             "pip packages on a Debian base need a venv (Debian's Python refuses pip installs "
@@ -512,8 +541,10 @@ def build_native(
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     options, where = _base_argv(spec)
     hooks = [f"--customize-hook={hook}", f"--customize-hook={copy_out}"]
-    argv = ["mmdebstrap", f"--mode={mode}", "--format=directory", *options, *hooks]
-    argv += [where[0], str(root), *where[1:]]
+    # fakechroot: a tar, whose owners are fakeroot's records (a directory's are this user's)
+    out = root if mode != "fakechroot" else workdir / "root.tar"
+    argv = ["mmdebstrap", f"--mode={mode}", f"--format={'tar' if out != root else 'directory'}"]
+    argv += [*options, *hooks, where[0], str(out), *where[1:]]
     with timed("mmdebstrap and the hooks"):
         result = run_bounded(argv, timeout=timeout, env=env, capture=False, tail=200)
     probe_file = workdir / Path(PROBE_IN_TREE).name
@@ -524,19 +555,26 @@ def build_native(
             f"mmdebstrap failed with exit code {result.returncode}: "
             + (why or f"its output is above; check the mirror {mirror} and the apt pins")
         )
-    if mode == "root":  # the device nodes root can make: an unshare build has none
+    userns = ("mmdebstrap", "--unshare-helper") if mode == "unshare" else ()
+    if mode == "fakechroot":  # unpacked in a fakeroot session whose record of owners, modes
+        # and devices (on disk all is this user's) packs it; /dev's entries go, as in root mode
+        userns = ("fakeroot", "-i", str(workdir / "fakeroot.state"))
+        root.mkdir()
+        argv_x = ["fakeroot", "-s", userns[2], "tar", "-C", str(root), "--exclude=./dev/?*"]
+        untar = run_bounded([*argv_x, "--same-owner", "--numeric-owner", "-xpf", str(out)],
+                            timeout=timeout, capture=True)  # fmt: skip
+        if untar.returncode != 0:
+            raise BuildError(f"unpacking mmdebstrap's tar failed: {untar.stderr.strip()}")
+        out.unlink()
+    if mode == "root":  # the device nodes root can make: the other modes' trees have none
         for entry in sorted((root / "dev").iterdir()):  # (Apptainer mounts /dev at run time)
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
+            (shutil.rmtree if entry.is_dir() and not entry.is_symlink() else os.unlink)(entry)
     sif = workdir / "image.sif"
     probe = json.loads(probe_file.read_text(encoding="utf-8"))
     # `apptainer inspect --helpfile` and `run-help` read a SIF's help here, not in the tree
     attributes = {"labels": {**plan["labels"], "org.mushin-box.backend": "native"}}
     attributes |= {"helpfile": probe["helpfile"]} if probe["helpfile"] else {}
     meta = json.dumps({"data": {"attributes": attributes}, "type": "container"})
-    userns = ("mmdebstrap", "--unshare-helper") if mode == "unshare" else ()
     try:
         with timed("mksquashfs and the SIF"):
             pack_tree(
@@ -552,7 +590,7 @@ def build_native(
     lock = "" if spec.pip_lock is None else (context / spec.pip_lock).read_text(encoding="utf-8")
     lock += "\n" + "\n".join(spec.pip)
     # the hooks and the tree name the build directory
-    recorded = [a if a != str(root) else "DIR" for a in argv if "-hook=" not in a]
+    recorded = [a if a != str(out) else "DIR" for a in argv if "-hook=" not in a]
     return sif, {
         "build_argv": tuple(recorded),
         "backend": "native",

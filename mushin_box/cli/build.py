@@ -8,6 +8,8 @@ project's own image, ``containers/image.py:IMAGE``.
 ``--backend``: ``native`` builds a bit-reproducible SIF with no Apptainer
 (:mod:`mushin_box._image.native`, Debootstrap and LocalImage bases), ``apptainer`` runs ``apptainer
 build``, ``auto`` (default) picks native where it can build the base.
+``--native-mode`` picks mmdebstrap's mode (root, unshare, fakechroot; auto: the first
+this user can use): every mode gives the same bytes.
 
 ``--check IMG.sif`` rebuilds SPEC beside IMG.sif and prints ``identical`` (exit 0) or the
 first SIF field or file that differs (exit 1). A native build whose output already holds
@@ -83,6 +85,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="native: mmdebstrap, pip and the kit's SIF writer, a bit-reproducible image with "
         "no Apptainer (Debootstrap and LocalImage bases); apptainer: `apptainer build`; auto: "
         "native where it can build the base, else apptainer",
+    )
+    parser.add_argument(
+        "--native-mode",
+        choices=("auto", "root", "unshare", "fakechroot"),
+        default="auto",
+        help="with the native backend, mmdebstrap's mode: root (as root); unshare (user "
+        "namespaces and subordinate ids); fakechroot (the Debian packages fakechroot and "
+        "fakeroot); auto: the first of these this user can use. Each gives the same bytes",
     )
     parser.add_argument(
         "--check",
@@ -229,7 +239,8 @@ def run(args: argparse.Namespace) -> int:
         if args.check is not None:
             if not Path(args.check).is_file():
                 raise UsageError(f"--check {args.check}: no such image")
-            verdict = check_image(spec, args.check, context=context, backend=args.backend)
+            verdict = check_image(spec, args.check, context=context, backend=args.backend,
+                                  native_mode=args.native_mode)  # fmt: skip
             print(verdict)
             return 0 if verdict == "identical" else 1
         before = _mtime(manifest_path(out))
@@ -241,6 +252,7 @@ def run(args: argparse.Namespace) -> int:
             fakeroot=args.fakeroot,
             spec_ref=args.spec,
             force=args.force,
+            native_mode=args.native_mode,
         )
     except OutputNotWritable as exc:
         raise _bad_output(out, exc) from None
