@@ -214,7 +214,7 @@ class SecretVault:
                 continue
             value = parse_override_value(text.split("=", 1)[1], keep_interpolations=True)
             hidden = self.hide(key, value)
-            if not _has_interpolation(hidden):
+            if hidden is value or hidden == value:  # a hidden leaf is a reference, unequal
                 out.append(text)
                 continue
             hidden = _keep_raw_interpolations(hidden)
@@ -235,16 +235,6 @@ class SecretVault:
         }
         with environ_set(values):
             yield
-
-
-def _has_interpolation(value: Any) -> bool:
-    if isinstance(value, Interpolation):
-        return True
-    if isinstance(value, Mapping):
-        return any(_has_interpolation(v) for v in value.values())
-    if isinstance(value, list | tuple):
-        return any(_has_interpolation(v) for v in value)
-    return False
 
 
 def _keep_raw_interpolations(value: Any) -> Any:
