@@ -10,6 +10,7 @@ with no privileges (``mmdebstrap --mode=unshare``), through ``build --check``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -129,14 +130,16 @@ def test_an_unprivileged_rebuild_of_the_tests_image_is_identical(
     print(f"unprivileged rebuild and check: {seconds:.0f} s", file=sys.stderr)
 
 
-def test_the_tests_image_holds_no_trace_of_the_day_it_was_built(
+def test_the_tests_image_holds_no_trace_of_the_day_or_the_machine_it_was_built_on(
     test_image: Path,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    """A build on another day gives the same bytes only if no file of the tree holds the
-    build's clock. The image file's time is when it was built (a cache hit keeps it): no
-    text file names that day or the one before (a date, a ctime stamp, or the day count of
-    ``/etc/shadow``), where such files hold the recipe's day (``SOURCE_DATE_EPOCH``)."""
+    """A build on another day or machine gives the same bytes only if no file of the tree
+    holds the build's clock or host. The image file's time is when it was built (a cache
+    hit keeps it): no text file names that day or the one before (a date, a ctime stamp, or
+    the day count of ``/etc/shadow``), where such files hold the recipe's day
+    (``SOURCE_DATE_EPOCH``); and no file names this host's machine id, the build's
+    directory, or the checkout it was built from."""
     tree = tmp_path / "tree"
     offset = str(root_squashfs_offset(test_image))
     unsquash = ["unsquashfs", "-q", "-n", "-o", offset, "-d", str(tree), str(test_image)]
@@ -148,5 +151,11 @@ def test_the_tests_image_holds_no_trace_of_the_day_it_was_built(
     patterns = [f"{d:%Y-%m-%d}|{d:%a %b} {d.day:2} [0-9:]+ {d:%Y}" for d in days]
     patterns += [f":{int(d.timestamp()) // 86400}:" for d in days]
     grep = ["grep", "-rlIE", "|".join(patterns), str(tree)]
+    found = subprocess.run(grep, capture_output=True, text=True, timeout=600)
+    assert found.returncode == 1 and found.stdout == "", found.stdout[-2000:]
+    host = [f".{test_image.name}.native-", str(test_image.parent), str(REPO)]
+    with contextlib.suppress(OSError):
+        host.append(Path("/etc/machine-id").read_text().strip() or str(REPO))
+    grep = ["grep", "-rlaF", *(f"-e{h}" for h in host), str(tree)]
     found = subprocess.run(grep, capture_output=True, text=True, timeout=600)
     assert found.returncode == 1 and found.stdout == "", found.stdout[-2000:]
