@@ -457,11 +457,8 @@ def _is_reference(value: str) -> bool:
 
 def _assignment(m: re.Match[str], rule: SecretRule) -> str:
     value = m.group("value")
-    if not value or value.startswith(REDACTED) or _is_reference(value):
-        return m.group(0)
-    if _PLACEHOLDER.match(value):  # help's own KEY=VALUE, api_key=...
-        return m.group(0)
-    if not rule.path(m.group("name")):
+    kept = not value or value.startswith(REDACTED) or _is_reference(value)
+    if kept or _PLACEHOLDER.match(value) or not rule.path(m.group("name")):  # KEY=VALUE
         return m.group(0)
     return m.group(0)[: m.start("value") - m.start(0)] + REDACTED
 
