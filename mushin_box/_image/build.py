@@ -78,26 +78,11 @@ from mushin_box._image.sif import (
 from mushin_box._image.spec import ImageSpec
 
 __all__ = [
-    "apptainer_version",
-    "embedded_definition",
-    "embedded_definition_sha256",
-    "package_lists",
-    "probe_python",
-    "MANIFEST_SCHEMA",
-    "ApptainerNotFound",
-    "BACKENDS",
-    "BuildPlan",
-    "Manifest",
-    "OutputNotWritable",
-    "build_image",
-    "check_image",
-    "check_output",
-    "manifest_path",
-    "native_recipe",
-    "plan_build",
-    "read_manifest",
-    "sif_identity",
-]
+    "apptainer_version", "embedded_definition", "embedded_definition_sha256", "package_lists",
+    "probe_python", "MANIFEST_SCHEMA", "ApptainerNotFound", "BACKENDS", "BuildPlan", "Manifest",
+    "OutputNotWritable", "build_image", "check_image", "check_output", "manifest_path",
+    "native_recipe", "plan_build", "read_manifest", "sif_identity",
+]  # fmt: skip
 
 MANIFEST_SCHEMA = "mushin-box.image-manifest/1"
 APPTAINER = "apptainer"
@@ -213,7 +198,9 @@ class Manifest:
     records its ``mirror``, ``source_date_epoch``, each Debian package's ``.deb`` sha256
     (``dpkg_sha256``: ``name=version`` -> ``sha256:...``, from the mirror's index) and each
     pip package's hashes from the lock (``pip_hashes``: ``name==version`` -> hashes); its
-    ``base_digest`` is the sha256 of the mirror's ``Release`` files it installed from.
+    ``base_digest`` is the sha256 of the mirror's ``Release`` files it installed from, and
+    ``build_tools`` the versions of the host tools that shape its bytes (tool -> version,
+    ``None`` when unknown; :func:`~mushin_box._image.native.build_tools`).
 
     The recipe, for a native build: ``spec`` (the SPEC as given, relative to the build
     context when it lies there), ``recipe_sha256``
@@ -251,6 +238,7 @@ class Manifest:
     mirror: str | None = None
     dpkg_sha256: Mapping[str, str] = attrs.field(factory=dict)
     pip_hashes: Mapping[str, list[str]] = attrs.field(factory=dict)
+    build_tools: Mapping[str, str | None] = attrs.field(factory=dict)
     spec: str | None = None
     recipe_sha256: str | None = None
     context_commit: str | None = None
@@ -338,15 +326,10 @@ def plan_build(
     # --force: the spec's %labels replace a base's labels of the same name (see the module)
     argv = [APPTAINER, "build", *(["--fakeroot"] if fakeroot else []), "--force", str(partial)]
     argv.append(str(definition_partial))
-    return BuildPlan(
-        definition=render_definition(spec),
-        definition_path=definition_path,
-        definition_partial=definition_partial,
-        image=image,
-        partial=partial,
-        context=Path(context if context is not None else Path.cwd()).absolute(),
-        argv=tuple(argv),
-    )
+    context = Path(context if context is not None else Path.cwd()).absolute()
+    return BuildPlan(definition=render_definition(spec), definition_path=definition_path,
+                     definition_partial=definition_partial, image=image, partial=partial,
+                     context=context, argv=tuple(argv))  # fmt: skip
 
 
 def check_output(image: StrPath) -> None:
@@ -605,7 +588,8 @@ def check_image(
 ) -> str:
     """Rebuild ``spec`` and compare it with ``image``: ``"identical"`` when the bytes are the
     same, else ``"differs: "`` and the first SIF field, object or file that differs
-    (:func:`~mushin_box._image.pack.describe_check`).
+    (:func:`~mushin_box._image.pack.describe_check`), and the host tools whose versions
+    differ from the image's (:func:`_other_tools`): a cause the files cannot name.
 
     The rebuild is written in a temporary directory beside ``image`` (in the system's
     temporary directory when that takes no files: another user's image) and removed after.
@@ -620,10 +604,30 @@ def check_image(
         tmp.chmod(0o755)  # an unprivileged build's subordinate ids must reach it
         build_image(spec, tmp / image.name, context=context, backend=backend, timeout=timeout,
                     native_mode=native_mode)  # fmt: skip
-        return describe_check(image, tmp / image.name)
+        verdict = describe_check(image, tmp / image.name)
+        if verdict != "identical":
+            verdict += _other_tools(image, tmp / image.name)
+        return verdict
     finally:
         if not _mounts_under(tmp):  # the build says so when it could not unmount its tree
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _other_tools(image: Path, rebuilt: Path) -> str:
+    """``" (built with mksquashfs 4.5.1, this host has 4.6.1: ...)"`` for the tools that
+    both manifests' ``build_tools`` know at different versions, else ``""``."""
+    try:
+        was, now = read_manifest(image).build_tools, read_manifest(rebuilt).build_tools
+    except (OSError, TypeError, ValueError):  # no manifest, or not one of ours
+        return ""
+    tools = [t for t in sorted(was.keys() & now.keys()) if None not in (was[t], now[t])]
+    tools = [t for t in tools if was[t] != now[t]]
+    if not tools:
+        return ""
+    built = " and ".join(f"{t} {was[t]}" for t in tools)
+    those = "those versions" if len(tools) > 1 else "that version"
+    here = " and ".join(str(now[t]) for t in tools)
+    return f" (built with {built}, this host has {here}: install {those} to rebuild it)"
 
 
 def _spec_file(spec_ref: str | None, context: Path) -> tuple[str | None, Path | None]:
@@ -700,15 +704,8 @@ def _build_native(
     workdir.chmod(0o755)  # apt downloads as the _apt user
     try:
         _write_definition(plan.definition_partial, plan.definition)
-        sif, found = build_native(
-            spec,
-            plan.definition,
-            context=plan.context,
-            workdir=workdir,
-            mode=mode,
-            epoch=epoch,
-            timeout=timeout,
-        )
+        sif, found = build_native(spec, plan.definition, context=plan.context, workdir=workdir,
+                                  mode=mode, epoch=epoch, timeout=timeout)  # fmt: skip
         manifest = Manifest(image=plan.image.name, **sif_identity(sif), **{**common, **found})
         return _install(plan, sif, manifest)
     finally:

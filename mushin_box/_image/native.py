@@ -65,25 +65,15 @@ from mushin_box._image.sif import SifFormatError, file_sha256, root_squashfs_off
 from mushin_box._image.spec import ImageSpec
 
 __all__ = [
-    "BuildError",
-    "NativeBuildRefused",
-    "build_native",
-    "check_native",
-    "context_dir",
-    "explain_failure",
-    "native_refusal",
-    "recipe_identity",
-    "run_bounded",
-    "source_date_epoch",
-]
+    "BuildError", "NativeBuildRefused", "build_native", "check_native", "context_dir",
+    "explain_failure", "native_refusal", "recipe_identity", "run_bounded", "source_date_epoch",
+]  # fmt: skip
 
 #: host tool -> the Debian package that has it
 HOST_TOOLS = {
-    "mmdebstrap": "mmdebstrap",
-    "mksquashfs": "squashfs-tools",
-    "unsquashfs": "squashfs-tools",
+    "mmdebstrap": "mmdebstrap", "mksquashfs": "squashfs-tools", "unsquashfs": "squashfs-tools",
     "git": "git",
-}
+}  # fmt: skip
 UNSHARE_TOOLS = {"newuidmap": "uidmap", "newgidmap": "uidmap", "unshare": "util-linux"}
 #: what ``build_image(native_mode=...)`` and ``mushin-box build --native-mode`` take
 MODES = ("auto", "root", "unshare", "fakechroot")
@@ -308,6 +298,29 @@ def _missing_tool(tools: Mapping[str, str], who: str) -> str | None:
     return next((f"{who} needs {t}: install the Debian package {p}" for t, p in missing), None)
 
 
+def build_tools(mode: str) -> dict[str, str | None]:
+    """The version of each host tool whose version can change the image's bytes (the
+    manifest's ``build_tools``): mmdebstrap and mksquashfs, and fakechroot and fakeroot in
+    the mode that runs them. A rebuild elsewhere needs the same versions; one this host
+    cannot tell is ``None``, never a failed build."""
+    tools = ["mmdebstrap", "mksquashfs"]
+    tools += ["fakechroot", "fakeroot"] if mode == "fakechroot" else []
+    return {tool: _tool_version(tool) for tool in tools}
+
+
+def _tool_version(tool: str) -> str | None:
+    """The first version number in the first line of ``tool --version`` (mksquashfs's
+    ``-version``), or ``None``."""
+    flag = "-version" if tool == "mksquashfs" else "--version"
+    try:
+        done = run_bounded([tool, flag], timeout=60, capture=True)
+    except (OSError, BuildError):
+        return None
+    first = (done.stdout or "").partition("\n")[0] if done.returncode == 0 else ""
+    found = re.search(r"\d+(?:\.\d+)+[^\s,)]*", first)
+    return found[0] if found else None
+
+
 def _others_can_read(path: Path) -> bool:
     """Whether a user that owns nothing here may read ``path`` (every parent searchable)."""
     for parent in path.parents:
@@ -385,12 +398,12 @@ def recipe_identity(
     """``(recipe sha256, context commit)`` of a native build.
 
     The sha256 covers what decides the image's bytes apart from the mirror's and the
-    indexes' contents: the rendered definition (base, mirror, packages, steps), the
-    builder's version, ``SOURCE_DATE_EPOCH``, and the names, modes and bytes of every file
-    the build reads (:func:`_recipe_files`), and a ``LocalImage`` base's own bytes
-    (:func:`_base_identity`). Two builds with one recipe sha256 and the
-    same package versions are the same bytes, so an image whose manifest holds it is not
-    built again.
+    indexes' contents and the host tools' versions (:func:`build_tools`): the rendered
+    definition (base, mirror, packages, steps), the builder's version, ``SOURCE_DATE_EPOCH``,
+    the names, modes and bytes of every file the build reads (:func:`_recipe_files`), and a
+    ``LocalImage`` base's own bytes (:func:`_base_identity`). Two builds with one recipe
+    sha256, the same package versions and the same tools are the same bytes, so an image
+    whose manifest holds it is not built again.
 
     The commit is the context's git ``HEAD`` when every one of those files is committed
     there unchanged, so the recipe can be checked out again (``reproduce
@@ -577,14 +590,8 @@ def build_native(
     meta = json.dumps({"data": {"attributes": attributes}, "type": "container"})
     try:
         with timed("mksquashfs and the SIF"):
-            pack_tree(
-                root,
-                sif,
-                source_date_epoch=epoch,
-                definition=definition,
-                metadata=meta.encode(),
-                userns=userns,
-            )
+            pack_tree(root, sif, source_date_epoch=epoch, definition=definition,
+                      metadata=meta.encode(), userns=userns)  # fmt: skip
     except (PackError, PackInputError) as error:
         raise BuildError(f"packing the image failed: {error}") from error
     lock = "" if spec.pip_lock is None else (context / spec.pip_lock).read_text(encoding="utf-8")
@@ -604,6 +611,7 @@ def build_native(
         "pip_freeze": tuple(probe["freeze"]),
         "pip_hashes": _lock_hashes(lock),
         "source_date_epoch": str(epoch),
+        "build_tools": build_tools(mode),
     }
 
 

@@ -44,16 +44,9 @@ from mushin_box._core.sidecars import StrPath
 from mushin_box._core.targets import public
 
 __all__ = [
-    "SIF_DATATYPES",
-    "SifDescriptor",
-    "SifFormatError",
-    "SifHeader",
-    "file_sha256",
-    "read_sif_descriptors",
-    "read_sif_header",
-    "read_sif_object",
-    "root_squashfs_offset",
-]
+    "SIF_DATATYPES", "SifDescriptor", "SifFormatError", "SifHeader", "file_sha256",
+    "read_sif_descriptors", "read_sif_header", "read_sif_object", "root_squashfs_offset",
+]  # fmt: skip
 
 HEADER_SIZE = 128
 DESCRIPTOR_SIZE = 585
