@@ -67,6 +67,7 @@ def _tool_dir(tmp_path: Path, **scripts: str) -> Path:
         if found and not (bin_dir / tool).exists():
             (bin_dir / tool).symlink_to(found)
     for name, body in scripts.items():
+        (bin_dir / name).unlink(missing_ok=True)  # a link to the host's tool: never through it
         (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
         (bin_dir / name).chmod(0o755)
     return bin_dir
