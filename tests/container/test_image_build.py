@@ -58,6 +58,9 @@ def test_the_manifest_holds_the_recipe_and_every_package(test_image: Path) -> No
     assert "python3=3.11.2-1+b1" in (manifest.dpkg_packages or ())
     assert manifest.dpkg_sha256["python3=3.11.2-1+b1"].startswith("sha256:")
     assert manifest.base_digest and manifest.base_digest.startswith("sha256:")
+    # the host's tools, which a rebuild on another machine needs at the same versions
+    assert set(manifest.build_tools) == {"mmdebstrap", "mksquashfs"}
+    assert all(re.fullmatch(r"\d+(\.\d+)+\S*", v or "") for v in manifest.build_tools.values())
 
 
 def test_a_build_of_an_unchanged_recipe_keeps_the_image(
