@@ -365,7 +365,6 @@ def full_provenance(
     fingerprints: Mapping[str, str],
     seed_base: Any = None,
     topology: Topology | None = None,
-    seeds: Mapping[int, int] | None = None,
     environ: Mapping[str, str] | None = None,
     launcher: Mapping[str, Any] | None = None,
     image: Mapping[str, Any] | None = None,
@@ -388,8 +387,6 @@ def full_provenance(
     topology : Topology, optional
         The world; default :func:`~mushin_box._provenance.topology.topology_from_env` on ``environ``
         (with the Trainer's ``devices`` from the config for HydraDDP's rank 0).
-    seeds : Mapping[int, int], optional
-        ``{global_rank: seed}`` to record per rank (see :func:`seeds_from_records`).
     environ : Mapping[str, str], optional
         The environment to read (default ``os.environ``).
     launcher : Mapping, optional
@@ -459,9 +456,7 @@ def full_provenance(
         repro["packages"] = key_versions(packages)
     _, moved = split_config(repro.get("config"))
     if topology is None:
-        topology = topology_from_env(env, seeds=seeds, devices=_devices_hint(moved))
-    elif seeds:
-        topology = topology.with_seeds(seeds)
+        topology = topology_from_env(env, devices=_devices_hint(moved))
 
     repro["image"], located = split_image(image if image is not None else image_from_env(env))
     if located:

@@ -227,7 +227,7 @@ def _scontrol_hostnames(nodelist: str) -> list[str] | None:
     return done.stdout.split() or None
 
 
-def _from_slurm(env: Mapping[str, str], host: str, seeds: Mapping[int, int] | None) -> Topology:
+def _from_slurm(env: Mapping[str, str], host: str) -> Topology:
     rank = _int(env, "SLURM_PROCID", 0) or 0
     ntasks = _int(env, "SLURM_STEP_NUM_TASKS") or _int(env, "SLURM_NTASKS") or 1
     nodes: list[str | None] = list(_slurm_nodes(env) or [])
@@ -239,18 +239,17 @@ def _from_slurm(env: Mapping[str, str], host: str, seeds: Mapping[int, int] | No
         )
         nodes[node] = own_host
     per = re.match(r"\d+", env.get("SLURM_NTASKS_PER_NODE", ""))  # "4", or "4(x2)" seen
-    seed = (seeds or {}).get(rank)
     return Topology(
         launcher="slurm",
         nodes=tuple(nodes),
         world_size=ntasks,
-        ranks=[RankPlacement(rank, _int(env, "SLURM_LOCALID", 0) or 0, node, own_host, seed)],
+        ranks=[RankPlacement(rank, _int(env, "SLURM_LOCALID", 0) or 0, node, own_host)],
         rank=rank,
         tasks_per_node=[int(per.group())] * len(nodes) if per else (),
     )
 
 
-def _from_torchrun(env: Mapping[str, str], host: str, seeds: Mapping[int, int] | None) -> Topology:
+def _from_torchrun(env: Mapping[str, str], host: str) -> Topology:
     rank = _int(env, "RANK", 0) or 0
     world = _int(env, "WORLD_SIZE", 1) or 1
     per = _int(env, "LOCAL_WORLD_SIZE") or world
@@ -275,24 +274,20 @@ def _from_torchrun(env: Mapping[str, str], host: str, seeds: Mapping[int, int] |
         launcher="torchrun",
         nodes=tuple(nodes),
         world_size=world,
-        ranks=[RankPlacement(rank, local, node, host, (seeds or {}).get(rank))],
+        ranks=[RankPlacement(rank, local, node, host)],
         rank=rank,
         tasks_per_node=[min(per, world - i * per) for i in range(nnodes)],
     )
 
 
-def _local_world(
-    launcher: str, world: int, rank: int, host: str, seeds: Mapping[int, int] | None
-) -> Topology:
-    seed = (seeds or {}).get
-    ranks = [RankPlacement(r, r, 0, host, seed(r)) for r in range(world)]
+def _local_world(launcher: str, world: int, rank: int, host: str) -> Topology:
+    ranks = [RankPlacement(r, r, 0, host) for r in range(world)]
     return Topology(launcher, (host,), world, ranks, rank, tasks_per_node=(world,))
 
 
 def topology_from_env(
     environ: Mapping[str, str] | None = None,
     *,
-    seeds: Mapping[int, int] | None = None,
     hostname: str | None = None,
     devices: int | None = None,
 ) -> Topology:
@@ -302,9 +297,6 @@ def topology_from_env(
     ----------
     environ : Mapping[str, str], optional
         The environment to read (default ``os.environ``).
-    seeds : Mapping[int, int], optional
-        ``{global_rank: seed}`` to record per rank (e.g. from
-        :func:`mushin_box._train.seeding.seed_records`).
     hostname : str, optional
         This host's name (default :func:`socket.gethostname`; under SLURM,
         ``SLURMD_NODENAME`` wins).
@@ -340,16 +332,16 @@ def topology_from_env(
     if env.get(GLOBAL_RANK_ENV):
         rank = _int(env, GLOBAL_RANK_ENV, 0) or 0
         world = _int(env, "WORLD_SIZE", 1) or 1
-        topo = _local_world("hydraddp", world, rank, host, seeds)
+        topo = _local_world("hydraddp", world, rank, host)
     elif env.get("RANK"):
-        topo = _from_torchrun(env, host, seeds)
+        topo = _from_torchrun(env, host)
     elif env.get("SLURM_PROCID"):
-        topo = _from_slurm(env, host, seeds)
+        topo = _from_slurm(env, host)
     elif env.get("WORLD_SIZE") and env.get("LOCAL_RANK"):  # HydraDDP's rank 0, children up
         world = _int(env, "WORLD_SIZE", 1) or 1
-        topo = _local_world("hydraddp", world, _int(env, "LOCAL_RANK", 0) or 0, host, seeds)
+        topo = _local_world("hydraddp", world, _int(env, "LOCAL_RANK", 0) or 0, host)
     elif devices is not None and devices > 1:
-        topo = _local_world("hydraddp", devices, 0, host, seeds)
+        topo = _local_world("hydraddp", devices, 0, host)
     else:
-        topo = _local_world("single", 1, 0, host, seeds)
+        topo = _local_world("single", 1, 0, host)
     return attrs.evolve(topo, gpus_per_node=_gpus_per_node(env), slurm=SlurmJob.from_env(env))

@@ -107,7 +107,7 @@ def one_rank(
     seeds = {r: 1234 + r for r in range(world)}
     gc.collect()  # a rank builds one record in a fresh process: no garbage from the last one
     t0 = time.perf_counter()
-    topo = topology_from_env(env, seeds=seeds)
+    topo = topology_from_env(env).with_seeds(seeds)
     t1 = time.perf_counter()
     cfg = {**CONFIG, "trainer": {**CONFIG["trainer"], "devices": gpus, "num_nodes": nodes}}
     record = full_provenance(

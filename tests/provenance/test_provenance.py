@@ -179,7 +179,7 @@ def test_single_process_and_planned_hydraddp() -> None:
 
 
 def test_seeds_are_recorded_per_rank() -> None:
-    topo = topology_from_env({}, hostname="box", devices=2, seeds={0: 10, 1: 11})
+    topo = topology_from_env({}, hostname="box", devices=2).with_seeds({0: 10, 1: 11})
     assert [r.seed for r in topo.ranks] == [10, 11]
     data = topo.to_dict()
     assert data["rank_columns"] == ["global_rank", "local_rank", "node_rank", "hostname", "seed"]
@@ -208,9 +208,8 @@ def test_simulated_env_gives_the_simulated_topology(nodes: int, gpus: int, data:
 @given(st.integers(1, 6), st.integers(1, 4), st.booleans(), st.data())
 def test_topology_dict_holds_every_rank(nodes: int, gpus: int, seeded: bool, data: Any) -> None:
     rank = data.draw(st.integers(0, nodes * gpus - 1))
-    topo = topology_from_env(
-        simulated_slurm_env(nodes, gpus, rank), seeds={0: 1} if seeded else None
-    )
+    topo = topology_from_env(simulated_slurm_env(nodes, gpus, rank))
+    topo = topo.with_seeds({0: 1} if seeded else None)
     back = json.loads(json.dumps(topo.to_dict()))
     assert [RankPlacement(*row) for row in back["ranks"]] == list(topo.ranks)
     assert back["rank_columns"] == list(RankPlacement._fields)
@@ -321,7 +320,9 @@ def test_reproducibility_part_is_byte_identical_at_world_size_1_2_4(tmp_path: Pa
     gpus = {"torch": "2.6.0", "cuda": "12.4", "count": 2, "names": ["NVIDIA H200"] * 2}
     worlds = {
         "single": _record(one, devices=1, num_nodes=1, devices_facts=cpu),
-        "hydraddp-2": _record(two, devices=2, num_nodes=1, seeds={0: 3, 1: 4}),
+        "hydraddp-2": record_with_seeds(
+            _record(two, devices=2, num_nodes=1), {r: {"base": 3, "seed": 3 + r} for r in (0, 1)}
+        ),
         "torchrun-2": _record(
             {**two, "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2"},
             devices=2,
@@ -694,7 +695,6 @@ def test_record_with_seeds_fills_ranks_and_base(tmp_path: Path) -> None:
         config={"lr": 1},
         fingerprints={},
         environ={},
-        seeds=None,
         topology=simulate_topology(1, 2),
     )
     assert rec["reproducibility"]["seed"]["base"] is None
