@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from enum import Enum
 from typing import Any
@@ -388,17 +389,9 @@ def check_sweep_values(key: str, values: Sequence[object]) -> list[str]:
     """
     if len(values) == 0:
         raise ValueError(f"cannot sweep {key!r} over no values")
-    formatted: list[str] = []
-    first: dict[str, object] = {}
-    counts: dict[str, int] = {}
-    for value in values:
-        text = format_value(value)
-        if text not in counts:
-            formatted.append(text)
-            first[text] = value
-            counts[text] = 0
-        counts[text] += 1
-    duplicates = [f"{first[text]!r} ({n}x)" for text, n in counts.items() if n > 1]
+    formatted = [format_value(value) for value in values]
+    counts = Counter(formatted)
+    duplicates = [f"{values[formatted.index(t)]!r} ({n}x)" for t, n in counts.items() if n > 1]
     if duplicates:
         raise ValueError(
             f"duplicate values in the sweep over {key!r}: {', '.join(duplicates)}; "
