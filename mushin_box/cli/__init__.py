@@ -7,4 +7,9 @@ Each command module (``build``, ``launch``, ``status``, ...: the list is
 :mod:`.tables` holds what several commands print alike, ``status``'s table of cells too.
 
 Must not hold business logic: a command parses, calls one function of a room, and prints.
+
+Cheap start: every command starts by importing every command module (to build the parser),
+so a command module imports the rooms it calls, and rich, inside the functions that use
+them; each command pays only for its own. This one rule is the reason for every
+function-level import here (``scripts/check-imports`` asks no ``# lazy:`` line in ``cli``).
 """

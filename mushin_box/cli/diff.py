@@ -121,7 +121,6 @@ def _print_tables(diff: Any, brief: bool, results: bool) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._results.diff import cell_notes, expected_counts, field_rows, metric_rows
 
     console = Console(highlight=False)
@@ -170,7 +169,6 @@ def _print_tables(diff: Any, brief: bool, results: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._results.diff import diff_provenance
 
     diff = diff_provenance(args.a, args.b, atol=args.atol, rtol=args.rtol)

@@ -47,7 +47,6 @@ EXITS = {
 
 def _nodes(text: str) -> tuple[int, int]:
     """``--nodes N`` or ``MIN:MAX`` (torchrun's elastic membership) as (MIN, MAX)."""
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._slurm.torchrun import parse_nnodes
 
     if ":" not in text:
@@ -174,7 +173,6 @@ def _where(args: argparse.Namespace) -> tuple[bool, str]:
                 "--slurm: there is no sbatch on PATH; load SLURM's client, or run here"
             )
         return False, "--slurm"
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._slurm.probe import probe_slurm
 
     probe = probe_slurm()
@@ -211,7 +209,6 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._launch.options import check_where, experiment_name, resolve_options
 
     started = time.monotonic()
@@ -287,7 +284,6 @@ def run(args: argparse.Namespace) -> int:
 def _resume_actions(args: argparse.Namespace, target: Any) -> list[Any] | None:
     """What a resume does per cell (:func:`mushin_box._launch.resume.resume_actions`);
     ``mushin-box resume`` sets ``cells``, ``changed`` and ``restart`` on the arguments."""
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._launch.loading import experiment_file
     from mushin_box._launch.resume import resume_actions
 
@@ -304,7 +300,6 @@ def _resume_actions(args: argparse.Namespace, target: Any) -> list[Any] | None:
 
 def _ask_cluster(plan: Any) -> dict[str, Any] | None:
     """What SLURM says of the plan's job (:func:`~mushin_box._launch.cluster.ask_cluster`)."""
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._launch.cluster import ask_cluster
     from mushin_box._launch.review import count_cells
 
@@ -315,7 +310,6 @@ def _print_config(target: Any, plan: Any) -> int:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._launch.plan import config_of, hydra_error_line
     from mushin_box._launch.printconfig import first_cell_config
     from mushin_box._launch.review import count_cells
@@ -349,7 +343,6 @@ def _dry_run(
     actions: list[Any] | None = None,
     answer: dict[str, Any] | None = None,
 ) -> int:
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._launch.review import review_plan
 
     review = review_plan(plan, target, errors=errors)
@@ -373,7 +366,6 @@ def _dry_run(
 def format_review(review: dict[str, Any], *, verbose: bool = False) -> str:
     """The dry run's review as text (``--json`` prints the same data as JSON); the sbatch
     script's requeue trap folded to one line unless ``verbose``."""
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._launch.review import fold_requeue_trap
 
     slurm = review["mode"] == "slurm"
@@ -447,7 +439,6 @@ def format_review(review: dict[str, Any], *, verbose: bool = False) -> str:
 
 
 def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any) -> int:
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._launch.loading import dirty_tree, experiment_file
 
     where = (
@@ -501,7 +492,6 @@ def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any) -
 
 def _submission(root: str | None) -> dict[str, Any]:
     """The sweep's latest submission (``mushin_jobs.json``), to tell a new one from it."""
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._slurm.submitted import read_submission
 
     return read_submission(root) if root else {}
@@ -530,7 +520,6 @@ def _detached(handle: Any, before: dict[str, Any]) -> int:
 
 def _record(args: argparse.Namespace) -> dict[str, Any]:
     """The launch record ``mushin-box resume DIR`` replays (:mod:`mushin_box._launch.record`)."""
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._launch.record import FLAG_TYPES, launch_record
 
     flags = {k: getattr(args, k, None) for k in FLAG_TYPES}
@@ -541,7 +530,6 @@ def _record(args: argparse.Namespace) -> dict[str, Any]:
 def _resume_command(root: str) -> str:
     """How to resume the sweep: ``mushin-box resume DIR`` replays the recorded launch (a
     secret override's value is not recorded: it is given again, from the environment)."""
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._core.redact import command_line_secrets
 
     command = f"mushin-box resume {shlex.quote(root)}"

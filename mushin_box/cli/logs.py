@@ -94,7 +94,6 @@ def _await_output(root: Path, name: str | None) -> None:
     """``-f`` on a cell that has written nothing yet: wait, saying so once on stderr, until
     it writes or may no longer write (its sweep ended, or nothing that may start it is left).
     What then follows (its output, or the usual error) is the caller's."""
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._sweepdir.logs import cell_may_write, has_output
 
     said = False
@@ -233,7 +232,6 @@ def _index(cell_dir: Path, cell: CellOutput, sizes: Sequence[OutputSize]) -> lis
     """One line per node (its ranks, how they ended, what their files hold: ``sizes``, in
     the nodes' order), between a line that counts them and one that says what follows and
     how to see the rest."""
-    # lazy: every command's start skips rich; only an index of nodes needs its sizes
     from rich.filesize import decimal
 
     rows = []
@@ -290,7 +288,6 @@ def _follow(
 
 
 def run(args: argparse.Namespace) -> int:
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._sweepdir.logs import (
         LogFollower,
         cell_may_write,

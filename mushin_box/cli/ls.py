@@ -41,7 +41,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _row(sweep: Any, root: Path) -> dict[str, Any]:
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._sweepdir.manifest import recorded_launcher
 
     try:
@@ -63,7 +62,6 @@ def _row(sweep: Any, root: Path) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._sweepdir.board import find_sweeps, read_sweep
 
     root = Path(args.root)

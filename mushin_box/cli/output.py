@@ -116,7 +116,6 @@ class _Redacted:
 def redacted_output(argv: Sequence[str]) -> Iterator[None]:
     """``sys.stdout`` and ``sys.stderr`` cleaned while the command runs, of the secrets its
     command line (``argv``) holds and of every secret the rule finds."""
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._core.redact import TextRedactor, command_line_secrets
 
     clean = TextRedactor(command_line_secrets(argv), lenient=True)

@@ -110,7 +110,6 @@ def _count(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._results.report import render_report
 
     root = resolve_sweep(args.dir)
@@ -150,7 +149,6 @@ def _check_output(output: str) -> None:
     mushin-box wrote (one line, the way out named; nothing read or written yet)."""
     import os
 
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._results.markup import is_page
 
     path = os.path.abspath(output)

@@ -175,7 +175,6 @@ def _print_result(result: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._reproduce.rerun import BuildError, reproduce
 
     # --json: stdout holds the JSON only (Hydra's launcher logs to stdout: sent to stderr)

@@ -108,7 +108,6 @@ def _same_experiment(
 
 
 def run(args: argparse.Namespace) -> int:
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from omegaconf import OmegaConf
 
     from mushin_box._launch.record import RecordError, read_launch_record

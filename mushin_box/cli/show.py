@@ -114,7 +114,6 @@ def _headers(table: Any) -> list[str]:
 
 
 def _rows(table: Any) -> list[list[str]]:
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._results.table import cell_text, format_param, table_records
 
     rows = []
@@ -141,7 +140,6 @@ def _best_line(table: Any) -> str | None:
     goal = "highest" if table.best_max else "lowest"
     if table.best is None:
         return f"best {table.best_metric} ({goal}): {table.best_text}"
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._results.table import cell_label, cell_text
 
     where = cell_label(table.best)
@@ -172,7 +170,6 @@ def _print_rich(table: Any, said: str | None = None) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._results.report import code_line
 
     headers, rows = _headers(table), _rows(table)
@@ -248,7 +245,6 @@ _ANSI = {"completed": "32", "failed": "31", "timeout": "31", "running": "36"}
 
 
 def run(args: argparse.Namespace) -> int:
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._results.markup import md_table
     from mushin_box._results.report import code_line
     from mushin_box._results.table import summary as results_summary
@@ -293,7 +289,6 @@ def run(args: argparse.Namespace) -> int:
 def _table(args: argparse.Namespace, heading: Any = None) -> Any:
     """The rows: of one sweep, or across the sweeps named (``--all``: found under DIR);
     ``heading``: called with one finished sweep's view before its cells are read."""
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._results.table import read_results, results_table, sweeps_table
 
     options = {
@@ -315,7 +310,6 @@ def _table(args: argparse.Namespace, heading: Any = None) -> Any:
 
 def _holds_sweeps(directory: str) -> None:
     """A directory that is no sweep but holds some: name the way to show them all."""
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._sweepdir.board import find_sweeps
     from mushin_box._sweepdir.manifest import is_sweep_dir
 
@@ -331,7 +325,6 @@ def _holds_sweeps(directory: str) -> None:
 
 
 def _find_all(parents: list[str]) -> list[Path]:
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._sweepdir.board import find_sweeps
 
     found: list[Path] = []

@@ -69,7 +69,6 @@ def as_json(sweep: Any) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._sweepdir.board import read_sweep
     from mushin_box._sweepdir.settled import read_settled
 
@@ -133,7 +132,6 @@ def print_table(sweep: Any, said: str | None = None) -> None:
 
 def unanswered_line(sweep: Any) -> str:
     """The one line said when SLURM did not answer about some of the sweep's jobs."""
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._slurm.jobs import name_job_ids
     from mushin_box._sweepdir.board import UNANSWERED
 

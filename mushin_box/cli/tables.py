@@ -68,7 +68,6 @@ _MAX_ERROR = 80
 def resolve_sweep(directory: str | None) -> Path:
     """DIR as given, or the latest sweep under the current directory (a usage error when
     there is none, or DIR is not a sweep)."""
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._sweepdir.board import latest_sweep
     from mushin_box._sweepdir.manifest import is_sweep_dir
 
@@ -162,7 +161,6 @@ def end_report(sweep: Any, resume: str) -> int:
     scalar metrics), a line per failed cell (its error and error file), and on stderr how
     many did not complete and ``resume``, the way to run only those again. 0 when every
     cell completed, else 1."""
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._results.table import cell_text
 
     print(f"[mushin-box] {sweep.root}: {summary(sweep)}")
@@ -223,7 +221,6 @@ class Column:
 def detail(cell: Any) -> str:
     """What a cell is doing now: a running cell's latest epoch and first metric, a pending
     cell's SLURM reason (marked when its job will never start)."""
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._results.table import cell_text
 
     if cell.state in ("running", "unknown") and (cell.epoch is not None or cell.restarts):
@@ -278,7 +275,6 @@ def _short_names(params: Sequence[str]) -> dict[str, str]:
 
 def table_columns(sweep: Any, error_text: Any) -> list[Column]:
     """The columns of ``sweep`` (empty ones left out), in the order they are shown."""
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._results.table import cell_text
 
     cells = sweep.cells
