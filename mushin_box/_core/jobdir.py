@@ -34,19 +34,12 @@ def job_dir() -> Path:
     '/tmp'
     >>> del os.environ["MUSHIN_JOB_DIR"]
     """
-    try:
-        from hydra.core.hydra_config import HydraConfig
+    from hydra.core.hydra_config import HydraConfig
 
-        if HydraConfig.initialized():
-            out = HydraConfig.get().runtime.output_dir
-            if out:
-                return Path(out)
-    except ImportError:  # pragma: no cover - hydra is a dependency
-        pass
+    if HydraConfig.initialized() and (out := HydraConfig.get().runtime.output_dir):
+        return Path(out)
     env = os.environ.get(JOB_DIR_ENV)
-    if env:
-        return Path(env)
-    return Path.cwd()
+    return Path(env) if env else Path.cwd()
 
 
 def mushin_dir(base: Path | None = None) -> Path:

@@ -332,11 +332,9 @@ def record_with_seeds(
 
 def launcher_from_hydra() -> dict[str, Any] | None:
     """The running Hydra job's launcher (``{"name": ..., "config": {...}}``), if any."""
-    try:
-        from hydra.core.hydra_config import HydraConfig
-        from omegaconf import OmegaConf
-    except ImportError:  # pragma: no cover - hydra is a dependency
-        return None
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
     if not HydraConfig.initialized():
         return None
     hc = HydraConfig.get()
