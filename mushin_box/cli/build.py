@@ -159,7 +159,6 @@ def load_spec(ref: str) -> tuple[ImageSpec, str]:
         If the file or module cannot be loaded, ATTR is missing or not an ImageSpec,
         or building the spec raised (e.g. a validation error).
     """
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._image.spec import ImageSpec
 
     target, attr = _split_spec(ref)
@@ -201,7 +200,6 @@ def _bad_output(out: Path, exc: OutputNotWritable) -> UsageError:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``mushin-box build``; see the module docstring for exit codes."""
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._image.build import (
         ApptainerNotFound,
         BuildError,
@@ -283,7 +281,6 @@ def _mtime(path: Path) -> int | None:
 
 
 def _adopt(args: argparse.Namespace) -> int:
-    # lazy: every command's start imports this module; only this command pays for its rooms
     from mushin_box._image.adopt import adopt_image
     from mushin_box._image.build import ApptainerNotFound, BuildError, manifest_path
 

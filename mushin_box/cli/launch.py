@@ -182,7 +182,6 @@ def _where(args: argparse.Namespace) -> tuple[bool, str]:
 
 
 def _check_flags(args: argparse.Namespace) -> None:
-
     if args.print_config:
         flags = ("--dry-run", "--json", "--detach", "--cancel-on-interrupt")
         given = [f for f in flags if getattr(args, f[2:].replace("-", "_"))]

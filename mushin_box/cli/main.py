@@ -267,7 +267,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     needs, since such a command has closed every file it wrote.
     Called with ``argv`` (a test, a notebook), the caller's process goes on, and nothing
     is frozen."""
-
     out, err = sys.stdout, sys.stderr
     with redacted_output(sys.argv[1:] if argv is None else argv):
         code, failed, command = _main(argv)
@@ -283,7 +282,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> tuple[int, Any, str | None]:
     """(exit code, the :class:`~mushin_box.cli.output.OutputError` that ended it or None,
     the command's name)."""
-
     command = "mushin-box"
     name = None
     try:
@@ -312,7 +310,6 @@ def _output_failed(failed: Any, out: Any, err: Any) -> None:
     """A write to stdout or stderr failed: silence that stream (Python flushes it again at
     exit) and, unless the reader only went away or stderr itself failed, say so on one
     line."""
-
     silence(out if failed.stream == "stdout" else err)
     if failed.closed_pipe or failed.stream == "stderr":
         return

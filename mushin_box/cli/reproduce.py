@@ -205,6 +205,4 @@ def run(args: argparse.Namespace) -> int:
         _print_plan(result.plan)
     else:
         _print_result(result)
-    if args.dry_run:
-        return 0
-    return 0 if result.ok else 1
+    return 0 if args.dry_run or result.ok else 1

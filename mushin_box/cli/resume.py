@@ -47,7 +47,6 @@ EXITS = launch.EXITS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-
     parser.add_argument("dir", metavar="DIR", help="the sweep directory")
     parser.add_argument(
         "cells",

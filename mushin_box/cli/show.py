@@ -152,7 +152,6 @@ def _best_line(table: Any) -> str | None:
 
 def _heading(table: Any) -> list[str]:
     """The lines above the table: the sweep and its counts, one per sweep across sweeps."""
-
     if not table.names:
         return [f"{table.sweep.root}: {summary(table.sweep)}"]
     width = max(len(n) for n in table.names)
@@ -253,7 +252,6 @@ def run(args: argparse.Namespace) -> int:
     said: list[str] = []
 
     def heading(view: Any) -> None:  # a finished sweep: its counts (a Heading), first
-
         said.append(f"{view.root}: {summary(view)}")
         print(said[0], flush=True)
 
