@@ -37,6 +37,7 @@ tool, no mode this user can build in, a missing ``%files`` source, no
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import json
@@ -271,8 +272,10 @@ def _unshare_refusal() -> str | None:
     who = "an unprivileged native build (mode unshare)"
     if why := _missing_tool(UNSHARE_TOOLS, who):
         return why
-    userns = subprocess.run(["unshare", "--user", "--map-root-user", "true"], capture_output=True)
-    if userns.returncode:
+    refused, tried = 1, ["unshare", "--user", "--map-root-user", "true"]  # hung: refused
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        refused = subprocess.run(tried, capture_output=True, timeout=30).returncode
+    if refused:
         return f"{who} needs user namespaces, which this host refuses to this user"
     user = pwd.getpwuid(os.geteuid()).pw_name
     for path in ("/etc/subuid", "/etc/subgid"):
@@ -323,10 +326,8 @@ def _tool_version(tool: str) -> str | None:
 
 def _others_can_read(path: Path) -> bool:
     """Whether a user that owns nothing here may read ``path`` (every parent searchable)."""
-    for parent in path.parents:
-        if not os.stat(parent).st_mode & 0o001:
-            return False
-    return bool(os.stat(path).st_mode & 0o004)
+    searchable = all(os.stat(parent).st_mode & 0o001 for parent in path.parents)
+    return searchable and bool(os.stat(path).st_mode & 0o004)
 
 
 def check_native(spec: ImageSpec, context: Path, mode: str = "auto") -> tuple[str, int]:
