@@ -47,6 +47,7 @@ __all__ = [
     "marked_jobs",
     "name_job_ids",
     "never_starts",
+    "number_ranges",
     "owned_by",
     "queued_jobs",
     "scancel_args",
@@ -287,6 +288,23 @@ def asked_ids(job_ids: Iterable[str]) -> str:
 SCANCEL_EXPRESSION_CHARS = 500
 
 
+def number_ranges(numbers: Iterable[int]) -> list[str]:
+    """Numbers, sorted, as runs of consecutive ones: SLURM's and the kit's ``0-3,5``.
+
+    Examples
+    --------
+    >>> number_ranges([5, 3, 0, 1, 2])
+    ['0-3', '5']
+    """
+    runs: list[list[int]] = []
+    for n in sorted(numbers):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return [f"{a}-{b}" if b > a else str(a) for a, b in runs]
+
+
 def scancel_args(job_ids: Iterable[str]) -> list[str]:
     """``job_ids`` as ``scancel``'s arguments: the tasks of one array as one expression
     (``12_[0-3,5]``: one request, where each task id would be one),
@@ -311,18 +329,8 @@ def scancel_args(job_ids: Iterable[str]) -> list[str]:
         if len(numbers) == 1:
             out.append(f"{array}_{numbers[0]}")
             continue
-        ranges: list[str] = []
-        numbers.sort()
-        start = prev = numbers[0]
-        for n in [*numbers[1:], None]:
-            if n is not None and n == prev + 1:
-                prev = n
-                continue
-            ranges.append(str(start) if start == prev else f"{start}-{prev}")
-            if n is not None:
-                start = prev = n
         chunk: list[str] = []
-        for item in ranges:  # each expression at most SCANCEL_EXPRESSION_CHARS long
+        for item in number_ranges(numbers):  # each expression at most SCANCEL_EXPRESSION_CHARS long
             if chunk and len(array) + 3 + len(",".join([*chunk, item])) > SCANCEL_EXPRESSION_CHARS:
                 out.append(f"{array}_[{','.join(chunk)}]")
                 chunk = []

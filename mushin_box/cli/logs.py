@@ -22,10 +22,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mushin_box._slurm.jobs import number_ranges
 from mushin_box.cli.main import UsageError, suggest
 from mushin_box.cli.output import shown
 from mushin_box.cli.tables import resolve_sweep
@@ -129,19 +130,8 @@ def _locate(
 # -- which ranks -------------------------------------------------------------------------------
 
 
-def _ranges(ranks: Iterable[int]) -> str:
-    """``0-3,6``: ranks as runs of consecutive numbers."""
-    runs: list[list[int]] = []
-    for rank in sorted(ranks):
-        if runs and rank == runs[-1][1] + 1:
-            runs[-1][1] = rank
-        else:
-            runs.append([rank, rank])
-    return ",".join(f"{a}-{b}" if b > a else str(a) for a, b in runs)
-
-
 def _named(ranks: Sequence[int]) -> str:
-    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {_ranges(ranks)}"
+    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {','.join(number_ranges(ranks))}"
 
 
 def _raised(nodes: Sequence[NodeRanks]) -> list[tuple[int, str]]:
@@ -254,7 +244,7 @@ def _index(cell_dir: Path, cell: CellOutput, sizes: Sequence[OutputSize]) -> lis
     more = [rank for rank, _ in _raised(cell.nodes)[_FAILED_SHOWN:]]
     out.append(
         f"below: the output of {told}"
-        + (f" ({len(more)} more ranks raised: {_ranges(more)})" if more else "")
+        + (f" ({len(more)} more ranks raised: {','.join(number_ranges(more))})" if more else "")
         + "; a node's: --node NAME, a rank's: --rank R, every rank's: --all"
     )
     return [line.rstrip() for line in out]
