@@ -47,6 +47,7 @@ __all__ = [
     "open_regular",
     "open_regular_stat",
     "read_bounded",
+    "read_open",
     "read_tail",
 ]
 
@@ -124,6 +125,13 @@ def _read(fd: int, most: int, offset: int) -> bytes:
         chunks.append(chunk)
         total += len(chunk)
     return b"".join(chunks)
+
+
+def read_open(fd: int, limit: int) -> bytes | None:
+    """All of the open file ``fd``, None when it holds more than ``limit`` bytes (it may
+    grow): for a caller that checked the file it opened (its kind, its times)."""
+    data = _read(fd, limit + 1, 0)
+    return data if len(data) <= limit else None
 
 
 def read_bounded(path: StrPath, limit: int) -> bytes:

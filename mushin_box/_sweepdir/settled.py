@@ -76,7 +76,7 @@ from mushin_box._core.layout import (
     STATUS_FILE,
     read_limit,
 )
-from mushin_box._core.safeio import read_bounded
+from mushin_box._core.safeio import read_bounded, read_open
 from mushin_box._core.sidecars import loads, read_json, write_bytes_atomic
 from mushin_box._slurm.submitted import job_ids, read_submission
 from mushin_box._sweepdir.board import (
@@ -373,7 +373,7 @@ def _load(root_fd: int) -> tuple[dict[str, Any], int] | None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return None
-        data = json.loads(_read_fd(fd, read_limit(CELL_INDEX_FILE)) or b"")
+        data = json.loads(read_open(fd, read_limit(CELL_INDEX_FILE)) or b"")
     except (OSError, ValueError, RecursionError):  # a corrupt or hostile file
         return None
     finally:
@@ -382,18 +382,6 @@ def _load(root_fd: int) -> tuple[dict[str, Any], int] | None:
         return None
     cells = data.get("cells")
     return (cells, st.st_uid) if isinstance(cells, dict) else None
-
-
-def _read_fd(fd: int, limit: int) -> bytes | None:
-    """All of an open file, None when it is over ``limit`` bytes (it may grow)."""
-    chunks, total = [], 0
-    while total <= limit:
-        chunk = os.read(fd, min(limit + 1 - total, 1 << 20))
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        total += len(chunk)
-    return None
 
 
 def _entry(name: Any, raw: Any) -> IndexEntry | None:
@@ -520,7 +508,7 @@ def _read_cell(root_fd: int, name: str, before: int, owner: int) -> IndexEntry |
                     return None
                 if max(st.st_mtime_ns, st.st_ctime_ns) >= before:
                     return None
-                data = _read_fd(fd, read_limit(file))
+                data = read_open(fd, read_limit(file))
             finally:
                 os.close(fd)
             if data is None:
