@@ -25,7 +25,7 @@ import inspect
 import os
 import re
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -356,12 +356,14 @@ FINGERPRINT_DIFFERS = (
 )
 
 
-def code_differs(problems: list[str]) -> ReproduceError:
-    """The refusal of code that is not the cell's (``allow_dirty`` lets it through)."""
+def code_differs(problems: list[str], ways_back: Sequence[str] = ()) -> ReproduceError:
+    """The refusal of code that is not the cell's, with the ways back to it, if any
+    (``allow_dirty`` lets it through)."""
+    close = "Or pass" if ways_back else "Check out the cell's code, or pass"
     return ReproduceError(
         "the code differs from the cell's: "
-        + "; ".join(problems)
-        + ". Check out the cell's code, or pass {allow_dirty} to run anyway (recorded)",
+        + "; ".join([*problems, *ways_back])
+        + f". {close} {{allow_dirty}} to run anyway (recorded)",
         arguments={"allow_dirty": True, "worktree": True},
     )
 

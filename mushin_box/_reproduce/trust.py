@@ -208,38 +208,35 @@ def _check_commit(original: Original, experiment: Path, files: set[Path]) -> tup
     problems = git_problems(recorded, git_state(experiment, include=files))
     if not isinstance(recorded, Mapping) or recorded.get("diff_sha256") is not None:
         if problems:  # the cell ran with uncommitted changes: only that tree is its code
-            raise code_differs([*problems, *kept_code(original, recorded, experiment)])
+            missing, ways_back = kept_code(original, recorded, experiment)
+            raise code_differs([*problems, *missing], ways_back)
         return ()
     commit = str(recorded.get("commit"))
     unlike = _not_committed(commit, experiment, files)
     if unlike:
         top = git_root(experiment) or experiment.parent
         switch = f"git -C {shlex.quote(str(top))} switch --detach {commit}"
-        hint = (
-            [
-                "to run the cell's code from its commit, leaving this tree as it is, pass "
-                f"{{worktree}}; or check the commit out: {switch}"
-            ]
-            if problems
-            else []
+        way_back = (
+            "to run the cell's code from its commit, leaving this tree as it is, pass "
+            f"{{worktree}}; or check the commit out: {switch}"
         )
-        raise code_differs([*(problems or unlike), *hint])
+        raise code_differs(problems or unlike, [way_back] if problems else [])
     return tuple(problems)
 
 
-def kept_code(original: Original, recorded: Any, experiment: Path) -> list[str]:
-    """How to get back the uncommitted code a cell ran, from the copy its sweep keeps
-    (:func:`~mushin_box._reproduce.worktree.kept_patch`): ``reproduce --worktree``, or the
-    shell commands that check out its commit on a clean tree, apply the diff and write the
-    files git did not track."""
+def kept_code(original: Original, recorded: Any, experiment: Path) -> tuple[list[str], list[str]]:
+    """(why there is no way back, the ways back) to the uncommitted code a cell ran, from
+    the copy its sweep keeps (:func:`~mushin_box._reproduce.worktree.kept_patch`):
+    ``reproduce --worktree``, or the shell commands that check out its commit on a clean
+    tree, apply the diff and write the files git did not track."""
     sha = recorded.get("diff_sha256") if isinstance(recorded, Mapping) else None
     commit = str(recorded.get("commit")) if isinstance(recorded, Mapping) else ""
     if not isinstance(sha, str) or not HEX.fullmatch(sha) or not HEX.fullmatch(commit):
-        return []
+        return [], []
     try:
         path, _, names = kept_patch(original, sha)
     except ReproduceError as exc:
-        return [str(exc)]
+        return [str(exc)], []
     top = shlex.quote(str(git_root(experiment) or experiment.parent))
     steps = [
         f"git -C {top} switch --detach {commit}",
@@ -250,7 +247,7 @@ def kept_code(original: Original, recorded: Any, experiment: Path) -> list[str]:
             f"{shlex.quote(sys.executable)} -c {shlex.quote(_WRITE_UNTRACKED)} "
             f"{shlex.quote(str(path))} {top}"
         )
-    return [
+    return [], [
         "to run the cell's code from its sweep's copy, leaving this tree as it is, pass "
         f"{{worktree}}; or, on a clean tree: {' && '.join(steps)}"
     ]

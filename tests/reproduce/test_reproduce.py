@@ -446,7 +446,7 @@ def test_a_dirty_runs_code_comes_back_from_the_sweeps_copy(
     with pytest.raises(ReproduceError) as refused:
         reproduce(cell, into=tmp_path / "again")
     said = str(refused.value)
-    commands = said.split("on a clean tree: ")[1].split(". Check out the cell's code")[0]
+    commands = said.split("on a clean tree: ")[1].split(". Or pass")[0]
     assert commands.startswith(
         f"git -C {code_dir} switch --detach {first} && git -C {code_dir} apply {kept}"
     ), said
@@ -456,6 +456,7 @@ def test_a_dirty_runs_code_comes_back_from_the_sweeps_copy(
     assert main(["reproduce", str(cell), "--into", str(tmp_path / "cli")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and commands in err and "--allow-dirty" in err
+    assert "Check out the cell's code" not in err  # the ways back above say how, once
 
     subprocess.run(commands, shell=True, check=True, capture_output=True)  # as it says
     result = reproduce(cell, into=tmp_path / "again")
