@@ -136,3 +136,18 @@ def test_check_names_the_tools_whose_versions_differ_when_the_bytes_do(
     a, b = (hashlib.sha256(f"{c}\n".encode()).hexdigest()[:12] for c in ("a", content))
     found = f"/etc/tree: content sha256:{a} != sha256:{b}"
     assert printed[0] == verdict.format(found=found)
+
+
+def test_the_build_commands_choices_are_the_builders_own() -> None:
+    """``mushin-box build`` spells its backends and native modes at start-up, without the
+    builder's modules: the two spellings must stay one list each."""
+    import argparse
+
+    from mushin_box._image.build import BACKENDS
+    from mushin_box._image.native import MODES
+    from mushin_box.cli import build as command
+
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    choices = {a.dest: tuple(a.choices or ()) for a in parser._actions}
+    assert (choices["backend"], choices["native_mode"]) == (BACKENDS, MODES)
