@@ -127,11 +127,17 @@ def apt_source(root: str | os.PathLike[str] = APT_SOURCES) -> tuple[str, str]:
 
 
 _SHAPES = {
-    "suite": (_SUITE_RE, "is not a Debian suite or codename (lowercase, e.g. 'bookworm', "
-              "'trixie', 'stable'): give the name debootstrap knows"),
-    "mirror": (_MIRROR_RE, "must be an http(s):// or file:// URL without spaces, quotes or "
-               "braces, e.g. 'http://deb.debian.org/debian'"),
-}  # fmt: skip
+    "suite": (
+        _SUITE_RE,
+        "is not a Debian suite or codename (lowercase, e.g. 'bookworm', "
+        "'trixie', 'stable'): give the name debootstrap knows",
+    ),
+    "mirror": (
+        _MIRROR_RE,
+        "must be an http(s):// or file:// URL without spaces, quotes or "
+        "braces, e.g. 'http://deb.debian.org/debian'",
+    ),
+}
 
 
 def _check_shape(field: str, value: object) -> str:

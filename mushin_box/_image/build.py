@@ -78,11 +78,26 @@ from mushin_box._image.sif import (
 from mushin_box._image.spec import ImageSpec
 
 __all__ = [
-    "apptainer_version", "embedded_definition", "embedded_definition_sha256", "package_lists",
-    "probe_python", "MANIFEST_SCHEMA", "ApptainerNotFound", "BACKENDS", "BuildPlan", "Manifest",
-    "OutputNotWritable", "build_image", "check_image", "check_output", "manifest_path",
-    "native_recipe", "plan_build", "read_manifest", "sif_identity",
-]  # fmt: skip
+    "apptainer_version",
+    "embedded_definition",
+    "embedded_definition_sha256",
+    "package_lists",
+    "probe_python",
+    "MANIFEST_SCHEMA",
+    "ApptainerNotFound",
+    "BACKENDS",
+    "BuildPlan",
+    "Manifest",
+    "OutputNotWritable",
+    "build_image",
+    "check_image",
+    "check_output",
+    "manifest_path",
+    "native_recipe",
+    "plan_build",
+    "read_manifest",
+    "sif_identity",
+]
 
 MANIFEST_SCHEMA = "mushin-box.image-manifest/1"
 APPTAINER = "apptainer"
@@ -327,9 +342,15 @@ def plan_build(
     argv = [APPTAINER, "build", *(["--fakeroot"] if fakeroot else []), "--force", str(partial)]
     argv.append(str(definition_partial))
     context = Path(context if context is not None else Path.cwd()).absolute()
-    return BuildPlan(definition=render_definition(spec), definition_path=definition_path,
-                     definition_partial=definition_partial, image=image, partial=partial,
-                     context=context, argv=tuple(argv))  # fmt: skip
+    return BuildPlan(
+        definition=render_definition(spec),
+        definition_path=definition_path,
+        definition_partial=definition_partial,
+        image=image,
+        partial=partial,
+        context=context,
+        argv=tuple(argv),
+    )
 
 
 def check_output(image: StrPath) -> None:
@@ -551,8 +572,9 @@ def build_image(
         # file's sha256 is one (cached: the native recipe hashes the same file)
         common["base_digest"] = "sha256:" + image_sha256(spec.base.path)
     if backend == "native":
-        return _build_native(plan, spec, spec_ref, timeout=timeout, common=common, force=force,
-                             mode=native_mode)  # fmt: skip
+        return _build_native(
+            plan, spec, spec_ref, timeout=timeout, common=common, force=force, mode=native_mode
+        )
     if shutil.which(APPTAINER) is None:
         raise ApptainerNotFound()
 
@@ -602,8 +624,14 @@ def check_image(
     tmp = Path(tempfile.mkdtemp(prefix=f".{image.name}.check-", dir=beside))
     try:
         tmp.chmod(0o755)  # an unprivileged build's subordinate ids must reach it
-        build_image(spec, tmp / image.name, context=context, backend=backend, timeout=timeout,
-                    native_mode=native_mode)  # fmt: skip
+        build_image(
+            spec,
+            tmp / image.name,
+            context=context,
+            backend=backend,
+            timeout=timeout,
+            native_mode=native_mode,
+        )
         verdict = describe_check(image, tmp / image.name)
         if verdict != "identical":
             verdict += _other_tools(image, tmp / image.name)
@@ -704,8 +732,15 @@ def _build_native(
     workdir.chmod(0o755)  # apt downloads as the _apt user
     try:
         _write_definition(plan.definition_partial, plan.definition)
-        sif, found = build_native(spec, plan.definition, context=plan.context, workdir=workdir,
-                                  mode=mode, epoch=epoch, timeout=timeout)  # fmt: skip
+        sif, found = build_native(
+            spec,
+            plan.definition,
+            context=plan.context,
+            workdir=workdir,
+            mode=mode,
+            epoch=epoch,
+            timeout=timeout,
+        )
         manifest = Manifest(image=plan.image.name, **sif_identity(sif), **{**common, **found})
         return _install(plan, sif, manifest)
     finally:
@@ -714,8 +749,10 @@ def _build_native(
             with contextlib.suppress(OSError, subprocess.SubprocessError):  # /proc, /dev/pts
                 run_bounded(["umount", "--lazy", point], timeout=60, capture=True)
         if _mounts_under(workdir):  # never delete through one
-            raise BuildError(f"{workdir} still has mounts ({_mounts_under(workdir)[0]}, ...): "
-                             "unmount them (umount -R), then remove it")  # fmt: skip
+            raise BuildError(
+                f"{workdir} still has mounts ({_mounts_under(workdir)[0]}, ...): "
+                "unmount them (umount -R), then remove it"
+            )
         # rm: a tree of ~10^5 files, and in unshare mode they belong to the user's
         # subordinate ids (in fakechroot mode: to the user); never across a mount left in it
         helper = ["mmdebstrap", "--unshare-helper"] if mode == "unshare" else []

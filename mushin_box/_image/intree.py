@@ -182,8 +182,10 @@ def _singularity_d(root: Path, plan: Mapping[str, Any]) -> str:
     _write(sd / "Singularity", plan["definition"])
     labels = {**_base_labels(sd / "labels.json"), **plan["labels"]}
     _write(sd / "labels.json", json.dumps(labels, indent=4, sort_keys=True) + "\n")
-    for link, target in (("singularity", ".singularity.d/runscript"),
-                         ("environment", ".singularity.d/env/90-environment.sh")):  # fmt: skip
+    for link, target in (
+        ("singularity", ".singularity.d/runscript"),
+        ("environment", ".singularity.d/env/90-environment.sh"),
+    ):
         (root / link).unlink(missing_ok=True)
         (root / link).symlink_to(target)
     help_file = sd / "runscript.help"  # the spec's, or a base's

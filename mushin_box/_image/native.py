@@ -66,15 +66,25 @@ from mushin_box._image.sif import SifFormatError, file_sha256, root_squashfs_off
 from mushin_box._image.spec import ImageSpec
 
 __all__ = [
-    "BuildError", "NativeBuildRefused", "build_native", "check_native", "context_dir",
-    "explain_failure", "native_refusal", "recipe_identity", "run_bounded", "source_date_epoch",
-]  # fmt: skip
+    "BuildError",
+    "NativeBuildRefused",
+    "build_native",
+    "check_native",
+    "context_dir",
+    "explain_failure",
+    "native_refusal",
+    "recipe_identity",
+    "run_bounded",
+    "source_date_epoch",
+]
 
 #: host tool -> the Debian package that has it
 HOST_TOOLS = {
-    "mmdebstrap": "mmdebstrap", "mksquashfs": "squashfs-tools", "unsquashfs": "squashfs-tools",
+    "mmdebstrap": "mmdebstrap",
+    "mksquashfs": "squashfs-tools",
+    "unsquashfs": "squashfs-tools",
     "git": "git",
-}  # fmt: skip
+}
 UNSHARE_TOOLS = {"newuidmap": "uidmap", "newgidmap": "uidmap", "unshare": "util-linux"}
 #: what ``build_image(native_mode=...)`` and ``mushin-box build --native-mode`` take
 MODES = ("auto", "root", "unshare", "fakechroot")
@@ -125,20 +135,31 @@ _CHECK_MIRROR = ": check the network, the proxy (http_proxy) and the mirror's UR
 #: needle is a line only that failure prints (apt's warnings name "Permission denied" in
 #: builds that succeed). ``None``: the matching line itself, which already says it.
 _FAILURES = (
-    ("No space left on device", "the disk filled up: free space under {where}, or build "
-     "elsewhere (-o)"),
-    ("DO NOT MATCH THE HASHES", "pip refused a file whose hash is not in the lock (named above): "
-     "the lock does not match what the index serves; generate the lock again"),
+    (
+        "No space left on device",
+        "the disk filled up: free space under {where}, or build elsewhere (-o)",
+    ),
+    (
+        "DO NOT MATCH THE HASHES",
+        "pip refused a file whose hash is not in the lock (named above): "
+        "the lock does not match what the index serves; generate the lock again",
+    ),
     ("Temporary failure resolving", "the mirror {mirror} cannot be reached" + _CHECK_MIRROR),
     ("Failed to fetch", "the mirror {mirror} cannot be reached or lacks a file" + _CHECK_MIRROR),
     ("Could not connect", "the mirror {mirror} cannot be reached" + _CHECK_MIRROR),
-    ("E: Version '", "an apt pin is not on the mirror {mirror} (named above): pin a version it "
-     "has, or use a snapshot mirror that has the pinned one"),
+    (
+        "E: Version '",
+        "an apt pin is not on the mirror {mirror} (named above): pin a version it "
+        "has, or use a snapshot mirror that has the pinned one",
+    ),
     ("Unable to locate package", "an apt package is not on the mirror {mirror} (named above)"),
-    ("E: cannot create", "the build's subordinate ids cannot reach a directory (above): the "
-     "output's directory and its parents must be searchable by all (chmod o+x)"),
+    (
+        "E: cannot create",
+        "the build's subordinate ids cannot reach a directory (above): the "
+        "output's directory and its parents must be searchable by all (chmod o+x)",
+    ),
     ("in the image: ", None),
-)  # fmt: skip
+)
 
 
 def explain_failure(output: str, *, mirror: str, where: Path) -> str | None:
@@ -361,7 +382,8 @@ def check_native(spec: ImageSpec, context: Path, mode: str = "auto") -> tuple[st
     if mode == "fakechroot" and isinstance(spec.base, LocalImage):  # copied in outside the
         raise NativeBuildRefused(  # chroot, where its links resolve wrongly (mmdebstrap(1))
             "the fakechroot mode builds Debootstrap bases only: build a LocalImage base as root "
-            "or in the mode unshare")  # fmt: skip
+            "or in the mode unshare"
+        )
     if spec.venv is None and (spec.pip or spec.pip_lock or spec.project):
         raise NativeBuildRefused(
             "pip packages on a Debian base need a venv (Debian's Python refuses pip installs "
@@ -455,8 +477,12 @@ def _clean_commit(context: Path, files: Sequence[Path]) -> str | None:
     try:
         head = run_bounded(["git", "rev-parse", "HEAD"], cwd=context, timeout=60, capture=True)
         # --ignored: an ignored input (!!) is in no commit, as an untracked one (??)
-        status = run_bounded(["git", "status", "--porcelain", "--ignored", "--", *names],
-                             cwd=context, timeout=60, capture=True)  # fmt: skip
+        status = run_bounded(
+            ["git", "status", "--porcelain", "--ignored", "--", *names],
+            cwd=context,
+            timeout=60,
+            capture=True,
+        )
     except (OSError, BuildError):
         return None
     if head.returncode or status.returncode or status.stdout.strip():
@@ -468,8 +494,9 @@ def context_dir(context: Path) -> str | None:
     """Where ``context`` lies in its git work tree (``"."`` at its top, else the relative
     path), or None outside one: a rebuild from the commit builds there again."""
     try:
-        done = run_bounded(["git", "rev-parse", "--show-prefix"], cwd=context, timeout=60,
-                           capture=True)  # fmt: skip
+        done = run_bounded(
+            ["git", "rev-parse", "--show-prefix"], cwd=context, timeout=60, capture=True
+        )
     except (OSError, BuildError):
         return None
     return (done.stdout.strip().rstrip("/") or ".") if done.returncode == 0 else None
@@ -575,8 +602,11 @@ def build_native(
         userns = ("fakeroot", "-i", str(workdir / "fakeroot.state"))
         root.mkdir()
         argv_x = ["fakeroot", "-s", userns[2], "tar", "-C", str(root), "--exclude=./dev/?*"]
-        untar = run_bounded([*argv_x, "--same-owner", "--numeric-owner", "-xpf", str(out)],
-                            timeout=timeout, capture=True)  # fmt: skip
+        untar = run_bounded(
+            [*argv_x, "--same-owner", "--numeric-owner", "-xpf", str(out)],
+            timeout=timeout,
+            capture=True,
+        )
         if untar.returncode != 0:
             raise BuildError(f"unpacking mmdebstrap's tar failed: {untar.stderr.strip()}")
         out.unlink()
@@ -591,8 +621,14 @@ def build_native(
     meta = json.dumps({"data": {"attributes": attributes}, "type": "container"})
     try:
         with timed("mksquashfs and the SIF"):
-            pack_tree(root, sif, source_date_epoch=epoch, definition=definition,
-                      metadata=meta.encode(), userns=userns)  # fmt: skip
+            pack_tree(
+                root,
+                sif,
+                source_date_epoch=epoch,
+                definition=definition,
+                metadata=meta.encode(),
+                userns=userns,
+            )
     except (PackError, PackInputError) as error:
         raise BuildError(f"packing the image failed: {error}") from error
     lock = "" if spec.pip_lock is None else (context / spec.pip_lock).read_text(encoding="utf-8")

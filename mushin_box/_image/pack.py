@@ -81,9 +81,17 @@ from mushin_box._image.sifwrite import write_sif
 __all__ = ["PackError", "PackInputError", "describe_check", "first_difference", "pack_tree"]
 
 MKSQUASHFS_FLAGS = (
-    "-noappend", "-reproducible", "-no-xattrs", "-no-sparse", "-exit-on-error", "-one-file-system",
-    "-comp", "lz4", "-quiet", "-no-progress",
-)  # fmt: skip
+    "-noappend",
+    "-reproducible",
+    "-no-xattrs",
+    "-no-sparse",
+    "-exit-on-error",
+    "-one-file-system",
+    "-comp",
+    "lz4",
+    "-quiet",
+    "-no-progress",
+)
 #: The namespace of the SIF UUIDs this module derives from an image's content.
 UUID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://mushin-box/sif-content")
 _FS = 0x4004

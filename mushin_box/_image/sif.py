@@ -44,9 +44,16 @@ from mushin_box._core.sidecars import StrPath
 from mushin_box._core.targets import public
 
 __all__ = [
-    "SIF_DATATYPES", "SifDescriptor", "SifFormatError", "SifHeader", "file_sha256",
-    "read_sif_descriptors", "read_sif_header", "read_sif_object", "root_squashfs_offset",
-]  # fmt: skip
+    "SIF_DATATYPES",
+    "SifDescriptor",
+    "SifFormatError",
+    "SifHeader",
+    "file_sha256",
+    "read_sif_descriptors",
+    "read_sif_header",
+    "read_sif_object",
+    "root_squashfs_offset",
+]
 
 HEADER_SIZE = 128
 DESCRIPTOR_SIZE = 585
@@ -67,17 +74,47 @@ GROUP_MASK = 0xF000_0000
 #: for loong64 (nor any architecture after riscv64): its ``getSIFArch`` gives every
 #: architecture missing from the table the code ``00``, so an image built on loong64 reads as
 #: ``"unknown"`` here, as in ``siftool header``. Add a code only once the library assigns one.
-SIF_ARCHES: dict[str, str] = {f"{code:02}": name for code, name in enumerate((
-    "unknown", "386", "amd64", "arm", "arm64", "ppc64", "ppc64le", "mips", "mipsle", "mips64",
-    "mips64le", "s390x", "riscv64",
-))}  # fmt: skip
+SIF_ARCHES: dict[str, str] = {
+    f"{code:02}": name
+    for code, name in enumerate(
+        (
+            "unknown",
+            "386",
+            "amd64",
+            "arm",
+            "arm64",
+            "ppc64",
+            "ppc64le",
+            "mips",
+            "mipsle",
+            "mips64",
+            "mips64le",
+            "s390x",
+            "riscv64",
+        )
+    )
+}
 
 #: SIF data object types (``pkg/sif/sif.go``, ``0x4001`` on, in order) -> the names
 #: ``siftool list`` prints.
-SIF_DATATYPES: dict[int, str] = dict(enumerate((
-    "Def.FILE", "Env.Vars", "JSON.Labels", "FS", "Signature", "JSON.Generic", "Generic/Raw",
-    "Cryptographic Message", "SBOM", "OCI.RootIndex", "OCI.Blob",
-), start=0x4001))  # fmt: skip
+SIF_DATATYPES: dict[int, str] = dict(
+    enumerate(
+        (
+            "Def.FILE",
+            "Env.Vars",
+            "JSON.Labels",
+            "FS",
+            "Signature",
+            "JSON.Generic",
+            "Generic/Raw",
+            "Cryptographic Message",
+            "SBOM",
+            "OCI.RootIndex",
+            "OCI.Blob",
+        ),
+        start=0x4001,
+    )
+)
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 

@@ -100,10 +100,20 @@ def write_sif(
         DESCRIPTOR.pack_into(table, index * DESCRIPTOR_SIZE, *fields, *times)
         position += padding + size
     header = HEADER.pack(
-        launch_script.encode(), MAGIC, b"01\0", code, image_uuid.bytes, created, created,
-        DESCRIPTOR_SLOTS - len(objects), DESCRIPTOR_SLOTS, DESCRIPTOR_OFFSET, len(table),
-        data_offset, position - data_offset,
-    )  # fmt: skip
+        launch_script.encode(),
+        MAGIC,
+        b"01\0",
+        code,
+        image_uuid.bytes,
+        created,
+        created,
+        DESCRIPTOR_SLOTS - len(objects),
+        DESCRIPTOR_SLOTS,
+        DESCRIPTOR_OFFSET,
+        len(table),
+        data_offset,
+        position - data_offset,
+    )
     with open(path, "wb") as out:
         out.write(header + bytes(DESCRIPTOR_OFFSET - HEADER_SIZE) + table)
         for blob in (definition, metadata):
