@@ -3,17 +3,14 @@
 
 A task function that declares a parameter named ``mushin_resume`` receives a
 :class:`ResumeContext`; ``trainer.fit(..., ckpt_path=mushin_resume.last_ckpt)`` then
-continues from the newest checkpoint of the job directory on every rank (HydraDDP
-hands the same ``ckpt_path`` to the ranks it starts).
+continues from the newest checkpoint of the job directory on every rank (HydraDDP hands the
+same ``ckpt_path`` to the ranks it starts).
 
-Design note: the context is injected in one place, :func:`call_with_resume`, and attempts
-are counted in one place, :func:`next_attempt` (``.mushin/attempt.json`` in the job
-directory). ``resumable`` (a task launched without ``Workflow``) and the sweep's cell runner
-both go through them, so a task sees the same contract however it was launched. What
-differs is only the caller's knowledge: the cell runner knows whether this attempt
-continues the cell (a requeue, or ``resume=True`` with unchanged fingerprints) and says so;
-``resumable`` knows nothing of sweeps and continues from the last checkpoint when there is
-one. This module knows nothing of sweeps or SLURM: the caller decides, it injects.
+Design note: the context is filled in one place, :func:`call_with_resume`, and attempts are
+counted in one place, :func:`next_attempt` (``.mushin/attempt.json``), however the task was
+launched. Only the caller's knowledge differs: the sweep's cell runner says whether this
+attempt continues the cell; ``resumable`` continues whenever there is a checkpoint. This
+module knows nothing of sweeps or SLURM: the caller decides, it injects.
 """
 
 from __future__ import annotations
@@ -88,23 +85,15 @@ def find_last_checkpoint(directory: str | os.PathLike[str]) -> str | None:
     """The newest ``last.ckpt`` under ``directory`` (recursively), else the newest
     ``*.ckpt``, else ``None``; a checkpoint that cannot be loaded is passed over.
 
-    Lightning nests checkpoints (``lightning_logs/version_0/checkpoints/``), so the
-    search is recursive. "Newest" is by modification time; ``last-v1.ckpt`` style
-    names written by Lightning when ``last.ckpt`` exists count as ``last`` too.
-
-    When that checkpoint cannot be loaded (a job killed while ``torch.save`` wrote it:
-    Lightning writes checkpoints in place, not by rename), the newest other checkpoint
-    that can is returned instead, with a warning naming both; when none can, ``None``
-    (the job starts afresh), with a warning naming them. Resuming from a truncated file
-    would fail on every attempt with torch's "failed finding central directory".
+    The search is recursive (Lightning nests checkpoints) and "newest" is by modification
+    time; Lightning's ``last-v1.ckpt`` names count as ``last``. A checkpoint cut short (a
+    job killed while Lightning wrote it in place) would fail every attempt, so the newest
+    loadable one is returned instead, with a warning naming both.
 
     Design note: the check must be cheap, checkpoints can be many GB. ``torch.save`` writes
-    a zip file whose central directory is at the very end, so a truncation destroys it:
-    opening the zip reads only that directory (not the tensors), and it must name torch's
-    ``data.pkl``. ``ZipFile.testzip()`` (CRC of every member) would read the whole file, and
-    ``torch.load`` would also allocate every tensor; damage that leaves the end intact is
-    therefore not caught. A file in torch's legacy (pre-1.6, non-zip) format starts with a
-    pickle and cannot be checked this cheaply: it is trusted.
+    a zip whose central directory is at the very end, so a truncation destroys it: opening
+    the zip reads only that directory, which must name torch's ``data.pkl``. Damage that
+    leaves the end intact is not caught; torch's legacy (non-zip) format is trusted.
 
     Examples
     --------
@@ -142,10 +131,9 @@ def find_last_checkpoint(directory: str | os.PathLike[str]) -> str | None:
 
 
 def trained_so_far(directory: str | os.PathLike[str]) -> dict[str, int]:
-    """How far the job's fit got, as the limits that bound it: ``{"max_epochs": epochs
-    trained, "max_steps": the global step}`` from the fit fingerprints ``MetricsCallback``
-    writes at each epoch's end (read without torch); ``{}`` without them. A resume that
-    extends a fit refuses a limit below these, which would train nothing."""
+    """How far the job's fit got, as the limits that bound it (``max_epochs``,
+    ``max_steps``), from the fingerprints ``MetricsCallback`` writes at each epoch's end;
+    ``{}`` without them."""
     record = read_json(Path(directory) / FINGERPRINTS_FILE, default=None)
     epochs = record.get("epochs") if isinstance(record, dict) else None
     rows = epochs if isinstance(epochs, list) else []
@@ -167,16 +155,9 @@ class ShortenedFitError(MushinBoxError, ValueError):
 
 
 def refuse_shortened(directory: str | os.PathLike[str], limits: Mapping[str, Any]) -> None:
-    """Refuse ``limits`` (``{key: value}``, e.g. ``{"trainer.max_epochs": 2}``) below what
-    the job in ``directory`` already trained (:func:`trained_so_far`): its fit, continued,
-    would train nothing, and report the longer fit's metrics under the shorter config. A
-    negative limit is Lightning's "no limit".
-
-    Raises
-    ------
-    ShortenedFitError
-        One line: the limit, what the cell trained, and the fix.
-    """
+    """Refuse ``limits`` (``{"trainer.max_epochs": 2}``) below what the job in
+    ``directory`` already trained: continued, it would train nothing and report the longer
+    fit's metrics under the shorter config. A negative limit is Lightning's "no limit"."""
     trained = trained_so_far(directory)
     for key, value in limits.items():
         done = trained.get(key.rsplit(".", 1)[-1])
@@ -213,9 +194,8 @@ def _checkpoints(root: Path) -> list[Path]:
 
 def set_aside_checkpoints(directory: str | os.PathLike[str], tag: str) -> list[Path]:
     """Move every checkpoint under ``directory`` to ``.mushin/stale-checkpoints/<tag>/``
-    (same relative paths), so that no later resume continues from them; returns the new
-    paths. For a cell that starts afresh: checkpoints of an earlier run are kept, not
-    deleted, but are no longer found by :func:`find_last_checkpoint`."""
+    (same relative paths): kept, but no later resume continues from them. Returns the new
+    paths."""
     root = Path(directory)
     moved: list[Path] = []
     for path in _checkpoints(root) if root.is_dir() else []:
@@ -231,19 +211,9 @@ def next_attempt(
 ) -> int:
     """Count a start of the job in ``directory`` and return its number (1, 2, ...).
 
-    The one attempt counter of the package: ``.mushin/attempt.json`` in the job directory.
-
-    Parameters
-    ----------
-    directory : path
-        The job directory (a sweep's cell directory).
-    start : str | None (default: None)
-        The identity of this start, shared by every process that starts it (the ranks of a
-        multi-rank cell). A start already counted under the same identity gets the number
-        it was given, so every rank sees one attempt number; ``None`` counts every call.
-    known : int (default: 0)
-        The highest attempt recorded elsewhere (a cell's status): the count continues after
-        it, for a directory written before ``attempt.json`` existed.
+    ``start`` names this start for every process of it (the ranks of a cell): a start
+    already counted under it gets the same number; ``None`` counts every call. ``known``:
+    the highest attempt recorded elsewhere (a cell's status), which the count continues.
 
     Examples
     --------
@@ -317,26 +287,10 @@ def call_with_resume(
 ) -> Any:
     """Call ``task(*args, **kwargs)``, adding ``mushin_resume=`` when ``task`` declares it.
 
-    The one place that fills ``mushin_resume``: it builds the :class:`ResumeContext` of
-    ``directory`` (default: the current job, :func:`mushin_box.job_dir`) and passes it.
-    A task without that parameter is called as it is, and no attempt is counted.
-
-    Parameters
-    ----------
-    task : Callable
-        The task function.
-    args, kwargs : sequence, mapping
-        Its arguments, without ``mushin_resume``.
-    directory : path | None (default: None)
-        The job directory: where checkpoints are looked for and attempts are counted.
-    continues : bool (default: True)
-        Does this attempt continue from the directory's checkpoints? Only then is
-        ``last_ckpt`` set (:func:`find_last_checkpoint`); otherwise it is ``None``.
-    attempt : int | None (default: None)
-        This attempt's number, when the caller has counted it already; ``None`` counts a
-        new attempt (:func:`next_attempt`, with ``start``).
-    start : str | None (default: None)
-        Passed to :func:`next_attempt` when ``attempt`` is ``None``.
+    The context is of ``directory`` (default: the current job). ``continues``: only then is
+    ``last_ckpt`` set. ``attempt``: this attempt's number when the caller counted it
+    already; ``None`` counts one (:func:`next_attempt`, with ``start``). A task without the
+    parameter is called as it is, and no attempt is counted.
 
     Examples
     --------
