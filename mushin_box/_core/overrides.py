@@ -1,39 +1,23 @@
 """Serialize Python values to Hydra's command-line override grammar (and back).
 
-Hydra (1.3) parses every ``key=value`` override with an ANTLR grammar. Unquoted
-values are re-interpreted by that grammar (``1`` is an int, ``a,b`` is a sweep,
-``null`` is ``None``, ...), so this module always emits *typed* literals: strings are
-always quoted, floats use their exact ``repr`` and containers are written recursively.
+Hydra re-interprets an unquoted value (``1`` is an int, ``a,b`` a sweep, ``null`` None), so
+this module always emits *typed* literals: strings quoted, floats as their exact ``repr``,
+containers written recursively. Strings get two layers of escaping:
 
-Two layers of escaping are applied to strings:
+1. **Hydra quoting.** Inside a quoted value a backslash is special only before a quote: such a
+   run of backslashes is doubled and the quote written ``\\'``; every other character is kept.
+2. **OmegaConf interpolations.** A formatted value is a literal, so every ``${`` is escaped as
+   ``\\${`` (``n`` backslashes before it become ``2n + 1``). A real interpolation is an
+   :class:`Interpolation`, or an override written by hand.
 
-1. **Hydra quoting.** Inside a quoted value, a backslash is only special when it
-   precedes a quote character (the opening/closing quote of that value): such a run of
-   backslashes is doubled, and a quote inside the value is written as ``\\'``. Every
-   other character -- commas, ``=``, brackets, colons, spaces, tabs, newlines, the other
-   quote character, any unicode -- is kept verbatim.
-2. **OmegaConf interpolations.** Hydra stores the parsed string in an OmegaConf
-   config, where ``${...}`` is an interpolation that is resolved when the task reads it.
-   The values formatted here are literals, so every ``${`` is escaped as ``\\${`` (and
-   ``n`` backslashes directly before it become ``2n + 1``), which OmegaConf turns back
-   into the literal text. To pass a real interpolation, write the override by hand.
+Refused with a :class:`ValueError`, since the task could not receive them unchanged: the
+string ``"???"`` (OmegaConf's "missing"), NUL (no command line carries it), lone surrogates
+(``.hydra/overrides.yaml`` is UTF-8), and dictionary keys that are not plain identifiers
+(Hydra's grammar has no quoted keys; ``true``/``null``/``inf``/``nan`` would be re-typed).
 
-Values that cannot reach a task unchanged are rejected with a :class:`ValueError`:
-
-- the string ``"???"`` (anywhere in a value), which OmegaConf reads as "missing";
-- strings containing NUL (``"\\x00"``), which no command line or environment can carry;
-- strings containing lone surrogates, which cannot be encoded as UTF-8 (Hydra writes
-  every override to ``.hydra/overrides.yaml``);
-- dictionary keys that are not plain identifiers (Hydra's grammar has no quoted keys;
-  ``true``/``null``/``inf``/``nan`` keys would be re-typed).
-
-Everything else -- including newlines, tabs, both quote characters, backslashes and any
-other unicode -- is supported inside quoted strings.
-
-Sweeps: Hydra's ``choice(...)`` function strips the quotes of its top-level string
-arguments (the basic sweeper then hands the job ``key=1`` for ``choice('1')``) and
-rejects ``null``, so :func:`format_sweep` uses the quote-preserving simple form
-``key=v1,v2`` (see its docstring for the one-value case).
+Sweeps: ``choice(...)`` strips the quotes of its top-level strings (the job for
+``choice('1')`` gets ``1``) and rejects ``null``, so :func:`format_sweep` writes the
+quote-preserving ``key=v1,v2``.
 """
 
 from __future__ import annotations
@@ -99,23 +83,15 @@ def _escape_interpolations(text: str) -> str:
 
 
 def _quote(text: str) -> str:
-    """Quote ``text`` for Hydra: the unescaped result of parsing it is exactly ``text``."""
+    """Quote ``text`` for Hydra: the unescaped result of parsing it is exactly ``text``. A
+    run of backslashes before a quote or the closing quote is doubled (module doc)."""
     quote = '"' if text.count("'") > text.count('"') else "'"
-    out: list[str] = [quote]
-    backslashes = 0
-    for char in text:
-        if char == "\\":
-            backslashes += 1
-            continue
-        if char == quote:
-            # Backslashes before a quote are escapes: double them, then escape the quote.
-            out.append("\\" * (2 * backslashes) + "\\" + quote)
-        else:
-            out.append("\\" * backslashes + char)
-        backslashes = 0
-    # Backslashes before the closing quote must be doubled too.
-    out.append("\\" * (2 * backslashes) + quote)
-    return "".join(out)
+    body = re.sub(
+        rf"(\\*)({quote}|\Z)",
+        lambda m: m.group(1) * 2 + ("\\" + quote if m.group(2) else ""),
+        text,
+    )
+    return quote + body + quote
 
 
 def _format_str(text: str, where: str) -> str:
@@ -211,27 +187,11 @@ def _format(value: object, path: str, active: set[int]) -> str:
 def format_value(value: object) -> str:
     """Format ``value`` as a Hydra override value that parses back to exactly ``value``.
 
-    Parameters
-    ----------
-    value : object
-        ``None``, ``bool``, ``int``, ``float`` (including ``nan``/``inf``/``-inf``),
-        ``str``, a 0-d numpy-like scalar (converted with ``.item()``), or a
-        list/tuple/dict nesting those. Dictionary keys must be identifiers. Tuples are
-        written as lists (OmegaConf has no tuples).
-
-    Returns
-    -------
-    str
-        The text after ``=`` in an override. Strings are always quoted and their
-        ``${`` sequences escaped, so the task receives the literal string.
-
-    Raises
-    ------
-    TypeError
-        If ``value`` (or anything nested in it) has an unsupported type.
-    ValueError
-        If a value cannot reach a task unchanged: the string ``"???"``, a string with
-        NUL or lone surrogates, an invalid dictionary key, a self-referencing container.
+    ``value``: ``None``, ``bool``, ``int``, ``float`` (``nan``/``inf`` too), ``str``, a 0-d
+    numpy-like scalar, or lists/tuples/dicts (identifier keys) nesting those; tuples are
+    written as lists (OmegaConf has none). A ``TypeError`` for any other type, a
+    ``ValueError`` for what cannot reach a task unchanged (module doc) or a self-referencing
+    container.
 
     Examples
     --------
@@ -266,32 +226,9 @@ def _prefix(add: bool, force_add: bool) -> str:
 
 
 def format_override(key: str, value: object, *, add: bool = False, force_add: bool = False) -> str:
-    """Format a single ``key=value`` override.
-
-    Parameters
-    ----------
-    key : str
-        Dotted config path (``"model.lr"``, ``"layers.0.size"``) or config group path
-        (``"hydra/launcher"``), without ``+``/``++`` prefix.
-    value : object
-        Any value accepted by :func:`format_value`.
-    add : bool, optional
-        Emit ``+key=value`` (add a key absent from the config). Default ``False``.
-    force_add : bool, optional
-        Emit ``++key=value`` (add or override). Default ``False``.
-
-    Returns
-    -------
-    str
-        The override.
-
-    Raises
-    ------
-    TypeError
-        If ``key`` is not a ``str`` or ``value`` has an unsupported type.
-    ValueError
-        If ``key`` is not a valid path, both ``add`` and ``force_add`` are set, or
-        ``value`` cannot be represented (see :func:`format_value`).
+    """Format a single ``key=value`` override: ``key`` a dotted config path
+    (``layers.0.size``) or a config group (``hydra/launcher``), without a ``+`` prefix;
+    ``add`` writes ``+key``, ``force_add`` ``++key``, and ``value`` is :func:`format_value`'s.
 
     Examples
     --------
@@ -306,44 +243,14 @@ def format_override(key: str, value: object, *, add: bool = False, force_add: bo
 def format_sweep(
     key: str, values: Sequence[object], *, add: bool = False, force_add: bool = False
 ) -> str:
-    """Format a sweep of ``key`` over ``values`` (one multirun job per value).
+    """Format a sweep of ``key`` over ``values`` (one multirun job per value), as for
+    :func:`format_override`.
 
-    Hydra 1.3's basic sweeper re-serializes every ``choice(...)`` argument before
-    handing it to a job, and in doing so drops the quotes of top-level strings (the
-    job for ``choice('1')`` receives the int ``1``) and ``choice()`` rejects ``null``.
-    The quote-preserving *simple* sweep form is therefore used instead:
-
-    - two or more values: ``key=v1,v2,...``;
-    - one value: ``key=choice(v)``; except a single string or ``None``, which no sweep
-      syntax can carry, and which is written as the plain override ``key=v`` -- in a
-      multirun that is the same single job.
-
-    :func:`parse_sweep_values` reads any of these forms back as a list.
-
-    Parameters
-    ----------
-    key : str
-        Config path, as for :func:`format_override`.
-    values : Sequence[object]
-        Non-empty sequence (not a string) of values accepted by :func:`format_value`.
-    add : bool, optional
-        Emit ``+key=...``. Default ``False``.
-    force_add : bool, optional
-        Emit ``++key=...``. Default ``False``.
-
-    Returns
-    -------
-    str
-        The sweep override.
-
-    Raises
-    ------
-    TypeError
-        If ``values`` is a string or not a sequence, or holds an unsupported type.
-    ValueError
-        If ``values`` is empty or holds duplicates (values that format identically, e.g.
-        ``1`` twice, ``nan`` twice, or ``(1, 2)`` and ``[1, 2]``), which would collapse
-        into the same sweep cell; or for the reasons listed in :func:`format_override`.
+    Two or more values are written ``key=v1,v2,...`` (module doc); one is ``key=choice(v)``,
+    except a single string or ``None``, which no sweep syntax carries: it is the plain
+    ``key=v``, in a multirun the same single job. :func:`parse_sweep_values` reads every form
+    back as the list. ``values`` must be a non-empty sequence, not a string, without
+    duplicates (:func:`check_sweep_values`).
 
     Examples
     --------
@@ -430,54 +337,31 @@ def _to_python(value: object, keep_interpolations: bool) -> Any:
     return value
 
 
-def _parse(text: str) -> Any:
+def _parse_value(text: str, keep_interpolations: bool, as_list: bool) -> Any:
     from hydra.errors import HydraException
 
     if not isinstance(text, str):
         raise TypeError(f"expected the override value as str, got {type(text).__qualname__}")
     try:
-        return parse_overrides([f"_={text}"])[0]
+        override = parse_overrides([f"_={text}"])[0]
     except HydraException as exc:
         raise ValueError(f"cannot parse override value {text!r}: {exc}") from exc
-
-
-def _sweep_list(override: Any, text: str, keep_interpolations: bool) -> list[Any] | None:
-    """The values of a discrete sweep, ``None`` if ``override`` is not a sweep."""
     if not override.is_sweep_override():
-        return None
+        value = _to_python(override.value(), keep_interpolations)
+        return [value] if as_list else value
     if not override.is_discrete_sweep():
         raise ValueError(f"{text!r} is a {override.value_type.name} sweep, not a list of values")
     return [_to_python(v, keep_interpolations) for v in override.sweep_iterator()]
 
 
 def parse_override_value(text: str, *, keep_interpolations: bool = False) -> Any:
-    """Parse the value part of an override (the text after ``=``) with Hydra's parser.
+    """Parse the value part of an override (the text after ``=``) with Hydra's parser: the
+    inverse of :func:`format_value`, the value the task receives; for a discrete sweep
+    (``a,b``, ``choice(...)``, ``range(...)``) the list of its values.
 
-    This is the inverse of :func:`format_value`: quoted strings are unquoted and
-    escaped ``\\${`` sequences restored, giving the value the task receives.
-
-    Parameters
-    ----------
-    text : str
-        An override value, e.g. ``"[1,'a']"`` or ``"choice(1,2)"``.
-    keep_interpolations : bool, optional
-        What to do with a string holding a live OmegaConf interpolation (an unescaped
-        ``${``): if ``False`` (default) raise :class:`ValueError`; if ``True`` return the
-        string as OmegaConf would store it (escapes untouched).
-
-    Returns
-    -------
-    Any
-        ``None``, ``bool``, ``int``, ``float``, ``str``, or lists/dicts of those. For a
-        discrete sweep (``a,b``, ``choice(...)``, ``range(...)``) the list of its values.
-
-    Raises
-    ------
-    TypeError
-        If ``text`` is not a string.
-    ValueError
-        If ``text`` does not parse, is an interval sweep, or holds an interpolation
-        (unless ``keep_interpolations``).
+    A string holding a live interpolation (an unescaped ``${``) raises ``ValueError``, or
+    with ``keep_interpolations`` is returned as OmegaConf stores it. ``ValueError`` too for
+    a text that does not parse or an interval sweep.
 
     Examples
     --------
@@ -486,37 +370,12 @@ def parse_override_value(text: str, *, keep_interpolations: bool = False) -> Any
     >>> parse_override_value(format_value({"x": "${y}"}))
     {'x': '${y}'}
     """
-    override = _parse(text)
-    values = _sweep_list(override, text, keep_interpolations)
-    if values is not None:
-        return values
-    return _to_python(override.value(), keep_interpolations)
+    return _parse_value(text, keep_interpolations, as_list=False)
 
 
 def parse_sweep_values(text: str, *, keep_interpolations: bool = False) -> list[Any]:
-    """Parse an override value as the list of values its multirun jobs receive.
-
-    Like :func:`parse_override_value`, but a plain (non-sweep) value ``v`` gives
-    ``[v]``, so that every output of :func:`format_sweep` reads back as its input list.
-
-    Parameters
-    ----------
-    text : str
-        An override value (the text after ``=``).
-    keep_interpolations : bool, optional
-        See :func:`parse_override_value`.
-
-    Returns
-    -------
-    list[Any]
-        One element per job.
-
-    Raises
-    ------
-    TypeError
-        If ``text`` is not a string.
-    ValueError
-        As for :func:`parse_override_value`.
+    """:func:`parse_override_value`, but a plain value ``v`` gives ``[v]``: one element per
+    job, so every output of :func:`format_sweep` reads back as its input list.
 
     Examples
     --------
@@ -525,8 +384,4 @@ def parse_sweep_values(text: str, *, keep_interpolations: bool = False) -> list[
     >>> parse_sweep_values("'solo'")
     ['solo']
     """
-    override = _parse(text)
-    values = _sweep_list(override, text, keep_interpolations)
-    if values is not None:
-        return values
-    return [_to_python(override.value(), keep_interpolations)]
+    return _parse_value(text, keep_interpolations, as_list=True)
