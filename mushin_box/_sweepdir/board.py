@@ -2,46 +2,36 @@
 """The sweep as its readers see it: every cell's state, owner, timing, metrics and error,
 read from the sidecars alone.
 
-``mushin-box status``, ``ls``, ``wait`` and ``logs`` read a sweep through this module. They
-run on any login node, while the driver runs elsewhere or long after it is gone, so they
-only read: nothing here writes a file, and nothing imports torch or Lightning. What the
-files can't tell, a reader asks the one authority there is: ``squeue``/``sacct`` for SLURM
-cells (one call each for the whole sweep, however many cells), and the process table for
-local cells of this host.
+``status``, ``ls``, ``wait`` and ``logs`` run on any login node, while the driver runs
+elsewhere or is long gone, so nothing here writes a file or imports torch. What the files
+can't tell is asked of the one authority there is: ``squeue``/``sacct`` for SLURM cells (one
+call for the whole sweep), the process table for local cells of this host.
 
-A ``running`` status whose process or job is gone is shown as ``failed``, with the reason,
-never as ``running``: a status file can't say that the process writing it was killed. The
-file itself is corrected by the next run of the sweep (``reconcile_abandoned``), under the
-sweep's lock; a reader has no lock and writes nothing.
+A ``running`` status whose process or job is gone is shown ``failed``, with the reason: a
+status file can't say that its writer was killed. The next run corrects the file itself
+(``reconcile_abandoned``), under the sweep's lock; a reader has no lock.
 
 Design note: the states a reader adds to those a status file holds.
 
-* ``unknown``: the cell's SLURM job could not be asked about (``squeue`` failed: a wrong
-  ``SLURM_CONF``, the controller down). It may still run, so it is never shown as ended,
-  and it keeps ``wait`` waiting (bounded by its ``--timeout``); :attr:`SweepView.unanswered`
-  names the jobs, for the one line ``status`` prints about it.
-* A ``running`` status that names no owner (no pid and host, no SLURM job) is shown as
-  ``failed`` ("stale status"). Every runner records its owner when it writes ``running``,
-  so no process can be running that cell from this record: it was written by an older
-  mushin-box or by hand. The engine agrees (a resume runs the cell again), and ``wait``
-  must end, which ``unknown`` would not.
-* ``pending`` with a job id: a cell not started, or whose last attempt ended (``failed``,
-  ``cancelled``, ...) before the latest submission, while a job of that submission is
-  queued or running (``launch --resume --detach``): its new attempt waits, the old one is
-  history. Its ``reason`` is squeue's (``Priority``, ``JobHeldUser``), and
-  ``never_starts`` marks the reasons under which the job waits for good
-  (:func:`mushin_box._slurm.jobs.never_starts`: ``PartitionNodeLimit``, ``InvalidQOS``...),
-  from the same one ``squeue`` call.
-* A ``running`` cell's latest epoch and the last value of its first metric come from the
-  series its ``MetricsCallback`` rewrites after each epoch (``fit_metrics.json``), read
-  bounded and without following a symlink, as plain JSON.
+* ``unknown``: the cell's SLURM job could not be asked about (a wrong ``SLURM_CONF``, the
+  controller down). It may still run, so it is never shown ended and keeps ``wait``
+  waiting (up to its ``--timeout``); :attr:`SweepView.unanswered` names the jobs.
+* A ``running`` status that names no owner is shown ``failed`` (``STALE``): every runner
+  records its owner with ``running``, so nothing runs that cell; a resume runs it again,
+  and ``wait`` must end, which ``unknown`` would not.
+* ``pending`` with a job id: a cell not started, or whose last attempt ended before the
+  latest submission, while a job of that submission is live (``launch --resume
+  --detach``). Its ``reason`` is squeue's, and ``never_starts`` marks the reasons under
+  which the job waits for good (:func:`mushin_box._slurm.jobs.never_starts`), from the
+  same ``squeue`` call.
+* A ``running`` cell's latest epoch and first metric come from its ``fit_metrics.json``,
+  read bounded and without following a symlink.
 
 Which job of a submission runs a waiting cell is told by the jobs' overrides
-(``mushin_jobs.json``, :func:`job_finder`), read once and indexed by the values they give
-the swept keys: a cell looks up each way an override may spell its values
-(:func:`spellings`) and gets the first job, in the submission's order, that sets them all.
-``status`` names a pending cell's job and squeue's reason for it; :func:`grid_runs` says
-whether a live job may run some cell of a grid (a resume never starts a second copy).
+(``mushin_jobs.json``, :func:`job_finder`), indexed once by the values they give the swept
+keys: a cell looks up each way an override may spell its values (:func:`spellings`) and
+gets the first job that sets them all. :func:`grid_runs` says whether a live job may run
+some cell of a grid (a resume never starts a second copy).
 
 Examples
 --------
@@ -70,7 +60,7 @@ import json
 import math
 import os
 import socket
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -126,8 +116,7 @@ __all__ = [
 ]
 
 
-#: the states a reader shows, in the order counts list them: a status file's
-#: (:data:`CELL_STATES`) and ``unknown`` (see the module's design note)
+#: the states a reader shows, in the order counts list them (``unknown``: module doc)
 VIEW_STATES = (*CELL_STATES[:2], "unknown", *CELL_STATES[2:])
 
 
@@ -155,10 +144,9 @@ class CellView:
     error_file: str | None = None
     reason: str | None = None
     logs: dict[str, str] = attrs.field(factory=dict)
-    #: a pending cell's SLURM job waits for good (see :func:`mushin_box._slurm.jobs.never_starts`)
+    #: a pending cell's SLURM job waits for good
     never_starts: bool = False
-    #: a running cell's latest epoch in its ``fit_metrics.json``, the first metric's name
-    #: there and its last value (None: no series yet)
+    #: a running cell's latest epoch, first metric and its last value (None: no series yet)
     epoch: int | None = None
     metric: str | None = None
     metric_value: float | None = None
@@ -182,10 +170,10 @@ class SweepView:
     run_id: str | None = None
     launcher: str | None = None
     job_ids: tuple[str, ...] = ()
-    #: a driver holds the sweep's lock, or one of its SLURM jobs is queued or running (or
-    #: the scheduler did not answer): its pending cells may still start
+    #: a driver holds the sweep's lock, or one of its jobs is live (or unanswered): its
+    #: pending cells may still start
     active: bool = False
-    #: SLURM jobs the scheduler was asked about and did not answer for
+    #: SLURM jobs the scheduler did not answer for
     unanswered: tuple[str, ...] = ()
 
     def counts(self) -> dict[str, int]:
@@ -200,8 +188,7 @@ class SweepView:
 
     @property
     def going(self) -> bool:
-        """A cell runs (or may: ``unknown``), or waits with a driver or SLURM job that may
-        still start it."""
+        """A cell runs (or may: ``unknown``), or waits on a driver or job that may start it."""
         states = {c.state for c in self.cells}
         return bool({"running", "unknown"} & states) or ("pending" in states and self.active)
 
@@ -231,7 +218,7 @@ def _parse(text: Any) -> _dt.datetime | None:
     return when if when.tzinfo else when.replace(tzinfo=_dt.UTC)
 
 
-#: why a ``running`` status that names no owner is not shown running (module design note)
+#: why a ``running`` status that names no owner is shown failed (module doc)
 STALE = (
     "stale status: it says running but names no process or SLURM job (written by an "
     "older mushin-box, or edited); nothing runs it, and a resume runs it again"
@@ -239,16 +226,13 @@ STALE = (
 
 
 def owner_gone(record: Mapping[str, Any], job_states: Mapping[str, str]) -> str | None:
-    """Why a ``running`` cell's owner is known to be gone, or ``None`` (alive, or it can't
-    be told from here: a process on another host, a scheduler that did not answer).
-    ``job_states`` holds the states of the sweep's SLURM jobs, asked once
-    (:func:`mushin_box._slurm.jobs.job_states`)."""
+    """Why a ``running`` cell's owner is known to be gone; None: alive, or it can't be told
+    from here. ``job_states``: the sweep's SLURM jobs' states, asked once."""
     return _judge(record, job_states)[1]
 
 
 def _judge(record: Mapping[str, Any], job_states: Mapping[str, str]) -> tuple[bool, str | None]:
-    """(unknown, gone) for a ``running`` record: the scheduler did not answer for its job,
-    or why its owner is gone (None: alive, or it can't be told from here)."""
+    """(the scheduler did not answer, why the owner is gone) for a ``running`` record."""
     owner = owner_of(record)
     if owner is None:
         return False, STALE
@@ -256,16 +240,15 @@ def _judge(record: Mapping[str, Any], job_states: Mapping[str, str]) -> tuple[bo
     return answer.unknown, None if answer.alive else answer.reason
 
 
-#: the most keys a cell's metrics file may hold. Every reader makes each key a column or a
-#: variable, and a table's cost grows with its columns, so the file's byte limit alone does
-#: not bound a reader (20 MB holds 10**6 keys). Far above what a run logs (scalars, and per
-#: class at most a few thousand); a file past it is refused naming it, not shown in part
+#: the most keys a cell's metrics file may hold: each key is a column to every reader, so
+#: the byte limit alone does not bound one (20 MB holds 10**6 keys); far above what a run
+#: logs, and a file past it is refused naming it, not shown in part
 METRIC_KEYS_BOUND = 10_000
 
 
 def bounded_metrics(metrics: Any, path: str | os.PathLike[str]) -> Any:
-    """``metrics`` (a cell's metrics file, read from ``path``) as it is, when it holds at
-    most :data:`METRIC_KEYS_BOUND` keys.
+    """``metrics`` (read from ``path``) as it is, when it holds at most
+    :data:`METRIC_KEYS_BOUND` keys.
 
     Raises
     ------
@@ -282,8 +265,8 @@ def bounded_metrics(metrics: Any, path: str | os.PathLike[str]) -> Any:
 
 
 def scalar_metrics(metrics: Any) -> dict[str, float]:
-    """A cell's numeric metrics as floats (booleans, strings and anything else left out;
-    ``{}`` for a metrics file that is not an object): what every table of cells shows."""
+    """A cell's numeric metrics as floats (anything else left out; ``{}`` for a metrics
+    file that is not an object)."""
     if not isinstance(metrics, dict):
         return {}
     return {str(k): n for k, v in metrics.items() if (n := _number(v)) is not None}
@@ -303,8 +286,8 @@ def _number(value: Any) -> float | None:
 
 @attrs.frozen
 class _Seen:
-    """What the scheduler says about a cell, over its status file: shown as ``state``
-    (None: as recorded) because of ``reason``, with ``job`` when a new job runs it."""
+    """What the scheduler says over a cell's status: ``state`` (None: as recorded)
+    because of ``reason``, with ``job`` when a new job runs it."""
 
     state: str | None = None
     reason: str | None = None
@@ -312,14 +295,12 @@ class _Seen:
     never: bool = False
 
 
-def cell_view(root: Path, entry: Mapping[str, Any], record: Mapping[str, Any]) -> CellView:
-    """A finished sweep's cell as ``read_sweep`` shows it, from its manifest ``entry`` and
-    status ``record`` (nothing the scheduler says over them)."""
-    return _cell(root, entry, record, _Seen())
-
-
-def _cell(root: Path, entry: Mapping[str, Any], record: Mapping[str, Any], seen: _Seen) -> CellView:
-    # os.path, not pathlib: `status` builds 10,000 of these
+def cell_view(
+    root: Path, entry: Mapping[str, Any], record: Mapping[str, Any], seen: _Seen = _Seen()
+) -> CellView:
+    """A cell as ``read_sweep`` shows it, from its manifest ``entry`` and status ``record``
+    (``seen``: what the scheduler says over them). os.path, not pathlib: ``status`` builds
+    10,000 of these."""
     directory = entry.get("dir")
     cell_dir = os.path.join(root, directory) if directory else None
     recorded = str(record.get("status", entry.get("status", "pending")))
@@ -330,8 +311,7 @@ def _cell(root: Path, entry: Mapping[str, Any], record: Mapping[str, Any], seen:
         error = {"type": "StaleStatus" if gone == STALE else "JobEnded", "message": gone}
     elif state != recorded:
         error = {}
-    # a completed cell's traceback (of an earlier attempt) is not its error: not looked
-    # for, as show's reader does not (10,000 stats of a finished sweep)
+    # a completed cell's traceback (an earlier attempt's) is not its error: not looked for
     error_file = os.path.join(cell_dir, ERROR_FILE) if cell_dir and state != "completed" else None
     metrics = (
         bounded_metrics(read_json(path := os.path.join(cell_dir, METRICS_FILE)), path)
@@ -369,8 +349,8 @@ def _cell(root: Path, entry: Mapping[str, Any], record: Mapping[str, Any], seen:
 
 def restart_fields(record: Mapping[str, Any]) -> dict[str, Any]:
     """``restarts`` (torchrun's, or SLURM's requeues), ``restarts_left`` (None: unknown) and
-    ``restarted_after`` (``{"rank", "host", "ended", "epoch"}``; ``ended`` None: that rank
-    died without a word), from a status or a manifest entry; another type is left out."""
+    ``restarted_after`` (``{"rank", "host", "ended", "epoch"}``), from a status or a
+    manifest entry; another type is left out."""
     left, after = _number(record.get("restarts_left")), record.get("restarted_after")
     return {
         "restarts": int(_number(record.get("restarts")) or 0),
@@ -379,17 +359,15 @@ def restart_fields(record: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-#: ``status`` reads at most this much of a running cell's series for its latest epoch (a
-#: fit of thousands of epochs is far smaller); a larger file shows no epoch
+#: the most ``status`` reads of a running cell's series; a larger file shows no epoch
 _LATEST_READ_BYTES = 32 << 20
 _FIT_SERIES = stage_metrics_json_file("fit")
 
 
 def _latest(cell_dir: Path) -> dict[str, Any] | None:
     """``{epoch, metric, metric_value}`` from the cell's ``fit_metrics.json`` (the first
-    metric by name with a finite value, at its last such epoch), or None when there is no
-    readable series yet. Never a symlink, a FIFO or an unbounded read: the file sits in
-    the untrusted sweep directory."""
+    metric by name with a finite value, its last one), or None when there is no readable
+    series yet. Never a symlink, a FIFO or an unbounded read: the sweep is untrusted."""
     try:
         data = json.loads(read_bounded(cell_dir / _FIT_SERIES, _LATEST_READ_BYTES))
     except (OSError, ValueError):  # missing, refused, or being replaced: nothing to show
@@ -421,8 +399,8 @@ def read_sweep(root: str | os.PathLike[str], *, liveness: bool = True) -> SweepV
     root : path
         The sweep directory (``working_dir`` of ``Workflow.run``, or a launch's directory).
     liveness : bool
-        Check that the owners of ``running`` cells are alive (one ``squeue``/``sacct``
-        call for the SLURM cells); ``False`` shows the files as they are.
+        Check that the owners of ``running`` cells are alive; ``False`` shows the files
+        as they are.
 
     Raises
     ------
@@ -445,9 +423,8 @@ def read_sweep(root: str | os.PathLike[str], *, liveness: bool = True) -> SweepV
     jobs = job_ids(submission)
     running = [r for r in records.values() if r.get("status") == "running"]
     ids = [str(r["slurm_job_id"]) for r in running if r.get("slurm_job_id")]
-    # the scheduler is asked only while a cell may still change: a finished sweep (every
-    # cell in an end state) is read from its files alone, with no squeue or sacct, unless
-    # its latest submission came after a cell ended (a detached resume's queued jobs)
+    # the scheduler is asked only while a cell may still change: a finished sweep is read
+    # from its files alone, unless its latest submission came after a cell ended
     unsettled = running or any(
         (records.get(e.get("dir") or "") or {}).get("status", "pending") == "pending"
         for e in entries
@@ -467,7 +444,7 @@ def read_sweep(root: str | os.PathLike[str], *, liveness: bool = True) -> SweepV
                 seen = _Seen("failed", gone)
         elif liveness and again is not None:
             seen = again(entry, record)
-        cells.append(_cell(path, entry, record, seen))
+        cells.append(cell_view(path, entry, record, seen))
     return SweepView(
         root=path,
         params=params,
@@ -485,10 +462,8 @@ def read_sweep(root: str | os.PathLike[str], *, liveness: bool = True) -> SweepV
 def _entries(
     root: Path, old: Mapping[str, Any], found: list[tuple[Path, dict[str, Any]]]
 ) -> tuple[tuple[str, ...], list[dict[str, Any]]]:
-    """The swept parameters and every cell's entry in grid order, as the manifest rebuilt
-    from the status records ``found`` holds them (``manifest_from_cells``), without building
-    it: placed by :func:`~mushin_box._sweepdir.manifest.grid_key`, not by a ``combo_id``
-    (JSON) per cell, a third of ``status``'s reading of a running 10,000-cell sweep."""
+    """The swept parameters and every cell's entry in grid order, as
+    ``manifest_from_cells`` gives them, without a ``combo_id`` (JSON) per cell."""
     grid, cells = old.get("grid"), old.get("cells")
     mine = (
         {"combo": r["combo"], "status": r.get("status", "pending"), "dir": d.name} for d, r in found
@@ -536,11 +511,9 @@ def _ended_before(record: Mapping[str, Any], when: _dt.datetime) -> bool:
 def _queued_again(
     submission: Mapping[str, Any], states: Mapping[str, str], reasons: Mapping[str, str]
 ) -> Any:
-    """For the cells a live submission runs (again): ``(entry, record) -> _Seen`` (see the
-    module's design note), or None when no job of the latest submission is queued or
-    running. A cell is matched to its job by the job's overrides, when they name its
-    swept values plainly (else it shows ``pending`` without a job id). Its reason is
-    squeue's for that job."""
+    """``(entry, record) -> _Seen`` for the cells a live submission runs (again), or None
+    when no job of the latest submission is live (module doc). A cell is matched to its
+    job by the job's overrides (no match: ``pending`` without a job id)."""
     when = _parse(submission.get("submitted"))
     live = {
         str(job["job_id"]): job.get("overrides")
@@ -552,8 +525,7 @@ def _queued_again(
     find = job_finder(live)
 
     def seen(entry: Mapping[str, Any], record: Mapping[str, Any]) -> _Seen:
-        status = record.get("status", "pending")
-        if status == "completed" or not _ended_before(record, when):
+        if record.get("status") == "completed" or not _ended_before(record, when):
             return _Seen()
         combo = entry.get("combo") or record.get("combo") or {}
         job = find(combo)
@@ -579,10 +551,7 @@ def local_jobs_alive(submission: Mapping[str, Any]) -> bool:
 
 def driver_running(root: Path) -> bool:
     """Does a driver hold the sweep's lock (a ``Workflow.run`` or a launch in progress)?
-
-    Probed with a shared, non-blocking ``flock`` on the existing lock file, released at
-    once; a reader never creates the file.
-    """
+    Probed with a shared, non-blocking ``flock``; a reader never creates the lock file."""
     try:
         fd = os.open(root / LOCK_FILE, os.O_RDONLY)
     except OSError:
@@ -590,31 +559,26 @@ def driver_running(root: Path) -> bool:
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         fcntl.flock(fd, fcntl.LOCK_UN)
-    except BlockingIOError:
-        return True
-    except OSError:
-        pass
+        return False
+    except OSError as exc:
+        return isinstance(exc, BlockingIOError)
     finally:
         os.close(fd)
-    return False
 
 
-def _sweep_dirs(root: Path, max_depth: int) -> Iterable[Path]:
-    base = len(root.parts)
+def find_sweeps(root: str | os.PathLike[str] = ".", *, max_depth: int = 4) -> list[Path]:
+    """The sweep directories under ``root`` (itself included), newest first, at most
+    ``max_depth`` levels down (hidden directories are not searched)."""
+    found, base = [], len(Path(root).parts)
     for current, dirs, files in os.walk(root):
         here = Path(current)
         if MANIFEST_FILE in files or is_sweep_dir(here):
             dirs[:] = []  # its subdirectories are its cells
-            yield here
-            continue
-        if len(here.parts) - base >= max_depth:
+            found.append(here)
+        elif len(here.parts) - base >= max_depth:
             dirs[:] = []
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-
-
-def find_sweeps(root: str | os.PathLike[str] = ".", *, max_depth: int = 4) -> list[Path]:
-    """The sweep directories under ``root`` (itself included), newest first: those with a
-    manifest, at most ``max_depth`` levels down (hidden directories are not searched)."""
+        else:
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
 
     def updated(path: Path) -> float:
         try:
@@ -622,7 +586,7 @@ def find_sweeps(root: str | os.PathLike[str] = ".", *, max_depth: int = 4) -> li
         except OSError:
             return 0.0
 
-    return sorted(_sweep_dirs(Path(root), max_depth), key=updated, reverse=True)
+    return sorted(found, key=updated, reverse=True)
 
 
 def latest_sweep(root: str | os.PathLike[str] = ".") -> Path | None:
@@ -649,23 +613,21 @@ def spellings(value: Any) -> set[str]:
     return out
 
 
-def _given(overrides: Any) -> dict[str, str] | None:
-    """``{key: value text}`` a job's overrides (``["lr=0.1", ...]``) set; None: not a list."""
-    if not isinstance(overrides, list):
-        return None
-    given: dict[str, str] = {}
-    for item in overrides:
-        if isinstance(item, str) and "=" in item:
-            key, _, value = item.partition("=")
-            given[key.lstrip("+~")] = value
-    return given
+def _split(override: str) -> tuple[str, str]:
+    """An override's key (``+``/``~`` dropped) and value text (``""`` without ``=``)."""
+    key, _, value = override.partition("=")
+    return key.lstrip("+~"), value
 
 
 def job_finder(jobs: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], str | None]:
     """``find(combo)``: the first of ``jobs`` (``{job id: overrides}``, in the submission's
     order) whose overrides set every swept value of ``combo``, or None (an empty combo
     has none)."""
-    parsed = [(job, given) for job, o in jobs.items() if (given := _given(o)) is not None]
+    parsed = [
+        (job, dict(_split(item) for item in o if isinstance(item, str) and "=" in item))
+        for job, o in jobs.items()
+        if isinstance(o, list)
+    ]
     indexes: dict[tuple[str, ...], dict[tuple[str | None, ...], int]] = {}
 
     def find(combo: Mapping[str, Any]) -> str | None:
@@ -692,19 +654,18 @@ def job_finder(jobs: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], str | N
 
 
 def _setting(overrides: Any) -> dict[str, str] | None:
-    """``{key: value text}`` every item of a job's overrides sets (an item without ``=``
-    sets its key to nothing); None when they are not a list of strings (they say nothing
-    of the cells the job runs)."""
+    """``{key: value text}`` a job's overrides set; None when they are not a list of strings
+    (they say nothing of the cells the job runs)."""
     if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
         return None
-    return {o.partition("=")[0].lstrip("+~"): o.partition("=")[2] for o in overrides}
+    return dict(map(_split, overrides))
 
 
 def job_runs_cell(overrides: Any, combo: Mapping[str, Any]) -> bool:
-    """May a job whose overrides (``mushin_jobs.json``) are ``overrides`` run the cell of
-    ``combo``? Yes unless its overrides set one of the cell's swept keys to another value;
-    overrides that are not a list of strings, or a value with no override spelling, say
-    nothing, so: yes (never run a cell twice).
+    """May a job with these ``overrides`` (``mushin_jobs.json``) run the cell of ``combo``?
+    Yes unless they set one of its swept keys to another value; overrides that are not a
+    list of strings, or a value with no spelling, say nothing, so: yes (never run a cell
+    twice).
 
     Examples
     --------
@@ -717,12 +678,9 @@ def job_runs_cell(overrides: Any, combo: Mapping[str, Any]) -> bool:
 
 
 def grid_runs(grid: Mapping[str, Sequence[Any]]) -> Callable[[Any], bool]:
-    """``runs(overrides)``: may a job whose overrides are ``overrides`` run some cell of
-    ``grid`` (every combination of its values)? What
-    ``any(job_runs_cell(overrides, cell) for cell in cells)`` says, without a pass over
-    the cells for each job: the cells are every combination, so the scan's answer is
-    decided key by key, in the grid's order (a key with a value that has no spelling
-    says yes, as :func:`job_runs_cell` does, once the keys before it matched).
+    """``runs(overrides)``: may a job with these overrides run some cell of ``grid``? What
+    :func:`job_runs_cell` says of any of its cells, decided key by key in the grid's order,
+    without a pass over the cells for each job.
 
     Examples
     --------
@@ -732,11 +690,9 @@ def grid_runs(grid: Mapping[str, Sequence[Any]]) -> Callable[[Any], bool]:
     """
     if any(not values for values in grid.values()):
         return lambda overrides: False  # no cell at all
+    spelled = {key: [spellings(v) for v in values] for key, values in grid.items()}
     # a key's spellings; None: one of its values has none
-    ways: dict[str, set[str] | None] = {}
-    for key, values in grid.items():
-        spelled = [spellings(v) for v in values]
-        ways[key] = None if not all(spelled) else set().union(*spelled)
+    ways = {key: set().union(*s) if all(s) else None for key, s in spelled.items()}
 
     def runs(overrides: Any) -> bool:
         given = _setting(overrides)
