@@ -1,10 +1,9 @@
 # SPDX-License-Identifier: MIT
 """A dependency-free reader for the Singularity Image Format (SIF) that Apptainer builds.
 
-Only the fixed-size parts of the format are read: the 128-byte global header and the
-585-byte object descriptors that follow it, plus (on request) the bytes of one data
-object. Nothing is mounted and no Apptainer binary is needed, so the identity of an
-image (its header UUID, its embedded definition file) can be checked on any machine.
+Only the 128-byte global header, the 585-byte object descriptors and (on request) one data
+object are read: nothing is mounted and no Apptainer is needed, so an image's identity can
+be checked on any machine.
 
 Layout (little-endian; ``apptainer/sif`` ``pkg/sif/sif.go`` and ``descriptor.go``):
 
@@ -55,11 +54,10 @@ __all__ = [
     "root_squashfs_offset",
 ]
 
-HEADER_SIZE = 128
-DESCRIPTOR_SIZE = 585
 HEADER = struct.Struct("<32s10s3s3s16s8q")
 DESCRIPTOR = struct.Struct("<iBIIIqqqqqqq128s384s")
-assert HEADER.size == HEADER_SIZE and DESCRIPTOR.size == DESCRIPTOR_SIZE
+HEADER_SIZE = HEADER.size  # 128
+DESCRIPTOR_SIZE = DESCRIPTOR.size  # 585
 _HEADER_NUMBERS = (
     "created modified descriptors_free descriptors_total descriptors_offset descriptors_size "
     "data_offset data_size"
@@ -70,48 +68,17 @@ SUPPORTED_VERSIONS = frozenset({"01"})
 GROUP_MASK = 0xF000_0000
 
 #: SIF architecture codes (``pkg/sif/arch.go``, ``"00"`` on, in order) -> Go architecture
-#: names: the whole table of the sif library, which ends at ``12`` (riscv64). It has no code
-#: for loong64 (nor any architecture after riscv64): its ``getSIFArch`` gives every
-#: architecture missing from the table the code ``00``, so an image built on loong64 reads as
-#: ``"unknown"`` here, as in ``siftool header``. Add a code only once the library assigns one.
-SIF_ARCHES: dict[str, str] = {
-    f"{code:02}": name
-    for code, name in enumerate(
-        (
-            "unknown",
-            "386",
-            "amd64",
-            "arm",
-            "arm64",
-            "ppc64",
-            "ppc64le",
-            "mips",
-            "mipsle",
-            "mips64",
-            "mips64le",
-            "s390x",
-            "riscv64",
-        )
-    )
-}
-
+#: names: the sif library's whole table, which ends at riscv64. Its ``getSIFArch`` gives
+#: any other architecture (loong64) ``00``, which reads as ``"unknown"`` here, as in
+#: ``siftool header``: add a code only once the library assigns one.
+_ARCH_NAMES = "unknown 386 amd64 arm arm64 ppc64 ppc64le mips mipsle mips64 mips64le s390x riscv64"
+SIF_ARCHES: dict[str, str] = {f"{code:02}": name for code, name in enumerate(_ARCH_NAMES.split())}
 #: SIF data object types (``pkg/sif/sif.go``, ``0x4001`` on, in order) -> the names
 #: ``siftool list`` prints.
 SIF_DATATYPES: dict[int, str] = dict(
     enumerate(
-        (
-            "Def.FILE",
-            "Env.Vars",
-            "JSON.Labels",
-            "FS",
-            "Signature",
-            "JSON.Generic",
-            "Generic/Raw",
-            "Cryptographic Message",
-            "SBOM",
-            "OCI.RootIndex",
-            "OCI.Blob",
-        ),
+        "Def.FILE|Env.Vars|JSON.Labels|FS|Signature|JSON.Generic|Generic/Raw|"
+        "Cryptographic Message|SBOM|OCI.RootIndex|OCI.Blob".split("|"),
         start=0x4001,
     )
 )
@@ -136,8 +103,7 @@ class SifFormatError(MushinBoxError, ValueError):
 
 
 def _unix_to_datetime(seconds: int) -> _dt.datetime:
-    # timedelta arithmetic reaches year 1, which Go's zero time (used by reproducible
-    # builds) needs; datetime.fromtimestamp does not on every platform.
+    # not fromtimestamp: Go's zero time (year 1, reproducible builds) is out of its range
     return _EPOCH + _dt.timedelta(seconds=seconds)
 
 
@@ -297,57 +263,43 @@ def read_sif_descriptors(path: StrPath) -> tuple[SifDescriptor, ...]:
             raise SifFormatError(p, f"implausible descriptor table in header: {header}")
         table = _read_exact(handle, p, header.descriptors_offset, total * DESCRIPTOR_SIZE)
         file_size = os.fstat(handle.fileno()).st_size
-    out = _used_descriptors(table)
+    out = []
+    for fields in DESCRIPTOR.iter_unpack(table):
+        dtype, used, ident, group, link, off, size, padded, ctime, mtime, _, _, name, extra = fields
+        if used:
+            out.append(
+                SifDescriptor(
+                    datatype=dtype,
+                    datatype_name=SIF_DATATYPES.get(dtype, "Unknown"),
+                    id=ident,
+                    group_id=group & ~GROUP_MASK & 0xFFFF_FFFF,
+                    linked_id=link & ~GROUP_MASK & 0xFFFF_FFFF,
+                    offset=off,
+                    size=size,
+                    size_with_padding=padded,
+                    created=ctime,
+                    modified=mtime,
+                    name=_cstr(name),
+                    extra=extra,
+                )
+            )
     if len(out) != header.descriptors_used:
         raise SifFormatError(
             p,
             f"header says {header.descriptors_used} descriptors are used, the table has {len(out)}",
         )
     for d in out:
-        _check_extent(p, d, file_size)
-    return tuple(out)
-
-
-def _check_extent(path: Path, d: SifDescriptor, file_size: int) -> None:
-    """Refuse a descriptor whose data does not lie inside the file (cut short, or corrupt)."""
-    if d.offset < 0 or d.size < 0:
-        raise SifFormatError(
-            path,
-            f"corrupt SIF: object {d.id} ({d.datatype_name}) has offset {d.offset}, size {d.size}",
-        )
-    if d.offset + d.size > file_size:
-        raise SifFormatError(
-            path,
-            f"object {d.id} ({d.datatype_name}) spans bytes "
-            f"{d.offset}-{d.offset + d.size}, the file ends at byte {file_size}",
-            truncated=True,
-        )
-
-
-def _used_descriptors(table: bytes) -> list[SifDescriptor]:
-    """The used descriptors of a raw descriptor table, in table order."""
-    out: list[SifDescriptor] = []
-    for fields in DESCRIPTOR.iter_unpack(table):
-        dtype, used, ident, group, link, off, size, padded, ctime, mtime, _, _, name, extra = fields
-        if not used:
-            continue
-        out.append(
-            SifDescriptor(
-                datatype=dtype,
-                datatype_name=SIF_DATATYPES.get(dtype, "Unknown"),
-                id=ident,
-                group_id=group & ~GROUP_MASK & 0xFFFF_FFFF,
-                linked_id=link & ~GROUP_MASK & 0xFFFF_FFFF,
-                offset=off,
-                size=size,
-                size_with_padding=padded,
-                created=ctime,
-                modified=mtime,
-                name=_cstr(name),
-                extra=extra,
+        what = f"object {d.id} ({d.datatype_name})"
+        if d.offset < 0 or d.size < 0:
+            raise SifFormatError(p, f"corrupt SIF: {what} has offset {d.offset}, size {d.size}")
+        if d.offset + d.size > file_size:
+            raise SifFormatError(
+                p,
+                f"{what} spans bytes {d.offset}-{d.offset + d.size}, the file ends at byte "
+                f"{file_size}",
+                truncated=True,
             )
-        )
-    return out
+    return tuple(out)
 
 
 def read_sif_object(path: StrPath, descriptor: SifDescriptor) -> bytes:
