@@ -1,25 +1,20 @@
-"""Atomic, canonical JSON sidecar files.
+"""Atomic, canonical JSON sidecar files: small JSON files next to run outputs (status,
+metrics...) that other processes, maybe on other nodes of a shared file system, read while
+they are rewritten.
 
-Sidecars are small JSON files written next to run outputs (status, metrics, ...)
-that other processes -- possibly on other nodes of a shared file system -- read while
-they are being rewritten. Two guarantees matter:
+- **Canonical bytes.** :func:`canonical_dumps` gives one byte string per value (sorted keys,
+  no whitespace, UTF-8, a final newline), so equal values give identical files. NaN and
+  infinities, which JSON cannot express, are the tagged objects ``{"__float__":"nan"}``
+  (``"inf"``, ``"-inf"``), restored by :func:`loads`; a real one-key dict whose key is a tag
+  is wrapped as ``{"__dict__":{...}}``, so tags are never ambiguous.
+- **Atomic replacement.** :func:`write_bytes_atomic` writes a temporary in the destination's
+  directory and renames it over the destination, fsyncing both (at once, or at a commit
+  point: :mod:`mushin_box._core.durable`): readers see the old file or the new one, and a
+  failed write leaves the old file and no temporary.
 
-- **Canonical bytes.** :func:`canonical_dumps` gives one byte string per value (sorted
-  keys, no whitespace, UTF-8, trailing newline), so equal values give identical files.
-  NaN and infinities, which JSON cannot express, are stored losslessly as the tagged
-  objects ``{"__float__":"nan"}``, ``{"__float__":"inf"}`` and ``{"__float__":"-inf"}``
-  and restored by :func:`loads`. A genuine one-key dict whose key is a tag
-  (``"__float__"`` or ``"__dict__"``) is wrapped as ``{"__dict__":{...}}``, so tags are
-  never ambiguous.
-- **Atomic replacement.** :func:`write_bytes_atomic` writes a unique temporary file in
-  the destination directory, fsyncs it, renames it over the destination with
-  :func:`os.replace` and fsyncs the directory (or leaves both fsyncs to a commit point:
-  :mod:`mushin_box._core.durable`). Readers see the old or the new file, never a partial
-  one, and a failed write leaves the old file and no temporary behind.
-
-:func:`read_json` never raises for a damaged or hostile file: it warns with
-:class:`SidecarWarning` and returns a default, so one corrupt sidecar cannot take down a
-resume or a report; it follows no symlink and reads a bounded size.
+:func:`read_json` never raises for a damaged or hostile file: it warns
+(:class:`SidecarWarning`) and returns a default, so one corrupt sidecar cannot take down a
+resume or a report.
 """
 
 from __future__ import annotations
@@ -115,23 +110,17 @@ def timestamp() -> str:
 
 
 def _where(path: Any) -> str:
-    text = _path_text(path)
-    return f" at {text}" if text != "$" else ""
-
-
-def _path_text(path: Any) -> str:
-    """``$['a'][3]`` from the chain ``(("$", None), "a"), 3)`` :func:`_encode` keeps: the key
-    path is spelled out only for an error (a manifest of 10,000 cells has 200,000 values)."""
+    """`` at $['a'][3]`` from the chain ``(("$", "a"), 3)`` that :func:`_encode` keeps, spelled
+    out only for an error (a manifest of 10,000 cells has 200,000 values)."""
     keys = []
     while isinstance(path, tuple):
         path, key = path
         keys.append(f"[{key!r}]" if isinstance(key, str) else f"[{key}]")
-    return str(path) + "".join(reversed(keys))
+    return f" at {path}{''.join(reversed(keys))}" if keys else ""
 
 
 def _encode(obj: object, path: Any, active: set[int]) -> Any:
-    """Convert ``obj`` to plain JSON types, tagging non-finite floats (``path``: where
-    ``obj`` is, as ``(parent path, key)`` pairs from ``"$"``, spelled out only in errors)."""
+    """``obj`` in plain JSON types, non-finite floats tagged (``path``: see :func:`_where`)."""
     if obj is None or isinstance(obj, bool):
         return obj
     if isinstance(obj, int):
@@ -196,11 +185,10 @@ def _decode(obj: Any) -> Any:
 
 
 def _plain_dumps(obj: object) -> bytes | None:
-    """:func:`canonical_dumps` of a value that is plain JSON already, by ``json`` alone
-    (C, ~3x faster than the walk: 10,000 config fingerprints and two 1 MB manifests a
-    resume); None where the walk must decide. Plain means: ``json`` writes it without a
-    NaN, the text has no tag-like key and no ``\\u`` escape, and it reads back equal
-    (which a tuple, a non-``str`` key or a number type of its own does not)."""
+    """:func:`canonical_dumps` of a value that is plain JSON already, by C ``json`` alone (a
+    resume dumps 10,000 config fingerprints); None where the walk must decide. Plain: written
+    without a NaN, no tag-like key and no ``\\u`` escape, and it reads back equal (a tuple,
+    a non-``str`` key or a number type of its own does not)."""
     try:
         text = json.dumps(
             obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
@@ -213,31 +201,13 @@ def _plain_dumps(obj: object) -> bytes | None:
 
 
 def canonical_dumps(obj: object) -> bytes:
-    """Serialize ``obj`` to canonical JSON bytes.
+    """``obj`` as canonical JSON bytes (module doc), which :func:`loads` reads back.
 
-    Keys are sorted, separators are ``","``/``":"``, text is UTF-8 (not ASCII-escaped)
-    and a newline ends the output. NaN/inf/-inf become ``{"__float__":"nan"}`` etc.
-    Tuples are written as lists; 0-d numpy-like scalars via ``.item()``; lone
-    surrogates (not encodable as UTF-8) as ``\\udXXX`` escapes.
-
-    Parameters
-    ----------
-    obj : object
-        ``None``, ``bool``, ``int``, ``float``, ``str``, numpy-like scalars, and
-        lists/tuples/dicts (with ``str`` keys) nesting them.
-
-    Returns
-    -------
-    bytes
-        The canonical encoding; :func:`loads` inverts it.
-
-    Raises
-    ------
-    TypeError
-        If ``obj`` holds an unsupported type or a non-``str`` key; the message names
-        the key path (e.g. ``$['metrics'][3]``).
-    ValueError
-        If ``obj`` contains itself.
+    ``obj``: ``None``, ``bool``, ``int``, ``float``, ``str``, 0-d numpy-like scalars (by
+    ``.item()``), and lists/tuples (written as lists) and dicts with ``str`` keys nesting
+    them; lone surrogates are written as ``\\udXXX`` escapes. A ``TypeError`` for another
+    type or key names its key path (``$['metrics'][3]``); a ``ValueError`` if ``obj``
+    contains itself.
 
     Examples
     --------
@@ -249,7 +219,7 @@ def canonical_dumps(obj: object) -> bytes:
 
 
 def _walked_dumps(obj: object) -> bytes:
-    """:func:`canonical_dumps` by the walk (:func:`_encode`), for any value."""
+    """:func:`canonical_dumps` by the walk, for any value."""
     plain = _encode(obj, "$", set())
     text = json.dumps(
         plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
@@ -259,23 +229,9 @@ def _walked_dumps(obj: object) -> bytes:
 
 
 def loads(data: bytes | str) -> Any:
-    """Parse JSON written by :func:`canonical_dumps`, restoring tagged floats.
-
-    Parameters
-    ----------
-    data : bytes or str
-        JSON text (``bytes`` are decoded as UTF-8).
-
-    Returns
-    -------
-    Any
-        The decoded value (JSON arrays become lists).
-
-    Raises
-    ------
-    ValueError
-        If ``data`` is not valid UTF-8/JSON or holds a malformed tag
-        (:class:`json.JSONDecodeError` and :class:`UnicodeDecodeError` are subclasses).
+    """Parse JSON written by :func:`canonical_dumps` (``bytes`` as UTF-8), restoring tagged
+    floats. A ``ValueError`` (``JSONDecodeError``, ``UnicodeDecodeError``) for text that is
+    not UTF-8 JSON or holds a malformed tag.
 
     Examples
     --------
@@ -304,26 +260,11 @@ def write_bytes_atomic(path: StrPath, data: bytes, *, mode: int = 0o666) -> None
     """Atomically replace ``path`` with ``data`` (created with ``mode``, less the umask:
     ``0o600`` for a file only its owner may read, from its first byte on).
 
-    A unique temporary file (``.<name>.<pid>.<random>.tmp``) is created in the same
-    directory, written, flushed and fsynced, then renamed over ``path`` with
-    :func:`os.replace`; finally the directory is fsynced so the rename is durable. Inside
-    :func:`mushin_box._core.durable.deferred` both fsyncs wait for its commit (a cell's
-    bookkeeping: see there). Missing parent directories are created. On any error (including
-    ``KeyboardInterrupt``) the temporary file is removed and ``path`` is untouched.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        Destination file.
-    data : bytes
-        New content.
-
-    Raises
-    ------
-    TypeError
-        If ``data`` is not bytes-like.
-    OSError
-        If the file system operations fail.
+    The temporary (``.<name>.<pid>.<random>.tmp``, in the same directory, created with its
+    parents) is written and fsynced, renamed over ``path``, and the directory fsynced so that
+    the rename is durable; inside :func:`mushin_box._core.durable.deferred` both fsyncs wait
+    for its commit. On any error (``KeyboardInterrupt`` too) the temporary is removed and
+    ``path`` untouched.
 
     Examples
     --------
@@ -361,26 +302,10 @@ def write_bytes_atomic(path: StrPath, data: bytes, *, mode: int = 0o666) -> None
 def write_text_atomic(
     path: StrPath, text: str, *, encoding: str = "utf-8", errors: str = "strict"
 ) -> None:
-    """Atomically replace ``path`` with ``text`` (see :func:`write_bytes_atomic`).
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        Destination file.
-    text : str
-        New content, written as is (no newline translation).
-    encoding : str, optional
-        Text encoding. Default ``"utf-8"``.
-    errors : str, optional
-        Encoding error handler, as for :meth:`str.encode`. Default ``"strict"``; use
-        ``"backslashreplace"`` for text of unknown origin such as tracebacks.
-
-    Raises
-    ------
-    UnicodeEncodeError
-        If ``text`` cannot be encoded (``path`` is then untouched).
-    OSError
-        If the file system operations fail.
+    """Atomically replace ``path`` with ``text``, written as is (no newline translation;
+    :func:`write_bytes_atomic`). ``errors``: as for :meth:`str.encode`;
+    ``"backslashreplace"`` for text of unknown origin such as tracebacks. A text that cannot
+    be encoded leaves ``path`` untouched.
 
     Examples
     --------
@@ -394,25 +319,8 @@ def write_text_atomic(
 
 
 def write_json_atomic(path: StrPath, obj: object) -> None:
-    """Atomically write ``obj`` to ``path`` as canonical JSON.
-
-    ``obj`` is serialized with :func:`canonical_dumps` before the file system is
-    touched, so a value that cannot be serialized leaves ``path`` (and its directory)
-    unchanged.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        Destination file; missing parent directories are created.
-    obj : object
-        Any value accepted by :func:`canonical_dumps`.
-
-    Raises
-    ------
-    TypeError, ValueError
-        If ``obj`` cannot be serialized (see :func:`canonical_dumps`).
-    OSError
-        If the file system operations fail.
+    """Atomically write ``obj`` to ``path`` as :func:`canonical_dumps`, serialized before the
+    file system is touched: a value that cannot be serialized leaves ``path`` unchanged.
 
     Examples
     --------
@@ -426,32 +334,13 @@ def write_json_atomic(path: StrPath, obj: object) -> None:
 
 
 def read_json(path: StrPath, *, default: Any = None) -> Any:
-    """Read a JSON sidecar, returning ``default`` if it is missing or unreadable.
+    """A JSON sidecar (:func:`loads`), or ``default`` (as is, not copied) when it is missing.
 
-    The sweep directory is untrusted: a symlink is not followed, nor a FIFO or device read,
-    and a file over its kind's limit (:func:`~mushin_box._core.layout.read_limit`) is
-    refused unread (:mod:`mushin_box._core.safeio`);
-    each, like a corrupt file, warns and gives ``default``.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        File to read.
-    default : Any, optional
-        Returned (as is, not copied) when the file does not exist, or -- after a
-        :class:`SidecarWarning` naming the file -- when it cannot be read or decoded
-        (truncated, empty, not UTF-8/JSON, malformed tags), or is refused (a symlink, not
-        a regular file, too large). Default ``None``.
-
-    Returns
-    -------
-    Any
-        The decoded content (see :func:`loads`) or ``default``.
-
-    Warns
-    -----
-    SidecarWarning
-        If the file exists but cannot be read or decoded.
+    The sweep directory is untrusted: a symlink, a FIFO or a device is refused, and so is a
+    file over its kind's limit (:func:`~mushin_box._core.layout.read_limit`), unread
+    (:mod:`mushin_box._core.safeio`). Each, like a corrupt file (truncated, not UTF-8/JSON, a
+    malformed tag, not an object where one is due), warns with a :class:`SidecarWarning`
+    naming the file and gives ``default``.
 
     Examples
     --------
@@ -513,19 +402,15 @@ def _remove_old(paths: Iterable[Path]) -> list[Path]:
 def start_removing_orphans(root: StrPath) -> Callable[[], list[Path]]:
     """Begin removing, in another process, the temporaries that killed writers left under
     ``root``: call what it returns to finish (it waits for that process) and get the files
-    removed. Only files named as :func:`write_bytes_atomic` names its temporaries, and only
-    those older than :data:`ORPHAN_AGE_S` (the writer's pid is no help: it may be on
-    another node).
+    removed. Only files named as :func:`write_bytes_atomic` names its temporaries, older than
+    :data:`ORPHAN_AGE_S` (the writer's pid is no help: it may be on another node).
 
-    Design note: the walk lists every directory of the sweep (40,000 at 10,000 cells: 0.5 s
-    of system calls, a fifth of a resume that runs nothing), and nothing a run does waits
-    for it: it removes only old temporaries, never one a writer of this run is at work on.
-    So ``find`` lists the candidates, on another core, while the run decides its cells (a
-    thread would hold the GIL half the time), and the names and ages are checked here.
-    Without ``find``, or when it fails, the walk is done here, when finishing (``os.walk``,
-    which does not descend into linked directories).
+    Design note: the walk lists every directory of the sweep (40,000 at 10,000 cells), and
+    nothing a run does waits for it, since it removes only old temporaries. So ``find`` lists
+    the candidates on another core while the run decides its cells (a thread would hold the
+    GIL), and the names and ages are checked here. Without ``find``, or when it fails, the
+    walk is ``os.walk`` here, when finishing (it does not descend into linked directories).
     """
-
     where = os.path.abspath(root)  # never an argument find takes for an option
     tool = shutil.which("find")
     try:
