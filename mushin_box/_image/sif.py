@@ -263,7 +263,7 @@ def read_sif_descriptors(path: StrPath) -> tuple[SifDescriptor, ...]:
             raise SifFormatError(p, f"implausible descriptor table in header: {header}")
         table = _read_exact(handle, p, header.descriptors_offset, total * DESCRIPTOR_SIZE)
         file_size = os.fstat(handle.fileno()).st_size
-    out = []
+    out: list[SifDescriptor] = []
     for fields in DESCRIPTOR.iter_unpack(table):
         dtype, used, ident, group, link, off, size, padded, ctime, mtime, _, _, name, extra = fields
         if used:
