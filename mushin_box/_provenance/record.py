@@ -43,6 +43,7 @@ __all__ = [
     "package_set",
     "package_versions",
     "packages_text",
+    "task_file",
 ]
 
 #: starts each untracked file's entry in the uncommitted diff (:func:`git_tree`)
@@ -125,15 +126,20 @@ def experiment_state(
     repository, not the kit's, even where a config-only experiment's task is the kit's
     ``fit_task`` and a rank in an image has no git."""
     if file is None:
-        try:
-            file = inspect.getfile(inspect.unwrap(getattr(task, "func", task)))
-        except (TypeError, OSError):
-            file = None
+        file = task_file(task)
     path = Path(file).resolve() if file is not None else Path.cwd()
     return {
         "file": str(path) if file is not None else None,
         "git": git_state(path, include=include),
     }
+
+
+def task_file(task: Callable[..., Any]) -> Path | None:
+    """The file defining ``task`` (a ``partial``'s function's), None when there is none."""
+    try:
+        return Path(inspect.getfile(inspect.unwrap(getattr(task, "func", task))))
+    except (TypeError, OSError):
+        return None
 
 
 def _experiment_run(experiment: Mapping[str, Any]) -> dict[str, Any]:

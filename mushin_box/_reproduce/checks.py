@@ -1,27 +1,21 @@
 # SPDX-License-Identifier: MIT
 """What ``reproduce`` checks before it runs anything: the cell, its secrets, code and image.
 
-Each check reads the original cell's sidecars and this machine, and either returns what
-it found or raises :class:`ReproduceError`, one line that names the problem and the fix.
-Nothing here writes: :func:`mushin_box._reproduce.rerun.reproduce` runs every check before
-it creates the directory of the re-run.
+Each check reads the original's sidecars and this machine, and returns what it found or
+raises :class:`ReproduceError`, one line naming the problem and the fix; none writes.
 
-* :func:`read_original`: the cell is a completed cell with a whole record, a saved config
-  and a record of where its task is defined (``run.task``); the record and the config are
-  the user's own (owned by them, writable by nobody else: they name the code to run);
-* :func:`check_secrets`: every ``${oc.env:NAME}`` the saved config reads (secret values
-  are saved as ``${oc.env:MUSHIN_SECRET_<hash>}`` references) is set here;
-* :func:`check_code`: the recorded commit is the one checked out, with the same
-  uncommitted changes, and the code fingerprint (``code.task_sha256``) is what the re-run
-  will record; ``allow_dirty`` turns a refusal into a recorded difference;
-* :func:`check_image`: the SIF to run has the recorded sha256; the launch's binds and
-  image Python come back from the recorded rank command (:func:`recorded_container`).
+* :func:`read_original`: a completed cell with a whole record, a saved config and
+  ``run.task``; record and config are the user's own (they name the code to run);
+* :func:`check_secrets`: every ``${oc.env:NAME}`` the saved config reads is set here;
+* :func:`check_code`: the recorded commit, uncommitted changes and code fingerprint are
+  the ones here (``allow_dirty`` turns a refusal into a recorded difference);
+* :func:`check_image`: the SIF has the recorded sha256; binds and image Python come back
+  from the recorded rank command (:func:`recorded_container`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import inspect
 import os
 import re
 import shlex
@@ -49,7 +43,7 @@ from mushin_box._core.userfile import owner_problem
 from mushin_box._image.digest import image_sha256
 from mushin_box._provenance.compare import record_problem
 from mushin_box._provenance.env import NO_IMAGE
-from mushin_box._provenance.record import git_state
+from mushin_box._provenance.record import git_state, task_file
 from mushin_box._provenance.task import locator_problem
 from mushin_box._sweep.usercode import code_identity
 from mushin_box._sweepdir.manifest import is_sweep_dir
@@ -137,11 +131,6 @@ def _own_bytes(path: Path) -> bytes:
     return data
 
 
-def _yaml(path: Path) -> str:
-    """A saved Hydra file's text (:func:`_own_bytes`)."""
-    return _own_bytes(path).decode("utf-8")
-
-
 def read_original(cell: str | os.PathLike[str]) -> Original:
     """Read and check the cell to reproduce (see the module doc).
 
@@ -195,7 +184,9 @@ def read_original(cell: str | os.PathLike[str]) -> Original:
         )
     hydra_dir = path / HYDRA_OUTPUT_SUBDIR
     try:
-        config = OmegaConf.to_container(OmegaConf.create(_yaml(hydra_dir / HYDRA_CONFIG_FILE)))
+        config = OmegaConf.to_container(
+            OmegaConf.create(_own_bytes(hydra_dir / HYDRA_CONFIG_FILE).decode())
+        )
     except FileNotFoundError:
         raise ReproduceError(
             f"{path.name} has no {HYDRA_OUTPUT_SUBDIR}/{HYDRA_CONFIG_FILE} (its saved config); "
@@ -212,7 +203,7 @@ def read_original(cell: str | os.PathLike[str]) -> Original:
         raise ReproduceError(f"{hydra_dir / HYDRA_CONFIG_FILE} is not a config mapping")
     try:
         overrides = OmegaConf.to_container(
-            OmegaConf.create(_yaml(hydra_dir / HYDRA_OVERRIDES_FILE))
+            OmegaConf.create(_own_bytes(hydra_dir / HYDRA_OVERRIDES_FILE).decode())
         )
     except Exception:  # informative only: the config already holds them
         overrides = []
@@ -314,14 +305,6 @@ class CodeCheck:
         return {**attrs.asdict(self), "same": self.same}
 
 
-def _source_of(task: Callable[..., Any]) -> Path:
-    """The file whose repository ``basic_provenance`` records (the task's own file)."""
-    try:
-        return Path(inspect.getfile(inspect.unwrap(getattr(task, "func", task))))
-    except (TypeError, OSError):
-        return Path.cwd()
-
-
 def git_problems(recorded: Any, current: Any) -> list[str]:
     if not isinstance(recorded, Mapping):
         return []  # the cell ran outside git: the fingerprint decides
@@ -377,10 +360,9 @@ def check_code(
     allow_dirty: bool,
     moved: tuple[str, ...] = (),
 ) -> CodeCheck:
-    """Compare the recorded code with the code here (see the module doc). ``moved``: the
-    checkout is at another commit whose files the run imports are the cell's (checked
-    before the import, :func:`~mushin_box._reproduce.trust.check_sources`); with the same
-    fingerprint, that is no difference of code, and is said (``CodeCheck.moved``).
+    """Compare the recorded code with the code here. ``moved``: another commit whose
+    imported files are the cell's (:func:`~mushin_box._reproduce.trust.check_sources`);
+    with the same fingerprint that is no difference of code, only said.
 
     Raises
     ------
@@ -388,12 +370,14 @@ def check_code(
         The code differs (both commits, both diff hashes or both fingerprints are named),
         unless ``allow_dirty``.
     """
-
     code = original.repro.get("code") or {}
     recorded = {"git": code.get("git"), "task_sha256": code.get("task_sha256")}
     identity = code_identity(task, config=config, extra=(pre_call,))
     file = part(original.run, "experiment").get("file")  # the recorded experiment's repo
-    source = Path(file) if isinstance(file, str) and Path(file).is_file() else _source_of(task)
+    if isinstance(file, str) and Path(file).is_file():
+        source = Path(file)
+    else:
+        source = task_file(task) or Path.cwd()
     current = {
         "git": git_state(source, include=identity.files),
         "task_sha256": identity.fingerprint,
@@ -433,7 +417,6 @@ class ImageCheck:
 def rank_argv(run: Mapping[str, Any]) -> list[str] | None:
     """The recorded ``apptainer exec ... IMAGE PYTHON`` of a rank: ``run.container``'s
     (what the rank itself was started with), else the launcher's ``python`` (submitit's)."""
-
     argv = part(run, "container").get("rank_argv")
     if isinstance(argv, list) and all(isinstance(w, str) for w in argv):
         return list(argv)
@@ -466,7 +449,6 @@ def recorded_container(run: Mapping[str, Any]) -> tuple[tuple[str, ...], str] | 
     >>> recorded_container({}) is None
     True
     """
-
     argv = rank_argv(run)
     if not argv or "--pwd" not in argv:
         return None
@@ -479,17 +461,6 @@ def recorded_container(run: Mapping[str, Any]) -> tuple[tuple[str, ...], str] | 
     if binds and binds[-1] == INFINIBAND_DEVICE:
         binds = binds[:-1]  # bound wherever it exists
     return tuple(b for b in binds if b != work), python
-
-
-def _bind_problem(binds: tuple[str, ...]) -> str | None:
-    for bind in binds:
-        source = bind.split(":", 1)[0]
-        if not Path(source).exists():
-            return (
-                f"the cell ran with --bind {bind}, whose source {source} does not exist "
-                "here: restore it (the ranks read it) before reproducing"
-            )
-    return None
 
 
 def _candidates(original: Original) -> list[str]:
@@ -518,7 +489,6 @@ def check_image(original: Original, image: str | None) -> ImageCheck:
         say which; no SIF is found; the SIF's sha256 is not the recorded one (both
         digests named); or the source of a recorded bind is missing here.
     """
-
     recorded = original.repro.get("image", NO_IMAGE)
     if recorded in (None, NO_IMAGE):
         if image is not None:
@@ -553,7 +523,11 @@ def check_image(original: Original, image: str | None) -> ImageCheck:
             arguments={"image": "SIF"},
         )
     binds, python = recorded_container(original.run) or ((), "python")
-    problem = _bind_problem(binds)
-    if problem:
-        raise ReproduceError(problem)
+    for bind in binds:
+        source = bind.split(":", 1)[0]
+        if not Path(source).exists():
+            raise ReproduceError(
+                f"the cell ran with --bind {bind}, whose source {source} does not exist "
+                "here: restore it (the ranks read it) before reproducing"
+            )
     return ImageCheck(recorded, str(Path(image).resolve()), got, binds, python)

@@ -1,29 +1,21 @@
 # SPDX-License-Identifier: MIT
 """``reproduce --rebuild-image``: the cell's image rebuilt from the recipe its record holds.
 
-A native build (:mod:`mushin_box._image.native`) of one recipe gives the same bytes, so an
-image that is gone can be made again from what built it. The launch records the build
-manifest's recipe in ``run.image`` (:data:`~mushin_box._core.layout.IMAGE_RECIPE_ENV`):
-``backend``, ``spec`` (the SPEC, relative to the build context), ``context_commit``
-(the git commit that held every input of the recipe unchanged) and ``context_dir`` (where
-the context lay in it; the top when not recorded). The rebuild clones that commit from the
-repository here (a shared clone: git's history stays, the lock's commit time is the
-build's ``SOURCE_DATE_EPOCH``), builds the spec in that directory of it with the native
-builder, and keeps the image only when its sha256 is the one the cell ran in
-(``reproducibility.image.sif_sha256``). The spec file it imports is the commit's, from a
-repository of the user's (this directory's, or the recorded experiment's), named by a
-record of the user's own (:func:`~mushin_box._reproduce.checks.read_original`).
+A native build (:mod:`mushin_box._image.native`) of one recipe gives the same bytes, so a
+lost image can be made again. The launch records the build manifest's recipe in
+``run.image`` (:data:`~mushin_box._core.layout.IMAGE_RECIPE_ENV`): ``backend``, ``spec``
+(relative to the build context), ``context_commit`` (the commit holding every input
+unchanged) and ``context_dir`` (the context within it). The rebuild shares a clone of
+that commit from a repository here (this directory's, or the recorded experiment's),
+builds the spec natively, and keeps the image only when its sha256 is
+``reproducibility.image.sif_sha256``.
 
-Each refusal is one line (:class:`~mushin_box._reproduce.checks.ReproduceError`), given
-before anything is built when it can be: a cell that ran in no image; a record without a
-recipe (the image was built before manifests held one, or elsewhere); another backend than
-the native one (its builds differ byte for byte); a recipe whose inputs were not committed;
-a commit that no repository here holds; and, after the build, a rebuilt image of another
-sha256 (both named).
+Refusals come before anything is built where they can: no image, no recipe, another
+backend than the native one (its builds differ byte for byte), uncommitted inputs, a
+commit no repository here holds; after the build, another sha256 (both named).
 
-The image goes where the record says the cell's was, when nothing is there and its
-directory takes files; else to ``<name>-<sha256[:12]>.sif`` in the current directory. Its
-manifest and definition go beside it.
+The image goes to the recorded path when it is free and its directory takes files, else
+to ``<name>-<sha256[:12]>.sif`` here, with its manifest and definition beside it.
 """
 
 from __future__ import annotations

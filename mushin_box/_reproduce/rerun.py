@@ -1,31 +1,17 @@
 # SPDX-License-Identifier: MIT
 """``mushin-box reproduce CELL``: re-run a completed cell from its sidecars, then diff it.
 
-The cell's own files say everything the re-run needs:
+The cell's files say everything the re-run needs: its config (``.hydra/config.yaml``;
+secrets are ``${oc.env:MUSHIN_SECRET_<hash>}`` references, read from this environment,
+never a file), its combo (swept again, so the re-run's cell has the same name), its task
+and ``pre_call`` (``run.task``), its code and image (checked, :mod:`.checks`; rebuilt with
+``rebuild_image``, :mod:`.rebuild`), its topology and launcher (unless
+``nodes``/``gpus``/``local`` change them) and, in an image, its binds and image Python
+(:func:`~mushin_box._reproduce.checks.recorded_container`).
 
-* the config: ``.hydra/config.yaml``, as the cell ran it (secret values are references,
-  ``${oc.env:MUSHIN_SECRET_<hash>}``, read back from this environment, never from a file);
-* the swept values (``combo`` of ``mushin_status.json``), swept again so the re-run's cell
-  has the same name and combo; the seed base is the config's ``seed``;
-* the task and ``pre_call``: ``run.task`` of the record (:mod:`mushin_box._provenance.task`);
-* the code, the image: checked against ``reproducibility`` (:mod:`.checks`); with
-  ``rebuild_image`` the image is rebuilt from its recorded recipe (:mod:`.rebuild`) once
-  every check that needs no image has passed;
-* the topology (``run.topology``: nodes, ranks per node) and the launcher (``run.launcher``),
-  unless ``nodes``/``gpus``/``local`` change them;
-* in an image: the launch's binds and image Python, read back from the recorded rank
-  command (:func:`~mushin_box._reproduce.checks.recorded_container`).
-
-The run itself is ``mushin-box launch``'s: :func:`~mushin_box._launch.plan.plan_launch` and
-:func:`~mushin_box._launch.run.run_launch`, into a new sweep directory. Then the re-run's
-record gets ``run.reproduction`` (which cell, the sha256 of its record, the code check and
-whether ``allow_dirty`` let a difference through), and
-:func:`~mushin_box._results.diff.diff_provenance` compares the original with the re-run: the
-verdict is "reproduced" when the reproducibility parts are identical and every metric is
-equal within ``atol``.
-
-Every check runs before anything is written: a refusal (:class:`ReproduceError`) leaves no
-directory behind.
+The run is ``mushin-box launch``'s, into a new sweep; the re-run's record gets
+``run.reproduction`` and :func:`~mushin_box._results.diff.diff_provenance` gives the
+verdict. Every check runs before anything is written: a refusal leaves no directory.
 """
 
 from __future__ import annotations
@@ -232,8 +218,7 @@ def _rerun_workflow(
     combo: Mapping[str, Any],
     source: str | None = None,
 ) -> Any:
-    """The re-run's ``Workflow``: its ``run`` sweeps the cell's swept values again (one
-    value each), so the re-run's cell gets the original's name and combo."""
+    """The re-run's ``Workflow``, sweeping the cell's combo again (one value each)."""
     from hydra_zen import multirun
 
     # lazy: imports hydra, hydra_zen, omegaconf (a reader must not load them)
@@ -250,7 +235,6 @@ def _rerun_workflow(
 
 def _declared_secrets(original: Original) -> list[str]:
     """The secret names the original launch declared (carried in its environment)."""
-
     env = part(original.run, "env")
     try:
         names = json.loads(str(env.get(SECRET_NAMES_ENV) or "[]"))
@@ -259,17 +243,10 @@ def _declared_secrets(original: Original) -> list[str]:
     return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
 
 
-def recorded_experiment(original: Original) -> str | None:
-    """The experiment file the cell recorded (``run.experiment.file``), if it is still there."""
-    file = part(original.run, "experiment").get("file")
-    return file if isinstance(file, str) and Path(file).is_file() else None
-
-
 def _load(original: Original) -> tuple[Any, Any, str | None]:
     """``(task, pre_call, the directory the ranks import them from)``. A function the
-    cell's ranks took from their image adds no directory: one on the ranks' ``PYTHONPATH``
-    (this checkout, say) would hide the image's module behind the host's."""
-
+    ranks took from their image adds no directory: on ``PYTHONPATH`` it would hide the
+    image's module behind the host's."""
     located = original.run["task"]
     in_an_image = isinstance(original.repro.get("image"), Mapping)
     argv = (rank_argv(original.run) or []) if in_an_image else None
@@ -292,9 +269,7 @@ def _load(original: Original) -> tuple[Any, Any, str | None]:
 
 
 def _overrides(config: Mapping[str, Any], local: bool) -> list[str]:
-    """Overrides beside the topology's: a local launch keeps the config's own accelerator
-    (``plan_launch`` would set ``cpu`` when none is given)."""
-
+    """A local launch keeps the config's accelerator (``plan_launch`` would set ``cpu``)."""
     trainer = config.get("trainer")
     if local and isinstance(trainer, Mapping) and trainer.get("accelerator") is not None:
         return [format_override("trainer.accelerator", trainer["accelerator"])]
@@ -325,12 +300,8 @@ def plan_reproduce(
 ) -> tuple[ReproducePlan, Any, Any]:
     """Check everything and decide the re-run: ``(plan, workflow, launch plan)``.
 
-    Writes nothing but, with ``rebuild``, the image rebuilt from its recipe
-    (:mod:`.rebuild`), after every check that needs no image: a refusal comes before
-    minutes of building; and, with ``worktree``, the cell's code checked out in the re-run's
-    sweep (:mod:`.worktree`), removed again on a refusal or a ``dry_run``. Raises
-    :class:`ReproduceError` for anything that keeps the re-run from reproducing the cell as
-    asked (see :func:`reproduce`).
+    Writes nothing but the rebuilt image (``rebuild``, after every check that needs no
+    image) and the worktree (``worktree``, removed again on a refusal or a ``dry_run``).
     """
     env = os.environ if environ is None else environ
     original = read_original(cell)
@@ -401,26 +372,27 @@ def _plan(
     from omegaconf import OmegaConf
 
     config = OmegaConf.create(original.config)
-    source = check_sources(original, config, allow_dirty=allow_dirty)  # before any import
+    same, moved = check_sources(original, config, allow_dirty=allow_dirty)  # before any import
     recipe = image_recipe(original) if rebuild else None
     launcher = part(original.run, "launcher")
     if recipe is not None:
         image = rebuild_image(recipe)
     img = check_image(original, None if image is None else str(image))
-    if secrets and not source.same:
+    if secrets and not same:
         _secrets_refused(secrets)
     task, pre_call, directory = _load(original)
-    code = check_code(original, task, pre_call, config, allow_dirty=allow_dirty, moved=source.moved)
+    code = check_code(original, task, pre_call, config, allow_dirty=allow_dirty, moved=moved)
     if secrets and code.recorded.get("task_sha256") != code.current.get("task_sha256"):
         _secrets_refused(secrets)  # the import changed what its files said
     rec_nodes, rec_gpus = recorded_topology(original.run)
+    file = part(original.run, "experiment").get("file")
     workflow = _rerun_workflow(
         task,
         config,
         pre_call,
         _declared_secrets(original),
         original.combo,
-        source=recorded_experiment(original),
+        source=file if isinstance(file, str) and Path(file).is_file() else None,
     )
     try:
         launch = plan_launch(
@@ -467,7 +439,6 @@ def _plan(
 
 def _env_file(launcher_config: Mapping[str, Any] | None) -> dict[str, str] | None:
     """The env file a launch's ranks read, as :func:`plan_launch` rendered it."""
-
     config = launcher_config or {}
     written = env_file_written(str(config.get("python") or ""), config.get("setup") or [])
     if written is None:
@@ -492,18 +463,8 @@ def _secrets_for_images(names: Sequence[str]) -> Iterator[None]:
         yield
 
 
-def _new_cell(root: Path, combo: Mapping[str, Any]) -> Path | None:
-
-    want = combo_id(combo)
-    for cell_dir, status in cell_records(root):
-        if combo_id(status["combo"]) == want:
-            return cell_dir
-    return None
-
-
 def _mark(cell_dir: Path, plan: ReproducePlan) -> None:
     """Record in the re-run's ``run`` part that it reproduces the original."""
-
     record = read_json(cell_dir / PROVENANCE_FILE)
     if not isinstance(record, dict):
         return
@@ -637,7 +598,8 @@ def reproduce(
     except Exception as exc:  # the re-run's task or job failed: recorded by its cell
         error = f"the re-run failed: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
     root = Path(plan.into)
-    new = _new_cell(root, plan.combo)
+    want = combo_id(plan.combo)
+    new = next((c for c, status in cell_records(root) if combo_id(status["combo"]) == want), None)
     if new is None:
         return ReproduceResult(plan, None, None, error or f"the re-run left no cell in {root}")
     _mark(new, plan)

@@ -1,35 +1,26 @@
 # SPDX-License-Identifier: MIT
 """What ``reproduce`` checks before it imports anything a record names.
 
-A cell's record sits in a sweep directory on a shared filesystem: anyone who can write
-there can name any file as the task's, and set the recorded fingerprint to match it. The
-fingerprint alone therefore proves nothing, and importing the file to compute it would
-already run its module-level code (with the user's secrets in the environment). So,
-before the first import:
+Anyone who can write to a sweep directory can name any file as the task's and set the
+recorded fingerprint to match it, and importing a file to fingerprint it already runs its
+module-level code (with the user's secrets in the environment). So, before the first
+import, every file the re-run would import from outside the installed environment (the
+task's and ``pre_call``'s modules, the config's ``_target_`` modules and the user modules
+they import, found by reading the files) must:
 
-- the **experiment's root** is the git repository holding the recorded experiment file
-  (``run.experiment.file``; a record older than it: the task's file), or its directory
-  outside git;
-- every file the re-run would import from outside the installed environment (the task's
-  and ``pre_call``'s modules, the config's ``_target_`` modules, and the user modules they
-  import, found by reading the files, not running them) must lie **inside that root**;
-- each of those files, and the experiment file, must be **yours**: owned by you (or root)
-  and writable by nobody else, the way ``ssh`` treats its keys. A file another user could
-  write is code another user chose;
-- the recorded **commit** must be the root's checked-out commit, with the same
-  uncommitted changes (:func:`~mushin_box._reproduce.checks.check_code`'s git half, done
-  here before the import); where the cell ran on a clean tree, each of those files must be
-  the commit's blob of it (``git show COMMIT:PATH``): a file git does not see (ignored,
-  marked unchanged) is no part of the commit;
-- the **fingerprint** of those files, computed from their bytes as the run computed it,
-  must be the one the record holds (the record itself is the user's own:
-  :func:`~mushin_box._reproduce.checks.read_original`).
+- lie inside the **experiment's root**: the git repository holding the recorded
+  experiment file (an older record: the task's file), or its directory outside git;
+- be the user's **own**: owned by them (or root), writable by nobody else, as ``ssh``
+  treats its keys;
+- be at the recorded **commit**, with the same uncommitted changes; a cell that ran on a
+  clean tree needs each file to be the commit's blob (a file git does not see, ignored or
+  marked unchanged, is no part of the commit);
+- have the recorded **fingerprint**, computed from their bytes.
 
-``allow_dirty`` lets the last two through (recorded in the re-run). What is left: the
-user's own files, named by the user's own record. A refusal names no fingerprint: written
-into a forged record, the one computed here would make it pass. The fingerprint is
-compared again after the import; secrets are handed only to code whose fingerprint is the
-recorded one.
+``allow_dirty`` lets the last two through (recorded in the re-run). A refusal names no
+fingerprint: written into a forged record, the one computed here would make it pass. The
+fingerprint is compared again after the import; secrets go only to code whose
+fingerprint is the recorded one.
 """
 
 from __future__ import annotations
@@ -56,7 +47,7 @@ from mushin_box._reproduce.checks import (
 from mushin_box._reproduce.worktree import HEX, kept_patch
 from mushin_box._sweep.usercode import code_identity, is_user_file, module_file
 
-__all__ = ["TrustedSource", "check_sources"]
+__all__ = ["check_sources"]
 
 _MAIN_NAMES = ("__main__", "__mp_main__")
 #: writes each untracked file of a kept diff (``PATCH ROOT``): ``\0untracked PATH\0`` then
@@ -68,24 +59,6 @@ _WRITE_UNTRACKED = (
     'r.joinpath(n.decode()).write_bytes(c)) for n, _, c in (e.partition(b"\\0") for e in d)]'
 )
 _KIT = "mushin_box"
-
-
-class TrustedSource:
-    """The experiment's root, the user files a re-run may import (all checked), whether
-    their fingerprint, read from their bytes, is the recorded one, and, for a checkout at
-    another commit whose files the run imports are the recorded commit's own bytes, what
-    differs (``moved``: nothing the experiment runs)."""
-
-    def __init__(
-        self,
-        root: Path | None,
-        experiment: Path | None,
-        files: tuple[Path, ...],
-        same: bool,
-        moved: tuple[str, ...] = (),
-    ) -> None:
-        self.root, self.experiment, self.files, self.same = root, experiment, files, same
-        self.moved = moved
 
 
 def _experiment_file(original: Original) -> Path | None:
@@ -106,12 +79,6 @@ def _experiment_file(original: Original) -> Path | None:
             "at that path, or reproduce on the machine that ran it"
         )
     return path.resolve()
-
-
-def _root(experiment: Path) -> Path:
-
-    top = git_root(experiment)
-    return Path(top).resolve() if top else experiment.parent
 
 
 def _stand_ins(original: Original, experiment: Path | None) -> list[Any]:
@@ -141,7 +108,6 @@ def _entry_files(original: Original) -> Iterable[Path]:
     among the user modules, or it is installed), so its recorded file is only used when
     the name leads nowhere (a script's ``__main__``, a folder not on the path). The kit's
     own names, old paths included, always resolve in the kit."""
-
     located = part(original.run, "task")
     for what in ("task", "pre_call"):
         entry = located.get(what)
@@ -157,8 +123,12 @@ def _entry_files(original: Original) -> Iterable[Path]:
             yield file
 
 
-def check_sources(original: Original, config: Any, *, allow_dirty: bool) -> TrustedSource:
-    """Check the files a re-run of ``original`` would import, without importing any.
+def check_sources(
+    original: Original, config: Any, *, allow_dirty: bool
+) -> tuple[bool, tuple[str, ...]]:
+    """Check the files a re-run of ``original`` would import, without importing any:
+    ``(their fingerprint is the recorded one, what differs in a checkout at another
+    commit whose imported files are the cell's)``.
 
     Puts the experiment's directory first on ``sys.path`` (the import path the ranks use).
     A module found elsewhere on the path (one of the task's name in the current directory)
@@ -170,9 +140,9 @@ def check_sources(original: Original, config: Any, *, allow_dirty: bool) -> Trus
         A file outside the experiment's root, one that is not the user's own, or a root
         checked out at another commit than the recorded one.
     """
-
     experiment = _experiment_file(original)
-    root = _root(experiment) if experiment is not None else None
+    top = git_root(experiment) if experiment is not None else None
+    root = Path(top).resolve() if top else getattr(experiment, "parent", None)
     if experiment is not None and str(experiment.parent) not in sys.path:
         sys.path.insert(0, str(experiment.parent))
     task, pre_call = _stand_ins(original, experiment)
@@ -196,7 +166,7 @@ def check_sources(original: Original, config: Any, *, allow_dirty: bool) -> Trus
     same = identity.fingerprint == (original.repro.get("code") or {}).get("task_sha256")
     if not same and not allow_dirty:
         raise code_differs([FINGERPRINT_DIFFERS])
-    return TrustedSource(root, experiment, tuple(sorted(files)), same, moved)
+    return same, moved
 
 
 def _check_commit(original: Original, experiment: Path, files: set[Path]) -> tuple[str, ...]:
@@ -256,7 +226,6 @@ def kept_code(original: Original, recorded: Any, experiment: Path) -> tuple[list
 def _not_committed(commit: str, experiment: Path, files: set[Path]) -> list[str]:
     """The files among ``files`` of the repository holding ``experiment`` whose bytes are
     not the commit's blob of them (one ``git cat-file --batch`` for all)."""
-
     top = git_root(experiment)
     if not top:
         return []

@@ -1,18 +1,15 @@
 # SPDX-License-Identifier: MIT
 """The code a cell ran, checked out beside the user's tree (``reproduce --worktree``).
 
-The user's checkout moves on after a run: new commits, new edits. Switching it back to
-the cell's commit would put that work at risk, so the cell's code is checked out in a git
-worktree of the same repository (``git worktree add --detach``) at the recorded commit,
-with the uncommitted code the cell ran applied from its sweep's copy
-(:mod:`mushin_box._provenance.patch`). The worktree lies in the re-run's own sweep
+Switching the user's checkout back to the cell's commit would put their newer work at
+risk, so the cell's commit is checked out in a git worktree of the same repository, with
+the uncommitted code the cell ran applied from its sweep's copy
+(:mod:`mushin_box._provenance.patch`). The worktree lies in the re-run's sweep
 (:data:`~mushin_box._core.layout.WORKTREE_DIR`): on the shared filesystem, where every
 rank can import it, and kept with the re-run whose record names its files.
 
-The record's paths under the repository are read as the same paths under the worktree
-(:func:`rebased`). Nothing else changes, and every check of
-:mod:`~mushin_box._reproduce.trust` still applies: the worktree's commit, its uncommitted
-diff and its files' fingerprint must be the recorded ones, so a copy that does not
+The record's paths under the repository are read under the worktree (:func:`rebased`);
+every check of :mod:`~mushin_box._reproduce.trust` still applies, so a copy that does not
 rebuild the cell's tree is refused like any other checkout.
 """
 
