@@ -2,10 +2,8 @@
 """The disk and rank-environment contract: every file name and every ``MUSHIN_*`` variable.
 
 Readers on a login node (``load_experiment``, ``diff``, the CLI) find a run by these names
-alone, long after the process that wrote them is gone, and a rank learns everything the
-submit host decided through these variables. A name written in one module and read in
-another is a contract between them; it is spelled here, once, and every room imports it
-from here.
+alone, long after its writer is gone, and a rank learns what the submit host decided through
+these variables: each name is spelled here, once, and every room imports it from here.
 
 A sweep directory::
 
@@ -21,9 +19,9 @@ A sweep directory::
     <sweep>/<cell>/mushin_provenance.json, mushin_packages.txt
     <sweep>/<cell>/mushin_error.txt     the traceback of a failed cell (secrets scrubbed)
     <sweep>/<cell>/fit_metrics.pt       MetricsCallback's series (rank 0)
-    <sweep>/<cell>/.mushin/seeds/rank<r>.json, attempt.json, stale-checkpoints/
-    <sweep>/<cell>/logs/rank<r>.log     the output of local rank r >= 1 (HydraDDP),
+    <sweep>/<cell>/.mushin/seeds/rank<r>.json, attempt.json, stale-checkpoints/,
                         earlier-metrics.json
+    <sweep>/<cell>/logs/rank<r>.log     the output of local rank r >= 1 (HydraDDP)
     <working_dir>/.mushin-box/apptainer-<sha256[:12]>.env   a job's rank env file
 
 Examples
@@ -40,73 +38,6 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Mapping
 from pathlib import Path
-
-__all__ = [
-    "default_sweep_dir",
-    "ABORT_FILE",
-    "ATTEMPT_FILE",
-    "CELL_STATES",
-    "CODE_PATCH_DIR",
-    "CONTAINER_ENV",
-    "DONE_CELL_STATES",
-    "DDP_PARENT_PID_ENV",
-    "DDP_SPEC_ENV",
-    "DIGEST_CACHE_FILE",
-    "EARLIER_METRICS_FILE",
-    "ENV_FILE_DIR",
-    "ERROR_FILE",
-    "GLOBAL_RANK_ENV",
-    "SMOKE_JOB_NAME",
-    "TEST_FAIL_RANK_ENV",
-    "TEST_RANK_LOG_ENV",
-    "HYDRA_CONFIG_FILE",
-    "HYDRA_MULTIRUN_FILE",
-    "HYDRA_OUTPUT_SUBDIR",
-    "HYDRA_OVERRIDES_FILE",
-    "IMAGE_IDENTITY_ENV",
-    "IMAGE_RECIPE_ENV",
-    "JOBS_FILE",
-    "LAUNCH_FILE",
-    "JOB_DIR_ENV",
-    "JOB_PRIVATE_DIR",
-    "LOCK_FILE",
-    "MANIFEST_FILE",
-    "CELL_INDEX_FILE",
-    "MASTER_PORT_ENV",
-    "FINGERPRINTS_FILE",
-    "METRICS_FILE",
-    "PACKAGES_FILE",
-    "PROFILES_FILE",
-    "PROJECT_FILE",
-    "PROVENANCE_FILE",
-    "RANK_LOG_DIR",
-    "RDZV_ENV",
-    "JOB_NODES_ENV",
-    "CELL_FAILED_ENV",
-    "TORCHRUN_AGENT_ENV",
-    "TORCHRUN_EXITS_ENV",
-    "RUN_ID_ENV",
-    "SECRET_ENV_PREFIX",
-    "SECRET_NAMES_ENV",
-    "RANKS_DIR",
-    "RUNTIME_ENV",
-    "SEEDS_DIR",
-    "SEED_BASE_ENV",
-    "SEED_WORKERS_ENV",
-    "STAGE_METRICS_SUFFIX",
-    "STALE_CHECKPOINTS_DIR",
-    "STATUS_FILE",
-    "WORKTREE_DIR",
-    "code_patch_file",
-    "rank_log_file",
-    "read_limit",
-    "ERROR_TAIL_BYTES",
-    "OBJECT_SIDECARS",
-    "LOG_READ_BYTES",
-    "READ_LIMITS",
-    "stage_metrics_file",
-    "stage_metrics_json_file",
-]
 
 # ---------------------------------------------------------------------------- a sweep
 
