@@ -6,50 +6,38 @@ writer. The same tree content gives the same bytes, whatever the tree's path, it
 times, the order its directories were filled in, the user who packs it, or the day:
 
 - ``-all-time SDE -mkfs-time SDE``: every inode and the superblock carry
-  ``SOURCE_DATE_EPOCH``, not the files' own times nor the clock;
-- ``-reproducible`` (the default since squashfs-tools 4.4, named so that no local default
-  changes it): the data and fragment blocks are written in input order whatever number of
-  threads compresses them, so ``-processors`` is left alone; mksquashfs sorts each
-  directory's entries itself, so the order they were created in does not matter;
+  ``SOURCE_DATE_EPOCH``, not the files' times nor the clock;
+- ``-reproducible`` (named so no local default changes it): blocks are written in input
+  order whatever the threads, and mksquashfs sorts each directory's entries itself;
 - ``-noappend``: nothing of an earlier file at the temporary path is kept;
-- ``-no-xattrs``: extended attributes are left out. Their values come from the host
-  (SELinux labels, a file system's ``user.*`` attributes) and Apptainer mounts the image
-  ``nosuid``, where file capabilities have no effect;
-- ``-exit-on-error``: a file mksquashfs cannot read fails the pack. Without it mksquashfs
-  stores such a file empty, warns and exits 0: a pack outside the tree's user namespace
-  would make an image with an empty ``/etc/shadow`` and no error;
-- ``-no-sparse``: a run of zero bytes is stored the same whether the file on disk has a
-  hole there or written zeros (with sparse detection the two give different bytes, and
-  ``cp``, ``tar`` and pip do not agree on which one they write);
-- ``-one-file-system``: a file system still mounted in the tree (``/proc``, a bind of the
-  host's pip cache) is not packed;
-- ``-comp lz4``: fast to unpack at every rank's start; the bytes depend on the
-  squashfs-tools and lz4 versions, which a rebuild on another machine must match.
+- ``-no-xattrs``: their values come from the host (SELinux labels, ``user.*``), and
+  Apptainer mounts ``nosuid``, where file capabilities have no effect;
+- ``-exit-on-error``: without it an unreadable file is stored empty with exit 0 (a pack
+  outside the tree's user namespace would ship an empty ``/etc/shadow``);
+- ``-no-sparse``: a hole and written zeros give the same bytes (``cp``, ``tar`` and pip
+  differ in which they write);
+- ``-one-file-system``: a file system still mounted in the tree is not packed;
+- ``-comp lz4``: fast to unpack at every rank's start; its bytes depend on the
+  squashfs-tools and lz4 versions, which a rebuild elsewhere must match.
 
-**Ownership is kept, as the tree's builder saw it.** ``-all-root`` would make a non-root
-build equal to a root one by dropping every owner (``_apt``, ``messagebus``, a user's files);
-that changes the image, so it is not used. A tree a non-root user made in a user namespace
-(``mmdebstrap --mode=unshare``) is owned on the host by subordinate ids (root's files by the
-first id of the user's ``/etc/subuid`` range), and some of its files are readable only by
-their owner. So mksquashfs runs *inside* that namespace: ``userns`` is the command prefix
-that enters it (``("mmdebstrap", "--unshare-helper")`` enters one with mmdebstrap's
-mapping), where the files read as owned by 0, ``_apt``, ... exactly as a root build's do,
-and the bytes are the same. mksquashfs writes the squashfs through an inherited file
-descriptor, so the namespace needs no write access to the output directory; it needs to
-search the path down to the tree. The image's root directory must read as owned by uid 0
-and gid 0: a tree packed outside the namespace that made it reads as owned by the host
-user, and is refused rather than packed into a different image.
+**Ownership is kept, as the tree's builder saw it** (``-all-root`` would drop ``_apt``'s
+and every other owner: another image). A tree made in a user namespace (``mmdebstrap
+--mode=unshare``) is owned on the host by subordinate ids, some files readable only by
+them, so mksquashfs runs *inside* that namespace (``userns``, the command prefix that enters
+it), where the owners read as a root build's. It writes through an inherited file
+descriptor, so the namespace needs no write access to the output directory. The root must
+read as owned by 0:0: a tree packed outside its namespace is refused, not packed into
+another image.
 
-**The SIF** holds the definition (if any), the inspect metadata (if any) and the squashfs
-partition, in that order (:func:`~mushin_box._image.sifwrite.write_sif`). Its header and
-descriptor times are ``SOURCE_DATE_EPOCH``; its UUID is derived from the sha256 of the
-squashfs and of the two objects (``uuid5``), so the UUID names the content; no field depends
-on the host but the architecture.
+**The SIF** holds the definition and the inspect metadata (each if any) and the squashfs
+partition (:func:`~mushin_box._image.sifwrite.write_sif`); its times are
+``SOURCE_DATE_EPOCH`` and its UUID a ``uuid5`` of the three objects' sha256: no field
+depends on the host but the architecture.
 
-:func:`first_difference` compares two SIFs: the header and descriptor fields that do not
-follow from the content first (so a different ``SOURCE_DATE_EPOCH`` is named as the time
-field, not as every file's mtime), then the objects, then the files in the squashfs
-partitions (read as a stream by ``unsquashfs -pf``: nothing is unpacked to disk).
+:func:`first_difference` compares two SIFs: the fields that do not follow from the content
+first (a different ``SOURCE_DATE_EPOCH`` is named as the time field, not as every file's
+mtime), then the objects, then the squashfs files (a stream from ``unsquashfs -pf``:
+nothing is unpacked to disk).
 """
 
 from __future__ import annotations
@@ -62,7 +50,7 @@ import shutil
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO
@@ -80,17 +68,9 @@ from mushin_box._image.sifwrite import write_sif
 
 __all__ = ["PackError", "PackInputError", "describe_check", "first_difference", "pack_tree"]
 
-MKSQUASHFS_FLAGS = (
-    "-noappend",
-    "-reproducible",
-    "-no-xattrs",
-    "-no-sparse",
-    "-exit-on-error",
-    "-one-file-system",
-    "-comp",
-    "lz4",
-    "-quiet",
-    "-no-progress",
+MKSQUASHFS_FLAGS = tuple(
+    "-noappend -reproducible -no-xattrs -no-sparse -exit-on-error -one-file-system -comp lz4 "
+    "-quiet -no-progress".split()
 )
 #: The namespace of the SIF UUIDs this module derives from an image's content.
 UUID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://mushin-box/sif-content")
@@ -145,31 +125,15 @@ def pack_tree(
     """Squash the directory ``tree`` and wrap it as a SIF at ``out``; return the SIF's sha256.
 
     The SIF is written under a temporary name beside ``out`` and renamed at the end: a
-    failed pack leaves nothing at ``out``. The same tree content gives the same bytes
-    (see the module docstring for the rule and the flags).
-
-    Parameters
-    ----------
-    tree : Path
-        The root file system; its top directory must read as owned by 0:0.
-    out : Path
-        The ``.sif`` to write (replaced if it exists).
-    source_date_epoch : int
-        Unix seconds for every file, the squashfs and the SIF header (0 to 2**32-1).
-    definition : str, optional
-        The definition file embedded as ``Def.FILE``.
-    metadata : bytes, optional
-        The ``inspect-metadata.json`` object (``apptainer inspect``'s labels and help).
-    userns : sequence of str, optional
-        Command prefix that runs mksquashfs in the user namespace the tree was made in
-        (``("mmdebstrap", "--unshare-helper")``); empty for a tree root made.
+    failed pack leaves nothing at ``out``. ``definition`` is embedded as ``Def.FILE``,
+    ``metadata`` as ``inspect-metadata.json`` (``apptainer inspect``'s labels and help);
+    ``userns`` runs mksquashfs in the tree's user namespace (module docstring).
 
     Raises
     ------
     PackInputError
-        ``tree`` is not a directory, ``out`` cannot be written (a directory, or in a
-        missing or read-only directory), the time is out of range, or the tree's root
-        does not read as owned by root (pack it in its namespace).
+        ``tree`` is not a directory, ``out`` cannot be written, the time is outside
+        0..2**32-1, or the tree's root does not read as owned by root.
     PackError
         mksquashfs is missing or fails.
     """
@@ -353,32 +317,28 @@ def _hash_stream(stream: IO[bytes], size: int) -> str:
     return digest.hexdigest()
 
 
-def _pseudo_entries(stream: IO[bytes]) -> Iterator[tuple[str, str, bytes]]:
-    """(path, type letter, fields) of each definition before the data. unsquashfs escapes a
-    space in a name but not a newline: a line that is no definition starts a name the next
-    line ends."""
+def _parse_pseudo(
+    stream: IO[bytes],
+) -> tuple[dict[str, dict[str, str]], dict[str, tuple[int, int]]]:
+    """Each file's fields, and each regular file's ``(start, size)`` in the data, from the
+    definitions before the data. unsquashfs escapes a space in a name but not a newline: a
+    line that is no definition starts a name the next line ends."""
+    kinds = {"D": "directory", "R": "file", "S": "symlink", "L": "hard link", "I": "fifo/socket"}
+    kinds |= {"B": "block device", "C": "char device"}
+    files: dict[str, dict[str, str]] = {}
+    data: dict[str, tuple[int, int]] = {}
     pending = b""
     for raw in stream:
         if raw == _DATA_MARK:
             stream.readline()  # the '#' line after the mark
-            return
+            break
         found = _ENTRY.fullmatch(pending + raw)
         if found is None:
             pending = b"" if raw.startswith(b"#") and not pending else pending + raw
             continue
         pending = b""
         path = os.fsdecode(_ESCAPE.sub(rb"\1", found[1])).strip("/")
-        yield path, found[2].decode(), found[3]
-
-
-def _parse_pseudo(
-    stream: IO[bytes],
-) -> tuple[dict[str, dict[str, str]], dict[str, tuple[int, int]]]:
-    kinds = {"D": "directory", "R": "file", "S": "symlink", "L": "hard link", "I": "fifo/socket"}
-    kinds |= {"B": "block device", "C": "char device"}
-    files: dict[str, dict[str, str]] = {}
-    data: dict[str, tuple[int, int]] = {}
-    for path, kind, fields in _pseudo_entries(stream):
+        kind, fields = found[2].decode(), found[3]
         entry = files[path] = {"type": kinds[kind]}
         if kind == "L":
             entry["target"] = os.fsdecode(fields)
