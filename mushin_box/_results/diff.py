@@ -2,29 +2,19 @@
 """Two cells or two sweeps compared, provenance and metrics, from disk, and the diff as rows
 a person reads.
 
-A path may be a cell directory (its ``mushin_provenance.json`` and ``mushin_metrics.json``),
-a provenance JSON file, or a sweep directory. The records are compared by
-:func:`mushin_box._provenance.compare.diff_records`; this module finds and reads them and
-collects the result in a :class:`Diff`. Two sweeps are compared cell by cell, matched by
-their swept values (the ``combo`` in ``mushin_status.json``); a cell that only one sweep has
-breaks reproducibility.
+A path may be a cell directory, a provenance JSON file, or a sweep directory; the records
+are compared by :func:`mushin_box._provenance.compare.diff_records`. Two sweeps are compared
+cell by cell, matched by their swept values; a cell that only one sweep has breaks
+reproducibility.
 
-The terminal tables of ``mushin-box diff``, its ``--md`` and ``--html``, and the diff section
-of ``report`` show the same rows, built once here:
-
-* hashes (40 to 64 hex digits) are cut to their first 12 digits; ``--json`` keeps them whole;
-* a cell is named by its directory (``lr=0.1``), a run without swept values ``run``;
-* a row that several cells share (same path, A and B: a sweep's one changed value) is one
-  row, its cell ``all 9 cells`` or their names; the cells only one side has (or can read)
-  are one line per side (``9 cells only in B: lr=0.2, ...``);
-* paths that differ only in a list index are merged when there are many
-  (``run.topology.ranks[*].hostname (8 rows)``), and an expected family of many paths is
-  one row that counts them (``run.env.* (53 fields)``): a 64-rank run against one
-  rank reads as a screen, not 186 rows;
-* ``brief`` lists no field of the run part: one line counts them by kind
-  (:func:`expected_counts`).
-
-Where two runs first parted is :func:`mushin_box._provenance.compare.first_divergence`.
+The terminal tables of ``mushin-box diff``, its ``--md`` and ``--html``, and ``report``'s
+diff section show the same rows, built once here, so that a 64-rank run against one rank
+reads as a screen, not 186 rows: hashes cut to 12 hex digits (``--json`` keeps them whole);
+a row several cells share is one row (``all 9 cells``); the cells only one side has are one
+line per side (``9 cells only in B: lr=0.2, ...``); many paths that differ only in a list
+index are one row (``run.topology.ranks[*].hostname (8 rows)``), and so is an expected
+family of many paths (``run.env.* (53 fields)``); ``brief`` counts the run part's fields
+by kind (:func:`expected_counts`).
 """
 
 from __future__ import annotations
@@ -96,15 +86,10 @@ class DiffInputError(MushinBoxError, ValueError):
     record it holds is damaged."""
 
 
-_RECORD_FIX = "restore the file, or re-run the cell to write it again"
-
-
 @attrs.frozen
 class Diff:
     """What :func:`diff_provenance` found: ``kind`` (``"cell"`` or ``"sweep"``), the compared
-    paths ``a`` and ``b``, the tolerances ``atol`` and ``rtol`` the metrics were compared with
-    (``|b - a| <= atol + rtol * |a|``), and ``cells``, a :class:`CellDiff` per pair of cells
-    (one for two cells)."""
+    paths, the metrics' tolerances, and a :class:`CellDiff` per pair of cells."""
 
     kind: str
     a: str
@@ -156,9 +141,8 @@ class Diff:
         return f"{same}, results differ: {said}" + (f"; first divergence: {where}" if where else "")
 
     def _broken(self) -> str:
-        """What breaks reproducibility, in words: the first break once, with how many cells
-        share it (a sweep's cells share most breaks: one changed value), then the cells only
-        one side has, counted per side."""
+        """The first break once, with how many cells share it, then the cells only one side
+        has, counted per side."""
         shared: dict[tuple[str, str, str], list[FieldDiff]] = {}
         for f in self.breaks:
             if f.path != "<cell>":  # raw values: equal as shown is not equal
@@ -231,12 +215,9 @@ def _read_metrics(cell: Path) -> dict[str, Any] | None:
 
 
 def _read_record(target: Path) -> dict[str, Any] | None:
-    """The provenance record at ``target``; ``None`` when there is no such file.
-
-    Stricter than the other sidecars: a record that exists but cannot be read, parsed or
-    used raises :class:`DiffInputError` naming the file. A missing record is a difference
-    (exit 1); a damaged one must not pass for one, nor crash the comparison.
-    """
+    """The provenance record at ``target``; ``None`` when there is no such file. A missing
+    record is a difference (exit 1); a damaged one raises :class:`DiffInputError`: it must
+    not pass for one, nor crash the comparison."""
     try:  # a sidecar: bounded, no symlink, FIFO or device (safeio)
         data = read_bounded(target, read_limit(target.name))
     except FileNotFoundError:
@@ -251,7 +232,10 @@ def _read_record(target: Path) -> dict[str, Any] | None:
     else:
         problem = record_problem(record)
     if problem:
-        raise DiffInputError(f"{target}: corrupt provenance record: {problem}; {_RECORD_FIX}")
+        raise DiffInputError(
+            f"{target}: corrupt provenance record: {problem}; restore the file, or re-run the "
+            "cell to write it again"
+        )
     return dict(record)
 
 
@@ -263,11 +247,6 @@ def _load_record(path: Path) -> dict[str, Any]:
     return record
 
 
-def _display(combo: Mapping[str, Any]) -> str:
-    """A cell's name in reports: its combo id, secrets redacted."""
-    return combo_id(redact(dict(combo)))
-
-
 def _pair(a: Any, b: Any) -> str:
     """``a vs b``, with every digit where 6 significant ones would read the same."""
     x, y = _number(a), _number(b)
@@ -276,25 +255,21 @@ def _pair(a: Any, b: Any) -> str:
     return f"{x} vs {y}"
 
 
-def _packages(path: Path, record: Mapping[str, Any] | None) -> list[str] | None:
-    """The package list beside a record, if it is the record's (see ``packages_beside``)."""
-    if record is None:
-        return None
-    return packages_beside(path, split_provenance(record))
-
-
 def _cell_diff(
     a: Path, b: Path, records: tuple[Any, Any], tols: tuple[float, float], cells: str, **kw: Any
 ) -> CellDiff:
     """Two records compared, with the metrics of each side that is a cell directory
-    (``cells``: ``"ab"``, ``"a"``, ...); for two cells whose results differ, where their fits
-    first parted."""
+    (``cells``: ``"ab"``, ``"a"``, ...), and where two cells' fits first parted."""
     (ra, rb), (atol, rtol) = records, tols
+    pa, pb = (
+        None if r is None else packages_beside(p, split_provenance(r))
+        for p, r in ((a, ra), (b, rb))
+    )
     cell = diff_records(
         ra, rb, atol=atol, rtol=rtol, path_a=str(a), path_b=str(b),
         metrics_a=_read_metrics(a) if "a" in cells else None,
         metrics_b=_read_metrics(b) if "b" in cells else None,
-        packages_a=_packages(a, ra), packages_b=_packages(b, rb), **kw,
+        packages_a=pa, packages_b=pb, **kw,
     )  # fmt: skip
     if cells != "ab" or cell.metrics_match:
         return cell
@@ -303,8 +278,8 @@ def _cell_diff(
 
 
 def _prints(cell: Path, record: Any) -> dict[str, Any] | None:
-    """A cell's fit fingerprints, with its record's world size where they hold none: a
-    changed world size is the likely cause of weights that differ."""
+    """A cell's fit fingerprints, with its record's world size where they hold none (the
+    likely cause of weights that differ)."""
     prints = _read_mapping(cell / FINGERPRINTS_FILE)
     topology = ((record or {}).get("run") or {}).get("topology")
     if prints is not None and prints.get("world_size") is None and isinstance(topology, Mapping):
@@ -378,7 +353,9 @@ def diff_provenance(a: str | Path, b: str | Path, *, atol: float = 0.0, rtol: fl
             (combo, da), db = cells_a[key], cells_b[key][1]
             records = (_read_record(da / PROVENANCE_FILE), _read_record(db / PROVENANCE_FILE))
             out.append(
-                _cell_diff(da, db, records, tols, "ab", name=_display(combo), combo=redact(combo))
+                _cell_diff(
+                    da, db, records, tols, "ab", name=combo_id(redact(combo)), combo=redact(combo)
+                )
             )
             continue
         in_a = key in cells_a
@@ -392,7 +369,7 @@ def diff_provenance(a: str | Path, b: str | Path, *, atol: float = 0.0, rtol: fl
         change = f"unreadable_{other}" if lost == "unreadable" else f"only_{side}"
         only = FieldDiff("<cell>", *sides, change)
         paths = (str(d), None) if in_a else (None, str(d))
-        out.append(CellDiff(_display(combo), redact(combo), *paths, breaks=(only,)))
+        out.append(CellDiff(combo_id(redact(combo)), redact(combo), *paths, breaks=(only,)))
     return Diff("sweep", str(pa), str(pb), tols[0], tuple(out), tols[1])
 
 
@@ -420,10 +397,8 @@ class MetricRow:
     match: bool
 
 
-#: what a run-part field is about, for --brief's one line: a path under one of a kind's
-#: prefixes (the first kind that has one wins); the scheduler's bookkeeping (job, step and
-#: array ids, ports, pids, the submitit folder, node-local ids) differs between any two runs
-#: and is never shown there
+#: what a run-part field is about, for --brief's one line (the first kind whose prefix
+#: matches); the scheduler's bookkeeping differs between any two runs
 _KINDS = {
     "times": "run.started run.ended run.duration_s",
     "scheduler": "run.pid run.env.SLURM_ run.env.SUBMITIT run.env.MASTER_PORT "
@@ -440,8 +415,7 @@ _KINDS = {
 
 
 def kind_of(path: str) -> str:
-    """What a run-part field is about: ``times``, ``scheduler``, ``topology``, ``host``,
-    ``container``, ``devices``, ``fingerprints``, ``reproduction`` or ``other``.
+    """What a run-part field is about: a key of :data:`_KINDS`, or ``other``.
 
     Examples
     --------
@@ -488,20 +462,18 @@ def short(value: Any) -> str:
 
 
 def _number(value: Any) -> str:
-    """A value as the tables and verdicts show it: numbers to 6 significant digits, hashes
-    cut to 12 hex digits, long text cut."""
+    """A value as the tables and verdicts show it (floats to 6 significant digits)."""
     return cell_text(value) if isinstance(value, float) else short(value)
 
 
 def compared_label(cell: Any) -> str:
-    """A compared cell's name as its sweep spells it: its directory (``lr=0.1``; ``cell``
-    without swept values)."""
+    """A compared cell's name as its sweep spells it: its directory."""
     where = cell.a or cell.b
     return Path(where).name if where else str(cell.name)
 
 
 def _paired(diff: Any) -> int:
-    """How many cells both sides have: the ``N`` of "in all N cells"."""
+    """How many cells both sides have."""
     return sum(1 for c in diff.cells if c.a is not None and c.b is not None)
 
 
@@ -510,8 +482,7 @@ def _count(n: int) -> str:
 
 
 def _named(labels: list[str], most: int = 4) -> str:
-    """Cells' names in one line, ``most`` of them named and the rest counted (``;`` between
-    names that hold a comma).
+    """Cells' names in one line, ``most`` of them named and the rest counted.
 
     Examples
     --------
@@ -524,8 +495,7 @@ def _named(labels: list[str], most: int = 4) -> str:
 
 
 def _whole_cells(diff: Any) -> dict[str, list[str]]:
-    """The cells only one side has (or can read), by what is wrong (``only in B``,
-    ``unreadable in A``): a grid that grew is one line per side, not a row per cell."""
+    """The cells only one side has (or can read), by what is wrong (``only in B``)."""
     out: dict[str, list[str]] = {}
     for cell in diff.cells:
         for f in cell.breaks:
@@ -536,8 +506,7 @@ def _whole_cells(diff: Any) -> dict[str, list[str]]:
 
 
 def cell_notes(diff: Any) -> list[str]:
-    """:func:`_whole_cells` as the lines the sections show, e.g. ``9 cells only in B:
-    lr=0.2, lr=0.3, ...``."""
+    """:func:`_whole_cells` as lines: ``9 cells only in B: lr=0.2, lr=0.3, ...``."""
     return [
         f"{_count(len(names))} {how}: {_named(names)}" for how, names in _whole_cells(diff).items()
     ]
@@ -549,10 +518,8 @@ def _side(f: Any, side: str) -> str:
 
 
 def field_rows(diff: Any, attr: str) -> list[FieldRow]:
-    """The rows of ``breaks``, ``extended`` or ``expected`` over all cells, a cell that only
-    one side has left out (:func:`cell_notes`). A row that several cells share (same path,
-    same A and B: a sweep's one changed value) is one row whose cell says ``all 9 cells``
-    or names them. Expected fields come by family (:func:`_cell_rows`)."""
+    """The rows of ``breaks``, ``extended`` or ``expected`` over all cells but those only one
+    side has; a row several cells share is one row (``all 9 cells``, or their names)."""
     shared: dict[tuple[str, str, str], list[str]] = {}
     for cell in diff.cells:
         for row in _cell_rows(getattr(cell, attr), families=attr == "expected"):
@@ -565,9 +532,8 @@ def field_rows(diff: Any, attr: str) -> list[FieldRow]:
 
 
 def _cell_rows(fields: Any, families: bool = False) -> list[tuple[str, str, str]]:
-    """One cell's fields as (path, A, B) text; many paths that differ only in a list index
-    as one row; with ``families``, a family of many paths (a big world's scheduler
-    variables, the launcher's settings) as one row that counts them: never what breaks."""
+    """One cell's fields as (path, A, B) text, many paths that differ only in a list index
+    as one row; ``families``: a family of many paths too (never what breaks)."""
     groups: dict[str, dict[str, list[Any]]] = {}
     for f in fields:
         if f.path != "<cell>":
@@ -623,10 +589,8 @@ _FIELD_GROUPS = (
 
 
 def _parts(diff: Any, brief: bool, heading: Any, note: Any, render: Any) -> list[str]:
-    """The sections under the verdict, in either markup: the metrics, then the fields that
-    break reproducibility and those expected to differ (``brief``: their count, by kind).
-    ``heading(text)``, ``note(text, kind)`` and ``render(kind, headers, rows)`` write them;
-    the rows are plain text, the cell first in a sweep."""
+    """The sections under the verdict, in the markup that ``heading(text)``,
+    ``note(text, kind)`` and ``render(kind, headers, rows)`` write (rows as plain text)."""
     cell = ["cell"] if diff.kind == "sweep" else []
 
     def row(r: Any, *rest: str) -> list[str]:
@@ -658,9 +622,7 @@ def _parts(diff: Any, brief: bool, heading: Any, note: Any, render: Any) -> list
 
 
 def diff_markdown(diff: Any, *, brief: bool = False, results: bool = True) -> str:
-    """The diff as Markdown: the verdict, the metrics side by side, then what breaks
-    reproducibility and what is expected to differ (``results=False``: the verdict leaves
-    the metrics out)."""
+    """The diff as Markdown (``results=False``: the verdict leaves the metrics out)."""
     mark = "✅" if diff.same(results=results) else "❌"
     out = [
         f"## mushin-box diff: {mark} {diff.verdict(results=results)}",
@@ -681,16 +643,14 @@ def diff_markdown(diff: Any, *, brief: bool = False, results: bool = True) -> st
 
 
 def _md_note(text: str, kind: str) -> str:
-    """A line under a heading in Markdown; the cells' lines with what Markdown would read
-    as markup (``_target_``) escaped, and a blank line before a table."""
+    """A line under a heading; the cells' lines with Markdown's markup escaped."""
     if kind == "cells":
         return re.sub(r"([\\`*_<>\[\]|])", r"\\\1", text) + "\n"
     return f"\n{text}" if kind else text
 
 
 def _html_table(kind: str, headers: list[str], rows: list[list[str]]) -> str:
-    """A section's rows as an HTML table: a field's path as code, a metric that does not
-    match in red."""
+    """A section's rows as an HTML table, a metric that does not match in red."""
     if kind == "metrics":
         body = [
             [*map(esc, r[:-1]), r[-1] if r[-1] == "yes" else '<b class="verdict-bad">no</b>']
@@ -704,8 +664,7 @@ def _html_table(kind: str, headers: list[str], rows: list[list[str]]) -> str:
 def diff_html_section(
     diff: Any, *, brief: bool = False, heading: str = "h2", results: bool = True
 ) -> str:
-    """The diff as an HTML fragment (headings from ``heading`` down): the verdict, the
-    metrics, then the fields that break reproducibility and those expected to differ."""
+    """The diff as an HTML fragment, its headings from ``heading`` down."""
     sub = f"h{min(int(heading[1]) + 1, 6)}"
     ok = diff.same(results=results)
     out = [

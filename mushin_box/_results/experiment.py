@@ -2,22 +2,17 @@
 """``load_experiment``: a sweep directory, or one job directory, as an xarray Dataset.
 
 A ``Workflow.run`` sweep is read from its cells' sidecars; a plain Hydra ``--multirun``
-sweep (hydra-zen's ``launch(..., multirun=True)``, any launcher) from Hydra's own files: job
-directories ``0/``, ``1/``... with ``.hydra/`` and the ``MetricsCallback`` files, and the
-sweep's ``multirun.yaml``.
+sweep (any launcher) from Hydra's own files.
 
-Design note: a series is read from its canonical-JSON file (``fit_metrics.json``) when there
-is one, so a reader imports no torch; the ``.pt`` file only for a job without the JSON twin,
-or when it is newer than the twin. Cells' series are kept as plain numpy arrays and placed
-on the grid in one pass: an xarray object per cell, aligned a thousand times, costs more
-than reading the files.
+Design note: cells' series are kept as plain numpy arrays and placed on the grid in one
+pass: an xarray object per cell, aligned a thousand times, costs more than reading the
+files.
 
 Hydra records what each job was given, not how it ended. For a plain sweep the grid comes
-from the task overrides in ``multirun.yaml`` (a sweep override is a dimension, a constant
-one is not), and each job's ``.hydra/overrides.yaml`` places the job on it. Values only the
-jobs show (an interval a sampling sweeper drew from) are read from the jobs, and a key whose
-value differs between jobs is a dimension too. Such a sweep has no status variable: a job
-directory exists once its job started, and a job that failed mid-fit keeps its epochs.
+from the sweep overrides in ``multirun.yaml``, and each job's ``.hydra/overrides.yaml``
+places the job on it; values only the jobs show (an interval a sampling sweeper drew from)
+are read from the jobs, and a key whose value differs between jobs is a dimension too.
+Such a sweep has no status: a job that failed mid-fit keeps its epochs.
 """
 
 from __future__ import annotations
@@ -82,10 +77,9 @@ def load_sweep(
     records: Sequence[tuple[Path, dict[str, Any]]] | None = None,
     metrics: Mapping[Path, dict[str, Any]] | None = None,
 ) -> xr.Dataset:
-    """A sweep directory as a Dataset (see :func:`load_experiment`); ``records``: its cells'
-    status records, when the caller has read them already; ``metrics``: the metrics of
-    cells whose metrics sidecar and whole provenance record the caller read (the resume
-    shortcut), not read or checked again."""
+    """A sweep directory as a Dataset. ``records``: its cells' status records, when read
+    already; ``metrics``: the metrics of cells whose metrics and whole provenance record
+    the caller read (the resume shortcut), not read or checked again."""
     root = Path(path)
     manifest: dict[str, Any] | None = None
     cells: Sequence[tuple[str | Path, dict[str, Any]]] | None = records
@@ -138,12 +132,14 @@ def load_sweep(
     # a metric named like a swept parameter ("x") or a series' dimension ("epoch") would
     # clash with its coordinate
     reserved = {*grid, *STAGE_DIMS.values()}
-    variables: dict[str, xr.DataArray] = {
-        (f"metrics.{name}" if name in reserved else name): _grid_variable(
-            metric_array(values, shape), params, coords
+    variables: dict[str, xr.DataArray] = {}
+    for name, values in found.items():
+        arr = metric_array(values, shape)
+        variables[f"metrics.{name}" if name in reserved else name] = var = xr.DataArray(
+            arr, dims=params, coords=coords
         )
-        for name, values in found.items()
-    }
+        if arr.dtype == object:  # written back: None stays None under any pandas
+            var.data[...] = arr
     variables.update(gridded_series(series, shape, params, coords))
     ds = xr.Dataset(variables, coords=coords)
     ds["status"] = xr.DataArray(status, dims=params, coords=coords)
@@ -186,22 +182,9 @@ def metric_array(values: Mapping[tuple[int, ...], Any], shape: tuple[int, ...]) 
     return out
 
 
-def _grid_variable(arr: Any, dims: list[str], coords: Mapping[str, Any]) -> xr.DataArray:
-    """One metric on the grid, its values as :func:`metric_array` made them: objects are
-    written back into the DataArray's numpy array, so ``None`` stays ``None`` under any
-    pandas (see :func:`grid_coords`)."""
-    out = xr.DataArray(arr, dims=dims, coords=coords)
-    if arr.dtype == object:
-        out.data[...] = arr
-    return out
-
-
 def _warn_if_truncated(path: str, cell: str) -> None:
-    """Warn when a completed cell's provenance record is not a whole JSON object.
-
-    Only its ends are read (a record can be megabytes; truncation is how a record breaks):
-    ``resume=True`` parses it in full and runs the cell again when it is unreadable.
-    """
+    """Warn when a completed cell's provenance record is not a whole JSON object; only its
+    ends are read (a record can be megabytes; truncation is how a record breaks)."""
     try:
         fd, st = open_regular_stat(path)  # no symlink, FIFO or device: refused
     except FileNotFoundError:
@@ -210,8 +193,7 @@ def _warn_if_truncated(path: str, cell: str) -> None:
         warnings.warn(f"cell {cell}: its {PROVENANCE_FILE} is refused ({exc})", stacklevel=3)
         return
     try:
-        size = st.st_size
-        head, tail = os.pread(fd, 1, 0), os.pread(fd, 2, max(size - 2, 0))
+        head, tail = os.pread(fd, 1, 0), os.pread(fd, 2, max(st.st_size - 2, 0))
     finally:
         os.close(fd)
     if head != b"{" or tail.rstrip(b"\n")[-1:] != b"}":
@@ -299,8 +281,8 @@ Series = tuple[str, np.ndarray[Any, Any], np.ndarray[Any, Any]]
 
 
 def _index(values: list[Any], index_key: str, stage: str) -> np.ndarray[Any, Any]:
-    """A series' index; by position when it holds no whole numbers (a file written before
-    the index name was reserved, where a metric logged as ``epoch`` replaced it)."""
+    """A series' index; by position when it holds no whole numbers (a metric logged as
+    ``epoch`` replaced it, before the name was reserved)."""
     if values and {type(v) for v in values} == {int}:  # the common case, at once
         return np.asarray(values, dtype=np.int64)
     raw = np.asarray(values, dtype=np.float64)
@@ -310,57 +292,40 @@ def _index(values: list[Any], index_key: str, stage: str) -> np.ndarray[Any, Any
             f"(a metric logged as {index_key!r} replaced it, before MetricsCallback reserved "
             f"the name); using positions 0..{raw.size - 1}",
             UserWarning,
-            stacklevel=5,
+            stacklevel=4,
         )
         return np.arange(raw.size, dtype=np.int64)
     return raw.astype(np.int64)
-
-
-def _stage_series(stage: str, data: Mapping[str, list[Any]]) -> dict[str, Series]:
-    key = "epoch" if stage == "fit" else "round"
-    index = _index(list(data.get(key, [])), key, stage)
-    return {
-        f"{stage}.{name}": (STAGE_DIMS[stage], index, np.asarray(values, dtype=np.float64))
-        for name, values in data.items()
-        if name != key
-    }
 
 
 def job_series(job: str | os.PathLike[str]) -> dict[str, Series]:
     """Every ``MetricsCallback`` series of a job, named ``"<stage>.<metric>"``."""
     out: dict[str, Series] = {}
     for stage, data in stage_data(job):
-        out.update(_stage_series(stage, data))
+        key = "epoch" if stage == "fit" else "round"
+        index = _index(list(data.get(key, [])), key, stage)
+        for name, values in data.items():
+            if name != key:
+                out[f"{stage}.{name}"] = (STAGE_DIMS[stage], index, np.asarray(values, float))
     return out
 
 
-def _as_array(name: str, series: Series) -> xr.DataArray:
-    index_dim, index, values = series
-    dims = [index_dim] + [f"{name}_dim{i}" for i in range(1, values.ndim)]
-    return xr.DataArray(values, dims=dims, coords={index_dim: index})
-
-
-def job_config(job: Path) -> tuple[dict[str, Any], str] | None:
-    """The job's Hydra config (``.hydra/config.yaml``) as a mapping (interpolations kept
-    as text) and as its YAML text; ``None`` when it has none."""
-    file = job / HYDRA_OUTPUT_SUBDIR / HYDRA_CONFIG_FILE
-    if not file.is_file():
-        return None
-    from omegaconf import OmegaConf
-
-    text = file.read_text(encoding="utf-8")
-    mapping = OmegaConf.to_container(OmegaConf.create(text), resolve=False)
-    return (dict(mapping) if isinstance(mapping, dict) else {}), text  # type: ignore[arg-type]
-
-
 def load_job(path: str | os.PathLike[str]) -> xr.Dataset:
-    """One job directory as a Dataset (see :func:`load_experiment`)."""
+    """One job directory as a Dataset, its Hydra config in its attrs (interpolations kept)."""
     job = Path(path)
-    variables = {name: _as_array(name, s) for name, s in job_series(job).items()}
+    variables = {}
+    for name, (dim, index, values) in job_series(job).items():
+        dims = [dim] + [f"{name}_dim{i}" for i in range(1, values.ndim)]
+        variables[name] = xr.DataArray(values, dims=dims, coords={dim: index})
     attrs: dict[str, Any] = {"job_dir": str(job.resolve())}
-    config = job_config(job)
-    if config is not None:
-        attrs["config"], attrs["config_yaml"] = config
+    file = job / HYDRA_OUTPUT_SUBDIR / HYDRA_CONFIG_FILE
+    if file.is_file():
+        from omegaconf import OmegaConf
+
+        text = file.read_text(encoding="utf-8")
+        mapping = OmegaConf.to_container(OmegaConf.create(text), resolve=False)
+        attrs["config"] = dict(mapping) if isinstance(mapping, dict) else {}  # type: ignore[arg-type]
+        attrs["config_yaml"] = text
     return xr.Dataset(variables, attrs=attrs)
 
 

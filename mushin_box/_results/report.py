@@ -2,28 +2,24 @@
 """``mushin-box report``: a sweep as one self-contained HTML page.
 
 The page holds the sweep table (the best cell marked), a heatmap of a 2-parameter grid,
-every ``MetricsCallback`` series as curves, each failed cell's error, the provenance summary
-(image identity, code commit and dirty flag, package-set fingerprint, seed base, topology;
-:func:`provenance_summary` is ``show``'s code line too), and optionally the reproducibility
-diff against another run or sweep, breaks first. Everything is read from the sidecars
-without importing torch, and the page fetches nothing (:mod:`.markup`).
+every ``MetricsCallback`` series as curves, each failed cell's error, the provenance summary,
+and optionally the reproducibility diff against another run or sweep. Everything is read
+from the sidecars without importing torch, and the page fetches nothing (:mod:`.markup`).
 
 The curves: one plot per series, one line per cell, a cell keeping its colour in every plot
-and named by the parameters that vary (``hidden=32 lr=0.1``). With ``--best`` the best cell
-is drawn bold and on top, the others faded. A plot whose values span more than 100× starts
-on a log axis; each plot with positive values has a ``log y`` toggle (a checkbox and two
-inline SVGs, one shown by CSS: the Content-Security-Policy stays ``default-src 'none'``).
-With ``--against OTHER`` the other sweep's curves are dashed on the same plots, each paired
-with the cell with the same swept values: one colour, one legend entry, highlighted with it
-when it is the best; ``--where`` filters both sweeps, and the diff. Plots are as wide as the
-page. A sweep over two parameters gets a heatmap of one metric (``--best``'s, else the first
-scalar metric that varies, else the last epoch of the first series), coloured by rank.
+and named by the parameters that vary. With ``--best`` the best cell is drawn bold and on
+top, the others faded. A plot whose values span more than 100× starts on a log axis, and
+one with positive values has a ``log y`` toggle (a checkbox and two inline SVGs, one shown
+by CSS: the Content-Security-Policy stays ``default-src 'none'``). ``--against OTHER``'s
+curves are dashed on the same plots, each paired with the cell of the same swept values
+(one colour, one legend entry); ``--where`` filters both sweeps, and the diff. The heatmap
+shows ``--best``'s metric, else the first scalar metric that varies, else the first
+series' last epoch, coloured by rank.
 
-A sweep too large to show whole (thousands of cells) keeps what a reader looks at: the
-table shows the best ``rows`` cells (by ``--best``; else the first, in the table's order),
-with the whole table in the page as a CSV ``data:`` link; each plot draws the ``curves``
-best cells' lines, and the rest as one grey band from their lowest to their highest value
-at each epoch.
+A sweep of thousands of cells keeps what a reader looks at: the table shows the best
+``rows`` cells, with every row in the page as a CSV ``data:`` link; each plot draws the
+``curves`` best cells' lines, and the rest as one grey band from their lowest to their
+highest value at each epoch.
 
 Examples
 --------
@@ -68,7 +64,7 @@ from mushin_box._results.markup import (
     table,
     wants_log,
 )
-from mushin_box._results.series import PlainSeries, stage_series
+from mushin_box._results.series import PlainSeries, reduce_series, stage_series
 from mushin_box._results.table import (
     ResultsError,
     ResultsTable,
@@ -120,9 +116,8 @@ _NAMED = 20
 
 
 def _summary_key(record: Any) -> str | None:
-    """The parts of ``record`` its summary depends on, as text, so that cells with the same
-    are summarised once; None: a record of another shape. ``repr`` is equal only for equal
-    JSON values, and cheaper than sorted JSON."""
+    """The parts of ``record`` its summary depends on, as text (``repr``: cheaper than sorted
+    JSON), so that cells with the same are summarised once; None: another shape."""
     if not isinstance(record, Mapping):
         return None
     reduced: dict[str, Any] = {"schema": record.get("schema")}
@@ -223,9 +218,8 @@ def _sweep_table(results: ResultsTable, most: int = ROWS) -> str:
 
 
 def _error_tail(file: Path) -> str | None:
-    """The last lines of a cell's traceback, read from its end (bounded), or None. The
-    page is made to be mailed: a symlink (to ``/etc/shadow``), a FIFO or a device in its
-    place is refused with a warning, never embedded."""
+    """The last lines of a cell's traceback, or None. The page is made to be mailed: a
+    symlink (to ``/etc/shadow``), FIFO or device in its place is refused, never embedded."""
     try:
         return "\n".join(tail_lines(file, _ERROR_LINES, ERROR_TAIL_BYTES))
     except FileNotFoundError:
@@ -261,10 +255,9 @@ def _errors_section(sweep: SweepView, cells: Sequence[CellView], most: int = ROW
 def _other_curves(
     against: str | os.PathLike[str] | None, where: Sequence[str], shown: Sequence[CellView]
 ) -> Any:
-    """The sweep ``--against`` names, with its curves, to overlay (None: not a sweep; a
-    cell is compared in the diff only): its cells that pass ``where`` too, by the value
-    its config gives a key it does not sweep (as ``show A B`` filters); where its config
-    has no such key, the counterparts of the cells ``shown``."""
+    """The sweep ``--against`` names, and its curves, to overlay (None: not a sweep): its
+    cells that pass ``where`` too (as ``show A B`` filters), else the counterparts of the
+    cells ``shown``."""
     if against is None or not is_sweep_dir(Path(against)):
         return None
     other = read_results(against)
@@ -280,8 +273,7 @@ def _other_curves(
 
 
 def _shown_diff(diff: Diff, cells: Sequence[CellView]) -> Diff:
-    """``diff`` of two sweeps cut to the pairs whose cells are among ``cells`` (the
-    filtered ones of both sides), as the diff names them (secrets redacted)."""
+    """``diff`` of two sweeps cut to the pairs whose cells are among ``cells``."""
     names = {combo_id(redact(dict(c.combo))) for c in cells}
     return attrs.evolve(diff, cells=tuple(c for c in diff.cells if c.name in names))
 
@@ -297,7 +289,7 @@ def render_report(
     rows: int = ROWS,
     curves: int = CURVES,
 ) -> str:
-    """The report of the sweep at ``root`` as HTML text (see module doc).
+    """The report of the sweep at ``root`` as HTML text.
 
     Parameters
     ----------
@@ -311,9 +303,7 @@ def render_report(
     brief : bool
         Hide the diff's rows that differ between any two runs.
     rows, curves : int
-        Past ``rows`` cells the table shows the best ``rows`` and links every cell as CSV;
-        past ``curves`` cells with series each plot draws the best ``curves`` as lines and
-        the rest as a band (:mod:`~mushin_box._results.report`).
+        The most table rows, and the most cells drawn as lines (see module doc).
 
     Raises
     ------
@@ -352,9 +342,8 @@ def render_report(
 
 
 def _config_section(sweep: SweepView, name: str, other: SweepView) -> list[str]:
-    """The config keys, not swept by either, whose values differ between ``sweep`` and
-    the ``--against`` sweep ``other`` (:func:`~mushin_box._results.table.changed_keys`): a
-    difference in results may come from them rather than from the swept values."""
+    """The config keys, swept by neither, whose values differ between ``sweep`` and the
+    ``--against`` sweep: a difference in results may come from them."""
     configs = (sweep_config(sweep), sweep_config(other))
     if not all(configs):
         return []
@@ -374,7 +363,7 @@ Curves = list[dict[str, PlainSeries]]
 
 
 def short_labels(cells: Sequence[CellView]) -> list[str]:
-    """Each cell's name in a legend: only the swept values that differ between the cells.
+    """Each cell's name in a legend: the swept values that differ between the cells.
 
     Examples
     --------
@@ -409,8 +398,8 @@ def _lines(
     other: tuple[str, SweepView, Curves] | None,
     drawn: set[int] | None = None,
 ) -> tuple[dict[str, list[Line]], dict[str, str], _Rest]:
-    """The lines of each plot, their x labels, and (``drawn``: the ids of the cells drawn
-    as lines, None: all) the other cells' series, for the band."""
+    """The lines of each plot, their x labels, and the series of the cells not ``drawn``
+    (ids; None: all), for the band."""
     plots: dict[str, list[Line]] = {}
     xlabels: dict[str, str] = {}
     rest: _Rest = {}
@@ -472,8 +461,7 @@ def _figure(
 
 
 def _legend(lines: Sequence[Line], band: Band | None = None, mine: str = "") -> str:
-    """One entry per cell: with ``--against``, per pair of a cell's solid curve and its
-    counterpart's dashed one (one colour), naming the sweep each is from."""
+    """One entry per cell, or per pair of a cell and its ``--against`` counterpart."""
     spans = []
     if band is not None:
         spans.append(f'<span class="band"><span class="swatch band"></span>{esc(band[3])}</span>')
@@ -502,9 +490,8 @@ def curves_section(
     most: int = CURVES,
     name: str = "this sweep",
 ) -> str:
-    """The plots (HTML), or a note saying how to record series when no cell has one.
-    Past ``most`` cells with series, the ``most`` best are lines and the rest one band
-    (:mod:`~mushin_box._results.report`)."""
+    """The plots (HTML), or a note saying how to record series when no cell has one;
+    past ``most`` cells with series, the ``most`` best are lines and the rest one band."""
     drawn = None
     with_series = [c for c, found in zip(results.cells, curves, strict=True) if found]
     if len(with_series) > most:
@@ -554,10 +541,9 @@ def _heat_metric(results: ResultsTable, curves: Curves) -> tuple[str, list[float
     if not series:
         return None
     name = series[0]
-    values = []
-    for found in curves:
-        ys = [y for y in found[name][2] if math.isfinite(y)] if name in found else []
-        values.append(ys[-1] if ys else math.nan)
+    values = [
+        reduce_series(found[name][2], "last") if name in found else math.nan for found in curves
+    ]
     return f"{name}@last", values
 
 
@@ -607,21 +593,22 @@ def top_cells(
     return sorted(cells, key=rank)[:n]
 
 
-def _csv_value(value: Any) -> Any:
-    if value is None:
-        return ""
-    if isinstance(value, list | dict):
-        return json.dumps(value, sort_keys=True)
-    return value
-
-
 def table_csv(records: Sequence[dict[str, Any]], fields: Sequence[str]) -> str:
     """The rows as ``mushin-box show --csv`` prints them."""
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=list(fields), extrasaction="ignore")
     writer.writeheader()
     for record in records:
-        writer.writerow({k: _csv_value(v) for k, v in record.items()})
+        writer.writerow(
+            {
+                k: ""
+                if v is None
+                else json.dumps(v, sort_keys=True)
+                if isinstance(v, list | dict)
+                else v
+                for k, v in record.items()
+            }
+        )
     return out.getvalue()
 
 
@@ -637,8 +624,7 @@ def csv_link(text: str, name: str, label: str) -> str:
 def band(
     xss: Sequence[Sequence[float]], yss: Sequence[Sequence[float]]
 ) -> tuple[list[float], list[float], list[float]]:
-    """(x, lowest, highest) over several curves, at each x any of them has a finite
-    value, in increasing x."""
+    """(x, lowest, highest) over several curves' finite values, in increasing x."""
     at: dict[float, list[float]] = {}
     for xs, ys in zip(xss, yss, strict=True):
         for x, y in zip(xs, ys, strict=False):
@@ -707,9 +693,8 @@ def _get(value: Any, key: str) -> Any:
 
 
 def code_line(sweep: SweepView) -> str | None:
-    """One line naming the experiment and its repository's commit, from the first cell
-    with a provenance record (``show``; ``report`` has a row per identity). None before
-    any cell has one."""
+    """``show``'s line naming the experiment and its commit, from the first cell with a
+    provenance record (None: none has one)."""
     for cell in sweep.cells:
         path = sweep.root / cell.dir / PROVENANCE_FILE if cell.dir else None
         if path is not None and os.path.lexists(path):  # a link is refused, and said so

@@ -1,27 +1,18 @@
 # SPDX-License-Identifier: MIT
 """A ``MetricsCallback`` series as plain lists, and a metric named on the command line as
-one number per cell: what ``show``, ``report`` and ``load_experiment`` read series with.
+one number per cell.
 
 No numpy, xarray or torch here, so that ``mushin-box show`` can rank cells by a series
 (``--best val_loss@min``). The JSON twin (``fit_metrics.json``) is read unless the ``.pt``
 file is newer; the ``.pt`` file (through torch) only for a job without the twin, and only
 when the caller allows it.
 
-``--best`` and ``--sort`` name a metric. Many tasks return nothing (or ``done``) and log
-their metrics through ``MetricsCallback`` only, so a name no cell returned as a scalar is
-looked up in the series (``fit_metrics.json``, then ``validate_``/``test_``), and one
-value per cell taken from it:
-
-- ``val_loss``: the scalar when a cell returned one, else the series' last epoch (its
-  last finite value);
-- ``val_loss@last``, ``val_loss@min``, ``val_loss@max``: always the series, its last
-  value, or its lowest or highest over the epochs;
-- ``fit.val_loss`` (``validate.``, ``test.``) names the stage when a name is in several.
-
-``@`` and not ``:``, because ``:min``/``:max`` already say which end of a ranking is best
-(``--best acc:max``), and ``:asc``/``:desc`` which way ``--sort`` runs; the two combine
-(``--best acc@max:max``; ``@max`` alone implies it). Each cell's file is read once per
-command.
+Many tasks log their metrics through ``MetricsCallback`` only, so a ``--best``/``--sort``
+name no cell returned as a scalar is looked up in the series (fit, then validate, test):
+``val_loss`` is the scalar, else the series' last finite value; ``val_loss@last|min|max``
+always the series; ``fit.val_loss`` names the stage. ``@`` and not ``:``, because
+``:min``/``:max`` already say which end of a ranking is best and ``:asc``/``:desc`` which
+way ``--sort`` runs; the two combine (``--best acc@max:max``; ``@max`` alone implies it).
 
 Examples
 --------
@@ -98,10 +89,9 @@ def _is_stage_data(data: Any) -> bool:
 def read_stage(
     job: str | os.PathLike[str], stage: str, names: frozenset[str] | None = None, *, pt: bool = True
 ) -> dict[str, list[Any]] | None:
-    """A stage's ``MetricsCallback`` data (``{"epoch": [...], "<metric>": [...]}``), or
-    ``None`` when the job has no file for it; the JSON twin unless the ``.pt`` is newer.
-    ``names``: the job directory's entries, when the caller listed it already. ``pt=False``:
-    the ``.pt`` file is ignored (no torch import; a job without the twin has no series)."""
+    """A stage's ``MetricsCallback`` data, or ``None`` when the job has no file for it.
+    ``names``: the job directory's entries, when listed already. ``pt=False``: the ``.pt``
+    file is ignored (no torch import)."""
     json_name, pt_name = _NAMES[stage]
     if names is not None and json_name not in names and (not pt or pt_name not in names):
         return None  # most jobs lack most stages: no path built, no system call
@@ -145,20 +135,19 @@ def read_stage(
 
 
 def _load_pt(file: Path) -> Any:
-    """A ``.pt`` series (a job written before the JSON twin existed). It is opened here (no
-    symlink, FIFO or device) and its size checked before torch unpickles it
-    (``weights_only``), through the open descriptor where the system names one
-    (``/proc/self/fd``): the file checked is the file read."""
+    """A ``.pt`` series, opened here (no symlink, FIFO or device) and its size checked
+    before torch unpickles it through the open descriptor: the file checked is the file
+    read."""
     limit = read_limit(file.name)
     try:
         fd, st = open_regular_stat(file)
     except OSError as exc:
         raise SeriesFileError(file, f"is unreadable ({exc})") from None
     try:
-        size = st.st_size
-        if size > limit:
+        if st.st_size > limit:
             raise SeriesFileError(
-                file, f"is unreadable ({size} bytes, over the {limit}-byte limit for a series)"
+                file,
+                f"is unreadable ({st.st_size} bytes, over the {limit}-byte limit for a series)",
             )
         opened = Path(f"/proc/self/fd/{fd}")
         # lazy: imports torch (the .pt metrics of old jobs only)
@@ -197,8 +186,8 @@ def _numbers(values: list[Any]) -> list[float] | None:
 def stage_data(
     job: str | os.PathLike[str], *, pt: bool = True
 ) -> Iterator[tuple[str, dict[str, list[Any]]]]:
-    """Each stage a job has a ``MetricsCallback`` file for, and its data (:func:`read_stage`,
-    the directory listed once), in :data:`STAGE_ORDER`."""
+    """Each stage a job has a ``MetricsCallback`` file for, and its data, in
+    :data:`STAGE_ORDER` (the directory listed once)."""
     try:
         names = frozenset(os.listdir(job))
     except OSError:
@@ -210,9 +199,8 @@ def stage_data(
 
 
 def stage_series(job: str | os.PathLike[str], *, pt: bool = True) -> dict[str, PlainSeries]:
-    """A job's scalar series as ``{"<stage>.<metric>": (dimension, index, values)}`` (a
-    logged vector is left out; the index is the round's position where the file's is not
-    a list of whole numbers as long as the values); ``{}`` without any.
+    """A job's scalar series as ``{"<stage>.<metric>": (dimension, index, values)}``; the
+    index is the position where the file's is not whole numbers as long as the values.
 
     Examples
     --------
@@ -244,8 +232,8 @@ REDUCTIONS = ("last", "min", "max")
 
 @public
 class SeriesFileError(MushinBoxError, ValueError):
-    """A job's series file that cannot be read: ``file`` and what is wrong with it
-    (``problem``, which names the fix), apart, so a caller words it without cutting text."""
+    """A job's series file that cannot be read: ``file`` and ``problem`` (naming the fix)
+    apart, so a caller words it without cutting text."""
 
     def __init__(self, file: str | os.PathLike[str], problem: str) -> None:
         self.file, self.problem = str(file), problem
@@ -292,14 +280,11 @@ def parse_metric(spec: str, goals: Sequence[str]) -> MetricSpec:
 
 
 def reduce_series(values: Sequence[float], how: str) -> float:
-    """One number from a series: its last finite value, or its lowest or highest (NaN when
-    it has no finite value)."""
+    """One number from a series' finite values (NaN: none)."""
     finite = [v for v in values if math.isfinite(v)]
     if not finite:
         return math.nan
-    if how == "last":
-        return finite[-1]
-    return min(finite) if how == "min" else max(finite)
+    return {"last": finite[-1], "min": min(finite), "max": max(finite)}[how]
 
 
 class SeriesReader:
@@ -316,21 +301,15 @@ class SeriesReader:
         return self._cache[job]
 
     def lookup(self, job: Path | None, name: str) -> list[float] | None:
-        """The series ``name`` names in this job: ``fit.val_loss`` as written, ``val_loss``
-        in the first stage that has it."""
+        """``fit.val_loss`` as written, ``val_loss`` in the first stage that has it."""
         found = self.series(job)
-        if name in found:
-            return found[name]
-        for stage in STAGE_ORDER:
-            if f"{stage}.{name}" in found:
-                return found[f"{stage}.{name}"]
-        return None
+        keys = [name, *(f"{stage}.{name}" for stage in STAGE_ORDER)]
+        return next((found[k] for k in keys if k in found), None)
 
     def values(
         self, jobs: Sequence[Path | None], spec: MetricSpec
     ) -> tuple[list[float | None], list[str]]:
-        """The spec's value per job (None: no such series; NaN: no finite value in it), and
-        every series name seen (for an error that lists them)."""
+        """The spec's value per job (None: no such series), and every series name seen."""
         how = spec.reduction or "last"
         out: list[float | None] = []
         seen: set[str] = set()
