@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import subprocess
 from collections.abc import Iterable, Mapping
 from urllib.parse import quote
 
@@ -90,9 +92,8 @@ _JOB_ID = re.compile(r"\A[0-9]{1,12}(?:_(?:[0-9]{1,9}|\[[0-9,%\-]{1,64}\]))?(?:\
 
 
 def valid_job_id(job: object) -> bool:
-    """Is ``job`` a SLURM job id (a str, see :data:`_JOB_ID`)? An id read from a sweep's
-    sidecars is checked here before it reaches ``squeue`` or ``scancel``: ``--name=x``
-    would be read as an option."""
+    """Is ``job`` a SLURM job id (a str)? Ids read from sidecars are checked before they
+    reach ``squeue`` or ``scancel``, which would read ``--name=x`` as an option."""
     return isinstance(job, str) and _JOB_ID.match(job) is not None
 
 
@@ -105,9 +106,8 @@ JOB_ID_BASH = (
 
 def slurm_job_id(environ: Mapping[str, str] | None = None) -> str | None:
     """This process's SLURM job as squeue, scancel and scontrol name it: ``<array
-    job>_<task>`` for an array task (the plain SLURM_JOB_ID of an array's last task is the
-    whole array's id, so ``scontrol requeue`` of it would requeue every task), else the id.
-    :data:`JOB_ID_BASH` is the same rule for the batch script.
+    job>_<task>`` for an array task (the plain id of an array's last task is the whole
+    array's), else the id. :data:`JOB_ID_BASH` is the same rule in bash.
 
     Examples
     --------
@@ -141,8 +141,7 @@ def is_live(state: str) -> bool:
 
 
 def name_job_ids(ids: Iterable[str], most: int = 10, sep: str = " ") -> str:
-    """Job ids for a message: the first ``most``, and how many more (a 1,000-job sweep
-    must not make a 1,000-word line).
+    """Job ids for a message: the first ``most``, and how many more.
 
     >>> name_job_ids([str(i) for i in range(12)], most=2)
     '0 1 and 10 more'
@@ -153,10 +152,8 @@ def name_job_ids(ids: Iterable[str], most: int = 10, sep: str = " ") -> str:
 
 
 def never_starts(reason: str | None) -> bool:
-    """Will a job pending for ``reason`` (squeue's ``%r``) never start as it is? See
-    :data:`NEVER_START_REASONS`. ``ReqNodeNotAvail`` counts when it names nodes that are
-    unavailable (down, drained): a reservation's ``ReqNodeNotAvail, Reserved for
-    maintenance`` ends by itself.
+    """Will a job pending for ``reason`` (squeue's ``%r``) never start as it is?
+    ``ReqNodeNotAvail`` counts only when it names unavailable nodes (a reservation ends).
 
     Examples
     --------
@@ -185,10 +182,9 @@ def is_unknown(state: str | None) -> bool:
 
 
 def sweep_mark(sweep_dir: str | os.PathLike[str]) -> str:
-    """The word a job of the sweep in ``sweep_dir`` carries in its ``--comment``, so that
-    ``cancel`` can tell the sweep's jobs from a job whose id a sidecar names (ids are
-    reused, and a sidecar may be edited). The path is quoted: no space, comma or control
-    character reaches the batch script.
+    """The word a job of the sweep in ``sweep_dir`` carries in its ``--comment``, by which
+    ``cancel`` knows the sweep's jobs (ids are reused; sidecars may be edited). Quoted: no
+    space, comma or control character reaches the batch script.
 
     Examples
     --------
@@ -199,8 +195,8 @@ def sweep_mark(sweep_dir: str | os.PathLike[str]) -> str:
 
 
 def owned_by(comment: str, sweep_dir: str | os.PathLike[str]) -> bool:
-    """Does a job's comment (``squeue -o %k``) carry the mark of the sweep in ``sweep_dir``
-    (:func:`sweep_mark`, the last word, after any comment of the user's)?
+    """Is the last word of a job's comment (``squeue -o %k``) the :func:`sweep_mark` of
+    ``sweep_dir``?
 
     Examples
     --------
@@ -217,11 +213,9 @@ def marked_jobs(
     sweep_dir: str | os.PathLike[str], *, timeout_s: float = 15.0
 ) -> dict[str, str] | None:
     """``{job id: state}`` of the invoking user's queued or running jobs that carry the mark
-    of the sweep in ``sweep_dir`` (:func:`owned_by`); None when squeue did not answer.
-
-    A submission killed after ``sbatch`` queued an array and before its ids reached
-    ``mushin_jobs.json`` leaves jobs that only their mark names: a run that trusted the
-    record alone would submit the same cells again."""
+    of the sweep in ``sweep_dir`` (:func:`owned_by`); None when squeue did not answer. A
+    submission killed before its ids reached ``mushin_jobs.json`` leaves jobs that only
+    their mark names."""
     rows = _ask(["squeue", "-h", "-r", "--me", "-o", "%i|%T|%k"], timeout_s)
     if rows is None:
         return None
@@ -229,22 +223,13 @@ def marked_jobs(
 
 
 def job_state(job_id: str, *, timeout_s: float = 15.0) -> str | None:
-    """The state of a SLURM job (``"RUNNING"``, ``"CANCELLED"``, ``"TIMEOUT"``, ...), from
-    ``squeue`` while it is queued or running and ``sacct`` after; :data:`UNKNOWN` when the
-    scheduler did not answer; ``None`` when there are no SLURM tools here, or both answered
-    and neither knows the job."""
+    """The state of one SLURM job (:func:`job_states`); None when it is not known."""
     return job_states([job_id], timeout_s=timeout_s).get(str(job_id))
 
 
 def _ask(argv: list[str], timeout_s: float) -> list[tuple[str, ...]] | None:
-    """The ``|``-separated fields of each line one ``squeue``/``sacct`` call prints, or None
-    when it did not answer (it failed, timed out, or its configuration is missing).
-
-    ``squeue -j`` of ids it no longer knows exits 1 with "Invalid job id specified": that
-    is an answer (none of them is queued), not a failure."""
-    import shutil
-    import subprocess
-
+    """The ``|``-separated fields of each line ``argv`` prints, or None when it did not
+    answer. "Invalid job id specified" (``squeue -j`` of forgotten ids) is an answer: none."""
     conf = os.environ.get("SLURM_CONF")
     if conf and not os.path.isfile(conf):
         return None  # the tools would retry for a minute, then fail
@@ -270,10 +255,8 @@ _ARRAY_TASK = re.compile(r"\A([0-9]+)_[0-9]+\Z")
 
 def asked_ids(job_ids: Iterable[str]) -> str:
     """The ``-j`` list that asks squeue (``-r``) and sacct about ``job_ids``: an array task
-    by its array's id, since both print every task of an array asked by its id (``123_4``
-    -> ``123``); the caller keeps the lines it wants. A sweep of 10,000 cells in a few
-    arrays is then a few ids, not 10,000 of them on one argument (over 128 KiB, one
-    argument can't be passed to a program at all: ``E2BIG``). Other ids are asked as they are.
+    by its array's id (both then print every task; the caller keeps the lines it wants), so
+    10,000 cells are a few ids, not one argument over 128 KiB (``E2BIG``).
 
     Examples
     --------
@@ -307,9 +290,8 @@ def number_ranges(numbers: Iterable[int]) -> list[str]:
 
 def scancel_args(job_ids: Iterable[str]) -> list[str]:
     """``job_ids`` as ``scancel``'s arguments: the tasks of one array as one expression
-    (``12_[0-3,5]``: one request, where each task id would be one),
-    cut so that none is longer than :data:`SCANCEL_EXPRESSION_CHARS`; other ids as they are.
-    It names exactly the tasks given: never a whole array for some of its tasks.
+    (``12_[0-3,5]``) of at most :data:`SCANCEL_EXPRESSION_CHARS`; other ids as they are.
+    Never a whole array for some of its tasks.
 
     Examples
     --------
@@ -339,24 +321,13 @@ def scancel_args(job_ids: Iterable[str]) -> list[str]:
     return out + sorted(others)
 
 
-def _tools_here() -> bool:
-    import shutil
-
-    return shutil.which("squeue") is not None
-
-
 def job_states(job_ids: Iterable[str], *, timeout_s: float = 15.0) -> dict[str, str]:
-    """The states of many SLURM jobs in one ``squeue`` and at most one ``sacct`` call
-    (a status of a 500-cell sweep must not run 1,000 commands). Jobs that both answered
-    and neither knows are left out, and so is every job when SLURM's tools are missing
-    here. A job squeue could not be asked about, and sacct does not know, is :data:`UNKNOWN`
-    (squeue lists every live job, so only its silence leaves a job's life unknown; sacct,
-    often not set up, only says how a job ended). Ids that are not job ids
-    (:func:`valid_job_id`) are never asked about, nor answered.
-
-    An array task is asked by its array (:func:`asked_ids`). squeue prints a pending array as
-    one line (``123_[4-9%2]``) and sacct does not know its tasks before they start, so squeue
-    is asked for one line per task (``-r``).
+    """The states of many SLURM jobs from one ``squeue`` and at most one ``sacct`` call.
+    Jobs neither knows are left out, and every job when SLURM's tools are missing. A job
+    that squeue could not be asked about and sacct does not know is :data:`UNKNOWN`:
+    squeue lists every live job, so only its silence leaves a job's life unknown. Ids that
+    are not job ids are never asked about. squeue prints one line per array task (``-r``):
+    sacct does not know a pending array's tasks.
     """
     return job_states_and_reasons(job_ids, timeout_s=timeout_s)[0]
 
@@ -364,11 +335,9 @@ def job_states(job_ids: Iterable[str], *, timeout_s: float = 15.0) -> dict[str, 
 def job_states_and_reasons(
     job_ids: Iterable[str], *, timeout_s: float = 15.0
 ) -> tuple[dict[str, str], dict[str, str]]:
-    """:func:`job_states`, and squeue's reason (``%r``: ``Priority``, ``JobHeldUser``,
-    ``PartitionNodeLimit``) for each job squeue shows waiting, from the same one ``squeue``
-    call: ``status`` says why a cell waits."""
+    """:func:`job_states`, and squeue's reason (``%r``) for each job it shows waiting."""
     wanted = {j for j in job_ids if valid_job_id(j)}
-    if not wanted or not _tools_here():
+    if not wanted or shutil.which("squeue") is None:
         return {}, {}
     found: dict[str, str] = {}
     reasons: dict[str, str] = {}
@@ -393,9 +362,8 @@ def job_states_and_reasons(
 def queued_jobs(
     job_ids: Iterable[str], *, timeout_s: float = 15.0
 ) -> dict[str, tuple[str, str, str]] | None:
-    """``{job id: (state, comment, user)}`` for the jobs ``squeue`` shows now (queued or
-    running; an ended job it no longer shows is left out), or None when it did not answer.
-    Only what squeue shows may be cancelled: sacct's ids of ended jobs may be reused."""
+    """``{job id: (state, comment, user)}`` of the jobs ``squeue`` shows now, or None when
+    it did not answer. Only these may be cancelled: ids of ended jobs may be reused."""
     wanted = {j for j in job_ids if valid_job_id(j)}
     if not wanted:
         return {}

@@ -2,48 +2,33 @@
 """mushin-box's Hydra launchers ``mushin_slurm`` and ``mushin_local``, built on submitit.
 
 The Hydra plugin (``hydra_plugins/mushin_box_launcher``) only registers the configs below
-and forwards to :class:`SubmititCellLauncher`; everything else lives here.
+and forwards to :class:`SubmititCellLauncher`.
 
-Launching
----------
-One submitit job per Hydra job (one sweep cell); a sweep of several cells is one SLURM job
-array, or several within the cluster's MaxArraySize, and ``array_parallelism`` bounds how
-many of its cells run at once (:mod:`mushin_box._slurm.arrays`). Every srun task -- ``nodes x
-tasks_per_node`` of them, one per GPU -- runs the whole Hydra job (:class:`CellJob`), as the
-stock hydra-submitit-launcher does. Rank 0's return value is the cell's ``JobReturn``. The
-launcher polls every ``poll_interval_s`` (never longer than ``max_wait_s`` in total, when set;
-then it cancels what is left). A task's exception comes back inside the ``JobReturn``
-unchanged (when it pickles); a job that ends without a result (killed, cancelled, out of
-memory) comes back as a failed ``JobReturn`` holding submitit's error with the log paths.
+One submitit job per sweep cell; a sweep is one SLURM job array, or several within the
+cluster's MaxArraySize (:mod:`mushin_box._slurm.arrays`). Every srun task (one per GPU) runs
+the whole Hydra job (:class:`CellJob`), as the stock hydra-submitit-launcher does; rank 0's
+return value is the cell's ``JobReturn``. A task's exception comes back inside it (made
+picklable); a job that ends without a result comes back as a failed ``JobReturn`` naming
+its logs. ``max_wait_s`` bounds the wait, then cancels what is left.
 
-Every submission is written down at once (``mushin_jobs.json`` in the sweep directory,
-:mod:`mushin_box._slurm.submitted`): the job ids are the only handle on cells that have not
-started. With ``detach`` the launcher returns right after that (each JobReturn empty: the
-cells' sidecars tell the outcome). Ctrl-C while waiting on SLURM leaves the jobs running
-(``mushin-box wait`` follows them, ``mushin-box cancel`` stops them) unless
-``cancel_on_interrupt``; local jobs, children of this process, are always cancelled.
+Every submission is written down at once (:mod:`mushin_box._slurm.submitted`): the job ids
+are the only handle on cells that have not started. With ``detach`` the launcher returns
+right after that. Ctrl-C leaves SLURM jobs running (``mushin-box wait``/``cancel`` follow
+them) unless ``cancel_on_interrupt``; local jobs, children of this process, are cancelled.
 
-``python`` is submitit's python command, e.g. ``apptainer exec --nv image.sif python``: the
-ranks then run inside the image while the batch script stays on the host. With ``torchrun``
-each task (one per node) runs :mod:`mushin_box._slurm.torchrun`'s agent with that command.
+``python`` is submitit's python command (e.g. ``apptainer exec --nv image.sif python``): the
+ranks run inside the image while the batch script stays on the host. With ``torchrun`` each
+task (one per node) runs :mod:`mushin_box._slurm.torchrun`'s agent with that command.
 
-Requeue on the host
--------------------
-submitit and Lightning requeue from *inside* the rank process, which fails in a container
-that has no ``scontrol``. Under ``mushin_slurm`` the batch script, which always runs on the
-host, requeues instead: SLURM signals only the batch shell (``#SBATCH
---signal=B:USR2@<signal_delay_s>``, ``#SBATCH --requeue``), a trap installed by ``setup``
-lines forwards ``rank_signal`` to the ranks and runs ``scontrol requeue`` per ``requeue_on``
-and ``max_requeues``, and the ranks ignore USR2. The trap and the whole design are in
-:mod:`mushin_box._slurm.requeue`; the sbatch parameters that arm it are :func:`slurm_parameters`.
-The host keeps polling through the requeue: a result is final once rank 0 returned success
-or SLURM reports the job inactive.
+The requeue runs on the host (:mod:`mushin_box._slurm.requeue`): the ranks may have no
+``scontrol``, so SLURM signals only the batch shell, whose trap requeues; the ranks ignore
+USR2. The host keeps polling through a requeue: a result is final once rank 0 returned
+success or SLURM reports the job inactive.
 
-Quoting: every value that reaches the sbatch script is a ``#SBATCH`` value or an srun
-argument (quoted by submitit), a word of ``python`` (split with :func:`shlex.split`, every
-word re-quoted) or a value of the trap (quoted by :mod:`mushin_box._slurm.requeue`). Control
-characters are refused in all of them (``refuse_control_characters``). ``setup`` lines are
-the one escape hatch: they are shell code, copied verbatim.
+Quoting: every value reaching the sbatch script is a ``#SBATCH`` value or srun argument
+(quoted by submitit), a word of ``python`` (re-quoted) or a trap value (quoted by
+:mod:`mushin_box._slurm.requeue`); control characters are refused in all of them. ``setup``
+lines are the one escape hatch: shell code, copied verbatim.
 """
 
 from __future__ import annotations
@@ -202,15 +187,6 @@ def _python_command(value: str | None) -> str | None:
     return shlex.join(words)
 
 
-def _defaults(cluster: str) -> dict[str, Any]:
-    conf = SlurmLauncherConf if cluster == "slurm" else LocalLauncherConf
-    out: dict[str, Any] = {}
-    for f in dataclasses.fields(conf):
-        factory: Any = f.default_factory
-        out[f.name] = factory() if f.default is dataclasses.MISSING else f.default
-    return out
-
-
 def _plain(value: Any) -> Any:
     if isinstance(value, enum.Enum):
         return value.value
@@ -221,7 +197,9 @@ def _plain(value: Any) -> Any:
 
 def _settings(cluster: str, params: Mapping[str, Any]) -> dict[str, Any]:
     """Every launcher field (defaults filled in), checked, as plain python values."""
-    settings = _defaults(cluster)
+    settings = dataclasses.asdict(
+        SlurmLauncherConf() if cluster == "slurm" else LocalLauncherConf()
+    )
     unknown = sorted(set(params) - set(settings))
     if unknown:
         raise ValueError(f"unknown mushin_{cluster} launcher field(s) {unknown}")
@@ -325,15 +303,8 @@ def render_sbatch(
 
 class CellJob:
     """What every srun task runs: one Hydra job (a sweep cell), like the stock launcher's
-    ``__call__``. Picklable; holds no submitit or SLURM state.
-
-    Parameters
-    ----------
-    hydra_context, config, task_function
-        What Hydra gave the launcher's ``setup``.
-    ignore_signal : str | None
-        A signal this rank ignores (``"USR2"`` under ``mushin_slurm``: submitit's in-process
-        requeue handler must not run; the batch script requeues).
+    ``__call__``. Picklable; holds no submitit or SLURM state. ``ignore_signal``: ``"USR2"``
+    under ``mushin_slurm`` (submitit's in-process requeue must not run; the host requeues).
     """
 
     def __init__(
@@ -375,21 +346,15 @@ class CellJob:
             job_subdir_key="hydra.sweep.subdir",
         )
         if environment.global_rank != 0:
-            ret = _without_configs(ret)
+            # submitit pickles every task's return (~24 KB a rank with the configs: 100 MB a
+            # cell at 4,096 ranks); another rank's is read only for its exception
+            ret = dataclasses.replace(ret, cfg=None, hydra_cfg=None)
         return _picklable(ret)
 
 
-def _without_configs(ret: Any) -> Any:
-    """A rank's JobReturn without the configs Hydra composed for it. submitit pickles every
-    task's return beside the job (~24 KB a rank with them: 100 MB a cell at 4,096 ranks); the
-    launcher reads rank 0's, and another rank's only for its exception (its status and value
-    stay)."""
-    return dataclasses.replace(ret, cfg=None, hydra_cfg=None)
-
-
 def _picklable(ret: Any) -> Any:
-    """``ret`` with its exception replaced by a RuntimeError carrying the traceback when the
-    exception itself does not pickle (it has to travel back to the launcher)."""
+    """``ret``, its exception replaced by a RuntimeError with the traceback when it does not
+    pickle (it travels back to the launcher)."""
     exc = job_return_value(ret)
     if isinstance(exc, BaseException):
         import cloudpickle  # pyright: ignore[reportMissingTypeStubs]
@@ -432,11 +397,10 @@ class SubmititCellLauncher:
     def __init__(self, cluster: Literal["slurm", "local"], params: Mapping[str, Any]) -> None:
         from omegaconf import OmegaConf
 
-        plain: dict[str, Any] = {}
-        for key, value in params.items():
-            if OmegaConf.is_config(value):
-                value = OmegaConf.to_container(value, resolve=True)
-            plain[str(key)] = value
+        plain = {
+            str(k): OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
+            for k, v in params.items()
+        }
         self.cluster = cluster
         self.settings = _settings(cluster, plain)
         self.config: Any = None
@@ -444,7 +408,6 @@ class SubmititCellLauncher:
         self.task_function: Any = None
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: Any) -> None:
-        """Keep what Hydra hands over; see ``hydra.plugins.launcher.Launcher.setup``."""
         self.config = config
         self.hydra_context = hydra_context
         self.task_function = task_function
@@ -513,8 +476,8 @@ class SubmititCellLauncher:
                 job.job_id,
                 " ".join(filter_overrides(o)),
             )
-        if detach:
-            return [_submitted_return(o) for o in overrides]
+        if detach:  # nothing to report yet: the cells' sidecars will tell
+            return [_job_return(o, None) for o in overrides]
         return self.wait(jobs, overrides)
 
     def wait(self, jobs: Sequence[Any], overrides: Sequence[Sequence[str]]) -> list[Any]:
@@ -548,7 +511,7 @@ class SubmititCellLauncher:
                         f"mushin_{self.cluster} job {job.job_id} was not done after "
                         f"max_wait_s={max_wait}; cancelled it (logs: {job.paths.stdout})"
                     )
-                    results[i] = _failed_return(overrides[i], error)
+                    results[i] = _job_return(overrides[i], error)
         return [results[i] for i in range(len(jobs))]
 
     def _active(self, job: Any) -> bool:
@@ -571,7 +534,7 @@ class SubmititCellLauncher:
             try:
                 ret = rank0.result()
             except Exception as error:  # the job raised outside the Hydra job (submitit's trace)
-                return None if self._active(job) else _failed_return(overrides, error)
+                return None if self._active(job) else _job_return(overrides, error)
             if getattr(ret, "status", None) == JobStatus.COMPLETED or not self._active(job):
                 return ret
             return None  # a failure of a run that SLURM has requeued: wait for the next one
@@ -582,29 +545,21 @@ class SubmititCellLauncher:
             if task.paths.result_pickle.exists():
                 error = task.exception()
                 if error is not None:
-                    return _failed_return(overrides, error)
+                    return _job_return(overrides, error)
         from submitit.core.utils import UncompletedJobError
 
         message = (
             f"mushin_{self.cluster} job {job.job_id} ended ({job.state}) without a result from "
             f"rank 0; see its logs: {rank0.paths.stdout} and {rank0.paths.stderr}"
         )
-        return _failed_return(overrides, UncompletedJobError(message))
+        return _job_return(overrides, UncompletedJobError(message))
 
 
-def _submitted_return(overrides: Sequence[str]) -> Any:
-    """The JobReturn of a job left running (``detach``): nothing to report yet; the cell's
-    sidecars will tell."""
+def _job_return(overrides: Sequence[str], error: BaseException | None) -> Any:
+    """A failed JobReturn holding ``error``; None: an empty one, of a detached job."""
     from hydra.core.utils import JobReturn, JobStatus
 
-    ret = JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED)
-    ret.return_value = None
-    return ret
-
-
-def _failed_return(overrides: Sequence[str], error: BaseException) -> Any:
-    from hydra.core.utils import JobReturn, JobStatus
-
-    ret = JobReturn(overrides=list(overrides), status=JobStatus.FAILED)
+    status = JobStatus.COMPLETED if error is None else JobStatus.FAILED
+    ret = JobReturn(overrides=list(overrides), status=status)
     ret.return_value = error
     return ret

@@ -1,17 +1,11 @@
 # SPDX-License-Identifier: MIT
 """Is there a SLURM cluster to submit to? A bounded probe, not a guess from ``PATH``.
 
-``sbatch`` on ``PATH`` only says that the SLURM client is installed: a workstation or a
-container often has it with no cluster configured, and ``sbatch`` then fails after the sweep
-has started ("Could not establish a configuration source"). So a launch asks the
-controller: ``scontrol ping`` answers at once when a controller is configured
-(exit 0, "... is UP"), fails at once when no configuration can be found, and fails with
-"DOWN" after its connect timeout when the controller does not answer. A missing
-``SLURM_CONF`` file makes every client retry for a minute, so that case is answered
-without running anything, and the probe has a hard timeout.
-
-The account check (``scontrol show config``, ``sacctmgr``) serves the dry run's review only:
-both are bounded too, and any failure means "unknown", never an error.
+``sbatch`` on ``PATH`` only says the client is installed: with no cluster configured it
+fails after the sweep has started. So a launch asks the controller (``scontrol ping``),
+with a hard timeout; a missing ``SLURM_CONF`` file (every client would retry for a minute)
+is answered without running anything. Every other question here (account, partition,
+``sbatch --test-only``) serves the review: bounded, and a failure means "unknown".
 """
 
 from __future__ import annotations
@@ -23,6 +17,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -83,18 +78,9 @@ def _probe(timeout_s: float, slurm_conf: str | None, path: str | None) -> SlurmP
     scontrol = shutil.which("scontrol", path=path)
     if scontrol is None:
         return SlurmProbe(False, "sbatch is on PATH, but no scontrol to ask the controller with")
-    try:
-        proc = subprocess.run(
-            [scontrol, "ping"],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired:
-        return SlurmProbe(False, f"`scontrol ping` gave no answer within {timeout_s:g} s")
-    except OSError as exc:
-        return SlurmProbe(False, f"`scontrol ping` could not run: {exc}")
+    proc = _call([scontrol, "ping"], "scontrol ping", timeout_s, stdin=subprocess.DEVNULL)
+    if isinstance(proc, str):
+        return SlurmProbe(False, proc)
     said = _first_line(proc.stdout + "\n" + proc.stderr)
     if proc.returncode == 0 and " UP" in proc.stdout:
         return SlurmProbe(True, f"scontrol ping: {said}")
@@ -103,25 +89,28 @@ def _probe(timeout_s: float, slurm_conf: str | None, path: str | None) -> SlurmP
 
 @attrs.frozen
 class AccountCheck:
-    """What the cluster says about charging a job that names no account.
-
-    ``enforced``: the cluster enforces associations (``AccountingStorageEnforce``), so a job
-    must run under an account the user has; ``default``: the user's default account, which
-    such a job is charged to (None: the user has none, or it could not be asked).
-    """
+    """Whether the cluster enforces associations (a job needs an account of the user's),
+    and the user's default account, charged for a job that names none (None: unknown)."""
 
     enforced: bool | None
     default: str | None
 
 
-def _run(argv: list[str], timeout_s: float) -> str | None:
+def _call(
+    argv: list[str], name: str, timeout_s: float, **kwargs: Any
+) -> subprocess.CompletedProcess[str] | str:
+    """``argv``'s completed process, or why it gave none (``name``: the command's words)."""
     try:
-        proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return proc.stdout if proc.returncode == 0 else None
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, **kwargs)
+    except subprocess.TimeoutExpired:
+        return f"`{name}` gave no answer within {timeout_s:g} s"
+    except OSError as exc:
+        return f"`{name}` could not run: {exc}"
+
+
+def _run(argv: list[str], timeout_s: float) -> str | None:
+    proc = _call(argv, "", timeout_s, stdin=subprocess.DEVNULL)
+    return None if isinstance(proc, str) or proc.returncode != 0 else proc.stdout
 
 
 def scontrol_config(timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
@@ -132,11 +121,8 @@ def scontrol_config(timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
 
 
 def account_check(timeout_s: float = PROBE_TIMEOUT_S) -> AccountCheck:
-    """Does the cluster require an account, and what is the user's default one?
-
-    ``scontrol show config`` says whether associations are enforced; only
-    then is ``sacctmgr`` asked for the default account. Unknown answers are None.
-    """
+    """``scontrol show config`` says whether associations are enforced; only then is
+    ``sacctmgr`` asked for the default account."""
     enforced: bool | None = None
     text = scontrol_config(timeout_s)
     for line in (text or "").splitlines():
@@ -148,11 +134,9 @@ def account_check(timeout_s: float = PROBE_TIMEOUT_S) -> AccountCheck:
     if not enforced:
         return AccountCheck(enforced, None)
     sacctmgr = shutil.which("sacctmgr")
-    user = getpass.getuser()
-    argv = [sacctmgr or "sacctmgr", "-n", "-P", "show", "user", user, "format=DefaultAccount"]
-    out = _run(argv, timeout_s) if sacctmgr else None
-    default = (out or "").strip().splitlines()[0].strip() if (out or "").strip() else None
-    return AccountCheck(True, default or None)
+    argv = [sacctmgr or "", "-n", "-P", "show", "user", getpass.getuser(), "format=DefaultAccount"]
+    lines = ((_run(argv, timeout_s) if sacctmgr else None) or "").strip().splitlines()
+    return AccountCheck(True, lines[0].strip() or None if lines else None)
 
 
 # what SLURM's clients say when they find no cluster (not a refusal of this job's options)
@@ -173,13 +157,9 @@ class SbatchRefusal:
 
 
 def sbatch_refused(exc: BaseException) -> SbatchRefusal | None:
-    """What sbatch said when it refused to queue a job; None when ``exc`` is anything else.
-
-    submitit raises ``FailedJobError(stderr)`` from the ``CalledProcessError`` of its
-    ``sbatch`` call, and sbatch's stderr says why (``sbatch: error: invalid partition
-    specified: nope``). That is input the user can fix, not a crash: sbatch's own words,
-    without their prefix, on one line (a ``fatal:`` line alone, when there is one: the
-    other lines lead there). Only sbatch's own stderr is read, never submitit's message.
+    """What sbatch said when it refused to queue a job (the ``CalledProcessError`` that
+    submitit's ``FailedJobError`` comes from); None when ``exc`` is anything else. sbatch's
+    own words, without their prefix, on one line (a ``fatal:`` line alone when there is one).
     """
     cause = exc.__cause__
     if not isinstance(cause, subprocess.CalledProcessError):
@@ -200,12 +180,8 @@ def sbatch_refused(exc: BaseException) -> SbatchRefusal | None:
 
 
 def nv_without_gpus(partition: str | None, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
-    """Why ``--nv`` is wasted on ``partition`` (None: its nodes have GPUs, or it is unknown).
-
-    ``--nv`` on a node without a GPU binds the host's GL/EGL libraries into every rank and
-    says nothing: the job then runs on other libraries than a GPU node's. ``sinfo``'s GRES
-    column (``gpu:4``, ``gpu:a100:8(S:0-1)``, ``(null)``) says whether any node of the
-    partition (the default partition when None) has a GPU. Any failure to ask is unknown.
+    """Why ``--nv`` is wasted on ``partition`` (None: a node has a GPU, or it is unknown):
+    without a GPU it silently binds the host's GL/EGL libraries into every rank.
 
     Examples
     --------
@@ -255,26 +231,16 @@ def _said(text: str) -> str:
 
 
 def sbatch_test_only(script: str, timeout_s: float = CHECK_TIMEOUT_S) -> tuple[bool | None, str]:
-    """Ask the controller whether it would queue ``script`` (``sbatch --test-only``, which
-    checks partition, nodes, GRES, time, account and qos against the cluster and submits
-    nothing): ``(True, when it would start)``, ``(False, SLURM's reason on one line)``, or
-    ``(None, why it could not be asked)``: a check that cannot run never blocks a launch.
+    """Would the controller queue ``script`` (``sbatch --test-only``, which submits
+    nothing)? ``(True, when it would start)``, ``(False, SLURM's reason)``, or ``(None, why
+    it could not be asked)``: a check that cannot run never blocks a launch.
     """
     sbatch = shutil.which("sbatch")
     if sbatch is None:
         return None, "no sbatch on PATH"
-    try:
-        proc = subprocess.run(
-            [sbatch, "--test-only"],
-            input=script,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-        )
-    except subprocess.TimeoutExpired:
-        return None, f"`sbatch --test-only` gave no answer within {timeout_s:g} s"
-    except OSError as exc:
-        return None, f"`sbatch --test-only` could not run: {exc}"
+    proc = _call([sbatch, "--test-only"], "sbatch --test-only", timeout_s, input=script)
+    if isinstance(proc, str):
+        return None, proc
     said = _said(proc.stderr + "\n" + proc.stdout)
     if proc.returncode == 0:
         return True, said
@@ -287,9 +253,7 @@ def sbatch_test_only(script: str, timeout_s: float = CHECK_TIMEOUT_S) -> tuple[b
 
 @attrs.frozen
 class PartitionCapacity:
-    """What ``sinfo`` says a partition holds: its name (the default one's when none was
-    asked for), its nodes, and the most GPUs one of them has (0: none; None: the GRES
-    column could not be read)."""
+    """A partition's name, its nodes, and the most GPUs one of them has (None: unread)."""
 
     partition: str
     nodes: int
@@ -299,9 +263,8 @@ class PartitionCapacity:
 def partition_capacity(
     partition: str | None, timeout_s: float = CHECK_TIMEOUT_S
 ) -> PartitionCapacity | None:
-    """The nodes and GPUs per node of ``partition`` (None: the default partition), from
-    one ``sinfo -N`` call; None when sinfo is missing, fails, or knows no such partition
-    (``sbatch --test-only`` says that one).
+    """The nodes and GPUs per node of ``partition`` (None: the default one) from ``sinfo
+    -N``; None when sinfo is missing, fails, or knows no such partition.
 
     Examples
     --------
@@ -335,8 +298,7 @@ def partition_capacity(
 
 
 def _gpus(gres: str) -> int | None:
-    """The GPU count of one node's GRES column (``gpu:4``, ``gpu:a100:8(S:0-1)``,
-    ``(null)``); None when a GPU entry gives no count."""
+    """The GPU count of one node's GRES column; None when a GPU entry gives no count."""
     total = 0
     for item in gres.split(","):
         fields = re.sub(r"\(.*?\)", "", item.strip()).split(":")

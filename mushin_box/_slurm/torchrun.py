@@ -1,45 +1,28 @@
 # SPDX-License-Identifier: MIT
-"""A cell's ranks as torchrun workers: the ``torchrun`` setting of ``mushin_local`` (here)
-and of ``mushin_slurm`` (one torchrun agent per node).
+"""A cell's ranks as torchrun workers: the ``torchrun`` setting of ``mushin_local``
+(``--standalone``) and of ``mushin_slurm`` (one agent per node, c10d rendezvous).
 
-Why this shape
---------------
-The launchers already do everything a cell's job needs: they pickle the Hydra job
-(:class:`~mushin_box._slurm.launcher.CellJob`) once per cell, submit it, record it in
-``mushin_jobs.json`` (so ``status``, ``wait`` and ``cancel`` find it), wait for it and read
-rank 0's result. Only the process each task starts differs. With ``torchrun=True`` submitit
-starts ONE task per node, and its "python" is this module's agent (``python -m
-mushin_box._slurm.torchrun agent --nproc-per-node G --max-restarts K [--nnodes N]``, to
-which submitit appends its usual ``-u -m submitit.core._submit FOLDER``). The agent runs
-torchrun in its own process, as ``python -m torch.distributed.run`` would (the interpreter's
-own torch: inside the image with ``--image``), keeping torchrun's record of each failed
-worker (its exit code, or the signal that killed it) as a note the restarted cell reads
-(:class:`_ExitNotes`), for a worker killed by a signal writes nothing itself. Its workers
-each run ``worker FOLDER``: every worker unpickles and runs the same Hydra job, as SLURM
-tasks do, as submitit's task ``RANK``. Rank 0's result pickle is the cell's ``JobReturn``;
-the others land beside it.
+Why this shape: the launchers already pickle, submit, record, wait for and read back a
+cell's job; only the process each task starts differs. With ``torchrun=True`` submitit
+starts ONE task per node whose "python" is this module's agent (:func:`agent_command`;
+submitit appends ``-u -m submitit.core._submit FOLDER``). The agent runs torchrun in its own
+process, under the interpreter's own torch (inside the image with ``--image``), and notes
+how each failed worker ended (:class:`_ExitNotes`): a worker killed by a signal writes
+nothing itself. Each worker (``worker FOLDER``) unpickles and runs the same Hydra job as
+submitit's task ``RANK``; rank 0's result pickle is the cell's ``JobReturn``.
 
-Here the agent runs ``torchrun --standalone``. On SLURM (``--nnodes N`` or ``MIN:MAX``) it
-runs ``--rdzv-backend c10d --rdzv-endpoint <first node of the job>:<port> --rdzv-id <job>``:
-every node's agent derives the same endpoint from the job's own variables (the first of
-the job's nodes, which the batch script expands on the host, :data:`JOB_NODES_SETUP`, since
-an image has no ``scontrol``; the port from the job id, :data:`RDZV_PORT`), so nothing has
-to travel between them. The agent exports the rendezvous (:data:`~mushin_box._core.layout.RDZV_ENV`)
-for the record.
+On SLURM every node's agent derives the same rendezvous from the job's own variables (the
+job's first node, expanded on the host by :data:`JOB_NODES_SETUP` since an image has no
+``scontrol``; the port from the job id, :data:`RDZV_PORT`), so nothing travels between
+them. A SLURM worker inherits its node task's ``SLURM_PROCID``, ``SLURM_NTASKS``, ...; it
+presents torchrun's world in them instead, so submitit and every other reader see the
+worker. The workers tell each other their node names through the job's folder
+(:func:`_group_nodes`): torchrun numbers nodes in join order, and the record says which
+node each rank ran on.
 
-A SLURM worker inherits its node task's ``SLURM_PROCID``, ``SLURM_NTASKS``, ...: submitit
-(its result file, its task rank) and anything else that reads them would see the node's
-task, not the worker. It therefore presents torchrun's world in them (``SLURM_PROCID =
-RANK``, ``SLURM_NTASKS = WORLD_SIZE``, ...), and the workers tell each other their node
-names through the job's folder (:func:`_group_nodes`): torchrun numbers the nodes in the
-order they joined, not in the node list's, and the record says which node each rank ran on.
-
-HydraDDP sees torchrun's environment (Lightning prefers it to SLURM's), starts no rank and
-checks the world size; the cell runner sees ``RANK``, so only rank 0 writes the sidecars.
-When a worker dies, torchrun stops the group and starts it again, up to
-``--max-restarts`` times, with ``TORCHELASTIC_RESTART_COUNT`` raised by one: the restarted
-workers continue the cell from its ``last.ckpt`` (the resume contract). On SLURM that count
-is torchrun's per node, so the workers present the group's own instead
+When a worker dies torchrun restarts the group (up to ``--max-restarts``) with
+``TORCHELASTIC_RESTART_COUNT`` raised, and the workers continue the cell from its
+``last.ckpt``. On SLURM that count is per node, so the workers present the group's own
 (:func:`present_group_restarts`).
 
 Examples
@@ -128,6 +111,11 @@ def parse_nnodes(text: str) -> tuple[int, int]:
     return low, high
 
 
+def _nnodes(text: str) -> str:
+    low, high = parse_nnodes(text)
+    return f"{low}:{high}" if low != high else str(low)
+
+
 def agent_command(
     nproc_per_node: int,
     max_restarts: int,
@@ -135,11 +123,9 @@ def agent_command(
     python: str | None = None,
     nnodes: str | None = None,
 ) -> str:
-    """submitit's ``python`` command for a cell run by torchrun: this module's agent.
-
-    ``python``: the interpreter (already a quoted command line, e.g. the rank wrapper's
-    ``apptainer exec ... image.sif python``; default this one). ``nnodes``: ``N`` or
-    ``MIN:MAX`` on SLURM (one agent per node); None here (``--standalone``).
+    """submitit's ``python`` for a torchrun cell: this module's agent, run by ``python`` (a
+    quoted command line; default this interpreter). ``nnodes``: ``N`` or ``MIN:MAX`` on
+    SLURM; None here (``--standalone``).
 
     >>> agent_command(4, 0, python="py", nnodes="1:2").split()[3:]
     ['agent', '--nproc-per-node', '4', '--max-restarts', '0', '--nnodes', '1:2']
@@ -148,8 +134,7 @@ def agent_command(
     words = ["-m", MODULE, "agent", "--nproc-per-node", str(int(nproc_per_node))]
     words += ["--max-restarts", str(int(max_restarts))]
     if nnodes is not None:
-        low, high = parse_nnodes(nnodes)
-        words += ["--nnodes", f"{low}:{high}" if low != high else str(low)]
+        words += ["--nnodes", _nnodes(nnodes)]
     return " ".join([interpreter, *words])
 
 
@@ -188,13 +173,10 @@ def check_torchrun_settings(settings: dict[str, Any]) -> dict[str, Any]:
 def torchrun_launcher_fields(
     config: Mapping[str, Any], *, max_restarts: int = 0, min_nodes: int | None = None
 ) -> dict[str, Any]:
-    """``submitit_slurm_config``'s fields (one task per GPU) as one torchrun agent per node.
-
-    Each node's one task holds all its GPUs and CPUs (``cpus_per_task`` stays per GPU:
-    the task gets ``gpus x cpus_per_task``); the agent starts ``gpus_per_node`` workers.
-    ``min_nodes`` (below ``nodes``): elastic membership, torchrun's ``--nnodes
-    MIN:MAX``; srun then leaves the other nodes running when one ends
-    (``--kill-on-bad-exit=0``), so that torchrun re-forms the group from them.
+    """``submitit_slurm_config``'s fields (one task per GPU) as one torchrun agent per node,
+    whose one task holds the node's GPUs and ``gpus x cpus_per_task`` CPUs. ``min_nodes``
+    (below ``nodes``): ``--nnodes MIN:MAX``, with ``--kill-on-bad-exit=0`` so that srun
+    leaves the other nodes running for torchrun to re-form the group.
 
     Examples
     --------
@@ -315,11 +297,10 @@ def torchrun_argv(
         words = ["--standalone", *counts]
     else:
         try:
-            low, high = parse_nnodes(own.nnodes)
+            nnodes = _nnodes(own.nnodes)
             rdzv = rendezvous_from_env(env)
         except ValueError as exc:
             parser.error(str(exc))
-        nnodes = f"{low}:{high}" if low != high else str(low)
         words = ["--nnodes", nnodes, *counts, "--rdzv-backend", rdzv["backend"]]
         words += ["--rdzv-endpoint", rdzv["endpoint"], "--rdzv-id", rdzv["id"]]
         worker.append("--slurm")
@@ -332,10 +313,9 @@ def torchrun_argv(
 
 
 def _present_slurm_world(env: MutableMapping[str, str]) -> None:
-    """Make the inherited SLURM task variables say what torchrun says: the worker is task
-    ``RANK`` of ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE`` per node, on node ``GROUP_RANK``.
-    submitit's task rank and result file, and every reader of ``SLURM_PROCID``, then agree
-    with torchrun (``SLURMD_NODENAME`` and the job's node list stay as SLURM set them)."""
+    """Make the inherited SLURM task variables say what torchrun says (task ``RANK`` of
+    ``WORLD_SIZE``, on node ``GROUP_RANK``), so submitit's task rank and result file agree
+    with torchrun. The node name and the job's node list stay as SLURM set them."""
     world, per, groups = env["WORLD_SIZE"], env["LOCAL_WORLD_SIZE"], env["GROUP_WORLD_SIZE"]
     tasks_per_node = f"{per}(x{groups})" if groups != "1" else per
     env.update(
@@ -352,29 +332,24 @@ def _present_slurm_world(env: MutableMapping[str, str]) -> None:
 
 
 def _round_dir(folder: str, env: Mapping[str, str]) -> Path:
-    """This round of the worker group's directory in the job's submitit folder (shared:
-    submitit's result files travel the same way). A round is one rendezvous: its workers
-    share ``MASTER_ADDR:MASTER_PORT`` (the rank-0 agent picks a free port each round, the
-    rendezvous store not being shared), within one run of the job (``SLURM_RESTART_COUNT``).
-    """
+    """This round of the worker group's directory in the job's (shared) submitit folder. A
+    round is one rendezvous within one run of the job: its workers share
+    ``MASTER_ADDR:MASTER_PORT`` (rank 0's agent picks a free port each round)."""
     words = [_requeues(env), env.get("MASTER_ADDR", ""), env.get("MASTER_PORT", "")]
     name = "-".join(re.sub(r"[^A-Za-z0-9.]", "_", w) for w in words)
     return _job_dir(folder, env) / f"{_ROUND_PREFIX}{name}"
 
 
 def _job_dir(folder: str, env: Mapping[str, str]) -> Path:
-    """The job's own directory in its submitit folder (shared, as its result files)."""
     from submitit.core.utils import JobPaths
 
     return JobPaths(folder, job_id=slurm_job_id(env)).folder
 
 
 class _ExitNotes:
-    """Keeps how each failed worker ended (:func:`~mushin_box._upstream.torch.worker_failures`)
-    as ``<pid>.json`` in ``where``. A worker killed by a signal (the OOM killer, a node's
-    ``kill -9``) writes nothing itself; the agent that reaps it is the one witness, and the
-    restarted cell's rank 0 names the signal from this note
-    (:func:`~mushin_box._provenance.ranks.restart_cause`)."""
+    """Keeps how each failed worker ended as ``<pid>.json`` in ``where``: the reaping agent
+    is the one witness of a worker killed by a signal, and the restarted cell's rank 0
+    names it from this note (:func:`~mushin_box._provenance.ranks.restart_cause`)."""
 
     def __init__(self, where: Path) -> None:
         self.where = where
@@ -396,13 +371,10 @@ def present_group_restarts(folder: str, env: MutableMapping[str, str]) -> Path:
     """Set ``TORCHELASTIC_RESTART_COUNT`` to the rounds this worker group had before this
     one in this run of the job, the same on every node; returns this round's directory.
 
-    torchrun counts per agent: when a worker on one node dies, that node's agent counts a
-    restart, but an agent whose own workers were healthy re-forms the group with its count
-    unchanged (a membership change). The workers of one group would then disagree on
-    whether they continue the cell from its checkpoints, and on its attempt number. Every
-    worker therefore marks its round (a directory) before the cell starts: a round begins
-    only after every worker of the last one is stopped, so each worker of round ``n`` sees
-    the same ``n`` directories of the earlier rounds.
+    torchrun counts per agent: an agent whose own workers were healthy re-forms the group
+    with its count unchanged, and the group's workers would disagree on whether to resume.
+    Every worker marks its round (a directory) before the cell starts; a round begins only
+    after every worker of the last one stopped, so all see the same earlier rounds.
     """
     here = _round_dir(folder, env)
     try:
@@ -417,10 +389,8 @@ def present_group_restarts(folder: str, env: MutableMapping[str, str]) -> Path:
 
 def _group_nodes(where: Path, env: Mapping[str, str]) -> list[str] | None:
     """The node name of each torchrun group rank, for rank 0's record (None elsewhere, or
-    when a node did not say within :data:`_NODES_TIMEOUT_S`: the record then places this
-    worker only). Each node's local rank 0 writes its ``SLURMD_NODENAME`` to ``where``, the
-    directory of this round of the group (:func:`present_group_restarts`); rank 0 reads
-    them back."""
+    when a node did not say in time). Each node's local rank 0 writes its name to
+    ``where``, this round's directory; rank 0 reads them back."""
     own = env.get("SLURMD_NODENAME") or socket.gethostname()
     groups, group = int(env["GROUP_WORLD_SIZE"]), int(env["GROUP_RANK"])
     if groups == 1:
@@ -447,12 +417,10 @@ def _group_nodes(where: Path, env: Mapping[str, str]) -> list[str] | None:
 
 
 def _worker(folder: str, *, slurm: bool) -> None:
-    """Run the cell's pickled job as submitit's task ``RANK`` (torchrun set it); exit 1
-    when the cell failed on this worker. Hydra hands a task's exception back inside the
-    ``JobReturn`` (and under ``on_error="nan"`` the cell records its failure and returns),
-    so the worker would exit 0, and its agent would wait at the exit barrier for the
-    others, which wait for it in a collective or a rendezvous: a failure must reach
-    torchrun, which stops the group (and restarts it while ``--max-restarts`` allows)."""
+    """Run the cell's pickled job as submitit's task ``RANK``; exit 1 when the cell failed
+    here. Hydra returns a task's exception inside the ``JobReturn``, so the worker would exit
+    0 and its agent wait at the exit barrier for peers stuck in a collective: a failure must
+    reach torchrun, which stops (and may restart) the group."""
     from hydra.core.utils import JobStatus
     from submitit import JobEnvironment
     from submitit.core.submission import process_job
