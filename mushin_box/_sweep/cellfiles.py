@@ -2,44 +2,31 @@
 """What a cell writes beside its task: its metrics sidecar, its provenance record, its
 failure record, and Hydra's own files of its job.
 
-Metrics: the sidecar belongs to the cell's current status. An attempt's start moves the
-earlier attempt's metrics out of it (:func:`set_aside_metrics`), and a continuing attempt
-that returns fewer metrics keeps the missing ones, saying so (:func:`carry_over`).
+Metrics: the sidecar belongs to the cell's current status: an attempt's start moves the
+earlier metrics out (:func:`set_aside_metrics`); a continuing attempt that returns fewer
+keeps the missing ones, saying so (:func:`carry_over`).
 
-Provenance: the cell runner (:mod:`mushin_box._sweep.cells`) calls :func:`start_provenance`
-right after the "running" status, and :func:`finish_provenance` once the task returned or
-raised (after the outcome's status: a kill in between must not leave a finished cell
-unrecorded). Every attempt rewrites the record, so the attempts before it (``run.attempts``:
-a requeue, a torchrun restart, a resume with fewer GPUs) are read from the record it
-replaces, while this attempt continues the same fit (:mod:`mushin_box._provenance.elastic`).
+Provenance: written right after the "running" status and completed after the outcome's
+status (a kill in between must not leave a finished cell unrecorded). Each attempt rewrites
+the record, carrying the attempts of the same fit (``run.attempts``) from the one it
+replaces (:mod:`mushin_box._provenance.elastic`).
 
-Failure, even on a full disk (``ENOSPC``, or a quota: ``EDQUOT``), where recording it is a
-write too. In order:
+Failure, even on a full disk (``ENOSPC``, ``EDQUOT``), where recording it is a write too:
 
-1. the redacted traceback (``mushin_error.txt``) and the ``failed`` status, each written
-   atomically;
-2. if the status does not fit, the traceback makes way for it (the status says why the
-   cell failed; the traceback only says where);
-3. if it still does not fit, the attempt's ``running`` status file (which holds a
-   filesystem block already) is overwritten in place by one ``pwrite`` at offset 0, padded
-   with spaces to its old length. One write of at most one page, into a block the file
-   already has, needs no new space, and a process killed during it leaves either record
-   whole. Only a machine crash before the ``fsync`` could tear it, which a reader takes as
-   a corrupt status: the cell runs again;
-4. if none of this works, the failure is not recorded: a note on the exception says so, and
-   the caller re-raises it (its first error, never the error of recording it).
+1. the redacted traceback (``mushin_error.txt``) and the ``failed`` status, each atomic;
+2. if the status does not fit, the traceback makes way for it (it says only where);
+3. then the ``running`` status file, which holds a block already, is overwritten in place by
+   one ``pwrite`` of at most a page, padded with spaces: no new space, and a kill leaves
+   either record whole (only a crash before the ``fsync`` tears it: a corrupt status, so
+   the cell runs again);
+4. else a note on the exception says it was not recorded, and the caller re-raises it.
 
-Hydra's files (``.hydra/config.yaml``, ``hydra.yaml``, ``overrides.yaml``): Hydra writes them
-with a plain ``open(..., "w")`` before it calls the task, on every run of the job, and a full
-disk or a kill between the truncation and the write leaves them empty, while HydraDDP's
-other ranks, ``reproduce`` and the user read them. :func:`install` replaces Hydra's writer
-(through :func:`mushin_box._upstream.hydra.replace_save_config`) with one that writes
-``OmegaConf.to_yaml``'s text through :func:`mushin_box._core.sidecars.write_text_atomic`,
-leaving a file that already holds the same text alone; the cell runner's first commit makes
-them durable (:mod:`mushin_box._core.durable`). For a job of a ``Workflow`` sweep (Hydra job
-name ``mushin_workflow``) a failure to write them (``OSError``) is not raised inside Hydra,
-where no one records it: the cell runner takes it (:func:`take_failure`) and records the
-cell as ``failed``. Any other Hydra job gets the error raised, as Hydra would.
+Hydra's files (``.hydra/*.yaml``): Hydra writes them with a plain ``open(..., "w")`` on every
+run of the job, so a full disk or a kill leaves them empty, while other ranks, ``reproduce``
+and the user read them. :func:`install` makes Hydra's writer atomic (and a no-op for the
+same text); the cell runner's first commit makes them durable. In a ``Workflow`` job
+(:data:`JOB_NAME`) a failed write is not raised inside Hydra, where no one records it: the
+runner takes it (:func:`take_failure`) and records the cell ``failed``.
 """
 
 from __future__ import annotations
@@ -140,14 +127,10 @@ def carry_over(
 ) -> tuple[dict[str, Any], list[str]]:
     """``metrics`` plus the previous attempt's values of the names it lacks, and those names.
 
-    Design note: an attempt that continues the cell (same fingerprints) and returns fewer
-    metrics than are on disk is most likely a fit resumed with nothing left to train,
-    which logs nothing (``MetricsCallback.final_metrics`` is the task-side fix). Its
-    result must not replace good metrics of the same experiment with fewer: the missing
-    names keep their values, with a warning, and the status lists them
-    (``metrics_carried_over``). An attempt that starts afresh carries nothing: an earlier
-    run's metrics were set aside at its start (:func:`set_aside_metrics`). A continuing
-    attempt's start kept them in ``.mushin/earlier-metrics.json``, read here.
+    A continuing attempt that returns fewer metrics is most likely a fit resumed with
+    nothing left to train, which logs nothing: it must not replace good metrics of the same
+    experiment with fewer. The missing names keep their values (from
+    ``.mushin/earlier-metrics.json``), with a warning. A fresh start carries nothing.
     """
     if not continues:
         return metrics, []
@@ -167,15 +150,9 @@ def carry_over(
 
 
 def _restored(cell_dir: Path) -> tuple[dict[str, Any], list[str]]:
-    """The metrics a continuing attempt's checkpoint restored, when the task returned none.
-
-    A cell killed after its fit returned, before its result was recorded, resumes from a
-    checkpoint already at ``max_epochs``: the fit trains nothing, and a task that returns
-    ``trainer.callback_metrics`` returns ``{}``. The fit's ``MetricsCallback`` series
-    (``fit_metrics.json``, restored with the checkpoint) still holds its last values: they
-    are the cell's result, said in a warning. Without a series, the warning says that the
-    cell has no metrics and how to get them.
-    """
+    """The last values of the fit's ``MetricsCallback`` series, for a task that returned
+    nothing: a cell killed after its fit resumes at ``max_epochs``, trains nothing, and
+    returns ``{}``, while the series restored with the checkpoint holds its result."""
     series = read_json(cell_dir / stage_metrics_json_file("fit"), default=None)
     restored: dict[str, Any] = {}
     if isinstance(series, dict):
@@ -206,13 +183,9 @@ def _restored(cell_dir: Path) -> tuple[dict[str, Any], list[str]]:
 
 
 def set_aside_metrics(cell_dir: Path, tag: str, continues: bool) -> None:
-    """At an attempt's start, move the earlier attempt's metrics out of the cell's sidecar.
-
-    A cell's metrics sidecar belongs to its current status: none beside ``running`` or
-    ``failed`` (a completed cell that fails on a re-run must not show its old metrics as
-    this attempt's). A continuing attempt keeps them in ``.mushin/earlier-metrics.json``
-    for :func:`carry_over`; a fresh start moves them beside its set-aside checkpoints.
-    """
+    """Move the earlier metrics out of the sidecar (none beside ``running`` or ``failed``):
+    into ``.mushin/earlier-metrics.json`` for :func:`carry_over` when the attempt
+    continues, else beside the set-aside checkpoints."""
     path, earlier = cell_dir / METRICS_FILE, mushin_dir(cell_dir) / EARLIER_METRICS_FILE
     if continues:
         if path.is_file():
@@ -242,46 +215,32 @@ def start_provenance(
     continues: bool = False,
     extended: Mapping[str, Any] | None = None,
 ) -> None:
-    """Write the cell's provenance record (and its package list) as the task starts.
-
-    ``run.started`` is the ``started`` of the status just written, so both files agree;
-    :func:`finish_provenance` completes the record when the task is done. ``run.task``
-    says where the task and ``pre_call`` are defined (``mushin-box reproduce`` imports them).
-    ``run.attempts`` lists this ``attempt`` after those of the record it replaces, when it
-    ``continues`` their fit; ``extended`` (``{limit: [before, now]}``) marks an attempt that
-    extends the fit to a raised training limit.
-    """
+    """Write the cell's provenance record as the task starts; ``run.started`` is the
+    status's ``started``. ``extended`` (``{limit: [before, now]}``) marks an attempt that
+    extends the fit to a raised training limit."""
     from omegaconf import OmegaConf
 
     config = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
     seed_base = OmegaConf.select(cfg, "seed", default=None)
     status = read_json(cell_dir / STATUS_FILE, default={})
     started = status.get("started") if isinstance(status, dict) else None
-    # the task's duration, measured on this process's monotonic clock (finish_provenance)
     _CLOCKS[str(cell_dir)] = time.monotonic()
+    common: dict[str, Any] = {
+        "task": task,
+        "config": config,
+        "fingerprints": fingerprints,
+        "seed_base": seed_base,
+        "pre_call": pre_call,
+        "experiment": experiment,
+    }
     try:
-        record = full_provenance(
-            task=task,
-            config=config,
-            fingerprints=fingerprints,
-            seed_base=seed_base,
-            launcher=launcher_from_hydra(),
-            started=started if isinstance(started, str) else None,
-            pre_call=pre_call,
-            experiment=experiment,
-        )
+        started = started if isinstance(started, str) else None
+        record = full_provenance(**common, launcher=launcher_from_hydra(), started=started)
     except ValueError as exc:  # a malformed launcher environment: keep the basic record
         warnings.warn(
             f"cell {cell_dir.name}: recording the basic provenance only ({exc})", stacklevel=2
         )
-        record = basic_provenance(
-            task=task,
-            config=config,
-            fingerprints=fingerprints,
-            seed_base=seed_base,
-            pre_call=pre_call,
-            experiment=experiment,
-        )
+        record = basic_provenance(**common)
     write_provenance(cell_dir, _with_attempt(record, cell_dir, attempt, continues, extended))
 
 
@@ -293,7 +252,6 @@ def _with_attempt(
     extended: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``record`` with ``run.attempts``: the earlier ones of this fit, then this one."""
-
     run = record.get("run")
     if not isinstance(run, dict):
         return record
@@ -320,12 +278,8 @@ def _with_attempt(
 def finish_provenance(
     cell_dir: Path, ended: str, end: float, *, attempt: int | None = None
 ) -> None:
-    """Complete the cell's provenance once the task has returned or raised: the per-rank
-    seeds its ranks recorded, ``run.ended``/``run.duration_s`` (the task's end: ``ended``,
-    and ``end`` on the monotonic clock) and ``run.devices`` (the task has usually
-    imported torch by now), and where each rank of this ``attempt`` ran
-    (:mod:`mushin_box._provenance.ranks`)."""
-
+    """Complete the provenance once the task returned or raised: each rank's seed and
+    place, ``run.ended``, ``run.duration_s`` (``end``: the monotonic clock), ``run.devices``."""
     t0 = _CLOCKS.pop(str(cell_dir), None)
     duration = round(end - t0, 3) if t0 is not None else None
     try:
@@ -348,9 +302,7 @@ def _with_fit_starts(
     record: dict[str, Any], cell_dir: Path, *, changes: bool = True
 ) -> dict[str, Any]:
     """``record`` with each attempt's first epoch and (``changes``) ``run.world_changes``,
-    from the fit starts ``MetricsCallback`` recorded (``fit_fingerprints.json``; none
-    without it)."""
-
+    from the fit starts ``MetricsCallback`` recorded."""
     run = record.get("run")
     if not isinstance(run, dict):
         return record
@@ -408,16 +360,14 @@ def record_failure(cell_dir: Path, record: dict[str, Any], exc: BaseException) -
     if error["file"] is not None:  # the traceback makes way for the status
         (cell_dir / ERROR_FILE).unlink(missing_ok=True)
         error["file"] = None
-    data = canonical_dumps({**record, "error": error})
-    tries = [lambda: write_json_atomic(status, {**record, "error": error})]
-    if status.is_file():
-        tries.append(lambda: _overwrite_in_place(status, data))
-    for write in tries:
-        try:
+    final = {**record, "error": error}
+    for write in (
+        lambda: write_json_atomic(status, final),
+        lambda: _overwrite_in_place(status, canonical_dumps(final)),  # no file: an OSError
+    ):
+        with contextlib.suppress(OSError):
             write()
             return True
-        except OSError:
-            continue
     exc.add_note(
         f"cell {cell_dir.name}: this failure could not be recorded ({problem}); the next "
         "run of the sweep runs the cell again"
@@ -468,7 +418,5 @@ def take_failure(cell_dir: Path) -> OSError | None:
 
 
 def install() -> bool:
-    """Make :func:`save_config` Hydra's writer; False (and nothing replaced) when Hydra's
-    writer is not the one this was written for."""
-
+    """Make :func:`save_config` Hydra's writer; False (nothing replaced) for an unknown Hydra."""
     return replace_save_config(save_config)

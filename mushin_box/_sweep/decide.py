@@ -1,27 +1,18 @@
 # SPDX-License-Identifier: MIT
 """Reuse, skip or run: what a sweep cell does, decided from what is known about it.
 
-Design note: the decision is a pure function of plain values (the cell's previous status
-record, its fingerprints now, the plan's ``resume`` flag and run id, whether the sweep was
-aborted, the time budget, the rank layout, SLURM's or torchrun's restart count). It reads no
-file, writes
-none, and needs no Hydra: the cell runner gathers the facts, calls :func:`decide`, and acts
-on the :class:`Decision` (returns the metrics, records a skip, or runs the task). That keeps
-every branch testable in microseconds, and it keeps every rank of a multi-rank cell on the
-same answer, since each rank computes it from the same facts.
+Design note: the decision is a pure function of plain values (the previous status record,
+the fingerprints now, the plan, the abort file, the time budget, the rank layout, the
+restart count): no file, no Hydra. So every branch is testable in microseconds, and every
+rank of a multi-rank cell reaches the same answer from the same facts.
 
-A change of the world size alone (``trainer.devices``/``trainer.num_nodes``, the run shape
-that ``launch --gpus``/``--nodes`` set) changes the config fingerprint, which hashes the
-whole config, but not the experiment: the status also keeps the fingerprint of the config
-without its run-shape keys (``config_without_shape``). When only that shape changed, a
-completed cell is reused and an unfinished one continues from its checkpoints under
-``resume``, at the new world size.
-
-A change of a training limit alone (a Trainer's ``max_epochs``/``max_steps``/``max_time``)
-extends the same fit: the status keeps the fingerprint of the config without its run-shape
-and limit keys too (``config_without_limits``). When only those changed, a completed or
-unfinished cell continues from its checkpoints under ``resume`` (``extends``), and trains
-on to the new limit; any other change still starts afresh.
+A change of the world size alone (``trainer.devices``/``num_nodes``) changes the config
+fingerprint but not the experiment: the status also keeps the fingerprint without the
+run-shape keys (``config_without_shape``); when only that changed, a completed cell is
+reused and an unfinished one continues under ``resume``. A change of a training limit alone
+(``max_epochs``/``max_steps``/``max_time``) extends the same fit: with
+``config_without_limits`` equal, the cell continues from its checkpoints (``extends``).
+Any other change starts afresh.
 """
 
 from __future__ import annotations
@@ -53,47 +44,24 @@ _MULTI_RANK_DEADLINE = (
 
 @attrs.frozen
 class Decision:
-    """What a cell does this time, and why.
-
-    Attributes
-    ----------
-    action : "reuse" | "skip" | "run"
-        ``reuse``: return the completed cell's metrics, run and rewrite nothing.
-        ``skip``: record the cell as skipped (with ``reason``). ``run``: run the task.
-    continue_from_checkpoint : bool
-        For ``run``: does this attempt continue from the cell's checkpoints? When it does
-        not, rank 0 sets the earlier checkpoints aside first.
-    reason : str
-        Why, in words; for ``skip`` the ``reason`` recorded in the status.
-    rerun_reason : str | None
-        For a completed cell that runs again because a fingerprint changed: the status's
-        ``rerun_reason`` (e.g. ``"config fingerprint changed"``).
-    warnings : tuple[str, ...]
-        Messages the runner emits as ``UserWarning``, in order.
-    previous_fingerprints : Any
-        For ``run``: the fingerprints from before this run, recorded in the status so that
-        a rank that reads it after rank 0 rewrote it compares with the same values.
-    reused_despite : tuple[str, ...]
-        For ``reuse``: the fingerprints that changed and were ignored on request
-        (``reuse_stale_code``: ``("code",)``); the runner records them in the status.
-    previous_shape_free : Any
-        For ``run``: the config fingerprint without run-shape keys from before this run
-        (the status's ``previous_config_without_shape``, as ``previous_fingerprints``).
-    extends : bool
-        For ``run``: only a training limit changed, so the attempt extends the cell's fit
-        from its checkpoints (``continue_from_checkpoint`` is True).
-    previous_limit_free : Any
-        As ``previous_shape_free``, for the fingerprint without training limits.
-    """
+    """What a cell does this time (``reuse``: return its metrics, write nothing; ``skip``:
+    record ``reason``; ``run``), and why. The ``previous_*`` fields are recorded in the
+    running status, so that a rank reading it after rank 0 rewrote it compares with the
+    same values."""
 
     action: Literal["reuse", "skip", "run"]
+    #: for ``run``: continue from the checkpoints (else rank 0 sets them aside first)
     continue_from_checkpoint: bool = False
     reason: str = ""
+    #: for a completed cell run again: e.g. ``"config fingerprint changed"``
     rerun_reason: str | None = None
+    #: emitted by the runner as ``UserWarning``, in order
     warnings: tuple[str, ...] = ()
     previous_fingerprints: Any = None
+    #: for ``reuse``: the changed fingerprints ignored on request (``("code",)``)
     reused_despite: tuple[str, ...] = ()
     previous_shape_free: Any = None
+    #: for ``run``: only a training limit changed; the fit is extended
     extends: bool = False
     previous_limit_free: Any = None
 
@@ -119,46 +87,13 @@ def decide(
 ) -> Decision:
     """Decide whether a cell is reused, skipped or run, and whether a run continues.
 
-    Parameters
-    ----------
-    previous : mapping | None
-        The cell's status record as read from disk (``None`` or ``{}`` when there is none).
-    fingerprints : mapping
-        The cell's fingerprints now (``config``, ``code``, ``image`` when set).
-    cell : str
-        The cell's directory name (for the warnings).
-    run_id : str
-        This run's id (the plan's): a status with the same id was written by this run.
-    resume : bool
-        The plan's ``resume`` flag.
-    aborted : bool (default: False)
-        Is the sweep's abort file present (a cell failed under ``on_error="raise"``)?
-    deadline, now : float | None, float
-        The plan's absolute ``time.time()`` deadline, and the time now.
-    multi_rank : bool (default: False)
-        Is this process one of several ranks of the cell?
-    restart_count : int (default: 0)
-        ``SLURM_RESTART_COUNT`` or ``TORCHELASTIC_RESTART_COUNT``: above 0, a multi-rank
-        cell is a requeue (or a restart of torchrun's worker group) and continues.
-    restarted_by : str (default: "SLURM_RESTART_COUNT")
-        The variable ``restart_count`` came from, named in the reason.
-    metrics_readable : bool (default: True)
-        ``False`` when a reusable cell's metrics sidecar turned out unreadable: it runs.
-    reuse_stale_code : bool (default: False)
-        Ignore a changed ``code`` fingerprint (the user's "I know, reuse anyway"): a
-        completed cell is reused (``reused_despite``), another continues from its
-        checkpoints. Every other fingerprint still counts.
-    code_modules : mapping | None
-        The modules the code fingerprint covers now (name -> short sha256): with the
-        previous status's ``code_modules``, a changed code fingerprint names them.
-    shape_free : str | None
-        The config fingerprint without its run-shape keys now (:data:`SHAPE_FREE`): when
-        the previous status holds the same, a changed ``config`` fingerprint is a change of
-        world size only (the cell is reused, or continues, under ``resume``).
-    limit_free : str | None
-        The config fingerprint without its run-shape and training-limit keys now
-        (:data:`LIMIT_FREE`): when the previous status holds the same, and not the same
-        ``shape_free``, a training limit changed, and the cell continues under ``resume``.
+    ``previous`` is the cell's status record (``None``/``{}``: none); a status with this
+    ``run_id`` was written by this run. Above 0, ``restart_count`` (from ``restarted_by``)
+    makes a multi-rank cell a requeue, which continues. ``metrics_readable=False``: a
+    reusable cell's metrics turned out unreadable, so it runs. ``reuse_stale_code``
+    ignores a changed ``code`` fingerprint only. ``code_modules`` (name -> short sha256)
+    names the changed modules in the warning. ``shape_free``/``limit_free``: the config
+    fingerprints without run-shape (and training-limit) keys now (see the module doc).
 
     Examples
     --------
@@ -257,8 +192,7 @@ def decide(
 
 
 def _reshaped(changed: list[str], ignored: tuple[str, ...], before: Any, now: str | None) -> bool:
-    """Did only the run shape (the world size) change? The config fingerprint alone
-    differs (besides those ignored), and the config without run-shape keys hashes alike."""
+    """Only the config fingerprint differs (besides ``ignored``), and ``before == now``."""
     return now is not None and before == now and set(changed) - set(ignored) == {"config"}
 
 
@@ -269,8 +203,7 @@ def _without(fingerprints: Any, keys: tuple[str, ...]) -> Any:
 
 
 def _modules(previous: Mapping[str, Any], code_modules: Mapping[str, str] | None) -> str:
-    """`` (code: helpers, models)``: the modules whose content changed, when the previous
-    status and this run both list them; else nothing."""
+    """`` (code: helpers, models)`` when the previous status and this run both list them."""
     old = previous.get("code_modules")
     if not isinstance(old, Mapping) or code_modules is None:
         return ""
@@ -282,10 +215,8 @@ def _modules(previous: Mapping[str, Any], code_modules: Mapping[str, str] | None
 
 
 def _before_this_run(previous: Mapping[str, Any], run_id: str, key: str) -> Any:
-    """A status field (``fingerprints``...) as it was before this run: the status's, or,
-    when this run's rank 0 rewrote the status already, the ``previous_<key>`` it kept
-    there. So a rank that reads the status after another rewrote it compares with what was
-    there before, as that rank did, and every rank decides the same."""
+    """A status field as it was before this run: its ``previous_<key>`` once this run's rank
+    0 rewrote the status, so that every rank decides the same."""
     if previous.get("run_id") == run_id and "previous_fingerprints" in previous:
         return previous.get(f"previous_{key}")
     return previous.get(key)
@@ -303,11 +234,8 @@ def _continues(
     reshaped: bool = False,
     extends: bool = False,
 ) -> tuple[bool, str]:
-    """Does this attempt continue from the cell's checkpoints, and why (or why not)?
-
-    Only a requeue within this run, or ``resume=True`` with unchanged fingerprints; a new
-    run without ``resume`` starts afresh.
-    """
+    """Does this attempt continue from the checkpoints (a requeue within this run, or a
+    resume with unchanged fingerprints), and why?"""
     if multi_rank:
         # every rank decides alone while rank 0 rewrites the status: the plan, SLURM's
         # restart count and the fingerprints from before this run
