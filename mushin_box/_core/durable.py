@@ -1,27 +1,22 @@
 # SPDX-License-Identifier: MIT
 """When an atomic write becomes durable: at once, or at the cell's commit points.
 
-Every sidecar write is atomic: a temporary file renamed over the old one, so readers, other
-ranks and a killed process see the old file or the new one, whole. Surviving a power loss
-needs ``fsync`` as well: of the file before the rename (else the renamed file may come back
-empty) and of its directory after (else the rename may be lost). That is two ``fsync`` a
-write, 22 a cell of a trivial sweep (11 files); on this project's ext4 disk they were a
-quarter of a trivial cell's cost, and on a network filesystem each is a round trip.
+Every sidecar write is atomic (a temporary renamed over the old file). Surviving a power loss
+needs ``fsync`` as well: of the file before the rename (else it may come back empty) and of
+its directory after (else the rename may be lost): two a write, many a cell, each a round
+trip on a network filesystem.
 
-Design note: a cell needs durability where a later run trusts what it finds, and that is
-only its end: the "completed" (or "failed") status and what it vouches for (metrics,
-provenance, Hydra's ``.hydra`` files). A "running" status or a first provenance record
-that a power loss takes away leaves a cell that was not completed, and the next run runs
-it again; the readers take an unreadable sidecar as unreadable, as they must for any file
-of a shared directory. So inside :func:`deferred`, a write renames without ``fsync`` and
-is remembered, and :func:`commit` syncs each remembered file, then each directory, once:
-one journal commit does the work of many (timings: docs/performance.md).
+Design note: a cell needs durability only where a later run trusts what it finds: its final
+status and what that vouches for (metrics, provenance, Hydra's ``.hydra`` files). A lost
+"running" status leaves a cell that was not completed, which the next run runs again. So
+inside :func:`deferred` a write renames without ``fsync`` and is remembered, and
+:func:`commit` syncs each remembered file, then each directory, once.
 
-The cell runner defers its own bookkeeping only, never the task's writes (a long fit's
-own files stay synced at once: :func:`immediate`), and commits before it writes the
-final status, so "completed" on disk implies its metrics are; and when the cell ends.
-Writes made just before the runner starts (Hydra's ``.hydra`` files) are handed on to
-the next :func:`deferred` block (:func:`handed_on`), or synced when the process exits.
+The cell runner defers its own bookkeeping only, never the task's writes (:func:`immediate`),
+and commits before it writes the final status, so "completed" on disk implies its metrics
+are, and when the cell ends. Writes made just before the runner starts (Hydra's ``.hydra``
+files) are handed on to the next :func:`deferred` block (:func:`handed_on`), or synced when
+the process exits.
 """
 
 from __future__ import annotations
@@ -99,7 +94,7 @@ def commit() -> None:
     """Sync every write remembered in this thread's :func:`deferred` block: each file,
     then each directory, once. Nothing is pending after it, even when it raises."""
     pending = _pending()
-    if pending is None or not pending:
+    if not pending:
         return
     files = list(pending)
     pending.clear()
@@ -107,12 +102,6 @@ def commit() -> None:
         _fsync_file(path)
     for directory in dict.fromkeys(os.path.dirname(path) for path in files):
         fsync_directory(Path(directory))
-
-
-def _adopt_later(pending: dict[str, None]) -> None:
-    with _LOCK:
-        pending.update(_LATER)
-        _LATER.clear()
 
 
 @contextlib.contextmanager
@@ -136,7 +125,9 @@ def deferred() -> Iterator[None]:
         yield
         return
     _LOCAL.pending = pending = {}
-    _adopt_later(pending)
+    with _LOCK:
+        pending.update(_LATER)
+        _LATER.clear()
     try:
         yield
     except BaseException:
