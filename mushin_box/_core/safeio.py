@@ -2,16 +2,13 @@
 """Bounded, no-symlink reads of the files in a sweep directory.
 
 A sweep directory sits on a shared file system: anything in it may be stale, hand-edited or
-hostile. A sidecar symlinked to ``/dev/zero`` once made every reader grow to 24 GB, a FIFO
-made it wait forever, and ``logs`` printed whatever file a status named. So a reader opens a
-file with ``O_NOFOLLOW | O_NONBLOCK`` (a symlink is refused, a FIFO does not block), checks on
-the open descriptor that it is a regular file, and reads at most a limit per kind of file
-(:func:`~mushin_box._core.layout.read_limit`). A file that a sidecar *names* (a rank's log)
-is read only when it lies under the sweep directory (:func:`inside`).
-
-Every refusal is an :class:`UnsafeFileError` (an :class:`OSError`) whose text says what the
-file is, so a reader that already treats an unreadable sidecar as missing (with a warning)
-refuses a hostile one the same way.
+hostile (a sidecar symlinked to ``/dev/zero``, a FIFO, a status naming ``/etc/shadow`` as a
+log). So a reader opens a file with ``O_NOFOLLOW | O_NONBLOCK`` (a symlink is refused, a FIFO
+does not block), checks on the descriptor that it is a regular file, and reads at most a
+limit per kind of file (:func:`~mushin_box._core.layout.read_limit`). A file that a sidecar
+*names* is read only when it lies under the sweep directory (:func:`inside`). Every refusal
+is an :class:`UnsafeFileError` (an :class:`OSError`, so a reader that treats an unreadable
+sidecar as missing refuses a hostile one the same way) whose text says what the file is.
 
 Examples
 --------
@@ -76,16 +73,9 @@ class UnsafeFileError(MushinBoxError, OSError):
 
 
 def open_regular(path: StrPath) -> int:
-    """An open read-only descriptor of ``path``, which must be a regular file, not a symlink.
-
-    Raises
-    ------
-    FileNotFoundError
-        There is no such file.
-    UnsafeFileError
-        ``path`` is a symlink (to anything, a loop included), a FIFO, a device, a socket or a
-        directory.
-    """
+    """An open read-only descriptor of ``path``, which must be a regular file: a symlink (to
+    anything, a loop included), a FIFO, a device, a socket or a directory is an
+    :class:`UnsafeFileError`; a missing file a ``FileNotFoundError``."""
     return open_regular_stat(path)[0]
 
 
@@ -135,16 +125,9 @@ def read_open(fd: int, limit: int) -> bytes | None:
 
 
 def read_bounded(path: StrPath, limit: int) -> bytes:
-    """The whole of the regular file ``path``, refused when it holds more than ``limit``
-    bytes (checked before reading, and again while reading: a file may grow).
-
-    Raises
-    ------
-    FileNotFoundError
-        There is no such file.
-    UnsafeFileError
-        See :func:`open_regular`; or the file is over ``limit`` bytes.
-    """
+    """The whole of the regular file ``path`` (:func:`open_regular`), an
+    :class:`UnsafeFileError` when it holds more than ``limit`` bytes (checked before reading,
+    and again while reading: a file may grow)."""
     fd, st = open_regular_stat(path)
     try:
         if st.st_size > limit:
@@ -158,15 +141,9 @@ def read_bounded(path: StrPath, limit: int) -> bytes:
 
 
 def read_tail(path: StrPath, max_bytes: int, *, start: int = 0) -> tuple[bytes, int]:
-    """At most the last ``max_bytes`` of the regular file ``path`` from offset ``start``, and
-    the offset they begin at (``> start`` when the beginning was skipped): a log or a
-    traceback is read from its end, however large it grew.
-
-    Raises
-    ------
-    FileNotFoundError, UnsafeFileError
-        See :func:`open_regular`.
-    """
+    """At most the last ``max_bytes`` of the regular file ``path`` (:func:`open_regular`)
+    from offset ``start``, and the offset they begin at (``> start`` when the beginning was
+    skipped): a log or a traceback is read from its end, however large it grew."""
     fd, st = open_regular_stat(path)
     try:
         offset = max(start, st.st_size - max_bytes, 0)
