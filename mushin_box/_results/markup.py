@@ -5,19 +5,14 @@ Markdown table of ``show --md`` and ``diff --md``, and inline SVG line plots and
 Design note: a page is one self-contained file that a colleague opens from a mail or a
 shared drive, often offline. So everything is inline (the CSS here, the plots as SVG),
 nothing is fetched, and there is no JavaScript: a page shows the same everywhere, and
-nothing in it can reach out. What a reader toggles (a plot's log axis) is a checkbox and
-CSS; what they hover (a point's value) an SVG ``<title>``. Every text that comes from a file
-goes through :func:`esc`.
+nothing in it can reach out. A log-axis toggle is a checkbox and CSS, a point's value an SVG
+``<title>``. Every text that comes from a file goes through :func:`esc`.
 
-Plots are drawn here in pure Python rather than by a vendored JavaScript library (in every
-report) or matplotlib (a dependency, slow to import): axes with round ticks, one polyline
-per cell, gaps where a value is NaN, a marker and tooltip per point, a log axis when one
-cell's curve would flatten the rest; a plot is as wide as the page. Each curve is a
-``<path class="curve" data-cell="...">`` a test (or a reader's tool) can find. A heatmap has
-one row per value of the first parameter, one column per value of the second, each square
-coloured by its value's rank (values that span orders of magnitude still get distinct
-colours) with its value printed, the best outlined; a square without a value (a failed
-cell) is grey and says ``-``.
+Plots are drawn in pure Python rather than by a vendored JavaScript library (in every
+report) or matplotlib (a dependency, slow to import). Each curve is a
+``<path class="curve" data-cell="...">`` a test (or a reader's tool) can find. A heatmap
+square is coloured by its value's rank, so values that span orders of magnitude still get
+distinct colours; one without a value (a failed cell) is grey and says ``-``.
 
 Examples
 --------
@@ -58,8 +53,8 @@ __all__ = [
     "wants_log",
 ]
 
-#: the mark every page carries in its head, so that ``report -o FILE`` knows an earlier page
-#: (which it may replace) from a file it must not write over
+#: every page's mark, so that ``report -o FILE`` knows an earlier page (which it may
+#: replace) from a file it must not write over
 GENERATOR = '<meta name="generator" content="mushin-box">'
 #: how far into a file :func:`is_page` looks for the mark
 _HEAD_BYTES = 4096
@@ -150,8 +145,8 @@ def page(title: str, body: str) -> str:
 
 
 def is_page(head: bytes) -> bool:
-    """Do these first bytes of a file start a page mushin-box wrote (the generator mark,
-    or the title of a page written before the mark was)?
+    """Do these first bytes of a file start a page mushin-box wrote (the mark, or an older
+    page's title)?
 
     Examples
     --------
@@ -173,8 +168,7 @@ def _md_cell(text: str) -> str:
 
 
 def md_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    """A GitHub-flavoured Markdown table (cells as literal text: Markdown's special
-    characters escaped, newlines folded).
+    """A GitHub-flavoured Markdown table, its cells literal text.
 
     Examples
     --------
@@ -203,11 +197,9 @@ def color(i: int) -> str:
 
 @attrs.frozen
 class Line:
-    """One curve: its label (the cell), colour, and points (NaN: no point).
-
-    ``emphasis``: ``"best"`` (drawn bold, on top), ``"faded"`` (another cell while one is
-    best), or ``""``; ``sweep``: the other sweep's name for a curve of ``--against``, drawn
-    dashed (``""``: the report's own sweep)."""
+    """One curve (NaN: no point). ``emphasis``: ``"best"`` (bold, on top), ``"faded"``
+    (another cell while one is best) or ``""``; ``sweep``: the ``--against`` sweep's name
+    (drawn dashed), ``""`` for the report's own."""
 
     label: str
     color: str
@@ -229,7 +221,7 @@ def log_possible(lines: Sequence[Line]) -> bool:
 
 def wants_log(lines: Sequence[Line]) -> bool:
     """Should these curves start on a log axis: positive, and spanning more than
-    :data:`LOG_SPAN` (one diverging cell would flatten the rest on a linear one)?
+    :data:`LOG_SPAN` (one diverging cell would flatten the rest)?
 
     Examples
     --------
@@ -243,7 +235,7 @@ def wants_log(lines: Sequence[Line]) -> bool:
 
 
 def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
-    """Round tick values covering ``[lo, hi]`` (steps of 1, 2 or 5 times a power of ten).
+    """Round ticks covering ``[lo, hi]`` (steps of 1, 2 or 5 times a power of ten).
 
     Examples
     --------
@@ -323,11 +315,9 @@ def line_plot(
     log: bool = False,
     band: Band | None = None,
 ) -> str:
-    """An SVG line plot of ``lines`` (one ``<path class="curve">`` each, NaN breaks a line;
-    ``log``: a log y axis, where a value <= 0 breaks it too). Each point's marker holds
-    its value as a tooltip (``<title>``), and each curve its cell and last value. ``band``:
-    (x, lowest, highest, label) of the cells not drawn as lines, one grey
-    ``<path class="band">`` under them.
+    """An SVG line plot: NaN (and on a ``log`` axis a value <= 0) breaks a line; each
+    point's marker and each curve hold a tooltip; ``band``: the cells not drawn as lines,
+    one grey ``<path class="band">`` under them.
 
     Examples
     --------
@@ -473,7 +463,8 @@ def heatmap_svg(
     metric: str,
     best: tuple[str, str] | None = None,
 ) -> str:
-    """An SVG heatmap: ``values[(row, column)]`` coloured by rank (lowest darkest)."""
+    """An SVG heatmap: ``values[(row, column)]`` coloured by rank (lowest darkest); a grid
+    of more than :data:`_COMPACT` squares is drawn small, the values in tooltips only."""
     finite = sorted({v for v in values.values() if math.isfinite(v)})
     lo, hi = (finite[0], finite[-1]) if finite else (0.0, 1.0)
     # by rank, not value: values spanning orders of magnitude (or one diverged cell) would
@@ -515,10 +506,29 @@ def heatmap_svg(
         )
         for j, column in enumerate(columns):
             value = values.get((row, column), math.nan)
-            tip = f"{ylabel}={row} {xlabel}={column}: {metric} = "
-            box = (left + j * cell_w, y, cell_w, cell_h)
+            x = left + j * cell_w
+            if math.isfinite(value):
+                fill, ink = colour_of(ranks[value])
+                text = f"{value:.4g}"
+            else:
+                fill, ink, text = _MISSING, "#57606a", "-"
             is_best = best == (row, column)
-            out.append(_square(row, column, value, ranks.__getitem__, is_best, tip, box, compact))
+            width = 2 if compact else 3
+            outline = f' stroke="#cf222e" stroke-width="{width}"' if is_best else ' stroke="#fff"'
+            bold, mark = (' font-weight="700"', ' data-best="1"') if is_best else ("", "")
+            label = (
+                ""
+                if compact
+                else f'<text x="{x + cell_w / 2:.0f}" y="{y + cell_h / 2 + 4:.0f}" '
+                f'text-anchor="middle" fill="{ink}"{bold}>{esc(text)}</text>'
+            )
+            tip = f"{ylabel}={row} {xlabel}={column}: {metric} = {text}"
+            out.append(
+                f'<g><rect class="heat" x="{x + 1}" y="{y + 1}" width="{cell_w - 2}" '
+                f'height="{cell_h - 2}" fill="{fill}"{outline} data-row="{esc(row)}" '
+                f'data-column="{esc(column)}" data-value="{esc(text)}"{mark}>'
+                f"<title>{esc(tip)}</title></rect>{label}</g>"
+            )
     low, high = colour_of(0.0)[0], colour_of(1.0)[0]
     out.append(
         f'<text x="{left}" y="{height - 10}">{esc(metric)}: '
@@ -530,38 +540,3 @@ def heatmap_svg(
 
 #: more squares than this are drawn small, their values in their tooltips only
 _COMPACT = 400
-
-
-def _square(
-    row: str,
-    column: str,
-    value: float,
-    at: Any,
-    is_best: bool,
-    tip: str,
-    box: tuple[float, float, int, int],
-    compact: bool,
-) -> str:
-    """One square of the heatmap; ``compact``: its value not written on it, thinner lines."""
-    x, y, w, h = box
-    if math.isfinite(value):
-        fill, ink = colour_of(at(value))
-        text = f"{value:.4g}"
-    else:
-        fill, ink, text = _MISSING, "#57606a", "-"
-    width = 2 if compact else 3
-    outline = f' stroke="#cf222e" stroke-width="{width}"' if is_best else ' stroke="#fff"'
-    mark = ' data-best="1"' if is_best else ""
-    bold = ' font-weight="700"' if is_best else ""
-    label = (
-        ""
-        if compact
-        else f'<text x="{x + w / 2:.0f}" y="{y + h / 2 + 4:.0f}" text-anchor="middle" '
-        f'fill="{ink}"{bold}>{esc(text)}</text>'
-    )
-    return (
-        f'<g><rect class="heat" x="{x + 1}" y="{y + 1}" width="{w - 2}" height="{h - 2}" '
-        f'fill="{fill}"{outline} data-row="{esc(row)}" '
-        f'data-column="{esc(column)}" data-value="{esc(text)}"{mark}>'
-        f"<title>{esc(tip + text)}</title></rect>{label}</g>"
-    )
