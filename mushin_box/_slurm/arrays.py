@@ -1,36 +1,24 @@
 # SPDX-License-Identifier: MIT
 """A sweep as SLURM job arrays within the cluster's limits, throttled as one sweep.
 
-Design note: why several arrays. SLURM refuses an array whose largest task index is
-``MaxArraySize`` or more (``scontrol show config``; the default 1001 allows indices
-0..1000, so 1,001 tasks), and ``SchedulerParameters=max_array_tasks=N`` may bound the tasks
-of one array lower still. submitit numbers every array's tasks from 0, so one array holds
-at most :func:`array_limit` cells, and a larger sweep goes as several arrays of nearly
-equal size (2,500 cells at MaxArraySize 1001: 834 + 833 + 833). Where arrays are disabled
-(``MaxArraySize=0``) each cell is a plain job. The launcher field ``max_array_tasks`` bounds
-the arrays lower than the cluster does (a site's policy; the tests' small arrays).
+Why several arrays: SLURM refuses an array task index of ``MaxArraySize`` or more, and
+``SchedulerParameters=max_array_tasks=N`` may bound one array lower still; submitit numbers
+every array from 0. So a larger sweep goes as several arrays of nearly equal size (2,500
+cells at MaxArraySize 1001: 834 + 833 + 833); with arrays disabled (``MaxArraySize=0``)
+each cell is a plain job. The launcher field ``max_array_tasks`` bounds them lower still.
 
-Design note: why the arrays wait for each other. ``array_parallelism`` (``launch
---max-parallel N``) says how many of the *sweep's* cells may run at once; for one array that
-is ``%N``. Arrays submitted side by side run side by side, so ``%N`` on each of k arrays
-would run k x N cells. So each array keeps ``%N`` and array i starts only after array
-i - m has ended (``--dependency=afterany:<its id>``), where m is the most arrays whose
-cells add up to at most N (at least 1): the arrays i, i + m, i + 2m, ... run one after
-another, so at most m arrays run at once, and at most N cells (N smaller than an array:
-one array at a time, at ``%N``). A sweep of at most N cells needs no chain at all.
-Dividing N among arrays that all run at once was the other way, rejected: with N < k
-arrays some array would get nothing, and an array that ends early leaves its share idle
-for the rest of the sweep. The chain's cost is each array's tail:
-while its last cells run, fewer than N do, for at most one cell's duration per array.
-``afterany`` (not ``afterok`` or ``aftercorr``) because a failed or cancelled cell must not
-stop the rest of the sweep. A dependency of the user's (``--sbatch dependency=...``) goes to
-the arrays that wait for no other (the first m); the others wait for those, so for it too.
+Why the arrays wait for each other: ``array_parallelism`` (``--max-parallel N``) bounds the
+*sweep's* running cells, but ``%N`` on each of k arrays running side by side would run k x N.
+So array i starts after array i - m has ended (``--dependency=afterany``), m being the most
+arrays whose cells add up to at most N (at least 1). Dividing N among the arrays was
+rejected: with N < k some array gets nothing, and one that ends early leaves its share
+idle. The cost is each array's tail (fewer than N cells while its last ones run).
+``afterany``: a failed or cancelled cell must not stop the sweep. A user's
+``dependency`` goes to the first m arrays, which the others wait for.
 
-Design note: nothing half-submitted. Every array is written down the moment sbatch took it
-(the caller's ``record``, ``mushin_jobs.json``), so ``status``, ``wait``, ``cancel`` and a
-resume see every cell even when the driver dies between two arrays. When sbatch refuses a
-later array (a limit on one user's queued jobs, say), the arrays already submitted are
-cancelled and sbatch's refusal is raised as it came: a launch queues all its cells or none.
+Nothing half-submitted: each array is recorded the moment sbatch takes it; when sbatch
+refuses a later one, the arrays already submitted are cancelled and the refusal raised: a
+launch queues all its cells or none.
 
 Examples
 --------
@@ -56,7 +44,6 @@ __all__ = [
     "ArrayPart",
     "array_limit",
     "arrays_summary",
-    "cluster_array_limit",
     "first_array",
     "split_sweep",
     "submit_cells",
@@ -110,13 +97,6 @@ def array_limit(config_text: str) -> int | None:
     return min(limits) if limits else None
 
 
-def cluster_array_limit() -> int | None:
-    """:func:`array_limit` of this cluster (one bounded ``scontrol show config``); None when
-    it cannot be asked: the sweep then goes as one array, and sbatch says if that is too big."""
-    text = scontrol_config()
-    return array_limit(text) if text is not None else None
-
-
 def split_sweep(cells: int, limit: int | None, parallelism: int) -> list[ArrayPart]:
     """The arrays of a sweep of ``cells`` cells: at most ``limit`` cells each (None: one
     array), nearly equal in size, chained so that at most ``parallelism`` cells run at once
@@ -154,10 +134,10 @@ def split_sweep(cells: int, limit: int | None, parallelism: int) -> list[ArrayPa
 def sweep_arrays(settings: Mapping[str, Any], cells: int) -> tuple[list[ArrayPart], int | None]:
     """The arrays a ``mushin_slurm`` launcher with ``settings`` (its fields; a missing one
     has its default) submits for ``cells`` cells, and the limit used: the smaller of
-    ``max_array_tasks`` and the cluster's (asked only for a sweep of more than one cell)."""
+    ``max_array_tasks`` and the cluster's (unknown: one array, and sbatch says if too big)."""
     limit = settings.get("max_array_tasks")
-    if cells > 1:
-        cluster = cluster_array_limit()
+    if cells > 1 and (text := scontrol_config()) is not None:
+        cluster = array_limit(text)
         if cluster is not None:
             limit = cluster if limit is None else min(int(limit), cluster)
     parallelism = int(settings.get("array_parallelism") or DEFAULT_ARRAY_PARALLELISM)
@@ -201,10 +181,6 @@ def arrays_summary(parts: Sequence[ArrayPart], limit: int | None) -> str | None:
     )
 
 
-def _array_id(job_id: str) -> str:
-    return str(job_id).split("_", 1)[0]
-
-
 def submit_cells(
     executor: Any,
     fn: Any,
@@ -213,9 +189,7 @@ def submit_cells(
     record: Callable[[list[Any]], None],
 ) -> list[Any]:
     """Submit ``fn`` over ``columns`` (one list per argument, one item per cell) as the
-    arrays ``parts`` with a submitit ``SlurmExecutor``; ``record(jobs so far)`` after each.
-    A ``dependency`` among the executor's additional sbatch options (the user's) goes to
-    the arrays that wait for no other. Returns one submitit job per cell, in order."""
+    arrays ``parts``, calling ``record(jobs so far)`` after each; one job per cell, in order."""
     jobs: list[Any] = []
     arrays: list[str] = []
     sbatch_extra = dict(executor.parameters.get("additional_parameters") or {})
@@ -230,7 +204,7 @@ def submit_cells(
             chunk = [list(c[part.first : part.first + part.cells]) for c in columns]
             submitted = executor.map_array(fn, *chunk)
             jobs += submitted
-            arrays.append(_array_id(submitted[0].job_id))
+            arrays.append(str(submitted[0].job_id).split("_", 1)[0])
             record(jobs)
     except Exception:
         if arrays:

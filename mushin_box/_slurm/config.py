@@ -44,30 +44,27 @@ __all__ = [
 # -- validators: each takes (key, value) and returns the value to store, or raises ValueError --
 
 
-def _positive_int(key: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{key} must be a positive int, got {value!r} ({type(value).__name__})")
-    if value < 1:
-        raise ValueError(f"{key} must be a positive int, got {value}")
-    return value
+def _int_from(least: int, what: str) -> Callable[[str, object], int]:
+    def check(key: str, value: object) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{key} must be {what}, got {value!r} ({type(value).__name__})")
+        if value < least:
+            raise ValueError(f"{key} must be {what}, got {value}")
+        return value
+
+    return check
 
 
-def _non_negative_int(key: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{key} must be an int >= 0, got {value!r} ({type(value).__name__})")
-    if value < 0:
-        raise ValueError(f"{key} must be an int >= 0, got {value}")
-    return value
+_positive_int = _int_from(1, "a positive int")
+_non_negative_int = _int_from(0, "an int >= 0")
 
 
 def refuse_control_characters(key: str, value: object) -> None:
-    """Refuse a str holding a control character (newline, CR, NUL, ESC, DEL, ...).
+    """Refuse a str holding a control character other than tab (newline, NUL, ESC, ...).
 
-    Quoting does not make a newline safe in an sbatch script: it ends the ``#SBATCH`` line,
-    and the rest of the value runs as a shell command. No sbatch value needs one, so every
-    value bound for the script is checked here, when the config is built (a dry run refuses
-    what a real run would), and again by the launcher's settings. A tab is the exception:
-    quoted, it stays on its line like a space.
+    Quoting does not make a newline safe in an sbatch script: it ends the ``#SBATCH`` line
+    and the rest runs as a shell command. Checked when the config is built (a dry run
+    refuses what a real run would) and again by the launcher.
     """
     if isinstance(value, str) and any(c != "\t" and unicodedata.category(c) == "Cc" for c in value):
         raise ValueError(
@@ -127,19 +124,14 @@ _KIT_ONLY: dict[str, str] = {
 
 
 def check_sbatch_option(option: object, value: object, *, where: str) -> None:
-    """Refuse one sbatch option that a user's table may not set; ``where`` names it in the
-    message (``--sbatch 'array=0-9'``, ``additional_parameters['array']``, a profile's key).
+    """Refuse one sbatch option that a user's table may not set; ``where`` names its source
+    in the message. Every source of sbatch options comes here.
 
-    Every source of sbatch options comes here: ``--sbatch``, a profile's ``sbatch`` table,
-    ``hydra.launcher.additional_parameters`` (overrides, or the launcher's own config) and
-    ``submitit_slurm_config(additional_parameters=)``. An option the kit writes from a field
-    of its own (``partition``, ``time``, ``job-name``, ...) would make a second value: the
-    review, the GPU-hours and the requeue trap would read one and sbatch obey the other
-    (submitit merges the table over its own values). So it is refused, naming the one place
-    that sets it. ``array`` and the log paths are the kit's alone. sbatch also takes any
-    unambiguous prefix of a long option (``--part`` is ``--partition``): a prefix of one of
-    these is refused too. ``mem`` is allowed: a size under a whole GB has no launcher field
-    (the memory options exclude each other, checked with the whole config).
+    An option the kit writes from a field of its own (``partition``, ``time``, ...) would
+    make a second value: the review, the GPU-hours and the requeue trap would read one and
+    sbatch obey the other. So it is refused, naming the one place that sets it, and so is
+    any prefix of it (sbatch reads ``--part`` as ``--partition``). ``array`` and the log
+    paths are the kit's alone. ``mem`` is allowed: a size under a whole GB has no field.
 
     Examples
     --------
@@ -189,8 +181,7 @@ SbatchValue = str | int | float | bool
 
 
 def sbatch_options(key: str, value: object) -> dict[str, SbatchValue]:
-    """A copy of a dict of extra sbatch options, each checked by :func:`check_sbatch_option`
-    (named ``key[option]``)."""
+    """A copy of a dict of sbatch options, each checked by :func:`check_sbatch_option`."""
     if not isinstance(value, Mapping):
         raise ValueError(f"{key} must be a dict of sbatch options, got {value!r}")
     options: dict[str, SbatchValue] = {}
@@ -201,8 +192,7 @@ def sbatch_options(key: str, value: object) -> dict[str, SbatchValue]:
 
 
 def _memory_gb(key: str, value: object) -> int:
-    # submitit itself accepts fractional GB, but the launcher declares mem_gb as an int and
-    # OmegaConf rejects any float there (even 2.0): store an int or explain the alternative.
+    # the launcher declares mem_gb an int and OmegaConf rejects any float there (even 2.0)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{key} must be a positive number, got {value!r} ({type(value).__name__})")
     if not math.isfinite(value) or value <= 0:
@@ -242,15 +232,11 @@ def _setting(
     launcher: bool = False,
     default: int | None = None,
 ) -> Any:
-    """A field of :class:`SlurmSettings`: ``check`` (key, value) -> the value to store
-    (None: the launcher checks it), the launch ``flag`` that sets it, the ``sbatch`` option
-    it writes (refused in a table of sbatch options), what its value is in a launch profile
-    (``profile``; None: no profile key), whose key is the flag without ``--``, the submitit
-    ``SlurmExecutor`` parameter it sets (``executor``; by default the sbatch option, which
-    submitit spells with ``_``), and whether only ``mushin_slurm`` has it (``launcher``:
-    not hydra-submitit-launcher, so not :func:`submitit_slurm_config`). ``default``: the
-    value a launch takes when neither a flag nor the profile gives one (None: the cluster's
-    or the launcher's)."""
+    """A field of :class:`SlurmSettings`: its ``check`` (None: the launcher checks it), launch
+    ``flag``, ``sbatch`` option (refused in a table of sbatch options), ``profile`` value
+    description (None: no profile key; else the flag without ``--``), submitit ``executor``
+    parameter (default: the sbatch option with ``_``), whether only ``mushin_slurm`` has it
+    (``launcher``) and the launch ``default`` (None: the cluster's or the launcher's)."""
     if executor is None and sbatch:
         executor = sbatch.replace("-", "_")
     meta = {"check": check, "flag": flag, "sbatch": sbatch, "profile": profile}
@@ -263,12 +249,10 @@ class SlurmSettings:
     """A launch's scheduler settings (``hydra.launcher`` fields besides the topology and
     the image's), each with where it came from.
 
-    A field's metadata names its launch flag, the sbatch option and the submitit parameter
-    it writes, its check and its launch default (see ``_setting``): flags, profiles,
-    overrides, :func:`submitit_slurm_config` and the launcher all read them from here.
-    ``sources`` maps a field (or ``additional_parameters.OPTION``) to where its value came
-    from: ``--flag``, ``profile NAME (file)``, ``override hydra.launcher.K=V`` or
-    ``default``. None is "not set": the launcher's default applies.
+    Flags, profiles, overrides, :func:`submitit_slurm_config` and the launcher all read a
+    field's metadata (``_setting``) from here. ``sources`` maps a field (or
+    ``additional_parameters.OPTION``) to its source (``--flag``, ``profile NAME (file)``,
+    ...). None is "not set": the launcher's default applies.
 
     Examples
     --------
@@ -323,8 +307,8 @@ class SlurmSettings:
     sources: Mapping[str, str] = attrs.field(factory=dict, kw_only=True)
 
     def given(self, *, launcher: bool | None = None) -> dict[str, Any]:
-        """The fields set (not None), in field order; ``launcher``: only the launcher's
-        own fields (True) or only ``submitit_slurm_config``'s (False)."""
+        """The fields set, in field order; ``launcher``: only the launcher's own (True) or
+        only ``submitit_slurm_config``'s (False)."""
         return {
             f.name: value
             for f in SETTING_FIELDS
@@ -404,9 +388,7 @@ _REFUSED: dict[str, str] = {
     for key in ("srun_args", "python")
 }
 
-#: Every key :func:`submitit_slurm_config` can return: the fields of hydra-submitit-launcher
-#: 1.2.0's ``SlurmQueueConf``, except ``_target_`` and the refused ``cpus_per_gpu`` and
-#: ``gpus_per_task``.
+#: Every key :func:`submitit_slurm_config` can return (``SlurmQueueConf``'s, less refused ones)
 SLURM_LAUNCHER_KEYS: tuple[str, ...] = ("nodes", "tasks_per_node", "gpus_per_node", *_CHECKS)
 
 _MEMORY_KEYS = ("mem_gb", "mem_per_cpu", "mem_per_gpu")

@@ -22,12 +22,9 @@ _TIME_HELP = "give minutes (90), H:MM:SS (1:30:00), MM:SS, or D-HH[:MM[:SS]] (1-
 
 
 def parse_slurm_time(value: object, *, what: str = "time") -> int:
-    """Minutes of a wall-time limit written as sbatch's ``--time`` takes it.
-
-    SLURM's grammar: ``M``, ``M:S``, ``H:M:S``, ``D-H``, ``D-H:M``, ``D-H:M:S``; an int is
-    minutes. Seconds round up to whole minutes (the launcher's ``timeout_min`` is an int;
-    SLURM rounds up too). A limit is required: the host-side requeue counts from it, so
-    ``0``, ``UNLIMITED`` and ``INFINITE`` are refused.
+    """Minutes of a wall-time limit in sbatch's ``--time`` grammar (an int is minutes),
+    seconds rounded up as SLURM does. A limit is required (the requeue trap counts from
+    it): ``0``, ``UNLIMITED`` and ``INFINITE`` are refused.
 
     Examples
     --------
@@ -52,16 +49,10 @@ def parse_slurm_time(value: object, *, what: str = "time") -> int:
         m = _TIME.match(text)
         if m is None:
             raise ValueError(f"{what} {value!r} is not a SLURM time; {_TIME_HELP}")
-        g = {k: int(v) for k, v in m.groupdict().items() if v is not None}
-        seconds = (
-            g.get("days", 0) * 86400
-            + (g.get("dh", 0) + g.get("h", 0)) * 3600
-            + (g.get("dm", 0) + g.get("hm", 0) + g.get("m", 0)) * 60
-            + g.get("ds", 0)
-            + g.get("hs", 0)
-            + g.get("ms", 0)
-        )
-        minutes = math.ceil(seconds / 60)
+        g = {k: int(v or 0) for k, v in m.groupdict().items()}
+        hours = g["days"] * 24 + g["dh"] + g["h"]
+        seconds = g["ds"] + g["hs"] + g["ms"]
+        minutes = hours * 60 + g["dm"] + g["hm"] + g["m"] + math.ceil(seconds / 60)
     if minutes < 1:
         raise ValueError(f"{what} {value!r}: the limit must be at least a minute; {_TIME_HELP}")
     return minutes
@@ -95,9 +86,8 @@ def parse_slurm_memory(value: object, *, what: str = "mem") -> int:
 
 
 def memory_fields(megabytes: int) -> dict[str, Any]:
-    """The launcher fields for ``--mem`` of ``megabytes`` per node: ``mem_gb`` when the size
-    is whole gigabytes (the launcher's own field, an int), otherwise sbatch's ``mem`` as an
-    additional parameter (``500M``; ``0``: all of each node's memory, as sbatch means it).
+    """The launcher fields for ``--mem`` of ``megabytes`` per node: ``mem_gb`` for whole
+    gigabytes, else sbatch's ``mem`` (``0``: all of each node's memory).
 
     Examples
     --------

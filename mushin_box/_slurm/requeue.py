@@ -1,36 +1,24 @@
 # SPDX-License-Identifier: MIT
 """The host-side requeue of ``mushin_slurm``: the batch shell's trap, as ``setup`` lines.
 
-This module owns the trap's shell code and :func:`requeue_setup_lines`, which fills it
-in; :mod:`mushin_box._slurm.launcher` validates the launcher fields (``requeue_on``,
-``max_requeues``, ``rank_signal``, ``signal_delay_s``), adds ``--signal``/``--requeue`` to the
-sbatch parameters, and makes the ranks ignore :data:`REQUEUE_SIGNAL`.
+:mod:`mushin_box._slurm.launcher` validates the fields, adds ``--signal``/``--requeue`` and
+makes the ranks ignore :data:`REQUEUE_SIGNAL`. submitit and Lightning requeue from inside
+the rank (``scontrol requeue``), which fails in a container without ``scontrol``; the batch
+script always runs on the host, so it requeues instead:
 
-submitit and Lightning requeue from *inside* the rank process (``scontrol requeue``), which
-fails in a container that has no ``scontrol``. Here the batch script requeues instead; it
-always runs on the host. Within what submitit lets us change:
-
-1. ``#SBATCH --signal=B:USR2@<signal_delay_s>`` (an ``additional_parameters`` override of
-   submitit's ``USR2@...``): before the time limit SLURM signals the batch shell only, never
-   the ranks. Preemption reaches it the same way (``preempt_send_user_signal``, or by hand:
-   ``scancel --batch --signal=USR2 <job>``). ``#SBATCH --requeue`` is added.
-2. ``setup`` lines (run by the batch shell before submitit's ``srun ... python -m
-   submitit.core._submit``) install ``trap ... USR2`` and define a shell function ``srun``
-   that shadows the command: it runs the real ``srun`` in the background and waits for it,
-   so the shell can run its trap while the ranks work (bash defers a trap until the
-   *foreground* command ends). submitit's srun line itself is untouched.
-3. On USR2 the trap decides *timeout* (within ``signal_delay_s + 90`` s of the time limit:
-   SLURM may signal up to a minute early) or *preemption*, sends ``rank_signal`` (default
-   USR1) to srun, which forwards it to every rank so they can checkpoint, and waits up to
-   ``signal_delay_s - 10`` s for the ranks to exit. If they all exited with status 0 the
-   job is done. Otherwise, when the reason is in ``requeue_on`` and ``SLURM_RESTART_COUNT <
-   max_requeues``, it runs ``scontrol requeue`` on the job (an array task as ``<array
-   id>_<index>``: the plain id of an array's last task is the array's and would requeue all
-   its tasks). SLURM ends this run and starts the script again later: the cell runs again
-   in the same directory and can resume from its checkpoint (``mushin_resume``).
-4. The ranks ignore USR2, so submitit's in-process requeue handler never fires. The host
-   keeps polling through the requeue: a result is final once rank 0 returned success or
-   SLURM reports the job inactive.
+1. ``#SBATCH --signal=B:USR2@<signal_delay_s>``: SLURM signals the batch shell only, before
+   the time limit and at preemption (``preempt_send_user_signal``, or ``scancel --batch
+   --signal=USR2``).
+2. The ``setup`` lines install ``trap ... USR2`` and shadow ``srun`` with a function that
+   runs the real one in the background: bash defers a trap until the *foreground*
+   command ends. submitit's srun line is untouched.
+3. On USR2 the trap decides *timeout* (within ``signal_delay_s + 90`` s of the limit: SLURM
+   may signal a minute early) or *preemption*, sends ``rank_signal`` to the ranks through
+   srun and waits up to ``signal_delay_s - 10`` s. Unless they all exited 0, it runs
+   ``scontrol requeue`` when the reason is in ``requeue_on`` and ``SLURM_RESTART_COUNT <
+   max_requeues`` (an array task as ``<array>_<index>``: the plain id of an array's last
+   task would requeue all of them). The cell runs again and resumes from its checkpoint.
+4. The ranks ignore USR2, so submitit's in-process requeue never fires.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 # SPDX-License-Identifier: MIT
 """The jobs a launcher submitted for a sweep, written down the moment they exist.
 
-A SLURM job id (or a local job's pid) is the only handle on a cell that has not started:
-such a cell has no directory and no status yet. ``mushin_jobs.json`` in the sweep
-directory lists every job of the latest submission with the overrides it runs, so that
-``status``, ``wait`` and ``cancel`` work from any shell, and a later ``resume=True`` can
-refuse to start a second copy of a cell whose job is still queued, even after the driver
-was detached, disconnected or killed.
+A job id is the only handle on a cell that has not started (it has no directory yet).
+``mushin_jobs.json`` in the sweep directory lists every job of the latest submission with
+its overrides, so that ``status``, ``wait`` and ``cancel`` work from any shell, and a resume
+refuses a second copy of a queued cell, even after the driver was detached or killed.
 
 Examples
 --------
@@ -47,11 +45,9 @@ def record_submission(
     *,
     detached: bool = False,
 ) -> dict[str, Any]:
-    """Write the jobs just submitted (``(job id, overrides)`` each) over the previous list:
-    the jobs of earlier submissions have ended (a sweep's lock allows one driver at a time,
-    and a resume is refused while a recorded job of its cells lives), except those marked
-    ``carried`` (:func:`carry_jobs`: live, running cells this submission leaves alone),
-    which stay listed."""
+    """Write the jobs just submitted (``(job id, overrides)`` each) over the previous list,
+    whose jobs have ended (one driver at a time; a resume waits for its cells' jobs), except
+    those marked ``carried`` (:func:`carry_jobs`), which stay listed."""
     previous = read_submission(sweep_dir)
     carried = [
         entry
@@ -75,8 +71,8 @@ def record_submission(
 def carry_jobs(
     sweep_dir: str | os.PathLike[str], submission: Mapping[str, Any], live: Sequence[str]
 ) -> None:
-    """Keep the ``live`` jobs of ``submission`` listed through the next submission (they run
-    cells the next one leaves alone): marked ``carried``, the others dropped (ended)."""
+    """Mark the ``live`` jobs of ``submission`` ``carried`` (kept through the next
+    submission, which leaves their cells alone); drop the others."""
     keep = [
         {**entry, "carried": True}
         for entry in submission.get("jobs", ())
@@ -94,9 +90,9 @@ def read_submission(sweep_dir: str | os.PathLike[str]) -> dict[str, Any]:
 def checked_job_ids(
     submission: Mapping[str, Any], cluster: str = "slurm"
 ) -> tuple[list[str], list[str]]:
-    """The job ids of a submission (:func:`read_submission`) made on ``cluster``, and a
-    line for each entry left out: the file sits in a shared directory, so an entry that is
-    not ``{"job_id": "<a SLURM job id>"}`` (an int, a list, ``--name=x``) is never used.
+    """The job ids of a submission made on ``cluster``, and a line for each entry left
+    out: the file sits in a shared directory, so only ``{"job_id": "<a SLURM job id>"}``
+    entries are used.
 
     Examples
     --------
