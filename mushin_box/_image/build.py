@@ -12,19 +12,16 @@ a manifest and moves the definition and the image into place together::
 ``apptainer build`` gets ``--force``: without it, Apptainer keeps the labels (and help) a
 base image already set over the spec's, with only a warning in the build log.
 
-The manifest also pins what is *in* the image: its Python packages (``packages``,
-``pip_freeze``) and Debian packages (``dpkg_packages``), listed through ``apptainer exec``
-on the built image. A base without a digest (:class:`~mushin_box._image.bases.Debootstrap`,
-a sandbox :class:`~mushin_box._image.bases.LocalImage`) is pinned by these lists; a SIF
-``LocalImage`` also by its file's sha256 (``base_digest``). An image that cannot answer
-(no ``dpkg-query``, no pip) records ``"unknown"`` and the reason in
-``package_list_errors``.
+The manifest also pins what is *in* the image: its Python and Debian packages, listed
+through ``apptainer exec`` on the built image. They pin a base without a digest
+(:class:`~mushin_box._image.bases.Debootstrap`, a sandbox
+:class:`~mushin_box._image.bases.LocalImage`); a SIF ``LocalImage`` is pinned by its file's
+sha256 too. An image that cannot list them records ``"unknown"`` and why.
 
 The authoritative identity is ``sif_sha256`` (the bytes that will run). The header UUID
-is a cheap "same build" check but is nil for reproducible builds (Apptainer >= 1.5 with
-``SOURCE_DATE_EPOCH``); ``definition_sha256`` ties the image to its spec;
-``embedded_definition_sha256`` is the hash of the ``Def.FILE`` object inside the SIF,
-which equals ``definition_sha256`` when the image was built from that file.
+is a cheap "same build" check but is nil for reproducible builds; ``definition_sha256``
+ties the image to its spec and equals ``embedded_definition_sha256`` (the SIF's
+``Def.FILE``) when the image was built from that file.
 
 Nothing in place is touched until a build has succeeded: a failed or interrupted build
 removes its partial files, and the image, its manifest and its definition stay the set
@@ -41,7 +38,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +77,6 @@ from mushin_box._image.spec import ImageSpec
 __all__ = [
     "apptainer_version",
     "embedded_definition",
-    "embedded_definition_sha256",
     "package_lists",
     "probe_python",
     "MANIFEST_SCHEMA",
@@ -105,7 +101,6 @@ DEFAULT_BUILD_TIMEOUT = 4 * 3600.0
 #: what ``build_image(backend=...)`` and ``mushin-box build --backend`` take
 BACKENDS = ("auto", "native", "apptainer")
 _PROBE_TIMEOUT = 600.0
-_VERSION_TIMEOUT = 60.0
 #: What ``dpkg_packages``/``pip_freeze`` hold when the image could not list them.
 UNKNOWN = "unknown"
 _DRY_RUN_HINT = "`mushin-box build --dry-run` renders and writes the definition file without it."
@@ -159,23 +154,10 @@ def manifest_path(image: StrPath) -> Path:
 class BuildPlan:
     """What :func:`build_image` will write and run (``--dry-run`` shows exactly this).
 
-    Attributes
-    ----------
-    definition : str
-        The rendered definition file.
-    definition_path : Path
-        Where it ends up: ``out.with_suffix('.def')`` (a dry run writes it there).
-    definition_partial : Path
-        Where a build writes it and ``apptainer build`` reads it: ``<definition_path>.partial``,
-        moved to ``definition_path`` with the image, so a failed build leaves the old one.
-    image : Path
-        The final image path.
-    partial : Path
-        Where ``apptainer build`` writes (moved to ``image`` after success).
-    context : Path
-        Working directory of ``apptainer build``: relative ``%files`` sources resolve here.
-    argv : tuple of str
-        The ``apptainer build`` command line.
+    A build writes ``definition_partial`` and ``partial`` (``apptainer build`` reads the one
+    and writes the other) and moves them to ``definition_path`` (``out.with_suffix('.def')``,
+    where a dry run writes) and ``image`` together, so a failed build leaves the old set.
+    ``context`` is the working directory of ``argv`` (relative ``%files`` sources).
     """
 
     definition: str
@@ -202,26 +184,22 @@ class Manifest:
     """Identity of a built image (``<image>.manifest.json``).
 
     For ``dry_run=True`` only the definition-side fields are set. ``base_digest`` is
-    ``None`` for a base without one (Debootstrap, a sandbox LocalImage). The package
-    lists, read from the built image: ``packages`` (Python, name -> version),
-    ``pip_freeze`` (``pip freeze --all`` lines) and ``dpkg_packages``
-    (``dpkg-query -W`` as ``name=version`` lines); each list is ``"unknown"`` when the
-    image could not produce it (``package_list_errors`` says why), and ``None`` in a
-    manifest written before they were recorded.
+    ``None`` for a base without one (Debootstrap, a sandbox LocalImage). The package lists
+    read from the image: ``packages`` (Python, name -> version), ``pip_freeze``
+    (``pip freeze --all``) and ``dpkg_packages`` (``name=version`` lines); each is
+    ``"unknown"`` when the image could not list it (``package_list_errors`` says why), and
+    ``None`` in a manifest written before they were recorded.
 
-    ``backend`` is the builder (``"apptainer"`` or ``"native"``). A native build also
-    records its ``mirror``, ``source_date_epoch``, each Debian package's ``.deb`` sha256
-    (``dpkg_sha256``: ``name=version`` -> ``sha256:...``, from the mirror's index) and each
-    pip package's hashes from the lock (``pip_hashes``: ``name==version`` -> hashes); its
-    ``base_digest`` is the sha256 of the mirror's ``Release`` files it installed from, and
-    ``build_tools`` the versions of the host tools that shape its bytes (tool -> version,
-    ``None`` when unknown; :func:`~mushin_box._image.native.build_tools`).
-
-    The recipe, for a native build: ``spec`` (the SPEC as given, relative to the build
-    context when it lies there), ``recipe_sha256``
-    (:func:`~mushin_box._image.native.recipe_identity`), ``context_commit`` (the git
-    commit that holds every input unchanged, else ``None``) and ``context_dir`` (where the
-    context lies in that commit's tree, ``"."`` at its top): what ``build --check`` and
+    ``backend`` is ``"apptainer"`` or ``"native"``. A native build also records its
+    ``mirror``, ``source_date_epoch``, each ``.deb``'s sha256 from the mirror's index
+    (``dpkg_sha256``: ``name=version`` -> ``sha256:...``), the lock's hashes
+    (``pip_hashes``: ``name==version`` -> hashes), as ``base_digest`` the sha256 of the
+    mirror's ``Release`` files, and ``build_tools``
+    (:func:`~mushin_box._image.native.build_tools`). Its recipe: ``spec`` (the SPEC as
+    given, relative to the context when it lies there), ``recipe_sha256``
+    (:func:`~mushin_box._image.native.recipe_identity`), ``context_commit`` (the git commit
+    that holds every input unchanged, else ``None``) and ``context_dir`` (the context's
+    place in that commit's tree, ``"."`` at its top): what ``build --check`` and
     ``reproduce --rebuild-image`` rebuild from.
     """
 
@@ -307,20 +285,8 @@ def plan_build(
 ) -> BuildPlan:
     """Render the definition and the ``apptainer build`` command without running anything.
 
-    Parameters
-    ----------
-    spec : ImageSpec
-        The image.
-    out : str or os.PathLike
-        The ``.sif`` to produce.
-    context : str or os.PathLike, optional
-        Build context (relative ``%files`` sources); default the current directory.
-    fakeroot : bool, optional
-        Pass ``--fakeroot``; default: when the effective user is not root.
-
-    Returns
-    -------
-    BuildPlan
+    ``context`` (default: the current directory) is where relative ``%files`` sources
+    resolve; ``fakeroot`` (default: when not root) passes ``--fakeroot``.
 
     Examples
     --------
@@ -339,8 +305,8 @@ def plan_build(
     partial = image.with_name(image.name + ".partial")
     definition_partial = definition_path.with_name(definition_path.name + ".partial")
     # --force: the spec's %labels replace a base's labels of the same name (see the module)
-    argv = [APPTAINER, "build", *(["--fakeroot"] if fakeroot else []), "--force", str(partial)]
-    argv.append(str(definition_partial))
+    fake = ["--fakeroot"] if fakeroot else []
+    argv = [APPTAINER, "build", *fake, "--force", str(partial), str(definition_partial)]
     context = Path(context if context is not None else Path.cwd()).absolute()
     return BuildPlan(
         definition=render_definition(spec),
@@ -391,7 +357,7 @@ def _write_definition(path: Path, text: str) -> None:
 
 
 def apptainer_version() -> str:
-    result = run_bounded([APPTAINER, "--version"], timeout=_VERSION_TIMEOUT, capture=True)
+    result = run_bounded([APPTAINER, "--version"], timeout=60, capture=True)
     text = (result.stdout or "").strip()
     if result.returncode != 0 or not text:
         raise BuildError(f"`apptainer --version` failed: {(result.stderr or '').strip()}")
@@ -416,33 +382,29 @@ def probe_python(image: Path, python: str) -> tuple[str, dict[str, str]]:
     return version, dict(sorted(packages.items()))
 
 
-def _list_in_image(image: Path, argv: Sequence[str]) -> tuple[tuple[str, ...] | str, str | None]:
-    """The output lines of ``argv`` run in ``image``, or ``("unknown", why)``.
-
-    Never fails the build: a base without ``dpkg-query`` (Alpine, a minimal SIF) or
-    without pip is a fact to record, not an error.
-    """
-    command = [APPTAINER, "exec", "--cleanenv", str(image), *argv]
-    try:
-        result = run_bounded(command, timeout=_PROBE_TIMEOUT, capture=True)
-    except (BuildError, OSError) as error:
-        return UNKNOWN, str(error)
-    if result.returncode != 0:
-        tail = " ".join((result.stderr or "").split())[-300:]
-        return UNKNOWN, f"`{shlex.join(argv)}` in the image exited {result.returncode}: {tail}"
-    return tuple(line for line in (result.stdout or "").splitlines() if line.strip()), None
-
-
 def package_lists(image: Path, python: str) -> dict[str, Any]:
-    """``dpkg_packages``, ``pip_freeze`` and ``package_list_errors`` of the built image."""
+    """``dpkg_packages``, ``pip_freeze`` and ``package_list_errors`` of the built image.
+
+    Never fails the build: a base without ``dpkg-query`` (Alpine, a minimal SIF) or without
+    pip is a fact to record (``"unknown"`` and why), not an error.
+    """
     out: dict[str, Any] = {"package_list_errors": {}}
-    for key, argv in (
-        ("dpkg_packages", DPKG_QUERY),
-        ("pip_freeze", (python, "-I", "-m", "pip", "freeze", "--all")),
-    ):
-        out[key], why = _list_in_image(image, argv)
-        if why is not None:
-            out["package_list_errors"][key] = why
+    pip = (python, "-I", "-m", "pip", "freeze", "--all")
+    for key, argv in (("dpkg_packages", DPKG_QUERY), ("pip_freeze", pip)):
+        command = [APPTAINER, "exec", "--cleanenv", str(image), *argv]
+        try:
+            result = run_bounded(command, timeout=_PROBE_TIMEOUT, capture=True)
+        except (BuildError, OSError) as error:
+            why = str(error)
+        else:
+            if result.returncode == 0:
+                lines = (result.stdout or "").splitlines()
+                out[key] = tuple(line for line in lines if line.strip())
+                continue
+            tail = " ".join((result.stderr or "").split())[-300:]
+            why = f"`{shlex.join(argv)}` in the image exited {result.returncode}: {tail}"
+        out[key] = UNKNOWN
+        out["package_list_errors"][key] = why
     return out
 
 
@@ -454,21 +416,18 @@ def embedded_definition(image: Path) -> bytes | None:
     return None
 
 
-def embedded_definition_sha256(image: Path) -> str | None:
-    found = embedded_definition(image)
-    return None if found is None else hashlib.sha256(found).hexdigest()
-
-
 def sif_identity(image: Path) -> dict[str, Any]:
     """The manifest fields read from a SIF file: its sha256, size, header and definition."""
     header = read_sif_header(image)
+    definition = embedded_definition(image)
+    definition_sha256 = None if definition is None else hashlib.sha256(definition).hexdigest()
     return {
         "sif_sha256": file_sha256(image),
         "sif_size": image.stat().st_size,
         "sif_uuid": str(header.uuid),
         "sif_arch": header.arch,
         "sif_created": header.created,
-        "embedded_definition_sha256": embedded_definition_sha256(image),
+        "embedded_definition_sha256": definition_sha256,
     }
 
 
