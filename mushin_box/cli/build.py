@@ -1,26 +1,10 @@
 # SPDX-License-Identifier: MIT
-"""``mushin-box build [SPEC] [-o out.sif] [--context DIR] [--dry-run]``.
+"""``mushin-box build [SPEC] [-o out.sif] [--context DIR] [--dry-run]``: parsing and
+printing; the build is :func:`mushin_box._image.build.build_image`.
 
-SPEC names an :class:`~mushin_box._image.spec.ImageSpec`: a Python file path with an
-optional ``:ATTR`` (default ``IMAGE``), or ``package.module:ATTR``. The default is the
-project's own image, ``containers/image.py:IMAGE``.
-
-``--backend``: ``native`` builds a bit-reproducible SIF with no Apptainer
-(:mod:`mushin_box._image.native`, Debootstrap and LocalImage bases), ``apptainer`` runs ``apptainer
-build``, ``auto`` (default) picks native where it can build the base.
-``--native-mode`` picks mmdebstrap's mode (root, unshare, fakechroot; auto: the first
-this user can use): every mode gives the same bytes.
-
-``--check IMG.sif`` rebuilds SPEC beside IMG.sif and prints ``identical`` (exit 0) or the
-first SIF field or file that differs (exit 1). A native build whose output already holds
-an image of the same recipe (its manifest's ``recipe_sha256``) keeps it, as ``make`` keeps
-an up-to-date target: the build would write the same bytes. ``--force`` builds anyway.
-
-``--dry-run`` writes the definition file beside the output, prints it on stdout and the
-exact ``apptainer build`` command on stderr; it needs no Apptainer. Exit codes: 0 built
-(or dry run), 1 the build could not run or failed (e.g. no ``apptainer`` on PATH),
-2 bad input (unknown SPEC, invalid ImageSpec, an ``-o`` whose directory takes no files,
-what the native builder cannot build or this machine lacks for it: one line naming it).
+SPEC names an :class:`~mushin_box._image.spec.ImageSpec` (default: the project's own,
+``containers/image.py:IMAGE``). A native build whose output already holds an image of the
+same recipe keeps it, as ``make`` keeps an up-to-date target (``--force`` builds anyway).
 """
 
 from __future__ import annotations
@@ -55,7 +39,6 @@ DEFAULT_SPEC = "containers/image.py:IMAGE"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the ``build`` arguments to ``parser``."""
     parser.add_argument(
         "spec",
         nargs="?",
@@ -132,36 +115,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _split_spec(ref: str) -> tuple[str, str]:
-    target, sep, attr = ref.rpartition(":")
-    if not sep:
-        return ref, "IMAGE"
-    if not target or not attr.isidentifier():
-        raise UsageError(f"SPEC {ref!r}: expected FILE.py[:ATTR] or package.module:ATTR")
-    return target, attr
-
-
 def load_spec(ref: str) -> tuple[ImageSpec, str]:
-    """Load the ImageSpec named by ``ref``; also return a stem for the default output.
-
-    Parameters
-    ----------
-    ref : str
-        ``path/to/file.py[:ATTR]`` or ``package.module:ATTR``.
-
-    Returns
-    -------
-    tuple of (ImageSpec, str)
-
-    Raises
-    ------
-    UsageError
-        If the file or module cannot be loaded, ATTR is missing or not an ImageSpec,
-        or building the spec raised (e.g. a validation error).
-    """
+    """The ImageSpec that ``ref`` (``FILE.py[:ATTR]`` or ``package.module:ATTR``) names,
+    and the stem of the default output; a :class:`UsageError` when it cannot be loaded or
+    is no ImageSpec."""
     from mushin_box._image.spec import ImageSpec
 
-    target, attr = _split_spec(ref)
+    target, sep, attr = ref.rpartition(":")
+    if not sep:
+        target, attr = ref, "IMAGE"
+    elif not target or not attr.isidentifier():
+        raise UsageError(f"SPEC {ref!r}: expected FILE.py[:ATTR] or package.module:ATTR")
     is_file = target.endswith(".py") or "/" in target or Path(target).is_file()
     try:
         if is_file:
@@ -179,8 +143,7 @@ def load_spec(ref: str) -> tuple[ImageSpec, str]:
             stem = attr.lower()
     except UsageError:
         raise
-    except Exception as exc:  # the user's spec code: report it, exit 2
-        # worded as launch words a broken experiment
+    except Exception as exc:  # the user's spec code, worded as launch words an experiment's
         from mushin_box._launch.loading import user_code_error
 
         raise UsageError(
@@ -199,7 +162,6 @@ def _bad_output(out: Path, exc: OutputNotWritable) -> UsageError:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``mushin-box build``; see the module docstring for exit codes."""
     from mushin_box._image.build import (
         ApptainerNotFound,
         BuildError,

@@ -1,20 +1,17 @@
 # SPDX-License-Identifier: MIT
 """``mushin-box logs DIR [CELL] [--rank R | --node NAME | --all] [--tail N] [-f]``: a cell's
-rank output.
+rank output, its lines prefixed ``[rank N]`` when several ranks print.
 
 Presentation only; which files hold which rank, and which node ran it, is
-:mod:`mushin_box._sweepdir.logs`. Lines of several ranks are prefixed ``[rank N]``.
+:mod:`mushin_box._sweepdir.logs`.
 
-A cell of a few ranks on one node prints every rank's output. A cell on several nodes, or of
-more than :data:`INDEX_ABOVE_RANKS` ranks, prints an index first (one line per node: its
-ranks, how they ended, what they wrote), then only the output that tells the story: rank 0's
-(Lightning's and the experiment's messages) and that of the ranks that raised. Scrolling
-through 64 ranks' copies of the same lines hides the one that failed; ``--node``,
-``--rank`` and ``--all`` print the rest.
+A cell on several nodes, or of more than :data:`INDEX_ABOVE_RANKS` ranks, prints an index
+first (a line per node: its ranks, how they ended, what they wrote), then only the output
+that tells the story: rank 0's and that of the first ranks that raised. 64 ranks' copies of
+the same lines hide the one that failed; ``--node``, ``--rank`` and ``--all`` print the rest.
 
-``-f`` follows the files while the cell runs, and ends once it is settled (or on Ctrl-C). A
-cell that has not written yet (queued on SLURM, not started) is waited for, with one line on
-stderr, while the sweep may still start it: ``logs -f`` can be typed right after a launch.
+``-f`` follows the files until the cell is settled (or Ctrl-C). A cell that has not written
+yet is waited for while the sweep may still start it: ``logs -f`` can follow a launch.
 """
 
 from __future__ import annotations
@@ -71,30 +68,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-# -- which cell --------------------------------------------------------------------------------
-
-
-def _cell_dir(root: Path, cell: str | None, started: list[str]) -> Path:
-    """The directory of the cell named ``cell`` (the only started one when None), or a usage
-    error that lists the cells to choose from."""
-    if cell is None:
-        if len(started) == 1:
-            return root / started[0]
-        raise UsageError(
-            f"{root} has {len(started)} started cells; name one: "
-            + (", ".join(started) if started else "(none yet)")
-        )
-    if cell not in started:
-        raise UsageError(
-            f"no started cell {cell} in {root}; its cells: {', '.join(started) or 'none yet'}"
-        )
-    return root / cell
-
-
 def _await_output(root: Path, name: str | None) -> None:
-    """``-f`` on a cell that has written nothing yet: wait, saying so once on stderr, until
-    it writes or may no longer write (its sweep ended, or nothing that may start it is left).
-    What then follows (its output, or the usual error) is the caller's."""
+    """``-f`` on a cell that has written nothing yet: wait, saying so once, until it writes
+    or may no longer write (its sweep ended, or nothing that may start it is left)."""
     from mushin_box._sweepdir.logs import cell_may_write, has_output
 
     said = False
@@ -113,8 +89,7 @@ def _await_output(root: Path, name: str | None) -> None:
 def _locate(
     args: argparse.Namespace, given_cell: bool, started: Callable[[Path], list[str]]
 ) -> tuple[Path, Path]:
-    """(sweep dir, cell dir) of DIR [CELL] (DIR itself when ``given_cell``); with ``-f``,
-    once the cell writes, if it will."""
+    """(sweep dir, cell dir) of DIR [CELL] (DIR itself when ``given_cell``)."""
     given = Path(args.dir)
     if given_cell:  # a cell given itself, not its sweep: its sweep's other cells are not read
         if args.follow:
@@ -124,10 +99,17 @@ def _locate(
     name = args.cell.rstrip("/").rsplit("/", 1)[-1] if args.cell is not None else None
     if args.follow:
         _await_output(root, name)
-    return root, _cell_dir(root, name, started(root))
-
-
-# -- which ranks -------------------------------------------------------------------------------
+    cells = started(root)
+    if name is None and len(cells) != 1:
+        raise UsageError(
+            f"{root} has {len(cells)} started cells; name one: "
+            + (", ".join(cells) if cells else "(none yet)")
+        )
+    if name is not None and name not in cells:
+        raise UsageError(
+            f"no started cell {name} in {root}; its cells: {', '.join(cells) or 'none yet'}"
+        )
+    return root, root / (name or cells[0])
 
 
 def _named(ranks: Sequence[int]) -> str:
@@ -135,8 +117,8 @@ def _named(ranks: Sequence[int]) -> str:
 
 
 def _raised(nodes: Sequence[NodeRanks]) -> list[tuple[int, str]]:
-    """(rank, exception type) of each rank whose task raised; a SIGTERM (``Terminated``: a
-    preemption, a time limit, a cancel) ends every rank alike and tells nothing of one."""
+    """(rank, exception type) of each rank whose task raised; a SIGTERM (``Terminated``)
+    ends every rank alike and tells nothing of one."""
     return [
         (rank, how)
         for node in nodes
@@ -146,9 +128,8 @@ def _raised(nodes: Sequence[NodeRanks]) -> list[tuple[int, str]]:
 
 
 def _story(nodes: Sequence[NodeRanks], logs: Mapping[int, list[Path]]) -> dict[int, str]:
-    """Rank 0 and the first ranks that raised, each as the rank whose files hold its output
-    (under SLURM torchrun a node's one file is listed under the first rank of that node),
-    with what the index says of it."""
+    """Rank 0 and the first ranks that raised, with what the index says of each, keyed by
+    the rank whose files hold its output (torchrun on SLURM: its node's first rank's)."""
     story = {0: ""}
     for rank, how in _raised(nodes)[:_FAILED_SHOWN]:
         node = next(n for n in nodes if rank in n.ranks)
@@ -164,8 +145,7 @@ def _select(
     nodes: Sequence[NodeRanks],
     logs: Mapping[int, list[Path]],
 ) -> list[int] | None:
-    """The ranks whose output is printed (None: every rank's), from ``--rank``, ``--node``,
-    ``--all``, and the cell's size when none is given (:func:`_indexed`: :func:`_story`)."""
+    """The ranks whose output is printed (None: every rank's)."""
     if args.rank is not None:
         if args.rank not in logs:
             ranks = ", ".join(map(str, logs)) or "none"
@@ -182,15 +162,10 @@ def _select(
                 f"nodes: {', '.join(names) or 'none recorded (use --rank R)'}"
             )
         return list(node.ranks)
-    if args.all or not _indexed(nodes, logs):
-        return None
-    return list(_story(nodes, logs))
-
-
-def _indexed(nodes: Sequence[NodeRanks], logs: Mapping[int, list[Path]]) -> bool:
-    """Is the cell shown as an index of its nodes (several nodes, or many ranks)?"""
     ranks = {rank for node in nodes for rank in node.ranks} | set(logs)
-    return len(nodes) > 1 or len(ranks) > INDEX_ABOVE_RANKS
+    if args.all or (len(nodes) <= 1 and len(ranks) <= INDEX_ABOVE_RANKS):
+        return None  # a few ranks on one node: all of them
+    return list(_story(nodes, logs))
 
 
 def _files(
@@ -202,12 +177,9 @@ def _files(
     return {path: (f"[rank {r}] " if prefixed else "") for r in chosen for path in logs[r]}
 
 
-# -- the index ---------------------------------------------------------------------------------
-
-
 def _ended(node: NodeRanks, running: bool) -> str:
-    """How a node's ranks ended: ``completed``, or each way with its ranks, the unusual
-    first (``rank 9 RuntimeError; ranks 8,10-11 completed``)."""
+    """``completed``, or each way the node's ranks ended with its ranks, the unusual first
+    (``rank 9 RuntimeError; ranks 8,10-11 completed``)."""
     unsaid = "running" if running else "no end recorded"
     ways: dict[str, list[int]] = {}
     for rank, how in zip(node.ranks, node.ended, strict=True):
@@ -219,9 +191,8 @@ def _ended(node: NodeRanks, running: bool) -> str:
 
 
 def _index(cell_dir: Path, cell: CellOutput, sizes: Sequence[OutputSize]) -> list[str]:
-    """One line per node (its ranks, how they ended, what their files hold: ``sizes``, in
-    the nodes' order), between a line that counts them and one that says what follows and
-    how to see the rest."""
+    """A line per node (``sizes``: what its files hold), after one that counts them and
+    before one that says what follows and how to see the rest."""
     from rich.filesize import decimal
 
     rows = []
@@ -250,14 +221,11 @@ def _index(cell_dir: Path, cell: CellOutput, sizes: Sequence[OutputSize]) -> lis
     return [line.rstrip() for line in out]
 
 
-# -- printing ----------------------------------------------------------------------------------
-
-
 def _follow(
     follower: LogFollower, files: Callable[[], dict[Path, str]], going: Callable[[], bool]
 ) -> int:
     """Print what the files gain, and the ``files`` that appear, until the cell is no longer
-    ``going`` (then what the files gained last) or Ctrl-C."""
+    ``going`` or Ctrl-C."""
     sys.stdout.flush()
     checked = time.monotonic()
     try:

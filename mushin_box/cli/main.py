@@ -1,20 +1,15 @@
 # SPDX-License-Identifier: MIT
-"""The ``mushin-box`` command line: parsing and presentation only.
+"""The ``mushin-box`` command line: the parser of every command, and its exit codes.
 
-Each subcommand lives in its own module ``mushin_box.cli.<name>`` exposing
-``HELP: str``, ``EXAMPLES: tuple[str, ...]`` (whole command lines, each starting
-``mushin-box <name>``: the ``examples:`` that end its ``--help``), ``EXITS: dict[int, str]``
-(what its own exit codes mean, shown in its ``--help``), ``add_arguments(parser)`` and
-``run(args) -> int``; the module is imported only to build its parser (cheap: no
-torch/Lightning at import) and to run it.
+A command module ``mushin_box.cli.<name>`` exposes ``HELP``, ``EXAMPLES`` (whole command
+lines, ending its ``--help``), ``EXITS`` (what its own exit codes mean), ``add_arguments``
+and ``run(args) -> int``.
 
 Exit codes mean one thing in every command, so that a script can tell an answer from a
 failure: :data:`EXIT_OK` 0 (done; the same; every cell completed), :data:`EXIT_NEGATIVE` 1
-(a negative answer: cells failed, the runs differ, not reproduced), :data:`EXIT_USAGE` 2
-(an error: bad input, or the output could not be written; one line on stderr),
-:data:`EXIT_RUNNING` 3 (cells still run or wait), :data:`EXIT_INTERRUPTED` 130 (Ctrl-C) and
-:data:`EXIT_CLOSED_PIPE` 141 (the reader of the output went away, as for a command that
-SIGPIPE ended: ``| head``).
+(cells failed, the runs differ, not reproduced), :data:`EXIT_USAGE` 2 (bad input, or the
+output could not be written; one line on stderr), :data:`EXIT_RUNNING` 3 (cells still run
+or wait), 130 (Ctrl-C) and :data:`EXIT_CLOSED_PIPE` 141 (the reader went away: ``| head``).
 """
 
 from __future__ import annotations
@@ -24,7 +19,7 @@ import contextlib
 import importlib
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from mushin_box._core.errors import MushinBoxError, python_argument
 from mushin_box._core.version import __version__
@@ -78,8 +73,7 @@ COMMANDS = (
 )
 
 
-#: the commands that only read: their run ends with every file they wrote closed, and
-#: nothing left that needs finalising (see :func:`main`)
+#: the commands that only read: nothing is left to finalise at exit (see :func:`main`)
 READERS = frozenset({"status", "ls", "logs", "show", "report", "diff"})
 
 
@@ -102,8 +96,7 @@ def suggest(word: str, choices: Sequence[str]) -> str:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse's parser, whose "invalid choice" (a mistyped subcommand or choice) names
-    the closest valid one, as override typos do."""
+    """argparse's parser, whose "invalid choice" names the closest valid one."""
 
     def error(self, message: str) -> Any:  # type: ignore[override]
         import re
@@ -115,17 +108,8 @@ class _Parser(argparse.ArgumentParser):
         return super().error(message)
 
 
-def _unknown_flags(parser: argparse.ArgumentParser, flags: Sequence[str]) -> str:
-    """argparse's "unrecognized arguments" line, with the closest flag of ``parser`` for
-    each unknown one (``--partion`` -> ``--partition``)."""
-    known = [o for o in parser._option_string_actions if o.startswith("--")]
-    named = [f"{f}{suggest(f.split('=', 1)[0], known)}" for f in flags]
-    return f"unrecognized arguments: {' '.join(named)}"
-
-
 class _HelpFormatter(argparse.HelpFormatter):
-    """Wraps the description; keeps the ``examples:`` epilog's lines as written (a command
-    line re-wrapped would no longer be one to copy)."""
+    """Keeps the epilog's lines as written: a re-wrapped command line is not one to copy."""
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
         if text.startswith(("examples:\n", "exit codes:\n")):
@@ -134,9 +118,8 @@ class _HelpFormatter(argparse.HelpFormatter):
 
 
 def in_flags(error: MushinBoxError, args: argparse.Namespace) -> str:
-    """A kit error in the command's terms: each argument it names (``error.arguments``) that
-    the command passes on as a flag of the same name is spelled as that flag (``--name``
-    for a switch, else ``--name VALUE``); any other keeps its Python spelling.
+    """A kit error in the command's terms: each argument it names that the command has as
+    a flag is spelled as that flag (``--name``, ``--name VALUE``), any other as Python.
 
     Examples
     --------
@@ -156,7 +139,7 @@ def in_flags(error: MushinBoxError, args: argparse.Namespace) -> str:
 
 
 def examples_of(module: object) -> tuple[str, ...]:
-    """A command module's ``EXAMPLES``: one command line each (its ``--help`` ends with them)."""
+    """A command module's ``EXAMPLES``."""
     return tuple(getattr(module, "EXAMPLES", ()))
 
 
@@ -173,10 +156,9 @@ def _epilog(module: object) -> str:
 def number(
     *, minimum: float, maximum: float | None = None, unit: str = "", inclusive: bool = True
 ) -> Callable[[str], float]:
-    """An argparse ``type`` for a float flag: a finite number from ``minimum`` (excluded
-    unless ``inclusive``) to ``maximum`` (default: any finite number), else exit 2 naming
-    the range. ``float()`` alone takes ``nan``, which compares false with every bound (a
-    ``--timeout nan`` never times out), ``inf`` and ``1e308``, which overflow a sleep.
+    """An argparse ``type``: a finite float from ``minimum`` (excluded unless ``inclusive``)
+    to ``maximum``. ``float()`` alone takes ``nan``, which passes no bound check (a
+    ``--timeout nan`` never times out), and ``inf``, which overflows a sleep.
 
     Examples
     --------
@@ -211,8 +193,7 @@ def number(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The parser of the whole command line, every subcommand's arguments included (also
-    what ``mushin-box completion`` generates its scripts from)."""
+    """The parser of the whole command line (``completion`` generates its scripts from it)."""
     parser = _Parser(
         prog="mushin-box",
         description="Reproducible multi-node hydra-zen + Lightning experiments on SLURM.",
@@ -242,31 +223,27 @@ def parse_args(
     """The command line parsed as ``main`` parses it (argparse's exit 2 on bad input)."""
     parser = parser or build_parser()
     args, extra = parser.parse_known_args(argv)
-    # positional overrides may come after options (`launch exp.py --gpus 2 lr=0.1`), which
-    # argparse leaves unparsed: a command with `overrides` takes them, in order
+    # overrides after options (`launch exp.py --gpus 2 lr=0.1`) are left unparsed by
+    # argparse: a command with `overrides` takes them; an unknown flag is named by the
+    # subcommand's parser, with the closest of its flags
     if extra:
-        # named by the subcommand's parser (its usage line), and only the flags it lacks
         flags = [a for a in extra if a.startswith("-")]
         if flags or not hasattr(args, "overrides"):
-            own = getattr(args, "_parser", parser)
-            if flags:
-                own.error(_unknown_flags(own, flags))
-            own.error(f"unrecognized arguments: {' '.join(extra)}")
+            parser = cast(argparse.ArgumentParser, getattr(args, "_parser", parser))
+            known = [o for o in parser._option_string_actions if o.startswith("--")]
+            named = [f"{f}{suggest(f.split('=', 1)[0], known)}" for f in flags] or extra
+            parser.error(f"unrecognized arguments: {' '.join(named)}")
         args.overrides = [*args.overrides, *extra]
     return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The program: run the command ``argv`` (default: the command line), return its exit
-    code.
+    """Run the command ``argv`` (default: the command line); its exit code.
 
-    Design note: run as the program (``argv`` None), a reading command ends by freezing
-    the garbage collector's objects (``gc.freeze``). Python's exit runs one last
-    collection over every object still alive, which for ``status`` is every record it
-    read (docs/performance.md has its cost): it would free nothing a process about to end
-    needs, since such a command has closed every file it wrote.
-    Called with ``argv`` (a test, a notebook), the caller's process goes on, and nothing
-    is frozen."""
+    Design note: run as the program (``argv`` None), a reading command ends with
+    ``gc.freeze()``: Python's last collection at exit would walk every record ``status``
+    read (docs/performance.md) and free nothing a process about to end needs. Called with
+    ``argv`` (a test, a notebook), the caller's process goes on: nothing is frozen."""
     out, err = sys.stdout, sys.stderr
     with redacted_output(sys.argv[1:] if argv is None else argv):
         code, failed, command = _main(argv)
@@ -280,8 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> tuple[int, Any, str | None]:
-    """(exit code, the :class:`~mushin_box.cli.output.OutputError` that ended it or None,
-    the command's name)."""
+    """(exit code, the :class:`OutputError` that ended it or None, the command's name)."""
     command = "mushin-box"
     name = None
     try:
@@ -307,9 +283,8 @@ def _main(argv: Sequence[str] | None) -> tuple[int, Any, str | None]:
 
 
 def _output_failed(failed: Any, out: Any, err: Any) -> None:
-    """A write to stdout or stderr failed: silence that stream (Python flushes it again at
-    exit) and, unless the reader only went away or stderr itself failed, say so on one
-    line."""
+    """Silence the stream that failed (Python flushes it again at exit) and, unless the
+    reader only went away or stderr itself failed, say so on one line."""
     silence(out if failed.stream == "stdout" else err)
     if failed.closed_pipe or failed.stream == "stderr":
         return

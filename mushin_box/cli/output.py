@@ -3,17 +3,13 @@
 write it (a full disk, a closed pipe) told apart from the command's answer.
 
 Why one choke point: secrets reached the terminal through messages nobody thought of as
-output (Hydra's refusals quote the override back, argparse quotes a bad flag, a warning
-repeats a path). Wrapping ``sys.stdout``/``sys.stderr`` for the time a command runs cleans
-every line (``print``, rich, logging, ``warnings``), by the rule files are cleaned by
-(:func:`mushin_box._core.redact.redact_text`, its rule read once per command). Processes
-the command starts write to the file descriptors themselves and are not covered: their
-lines are the task's own. Names and strings read from a sweep directory are printed
-through :func:`shown`, which escapes their control characters.
+output (Hydra quoting an override back, argparse quoting a bad flag, a warning naming a
+path). ``sys.stdout``/``sys.stderr`` are wrapped while a command runs, cleaning every line
+by the rule files are cleaned by (:func:`mushin_box._core.redact.redact_text`). Processes
+the command starts write to the file descriptors and are not covered.
 
-A write that fails raises :class:`OutputError` (not an ``OSError``: a command's own
-``except OSError`` around its files must not swallow it), which ``main`` turns into an exit
-status of its own.
+A write that fails raises :class:`OutputError`, not an ``OSError``: a command's own
+``except OSError`` around its files must not swallow it.
 """
 
 from __future__ import annotations
@@ -53,13 +49,11 @@ _ESCAPES = (
 
 
 def shown(text: object) -> str:
-    """``text`` for one line of the terminal, every control character written as its
-    escape (a newline as ``\\n``, ESC as ``\\x1b``).
+    """``text`` for one line of the terminal, every control character as its escape.
 
-    A name or string read from a sweep directory (a cell's directory, its error, a sweep's
-    folder) is chosen by whoever can write there: raw, a newline in it forges a line of the
-    command's answer (``a=1\\nFAKE completed``) and an escape sequence colours or moves
-    the cursor. Every command prints such text through here; a backslash is kept as it is.
+    Every name or string read from a sweep directory is printed through here: whoever can
+    write there chooses it, and raw, a newline forges a line of the command's answer and
+    an escape sequence moves the cursor. A backslash is kept as it is.
 
     >>> shown("lr=1.0\\nFAKE completed lr=99"), shown("..\\x1b[31mred")
     ('lr=1.0\\\\nFAKE completed lr=99', '..\\\\x1b[31mred')
@@ -84,7 +78,7 @@ class OutputError(MushinBoxError):
 
 
 class _Redacted:
-    """A text stream that cleans what is written to it, and says which stream failed."""
+    """A text stream that cleans what is written to it, and names the stream that failed."""
 
     def __init__(self, stream: TextIO, clean: Callable[[str], str], name: str) -> None:
         self._stream = stream
@@ -114,8 +108,7 @@ class _Redacted:
 
 @contextlib.contextmanager
 def redacted_output(argv: Sequence[str]) -> Iterator[None]:
-    """``sys.stdout`` and ``sys.stderr`` cleaned while the command runs, of the secrets its
-    command line (``argv``) holds and of every secret the rule finds."""
+    """``sys.stdout`` and ``sys.stderr`` cleaned of the secrets of ``argv`` and the rule's."""
     from mushin_box._core.redact import TextRedactor, command_line_secrets
 
     clean = TextRedactor(command_line_secrets(argv), lenient=True)
@@ -134,8 +127,8 @@ def redacted_output(argv: Sequence[str]) -> Iterator[None]:
 
 
 def silence(stream: TextIO) -> None:
-    """Point a failed stream's file descriptor at /dev/null, so that Python's flush at
-    exit, with the text still buffered, neither fails again nor prints a traceback."""
+    """Point a failed stream's descriptor at /dev/null: Python's flush at exit then neither
+    fails again nor prints a traceback."""
     with contextlib.suppress(OSError, ValueError, AttributeError):
         fd = stream.fileno()
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -144,9 +137,8 @@ def silence(stream: TextIO) -> None:
 
 
 def strict_json(value: Any) -> Any:
-    """``value`` with every float JSON cannot hold (nan, inf) as the string ``"nan"``,
-    ``"inf"`` or ``"-inf"``: Python's ``json`` writes bare ``NaN``, which strict parsers
-    (``jq``, JavaScript, Go) refuse."""
+    """``value`` with each nan or inf float as a string: Python's ``json`` writes bare
+    ``NaN``, which strict parsers (``jq``, JavaScript, Go) refuse."""
     import math
 
     if isinstance(value, float) and not math.isfinite(value):
@@ -159,11 +151,9 @@ def strict_json(value: Any) -> Any:
 
 
 def print_json(value: Any) -> None:
-    """``value`` on stdout as strict JSON (:func:`strict_json`), indented, keys sorted; a
-    value JSON has no type for is written as its ``str``."""
+    """``value`` on stdout as strict JSON, indented, keys sorted; a value JSON has no type
+    for (a path, a numpy float32) as its ``str``, which is never a bare NaN."""
     import json
 
-    # one pass: a value json cannot hold (a path, a numpy float32) becomes its str, which is
-    # never a bare NaN; every float it can hold was made strict before
     text = json.dumps(strict_json(value), indent=2, sort_keys=True, default=str, allow_nan=False)
     sys.stdout.write(text + "\n")

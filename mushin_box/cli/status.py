@@ -3,10 +3,7 @@
 
 Presentation only; the reading is :func:`mushin_box._sweepdir.board.read_sweep`, which shows a
 ``running`` cell whose process or SLURM job is gone as ``failed``, and one whose SLURM job
-could not be asked about (the scheduler did not answer) as ``unknown``. Exit codes, for
-scripts: 0 every cell completed, 1 a cell failed, timed out, was cancelled or skipped, 3
-cells still run, wait, or may (``unknown``; a pending cell counts only while a driver or a
-SLURM job of the sweep lives), 2 bad input.
+could not be asked about as ``unknown``.
 """
 
 from __future__ import annotations
@@ -23,14 +20,13 @@ from mushin_box.cli.tables import (
     fit_width,
     left_out,
     lines,
-    render,
     resolve_sweep,
     summary,
     table_columns,
     terminal_width,
 )
 
-__all__ = ["HELP", "LONG", "add_arguments", "as_json", "print_table", "run", "unanswered_line"]
+__all__ = ["HELP", "add_arguments", "as_json", "print_table", "run", "unanswered_line"]
 
 HELP = "show the cells of a sweep: swept values, state, attempt, job, node, duration, metrics"
 EXAMPLES = (
@@ -89,11 +85,6 @@ def run(args: argparse.Namespace) -> int:
     return exit_code(sweep)
 
 
-#: more cells than this are printed as aligned text, not through rich (which measures and
-#: styles every line: most of the command's time at 10,000 cells)
-LONG = 100
-
-
 def print_table(sweep: Any, said: str | None = None) -> None:
     """The summary line (unless ``said`` printed it already), the cells fitted to the
     terminal (:mod:`mushin_box.cli.tables`), which columns were left out, and a line per
@@ -107,12 +98,11 @@ def print_table(sweep: Any, said: str | None = None) -> None:
         print(line)
     columns = table_columns(sweep, error_line)
     dropped = fit_width(columns, width)
-    if len(sweep.cells) > LONG:
-        colour = console.is_terminal and console.color_system is not None and not console.no_color
-        console.file.writelines(lines(columns, len(sweep.params), colour=colour))
-        console.file.flush()
-    else:
-        console.print(render(columns, len(sweep.params)), soft_wrap=True)
+    # plain text with ANSI styles, not rich: rich measures and styles every line, most of
+    # the command's time at 10,000 cells
+    colour = console.is_terminal and console.color_system is not None and not console.no_color
+    console.file.writelines(lines(columns, len(sweep.params), colour=colour))
+    console.file.flush()
     if dropped and width:
         console.print(left_out(dropped, width), style="dim", soft_wrap=True)
     for cell in sweep.cells:

@@ -1,23 +1,15 @@
 # SPDX-License-Identifier: MIT
-"""What several commands print alike about a sweep: finding it, its one-line summary, a
-cell's error on one line, the report a blocking ``launch`` and ``wait`` end with, and
-``status``'s table of cells: aligned columns fitted to the terminal.
+"""What several commands print alike about a sweep: finding it, its summary, a cell's
+error on one line, the report a blocking ``launch`` and ``wait`` end with, and ``status``'s
+table of cells.
 
-The table of cells: a table squeezed by the terminal is unreadable (``modul…`` headers,
-``comple…`` states, an error wrapped into one word fragment per line), so nothing here is
-cut inside a word and nothing wraps. The columns are laid out at their natural width, two
-spaces apart; when that is wider than the terminal, the table gives way in a fixed order:
-swept parameters' headers lose their dotted prefixes (``module.hidden_size`` ->
-``hidden_size``), the error column shows the error's type alone (its line, and its file,
-follow the table), then whole columns are left out, least needed first (attempt, node,
-duration, job, error, the metrics from the last), and a line says which (``--json`` has
-every field). The swept values and the state always stay. A column no cell has a value
-for is never shown. Piped output is laid out for ``COLUMNS`` when it is set, and at full
-width otherwise: a pipe into ``grep`` or a file loses nothing.
-
-Exit codes, for scripts: 0 every cell completed, 1 a cell failed, timed out, was cancelled
-or skipped, :data:`EXIT_RUNNING` (3) cells still run or wait (a pending cell counts only
-while a driver or a SLURM job of the sweep lives), 2 bad input.
+The table is never cut inside a word and never wraps (a squeezed table is unreadable).
+Columns are laid out at their natural width, two spaces apart; when that is wider than the
+terminal, the table gives way in a fixed order: swept parameters' headers lose their dotted
+prefixes, the error column shows the error's type alone, then whole columns are left out,
+least needed first, and a line names them (``--json`` has every field). The swept values and
+the state always stay; a column no cell has a value for is never shown. Piped output is laid
+out for ``COLUMNS`` when set, else at full width: a pipe into ``grep`` loses nothing.
 """
 
 from __future__ import annotations
@@ -47,7 +39,6 @@ __all__ = [
     "fit_width",
     "left_out",
     "lines",
-    "render",
     "resolve_sweep",
     "resume_hint",
     "summary",
@@ -187,15 +178,9 @@ def end_report(sweep: Any, resume: str) -> int:
 
 # ---------------------------------------------------------------- status's table of cells
 
-_STYLE = {
-    "completed": "green",
-    "running": "cyan",
-    "pending": "dim",
-    "failed": "red",
-    "timeout": "red",
-    "cancelled": "yellow",
-    "skipped": "yellow",
-}
+#: a state's terminal colour (ANSI SGR)
+_ANSI = {"completed": "32", "running": "36", "pending": "2", "failed": "31", "timeout": "31"}
+_ANSI.update(cancelled="33", skipped="33")
 _GAP = 2
 
 
@@ -330,34 +315,9 @@ def fit_width(columns: list[Column], width: int | None) -> list[str]:
     return [c.header for c in dropped]
 
 
-def render(columns: Sequence[Column], state_column: int) -> Any:
-    """The columns as rich Text: a bold header line, then a line per cell (the state
-    coloured), each padded to its column's width."""
-    from rich.text import Text
-
-    widths = [c.width for c in columns]
-    lines = []
-    for row in range(-1, len(columns[0].values) if columns else 0):
-        line = Text()
-        for i, (column, width) in enumerate(zip(columns, widths, strict=True)):
-            value = column.header if row < 0 else column.values[row]
-            style = "bold" if row < 0 else _STYLE.get(value, "") if i == state_column else ""
-            line.append(value, style=style)
-            if i < len(columns) - 1:
-                line.append(" " * (width - len(value) + _GAP))
-        line.rstrip()
-        lines.append(line)
-    return Text("\n").join(lines)
-
-
-#: a state's terminal colour (as :data:`_STYLE`, for :func:`lines`)
-_ANSI = {"completed": "32", "running": "36", "pending": "2", "failed": "31", "timeout": "31"}
-_ANSI.update(cancelled="33", skipped="33")
-
-
 def lines(columns: Sequence[Column], state_column: int, *, colour: bool) -> Iterator[str]:
-    """The lines :func:`render` draws, as plain text (ANSI colours with ``colour``): a
-    bold header, then a line per cell, each with its newline."""
+    """A bold header, then a line per cell (its state coloured with ``colour``), each
+    padded to its column's width and ending with its newline."""
     widths = [c.width for c in columns]
     last = len(columns) - 1
     for row in range(-1, len(columns[0].values) if columns else 0):
