@@ -5,15 +5,14 @@ What counts as a secret is decided by name (:func:`is_secret_name`): a config ke
 config path or an environment variable whose words include ``token``, ``password``,
 ``key``, ``auth``..., unless its last word only describes the secret (``key_dim``,
 ``auth_url``, ``api_key_path``). Credentials inside a URL (``scheme://user:pass@host``) are
-secret whatever the name. A user declares more names (:func:`secret_names_in_effect`): the
-project's ``[tool.mushin-box] secret-names`` and ``Workflow(secrets=...)``; a declared name
-is secret whatever its words. Everything that writes a file or prints asks this module, so
-the rule cannot drift between the sidecars, the env file's record, the error messages and
-the terminal (``mushin_box.cli.output`` cleans every printed line with one
-:class:`TextRedactor`: :func:`redact_text` with its rule and values read once per command).
+secret whatever the name. A name the user declares (:func:`secret_names_in_effect`: the
+project's ``[tool.mushin-box] secret-names``, ``Workflow(secrets=...)``) is secret whatever
+its words. Everything that writes a file or prints asks this module, so the rule cannot
+drift between the sidecars, the env file, the error messages and the terminal (which
+``mushin_box.cli.output`` cleans with one :class:`TextRedactor` per command).
 
-Hiding values *before* a launch, so that files never hold them at all, is
-:mod:`mushin_box._core.secrets`; it uses the same rule.
+Hiding values *before* a launch, so that files never hold them, is
+:mod:`mushin_box._core.secrets`, by the same rule.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from pathlib import Path
 from stat import S_ISREG
 from typing import Any, NamedTuple
 
-from mushin_box._core.layout import SECRET_ENV_PREFIX, SECRET_NAMES_ENV
+from mushin_box._core.layout import PROJECT_FILE, SECRET_ENV_PREFIX, SECRET_NAMES_ENV
 
 __all__ = [
     "MIN_SCRUB_LENGTH",
@@ -90,7 +89,6 @@ _TEXT_ASSIGNMENT = re.compile(
     r"(?<![\w.+~-])(?:[+~]{1,2}|-{1,2})?(?P<name>[A-Za-z_][\w.-]*)="
     r"(?P<value>'[^'\n]*'|\"[^\"\n]*\"|[^\s'\"\\]*)"
 )
-_PYPROJECT = "pyproject.toml"
 _EXAMPLE = '["my_field", "db.dsn"]'
 
 
@@ -124,9 +122,8 @@ def check_secret_names(names: Any, *, where: str) -> tuple[str, ...]:
 
 
 def toml_problem(exc: Exception) -> str:
-    """What is wrong with a TOML file, on one line. Nesting deeper than Python's recursion
-    limit (a 1000-deep array) is the parser's ``RecursionError``: it is caught, so such a
-    file is bounded by that limit and costs one line, never a traceback."""
+    """What is wrong with a TOML file, on one line; nesting past Python's recursion limit is
+    the parser's ``RecursionError``, which costs one line too, never a traceback."""
     if isinstance(exc, RecursionError):
         return "nested too deeply"
     return " ".join(str(exc).split())
@@ -134,7 +131,7 @@ def toml_problem(exc: Exception) -> str:
 
 @functools.lru_cache(maxsize=16)
 def _read_project(path: str, mtime_ns: int, size: int) -> tuple[str, ...]:
-    """The setting of one pyproject.toml (cached until the file changes)."""
+    """The setting of one pyproject.toml, cached until the file changes."""
     where = f"{path}: [tool.mushin-box] secret-names"
     try:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
@@ -167,7 +164,7 @@ def project_secret_names(cwd: str | os.PathLike[str] | None = None) -> tuple[str
     except OSError:  # the working directory was removed: no project
         return ()
     while True:
-        path = os.path.join(directory, _PYPROJECT)
+        path = os.path.join(directory, PROJECT_FILE)
         try:
             found = os.stat(path)
         except OSError:
@@ -194,13 +191,8 @@ def secret_names_in_effect(
 ) -> tuple[str, ...]:
     """The names declared secret here: those a driver carried to this process
     (:data:`~mushin_box._core.layout.SECRET_NAMES_ENV`), else the project's
-    (:func:`project_secret_names`); and ``declared``.
-
-    Raises
-    ------
-    ValueError
-        ``declared`` or the project's setting is not a list of names (the message says
-        which and what to write).
+    (:func:`project_secret_names`); and ``declared``. A ``ValueError`` names a setting that
+    is not a list of names, and what to write.
     """
     env = os.environ if environ is None else environ
     carried = env.get(SECRET_NAMES_ENV)
@@ -416,9 +408,8 @@ def _quote_state(text: str, state: str | None) -> str | None:
 
 
 def _redact_env_lines(text: str, rule: SecretRule) -> str:
-    """A ``NAME=value`` line (``export`` too) whose quoted value spans lines, and whose
-    name looks secret, keeps the name only, its continuation lines dropped (a value on one
-    line is the assignment pass's)."""
+    """A secret-looking ``NAME=value`` line whose quoted value spans lines keeps the name
+    only, its continuation lines dropped (one line is the assignment pass's)."""
     out: list[str] = []
     open_quote: str | None = None
     hiding = False

@@ -1,28 +1,21 @@
 # SPDX-License-Identifier: MIT
 """Keep secret values out of every file a sweep writes: they travel in the environment.
 
-Hydra writes each job's config and overrides to ``.hydra/*.yaml`` and the sweep's to
-``multirun.yaml``; submitit pickles the job (config included) next to its logs; the
-launcher logs every override line. Redacting those files afterwards would be too late
-(and HydraDDP's other ranks rebuild the job from ``config.yaml``). So before a sweep is
-launched, :class:`SecretVault` replaces each secret value in the config and the overrides
-by a reference, ``${oc.env:MUSHIN_SECRET_<hash of its config path>}``, and exports the
-value under that name for the duration of the launch (and as ``APPTAINERENV_<name>``,
-which reaches ranks in an Apptainer image even with ``--cleanenv``). The task reads the
-real value (OmegaConf resolves the reference); files hold only the reference.
+Hydra writes each job's config and overrides to ``.hydra/*.yaml``, submitit pickles the job,
+the launcher logs every override: redacting those files afterwards would be too late (and
+HydraDDP's other ranks rebuild the job from ``config.yaml``). So before a launch,
+:class:`SecretVault` replaces each secret value in the config and the overrides by a
+reference, ``${oc.env:MUSHIN_SECRET_<hash of its config path>}``, and exports the value
+under that name for the launch (and as ``APPTAINERENV_<name>``, which reaches ranks in an
+image even with ``--cleanenv``). The task reads the real value; files hold the reference,
+named after the config *path*, so a cell's config fingerprint never depends on the secret.
 
-What counts as a secret (the same rule as the provenance redaction): a string or number
-at a config path with a secret-looking key (:func:`mushin_box._core.redact.is_secret_name`:
-``token``, ``api_key``, ``password``...) at any depth, or under a name or path the user
-declared (the project's ``[tool.mushin-box] secret-names`` and the vault's ``names``), and
-any string with credentials in a URL (``https://user:pass@host``). ``None``, booleans and
-values that already are interpolations (e.g. ``${oc.env:WANDB_API_KEY}``, the recommended
-way) are left alone. The declared names travel with the values
+A secret is a string or number at a secret-looking or declared path
+(:func:`mushin_box._core.redact.is_secret_name`), or any string with credentials in a URL.
+``None``, booleans and interpolations (``${oc.env:WANDB_API_KEY}``, the recommended way) are
+left alone. The declared names travel with the values
 (:data:`~mushin_box._core.layout.SECRET_NAMES_ENV`), so that every process of the launch
-redacts what the driver hid (the config fingerprint hashes the resolved config).
-
-The reference is named after the config *path*, not the value, so a cell's config
-fingerprint does not change with the secret (and never depends on it).
+redacts what the driver hid.
 """
 
 from __future__ import annotations
