@@ -2,15 +2,12 @@
 """A sweep's results as a table: which cells, in what order, which is best.
 
 ``mushin-box show`` and ``mushin-box report`` print what :func:`results_table` selects from
-a :class:`~mushin_box._sweepdir.board.SweepView`: one row per cell (swept values, state, the
-scalar metrics its task returned, its error), filtered by ``--where``, ordered by
-``--sort``, the best cell by ``--best`` marked. Nothing here imports torch.
+a :class:`~mushin_box._sweepdir.board.SweepView`: one row per cell, filtered by ``--where``,
+ordered by ``--sort``, the best cell by ``--best`` marked.
 
-A finished sweep is read for them by :func:`read_finished`: from its manifest
-(:func:`~mushin_box._sweepdir.settled.finished_entries`, which says when it cannot answer)
-and one metrics file per completed cell, in ``read_sweep``'s order and with its state,
-attempt, error, reason and metrics; the fields only ``status`` and ``ls`` show (host, pid,
-times, logs) are not read.
+A finished sweep is read by :func:`read_finished` from its manifest and one metrics file
+per completed cell; the fields only ``status`` and ``ls`` show (host, pid, times, logs) are
+not read.
 
 Examples
 --------
@@ -104,8 +101,7 @@ class ResultsError(MushinBoxError, ValueError):
 @attrs.frozen
 class ResultsTable:
     """The cells to show, in order, and the best of them (``None``: not asked, or no cell
-    has a finite value of that metric). Across sweeps (:func:`sweeps_table`): every sweep,
-    its name, and each cell's sweep (an index into both)."""
+    has a finite value). Across sweeps: every sweep, its name, and each cell's sweep."""
 
     sweep: SweepView
     params: tuple[str, ...]
@@ -119,8 +115,7 @@ class ResultsTable:
     origins: tuple[int, ...] = ()
     #: the cells whose value of the best metric is not finite (inf, nan): never the best
     unranked: int = 0
-    #: each sweep's config (:func:`sweep_config`), in the order of ``sweeps`` (one:
-    #: ``sweep``); read only across sweeps or for every key (a sweep's own read no record)
+    #: each sweep's config (:func:`sweep_config`), read only across sweeps or for every key
     configs: tuple[dict[str, Any], ...] = ()
 
     def row_configs(self) -> list[dict[str, Any]]:
@@ -134,8 +129,7 @@ class ResultsTable:
 
     @property
     def best_text(self) -> str:
-        """What the best line says after its metric, its value aside: that no cell has a
-        finite value, and how many cells at inf or nan were left out."""
+        """What the best line says after its metric and value."""
         left = f" ({self.unranked} at inf or nan left out)" if self.unranked else ""
         return ("no cell has a finite value" if self.best is None else "") + left
 
@@ -145,8 +139,8 @@ class ResultsTable:
 
 
 def cell_text(value: Any) -> str:
-    """A swept value or metric as table text, in every table the kit prints (``status``,
-    ``show``, ``report``, ``diff``): floats with 6 significant digits, ``-`` for none.
+    """A swept value or metric as every table prints it: floats with 6 significant digits,
+    ``-`` for none.
 
     Examples
     --------
@@ -179,8 +173,8 @@ def format_param(value: Any) -> str:
 
 
 def cell_label(cell: CellView) -> str:
-    """A cell's name in tables and legends: its directory (``lr=0.1``), or ``cell`` for
-    the one cell of a sweep without swept values (its directory's name, as everywhere)."""
+    """A cell's name in tables and legends: its directory, or ``cell`` for the one cell of a
+    sweep without swept values."""
     if not cell.combo:
         return "cell"
     return cell.dir or ",".join(f"{k}={format_param(v)}" for k, v in cell.combo.items())
@@ -254,9 +248,8 @@ def _no_metric(option: str, spec: MetricSpec, metrics: Sequence[str], series: li
 def _resolve(
     option: str, spec: MetricSpec, rows: list[_Row], sweeps: Sequence[SweepView], state: _State
 ) -> tuple[str, list[_Row]]:
-    """The column ``spec`` ranks by: a scalar metric, or (none returned it, or ``@`` asks
-    for the series) a value of each cell's series, added to its metrics under
-    ``NAME@REDUCTION``."""
+    """The column ``spec`` ranks by: a scalar metric, else a value of each cell's series,
+    added to its metrics under ``NAME@REDUCTION``."""
     if spec.reduction is None and spec.name in state.metrics:
         return spec.name, rows
     jobs = [sweeps[i].root / c.dir if c.dir else None for i, c in rows]
@@ -294,24 +287,20 @@ def _sort(
 ) -> list[_Row]:
     spec = _parse("--sort", text, ("asc", "desc"))
     descending = spec.goal == "desc"
-    by_key = _sort_key(keys, spec.name, sweeps) if spec.reduction is None else None
-    if by_key is not None:
-        return sorted(rows, key=by_key, reverse=descending)
+    if spec.reduction is None and spec.name in keys:
+        if spec.name == STATE_KEY:
+            order: list[Any] = [r[1].state for r in rows]
+        elif spec.name == SWEEP_KEY and len(sweeps) > 1:
+            order = [r[0] for r in rows]
+        else:
+            order = [cell_text(r[1].combo.get(spec.name)) for r in rows]
+        at = sorted(range(len(rows)), key=order.__getitem__, reverse=descending)
+        return [rows[i] for i in at]
     name, rows = _resolve("--sort", spec, rows, sweeps, state)
     present = [r for r in rows if not math.isnan(_metric(r[1], name))]
     absent = [r for r in rows if math.isnan(_metric(r[1], name))]
     present.sort(key=lambda r: _metric(r[1], name), reverse=descending)
     return present + absent
-
-
-def _sort_key(keys: Sequence[str], name: str, sweeps: Sequence[SweepView]) -> Any:
-    if name not in keys:
-        return None
-    if name == STATE_KEY:
-        return lambda r: (r[1].state,)
-    if name == SWEEP_KEY and len(sweeps) > 1:
-        return lambda r: (r[0],)
-    return lambda r: (cell_text(r[1].combo.get(name)),)
 
 
 def results_table(
@@ -322,31 +311,16 @@ def results_table(
     best: str | None = None,
     config_keys: str = "changed",
 ) -> ResultsTable:
-    """Select, order and mark a sweep's cells.
+    """Select, order and mark a sweep's cells; :class:`ResultsError` when an option names
+    no parameter or metric of the sweep.
 
-    Parameters
-    ----------
-    sweep : SweepView
-        The sweep, as :func:`~mushin_box._sweepdir.board.read_sweep` read it.
-    where : sequence of str
-        ``KEY=VALUE`` filters, all of which a cell must match: ``KEY`` a swept parameter or
-        ``state``, ``VALUE`` one value or several (``lr=0.1,1.0``), as in an override.
-    sort : str, optional
-        A metric (``val_loss``, lowest first; ``val_loss:desc``, highest first; cells
-        without it last), a swept parameter, or ``state``. Default: grid order. A metric
-        no cell returned, or one written ``NAME@last|min|max``, is read from the cells'
-        ``MetricsCallback`` series (:mod:`~mushin_box._results.series`).
-    best : str, optional
-        Mark the cell with the lowest value of this metric (``acc:max``: the highest;
-        ``acc@max``: the highest epoch of the series, highest best).
-    config_keys : {"changed", "all"}
-        The config keys that are columns besides the swept ones: those whose values differ
-        between the sweeps (:func:`sweeps_table`), or every key of the config.
-
-    Raises
-    ------
-    ResultsError
-        A filter, sort or best names no parameter or metric of the sweep.
+    ``where``: ``KEY=VALUE`` filters a cell must all match (``KEY`` a swept parameter or
+    ``state``; ``lr=0.1,1.0``: either). ``sort``: a metric (``val_loss:desc``: highest
+    first; cells without it last), a swept parameter or ``state``; default: grid order.
+    ``best``: the cell with the lowest value (``acc:max``: highest). A metric no cell
+    returned, or ``NAME@last|min|max``, is read from the cells' series (:mod:`.series`).
+    ``config_keys``: the config keys that are columns besides the swept ones: those that
+    differ between the sweeps (``"changed"``), or ``"all"``.
     """
     return sweeps_table((sweep,), (), where=where, sort=sort, best=best, config_keys=config_keys)
 
@@ -360,17 +334,15 @@ def sweeps_table(
     best: str | None = None,
     config_keys: str = "changed",
 ) -> ResultsTable:
-    """One table across several sweeps, each row named by its sweep (``names``, in the
-    order of ``sweeps``); the parameters and metrics are those of any of them, and
-    ``sweep`` is a key of ``where`` and ``sort`` too (see :func:`results_table`).
+    """One table across several sweeps, each row named by its sweep (``names``); ``sweep``
+    is a key of ``where`` and ``sort`` too (see :func:`results_table`).
 
     Design note: two sweeps often differ by a value neither sweeps (``max_epochs=800``
     against 40), and a cell that won for that reason must not look like it won by its
-    swept values. So every config key whose value differs between two of the sweeps
-    (:func:`changed_keys`) is a column too, and a parameter a sweep does not sweep shows its
-    value there, never ``-``: both read from the sweeps' records (:func:`sweep_config`).
-    A resume can raise a training limit for some cells of a sweep only: each cell's own
-    limits (its status) count over its sweep's, within one sweep too."""
+    swept values. So every config key that differs between two of the sweeps is a column
+    too, and a parameter a sweep does not sweep shows its value there, never ``-``. A
+    resume can raise a training limit for some cells only: a cell's own limits count over
+    its sweep's, within one sweep too."""
     sweeps, names = tuple(sweeps), tuple(names)
     # a cell of an earlier grid (a resume that changed the swept keys) keeps its values
     swept = [
@@ -378,7 +350,11 @@ def sweeps_table(
         *(k for s in sweeps for c in s.cells for k in c.combo),
     ]
     params = tuple(dict.fromkeys(swept))
-    limits = {(i, _text(c.limits)): c.limits for i, s in enumerate(sweeps) for c in s.cells}
+    limits = {
+        (i, json.dumps(c.limits, sort_keys=True, default=str)): c.limits
+        for i, s in enumerate(sweeps)
+        for c in s.cells
+    }
     limits = {k: v for k, v in limits.items() if v}  # none recorded: not known, not absent
     across = len(names) > 1 or config_keys == "all" or len(limits) > 1
     configs = [sweep_config(s) for s in sweeps] if across else [{} for _ in sweeps]
@@ -432,10 +408,9 @@ _CONFIG_CELLS = 20
 
 
 def sweep_config(sweep: SweepView) -> dict[str, Any]:
-    """The config ``sweep``'s cells ran, as ``{dotted key: value}``: the experiment's and
-    the run-shape keys of the record of its first cell that has one (of the first
-    :data:`_CONFIG_CELLS`). A sweep's cells share every value but the swept ones, which
-    each cell's own values give; ``{}`` when no cell has a readable record.
+    """The config ``sweep``'s cells ran, as ``{dotted key: value}``, from the first readable
+    record of its first :data:`_CONFIG_CELLS` cells (``{}``: none): a sweep's cells share
+    every value but the swept ones.
 
     Examples
     --------
@@ -476,8 +451,8 @@ def _flatten(node: Mapping[Any, Any], prefix: str, out: dict[str, Any]) -> None:
 def changed_keys(
     configs: Sequence[Mapping[str, Any]], params: Sequence[str] = ()
 ) -> tuple[str, ...]:
-    """The keys, sorted, whose value differs between two of ``configs`` (a key one of them
-    lacks differs too), leaving out ``params``.
+    """The keys, sorted, whose value differs between two of ``configs`` (a key one lacks
+    differs too), but ``params``.
 
     Examples
     --------
@@ -490,13 +465,8 @@ def changed_keys(
     return tuple(k for k in keys if len({t.get(k) for t in texts}) > 1)
 
 
-def _text(limits: Mapping[str, Any]) -> str:
-    return json.dumps(limits, sort_keys=True, default=str)
-
-
 def _filled(cell: CellView, config: Mapping[str, Any], params: Sequence[str]) -> CellView:
-    """``cell`` with the value its sweep's config gives for each of ``params`` it does not
-    sweep itself."""
+    """``cell`` with its sweep's config value for each of ``params`` it does not sweep."""
     given = {p: config[p] for p in params if p not in cell.combo and p in config}
     return attrs.evolve(cell, combo={**cell.combo, **given}) if given else cell
 
@@ -508,8 +478,7 @@ def _error_text(cell: CellView) -> str:
 
 
 def table_records(table: ResultsTable) -> list[dict[str, Any]]:
-    """One flat record per row (``dir``, the swept values, ``state``, the metrics,
-    ``error``, ``best``): what ``--csv``, ``--md`` and ``--json`` print."""
+    """One flat record per row: what ``--csv``, ``--md`` and ``--json`` print."""
     records = []
     for at, cell in enumerate(table.cells):
         record: dict[str, Any] = {"sweep": table.sweep_name(at)} if table.names else {}
@@ -525,8 +494,7 @@ def table_records(table: ResultsTable) -> list[dict[str, Any]]:
 
 
 def summary(table: ResultsTable) -> Mapping[str, Any]:
-    """What ``--json`` prints besides the rows (across sweeps: ``sweeps``, each one's
-    name, directory and counts, in place of ``sweep`` and ``counts``)."""
+    """What ``--json`` prints besides the rows."""
     best = table.best
     head: dict[str, Any] = {"sweep": str(table.sweep.root)}
     if table.names:
@@ -591,10 +559,8 @@ def _view(base: str, entry: Entry) -> CellView:
 def read_finished(
     root: str | os.PathLike[str], heading: Callable[[Heading], None] | None = None
 ) -> SweepView | None:
-    """A finished sweep's view (the cells as ``read_sweep`` shows them, with their scalar
-    metrics), from its manifest and each completed cell's metrics; None when the manifest
-    cannot answer (see :mod:`mushin_box._sweepdir.settled`). ``heading``: called with its
-    :class:`~mushin_box._sweepdir.settled.Heading` before any metrics file is read (a first
+    """A finished sweep's view as ``read_sweep`` shows it, from its manifest; None when the
+    manifest cannot answer. ``heading``: called before any metrics file is read (a first
     line printed at once)."""
     found = finished_entries(root)
     if found is None:
@@ -610,8 +576,7 @@ def read_finished(
 def read_results(
     root: str | os.PathLike[str], heading: Callable[[Heading], None] | None = None
 ) -> SweepView:
-    """The sweep as ``show`` and ``report`` read it: from the manifest when it is finished
-    (:func:`read_finished`, which calls ``heading``), else by
+    """The sweep as ``show`` and ``report`` read it: :func:`read_finished`, else
     :func:`~mushin_box._sweepdir.board.read_sweep`."""
     path = Path(root)
     if path.is_dir():
