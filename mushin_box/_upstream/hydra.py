@@ -1,34 +1,23 @@
 # SPDX-License-Identifier: MIT
 """Hydra's private names, each behind one function or class: the only module that reaches
-``hydra._internal`` or a leading-underscore name of Hydra.
+``hydra._internal`` or a leading-underscore name of Hydra. Why no public API does each:
 
-What the kit takes from each, and why Hydra's public API does not do it:
+* :func:`apply_overrides`, :func:`overrides_dirname` (``ConfigLoaderImpl``): a sweep job's
+  config is the first job's with the swept values set over it, validated as Hydra does
+  (``mushin_box._sweep.jobconfig``); Hydra does this only inside a full compose.
+* :func:`basic_sweeper`, :func:`sweep_jobs`, :func:`batches`, :func:`runs_jobs_in_process`:
+  the kit's sweeper is Hydra's basic one with a resumed sweep's jobs left out, decided from
+  the same list; Hydra ships its basic plugins only under ``_internal``.
+* :func:`replace_save_config` (``hydra.core.utils._save_config``): Hydra has no hook for how
+  a job's ``.hydra/*.yaml`` are written; the kit makes the write atomic.
+* :func:`global_hydra_kept` (``Singleton._instances``): ``GlobalHydra.instance()`` creates
+  one when asked, so only the table tells "none" from "one, not initialized".
+* :func:`job_return_value` (``JobReturn._return_value``): the public ``return_value``
+  raises a failed job's exception, and writes to stderr first.
 
-* :func:`apply_overrides` (``ConfigLoaderImpl._apply_overrides_to_config``) and
-  :func:`overrides_dirname` (``hydra._internal.config_loader_impl.get_overrides_dirname``):
-  a sweep job's config is the first job's with the swept values set over it, with Hydra's
-  own validation and errors, and its ``override_dirname`` as Hydra writes it
-  (``mushin_box._sweep.jobconfig``). Hydra applies overrides and names the directory only
-  inside a full compose (the defaults tree and every config file read again).
-* :func:`basic_sweeper`, :func:`sweep_jobs`, :func:`batches`
-  (``hydra._internal.core_plugins.basic_sweeper.BasicSweeper``) and
-  :func:`runs_jobs_in_process` (``...basic_launcher.BasicLauncher``): the kit's sweeper is
-  Hydra's basic sweeper with the jobs of a resumed sweep left out, and the resume decides
-  those jobs from the same list. Hydra ships these plugins only under ``_internal``.
-* :func:`replace_save_config` (``hydra.core.utils._save_config``): Hydra writes a job's
-  ``.hydra/*.yaml`` through this function with a plain ``open(..., "w")``; the kit makes the
-  write atomic. Hydra has no hook for how these files are written.
-* :func:`global_hydra_kept` (``Singleton._instances``): whether a ``GlobalHydra`` instance
-  exists at all. ``GlobalHydra.instance()`` creates one when asked, so only the singleton
-  table can tell "none" from "one, not initialized".
-* :func:`job_return_value` (``JobReturn._return_value``): a failed job's exception without
-  raising it. The public ``return_value`` raises it, and writes a line to stderr first.
-
-Hydra's plugin scan executes the modules of ``hydra._internal.core_plugins`` again, which
-makes new classes: so a class of theirs is looked up when it is asked for, never kept here
-(a subclass of a class kept from before the scan fails in Hydra's own ``super()`` call).
-
-Each has a test of the behaviour relied on in ``tests/upstream/test_hydra_seam.py``.
+Hydra's plugin scan executes ``hydra._internal.core_plugins`` again, making new classes: a
+class of theirs is looked up when asked for, never kept (a subclass of a stale one fails in
+Hydra's own ``super()`` call). Tests: ``tests/upstream/test_hydra_seam.py``.
 """
 
 from __future__ import annotations
@@ -113,11 +102,8 @@ def replace_save_config(writer: Callable[[Any, str, Any], None]) -> bool:
     current = getattr(hydra_utils, "_save_config", None)
     if current is writer:
         return True
-    if current is None or list(inspect.signature(current).parameters) != [
-        "cfg",
-        "filename",
-        "output_dir",
-    ]:
+    expected = ["cfg", "filename", "output_dir"]
+    if current is None or list(inspect.signature(current).parameters) != expected:
         return False
     hydra_utils._save_config = writer  # type: ignore[attr-defined]  # noqa: SLF001
     return True

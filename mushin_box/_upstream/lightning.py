@@ -1,25 +1,21 @@
 # SPDX-License-Identifier: MIT
 """The seam to Lightning's private API, for both of its namespaces.
 
-Lightning ships the same code twice: ``pytorch_lightning`` + ``lightning_fabric`` (the
-``pytorch-lightning`` wheel) and ``lightning.pytorch`` + ``lightning.fabric`` (the
-``lightning`` wheel). Their classes are distinct, so a strategy or callback works with the
-Trainer of its own namespace only. Every function here takes the namespace's Trainer
-package (:data:`NAMESPACES`' keys) and imports that namespace alone, on first use.
+Lightning ships the same code twice: ``pytorch_lightning`` + ``lightning_fabric`` and
+``lightning.pytorch`` + ``lightning.fabric``, with distinct classes, so a strategy or callback
+works with its own namespace's Trainer only. Every function here takes the namespace's
+Trainer package (:data:`NAMESPACES`' keys) and imports that namespace alone, on first use.
 
 What the kit needs and Lightning offers no public API for:
 
-- ``Strategy._configure_launcher``: the hook the Trainer calls to pick a strategy's
-  launcher, and ``Strategy._launcher``, where it keeps it (the ``launcher`` property only
-  reads it). :func:`strategy_base` turns them into ``configure_launcher`` and
-  ``set_launcher``.
-- ``DDPStrategy._timeout``: the process-group timeout (``process_group_timeout_s``).
-- ``_SubprocessScriptLauncher``: the Trainer kills a launcher's ranks on Ctrl-C only for
-  this type, and its ``launch`` runs a 1-process job. :func:`launcher_base`.
-- ``_set_num_threads_if_needed``: the thread count the stock launcher sets before a call
-  (``set_num_threads``).
-- ``Trainer._results``: which metrics the running loop logged, as against
-  ``callback_metrics``, which keeps earlier rounds' values (:func:`logged_names`).
+- ``Strategy._configure_launcher`` (the Trainer's hook to pick a launcher) and
+  ``Strategy._launcher`` (the ``launcher`` property only reads it); ``DDPStrategy._timeout``
+  (:func:`strategy_base`);
+- ``_SubprocessScriptLauncher``: the Trainer kills a launcher's ranks on Ctrl-C only for this
+  type; ``_set_num_threads_if_needed``: the stock launcher's thread count
+  (:func:`launcher_base`);
+- ``Trainer._results``: the metrics the running loop logged, where ``callback_metrics``
+  keeps earlier rounds' values (:func:`logged_names`).
 """
 
 from __future__ import annotations
@@ -49,10 +45,6 @@ def namespace_of(module_class: type) -> str:
     return "pytorch_lightning"
 
 
-def _module(name: str) -> Any:
-    return importlib.import_module(name)
-
-
 def _fabric(namespace: str) -> str:
     try:
         return NAMESPACES[namespace]
@@ -68,7 +60,7 @@ def strategy_base(namespace: str) -> type[Any]:
     ``configure_launcher()`` (called by the Trainer; Lightning's own choice unless
     overridden), ``set_launcher(launcher)`` and ``process_group_timeout_s``."""
     _fabric(namespace)
-    ddp = _module(f"{namespace}.strategies").DDPStrategy
+    ddp = importlib.import_module(f"{namespace}.strategies").DDPStrategy
 
     class LauncherHookDDP(ddp):
         mushin_namespace = namespace
@@ -97,8 +89,8 @@ def launcher_base(namespace: str) -> type[Any]:
     """``_SubprocessScriptLauncher`` of ``namespace`` (``__init__(cluster_environment,
     num_processes, num_nodes)``, ``procs``, ``kill(signum)``, ``launch``), plus
     ``set_num_threads()``: what the stock launcher sets before it calls the trainer."""
-    distributed = _module(f"{_fabric(namespace)}.utilities.distributed")
-    stock = _module(f"{namespace}.strategies.launchers")._SubprocessScriptLauncher
+    distributed = importlib.import_module(f"{_fabric(namespace)}.utilities.distributed")
+    stock = importlib.import_module(f"{namespace}.strategies.launchers")._SubprocessScriptLauncher
 
     class ScriptLauncher(stock):
         mushin_namespace = namespace
