@@ -1,38 +1,26 @@
 # SPDX-License-Identifier: MIT
 """The native builder: a bit-reproducible SIF from an ImageSpec, with no Apptainer.
 
-:func:`build_native` makes the image in these steps, all in a build directory that the
-caller removes:
+:func:`build_native` makes the image in a build directory that the caller removes:
 
-1. the root file system, by mmdebstrap (:func:`_mode`: ``--mode=root`` as root, else
-   ``--mode=unshare`` where user namespaces work, else ``--mode=fakechroot``, whose tar one
-   fakeroot record unpacks and packs): for a :class:`~mushin_box._image.bases.Debootstrap` base,
-   ``--variant=minbase`` with the spec's suite, mirror and apt packages; for a
-   :class:`~mushin_box._image.bases.LocalImage` (a SIF's squashfs root, or a sandbox
-   directory), the base's tree copied in whole, its own apt sources installing the apt
-   packages in step 2 (a thin layer over a heavy base built once);
-2. in the tree (an mmdebstrap customize hook, :mod:`~mushin_box._image.intree`, run with
-   the tree's path): the spec's ``%files``, then the ``%post`` steps the definition renders after
-   apt (:func:`~mushin_box._image.definition.setup_lines`: the venv, pip with
-   ``--require-hashes``, the project, ``post``), run in a chroot. pip there finds
-   packages where this host's pip does (:func:`host_pip_settings`: its indexes and
-   find-links, the local ones bound read-only for that step alone): the lock's hashes, not
-   the index, decide which bytes are installed;
-3. ``/.singularity.d`` as Apptainer lays it out (``env/``, ``runscript``, ``test``, ``labels.json``,
-   ``runscript.help``, ``Singularity`` = the rendered definition); the spec's ``test`` runs;
-4. the package lists for the manifest, then the cleanup that makes the tree the same on
-   every build: no logs, caches, apt lists, ``machine-id``, ``resolv.conf`` or ``hostname``
-   contents, and every ``.pyc`` replaced (:data:`~mushin_box._image.intree.COMPILE_SCRIPT`);
-5. :func:`~mushin_box._image.pack.pack_tree`: ``mksquashfs`` with every time set to
-   ``SOURCE_DATE_EPOCH`` and the kit's SIF writer, with that time and a UUID derived from
-   the content.
+1. the root file system, by mmdebstrap in the first mode this user can use (:func:`_mode`:
+   root, else unshare, else fakechroot, whose tar one fakeroot record unpacks and packs):
+   a :class:`~mushin_box._image.bases.Debootstrap` base as ``--variant=minbase`` with the
+   spec's apt packages; a :class:`~mushin_box._image.bases.LocalImage` (a SIF's squashfs
+   root, or a sandbox) copied in whole, its own apt sources installing the apt packages in
+   step 2 (a thin layer over a heavy base built once);
+2. in the tree (mmdebstrap's customize hook, :mod:`~mushin_box._image.intree`): the
+   ``%files``; the ``%post`` lines after apt
+   (:func:`~mushin_box._image.definition.setup_lines`) in a chroot, where pip finds packages
+   where this host's pip does (:func:`host_pip_settings`) and the lock's hashes, not the
+   index, decide the bytes; ``/.singularity.d`` as Apptainer lays it out; the spec's
+   ``test``; the package lists; the cleanup that makes the tree the same on every build;
+3. :func:`~mushin_box._image.pack.pack_tree`: every time ``SOURCE_DATE_EPOCH``, a UUID
+   derived from the content.
 
 ``SOURCE_DATE_EPOCH`` is the spec's, else the commit time of its pip lock in git: the
 recipe's time, never the clock. Equal recipes and equal package versions give equal bytes.
-
-Every check that can fail before a build (a base this builder cannot make, a missing host
-tool, no mode this user can build in, a missing ``%files`` source, no
-``SOURCE_DATE_EPOCH``) runs in :func:`check_native`, before anything is written.
+Every check that can fail runs in :func:`check_native`, before anything is written.
 """
 
 from __future__ import annotations
@@ -182,35 +170,25 @@ def explain_failure(output: str, *, mirror: str, where: Path) -> str | None:
 
 
 def host_pip_settings() -> tuple[dict[str, str], list[str]]:
-    """Where this host's pip finds packages, for the image's pip.
-
-    Returns the ``PIP_*`` variables of :data:`PIP_SOURCES` (from ``pip config list``,
-    where this Python has pip, and the environment, which wins), and the local paths they
-    name (``file://`` indexes, find-links: directories), which the build binds read-only
-    into the tree while pip runs. A site's private index or wheel directory then serves
-    the image's pip as it serves the user's.
-    """
-    found: dict[str, str] = {}
+    """This host's pip sources (:data:`PIP_SOURCES`) as ``PIP_*`` variables, from ``pip
+    config list`` and the environment (which wins), and the local directories they name,
+    which the build binds read-only into the tree: a site's private index or wheel
+    directory serves the image's pip as it serves the user's."""
+    names = {n: "PIP_" + n.upper().replace("-", "_") for n in PIP_SOURCES}
     try:
-        listed = run_bounded(
-            [sys.executable, "-m", "pip", "config", "list"], timeout=120, capture=True
-        ).stdout
+        argv = [sys.executable, "-m", "pip", "config", "list"]
+        listed = run_bounded(argv, timeout=120, capture=True).stdout
     except OSError:
         listed = ""
+    env: dict[str, str] = {}
     for line in (listed or "").splitlines():
         key, _, raw = line.partition("=")
         section, _, name = key.partition(".")
         if section in ("global", "install") and name in PIP_SOURCES:
-            found[name] = raw.strip().strip("'\"")
-    names = {n: "PIP_" + n.upper().replace("-", "_") for n in PIP_SOURCES}
-    env = {names[n]: v for n, v in found.items()}
+            env[names[name]] = raw.strip().strip("'\"")
     env.update({var: os.environ[var] for var in names.values() if os.environ.get(var)})
-    paths = set()
-    for token in " ".join(env.values()).split():
-        path = token.removeprefix("file://")
-        if path.startswith("/") and os.path.isdir(path):
-            paths.add(os.path.normpath(path))
-    return env, sorted(paths)
+    tokens = (t.removeprefix("file://") for t in " ".join(env.values()).split())
+    return env, sorted({os.path.normpath(t) for t in tokens if t[:1] == "/" and os.path.isdir(t)})
 
 
 def native_refusal(spec: ImageSpec) -> str | None:
@@ -352,20 +330,15 @@ def _others_can_read(path: Path) -> bool:
 
 
 def check_native(spec: ImageSpec, context: Path, mode: str = "auto") -> tuple[str, int]:
-    """Everything a native build in ``mode`` (:data:`MODES`) needs, checked before
-    anything is written.
-
-    Returns
-    -------
-    (mode, source_date_epoch) : tuple of (str, int)
-        mmdebstrap's mode (one of :data:`MODES` but ``auto``) and the build's time.
+    """Check everything a native build in ``mode`` (:data:`MODES`) needs, before anything
+    is written; return mmdebstrap's mode (``auto`` resolved) and ``SOURCE_DATE_EPOCH``.
 
     Raises
     ------
     NativeBuildRefused
-        A base this builder cannot make, a missing host tool (named with its Debian
-        package), no mode this user can build in (or a LocalImage base in the fakechroot
-        mode), pip packages with no ``venv``, no ``SOURCE_DATE_EPOCH``.
+        A base this builder cannot make, a missing host tool (with its Debian package), no
+        mode this user can build in, pip packages with no ``venv``, no
+        ``SOURCE_DATE_EPOCH``.
     FileNotFoundError
         A ``%files`` source that does not exist under ``context``.
     """
@@ -420,17 +393,14 @@ def recipe_identity(
 ) -> tuple[str, str | None]:
     """``(recipe sha256, context commit)`` of a native build.
 
-    The sha256 covers what decides the image's bytes apart from the mirror's and the
-    indexes' contents and the host tools' versions (:func:`build_tools`): the rendered
-    definition (base, mirror, packages, steps), the builder's version, ``SOURCE_DATE_EPOCH``,
-    the names, modes and bytes of every file the build reads (:func:`_recipe_files`), and a
-    ``LocalImage`` base's own bytes (:func:`_base_identity`). Two builds with one recipe
-    sha256, the same package versions and the same tools are the same bytes, so an image
-    whose manifest holds it is not built again.
+    The sha256 covers what decides the image's bytes but the mirror's and indexes' contents
+    and the host tools' versions (:func:`build_tools`): the rendered definition, the
+    builder's version, ``SOURCE_DATE_EPOCH``, the names, modes and bytes of every file the
+    build reads (:func:`_recipe_files`) and a ``LocalImage`` base's bytes. An image whose
+    manifest holds it is not built again.
 
-    The commit is the context's git ``HEAD`` when every one of those files is committed
-    there unchanged, so the recipe can be checked out again (``reproduce
-    --rebuild-image``); else ``None``.
+    The commit is the context's git ``HEAD`` when it holds all those files unchanged, so
+    ``reproduce --rebuild-image`` can check the recipe out again; else ``None``.
     """
     files = _recipe_files(spec, context, spec_file)
     digest = hashlib.sha256()
@@ -473,33 +443,26 @@ def _clean_commit(context: Path, files: Sequence[Path]) -> str | None:
     unchanged, else ``None`` (no git, not a work tree, untracked or changed files)."""
     if shutil.which("git") is None or not files:
         return None
-    names = [str(p) for p in files]
-    try:
-        head = run_bounded(["git", "rev-parse", "HEAD"], cwd=context, timeout=60, capture=True)
-        # --ignored: an ignored input (!!) is in no commit, as an untracked one (??)
-        status = run_bounded(
-            ["git", "status", "--porcelain", "--ignored", "--", *names],
-            cwd=context,
-            timeout=60,
-            capture=True,
-        )
-    except (OSError, BuildError):
-        return None
-    if head.returncode or status.returncode or status.stdout.strip():
-        return None
-    return head.stdout.strip()
+    head = _git(context, "rev-parse", "HEAD")
+    # --ignored: an ignored input (!!) is in no commit, as an untracked one (??)
+    status = _git(context, "status", "--porcelain", "--ignored", "--", *map(str, files))
+    return None if head is None or status is None or status.strip() else head.strip()
 
 
 def context_dir(context: Path) -> str | None:
     """Where ``context`` lies in its git work tree (``"."`` at its top, else the relative
     path), or None outside one: a rebuild from the commit builds there again."""
+    prefix = _git(context, "rev-parse", "--show-prefix")
+    return None if prefix is None else prefix.strip().rstrip("/") or "."
+
+
+def _git(cwd: Path, *args: str) -> str | None:
+    """The output of ``git ARGS`` in ``cwd``, or ``None`` when it fails or cannot run."""
     try:
-        done = run_bounded(
-            ["git", "rev-parse", "--show-prefix"], cwd=context, timeout=60, capture=True
-        )
+        done = run_bounded(["git", *args], cwd=cwd, timeout=60, capture=True)
     except (OSError, BuildError):
         return None
-    return (done.stdout.strip().rstrip("/") or ".") if done.returncode == 0 else None
+    return done.stdout if done.returncode == 0 else None
 
 
 # ------------------------------------------------------------------------- the build
