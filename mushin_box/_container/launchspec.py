@@ -1,25 +1,18 @@
 # SPDX-License-Identifier: MIT
 """What the rank container is: validated, frozen values (``ContainerLaunch`` and its parts).
 
-:mod:`mushin_box._container.rankwrap` renders these into the env file, the ``apptainer exec`` argv,
-the batch-script setup lines and the launcher fields; this module only describes and
-validates. Every check runs when a value is built, so a bad bind, variable or option fails
-at configuration time on the submit host, with the reason, instead of inside a job.
+:mod:`mushin_box._container.rankwrap` renders them. Every check runs when a value is built,
+so a bad bind, variable or option fails on the submit host, not inside a job. The rules
+(``docs/containers.md``; Apptainer's bind and environment docs):
 
-Why the rules are what they are (``docs/containers.md``; Apptainer's bind and environment
-rules: https://apptainer.org/docs/user/latest/bind_paths_and_mounts.html and
-https://apptainer.org/docs/user/latest/environment_and_metadata.html):
-
-* bind paths are refused when Apptainer's ``--bind`` parser would misread them (``:``, ``,``,
-  ``^``, ``\\``, surrounding whitespace) or Hydra would read ``${`` as an interpolation;
+* bind paths that Apptainer's ``--bind`` parser would misread (``:``, ``,``, ``^``, ``\\``,
+  surrounding whitespace) or Hydra would read as an interpolation (``${``) are refused;
 * ``--contain``/``--containall`` are refused: each contained rank gets its own
   ``/dev/shm``, so NCCL turns off P2P and SHM between the ranks of a node;
-* variables the wrapper sets itself (Slurm's, ``MASTER_PORT``, the image identity) cannot
-  be overridden through ``env``;
-* a variable whose name looks secret (:func:`mushin_box._core.redact.is_secret_name`) cannot
-  be given a value: the env file is written to disk, so secrets are forwarded by reference
-  (``env={"WANDB_API_KEY": None}`` writes ``WANDB_API_KEY="${WANDB_API_KEY:?}"``) from the
-  submitting environment, which ``sbatch`` exports to the job by default.
+* ``env`` cannot override what the wrapper sets (Slurm's, ``MASTER_PORT``, the identity);
+* a secret-looking variable (:func:`mushin_box._core.redact.is_secret_name`) cannot be
+  given a value: the env file is on disk, so it is forwarded by reference from the
+  submitting environment (``env={"WANDB_API_KEY": None}``).
 """
 
 from __future__ import annotations
@@ -27,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import attrs
@@ -173,7 +167,7 @@ def plain_text(value: object, where: str, *, allow_newline: bool = False) -> str
 
 
 def absolute_path(value: object, where: str, *, bind: bool = True) -> str:
-    """``value`` as an absolute path that can reach a rank (and a bind spec), else raise."""
+    """``value`` as an absolute path that can reach a rank (and, ``bind``, a bind spec)."""
     if isinstance(value, os.PathLike):
         value = os.fspath(value)  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
     text = plain_text(value, where)
@@ -193,10 +187,6 @@ def absolute_path(value: object, where: str, *, bind: bool = True) -> str:
         if text != text.strip():
             raise ValueError(f"{where}={text!r}: Apptainer strips whitespace around bind parts")
     return os.path.normpath(text) if text != "/" else text
-
-
-def _bind_src(value: object) -> str:
-    return absolute_path(value, "bind source")
 
 
 def _bind_dst(value: object) -> str | None:
@@ -220,7 +210,7 @@ class Bind:
     ValueError: bind='/a,b': ',' separates binds in Apptainer's --bind syntax; ...
     """
 
-    src: str = attrs.field(converter=_bind_src)
+    src: str = attrs.field(converter=partial(absolute_path, where="bind source"))
     dst: str | None = attrs.field(default=None, kw_only=True, converter=_bind_dst)
     options: tuple[str, ...] = attrs.field(default=(), kw_only=True, converter=tuple)
 
@@ -288,8 +278,7 @@ def _env_name(name: object, where: str) -> str:
 def _pairs(
     value: Mapping[str, object] | Sequence[tuple[str, object]],
 ) -> tuple[tuple[str, str], ...]:
-    items = dict(value)
-    return tuple(sorted((str(k), str(v)) for k, v in items.items()))
+    return tuple(sorted((str(k), str(v)) for k, v in dict(value).items()))
 
 
 @public
@@ -334,11 +323,9 @@ class NcclProfile:
             "NCCL_DEBUG_SUBSYS": self.debug_subsys,
             "NCCL_SOCKET_IFNAME": self.socket_ifname,
             "NCCL_IB_HCA": self.ib_hca,
-            "TORCH_NCCL_ASYNC_ERROR_HANDLING": (
-                None if self.async_error_handling is None else str(self.async_error_handling)
-            ),
+            "TORCH_NCCL_ASYNC_ERROR_HANDLING": self.async_error_handling,
         }
-        env = {k: v for k, v in out.items() if v is not None}
+        env = {k: str(v) for k, v in out.items() if v is not None}
         env.update(self.extra)
         return env
 
@@ -443,14 +430,6 @@ def _extra_args(value: Sequence[str]) -> tuple[str, ...]:
     return args
 
 
-def _image_path(value: object) -> str:
-    return absolute_path(value, "image", bind=False)
-
-
-def _project_dir(value: object) -> str:
-    return absolute_path(value, "project_dir")
-
-
 _BOOL = attrs.validators.instance_of(bool)
 
 
@@ -514,14 +493,16 @@ class ContainerLaunch:
     ValueError: env 'WANDB_API_KEY' looks like a secret, ... pass env={'WANDB_API_KEY': None}: ...
     """
 
-    image: str = attrs.field(converter=_image_path)
+    image: str = attrs.field(converter=partial(absolute_path, where="image", bind=False))
     binds: tuple[Bind, ...] = attrs.field(default=(), converter=_binds)
     nv: bool = attrs.field(default=True, validator=_BOOL)
     rocm: bool = attrs.field(default=False, validator=_BOOL)
     env: tuple[tuple[str, str | None], ...] = attrs.field(default=None, converter=_env_mapping)
     nccl: NcclProfile | None = attrs.field(default=NCCL_PRESETS["default"], converter=_nccl)
     master_port: MasterPort = attrs.field(factory=MasterPort, converter=_master_port)
-    project_dir: str = attrs.field(factory=os.getcwd, converter=_project_dir)
+    project_dir: str = attrs.field(
+        factory=os.getcwd, converter=partial(absolute_path, where="project_dir")
+    )
     python: str = "python"
     infiniband: bool | None = attrs.field(default=None, validator=attrs.validators.optional(_BOOL))
     no_eval: bool = attrs.field(default=False, validator=_BOOL)

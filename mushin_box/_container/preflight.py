@@ -115,13 +115,8 @@ def _major_minor(version: str) -> str:
 def _not_a_sif(path: Path) -> str | None:
     """The one-line problem with ``path`` as a SIF image; ``None`` when it reads as one.
 
-    Read before the whole file is hashed, and refused with or without a manifest (a
-    manifest only says which bytes were built, not that they are an image): a text or
-    empty file given as the image, and a SIF cut short. The header alone (128 bytes) does
-    not show the latter: a copy interrupted after 5 KB has the same header as the whole
-    image, and without a manifest its digest would be recorded as the image's. So the
-    descriptor table is read too (a few KB), and every object it lists must lie inside
-    the file.
+    Checked with or without a manifest, before hashing. A truncated copy has the whole
+    image's header, so the descriptor table is read too: every object must lie in the file.
     """
     try:
         with open(path, "rb") as handle:
@@ -169,8 +164,7 @@ def runtime_apptainer_version(*, timeout_s: float = 10.0) -> tuple[str | None, s
     exe = shutil.which("apptainer")
     if exe is None:
         return None, None
-    try:
-        # bounded: a hung binary (e.g. on a stale network filesystem) must not block a submit
+    try:  # bounded: a hung binary (a stale network filesystem) must not block a submit
         proc = subprocess.run(
             [exe, "--version"], capture_output=True, text=True, timeout=timeout_s, check=False
         )
@@ -312,9 +306,9 @@ def preflight(
         verified=found is not None,
         image_python=image_python,
         submit_python=local,
-        sif_uuid=found.sif_uuid if found is not None else None,
-        definition_sha256=found.definition_sha256 if found is not None else None,
-        base_digest=found.base_digest if found is not None else None,
+        sif_uuid=getattr(found, "sif_uuid", None),
+        definition_sha256=getattr(found, "definition_sha256", None),
+        base_digest=getattr(found, "base_digest", None),
         apptainer_version=apptainer_version,
         recipe={k: getattr(found, k, None) for k in IMAGE_RECIPE_ENV} if found else {},
         warnings=tuple(notes),

@@ -1,31 +1,21 @@
 # SPDX-License-Identifier: MIT
-"""Run every SLURM rank inside the image: render a :class:`ContainerLaunch` into the env
-file, the ``apptainer exec``/``srun`` argv, the batch-script setup lines, the launcher fields
-and the sbatch fragment. The values themselves (``ContainerLaunch``, ``Bind``, ``NcclProfile``,
-``MasterPort``) are described and validated in :mod:`mushin_box._container.launchspec`, the image
-pre-flight lives in :mod:`mushin_box._container.preflight`; both are re-exported here.
+"""Run every SLURM rank inside the image: render a :class:`ContainerLaunch` (validated in
+:mod:`mushin_box._container.launchspec`) into the env file, the ``apptainer exec``/``srun``
+argv, the batch-script setup lines, the launcher fields and the sbatch fragment.
 
-One container per srun task (``docs/containers.md``; Apptainer's hybrid MPI model,
-https://apptainer.org/docs/user/latest/mpi.html)::
+One container per srun task (``docs/containers.md``; Apptainer's hybrid MPI model)::
 
     srun --kill-on-bad-exit=1 ... apptainer exec --nv --cleanenv --env-file FILE \\
         --bind PROJECT:PROJECT --bind WORKDIR [--bind /dev/infiniband] --pwd WORKDIR \\
         IMAGE.sif python -u ...
 
-``--cleanenv`` drops every host variable except Apptainer's short pass-list (``TERM`` and
-the proxy variables), so the env file is the only channel from host to rank. Apptainer
-parses it on the host, once per task, with that task's environment visible (not exported)
-and ``allexport`` on: ``SLURM_PROCID="${SLURM_PROCID:?}"`` forwards the task's own value and
-fails the launch when Slurm did not set it. Each resulting value is then evaluated a second
-time inside the container (``export NAME="<value>"``, only ``"`` escaped) unless
-``--no-eval``. Literal values are therefore written so that both evaluations give back
-exactly the bytes given here: escape ``\\``, ``$`` and backticks for the second one, then
-single-quote for the first, a ``'`` spelled ``'"'"'`` (Apptainer's interpreter, unlike bash,
-keeps the backslash of ``'\\''``). Forwarded Slurm values are not escaped (Apptainer would expand
-a ``$`` in a job name inside the container; ``no_eval=True`` avoids that, Apptainer >= 1.1).
-
-Never ``--contain``/``--containall``: each contained rank gets its own ``/dev/shm``, so
-NCCL turns off P2P and SHM between ranks on a node (and /tmp, $HOME become 64 MiB).
+``--cleanenv`` makes the env file the only channel from host to rank (besides ``TERM`` and
+the proxies). Apptainer parses it on the host, once per task, with the task's environment
+visible: ``SLURM_PROCID="${SLURM_PROCID:?}"`` forwards the task's value and fails the
+launch when it is unset. Each value is evaluated once more inside the container unless
+``--no-eval``, so literal values are written to survive both evaluations (see
+:func:`_literal`). Forwarded Slurm values are not escaped (a ``$`` in a job name would
+expand inside the container; ``no_eval=True`` avoids that, Apptainer >= 1.1).
 """
 
 from __future__ import annotations
@@ -83,13 +73,10 @@ SELF_REFERENCE_MARKER = (
 
 
 def _literal(value: str, *, no_eval: bool) -> str:
-    """``value`` as an env-file word that both Apptainer evaluations turn back into ``value``.
-
-    The word is a safe bare run (``[A-Za-z0-9_.,:/@%+=-]``) or single-quoted pieces joined
-    by ``"'"``: the only spellings on which bash and Apptainer's embedded interpreter agree.
-    ``'\\''`` is NOT one of them (Apptainer keeps the backslash outside quotes: ``it\\'s``).
-    A newline stays inside single quotes. NUL (no environment can hold it) and carriage
-    return (refused for every value reaching a rank) have no spelling: ValueError.
+    """``value`` as an env-file word that both Apptainer evaluations turn back into ``value``:
+    a safe bare run, or single-quoted pieces joined by ``"'"``, the only spellings on which
+    bash and Apptainer's interpreter agree (Apptainer keeps the backslash of ``'\\''``). NUL
+    and carriage return have no spelling: ValueError.
 
     Examples
     --------
@@ -214,12 +201,8 @@ def render_env_file(
 
 
 def env_file_path(working_dir: StrPath, env_text: str) -> str:
-    """Where the env file lives: ``<working_dir>/.mushin-box/apptainer-<sha256[:12]>.env``.
-
-    Content-addressed, so one path never holds two different files. ``env_text`` is the
-    body (:func:`render_env_file`), without the self-reference block that names this path
-    (:func:`plan_env_file` appends it afterwards). To check a written file, hash its text
-    up to the line :data:`SELF_REFERENCE_MARKER`.
+    """Where the env file lives: ``<working_dir>/.mushin-box/apptainer-<sha256[:12]>.env``,
+    content-addressed by its body ``env_text`` (the text before :data:`SELF_REFERENCE_MARKER`).
 
     Examples
     --------
@@ -250,12 +233,8 @@ def plan_env_file(
     identity: ImageIdentity | None = None,
 ) -> EnvFile:
     """The complete env file of a run: :func:`render_env_file`'s body, named by its hash
-    (:func:`env_file_path`), then a last block about the file itself.
-
-    The last block is :data:`SELF_REFERENCE_MARKER` followed by ``MUSHIN_RANK_COMMAND``
-    (exactly :func:`rank_command`, i.e. the launcher's ``python`` field) and
-    ``MUSHIN_ENV_FILE`` (the file's absolute path). It names the file, so the name is
-    computed from the text before it, then the block is appended.
+    (:func:`env_file_path`), then :data:`SELF_REFERENCE_MARKER`, ``MUSHIN_RANK_COMMAND``
+    (the launcher's ``python``, :func:`rank_command`) and ``MUSHIN_ENV_FILE`` (its path).
 
     Examples
     --------
@@ -289,18 +268,8 @@ def rank_argv(
     *,
     working_dir: StrPath | None = None,
 ) -> list[str]:
-    """``apptainer exec ... IMAGE python *python_args`` for one rank.
-
-    Parameters
-    ----------
-    spec : ContainerLaunch
-    env_file : str or os.PathLike
-        The rendered :func:`render_env_file` (read by Apptainer on the host).
-    python_args : sequence of str
-        Appended verbatim after the image's Python (e.g. ``["-u", "-m", "pkg.train"]``).
-    working_dir : str or os.PathLike, optional
-        Bound and used as the container's working directory (``--pwd``); default
-        ``spec.project_dir``.
+    """``apptainer exec ... IMAGE python *python_args`` for one rank; ``working_dir`` (bound,
+    ``--pwd``) defaults to ``spec.project_dir``.
 
     Examples
     --------
@@ -336,8 +305,7 @@ def rank_argv(
 def rank_command(
     spec: ContainerLaunch, env_file: StrPath, *, working_dir: StrPath | None = None
 ) -> str:
-    """:func:`rank_argv` without Python arguments as one shell-quoted string: submitit's
-    ``python`` (it appends ``-u -m submitit.core._submit FOLDER``).
+    """:func:`rank_argv` without Python arguments, shell-quoted: submitit's ``python``.
 
     Examples
     --------
@@ -369,11 +337,8 @@ def setup_lines(
     spec: ContainerLaunch, *, env_file: StrPath, env_text: str, heredoc: bool = False
 ) -> list[str]:
     """Batch-script lines (host side, before srun): export the job's ``MUSHIN_MASTER_PORT``
-    and write ``env_text`` to ``env_file`` atomically.
-
-    The text travels base64-encoded, so the lines contain no ``${`` (which Hydra/OmegaConf
-    would read as an interpolation); ``heredoc=True`` writes it verbatim instead, for
-    hand-written batch scripts.
+    and write ``env_text`` to ``env_file`` atomically, base64-encoded so that no ``${``
+    reaches Hydra (``heredoc=True``: verbatim, for hand-written batch scripts).
 
     Examples
     --------
@@ -409,9 +374,8 @@ _WRITTEN_RE = re.compile(r"printf %s (?P<blob>[A-Za-z0-9+/=]+) \| base64 -d")
 
 
 def env_file_written(python: str, setup: Sequence[str]) -> tuple[str | None, str] | None:
-    """``(path, text)`` of the env file that launcher fields write (their ``python``
-    command names the file, a :func:`setup_lines` line carries the text); None when they
-    write none. The writer's inverse, beside it, so the two cannot drift apart.
+    """``(path, text)`` of the env file that launcher fields write (``python`` names the
+    file, a :func:`setup_lines` line carries the text); None when they write none.
 
     Examples
     --------
@@ -430,8 +394,7 @@ def env_file_written(python: str, setup: Sequence[str]) -> tuple[str | None, str
 
 
 def fold_env_file(script: str) -> str:
-    """``script`` with each env file that :func:`setup_lines` writes folded to a note of
-    its size (a review shows the decoded file on its own).
+    """``script`` with each env file :func:`setup_lines` writes folded to a note of its size.
 
     Examples
     --------
@@ -501,9 +464,8 @@ def render_sbatch_fragment(
     sif_sha256: str | None = None,
     identity: ImageIdentity | None = None,
 ) -> str:
-    """The part of ``job.sbatch`` that starts the ranks (sbatch(1), srun(1)): setup lines (the
-    :func:`plan_env_file` text as a heredoc), then ``srun ... apptainer exec ...`` with
-    ``--cpus-per-task="$SLURM_CPUS_PER_TASK"``."""
+    """The part of ``job.sbatch`` that starts the ranks: setup lines (the env file as a
+    heredoc), then ``srun ... apptainer exec ...``, one option per line."""
     env = plan_env_file(
         spec, working_dir=working_dir, run_id=run_id, sif_sha256=sif_sha256, identity=identity
     )

@@ -74,8 +74,7 @@ def smoke_rank_env(rank: int, job_id: str, base: dict[str, str] | None = None) -
 
 
 def _absolute_experiment(experiment: str | None) -> str | None:
-    """``exp.py[:NAME]`` with the file's path made absolute (a ``module:attr`` is left as
-    it is: the ranks import it by name), the rule ``launch`` reads experiments by.
+    """``exp.py[:NAME]`` with the file's path made absolute (``module:attr`` as it is).
 
     Examples
     --------
@@ -177,7 +176,6 @@ def run_smoke(
 
 def _load_experiment_config(spec: str) -> Any:
     """A hydra-zen config from ``file.py[:attr]`` or ``module:attr`` (default attr Config)."""
-
     target, _, attr = spec.partition(":")
     attr = attr or "Config"
     if target.endswith(".py"):
@@ -227,17 +225,8 @@ def main_rank(out_dir: str, experiment: str | None) -> None:
     built.trainer.fit(built.module, datamodule=datamodule)
     print(f"[mushin-box smoke] rank {built.trainer.global_rank} of {built.trainer.world_size} done")
     sys.stdout.flush()
-    _end_process_group()
-
-
-def _end_process_group() -> None:
-    """Leave the group together, then close it.
-
-    A rank that exits while gloo still holds its peers' sockets can abort in C++
-    ("terminate called without an active exception", exit -6) when a peer closes
-    first: the barrier lets every rank finish, and the destroy closes the sockets
-    before the interpreter tears the threads down.
-    """
+    # a rank exiting while gloo holds its peers' sockets can abort in C++ (exit -6): leave
+    # the group together, and close it before the interpreter tears the threads down
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
