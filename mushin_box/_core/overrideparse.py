@@ -1,13 +1,11 @@
 # SPDX-License-Identifier: MIT
 """Hydra's parse of override texts, each text parsed once per process.
 
-Design note: ``Workflow.run`` parses its overrides several times before Hydra does: the
-refusal check, the first job, the resume shortcut's grid, the keys' check; Hydra's ANTLR
-parser is a large share of a finished sweep's resume (docs/performance.md). Each text is
-parsed here once, by Hydra's own parser, and the result is shared: its readers must not
-change it. Every mushin-box module parses through here, never through a parser of its
-own. Hydra's own parses during the launch are left to Hydra (sharing them would mean
-replacing its parser inside its modules).
+Design note: ``Workflow.run`` parses its overrides several times before Hydra does (the
+refusal check, the first job, the resume's grid, the keys' check), and Hydra's ANTLR parser
+is a large share of a resume (docs/performance.md). So each text is parsed here once, by
+Hydra's own parser, and the result shared: its readers must not change it. Every mushin-box
+module parses through here; Hydra's own parses during the launch are left to Hydra.
 
 Examples
 --------

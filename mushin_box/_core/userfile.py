@@ -1,20 +1,19 @@
 # SPDX-License-Identifier: MIT
 """Import a user's Python file: the one way the kit does it.
 
-``launch`` imports an experiment file, ``reproduce`` the file a record names as the task's,
-and ``build`` a SPEC file. Each must import it the way the ranks will (as the module named
-after the file, its directory first on ``sys.path``), and none may silently take another
-module of the same name that is already imported: that would run other code than the file
-says. :func:`import_file` does both, and undoes its ``sys.modules`` entry when the file's
-own code raises, so that a fixed file can be imported again in the same process.
+``launch`` imports an experiment file, ``reproduce`` the task's file a record names, ``build``
+a SPEC file. Each must import it as the ranks will (the module named after the file, its
+directory first on ``sys.path``), and never silently take another module of that name
+already imported: that would run other code than the file says. :func:`import_file` does
+both, and drops its ``sys.modules`` entry when the file's code raises, so that a fixed file
+can be imported again in the same process.
 
-:func:`owner_problem` is the one test of "is this the user's own file" that every import
-of a file a sweep directory names passes first (``reproduce``, ``resume``): a file another
-user could write is code another user chose, the way ``ssh`` treats its keys.
-:func:`writable_by_others` is its write rule, shared with ``cancel``: ``o+w``, or ``g+w``
-with a group other than the owner's private one. Under the user-private-group scheme (a
-group named after its one user: Debian's and Red Hat's default, where umask 002 is usual)
-``g+w`` lets no one else write, and the kit's own sidecars are written that way.
+:func:`owner_problem` is the test every file a sweep directory names passes before it is
+imported (``reproduce``, ``resume``): a file another user could write is code another user
+chose, as ``ssh`` treats its keys. :func:`writable_by_others` is its write rule, shared with
+``cancel``: ``o+w``, or ``g+w`` with a group other than the owner's private one (a group
+named after its one user, Debian's and Red Hat's default, where umask 002 is usual and
+``g+w`` lets no one else write).
 """
 
 from __future__ import annotations
@@ -81,17 +80,13 @@ def owner_problem(path: Path, st: os.stat_result | None = None) -> str | None:
 def import_file(
     path: Path, *, name: str | None = None, on_path: bool = True, keep: bool = True
 ) -> types.ModuleType:
-    """Import ``path`` as the module ``name`` (default: the file's stem).
+    """Import ``path`` as the module ``name`` (default: the file's stem), or return the module
+    already imported from that file.
 
     ``on_path``: put the file's directory first on ``sys.path`` (the ranks import the module
     by name from there); ``keep``: leave it in ``sys.modules`` (a SPEC file is read once and
-    dropped). Returns the module already imported from the same file, if there is one.
-
-    Raises
-    ------
-    ImportError
-        A different module of that name is already imported, or ``path`` is not a Python
-        file. Whatever the file's own code raises propagates.
+    dropped). An ``ImportError`` when another module of that name is imported or ``path`` is
+    not a Python file; what the file's own code raises propagates.
 
     Examples
     --------
