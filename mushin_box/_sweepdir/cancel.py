@@ -2,52 +2,47 @@
 """Stop cells of a sweep: ``scancel`` for SLURM cells, signals for local ones, and a
 ``cancelled`` status once their owner is gone.
 
-This is the one reader that acts (``docs/architecture.md``). It finds the cells to stop
-from the sidecars alone, like ``status``, so it works from any login node for SLURM cells,
-and from the cell's own host for local ones.
+The one reader that acts (``docs/architecture.md``): it finds the cells to stop from the
+sidecars alone, so it works from any login node for SLURM cells, and from the cell's own
+host for local ones.
 
 Design note: the order of things.
 
-* A completed cell is never touched, whatever was asked: its job is over, and a job id can
-  be reused by SLURM years later.
+* A completed cell is never touched: its job is over, and SLURM may reuse its id.
 * A local cell gets SIGTERM first, so that its rank 0 can stop its other ranks and its
-  checkpoint callback stays consistent; after ``grace_s`` every process of its tree still
-  alive gets SIGKILL. The tree is read from ``/proc`` *before* the first signal: once rank 0
-  is gone its children are re-parented and can no longer be found from it.
-* The status is written only after the owner is gone (``cancelled``, with who asked and
-  when), by an atomic rename over a status re-read just before: a cell that completed in
-  the meantime keeps ``completed``. A ``failed`` written by the dying process after the
-  cancel began is the cancel's doing, so it becomes ``cancelled`` too.
-* A cell that never started (its job still queued, or never submitted) has no directory
-  and no status file. Once a cancel of the whole sweep has emptied the queue of the sweep's
-  jobs, and no driver holds its lock, nothing can start it any more: it is recorded
-  ``cancelled`` in the manifest (:func:`~mushin_box._sweepdir.manifest.mark_unstarted_cancelled`),
-  rather than read ``pending`` for good. SLURM may start such a cell between cancel's read
-  of the sweep and its ``scancel``: it then has a status, and is settled like a running
-  cell once the queue is empty (``cancelled`` when its owner is gone, else left and named).
-* ``resume=True`` runs a cancelled cell again, from its ``last.ckpt`` when there is one,
-  like a failed one.
+  checkpoint stays consistent; after ``grace_s`` what is left of its tree gets SIGKILL. The
+  tree is read from ``/proc`` before the first signal: once rank 0 is gone its children
+  are re-parented.
+* The status is written only once the owner is gone (``cancelled``, with who asked and
+  when), atomically over a status re-read just before: a cell that completed meanwhile
+  stays ``completed``; a ``failed`` its dying process wrote after the cancel began is the
+  cancel's doing, so it becomes ``cancelled``.
+* A cell that never started has no directory and no status. Once a cancel of the whole
+  sweep has emptied the queue of its jobs and no driver holds its lock, nothing can start
+  it: it is recorded ``cancelled`` in the manifest
+  (:func:`~mushin_box._sweepdir.manifest.mark_unstarted_cancelled`), not left ``pending``
+  for good. One SLURM started between cancel's read and its ``scancel`` is settled like a
+  running cell once the queue is empty.
+* ``resume=True`` runs a cancelled cell again, from its ``last.ckpt`` when there is one.
 
 Design note: what ``cancel`` trusts. The sweep directory sits on a shared filesystem, so
 every job id and pid it names is checked before anything is signalled:
 
-* a job id must look like one (:func:`mushin_box._slurm.jobs.valid_job_id`; ``--name=x``
-  would be read by ``scancel`` as an option, so ids also go after ``--``), and a job
-  entry of another JSON type is ignored;
-* a job is cancelled only while ``squeue`` shows it, carrying this sweep's mark in its
-  comment (:func:`mushin_box._slurm.jobs.sweep_mark`, set at submission), and run by the
-  sweep's owner (squeue's user field: a comment is anyone's to set): an ended job's id may
-  be reused, and a foreign id is someone else's job. A scheduler that does not answer
+* a job id must look like one (:func:`mushin_box._slurm.jobs.valid_job_id`), and ids go
+  after ``--`` (``--name=x`` would be an option to ``scancel``);
+* a job is cancelled only while ``squeue`` shows it with this sweep's mark in its comment
+  (:func:`mushin_box._slurm.jobs.sweep_mark`) and run by the sweep's owner (a comment is
+  anyone's to set): an ended job's id may be reused. A scheduler that does not answer
   cancels nothing;
-* a process is signalled only when its start time matches the one its status records
+* a process is signalled only when its start time is the one its status records
   (:func:`mushin_box._sweepdir.liveness.same_process`), never pid 1, this process or an
   ancestor of it;
-* the owner rule: a status, and the jobs file, are acted on only when they and the directory
-  holding them belong to the sweep's owner and no one else can write them (read through the
-  descriptor that was checked, so a file swapped in after the check is not the one read),
-  and a process only when it runs as that owner. The owner is the invoking user; run as
-  root, the owner of the sweep directory: root acts for the sweep's owner, never beyond.
-  Anyone who can write a sidecar could otherwise name any process or job to stop.
+* the owner rule: a status, and the jobs file, are acted on only when they and their
+  directory belong to the sweep's owner and no one else can write them (read through the
+  descriptor that was checked: no swap after the check), and a process only when it runs
+  as that owner. The owner is the invoking user; run as root, the owner of the sweep
+  directory. Anyone who can write a sidecar could otherwise name any process or job to
+  stop.
 
 Each refusal is named in :attr:`CancelReport.refused`, and nothing refused is waited for.
 """
@@ -104,8 +99,7 @@ __all__ = ["CancelReport", "cancel", "cell_label"]
 
 def cell_label(directory: str | None, combo: dict[str, object]) -> str:
     """How a cell is named to the user: its directory, or, for a cell that never started,
-    its swept values as overrides (``lr=0.1 seed=1``); a sweep of one cell sweeps nothing,
-    and its cell is ``cell``, the directory the engine gives it.
+    its swept values as overrides; a sweep of one cell has the engine's ``cell``.
 
     Examples
     --------
@@ -122,8 +116,8 @@ def cell_label(directory: str | None, combo: dict[str, object]) -> str:
 @public
 @attrs.frozen
 class CancelReport:
-    """What ``cancel`` did: cells now ``cancelled``, cells left alone (completed or not
-    running) and cells it could not stop, each with the reason."""
+    """What ``cancel`` did: cells now ``cancelled``, cells left alone and cells it could
+    not stop, each with the reason."""
 
     cancelled: tuple[str, ...] = ()
     untouched: tuple[tuple[str, str], ...] = ()
@@ -147,9 +141,8 @@ def _signal(pids: Iterable[int], sig: signal.Signals) -> None:
 
 
 def _stop_local(pid: int, grace_s: float, uid: int) -> None:
-    """SIGTERM to the cell's process, then SIGKILL to what is left of its tree that runs as
-    ``uid`` (the process is checked by the caller:
-    :func:`~mushin_box._sweepdir.liveness.same_process`, :func:`_process_problem`)."""
+    """SIGTERM to the cell's (checked) process, then SIGKILL to what is left of its tree
+    that runs as ``uid``."""
     tree = [p for p in process_tree(pid) if p > 1 and p != os.getpid() and process_uid(p) == uid]
     _signal([pid], signal.SIGTERM)
     deadline = time.monotonic() + grace_s
@@ -164,14 +157,13 @@ def _scancel(job_ids: Sequence[str]) -> None:
         subprocess.run(argv, capture_output=True, text=True, timeout=60)
 
 
-#: squeue is asked about this many ids at a time: one ``-j`` argument naming 100,000 jobs is
-#: over the kernel's 128 KiB limit for one argument, and squeue would not start at all
+#: squeue is asked about this many ids at a time: a ``-j`` naming 100,000 jobs is over the
+#: kernel's 128 KiB limit for one argument
 _SQUEUE_BATCH = 2000
 
 
 def _queued(ids: Sequence[str]) -> dict[str, tuple[str, str, str]] | None:
-    """:func:`~mushin_box._slurm.jobs.queued_jobs` of every id, in batches; None when squeue
-    did not answer for one of them."""
+    """``queued_jobs`` of every id, in batches; None when squeue did not answer for one."""
     shown: dict[str, tuple[str, str, str]] = {}
     for at in range(0, len(ids), _SQUEUE_BATCH):
         part = queued_jobs(ids[at : at + _SQUEUE_BATCH])
@@ -182,10 +174,8 @@ def _queued(ids: Sequence[str]) -> dict[str, tuple[str, str, str]] | None:
 
 
 def _sweeps_jobs(root: Path, wanted: Sequence[str], user: str) -> tuple[list[str], list[str], bool]:
-    """The ids among ``wanted`` that squeue shows now as this sweep's (its mark in their
-    comment) and run by ``user`` (the sweep's owner), a line for each kind of other one: not
-    an id, not shown (ended: its id may be reused), another sweep's job, another user's, or
-    squeue did not answer; and whether squeue answered."""
+    """The ids among ``wanted`` that squeue shows now as this sweep's and run by ``user``,
+    a line for each kind of other one, and whether squeue answered."""
     ok = sorted({j for j in wanted if valid_job_id(j)})
     refused = [f"{j!r} is not a SLURM job id; not cancelled" for j in wanted if not valid_job_id(j)]
     shown = _queued(ok)
@@ -228,11 +218,6 @@ def _select(cells: Sequence[CellView], names: Sequence[str] | None) -> list[Cell
         known = ", ".join(sorted(by_dir)) or "none started yet"
         raise ValueError(f"no cell {', '.join(unknown)} in this sweep; its cells: {known}")
     return [by_dir[n.rstrip("/").rsplit("/", 1)[-1]] for n in names]
-
-
-def _owner_uid(root: Path) -> int:
-    """Whose sidecars, processes and jobs ``cancel`` acts on (the owner rule, module doc)."""
-    return os.getuid() or os.stat(root).st_uid
 
 
 def _user_name(uid: int) -> str:
@@ -278,8 +263,7 @@ def _read_owned(path: Path, uid: int) -> tuple[Any, str | None]:
 
 def _cell_problem(root: Path, cell: CellView, uid: int, trusted: set[str]) -> str | None:
     """Why ``cell`` names no process or job that may be acted on: its status is not the
-    owner's (re-read as :func:`_read_owned` checks it), it changed since the sweep was read,
-    or it names a job neither it nor the jobs file records."""
+    owner's, changed since the sweep was read, or names a job no owned sidecar records."""
     record, problem = _read_owned(root / str(cell.dir) / STATUS_FILE, uid)
     if problem or not isinstance(record, dict):
         return f"its {STATUS_FILE} {problem or 'is gone'}"
@@ -304,9 +288,8 @@ def _process_problem(pid: int, start: str | None, uid: int) -> str | None:
 
 
 def _mark_cancelled(cell_dir: Path, since: str, who: str) -> bool:
-    """Record ``cancelled`` unless the cell finished (or was recorded) on its own first. A
-    ``failed`` or ``cancelled`` that its process wrote as it died of our signal (ended
-    after the cancel began) is the cancel's doing: recorded, with who asked."""
+    """Record ``cancelled`` unless the cell ended on its own first (an end written after
+    ``since`` is the cancel's doing)."""
     record = read_json(cell_dir / STATUS_FILE)
     if not isinstance(record, dict):
         return False
@@ -349,7 +332,7 @@ def cancel(
     path = Path(root).resolve()
     since = timestamp()
     who = f"{getpass.getuser()}@{socket.gethostname()} (mushin-box cancel)"
-    uid = _owner_uid(path)
+    uid = os.getuid() or os.stat(path).st_uid  # the owner rule (module doc)
     sweep = read_sweep(path)
     chosen = _select(sweep.cells, cells)
     submission, problem = _read_owned(path / JOBS_FILE, uid)
@@ -463,10 +446,8 @@ def _started_meanwhile(
     untouched: list[tuple[str, str]],
     unreachable: list[tuple[str, str]],
 ) -> list[CellView]:
-    """Settle the queued cells that started after ``cancel`` read the sweep (SLURM ran their
-    job before the scancel ended it): by now the queue is empty, so a ``running`` one lost
-    its job and is recorded ``cancelled``; one that ended on its own keeps its status. The
-    cells still without a directory are returned; the lists are the caller's report."""
+    """Settle the queued cells that started after ``cancel`` read the sweep, once the queue
+    is empty (added to the caller's lists); returns those still without a directory."""
     now = manifest_from_cells(root)["cells"]
     left, started = [], []
     for cell in cells:
@@ -492,9 +473,8 @@ def _started_meanwhile(
 def _jobs_of(
     submission: dict[str, object], combos: Sequence[dict[str, object]], ids: set[str]
 ) -> list[str]:
-    """The ids among ``ids`` of the submission's jobs that run exactly one of ``combos``:
-    their overrides set every swept key to its value (a job whose overrides say less may
-    run other cells: never cancelled for a named one)."""
+    """The ids among ``ids`` of the submission's jobs whose overrides set every swept key
+    of one of ``combos`` to its value (one that says less may run other cells)."""
     out = []
     jobs = submission.get("jobs")
     for entry in jobs if isinstance(jobs, list) else []:
@@ -510,8 +490,8 @@ def _jobs_of(
 
 
 def _queue_emptied(root: Path, deadline: float, ids: Sequence[str]) -> str | None:
-    """Wait (until ``deadline``) for the jobs ``ids`` to leave the queue and the sweep's
-    driver to let go of the lock: None once nothing can start those cells, else why not."""
+    """Wait (until ``deadline``) for the jobs ``ids`` to leave the queue and the driver to
+    let go of the lock: None once nothing can start those cells, else why not."""
     while True:
         states = job_states(ids)
         if any(is_unknown(states.get(j)) for j in ids) and ids:

@@ -81,8 +81,8 @@ def combo_id(combo: Mapping[str, Any]) -> str:
     >>> [combo_id({"x": x}) for x in (0.0, -0.0, 0, [1], [True])]
     ['{"x":0.0}', '{"x":-0.0}', '{"x":0}', '{"x":[1]}', '{"x":[true]}']
     """
-    # a launch asks for each cell's id ~8 times (manifests, grid change, results): kept,
-    # by each value's type and repr (True == 1 and -0.0 == 0.0; their reprs differ)
+    # a launch asks for each cell's id ~8 times: kept, by each value's type and repr
+    # (True == 1 and -0.0 == 0.0; their reprs differ)
     key = tuple((k, type(v), repr(v)) for k, v in combo.items())
     found = _IDS.get(key)
     if found is None:
@@ -98,9 +98,8 @@ _IDS: dict[tuple[tuple[str, type, str], ...], str] = {}
 
 @public
 class SweepBusyError(MushinBoxError, RuntimeError):
-    """A run refused to start: another run holds the sweep's lock, cells or jobs of the
-    sweep still run, or the scheduler could not say whether they do (the message names
-    them and what to do)."""
+    """A run refused to start: another run holds the sweep's lock, or cells or jobs of the
+    sweep still run or may (the message names them and what to do)."""
 
 
 class SweepLock:
@@ -131,9 +130,8 @@ class SweepLock:
             self._fd = None
 
 
-#: a status record's fields and the types a reader relies on; a hand-edited or hostile
-#: status with another type there (``"attempt": "1x"``) has that field ignored, with a
-#: warning, rather than taking a command down
+#: a status record's fields and the types a reader relies on; another type there (a
+#: hand-edited ``"attempt": "1x"``) has that field ignored, with a warning
 _STATUS_TYPES: dict[str, tuple[type, ...]] = {
     "status": (str,),
     "attempt": (int,),
@@ -170,11 +168,10 @@ def wrong_status_fields(record: Mapping[str, Any]) -> dict[str, str]:
 
 
 def read_status(cell_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """A cell's status record: a JSON object with a ``combo`` object, its fields of the
-    wrong type dropped; None when there is none, or (with a warning naming the file) when
-    it is unreadable or not a status record."""
+    """A cell's status record (a JSON object with a ``combo`` object), its fields of the
+    wrong type dropped; None when there is none, or (warned) when it is not one."""
     path = os.path.join(cell_dir, STATUS_FILE)
-    record = read_json(path)  # a missing, refused or corrupt file: None (warned)
+    record = read_json(path)
     if record is None:
         return None
     if not isinstance(record, dict) or not isinstance(record.get("combo"), dict):
@@ -188,8 +185,8 @@ def read_status(cell_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
 
 
 def _linked_cell(root: Path, name: str) -> None:
-    """Say so once when ``name`` is a symlink under ``root`` that leads to a cell: such a cell
-    is not read (it may be anywhere)."""
+    """Warn when ``name`` is a symlink under ``root`` to a cell: not read (it may be
+    anywhere)."""
     link = root / name
     try:
         if not link.is_symlink() or not (link / STATUS_FILE).exists():
@@ -208,13 +205,11 @@ _SUSPECT = (
 def cell_records(
     root: Path, known: Mapping[str, dict[str, Any]] | None = None
 ) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """(cell dir, status record) for every cell with a readable status sidecar; ``known``:
-    records the caller knows are still what the files say (not read again), by directory
-    name. A cell is a directory of ``root`` itself: a symlink is not followed out of the
-    sweep. A directory whose name is not printable (a line break, an escape, an invisible
-    character) is a suspect, named and not read: no cell's name holds one
-    (:func:`~mushin_box._sweep.cells.cell_key`), and a copy of a cell under such a name
-    passes on a terminal for the cell itself, whose place it would take."""
+    """(cell dir, status record) for every cell with a readable status; ``known``: records
+    still what the files say (not read again), by directory name. A cell is a directory of
+    ``root`` itself (a symlink is not followed). One whose name is not printable is a
+    suspect, named and not read: no cell's name is, and a copy of a cell under such a name
+    passes on a terminal for the cell whose place it would take."""
     try:  # not Path.glob: a launch scans a 1,000-cell sweep 3 times
         with os.scandir(root) as entries:
             found = sorted((entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries)
@@ -239,8 +234,7 @@ def cell_records(
 
 def is_sweep_dir(path: Path) -> bool:
     """Is ``path`` the working directory of a sweep? It holds the manifest, or a cell's
-    status one level down (a sweep whose manifest was not written yet, or was lost). The one
-    rule: ``status``, ``ls``, ``load_experiment`` and ``reproduce`` all ask here.
+    status one level down (a manifest not written yet, or lost).
 
     Examples
     --------
@@ -256,8 +250,8 @@ def is_sweep_dir(path: Path) -> bool:
 
 
 def read_sweep_manifest(root: Path) -> dict[str, Any] | None:
-    """The sweep's manifest; None when there is none, or (with a warning naming it) when it
-    is unreadable or not a manifest: readers then rebuild it from the cells."""
+    """The sweep's manifest; None when there is none, or (warned) when it is not one:
+    readers then rebuild it from the cells."""
     path = root / MANIFEST_FILE
     data = read_json(path)
     if data is None:
@@ -307,10 +301,9 @@ def _entry(name: str, record: Mapping[str, Any]) -> dict[str, Any]:
 def _updated(
     base: Mapping[str, Any], records: Records, same: Mapping[str, dict[str, Any]]
 ) -> dict[str, Any] | None:
-    """The manifest ``base`` (built from the cells under this lock) with the entries of the
-    cells whose record is not in ``same`` (by directory name) made again: what
-    :func:`_build` gives from ``records``, without an id for each of the grid's cells; None
-    when a directory went away or two share a combo (then only a rebuild says which wins)."""
+    """``base`` with the entries of the cells whose record is not in ``same`` made again:
+    what :func:`_build` gives, without an id for each cell of the grid; None when a
+    directory went away or two share a combo (only a rebuild says which wins)."""
     cells = dict(base["cells"])
     names = {cell_dir.name for cell_dir, _ in records}
     if any(e["dir"] is not None and e["dir"] not in names for e in cells.values()):
@@ -345,8 +338,8 @@ def _build(records: Records, grid: Mapping[str, list[Any]], run_id: str | None) 
 def write_manifest(
     root: Path, *, grid: Mapping[str, list[Any]], run_id: str, records: Records
 ) -> dict[str, Any]:
-    """Write the manifest of a run about to start (cells without sidecars are pending);
-    ``records``: the cells' status records (:func:`cell_records`)."""
+    """Write the manifest of a run about to start from the cells' ``records`` (cells
+    without one are pending)."""
     manifest = _build(records, grid, run_id)
     write_json_atomic(root / MANIFEST_FILE, manifest)
     return manifest
@@ -355,10 +348,8 @@ def write_manifest(
 def manifest_from_cells(
     root: Path, records: Records | None = None, grid: Mapping[str, list[Any]] | None = None
 ) -> dict[str, Any]:
-    """The manifest as the cell sidecars tell it (the grid from the old manifest, or, when
-    that is lost, from the cells themselves), without writing it: readers only read.
-    ``records``: the cells' status records when the caller has read them already;
-    ``grid``: the grid to use instead of the old manifest's."""
+    """The manifest as the cells' status ``records`` tell it (read when None), without
+    writing it; ``grid``: instead of the old manifest's, or when that is lost, the cells'."""
     records = list(cell_records(root)) if records is None else records
     old = read_sweep_manifest(root) or {}  # a manifest it returns has a grid
     if grid is None:
@@ -374,8 +365,8 @@ def manifest_from_cells(
 
 
 def _unstarted(manifest: Mapping[str, Any], root: Path) -> list[dict[str, Any]]:
-    """The manifest's entries of cells that never started: pending, with no directory,
-    now or in the manifest on disk."""
+    """The entries of cells that never started: pending, with no directory, now or on
+    disk."""
     known = (read_sweep_manifest(root) or {}).get("cells") or {}
     return [
         entry
@@ -399,17 +390,14 @@ def _status_paths(root: Path) -> list[str]:
 def mark_unstarted_cancelled(
     root: Path, reason: str, only: Sequence[Mapping[str, Any]] | None = None
 ) -> list[dict[str, Any]]:
-    """Record the cells that never started (no directory, no status file) as ``cancelled``
-    in the manifest, where readers find them, and return their combos (``only``: of these
-    cells alone, by their combos).
+    """Record the cells that never started as ``cancelled`` in the manifest and return
+    their combos (``only``: of these combos alone).
 
-    ``cancel`` calls it once no job of the sweep is queued: such a cell will never start,
-    and without this it would read ``pending`` for good. The manifest is the only place
-    that knows a cell without a directory; each rebuild keeps the mark (a cache rebuilt
-    from the cells keeps what no cell file can say), and the next run's manifest drops it,
-    since a resume runs the cell. Taken under the sweep's lock (``SweepBusyError`` while a
-    driver holds it: that driver may still start the cell). Nothing is marked (nor written)
-    while a cell's status cannot be read: that cell may be one of them, started.
+    ``cancel`` calls it once no job of the sweep is queued: without it such a cell reads
+    ``pending`` for good. The manifest alone knows a cell without a directory: each
+    rebuild keeps the mark, and the next run's manifest drops it (a resume runs the cell).
+    Under the sweep's lock (``SweepBusyError`` while a driver, which may start the cell,
+    holds it). Nothing is marked while a status cannot be read: that cell may be one.
     """
     records = list(cell_records(root))
     if len(records) != len(_status_paths(root)):  # a status not read: a cell may have run
@@ -433,9 +421,8 @@ def mark_unstarted_cancelled(
 
 
 def write_grid(root: Path, grid: Mapping[str, list[Any]]) -> dict[str, Any]:
-    """Write the manifest again with ``grid`` (a resume of named cells ran a narrowed one:
-    the sweep's other cells must not drop out of it), under the sweep's lock
-    (``SweepBusyError`` while a driver holds it)."""
+    """Write the manifest again with ``grid`` (a resume of named cells ran a narrowed one),
+    under the sweep's lock."""
     with SweepLock(root):
         manifest = manifest_from_cells(root, grid=grid)
         write_json_atomic(root / MANIFEST_FILE, manifest)
@@ -443,41 +430,27 @@ def write_grid(root: Path, grid: Mapping[str, list[Any]]) -> dict[str, Any]:
 
 
 def rebuild_manifest(root: Path, records: Records) -> dict[str, Any]:
-    """Rebuild the manifest from the cells' status records and write it (the driver's
-    cache)."""
+    """Rebuild the manifest from the cells' status records and write it."""
     manifest = manifest_from_cells(root, records)
     write_json_atomic(root / MANIFEST_FILE, manifest)
     return manifest
 
 
-def _ended(record: Mapping[str, Any], ask: Any = None) -> tuple[str, str] | None:
-    """(new status, reason) for a ``running`` cell whose owner has ended, else None."""
-    owner = owner_of(record)
-    if owner is None:  # a status from before owners were recorded: cannot tell
-        return None
-    answer = check(owner, job_state=ask)
-    if answer.alive:
-        return None
-    state = answer.job_state or ""
-    return ("timeout" if state.startswith(("TIMEOUT", "DEADLINE")) else "failed"), answer.reason
-
-
 def reconcile_abandoned(records: list[tuple[Path, dict[str, Any]]]) -> list[str]:
-    """Record cells left ``running`` by a process or SLURM job that has ended (killed,
-    cancelled, preempted, timed out) as ``failed``/``timeout``; returns their dirs.
-    ``records``: the cells' status records (:func:`cell_records`); each recorded cell's
-    entry is replaced by its new record, so that the list stays what the files say."""
+    """Record cells left ``running`` by a process or SLURM job that has ended as
+    ``failed``/``timeout``; returns their dirs. Each one's entry of ``records`` is replaced
+    by its new record: the list stays what the files say."""
     ask = cache(job_state)  # one question per job, however many cells it runs
     changed: list[str] = []
     for i, (cell_dir, record) in enumerate(records):
-        if record.get("status") != "running":
+        # no owner: a status from before owners were recorded, cannot tell
+        owner = owner_of(record) if record.get("status") == "running" else None
+        answer = check(owner, job_state=ask) if owner is not None else None
+        if answer is None or answer.alive:
             continue
-        ended = _ended(record, ask)
-        if ended is None:
-            continue
-        status, reason = ended
-        new = {**record, "status": status, "reason": reason, "ended": timestamp()}
-        new["error"] = {"type": "JobEnded", "message": reason}
+        timeout = (answer.job_state or "").startswith(("TIMEOUT", "DEADLINE"))
+        new = {**record, "status": "timeout" if timeout else "failed", "reason": answer.reason}
+        new.update(ended=timestamp(), error={"type": "JobEnded", "message": answer.reason})
         write_json_atomic(cell_dir / STATUS_FILE, new)
         records[i] = (cell_dir, new)
         changed.append(cell_dir.name)
@@ -494,16 +467,13 @@ def finish_launch(
 ) -> tuple[list[str], list[tuple[Path, dict[str, Any]]] | None]:
     """After a launch: record abandoned cells (:func:`reconcile_abandoned`) and rebuild the
     manifest; return the cells recorded as ended, and the status records as they are now
-    (None if they could not be read). ``untouched``: the records of cells the launch left
-    out, by directory name (see :func:`cell_records`); ``written``: the records the
-    manifest on disk was written from under this lock (:func:`write_manifest`), when they
-    are still what the files say it is not written again (a resume that ran nothing: 1 MB
-    at 10,000 cells); ``base``: that manifest, whose entries of the ``untouched`` cells
-    are kept (a resume that ran 10 cells of 10,000 makes 10 entries again).
+    (None if unreadable). ``untouched``: the records of cells the launch left out, by
+    directory name; ``written``: the records the manifest on disk was written from under
+    this lock (still the files': not written again, 1 MB at 10,000 cells); ``base``: that
+    manifest, whose entries of the ``untouched`` cells are kept.
 
-    A failure to write them (a full disk) never hides the launch's own error, which is the
-    one that says what went wrong: it is added to that error as a note, or, when the launch
-    raised nothing, said in a warning (the manifest is a cache that the next run rebuilds).
+    A failure to write (a full disk) never hides the launch's own error: it is added to
+    that error as a note, or else warned (the manifest is a cache the next run rebuilds).
     """
     ended: list[str] = []
     records = None
@@ -526,9 +496,8 @@ def finish_launch(
 
 
 def live_cells(records: Records) -> list[tuple[str, Any]]:
-    """(cell dir, :class:`~mushin_box._sweepdir.liveness.Owner`) of the cells left ``running``
-    whose owner (a process, a SLURM job) is still alive, or cannot be checked from here;
-    ``records``: the cells' status records (:func:`cell_records`)."""
+    """(cell dir, :class:`~mushin_box._sweepdir.liveness.Owner`) of the ``running`` cells
+    whose owner is alive, or cannot be checked from here."""
     ask = cache(job_state)  # one question per job, however many cells it runs
     running = [(d.name, owner_of(r)) for d, r in records if r.get("status") == "running"]
     return [(name, o) for name, o in running if o is not None and check(o, job_state=ask).alive]
@@ -543,11 +512,9 @@ _EXPERIMENT_READS = 8
 
 
 def ran_experiment(root: Path) -> tuple[str, str] | None:
-    """(cell directory, experiment file) as a completed cell of the sweep records what it
-    ran (its provenance's ``run.experiment.file``): the first of the manifest's completed
-    cells that records one, among its first few; None when none does. One cell answers for
-    the sweep: the cells of a launch all run the experiment it was given, and a resume that
-    names another one would run them again with it and replace their results."""
+    """(cell directory, experiment file) as the first of the manifest's first few completed
+    cells records what it ran (provenance's ``run.experiment.file``); None when none does.
+    One cell answers for the sweep: a launch's cells all run the experiment it was given."""
     cells = (read_sweep_manifest(root) or {}).get("cells")
     entries = [e for e in cells.values() if isinstance(e, dict)] if cells else []
     names = [e.get("dir") for e in entries if e.get("status") == "completed"]
@@ -563,9 +530,8 @@ def ran_experiment(root: Path) -> tuple[str, str] | None:
 
 
 def recorded_launcher(root: Path) -> str | None:
-    """The Hydra launcher that ran the sweep, as its files tell: the manifest's, else the
-    launch record's (``mushin-box launch``), else the latest submission's cluster (the
-    mushin launchers record their jobs); None when none says.
+    """The Hydra launcher that ran the sweep: the manifest's, else the launch record's,
+    else the latest submission's cluster; None when none says.
 
     Examples
     --------
@@ -610,9 +576,8 @@ Entry = dict[str, Any]
 
 
 def grid_key(combo: Mapping[str, Any], params: Sequence[str]) -> tuple[Any, ...] | None:
-    """A cell's place on a grid of ``params``, its values told apart by type (``True`` is
-    not ``1``, ``-0.0`` not ``0.0``): what ``combo_id`` tells, without encoding JSON. None:
-    the cell swept other keys (an earlier grid).
+    """A cell's place on a grid of ``params``, told apart as ``combo_id`` tells, without
+    encoding JSON. None: the cell swept other keys (an earlier grid).
 
     >>> grid_key({"b": 1, "a": True}, ["a", "b"]) == grid_key({"a": 1, "b": 1}, ["a", "b"])
     False
@@ -642,8 +607,7 @@ def _one(value: Any) -> tuple[type, Any]:
 
 
 def grid_keys(grid: Mapping[str, Sequence[Any]]) -> Iterator[tuple[Any, ...]]:
-    """The :func:`grid_key` of every point of ``grid``, in its order
-    (``itertools.product``), each axis value's part told once.
+    """The :func:`grid_key` of every point of ``grid``, in its order.
 
     >>> list(grid_keys({"x": [1, 2]})) == [grid_key({"x": v}, ["x"]) for v in (1, 2)]
     True
@@ -654,10 +618,9 @@ def grid_keys(grid: Mapping[str, Sequence[Any]]) -> Iterator[tuple[Any, ...]]:
 def in_grid_order(
     grid: Mapping[str, Sequence[Any]], entries: Iterable[Entry]
 ) -> list[Entry] | None:
-    """``entries`` (each with a ``combo``) in ``read_sweep``'s order: every point of
-    ``grid`` (``{"combo", "status": "pending"}`` for one no entry is at), then the entries
-    off the grid (an earlier grid's) by directory; of two at one place, the later. None: an
-    entry that is not an object with a ``combo`` object."""
+    """``entries`` in ``read_sweep``'s order: every point of ``grid`` (a pending entry
+    where none is), then the entries off the grid by directory; of two at one place, the
+    later. None: an entry that is not an object with a ``combo`` object."""
     params = list(grid)
     by_key: dict[tuple[Any, ...], Entry] = {}
     for entry in entries:
