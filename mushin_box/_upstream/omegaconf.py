@@ -2,20 +2,15 @@
 """OmegaConf's private names, each behind one function: the only module that reaches
 ``omegaconf._utils`` or a leading-underscore method of an OmegaConf node.
 
-What the kit takes from each, and why OmegaConf's public API does not do it:
+* :func:`child_node` (``Container._get_node``), :func:`node_value` (``ValueNode._value()``):
+  a key's node as written, neither resolved nor converted: its class (a typed field
+  validates what a sweep sets) and its raw value. ``cfg[key]`` and ``OmegaConf.select``
+  resolve and return values; no public call returns a node.
+* :func:`is_unsettled` (``_is_none``, ``_is_missing``, ``_is_interpolation``), asked of the
+  node itself: the public ``OmegaConf.is_missing`` needs its parent and key, and no public
+  call asks whether a node is None.
 
-* :func:`child_node` (``Container._get_node``) and :func:`node_value`
-  (``ValueNode._value()``): a key's node as it is written, neither resolved nor converted.
-  The kit needs the node's class (a typed field validates what a sweep sets over it) and
-  its raw value (an interpolation's text, a leaf as ``to_container`` reads it).
-  ``cfg[key]`` and ``OmegaConf.select`` resolve interpolations and return values, not
-  nodes; no public call returns a node.
-* :func:`is_unsettled` (``Node._is_none``, ``_is_missing``, ``_is_interpolation``): a node
-  whose content only a compose settles, asked of the node itself. The public
-  ``OmegaConf.is_missing`` needs the node's parent and key, and no public call asks
-  whether a node is None.
-
-Each has a test of the behaviour relied on in ``tests/upstream/test_omegaconf_seam.py``.
+Tests: ``tests/upstream/test_omegaconf_seam.py``.
 """
 
 from __future__ import annotations

@@ -1,20 +1,16 @@
 # SPDX-License-Identifier: MIT
 """submitit's private names, each behind one function or constant: the only module that
-names ``submitit.core._submit`` or imports a leading-underscore name of submitit.
+names ``submitit.core._submit`` or imports a leading-underscore name of submitit. submitit
+builds these only inside its executors, as it submits; the kit needs them without
+submitting:
 
-What the kit takes from each, and why submitit's public API does not do it:
+* :data:`SUBMIT_ARGS`, :func:`submit_command`: the dry run shows the sbatch script a launch
+  submits, and the torchrun agent, started as submitit's ``python``, hands the folder that
+  follows these words to its workers.
+* :func:`sbatch_script` (``_make_sbatch_string``), :func:`sbatch_mem` (``_convert_mem``):
+  the dry run's sbatch script is the text ``SlurmExecutor`` would write.
 
-* :data:`SUBMIT_ARGS` and :func:`submit_command` (the ``-u -m submitit.core._submit FOLDER``
-  that submitit appends to its ``python`` command): the dry run shows the sbatch script a
-  launch submits, and the torchrun agent, started as that ``python``, takes the words
-  submitit appended and hands the folder to its workers. submitit builds this command
-  only inside its executors (``_submitit_command_str``).
-* :func:`sbatch_script` (``submitit.slurm.slurm._make_sbatch_string``) and
-  :func:`sbatch_mem` (``submitit.slurm.slurm._convert_mem``): the dry run's sbatch script is
-  the text ``SlurmExecutor`` writes, without submitting; the executor writes it only as
-  it submits.
-
-Each has a test of the behaviour relied on in ``tests/upstream/test_submitit_seam.py``.
+Tests: ``tests/upstream/test_submitit_seam.py``.
 """
 
 from __future__ import annotations

@@ -2,17 +2,14 @@
 """torch's private behaviour, behind one function: the only module that reaches into how
 torch elastic records a failed worker.
 
-* :func:`worker_failures`: the torchrun agent restarts its workers itself, and a worker
-  killed by a signal writes nothing, so the agent's record of the failure is the one place
-  the signal is told before the restart. torch's public API reports a worker's failure
-  only when the agent gives up (``ChildFailedError``) or to an event handler that gets the
-  final result alone, and its log names one failure of a round, chosen by a timestamp in
-  whole seconds: a peer that exits on its own after the kill, within the same second, is
-  named instead of the killed worker. Every failure is a
-  ``torch.distributed.elastic.multiprocessing.errors.ProcessFailure`` (a public class); the
-  seam hears each one as it is made.
+:func:`worker_failures`: the torchrun agent restarts its workers itself, and a worker killed
+by a signal writes nothing, so the agent's record is the one place the signal is told before
+the restart. torch's public API reports a failure only when the agent gives up, or to an
+event handler that gets the final result alone; its log names one failure per round, chosen
+by a whole-second timestamp (a peer that exits after the kill may be named instead). Every
+failure is a public ``ProcessFailure``: the seam hears each one as it is made.
 
-Its test of the behaviour relied on: ``tests/upstream/test_torch_seam.py``.
+Test: ``tests/upstream/test_torch_seam.py``.
 """
 
 from __future__ import annotations
