@@ -324,7 +324,7 @@ def load_job(path: str | os.PathLike[str]) -> xr.Dataset:
 
         text = file.read_text(encoding="utf-8")
         mapping = OmegaConf.to_container(OmegaConf.create(text), resolve=False)
-        attrs["config"] = dict(mapping) if isinstance(mapping, dict) else {}  # type: ignore[arg-type]
+        attrs["config"] = dict(mapping) if isinstance(mapping, dict) else {}
         attrs["config_yaml"] = text
     return xr.Dataset(variables, attrs=attrs)
 

@@ -88,7 +88,6 @@ __all__ = [
     "Curves",
     "band",
     "code_line",
-    "csv_link",
     "curves_section",
     "heatmap_section",
     "provenance_summary",
@@ -165,30 +164,25 @@ def _provenance_section(sweep: SweepView, cells: Sequence[CellView]) -> str:
 # ---------------------------------------------------------------------------- table
 
 
-def _csv_note(results: ResultsTable, shown: int) -> str:
-    """Above a table cut to ``shown`` rows: which rows, and every row as a CSV link."""
-    fields = ["dir", *results.params, "state", *results.metrics, "error", "best"]
-    link = csv_link(table_csv(table_records(results), fields), "cells.csv", "cells.csv")
-    which = (
-        f"the best {shown} by {esc(results.best_metric)}"
-        if results.best_metric is not None
-        else f"the first {shown}"
-    )
-    return (
-        f'<p class="more">{len(results.cells)} cells: the table shows {which}; every cell '
-        f"is in {link} (in this page).</p>"
-    )
-
-
 def _sweep_table(results: ResultsTable, most: int = ROWS) -> str:
     errors = any(c.error_type or c.error_message for c in results.cells)
     headers = ["", "cell", *results.params, "state", *results.metrics, *(["error"] * errors)]
     rows, classes = [], []
     cells: Sequence[CellView] = results.cells
     note = ""
-    if len(cells) > most:
+    if len(cells) > most:  # every row in the page, as a CSV link (nothing fetched)
         cells = top_cells(cells, most, results.best_metric, results.best_max)
-        note = _csv_note(results, most)
+        fields = ["dir", *results.params, "state", *results.metrics, "error", "best"]
+        data = base64.b64encode(table_csv(table_records(results), fields).encode()).decode()
+        which = f"the best {most} by {esc(results.best_metric)}"
+        if results.best_metric is None:
+            which = f"the first {most}"
+        note = (
+            f'<p class="more">{len(results.cells)} cells: the table shows {which}; every cell '
+            "is in "
+            '<a class="csv" download="cells.csv" href="data:text/csv;charset=utf-8;base64,'
+            f'{data}">cells.csv</a> (in this page).</p>'
+        )
     for cell in cells:
         error = " ".join(f"{cell.error_type or ''}: {cell.error_message or ''}".split()).strip(": ")
         rows.append(
@@ -217,18 +211,6 @@ def _sweep_table(results: ResultsTable, most: int = ROWS) -> str:
     return out
 
 
-def _error_tail(file: Path) -> str | None:
-    """The last lines of a cell's traceback, or None. The page is made to be mailed: a
-    symlink (to ``/etc/shadow``), FIFO or device in its place is refused, never embedded."""
-    try:
-        return "\n".join(tail_lines(file, _ERROR_LINES, ERROR_TAIL_BYTES))
-    except FileNotFoundError:
-        return None
-    except OSError as exc:  # refused (UnsafeFileError), or unreadable
-        warn_sidecar(f"{file} is not read ({exc}); the report leaves it out")
-        return None
-
-
 def _errors_section(sweep: SweepView, cells: Sequence[CellView], most: int = ROWS) -> str:
     parts = []
     failed = [c for c in cells if c.error_type or c.error_message]
@@ -240,8 +222,16 @@ def _errors_section(sweep: SweepView, cells: Sequence[CellView], most: int = ROW
     for cell in failed[:most]:
         head = f"{cell.error_type or cell.state}: {cell.error_message or ''}".strip()
         body = f"<h3>{esc(cell_label(cell))}: {esc(cell.state)}</h3><p>{esc(head)}</p>"
-        file = sweep.root / cell.dir / ERROR_FILE if cell.dir else None
-        tail = _error_tail(file) if file is not None else None
+        # the page is made to be mailed: a symlink (to /etc/shadow), FIFO or device in the
+        # file's place is refused, never embedded
+        file = sweep.root / str(cell.dir) / ERROR_FILE
+        try:
+            tail = "\n".join(tail_lines(file, _ERROR_LINES, ERROR_TAIL_BYTES)) if cell.dir else None
+        except FileNotFoundError:
+            tail = None
+        except OSError as exc:  # refused (UnsafeFileError), or unreadable
+            warn_sidecar(f"{file} is not read ({exc}); the report leaves it out")
+            tail = None
         if tail is not None:
             body += f'<p class="meta">{esc(file)} (last lines)</p>'
             body += f'<pre class="error">{esc(tail)}</pre>'
@@ -403,14 +393,16 @@ def _lines(
     plots: dict[str, list[Line]] = {}
     xlabels: dict[str, str] = {}
     rest: _Rest = {}
-    ids = {combo_id(c.combo): i for i, c in enumerate(results.cells)}
+    ids = {combo_id(c.combo) for c in results.cells}
     # --against's cells the sweep lacks are named by the same keys as its own
     only = [c for c in other[1].cells if combo_id(c.combo) not in ids] if other else []
-    labels = short_labels([*results.cells, *only])
-    pens = {}  # a cell and its counterpart: one colour, one label, one emphasis
-    for i, (cell, label, found) in enumerate(zip(results.cells, labels, curves, strict=False)):
-        emphasis = ("best" if results.is_best(cell) else "faded") if results.best else ""
-        pens[combo_id(cell.combo)] = (label, color(i), emphasis)
+    cells = [*results.cells, *only]
+    # a cell and its counterpart: one label, one colour, one emphasis
+    pens = [
+        (label, color(i), ("best" if results.is_best(c) else "faded") if results.best else "")
+        for i, (c, label) in enumerate(zip(cells, short_labels(cells), strict=True))
+    ]
+    for cell, (label, colour, emphasis), found in zip(results.cells, pens, curves, strict=False):
         for name, (dim, index, values) in found.items():
             xlabels[name] = dim.replace("_", " ")
             if drawn is not None and id(cell) not in drawn:
@@ -418,14 +410,12 @@ def _lines(
                 xs.append(index)
                 ys.append(values)
                 continue
-            plots.setdefault(name, []).append(Line(label, color(i), index, values, emphasis))
-    for k, cell in enumerate(only):
-        faded = "faded" if results.best else ""
-        pens[combo_id(cell.combo)] = (labels[len(ids) + k], color(len(ids) + k), faded)
+            plots.setdefault(name, []).append(Line(label, colour, index, values, emphasis))
+    pens_of = {combo_id(c.combo): pen for c, pen in zip(cells, pens, strict=True)}
     if other is not None:
         name_of, sweep, found_other = other
         for cell, found in zip(sweep.cells, found_other, strict=True):
-            label, colour, emphasis = pens[combo_id(cell.combo)]
+            label, colour, emphasis = pens_of[combo_id(cell.combo)]
             for name, (dim, index, values) in found.items():
                 xlabels.setdefault(name, dim.replace("_", " "))
                 line = Line(label, colour, index, values, emphasis, name_of)
@@ -498,7 +488,10 @@ def curves_section(
         top = top_cells(with_series, most, results.best_metric, results.best_max)
         drawn = {id(c) for c in top}
     plots, xlabels, rest = _lines(results, curves, other, drawn)
-    bands = {name: _band(rest[name]) for name in rest}
+    bands: dict[str, Band] = {
+        name: (*band(*found), f"the other {len(found[0])} cells: lowest to highest")
+        for name, found in rest.items()
+    }
     if not plots and not bands:
         return (
             '<p class="note">No curves: no cell holds a MetricsCallback series '
@@ -511,12 +504,6 @@ def curves_section(
         for i, key in enumerate(keys)
     ]
     return f'<div class="plots">{"".join(figures)}</div>'
-
-
-def _band(rest: tuple[list[list[float]], list[list[float]]]) -> Band:
-    xs, lows, highs = band(*rest)
-    count = len(rest[0])
-    return xs, lows, highs, f"the other {count} cells: lowest to highest"
 
 
 # ---------------------------------------------------------------------------- heatmap
@@ -610,15 +597,6 @@ def table_csv(records: Sequence[dict[str, Any]], fields: Sequence[str]) -> str:
             }
         )
     return out.getvalue()
-
-
-def csv_link(text: str, name: str, label: str) -> str:
-    """An ``<a download>`` holding ``text`` as a ``data:`` URI (nothing fetched)."""
-    data = base64.b64encode(text.encode("utf-8")).decode("ascii")
-    return (
-        f'<a class="csv" download="{esc(name)}" href="data:text/csv;charset=utf-8;base64,'
-        f'{data}">{esc(label)}</a>'
-    )
 
 
 def band(
