@@ -1,17 +1,12 @@
 # SPDX-License-Identifier: MIT
 """The kit's Lightning classes for ``import lightning as L`` (``lightning.pytorch``).
 
-Lightning ships two namespaces whose classes differ: a Trainer of ``lightning.pytorch``
-refuses a strategy or callback of ``pytorch_lightning`` ("invalid strategy"). So the classes
-that subclass Lightning's exist once per namespace, with one behaviour:
-
-- ``mushin_box.HydraDDP``, ``mushin_box.MetricsCallback``, ``mushin_box.testing.TinyModule``
-  and ``TinyDataModule``: on ``pytorch_lightning`` (``import pytorch_lightning as pl``);
-- the same names here: on ``lightning.pytorch``.
-
-Everything else the kit offers (``resumable``, ``mushin_resume``, ``seed_everything_per_rank``,
-``load_experiment``, ``Workflow``...) works with either, from ``mushin_box``. Importing this
-module imports ``lightning``; ``import mushin_box`` does not.
+A Trainer of ``lightning.pytorch`` refuses a strategy or callback of ``pytorch_lightning``
+("invalid strategy"), so the kit's Lightning subclasses exist once per namespace, with one
+behaviour: ``mushin_box.HydraDDP``, ``mushin_box.MetricsCallback`` and
+``mushin_box.testing.TinyModule``/``TinyDataModule`` on ``pytorch_lightning``; the same
+names here on ``lightning.pytorch``. Everything else (``resumable``, ``Workflow``...) works
+with either, from ``mushin_box``. Importing this module imports ``lightning``.
 
 Examples
 --------
