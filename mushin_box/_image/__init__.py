@@ -9,7 +9,7 @@
 - :mod:`.native`: the native backend: mmdebstrap, pip and ``pack``, no Apptainer;
   :mod:`.intree`: what it runs in the image's tree (mmdebstrap's hook);
 - :mod:`.adopt`: the manifest of an image the kit did not build;
-- :mod:`.sif`: the SIF reader; :mod:`.sifwrite`: the SIF writer (a squashfs as a SIF);
+- :mod:`.sif`: the SIF reader and writer (a squashfs as a SIF);
 - :mod:`.pack`: a tree as a bit-reproducible SIF, and the first difference of two SIFs;
 - :mod:`.digest`: an image's sha256, cached.
 

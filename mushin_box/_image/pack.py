@@ -30,7 +30,7 @@ read as owned by 0:0: a tree packed outside its namespace is refused, not packed
 another image.
 
 **The SIF** holds the definition and the inspect metadata (each if any) and the squashfs
-partition (:func:`~mushin_box._image.sifwrite.write_sif`); its times are
+partition (:func:`~mushin_box._image.sif.write_sif`); its times are
 ``SOURCE_DATE_EPOCH`` and its UUID a ``uuid5`` of the three objects' sha256: no field
 depends on the host but the architecture.
 
@@ -58,13 +58,14 @@ from typing import IO
 from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.procs import run_bounded
 from mushin_box._image.sif import (
+    PARTITION,
     SifDescriptor,
     file_sha256,
     read_sif_descriptors,
     read_sif_header,
     read_sif_object,
+    write_sif,
 )
-from mushin_box._image.sifwrite import write_sif
 
 __all__ = ["PackError", "PackInputError", "describe_check", "first_difference", "pack_tree"]
 
@@ -74,7 +75,6 @@ MKSQUASHFS_FLAGS = tuple(
 )
 #: The namespace of the SIF UUIDs this module derives from an image's content.
 UUID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://mushin-box/sif-content")
-_FS = 0x4004
 _DATA_MARK = b"# START OF DATA - DO NOT MODIFY\n"
 _ENTRY = re.compile(rb"((?:\\.|[^ \\])+) ([BCDILRS]) (.*)\n", re.DOTALL)  # name, type, fields
 _ESCAPE = re.compile(rb"\\(.)", re.DOTALL)
@@ -252,7 +252,7 @@ def first_difference(a: Path, b: Path) -> str | None:
 
 
 def _object_difference(a: Path, b: Path, x: SifDescriptor, y: SifDescriptor) -> str | None:
-    if x.datatype == _FS:
+    if x.datatype == PARTITION:
         return _squashfs_difference(a, x, b, y)
     blob_a, blob_b = read_sif_object(a, x), read_sif_object(b, y)
     if blob_a == blob_b:

@@ -31,7 +31,7 @@ from mushin_box._image.native import (
     host_pip_settings,
     native_refusal,
 )
-from mushin_box._image.sifwrite import write_sif
+from mushin_box._image.sif import write_sif
 from mushin_box._image.spec import ImageSpec
 from mushin_box.cli import main as cli
 from mushin_box.cli.build import load_spec

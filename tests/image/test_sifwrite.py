@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""mushin_box._image.sifwrite: what it writes, mushin_box._image.sif reads back; with the
+"""mushin_box._image.sif's writer: what it writes, the reader reads back; with the
 inputs of tests/golden/siftool-2.8.3.sif it writes siftool 2.8.3's bytes."""
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ from conftest import GOLDEN
 
 from mushin_box._image.sif import (
     DESCRIPTOR_SIZE,
+    host_arch,
     read_sif_descriptors,
     read_sif_header,
     read_sif_object,
+    write_sif,
 )
-from mushin_box._image.sifwrite import host_arch, write_sif
 
 SIFTOOL_SIF = GOLDEN / "siftool-2.8.3.sif"
 DEFINITION = b"Bootstrap: debootstrap\nOSVersion: bookworm\n"
