@@ -2,22 +2,17 @@
 """One sweep cell = one Hydra job: the picklable task runner and its sidecars.
 
 The runner is what Hydra (or submitit, in another process or on another node) calls for
-each job. It decides reuse/skip/run from what is on disk, runs the task, and records the
-outcome in the cell directory. It only reads what the driver shipped inside it
-(:class:`CellPlan`) and what is on disk: nothing reaches back to the driver process.
+each job. It reads only what the driver shipped inside it (:class:`CellPlan`) and what is
+on disk: nothing reaches back to the driver process.
 
-Design note: ``CellRunner.__call__`` is a short list of steps. It gathers the facts
-(``_look``), hands them to the pure :func:`mushin_box._sweep.decide.decide` (``_decide``),
-and acts: a reused cell returns its metrics, a skipped one is recorded (``_skip``), a run
-counts its attempt and records the start (``_start``), then runs the task and records the
-outcome (``_run``). The task is called through ``zen_with_resume``, so ``mushin_resume`` is
-filled by the same function as for a task wrapped with ``resumable``, and the attempt is
-counted by the same counter (``.mushin/attempt.json``); the status's ``attempt`` is a copy.
+Design note: ``CellRunner.__call__`` gathers the facts (``_look``), asks the pure
+:func:`mushin_box._sweep.decide.decide` (``_decide``), and acts: reuse returns the metrics,
+a skip is recorded (``_skip``), a run records its start (``_start``), runs the task and
+records the outcome (``_run``). The task is called through ``zen_with_resume``, so
+``mushin_resume`` and the attempt counter are those of a ``resumable`` task.
 
-After the task, the metrics are written, then the "completed" status, then the provenance is
-completed: a process killed in between has its cell run again, so that window is kept short.
-Such a rerun continues from a finished fit that logs nothing; metrics it no longer returns
-keep their values from the previous attempt (:func:`carry_over`).
+After the task: the metrics, then the "completed" status, then the provenance. A process
+killed in between has its cell run again, so that window is kept short.
 """
 
 from __future__ import annotations
@@ -101,11 +96,9 @@ _ADD_PREFIX = re.compile(r"(^|,)\+{1,2}")
 
 
 def cell_key(override_dirname: str) -> str:
-    """Directory name of a cell from Hydra's ``override_dirname`` of its swept overrides.
-
-    Readable where it can be (``lr=0.1,seed=2``); characters that are unsafe in paths
-    are replaced and a short hash of the exact text keeps distinct cells distinct.
-    Registered as the OmegaConf resolver ``mushin_cell`` (see ``hydra.sweep.subdir``).
+    """Directory name of a cell from Hydra's ``override_dirname`` of its swept overrides
+    (the resolver ``mushin_cell``): readable where it can be; otherwise unsafe characters
+    replaced and a short hash of the exact text, so that distinct cells stay distinct.
 
     Examples
     --------
@@ -145,11 +138,8 @@ install_hydra_files()  # Hydra's .hydra/*.yaml, written atomically: never left e
 
 
 def is_multi_rank(environ: Mapping[str, str] | None = None) -> bool:
-    """Is this process one of several ranks launched for one cell (SLURM tasks, torchrun)?
-
-    Only a per-rank variable says so, beside a world size above 1: a sweep driver inside
-    a multi-task allocation (``salloc -n 4``, or an ``sbatch -n 4`` batch script, whose
-    ``SLURM_PROCID`` is that of no job step) is one process, and keeps its deadline.
+    """Is this process one of several ranks of one cell? Only a per-rank variable beside a
+    world size above 1 says so: a driver under ``salloc -n 4`` is one process.
 
     Examples
     --------
@@ -175,8 +165,7 @@ def is_multi_rank(environ: Mapping[str, str] | None = None) -> bool:
 
 
 def code_fingerprint(task: Callable[..., Any], *, config: Any = None) -> str:
-    """sha256 of the user code a sweep of ``task`` runs: its module, the modules its
-    config names, and the user modules they import (:mod:`mushin_box._sweep.usercode`)."""
+    """sha256 of the user code a sweep of ``task`` runs (:mod:`mushin_box._sweep.usercode`)."""
     return code_identity(task, config=config).fingerprint
 
 
@@ -191,8 +180,7 @@ def _plain_config(cfg: Any) -> Any:
 
 def config_fingerprint(cfg: Any, plain: Any = None) -> str:
     """sha256 of the canonical JSON of the job's resolved config, secrets redacted (a new
-    token is not a new experiment, and no hash of a secret is written down). ``plain``:
-    the config as plain data already (:func:`_plain_config`), made once per cell."""
+    token is not a new experiment, and no hash of a secret is written down)."""
     fingerprint = plain_fingerprint(_plain_config(cfg) if plain is None else plain)
     if fingerprint is None:
         from omegaconf import OmegaConf
@@ -202,20 +190,15 @@ def config_fingerprint(cfg: Any, plain: Any = None) -> str:
 
 
 def experiment_fingerprints(plain: Any) -> tuple[str | None, str | None, dict[str, Any]]:
-    """The fingerprints of a config (plain data, :func:`_plain_config`) without its run-shape
-    keys (the world size, :func:`~mushin_box._provenance.full.split_config`), and without
-    those and its Trainers' limits (``max_epochs``...), and the limits: a cell relaunched
-    with fewer GPUs continues, one resumed with a larger ``max_epochs`` extends its fit
-    (:mod:`.decide`). None for a config with no canonical JSON."""
+    """The fingerprints of a plain config without its run-shape keys, and without those and
+    its Trainers' limits, and the limits (:mod:`.decide`)."""
     shaped = split_config(plain)[0]
     kept, limits = split_config(shaped, (), TRAINER_LIMIT_KEYS)
     return plain_fingerprint(shaped), plain_fingerprint(kept), limits
 
 
 def plain_fingerprint(plain: Any) -> str | None:
-    """:func:`config_fingerprint` of a config as plain data; None when it has no canonical
-    JSON (NaN, bytes): then it is the config's YAML that is hashed."""
-
+    """:func:`config_fingerprint` of a plain config; None without canonical JSON (NaN, bytes)."""
     return redacted_fingerprint(redact(plain))
 
 
@@ -228,24 +211,18 @@ def redacted_fingerprint(redacted: Any) -> str | None:
     return hashlib.sha256(data).hexdigest()
 
 
-def _plain_value(value: Any) -> Any:
-    """A config value (possibly a ListConfig/DictConfig) as plain python."""
-    from omegaconf import DictConfig, ListConfig, OmegaConf
-
-    if isinstance(value, DictConfig | ListConfig):
-        return OmegaConf.to_container(value, resolve=True)
-    return value
-
-
 def _swept_value(cfg: Any, key: str, choices: Mapping[str, Any]) -> Any:
     """A cell's value of a swept key, as the grid holds it: a config group's option name
     (``model=small``, from Hydra's ``runtime.choices``), else the config's value."""
-    from omegaconf import OmegaConf
+    from omegaconf import DictConfig, ListConfig, OmegaConf
 
     group = key.replace(".", "/")
     if group in choices:
         return choices[group]
-    return _plain_value(OmegaConf.select(cfg, key))
+    value = OmegaConf.select(cfg, key)
+    if isinstance(value, DictConfig | ListConfig):
+        return OmegaConf.to_container(value, resolve=True)
+    return value
 
 
 @attrs.frozen
@@ -263,8 +240,7 @@ class CellPlan:
     code_modules: Mapping[str, str] = attrs.field(factory=dict)
     #: reuse completed cells whose code fingerprint changed (recorded: ``reused_despite``)
     reuse_stale_code: bool = False
-    #: the experiment's file and git state, taken by the driver (``experiment_state``).
-    #: A plan pickled before this field existed has none: read it with ``getattr``
+    #: the experiment's file and git state (a plan pickled before it: ``getattr``)
     experiment: Mapping[str, Any] | None = None
 
 
@@ -287,8 +263,8 @@ def _extension(cell: _Cell) -> dict[str, list[Any]]:
 
 
 def _provenance_readable(cell_dir: Path) -> bool:
-    """Is the cell's provenance record whole? If not, warn: the cell runs again, which is
-    the only way to rebuild a record that tells the truth about the run."""
+    """Is the cell's provenance record whole? If not, warn: only running the cell again
+    rebuilds a record that tells the truth."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SidecarWarning)  # one warning, said below
         record = read_json(cell_dir / PROVENANCE_FILE)
@@ -325,12 +301,6 @@ class CellRunner:
             write_json_atomic(cell_dir / STATUS_FILE, record)
         return record
 
-    def _status_as_is(self, cell: _Cell, **fields: Any) -> None:
-        """Add fields to the cell's status as it is (rank 0; its run id stays the one of the
-        run that wrote it)."""
-        if global_rank_from_env() == 0:
-            write_json_atomic(cell.directory / STATUS_FILE, {**cell.previous, **fields})
-
     def __call__(self, cfg: Any) -> dict[str, Any] | None:
         """Run one cell, then put back ``os.environ`` and end its local DDP job: a cell
         in the sweep's own process starts from the same environment as the first one."""
@@ -351,16 +321,19 @@ class CellRunner:
         cell = self._look(cfg)
         decision, reused = self._decide(cell)
         if decision.action == "reuse":
-            if decision.reused_despite:  # reused on request: the status says so
-                self._status_as_is(cell, reused_despite=list(decision.reused_despite))
+            if decision.reused_despite and global_rank_from_env() == 0:  # the status says so
+                despite = {**cell.previous, "reused_despite": list(decision.reused_despite)}
+                write_json_atomic(cell.directory / STATUS_FILE, despite)  # its run id kept
             return reused  # nothing runs; only a reuse despite a change is written down
         if decision.continue_from_checkpoint:  # refused before anything is written
             refuse_shortened(cell.directory, cell.base.get("limits") or {})
         record = dict(cell.base)
         if decision.rerun_reason:
             record["rerun_reason"] = decision.rerun_reason
-        if decision.action == "skip":
-            self._skip(cell, record, decision.reason)
+        if decision.action == "skip":  # its attempt count stays where it was
+            attempt = cell.previous.get("attempt", 0)
+            reason = decision.reason
+            self._status(cell.directory, **record, status="skipped", reason=reason, attempt=attempt)
             return None
         # from the "running" status on, SIGTERM ends the cell "cancelled" (signals.py)
         with sigterm_raises():
@@ -434,11 +407,6 @@ class CellRunner:
             warnings.warn(message, stacklevel=3)  # at the caller of __call__
         return decision, metrics
 
-    def _skip(self, cell: _Cell, record: dict[str, Any], reason: str) -> None:
-        """Record the cell as skipped; its attempt count stays where it was."""
-        attempt = cell.previous.get("attempt", 0)
-        self._status(cell.directory, **record, status="skipped", reason=reason, attempt=attempt)
-
     def _start_key(self) -> str | None:
         """This start's identity, the same on every rank of a multi-rank cell (else None)."""
         if not is_multi_rank():
@@ -457,10 +425,8 @@ class CellRunner:
         known = int(cell.previous.get("attempt", 0))  # a status from before attempt.json
         attempt = next_attempt(cell.directory, start=self._start_key(), known=known)
         if global_rank_from_env() == 0:
-            # a fresh start: an earlier run's checkpoints (maybe of another config) must
-            # not be picked up by this attempt or by a later resume; nor its metrics be
-            # carried over into this run's (carry_over). Any start: the earlier metrics
-            # leave the sidecar, which only this attempt's outcome fills again
+            # a fresh start must not pick up an earlier run's checkpoints or metrics; any
+            # start empties the sidecar, which only this attempt's outcome fills again
             tag = self.plan.run_id[:12] or "earlier"
             if not decision.continue_from_checkpoint:
                 set_aside_checkpoints(cell.directory, tag)
@@ -484,8 +450,7 @@ class CellRunner:
         }
         self._status(cell.directory, **running, status="running")
         try:
-            # every rank says where it runs (its Python, its container): rank 0's record
-            # then shows each rank, not only its own (finish_provenance)
+            # every rank says where it runs: rank 0's record then shows each rank
             write_rank_runtime(cell.directory, rank=global_rank_from_env(), attempt=attempt)
             if global_rank_from_env() == 0:
                 start_provenance(
@@ -500,15 +465,7 @@ class CellRunner:
                     extended=extended,
                 )
         except Terminated as exc:  # stopped while its start was recorded: not left running
-            with contextlib.suppress(OSError):
-                self._status(
-                    cell.directory,
-                    **running,
-                    status="cancelled",
-                    ended=timestamp(),
-                    **spent(running, time.monotonic() - t0),
-                    reason=str(exc),
-                )
+            self._cancelled(cell.directory, running, exc, timestamp(), time.monotonic() - t0)
             raise
         return running, t0
 
@@ -532,15 +489,7 @@ class CellRunner:
             if rank0:
                 finish_provenance(cell_dir, ended, t_end, attempt=running["attempt"])
             if isinstance(exc, Terminated):  # the process ends; resume runs the cell again
-                with contextlib.suppress(OSError):
-                    self._status(
-                        cell_dir,
-                        **running,
-                        status="cancelled",
-                        ended=ended,
-                        **spent(running, t_end - t0),
-                        reason=str(exc),
-                    )
+                self._cancelled(cell_dir, running, exc, ended, t_end - t0)
             if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: not recorded
                 raise
             return self._failed(cell, running, exc, t_end - t0)
@@ -569,6 +518,13 @@ class CellRunner:
             finish_provenance(cell_dir, ended, t_end, attempt=running["attempt"])
         return metrics
 
+    def _cancelled(
+        self, cell_dir: Path, running: dict[str, Any], exc: BaseException, ended: str, s: float
+    ) -> None:
+        with contextlib.suppress(OSError):
+            fields = {**running, "ended": ended, **spent(running, s), "reason": str(exc)}
+            self._status(cell_dir, **fields, status="cancelled")
+
     def _ended(self, cell_dir: Path, running: dict[str, Any], exc: BaseException | None) -> None:
         """Every rank says how its task ended; rank 0 of a restarted attempt adds to
         ``running`` the rank that ended the attempt before (it died without a word)."""
@@ -581,30 +537,38 @@ class CellRunner:
     def _failed(
         self, cell: _Cell, running: dict[str, Any], exc: Exception, duration: float
     ) -> None:
-        """Record the failure; under ``on_error="raise"``, write the abort file and re-raise
-        it. A failure to write either (a full disk) never replaces ``exc``; a failure that
-        could not be recorded is re-raised whatever ``on_error`` says, since the cell's
+        """Record the failure (rank 0: the redacted traceback and a "failed" status); under
+        ``on_error="raise"``, write the abort file, so that the cells not yet started skip,
+        and re-raise it. A failure to write either (a full disk) never replaces ``exc``; one
+        that could not be recorded is re-raised whatever ``on_error`` says, since the cell's
         files would not tell it."""
-        recorded = self._record_failure(cell.directory, running, exc, duration)
+        rank0 = global_rank_from_env() == 0
+        recorded = not rank0 or record_failure(
+            cell.directory,
+            {
+                "schema": SCHEMA,
+                "run_id": self.plan.run_id,
+                **running,
+                "status": "failed",
+                "ended": timestamp(),
+                **spent(running, duration),
+            },
+            exc,
+        )
         self._cell_failed = True
         if self.plan.on_error == "raise" or not recorded:
-            self._abort(cell, exc)
+            if rank0:  # the error may quote a secret, as the traceback may
+                abort = {"cell": cell.directory.name, "error": redact_text(repr(exc))}
+                with contextlib.suppress(OSError):  # the error itself is re-raised
+                    write_json_atomic(cell.root / ABORT_FILE, abort)
             redact(exc)  # it leaves the cell: its text is written elsewhere too
             raise exc
         return None
 
-    def _abort(self, cell: _Cell, exc: BaseException) -> None:
-        """Write the sweep's abort file (rank 0), so that the cells not yet started skip."""
-        if global_rank_from_env() == 0:  # the error may quote a secret, as in _record_failure
-            record = {"cell": cell.directory.name, "error": redact_text(repr(exc))}
-            with contextlib.suppress(OSError):  # the error itself is re-raised
-                write_json_atomic(cell.root / ABORT_FILE, record)
-
     def _call_task(self, cfg: Any, cell_dir: Path, attempt: int, continues: bool) -> Any:
         """Call the task through zen, ``mushin_resume`` filled by ``call_with_resume``."""
-        # resolve_pre_call=False: zen's in-place OmegaConf.resolve would turn an escaped
-        # literal "\\${x}" in a swept string into an interpolation that the field access
-        # then resolves a second time
+        # resolve_pre_call=False: zen's in-place resolve would turn an escaped "\\${x}" in
+        # a swept string into an interpolation, resolved a second time
         task = zen_with_resume(
             self.task,
             directory=cell_dir,
@@ -616,20 +580,3 @@ class CellRunner:
         )
         with durable.immediate():  # the task's own files are synced as it writes them
             return task(cfg)
-
-    def _record_failure(
-        self, cell_dir: Path, running: dict[str, Any], exc: BaseException, duration: float
-    ) -> bool:
-        """Record a failed attempt (rank 0): the redacted traceback and a "failed" status.
-        False when the status could not be written (:func:`record_failure`)."""
-        if global_rank_from_env() != 0:
-            return True
-        record = {
-            "schema": SCHEMA,
-            "run_id": self.plan.run_id,
-            **running,
-            "status": "failed",
-            "ended": timestamp(),
-            **spent(running, duration),
-        }
-        return record_failure(cell_dir, record, exc)

@@ -164,20 +164,27 @@ def decide(
     differ = sorted(k for k in {*was, *fingerprints} if was.get(k) != fingerprints.get(k))
     reshaped = _reshaped(differ, ignored, known_shape, shape_free)
     extends = not reshaped and _reshaped(differ, ignored, known_limits, limit_free)
-    continues, why = _continues(
-        before,
-        run_id=run_id,
-        resume=resume,
-        # a status without fingerprints (corrupt, or from an old version) proves nothing
-        changed=bool(before)
+    # continue only on a requeue within this run, or a resume with unchanged fingerprints
+    if multi_rank and restart_count > 0:  # each rank decides alone while rank 0 writes
+        how = "restarted by torchrun" if "TORCHELASTIC" in restarted_by else "requeued"
+        continues, why = True, f"{how} ({restarted_by} > 0): continuing"
+    elif not multi_rank and before.get("run_id") == run_id:
+        continues, why = True, "requeued within this run: continuing"
+    elif not resume:
+        continues, why = False, "a new run without resume: starting afresh"
+    # a status without fingerprints (corrupt, or from an old version) proves nothing
+    elif (
+        before
         and not (reshaped or extends)
-        and _without(known, ignored) != _without(fingerprints, ignored),
-        multi_rank=multi_rank,
-        restart_count=restart_count,
-        restarted_by=restarted_by,
-        reshaped=reshaped,
-        extends=extends,
-    )
+        and _without(known, ignored) != _without(fingerprints, ignored)
+    ):
+        continues, why = False, "fingerprints changed: starting afresh"
+    elif reshaped:
+        continues = True
+        why = "resume at another world size (only the run shape changed): continuing"
+    else:
+        continues = True
+        why = EXTENDED if extends else "resume with unchanged fingerprints: continuing"
     return Decision(
         "run",
         continue_from_checkpoint=continues,
@@ -220,36 +227,3 @@ def _before_this_run(previous: Mapping[str, Any], run_id: str, key: str) -> Any:
     if previous.get("run_id") == run_id and "previous_fingerprints" in previous:
         return previous.get(f"previous_{key}")
     return previous.get(key)
-
-
-def _continues(
-    previous: Mapping[str, Any],
-    *,
-    run_id: str,
-    resume: bool,
-    changed: bool,
-    multi_rank: bool,
-    restart_count: int,
-    restarted_by: str = "SLURM_RESTART_COUNT",
-    reshaped: bool = False,
-    extends: bool = False,
-) -> tuple[bool, str]:
-    """Does this attempt continue from the checkpoints (a requeue within this run, or a
-    resume with unchanged fingerprints), and why?"""
-    if multi_rank:
-        # every rank decides alone while rank 0 rewrites the status: the plan, SLURM's
-        # restart count and the fingerprints from before this run
-        if restart_count > 0:
-            how = "restarted by torchrun" if "TORCHELASTIC" in restarted_by else "requeued"
-            return True, f"{how} ({restarted_by} > 0): continuing"
-    elif previous.get("run_id") == run_id:
-        return True, "requeued within this run: continuing"
-    if not resume:
-        return False, "a new run without resume: starting afresh"
-    if changed:
-        return False, "fingerprints changed: starting afresh"
-    if reshaped:
-        return True, "resume at another world size (only the run shape changed): continuing"
-    if extends:
-        return True, EXTENDED
-    return True, "resume with unchanged fingerprints: continuing"

@@ -1,13 +1,11 @@
 # SPDX-License-Identifier: MIT
 """``Workflow``: a hydra-zen task swept over a grid, one directory and sidecars per cell.
 
-Design note: ``Workflow.run`` is the driver's side only, a short list of steps: check the
-arguments, open the directory, hide secrets and collect the grid, build the
-:class:`~mushin_box._sweep.cells.CellPlan` that every cell receives, then, under the sweep's
-lock, prepare the directory and launch the cells (:mod:`mushin_box._sweep.sweeprun`) and
-re-raise or report what went wrong. What a cell does (reuse, skip, run, continue from a
-checkpoint) is decided inside the cell, by the runner, from the plan and what is on disk;
-the driver only decides for the whole sweep.
+Design note: ``Workflow.run`` is the driver's side only: check the arguments, hide secrets
+and collect the grid, build the :class:`~mushin_box._sweep.cells.CellPlan` every cell
+receives, launch the cells under the sweep's lock (:mod:`mushin_box._sweep.sweeprun`), and
+re-raise or report what went wrong. What a cell does is decided inside the cell, by the
+runner; the driver decides only for the whole sweep.
 """
 
 from __future__ import annotations
@@ -118,8 +116,7 @@ def _check_run_arguments(
 def _deadline(
     max_total_seconds: float | None, launcher_config: Mapping[str, Any] | None
 ) -> float | None:
-    """The sweep's absolute deadline (``time.time()``), or None: none was asked for, or the
-    launch is multi-rank (then with a warning, at the caller of ``run``)."""
+    """The sweep's ``time.time()`` deadline; None for none, or (with a warning) multi-rank."""
     if max_total_seconds is None:
         return None
     if _launcher_is_multi_rank(launcher_config):
@@ -140,8 +137,8 @@ def _hydra_overrides(
     launcher: str | None,
     launcher_config: Mapping[str, Any] | None,
 ) -> list[str]:
-    """Hydra's own overrides: the sweep directory, cells named by their swept values only,
-    and the launcher with its settings."""
+    """Hydra's overrides: the sweep directory, cells named by their swept values only, and
+    the launcher with its settings."""
     hydra_overrides = [
         format_override("hydra.sweep.dir", str(root)),
         "hydra.sweep.subdir='${mushin_cell:}'",
@@ -162,8 +159,8 @@ def _hydra_overrides(
 def _raise_unless_recorded(
     error: BaseException | None, ended: Sequence[str], on_error: str
 ) -> None:
-    """Re-raise the launch's error, unless ``on_error="nan"`` and it only ended cells that
-    are now recorded as failed/timeout (then warn, at the caller of ``run``)."""
+    """Re-raise the launch's error, unless ``on_error="nan"`` and it only ended cells now
+    recorded as failed/timeout (then warn)."""
     if error is None:
         return
     if on_error == "nan" and ended and isinstance(error, Exception):
@@ -465,16 +462,15 @@ class Workflow:
             # default, a **kwargs name: new keys, which Hydra adds with '+'
             add = keys.needs_add(name)
             if swept is not None:
-                values = swept
-                if any(isinstance(v, Mapping) for v in values):
+                if any(isinstance(v, Mapping) for v in swept):
                     raise TypeError(
                         f"{name}={value!r}: a dict cannot be one value of a sweep (its cells "
                         "could be neither named nor laid on a grid axis): sweep its keys "
                         f"instead, e.g. {name}.KEY=multirun([...]); a dict outside multirun "
                         f"({name}={{...}}) is one value for every cell"
                     )
-                grid[name] = values
-                out.append(format_sweep(name, values, add=add))
+                grid[name] = swept
+                out.append(format_sweep(name, swept, add=add))
             elif isinstance(value, hydra_list):
                 one = list(cast("hydra_list[Any]", value))
                 out.append(format_override(name, vault.hide(name, one), add=add))
@@ -489,8 +485,7 @@ class Workflow:
 
 
 def _is_config_key(key: str) -> bool:
-    """An override key that names a config value, not a config group."""
-    return not is_config_group(key)
+    return not is_config_group(key)  # a config value, not a config group
 
 
 def override_keys(overrides: Sequence[str]) -> list[str]:
@@ -500,8 +495,7 @@ def override_keys(overrides: Sequence[str]) -> list[str]:
 
 def _read_only_results(root: Path, grid: Mapping[str, list[Any]], resume: bool) -> xr.Dataset:
     """A sweep on a read-only mount: its results when every cell of ``grid`` completed
-    (nothing needs to run; fingerprints are not re-checked, as no cell can start), else the
-    cells that would have to run, in a PermissionError."""
+    (fingerprints are not re-checked: no cell can start), else a PermissionError."""
     # lazy: the results bring xarray, numpy and pandas, which only a finished sweep needs
     from mushin_box._results.experiment import load_experiment
 
@@ -529,14 +523,9 @@ def _warn_unfinished(
     records: Sequence[tuple[Path, dict[str, Any]]],
     said: Sequence[str] = (),
 ) -> None:
-    """One ``UserWarning`` per cell of this run that failed or was skipped, naming the cell
-    and why (at the caller of ``Workflow.run``: run, here).
-
-    A notebook user sees warnings, not the status files; the driver emits them after the
-    launch, from the sidecars, so every launcher (in-process, submitit, SLURM) says the
-    same, once. ``said``: cells a warning already named (ended with their job).
-    ``records``: the cells' status records (``manifest.cell_records``).
-    """
+    """One ``CellWarning`` per cell of this run that failed or was skipped, and why: a
+    notebook user sees warnings, not status files. Emitted by the driver from the sidecars,
+    so that every launcher says the same, once; ``said``: cells named already."""
     for cell_dir, record in records:
         state, cell = record.get("status"), cell_dir.name
         if record.get("run_id") != run_id or cell in said:
