@@ -63,18 +63,13 @@ from mushin_box._sweepdir.manifest import cell_records, combo_id
 __all__ = [
     "Diff",
     "DiffInputError",
-    "FieldRow",
-    "MetricRow",
     "cell_notes",
-    "compared_label",
     "diff_html",
     "diff_html_section",
     "diff_markdown",
     "diff_provenance",
     "expected_counts",
     "field_rows",
-    "input_kind",
-    "kind_of",
     "metric_rows",
     "short",
 ]

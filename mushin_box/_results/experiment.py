@@ -57,18 +57,7 @@ from mushin_box._sweepdir.manifest import (
 )
 from mushin_box._sweepdir.settled import finished_entries, read_object
 
-__all__ = [
-    "Series",
-    "grid_coords",
-    "gridded_series",
-    "is_hydra_sweep_dir",
-    "job_series",
-    "load_experiment",
-    "load_hydra_sweep",
-    "load_job",
-    "load_sweep",
-    "metric_array",
-]
+__all__ = ["job_series", "load_experiment", "load_sweep"]
 
 
 @gc_paused()  # a bulk read: see _core/gcpause.py

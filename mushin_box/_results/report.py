@@ -83,19 +83,10 @@ from mushin_box._sweepdir.manifest import combo_id, is_sweep_dir
 from mushin_box._sweepdir.settled import read_object
 
 __all__ = [
-    "CURVES",
-    "ROWS",
-    "Curves",
     "band",
     "code_line",
-    "curves_section",
-    "heatmap_section",
     "provenance_summary",
-    "read_curves",
     "render_report",
-    "short_labels",
-    "table_csv",
-    "top_cells",
 ]
 
 _ERROR_LINES = 40  # last lines of a cell's error file shown

@@ -42,9 +42,7 @@ from mushin_box._core.targets import public
 
 __all__ = [
     "SeriesFileError",
-    "REDUCTIONS",
     "STAGE_DIMS",
-    "STAGE_ORDER",
     "MetricNameError",
     "MetricSpec",
     "PlainSeries",
