@@ -2,17 +2,10 @@
 """What the native builder runs in the image's tree: mmdebstrap's customize hook.
 
 mmdebstrap runs ``python -m mushin_box._image.intree WORKDIR ROOT`` once the base's tree is
-in ``ROOT`` (:func:`~mushin_box._image.native.build_native`); the plan it carries out is
-``WORKDIR/plan.json`` (plain data: this is another process, in an unprivileged build one
-that runs as a subordinate id in mmdebstrap's user namespace). In order: the ``%files``; the
-setup lines in a chroot (:func:`_setup_with_binds`: the host's local pip sources bound
-read-only, in a private mount namespace); ``/.singularity.d`` (:func:`_singularity_d`); the
-spec's test; the package lists (:func:`_probe`, copied out for the manifest); the cleanup
-that makes the tree the same on every build (:func:`_cleanup`); the bytecode
-(:data:`COMPILE_SCRIPT`).
+in ``ROOT``, to carry out ``WORKDIR/plan.json`` (plain data: in an unprivileged build this
+process is a subordinate id in mmdebstrap's user namespace). The steps: :func:`_hook`.
 
-It imports the standard library only: the hook's process, a subordinate id in an
-unprivileged build, loads nothing of the build on the host side (mmdebstrap, pack, git).
+It imports the standard library only: that process loads nothing of the host side's build.
 """
 
 from __future__ import annotations
@@ -54,16 +47,12 @@ for dist in metadata.distributions():
         packages[re.sub(r"[-_.]+", "-", name).lower()] = dist.version
 print(json.dumps({"python_version": platform.python_version(), "packages": packages}))
 """
-#: Runs in the image with its Python (``python -I -B FILE``), after every ``.pyc`` the
-#: packages left is gone: the bytecode of every source on its ``sys.path``, hash-based and
-#: never checked against the source (the image is read-only: without bytecode every rank
-#: compiles everything it imports, every time it starts). No time is stored.
-#: marshal's output depends on the process's history (its references follow reference
-#: counts), so the sources, listed in name order, are cut into a fixed number of parts, each
-#: compiled in order by a process of its own: the same parts in the same Python give the
-#: same bytes, whatever the machine's cores. ``-B``: the processes' own start-up imports
-#: write no timestamped bytecode. A source that does not compile (a package's Python 2 test
-#: data) is skipped, as pip skips it: it cannot be imported either.
+#: Runs in the image with its Python (``python -I -B FILE``) once every ``.pyc`` is gone:
+#: hash-based bytecode, never checked against the source, of every source on ``sys.path``
+#: (the image is read-only: without it every rank compiles all it imports at each start).
+#: marshal's output depends on the process's history, so the sources, in name order, are
+#: cut into a fixed number of parts, each compiled by a process of its own: the same bytes
+#: whatever the machine's cores. A source that does not compile is skipped, as pip does.
 COMPILE_SCRIPT = """\
 import os, py_compile, subprocess, sys
 PARTS = 4
@@ -147,14 +136,12 @@ def _write(path: Path, text: str, mode: int = 0o644) -> None:
 
 
 def _singularity_d(root: Path, plan: Mapping[str, Any]) -> str:
-    """``/.singularity.d`` as Apptainer writes it. Over a base that has one (a
-    ``LocalImage``), by Apptainer's rules for a build over an image: the environment is
-    appended to the base's, the base's labels are kept and the spec's set over them (as
-    ``apptainer build --force``, the Apptainer backend's, sets them: the two backends give
-    one image), the runscript, test and help (``runscript.help``) are replaced only by the
-    spec's own, and the base's definition moves to ``bootstrap_history/Apptainer<N>``.
-    Returns the help as Apptainer's build records it in the SIF's ``inspect-metadata.json``
-    (``runscript.help`` less its trailing newlines; ``""`` for none)."""
+    """``/.singularity.d`` as Apptainer writes it, over a base's by its rules for a build
+    over an image: the environment appended, the base's labels kept under the spec's (as
+    ``apptainer build --force`` sets them: both backends give one image), the runscript,
+    test and help replaced only by the spec's own, the base's definition moved to
+    ``bootstrap_history``. Returns the help as the SIF's ``inspect-metadata.json`` holds it
+    (less its trailing newlines)."""
     sd = root / ".singularity.d"
     for sub in ("env", "libs", "actions"):
         (sd / sub).mkdir(parents=True, exist_ok=True)
@@ -180,8 +167,14 @@ def _singularity_d(root: Path, plan: Mapping[str, Any]) -> str:
         history.mkdir(exist_ok=True)
         (sd / "Singularity").rename(history / f"Apptainer{len(list(history.iterdir()))}")
     _write(sd / "Singularity", plan["definition"])
-    labels = {**_base_labels(sd / "labels.json"), **plan["labels"]}
-    _write(sd / "labels.json", json.dumps(labels, indent=4, sort_keys=True) + "\n")
+    found = sd / "labels.json"
+    try:  # a base's labels that are no JSON object fail the build, as Apptainer's does
+        labels = json.loads(found.read_text(encoding="utf-8")) if found.is_file() else {}
+    except ValueError:
+        labels = None
+    if not isinstance(labels, dict):
+        raise SystemExit("in the image: the base's labels.json is not a JSON object; fix the base")
+    _write(found, json.dumps({**labels, **plan["labels"]}, indent=4, sort_keys=True) + "\n")
     for link, target in (
         ("singularity", ".singularity.d/runscript"),
         ("environment", ".singularity.d/env/90-environment.sh"),
@@ -190,18 +183,6 @@ def _singularity_d(root: Path, plan: Mapping[str, Any]) -> str:
         (root / link).symlink_to(target)
     help_file = sd / "runscript.help"  # the spec's, or a base's
     return help_file.read_text("utf-8", "replace").rstrip("\n") if help_file.is_file() else ""
-
-
-def _base_labels(path: Path) -> dict[str, Any]:
-    """The base's labels; not a JSON object, the build fails in one line (``in the image:``,
-    which the builder's error repeats), as Apptainer's build over such a base does."""
-    try:
-        labels = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    except ValueError:
-        labels = None
-    if isinstance(labels, dict):
-        return labels
-    raise SystemExit("in the image: the base's labels.json is not a JSON object; fix the base")
 
 
 def _probe(root: Path, plan: Mapping[str, Any]) -> dict[str, Any]:
@@ -293,7 +274,9 @@ def _setup(workdir: Path, root: Path, binds: Sequence[str]) -> None:
 
 
 def _hook(workdir: Path, root: Path) -> None:
-    """The customize hook: every step that runs in the tree (see the module docstring)."""
+    """The customize hook: the ``%files``, the setup, ``/.singularity.d``, the test, the
+    package lists (mmdebstrap copies them out), the cleanup that makes the tree the same on
+    every build, the bytecode."""
     plan = json.loads((workdir / "plan.json").read_text(encoding="utf-8"))
     # pip in the tree trusts what the host trusts (a site's proxy CA); mmdebstrap empties /tmp
     shutil.copyfile(host_ca_bundle(), root / _CA_IN_TREE.lstrip("/"))
