@@ -193,26 +193,18 @@ class SecretVault:
         out: list[str] = []
         for text, o in zip(overrides, parsed, strict=True):
             key = o.key_or_group
-            if key.startswith("hydra") or o.type == OverrideType.DEL or o.package:
-                out.append(text)
-                continue
+            kept = key.startswith("hydra") or o.type == OverrideType.DEL or o.package
             added = o.type in (OverrideType.ADD, OverrideType.FORCE_ADD)
-            if o.is_sweep_override():
+            if not kept and o.is_sweep_override():
                 if any(_is_secret_leaf(key, v, declared) for v in _sweep_values(text)):
                     raise sweep_error(key)
-                out.append(text)
-                continue
-            if not (added or is_config_key(key)):
-                out.append(text)
-                continue
-            value = parse_override_value(text.split("=", 1)[1], keep_interpolations=True)
-            hidden = self.hide(key, value)
-            if hidden is value or hidden == value:  # a hidden leaf is a reference, unequal
-                out.append(text)
-                continue
-            hidden = _keep_raw_interpolations(hidden)
-            prefix = text[: len(text) - len(text.lstrip("+"))]
-            out.append(f"{prefix}{key}={format_value(hidden)}")
+            elif not kept and (added or is_config_key(key)):
+                value = parse_override_value(text.split("=", 1)[1], keep_interpolations=True)
+                hidden = self.hide(key, value)
+                if hidden is not value and hidden != value:  # a hidden leaf is a reference
+                    prefix = text[: len(text) - len(text.lstrip("+"))]
+                    text = f"{prefix}{key}={format_value(_keep_raw_interpolations(hidden))}"
+            out.append(text)
         return out
 
     @contextlib.contextmanager
