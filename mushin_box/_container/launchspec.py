@@ -55,18 +55,10 @@ __all__ = [
 
 #: Slurm variables every rank needs (Lightning's ``SLURMEnvironment``, submitit's
 #: ``SlurmJobEnvironment``), forwarded as ``NAME="${NAME:?}"``: missing = failed launch.
-REQUIRED_SLURM_VARS: tuple[str, ...] = (
-    "SLURM_JOB_ID",
-    "SLURM_JOB_NAME",
-    "SLURM_NNODES",
-    "SLURM_JOB_NUM_NODES",
-    "SLURM_NODELIST",
-    "SLURM_JOB_NODELIST",
-    "SLURM_NTASKS",
-    "SLURM_NTASKS_PER_NODE",
-    "SLURM_NODEID",
-    "SLURM_PROCID",
-    "SLURM_LOCALID",
+REQUIRED_SLURM_VARS: tuple[str, ...] = tuple(
+    "SLURM_JOB_ID SLURM_JOB_NAME SLURM_NNODES SLURM_JOB_NUM_NODES SLURM_NODELIST "
+    "SLURM_JOB_NODELIST SLURM_NTASKS SLURM_NTASKS_PER_NODE SLURM_NODEID SLURM_PROCID "
+    "SLURM_LOCALID".split()
 )
 #: Forwarded as ``NAME="${NAME:-default}"`` (set only in some jobs: arrays, requeues, ...).
 OPTIONAL_SLURM_VARS: dict[str, str] = {
@@ -88,18 +80,9 @@ OPTIONAL_SLURM_VARS: dict[str, str] = {
     JOB_NODES_ENV: "",  # the job's nodes, expanded by the batch script on the host
 }
 #: Host variables Apptainer forwards even with ``--cleanenv`` (``alwaysPassKeys``).
-APPTAINER_ALWAYS_PASS: tuple[str, ...] = (
-    "TERM",
-    "http_proxy",
-    "HTTP_PROXY",
-    "https_proxy",
-    "HTTPS_PROXY",
-    "no_proxy",
-    "NO_PROXY",
-    "all_proxy",
-    "ALL_PROXY",
-    "ftp_proxy",
-    "FTP_PROXY",
+APPTAINER_ALWAYS_PASS: tuple[str, ...] = tuple(
+    "TERM http_proxy HTTP_PROXY https_proxy HTTPS_PROXY no_proxy NO_PROXY all_proxy ALL_PROXY "
+    "ftp_proxy FTP_PROXY".split()
 )
 #: Bound when it exists (needed under ``mount dev = minimal``; harmless otherwise).
 INFINIBAND_DEVICE = "/dev/infiniband"

@@ -226,23 +226,18 @@ def preflight(
     local = _major_minor(python_version or f"{sys.version_info[0]}.{sys.version_info[1]}")
     path = Path(image)
     if not path.exists():
-        raise PreflightError(
-            [
-                f"image {path} does not exist: build it with `mushin-box build SPEC -o {path}` "
-                "or point image= at the built .sif (on a filesystem the compute nodes see)"
-            ]
+        problem = (
+            f"image {path} does not exist: build it with `mushin-box build SPEC -o {path}` "
+            "or point image= at the built .sif (on a filesystem the compute nodes see)"
         )
-    if not path.is_file():
-        raise PreflightError(
-            [
-                f"image {path} is not a file (a sandbox directory has no digest to record): "
-                "build a SIF with `mushin-box build`"
-            ]
+    elif not path.is_file():
+        problem = (
+            f"image {path} is not a file (a sandbox directory has no digest to record): "
+            "build a SIF with `mushin-box build`"
         )
-    problem = _not_a_sif(path)
+    elif (problem := _not_a_sif(path)) is not None and "rebuild it" not in problem:
+        problem += f": build it with `mushin-box build SPEC -o {path}`"
     if problem is not None:
-        if "rebuild it" not in problem:
-            problem += f": build it with `mushin-box build SPEC -o {path}`"
         raise PreflightError([problem])
     digest, size = image_sha256(path), path.stat().st_size  # cached per file version
     notes: list[str] = []
@@ -302,7 +297,7 @@ def preflight(
         image=str(path),
         sif_sha256=digest,
         sif_size=size,
-        manifest=where if found is not None else None,
+        manifest=where,
         verified=found is not None,
         image_python=image_python,
         submit_python=local,

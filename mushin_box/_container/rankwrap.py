@@ -155,11 +155,9 @@ def render_env_file(
     """
     lit = lambda v: _literal(v, no_eval=spec.no_eval)  # noqa: E731
     image = _identity(sif_sha256, identity)
-    second = (
-        "are not evaluated again (--no-eval)"
-        if spec.no_eval
-        else ("are evaluated once more inside the container")
-    )
+    second = "are evaluated once more inside the container"
+    if spec.no_eval:
+        second = "are not evaluated again (--no-eval)"
     lines = [
         "# mushin-box rank environment: parsed by Apptainer on the host,",
         "# once per srun task, with that task's environment; ${X:?} = fail the launch if X is",
@@ -174,18 +172,15 @@ def render_env_file(
     lines.append(
         "# rendezvous: Lightning takes MASTER_ADDR from SLURM_NODELIST; the port is pinned"
     )
-    port = spec.master_port
-    if port.fixed is not None:
-        lines.append(f"MASTER_PORT={port.fixed}")
-    else:
-        lines.append('MASTER_PORT="${MUSHIN_MASTER_PORT:?}"')
+    port = spec.master_port.fixed
+    lines.append('MASTER_PORT="${MUSHIN_MASTER_PORT:?}"' if port is None else f"MASTER_PORT={port}")
     if spec.nccl is not None:
         lines.append("# NCCL profile")
         lines += [f"{k}={lit(v)}" for k, v in spec.nccl.to_env().items()]
     user = dict(spec.env)
-    hygiene = {"PYTHONUNBUFFERED": "1"}
     lines += ["# hygiene", "PYTHONNOUSERSITE=1"]
-    lines += [f"{k}={lit(v)}" for k, v in hygiene.items() if k not in user]
+    if "PYTHONUNBUFFERED" not in user:
+        lines.append("PYTHONUNBUFFERED=1")
     if "OMP_NUM_THREADS" not in user:
         lines.append('OMP_NUM_THREADS="${SLURM_CPUS_PER_TASK:-1}"')
     if run_id is not None:

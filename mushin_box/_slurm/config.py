@@ -417,9 +417,8 @@ class _Layout(TypedDict):
 class SubmititSlurmConfig(_Layout, total=False):
     """What :func:`submitit_slurm_config` returns: ``hydra.launcher`` values, as a dict
     (``Workflow.run(launcher_config=...)`` takes it as it is). The first five keys are
-    always there, the others when set; each optional one is a :class:`SlurmSettings`
-    field of the same name, or one of the image's (``python``, ``srun_args``) or
-    torchrun's (``torchrun`` .. ``rank_signal``), which only ``mushin_slurm`` reads."""
+    always there; each optional one is a :class:`SlurmSettings` field, or the image's
+    (``python``, ``srun_args``) or torchrun's, which only ``mushin_slurm`` reads."""
 
     partition: str
     account: str
@@ -474,80 +473,66 @@ def submitit_slurm_config(
 ) -> SubmititSlurmConfig:
     """A validated hydra-submitit-launcher config for a job with one rank per GPU.
 
-    The returned dict holds ``hydra.launcher`` values for ``hydra/launcher=submitit_slurm``
-    (its keys are fields of hydra-submitit-launcher 1.2.0's ``SlurmQueueConf``).
-    ``tasks_per_node`` is always ``gpus_per_node``, so each of the ``nodes * gpus_per_node``
-    SLURM tasks is one Lightning rank: pair it with
+    The dict holds ``hydra.launcher`` values for ``hydra/launcher=submitit_slurm`` (fields
+    of hydra-submitit-launcher 1.2.0's ``SlurmQueueConf``). ``tasks_per_node`` is always
+    ``gpus_per_node``, so each SLURM task is one Lightning rank: pair it with
     ``Trainer(devices=gpus_per_node, num_nodes=nodes)``.
 
     Parameters
     ----------
-    nodes : int
-        Number of nodes (``--nodes``), positive.
-    gpus_per_node : int
-        GPUs per node (``--gpus-per-node``), positive; also the number of tasks per node.
+    nodes, gpus_per_node : int
+        Nodes (``--nodes``) and GPUs, hence tasks, per node (``--gpus-per-node``).
     cpus_per_task : int, optional
         CPUs for each task, i.e. for each GPU (``--cpus-per-task``); default 1.
     partition, account : str, optional
-        SLURM partition and account; omitted when None (the cluster's defaults apply).
+        SLURM partition and account; None: the cluster's defaults.
     timeout_min : int, optional
         Wall-time limit in minutes (``--time``); default 60.
     mem_gb : int or float, optional
-        Memory per node in GB (``--mem``); must be a whole number, since the launcher declares
-        an int. Omitted when None. Excludes ``mem_per_cpu`` and ``mem_per_gpu``.
+        Memory per node in GB (``--mem``), a whole number (the launcher declares an int).
+        Excludes ``mem_per_cpu`` and ``mem_per_gpu``.
     image : str or os.PathLike, optional
-        Run every rank in this Apptainer image (``mushin_box._container.rankwrap``): adds
-        ``python``, ``srun_args`` and ``setup`` lines, which only
-        ``hydra/launcher=mushin_slurm`` accepts.
+        Run every rank in this Apptainer image: adds ``python``, ``srun_args`` and ``setup``
+        lines, which only ``hydra/launcher=mushin_slurm`` accepts.
     binds, nv, rocm, env, nccl
         The image's binds (``src[:dst[:ro|rw]]``), ``--nv`` (default unless ``rocm``) or
-        ``--rocm``, extra variables and NCCL profile (an ``NcclProfile`` or a preset name);
-        see ``ContainerLaunch``. Only with ``image``. ``env={NAME: None}`` forwards NAME
-        from the submitting environment without writing its value anywhere; a
-        secret-looking NAME (``*_TOKEN``, ``*_API_KEY``, ...) accepts only ``None``.
+        ``--rocm``, extra variables and NCCL profile; see ``ContainerLaunch``. Only with
+        ``image``. ``env={NAME: None}`` forwards NAME from the submitting environment
+        without writing its value; a secret-looking NAME accepts only ``None``.
     preflight : bool (default: True)
-        With ``image``: check the image before anything is submitted (it exists, its
-        sha256 matches its manifest, its Python major.minor is this one's) and pass its
-        identity to the ranks (``MUSHIN_SIF_SHA256``, ``MUSHIN_SIF_UUID``,
-        ``MUSHIN_IMAGE_DEFINITION_SHA256``, ``MUSHIN_IMAGE_BASE_DIGEST``,
-        ``MUSHIN_APPTAINER_VERSION``: provenance and cell fingerprints).
+        With ``image``: check the image before anything is submitted (it exists, matches
+        its manifest, runs this Python's major.minor) and pass its identity to the ranks
+        (``MUSHIN_SIF_SHA256``, ...: provenance and cell fingerprints).
     working_dir : str or os.PathLike, optional
         Bound, the ranks' working directory, and where the env file is written (default:
         the current directory). Only with ``image``.
     image_python : str (default: "python")
-        The Python command inside the image (a name on the image's PATH, or an absolute
-        path). Only with ``image``.
+        The Python command inside the image. Only with ``image``.
     torchrun, max_restarts, min_nodes
-        One torchrun agent per node instead of one task per GPU (``hydra/launcher=
-        mushin_slurm`` only): each node's task holds its GPUs (and ``gpus_per_node x
-        cpus_per_task`` CPUs), and torchrun starts ``gpus_per_node`` workers, restarted up
-        to ``max_restarts`` times; ``min_nodes``: elastic membership, ``--nnodes
-        min_nodes:nodes`` (``docs/elastic.md``).
+        One torchrun agent per node (``mushin_slurm`` only), holding the node's GPUs and
+        ``gpus_per_node x cpus_per_task`` CPUs, whose ``gpus_per_node`` workers restart up
+        to ``max_restarts`` times; ``min_nodes``: elastic ``--nnodes min_nodes:nodes``
+        (``docs/elastic.md``).
     **extra
-        Any other optional ``SlurmQueueConf`` field, e.g. ``qos``, ``constraint``,
-        ``exclude``, ``comment``, ``gres`` (not GPUs), ``mem_per_cpu``, ``mem_per_gpu``,
-        ``signal_delay_s``, ``max_num_timeout``, ``array_parallelism``, ``name``,
-        ``stderr_to_stdout``, ``setup`` (list of shell lines), ``additional_parameters``
-        (dict of extra sbatch options) or ``submitit_folder``. None values are omitted.
+        Any other optional ``SlurmQueueConf`` field (``qos``, ``constraint``, ``gres`` (not
+        GPUs), ``mem_per_cpu``, ``setup``, ``additional_parameters``, ...). None values are
+        omitted.
 
     Returns
     -------
     SubmititSlurmConfig
-        A dict: ``nodes``, ``tasks_per_node``, ``gpus_per_node``, ``cpus_per_task`` and
-        ``timeout_min``, then every optional key whose value is not None. Lists and dicts
-        are copies. With ``image``: also ``python``, ``srun_args`` and ``setup`` (the
-        container's lines first).
+        ``nodes``, ``tasks_per_node``, ``gpus_per_node``, ``cpus_per_task`` and
+        ``timeout_min``, then every optional key that is not None (lists and dicts copied).
+        With ``image``: also ``python``, ``srun_args`` and ``setup`` (the container's first).
 
     Raises
     ------
     ValueError
-        For an explicit ``tasks_per_node`` (it is derived), an unknown key (the message lists
-        the valid ones and suggests the closest), a value of the wrong type or out of range
-        (bools are not ints), ``cpus_per_gpu`` or ``gpus_per_task`` (they break one rank per
-        GPU), GPUs in ``gres``, an ``additional_parameters`` option the kit sets itself
-        (the layout, ``partition``, ``time``, ``array``, ... see
-        :func:`check_sbatch_option`), or more than
-        one of ``mem_gb``/``mem_per_cpu``/``mem_per_gpu``.
+        For an explicit ``tasks_per_node`` (it is derived), an unknown key (with the closest
+        valid one), a value of the wrong type or range (bools are not ints),
+        ``cpus_per_gpu`` or ``gpus_per_task`` (they break one rank per GPU), GPUs in
+        ``gres``, an ``additional_parameters`` option the kit sets itself
+        (:func:`check_sbatch_option`), or more than one memory option.
 
     Examples
     --------
@@ -623,8 +608,6 @@ def submitit_slurm_config(
         )
         identity = None
         if preflight:
-            # before anything is submitted: the image exists, matches its manifest, and
-            # runs this Python (the job is pickled); its identity travels to every rank
             identity = check_image(os.fspath(image)).identity
             if spec.nv:  # pre-flight of the nodes too: --nv where they have no GPU
                 if (wasted := nv_without_gpus(config.get("partition"))) is not None:

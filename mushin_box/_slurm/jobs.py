@@ -1,19 +1,10 @@
 # SPDX-License-Identifier: MIT
-"""SLURM job states, once: which states are live, which are ended, and how to ask.
+"""SLURM job states and ids, once, so the launcher and the sweep cannot disagree.
 
-Every decision about a job (may this cell still produce a result? may a resume start it
-again? is a ``running`` cell abandoned?) reads :data:`LIVE_STATES` and
-:data:`ENDED_STATES` here, so the launcher and the sweep cannot disagree.
-
-A scheduler that cannot be asked (``squeue`` fails: a wrong ``SLURM_CONF``, the controller
-down) answers :data:`UNKNOWN` for every job asked, never "not found": a job it cannot see
-may still run, and a caller that read silence as "ended" would start a second copy of it.
-:data:`UNKNOWN` is in neither list; :func:`is_unknown` names it.
-
-``PREEMPTED`` is an *ended* state, as SLURM defines it (``squeue(1)``, JOB STATE CODES:
-"terminated due to preemption"). A job that is preempted and requeued, by
-``PreemptMode=REQUEUE`` or by mushin-box's own requeue trap, shows as ``REQUEUED`` or
-``PENDING`` instead, which are live.
+A scheduler that cannot be asked answers :data:`UNKNOWN` (in neither list), never "not
+found": a job it cannot see may still run, and reading silence as "ended" would start a
+second copy. ``PREEMPTED`` is *ended*, as SLURM defines it; a preempted job that is
+requeued shows as ``REQUEUED`` or ``PENDING``, which are live.
 
 Examples
 --------
@@ -72,22 +63,17 @@ ENDED_STATES = frozenset(
 #: the answer for a job when the scheduler could not be asked (neither live nor ended)
 UNKNOWN = "UNKNOWN"
 
-#: squeue's pending reasons (``%r``) under which a job waits for something that will not
-#: come without a change by the user or an administrator: a shape the partition can't hold,
-#: a limit of the QOS or association per job, an account or QOS the job may not use, a
-#: dependency that can no longer be met. (``Priority``, ``Resources``, ``JobHeldUser`` and
-#: the per-user or per-account limits pass with time or a release.)
+#: squeue's pending reasons (``%r``) that only a change by the user or an administrator
+#: ends (``Priority``, ``JobHeldUser`` and per-user limits pass with time or a release)
 NEVER_START_REASONS = frozenset(
     "PartitionConfig PartitionNodeLimit PartitionTimeLimit AccountNotAllowed QOSNotAllowed "
     "InvalidAccount InvalidQOS BadConstraints DependencyNeverSatisfied "
     "ReqNodeNotAvail".split()
 )
-#: the QOS and association limits of one job (``QOSMaxGRESPerJob``, ``AssocMaxNodesPerJobLimit``,
-#: ``QOSMinGRES``...): a job over them never starts, however long it waits
+#: the QOS and association limits of one job (``QOSMaxGRESPerJob``, ``QOSMinGRES``, ...)
 _PER_JOB_LIMIT = re.compile(r"\A(?:QOS|Assoc)(?:Max\w*PerJob\w*|Min\w+)\Z")
 
-#: a job id as sbatch prints it: digits, an array task (``_4``) or a pending range
-#: (``_[4-9%2]``), or a heterogeneous component (``+1``); anything else is not an id
+#: a job id: digits, an array task (``_4``) or pending range (``_[4-9%2]``), a het part (``+1``)
 _JOB_ID = re.compile(r"\A[0-9]{1,12}(?:_(?:[0-9]{1,9}|\[[0-9,%\-]{1,64}\]))?(?:\+[0-9]{1,4})?\Z")
 
 
@@ -266,8 +252,8 @@ def asked_ids(job_ids: Iterable[str]) -> str:
     return ",".join(sorted({(m.group(1) if (m := _ARRAY_TASK.match(j)) else j) for j in job_ids}))
 
 
-#: the longest array expression :func:`scancel_args` writes: on SLURM 22.05 one of ~1,900
-#: characters cancelled a task it did not name; 1,150 did not
+#: the longest array expression :func:`scancel_args` writes (SLURM 22.05 cancelled a task it
+#: did not name in one of ~1,900 characters)
 SCANCEL_EXPRESSION_CHARS = 500
 
 
