@@ -1,15 +1,10 @@
 # SPDX-License-Identifier: MIT
 """Adopt an image the kit did not build: write its manifest, as ``build`` would have.
 
-A site often provides the image (a shared ``/images/pytorch.sif``), or it was built by hand.
-Without a manifest beside it, pre-flight can only hash it: it cannot check the image's Python
-against the submitting one, and provenance has no package list to pin a base without a
-registry digest. :func:`adopt_image` reads what the image itself says, through
-``apptainer exec`` (its Python, its packages, ``dpkg-query``) and its SIF header (UUID,
-architecture, embedded definition), and writes ``<image>.manifest.json`` beside it.
-
-An existing manifest is never replaced silently: that one may be the builder's record of
-how the image was made (``force=True`` replaces it).
+A site's shared image, or one built by hand, has no manifest: pre-flight could only hash
+it, not check its Python nor pin its packages. :func:`adopt_image` reads what the image
+says (through ``apptainer exec`` and its SIF header) and writes ``<image>.manifest.json``.
+An existing manifest, perhaps the builder's record, is replaced only with ``force=True``.
 """
 
 from __future__ import annotations

@@ -1,16 +1,12 @@
 # SPDX-License-Identifier: MIT
 """An image's sha256, computed once per version of the file and cached.
 
-Design note: every ``--image`` launch checks the image against its build manifest by its
-sha256, and images are 5-20 GB: hashing one takes tens of seconds, on every launch, for a
-file that did not change. The digest is kept in the user's cache directory
-(``$XDG_CACHE_HOME/mushin-box/``, else ``~/.cache/mushin-box/``), keyed by the file's real
-path and identity: size, mtime, ctime, inode and device (``os.stat``). Any write to the
-file, even one that keeps its size and sets its mtime back (``os.utime``), changes its
-ctime, which no user can set; a file replaced by another gets a new inode. So a changed
-file is always hashed again, and an unchanged one costs one ``stat`` and one small read.
-The cache is written atomically; a cache that cannot be read or written (a read-only
-home) only costs the hash. A file that changed while it was hashed is not cached.
+Design note: every ``--image`` launch checks the image's sha256 against its manifest, and
+hashing a 5-20 GB image takes tens of seconds. The digest is kept in the user's cache
+directory, keyed by the file's real path and ``os.stat`` identity (size, mtime, ctime, inode,
+device): any write changes the ctime, which no user can set, and a replaced file gets a new
+inode, so a changed file is always hashed again. A file that changed while it was hashed is
+not cached; a cache that cannot be read or written only costs the hash.
 """
 
 from __future__ import annotations

@@ -151,19 +151,11 @@ def _files(pairs: list[Any], root: Path, where: str) -> list[tuple[str, str]]:
 
 
 def _directory_copy(src: str, dest: str) -> tuple[str, str]:
-    """The ``%files`` pair that gives Docker's ``COPY dir dest`` result under Apptainer.
-
-    Docker copies a directory source's *contents* (not the directory itself) into
-    ``dest``, creating it. Apptainer runs ``cp -fLr SRC DEST`` for a ``%files`` line, after
-    creating ``DEST`` when it ends in ``/``. The rule of ``cp``: when the target is an
-    existing directory, each source is copied to ``target/<last component of source>``.
-    So ``cp -r bin /usr/local/bin`` ends at ``/usr/local/bin/bin/tool`` (the directory
-    exists in every base), not Docker's ``/usr/local/bin/tool``. The last component of
-    ``bin/.`` is ``.``, and ``target/.`` is the target itself: ``cp -r bin/. DEST/`` copies
-    every entry of ``bin``, dotfiles included, into ``DEST``, which the trailing ``/`` makes
-    Apptainer create when missing. That is Docker's result whether or not ``DEST``
-    existed. (``bin/*`` would skip dotfiles, and stays a literal ``*`` when ``bin`` is
-    empty.)
+    """The ``%files`` pair that gives Docker's ``COPY dir dest`` (``dir``'s *contents* into
+    ``dest``, created) under Apptainer's ``cp -fLr SRC DEST``, which puts ``dir`` itself
+    inside an existing ``DEST``: ``dir/.`` copies every entry, dotfiles included (``dir/*``
+    would skip them, and stays a literal ``*`` when empty), and the trailing ``/`` makes
+    Apptainer create ``DEST`` when missing.
     """
     return (src.rstrip("/") or ".") + "/.", dest.rstrip("/") + "/"
 
