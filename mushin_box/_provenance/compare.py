@@ -3,28 +3,24 @@
 
 Both records are brought to the canonical two-part form
 (:func:`mushin_box._provenance.full.split_provenance`) and flattened to dotted paths
-(``reproducibility.config.lr``, ``run.topology.ranks[3].hostname``). A path that differs
-under ``reproducibility`` *breaks reproducibility*; one under ``run`` is *expected to
-differ*, except a Trainer's training limits (``max_epochs``, ``max_steps``, ``max_time``):
-a fit extended to a raised limit changed them, and its results, on purpose, so they are
-*changed on purpose* (``extended``), neither an accident nor bookkeeping; and the git
-state of two runs whose code fingerprints match (another commit that changed none of the
-experiment's code) is expected to differ. Metrics
-(``mushin_metrics.json``) are shown side by side, equal within ``atol``.
+(``run.topology.ranks[3].hostname``). A difference under ``reproducibility`` *breaks
+reproducibility*; one under ``run`` is *expected*. Two exceptions: a Trainer's training
+limits (``max_epochs``, ``max_steps``, ``max_time``) are *changed on purpose*
+(``extended``: a fit extended to a raised limit), and the git state of two runs whose code
+fingerprints match (a commit that changed none of the experiment's code) is expected.
+Metrics (``mushin_metrics.json``) are equal within ``atol``/``rtol``.
 
-When the package sets differ and both cells have the ``mushin_packages.txt`` their records
-name, the packages that changed are listed one by one (``reproducibility.package_set[numpy]``)
-instead of the two fingerprints. Fields computed from others (``config_sha256``, the package
-set's ``sha256``/``count``, a key package's version) are shown only when what they summarize
-shows no difference.
+With both cells' ``mushin_packages.txt``, changed packages are listed one by one
+(``reproducibility.package_set[numpy]``). A field computed from others (``config_sha256``,
+the package set's ``sha256``/``count``, a key package's version) is shown only when what
+it summarizes shows no difference.
 
-Where two runs first parted (:func:`first_divergence`) is read from their fits'
-fingerprints (``fit_fingerprints.json``, :mod:`mushin_box._train.divergence`), walked in
-the order a fit runs, and named with its most likely cause: the initial weights (the module
-was built before the seed was set); an epoch's first batch, at equal world sizes (the data
-order); an epoch's weights, by less than one part in a million of their norm
-(floating-point reduction order), else a real difference, at another world size most
-likely the global batch (each rank's batch is per-rank).
+:func:`first_divergence` reads the fits' fingerprints (``fit_fingerprints.json``,
+:mod:`mushin_box._train.divergence`) in the order a fit runs, and names the likely cause:
+initial weights (the module was built before seeding); an epoch's first batch at equal
+world sizes (data order); weights by under one part in a million of their norm
+(floating-point reduction order), else a real difference (at another world size, most
+likely the global batch, as each rank's batch is per-rank).
 
 Examples
 --------
@@ -36,8 +32,7 @@ Examples
 >>> first_divergence(one, {**one, "fit_start": {"sha256": "c", "norm": 3.0}})[:22]
 'initial weights differ'
 
-This module works on records already in memory; finding and reading cells, records and
-sweeps on disk is :mod:`mushin_box._results.diff`.
+Finding and reading records on disk is :mod:`mushin_box._results.diff`.
 """
 
 from __future__ import annotations
@@ -73,14 +68,11 @@ PACKAGE_ROW = f"{REPRO}.package_set["
 _PACKAGE_SHA = f"{REPRO}.package_set.sha256"
 _KEY_VERSION = f"{REPRO}.packages."
 
-
-#: recorded since 0.3 (every rank's runtime): a record without it is not a difference
+#: present on one side only (an older record lacks them): no difference
 _RANKS = f"{REPRO}.ranks"
-#: the repository's state: a commit that changed none of the experiment's code (the code
-#: fingerprint is the same) is expected to differ
-_GIT = f"{REPRO}.code.git"
-#: in an image, whether the task came from the image or the host: an older record lacks it
 _TASK_FROM = f"{REPRO}.code.task_from"
+#: expected to differ when the code fingerprints are the same
+_GIT = f"{REPRO}.code.git"
 
 
 def _under(path: str, source: str) -> bool:
@@ -179,10 +171,8 @@ def _json_kind(value: Any) -> str:
 
 
 def record_problem(record: Any) -> str | None:
-    """What makes ``record`` unusable as a provenance record; ``None`` when nothing does.
-
-    Only the shape the comparison relies on is checked (the record and its parts that
-    hold nested fields are objects); values of any type are compared as they are.
+    """What makes ``record`` unusable as a provenance record (its parts with nested fields
+    are not objects); ``None`` when nothing does.
 
     Examples
     --------
@@ -221,11 +211,8 @@ def _has_containers(value: Any) -> bool:
 
 
 def _field_diffs(a: Any, b: Any, path: str) -> list[FieldDiff]:
-    """Differences between two nested values, as flattened paths.
-
-    A key or list element that only one side has is one entry holding its whole value
-    (``run.topology.ranks[3]``), not one per leaf.
-    """
+    """Differences between two nested values, as flattened paths; a key or element only
+    one side has is one entry with its whole value, not one per leaf."""
     out: list[FieldDiff] = []
 
     def walk(x: Any, y: Any, where: str) -> None:
@@ -358,12 +345,10 @@ def diff_records(
 ) -> CellDiff:
     """Compare two provenance records (any schema) and two metric dicts.
 
-    A missing record (``None``) on one side is reported as the path ``<provenance>``
-    under breaks. ``path_a``/``path_b`` of ``None`` mean the cell itself is missing.
-    ``packages_a``/``packages_b`` are the records' package lists (``mushin_packages.txt``,
-    see :func:`~mushin_box._provenance.full.packages_beside`): with both, changed packages
-    are listed one by one. A record of the wrong shape (:func:`record_problem`) raises
-    ``ValueError``.
+    A missing record (``None``) breaks as the path ``<provenance>``; a missing cell is a
+    ``path_a``/``path_b`` of ``None``. With both package lists (``mushin_packages.txt``),
+    changed packages are listed one by one. A record of the wrong shape
+    (:func:`record_problem`) raises ``ValueError``.
 
     Examples
     --------
@@ -451,8 +436,7 @@ DRIFT = 1e-6
 
 
 def _epochs(record: Mapping[str, Any]) -> dict[int, Mapping[str, Any]]:
-    """A fit's epochs by number, each with its world size: its own where recorded (a fit
-    resumed at another world size), else the fit's."""
+    """A fit's epochs by number, each with its world size (its own, else the fit's)."""
     rows, world = record.get("epochs"), record.get("world_size")
     out: dict[int, Mapping[str, Any]] = {}
     for row in rows if isinstance(rows, list) else []:
@@ -499,8 +483,7 @@ PER_RANK_BATCH = (
 
 
 def _weights_part(epoch: int, wa: Mapping[str, Any], wb: Mapping[str, Any], worlds: Any) -> str:
-    """Weights that differ after ``epoch``, in words: by float drift, or really, with a
-    changed world size named as the likely cause (each rank draws its own batch)."""
+    """Weights that differ after ``epoch``, in words: float drift, or a real difference."""
     na, nb = _norm(wa), _norm(wb)
     gap = abs(na - nb) / max(abs(na), abs(nb), 1e-300) if na is not None and nb is not None else 1
     if gap < DRIFT:

@@ -2,24 +2,16 @@
 """Each attempt of a cell's fit, and the worlds it ran in: ``run.elastic``, ``run.attempts``
 and ``run.world_changes``.
 
-Why this shape
---------------
-A cell's record is rewritten by every attempt: a SLURM requeue, a torchrun restart, a
-``resume`` with fewer GPUs. Each attempt knows only its own world, so the facts of the
-earlier attempts are carried forward from the record the previous attempt left in the cell
-directory (read by the caller, bounded and without following a symlink), as long as this
-attempt continues the same fit. A fresh start begins a new list.
+Every attempt (a SLURM requeue, a torchrun restart, a ``resume`` with fewer GPUs)
+rewrites the cell's record and knows only its own world, so the earlier attempts are
+carried forward from the record the previous one left, while this attempt continues the
+same fit; a fresh start begins a new list.
 
-Where a fit went on at another world size, and at which epoch, is known best by the fit
-itself: ``MetricsCallback`` keeps, in its checkpointed state, one entry per fit start (the
-epoch it starts at, its world size and the cell's attempt: ``starts`` in
-``fit_fingerprints.json``). The checkpoint makes that list the true history of the weights
-the cell ends with: an attempt killed before its next checkpoint leaves no trace in it.
-Without it (no ``MetricsCallback``, or ``fingerprints=False``) the attempts' world sizes
-alone say that the world changed, not at which epoch (``"epoch": null``).
-
-Everything here lives in ``run``: a run that changed its world size is the same experiment
-(``reproducibility`` holds no topology), so ``diff`` lists these fields as expected to differ.
+Where the fit went on at another world size is known best by the fit itself:
+``MetricsCallback`` checkpoints one entry per fit start (epoch, world size, attempt:
+``starts`` in ``fit_fingerprints.json``), so an attempt killed before its next checkpoint
+leaves no trace. Without it, the attempts' world sizes say only that the world changed
+(``"epoch": null``). All of it is ``run``: another world size is the same experiment.
 
 Examples
 --------
@@ -69,8 +61,8 @@ def _int(value: Any) -> int | None:
 
 
 def elastic_from_env(env: Mapping[str, str]) -> dict[str, Any] | None:
-    """torchrun's restarts of this worker group so far and the most it allows (``None``
-    outside torchrun): ``run.elastic``, with this attempt's world size beside them.
+    """``run.elastic``: torchrun's restarts of this worker group and the most it allows
+    (``None`` outside torchrun).
 
     Examples
     --------
@@ -89,8 +81,7 @@ def elastic_from_env(env: Mapping[str, str]) -> dict[str, Any] | None:
 
 def restart_count(env: Mapping[str, str]) -> tuple[int, str]:
     """SLURM's restart count of this job, or torchrun's of this worker group, and the
-    variable that said it: above 0, the job was requeued or the group restarted (it
-    continues from the cell's checkpoints)."""
+    variable that said it."""
     counts = [
         (_count(env, name) or 0, name)
         for name in ("SLURM_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT")
@@ -99,9 +90,8 @@ def restart_count(env: Mapping[str, str]) -> tuple[int, str]:
 
 
 def restarts(env: Mapping[str, str]) -> dict[str, Any]:
-    """A status's ``restarts`` (torchrun's restarts of the worker group, or SLURM's requeues
-    of the job, so far in this launch) and ``restarts_left`` (torchrun's; None for SLURM's,
-    unknown here); nothing for a first start.
+    """A status's ``restarts`` (torchrun's or SLURM's, so far) and ``restarts_left``
+    (torchrun's; None for SLURM); nothing for a first start.
 
     Examples
     --------
@@ -118,10 +108,9 @@ def restarts(env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def earlier_s(previous: Mapping[str, Any], continues: bool, run_id: str) -> float:
-    """The seconds the earlier attempts of a fit that this attempt continues took: the
-    previous status's ``duration_s`` (which sums them); for an attempt that died without
-    a word in this run (a torchrun restart after its rank 0 was killed), its earlier ones
-    and the time from its start to now. 0 for a fresh start."""
+    """The seconds the earlier attempts of a fit this attempt continues took: the previous
+    status's ``duration_s``; for one that died without a word in this run (rank 0 killed),
+    its earlier ones and the time from its start to now. 0 for a fresh start."""
     if not continues:
         return 0.0
     earlier = previous.get("earlier_s")
@@ -161,11 +150,9 @@ def attempt_entry(
     started: str | None,
     launcher: str | None,
 ) -> dict[str, Any]:
-    """This attempt's entry of ``run.attempts``: the cell's attempt number, torchrun's
-    restarts of the worker group (``restart``) and SLURM's requeues of the job
-    (``requeue``; both 0 where they don't apply), the world size, when it started, the
-    launcher kind, and the epoch its fit started at (``None`` until :func:`finished_run`
-    knows it).
+    """This attempt's entry of ``run.attempts``: torchrun's ``restart`` and SLURM's
+    ``requeue`` count (0 where they don't apply); ``epoch`` is ``None`` until
+    :func:`finished_run` knows it.
 
     Examples
     --------
@@ -186,10 +173,9 @@ def attempt_entry(
 
 
 def carried_attempts(previous: Any, *, continues: bool) -> list[dict[str, Any]]:
-    """The earlier attempts of this fit, from the record the last attempt left (``previous``,
-    already read; anything else counts as none): its ``run.attempts``, or for a record
-    written before they existed one entry made from its world. Nothing when this attempt
-    does not continue the fit (a fresh start) or there is no record.
+    """The earlier attempts of this fit, from the record the last attempt left: its
+    ``run.attempts``, or one entry made from an older record's world. Nothing for a fresh
+    start or no record.
 
     Examples
     --------
@@ -262,9 +248,8 @@ def world_changes(
 
 
 def finished_run(run: Mapping[str, Any], starts: Any) -> dict[str, Any]:
-    """A copy of a record's ``run`` completed from the fit's ``starts`` (``MetricsCallback``'s,
-    read from ``fit_fingerprints.json``; anything else counts as none): each attempt's
-    ``epoch`` (the epoch its fit started at, matched by attempt number) and
+    """A copy of a record's ``run`` completed from the fit's ``starts``
+    (``fit_fingerprints.json``): each attempt's ``epoch`` (by attempt number) and
     ``world_changes``. A run without ``attempts`` is returned as it is."""
     attempts = run.get("attempts")
     if not isinstance(attempts, list):

@@ -52,13 +52,9 @@ NVIDIA_SMI_TIMEOUT_S = 5.0
 
 
 def image_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any] | None:
-    """The container image a rank runs in, from the env file / Apptainer's variables.
-
-    The identity (:data:`IMAGE_IDENTITY_KEYS`) comes from the variables of
-    :data:`IMAGE_IDENTITY_ENV` that the rank wrapper writes into the env file: the SIF's sha256 and
-    header UUID, the sha256 of the definition it was built from and the digest of its base
-    image. ``APPTAINER_CONTAINER``/``SINGULARITY_CONTAINER`` is where this copy lives
-    (``path``). ``None`` when none of them is set.
+    """The container image a rank runs in: its identity, from the variables the rank
+    wrapper writes into the env file (:data:`IMAGE_IDENTITY_ENV`), and where this copy
+    lives (``path``, Apptainer's); ``None`` when none is set.
 
     Examples
     --------
@@ -78,11 +74,9 @@ def image_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any] |
 
 
 def split_image(image: Mapping[str, Any] | None) -> tuple[dict[str, Any] | str, dict[str, Any]]:
-    """(``reproducibility.image``, ``run.image``) of an image description.
-
-    The identity keys go to the first; everything else (where the copy lives, build
-    details of a manifest) to the second. Without identity: :data:`NO_IMAGE`, or
-    :data:`UNIDENTIFIED_IMAGE` when the description still says where an image is.
+    """(``reproducibility.image``: the identity keys, ``run.image``: the rest) of an image
+    description. Without identity: :data:`NO_IMAGE`, or :data:`UNIDENTIFIED_IMAGE` when
+    the description still says where an image is.
 
     Examples
     --------
@@ -116,14 +110,9 @@ def _env_file(path: str) -> dict[str, Any]:
 
 
 def container_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any] | None:
-    """How the rank was started in its container (``run.container``), from the env file.
-
-    ``apptainer_version`` (``MUSHIN_APPTAINER_VERSION``), ``rank_command``
-    (``MUSHIN_RANK_COMMAND``: the shell-quoted ``apptainer exec ... image.sif python``, as
-    given) and ``rank_argv`` (the same, ``shlex.split``), and ``env_file``
-    (``MUSHIN_ENV_FILE``): its ``path``, the ``sha256`` of its bytes and its ``text`` with
-    secret-looking assignments redacted (``error`` instead when it cannot be read here).
-    ``None`` when none of the variables is set.
+    """``run.container``: how the rank was started in its container (:data:`CONTAINER_ENV`),
+    redacted: ``apptainer_version``, ``rank_command`` and ``rank_argv``, and ``env_file``
+    (``path``, ``sha256``, ``text``, or ``error``); ``None`` when none of it is set.
 
     Examples
     --------
@@ -200,8 +189,8 @@ def _parse_nvidia_smi(text: str) -> tuple[str | None, tuple[tuple[str, str, str]
 def _visible(
     gpus: Sequence[tuple[str, str, str]], visible: str | None, count: int
 ) -> list[str] | None:
-    """The names of the GPUs this process sees (``CUDA_VISIBLE_DEVICES``), in its order;
-    ``None`` when the list cannot be matched to ``count`` devices."""
+    """The names of the GPUs ``CUDA_VISIBLE_DEVICES`` shows, in its order; ``None`` when
+    they cannot be matched to ``count`` devices."""
     if visible is None:
         chosen = list(gpus)
     else:
@@ -224,26 +213,15 @@ def _nccl(torch: Any) -> str | None:
         version = torch.cuda.nccl.version()
     except Exception:  # a CPU build has no NCCL
         return None
-    if isinstance(version, tuple):
-        return ".".join(map(str, version))
-    if isinstance(version, int):  # old torch: 2708 = 2.7.8, 21903 = 2.19.3
-        major, rest = divmod(version, 10000 if version >= 10000 else 1000)
-        minor, patch = divmod(rest, 100)
-        return f"{major}.{minor}.{patch}"
-    return str(version)
+    return ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
 
 
 def device_facts(environ: Mapping[str, str] | None = None) -> dict[str, Any] | None:
-    """This process's devices (``run.devices``), or ``None`` when torch is not imported.
-
-    ``torch`` (version), ``cuda`` (the CUDA torch was built with), ``nccl``, ``cudnn``
-    (the cuDNN version torch loads; its kernels decide what ``deterministic`` can promise),
-    ``cuda_available``, ``count`` (GPUs this process sees; 0 on a CPU machine), ``names``
-    (one per GPU, in device order) and ``driver`` (the NVIDIA driver, from
-    ``nvidia-smi``, asked only when CUDA is available, with a timeout). Never imports
-    torch and never initializes CUDA: names come from torch only when CUDA is already
-    initialized, else from ``nvidia-smi`` matched against ``CUDA_VISIBLE_DEVICES``
-    (``None`` when they cannot be matched).
+    """``run.devices``: versions (``torch``, the ``cuda`` it was built with, ``nccl``,
+    ``cudnn``, whose kernels decide what ``deterministic`` can promise), the GPUs this
+    process sees (``count``, ``names``) and the NVIDIA ``driver``; ``None`` when torch is
+    not imported. Never imports torch nor initializes CUDA: names come from torch only
+    when CUDA is initialized, else from ``nvidia-smi`` matched to ``CUDA_VISIBLE_DEVICES``.
 
     Examples
     --------

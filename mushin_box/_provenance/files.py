@@ -1,11 +1,9 @@
 # SPDX-License-Identifier: MIT
 """A cell's provenance files: ``mushin_provenance.json`` and ``mushin_packages.txt``.
 
-The record is written as canonical JSON (:func:`~mushin_box._core.sidecars.canonical_dumps`),
-atomically. Beside it, the package list whose sha256 the record names
-(``reproducibility.package_set.sha256``): one ``name==version`` a line, so that
-``sha256sum mushin_packages.txt`` prints the fingerprint and ``mushin-box diff`` can say
-which packages changed (:func:`packages_beside`).
+The record is canonical JSON, written atomically; beside it, the package list whose sha256
+it names (``reproducibility.package_set.sha256``), so that ``sha256sum
+mushin_packages.txt`` prints the fingerprint and ``diff`` can name changed packages.
 """
 
 from __future__ import annotations
@@ -47,11 +45,8 @@ def _write_packages(directory: Path, lines: Sequence[str]) -> None:
 
 
 def packages_beside(path: str | os.PathLike[str], record: Mapping[str, Any]) -> list[str] | None:
-    """The ``name==version`` list in ``mushin_packages.txt`` beside a record, if it is the
-    one the record's ``package_set.sha256`` names (else ``None``: missing, unreadable or
-    not this record's).
-
-    ``path`` is the cell directory or the record file.
+    """The ``name==version`` list in ``mushin_packages.txt`` beside a record (``path``: the
+    cell directory or the record file), if it is the one the record names, else ``None``.
 
     Examples
     --------
@@ -83,20 +78,13 @@ def write_provenance(
     *,
     packages: Sequence[str] | None = None,
 ) -> Path:
-    """Write ``record`` atomically (canonical JSON) as the cell's ``mushin_provenance.json``,
-    and its package list as ``mushin_packages.txt`` beside it.
+    """Write ``record`` as the cell's ``mushin_provenance.json``, and its package list
+    beside it (first, and only when it changed); return the record's path.
 
-    The package list is ``packages`` (which must be the list the record's
-    ``package_set.sha256`` names), or by default this process's
-    :func:`~mushin_box._provenance.record.installed_packages` when the record names them; a
-    record of another package set is written alone. The list is written first and only
-    when it changed. A config value that JSON cannot hold is replaced by a note rather
-    than losing the whole record. Returns the path of the record.
-
-    Raises
-    ------
-    ValueError
-        ``packages`` is not the package set the record names.
+    The list is ``packages`` (``ValueError`` unless it is the set the record names), else
+    this process's :func:`~mushin_box._provenance.record.installed_packages` when the
+    record names them; a record of another set is written alone. A config JSON cannot
+    hold becomes a note rather than losing the whole record.
     """
     path = Path(cell_dir) / PROVENANCE_FILE
     sha = _package_sha256(record)

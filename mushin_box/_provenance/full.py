@@ -3,22 +3,18 @@
 
 ``reproducibility`` holds what must match for two runs to be the same experiment: code
 (git state, task source hash), the config *without* its run-shape keys, the seed base,
-the package set (fingerprint of every installed ``name==version``; the list itself goes to
+the package set (fingerprint of every installed ``name==version``, listed in
 ``mushin_packages.txt`` beside the record), python and key package versions, the image's
-identity and the few environment variables that change numerics. ``run`` holds what may
-differ: host, pid, start/end/duration, the world topology (nodes, ranks, per-rank seeds),
-the Trainer's ``devices``/``num_nodes``, the launcher and its nodes/tasks/GPUs, the
-devices, the container launch (Apptainer version, rank command, env file), the captured
-environment. So one experiment run at world size 1, 2 and 4 has a byte-identical
+identity and the environment variables that change numerics. ``run`` holds what may
+differ: host, pid, times, the world (nodes, ranks, per-rank seeds), the Trainer's
+``devices``/``num_nodes``, the launcher, the devices, the container launch and the
+captured environment. So one experiment run at world size 1, 2 and 4 has a byte-identical
 ``canonical_dumps(record["reproducibility"])``.
 
-Secrets are redacted everywhere: values of secret-looking keys and environment variables
-(:func:`mushin_box._core.redact.is_secret_name`), secret-looking assignments in the env file
-and the rank command (:mod:`mushin_box._provenance.env`) and credentials inside URLs
-(``https://user:pass@host`` → ``https://<redacted>@host``).
-
-:func:`split_provenance` brings any record (an older cell's basic schema-1 one, or a full
-one) to this one shape, so that two records compare.
+Secrets are redacted everywhere (:func:`mushin_box._core.redact.redact`: secret-looking
+keys and variables, assignments in the env file and rank command, credentials in URLs).
+:func:`split_provenance` brings any record (an older basic one, or a full one) to this
+shape, so that two records compare.
 """
 
 from __future__ import annotations
@@ -148,11 +144,9 @@ def split_config(
     patterns: Sequence[str] = RUN_CONFIG_PATTERNS,
     trainer_keys: frozenset[str] = _TRAINER_RUN_KEYS,
 ) -> tuple[Any, dict[str, Any]]:
-    """Split a config into (experiment config, ``{dotted path: value}`` of run-shape keys).
-
-    Run-shape keys are those whose dotted path matches one of ``patterns`` (fnmatch, ``*``
-    spans dots) and ``trainer_keys`` (``devices``/``num_nodes``) under any node whose
-    ``_target_`` names a ``...Trainer``. The input is not modified.
+    """Split a config into (experiment config, ``{dotted path: value}`` of run-shape keys):
+    paths matching ``patterns`` (fnmatch, ``*`` spans dots), and ``trainer_keys`` under a
+    node whose ``_target_`` names a ``...Trainer``. The input is not modified.
 
     Examples
     --------
@@ -208,18 +202,13 @@ def _sha256(value: Any) -> str | None:
 
 
 def split_provenance(record: Mapping[str, Any]) -> dict[str, Any]:
-    """The canonical two-part form of a provenance record (basic or full; idempotent).
-
-    * run-shape config keys (:func:`split_config`) move to ``run.config``;
-    * the seed base becomes ``reproducibility.seed = {"base": ..., "scheme": ...}``, and a
-      top-level config ``seed`` equal to it is not repeated in the config;
-    * ``reproducibility.config_sha256`` is the sha256 of the canonical (redacted) config
-      that stays; a schema-1 record's hash of the whole config moves to
-      ``run.fingerprints.config``;
-    * an image of ``None`` (older records) becomes :data:`~mushin_box._provenance.env.NO_IMAGE`
-      and an older record's ``run.time`` becomes ``run.started``;
-    * secrets are redacted in both parts (:func:`~mushin_box._core.redact.redact`), except
-      the per-rank rows of ``run.topology`` (numbers and host names only).
+    """The canonical two-part form of a provenance record (basic or full; idempotent):
+    run-shape config keys (:func:`split_config`) move to ``run.config``; the seed base
+    becomes ``reproducibility.seed`` (a config ``seed`` equal to it is dropped);
+    ``config_sha256`` hashes the (redacted) config that stays, a schema-1 record's hash
+    moving to ``run.fingerprints.config``; older records' ``None`` image and ``run.time``
+    become ``"no image"`` and ``run.started``; both parts are redacted, except the rank
+    rows of ``run.topology`` (numbers and host names only).
 
     Examples
     --------
@@ -294,11 +283,9 @@ def seeds_from_records(records: Mapping[int, Mapping[str, Any]]) -> dict[int, in
 def record_with_seeds(
     record: Mapping[str, Any], records: Mapping[int, Mapping[str, Any]]
 ) -> dict[str, Any]:
-    """A copy of a full record with the per-rank seeds of ``records`` filled in.
-
-    ``records`` is :func:`mushin_box._train.seeding.seed_records`' output (read after the task
-    ran). When the record has no seed base yet (the config has no ``seed``), the base the
-    ranks seeded from is recorded as ``reproducibility.seed.base``.
+    """A copy of a full record with the per-rank seeds of ``records``
+    (:func:`mushin_box._train.seeding.seed_records`) filled in, and, when it has no seed base
+    yet (no config ``seed``), the base the ranks seeded from.
 
     Examples
     --------
@@ -375,48 +362,22 @@ def full_provenance(
     pre_call: Callable[..., Any] | None = None,
     experiment: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The full, canonical two-part provenance record of one cell (or one rank).
+    """The full, canonical (:func:`split_provenance`), redacted two-part provenance record
+    of one cell (or one rank).
 
-    Parameters
-    ----------
-    task, config, fingerprints, seed_base, pre_call, experiment
-        As for :func:`mushin_box._provenance.record.basic_provenance` (``config``: the plain,
-        unresolved job config).
-    topology : Topology, optional
-        The world; default :func:`~mushin_box._provenance.topology.topology_from_env` on ``environ``
-        (with the Trainer's ``devices`` from the config for HydraDDP's rank 0).
-    environ : Mapping[str, str], optional
-        The environment to read (default ``os.environ``).
-    launcher : Mapping, optional
-        The launcher, e.g. :func:`launcher_from_hydra` (``{"name": ..., "config": ...}``).
-    image : Mapping, optional
-        The image (e.g. its build manifest); default :func:`image_from_env`. The keys of
-        :data:`IMAGE_IDENTITY_KEYS` are ``reproducibility.image``; the others (``path``,
-        build details) go to ``run.image``. No identity: ``"no image"``.
-    env_capture : sequence of str
-        Environment variables recorded in ``run.env`` (fnmatch; :data:`ENV_CAPTURE`).
-    base : Mapping, optional
-        A record built earlier in this process (e.g. for another rank or cell): its git
-        state, package set and run facts are reused, skipping the look-ups; ``config``
-        and ``seed_base``, when given, replace its own.
-    packages : sequence of str, optional
-        The ``name==version`` list whose fingerprint is ``reproducibility.package_set``
-        (default: this process's :func:`~mushin_box._provenance.record.installed_packages`).
-    devices : Mapping, optional
-        ``run.devices``; default
-        :func:`~mushin_box._provenance.env.device_facts` (``None`` when torch is not
-        imported in this process).
-    container : Mapping, optional
-        ``run.container``; default
-        :func:`~mushin_box._provenance.env.container_from_env` on ``environ``.
-    started : str, optional
-        ``run.started`` (ISO 8601); default now.
-
-    Returns
-    -------
-    dict
-        ``{"schema": 3, "reproducibility": {...}, "run": {...}}``, canonical
-        (:func:`split_provenance`) and redacted.
+    ``task``, ``config`` (plain, unresolved), ``fingerprints``, ``seed_base``, ``pre_call``
+    and ``experiment`` are :func:`~mushin_box._provenance.record.basic_provenance`'s.
+    ``base``: a record built earlier in this process, whose git state, package set and run
+    facts are reused (``config`` and ``seed_base``, when given, replace its own). Each
+    other argument defaults to what ``environ`` (default ``os.environ``) and this process
+    say: ``topology`` (:func:`~mushin_box._provenance.topology.topology_from_env`, with the
+    Trainer's ``devices`` for HydraDDP's rank 0), ``image`` (:func:`image_from_env`; its
+    identity keys go to ``reproducibility.image``, the rest to ``run.image``),
+    ``packages`` (:func:`~mushin_box._provenance.record.installed_packages`), ``devices``
+    (:func:`~mushin_box._provenance.env.device_facts`), ``container``
+    (:func:`~mushin_box._provenance.env.container_from_env`), ``started`` (now);
+    ``launcher`` (:func:`launcher_from_hydra`) is ``None`` and ``env_capture`` is
+    :data:`ENV_CAPTURE` (fnmatch patterns of ``run.env``).
 
     Examples
     --------
@@ -502,12 +463,10 @@ def finish_record(
     duration_s: float | None = None,
     devices: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A copy of a record completed when the cell's task has returned (or raised).
-
-    Sets ``run.ended`` and ``run.duration_s``, and ``run.devices`` to ``devices``
-    (default :func:`~mushin_box._provenance.env.device_facts`: by now the task has
-    usually imported torch, and may have initialized CUDA), keeping the devices recorded
-    at the start when there are none now.
+    """A copy of a record completed when the cell's task has returned (or raised):
+    ``run.ended``, ``run.duration_s`` and ``run.devices`` (default
+    :func:`~mushin_box._provenance.env.device_facts`: by now the task has usually imported
+    torch), keeping the devices recorded at the start when there are none now.
 
     Examples
     --------

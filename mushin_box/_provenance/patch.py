@@ -1,21 +1,17 @@
 # SPDX-License-Identifier: MIT
 """The uncommitted code of a dirty launch, kept in the sweep so that it can be run again.
 
-A cell of a dirty tree records the commit and the sha256 of the uncommitted diff
+A dirty tree's cell records the commit and the sha256 of the uncommitted diff
 (:func:`~mushin_box._provenance.record.git_tree`); once the tree changes, no checkout gives
-that code back. So the launch writes those very bytes into the sweep, named by their hash
+that code back. So the launch writes those bytes into the sweep, named by their hash
 (:func:`~mushin_box._core.layout.code_patch_file`), owner-only and atomically, and the
-cells point at it (``run.experiment.patch``). ``reproduce`` checks the file's hash against
-the record before it names the file.
+cells point at it (``run.experiment.patch``).
 
-The diff is kept only when it is safe to keep:
-
-- at most :data:`PATCH_LIMIT` bytes: a diff larger than that holds data or generated
-  files, not the code, and would fill the sweep's quota on every dirty launch;
-- no secrets, by the project's one rule (:mod:`mushin_box._core.redact`): a file whose name
-  is a secret's (``.env``, ``secrets.yaml``: :func:`~mushin_box._core.redact.is_secret_file`)
-  or a text the redaction would change (a ``TOKEN=...`` assignment, a secret variable's
-  value) keeps the whole diff out. The reason names the file, never the value.
+The diff is kept only when it is safe to keep: at most :data:`PATCH_LIMIT` bytes (a
+larger one holds data or generated files, and would fill the sweep's quota), and no
+secrets by the project's one rule (:mod:`mushin_box._core.redact`): a secret file's name
+(``.env``) or a text the redaction would change keeps the whole diff out. The reason
+names the file, never the value.
 """
 
 from __future__ import annotations
@@ -35,8 +31,7 @@ from mushin_box._provenance.record import UNTRACKED_MARK, git_tree
 
 __all__ = ["PATCH_LIMIT", "CodePatch", "code_patch", "keep_patch", "patch_files"]
 
-#: the largest diff kept (16 MiB): code changes are far smaller; a larger diff carries
-#: data or generated files, and a copy per dirty launch would fill the sweep's quota
+#: the largest diff kept: code changes are far smaller
 PATCH_LIMIT = 16 * 2**20
 _HEADER = re.compile(rb"^diff --git a/(.*) b/(.*)$", re.MULTILINE)
 
@@ -97,13 +92,10 @@ def keep_patch(
 ) -> dict[str, Any] | None:
     """Write a dirty experiment's diff into the sweep ``root``; return ``experiment``
     (:func:`~mushin_box._provenance.record.experiment_state`) with ``patch``, the file's
-    path relative to ``root``, where it was written.
+    path relative to ``root``, where it was written (owner-only: the code is the user's).
 
-    Called once the launch is validated, before any cell runs, so a refused launch leaves
-    nothing. Nothing is written when the tree is clean, when the diff may not be kept, or
-    when the tree changed since ``experiment`` was taken (another hash: not the cells'
-    code), or when a directory on the way is a symbolic link. The file is owner-only (0600)
-    in an owner-only directory: the code is the user's.
+    Nothing is written for a clean tree, a diff that may not be kept, a tree changed since
+    ``experiment`` was taken (not the cells' code), or a symbolic link on the way.
     """
     if experiment is None:
         return None

@@ -1,33 +1,24 @@
 # SPDX-License-Identifier: MIT
 """Where each rank ran: its node, its Python and its image, recorded by every rank.
 
-Rank 0 writes the provenance record, but it cannot see where the other ranks ran: so
-every rank writes ``.mushin/ranks/rank<r>.json`` of the cell as it starts (its placement:
-local rank, node rank and host, as its launcher told it; its Python, its executable, what
-the container runtime sets inside a container: ``APPTAINER_CONTAINER`` and
-``APPTAINER_NAME``, and the image's digest, ``MUSHIN_SIF_SHA256``, which the env file gives
-every rank in an image), and rank 0 folds them into its record when the task ends:
+Rank 0 writes the record but cannot see where the other ranks ran, so every rank writes
+``.mushin/ranks/rank<r>.json`` as it starts (its placement as its launcher told it, its
+Python and executable, its container and the image's digest the env file gave it), and
+rank 0 folds them into its record when the task ends:
 
-- ``run.topology.ranks``: each rank's placement, as the rank recorded it (the one
-  source: nothing infers another rank's node from the launcher's layout);
+- ``run.topology.ranks``: each rank's placement, as the rank recorded it (nothing infers
+  another rank's node);
+- ``run.rank_runtime``: the ranks grouped by what they ran on (paths may differ);
+- ``reproducibility.ranks``: what must match: the Pythons, whether all, none or some
+  ranks ran in an image, and in how many images. An image is its digest, not its path
+  (two copies are one image; one path replaced mid-run is two); a rank given no digest
+  counts by its path.
 
-- ``run.rank_runtime``: the ranks grouped by what they ran on (paths may differ between
-  two runs of one experiment: the image moved, another node);
-- ``reproducibility.ranks``: what must match between runs: the Pythons the ranks ran, and
-  whether all, none or only some of them ran in an image, and in how many different images.
-  An image is its digest, not its path: two paths to one file are one image (a copy on each
-  node), and one path that held two files (replaced mid-run) is two. A rank in an image
-  that was given no digest (no env file) counts by its path.
-
-Each rank also says how its task ended (``ended``: ``completed``, or the exception's type,
-``Terminated`` for a SIGTERM) in its own record, and a rank that starts again (a torchrun
-restart, a SLURM requeue) keeps, as ``before``, what its record said of the attempt before:
-a rank whose ``before`` has no ``ended`` died without a word (SIGKILL, the OOM killer, a
-crash), which only its launcher saw. That is how a restarted cell names the rank it lost
-(:func:`restart_cause`), with no parsing of the launcher's log.
-
-So ``diff`` and ``reproduce`` flag a rank that ran outside the image (``in_image`` ``all``
--> ``some``), in another image (``images`` 1 -> 2), or on another Python.
+Each rank also records how its task ended (``ended``: ``completed`` or the exception's
+type, ``Terminated`` for SIGTERM); a rank that starts again keeps the previous attempt's
+as ``before``. A ``before`` without ``ended`` died without a word (SIGKILL, the OOM
+killer): that is how a restarted cell names the rank it lost (:func:`restart_cause`),
+without parsing the launcher's log.
 
 Examples
 --------
@@ -83,10 +74,8 @@ _RECORD = re.compile(r"rank[0-9]+\.json")  # _row_path's names
 
 
 def rank_runtime(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """This process's placement (local rank, node rank, host) as its launcher told it, its
-    Python version and executable, and the container it runs in (``None`` outside one),
-    as the container runtime says, with the digest of its image that the env file gave it
-    (``None`` outside an image: a digest in a process outside one names no image it ran)."""
+    """This process's placement, Python, and container with its image's digest (``None``
+    outside one: there a digest names no image it ran)."""
     env = os.environ if environ is None else environ
     found = {
         field: next((env[name] for name in names if env.get(name)), None)
@@ -111,10 +100,9 @@ def _row_path(cell_dir: Path, rank: int) -> Path:
 
 
 def write_rank_runtime(cell_dir: Path, *, rank: int, attempt: int) -> None:
-    """Every rank, as its cell starts: ``.mushin/ranks/rank<r>.json`` (for this attempt, with
-    its process id), with ``before``: how this rank's record said its previous attempt
-    ended. A torchrun worker also drops its agent's note of an earlier process of its pid
-    (:func:`_exit_note`): a note names only the death of the pid's last holder."""
+    """Every rank, as its cell starts: its record of this attempt, with ``before``. A
+    torchrun worker drops its agent's note of an earlier holder of its pid
+    (:func:`_exit_note`): a note must name only the death of the pid's last holder."""
     path = _row_path(cell_dir, rank)
     record: dict[str, Any] = {"rank": int(rank), "attempt": int(attempt), **rank_runtime()}
     record["pid"] = os.getpid()
@@ -138,9 +126,8 @@ def write_rank_end(cell_dir: Path, *, rank: int, attempt: int, how: str) -> None
 
 
 def restart_cause(cell_dir: Path, attempt: int) -> dict[str, Any] | None:
-    """Which rank ended the attempt before ``attempt``: one that died without a word, else
-    one that raised (from this attempt's rank records), with the epoch this attempt's fit
-    started at (``MetricsCallback``'s fit starts); ``None`` when no rank is known."""
+    """Which rank ended the attempt before ``attempt`` (one that died without a word, else
+    one that raised), with the epoch this attempt's fit started at; ``None``: unknown."""
     rows = read_rank_runtimes(cell_dir, attempt=attempt)
     befores = [(r["rank"], r["before"]) for r in rows if isinstance(r.get("before"), Mapping)]
     ends = [{"rank": rank, **{k: b.get(k) for k in ("host", "ended")}} for rank, b in befores]
@@ -159,10 +146,8 @@ def restart_cause(cell_dir: Path, attempt: int) -> dict[str, Any] | None:
 
 
 def _exit_note(pid: int) -> dict[str, Any]:
-    """How the torchrun worker of ``pid`` ended, as its agent saw it (``signal``, e.g.
-    ``SIGKILL``, or ``exitcode``); ``{}`` when no note says (not a torchrun worker). A note
-    is torch's record of the failure kept as data: :mod:`mushin_box._slurm.torchrun`
-    writes it."""
+    """How the torchrun worker of ``pid`` ended, from its agent's note
+    (:mod:`mushin_box._slurm.torchrun`): ``signal`` or ``exitcode``; ``{}``: no note."""
     exits = os.environ.get(TORCHRUN_EXITS_ENV)
     note = read_json(Path(exits) / f"{int(pid)}.json", default=None) if exits else None
     code = note.get("exitcode") if isinstance(note, dict) else None
@@ -221,9 +206,8 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def placements(topology: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
-    """``run.topology.ranks`` (rows of :data:`RANK_COLUMNS`): the placement each rank
-    recorded, with the seed the record already holds for it; a rank that recorded no
-    placement keeps its row, if any.
+    """``run.topology.ranks``: the placement each rank recorded, with the seed the record
+    holds for it; a rank that recorded none keeps its row.
 
     Examples
     --------
@@ -267,8 +251,8 @@ def record_with_rank_runtime(
 
 
 def _nodes(topology: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list[Any] | None:
-    """``run.topology.nodes`` with each node named by the ranks that ran on it (a rank knows
-    its own host; the launch may not have known every node's name). None: nothing to add."""
+    """``run.topology.nodes`` with each node named by the ranks that ran on it; None:
+    nothing to add."""
     nodes = list(topology.get("nodes") or [])
     named = {
         row["node_rank"]: row["host"]

@@ -1,10 +1,8 @@
 # SPDX-License-Identifier: MIT
 """The basic provenance record (what a cell ran with, secrets redacted) and its sources:
-the git state of the experiment and the installed package set.
-
-The installed package set is read here, once per process: every installed distribution as
-``name==version`` (canonical names, sorted), whose sha256 is the record's package-set
-fingerprint and whose text is the ``mushin_packages.txt`` written beside the record.
+the experiment's git state and the installed package set (read once per process: every
+distribution as ``name==version``, canonical names, sorted; its sha256 is the record's
+package-set fingerprint, its text ``mushin_packages.txt``).
 """
 
 from __future__ import annotations
@@ -35,6 +33,7 @@ __all__ = [
     "basic_provenance",
     "canonical_package_name",
     "experiment_state",
+    "git",
     "git_root",
     "git_state",
     "git_tree",
@@ -60,7 +59,8 @@ KEY_PACKAGES: tuple[str, ...] = (
 )
 
 
-def _git(args: list[str], cwd: Path) -> str | None:
+def git(args: list[str], cwd: Path) -> str | None:
+    """``git ARGS``' output in ``cwd``, or None when it fails."""
     try:
         out = subprocess.run(
             ["git", *args], cwd=cwd, capture_output=True, timeout=10, check=True
@@ -72,29 +72,26 @@ def _git(args: list[str], cwd: Path) -> str | None:
 
 def git_root(path: Path) -> str | None:
     """The top directory of the git checkout holding ``path``, or None outside git."""
-    top = _git(["rev-parse", "--show-toplevel"], path if path.is_dir() else path.parent)
+    top = git(["rev-parse", "--show-toplevel"], path if path.is_dir() else path.parent)
     return top.strip() if top else None
 
 
 def git_tree(path: Path, *, include: Iterable[str | Path] = ()) -> tuple[str, bool, bytes] | None:
-    """Commit, dirty flag and the uncommitted diff of the repo holding ``path`` (None
-    outside git): the bytes of ``git diff HEAD``, then, for each of ``include`` (the files
-    the code runs: the code fingerprint's modules) that git does not track yet,
-    ``\\0untracked PATH\\0`` and its content. Such a file is not in ``git diff HEAD``, yet
-    it ran: it belongs to the diff, and makes the tree dirty. These bytes are what
-    :func:`git_state` hashes and what a dirty launch keeps
-    (:mod:`mushin_box._provenance.patch`); ``git apply`` takes them, skipping the
-    untracked entries.
+    """Commit, dirty flag and uncommitted diff of the repo holding ``path`` (None outside
+    git): ``git diff HEAD``, then ``\\0untracked PATH\\0`` and the content of each of
+    ``include`` (the code fingerprint's files) that git does not track: it ran, so it
+    belongs to the diff and makes the tree dirty. ``git apply`` takes these bytes,
+    skipping the untracked entries.
     """
     cwd = path if path.is_dir() else path.parent
-    commit = _git(["rev-parse", "HEAD"], cwd)
+    commit = git(["rev-parse", "HEAD"], cwd)
     if commit is None:
         return None
-    status = _git(["status", "--porcelain", "--untracked-files=no"], cwd) or ""
-    diff = (_git(["diff", "HEAD"], cwd) or "").encode("utf-8")
+    status = git(["status", "--porcelain", "--untracked-files=no"], cwd) or ""
+    diff = (git(["diff", "HEAD"], cwd) or "").encode("utf-8")
     files = sorted({Path(f).resolve() for f in include})
     root = Path(git_root(cwd) or cwd)
-    others = _git(["ls-files", "--others", "--exclude-standard", "-z"], root) if files else ""
+    others = git(["ls-files", "--others", "--exclude-standard", "-z"], root) if files else ""
     untracked = set((others or "").split("\0"))
     for file in files:
         rel = file.relative_to(root).as_posix() if file.is_relative_to(root) else None
@@ -120,11 +117,10 @@ def git_state(path: Path, *, include: Iterable[str | Path] = ()) -> dict[str, An
 def experiment_state(
     file: str | os.PathLike[str] | None, task: Callable[..., Any], include: Iterable[str] = ()
 ) -> dict[str, Any]:
-    """The experiment a launch runs: its file (given, else the task's own), and the state
-    of the git repository holding it (:func:`git_state`, ``include``: the files the code
-    fingerprint covers). Taken once by the driver, so that every cell records the user's
-    repository, not the kit's, even where a config-only experiment's task is the kit's
-    ``fit_task`` and a rank in an image has no git."""
+    """The experiment a launch runs: its file (given, else the task's own) and its
+    repository's :func:`git_state`. Taken once by the driver, so that every cell records
+    the user's repository, even where the task is the kit's ``fit_task`` or a rank in an
+    image has no git."""
     if file is None:
         file = task_file(task)
     path = Path(file).resolve() if file is not None else Path.cwd()
@@ -143,9 +139,8 @@ def task_file(task: Callable[..., Any]) -> Path | None:
 
 
 def _experiment_run(experiment: Mapping[str, Any]) -> dict[str, Any]:
-    """``run.experiment``: the experiment's file, and where the sweep keeps the code of a
-    dirty tree (``patch``, relative to the sweep). The pointer is ``run``'s: whether the
-    code was kept (its size, its secrets) says nothing about what ran."""
+    """``run.experiment``: the file, and where the sweep keeps a dirty tree's code
+    (``patch``; ``run``'s: whether it was kept says nothing about what ran)."""
     patch = experiment.get("patch")
     return {"file": experiment.get("file"), **({"patch": patch} if patch else {})}
 
@@ -162,8 +157,8 @@ def canonical_package_name(name: str) -> str:
 
 
 def _name_and_version(dist: importlib.metadata.Distribution) -> tuple[str | None, str | None]:
-    """``Name`` and ``Version`` from the metadata headers, without parsing the whole file
-    (``dist.metadata`` parses the long description too: ten times slower)."""
+    """``Name`` and ``Version`` from the metadata headers only (``dist.metadata`` parses the
+    long description too)."""
     text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
     name = version = None
     for line in text.partition("\n\n")[0].splitlines():
@@ -176,10 +171,8 @@ def _name_and_version(dist: importlib.metadata.Distribution) -> tuple[str | None
 
 @functools.cache
 def installed_packages() -> tuple[str, ...]:
-    """Every installed distribution as ``name==version``: canonical names, sorted by name.
-
-    Read once per process (``installed_packages.cache_clear()`` reads again). When a name
-    is installed twice on ``sys.path``, the first one is listed: the one ``import`` finds.
+    """Every installed distribution as ``name==version`` (canonical names, sorted), once
+    per process; of a name installed twice, the one ``import`` finds.
 
     Examples
     --------
@@ -208,10 +201,8 @@ def packages_text(lines: Iterable[str]) -> str:
 
 
 def package_set(lines: Sequence[str]) -> dict[str, Any]:
-    """The package-set fingerprint of a ``name==version`` list (the record's ``package_set``).
-
-    ``sha256`` is the sha256 of :func:`packages_text` (so ``sha256sum mushin_packages.txt``
-    prints it), ``count`` the number of packages, ``file`` where the list is.
+    """The record's ``package_set`` of a ``name==version`` list: ``sha256`` of
+    :func:`packages_text` (``sha256sum mushin_packages.txt`` prints it), ``count``, ``file``.
 
     Examples
     --------
@@ -267,27 +258,22 @@ def basic_provenance(
     experiment: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The basic provenance record of one cell (:func:`~mushin_box._provenance.full.full_provenance`
-    builds on it; :func:`~mushin_box._provenance.full.split_provenance` gives its canonical
-    form). ``run.task`` says where ``task`` and ``pre_call`` are defined
-    (:func:`~mushin_box._provenance.task.task_locator`): ``reproduce`` imports them.
-
-    ``experiment``: ``{"file": ..., "git": ...}`` of the experiment, as the launch saw it
-    (:func:`experiment_state`): ``code.git`` is then its repository's state, and
-    ``run.experiment.file`` where it was. Without it, the repository of the task's own file.
+    builds on it). ``code.git`` is the state of ``experiment``'s repository
+    (:func:`experiment_state`), else of the task's own file's.
     """
     if experiment is not None:
-        git = experiment.get("git")
+        state = experiment.get("git")
     else:
         try:
             source = Path(inspect.getfile(inspect.unwrap(task)))
         except (TypeError, OSError):
             source = Path.cwd()
-        git = git_state(source)
+        state = git_state(source)
     packages = installed_packages()
     return {
         "schema": 1,
         "reproducibility": {
-            "code": {"git": git, "task_sha256": fingerprints.get("code")},
+            "code": {"git": state, "task_sha256": fingerprints.get("code")},
             "config": redact(config),
             "config_sha256": fingerprints.get("config"),
             "mushin_box": __version__,

@@ -1,20 +1,18 @@
 # SPDX-License-Identifier: MIT
 """Where a cell's task (and ``pre_call``) live, written down so ``reproduce`` can import them.
 
-A cell's record says which code ran by content (``reproducibility.code``), but a re-run
-needs the functions themselves. :func:`task_locator` writes down, as the cell starts, the
-module, qualified name and file of the task and of the ``pre_call`` (``run.task`` of the
-provenance record); :func:`load_callable` imports them again in another process, the way
-``mushin-box launch`` imports an experiment file: by module name when that module is
-importable, else from its file (its directory first on ``sys.path``). A task defined in a
-script run as ``python train.py`` (module ``__main__``) is imported from the script, as the
-module ``train``; its ``if __name__ == "__main__":`` block does not run.
+The record names the code by content (``reproducibility.code``); a re-run needs the
+functions. :func:`task_locator` records their module, qualified name and file
+(``run.task``); :func:`load_callable` imports them again as ``mushin-box launch`` imports
+an experiment file: by module name when importable, else from the file (its directory
+first on ``sys.path``). A task of a script run as ``python train.py`` (``__main__``) is
+imported from the script as ``train``; its ``if __name__ == "__main__":`` block does not
+run.
 
-Design note: ``run``, not ``reproducibility``: the code's identity is already there (the code
-fingerprint names the task), and this only says where to find it. One fact of it is identity:
-whether a rank in an image took the task from the image or from a host directory mounted
-into it (:func:`in_image`), since the fingerprint covers user files only, not an installed
-package such as the kit itself.
+``run``, not ``reproducibility``: the code fingerprint already names the task. One fact
+is identity: whether a rank in an image took the task from the image or from a host
+directory (:func:`in_image`), since the fingerprint covers user files, not an installed
+package such as the kit.
 """
 
 from __future__ import annotations
@@ -67,10 +65,8 @@ def task_locator(
 
 def in_image(file: str | None, rank_argv: Sequence[str] | None, home: str | None) -> bool:
     """Whether ``file``, as a rank in a container saw it, lies in the image: under none of
-    the host directories mounted into the container (each ``--bind`` destination and the
-    ``--pwd`` of the rank's recorded ``apptainer exec``, ``home`` and Apptainer's default
-    mounts). A task taken from the host is other code than the image's, and the ranks
-    find the image's only when no host directory is put first on their ``PYTHONPATH``.
+    the host directories mounted into it (``--bind`` destinations and ``--pwd`` of the
+    recorded ``apptainer exec``, ``home``, Apptainer's default mounts).
 
     Examples
     --------
@@ -124,7 +120,7 @@ def locator_problem(entry: Mapping[str, Any] | None, what: str) -> str | None:
 
 def _from_cwd(module: Any) -> str | None:
     """The current directory, when ``module`` was imported from it (``python -m``, a
-    notebook): the ranks run in their working directory, so they need it on PYTHONPATH."""
+    notebook): the ranks, in their own working directory, need it on PYTHONPATH."""
     file = getattr(module, "__file__", None)
     if not isinstance(file, str):
         return None
@@ -136,15 +132,9 @@ def _from_cwd(module: Any) -> str | None:
 
 
 def load_callable(entry: Mapping[str, Any]) -> tuple[Callable[..., Any], str | None]:
-    """``(function, directory the ranks must import it from or None)`` of a locator entry.
-
-    Raises
-    ------
-    ImportError
-        The module cannot be imported (by name, nor from its recorded file), or has no
-        such name. Any error the module's own code raises on import propagates.
-    """
-
+    """``(function, directory the ranks must import it from or None)`` of a locator entry;
+    ``ImportError`` when the module cannot be imported (by name, nor from its file) or
+    has no such name (an error of the module's own code propagates)."""
     module_name, qualname = str(entry["module"]), str(entry["qualname"])
     file = Path(entry["file"]) if entry.get("file") else None
     directory: str | None = None
@@ -160,7 +150,6 @@ def load_callable(entry: Mapping[str, Any]) -> tuple[Callable[..., Any], str | N
     if module is None:
         if file is None or not file.is_file():
             raise ImportError(f"cannot import {module_name}: its file {file} does not exist")
-
         module = import_file(file)
         directory = str(file.parent)
     obj: Any = module

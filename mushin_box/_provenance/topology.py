@@ -1,30 +1,21 @@
 # SPDX-License-Identifier: MIT
 """The world a cell ran in: nodes, ranks and where each rank ran (a value, read from the env).
 
-A :class:`Topology` is what the launcher told this process, written down: the node names
-(the job's node list, which the batch script expanded on the host), the world size, the
-tasks per node and GPUs per node the launch asked for, and the placement (local rank, node
-rank, host name) and seed of the ranks that are known. It is *run* provenance: the same
-experiment can run at world size 1, 2 or 4 and still be the same experiment.
+A :class:`Topology` is what the launcher told this process: node names, world size, tasks
+and GPUs per node, and the placement and seed of the ranks that are known. It is *run*
+provenance: one experiment can run at world size 1, 2 or 4.
 
-:func:`topology_from_env` understands, in this order of precedence:
-
-* ranks HydraDDP started itself (``MUSHIN_GLOBAL_RANK``, plus ``LOCAL_RANK``,
-  ``NODE_RANK`` and ``WORLD_SIZE`` that HydraDDP's rank 0 exports);
-* torchrun / TorchElastic (``RANK``, ``LOCAL_RANK``, ``GROUP_RANK``, ``WORLD_SIZE``,
-  ``LOCAL_WORLD_SIZE``, ``GROUP_WORLD_SIZE``; node names by group rank as the SLURM
-  workers exchanged them, else from SLURM when torchrun runs one per SLURM node);
-* SLURM tasks (``SLURM_PROCID``, ``SLURM_LOCALID``, ``SLURM_NODEID``, ``SLURM_NTASKS``,
-  ``SLURM_NTASKS_PER_NODE``, ``MUSHIN_JOB_NODES`` and the job's id, array ids, partition
-  and account);
-* HydraDDP's rank 0 before it starts the others (``WORLD_SIZE`` without ``RANK``), or a
-  plain single process; ``devices=`` tells it how many ranks HydraDDP is about to start.
+:func:`topology_from_env` reads, in this order: ranks HydraDDP started
+(``MUSHIN_GLOBAL_RANK``); torchrun (``RANK``, ``LOCAL_RANK``, ``GROUP_RANK``,
+``*WORLD_SIZE``; node names as the SLURM workers exchanged them, else SLURM's); SLURM
+tasks (``SLURM_PROCID`` and its kin, ``MUSHIN_JOB_NODES``, the job's ids, partition and
+account); HydraDDP's rank 0 before it starts the others (``devices=`` says how many), or a
+single process.
 
 A process knows only its own placement, so a SLURM or torchrun topology lists one rank:
-its own. Every rank records itself (:mod:`mushin_box._provenance.ranks`), and the cell's
-record takes the placements from those records; nothing guesses where another rank ran.
-The ranks of a single-node world (HydraDDP, one process) all run on this host, so their
-topology lists them all.
+every rank records itself (:mod:`mushin_box._provenance.ranks`) and the cell's record
+takes the placements from those records; nothing guesses where another rank ran. A
+single-node world (HydraDDP, one process) runs on this host, so it lists every rank.
 """
 
 from __future__ import annotations
@@ -96,28 +87,7 @@ class SlurmJob:
 
 @attrs.frozen
 class Topology:
-    """The world one process belongs to.
-
-    Attributes
-    ----------
-    launcher : str
-        ``"slurm"``, ``"torchrun"``, ``"hydraddp"`` or ``"single"``.
-    nodes : tuple[str | None, ...]
-        Node names, by node rank (``None`` where the launcher does not say).
-    world_size : int
-        Number of ranks.
-    ranks : tuple[RankPlacement, ...]
-        The ranks whose placement is known, in rank order: this process's own, all of a
-        single-node world's, or every rank that recorded itself.
-    rank : int
-        The global rank of the process that read its environment.
-    tasks_per_node : tuple[int, ...]
-        Ranks on each node, by node rank, as the launch asked for them (empty when it did
-        not say).
-    gpus_per_node : int | None
-        GPUs per node as the scheduler announced them.
-    slurm : SlurmJob | None
-        The SLURM job, when there is one.
+    """The world one process belongs to (``rank``: that process's global rank).
 
     Examples
     --------
@@ -129,18 +99,20 @@ class Topology:
     RankPlacement(global_rank=3, local_rank=1, node_rank=1, hostname='node0002', seed=13)
     """
 
-    launcher: str
+    launcher: str  # "slurm", "torchrun", "hydraddp" or "single"
+    #: by node rank, ``None`` where the launcher does not say
     nodes: tuple[str | None, ...] = attrs.field(converter=tuple)
     world_size: int
+    #: the known placements, in rank order
     ranks: tuple[RankPlacement, ...] = attrs.field(converter=tuple)
     rank: int = 0
+    #: by node rank, as the launch asked (empty when it did not say)
     tasks_per_node: tuple[int, ...] = attrs.field(default=(), converter=tuple)
     gpus_per_node: int | None = None
     slurm: SlurmJob | None = None
 
     @property
     def num_nodes(self) -> int:
-        """Number of nodes."""
         return len(self.nodes)
 
     @property
@@ -157,11 +129,8 @@ class Topology:
         return attrs.evolve(self, ranks=ranks)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (the ``run.topology`` part of a provenance record).
-
-        The ranks are rows (lists) under ``"ranks"``, their columns named by
-        ``"rank_columns"``: compact enough for a 4,096-rank world.
-        """
+        """``run.topology``: the ranks are rows named by ``rank_columns``, compact enough
+        for a 4,096-rank world."""
         return {
             "launcher": self.launcher,
             "world_size": self.world_size,
@@ -291,27 +260,12 @@ def topology_from_env(
     hostname: str | None = None,
     devices: int | None = None,
 ) -> Topology:
-    """The world this process belongs to, as its launcher's environment describes it.
+    """The world this process belongs to, as ``environ`` (default ``os.environ``) says.
 
-    Parameters
-    ----------
-    environ : Mapping[str, str], optional
-        The environment to read (default ``os.environ``).
-    hostname : str, optional
-        This host's name (default :func:`socket.gethostname`; under SLURM,
-        ``SLURMD_NODENAME`` wins).
-    devices : int, optional
-        For a process that no launcher started: the number of ranks HydraDDP is about to
-        start on this node (the Trainer's ``devices``). The record then lists them.
-
-    Returns
-    -------
-    Topology
-
-    Raises
-    ------
-    ValueError
-        If a rank variable is not an integer or the node list is malformed.
+    ``hostname`` defaults to :func:`socket.gethostname` (under SLURM, ``SLURMD_NODENAME``
+    wins); ``devices``, for a process no launcher started, is the number of ranks
+    HydraDDP is about to start here. Raises ``ValueError`` for a rank variable that is not
+    an integer.
 
     Examples
     --------

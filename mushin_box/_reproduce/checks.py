@@ -113,9 +113,8 @@ def _state_reason(status: Mapping[str, Any]) -> str:
 
 
 def _own_bytes(path: Path) -> bytes:
-    """A file of the cell that says what to run: no symlink followed, at most its kind's
-    bound read, through the descriptor whose owner was checked. A record or config another
-    user owns or can write names code of their choosing, so it is refused."""
+    """A file of the cell that says what to run, read bounded through the descriptor whose
+    owner was checked: one another user owns or can write names code of their choosing."""
     fd, st = open_regular_stat(path)
     limit = read_limit(path.name)
     with os.fdopen(fd, "rb") as handle:
@@ -132,14 +131,7 @@ def _own_bytes(path: Path) -> bytes:
 
 
 def read_original(cell: str | os.PathLike[str]) -> Original:
-    """Read and check the cell to reproduce (see the module doc).
-
-    Raises
-    ------
-    ReproduceError
-        Not a cell directory, not completed, a missing or damaged record or config, or a
-        record that does not say where its task is defined.
-    """
+    """Read and check the cell to reproduce (see the module doc)."""
     from omegaconf import OmegaConf
 
     path = Path(cell)
@@ -257,14 +249,8 @@ def env_references(config: Any, prefix: str = "") -> list[tuple[str, str, bool]]
 
 
 def check_secrets(config: Mapping[str, Any], environ: Mapping[str, str]) -> list[str]:
-    """The variables the saved config reads (names only); raise for one that is not set.
-
-    Raises
-    ------
-    ReproduceError
-        A ``${oc.env:NAME}`` without a default whose variable is not set here, named with
-        the config key it is for.
-    """
+    """The variables the saved config reads (names only); raise for one without a default
+    that is not set here, named with its config key."""
     names: list[str] = []
     for path, name, has_default in env_references(config):
         if name not in names:
@@ -331,8 +317,7 @@ def git_problems(recorded: Any, current: Any) -> list[str]:
     return out
 
 
-#: a refusal names no fingerprint: written into a forged record, the one this machine
-#: computed would make that record pass
+#: a refusal names no fingerprint: written into a forged record, it would make it pass
 FINGERPRINT_DIFFERS = (
     "the code fingerprint (the task's source and the user modules it reaches, read from "
     "their files) is not the recorded one"
@@ -360,16 +345,10 @@ def check_code(
     allow_dirty: bool,
     moved: tuple[str, ...] = (),
 ) -> CodeCheck:
-    """Compare the recorded code with the code here. ``moved``: another commit whose
-    imported files are the cell's (:func:`~mushin_box._reproduce.trust.check_sources`);
-    with the same fingerprint that is no difference of code, only said.
-
-    Raises
-    ------
-    ReproduceError
-        The code differs (both commits, both diff hashes or both fingerprints are named),
-        unless ``allow_dirty``.
-    """
+    """Compare the recorded code with the code here; refuse a difference unless
+    ``allow_dirty``. ``moved``: another commit whose imported files are the cell's
+    (:func:`~mushin_box._reproduce.trust.check_sources`): with the same fingerprint, no
+    difference of code, only said."""
     code = original.repro.get("code") or {}
     recorded = {"git": code.get("git"), "task_sha256": code.get("task_sha256")}
     identity = code_identity(task, config=config, extra=(pre_call,))
@@ -401,11 +380,8 @@ def check_code(
 
 @attrs.frozen
 class ImageCheck:
-    """The image of the re-run: ``path`` None for a cell that ran in no image.
-
-    ``binds`` and ``python`` are the original launch's ``--bind`` values and
-    ``--image-python``, read back from its recorded rank command (:func:`recorded_container`).
-    """
+    """The image of the re-run (``path`` None: none), with the original launch's binds and
+    image Python (:func:`recorded_container`)."""
 
     recorded: Any  # reproducibility.image: "no image" or the identity mapping
     path: str | None
@@ -430,14 +406,11 @@ def rank_argv(run: Mapping[str, Any]) -> list[str] | None:
 
 
 def recorded_container(run: Mapping[str, Any]) -> tuple[tuple[str, ...], str] | None:
-    """``(binds, image python)`` the original launch gave (``--bind``, ``--image-python``),
-    from the rank command it recorded; None when it recorded none.
-
-    The rank command (:func:`~mushin_box._container.rankwrap.rank_argv`) binds the project
-    directory first (``P:P``), then the working directory (the ``--pwd``, when outside the
-    project), then the launch's binds, then the InfiniBand devices when present; the
-    image's Python follows the image, after ``--pwd DIR``. The project and working
-    directories are the re-run's own, so only the launch's binds are returned.
+    """``(binds, image python)`` the original launch gave, from its recorded rank command;
+    None when it recorded none. The rank command
+    (:func:`~mushin_box._container.rankwrap.rank_argv`) binds the project directory, the
+    working directory (``--pwd``), the launch's binds, then InfiniBand; the re-run has its
+    own project and working directories, so only the launch's binds are returned.
 
     Examples
     --------
@@ -480,15 +453,8 @@ def _candidates(original: Original) -> list[str]:
 
 
 def check_image(original: Original, image: str | None) -> ImageCheck:
-    """The SIF to run: ``image``, or the recorded one; its sha256 must be the recorded one.
-
-    Raises
-    ------
-    ReproduceError
-        The cell ran in no image but ``image`` is given; it ran in an image that did not
-        say which; no SIF is found; the SIF's sha256 is not the recorded one (both
-        digests named); or the source of a recorded bind is missing here.
-    """
+    """The SIF to run: ``image``, or the recorded one; its sha256 must be the recorded one,
+    and each recorded bind's source must be here."""
     recorded = original.repro.get("image", NO_IMAGE)
     if recorded in (None, NO_IMAGE):
         if image is not None:

@@ -33,7 +33,7 @@ import attrs
 from mushin_box._core.userfile import import_file
 from mushin_box._image.build import build_image, manifest_path
 from mushin_box._image.spec import ImageSpec
-from mushin_box._provenance.record import git_root
+from mushin_box._provenance.record import git, git_root
 from mushin_box._reproduce.checks import Original, ReproduceError, part
 
 __all__ = ["Recipe", "image_recipe", "rebuild_image"]
@@ -58,14 +58,8 @@ def _refuse(why: str) -> ReproduceError:
     return ReproduceError(f"{why}; {_REFUGE}", arguments={"image": "SIF"})
 
 
-def _holds(repository: str, commit: str) -> bool:
-    probe = ["git", "cat-file", "-e", f"{commit}^{{commit}}"]
-    return subprocess.run(probe, cwd=repository, capture_output=True).returncode == 0
-
-
 def _destination(recorded: str | None, sha256: str) -> Path:
-    """The recorded path when it is free and its directory takes files, else a name of
-    its own in the current directory."""
+    """The recorded path when it is free and writable, else a name of its own here."""
     if recorded:
         path = Path(recorded)
         if not path.exists() and os.access(path.parent, os.W_OK | os.X_OK):
@@ -75,13 +69,7 @@ def _destination(recorded: str | None, sha256: str) -> Path:
 
 
 def image_recipe(original: Original) -> Recipe:
-    """The recipe of the cell's image, checked: everything but the build itself.
-
-    Raises
-    ------
-    ReproduceError
-        See the module doc.
-    """
+    """The recipe of the cell's image, checked: everything but the build itself."""
     identity = original.repro.get("image")
     want = identity.get("sif_sha256") if isinstance(identity, dict) else None
     if not isinstance(want, str):
@@ -122,7 +110,8 @@ def image_recipe(original: Original) -> Recipe:
             "directory of a repository"
         )
     here = [git_root(Path.cwd()), git_root(Path(str(part(original.run, "experiment").get("file"))))]
-    found = next((r for r in here if r and _holds(r, commit)), None)
+    probe = ["cat-file", "-e", f"{commit}^{{commit}}"]
+    found = next((r for r in here if r and git(probe, Path(r)) is not None), None)
     if found is None:
         where = ", ".join(dict.fromkeys(r for r in here if r)) or "none here"
         raise ReproduceError(
@@ -146,17 +135,9 @@ def _load_spec(file: Path, attr: str) -> ImageSpec:
 
 
 def rebuild_image(recipe: Recipe, *, build: Callable[..., Any] = build_image) -> Path:
-    """Build ``recipe`` natively and put the image at ``recipe.path`` when its sha256 is
-    ``recipe.sha256``; return that path.
-
-    ``build`` is :func:`~mushin_box._image.build.build_image` (tests give another).
-
-    Raises
-    ------
-    ReproduceError
-        The rebuilt image has another sha256 (both named): nothing is kept.
-    NativeBuildRefused, BuildError
-        This machine cannot build it, or the build failed (nothing is kept).
+    """Build ``recipe`` natively (``build``: tests give another) and put the image at
+    ``recipe.path`` when its sha256 is ``recipe.sha256``; return that path. Nothing is
+    kept on a failure (``ReproduceError``, ``NativeBuildRefused``, ``BuildError``).
     """
     target, _, attr = recipe.spec.rpartition(":")
     target, attr = (target, attr) if target else (recipe.spec, "IMAGE")

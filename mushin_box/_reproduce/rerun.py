@@ -93,8 +93,7 @@ class ReproducePlan:
     launch: Mapping[str, Any]  # the LaunchPlan: mode, launcher, config, overrides, ...
     code: CodeCheck
     image: ImageCheck
-    #: the ranks' env file (``path``, ``text`` with secret-looking values redacted), as the
-    #: launch will write it: pre-flight runs in a dry run too, so it holds the image identity
+    #: the ranks' env file (``path``, redacted ``text``), as the launch will write it
     env_file: Mapping[str, str] | None = None
     #: where the re-run's code is checked out (``worktree``), or None: the tree here
     worktree: str | None = None
@@ -141,8 +140,7 @@ class ReproduceResult:
 
     @property
     def ok(self) -> bool:
-        """Reproduced: the re-run completed, its reproducibility part is identical to the
-        original's and every metric matches within ``atol``."""
+        """The re-run completed, with the same reproducibility part and metrics."""
         return self.error is None and self.diff is not None and bool(self.diff.same())
 
     def to_dict(self) -> dict[str, Any]:
@@ -303,6 +301,8 @@ def plan_reproduce(
     Writes nothing but the rebuilt image (``rebuild``, after every check that needs no
     image) and the worktree (``worktree``, removed again on a refusal or a ``dry_run``).
     """
+    from omegaconf import OmegaConf
+
     env = os.environ if environ is None else environ
     original = read_original(cell)
     secrets = check_secrets(original.config, env)
@@ -326,17 +326,67 @@ def plan_reproduce(
     if where is not None:
         original = checkout(original, where)
     try:
-        planned = _plan(
-            original,
-            root,
-            secrets,
-            slurm,
-            nodes=nodes,
-            gpus=gpus,
-            image=image,
-            allow_dirty=allow_dirty,
-            rebuild=rebuild,
-            worktree=where,
+        config = OmegaConf.create(original.config)
+        same, moved = check_sources(original, config, allow_dirty=allow_dirty)  # before any import
+        recipe = image_recipe(original) if rebuild else None
+        if recipe is not None:
+            image = rebuild_image(recipe)
+        img = check_image(original, None if image is None else str(image))
+        if secrets and not same:
+            _secrets_refused(secrets)
+        task, pre_call, directory = _load(original)
+        code = check_code(original, task, pre_call, config, allow_dirty=allow_dirty, moved=moved)
+        if secrets and code.recorded.get("task_sha256") != code.current.get("task_sha256"):
+            _secrets_refused(secrets)  # the import changed what its files said
+        rec_nodes, rec_gpus = recorded_topology(original.run)
+        file = part(original.run, "experiment").get("file")
+        workflow = _rerun_workflow(
+            task,
+            config,
+            pre_call,
+            _declared_secrets(original),
+            original.combo,
+            source=file if isinstance(file, str) and Path(file).is_file() else None,
+        )
+        try:
+            launch = plan_launch(
+                workflow,
+                nodes=rec_nodes if nodes is None else nodes,
+                gpus=rec_gpus if gpus is None else gpus,
+                overrides=_overrides(original.config, not slurm),
+                local=not slurm,
+                image=img.path,
+                binds=img.binds,
+                image_python=img.python,
+                slurm=_slurm_settings(launcher) if slurm else None,
+                working_dir=str(root),
+                pythonpath=directory,
+                preflight=True,  # a dry run shows the env file and its name that will run
+            )
+        except LaunchError as exc:
+            raise ReproduceError(str(exc)) from None
+        located = original.run["task"]
+        plan = ReproducePlan(
+            cell=str(original.cell_dir),
+            provenance_sha256=original.provenance_sha256,
+            into=str(root),
+            task=_name(located.get("task")) or "?",
+            pre_call=_name(located.get("pre_call")),
+            combo=original.combo,
+            seed_base=(original.repro.get("seed") or {}).get("base")
+            if isinstance(original.repro.get("seed"), Mapping)
+            else original.repro.get("seed_base"),
+            config=original.config,
+            secrets=tuple(secrets),
+            recorded_topology=(rec_nodes, rec_gpus),
+            nodes=launch.nodes,
+            gpus=launch.gpus,
+            recorded_launcher=launcher.get("name"),
+            launch=launch.to_dict(),
+            code=code,
+            image=img,
+            env_file=_env_file(launch.launcher_config),
+            worktree=None if where is None else str(where),
         )
     except BaseException:
         if where is not None:
@@ -344,7 +394,7 @@ def plan_reproduce(
         raise
     if dry_run and where is not None:
         _remove_worktree(root, where, fresh)
-    return planned
+    return plan, workflow, launch
 
 
 def _remove_worktree(root: Path, where: Path, fresh: bool) -> None:
@@ -353,88 +403,6 @@ def _remove_worktree(root: Path, where: Path, fresh: bool) -> None:
     for made in (where.parent, *((root,) if fresh else ())):
         with contextlib.suppress(OSError):
             made.rmdir()
-
-
-def _plan(
-    original: Original,
-    root: Path,
-    secrets: Sequence[str],
-    slurm: bool,
-    *,
-    nodes: int | None,
-    gpus: int | None,
-    image: str | os.PathLike[str] | None,
-    allow_dirty: bool,
-    rebuild: bool,
-    worktree: Path | None = None,
-) -> tuple[ReproducePlan, Any, Any]:
-    """:func:`plan_reproduce`'s checks and plan, once its cell's code is where it runs."""
-    from omegaconf import OmegaConf
-
-    config = OmegaConf.create(original.config)
-    same, moved = check_sources(original, config, allow_dirty=allow_dirty)  # before any import
-    recipe = image_recipe(original) if rebuild else None
-    launcher = part(original.run, "launcher")
-    if recipe is not None:
-        image = rebuild_image(recipe)
-    img = check_image(original, None if image is None else str(image))
-    if secrets and not same:
-        _secrets_refused(secrets)
-    task, pre_call, directory = _load(original)
-    code = check_code(original, task, pre_call, config, allow_dirty=allow_dirty, moved=moved)
-    if secrets and code.recorded.get("task_sha256") != code.current.get("task_sha256"):
-        _secrets_refused(secrets)  # the import changed what its files said
-    rec_nodes, rec_gpus = recorded_topology(original.run)
-    file = part(original.run, "experiment").get("file")
-    workflow = _rerun_workflow(
-        task,
-        config,
-        pre_call,
-        _declared_secrets(original),
-        original.combo,
-        source=file if isinstance(file, str) and Path(file).is_file() else None,
-    )
-    try:
-        launch = plan_launch(
-            workflow,
-            nodes=rec_nodes if nodes is None else nodes,
-            gpus=rec_gpus if gpus is None else gpus,
-            overrides=_overrides(original.config, not slurm),
-            local=not slurm,
-            image=img.path,
-            binds=img.binds,
-            image_python=img.python,
-            slurm=_slurm_settings(launcher) if slurm else None,
-            working_dir=str(root),
-            pythonpath=directory,
-            preflight=True,  # a dry run shows the env file and its name that will run
-        )
-    except LaunchError as exc:
-        raise ReproduceError(str(exc)) from None
-    located = original.run["task"]
-    plan = ReproducePlan(
-        cell=str(original.cell_dir),
-        provenance_sha256=original.provenance_sha256,
-        into=str(root),
-        task=_name(located.get("task")) or "?",
-        pre_call=_name(located.get("pre_call")),
-        combo=original.combo,
-        seed_base=(original.repro.get("seed") or {}).get("base")
-        if isinstance(original.repro.get("seed"), Mapping)
-        else original.repro.get("seed_base"),
-        config=original.config,
-        secrets=tuple(secrets),
-        recorded_topology=(rec_nodes, rec_gpus),
-        nodes=launch.nodes,
-        gpus=launch.gpus,
-        recorded_launcher=launcher.get("name"),
-        launch=launch.to_dict(),
-        code=code,
-        image=img,
-        env_file=_env_file(launch.launcher_config),
-        worktree=None if worktree is None else str(worktree),
-    )
-    return plan, workflow, launch
 
 
 def _env_file(launcher_config: Mapping[str, Any] | None) -> dict[str, str] | None:
@@ -547,14 +515,10 @@ def reproduce(
     Raises
     ------
     ReproduceError
-        Bad input (nothing was written): not a completed cell, a secret not in the
-        environment (named), different code (both hashes named; unless ``allow_dirty``),
-        an image whose sha256 differs (both digests named), an impossible topology or
-        launcher, an ``into`` that is not new; with ``rebuild_image``: no recipe recorded,
-        not a native build, uncommitted inputs, no repository holding the commit, a
-        rebuilt sha256 that is not the recorded one (both named); with ``worktree``: a cell
-        that ran outside git, no repository here holding its commit, its uncommitted code
-        not kept.
+        Nothing was written: not a completed cell, a secret not set, other code (unless
+        ``allow_dirty``), another image sha256, an impossible topology or launcher, an
+        ``into`` that is not new, no recipe or commit to rebuild from, a rebuilt image of
+        another sha256, no commit or kept code to check out (``worktree``).
     NativeBuildRefused, BuildError
         With ``rebuild_image``: this machine cannot build the image, or the build failed.
     """

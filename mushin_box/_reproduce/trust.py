@@ -128,17 +128,8 @@ def check_sources(
 ) -> tuple[bool, tuple[str, ...]]:
     """Check the files a re-run of ``original`` would import, without importing any:
     ``(their fingerprint is the recorded one, what differs in a checkout at another
-    commit whose imported files are the cell's)``.
-
-    Puts the experiment's directory first on ``sys.path`` (the import path the ranks use).
-    A module found elsewhere on the path (one of the task's name in the current directory)
-    is outside the root, and refused.
-
-    Raises
-    ------
-    ReproduceError
-        A file outside the experiment's root, one that is not the user's own, or a root
-        checked out at another commit than the recorded one.
+    commit whose imported files are the cell's)``. Puts the experiment's directory first
+    on ``sys.path``, as the ranks' import path: a module found elsewhere is refused.
     """
     experiment = _experiment_file(original)
     top = git_root(experiment) if experiment is not None else None

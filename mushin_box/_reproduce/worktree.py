@@ -38,14 +38,8 @@ HEX = re.compile(r"[0-9a-f]{40,64}")
 
 def kept_patch(original: Original, sha: str) -> tuple[Path, bytes, list[str]]:
     """The sweep's copy of the uncommitted code whose sha256 is ``sha``: its path, its
-    bytes, and the files git did not track that it writes.
-
-    Raises
-    ------
-    ReproduceError
-        No copy (the launch said why), or one that is not the recorded code (its sha256
-        differs), or one that would write outside the repository: a copy anyone could have
-        put there must not choose what gets written.
+    bytes, and the untracked files it writes. Refused when missing, of another sha256, or
+    writing outside the repository (anyone could have put it there).
     """
     sweep = original.cell_dir.parent
     try:
@@ -97,14 +91,8 @@ def _repository(file: Any) -> Path | None:
 
 def checkout(original: Original, where: Path) -> Original:
     """Check out the code ``original`` ran at ``where`` (a new directory): its commit, in a
-    worktree of the repository that holds its experiment file here, with its uncommitted
-    code applied from the sweep's copy; return ``original`` with its paths there.
-
-    Raises
-    ------
-    ReproduceError
-        The cell ran outside git, no repository here holds its file or its commit, its
-        uncommitted code was not kept, or git failed (its message).
+    worktree of the repository holding its experiment file, with its uncommitted code
+    applied from the sweep's copy; return ``original`` with its paths there.
     """
     recorded = part(original.repro, "code").get("git")
     commit = recorded.get("commit") if isinstance(recorded, Mapping) else None
