@@ -176,9 +176,6 @@ class Diff:
         }
 
 
-# ---------------------------------------------------------------------------- paths
-
-
 def input_kind(path: str | Path) -> str:
     """``"cell"``, ``"sweep"`` or ``"record"`` (a provenance JSON file); raises
     :class:`DiffInputError` for anything else."""
@@ -285,28 +282,10 @@ def _prints(cell: Path, record: Any) -> dict[str, Any] | None:
 def diff_provenance(a: str | Path, b: str | Path, *, atol: float = 0.0, rtol: float = 0.0) -> Diff:
     """Compare two cells (cell directories or provenance files) or two sweeps.
 
-    Parameters
-    ----------
-    a, b : path
-        Two cell directories (holding ``mushin_provenance.json``), two provenance JSON
-        files, or two sweep directories.
-    atol, rtol : float
-        Absolute and relative tolerance for metrics (default 0: exact): a metric matches
-        when ``|b - a| <= atol + rtol * |a|``.
-
-    Returns
-    -------
-    Diff
-        ``diff.same()`` is True when the reproducibility parts match and so do the metrics;
-        ``diff.verdict()`` says it in words.
-
-    Raises
-    ------
-    DiffInputError
-        A path is missing, is not a cell/sweep/record, a cell has no provenance record,
-        a record (of any cell, in a sweep too) is not valid JSON or has the wrong shape
-        (:func:`~mushin_box._provenance.compare.record_problem`), ``atol`` is negative,
-        or a cell is compared with a sweep.
+    A metric matches when ``|b - a| <= atol + rtol * |a|`` (default: exactly). Raises
+    :class:`DiffInputError` for a path that is not a cell, sweep or record, a cell without a
+    provenance record, a damaged record (of any cell), a negative tolerance, or a cell
+    compared with a sweep.
 
     Examples
     --------
@@ -570,9 +549,6 @@ def metric_rows(diff: Any) -> list[MetricRow]:
                   _number(m.b) if m.in_b else "(absent)", _delta(m), bool(m.match))
         for c in diff.cells for m in c.metrics
     ]  # fmt: skip
-
-
-# ---------------------------------------------------------------------------- Markdown, HTML
 
 
 #: the groups of differing fields, as every view titles them, in order

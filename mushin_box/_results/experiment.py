@@ -469,14 +469,11 @@ def _grid(
     ]
     grid: dict[str, list[Any]] = {}
     for name in params:
-        axis = list(declared.get(name) or [])
-        known = {_json_text(v) for v in axis}
-        if declared.get(name) is None:  # values only the jobs show
-            for _, values in jobs:
-                if name in values and _json_text(values[name]) not in known:
-                    known.add(_json_text(values[name]))
-                    axis.append(values[name])
-        grid[name] = axis
+        axis = declared.get(name)
+        if axis is None:  # values only the jobs show, each once
+            found = [values[name] for _, values in jobs if name in values]
+            axis = list({_json_text(v): v for v in found}.values())
+        grid[name] = list(axis)
     return grid
 
 

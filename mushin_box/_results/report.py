@@ -152,9 +152,6 @@ def _provenance_section(sweep: SweepView, cells: Sequence[CellView]) -> str:
     return note + table(["cells", *columns], rows)
 
 
-# ---------------------------------------------------------------------------- table
-
-
 def _sweep_table(results: ResultsTable, most: int = ROWS) -> str:
     errors = any(c.error_type or c.error_message for c in results.cells)
     headers = ["", "cell", *results.params, "state", *results.metrics, *(["error"] * errors)]
@@ -230,9 +227,6 @@ def _errors_section(sweep: SweepView, cells: Sequence[CellView], most: int = ROW
     return "\n".join(parts) if parts else "<p>No cell failed.</p>"
 
 
-# ---------------------------------------------------------------------------- page
-
-
 def _other_curves(
     against: str | os.PathLike[str] | None, where: Sequence[str], shown: Sequence[CellView]
 ) -> Any:
@@ -272,26 +266,10 @@ def render_report(
 ) -> str:
     """The report of the sweep at ``root`` as HTML text.
 
-    Parameters
-    ----------
-    root : path
-        A sweep directory.
-    against : path, optional
-        Another sweep (or, with ``root`` a cell, a cell): its reproducibility diff is added,
-        and a sweep's curves are drawn dashed on the same plots.
-    best, sort, where
-        As for ``mushin-box show`` (:func:`~mushin_box._results.table.results_table`).
-    brief : bool
-        Hide the diff's rows that differ between any two runs.
-    rows, curves : int
-        The most table rows, and the most cells drawn as lines (see module doc).
-
-    Raises
-    ------
-    mushin_box._results.table.ResultsError
-        ``best``/``sort``/``where`` name nothing in the sweep.
-    mushin_box._results.diff.DiffInputError
-        ``against`` is not a sweep or cell comparable with ``root``.
+    ``against``: another sweep or cell, whose reproducibility diff is added (``brief``: without
+    the rows that differ between any two runs), a sweep's curves dashed on the same plots.
+    ``best``, ``sort``, ``where``: as for ``mushin-box show`` (a ``ResultsError`` when they
+    name nothing). ``rows``, ``curves``: the most table rows, and cells drawn as lines.
     """
     sweep = read_results(root)
     results = results_table(sweep, best=best, sort=sort, where=where)
@@ -495,9 +473,6 @@ def curves_section(
         for i, key in enumerate(keys)
     ]
     return f'<div class="plots">{"".join(figures)}</div>'
-
-
-# ---------------------------------------------------------------------------- heatmap
 
 
 def _grid_values(cells: Sequence[CellView], param: str) -> list[str]:
