@@ -356,16 +356,11 @@ def _redact_word(word: str, rule: SecretRule) -> str:
 
 def _redact_argv(argv: Sequence[str], rule: SecretRule) -> list[str]:
     out: list[str] = []
-    hide_next = False
+    hide = False  # the word after a secret-looking flag
     for word in argv:
-        if hide_next:
-            out.append(REDACTED)
-            hide_next = False
-            continue
-        flag = _FLAG_WORD.match(word)
-        if flag is not None and word not in _NOT_SECRET_FLAGS:
-            hide_next = rule.name(flag.group("name"))
-        out.append(_redact_word(word, rule))
+        flag = None if hide else _FLAG_WORD.match(word)
+        out.append(REDACTED if hide else _redact_word(word, rule))
+        hide = flag is not None and word not in _NOT_SECRET_FLAGS and rule.name(flag["name"])
     return out
 
 
@@ -387,23 +382,16 @@ def _redact_exception(exc: BaseException) -> BaseException:
 
 
 def _quote_state(text: str, state: str | None) -> str | None:
-    """The shell quote still open at the end of ``text`` (``"'"``, ``'"'`` or ``None``)."""
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if state is None:
-            if c == "\\":
-                i += 1
-            elif c in "'\"":
-                state = c
-        elif state == "'":
-            if c == "'":
-                state = None
-        elif c == "\\":
-            i += 1
-        elif c == '"':
+    """The shell quote still open at the end of ``text`` (``"'"``, ``'"'`` or ``None``), from
+    ``state`` at its start: a backslash escapes the next character, except in single quotes."""
+    chars = iter(text)
+    for c in chars:
+        if c == "\\" and state != "'":
+            next(chars, None)
+        elif state is None and c in "'\"":
+            state = c
+        elif c == state:
             state = None
-        i += 1
     return state
 
 
@@ -416,20 +404,15 @@ def _redact_env_lines(text: str, rule: SecretRule) -> str:
     for line in text.splitlines(keepends=True):
         if open_quote is not None:  # inside a value that spans lines
             open_quote = _quote_state(line, open_quote)
-            if not hiding:
-                out.append(line)
-            continue
-        m = _ASSIGNMENT.match(line)
-        if m is None:
-            out.append(line)
-            continue
-        open_quote = _quote_state(line[m.end() :], None)
-        hiding = open_quote is not None and rule.name(m.group("name"))
-        if hiding:
-            newline = "\n" if line.endswith("\n") else ""
-            out.append(f"{m.group('lead')}{m.group('name')}={REDACTED}{newline}")
-        else:
-            out.append(line)
+            if hiding:
+                continue
+        elif m := _ASSIGNMENT.match(line):
+            open_quote = _quote_state(line[m.end() :], None)
+            hiding = open_quote is not None and rule.name(m.group("name"))
+            if hiding:
+                newline = "\n" if line.endswith("\n") else ""
+                line = f"{m.group('lead')}{m.group('name')}={REDACTED}{newline}"
+        out.append(line)
     return "".join(out)
 
 
