@@ -201,7 +201,7 @@ class Bind:
         for opt in self.options:
             if opt not in _BIND_OPTIONS:
                 raise ValueError(f"bind option {opt!r}: the rank wrapper accepts {_BIND_OPTIONS}")
-        if len(set(self.options)) != len(self.options) or len(self.options) > 1:
+        if len(self.options) > 1:
             raise ValueError(f"bind options {self.options}: give at most one of ro, rw")
 
     @classmethod
@@ -267,10 +267,8 @@ def _pairs(
 @public
 @attrs.frozen(kw_only=True)
 class NcclProfile:
-    """The NCCL (and ``TORCH_NCCL_*``) variables every rank gets; recorded with the run.
-
-    ``None`` fields are not written. ``extra`` holds any other ``NCCL_*``/``TORCH_NCCL_*``
-    variable (``NCCL_P2P_DISABLE``, ``NCCL_CUMEM_ENABLE``, ...). Presets: :data:`NCCL_PRESETS`.
+    """The NCCL (and ``TORCH_NCCL_*``) variables every rank gets; ``None`` fields are not
+    written, ``extra`` holds any other. Presets: :data:`NCCL_PRESETS`.
 
     Examples
     --------
@@ -334,11 +332,9 @@ def _nccl(value: NcclProfile | str | None) -> NcclProfile | None:
 @public
 @attrs.frozen(kw_only=True)
 class MasterPort:
-    """``MASTER_PORT`` for the rendezvous: a fixed port, or (default) one per job.
-
-    Per job: the batch script exports ``MUSHIN_MASTER_PORT=$(( base + SLURM_JOB_ID % span ))``
-    (Lightning's own default, 15000 + the job id's last four digits, made explicit) and the
-    env file forwards it, so every rank of a job agrees and jobs sharing a node do not.
+    """``MASTER_PORT`` for the rendezvous: a fixed port, or (default) one per job, exported
+    by the batch script (Lightning's default, 15000 + the job id's last four digits): every
+    rank of a job agrees, and jobs sharing a node do not.
 
     Examples
     --------
@@ -426,17 +422,14 @@ class ContainerLaunch:
     image : str
         Absolute path of the ``.sif`` (on a filesystem every node sees).
     binds : sequence of str or Bind
-        Extra binds, ``src[:dst[:ro|rw]]``. The project and working directories are
-        always bound.
+        Extra binds, ``src[:dst[:ro|rw]]`` (the project and working directories always are).
     nv, rocm : bool
-        ``--nv`` (default) or ``--rocm``; not both. Also forwards ``CUDA_VISIBLE_DEVICES``
-        (resp. ``ROCR_VISIBLE_DEVICES``) as required.
+        ``--nv`` (default) or ``--rocm``, not both; forwards ``CUDA_VISIBLE_DEVICES`` (resp.
+        ``ROCR_VISIBLE_DEVICES``) as required.
     env : mapping of str to str, int or None
-        Extra variables for every rank. A value is written literally (no expansion
-        anywhere); ``None`` forwards the variable from the submitting environment by
-        reference (``NAME="${NAME:?}"``: the launch fails when it is unset or empty),
-        so its value is never written to a file. Secret-looking names
-        (``*_TOKEN``, ``*_API_KEY``, ``*PASSWORD*``, ...) accept only ``None``.
+        Extra variables for every rank, written literally; ``None`` forwards one from the
+        submitting environment by reference (``NAME="${NAME:?}"``: required, never
+        written). Secret-looking names (``*_TOKEN``, ``*_API_KEY``, ...) accept only ``None``.
     nccl : NcclProfile, preset name or None
         NCCL variables; ``"default"`` unless given; None writes none.
     master_port : MasterPort or int
@@ -446,13 +439,12 @@ class ContainerLaunch:
     python : str
         The image's Python command.
     infiniband : bool or None
-        Bind :data:`INFINIBAND_DEVICE`; None = if it exists where the argv is rendered
-        (the submit host: set it explicitly when login and compute nodes differ).
+        Bind :data:`INFINIBAND_DEVICE`; None: if it exists on the submit host.
     no_eval : bool
         Add ``--no-eval`` (Apptainer >= 1.1): values are evaluated once, on the host.
     extra_args : sequence of str
-        More ``apptainer exec`` options; ``--contain``, ``--containall``, ``--net`` and
-        the options this spec owns are refused, with the reason.
+        More ``apptainer exec`` options (``--contain``, ``--net`` and those of this spec
+        are refused, with the reason).
 
     Examples
     --------
@@ -515,30 +507,22 @@ def _identity_text(value: object) -> str | None:
 @public
 @attrs.frozen(kw_only=True)
 class ImageIdentity:
-    """Which image the ranks run, as far as the submit host knows it: what the env file
-    carries to every rank (:data:`IMAGE_IDENTITY_VARS`) for provenance and fingerprints.
-
-    Built by :func:`mushin_box._container.preflight.preflight` (``report.identity``) from
-    the image's bytes, its build manifest and the submit host's ``apptainer --version``. ``None``
+    """Which image the ranks run, as the submit host knows it (``preflight(image).identity``):
+    what the env file carries to every rank for provenance and fingerprints. ``None``
     fields are unknown and not written.
 
     Attributes
     ----------
     sif_sha256 : str or None
-        sha256 of the image file as it is now (verified against the manifest when one
-        exists): "exactly these bytes ran".
-    sif_uuid : str or None
-        The SIF header's UUID (from the manifest): nil for reproducible builds, never a key.
-    definition_sha256 : str or None
-        sha256 of the definition the image was built from (from the manifest).
-    base_digest : str or None
-        The pinned base image digest, ``sha256:...`` (from the manifest).
+        sha256 of the image file as it is now: "exactly these bytes ran".
+    sif_uuid, definition_sha256, base_digest : str or None
+        From the manifest: the SIF header's UUID (nil for reproducible builds, never a
+        key), the definition's sha256, the pinned base image digest.
     apptainer_version : str or None
-        ``apptainer --version`` on the submit host (compute nodes may differ), e.g.
-        ``1.3.4``; None when it is not on PATH there.
+        ``apptainer --version`` on the submit host (compute nodes may differ).
     backend, spec, context_commit, context_dir, recipe_sha256 : str or None
-        The recipe (from the manifest, :data:`IMAGE_RECIPE_ENV`): where the image can be
-        rebuilt from (``reproduce --rebuild-image``), recorded beside the identity.
+        The recipe from the manifest (:data:`IMAGE_RECIPE_ENV`), for ``reproduce
+        --rebuild-image``.
 
     Examples
     --------

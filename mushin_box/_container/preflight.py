@@ -62,22 +62,19 @@ class PreflightReport:
 
     Attributes
     ----------
-    image : str
-    sif_sha256 : str
-        Computed now from the file (streamed).
+    image, sif_sha256 : str
+        The image, and its sha256 computed now.
     sif_size : int
     manifest : str or None
-        The manifest checked against (None: none found, digest recorded unverified).
+        The manifest checked against (None: none found, digest unverified).
     verified : bool
         ``sif_sha256`` equals the manifest's.
     image_python, submit_python : str or None, str
         ``major.minor`` of the image's Python (from the manifest) and of this process.
-    sif_uuid, definition_sha256, base_digest : str or None
-        From the manifest (None without one).
+    sif_uuid, definition_sha256, base_digest, recipe
+        From the manifest (None, or an empty recipe, without one).
     apptainer_version : str or None
-        :func:`runtime_apptainer_version` of this (the submit) host.
-    recipe : Mapping
-        The manifest's recipe (:data:`~mushin_box._core.layout.IMAGE_RECIPE_ENV`'s keys).
+        :func:`runtime_apptainer_version` of the submit host.
     warnings : tuple of str
     """
 
@@ -145,12 +142,8 @@ def _not_a_sif(path: Path) -> str | None:
 def runtime_apptainer_version(*, timeout_s: float = 10.0) -> tuple[str | None, str | None]:
     """``apptainer --version`` of this host, without the ``apptainer version`` prefix.
 
-    Returns
-    -------
-    (version, problem) : tuple of (str or None, str or None)
-        ``(None, None)`` when ``apptainer`` is not on PATH (a login node without it is
-        normal: compute nodes often ``module load`` it); ``(None, why)`` when it is there
-        but did not answer within ``timeout_s`` or failed.
+    ``(None, None)`` without ``apptainer`` on PATH (normal on a login node); ``(None, why)``
+    when it did not answer within ``timeout_s`` or failed.
 
     Examples
     --------

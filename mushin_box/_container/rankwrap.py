@@ -117,29 +117,12 @@ def render_env_file(
     sif_sha256: str | None = None,
     identity: ImageIdentity | None = None,
 ) -> str:
-    """The body of the ``--env-file`` every rank's ``apptainer exec`` reads
-    (format and evaluation: https://apptainer.org/docs/user/latest/environment_and_metadata.html):
-    everything but the self-reference block :func:`plan_env_file` appends.
-
-    Parameters
-    ----------
-    spec : ContainerLaunch
-    run_id : str, optional
-        Written as ``MUSHIN_RUN_ID`` when given.
-    identity : ImageIdentity, optional
-        The image identity (``preflight(image).identity``), written as
-        :data:`IMAGE_IDENTITY_VARS` (``MUSHIN_SIF_SHA256``, ``MUSHIN_SIF_UUID``, ...), each
-        only when known.
-    sif_sha256 : str, optional
-        Shorthand for ``identity=ImageIdentity(sif_sha256=...)``.
-
-    Returns
-    -------
-    str
-        Plain assignments and comments only (what Apptainer's embedded shell and bash agree
-        on): forwarded variables as ``NAME="${NAME:?}"``/``"${NAME:-default}"``, everything
-        else literal. Variables given as ``env={NAME: None}`` are forwarded by reference
-        (``NAME="${NAME:?}"``): their values are never written.
+    """The body of the ``--env-file`` every rank's ``apptainer exec`` reads: everything but
+    the self-reference block :func:`plan_env_file` appends. Plain assignments and comments
+    only (what Apptainer's shell and bash agree on): forwarded variables (Slurm's, and
+    ``env={NAME: None}``) as ``NAME="${NAME:?}"``/``"${NAME:-default}"``, the rest literal.
+    ``identity`` (``preflight(image).identity``; ``sif_sha256``: its shorthand) is written
+    as :data:`IMAGE_IDENTITY_VARS`, ``run_id`` as ``MUSHIN_RUN_ID``.
 
     Examples
     --------

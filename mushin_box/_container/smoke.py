@@ -100,21 +100,12 @@ def run_smoke(
     timeout_s: float = 600.0,
     check_image: bool = True,
 ) -> SmokeResult:
-    """Run the smoke fit and report; never hangs longer than ``timeout_s``.
+    """Run the smoke fit (1 epoch on 2 CPU ranks) and report, within ``timeout_s``.
 
-    ``experiment`` is ``path/to/exp.py`` or ``module:attr`` naming a hydra-zen config with
-    ``trainer``, ``module`` and (optional) ``datamodule`` nodes (default: mushin-box's own
-    tiny model); the smoke sets the Trainer to 1 epoch on 2 CPU ranks. ``out_dir`` of
-    ``None`` is a new temporary directory.
-
-    Raises
-    ------
-    ApptainerNotFound
-        ``apptainer`` is not on PATH.
-    PreflightError
-        The image fails pre-flight (:func:`~mushin_box._container.preflight.preflight`).
-
-    Both are checked before anything is written: a refused smoke leaves no output directory.
+    ``experiment``: ``path/to/exp.py`` or ``module:attr`` naming a hydra-zen config with
+    ``trainer``, ``module`` and optional ``datamodule`` nodes (default: the kit's tiny
+    model). ``out_dir`` None: a new temporary directory. Raises ``ApptainerNotFound`` or
+    ``PreflightError`` before anything is written.
     """
     if shutil.which("apptainer") is None:  # the ranks are `apptainer exec ...`
         raise ApptainerNotFound("run the smoke fit's ranks (`apptainer exec`)", hint=None)

@@ -138,18 +138,14 @@ def agent_command(
     return " ".join([interpreter, *words])
 
 
-def _count(settings: Mapping[str, Any], key: str, least: int) -> None:
-    value = settings[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise ValueError(f"{key} must be an int >= {least}, got {value!r}")
-
-
 def check_torchrun_settings(settings: dict[str, Any]) -> dict[str, Any]:
     """A launcher's torchrun fields, checked: whole numbers, one submitit task per node
     (torchrun starts the workers) and, on SLURM, ``min_nodes`` within ``1..nodes``.
     Returns ``settings``."""
-    _count(settings, "nproc_per_node", 1)
-    _count(settings, "max_restarts", 0)
+    for key, least in (("nproc_per_node", 1), ("max_restarts", 0)):
+        value = settings[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{key} must be an int >= {least}, got {value!r}")
     if not isinstance(settings["torchrun"], bool):
         raise ValueError(f"torchrun must be true or false, got {settings['torchrun']!r}")
     low = settings.get("min_nodes")
@@ -162,11 +158,10 @@ def check_torchrun_settings(settings: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(
             "torchrun=true starts nproc_per_node workers itself: leave tasks_per_node at 1"
         )
-    if low is not None:
-        if isinstance(low, bool) or not isinstance(low, int) or not 1 <= low <= settings["nodes"]:
-            raise ValueError(
-                f"min_nodes must be an int in 1..nodes ({settings['nodes']}), got {low!r}"
-            )
+    if low is not None and (
+        isinstance(low, bool) or not isinstance(low, int) or not 1 <= low <= settings["nodes"]
+    ):
+        raise ValueError(f"min_nodes must be an int in 1..nodes ({settings['nodes']}), got {low!r}")
     return settings
 
 
