@@ -1,29 +1,23 @@
 # SPDX-License-Identifier: MIT
 """Is the process or SLURM job that a ``running`` cell names as its owner still alive?
 
-A cell's status records who runs it (:func:`owner_fields`, written when the cell starts):
-the host and pid of its rank-0 process, that process's start time, and its SLURM job when
-it runs in one. Later, another process reads the status back (:func:`owner_of`) and asks
-:func:`check` whether that owner still runs. Two readers depend on the answer: a sweep
-that starts again must not start a second copy of a cell that still runs, and a cell whose
-owner is gone was interrupted and runs again.
+A cell's status records its owner when the cell starts (:func:`owner_fields`): the host,
+pid and start time of its rank-0 process, and its SLURM job. Another process reads it back
+(:func:`owner_of`) and asks :func:`check`: a sweep that starts again must not start a second
+copy of a cell that still runs, and a cell whose owner is gone runs again.
 
 Design note: how each owner is checked, and what counts when it cannot be.
 
-* A process on this host: it is alive if its pid exists, is not a zombie, and started when
-  the recorded one did. The start (``/proc/<pid>/stat`` field 22, with the boot id) guards
-  against a pid the kernel gave to another process since. Without ``/proc`` (macOS), the
-  pid alone is checked (``os.kill(pid, 0)``).
-* A SLURM job (``<array job>_<task>`` for an array task): alive while ``squeue``/``sacct``
-  say it is in a live state (:mod:`mushin_box._slurm.jobs`). A job that ``squeue`` does
-  not list and ``sacct`` does not know is over. A scheduler that does not answer (a wrong
-  ``SLURM_CONF``, the controller down) leaves it *unknown*, which counts as alive: silence
-  is never "the job ended". A job that is the checker's own job (a
-  local sweep started inside an ``salloc`` session) says nothing about the cell, so the
-  process is checked instead.
-* A process on another host with no SLURM job, or a SLURM job where no SLURM tools are on
-  PATH: it cannot be checked from here, so it counts as alive. Starting a second copy is
-  the harm this module exists to prevent; the caller says how to go on.
+* A process on this host: alive if its pid exists, is not a zombie, and started when the
+  recorded one did (``/proc/<pid>/stat`` field 22, with the boot id: the kernel may have
+  given the pid to another process since). Without ``/proc`` (macOS), the pid alone.
+* A SLURM job: alive while ``squeue``/``sacct`` say it is in a live state; one neither
+  knows is over. A scheduler that does not answer leaves it *unknown*, which counts as
+  alive: silence is never "the job ended". The checker's own job (a local sweep inside
+  ``salloc``) says nothing about the cell, so the process is checked instead.
+* A process on another host with no SLURM job, or a job where no SLURM tools are on PATH,
+  cannot be checked from here, so it counts as alive: a second copy is the harm this
+  module exists to prevent; the caller says how to go on.
 """
 
 from __future__ import annotations
@@ -46,7 +40,6 @@ __all__ = [
     "Liveness",
     "Owner",
     "check",
-    "is_alive",
     "owner_fields",
     "owner_of",
     "pid_alive",
@@ -88,9 +81,8 @@ def process_start(pid: int) -> str | None:
 
 def owner_fields() -> dict[str, Any]:
     """The status fields that name this process as a cell's owner: under torchrun, its
-    agent. ``cancel`` signals the owner: a worker stopped alone would be started again by
-    its agent while ``--max-restarts`` allows, whereas the agent stops its workers and
-    ends."""
+    agent, since ``cancel`` signals the owner and a worker stopped alone would be
+    restarted by its agent."""
     pid = os.getpid()
     agent = os.environ.get(TORCHRUN_AGENT_ENV, "")
     if agent.isdigit() and int(agent) == os.getppid():  # still this worker's parent
@@ -152,18 +144,15 @@ def owner_of(status: Mapping[str, Any]) -> Owner | None:
 
 
 def same_process(pid: int, start: str | None) -> bool:
-    """Is ``pid`` the process a record names with its start (:func:`process_start`)?
-    Only then may it be signalled: a record without a start, or whose start differs
-    (the pid was given to another process since), names no process that is known. Never
-    pid 1 or below, this process, or one of its ancestors."""
+    """Is ``pid`` the process a record names with its start (:func:`process_start`)? Only
+    then may it be signalled; never pid 1 or below, this process, or an ancestor."""
     if not isinstance(start, str) or not start or pid <= 1 or pid in _ancestors():
         return False
     return pid_alive(pid) and process_start(pid) == start
 
 
 def process_uid(pid: int) -> int | None:
-    """The user id process ``pid`` runs as (the owner of ``/proc/<pid>``), else None (no
-    such process, or no ``/proc``: then it cannot be told, and ``cancel`` signals nothing)."""
+    """The user id process ``pid`` runs as (the owner of ``/proc/<pid>``), else None."""
     try:
         return os.stat(_PROC / str(pid)).st_uid
     except OSError:
@@ -183,8 +172,8 @@ def _ancestors() -> set[int]:
 
 
 def pid_alive(pid: int) -> bool:
-    """Is process ``pid`` of this host alive? A zombie is not (it has ended; only its parent
-    has not collected it yet). Without ``/proc`` (macOS), the pid alone is checked."""
+    """Is process ``pid`` of this host alive? A zombie is not. Without ``/proc`` (macOS),
+    the pid alone is checked."""
     fields = _stat_fields(pid)
     if fields is not None:
         return fields[0] not in ("Z", "X")
@@ -201,7 +190,7 @@ def pid_alive(pid: int) -> bool:
 
 def process_tree(pid: int) -> list[int]:
     """``pid`` and every descendant of it alive now (from ``/proc``; just ``pid`` without
-    it). Read before signalling: once a parent is gone its children are re-parented."""
+    it)."""
     children: dict[int, list[int]] = {}
     try:
         entries = [int(e) for e in os.listdir(_PROC) if e.isdigit()]
@@ -249,7 +238,7 @@ def _job(owner: Owner, ask: Callable[[str], str | None]) -> Liveness | None:
 
 
 def check(owner: Owner | None, *, job_state: Callable[[str], str | None] | None = None) -> Liveness:
-    """Is ``owner`` alive? (See the module doc for how each kind of owner is checked.)
+    """Is ``owner`` alive? (See the module doc.)
 
     Parameters
     ----------
@@ -271,17 +260,10 @@ def check(owner: Owner | None, *, job_state: Callable[[str], str | None] | None 
     return Liveness(True, f"{owner.describe()} may still be running ({why})")
 
 
-def is_alive(owner: Owner | None) -> bool:
-    """Shorthand for ``check(owner).alive``."""
-    return check(owner).alive
-
-
 def still_running_message(busy: Sequence[tuple[str, Owner]]) -> str:
-    """One line refusing to start cells that still run: which, who runs them, how to stop
-    them, and what to do when their host cannot be checked from here. The way to stop them
-    is ``mushin-box cancel``, never a bare ``kill PID`` or ``scancel JOB``: a pid or job id
-    read from a status file may be another process's or job's by now, and ``cancel`` checks
-    that each is this sweep's before it acts (it calls a bare one "not verified")."""
+    """One line refusing to start cells that still run: which, who runs them, and how to
+    stop them: ``mushin-box cancel``, never a bare ``kill``/``scancel``, since a pid or job
+    id read from a status may be another's by now, which ``cancel`` checks."""
     cells = " ".join(shlex.quote(cell) for cell, _ in busy)
     text = (
         "cells of this sweep are still running: "

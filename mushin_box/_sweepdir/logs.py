@@ -8,11 +8,9 @@ Where each rank writes, by launcher:
 * a local HydraDDP job: ranks 1..N-1 write to ``<cell>/logs/rank<r>.log``; rank 0 is the
   Hydra job itself, whose log is ``<cell>/<job name>.log``.
 
-Each rank also records the node it ran on (``.mushin/ranks/rank<r>.json``, its ``host``, and
-how its task ended): :func:`cell_nodes` groups a cell's ranks by node from those records, so
-that ``logs`` of a cell of many ranks can show one line per node instead of every file.
-
-Readers only read: following a file is reading what was appended since the last look.
+Each rank also records its node and how its task ended (``.mushin/ranks/rank<r>.json``):
+:func:`cell_nodes` groups a cell's ranks by node, so that ``logs`` of many ranks can show a
+line per node. Readers only read: following a file reads what was appended since.
 """
 
 from __future__ import annotations
@@ -56,14 +54,13 @@ __all__ = [
 
 
 def is_started(cell_dir: str | os.PathLike[str]) -> bool:
-    """Whether ``cell_dir`` holds a status, readable or not (a damaged one is refused when
-    read, and said so): a cell that started."""
+    """Whether ``cell_dir`` holds a status, readable or not: a cell that started."""
     return os.path.lexists(os.path.join(cell_dir, STATUS_FILE))
 
 
 def started_cells(root: Path) -> list[str]:
-    """The names of the sweep's started cells (:func:`is_started`), sorted: directories of
-    ``root`` itself (a symlink may lead anywhere); none when ``root`` is not a directory."""
+    """The sorted names of the started cells among the directories of ``root`` itself (a
+    symlink may lead anywhere)."""
     try:
         with os.scandir(root) as entries:
             return sorted(
@@ -77,8 +74,8 @@ _RANK_FILE = re.compile(r"^rank(\d+)\.(?:out|err|log)$")
 
 
 def _present(path: Path) -> bool:
-    """Is there something at ``path`` that is not a directory? A symlink, a FIFO counts:
-    reading it refuses it, and says so, rather than leaving a rank out silently."""
+    """Is there something at ``path`` that is not a directory? A symlink or FIFO counts:
+    reading refuses it, and says so, rather than leaving a rank out silently."""
     return os.path.lexists(path) and not path.is_dir() or path.is_symlink()
 
 
@@ -88,10 +85,8 @@ _SUBMITIT_LOG = re.compile(r"^\d+(?:_\d+)?_\d+_log\.(?:out|err)$")
 
 def _own_submitit_log(path: Path) -> bool:
     """A log a status names outside the sweep is read only when it is one of submitit's
-    task logs (its name says so), a regular file reached through no symbolic link, and the
-    user's own: a ``submitit_folder``
-    set elsewhere (a scratch folder) keeps ``logs`` working, and a status that names
-    ``/etc/shadow`` or another user's file is still refused."""
+    task logs by name, a regular file reached through no symbolic link, and the user's own:
+    a ``submitit_folder`` elsewhere works, and ``/etc/shadow`` is still refused."""
     try:
         st = path.lstat()
     except OSError:
@@ -107,8 +102,8 @@ def _own_submitit_log(path: Path) -> bool:
 
 
 def _listed(cell_dir: Path, status: Mapping[str, Any]) -> Iterator[tuple[int, Path]]:
-    """The rank files a status names, those under the sweep directory only: a status may
-    name any file (``/etc/shadow``), and it is read from any login node."""
+    """The rank files a status names under the sweep directory (or submitit's own): a
+    status may name any file, and it is read from any login node."""
     listed = status.get("logs")
     for name, path in sorted(listed.items() if isinstance(listed, dict) else ()):
         match = _RANK_FILE.match(str(name))
@@ -130,8 +125,8 @@ def _listed(cell_dir: Path, status: Mapping[str, Any]) -> Iterator[tuple[int, Pa
 
 
 def rank_logs(cell_dir: Path, record: Mapping[str, Any] | None = None) -> dict[int, list[Path]]:
-    """Rank -> its output files that exist, in a stable order (``.out`` before ``.err``):
-    those the status names under the sweep directory, then the local layout's."""
+    """Rank -> its output files that exist (``.out`` before ``.err``): those the status
+    names, then the local layout's."""
     status: Mapping[str, Any] | None = record if record is not None else read_status(cell_dir)
     found: dict[int, list[Path]] = {}
     for rank, path in _listed(cell_dir, status if isinstance(status, Mapping) else {}):
@@ -158,8 +153,7 @@ UNRECORDED_NODE = "unrecorded"
 @dataclass(frozen=True)
 class NodeRanks:
     """The ranks of a cell that ran on one node, in rank order, and how each one's task
-    ended as its record says (``completed``, an exception's type, ``Terminated``; ``None``:
-    no end recorded, so still running or gone without a word)."""
+    ended (``completed``, an exception's type; None: no end recorded)."""
 
     name: str
     ranks: tuple[int, ...]
@@ -167,8 +161,8 @@ class NodeRanks:
 
 
 def _rank_rows(cell_dir: Path, attempt: Any) -> list[dict[str, Any]]:
-    """The rank records of the cell's current attempt; none when ``.mushin`` or its
-    ``ranks`` is a symbolic link (it may lead out of the cell: not followed, and said so)."""
+    """The rank records of the cell's current attempt; none (warned) when ``.mushin`` or
+    its ``ranks`` is a symbolic link."""
     private = cell_dir / JOB_PRIVATE_DIR
     for directory in (private, private / RANKS_DIR):
         if directory.is_symlink():
@@ -180,10 +174,8 @@ def _rank_rows(cell_dir: Path, attempt: Any) -> list[dict[str, Any]]:
 def cell_nodes(
     cell_dir: Path, status: Mapping[str, Any] | None, ranks: Iterable[int] = ()
 ) -> list[NodeRanks]:
-    """The cell's ranks grouped by the host each recorded (its current attempt's records,
-    read bounded and never through a symlink), ordered by their first rank. ``ranks`` (those
-    with output) that recorded no host are grouped under :data:`UNRECORDED_NODE`, so that
-    every rank with output belongs to one node."""
+    """The cell's ranks grouped by the host each recorded, ordered by their first rank;
+    ``ranks`` (those with output) that recorded none are under :data:`UNRECORDED_NODE`."""
     by_node: dict[str, dict[int, str | None]] = {}
     for row in _rank_rows(cell_dir, (status or {}).get("attempt")):
         host, ended = row.get("host"), row.get("ended")
@@ -201,8 +193,8 @@ def cell_nodes(
 
 @dataclass(frozen=True)
 class OutputSize:
-    """What a set of output files holds: how many files, their lines (counted in at most a
-    bound per file, ``whole`` False when a file was bigger) and their bytes."""
+    """How many output files, their lines (counted up to a bound per file: ``whole``
+    False when a file was bigger) and their bytes."""
 
     files: int = 0
     lines: int = 0
@@ -231,9 +223,8 @@ def _one_size(path: Path, max_bytes: int) -> OutputSize:
 
 
 def output_size(paths: Iterable[Path], max_bytes: int = LOG_READ_BYTES) -> OutputSize:
-    """The files, lines and bytes of output files, read as ``logs`` reads them (no symlink,
-    no FIFO: refused with a warning, not counted), the lines of each counted in its first
-    ``max_bytes`` only: an index of 64 ranks' files must not read gigabytes."""
+    """The :class:`OutputSize` of output files, read as ``logs`` reads them (a symlink or
+    FIFO is warned and not counted), the lines of each in its first ``max_bytes`` only."""
     sizes = [_one_size(path, max_bytes) for path in paths]
     return OutputSize(
         sum(s.files for s in sizes),
@@ -245,8 +236,8 @@ def output_size(paths: Iterable[Path], max_bytes: int = LOG_READ_BYTES) -> Outpu
 
 @dataclass(frozen=True)
 class CellOutput:
-    """A cell's state as its status says (``no status`` without one), its ranks' output files
-    (:func:`rank_logs`) and its nodes (:func:`cell_nodes`), from one read of its status."""
+    """A cell's recorded state (``no status`` without one), its ranks' output files and its
+    nodes, from one read of its status."""
 
     state: str
     logs: dict[int, list[Path]]
@@ -262,8 +253,7 @@ def cell_output(cell_dir: Path) -> CellOutput:
 
 
 def has_output(root: Path, name: str | None) -> bool:
-    """Has the cell ``name`` of the sweep ``root`` (its one started cell when None) started,
-    and some rank of it written a file?"""
+    """Has the cell ``name`` (the one started cell when None) started and written a file?"""
     started = started_cells(root)
     if name is None:
         name = started[0] if len(started) == 1 else None
@@ -271,10 +261,9 @@ def has_output(root: Path, name: str | None) -> bool:
 
 
 def cell_may_write(root: Path, name: str | None) -> bool:
-    """May the cell ``name`` (the sweep's one cell when None) still write output? It runs, or
-    waits for a driver or SLURM job of the sweep that may start it. A name that no started
-    cell has counts as one of the cells not started yet, while the sweep has such a cell
-    (what a cell's directory will be called is Hydra's to say, when it starts)."""
+    """May the cell ``name`` (the sweep's one cell when None) still write output: it runs,
+    or waits on a driver or job that may start it? An unknown name counts as a cell not
+    started yet, while there is one (Hydra names a cell's directory when it starts)."""
     try:
         sweep = read_sweep(root)
     except FileNotFoundError:
@@ -308,11 +297,9 @@ def tail_lines(path: Path, lines: int, max_bytes: int = 1 << 20) -> list[str]:
 class LogFollower:
     """What was appended to each file since the last :meth:`poll` (whole lines only).
 
-    Each read is bounded: a file that grew by more than :data:`LOG_READ_BYTES` since the
-    last look is read from that far before its end (and a warning says what was skipped);
-    a symlink, FIFO or device is refused with a warning, never read. A file that shrank
-    (truncated) or is another file now (rotated: renamed, and a new one made) is read again
-    from its start, with a warning, instead of waiting for it to outgrow the old offset."""
+    Each read is bounded: a file that grew by more than :data:`LOG_READ_BYTES` is read from
+    that far before its end (the skip warned); a symlink, FIFO or device is refused with a
+    warning. A file truncated or replaced (rotated) is read again from its start, warned."""
 
     def __init__(self, files: Mapping[Path, str], max_bytes: int = LOG_READ_BYTES) -> None:
         self._prefix = dict(files)
@@ -350,8 +337,8 @@ class LogFollower:
             self._offset[path], self._identity[path] = st.st_size, (st.st_dev, st.st_ino)
 
     def tail(self, lines: int) -> Iterator[str]:
-        """The last ``lines`` lines of each file, with its prefix; then following goes on
-        from the files' ends. A file that is refused is said so, and left out."""
+        """The last ``lines`` lines of each file, with its prefix (a refused file warned and
+        left out); following then goes on from the files' ends."""
         for path, prefix in self._prefix.items():
             try:
                 tail = tail_lines(path, lines)

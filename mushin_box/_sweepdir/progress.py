@@ -2,25 +2,18 @@
 """Progress over sweep cells, fed by the cell sidecars: a bar with the cells by state, the
 elapsed time and an ETA from the cells finished so far.
 
-It works for any launcher whose cells write to this filesystem (in this process, in local
-child processes, in SLURM jobs on other nodes), because it reads only the status files:
-no ``squeue``/``sacct`` is polled to draw it. :class:`CellProgress` runs beside a blocking
-``Workflow.run``; :class:`SweepFollower` is the same bar for ``mushin-box wait``, which also
-asks SLURM whether the owners of running cells live (at the caller's interval).
+It reads only the status files, so it works for any launcher whose cells write to this
+filesystem, with no ``squeue`` polled to draw it. :class:`CellProgress` runs beside a
+blocking ``Workflow.run``; :class:`SweepFollower` is the bar of ``mushin-box wait``, which
+also asks SLURM whether running cells' owners live.
 
 Design note: the terminal while the bar is drawn. A cell run in this process (``launch
---local``: rank 0 is this process; the other ranks write to the cell's ``logs/``) prints
-through Python's logging, whose handlers were made before the bar, onto the real stderr: a
-line glued to the bar (``running=1Initializing distributed…``). While the bar is drawn,
-every logging handler that writes to this terminal writes through the bar's console
-instead (each line above the bar), and Lightning's known notices, which every cell repeats
-(``GPU available``, ``TPU available``, ``Initializing distributed``, the litlogger tip,
-``Trainer.fit stopped``), are left out by a logging filter on the loggers that say them,
-and so are two warnings it repeats that a user can do nothing about (the hint to use
-``srun``, a torch deprecation inside Lightning): the rest of a rank's output is shown as
-it is. The ETA is the mean wall time of the cells
-this run finished, times the cells left, divided by how many ran at once (at most);
-``-:--:--`` until a cell has finished.
+--local``) logs through handlers made before the bar, onto the real stderr: a line glued to
+the bar. So while the bar is drawn every logging handler that writes to this terminal
+writes through the bar's console (above it), and Lightning's notices that every cell
+repeats (:data:`NOTICES`), and warnings it repeats that a user can do nothing about, are
+filtered out; the rest of a rank's output is shown as it is. The ETA is the mean wall time
+of the cells this run finished, times the cells left, over how many ran at once (at most).
 """
 
 from __future__ import annotations
@@ -39,8 +32,8 @@ from mushin_box._sweepdir.manifest import cell_records
 
 __all__ = ["NOTICES", "CellProgress", "QuietTerminal", "SweepFollower", "eta_text"]
 
-#: Lightning's notices that each cell run in this process repeats: the first words of the
-#: message (after any leading ``-`` rule), and the loggers that say them
+#: the first words (after any ``-`` rule) of Lightning's notices each cell repeats, and
+#: the loggers that say them
 NOTICES = (
     "GPU available:",
     "TPU available:",
@@ -63,10 +56,8 @@ _NOTICE_LOGGERS = tuple(
     for module in ("utilities.rank_zero", "utilities.distributed", "accelerators.cuda")
 ) + ("lightning_utilities.core.rank_zero",)
 #: warnings (message, module) Lightning repeats per cell that a user can do nothing about:
-#: its hint to run under srun, which a run here (``--local``) does not by design, its note
-#: that a checkpoint directory is not empty, which a cell that continues its fit keeps on
-#: purpose (a fresh start sets the old checkpoints aside), and its own use of an API torch
-#: deprecated
+#: the hint to use srun (``--local`` does not, by design), a non-empty checkpoint directory
+#: (a continued fit keeps it on purpose), and its own use of an API torch deprecated
 _WARNINGS = (
     (r"The `srun` command is available on your system but is not used", ""),
     (r"Checkpoint directory .* exists and is not empty", r"(pytorch_)?lightning[.\w]*"),
@@ -86,10 +77,9 @@ class _Notices(logging.Filter):
 
 
 class QuietTerminal:
-    """While active: Lightning's :data:`NOTICES` and known warnings are left out, and every
-    logging handler that writes to this process's terminal (``stdout``/``stderr`` as they
-    were on entry) writes to what ``sys.stdout``/``sys.stderr`` are after ``enter``'s
-    :meth:`redirect` (the bar's console). :meth:`exit` undoes both."""
+    """While active: Lightning's :data:`NOTICES` and known warnings are left out, and after
+    :meth:`redirect` every logging handler that wrote to this terminal writes to the new
+    ``sys.stdout``/``sys.stderr`` (the bar's console). :meth:`exit` undoes both."""
 
     def __init__(self) -> None:
         self._filter = _Notices()
@@ -112,8 +102,7 @@ class QuietTerminal:
         self.exit()
 
     def redirect(self) -> None:
-        """Point the terminal's logging handlers at the current ``sys.stdout``/``stderr``
-        (call it once the console has taken them over)."""
+        """Point the terminal's logging handlers at the current ``sys.stdout``/``stderr``."""
         for handler in _stream_handlers():
             stream = handler.stream
             if any(stream is s for s in self._streams if s is not None):
@@ -147,8 +136,8 @@ def _stream_handlers() -> Iterable[logging.StreamHandler[Any]]:
 
 
 def eta_text(durations: Iterable[float], left: int, parallel: int) -> str:
-    """The time left, as ``H:MM:SS``: the mean of ``durations`` (the cells finished) times
-    the ``left`` cells, over ``parallel`` cells at once; ``-:--:--`` before any finished.
+    """The time left, ``H:MM:SS``: the mean of ``durations`` times the ``left`` cells, over
+    ``parallel`` at once; ``-:--:--`` before any finished.
 
     >>> eta_text([60.0, 120.0], left=4, parallel=2), eta_text([], 3, 1), eta_text([5.0], 0, 1)
     ('0:03:00', '-:--:--', '0:00:00')
@@ -187,10 +176,7 @@ def _detail(counts: dict[str, int]) -> str:
 
 class CellProgress:
     """A bar over the cells of a running sweep, redrawn every ``period_s`` from the sidecars.
-
-    Cells reused from an earlier run count as ``reused``: they cost nothing, so the ETA is
-    measured from the cells this run finished.
-    """
+    Cells reused from an earlier run count as ``reused``, and not towards the ETA."""
 
     def __init__(self, root: Path, *, total: int, run_id: str, period_s: float = 0.5) -> None:
         self.root = root
@@ -255,11 +241,8 @@ def _duration(record: Mapping[str, Any]) -> list[float]:
 
 
 class SweepFollower:
-    """The bar for a sweep followed from outside its driver (``mushin-box wait``).
-
-    Each :meth:`update` reads the sweep (:func:`mushin_box._sweepdir.board.read_sweep`, which
-    checks that the owners of running cells live) and redraws; the caller sets the pace.
-    """
+    """The bar for a sweep followed from outside its driver (``mushin-box wait``): each
+    :meth:`update` reads the sweep (checking running cells' owners) and redraws."""
 
     def __init__(self, root: Path, *, show: bool = True) -> None:
         self.root = root

@@ -3,40 +3,30 @@
 (``status``, ``show``, ``report``, ``load_experiment``), from the finished cells' index for a
 resume.
 
-:func:`~mushin_box._sweepdir.board.read_sweep` reads a running sweep from every cell's
-status record, rebuilds the manifest and asks the scheduler about cells that may still
-change. A finished sweep needs none of that: the manifest (``mushin_sweep.json``, written by
-the driver after the last cell ended) answers, and a cell's status record is opened only
-where it cannot:
+:func:`~mushin_box._sweepdir.board.read_sweep` reads every cell's status and asks the
+scheduler. A finished sweep needs neither: its manifest (written by the driver after the
+last cell ended) answers, and a cell's status is read only where it cannot, when it is
+newer than the manifest or the cell did not complete (its error is whole there only). A
+cell the manifest does not know, a symlink among the cells, a cell not in an end state, a
+driver holding the lock, or a submission newer than the manifest: the sweep may still
+change, so :func:`finished_entries` says None and the reader reads every status.
 
-* the manifest's entry is older than the cell's status file, or the cell did not complete
-  (its error and reason are whole in its status file only): the status file is read;
-* a cell the manifest has no entry for, a symlink among the cells, a cell not in an end
-  state, a driver holding the sweep's lock, or a submission newer than the manifest: the
-  sweep may still change, so :func:`finished_entries` says None and the reader reads every
-  status file. Entries come out in ``read_sweep``'s order.
+The index: a resume decides a finished cell from its status, its metrics and whether its
+provenance is whole. The driver writes down, at the end of a launch under the sweep's lock,
+what it read of each completed cell with each file's identity (inode, size, mtime, ctime:
+``st_ctime`` changes with any write, rename or ``utime``, and no user can set it). The next
+resume opens each file (``O_NOFOLLOW``, relative to the cell's directory, itself opened
+without following a symlink; an open revalidates a shared file system's cached attributes,
+where a ``stat`` may not) and decides a cell whose files are all the indexed ones from the
+index; any other cell is read from its files, by the same rule.
 
-The index: a resume decides a finished cell from its status record, its metrics and whether
-its provenance record is whole; the driver that ran (or resumed) the sweep writes down, at
-the end of its launch and under the sweep's lock, what it read of each completed cell with
-the identity of each file it read (inode, size, mtime, ctime: ``st_ctime`` changes with any
-write, rename or ``utime``, and no user can set it). The next resume opens each of those
-files (``O_NOFOLLOW``, relative to the cell's directory, itself opened without following a
-symlink; an open revalidates a shared file system's cached attributes, where a ``stat`` may
-not) and compares identities: a cell whose files are all the indexed ones is decided from
-the index, exactly as from its files; any other cell is read from its files. The rule for
-reusing a cell is the same; only where its unchanged files' content is read from differs.
-
-The index is trusted only when it is a regular file (not a symlink), within its size limit,
-well formed, and owned by the owner of every file it vouches for (a user who can drop a file
-in a shared sweep directory but not rewrite its cells cannot make a resume believe other
-results). Anything else in it (a corrupt, oversized or foreign file, an entry that is not a
-completed status, a name with a ``/``) is ignored. A file changed within a timestamp's
-granularity after the driver read it could keep its identity (git's "racy" entries): a file
-is entered only if it was last changed at least :data:`RACY_NS` before the index was begun,
-by the file system's own clock (a probe file's ctime). It is written with
-:func:`json.dumps`, not the canonical writer: a private cache that no reader but this module
-opens; still atomically.
+The index is trusted only as a regular file within its size limit, well formed, and owned by
+the owner of every file it vouches for (a user who can drop a file in a shared sweep but not
+rewrite its cells cannot make a resume believe other results); anything else in it is
+ignored. A file changed within a timestamp's granularity after it was read could keep its
+identity (git's "racy" entries): it is entered only if last changed at least
+:data:`RACY_NS` before the index was begun, by the file system's clock (a probe's ctime).
+It is written with :func:`json.dumps`: a private cache no other reader opens.
 
 Examples
 --------
@@ -112,8 +102,7 @@ __all__ = [
 
 
 def _subdirs(root: Path) -> set[str] | None:
-    """The real directories of ``root``; None when a symlink is among its entries (a cell
-    elsewhere: ``read_sweep`` says so, and never follows it)."""
+    """The real directories of ``root``; None when a symlink is among its entries."""
     out = set()
     with os.scandir(root) as entries:
         for entry in entries:
@@ -133,17 +122,9 @@ def _mtime(path: str) -> int | None:
     return st.st_mtime_ns if stat.S_ISREG(st.st_mode) else None
 
 
-def _unstarted(entry: Any) -> bool:
-    """A cell with no directory that may still start (not cancelled before it started)."""
-    return (
-        isinstance(entry, dict) and entry.get("dir") is None and entry.get("status") != "cancelled"
-    )
-
-
 def finished_entries(root: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Entry]] | None:
-    """The manifest and every cell's entry (``combo``, ``status``, ``dir``, ``attempt``,
-    ``error``, ``reason``) of a finished sweep, each status file read only where the
-    manifest is older than it; None when the manifest cannot answer (see module doc)."""
+    """The manifest and every cell's entry of a finished sweep, each status file read only
+    where the manifest is older than it; None when the manifest cannot answer (module doc)."""
     path = Path(root)
     base = os.fspath(path)
     written = _mtime(os.path.join(base, MANIFEST_FILE))
@@ -155,7 +136,10 @@ def finished_entries(root: str | os.PathLike[str]) -> tuple[dict[str, Any], list
     manifest = read_sweep_manifest(path)
     if manifest is None or not isinstance(manifest.get("cells"), dict):
         return None
-    if any(_unstarted(e) for e in manifest["cells"].values()):  # a run's first manifest
+    if any(  # a cell that may still start: a run's first manifest
+        isinstance(e, dict) and e.get("dir") is None and e.get("status") != "cancelled"
+        for e in manifest["cells"].values()
+    ):
         return None
     params = list(manifest["grid"])
     entries = in_grid_order(manifest["grid"], manifest["cells"].values())
@@ -174,8 +158,7 @@ def finished_entries(root: str | os.PathLike[str]) -> tuple[dict[str, Any], list
         seen.add(name)
         cell = os.path.join(base, name)
         changed = _mtime(os.path.join(cell, STATUS_FILE))
-        # newer than the manifest, or a cell that did not complete (its error, its
-        # reason: the status file has them whole): read it
+        # newer than the manifest, or not completed (its error is whole there): read it
         if changed is None or changed >= written or entry.get("status") != "completed":
             record = read_status(cell)
             if record is None or grid_key(record["combo"], params) != grid_key(
@@ -193,10 +176,8 @@ def finished_entries(root: str | os.PathLike[str]) -> tuple[dict[str, Any], list
 
 def read_object(path: str) -> Any:
     """The JSON object sidecar at ``path`` (None: missing), read bounded and without
-    following a symlink; a refused, corrupt or non-object file goes through
-    :func:`~mushin_box._core.sidecars.read_json`, which warns naming it. The direct path
-    skips ``read_json``'s per-call ``Path`` objects: a third of ``show``'s time at 10,000
-    cells."""
+    following a symlink; any other file goes through ``read_json``, which warns. The direct
+    path skips ``read_json``'s ``Path`` objects: a third of ``show``'s time."""
     try:
         value = loads(read_bounded(path, read_limit(os.path.basename(path))))
     except FileNotFoundError:
@@ -209,8 +190,7 @@ def read_object(path: str) -> Any:
 @attrs.frozen
 class Heading:
     """A finished sweep's first line, known before any cell's own file is read: its
-    directory, its cells by state (:meth:`counts`, as ``SweepView.counts`` gives them) and
-    what runs it. Not a view of 10,000 cells built to be thrown away."""
+    directory, its cells by state (as ``SweepView.counts``) and its launcher."""
 
     root: Path
     launcher: str | None
@@ -224,8 +204,8 @@ class Heading:
 def bare_view(
     root: Path, manifest: Mapping[str, Any], entries: Sequence[Entry], **fields: Any
 ) -> tuple[Any, Heading]:
-    """The sweep's :class:`~mushin_box._sweepdir.board.SweepView` as the manifest tells it
-    (``fields``: more of the view's) without its cells, and its :class:`Heading`."""
+    """The sweep's ``SweepView`` as the manifest tells it (``fields``: more of the view's)
+    without its cells, and its :class:`Heading`."""
     launcher = manifest.get("launcher")
     launcher = launcher if isinstance(launcher, str) else None
     view = SweepView(
@@ -243,15 +223,10 @@ def bare_view(
 def read_settled(
     root: str | os.PathLike[str], *, heading: Callable[[Heading], None] | None = None
 ) -> Any:
-    """A finished sweep as ``status`` shows it (every field
-    :func:`~mushin_box._sweepdir.board.read_sweep` gives, read from each cell's status
-    record and metrics), or None when the manifest cannot answer, or a job of the latest
-    submission may run a cell again: then ``read_sweep`` reads it, asking the scheduler.
-
-    ``heading``: called with its :class:`Heading` before any cell's own file is read: what
-    is known from the manifest (and the status records it is older than), for a first
-    line printed at once.
-    """
+    """A finished sweep as ``read_sweep`` gives it, or None when the manifest cannot
+    answer, or a job of the latest submission may run a cell again (then ``read_sweep``
+    reads it). ``heading``: called with its :class:`Heading` before any cell's own file
+    is read, for a first line printed at once."""
     found = finished_entries(root)
     if found is None:
         return None
@@ -299,8 +274,8 @@ Identity = list[int]
 
 @attrs.frozen
 class IndexEntry:
-    """A completed cell as the index holds it: its status record, its metrics, and the
-    identities (:func:`_identity`) of its status, metrics and provenance files."""
+    """A completed cell as the index holds it: its status, its metrics, and the identities
+    of its :data:`_FILES`."""
 
     status: dict[str, Any]
     metrics: dict[str, Any]
@@ -310,9 +285,8 @@ class IndexEntry:
 @attrs.frozen
 class CellIndex:
     """The entries of the index whose files are unchanged, by cell directory name;
-    ``stale``: the file could not be used (corrupt, refused), so it is worth writing again;
-    ``unused``: how many of its entries were not (a cell run again, or changed): they count
-    towards its rewrite like cells dropped (:func:`refresh_index`)."""
+    ``stale``: the file could not be used, so it is worth writing again; ``unused``: how
+    many of its entries were not (they count towards a rewrite like cells dropped)."""
 
     entries: Mapping[str, IndexEntry] = attrs.field(factory=dict)
     stale: bool = False
@@ -342,8 +316,8 @@ def _identity(st: os.stat_result) -> Identity:
 
 @gc_paused()  # a bulk read: see _core/gcpause.py
 def read_index(root: Path) -> CellIndex:
-    """The entries of ``root``'s index whose three files are still the ones indexed (see
-    the module doc); an empty index when there is none, or it is not to be trusted."""
+    """The entries of ``root``'s index whose files are still the ones indexed; an empty
+    index when there is none, or it is not to be trusted (module doc)."""
     try:
         root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
@@ -391,8 +365,7 @@ def _entry(name: Any, raw: Any) -> IndexEntry | None:
     if "/" in name or "\0" in name:
         return None
     files, status, metrics = raw.get("files"), raw.get("status"), raw.get("metrics")
-    # the identities are only compared with a stat's: anything but a list of 4 numbers
-    # compares unequal
+    # identities are only compared with a stat's: anything else compares unequal
     if not (isinstance(files, list) and len(files) == len(_FILES) and isinstance(metrics, dict)):
         return None
     if not isinstance(status, dict) or status.get("status") != "completed":
@@ -404,7 +377,7 @@ def _entry(name: Any, raw: Any) -> IndexEntry | None:
 
 def _unchanged(root_fd: int, name: str, files: Iterable[Identity], owner: int) -> bool:
     """Are the cell's files the ones indexed: regular files of the index's owner, with
-    the same identities? Each is opened, not followed if a symlink."""
+    the same identities (each opened, not followed)?"""
     try:
         cell_fd = os.open(name, _OPEN_DIR, dir_fd=root_fd)
     except OSError:
@@ -427,11 +400,10 @@ def _unchanged(root_fd: int, name: str, files: Iterable[Identity], owner: int) -
 
 @gc_paused()  # a bulk read: see _core/gcpause.py
 def refresh_index(root: Path, records: Iterable[tuple[Path, Any]], index: CellIndex) -> bool:
-    """Write ``root``'s index for the completed cells of ``records`` (their status records,
-    read under the sweep's lock, after the launch), keeping ``index``'s entries whose
-    record is unchanged and reading the others' files; nothing is written when less than
-    1% of its cells would change (or none, in a sweep of under 100). Returns whether it
-    was written. Call it under the sweep's lock."""
+    """Write ``root``'s index for the completed cells of ``records`` (read after the launch,
+    under the sweep's lock), keeping ``index``'s entries whose record is unchanged and
+    reading the others' files; not written (False) when under 1% of its cells would
+    change."""
     kept: dict[str, IndexEntry] = {}
     todo: list[tuple[str, dict[str, Any]]] = []
     for cell_dir, record in records:
@@ -442,14 +414,12 @@ def refresh_index(root: Path, records: Iterable[tuple[Path, Any]], index: CellIn
             kept[cell_dir.name] = old
         else:
             todo.append((cell_dir.name, record))
-    # a cell run again is dropped, and its new files entered: 10 cells of 10,000 run
-    # again rewrite nothing (they are read from their files next time)
     dropped = len(index.entries) - len(kept) + index.unused
     if not todo and not dropped and not index.stale:
         return False
     added = _read_cells(root, todo) if todo else {}
-    # a few cells more or less are read from their files by the next resume rather than
-    # the whole index (~1 KB a cell) rewritten for them
+    # a few cells more or less are read from their files next time rather than the whole
+    # index (~1 KB a cell) rewritten for them
     if not index.stale and len(added) + dropped < max(1, len(kept) // _REWRITE_SHARE):
         return False
     cells = {
@@ -463,8 +433,7 @@ def refresh_index(root: Path, records: Iterable[tuple[Path, Any]], index: CellIn
 
 def _read_cells(root: Path, todo: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, IndexEntry]:
     """An entry for each cell of ``todo`` (name, status record) whose files can be entered:
-    read now, unchanged while read, and changed before the file system's now less
-    :data:`RACY_NS`."""
+    unchanged while read, and last changed :data:`RACY_NS` before the file system's now."""
     now, owner = _fs_clock(root)
     root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
@@ -479,8 +448,8 @@ def _read_cells(root: Path, todo: Iterable[tuple[str, dict[str, Any]]]) -> dict[
 
 
 def _fs_clock(root: Path) -> tuple[int, int]:
-    """The file system's now (the ctime of a file created now) and the owner it gives a
-    file of this process (root squashed to nobody, on NFS)."""
+    """The file system's now (a new file's ctime) and the owner it gives this process's
+    files (root squashed to nobody, on NFS)."""
     probe = root / f".mushin_clock.{os.getpid()}.{secrets.token_hex(8)}.tmp"
     fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
@@ -492,8 +461,8 @@ def _fs_clock(root: Path) -> tuple[int, int]:
 
 
 def _read_cell(root_fd: int, name: str, before: int, owner: int) -> IndexEntry | None:
-    """The cell's entry, read from its files (None: one is missing, unreadable, not this
-    owner's, changed since ``before`` or while read, or not what a reuse needs)."""
+    """The cell's entry, read from its files; None when one is missing, unreadable, not
+    ``owner``'s, changed since ``before`` or while read, or not what a reuse needs."""
     try:
         cell_fd = os.open(name, _OPEN_DIR, dir_fd=root_fd)
     except OSError:
