@@ -455,8 +455,7 @@ def build_image(
         The ``.sif`` to write; ``out.with_suffix('.def')`` gets the definition and
         ``<out>.manifest.json`` the manifest.
     context : str or os.PathLike, optional
-        Build context: the working directory of ``apptainer build``, against which
-        relative ``%files`` sources resolve. Default: the current directory.
+        Where relative ``%files`` sources resolve; default: the current directory.
     dry_run : bool, optional
         Only write the definition; nothing is run, Apptainer is not needed.
     fakeroot : bool, optional
@@ -464,24 +463,22 @@ def build_image(
     timeout : float, optional
         Seconds the build may run before its process group is stopped.
     backend : {"auto", "native", "apptainer"}, optional
-        ``native``: :mod:`~mushin_box._image.native` (a bit-reproducible SIF, no
-        Apptainer); ``apptainer``: ``apptainer build``; ``auto`` (default): native for a
-        base it can make (:class:`~mushin_box._image.bases.Debootstrap`), else Apptainer.
+        ``native``: a bit-reproducible SIF, no Apptainer (:mod:`~mushin_box._image.native`);
+        ``auto`` (default): native for a base it can make, else Apptainer.
     spec_ref : str, optional
-        How the spec was named (``FILE.py[:ATTR]`` or ``module:ATTR``): recorded as the
-        manifest's ``spec``; its file is one of the recipe's inputs.
+        How the spec was named (``FILE.py[:ATTR]`` or ``module:ATTR``): the manifest's
+        ``spec``; its file is one of the recipe's inputs.
     force : bool, optional
-        Build even when ``out`` is a native build of the same recipe (by default it is
-        kept: a native build of one recipe gives the same bytes).
+        Build even when ``out`` is a native build of the same recipe (same bytes: kept).
     native_mode : {"auto", "root", "unshare", "fakechroot"}, optional
-        A native build's mmdebstrap mode; ``auto``: the first this user can use (each gives
-        the same bytes).
+        A native build's mmdebstrap mode (each gives the same bytes); ``auto``: the first
+        this user can use.
 
     Returns
     -------
     Manifest
-        What was written to ``<out>.manifest.json`` (for a dry run: the definition-side
-        fields only; no manifest file is written); an up-to-date image's own.
+        What was written to ``<out>.manifest.json``; an up-to-date image's own; for a dry
+        run, the definition-side fields (no file is written).
 
     Raises
     ------
@@ -494,8 +491,7 @@ def build_image(
     BuildError
         If the build fails or times out, or the image cannot be inspected.
     NativeBuildRefused
-        With the native backend: what it cannot build, or what this machine lacks for it
-        (checked before anything is written).
+        What the native backend cannot build, or this machine lacks for it.
 
     Examples
     --------
@@ -547,9 +543,7 @@ def build_image(
 
 
 def _install(plan: BuildPlan, sif: Path, manifest: Manifest) -> Manifest:
-    """Move ``sif`` and its definition into place, then write ``manifest``. The definition
-    moves in with the image it built, never before: a failed build left the old image,
-    manifest and definition as the set they were."""
+    """Move ``sif`` and its definition into place together, then write ``manifest``."""
     target = manifest_path(plan.image)
     target.unlink(missing_ok=True)  # never leave an old manifest beside a new image
     os.replace(plan.definition_partial, plan.definition_path)
@@ -567,14 +561,13 @@ def check_image(
     timeout: float = DEFAULT_BUILD_TIMEOUT,
     native_mode: str = "auto",
 ) -> str:
-    """Rebuild ``spec`` and compare it with ``image``: ``"identical"`` when the bytes are the
-    same, else ``"differs: "`` and the first SIF field, object or file that differs
-    (:func:`~mushin_box._image.pack.describe_check`), and the host tools whose versions
-    differ from the image's (:func:`_other_tools`): a cause the files cannot name.
+    """Rebuild ``spec`` and compare it with ``image``: ``"identical"``, else ``"differs: "``
+    and the first difference (:func:`~mushin_box._image.pack.describe_check`) and the host
+    tools whose versions differ from the image's (:func:`_other_tools`), a cause the files
+    cannot name. Only a native build is reproducible, so only it can answer "identical".
 
-    The rebuild is written in a temporary directory beside ``image`` (in the system's
-    temporary directory when that takes no files: another user's image) and removed after.
-    Only a native build is reproducible, so only it can answer "the same".
+    The rebuild goes to a temporary directory beside ``image`` (else in the system's, for
+    another user's image), removed after.
     """
     image = Path(image)
     if not image.is_file():
@@ -639,11 +632,7 @@ def native_recipe(
     """``(recipe_sha256, context_commit, spec)`` a native build of ``spec`` in ``context``
     records (:func:`~mushin_box._image.native.recipe_identity`); ``spec_ref`` names the
     spec as ``mushin-box build`` was given it, and its file is one of the recipe's inputs.
-
-    Raises
-    ------
-    NativeBuildRefused
-        With no ``SOURCE_DATE_EPOCH`` (the recipe's time).
+    No ``SOURCE_DATE_EPOCH`` (the recipe's time) is a :class:`NativeBuildRefused`.
     """
     context = Path(context).absolute()
     epoch = source_date_epoch(spec, context)
@@ -651,18 +640,6 @@ def native_recipe(
     definition = render_definition(spec)
     recipe, commit = recipe_identity(spec, definition, context, epoch, spec_file)
     return recipe, commit, ref
-
-
-def _up_to_date(image: Path, recipe: str) -> Manifest | None:
-    """The manifest of ``image`` when it is a native build of ``recipe``, whole."""
-    try:
-        manifest = read_manifest(image)
-        size = image.stat().st_size
-    except (OSError, TypeError, ValueError):
-        return None
-    if manifest.recipe_sha256 == recipe and manifest.sif_size == size:
-        return manifest
-    return None
 
 
 def _build_native(
@@ -681,8 +658,10 @@ def _build_native(
     if (why := native_refusal(spec)) is not None:
         raise NativeBuildRefused(why)
     recipe, commit, ref = native_recipe(spec, plan.context, spec_ref)
-    if not force and (kept := _up_to_date(plan.image, recipe)) is not None:
-        return kept  # before the host checks: an image in place needs no build tools
+    with contextlib.suppress(OSError, TypeError, ValueError):  # none in place, or not ours
+        kept = None if force else read_manifest(plan.image)
+        if kept and (kept.recipe_sha256, kept.sif_size) == (recipe, plan.image.stat().st_size):
+            return kept  # before the host checks: an image in place needs no build tools
     mode, epoch = check_native(spec, plan.context, mode)
     common = {**common, "spec": ref, "recipe_sha256": recipe, "context_commit": commit}
     common["context_dir"] = None if commit is None else context_dir(plan.context)
