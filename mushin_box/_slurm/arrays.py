@@ -58,9 +58,8 @@ DEFAULT_ARRAY_PARALLELISM = 256
 
 @attrs.frozen
 class ArrayPart:
-    """One job array of a sweep: cells ``first .. first + cells - 1`` (in the launcher's
-    order), at most ``parallelism`` running at once (``%N``), started after array ``after``
-    (its index in the split) has ended; None: at once."""
+    """One job array of a sweep: ``cells`` cells from ``first``, at most ``parallelism``
+    at once (``%N``), started after array ``after`` (an index; None: at once) has ended."""
 
     first: int
     cells: int
@@ -70,9 +69,8 @@ class ArrayPart:
 
 def array_limit(config_text: str) -> int | None:
     """The most tasks one job array may hold, from ``scontrol show config``'s text: the
-    smaller of ``MaxArraySize`` (task ids run 0 .. MaxArraySize - 1) and
-    ``SchedulerParameters``' ``max_array_tasks``; 1 where arrays are disabled
-    (``MaxArraySize = 0``: each cell a plain job); None when neither is said.
+    smaller of ``MaxArraySize`` and ``max_array_tasks``; 1 where arrays are disabled; None
+    when neither is said.
 
     Examples
     --------
@@ -98,9 +96,8 @@ def array_limit(config_text: str) -> int | None:
 
 
 def split_sweep(cells: int, limit: int | None, parallelism: int) -> list[ArrayPart]:
-    """The arrays of a sweep of ``cells`` cells: at most ``limit`` cells each (None: one
-    array), nearly equal in size, chained so that at most ``parallelism`` cells run at once
-    (see the module's design note).
+    """The arrays of ``cells`` cells: at most ``limit`` each (None: one array), nearly
+    equal, chained so that at most ``parallelism`` cells run at once.
 
     Examples
     --------
@@ -145,9 +142,8 @@ def sweep_arrays(settings: Mapping[str, Any], cells: int) -> tuple[list[ArrayPar
 
 
 def first_array(settings: Mapping[str, Any], cells: int | None) -> tuple[int | None, str | None]:
-    """What the dry run and ``sbatch --test-only`` show of a sweep of ``cells`` cells
-    (None: an interval sweep, one array): the cells of its first array (None: a single
-    job), and :func:`arrays_summary`."""
+    """The cells of a sweep's first array (None: a single job) and :func:`arrays_summary`,
+    for the dry run and ``sbatch --test-only`` (``cells`` None: an interval sweep)."""
     if cells is None or cells < 2:
         return None, None
     parts, limit = sweep_arrays(settings, cells)

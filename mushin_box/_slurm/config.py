@@ -217,7 +217,7 @@ def _gres(key: str, value: object) -> str:
 
 _Validator = Callable[[str, object], Any]
 # what a launch profile's value is, for the fields a profile sets
-_STR, _TIME = "a string", "minutes or a SLURM time such as '2:00:00'"
+_STR, _TIME, _INT = "a string", "minutes or a SLURM time such as '2:00:00'", "a positive integer"
 _CELLS = "a positive integer: the most cells of a sweep that run at once"
 _TABLE = "a table of sbatch options, e.g. {mail-type = 'END'}"
 
@@ -276,11 +276,7 @@ class SlurmSettings:
         _positive_int, flag="--time", sbatch="time", profile=_TIME, default=60
     )
     cpus_per_task: int | None = _setting(
-        _positive_int,
-        flag="--cpus-per-task",
-        sbatch="cpus-per-task",
-        profile="a positive integer",
-        default=1,
+        _positive_int, flag="--cpus-per-task", sbatch="cpus-per-task", profile=_INT, default=1
     )
     mem_gb: int | None = _setting(_memory_gb, flag="--mem", profile="a SLURM size such as '64G'")
     mem_per_cpu: str | None = _setting(_string, sbatch="mem-per-cpu")

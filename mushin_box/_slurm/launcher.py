@@ -279,11 +279,9 @@ def slurm_parameters(settings: Mapping[str, Any]) -> dict[str, Any]:
 def render_sbatch(
     params: Mapping[str, Any], folder: str | os.PathLike[str], *, map_count: int | None = None
 ) -> str:
-    """The sbatch script of a one-cell ``mushin_slurm`` job, rendered without ``srun``.
-
-    ``params`` are ``hydra.launcher`` values (the others keep :class:`SlurmLauncherConf`'s
-    defaults); the text is what submitit's ``SlurmExecutor`` writes for them. ``map_count``:
-    the script of a sweep of that many cells, one job array (``#SBATCH --array``).
+    """The sbatch script submitit writes for a ``mushin_slurm`` job with ``hydra.launcher``
+    values ``params`` (else :class:`SlurmLauncherConf`'s defaults), rendered without
+    ``srun``; ``map_count``: of a job array of that many cells.
 
     Examples
     --------
@@ -413,9 +411,8 @@ class SubmititCellLauncher:
         self.task_function = task_function
 
     def executor(self, sweep_dir: Path | None = None) -> Any:
-        """A submitit executor for this launcher's settings (``srun`` must exist for slurm).
-        ``sweep_dir``: the sweep its jobs are for; their ``--comment`` ends with its mark
-        (:func:`~mushin_box._slurm.jobs.sweep_mark`), by which ``cancel`` knows them."""
+        """A submitit executor for this launcher's settings; its jobs' ``--comment`` ends
+        with the :func:`~mushin_box._slurm.jobs.sweep_mark` of ``sweep_dir``."""
         import submitit
 
         s = self.settings
@@ -434,7 +431,7 @@ class SubmititCellLauncher:
         return executor
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[Any]:
-        """Submit one job per element of ``job_overrides``, wait, return their JobReturns."""
+        """Submit one job per cell, wait, return their JobReturns."""
         from hydra.core.singleton import Singleton
         from hydra.core.utils import filter_overrides
 
@@ -482,7 +479,7 @@ class SubmititCellLauncher:
 
     def wait(self, jobs: Sequence[Any], overrides: Sequence[Sequence[str]]) -> list[Any]:
         """Poll ``jobs`` until each has a final JobReturn; after ``max_wait_s`` (or when
-        interrupted) cancel the others, which then fail with a TimeoutError."""
+        interrupted) cancel the others, failed with a TimeoutError."""
         max_wait = self.settings["max_wait_s"]
         deadline = None if max_wait is None else time.monotonic() + float(max_wait)
         results: dict[int, Any] = {}

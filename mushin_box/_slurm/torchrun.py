@@ -139,9 +139,8 @@ def agent_command(
 
 
 def check_torchrun_settings(settings: dict[str, Any]) -> dict[str, Any]:
-    """A launcher's torchrun fields, checked: whole numbers, one submitit task per node
-    (torchrun starts the workers) and, on SLURM, ``min_nodes`` within ``1..nodes``.
-    Returns ``settings``."""
+    """``settings``, its torchrun fields checked (one submitit task per node; on SLURM
+    ``min_nodes`` within ``1..nodes``)."""
     for key, least in (("nproc_per_node", 1), ("max_restarts", 0)):
         value = settings[key]
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
@@ -200,8 +199,7 @@ def torchrun_launcher_fields(
 
 
 def task_python(settings: Mapping[str, Any]) -> str | None:
-    """submitit's ``python`` for a launcher's checked settings: the ``python`` field, or the
-    torchrun agent run by it (``torchrun``; on SLURM one per node, ``--nnodes``)."""
+    """submitit's ``python`` for a launcher's settings: ``python``, or the torchrun agent."""
     python = settings["python"]
     if not settings.get("torchrun"):
         return python
@@ -231,8 +229,8 @@ def job_nodes(env: Mapping[str, str]) -> list[str]:
 
 
 def rendezvous_from_env(env: Mapping[str, str]) -> dict[str, str]:
-    """``{"backend", "endpoint", "id"}`` of a SLURM job's torchrun agents, from the job's
-    own variables: every node derives the same values.
+    """``{"backend", "endpoint", "id"}`` of a SLURM job's torchrun agents, the same on
+    every node.
 
     Examples
     --------
@@ -260,9 +258,8 @@ def torchrun_argv(
     python: str | None = None,
     environ: MutableMapping[str, str] | None = None,
 ) -> list[str]:
-    """The torchrun command line of the agent's arguments (``argv``: its own flags, then
-    what submitit appended: ``-u -m submitit.core._submit FOLDER``). The rendezvous is
-    exported to ``environ`` (default ``os.environ``), which the workers inherit.
+    """The torchrun command line of the agent's arguments (its flags, then submitit's
+    ``-u -m submitit.core._submit FOLDER``); the rendezvous is exported to ``environ``.
 
     Examples
     --------
