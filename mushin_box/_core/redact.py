@@ -17,6 +17,7 @@ Hiding values *before* a launch, so that files never hold them, is
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -165,12 +166,10 @@ def project_secret_names(cwd: str | os.PathLike[str] | None = None) -> tuple[str
         return ()
     while True:
         path = os.path.join(directory, PROJECT_FILE)
-        try:
+        with contextlib.suppress(OSError):  # no such file (_read_project reports its own)
             found = os.stat(path)
-        except OSError:
-            found = None
-        if found is not None and S_ISREG(found.st_mode):
-            return _read_project(path, found.st_mtime_ns, found.st_size)
+            if S_ISREG(found.st_mode):
+                return _read_project(path, found.st_mtime_ns, found.st_size)
         parent = os.path.dirname(directory)
         if parent == directory:
             return ()
@@ -556,22 +555,15 @@ def command_line_secrets(argv: Sequence[str], declared: Sequence[str] = ()) -> s
     except ValueError:
         rule = _compile_rule(())
     out: set[str] = set()
-    hide_next = False
+    hide = False  # the word after a secret-looking flag
     for word in argv:
-        if hide_next:
-            hide_next = False
-            if not word.startswith("-"):
-                out.add(word)
-                continue
+        if hide and not word.startswith("-"):
+            out.add(word)
+            hide = False
+            continue
         flag = _FLAG_WORD.match(word)
-        if flag is not None:
-            hide_next = word not in _NOT_SECRET_FLAGS and rule.name(flag.group("name"))
-            continue
+        hide = flag is not None and word not in _NOT_SECRET_FLAGS and rule.name(flag["name"])
         m = _TEXT_ASSIGNMENT.match(word)
-        if m is None or not rule.path(m.group("name")):
-            continue
-        value = word[m.start("value") :]
-        if _is_reference(value):
-            continue
-        out |= {value, _unquoted(value), *(_unquoted(v) for v in value.split(","))}
+        if m and rule.path(m["name"]) and not _is_reference(value := word[m.start("value") :]):
+            out |= {value, _unquoted(value), *(_unquoted(v) for v in value.split(","))}
     return {v for v in out if v and not _is_reference(v)}
