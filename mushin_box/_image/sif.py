@@ -251,8 +251,7 @@ def read_sif_descriptors(path: StrPath) -> tuple[SifDescriptor, ...]:
 
     A :class:`SifFormatError` when the header is invalid, the table truncated or
     inconsistent, or a used descriptor's data does not lie inside the file: a copy cut
-    short passes every header check (a 5 KB head of a 10 GB image has the same 128 header
-    bytes), but not this one.
+    short passes every header check, but not this one.
 
     >>> import struct, tempfile
     >>> header = struct.pack("<32s10s3s3s16s8q", b"", b"SIF_MAGIC\\0", b"01\\0", b"02\\0",
@@ -325,10 +324,8 @@ def root_squashfs_offset(path: StrPath) -> int:
     """Where the squashfs of a SIF's root file system (its primary system partition)
     starts: ``unsquashfs -o`` reads it in place. A SIF without one (an ext3 or encrypted
     root, no partition) raises :class:`SifFormatError` naming that."""
-    for d in read_sif_descriptors(path):
-        # a partition's extra field opens with its fs type (1: squashfs) and its partition
-        # type (2: primary system)
-        if d.datatype_name == "FS" and struct.unpack_from("<ii", d.extra) == (1, 2):
+    for d in read_sif_descriptors(path):  # a partition's extra opens with fs and part type
+        if d.datatype == PARTITION and _PARTITION.unpack_from(d.extra)[:2] == _ROOT_PARTITION:
             return d.offset
     raise SifFormatError(path, "no squashfs root file system (an ext3 or encrypted root?)")
 
@@ -357,7 +354,7 @@ DESCRIPTOR_OFFSET = 4096
 DESCRIPTOR_SLOTS = 48
 FS_ALIGN = 4096
 DEF_FILE, PARTITION, JSON_GENERIC = 0x4001, 0x4004, 0x4006
-FS_SQUASHFS, PART_PRIMSYS = 1, 2
+_ROOT_PARTITION = (1, 2)  # squashfs, primary system
 _PARTITION = struct.Struct("<ii3s")
 _CODES = {name: code for code, name in SIF_ARCHES.items()}
 _MACHINES = {"x86_64": "amd64", "aarch64": "arm64", "i686": "386", "armv7l": "arm"}
@@ -389,7 +386,6 @@ def write_sif(
     :func:`host_arch`.
 
     >>> import tempfile
-    >>> from mushin_box._image.sif import read_sif_descriptors, read_sif_header
     >>> sif = os.path.join(tempfile.mkdtemp(), "tiny.sif")
     >>> write_sif(sif, b"hsqs" + bytes(60), definition=b"Bootstrap: scratch\\n", arch="arm64")
     >>> read_sif_header(sif).arch
@@ -409,7 +405,7 @@ def write_sif(
         objects.append((DEF_FILE, len(definition), "", b"", 0))
     if metadata is not None:
         objects.append((JSON_GENERIC, len(metadata), "inspect-metadata.json", b"", 0))
-    objects.append((PARTITION, fs_size, "", _PARTITION.pack(FS_SQUASHFS, PART_PRIMSYS, code), 1))
+    objects.append((PARTITION, fs_size, "", _PARTITION.pack(*_ROOT_PARTITION, code), 1))
     data_offset = DESCRIPTOR_OFFSET + DESCRIPTOR_SLOTS * DESCRIPTOR_SIZE
     table, position, padding = bytearray(DESCRIPTOR_SLOTS * DESCRIPTOR_SIZE), data_offset, 0
     for index, (dtype, size, name, extra, align) in enumerate(objects):
