@@ -165,15 +165,13 @@ def _format(value: object, path: str, active: set[int]) -> str:
         active.add(id(value))
         try:
             if isinstance(value, Mapping):
-                items: list[str] = []
-                for key, item in value.items():
-                    text_key = _format_dict_key(key, where)
-                    items.append(f"{text_key}:{_format(item, f'{path}[{key!r}]', active)}")
+                items = (
+                    f"{_format_dict_key(k, where)}:{_format(v, f'{path}[{k!r}]', active)}"
+                    for k, v in value.items()
+                )
                 return "{" + ",".join(items) + "}"
-            elements = [
-                _format(item, f"{path}[{index}]", active) for index, item in enumerate(value)
-            ]
-            return "[" + ",".join(elements) + "]"
+            items = (_format(v, f"{path}[{i}]", active) for i, v in enumerate(value))
+            return "[" + ",".join(items) + "]"
         finally:
             active.discard(id(value))
     hint = "convert it first (e.g. str(path), list(array), .tolist(), sorted(a_set))"
