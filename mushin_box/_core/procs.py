@@ -86,11 +86,9 @@ def _stop_group(proc: subprocess.Popen[str]) -> None:
     for sig in (signal.SIGTERM, signal.SIGKILL):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, sig)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=_GRACE_S)
             return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def _tee(proc: subprocess.Popen[str], kept: deque[str]) -> None:
