@@ -1,34 +1,24 @@
 # SPDX-License-Identifier: MIT
-"""mushin-box's Hydra launchers ``mushin_slurm`` and ``mushin_local``, built on submitit.
+"""mushin-box's Hydra launchers ``mushin_slurm`` and ``mushin_local``, built on submitit
+(the plugin in ``hydra_plugins/mushin_box_launcher`` only forwards to
+:class:`SubmititCellLauncher`).
 
-The Hydra plugin (``hydra_plugins/mushin_box_launcher``) only registers the configs below
-and forwards to :class:`SubmititCellLauncher`.
+One submitit job per sweep cell, in job arrays (:mod:`mushin_box._slurm.arrays`); every
+srun task runs the whole Hydra job (:class:`CellJob`), as the stock launcher does, and rank
+0's return value is the cell's ``JobReturn``. A task's exception comes back inside it; a
+job that ends without a result comes back failed, naming its logs. Every submission is
+recorded at once (:mod:`mushin_box._slurm.submitted`): the ids are the only handle on cells
+not yet started. Ctrl-C leaves SLURM jobs running (``wait``/``cancel`` follow them) unless
+``cancel_on_interrupt``; local jobs, children of this process, are cancelled.
 
-One submitit job per sweep cell; a sweep is one SLURM job array, or several within the
-cluster's MaxArraySize (:mod:`mushin_box._slurm.arrays`). Every srun task (one per GPU) runs
-the whole Hydra job (:class:`CellJob`), as the stock hydra-submitit-launcher does; rank 0's
-return value is the cell's ``JobReturn``. A task's exception comes back inside it (made
-picklable); a job that ends without a result comes back as a failed ``JobReturn`` naming
-its logs. ``max_wait_s`` bounds the wait, then cancels what is left.
+``python`` is submitit's python command (e.g. ``apptainer exec --nv image.sif python``):
+the ranks run in the image while the batch script stays on the host, which requeues
+(:mod:`mushin_box._slurm.requeue`; the ranks ignore USR2). A result is final once rank 0
+returned success or SLURM reports the job inactive.
 
-Every submission is written down at once (:mod:`mushin_box._slurm.submitted`): the job ids
-are the only handle on cells that have not started. With ``detach`` the launcher returns
-right after that. Ctrl-C leaves SLURM jobs running (``mushin-box wait``/``cancel`` follow
-them) unless ``cancel_on_interrupt``; local jobs, children of this process, are cancelled.
-
-``python`` is submitit's python command (e.g. ``apptainer exec --nv image.sif python``): the
-ranks run inside the image while the batch script stays on the host. With ``torchrun`` each
-task (one per node) runs :mod:`mushin_box._slurm.torchrun`'s agent with that command.
-
-The requeue runs on the host (:mod:`mushin_box._slurm.requeue`): the ranks may have no
-``scontrol``, so SLURM signals only the batch shell, whose trap requeues; the ranks ignore
-USR2. The host keeps polling through a requeue: a result is final once rank 0 returned
-success or SLURM reports the job inactive.
-
-Quoting: every value reaching the sbatch script is a ``#SBATCH`` value or srun argument
-(quoted by submitit), a word of ``python`` (re-quoted) or a trap value (quoted by
-:mod:`mushin_box._slurm.requeue`); control characters are refused in all of them. ``setup``
-lines are the one escape hatch: shell code, copied verbatim.
+Quoting: every value reaching the sbatch script is quoted (by submitit, as a re-quoted word
+of ``python``, or by the trap) and control characters are refused; ``setup`` lines are the
+one escape hatch: shell code, copied verbatim.
 """
 
 from __future__ import annotations

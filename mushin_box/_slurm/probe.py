@@ -46,17 +46,6 @@ class SlurmProbe:
     reason: str
 
 
-def _first_line(text: str) -> str:
-    """The line of a SLURM client's output that says what is wrong: a ``fatal:`` line if
-    there is one (the earlier ``error:`` lines are its symptoms), else the first line."""
-    lines = [" ".join(line.split()) for line in text.splitlines() if line.strip()]
-    fatal = [line for line in lines if "fatal:" in line]
-    line = (fatal or lines or ["no output"])[0]
-    for prefix in ("scontrol: ", "sinfo: ", "sbatch: "):
-        line = line.removeprefix(prefix)
-    return line.removeprefix("fatal: ").removeprefix("error: ")
-
-
 def probe_slurm(timeout_s: float = PROBE_TIMEOUT_S) -> SlurmProbe:
     """Ask the SLURM controller whether it is up (``scontrol ping``, at most ``timeout_s``).
 
@@ -81,7 +70,12 @@ def _probe(timeout_s: float, slurm_conf: str | None, path: str | None) -> SlurmP
     proc = _call([scontrol, "ping"], "scontrol ping", timeout_s, stdin=subprocess.DEVNULL)
     if isinstance(proc, str):
         return SlurmProbe(False, proc)
-    said = _first_line(proc.stdout + "\n" + proc.stderr)
+    # what is wrong: a fatal: line if there is one (the error: lines before it lead there)
+    lines = [" ".join(x.split()) for x in (proc.stdout + "\n" + proc.stderr).splitlines()]
+    lines = [line for line in lines if line]
+    said = ([x for x in lines if "fatal:" in x] or lines or ["no output"])[0]
+    for prefix in ("scontrol: ", "sinfo: ", "sbatch: ", "fatal: ", "error: "):
+        said = said.removeprefix(prefix)
     if proc.returncode == 0 and " UP" in proc.stdout:
         return SlurmProbe(True, f"scontrol ping: {said}")
     return SlurmProbe(False, f"scontrol ping: {said}")
