@@ -26,6 +26,8 @@ __all__ = ["APT_SOURCES", "Debootstrap", "LocalImage", "apt_source", "check_head
 #: Where :class:`Debootstrap` reads the suite and mirror it was not given (apt's own files).
 APT_SOURCES = "/etc/apt"
 _SUITE_RE = re.compile(r"^[a-z][a-z0-9.+-]{0,63}\Z")
+# deb [arch=amd64 signed-by=...] URI SUITE COMPONENT...
+_DEB_LINE = re.compile(r"deb[ \t]+(?:\[[^\]]*\][ \t]*)?(\S+)[ \t]+(\S+)")
 _MIRROR_RE = re.compile(r"^(?:https?|file)://[A-Za-z0-9._~:/?\[\]@!$&()*+,;=%-]+\Z")
 
 
@@ -49,17 +51,10 @@ def check_header_value(value: object, where: str) -> str:
 
 
 def _one_line_sources(text: str) -> Iterator[tuple[str, str]]:
-    """``(uri, suite)`` of each ``deb`` line of a one-line-style apt source file."""
+    """``(uri, suite)`` of each ``deb`` line (not ``deb-src``) of a one-line-style apt file."""
     for raw in text.splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if not line.startswith("deb ") and not line.startswith("deb\t"):
-            continue  # deb-src, or not a source line
-        rest = line[3:].strip()
-        if rest.startswith("["):  # [arch=amd64 signed-by=...] options
-            rest = rest.partition("]")[2].strip()
-        words = rest.split()
-        if len(words) >= 2:
-            yield words[0], words[1]
+        if found := _DEB_LINE.match(raw.split("#", 1)[0].strip()):
+            yield found[1], found[2]
 
 
 def _deb822_sources(text: str) -> Iterator[tuple[str, str]]:
@@ -88,14 +83,11 @@ def _deb822_sources(text: str) -> Iterator[tuple[str, str]]:
 def apt_source(root: str | os.PathLike[str] = APT_SOURCES) -> tuple[str, str]:
     """The Debian mirror and release suite this machine's apt installs from.
 
-    :class:`Debootstrap` uses it for a suite or mirror it is not given: a cluster's build
-    host usually has a working (often local) mirror, and building the image from the same
-    release keeps the image's packages and the host's in step.
-
-    Files are read as apt orders them: ``sources.list``, then ``sources.list.d/*.list`` and
-    ``*.sources`` (deb822) by name. The first ``deb`` entry whose suite is a release (no
-    ``-``, so not ``bookworm-updates`` or ``bookworm-security``) and whose URI is
-    ``http(s)://`` or ``file://`` is taken; none is a ``ValueError`` saying what to pass.
+    :class:`Debootstrap` uses it for a suite or mirror it is not given: a build host's
+    (often local) mirror works, and the same release keeps image and host in step. Files
+    are read in apt's order; the first ``deb`` entry whose suite is a release (no ``-``:
+    not ``bookworm-security``) and whose URI is ``http(s)://`` or ``file://`` is taken;
+    none is a ``ValueError`` saying what to pass.
 
     >>> import pathlib, tempfile
     >>> root = pathlib.Path(tempfile.mkdtemp())
@@ -153,9 +145,7 @@ def _check_shape(field: str, value: object) -> str:
 class Debootstrap:
     """A Debian base built by ``debootstrap`` from a mirror: no container registry needed.
 
-    Rendered as ``Bootstrap: debootstrap`` with ``OSVersion:`` (the suite) and
-    ``MirrorURL:``. Apptainer runs ``debootstrap --variant=minbase --include=apt`` on the
-    build host, which needs ``debootstrap`` installed and root or ``--fakeroot``. The
+    Apptainer's build runs ``debootstrap`` on the build host (root or ``--fakeroot``). The
     result has no Python: install it with ``apt`` (e.g. ``python3=<version>``) and set
     ``python="python3"``. A ``suite`` or ``mirror`` not given is this machine's
     (:func:`apt_source`), read when the object is built.
@@ -185,8 +175,6 @@ class Debootstrap:
 def _absolute_path(value: object) -> str:
     if not isinstance(value, str | os.PathLike):
         raise TypeError(f"LocalImage path: expected a path, got {type(value).__qualname__}")
-    # Apptainer resolves a relative From: against the working directory of `apptainer
-    # build` (the build context), not against where the spec was written: fix it now
     return os.path.abspath(os.path.expanduser(os.fspath(value)))
 
 
@@ -215,10 +203,9 @@ def _validate_local_image(_inst: object, _attr: object, value: str) -> None:
 class LocalImage:
     """An existing image on this machine as the base: ``Bootstrap: localimage``.
 
-    For a two-layer scheme (a heavy base SIF built once, a thin project layer on top) or
-    a site without registry access. ``path``, a SIF file or a sandbox directory, is made
-    absolute (``~`` expanded) when the object is built: Apptainer would resolve it against
-    the build context instead.
+    A heavy base SIF built once under a thin project layer, or a site without registry
+    access. ``path``, a SIF file or a sandbox directory, is made absolute (``~`` expanded)
+    when the object is built: Apptainer would resolve it against the build context.
 
     >>> import os
     >>> LocalImage(path=os.curdir).path == os.path.abspath(os.curdir)  # a sandbox dir
