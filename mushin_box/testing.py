@@ -5,11 +5,6 @@
 torch and are loaded on first use; the simulators (:func:`simulate_topology`,
 :func:`simulated_slurm_env`) do not, so a benchmark of provenance at 4096 ranks imports
 no torch.
-
-Examples
---------
->>> simulate_topology(1024, 4).world_size
-4096
 """
 
 from __future__ import annotations
