@@ -89,12 +89,10 @@ def _boolean(key: str, value: object) -> bool:
 def _string_list(key: str, value: object) -> list[str]:
     if isinstance(value, str) or not isinstance(value, list | tuple):
         raise ValueError(f"{key} must be a list of shell lines (str), got {value!r}")
-    lines: list[str] = []
     for line in value:  # pyright: ignore[reportUnknownVariableType]
         if not isinstance(line, str):
             raise ValueError(f"{key} must be a list of shell lines (str), got item {line!r}")
-        lines.append(line)
-    return lines
+    return list(value)  # pyright: ignore[reportUnknownArgumentType]
 
 
 # sbatch options that would break "one task per GPU" if forced through additional_parameters
@@ -154,8 +152,7 @@ def check_sbatch_option(option: object, value: object, *, where: str) -> None:
             f"option), got {value!r}"
         )
     name = option.replace("_", "-")  # submitit writes the option so
-    elsewhere = _set_elsewhere()
-    owned_options = (*_LAYOUT_OPTIONS, *elsewhere, *_KIT_ONLY)
+    owned_options = (*_LAYOUT_OPTIONS, *_SET_ELSEWHERE, *_KIT_ONLY)
     owned = name if name in owned_options else None
     if owned is None and name != "mem":  # sbatch takes an unambiguous prefix of an option
         owned = next((o for o in sorted(owned_options) if o.startswith(name)), None)
@@ -171,8 +168,8 @@ def check_sbatch_option(option: object, value: object, *, where: str) -> None:
             f"{said} would override the job layout that submitit_slurm_config derives (one "
             "task per GPU); set --nodes/--gpus (nodes=/gpus_per_node= in Python) instead"
         )
-    if owned in elsewhere:
-        raise ValueError(f"{said} is set by {elsewhere[owned]}; set it there instead")
+    if owned in _SET_ELSEWHERE:
+        raise ValueError(f"{said} is set by {_SET_ELSEWHERE[owned]}; set it there instead")
     raise ValueError(f"{said}: {_KIT_ONLY[owned]}")
 
 
@@ -351,16 +348,15 @@ _WHY_THE_FIELD = {
 }
 
 
-def _set_elsewhere() -> dict[str, str]:
-    """sbatch options the kit writes from one field of its own: where that value is set."""
-    return {
-        f.metadata["sbatch"]: (
-            f"{f.metadata['flag'] or 'hydra.launcher.' + f.name} ({f.name}= in Python)"
-            f"{_WHY_THE_FIELD.get(f.name, '')}"
-        )
-        for f in SETTING_FIELDS
-        if f.metadata["sbatch"]
-    }
+#: sbatch options the kit writes from one field of its own: where that value is set
+_SET_ELSEWHERE = {
+    f.metadata["sbatch"]: (
+        f"{f.metadata['flag'] or 'hydra.launcher.' + f.name} ({f.name}= in Python)"
+        f"{_WHY_THE_FIELD.get(f.name, '')}"
+    )
+    for f in SETTING_FIELDS
+    if f.metadata["sbatch"]
+}
 
 
 # Keys that exist (in the launcher, in submitit or in sbatch) but must not be passed here.
@@ -388,15 +384,6 @@ _REFUSED: dict[str, str] = {
 SLURM_LAUNCHER_KEYS: tuple[str, ...] = ("nodes", "tasks_per_node", "gpus_per_node", *_CHECKS)
 
 _MEMORY_KEYS = ("mem_gb", "mem_per_cpu", "mem_per_gpu")
-
-
-def _unknown_key_error(key: str) -> ValueError:
-    accepted = [k for k in SLURM_LAUNCHER_KEYS if k != "tasks_per_node"]
-    close = difflib.get_close_matches(key, accepted, n=1)
-    hint = f"did you mean {close[0]!r}? " if close else ""
-    return ValueError(
-        f"unknown submitit launcher key {key!r}; {hint}valid keys: {', '.join(sorted(accepted))}"
-    )
 
 
 # the keys always there; a base class, not Required[], which postponed annotations hide from
@@ -566,7 +553,13 @@ def submitit_slurm_config(
         if key in _REFUSED:
             raise ValueError(_REFUSED[key])
         if key not in _CHECKS:
-            raise _unknown_key_error(key)
+            accepted = [k for k in SLURM_LAUNCHER_KEYS if k != "tasks_per_node"]
+            close = difflib.get_close_matches(key, accepted, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ValueError(
+                f"unknown submitit launcher key {key!r}; {hint}valid keys: "
+                f"{', '.join(sorted(accepted))}"
+            )
 
     config: dict[str, Any] = {
         "nodes": _positive_int("nodes", nodes),
