@@ -27,6 +27,7 @@ from mushin_box._container.launchspec import ContainerLaunch, MasterPort
 from mushin_box._container.preflight import preflight
 from mushin_box._container.rankwrap import plan_env_file, rank_argv
 from mushin_box._core.layout import SMOKE_JOB_NAME
+from mushin_box._core.sidecars import write_text_atomic
 from mushin_box._image.build import ApptainerNotFound
 from mushin_box._upstream.lightning import namespace_of
 
@@ -130,8 +131,7 @@ def run_smoke(
     # the image identity, the rank command and its own path
     env = plan_env_file(spec, working_dir=out, run_id="smoke", identity=identity)
     env_file = Path(env.path)
-    env_file.parent.mkdir(parents=True, exist_ok=True)
-    env_file.write_text(env.text, encoding="utf-8")
+    write_text_atomic(env_file, env.text)
     args = ["-u", "-m", "mushin_box._container.smoke_rank", str(out)]
     if experiment:
         args.append(experiment)

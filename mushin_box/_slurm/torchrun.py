@@ -57,7 +57,7 @@ from mushin_box._core.layout import (
     TORCHRUN_AGENT_ENV,
     TORCHRUN_EXITS_ENV,
 )
-from mushin_box._core.sidecars import write_json_atomic
+from mushin_box._core.sidecars import write_json_atomic, write_text_atomic
 from mushin_box._slurm.jobs import slurm_job_id
 from mushin_box._upstream.submitit import SUBMIT_ARGS
 from mushin_box._upstream.torch import worker_failures
@@ -349,7 +349,6 @@ class _ExitNotes:
     def __call__(self, exitcode: int, local_rank: int, pid: int) -> None:
         note = {"exitcode": exitcode, "local_rank": local_rank, "pid": pid}
         try:
-            self.where.mkdir(parents=True, exist_ok=True)
             write_json_atomic(self.where / f"{pid}.json", note)
         except OSError:  # the note is a courtesy: torchrun goes on
             pass
@@ -389,10 +388,7 @@ def _group_nodes(where: Path, env: Mapping[str, str]) -> list[str] | None:
         return [own]
     try:
         if env["LOCAL_RANK"] == "0":
-            where.mkdir(parents=True, exist_ok=True)
-            tmp = where / f".{group}.{os.getpid()}"
-            tmp.write_text(own, encoding="utf-8")
-            os.replace(tmp, where / str(group))
+            write_text_atomic(where / str(group), own)
         if env["RANK"] != "0":
             return None
         deadline = time.monotonic() + _NODES_TIMEOUT_S
