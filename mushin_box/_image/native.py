@@ -301,18 +301,15 @@ def _missing_tool(tools: Mapping[str, str], who: str) -> str | None:
 
 
 def build_tools(mode: str) -> dict[str, str | None]:
-    """The version of each host tool whose version can change the image's bytes (the
-    manifest's ``build_tools``): mmdebstrap and mksquashfs, and fakechroot and fakeroot in
-    the mode that runs them. A rebuild elsewhere needs the same versions; one this host
-    cannot tell is ``None``, never a failed build."""
+    """The versions of the host tools that can change the image's bytes (the manifest's
+    ``build_tools``; a rebuild elsewhere needs the same): ``None`` for one not told."""
     tools = ["mmdebstrap", "mksquashfs"]
     tools += ["fakechroot", "fakeroot"] if mode == "fakechroot" else []
     return {tool: _tool_version(tool) for tool in tools}
 
 
 def _tool_version(tool: str) -> str | None:
-    """The first version number in the first line of ``tool --version`` (mksquashfs's
-    ``-version``), or ``None``."""
+    """The first version number in the first line of ``tool --version``, or ``None``."""
     flag = "-version" if tool == "mksquashfs" else "--version"
     try:
         done = run_bounded([tool, flag], timeout=60, capture=True)
@@ -485,13 +482,9 @@ def _lock_hashes(text: str) -> dict[str, list[str]]:
 def _plan(
     spec: ImageSpec, definition: str, context: Path, epoch: int, staging: Path
 ) -> dict[str, Any]:
-    """What the hook does in the tree, as plain data (it runs in another process).
-
-    The ``%files`` sources are first copied (``cp -fLr``, as Apptainer copies them) into
-    ``staging``, with modes 0755 (directories, executables) or 0644: readable by all (an
-    unprivileged build's hook runs as a subordinate id, which cannot read the user's own
-    files), and the same whatever the user's umask.
-    """
+    """What the hook does in the tree, as plain data (it runs in another process). The
+    ``%files`` sources are staged first (``cp -fLr``, as Apptainer copies them) with modes
+    0755 or 0644: readable by the hook's subordinate id, and the same whatever the umask."""
     files = []
     # a Debootstrap base gets its apt packages from mmdebstrap, a LocalImage base from its
     # own apt sources, here
@@ -616,11 +609,9 @@ def build_native(
 
 
 def _base_argv(spec: ImageSpec) -> tuple[list[str], list[str]]:
-    """mmdebstrap's options that make the tree of ``spec``'s base, and its suite and
-    mirror. A ``LocalImage`` base is copied in whole and nothing is fetched
-    (``--variant=custom --skip=update``): over what mmdebstrap's setup writes, of which only
-    ``/dev`` stays (its apt sources go first, so the tree's are the base's; the host's
-    ``resolv.conf`` serves ``apt_lines``, and the cleanup empties it)."""
+    """mmdebstrap's options for ``spec``'s base, and its suite and mirror. A ``LocalImage``
+    is copied in whole over mmdebstrap's setup, nothing fetched: its apt sources are the
+    base's; the host's ``resolv.conf`` serves ``apt_lines`` and the cleanup empties it."""
     base = spec.base
     if isinstance(base, Debootstrap):
         options = ["--variant=minbase", *(["--include=" + ",".join(spec.apt)] if spec.apt else [])]

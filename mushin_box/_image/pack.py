@@ -214,19 +214,10 @@ def _field_difference(what: str, x: object, y: object, fields: Sequence[str]) ->
 
 def first_difference(a: Path, b: Path) -> str | None:
     """``None`` when the SIFs ``a`` and ``b`` are byte-identical; else one line naming the
-    first difference: a SIF header or descriptor field, an object, a file of the squashfs
-    partition (its type, content, mode, owner, mtime or link target), or
-    ``"squashfs metadata"`` when the files are all the same.
-
-    Fields that follow from the content (the UUID, offsets and sizes) are compared last, so
-    the line names the cause, not its consequence.
-
-    Raises
-    ------
-    SifFormatError
-        If either file is not a SIF.
-    PackError
-        If unsquashfs is missing or cannot read a partition.
+    first difference: a SIF header or descriptor field, an object, a squashfs file (type,
+    content, mode, owner, mtime or link target), else ``"squashfs metadata"``. The fields
+    that follow from the content (UUID, offsets, sizes) come last: the line names the cause.
+    Not a SIF is a :class:`SifFormatError`; an unreadable partition a :class:`PackError`.
     """
     a, b = Path(a), Path(b)
     if _same_bytes(a, b):

@@ -1,15 +1,11 @@
 # SPDX-License-Identifier: MIT
 """Config-as-code for the Apptainer image every rank runs in.
 
-:class:`ImageSpec` is a frozen, validated description of an image (its fields, bases and
-rules: ``docs/containers.md``, section "ImageSpec");
-:func:`~mushin_box._image.definition.render_definition` turns a spec into an Apptainer
-definition file and quotes every value it interpolates with :func:`shlex.quote`. What no
-quoting can make safe is refused here, when the spec is built, with the reason (the list,
-and why each, is in that section). The renderer indents the first line of every item and
-writes the continuation lines of multi-line values (``env``, ``post``, ``test``,
-``runscript`` arguments) verbatim, at column 0: those are the lines checked for a
-``bootstrap:`` stage start.
+:class:`ImageSpec` is a frozen, validated image (fields and rules: ``docs/containers.md``,
+"ImageSpec"). The renderer quotes every value with :func:`shlex.quote`; what no quoting can
+make safe is refused here, when the spec is built. It indents the first line of every item
+and writes the continuation lines of ``env``, ``post``, ``test`` and ``runscript`` values
+verbatim, at column 0: those are the lines checked for a ``bootstrap:`` stage start.
 """
 
 from __future__ import annotations
@@ -372,12 +368,10 @@ class ProjectInstall:
 class ImageSpec:
     """A validated, immutable description of an Apptainer image.
 
-    The fields, their rules and the two registry-free bases are described in
-    ``docs/containers.md`` (section "ImageSpec"). Not said there: ``files`` pairs are copied
-    by Apptainer with ``cp -fLr SRC DEST`` (creating ``DEST`` first when it ends in ``/``),
-    so a directory source lands *inside* an existing ``DEST``: write ``dir/.`` to copy its
-    contents. A value that cannot be written safely into a definition file is a
-    ``ValueError``; a field of the wrong type (a single string for a list) a ``TypeError``.
+    Fields and bases: ``docs/containers.md`` ("ImageSpec"). ``files`` pairs are copied with
+    ``cp -fLr SRC DEST`` (``DEST`` created when it ends in ``/``), so a directory lands
+    *inside* an existing ``DEST``: write ``dir/.`` for its contents. A value unsafe in a
+    definition file is a ``ValueError``; a wrong type (a string for a list) a ``TypeError``.
 
     >>> spec = ImageSpec(
     ...     base="python:3.11-slim-bookworm@sha256:" + "0" * 64,
