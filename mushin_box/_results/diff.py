@@ -131,7 +131,10 @@ class Diff:
         if not differ:
             return f"{same}, same results"
         first, more = differ[0], len(differ) - 1
-        said = f"{first.name} {_pair(first.a, first.b)}" + (f" (and {more} more)" if more else "")
+        x, y = _number(first.a), _number(first.b)
+        if x == y and isinstance(first.a, float) and isinstance(first.b, float):
+            x, y = repr(first.a), repr(first.b)  # every digit where 6 read the same
+        said = f"{first.name} {x} vs {y}" + (f" (and {more} more)" if more else "")
         where = next((c.divergence for c in self.cells if c.divergence), None)
         return f"{same}, results differ: {said}" + (f"; first divergence: {where}" if where else "")
 
@@ -237,14 +240,6 @@ def _load_record(path: Path) -> dict[str, Any]:
     if record is None:
         raise DiffInputError(f"{path}: no readable provenance record ({target.name})")
     return record
-
-
-def _pair(a: Any, b: Any) -> str:
-    """``a vs b``, with every digit where 6 significant ones would read the same."""
-    x, y = _number(a), _number(b)
-    if x == y and isinstance(a, float) and isinstance(b, float):
-        x, y = repr(a), repr(b)
-    return f"{x} vs {y}"
 
 
 def _cell_diff(

@@ -91,18 +91,17 @@ def read_stage(
     ``names``: the job directory's entries, when listed already. ``pt=False``: the ``.pt``
     file is ignored (no torch import)."""
     json_name, pt_name = _NAMES[stage]
-    if names is not None and json_name not in names and (not pt or pt_name not in names):
+    has_json = names is None or json_name in names
+    has_pt = pt and (names is None or pt_name in names)
+    if not (has_json or has_pt):
         return None  # most jobs lack most stages: no path built, no system call
     # os.path, not pathlib: load_experiment reads 10,000 jobs
     json_file = os.path.join(job, json_name)
-    has_pt = pt and (names is None or pt_name in names)
     pt_file = os.path.join(job, pt_name) if has_pt else json_file  # never read as a .pt
     pt_time = _mtime(pt_file) if has_pt else None
     # the twin's time matters only beside a .pt file (listed: it is there, or was)
-    if names is not None and pt_time is None:
-        json_time = 0 if json_name in names else None
-    else:
-        json_time = _mtime(json_file) if names is None or json_name in names else None
+    listed_only = names is not None and pt_time is None
+    json_time = None if not has_json else 0 if listed_only else _mtime(json_file)
     if json_time is not None and (pt_time is None or json_time >= pt_time):
         try:
             data = loads(read_bounded(json_file, read_limit(json_name)))
