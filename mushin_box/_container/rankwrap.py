@@ -99,17 +99,6 @@ def _literal(value: str, *, no_eval: bool) -> str:
     return word or "''"
 
 
-def _identity(sif_sha256: str | None, identity: ImageIdentity | None) -> ImageIdentity:
-    if identity is None:
-        return ImageIdentity(sif_sha256=sif_sha256)
-    if sif_sha256 is not None and sif_sha256 != identity.sif_sha256:
-        raise ValueError(
-            f"sif_sha256={sif_sha256!r} disagrees with identity.sif_sha256="
-            f"{identity.sif_sha256!r}: pass only identity= (e.g. preflight(image).identity)"
-        )
-    return identity
-
-
 def render_env_file(
     spec: ContainerLaunch,
     *,
@@ -137,7 +126,12 @@ def render_env_file(
     ['HF_TOKEN="${HF_TOKEN:?}"']
     """
     lit = lambda v: _literal(v, no_eval=spec.no_eval)  # noqa: E731
-    image = _identity(sif_sha256, identity)
+    image = identity or ImageIdentity(sif_sha256=sif_sha256)
+    if identity is not None and sif_sha256 not in (None, identity.sif_sha256):
+        raise ValueError(
+            f"sif_sha256={sif_sha256!r} disagrees with identity.sif_sha256="
+            f"{identity.sif_sha256!r}: pass only identity= (e.g. preflight(image).identity)"
+        )
     second = "are evaluated once more inside the container"
     if spec.no_eval:
         second = "are not evaluated again (--no-eval)"
