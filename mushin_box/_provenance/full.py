@@ -134,11 +134,6 @@ def _matcher(patterns: Sequence[str]) -> Callable[[str], bool]:
     return lambda path: regex.match(path) is not None
 
 
-def _is_trainer(node: Mapping[str, Any]) -> bool:
-    target = node.get("_target_")
-    return isinstance(target, str) and target.rsplit(".", 1)[-1].endswith("Trainer")
-
-
 def split_config(
     config: Any,
     patterns: Sequence[str] = RUN_CONFIG_PATTERNS,
@@ -162,7 +157,8 @@ def split_config(
     moved: dict[str, Any] = {}
 
     def walk(node: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-        trainer = _is_trainer(node)
+        target = node.get("_target_")
+        trainer = isinstance(target, str) and target.rsplit(".", 1)[-1].endswith("Trainer")
         out: dict[str, Any] = {}
         for key, value in node.items():
             path = f"{prefix}{key}"

@@ -30,7 +30,6 @@ from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.layout import (
     HYDRA_CONFIG_FILE,
     HYDRA_OUTPUT_SUBDIR,
-    HYDRA_OVERRIDES_FILE,
     PROVENANCE_FILE,
     SECRET_ENV_PREFIX,
     STATUS_FILE,
@@ -88,11 +87,9 @@ class Original:
     """The cell to reproduce, as its sidecars describe it."""
 
     cell_dir: Path
-    status: Mapping[str, Any]
     record: Mapping[str, Any]  # as written (not split)
     provenance_sha256: str  # sha256 of the record file's bytes
     config: dict[str, Any]  # .hydra/config.yaml, unresolved (secrets are references)
-    overrides: tuple[str, ...]  # .hydra/overrides.yaml, as Hydra saved them
     combo: Mapping[str, Any]  # the swept values
 
     @property
@@ -193,12 +190,6 @@ def read_original(cell: str | os.PathLike[str]) -> Original:
         ) from None
     if not isinstance(config, dict):
         raise ReproduceError(f"{hydra_dir / HYDRA_CONFIG_FILE} is not a config mapping")
-    try:
-        overrides = OmegaConf.to_container(
-            OmegaConf.create(_own_bytes(hydra_dir / HYDRA_OVERRIDES_FILE).decode())
-        )
-    except Exception:  # informative only: the config already holds them
-        overrides = []
     run = record.get("run") or {}
     located = run.get("task") if isinstance(run, Mapping) else None
     if not isinstance(located, Mapping) or not isinstance(located.get("task"), Mapping):
@@ -212,11 +203,9 @@ def read_original(cell: str | os.PathLike[str]) -> Original:
             raise ReproduceError(f"{path.name}: {problem}")
     return Original(
         cell_dir=path,
-        status=status,
         record=dict(record),
         provenance_sha256=hashlib.sha256(data).hexdigest(),
         config={str(k): v for k, v in config.items()},
-        overrides=tuple(str(o) for o in overrides or ()),
         combo=dict(status["combo"]),
     )
 

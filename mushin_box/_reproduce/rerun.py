@@ -291,7 +291,6 @@ def plan_reproduce(
     image: str | os.PathLike[str] | None = None,
     local: bool = False,
     allow_dirty: bool = False,
-    environ: Mapping[str, str] | None = None,
     rebuild: bool = False,
     worktree: bool = False,
     dry_run: bool = False,
@@ -303,9 +302,8 @@ def plan_reproduce(
     """
     from omegaconf import OmegaConf
 
-    env = os.environ if environ is None else environ
     original = read_original(cell)
-    secrets = check_secrets(original.config, env)
+    secrets = check_secrets(original.config, os.environ)
     launcher = part(original.run, "launcher")
     slurm = launcher.get("name") in _SLURM_LAUNCHERS and not local
     if original.repro.get("image", NO_IMAGE) not in (None, NO_IMAGE) and not slurm:
