@@ -711,11 +711,8 @@ def _mounts_under(path: Path) -> list[str]:
 def _build_partial(
     plan: BuildPlan, spec: ImageSpec, *, timeout: float, common: Mapping[str, Any]
 ) -> Manifest:
-    """Build ``plan.partial`` from ``plan.definition_partial`` and read its identity.
-
-    On any failure (or an interrupt) both partial files are removed, so nothing stale is
-    left beside the image for a later build or a reader to mistake for current.
-    """
+    """Build ``plan.partial`` and read its identity; on any failure (or an interrupt) both
+    partial files go, so nothing stale is left beside the image to mistake for current."""
     plan.partial.unlink(missing_ok=True)
     _write_definition(plan.definition_partial, plan.definition)  # first: a bad -o runs nothing
     try:
@@ -727,14 +724,13 @@ def _build_partial(
                 "(its output is above)"
             )
         python_version, packages = probe_python(plan.partial, spec.python)
-        lists = package_lists(plan.partial, spec.python)
         return Manifest(
             image=plan.image.name,
             **sif_identity(plan.partial),
             apptainer_version=version,
             python_version=python_version,
             packages=packages,
-            **lists,
+            **package_lists(plan.partial, spec.python),
             **common,
         )
     except BaseException:

@@ -60,13 +60,6 @@ def apt_lines(spec: ImageSpec) -> list[str]:
     ]
 
 
-def _post_lines(spec: ImageSpec) -> list[str]:
-    lines = ["set -eu", *apt_lines(spec)]
-    if spec.apt:
-        lines.append("rm -rf /var/lib/apt/lists/*")
-    return lines + setup_lines(spec)
-
-
 def setup_lines(spec: ImageSpec) -> list[str]:
     """The ``%post`` lines after the apt packages: the venv, pip, the project, ``post``.
 
@@ -177,7 +170,8 @@ def render_definition(spec: ImageSpec) -> str:
     out += _section("labels", (f"{k} {v}".rstrip() for k, v in spec.labels))
     out += _section("environment", environment_lines(spec))
     out += _section("files", (f"{src} {dest}" for src, dest in spec.all_files()))
-    out += _section("post", _post_lines(spec))
+    clean_apt = ["rm -rf /var/lib/apt/lists/*"] if spec.apt else []
+    out += _section("post", ["set -eu", *apt_lines(spec), *clean_apt, *setup_lines(spec)])
     out += _section("runscript", runscript_lines(spec))
     out += _section("test", spec.test)
     out += _section("help", spec.help.split("\n") if spec.help else ())
