@@ -9,9 +9,6 @@ a manifest and moves the definition and the image into place together::
     image.def                  the definition it was built from
     image.sif.manifest.json    identity: sif_sha256, sif_uuid, definition_sha256, ...
 
-``apptainer build`` gets ``--force``: without it, Apptainer keeps the labels (and help) a
-base image already set over the spec's, with only a warning in the build log.
-
 The manifest also pins what is *in* the image: its Python and Debian packages, listed
 through ``apptainer exec`` on the built image. They pin a base without a digest
 (:class:`~mushin_box._image.bases.Debootstrap`, a sandbox
@@ -304,7 +301,7 @@ def plan_build(
         raise ValueError(f"output {image} must not end in .def")
     partial = image.with_name(image.name + ".partial")
     definition_partial = definition_path.with_name(definition_path.name + ".partial")
-    # --force: the spec's %labels replace a base's labels of the same name (see the module)
+    # --force: else a base's labels (and help) win over the spec's, with only a warning
     fake = ["--fakeroot"] if fakeroot else []
     argv = [APPTAINER, "build", *fake, "--force", str(partial), str(definition_partial)]
     context = Path(context if context is not None else Path.cwd()).absolute()
