@@ -244,21 +244,20 @@ def load_experiment(path: str | os.PathLike[str]) -> xr.Dataset:
         raise FileNotFoundError(f"load_experiment: {root} is not a directory")
     if is_sweep_dir(root):
         return load_sweep(root)
-    if is_hydra_sweep_dir(root):
+    if (root / HYDRA_MULTIRUN_FILE).is_file() or any(root.glob(f"*/{_OVERRIDES}")):
         return load_hydra_sweep(root)
-    metrics = _METRICS_FILES
-    if not any((root / name).is_file() for name in (*metrics, *_JSON_FILES)):
-        hydra = root / HYDRA_OUTPUT_SUBDIR / HYDRA_CONFIG_FILE
-        if not hydra.is_file():
+    metrics = ", ".join(_METRICS_FILES)
+    if not any((root / name).is_file() for name in (*_METRICS_FILES, *_JSON_FILES)):
+        if not (root / HYDRA_OUTPUT_SUBDIR / HYDRA_CONFIG_FILE).is_file():
             raise FileNotFoundError(
                 f"load_experiment: {root} holds no results: no {MANIFEST_FILE} or "
                 f"*/{STATUS_FILE} (a Workflow.run sweep), no {HYDRA_MULTIRUN_FILE} or "
                 f"*/{HYDRA_OUTPUT_SUBDIR}/{HYDRA_OVERRIDES_FILE} (a --multirun sweep), no "
-                f"{', '.join(metrics)} (a job); pass a sweep's or a job's directory"
+                f"{metrics} (a job); pass a sweep's or a job's directory"
             )
         warnings.warn(
             f"load_experiment: the job {root} holds no MetricsCallback file "
-            f"({', '.join(metrics)}): the Dataset holds its config only",
+            f"({metrics}): the Dataset holds its config only",
             UserWarning,
             stacklevel=2,
         )
@@ -368,11 +367,6 @@ def gridded_series(
 _OVERRIDES = f"{HYDRA_OUTPUT_SUBDIR}/{HYDRA_OVERRIDES_FILE}"
 _METRICS_FILES = tuple(stage_metrics_file(stage) for stage in STAGE_DIMS)
 _JSON_FILES = tuple(stage_metrics_json_file(stage) for stage in STAGE_DIMS)
-
-
-def is_hydra_sweep_dir(path: Path) -> bool:
-    """Is ``path`` the sweep directory of a plain Hydra ``--multirun``?"""
-    return (path / HYDRA_MULTIRUN_FILE).is_file() or any(path.glob(f"*/{_OVERRIDES}"))
 
 
 def _yaml(path: Path) -> Any:

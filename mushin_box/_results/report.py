@@ -551,17 +551,13 @@ def table_csv(records: Sequence[dict[str, Any]], fields: Sequence[str]) -> str:
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=list(fields), extrasaction="ignore")
     writer.writeheader()
-    for record in records:
-        writer.writerow(
-            {
-                k: ""
-                if v is None
-                else json.dumps(v, sort_keys=True)
-                if isinstance(v, list | dict)
-                else v
-                for k, v in record.items()
-            }
-        )
+    for record in records:  # None: "" (the csv module's rule)
+        texts = {
+            k: json.dumps(v, sort_keys=True)
+            for k, v in record.items()
+            if isinstance(v, list | dict)
+        }
+        writer.writerow({**record, **texts})
     return out.getvalue()
 
 
