@@ -428,9 +428,7 @@ class ImageSpec:
     @property
     def base_digest(self) -> str | None:
         """``sha256:<hex>`` of a Docker base; ``None`` for a Debootstrap or LocalImage base."""
-        if isinstance(self.base, str):
-            return parse_base_reference(self.base)[2]
-        return None
+        return parse_base_reference(self.base)[2] if isinstance(self.base, str) else None
 
     @property
     def base_image(self) -> str:
@@ -440,13 +438,9 @@ class ImageSpec:
 
     def all_files(self) -> tuple[tuple[str, str], ...]:
         """Every ``%files`` pair in render order: lock, ``files``, project."""
-        out: list[tuple[str, str]] = []
-        if self.pip_lock is not None:
-            out.append((self.pip_lock, f"{BUILD_DIR}/requirements.lock"))
-        out.extend(self.files)
-        if self.project is not None:
-            out.extend(self.project.files())
-        return tuple(out)
+        lock = [] if self.pip_lock is None else [(self.pip_lock, f"{BUILD_DIR}/requirements.lock")]
+        project = () if self.project is None else self.project.files()
+        return (*lock, *self.files, *project)
 
     @classmethod
     def from_dockerfile(cls, path: str | os.PathLike[str], **overrides: Any) -> ImageSpec:
