@@ -69,10 +69,6 @@ HEADER = struct.Struct("<32s10s3s3s16s8q")
 DESCRIPTOR = struct.Struct("<iBIIIqqqqqqq128s384s")
 HEADER_SIZE = HEADER.size  # 128
 DESCRIPTOR_SIZE = DESCRIPTOR.size  # 585
-_HEADER_NUMBERS = (
-    "created modified descriptors_free descriptors_total descriptors_offset descriptors_size "
-    "data_offset data_size"
-).split()
 
 MAGIC = b"SIF_MAGIC\x00"
 SUPPORTED_VERSIONS = frozenset({"01"})
@@ -219,7 +215,7 @@ def _parse_header(raw: bytes, path: Path) -> SifHeader:
         arch_code=arch_code,
         arch=SIF_ARCHES.get(arch_code, "unknown"),
         uuid=uuid.UUID(bytes=ident),
-        **dict(zip(_HEADER_NUMBERS, numbers, strict=True)),
+        **{f.name: n for f, n in zip(attrs.fields(SifHeader)[5:], numbers, strict=True)},
     )
 
 
