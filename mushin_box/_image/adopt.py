@@ -39,17 +39,9 @@ ADOPTED = "adopted"
 def adopt_image(
     image: str | os.PathLike[str], *, python: str = "python", force: bool = False
 ) -> Manifest:
-    """Write the manifest of an existing SIF and return it.
-
-    Raises
-    ------
-    FileNotFoundError
-        ``image`` does not exist.
-    ValueError
-        ``image`` is not a whole SIF, or a manifest is already beside it (without ``force``).
-    ApptainerNotFound
-        ``apptainer`` is not on PATH: the image's Python and packages are read through it.
-    """
+    """Write the manifest of an existing SIF and return it. Refused (``ValueError``): a
+    file that is not a whole SIF, or a manifest already beside it (without ``force``);
+    :class:`ApptainerNotFound`: the image's Python and packages are read through it."""
     path = Path(image).absolute()
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such image file")
