@@ -39,9 +39,9 @@ ADOPTED = "adopted"
 def adopt_image(
     image: str | os.PathLike[str], *, python: str = "python", force: bool = False
 ) -> Manifest:
-    """Write the manifest of an existing SIF and return it. Refused (``ValueError``): a
-    file that is not a whole SIF, or a manifest already beside it (without ``force``);
-    :class:`ApptainerNotFound`: the image's Python and packages are read through it."""
+    """Write the manifest of an existing SIF and return it. Refused: no such file
+    (``FileNotFoundError``), not a whole SIF or a manifest already beside it without
+    ``force`` (``ValueError``), no Apptainer to read the image's packages through."""
     path = Path(image).absolute()
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such image file")
