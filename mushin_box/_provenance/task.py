@@ -26,9 +26,10 @@ from typing import Any
 
 from mushin_box._core.userfile import import_file
 
-__all__ = ["in_image", "load_callable", "locator_problem", "task_locator"]
+__all__ = ["MAIN_NAMES", "in_image", "load_callable", "locator_problem", "task_locator"]
 
-_MAIN_NAMES = ("__main__", "__mp_main__")
+#: the module names of a script run as ``python train.py``
+MAIN_NAMES = ("__main__", "__mp_main__")
 #: the host directories Apptainer mounts into every container, besides ``$HOME``
 _DEFAULT_MOUNTS = ("/tmp", "/var/tmp", "/proc", "/sys", "/dev")
 
@@ -113,7 +114,7 @@ def locator_problem(entry: Mapping[str, Any] | None, what: str) -> str | None:
             f"the {what} {name} was a functools.partial, whose bound arguments are not "
             "recorded; use a named function and run the cell again"
         )
-    if module in _MAIN_NAMES and not entry.get("file"):
+    if module in MAIN_NAMES and not entry.get("file"):
         return f"the {what} {name} was defined in an interactive session, which has no file"
     return None
 
@@ -139,7 +140,7 @@ def load_callable(entry: Mapping[str, Any]) -> tuple[Callable[..., Any], str | N
     file = Path(entry["file"]) if entry.get("file") else None
     directory: str | None = None
     module: Any = None
-    if module_name not in _MAIN_NAMES:
+    if module_name not in MAIN_NAMES:
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:

@@ -21,7 +21,6 @@ to ``<name>-<sha256[:12]>.sif`` here, with its manifest and definition beside it
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import tempfile
 from collections.abc import Callable
@@ -35,6 +34,7 @@ from mushin_box._image.build import build_image, manifest_path
 from mushin_box._image.spec import ImageSpec
 from mushin_box._provenance.record import git, git_root
 from mushin_box._reproduce.checks import Original, ReproduceError, part
+from mushin_box._reproduce.worktree import HEX
 
 __all__ = ["Recipe", "image_recipe", "rebuild_image"]
 
@@ -90,7 +90,7 @@ def image_recipe(original: Original) -> Recipe:
             "the cell's record holds no recipe of its image (run.image.spec): it was built "
             "before build manifests recorded one, or elsewhere"
         )
-    if isinstance(commit, str) and not re.fullmatch(r"[0-9a-f]{40,64}", commit):
+    if isinstance(commit, str) and not HEX.fullmatch(commit):
         raise _refuse(f"the cell's record names the image's commit {commit!r}, not a git commit")
     if not isinstance(commit, str) or not isinstance(spec, str):
         raise _refuse(

@@ -36,6 +36,7 @@ from typing import Any
 
 from mushin_box._core.userfile import owner_problem
 from mushin_box._provenance.record import UNTRACKED_MARK, git_root, git_state
+from mushin_box._provenance.task import MAIN_NAMES
 from mushin_box._reproduce.checks import (
     FINGERPRINT_DIFFERS,
     Original,
@@ -49,7 +50,6 @@ from mushin_box._sweep.usercode import code_identity, is_user_file, module_file
 
 __all__ = ["check_sources"]
 
-_MAIN_NAMES = ("__main__", "__mp_main__")
 #: writes each untracked file of a kept diff (``PATCH ROOT``): ``\0untracked PATH\0`` then
 #: its bytes (:func:`~mushin_box._provenance.record.git_tree`)
 _WRITE_UNTRACKED = (
@@ -94,7 +94,7 @@ def _stand_ins(original: Original, experiment: Path | None) -> list[Any]:
             out.append(None)
             continue
         module = str(entry.get("module"))
-        if module in _MAIN_NAMES:
+        if module in MAIN_NAMES:
             file = entry.get("file")
             module = Path(str(file)).stem if file else getattr(experiment, "stem", module)
         name = str(entry.get("qualname"))
@@ -114,7 +114,7 @@ def _entry_files(original: Original) -> Iterable[Path]:
         if not isinstance(entry, Mapping) or not isinstance(entry.get("file"), str):
             continue
         module = str(entry.get("module"))
-        if module not in _MAIN_NAMES and (
+        if module not in MAIN_NAMES and (
             module.partition(".")[0] == _KIT or module_file(module) is not None
         ):
             continue
