@@ -3,35 +3,26 @@
 read from the sidecars alone.
 
 ``status``, ``ls``, ``wait`` and ``logs`` run on any login node, while the driver runs
-elsewhere or is long gone, so nothing here writes a file or imports torch. What the files
-can't tell is asked of the one authority there is: ``squeue``/``sacct`` for SLURM cells (one
-call for the whole sweep), the process table for local cells of this host.
-
-A ``running`` status whose process or job is gone is shown ``failed``, with the reason: a
-status file can't say that its writer was killed. The next run corrects the file itself
-(``reconcile_abandoned``), under the sweep's lock; a reader has no lock.
+elsewhere or is gone, so nothing here writes a file. What the files can't tell is asked of
+``squeue``/``sacct`` (one call for the whole sweep) or this host's process table.
 
 Design note: the states a reader adds to those a status file holds.
 
-* ``unknown``: the cell's SLURM job could not be asked about (a wrong ``SLURM_CONF``, the
-  controller down). It may still run, so it is never shown ended and keeps ``wait``
-  waiting (up to its ``--timeout``); :attr:`SweepView.unanswered` names the jobs.
-* A ``running`` status that names no owner is shown ``failed`` (``STALE``): every runner
-  records its owner with ``running``, so nothing runs that cell; a resume runs it again,
-  and ``wait`` must end, which ``unknown`` would not.
+* ``failed`` for a ``running`` status whose process or job is gone (a status file can't
+  say its writer was killed; the next run corrects the file, under the sweep's lock), or
+  that names no owner (:data:`STALE`: every runner records one, so nothing runs it).
+* ``unknown``: the cell's SLURM job could not be asked about. It may still run, so it is
+  never shown ended and keeps ``wait`` waiting; :attr:`SweepView.unanswered` names them.
 * ``pending`` with a job id: a cell not started, or whose last attempt ended before the
   latest submission, while a job of that submission is live (``launch --resume
-  --detach``). Its ``reason`` is squeue's, and ``never_starts`` marks the reasons under
-  which the job waits for good (:func:`mushin_box._slurm.jobs.never_starts`), from the
-  same ``squeue`` call.
-* A ``running`` cell's latest epoch and first metric come from its ``fit_metrics.json``,
-  read bounded and without following a symlink.
+  --detach``), with squeue's reason; ``never_starts`` marks the reasons under which the
+  job waits for good (:func:`mushin_box._slurm.jobs.never_starts`).
 
-Which job of a submission runs a waiting cell is told by the jobs' overrides
-(``mushin_jobs.json``, :func:`job_finder`), indexed once by the values they give the swept
-keys: a cell looks up each way an override may spell its values (:func:`spellings`) and
-gets the first job that sets them all. :func:`grid_runs` says whether a live job may run
-some cell of a grid (a resume never starts a second copy).
+A running cell's latest epoch and first metric come from its ``fit_metrics.json``, read
+bounded and without following a symlink. Which job runs a waiting cell is told by the jobs'
+overrides (:func:`job_finder`, indexed once by the values they give the swept keys, each
+way an override may spell them: :func:`spellings`); :func:`grid_runs` says whether a live
+job may run some cell of a grid (a resume never starts a second copy).
 
 Examples
 --------
@@ -103,7 +94,6 @@ __all__ = [
     "driver_running",
     "find_sweeps",
     "grid_runs",
-    "job_finder",
     "job_runs_cell",
     "latest_sweep",
     "local_jobs_alive",
@@ -248,13 +238,7 @@ METRIC_KEYS_BOUND = 10_000
 
 def bounded_metrics(metrics: Any, path: str | os.PathLike[str]) -> Any:
     """``metrics`` (read from ``path``) as it is, when it holds at most
-    :data:`METRIC_KEYS_BOUND` keys.
-
-    Raises
-    ------
-    UnsafeFileError
-        Past the bound: one line naming the file, its key count and the fix.
-    """
+    :data:`METRIC_KEYS_BOUND` keys; past it an ``UnsafeFileError`` names the file and fix."""
     if isinstance(metrics, dict) and len(metrics) > METRIC_KEYS_BOUND:
         raise UnsafeFileError(
             f"{os.fspath(path)}: {len(metrics):,} metric keys, over the bound of "
@@ -375,38 +359,20 @@ def _latest(cell_dir: Path) -> dict[str, Any] | None:
     epochs = data.get("epoch") if isinstance(data, dict) else None
     if not isinstance(epochs, list) or not epochs:
         return None
-    out: dict[str, Any] = {}
     last = epochs[-1]
-    if isinstance(last, int) and not isinstance(last, bool):
-        out["epoch"] = last
-    for name in sorted(k for k in data if k != "epoch"):
-        values = data[name]
-        if not isinstance(values, list):
-            continue
-        finite = [n for v in values if (n := _number(v)) is not None and math.isfinite(n)]
+    out = {"epoch": last} if isinstance(last, int) and not isinstance(last, bool) else {}
+    for name in sorted(k for k in data if k != "epoch" and isinstance(data[k], list)):
+        finite = [n for v in data[name] if (n := _number(v)) is not None and math.isfinite(n)]
         if finite:
-            out.update(metric=str(name), metric_value=finite[-1])
-            break
+            return {**out, "metric": str(name), "metric_value": finite[-1]}
     return out
 
 
 @gc_paused()  # a bulk read: see _core/gcpause.py
 def read_sweep(root: str | os.PathLike[str], *, liveness: bool = True) -> SweepView:
-    """Read a sweep directory: every cell of its grid, started or not.
-
-    Parameters
-    ----------
-    root : path
-        The sweep directory (``working_dir`` of ``Workflow.run``, or a launch's directory).
-    liveness : bool
-        Check that the owners of ``running`` cells are alive; ``False`` shows the files
-        as they are.
-
-    Raises
-    ------
-    FileNotFoundError
-        ``root`` holds neither a manifest nor a cell status: not a sweep.
-    """
+    """Read a sweep directory: every cell of its grid, started or not (``liveness``: check
+    the owners of ``running`` cells; False shows the files as they are). A
+    ``FileNotFoundError`` when ``root`` holds neither a manifest nor a cell status."""
     path = Path(root)
     if not path.is_dir():
         raise FileNotFoundError(f"{path} is not a directory")

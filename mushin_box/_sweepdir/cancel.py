@@ -1,48 +1,38 @@
 # SPDX-License-Identifier: MIT
 """Stop cells of a sweep: ``scancel`` for SLURM cells, signals for local ones, and a
-``cancelled`` status once their owner is gone.
-
-The one reader that acts (``docs/architecture.md``): it finds the cells to stop from the
-sidecars alone, so it works from any login node for SLURM cells, and from the cell's own
-host for local ones.
+``cancelled`` status once their owner is gone. The one reader that acts: from the sidecars
+alone, so from any login node for SLURM cells, from the cell's host for local ones.
 
 Design note: the order of things.
 
 * A completed cell is never touched: its job is over, and SLURM may reuse its id.
-* A local cell gets SIGTERM first, so that its rank 0 can stop its other ranks and its
-  checkpoint stays consistent; after ``grace_s`` what is left of its tree gets SIGKILL. The
-  tree is read from ``/proc`` before the first signal: once rank 0 is gone its children
-  are re-parented.
-* The status is written only once the owner is gone (``cancelled``, with who asked and
-  when), atomically over a status re-read just before: a cell that completed meanwhile
-  stays ``completed``; a ``failed`` its dying process wrote after the cancel began is the
-  cancel's doing, so it becomes ``cancelled``.
-* A cell that never started has no directory and no status. Once a cancel of the whole
-  sweep has emptied the queue of its jobs and no driver holds its lock, nothing can start
-  it: it is recorded ``cancelled`` in the manifest
-  (:func:`~mushin_box._sweepdir.manifest.mark_unstarted_cancelled`), not left ``pending``
-  for good. One SLURM started between cancel's read and its ``scancel`` is settled like a
-  running cell once the queue is empty.
-* ``resume=True`` runs a cancelled cell again, from its ``last.ckpt`` when there is one.
+* A local cell gets SIGTERM, so that rank 0 stops its other ranks and its checkpoint stays
+  consistent; after ``grace_s``, SIGKILL to its tree, read from ``/proc`` before the first
+  signal (once rank 0 is gone its children are re-parented).
+* The status is written once the owner is gone, atomically over a status re-read just
+  before: a cell that completed meanwhile stays ``completed``; a ``failed`` its dying
+  process wrote after the cancel began becomes ``cancelled``.
+* A cell that never started has no status. Once the sweep's jobs left the queue and no
+  driver holds its lock, nothing can start it: the manifest records it ``cancelled``
+  (:func:`~mushin_box._sweepdir.manifest.mark_unstarted_cancelled`). One SLURM started
+  between cancel's read and its ``scancel`` is settled like a running cell.
 
-Design note: what ``cancel`` trusts. The sweep directory sits on a shared filesystem, so
-every job id and pid it names is checked before anything is signalled:
+Design note: what ``cancel`` trusts. The sweep sits on a shared filesystem, so every job id
+and pid it names is checked before anything is signalled:
 
 * a job id must look like one (:func:`mushin_box._slurm.jobs.valid_job_id`), and ids go
   after ``--`` (``--name=x`` would be an option to ``scancel``);
 * a job is cancelled only while ``squeue`` shows it with this sweep's mark in its comment
   (:func:`mushin_box._slurm.jobs.sweep_mark`) and run by the sweep's owner (a comment is
-  anyone's to set): an ended job's id may be reused. A scheduler that does not answer
-  cancels nothing;
+  anyone's to set; an ended job's id may be reused); no answer from squeue, no cancel;
 * a process is signalled only when its start time is the one its status records
   (:func:`mushin_box._sweepdir.liveness.same_process`), never pid 1, this process or an
-  ancestor of it;
+  ancestor;
 * the owner rule: a status, and the jobs file, are acted on only when they and their
   directory belong to the sweep's owner and no one else can write them (read through the
-  descriptor that was checked: no swap after the check), and a process only when it runs
-  as that owner. The owner is the invoking user; run as root, the owner of the sweep
-  directory. Anyone who can write a sidecar could otherwise name any process or job to
-  stop.
+  checked descriptor), and a process only when it runs as that owner: the invoking user,
+  or, run as root, the sweep directory's owner. Anyone who can write a sidecar could
+  otherwise name any process or job to stop.
 
 Each refusal is named in :attr:`CancelReport.refused`, and nothing refused is waited for.
 """
@@ -162,29 +152,21 @@ def _scancel(job_ids: Sequence[str]) -> None:
 _SQUEUE_BATCH = 2000
 
 
-def _queued(ids: Sequence[str]) -> dict[str, tuple[str, str, str]] | None:
-    """``queued_jobs`` of every id, in batches; None when squeue did not answer for one."""
-    shown: dict[str, tuple[str, str, str]] = {}
-    for at in range(0, len(ids), _SQUEUE_BATCH):
-        part = queued_jobs(ids[at : at + _SQUEUE_BATCH])
-        if part is None:
-            return None
-        shown.update(part)
-    return shown
-
-
 def _sweeps_jobs(root: Path, wanted: Sequence[str], user: str) -> tuple[list[str], list[str], bool]:
     """The ids among ``wanted`` that squeue shows now as this sweep's and run by ``user``,
     a line for each kind of other one, and whether squeue answered."""
     ok = sorted({j for j in wanted if valid_job_id(j)})
     refused = [f"{j!r} is not a SLURM job id; not cancelled" for j in wanted if not valid_job_id(j)]
-    shown = _queued(ok)
-    if shown is None:
-        why = (
-            f"squeue did not answer when asked about {len(ok)} job(s) (`squeue` says why: "
-            "the controller down, a wrong SLURM_CONF)"
-        )
-        return [], [*refused, _ids_line(ok, why)], False
+    shown: dict[str, tuple[str, str, str]] = {}
+    for at in range(0, len(ok), _SQUEUE_BATCH):
+        part = queued_jobs(ok[at : at + _SQUEUE_BATCH])
+        if part is None:
+            why = (
+                f"squeue did not answer when asked about {len(ok)} job(s) (`squeue` says "
+                "why: the controller down, a wrong SLURM_CONF)"
+            )
+            return [], [*refused, _ids_line(ok, why)], False
+        shown.update(part)
     ended, foreign, others, ours = [], [], [], []
     for j in ok:  # one pass, each id to one list (kept in ok's order)
         if j not in shown:
@@ -311,24 +293,10 @@ def cancel(
     grace_s: float = 10.0,
     timeout_s: float = 120.0,
 ) -> CancelReport:
-    """Stop the running cells of a sweep (all, or those named by their directory).
-
-    Parameters
-    ----------
-    root : path
-        The sweep directory.
-    cells : sequence of str, optional
-        Cell directory names (``lr=0.1``); all cells when empty.
-    grace_s : float
-        How long a local cell has after SIGTERM before SIGKILL.
-    timeout_s : float
-        How long to wait for SLURM to end the jobs before giving up on them.
-
-    Raises
-    ------
-    ValueError
-        A named cell is not in the sweep (the message lists its cells).
-    """
+    """Stop the running cells of a sweep: all, or those ``cells`` names by directory (a
+    ``ValueError`` lists the sweep's cells when one is not among them). ``grace_s``: how
+    long a local cell has after SIGTERM before SIGKILL; ``timeout_s``: how long SLURM has
+    to end the jobs."""
     path = Path(root).resolve()
     since = timestamp()
     who = f"{getpass.getuser()}@{socket.gethostname()} (mushin-box cancel)"

@@ -37,7 +37,6 @@ from mushin_box._slurm.jobs import is_live, is_unknown, slurm_job_id
 from mushin_box._slurm.jobs import job_state as ask_slurm
 
 __all__ = [
-    "Liveness",
     "Owner",
     "check",
     "owner_fields",
@@ -238,15 +237,8 @@ def _job(owner: Owner, ask: Callable[[str], str | None]) -> Liveness | None:
 
 
 def check(owner: Owner | None, *, job_state: Callable[[str], str | None] | None = None) -> Liveness:
-    """Is ``owner`` alive? (See the module doc.)
-
-    Parameters
-    ----------
-    owner : Owner | None
-        From :func:`owner_of`; None (a status that names no owner) is not alive.
-    job_state : Callable[[str], str | None] (default: :func:`mushin_box._slurm.jobs.job_state`)
-        Asks SLURM for a job's state; a caller checking many cells passes a cached one.
-    """
+    """Is ``owner`` (None: not alive) alive? See the module doc. ``job_state``: asks SLURM
+    for a job's state (a caller checking many cells passes a cached one)."""
     if owner is None:
         return Liveness(False, "its status names no process or job")
     why = "it runs on another host, which cannot be checked from here"

@@ -42,7 +42,6 @@ __all__ = [
     "NodeRanks",
     "OutputSize",
     "cell_may_write",
-    "cell_nodes",
     "cell_output",
     "has_output",
     "is_started",
@@ -202,36 +201,27 @@ class OutputSize:
     whole: bool = True
 
 
-def _one_size(path: Path, max_bytes: int) -> OutputSize:
-    try:
-        fd = open_regular(path)
-    except FileNotFoundError:
-        return OutputSize()
-    except OSError as exc:
-        warn_sidecar(f"{path} is not read ({exc})")
-        return OutputSize()
-    try:
-        size, lines, done = os.fstat(fd).st_size, 0, 0
-        while done < max_bytes:
-            chunk = os.read(fd, min(1 << 20, max_bytes - done))
-            if not chunk:
-                break
-            lines, done = lines + chunk.count(b"\n"), done + len(chunk)
-        return OutputSize(1, lines, size, whole=size <= max_bytes)
-    finally:
-        os.close(fd)
-
-
 def output_size(paths: Iterable[Path], max_bytes: int = LOG_READ_BYTES) -> OutputSize:
     """The :class:`OutputSize` of output files, read as ``logs`` reads them (a symlink or
     FIFO is warned and not counted), the lines of each in its first ``max_bytes`` only."""
-    sizes = [_one_size(path, max_bytes) for path in paths]
-    return OutputSize(
-        sum(s.files for s in sizes),
-        sum(s.lines for s in sizes),
-        sum(s.size for s in sizes),
-        all(s.whole for s in sizes),
-    )
+    files = lines = size = 0
+    whole = True
+    for path in paths:
+        try:
+            fd = open_regular(path)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            warn_sidecar(f"{path} is not read ({exc})")
+            continue
+        try:
+            bytes_, done = os.fstat(fd).st_size, 0
+            while done < max_bytes and (chunk := os.read(fd, min(1 << 20, max_bytes - done))):
+                lines, done = lines + chunk.count(b"\n"), done + len(chunk)
+        finally:
+            os.close(fd)
+        files, size, whole = files + 1, size + bytes_, whole and bytes_ <= max_bytes
+    return OutputSize(files, lines, size, whole)
 
 
 @dataclass(frozen=True)
@@ -280,13 +270,8 @@ def cell_may_write(root: Path, name: str | None) -> bool:
 
 
 def tail_lines(path: Path, lines: int, max_bytes: int = 1 << 20) -> list[str]:
-    """The last ``lines`` lines of a file (reading at most ``max_bytes`` from its end).
-
-    Raises
-    ------
-    UnsafeFileError
-        ``path`` is a symlink, a FIFO, a device or a directory (not read).
-    """
+    """The last ``lines`` lines of a file (reading at most ``max_bytes`` from its end); an
+    ``UnsafeFileError`` for a symlink, a FIFO, a device or a directory (not read)."""
     if lines <= 0:
         return []
     data, skipped = read_tail(path, max_bytes)

@@ -22,7 +22,7 @@ import logging
 import sys
 import threading
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from mushin_box._core.layout import DONE_CELL_STATES as _DONE
 from mushin_box._sweepdir.board import read_sweep
 from mushin_box._sweepdir.manifest import cell_records
 
-__all__ = ["NOTICES", "CellProgress", "QuietTerminal", "SweepFollower", "eta_text"]
+__all__ = ["NOTICES", "CellProgress", "QuietTerminal", "SweepFollower"]
 
 #: the first words (after any ``-`` rule) of Lightning's notices each cell repeats, and
 #: the loggers that say them
@@ -198,7 +198,9 @@ class CellProgress:
             reused = status == "completed" and record.get("run_id") != self.run_id
             key = "reused" if reused else status
             counts[key] = counts.get(key, 0) + 1
-            durations += _duration(record) if key in _DONE else []
+            value = record.get("duration_s")
+            if key in _DONE and isinstance(value, int | float) and not isinstance(value, bool):
+                durations.append(float(value))
         started = sum(counts.values())
         counts["pending"] = counts.get("pending", 0) + max(0, self.total - started)
         return counts, durations
@@ -232,12 +234,6 @@ class CellProgress:
             self._progress.stop()
         finally:
             self._quiet.exit()
-
-
-def _duration(record: Mapping[str, Any]) -> list[float]:
-    value = record.get("duration_s")
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    return [float(value)] if ok else []  # type: ignore[arg-type]
 
 
 class SweepFollower:

@@ -3,30 +3,25 @@
 (``status``, ``show``, ``report``, ``load_experiment``), from the finished cells' index for a
 resume.
 
-:func:`~mushin_box._sweepdir.board.read_sweep` reads every cell's status and asks the
-scheduler. A finished sweep needs neither: its manifest (written by the driver after the
-last cell ended) answers, and a cell's status is read only where it cannot, when it is
-newer than the manifest or the cell did not complete (its error is whole there only). A
-cell the manifest does not know, a symlink among the cells, a cell not in an end state, a
-driver holding the lock, or a submission newer than the manifest: the sweep may still
-change, so :func:`finished_entries` says None and the reader reads every status.
+A finished sweep's manifest (written after the last cell ended) answers for it: a cell's
+status is read only when newer than the manifest or not completed (its error is whole there
+only). A cell the manifest does not know, a symlink among the cells, a cell not in an end
+state, a driver holding the lock, or a newer submission: the sweep may still change, so
+:func:`finished_entries` says None and the reader reads every status (``read_sweep``).
 
-The index: a resume decides a finished cell from its status, its metrics and whether its
-provenance is whole. The driver writes down, at the end of a launch under the sweep's lock,
-what it read of each completed cell with each file's identity (inode, size, mtime, ctime:
-``st_ctime`` changes with any write, rename or ``utime``, and no user can set it). The next
-resume opens each file (``O_NOFOLLOW``, relative to the cell's directory, itself opened
-without following a symlink; an open revalidates a shared file system's cached attributes,
-where a ``stat`` may not) and decides a cell whose files are all the indexed ones from the
-index; any other cell is read from its files, by the same rule.
+The index: at the end of a launch, under the sweep's lock, the driver writes down what it
+read of each completed cell (status, metrics, whether its provenance is whole) with each
+file's identity (inode, size, mtime, ctime: no user can set ``st_ctime``). The next resume
+opens each file (``O_NOFOLLOW``, relative to the cell's directory opened the same way; an
+open revalidates a shared file system's cached attributes, a ``stat`` may not) and decides
+a cell whose files are all the indexed ones from the index, any other from its files.
 
 The index is trusted only as a regular file within its size limit, well formed, and owned by
-the owner of every file it vouches for (a user who can drop a file in a shared sweep but not
-rewrite its cells cannot make a resume believe other results); anything else in it is
-ignored. A file changed within a timestamp's granularity after it was read could keep its
-identity (git's "racy" entries): it is entered only if last changed at least
-:data:`RACY_NS` before the index was begun, by the file system's clock (a probe's ctime).
-It is written with :func:`json.dumps`: a private cache no other reader opens.
+the owner of every file it vouches for (a user who can drop a file in a shared sweep cannot
+make a resume believe other results); anything else in it is ignored. A file changed within
+a timestamp's granularity after it was read could keep its identity (git's "racy" entries):
+it is entered only if last changed :data:`RACY_NS` before the index was begun, by the file
+system's clock. A private cache: written with :func:`json.dumps`, atomically.
 
 Examples
 --------
@@ -87,9 +82,7 @@ from mushin_box._sweepdir.manifest import (
 )
 
 __all__ = [
-    "RACY_NS",
     "CellIndex",
-    "IndexEntry",
     "Heading",
     "bare_view",
     "finished_entries",
