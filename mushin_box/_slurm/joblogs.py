@@ -1,12 +1,10 @@
 # SPDX-License-Identifier: MIT
 """Where a SLURM job's ranks write their output, as submitit names the files.
 
-submitit's batch script sends each task's stdout and stderr to
-``<folder>/<job>_<task>_log.out`` and ``..._log.err`` (its ``JobPaths``; ``<job>`` is
-``<array>_<index>`` for an array task). A cell records these paths in its status, so that
-``mushin-box logs`` finds every rank's output from the cell alone, without knowing where the
-launcher kept its submitit folder. A SLURM torchrun cell has one task per node, whose file
-holds all of that node's workers: it is listed under the node's first rank.
+A cell records each task's ``<folder>/<job>_<task>_log.out``/``.err`` (submitit's
+``JobPaths``) in its status, so that ``mushin-box logs`` finds every rank's output from the
+cell alone. A SLURM torchrun cell has one task per node: its file is listed under the
+node's first rank.
 
 Examples
 --------
