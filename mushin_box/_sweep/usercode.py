@@ -2,37 +2,26 @@
 """The code fingerprint of a sweep: the user code its cells run, by content.
 
 ``resume=True`` reuses a completed cell only if the code it ran is the code that would run
-now. The cell runs more than its task function: the helpers and module-level constants the
-task uses, the classes its config names (``_target_``), and whatever those import. This
-module finds that code and hashes it.
+now: its task, the helpers and constants the task uses, the classes its config names, and
+whatever those import.
 
-Design note: the rule, and why.
+Design note: the rule.
 
-* The roots are the module that defines the task (and ``pre_call``), and every module that
-  a ``_target_``/``_zen_target`` of the config names (``_target_: mypkg.models.Net``),
-  found on ``sys.path`` whether imported or not (a YAML config's targets are imported only
-  when the cell runs), and every loaded module another dotted string names (hydra-zen's
-  ``path``; ``data: results.csv`` is not the module ``results``): the CLI's own task is
-  mushin-box's, and the experiment is in the config's targets.
+* Roots: the module of the task (and ``pre_call``); every module a ``_target_`` or
+  ``_zen_target`` names, found on ``sys.path`` imported or not (a YAML config's targets are
+  imported only in the cell); every loaded module another dotted string names (hydra-zen's
+  ``path``; ``data: results.csv`` is not the module ``results``).
 * From the roots and the packages above them (their ``__init__.py`` runs first), the
-  imports written in each module (``import``/``from ... import``, at any depth of the file:
-  lazy imports inside functions count) are followed transitively, whether or not they have
-  been imported yet, into folders without ``__init__.py`` (namespace packages) too. Nothing
-  is imported to find them.
-* Only user code counts: a module whose file is outside the standard library, every
-  ``site-packages``/``dist-packages`` directory, and mushin-box itself. Installed
-  packages are covered by the package set in the provenance record instead.
-* Each module counts by the sha256 of its file's bytes (cached per process by path,
-  ``mtime_ns`` and size), keyed by its name (``__main__`` by its file's stem, as
-  ``mushin-box launch`` imports it).
+  imports written in each file, at any depth (lazy imports count), are followed
+  transitively, into namespace packages too. Nothing is imported to find them.
+* Only user code counts: not the standard library, ``site-packages``/``dist-packages`` or
+  mushin-box (the provenance's package set covers installed packages).
+* Each module counts by the sha256 of its bytes (cached by path, ``mtime_ns`` and size),
+  keyed by its name (``__main__`` by its file's stem, as ``mushin-box launch`` imports it).
 
-So a file that no root imports, directly or not, is unrelated: editing a notebook, a
-plotting script or the README re-runs nothing. Not seen: code reached only at run time by
-a name the config does not hold (``importlib.import_module(name_built_at_run_time)``),
-and data files the code reads. The git state is not part of the fingerprint: the content
-of every file that counts is, and a commit that changes none of them (or only another
-file) must not re-run a sweep. It is recorded in the provenance record
-(``reproducibility.code.git``).
+So editing a notebook, a plotting script or the README re-runs nothing. Not seen: code
+reached by a name built at run time, and data files. The git state is not hashed (a commit
+must not re-run a sweep); the provenance records it.
 """
 
 from __future__ import annotations
@@ -40,7 +29,9 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib.machinery
+import importlib.util
 import inspect
+import itertools
 import re
 import site
 import sys
@@ -75,8 +66,7 @@ class CodeIdentity:
 
 @cache
 def _excluded_dirs() -> tuple[Path, ...]:
-    """Directories whose modules are not user code: the standard library, the environment's
-    site-packages, mushin-box itself (and its Hydra plugin)."""
+    """The standard library, site-packages, mushin-box and its Hydra plugin."""
     paths = sysconfig.get_paths()
     dirs = [paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")]
     dirs += [*site.getsitepackages(), site.getusersitepackages()]
@@ -91,10 +81,6 @@ def is_user_file(path: Path) -> bool:
     return not any(path.is_relative_to(d) for d in _excluded_dirs())
 
 
-_HASHES: dict[tuple[str, int, int], str] = {}
-_IMPORTS: dict[tuple[str, int, int], tuple[tuple[str, int, tuple[str, ...]], ...]] = {}
-
-
 def _key(path: Path) -> tuple[str, int, int] | None:
     try:
         st = path.stat()
@@ -103,43 +89,43 @@ def _key(path: Path) -> tuple[str, int, int] | None:
     return (str(path), st.st_mtime_ns, st.st_size)
 
 
+@cache  # by (path, mtime_ns, size); an OSError is not cached
+def _digest(key: tuple[str, int, int]) -> str:
+    return hashlib.sha256(Path(key[0]).read_bytes()).hexdigest()
+
+
 def _sha256(path: Path) -> str | None:
-    """sha256 of the file's bytes, cached by (path, mtime_ns, size) in this process."""
     key = _key(path)
-    if key is None:
+    try:
+        return _digest(key) if key is not None else None
+    except OSError:
         return None
-    if key not in _HASHES:
-        try:
-            _HASHES[key] = hashlib.sha256(path.read_bytes()).hexdigest()
-        except OSError:
-            return None
-    return _HASHES[key]
 
 
 def _imports(path: Path) -> tuple[tuple[str, int, tuple[str, ...]], ...]:
     """(module, relative level, imported names) of every import statement in the file."""
     key = _key(path)
-    if key is None or path.suffix != ".py":
+    return _parsed_imports(key) if key is not None and path.suffix == ".py" else ()
+
+
+@cache
+def _parsed_imports(key: tuple[str, int, int]) -> tuple[tuple[str, int, tuple[str, ...]], ...]:
+    found: list[tuple[str, int, tuple[str, ...]]] = []
+    try:
+        tree = ast.parse(Path(key[0]).read_bytes(), filename=key[0])
+    except (OSError, SyntaxError, ValueError):
         return ()
-    if key not in _IMPORTS:
-        found: list[tuple[str, int, tuple[str, ...]]] = []
-        try:
-            tree = ast.parse(path.read_bytes(), filename=str(path))
-        except (OSError, SyntaxError, ValueError):
-            tree = ast.Module(body=[], type_ignores=[])
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                found += [(alias.name, 0, ()) for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                names = tuple(a.name for a in node.names if a.name != "*")
-                found.append((node.module or "", node.level, names))
-        _IMPORTS[key] = tuple(found)
-    return _IMPORTS[key]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, 0, ()) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = tuple(a.name for a in node.names if a.name != "*")
+            found.append((node.module or "", node.level, names))
+    return tuple(found)
 
 
 def _spec(name: str) -> importlib.machinery.ModuleSpec | None:
-    """The spec of module ``name`` as the import system would find it on ``sys.path`` (its
-    parents found the same way), importing nothing; None for an unknown name."""
+    """The spec of module ``name`` as found on ``sys.path``, importing nothing (None: unknown)."""
     parent, _, tail = name.rpartition(".")
     search: Any = None
     if parent:
@@ -149,8 +135,7 @@ def _spec(name: str) -> importlib.machinery.ModuleSpec | None:
     try:
         return importlib.machinery.PathFinder.find_spec(name, search)
     except KeyError:
-        # a folder without __init__.py (a namespace package) in a package not imported yet:
-        # the finder looks that package up in sys.modules. Its modules are in the folders.
+        # a namespace package in a package not imported yet: its modules are in the folders
         spec = importlib.machinery.ModuleSpec(name, None)
         spec.submodule_search_locations = [str(Path(d, tail)) for d in search]
         return spec
@@ -159,8 +144,8 @@ def _spec(name: str) -> importlib.machinery.ModuleSpec | None:
 
 
 def module_file(name: str) -> Path | None:
-    """The file of module ``name``, from ``sys.modules`` or found on its path without
-    importing anything; None for a builtin, a namespace package or an unknown name."""
+    """The file of module ``name``, loaded or found without importing anything; None for a
+    builtin, a namespace package or an unknown name."""
     module = sys.modules.get(name)
     if module is not None:
         file = getattr(module, "__file__", None)
@@ -172,9 +157,7 @@ def module_file(name: str) -> Path | None:
 
 
 def _search_path(package: str) -> list[str] | None:
-    """Where the submodules of ``package`` are (its ``__path__``; a namespace package's
-    folders too), imported or not; empty for a module that is no package, None for an
-    unknown name."""
+    """``package``'s ``__path__``, imported or not ([]: not a package; None: unknown)."""
     module = sys.modules.get(package)
     if module is not None:
         return list(getattr(module, "__path__", ()))
@@ -186,18 +169,15 @@ def _absolute(importer: str, is_package: bool, module: str, level: int) -> str:
     """The absolute name of ``from <level dots><module> import ...`` written in ``importer``."""
     if level == 0:
         return module
-    base = importer if is_package else importer.rpartition(".")[0]
-    for _ in range(level - 1):
-        base = base.rpartition(".")[0]
-    # no base: beyond the top-level package, an ImportError (a script's `from .x` that
-    # falls back to `from x`): "" names nothing
-    return f"{base}.{module}" if base and module else base
+    package = importer if is_package else importer.rpartition(".")[0]
+    try:
+        return importlib.util.resolve_name("." * level + module, package)
+    except (ImportError, ValueError):  # beyond the top-level package: "" names nothing
+        return ""
 
 
 def _prefixes(name: str) -> Iterator[str]:
-    parts = name.split(".")
-    for i in range(1, len(parts) + 1):
-        yield ".".join(parts[:i])
+    return itertools.accumulate(name.split("."), lambda a, b: f"{a}.{b}")
 
 
 def _imported(name: str, path: Path) -> Iterator[str]:
@@ -213,8 +193,7 @@ def _imported(name: str, path: Path) -> Iterator[str]:
 
 
 def _names_in(config: Any) -> Iterator[tuple[str, bool]]:
-    """Every dotted string in the config (``_target_``, hydra-zen's ``path``, ...), and
-    whether its key says it is an import path (``_target_``, ``_zen_target``)."""
+    """Every dotted string in the config, and whether its key is a target's."""
     if config is None:
         return
     from omegaconf import OmegaConf
@@ -244,9 +223,7 @@ def _roots(callables: Iterable[Any], config: Any) -> set[str]:
         if isinstance(name, str):
             roots.add(name)
     for text, is_target in _names_in(config):
-        # mypkg.models.Net: mypkg.models. A target is found on sys.path, imported or not (a
-        # YAML config's target is imported only when its cell runs), never imported here;
-        # any other dotted value (`data: results.csv`) counts only once imported
+        # mypkg.models.Net: mypkg.models; a dotted value that is no target counts if loaded
         modules = [p for p in _prefixes(text) if p in sys.modules or (is_target and module_file(p))]
         if modules:
             roots.add(modules[-1])
@@ -258,10 +235,9 @@ def _display_name(name: str, path: Path) -> str:
 
 
 def _script_file(fn: Any) -> Path | None:
-    """The file a script's callable (``__module__`` ``__main__``) was defined in, from its
-    code: a runner (``python -m cProfile``, ``pdb``, ``trace``) runs the script in a
-    ``__main__`` namespace while ``sys.modules["__main__"]`` is the runner's own module, and
-    the fingerprint must follow the script's bytes, not how it was started."""
+    """The file a ``__main__`` callable was defined in, from its code: under ``python -m
+    cProfile`` or ``pdb``, ``sys.modules["__main__"]`` is the runner's module, and the
+    fingerprint must follow the script's bytes, not how it was started."""
     fn = inspect.unwrap(getattr(fn, "func", fn))
     if getattr(fn, "__module__", None) not in _MAIN_NAMES:
         return None
@@ -312,9 +288,8 @@ def _task_text(task: Callable[..., Any]) -> str:
 def code_identity(
     task: Callable[..., Any], *, config: Any = None, extra: Iterable[Any] = ()
 ) -> CodeIdentity:
-    """The code fingerprint of a sweep of ``task`` over ``config`` (``extra``: more
-    callables the cells run, e.g. ``pre_call``): sha256 of the task's name and of every
-    user module reached (see the module doc for the rule)."""
+    """The code fingerprint of a sweep of ``task`` over ``config`` (``extra``: e.g.
+    ``pre_call``): sha256 of the task's name and of every user module reached."""
     modules: dict[str, str] = {}
     files: list[str] = []
     for name, path in sorted(user_modules([task, *extra], config).items()):
