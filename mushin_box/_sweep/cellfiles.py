@@ -337,9 +337,8 @@ def _overwrite_in_place(path: Path, data: bytes) -> None:
 def record_failure(cell_dir: Path, record: dict[str, Any], exc: BaseException) -> bool:
     """Write the traceback and the ``failed`` status ``record`` (with ``error`` added) of a
     cell; False, with a note on ``exc``, when the status could not be written at all."""
-    # an exception may quote a secret (e.g. "invalid token ..."): the values of
-    # secret-looking environment variables, sweep secrets included (whatever their
-    # length), are replaced; the manifest's row copies this status's error
+    # an exception may quote a secret ("invalid token ..."): the values of secret-looking
+    # variables, sweep secrets included, are replaced (the manifest copies this error)
     text = redact_text("".join(traceback.format_exception(exc)))
     message = redact_text(str(exc))
     error: dict[str, Any] = {
@@ -381,27 +380,19 @@ JOB_NAME = "mushin_workflow"
 _FAILED: dict[str, OSError] = {}
 
 
-def _is_workflow_job() -> bool:
-    from hydra.core.hydra_config import HydraConfig
-
-    try:
-        return str(HydraConfig.get().job.name) == JOB_NAME
-    except Exception:  # no Hydra job set up: not ours
-        return False
-
-
 def save_config(cfg: Any, filename: str, output_dir: Path) -> None:
     """Hydra's writer of a job's ``.hydra`` files, atomic (see the module doc)."""
-    path = Path(output_dir) / filename
+    from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
-    text = OmegaConf.to_yaml(cfg)
-    try:
+    path, text = Path(output_dir) / filename, OmegaConf.to_yaml(cfg)
+    with contextlib.suppress(OSError, UnicodeDecodeError):
         if path.is_file() and path.read_text(encoding="utf-8") == text:
             return  # a reused cell's files: nothing to rewrite
-    except (OSError, UnicodeDecodeError):
-        pass
-    ours = _is_workflow_job()
+    try:
+        ours = str(HydraConfig.get().job.name) == JOB_NAME
+    except Exception:  # no Hydra job set up: not ours
+        ours = False
     try:
         # a cell's files are synced with the cell runner's next commit (_core/durable.py)
         with durable.handed_on() if ours else contextlib.nullcontext():

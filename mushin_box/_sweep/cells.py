@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from mushin_box._core import durable
 from mushin_box._core.envstate import environ_restored
@@ -82,6 +84,7 @@ from mushin_box._train.signals import Terminated, sigterm_raises
 __all__ = [
     "CellPlan",
     "CellRunner",
+    "cell_fingerprints",
     "cell_key",
     "code_fingerprint",
     "config_fingerprint",
@@ -121,19 +124,11 @@ def cell_key(override_dirname: str) -> str:
 def _current_cell_key() -> str:
     # read through HydraConfig rather than interpolating ${hydra.job.override_dirname}:
     # an interpolation would resolve `${` inside swept string values a second time
-    from hydra.core.hydra_config import HydraConfig
-
     return cell_key(str(HydraConfig.get().job.override_dirname))
 
 
-def _register_resolver() -> None:
-    from omegaconf import OmegaConf
-
-    if not OmegaConf.has_resolver("mushin_cell"):
-        OmegaConf.register_new_resolver("mushin_cell", _current_cell_key)
-
-
-_register_resolver()
+if not OmegaConf.has_resolver("mushin_cell"):
+    OmegaConf.register_new_resolver("mushin_cell", _current_cell_key)
 install_hydra_files()  # Hydra's .hydra/*.yaml, written atomically: never left empty
 
 
@@ -169,9 +164,13 @@ def code_fingerprint(task: Callable[..., Any], *, config: Any = None) -> str:
     return code_identity(task, config=config).fingerprint
 
 
-def _plain_config(cfg: Any) -> Any:
-    from omegaconf import OmegaConf
+def cell_fingerprints(config: str, plan: CellPlan) -> dict[str, str]:
+    """A cell's fingerprints; in an Apptainer image, another image is another cell."""
+    image = os.environ.get("MUSHIN_SIF_SHA256")
+    return {"config": config, "code": plan.code_fingerprint, **({"image": image} if image else {})}
 
+
+def _plain_config(cfg: Any) -> Any:
     try:
         return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     except Exception:  # an interpolation that only resolves later: hash it unresolved
@@ -183,8 +182,6 @@ def config_fingerprint(cfg: Any, plain: Any = None) -> str:
     token is not a new experiment, and no hash of a secret is written down)."""
     fingerprint = plain_fingerprint(_plain_config(cfg) if plain is None else plain)
     if fingerprint is None:
-        from omegaconf import OmegaConf
-
         return hashlib.sha256(OmegaConf.to_yaml(cfg).encode("utf-8")).hexdigest()
     return fingerprint
 
@@ -214,8 +211,6 @@ def redacted_fingerprint(redacted: Any) -> str | None:
 def _swept_value(cfg: Any, key: str, choices: Mapping[str, Any]) -> Any:
     """A cell's value of a swept key, as the grid holds it: a config group's option name
     (``model=small``, from Hydra's ``runtime.choices``), else the config's value."""
-    from omegaconf import DictConfig, ListConfig, OmegaConf
-
     group = key.replace(".", "/")
     if group in choices:
         return choices[group]
@@ -293,7 +288,6 @@ class CellRunner:
         self.pre_call = pre_call
         self._cell_failed = False  # the last cell failed (recorded, under on_error="nan" too)
 
-    # -- helpers -------------------------------------------------------------------------
     def _status(self, cell_dir: Path, **fields: Any) -> dict[str, Any]:
         """Write the cell's status record (rank 0 only) and return it."""
         record = {"schema": SCHEMA, "run_id": self.plan.run_id, **fields}
@@ -350,19 +344,11 @@ class CellRunner:
 
     def _look(self, cfg: Any) -> _Cell:
         """Gather what the decision needs: the cell's directory, fingerprints, last status."""
-        from hydra.core.hydra_config import HydraConfig
-
         cell_dir = Path(HydraConfig.get().runtime.output_dir)
         choices = HydraConfig.get().runtime.choices
         combo = {k: _swept_value(cfg, k, choices) for k in self.plan.swept}
         plain = _plain_config(cfg)  # once: the three fingerprints below read it
-        fingerprints = {
-            "config": config_fingerprint(cfg, plain),
-            "code": self.plan.code_fingerprint,
-        }
-        image = os.environ.get("MUSHIN_SIF_SHA256")
-        if image:  # ranks in an Apptainer image: a different image is a different cell
-            fingerprints["image"] = image
+        fingerprints = cell_fingerprints(config_fingerprint(cfg, plain), self.plan)
         previous = read_json(cell_dir / STATUS_FILE, default={})
         if not isinstance(previous, dict):
             previous = {}

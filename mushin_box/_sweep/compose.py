@@ -1,13 +1,11 @@
 # SPDX-License-Identifier: MIT
 """Compose a sweep's first job as Hydra will, before anything is written to disk.
 
-Hydra finds a bad override, an unknown launcher or an unknown launcher setting only when it
-composes a job, which ``hydra_zen.launch`` does after the sweep directory, its lock and its
-manifest exist. A refused launch then leaves a directory behind, or rewrites the manifest of
-an existing sweep with a grid that never ran (and ``load_experiment`` of it matches no
-cell). So ``Workflow.run`` composes the first job of the grid here first, with the same
-config, overrides and launcher: if Hydra refuses it, nothing has been written yet, and
-the user gets Hydra's own exception (the type they may already catch), with a note.
+Hydra finds a bad override or launcher setting only when it composes a job, after the sweep
+directory, its lock and its manifest exist: a refused launch would leave a directory behind,
+or a manifest whose grid never ran. So ``Workflow.run`` composes the grid's first job here
+first: if Hydra refuses it, nothing is written, and the user gets Hydra's own exception,
+with a note.
 
 Examples
 --------
@@ -61,9 +59,8 @@ def first_job(overrides: Sequence[str]) -> list[str]:
 
 
 def check_composes(config: Any, overrides: Sequence[str]) -> Any:
-    """Compose the sweep's first job (:func:`first_job`) and return its config, ``hydra``
-    included (the resume shortcut starts from it); Hydra's own error (with a note) if it
-    refuses it."""
+    """Compose the sweep's first job (:func:`first_job`), ``hydra`` included (the resume
+    shortcut starts from it); Hydra's own error, with a note, if it refuses it."""
     from hydra import compose, initialize
     from hydra.core.config_store import ConfigStore
 
@@ -81,15 +78,13 @@ def check_composes(config: Any, overrides: Sequence[str]) -> Any:
 
 @public
 class MissingValueError(MushinBoxError, ValueError):
-    """A value the task needs is given nowhere: the config, the sweep and the overrides
-    leave it out (or ``???``). Every cell would fail with it after launch."""
+    """A value the task needs is given nowhere (or ``???``): every cell would fail on it."""
 
 
 def check_required(task: Any, composed: Any) -> None:
-    """Refuse, before anything is launched or submitted, a sweep whose first job lacks a
-    value: a ``???`` (``MISSING``) left in the composed config, or a task parameter without
-    a default that the config does not hold. Hydra and zen find both only inside each
-    cell, after every cell was started or queued.
+    """Refuse, before anything is launched, a sweep whose first job lacks a value: a ``???``
+    left in the composed config, or a task parameter without a default that the config does
+    not hold (Hydra and zen find both only inside each cell).
 
     Examples
     --------
@@ -135,8 +130,8 @@ def check_required(task: Any, composed: Any) -> None:
 
 
 def _missing_keys(node: Any, prefix: str) -> Iterator[str]:
-    """Dotted paths of the ``???`` values under ``node``, resolving nothing: the first job's
-    interpolations (``${hydra:runtime.output_dir}``) resolve only inside the job."""
+    """Dotted paths of the ``???`` values under ``node``, resolving nothing (the first job's
+    interpolations resolve only inside the job)."""
     from omegaconf import DictConfig, ListConfig, OmegaConf
 
     keys: Iterable[Any] = node.keys() if isinstance(node, DictConfig) else range(len(node))
@@ -153,14 +148,9 @@ def _missing_keys(node: Any, prefix: str) -> Iterator[str]:
 
 @contextmanager
 def hydra_state_kept() -> Iterator[None]:
-    """Put Hydra's process-wide state back as it was, however the launch inside ended.
-
-    A launcher that runs jobs in this process may leave ``HydraConfig`` set to the sweep's
-    config, whose ``runtime.output_dir`` is ``MISSING`` (the joblib launcher does, even
-    with ``n_jobs=1``). Every later ``job_dir()``, ``MetricsCallback()`` without
-    ``save_dir`` and ``seed_everything_per_rank`` in this process would then raise
-    ``MissingMandatoryValue``. The ``GlobalHydra`` instance is restored too, for a
-    launcher that re-initializes it.
+    """Put Hydra's process-wide state (``HydraConfig``, ``GlobalHydra``) back as it was: a
+    launcher running jobs in this process (joblib) may leave ``HydraConfig`` set to the
+    sweep's config, with no ``output_dir``, and every later ``job_dir()`` would raise.
 
     Examples
     --------

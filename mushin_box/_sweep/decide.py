@@ -124,9 +124,7 @@ def decide(
     rerun_reason = None
     ignored = ("code",) if reuse_stale_code else ()
     if resume and before.get("status") == "completed":
-        old = before.get("fingerprints") or {}
-        # a key present on one side only changed too (e.g. the image is no longer set)
-        changed = sorted(k for k in {*old, *fingerprints} if old.get(k) != fingerprints.get(k))
+        changed = _changed(before.get("fingerprints") or {}, fingerprints)
         if _reshaped(changed, ignored, before.get(SHAPE_FREE), shape_free):
             return Decision("reuse", reason="completed at another world size: reused")
         if not set(changed) - set(ignored):
@@ -160,8 +158,7 @@ def decide(
     known = _before_this_run(before, run_id, "fingerprints")
     known_shape = _before_this_run(before, run_id, SHAPE_FREE)
     known_limits = _before_this_run(before, run_id, LIMIT_FREE)
-    was = known if isinstance(known, Mapping) else {}
-    differ = sorted(k for k in {*was, *fingerprints} if was.get(k) != fingerprints.get(k))
+    differ = _changed(known if isinstance(known, Mapping) else {}, fingerprints)
     reshaped = _reshaped(differ, ignored, known_shape, shape_free)
     extends = not reshaped and _reshaped(differ, ignored, known_limits, limit_free)
     # continue only on a requeue within this run, or a resume with unchanged fingerprints
@@ -173,11 +170,7 @@ def decide(
     elif not resume:
         continues, why = False, "a new run without resume: starting afresh"
     # a status without fingerprints (corrupt, or from an old version) proves nothing
-    elif (
-        before
-        and not (reshaped or extends)
-        and _without(known, ignored) != _without(fingerprints, ignored)
-    ):
+    elif before and not (reshaped or extends) and set(differ) - set(ignored):
         continues, why = False, "fingerprints changed: starting afresh"
     elif reshaped:
         continues = True
@@ -203,10 +196,9 @@ def _reshaped(changed: list[str], ignored: tuple[str, ...], before: Any, now: st
     return now is not None and before == now and set(changed) - set(ignored) == {"config"}
 
 
-def _without(fingerprints: Any, keys: tuple[str, ...]) -> Any:
-    if not keys or not isinstance(fingerprints, Mapping):
-        return fingerprints
-    return {k: v for k, v in fingerprints.items() if k not in keys}
+def _changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """The keys whose values differ: one on one side only changed too (an image unset)."""
+    return sorted(k for k in {*old, *new} if old.get(k) != new.get(k))
 
 
 def _modules(previous: Mapping[str, Any], code_modules: Mapping[str, str] | None) -> str:
@@ -214,7 +206,7 @@ def _modules(previous: Mapping[str, Any], code_modules: Mapping[str, str] | None
     old = previous.get("code_modules")
     if not isinstance(old, Mapping) or code_modules is None:
         return ""
-    names = sorted(k for k in {*old, *code_modules} if old.get(k) != code_modules.get(k))
+    names = _changed(old, code_modules)
     if not names:
         return ""
     more = f" and {len(names) - 5} more" if len(names) > 5 else ""

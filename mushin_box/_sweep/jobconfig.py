@@ -1,23 +1,18 @@
 # SPDX-License-Identifier: MIT
 """A sweep job's config without composing it: the first job's, with the job's swept values.
 
-Design note: Hydra composes every job from scratch (the defaults tree, every config file
-read again), and its basic sweeper composes each job once more beforehand only to check it. A grid
-whose swept keys are plain
-config values (no config group, no ``hydra.*`` key, no delete, no mapping value, no key
-nested in another override's: :class:`SweptValues` refuses anything else) has the same
-defaults tree in every job, so a job's config is the first job's with the swept values
-set over it by Hydra's own function (:func:`mushin_box._upstream.hydra.apply_overrides`:
-same validation, same errors),
-and Hydra's bookkeeping of the job (``hydra.overrides.task``, ``hydra.job.override_dirname``,
-``runtime.cwd``, ``job.env_set``) redone as ``ConfigLoaderImpl`` does it.
+Design note: Hydra composes every job from scratch, and its basic sweeper composes each
+once more beforehand only to check it. A grid whose swept keys are plain config values (no
+group, no ``hydra.*`` key, no delete, no mapping value, no key nested in another's:
+:class:`SweptValues` refuses the rest) has the same defaults tree in every job, so a job's
+config is the first job's with the swept values set over it by Hydra's own function
+(:func:`mushin_box._upstream.hydra.apply_overrides`: same validation, same errors), and
+Hydra's bookkeeping of the job redone as ``ConfigLoaderImpl`` does it.
 
-:class:`JobConfigs` holds that for one batch of the launch. It is trusted only after the
-batch's last job, composed in full by Hydra, came out identical (the whole config,
-``hydra`` included, as YAML); a job that differs from the first elsewhere than in the swept
-positions is composed in full. The resume shortcut (:mod:`mushin_box._sweep.prefilter`)
-uses :class:`SweptValues` for the task part alone, and :class:`PlainFingerprints` for a
-job's config fingerprint without building its config (see there).
+:class:`JobConfigs` is trusted for a batch only once its last job, composed in full by
+Hydra, came out identical (as YAML, ``hydra`` included). The resume shortcut
+(:mod:`mushin_box._sweep.prefilter`) uses :class:`SweptValues` for the task part, and
+:class:`PlainFingerprints` for a job's config fingerprint without building its config.
 """
 
 from __future__ import annotations
@@ -90,11 +85,9 @@ def strings(node: Any) -> Iterator[str]:
 
 
 def element_overrides(parsed: Sequence[Any]) -> dict[str, Any]:
-    """Each job override the basic sweeper writes for a sweep's values (``key=value``, the
-    value in the element's own string form, as ``split_arguments`` writes it), mapped to
-    Hydra's parse of it, built from the sweep's parse (``parsed``): its values are parsed
-    already, and a sweep's values are not parsed again one by one.
-    ``+key=v`` is also there as ``++key=v``, as :class:`SweptValues` sets it over.
+    """Each job override the basic sweeper writes for a sweep's values, mapped to Hydra's
+    parse of it, built from the sweep's parse (``parsed``) instead of parsing each again;
+    ``+key=v`` also as ``++key=v``, as :class:`SweptValues` sets it over.
 
     Examples
     --------
@@ -191,16 +184,12 @@ class SweptValues:
         )
 
     def set_values(self, job: Sequence[str], cfg: Any) -> None:
-        """Set ``job``'s swept values over ``cfg`` (the first job's config, or a copy of its
-        task part), with Hydra's function and its errors."""
-
-        # '+key=v' added the key in the first job already: set it over ('++'), as a fresh
-        # compose adds it
+        """Set ``job``'s swept values over ``cfg`` (the first job's config, or its task part);
+        a '+key=v' added the key in the first job already: it is set over ('++')."""
         apply_overrides([self.parse(_set_over(job[i])) for i in self.swept], cfg)
 
     def dirname(self, job: Sequence[str]) -> str:
         """Hydra's ``override_dirname`` of ``job``."""
-
         app = [o for o in map(self.parse, job) if not o.is_hydra_override()]
         return overrides_dirname(app, *self._naming)
 
@@ -234,21 +223,14 @@ class PlainFingerprints:
     the config :meth:`SweptValues.cell` builds) without building that config: the first
     job's task config as plain data, with the job's swept values set in it.
 
-    Design note: a resume decides every finished cell from its config fingerprint, and
-    building each config (a deep copy, Hydra's override function, ``to_container``) is
-    most of a resumed cell's cost. What a job's config adds to the first
-    job's is its swept values, each a leaf: so the fingerprint's input (``to_container``
-    with ``resolve=True``) is the first job's with those leaves replaced. That holds only
-    when no other key's value depends on them, so this refuses (``ValueError``) a config
-    with any interpolation but ``${oc.env:NAME}`` (its value is the environment's), a swept
-    value that is a list, a mapping or holds ``${``, and a swept key under a list. Each
-    distinct value is converted once by Hydra's own function, over a copy of the first
-    job's config, and the leaf read back as ``to_container`` reads it; the node must keep
-    its type (a typed field validates and converts; an untyped one keeps what it is given),
-    so that setting one value after another over that copy is setting each over a fresh
-    one. Where the canonical JSON can't be written (NaN, bytes), :meth:`fingerprint` says
-    None and the caller builds the config. The resume shortcut checks this against Hydra's
-    full compose too (``_cells`` in :mod:`mushin_box._sweep.prefilter`).
+    Design note: building each config is most of a resumed cell's cost, and a job's
+    config adds to the first job's only its swept values, each a leaf. That holds only when
+    no other key depends on them, so this refuses (``ValueError``) any interpolation but
+    ``${oc.env:NAME}``, a swept value that is a list, a mapping or holds ``${``, and a swept
+    key under a list. Each distinct value is converted once by Hydra's function over a
+    scratch copy, and read back as ``to_container`` reads it; its node must keep its type,
+    so that one value set after another is each set over a fresh copy. Without canonical
+    JSON (NaN, bytes), :meth:`fingerprint` says None and the caller builds the config.
     """
 
     def __init__(self, values: SweptValues, jobs: Sequence[Sequence[str]]) -> None:
@@ -289,10 +271,8 @@ class PlainFingerprints:
                 self._values[(i, text)] = value.name if isinstance(value, Enum) else value
 
     def _redacted_leaf(self, i: int, path: tuple[str, ...], text: str) -> Any:
-        """The value of ``text`` at ``path`` as :func:`~mushin_box._core.redact.redact`
-        leaves it in the whole config (the key's path and the value alone decide it), or
-        :data:`_HIDDEN` when a key above it is secret (the whole mapping is redacted)."""
-
+        """The value of ``text`` at ``path`` as ``redact`` leaves it in the whole config (its
+        path and value alone decide), or :data:`_HIDDEN` under a secret key."""
         found = self._leaves.get((i, text), _HIDDEN)
         if found is not _HIDDEN:
             return found
@@ -311,12 +291,8 @@ class PlainFingerprints:
         return redacted
 
     def fingerprint(self, job: Sequence[str]) -> str | None:
-        """``job``'s config fingerprint; None where only the config itself can tell.
-
-        The first job's config is redacted once; each swept value once, alone at its path
-        (a key's redaction depends on its path and its value only): what
-        :func:`~mushin_box._sweep.cells.plain_fingerprint` of the whole job's config
-        hashes, without redacting 10,000 configs."""
+        """``job``'s config fingerprint (None: only the config itself can tell), from the
+        first job's redacted config and each swept value redacted alone at its path."""
         # lazy: imports hydra, omegaconf (a reader must not load them)
         from mushin_box._sweep.cells import redacted_fingerprint
 
@@ -341,8 +317,7 @@ _HIDDEN = object()
 
 
 def _copy(cfg: Any) -> Any:
-    """A copy of a job's config as ``load_sweep_config`` returns it: ``hydra`` writable
-    (``HydraConfig.set_config``, run on the original, made it read-only)."""
+    """A copy of a job's config, ``hydra`` writable as ``load_sweep_config`` returns it."""
     from omegaconf import OmegaConf
 
     out = copy.deepcopy(cfg)
@@ -354,13 +329,10 @@ class JobConfigs:
     """Every job's full config (``load_sweep_config``'s) in one batch of a launch, from its
     first job's compose; built by :func:`job_configs`, which checks it first.
 
-    Design note: Hydra's launcher runs one job at a time and copies what it keeps of a
-    job's config (``run_job`` deep-copies the task's config and Hydra's), so when every
-    swept value is a scalar (``scalars``), one working copy of the first job's config
-    serves every job: each job's values are set over the last job's, as over a fresh copy
-    (a scalar leaves its node in place; its node's type validates and converts it the
-    same way): no deep copy of the whole config a job. A list or a mapping value (merged into what
-    is there) gets a fresh copy.
+    Design note: the launcher runs one job at a time and ``run_job`` copies what it keeps,
+    so when every swept value is a scalar, one working copy serves every job: a scalar set
+    over the last job's value is as over a fresh copy. A list or a mapping value (merged
+    into what is there) gets a fresh copy.
     """
 
     def __init__(
@@ -420,10 +392,9 @@ class JobConfigs:
 
 
 def job_configs(loader: Any, master: Any, batch: Sequence[Sequence[str]]) -> JobConfigs | None:
-    """Check that every job of ``batch`` composes, as Hydra's sweeper does before a launch,
-    and return the batch's :class:`JobConfigs`; None when the grid needs Hydra's full check
-    and compose (a swept group, a mapping value, one job...). A bad value raises Hydra's
-    own error, from the same function Hydra uses."""
+    """Check that every job of ``batch`` composes, as Hydra's sweeper does (a bad value:
+    Hydra's own error), and return its :class:`JobConfigs`; None when the grid needs
+    Hydra's full check and compose (a swept group, a mapping value, one job...)."""
     if len(batch) < 2:
         return None
     first = loader.load_sweep_config(master, list(batch[0]))  # Hydra's error, as Hydra's check

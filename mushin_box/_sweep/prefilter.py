@@ -3,32 +3,23 @@
 
 Design note: a completed cell is not sent through Hydra's launch (a job directory, three
 ``.hydra/*.yaml`` files, logging, the runner) only for the runner to return its metrics.
-The driver takes the same steps as the runner, for every job of the grid,
-in this process: the job's config is the one the launcher will compose (the same
-overrides, re-serialized by Hydra's basic sweeper; built from the first job's config and
-the job's swept values, :mod:`mushin_box._sweep.jobconfig`, and checked against Hydra's
-full compose of the grid's last job), the cell's directory is resolved as ``run_job``
-resolves it, the config fingerprint is the runner's own
-:func:`~mushin_box._sweep.cells.config_fingerprint` (computed from plain data where no key
-can depend on a swept one), and the pure
-:func:`~mushin_box._sweep.decide.decide` is asked with the same facts. Only a clean reuse
-(no warning, nothing recorded, metrics and provenance readable) is taken out of the launch;
-a cell whose status, metrics and provenance files are the very ones the sweep's index read
-(:mod:`~mushin_box._sweepdir.settled`: same inode, size, mtime and ctime) is asked the
-same question with the record and metrics the index holds, instead of its files read again;
-every other cell (changed config or code, a corrupt sidecar, failed, cancelled, skipped,
-reused despite stale code) still goes through the launcher and decides for itself. When in doubt (a
-config whose value depends on the job, e.g. ``${hydra:...}`` or
-a custom resolver; an image the driver cannot see; the user's own sweeper), nothing is
-taken out. The jobs left run through :class:`CellSweeper`, Hydra's basic sweeper minus the
-reused jobs (``hydra_plugins.mushin_box_launcher.cells_sweeper``).
+The driver takes the runner's steps for every job, in this process: the config the
+launcher will compose (:mod:`mushin_box._sweep.jobconfig`, checked against Hydra's full
+compose of the grid's last job), the directory as ``run_job`` resolves it, the runner's
+:func:`~mushin_box._sweep.cells.config_fingerprint`, and the pure
+:func:`~mushin_box._sweep.decide.decide`. Only a clean reuse (no warning, nothing recorded,
+metrics and provenance readable) is taken out of the launch; a cell the sweep's index
+vouches for (:mod:`~mushin_box._sweepdir.settled`) is decided from the index's record and
+metrics. Every other cell goes through the launcher and decides for itself, and so does
+every cell when in doubt (a value that depends on the job, e.g. ``${hydra:...}`` or a custom
+resolver; an image the driver cannot see; the user's own sweeper). The jobs left run
+through ``hydra_plugins.mushin_box_launcher.cells_sweeper.CellSweeper``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import re
 import uuid
 import warnings
@@ -38,11 +29,14 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+from hydra import compose, initialize
+from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
 
 from mushin_box._core.layout import METRICS_FILE, PROVENANCE_FILE
 from mushin_box._core.overrideparse import parse_overrides
 from mushin_box._core.sidecars import SidecarWarning, read_json
-from mushin_box._sweep.cells import CellPlan, config_fingerprint
+from mushin_box._sweep.cells import CellPlan, cell_fingerprints, config_fingerprint
 from mushin_box._sweep.compose import first_job
 from mushin_box._sweep.decide import decide
 from mushin_box._sweep.jobconfig import PlainFingerprints, SweptValues, element_overrides, strings
@@ -82,8 +76,7 @@ class Prefiltered:
 
 
 def task_part(job: Sequence[str]) -> tuple[str, ...]:
-    """A job's own overrides, without Hydra's: what the sweeper's ``split_arguments`` sees
-    (Hydra hands the sweeper the task overrides only).
+    """A job's overrides without Hydra's, as the sweeper's ``split_arguments`` sees them.
 
     Examples
     --------
@@ -99,7 +92,6 @@ def task_part(job: Sequence[str]) -> tuple[str, ...]:
 
 def _jobs(overrides: Sequence[str]) -> list[list[str]] | None:
     """Every job's overrides, as Hydra's basic sweeper builds them; None if it can't tell."""
-
     try:
         return sweep_jobs(parse_overrides(overrides))
     except Exception:  # a glob over a group, a sampled sweep: the sweeper decides
@@ -107,8 +99,7 @@ def _jobs(overrides: Sequence[str]) -> list[list[str]] | None:
 
 
 def own_sweeper(overrides: Sequence[str]) -> bool:
-    """Does the launch use mushin-box's sweeper (:data:`SWEEPER_TARGET`)? Unless the user
-    chose a sweeper.
+    """Does the launch use mushin-box's sweeper (the user chose none)?
 
     Examples
     --------
@@ -123,18 +114,12 @@ def _driver_sees_all(
 ) -> bool:
     """Can the driver compute a cell's fingerprints as its job will? Not with the user's own
     sweeper, nor with an image the launcher runs the ranks in (its digest is theirs)."""
-    if not own_sweeper(overrides):
-        return False
-    if launcher in (None, "basic"):
-        return True
-    return not any("image" in str(k) and v for k, v in (launcher_config or {}).items())
+    image = any("image" in str(k) and v for k, v in (launcher_config or {}).items())
+    return own_sweeper(overrides) and (launcher in (None, "basic") or not image)
 
 
 def _stored(config: Any, launcher: str | None) -> Any:
     """The config as ``hydra_zen.launch`` stores it (a DictConfig for pickling launchers)."""
-
-    from omegaconf import OmegaConf
-
     if launcher not in (None, "basic") and is_dataclass(config):
         return OmegaConf.create(OmegaConf.to_container(OmegaConf.structured(config)))
     return config
@@ -151,8 +136,6 @@ def _depends_on_job(task_cfg: Any) -> bool:
     >>> _depends_on_job(OmegaConf.create({"a": {"b": ["${now:%H}"]}}))
     True
     """
-    from omegaconf import OmegaConf
-
     plain = OmegaConf.to_container(task_cfg, resolve=False, enum_to_str=True)
     return any(
         name not in _SAME_IN_DRIVER
@@ -170,13 +153,9 @@ def _reusable(
     indexed: Mapping[str, dict[str, Any]],
     said: list[str],
 ) -> dict[str, Any] | None:
-    """The cell's metrics if the runner would reuse it (``previous``: its status record)
-    without a word and without writing anything, else None (``said``: gets what the runner
-    will say of it, e.g. that its code changed). ``indexed``: the metrics of
-    the cells whose files the sweep's index vouches for, unchanged since it read them
-    (status, metrics and a whole provenance record: :mod:`~mushin_box._sweepdir.settled`),
-    by directory name; the others' are read here. Call it with :class:`SidecarWarning`
-    silenced: the runner says it, if the cell runs."""
+    """The cell's metrics if the runner would reuse it without a word and without writing
+    anything, else None; ``said`` gets what the runner will say of it. ``indexed``: the
+    metrics the sweep's index vouches for, by directory name; the others' are read here."""
     if previous.get("status") != "completed":
         return None
     decision = decide(
@@ -215,24 +194,17 @@ def prefilter(
     first: Any = None,
 ) -> Prefiltered:
     """The jobs of the grid that resume reuses as they are (see module doc); call it with
-    the sweep's secrets exported and Hydra's state kept (``sweeprun.launch_cells`` does).
-    ``first``: the config of :func:`~mushin_box._sweep.compose.first_job`, composed from
-    ``config`` and ``overrides`` (``check_composes``); used when it is the grid's first job,
-    instead of composing that again. ``records``: the cells' status records
-    (:func:`~mushin_box._sweepdir.manifest.cell_records`, read under the sweep's lock);
-    ``indexed``: the metrics the sweep's index vouches for, by directory name (read under
-    the lock too; see :func:`_reusable`)."""
+    the sweep's secrets exported and Hydra's state kept. ``first``: the composed config of
+    :func:`~mushin_box._sweep.compose.first_job`, used when it is the grid's first job;
+    ``records``: the cells' status records, and ``indexed`` the metrics the sweep's index
+    vouches for, both read under the sweep's lock."""
     if not plan.resume or not _driver_sees_all(overrides, launcher, launcher_config):
         return Prefiltered()
     parsed = parse_overrides(overrides)
     jobs = _jobs(overrides)
     if not jobs:
         return Prefiltered()
-    from hydra import initialize
-    from hydra.core.config_store import ConfigStore
-
     statuses = dict(records)
-    image = os.environ.get("MUSHIN_SIF_SHA256")
     name = f"mushin_prefilter_{uuid.uuid4().hex}"
     stored = _stored(config, launcher)
     if stored is not config or first_job(overrides) != list(jobs[0]):
@@ -253,9 +225,7 @@ def prefilter(
                 fingerprint = config_print()
                 if fingerprint is None:
                     return Prefiltered(len(jobs))  # every job decides for itself
-                fingerprints = {"config": fingerprint, "code": plan.code_fingerprint}
-                if image:
-                    fingerprints["image"] = image
+                fingerprints = cell_fingerprints(fingerprint, plan)
                 found = _reusable(directory, previous, fingerprints, plan, indexed or {}, said)
                 if found is not None:
                     reused.add(task_part(job))
@@ -281,13 +251,10 @@ def _job_config_print(task_cfg: Any) -> str | None:
 def _cells(
     name: str, parsed: Sequence[Any], jobs: Sequence[Sequence[str]], first: Any = None
 ) -> Iterator[tuple[Path, Callable[[], str | None]]]:
-    """Each job's directory, and how to get its config fingerprint (None: it may differ in
-    the job, which decides). From the first job's config (``first``, or composed) and the
-    swept values, as plain data (:class:`PlainFingerprints`) or as a config
-    (:class:`SweptValues`), each only when the last job composed in full by Hydra agrees
-    with it (as the launch trusts :class:`~mushin_box._sweep.jobconfig.JobConfigs`); else
-    from each job composed in full, as the launcher composes it."""
-    from hydra import compose
+    """Each job's directory, and how to get its config fingerprint (None: the job decides):
+    from the first job's config and the swept values (:class:`PlainFingerprints`, else
+    :class:`SweptValues`) when the last job composed in full agrees, else from each job
+    composed in full."""
 
     def composed(job: Sequence[str]) -> tuple[Path, Any]:
         return _cell_of(compose(name, overrides=list(job), return_hydra_config=True))
@@ -317,7 +284,6 @@ def _cells(
 def _fast_print(
     fast: SweptValues, plain: PlainFingerprints | None, job: Sequence[str]
 ) -> str | None:
-    """A job's config fingerprint from the first job's: as plain data if it can (its config
-    holds no interpolation that could depend on the job), else from its config."""
+    """A job's config fingerprint: as plain data if it can, else from its config."""
     found = plain.fingerprint(job) if plain is not None else None
     return found if found is not None else _job_config_print(fast.cell(job)[1])

@@ -1,16 +1,13 @@
 # SPDX-License-Identifier: MIT
 """One ``Workflow.run`` under its sweep's lock: open the directory, launch the cells, finish.
 
-Design note: these are the steps that touch the sweep directory (``Workflow.run`` checks,
-hides secrets and builds the plan before, and returns the results after). They hand each
-other what they read, so that a resume of a 1,000-cell sweep reads each sidecar as few times
-as it can: the status records read when the sweep is opened are the resume shortcut's
-(:func:`~mushin_box._sweep.prefilter.prefilter`), and the cells it reused are not read
-again after the launch (nothing ran there: the lock keeps every other run out), their
-metrics included, which the results take as the shortcut read them. The completed cells
-whose files are unchanged since the last launch wrote the sweep's index are read from it,
-one file instead of three per cell (:mod:`~mushin_box._sweepdir.settled`); the launch
-writes it again at its end when a completed cell is missing from it.
+Design note: the steps hand each other what they read, so that a resume of a 1,000-cell
+sweep reads each sidecar as few times as it can: the status records read when the sweep is
+opened are the resume shortcut's (:func:`~mushin_box._sweep.prefilter.prefilter`); the
+cells it reused are not read again after the launch (the lock keeps every other run out),
+metrics included; completed cells unchanged since the sweep's index was written are read
+from it (:mod:`~mushin_box._sweepdir.settled`), which the launch rewrites when one is
+missing from it.
 """
 
 from __future__ import annotations
@@ -58,8 +55,7 @@ __all__ = ["Launched", "Opened", "launch_cells", "open_sweep"]
 
 @attrs.frozen
 class Opened:
-    """What :func:`open_sweep` read: the cells' status records, and the sweep's index of
-    its completed cells (on resume: those whose files are unchanged)."""
+    """What :func:`open_sweep` read: the cells' status records and the sweep's index."""
 
     records: list[Any]
     index: CellIndex = attrs.field(factory=CellIndex)
@@ -71,13 +67,10 @@ class Opened:
 def open_sweep(
     root: Path, grid: Mapping[str, list[Any]], plan: CellPlan, launcher: str | None = None
 ) -> Opened:
-    """Under the sweep's lock, before any cell starts: report a changed grid (on resume),
-    record abandoned cells, refuse cells still running (a process or SLURM job of an
-    earlier run, or a job of its last submission still queued: never start a second copy;
-    ``SweepBusyError``), clear the abort file and write the new manifest; return the cells'
-    status records and the index (the orphaned temporaries are cleared by
-    :func:`launch_cells`, while it decides the cells). ``launcher``: this run's, whose
-    ``mushin_slurm`` makes the queue be asked for the sweep's marked jobs too."""
+    """Under the sweep's lock, before any cell starts: warn of a changed grid (on resume),
+    record abandoned cells, refuse cells still running or queued (never a second copy:
+    ``SweepBusyError``), clear the abort file and write the new manifest. ``launcher``:
+    this run's (``mushin_slurm`` asks the queue for the sweep's marked jobs too)."""
     previous = read_sweep_manifest(root)
     if plan.resume and previous is not None:
         _report_grid_change(previous, grid)
@@ -100,16 +93,11 @@ def open_sweep(
 
 
 def _refuse_live_submission(root: Path, grid: Mapping[str, list[Any]], slurm: bool) -> None:
-    """Refuse while a SLURM job of the sweep's latest submission that may run a cell of
-    ``grid`` is queued or running, or the scheduler cannot say (``SweepBusyError``): a
-    queued job has no status file yet, and a second submission would compute its cell
-    twice. A live job that runs none of ``grid``'s cells (a resume of named cells while the
-    others run) is kept: marked ``carried`` in ``mushin_jobs.json``, so that the next
-    submission's record keeps it (:func:`~mushin_box._slurm.submitted.record_submission`),
-    the only handle on a cell that has not started. With ``slurm`` (this run or the last
-    one submits to SLURM, or the latest submission did), the user's jobs that carry the
-    sweep's mark and no record names are refused too (:func:`_refuse_unrecorded`)."""
-
+    """Refuse (``SweepBusyError``) while a job of the latest submission that may run a cell
+    of ``grid`` is queued or running, or the scheduler cannot say: a queued job has no
+    status file yet. A live job that runs none of them is marked ``carried``, so that the
+    next submission's record keeps the only handle on it. With ``slurm``, the sweep's
+    marked jobs that no record names are refused too."""
     submission = read_submission(root)
     jobs = job_ids(submission)
     if slurm or submission.get("cluster") == "slurm":
@@ -143,11 +131,9 @@ def _refuse_live_submission(root: Path, grid: Mapping[str, list[Any]], slurm: bo
 
 
 def _refuse_unrecorded(root: Path, recorded: list[str]) -> None:
-    """Refuse while one of the user's jobs that carries the sweep's mark, and that
-    ``mushin_jobs.json`` does not name, is queued or running: a submission killed between
-    ``sbatch`` and its record left it, and its cells would run twice. ``cancel`` acts only
-    on recorded jobs, so the fix names ``scancel``. A queue that does not answer adds
-    nothing here: the recorded jobs' check says so."""
+    """Refuse while a live job carries the sweep's mark but no record names it (a submission
+    killed between ``sbatch`` and its record): ``cancel`` acts only on recorded jobs, so the
+    fix names ``scancel``. A queue that does not answer adds nothing here."""
     known = set(recorded)
     strays = [
         j for j, state in (marked_jobs(root) or {}).items() if j not in known and is_live(state)
@@ -164,10 +150,7 @@ def _refuse_unrecorded(root: Path, recorded: list[str]) -> None:
 
 
 def _jobs_running_grid(submission: Mapping[str, Any], grid: Mapping[str, list[Any]]) -> Any:
-    """``{job id: may it run a cell of grid}`` for the submission's jobs, by each job's
-    overrides against the grid's values (a pass over 10,000 cells for each of 10,000 jobs
-    took minutes)."""
-
+    """``{job id: may it run a cell of grid}``, by each job's overrides against the grid."""
     runs = grid_runs(grid)
     jobs = [e for e in submission.get("jobs", ()) if isinstance(e, dict)]
     return {str(e.get("job_id")): runs(e.get("overrides")) for e in jobs}
@@ -175,9 +158,8 @@ def _jobs_running_grid(submission: Mapping[str, Any], grid: Mapping[str, list[An
 
 @attrs.frozen
 class Launched:
-    """What a launch left: its error (None: none), the cells recorded as ended without a
-    word, the status records after it (None: unreadable), and the metrics of the cells
-    reused by the resume shortcut, as it read them."""
+    """What a launch left: its error, the cells recorded as ended without a word, the status
+    records after it (None: unreadable), and the reused cells' metrics."""
 
     error: BaseException | None
     ended: list[str]
@@ -199,25 +181,24 @@ def launch_cells(
     opened: Opened | None = None,
 ) -> Launched:
     """Run every cell (``hydra_zen.launch`` of ``runner``), then record the cells whose job
-    ended without a word, rebuild the manifest and the index. ``first``: the first job's
-    config, composed by ``check_composes``, and ``opened``, the status records before the
-    launch and the index (the resume shortcut uses all three)."""
+    ended without a word, rebuild the manifest and the index. ``first`` (the composed first
+    job) and ``opened`` serve the resume shortcut."""
     from hydra_zen import launch
 
     plan = runner.plan
     root = Path(plan.working_dir)
     opened = opened if opened is not None else Opened([])
     records: Records = opened.records
-    watcher = _start_progress(root, grid, plan.run_id, progress)
+    watcher = None
+    if progress:  # every launcher: the bar reads only the cells' status files
+        total = math.prod(len(values) for values in grid.values())
+        watcher = CellProgress(root, total=total, run_id=plan.run_id).start()
     tidied = start_removing_orphans(root)  # left by writers killed mid-write
     error: BaseException | None = None
     done = None
     try:
-        # hydra_state_kept: a launcher running jobs in this process (joblib) leaves
-        # HydraConfig set to the sweep's, with no output dir, breaking job_dir() after
         with vault.exported(), hydra_state_kept(), gc_paused():
-            # completed cells are decided here, before Hydra launches anything
-            done = prefilter(
+            done = prefilter(  # completed cells are decided before Hydra launches anything
                 config,
                 overrides,
                 plan,
@@ -237,9 +218,8 @@ def launch_cells(
                     overrides=overrides,
                     multirun=True,
                     version_base="1.3",
-                    # launchers that pickle the job (submitit) pickle hydra-zen's dynamic
-                    # dataclasses by value, which leaves their list/dict defaults broken
-                    # for the next launch in this process ('_MISSING_TYPE'): a DictConfig
+                    # a pickled hydra-zen dataclass (submitit) leaves its list/dict defaults
+                    # broken for the next launch in this process: a DictConfig
                     to_dictconfig=launcher not in (None, "basic"),
                     config_name="mushin_workflow",
                     job_name="mushin_workflow",
@@ -252,22 +232,18 @@ def launch_cells(
             watcher.stop()
         metrics = done.metrics if done is not None else {}
         untouched = {d.name: r for d, r in records if d in metrics}  # reused: nothing ran
-        # cells whose job was killed, cancelled or timed out never wrote their end
         # nothing launched: the manifest open_sweep wrote from `records` still holds
         written = records if done is not None and done.nothing_to_launch else None
-        # never hides `error`; the reused cells' entries of the manifest are kept
+        # records the cells whose job ended without a word; never hides `error`
         ended, after = finish_launch(root, error, untouched, written, opened.manifest)
         if error is None and after is not None:
-            # a cache: a failure to write it (a full disk) only means that the next resume
-            # reads the cells' files
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError):  # a cache: unwritten, the cells' files are read
                 refresh_index(root, after, opened.index)
     return Launched(error, ended, after, metrics)
 
 
 def _report_grid_change(previous: Mapping[str, Any], grid: Mapping[str, list[Any]]) -> None:
-    """Warn when a resumed sweep's grid differs from the manifest's (at the caller of
-    ``run``: run, open_sweep, here)."""
+    """Warn when a resumed sweep's grid differs from the manifest's."""
     old = previous.get("grid", {})
     if list(old) != list(grid):
         warnings.warn(
@@ -276,8 +252,9 @@ def _report_grid_change(previous: Mapping[str, Any], grid: Mapping[str, list[Any
             stacklevel=4,
         )
         return
-    if _same_grid(old, grid):  # the common resume: no id of 10,000 cells to compute
-        return
+    with contextlib.suppress(TypeError, ValueError):  # the same values, typed as combo_id
+        if canonical_dumps(old) == canonical_dumps({k: list(v) for k, v in grid.items()}):
+            return  # the common resume: no id of 10,000 cells to compute
     old_ids, new_ids = grid_ids(old), grid_ids(grid)
     added, removed = len(new_ids - old_ids), len(old_ids - new_ids)
     if added or removed:
@@ -286,20 +263,3 @@ def _report_grid_change(previous: Mapping[str, Any], grid: Mapping[str, list[Any
             "cells in both are reused if their fingerprints match",
             stacklevel=4,
         )
-
-
-def _same_grid(old: Any, grid: Mapping[str, list[Any]]) -> bool:
-    """Are the two grids the same values in the same order, told apart by type as
-    :func:`combo_id` tells them (``True`` is not ``1``)?"""
-
-    try:
-        return canonical_dumps(old) == canonical_dumps({k: list(v) for k, v in grid.items()})
-    except (TypeError, ValueError):
-        return False
-
-
-def _start_progress(root: Path, grid: Mapping[str, list[Any]], run_id: str, enabled: bool) -> Any:
-    if not enabled:  # every launcher: the bar reads only the cells' status files
-        return None
-    total = math.prod(len(values) for values in grid.values())
-    return CellProgress(root, total=total, run_id=run_id).start()

@@ -1,18 +1,13 @@
 # SPDX-License-Identifier: MIT
 """The keys of a sweep, checked against the task and its config before anything runs.
 
-A key that names nothing the task reads is not an error to Hydra: ``Workflow.run`` adds it
-with ``+`` (a task parameter the config leaves out needs that), and every cell then runs
-with the real parameter at its default, under a bogus grid dimension. So every key of
-``Workflow.run(**sweep_params)`` must be a config field, a config group, or a name the task
-accepts (a parameter; any name for a ``**kwargs`` task, or one that takes ``zen_cfg``, the
-whole config), and a nested key (``module.lr``) a field of its node or a parameter of that
-node's ``_target_``. Raw ``overrides`` follow Hydra's grammar: a plain ``key=`` must name
-one of those too (Hydra refuses the rest with less help), while ``+key=``, ``++key=`` and
-``~key`` say on purpose that the key is new or removed, and ``hydra.*`` keys are Hydra's.
-
-A sweep written by hand in raw overrides (``"lr=0.1,0.2"``) is a grid axis like a
-``multirun([...])`` one, with the same refusal of duplicate values.
+A key that names nothing the task reads is no error to Hydra once added with ``+`` (which a
+task parameter the config leaves out needs): every cell would run the real parameter at its
+default, under a bogus grid dimension. So every key of ``Workflow.run(**sweep_params)`` must
+be a config field, a config group, or a name the task accepts (any, for a ``**kwargs`` or
+``zen_cfg`` task), and a nested key a field of its node or a parameter of its
+``_target_``. In raw ``overrides`` a plain ``key=`` must name one of those too, while
+``+key=``, ``++key=`` and ``~key`` are new or removed on purpose, and ``hydra.*`` is Hydra's.
 
 Examples
 --------
@@ -55,8 +50,7 @@ _ZEN_CFG = "zen_cfg"  # hydra_zen.zen passes the whole config to a parameter of 
 @public
 class UnknownKeyError(MushinBoxError, ValueError):
     """A key that names nothing the task or its config accepts. ``reason`` says so, with the
-    closest name; ``hint`` ("" where there is none) is the fix in ``Workflow.run``'s terms,
-    which a caller with its own way to add a key (an override list) leaves out."""
+    closest name; ``hint`` ("" for none) is the fix in ``Workflow.run``'s terms."""
 
     def __init__(self, reason: str, hint: str = "") -> None:
         super().__init__(reason + hint)
@@ -77,8 +71,7 @@ def is_config_group(key: str) -> bool:
 
 
 def _accepted_names(fn: Any) -> tuple[set[str], bool] | None:
-    """The keyword names ``fn`` accepts, and whether it accepts any (``**kwargs``);
-    None when its signature can't be read (nothing is refused then)."""
+    """The keyword names ``fn`` accepts, and whether it accepts any; None: unreadable."""
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):
@@ -112,15 +105,8 @@ def _is_hydra_key(key: str) -> bool:
 
 
 class SweepKeys:
-    """The names a task and its config accept (see module doc); built once per run.
-
-    Parameters
-    ----------
-    task : Callable
-        The task: its parameters are filled from the config by name.
-    config : hydra-zen/dataclass config
-        The task's config. One OmegaConf can't read is not checked.
-    """
+    """The names a task and its config accept (see module doc); a config OmegaConf can't
+    read is not checked."""
 
     def __init__(self, task: Callable[..., Any], config: Any) -> None:
         from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -138,15 +124,9 @@ class SweepKeys:
         accepted = _accepted_names(task)
         self.params, self.any_name = accepted if accepted is not None else (set(), True)
 
-    # -- the Python form: Workflow.run(name=value) -----------------------------------------
     def needs_add(self, key: str) -> bool:
-        """Check a ``Workflow.run`` keyword; return whether Hydra needs ``+`` for it.
-
-        Raises
-        ------
-        UnknownKeyError
-            The key names nothing the task or its config accepts.
-        """
+        """Check a ``Workflow.run`` keyword (:class:`UnknownKeyError`); return whether Hydra
+        needs ``+`` for it."""
         if self._cfg is None or _is_hydra_key(key):
             return False
         root = key.split(".")[0].split("/")[0]
@@ -174,7 +154,6 @@ class SweepKeys:
             "to add it on purpose",
         )
 
-    # -- the raw form: Workflow.run(overrides=[...]) ---------------------------------------
     def check_raw(self, overrides: Sequence[str]) -> None:
         """Refuse a plain raw override (no ``+``/``++``/``~``) whose key names nothing."""
         if self._cfg is None:
@@ -185,29 +164,23 @@ class SweepKeys:
             if o.is_add() or o.is_force_add() or o.is_delete() or _is_hydra_key(key):
                 continue
             root = key.split(".")[0].split("/")[0]
-            if root in self.fields or root in self.params or self.any_name:
+            known = root in self.fields or root in self.params or self.any_name
+            if known or is_config_group(key) or is_config_group(root):
                 continue  # Hydra checks the rest (and asks for '+' where it is needed)
-            if is_config_group(key) or is_config_group(root):
-                continue
             raise UnknownKeyError(
                 f"override {text!r}: {root!r} is neither a field of the task's config nor "
                 "a parameter of the task" + _suggest(root, self.fields | self.params),
                 f"; to add a new key on purpose, write '+{text.lstrip('+')}'",
             )
 
-    # -- helpers ----------------------------------------------------------------------------
     def _in_defaults(self, group: str) -> bool:
         """Does the config's defaults list choose an option of ``group`` already?"""
-        if self._defaults is None:
-            return False
-        for entry in self._defaults:
-            if not hasattr(entry, "keys"):
-                continue  # "_self_", or a config path: not an overridable choice
-            for name in entry.keys():
-                words = str(name).split()
-                if words and words[-1].lstrip("+").split("@")[0] == group:
-                    return True
-        return False
+        return self._defaults is not None and any(
+            (str(name).split() or [""])[-1].lstrip("+").split("@")[0] == group
+            for entry in self._defaults
+            if hasattr(entry, "keys")  # not "_self_" or a config path: no choice to override
+            for name in entry.keys()
+        )
 
     def _check_nested(self, key: str) -> bool:
         """Check a dotted key under a config field; return whether it needs ``+``."""
@@ -234,7 +207,12 @@ class SweepKeys:
         known = {str(k) for k in node.keys() if not str(k).startswith("_")}
         target = node.get("_zen_target") or node.get("_target_")
         if isinstance(target, str):
-            accepted = _target_names(target)
+            try:
+                from hydra.utils import get_object
+
+                accepted = _accepted_names(get_object(target))
+            except Exception:  # not importable in the driver: the cell will say
+                return
             if accepted is None or accepted[1] or name in accepted[0]:
                 return
             raise UnknownKeyError(
@@ -246,16 +224,6 @@ class SweepKeys:
         if OmegaConf.get_type(node) in (None, dict):
             return  # a free-form mapping
         raise UnknownKeyError(f"{key!r}: {path} has no field {name!r}" + _suggest(name, known))
-
-
-def _target_names(target: str) -> tuple[set[str], bool] | None:
-    """The names a config node's ``_target_`` accepts (None: it can't be imported here)."""
-    try:
-        from hydra.utils import get_object
-
-        return _accepted_names(get_object(target))
-    except Exception:  # not importable in the driver: the cell will say
-        return None
 
 
 def check_override_syntax(overrides: Sequence[str]) -> None:
@@ -272,9 +240,8 @@ def check_override_syntax(overrides: Sequence[str]) -> None:
 
 
 def user_sweeps(overrides: Sequence[str]) -> dict[str, list[Any]]:
-    """Sweeps written by hand in raw overrides (``"lr=0.1,0.2"``) are grid axes too; their
-    values must be distinct, as ``multirun([...])``'s (``"a=1.0,1.0"`` or ``"s=x,'x'"``
-    would run twice into one cell; ``1`` and ``1.0`` are distinct, as there).
+    """Sweeps written by hand in raw overrides are grid axes too, their values distinct as
+    ``multirun([...])``'s (``"s=x,'x'"`` would run twice into one cell).
 
     Examples
     --------

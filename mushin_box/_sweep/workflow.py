@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 import attrs
-from hydra_zen import hydra_list, multirun
+from hydra_zen import hydra_list, make_config, multirun
 
 from mushin_box._core.errors import CellWarning
 from mushin_box._core.layout import ERROR_FILE, default_sweep_dir
@@ -61,8 +61,6 @@ _MULTI_RANK_KEYS = ("tasks_per_node", "nodes", "ntasks_per_node", "nproc_per_nod
 
 
 def _config_from_signature(task: Callable[..., Any]) -> Any:
-    from hydra_zen import make_config
-
     required: list[str] = []
     defaults: dict[str, Any] = {}
     for name, p in inspect.signature(task).parameters.items():
@@ -422,9 +420,8 @@ class Workflow:
         # lazy: the results bring xarray, numpy and pandas, which only a finished sweep needs
         from mushin_box._results.experiment import load_sweep
 
-        records = launched.records
-        if records is None:  # the launch could not read them
-            records = list(cell_records(root))
+        records = launched.records  # None: the launch could not read them
+        records = records if records is not None else list(cell_records(root))
         said = launched.ended if launched.error is not None else ()
         _warn_unfinished(plan.run_id, records, said=said)
         return load_sweep(root, records, metrics=launched.metrics)
