@@ -33,7 +33,6 @@ EXAMPLES = (
     "mushin-box build --dry-run   # write and print image.def and the apptainer command only",
     "mushin-box build --adopt /images/site.sif   # an image built elsewhere: its manifest",
 )
-#: what its exit codes mean (shown in --help; 2 and 141: every command's)
 EXITS = {0: "built (or --dry-run reviewed)", 1: "the build could not run, or failed"}
 DEFAULT_SPEC = "containers/image.py:IMAGE"
 

@@ -1,9 +1,7 @@
 # SPDX-License-Identifier: MIT
 """``mushin-box cancel DIR [CELL...]``: stop running cells (all of them by default).
 
-Presentation only; the acting is :func:`mushin_box._sweepdir.cancel.cancel`. Exit 0 when every
-cell asked for is stopped (or had nothing to stop), 1 when a cell could not be reached,
-2 for bad input.
+Presentation only; the acting is :func:`mushin_box._sweepdir.cancel.cancel`.
 """
 
 from __future__ import annotations
@@ -26,7 +24,6 @@ EXAMPLES = (
     "mushin-box cancel multirun/2026-01-31_12-00-00 module.lr=0.1   # one cell",
     "mushin-box cancel multirun/2026-01-31_12-00-00   # every running cell",
 )
-#: what its exit codes mean (shown in --help; 2 and 141: every command's)
 EXITS = {
     0: "every cell asked for is stopped, or had nothing to stop",
     1: "a cell could not be reached",

@@ -28,7 +28,6 @@ EXAMPLES = (
     "mushin-box completion zsh > ~/.zfunc/_mushin-box   # fpath+=(~/.zfunc) before compinit",
     "mushin-box completion tcsh > ~/.mushin-box.tcsh   # then source it from ~/.tcshrc",
 )
-#: what its exit codes mean (shown in --help; 2 and 141: every command's)
 EXITS = {0: "printed"}
 
 #: the dests that complete as paths: files (files and directories both complete)

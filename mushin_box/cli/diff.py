@@ -1,13 +1,9 @@
 # SPDX-License-Identifier: MIT
 """``mushin-box diff A B``: what differs between two cells or two sweeps.
 
-Presentation only; the comparison is :func:`mushin_box._results.diff.diff_provenance`, and
-the rows every output shows (short hashes, cell labels, ``--brief``) come from
-:mod:`mushin_box._results.diff`. ``--md`` and ``--html`` print the same tables to send to
-a colleague (``> diff.html``); ``--json`` keeps every row and whole hashes.
-The first line is the verdict in words. Exit 0: same experiment, same results (metrics
-equal within ``--atol``/``--rtol``); 1: a reproducibility field or a metric differs (with
-``--provenance-only``, only a field); 2: bad input. ``reproduce`` means the same by them.
+Presentation only; the comparison and the rows every output shows are
+:mod:`mushin_box._results.diff`. The first line is the verdict in words; ``reproduce``
+means "the same" by the same rule.
 """
 
 from __future__ import annotations
@@ -34,7 +30,6 @@ EXAMPLES = (
     "mushin-box diff multirun/2026-01-31_12-00-00/cell multirun/2026-02-07_09-30-00/cell "
     "--rtol 1e-6   # results equal to 6 digits",
 )
-#: what its exit codes mean (shown in --help; 2 and 141: every command's)
 EXITS = {
     0: "the same experiment with the same results",
     1: "a reproducibility field or a metric differs (--provenance-only: a field)",
@@ -63,8 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-#: narrower than this (or not a terminal), rows are printed as lines: a table would fold
-#: paths and hashes mid-word
+#: narrower than this (or not a terminal), rows are lines: a table folds paths mid-word
 _TABLE_WIDTH = 100
 
 
@@ -76,7 +70,6 @@ def _fields_table(title: str, rows: Sequence[Any], sweep: bool, style: str) -> A
     for name in [*(["cell"] if sweep else []), "path", "A", "B"]:
         table.add_column(name, overflow="fold")
     for r in rows:
-        # paths like package_set[numpy] and values are text, not rich markup
         table.add_row(*map(escape, [*([r.cell] if sweep else []), r.path, r.a, r.b]))
     return table
 

@@ -1,9 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""The flags that commands share, and their types: one spelling, one check per value.
-
-``resume`` takes the scheduler's flags of ``launch`` (they win over the recorded launch's),
-and ``diff`` and ``reproduce`` compare metrics within the same ``--atol``/``--rtol``, so
-each parser adds them from here.
+"""The flags several commands share, and their types: one spelling, one check per value
+(``resume`` takes ``launch``'s scheduler flags; ``diff`` and ``reproduce`` the tolerances).
 """
 
 from __future__ import annotations
@@ -26,7 +23,7 @@ __all__ = [
 
 
 def add_switches(parser: argparse._ActionsContainer, switches: dict[str, str]) -> None:
-    """Each ``{"--flag": help}`` of ``switches`` as an on/off flag (``store_true``), in order."""
+    """Each ``{"--flag": help}`` of ``switches`` as a ``store_true`` flag."""
     for flag, meaning in switches.items():
         parser.add_argument(flag, action="store_true", help=meaning)
 
@@ -41,7 +38,7 @@ def add_tolerance_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _slurm_type(parse: Callable[..., int]) -> Callable[[str], int]:
-    """An argparse ``type`` of SLURM's grammar ``parse`` (its refusal: argparse's one line)."""
+    """An argparse ``type`` of SLURM's grammar ``parse``."""
 
     def typed(text: str) -> int:
         try:

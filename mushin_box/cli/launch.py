@@ -37,7 +37,6 @@ EXAMPLES = (
     "--mem 64G trainer.accelerator=gpu",
     "mushin-box launch examples/exp.py --nodes 2 --gpus 4 --image /shared/train.sif --detach",
 )
-#: what its exit codes mean (shown in --help; 2 and 141: every command's)
 EXITS = {
     0: "every cell completed (--detach, --dry-run: submitted, reviewed)",
     1: "a cell failed, timed out, was cancelled or skipped",
@@ -74,23 +73,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--gpus", type=positive, default=1, help="GPUs = ranks per node (default 1)"
     )
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument(
-        "--local", action="store_true", help="run here on CPU ranks even if SLURM is reachable"
+    add_switches(
+        parser.add_mutually_exclusive_group(),
+        {
+            "--local": "run here on CPU ranks even if SLURM is reachable",
+            "--slurm": "submit to SLURM without asking the controller first (default: SLURM "
+            "only when `scontrol ping` answers within 5 s)",
+        },
     )
-    where.add_argument(
-        "--slurm",
-        action="store_true",
-        help="submit to SLURM without asking the controller first (default: SLURM only when "
-        "`scontrol ping` answers within 5 s)",
-    )
-    parser.add_argument(
-        "--torchrun",
-        action="store_true",
-        help="run each cell's ranks as torchrun workers: here one `torchrun --standalone` "
-        "agent of GPUS workers (CPU ranks with gloo where there is no GPU); on SLURM one "
-        "task per node holding its GPUs, whose torchrun agent starts GPUS workers "
-        "(c10d rendezvous on the job's first node; see docs/elastic.md)",
+    add_switches(
+        parser,
+        {
+            "--torchrun": "run each cell's ranks as torchrun workers: here one `torchrun "
+            "--standalone` agent of GPUS workers (CPU ranks with gloo where there is no GPU); "
+            "on SLURM one task per node holding its GPUs, whose torchrun agent starts GPUS "
+            "workers (c10d rendezvous on the job's first node; see docs/elastic.md)"
+        },
     )
     parser.add_argument(
         "--max-restarts",
@@ -120,13 +118,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_scheduler_arguments(parser, "SLURM job (flags win over the profile)")
     parser.add_argument("--working-dir", help="the sweep directory (default multirun/<time>)")
-    parser.add_argument(
-        "--resume", action="store_true", help="reuse completed cells of --working-dir"
-    )
-    parser.add_argument(
-        "--reuse-stale-code",
-        action="store_true",
-        help="with --resume: reuse completed cells even though their code changed since",
+    add_switches(
+        parser,
+        {
+            "--resume": "reuse completed cells of --working-dir",
+            "--reuse-stale-code": "with --resume: reuse completed cells even though their code "
+            "changed since",
+        },
     )
     parser.add_argument(
         "--on-error",
@@ -154,11 +152,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             "running, and the launch says how to reattach and how to cancel)",
         },
     )
-
-
-def _flags(args: argparse.Namespace) -> dict[str, Any]:
-    # relative to where the command runs (submitit_slurm_config wants an absolute image)
-    return {**vars(args), "image": os.path.abspath(args.image) if args.image else None}
 
 
 def _where(args: argparse.Namespace) -> tuple[bool, str]:
@@ -214,10 +207,11 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(args.nodes, tuple):  # --nodes N or MIN:MAX
         args.min_nodes, args.nodes = args.nodes
     _check_flags(args)
-    # flags, profile and place, before the experiment (and torch) is imported
-    opts = resolve_options(
-        _flags(args), args.profile, default_name=experiment_name(args.experiment)
-    )
+    # flags, profile and place, before the experiment (and torch) is imported; the image
+    # relative to where the command runs (submitit_slurm_config wants an absolute one)
+    image = os.path.abspath(args.image) if args.image else None
+    name = experiment_name(args.experiment)
+    opts = resolve_options({**vars(args), "image": image}, args.profile, default_name=name)
     local, why = _where(args)
     if args.detach and local and not args.local:  # the probe's answer, not --local's
         raise UsageError(
@@ -240,9 +234,11 @@ def run(args: argparse.Namespace) -> int:
     args.working_dir = os.path.abspath(args.working_dir)
 
     from mushin_box._container.preflight import PreflightError
-    from mushin_box._launch.loading import load_target
+    from mushin_box._launch.cluster import ask_cluster
+    from mushin_box._launch.loading import experiment_file, load_target
     from mushin_box._launch.plan import plan_launch
-    from mushin_box._launch.run import run_launch
+    from mushin_box._launch.resume import resume_actions, review_resume
+    from mushin_box._launch.review import count_cells, review_plan
 
     preflight_error: str | None = None
     target, pythonpath = load_target(args.experiment)
@@ -269,40 +265,40 @@ def run(args: argparse.Namespace) -> int:
             raise
         preflight_error = str(exc)  # the review shows the rest of the plan, then this
         plan = plan_launch(target, **kwargs, preflight=False)
-    answer = _ask_cluster(plan)  # sbatch --test-only and sinfo: before anything is written
+    # sbatch --test-only and sinfo: before anything is written
+    slurm = plan.mode == "slurm"
+    answer = ask_cluster(plan, count_cells(plan.overrides)[0]) if slurm else None
     refused: str | None = answer["refusal"] if answer else None
-    actions = _resume_actions(args, target) if args.resume else None
-    if args.dry_run:
-        errors = [e for e in (preflight_error, refused) if e]
-        return _dry_run(args, target, plan, errors, started, actions, answer)
-    if refused:
-        raise UsageError(refused)
-    return _launch(args, target, plan, run_launch)
-
-
-def _resume_actions(args: argparse.Namespace, target: Any) -> list[Any] | None:
-    """What a resume does per cell (:func:`mushin_box._launch.resume.resume_actions`);
-    ``mushin-box resume`` sets ``cells``, ``changed`` and ``restart`` on the arguments."""
-    from mushin_box._launch.loading import experiment_file
-    from mushin_box._launch.resume import resume_actions
-
-    return resume_actions(
-        args.working_dir,
-        target,
-        experiment_file(args.experiment),
-        args.overrides,
-        cells=getattr(args, "cells", ()),
-        changed=getattr(args, "changed", None),
-        restart=getattr(args, "restart", True),
-    )
-
-
-def _ask_cluster(plan: Any) -> dict[str, Any] | None:
-    """What SLURM says of the plan's job (:func:`~mushin_box._launch.cluster.ask_cluster`)."""
-    from mushin_box._launch.cluster import ask_cluster
-    from mushin_box._launch.review import count_cells
-
-    return ask_cluster(plan, count_cells(plan.overrides)[0]) if plan.mode == "slurm" else None
+    # what a resume does per cell; `mushin-box resume` sets cells, changed and restart
+    actions = None
+    if args.resume:
+        actions = resume_actions(
+            args.working_dir,
+            target,
+            experiment_file(args.experiment),
+            args.overrides,
+            cells=getattr(args, "cells", ()),
+            changed=getattr(args, "changed", None),
+            restart=getattr(args, "restart", True),
+        )
+    if not args.dry_run:
+        if refused:
+            raise UsageError(refused)
+        return _launch(args, target, plan)
+    review = review_plan(plan, target, errors=[e for e in (preflight_error, refused) if e])
+    review["experiment"] = args.experiment
+    if answer is not None:  # a passed check and a skipped one must not look the same
+        review["cluster_check"] = {"accepted": answer["accepted"], "said": answer["said"]}
+    if actions is not None:
+        review_resume(review, plan, actions)
+    review["seconds"] = round(time.monotonic() - started, 2)
+    if args.json:
+        print_json(review)
+    else:
+        print(format_review(review, verbose=args.verbose))
+    for error in review["errors"]:
+        print(f"mushin-box launch: error: {error}", file=sys.stderr)
+    return 2 if review["errors"] else 0
 
 
 def _print_config(target: Any, plan: Any) -> int:
@@ -331,35 +327,6 @@ def _print_config(target: Any, plan: Any) -> int:
     )
     sys.stdout.write(text)
     return 0
-
-
-def _dry_run(
-    args: argparse.Namespace,
-    target: Any,
-    plan: Any,
-    errors: list[str],
-    started: float,
-    actions: list[Any] | None = None,
-    answer: dict[str, Any] | None = None,
-) -> int:
-    from mushin_box._launch.review import review_plan
-
-    review = review_plan(plan, target, errors=errors)
-    review["experiment"] = args.experiment
-    if answer is not None:  # a passed check and a skipped one must not look the same
-        review["cluster_check"] = {"accepted": answer["accepted"], "said": answer["said"]}
-    if actions is not None:
-        from mushin_box._launch.resume import review_resume
-
-        review_resume(review, plan, actions)
-    review["seconds"] = round(time.monotonic() - started, 2)
-    if args.json:
-        print_json(review)
-    else:
-        print(format_review(review, verbose=args.verbose))
-    for error in review["errors"]:
-        print(f"mushin-box launch: error: {error}", file=sys.stderr)
-    return 2 if review["errors"] else 0
 
 
 def format_review(review: dict[str, Any], *, verbose: bool = False) -> str:
@@ -437,8 +404,10 @@ def format_review(review: dict[str, Any], *, verbose: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any) -> int:
+def _launch(args: argparse.Namespace, target: Any, plan: Any) -> int:
     from mushin_box._launch.loading import dirty_tree, experiment_file
+    from mushin_box._launch.record import FLAG_TYPES, launch_record
+    from mushin_box._launch.run import run_launch
 
     where = (
         f"SLURM, {plan.nodes} node(s) x {plan.gpus} rank(s) ({plan.where})"
@@ -455,6 +424,10 @@ def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any) -
     if dirty:
         print(f"[mushin-box launch] {dirty}", file=sys.stderr, flush=True)
     before = _submission(root)
+    # what `mushin-box resume DIR` replays (a resume of some cells: the whole sweep's launch)
+    overrides = getattr(args, "record_overrides", None) or args.overrides
+    flags = {k: getattr(args, k, None) for k in FLAG_TYPES}
+    record = launch_record(args.experiment, overrides, flags, cwd=os.getcwd())
     try:
         with warnings.catch_warnings():  # the summary names each cell that did not complete
             warnings.filterwarnings("ignore", category=CellWarning)
@@ -468,7 +441,7 @@ def _launch(args: argparse.Namespace, target: Any, plan: Any, run_launch: Any) -
                 wait=not args.detach,
                 cancel_on_interrupt=args.cancel_on_interrupt,
                 source=source,
-                record=_record(args),
+                record=record,
             )
     except KeyboardInterrupt:
         if plan.mode != "slurm" or args.cancel_on_interrupt:
@@ -497,9 +470,8 @@ def _submission(root: str | None) -> dict[str, Any]:
 
 
 def _detached(handle: Any, before: dict[str, Any]) -> int:
-    """What a detached launch prints: the sweep, its jobs, and how to follow and stop them
-    (or that nothing was submitted: every cell was reused, and the jobs file is the last
-    submission's, whose ids are not this launch's)."""
+    """The sweep, its jobs and how to follow and stop them; or that nothing was submitted
+    (every cell reused: the jobs file is an earlier submission's)."""
     root = shlex.quote(str(handle.working_dir))
     if _submission(str(handle.working_dir)) == before:
         print(f"[mushin-box launch] nothing submitted: no cell of {root} needed to run")
@@ -515,15 +487,6 @@ def _detached(handle: Any, before: dict[str, Any]) -> int:
     print(f"  wait:   mushin-box wait {root}")
     print(f"  stop:   mushin-box cancel {root}")
     return 0
-
-
-def _record(args: argparse.Namespace) -> dict[str, Any]:
-    """The launch record ``mushin-box resume DIR`` replays (:mod:`mushin_box._launch.record`)."""
-    from mushin_box._launch.record import FLAG_TYPES, launch_record
-
-    flags = {k: getattr(args, k, None) for k in FLAG_TYPES}
-    overrides = getattr(args, "record_overrides", None) or args.overrides
-    return launch_record(args.experiment, overrides, flags, cwd=os.getcwd())
 
 
 def _resume_command(root: str) -> str:

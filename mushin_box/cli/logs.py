@@ -39,7 +39,6 @@ EXAMPLES = (
     "mushin-box logs multirun/2026-01-31_12-00-00 module.lr=0.1 --rank 1 -f",
     "mushin-box logs multirun/2026-01-31_12-00-00 module.lr=0.1 --node gpu-node-7",
 )
-#: what its exit codes mean (shown in --help; 2 and 141: every command's)
 EXITS = {0: "printed"}
 #: a cell of more ranks than this (or on more than one node) is shown as an index of nodes
 INDEX_ABOVE_RANKS = 8

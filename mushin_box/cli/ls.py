@@ -1,9 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""``mushin-box ls [ROOT]``: the sweeps under a directory, newest first.
-
-Presentation only; finding and reading is :mod:`mushin_box._sweepdir.board`. A sweep is a
-directory with a manifest (``mushin_sweep.json``); its cells are counted by state as
-``status`` shows them (a dead owner's ``running`` cell counts as failed).
+"""``mushin-box ls [ROOT]``: the sweeps under a directory, newest first, their cells counted
+by state as ``status`` shows them. Presentation only: :mod:`mushin_box._sweepdir.board`.
 """
 
 from __future__ import annotations
@@ -22,7 +19,6 @@ __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
 
 HELP = "list the sweeps under ROOT, newest first: launcher, cells by state, start, wall time"
 EXAMPLES = ("mushin-box ls multirun --depth 2",)
-#: what its exit codes mean (shown in --help; 2 and 141: every command's)
 EXITS = {0: "listed (also when there is no sweep)"}
 
 
@@ -43,10 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _row(sweep: Any, root: Path) -> dict[str, Any]:
     from mushin_box._sweepdir.manifest import recorded_launcher
 
-    try:
-        shown = os.path.relpath(sweep.root, root)
-    except ValueError:
-        shown = str(sweep.root)
+    shown = os.path.relpath(sweep.root, root)
     if shown == ".":  # ROOT is itself the sweep: named as it was given
         shown = str(root)
     return {

@@ -247,8 +247,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     out, err = sys.stdout, sys.stderr
     with redacted_output(sys.argv[1:] if argv is None else argv):
         code, failed, command = _main(argv)
-    if failed is not None:
-        _output_failed(failed, out, err)
+    if failed is not None:  # a failed stream is silenced: Python flushes it again at exit
+        silence(out if failed.stream == "stdout" else err)
+        if not (failed.closed_pipe or failed.stream == "stderr"):
+            problem = failed.error.strerror or str(failed.error)
+            with contextlib.suppress(OSError):
+                print(
+                    f"{failed.command}: error: cannot write the output ({problem}); what was "
+                    "printed is incomplete: write it where there is room, e.g. > FILE on "
+                    "another disk",
+                    file=err,
+                    flush=True,
+                )
     if argv is None and command in READERS:
         import gc
 
@@ -280,22 +290,6 @@ def _main(argv: Sequence[str] | None) -> tuple[int, Any, str | None]:
     except OutputError as exc:
         exc.command = command
         return (EXIT_CLOSED_PIPE if exc.closed_pipe else EXIT_USAGE), exc, name
-
-
-def _output_failed(failed: Any, out: Any, err: Any) -> None:
-    """Silence the stream that failed (Python flushes it again at exit) and, unless the
-    reader only went away or stderr itself failed, say so on one line."""
-    silence(out if failed.stream == "stdout" else err)
-    if failed.closed_pipe or failed.stream == "stderr":
-        return
-    problem = failed.error.strerror or str(failed.error)
-    with contextlib.suppress(OSError):
-        print(
-            f"{failed.command}: error: cannot write the output ({problem}); what was "
-            "printed is incomplete: write it where there is room, e.g. > FILE on another disk",
-            file=err,
-            flush=True,
-        )
 
 
 if __name__ == "__main__":  # pragma: no cover

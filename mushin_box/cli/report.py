@@ -1,22 +1,17 @@
 # SPDX-License-Identifier: MIT
-"""``mushin-box report DIR [--against OTHER] [-o FILE]``: a sweep as one HTML file,
-``DIR/report.html`` unless ``-o`` says where.
+"""``mushin-box report DIR [--against OTHER] [-o FILE]``: a sweep as one self-contained
+HTML page (:func:`mushin_box._results.report.render_report`), ``DIR/report.html`` by default.
 
-Presentation only; the page is :func:`mushin_box._results.report.render_report`: the sweep
-table, a 2-parameter heatmap, the curves (inline SVG; ``--against``'s dashed on the same
-plots), the errors, the provenance summary and, with ``--against``, the reproducibility
-diff. It is self-contained: it loads nothing from the network, so it can be mailed or
-opened offline. Exit codes: 0 written, 2 bad input.
-
-``-o`` never writes over what a run produced: a path inside a cell directory (one that
-holds a ``mushin_status.json``, or any directory under a sweep's), or an existing file that
-is not an earlier page, is refused before anything is read or written, unless ``--force``.
+``-o`` never writes over what a run produced: a path inside a cell directory or under a
+sweep's, or an existing file that is not an earlier page, is refused before anything is
+read or written, unless ``--force``.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.layout import MANIFEST_FILE, STATUS_FILE
@@ -37,7 +32,6 @@ EXAMPLES = (
     "mushin-box report multirun/2026-01-31_12-00-00 --against multirun/2026-02-07_09-30-00 "
     "-o report.html",
 )
-#: what its exit codes mean (shown in --help; 2 and 141: every command's)
 EXITS = {0: "written"}
 
 
@@ -103,7 +97,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _count(text: str) -> int:
-    """An argparse ``type``: a whole number from 1."""
     if not text.strip().isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1; give e.g. 50")
     return int(text)
@@ -145,31 +138,25 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check_output(output: str) -> None:
-    """Refuse ``-o`` inside what a run produced, or over a file that is not a page
-    mushin-box wrote (one line, the way out named; nothing read or written yet)."""
+    """Refuse ``-o`` inside what a run produced, or over a file that is not a report."""
     import os
 
     from mushin_box._results.markup import is_page
 
     path = os.path.abspath(output)
-    parent = os.path.realpath(os.path.dirname(path))  # a symlinked directory: where it is
+    parent = Path(os.path.realpath(os.path.dirname(path)))  # a symlinked directory: its target
     way_out = "write the report elsewhere (-o report.html), or pass --force"
-    directory = parent
-    while True:
-        if os.path.isfile(os.path.join(directory, STATUS_FILE)):
+    for directory in (parent, *parent.parents):
+        if (directory / STATUS_FILE).is_file():
             raise UsageError(
                 f"-o {output} is inside the cell directory {directory}, which holds what a "
                 f"run produced; {way_out}"
             )
-        above = os.path.dirname(directory)
-        if directory != parent and os.path.isfile(os.path.join(directory, MANIFEST_FILE)):
+        if directory != parent and (directory / MANIFEST_FILE).is_file():
             raise UsageError(
                 f"-o {output} is under the sweep directory {directory}, where its runs "
                 f"write; {way_out}"
             )
-        if above == directory:
-            break
-        directory = above
     if not os.path.lexists(path):
         return
     try:

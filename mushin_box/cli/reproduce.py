@@ -1,10 +1,7 @@
 # SPDX-License-Identifier: MIT
 """``mushin-box reproduce CELL``: re-run a completed cell from its sidecars, then diff.
 
-Presentation only; the work is :func:`mushin_box._reproduce.rerun.reproduce`. Exit 0 when
-the re-run reproduced the cell (identical reproducibility parts, metrics within
-``--atol``), 1 when something differs (the rows say what) or the image's rebuild failed,
-2 for bad input (nothing was written).
+Presentation only; the work is :func:`mushin_box._reproduce.rerun.reproduce`.
 """
 
 from __future__ import annotations
@@ -34,7 +31,6 @@ EXAMPLES = (
     "mushin-box reproduce multirun/2026-01-31_12-00-00/module.lr=0.1 --rebuild-image",
     "mushin-box reproduce multirun/2026-01-31_12-00-00/module.lr=0.1 --worktree",
 )
-#: what its exit codes mean (shown in --help; 2 and 141: every command's)
 EXITS = {
     0: "reproduced (--dry-run: reviewed)",
     1: "not reproduced: the re-run failed, or a field or metric differs, or the image's "
@@ -57,14 +53,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--image", metavar="SIF", help="the image to run in; its sha256 must be the recorded one"
     )
-    parser.add_argument(
-        "--rebuild-image",
-        action="store_true",
-        help="rebuild the image from the recipe the cell's record holds (a native build, at "
-        "the recorded commit) and run in it if its sha256 is the recorded one",
-    )
-    parser.add_argument(
-        "--local", action="store_true", help="run here, whatever launcher the cell ran with"
+    add_switches(
+        parser,
+        {
+            "--rebuild-image": "rebuild the image from the recipe the cell's record holds (a "
+            "native build, at the recorded commit) and run in it if its sha256 is the recorded one",
+            "--local": "run here, whatever launcher the cell ran with",
+        },
     )
     add_tolerance_arguments(parser)
     add_switches(
@@ -75,9 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             "--allow-dirty": "run although the code differs from the cell's (recorded in the "
             "re-run)",
             "--dry-run": "print what would run; run and write nothing",
+            "--json": JSON_HELP,
         },
     )
-    parser.add_argument("--json", action="store_true", help=JSON_HELP)
 
 
 def _short(value: Any) -> str:

@@ -1,16 +1,12 @@
 # SPDX-License-Identifier: MIT
-"""``mushin-box resume DIR [CELL...]``: run a sweep again as it was launched.
+"""``mushin-box resume DIR [CELL...]``: run a sweep again as it was launched: ``launch``'s
+own run, with ``--resume`` and the recorded experiment, overrides, flags and profile (from
+the directory the launch ran in, where its profiles and relative paths are).
 
-Presentation only; the launch record is :mod:`mushin_box._launch.record`, what each cell
-does is :mod:`mushin_box._launch.resume`, and the run is ``launch``'s own, with
-``--resume`` and the recorded experiment, overrides, flags and profile (from the directory
-the launch ran in, where its profiles and relative paths are).
-
-Before the launch imports anything, a completed cell's record vouches for the code: the
-record's experiment must be the file the cells ran, and every file the run would import
-must be the user's own, inside the experiment's repository
-(:func:`~mushin_box._reproduce.trust.check_sources`, reproduce's check, reading the files
-without running them; changed code is no refusal, its cells run again).
+Before the launch imports anything, the code is vouched for: the record's experiment must
+be the file the cells ran, and every file the run would import must be the user's own
+(:func:`~mushin_box._reproduce.trust.check_sources`, reading without running; changed code
+is no refusal, its cells run again).
 """
 
 from __future__ import annotations
@@ -42,7 +38,6 @@ EXAMPLES = (
     "mushin-box resume multirun/2026-01-31_12-00-00 --time 4:00:00 --account proj42",
     "mushin-box resume multirun/2026-01-31_12-00-00 --set trainer.max_epochs=900   # train on",
 )
-#: what its exit codes mean (shown in --help; 2 and 141: every command's): launch's
 EXITS = launch.EXITS
 
 
@@ -86,26 +81,6 @@ _SIGTERM_EXIT = 128 + signal.SIGTERM
 _PASSED = ("dry_run", "json", "detach", "no_progress", "cancel_on_interrupt")
 
 
-def _same_experiment(
-    root: str, experiment: str, ran: tuple[str, str] | None, error: type[Exception]
-) -> None:
-    """Refuse a launch record whose experiment file is not the one the sweep's cells ran
-    (``ran``: a cell and the file it records): before anything is imported, since a resume
-    with another experiment runs every cell again with it and replaces their results. An
-    experiment named as a module is found only by importing it, so it is not compared."""
-    named = experiment.split(":", 1)[0]
-    if ran is None or not named.endswith(".py"):
-        return
-    cell, file = ran
-    if os.path.realpath(named) != os.path.realpath(file):
-        raise error(
-            f"{root}: the launch record names the experiment {named}, but the sweep's cells "
-            f"ran {file} (cell {cell}); a resume would run them again with another "
-            f"experiment and replace their results: put {file} back in the record, or "
-            f"launch {named} into a new directory"
-        )
-
-
 def run(args: argparse.Namespace) -> int:
     from omegaconf import OmegaConf
 
@@ -133,7 +108,18 @@ def run(args: argparse.Namespace) -> int:
     try:
         record = read_launch_record(root)
         ran = ran_experiment(Path(root))
-        _same_experiment(root, record["experiment"], ran, RecordError)
+        # another experiment would run every cell again and replace their results; one named
+        # as a module is found only by importing it, so it is not compared
+        recorded = record["experiment"].split(":", 1)[0]
+        if ran is not None and recorded.endswith(".py"):
+            cell, file = ran
+            if os.path.realpath(recorded) != os.path.realpath(file):
+                raise RecordError(
+                    f"{root}: the launch record names the experiment {recorded}, but the sweep's "
+                    f"cells ran {file} (cell {cell}); a resume would run them again with another "
+                    f"experiment and replace their results: put {file} back in the record, or "
+                    f"launch {recorded} into a new directory"
+                )
         if ran is not None:  # reproduce's check of what the run would import, unimported
             original = checks.read_original(Path(root, ran[0]))
             config = OmegaConf.create(original.config)

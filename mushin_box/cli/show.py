@@ -2,10 +2,8 @@
 """``mushin-box show DIR [DIR ...]``: a sweep's results, one row per cell, the best one
 marked; several sweeps (or ``--all`` under a directory) as one table with a sweep column.
 
-Presentation only: each sweep is read by :func:`mushin_box._sweepdir.board.read_sweep` (the
-sidecars; no torch), the rows chosen by :func:`mushin_box._results.table.results_table` (or
-``sweeps_table``). ``--csv``, ``--md`` and ``--json`` print the same rows for a spreadsheet,
-a pull request or a script. Exit codes: 0, or 2 for bad input.
+Presentation only: the rows are chosen by :func:`mushin_box._results.table.results_table`
+(or ``sweeps_table``); ``--csv``, ``--md`` and ``--json`` print the same rows.
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ from typing import Any
 from mushin_box._core.layout import MANIFEST_FILE, STATUS_FILE
 from mushin_box.cli.main import UsageError
 from mushin_box.cli.output import JSON_HELP, print_json, shown
-from mushin_box.cli.tables import resolve_sweep, restart_text, summary
+from mushin_box.cli.tables import lines, resolve_sweep, restart_text, summary
 
 __all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
 
@@ -36,7 +34,6 @@ EXAMPLES = (
     "mushin-box show multirun/2026-01-31_12-00-00 multirun/2026-02-07_09-30-00 --sort val_loss@min",
     "mushin-box show multirun --all --best acc@max",
 )
-#: what its exit codes mean (shown in --help; 2 and 141: every command's)
 EXITS = {0: "shown"}
 BEST_MARK = "★"
 
@@ -150,96 +147,66 @@ def _best_line(table: Any) -> str | None:
     return f"{BEST_MARK} best {table.best_metric} ({goal}): {where} = {value}{table.best_text}"
 
 
-def _heading(table: Any) -> list[str]:
-    """The lines above the table: the sweep and its counts, one per sweep across sweeps."""
-    if not table.names:
-        return [f"{table.sweep.root}: {summary(table.sweep)}"]
-    width = max(len(n) for n in table.names)
-    return [
-        f"{name:<{width}}  {sweep.root}: {summary(sweep)}"
-        for name, sweep in zip(table.names, table.sweeps, strict=True)
-    ]
-
-
 _STYLES = {"completed": "green", "failed": "red", "timeout": "red", "running": "cyan"}
+#: more rows than this are printed as aligned text (rich measures every cell: slow)
+_LONG = 100
 
 
-def _print_rich(table: Any, said: str | None = None) -> None:
+def _print_rich(table: Any, said: str | None, code: str | None) -> None:
     """The table, after its heading (unless ``said`` printed it already)."""
     from rich.console import Console
     from rich.markup import escape
-
-    from mushin_box._results.report import code_line
+    from rich.table import Table
 
     headers, rows = _headers(table), _rows(table)
     console = Console(highlight=False)
-    for line in _heading(table):
+    # the sweep and its counts, one line per sweep across sweeps
+    heading = [f"{table.sweep.root}: {summary(table.sweep)}"]
+    if table.names:
+        width = max(len(n) for n in table.names)
+        heading = [
+            f"{name:<{width}}  {sweep.root}: {summary(sweep)}"
+            for name, sweep in zip(table.names, table.sweeps, strict=True)
+        ]
+    for line in heading:
         if line != said:
             console.print(escape(shown(line)), soft_wrap=True)
     widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
     if len(rows) > _LONG or sum(widths) + 3 * len(widths) + 1 > console.width:
-        _print_aligned(console, table, headers, rows, widths)
+        # a line per cell, columns aligned, never folded mid-word (rich's lines are slow)
+        colour = console.is_terminal and console.color_system is not None and not console.no_color
+        right = [h in table.metrics for h in headers]
+        bold = [table.is_best(c) for c in table.cells]
+        aligned = lines(
+            [headers, *rows],
+            headers.index("state"),
+            colour=colour,
+            right=right,
+            bold=bold,
+            palette=_ANSI,
+        )
+        console.file.writelines(aligned)
+        console.file.flush()
     else:
-        console.print(_rich_table(table, headers, rows))
-    code = None if table.names else code_line(table.sweep)
+        out = Table()
+        for header in headers:
+            right = "right" if header in table.metrics else "left"
+            fold = "fold" if header in ("error", "sweep") else "ellipsis"
+            out.add_column(escape(header), overflow=fold, justify=right)
+        state_at = headers.index("state")
+        for cell, row in zip(table.cells, rows, strict=True):
+            style = _STYLES.get(row[state_at], "")
+            row = [escape(v) for v in row]
+            if style:
+                row[state_at] = f"[{style}]{row[state_at]}[/]"
+            out.add_row(*row, style="bold" if table.is_best(cell) else None)
+        console.print(out)
     for line in (code, _best_line(table)):
         if line:
             console.print(escape(shown(line)), soft_wrap=True)
 
 
-#: more rows than this are printed as aligned text (rich measures every cell: slow)
-_LONG = 100
-
-
-def _rich_table(table: Any, headers: list[str], rows: list[list[str]]) -> Any:
-    from rich.markup import escape
-    from rich.table import Table
-
-    out = Table()
-    for header in headers:
-        right = "right" if header in table.metrics else "left"
-        fold = "fold" if header in ("error", "sweep") else "ellipsis"
-        out.add_column(escape(header), overflow=fold, justify=right)
-    state_at = headers.index("state")
-    for cell, row in zip(table.cells, rows, strict=True):
-        style = _STYLES.get(row[state_at], "")
-        row = [escape(v) for v in row]
-        if style:
-            row[state_at] = f"[{style}]{row[state_at]}[/]"
-        out.add_row(*row, style="bold" if table.is_best(cell) else None)
-    return out
-
-
-def _print_aligned(
-    console: Any, table: Any, headers: list[str], rows: list[list[str]], widths: list[int]
-) -> None:
-    """Too wide or too long for a table: one line per cell, columns aligned, never folded
-    mid-word (a narrow terminal, or a pipe, scrolls sideways instead). Written as plain
-    text (with ANSI styles on a colour terminal): rich's per-line rendering took seconds
-    for 10,000 cells."""
-    state_at = headers.index("state")
-    right = [h in table.metrics for h in headers]
-    colour = console.is_terminal and console.color_system is not None and not console.no_color
-    write = console.file.write
-    for at, row in enumerate([headers, *rows]):
-        parts = [
-            value.rjust(width) if r else value.ljust(width)
-            for value, width, r in zip(row, widths, right, strict=True)
-        ]
-        if colour:
-            style = _ANSI.get(row[state_at]) if at else None
-            if style:
-                state = parts[state_at]
-                word = state.rstrip()  # its colour off after it, a bold line stays bold
-                parts[state_at] = f"\x1b[{style}m{word}\x1b[39m" + state[len(word) :]
-        line = "  ".join(parts).rstrip()
-        if colour and (at == 0 or table.is_best(table.cells[at - 1])):
-            line = f"\x1b[1m{line}\x1b[0m"
-        write(line + "\n")
-    console.file.flush()
-
-
-#: the terminal colour of a state (as ``_STYLES``, for the aligned lines)
+#: the terminal colour of a state in the aligned lines (as ``_STYLES``)
 _ANSI = {"completed": "32", "failed": "31", "timeout": "31", "running": "36"}
 
 
@@ -280,13 +247,13 @@ def run(args: argparse.Namespace) -> int:
             if line:
                 print(f"\n{line}")
     else:
-        _print_rich(table, said[0] if said else None)
+        _print_rich(table, said[0] if said else None, code)
     return 0
 
 
 def _table(args: argparse.Namespace, heading: Any = None) -> Any:
-    """The rows: of one sweep, or across the sweeps named (``--all``: found under DIR);
-    ``heading``: called with one finished sweep's view before its cells are read."""
+    """The rows of one sweep, or across the sweeps named (``--all``: found under DIR);
+    ``heading`` is called with one finished sweep's view before its cells are read."""
     from mushin_box._results.table import read_results, results_table, sweeps_table
 
     options = {
@@ -307,7 +274,7 @@ def _table(args: argparse.Namespace, heading: Any = None) -> Any:
 
 
 def _holds_sweeps(directory: str) -> None:
-    """A directory that is no sweep but holds some: name the way to show them all."""
+    """Refuse a directory that is no sweep but holds some, naming ``--all``."""
     from mushin_box._sweepdir.board import find_sweeps
     from mushin_box._sweepdir.manifest import is_sweep_dir
 
@@ -340,8 +307,8 @@ def _find_all(parents: list[str]) -> list[Path]:
 
 
 def sweep_names(roots: list[Path]) -> list[str]:
-    """Each sweep's name in a table across sweeps: its path below the directory all of
-    them share (its own name when that is all they share, or it is that directory).
+    """Each sweep's name across sweeps: its path below the directory they all share (its
+    own name when that is all they share, or it is that directory).
 
     Examples
     --------

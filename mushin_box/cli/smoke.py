@@ -12,7 +12,6 @@ HELP = (
     "as SLURM ranks (the CI smoke run)."
 )
 EXAMPLES = ("mushin-box smoke examples/exp.py --image image.sif",)
-#: what its exit codes mean (shown in --help; 2 and 141: every command's)
 EXITS = {0: "the smoke run passed", 1: "it failed"}
 
 

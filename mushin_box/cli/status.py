@@ -1,29 +1,37 @@
 # SPDX-License-Identifier: MIT
-"""``mushin-box status [DIR]``: one table of a sweep's cells, from its sidecars.
+"""``mushin-box status [DIR]``: one table of a sweep's cells, from its sidecars (read by
+:func:`mushin_box._sweepdir.board.read_sweep`: a ``running`` cell whose process or job is
+gone is ``failed``, one whose SLURM job could not be asked about ``unknown``).
 
-Presentation only; the reading is :func:`mushin_box._sweepdir.board.read_sweep`, which shows a
-``running`` cell whose process or SLURM job is gone as ``failed``, and one whose SLURM job
-could not be asked about as ``unknown``.
+The table is never cut inside a word and never wraps (a squeezed table is unreadable).
+Columns are laid out at their natural width, two spaces apart; when that is wider than the
+terminal, the table gives way in a fixed order: swept parameters' headers lose their dotted
+prefixes, the error column shows the error's type alone, then whole columns are left out,
+least needed first, and a line names them (``--json`` has every field). The swept values and
+the state always stay; a column no cell has a value for is never shown. Piped output is laid
+out for ``COLUMNS`` when set, else at full width: a pipe into ``grep`` loses nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from collections.abc import Sequence
 from typing import Any
+
+import attrs
 
 from mushin_box.cli.output import JSON_HELP, print_json, shown
 from mushin_box.cli.tables import (
     SWEEP_EXITS,
+    detail,
+    duration,
     error_line,
     exit_code,
-    fit_width,
-    left_out,
     lines,
     resolve_sweep,
     summary,
-    table_columns,
-    terminal_width,
 )
 
 __all__ = ["HELP", "add_arguments", "as_json", "print_table", "run", "unanswered_line"]
@@ -33,7 +41,6 @@ EXAMPLES = (
     "mushin-box status   # the latest sweep under here",
     "mushin-box status multirun/2026-01-31_12-00-00 --json",
 )
-#: what its exit codes mean (shown in --help)
 EXITS = SWEEP_EXITS
 
 
@@ -87,24 +94,24 @@ def run(args: argparse.Namespace) -> int:
 
 def print_table(sweep: Any, said: str | None = None) -> None:
     """The summary line (unless ``said`` printed it already), the cells fitted to the
-    terminal (:mod:`mushin_box.cli.tables`), which columns were left out, and a line per
-    cell with an error: the error cut to one line, and its file."""
+    terminal, which columns were left out, and a line per cell with an error."""
     from rich.console import Console
 
     console = Console(highlight=False)
-    width = terminal_width(console)
+    width = _terminal_width(console)
     line = f"{sweep.root}: {summary(sweep)}"
     if line != said:
         print(line)
-    columns = table_columns(sweep, error_line)
-    dropped = fit_width(columns, width)
+    columns = _columns(sweep)
+    dropped = _fit(columns, width)
     # plain text with ANSI styles, not rich: rich measures and styles every line, most of
     # the command's time at 10,000 cells
     colour = console.is_terminal and console.color_system is not None and not console.no_color
-    console.file.writelines(lines(columns, len(sweep.params), colour=colour))
+    rows = [[c.header for c in columns], *zip(*(c.values for c in columns), strict=True)]
+    console.file.writelines(lines(rows, len(sweep.params), colour=colour))
     console.file.flush()
     if dropped and width:
-        console.print(left_out(dropped, width), style="dim", soft_wrap=True)
+        console.print(_left_out(dropped, width), style="dim", soft_wrap=True)
     for cell in sweep.cells:
         if not (cell.error_type or cell.error_message):
             continue
@@ -127,3 +134,109 @@ def unanswered_line(sweep: Any) -> str:
 
     named = name_job_ids(sweep.unanswered)
     return f"SLURM job(s) {named}: {UNANSWERED}; their cells are shown unknown"
+
+
+_GAP = 2
+
+
+@attrs.define
+class _Column:
+    """One column: its header (and a shorter one), its values, and when it gives way
+    (``drop``: left out in this order, lowest first; None: never)."""
+
+    header: str = attrs.field(converter=shown)  # read from a sweep directory: escaped
+    values: list[str] = attrs.field(converter=lambda values: [shown(v) for v in values])
+    drop: float | None = None
+    short: str | None = None
+    #: shorter values (an error's type alone), taken before anything is left out
+    narrow: list[str] | None = attrs.field(
+        default=None, converter=lambda values: values and [shown(v) for v in values]
+    )
+
+    @property
+    def width(self) -> int:
+        return max(len(self.header), *(len(v) for v in self.values)) if self.values else 0
+
+
+def _short_names(params: Sequence[str]) -> dict[str, str]:
+    """Each swept parameter's last dotted part, where that names it alone."""
+    last = [p.rsplit(".", 1)[-1] for p in params]
+    return {p: s for p, s in zip(params, last, strict=True) if last.count(s) == 1 and s != p}
+
+
+def _columns(sweep: Any) -> list[_Column]:
+    """The columns of ``sweep`` in their order, the empty ones left out."""
+    from mushin_box._results.table import cell_text
+
+    cells = sweep.cells
+    short = _short_names(sweep.params)
+    columns = [
+        _Column(p, [cell_text(c.combo.get(p, "-")) for c in cells], short=short.get(p))
+        for p in sweep.params
+    ]
+    columns.append(_Column("state", [c.state for c in cells]))
+    columns.append(_Column("detail", [detail(c) for c in cells], drop=9))
+    columns.append(_Column("attempt", [str(c.attempt or "-") for c in cells], drop=0))
+    waiting = any(c.state == "pending" and c.job_id for c in cells)  # its id: to scontrol
+    columns.append(_Column("job", [c.job_id or "-" for c in cells], drop=8.7 if waiting else 3))
+    columns.append(_Column("node", [c.host or "-" for c in cells], drop=1))
+    columns.append(_Column("duration", [duration(c.duration_s) for c in cells], drop=2))
+    names = sorted({name for c in cells for name in c.metrics})
+    for i, name in enumerate(names):
+        values = [cell_text(c.metrics[name]) if name in c.metrics else "-" for c in cells]
+        columns.append(_Column(name, values, drop=8 - i / (len(names) + 1)))
+    types = [(c.error_type or "Error").rsplit(".", 1)[-1] if error_line(c) else "" for c in cells]
+    columns.append(_Column("error", [error_line(c) for c in cells], drop=4, narrow=types))
+    kept = columns[: len(sweep.params) + 1]
+    kept += [c for c in columns[len(kept) :] if any(v not in ("", "-") for v in c.values)]
+    return kept
+
+
+def _fit(columns: list[_Column], width: int | None) -> list[str]:
+    """Fit ``columns`` (in place, by the module's rule) into ``width`` (None: no limit);
+    the headers of the columns left out."""
+
+    def total() -> int:
+        return sum(c.width for c in columns) + _GAP * (len(columns) - 1)
+
+    if width is None or total() <= width:
+        return []
+    for column in columns:
+        if column.short:
+            column.header, column.short = column.short, None
+    for column in columns:
+        if column.narrow is not None and total() > width:
+            column.values, column.narrow = column.narrow, None
+    order = list(columns)
+    dropped: list[_Column] = []
+    for column in sorted((c for c in columns if c.drop is not None), key=lambda c: c.drop or 0):
+        if total() <= width:
+            break
+        columns.remove(column)
+        dropped.append(column)
+    for column in reversed(dropped[:-1]):  # one left out late may have made room for it
+        if total() + _GAP + column.width <= width:
+            dropped.remove(column)
+            columns[:] = [c for c in order if c in columns or c is column]
+    return [c.header for c in dropped]
+
+
+def _left_out(dropped: Sequence[str], width: int) -> str:
+    """The line that names the columns left out, within ``width`` (``+N more``)."""
+    for named in range(len(dropped), 0, -1):
+        more = f" +{len(dropped) - named} more" if named < len(dropped) else ""
+        line = f"(left out to fit: {', '.join(dropped[:named])}{more}; --json has all)"
+        if len(line) <= width:
+            return line
+    return f"({len(dropped)} columns left out to fit; --json has all)"
+
+
+def _terminal_width(console: Any) -> int | None:
+    """The width to fit: the terminal's; piped, ``COLUMNS`` when set, else no limit."""
+    if console.is_terminal:
+        return int(console.width)
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        return None
+    return columns if columns > 0 else None

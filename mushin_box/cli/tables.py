@@ -1,34 +1,22 @@
 # SPDX-License-Identifier: MIT
 """What several commands print alike about a sweep: finding it, its summary, a cell's
-error on one line, the report a blocking ``launch`` and ``wait`` end with, and ``status``'s
-table of cells.
-
-The table is never cut inside a word and never wraps (a squeezed table is unreadable).
-Columns are laid out at their natural width, two spaces apart; when that is wider than the
-terminal, the table gives way in a fixed order: swept parameters' headers lose their dotted
-prefixes, the error column shows the error's type alone, then whole columns are left out,
-least needed first, and a line names them (``--json`` has every field). The swept values and
-the state always stay; a column no cell has a value for is never shown. Piped output is laid
-out for ``COLUMNS`` when set, else at full width: a pipe into ``grep`` loses nothing.
+state and error on one line, aligned lines of a table, and the report a blocking ``launch``
+and ``wait`` end with.
 """
 
 from __future__ import annotations
 
-import os
 import shlex
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-import attrs
 
 from mushin_box._core.layout import LAUNCH_FILE, MANIFEST_FILE, STATUS_FILE
 from mushin_box.cli.main import EXIT_RUNNING, UsageError
 from mushin_box.cli.output import shown
 
 __all__ = [
-    "Column",
     "SWEEP_EXITS",
     "cut",
     "detail",
@@ -36,14 +24,10 @@ __all__ = [
     "end_report",
     "error_line",
     "exit_code",
-    "fit_width",
-    "left_out",
     "lines",
     "resolve_sweep",
     "resume_hint",
     "summary",
-    "table_columns",
-    "terminal_width",
 ]
 
 #: what the exit codes of the commands that report on a sweep's cells mean
@@ -116,12 +100,8 @@ def cut(text: str, width: int) -> str:
     if len(text) <= width:
         return text
     head = text[: max(0, width - 1)]
-    ends = [i for i, c in enumerate(head) if c in _BREAKS]
-    if not ends:
-        return "…"
-    end = ends[-1]
-    kept = head[: end + 1] if head[end] != " " else head[:end]
-    return kept.rstrip() + "…"
+    end = max((i for i, c in enumerate(head) if c in _BREAKS), default=-1)
+    return head[: end + 1].rstrip() + "…"
 
 
 def error_line(cell: Any, width: int = _MAX_ERROR) -> str:
@@ -133,9 +113,8 @@ def error_line(cell: Any, width: int = _MAX_ERROR) -> str:
 
 def resume_hint(root: Path | str) -> str:
     """How to run a sweep's unfinished cells again: ``mushin-box resume DIR`` where a
-    launch recorded itself there (it replays that record), else ``Workflow.run``'s
-    ``resume=True``, the only way for a sweep started from Python (``resume DIR`` would
-    refuse it: there is no record to replay)."""
+    launch recorded itself there, else ``Workflow.run``'s ``resume=True`` (a sweep started
+    from Python has no launch record for ``resume DIR`` to replay)."""
     if (Path(root) / LAUNCH_FILE).is_file():
         return f"mushin-box resume {shlex.quote(str(root))}"
     return f"Workflow.run(..., working_dir={str(root)!r}, resume=True)"
@@ -148,10 +127,8 @@ def summary(sweep: Any) -> str:
 
 
 def end_report(sweep: Any, resume: str) -> int:
-    """The summary a blocking launch and ``wait`` end with: a line per cell (state, cell,
-    scalar metrics), a line per failed cell (its error and error file), and on stderr how
-    many did not complete and ``resume``, the way to run only those again. 0 when every
-    cell completed, else 1."""
+    """The summary a blocking launch and ``wait`` end with: a line per cell, a line per
+    failed cell's error, and on stderr how to run those again (``resume``); its exit code."""
     from mushin_box._results.table import cell_text
 
     print(f"[mushin-box] {sweep.root}: {summary(sweep)}")
@@ -176,31 +153,9 @@ def end_report(sweep: Any, resume: str) -> int:
     return 1 if failed else 0
 
 
-# ---------------------------------------------------------------- status's table of cells
-
 #: a state's terminal colour (ANSI SGR)
 _ANSI = {"completed": "32", "running": "36", "pending": "2", "failed": "31", "timeout": "31"}
 _ANSI.update(cancelled="33", skipped="33")
-_GAP = 2
-
-
-@attrs.define
-class Column:
-    """One column: its header (and a shorter one), its values, and when it gives way
-    (``drop``: left out in this order, lowest first; None: never)."""
-
-    header: str = attrs.field(converter=shown)  # read from a sweep directory: escaped
-    values: list[str] = attrs.field(converter=lambda values: [shown(v) for v in values])
-    drop: float | None = None
-    short: str | None = None
-    #: shorter values (an error's type alone), taken before anything is left out
-    narrow: list[str] | None = attrs.field(
-        default=None, converter=lambda values: values and [shown(v) for v in values]
-    )
-
-    @property
-    def width(self) -> int:
-        return max(len(self.header), *(len(v) for v in self.values)) if self.values else 0
 
 
 def detail(cell: Any) -> str:
@@ -252,102 +207,30 @@ def restart_text(cell: Any) -> str:
     return f"after {cell.restarts} {times}" + (f" ({'; '.join(said)})" if said else "")
 
 
-def _short_names(params: Sequence[str]) -> dict[str, str]:
-    """Each swept parameter's last dotted part, where that names it alone."""
-    last = [p.rsplit(".", 1)[-1] for p in params]
-    return {p: s for p, s in zip(params, last, strict=True) if last.count(s) == 1 and s != p}
-
-
-def table_columns(sweep: Any, error_text: Any) -> list[Column]:
-    """The columns of ``sweep`` (empty ones left out), in the order they are shown."""
-    from mushin_box._results.table import cell_text
-
-    cells = sweep.cells
-    short = _short_names(sweep.params)
-    columns = [
-        Column(p, [cell_text(c.combo.get(p, "-")) for c in cells], short=short.get(p))
-        for p in sweep.params
-    ]
-    columns.append(Column("state", [c.state for c in cells]))
-    columns.append(Column("detail", [detail(c) for c in cells], drop=9))
-    columns.append(Column("attempt", [str(c.attempt or "-") for c in cells], drop=0))
-    waiting = any(c.state == "pending" and c.job_id for c in cells)  # its id: to scontrol
-    columns.append(Column("job", [c.job_id or "-" for c in cells], drop=8.7 if waiting else 3))
-    columns.append(Column("node", [c.host or "-" for c in cells], drop=1))
-    columns.append(Column("duration", [duration(c.duration_s) for c in cells], drop=2))
-    names = sorted({name for c in cells for name in c.metrics})
-    for i, name in enumerate(names):
-        values = [cell_text(c.metrics[name]) if name in c.metrics else "-" for c in cells]
-        columns.append(Column(name, values, drop=8 - i / (len(names) + 1)))
-    types = [(c.error_type or "Error").rsplit(".", 1)[-1] if error_text(c) else "" for c in cells]
-    columns.append(Column("error", [error_text(c) for c in cells], drop=4, narrow=types))
-    kept = columns[: len(sweep.params) + 1]
-    kept += [c for c in columns[len(kept) :] if any(v not in ("", "-") for v in c.values)]
-    return kept
-
-
-def fit_width(columns: list[Column], width: int | None) -> list[str]:
-    """Fit ``columns`` (changed in place, see the module's design note) into ``width``;
-    the headers of the columns left out. ``None``: no limit."""
-
-    def total() -> int:
-        return sum(c.width for c in columns) + _GAP * (len(columns) - 1)
-
-    if width is None or total() <= width:
-        return []
-    for column in columns:
-        if column.short:
-            column.header, column.short = column.short, None
-    for column in columns:
-        if column.narrow is not None and total() > width:
-            column.values, column.narrow = column.narrow, None
-    order = list(columns)
-    dropped: list[Column] = []
-    for column in sorted((c for c in columns if c.drop is not None), key=lambda c: c.drop or 0):
-        if total() <= width:
-            break
-        columns.remove(column)
-        dropped.append(column)
-    for column in reversed(dropped[:-1]):  # one left out late may have made room for it
-        if total() + _GAP + column.width <= width:
-            dropped.remove(column)
-            columns[:] = [c for c in order if c in columns or c is column]
-    return [c.header for c in dropped]
-
-
-def lines(columns: Sequence[Column], state_column: int, *, colour: bool) -> Iterator[str]:
-    """A bold header, then a line per cell (its state coloured with ``colour``), each
-    padded to its column's width and ending with its newline."""
-    widths = [c.width for c in columns]
-    last = len(columns) - 1
-    for row in range(-1, len(columns[0].values) if columns else 0):
-        parts = []
-        for i, (column, width) in enumerate(zip(columns, widths, strict=True)):
-            value = column.header if row < 0 else column.values[row]
-            pad = "" if i == last else " " * (width - len(value) + _GAP)
-            style = _ANSI.get(value) if colour and row >= 0 and i == state_column else None
-            parts.append(f"\x1b[{style}m{value}\x1b[0m{pad}" if style else value + pad)
-        line = "".join(parts).rstrip()
-        yield (f"\x1b[1m{line}\x1b[0m\n" if colour and row < 0 else line + "\n")
-
-
-def left_out(dropped: Sequence[str], width: int) -> str:
-    """The line that names the columns left out, within ``width`` (``+N more`` for the
-    names it has no room for)."""
-    for named in range(len(dropped), 0, -1):
-        more = f" +{len(dropped) - named} more" if named < len(dropped) else ""
-        line = f"(left out to fit: {', '.join(dropped[:named])}{more}; --json has all)"
-        if len(line) <= width:
-            return line
-    return f"({len(dropped)} columns left out to fit; --json has all)"
-
-
-def terminal_width(console: Any) -> int | None:
-    """The width to fit: the terminal's; piped, ``COLUMNS`` when set, else no limit."""
-    if console.is_terminal:
-        return int(console.width)
-    try:
-        columns = int(os.environ.get("COLUMNS", ""))
-    except ValueError:
-        return None
-    return columns if columns > 0 else None
+def lines(
+    rows: Sequence[Sequence[str]],
+    state_column: int,
+    *,
+    colour: bool,
+    right: Sequence[bool] = (),
+    bold: Sequence[bool] = (),
+    palette: Mapping[str, str] = _ANSI,
+) -> Iterator[str]:
+    """``rows`` (the headers first) as lines of aligned columns, each with its newline; with
+    ``colour``, ANSI styles: each state in its ``palette`` colour, and bold the header and
+    the rows that ``bold`` marks (by cell). A column that ``right`` marks is right-aligned."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for at, row in enumerate(rows):
+        parts = [
+            value.rjust(width) if i < len(right) and right[i] else value.ljust(width)
+            for i, (value, width) in enumerate(zip(row, widths, strict=True))
+        ]
+        style = palette.get(row[state_column]) if colour and at else None
+        if style:  # its colour off after it: a bold line stays bold
+            state = parts[state_column]
+            word = state.rstrip()
+            parts[state_column] = f"\x1b[{style}m{word}\x1b[39m" + state[len(word) :]
+        line = "  ".join(parts).rstrip()
+        if colour and (at == 0 or (at <= len(bold) and bold[at - 1])):
+            line = f"\x1b[1m{line}\x1b[0m"
+        yield line + "\n"

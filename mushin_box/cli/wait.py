@@ -1,15 +1,11 @@
 # SPDX-License-Identifier: MIT
-"""``mushin-box wait [DIR]``: follow a sweep from any shell until nothing of it runs.
+"""``mushin-box wait [DIR]``: follow a sweep from any shell until nothing of it runs, with
+a blocking launch's progress and summary, and exit as the launch would.
 
-It shows the progress a blocking launch shows, from the sidecars, then the same summary,
-and exits as the launch would: 0 when every cell completed, 1 otherwise, 2 for bad input,
-3 still running at ``--timeout``. A cell whose SLURM job the scheduler does not answer for
-is ``unknown`` and is waited for (it may still run); a ``running`` status that names no
-owner is stale and is not. Once every cell has settled, it waits (at most
-:data:`DRAIN_S`, and never past ``--timeout``) for the sweep's SLURM jobs to leave the
-queue: a job whose cell completed still writes its last files and exits, and a resume run
-while it is listed would find it live and refuse.
-Polling is bounded (``--interval``, at least one second between looks at SLURM).
+A cell whose SLURM job the scheduler does not answer for is ``unknown`` and is waited for
+(it may still run). Once every cell has settled, it waits (at most :data:`DRAIN_S`, never
+past ``--timeout``) for the sweep's jobs to leave the queue: a job whose cell completed
+still writes its last files, and a resume would find it live and refuse.
 """
 
 from __future__ import annotations
@@ -32,7 +28,6 @@ EXAMPLES = (
     "mushin-box wait multirun/2026-01-31_12-00-00 --timeout 3600   # exit 3 if it is still "
     "running then",
 )
-#: what its exit codes mean (shown in --help)
 EXITS = SWEEP_EXITS
 #: the longest ``wait`` gives the jobs of settled cells to leave the queue, in seconds
 DRAIN_S = 120.0
@@ -90,9 +85,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _drain(root: Path, jobs: Sequence[str], deadline: float | None, interval: float) -> None:
-    """Wait, bounded, until the queue lists none of ``jobs`` as the sweep's (see the module
-    doc; an id the queue shows without the sweep's mark was given to another job); say
-    which still are when the bound is reached. A queue that does not answer is not waited
+    """Wait, bounded, until the queue lists none of ``jobs`` as the sweep's (an id without
+    the sweep's mark was given to another job). A queue that does not answer is not waited
     for: the cells have settled."""
     end = time.monotonic() + DRAIN_S
     end = end if deadline is None else min(end, deadline)
