@@ -208,18 +208,6 @@ def carried_attempts(previous: Any, *, continues: bool) -> list[dict[str, Any]]:
     ]
 
 
-def _starts(starts: Any) -> list[dict[str, Any]]:
-    """The well-formed entries of a fit's ``starts`` (epoch and world size: integers)."""
-    rows = starts if isinstance(starts, list) else []
-    return [
-        {"epoch": row["epoch"], "world_size": row["world_size"], "attempt": row.get("attempt")}
-        for row in rows
-        if isinstance(row, Mapping)
-        and _int(row.get("epoch")) is not None
-        and _int(row.get("world_size")) is not None
-    ]
-
-
 def world_changes(
     starts: Sequence[Mapping[str, Any]], attempts: Sequence[Mapping[str, Any]] = ()
 ) -> list[dict[str, Any]]:
@@ -254,7 +242,13 @@ def finished_run(run: Mapping[str, Any], starts: Any) -> dict[str, Any]:
     attempts = run.get("attempts")
     if not isinstance(attempts, list):
         return dict(run)
-    fits = _starts(starts)
+    fits = [  # the well-formed entries: epoch and world size are integers
+        {"epoch": row["epoch"], "world_size": row["world_size"], "attempt": row.get("attempt")}
+        for row in (starts if isinstance(starts, list) else [])
+        if isinstance(row, Mapping)
+        and _int(row.get("epoch")) is not None
+        and _int(row.get("world_size")) is not None
+    ]
     epochs: dict[int, int] = {}
     for row in fits:  # a fit started twice in one attempt (fit, then fit again): the first
         number = _int(row.get("attempt"))
@@ -264,7 +258,7 @@ def finished_run(run: Mapping[str, Any], starts: Any) -> dict[str, Any]:
     for row in attempts:
         entry = dict(row) if isinstance(row, Mapping) else {}
         number = _int(entry.get("attempt"))
-        if number is not None and number in epochs:
+        if number in epochs:
             entry["epoch"] = epochs[number]
         rows.append(entry)
     return {**run, "attempts": rows, "world_changes": world_changes(fits, rows)}
