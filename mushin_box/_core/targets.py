@@ -21,9 +21,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-__all__ = ["FIRST_NAMES", "PUBLIC_MODULE", "STABLE", "public"]
-
-PUBLIC_MODULE = "mushin_box"
+__all__ = ["FIRST_NAMES", "STABLE", "public"]
 
 #: names that ``mushin_box`` resolves without listing them in ``__all__``: not API, but
 #: stable (recorded by name and pickled) -> the module that defines each
@@ -44,5 +42,5 @@ T = TypeVar("T")
 
 def public(obj: T) -> T:
     """Declare ``obj`` part of ``mushin_box``: its ``__module__`` becomes ``mushin_box``."""
-    obj.__module__ = PUBLIC_MODULE  # pyright: ignore[reportAttributeAccessIssue]
+    obj.__module__ = "mushin_box"  # pyright: ignore[reportAttributeAccessIssue]
     return obj
