@@ -359,15 +359,8 @@ def _picklable(ret: Any) -> Any:
 
 
 class SubmititCellLauncher:
-    """The logic behind ``hydra/launcher=mushin_slurm`` and ``mushin_local``.
-
-    Parameters
-    ----------
-    cluster : "slurm" | "local"
-        The submitit executor.
-    params : Mapping[str, Any]
-        The ``hydra.launcher`` node's values (fields of :class:`SlurmLauncherConf` or
-        :class:`LocalLauncherConf`); checked here, before anything is submitted.
+    """The logic behind ``hydra/launcher=mushin_slurm`` and ``mushin_local``; ``params``
+    (the ``hydra.launcher`` node's values) are checked here, before anything is submitted.
 
     Examples
     --------

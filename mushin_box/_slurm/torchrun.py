@@ -362,10 +362,9 @@ def present_group_restarts(folder: str, env: MutableMapping[str, str]) -> Path:
     """Set ``TORCHELASTIC_RESTART_COUNT`` to the rounds this worker group had before this
     one in this run of the job, the same on every node; returns this round's directory.
 
-    torchrun counts per agent: an agent whose own workers were healthy re-forms the group
-    with its count unchanged, and the group's workers would disagree on whether to resume.
-    Every worker marks its round (a directory) before the cell starts; a round begins only
-    after every worker of the last one stopped, so all see the same earlier rounds.
+    torchrun counts per agent (an agent whose workers were healthy keeps its count), so the
+    workers would disagree on whether to resume. Each marks its round (a directory) before
+    the cell starts; a round begins after every worker of the last stopped.
     """
     here = _round_dir(folder, env)
     try:
