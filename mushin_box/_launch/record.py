@@ -33,7 +33,7 @@ from typing import Any
 from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.layout import LAUNCH_FILE
 from mushin_box._core.redact import REDACTED, command_line_secrets
-from mushin_box._core.sidecars import read_json, timestamp, write_json_atomic
+from mushin_box._core.sidecars import read_json, timestamp, write_bytes_atomic, write_json_atomic
 from mushin_box._core.targets import public
 from mushin_box._core.userfile import owner_problem
 
@@ -189,9 +189,7 @@ def recorded(root: Path, record: Mapping[str, Any] | None, started: Any) -> Iter
                 if before is None:
                     path.unlink(missing_ok=True)
                 else:
-                    tmp = path.with_name(f".{LAUNCH_FILE}.restore")
-                    tmp.write_bytes(before)
-                    os.replace(tmp, path)
+                    write_bytes_atomic(path, before)
             except OSError:
                 pass
         raise

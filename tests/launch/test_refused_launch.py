@@ -10,7 +10,8 @@ from hydra.errors import HydraException
 from workflow_tasks import grid_task
 
 from mushin_box import Workflow, load_experiment, multirun
-from mushin_box._core.layout import MANIFEST_FILE
+from mushin_box._core.layout import LAUNCH_FILE, MANIFEST_FILE
+from mushin_box._launch.record import recorded
 
 pytestmark = pytest.mark.floor  # the floor job's subset (scripts/floor)
 
@@ -56,3 +57,23 @@ def test_a_refused_launch_leaves_an_existing_sweep_as_it_was(
     ds = load_experiment(root)
     assert list(ds["status"].values) == ["completed", "completed"]
     assert (root / MANIFEST_FILE).read_bytes() == before[Path(MANIFEST_FILE)]
+
+
+@pytest.mark.parametrize("before", [b'{"overrides": ["lr=0.1"]}', None])
+def test_a_launch_that_fails_before_it_starts_puts_the_launch_record_back(
+    tmp_path: Path, before: bytes | None
+) -> None:
+    """``launch`` writes its record first; a launch refused before any cell starts leaves the
+    earlier record byte for byte (or none), so a later ``resume DIR`` replays the launch that
+    ran, not the one that never did."""
+    path = tmp_path / LAUNCH_FILE
+    if before is not None:
+        path.write_bytes(before)
+    with pytest.raises(RuntimeError), recorded(tmp_path, {"overrides": ["lr=1"]}, lambda: False):
+        assert b'"lr=1"' in path.read_bytes()
+        raise RuntimeError("refused")
+    assert (path.read_bytes() if path.exists() else None) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ([LAUNCH_FILE] if before else [])
+    with pytest.raises(RuntimeError), recorded(tmp_path, {"overrides": ["lr=2"]}, lambda: True):
+        raise RuntimeError("a cell ran: the record is the launch's")
+    assert b'"lr=2"' in path.read_bytes()
