@@ -173,7 +173,20 @@ def run(args: argparse.Namespace) -> int:
     )
 
     if args.adopt is not None:
-        return _adopt(args)
+        from mushin_box._image.adopt import adopt_image
+
+        try:
+            adopted = adopt_image(args.adopt, python=args.python, force=args.force)
+        except FileNotFoundError as exc:
+            raise UsageError(f"--adopt {args.adopt}: {exc}") from None
+        except (ApptainerNotFound, BuildError) as exc:
+            print(f"mushin-box build: error: {exc}", file=sys.stderr)
+            return 1
+        print(f"image     {args.adopt}  (adopted: built elsewhere)")
+        print(f"sha256    {adopted.sif_sha256}")
+        print(f"python    {adopted.python_version}")
+        print(f"manifest  {manifest_path(args.adopt)}")
+        return 0
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _stopped)  # unwind: the build removes what it wrote
     spec, stem = load_spec(args.spec)
@@ -239,21 +252,3 @@ def _mtime(path: Path) -> int | None:
         return path.stat().st_mtime_ns
     except OSError:
         return None
-
-
-def _adopt(args: argparse.Namespace) -> int:
-    from mushin_box._image.adopt import adopt_image
-    from mushin_box._image.build import ApptainerNotFound, BuildError, manifest_path
-
-    try:
-        manifest = adopt_image(args.adopt, python=args.python, force=args.force)
-    except FileNotFoundError as exc:
-        raise UsageError(f"--adopt {args.adopt}: {exc}") from None
-    except (ApptainerNotFound, BuildError) as exc:
-        print(f"mushin-box build: error: {exc}", file=sys.stderr)
-        return 1
-    print(f"image     {args.adopt}  (adopted: built elsewhere)")
-    print(f"sha256    {manifest.sif_sha256}")
-    print(f"python    {manifest.python_version}")
-    print(f"manifest  {manifest_path(args.adopt)}")
-    return 0

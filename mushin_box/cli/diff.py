@@ -74,45 +74,16 @@ def _fields_table(title: str, rows: Sequence[Any], sweep: bool, style: str) -> A
     return table
 
 
-def _metrics_table(rows: Sequence[Any], atol: float, rtol: float, sweep: bool) -> Any:
-    from rich.markup import escape
-    from rich.table import Table
-
-    title = f"Metrics (atol={atol:g}, rtol={rtol:g})"
-    table = Table(title=title, title_justify="left", title_style="bold")
-    if sweep:
-        table.add_column("cell", overflow="fold")
-    table.add_column("metric")
-    for name in ("A", "B", "Δ (B-A)"):
-        table.add_column(name, justify="right")
-    table.add_column("match")
-    for m in rows:
-        names = [*([m.cell] if sweep else []), m.name, m.a, m.b]
-        mark = "[green]yes[/]" if m.match else "[red]no[/]"
-        table.add_row(*map(escape, names), m.delta, mark)
-    return table
-
-
 def _field_lines(title: str, rows: Sequence[Any], sweep: bool, notes: Sequence[str] = ()) -> str:
     where = (lambda r: f"{r.cell}: ") if sweep else (lambda r: "")
     lines = [f"  {where(r)}{r.path}: {r.a} -> {r.b}" for r in rows]
     return "\n".join([title, *(f"  {n}" for n in notes), *lines])
 
 
-def _metric_lines(rows: Sequence[Any], atol: float, rtol: float, sweep: bool) -> str:
-    where = (lambda m: f"{m.cell}: ") if sweep else (lambda m: "")
-    lines = [f"Metrics (atol={atol:g}, rtol={rtol:g})"]
-    for m in rows:
-        delta = f" ({m.delta})" if m.delta else ""
-        lines.append(
-            f"  {where(m)}{m.name}: {m.a} -> {m.b}{delta}  {'match' if m.match else 'DIFFER'}"
-        )
-    return "\n".join(lines)
-
-
 def _print_tables(diff: Any, brief: bool, results: bool) -> None:
     from rich.console import Console
     from rich.markup import escape
+    from rich.table import Table
 
     from mushin_box._results.diff import cell_notes, expected_counts, field_rows, metric_rows
 
@@ -140,9 +111,28 @@ def _print_tables(diff: Any, brief: bool, results: bool) -> None:
     if not metrics:
         console.print("[bold]Metrics[/]: none recorded")
     elif tables:
-        console.print(_metrics_table(metrics, diff.atol, diff.rtol, sweep))
+        title = f"Metrics (atol={diff.atol:g}, rtol={diff.rtol:g})"
+        table = Table(title=title, title_justify="left", title_style="bold")
+        if sweep:
+            table.add_column("cell", overflow="fold")
+        table.add_column("metric")
+        for name in ("A", "B", "Δ (B-A)"):
+            table.add_column(name, justify="right")
+        table.add_column("match")
+        for m in metrics:
+            names = [*([m.cell] if sweep else []), m.name, m.a, m.b]
+            mark = "[green]yes[/]" if m.match else "[red]no[/]"
+            table.add_row(*map(escape, names), m.delta, mark)
+        console.print(table)
     else:
-        console.print(escape(_metric_lines(metrics, diff.atol, diff.rtol, sweep)), soft_wrap=True)
+        lines = [f"Metrics (atol={diff.atol:g}, rtol={diff.rtol:g})"]
+        for m in metrics:
+            where = f"{m.cell}: " if sweep else ""
+            delta = f" ({m.delta})" if m.delta else ""
+            lines.append(
+                f"  {where}{m.name}: {m.a} -> {m.b}{delta}  {'match' if m.match else 'DIFFER'}"
+            )
+        console.print(escape("\n".join(lines)), soft_wrap=True)
     breaks, notes = field_rows(diff, "breaks"), cell_notes(diff)
     if breaks or notes:
         show(f"Breaks reproducibility ({len(breaks) + len(notes)})", breaks, "bold red", notes)

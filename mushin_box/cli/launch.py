@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import sys
 import time
 import warnings
@@ -154,26 +155,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _where(args: argparse.Namespace) -> tuple[bool, str]:
-    """(local?, why): --local, --slurm, or the SLURM probe's answer."""
-    if args.local:
-        return True, "--local"
-    if args.slurm:
-        import shutil
-
-        if shutil.which("sbatch") is None:
-            raise UsageError(
-                "--slurm: there is no sbatch on PATH; load SLURM's client, or run here"
-            )
-        return False, "--slurm"
-    from mushin_box._slurm.probe import probe_slurm
-
-    probe = probe_slurm()
-    if probe.reachable:
-        return False, probe.reason
-    return True, f"no SLURM cluster reachable: {probe.reason}; --slurm to submit anyway"
-
-
 def _check_flags(args: argparse.Namespace) -> None:
     if args.print_config:
         flags = ("--dry-run", "--json", "--detach", "--cancel-on-interrupt")
@@ -212,7 +193,17 @@ def run(args: argparse.Namespace) -> int:
     image = os.path.abspath(args.image) if args.image else None
     name = experiment_name(args.experiment)
     opts = resolve_options({**vars(args), "image": image}, args.profile, default_name=name)
-    local, why = _where(args)
+    # where: --local, --slurm, or the SLURM probe's answer
+    local, why = args.local, "--local" if args.local else "--slurm"
+    if args.slurm and shutil.which("sbatch") is None:
+        raise UsageError("--slurm: there is no sbatch on PATH; load SLURM's client, or run here")
+    if not (args.local or args.slurm):
+        from mushin_box._slurm.probe import probe_slurm
+
+        probe = probe_slurm()
+        local, why = not probe.reachable, probe.reason
+        if local:
+            why = f"no SLURM cluster reachable: {probe.reason}; --slurm to submit anyway"
     if args.detach and local and not args.local:  # the probe's answer, not --local's
         raise UsageError(
             f"--detach submits to SLURM, and no SLURM controller answered ({why}); "
@@ -257,7 +248,31 @@ def run(args: argparse.Namespace) -> int:
     if not local:
         kwargs.update(image=opts.image, binds=opts.binds, image_python=opts.image_python)
     if args.print_config:  # the config only: the image's pre-flight is the dry run's
-        return _print_config(target, plan_launch(target, **kwargs, preflight=False))
+        from hydra.errors import HydraException
+        from omegaconf.errors import OmegaConfBaseException
+
+        from mushin_box._launch.plan import config_of, hydra_error_line
+        from mushin_box._launch.printconfig import first_cell_config
+
+        plan = plan_launch(target, **kwargs, preflight=False)
+        try:
+            text = first_cell_config(target, plan.overrides)
+        except (HydraException, OmegaConfBaseException) as exc:
+            raise UsageError(hydra_error_line(exc, plan.overrides, config_of(target))) from None
+        except ValueError as exc:  # a sweep over a secret, a bad secret-names setting
+            raise UsageError(str(exc)) from None
+        except Exception as exc:  # what Hydra refuses otherwise, as the dry run reports it
+            raise UsageError(hydra_error_line(exc, plan.overrides, config_of(target))) from None
+        cells, _ = count_cells(plan.overrides)
+        where = "on SLURM" if plan.mode == "slurm" else "here"
+        print(
+            f"[mushin-box launch] the first of {cells if cells is not None else '?'} cell(s), "
+            f"as its task would receive it {where} ({plan.where}); nothing submitted",
+            file=sys.stderr,
+            flush=True,
+        )
+        sys.stdout.write(text)
+        return 0
     try:
         plan = plan_launch(target, **kwargs)
     except PreflightError as exc:
@@ -299,34 +314,6 @@ def run(args: argparse.Namespace) -> int:
     for error in review["errors"]:
         print(f"mushin-box launch: error: {error}", file=sys.stderr)
     return 2 if review["errors"] else 0
-
-
-def _print_config(target: Any, plan: Any) -> int:
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
-    from mushin_box._launch.plan import config_of, hydra_error_line
-    from mushin_box._launch.printconfig import first_cell_config
-    from mushin_box._launch.review import count_cells
-
-    try:
-        text = first_cell_config(target, plan.overrides)
-    except (HydraException, OmegaConfBaseException) as exc:
-        raise UsageError(hydra_error_line(exc, plan.overrides, config_of(target))) from None
-    except ValueError as exc:  # a sweep over a secret, a bad secret-names setting
-        raise UsageError(str(exc)) from None
-    except Exception as exc:  # what Hydra refuses otherwise, as the dry run reports it
-        raise UsageError(hydra_error_line(exc, plan.overrides, config_of(target))) from None
-    cells, _ = count_cells(plan.overrides)
-    where = "on SLURM" if plan.mode == "slurm" else "here"
-    print(
-        f"[mushin-box launch] the first of {cells if cells is not None else '?'} cell(s), "
-        f"as its task would receive it {where} ({plan.where}); nothing submitted",
-        file=sys.stderr,
-        flush=True,
-    )
-    sys.stdout.write(text)
-    return 0
 
 
 def format_review(review: dict[str, Any], *, verbose: bool = False) -> str:

@@ -29,7 +29,7 @@ from mushin_box.cli.output import shown
 from mushin_box.cli.tables import resolve_sweep
 
 if TYPE_CHECKING:
-    from mushin_box._sweepdir.logs import CellOutput, LogFollower, NodeRanks, OutputSize
+    from mushin_box._sweepdir.logs import CellOutput, NodeRanks, OutputSize
 
 __all__ = ["EXAMPLES", "HELP", "INDEX_ABOVE_RANKS", "add_arguments", "run"]
 
@@ -220,30 +220,6 @@ def _index(cell_dir: Path, cell: CellOutput, sizes: Sequence[OutputSize]) -> lis
     return [line.rstrip() for line in out]
 
 
-def _follow(
-    follower: LogFollower, files: Callable[[], dict[Path, str]], going: Callable[[], bool]
-) -> int:
-    """Print what the files gain, and the ``files`` that appear, until the cell is no longer
-    ``going`` or Ctrl-C."""
-    sys.stdout.flush()
-    checked = time.monotonic()
-    try:
-        while True:
-            for line in follower.poll():
-                print(line, flush=True)
-            if time.monotonic() - checked > _LIVENESS_EVERY_S:
-                checked = time.monotonic()
-                still = going()
-                follower.add(files())
-                if not still:
-                    for line in follower.poll():
-                        print(line)
-                    return 0
-            time.sleep(_POLL_S)
-    except KeyboardInterrupt:
-        return 0
-
-
 def run(args: argparse.Namespace) -> int:
     from mushin_box._sweepdir.logs import (
         LogFollower,
@@ -276,8 +252,21 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     if not args.follow:
         return 0
-    return _follow(
-        follower,
-        lambda: _files(rank_logs(cell_dir), ranks, prefixed),
-        lambda: cell_may_write(root, cell_dir.name),
-    )
+    # what the files gain, and the files that appear, until the cell may no longer write
+    sys.stdout.flush()
+    checked = time.monotonic()
+    try:
+        while True:
+            for line in follower.poll():
+                print(line, flush=True)
+            if time.monotonic() - checked > _LIVENESS_EVERY_S:
+                checked = time.monotonic()
+                still = cell_may_write(root, cell_dir.name)
+                follower.add(_files(rank_logs(cell_dir), ranks, prefixed))
+                if not still:
+                    for line in follower.poll():
+                        print(line)
+                    return 0
+            time.sleep(_POLL_S)
+    except KeyboardInterrupt:
+        return 0

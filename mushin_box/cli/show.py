@@ -255,6 +255,8 @@ def _table(args: argparse.Namespace, heading: Any = None) -> Any:
     """The rows of one sweep, or across the sweeps named (``--all``: found under DIR);
     ``heading`` is called with one finished sweep's view before its cells are read."""
     from mushin_box._results.table import read_results, results_table, sweeps_table
+    from mushin_box._sweepdir.board import find_sweeps
+    from mushin_box._sweepdir.manifest import is_sweep_dir
 
     options = {
         "where": args.where,
@@ -262,38 +264,21 @@ def _table(args: argparse.Namespace, heading: Any = None) -> Any:
         "best": args.best,
         "config_keys": args.params,
     }
-    if not args.all:
-        for directory in args.dir:
-            _holds_sweeps(directory)
+    for directory in [] if args.all else args.dir:  # no sweep, but holds some: --all shows them
+        path = Path(directory)
+        if not path.is_dir() or is_sweep_dir(path) or (path / STATUS_FILE).is_file():
+            continue
+        found = find_sweeps(path)
+        if found:
+            raise UsageError(
+                f"{directory} is not a sweep directory, but holds {len(found)} sweep(s); show "
+                f"them in one table: mushin-box show {shlex.quote(directory)} --all"
+            )
     if not args.all and len(args.dir) <= 1:
         sweep = read_results(resolve_sweep(args.dir[0] if args.dir else None), heading)
         return results_table(sweep, **options)
-    roots = _find_all(args.dir or ["."]) if args.all else [resolve_sweep(d) for d in args.dir]
-    roots = list(dict.fromkeys(Path(os.path.realpath(r)) for r in roots))
-    return sweeps_table([read_results(r) for r in roots], sweep_names(roots), **options)
-
-
-def _holds_sweeps(directory: str) -> None:
-    """Refuse a directory that is no sweep but holds some, naming ``--all``."""
-    from mushin_box._sweepdir.board import find_sweeps
-    from mushin_box._sweepdir.manifest import is_sweep_dir
-
-    path = Path(directory)
-    if not path.is_dir() or is_sweep_dir(path) or (path / STATUS_FILE).is_file():
-        return
-    found = find_sweeps(path)
-    if found:
-        raise UsageError(
-            f"{directory} is not a sweep directory, but holds {len(found)} sweep(s); show "
-            f"them in one table: mushin-box show {shlex.quote(directory)} --all"
-        )
-
-
-def _find_all(parents: list[str]) -> list[Path]:
-    from mushin_box._sweepdir.board import find_sweeps
-
-    found: list[Path] = []
-    for parent in parents:
+    roots: list[Path] = [] if args.all else [resolve_sweep(d) for d in args.dir]
+    for parent in (args.dir or ["."]) if args.all else []:
         if not Path(parent).is_dir():
             raise UsageError(f"{parent} is not a directory; give a directory that holds sweeps")
         sweeps = sorted(find_sweeps(parent))
@@ -302,8 +287,9 @@ def _find_all(parents: list[str]) -> list[Path]:
                 f"no sweep under {parent} (no {MANIFEST_FILE} found 4 levels down); give the "
                 "directory the sweeps were written under"
             )
-        found += sweeps
-    return found
+        roots += sweeps
+    roots = list(dict.fromkeys(Path(os.path.realpath(r)) for r in roots))
+    return sweeps_table([read_results(r) for r in roots], sweep_names(roots), **options)
 
 
 def sweep_names(roots: list[Path]) -> list[str]:

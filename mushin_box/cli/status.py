@@ -158,18 +158,13 @@ class _Column:
         return max(len(self.header), *(len(v) for v in self.values)) if self.values else 0
 
 
-def _short_names(params: Sequence[str]) -> dict[str, str]:
-    """Each swept parameter's last dotted part, where that names it alone."""
-    last = [p.rsplit(".", 1)[-1] for p in params]
-    return {p: s for p, s in zip(params, last, strict=True) if last.count(s) == 1 and s != p}
-
-
 def _columns(sweep: Any) -> list[_Column]:
     """The columns of ``sweep`` in their order, the empty ones left out."""
     from mushin_box._results.table import cell_text
 
     cells = sweep.cells
-    short = _short_names(sweep.params)
+    last = [p.rsplit(".", 1)[-1] for p in sweep.params]  # a short name where it names one
+    short = {p: s for p, s in zip(sweep.params, last, strict=True) if last.count(s) == 1 and s != p}
     columns = [
         _Column(p, [cell_text(c.combo.get(p, "-")) for c in cells], short=short.get(p))
         for p in sweep.params

@@ -13,8 +13,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
-from pathlib import Path
 
 from mushin_box._slurm.jobs import is_live, name_job_ids, owned_by, queued_jobs
 from mushin_box.cli.main import EXIT_RUNNING, UsageError, number
@@ -80,21 +78,15 @@ def run(args: argparse.Namespace) -> int:
                 return EXIT_RUNNING
             time.sleep(args.interval)
             sweep = follower.update()
-    _drain(root, sweep.job_ids, deadline, args.interval)
-    return end_report(read_sweep(root), resume_hint(root))
-
-
-def _drain(root: Path, jobs: Sequence[str], deadline: float | None, interval: float) -> None:
-    """Wait, bounded, until the queue lists none of ``jobs`` as the sweep's (an id without
-    the sweep's mark was given to another job). A queue that does not answer is not waited
-    for: the cells have settled."""
+    # the jobs leave the queue (an id without the sweep's mark was given to another job); a
+    # queue that does not answer is not waited for: the cells have settled
     end = time.monotonic() + DRAIN_S
     end = end if deadline is None else min(end, deadline)
-    left = list(jobs)
+    left = list(sweep.job_ids)
     while left:
-        shown = queued_jobs(left) or {}
+        queued = queued_jobs(left) or {}
         left = [
-            j for j, (state, mark, _) in shown.items() if is_live(state) and owned_by(mark, root)
+            j for j, (state, mark, _) in queued.items() if is_live(state) and owned_by(mark, root)
         ]
         if left and time.monotonic() >= end:
             print(
@@ -102,6 +94,7 @@ def _drain(root: Path, jobs: Sequence[str], deadline: float | None, interval: fl
                 "cells ended (a resume refuses them while they are)",
                 file=sys.stderr,
             )
-            return
+            break
         if left:
-            time.sleep(interval)
+            time.sleep(args.interval)
+    return end_report(read_sweep(root), resume_hint(root))
