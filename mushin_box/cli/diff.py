@@ -62,18 +62,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 _TABLE_WIDTH = 100
 
 
-def _fields_table(title: str, rows: Sequence[Any], sweep: bool, style: str) -> Any:
-    from rich.markup import escape
-    from rich.table import Table
-
-    table = Table(title=title, title_justify="left", title_style=style, expand=False)
-    for name in [*(["cell"] if sweep else []), "path", "A", "B"]:
-        table.add_column(name, overflow="fold")
-    for r in rows:
-        table.add_row(*map(escape, [*([r.cell] if sweep else []), r.path, r.a, r.b]))
-    return table
-
-
 def _field_lines(title: str, rows: Sequence[Any], sweep: bool, notes: Sequence[str] = ()) -> str:
     where = (lambda r: f"{r.cell}: ") if sweep else (lambda r: "")
     lines = [f"  {where(r)}{r.path}: {r.a} -> {r.b}" for r in rows]
@@ -99,7 +87,14 @@ def _print_tables(diff: Any, brief: bool, results: bool) -> None:
                 escape(_field_lines(title, (), sweep, notes)), style=style, soft_wrap=True
             )
         if rows:
-            console.print(_fields_table("" if notes else title, rows, sweep, style))
+            table = Table(
+                title="" if notes else title, title_justify="left", title_style=style, expand=False
+            )
+            for name in [*(["cell"] if sweep else []), "path", "A", "B"]:
+                table.add_column(name, overflow="fold")
+            for r in rows:
+                table.add_row(*map(escape, [*([r.cell] if sweep else []), r.path, r.a, r.b]))
+            console.print(table)
 
     sweep = diff.kind == "sweep"
     style = "bold green" if diff.same(results=results) else "bold red"

@@ -15,6 +15,7 @@ out for ``COLUMNS`` when set, else at full width: a pipe into ``grep`` loses not
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -98,7 +99,11 @@ def print_table(sweep: Any, said: str | None = None) -> None:
     from rich.console import Console
 
     console = Console(highlight=False)
-    width = _terminal_width(console)
+    width = int(console.width) if console.is_terminal else None
+    if width is None:  # piped: laid out for COLUMNS when set, else no limit
+        with contextlib.suppress(ValueError):
+            width = int(os.environ.get("COLUMNS", ""))
+        width = width if width and width > 0 else None
     line = f"{sweep.root}: {summary(sweep)}"
     if line != said:
         print(line)
@@ -224,14 +229,3 @@ def _left_out(dropped: Sequence[str], width: int) -> str:
         if len(line) <= width:
             return line
     return f"({len(dropped)} columns left out to fit; --json has all)"
-
-
-def _terminal_width(console: Any) -> int | None:
-    """The width to fit: the terminal's; piped, ``COLUMNS`` when set, else no limit."""
-    if console.is_terminal:
-        return int(console.width)
-    try:
-        columns = int(os.environ.get("COLUMNS", ""))
-    except ValueError:
-        return None
-    return columns if columns > 0 else None
