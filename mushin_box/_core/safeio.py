@@ -41,7 +41,6 @@ from mushin_box._core.targets import public
 __all__ = [
     "UnsafeFileError",
     "inside",
-    "open_regular",
     "open_regular_stat",
     "read_bounded",
     "read_open",
@@ -72,15 +71,10 @@ class UnsafeFileError(MushinBoxError, OSError):
     file)."""
 
 
-def open_regular(path: StrPath) -> int:
-    """An open read-only descriptor of ``path``, which must be a regular file: a symlink (to
-    anything, a loop included), a FIFO, a device, a socket or a directory is an
-    :class:`UnsafeFileError`; a missing file a ``FileNotFoundError``."""
-    return open_regular_stat(path)[0]
-
-
 def open_regular_stat(path: StrPath) -> tuple[int, os.stat_result]:
-    """:func:`open_regular`, and the file's ``fstat`` (its size: one call, not two)."""
+    """An open read-only descriptor of ``path`` and its ``fstat``. It must be a regular
+    file: a symlink (to anything, a loop included), a FIFO, a device, a socket or a
+    directory is an :class:`UnsafeFileError`; a missing file a ``FileNotFoundError``."""
     try:
         fd = os.open(path, _FLAGS)
     except OSError as exc:
@@ -125,7 +119,7 @@ def read_open(fd: int, limit: int) -> bytes | None:
 
 
 def read_bounded(path: StrPath, limit: int) -> bytes:
-    """The whole of the regular file ``path`` (:func:`open_regular`), an
+    """The whole of the regular file ``path`` (:func:`open_regular_stat`), an
     :class:`UnsafeFileError` when it holds more than ``limit`` bytes (checked before reading,
     and again while reading: a file may grow)."""
     fd, st = open_regular_stat(path)
@@ -141,7 +135,7 @@ def read_bounded(path: StrPath, limit: int) -> bytes:
 
 
 def read_tail(path: StrPath, max_bytes: int, *, start: int = 0) -> tuple[bytes, int]:
-    """At most the last ``max_bytes`` of the regular file ``path`` (:func:`open_regular`)
+    """At most the last ``max_bytes`` of the regular file ``path`` (:func:`open_regular_stat`)
     from offset ``start``, and the offset they begin at (``> start`` when the beginning was
     skipped): a log or a traceback is read from its end, however large it grew."""
     fd, st = open_regular_stat(path)
@@ -155,7 +149,7 @@ def read_tail(path: StrPath, max_bytes: int, *, start: int = 0) -> tuple[bytes, 
 def inside(root: StrPath, path: StrPath) -> Path:
     """``path`` (relative to ``root`` unless absolute), when it lies under ``root`` once
     every symlink above it is resolved; the last component is left as it is, so that
-    :func:`open_regular` refuses it if it is a symlink.
+    :func:`open_regular_stat` refuses it if it is a symlink.
 
     Raises
     ------

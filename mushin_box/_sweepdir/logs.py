@@ -30,7 +30,7 @@ from mushin_box._core.layout import (
     RANKS_DIR,
     STATUS_FILE,
 )
-from mushin_box._core.safeio import UnsafeFileError, inside, open_regular, read_tail
+from mushin_box._core.safeio import UnsafeFileError, inside, open_regular_stat, read_tail
 from mushin_box._core.sidecars import warn_sidecar
 from mushin_box._provenance.ranks import read_rank_runtimes
 from mushin_box._sweepdir.board import read_sweep
@@ -208,7 +208,7 @@ def output_size(paths: Iterable[Path], max_bytes: int = LOG_READ_BYTES) -> Outpu
     whole = True
     for path in paths:
         try:
-            fd = open_regular(path)
+            fd = open_regular_stat(path)[0]
         except FileNotFoundError:
             continue
         except OSError as exc:
