@@ -31,6 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import torch.distributed as dist
+
 from mushin_box._core.envstate import restore_environ
 from mushin_box._core.layout import (
     DDP_PARENT_PID_ENV,
@@ -89,10 +91,8 @@ else:
 def validate_launched_world(
     env: ClusterEnvironment, devices: int, num_nodes: int, namespace: str = "pytorch_lightning"
 ) -> None:
-    """Raise :class:`WorldSizeMismatchError` unless the ranks the launcher started, as it
-    announced them, are num_nodes x devices (the pure check:
-    :func:`mushin_box._train.world.check_launched_world`); ``env`` is of Lightning's
-    ``namespace`` (a key of :data:`~mushin_box._upstream.lightning.NAMESPACES`)."""
+    """Raise :class:`WorldSizeMismatchError` unless the ranks the launcher announced are
+    num_nodes x devices; ``env`` is of Lightning's ``namespace``."""
     envs = importlib.import_module(f"{NAMESPACES[namespace]}.plugins.environments")
     if isinstance(env, envs.SLURMEnvironment):
         per_node = os.environ.get("SLURM_NTASKS_PER_NODE")
@@ -108,11 +108,8 @@ def validate_launched_world(
 
 
 class HydraDDPMixin(_Strategy):
-    """HydraDDP's behaviour, mixed into the ``DDPStrategy`` of either Lightning namespace
-    (:func:`~mushin_box._upstream.lightning.strategy_base`): ``mushin_box.HydraDDP`` and
-    ``mushin_box.lightning.HydraDDP`` are this class on each. Its launchers are of the
-    strategy's namespace (:func:`launcher_classes`); the checks here are of this class, so
-    they hold for both."""
+    """HydraDDP's behaviour, mixed into the ``DDPStrategy`` of either Lightning namespace;
+    its launchers are of the strategy's namespace (:func:`launcher_classes`)."""
 
     def __init__(
         self,
@@ -130,11 +127,9 @@ class HydraDDPMixin(_Strategy):
         self.rendezvous_timeout_s = rendezvous_timeout_s
 
     def setup_distributed(self) -> None:
-        # armed in ranks launched from outside: a SLURM task, a torchrun worker, a rank
-        # HydraDDP started. Not in rank 0 of a local HydraDDP job: it may be the sweep's
-        # (the user's) own process, and its wait is bounded by the child observer. (Its
-        # launcher sets LOCAL_RANK in its environment, which Lightning reads as "launched
-        # externally": the launcher's type decides.)
+        # the watchdog is armed in ranks launched as their own process, not in rank 0 of a
+        # local job (maybe the user's process; the child observer bounds its wait). Its
+        # LOCAL_RANK reads as "launched externally", so the launcher's type decides.
         env = self.cluster_environment
         launcher = self.launcher
         own_process = (
@@ -142,8 +137,7 @@ class HydraDDPMixin(_Strategy):
             and env.creates_processes_externally
             and not isinstance(launcher, HydraDDPLauncher)
         )
-        if isinstance(launcher, HydraDDPLauncher):  # rank 0 of a local job: a stop is heard
-            # while its ranks start, not after they join
+        if isinstance(launcher, HydraDDPLauncher):  # a stop is heard while its ranks start
             timeout = self.process_group_timeout_s
             launcher.wait_for_ranks(1800.0 if timeout is None else timeout)
         if own_process:
@@ -193,12 +187,10 @@ class HydraDDPMixin(_Strategy):
         if isinstance(launcher, (HydraDDPLauncher, OneProcessLauncher)):
             launcher.end_call()
 
-    # SIGTERM. Lightning 2.6 answers it with a dist.broadcast from inside its signal
-    # handler, a collective the other ranks never join, and a local HydraDDP job hangs for
-    # good (Lightning-AI/pytorch-lightning#20806; the broadcast came with #20825). In the
-    # ranks of a local job, HydraDDP's handler replaces Lightning's once the trainer call
-    # has registered it (these hooks run after that; Lightning restores the handler it
-    # found when the call ends).
+    # SIGTERM: Lightning answers it with a dist.broadcast from its signal handler, which the
+    # other ranks never join, and a local job hangs (Lightning-AI/pytorch-lightning#20806).
+    # These hooks run after the trainer call registered Lightning's handler (restored when
+    # the call ends) and replace it in the ranks of a local job.
     def on_train_start(self) -> None:
         super().on_train_start()
         self._take_sigterm()
@@ -223,9 +215,8 @@ class HydraDDPMixin(_Strategy):
             signal.signal(signal.SIGTERM, self._on_sigterm)
 
     def _on_sigterm(self, signum: int, frame: Any) -> None:
-        """Rank 0 forwards SIGTERM to the ranks it started and raises :class:`Terminated`:
-        the trainer call unwinds, and its teardown gives them ``TERM_GRACE_S`` before it
-        kills them (:meth:`HydraDDPLauncher.end_call`). A rank it started just raises."""
+        """Raise :class:`Terminated`; rank 0 first forwards SIGTERM to its ranks, which its
+        teardown kills after ``TERM_GRACE_S`` (:meth:`HydraDDPLauncher.end_call`)."""
         launcher = self.launcher
         if isinstance(launcher, HydraDDPLauncher):
             launcher.stop_ranks()
@@ -252,20 +243,17 @@ _current_launcher: HydraDDPLauncher | None = None
 
 
 def end_local_job() -> None:
-    """End the local HydraDDP job led from this process, if any: its ranks exit, the
-    process group is destroyed and the variables it set are restored, so that the next job
-    in this process (a sweep's next in-process cell, a notebook's next run) starts clean.
-    A new job does this itself when it starts; a sweep calls it when a cell ends."""
+    """End the local HydraDDP job led from this process, if any (its ranks, process group
+    and variables), so that the next job in this process starts clean."""
     if _current_launcher is not None:
         _current_launcher.retire()
 
 
 class OneProcessLauncher(_Launcher):
-    """Lightning's launcher for a 1-process local run (it starts no rank), undoing what the
-    call set when it ends. Otherwise ``LOCAL_RANK=0`` stays in ``os.environ`` and the next
-    local run in this process, even one with ``devices=2``, reads as externally launched:
-    it would start no rank and train alone on a stale 1-process group, silently. Mixed into
-    either namespace's launcher (:func:`launcher_classes`)."""
+    """Lightning's launcher for a 1-process local run, undoing what the call set when it
+    ends: a ``LOCAL_RANK=0`` left in ``os.environ`` makes the next local run in this
+    process, even with ``devices=2``, read as externally launched and train alone on a
+    stale 1-process group, silently."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -274,19 +262,14 @@ class OneProcessLauncher(_Launcher):
 
     def launch(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         end_local_job()  # a previous job's ranks and process group: not this run's
-        import torch.distributed as dist
-
         self._saved_env = {k: os.environ.get(k) for k in _DIST_ENV}
         self._owns_group = not (dist.is_available() and dist.is_initialized())
         return super().launch(function, *args, **kwargs)
 
     def end_call(self) -> None:
-        """Restore the variables the call set; destroy the process group it created."""
         if self._saved_env is not None:
             restore_environ(self._saved_env)
             self._saved_env = None
-        import torch.distributed as dist
-
         if self._owns_group and dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
         self._owns_group = False
@@ -452,8 +435,6 @@ class HydraDDPLauncher(_Launcher):
         self._restore_env()
         if _current_launcher is self:
             _current_launcher = None
-        import torch.distributed as dist
-
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
 

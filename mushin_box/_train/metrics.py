@@ -35,23 +35,12 @@ from mushin_box._train.divergence import batch_fingerprint, weights_fingerprint
 from mushin_box._train.resume import current_attempt
 from mushin_box._upstream.lightning import logged_names
 
-__all__ = [
-    "RESERVED_SUFFIX",
-    "MetricsCallbackMixin",
-    "final_metrics",
-    "load_metrics_file",
-    "reserved_name",
-]
-
-#: appended to a metric logged under a series' index name (``epoch`` -> ``epoch_logged``)
-RESERVED_SUFFIX = "_logged"
-
-_NAN = float("nan")
+__all__ = ["MetricsCallbackMixin", "final_metrics", "load_metrics_file"]
 
 
 def _to_plain(value: Any) -> float | list[Any]:
-    """Tensor/number -> float (0-d) or nested lists of floats: plain types that
-    ``torch.load(weights_only=True)`` reads back without allow-listing anything."""
+    """A float or nested lists of floats: what ``torch.load(weights_only=True)`` reads back
+    without allow-listing anything."""
     if isinstance(value, torch.Tensor):
         value = value.detach().cpu()
         return float(value.item()) if value.ndim == 0 else value.double().tolist()
@@ -61,12 +50,6 @@ def _to_plain(value: Any) -> float | list[Any]:
         out = value.tolist()
         return float(out) if isinstance(out, int | float) else out
     raise TypeError(f"cannot record metric value of type {type(value).__name__}")
-
-
-def reserved_name(index_name: str) -> str:
-    """The name a metric logged under a series' index name (``epoch``, ``round``) is kept
-    under: ``epoch_logged``, ``round_logged``."""
-    return f"{index_name}{RESERVED_SUFFIX}"
 
 
 class _Series:
@@ -85,11 +68,11 @@ class _Series:
             self._warned = True
             warnings.warn(
                 f"MetricsCallback: the metric name {name!r} is reserved for the series' index; "
-                f"the metric logged as {name!r} is recorded as {reserved_name(name)!r}",
+                f"the metric logged as {name!r} is recorded as {name + '_logged'!r}",
                 UserWarning,
                 stacklevel=2,
             )
-        return reserved_name(name)
+        return f"{name}_logged"
 
     def record(self, index: int, metrics: Mapping[str, Any]) -> None:
         row = self.rows.setdefault(index, {})
@@ -100,17 +83,15 @@ class _Series:
     def as_dict(self) -> dict[str, list[Any]]:
         indices = sorted(self.rows)
         names = sorted({n for row in self.rows.values() for n in row})
-        # every series has one entry per index: NaN where a metric was not logged that round
+        # one entry per index: NaN where a metric was not logged that round
         out: dict[str, list[Any]] = {self.index_name: indices}
-        for name in names:
-            out[name] = [self.rows[i].get(name, _NAN) for i in indices]
-        return out
+        nan = float("nan")
+        return out | {name: [self.rows[i].get(name, nan) for i in indices] for name in names}
 
 
 class MetricsCallbackMixin:
     """MetricsCallback's behaviour, mixed into the ``Callback`` of either Lightning namespace:
-    ``mushin_box.MetricsCallback`` and ``mushin_box.lightning.MetricsCallback`` are this class
-    on each. It reads the trainer only through public attributes both namespaces share."""
+    it reads the trainer only through public attributes both namespaces share."""
 
     def __init__(
         self,
@@ -129,7 +110,6 @@ class MetricsCallbackMixin:
         self._test = _Series("round")
         self._validate = _Series("round")
 
-    # -- where ---------------------------------------------------------------------------
     def save_dir(self) -> Path:
         return self._save_dir if self._save_dir is not None else job_dir()
 
@@ -150,10 +130,8 @@ class MetricsCallbackMixin:
         # second, so it is never older than the .pt file (readers prefer it unless it is)
         write_bytes_atomic(self.json_path(stage), canonical_dumps(data))
 
-    # -- fit -----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        # saved in checkpoints, so a fit resumed from last.ckpt continues the same series
-        # (and the fingerprints: a resumed fit's start is the first fit's)
+        # a fit resumed from last.ckpt continues the same series and fingerprints
         fit = {epoch: dict(row) for epoch, row in self._fit.rows.items()}
         return {"fit": fit, "fingerprints": copy.deepcopy(self._prints)}
 
@@ -182,13 +160,12 @@ class MetricsCallbackMixin:
             self._prints["world_size"] = trainer.world_size
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
-        # where this fit starts and in which world, once the loops are restored (they are
-        # not yet at on_fit_start): the checkpointed history of a fit that went on at
-        # another world size (the record's run.world_changes)
+        # where and in which world this fit starts, once the loops are restored (not yet at
+        # on_fit_start): the record's run.world_changes
         if not (self.fingerprints and trainer.is_global_zero):
             return
 
-        start: dict[str, int | None] = {
+        start = {
             "epoch": int(trainer.current_epoch),
             "world_size": trainer.world_size,
             "attempt": current_attempt(job_dir()),
@@ -222,7 +199,6 @@ class MetricsCallbackMixin:
         if self._fit.rows:
             self._write(trainer, "fit", self._fit)
 
-    # -- the fit's result ----------------------------------------------------------------
     def last_fit_values(self) -> dict[str, float]:
         """Each scalar metric's last logged value in the fit series (NaN rounds skipped)."""
         out: dict[str, float] = {}
@@ -251,32 +227,28 @@ class MetricsCallbackMixin:
         """
         return final_metrics(trainer)
 
-    # -- test ----------------------------------------------------------------------------
     def on_test_end(self, trainer: Any, pl_module: Any) -> None:
         self._test.record(len(self._test.rows), trainer.callback_metrics)
         self._write(trainer, "test", self._test)
 
 
 def final_metrics(trainer: Any) -> dict[str, float]:
-    """:meth:`MetricsCallbackMixin.final_metrics`, for a trainer of either namespace."""
+    """:meth:`MetricsCallbackMixin.final_metrics`."""
     out: dict[str, float] = {}
     for callback in trainer.callbacks:
         if isinstance(callback, MetricsCallbackMixin):
             out.update(callback.last_fit_values())
     for name, value in trainer.callback_metrics.items():
-        key = reserved_name("epoch") if name == "epoch" else str(name)  # as in the file
+        key = "epoch_logged" if name == "epoch" else str(name)  # as in the file
         with contextlib.suppress(TypeError, ValueError, RuntimeError):  # non-scalar: skipped
             out[key] = float(value)  # what this run logged wins
     return out
 
 
 def _logged_by_active_loop(trainer: Any) -> dict[str, Any]:
-    """The callback metrics logged by the running loop (training or validation) only.
-
-    ``trainer.callback_metrics`` keeps stale values from earlier rounds (the last
-    ``val_loss`` in an epoch without validation); recording those would misalign the
-    series. The loop's result collection says which names it logged this round.
-    """
+    """The callback metrics the running loop logged this round: ``callback_metrics`` keeps
+    stale values (the last ``val_loss`` in an epoch without validation) that would
+    misalign the series."""
     metrics = trainer.callback_metrics
     wanted = logged_names(trainer)
     if wanted is None:
@@ -287,10 +259,7 @@ def _logged_by_active_loop(trainer: Any) -> dict[str, Any]:
 @public
 def load_metrics_file(path: str | os.PathLike[str]) -> dict[str, list[float]]:
     """Read a ``*_metrics.pt`` (or its ``*_metrics.json`` twin) written by
-    :class:`MetricsCallback`.
-
-    Uses ``weights_only=True``: the files hold plain python types only.
-    """
+    :class:`MetricsCallback` (``weights_only=True``: they hold plain python types only)."""
     if Path(path).suffix == ".json":
         data = loads(Path(path).read_bytes())
     else:

@@ -17,19 +17,12 @@ from collections.abc import Iterator, Sized
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch.utils.data import Dataset, DistributedSampler
 
 from mushin_box._core.targets import public
 
 __all__ = ["WorldSizeInvariantSampler"]
-
-
-def _default_world() -> tuple[int, int]:
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_world_size(), dist.get_rank()
-    return 1, 0
 
 
 @public
@@ -85,9 +78,11 @@ class WorldSizeInvariantSampler(DistributedSampler):  # type: ignore[type-arg]
         seed: int = 0,
         drop_last: bool = True,
     ) -> None:
-        world, this_rank = _default_world()
-        num_replicas = world if num_replicas is None else num_replicas
-        rank = this_rank if rank is None else rank
+        group = dist.is_available() and dist.is_initialized()
+        if num_replicas is None:
+            num_replicas = dist.get_world_size() if group else 1
+        if rank is None:
+            rank = dist.get_rank() if group else 0
         super().__init__(
             dataset,  # pyright: ignore[reportArgumentType]
             num_replicas=num_replicas,

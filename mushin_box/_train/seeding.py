@@ -7,7 +7,6 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from mushin_box._core.jobdir import job_dir, mushin_dir
 from mushin_box._core.layout import (
@@ -30,7 +29,7 @@ __all__ = [
 
 def _env_rank(env: Mapping[str, str], name: str) -> int | None:
     value = env.get(name)
-    if value is None or value == "":
+    if not value:
         return None
     try:
         rank = int(value)
@@ -152,25 +151,19 @@ def seed_everything_per_rank(base: int, workers: bool = True) -> int:
     """
     rank = global_rank_from_env()
     seed = seed_for_rank(base, rank)
-    _fabric_seed_everything()(seed, workers=workers, verbose=False)
+    # the namespace this process loaded (``lightning`` alone when only it is); both seed
+    # alike and set the variables (PL_GLOBAL_SEED, PL_SEED_WORKERS) either's workers read
+    if "lightning.fabric" in sys.modules and "lightning_fabric" not in sys.modules:
+        from lightning.fabric.utilities.seed import seed_everything
+    else:
+        from lightning_fabric.utilities.seed import seed_everything
+    seed_everything(seed, workers=workers, verbose=False)
     # exported so the ranks HydraDDP starts later seed from the same base
     os.environ[SEED_BASE_ENV] = str(base)
     os.environ[SEED_WORKERS_ENV] = "1" if workers else "0"
     record = {"base": base, "rank": rank, "seed": seed, "workers": workers}
     write_json_atomic(mushin_dir() / SEEDS_DIR / f"rank{rank}.json", record)
     return seed
-
-
-def _fabric_seed_everything() -> Any:
-    """Lightning's ``seed_everything``, of the namespace this process loaded (``lightning``
-    alone when only it is loaded; else ``pytorch_lightning``'s, a dependency). Both seed
-    alike and set the same variables (``PL_GLOBAL_SEED``, ``PL_SEED_WORKERS``), which the
-    dataloader workers of either read."""
-    if "lightning.fabric" in sys.modules and "lightning_fabric" not in sys.modules:
-        from lightning.fabric.utilities.seed import seed_everything
-    else:
-        from lightning_fabric.utilities.seed import seed_everything
-    return seed_everything
 
 
 def seed_records(directory: str | os.PathLike[str] | None = None) -> dict[int, dict[str, object]]:

@@ -1,11 +1,10 @@
 # SPDX-License-Identifier: MIT
 """Tiny Lightning module and data for examples, tests and smoke runs (CPU, seconds).
 
-Importable by every rank, which is what HydraDDP's ranks and SLURM tasks need. Here is their
-behaviour, free of Lightning; the classes mix it into each namespace's bases. Their public
-doors are :mod:`mushin_box.testing` (``pytorch_lightning``) and :mod:`mushin_box.lightning`
-(``lightning.pytorch``), which are also their ``__module__``: configs built from them name
-``mushin_box.testing.TinyModule`` wherever this file lives.
+Importable by every rank, as HydraDDP's ranks and SLURM tasks need. The behaviour, free of
+Lightning; their doors and ``__module__`` are :mod:`mushin_box.testing` and
+:mod:`mushin_box.lightning`, so configs name ``mushin_box.testing.TinyModule`` wherever this
+file lives.
 """
 
 from __future__ import annotations
@@ -67,7 +66,16 @@ class TinyModuleMixin(LightningModule):
         return loss
 
     def on_train_epoch_start(self) -> None:
-        _append_rank_record(self, "epoch", self.current_epoch)
+        # with MUSHIN_TEST_RANK_LOG set to a directory, each rank appends what it did there
+        target = os.environ.get(TEST_RANK_LOG_ENV)
+        if not target:
+            return
+        with open(os.path.join(target, f"rank{self.global_rank}.log"), "a", encoding="utf-8") as f:
+            f.write(
+                f"epoch={self.current_epoch} seed={os.environ.get('PL_GLOBAL_SEED', '')} "
+                f"world={self.trainer.world_size} pid={os.getpid()} "
+                f"job={job_dir().name.replace(' ', '_')}\n"
+            )
 
     def on_train_epoch_end(self) -> None:
         if self.epoch_sleep_s:
@@ -84,22 +92,6 @@ class TinyModuleMixin(LightningModule):
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(self.parameters(), lr=self.hparams["lr"])
-
-
-def _append_rank_record(module: Any, key: str, value: Any) -> None:
-    """When MUSHIN_TEST_RANK_LOG is a directory, each rank appends what it did there."""
-    target = os.environ.get(TEST_RANK_LOG_ENV)
-    if not target:
-        return
-
-    rank = module.global_rank
-    with open(os.path.join(target, f"rank{rank}.log"), "a", encoding="utf-8") as f:
-        seed = os.environ.get("PL_GLOBAL_SEED", "")
-        job = job_dir().name.replace(" ", "_")
-        f.write(
-            f"{key}={value} seed={seed} world={module.trainer.world_size} pid={os.getpid()} "
-            f"job={job}\n"
-        )
 
 
 class TinyDataModuleMixin(LightningDataModule):
@@ -125,13 +117,14 @@ class TinyDataModuleMixin(LightningDataModule):
         self.batch_size = batch_size
         self.global_batch_size = global_batch_size
 
-    def _loader(self) -> DataLoader[Any]:
+    def val_dataloader(self) -> DataLoader[Any]:
         return DataLoader(self.data, batch_size=self.batch_size)
+
+    test_dataloader = predict_dataloader = val_dataloader
 
     def train_dataloader(self) -> DataLoader[Any]:
         if self.global_batch_size is None:
-            return self._loader()
-
+            return self.val_dataloader()
         trainer = self.trainer
         assert trainer is not None, "train_dataloader() is called by a Trainer"
         sampler = WorldSizeInvariantSampler(
@@ -141,12 +134,3 @@ class TinyDataModuleMixin(LightningDataModule):
             rank=trainer.global_rank,
         )
         return DataLoader(self.data, batch_size=sampler.local_batch_size, sampler=sampler)
-
-    def val_dataloader(self) -> DataLoader[Any]:
-        return self._loader()
-
-    def test_dataloader(self) -> DataLoader[Any]:
-        return self._loader()
-
-    def predict_dataloader(self) -> DataLoader[Any]:
-        return self._loader()
