@@ -1,13 +1,11 @@
 # SPDX-License-Identifier: MIT
 """The task of a config-only experiment (``mushin-box launch exp.py``): fit, then report.
 
-An experiment file that holds only a hydra-zen config has no task of its own: every cell
-runs :func:`fit_task`, with :func:`seed_pre_call` as zen's ``pre_call``. Both names are
-recorded in every such cell's provenance (``run.task``, which ``reproduce`` imports) and
-pickled inside every submitted job, so they carry a stable name, ``mushin_box.fit_task``,
-like the public classes' ``_target_`` (:func:`~mushin_box._core.targets.public`): no later
-move of this module can break a record or a queued job. The code fingerprint hashes each
-under the first name it was recorded under (:data:`~mushin_box._core.targets.FIRST_NAMES`).
+Every cell of an experiment file that holds only a hydra-zen config runs :func:`fit_task`,
+with :func:`seed_pre_call` as zen's ``pre_call``. Both are recorded in provenance
+(``run.task``, which ``reproduce`` imports) and pickled in submitted jobs, so they carry a
+stable name (:func:`~mushin_box._core.targets.public`): no move of this module can break a
+record or a queued job.
 
 Examples
 --------
@@ -40,9 +38,7 @@ def fit_task(
     trainer: Any, module: Any, mushin_resume: ResumeContext, datamodule: Any = None
 ) -> dict[str, float]:
     """The task of a config-only experiment: fit (resuming from the cell's ``last.ckpt``),
-    then return the fit's scalar metrics (:meth:`MetricsCallback.final_metrics`: the
-    Trainer's ``callback_metrics``, completed from the config's ``MetricsCallback``, so that
-    a fit resumed with nothing left to train still reports what it reached)."""
+    then return :meth:`MetricsCallback.final_metrics`."""
     # lazy: metrics imports torch, which only a running cell may load
     from mushin_box._train.metrics import final_metrics
 

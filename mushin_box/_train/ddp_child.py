@@ -1,14 +1,11 @@
 # SPDX-License-Identifier: MIT
 """Entry point of the ranks HydraDDP starts: ``python -m mushin_box._train.ddp_child``.
 
-Rebuilds rank 0's job from what rank 0 wrote down (never from rank 0's Python objects):
-the job's saved Hydra config, restored as the current Hydra config so ``${hydra:...}``
-interpolations resolve to rank 0's values, the same cwd, sys.path and seed base, and the
-same trainer entry point and ``ckpt_path``. It runs no Hydra app, so it writes no Hydra
-output of its own into the job directory. It runs none of the sweep's cell code either, so
-it records where it runs itself (:func:`~mushin_box._provenance.ranks.write_rank_runtime`),
-as every rank of a cell does, before it says it is joining: rank 0 folds every rank's
-record into the cell's provenance.
+Rebuilds rank 0's job from what rank 0 wrote down, never from its Python objects: the saved
+Hydra config, restored as the current one so ``${hydra:...}`` resolves to rank 0's values,
+the same cwd, sys.path and seed base, entry point and ``ckpt_path``. It runs no Hydra app
+(no Hydra output in the job directory) and no cell code, so it records where it runs itself
+(:func:`~mushin_box._provenance.ranks.write_rank_runtime`) before it says it is joining.
 """
 
 from __future__ import annotations
@@ -32,14 +29,9 @@ from mushin_box._train.seeding import global_rank_from_env, seed_everything_per_
 
 def _watch_parent(parent_pid: int) -> None:
     """Exit when rank 0 is gone (backs up PR_SET_PDEATHSIG, e.g. on non-Linux hosts)."""
-
-    def watch() -> None:
-        while True:
-            if os.getppid() != parent_pid:
-                os._exit(1)
-            time.sleep(0.5)
-
-    threading.Thread(target=watch, daemon=True, name="mushin-parent-watch").start()
+    while os.getppid() == parent_pid:
+        time.sleep(0.5)
+    os._exit(1)
 
 
 def _load_main(path: str) -> None:
@@ -70,7 +62,12 @@ def _restore_hydra_config(config_dir: Path) -> Any:
 
 def main() -> None:
     spec: dict[str, Any] = json.loads(os.environ[DDP_SPEC_ENV])
-    _watch_parent(int(os.environ[DDP_PARENT_PID_ENV]))
+    threading.Thread(
+        target=_watch_parent,
+        args=(int(os.environ[DDP_PARENT_PID_ENV]),),
+        daemon=True,
+        name="mushin-parent-watch",
+    ).start()
     set_ready_fd(spec.get("ready_fd"))  # HydraDDP says "joining" on it (ranks.say_ready)
     for entry in reversed(spec["sys_path"]):
         if entry not in sys.path:
@@ -92,11 +89,9 @@ def main() -> None:
     module = instantiate(cfg.module)
     datamodule = instantiate(cfg.datamodule) if "datamodule" in cfg else None
     # one line per trainer call of rank 0; EOF when rank 0's job is over
-    for line in sys.stdin:
-        if not line.strip():
-            continue
+    for line in filter(str.strip, sys.stdin):
         call: dict[str, Any] = json.loads(line)
-        kwargs: dict[str, Any] = {"datamodule": datamodule, "ckpt_path": call["ckpt_path"]}
+        kwargs = {"datamodule": datamodule, "ckpt_path": call["ckpt_path"]}
         if call.get("weights_only") is not None:
             kwargs["weights_only"] = call["weights_only"]
         getattr(trainer, call["stage"])(module, **kwargs)

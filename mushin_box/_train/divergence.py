@@ -1,19 +1,12 @@
 # SPDX-License-Identifier: MIT
 """Small fingerprints of a fit, so that two runs that differ say where they first parted.
 
-Two runs of one experiment whose metrics differ leave a user with "why?". Rank 0 records,
-beside the metric series (``fit_fingerprints.json`` in the job directory):
-
-- the weights at the start of the fit, after any checkpoint was restored;
-- the first training batch of each epoch (a hash of its tensors, with the world size: a
-  rank's batch depends on it);
-- the weights at the end of each epoch: an exact hash, and their L2 norm, so that a
-  float-level drift (another reduction order) can be told from a real difference.
-
-``diff`` and ``reproduce`` walk two such records in that order and name the first point
-where they part (:mod:`mushin_box._results.diff`). The cost is one pass over the
-weights per epoch (hashing and a norm), a small part of an epoch of any model large enough
-for it to matter (``scripts/bench``); ``MetricsCallback(fingerprints=False)`` turns it off.
+Rank 0 records in ``fit_fingerprints.json``: the weights at the fit's start (after any
+restore), each epoch's first training batch (with the world size, on which a rank's batch
+depends), and the weights at each epoch's end, as an exact hash and an L2 norm, so that a
+float-level drift (another reduction order) can be told from a real difference. ``diff``
+and ``reproduce`` walk two records in that order (:mod:`mushin_box._results.diff`). The
+cost, one pass over the weights per epoch, is small beside an epoch (``scripts/bench``).
 
 Examples
 --------

@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""The kit's Lightning classes on ``lightning.pytorch`` (``import lightning as L``); their door
-and ``__module__`` is :mod:`mushin_box.lightning`. The twin of :mod:`.pl`, with the same
-mixins on this namespace's bases."""
+"""The twin of :mod:`.pl` on ``lightning.pytorch`` (``import lightning as L``); the classes'
+door and ``__module__`` is :mod:`mushin_box.lightning`."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""The kit's Lightning classes on ``pytorch_lightning``: ``mushin_box.HydraDDP``,
-``mushin_box.MetricsCallback`` and ``mushin_box.testing``'s tiny module and data.
-
-Each is its behaviour's mixin (free of Lightning) on this namespace's base class;
-:mod:`mushin_box.lightning` mixes the same into ``lightning.pytorch``'s. Nothing here but the
-bases and the docstrings users read.
+"""The kit's Lightning classes on ``pytorch_lightning``: each is its behaviour's mixin on
+this namespace's base, with the docstring users read.
 """
 
 from __future__ import annotations

@@ -2,11 +2,11 @@
 """The ranks a local HydraDDP job's rank 0 started: watching them, ending them, and making
 them die with rank 0.
 
-Rank 0 is often the user's own process (a notebook, the sweep driver), so it must never be
-left waiting on a rank that died, nor leave a rank behind when it dies itself, nor be deaf
-to a stop while its ranks start: it waits for them in Python (:func:`wait_ready`), where a
-signal is handled at once, and enters torch's rendezvous, a C++ wait that no Python signal
-handler interrupts, only once every rank has said it is joining (:func:`say_ready`).
+Rank 0 is often the user's own process (a notebook, the sweep driver): it must never wait on
+a dead rank, leave a rank behind, or be deaf to a stop while its ranks start. So it waits
+for them in Python (:func:`wait_ready`), where a signal is handled at once, and enters
+torch's rendezvous (a C++ wait no signal handler interrupts) only once every rank said it
+is joining (:func:`say_ready`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from pathlib import Path
 __all__ = [
     "ChildObserver",
     "die_with_parent",
-    "log_tail",
     "retire_procs",
     "say_ready",
     "set_ready_fd",
@@ -39,13 +38,12 @@ log = logging.getLogger("mushin_box._train.ddp")  # the messages users know, fro
 def retire_procs(
     procs: list[subprocess.Popen[bytes]], timeout_s: float, quiet: bool = False
 ) -> None:
-    """End ranks: close their command pipe (their loop ends), wait until ``timeout_s``,
-    then kill what is left."""
+    """End ranks: close their command pipe, wait until ``timeout_s``, kill what is left."""
     deadline = time.monotonic() + timeout_s
     for proc in procs:
         if proc.stdin is not None and not proc.stdin.closed:
             with contextlib.suppress(OSError):
-                proc.stdin.close()  # EOF: the child's command loop ends and it exits
+                proc.stdin.close()  # EOF: the child's command loop ends
     for proc in procs:
         try:
             proc.wait(timeout=max(0.0, deadline - time.monotonic()))
@@ -61,7 +59,6 @@ _ready_fd: int | None = None
 
 
 def set_ready_fd(fd: int | None) -> None:
-    """In a started rank: the write end of its ready pipe (``None``: none)."""
     global _ready_fd
     _ready_fd = fd
 
@@ -80,13 +77,8 @@ def wait_ready(
     procs: list[subprocess.Popen[bytes]], fds: list[int], logs: list[Path], timeout_s: float
 ) -> None:
     """Rank 0: wait until every started rank said it is joining (one byte on its pipe), in
-    a loop that a signal interrupts at once. Closes ``fds``.
-
-    Raises
-    ------
-    RuntimeError
-        A rank exited before it joined (its pipe closed empty), or ``timeout_s`` passed.
-    """
+    a loop that a signal interrupts at once; closes ``fds``. ``RuntimeError`` when a rank
+    exited before it joined (its pipe closed empty) or ``timeout_s`` passed."""
     pending = dict(zip(fds, range(len(fds)), strict=True))
     deadline = time.monotonic() + timeout_s
     try:
@@ -118,11 +110,10 @@ def wait_ready(
 
 
 class ChildObserver(threading.Thread):
-    """Watches the ranks rank 0 started. When one dies with an error, the others are
-    killed; rank 0 then gets ``grace_s`` to fail on its own (gloo notices a dead peer
-    at once), after which it is killed too rather than wait in a collective for the
-    backend's 30-minute timeout. Stoppable, unlike Lightning's observer, so the sweep
-    driver survives rank 0's own deliberate kills and a failed cell."""
+    """When a rank rank 0 started dies with an error, kills the others; rank 0 then gets
+    ``grace_s`` to fail on its own before it is killed too, rather than wait in a collective
+    for the backend's 30 minutes. Stoppable, unlike Lightning's observer, so the sweep driver
+    survives rank 0's deliberate kills and a failed cell."""
 
     def __init__(
         self,
@@ -156,7 +147,7 @@ class ChildObserver(threading.Thread):
             )
             for proc, path in zip(self._procs, self._logs, strict=False):
                 if proc.poll() not in (None, 0):  # its own words, where the user looks
-                    sys.stderr.write(f"HydraDDP: the end of {path}:\n{log_tail(path)}\n")
+                    sys.stderr.write(f"HydraDDP: the end of {path}:\n{_log_tail(path)}\n")
             for p in self._procs:
                 if p.poll() is None:
                     p.kill()
@@ -166,22 +157,18 @@ class ChildObserver(threading.Thread):
             return
 
 
-def log_tail(path: Path, lines: int = 20, max_bytes: int = 16384) -> str:
-    """The last lines of a rank's log file ('' when it can't be read)."""
+def _log_tail(path: Path) -> str:
+    """The last 20 lines of a rank's log ('' when it can't be read)."""
     try:
         with open(path, "rb") as f:
-            f.seek(max(0, f.seek(0, os.SEEK_END) - max_bytes))
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 16384))
             text = f.read().decode("utf-8", "replace")
     except OSError:
         return ""
-    return "\n".join(text.splitlines()[-lines:])
+    return "\n".join(text.splitlines()[-20:])
 
 
 def die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
     """Linux: the child gets SIGKILL when rank 0 dies, even by SIGKILL (no orphans)."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
-    except OSError:
-        pass  # the child's own parent watchdog still applies
+    with contextlib.suppress(OSError):  # the child's own parent watchdog still applies
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG

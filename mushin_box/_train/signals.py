@@ -1,22 +1,18 @@
 # SPDX-License-Identifier: MIT
 """SIGTERM as a cell sees it: an exception that unwinds the task, so that the cell is
-recorded ``cancelled`` and its process ends, instead of a process killed mid-write.
+recorded ``cancelled`` instead of left ``running`` by a process killed mid-write (and,
+under a local HydraDDP job, its other ranks left behind).
 
-``kill``, ``timeout``, systemd and CI runners stop a process with SIGTERM. Python's default
-is to die at once, which leaves the cell's status at ``running`` and, under a local
-HydraDDP job, its other ranks behind. While a cell's task runs on this host
-(:func:`sigterm_raises`), SIGTERM raises :class:`Terminated` instead: a ``SystemExit``
-(exit status 128 + 15, as the shell reports a process killed by SIGTERM) so that no
-``except Exception`` in user code swallows it and no traceback is printed, and the cell
-runner records it before it leaves. Under SLURM the scheduler owns SIGTERM (time limits,
-preemption, ``scancel``; the job's state says which), so nothing is changed there.
+While a cell's task runs on this host (:func:`sigterm_raises`), SIGTERM raises
+:class:`Terminated`: a ``SystemExit`` (status 128 + 15, as the shell reports SIGTERM), so
+no ``except Exception`` swallows it and no traceback is printed. Under SLURM the scheduler
+owns SIGTERM (time limits, preemption, ``scancel``), so nothing is changed there.
 
-Python drops an exception raised where nothing can catch it: in an at-fork hook (the
-``logging`` lock released after every ``subprocess.Popen`` with a ``preexec_fn``), a
-``__del__`` or a weakref callback, all of which run Python code at points where the
-handler may run. A :class:`Terminated` dropped there would leave the process running as
-if no SIGTERM had come, so while the block runs such a drop sends the signal again, from
-a thread, to be heard at the next point where it can unwind the task.
+Python drops an exception raised where nothing can catch it (an at-fork hook, such as the
+``logging`` lock after a ``Popen`` with a ``preexec_fn``, a ``__del__``, a weakref
+callback), which would leave the process running as if no SIGTERM had come: while the
+block runs, such a drop sends the signal again, from a thread, to be heard where it can
+unwind the task.
 
 Examples
 --------
@@ -61,8 +57,9 @@ def _raise(signum: int, frame: FrameType | None) -> None:
     raise Terminated(signum)
 
 
-_in_hook = False  # the hook below is running (it calls nothing that checks signals after
-# clearing it, so the handler sees it set exactly while a raise would be lost)
+# the hook below is running: it checks no signal after clearing this, so the handler sees
+# it set exactly while a raise would be lost
+_in_hook = False
 
 
 def _send_again(signum: int) -> None:
@@ -70,9 +67,8 @@ def _send_again(signum: int) -> None:
 
 
 def _resending(previous: Callable[[Any], object]) -> Callable[[Any], None]:
-    """An unraisable hook that sends a dropped :class:`Terminated`'s signal again, to be
-    heard once the code that dropped it has returned, and hands anything else to
-    ``previous``."""
+    """An unraisable hook that sends a dropped :class:`Terminated`'s signal again and hands
+    anything else to ``previous``."""
 
     def hook(unraisable: Any) -> None:
         global _in_hook

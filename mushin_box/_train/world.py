@@ -1,12 +1,10 @@
 # SPDX-License-Identifier: MIT
 """Does the world an external launcher started match the Trainer? A pure check.
 
-Under SLURM tasks or torchrun, :class:`~mushin_box._train.ddp.HydraDDP` starts no rank: it
-checks that the launched ranks are exactly ``num_nodes x devices``, one task per device on
-every node, because a mismatch would otherwise hang every rank at rendezvous. The check is
-kept here, apart from ``ddp.py``, as a function of plain numbers: every shape of mismatch
-is tested in microseconds, without torch, Lightning or a launcher (``ddp.py`` reads the
-numbers from the launcher's environment and calls :func:`check_launched_world`).
+Under SLURM tasks or torchrun HydraDDP starts no rank; a launched world other than
+``num_nodes x devices`` would hang every rank at rendezvous. The check is a function of
+plain numbers, apart from ``ddp.py`` (which reads them from the launcher's environment), so
+every mismatch is tested without torch, Lightning or a launcher.
 """
 
 from __future__ import annotations
@@ -72,7 +70,7 @@ def check_launched_world(
     world: int, source: str, per_node: int | None, *, devices: int, num_nodes: int
 ) -> None:
     """Raise :class:`WorldSizeMismatchError`, naming every problem and the fix, unless the
-    launched world matches (see :func:`world_size_problems`)."""
+    launched world matches."""
     problems = world_size_problems(world, source, per_node, devices=devices, num_nodes=num_nodes)
     if problems:
         raise WorldSizeMismatchError("DDP world size mismatch: " + "; ".join(problems) + _FIX)
