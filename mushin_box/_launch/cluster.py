@@ -31,15 +31,19 @@ _FIX = (
 )
 
 
-def plan_script(plan: Any, cells: int | None) -> str:
+def plan_script(
+    plan: Any, cells: int | None, root: str = "/tmp/mushin-box-test-only"
+) -> tuple[str, str | None]:
     """The sbatch script a SLURM plan submits (a job array when it has several cells: the
-    first of its arrays, when the cluster's MaxArraySize splits the sweep)."""
-
+    first of its arrays), and a line saying how the sweep is split when the cluster's
+    MaxArraySize splits it (None: one job or one array). ``root``: the sweep directory
+    shown when the plan has none."""
     config = dict(plan.launcher_config or {})
-    root = plan.working_dir or "/tmp/mushin-box-test-only"
+    root = plan.working_dir or root
     folder = str(config.pop("submitit_folder", f"{root}/.submitit/%j"))
     folder = folder.replace("${hydra.sweep.dir}", root)
-    return render_sbatch(config, folder, map_count=first_array(config, cells)[0])
+    array, split = first_array(config, cells)
+    return render_sbatch(config, folder, map_count=array), split
 
 
 def never_starts(nodes: int, gpus: int, capacity: PartitionCapacity | None) -> str | None:
@@ -82,7 +86,7 @@ def ask_cluster(plan: Any, cells: int | None) -> dict[str, Any] | None:
     capacity = partition_capacity(str(partition) if partition else None)
     gpus = int(config.get("gpus_per_node") or 0)
     never = never_starts(plan.nodes, gpus, capacity)
-    ok, said = sbatch_test_only(plan_script(plan, cells))
+    ok, said = sbatch_test_only(plan_script(plan, cells)[0])
     refusal = None
     if ok is False:
         extra = f" ({never})" if never else ""

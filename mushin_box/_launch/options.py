@@ -31,7 +31,8 @@ import attrs
 from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.targets import public
 from mushin_box._launch.profiles import Profile, check_user_sbatch_option, load_profile
-from mushin_box._slurm.config import SETTING_FIELDS, SlurmSettings, memory_fields
+from mushin_box._slurm.config import SETTING_FIELDS, SlurmSettings
+from mushin_box._slurm.grammar import memory_fields
 
 __all__ = [
     "SCHEDULER_FLAGS",

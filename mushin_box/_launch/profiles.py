@@ -55,12 +55,8 @@ import attrs
 
 from mushin_box._core.layout import PROFILES_FILE, PROJECT_FILE
 from mushin_box._core.redact import toml_problem
-from mushin_box._slurm.config import (
-    SETTING_FIELDS,
-    check_sbatch_option,
-    parse_slurm_memory,
-    parse_slurm_time,
-)
+from mushin_box._slurm.config import SETTING_FIELDS, check_sbatch_option
+from mushin_box._slurm.grammar import parse_slurm_memory, parse_slurm_time
 
 __all__ = [
     "PROFILE_KEYS",
@@ -199,7 +195,7 @@ def load_profile(name: str | None, cwd: str | os.PathLike[str] | None = None) ->
         close = difflib.get_close_matches(name, names, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         listed = ", ".join(names) or "none"
-        return _raise(f"--profile {name}: no such profile in {where} ({hint}profiles: {listed})")
+        raise ValueError(f"--profile {name}: no such profile in {where} ({hint}profiles: {listed})")
     values: dict[str, Any] = {}
     origins: dict[str, str] = {}
     shown: list[str] = []
@@ -213,10 +209,6 @@ def load_profile(name: str | None, cwd: str | os.PathLike[str] | None = None) ->
         origins.update(dict.fromkeys(checked, _shown(path)))
         shown.insert(0, _shown(path))
     return Profile(wanted, " + ".join(shown), values, origins)
-
-
-def _raise(message: str) -> Any:
-    raise ValueError(message)
 
 
 def _shown(path: Path) -> str:

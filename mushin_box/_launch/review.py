@@ -24,7 +24,7 @@ with ``--verbose``, and ``--json`` always holds the whole script).
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -32,13 +32,12 @@ from mushin_box._container.rankwrap import env_file_written, fold_env_file
 from mushin_box._core.overrideparse import parse_overrides
 from mushin_box._core.redact import redact_text
 from mushin_box._core.secrets import SecretVault
+from mushin_box._launch.cluster import plan_script
 from mushin_box._launch.plan import config_of, hydra_error_line, select_key, task_of
-from mushin_box._slurm.arrays import first_array
-from mushin_box._slurm.launcher import render_sbatch
 from mushin_box._slurm.probe import account_check
 from mushin_box._sweep.compose import MissingValueError, check_composes, check_required
 
-__all__ = ["count_cells", "fold_requeue_trap", "node_local_root", "review_plan"]
+__all__ = ["count_cells", "env_file", "fold_requeue_trap", "node_local_root", "review_plan"]
 
 #: node-local mount points: a compute node's /tmp is not the login node's
 NODE_LOCAL = ("/tmp", "/var/tmp", "/dev/shm", "/scratch/local")
@@ -135,25 +134,15 @@ def fold_requeue_trap(script: str, *, hint: str = "--verbose shows it") -> str:
     return "\n".join([*lines[:start], folded, *lines[end + 1 :]])
 
 
-def _env_file(config: Any) -> dict[str, str] | None:
-    """The env file the setup lines write, decoded, secret-looking values redacted."""
+def env_file(config: Mapping[str, Any] | None) -> dict[str, str] | None:
+    """The env file a launcher config's setup lines write, decoded, secret-looking values
+    redacted."""
+    config = config or {}
     written = env_file_written(str(config.get("python") or ""), config.get("setup") or [])
     if written is None:
         return None
     path, text = written
     return {"path": path or "?", "text": redact_text(text)}
-
-
-def _sbatch_text(plan: Any, cells: int | None) -> tuple[str, str | None]:
-    """The sbatch script (the first array's, when the sweep is split into several), and
-    a line saying how it is split (None: one job or one array)."""
-    config = dict(plan.launcher_config)
-    root = plan.working_dir or "<sweep directory>"
-    folder = str(config.pop("submitit_folder", f"{root}/.submitit/%j"))
-    folder = folder.replace("${hydra.sweep.dir}", root)
-    array, split = first_array(config, cells)
-    text = render_sbatch(config, folder, map_count=array)
-    return fold_env_file(text), split
 
 
 def review_plan(
@@ -194,8 +183,9 @@ def review_plan(
             f"{cells if cells is not None else '?'} cell(s) x {plan.nodes} node(s) x "
             f"{plan.gpus} GPU(s) x {_duration(minutes)}"
         )
-        data["sbatch"], data["arrays"] = _sbatch_text(plan, cells)
-        data["env_file"] = _env_file(launcher)
+        script, data["arrays"] = plan_script(plan, cells, "<sweep directory>")
+        data["sbatch"] = fold_env_file(script)
+        data["env_file"] = env_file(launcher)
         warnings += _slurm_warnings(plan, config, launcher, check_accounts)
     data["warnings"] = warnings
     data["errors"] = problems

@@ -100,15 +100,13 @@ def run_launch(
                 wait=wait,
             )
         except ConfigCompositionException as exc:  # an override Hydra cannot apply: no task ran
-            if created is not None:
-                _remove_unless_cells(created)
+            _remove_unless_cells(created)
             raise LaunchError(hydra_error_line(exc, plan.overrides, workflow.config)) from None
         except RuntimeError as exc:
             refusal = sbatch_refusal(exc)
             if refusal is None:
                 raise
-            if created is not None:  # no job exists: what this launch created is nobody's
-                _remove_unless_cells(created)
+            _remove_unless_cells(created)  # no job exists: what this launch made is nobody's
             raise LaunchError(refusal) from None
         except (TypeError, ValueError) as exc:
             # raised before the sweep started (no new manifest: bad arguments, nothing ran) is a
@@ -119,8 +117,7 @@ def run_launch(
                 run_id = _manifest_run_id(root)
                 if run_id is not None and run_id != before.get(root):
                     raise
-            if created is not None:
-                _remove_unless_cells(created)
+            _remove_unless_cells(created)
             raise LaunchError(str(exc)) from None
 
 
@@ -146,18 +143,14 @@ def sbatch_refusal(exc: BaseException) -> str | None:
 def _first_missing(path: Path) -> Path | None:
     """The outermost of ``path`` and its parents that does not exist yet (what a
     ``mkdir(parents=True)`` of ``path`` creates), or None when ``path`` exists."""
-    missing = None
-    for p in (path, *path.parents):
-        if p.exists():
-            return missing
-        missing = p
-    return missing
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    return missing[-1] if missing else None
 
 
-def _remove_unless_cells(created: Path) -> None:
-    """Remove ``created``, made by this launch for a sweep whose job sbatch refused, unless
-    a cell wrote its status there (an earlier batch of the same sweep ran: keep it)."""
-    if created.is_dir() and next(created.rglob(STATUS_FILE), None) is None:
+def _remove_unless_cells(created: Path | None) -> None:
+    """Remove ``created``, made by this launch for a sweep that never started, unless a
+    cell wrote its status there (an earlier batch of the same sweep ran: keep it)."""
+    if created is not None and created.is_dir() and next(created.rglob(STATUS_FILE), None) is None:
         shutil.rmtree(created, ignore_errors=True)
 
 

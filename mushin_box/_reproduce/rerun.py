@@ -27,7 +27,6 @@ from typing import Any, NoReturn
 
 import attrs
 
-from mushin_box._container.rankwrap import env_file_written
 from mushin_box._core.envstate import environ_set
 from mushin_box._core.layout import (
     PROVENANCE_FILE,
@@ -38,12 +37,12 @@ from mushin_box._core.layout import (
     default_sweep_dir,
 )
 from mushin_box._core.overrides import format_override
-from mushin_box._core.redact import redact_text
 from mushin_box._core.sidecars import read_json
 from mushin_box._core.targets import public
 from mushin_box._image.build import BuildError as BuildError  # a failed rebuild, for the CLI
 from mushin_box._launch.loading import user_code_error
 from mushin_box._launch.plan import LaunchError, plan_launch
+from mushin_box._launch.review import env_file
 from mushin_box._provenance.env import NO_IMAGE
 from mushin_box._provenance.files import write_provenance
 from mushin_box._provenance.task import in_image, load_callable
@@ -383,7 +382,7 @@ def plan_reproduce(
             launch=launch.to_dict(),
             code=code,
             image=img,
-            env_file=_env_file(launch.launcher_config),
+            env_file=env_file(launch.launcher_config),
             worktree=None if where is None else str(where),
         )
     except BaseException:
@@ -401,16 +400,6 @@ def _remove_worktree(root: Path, where: Path, fresh: bool) -> None:
     for made in (where.parent, *((root,) if fresh else ())):
         with contextlib.suppress(OSError):
             made.rmdir()
-
-
-def _env_file(launcher_config: Mapping[str, Any] | None) -> dict[str, str] | None:
-    """The env file a launch's ranks read, as :func:`plan_launch` rendered it."""
-    config = launcher_config or {}
-    written = env_file_written(str(config.get("python") or ""), config.get("setup") or [])
-    if written is None:
-        return None
-    path, text = written
-    return {"path": path or "?", "text": redact_text(text)}
 
 
 # ---------------------------------------------------------------------------- the run
