@@ -1,16 +1,13 @@
 # SPDX-License-Identifier: MIT
 """``HydraDDP``: Lightning's DDP strategy, made to work inside Hydra jobs.
 
-Without an external launcher, rank 0 is the Hydra job and starts ranks 1..N-1 itself.
-Each child runs ``python -m mushin_box._train.ddp_child``, which rebuilds the *same* job from
-what rank 0 wrote down (the job's saved ``config.yaml``/``hydra.yaml``, the job
-directory, the seed base, the trainer entry point and its ``ckpt_path``) and calls the
-same entry point. Stock Lightning instead re-executes ``sys.argv``, which re-runs the
-whole sweep under ``--multirun`` and has nothing to run under ``hydra_zen.launch``.
+Without an external launcher, rank 0 is the Hydra job and starts ranks 1..N-1 itself, each
+running :mod:`.ddp_child`, which rebuilds the *same* job from what rank 0 wrote down and
+calls the same entry point. Stock Lightning re-executes ``sys.argv`` instead, which re-runs
+the whole sweep under ``--multirun`` and has nothing to run under ``hydra_zen.launch``.
 
-Under an external launcher (SLURM tasks, torchrun) it starts nothing ("steps aside"),
-after checking that the launched world size equals ``num_nodes x devices``: a mismatch
-would otherwise hang at rendezvous.
+Under an external launcher (SLURM tasks, torchrun) it starts nothing, after checking that
+the launched world size equals ``num_nodes x devices``: a mismatch would hang at rendezvous.
 """
 
 from __future__ import annotations
@@ -280,9 +277,8 @@ TERM_GRACE_S = 5.0
 
 
 class HydraDDPLauncher(_Launcher):
-    """Starts ranks 1..N-1 once per job and sends each of them every trainer call rank 0
-    makes (one JSON line on the child's stdin), so that ``fit`` then ``test`` on the
-    same trainer runs both calls on the same processes, trained weights included."""
+    """Starts ranks 1..N-1 once per job and sends them every trainer call rank 0 makes (a
+    JSON line on their stdin): ``fit`` then ``test`` run on the same processes."""
 
     child_exit_timeout_s: float = 120.0
     #: rank 0 got SIGTERM and forwarded it: the ranks end with the call
@@ -380,10 +376,8 @@ class HydraDDPLauncher(_Launcher):
         self._observer.start()
 
     def wait_for_ranks(self, timeout_s: float) -> None:
-        """Before rank 0 joins the process group: wait, in Python, for the ranks it just
-        started to be joining (:func:`~mushin_box._train.ranks.wait_ready`). torch's
-        rendezvous is a C++ wait that no signal handler interrupts: a SIGTERM or a Ctrl-C
-        there was heard only once every rank had started. Here it stops the ranks too."""
+        """Before rank 0 joins the process group (a C++ wait deaf to signals), wait in Python
+        for the ranks it just started to be joining; a stop here stops them too."""
         fds, self._ready_fds = self._ready_fds, []
         if not fds:
             return
@@ -395,8 +389,8 @@ class HydraDDPLauncher(_Launcher):
             raise
 
     def stop_ranks(self) -> None:
-        """Rank 0 is stopping (SIGTERM): forward SIGTERM to the ranks it started; the call's
-        end gives them ``TERM_GRACE_S`` before SIGKILL (:meth:`end_call`)."""
+        """Rank 0 got SIGTERM: forward it to the ranks it started (:meth:`end_call` kills
+        them after ``TERM_GRACE_S``)."""
         self.terminating = True
         if self._observer is not None:
             self._observer.stop()  # their exits are expected now: not a failure
@@ -410,9 +404,8 @@ class HydraDDPLauncher(_Launcher):
             os.close(fd)
 
     def end_call(self) -> None:
-        """End of one trainer call of rank 0. The ranks stay for the job's next call,
-        unless rank 0's call failed: then they are killed at once (after ``TERM_GRACE_S``
-        when the call ended by SIGTERM, which they were sent too)."""
+        """End of a trainer call of rank 0: the ranks stay for the job's next call, unless
+        the call failed (killed at once) or ended by SIGTERM (after ``TERM_GRACE_S``)."""
         failed = self._trainer is not None and self._trainer.state.status == "interrupted"
         if self.terminating:
             self.terminating = False
@@ -421,8 +414,7 @@ class HydraDDPLauncher(_Launcher):
         elif failed:
             self.retire(kill=True)
         else:
-            # the next Hydra job in this process must not look externally launched
-            self._restore_env()
+            self._restore_env()  # the next job in this process: not externally launched
 
     def retire(self, kill: bool = False) -> None:
         """End this job's ranks: close their command pipe, wait (bounded), kill stragglers."""
@@ -441,9 +433,9 @@ class HydraDDPLauncher(_Launcher):
 
 @functools.cache
 def launcher_classes(namespace: str) -> tuple[type[OneProcessLauncher], type[HydraDDPLauncher]]:
-    """(one-process, Hydra job) launcher classes on Lightning's ``namespace``: its
-    ``_SubprocessScriptLauncher`` (:func:`~mushin_box._upstream.lightning.launcher_base`),
-    whose ranks the Trainer kills on Ctrl-C."""
+    """(one-process, Hydra job) launcher classes on Lightning's ``namespace``'s
+    :func:`~mushin_box._upstream.lightning.launcher_base`, whose ranks the Trainer kills on
+    Ctrl-C."""
     base = launcher_base(namespace)
     return (
         type("OneProcessLauncher", (OneProcessLauncher, base), {"__module__": __name__}),
@@ -457,15 +449,11 @@ def _retire_at_exit() -> None:
         retire_procs(_current_launcher.procs, _current_launcher.child_exit_timeout_s)
 
 
-_STAGES = ("fit", "validate", "test", "predict")
-
-
 def _child_spec(
     function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], trainer: Any
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(job spec, this call): what the children need to rebuild the job and repeat the
-    call. Raises a clear error for a job they could not rebuild."""
-
+    call; a clear error for a job they could not rebuild."""
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
@@ -490,7 +478,7 @@ def _child_spec(
             " and `datamodule`, or launch the ranks externally (torchrun, SLURM tasks)."
         )
     stage = str(trainer.state.fn.value if trainer.state.fn is not None else "fit")
-    if stage not in _STAGES:
+    if stage not in ("fit", "validate", "test", "predict"):
         raise RuntimeError(f"HydraDDP cannot start ranks for trainer entry point {stage!r}")
     try:
         bound = inspect.signature(function).bind(*args, **kwargs).arguments

@@ -21,11 +21,10 @@ class HydraDDP(HydraDDPMixin, strategy_base("pytorch_lightning")):
     """DDP strategy for Lightning Trainers built from hydra-zen/Hydra configs.
 
     Use it as ``strategy=builds(HydraDDP)``. The job's config must have top-level
-    ``trainer`` and ``module`` nodes (and optionally ``datamodule``): the ranks that
-    HydraDDP starts instantiate those and call the same trainer method (fit, validate,
-    test or predict) with the same ``ckpt_path`` as rank 0. Under SLURM tasks or torchrun
-    it starts nothing and only checks the world size. With ``import lightning as L``, use
-    ``mushin_box.lightning.HydraDDP``: the same class on ``lightning.pytorch``.
+    ``trainer`` and ``module`` nodes (and optionally ``datamodule``): the ranks HydraDDP
+    starts instantiate those and call the same trainer method with the same ``ckpt_path``
+    as rank 0. Under SLURM tasks or torchrun it starts nothing and only checks the world
+    size. With ``import lightning as L``, use ``mushin_box.lightning.HydraDDP``.
 
     Parameters
     ----------
@@ -34,11 +33,10 @@ class HydraDDP(HydraDDPMixin, strategy_base("pytorch_lightning")):
         exit before killing them.
     rendezvous_timeout_s : float or None (default: 300)
         How long a rank launched as its own process (a SLURM task, a torchrun worker, a
-        rank HydraDDP started) may take to join the process group. After that it prints
-        what it was waiting for (``MASTER_ADDR:MASTER_PORT``, its rank, the world size) and
-        exits with status 1, instead of retrying for torch's 30 minutes (e.g. an
-        unresolvable master address); under SLURM ``--kill-on-bad-exit`` then ends the
-        other tasks. ``None`` disables it. The collectives' own ``timeout`` is unchanged.
+        rank HydraDDP started) may take to join the process group, before it prints what it
+        waited for (``MASTER_ADDR:MASTER_PORT``, its rank, the world size) and exits with
+        status 1 instead of retrying for torch's 30 minutes. ``None`` disables it; the
+        collectives' own ``timeout`` is unchanged.
     **kwargs
         Passed to :class:`pytorch_lightning.strategies.DDPStrategy`.
 
@@ -61,21 +59,19 @@ class HydraDDP(HydraDDPMixin, strategy_base("pytorch_lightning")):
 class MetricsCallback(MetricsCallbackMixin, pl.Callback):
     """Record everything logged with ``self.log`` as epoch-aligned series.
 
-    After each epoch and at the end of fit, global rank 0 writes ``fit_metrics.pt``;
-    after test it writes ``test_metrics.pt`` (``validate_metrics.pt`` for a standalone
-    ``trainer.validate()``). Other ranks write nothing, so N ranks never race on a shared
-    filesystem. Files are written atomically (temp file + rename) and hold only plain
-    python types: ``{"epoch": [0, 1, ...], "<metric>": [v0, v1, ...], ...}`` with NaN
-    where a metric was not logged in a round. ``epoch`` and ``round`` are the index: a
-    metric logged under that name is recorded as ``epoch_logged`` (``round_logged``), with
-    one warning. Read them with
-    :func:`load_metrics_file` or ``torch.load(path, weights_only=True)``.
+    After each epoch and at the end of fit, global rank 0 (only, so ranks never race on a
+    shared filesystem) writes ``fit_metrics.pt``; after test ``test_metrics.pt``
+    (``validate_metrics.pt`` for a standalone ``trainer.validate()``). Files are written
+    atomically and hold plain python types: ``{"epoch": [0, 1, ...], "<metric>": [v0, v1,
+    ...], ...}``, NaN where a metric was not logged in a round. ``epoch`` and ``round`` are
+    the index: a metric logged under that name is recorded as ``epoch_logged``
+    (``round_logged``), with one warning. Read them with :func:`load_metrics_file` or
+    ``torch.load(path, weights_only=True)``.
 
-    Beside each ``.pt`` file the same series is written as canonical JSON
-    (``fit_metrics.json``; NaN as ``{"__float__":"nan"}``, the sidecars' rule), after
-    the ``.pt`` file: ``load_experiment`` reads it without importing torch, which a login
-    node pays seconds for. With ``import lightning as L``, use
-    ``mushin_box.lightning.MetricsCallback``: the same class on ``lightning.pytorch``.
+    After each ``.pt`` file the same series is written as canonical JSON
+    (``fit_metrics.json``; NaN as ``{"__float__":"nan"}``), which ``load_experiment`` reads
+    without importing torch. With ``import lightning as L``, use
+    ``mushin_box.lightning.MetricsCallback``.
 
     Parameters
     ----------
@@ -85,10 +81,9 @@ class MetricsCallback(MetricsCallbackMixin, pl.Callback):
     filename : str (default: "metrics.pt")
         Files are named ``f"{stage}_{filename}"``.
     fingerprints : bool (default: True)
-        Also write ``fit_fingerprints.json`` (rank 0): hashes of the weights at the fit's
-        start and each epoch's end, and of each epoch's first batch, from which ``diff``
-        names where two runs part (:mod:`mushin_box._train.divergence`). One pass over
-        the weights per epoch; ``False`` turns it off.
+        Also write ``fit_fingerprints.json``: hashes of the weights at the fit's start and
+        each epoch's end, and of each epoch's first batch, from which ``diff`` names where
+        two runs part. One pass over the weights per epoch.
 
     Examples
     --------

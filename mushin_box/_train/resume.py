@@ -85,15 +85,13 @@ def find_last_checkpoint(directory: str | os.PathLike[str]) -> str | None:
     """The newest ``last.ckpt`` under ``directory`` (recursively), else the newest
     ``*.ckpt``, else ``None``; a checkpoint that cannot be loaded is passed over.
 
-    The search is recursive (Lightning nests checkpoints) and "newest" is by modification
-    time; Lightning's ``last-v1.ckpt`` names count as ``last``. A checkpoint cut short (a
-    job killed while Lightning wrote it in place) would fail every attempt, so the newest
-    loadable one is returned instead, with a warning naming both.
+    "Newest" is by modification time; ``last-v1.ckpt`` counts as ``last``. A checkpoint
+    cut short (a job killed while Lightning wrote it) would fail every attempt, so the
+    newest loadable one is returned instead, with a warning naming both.
 
-    Design note: the check must be cheap, checkpoints can be many GB. ``torch.save`` writes
-    a zip whose central directory is at the very end, so a truncation destroys it: opening
-    the zip reads only that directory, which must name torch's ``data.pkl``. Damage that
-    leaves the end intact is not caught; torch's legacy (non-zip) format is trusted.
+    Design note: checkpoints can be many GB, so the check reads only the zip's central
+    directory, at the very end of what ``torch.save`` writes (a truncation destroys it),
+    which must name torch's ``data.pkl``. Torch's legacy (non-zip) format is trusted.
 
     Examples
     --------
