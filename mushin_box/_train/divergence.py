@@ -34,13 +34,18 @@ def weights_fingerprint(module: torch.nn.Module) -> dict[str, Any]:
     total = torch.zeros((), dtype=torch.float64)
     with torch.no_grad():
         for name, param in module.named_parameters():
-            data = param.detach().to("cpu").contiguous()
-            digest.update(f"{name}:{tuple(data.shape)}:{data.dtype}\n".encode())
-            # the buffer itself (no bytes copy), and a norm accumulated in float64 without
-            # a float64 copy of the weights: half the cost of the obvious spelling
-            digest.update(data.reshape(-1).view(torch.uint8).numpy().data)
+            data = _hash_into(digest, param, f"{name}:")
+            # accumulated in float64 without a float64 copy of the weights
             total += torch.linalg.vector_norm(data, dtype=torch.float64) ** 2
     return {"sha256": digest.hexdigest(), "norm": float(total.sqrt())}
+
+
+def _hash_into(digest: Any, tensor: torch.Tensor, label: str = "") -> torch.Tensor:
+    """Hash ``tensor``'s shape, dtype and bytes (its buffer itself: no bytes copy)."""
+    data = tensor.detach().to("cpu").contiguous()
+    digest.update(f"{label}{tuple(data.shape)}:{data.dtype}\n".encode())
+    digest.update(data.reshape(-1).view(torch.uint8).numpy().data)
+    return data
 
 
 def _tensors(batch: Any) -> list[torch.Tensor]:
@@ -57,7 +62,5 @@ def batch_fingerprint(batch: Any) -> str:
     """sha256 of a batch's tensors (shape, dtype and bytes, in order)."""
     digest = hashlib.sha256()
     for tensor in _tensors(batch):
-        data = tensor.detach().to("cpu").contiguous()
-        digest.update(f"{tuple(data.shape)}:{data.dtype}\n".encode())
-        digest.update(data.reshape(-1).view(torch.uint8).numpy().data)
+        _hash_into(digest, tensor)
     return digest.hexdigest()

@@ -129,9 +129,8 @@ def find_last_checkpoint(directory: str | os.PathLike[str]) -> str | None:
 
 
 def trained_so_far(directory: str | os.PathLike[str]) -> dict[str, int]:
-    """How far the job's fit got, as the limits that bound it (``max_epochs``,
-    ``max_steps``), from the fingerprints ``MetricsCallback`` writes at each epoch's end;
-    ``{}`` without them."""
+    """How far the job's fit got (``max_epochs``, ``max_steps``), from the fingerprints
+    ``MetricsCallback`` writes at each epoch's end; ``{}`` without them."""
     record = read_json(Path(directory) / FINGERPRINTS_FILE, default=None)
     epochs = record.get("epochs") if isinstance(record, dict) else None
     rows = epochs if isinstance(epochs, list) else []

@@ -1,14 +1,12 @@
 # SPDX-License-Identifier: MIT
 """A sampler whose global batches do not depend on the world size.
 
-With the stock ``DistributedSampler`` a run's data order and its steps change with the
-number of ranks: each rank shuffles and pads its own shard, and every rank's batch is the
-DataLoader's ``batch_size``, so the global batch grows with the world. With
-:class:`WorldSizeInvariantSampler` step ``s`` of epoch ``e`` trains on the same
-``global_batch_size`` samples at any world size: rank ``r`` of ``W`` takes the ``r``-th
-``1/W`` of it. DDP averages the ranks' gradients, and the mean of ``W`` equal-sized
-per-rank means is the mean over the whole global batch, so each optimizer step equals the
-1-rank step up to floating-point summation order.
+With the stock ``DistributedSampler`` the data order and the global batch change with the
+number of ranks (each rank shuffles and pads its own shard, with the DataLoader's
+``batch_size``). Here step ``s`` of epoch ``e`` trains on the same ``global_batch_size``
+samples at any world size, rank ``r`` of ``W`` taking the ``r``-th ``1/W`` of it: DDP
+averages the ranks' equal-sized means, so each optimizer step equals the 1-rank step up to
+floating-point summation order.
 """
 
 from __future__ import annotations
@@ -29,15 +27,12 @@ __all__ = ["WorldSizeInvariantSampler"]
 class WorldSizeInvariantSampler(DistributedSampler):  # type: ignore[type-arg]
     """Indices of this rank's share of each fixed-size global batch.
 
-    The global order is a function of ``seed`` and the epoch only (``torch.randperm`` with a
-    generator seeded ``seed + epoch``, or ``0..n-1`` unshuffled). It is cut into global
-    batches of ``global_batch_size``; rank ``r`` of ``num_replicas`` gets the ``r``-th
-    contiguous slice of ``local_batch_size = global_batch_size // num_replicas`` indices of
-    each. Use it with ``DataLoader(dataset, batch_size=sampler.local_batch_size,
-    sampler=sampler)``: the union of the ranks' batches at step ``s`` is then the 1-rank
-    batch at step ``s``. Lightning keeps a ``DistributedSampler`` it is given (it does not
-    replace it, whatever ``use_distributed_sampler`` says) and calls :meth:`set_epoch`
-    every epoch.
+    The global order depends on ``seed`` and the epoch only (``torch.randperm`` seeded
+    ``seed + epoch``, or ``0..n-1`` unshuffled), cut into global batches; rank ``r`` gets
+    the ``r``-th contiguous slice of ``local_batch_size = global_batch_size //
+    num_replicas`` indices of each. Use it with ``DataLoader(dataset,
+    batch_size=sampler.local_batch_size, sampler=sampler)``. Lightning keeps a
+    ``DistributedSampler`` it is given and calls :meth:`set_epoch` every epoch.
 
     Parameters
     ----------

@@ -31,19 +31,9 @@ _FIX = (
 def world_size_problems(
     world: int, source: str, per_node: int | None, *, devices: int, num_nodes: int
 ) -> list[str]:
-    """What is wrong with the launched world, in words (empty when it matches).
-
-    Parameters
-    ----------
-    world : int
-        Ranks the launcher started (``SLURM_NTASKS``, ``WORLD_SIZE``, ...).
-    source : str
-        Where ``world`` was read, for the message.
-    per_node : int | None
-        Tasks per node as the launcher set them, when it says (``SLURM_NTASKS_PER_NODE``,
-        ``LOCAL_WORLD_SIZE``); the right total can still be split wrongly across nodes.
-    devices, num_nodes : int
-        The Trainer's.
+    """What is wrong with the launched world of ``world`` ranks (read from ``source``) and
+    ``per_node`` tasks per node when the launcher says (the right total can still be split
+    wrongly), for the Trainer's ``devices`` and ``num_nodes``; empty when it matches.
 
     Examples
     --------
