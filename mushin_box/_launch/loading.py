@@ -47,15 +47,9 @@ class LoadError(MushinBoxError, ValueError):
 
 
 def load_target(spec: str) -> tuple[Any, str | None]:
-    """``(object, directory to put on the ranks' PYTHONPATH or None)`` for ``spec``.
-
-    Raises
-    ------
-    LoadError
-        The file or module does not exist, importing it raised (a syntax error, an
-        exception, a missing dependency: :func:`user_code_error` says where), or it defines
-        none of the names looked for.
-    """
+    """``(object, directory to put on the ranks' PYTHONPATH or None)`` for ``spec``; a
+    :class:`LoadError` when it does not exist, fails to import (:func:`user_code_error`)
+    or defines none of the names looked for."""
     target, _, name = spec.partition(":")
     directory: str | None = None
     path: Path | None = None
@@ -109,8 +103,8 @@ def load_target(spec: str) -> tuple[Any, str | None]:
 
 
 def _resolve(target: str) -> Path:
-    """The real path of an experiment file; a symlink loop is the user's to fix, said in
-    one line (``Path.resolve`` raises ``RuntimeError`` for one on Python 3.11)."""
+    """The real path of an experiment file; a symlink loop (``RuntimeError`` on Python
+    3.11) in one line."""
     try:
         return Path(target).resolve(strict=False)
     except (OSError, RuntimeError) as exc:
@@ -121,10 +115,8 @@ def _resolve(target: str) -> Path:
 
 
 def _is_other_file(target: str) -> bool:
-    """Is ``target`` (of ``target[:NAME]``) an existing file not named ``.py``
-    (``exp.txt``)? Such a spec would otherwise be looked up as the module ``exp`` and
-    refused with "there is no module". A dotted module name (``pkg.exp``) is a file only if
-    it exists as one."""
+    """Is ``target`` an existing file not named ``.py`` (``exp.txt``), which would
+    otherwise be looked up as the module ``exp``?"""
     if target.endswith(".py"):
         return False
     try:
@@ -134,8 +126,8 @@ def _is_other_file(target: str) -> bool:
 
 
 def experiment_file(spec: str) -> str | None:
-    """The file an experiment (``exp.py[:NAME]`` or ``module:NAME``, already loaded by
-    :func:`load_target`) was read from: its git repository is the one the cells record."""
+    """The file an experiment loaded by :func:`load_target` was read from: its git
+    repository is the one the cells record."""
     target = spec.partition(":")[0]
     if target.endswith(".py") or os.sep in target:
         return str(Path(target).resolve())
@@ -145,12 +137,9 @@ def experiment_file(spec: str) -> str | None:
 
 def dirty_tree(file: str | None, target: Any = None) -> str | None:
     """One line when the experiment's repository has uncommitted changes: whether the
-    sweep keeps them (:func:`~mushin_box._provenance.patch.keep_patch` decides the same from
-    the same bytes), and why not. Without them no later checkout gives that code back.
-
-    ``target``: the loaded experiment (a Workflow or a config), whose code files git does
-    not track yet are part of the changes, as the cells record them.
-    """
+    sweep keeps them (:func:`~mushin_box._provenance.patch.keep_patch` decides the same),
+    and why not. ``target``: the loaded experiment, whose untracked code files are part of
+    the changes, as the cells record them."""
     if not file:
         return None
     patch = code_patch(Path(file), launch_code(target, file).files if target else ())
@@ -170,10 +159,8 @@ def dirty_tree(file: str | None, target: Any = None) -> str | None:
 
 
 def launch_code(target: Any, source: str | None) -> CodeIdentity:
-    """The code a launch of ``target`` runs, as ``Workflow.run`` identifies it: a Workflow's
-    task, ``pre_call`` and config, or a config-only experiment run by the kit's
-    ``fit_task`` and ``seed_pre_call``. Its fingerprint tells a cell whose code changed;
-    its files are those a dirty launch's kept diff covers."""
+    """The code a launch of ``target`` runs, as ``Workflow.run`` identifies it (a
+    config-only experiment runs ``fit_task`` with ``seed_pre_call``)."""
     # lazy: _sweep.workflow loads Hydra, which importing this module must not
     from mushin_box._sweep.workflow import Workflow
 
@@ -187,10 +174,7 @@ def launch_code(target: Any, source: str | None) -> CodeIdentity:
 
 def _check_not_shadowing(path: Path) -> None:
     """Refuse an experiment file named like an importable module (``yaml.py``): first on
-    ``sys.path`` (and on the ranks' ``PYTHONPATH``) it would hide that module."""
-
-    # look it up without the file's own directory (there already when it is the cwd of
-    # `python -m`): what the name means to every other import
+    ``sys.path`` it would hide that module; looked up without the file's own directory."""
     saved = list(sys.path)
     sys.path[:] = [p for p in saved if Path(p or ".").resolve() != path.parent]
     try:
@@ -213,15 +197,10 @@ def _check_not_shadowing(path: Path) -> None:
 
 
 def user_code_error(what: str, exc: BaseException, module: str | None = None) -> str:
-    """One line for ``exc``, raised while importing the user's ``what`` (an experiment of
-    ``launch``, a SPEC of ``build``): the error, where it was raised, and the fix.
-
-    Both commands import user files and must say the same about the same mistake, so this
-    is the one place that words it. A traceback would mostly show importlib's frames; the
-    line that matters is the innermost one of the user's code, shown as ``file:line``.
-    ``module`` is the module being imported by name: missing itself, it is a wrong name,
-    not a missing dependency.
-    """
+    """One line for ``exc``, raised importing the user's ``what`` (``launch``'s experiment,
+    ``build``'s SPEC: one wording for both): the error, the innermost ``file:line`` of the
+    user's code (a traceback would show importlib's), and the fix. ``module``: imported
+    by name; missing itself, it is a wrong name, not a missing dependency."""
     if isinstance(exc, SyntaxError):
         return (
             f"could not load {what}: {type(exc).__name__} at {exc.filename}:{exc.lineno}: "
@@ -245,8 +224,7 @@ def user_code_error(what: str, exc: BaseException, module: str | None = None) ->
 
 
 def _users_frame(exc: BaseException) -> str | None:
-    """``file:line`` of the innermost traceback frame in the user's code: not Python's
-    (importlib, the standard library), not an installed package's, not mushin-box's."""
+    """``file:line`` of the innermost frame not Python's, a package's or mushin-box's."""
     prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     theirs = [Path(p).resolve() for p in prefixes] + [Path(__file__).resolve().parents[1]]
     frames = [

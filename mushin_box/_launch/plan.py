@@ -9,10 +9,6 @@ rank in an Apptainer image; checked value by value in :mod:`mushin_box._launch.s
 and the Trainer overrides (``++trainer.devices``, ``++trainer.num_nodes``). Without a
 reachable SLURM cluster (:func:`~mushin_box._slurm.probe.probe_slurm`), or with
 ``local=True``, the cells run here: one node, ``gpus`` CPU ranks under HydraDDP (gloo).
-
-Loading the experiment is :mod:`mushin_box._launch.loading`; the flags and profiles are
-:mod:`mushin_box._launch.options`; the dry run's review is :mod:`mushin_box._launch.review`;
-running a plan is :mod:`mushin_box._launch.run`.
 """
 
 from __future__ import annotations
@@ -97,14 +93,10 @@ class LaunchPlan:
 
 
 def check_working_dir(working_dir: str | None) -> None:
-    """Refuse a sweep directory that cannot work, before anything is written to it.
-
-    ``Workflow.run`` would fail later, with a traceback and after writing: on a file
-    (``mkdir``), on a path holding ``${`` (Hydra resolves it as an interpolation in the
-    cells' log paths, so the logs go elsewhere or nowhere; escaping it would only move the
-    surprise), and on a directory another run holds the sweep lock of. The last is a
-    probe: a run that starts after it is still stopped by ``Workflow.run``'s own lock.
-    """
+    """Refuse, before anything is written, a sweep directory ``Workflow.run`` would fail
+    on after writing: a file, a path holding ``${`` (Hydra resolves it in the log paths;
+    escaping it would only move the surprise), or one whose sweep lock another run holds
+    (a probe: ``Workflow.run``'s own lock still stops a run that starts after it)."""
     if working_dir is None:  # Workflow.run's default lies under the current directory
         here = Path.cwd()
         if "${" in str(here):
@@ -188,41 +180,18 @@ def plan_launch(
     max_restarts: int = 0,
     min_nodes: int | None = None,
 ) -> LaunchPlan:
-    """Decide how to run ``target`` on ``nodes`` x ``gpus`` ranks.
+    """Decide how to run ``target`` (from :func:`~mushin_box._launch.loading.load_target`)
+    on ``nodes`` x ``gpus`` ranks (``gpus``: ranks per node).
 
-    Parameters
-    ----------
-    target : Workflow or hydra-zen config
-        From :func:`~mushin_box._launch.loading.load_target`.
-    nodes, gpus : int
-        Nodes, and GPUs = ranks per node.
-    overrides : sequence of str
-        Hydra overrides for the experiment (``key=value``, sweeps ``key=a,b``). Setting
-        ``trainer.devices``/``trainer.num_nodes`` here is an error: ``--gpus``/``--nodes``
-        say it. A plain key the config does not have is refused with the closest name
-        (:func:`check_keys`). ``hydra.launcher.KEY=VALUE`` overrides join the launcher
-        config (:func:`~mushin_box._launch.schedule.split_launcher_overrides`).
-    local : bool, optional
-        Run here instead of on SLURM; default: only when no SLURM cluster answers
-        (:func:`~mushin_box._slurm.probe.probe_slurm`).
-    image, binds, image_python
-        Run every SLURM rank in this Apptainer image (``submitit_slurm_config(image=...)``,
-        checked before anything is submitted), with these binds and Python command.
-    slurm : SlurmSettings or Mapping, optional
-        The scheduler settings (partition, account, timeout_min, ...), each with its
-        source, for the plan and for errors; a Mapping: ``SlurmSettings`` fields.
-    working_dir : str, optional
-        The sweep directory (default: ``Workflow.run``'s); refused when it cannot work
-        (:func:`check_working_dir`).
-    pythonpath : str, optional
-        A directory the ranks must import the experiment from.
-    preflight : bool
-        Check the image before submitting.
-    where : str
-        Why the launch runs where it does, for the plan (default: the probe's answer).
-    torchrun, max_restarts, min_nodes
-        Each cell's ranks as torchrun workers, restarted up to ``max_restarts`` times
-        (:mod:`mushin_box._launch.torchrunplan`); ``min_nodes``: elastic membership.
+    ``overrides`` may not set ``trainer.devices``/``trainer.num_nodes`` (the topology
+    flags say it); a plain key the config lacks is refused (:func:`check_keys`);
+    ``hydra.launcher.KEY=VALUE`` joins the launcher config. ``local`` None: run here only
+    when no SLURM cluster answers. ``image``/``binds``/``image_python``: every SLURM rank
+    in this Apptainer image (checked before submitting when ``preflight``). ``slurm``: the
+    scheduler settings with their sources (a Mapping: ``SlurmSettings`` fields).
+    ``pythonpath``: where the ranks import the experiment from. ``where``: why it runs
+    where it does (default: the probe's answer). ``torchrun``, ``max_restarts``,
+    ``min_nodes``: each cell's ranks as torchrun workers (:mod:`.torchrunplan`).
 
     Examples
     --------
@@ -263,7 +232,6 @@ def plan_launch(
     def made(
         mode: str, launcher: str | None, config: Any, why: str, shown: Any, **kw: Any
     ) -> LaunchPlan:
-        """The plan, with the overrides as they are when it is made."""
         final = tuple(out)
         return LaunchPlan(
             mode, nodes, gpus, launcher, config, final, working_dir, pythonpath, why, shown, **kw
@@ -385,17 +353,12 @@ def check_keys(target: Any, overrides: Sequence[str]) -> None:
 
 
 def hydra_error_line(exc: BaseException, overrides: Sequence[str] = (), config: Any = None) -> str:
-    """Hydra's refusal on one line, its cause included; for a plain override of ``overrides``
-    whose key the config lacks, the fix (``+`` that override, as the user wrote it). When
-    the key is a parameter of the ``_target_`` of its node in ``config`` (hydra-zen's
-    ``builds(MLP)`` leaves out what it is not given), the fix is the config's:
-    ``populate_full_signature=True``.
-
-    ``ConfigCompositionException("Error merging override trainer.max_epochs=abc")`` keeps
-    the reason in its ``__cause__`` (OmegaConf's "Value 'abc' could not be converted to
-    Integer"); printed alone, the message names the override and not what is wrong. Which
-    override sets a key the config lacks is decided from the cause's type and its
-    ``full_key``, never from the words of either message.
+    """Hydra's refusal on one line, with the reason its ``__cause__`` holds (OmegaConf's
+    "Value 'abc' could not be converted to Integer": the message alone names only the
+    override). For a plain override setting a key the config lacks, the fix: ``+`` that
+    override, or ``populate_full_signature=True`` when the key is a parameter the config's
+    ``builds()`` left out. The override is found from the cause's type and ``full_key``,
+    never from the words of either message.
 
     Examples
     --------

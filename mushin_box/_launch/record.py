@@ -1,25 +1,20 @@
 # SPDX-License-Identifier: MIT
 """The launch record: what ``mushin-box launch`` was asked, kept in the sweep directory.
 
-``mushin-box resume DIR`` replays it, so that a resume cannot forget an override (a
-forgotten one changes the cells' config, and a cancelled cell then starts again from
-scratch, its checkpoint set aside). ``mushin_launch.json`` holds the experiment (an
-absolute path when it is a file), the directory the launch ran in (profiles and relative
-paths are found from there), the overrides, and every flag that shapes the run: topology,
-where it runs, the profile's name, the image, the scheduler options, ``on_error``.
+``mushin-box resume DIR`` replays it, so that a resume cannot forget an override (which
+would change the cells' config and restart a cancelled cell from scratch).
+``mushin_launch.json`` holds the experiment (absolute when a file), the directory the
+launch ran in (profiles and relative paths are found from there), the overrides, and
+every flag that shapes the run. It is written atomically before the cells start and put
+back when the launch is refused before it starts. A secret override's value
+(:func:`~mushin_box._core.redact.command_line_secrets`) is stored as
+:data:`~mushin_box._core.redact.REDACTED`, and a resume asks for it again.
 
-It is written atomically by the launch that uses it, before its cells start, and put back
-as it was when that launch is refused before it starts. A secret override's value never
-reaches it (:func:`~mushin_box._core.redact.command_line_secrets` finds them): it is
-stored as :data:`~mushin_box._core.redact.REDACTED`, and a resume asks for it again.
-
-The file sits in a shared directory: it is read bounded, each field is checked for its
-type, and nothing it names is imported here. The resume then imports the experiment it
-names, so :func:`read_launch_record` first checks that the record and the experiment file
-are the user's own (:func:`~mushin_box._core.userfile.owner_problem`: owned by them or
-root, writable by nobody else). Anyone who can write into the sweep directory could
-otherwise name any file as the experiment, and ``resume`` would run it with the user's
-secrets in its environment.
+The file sits in a shared directory: it is read bounded and checked field by field, and
+since the resume imports the experiment it names, :func:`read_launch_record` refuses a
+record or experiment file that is not the user's own
+(:func:`~mushin_box._core.userfile.owner_problem`): anyone who can write into the sweep
+directory could otherwise have ``resume`` run any file with the user's secrets.
 """
 
 from __future__ import annotations
@@ -106,15 +101,8 @@ def launch_record(
 
 
 def read_launch_record(root: str | os.PathLike[str]) -> dict[str, Any]:
-    """The sweep's launch record, checked field by field.
-
-    Raises
-    ------
-    RecordError
-        There is none (a sweep launched by ``Workflow.run``, or by a mushin-box that did
-        not record launches), it is not a launch record, or it or the experiment file it
-        names is not the user's own.
-    """
+    """The sweep's launch record, checked field by field (:class:`RecordError`: none, not
+    a launch record, or it or its experiment file is not the user's own)."""
     path = Path(root) / LAUNCH_FILE
     if not path.exists():
         raise RecordError(
@@ -148,9 +136,8 @@ def read_launch_record(root: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def _check_owned(path: Path, experiment: str) -> None:
-    """Refuse a record, or an experiment file it names, that another user could have
-    written: the resume imports that file (a module spec is imported by name, as the
-    launch did, from the installed packages)."""
+    """Refuse a record, or the experiment file it names, that another user could have
+    written (a module spec is imported by name, from the installed packages)."""
     problem = owner_problem(path)
     if problem is not None:
         raise RecordError(

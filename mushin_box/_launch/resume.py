@@ -1,30 +1,26 @@
 # SPDX-License-Identifier: MIT
 """``mushin-box resume DIR [CELL...]``: the recorded launch again, and what it will do per cell.
 
-A resume replays the sweep's launch record (:mod:`mushin_box._launch.record`): the same
-experiment, overrides, flags and profile, so that nothing is forgotten. It may change what
-does not change a cell (the scheduler's options: a longer ``--time``, another account),
-and, with ``--set KEY=VALUE``, an override; such a change makes a new config for every
-cell, and an unfinished cell with a checkpoint would then start again from scratch (the
-engine sets its checkpoint aside: it belongs to another config). That is refused, naming
-the cells, unless ``restart`` is asked for.
+A resume replays the sweep's launch record (:mod:`mushin_box._launch.record`), so that
+nothing is forgotten. It may change what changes no cell (the scheduler's options) and,
+with ``--set KEY=VALUE``, an override: a new config for every cell, so an unfinished
+cell's checkpoint would be set aside and the cell start from scratch. That is refused,
+naming the cells, unless ``restart`` is asked for.
 
-Design note: what each cell does is decided here only to be shown and checked. The engine
-decides again, cell by cell, as every run does (:mod:`mushin_box._sweep.decide`); the two
-agree because they read the same facts: a completed cell whose overrides and code are
-unchanged is reused, an unfinished one continues from its checkpoint, and any change of
-overrides or code runs the cell from the start. A resume never runs a cell that is live
-(its process or job still runs, or its job is queued): named cells that are live are
-refused; with no cell named, the engine refuses a live sweep as a whole.
+Design note: what each cell does is decided here only to be shown and checked; the engine
+decides again per cell (:mod:`mushin_box._sweep.decide`) from the same facts, so the two
+agree: a completed, unchanged cell is reused, an unfinished one continues from its
+checkpoint, and a change of overrides or code runs it from the start. A live cell (its
+process or job runs, or its job is queued) is never run: named, it is refused; with no
+cell named, the engine refuses the live sweep.
 
-A change of training limits only (``--set trainer.max_epochs=900``: keys the cells' status
-records as their Trainer's limits) is not a new config but a longer fit: every cell
-*extends* from its checkpoint, the completed ones too. A limit below what a cell already
-trained would train nothing, and is refused.
+A change of training limits only (``--set trainer.max_epochs=900``: keys the cells'
+status records as their Trainer's limits) is a longer fit, not a new config: every cell
+*extends* from its checkpoint, the completed ones too; a limit below what a cell already
+trained is refused.
 
-Naming cells (``resume DIR lr=0.1``) narrows the sweep's overrides to their values. The
-cells of a grid are the product of their values, so the narrowed grid may hold a cell not
-named: that is refused unless it is completed (reused, nothing runs), never silently run.
+Named cells (``resume DIR lr=0.1``) narrow the sweep's overrides to their values; a cell
+of the narrowed grid (a product) that was not named is refused unless it is completed.
 """
 
 from __future__ import annotations
@@ -157,19 +153,14 @@ def plan_cells(
     restart: bool = False,
     overrides: Sequence[str] = (),
 ) -> list[CellAction]:
-    """What a resume of the sweep at ``root`` does with each cell (see :class:`CellAction`).
+    """What a resume of the sweep at ``root`` does with each cell (:class:`CellAction`).
 
-    ``chosen``: the cells named (by directory, or for a cell that never started by its
-    values as ``cancel`` prints them); none: every cell. ``changed``: the override keys the
-    resume changes; ``code``: the code fingerprint now (None: not compared);
-    ``overrides``: the resume's, where the values of changed training limits are read.
-
-    Raises
-    ------
-    ResumeError
-        A named cell is not in the sweep, or is live; or the resume would set aside the
-        checkpoint of an unfinished cell and ``restart`` is False; or it lowers a training
-        limit below what a cell already trained.
+    ``chosen``: the cells named (by directory, or as ``cancel`` prints a never-started
+    one); none: every cell. ``changed``: the override keys the resume changes; ``code``:
+    the code fingerprint now (None: not compared); ``overrides``: the resume's, where
+    changed training limits are read. A :class:`ResumeError` for a named cell that is
+    unknown or live, an unfinished cell's checkpoint set aside without ``restart``, or a
+    limit lowered below what a cell trained.
     """
     sweep = read_sweep(root)
     names = {cell_label(c.dir, c.combo): c for c in sweep.cells}
@@ -212,7 +203,9 @@ def plan_cells(
             f"scratch ({lost[0].why}) and set their checkpoints aside: drop the change to "
             "continue them from their checkpoints, or pass --restart"
         )
-    _refuse_lowered(out, names, root, limits)
+    for a in out:  # a limit below what a cell that continues its fit already trained
+        if a.action in ("extend", "continue") and (directory := names[a.name].dir):
+            refuse_shortened(Path(root) / directory, limits)
     return out
 
 
@@ -244,15 +237,6 @@ def _extension(
     return attrs.evolve(action, action="extend", why=f"to {said}", checkpoint=checkpoint)
 
 
-def _refuse_lowered(
-    actions: Sequence[CellAction], cells: Mapping[str, Any], root: str | Path, limits: Any
-) -> None:
-    """Refuse limits below what a cell that continues its fit already trained."""
-    for a in actions:
-        if a.action in ("extend", "continue") and cells[a.name].dir:
-            refuse_shortened(Path(root) / cells[a.name].dir, limits)
-
-
 def _action(
     name: str, cell: Any, active: bool, why: str, wanted: Sequence[str], root: str | Path
 ) -> CellAction:
@@ -278,14 +262,9 @@ def _action(
 
 
 def narrow_overrides(overrides: Sequence[str], actions: Sequence[CellAction]) -> list[str]:
-    """The overrides with each sweep cut down to the values of the cells that run, so that
-    a resume of named cells runs those and no other.
-
-    Raises
-    ------
-    ResumeError
-        The narrowed grid (a product) holds an unfinished cell that was not named, or a
-        cell's value is not in the overrides (the sweep was given in the experiment file).
+    """The overrides with each sweep cut down to the values of the cells that run; a
+    :class:`ResumeError` when the narrowed grid holds an unfinished cell not named, or a
+    swept value is not in the overrides (the sweep is the experiment file's).
 
     Examples
     --------
@@ -371,8 +350,7 @@ def sweep_grid(root: str | Path) -> dict[str, list[Any]] | None:
 
 def restore_grid(root: str | Path, grid: Mapping[str, list[Any]]) -> None:
     """Give the manifest the whole sweep's ``grid`` again after a resume of named cells
-    (the narrowed launch wrote only theirs). A driver that still holds the sweep (another
-    resume) is left alone: it writes the manifest when it ends."""
+    (which wrote only theirs); a driver still holding the sweep writes it when it ends."""
     try:
         write_grid(Path(root), grid)
     except (SweepBusyError, OSError):
@@ -380,8 +358,7 @@ def restore_grid(root: str | Path, grid: Mapping[str, list[Any]]) -> None:
 
 
 def launch_argv(flags: Mapping[str, Any]) -> list[str]:
-    """The recorded flags as ``launch`` flags again (parsed by launch's own parser, so a
-    resume checks them as a launch does).
+    """The recorded flags as ``launch`` flags again, for launch's own parser to check.
 
     Examples
     --------
@@ -418,11 +395,9 @@ def resume_actions(
     changed: Sequence[str] | None = None,
     restart: bool = True,
 ) -> list[CellAction] | None:
-    """What a resume of ``target`` into ``working_dir`` does per cell (:func:`plan_cells`,
-    the code compared as it is now); None for a directory that holds no sweep yet.
-    ``changed``: the override keys the resume changes (None: those that differ from the
-    launch record's, when there is one); ``restart``: a plain ``launch --resume``
-    refuses nothing here."""
+    """:func:`plan_cells` of ``target`` resumed into ``working_dir``, the code as it is now
+    (None: no sweep there yet). ``changed`` None: the keys that differ from the launch
+    record's; ``restart``: a plain ``launch --resume`` refuses nothing here."""
     if changed is None:
         try:
             changed = changed_keys(read_launch_record(working_dir)["overrides"], overrides)

@@ -2,12 +2,10 @@
 """The dry run of ``mushin-box launch`` as a review: what would run, what it would cost,
 and the mistakes that cost the most, before any GPU-hour is spent.
 
-:func:`review_plan` returns plain data (the CLI prints it as text, or as JSON with
-``--json``): the plan (:class:`~mushin_box._launch.plan.LaunchPlan`, overrides with secret
-values as references), the number of cells, the GPU-hours upper bound (cells x nodes x
-GPUs x time limit), the sbatch script submitit would submit (``render_sbatch``), the env
-file every rank would read (decoded from its base64 setup line, secret-looking values
-redacted), and:
+:func:`review_plan` returns plain data (the CLI prints it as text, or as JSON): the plan
+(overrides with secret values as references), the number of cells, the GPU-hours upper
+bound (cells x nodes x GPUs x time limit), the sbatch script submitit would submit, the
+env file every rank would read (secret-looking values redacted), and:
 
 - errors: what the real launch would refuse (the image's pre-flight, Hydra composing the
   first cell); the dry run exits 2 with them, as the launch would;
@@ -15,10 +13,9 @@ redacted), and:
   the cluster enforces accounts, ``cpus_per_task=1`` on GPUs, a sweep directory (or image)
   on node-local storage such as ``/tmp``.
 
-The sbatch script is reviewed for its ``#SBATCH`` lines and its ``srun`` line; the
-host-side requeue trap between them (some 60 lines of shell that are the same in every
-launch) is folded to one line by :func:`fold_requeue_trap` (``launch --dry-run`` shows it
-with ``--verbose``, and ``--json`` always holds the whole script).
+The requeue trap in the sbatch script (some 60 lines of shell, the same in every launch)
+is folded to one line by :func:`fold_requeue_trap` (``--verbose`` shows it; ``--json``
+holds the whole script).
 """
 
 from __future__ import annotations
@@ -75,8 +72,7 @@ def _duration(minutes: int) -> str:
 
 
 def node_local_root(path: str | None) -> str | None:
-    """The node-local mount point ``path`` lies under (a compute node's ``/tmp`` is not the
-    login node's), or None.
+    """The node-local mount point ``path`` lies under, or None.
 
     Examples
     --------
@@ -104,9 +100,8 @@ _TRAP_LAST = "srun() {"
 
 
 def fold_requeue_trap(script: str, *, hint: str = "--verbose shows it") -> str:
-    """``script`` with the host-side requeue trap folded to one line that names its policy
-    and how many lines it holds, and ``hint`` (how to see it). A script without the trap is
-    returned as it is.
+    """``script`` with the host-side requeue trap folded to one line naming its policy, its
+    length and ``hint``; a script without the trap as it is.
 
     Examples
     --------
