@@ -249,11 +249,9 @@ def _logged_by_active_loop(trainer: Any) -> dict[str, Any]:
     """The callback metrics the running loop logged this round: ``callback_metrics`` keeps
     stale values (the last ``val_loss`` in an epoch without validation) that would
     misalign the series."""
-    metrics = trainer.callback_metrics
     wanted = logged_names(trainer)
-    if wanted is None:
-        return dict(metrics)
-    return {k: v for k, v in metrics.items() if k in wanted}
+    metrics = trainer.callback_metrics
+    return dict(metrics) if wanted is None else {k: v for k, v in metrics.items() if k in wanted}
 
 
 @public

@@ -115,25 +115,20 @@ class ChildObserver(threading.Thread):
     for the backend's 30 minutes. Stoppable, unlike Lightning's observer, so the sweep driver
     survives rank 0's deliberate kills and a failed cell."""
 
-    def __init__(
-        self,
-        procs: list[subprocess.Popen[bytes]],
-        logs: list[Path] | None = None,
-        period_s: float = 0.5,
-        grace_s: float = 30.0,
-    ) -> None:
+    period_s = 0.5
+    grace_s = 30.0
+
+    def __init__(self, procs: list[subprocess.Popen[bytes]], logs: list[Path]) -> None:
         super().__init__(daemon=True, name="mushin-ddp-observer")
         self._procs = procs
-        self._logs = logs or []
-        self._period_s = period_s
-        self._grace_s = grace_s
+        self._logs = logs
         self._stop_event = threading.Event()
 
     def stop(self) -> None:
         self._stop_event.set()
 
     def run(self) -> None:
-        while not self._stop_event.wait(self._period_s):
+        while not self._stop_event.wait(self.period_s):
             codes = [p.poll() for p in self._procs]
             if all(c == 0 for c in codes):
                 return
@@ -151,7 +146,7 @@ class ChildObserver(threading.Thread):
             for p in self._procs:
                 if p.poll() is None:
                     p.kill()
-            if not self._stop_event.wait(self._grace_s):
+            if not self._stop_event.wait(self.grace_s):
                 log.error("HydraDDP: rank 0 is still waiting on the failed ranks; killing it")
                 os.kill(os.getpid(), signal.SIGKILL)
             return

@@ -31,8 +31,8 @@ LightningDataModule: Any = object
 class TinyModuleMixin(LightningModule):
     """A linear regressor that logs ``train_loss``, ``val_loss`` and ``test_loss``.
 
-    It also logs ``world_size`` and, per epoch, records the seed every rank saw in
-    ``rank_seeds`` so tests can check that all ranks took part.
+    Tests steer it through ``MUSHIN_TEST_*`` variables: one rank failing alone, and each
+    rank recording its seed and world per epoch, so that they can check every rank's part.
     """
 
     def __init__(
