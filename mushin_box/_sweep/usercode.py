@@ -45,13 +45,13 @@ import attrs
 
 from mushin_box._core.sidecars import canonical_dumps
 from mushin_box._core.targets import FIRST_NAMES
+from mushin_box._provenance.task import MAIN_NAMES
 
 __all__ = ["CodeIdentity", "code_identity", "is_user_file", "module_file", "user_modules"]
 
 _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 #: config keys whose value is an import path (Hydra's, and hydra-zen's zen wrappers')
 _TARGET_KEYS = frozenset({"_target_", "_zen_target"})
-_MAIN_NAMES = ("__main__", "__mp_main__")
 
 
 @attrs.frozen
@@ -231,7 +231,7 @@ def _roots(callables: Iterable[Any], config: Any) -> set[str]:
 
 
 def _display_name(name: str, path: Path) -> str:
-    return path.stem if name in _MAIN_NAMES else name
+    return path.stem if name in MAIN_NAMES else name
 
 
 def _script_file(fn: Any) -> Path | None:
@@ -239,7 +239,7 @@ def _script_file(fn: Any) -> Path | None:
     cProfile`` or ``pdb``, ``sys.modules["__main__"]`` is the runner's module, and the
     fingerprint must follow the script's bytes, not how it was started."""
     fn = inspect.unwrap(getattr(fn, "func", fn))
-    if getattr(fn, "__module__", None) not in _MAIN_NAMES:
+    if getattr(fn, "__module__", None) not in MAIN_NAMES:
         return None
     file = getattr(getattr(fn, "__code__", None), "co_filename", None)
     return Path(file).resolve() if isinstance(file, str) and Path(file).is_file() else None
@@ -258,7 +258,7 @@ def user_modules(callables: Iterable[Any], config: Any = None) -> dict[str, Path
         if name in seen:
             continue
         seen.add(name)
-        path = script if script and name in _MAIN_NAMES else module_file(name)
+        path = script if script and name in MAIN_NAMES else module_file(name)
         if path is None or not is_user_file(path):
             continue
         found[_display_name(name, path)] = path
@@ -278,7 +278,7 @@ def _task_text(task: Callable[..., Any]) -> str:
         # (`python train.py` runs train.task as __main__.task): reproduce imports it
         name = f"{_display_name(str(module), Path(file))}.{qualname}"
         return FIRST_NAMES.get(name, name)  # the kit's own tasks: their first name
-    name = f"{'__main__' if module in _MAIN_NAMES else module}.{qualname}"
+    name = f"{'__main__' if module in MAIN_NAMES else module}.{qualname}"
     try:
         return name + "\n" + inspect.getsource(fn)
     except (OSError, TypeError):
