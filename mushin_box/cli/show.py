@@ -9,8 +9,6 @@ Presentation only: the rows are chosen by :func:`mushin_box._results.table.resul
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import os
 import shlex
 import sys
@@ -83,14 +81,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--csv", action="store_true", help="print CSV")
     out.add_argument("--md", action="store_true", help="print a Markdown table")
     out.add_argument("--json", action="store_true", help=JSON_HELP)
-
-
-def _csv(value: Any) -> Any:
-    if value is None:
-        return ""
-    if isinstance(value, list | dict):
-        return json.dumps(value, sort_keys=True)
-    return value  # numbers at full precision
 
 
 def _has_errors(table: Any) -> bool:
@@ -212,7 +202,7 @@ _ANSI = {"completed": "32", "failed": "31", "timeout": "31", "running": "36"}
 
 def run(args: argparse.Namespace) -> int:
     from mushin_box._results.markup import md_table
-    from mushin_box._results.report import code_line
+    from mushin_box._results.report import code_line, table_csv
     from mushin_box._results.table import summary as results_summary
     from mushin_box._results.table import table_records
 
@@ -237,10 +227,7 @@ def run(args: argparse.Namespace) -> int:
         records = table_records(table)
         sweep = ["sweep"] if table.names else []
         fields = [*sweep, "dir", *table.params, "state", *table.metrics, "error", "best"]
-        writer = csv.DictWriter(sys.stdout, fieldnames=fields, extrasaction="ignore")
-        writer.writeheader()
-        for record in records:
-            writer.writerow({k: _csv(v) for k, v in record.items()})
+        sys.stdout.write(table_csv(records, fields))
     elif args.md:
         print(md_table(_headers(table), _rows(table)))
         for line in (code, _best_line(table)):
