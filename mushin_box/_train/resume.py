@@ -101,9 +101,7 @@ def find_last_checkpoint(directory: str | os.PathLike[str]) -> str | None:
     True
     """
     root = Path(directory)
-    if not root.is_dir():
-        return None
-    ckpts = _checkpoints(root)
+    ckpts = _checkpoints(root) if root.is_dir() else []
     if not ckpts:
         return None
     by_age = sorted(ckpts, key=lambda p: (p.stat().st_mtime_ns, str(p)), reverse=True)

@@ -119,14 +119,11 @@ class WorldSizeInvariantSampler(DistributedSampler):  # type: ignore[type-arg]
 
     def __iter__(self) -> Iterator[int]:
         order = self.global_order()
+        # each full global batch, then the kept tail (empty with drop_last)
+        shares = [self.local_batch_size] * self._full_steps + [self._tail // self.num_replicas]
         out: list[int] = []
-        step_size, local = self.global_batch_size, self.local_batch_size
-        for step in range(self._full_steps):
-            start = step * step_size + self.rank * local
-            out.extend(order[start : start + local])
-        if self._tail:
-            share = self._tail // self.num_replicas
-            start = self._full_steps * step_size + self.rank * share
+        for step, share in enumerate(shares):
+            start = step * self.global_batch_size + self.rank * share
             out.extend(order[start : start + share])
         return iter(out)
 
