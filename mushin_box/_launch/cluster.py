@@ -1,18 +1,13 @@
 # SPDX-License-Identifier: MIT
 """Ask the cluster before submitting: would SLURM queue this launch's job, and can it ever start?
 
-A launch's options are checked value by value (:mod:`mushin_box._launch.schedule`), but
-only the cluster knows its partitions, nodes, GRES, accounts and qos. ``sbatch
---test-only`` answers for the very script the launcher would submit (one per job shape: a
-launch's cells share one launcher config, so one job or one job array), and submits
-nothing. It does not say everything: a job asking for more nodes than its partition holds
-may be accepted and then pend for ever (``PartitionConfig``, ``PartitionNodeLimit``), so
-the partition's capacity is read from ``sinfo`` too (nodes, and GPUs per node from GRES).
-
-Either refusal is one line with SLURM's own reason, raised before anything is written or
-submitted, by the dry run and by a real launch alike. A check that cannot be asked (no
-``sinfo``, a controller that does not answer in time) never blocks a launch: the
-submission then says what SLURM says.
+Only the cluster knows its partitions, nodes, GRES, accounts and qos. ``sbatch
+--test-only`` answers for the very script the launcher would submit (a launch's cells
+share one launcher config), and submits nothing; but a job asking for more nodes than its
+partition holds may be accepted and pend for ever, so the partition's capacity is read
+from ``sinfo`` too. Either refusal is one line with SLURM's reason, before anything is
+written, by the dry run and the launch alike. A check that cannot be asked never blocks a
+launch: the submission then says what SLURM says.
 """
 
 from __future__ import annotations
@@ -48,7 +43,7 @@ def plan_script(
 
 def never_starts(nodes: int, gpus: int, capacity: PartitionCapacity | None) -> str | None:
     """Why a job of ``nodes`` x ``gpus`` GPUs per node can never start on the partition
-    ``capacity`` describes, or None (it fits, or the capacity is unknown).
+    ``capacity`` describes, or None.
 
     Examples
     --------
@@ -74,11 +69,9 @@ def never_starts(nodes: int, gpus: int, capacity: PartitionCapacity | None) -> s
 
 
 def ask_cluster(plan: Any, cells: int | None) -> dict[str, Any] | None:
-    """What SLURM says of this plan's job, before anything is written: ``accepted``
-    (``sbatch --test-only``'s answer: True, False, or None when it could not be asked),
-    ``said`` (its words, or why it was not asked) and ``refusal``: one line when SLURM
-    would refuse the job or the job could never start on its partition, else None. Local
-    plans ask nothing (None)."""
+    """What SLURM says of a SLURM plan's job (None for a local plan): ``accepted``
+    (``sbatch --test-only``'s answer, None when not asked), ``said`` (its words) and
+    ``refusal`` (one line when SLURM would refuse it or it could never start, else None)."""
     if plan.mode != "slurm" or not plan.launcher_config:
         return None
     config = dict(plan.launcher_config)

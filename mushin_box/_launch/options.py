@@ -2,13 +2,10 @@
 """The scheduler settings of a launch, each with where it came from, and the checks that
 need no experiment.
 
-A value comes from a flag, from the launch profile (:mod:`mushin_box._launch.profiles`),
-or from a default, in that order; ``hydra.launcher.*`` overrides come last, when the plan
-is made (:func:`mushin_box._launch.plan.plan_launch`). The plan shows each value's source.
-
-Everything here is cheap: no Hydra, no torch, no experiment. So a launch whose flags
-contradict each other (``--nodes 2 --local``) is refused before the experiment is
-imported, before torch is loaded.
+A value comes from a flag, the launch profile or a default, in that order;
+``hydra.launcher.*`` overrides win over all three when the plan is made. Nothing here
+loads Hydra, torch or the experiment, so contradicting flags (``--nodes 2 --local``) are
+refused before either is imported.
 
 Examples
 --------
@@ -60,13 +57,9 @@ class OptionError(MushinBoxError, ValueError):
 
 @attrs.frozen
 class LaunchOptions:
-    """What the flags and the profile say.
-
-    ``slurm``: the scheduler settings, each with its source (``--flag``, ``profile NAME
-    (file)`` or ``default``; the image's sources too); ``image``/``binds``/``image_python``:
-    the rank container; ``explicit``: the SLURM-only flags given on the command line
-    (refused where the launch runs here).
-    """
+    """What the flags and the profile say: ``slurm``, the scheduler settings with their
+    sources (the image's too); the rank container; ``explicit``, the SLURM-only flags
+    given on the command line (refused where the launch runs here)."""
 
     slurm: SlurmSettings
     image: str | None
@@ -86,9 +79,7 @@ def experiment_name(spec: str) -> str:
 
 
 def _sbatch_options(pairs: Sequence[str]) -> dict[str, Any]:
-    """``--sbatch KEY=VALUE`` pairs as a dict, each checked by the one check of every sbatch
-    option (:func:`~mushin_box._slurm.config.check_sbatch_option`); ``mem`` has a flag of
-    its own on the command line, which the plan shows."""
+    """``--sbatch KEY=VALUE`` pairs as a dict, each checked as every sbatch option is."""
     options: dict[str, Any] = {}
     for pair in pairs:
         key, eq, value = pair.partition("=")
@@ -114,14 +105,8 @@ def resolve_options(
 
     ``flags`` keys: :data:`SCHEDULER_FLAGS` (``time`` in minutes, ``mem`` in megabytes,
     ``sbatch`` as ``KEY=VALUE`` strings), ``mem_gb``, ``image`` (absolute), ``bind`` and
-    ``image_python``; other keys are not read. A setting that no flag or profile gives
-    takes its field's default.
-
-    Raises
-    ------
-    OptionError
-        A bad profile (see :func:`load_profile`), ``--mem`` with ``--mem-gb``, or an
-        ``--sbatch`` option that has a flag of its own.
+    ``image_python``; other keys are not read. An :class:`OptionError` for a bad profile,
+    ``--mem`` with ``--mem-gb``, or an ``--sbatch`` option that has a flag of its own.
     """
     try:
         prof = load_profile(profile, cwd)
@@ -192,12 +177,9 @@ def check_where(
     image_flag: bool,
     detach: bool,
 ) -> None:
-    """Refuse what the chosen place cannot run, before the experiment is imported.
-
-    ``why`` says why the launch runs here (``--local``, or the probe's answer). Here there
-    is one node, no image (``mushin-box smoke`` runs one), no detaching, and no scheduler:
-    SLURM flags given on the command line are refused rather than ignored (the profile's
-    values are simply not used).
+    """Refuse what the chosen place cannot run, before the experiment is imported. Here
+    (``why``: ``--local`` or the probe's answer) there is one node, no image, no detaching
+    and no scheduler: SLURM flags given are refused, not ignored (a profile's are unused).
     """
     if local:
         if nodes > 1:

@@ -1,25 +1,17 @@
 # SPDX-License-Identifier: MIT
 """``mushin-box launch --print-config``: the config the sweep's first cell would receive.
 
-Composed as ``Workflow.run`` composes it, from the launch's plan, with nothing written and
-nothing submitted:
+Composed as ``Workflow.run`` composes it, nothing written or submitted: secret values
+leave first (:class:`~mushin_box._core.secrets.SecretVault`), so the config holds the
+``${oc.env:MUSHIN_SECRET_...}`` references the task resolves, never a value; then the
+plan's overrides, each sweep at its first value, composed without Hydra's own node.
 
-- secret values leave first (:class:`~mushin_box._core.secrets.SecretVault`, the config's
-  defaults, then the overrides), so that the printed config holds the
-  ``${oc.env:MUSHIN_SECRET_...}`` references the task resolves, never a value;
-- the plan's overrides (the user's, and the ``++trainer.devices``/``num_nodes`` of
-  ``--nodes``/``--gpus``), each sweep at its first value
-  (:func:`~mushin_box._sweep.compose.first_job`), composed by Hydra without its own
-  ``hydra`` node: what the task function is called with.
-
-Design note: the YAML is printed unresolved, as Hydra's own ``--cfg job`` prints it.
-Resolving would read the environment into the output (a user's
-``${oc.env:WANDB_API_KEY}``, the vault's references) and fails on ``${hydra:...}``, which
-has a value only inside a running job. As a second line of defence, a value the vault
-moved that still shows up outside its references (the same literal under a key that does
-not look secret) is cut out by :func:`~mushin_box._core.redact.redact_text`, when
-it is at least :data:`~mushin_box._core.redact.MIN_SCRUB_LENGTH` long: a shorter one
-(a declared secret ``1``) would match anywhere, and no file of the launch hides it either.
+Design note: the YAML is printed unresolved, as Hydra's ``--cfg job`` prints it:
+resolving would read the environment into the output and fails on ``${hydra:...}``. As a
+second line of defence, a value the vault moved that still shows outside its references
+is cut out (:func:`~mushin_box._core.redact.redact_text`) when at least
+:data:`~mushin_box._core.redact.MIN_SCRUB_LENGTH` long: a shorter one would match
+anywhere, and no file of the launch hides it either.
 """
 
 from __future__ import annotations
@@ -87,8 +79,7 @@ def first_cell_config(target: Any, overrides: Sequence[str]) -> str:
 
 
 def _scrub(text: str, values: Mapping[str, str]) -> str:
-    """``text`` with the vault's ``values`` (long enough to search for) cut out, except
-    inside the vault's references.
+    """``text`` with the vault's long enough ``values`` cut out, outside its references.
 
     Examples
     --------

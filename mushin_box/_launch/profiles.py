@@ -19,27 +19,22 @@ A profile is a table of ``launch`` flags (their names without ``--``) in the pro
     time = "2-00:00:00"
     sbatch = {mail-type = "END"}              # any other sbatch option
 
-``launch --profile NAME`` applies one; the ``default`` profile applies when none is named.
-A flag given on the command line wins over the profile's value (``bind`` and ``sbatch``
-add to it: a flag's bind comes after the profile's, a flag's sbatch option replaces the
-profile's option of the same name). The project is found as for ``secret-names``: the
-nearest directory at or above the working directory holding a ``pyproject.toml`` or a
-``mushin-box.toml``; both files of that directory are read, and a profile defined in both
-is an error (one place per name).
+``launch --profile NAME`` applies one, else the ``default`` profile if there is one. A
+flag wins over the profile's value (a flag's ``bind`` comes after the profile's, a flag's
+``sbatch`` option replaces the profile's of the same name). The project is the nearest
+directory at or above the working directory holding a ``pyproject.toml`` or a
+``mushin-box.toml`` (as for ``secret-names``); both files are read, and a profile defined
+in both is an error.
 
-A user's own profiles live in ``$XDG_CONFIG_HOME/mushin-box/profiles.toml`` (by default
-``~/.config/mushin-box/profiles.toml``), as ``[profiles.NAME]`` tables: the account and
-partition that are the user's, not the project's. They rank below the project's: a profile
-of the same name in both takes each key from the project when the project sets it, else
-from the user's file, so a user's ``[profiles.default] account = "proj42"`` adds the
-account to the project's default profile without changing anything it sets.
+A user's own profiles (``[profiles.NAME]`` in ``$XDG_CONFIG_HOME/mushin-box/profiles.toml``,
+by default under ``~/.config``) rank below the project's: a profile of the same name takes
+each key from the project when it sets it, else from the user's file, so a user's
+``[profiles.default] account = "proj42"`` adds an account without changing anything else.
 
-Every value is checked here, with one line naming the file, the profile and the key; the
-values that go to the scheduler are checked again, with the flags', when the plan is made.
-The ``sbatch`` table passes the check every source of sbatch options passes
-(:func:`~mushin_box._slurm.config.check_sbatch_option`): an option the kit sets from a key
-of its own (``partition``, ``time``, ``job-name``, ...) is refused with that key's name,
-and ``array`` and the log paths (``output``, ``error``) are the kit's.
+Every value is checked here, in one line naming the file, the profile and the key, and
+again with the flags' when the plan is made. The ``sbatch`` table passes every sbatch
+source's check (:func:`~mushin_box._slurm.config.check_sbatch_option`): an option the kit
+sets from a key of its own is refused with that key's name.
 """
 
 from __future__ import annotations
@@ -88,9 +83,8 @@ _ALIASES = {f.name: key for key, f in _FIELDS.items()} | {
 
 @attrs.frozen
 class Profile:
-    """A loaded profile: its ``values`` under the launch's own names (``image`` absolute,
-    ``time`` in minutes, ``mem`` in megabytes, ``bind`` a tuple, ``sbatch`` a dict), and
-    the file each came from (``origins``: the project's or the user's)."""
+    """A loaded profile: ``values`` under the launch's names (``image`` absolute, ``time``
+    in minutes, ``mem`` in megabytes), and the file each came from (``origins``)."""
 
     name: str
     path: str
@@ -98,13 +92,12 @@ class Profile:
     origins: Mapping[str, str] = attrs.field(factory=dict)
 
     def source_of(self, key: str) -> str:
-        """How the plan names where the value of ``key`` came from: the one file that set it."""
+        """The plan's source of ``key``: the one file that set it."""
         return f"profile {self.name} ({self.origins.get(key, self.path)})"
 
 
 def find_profile_files(cwd: str | os.PathLike[str] | None = None) -> list[Path]:
-    """The project's profile files: in the nearest directory at or above ``cwd`` holding a
-    ``pyproject.toml`` or a ``mushin-box.toml``, those that exist (pyproject.toml first)."""
+    """The project's profile files, pyproject.toml first (none: no project)."""
     try:
         directory = Path(cwd if cwd is not None else os.getcwd()).resolve()
     except OSError:  # the working directory was removed: no project
@@ -153,13 +146,7 @@ def _tables(path: Path) -> dict[str, Any]:
 
 def load_profile(name: str | None, cwd: str | os.PathLike[str] | None = None) -> Profile | None:
     """The profile ``name`` of the project at ``cwd`` (``None``: the ``default`` profile if
-    there is one, else no profile).
-
-    Raises
-    ------
-    ValueError
-        One line: an unreadable file, a profile named twice, an unknown profile (with the
-        names there are), an unknown key (with the closest), or a value of the wrong kind.
+    there is one); a one-line ValueError for a bad file, profile, key or value.
 
     Examples
     --------
@@ -238,9 +225,8 @@ def _check(name: str, path: Path, table: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def check_user_sbatch_option(option: str, value: Any, *, where: str, mem: str) -> None:
-    """An sbatch option a user wrote (``--sbatch``, a profile's table): the check every
-    sbatch option passes (:func:`~mushin_box._slurm.config.check_sbatch_option`), and
-    ``mem``, which the launch sets from a key of its own (``mem``: which), refused."""
+    """Check an sbatch option a user wrote as every sbatch option is checked, and refuse
+    ``mem``, which the launch sets from ``mem`` (named in the error)."""
     check_sbatch_option(option, value, where=where)
     if option.replace("_", "-") == "mem":
         raise ValueError(f"{where}: sbatch's --mem is set by {mem}; use that")

@@ -1,12 +1,11 @@
 # SPDX-License-Identifier: MIT
 """Running a launch plan: ``Workflow.run`` with the plan's launcher and overrides.
 
-Design note: :mod:`mushin_box._launch.plan` decides (pure: the topology, the launcher
-config, the overrides) and this module acts: it sets the ranks' ``PYTHONPATH``, keeps the
-launch record for ``resume``, and turns what stops a launch before any cell ran (an
-override Hydra cannot apply, a job sbatch refused, bad arguments) into a one-line
-:class:`~mushin_box._launch.plan.LaunchError`, removing the directories this launch made
-for nothing. A cell's own error (``on_error='raise'``) propagates unchanged.
+Design note: :mod:`mushin_box._launch.plan` decides and this module acts: it sets the
+ranks' ``PYTHONPATH``, keeps the launch record, and turns what stops a launch before any
+cell ran (an override Hydra cannot apply, a job sbatch refused, bad arguments) into a
+one-line :class:`~mushin_box._launch.plan.LaunchError`, removing the directories made for
+nothing. A cell's own error (``on_error='raise'``) propagates unchanged.
 """
 
 from __future__ import annotations
@@ -43,21 +42,11 @@ def run_launch(
     source: str | None = None,
     record: Mapping[str, Any] | None = None,
 ) -> Any:
-    """Run the plan: ``Workflow.run`` with the plan's launcher and overrides (``wait=False``:
-    submit, and return a :class:`mushin_box.SweepHandle`). ``source``: the experiment file
-    of a config-only experiment, whose repository the cells record (``Workflow(source=)``).
-    ``record``: the launch record to keep in the sweep directory for ``resume``
-    (:mod:`mushin_box._launch.record`), written before the cells start and put back as it
-    was when the launch is refused before it starts.
-
-    Raises
-    ------
-    LaunchError
-        ``Workflow.run`` refused its arguments (TypeError/ValueError before the sweep
-        started: nothing ran), or Hydra could not apply an override (an unknown key, a
-        value of the wrong type). The same errors raised by a cell (``on_error='raise'``)
-        propagate unchanged.
-    """
+    """``Workflow.run`` with the plan's launcher and overrides (``wait=False``: submit,
+    and return a :class:`mushin_box.SweepHandle`). ``source``: a config-only experiment's
+    file (``Workflow(source=)``); ``record``: the launch record to keep for ``resume``.
+    A :class:`LaunchError` when nothing ran: ``Workflow.run`` refused its arguments, Hydra
+    an override, or sbatch the job."""
     from hydra.errors import ConfigCompositionException
 
     # The experiment file's name check (load_target, run first) must find yaml not imported.
@@ -122,8 +111,7 @@ def run_launch(
 
 
 def sbatch_refusal(exc: BaseException) -> str | None:
-    """One line for a job that sbatch refused to queue, with the launch options to check;
-    None when ``exc`` is anything else (:func:`~mushin_box._slurm.probe.sbatch_refused`)."""
+    """One line for a job sbatch refused to queue, with the options to check; else None."""
     refused = sbatch_refused(exc)
     if refused is None:
         return None
@@ -155,8 +143,7 @@ def _remove_unless_cells(created: Path | None) -> None:
 
 
 def _manifest_run_id(root: Path) -> str | None:
-    """The ``run_id`` of the sweep manifest in ``root`` (``Workflow.run`` writes a new one
-    once its arguments are checked, just before the cells start), or None."""
+    """The ``run_id`` of the sweep manifest in ``root`` (a new one: the cells start), or None."""
     manifest = read_sweep_manifest(root)
     run_id = manifest.get("run_id") if manifest is not None else None
     return str(run_id) if run_id is not None else None

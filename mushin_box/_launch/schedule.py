@@ -1,13 +1,11 @@
 # SPDX-License-Identifier: MIT
 """The ``mushin_slurm`` launcher config of a launch, checked value by value with its source.
 
-Values come from flags, the profile and defaults (:mod:`mushin_box._launch.options`), and
-from ``hydra.launcher.KEY=VALUE`` overrides: an override goes through the same checks as
-the flags, wins over them (it is the most specific thing the user wrote), and shows in the
-plan with its source. Each value is checked alone first, so that an error names where the
-value came from (``--partition: ...``, ``profile gpu (pyproject.toml): ...``, ``override
-hydra.launcher.qos=...: ...``), then all together (memory options that exclude each other),
-then by the launcher itself (its own fields: ``requeue_on``, ``max_requeues``, ...).
+Values come from :mod:`mushin_box._launch.options` and from ``hydra.launcher.KEY=VALUE``
+overrides, which pass the same checks and win (the most specific thing the user wrote).
+Each value is checked alone first, so that an error names its source (``--partition:
+...``, ``override hydra.launcher.qos=...: ...``), then all together, then by the launcher
+itself (its own fields: ``requeue_on``, ``max_requeues``, ...).
 """
 
 from __future__ import annotations
@@ -36,15 +34,9 @@ class ScheduleError(MushinBoxError, ValueError):
 def split_launcher_overrides(
     overrides: Sequence[str], settings: SlurmSettings | None = None
 ) -> tuple[list[str], SlurmSettings]:
-    """``(other overrides, settings with the hydra.launcher values over them)``; each
-    value's source is its override.
-
-    Raises
-    ------
-    ScheduleError
-        ``hydra/launcher=...`` (launch chooses it), a sweep over a launcher key (the
-        launcher is one for the whole sweep), a deleted key, the topology (``--nodes``
-        and ``--gpus`` say it), or an unknown key (with the closest).
+    """``(other overrides, settings with the hydra.launcher values over them)``; a
+    :class:`ScheduleError` for ``hydra/launcher=``, a swept, deleted or unknown launcher
+    key, or the topology (``--nodes``/``--gpus`` say it).
 
     Examples
     --------
@@ -103,14 +95,8 @@ def split_launcher_overrides(
 def slurm_launcher_config(
     *, nodes: int, gpus: int, settings: SlurmSettings, container: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The checked launcher config: ``submitit_slurm_config(nodes, gpus, **settings,
-    **container)`` plus the launcher's own fields, then the launcher's checks.
-
-    Raises
-    ------
-    ScheduleError
-        The first value that cannot work, named by its source.
-    """
+    """``submitit_slurm_config(nodes, gpus, **settings, **container)`` plus the launcher's
+    own fields, checked (:class:`ScheduleError`: the first bad value, named by its source)."""
     alone: list[tuple[str, dict[str, Any]]] = []  # alone first: the error names the source
     for key, value in settings.given(launcher=False).items():
         if key == "additional_parameters" and isinstance(value, Mapping):

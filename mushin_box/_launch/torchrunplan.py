@@ -20,10 +20,8 @@ _TORCHRUN_TIMEOUT_MIN = 7 * 24 * 60
 
 
 def local_torchrun_config(gpus: int, max_restarts: int) -> dict[str, Any]:
-    """The ``mushin_local`` config whose cells each run as one ``torchrun --standalone``
-    agent of ``gpus`` workers (:mod:`mushin_box._slurm.torchrun`), checked by the launcher's
-    own rule before anything is written (ValueError)."""
-
+    """The ``mushin_local`` config of one ``torchrun --standalone`` agent of ``gpus``
+    workers per cell, checked by the launcher's rule (ValueError)."""
     config = {
         "torchrun": True,
         "nproc_per_node": gpus,
@@ -42,10 +40,9 @@ def slurm_torchrun(
     max_restarts: int,
     min_nodes: int | None,
 ) -> tuple[dict[str, Any], list[str]]:
-    """The SLURM launcher config as one torchrun agent per node, checked by the launcher
-    (ValueError), and the overrides: under elastic membership (``min_nodes`` below ``nodes``) the
-    Trainer's ``num_nodes`` is the group torchrun formed (``GROUP_WORLD_SIZE``; ``nodes``
-    where unset, e.g. in a dry run), so that its world-size check holds at any size.
+    """The SLURM launcher config as one torchrun agent per node (checked: ValueError), and
+    the overrides: under elastic membership the Trainer's ``num_nodes`` is the group
+    torchrun formed (``GROUP_WORLD_SIZE``, else ``nodes``), so its world-size check holds.
 
     Examples
     --------
@@ -54,7 +51,6 @@ def slurm_torchrun(
     >>> fields["min_nodes"], out
     (1, ["++trainer.num_nodes='${oc.decode:${oc.env:GROUP_WORLD_SIZE,2}}'"])
     """
-
     fields = torchrun_launcher_fields(config, max_restarts=max_restarts, min_nodes=min_nodes)
     SubmititCellLauncher("slurm", fields)
     out = list(overrides)
