@@ -60,7 +60,13 @@ def load_target(spec: str) -> tuple[Any, str | None]:
             f"{Path(target).stem}.py"
         )
     if target.endswith(".py") or os.sep in target:
-        path = _resolve(target)
+        try:
+            path = Path(target).resolve(strict=False)
+        except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError on 3.11)
+            raise LoadError(
+                f"experiment file {target!r} cannot be resolved ({exc}): a symlink loop; "
+                "point the link at the real .py file"
+            ) from None
         if not path.is_file():
             raise LoadError(f"experiment file {target!r} does not exist")
         if path.suffix != ".py":
@@ -100,18 +106,6 @@ def load_target(spec: str) -> tuple[Any, str | None]:
         f"{target} defines none of {', '.join(names)}: name a Workflow or a hydra-zen config "
         f"with trainer/module nodes, e.g. {target}:Config"
     )
-
-
-def _resolve(target: str) -> Path:
-    """The real path of an experiment file; a symlink loop (``RuntimeError`` on Python
-    3.11) in one line."""
-    try:
-        return Path(target).resolve(strict=False)
-    except (OSError, RuntimeError) as exc:
-        raise LoadError(
-            f"experiment file {target!r} cannot be resolved ({exc}): a symlink loop; "
-            "point the link at the real .py file"
-        ) from None
 
 
 def _is_other_file(target: str) -> bool:

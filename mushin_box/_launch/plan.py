@@ -61,9 +61,6 @@ class LaunchError(MushinBoxError, ValueError):
         self.override = override
 
 
-# ---------------------------------------------------------------------------- the plan
-
-
 @attrs.frozen
 class LaunchPlan:
     """Everything :func:`run_launch` passes to ``Workflow.run`` (printable, no side effects).

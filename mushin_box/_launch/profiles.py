@@ -183,19 +183,16 @@ def load_profile(name: str | None, cwd: str | os.PathLike[str] | None = None) ->
         hint = f"did you mean {close[0]!r}? " if close else ""
         listed = ", ".join(names) or "none"
         raise ValueError(f"--profile {name}: no such profile in {where} ({hint}profiles: {listed})")
+    # the user's first: the project's keys win where both set one
+    layers = [(user, mine[wanted])] if wanted in mine else []
+    layers += [found[wanted]] if wanted in found else []
     values: dict[str, Any] = {}
     origins: dict[str, str] = {}
-    shown: list[str] = []
-    if wanted in mine:  # below the project's: its keys are taken only where the project is silent
-        values.update(checked := _check(wanted, user, mine[wanted]))
-        origins.update(dict.fromkeys(checked, _shown(user)))
-        shown.append(_shown(user))
-    if wanted in found:
-        path, table = found[wanted]
+    for path, table in layers:
         values.update(checked := _check(wanted, path, table))
         origins.update(dict.fromkeys(checked, _shown(path)))
-        shown.insert(0, _shown(path))
-    return Profile(wanted, " + ".join(shown), values, origins)
+    shown = " + ".join(_shown(path) for path, _ in reversed(layers))
+    return Profile(wanted, shown, values, origins)
 
 
 def _shown(path: Path) -> str:

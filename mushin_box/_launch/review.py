@@ -220,7 +220,9 @@ def _slurm_warnings(
             "cpus_per_task=1: each rank gets one CPU for its data loading; set "
             "--cpus-per-task (e.g. 8) or cpus-per-task in a profile"
         )
-    for what, path in (("sweep directory", plan.working_dir), ("image", _image(launcher))):
+    words = shlex.split(str(launcher.get("python") or ""))
+    image = next((w for w in words if w.endswith(".sif")), None)
+    for what, path in (("sweep directory", plan.working_dir), ("image", image)):
         root = node_local_root(path)
         if root is not None:
             out.append(
@@ -228,9 +230,3 @@ def _slurm_warnings(
                 "share it with this host; use a shared filesystem"
             )
     return out
-
-
-def _image(launcher: dict[str, Any]) -> str | None:
-    words = shlex.split(str(launcher.get("python") or ""))
-    sif = [w for w in words if w.endswith(".sif")]
-    return sif[0] if sif else None
