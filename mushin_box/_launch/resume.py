@@ -187,8 +187,16 @@ def plan_cells(
             else ""
         )
         action = _action(name, cell, sweep.active, why, wanted, root)
-        if extends and action.action == "reuse" and action.state == "completed":
-            action = _extension(action, cell, root, limits)
+        if extends and cell.dir and action.action == "reuse" and action.state == "completed":
+            said = ", ".join(f"{k}={v}" for k, v in limits.items())
+            checkpoint = find_last_checkpoint(Path(root) / cell.dir)
+            kind = "extend" if checkpoint else "restart"
+            why = (
+                f"to {said}"
+                if checkpoint
+                else f"{said}, but no checkpoint to extend: from the start"
+            )
+            action = attrs.evolve(action, action=kind, why=why, checkpoint=checkpoint)
         out.append(action)
     live = [a.name for a in out if a.action == "live" and a.name in wanted]
     if live:
@@ -223,18 +231,6 @@ def _limit_values(changed: Sequence[str], overrides: Sequence[str]) -> dict[str,
             return {}
         out[key] = parse_override_value(text.split("=", 1)[1])
     return out
-
-
-def _extension(
-    action: CellAction, cell: Any, root: str | Path, limits: Mapping[str, Any]
-) -> CellAction:
-    """A completed cell that trains on to raised ``limits`` from its checkpoint."""
-    said = ", ".join(f"{k}={v}" for k, v in limits.items())
-    checkpoint = find_last_checkpoint(Path(root) / cell.dir)
-    if checkpoint is None:
-        why = f"{said}, but no checkpoint to extend: from the start"
-        return attrs.evolve(action, action="restart", why=why)
-    return attrs.evolve(action, action="extend", why=f"to {said}", checkpoint=checkpoint)
 
 
 def _action(
