@@ -32,6 +32,7 @@ from mushin_box._train.configtask import fit_task, seed_pre_call
 __all__ = [
     "DEFAULT_NAMES",
     "LoadError",
+    "as_workflow",
     "dirty_tree",
     "experiment_file",
     "load_target",
@@ -152,17 +153,21 @@ def dirty_tree(file: str | None, target: Any = None) -> str | None:
     )
 
 
-def launch_code(target: Any, source: str | None) -> CodeIdentity:
-    """The code a launch of ``target`` runs, as ``Workflow.run`` identifies it (a
-    config-only experiment runs ``fit_task`` with ``seed_pre_call``)."""
-    # lazy: _sweep.workflow loads Hydra, which importing this module must not
+def as_workflow(target: Any, source: str | None = None) -> Any:
+    """``target`` as a launch runs it (a config-only experiment: ``fit_task`` with
+    ``seed_pre_call``)."""
+    # the experiment file's name check (run first) must find yaml not imported, too
+    # lazy: _sweep.workflow loads Hydra and yaml, which importing this module must not
     from mushin_box._sweep.workflow import Workflow
 
-    workflow = (
-        target
-        if isinstance(target, Workflow)
-        else Workflow(fit_task, target, pre_call=seed_pre_call, source=source)
-    )
+    if isinstance(target, Workflow):
+        return target
+    return Workflow(fit_task, target, pre_call=seed_pre_call, source=source)
+
+
+def launch_code(target: Any, source: str | None) -> CodeIdentity:
+    """The code a launch of ``target`` runs, as ``Workflow.run`` identifies it."""
+    workflow = as_workflow(target, source)
     return code_identity(workflow.task, config=workflow.config, extra=(workflow.pre_call,))
 
 

@@ -19,12 +19,12 @@ from typing import Any
 
 from mushin_box._core.envstate import environ_set
 from mushin_box._core.layout import STATUS_FILE
+from mushin_box._launch.loading import as_workflow
 from mushin_box._launch.plan import LaunchError, LaunchPlan, hydra_error_line
 from mushin_box._launch.record import recorded
 from mushin_box._slurm.probe import sbatch_refused
 from mushin_box._sweepdir.manifest import read_sweep_manifest
 from mushin_box._sweepdir.progress import QuietTerminal
-from mushin_box._train.configtask import fit_task, seed_pre_call
 
 __all__ = ["run_launch", "sbatch_refusal"]
 
@@ -49,15 +49,7 @@ def run_launch(
     an override, or sbatch the job."""
     from hydra.errors import ConfigCompositionException
 
-    # The experiment file's name check (load_target, run first) must find yaml not imported.
-    # lazy: _sweep.workflow loads Hydra and yaml
-    from mushin_box._sweep.workflow import Workflow
-
-    workflow = (
-        target
-        if isinstance(target, Workflow)
-        else Workflow(fit_task, target, pre_call=seed_pre_call, source=source)
-    )
+    workflow = as_workflow(target, source)
     roots = {Path(d).resolve() for d in (plan.working_dir, workflow.working_dir) if d}
     before = {root: _manifest_run_id(root) for root in roots}
     created = _first_missing(Path(plan.working_dir).resolve()) if plan.working_dir else None
