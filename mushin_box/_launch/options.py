@@ -145,24 +145,20 @@ def resolve_options(
         slurm = attrs.evolve(slurm, additional_parameters=None)
 
     sources = dict(slurm.sources)
-    image = given.get("image", pv.get("image"))
-    if image is not None:
-        sources["image"] = "--image" if "image" in given else from_profile("image")
+    both = {**pv, **given}
+    chosen = {k: both[k] for k in ("image", "image_python") if k in both}
+    for key in chosen:
+        sources[key] = f"--{key.replace('_', '-')}" if key in given else from_profile(key)
     binds = (*pv.get("bind", ()), *given.get("bind", ()))
     if binds:
         sources["binds"] = " + ".join(
             s for s, on in ((from_profile("bind"), "bind" in pv), ("--bind", "bind" in given)) if on
         )
-    image_python = given.get("image_python", pv.get("image_python"))
-    if image_python is not None:
-        sources["image_python"] = (
-            "--image-python" if "image_python" in given else from_profile("image_python")
-        )
     return LaunchOptions(
         slurm=attrs.evolve(slurm, sources=sources),
-        image=image,
+        image=chosen.get("image"),
         binds=binds,
-        image_python=image_python or "python",
+        image_python=chosen.get("image_python") or "python",
         explicit=tuple(f"--{k.replace('_', '-')}" for k in _SLURM_ONLY if k in given),
         profile=prof,
     )
