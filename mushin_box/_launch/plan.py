@@ -63,12 +63,8 @@ class LaunchError(MushinBoxError, ValueError):
 
 @attrs.frozen
 class LaunchPlan:
-    """Everything :func:`run_launch` passes to ``Workflow.run`` (printable, no side effects).
-
-    ``where`` says why the launch runs where it does (the SLURM probe's answer, or
-    ``--local``); ``sources`` says where each launcher value came from (``--time``,
-    ``profile gpu (pyproject.toml)``, ``override hydra.launcher.qos=high``, ``default``).
-    """
+    """Everything :func:`run_launch` passes to ``Workflow.run``; ``where``: why it runs
+    where it does; ``sources``: where each launcher value came from (``--time``, ...)."""
 
     mode: str  # "slurm" or "local"
     nodes: int
@@ -321,13 +317,9 @@ def plan_launch(
 
 
 def check_keys(target: Any, overrides: Sequence[str]) -> None:
-    """Refuse a plain override whose key names nothing in the config, with the closest
-    name (``module.lrr`` -> "did you mean 'lr'?"), before Hydra says only "use +".
-
-    The names are :class:`~mushin_box._sweep.validate.SweepKeys`' (what ``Workflow.run``
-    checks its keywords with), down to the parameters of a node's ``_target_``. ``+``,
-    ``++`` and ``~`` overrides and ``hydra.*`` keys are the user's on purpose.
-    """
+    """Refuse a plain override whose key names nothing in the config (by ``Workflow.run``'s
+    :class:`~mushin_box._sweep.validate.SweepKeys`), with the closest name, before Hydra
+    says only "use +". ``+``/``++``/``~`` overrides and ``hydra.*`` keys are on purpose."""
     from hydra.errors import OverrideParseException
 
     keys = SweepKeys(task_of(target), config_of(target))

@@ -78,10 +78,9 @@ class ResumeError(MushinBoxError, ValueError):
 
 @attrs.frozen
 class CellAction:
-    """What a resume does with one cell: ``reuse`` (completed, unchanged), ``continue``
-    (from ``checkpoint``), ``extend`` (completed: trains on from ``checkpoint`` to a raised
-    limit), ``restart`` (from scratch: it ran before), ``run`` (never started), ``live``
-    (still runs or is queued: left alone) or ``left`` (not named)."""
+    """What a resume does with one cell: ``reuse``, ``continue`` (from ``checkpoint``),
+    ``extend`` (a completed cell, to a raised limit), ``restart`` (from scratch), ``run``
+    (never started), ``live`` (runs or is queued: left alone) or ``left`` (not named)."""
 
     name: str
     state: str
