@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""One way to run an outside tool for a bounded time: :func:`run_bounded`.
+"""One way to run an outside tool for a bounded time: :func:`run_bounded`; and :func:`git`.
 
 A tool the kit starts (``mmdebstrap``, ``mksquashfs``, ``apptainer build``) may start
 children of its own, and may outlive a timeout or the user's ^C. So it runs in its own
@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["run_bounded"]
+__all__ = ["git", "run_bounded"]
 
 _GRACE_S = 10.0  # after SIGTERM, before SIGKILL
 
@@ -104,3 +104,15 @@ def _tee(proc: subprocess.Popen[str], kept: deque[str]) -> None:
                 sys.stderr.flush()
             except (OSError, ValueError):
                 shown = False
+
+
+def git(args: Sequence[str], cwd: Path, *, timeout: float = 10.0) -> str | None:
+    """``git ARGS``' output in ``cwd``, or None when it fails, times out or cannot run. Read
+    as bytes, decoded after: a diff's line ends stay as they are, which its hash needs."""
+    try:
+        out = subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, timeout=timeout, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.decode("utf-8", "replace")

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from mushin_box._core.errors import MushinBoxError
+from mushin_box._core.procs import git
 from mushin_box._core.procs import run_bounded as _run_bounded
 from mushin_box._core.targets import public
 from mushin_box._core.version import __version__
@@ -233,11 +234,11 @@ def source_date_epoch(spec: ImageSpec, context: Path) -> int:
         raise NativeBuildRefused(f"a native build needs SOURCE_DATE_EPOCH: {fix}")
     lock = context / spec.pip_lock
     status, log = (
-        run_bounded(["git", *args, "--", lock.name], cwd=lock.parent, timeout=60, capture=True)
+        git([*args, "--", lock.name], lock.parent, timeout=60)
         for args in (["status", "--porcelain"], ["log", "-1", "--format=%ct"])
     )
-    when = (log.stdout or "").strip()
-    if status.returncode != 0 or status.stdout.strip() or log.returncode != 0 or not when:
+    when = (log or "").strip()
+    if status is None or status.strip() or not when:
         raise NativeBuildRefused(
             f"{spec.pip_lock} has no commit time in git (not committed, or changed since): "
             f"commit it, or {fix}"
@@ -440,26 +441,19 @@ def _clean_commit(context: Path, files: Sequence[Path]) -> str | None:
     unchanged, else ``None`` (no git, not a work tree, untracked or changed files)."""
     if shutil.which("git") is None or not files:
         return None
-    head = _git(context, "rev-parse", "HEAD")
+    head = git(["rev-parse", "HEAD"], context, timeout=60)
     # --ignored: an ignored input (!!) is in no commit, as an untracked one (??)
-    status = _git(context, "status", "--porcelain", "--ignored", "--", *map(str, files))
+    status = git(
+        ["status", "--porcelain", "--ignored", "--", *map(str, files)], context, timeout=60
+    )
     return None if head is None or status is None or status.strip() else head.strip()
 
 
 def context_dir(context: Path) -> str | None:
     """Where ``context`` lies in its git work tree (``"."`` at its top, else the relative
     path), or None outside one: a rebuild from the commit builds there again."""
-    prefix = _git(context, "rev-parse", "--show-prefix")
+    prefix = git(["rev-parse", "--show-prefix"], context, timeout=60)
     return None if prefix is None else prefix.strip().rstrip("/") or "."
-
-
-def _git(cwd: Path, *args: str) -> str | None:
-    """The output of ``git ARGS`` in ``cwd``, or ``None`` when it fails or cannot run."""
-    try:
-        done = run_bounded(["git", *args], cwd=cwd, timeout=60, capture=True)
-    except (OSError, BuildError):
-        return None
-    return done.stdout if done.returncode == 0 else None
 
 
 # ------------------------------------------------------------------------- the build

@@ -15,13 +15,13 @@ import os
 import platform
 import re
 import socket
-import subprocess
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from mushin_box._core.layout import PACKAGES_FILE
+from mushin_box._core.procs import git
 from mushin_box._core.redact import redact
 from mushin_box._core.sidecars import timestamp
 from mushin_box._core.version import __version__
@@ -33,7 +33,6 @@ __all__ = [
     "basic_provenance",
     "canonical_package_name",
     "experiment_state",
-    "git",
     "git_root",
     "git_state",
     "git_tree",
@@ -57,17 +56,6 @@ KEY_PACKAGES: tuple[str, ...] = (
     "submitit",
     "numpy",
 )
-
-
-def git(args: list[str], cwd: Path) -> str | None:
-    """``git ARGS``' output in ``cwd``, or None when it fails."""
-    try:
-        out = subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, timeout=10, check=True
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.decode("utf-8", "replace")
 
 
 def git_root(path: Path) -> str | None:

@@ -29,10 +29,11 @@ from typing import Any
 
 import attrs
 
+from mushin_box._core.procs import git
 from mushin_box._core.userfile import import_file
 from mushin_box._image.build import build_image, manifest_path
 from mushin_box._image.spec import ImageSpec
-from mushin_box._provenance.record import git, git_root
+from mushin_box._provenance.record import git_root
 from mushin_box._reproduce.checks import Original, ReproduceError, part
 from mushin_box._reproduce.worktree import HEX
 

@@ -9,10 +9,11 @@ import io
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from mushin_box._core.procs import run_bounded
+from mushin_box._core.procs import git, run_bounded
 
 LINES = "for i in range(20000): print('line', i)"  # ~220 KB: more than a pipe holds
 
@@ -37,3 +38,16 @@ def test_past_its_time_the_whole_group_is_stopped() -> None:
     with pytest.raises(subprocess.TimeoutExpired):
         run_bounded(["sh", "-c", "sleep 60 & sleep 60; wait"], timeout=0.5, capture=True)
     assert time.monotonic() - start < 30
+
+
+def test_git_gives_a_diff_with_its_line_ends_and_none_where_git_fails(tmp_path: Path) -> None:
+    """A diff's bytes are hashed into the record (diff_sha256): a CRLF line must come back
+    as CRLF, not as text mode's newline."""
+    env = ["-c", "user.name=t", "-c", "user.email=t@t"]
+    (tmp_path / "a.txt").write_bytes(b"one\r\n")
+    for args in (["init", "-q"], ["add", "a.txt"], [*env, "commit", "-qm", "a"]):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True)
+    (tmp_path / "a.txt").write_bytes(b"two\r\n")
+    diff = git(["diff", "HEAD"], tmp_path)
+    assert diff is not None and "+two\r\n" in diff
+    assert git(["no-such-command"], tmp_path) is None
