@@ -23,6 +23,8 @@ import threading
 import time
 from pathlib import Path
 
+from mushin_box._core.safeio import read_tail
+
 __all__ = [
     "ChildObserver",
     "die_with_parent",
@@ -155,10 +157,8 @@ class ChildObserver(threading.Thread):
 def _log_tail(path: Path) -> str:
     """The last 20 lines of a rank's log ('' when it can't be read)."""
     try:
-        with open(path, "rb") as f:
-            f.seek(max(0, f.seek(0, os.SEEK_END) - 16384))
-            text = f.read().decode("utf-8", "replace")
-    except OSError:
+        text = read_tail(path, 16384)[0].decode("utf-8", "replace")
+    except OSError:  # UnsafeFileError too
         return ""
     return "\n".join(text.splitlines()[-20:])
 

@@ -1,0 +1,59 @@
+# SPDX-License-Identifier: MIT
+"""A rank that HydraDDP started fails: the others are ended at once, and the failed rank's
+own last lines are printed where the user looks (rank 0's stderr), read from the end of its
+log however large it grew, and never through a link planted in its place."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mushin_box._train.ranks import ChildObserver
+
+
+def _observe(procs: list[subprocess.Popen[bytes]], logs: list[Path]) -> None:
+    observer = ChildObserver(procs, logs)
+    observer.grace_s = 600.0  # rank 0 is this test: it is never killed, only stopped
+    observer.start()
+    deadline = time.monotonic() + 60
+    while procs[0].poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    observer.stop()
+    observer.join(10)
+
+
+def test_a_failed_rank_ends_the_others_and_its_last_lines_are_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    logs = [tmp_path / "rank1.log", tmp_path / "rank2.log"]
+    fail = "import sys; [print('line', i) for i in range(5000)]; sys.exit(3)"
+    with open(logs[1], "wb") as out:
+        procs = [
+            subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]),
+            subprocess.Popen([sys.executable, "-c", fail], stdout=out),
+        ]
+    _observe(procs, logs)
+    assert procs[0].poll() is not None  # ended, not left waiting in a collective
+    err = capsys.readouterr().err
+    assert f"HydraDDP: the end of {logs[1]}:" in err and "line 4999" in err
+    assert "line 4979" not in err and "line 4980" in err  # its last 20 lines
+
+
+def test_a_link_planted_as_the_failed_ranks_log_is_not_followed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    secret = tmp_path / "elsewhere.txt"
+    secret.write_text("not the rank's words\n")
+    logs = [tmp_path / "rank1.log", tmp_path / "rank2.log"]
+    logs[1].symlink_to(secret)
+    procs = [
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]),
+        subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"]),
+    ]
+    _observe(procs, logs)
+    err = capsys.readouterr().err
+    assert f"HydraDDP: the end of {logs[1]}:" in err and "not the rank's words" not in err
