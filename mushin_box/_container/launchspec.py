@@ -36,23 +36,6 @@ from mushin_box._core.layout import (
 from mushin_box._core.redact import is_secret_name
 from mushin_box._core.targets import public
 
-__all__ = [
-    "absolute_path",
-    "plain_text",
-    "APPTAINER_ALWAYS_PASS",
-    "IMAGE_IDENTITY_VARS",
-    "INFINIBAND_DEVICE",
-    "NCCL_PRESETS",
-    "OPTIONAL_SLURM_VARS",
-    "REQUIRED_SLURM_VARS",
-    "SELF_REFERENCE_VARS",
-    "Bind",
-    "ContainerLaunch",
-    "ImageIdentity",
-    "MasterPort",
-    "NcclProfile",
-]
-
 #: Slurm variables every rank needs (Lightning's ``SLURMEnvironment``, submitit's
 #: ``SlurmJobEnvironment``), forwarded as ``NAME="${NAME:?}"``: missing = failed launch.
 REQUIRED_SLURM_VARS: tuple[str, ...] = tuple(

@@ -30,14 +30,6 @@ from mushin_box._image.sif import (
     read_sif_descriptors,
 )
 
-__all__ = [
-    "PreflightError",
-    "PreflightReport",
-    "PreflightWarning",
-    "preflight",
-    "runtime_apptainer_version",
-]
-
 StrPath = str | os.PathLike[str]
 
 

@@ -44,23 +44,6 @@ from mushin_box._container.launchspec import (
 from mushin_box._core.layout import ENV_FILE_DIR
 from mushin_box._core.targets import public
 
-__all__ = [
-    "SELF_REFERENCE_MARKER",
-    "ContainerLauncherFields",
-    "EnvFile",
-    "container_launcher_fields",
-    "env_file_path",
-    "env_file_written",
-    "fold_env_file",
-    "plan_env_file",
-    "rank_argv",
-    "rank_command",
-    "render_env_file",
-    "render_sbatch_fragment",
-    "setup_lines",
-    "srun_argv",
-]
-
 StrPath = str | os.PathLike[str]
 
 _SAFE_VALUE_RE = re.compile(r"^[A-Za-z0-9_.,:/@%+=-]+\Z")

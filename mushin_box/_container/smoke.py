@@ -31,8 +31,6 @@ from mushin_box._core.sidecars import write_text_atomic
 from mushin_box._image.build import ApptainerNotFound
 from mushin_box._upstream.lightning import namespace_of
 
-__all__ = ["SmokeResult", "run_smoke", "smoke_rank_env"]
-
 WORLD = 2
 
 

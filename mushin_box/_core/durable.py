@@ -29,16 +29,6 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = [
-    "commit",
-    "deferred",
-    "deferring",
-    "fsync_directory",
-    "handed_on",
-    "immediate",
-    "remember",
-]
-
 _LOCAL = threading.local()  # one pending set per thread: a cell's writes are its thread's
 _LATER: dict[str, None] = {}  # files handed on to the next deferred block (.hydra files)
 _LOCK = threading.Lock()

@@ -14,8 +14,6 @@ import contextlib
 import os
 from collections.abc import Iterator, Mapping
 
-__all__ = ["environ_restored", "environ_set", "restore_environ"]
-
 
 def restore_environ(saved: Mapping[str, str | None]) -> None:
     """Set each name back to its saved value; ``None`` means it was not set (removed).

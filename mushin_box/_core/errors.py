@@ -32,8 +32,6 @@ from collections.abc import Callable, Mapping
 
 from mushin_box._core.targets import public
 
-__all__ = ["CellWarning", "MushinBoxError", "python_argument"]
-
 
 def python_argument(name: str, value: object) -> str:
     """An argument as a Python call writes it: ``name=value``."""

@@ -15,8 +15,6 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["gc_paused"]
-
 
 @contextmanager
 def gc_paused() -> Iterator[None]:

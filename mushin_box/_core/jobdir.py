@@ -15,8 +15,6 @@ from pathlib import Path
 from mushin_box._core.layout import JOB_DIR_ENV, JOB_PRIVATE_DIR
 from mushin_box._core.targets import public
 
-__all__ = ["job_dir", "mushin_dir"]
-
 
 @public
 def job_dir() -> Path:

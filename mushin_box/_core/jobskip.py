@@ -23,8 +23,6 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["batch_configs", "skipped_jobs", "skipping"]
-
 _SKIPPED: frozenset[tuple[str, ...]] = frozenset()
 _VALIDATE: Callable[[Any, Any, Any], Any] | None = None
 

@@ -21,8 +21,6 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["parse_overrides"]
-
 
 @functools.lru_cache(maxsize=256)
 def _parse_one(text: str) -> Any:

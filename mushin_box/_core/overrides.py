@@ -31,16 +31,6 @@ from typing import Any
 
 from mushin_box._core.overrideparse import parse_overrides
 
-__all__ = [
-    "Interpolation",
-    "check_sweep_values",
-    "format_override",
-    "format_sweep",
-    "format_value",
-    "parse_override_value",
-    "parse_sweep_values",
-]
-
 # One segment of a config path, as Hydra's key lexer accepts it (ASCII only).
 _IDENT = r"[A-Za-z_][A-Za-z0-9_-]*"
 _KEY_RE = re.compile(

@@ -20,8 +20,6 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["git", "run_bounded"]
-
 _GRACE_S = 10.0  # after SIGTERM, before SIGKILL
 
 

@@ -30,22 +30,6 @@ from typing import Any, NamedTuple
 
 from mushin_box._core.layout import PROJECT_FILE, SECRET_ENV_PREFIX, SECRET_NAMES_ENV
 
-__all__ = [
-    "MIN_SCRUB_LENGTH",
-    "REDACTED",
-    "URL_CREDENTIALS",
-    "TextRedactor",
-    "check_secret_names",
-    "command_line_secrets",
-    "is_secret_file",
-    "is_secret_name",
-    "project_secret_names",
-    "redact",
-    "redact_text",
-    "secret_names_in_effect",
-    "toml_problem",
-]
-
 REDACTED = "<redacted>"
 _SECRET_WORDS = frozenset(
     "token secret password passwd pwd credential credentials key apikey auth "

@@ -38,15 +38,6 @@ from pathlib import Path
 from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.targets import public
 
-__all__ = [
-    "UnsafeFileError",
-    "inside",
-    "open_regular_stat",
-    "read_bounded",
-    "read_open",
-    "read_tail",
-]
-
 StrPath = str | os.PathLike[str]
 
 _FLAGS = (

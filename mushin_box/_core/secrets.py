@@ -43,10 +43,6 @@ from mushin_box._core.redact import (
     secret_names_in_effect,
 )
 
-__all__ = [
-    "SecretVault",
-]
-
 _APPTAINER = "APPTAINERENV_"
 
 

@@ -38,19 +38,6 @@ from mushin_box._core import durable
 from mushin_box._core.layout import OBJECT_SIDECARS, read_limit
 from mushin_box._core.safeio import UnsafeFileError, read_bounded
 
-__all__ = [
-    "timestamp",
-    "SidecarWarning",
-    "warn_sidecar",
-    "canonical_dumps",
-    "loads",
-    "read_json",
-    "start_removing_orphans",
-    "write_bytes_atomic",
-    "write_json_atomic",
-    "write_text_atomic",
-]
-
 StrPath = str | os.PathLike[str]
 
 _FLOAT_TAG = "__float__"

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-__all__ = ["FIRST_NAMES", "STABLE", "public"]
-
 #: names that ``mushin_box`` resolves without listing them in ``__all__``: not API, but
 #: stable (recorded by name and pickled) -> the module that defines each
 STABLE: dict[str, str] = {

@@ -28,8 +28,6 @@ import sys
 import types
 from pathlib import Path
 
-__all__ = ["import_file", "owner_problem", "writable_by_others"]
-
 
 def writable_by_others(st: os.stat_result) -> bool:
     """Whether a user other than the owner (or root) can write the file ``st`` describes

@@ -30,8 +30,6 @@ from mushin_box._image.build import (
 )
 from mushin_box._image.sif import SifFormatError, read_sif_header
 
-__all__ = ["ADOPTED", "adopt_image"]
-
 #: ``base_image`` of an adopted image's manifest: the kit did not choose its base
 ADOPTED = "adopted"
 

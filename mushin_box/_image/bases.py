@@ -21,8 +21,6 @@ import attrs
 from mushin_box._core.targets import public
 from mushin_box._image.sif import SifFormatError, read_sif_header
 
-__all__ = ["APT_SOURCES", "Debootstrap", "LocalImage", "apt_source", "check_header_value"]
-
 #: Where :class:`Debootstrap` reads the suite and mirror it was not given (apt's own files).
 APT_SOURCES = "/etc/apt"
 _SUITE_RE = re.compile(r"^[a-z][a-z0-9.+-]{0,63}\Z")

@@ -51,6 +51,7 @@ from mushin_box._image.digest import image_sha256
 from mushin_box._image.intree import DPKG_QUERY, PROBE_SCRIPT
 from mushin_box._image.native import (
     BuildError,
+    NativeBuildRefused,
     build_native,
     check_native,
     context_dir,
@@ -58,9 +59,6 @@ from mushin_box._image.native import (
     recipe_identity,
     run_bounded,
     source_date_epoch,
-)
-from mushin_box._image.native import (
-    NativeBuildRefused as NativeBuildRefused,  # what build_image raises, for the CLI
 )
 from mushin_box._image.pack import describe_check
 from mushin_box._image.sif import (
@@ -70,27 +68,6 @@ from mushin_box._image.sif import (
     read_sif_object,
 )
 from mushin_box._image.spec import ImageSpec
-
-__all__ = [
-    "apptainer_version",
-    "embedded_definition",
-    "package_lists",
-    "probe_python",
-    "MANIFEST_SCHEMA",
-    "ApptainerNotFound",
-    "BACKENDS",
-    "BuildPlan",
-    "Manifest",
-    "OutputNotWritable",
-    "build_image",
-    "check_image",
-    "check_output",
-    "manifest_path",
-    "native_recipe",
-    "plan_build",
-    "read_manifest",
-    "sif_identity",
-]
 
 MANIFEST_SCHEMA = "mushin-box.image-manifest/1"
 APPTAINER = "apptainer"

@@ -14,16 +14,8 @@ import shlex
 from collections.abc import Iterable
 
 from mushin_box._core.targets import public
-from mushin_box._image.spec import (
-    BUILD_ARG_TEMPLATE,
-    BUILD_DIR,
-    STAGE_START,
-    Debootstrap,
-    ImageSpec,
-    LocalImage,
-)
-
-__all__ = ["apt_lines", "environment_lines", "render_definition", "runscript_lines", "setup_lines"]
+from mushin_box._image.bases import Debootstrap, LocalImage
+from mushin_box._image.spec import BUILD_ARG_TEMPLATE, BUILD_DIR, STAGE_START, ImageSpec
 
 _INDENT = "    "
 

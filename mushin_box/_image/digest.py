@@ -24,8 +24,6 @@ from typing import Any
 from mushin_box._core.layout import DIGEST_CACHE_FILE
 from mushin_box._core.sidecars import StrPath, read_json, write_json_atomic
 
-__all__ = ["cache_file", "image_sha256"]
-
 #: a first hash of a file above this size shows a progress bar (on a terminal)
 PROGRESS_ABOVE = 256 * 1024 * 1024
 _CHUNK = 4 * 1024 * 1024

@@ -20,8 +20,6 @@ from typing import Any
 from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.targets import public
 
-__all__ = ["DockerfileConversionWarning", "DockerfileError", "dockerfile_fields"]
-
 _INSTRUCTIONS = (
     "from|run|cmd|label|maintainer|expose|env|add|copy|entrypoint|volume|user|workdir"
     "|arg|onbuild|stopsignal|healthcheck|shell"

@@ -24,16 +24,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = [
-    "COMPILE_SCRIPT",
-    "DEBIAN_CA",
-    "DPKG_QUERY",
-    "PROBE_IN_TREE",
-    "PROBE_SCRIPT",
-    "host_ca_bundle",
-    "timed",
-]
-
 # `\n` is dpkg-query's own escape (a newline), not Python's
 DPKG_QUERY = ("dpkg-query", "-W", "-f", "${Package}=${Version}\\n")
 #: Runs inside the image with `python -I` (no user site, no PYTHON* variables, no cwd).

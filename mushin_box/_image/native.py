@@ -54,19 +54,6 @@ from mushin_box._image.pack import PackError, PackInputError, pack_tree
 from mushin_box._image.sif import SifFormatError, file_sha256, root_squashfs_offset
 from mushin_box._image.spec import ImageSpec
 
-__all__ = [
-    "BuildError",
-    "NativeBuildRefused",
-    "build_native",
-    "check_native",
-    "context_dir",
-    "explain_failure",
-    "native_refusal",
-    "recipe_identity",
-    "run_bounded",
-    "source_date_epoch",
-]
-
 #: host tool -> the Debian package that has it
 HOST_TOOLS = {
     "mmdebstrap": "mmdebstrap",

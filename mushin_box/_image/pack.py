@@ -67,8 +67,6 @@ from mushin_box._image.sif import (
     write_sif,
 )
 
-__all__ = ["PackError", "PackInputError", "describe_check", "first_difference", "pack_tree"]
-
 MKSQUASHFS_FLAGS = tuple(
     "-noappend -reproducible -no-xattrs -no-sparse -exit-on-error -one-file-system -comp lz4 "
     "-quiet -no-progress".split()

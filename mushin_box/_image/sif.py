@@ -51,20 +51,6 @@ from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.sidecars import StrPath
 from mushin_box._core.targets import public
 
-__all__ = [
-    "SIF_DATATYPES",
-    "SifDescriptor",
-    "SifFormatError",
-    "SifHeader",
-    "file_sha256",
-    "host_arch",
-    "read_sif_descriptors",
-    "read_sif_header",
-    "read_sif_object",
-    "root_squashfs_offset",
-    "write_sif",
-]
-
 HEADER = struct.Struct("<32s10s3s3s16s8q")
 DESCRIPTOR = struct.Struct("<iBIIIqqqqqqq128s384s")
 HEADER_SIZE = HEADER.size  # 128

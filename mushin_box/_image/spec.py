@@ -23,15 +23,6 @@ from mushin_box._core.targets import public
 from mushin_box._image.bases import Debootstrap, LocalImage
 from mushin_box._image.dockerfile import dockerfile_fields
 
-__all__ = [
-    "BUILD_ARG_TEMPLATE",
-    "BUILD_DIR",
-    "STAGE_START",
-    "ImageSpec",
-    "ProjectInstall",
-    "parse_base_reference",
-]
-
 _DIGEST_HINT = (
     "find the digest with `docker buildx imagetools inspect {ref}` or "
     "`skopeo inspect docker://{ref}` and write it as '{ref}@sha256:<64 hex digits>'"

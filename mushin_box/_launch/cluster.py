@@ -18,8 +18,6 @@ from mushin_box._slurm.arrays import first_array
 from mushin_box._slurm.launcher import render_sbatch
 from mushin_box._slurm.probe import PartitionCapacity, partition_capacity, sbatch_test_only
 
-__all__ = ["ask_cluster", "never_starts", "plan_script"]
-
 _FIX = (
     "check --partition, --nodes, --gpus, --time, --account and --qos (`sinfo` lists the "
     "partitions and their nodes, `sacctmgr show associations user=$USER` your accounts)"

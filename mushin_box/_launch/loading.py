@@ -29,16 +29,6 @@ from mushin_box._provenance.record import git_root
 from mushin_box._sweep.usercode import CodeIdentity, code_identity
 from mushin_box._train.configtask import fit_task, seed_pre_call
 
-__all__ = [
-    "DEFAULT_NAMES",
-    "LoadError",
-    "as_workflow",
-    "dirty_tree",
-    "experiment_file",
-    "load_target",
-    "user_code_error",
-]
-
 DEFAULT_NAMES = ("workflow", "Config")
 
 

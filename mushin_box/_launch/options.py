@@ -31,15 +31,6 @@ from mushin_box._launch.profiles import Profile, check_user_sbatch_option, load_
 from mushin_box._slurm.config import SETTING_FIELDS, SlurmSettings
 from mushin_box._slurm.grammar import memory_fields
 
-__all__ = [
-    "SCHEDULER_FLAGS",
-    "LaunchOptions",
-    "OptionError",
-    "check_where",
-    "experiment_name",
-    "resolve_options",
-]
-
 #: the flags (``resolve_options``' keys) that set a scheduler setting
 SCHEDULER_FLAGS = tuple(
     f.metadata["flag"].removeprefix("--").replace("-", "_")

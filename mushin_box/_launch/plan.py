@@ -37,16 +37,6 @@ from mushin_box._sweep.validate import SweepKeys, UnknownKeyError
 from mushin_box._sweepdir.manifest import SweepBusyError, SweepLock
 from mushin_box._train.configtask import fit_task
 
-__all__ = [
-    "LaunchError",
-    "LaunchPlan",
-    "check_keys",
-    "check_working_dir",
-    "hydra_error_line",
-    "plan_launch",
-    "select_key",
-]
-
 _HYDRADDP_TARGET = "mushin_box.HydraDDP"
 _TOPOLOGY_KEYS = ("trainer.devices", "trainer.num_nodes")
 

@@ -27,8 +27,6 @@ from mushin_box._sweep.compose import first_job, hydra_state_kept
 from mushin_box._sweep.validate import is_config_group
 from mushin_box._sweep.workflow import Workflow
 
-__all__ = ["first_cell_config"]
-
 #: the vault's references, kept whole (a short value may be part of a name's hex digits)
 _NAME = r"\$\{oc\.env:MUSHIN_SECRET_[0-9A-F]+\}"
 _REFERENCE = re.compile(rf"(\$\{{oc\.decode:{_NAME}\}}|{_NAME})")

@@ -53,15 +53,6 @@ from mushin_box._core.redact import toml_problem
 from mushin_box._slurm.config import SETTING_FIELDS, check_sbatch_option
 from mushin_box._slurm.grammar import parse_slurm_memory, parse_slurm_time
 
-__all__ = [
-    "PROFILE_KEYS",
-    "Profile",
-    "check_user_sbatch_option",
-    "find_profile_files",
-    "load_profile",
-    "user_profile_file",
-]
-
 DEFAULT_PROFILE = "default"
 
 _FIELDS = {f.metadata["flag"][2:]: f for f in SETTING_FIELDS if f.metadata["profile"]}

@@ -32,8 +32,6 @@ from mushin_box._core.sidecars import read_json, timestamp, write_bytes_atomic, 
 from mushin_box._core.targets import public
 from mushin_box._core.userfile import owner_problem
 
-__all__ = ["FLAG_TYPES", "RecordError", "launch_record", "read_launch_record", "recorded"]
-
 #: the recorded flags (``launch``'s argparse names) and the types each may hold
 FLAG_TYPES: Mapping[str, tuple[type, ...]] = {
     "nodes": (int,),

@@ -51,22 +51,6 @@ from mushin_box._sweepdir.manifest import (
 )
 from mushin_box._train.resume import find_last_checkpoint, refuse_shortened
 
-__all__ = [
-    "CHANGEABLE_FLAGS",
-    "CellAction",
-    "ResumeError",
-    "changed_keys",
-    "gpu_hours",
-    "launch_argv",
-    "narrow_overrides",
-    "plan_cells",
-    "restore_grid",
-    "resume_actions",
-    "resume_settings",
-    "review_resume",
-    "sweep_grid",
-]
-
 #: the launch flags a resume may change: the scheduler's, which change no cell's config
 CHANGEABLE_FLAGS = SCHEDULER_FLAGS
 

@@ -34,8 +34,6 @@ from mushin_box._launch.plan import config_of, hydra_error_line, select_key, tas
 from mushin_box._slurm.probe import account_check
 from mushin_box._sweep.compose import MissingValueError, check_composes, check_required
 
-__all__ = ["count_cells", "env_file", "fold_requeue_trap", "node_local_root", "review_plan"]
-
 #: node-local mount points: a compute node's /tmp is not the login node's
 NODE_LOCAL = ("/tmp", "/var/tmp", "/dev/shm", "/scratch/local")
 _GPU_ACCELERATORS = ("gpu", "cuda", "auto")

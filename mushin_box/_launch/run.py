@@ -26,8 +26,6 @@ from mushin_box._slurm.probe import sbatch_refused
 from mushin_box._sweepdir.manifest import read_sweep_manifest
 from mushin_box._sweepdir.progress import QuietTerminal
 
-__all__ = ["run_launch", "sbatch_refusal"]
-
 
 def run_launch(
     target: Any,

@@ -20,8 +20,6 @@ from mushin_box._core.targets import public
 from mushin_box._slurm.config import SETTING_FIELDS, SlurmSettings, submitit_slurm_config
 from mushin_box._slurm.launcher import SubmititCellLauncher
 
-__all__ = ["ScheduleError", "slurm_launcher_config", "split_launcher_overrides"]
-
 _TOPOLOGY = {"nodes": "--nodes", "gpus_per_node": "--gpus", "tasks_per_node": "--gpus"}
 _FIELDS = tuple(f.name for f in SETTING_FIELDS)
 

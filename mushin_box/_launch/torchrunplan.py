@@ -13,8 +13,6 @@ from typing import Any
 from mushin_box._slurm.launcher import SubmititCellLauncher
 from mushin_box._slurm.torchrun import check_torchrun_settings, torchrun_launcher_fields
 
-__all__ = ["local_torchrun_config", "slurm_torchrun"]
-
 #: a local torchrun cell runs until it ends (submitit's local jobs have a time limit)
 _TORCHRUN_TIMEOUT_MIN = 7 * 24 * 60
 

@@ -48,19 +48,6 @@ from mushin_box._core.sidecars import canonical_dumps
 from mushin_box._provenance.full import split_provenance, training_limits
 from mushin_box._provenance.record import package_versions
 
-__all__ = [
-    "DRIFT",
-    "CellDiff",
-    "FieldDiff",
-    "MetricDiff",
-    "collapse_key",
-    "family_key",
-    "first_divergence",
-    "diff_records",
-    "package_diffs",
-    "record_problem",
-]
-
 REPRO = "reproducibility"
 RUN = "run"
 #: one row per changed package: ``reproducibility.package_set[<name>]``

@@ -36,18 +36,6 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = [
-    "attempt_entry",
-    "carried_attempts",
-    "earlier_s",
-    "elastic_from_env",
-    "finished_run",
-    "restart_count",
-    "restarts",
-    "spent",
-    "world_changes",
-]
-
 
 def _count(env: Mapping[str, Any], name: str) -> int | None:
     try:

@@ -24,18 +24,6 @@ from mushin_box._core.layout import CONTAINER_ENV, IMAGE_IDENTITY_ENV, IMAGE_REC
 from mushin_box._core.redact import redact, redact_text
 from mushin_box._core.safeio import read_bounded
 
-__all__ = [
-    "ENV_FILE_LIMIT",
-    "IMAGE_IDENTITY_KEYS",
-    "NO_IMAGE",
-    "NVIDIA_SMI_TIMEOUT_S",
-    "UNIDENTIFIED_IMAGE",
-    "container_from_env",
-    "device_facts",
-    "image_from_env",
-    "split_image",
-]
-
 #: the image identity: ``reproducibility.image`` holds exactly these keys (when known)
 IMAGE_IDENTITY_KEYS: tuple[str, ...] = tuple(IMAGE_IDENTITY_ENV)
 #: ``reproducibility.image`` of a process that runs in no container

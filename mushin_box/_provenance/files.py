@@ -20,8 +20,6 @@ from mushin_box._core.layout import PACKAGES_FILE, PROVENANCE_FILE
 from mushin_box._core.sidecars import canonical_dumps, write_bytes_atomic
 from mushin_box._provenance.record import installed_packages, package_set, packages_text
 
-__all__ = ["packages_beside", "write_provenance"]
-
 
 @functools.cache
 def _process_package_sha256() -> str:

@@ -47,23 +47,6 @@ from mushin_box._provenance.record import basic_provenance, key_versions, packag
 from mushin_box._provenance.task import in_image, task_locator
 from mushin_box._provenance.topology import RANK_COLUMNS, Topology, topology_from_env
 
-__all__ = [
-    "ENV_CAPTURE",
-    "REPRO_ENV",
-    "RUN_CONFIG_PATTERNS",
-    "SCHEMA",
-    "SEED_SCHEME",
-    "TRAINER_LIMIT_KEYS",
-    "finish_record",
-    "full_provenance",
-    "launcher_from_hydra",
-    "record_with_seeds",
-    "seeds_from_records",
-    "split_config",
-    "split_provenance",
-    "training_limits",
-]
-
 #: 3: ``package_set``, image identity / "no image", ``run.devices``, ``run.container``,
 #: ``run.started``/``ended``/``duration_s`` (2: the two-part split; 1: the basic record)
 SCHEMA = 3

@@ -29,8 +29,6 @@ from mushin_box._core.safeio import UnsafeFileError, read_bounded
 from mushin_box._core.sidecars import write_bytes_atomic
 from mushin_box._provenance.record import UNTRACKED_MARK, git_tree
 
-__all__ = ["PATCH_LIMIT", "CodePatch", "code_patch", "keep_patch", "patch_files"]
-
 #: the largest diff kept: code changes are far smaller
 PATCH_LIMIT = 16 * 2**20
 _HEADER = re.compile(rb"^diff --git a/(.*) b/(.*)$", re.MULTILINE)

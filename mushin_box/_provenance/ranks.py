@@ -56,18 +56,6 @@ from mushin_box._core.layout import (
 from mushin_box._core.sidecars import read_json, write_json_atomic
 from mushin_box._provenance.topology import RANK_COLUMNS, RankPlacement, topology_from_env
 
-__all__ = [
-    "group",
-    "placements",
-    "rank_runtime",
-    "read_rank_runtimes",
-    "record_with_rank_runtime",
-    "restart_cause",
-    "summarize",
-    "write_rank_end",
-    "write_rank_runtime",
-]
-
 _FIELDS = ("python", "executable", "container", "container_name", "sif_sha256")
 _MAX_RANKS = 65_536  # a bound on what a reader takes from a cell's directory
 _RECORD = re.compile(r"rank[0-9]+\.json")  # _row_path's names

@@ -27,23 +27,6 @@ from mushin_box._core.sidecars import timestamp
 from mushin_box._core.version import __version__
 from mushin_box._provenance.task import task_locator
 
-__all__ = [
-    "KEY_PACKAGES",
-    "UNTRACKED_MARK",
-    "basic_provenance",
-    "canonical_package_name",
-    "experiment_state",
-    "git_root",
-    "git_state",
-    "git_tree",
-    "installed_packages",
-    "key_versions",
-    "package_set",
-    "package_versions",
-    "packages_text",
-    "task_file",
-]
-
 #: starts each untracked file's entry in the uncommitted diff (:func:`git_tree`)
 UNTRACKED_MARK = b"\0untracked "
 _NAME_SEPARATORS = re.compile(r"[-_.]+")

@@ -26,8 +26,6 @@ from typing import Any
 
 from mushin_box._core.userfile import import_file
 
-__all__ = ["MAIN_NAMES", "in_image", "load_callable", "locator_problem", "task_locator"]
-
 #: the module names of a script run as ``python train.py``
 MAIN_NAMES = ("__main__", "__mp_main__")
 #: the host directories Apptainer mounts into every container, besides ``$HOME``

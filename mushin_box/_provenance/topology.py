@@ -32,14 +32,6 @@ import attrs
 
 from mushin_box._core.layout import GLOBAL_RANK_ENV, JOB_NODES_ENV, RDZV_ENV
 
-__all__ = [
-    "RANK_COLUMNS",
-    "RankPlacement",
-    "SlurmJob",
-    "Topology",
-    "topology_from_env",
-]
-
 
 class RankPlacement(NamedTuple):
     """Where one global rank ran, and the seed it used (``None``: not known)."""

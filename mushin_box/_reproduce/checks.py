@@ -47,23 +47,6 @@ from mushin_box._provenance.task import locator_problem
 from mushin_box._sweep.usercode import code_identity
 from mushin_box._sweepdir.manifest import is_sweep_dir
 
-__all__ = [
-    "CodeCheck",
-    "ImageCheck",
-    "Original",
-    "ReproduceError",
-    "check_code",
-    "check_image",
-    "check_secrets",
-    "code_differs",
-    "env_references",
-    "git_problems",
-    "part",
-    "read_original",
-    "rank_argv",
-    "recorded_container",
-]
-
 
 def part(record: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     """``record[key]`` when it is a mapping, else an empty one (a record read from disk).

@@ -37,8 +37,6 @@ from mushin_box._provenance.record import git_root
 from mushin_box._reproduce.checks import Original, ReproduceError, part
 from mushin_box._reproduce.worktree import HEX
 
-__all__ = ["Recipe", "image_recipe", "rebuild_image"]
-
 _REFUGE = "pass {image}, a copy of the image the cell ran in"
 
 

@@ -39,7 +39,6 @@ from mushin_box._core.layout import (
 from mushin_box._core.overrides import format_override
 from mushin_box._core.sidecars import read_json
 from mushin_box._core.targets import public
-from mushin_box._image.build import BuildError as BuildError  # a failed rebuild, for the CLI
 from mushin_box._launch.loading import user_code_error
 from mushin_box._launch.plan import LaunchError, plan_launch
 from mushin_box._launch.review import env_file
@@ -63,8 +62,6 @@ from mushin_box._reproduce.trust import check_sources
 from mushin_box._reproduce.worktree import checkout, discard
 from mushin_box._results.diff import diff_provenance
 from mushin_box._sweepdir.manifest import cell_records, combo_id
-
-__all__ = ["ReproducePlan", "ReproduceResult", "plan_reproduce", "reproduce"]
 
 _SLURM_LAUNCHERS = ("mushin_slurm", "submitit_slurm")
 #: recorded hydra.launcher keys that ``submitit_slurm_config`` takes again

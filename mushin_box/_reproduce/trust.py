@@ -48,8 +48,6 @@ from mushin_box._reproduce.checks import (
 from mushin_box._reproduce.worktree import HEX, kept_patch
 from mushin_box._sweep.usercode import code_identity, is_user_file, module_file
 
-__all__ = ["check_sources"]
-
 #: writes each untracked file of a kept diff (``PATCH ROOT``): ``\0untracked PATH\0`` then
 #: its bytes (:func:`~mushin_box._provenance.record.git_tree`)
 _WRITE_UNTRACKED = (

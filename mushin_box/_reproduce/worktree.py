@@ -31,8 +31,6 @@ from mushin_box._provenance.patch import PATCH_LIMIT
 from mushin_box._provenance.record import UNTRACKED_MARK, git_root
 from mushin_box._reproduce.checks import Original, ReproduceError, part
 
-__all__ = ["HEX", "checkout", "discard", "kept_patch", "rebased"]
-
 HEX = re.compile(r"[0-9a-f]{40,64}")
 
 

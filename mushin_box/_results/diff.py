@@ -60,20 +60,6 @@ from mushin_box._results.table import cell_text
 from mushin_box._sweepdir.board import bounded_metrics
 from mushin_box._sweepdir.manifest import cell_records, combo_id
 
-__all__ = [
-    "Diff",
-    "DiffInputError",
-    "cell_notes",
-    "diff_html",
-    "diff_html_section",
-    "diff_markdown",
-    "diff_provenance",
-    "expected_counts",
-    "field_rows",
-    "metric_rows",
-    "short",
-]
-
 
 @public
 class DiffInputError(MushinBoxError, ValueError):

@@ -57,8 +57,6 @@ from mushin_box._sweepdir.manifest import (
 )
 from mushin_box._sweepdir.settled import finished_entries, read_object
 
-__all__ = ["job_series", "load_experiment", "load_sweep"]
-
 
 @gc_paused()  # a bulk read: see _core/gcpause.py
 def load_sweep(

@@ -31,22 +31,6 @@ from typing import Any
 
 import attrs
 
-__all__ = [
-    "CSS",
-    "Band",
-    "Line",
-    "color",
-    "esc",
-    "heatmap_svg",
-    "is_page",
-    "line_plot",
-    "log_possible",
-    "md_table",
-    "page",
-    "table",
-    "wants_log",
-]
-
 #: every page's mark, so that ``report -o FILE`` knows an earlier page (which it may
 #: replace) from a file it must not write over
 GENERATOR = '<meta name="generator" content="mushin-box">'

@@ -82,13 +82,6 @@ from mushin_box._sweepdir.logs import tail_lines
 from mushin_box._sweepdir.manifest import combo_id, is_sweep_dir
 from mushin_box._sweepdir.settled import read_object
 
-__all__ = [
-    "band",
-    "code_line",
-    "provenance_summary",
-    "render_report",
-]
-
 _ERROR_LINES = 40  # last lines of a cell's error file shown
 #: the most table rows a report shows (the CSV link holds them all)
 ROWS = 500

@@ -40,21 +40,6 @@ from mushin_box._core.safeio import open_regular_stat, read_bounded
 from mushin_box._core.sidecars import loads
 from mushin_box._core.targets import public
 
-__all__ = [
-    "SeriesFileError",
-    "STAGE_DIMS",
-    "MetricNameError",
-    "MetricSpec",
-    "PlainSeries",
-    "SeriesReader",
-    "parse_metric",
-    "read_stage",
-    "reduce_series",
-    "stage_data",
-    "stage_series",
-]
-
-
 #: each stage's JSON twin and ``.pt`` file names
 _NAMES = {
     s: (stage_metrics_json_file(s), stage_metrics_file(s)) for s in ("fit", "validate", "test")

@@ -72,20 +72,6 @@ from mushin_box._sweepdir.board import (
 from mushin_box._sweepdir.manifest import Entry
 from mushin_box._sweepdir.settled import Heading, bare_view, finished_entries, read_object
 
-__all__ = [
-    "ResultsError",
-    "ResultsTable",
-    "cell_label",
-    "cell_text",
-    "format_param",
-    "read_finished",
-    "read_results",
-    "results_table",
-    "summary",
-    "sweeps_table",
-    "table_records",
-]
-
 #: what ``--where`` can filter on besides the swept parameters (``sweep``: across sweeps)
 STATE_KEY = "state"
 SWEEP_KEY = "sweep"

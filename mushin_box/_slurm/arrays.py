@@ -40,16 +40,6 @@ import attrs
 
 from mushin_box._slurm.probe import scontrol_config
 
-__all__ = [
-    "ArrayPart",
-    "array_limit",
-    "arrays_summary",
-    "first_array",
-    "split_sweep",
-    "submit_cells",
-    "sweep_arrays",
-]
-
 log = logging.getLogger(__name__)
 
 #: ``array_parallelism``'s default (hydra-submitit-launcher's): cells of a sweep at once

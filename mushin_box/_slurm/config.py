@@ -30,17 +30,6 @@ from mushin_box._slurm.grammar import (  # noqa: F401  (moved; their importers s
 from mushin_box._slurm.probe import nv_without_gpus
 from mushin_box._slurm.torchrun import torchrun_launcher_fields
 
-__all__ = [
-    "SLURM_LAUNCHER_KEYS",
-    "SbatchValue",
-    "SlurmSettings",
-    "SubmititSlurmConfig",
-    "check_sbatch_option",
-    "refuse_control_characters",
-    "sbatch_options",
-    "submitit_slurm_config",
-]
-
 # -- validators: each takes (key, value) and returns the value to store, or raises ValueError --
 
 

@@ -11,8 +11,6 @@ import math
 import re
 from typing import Any
 
-__all__ = ["memory_fields", "parse_slurm_memory", "parse_slurm_time"]
-
 _TIME = re.compile(
     r"(?:(?P<days>\d+)-(?P<dh>\d+)(?::(?P<dm>\d+)(?::(?P<ds>\d+))?)?"  # D-H[:M[:S]]
     r"|(?P<h>\d+):(?P<hm>\d+):(?P<hs>\d+)"  # H:M:S

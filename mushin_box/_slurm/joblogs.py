@@ -29,8 +29,6 @@ from mushin_box._core.layout import RDZV_ENV
 from mushin_box._slurm.jobs import slurm_job_id
 from mushin_box._slurm.torchrun import job_nodes
 
-__all__ = ["slurm_rank_logs"]
-
 
 def slurm_rank_logs(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """``{"rank<r>.out": path, "rank<r>.err": path}`` for every task of this submitit

@@ -25,30 +25,6 @@ import subprocess
 from collections.abc import Iterable, Mapping
 from urllib.parse import quote
 
-__all__ = [
-    "ENDED_STATES",
-    "JOB_ID_BASH",
-    "LIVE_STATES",
-    "UNKNOWN",
-    "asked_ids",
-    "base_state",
-    "is_live",
-    "is_unknown",
-    "job_state",
-    "job_states",
-    "job_states_and_reasons",
-    "marked_jobs",
-    "name_job_ids",
-    "never_starts",
-    "number_ranges",
-    "owned_by",
-    "queued_jobs",
-    "scancel_args",
-    "slurm_job_id",
-    "sweep_mark",
-    "valid_job_id",
-]
-
 #: a job in one of these states may still run (or run again) a cell
 LIVE_STATES = frozenset(
     "PENDING RUNNING REQUEUED REQUEUE_HOLD REQUEUE_FED CONFIGURING COMPLETING SUSPENDED "

@@ -46,14 +46,6 @@ from mushin_box._slurm.torchrun import JOB_NODES_SETUP, check_torchrun_settings,
 from mushin_box._upstream.hydra import job_return_value
 from mushin_box._upstream.submitit import sbatch_mem, sbatch_script, submit_command
 
-__all__ = [
-    "LocalLauncherConf",
-    "SlurmLauncherConf",
-    "SubmititCellLauncher",
-    "render_sbatch",
-    "slurm_parameters",
-]
-
 log = logging.getLogger(__name__)
 
 PLUGIN_MODULE = "hydra_plugins.mushin_box_launcher.mushin_box_launcher"

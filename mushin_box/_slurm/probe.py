@@ -21,20 +21,6 @@ from typing import Any
 
 import attrs
 
-__all__ = [
-    "AccountCheck",
-    "PartitionCapacity",
-    "SbatchRefusal",
-    "SlurmProbe",
-    "account_check",
-    "partition_capacity",
-    "sbatch_test_only",
-    "nv_without_gpus",
-    "probe_slurm",
-    "sbatch_refused",
-    "scontrol_config",
-]
-
 PROBE_TIMEOUT_S = 5.0
 
 

@@ -30,8 +30,6 @@ from collections.abc import Sequence
 
 from mushin_box._slurm.jobs import JOB_ID_BASH
 
-__all__ = ["REQUEUE_SIGNAL", "RequeueReason", "requeue_setup_lines"]
-
 #: the signal SLURM sends the batch shell before the time limit (and at preemption)
 REQUEUE_SIGNAL = "USR2"
 _TIMEOUT_SLACK_S = 90  # SLURM may send --signal up to 60 s early

@@ -28,15 +28,6 @@ from mushin_box._core.layout import JOBS_FILE
 from mushin_box._core.sidecars import read_json, timestamp, write_json_atomic
 from mushin_box._slurm.jobs import valid_job_id
 
-__all__ = [
-    "carry_jobs",
-    "checked_job_ids",
-    "job_ids",
-    "read_submission",
-    "record_submission",
-    "submitted_job_ids",
-]
-
 
 def record_submission(
     sweep_dir: str | os.PathLike[str],

@@ -62,17 +62,6 @@ from mushin_box._slurm.jobs import slurm_job_id
 from mushin_box._upstream.submitit import SUBMIT_ARGS
 from mushin_box._upstream.torch import worker_failures
 
-__all__ = [
-    "RDZV_PORT",
-    "agent_command",
-    "check_torchrun_settings",
-    "parse_nnodes",
-    "rendezvous_from_env",
-    "task_python",
-    "torchrun_argv",
-    "torchrun_launcher_fields",
-]
-
 MODULE = "mushin_box._slurm.torchrun"
 #: the c10d rendezvous port of a SLURM job: 25000 + the job id's last four digits, clear of
 #: the ranks' own ``MASTER_PORT`` range (15000 + the same digits), so jobs sharing a node differ

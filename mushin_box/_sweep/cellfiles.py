@@ -73,20 +73,6 @@ from mushin_box._provenance.record import basic_provenance
 from mushin_box._train.seeding import seed_records
 from mushin_box._upstream.hydra import replace_save_config
 
-__all__ = [
-    "JOB_NAME",
-    "NO_METRICS",
-    "carry_over",
-    "finish_provenance",
-    "install",
-    "metrics_from_return",
-    "record_failure",
-    "set_aside_metrics",
-    "start_provenance",
-    "take_failure",
-]
-
-
 #: the ``reason`` a completed cell's status gives when a continuing attempt reported no
 #: metrics (``status`` and ``wait`` show it: the warning itself reaches only the job's log)
 NO_METRICS = (

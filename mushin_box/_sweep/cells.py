@@ -81,17 +81,6 @@ from mushin_box._train.resume import (
 from mushin_box._train.seeding import global_rank_from_env
 from mushin_box._train.signals import Terminated, sigterm_raises
 
-__all__ = [
-    "CellPlan",
-    "CellRunner",
-    "cell_fingerprints",
-    "cell_key",
-    "code_fingerprint",
-    "config_fingerprint",
-    "is_multi_rank",
-    "plain_fingerprint",
-]
-
 SCHEMA = 1
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=,+-]")

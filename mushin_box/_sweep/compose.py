@@ -32,8 +32,6 @@ from mushin_box._core.targets import public
 from mushin_box._train.resume import RESUME_PARAM
 from mushin_box._upstream.hydra import global_hydra_kept
 
-__all__ = ["MissingValueError", "check_composes", "check_required", "first_job", "hydra_state_kept"]
-
 
 def first_job(overrides: Sequence[str]) -> list[str]:
     """The overrides of the sweep's first job: each sweep replaced by its first value.

@@ -22,8 +22,6 @@ from typing import Any, Literal
 
 import attrs
 
-__all__ = ["ABORTED", "EXTENDED", "LIMIT_FREE", "OUT_OF_TIME", "SHAPE_FREE", "Decision", "decide"]
-
 #: the ``reason`` of a cell skipped because another cell failed under ``on_error="raise"``
 ABORTED = "sweep aborted (on_error='raise')"
 #: the ``reason`` of a cell skipped because ``max_total_seconds`` ran out before it started

@@ -22,8 +22,6 @@ from mushin_box._sweepdir.cancel import CancelReport, cancel
 if TYPE_CHECKING:  # pragma: no cover - xarray loads with the results, not with the handle
     import xarray as xr
 
-__all__ = ["SweepHandle"]
-
 
 @public
 class SweepHandle:

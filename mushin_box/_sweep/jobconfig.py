@@ -30,16 +30,6 @@ from mushin_box._core.redact import redact
 from mushin_box._upstream.hydra import apply_overrides, overrides_dirname
 from mushin_box._upstream.omegaconf import child_node, node_value
 
-__all__ = [
-    "JobConfigs",
-    "PlainFingerprints",
-    "SweptValues",
-    "cell_of",
-    "element_overrides",
-    "job_configs",
-    "strings",
-]
-
 #: an interpolation whose value is the environment's, never another key's
 _ENV_ONLY = re.compile(r"\$\{oc\.env:[^${}]*\}")
 

@@ -44,13 +44,6 @@ from mushin_box._sweep.jobconfig import cell_of as _cell_of
 from mushin_box._sweepdir.settled import whole_provenance
 from mushin_box._upstream.hydra import sweep_jobs
 
-__all__ = [
-    "SWEEPER_TARGET",
-    "Prefiltered",
-    "prefilter",
-    "task_part",
-]
-
 #: the Hydra sweeper that launches every job but the reused ones
 SWEEPER_TARGET = "hydra_plugins.mushin_box_launcher.cells_sweeper.CellSweeper"
 

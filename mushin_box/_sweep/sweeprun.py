@@ -50,8 +50,6 @@ from mushin_box._sweepdir.manifest import (
 from mushin_box._sweepdir.progress import CellProgress
 from mushin_box._sweepdir.settled import CellIndex, read_index, refresh_index
 
-__all__ = ["Launched", "Opened", "launch_cells", "open_sweep"]
-
 
 @attrs.frozen
 class Opened:

@@ -47,8 +47,6 @@ from mushin_box._core.sidecars import canonical_dumps
 from mushin_box._core.targets import FIRST_NAMES
 from mushin_box._provenance.task import MAIN_NAMES
 
-__all__ = ["CodeIdentity", "code_identity", "is_user_file", "module_file", "user_modules"]
-
 _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 #: config keys whose value is an import path (Hydra's, and hydra-zen's zen wrappers')
 _TARGET_KEYS = frozenset({"_target_", "_zen_target"})

@@ -36,14 +36,6 @@ from mushin_box._core.targets import public
 from mushin_box._train.resume import RESUME_PARAM
 from mushin_box._upstream.omegaconf import child_node, is_unsettled
 
-__all__ = [
-    "SweepKeys",
-    "UnknownKeyError",
-    "check_override_syntax",
-    "is_config_group",
-    "user_sweeps",
-]
-
 _ZEN_CFG = "zen_cfg"  # hydra_zen.zen passes the whole config to a parameter of this name
 
 

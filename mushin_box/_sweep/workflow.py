@@ -52,11 +52,6 @@ from mushin_box._train.resume import RESUME_PARAM
 if TYPE_CHECKING:  # pragma: no cover - xarray loads with the results, not with the Workflow
     import xarray as xr
 
-__all__ = [
-    "Workflow",
-]
-
-
 _MULTI_RANK_KEYS = ("tasks_per_node", "nodes", "ntasks_per_node", "nproc_per_node")
 
 

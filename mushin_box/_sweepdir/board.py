@@ -84,28 +84,6 @@ from mushin_box._sweepdir.manifest import (
     read_sweep_manifest,
 )
 
-__all__ = [
-    "CellView",
-    "METRIC_KEYS_BOUND",
-    "SweepView",
-    "VIEW_STATES",
-    "bounded_metrics",
-    "cell_view",
-    "driver_running",
-    "find_sweeps",
-    "grid_runs",
-    "job_runs_cell",
-    "latest_sweep",
-    "local_jobs_alive",
-    "owner_gone",
-    "read_sweep",
-    "restart_fields",
-    "resubmitted",
-    "scalar_metrics",
-    "spellings",
-]
-
-
 #: the states a reader shows, in the order counts list them (``unknown``: module doc)
 VIEW_STATES = (*CELL_STATES[:2], "unknown", *CELL_STATES[2:])
 

@@ -84,8 +84,6 @@ from mushin_box._sweepdir.manifest import (
     mark_unstarted_cancelled,
 )
 
-__all__ = ["CancelReport", "cancel", "cell_label"]
-
 
 def cell_label(directory: str | None, combo: dict[str, object]) -> str:
     """How a cell is named to the user: its directory, or, for a cell that never started,

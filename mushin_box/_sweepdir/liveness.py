@@ -36,19 +36,6 @@ from mushin_box._core.layout import STATUS_FILE, TORCHRUN_AGENT_ENV
 from mushin_box._slurm.jobs import is_live, is_unknown, slurm_job_id
 from mushin_box._slurm.jobs import job_state as ask_slurm
 
-__all__ = [
-    "Owner",
-    "check",
-    "owner_fields",
-    "owner_of",
-    "pid_alive",
-    "process_tree",
-    "process_uid",
-    "same_process",
-    "still_running_message",
-]
-
-
 _PROC = Path("/proc")
 
 

@@ -36,21 +36,6 @@ from mushin_box._provenance.ranks import read_rank_runtimes
 from mushin_box._sweepdir.board import read_sweep
 from mushin_box._sweepdir.manifest import read_status
 
-__all__ = [
-    "CellOutput",
-    "LogFollower",
-    "NodeRanks",
-    "OutputSize",
-    "cell_may_write",
-    "cell_output",
-    "has_output",
-    "is_started",
-    "output_size",
-    "rank_logs",
-    "started_cells",
-    "tail_lines",
-]
-
 
 def is_started(cell_dir: str | os.PathLike[str]) -> bool:
     """Whether ``cell_dir`` holds a status, readable or not: a cell that started."""

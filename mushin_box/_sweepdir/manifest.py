@@ -44,32 +44,6 @@ from mushin_box._core.targets import public
 from mushin_box._slurm.jobs import job_state
 from mushin_box._sweepdir.liveness import check, owner_of
 
-__all__ = [
-    "Entry",
-    "SweepBusyError",
-    "SweepLock",
-    "cell_records",
-    "combo_id",
-    "finish_launch",
-    "grid_ids",
-    "grid_key",
-    "grid_keys",
-    "in_grid_order",
-    "is_sweep_dir",
-    "live_cells",
-    "manifest_from_cells",
-    "mark_unstarted_cancelled",
-    "ran_experiment",
-    "read_status",
-    "read_sweep_manifest",
-    "rebuild_manifest",
-    "reconcile_abandoned",
-    "recorded_launcher",
-    "write_grid",
-    "write_manifest",
-    "wrong_status_fields",
-]
-
 
 def combo_id(combo: Mapping[str, Any]) -> str:
     """A canonical text identity of a cell's swept values (keys sorted).

@@ -30,8 +30,6 @@ from mushin_box._core.layout import DONE_CELL_STATES as _DONE
 from mushin_box._sweepdir.board import read_sweep
 from mushin_box._sweepdir.manifest import cell_records
 
-__all__ = ["NOTICES", "CellProgress", "QuietTerminal", "SweepFollower"]
-
 #: the first words (after any ``-`` rule) of Lightning's notices each cell repeats, and
 #: the loggers that say them
 NOTICES = (

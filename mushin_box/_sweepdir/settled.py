@@ -81,18 +81,6 @@ from mushin_box._sweepdir.manifest import (
     wrong_status_fields,
 )
 
-__all__ = [
-    "CellIndex",
-    "Heading",
-    "bare_view",
-    "finished_entries",
-    "read_index",
-    "read_object",
-    "read_settled",
-    "refresh_index",
-    "whole_provenance",
-]
-
 
 def _subdirs(root: Path) -> set[str] | None:
     """The real directories of ``root``; None when a symlink is among its entries."""

@@ -21,8 +21,6 @@ from mushin_box._core.targets import public
 from mushin_box._train.resume import ResumeContext
 from mushin_box._train.seeding import seed_everything_per_rank
 
-__all__ = ["fit_task", "seed_pre_call"]
-
 
 @public
 def seed_pre_call(cfg: Any) -> None:

@@ -52,8 +52,6 @@ from mushin_box._train.signals import Terminated
 from mushin_box._train.world import check_launched_world
 from mushin_box._upstream.lightning import NAMESPACES, launcher_base
 
-__all__ = ["HydraDDPMixin", "end_local_job", "launcher_classes", "validate_launched_world"]
-
 log = logging.getLogger(__name__)
 
 # variables rank 0 sets for its children; restored afterwards so the next Hydra job in

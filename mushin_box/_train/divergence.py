@@ -24,8 +24,6 @@ from typing import Any
 
 import torch
 
-__all__ = ["batch_fingerprint", "weights_fingerprint"]
-
 
 def weights_fingerprint(module: torch.nn.Module) -> dict[str, Any]:
     """sha256 of every parameter's name, shape, dtype and bytes, in order, and the L2 norm

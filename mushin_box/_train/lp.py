@@ -11,8 +11,6 @@ from mushin_box._train.metrics import MetricsCallbackMixin
 from mushin_box._train.tiny import TinyDataModuleMixin, TinyModuleMixin
 from mushin_box._upstream.lightning import strategy_base
 
-__all__ = ["HydraDDP", "MetricsCallback", "TinyDataModule", "TinyModule"]
-
 
 class HydraDDP(HydraDDPMixin, strategy_base("lightning.pytorch")):
     """:class:`mushin_box.HydraDDP` on ``lightning.pytorch``: same parameters, same behaviour."""

@@ -35,8 +35,6 @@ from mushin_box._train.divergence import batch_fingerprint, weights_fingerprint
 from mushin_box._train.resume import current_attempt
 from mushin_box._upstream.lightning import logged_names
 
-__all__ = ["MetricsCallbackMixin", "final_metrics", "load_metrics_file"]
-
 
 def _to_plain(value: Any) -> float | list[Any]:
     """A float or nested lists of floats: what ``torch.load(weights_only=True)`` reads back

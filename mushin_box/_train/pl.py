@@ -13,8 +13,6 @@ from mushin_box._train.metrics import MetricsCallbackMixin
 from mushin_box._train.tiny import TinyDataModuleMixin, TinyModuleMixin
 from mushin_box._upstream.lightning import strategy_base
 
-__all__ = ["HydraDDP", "MetricsCallback", "TinyDataModule", "TinyModule"]
-
 
 @public
 class HydraDDP(HydraDDPMixin, strategy_base("pytorch_lightning")):

@@ -25,15 +25,6 @@ from pathlib import Path
 
 from mushin_box._core.safeio import read_tail
 
-__all__ = [
-    "ChildObserver",
-    "die_with_parent",
-    "retire_procs",
-    "say_ready",
-    "set_ready_fd",
-    "wait_ready",
-]
-
 log = logging.getLogger("mushin_box._train.ddp")  # the messages users know, from HydraDDP
 
 

@@ -32,22 +32,6 @@ from mushin_box._core.layout import ATTEMPT_FILE, FINGERPRINTS_FILE, STALE_CHECK
 from mushin_box._core.sidecars import read_json, write_json_atomic
 from mushin_box._core.targets import public
 
-__all__ = [
-    "RESUME_PARAM",
-    "ResumeContext",
-    "ShortenedFitError",
-    "call_with_resume",
-    "current_attempt",
-    "find_last_checkpoint",
-    "next_attempt",
-    "resumable",
-    "resume_context",
-    "set_aside_checkpoints",
-    "refuse_shortened",
-    "trained_so_far",
-    "zen_with_resume",
-]
-
 RESUME_PARAM = "mushin_resume"
 
 R = TypeVar("R")  # what the task returns

@@ -20,8 +20,6 @@ from torch.utils.data import Dataset, DistributedSampler
 
 from mushin_box._core.targets import public
 
-__all__ = ["WorldSizeInvariantSampler"]
-
 
 @public
 class WorldSizeInvariantSampler(DistributedSampler):  # type: ignore[type-arg]

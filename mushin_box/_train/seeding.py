@@ -19,13 +19,6 @@ from mushin_box._core.layout import (
 from mushin_box._core.sidecars import read_json, write_json_atomic
 from mushin_box._core.targets import public
 
-__all__ = [
-    "global_rank_from_env",
-    "seed_everything_per_rank",
-    "seed_for_rank",
-    "seed_records",
-]
-
 
 def _env_rank(env: Mapping[str, str], name: str) -> int | None:
     value = env.get(name)

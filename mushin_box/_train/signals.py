@@ -36,8 +36,6 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-__all__ = ["Terminated", "sigterm_raises"]
-
 
 class Terminated(SystemExit):
     """Raised in a cell's process by SIGTERM (see module doc)."""

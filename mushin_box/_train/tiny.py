@@ -20,9 +20,6 @@ from mushin_box._core.jobdir import job_dir
 from mushin_box._core.layout import TEST_FAIL_RANK_ENV, TEST_RANK_LOG_ENV
 from mushin_box._train.sampling import WorldSizeInvariantSampler
 
-__all__ = ["TinyDataModuleMixin", "TinyModuleMixin"]
-
-
 # the Lightning classes the mixins go into, of either namespace (see .pl and .lp)
 LightningModule: Any = object
 LightningDataModule: Any = object

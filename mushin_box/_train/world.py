@@ -12,8 +12,6 @@ from __future__ import annotations
 from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.targets import public
 
-__all__ = ["WorldSizeMismatchError", "check_launched_world", "world_size_problems"]
-
 
 @public
 class WorldSizeMismatchError(MushinBoxError, RuntimeError):

@@ -32,18 +32,6 @@ if TYPE_CHECKING:
     from hydra._internal.core_plugins.basic_launcher import BasicLauncher
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
-__all__ = [
-    "apply_overrides",
-    "basic_sweeper",
-    "batches",
-    "global_hydra_kept",
-    "job_return_value",
-    "overrides_dirname",
-    "replace_save_config",
-    "runs_jobs_in_process",
-    "sweep_jobs",
-]
-
 
 def apply_overrides(overrides: Sequence[Any], cfg: Any) -> None:
     """Set Hydra's parsed ``overrides`` (``Override`` objects) over ``cfg`` in place, as a

@@ -25,8 +25,6 @@ import importlib
 import sys
 from typing import Any
 
-__all__ = ["NAMESPACES", "launcher_base", "logged_names", "namespace_of", "strategy_base"]
-
 #: a namespace's Trainer package -> its Fabric package
 NAMESPACES: dict[str, str] = {
     "pytorch_lightning": "lightning_fabric",

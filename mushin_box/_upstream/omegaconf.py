@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["child_node", "is_unsettled", "node_value"]
-
 
 def child_node(container: Any, key: Any) -> Any:
     """The node at ``key`` of a ``DictConfig`` or ``ListConfig``, unresolved (an

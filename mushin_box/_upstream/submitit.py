@@ -19,8 +19,6 @@ import os
 import shlex
 from typing import Any
 
-__all__ = ["SUBMIT_ARGS", "sbatch_mem", "sbatch_script", "submit_command"]
-
 #: what submitit appends to its ``python`` command, before the job's folder
 SUBMIT_ARGS = ("-u", "-m", "submitit.core._submit")
 

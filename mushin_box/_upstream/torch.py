@@ -17,8 +17,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 
-__all__ = ["worker_failures"]
-
 
 @contextlib.contextmanager
 def worker_failures(report: Callable[[int, int, int], None]) -> Iterator[None]:

@@ -25,8 +25,6 @@ if TYPE_CHECKING:
     from mushin_box._image.build import OutputNotWritable
     from mushin_box._image.spec import ImageSpec
 
-__all__ = ["DEFAULT_SPEC", "EXAMPLES", "HELP", "add_arguments", "load_spec", "run"]
-
 HELP = "Build the Apptainer image from an ImageSpec and record its manifest."
 EXAMPLES = (
     "mushin-box build -o image.sif   # containers/image.py:IMAGE -> image.sif + its manifest",
@@ -163,14 +161,13 @@ def _bad_output(out: Path, exc: OutputNotWritable) -> UsageError:
 def run(args: argparse.Namespace) -> int:
     from mushin_box._image.build import (
         ApptainerNotFound,
-        BuildError,
-        NativeBuildRefused,
         OutputNotWritable,
         build_image,
         check_image,
         manifest_path,
         plan_build,
     )
+    from mushin_box._image.native import BuildError, NativeBuildRefused
 
     if args.adopt is not None:
         from mushin_box._image.adopt import adopt_image

@@ -14,8 +14,6 @@ from mushin_box.cli.main import UsageError, number
 from mushin_box.cli.output import shown
 from mushin_box.cli.tables import resolve_sweep, resume_hint
 
-__all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
-
 HELP = (
     "stop the running cells of a sweep (scancel for SLURM cells, SIGTERM then SIGKILL for "
     "local ones) and record them cancelled; completed cells are never touched"

@@ -16,8 +16,6 @@ from typing import Any
 from mushin_box.cli.flagtypes import add_switches, add_tolerance_arguments
 from mushin_box.cli.output import JSON_HELP, print_json
 
-__all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
-
 HELP = (
     "compare the provenance and metrics of two cells or two sweeps; exit 0 when they are "
     "the same experiment with the same results, 1 when a field or a metric differs, 2 for "

@@ -10,17 +10,6 @@ from collections.abc import Callable
 
 from mushin_box._slurm.grammar import parse_slurm_memory, parse_slurm_time
 
-__all__ = [
-    "add_scheduler_arguments",
-    "add_switches",
-    "add_tolerance_arguments",
-    "max_parallel",
-    "non_negative",
-    "positive",
-    "slurm_memory",
-    "slurm_time",
-]
-
 
 def add_switches(parser: argparse._ActionsContainer, switches: dict[str, str]) -> None:
     """Each ``{"--flag": help}`` of ``switches`` as a ``store_true`` flag."""

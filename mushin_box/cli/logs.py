@@ -31,8 +31,6 @@ from mushin_box.cli.tables import resolve_sweep
 if TYPE_CHECKING:
     from mushin_box._sweepdir.logs import CellOutput, NodeRanks, OutputSize
 
-__all__ = ["EXAMPLES", "HELP", "INDEX_ABOVE_RANKS", "add_arguments", "run"]
-
 HELP = "print (or follow with -f) the output of a cell's ranks, from its files"
 EXAMPLES = (
     "mushin-box logs multirun/2026-01-31_12-00-00 module.lr=0.1 --tail 50",

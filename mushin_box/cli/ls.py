@@ -15,8 +15,6 @@ from mushin_box.cli.main import UsageError
 from mushin_box.cli.output import JSON_HELP, print_json, shown
 from mushin_box.cli.tables import duration
 
-__all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
-
 HELP = "list the sweeps under ROOT, newest first: launcher, cells by state, start, wall time"
 EXAMPLES = ("mushin-box ls multirun --depth 2",)
 EXITS = {0: "listed (also when there is no sweep)"}

@@ -25,23 +25,6 @@ from mushin_box._core.errors import MushinBoxError, python_argument
 from mushin_box._core.version import __version__
 from mushin_box.cli.output import OutputError, redacted_output, shown, silence
 
-__all__ = [
-    "COMMANDS",
-    "EXIT_CLOSED_PIPE",
-    "EXIT_INTERRUPTED",
-    "EXIT_NEGATIVE",
-    "EXIT_OK",
-    "EXIT_RUNNING",
-    "EXIT_USAGE",
-    "UsageError",
-    "build_parser",
-    "examples_of",
-    "main",
-    "number",
-    "parse_args",
-    "suggest",
-]
-
 EXIT_OK = 0
 EXIT_NEGATIVE = 1
 EXIT_USAGE = 2

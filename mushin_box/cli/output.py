@@ -23,16 +23,6 @@ from typing import Any, TextIO, cast
 
 from mushin_box._core.errors import MushinBoxError
 
-__all__ = [
-    "JSON_HELP",
-    "OutputError",
-    "print_json",
-    "redacted_output",
-    "shown",
-    "silence",
-    "strict_json",
-]
-
 #: the help of every ``--json`` flag: what a script gets where JSON has no number
 JSON_HELP = (
     "print machine-readable JSON (strict: a number that is not finite, a NaN metric, is the "

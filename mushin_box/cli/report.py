@@ -21,8 +21,6 @@ from mushin_box.cli.flagtypes import add_switches
 from mushin_box.cli.main import UsageError
 from mushin_box.cli.tables import resolve_sweep
 
-__all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
-
 HELP = (
     "write one self-contained HTML page of a sweep: table, curves, errors, provenance, "
     "and a diff against another run"

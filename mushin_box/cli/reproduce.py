@@ -15,8 +15,6 @@ from typing import Any
 from mushin_box.cli.flagtypes import add_switches, add_tolerance_arguments
 from mushin_box.cli.output import JSON_HELP, print_json
 
-__all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
-
 HELP = (
     "re-run a completed cell from its provenance (config, seed, code, image, topology) and "
     "diff it against the original; exit 0 when reproduced, 1 when something differs"
@@ -170,7 +168,8 @@ def _print_result(result: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mushin_box._reproduce.rerun import BuildError, reproduce
+    from mushin_box._image.native import BuildError
+    from mushin_box._reproduce.rerun import reproduce
 
     # --json: stdout holds the JSON only (Hydra's launcher logs to stdout: sent to stderr)
     quiet = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()

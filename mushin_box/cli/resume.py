@@ -24,8 +24,6 @@ from mushin_box.cli.flagtypes import add_scheduler_arguments, add_switches
 from mushin_box.cli.main import UsageError, parse_args
 from mushin_box.cli.tables import resolve_sweep
 
-__all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
-
 HELP = (
     "run a sweep again as it was launched (experiment, overrides, flags, profile): completed "
     "cells are reused, stopped ones continue from their checkpoints; name CELLs to resume "

@@ -20,8 +20,6 @@ from mushin_box.cli.main import UsageError
 from mushin_box.cli.output import JSON_HELP, print_json, shown
 from mushin_box.cli.tables import lines, resolve_sweep, restart_text, summary
 
-__all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
-
 HELP = (
     "the results of sweeps: swept values, state and metrics per cell, the best one marked; "
     "several sweeps in one table"

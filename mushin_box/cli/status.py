@@ -35,8 +35,6 @@ from mushin_box.cli.tables import (
     summary,
 )
 
-__all__ = ["HELP", "add_arguments", "as_json", "print_table", "run", "unanswered_line"]
-
 HELP = "show the cells of a sweep: swept values, state, attempt, job, node, duration, metrics"
 EXAMPLES = (
     "mushin-box status   # the latest sweep under here",

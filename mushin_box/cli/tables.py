@@ -16,20 +16,6 @@ from mushin_box._core.layout import LAUNCH_FILE, MANIFEST_FILE, STATUS_FILE
 from mushin_box.cli.main import EXIT_RUNNING, UsageError
 from mushin_box.cli.output import shown
 
-__all__ = [
-    "SWEEP_EXITS",
-    "cut",
-    "detail",
-    "duration",
-    "end_report",
-    "error_line",
-    "exit_code",
-    "lines",
-    "resolve_sweep",
-    "resume_hint",
-    "summary",
-]
-
 #: what the exit codes of the commands that report on a sweep's cells mean
 #: (``status``, ``wait``, a blocking ``launch``)
 SWEEP_EXITS = {

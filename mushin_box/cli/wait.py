@@ -19,8 +19,6 @@ from mushin_box.cli.main import EXIT_RUNNING, UsageError, number
 from mushin_box.cli.status import unanswered_line
 from mushin_box.cli.tables import SWEEP_EXITS, end_report, resolve_sweep, resume_hint
 
-__all__ = ["EXAMPLES", "HELP", "add_arguments", "run"]
-
 HELP = "wait for a sweep to finish, showing its progress; exit as its launch would"
 EXAMPLES = (
     "mushin-box wait multirun/2026-01-31_12-00-00 --timeout 3600   # exit 3 if it is still "
