@@ -5,24 +5,7 @@ Readers on a login node (``load_experiment``, ``diff``, the CLI) find a run by t
 alone, long after its writer is gone, and a rank learns what the submit host decided through
 these variables: each name is spelled here, once, and every room imports it from here.
 
-A sweep directory::
-
-    <sweep>/mushin_sweep.json           the manifest (a cache, rebuilt from the cells)
-    <sweep>/.mushin_sweep.lock          held by the one driver running the sweep
-    <sweep>/.mushin_abort.json          a cell failed under on_error="raise"
-    <sweep>/mushin_jobs.json            the jobs of the latest submission (SLURM ids)
-    <sweep>/mushin_launch.json          the latest launch's command line (resume replays it)
-    <sweep>/.mushin/code/<sha256>.patch the uncommitted code of a dirty launch (0600)
-    <sweep>/.mushin/worktree/           the code a ``reproduce --worktree`` re-run ran
-    <sweep>/<cell>/mushin_status.json   pending/running/completed/failed/timeout/skipped
-    <sweep>/<cell>/mushin_metrics.json  the task's returned metrics
-    <sweep>/<cell>/mushin_provenance.json, mushin_packages.txt
-    <sweep>/<cell>/mushin_error.txt     the traceback of a failed cell (secrets scrubbed)
-    <sweep>/<cell>/fit_metrics.pt       MetricsCallback's series (rank 0)
-    <sweep>/<cell>/.mushin/seeds/rank<r>.json, attempt.json, stale-checkpoints/,
-                        earlier-metrics.json
-    <sweep>/<cell>/logs/rank<r>.log     the output of local rank r >= 1 (HydraDDP)
-    <working_dir>/.mushin-box/apptainer-<sha256[:12]>.env   a job's rank env file
+docs/results-layout.md draws a sweep directory with these names.
 
 Examples
 --------

@@ -1,28 +1,16 @@
 """Serialize Python values to Hydra's command-line override grammar (and back).
 
-Hydra re-interprets an unquoted value (``1`` is an int, ``a,b`` a sweep, ``null`` None), so
-this module always emits *typed* literals: strings quoted, floats as their exact ``repr``,
-containers written recursively. Strings get two layers of escaping:
-
-1. **Hydra quoting.** Inside a quoted value a backslash is special only before a quote: such a
-   run of backslashes is doubled and the quote written ``\\'``; every other character is kept.
-2. **OmegaConf interpolations.** A formatted value is a literal, so every ``${`` is escaped as
-   ``\\${`` (``n`` backslashes before it become ``2n + 1``). A real interpolation is an
-   :class:`Interpolation`, or an override written by hand.
-
-Refused with a :class:`ValueError`, since the task could not receive them unchanged: the
-string ``"???"`` (OmegaConf's "missing"), NUL (no command line carries it), lone surrogates
-(``.hydra/overrides.yaml`` is UTF-8), and dictionary keys that are not plain identifiers
-(Hydra's grammar has no quoted keys; ``true``/``null``/``inf``/``nan`` would be re-typed).
-
-Sweeps: ``choice(...)`` strips the quotes of its top-level strings (the job for
-``choice('1')`` gets ``1``) and rejects ``null``, so :func:`format_sweep` writes the
-quote-preserving ``key=v1,v2``.
+Hydra re-types an unquoted value (``1`` an int, ``a,b`` a sweep), so every value is written
+as a typed literal: floats as their exact ``repr``, strings quoted (a run of backslashes
+before a quote doubled) with every ``${`` escaped (``n`` backslashes before it become
+``2n + 1``): a formatted string is a literal; a real interpolation is an
+:class:`Interpolation`. What the task could not receive unchanged is a ``ValueError``: the
+string ``"???"`` (OmegaConf's "missing"), NUL, lone surrogates (``overrides.yaml`` is UTF-8),
+and dictionary keys that are not plain identifiers (Hydra's grammar has no quoted keys).
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -67,11 +55,6 @@ def _is_array_scalar(value: object) -> bool:
     return shape is not None and tuple(shape) == () and callable(getattr(value, "item", None))
 
 
-def _escape_interpolations(text: str) -> str:
-    """Escape every ``${`` so that OmegaConf reads ``text`` back literally."""
-    return _INTERPOLATION_RE.sub(lambda m: "\\" * (2 * len(m.group(1)) + 1) + "${", text)
-
-
 def _quote(text: str) -> str:
     """Quote ``text`` for Hydra: the unescaped result of parsing it is exactly ``text``. A
     run of backslashes before a quote or the closing quote is doubled (module doc)."""
@@ -100,17 +83,8 @@ def _format_str(text: str, where: str) -> str:
             f"cannot pass a string containing a lone surrogate{where}: Hydra writes "
             "overrides as UTF-8 (.hydra/overrides.yaml), which cannot encode it"
         )
-    return _quote(_escape_interpolations(text))
-
-
-def _format_float(value: float) -> str:
-    if math.isnan(value):
-        return "nan"
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    # repr is the shortest string that round-trips exactly; Hydra's FLOAT token
-    # accepts all of its forms ("0.1", "-0.0", "1e+300", "5e-324").
-    return float.__repr__(value)
+    # every ``${`` escaped, so that OmegaConf reads the text back literally
+    return _quote(_INTERPOLATION_RE.sub(lambda m: "\\" * (2 * len(m.group(1)) + 1) + "${", text))
 
 
 def _format_dict_key(key: object, where: str) -> str:
@@ -142,7 +116,9 @@ def _format(value: object, path: str, active: set[int]) -> str:
     if isinstance(value, int):
         return int.__repr__(value)
     if isinstance(value, float):
-        return _format_float(value)
+        # repr: the shortest text that round-trips; Hydra's FLOAT token takes every form
+        # ("0.1", "-0.0", "1e+300", "5e-324", "nan", "-inf")
+        return float.__repr__(value)
     if isinstance(value, Interpolation):
         return _quote(str.__str__(value))
     if isinstance(value, str):
@@ -173,13 +149,9 @@ def _format(value: object, path: str, active: set[int]) -> str:
 
 
 def format_value(value: object) -> str:
-    """Format ``value`` as a Hydra override value that parses back to exactly ``value``.
-
-    ``value``: ``None``, ``bool``, ``int``, ``float`` (``nan``/``inf`` too), ``str``, a 0-d
-    numpy-like scalar, or lists/tuples/dicts (identifier keys) nesting those; tuples are
-    written as lists (OmegaConf has none). A ``TypeError`` for any other type, a
-    ``ValueError`` for what cannot reach a task unchanged (module doc) or a self-referencing
-    container.
+    """Format ``value`` as a Hydra override value that parses back to exactly ``value``
+    (tuples as lists: OmegaConf has none); a ``TypeError`` names what to convert a value of
+    another type to.
 
     Examples
     --------
@@ -234,11 +206,10 @@ def format_sweep(
     """Format a sweep of ``key`` over ``values`` (one multirun job per value), as for
     :func:`format_override`.
 
-    Two or more values are written ``key=v1,v2,...`` (module doc); one is ``key=choice(v)``,
-    except a single string or ``None``, which no sweep syntax carries: it is the plain
-    ``key=v``, in a multirun the same single job. :func:`parse_sweep_values` reads every form
-    back as the list. ``values`` must be a non-empty sequence, not a string, without
-    duplicates (:func:`check_sweep_values`).
+    Two or more values are written ``key=v1,v2``: ``choice(...)`` would strip the quotes of
+    its strings (``choice('1')`` gives ``1``) and refuse ``null``. One value is
+    ``key=choice(v)``, but a string or ``None`` is the plain ``key=v`` (in a multirun the same
+    single job). :func:`parse_sweep_values` reads every form back as the list.
 
     Examples
     --------

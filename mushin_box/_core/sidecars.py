@@ -1,32 +1,27 @@
-"""Atomic, canonical JSON sidecar files: small JSON files next to run outputs (status,
-metrics...) that other processes, maybe on other nodes of a shared file system, read while
-they are rewritten.
+"""Atomic, canonical JSON sidecars: small files beside a run's outputs, read by other
+processes (other nodes too) while they are rewritten.
 
-- **Canonical bytes.** :func:`canonical_dumps` gives one byte string per value (sorted keys,
-  no whitespace, UTF-8, a final newline), so equal values give identical files. NaN and
-  infinities, which JSON cannot express, are the tagged objects ``{"__float__":"nan"}``
-  (``"inf"``, ``"-inf"``), restored by :func:`loads`; a real one-key dict whose key is a tag
-  is wrapped as ``{"__dict__":{...}}``, so tags are never ambiguous.
-- **Atomic replacement.** :func:`write_bytes_atomic` writes a temporary in the destination's
-  directory and renames it over the destination, fsyncing both (at once, or at a commit
-  point: :mod:`mushin_box._core.durable`): readers see the old file or the new one, and a
-  failed write leaves the old file and no temporary.
-
-:func:`read_json` never raises for a damaged or hostile file: it warns
-(:class:`SidecarWarning`) and returns a default, so one corrupt sidecar cannot take down a
-resume or a report.
+- :func:`canonical_dumps`: one byte string per value (sorted keys, no whitespace, UTF-8, a
+  final newline). NaN and infinities are tagged (``{"__float__":"nan"}``), and a real
+  one-key dict whose key is a tag is wrapped (``{"__dict__":{...}}``), so :func:`loads`
+  restores both unambiguously.
+- :func:`write_bytes_atomic`: a temporary renamed over the file: readers see the old file or
+  the new one, a failed write leaves no temporary (fsync: :mod:`mushin_box._core.durable`).
+- :func:`read_json` never raises for a damaged or hostile file: it warns
+  (:class:`SidecarWarning`) and returns a default, so one corrupt sidecar cannot take down a
+  resume or a report.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import functools
 import json
 import math
 import os
 import re
 import secrets
-import shutil
 import subprocess
 import time
 import warnings
@@ -56,6 +51,9 @@ class SidecarWarning(UserWarning):
 
 
 _SAID: set[str] = set()
+_dumps = functools.partial(
+    json.dumps, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
 
 
 def warn_sidecar(message: str) -> None:
@@ -172,14 +170,11 @@ def _decode(obj: Any) -> Any:
 
 
 def _plain_dumps(obj: object) -> bytes | None:
-    """:func:`canonical_dumps` of a value that is plain JSON already, by C ``json`` alone (a
-    resume dumps 10,000 config fingerprints); None where the walk must decide. Plain: written
-    without a NaN, no tag-like key and no ``\\u`` escape, and it reads back equal (a tuple,
-    a non-``str`` key or a number type of its own does not)."""
+    """:func:`canonical_dumps` by C ``json`` alone (a resume dumps 10,000 fingerprints), or
+    None where the walk must decide: a NaN, a tag-like key, a ``\\u`` escape, or a value that
+    does not read back equal (a tuple, a non-``str`` key, a number type of its own)."""
     try:
-        text = json.dumps(
-            obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        )
+        text = _dumps(obj)
         if _may_hold_tags(text) or json.loads(text) != obj:
             return None
         return text.encode("utf-8") + b"\n"
@@ -188,13 +183,9 @@ def _plain_dumps(obj: object) -> bytes | None:
 
 
 def canonical_dumps(obj: object) -> bytes:
-    """``obj`` as canonical JSON bytes (module doc), which :func:`loads` reads back.
-
-    ``obj``: ``None``, ``bool``, ``int``, ``float``, ``str``, 0-d numpy-like scalars (by
-    ``.item()``), and lists/tuples (written as lists) and dicts with ``str`` keys nesting
-    them; lone surrogates are written as ``\\udXXX`` escapes. A ``TypeError`` for another
-    type or key names its key path (``$['metrics'][3]``); a ``ValueError`` if ``obj``
-    contains itself.
+    """``obj`` as canonical JSON bytes (module doc), which :func:`loads` reads back; lone
+    surrogates are written as ``\\udXXX`` escapes. An error for a value it cannot write names
+    its key path (``$['metrics'][3]``).
 
     Examples
     --------
@@ -207,10 +198,7 @@ def canonical_dumps(obj: object) -> bytes:
 
 def _walked_dumps(obj: object) -> bytes:
     """:func:`canonical_dumps` by the walk, for any value."""
-    plain = _encode(obj, "$", set())
-    text = json.dumps(
-        plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    text = _dumps(_encode(obj, "$", set()))
     text = _SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return text.encode("utf-8") + b"\n"
 
@@ -244,14 +232,9 @@ def _may_hold_tags(text: str) -> bool:
 
 
 def write_bytes_atomic(path: StrPath, data: bytes, *, mode: int = 0o666) -> None:
-    """Atomically replace ``path`` with ``data`` (created with ``mode``, less the umask:
-    ``0o600`` for a file only its owner may read, from its first byte on).
-
-    The temporary (``.<name>.<pid>.<random>.tmp``, in the same directory, created with its
-    parents) is written and fsynced, renamed over ``path``, and the directory fsynced so that
-    the rename is durable; inside :func:`mushin_box._core.durable.deferred` both fsyncs wait
-    for its commit. On any error (``KeyboardInterrupt`` too) the temporary is removed and
-    ``path`` untouched.
+    """Atomically replace ``path`` with ``data``, created with ``mode`` less the umask
+    (``0o600``: only its owner may read it, from its first byte on). The file and its
+    directory are fsynced, or inside :func:`mushin_box._core.durable.deferred` at its commit.
 
     Examples
     --------
@@ -289,10 +272,8 @@ def write_bytes_atomic(path: StrPath, data: bytes, *, mode: int = 0o666) -> None
 def write_text_atomic(
     path: StrPath, text: str, *, encoding: str = "utf-8", errors: str = "strict"
 ) -> None:
-    """Atomically replace ``path`` with ``text``, written as is (no newline translation;
-    :func:`write_bytes_atomic`). ``errors``: as for :meth:`str.encode`;
-    ``"backslashreplace"`` for text of unknown origin such as tracebacks. A text that cannot
-    be encoded leaves ``path`` untouched.
+    """:func:`write_bytes_atomic` of ``text`` encoded as is (no newline translation);
+    ``errors="backslashreplace"`` for text of unknown origin such as tracebacks.
 
     Examples
     --------
@@ -306,8 +287,8 @@ def write_text_atomic(
 
 
 def write_json_atomic(path: StrPath, obj: object) -> None:
-    """Atomically write ``obj`` to ``path`` as :func:`canonical_dumps`, serialized before the
-    file system is touched: a value that cannot be serialized leaves ``path`` unchanged.
+    """:func:`write_bytes_atomic` of :func:`canonical_dumps` (a value it cannot write leaves
+    ``path`` unchanged).
 
     Examples
     --------
@@ -323,11 +304,9 @@ def write_json_atomic(path: StrPath, obj: object) -> None:
 def read_json(path: StrPath, *, default: Any = None) -> Any:
     """A JSON sidecar (:func:`loads`), or ``default`` (as is, not copied) when it is missing.
 
-    The sweep directory is untrusted: a symlink, a FIFO or a device is refused, and so is a
-    file over its kind's limit (:func:`~mushin_box._core.layout.read_limit`), unread
-    (:mod:`mushin_box._core.safeio`). Each, like a corrupt file (truncated, not UTF-8/JSON, a
-    malformed tag, not an object where one is due), warns with a :class:`SidecarWarning`
-    naming the file and gives ``default``.
+    A file :mod:`mushin_box._core.safeio` refuses (a symlink, a FIFO, over its kind's limit)
+    or a corrupt one (not UTF-8 JSON, a malformed tag, not an object where one is due) warns
+    with a :class:`SidecarWarning` naming the file and gives ``default``.
 
     Examples
     --------
@@ -382,22 +361,18 @@ def _remove_old(paths: Iterable[Path]) -> list[Path]:
 
 
 def start_removing_orphans(root: StrPath) -> Callable[[], list[Path]]:
-    """Begin removing, in another process, the temporaries that killed writers left under
-    ``root``: call what it returns to finish (it waits for that process) and get the files
-    removed. Only files named as :func:`write_bytes_atomic` names its temporaries, older than
-    :data:`ORPHAN_AGE_S` (the writer's pid is no help: it may be on another node).
+    """Begin removing the temporaries that killed writers left under ``root``
+    (:func:`write_bytes_atomic`'s names, older than :data:`ORPHAN_AGE_S`: the writer's pid
+    may be on another node); call what it returns to finish and get the files removed.
 
-    Design note: the walk lists every directory of the sweep (40,000 at 10,000 cells), and
-    nothing a run does waits for it, since it removes only old temporaries. So ``find`` lists
-    the candidates on another core while the run decides its cells (a thread would hold the
-    GIL), and the names and ages are checked here. Without ``find``, or when it fails, the
-    walk is ``os.walk`` here, when finishing (it does not descend into linked directories).
+    The sweep may hold 40,000 directories, so ``find`` lists the candidates in another
+    process (a thread would hold the GIL) while the run decides its cells; without ``find``,
+    or when it fails, ``os.walk`` lists them when finishing.
     """
     where = os.path.abspath(root)  # never an argument find takes for an option
-    tool = shutil.which("find")
     try:
         proc = subprocess.Popen(
-            [tool or "find", where, "-name", ".*.tmp", "-print0"],
+            ["find", where, "-name", ".*.tmp", "-print0"],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
         )
