@@ -1,26 +1,19 @@
 # SPDX-License-Identifier: MIT
-"""Compare two provenance records (and their metrics): the field and metric differences.
+"""Two provenance records (and their metrics) compared, field by field.
 
-Both records are brought to the canonical two-part form
-(:func:`mushin_box._provenance.full.split_provenance`) and flattened to dotted paths
-(``run.topology.ranks[3].hostname``). A difference under ``reproducibility`` *breaks
-reproducibility*; one under ``run`` is *expected*. Two exceptions: a Trainer's training
-limits (``max_epochs``, ``max_steps``, ``max_time``) are *changed on purpose*
-(``extended``: a fit extended to a raised limit), and the git state of two runs whose code
-fingerprints match (a commit that changed none of the experiment's code) is expected.
-Metrics (``mushin_metrics.json``) are equal within ``atol``/``rtol``.
+Both records are split canonically (:func:`~mushin_box._provenance.full.split_provenance`)
+and flattened to dotted paths (``run.topology.ranks[3].hostname``). A difference under
+``reproducibility`` breaks reproducibility, one under ``run`` is expected, except: a
+Trainer's training limits are changed on purpose (``extended``), and another git state
+with the same code fingerprint is expected. With both ``mushin_packages.txt``, packages
+are listed one by one; a field computed from others (``config_sha256``, the package set's
+``sha256``/``count``, a key package's version) is shown only when they show no difference.
 
-With both cells' ``mushin_packages.txt``, changed packages are listed one by one
-(``reproducibility.package_set[numpy]``). A field computed from others (``config_sha256``,
-the package set's ``sha256``/``count``, a key package's version) is shown only when what
-it summarizes shows no difference.
-
-:func:`first_divergence` reads the fits' fingerprints (``fit_fingerprints.json``,
-:mod:`mushin_box._train.divergence`) in the order a fit runs, and names the likely cause:
-initial weights (the module was built before seeding); an epoch's first batch at equal
-world sizes (data order); weights by under one part in a million of their norm
+:func:`first_divergence` names where two fits' fingerprints (``fit_fingerprints.json``)
+first part, and the likely cause: initial weights (built before seeding), an epoch's
+first batch at one world size (data order), weights by under :data:`DRIFT` of their norm
 (floating-point reduction order), else a real difference (at another world size, most
-likely the global batch, as each rank's batch is per-rank).
+likely the per-rank batch).
 
 Examples
 --------
@@ -31,8 +24,6 @@ Examples
 'weights part at epoch 0, by 1e-09 of their norm (floating-point reduction order)'
 >>> first_divergence(one, {**one, "fit_start": {"sha256": "c", "norm": 3.0}})[:22]
 'initial weights differ'
-
-Finding and reading records on disk is :mod:`mushin_box._results.diff`.
 """
 
 from __future__ import annotations
@@ -142,9 +133,6 @@ class CellDiff:
         }
 
 
-# ---------------------------------------------------------------------------- shape
-
-
 def _json_kind(value: Any) -> str:
     if isinstance(value, bool):
         return "a boolean"
@@ -179,9 +167,6 @@ def record_problem(record: Any) -> str | None:
         if node is not None and not isinstance(node, Mapping):
             return f"`{'.'.join(path)}` is {_json_kind(node)}, expected an object"
     return None
-
-
-# ---------------------------------------------------------------------------- flattening
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -264,9 +249,6 @@ def package_diffs(a: Sequence[str], b: Sequence[str]) -> list[FieldDiff]:
     return out
 
 
-# ---------------------------------------------------------------------------- metrics
-
-
 def _numeric(x: Any) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool)
 
@@ -310,9 +292,6 @@ def _metric_diffs(
             d = float(y) - float(x)
         out.append(MetricDiff(name, x, y, d, ok))
     return out
-
-
-# ---------------------------------------------------------------------------- records
 
 
 def diff_records(

@@ -2,15 +2,10 @@
 """Each attempt of a cell's fit, and the worlds it ran in: ``run.elastic``, ``run.attempts``
 and ``run.world_changes``.
 
-Every attempt (a SLURM requeue, a torchrun restart, a ``resume`` with fewer GPUs)
-rewrites the cell's record and knows only its own world, so the earlier attempts are
-carried forward from the record the previous one left, while this attempt continues the
-same fit; a fresh start begins a new list.
-
-Where the fit went on at another world size is known best by the fit itself:
-``MetricsCallback`` checkpoints one entry per fit start (epoch, world size, attempt:
-``starts`` in ``fit_fingerprints.json``), so an attempt killed before its next checkpoint
-leaves no trace. Without it, the attempts' world sizes say only that the world changed
+Each attempt (a SLURM requeue, a torchrun restart, a ``resume`` with fewer GPUs) knows
+only its own world, so it carries the earlier attempts forward from the record the last
+one left; a fresh start begins a new list. Where the world changed is best known from the
+fit's own ``starts`` (``fit_fingerprints.json``), else only from the attempts' world sizes
 (``"epoch": null``). All of it is ``run``: another world size is the same experiment.
 
 Examples
@@ -49,8 +44,7 @@ def _int(value: Any) -> int | None:
 
 
 def elastic_from_env(env: Mapping[str, str]) -> dict[str, Any] | None:
-    """``run.elastic``: torchrun's restarts of this worker group and the most it allows
-    (``None`` outside torchrun).
+    """``run.elastic``: torchrun's restarts so far and the most it allows.
 
     Examples
     --------
@@ -68,8 +62,7 @@ def elastic_from_env(env: Mapping[str, str]) -> dict[str, Any] | None:
 
 
 def restart_count(env: Mapping[str, str]) -> tuple[int, str]:
-    """SLURM's restart count of this job, or torchrun's of this worker group, and the
-    variable that said it."""
+    """The larger of SLURM's and torchrun's restart counts, and its variable."""
     counts = [
         (_count(env, name) or 0, name)
         for name in ("SLURM_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT")
@@ -78,8 +71,7 @@ def restart_count(env: Mapping[str, str]) -> tuple[int, str]:
 
 
 def restarts(env: Mapping[str, str]) -> dict[str, Any]:
-    """A status's ``restarts`` (torchrun's or SLURM's, so far) and ``restarts_left``
-    (torchrun's; None for SLURM); nothing for a first start.
+    """A status's ``restarts`` and ``restarts_left`` (None: SLURM's); nothing at first.
 
     Examples
     --------
@@ -96,9 +88,8 @@ def restarts(env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def earlier_s(previous: Mapping[str, Any], continues: bool, run_id: str) -> float:
-    """The seconds the earlier attempts of a fit this attempt continues took: the previous
-    status's ``duration_s``; for one that died without a word in this run (rank 0 killed),
-    its earlier ones and the time from its start to now. 0 for a fresh start."""
+    """The seconds the earlier attempts of this fit took: the previous status's
+    ``duration_s``, or for one of this run that died without a word, up to now."""
     if not continues:
         return 0.0
     earlier = previous.get("earlier_s")
@@ -116,8 +107,7 @@ def earlier_s(previous: Mapping[str, Any], continues: bool, run_id: str) -> floa
 
 
 def spent(running: Mapping[str, Any], seconds: float) -> dict[str, float]:
-    """A status's durations: ``duration_s`` sums every attempt of the fit, and, when there
-    were earlier ones, ``attempt_s`` is this attempt's alone.
+    """A status's ``duration_s`` (every attempt) and, after earlier ones, ``attempt_s``.
 
     Examples
     --------
@@ -138,9 +128,7 @@ def attempt_entry(
     started: str | None,
     launcher: str | None,
 ) -> dict[str, Any]:
-    """This attempt's entry of ``run.attempts``: torchrun's ``restart`` and SLURM's
-    ``requeue`` count (0 where they don't apply); ``epoch`` is ``None`` until
-    :func:`finished_run` knows it.
+    """This attempt's entry of ``run.attempts`` (``epoch``: set by :func:`finished_run`).
 
     Examples
     --------
@@ -161,9 +149,8 @@ def attempt_entry(
 
 
 def carried_attempts(previous: Any, *, continues: bool) -> list[dict[str, Any]]:
-    """The earlier attempts of this fit, from the record the last attempt left: its
-    ``run.attempts``, or one entry made from an older record's world. Nothing for a fresh
-    start or no record.
+    """The earlier attempts of this fit, from the last record (an older one's world: one
+    entry); nothing for a fresh start.
 
     Examples
     --------
@@ -199,9 +186,7 @@ def carried_attempts(previous: Any, *, continues: bool) -> list[dict[str, Any]]:
 def world_changes(
     starts: Sequence[Mapping[str, Any]], attempts: Sequence[Mapping[str, Any]] = ()
 ) -> list[dict[str, Any]]:
-    """Where the fit went on at another world size: ``{"epoch", "from", "to"}`` for each
-    fit start whose world differs from the one before it. Without ``starts``, the attempts'
-    world sizes, with ``"epoch": None``.
+    """Where the fit went on at another world size (without ``starts``: the attempts').
 
     Examples
     --------
@@ -224,9 +209,8 @@ def world_changes(
 
 
 def finished_run(run: Mapping[str, Any], starts: Any) -> dict[str, Any]:
-    """A copy of a record's ``run`` completed from the fit's ``starts``
-    (``fit_fingerprints.json``): each attempt's ``epoch`` (by attempt number) and
-    ``world_changes``. A run without ``attempts`` is returned as it is."""
+    """A copy of ``run`` with each attempt's ``epoch`` and ``world_changes`` from the fit's
+    ``starts``."""
     attempts = run.get("attempts")
     if not isinstance(attempts, list):
         return dict(run)
@@ -237,11 +221,8 @@ def finished_run(run: Mapping[str, Any], starts: Any) -> dict[str, Any]:
         and _int(row.get("epoch")) is not None
         and _int(row.get("world_size")) is not None
     ]
-    epochs: dict[int, int] = {}
-    for row in fits:  # a fit started twice in one attempt (fit, then fit again): the first
-        number = _int(row.get("attempt"))
-        if number is not None:
-            epochs.setdefault(number, row["epoch"])
+    # reversed: of a fit started twice in one attempt, the first start's epoch wins
+    epochs = {r["attempt"]: r["epoch"] for r in reversed(fits) if _int(r["attempt"]) is not None}
     rows = []
     for row in attempts:
         entry = dict(row) if isinstance(row, Mapping) else {}

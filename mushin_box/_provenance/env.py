@@ -1,10 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""Facts about where a cell ran, for its provenance: the image (``reproducibility.image``,
-``run.image``), the container launch (``run.container``) and the devices (``run.devices``).
-
-Provenance never imports torch, nor initializes CUDA: the devices are read only when the
-task has imported torch. Every value that could carry a secret is redacted here
-(:func:`mushin_box._core.redact.is_secret_name`, credentials inside URLs).
+"""Where a cell ran: its image, container launch and devices, redacted. Never imports
+torch nor initializes CUDA: devices are read only once the task has imported torch.
 """
 
 from __future__ import annotations
@@ -36,13 +32,8 @@ ENV_FILE_LIMIT = 256 * 1024
 NVIDIA_SMI_TIMEOUT_S = 5.0
 
 
-# ---------------------------------------------------------------------------- image
-
-
 def image_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any] | None:
-    """The container image a rank runs in: its identity, from the variables the rank
-    wrapper writes into the env file (:data:`IMAGE_IDENTITY_ENV`), and where this copy
-    lives (``path``, Apptainer's); ``None`` when none is set.
+    """The image a rank runs in, from the variables of its env file and Apptainer's path.
 
     Examples
     --------
@@ -62,9 +53,8 @@ def image_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any] |
 
 
 def split_image(image: Mapping[str, Any] | None) -> tuple[dict[str, Any] | str, dict[str, Any]]:
-    """(``reproducibility.image``: the identity keys, ``run.image``: the rest) of an image
-    description. Without identity: :data:`NO_IMAGE`, or :data:`UNIDENTIFIED_IMAGE` when
-    the description still says where an image is.
+    """(``reproducibility.image``: the identity keys, ``run.image``: the rest); with no
+    identity, :data:`UNIDENTIFIED_IMAGE` when it still says where an image is.
 
     Examples
     --------
@@ -82,9 +72,6 @@ def split_image(image: Mapping[str, Any] | None) -> tuple[dict[str, Any] | str, 
     return (UNIDENTIFIED_IMAGE if located else NO_IMAGE), located
 
 
-# ---------------------------------------------------------------------------- container
-
-
 def _env_file(path: str) -> dict[str, Any]:
     out: dict[str, Any] = {"path": path, "sha256": None, "text": None}
     try:
@@ -98,9 +85,7 @@ def _env_file(path: str) -> dict[str, Any]:
 
 
 def container_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any] | None:
-    """``run.container``: how the rank was started in its container (:data:`CONTAINER_ENV`),
-    redacted: ``apptainer_version``, ``rank_command`` and ``rank_argv``, and ``env_file``
-    (``path``, ``sha256``, ``text``, or ``error``); ``None`` when none of it is set.
+    """``run.container``: how the rank was started in its container, redacted.
 
     Examples
     --------
@@ -133,9 +118,6 @@ def container_from_env(environ: Mapping[str, str] | None = None) -> dict[str, An
     }
 
 
-# ---------------------------------------------------------------------------- devices
-
-
 @functools.cache
 def _nvidia_smi() -> tuple[str | None, tuple[tuple[str, str, str], ...]]:
     """(driver version, ((index, uuid, name), ...)) from ``nvidia-smi``; once per process."""
@@ -156,7 +138,7 @@ def _nvidia_smi() -> tuple[str | None, tuple[tuple[str, str, str], ...]]:
 
 
 def _parse_nvidia_smi(text: str) -> tuple[str | None, tuple[tuple[str, str, str], ...]]:
-    """Parse ``nvidia-smi --query-gpu=index,uuid,name,driver_version --format=csv,noheader``.
+    """Parse :func:`_nvidia_smi`'s query.
 
     Examples
     --------
@@ -177,8 +159,7 @@ def _parse_nvidia_smi(text: str) -> tuple[str | None, tuple[tuple[str, str, str]
 def _visible(
     gpus: Sequence[tuple[str, str, str]], visible: str | None, count: int
 ) -> list[str] | None:
-    """The names of the GPUs ``CUDA_VISIBLE_DEVICES`` shows, in its order; ``None`` when
-    they cannot be matched to ``count`` devices."""
+    """The names of the GPUs ``CUDA_VISIBLE_DEVICES`` shows; ``None``: no sure match."""
     if visible is None:
         chosen = list(gpus)
     else:
@@ -205,11 +186,9 @@ def _nccl(torch: Any) -> str | None:
 
 
 def device_facts(environ: Mapping[str, str] | None = None) -> dict[str, Any] | None:
-    """``run.devices``: versions (``torch``, the ``cuda`` it was built with, ``nccl``,
-    ``cudnn``, whose kernels decide what ``deterministic`` can promise), the GPUs this
-    process sees (``count``, ``names``) and the NVIDIA ``driver``; ``None`` when torch is
-    not imported. Never imports torch nor initializes CUDA: names come from torch only
-    when CUDA is initialized, else from ``nvidia-smi`` matched to ``CUDA_VISIBLE_DEVICES``.
+    """``run.devices``: versions, the GPUs this process sees and the driver; ``None`` when
+    torch is not imported. GPU names come from torch once CUDA is initialized, else from
+    ``nvidia-smi`` (asking torch would initialize CUDA).
 
     Examples
     --------
@@ -222,16 +201,8 @@ def device_facts(environ: Mapping[str, str] | None = None) -> dict[str, Any] | N
     if torch is None:
         return None
     env = os.environ if environ is None else environ
-    out: dict[str, Any] = {
-        "torch": None,
-        "cuda": None,
-        "nccl": None,
-        "cudnn": None,
-        "cuda_available": False,
-        "count": 0,
-        "names": [],
-        "driver": None,
-    }
+    out: dict[str, Any] = dict.fromkeys(("torch", "cuda", "nccl", "cudnn", "driver"))
+    out.update(cuda_available=False, count=0, names=[])
     try:
         out["torch"] = str(torch.__version__)
         cuda_version = torch.version.cuda

@@ -1,9 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""A cell's provenance files: ``mushin_provenance.json`` and ``mushin_packages.txt``.
-
-The record is canonical JSON, written atomically; beside it, the package list whose sha256
-it names (``reproducibility.package_set.sha256``), so that ``sha256sum
-mushin_packages.txt`` prints the fingerprint and ``diff`` can name changed packages.
+"""A cell's provenance files: the record (canonical JSON, written atomically) and, beside
+it, the package list whose sha256 it names, so that ``diff`` can name changed packages.
 """
 
 from __future__ import annotations
@@ -43,8 +40,7 @@ def _write_packages(directory: Path, lines: Sequence[str]) -> None:
 
 
 def packages_beside(path: str | os.PathLike[str], record: Mapping[str, Any]) -> list[str] | None:
-    """The ``name==version`` list in ``mushin_packages.txt`` beside a record (``path``: the
-    cell directory or the record file), if it is the one the record names, else ``None``.
+    """The package list beside a record (``path``: its cell or file), if the record names it.
 
     Examples
     --------
@@ -76,14 +72,9 @@ def write_provenance(
     *,
     packages: Sequence[str] | None = None,
 ) -> Path:
-    """Write ``record`` as the cell's ``mushin_provenance.json``, and its package list
-    beside it (first, and only when it changed); return the record's path.
-
-    The list is ``packages`` (``ValueError`` unless it is the set the record names), else
-    this process's :func:`~mushin_box._provenance.record.installed_packages` when the
-    record names them; a record of another set is written alone. A config JSON cannot
-    hold becomes a note rather than losing the whole record.
-    """
+    """Write the cell's record, and first its package list (``packages``: ``ValueError``
+    unless the record names them; else this process's, when the record names those);
+    return its path. A config JSON cannot hold becomes a note, not a lost record."""
     path = Path(cell_dir) / PROVENANCE_FILE
     sha = _package_sha256(record)
     if packages is not None:

@@ -1,20 +1,13 @@
 # SPDX-License-Identifier: MIT
 """The full provenance record: the basic record, split canonically into two parts.
 
-``reproducibility`` holds what must match for two runs to be the same experiment: code
-(git state, task source hash), the config *without* its run-shape keys, the seed base,
-the package set (fingerprint of every installed ``name==version``, listed in
-``mushin_packages.txt`` beside the record), python and key package versions, the image's
-identity and the environment variables that change numerics. ``run`` holds what may
-differ: host, pid, times, the world (nodes, ranks, per-rank seeds), the Trainer's
-``devices``/``num_nodes``, the launcher, the devices, the container launch and the
-captured environment. So one experiment run at world size 1, 2 and 4 has a byte-identical
-``canonical_dumps(record["reproducibility"])``.
-
-Secrets are redacted everywhere (:func:`mushin_box._core.redact.redact`: secret-looking
-keys and variables, assignments in the env file and rank command, credentials in URLs).
-:func:`split_provenance` brings any record (an older basic one, or a full one) to this
-shape, so that two records compare.
+``reproducibility`` holds what must match for two runs to be the same experiment (code,
+the config *without* its run-shape keys, seed base, package set, versions, image identity,
+numerics variables); ``run`` what may differ (host, times, the world, the launcher,
+devices, container, environment). So one experiment run at world size 1, 2 and 4 has a
+byte-identical ``reproducibility``. Secrets are redacted everywhere
+(:func:`mushin_box._core.redact.redact`); :func:`split_provenance` brings any record, an
+older one too, to this shape.
 """
 
 from __future__ import annotations
@@ -107,9 +100,6 @@ _ENV_SKIP = frozenset(
 )
 
 
-# ---------------------------------------------------------------------------- config split
-
-
 def _matcher(patterns: Sequence[str]) -> Callable[[str], bool]:
     if not patterns:
         return lambda path: False
@@ -122,9 +112,9 @@ def split_config(
     patterns: Sequence[str] = RUN_CONFIG_PATTERNS,
     trainer_keys: frozenset[str] = _TRAINER_RUN_KEYS,
 ) -> tuple[Any, dict[str, Any]]:
-    """Split a config into (experiment config, ``{dotted path: value}`` of run-shape keys):
-    paths matching ``patterns`` (fnmatch, ``*`` spans dots), and ``trainer_keys`` under a
-    node whose ``_target_`` names a ``...Trainer``. The input is not modified.
+    """(experiment config, ``{dotted path: value}`` of run-shape keys): paths matching
+    ``patterns`` (fnmatch), and ``trainer_keys`` under a node whose ``_target_`` names a
+    ``...Trainer``.
 
     Examples
     --------
@@ -170,9 +160,6 @@ def training_limits(config: Any) -> dict[str, Any]:
     return split_config(config, (), TRAINER_LIMIT_KEYS)[1]
 
 
-# ---------------------------------------------------------------------------- the split
-
-
 def _sha256(value: Any) -> str | None:
     try:
         return hashlib.sha256(canonical_dumps(value)).hexdigest()
@@ -181,13 +168,10 @@ def _sha256(value: Any) -> str | None:
 
 
 def split_provenance(record: Mapping[str, Any]) -> dict[str, Any]:
-    """The canonical two-part form of a provenance record (basic or full; idempotent):
-    run-shape config keys (:func:`split_config`) move to ``run.config``; the seed base
-    becomes ``reproducibility.seed`` (a config ``seed`` equal to it is dropped);
-    ``config_sha256`` hashes the (redacted) config that stays, a schema-1 record's hash
-    moving to ``run.fingerprints.config``; older records' ``None`` image and ``run.time``
-    become ``"no image"`` and ``run.started``; both parts are redacted, except the rank
-    rows of ``run.topology`` (numbers and host names only).
+    """The canonical two-part form of a provenance record (basic or full; idempotent).
+
+    A schema-1 record's config hash moves to ``run.fingerprints.config``; both parts are
+    redacted, except the rank rows of ``run.topology`` (numbers and host names only).
 
     Examples
     --------
@@ -240,11 +224,8 @@ def split_provenance(record: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-# ---------------------------------------------------------------------------- sources
-
-
 def seeds_from_records(records: Mapping[int, Mapping[str, Any]]) -> dict[int, int]:
-    """``{rank: seed}`` from :func:`mushin_box._train.seeding.seed_records`' output.
+    """``{rank: seed}`` of :func:`mushin_box._train.seeding.seed_records`' output.
 
     Examples
     --------
@@ -262,9 +243,8 @@ def seeds_from_records(records: Mapping[int, Mapping[str, Any]]) -> dict[int, in
 def record_with_seeds(
     record: Mapping[str, Any], records: Mapping[int, Mapping[str, Any]]
 ) -> dict[str, Any]:
-    """A copy of a full record with the per-rank seeds of ``records``
-    (:func:`mushin_box._train.seeding.seed_records`) filled in, and, when it has no seed base
-    yet (no config ``seed``), the base the ranks seeded from.
+    """A copy of a full record with the ranks' seeds filled in, and, when it has no seed
+    base yet (no config ``seed``), the base the ranks seeded from.
 
     Examples
     --------
@@ -319,9 +299,6 @@ def _devices_hint(moved: Mapping[str, Any]) -> int | None:
     return None
 
 
-# ---------------------------------------------------------------------------- the record
-
-
 def full_provenance(
     *,
     task: Callable[..., Any],
@@ -341,22 +318,11 @@ def full_provenance(
     pre_call: Callable[..., Any] | None = None,
     experiment: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The full, canonical (:func:`split_provenance`), redacted two-part provenance record
-    of one cell (or one rank).
+    """The full, canonical (:func:`split_provenance`), redacted record of one cell (or rank).
 
-    ``task``, ``config`` (plain, unresolved), ``fingerprints``, ``seed_base``, ``pre_call``
-    and ``experiment`` are :func:`~mushin_box._provenance.record.basic_provenance`'s.
     ``base``: a record built earlier in this process, whose git state, package set and run
     facts are reused (``config`` and ``seed_base``, when given, replace its own). Each
-    other argument defaults to what ``environ`` (default ``os.environ``) and this process
-    say: ``topology`` (:func:`~mushin_box._provenance.topology.topology_from_env`, with the
-    Trainer's ``devices`` for HydraDDP's rank 0), ``image`` (:func:`image_from_env`; its
-    identity keys go to ``reproducibility.image``, the rest to ``run.image``),
-    ``packages`` (:func:`~mushin_box._provenance.record.installed_packages`), ``devices``
-    (:func:`~mushin_box._provenance.env.device_facts`), ``container``
-    (:func:`~mushin_box._provenance.env.container_from_env`), ``started`` (now);
-    ``launcher`` (:func:`launcher_from_hydra`) is ``None`` and ``env_capture`` is
-    :data:`ENV_CAPTURE` (fnmatch patterns of ``run.env``).
+    fact not given is read from ``environ`` (default ``os.environ``) and this process.
 
     Examples
     --------
@@ -442,10 +408,8 @@ def finish_record(
     duration_s: float | None = None,
     devices: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A copy of a record completed when the cell's task has returned (or raised):
-    ``run.ended``, ``run.duration_s`` and ``run.devices`` (default
-    :func:`~mushin_box._provenance.env.device_facts`: by now the task has usually imported
-    torch), keeping the devices recorded at the start when there are none now.
+    """A copy of a record completed when the cell's task has ended; the devices are read
+    again (the task has usually imported torch by now), else kept from the start.
 
     Examples
     --------

@@ -1,17 +1,12 @@
 # SPDX-License-Identifier: MIT
 """The uncommitted code of a dirty launch, kept in the sweep so that it can be run again.
 
-A dirty tree's cell records the commit and the sha256 of the uncommitted diff
-(:func:`~mushin_box._provenance.record.git_tree`); once the tree changes, no checkout gives
-that code back. So the launch writes those bytes into the sweep, named by their hash
-(:func:`~mushin_box._core.layout.code_patch_file`), owner-only and atomically, and the
-cells point at it (``run.experiment.patch``).
-
-The diff is kept only when it is safe to keep: at most :data:`PATCH_LIMIT` bytes (a
-larger one holds data or generated files, and would fill the sweep's quota), and no
-secrets by the project's one rule (:mod:`mushin_box._core.redact`): a secret file's name
-(``.env``) or a text the redaction would change keeps the whole diff out. The reason
-names the file, never the value.
+A cell records only the sha256 of a dirty tree's diff, which no checkout gives back once
+the tree changes; so the launch writes the diff into the sweep, named by its hash,
+owner-only, and the cells point at it (``run.experiment.patch``). It is kept only under
+:data:`PATCH_LIMIT` bytes (more is data, and fills the quota) and with no secret
+(:mod:`mushin_box._core.redact`: a secret file's name, or text the redaction changes);
+the reason names the file, never the value.
 """
 
 from __future__ import annotations
@@ -35,8 +30,7 @@ _HEADER = re.compile(rb"^diff --git a/(.*) b/(.*)$", re.MULTILINE)
 
 
 class CodePatch(NamedTuple):
-    """The uncommitted diff of a tree: its sha256 (the record's ``diff_sha256``), its bytes,
-    and why it is not kept (None: it is)."""
+    """A tree's uncommitted diff, and why it is not kept (None: it is)."""
 
     sha256: str
     data: bytes
@@ -44,8 +38,7 @@ class CodePatch(NamedTuple):
 
 
 def patch_files(data: bytes) -> list[tuple[str, bytes]]:
-    """``(path, bytes)`` of each file the diff touches, in order: the ``git diff`` part of
-    each tracked file, then each untracked file's content."""
+    """``(path, bytes)`` of each file the diff touches: tracked, then untracked."""
     tracked, *untracked = data.split(UNTRACKED_MARK)
     heads = list(_HEADER.finditer(tracked))
     out = [
@@ -59,7 +52,7 @@ def patch_files(data: bytes) -> list[tuple[str, bytes]]:
 
 
 def _refusal(data: bytes) -> str | None:
-    """Why ``data`` is not kept, in words that name no secret value; None: it is kept."""
+    """Why ``data`` is not kept, naming no secret value; None: it is kept."""
     if len(data) > PATCH_LIMIT:
         return (
             f"they are {len(data) / 2**20:.1f} MiB, over the {PATCH_LIMIT // 2**20} MiB kept "
@@ -75,9 +68,7 @@ def _refusal(data: bytes) -> str | None:
 
 
 def code_patch(path: Path, include: Iterable[str | Path] = ()) -> CodePatch | None:
-    """The uncommitted diff of the repository holding ``path`` (``include``: as for
-    :func:`~mushin_box._provenance.record.git_tree`), and whether it may be kept; None for a
-    clean tree or outside git."""
+    """The uncommitted diff of the repository holding ``path``; None when clean or no git."""
     tree = git_tree(path, include=include)
     if tree is None or not tree[2]:
         return None
@@ -88,13 +79,9 @@ def code_patch(path: Path, include: Iterable[str | Path] = ()) -> CodePatch | No
 def keep_patch(
     root: Path, experiment: Mapping[str, Any] | None, include: Iterable[str | Path] = ()
 ) -> dict[str, Any] | None:
-    """Write a dirty experiment's diff into the sweep ``root``; return ``experiment``
-    (:func:`~mushin_box._provenance.record.experiment_state`) with ``patch``, the file's
-    path relative to ``root``, where it was written (owner-only: the code is the user's).
-
-    Nothing is written for a clean tree, a diff that may not be kept, a tree changed since
-    ``experiment`` was taken (not the cells' code), or a symbolic link on the way.
-    """
+    """Write a dirty experiment's diff into the sweep ``root``; return ``experiment`` with
+    ``patch`` where it was written. Nothing is written for a clean tree, a diff not kept, a
+    tree changed since ``experiment`` was taken, or a symbolic link on the way."""
     if experiment is None:
         return None
     git = experiment.get("git")

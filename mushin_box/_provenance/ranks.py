@@ -1,24 +1,16 @@
 # SPDX-License-Identifier: MIT
 """Where each rank ran: its node, its Python and its image, recorded by every rank.
 
-Rank 0 writes the record but cannot see where the other ranks ran, so every rank writes
-``.mushin/ranks/rank<r>.json`` as it starts (its placement as its launcher told it, its
-Python and executable, its container and the image's digest the env file gave it), and
-rank 0 folds them into its record when the task ends:
+Rank 0 cannot see where the other ranks ran, so every rank writes
+``.mushin/ranks/rank<r>.json`` as it starts, and rank 0 folds them into its record:
+``run.topology.ranks`` (each rank's own placement: nothing infers another's),
+``run.rank_runtime`` (the ranks grouped by runtime) and ``reproducibility.ranks`` (the
+Pythons, whether all, none or some ranks ran in an image, and in how many: an image is
+its digest, else its path).
 
-- ``run.topology.ranks``: each rank's placement, as the rank recorded it (nothing infers
-  another rank's node);
-- ``run.rank_runtime``: the ranks grouped by what they ran on (paths may differ);
-- ``reproducibility.ranks``: what must match: the Pythons, whether all, none or some
-  ranks ran in an image, and in how many images. An image is its digest, not its path
-  (two copies are one image; one path replaced mid-run is two); a rank given no digest
-  counts by its path.
-
-Each rank also records how its task ended (``ended``: ``completed`` or the exception's
-type, ``Terminated`` for SIGTERM); a rank that starts again keeps the previous attempt's
-as ``before``. A ``before`` without ``ended`` died without a word (SIGKILL, the OOM
-killer): that is how a restarted cell names the rank it lost (:func:`restart_cause`),
-without parsing the launcher's log.
+Each rank also records how its task ended (``ended``), keeping the previous attempt's
+row as ``before``: a ``before`` without ``ended`` died without a word (SIGKILL, OOM),
+which is how a restarted cell names the rank it lost (:func:`restart_cause`).
 
 Examples
 --------
@@ -62,8 +54,7 @@ _RECORD = re.compile(r"rank[0-9]+\.json")  # _row_path's names
 
 
 def rank_runtime(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """This process's placement, Python, and container with its image's digest (``None``
-    outside one: there a digest names no image it ran)."""
+    """This process's placement, Python, and container (with its image's digest)."""
     env = os.environ if environ is None else environ
     found = {
         field: next((env[name] for name in names if env.get(name)), None)
@@ -88,9 +79,8 @@ def _row_path(cell_dir: Path, rank: int) -> Path:
 
 
 def write_rank_runtime(cell_dir: Path, *, rank: int, attempt: int) -> None:
-    """Every rank, as its cell starts: its record of this attempt, with ``before``. A
-    torchrun worker drops its agent's note of an earlier holder of its pid
-    (:func:`_exit_note`): a note must name only the death of the pid's last holder."""
+    """Every rank, as its cell starts; it drops the torchrun agent's note of an earlier
+    holder of its pid (:func:`_exit_note`): a note names only the last holder's death."""
     path = _row_path(cell_dir, rank)
     record: dict[str, Any] = {"rank": int(rank), "attempt": int(attempt), **rank_runtime()}
     record["pid"] = os.getpid()
@@ -105,8 +95,7 @@ def write_rank_runtime(cell_dir: Path, *, rank: int, attempt: int) -> None:
 
 
 def write_rank_end(cell_dir: Path, *, rank: int, attempt: int, how: str) -> None:
-    """Every rank, as its task ends: how (``completed``, or the exception's type:
-    ``Terminated`` for a SIGTERM), in its own record of this attempt."""
+    """Every rank, as its task ends: ``completed``, or the exception's type."""
     path = _row_path(cell_dir, rank)
     row = read_json(path, default=None)
     if isinstance(row, dict) and row.get("attempt") == attempt:
@@ -114,8 +103,8 @@ def write_rank_end(cell_dir: Path, *, rank: int, attempt: int, how: str) -> None
 
 
 def restart_cause(cell_dir: Path, attempt: int) -> dict[str, Any] | None:
-    """Which rank ended the attempt before ``attempt`` (one that died without a word, else
-    one that raised), with the epoch this attempt's fit started at; ``None``: unknown."""
+    """The rank that ended the previous attempt (silent death first, else a raise), with
+    the epoch this attempt's fit started at; ``None``: unknown."""
     rows = read_rank_runtimes(cell_dir, attempt=attempt)
     befores = [(r["rank"], r["before"]) for r in rows if isinstance(r.get("before"), Mapping)]
     ends = [{"rank": rank, **{k: b.get(k) for k in ("host", "ended")}} for rank, b in befores]
@@ -134,8 +123,7 @@ def restart_cause(cell_dir: Path, attempt: int) -> dict[str, Any] | None:
 
 
 def _exit_note(pid: int) -> dict[str, Any]:
-    """How the torchrun worker of ``pid`` ended, from its agent's note
-    (:mod:`mushin_box._slurm.torchrun`): ``signal`` or ``exitcode``; ``{}``: no note."""
+    """How the torchrun worker of ``pid`` ended, from its agent's note; ``{}``: no note."""
     exits = os.environ.get(TORCHRUN_EXITS_ENV)
     note = read_json(Path(exits) / f"{int(pid)}.json", default=None) if exits else None
     code = note.get("exitcode") if isinstance(note, dict) else None
@@ -150,8 +138,7 @@ def _exit_note(pid: int) -> dict[str, Any]:
 
 
 def read_rank_runtimes(cell_dir: Path, *, attempt: int | None) -> list[dict[str, Any]]:
-    """The rank records of ``attempt`` (any attempt's when None), by rank. A record of
-    another attempt (a run at another world size) or of the wrong shape is left out."""
+    """The rank records of ``attempt`` (None: any), by rank; ill-formed ones left out."""
     directory = cell_dir / JOB_PRIVATE_DIR / RANKS_DIR
     try:  # a rank's record only: not the temporary file of a rank's write in flight
         names = sorted(
@@ -194,8 +181,7 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def placements(topology: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
-    """``run.topology.ranks``: the placement each rank recorded, with the seed the record
-    holds for it; a rank that recorded none keeps its row.
+    """``run.topology.ranks``: each rank's own placement, with its recorded seed.
 
     Examples
     --------
@@ -220,9 +206,7 @@ def placements(topology: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -
 def record_with_rank_runtime(
     record: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any]:
-    """A copy of a record with ``run.rank_runtime``, ``reproducibility.ranks`` and the
-    placements of ``run.topology.ranks`` from the ranks' own records
-    (:func:`read_rank_runtimes`)."""
+    """A copy of a record with the ranks' own records folded in (module doc)."""
     repro = {**dict(record.get("reproducibility") or {}), "ranks": summarize(rows)}
     run = {**dict(record.get("run") or {}), "rank_runtime": group(rows)}
     topology = run.get("topology")
@@ -239,8 +223,7 @@ def record_with_rank_runtime(
 
 
 def _nodes(topology: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list[Any] | None:
-    """``run.topology.nodes`` with each node named by the ranks that ran on it; None:
-    nothing to add."""
+    """``run.topology.nodes`` named by the ranks that ran there; None: nothing to add."""
     nodes = list(topology.get("nodes") or [])
     named = {
         row["node_rank"]: row["host"]

@@ -1,8 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""The basic provenance record (what a cell ran with, secrets redacted) and its sources:
-the experiment's git state and the installed package set (read once per process: every
-distribution as ``name==version``, canonical names, sorted; its sha256 is the record's
-package-set fingerprint, its text ``mushin_packages.txt``).
+"""The basic provenance record (secrets redacted) and its sources: the experiment's git
+state and the installed package set (read once per process).
 """
 
 from __future__ import annotations
@@ -27,7 +25,7 @@ from mushin_box._core.sidecars import timestamp
 from mushin_box._core.version import __version__
 from mushin_box._provenance.task import task_locator
 
-#: starts each untracked file's entry in the uncommitted diff (:func:`git_tree`)
+#: starts each untracked file's entry in the diff (:func:`git_tree`)
 UNTRACKED_MARK = b"\0untracked "
 _NAME_SEPARATORS = re.compile(r"[-_.]+")
 #: packages whose versions the record names one by one, for readability (canonical names)
@@ -49,11 +47,8 @@ def git_root(path: Path) -> str | None:
 
 def git_tree(path: Path, *, include: Iterable[str | Path] = ()) -> tuple[str, bool, bytes] | None:
     """Commit, dirty flag and uncommitted diff of the repo holding ``path`` (None outside
-    git): ``git diff HEAD``, then ``\\0untracked PATH\\0`` and the content of each of
-    ``include`` (the code fingerprint's files) that git does not track: it ran, so it
-    belongs to the diff and makes the tree dirty. ``git apply`` takes these bytes,
-    skipping the untracked entries.
-    """
+    git): ``git diff HEAD``, then ``\\0untracked PATH\\0`` and the content of each file of
+    ``include`` git does not track (it ran, so it is part of the code)."""
     cwd = path if path.is_dir() else path.parent
     commit = git(["rev-parse", "HEAD"], cwd)
     if commit is None:
@@ -72,8 +67,7 @@ def git_tree(path: Path, *, include: Iterable[str | Path] = ()) -> tuple[str, bo
 
 
 def git_state(path: Path, *, include: Iterable[str | Path] = ()) -> dict[str, Any] | None:
-    """Commit, dirty flag and sha256 of the uncommitted diff of the repo holding ``path``
-    (:func:`git_tree`, whose ``include`` it takes)."""
+    """:func:`git_tree`, with the diff's sha256 for the diff."""
     tree = git_tree(path, include=include)
     if tree is None:
         return None
@@ -88,10 +82,8 @@ def git_state(path: Path, *, include: Iterable[str | Path] = ()) -> dict[str, An
 def experiment_state(
     file: str | os.PathLike[str] | None, task: Callable[..., Any], include: Iterable[str] = ()
 ) -> dict[str, Any]:
-    """The experiment a launch runs: its file (given, else the task's own) and its
-    repository's :func:`git_state`. Taken once by the driver, so that every cell records
-    the user's repository, even where the task is the kit's ``fit_task`` or a rank in an
-    image has no git."""
+    """The experiment file (given, else the task's) and its :func:`git_state`: taken by the
+    driver, so that every cell records the user's repository (a rank may have no git)."""
     if file is None:
         file = task_file(task)
     path = Path(file).resolve() if file is not None else Path.cwd()
@@ -110,8 +102,7 @@ def task_file(task: Callable[..., Any]) -> Path | None:
 
 
 def _experiment_run(experiment: Mapping[str, Any]) -> dict[str, Any]:
-    """``run.experiment``: the file, and where the sweep keeps a dirty tree's code
-    (``patch``; ``run``'s: whether it was kept says nothing about what ran)."""
+    """``run.experiment``: the file, and the kept dirty code (``patch``)."""
     patch = experiment.get("patch")
     return {"file": experiment.get("file"), **({"patch": patch} if patch else {})}
 
@@ -128,8 +119,7 @@ def canonical_package_name(name: str) -> str:
 
 
 def _name_and_version(dist: importlib.metadata.Distribution) -> tuple[str | None, str | None]:
-    """``Name`` and ``Version`` from the metadata headers only (``dist.metadata`` parses the
-    long description too)."""
+    """From the headers only: ``dist.metadata`` parses the long description too (slow)."""
     text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
     name = version = None
     for line in text.partition("\n\n")[0].splitlines():
@@ -172,8 +162,7 @@ def packages_text(lines: Iterable[str]) -> str:
 
 
 def package_set(lines: Sequence[str]) -> dict[str, Any]:
-    """The record's ``package_set`` of a ``name==version`` list: ``sha256`` of
-    :func:`packages_text` (``sha256sum mushin_packages.txt`` prints it), ``count``, ``file``.
+    """The record's ``package_set``: its ``sha256`` is ``sha256sum mushin_packages.txt``'s.
 
     Examples
     --------
@@ -228,18 +217,11 @@ def basic_provenance(
     pre_call: Callable[..., Any] | None = None,
     experiment: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The basic provenance record of one cell (:func:`~mushin_box._provenance.full.full_provenance`
-    builds on it). ``code.git`` is the state of ``experiment``'s repository
-    (:func:`experiment_state`), else of the task's own file's.
-    """
+    """The basic record of one cell; ``code.git``: ``experiment``'s, else the task file's."""
     if experiment is not None:
         state = experiment.get("git")
     else:
-        try:
-            source = Path(inspect.getfile(inspect.unwrap(task)))
-        except (TypeError, OSError):
-            source = Path.cwd()
-        state = git_state(source)
+        state = git_state(task_file(task) or Path.cwd())
     packages = installed_packages()
     return {
         "schema": 1,

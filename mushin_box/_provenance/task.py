@@ -1,18 +1,11 @@
 # SPDX-License-Identifier: MIT
 """Where a cell's task (and ``pre_call``) live, written down so ``reproduce`` can import them.
 
-The record names the code by content (``reproducibility.code``); a re-run needs the
-functions. :func:`task_locator` records their module, qualified name and file
-(``run.task``); :func:`load_callable` imports them again as ``mushin-box launch`` imports
-an experiment file: by module name when importable, else from the file (its directory
-first on ``sys.path``). A task of a script run as ``python train.py`` (``__main__``) is
-imported from the script as ``train``; its ``if __name__ == "__main__":`` block does not
-run.
-
-``run``, not ``reproducibility``: the code fingerprint already names the task. One fact
-is identity: whether a rank in an image took the task from the image or from a host
-directory (:func:`in_image`), since the fingerprint covers user files, not an installed
-package such as the kit.
+:func:`load_callable` imports them again as ``mushin-box launch`` imports an experiment
+file: by module name, else from the file (a script's ``__main__`` task is imported from
+the script, whose ``if __name__ == "__main__":`` block does not run). It is ``run``: the
+code fingerprint names the task; only whether a rank in an image took it from the image
+(:func:`in_image`) is identity, as the fingerprint covers user files, not the kit.
 """
 
 from __future__ import annotations
@@ -63,9 +56,8 @@ def task_locator(
 
 
 def in_image(file: str | None, rank_argv: Sequence[str] | None, home: str | None) -> bool:
-    """Whether ``file``, as a rank in a container saw it, lies in the image: under none of
-    the host directories mounted into it (``--bind`` destinations and ``--pwd`` of the
-    recorded ``apptainer exec``, ``home``, Apptainer's default mounts).
+    """Whether ``file``, as a rank in a container saw it, lies under none of the host
+    directories mounted into it.
 
     Examples
     --------
@@ -118,8 +110,7 @@ def locator_problem(entry: Mapping[str, Any] | None, what: str) -> str | None:
 
 
 def _from_cwd(module: Any) -> str | None:
-    """The current directory, when ``module`` was imported from it (``python -m``, a
-    notebook): the ranks, in their own working directory, need it on PYTHONPATH."""
+    """The current directory, when ``module`` was imported from it: the ranks need it."""
     file = getattr(module, "__file__", None)
     if not isinstance(file, str):
         return None
@@ -131,9 +122,8 @@ def _from_cwd(module: Any) -> str | None:
 
 
 def load_callable(entry: Mapping[str, Any]) -> tuple[Callable[..., Any], str | None]:
-    """``(function, directory the ranks must import it from or None)`` of a locator entry;
-    ``ImportError`` when the module cannot be imported (by name, nor from its file) or
-    has no such name (an error of the module's own code propagates)."""
+    """``(function, the directory the ranks import it from)``; ``ImportError`` when it
+    cannot be found (an error of the module's own code propagates)."""
     module_name, qualname = str(entry["module"]), str(entry["qualname"])
     file = Path(entry["file"]) if entry.get("file") else None
     directory: str | None = None

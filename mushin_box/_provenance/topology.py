@@ -1,21 +1,10 @@
 # SPDX-License-Identifier: MIT
 """The world a cell ran in: nodes, ranks and where each rank ran (a value, read from the env).
 
-A :class:`Topology` is what the launcher told this process: node names, world size, tasks
-and GPUs per node, and the placement and seed of the ranks that are known. It is *run*
-provenance: one experiment can run at world size 1, 2 or 4.
-
-:func:`topology_from_env` reads, in this order: ranks HydraDDP started
-(``MUSHIN_GLOBAL_RANK``); torchrun (``RANK``, ``LOCAL_RANK``, ``GROUP_RANK``,
-``*WORLD_SIZE``; node names as the SLURM workers exchanged them, else SLURM's); SLURM
-tasks (``SLURM_PROCID`` and its kin, ``MUSHIN_JOB_NODES``, the job's ids, partition and
-account); HydraDDP's rank 0 before it starts the others (``devices=`` says how many), or a
-single process.
-
-A process knows only its own placement, so a SLURM or torchrun topology lists one rank:
-every rank records itself (:mod:`mushin_box._provenance.ranks`) and the cell's record
-takes the placements from those records; nothing guesses where another rank ran. A
-single-node world (HydraDDP, one process) runs on this host, so it lists every rank.
+It is *run* provenance: one experiment can run at world size 1, 2 or 4. A process knows
+only its own placement, so a SLURM or torchrun topology lists one rank (the others record
+themselves, :mod:`mushin_box._provenance.ranks`); a single-node world (HydraDDP, one
+process) runs on this host and lists every rank.
 """
 
 from __future__ import annotations
@@ -121,8 +110,7 @@ class Topology:
         return attrs.evolve(self, ranks=ranks)
 
     def to_dict(self) -> dict[str, Any]:
-        """``run.topology``: the ranks are rows named by ``rank_columns``, compact enough
-        for a 4,096-rank world."""
+        """``run.topology``; the ranks are rows (``rank_columns``): compact for 4,096 ranks."""
         return {
             "launcher": self.launcher,
             "world_size": self.world_size,
@@ -135,9 +123,6 @@ class Topology:
             "ranks": [list(r) for r in self.ranks],
             "slurm": attrs.asdict(self.slurm) if self.slurm is not None else None,
         }
-
-
-# ---------------------------------------------------------------------------- parsing
 
 
 def _int(env: Mapping[str, str], name: str, default: int | None = None) -> int | None:
@@ -161,9 +146,8 @@ def _gpus_per_node(env: Mapping[str, str]) -> int | None:
 
 
 def _slurm_nodes(env: Mapping[str, str]) -> list[str] | None:
-    """The job's nodes in order: as the batch script expanded them on the host, else the
-    node list itself when it needs no expanding, else as ``scontrol`` expands it here (a
-    job that mushin-box did not submit; an image has no scontrol: only the own node)."""
+    """The job's nodes in order: as the batch script expanded them, else as ``scontrol``
+    expands the node list (a job mushin-box did not submit)."""
     names = [name for name in env.get(JOB_NODES_ENV, "").split(",") if name]
     if names:
         return names
@@ -252,12 +236,9 @@ def topology_from_env(
     hostname: str | None = None,
     devices: int | None = None,
 ) -> Topology:
-    """The world this process belongs to, as ``environ`` (default ``os.environ``) says.
-
-    ``hostname`` defaults to :func:`socket.gethostname` (under SLURM, ``SLURMD_NODENAME``
-    wins); ``devices``, for a process no launcher started, is the number of ranks
-    HydraDDP is about to start here. Raises ``ValueError`` for a rank variable that is not
-    an integer.
+    """The world this process belongs to, as ``environ`` (default ``os.environ``) says:
+    ranks HydraDDP started, torchrun's, SLURM's, HydraDDP's rank 0 (``devices``: the ranks
+    it is about to start), else one process. ``ValueError``: a rank variable not an integer.
 
     Examples
     --------
