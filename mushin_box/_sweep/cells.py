@@ -1,18 +1,13 @@
 # SPDX-License-Identifier: MIT
 """One sweep cell = one Hydra job: the picklable task runner and its sidecars.
 
-The runner is what Hydra (or submitit, in another process or on another node) calls for
-each job. It reads only what the driver shipped inside it (:class:`CellPlan`) and what is
-on disk: nothing reaches back to the driver process.
-
-Design note: ``CellRunner.__call__`` gathers the facts (``_look``), asks the pure
-:func:`mushin_box._sweep.decide.decide` (``_decide``), and acts: reuse returns the metrics,
-a skip is recorded (``_skip``), a run records its start (``_start``), runs the task and
-records the outcome (``_run``). The task is called through ``zen_with_resume``, so
-``mushin_resume`` and the attempt counter are those of a ``resumable`` task.
-
-After the task: the metrics, then the "completed" status, then the provenance. A process
-killed in between has its cell run again, so that window is kept short.
+The runner is what Hydra (or submitit, in another process or node) calls for each job; it
+reads only the :class:`CellPlan` shipped inside it and the disk. ``__call__`` gathers the
+facts (``_look``), asks the pure :func:`mushin_box._sweep.decide.decide`, and acts: a reuse
+returns the metrics, a skip is recorded, a run records its start, calls the task through
+``zen_with_resume`` (``mushin_resume``, the attempt counter) and records the outcome: the
+metrics, then "completed", then the provenance (a kill in between runs the cell again, so
+that window is kept short).
 """
 
 from __future__ import annotations
@@ -62,15 +57,14 @@ from mushin_box._sweep.cellfiles import (
     NO_METRICS,
     carry_over,
     finish_provenance,
+    install,
     metrics_from_return,
     record_failure,
     set_aside_metrics,
     start_provenance,
     take_failure,
 )
-from mushin_box._sweep.cellfiles import install as install_hydra_files
 from mushin_box._sweep.decide import LIMIT_FREE, SHAPE_FREE, Decision, decide
-from mushin_box._sweep.usercode import code_identity
 from mushin_box._sweepdir.liveness import owner_fields
 from mushin_box._train.resume import (
     next_attempt,
@@ -118,7 +112,7 @@ def _current_cell_key() -> str:
 
 if not OmegaConf.has_resolver("mushin_cell"):
     OmegaConf.register_new_resolver("mushin_cell", _current_cell_key)
-install_hydra_files()  # Hydra's .hydra/*.yaml, written atomically: never left empty
+install()  # Hydra's .hydra/*.yaml, written atomically: never left empty
 
 
 def is_multi_rank(environ: Mapping[str, str] | None = None) -> bool:
@@ -146,11 +140,6 @@ def is_multi_rank(environ: Mapping[str, str] | None = None) -> bool:
         return True  # an srun task of a step with several
     ranked = ("RANK", "LOCAL_RANK", "GROUP_RANK", "NODE_RANK", GLOBAL_RANK_ENV)
     return above_one("WORLD_SIZE") and any(env.get(name) for name in ranked)
-
-
-def code_fingerprint(task: Callable[..., Any], *, config: Any = None) -> str:
-    """sha256 of the user code a sweep of ``task`` runs (:mod:`mushin_box._sweep.usercode`)."""
-    return code_identity(task, config=config).fingerprint
 
 
 def cell_fingerprints(config: str, plan: CellPlan) -> dict[str, str]:
@@ -512,11 +501,8 @@ class CellRunner:
     def _failed(
         self, cell: _Cell, running: dict[str, Any], exc: Exception, duration: float
     ) -> None:
-        """Record the failure (rank 0: the redacted traceback and a "failed" status); under
-        ``on_error="raise"``, write the abort file, so that the cells not yet started skip,
-        and re-raise it. A failure to write either (a full disk) never replaces ``exc``; one
-        that could not be recorded is re-raised whatever ``on_error`` says, since the cell's
-        files would not tell it."""
+        """Record the failure (rank 0); re-raise it under ``on_error="raise"`` (with the abort
+        file, so that cells not yet started skip) or when unrecorded (the files can't tell)."""
         rank0 = global_rank_from_env() == 0
         recorded = not rank0 or record_failure(
             cell.directory,

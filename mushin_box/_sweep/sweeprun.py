@@ -1,13 +1,10 @@
 # SPDX-License-Identifier: MIT
 """One ``Workflow.run`` under its sweep's lock: open the directory, launch the cells, finish.
 
-Design note: the steps hand each other what they read, so that a resume of a 1,000-cell
-sweep reads each sidecar as few times as it can: the status records read when the sweep is
-opened are the resume shortcut's (:func:`~mushin_box._sweep.prefilter.prefilter`); the
-cells it reused are not read again after the launch (the lock keeps every other run out),
-metrics included; completed cells unchanged since the sweep's index was written are read
-from it (:mod:`~mushin_box._sweepdir.settled`), which the launch rewrites when one is
-missing from it.
+Each step hands the next what it read, so that a resume reads each sidecar once: the status
+records read on opening feed :func:`~mushin_box._sweep.prefilter.prefilter`; the cells it
+reused are not read again (the lock keeps other runs out); completed cells unchanged since
+the sweep's index (:mod:`~mushin_box._sweepdir.settled`) are read from it.
 """
 
 from __future__ import annotations
@@ -51,24 +48,15 @@ from mushin_box._sweepdir.progress import CellProgress
 from mushin_box._sweepdir.settled import CellIndex, read_index, refresh_index
 
 
-@attrs.frozen
-class Opened:
-    """What :func:`open_sweep` read: the cells' status records and the sweep's index."""
-
-    records: list[Any]
-    index: CellIndex = attrs.field(factory=CellIndex)
-    #: the manifest written from ``records`` (None: not written by ``open_sweep``)
-    manifest: Any = None
-
-
 @gc_paused()  # a bulk read: see _core/gcpause.py
 def open_sweep(
     root: Path, grid: Mapping[str, list[Any]], plan: CellPlan, launcher: str | None = None
-) -> Opened:
+) -> tuple[Records, CellIndex, Any]:
     """Under the sweep's lock, before any cell starts: warn of a changed grid (on resume),
     record abandoned cells, refuse cells still running or queued (never a second copy:
     ``SweepBusyError``), clear the abort file and write the new manifest. ``launcher``:
-    this run's (``mushin_slurm`` asks the queue for the sweep's marked jobs too)."""
+    this run's (``mushin_slurm`` asks the queue for the sweep's marked jobs too). Returns
+    the cells' status records, the sweep's index and the manifest written from them."""
     previous = read_sweep_manifest(root)
     if plan.resume and previous is not None:
         _report_grid_change(previous, grid)
@@ -87,7 +75,7 @@ def open_sweep(
         raise SweepBusyError(still_running_message(busy))
     (root / ABORT_FILE).unlink(missing_ok=True)
     manifest = write_manifest(root, grid=grid, run_id=plan.run_id, records=records)
-    return Opened(records, index, manifest)
+    return records, index, manifest
 
 
 def _refuse_live_submission(root: Path, grid: Mapping[str, list[Any]], slurm: bool) -> None:
@@ -176,17 +164,15 @@ def launch_cells(
     launcher_config: Mapping[str, Any] | None,
     progress: bool,
     first: Any = None,
-    opened: Opened | None = None,
 ) -> Launched:
-    """Run every cell (``hydra_zen.launch`` of ``runner``), then record the cells whose job
-    ended without a word, rebuild the manifest and the index. ``first`` (the composed first
-    job) and ``opened`` serve the resume shortcut."""
+    """Open the sweep (:func:`open_sweep`), run every cell (``hydra_zen.launch`` of
+    ``runner``), then record the cells whose job ended without a word, rebuild the manifest
+    and the index. ``first`` (the composed first job) serves the resume shortcut."""
     from hydra_zen import launch
 
     plan = runner.plan
     root = Path(plan.working_dir)
-    opened = opened if opened is not None else Opened([])
-    records: Records = opened.records
+    records, index, manifest = open_sweep(root, grid, plan, launcher)
     watcher = None
     if progress:  # every launcher: the bar reads only the cells' status files
         total = math.prod(len(values) for values in grid.values())
@@ -204,7 +190,7 @@ def launch_cells(
                 launcher_config=launcher_config,
                 first=first,
                 records=records,
-                indexed=opened.index.metrics(),
+                indexed=index.metrics(),
             )
         if own_sweeper(overrides):  # only the jobs left, each composed once
             overrides = [*overrides, f"hydra.sweeper._target_={SWEEPER_TARGET}"]
@@ -233,10 +219,10 @@ def launch_cells(
         # nothing launched: the manifest open_sweep wrote from `records` still holds
         written = records if done is not None and done.nothing_to_launch else None
         # records the cells whose job ended without a word; never hides `error`
-        ended, after = finish_launch(root, error, untouched, written, opened.manifest)
+        ended, after = finish_launch(root, error, untouched, written, manifest)
         if error is None and after is not None:
             with contextlib.suppress(OSError):  # a cache: unwritten, the cells' files are read
-                refresh_index(root, after, opened.index)
+                refresh_index(root, after, index)
     return Launched(error, ended, after, metrics)
 
 

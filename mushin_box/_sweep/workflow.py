@@ -1,11 +1,10 @@
 # SPDX-License-Identifier: MIT
 """``Workflow``: a hydra-zen task swept over a grid, one directory and sidecars per cell.
 
-Design note: ``Workflow.run`` is the driver's side only: check the arguments, hide secrets
-and collect the grid, build the :class:`~mushin_box._sweep.cells.CellPlan` every cell
-receives, launch the cells under the sweep's lock (:mod:`mushin_box._sweep.sweeprun`), and
-re-raise or report what went wrong. What a cell does is decided inside the cell, by the
-runner; the driver decides only for the whole sweep.
+``Workflow.run`` is the driver: it checks the arguments, hides secrets, collects the grid,
+builds the :class:`~mushin_box._sweep.cells.CellPlan`, launches the cells under the sweep's
+lock (:mod:`mushin_box._sweep.sweeprun`) and reports what went wrong. Each cell decides
+what it does itself; the driver decides only for the whole sweep.
 """
 
 from __future__ import annotations
@@ -38,7 +37,7 @@ from mushin_box._sweep.cells import CellPlan, CellRunner
 from mushin_box._sweep.compose import check_composes, check_required
 from mushin_box._sweep.decide import OUT_OF_TIME
 from mushin_box._sweep.handle import SweepHandle
-from mushin_box._sweep.sweeprun import launch_cells, open_sweep
+from mushin_box._sweep.sweeprun import launch_cells
 from mushin_box._sweep.usercode import code_identity
 from mushin_box._sweep.validate import (
     SweepKeys,
@@ -75,35 +74,6 @@ def _launcher_is_multi_rank(launcher_config: Mapping[str, Any] | None) -> bool:
 
 #: launchers whose jobs run on without the driver (``wait=False``)
 _DETACHABLE = ("mushin_slurm", "mushin_local")
-
-
-def _check_run_arguments(
-    *,
-    working_dir: Any,
-    launcher: Any,
-    launcher_config: Any,
-    resume: bool,
-    on_error: str,
-    max_total_seconds: float | None,
-) -> None:
-    """Refuse inconsistent arguments of :meth:`Workflow.run` before anything is written."""
-    if on_error not in ("raise", "nan"):
-        raise ValueError(f"on_error must be 'raise' or 'nan', got {on_error!r}")
-    if resume and working_dir is None:
-        raise ValueError("resume=True needs the working_dir of the sweep to resume")
-    if launcher_config is not None and launcher is None:
-        raise ValueError(
-            "launcher_config was given without launcher; name the launcher it configures, "
-            "e.g. launcher='submitit_slurm'"
-        )
-    if launcher is not None and not isinstance(launcher, str):
-        raise TypeError(f"launcher must be a launcher name (str), got {launcher!r}")
-    if max_total_seconds is not None and not (max_total_seconds > 0):
-        raise ValueError(f"max_total_seconds must be > 0, got {max_total_seconds!r}")
-    if launcher == "mushin_slurm" and isinstance(launcher_config, Mapping):
-        # the launcher's own check, early
-        given = cast("Mapping[str, Any]", launcher_config).get("additional_parameters")
-        sbatch_options("additional_parameters", given or {})
 
 
 def _deadline(
@@ -353,14 +323,23 @@ class Workflow:
             task takes (any, with ``**kwargs``): anything else is refused, with a
             suggestion (:class:`mushin_box._sweep.validate.SweepKeys`).
         """
-        _check_run_arguments(
-            working_dir=working_dir,
-            launcher=launcher,
-            launcher_config=launcher_config,
-            resume=resume,
-            on_error=on_error,
-            max_total_seconds=max_total_seconds,
-        )
+        # refused before anything is written
+        if on_error not in ("raise", "nan"):
+            raise ValueError(f"on_error must be 'raise' or 'nan', got {on_error!r}")
+        if resume and working_dir is None:
+            raise ValueError("resume=True needs the working_dir of the sweep to resume")
+        if launcher_config is not None and launcher is None:
+            raise ValueError(
+                "launcher_config was given without launcher; name the launcher it configures, "
+                "e.g. launcher='submitit_slurm'"
+            )
+        if not isinstance(cast(Any, launcher), str | None):  # from an untyped caller
+            raise TypeError(f"launcher must be a launcher name (str), got {launcher!r}")
+        if max_total_seconds is not None and not (max_total_seconds > 0):
+            raise ValueError(f"max_total_seconds must be > 0, got {max_total_seconds!r}")
+        if launcher == "mushin_slurm" and isinstance(launcher_config, Mapping):
+            given = launcher_config.get("additional_parameters")  # the launcher's check, early
+            sbatch_options("additional_parameters", given or {})
         if reuse_stale_code and not resume:
             raise ValueError("reuse_stale_code=True reuses completed cells: pass resume=True too")
         if not wait:
@@ -407,7 +386,6 @@ class Workflow:
                 launcher_config=launcher_config,
                 progress=progress,
                 first=first,
-                opened=open_sweep(root, grid, plan, launcher),
             )
             _raise_unless_recorded(launched.error, launched.ended, on_error)
         if not wait:
@@ -435,9 +413,10 @@ class Workflow:
         config = vault.hide_in_config(self.config, plain=launcher not in (None, "basic"))
         keys = SweepKeys(self.task, self.config)  # a name the task can't take is refused
         grid, task_overrides = self._sweep_overrides(sweep_params, vault, keys)
-        check_override_syntax(list(overrides or []))
-        keys.check_raw(list(overrides or []))
-        user = vault.hide_in_overrides(list(overrides or []), is_config_key=_is_config_key)
+        raw = list(overrides or [])
+        check_override_syntax(raw)
+        keys.check_raw(raw)
+        user = vault.hide_in_overrides(raw, is_config_key=_is_config_key)
         grid.update(user_sweeps(user))  # "x=1,2" in raw overrides is a grid axis too
         return config, grid, task_overrides + user
 

@@ -229,15 +229,13 @@ def test_code_identity_follows_each_reached_module_and_only_those(project: Proje
     and is named; an unrelated one does not (fast enough for the mutation run)."""
     name = project.name
 
-    from mushin_box._sweep.cells import code_fingerprint
-
     def identity() -> Any:
         return code_identity(project.tasks.task, config=project.config)
 
     before = identity()
     assert identity() == before  # stable
-    # the cells' code fingerprint is this one
-    assert code_fingerprint(project.tasks.task, config=project.config) == before.fingerprint
+    # the cells' code fingerprint is this one (Workflow.run's, without a pre_call)
+    assert code_identity(project.tasks.task, config=project.config, extra=(None,)) == before
     for module, old, new in [
         ("helpers", "SCALE = 10", "SCALE = 1000"),  # imported at module level
         ("lazy", "OFFSET = 0", "OFFSET = 5"),  # imported inside the task
