@@ -1,24 +1,20 @@
 # SPDX-License-Identifier: MIT
 """A sweep as SLURM job arrays within the cluster's limits, throttled as one sweep.
 
-Why several arrays: SLURM refuses an array task index of ``MaxArraySize`` or more, and
-``SchedulerParameters=max_array_tasks=N`` may bound one array lower still; submitit numbers
-every array from 0. So a larger sweep goes as several arrays of nearly equal size (2,500
-cells at MaxArraySize 1001: 834 + 833 + 833); with arrays disabled (``MaxArraySize=0``)
-each cell is a plain job. The launcher field ``max_array_tasks`` bounds them lower still.
+Several arrays: SLURM refuses an array index of ``MaxArraySize`` or more (and
+``max_array_tasks`` may bound an array lower still; so may the launcher field
+``max_array_tasks``), and submitit numbers every array from 0. So a larger sweep goes as
+arrays of nearly equal size (2,500 cells at MaxArraySize 1001: 834 + 833 + 833); with
+arrays disabled (``MaxArraySize=0``) each cell is a plain job.
 
-Why the arrays wait for each other: ``array_parallelism`` (``--max-parallel N``) bounds the
-*sweep's* running cells, but ``%N`` on each of k arrays running side by side would run k x N.
-So array i starts after array i - m has ended (``--dependency=afterany``), m being the most
-arrays whose cells add up to at most N (at least 1). Dividing N among the arrays was
-rejected: with N < k some array gets nothing, and one that ends early leaves its share
-idle. The cost is each array's tail (fewer than N cells while its last ones run).
-``afterany``: a failed or cancelled cell must not stop the sweep. A user's
-``dependency`` goes to the first m arrays, which the others wait for.
+Chained: ``%N`` on each of k arrays side by side would run k x N cells, not the sweep's
+``array_parallelism`` N. So array i starts after array i - m ended (``afterany``: a failed
+cell must not stop the sweep), m being the most arrays whose cells add up to at most N
+(dividing N among the arrays would give some none). A user's ``dependency`` goes to the
+first m arrays.
 
-Nothing half-submitted: each array is recorded the moment sbatch takes it; when sbatch
-refuses a later one, the arrays already submitted are cancelled and the refusal raised: a
-launch queues all its cells or none.
+All or nothing: each array is recorded once sbatch takes it; when sbatch refuses a later
+one, those submitted are cancelled and the refusal raised.
 
 Examples
 --------

@@ -22,11 +22,6 @@ from mushin_box._container.preflight import PreflightWarning
 from mushin_box._container.preflight import preflight as check_image
 from mushin_box._container.rankwrap import container_launcher_fields
 from mushin_box._core.targets import public
-from mushin_box._slurm.grammar import (  # noqa: F401  (moved; their importers still come here)
-    memory_fields,
-    parse_slurm_memory,
-    parse_slurm_time,
-)
 from mushin_box._slurm.probe import nv_without_gpus
 from mushin_box._slurm.torchrun import torchrun_launcher_fields
 
@@ -49,12 +44,8 @@ _non_negative_int = _int_from(0, "an int >= 0")
 
 
 def refuse_control_characters(key: str, value: object) -> None:
-    """Refuse a str holding a control character other than tab (newline, NUL, ESC, ...).
-
-    Quoting does not make a newline safe in an sbatch script: it ends the ``#SBATCH`` line
-    and the rest runs as a shell command. Checked when the config is built (a dry run
-    refuses what a real run would) and again by the launcher.
-    """
+    """Refuse a str holding a control character other than tab: quoted or not, a newline
+    ends the ``#SBATCH`` line and the rest runs as a shell command."""
     if isinstance(value, str) and any(c != "\t" and unicodedata.category(c) == "Cc" for c in value):
         raise ValueError(
             f"{key}={value!r}: a control character (newlines, NUL and the like) cannot go "
@@ -218,11 +209,9 @@ def _setting(
     launcher: bool = False,
     default: int | None = None,
 ) -> Any:
-    """A field of :class:`SlurmSettings`: its ``check`` (None: the launcher checks it), launch
-    ``flag``, ``sbatch`` option (refused in a table of sbatch options), ``profile`` value
-    description (None: no profile key; else the flag without ``--``), submitit ``executor``
-    parameter (default: the sbatch option with ``_``), whether only ``mushin_slurm`` has it
-    (``launcher``) and the launch ``default`` (None: the cluster's or the launcher's)."""
+    """A field of :class:`SlurmSettings` with its metadata: ``check`` (None: the launcher's),
+    ``profile`` (the value's description; the key is ``flag`` without ``--``; None: no
+    key), submitit ``executor`` parameter (default: ``sbatch`` with ``_``)."""
     if executor is None and sbatch:
         executor = sbatch.replace("-", "_")
     meta = {"check": check, "flag": flag, "sbatch": sbatch, "profile": profile}
@@ -584,12 +573,10 @@ def submitit_slurm_config(
             nccl=nccl,
             python=image_python,
         )
-        identity = None
-        if preflight:
-            identity = check_image(os.fspath(image)).identity
-            if spec.nv:  # pre-flight of the nodes too: --nv where they have no GPU
-                if (wasted := nv_without_gpus(config.get("partition"))) is not None:
-                    warnings.warn(wasted, PreflightWarning, stacklevel=2)
+        identity = check_image(os.fspath(image)).identity if preflight else None
+        # pre-flight of the nodes too: --nv where they have no GPU
+        if preflight and spec.nv and (wasted := nv_without_gpus(config.get("partition"))):
+            warnings.warn(wasted, PreflightWarning, stacklevel=2)
         fields = container_launcher_fields(
             spec, working_dir=working_dir or os.getcwd(), identity=identity
         )

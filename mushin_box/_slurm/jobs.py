@@ -54,8 +54,8 @@ _JOB_ID = re.compile(r"\A[0-9]{1,12}(?:_(?:[0-9]{1,9}|\[[0-9,%\-]{1,64}\]))?(?:\
 
 
 def valid_job_id(job: object) -> bool:
-    """Is ``job`` a SLURM job id (a str)? Ids read from sidecars are checked before they
-    reach ``squeue`` or ``scancel``, which would read ``--name=x`` as an option."""
+    """Is ``job`` a SLURM job id (a str)? Ids from sidecars must not reach ``scancel`` as an
+    option (``--name=x``)."""
     return isinstance(job, str) and _JOB_ID.match(job) is not None
 
 
@@ -67,9 +67,9 @@ JOB_ID_BASH = (
 
 
 def slurm_job_id(environ: Mapping[str, str] | None = None) -> str | None:
-    """This process's SLURM job as squeue, scancel and scontrol name it: ``<array
-    job>_<task>`` for an array task (the plain id of an array's last task is the whole
-    array's), else the id. :data:`JOB_ID_BASH` is the same rule in bash.
+    """This process's SLURM job as squeue and scancel name it: ``<array job>_<task>`` for an
+    array task (the plain id of an array's last task is the whole array's); as bash,
+    :data:`JOB_ID_BASH`.
 
     Examples
     --------
@@ -174,10 +174,9 @@ def owned_by(comment: str, sweep_dir: str | os.PathLike[str]) -> bool:
 def marked_jobs(
     sweep_dir: str | os.PathLike[str], *, timeout_s: float = 15.0
 ) -> dict[str, str] | None:
-    """``{job id: state}`` of the invoking user's queued or running jobs that carry the mark
-    of the sweep in ``sweep_dir`` (:func:`owned_by`); None when squeue did not answer. A
-    submission killed before its ids reached ``mushin_jobs.json`` leaves jobs that only
-    their mark names."""
+    """``{job id: state}`` of the user's queued or running jobs with the mark of the sweep in
+    ``sweep_dir``, which alone names the jobs of a submission killed before recording them;
+    None when squeue did not answer."""
     rows = _ask(["squeue", "-h", "-r", "--me", "-o", "%i|%T|%k"], timeout_s)
     if rows is None:
         return None
@@ -216,9 +215,8 @@ _ARRAY_TASK = re.compile(r"\A([0-9]+)_[0-9]+\Z")
 
 
 def asked_ids(job_ids: Iterable[str]) -> str:
-    """The ``-j`` list that asks squeue (``-r``) and sacct about ``job_ids``: an array task
-    by its array's id (both then print every task; the caller keeps the lines it wants), so
-    10,000 cells are a few ids, not one argument over 128 KiB (``E2BIG``).
+    """The ``-j`` list for squeue (``-r``) and sacct: an array task by its array's id (the
+    caller keeps the lines it wants), so 10,000 cells are not one argument over 128 KiB.
 
     Examples
     --------
@@ -284,12 +282,11 @@ def scancel_args(job_ids: Iterable[str]) -> list[str]:
 
 
 def job_states(job_ids: Iterable[str], *, timeout_s: float = 15.0) -> dict[str, str]:
-    """The states of many SLURM jobs from one ``squeue`` and at most one ``sacct`` call.
-    Jobs neither knows are left out, and every job when SLURM's tools are missing. A job
-    that squeue could not be asked about and sacct does not know is :data:`UNKNOWN`:
-    squeue lists every live job, so only its silence leaves a job's life unknown. Ids that
-    are not job ids are never asked about. squeue prints one line per array task (``-r``):
-    sacct does not know a pending array's tasks.
+    """The states of many SLURM jobs from one ``squeue`` (``-r``: sacct does not know a
+    pending array's tasks) and at most one ``sacct`` call; jobs neither knows are left out
+    (all without SLURM's tools). squeue lists every live job, so a job it could not be
+    asked about that sacct does not know is :data:`UNKNOWN`. Ids that are not job ids are
+    never asked about.
     """
     return job_states_and_reasons(job_ids, timeout_s=timeout_s)[0]
 

@@ -1,24 +1,18 @@
 # SPDX-License-Identifier: MIT
-"""mushin-box's Hydra launchers ``mushin_slurm`` and ``mushin_local``, built on submitit
-(the plugin in ``hydra_plugins/mushin_box_launcher`` only forwards to
-:class:`SubmititCellLauncher`).
+"""mushin-box's Hydra launchers ``mushin_slurm`` and ``mushin_local`` on submitit (the
+plugin in ``hydra_plugins/mushin_box_launcher`` forwards to :class:`SubmititCellLauncher`).
 
-One submitit job per sweep cell, in job arrays (:mod:`mushin_box._slurm.arrays`); every
-srun task runs the whole Hydra job (:class:`CellJob`), as the stock launcher does, and rank
-0's return value is the cell's ``JobReturn``. A task's exception comes back inside it; a
-job that ends without a result comes back failed, naming its logs. Every submission is
-recorded at once (:mod:`mushin_box._slurm.submitted`): the ids are the only handle on cells
-not yet started. Ctrl-C leaves SLURM jobs running (``wait``/``cancel`` follow them) unless
-``cancel_on_interrupt``; local jobs, children of this process, are cancelled.
+One submitit job per sweep cell, in job arrays (:mod:`mushin_box._slurm.arrays`), each
+recorded at once (:mod:`mushin_box._slurm.submitted`: the ids are the only handle on cells
+not yet started). Every srun task runs the whole Hydra job (:class:`CellJob`), as the stock
+launcher does; rank 0's ``JobReturn`` is the cell's, final once rank 0 returned success or
+SLURM reports the job inactive. ``python`` (e.g. ``apptainer exec --nv image.sif python``)
+runs the ranks in the image while the batch script, which requeues
+(:mod:`mushin_box._slurm.requeue`), stays on the host. Ctrl-C leaves SLURM jobs running
+unless ``cancel_on_interrupt``; local jobs, children of this process, are cancelled.
 
-``python`` is submitit's python command (e.g. ``apptainer exec --nv image.sif python``):
-the ranks run in the image while the batch script stays on the host, which requeues
-(:mod:`mushin_box._slurm.requeue`; the ranks ignore USR2). A result is final once rank 0
-returned success or SLURM reports the job inactive.
-
-Quoting: every value reaching the sbatch script is quoted (by submitit, as a re-quoted word
-of ``python``, or by the trap) and control characters are refused; ``setup`` lines are the
-one escape hatch: shell code, copied verbatim.
+Quoting: every value reaching the sbatch script is quoted and control characters are
+refused; ``setup`` lines are the one escape hatch: shell code, copied verbatim.
 """
 
 from __future__ import annotations
@@ -281,19 +275,17 @@ def render_sbatch(
 # -- in every rank -----------------------------------------------------------------------------
 
 
+@dataclass
 class CellJob:
     """What every srun task runs: one Hydra job (a sweep cell), like the stock launcher's
     ``__call__``. Picklable; holds no submitit or SLURM state. ``ignore_signal``: ``"USR2"``
     under ``mushin_slurm`` (submitit's in-process requeue must not run; the host requeues).
     """
 
-    def __init__(
-        self, hydra_context: Any, config: Any, task_function: Any, ignore_signal: str | None
-    ) -> None:
-        self.hydra_context = hydra_context
-        self.config = config
-        self.task_function = task_function
-        self.ignore_signal = ignore_signal
+    hydra_context: Any
+    config: Any
+    task_function: Any
+    ignore_signal: str | None
 
     def __call__(
         self, overrides: Sequence[str], job_dir_key: str, job_num: int, singleton_state: Any

@@ -1,11 +1,9 @@
 # SPDX-License-Identifier: MIT
-"""Is there a SLURM cluster to submit to? A bounded probe, not a guess from ``PATH``.
-
-``sbatch`` on ``PATH`` only says the client is installed: with no cluster configured it
-fails after the sweep has started. So a launch asks the controller (``scontrol ping``),
-with a hard timeout; a missing ``SLURM_CONF`` file (every client would retry for a minute)
-is answered without running anything. Every other question here (account, partition,
-``sbatch --test-only``) serves the review: bounded, and a failure means "unknown".
+"""Is there a SLURM cluster to submit to? ``sbatch`` on ``PATH`` only says the client is
+installed, so a launch asks the controller (``scontrol ping``) with a hard timeout; a
+missing ``SLURM_CONF`` file (every client would retry for a minute) answers at once. The
+other questions (account, partition, ``sbatch --test-only``) serve the review: bounded, and
+a failure means "unknown".
 """
 
 from __future__ import annotations
@@ -62,9 +60,7 @@ def _probe(timeout_s: float, slurm_conf: str | None, path: str | None) -> SlurmP
     said = ([x for x in lines if "fatal:" in x] or lines or ["no output"])[0]
     for prefix in ("scontrol: ", "sinfo: ", "sbatch: ", "fatal: ", "error: "):
         said = said.removeprefix(prefix)
-    if proc.returncode == 0 and " UP" in proc.stdout:
-        return SlurmProbe(True, f"scontrol ping: {said}")
-    return SlurmProbe(False, f"scontrol ping: {said}")
+    return SlurmProbe(proc.returncode == 0 and " UP" in proc.stdout, f"scontrol ping: {said}")
 
 
 @attrs.frozen
@@ -137,10 +133,9 @@ class SbatchRefusal:
 
 
 def sbatch_refused(exc: BaseException) -> SbatchRefusal | None:
-    """What sbatch said when it refused to queue a job (the ``CalledProcessError`` that
-    submitit's ``FailedJobError`` comes from); None when ``exc`` is anything else. sbatch's
-    own words, without their prefix, on one line (a ``fatal:`` line alone when there is one).
-    """
+    """What sbatch said, on one line without its prefixes (a ``fatal:`` line alone when there
+    is one), when it refused to queue a job (the ``CalledProcessError`` that submitit's
+    ``FailedJobError`` comes from); None when ``exc`` is anything else."""
     cause = exc.__cause__
     if not isinstance(cause, subprocess.CalledProcessError):
         return None
@@ -148,8 +143,7 @@ def sbatch_refused(exc: BaseException) -> SbatchRefusal | None:
     if not argv or Path(str(argv[0])).name != "sbatch":
         return None
     stderr = cause.stderr if isinstance(cause.stderr, str) else ""
-    if isinstance(cause.stderr, bytes):
-        stderr = cause.stderr.decode(errors="replace")
+    stderr = cause.stderr.decode(errors="replace") if isinstance(cause.stderr, bytes) else stderr
     fatal = [line for line in stderr.splitlines() if re.match(r"^sbatch:\s*fatal:", line.strip())]
     lines = [
         re.sub(r"^sbatch:\s*((error|fatal):\s*)?", "", line.strip())

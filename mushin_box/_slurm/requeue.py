@@ -1,24 +1,18 @@
 # SPDX-License-Identifier: MIT
 """The host-side requeue of ``mushin_slurm``: the batch shell's trap, as ``setup`` lines.
 
-:mod:`mushin_box._slurm.launcher` validates the fields, adds ``--signal``/``--requeue`` and
-makes the ranks ignore :data:`REQUEUE_SIGNAL`. submitit and Lightning requeue from inside
-the rank (``scontrol requeue``), which fails in a container without ``scontrol``; the batch
-script always runs on the host, so it requeues instead:
-
-1. ``#SBATCH --signal=B:USR2@<signal_delay_s>``: SLURM signals the batch shell only, before
-   the time limit and at preemption (``preempt_send_user_signal``, or ``scancel --batch
-   --signal=USR2``).
-2. The ``setup`` lines install ``trap ... USR2`` and shadow ``srun`` with a function that
-   runs the real one in the background: bash defers a trap until the *foreground*
-   command ends. submitit's srun line is untouched.
-3. On USR2 the trap decides *timeout* (within ``signal_delay_s + 90`` s of the limit: SLURM
-   may signal a minute early) or *preemption*, sends ``rank_signal`` to the ranks through
-   srun and waits up to ``signal_delay_s - 10`` s. Unless they all exited 0, it runs
-   ``scontrol requeue`` when the reason is in ``requeue_on`` and ``SLURM_RESTART_COUNT <
-   max_requeues`` (an array task as ``<array>_<index>``: the plain id of an array's last
-   task would requeue all of them). The cell runs again and resumes from its checkpoint.
-4. The ranks ignore USR2, so submitit's in-process requeue never fires.
+submitit and Lightning requeue from inside a rank (``scontrol requeue``), which fails in a
+container without ``scontrol``; the batch script runs on the host, so it requeues instead.
+SLURM signals the batch shell alone (``#SBATCH --signal=B:USR2@<signal_delay_s>``, added by
+:mod:`mushin_box._slurm.launcher`) before the time limit and at preemption
+(``preempt_send_user_signal``, or ``scancel --batch --signal=USR2``); the ranks ignore
+USR2, so submitit's own requeue never fires. ``srun`` is shadowed by a function that runs
+the real one in the background (bash defers a trap until the foreground command ends).
+On USR2 the trap tells *timeout* (within ``signal_delay_s + 90`` s of the limit:
+SLURM may signal a minute early) from *preemption*, sends ``rank_signal`` to the ranks and
+waits up to ``signal_delay_s - 10`` s; unless they all exited 0 it requeues the job (an
+array task as ``<array>_<index>``) when the reason is in ``requeue_on`` and
+``SLURM_RESTART_COUNT < max_requeues``. The cell then resumes from its checkpoint.
 """
 
 from __future__ import annotations

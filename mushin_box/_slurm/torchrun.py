@@ -2,28 +2,19 @@
 """A cell's ranks as torchrun workers: the ``torchrun`` setting of ``mushin_local``
 (``--standalone``) and of ``mushin_slurm`` (one agent per node, c10d rendezvous).
 
-Why this shape: the launchers already pickle, submit, record, wait for and read back a
-cell's job; only the process each task starts differs. With ``torchrun=True`` submitit
-starts ONE task per node whose "python" is this module's agent (:func:`agent_command`;
-submitit appends ``-u -m submitit.core._submit FOLDER``). The agent runs torchrun in its own
-process, under the interpreter's own torch (inside the image with ``--image``), and notes
-how each failed worker ended (:class:`_ExitNotes`): a worker killed by a signal writes
-nothing itself. Each worker (``worker FOLDER``) unpickles and runs the same Hydra job as
-submitit's task ``RANK``; rank 0's result pickle is the cell's ``JobReturn``.
+Only the process each task starts differs from a plain cell: submitit starts ONE task per
+node whose "python" is this module's agent (:func:`agent_command`), which runs torchrun in
+its own process under the interpreter's torch and notes how each failed worker ended
+(:class:`_ExitNotes`: a worker killed by a signal writes nothing). Each worker runs the
+pickled Hydra job as submitit's task ``RANK``; rank 0's result is the cell's ``JobReturn``.
 
-On SLURM every node's agent derives the same rendezvous from the job's own variables (the
-job's first node, expanded on the host by :data:`JOB_NODES_SETUP` since an image has no
-``scontrol``; the port from the job id, :data:`RDZV_PORT`), so nothing travels between
-them. A SLURM worker inherits its node task's ``SLURM_PROCID``, ``SLURM_NTASKS``, ...; it
-presents torchrun's world in them instead, so submitit and every other reader see the
-worker. The workers tell each other their node names through the job's folder
-(:func:`_group_nodes`): torchrun numbers nodes in join order, and the record says which
-node each rank ran on.
-
-When a worker dies torchrun restarts the group (up to ``--max-restarts``) with
-``TORCHELASTIC_RESTART_COUNT`` raised, and the workers continue the cell from its
-``last.ckpt``. On SLURM that count is per node, so the workers present the group's own
-(:func:`present_group_restarts`).
+On SLURM every agent derives the same rendezvous from the job's variables (its first node,
+:data:`JOB_NODES_SETUP`, since an image has no ``scontrol``; the port, :data:`RDZV_PORT`).
+A worker presents torchrun's world in the ``SLURM_*`` task variables it inherits, writes
+its node name to the job's folder (:func:`_group_nodes`: torchrun numbers nodes in join
+order), and presents the group's restart count (:func:`present_group_restarts`), since
+torchrun's ``TORCHELASTIC_RESTART_COUNT`` is per node; a restarted group resumes from
+``last.ckpt``.
 
 Examples
 --------
@@ -312,15 +303,6 @@ def _present_slurm_world(env: MutableMapping[str, str]) -> None:
     )
 
 
-def _round_dir(folder: str, env: Mapping[str, str]) -> Path:
-    """This round of the worker group's directory in the job's (shared) submitit folder. A
-    round is one rendezvous within one run of the job: its workers share
-    ``MASTER_ADDR:MASTER_PORT`` (rank 0's agent picks a free port each round)."""
-    words = [_requeues(env), env.get("MASTER_ADDR", ""), env.get("MASTER_PORT", "")]
-    name = "-".join(re.sub(r"[^A-Za-z0-9.]", "_", w) for w in words)
-    return _job_dir(folder, env) / f"{_ROUND_PREFIX}{name}"
-
-
 def _job_dir(folder: str, env: Mapping[str, str]) -> Path:
     from submitit.core.utils import JobPaths
 
@@ -352,10 +334,13 @@ def present_group_restarts(folder: str, env: MutableMapping[str, str]) -> Path:
     one in this run of the job, the same on every node; returns this round's directory.
 
     torchrun counts per agent (an agent whose workers were healthy keeps its count), so the
-    workers would disagree on whether to resume. Each marks its round (a directory) before
-    the cell starts; a round begins after every worker of the last stopped.
+    workers would disagree on whether to resume. Each marks its round (a directory in the
+    job's shared folder) before the cell starts; a round is one rendezvous, whose workers
+    share ``MASTER_ADDR:MASTER_PORT`` (rank 0's agent picks a free port each round).
     """
-    here = _round_dir(folder, env)
+    words = [_requeues(env), env.get("MASTER_ADDR", ""), env.get("MASTER_PORT", "")]
+    name = "-".join(re.sub(r"[^A-Za-z0-9.]", "_", w) for w in words)
+    here = _job_dir(folder, env) / f"{_ROUND_PREFIX}{name}"
     try:
         here.mkdir(parents=True, exist_ok=True)
         this_run = f"{_ROUND_PREFIX}{_requeues(env)}-"

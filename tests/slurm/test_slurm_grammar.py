@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import mushin_box._slurm.config
 import mushin_box._slurm.probe
-from mushin_box._slurm.config import memory_fields, parse_slurm_memory, parse_slurm_time
+from mushin_box._slurm.grammar import memory_fields, parse_slurm_memory, parse_slurm_time
 from mushin_box._slurm.probe import _probe, probe_slurm  # pyright: ignore[reportPrivateUsage]
 
 small = st.integers(min_value=0, max_value=99)
