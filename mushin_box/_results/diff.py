@@ -34,7 +34,6 @@ from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.layout import (
     FINGERPRINTS_FILE,
     MANIFEST_FILE,
-    METRICS_FILE,
     PROVENANCE_FILE,
     STATUS_FILE,
     read_limit,
@@ -56,8 +55,7 @@ from mushin_box._provenance.compare import (
 from mushin_box._provenance.files import packages_beside
 from mushin_box._provenance.full import split_provenance
 from mushin_box._results.markup import esc, md_table, page, table
-from mushin_box._results.table import cell_text
-from mushin_box._sweepdir.board import bounded_metrics
+from mushin_box._results.table import cell_metrics, cell_text
 from mushin_box._sweepdir.manifest import cell_records, combo_id
 
 
@@ -186,15 +184,6 @@ def input_kind(path: str | Path) -> str:
     )
 
 
-def _read_mapping(path: Path) -> dict[str, Any] | None:
-    value = read_json(path)
-    return value if isinstance(value, dict) else None
-
-
-def _read_metrics(cell: Path) -> dict[str, Any] | None:
-    return bounded_metrics(_read_mapping(cell / METRICS_FILE), cell / METRICS_FILE)
-
-
 def _read_record(target: Path) -> dict[str, Any] | None:
     """The provenance record at ``target``; ``None`` when there is no such file. A missing
     record is a difference (exit 1); a damaged one raises :class:`DiffInputError`: it must
@@ -240,8 +229,8 @@ def _cell_diff(
     )
     cell = diff_records(
         ra, rb, atol=atol, rtol=rtol, path_a=str(a), path_b=str(b),
-        metrics_a=_read_metrics(a) if "a" in cells else None,
-        metrics_b=_read_metrics(b) if "b" in cells else None,
+        metrics_a=cell_metrics(a) if "a" in cells else None,
+        metrics_b=cell_metrics(b) if "b" in cells else None,
         packages_a=pa, packages_b=pb, **kw,
     )  # fmt: skip
     if cells != "ab" or cell.metrics_match:
@@ -253,9 +242,11 @@ def _cell_diff(
 def _prints(cell: Path, record: Any) -> dict[str, Any] | None:
     """A cell's fit fingerprints, with its record's world size where they hold none (the
     likely cause of weights that differ)."""
-    prints = _read_mapping(cell / FINGERPRINTS_FILE)
+    prints = read_json(cell / FINGERPRINTS_FILE)
+    if not isinstance(prints, dict):
+        return None
     topology = ((record or {}).get("run") or {}).get("topology")
-    if prints is not None and prints.get("world_size") is None and isinstance(topology, Mapping):
+    if prints.get("world_size") is None and isinstance(topology, Mapping):
         prints["world_size"] = topology.get("world_size")
     return prints
 

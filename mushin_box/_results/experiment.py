@@ -34,7 +34,6 @@ from mushin_box._core.layout import (
     HYDRA_OUTPUT_SUBDIR,
     HYDRA_OVERRIDES_FILE,
     MANIFEST_FILE,
-    METRICS_FILE,
     PROVENANCE_FILE,
     STATUS_FILE,
     stage_metrics_file,
@@ -46,7 +45,7 @@ from mushin_box._core.safeio import UnsafeFileError, open_regular_stat
 from mushin_box._core.sidecars import canonical_dumps
 from mushin_box._core.targets import public
 from mushin_box._results.series import STAGE_DIMS, stage_data
-from mushin_box._sweepdir.board import bounded_metrics
+from mushin_box._results.table import cell_metrics
 from mushin_box._sweepdir.manifest import (
     cell_records,
     grid_key,
@@ -55,7 +54,7 @@ from mushin_box._sweepdir.manifest import (
     manifest_from_cells,
     read_sweep_manifest,
 )
-from mushin_box._sweepdir.settled import finished_entries, read_object
+from mushin_box._sweepdir.settled import finished_entries
 
 
 @gc_paused()  # a bulk read: see _core/gcpause.py
@@ -108,9 +107,7 @@ def load_sweep(
         values = metrics.get(cell_dir) if metrics and isinstance(cell_dir, Path) else None
         if values is None:
             _warn_if_truncated(os.path.join(cell_dir, PROVENANCE_FILE), name)
-            # not an object (a list, a number): refused by read_json, with a warning
-            path = os.path.join(cell_dir, METRICS_FILE)
-            values = bounded_metrics(read_object(path), path) or {}
+            values = cell_metrics(cell_dir) or {}  # not an object: warned, None
         for name, value in values.items():
             if isinstance(value, bool | int | float | str):
                 found.setdefault(name, {})[where] = value

@@ -510,6 +510,12 @@ def summary(table: ResultsTable) -> Mapping[str, Any]:
     }
 
 
+def cell_metrics(cell: str | os.PathLike[str]) -> Any:
+    """A cell's metrics file as read (None: none; unreadable: warned), too many keys refused."""
+    path = os.path.join(cell, METRICS_FILE)
+    return bounded_metrics(read_object(path), path)
+
+
 def _view(base: str, entry: Entry) -> CellView:
     name = entry.get("dir")
     state = str(entry.get("status"))
@@ -519,8 +525,7 @@ def _view(base: str, entry: Entry) -> CellView:
     if name is not None:
         cell = os.path.join(base, name)
         if state == "completed":
-            path = os.path.join(cell, METRICS_FILE)
-            metrics = bounded_metrics(read_object(path), path)
+            metrics = cell_metrics(cell)
         elif os.path.isfile(os.path.join(cell, ERROR_FILE)):
             error_file = os.path.join(cell, ERROR_FILE)
     attempt = entry.get("attempt", 0)
