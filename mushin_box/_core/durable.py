@@ -1,22 +1,15 @@
 # SPDX-License-Identifier: MIT
 """When an atomic write becomes durable: at once, or at the cell's commit points.
 
-Every sidecar write is atomic (a temporary renamed over the old file). Surviving a power loss
-needs ``fsync`` as well: of the file before the rename (else it may come back empty) and of
-its directory after (else the rename may be lost): two a write, many a cell, each a round
-trip on a network filesystem.
-
-Design note: a cell needs durability only where a later run trusts what it finds: its final
-status and what that vouches for (metrics, provenance, Hydra's ``.hydra`` files). A lost
-"running" status leaves a cell that was not completed, which the next run runs again. So
-inside :func:`deferred` a write renames without ``fsync`` and is remembered, and
-:func:`commit` syncs each remembered file, then each directory, once.
-
-The cell runner defers its own bookkeeping only, never the task's writes (:func:`immediate`),
-and commits before it writes the final status, so "completed" on disk implies its metrics
-are, and when the cell ends. Writes made just before the runner starts (Hydra's ``.hydra``
-files) are handed on to the next :func:`deferred` block (:func:`handed_on`), or synced when
-the process exits.
+An atomic write survives a power loss only with an ``fsync`` of the file before its rename
+and of its directory after: two round trips a write on a network filesystem. A cell needs
+that only where a later run trusts what it finds: its final status and what that vouches
+for (a lost "running" status leaves a cell the next run runs again). So inside
+:func:`deferred` a write renames without ``fsync`` and is remembered, and :func:`commit`
+syncs each file, then each directory, once. The cell runner defers its own bookkeeping
+only, never the task's writes (:func:`immediate`), and commits before it writes the final
+status. Writes made just before it starts (Hydra's ``.hydra`` files) are handed on to the
+next :func:`deferred` block (:func:`handed_on`), or synced when the process exits.
 """
 
 from __future__ import annotations
@@ -88,10 +81,17 @@ def commit() -> None:
         return
     files = list(pending)
     pending.clear()
+    _sync(files)
+
+
+def _sync(files: list[str], *quiet: type[Exception]) -> None:
+    """Each file, then each directory, ``quiet`` errors passed over."""
     for path in files:
-        _fsync_file(path)
+        with contextlib.suppress(*quiet):
+            _fsync_file(path)
     for directory in dict.fromkeys(os.path.dirname(path) for path in files):
-        fsync_directory(Path(directory))
+        with contextlib.suppress(*quiet):
+            fsync_directory(Path(directory))
 
 
 @contextlib.contextmanager
@@ -164,9 +164,4 @@ def _sync_later() -> None:
     with _LOCK:
         files = list(_LATER)
         _LATER.clear()
-    for path in files:
-        with contextlib.suppress(OSError):
-            _fsync_file(path)
-    for directory in dict.fromkeys(os.path.dirname(path) for path in files):
-        with contextlib.suppress(OSError):
-            fsync_directory(Path(directory))
+    _sync(files, OSError)

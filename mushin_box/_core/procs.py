@@ -37,12 +37,8 @@ def run_bounded(
 
     ``capture``: return its stdout and stderr (text; undecodable bytes replaced). Else its
     output goes to this process's stderr as it comes, and with ``tail`` the last ``tail``
-    lines of it (stdout and stderr together) are also the result's ``stderr``.
-
-    Raises
-    ------
-    subprocess.TimeoutExpired
-        Past ``timeout``, after the group was stopped.
+    lines of it (stdout and stderr together) are also the result's ``stderr``. Past
+    ``timeout``, ``subprocess.TimeoutExpired`` once the group is stopped.
 
     Examples
     --------

@@ -1,18 +1,12 @@
 # SPDX-License-Identifier: MIT
 """The secret rule, and redaction by it: :func:`redact` a value, :func:`redact_text` text.
 
-What counts as a secret is decided by name (:func:`is_secret_name`): a config key, a dotted
-config path or an environment variable whose words include ``token``, ``password``,
-``key``, ``auth``..., unless its last word only describes the secret (``key_dim``,
-``auth_url``, ``api_key_path``). Credentials inside a URL (``scheme://user:pass@host``) are
-secret whatever the name. A name the user declares (:func:`secret_names_in_effect`: the
-project's ``[tool.mushin-box] secret-names``, ``Workflow(secrets=...)``) is secret whatever
-its words. Everything that writes a file or prints asks this module, so the rule cannot
-drift between the sidecars, the env file, the error messages and the terminal (which
-``mushin_box.cli.output`` cleans with one :class:`TextRedactor` per command).
-
-Hiding values *before* a launch, so that files never hold them, is
-:mod:`mushin_box._core.secrets`, by the same rule.
+A secret is decided by name (:func:`is_secret_name`): words such as ``token``, ``password``,
+``key``, unless the last word only describes it (``key_dim``, ``auth_url``); or declared
+(:func:`secret_names_in_effect`); or credentials inside a URL, whatever the name. Everything
+that writes a file or prints asks this module, so the rule cannot drift between the
+sidecars, the env file, the error messages and the terminal. Hiding values *before* a
+launch, so that files never hold them, is :mod:`mushin_box._core.secrets`.
 """
 
 from __future__ import annotations
@@ -85,13 +79,9 @@ def _words(name: str) -> tuple[str, ...]:
 
 
 def check_secret_names(names: Any, *, where: str) -> tuple[str, ...]:
-    """``names`` as a tuple, if it is a list of config key names or dotted config paths.
-
-    Raises
-    ------
-    ValueError
-        One line that says where the names came from (``where``) and what to write.
-    """
+    """``names`` as a tuple, if it is a list of config key names or dotted config paths;
+    else a one-line ``ValueError`` that says where they came from (``where``) and what to
+    write."""
     if not isinstance(names, list | tuple):
         raise ValueError(
             f"{where} must be a list of config key names or dotted config paths, "
@@ -483,12 +473,7 @@ def redact_text(
     flag, a dotted path; a reference such as ``${oc.env:NAME}`` is the way to pass a
     secret and is kept), the values of secret-looking variables of ``environ`` (default:
     this process's) and ``values`` are replaced wherever they stand, and URL credentials
-    are cut out.
-
-    The values searched for are every value the vault moved into the environment
-    (``MUSHIN_SECRET_*``, also as ``APPTAINERENV_MUSHIN_SECRET_*``), whatever its length,
-    and values of other secret-looking variables, found by name only, from
-    :data:`MIN_SCRUB_LENGTH` characters (a shorter one would match anywhere).
+    are cut out (:data:`MIN_SCRUB_LENGTH` says which values are searched for).
 
     Examples
     --------

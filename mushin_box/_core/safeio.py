@@ -1,14 +1,12 @@
 # SPDX-License-Identifier: MIT
 """Bounded, no-symlink reads of the files in a sweep directory.
 
-A sweep directory sits on a shared file system: anything in it may be stale, hand-edited or
-hostile (a sidecar symlinked to ``/dev/zero``, a FIFO, a status naming ``/etc/shadow`` as a
-log). So a reader opens a file with ``O_NOFOLLOW | O_NONBLOCK`` (a symlink is refused, a FIFO
-does not block), checks on the descriptor that it is a regular file, and reads at most a
-limit per kind of file (:func:`~mushin_box._core.layout.read_limit`). A file that a sidecar
-*names* is read only when it lies under the sweep directory (:func:`inside`). Every refusal
-is an :class:`UnsafeFileError` (an :class:`OSError`, so a reader that treats an unreadable
-sidecar as missing refuses a hostile one the same way) whose text says what the file is.
+Anything in a sweep directory may be stale, hand-edited or hostile (a sidecar symlinked to
+``/dev/zero``, a FIFO, a status naming ``/etc/shadow`` as a log). So a file is opened with
+``O_NOFOLLOW | O_NONBLOCK``, must be a regular file, is read up to its kind's limit
+(:func:`~mushin_box._core.layout.read_limit`), and a file a sidecar *names* must lie under
+the sweep directory (:func:`inside`). A refusal is an :class:`UnsafeFileError`, an
+``OSError``: a reader that treats an unreadable sidecar as missing treats a hostile one so.
 
 Examples
 --------
@@ -140,13 +138,8 @@ def read_tail(path: StrPath, max_bytes: int, *, start: int = 0) -> tuple[bytes, 
 def inside(root: StrPath, path: StrPath) -> Path:
     """``path`` (relative to ``root`` unless absolute), when it lies under ``root`` once
     every symlink above it is resolved; the last component is left as it is, so that
-    :func:`open_regular_stat` refuses it if it is a symlink.
-
-    Raises
-    ------
-    UnsafeFileError
-        ``path`` is outside ``root`` (an absolute path elsewhere, ``..``, or a symlinked
-        directory that leads out).
+    :func:`open_regular_stat` refuses it if it is a symlink. An :class:`UnsafeFileError`
+    when it is outside (an absolute path elsewhere, ``..``, a symlinked directory).
 
     Examples
     --------

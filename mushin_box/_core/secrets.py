@@ -1,21 +1,18 @@
 # SPDX-License-Identifier: MIT
 """Keep secret values out of every file a sweep writes: they travel in the environment.
 
-Hydra writes each job's config and overrides to ``.hydra/*.yaml``, submitit pickles the job,
-the launcher logs every override: redacting those files afterwards would be too late (and
-HydraDDP's other ranks rebuild the job from ``config.yaml``). So before a launch,
-:class:`SecretVault` replaces each secret value in the config and the overrides by a
-reference, ``${oc.env:MUSHIN_SECRET_<hash of its config path>}``, and exports the value
-under that name for the launch (and as ``APPTAINERENV_<name>``, which reaches ranks in an
-image even with ``--cleanenv``). The task reads the real value; files hold the reference,
-named after the config *path*, so a cell's config fingerprint never depends on the secret.
+Hydra writes each job's config and overrides to ``.hydra/*.yaml`` and submitit pickles the
+job: redacting those afterwards would be too late. So before a launch :class:`SecretVault`
+replaces each secret value of the config and the overrides by a reference,
+``${oc.env:MUSHIN_SECRET_<hash of its config path>}``, and exports the value under that name
+(and as ``APPTAINERENV_<name>``, which reaches ranks in an image even with ``--cleanenv``).
+Named after the *path*, the reference keeps a cell's config fingerprint free of the secret.
 
 A secret is a string or number at a secret-looking or declared path
-(:func:`mushin_box._core.redact.is_secret_name`), or any string with credentials in a URL.
+(:func:`~mushin_box._core.redact.is_secret_name`), or a string with credentials in a URL;
 ``None``, booleans and interpolations (``${oc.env:WANDB_API_KEY}``, the recommended way) are
 left alone. The declared names travel with the values
-(:data:`~mushin_box._core.layout.SECRET_NAMES_ENV`), so that every process of the launch
-redacts what the driver hid.
+(:data:`~mushin_box._core.layout.SECRET_NAMES_ENV`): every process redacts what the driver hid.
 """
 
 from __future__ import annotations
@@ -171,17 +168,10 @@ class SecretVault:
     def hide_in_overrides(
         self, overrides: Sequence[str], *, is_config_key: Any = lambda key: True
     ) -> list[str]:
-        """Raw Hydra overrides with secret values replaced by references.
-
-        ``is_config_key(key)`` tells a config value from a config *group* choice (whose
-        value is an option name, never hidden); ``+key``/``++key`` are always values.
-
-        Raises
-        ------
-        ValueError
-            For a sweep over a secret-looking key: its values would name the cells'
-            directories.
-        """
+        """Raw Hydra overrides with secret values replaced by references; a sweep over a
+        secret-looking key is refused (:func:`sweep_error`). ``is_config_key(key)`` tells a
+        config value from a config *group* choice (an option name, never hidden);
+        ``+key``/``++key`` are always values."""
         from hydra.core.override_parser.types import OverrideType
 
         declared = self.declared

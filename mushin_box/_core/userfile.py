@@ -1,19 +1,14 @@
 # SPDX-License-Identifier: MIT
 """Import a user's Python file: the one way the kit does it.
 
-``launch`` imports an experiment file, ``reproduce`` the task's file a record names, ``build``
-a SPEC file. Each must import it as the ranks will (the module named after the file, its
-directory first on ``sys.path``), and never silently take another module of that name
-already imported: that would run other code than the file says. :func:`import_file` does
-both, and drops its ``sys.modules`` entry when the file's code raises, so that a fixed file
-can be imported again in the same process.
-
-:func:`owner_problem` is the test every file a sweep directory names passes before it is
-imported (``reproduce``, ``resume``): a file another user could write is code another user
-chose, as ``ssh`` treats its keys. :func:`writable_by_others` is its write rule, shared with
-``cancel``: ``o+w``, or ``g+w`` with a group other than the owner's private one (a group
-named after its one user, Debian's and Red Hat's default, where umask 002 is usual and
-``g+w`` lets no one else write).
+:func:`import_file` imports it as the ranks will (the module named after the file, its
+directory first on ``sys.path``), never silently takes another module of that name already
+imported (other code than the file says), and forgets a file whose code raised, so that the
+fixed file can be imported again. :func:`owner_problem` is the test every file a sweep
+directory names passes before it is imported: a file another user could write is code
+another user chose, as ``ssh`` treats its keys. Its write rule, :func:`writable_by_others`:
+``o+w``, or ``g+w`` with a group other than the owner's private one (named after its one
+user: Debian's and Red Hat's default, where umask 002 is usual).
 """
 
 from __future__ import annotations
@@ -30,8 +25,7 @@ from pathlib import Path
 
 
 def writable_by_others(st: os.stat_result) -> bool:
-    """Whether a user other than the owner (or root) can write the file ``st`` describes
-    (module doc)."""
+    """Can a user other than the owner (or root) write the file ``st`` describes (module doc)?"""
     if st.st_mode & stat.S_IWOTH:
         return True
     return bool(st.st_mode & stat.S_IWGRP) and not _private_group(st.st_uid, st.st_gid)
@@ -79,12 +73,8 @@ def import_file(
     path: Path, *, name: str | None = None, on_path: bool = True, keep: bool = True
 ) -> types.ModuleType:
     """Import ``path`` as the module ``name`` (default: the file's stem), or return the module
-    already imported from that file.
-
-    ``on_path``: put the file's directory first on ``sys.path`` (the ranks import the module
-    by name from there); ``keep``: leave it in ``sys.modules`` (a SPEC file is read once and
-    dropped). An ``ImportError`` when another module of that name is imported or ``path`` is
-    not a Python file; what the file's own code raises propagates.
+    already imported from that file; ``keep=False`` drops it from ``sys.modules`` (a SPEC
+    file is read once). An ``ImportError`` when another module of that name is imported.
 
     Examples
     --------

@@ -1,21 +1,17 @@
 # SPDX-License-Identifier: MIT
 """The seam to Lightning's private API, for both of its namespaces.
 
-Lightning ships the same code twice: ``pytorch_lightning`` + ``lightning_fabric`` and
-``lightning.pytorch`` + ``lightning.fabric``, with distinct classes, so a strategy or callback
-works with its own namespace's Trainer only. Every function here takes the namespace's
-Trainer package (:data:`NAMESPACES`' keys) and imports that namespace alone, on first use.
+Lightning ships its code twice (``pytorch_lightning`` + ``lightning_fabric``,
+``lightning.pytorch`` + ``lightning.fabric``), and a strategy or callback works with its own
+namespace's Trainer only: every function takes the Trainer package (:data:`NAMESPACES`' keys)
+and imports that namespace alone, on first use. No public API offers:
 
-What the kit needs and Lightning offers no public API for:
-
-- ``Strategy._configure_launcher`` (the Trainer's hook to pick a launcher) and
-  ``Strategy._launcher`` (the ``launcher`` property only reads it); ``DDPStrategy._timeout``
+- the Trainer's hook to pick a launcher, setting it, ``DDPStrategy._timeout``
   (:func:`strategy_base`);
-- ``_SubprocessScriptLauncher``: the Trainer kills a launcher's ranks on Ctrl-C only for this
-  type; ``_set_num_threads_if_needed``: the stock launcher's thread count
-  (:func:`launcher_base`);
-- ``Trainer._results``: the metrics the running loop logged, where ``callback_metrics``
-  keeps earlier rounds' values (:func:`logged_names`).
+- ``_SubprocessScriptLauncher``, the one type whose ranks the Trainer kills on Ctrl-C, and
+  the stock launcher's thread count (:func:`launcher_base`);
+- ``Trainer._results``: what the running loop logged; ``callback_metrics`` keeps earlier
+  rounds' values (:func:`logged_names`).
 """
 
 from __future__ import annotations
