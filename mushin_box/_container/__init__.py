@@ -6,7 +6,7 @@
 - :mod:`.rankwrap`: the env file (written and read back here) and the ``apptainer exec``
   argv of every rank;
 - :mod:`.preflight`: the image checked before anything is submitted;
-- :mod:`.smoke` and :mod:`.smoke_rank`: the 2-rank smoke run inside the image.
+- :mod:`.smoke`: the 2-rank smoke run inside the image (and, as ``__main__``, a rank).
 
 Must not build images (that is :mod:`mushin_box._image`).
 """

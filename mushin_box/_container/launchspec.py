@@ -1,18 +1,11 @@
 # SPDX-License-Identifier: MIT
-"""What the rank container is: validated, frozen values (``ContainerLaunch`` and its parts).
-
-:mod:`mushin_box._container.rankwrap` renders them. Every check runs when a value is built,
-so a bad bind, variable or option fails on the submit host, not inside a job. The rules
-(``docs/containers.md``; Apptainer's bind and environment docs):
-
-* bind paths that Apptainer's ``--bind`` parser would misread (``:``, ``,``, ``^``, ``\\``,
-  surrounding whitespace) or Hydra would read as an interpolation (``${``) are refused;
-* ``--contain``/``--containall`` are refused: each contained rank gets its own
-  ``/dev/shm``, so NCCL turns off P2P and SHM between the ranks of a node;
-* ``env`` cannot override what the wrapper sets (Slurm's, ``MASTER_PORT``, the identity);
-* a secret-looking variable (:func:`mushin_box._core.redact.is_secret_name`) cannot be
-  given a value: the env file is on disk, so it is forwarded by reference from the
-  submitting environment (``env={"WANDB_API_KEY": None}``).
+"""What the rank container is: validated, frozen values (``ContainerLaunch`` and its parts),
+rendered by :mod:`mushin_box._container.rankwrap`. Every check runs when a value is built,
+so a bad bind, variable or option fails on the submit host, not inside a job
+(``docs/containers.md``). ``--contain``/``--containall`` are refused: each contained rank
+gets its own ``/dev/shm``, so NCCL turns off P2P and SHM between a node's ranks. A
+secret-looking variable (:func:`mushin_box._core.redact.is_secret_name`) is forwarded by
+reference, never written to the env file on disk.
 """
 
 from __future__ import annotations
@@ -45,21 +38,14 @@ REQUIRED_SLURM_VARS: tuple[str, ...] = tuple(
 )
 #: Forwarded as ``NAME="${NAME:-default}"`` (set only in some jobs: arrays, requeues, ...).
 OPTIONAL_SLURM_VARS: dict[str, str] = {
-    "SLURM_ARRAY_JOB_ID": "",
-    "SLURM_ARRAY_TASK_ID": "",
+    **dict.fromkeys(("SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID"), ""),
     "SLURM_RESTART_COUNT": "0",
-    "SLURM_TASKS_PER_NODE": "",
-    "SLURM_STEP_ID": "",
-    "SLURM_STEP_NODELIST": "",
-    "SLURM_STEP_NUM_TASKS": "",
-    "SLURM_STEP_TASKS_PER_NODE": "",
-    "SLURM_DISTRIBUTION": "",
-    "SLURMD_NODENAME": "",
-    "SLURM_GPUS_ON_NODE": "",
-    "SLURM_JOB_PARTITION": "",
-    "SLURM_JOB_ACCOUNT": "",
-    "SLURM_CLUSTER_NAME": "",
-    "SUBMITIT_EXECUTOR": "",
+    **dict.fromkeys(
+        "SLURM_TASKS_PER_NODE SLURM_STEP_ID SLURM_STEP_NODELIST SLURM_STEP_NUM_TASKS "
+        "SLURM_STEP_TASKS_PER_NODE SLURM_DISTRIBUTION SLURMD_NODENAME SLURM_GPUS_ON_NODE "
+        "SLURM_JOB_PARTITION SLURM_JOB_ACCOUNT SLURM_CLUSTER_NAME SUBMITIT_EXECUTOR".split(),
+        "",
+    ),
     JOB_NODES_ENV: "",  # the job's nodes, expanded by the batch script on the host
 }
 #: Host variables Apptainer forwards even with ``--cleanenv`` (``alwaysPassKeys``).
@@ -108,8 +94,7 @@ _REFUSED_ARGS: dict[str, str] = {
     "--env": "--env splits values with two '=' on commas; pass env= (written to the env file)",
     "--env-file": "the rank wrapper writes the env file; pass env= instead",
     "--bind": "pass binds= (validated)",
-    "--pwd": "the working directory is set by the rank wrapper",
-    "--cwd": "the working directory is set by the rank wrapper",
+    **dict.fromkeys(("--pwd", "--cwd"), "the working directory is set by the rank wrapper"),
     "--nv": "pass nv=True",
     "--rocm": "pass rocm=True",
     "--no-eval": "pass no_eval=True (the env file is quoted for it)",

@@ -1,21 +1,17 @@
 # SPDX-License-Identifier: MIT
-"""Run every SLURM rank inside the image: render a :class:`ContainerLaunch` (validated in
-:mod:`mushin_box._container.launchspec`) into the env file, the ``apptainer exec``/``srun``
-argv, the batch-script setup lines, the launcher fields and the sbatch fragment.
-
-One container per srun task (``docs/containers.md``; Apptainer's hybrid MPI model)::
+"""Run every SLURM rank inside the image: a :class:`ContainerLaunch` rendered into the env
+file, the ``apptainer exec``/``srun`` argv, the batch-script setup lines, the launcher
+fields and the sbatch fragment. One container per srun task (``docs/containers.md``)::
 
     srun --kill-on-bad-exit=1 ... apptainer exec --nv --cleanenv --env-file FILE \\
         --bind PROJECT:PROJECT --bind WORKDIR [--bind /dev/infiniband] --pwd WORKDIR \\
         IMAGE.sif python -u ...
 
-``--cleanenv`` makes the env file the only channel from host to rank (besides ``TERM`` and
-the proxies). Apptainer parses it on the host, once per task, with the task's environment
-visible: ``SLURM_PROCID="${SLURM_PROCID:?}"`` forwards the task's value and fails the
-launch when it is unset. Each value is evaluated once more inside the container unless
-``--no-eval``, so literal values are written to survive both evaluations (see
-:func:`_literal`). Forwarded Slurm values are not escaped (a ``$`` in a job name would
-expand inside the container; ``no_eval=True`` avoids that, Apptainer >= 1.1).
+``--cleanenv`` makes the env file the only channel from host to rank. Apptainer parses it
+on the host in each task's environment (``SLURM_PROCID="${SLURM_PROCID:?}"`` forwards the
+task's value, or fails the launch), then evaluates each value once more inside the
+container unless ``--no-eval``: literal values survive both (:func:`_literal`); forwarded
+Slurm values are not escaped (``no_eval=True`` keeps a ``$`` in a job name literal).
 """
 
 from __future__ import annotations

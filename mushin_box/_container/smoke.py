@@ -130,7 +130,7 @@ def run_smoke(
     env = plan_env_file(spec, working_dir=out, run_id="smoke", identity=identity)
     env_file = Path(env.path)
     write_text_atomic(env_file, env.text)
-    args = ["-u", "-m", "mushin_box._container.smoke_rank", str(out)]
+    args = ["-u", "-m", "mushin_box._container.smoke", str(out)]
     if experiment:
         args.append(experiment)
     argv = rank_argv(spec, env_file, args, working_dir=out)
@@ -221,3 +221,7 @@ def main_rank(out_dir: str, experiment: str | None) -> None:
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
+
+
+if __name__ == "__main__":  # a smoke rank: python -m mushin_box._container.smoke OUT [EXPERIMENT]
+    main_rank(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)
