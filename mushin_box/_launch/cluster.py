@@ -1,13 +1,9 @@
 # SPDX-License-Identifier: MIT
 """Ask the cluster before submitting: would SLURM queue this launch's job, and can it ever start?
 
-Only the cluster knows its partitions, nodes, GRES, accounts and qos. ``sbatch
---test-only`` answers for the very script the launcher would submit (a launch's cells
-share one launcher config), and submits nothing; but a job asking for more nodes than its
-partition holds may be accepted and pend for ever, so the partition's capacity is read
-from ``sinfo`` too. Either refusal is one line with SLURM's reason, before anything is
-written, by the dry run and the launch alike. A check that cannot be asked never blocks a
-launch: the submission then says what SLURM says.
+``sbatch --test-only`` answers for the very script the launcher would submit; a job larger
+than its partition may be accepted and pend for ever, so ``sinfo``'s capacity is read too.
+A check that cannot be asked never blocks a launch.
 """
 
 from __future__ import annotations

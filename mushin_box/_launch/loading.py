@@ -1,13 +1,10 @@
 # SPDX-License-Identifier: MIT
-"""Loading the experiment of ``mushin-box launch`` (and the SPEC of ``build``): a file or a
-module, imported so that every rank can import it the same way, and one line when the
-user's code fails to import.
+"""Loading the experiment of ``mushin-box launch`` (and the SPEC of ``build``), one line
+when the user's code fails to import.
 
-The experiment is ``path/to/exp.py[:NAME]`` or ``package.module:NAME``. ``NAME`` (default:
-``workflow``, else ``Config``) is either a :class:`~mushin_box.Workflow` or a hydra-zen
-config with ``trainer``, ``module`` and optional ``datamodule`` nodes. A file is imported
-as a module named after it (its directory first on ``sys.path``, and on ``PYTHONPATH`` for
-the ranks), so classes it defines are importable by every rank.
+``path/to/exp.py[:NAME]`` or ``package.module:NAME`` (default NAME: ``workflow``, else
+``Config``); a file is imported as a module named after it, its directory on the ranks'
+``PYTHONPATH``, so that every rank imports it the same way.
 """
 
 from __future__ import annotations

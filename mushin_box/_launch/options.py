@@ -1,11 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""The scheduler settings of a launch, each with where it came from, and the checks that
-need no experiment.
-
-A value comes from a flag, the launch profile or a default, in that order;
-``hydra.launcher.*`` overrides win over all three when the plan is made. Nothing here
-loads Hydra, torch or the experiment, so contradicting flags (``--nodes 2 --local``) are
-refused before either is imported.
+"""The scheduler settings of a launch, each with its source (a flag, else the profile,
+else a default), and the checks that need no experiment: nothing here loads Hydra, torch
+or the experiment, so contradicting flags are refused first.
 
 Examples
 --------
@@ -48,9 +44,7 @@ class OptionError(MushinBoxError, ValueError):
 
 @attrs.frozen
 class LaunchOptions:
-    """What the flags and the profile say: ``slurm``, the scheduler settings with their
-    sources (the image's too); the rank container; ``explicit``, the SLURM-only flags
-    given on the command line (refused where the launch runs here)."""
+    """What the flags and the profile say; ``explicit``: the SLURM-only flags given."""
 
     slurm: SlurmSettings
     image: str | None
@@ -92,13 +86,8 @@ def resolve_options(
     default_name: str,
     cwd: str | os.PathLike[str] | None = None,
 ) -> LaunchOptions:
-    """Merge the flags (None: not given) over the profile over the defaults.
-
-    ``flags`` keys: :data:`SCHEDULER_FLAGS` (``time`` in minutes, ``mem`` in megabytes,
-    ``sbatch`` as ``KEY=VALUE`` strings), ``mem_gb``, ``image`` (absolute), ``bind`` and
-    ``image_python``; other keys are not read. An :class:`OptionError` for a bad profile,
-    ``--mem`` with ``--mem-gb``, or an ``--sbatch`` option that has a flag of its own.
-    """
+    """Merge the flags (``launch``'s parsed names; None: not given) over the profile over
+    the defaults; other keys are not read."""
     try:
         prof = load_profile(profile, cwd)
     except ValueError as exc:
@@ -164,10 +153,8 @@ def check_where(
     image_flag: bool,
     detach: bool,
 ) -> None:
-    """Refuse what the chosen place cannot run, before the experiment is imported. Here
-    (``why``: ``--local`` or the probe's answer) there is one node, no image, no detaching
-    and no scheduler: SLURM flags given are refused, not ignored (a profile's are unused).
-    """
+    """Refuse what the chosen place cannot run, before the experiment is imported: here,
+    SLURM flags given are refused, not ignored (a profile's are unused)."""
     if local:
         if nodes > 1:
             raise OptionError(

@@ -1,14 +1,9 @@
 # SPDX-License-Identifier: MIT
 """``mushin-box launch``: an experiment + ``--nodes``/``--gpus`` → a ``Workflow.run``.
 
-The one contract of multi-node DDP is one rank per GPU, with the Trainer agreeing
-(``devices == gpus per node``, ``num_nodes == nodes``). The command line says the topology
-once; :func:`plan_launch` derives everything else from it: the SLURM launcher config
-(:func:`~mushin_box.submitit_slurm_config`, ``tasks_per_node = gpus``, optionally every
-rank in an Apptainer image; checked value by value in :mod:`mushin_box._launch.schedule`)
-and the Trainer overrides (``++trainer.devices``, ``++trainer.num_nodes``). Without a
-reachable SLURM cluster (:func:`~mushin_box._slurm.probe.probe_slurm`), or with
-``local=True``, the cells run here: one node, ``gpus`` CPU ranks under HydraDDP (gloo).
+The topology is said once (one rank per GPU): :func:`plan_launch` derives the SLURM launcher
+config and the Trainer's ``devices``/``num_nodes`` from it. Without a reachable SLURM
+cluster, or with ``local=True``, the cells run here: ``gpus`` CPU ranks under HydraDDP.
 """
 
 from __future__ import annotations
@@ -77,9 +72,7 @@ class LaunchPlan:
 
 def check_working_dir(working_dir: str | None) -> None:
     """Refuse, before anything is written, a sweep directory ``Workflow.run`` would fail
-    on after writing: a file, a path holding ``${`` (Hydra resolves it in the log paths;
-    escaping it would only move the surprise), or one whose sweep lock another run holds
-    (a probe: ``Workflow.run``'s own lock still stops a run that starts after it)."""
+    on after writing (a file, ``${`` in its path, a lock another run holds)."""
     if working_dir is None:  # Workflow.run's default lies under the current directory
         here = Path.cwd()
         if "${" in str(here):
@@ -163,18 +156,9 @@ def plan_launch(
     max_restarts: int = 0,
     min_nodes: int | None = None,
 ) -> LaunchPlan:
-    """Decide how to run ``target`` (from :func:`~mushin_box._launch.loading.load_target`)
-    on ``nodes`` x ``gpus`` ranks (``gpus``: ranks per node).
-
-    ``overrides`` may not set ``trainer.devices``/``trainer.num_nodes`` (the topology
-    flags say it); a plain key the config lacks is refused (:func:`check_keys`);
-    ``hydra.launcher.KEY=VALUE`` joins the launcher config. ``local`` None: run here only
-    when no SLURM cluster answers. ``image``/``binds``/``image_python``: every SLURM rank
-    in this Apptainer image (checked before submitting when ``preflight``). ``slurm``: the
-    scheduler settings with their sources (a Mapping: ``SlurmSettings`` fields).
-    ``pythonpath``: where the ranks import the experiment from. ``where``: why it runs
-    where it does (default: the probe's answer). ``torchrun``, ``max_restarts``,
-    ``min_nodes``: each cell's ranks as torchrun workers (:mod:`.torchrunplan`).
+    """How to run ``target`` on ``nodes`` x ``gpus`` ranks. The overrides may not set the
+    topology; ``hydra.launcher.KEY=VALUE`` joins the launcher config; ``local`` None runs
+    here only when no SLURM cluster answers; ``where``: why it runs where it does.
 
     Examples
     --------
@@ -307,9 +291,8 @@ def plan_launch(
 
 
 def check_keys(target: Any, overrides: Sequence[str]) -> None:
-    """Refuse a plain override whose key names nothing in the config (by ``Workflow.run``'s
-    :class:`~mushin_box._sweep.validate.SweepKeys`), with the closest name, before Hydra
-    says only "use +". ``+``/``++``/``~`` overrides and ``hydra.*`` keys are on purpose."""
+    """Refuse a plain override whose key names nothing in the config, with the closest
+    name, before Hydra says only "use +"."""
     from hydra.errors import OverrideParseException
 
     keys = SweepKeys(task_of(target), config_of(target))
@@ -332,12 +315,9 @@ def check_keys(target: Any, overrides: Sequence[str]) -> None:
 
 
 def hydra_error_line(exc: BaseException, overrides: Sequence[str] = (), config: Any = None) -> str:
-    """Hydra's refusal on one line, with the reason its ``__cause__`` holds (OmegaConf's
-    "Value 'abc' could not be converted to Integer": the message alone names only the
-    override). For a plain override setting a key the config lacks, the fix: ``+`` that
-    override, or ``populate_full_signature=True`` when the key is a parameter the config's
-    ``builds()`` left out. The override is found from the cause's type and ``full_key``,
-    never from the words of either message.
+    """Hydra's refusal on one line, with the reason its ``__cause__`` holds; for a plain
+    override of a key the config lacks (found by the cause's type and ``full_key``, never
+    its words), the fix: ``+``, or ``populate_full_signature=True`` for a left-out parameter.
 
     Examples
     --------
@@ -366,8 +346,7 @@ def hydra_error_line(exc: BaseException, overrides: Sequence[str] = (), config: 
 
 
 def _left_out_parameter(config: Any, key: str) -> str | None:
-    """``'lr' is a parameter of MLP ...``: when ``key``'s node builds a target (hydra-zen's
-    ``builds``) whose signature takes the key's last part, and the config left it out."""
+    """``'lr' is a parameter of MLP ...`` when ``key``'s node builds a target taking it."""
     node_key, _, name = key.rpartition(".")
     if config is None or not node_key:
         return None
@@ -391,9 +370,8 @@ def _left_out_parameter(config: Any, key: str) -> str | None:
 def _override_of_unknown_key(
     cause: BaseException | None, overrides: Sequence[str]
 ) -> tuple[str, str] | None:
-    """``(key, text)`` of the first plain override (no ``+``, ``++``, ``~``) that sets the
-    key, or a key under the key, that OmegaConf said the config lacks (its
-    ``ConfigAttributeError`` or ``ConfigKeyError``, which Hydra raises ``from``); None."""
+    """``(key, text)`` of the first plain override setting (under) the key OmegaConf said
+    the config lacks, or None."""
     from hydra.errors import OverrideParseException
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
@@ -427,9 +405,8 @@ def override_keys(overrides: Sequence[str]) -> set[str]:
 
 
 def check_enumerable(overrides: Sequence[str]) -> None:
-    """Refuse a sweep Hydra's basic sweeper cannot list (``interval()``, a continuous
-    range only a sampling sweeper such as Optuna draws from), in one line, before the
-    dry run counts cells or a launch writes anything: a launch runs every cell of a grid.
+    """Refuse a sweep Hydra's basic sweeper cannot list (``interval()``): a launch runs
+    every cell of a grid.
 
     Examples
     --------

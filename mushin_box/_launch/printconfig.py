@@ -1,17 +1,11 @@
 # SPDX-License-Identifier: MIT
 """``mushin-box launch --print-config``: the config the sweep's first cell would receive.
 
-Composed as ``Workflow.run`` composes it, nothing written or submitted: secret values
-leave first (:class:`~mushin_box._core.secrets.SecretVault`), so the config holds the
-``${oc.env:MUSHIN_SECRET_...}`` references the task resolves, never a value; then the
-plan's overrides, each sweep at its first value, composed without Hydra's own node.
-
-Design note: the YAML is printed unresolved, as Hydra's ``--cfg job`` prints it:
-resolving would read the environment into the output and fails on ``${hydra:...}``. As a
-second line of defence, a value the vault moved that still shows outside its references
-is cut out (:func:`~mushin_box._core.redact.redact_text`) when at least
-:data:`~mushin_box._core.redact.MIN_SCRUB_LENGTH` long: a shorter one would match
-anywhere, and no file of the launch hides it either.
+Composed as ``Workflow.run`` composes it (each sweep at its first value), nothing written:
+secret values leave first, as the ``${oc.env:MUSHIN_SECRET_...}`` references the task
+resolves. Printed unresolved, as Hydra's ``--cfg job`` (resolving would read the
+environment into the output); a moved value still showing is cut out when at least
+``MIN_SCRUB_LENGTH`` long (a shorter one would match anywhere).
 """
 
 from __future__ import annotations
@@ -33,21 +27,8 @@ _REFERENCE = re.compile(rf"(\$\{{oc\.decode:{_NAME}\}}|{_NAME})")
 
 
 def first_cell_config(target: Any, overrides: Sequence[str]) -> str:
-    """The first cell's composed config as YAML, secrets shown as references.
-
-    Parameters
-    ----------
-    target : Workflow or hydra-zen config
-        From :func:`~mushin_box._launch.loading.load_target`.
-    overrides : sequence of str
-        The plan's overrides (:attr:`~mushin_box._launch.plan.LaunchPlan.overrides`).
-
-    Raises
-    ------
-    ValueError
-        A sweep over a secret-looking key, or a bad ``secret-names`` setting.
-    hydra.errors.ConfigCompositionException
-        Hydra refused an override (the launch would refuse it too).
+    """The first cell's composed config as YAML, secrets shown as references; a ValueError
+    for a sweep over a secret-looking key, Hydra's own error for an override it refuses.
 
     Examples
     --------

@@ -1,40 +1,14 @@
 # SPDX-License-Identifier: MIT
-"""Launch profiles: a cluster's partition, account, image, binds and limits, written once.
+"""Launch profiles: tables of ``launch`` flags (names without ``--``) written once
+(docs/cli.md, "Launch profiles").
 
-A profile is a table of ``launch`` flags (their names without ``--``) in the project::
-
-    # pyproject.toml                          # or mushin-box.toml, beside it
-    [tool.mushin-box.profiles.default]        # [profiles.default]
-    partition = "gpu"
-    account = "proj42"
-    time = "2:00:00"
-    cpus-per-task = 8
-    mem = "64G"
-    max-parallel = 50                         # cells of a sweep at once
-    image = "/shared/images/train.sif"        # relative: to the file's directory
-    bind = ["/shared/data:/data:ro"]
-
-    [tool.mushin-box.profiles.long]
-    partition = "gpu-long"
-    time = "2-00:00:00"
-    sbatch = {mail-type = "END"}              # any other sbatch option
-
-``launch --profile NAME`` applies one, else the ``default`` profile if there is one. A
-flag wins over the profile's value (a flag's ``bind`` comes after the profile's, a flag's
-``sbatch`` option replaces the profile's of the same name). The project is the nearest
-directory at or above the working directory holding a ``pyproject.toml`` or a
-``mushin-box.toml`` (as for ``secret-names``); both files are read, and a profile defined
-in both is an error.
-
-A user's own profiles (``[profiles.NAME]`` in ``$XDG_CONFIG_HOME/mushin-box/profiles.toml``,
-by default under ``~/.config``) rank below the project's: a profile of the same name takes
-each key from the project when it sets it, else from the user's file, so a user's
-``[profiles.default] account = "proj42"`` adds an account without changing anything else.
-
-Every value is checked here, in one line naming the file, the profile and the key, and
-again with the flags' when the plan is made. The ``sbatch`` table passes every sbatch
-source's check (:func:`~mushin_box._slurm.config.check_sbatch_option`): an option the kit
-sets from a key of its own is refused with that key's name.
+The project's are ``[tool.mushin-box.profiles.NAME]`` in ``pyproject.toml`` or
+``[profiles.NAME]`` in ``mushin-box.toml``, in the nearest directory at or above the working
+directory holding either (both are read; a profile in both is an error). The user's own
+(``$XDG_CONFIG_HOME/mushin-box/profiles.toml``) rank below them key by key. ``--profile
+NAME`` applies one, else ``default`` if there is one; a flag wins over it. Every value is
+checked here in one line naming the file, profile and key; the ``sbatch`` table passes
+every sbatch source's check, refusing an option the kit sets from a key of its own.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 # SPDX-License-Identifier: MIT
-"""The launch record: what ``mushin-box launch`` was asked, kept in the sweep directory.
+"""The launch record: what ``mushin-box launch`` was asked, which ``resume DIR`` replays
+(so that it cannot forget an override and restart a cell from scratch).
 
-``mushin-box resume DIR`` replays it, so that a resume cannot forget an override (which
-would change the cells' config and restart a cancelled cell from scratch).
-``mushin_launch.json`` holds the experiment (absolute when a file), the directory the
-launch ran in (profiles and relative paths are found from there), the overrides, and
-every flag that shapes the run. It is written atomically before the cells start and put
-back when the launch is refused before it starts. A secret override's value
-(:func:`~mushin_box._core.redact.command_line_secrets`) is stored as
-:data:`~mushin_box._core.redact.REDACTED`, and a resume asks for it again.
-
-The file sits in a shared directory: it is read bounded and checked field by field, and
-since the resume imports the experiment it names, :func:`read_launch_record` refuses a
-record or experiment file that is not the user's own
-(:func:`~mushin_box._core.userfile.owner_problem`): anyone who can write into the sweep
-directory could otherwise have ``resume`` run any file with the user's secrets.
+It holds the experiment, the directory the launch ran in, the overrides (a secret's value
+as ``REDACTED``: a resume asks for it again) and every flag that shapes the run. It sits in
+a shared directory and a resume imports the experiment it names, so it is read bounded,
+checked field by field, and refused unless it and its experiment file are the user's own.
 """
 
 from __future__ import annotations

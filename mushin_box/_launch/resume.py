@@ -1,31 +1,19 @@
 # SPDX-License-Identifier: MIT
 """``mushin-box resume DIR [CELL...]``: the recorded launch again, and what it will do per cell.
 
-A resume replays the sweep's launch record (:mod:`mushin_box._launch.record`), so that
-nothing is forgotten. It may change what changes no cell (the scheduler's options) and,
-with ``--set KEY=VALUE``, an override: a new config for every cell, so an unfinished
-cell's checkpoint would be set aside and the cell start from scratch. That is refused,
-naming the cells, unless ``restart`` is asked for.
-
-Design note: what each cell does is decided here only to be shown and checked; the engine
-decides again per cell (:mod:`mushin_box._sweep.decide`) from the same facts, so the two
-agree: a completed, unchanged cell is reused, an unfinished one continues from its
-checkpoint, and a change of overrides or code runs it from the start. A live cell (its
-process or job runs, or its job is queued) is never run: named, it is refused; with no
-cell named, the engine refuses the live sweep.
-
-A change of training limits only (``--set trainer.max_epochs=900``: keys the cells'
-status records as their Trainer's limits) is a longer fit, not a new config: every cell
-*extends* from its checkpoint, the completed ones too; a limit below what a cell already
-trained is refused.
-
-Named cells (``resume DIR lr=0.1``) narrow the sweep's overrides to their values; a cell
-of the narrowed grid (a product) that was not named is refused unless it is completed.
+A resume replays the launch record (:mod:`.record`) and may change the scheduler's options
+or, with ``--set``, an override: a new config for every cell, so setting an unfinished
+cell's checkpoint aside is refused unless ``restart``. What each cell does is decided here
+only to be shown and checked; the engine (:mod:`mushin_box._sweep.decide`) decides again
+from the same facts. A live cell is never run. A change of Trainer limits alone extends
+every cell from its checkpoint (a lower limit is refused). Named cells narrow the sweep's
+overrides to their values; an unfinished cell of the narrowed grid not named is refused.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -45,14 +33,12 @@ from mushin_box._sweepdir.board import read_sweep
 from mushin_box._sweepdir.cancel import cell_label
 from mushin_box._sweepdir.manifest import (
     SweepBusyError,
+    ran_experiment,
     read_status,
     read_sweep_manifest,
     write_grid,
 )
 from mushin_box._train.resume import find_last_checkpoint, refuse_shortened
-
-#: the launch flags a resume may change: the scheduler's, which change no cell's config
-CHANGEABLE_FLAGS = SCHEDULER_FLAGS
 
 
 @public
@@ -62,9 +48,8 @@ class ResumeError(MushinBoxError, ValueError):
 
 @attrs.frozen
 class CellAction:
-    """What a resume does with one cell: ``reuse``, ``continue`` (from ``checkpoint``),
-    ``extend`` (a completed cell, to a raised limit), ``restart`` (from scratch), ``run``
-    (never started), ``live`` (runs or is queued: left alone) or ``left`` (not named)."""
+    """What a resume does with one cell: ``reuse``, ``continue``, ``extend``, ``restart``,
+    ``run`` (never started), ``live`` (left alone) or ``left`` (not named)."""
 
     name: str
     state: str
@@ -86,14 +71,15 @@ def resume_settings(
     record: Mapping[str, Any], flags: Mapping[str, Any], sets: Sequence[str]
 ) -> tuple[list[str], dict[str, Any], list[str]]:
     """(overrides, flags, changed override keys): the record's, with ``flags`` (None: not
-    given; a ``sbatch`` list adds to the recorded one, a later option winning) and each
-    ``--set KEY=VALUE`` replacing the recorded override of that key (or added).
+    given; ``sbatch`` adds to the recorded) and each ``--set`` replacing its key's override.
+    A launch with scheduler flags recorded ran on SLURM: the resume submits there (where no
+    controller answers, that is the error, not a dropped flag the user never typed).
 
     Examples
     --------
     >>> rec = {"overrides": ["lr=0.1,1", "+tag=a"], "flags": {"nodes": 2, "time": 60}}
     >>> resume_settings(rec, {"time": 90}, ["tag=b"])
-    (['lr=0.1,1', '+tag=b'], {'nodes': 2, 'time': 90}, ['tag'])
+    (['lr=0.1,1', '+tag=b'], {'nodes': 2, 'time': 90, 'slurm': True}, ['tag'])
     """
     overrides = list(record["overrides"])
     changed: list[str] = []
@@ -124,7 +110,28 @@ def resume_settings(
         if key == "sbatch":
             value = [*out.get("sbatch", []), *value]
         out[key] = list(value) if isinstance(value, tuple) else value
+    if not out.get("local") and any(out.get(k) is not None for k in SCHEDULER_FLAGS):
+        out["slurm"] = True
     return overrides, out, changed
+
+
+def read_resume_record(root: str) -> tuple[dict[str, Any], tuple[str, str] | None]:
+    """The launch record, and ``(cell, experiment file)`` the sweep's cells ran (None:
+    unknown); a :class:`RecordError` when the record names another file: a resume would run
+    every cell again with it. One named as a module is found only by importing it."""
+    record = read_launch_record(root)
+    ran = ran_experiment(Path(root))
+    recorded = record["experiment"].split(":", 1)[0]
+    if ran is not None and recorded.endswith(".py"):
+        cell, file = ran
+        if os.path.realpath(recorded) != os.path.realpath(file):
+            raise RecordError(
+                f"{root}: the launch record names the experiment {recorded}, but the sweep's "
+                f"cells ran {file} (cell {cell}); a resume would run them again with another "
+                f"experiment and replace their results: put {file} back in the record, or "
+                f"launch {recorded} into a new directory"
+            )
+    return record, ran
 
 
 def plan_cells(
@@ -136,15 +143,8 @@ def plan_cells(
     restart: bool = False,
     overrides: Sequence[str] = (),
 ) -> list[CellAction]:
-    """What a resume of the sweep at ``root`` does with each cell (:class:`CellAction`).
-
-    ``chosen``: the cells named (by directory, or as ``cancel`` prints a never-started
-    one); none: every cell. ``changed``: the override keys the resume changes; ``code``:
-    the code fingerprint now (None: not compared); ``overrides``: the resume's, where
-    changed training limits are read. A :class:`ResumeError` for a named cell that is
-    unknown or live, an unfinished cell's checkpoint set aside without ``restart``, or a
-    limit lowered below what a cell trained.
-    """
+    """What a resume of the sweep at ``root`` does with each cell; ``chosen``: the cells
+    named (none: every cell); ``code``: the code fingerprint now (None: not compared)."""
     sweep = read_sweep(root)
     names = {cell_label(c.dir, c.combo): c for c in sweep.cells}
     wanted = [n.rstrip("/").rsplit("/", 1)[-1] for n in chosen]
@@ -201,8 +201,7 @@ def plan_cells(
 
 
 def _limit_values(changed: Sequence[str], overrides: Sequence[str]) -> dict[str, Any]:
-    """``{key: new value}`` of the changed keys, when each is given one value (not a sweep)
-    that could be a training limit; ``{}`` otherwise (the change is no extension)."""
+    """``{key: new value}`` when every changed key is one training limit's value; else {}."""
     given = {_key(o): o for o in overrides}
     out: dict[str, Any] = {}
     for key in changed:
@@ -241,9 +240,7 @@ def _action(
 
 
 def narrow_overrides(overrides: Sequence[str], actions: Sequence[CellAction]) -> list[str]:
-    """The overrides with each sweep cut down to the values of the cells that run; a
-    :class:`ResumeError` when the narrowed grid holds an unfinished cell not named, or a
-    swept value is not in the overrides (the sweep is the experiment file's).
+    """The overrides with each sweep cut down to the values of the cells that run.
 
     Examples
     --------
@@ -294,8 +291,7 @@ def narrow_overrides(overrides: Sequence[str], actions: Sequence[CellAction]) ->
 
 
 def changed_keys(recorded: Sequence[str], now: Sequence[str]) -> list[str]:
-    """The override keys whose text differs between a launch record's overrides and a new
-    launch's (added, removed or changed), in order.
+    """The override keys added, removed or changed between two launches, in order.
 
     Examples
     --------
@@ -328,8 +324,7 @@ def sweep_grid(root: str | Path) -> dict[str, list[Any]] | None:
 
 
 def restore_grid(root: str | Path, grid: Mapping[str, list[Any]]) -> None:
-    """Give the manifest the whole sweep's ``grid`` again after a resume of named cells
-    (which wrote only theirs); a driver still holding the sweep writes it when it ends."""
+    """Give the manifest the whole sweep's ``grid`` again after a resume of named cells."""
     try:
         write_grid(Path(root), grid)
     except (SweepBusyError, OSError):
@@ -374,9 +369,8 @@ def resume_actions(
     changed: Sequence[str] | None = None,
     restart: bool = True,
 ) -> list[CellAction] | None:
-    """:func:`plan_cells` of ``target`` resumed into ``working_dir``, the code as it is now
-    (None: no sweep there yet). ``changed`` None: the keys that differ from the launch
-    record's; ``restart``: a plain ``launch --resume`` refuses nothing here."""
+    """:func:`plan_cells` of ``target`` resumed into ``working_dir`` (None: no sweep
+    there yet); ``changed`` None: the keys that differ from the launch record's."""
     if changed is None:
         try:
             changed = changed_keys(read_launch_record(working_dir)["overrides"], overrides)
@@ -396,8 +390,8 @@ def resume_actions(
 
 
 def review_resume(review: dict[str, Any], plan: Any, actions: Sequence[CellAction]) -> None:
-    """Add a resume to the dry run's review: what each cell does, and the GPU-hours of only
-    the cells that run (a finished sweep's resume runs nothing, and costs nothing)."""
+    """Add what each cell does to the dry run's review, and the GPU-hours of only those
+    that run."""
     review["resume"] = [
         {"cell": a.name, "state": a.state, "action": a.action, "why": a.why}
         | ({"checkpoint": a.checkpoint} if a.checkpoint else {})

@@ -1,21 +1,10 @@
 # SPDX-License-Identifier: MIT
 """The dry run of ``mushin-box launch`` as a review: what would run, what it would cost,
-and the mistakes that cost the most, before any GPU-hour is spent.
+and the mistakes that cost the most, as plain data (printed as text or JSON).
 
-:func:`review_plan` returns plain data (the CLI prints it as text, or as JSON): the plan
-(overrides with secret values as references), the number of cells, the GPU-hours upper
-bound (cells x nodes x GPUs x time limit), the sbatch script submitit would submit, the
-env file every rank would read (secret-looking values redacted), and:
-
-- errors: what the real launch would refuse (the image's pre-flight, Hydra composing the
-  first cell); the dry run exits 2 with them, as the launch would;
-- warnings: a trainer accelerator other than ``gpu``/``auto`` on GPUs, no account where
-  the cluster enforces accounts, ``cpus_per_task=1`` on GPUs, a sweep directory (or image)
-  on node-local storage such as ``/tmp``.
-
-The requeue trap in the sbatch script (some 60 lines of shell, the same in every launch)
-is folded to one line by :func:`fold_requeue_trap` (``--verbose`` shows it; ``--json``
-holds the whole script).
+Errors are what the real launch would refuse (the dry run exits 2 with them); warnings
+the costly mistakes it would not. The sbatch script's requeue trap (some 60 lines, the
+same in every launch) is folded to one line unless ``--verbose``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Running a launch plan: ``Workflow.run`` with the plan's launcher and overrides.
 
-Design note: :mod:`mushin_box._launch.plan` decides and this module acts: it sets the
-ranks' ``PYTHONPATH``, keeps the launch record, and turns what stops a launch before any
-cell ran (an override Hydra cannot apply, a job sbatch refused, bad arguments) into a
-one-line :class:`~mushin_box._launch.plan.LaunchError`, removing the directories made for
-nothing. A cell's own error (``on_error='raise'``) propagates unchanged.
+What stops a launch before any cell ran becomes a one-line ``LaunchError``, and the
+directories made for nothing are removed; a cell's own error propagates unchanged.
 """
 
 from __future__ import annotations
@@ -40,11 +37,8 @@ def run_launch(
     source: str | None = None,
     record: Mapping[str, Any] | None = None,
 ) -> Any:
-    """``Workflow.run`` with the plan's launcher and overrides (``wait=False``: submit,
-    and return a :class:`mushin_box.SweepHandle`). ``source``: a config-only experiment's
-    file (``Workflow(source=)``); ``record``: the launch record to keep for ``resume``.
-    A :class:`LaunchError` when nothing ran: ``Workflow.run`` refused its arguments, Hydra
-    an override, or sbatch the job."""
+    """``Workflow.run`` of the plan, keeping ``record`` for ``resume``; a
+    :class:`LaunchError` when nothing ran (bad arguments, an override, sbatch refused)."""
     from hydra.errors import ConfigCompositionException
 
     workflow = as_workflow(target, source)

@@ -1,11 +1,9 @@
 # SPDX-License-Identifier: MIT
 """The ``mushin_slurm`` launcher config of a launch, checked value by value with its source.
 
-Values come from :mod:`mushin_box._launch.options` and from ``hydra.launcher.KEY=VALUE``
-overrides, which pass the same checks and win (the most specific thing the user wrote).
-Each value is checked alone first, so that an error names its source (``--partition:
-...``, ``override hydra.launcher.qos=...: ...``), then all together, then by the launcher
-itself (its own fields: ``requeue_on``, ``max_requeues``, ...).
+``hydra.launcher.KEY=VALUE`` overrides win over :mod:`.options`' values. Each value is
+checked alone first, so that an error names its source, then all together, then by the
+launcher itself.
 """
 
 from __future__ import annotations

@@ -82,18 +82,17 @@ _PASSED = ("dry_run", "json", "detach", "no_progress", "cancel_on_interrupt")
 def run(args: argparse.Namespace) -> int:
     from omegaconf import OmegaConf
 
-    from mushin_box._launch.record import RecordError, read_launch_record
+    from mushin_box._launch.options import SCHEDULER_FLAGS
     from mushin_box._launch.resume import (
-        CHANGEABLE_FLAGS,
         launch_argv,
         narrow_overrides,
         plan_cells,
+        read_resume_record,
         restore_grid,
         resume_settings,
         sweep_grid,
     )
     from mushin_box._reproduce import checks, trust
-    from mushin_box._sweepdir.manifest import ran_experiment
 
     if args.json and not args.dry_run:
         raise UsageError("--json prints the dry run's review: add --dry-run")
@@ -104,30 +103,13 @@ def run(args: argparse.Namespace) -> int:
         )
     root = str(resolve_sweep(args.dir).resolve())
     try:
-        record = read_launch_record(root)
-        ran = ran_experiment(Path(root))
-        # another experiment would run every cell again and replace their results; one named
-        # as a module is found only by importing it, so it is not compared
-        recorded = record["experiment"].split(":", 1)[0]
-        if ran is not None and recorded.endswith(".py"):
-            cell, file = ran
-            if os.path.realpath(recorded) != os.path.realpath(file):
-                raise RecordError(
-                    f"{root}: the launch record names the experiment {recorded}, but the sweep's "
-                    f"cells ran {file} (cell {cell}); a resume would run them again with another "
-                    f"experiment and replace their results: put {file} back in the record, or "
-                    f"launch {recorded} into a new directory"
-                )
+        record, ran = read_resume_record(root)
         if ran is not None:  # reproduce's check of what the run would import, unimported
             original = checks.read_original(Path(root, ran[0]))
             config = OmegaConf.create(original.config)
             trust.check_sources(original, config, allow_dirty=True)  # a changed file reruns
-        changes = {k: getattr(args, k, None) for k in CHANGEABLE_FLAGS}
+        changes = {k: getattr(args, k, None) for k in SCHEDULER_FLAGS}
         overrides, flags, changed = resume_settings(record, changes, args.set or [])
-        if not flags.get("local") and any(flags.get(k) is not None for k in CHANGEABLE_FLAGS):
-            # SLURM job options were recorded, so the launch ran on SLURM: submit there (where
-            # no controller answers, that is the error, not "drop" a flag the user never typed)
-            flags = {**flags, "slurm": True}
         full = list(overrides)
         if args.cells:  # the engine's decision needs no code here: which cells run
             actions = plan_cells(root, args.cells, changed=changed, restart=True)
