@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The ``mushin-box`` command line: parsing and printing only, one module per command.
 
-Each command module (the list is :data:`.main.COMMANDS`) exposes ``HELP``,
+Each command module (:data:`.main.COMMANDS`) exposes ``HELP``, ``EXAMPLES``, ``EXITS``,
 ``add_arguments(parser)`` and ``run(args) -> int``; :mod:`.main` builds the parser and
 turns the kit's errors into one line and exit code 2. :mod:`.tables` holds what several
 commands print alike.

@@ -1,17 +1,11 @@
 # SPDX-License-Identifier: MIT
-"""``mushin-box logs DIR [CELL] [--rank R | --node NAME | --all] [--tail N] [-f]``: a cell's
-rank output, its lines prefixed ``[rank N]`` when several ranks print.
-
-Presentation only; which files hold which rank, and which node ran it, is
-:mod:`mushin_box._sweepdir.logs`.
+"""``mushin-box logs DIR [CELL]``: a cell's rank output, prefixed ``[rank N]`` when
+several ranks print (which files hold which rank: :mod:`mushin_box._sweepdir.logs`).
 
 A cell on several nodes, or of more than :data:`INDEX_ABOVE_RANKS` ranks, prints an index
-first (a line per node: its ranks, how they ended, what they wrote), then only the output
-that tells the story: rank 0's and that of the first ranks that raised. 64 ranks' copies of
-the same lines hide the one that failed; ``--node``, ``--rank`` and ``--all`` print the rest.
-
-``-f`` follows the files until the cell is settled (or Ctrl-C). A cell that has not written
-yet is waited for while the sweep may still start it: ``logs -f`` can follow a launch.
+of its nodes first, then only rank 0's output and that of the first ranks that raised (64
+copies of the same lines hide the one that failed). ``-f`` follows until the cell settles,
+waiting for one the sweep may still start.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 # SPDX-License-Identifier: MIT
 """The ``mushin-box`` command line: the parser of every command, and its exit codes.
 
-A command module ``mushin_box.cli.<name>`` exposes ``HELP``, ``EXAMPLES`` (whole command
-lines, ending its ``--help``), ``EXITS`` (what its own exit codes mean), ``add_arguments``
-and ``run(args) -> int``.
-
 Exit codes mean one thing in every command, so that a script can tell an answer from a
-failure: :data:`EXIT_OK` 0 (done; the same; every cell completed), :data:`EXIT_NEGATIVE` 1
-(cells failed, the runs differ, not reproduced), :data:`EXIT_USAGE` 2 (bad input, or the
-output could not be written; one line on stderr), :data:`EXIT_RUNNING` 3 (cells still run
-or wait), 130 (Ctrl-C) and :data:`EXIT_CLOSED_PIPE` 141 (the reader went away: ``| head``).
+failure: 0 done (the same; every cell completed), 1 negative (cells failed, the runs
+differ), 2 bad input or unwritable output, 3 cells still run, 130 Ctrl-C, 141 a closed pipe.
 """
 
 from __future__ import annotations

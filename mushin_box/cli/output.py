@@ -2,14 +2,10 @@
 """Everything a command prints passes here: redacted on its way out, and a failure to
 write it (a full disk, a closed pipe) told apart from the command's answer.
 
-Why one choke point: secrets reached the terminal through messages nobody thought of as
-output (Hydra quoting an override back, argparse quoting a bad flag, a warning naming a
-path). ``sys.stdout``/``sys.stderr`` are wrapped while a command runs, cleaning every line
-by the rule files are cleaned by (:func:`mushin_box._core.redact.redact_text`). Processes
-the command starts write to the file descriptors and are not covered.
-
-A write that fails raises :class:`OutputError`, not an ``OSError``: a command's own
-``except OSError`` around its files must not swallow it.
+One choke point, because secrets reached the terminal through messages nobody thought of
+as output (Hydra quoting an override back, argparse a bad flag): ``sys.stdout``/``stderr``
+are wrapped while a command runs (child processes are not covered). A failed write raises
+:class:`OutputError`, not an ``OSError`` a command's own handler would swallow.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 # SPDX-License-Identifier: MIT
-"""``mushin-box status [DIR]``: one table of a sweep's cells, from its sidecars (read by
-:func:`mushin_box._sweepdir.board.read_sweep`: a ``running`` cell whose process or job is
-gone is ``failed``, one whose SLURM job could not be asked about ``unknown``).
+"""``mushin-box status [DIR]``: one table of a sweep's cells, from its sidecars.
 
-The table is never cut inside a word and never wraps (a squeezed table is unreadable).
-Columns are laid out at their natural width, two spaces apart; when that is wider than the
-terminal, the table gives way in a fixed order: swept parameters' headers lose their dotted
-prefixes, the error column shows the error's type alone, then whole columns are left out,
-least needed first, and a line names them (``--json`` has every field). The swept values and
-the state always stay; a column no cell has a value for is never shown. Piped output is laid
-out for ``COLUMNS`` when set, else at full width: a pipe into ``grep`` loses nothing.
+The table never cuts a word nor wraps. Wider than the terminal, it gives way in a fixed
+order: swept headers lose their dotted prefixes, errors show their type alone, then whole
+columns are left out, least needed first, and a line names them. The swept values and the
+state always stay. Piped output is laid out for ``COLUMNS`` when set, else at full width.
 """
 
 from __future__ import annotations
