@@ -1,28 +1,16 @@
 # SPDX-License-Identifier: MIT
 """The sweep as its readers see it: every cell's state, owner, timing, metrics and error,
-read from the sidecars alone.
+read from the sidecars alone (``status``, ``ls``, ``wait`` and ``logs`` run on any login
+node, so nothing here writes), asking ``squeue``/``sacct`` once per sweep or this host's
+process table what the files can't tell. The states a reader adds to a status file's:
 
-``status``, ``ls``, ``wait`` and ``logs`` run on any login node, while the driver runs
-elsewhere or is gone, so nothing here writes a file. What the files can't tell is asked of
-``squeue``/``sacct`` (one call for the whole sweep) or this host's process table.
-
-Design note: the states a reader adds to those a status file holds.
-
-* ``failed`` for a ``running`` status whose process or job is gone (a status file can't
-  say its writer was killed; the next run corrects the file, under the sweep's lock), or
-  that names no owner (:data:`STALE`: every runner records one, so nothing runs it).
+* ``failed`` for a ``running`` status whose process or job is gone, or that names no owner
+  (:data:`STALE`); the next run corrects the file, under the sweep's lock.
 * ``unknown``: the cell's SLURM job could not be asked about. It may still run, so it is
-  never shown ended and keeps ``wait`` waiting; :attr:`SweepView.unanswered` names them.
-* ``pending`` with a job id: a cell not started, or whose last attempt ended before the
-  latest submission, while a job of that submission is live (``launch --resume
-  --detach``), with squeue's reason; ``never_starts`` marks the reasons under which the
-  job waits for good (:func:`mushin_box._slurm.jobs.never_starts`).
-
-A running cell's latest epoch and first metric come from its ``fit_metrics.json``, read
-bounded and without following a symlink. Which job runs a waiting cell is told by the jobs'
-overrides (:func:`job_finder`, indexed once by the values they give the swept keys, each
-way an override may spell them: :func:`spellings`); :func:`grid_runs` says whether a live
-job may run some cell of a grid (a resume never starts a second copy).
+  never shown ended and keeps ``wait`` waiting (:attr:`SweepView.unanswered`).
+* ``pending`` with a job id: a cell not started, or ended before the latest submission,
+  while a job of that submission is live, with squeue's reason (``never_starts``: a reason
+  the job waits under for good). The job is found by its overrides (:func:`job_finder`).
 
 Examples
 --------

@@ -1,40 +1,24 @@
 # SPDX-License-Identifier: MIT
 """Stop cells of a sweep: ``scancel`` for SLURM cells, signals for local ones, and a
-``cancelled`` status once their owner is gone. The one reader that acts: from the sidecars
-alone, so from any login node for SLURM cells, from the cell's host for local ones.
+``cancelled`` status once their owner is gone; from the sidecars alone, so from any login
+node for SLURM cells, from the cell's host for local ones.
 
-Design note: the order of things.
+Order: a completed cell is never touched (SLURM may reuse its job id). A local cell gets
+SIGTERM (rank 0 stops its ranks, its checkpoint stays whole), then after ``grace_s``
+SIGKILL to its tree as read from ``/proc`` before the first signal. The status is written
+once the owner is gone, over a status re-read just before: a cell that completed meanwhile
+stays ``completed``; a ``failed`` its dying process wrote becomes ``cancelled``. A cell that
+never started is marked ``cancelled`` in the manifest once the sweep's jobs left the queue
+and no driver holds its lock; one started meanwhile is settled like a running cell.
 
-* A completed cell is never touched: its job is over, and SLURM may reuse its id.
-* A local cell gets SIGTERM, so that rank 0 stops its other ranks and its checkpoint stays
-  consistent; after ``grace_s``, SIGKILL to its tree, read from ``/proc`` before the first
-  signal (once rank 0 is gone its children are re-parented).
-* The status is written once the owner is gone, atomically over a status re-read just
-  before: a cell that completed meanwhile stays ``completed``; a ``failed`` its dying
-  process wrote after the cancel began becomes ``cancelled``.
-* A cell that never started has no status. Once the sweep's jobs left the queue and no
-  driver holds its lock, nothing can start it: the manifest records it ``cancelled``
-  (:func:`~mushin_box._sweepdir.manifest.mark_unstarted_cancelled`). One SLURM started
-  between cancel's read and its ``scancel`` is settled like a running cell.
-
-Design note: what ``cancel`` trusts. The sweep sits on a shared filesystem, so every job id
-and pid it names is checked before anything is signalled:
-
-* a job id must look like one (:func:`mushin_box._slurm.jobs.valid_job_id`), and ids go
-  after ``--`` (``--name=x`` would be an option to ``scancel``);
-* a job is cancelled only while ``squeue`` shows it with this sweep's mark in its comment
-  (:func:`mushin_box._slurm.jobs.sweep_mark`) and run by the sweep's owner (a comment is
-  anyone's to set; an ended job's id may be reused); no answer from squeue, no cancel;
-* a process is signalled only when its start time is the one its status records
-  (:func:`mushin_box._sweepdir.liveness.same_process`), never pid 1, this process or an
-  ancestor;
-* the owner rule: a status, and the jobs file, are acted on only when they and their
-  directory belong to the sweep's owner and no one else can write them (read through the
-  checked descriptor), and a process only when it runs as that owner: the invoking user,
-  or, run as root, the sweep directory's owner. Anyone who can write a sidecar could
-  otherwise name any process or job to stop.
-
-Each refusal is named in :attr:`CancelReport.refused`, and nothing refused is waited for.
+Trust: anyone who can write a sidecar could name any process or job, so a job id must look
+like one and goes after ``--``; a job is cancelled only while ``squeue`` shows it with this
+sweep's mark (:func:`mushin_box._slurm.jobs.sweep_mark`) run by the sweep's owner; a
+process only when its start time is the recorded one (never pid 1, this process or an
+ancestor) and it runs as the owner (the invoking user, or, as root, the directory's owner);
+a status or jobs file only when it and its directory are the owner's and no one else's to
+write. Each refusal is named in :attr:`CancelReport.refused`, and nothing refused is waited
+for.
 """
 
 from __future__ import annotations
@@ -77,8 +61,10 @@ from mushin_box._sweepdir.board import (
     read_sweep,
 )
 from mushin_box._sweepdir.liveness import pid_alive, process_tree, process_uid, same_process
+from mushin_box._sweepdir.logs import started_cells
 from mushin_box._sweepdir.manifest import (
     SweepBusyError,
+    cell_records,
     combo_id,
     manifest_from_cells,
     mark_unstarted_cancelled,
@@ -374,7 +360,8 @@ def cancel(
         gone = blocked or _queue_emptied(path, deadline, [j for j in ids if j in stopped])
         names = [cell_label(None, c.combo) for c in unstarted]
         marked: list[str] = []
-        if gone is None:
+        # a status not read may be a cell that ran: nothing is marked then
+        if gone is None and len(list(cell_records(path))) == len(started_cells(path)):
             reason = f"cancelled by {who} at {timestamp()}, before it started"
             try:
                 only = [c.combo for c in unstarted] if cells else None

@@ -1,23 +1,18 @@
 # SPDX-License-Identifier: MIT
 """Is the process or SLURM job that a ``running`` cell names as its owner still alive?
 
-A cell's status records its owner when the cell starts (:func:`owner_fields`): the host,
-pid and start time of its rank-0 process, and its SLURM job. Another process reads it back
-(:func:`owner_of`) and asks :func:`check`: a sweep that starts again must not start a second
-copy of a cell that still runs, and a cell whose owner is gone runs again.
+A cell records its owner when it starts (:func:`owner_fields`); another process reads it
+back (:func:`owner_of`) and asks :func:`check`, so that a sweep started again runs a cell
+whose owner is gone and never a second copy of one that still runs:
 
-Design note: how each owner is checked, and what counts when it cannot be.
-
-* A process on this host: alive if its pid exists, is not a zombie, and started when the
-  recorded one did (``/proc/<pid>/stat`` field 22, with the boot id: the kernel may have
-  given the pid to another process since). Without ``/proc`` (macOS), the pid alone.
-* A SLURM job: alive while ``squeue``/``sacct`` say it is in a live state; one neither
-  knows is over. A scheduler that does not answer leaves it *unknown*, which counts as
-  alive: silence is never "the job ended". The checker's own job (a local sweep inside
-  ``salloc``) says nothing about the cell, so the process is checked instead.
-* A process on another host with no SLURM job, or a job where no SLURM tools are on PATH,
-  cannot be checked from here, so it counts as alive: a second copy is the harm this
-  module exists to prevent; the caller says how to go on.
+* a process on this host is alive if its pid exists, is not a zombie, and started when the
+  recorded one did (``/proc/<pid>/stat`` field 22 and the boot id: pids are reused);
+  without ``/proc`` (macOS), the pid alone;
+* a SLURM job is alive while ``squeue``/``sacct`` show it live; one neither knows is over;
+  no answer is *unknown*, counted alive. The checker's own job (a local sweep inside
+  ``salloc``) says nothing of the cell: the process is checked instead;
+* another host's process with no job, or a job with no SLURM tools here, cannot be
+  checked: it counts as alive, and the caller says how to go on.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 # SPDX-License-Identifier: MIT
-"""Every rank's output of a cell, found from the cell alone (``mushin-box logs``).
-
-Where each rank writes, by launcher:
-
-* SLURM (submitit): ``<job>_<task>_log.out``/``.err`` in the launcher's submitit folder,
-  one pair per task (rank); the cell's status lists them under ``logs``.
-* a local HydraDDP job: ranks 1..N-1 write to ``<cell>/logs/rank<r>.log``; rank 0 is the
-  Hydra job itself, whose log is ``<cell>/<job name>.log``.
-
-Each rank also records its node and how its task ended (``.mushin/ranks/rank<r>.json``):
-:func:`cell_nodes` groups a cell's ranks by node, so that ``logs`` of many ranks can show a
-line per node. Readers only read: following a file reads what was appended since.
+"""Every rank's output of a cell, found from the cell alone (``mushin-box logs``): under
+SLURM, submitit's ``<job>_<task>_log.out``/``.err`` per task, which the cell's status lists
+under ``logs``; in a local HydraDDP job, ``<cell>/logs/rank<r>.log`` for ranks 1..N-1 and
+the Hydra job's ``<cell>/<job name>.log`` for rank 0. :func:`cell_nodes` groups the ranks by
+the node each recorded (``.mushin/ranks/rank<r>.json``). Nothing here writes.
 """
 
 from __future__ import annotations

@@ -351,32 +351,16 @@ def _unstarted(manifest: Mapping[str, Any], root: Path) -> list[dict[str, Any]]:
     ]
 
 
-def _status_paths(root: Path) -> list[str]:
-    """The directories of ``root`` that hold a status file, readable or not."""
-    try:
-        with os.scandir(root) as entries:
-            dirs = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
-    except OSError:
-        return []
-    return [d for d in dirs if os.path.lexists(root / d / STATUS_FILE)]
-
-
 def mark_unstarted_cancelled(
     root: Path, reason: str, only: Sequence[Mapping[str, Any]] | None = None
 ) -> list[dict[str, Any]]:
     """Record the cells that never started as ``cancelled`` in the manifest and return
-    their combos (``only``: of these combos alone).
-
-    ``cancel`` calls it once no job of the sweep is queued: without it such a cell reads
-    ``pending`` for good. The manifest alone knows a cell without a directory: each
-    rebuild keeps the mark, and the next run's manifest drops it (a resume runs the cell).
-    Under the sweep's lock (``SweepBusyError`` while a driver, which may start the cell,
-    holds it). Nothing is marked while a status cannot be read: that cell may be one.
+    their combos (``only``: of these combos alone); ``cancel`` calls it once no job of the
+    sweep is queued and every status was read. Each rebuild keeps the mark (the manifest
+    alone knows a cell without a directory); the next run's manifest drops it. Under the
+    sweep's lock: ``SweepBusyError`` while a driver, which may start the cell, holds it.
     """
-    records = list(cell_records(root))
-    if len(records) != len(_status_paths(root)):  # a status not read: a cell may have run
-        return []
-    if not _unstarted(manifest_from_cells(root, records), root):
+    if not _unstarted(manifest_from_cells(root), root):
         return []  # nothing to write: not even the lock file
     wanted = None if only is None else {combo_id(c) for c in only}
     with SweepLock(root):

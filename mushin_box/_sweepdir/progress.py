@@ -1,19 +1,14 @@
 # SPDX-License-Identifier: MIT
-"""Progress over sweep cells, fed by the cell sidecars: a bar with the cells by state, the
-elapsed time and an ETA from the cells finished so far.
+"""Progress over sweep cells from their status files alone (any launcher, no ``squeue``
+polled): a bar with the cells by state, the elapsed time and an ETA (the mean wall time of
+the cells this run finished, times the cells left, over the most seen running at once).
+:class:`CellProgress` runs beside a blocking ``Workflow.run``; :class:`SweepFollower` is
+``mushin-box wait``'s bar, which also asks whether running cells' owners live.
 
-It reads only the status files, so it works for any launcher whose cells write to this
-filesystem, with no ``squeue`` polled to draw it. :class:`CellProgress` runs beside a
-blocking ``Workflow.run``; :class:`SweepFollower` is the bar of ``mushin-box wait``, which
-also asks SLURM whether running cells' owners live.
-
-Design note: the terminal while the bar is drawn. A cell run in this process (``launch
---local``) logs through handlers made before the bar, onto the real stderr: a line glued to
-the bar. So while the bar is drawn every logging handler that writes to this terminal
-writes through the bar's console (above it), and Lightning's notices that every cell
-repeats (:data:`NOTICES`), and warnings it repeats that a user can do nothing about, are
-filtered out; the rest of a rank's output is shown as it is. The ETA is the mean wall time
-of the cells this run finished, times the cells left, over how many ran at once (at most).
+While the bar is drawn, cells run in this process (``launch --local``) would log onto the
+real stderr, glued to the bar: every logging handler that writes to this terminal writes
+through the bar's console instead, and Lightning's per-cell :data:`NOTICES` and warnings a
+user can do nothing about are left out (:class:`QuietTerminal`).
 """
 
 from __future__ import annotations

@@ -3,25 +3,21 @@
 (``status``, ``show``, ``report``, ``load_experiment``), from the finished cells' index for a
 resume.
 
-A finished sweep's manifest (written after the last cell ended) answers for it: a cell's
-status is read only when newer than the manifest or not completed (its error is whole there
-only). A cell the manifest does not know, a symlink among the cells, a cell not in an end
-state, a driver holding the lock, or a newer submission: the sweep may still change, so
-:func:`finished_entries` says None and the reader reads every status (``read_sweep``).
+The manifest, written after the last cell ended, answers for a finished sweep: a status is
+read only when newer than it or not completed (its error is whole there only). A cell it
+does not know, a symlink among the cells, a cell not ended, a driver holding the lock or a
+newer submission: :func:`finished_entries` says None and the reader reads every status.
 
-The index: at the end of a launch, under the sweep's lock, the driver writes down what it
-read of each completed cell (status, metrics, whether its provenance is whole) with each
-file's identity (inode, size, mtime, ctime: no user can set ``st_ctime``). The next resume
-opens each file (``O_NOFOLLOW``, relative to the cell's directory opened the same way; an
-open revalidates a shared file system's cached attributes, a ``stat`` may not) and decides
-a cell whose files are all the indexed ones from the index, any other from its files.
-
-The index is trusted only as a regular file within its size limit, well formed, and owned by
-the owner of every file it vouches for (a user who can drop a file in a shared sweep cannot
-make a resume believe other results); anything else in it is ignored. A file changed within
-a timestamp's granularity after it was read could keep its identity (git's "racy" entries):
-it is entered only if last changed :data:`RACY_NS` before the index was begun, by the file
-system's clock. A private cache: written with :func:`json.dumps`, atomically.
+The index: at a launch's end, under the lock, the driver writes each completed cell's
+status, metrics and whether its provenance is whole, with each file's identity (inode,
+size, mtime, ctime: no user can set ``st_ctime``). A resume opens each file
+(``O_NOFOLLOW``, relative to the cell's directory opened the same way: an open revalidates
+a shared file system's cached attributes, a ``stat`` may not) and decides from the index
+a cell whose files are all the indexed ones. It is trusted only as a regular, bounded, well
+formed file owned by the owner of every file it vouches for (a user who can drop a file in
+a shared sweep cannot make a resume believe other results). A file changed within a
+timestamp's granularity after it was read may keep its identity (git's "racy" entries): it
+is entered only if last changed :data:`RACY_NS` before the file system's now.
 
 Examples
 --------
