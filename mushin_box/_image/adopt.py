@@ -1,10 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Adopt an image the kit did not build: write its manifest, as ``build`` would have.
 
-A site's shared image, or one built by hand, has no manifest: pre-flight could only hash
-it, not check its Python nor pin its packages. :func:`adopt_image` reads what the image
-says (through ``apptainer exec`` and its SIF header) and writes ``<image>.manifest.json``.
-An existing manifest, perhaps the builder's record, is replaced only with ``force=True``.
+A site's shared image, or one built by hand, has no manifest, so pre-flight could only hash
+it: :func:`adopt_image` reads the image's SIF header and packages (``apptainer exec``).
 """
 
 from __future__ import annotations
@@ -16,18 +14,7 @@ from pathlib import Path
 
 from mushin_box._core.sidecars import write_json_atomic
 from mushin_box._core.version import __version__
-from mushin_box._image.build import (
-    APPTAINER,
-    ApptainerNotFound,
-    Manifest,
-    OutputNotWritable,
-    apptainer_version,
-    embedded_definition,
-    manifest_path,
-    package_lists,
-    probe_python,
-    sif_identity,
-)
+from mushin_box._image import build
 from mushin_box._image.sif import SifFormatError, read_sif_header
 
 #: ``base_image`` of an adopted image's manifest: the kit did not choose its base
@@ -36,7 +23,7 @@ ADOPTED = "adopted"
 
 def adopt_image(
     image: str | os.PathLike[str], *, python: str = "python", force: bool = False
-) -> Manifest:
+) -> build.Manifest:
     """Write the manifest of an existing SIF and return it. Refused: no such file
     (``FileNotFoundError``), not a whole SIF or a manifest already beside it without
     ``force`` (``ValueError``), no Apptainer to read the image's packages through."""
@@ -45,21 +32,21 @@ def adopt_image(
         raise FileNotFoundError(f"{path}: no such image file")
     try:  # the whole file, not only its header: a truncated copy is refused here
         read_sif_header(path)
-        definition = (embedded_definition(path) or b"").decode("utf-8", "replace")
+        definition = (build.embedded_definition(path) or b"").decode("utf-8", "replace")
     except SifFormatError as exc:
         raise SifFormatError(path, f"cannot be adopted: {exc.text}") from None
-    target = manifest_path(path)
+    target = build.manifest_path(path)
     if target.exists() and not force:
-        raise OutputNotWritable(
+        raise build.OutputNotWritable(
             target,
             "it exists (perhaps the builder's own record); move it away, or replace it with "
             "{force}",
             arguments={"force": True},
         )
-    if shutil.which(APPTAINER) is None:
-        raise ApptainerNotFound("read the image's Python and packages", hint=None)
-    version, packages = probe_python(path, python)
-    manifest = Manifest(
+    if shutil.which(build.APPTAINER) is None:
+        raise build.ApptainerNotFound("read the image's Python and packages", hint=None)
+    version, packages = build.probe_python(path, python)
+    manifest = build.Manifest(
         image=path.name,
         definition=definition,
         definition_sha256=hashlib.sha256(definition.encode("utf-8")).hexdigest(),
@@ -67,11 +54,11 @@ def adopt_image(
         base_digest=None,
         build_argv=(),
         mushin_box_version=__version__,
-        **sif_identity(path),
-        apptainer_version=apptainer_version(),
+        **build.sif_identity(path),
+        apptainer_version=build.apptainer_version(),
         python_version=version,
         packages=packages,
-        **package_lists(path, python),
+        **build.package_lists(path, python),
     )
     write_json_atomic(target, manifest.to_dict())
     return manifest

@@ -3,14 +3,11 @@
 
 Many clusters cannot pull from Docker Hub: ``docs/containers.md`` ("ImageSpec") says what
 each renders and how the build manifest pins them without a registry digest.
-
-Header values go into ``Key: value`` lines of the definition, which Apptainer's header
-parser cuts at ``#``, trims, and joins with the next line after a trailing ``\\``:
-:func:`check_header_value` refuses what it would change.
 """
 
 from __future__ import annotations
 
+import email
 import os
 import re
 from collections.abc import Iterator
@@ -30,11 +27,8 @@ _MIRROR_RE = re.compile(r"^(?:https?|file)://[A-Za-z0-9._~:/?\[\]@!$&()*+,;=%-]+
 
 
 def check_header_value(value: object, where: str) -> str:
-    """Refuse what Apptainer's header parser would change in a ``Key: value`` line.
-
-    It cuts the line at the first ``#`` (a comment), trims spaces, joins a line ending in
-    ``\\`` with the next one, and the whole file goes through build-argument templating.
-    """
+    """Refuse what Apptainer's header parser would change in a ``Key: value`` line: it cuts
+    at ``#``, trims, joins a line ending in ``\\`` with the next, and expands ``{{ }}``."""
     if not isinstance(value, str):
         raise TypeError(f"{where}: expected str, got {type(value).__qualname__}")
     bad = [c for c in value if ord(c) < 32 or ord(c) == 127]
@@ -56,36 +50,22 @@ def _one_line_sources(text: str) -> Iterator[tuple[str, str]]:
 
 
 def _deb822_sources(text: str) -> Iterator[tuple[str, str]]:
-    """``(uri, suite)`` pairs of the enabled ``Types: deb`` stanzas of a ``.sources`` file."""
+    """``(uri, suite)`` pairs of the enabled ``Types: deb`` stanzas of a ``.sources`` file
+    (RFC 822 fields, as :mod:`email` reads them once the ``#`` comments are gone)."""
     for stanza in re.split(r"\n[ \t]*\n", text):
-        fields: dict[str, str] = {}
-        key = ""
-        for raw in stanza.splitlines():
-            if raw.startswith("#"):
-                continue
-            if raw[:1] in (" ", "\t") and key:  # a folded continuation line
-                fields[key] += " " + raw.strip()
-                continue
-            name, sep, value = raw.partition(":")
-            if sep:
-                key = name.strip().lower()
-                fields[key] = value.strip()
-        disabled = fields.get("enabled", "yes").strip().lower() == "no"
-        if "deb" not in fields.get("types", "").split() or disabled:
-            continue
-        for uri in fields.get("uris", "").split()[:1]:
-            for suite in fields.get("suites", "").split():
-                yield uri, suite
+        lines = [raw for raw in stanza.splitlines() if raw.strip() and not raw.startswith("#")]
+        fields = email.message_from_string("\n".join(lines))
+        enabled = str(fields.get("enabled", "yes")).strip().lower() != "no"
+        if enabled and "deb" in str(fields.get("types", "")).split():
+            for uri in str(fields.get("uris", "")).split()[:1]:
+                for suite in str(fields.get("suites", "")).split():
+                    yield uri, suite
 
 
 def apt_source(root: str | os.PathLike[str] = APT_SOURCES) -> tuple[str, str]:
-    """The Debian mirror and release suite this machine's apt installs from.
-
-    :class:`Debootstrap` uses it for a suite or mirror it is not given: a build host's
-    (often local) mirror works, and the same release keeps image and host in step. Files
-    are read in apt's order; the first ``deb`` entry whose suite is a release (no ``-``:
-    not ``bookworm-security``) and whose URI is ``http(s)://`` or ``file://`` is taken;
-    none is a ``ValueError`` saying what to pass.
+    """The Debian mirror and release suite this machine's apt installs from: the first
+    ``deb`` entry, in apt's order, of a release (not ``bookworm-security``) from an
+    ``http(s)://`` or ``file://`` URI; none is a ``ValueError`` saying what to pass.
 
     >>> import pathlib, tempfile
     >>> root = pathlib.Path(tempfile.mkdtemp())

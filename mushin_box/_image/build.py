@@ -1,28 +1,13 @@
 # SPDX-License-Identifier: MIT
 """Build an image from an :class:`~mushin_box._image.spec.ImageSpec` and record its identity.
 
-:func:`build_image` writes the rendered definition to ``<out .def>.partial``, runs
-``apptainer build`` (``--fakeroot`` when not root) into ``<out>.partial``, then records
-a manifest and moves the definition and the image into place together::
-
-    image.sif                  the SIF, exactly as hashed
-    image.def                  the definition it was built from
-    image.sif.manifest.json    identity: sif_sha256, sif_uuid, definition_sha256, ...
-
-The manifest also pins what is *in* the image: its Python and Debian packages, listed
-through ``apptainer exec`` on the built image. They pin a base without a digest
-(:class:`~mushin_box._image.bases.Debootstrap`, a sandbox
-:class:`~mushin_box._image.bases.LocalImage`); a SIF ``LocalImage`` is pinned by its file's
-sha256 too. An image that cannot list them records ``"unknown"`` and why.
-
-The authoritative identity is ``sif_sha256`` (the bytes that will run). The header UUID
-is a cheap "same build" check but is nil for reproducible builds; ``definition_sha256``
-ties the image to its spec and equals ``embedded_definition_sha256`` (the SIF's
-``Def.FILE``) when the image was built from that file.
-
-Nothing in place is touched until a build has succeeded: a failed or interrupted build
-removes its partial files, and the image, its manifest and its definition stay the set
-they were.
+:func:`build_image` writes ``<out .def>.partial`` and ``<out>.partial``, then moves them into
+place together and writes ``<out>.manifest.json``: a failed or interrupted build removes its
+partial files and leaves the old set as it was. The manifest's identity is ``sif_sha256``
+(the header UUID is nil for reproducible builds; ``definition_sha256`` equals the SIF's
+``Def.FILE`` hash when built from it). It also lists the image's Python and Debian packages
+(through ``apptainer exec``), which pin a base without a digest: ``"unknown"`` and why when
+the image cannot list them.
 """
 
 from __future__ import annotations
@@ -45,21 +30,12 @@ from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.sidecars import StrPath, read_json, write_json_atomic, write_text_atomic
 from mushin_box._core.targets import public
 from mushin_box._core.version import __version__
+from mushin_box._image import native
 from mushin_box._image.bases import LocalImage
 from mushin_box._image.definition import render_definition
 from mushin_box._image.digest import image_sha256
 from mushin_box._image.intree import DPKG_QUERY, PROBE_SCRIPT
-from mushin_box._image.native import (
-    BuildError,
-    NativeBuildRefused,
-    build_native,
-    check_native,
-    context_dir,
-    native_refusal,
-    recipe_identity,
-    run_bounded,
-    source_date_epoch,
-)
+from mushin_box._image.native import BuildError, NativeBuildRefused, run_bounded
 from mushin_box._image.pack import describe_check
 from mushin_box._image.sif import (
     file_sha256,
@@ -115,8 +91,6 @@ class OutputNotWritable(MushinBoxError, ValueError):
 def manifest_path(image: StrPath) -> Path:
     """The manifest written beside ``image``: ``<image>.manifest.json``.
 
-    Examples
-    --------
     >>> manifest_path("out/train.sif").as_posix()
     'out/train.sif.manifest.json'
     """
@@ -126,13 +100,8 @@ def manifest_path(image: StrPath) -> Path:
 
 @attrs.frozen(kw_only=True)
 class BuildPlan:
-    """What :func:`build_image` will write and run (``--dry-run`` shows exactly this).
-
-    A build writes ``definition_partial`` and ``partial`` (``apptainer build`` reads the one
-    and writes the other) and moves them to ``definition_path`` (``out.with_suffix('.def')``,
-    where a dry run writes) and ``image`` together, so a failed build leaves the old set.
-    ``context`` is the working directory of ``argv`` (relative ``%files`` sources).
-    """
+    """What :func:`build_image` will write and run (``--dry-run`` shows exactly this):
+    ``argv`` runs in ``context``, reads ``definition_partial`` and writes ``partial``."""
 
     definition: str
     definition_path: Path
@@ -262,8 +231,6 @@ def plan_build(
     ``context`` (default: the current directory) is where relative ``%files`` sources
     resolve; ``fakeroot`` (default: when not root) passes ``--fakeroot``.
 
-    Examples
-    --------
     >>> spec = ImageSpec(base="debian@sha256:" + "2" * 64)
     >>> plan = plan_build(spec, "/tmp/x/img.sif", fakeroot=True)
     >>> plan.argv  # doctest: +NORMALIZE_WHITESPACE
@@ -294,15 +261,10 @@ def plan_build(
 
 
 def check_output(image: StrPath) -> None:
-    """Raise :class:`OutputNotWritable` unless files can be created beside ``image``.
+    """Raise :class:`OutputNotWritable` unless files can be created beside ``image``
+    (checked before anything is written): its nearest existing ancestor must be a directory
+    this user may write (``os.access``, not the mode bits: root, read-only mounts).
 
-    Checked before anything is written, so a bad output path leaves no stray definition or
-    half-made directory. A directory that does not exist yet is fine (it is created, like
-    ``mkdir -p``) when its nearest existing ancestor is a writable directory. Root may write
-    where the mode bits say no; ``os.access`` answers for this user (and a read-only mount).
-
-    Examples
-    --------
     >>> import tempfile
     >>> check_output(Path(tempfile.mkdtemp()) / "new" / "dir" / "img.sif")
     >>> check_output(Path(__file__) / "img.sif")  # doctest: +ELLIPSIS
@@ -357,11 +319,8 @@ def probe_python(image: Path, python: str) -> tuple[str, dict[str, str]]:
 
 
 def package_lists(image: Path, python: str) -> dict[str, Any]:
-    """``dpkg_packages``, ``pip_freeze`` and ``package_list_errors`` of the built image.
-
-    Never fails the build: a base without ``dpkg-query`` (Alpine, a minimal SIF) or without
-    pip is a fact to record (``"unknown"`` and why), not an error.
-    """
+    """``dpkg_packages``, ``pip_freeze`` and ``package_list_errors`` of the built image; a
+    list the image cannot give (no ``dpkg-query``, no pip) is ``"unknown"``, never an error."""
     out: dict[str, Any] = {"package_list_errors": {}}
     pip = (python, "-I", "-m", "pip", "freeze", "--all")
     for key, argv in (("dpkg_packages", DPKG_QUERY), ("pip_freeze", pip)):
@@ -479,7 +438,7 @@ def build_image(
     if backend not in BACKENDS:
         raise ValueError(f"backend {backend!r}: one of {', '.join(BACKENDS)}")
     if backend == "auto":
-        backend = "apptainer" if native_refusal(spec) is not None else "native"
+        backend = "apptainer" if native.native_refusal(spec) is not None else "native"
     plan = plan_build(spec, out, context=context, fakeroot=fakeroot)
     check_output(plan.image)
     definition_bytes = plan.definition.encode("utf-8")
@@ -506,13 +465,7 @@ def build_image(
         )
     if shutil.which(APPTAINER) is None:
         raise ApptainerNotFound()
-
-    missing = [src for src, _ in spec.all_files() if not (plan.context / src).exists()]
-    if missing:
-        raise FileNotFoundError(
-            f"%files sources not found under the build context {plan.context}: {missing} "
-            "(relative sources resolve against the context; pass context=/--context)"
-        )
+    native.check_sources(spec, plan.context)
     return _install(plan, plan.partial, _build_partial(plan, spec, timeout=timeout, common=common))
 
 
@@ -535,14 +488,9 @@ def check_image(
     timeout: float = DEFAULT_BUILD_TIMEOUT,
     native_mode: str = "auto",
 ) -> str:
-    """Rebuild ``spec`` and compare it with ``image``: ``"identical"``, else ``"differs: "``
-    and the first difference (:func:`~mushin_box._image.pack.describe_check`) and the host
-    tools whose versions differ from the image's (:func:`_other_tools`), a cause the files
-    cannot name. Only a native build is reproducible, so only it can answer "identical".
-
-    The rebuild goes to a temporary directory beside ``image`` (else in the system's, for
-    another user's image), removed after.
-    """
+    """Rebuild ``spec`` (in a temporary directory beside ``image``, else the system's) and
+    compare: ``"identical"``, else the first difference and the host tools whose versions
+    differ from the image's build (:func:`_other_tools`), a cause the files cannot name."""
     image = Path(image)
     if not image.is_file():
         raise FileNotFoundError(f"{image}: no such image to check")
@@ -603,16 +551,13 @@ def _spec_file(spec_ref: str | None, context: Path) -> tuple[str | None, Path | 
 def native_recipe(
     spec: ImageSpec, context: StrPath, spec_ref: str | None = None
 ) -> tuple[str, str | None, str | None]:
-    """``(recipe_sha256, context_commit, spec)`` a native build of ``spec`` in ``context``
-    records (:func:`~mushin_box._image.native.recipe_identity`); ``spec_ref`` names the
-    spec as ``mushin-box build`` was given it, and its file is one of the recipe's inputs.
-    No ``SOURCE_DATE_EPOCH`` (the recipe's time) is a :class:`NativeBuildRefused`.
-    """
+    """``(recipe_sha256, context_commit, spec)`` a native build records; ``spec_ref`` (as
+    ``mushin-box build`` was given it) names a file that is one of the recipe's inputs."""
     context = Path(context).absolute()
-    epoch = source_date_epoch(spec, context)
+    epoch = native.source_date_epoch(spec, context)
     ref, spec_file = _spec_file(spec_ref, context)
     definition = render_definition(spec)
-    recipe, commit = recipe_identity(spec, definition, context, epoch, spec_file)
+    recipe, commit = native.recipe_identity(spec, definition, context, epoch, spec_file)
     return recipe, commit, ref
 
 
@@ -629,22 +574,22 @@ def _build_native(
     """Build with the native builder in a directory beside the image, removed at the end:
     a failed or interrupted build leaves nothing at the output path. An image of the same
     recipe is kept as it is (unless ``force``)."""
-    if (why := native_refusal(spec)) is not None:
+    if (why := native.native_refusal(spec)) is not None:
         raise NativeBuildRefused(why)
     recipe, commit, ref = native_recipe(spec, plan.context, spec_ref)
     with contextlib.suppress(OSError, TypeError, ValueError):  # none in place, or not ours
         kept = None if force else read_manifest(plan.image)
         if kept and (kept.recipe_sha256, kept.sif_size) == (recipe, plan.image.stat().st_size):
             return kept  # before the host checks: an image in place needs no build tools
-    mode, epoch = check_native(spec, plan.context, mode)
+    mode, epoch = native.check_native(spec, plan.context, mode)
     common = {**common, "spec": ref, "recipe_sha256": recipe, "context_commit": commit}
-    common["context_dir"] = None if commit is None else context_dir(plan.context)
+    common["context_dir"] = None if commit is None else native.context_dir(plan.context)
     plan.image.parent.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix=f".{plan.image.name}.native-", dir=plan.image.parent))
     workdir.chmod(0o755)  # apt downloads as the _apt user
     try:
         _write_definition(plan.definition_partial, plan.definition)
-        sif, found = build_native(
+        sif, found = native.build_native(
             spec,
             plan.definition,
             context=plan.context,

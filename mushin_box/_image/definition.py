@@ -53,11 +53,8 @@ def apt_lines(spec: ImageSpec) -> list[str]:
 
 
 def setup_lines(spec: ImageSpec) -> list[str]:
-    """The ``%post`` lines after the apt packages: the venv, pip, the project, ``post``.
-
-    The native builder runs exactly these in the image's tree (its base already holds the
-    apt packages), so the definition it embeds describes what it did.
-    """
+    """The ``%post`` lines after the apt packages: the venv, pip, the project, ``post``
+    (what the native builder runs in the tree, so its embedded definition is true)."""
     lines: list[str] = []
     if spec.venv is not None:
         lines.append(f"{_q(spec.python)} -m venv {_q(spec.venv)}")
@@ -103,9 +100,7 @@ def runscript_lines(spec: ImageSpec) -> list[str]:
 
 
 def _header(spec: ImageSpec) -> list[str]:
-    """The header lines of ``spec.base``, with the keys Apptainer's docs spell them with
-    (the parser lowercases keys; values are trimmed and cut at ``#``, which the spec
-    refuses in them)."""
+    """The header lines of ``spec.base``, keys spelled as Apptainer's docs do."""
     base = spec.base
     if isinstance(base, Debootstrap):
         return ["Bootstrap: debootstrap", f"OSVersion: {base.suite}", f"MirrorURL: {base.mirror}"]
@@ -115,9 +110,8 @@ def _header(spec: ImageSpec) -> list[str]:
 
 
 def _check_rendered(text: str) -> None:
-    """Safety net: one build stage, the only '%' lines are our section headers, no
-    templating. The spec's validators make each of these impossible; this catches a
-    renderer change that would reintroduce one."""
+    """Safety net against a renderer change: one build stage, the only '%' lines are our
+    section headers, no templating (the spec's validators refuse each)."""
     stages = len(STAGE_START.findall(text))
     if stages != 1 or not STAGE_START.match(text):
         raise AssertionError(f"rendered text would be read as {stages} build stages")

@@ -1,12 +1,10 @@
 # SPDX-License-Identifier: MIT
 """An image's sha256, computed once per version of the file and cached.
 
-Design note: every ``--image`` launch checks the image's sha256 against its manifest, and
-hashing a 5-20 GB image takes tens of seconds. The digest is kept in the user's cache
-directory, keyed by the file's real path and ``os.stat`` identity (size, mtime, ctime, inode,
-device): any write changes the ctime, which no user can set, and a replaced file gets a new
-inode, so a changed file is always hashed again. A file that changed while it was hashed is
-not cached; a cache that cannot be read or written only costs the hash.
+Every ``--image`` launch checks the image's sha256, which takes tens of seconds for a large
+image. The cache keys it by the file's real path and ``os.stat`` identity: any write changes
+the ctime, which no user can set, and a replaced file has a new inode. A file that changed
+while it was hashed is not cached; a cache that cannot be read or written only costs the hash.
 """
 
 from __future__ import annotations

@@ -140,20 +140,11 @@ def _files(pairs: list[Any], root: Path, where: str) -> list[tuple[str, str]]:
                 f"{where}: COPY destination {dest!r} must be absolute (WORKDIR-relative "
                 "destinations are not converted)"
             )
-        if (root / src).is_dir():
-            src, dest = _directory_copy(src, dest)
+        if (root / src).is_dir():  # Docker copies dir's contents, dotfiles too: `dir/.`;
+            # the trailing "/" makes Apptainer create DEST, as Docker does
+            src, dest = (src.rstrip("/") or ".") + "/.", dest.rstrip("/") + "/"
         out.append((src, dest))
     return out
-
-
-def _directory_copy(src: str, dest: str) -> tuple[str, str]:
-    """The ``%files`` pair that gives Docker's ``COPY dir dest`` (``dir``'s *contents* into
-    ``dest``, created) under Apptainer's ``cp -fLr SRC DEST``, which puts ``dir`` itself
-    inside an existing ``DEST``: ``dir/.`` copies every entry, dotfiles included (``dir/*``
-    would skip them, and stays a literal ``*`` when empty), and the trailing ``/`` makes
-    Apptainer create ``DEST`` when missing.
-    """
-    return (src.rstrip("/") or ".") + "/.", dest.rstrip("/") + "/"
 
 
 def _argv(value: Any) -> tuple[str, ...]:
@@ -205,13 +196,8 @@ def _post(install: list[str], environ: list[str], env: dict[str, str], where: st
 
 
 def dockerfile_fields(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The :class:`~mushin_box._image.spec.ImageSpec` fields of a single-stage Dockerfile.
-
-    ``base`` from FROM, ``env`` from ENV, ``labels`` from LABEL, ``files`` from COPY/ADD,
-    ``post`` from RUN/WORKDIR/ARG, ``runscript``/``runscript_args`` from ENTRYPOINT/CMD.
-    A construct that would not convert faithfully is a :class:`DockerfileError`; whether
-    the fields make a valid spec is for ``ImageSpec`` to check.
-    """
+    """The :class:`~mushin_box._image.spec.ImageSpec` fields of a single-stage Dockerfile;
+    what would not convert faithfully is a :class:`DockerfileError`."""
     try:  # imported here, not at the top: spython is needed by this function only
         from spython.main.parse.parsers import DockerParser  # pyright: ignore
     except ImportError as exc:

@@ -236,10 +236,8 @@ def _bind_points(root: Path, paths: Sequence[str]) -> list[tuple[str, Path]]:
 
 
 def _setup_with_binds(workdir: Path, root: Path, plan: Mapping[str, Any]) -> None:
-    """The setup lines in a chroot, in a private mount namespace where the host's local pip
-    paths are bound read-only (the fakechroot mode makes none: pip reads them in place, see
-    :func:`_chroot`): the binds end with that namespace, and the mount points made for them
-    are removed after, so nothing of the host stays in the tree."""
+    """The setup lines in a chroot, in a private mount namespace that binds the host's local
+    pip paths read-only (not in fakechroot mode); the mount points made for them go after."""
     fake = "FAKECHROOT" in os.environ
     points = [] if fake else _bind_points(root, plan["pip_paths"])
     for _, point in points:
@@ -264,9 +262,7 @@ def _setup(workdir: Path, root: Path, binds: Sequence[str]) -> None:
 
 
 def _hook(workdir: Path, root: Path) -> None:
-    """The customize hook: the ``%files``, the setup, ``/.singularity.d``, the test, the
-    package lists (mmdebstrap copies them out), the cleanup that makes the tree the same on
-    every build, the bytecode."""
+    """The customize hook (mmdebstrap copies the package lists it writes out)."""
     plan = json.loads((workdir / "plan.json").read_text(encoding="utf-8"))
     # pip in the tree trusts what the host trusts (a site's proxy CA); mmdebstrap empties /tmp
     shutil.copyfile(host_ca_bundle(), root / _CA_IN_TREE.lstrip("/"))

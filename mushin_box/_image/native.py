@@ -1,26 +1,15 @@
 # SPDX-License-Identifier: MIT
 """The native builder: a bit-reproducible SIF from an ImageSpec, with no Apptainer.
 
-:func:`build_native` makes the image in a build directory that the caller removes:
-
-1. the root file system, by mmdebstrap in the first mode this user can use (:func:`_mode`:
-   root, else unshare, else fakechroot, whose tar one fakeroot record unpacks and packs):
-   a :class:`~mushin_box._image.bases.Debootstrap` base as ``--variant=minbase`` with the
-   spec's apt packages; a :class:`~mushin_box._image.bases.LocalImage` (a SIF's squashfs
-   root, or a sandbox) copied in whole, its own apt sources installing the apt packages in
-   step 2 (a thin layer over a heavy base built once);
-2. in the tree (mmdebstrap's customize hook, :mod:`~mushin_box._image.intree`): the
-   ``%files``; the ``%post`` lines after apt
-   (:func:`~mushin_box._image.definition.setup_lines`) in a chroot, where pip finds packages
-   where this host's pip does (:func:`host_pip_settings`) and the lock's hashes, not the
-   index, decide the bytes; ``/.singularity.d`` as Apptainer lays it out; the spec's
-   ``test``; the package lists; the cleanup that makes the tree the same on every build;
-3. :func:`~mushin_box._image.pack.pack_tree`: every time ``SOURCE_DATE_EPOCH``, a UUID
-   derived from the content.
-
-``SOURCE_DATE_EPOCH`` is the spec's, else the commit time of its pip lock in git: the
-recipe's time, never the clock. Equal recipes and equal package versions give equal bytes.
-Every check that can fail runs in :func:`check_native`, before anything is written.
+:func:`build_native` makes the image in a build directory the caller removes. mmdebstrap
+makes the root file system in the first mode this user can use (:func:`_mode`): a
+``Debootstrap`` base as ``--variant=minbase`` with the spec's apt packages, or a
+``LocalImage`` copied in whole (its own apt sources install them later). Its customize hook
+(:mod:`~mushin_box._image.intree`) does in the tree what the definition says, then
+:func:`~mushin_box._image.pack.pack_tree` packs it. ``SOURCE_DATE_EPOCH`` is the recipe's
+time (the spec's, else its pip lock's commit time), never the clock: equal recipes and
+equal package versions give equal bytes. Every check that can fail runs in
+:func:`check_native`, before anything is written.
 """
 
 from __future__ import annotations
@@ -142,8 +131,6 @@ def explain_failure(output: str, *, mirror: str, where: Path) -> str | None:
     """What the tail of a failed build's ``output`` says went wrong, as one line, or
     ``None`` when it matches nothing known.
 
-    Examples
-    --------
     >>> explain_failure("E: ...: No space left on device", mirror="m", where=Path("/x"))
     'the disk filled up: free space under /x, or build elsewhere (-o)'
     """
@@ -152,9 +139,6 @@ def explain_failure(output: str, *, mirror: str, where: Path) -> str | None:
         if line is not None:
             return line if meaning is None else meaning.format(mirror=mirror, where=where)
     return None
-
-
-# ------------------------------------------------------------------------- the checks
 
 
 def host_pip_settings() -> tuple[dict[str, str], list[str]]:
@@ -180,14 +164,9 @@ def host_pip_settings() -> tuple[dict[str, str], list[str]]:
 
 
 def native_refusal(spec: ImageSpec) -> str | None:
-    """Why the native builder cannot make ``spec``'s base, or ``None`` when it can.
+    """Why the native builder cannot make ``spec``'s base (it makes a ``Debootstrap`` base,
+    or copies a ``LocalImage`` sandbox or squashfs SIF; not a Docker one), else ``None``.
 
-    It makes Debian trees with mmdebstrap: a :class:`Debootstrap` base, or a
-    :class:`LocalImage` (a sandbox directory, or a SIF whose root is squashfs) whose tree
-    it copies. A Docker base needs a registry client; Apptainer builds it.
-
-    Examples
-    --------
     >>> native_refusal(ImageSpec(base="debian@sha256:" + "0" * 64))  # doctest: +ELLIPSIS
     'the base debian@sha256:000... is a Docker image: ...--backend apptainer'
     """
@@ -209,11 +188,8 @@ def native_refusal(spec: ImageSpec) -> str | None:
 
 
 def source_date_epoch(spec: ImageSpec, context: Path) -> int:
-    """The build's ``SOURCE_DATE_EPOCH``: the spec's, else the commit time of its pip lock.
-
-    A lock with changes not yet committed has no such time: its build would carry the
-    time of another recipe.
-    """
+    """The build's ``SOURCE_DATE_EPOCH``: the spec's, else the commit time of its pip lock
+    (refused when changed since: the build would carry another recipe's time)."""
     if spec.source_date_epoch is not None:
         return spec.source_date_epoch
     fix = "set ImageSpec(source_date_epoch=...) (Unix seconds)"
@@ -274,7 +250,9 @@ def _unshare_refusal() -> str | None:
                 f"--add-subuids 100000-165535 --add-subgids 100000-165535 {user}`)"
             )
     for path, what in ((sys.executable, "this Python"), (__file__, "mushin-box")):
-        if not _others_can_read(Path(path).resolve()):
+        real = Path(path).resolve()  # readable by all, its parents searchable by all
+        searchable = all(p.stat().st_mode & 0o001 for p in real.parents)
+        if not searchable or not real.stat().st_mode & 0o004:
             return (
                 f"{who} runs {what} ({path}) in a user namespace, where it reads as another "
                 "user's: make it readable by all, or build as root"
@@ -308,25 +286,10 @@ def _tool_version(tool: str) -> str | None:
     return found[0] if found else None
 
 
-def _others_can_read(path: Path) -> bool:
-    """Whether a user that owns nothing here may read ``path`` (every parent searchable)."""
-    searchable = all(os.stat(parent).st_mode & 0o001 for parent in path.parents)
-    return searchable and bool(os.stat(path).st_mode & 0o004)
-
-
 def check_native(spec: ImageSpec, context: Path, mode: str = "auto") -> tuple[str, int]:
     """Check everything a native build in ``mode`` (:data:`MODES`) needs, before anything
-    is written; return mmdebstrap's mode (``auto`` resolved) and ``SOURCE_DATE_EPOCH``.
-
-    Raises
-    ------
-    NativeBuildRefused
-        A base this builder cannot make, a missing host tool (with its Debian package), no
-        mode this user can build in, pip packages with no ``venv``, no
-        ``SOURCE_DATE_EPOCH``.
-    FileNotFoundError
-        A ``%files`` source that does not exist under ``context``.
-    """
+    is written (a :class:`NativeBuildRefused`, or :func:`check_sources`); return
+    mmdebstrap's mode (``auto`` resolved) and ``SOURCE_DATE_EPOCH``."""
     if (why := native_refusal(spec)) is not None:
         raise NativeBuildRefused(why)
     if why := _missing_tool(HOST_TOOLS, "the native builder"):
@@ -347,13 +310,18 @@ def check_native(spec: ImageSpec, context: Path, mode: str = "auto") -> tuple[st
             "pip packages on a Debian base need a venv (Debian's Python refuses pip installs "
             "outside one): set ImageSpec(venv='/opt/venv', python='python3')"
         )
-    missing = [src for src, _ in spec.all_files() if not glob.glob(str(context / src))]
+    check_sources(spec, context)
+    return mode, source_date_epoch(spec, context)
+
+
+def check_sources(spec: ImageSpec, context: Path) -> None:
+    """A ``FileNotFoundError`` naming the ``%files`` sources missing under ``context``."""
+    missing = [src for src, _ in spec.all_files() if not (context / src).exists()]
     if missing:
         raise FileNotFoundError(
             f"%files sources not found under the build context {context}: {missing} "
             "(relative sources resolve against the context; pass context=/--context)"
         )
-    return mode, source_date_epoch(spec, context)
 
 
 def _recipe_files(spec: ImageSpec, context: Path, spec_file: Path | None) -> list[Path]:
@@ -376,17 +344,10 @@ def _recipe_files(spec: ImageSpec, context: Path, spec_file: Path | None) -> lis
 def recipe_identity(
     spec: ImageSpec, definition: str, context: Path, epoch: int, spec_file: Path | None = None
 ) -> tuple[str, str | None]:
-    """``(recipe sha256, context commit)`` of a native build.
-
-    The sha256 covers what decides the image's bytes but the mirror's and indexes' contents
-    and the host tools' versions (:func:`build_tools`): the rendered definition, the
-    builder's version, ``SOURCE_DATE_EPOCH``, the names, modes and bytes of every file the
-    build reads (:func:`_recipe_files`) and a ``LocalImage`` base's bytes. An image whose
-    manifest holds it is not built again.
-
-    The commit is the context's git ``HEAD`` when it holds all those files unchanged, so
-    ``reproduce --rebuild-image`` can check the recipe out again; else ``None``.
-    """
+    """``(recipe sha256, context commit)`` of a native build. The sha256 covers all that
+    decides the image's bytes but the mirror, the indexes and the host tools: the
+    definition, the builder's version, the epoch, every file read (:func:`_recipe_files`)
+    and a ``LocalImage`` base. The commit: ``HEAD`` when it holds those files unchanged."""
     files = _recipe_files(spec, context, spec_file)
     digest = hashlib.sha256()
     digest.update(f"{__version__}\0{epoch}\0{len(definition)}\0{definition}".encode())
@@ -441,9 +402,6 @@ def context_dir(context: Path) -> str | None:
     path), or None outside one: a rebuild from the commit builds there again."""
     prefix = git(["rev-parse", "--show-prefix"], context, timeout=60)
     return None if prefix is None else prefix.strip().rstrip("/") or "."
-
-
-# ------------------------------------------------------------------------- the build
 
 
 def _lock_hashes(text: str) -> dict[str, list[str]]:
@@ -574,7 +532,6 @@ def build_native(
     recorded = [a if a != str(out) else "DIR" for a in argv if "-hook=" not in a]
     return sif, {
         "build_argv": tuple(recorded),
-        "backend": "native",
         "mirror": spec.base.mirror if isinstance(spec.base, Debootstrap) else None,
         # a LocalImage SIF's is its file's sha256 (build_image's)
         **({"base_digest": probe["release_sha256"]} if isinstance(spec.base, Debootstrap) else {}),

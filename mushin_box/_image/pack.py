@@ -2,42 +2,20 @@
 """Pack a root file system tree as a bit-reproducible SIF, and name what makes two SIFs differ.
 
 :func:`pack_tree` squashes a directory with ``mksquashfs`` and wraps it with the kit's SIF
-writer. The same tree content gives the same bytes, whatever the tree's path, its files'
-times, the order its directories were filled in, the user who packs it, or the day:
+writer: the same tree content gives the same bytes, whatever its path, its files' times,
+the order it was filled in, the user who packs it or the day. Of :data:`MKSQUASHFS_FLAGS`:
+``-no-xattrs`` (host SELinux labels; Apptainer mounts ``nosuid``, where capabilities do
+nothing), ``-exit-on-error`` (else an unreadable file is stored empty), ``-no-sparse`` (a
+hole and written zeros give the same bytes), ``-one-file-system`` (nothing still mounted),
+``-comp lz4`` (fast to unpack; its bytes depend on the squashfs-tools and lz4 versions).
 
-- ``-all-time SDE -mkfs-time SDE``: every inode and the superblock carry
-  ``SOURCE_DATE_EPOCH``, not the files' times nor the clock;
-- ``-reproducible`` (named so no local default changes it): blocks are written in input
-  order whatever the threads, and mksquashfs sorts each directory's entries itself;
-- ``-noappend``: nothing of an earlier file at the temporary path is kept;
-- ``-no-xattrs``: their values come from the host (SELinux labels, ``user.*``), and
-  Apptainer mounts ``nosuid``, where file capabilities have no effect;
-- ``-exit-on-error``: without it an unreadable file is stored empty with exit 0 (a pack
-  outside the tree's user namespace would ship an empty ``/etc/shadow``);
-- ``-no-sparse``: a hole and written zeros give the same bytes (``cp``, ``tar`` and pip
-  differ in which they write);
-- ``-one-file-system``: a file system still mounted in the tree is not packed;
-- ``-comp lz4``: fast to unpack at every rank's start; its bytes depend on the
-  squashfs-tools and lz4 versions, which a rebuild elsewhere must match.
-
-**Ownership is kept, as the tree's builder saw it** (``-all-root`` would drop ``_apt``'s
-and every other owner: another image). A tree made in a user namespace (``mmdebstrap
---mode=unshare``) is owned on the host by subordinate ids, some files readable only by
-them, so mksquashfs runs *inside* that namespace (``userns``, the command prefix that enters
-it), where the owners read as a root build's. It writes through an inherited file
-descriptor, so the namespace needs no write access to the output directory. The root must
-read as owned by 0:0: a tree packed outside its namespace is refused, not packed into
-another image.
-
-**The SIF** holds the definition and the inspect metadata (each if any) and the squashfs
-partition (:func:`~mushin_box._image.sif.write_sif`); its times are
-``SOURCE_DATE_EPOCH`` and its UUID a ``uuid5`` of the three objects' sha256: no field
-depends on the host but the architecture.
+Owners are kept as the tree's builder saw them: a tree made in a user namespace is owned
+on the host by subordinate ids, so mksquashfs runs inside it (``userns``), writing through
+an inherited file descriptor; a root that does not read as 0:0 is refused. The SIF's times
+are ``SOURCE_DATE_EPOCH`` and its UUID a ``uuid5`` of its objects' sha256.
 
 :func:`first_difference` compares two SIFs: the fields that do not follow from the content
-first (a different ``SOURCE_DATE_EPOCH`` is named as the time field, not as every file's
-mtime), then the objects, then the squashfs files (a stream from ``unsquashfs -pf``:
-nothing is unpacked to disk).
+first, then the objects, then the squashfs files (streamed by ``unsquashfs -pf``).
 """
 
 from __future__ import annotations
@@ -122,18 +100,9 @@ def pack_tree(
 ) -> str:
     """Squash the directory ``tree`` and wrap it as a SIF at ``out``; return the SIF's sha256.
 
-    The SIF is written under a temporary name beside ``out`` and renamed at the end: a
-    failed pack leaves nothing at ``out``. ``definition`` is embedded as ``Def.FILE``,
-    ``metadata`` as ``inspect-metadata.json`` (``apptainer inspect``'s labels and help);
-    ``userns`` runs mksquashfs in the tree's user namespace (module docstring).
-
-    Raises
-    ------
-    PackInputError
-        ``tree`` is not a directory, ``out`` cannot be written, the time is outside
-        0..2**32-1, or the tree's root does not read as owned by root.
-    PackError
-        mksquashfs is missing or fails.
+    Written under a temporary name and renamed: a failed pack leaves nothing at ``out``.
+    ``definition`` is embedded as ``Def.FILE``, ``metadata`` as ``inspect-metadata.json``;
+    ``userns`` is the command prefix that enters the tree's user namespace.
     """
     tree, out = Path(tree), Path(out)
     if not tree.is_dir():
@@ -180,9 +149,6 @@ def pack_tree(
         digest = file_sha256(sif)
         os.replace(sif, out)
     return digest
-
-
-# ---------------------------------------------------------------------------- comparing
 
 
 def _same_bytes(a: Path, b: Path, offsets: tuple[int, int] = (0, 0), size: int = -1) -> bool:

@@ -1,15 +1,10 @@
 # SPDX-License-Identifier: MIT
 """A dependency-free reader and writer of the Singularity Image Format (SIF) Apptainer builds.
 
-Only the 128-byte global header, the 585-byte object descriptors and (on request) one data
-object are read: nothing is mounted and no Apptainer is needed, so an image's identity can
-be checked on any machine.
-
-:func:`write_sif` lays out a definition, inspect metadata (each optional) and a squashfs
-root as Apptainer's ``sif`` library does: the header, zero padding to the descriptor table
-at 4096, 48 descriptor slots, then the objects in descriptor order, all in group 1, the
-partition (squashfs, system, primary) aligned to 4096 with its ``size_with_padding``
-counting the padding before it. Nothing is signed.
+Only the header, the descriptors and (on request) one object are read: nothing is mounted
+and no Apptainer is needed. :func:`write_sif` lays out objects as Apptainer's ``sif``
+library does: the descriptor table at 4096 with 48 slots, all objects in group 1, the
+squashfs partition aligned to 4096 (its ``size_with_padding`` counts the padding). Unsigned.
 
 Layout (little-endian; ``apptainer/sif`` ``pkg/sif/sif.go`` and ``descriptor.go``):
 
@@ -26,10 +21,8 @@ offset      size  field
 ==========  ====  ==========================================================
 
 Each descriptor is ``<iBIIIqqqqqqq128s384s``: data type, used flag, id, group id, linked
-id, offset, size, size with padding, created, modified, uid, gid, name, extra.
-
-Both are verified byte for byte against SIF files written by Debian bookworm's ``siftool``
-2.8.3 (``tests/golden/siftool-2.8.3.sif``).
+id, offset, size, size with padding, created, modified, uid, gid, name, extra. Both are
+checked byte for byte against ``tests/golden/siftool-2.8.3.sif`` (bookworm's ``siftool``).
 """
 
 from __future__ import annotations
@@ -151,13 +144,8 @@ class SifHeader:
 
 @attrs.frozen(kw_only=True)
 class SifDescriptor:
-    """One used SIF object descriptor, its fields in table order (module docstring).
-
-    ``datatype_name`` is the name ``siftool list`` prints (``"Unknown"`` if new); ``id`` is
-    1-based; ``group_id`` and ``linked_id`` are 0 for none; ``size_with_padding`` adds the
-    alignment padding written before the object; ``extra`` is the 384-byte type-specific
-    field (partition fs/type/arch, signature hash/entity).
-    """
+    """One used SIF object descriptor, its fields in table order (module docstring);
+    ``datatype_name`` as ``siftool list`` prints it, ``group_id``/``linked_id`` 0 for none."""
 
     datatype: int
     datatype_name: str
@@ -229,11 +217,8 @@ def read_sif_header(path: StrPath) -> SifHeader:
 
 
 def read_sif_descriptors(path: StrPath) -> tuple[SifDescriptor, ...]:
-    """Read the used object descriptors of a SIF image, in table order.
-
-    A :class:`SifFormatError` when the header is invalid, the table truncated or
-    inconsistent, or a used descriptor's data does not lie inside the file: a copy cut
-    short passes every header check, but not this one.
+    """The used object descriptors of a SIF image, in table order; a :class:`SifFormatError`
+    when the table is truncated or inconsistent, or an object lies past the file's end.
 
     >>> import struct, tempfile
     >>> header = struct.pack("<32s10s3s3s16s8q", b"", b"SIF_MAGIC\\0", b"01\\0", b"02\\0",
@@ -328,9 +313,6 @@ def file_sha256(path: StrPath, *, chunk_size: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-# ------------------------------------------------------------------------------ writing
-
-
 LAUNCH_SCRIPT = "#!/usr/bin/env run-singularity\n"
 DESCRIPTOR_OFFSET = 4096
 DESCRIPTOR_SLOTS = 48
@@ -359,13 +341,9 @@ def write_sif(
     arch: str | None = None,
     launch_script: str = LAUNCH_SCRIPT,
 ) -> None:
-    """Write a SIF file holding ``definition``, ``metadata`` and the ``squashfs`` partition.
-
-    ``squashfs`` is a file (streamed) or its bytes; ``definition`` (``Def.FILE``) and
-    ``metadata`` (``JSON.Generic`` ``inspect-metadata.json``) are left out when ``None``.
-    ``image_uuid`` defaults to a random one (``uuid.UUID(int=0)`` for a reproducible file),
-    ``created`` (the header's and every descriptor's Unix seconds) to now, ``arch`` to
-    :func:`host_arch`.
+    """Write a SIF of ``definition`` (``Def.FILE``), ``metadata`` (``inspect-metadata.json``),
+    each left out when ``None``, and ``squashfs`` (a file, streamed, or bytes). Defaults: a
+    random ``image_uuid``, ``created`` (every time field) now, ``arch`` :func:`host_arch`.
 
     >>> import tempfile
     >>> sif = os.path.join(tempfile.mkdtemp(), "tiny.sif")

@@ -1,11 +1,9 @@
 # SPDX-License-Identifier: MIT
 """Config-as-code for the Apptainer image every rank runs in.
 
-:class:`ImageSpec` is a frozen, validated image (fields and rules: ``docs/containers.md``,
-"ImageSpec"). The renderer quotes every value with :func:`shlex.quote`; what no quoting can
-make safe is refused here, when the spec is built. It indents the first line of every item
-and writes the continuation lines of ``env``, ``post``, ``test`` and ``runscript`` values
-verbatim, at column 0: those are the lines checked for a ``bootstrap:`` stage start.
+:class:`ImageSpec` is a frozen, validated image (``docs/containers.md``, "ImageSpec"). What
+no quoting can make safe is refused here: the renderer writes the continuation lines of
+``env``, ``post``, ``test`` and ``runscript`` values verbatim, at column 0.
 """
 
 from __future__ import annotations
@@ -86,12 +84,9 @@ def parse_base_reference(ref: str) -> tuple[str, str | None, str]:
 
 
 def _check_text(value: object, where: str, *, multiline: bool = True, verbatim: bool = True) -> str:
-    """Reject what no quoting can make safe inside an Apptainer definition file.
-
-    ``verbatim``: the renderer writes the value's continuation lines at column 0 (``env``,
-    ``post``, ``test``, ``runscript``); ``False`` for text it indents line by line (``help``),
-    where a ``bootstrap:`` line cannot reach column 0.
-    """
+    """Reject what no quoting can make safe inside an Apptainer definition file;
+    ``verbatim=False``: text the renderer indents line by line (``help``), where no
+    ``bootstrap:`` line can reach column 0."""
     if not isinstance(value, str):
         raise TypeError(f"{where}: expected str, got {type(value).__qualname__}")
     try:
@@ -117,12 +112,8 @@ def _check_text(value: object, where: str, *, multiline: bool = True, verbatim: 
 
 
 def _check_continuation(line: str, where: str, *, column_zero: bool) -> None:
-    """Refuse a line Apptainer's parser would read as structure rather than as text.
-
-    Why both rules: the parser first splits the file into stages at every line that begins
-    with ``bootstrap:`` (any case, column 0), then splits each stage into sections at every
-    line whose first word starts with ``%`` (indented or not). Quotes mean nothing to either.
-    """
+    """Refuse a line Apptainer's parser would read as structure, quotes or not: a stage
+    start (``bootstrap:`` at column 0), a section start (a first word starting with ``%``)."""
     words = line.split()
     if words and words[0].startswith("%"):
         raise ValueError(
@@ -157,9 +148,6 @@ def _check_safe_path(value: object, where: str, *, absolute: bool = False) -> st
     return value
 
 
-# --------------------------------------------------------------------------- converters
-
-
 def _str_tuple(value: Iterable[str]) -> tuple[str, ...]:
     if isinstance(value, str | bytes):
         raise TypeError(f"expected a sequence of strings, got a single string {value!r}")
@@ -185,9 +173,6 @@ def _sorted_pairs(value: _Pairs) -> tuple[tuple[str, str], ...]:
     if dupes := sorted({k for k in keys if keys.count(k) > 1}):
         raise ValueError(f"duplicate keys: {dupes}")
     return tuple(sorted(items, key=lambda kv: str(kv[0])))
-
-
-# --------------------------------------------------------------------------- validators
 
 
 def _validate_apt(_inst: object, _attr: object, value: tuple[str, ...]) -> None:
