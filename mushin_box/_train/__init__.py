@@ -12,12 +12,9 @@
 - :mod:`.signals`: SIGTERM as an exception that unwinds the task;
 - :mod:`.configtask`: the task of a config-only experiment (``fit_task``, stable names);
 - :mod:`.tiny`: a tiny Lightning module and data for examples, tests and smoke runs;
-- :mod:`.pl` and :mod:`.lp`: the classes above, on ``pytorch_lightning`` and on
-  ``lightning.pytorch``. The modules above hold each class's behaviour as a mixin free of
-  Lightning; these two mix it into each namespace's base (Lightning's two namespaces do not
-  share classes, and a Trainer takes only its own).
+- :mod:`.pl` and :mod:`.lp`: the mixins above (free of Lightning) on ``pytorch_lightning``'s
+  and ``lightning.pytorch``'s bases (a Trainer takes only its own namespace's classes).
 
-Must not know of sweeps or SLURM options. Modules that need torch import it themselves, so
-this package's ``__init__`` stays empty: readers of sidecars import the torch-free modules
-(seeding records, resume bookkeeping) without paying for torch.
+Must not know of sweeps or SLURM options, nor import torch in ``__init__``: readers of
+sidecars import the torch-free modules (seeding records, resume bookkeeping).
 """

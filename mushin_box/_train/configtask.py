@@ -1,11 +1,8 @@
 # SPDX-License-Identifier: MIT
-"""The task of a config-only experiment (``mushin-box launch exp.py``): fit, then report.
-
-Every cell of an experiment file that holds only a hydra-zen config runs :func:`fit_task`,
-with :func:`seed_pre_call` as zen's ``pre_call``. Both are recorded in provenance
-(``run.task``, which ``reproduce`` imports) and pickled in submitted jobs, so they carry a
-stable name (:func:`~mushin_box._core.targets.public`): no move of this module can break a
-record or a queued job.
+"""The task of a config-only experiment (``mushin-box launch exp.py``): every cell runs
+:func:`fit_task` (fit, then report), with :func:`seed_pre_call` as zen's ``pre_call``.
+Provenance records them and submitted jobs pickle them, so their names are stable
+(:func:`~mushin_box._core.targets.public`) wherever this module moves.
 
 Examples
 --------
@@ -38,7 +35,7 @@ def fit_task(
     """The task of a config-only experiment: fit (resuming from the cell's ``last.ckpt``),
     then return :meth:`MetricsCallback.final_metrics`."""
     # lazy: metrics imports torch, which only a running cell may load
-    from mushin_box._train.metrics import final_metrics
+    from mushin_box._train.metrics import MetricsCallbackMixin
 
     trainer.fit(module, datamodule=datamodule, ckpt_path=mushin_resume.last_ckpt)
-    return final_metrics(trainer)
+    return MetricsCallbackMixin.final_metrics(trainer)

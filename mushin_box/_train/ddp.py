@@ -431,9 +431,8 @@ class HydraDDPLauncher(_Launcher):
 
 @functools.cache
 def launcher_classes(namespace: str) -> tuple[type[OneProcessLauncher], type[HydraDDPLauncher]]:
-    """(one-process, Hydra job) launcher classes on Lightning's ``namespace``'s
-    :func:`~mushin_box._upstream.lightning.launcher_base`, whose ranks the Trainer kills on
-    Ctrl-C."""
+    """(one-process, Hydra job) launcher classes on ``namespace``'s launcher base, whose
+    ranks the Trainer kills on Ctrl-C."""
     base = launcher_base(namespace)
     return (
         type("OneProcessLauncher", (OneProcessLauncher, base), {"__module__": __name__}),
@@ -450,8 +449,8 @@ def _retire_at_exit() -> None:
 def _child_spec(
     function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], trainer: Any
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(job spec, this call): what the children need to rebuild the job and repeat the
-    call; a clear error for a job they could not rebuild."""
+    """(job spec, this call): what the ranks need to rebuild the job and repeat the call;
+    a ``RuntimeError`` for a job they could not rebuild."""
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 

@@ -1,10 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Entry point of the ranks HydraDDP starts: ``python -m mushin_box._train.ddp_child``.
-
-Rebuilds rank 0's job from what rank 0 wrote down, never from its Python objects: the saved
-Hydra config, restored as the current one so ``${hydra:...}`` resolves to rank 0's values,
-the same cwd, sys.path and seed base, entry point and ``ckpt_path``. It runs no Hydra app
-(no Hydra output in the job directory) and no cell code, so it records where it runs itself
+Rebuilds rank 0's job from what rank 0 wrote down (the saved Hydra config, restored as the
+current one so ``${hydra:...}`` resolves alike; cwd, sys.path, seed base, entry point,
+``ckpt_path``); it runs no Hydra app and no cell code, so it records where it runs itself
 (:func:`~mushin_box._provenance.ranks.write_rank_runtime`) before it says it is joining.
 """
 

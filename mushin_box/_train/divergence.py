@@ -1,12 +1,11 @@
 # SPDX-License-Identifier: MIT
 """Small fingerprints of a fit, so that two runs that differ say where they first parted.
 
-Rank 0 records in ``fit_fingerprints.json``: the weights at the fit's start (after any
-restore), each epoch's first training batch (with the world size, on which a rank's batch
-depends), and the weights at each epoch's end, as an exact hash and an L2 norm, so that a
-float-level drift (another reduction order) can be told from a real difference. ``diff``
-and ``reproduce`` walk two records in that order (:mod:`mushin_box._results.diff`). The
-cost, one pass over the weights per epoch, is small beside an epoch (``scripts/bench``).
+Rank 0 records in ``fit_fingerprints.json`` the weights at the fit's start (after any
+restore) and at each epoch's end, and each epoch's first training batch (with the world
+size), each as an exact hash and an L2 norm, so float-level drift can be told from a real
+difference; ``diff`` and ``reproduce`` walk two records in that order
+(:mod:`mushin_box._results.diff`). One pass over the weights per epoch.
 
 Examples
 --------

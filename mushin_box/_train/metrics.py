@@ -1,11 +1,8 @@
 # SPDX-License-Identifier: MIT
-"""``MetricsCallback``: epoch-aligned metric series, written by global rank 0 only.
-
-Design note: a series' index name (``epoch`` for fit, ``round`` for test/validate) is
-reserved. Lightning users often log a metric called ``epoch`` (loggers plot against it);
-stored under its own name it would replace the index, and ``load_experiment`` would use the
-logged values as the coordinate. It is stored as ``epoch_logged`` (``round_logged``)
-instead, with one warning per callback.
+"""``MetricsCallback``: epoch-aligned metric series, written by global rank 0 only. A
+series' index name (``epoch``; ``round`` for test/validate) is reserved: a metric logged
+under it is stored as ``epoch_logged`` (``round_logged``), with one warning, so that
+``load_experiment`` never takes the logged values for the coordinate.
 """
 
 from __future__ import annotations
@@ -223,24 +220,19 @@ class MetricsCallbackMixin:
 
             return MetricsCallback.final_metrics(trainer)
         """
-        return final_metrics(trainer)
+        out: dict[str, float] = {}
+        for callback in trainer.callbacks:
+            if isinstance(callback, MetricsCallbackMixin):
+                out.update(callback.last_fit_values())
+        for name, value in trainer.callback_metrics.items():
+            key = "epoch_logged" if name == "epoch" else str(name)  # as in the file
+            with contextlib.suppress(TypeError, ValueError, RuntimeError):  # non-scalar: skipped
+                out[key] = float(value)  # what this run logged wins
+        return out
 
     def on_test_end(self, trainer: Any, pl_module: Any) -> None:
         self._test.record(len(self._test.rows), trainer.callback_metrics)
         self._write(trainer, "test", self._test)
-
-
-def final_metrics(trainer: Any) -> dict[str, float]:
-    """:meth:`MetricsCallbackMixin.final_metrics`."""
-    out: dict[str, float] = {}
-    for callback in trainer.callbacks:
-        if isinstance(callback, MetricsCallbackMixin):
-            out.update(callback.last_fit_values())
-    for name, value in trainer.callback_metrics.items():
-        key = "epoch_logged" if name == "epoch" else str(name)  # as in the file
-        with contextlib.suppress(TypeError, ValueError, RuntimeError):  # non-scalar: skipped
-            out[key] = float(value)  # what this run logged wins
-    return out
 
 
 def _logged_by_active_loop(trainer: Any) -> dict[str, Any]:

@@ -1,12 +1,8 @@
 # SPDX-License-Identifier: MIT
 """The ranks a local HydraDDP job's rank 0 started: watching them, ending them, and making
-them die with rank 0.
-
-Rank 0 is often the user's own process (a notebook, the sweep driver): it must never wait on
-a dead rank, leave a rank behind, or be deaf to a stop while its ranks start. So it waits
-for them in Python (:func:`wait_ready`), where a signal is handled at once, and enters
-torch's rendezvous (a C++ wait no signal handler interrupts) only once every rank said it
-is joining (:func:`say_ready`).
+them die with rank 0. Rank 0 is often the user's own process: it waits for them in Python
+(:func:`wait_ready`), where a signal is heard at once, and enters torch's rendezvous (a C++
+wait no signal interrupts) only once every rank said it is joining (:func:`say_ready`).
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 # SPDX-License-Identifier: MIT
-"""The ``mushin_resume`` checkpoint contract.
-
-A task function that declares a parameter named ``mushin_resume`` receives a
-:class:`ResumeContext`; ``trainer.fit(..., ckpt_path=mushin_resume.last_ckpt)`` then
-continues from the newest checkpoint of the job directory on every rank (HydraDDP hands the
-same ``ckpt_path`` to the ranks it starts).
-
-Design note: the context is filled in one place, :func:`call_with_resume`, and attempts are
-counted in one place, :func:`next_attempt` (``.mushin/attempt.json``), however the task was
-launched. Only the caller's knowledge differs: the sweep's cell runner says whether this
-attempt continues the cell; ``resumable`` continues whenever there is a checkpoint. This
-module knows nothing of sweeps or SLURM: the caller decides, it injects.
+"""The ``mushin_resume`` checkpoint contract: a task that declares a ``mushin_resume``
+parameter receives a :class:`ResumeContext`; ``trainer.fit(...,
+ckpt_path=mushin_resume.last_ckpt)`` then continues from the job directory's newest
+checkpoint on every rank. The context is filled in one place (:func:`call_with_resume`)
+and attempts counted in one (:func:`next_attempt`), however the task was launched; the
+caller (a sweep's cell runner, or ``resumable``) says whether this attempt continues.
 """
 
 from __future__ import annotations
@@ -173,8 +167,7 @@ def _checkpoints(root: Path) -> list[Path]:
 
 def set_aside_checkpoints(directory: str | os.PathLike[str], tag: str) -> list[Path]:
     """Move every checkpoint under ``directory`` to ``.mushin/stale-checkpoints/<tag>/``
-    (same relative paths): kept, but no later resume continues from them. Returns the new
-    paths."""
+    (same relative paths), where no resume continues from them; returns the new paths."""
     root = Path(directory)
     moved: list[Path] = []
     for path in _checkpoints(root) if root.is_dir() else []:
@@ -188,11 +181,9 @@ def set_aside_checkpoints(directory: str | os.PathLike[str], tag: str) -> list[P
 def next_attempt(
     directory: str | os.PathLike[str], *, start: str | None = None, known: int = 0
 ) -> int:
-    """Count a start of the job in ``directory`` and return its number (1, 2, ...).
-
-    ``start`` names this start for every process of it (the ranks of a cell): a start
-    already counted under it gets the same number; ``None`` counts every call. ``known``:
-    the highest attempt recorded elsewhere (a cell's status), which the count continues.
+    """Count a start of the job in ``directory`` and return its number (1, 2, ...): a
+    ``start`` already counted (another rank of it) gets the same number, None counts every
+    call; ``known``, the highest attempt recorded elsewhere, is continued.
 
     Examples
     --------
@@ -217,8 +208,7 @@ def next_attempt(
 
 
 def current_attempt(directory: str | os.PathLike[str]) -> int | None:
-    """The job's attempt number as :func:`next_attempt` last counted it, without counting
-    one; None when none was counted (a fit outside a sweep or ``resumable``).
+    """The job's attempt as :func:`next_attempt` last counted it; None when none was.
 
     Examples
     --------
@@ -264,12 +254,9 @@ def call_with_resume(
     attempt: int | None = None,
     start: str | None = None,
 ) -> Any:
-    """Call ``task(*args, **kwargs)``, adding ``mushin_resume=`` when ``task`` declares it.
-
-    The context is of ``directory`` (default: the current job). ``continues``: only then is
-    ``last_ckpt`` set. ``attempt``: this attempt's number when the caller counted it
-    already; ``None`` counts one (:func:`next_attempt`, with ``start``). A task without the
-    parameter is called as it is, and no attempt is counted.
+    """Call ``task(*args, **kwargs)``, adding ``mushin_resume=`` (of ``directory``, default
+    the current job) when ``task`` declares it; else no attempt is counted. ``last_ckpt`` is
+    set only when ``continues``; ``attempt`` None counts one (:func:`next_attempt`).
 
     Examples
     --------
@@ -303,10 +290,8 @@ def zen_with_resume(
     start: str | None = None,
     **zen_kwargs: Any,
 ) -> Any:
-    """:func:`hydra_zen.zen` of ``task`` whose ``mushin_resume`` is filled by
-    :func:`call_with_resume` (with these arguments) instead of from the config.
-
-    A task without a ``mushin_resume`` parameter gets plain ``zen(task, **zen_kwargs)``.
+    """:func:`hydra_zen.zen` of ``task`` whose ``mushin_resume`` (if declared) is filled by
+    :func:`call_with_resume` with these arguments instead of from the config.
 
     Examples
     --------

@@ -1,18 +1,11 @@
 # SPDX-License-Identifier: MIT
-"""SIGTERM as a cell sees it: an exception that unwinds the task, so that the cell is
-recorded ``cancelled`` instead of left ``running`` by a process killed mid-write (and,
-under a local HydraDDP job, its other ranks left behind).
-
-While a cell's task runs on this host (:func:`sigterm_raises`), SIGTERM raises
-:class:`Terminated`: a ``SystemExit`` (status 128 + 15, as the shell reports SIGTERM), so
-no ``except Exception`` swallows it and no traceback is printed. Under SLURM the scheduler
-owns SIGTERM (time limits, preemption, ``scancel``), so nothing is changed there.
-
-Python drops an exception raised where nothing can catch it (an at-fork hook, such as the
-``logging`` lock after a ``Popen`` with a ``preexec_fn``, a ``__del__``, a weakref
-callback), which would leave the process running as if no SIGTERM had come: while the
-block runs, such a drop sends the signal again, from a thread, to be heard where it can
-unwind the task.
+"""SIGTERM as a cell sees it: while a cell's task runs on this host
+(:func:`sigterm_raises`), SIGTERM raises :class:`Terminated`, a ``SystemExit`` (status 143,
+as the shell reports it) that no ``except Exception`` swallows, so the cell is recorded
+``cancelled``, not left ``running`` (and a local HydraDDP job's ranks not left behind).
+Under SLURM the scheduler owns SIGTERM: nothing changes there. Python drops an exception
+raised where nothing can catch it (an at-fork hook, a ``__del__``, a weakref callback):
+such a drop sends the signal again, from a thread, to be heard where it can unwind.
 
 Examples
 --------

@@ -1,10 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""Tiny Lightning module and data for examples, tests and smoke runs (CPU, seconds).
-
-Importable by every rank, as HydraDDP's ranks and SLURM tasks need. The behaviour, free of
-Lightning; their doors and ``__module__`` are :mod:`mushin_box.testing` and
-:mod:`mushin_box.lightning`, so configs name ``mushin_box.testing.TinyModule`` wherever this
-file lives.
+"""Tiny Lightning module and data for examples, tests and smoke runs (CPU, seconds),
+importable by every rank; free of Lightning (:mod:`.pl`, :mod:`.lp`), with the doors
+:mod:`mushin_box.testing` and :mod:`mushin_box.lightning`.
 """
 
 from __future__ import annotations

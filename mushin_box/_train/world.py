@@ -1,10 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""Does the world an external launcher started match the Trainer? A pure check.
-
-Under SLURM tasks or torchrun HydraDDP starts no rank; a launched world other than
-``num_nodes x devices`` would hang every rank at rendezvous. The check is a function of
-plain numbers, apart from ``ddp.py`` (which reads them from the launcher's environment), so
-every mismatch is tested without torch, Lightning or a launcher.
+"""Does the world an external launcher (SLURM tasks, torchrun) started match the
+Trainer's ``num_nodes x devices``? A mismatch would hang every rank at rendezvous. A pure
+function of numbers (``ddp.py`` reads them), tested without torch or a launcher.
 """
 
 from __future__ import annotations
