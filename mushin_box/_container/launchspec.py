@@ -18,14 +18,7 @@ from typing import Any
 
 import attrs
 
-from mushin_box._core.layout import (
-    CONTAINER_ENV,
-    IMAGE_IDENTITY_ENV,
-    IMAGE_RECIPE_ENV,
-    JOB_NODES_ENV,
-    MASTER_PORT_ENV,
-    RUN_ID_ENV,
-)
+from mushin_box._core import layout
 from mushin_box._core.redact import is_secret_name
 from mushin_box._core.targets import public
 
@@ -46,7 +39,7 @@ OPTIONAL_SLURM_VARS: dict[str, str] = {
         "SLURM_JOB_PARTITION SLURM_JOB_ACCOUNT SLURM_CLUSTER_NAME SUBMITIT_EXECUTOR".split(),
         "",
     ),
-    JOB_NODES_ENV: "",  # the job's nodes, expanded by the batch script on the host
+    layout.JOB_NODES_ENV: "",  # the job's nodes, expanded by the batch script on the host
 }
 #: Host variables Apptainer forwards even with ``--cleanenv`` (``alwaysPassKeys``).
 APPTAINER_ALWAYS_PASS: tuple[str, ...] = tuple(
@@ -58,17 +51,20 @@ INFINIBAND_DEVICE = "/dev/infiniband"
 #: :class:`ImageIdentity` field -> the env-file variable every rank gets (written only when
 #: known). The provenance reader looks these names up: they are an interface, keep them.
 IMAGE_IDENTITY_VARS: dict[str, str] = {
-    **IMAGE_IDENTITY_ENV,
-    "apptainer_version": CONTAINER_ENV["apptainer_version"],
+    **layout.IMAGE_IDENTITY_ENV,
+    "apptainer_version": layout.CONTAINER_ENV["apptainer_version"],
 }
 #: Written last in the env file, about the file itself: the rank's exact ``apptainer exec``
 #: command (shell-quoted) and the file's own absolute path.
-SELF_REFERENCE_VARS: tuple[str, ...] = (CONTAINER_ENV["rank_command"], CONTAINER_ENV["env_file"])
+SELF_REFERENCE_VARS: tuple[str, ...] = (
+    layout.CONTAINER_ENV["rank_command"],
+    layout.CONTAINER_ENV["env_file"],
+)
 
 _MANAGED = frozenset(
     {*REQUIRED_SLURM_VARS, *OPTIONAL_SLURM_VARS, "SLURM_CPUS_PER_TASK", "CUDA_VISIBLE_DEVICES"}
-    | {"ROCR_VISIBLE_DEVICES", "MASTER_PORT", MASTER_PORT_ENV, "PYTHONNOUSERSITE"}
-    | {RUN_ID_ENV, *IMAGE_IDENTITY_VARS.values(), *IMAGE_RECIPE_ENV.values()}
+    | {"ROCR_VISIBLE_DEVICES", "MASTER_PORT", layout.MASTER_PORT_ENV, "PYTHONNOUSERSITE"}
+    | {layout.RUN_ID_ENV, *IMAGE_IDENTITY_VARS.values(), *layout.IMAGE_RECIPE_ENV.values()}
     | set(SELF_REFERENCE_VARS)
 )
 _APPTAINER_SPECIAL = frozenset(
@@ -515,5 +511,5 @@ class ImageIdentity:
         """The known fields as env-file variables: :data:`IMAGE_IDENTITY_VARS`, then
         :data:`IMAGE_RECIPE_ENV`, in their order."""
         values = attrs.asdict(self)
-        named = {**IMAGE_IDENTITY_VARS, **IMAGE_RECIPE_ENV}
+        named = {**IMAGE_IDENTITY_VARS, **layout.IMAGE_RECIPE_ENV}
         return {var: values[f] for f, var in named.items() if values[f] is not None}

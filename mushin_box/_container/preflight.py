@@ -23,12 +23,7 @@ from mushin_box._core.layout import IMAGE_RECIPE_ENV
 from mushin_box._core.targets import public
 from mushin_box._image.build import Manifest, manifest_path, read_manifest
 from mushin_box._image.digest import image_sha256
-from mushin_box._image.sif import (
-    HEADER_SIZE,
-    MAGIC,
-    SifFormatError,
-    read_sif_descriptors,
-)
+from mushin_box._image.sif import HEADER_SIZE, MAGIC, SifFormatError, read_sif_descriptors
 
 StrPath = str | os.PathLike[str]
 

@@ -27,11 +27,8 @@ from typing import TypedDict
 
 import attrs
 
+from mushin_box._container import launchspec
 from mushin_box._container.launchspec import (
-    INFINIBAND_DEVICE,
-    OPTIONAL_SLURM_VARS,
-    REQUIRED_SLURM_VARS,
-    SELF_REFERENCE_VARS,
     ContainerLaunch,
     ImageIdentity,
     absolute_path,
@@ -85,12 +82,10 @@ def render_env_file(
     sif_sha256: str | None = None,
     identity: ImageIdentity | None = None,
 ) -> str:
-    """The body of the ``--env-file`` every rank's ``apptainer exec`` reads: everything but
-    the self-reference block :func:`plan_env_file` appends. Plain assignments and comments
-    only (what Apptainer's shell and bash agree on): forwarded variables (Slurm's, and
-    ``env={NAME: None}``) as ``NAME="${NAME:?}"``/``"${NAME:-default}"``, the rest literal.
-    ``identity`` (``preflight(image).identity``; ``sif_sha256``: its shorthand) is written
-    as :data:`IMAGE_IDENTITY_VARS`, ``run_id`` as ``MUSHIN_RUN_ID``.
+    """The ``--env-file`` body, before the self-reference block :func:`plan_env_file` adds:
+    plain assignments and comments (what Apptainer's shell and bash agree on), forwarded
+    variables as ``NAME="${NAME:?}"``/``"${NAME:-default}"``, the rest literal.
+    ``sif_sha256`` is a shorthand of ``identity`` (``preflight(image).identity``).
 
     Examples
     --------
@@ -118,13 +113,13 @@ def render_env_file(
         "# mushin-box rank environment: parsed by Apptainer on the host,",
         "# once per srun task, with that task's environment; ${X:?} = fail the launch if X is",
         f"# unset. Values {second}.",
-        *(f'{n}="${{{n}:?}}"' for n in REQUIRED_SLURM_VARS),
+        *(f'{n}="${{{n}:?}}"' for n in launchspec.REQUIRED_SLURM_VARS),
         'SLURM_CPUS_PER_TASK="${SLURM_CPUS_PER_TASK:-1}"',
     ]
     if spec.gpu_variable:
         lines.append(f'{spec.gpu_variable}="${{{spec.gpu_variable}:?}}"')
     lines.append("# set only in some jobs (arrays, requeues, ...): empty when unset")
-    lines += [f'{n}="${{{n}:-{d}}}"' for n, d in OPTIONAL_SLURM_VARS.items()]
+    lines += [f'{n}="${{{n}:-{d}}}"' for n, d in launchspec.OPTIONAL_SLURM_VARS.items()]
     lines.append(
         "# rendezvous: Lightning takes MASTER_ADDR from SLURM_NODELIST; the port is pinned"
     )
@@ -141,8 +136,7 @@ def render_env_file(
         lines.append('OMP_NUM_THREADS="${SLURM_CPUS_PER_TASK:-1}"')
     if run_id is not None:
         lines.append(f"MUSHIN_RUN_ID={lit(plain_text(run_id, 'run_id'))}")
-    image_env = image.to_env()
-    if image_env:
+    if image_env := image.to_env():
         lines.append("# the image, as pre-flight identified it on the submit host")
         lines += [f"{k}={lit(v)}" for k, v in image_env.items()]
     if user:
@@ -203,13 +197,13 @@ def plan_env_file(
     path = env_file_path(working_dir, body)
     command = rank_command(spec, path, working_dir=working_dir)
     lit = lambda v: _literal(v, no_eval=spec.no_eval)  # noqa: E731
-    rank_var, file_var = SELF_REFERENCE_VARS
+    rank_var, file_var = launchspec.SELF_REFERENCE_VARS
     tail = [SELF_REFERENCE_MARKER, f"{rank_var}={lit(command)}", f"{file_var}={lit(path)}"]
     return EnvFile(path=path, text=body + "\n".join(tail) + "\n")
 
 
 def _infiniband_present() -> bool:
-    return os.path.exists(INFINIBAND_DEVICE)
+    return os.path.exists(launchspec.INFINIBAND_DEVICE)
 
 
 def rank_argv(
@@ -233,8 +227,7 @@ def rank_argv(
     env_path = absolute_path(env_file, "env_file", bind=False)
     if "," in env_path or '"' in env_path:
         raise ValueError(f"env_file={env_path!r}: --env-file is a comma-separated list (CSV)")
-    work_dir = working_dir if working_dir is not None else spec.project_dir
-    work = absolute_path(work_dir, "working_dir")
+    work = absolute_path(spec.project_dir if working_dir is None else working_dir, "working_dir")
     argv = ["apptainer", "exec"]
     argv += ["--nv"] if spec.nv else ["--rocm"] if spec.rocm else []
     argv += ["--cleanenv", "--env-file", env_path]
@@ -248,7 +241,7 @@ def rank_argv(
         argv += ["--bind", bind.spec]
     infiniband = _infiniband_present() if spec.infiniband is None else spec.infiniband
     if infiniband:
-        argv += ["--bind", INFINIBAND_DEVICE]
+        argv += ["--bind", launchspec.INFINIBAND_DEVICE]
     argv += [*spec.extra_args, "--pwd", work, spec.image, spec.python]
     return argv + [plain_text(a, "python_args item", allow_newline=True) for a in python_args]
 
@@ -420,14 +413,13 @@ def render_sbatch_fragment(
     env = plan_env_file(
         spec, working_dir=working_dir, run_id=run_id, sif_sha256=sif_sha256, identity=identity
     )
-    env_file, text = env.path, env.text
     argv = srun_argv(
-        spec, env_file, python_args, ntasks_per_node=ntasks_per_node, working_dir=working_dir
+        spec, env.path, python_args, ntasks_per_node=ntasks_per_node, working_dir=working_dir
     )
     srun, rest = argv[:3], argv[5:]  # drop "apptainer exec"
     image_at = len(rest) - len(python_args) - 2
     head = " ".join(srun) + ' --cpus-per-task="$SLURM_CPUS_PER_TASK" \\'
-    setup = setup_lines(spec, env_file=env_file, env_text=text, heredoc=True)
+    setup = setup_lines(spec, env_file=env.path, env_text=env.text, heredoc=True)
     out = [*setup, head, "  apptainer exec \\"]
     i = 0
     while i < image_at:  # one option (with its value) per line

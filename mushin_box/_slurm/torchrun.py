@@ -41,13 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from mushin_box._container.launchspec import MasterPort
-from mushin_box._core.layout import (
-    CELL_FAILED_ENV,
-    JOB_NODES_ENV,
-    RDZV_ENV,
-    TORCHRUN_AGENT_ENV,
-    TORCHRUN_EXITS_ENV,
-)
+from mushin_box._core import layout
 from mushin_box._core.sidecars import write_json_atomic, write_text_atomic
 from mushin_box._slurm.jobs import slurm_job_id
 from mushin_box._upstream.submitit import SUBMIT_ARGS
@@ -193,7 +187,7 @@ def task_python(settings: Mapping[str, Any]) -> str | None:
 
 #: the batch-script line (host side, before srun) that exports the job's nodes in order
 JOB_NODES_SETUP = (
-    f'export {JOB_NODES_ENV}=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, -)'
+    f'export {layout.JOB_NODES_ENV}=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, -)'
 )
 
 
@@ -205,7 +199,7 @@ def job_nodes(env: Mapping[str, str]) -> list[str]:
     >>> job_nodes({"MUSHIN_JOB_NODES": "gpu07,gpu08"}), job_nodes({})
     (['gpu07', 'gpu08'], [])
     """
-    return [name for name in env.get(JOB_NODES_ENV, "").split(",") if name]
+    return [name for name in env.get(layout.JOB_NODES_ENV, "").split(",") if name]
 
 
 def rendezvous_from_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -225,8 +219,8 @@ def rendezvous_from_env(env: Mapping[str, str]) -> dict[str, str]:
     if not first or not job or not job.isdigit():
         raise ValueError(
             f"a torchrun agent with --nnodes runs in a SLURM job step: SLURM_JOB_ID and "
-            f"{JOB_NODES_ENV} are not set here (the batch script exports {JOB_NODES_ENV} "
-            f"with: {JOB_NODES_SETUP})"
+            f"{layout.JOB_NODES_ENV} are not set here (the batch script exports "
+            f"{layout.JOB_NODES_ENV} with: {JOB_NODES_SETUP})"
         )
     endpoint = f"{first[0]}:{RDZV_PORT.port_of(job)}"
     return {"backend": "c10d", "endpoint": endpoint, "id": slurm_job_id(env) or job}
@@ -277,7 +271,7 @@ def torchrun_argv(
         words += ["--rdzv-endpoint", rdzv["endpoint"], "--rdzv-id", rdzv["id"]]
         worker.append("--slurm")
     for key, value in rdzv.items():
-        env[RDZV_ENV[key]] = value
+        env[layout.RDZV_ENV[key]] = value
     return [python or sys.executable, "-m", "torch.distributed.run", *words, *worker, rest[-1]]
 
 
@@ -388,21 +382,21 @@ def _worker(folder: str, *, slurm: bool) -> None:
     from submitit.core.utils import pickle_load
 
     env = os.environ
-    env.setdefault(RDZV_ENV["id"], env.get("TORCHELASTIC_RUN_ID", ""))
-    env[TORCHRUN_AGENT_ENV] = str(os.getppid())  # the cell's owner (cancel stops the agent)
+    env.setdefault(layout.RDZV_ENV["id"], env.get("TORCHELASTIC_RUN_ID", ""))
+    env[layout.TORCHRUN_AGENT_ENV] = str(os.getppid())  # the cell's owner (cancel stops the agent)
     if slurm:
         _present_slurm_world(env)
         nodes = _group_nodes(present_group_restarts(folder, env), env)
         if nodes is not None:
-            env[RDZV_ENV["nodes"]] = ",".join(nodes)
+            env[layout.RDZV_ENV["nodes"]] = ",".join(nodes)
     else:
         env["SUBMITIT_LOCAL_GLOBALID"] = env.get("RANK", "0")
         env["SUBMITIT_LOCAL_LOCALID"] = env.get("LOCAL_RANK", "0")
-    env.pop(CELL_FAILED_ENV, None)
+    env.pop(layout.CELL_FAILED_ENV, None)
     process_job(folder)
     outcome = pickle_load(JobEnvironment().paths.result_pickle)
     # under on_error="nan" a failed cell's job returns normally: its runner says it failed
-    if getattr(outcome[1], "status", None) == JobStatus.FAILED or env.get(CELL_FAILED_ENV):
+    if getattr(outcome[1], "status", None) == JobStatus.FAILED or env.get(layout.CELL_FAILED_ENV):
         # at once: the interpreter's exit would tear down the process group, which can block
         # on a peer that died, and torchrun would wait for this worker instead of restarting
         sys.stdout.flush()
@@ -418,7 +412,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         # group reads the last attempt's addresses from it (pytorch/pytorch#135712)
         os.environ.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
         exits = _job_dir(args[-1], os.environ) / _EXITS_DIR
-        os.environ[TORCHRUN_EXITS_ENV] = str(exits)  # the workers read the notes
+        os.environ[layout.TORCHRUN_EXITS_ENV] = str(exits)  # the workers read the notes
         # torchrun runs in this process, the submitit task (signals reach it), as `python -m
         # torch.distributed.run` would: by the module's name, under this interpreter's torch
         sys.argv = [command[2], *command[3:]]
