@@ -1,32 +1,21 @@
 # SPDX-License-Identifier: MIT
-"""What a cell writes beside its task: its metrics sidecar, its provenance record, its
-failure record, and Hydra's own files of its job.
+"""What a cell writes beside its task: metrics, provenance, its failure, Hydra's files.
 
-Metrics: the sidecar belongs to the cell's current status: an attempt's start moves the
-earlier metrics out (:func:`set_aside_metrics`); a continuing attempt that returns fewer
-keeps the missing ones, saying so (:func:`carry_over`).
+Metrics belong to the current status: a start moves the earlier ones out; a continuing
+attempt that returns fewer keeps the missing ones, saying so (:func:`carry_over`).
+Provenance is written after the "running" status and completed after the outcome's, each
+attempt carrying the earlier ones of the same fit (``run.attempts``).
 
-Provenance: written right after the "running" status and completed after the outcome's
-status (a kill in between must not leave a finished cell unrecorded). Each attempt rewrites
-the record, carrying the attempts of the same fit (``run.attempts``) from the one it
-replaces (:mod:`mushin_box._provenance.elastic`).
+A failure is recorded even on a full disk: the redacted traceback and the ``failed`` status,
+each atomic; if the status does not fit, the traceback makes way for it; then the
+``running`` status file is overwritten in place by one ``pwrite`` of at most a page (no new
+space; a kill leaves either record whole); else a note on the exception says it was not
+recorded, and the caller re-raises it.
 
-Failure, even on a full disk (``ENOSPC``, ``EDQUOT``), where recording it is a write too:
-
-1. the redacted traceback (``mushin_error.txt``) and the ``failed`` status, each atomic;
-2. if the status does not fit, the traceback makes way for it (it says only where);
-3. then the ``running`` status file, which holds a block already, is overwritten in place by
-   one ``pwrite`` of at most a page, padded with spaces: no new space, and a kill leaves
-   either record whole (only a crash before the ``fsync`` tears it: a corrupt status, so
-   the cell runs again);
-4. else a note on the exception says it was not recorded, and the caller re-raises it.
-
-Hydra's files (``.hydra/*.yaml``): Hydra writes them with a plain ``open(..., "w")`` on every
-run of the job, so a full disk or a kill leaves them empty, while other ranks, ``reproduce``
-and the user read them. :func:`install` makes Hydra's writer atomic (and a no-op for the
-same text); the cell runner's first commit makes them durable. In a ``Workflow`` job
-(:data:`JOB_NAME`) a failed write is not raised inside Hydra, where no one records it: the
-runner takes it (:func:`take_failure`) and records the cell ``failed``.
+Hydra writes ``.hydra/*.yaml`` with a plain ``open(..., "w")`` on every run of the job, so
+a full disk or a kill leaves them empty: :func:`install` makes its writer atomic (and a
+no-op for the same text). In a ``Workflow`` job (:data:`JOB_NAME`) a failed write is kept
+for the runner (:func:`take_failure`), which records the cell ``failed``.
 """
 
 from __future__ import annotations

@@ -2,10 +2,8 @@
 """Compose a sweep's first job as Hydra will, before anything is written to disk.
 
 Hydra finds a bad override or launcher setting only when it composes a job, after the sweep
-directory, its lock and its manifest exist: a refused launch would leave a directory behind,
-or a manifest whose grid never ran. So ``Workflow.run`` composes the grid's first job here
-first: if Hydra refuses it, nothing is written, and the user gets Hydra's own exception,
-with a note.
+directory and its manifest exist; composed here first, a refusal writes nothing, and the
+user gets Hydra's own exception, with a note.
 
 Examples
 --------

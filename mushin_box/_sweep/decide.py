@@ -1,18 +1,12 @@
 # SPDX-License-Identifier: MIT
 """Reuse, skip or run: what a sweep cell does, decided from what is known about it.
 
-Design note: the decision is a pure function of plain values (the previous status record,
-the fingerprints now, the plan, the abort file, the time budget, the rank layout, the
-restart count): no file, no Hydra. So every branch is testable in microseconds, and every
-rank of a multi-rank cell reaches the same answer from the same facts.
-
-A change of the world size alone (``trainer.devices``/``num_nodes``) changes the config
-fingerprint but not the experiment: the status also keeps the fingerprint without the
-run-shape keys (``config_without_shape``); when only that changed, a completed cell is
-reused and an unfinished one continues under ``resume``. A change of a training limit alone
-(``max_epochs``/``max_steps``/``max_time``) extends the same fit: with
-``config_without_limits`` equal, the cell continues from its checkpoints (``extends``).
-Any other change starts afresh.
+The decision is a pure function of plain values (no file, no Hydra), so every rank of a
+multi-rank cell reaches the same answer from the same facts. A change of the world size
+alone (``trainer.devices``/``num_nodes``) is no new experiment: with the fingerprint without
+run-shape keys (``config_without_shape``) equal, a completed cell is reused and an
+unfinished one continues. A change of a training limit alone (``max_epochs``...) extends
+the fit: with ``config_without_limits`` equal, the cell continues from its checkpoints.
 """
 
 from __future__ import annotations
@@ -85,13 +79,9 @@ def decide(
 ) -> Decision:
     """Decide whether a cell is reused, skipped or run, and whether a run continues.
 
-    ``previous`` is the cell's status record (``None``/``{}``: none); a status with this
-    ``run_id`` was written by this run. Above 0, ``restart_count`` (from ``restarted_by``)
-    makes a multi-rank cell a requeue, which continues. ``metrics_readable=False``: a
-    reusable cell's metrics turned out unreadable, so it runs. ``reuse_stale_code``
-    ignores a changed ``code`` fingerprint only. ``code_modules`` (name -> short sha256)
-    names the changed modules in the warning. ``shape_free``/``limit_free``: the config
-    fingerprints without run-shape (and training-limit) keys now (see the module doc).
+    A status with this ``run_id`` was written by this run. ``restart_count`` above 0 makes
+    a multi-rank cell a requeue, which continues. ``reuse_stale_code`` ignores a changed
+    ``code`` fingerprint only; ``code_modules`` names the changed modules in the warning.
 
     Examples
     --------

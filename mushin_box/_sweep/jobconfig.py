@@ -1,18 +1,12 @@
 # SPDX-License-Identifier: MIT
 """A sweep job's config without composing it: the first job's, with the job's swept values.
 
-Design note: Hydra composes every job from scratch, and its basic sweeper composes each
-once more beforehand only to check it. A grid whose swept keys are plain config values (no
-group, no ``hydra.*`` key, no delete, no mapping value, no key nested in another's:
-:class:`SweptValues` refuses the rest) has the same defaults tree in every job, so a job's
-config is the first job's with the swept values set over it by Hydra's own function
-(:func:`mushin_box._upstream.hydra.apply_overrides`: same validation, same errors), and
-Hydra's bookkeeping of the job redone as ``ConfigLoaderImpl`` does it.
-
-:class:`JobConfigs` is trusted for a batch only once its last job, composed in full by
-Hydra, came out identical (as YAML, ``hydra`` included). The resume shortcut
-(:mod:`mushin_box._sweep.prefilter`) uses :class:`SweptValues` for the task part, and
-:class:`PlainFingerprints` for a job's config fingerprint without building its config.
+Hydra composes every job from scratch (its basic sweeper twice). A grid whose swept keys are
+plain config values (:class:`SweptValues` refuses the rest) has the same defaults tree in
+every job, so a job's config is the first job's with the swept values set over it by
+Hydra's own function (same validation, same errors). :class:`JobConfigs` is trusted for a
+batch only once its last job, composed in full by Hydra, came out identical; the resume
+shortcut uses :class:`SweptValues` and :class:`PlainFingerprints`.
 """
 
 from __future__ import annotations
@@ -213,14 +207,10 @@ class PlainFingerprints:
     the config :meth:`SweptValues.cell` builds) without building that config: the first
     job's task config as plain data, with the job's swept values set in it.
 
-    Design note: building each config is most of a resumed cell's cost, and a job's
-    config adds to the first job's only its swept values, each a leaf. That holds only when
-    no other key depends on them, so this refuses (``ValueError``) any interpolation but
-    ``${oc.env:NAME}``, a swept value that is a list, a mapping or holds ``${``, and a swept
-    key under a list. Each distinct value is converted once by Hydra's function over a
-    scratch copy, and read back as ``to_container`` reads it; its node must keep its type,
-    so that one value set after another is each set over a fresh copy. Without canonical
-    JSON (NaN, bytes), :meth:`fingerprint` says None and the caller builds the config.
+    This holds only when no other key depends on a swept value, so this refuses
+    (``ValueError``) any interpolation but ``${oc.env:NAME}``, a swept value that is a list,
+    a mapping or holds ``${``, a swept key under a list, and a value that changes its node's
+    type. Each distinct value is converted once by Hydra's function over a scratch copy.
     """
 
     def __init__(self, values: SweptValues, jobs: Sequence[Sequence[str]]) -> None:
@@ -317,12 +307,9 @@ def _copy(cfg: Any) -> Any:
 
 class JobConfigs:
     """Every job's full config (``load_sweep_config``'s) in one batch of a launch, from its
-    first job's compose; built by :func:`job_configs`, which checks it first.
-
-    Design note: the launcher runs one job at a time and ``run_job`` copies what it keeps,
-    so when every swept value is a scalar, one working copy serves every job: a scalar set
-    over the last job's value is as over a fresh copy. A list or a mapping value (merged
-    into what is there) gets a fresh copy.
+    first job's compose; built by :func:`job_configs`, which checks it first. With only
+    scalar swept values, one working copy serves every job (``run_job`` copies what it
+    keeps); a list or a mapping value, merged into what is there, gets a fresh copy.
     """
 
     def __init__(

@@ -1,19 +1,14 @@
 # SPDX-License-Identifier: MIT
 """Resume that costs nothing: completed cells are decided before Hydra launches anything.
 
-Design note: a completed cell is not sent through Hydra's launch (a job directory, three
-``.hydra/*.yaml`` files, logging, the runner) only for the runner to return its metrics.
-The driver takes the runner's steps for every job, in this process: the config the
-launcher will compose (:mod:`mushin_box._sweep.jobconfig`, checked against Hydra's full
-compose of the grid's last job), the directory as ``run_job`` resolves it, the runner's
-:func:`~mushin_box._sweep.cells.config_fingerprint`, and the pure
-:func:`~mushin_box._sweep.decide.decide`. Only a clean reuse (no warning, nothing recorded,
-metrics and provenance readable) is taken out of the launch; a cell the sweep's index
-vouches for (:mod:`~mushin_box._sweepdir.settled`) is decided from the index's record and
-metrics. Every other cell goes through the launcher and decides for itself, and so does
-every cell when in doubt (a value that depends on the job, e.g. ``${hydra:...}`` or a custom
-resolver; an image the driver cannot see; the user's own sweeper). The jobs left run
-through ``hydra_plugins.mushin_box_launcher.cells_sweeper.CellSweeper``.
+The driver takes the runner's steps for every job, in this process: the job's config
+(:mod:`mushin_box._sweep.jobconfig`, checked against Hydra's full compose of the last job),
+its directory, :func:`~mushin_box._sweep.cells.config_fingerprint` and the pure
+:func:`~mushin_box._sweep.decide.decide` (from the index's record and metrics where the
+sweep's index vouches for the cell). Only a clean reuse (no warning, nothing recorded,
+metrics and provenance readable) is taken out of the launch; when in doubt (a value that
+depends on the job, an image the driver cannot see, the user's own sweeper) every cell goes
+through the launcher (:data:`SWEEPER_TARGET`) and decides for itself.
 """
 
 from __future__ import annotations
@@ -81,14 +76,6 @@ def task_part(job: Sequence[str]) -> tuple[str, ...]:
         for text in job
         if not (text.lstrip("+~") == "hydra" or text.lstrip("+~").startswith(("hydra.", "hydra/")))
     )
-
-
-def _jobs(overrides: Sequence[str]) -> list[list[str]] | None:
-    """Every job's overrides, as Hydra's basic sweeper builds them; None if it can't tell."""
-    try:
-        return sweep_jobs(parse_overrides(overrides))
-    except Exception:  # a glob over a group, a sampled sweep: the sweeper decides
-        return None
 
 
 def own_sweeper(overrides: Sequence[str]) -> bool:
@@ -194,7 +181,10 @@ def prefilter(
     if not plan.resume or not _driver_sees_all(overrides, launcher, launcher_config):
         return Prefiltered()
     parsed = parse_overrides(overrides)
-    jobs = _jobs(overrides)
+    try:  # every job's overrides, as Hydra's basic sweeper builds them
+        jobs = sweep_jobs(parse_overrides(overrides))
+    except Exception:  # a glob over a group, a sampled sweep: the sweeper decides
+        return Prefiltered()
     if not jobs:
         return Prefiltered()
     statuses = dict(records)

@@ -93,12 +93,15 @@ def _refuse_live_submission(root: Path, grid: Mapping[str, list[Any]], slurm: bo
     unknown = [j for j in jobs if is_unknown(states.get(j))]
     if not live and not unknown:
         return
-    if not unknown:
-        runs = _jobs_running_grid(submission, grid)
-        live = [j for j in live if runs.get(j, True)]
-        if not live:  # every live job runs a cell this run leaves alone
-            carry_jobs(root, submission, [j for j in jobs if is_live(states.get(j, ""))])
+    if not unknown:  # which live jobs may run a cell of grid, by their overrides
+        runs = grid_runs(grid)
+        entries = [e for e in submission.get("jobs", ()) if isinstance(e, dict)]
+        overrides = {str(e.get("job_id")): e.get("overrides") for e in entries}
+        mine = [j for j in live if j not in overrides or runs(overrides[j])]
+        if not mine:  # every live job runs a cell this run leaves alone
+            carry_jobs(root, submission, live)
             return
+        live = mine
     where = shlex.quote(str(root))
     fix = f"follow it with `mushin-box wait {where}` or stop it with `mushin-box cancel {where}`"
     if live:
@@ -133,13 +136,6 @@ def _refuse_unrecorded(root: Path, recorded: list[str]) -> None:
         f"would run its cells a second time; stop them with `scancel {arrays}`, or let "
         "them end, then run again"
     )
-
-
-def _jobs_running_grid(submission: Mapping[str, Any], grid: Mapping[str, list[Any]]) -> Any:
-    """``{job id: may it run a cell of grid}``, by each job's overrides against the grid."""
-    runs = grid_runs(grid)
-    jobs = [e for e in submission.get("jobs", ()) if isinstance(e, dict)]
-    return {str(e.get("job_id")): runs(e.get("overrides")) for e in jobs}
 
 
 @attrs.frozen

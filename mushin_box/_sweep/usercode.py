@@ -1,27 +1,16 @@
 # SPDX-License-Identifier: MIT
 """The code fingerprint of a sweep: the user code its cells run, by content.
 
-``resume=True`` reuses a completed cell only if the code it ran is the code that would run
-now: its task, the helpers and constants the task uses, the classes its config names, and
-whatever those import.
-
-Design note: the rule.
-
 * Roots: the module of the task (and ``pre_call``); every module a ``_target_`` or
-  ``_zen_target`` names, found on ``sys.path`` imported or not (a YAML config's targets are
-  imported only in the cell); every loaded module another dotted string names (hydra-zen's
-  ``path``; ``data: results.csv`` is not the module ``results``).
-* From the roots and the packages above them (their ``__init__.py`` runs first), the
-  imports written in each file, at any depth (lazy imports count), are followed
-  transitively, into namespace packages too. Nothing is imported to find them.
-* Only user code counts: not the standard library, ``site-packages``/``dist-packages`` or
-  mushin-box (the provenance's package set covers installed packages).
+  ``_zen_target`` names, imported or not; every loaded module another dotted string names.
+* From the roots and the packages above them, the imports written in each file (lazy ones
+  too) are followed transitively, into namespace packages; nothing is imported to find them.
+* Only user code counts: not the standard library, ``site-packages`` or mushin-box.
 * Each module counts by the sha256 of its bytes (cached by path, ``mtime_ns`` and size),
   keyed by its name (``__main__`` by its file's stem, as ``mushin-box launch`` imports it).
 
-So editing a notebook, a plotting script or the README re-runs nothing. Not seen: code
-reached by a name built at run time, and data files. The git state is not hashed (a commit
-must not re-run a sweep); the provenance records it.
+So a notebook or the README re-runs nothing. Not seen: names built at run time, data files,
+the git state (a commit must not re-run a sweep; the provenance records it).
 """
 
 from __future__ import annotations

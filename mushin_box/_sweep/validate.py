@@ -1,13 +1,11 @@
 # SPDX-License-Identifier: MIT
 """The keys of a sweep, checked against the task and its config before anything runs.
 
-A key that names nothing the task reads is no error to Hydra once added with ``+`` (which a
-task parameter the config leaves out needs): every cell would run the real parameter at its
-default, under a bogus grid dimension. So every key of ``Workflow.run(**sweep_params)`` must
-be a config field, a config group, or a name the task accepts (any, for a ``**kwargs`` or
-``zen_cfg`` task), and a nested key a field of its node or a parameter of its
-``_target_``. In raw ``overrides`` a plain ``key=`` must name one of those too, while
-``+key=``, ``++key=`` and ``~key`` are new or removed on purpose, and ``hydra.*`` is Hydra's.
+A key added with ``+`` that names nothing the task reads would sweep a bogus grid dimension,
+so every key of ``Workflow.run(**sweep_params)`` must be a config field, a config group or a
+name the task accepts (any, for ``**kwargs`` or ``zen_cfg``), and a nested key a field of
+its node or a parameter of its ``_target_``. In raw ``overrides`` a plain ``key=`` must name
+one of those too; ``+key=``, ``++key=``, ``~key`` and ``hydra.*`` are not checked.
 
 Examples
 --------

@@ -12,7 +12,6 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from mushin_box._sweep import sweeprun
 from mushin_box._sweepdir.board import grid_runs, job_runs_cell, spellings
 
 KEYS = ["x", "lr", "tag"]
@@ -65,6 +64,7 @@ def test_a_resume_tells_which_of_10000_live_jobs_run_its_cells() -> None:
     ]
     jobs.append({"job_id": "8", "overrides": ["a=100"]})  # a cell of another grid
     jobs.append({"job_id": "9", "overrides": "a=1"})  # not a list: it may run any cell
-    runs = sweeprun._jobs_running_grid({"jobs": jobs}, grid)
+    job_runs = grid_runs(grid)  # as the sweep's driver asks it of each live job
+    runs = {job["job_id"]: job_runs(job["overrides"]) for job in jobs}
     assert runs["8"] is False and runs["9"] is True
     assert sum(runs.values()) == 10001
