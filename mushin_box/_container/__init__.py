@@ -1,10 +1,8 @@
 # SPDX-License-Identifier: MIT
 """The submit-time side of running ranks in an image.
 
-- :mod:`.launchspec`: what the rank container is (``ContainerLaunch``, binds, NCCL profile,
-  image identity), as validated values;
-- :mod:`.rankwrap`: the env file (written and read back here) and the ``apptainer exec``
-  argv of every rank;
+- :mod:`.launchspec`: what the rank container is (``ContainerLaunch`` and its parts);
+- :mod:`.rankwrap`: the env file (written and read back) and every rank's ``apptainer exec``;
 - :mod:`.preflight`: the image checked before anything is submitted;
 - :mod:`.smoke`: the 2-rank smoke run inside the image (and, as ``__main__``, a rank).
 

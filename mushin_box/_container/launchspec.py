@@ -329,9 +329,7 @@ class MasterPort:
         >>> MasterPort().port_of("123456"), MasterPort(base=25000).port_of(7)
         (18456, 25007)
         """
-        if self.fixed is not None:
-            return self.fixed
-        return self.base + int(job_id) % self.span
+        return self.fixed if self.fixed is not None else self.base + int(job_id) % self.span
 
     def setup_line(self) -> str | None:
         """The batch-script line that exports the job's port (None for a fixed port)."""

@@ -5,8 +5,7 @@
 - :mod:`.grammar`: SLURM's own grammars for ``--time`` and ``--mem``;
 - :mod:`.launcher`: the Hydra launchers ``mushin_slurm`` and ``mushin_local`` on submitit;
 - :mod:`.arrays`: a sweep as job arrays within the cluster's MaxArraySize, throttled as one;
-- :mod:`.torchrun`: a cell's ranks as torchrun workers (``torchrun`` of ``mushin_local``:
-  one agent; of ``mushin_slurm``: one agent per node, c10d rendezvous);
+- :mod:`.torchrun`: a cell's ranks as torchrun workers, one agent per node;
 - :mod:`.requeue`: the batch shell's requeue trap;
 - :mod:`.jobs`: job states and job ids, once (``<array job>_<task>``);
 - :mod:`.submitted`: the jobs a launch submitted, written down at once;

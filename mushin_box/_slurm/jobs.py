@@ -191,10 +191,8 @@ def job_state(job_id: str, *, timeout_s: float = 15.0) -> str | None:
 def _ask(argv: list[str], timeout_s: float) -> list[tuple[str, ...]] | None:
     """The ``|``-separated fields of each line ``argv`` prints, or None when it did not
     answer. "Invalid job id specified" (``squeue -j`` of forgotten ids) is an answer: none."""
-    conf = os.environ.get("SLURM_CONF")
-    if conf and not os.path.isfile(conf):
-        return None  # the tools would retry for a minute, then fail
-    if shutil.which(argv[0]) is None:
+    conf = os.environ.get("SLURM_CONF")  # missing: the tools would retry for a minute
+    if (conf and not os.path.isfile(conf)) or shutil.which(argv[0]) is None:
         return None
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)

@@ -448,7 +448,7 @@ class SubmititCellLauncher:
         """Poll ``jobs`` until each has a final JobReturn; after ``max_wait_s`` (or when
         interrupted) cancel the others, failed with a TimeoutError."""
         max_wait = self.settings["max_wait_s"]
-        deadline = None if max_wait is None else time.monotonic() + float(max_wait)
+        deadline = time.monotonic() + (float("inf") if max_wait is None else float(max_wait))
         results: dict[int, Any] = {}
         keep = False  # jobs left running on purpose (Ctrl-C under SLURM)
         try:
@@ -457,9 +457,7 @@ class SubmititCellLauncher:
                     ret = results.get(i) or self._outcome(job, overrides[i])
                     if ret is not None:
                         results[i] = ret
-                if len(results) == len(jobs):
-                    break
-                if deadline is not None and time.monotonic() >= deadline:
+                if len(results) == len(jobs) or time.monotonic() >= deadline:
                     break
                 time.sleep(float(self.settings["poll_interval_s"]))
         except KeyboardInterrupt:

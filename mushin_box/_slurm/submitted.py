@@ -43,10 +43,10 @@ def record_submission(
     carried = [
         entry
         for entry in previous.get("jobs", ())
-        if isinstance(entry, dict) and entry.get("carried") is True
+        if isinstance(entry, dict)
+        and entry.get("carried") is True
+        and previous.get("cluster") == cluster
     ]
-    if previous.get("cluster") != cluster:
-        carried = []
     record = {
         "schema": 1,
         "cluster": cluster,
