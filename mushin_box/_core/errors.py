@@ -1,16 +1,12 @@
 # SPDX-License-Identifier: MIT
 """The error root: every error the kit raises on purpose is a :class:`MushinBoxError`.
 
-A caller catches the kit's refusals with one ``except MushinBoxError`` and tells them from a bug
-in the kit (any other exception). Each concrete class also keeps its built-in parent
-(``ValueError`` for bad input, ``RuntimeError`` for a state of the world, ``OSError`` for a
-file), so code that caught the built-in before keeps working.
-
-The CLI turns a ``MushinBoxError`` into one line and exit status 2 in one place; rooms raise
-values that carry their data and name the fix in the kit's own terms, never a CLI flag. A fix
-that is an argument of the call is a ``{name}`` field of the message, with its value in
-``arguments``: ``str(error)`` spells it as Python (``allow_dirty=True``), and
-:meth:`MushinBoxError.worded` as the caller's interface spells it (the CLI: ``--allow-dirty``).
+One ``except MushinBoxError`` catches the kit's refusals, and any other exception is a bug.
+Each concrete class keeps its built-in parent too (``ValueError``, ``RuntimeError``,
+``OSError``). The CLI turns one into one line and exit status 2; rooms name the fix in the
+kit's terms, never a CLI flag: an argument of the call is a ``{name}`` field of the message,
+its value in ``arguments``, that ``str(error)`` spells as Python (``allow_dirty=True``) and
+:meth:`MushinBoxError.worded` as the caller's interface does (``--allow-dirty``).
 
 Examples
 --------

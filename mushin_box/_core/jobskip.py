@@ -2,11 +2,9 @@
 """The jobs a launch leaves out, and how it gets the others' configs: set by the sweep
 driver, read by its Hydra sweeper.
 
-``Workflow.run`` decides the completed cells of a resumed sweep before launching
-(:mod:`mushin_box._sweep.prefilter`), and knows how to check and compose a batch of jobs
-cheaply (:func:`mushin_box._sweep.jobconfig.job_configs`); the sweeper plugin
-(``hydra_plugins.mushin_box_launcher.cells_sweeper``), which runs in the same process and may
-import only ``_core`` and ``_slurm``, reads both here.
+``Workflow.run`` decides a resumed sweep's completed cells (:mod:`mushin_box._sweep.prefilter`)
+and how to check and compose a batch of jobs cheaply (``_sweep.jobconfig.job_configs``); the
+sweeper plugin, in the same process and allowed only ``_core`` and ``_slurm``, reads both here.
 
 Examples
 --------
@@ -31,11 +29,9 @@ _VALIDATE: Callable[[Any, Any, Any], Any] | None = None
 def skipping(
     reused: frozenset[tuple[str, ...]], validate: Callable[[Any, Any, Any], Any] | None = None
 ) -> Iterator[None]:
-    """Leave out ``reused`` (jobs' task overrides) for the duration of one launch; with
-    ``validate(config_loader, sweep_config, batch)``, check a batch instead of Hydra
-    composing each of its jobs to check it, and return what composes the batch's jobs for
-    the launcher (``.master``, ``.load(job)``), or None: it could not tell, Hydra checks
-    and composes."""
+    """Leave out ``reused`` (jobs' task overrides) for one launch; ``validate(config_loader,
+    sweep_config, batch)`` checks a batch instead of Hydra, and returns what composes its jobs
+    (``.master``, ``.load(job)``), or None for Hydra to check and compose them."""
     global _SKIPPED, _VALIDATE
     before = _SKIPPED, _VALIDATE
     _SKIPPED, _VALIDATE = reused, validate

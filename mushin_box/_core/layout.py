@@ -112,9 +112,7 @@ def stage_metrics_file(stage: str, filename: str = STAGE_METRICS_SUFFIX) -> str:
 def stage_metrics_json_file(stage: str, filename: str = STAGE_METRICS_SUFFIX) -> str:
     """The canonical-JSON twin of :func:`stage_metrics_file` (``fit_metrics.json``), which
     readers load without torch."""
-    name = stage_metrics_file(stage, filename)
-    stem = name[: -len(".pt")] if name.endswith(".pt") else name
-    return f"{stem}.json" if f"{stem}.json" != name else f"{name}.json"
+    return stage_metrics_file(stage, filename).removesuffix(".pt") + ".json"
 
 
 # ---------------------------------------------------------------------------- read limits

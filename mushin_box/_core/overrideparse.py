@@ -1,11 +1,9 @@
 # SPDX-License-Identifier: MIT
 """Hydra's parse of override texts, each text parsed once per process.
 
-Design note: ``Workflow.run`` parses its overrides several times before Hydra does (the
-refusal check, the first job, the resume's grid, the keys' check), and Hydra's ANTLR parser
-is a large share of a resume (docs/performance.md). So each text is parsed here once, by
-Hydra's own parser, and the result shared: its readers must not change it. Every mushin-box
-module parses through here; Hydra's own parses during the launch are left to Hydra.
+``Workflow.run`` parses its overrides several times before Hydra does, and Hydra's ANTLR
+parser is a large share of a resume (docs/performance.md): so every mushin-box module parses
+through here, and the result is shared (its readers must not change it).
 
 Examples
 --------

@@ -35,10 +35,8 @@ _MISSING = "???"
 
 
 class Interpolation(str):
-    """A string written into an override *as an OmegaConf interpolation* (not escaped).
-
-    Every other string is a literal (``${`` escaped); wrap one in ``Interpolation`` to
-    pass e.g. ``${oc.env:NAME}``, resolved when the task reads the value.
+    """A string written into an override *as an OmegaConf interpolation* (``${`` not
+    escaped), e.g. ``${oc.env:NAME}``, resolved when the task reads the value.
 
     Examples
     --------
@@ -237,12 +235,9 @@ def format_sweep(
 
 
 def check_sweep_values(key: str, values: Sequence[object]) -> list[str]:
-    """The sweep's values as formatted by :func:`format_value`; refuse an empty sweep or
-    duplicates, which would collapse into the same sweep cell.
-
-    Two values are duplicates when they format identically (``1.0`` and ``1.00``, ``'x'``
-    and ``x`` in a raw override), not merely when they compare equal: ``1`` and ``1.0`` are
-    distinct values (an ``int`` and a ``float`` job), as ``True`` and ``1``.
+    """The sweep's values as formatted by :func:`format_value`; an empty sweep, or values
+    that format identically (they would collapse into one cell), are refused. ``1`` and
+    ``1.0`` are distinct (an ``int`` and a ``float`` job), as ``True`` and ``1``.
 
     Examples
     --------
@@ -314,13 +309,10 @@ def _parse_value(text: str, keep_interpolations: bool, as_list: bool) -> Any:
 
 
 def parse_override_value(text: str, *, keep_interpolations: bool = False) -> Any:
-    """Parse the value part of an override (the text after ``=``) with Hydra's parser: the
-    inverse of :func:`format_value`, the value the task receives; for a discrete sweep
-    (``a,b``, ``choice(...)``, ``range(...)``) the list of its values.
-
-    A string holding a live interpolation (an unescaped ``${``) raises ``ValueError``, or
-    with ``keep_interpolations`` is returned as OmegaConf stores it. ``ValueError`` too for
-    a text that does not parse or an interval sweep.
+    """The value the task receives for an override's value text (Hydra's parser: the inverse
+    of :func:`format_value`); for a discrete sweep the list of its values. A live
+    interpolation is a ``ValueError``, or with ``keep_interpolations`` kept as OmegaConf
+    stores it.
 
     Examples
     --------

@@ -128,12 +128,9 @@ def _read_project(path: str, mtime_ns: int, size: int) -> tuple[str, ...]:
 
 
 def project_secret_names(cwd: str | os.PathLike[str] | None = None) -> tuple[str, ...]:
-    """The names the project declares secret: ``[tool.mushin-box] secret-names`` in the
-    nearest ``pyproject.toml`` at or above ``cwd`` (default: the working directory).
-
-    The nearest file is the project, as for pip and ruff: a nearer pyproject.toml without
-    the setting declares nothing, and files further up are not read.
-    """
+    """``[tool.mushin-box] secret-names`` of the nearest ``pyproject.toml`` at or above
+    ``cwd`` (default: the working directory): the project, as for pip and ruff, even when
+    it lacks the setting."""
     try:  # os.path, not pathlib: the rule asks on every name, this walk must be cheap
         directory = os.getcwd() if cwd is None else os.path.realpath(cwd)
     except OSError:  # the working directory was removed: no project
@@ -210,12 +207,9 @@ def _secret_rule(declared: Sequence[str] = ()) -> SecretRule:
 
 def is_secret_name(name: str, declared: Sequence[str] = ()) -> bool:
     """Does a config key, a dotted config path or an environment variable name look like
-    it holds a secret?
-
-    A path is secret when any key along it is, or when it starts with a declared dotted
-    path (from the config's root). ``declared`` adds names (besides the project's,
-    :func:`secret_names_in_effect`); they match whatever the spelling (``my_field``,
-    ``MY_FIELD``, ``myField``).
+    it holds a secret? A path is, when any key along it is or it starts with a declared
+    path; ``declared`` names (besides :func:`secret_names_in_effect`'s) match whatever the
+    spelling (``my_field``, ``MY_FIELD``, ``myField``).
 
     Examples
     --------
@@ -273,20 +267,17 @@ def _redact_urls(text: str) -> str:
 
 
 def redact(value: Any, declared: Sequence[str] = ()) -> Any:
-    """A copy of ``value`` with its secrets cut out (an exception: itself, scrubbed).
+    """A copy of ``value`` with its secrets cut out.
 
-    * a mapping (a JSON-like record, an environment): a secret-looking key's value, unless
-      ``None`` (nothing to hide, and "unset" is worth seeing); declared dotted paths
-      (:func:`is_secret_name`) count from its root; URL credentials in every string;
+    * a mapping (a record, an environment): a secret-looking key's value unless ``None``
+      ("unset" is worth seeing), declared dotted paths counting from its root; URL
+      credentials in every string;
     * a list or tuple of strings, a command's words: an assignment (``NAME=value``,
-      ``--name=value``, a Hydra override ``+name=value``) to a secret-looking name or path
-      keeps the name only, the word after a secret-looking flag (``--token abc``) is
-      replaced (Apptainer's ``--pwd`` is a directory);
+      ``--name=value``, ``+name=value``) to a secret-looking name keeps the name only, and
+      the word after a secret-looking flag (``--token abc``; not ``--pwd``) is replaced;
     * a string: :func:`redact_text`;
-    * an exception: the string arguments of it and of the exceptions chained to it, in
-      place, by :func:`redact_text`: its text is written elsewhere too (submitit pickles
-      its traceback; the driver re-raises it to a terminal). An exception whose
-      ``__str__`` ignores its args is left as it is.
+    * an exception: itself, the string args of it and of its chain scrubbed in place
+      (submitit pickles its traceback; the driver re-raises it to a terminal).
 
     Examples
     --------
@@ -417,15 +408,10 @@ def _values_pattern(values: Iterable[str]) -> re.Pattern[str] | None:
 
 
 class TextRedactor:
-    """:func:`redact_text` with the rule, the environment's secret values and ``values``
-    read once: ``mushin_box.cli.output`` builds one per command and cleans every line the
-    command prints with it. A given value shorter than 4 characters is not searched for
-    (it would match inside unrelated words; its ``NAME=value`` form is redacted whatever
-    its length).
-
-    ``lenient``: a broken project setting (:func:`project_secret_names`) is told in
-    ``problem`` and the built-in rule is used, for printing must not fail over it;
-    otherwise it raises its ``ValueError``.
+    """:func:`redact_text` with the rule and the values read once (``mushin_box.cli.output``
+    cleans every line a command prints with one). A given value under 4 characters is not
+    searched for: it would match inside unrelated words. ``lenient``: a broken project
+    setting is told in ``problem`` and the built-in rule used, for printing must not fail.
 
     Examples
     --------
@@ -507,11 +493,9 @@ def _secret_env_values(environ: Mapping[str, str] | None = None) -> set[str]:
 
 
 def command_line_secrets(argv: Sequence[str], declared: Sequence[str] = ()) -> set[str]:
-    """The values a command line gives secret-looking names: ``+api_key=abc``,
-    ``--token=abc``, ``--token abc`` (as written, unquoted, and each value of a comma
-    list), so that a message which quotes one back can be cleaned. References
-    (``${oc.env:NAME}``) and empty values hold no secret; a broken project setting leaves
-    the built-in rule (the command that reads the setting says so).
+    """The values a command line gives secret-looking names (``+api_key=abc``,
+    ``--token abc``; as written, unquoted, and each of a comma list), so that a message that
+    quotes one back can be cleaned; a broken project setting leaves the built-in rule.
 
     Examples
     --------

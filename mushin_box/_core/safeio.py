@@ -84,10 +84,6 @@ def open_regular_stat(path: StrPath) -> tuple[int, os.stat_result]:
     return fd, st
 
 
-def _too_large(size: int, limit: int) -> UnsafeFileError:
-    return UnsafeFileError(f"{size} bytes, over the {limit}-byte limit for this kind of file")
-
-
 def _read(fd: int, most: int, offset: int) -> bytes:
     """At most ``most`` bytes of ``fd`` from ``offset`` (fewer at the end of the file)."""
     chunks, total = [], 0
@@ -113,14 +109,13 @@ def read_bounded(path: StrPath, limit: int) -> bytes:
     and again while reading: a file may grow)."""
     fd, st = open_regular_stat(path)
     try:
-        if st.st_size > limit:
-            raise _too_large(st.st_size, limit)
-        data = _read(fd, limit + 1, 0)
-        if len(data) > limit:
-            raise _too_large(len(data), limit)
-        return data
+        data = read_open(fd, limit) if st.st_size <= limit else None
     finally:
         os.close(fd)
+    if data is None:  # over the limit before reading (its size), or grown while read
+        size = max(st.st_size, limit + 1)
+        raise UnsafeFileError(f"{size} bytes, over the {limit}-byte limit for this kind of file")
+    return data
 
 
 def read_tail(path: StrPath, max_bytes: int, *, start: int = 0) -> tuple[bytes, int]:

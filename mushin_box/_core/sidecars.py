@@ -50,12 +50,12 @@ class SidecarWarning(UserWarning):
     """A sidecar file exists but could not be read or decoded; a default was used."""
 
 
-_SAID: set[str] = set()
 _dumps = functools.partial(
     json.dumps, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
 )
 
 
+@functools.lru_cache(maxsize=10_000)
 def warn_sidecar(message: str) -> None:
     """Warn with :class:`SidecarWarning`, once per message in a process: a command that
     looks again and again (``wait``, ``logs -f``) says one line per damaged file, not one per
@@ -69,11 +69,6 @@ def warn_sidecar(message: str) -> None:
     >>> len(seen)
     1
     """
-    if message in _SAID:
-        return
-    if len(_SAID) >= 10_000:
-        _SAID.clear()
-    _SAID.add(message)
     # placed at no source line, so that it prints as one line ("mushin-box:0: SidecarWarning:
     # ..."), not two with a line of the kit's code that tells a user nothing
     warnings.warn_explicit(

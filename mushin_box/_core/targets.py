@@ -1,14 +1,10 @@
 # SPDX-License-Identifier: MIT
 """Stable config targets: a public name is recorded as ``mushin_box.X``, and only so.
 
-hydra-zen writes ``builds(HydraDDP)`` as ``_target_: <module>.<name>`` of the class, into
-every saved config, cell fingerprint and provenance record. A private module path there
-would tie every saved experiment to where the code happened to live, so each public name
-declares itself as part of ``mushin_box`` (:func:`public`) and configs say
-``mushin_box.HydraDDP``, which survives any later move of the private modules.
-
-``mushin_box.X`` is the one stable path of each name: no private path (``mushin_box._x.Name``)
-is kept resolvable after a move, because no release recorded one.
+hydra-zen writes ``builds(HydraDDP)`` as ``_target_: <module>.<name>`` into every saved
+config, fingerprint and provenance record. So each public name declares itself part of
+``mushin_box`` (:func:`public`), and configs say ``mushin_box.HydraDDP``, which survives a
+move of the private modules; no private path is kept resolvable, as no release recorded one.
 
 Examples
 --------

@@ -1,10 +1,9 @@
 # SPDX-License-Identifier: MIT
 """The seams: every private name of an upstream package is reached here, and only here.
 
-One module per upstream. Each wraps what the kit needs from that package's private API in a
-small function or class with a public-looking name, says at the seam why no public API does
-it, and has a test in ``tests/upstream/`` whose name says which upstream changed what when it
-fails. ``scripts/check-imports`` refuses a private upstream name anywhere else, so an upstream
+One module per upstream, each name with a public-looking name, the reason no public API
+does it, and a test in ``tests/upstream/`` that names the upstream change when it fails.
+``scripts/check-imports`` refuses a private upstream name anywhere else, so an upstream
 release that moves one breaks one module and one named test, not the package.
 
 - :mod:`.hydra`: Hydra's (overrides applied, the basic sweeper and launcher, the ``.hydra``

@@ -1,14 +1,11 @@
 # SPDX-License-Identifier: MIT
-"""submitit's private names, each behind one function or constant: the only module that
-names ``submitit.core._submit`` or imports a leading-underscore name of submitit. submitit
-builds these only inside its executors, as it submits; the kit needs them without
-submitting:
+"""submitit's private names, each behind one function or constant. submitit builds these
+only inside its executors, as it submits; the kit needs them without submitting:
 
-* :data:`SUBMIT_ARGS`, :func:`submit_command`: the dry run shows the sbatch script a launch
-  submits, and the torchrun agent, started as submitit's ``python``, hands the folder that
-  follows these words to its workers.
-* :func:`sbatch_script` (``_make_sbatch_string``), :func:`sbatch_mem` (``_convert_mem``):
-  the dry run's sbatch script is the text ``SlurmExecutor`` would write.
+* :data:`SUBMIT_ARGS`, :func:`submit_command`: the torchrun agent, started as submitit's
+  ``python``, hands the folder that follows these words to its workers;
+* :func:`sbatch_script`, :func:`sbatch_mem`: the dry run shows the text ``SlurmExecutor``
+  would submit.
 
 Tests: ``tests/upstream/test_submitit_seam.py``.
 """

@@ -1,13 +1,10 @@
 # SPDX-License-Identifier: MIT
-"""torch's private behaviour, behind one function: the only module that reaches into how
-torch elastic records a failed worker.
+"""torch's private behaviour: how torch elastic records a failed worker (:func:`worker_failures`).
 
-:func:`worker_failures`: the torchrun agent restarts its workers itself, and a worker killed
-by a signal writes nothing, so the agent's record is the one place the signal is told before
-the restart. torch's public API reports a failure only when the agent gives up, or to an
-event handler that gets the final result alone; its log names one failure per round, chosen
-by a whole-second timestamp (a peer that exits after the kill may be named instead). Every
-failure is a public ``ProcessFailure``: the seam hears each one as it is made.
+A worker killed by a signal writes nothing, and the torchrun agent restarts it: the agent's
+record is the one place the signal is told. torch's public API reports a failure only when the
+agent gives up, or to a handler that gets the final result alone; its log names one failure a
+round. Every failure is a public ``ProcessFailure``: the seam hears each one as it is made.
 
 Test: ``tests/upstream/test_torch_seam.py``.
 """
