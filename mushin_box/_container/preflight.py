@@ -102,14 +102,12 @@ def _not_a_sif(path: Path) -> str | None:
     Checked with or without a manifest, before hashing. A truncated copy has the whole
     image's header, so the descriptor table is read too: every object must lie in the file.
     """
+    head = b""
     try:
         with open(path, "rb") as handle:
             head = handle.read(HEADER_SIZE)
-    except OSError as error:
-        return f"image {path} cannot be read: {error.strerror or error}"
-    if not head:
-        return f"image {path} is not a SIF image (an empty file)"
-    try:
+        if not head:
+            return f"image {path} is not a SIF image (an empty file)"
         read_sif_descriptors(path)  # the header, the descriptor table, each object's extent
     except OSError as error:
         return f"image {path} cannot be read: {error.strerror or error}"

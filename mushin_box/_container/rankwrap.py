@@ -295,12 +295,11 @@ def setup_lines(
     """
     path = absolute_path(env_file, "env_file", bind=False)
     tmp = shlex.quote(path + ".partial.") + "$SLURM_JOB_ID.$$"
-    digest = hashlib.sha256(env_text.encode("utf-8")).hexdigest()[:12]
     lines = [f"# mushin-box rank wrapper: every rank's env file, {os.path.basename(path)}"]
     if (port := spec.master_port.setup_line()) is not None:
         lines.append(port)
     if heredoc:
-        end = f"MUSHIN_ENV_{digest}"
+        end = f"MUSHIN_ENV_{hashlib.sha256(env_text.encode('utf-8')).hexdigest()[:12]}"
         write, body = f"cat > {tmp} <<'{end}'", f"\n{env_text}{end}"
     else:
         blob = base64.b64encode(env_text.encode("utf-8")).decode("ascii")
@@ -345,12 +344,8 @@ def fold_env_file(script: str) -> str:
     >>> fold_env_file("printf %s QT0xCg== | base64 -d > /f")
     'printf %s <the env file shown below, 8 bytes of base64> | base64 -d > /f'
     """
-    return _WRITTEN_RE.sub(
-        lambda m: (
-            f"printf %s <the env file shown below, {len(m['blob'])} bytes of base64> | base64 -d"
-        ),
-        script,
-    )
+    note = "printf %s <the env file shown below, {} bytes of base64> | base64 -d"
+    return _WRITTEN_RE.sub(lambda m: note.format(len(m["blob"])), script)
 
 
 @public
