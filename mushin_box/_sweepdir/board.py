@@ -45,17 +45,8 @@ from typing import Any
 
 import attrs
 
+from mushin_box._core import layout
 from mushin_box._core.gcpause import gc_paused
-from mushin_box._core.layout import (
-    CELL_STATES,
-    DONE_CELL_STATES,
-    ERROR_FILE,
-    LOCK_FILE,
-    MANIFEST_FILE,
-    METRICS_FILE,
-    STATUS_FILE,
-    stage_metrics_json_file,
-)
 from mushin_box._core.overrides import format_value
 from mushin_box._core.safeio import UnsafeFileError, read_bounded
 from mushin_box._core.sidecars import read_json
@@ -73,7 +64,7 @@ from mushin_box._sweepdir.manifest import (
 )
 
 #: the states a reader shows, in the order counts list them (``unknown``: module doc)
-VIEW_STATES = (*CELL_STATES[:2], "unknown", *CELL_STATES[2:])
+VIEW_STATES = (*layout.CELL_STATES[:2], "unknown", *layout.CELL_STATES[2:])
 
 
 @public
@@ -151,7 +142,7 @@ class SweepView:
     @property
     def finished(self) -> bool:
         """Every cell is done for this run (nothing of it runs, nothing waits)."""
-        return all(c.state in DONE_CELL_STATES for c in self.cells)
+        return all(c.state in layout.DONE_CELL_STATES for c in self.cells)
 
     def wall_s(self, now: _dt.datetime | None = None) -> float | None:
         """From the first start to the last end (to ``now`` while cells still run)."""
@@ -262,9 +253,11 @@ def cell_view(
     elif state != recorded:
         error = {}
     # a completed cell's traceback (an earlier attempt's) is not its error: not looked for
-    error_file = os.path.join(cell_dir, ERROR_FILE) if cell_dir and state != "completed" else None
+    error_file = (
+        os.path.join(cell_dir, layout.ERROR_FILE) if cell_dir and state != "completed" else None
+    )
     metrics = (
-        bounded_metrics(read_json(path := os.path.join(cell_dir, METRICS_FILE)), path)
+        bounded_metrics(read_json(path := os.path.join(cell_dir, layout.METRICS_FILE)), path)
         if cell_dir and state == "completed"
         else None
     )
@@ -311,7 +304,7 @@ def restart_fields(record: Mapping[str, Any]) -> dict[str, Any]:
 
 #: the most ``status`` reads of a running cell's series; a larger file shows no epoch
 _LATEST_READ_BYTES = 32 << 20
-_FIT_SERIES = stage_metrics_json_file("fit")
+_FIT_SERIES = layout.stage_metrics_json_file("fit")
 
 
 def _latest(cell_dir: Path) -> dict[str, Any] | None:
@@ -347,8 +340,8 @@ def read_sweep(root: str | os.PathLike[str], *, liveness: bool = True) -> SweepV
     params, entries = _entries(path, old, found)
     if not old and not any(e.get("dir") for e in entries):
         raise FileNotFoundError(
-            f"{path} is not a sweep directory (no {MANIFEST_FILE} and no */{STATUS_FILE}); "
-            "give the working_dir of a run"
+            f"{path} is not a sweep directory (no {layout.MANIFEST_FILE} and no "
+            f"*/{layout.STATUS_FILE}); give the working_dir of a run"
         )
     records = {cell_dir.name: record for cell_dir, record in found}
     submission = read_submission(path)
@@ -485,7 +478,7 @@ def driver_running(root: Path) -> bool:
     """Does a driver hold the sweep's lock (a ``Workflow.run`` or a launch in progress)?
     Probed with a shared, non-blocking ``flock``; a reader never creates the lock file."""
     try:
-        fd = os.open(root / LOCK_FILE, os.O_RDONLY)
+        fd = os.open(root / layout.LOCK_FILE, os.O_RDONLY)
     except OSError:
         return False
     try:
@@ -504,7 +497,7 @@ def find_sweeps(root: str | os.PathLike[str] = ".", *, max_depth: int = 4) -> li
     found, base = [], len(Path(root).parts)
     for current, dirs, files in os.walk(root):
         here = Path(current)
-        if MANIFEST_FILE in files or is_sweep_dir(here):
+        if layout.MANIFEST_FILE in files or is_sweep_dir(here):
             dirs[:] = []  # its subdirectories are its cells
             found.append(here)
         elif len(here.parts) - base >= max_depth:
@@ -514,7 +507,7 @@ def find_sweeps(root: str | os.PathLike[str] = ".", *, max_depth: int = 4) -> li
 
     def updated(path: Path) -> float:
         try:
-            return (path / MANIFEST_FILE).stat().st_mtime
+            return (path / layout.MANIFEST_FILE).stat().st_mtime
         except OSError:
             return 0.0
 

@@ -16,13 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mushin_box._core.layout import (
-    JOB_PRIVATE_DIR,
-    LOG_READ_BYTES,
-    RANK_LOG_DIR,
-    RANKS_DIR,
-    STATUS_FILE,
-)
+from mushin_box._core import layout
 from mushin_box._core.safeio import UnsafeFileError, inside, open_regular_stat, read_tail
 from mushin_box._core.sidecars import warn_sidecar
 from mushin_box._provenance.ranks import read_rank_runtimes
@@ -32,7 +26,7 @@ from mushin_box._sweepdir.manifest import read_status
 
 def is_started(cell_dir: str | os.PathLike[str]) -> bool:
     """Whether ``cell_dir`` holds a status, readable or not: a cell that started."""
-    return os.path.lexists(os.path.join(cell_dir, STATUS_FILE))
+    return os.path.lexists(os.path.join(cell_dir, layout.STATUS_FILE))
 
 
 def started_cells(root: Path) -> list[str]:
@@ -93,7 +87,7 @@ def _listed(cell_dir: Path, status: Mapping[str, Any]) -> Iterator[tuple[int, Pa
                 yield int(match.group(1)), Path(path)
                 continue
             warn_sidecar(
-                f"{cell_dir / STATUS_FILE} names {path!r} as the log of rank "
+                f"{cell_dir / layout.STATUS_FILE} names {path!r} as the log of rank "
                 f"{match.group(1)}: {exc}"
             )
             continue
@@ -110,7 +104,7 @@ def rank_logs(cell_dir: Path, record: Mapping[str, Any] | None = None) -> dict[i
         found.setdefault(rank, []).append(path)
     if 0 not in found:
         found[0] = sorted(p for p in cell_dir.glob("*.log") if _present(p))
-    local = cell_dir / RANK_LOG_DIR
+    local = cell_dir / layout.RANK_LOG_DIR
     if local.is_symlink():
         warn_sidecar(f"{local} is a symbolic link, not followed")
     else:
@@ -140,8 +134,8 @@ class NodeRanks:
 def _rank_rows(cell_dir: Path, attempt: Any) -> list[dict[str, Any]]:
     """The rank records of the cell's current attempt; none (warned) when ``.mushin`` or
     its ``ranks`` is a symbolic link."""
-    private = cell_dir / JOB_PRIVATE_DIR
-    for directory in (private, private / RANKS_DIR):
+    private = cell_dir / layout.JOB_PRIVATE_DIR
+    for directory in (private, private / layout.RANKS_DIR):
         if directory.is_symlink():
             warn_sidecar(f"{directory} is a symbolic link, not followed")
             return []
@@ -179,7 +173,7 @@ class OutputSize:
     whole: bool = True
 
 
-def output_size(paths: Iterable[Path], max_bytes: int = LOG_READ_BYTES) -> OutputSize:
+def output_size(paths: Iterable[Path], max_bytes: int = layout.LOG_READ_BYTES) -> OutputSize:
     """The :class:`OutputSize` of output files, read as ``logs`` reads them (a symlink or
     FIFO is warned and not counted), the lines of each in its first ``max_bytes`` only."""
     files = lines = size = 0
@@ -260,11 +254,11 @@ def tail_lines(path: Path, lines: int, max_bytes: int = 1 << 20) -> list[str]:
 class LogFollower:
     """What was appended to each file since the last :meth:`poll` (whole lines only).
 
-    Each read is bounded: a file that grew by more than :data:`LOG_READ_BYTES` is read from
-    that far before its end (the skip warned); a symlink, FIFO or device is refused with a
-    warning. A file truncated or replaced (rotated) is read again from its start, warned."""
+    Each read is bounded: a file that grew by more than ``max_bytes`` is read from that far
+    before its end (the skip warned); a symlink, FIFO or device is refused with a warning. A
+    file truncated or replaced (rotated) is read again from its start, warned."""
 
-    def __init__(self, files: Mapping[Path, str], max_bytes: int = LOG_READ_BYTES) -> None:
+    def __init__(self, files: Mapping[Path, str], max_bytes: int = layout.LOG_READ_BYTES) -> None:
         self._prefix = dict(files)
         self._offset = {path: 0 for path in files}
         self._partial = {path: b"" for path in files}

@@ -23,16 +23,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from mushin_box._core import layout
 from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.gcpause import gc_paused
-from mushin_box._core.layout import (
-    JOBS_FILE,
-    LAUNCH_FILE,
-    LOCK_FILE,
-    MANIFEST_FILE,
-    PROVENANCE_FILE,
-    STATUS_FILE,
-)
 from mushin_box._core.sidecars import (
     canonical_dumps,
     read_json,
@@ -80,7 +73,7 @@ class SweepLock:
     """Only one ``run()`` at a time per sweep directory (an advisory ``flock``)."""
 
     def __init__(self, root: Path) -> None:
-        self.path = root / LOCK_FILE
+        self.path = root / layout.LOCK_FILE
         self._fd: int | None = None
 
     def __enter__(self) -> SweepLock:
@@ -144,7 +137,7 @@ def wrong_status_fields(record: Mapping[str, Any]) -> dict[str, str]:
 def read_status(cell_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
     """A cell's status record (a JSON object with a ``combo`` object), its fields of the
     wrong type dropped; None when there is none, or (warned) when it is not one."""
-    path = os.path.join(cell_dir, STATUS_FILE)
+    path = os.path.join(cell_dir, layout.STATUS_FILE)
     record = read_json(path)
     if record is None:
         return None
@@ -163,7 +156,7 @@ def _linked_cell(root: Path, name: str) -> None:
     anywhere)."""
     link = root / name
     try:
-        if not link.is_symlink() or not (link / STATUS_FILE).exists():
+        if not link.is_symlink() or not (link / layout.STATUS_FILE).exists():
             return
     except OSError:  # a loop
         return
@@ -196,7 +189,7 @@ def cell_records(
             _linked_cell(root, name)
             continue
         if not name.isprintable():
-            if os.path.lexists(os.path.join(root, name, STATUS_FILE)):
+            if os.path.lexists(os.path.join(root, name, layout.STATUS_FILE)):
                 warn_sidecar(f"{str(root / name)!r} {_SUSPECT}")
             continue
         record = known.get(name) if known else None
@@ -216,17 +209,17 @@ def is_sweep_dir(path: Path) -> bool:
     >>> with tempfile.TemporaryDirectory() as d:
     ...     empty = is_sweep_dir(Path(d))
     ...     (Path(d) / "lr=0.1").mkdir()
-    ...     _ = (Path(d) / "lr=0.1" / STATUS_FILE).write_text("{}")
+    ...     _ = (Path(d) / "lr=0.1" / layout.STATUS_FILE).write_text("{}")
     ...     empty, is_sweep_dir(Path(d)), is_sweep_dir(Path(d) / "lr=0.1")
     (False, True, False)
     """
-    return (path / MANIFEST_FILE).is_file() or any(path.glob(f"*/{STATUS_FILE}"))
+    return (path / layout.MANIFEST_FILE).is_file() or any(path.glob(f"*/{layout.STATUS_FILE}"))
 
 
 def read_sweep_manifest(root: Path) -> dict[str, Any] | None:
     """The sweep's manifest; None when there is none, or (warned) when it is not one:
     readers then rebuild it from the cells."""
-    path = root / MANIFEST_FILE
+    path = root / layout.MANIFEST_FILE
     data = read_json(path)
     if data is None:
         return None
@@ -315,7 +308,7 @@ def write_manifest(
     """Write the manifest of a run about to start from the cells' ``records`` (cells
     without one are pending)."""
     manifest = _build(records, grid, run_id)
-    write_json_atomic(root / MANIFEST_FILE, manifest)
+    write_json_atomic(root / layout.MANIFEST_FILE, manifest)
     return manifest
 
 
@@ -374,7 +367,7 @@ def mark_unstarted_cancelled(
             entry.update(status="cancelled", reason=reason)
         if found:
             manifest["updated"] = timestamp()
-            write_json_atomic(root / MANIFEST_FILE, manifest)
+            write_json_atomic(root / layout.MANIFEST_FILE, manifest)
     return [dict(entry["combo"]) for entry in found]
 
 
@@ -383,14 +376,14 @@ def write_grid(root: Path, grid: Mapping[str, list[Any]]) -> dict[str, Any]:
     under the sweep's lock."""
     with SweepLock(root):
         manifest = manifest_from_cells(root, grid=grid)
-        write_json_atomic(root / MANIFEST_FILE, manifest)
+        write_json_atomic(root / layout.MANIFEST_FILE, manifest)
     return manifest
 
 
 def rebuild_manifest(root: Path, records: Records) -> dict[str, Any]:
     """Rebuild the manifest from the cells' status records and write it."""
     manifest = manifest_from_cells(root, records)
-    write_json_atomic(root / MANIFEST_FILE, manifest)
+    write_json_atomic(root / layout.MANIFEST_FILE, manifest)
     return manifest
 
 
@@ -409,7 +402,7 @@ def reconcile_abandoned(records: list[tuple[Path, dict[str, Any]]]) -> list[str]
         timeout = (answer.job_state or "").startswith(("TIMEOUT", "DEADLINE"))
         new = {**record, "status": "timeout" if timeout else "failed", "reason": answer.reason}
         new.update(ended=timestamp(), error={"type": "JobEnded", "message": answer.reason})
-        write_json_atomic(cell_dir / STATUS_FILE, new)
+        write_json_atomic(cell_dir / layout.STATUS_FILE, new)
         records[i] = (cell_dir, new)
         changed.append(cell_dir.name)
     return changed
@@ -443,7 +436,7 @@ def finish_launch(
             if manifest is None:
                 rebuild_manifest(root, records)
             else:
-                write_json_atomic(root / MANIFEST_FILE, manifest)
+                write_json_atomic(root / layout.MANIFEST_FILE, manifest)
     except OSError as exc:
         message = f"the sweep's records could not be updated ({exc}); the next run updates them"
         if error is not None:
@@ -478,7 +471,7 @@ def ran_experiment(root: Path) -> tuple[str, str] | None:
     names = [e.get("dir") for e in entries if e.get("status") == "completed"]
     done = [n for n in names if isinstance(n, str) and n and os.sep not in n and n != ".."]
     for name in done[:_EXPERIMENT_READS]:
-        record = read_json(root / name / PROVENANCE_FILE)
+        record = read_json(root / name / layout.PROVENANCE_FILE)
         run = record.get("run") if isinstance(record, dict) else None
         experiment = run.get("experiment") if isinstance(run, dict) else None
         file = experiment.get("file") if isinstance(experiment, dict) else None
@@ -497,14 +490,14 @@ def recorded_launcher(root: Path) -> str | None:
     >>> root = Path(tempfile.mkdtemp())
     >>> recorded_launcher(root) is None
     True
-    >>> write_json_atomic(root / JOBS_FILE, {"cluster": "slurm", "jobs": []})
+    >>> write_json_atomic(root / layout.JOBS_FILE, {"cluster": "slurm", "jobs": []})
     >>> recorded_launcher(root)
     'mushin_slurm'
     """
     manifest = read_sweep_manifest(root) or {}
     if isinstance(manifest.get("launcher"), str):
         return manifest["launcher"]
-    for name in (LAUNCH_FILE, JOBS_FILE):
+    for name in (layout.LAUNCH_FILE, layout.JOBS_FILE):
         data = read_json(root / name) if (root / name).is_file() else None
         if not isinstance(data, dict):
             continue

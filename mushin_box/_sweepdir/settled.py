@@ -46,17 +46,9 @@ from typing import Any
 
 import attrs
 
+from mushin_box._core import layout
 from mushin_box._core.gcpause import gc_paused
-from mushin_box._core.layout import (
-    CELL_INDEX_FILE,
-    DONE_CELL_STATES,
-    JOBS_FILE,
-    MANIFEST_FILE,
-    METRICS_FILE,
-    PROVENANCE_FILE,
-    STATUS_FILE,
-    read_limit,
-)
+from mushin_box._core.layout import read_limit
 from mushin_box._core.safeio import read_bounded, read_open
 from mushin_box._core.sidecars import loads, read_json, write_bytes_atomic
 from mushin_box._slurm.submitted import job_ids, read_submission
@@ -104,10 +96,10 @@ def finished_entries(root: str | os.PathLike[str]) -> tuple[dict[str, Any], list
     where the manifest is older than it; None when the manifest cannot answer (module doc)."""
     path = Path(root)
     base = os.fspath(path)
-    written = _mtime(os.path.join(base, MANIFEST_FILE))
+    written = _mtime(os.path.join(base, layout.MANIFEST_FILE))
     if written is None or driver_running(path):
         return None
-    jobs = _mtime(os.path.join(base, JOBS_FILE))
+    jobs = _mtime(os.path.join(base, layout.JOBS_FILE))
     if jobs is not None and jobs >= written:  # a submission the manifest may not know
         return None
     manifest = read_sweep_manifest(path)
@@ -134,7 +126,7 @@ def finished_entries(root: str | os.PathLike[str]) -> tuple[dict[str, Any], list
             return None
         seen.add(name)
         cell = os.path.join(base, name)
-        changed = _mtime(os.path.join(cell, STATUS_FILE))
+        changed = _mtime(os.path.join(cell, layout.STATUS_FILE))
         # newer than the manifest, or not completed (its error is whole there): read it
         if changed is None or changed >= written or entry.get("status") != "completed":
             record = read_status(cell)
@@ -143,10 +135,10 @@ def finished_entries(root: str | os.PathLike[str]) -> tuple[dict[str, Any], list
             ):
                 return None
             entries[at] = entry = {**record, "dir": name}
-        if entry.get("status") not in DONE_CELL_STATES:
+        if entry.get("status") not in layout.DONE_CELL_STATES:
             return None
     for name in dirs - seen:  # a cell the manifest does not know
-        if os.path.lexists(os.path.join(base, name, STATUS_FILE)):
+        if os.path.lexists(os.path.join(base, name, layout.STATUS_FILE)):
             return None
     return manifest, entries
 
@@ -236,7 +228,7 @@ def read_settled(
 
 
 #: the files an entry vouches for, in the order of its identities
-_FILES = (STATUS_FILE, METRICS_FILE, PROVENANCE_FILE)
+_FILES = (layout.STATUS_FILE, layout.METRICS_FILE, layout.PROVENANCE_FILE)
 _OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 #: a file changed less than this before the index was begun is not entered (see the doc)
@@ -302,7 +294,7 @@ def read_index(root: Path) -> CellIndex:
     try:
         found = _load(root_fd)
         if found is None:  # a corrupt or refused one is written again
-            return CellIndex(stale=os.path.lexists(root / CELL_INDEX_FILE))
+            return CellIndex(stale=os.path.lexists(root / layout.CELL_INDEX_FILE))
         cells, owner = found
         entries = {}
         for name, raw in cells.items():
@@ -317,14 +309,14 @@ def read_index(root: Path) -> CellIndex:
 def _load(root_fd: int) -> tuple[dict[str, Any], int] | None:
     """The index's cells and its owner's uid; None when missing or not to be trusted."""
     try:
-        fd = os.open(CELL_INDEX_FILE, _OPEN, dir_fd=root_fd)
+        fd = os.open(layout.CELL_INDEX_FILE, _OPEN, dir_fd=root_fd)
     except OSError:
         return None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return None
-        data = json.loads(read_open(fd, read_limit(CELL_INDEX_FILE)) or b"")
+        data = json.loads(read_open(fd, read_limit(layout.CELL_INDEX_FILE)) or b"")
     except (OSError, ValueError, RecursionError):  # a corrupt or hostile file
         return None
     finally:
@@ -404,7 +396,7 @@ def refresh_index(root: Path, records: Iterable[tuple[Path, Any]], index: CellIn
         for name, e in sorted({**kept, **added}.items())
     }
     data = json.dumps({"schema": _SCHEMA, "cells": cells}, separators=(",", ":"))
-    write_bytes_atomic(root / CELL_INDEX_FILE, data.encode("utf-8"))
+    write_bytes_atomic(root / layout.CELL_INDEX_FILE, data.encode("utf-8"))
     return True
 
 
