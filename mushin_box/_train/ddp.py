@@ -30,17 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch.distributed as dist
 
+from mushin_box._core import layout
 from mushin_box._core.envstate import restore_environ
-from mushin_box._core.layout import (
-    DDP_PARENT_PID_ENV,
-    DDP_SPEC_ENV,
-    GLOBAL_RANK_ENV,
-    JOB_DIR_ENV,
-    RANK_LOG_DIR,
-    SEED_BASE_ENV,
-    SEED_WORKERS_ENV,
-    rank_log_file,
-)
 from mushin_box._train.ranks import (
     ChildObserver,
     die_with_parent,
@@ -204,7 +195,7 @@ class HydraDDPMixin(_Strategy):
 
     def _take_sigterm(self) -> None:
         local_job = isinstance(self.launcher, HydraDDPLauncher) or bool(
-            os.environ.get(DDP_PARENT_PID_ENV)
+            os.environ.get(layout.DDP_PARENT_PID_ENV)
         )
         if local_job and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._on_sigterm)
@@ -339,17 +330,19 @@ class HydraDDPLauncher(_Launcher):
             global_rank = env.node_rank() * self.num_processes + local_rank
             child_env = os.environ.copy()
             child_env["LOCAL_RANK"] = str(local_rank)
-            child_env[GLOBAL_RANK_ENV] = str(global_rank)
+            child_env[layout.GLOBAL_RANK_ENV] = str(global_rank)
             ready_read, ready_write = os.pipe()  # the rank says "joining" on it
             self._ready_fds.append(ready_read)
-            child_env[DDP_SPEC_ENV] = json.dumps({**spec, "ready_fd": ready_write})
-            child_env[DDP_PARENT_PID_ENV] = str(os.getpid())
-            child_env[JOB_DIR_ENV] = spec["job_dir"]
+            child_env[layout.DDP_SPEC_ENV] = json.dumps({**spec, "ready_fd": ready_write})
+            child_env[layout.DDP_PARENT_PID_ENV] = str(os.getpid())
+            child_env[layout.JOB_DIR_ENV] = spec["job_dir"]
             if os.environ.get("PL_GLOBAL_SEED") is None:
                 child_env.pop("PL_GLOBAL_SEED", None)
             # a rank's output goes to its file in the cell, not through rank 0's terminal,
             # where it would tear the progress bar (`mushin-box logs` reads the files)
-            logs.append(Path(spec["job_dir"]) / RANK_LOG_DIR / rank_log_file(global_rank))
+            logs.append(
+                Path(spec["job_dir"]) / layout.RANK_LOG_DIR / layout.rank_log_file(global_rank)
+            )
             logs[-1].parent.mkdir(parents=True, exist_ok=True)
             try:
                 with open(logs[-1], "ab") as output:
@@ -496,8 +489,8 @@ def _child_spec(
     spec = {
         "job_dir": str(job_dir),
         "config_dir": str(config_dir),
-        "seed_base": os.environ.get(SEED_BASE_ENV),
-        "seed_workers": os.environ.get(SEED_WORKERS_ENV, "1") == "1",
+        "seed_base": os.environ.get(layout.SEED_BASE_ENV),
+        "seed_workers": os.environ.get(layout.SEED_WORKERS_ENV, "1") == "1",
         "main_file": main_file,
         "sys_path": [p for p in sys.path if p],
         "cwd": os.getcwd(),

@@ -19,13 +19,8 @@ from typing import Any
 
 import torch
 
+from mushin_box._core import layout
 from mushin_box._core.jobdir import job_dir
-from mushin_box._core.layout import (
-    FINGERPRINTS_FILE,
-    STAGE_METRICS_SUFFIX,
-    stage_metrics_file,
-    stage_metrics_json_file,
-)
 from mushin_box._core.sidecars import canonical_dumps, loads, write_bytes_atomic
 from mushin_box._core.targets import public
 from mushin_box._train.divergence import batch_fingerprint, weights_fingerprint
@@ -91,7 +86,7 @@ class MetricsCallbackMixin:
     def __init__(
         self,
         save_dir: str | os.PathLike[str] | None = None,
-        filename: str = STAGE_METRICS_SUFFIX,
+        filename: str = layout.STAGE_METRICS_SUFFIX,
         fingerprints: bool = True,
     ):
         super().__init__()
@@ -109,11 +104,11 @@ class MetricsCallbackMixin:
         return self._save_dir if self._save_dir is not None else job_dir()
 
     def path(self, stage: str) -> Path:
-        return self.save_dir() / stage_metrics_file(stage, self.filename)
+        return self.save_dir() / layout.stage_metrics_file(stage, self.filename)
 
     def json_path(self, stage: str) -> Path:
         """The canonical-JSON twin of :meth:`path` (``fit_metrics.json``)."""
-        return self.save_dir() / stage_metrics_json_file(stage, self.filename)
+        return self.save_dir() / layout.stage_metrics_json_file(stage, self.filename)
 
     def _write(self, trainer: Any, stage: str, series: _Series) -> None:
         if not trainer.is_global_zero:
@@ -188,7 +183,7 @@ class MetricsCallbackMixin:
     def _write_prints(self) -> None:
         epochs = [{"epoch": e, **v} for e, v in sorted(self._prints["epochs"].items())]
         record = {**self._prints, "epochs": epochs}
-        write_bytes_atomic(self.save_dir() / FINGERPRINTS_FILE, canonical_dumps(record))
+        write_bytes_atomic(self.save_dir() / layout.FINGERPRINTS_FILE, canonical_dumps(record))
 
     def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
         if self._fit.rows:

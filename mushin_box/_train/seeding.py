@@ -8,14 +8,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from mushin_box._core import layout
 from mushin_box._core.jobdir import job_dir, mushin_dir
-from mushin_box._core.layout import (
-    GLOBAL_RANK_ENV,
-    JOB_PRIVATE_DIR,
-    SEED_BASE_ENV,
-    SEED_WORKERS_ENV,
-    SEEDS_DIR,
-)
 from mushin_box._core.sidecars import read_json, write_json_atomic
 from mushin_box._core.targets import public
 
@@ -85,7 +79,7 @@ def global_rank_from_env(environ: Mapping[str, str] | None = None) -> int:
     0
     """
     env: Mapping[str, str] = os.environ if environ is None else environ
-    for name in (GLOBAL_RANK_ENV, "RANK"):
+    for name in (layout.GLOBAL_RANK_ENV, "RANK"):
         rank = _env_rank(env, name)
         if rank is not None:
             return rank
@@ -152,10 +146,10 @@ def seed_everything_per_rank(base: int, workers: bool = True) -> int:
         from lightning_fabric.utilities.seed import seed_everything
     seed_everything(seed, workers=workers, verbose=False)
     # exported so the ranks HydraDDP starts later seed from the same base
-    os.environ[SEED_BASE_ENV] = str(base)
-    os.environ[SEED_WORKERS_ENV] = "1" if workers else "0"
+    os.environ[layout.SEED_BASE_ENV] = str(base)
+    os.environ[layout.SEED_WORKERS_ENV] = "1" if workers else "0"
     record = {"base": base, "rank": rank, "seed": seed, "workers": workers}
-    write_json_atomic(mushin_dir() / SEEDS_DIR / f"rank{rank}.json", record)
+    write_json_atomic(mushin_dir() / layout.SEEDS_DIR / f"rank{rank}.json", record)
     return seed
 
 
@@ -163,7 +157,7 @@ def seed_records(directory: str | os.PathLike[str] | None = None) -> dict[int, d
     """Read every rank's seed record of a job directory: ``{rank: record}``."""
     base = Path(directory) if directory is not None else job_dir()
     out: dict[int, dict[str, object]] = {}
-    for path in sorted((base / JOB_PRIVATE_DIR / SEEDS_DIR).glob("rank*.json")):
+    for path in sorted((base / layout.JOB_PRIVATE_DIR / layout.SEEDS_DIR).glob("rank*.json")):
         record = read_json(path)
         if isinstance(record, dict):
             out[int(record["rank"])] = record
