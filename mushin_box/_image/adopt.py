@@ -45,7 +45,6 @@ def adopt_image(
         )
     if shutil.which(build.APPTAINER) is None:
         raise build.ApptainerNotFound("read the image's Python and packages", hint=None)
-    version, packages = build.probe_python(path, python)
     manifest = build.Manifest(
         image=path.name,
         definition=definition,
@@ -54,11 +53,9 @@ def adopt_image(
         base_digest=None,
         build_argv=(),
         mushin_box_version=__version__,
+        **build.probe_image(path, python),
         **build.sif_identity(path),
         apptainer_version=build.apptainer_version(),
-        python_version=version,
-        packages=packages,
-        **build.package_lists(path, python),
     )
     write_json_atomic(target, manifest.to_dict())
     return manifest

@@ -30,19 +30,13 @@ from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.sidecars import StrPath, read_json, write_json_atomic, write_text_atomic
 from mushin_box._core.targets import public
 from mushin_box._core.version import __version__
-from mushin_box._image import native
+from mushin_box._image import native, sif
 from mushin_box._image.bases import LocalImage
 from mushin_box._image.definition import render_definition
 from mushin_box._image.digest import image_sha256
 from mushin_box._image.intree import DPKG_QUERY, PROBE_SCRIPT
 from mushin_box._image.native import BuildError, NativeBuildRefused, run_bounded
 from mushin_box._image.pack import describe_check
-from mushin_box._image.sif import (
-    file_sha256,
-    read_sif_descriptors,
-    read_sif_header,
-    read_sif_object,
-)
 from mushin_box._image.spec import ImageSpec
 
 MANIFEST_SCHEMA = "mushin-box.image-manifest/1"
@@ -300,7 +294,10 @@ def apptainer_version() -> str:
     return text.removeprefix("apptainer version ").strip()
 
 
-def probe_python(image: Path, python: str) -> tuple[str, dict[str, str]]:
+def probe_image(image: Path, python: str) -> dict[str, Any]:
+    """The manifest fields read through ``apptainer exec``: ``python_version`` and
+    ``packages`` (a :class:`BuildError` when they cannot be read), ``dpkg_packages`` and
+    ``pip_freeze`` (``"unknown"``, and why in ``package_list_errors``: never an error)."""
     argv = [APPTAINER, "exec", "--cleanenv", str(image), python, "-I", "-c", PROBE_SCRIPT]
     result = run_bounded(argv, timeout=_PROBE_TIMEOUT, capture=True)
     lines = (result.stdout or "").strip().splitlines()
@@ -315,13 +312,8 @@ def probe_python(image: Path, python: str) -> tuple[str, dict[str, str]]:
             f"built {image}, but listing its Python packages failed (exit "
             f"{result.returncode}): {(result.stderr or '').strip()[-2000:]}"
         ) from exc
-    return version, dict(sorted(packages.items()))
-
-
-def package_lists(image: Path, python: str) -> dict[str, Any]:
-    """``dpkg_packages``, ``pip_freeze`` and ``package_list_errors`` of the built image; a
-    list the image cannot give (no ``dpkg-query``, no pip) is ``"unknown"``, never an error."""
-    out: dict[str, Any] = {"package_list_errors": {}}
+    out: dict[str, Any] = {"python_version": version, "packages": dict(sorted(packages.items()))}
+    out["package_list_errors"] = {}
     pip = (python, "-I", "-m", "pip", "freeze", "--all")
     for key, argv in (("dpkg_packages", DPKG_QUERY), ("pip_freeze", pip)):
         command = [APPTAINER, "exec", "--cleanenv", str(image), *argv]
@@ -343,19 +335,19 @@ def package_lists(image: Path, python: str) -> dict[str, Any]:
 
 def embedded_definition(image: Path) -> bytes | None:
     """The definition a SIF embeds (Apptainer stores it as ``Def.FILE``), or ``None``."""
-    for descriptor in read_sif_descriptors(image):
+    for descriptor in sif.read_sif_descriptors(image):
         if descriptor.datatype_name == "Def.FILE":
-            return read_sif_object(image, descriptor)
+            return sif.read_sif_object(image, descriptor)
     return None
 
 
 def sif_identity(image: Path) -> dict[str, Any]:
     """The manifest fields read from a SIF file: its sha256, size, header and definition."""
-    header = read_sif_header(image)
+    header = sif.read_sif_header(image)
     definition = embedded_definition(image)
     definition_sha256 = None if definition is None else hashlib.sha256(definition).hexdigest()
     return {
-        "sif_sha256": file_sha256(image),
+        "sif_sha256": sif.file_sha256(image),
         "sif_size": image.stat().st_size,
         "sif_uuid": str(header.uuid),
         "sif_arch": header.arch,
@@ -469,12 +461,12 @@ def build_image(
     return _install(plan, plan.partial, _build_partial(plan, spec, timeout=timeout, common=common))
 
 
-def _install(plan: BuildPlan, sif: Path, manifest: Manifest) -> Manifest:
-    """Move ``sif`` and its definition into place together, then write ``manifest``."""
+def _install(plan: BuildPlan, built: Path, manifest: Manifest) -> Manifest:
+    """Move ``built`` and its definition into place together, then write ``manifest``."""
     target = manifest_path(plan.image)
     target.unlink(missing_ok=True)  # never leave an old manifest beside a new image
     os.replace(plan.definition_partial, plan.definition_path)
-    os.replace(sif, plan.image)
+    os.replace(built, plan.image)
     write_json_atomic(target, manifest.to_dict())
     return manifest
 
@@ -571,9 +563,8 @@ def _build_native(
     force: bool,
     mode: str,
 ) -> Manifest:
-    """Build with the native builder in a directory beside the image, removed at the end:
-    a failed or interrupted build leaves nothing at the output path. An image of the same
-    recipe is kept as it is (unless ``force``)."""
+    """Build natively in a directory beside the image, removed after (a failed build leaves
+    nothing at the output path); an image of the same recipe is kept unless ``force``."""
     if (why := native.native_refusal(spec)) is not None:
         raise NativeBuildRefused(why)
     recipe, commit, ref = native_recipe(spec, plan.context, spec_ref)
@@ -589,7 +580,7 @@ def _build_native(
     workdir.chmod(0o755)  # apt downloads as the _apt user
     try:
         _write_definition(plan.definition_partial, plan.definition)
-        sif, found = native.build_native(
+        built, found = native.build_native(
             spec,
             plan.definition,
             context=plan.context,
@@ -598,8 +589,8 @@ def _build_native(
             epoch=epoch,
             timeout=timeout,
         )
-        manifest = Manifest(image=plan.image.name, **sif_identity(sif), **{**common, **found})
-        return _install(plan, sif, manifest)
+        manifest = Manifest(image=plan.image.name, **sif_identity(built), **{**common, **found})
+        return _install(plan, built, manifest)
     finally:
         plan.definition_partial.unlink(missing_ok=True)
         for point in sorted(_mounts_under(workdir), reverse=True):  # a killed mmdebstrap's
@@ -642,14 +633,11 @@ def _build_partial(
                 f"`{' '.join(plan.argv)}` failed with exit code {result.returncode} "
                 "(its output is above)"
             )
-        python_version, packages = probe_python(plan.partial, spec.python)
         return Manifest(
             image=plan.image.name,
+            **probe_image(plan.partial, spec.python),
             **sif_identity(plan.partial),
             apptainer_version=version,
-            python_version=python_version,
-            packages=packages,
-            **package_lists(plan.partial, spec.python),
             **common,
         )
     except BaseException:

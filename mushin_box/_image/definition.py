@@ -39,9 +39,8 @@ def _pip_install(spec: ImageSpec, *args: str) -> str:
 
 
 def apt_lines(spec: ImageSpec) -> list[str]:
-    """The ``%post`` lines that install ``spec.apt`` from the base's own apt sources (none
-    without apt packages). The native builder runs them in a ``LocalImage`` base's tree;
-    a ``Debootstrap`` base gets its packages from mmdebstrap instead."""
+    """The ``%post`` lines that install ``spec.apt`` from the base's own apt sources (the
+    native builder runs them for a ``LocalImage`` base only: mmdebstrap installs the rest)."""
     if not spec.apt:
         return []
     packages = " ".join(_q(p) for p in spec.apt)

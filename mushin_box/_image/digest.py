@@ -29,8 +29,7 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 def cache_file() -> Path:
-    """The digest cache: ``$XDG_CACHE_HOME/mushin-box/image-digests.json``, else under
-    ``~/.cache``."""
+    """``$XDG_CACHE_HOME/mushin-box/image-digests.json``, else under ``~/.cache``."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "mushin-box" / DIGEST_CACHE_FILE
 

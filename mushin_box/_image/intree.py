@@ -37,12 +37,10 @@ for dist in metadata.distributions():
         packages[re.sub(r"[-_.]+", "-", name).lower()] = dist.version
 print(json.dumps({"python_version": platform.python_version(), "packages": packages}))
 """
-#: Runs in the image with its Python (``python -I -B FILE``) once every ``.pyc`` is gone:
-#: hash-based bytecode, never checked against the source, of every source on ``sys.path``
-#: (the image is read-only: without it every rank compiles all it imports at each start).
-#: marshal's output depends on the process's history, so the sources, in name order, are
-#: cut into a fixed number of parts, each compiled by a process of its own: the same bytes
-#: whatever the machine's cores. A source that does not compile is skipped, as pip does.
+#: Runs in the image (``python -I -B FILE``) once every ``.pyc`` is gone: unchecked-hash
+#: bytecode of every source on ``sys.path`` (the image is read-only). marshal's output
+#: depends on the process's history, so a fixed number of processes each compile a fixed
+#: part of the sources, in name order: the same bytes whatever the machine's cores.
 COMPILE_SCRIPT = """\
 import os, py_compile, subprocess, sys
 PARTS = 4
@@ -126,12 +124,9 @@ def _write(path: Path, text: str, mode: int = 0o644) -> None:
 
 
 def _singularity_d(root: Path, plan: Mapping[str, Any]) -> str:
-    """``/.singularity.d`` as Apptainer writes it, over a base's by its rules for a build
-    over an image: the environment appended, the base's labels kept under the spec's (as
-    ``apptainer build --force`` sets them: both backends give one image), the runscript,
-    test and help replaced only by the spec's own, the base's definition moved to
-    ``bootstrap_history``. Returns the help as the SIF's ``inspect-metadata.json`` holds it
-    (less its trailing newlines)."""
+    """``/.singularity.d`` over a base's, by Apptainer's rules (``build --force``): the
+    environment appended, the labels merged, the runscript, test and help replaced only by
+    the spec's, the base's definition kept in ``bootstrap_history``. Returns the help."""
     sd = root / ".singularity.d"
     for sub in ("env", "libs", "actions"):
         (sd / sub).mkdir(parents=True, exist_ok=True)

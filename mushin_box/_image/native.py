@@ -38,7 +38,6 @@ from mushin_box._image import intree
 from mushin_box._image.bases import Debootstrap, LocalImage
 from mushin_box._image.definition import apt_lines, environment_lines, runscript_lines, setup_lines
 from mushin_box._image.digest import image_sha256
-from mushin_box._image.intree import DEBIAN_CA, PROBE_IN_TREE, host_ca_bundle, timed
 from mushin_box._image.pack import PackError, PackInputError, pack_tree
 from mushin_box._image.sif import SifFormatError, file_sha256, root_squashfs_offset
 from mushin_box._image.spec import ImageSpec
@@ -77,17 +76,11 @@ class NativeBuildRefused(MushinBoxError, ValueError):
 
 
 def run_bounded(
-    argv: Sequence[str],
-    *,
-    timeout: float,
-    cwd: Path | None = None,
-    capture: bool,
-    env: Mapping[str, str] | None = None,
-    tail: int = 0,
+    argv: Sequence[str], *, timeout: float, **options: Any
 ) -> subprocess.CompletedProcess[str]:
     """:func:`~mushin_box._core.procs.run_bounded`, its timeout a :class:`BuildError`."""
     try:
-        return _run_bounded(argv, timeout=timeout, cwd=cwd, capture=capture, env=env, tail=tail)
+        return _run_bounded(argv, timeout=timeout, **options)
     except subprocess.TimeoutExpired as exc:
         raise BuildError(
             f"{argv[0]} {argv[1]} ran past {timeout:g} s and was stopped: check what it waits "
@@ -143,9 +136,8 @@ def explain_failure(output: str, *, mirror: str, where: Path) -> str | None:
 
 def host_pip_settings() -> tuple[dict[str, str], list[str]]:
     """This host's pip sources (:data:`PIP_SOURCES`) as ``PIP_*`` variables, from ``pip
-    config list`` and the environment (which wins), and the local directories they name,
-    which the build binds read-only into the tree: a site's private index or wheel
-    directory serves the image's pip as it serves the user's."""
+    config list`` and the environment (which wins), and the local directories they name
+    (bound read-only into the tree): a site's index serves the image's pip too."""
     names = {n: "PIP_" + n.upper().replace("-", "_") for n in PIP_SOURCES}
     try:
         argv = [sys.executable, "-m", "pip", "config", "list"]
@@ -287,17 +279,16 @@ def _tool_version(tool: str) -> str | None:
 
 
 def check_native(spec: ImageSpec, context: Path, mode: str = "auto") -> tuple[str, int]:
-    """Check everything a native build in ``mode`` (:data:`MODES`) needs, before anything
-    is written (a :class:`NativeBuildRefused`, or :func:`check_sources`); return
+    """Check all a native build in ``mode`` needs, before anything is written; return
     mmdebstrap's mode (``auto`` resolved) and ``SOURCE_DATE_EPOCH``."""
     if (why := native_refusal(spec)) is not None:
         raise NativeBuildRefused(why)
     if why := _missing_tool(HOST_TOOLS, "the native builder"):
         raise NativeBuildRefused(why)
-    if not os.path.isfile(host_ca_bundle()):
+    if not os.path.isfile(intree.host_ca_bundle()):
         raise NativeBuildRefused(
             f"the native builder needs a CA bundle for pip: install the Debian package "
-            f"ca-certificates ({DEBIAN_CA}), or set SSL_CERT_FILE"
+            f"ca-certificates ({intree.DEBIAN_CA}), or set SSL_CERT_FILE"
         )
     mode = _mode(mode)
     if mode == "fakechroot" and isinstance(spec.base, LocalImage):  # copied in outside the
@@ -325,9 +316,8 @@ def check_sources(spec: ImageSpec, context: Path) -> None:
 
 
 def _recipe_files(spec: ImageSpec, context: Path, spec_file: Path | None) -> list[Path]:
-    """Every file a native build reads from the context, in a fixed order: the spec's own
-    file, then each ``%files`` source (the lock, the files, the project), directories
-    walked in name order. ``__pycache__`` is left out: the build removes it."""
+    """Every file a native build reads from the context, in a fixed order: the spec's file,
+    then each ``%files`` source, in name order; not ``__pycache__``, which the build removes."""
     found = [spec_file] if spec_file is not None else []
     for src, _ in spec.all_files():
         for match in sorted(glob.glob(str(context / src))):
@@ -344,10 +334,9 @@ def _recipe_files(spec: ImageSpec, context: Path, spec_file: Path | None) -> lis
 def recipe_identity(
     spec: ImageSpec, definition: str, context: Path, epoch: int, spec_file: Path | None = None
 ) -> tuple[str, str | None]:
-    """``(recipe sha256, context commit)`` of a native build. The sha256 covers all that
-    decides the image's bytes but the mirror, the indexes and the host tools: the
-    definition, the builder's version, the epoch, every file read (:func:`_recipe_files`)
-    and a ``LocalImage`` base. The commit: ``HEAD`` when it holds those files unchanged."""
+    """``(recipe sha256, context commit)`` of a native build: the sha256 of all that decides
+    the image's bytes but the mirror, the indexes and the host tools; the commit, ``HEAD``
+    when it holds those files unchanged."""
     files = _recipe_files(spec, context, spec_file)
     digest = hashlib.sha256()
     digest.update(f"{__version__}\0{epoch}\0{len(definition)}\0{definition}".encode())
@@ -361,9 +350,8 @@ def recipe_identity(
 
 
 def _base_identity(spec: ImageSpec) -> str:
-    """A ``LocalImage`` base's bytes as the recipe knows them: a SIF's sha256, or a
-    sandbox's tree (each entry's path, mode, owner, and content or link target, in name
-    order); "" for a ``Debootstrap`` base, which the definition names whole."""
+    """A ``LocalImage`` base's bytes as the recipe knows them: a SIF's sha256, or a sandbox's
+    tree; "" for a ``Debootstrap`` base, which the definition names whole."""
     if not isinstance(spec.base, LocalImage):
         return ""
     base = Path(spec.base.path)
@@ -421,9 +409,8 @@ def _lock_hashes(text: str) -> dict[str, list[str]]:
 def _plan(
     spec: ImageSpec, definition: str, context: Path, epoch: int, staging: Path
 ) -> dict[str, Any]:
-    """What the hook does in the tree, as plain data (it runs in another process). The
-    ``%files`` sources are staged first (``cp -fLr``, as Apptainer copies them) with modes
-    0755 or 0644: readable by the hook's subordinate id, and the same whatever the umask."""
+    """What the hook does in the tree, as plain data; the ``%files`` sources staged with
+    modes 0755 or 0644: readable by the hook's subordinate id, whatever the umask."""
     files = []
     # a Debootstrap base gets its apt packages from mmdebstrap, a LocalImage base from its
     # own apt sources, here
@@ -472,7 +459,7 @@ def build_native(
     root = workdir / "root"
     hook = shlex.join([sys.executable, "-m", intree.__name__, str(workdir)]) + ' "$1"'
     # written by mmdebstrap as this user: the hook's user may not write in workdir
-    copy_out = shlex.join(["copy-out", PROBE_IN_TREE, str(workdir)])
+    copy_out = shlex.join(["copy-out", intree.PROBE_IN_TREE, str(workdir)])
     env = {**os.environ, "SOURCE_DATE_EPOCH": str(epoch), "LC_ALL": "C.UTF-8"}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     options, where = _base_argv(spec)
@@ -481,9 +468,9 @@ def build_native(
     out = root if mode != "fakechroot" else workdir / "root.tar"
     argv = ["mmdebstrap", f"--mode={mode}", f"--format={'tar' if out != root else 'directory'}"]
     argv += [*options, *hooks, where[0], str(out), *where[1:]]
-    with timed("mmdebstrap and the hooks"):
+    with intree.timed("mmdebstrap and the hooks"):
         result = run_bounded(argv, timeout=timeout, env=env, capture=False, tail=200)
-    probe_file = workdir / Path(PROBE_IN_TREE).name
+    probe_file = workdir / Path(intree.PROBE_IN_TREE).name
     mirror = str(spec.base.mirror) if isinstance(spec.base, Debootstrap) else "of the base"
     if result.returncode != 0 or not probe_file.is_file():
         why = explain_failure(result.stderr or "", mirror=mirror, where=workdir.parent)
@@ -515,7 +502,7 @@ def build_native(
     attributes |= {"helpfile": probe["helpfile"]} if probe["helpfile"] else {}
     meta = json.dumps({"data": {"attributes": attributes}, "type": "container"})
     try:
-        with timed("mksquashfs and the SIF"):
+        with intree.timed("mksquashfs and the SIF"):
             pack_tree(
                 root,
                 sif,
@@ -547,9 +534,8 @@ def build_native(
 
 
 def _base_argv(spec: ImageSpec) -> tuple[list[str], list[str]]:
-    """mmdebstrap's options for ``spec``'s base, and its suite and mirror. A ``LocalImage``
-    is copied in whole over mmdebstrap's setup, nothing fetched: its apt sources are the
-    base's; the host's ``resolv.conf`` serves ``apt_lines`` and the cleanup empties it."""
+    """mmdebstrap's options for ``spec``'s base, and its suite and mirror; a ``LocalImage``
+    is copied in whole, with the host's ``resolv.conf`` (for ``apt_lines``; emptied after)."""
     base = spec.base
     if isinstance(base, Debootstrap):
         options = ["--variant=minbase", *(["--include=" + ",".join(spec.apt)] if spec.apt else [])]

@@ -99,11 +99,7 @@ def pack_tree(
     userns: Sequence[str] = (),
 ) -> str:
     """Squash the directory ``tree`` and wrap it as a SIF at ``out``; return the SIF's sha256.
-
-    Written under a temporary name and renamed: a failed pack leaves nothing at ``out``.
-    ``definition`` is embedded as ``Def.FILE``, ``metadata`` as ``inspect-metadata.json``;
-    ``userns`` is the command prefix that enters the tree's user namespace.
-    """
+    A failed pack leaves nothing at ``out``; ``userns`` enters the tree's user namespace."""
     tree, out = Path(tree), Path(out)
     if not tree.is_dir():
         raise PackInputError(f"{tree} is not a directory: pass the root file system to pack")
@@ -178,11 +174,8 @@ def _field_difference(what: str, x: object, y: object, fields: Sequence[str]) ->
 
 def first_difference(a: Path, b: Path) -> str | None:
     """``None`` when the SIFs ``a`` and ``b`` are byte-identical; else one line naming the
-    first difference: a SIF header or descriptor field, an object, a squashfs file (type,
-    content, mode, owner, mtime or link target), else ``"squashfs metadata"``. The fields
-    that follow from the content (UUID, offsets, sizes) come last: the line names the cause.
-    Not a SIF is a :class:`SifFormatError`; an unreadable partition a :class:`PackError`.
-    """
+    first difference (a field, an object, a squashfs file, else ``"squashfs metadata"``),
+    the fields that follow from the content (UUID, offsets, sizes) last: it names the cause."""
     a, b = Path(a), Path(b)
     if _same_bytes(a, b):
         return None

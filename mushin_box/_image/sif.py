@@ -6,22 +6,12 @@ and no Apptainer is needed. :func:`write_sif` lays out objects as Apptainer's ``
 library does: the descriptor table at 4096 with 48 slots, all objects in group 1, the
 squashfs partition aligned to 4096 (its ``size_with_padding`` counts the padding). Unsigned.
 
-Layout (little-endian; ``apptainer/sif`` ``pkg/sif/sif.go`` and ``descriptor.go``):
-
-==========  ====  ==========================================================
-offset      size  field
-==========  ====  ==========================================================
-0           32    launch script (``#!/usr/bin/env run-singularity\\n`` from Apptainer)
-32          10    magic ``SIF_MAGIC\\0``
-42          3     spec version ``01\\0``
-45          3     primary architecture code (``02\\0`` = amd64, ``04\\0`` = arm64, ...)
-48          16    image UUID (RFC 4122 byte order; all zero for reproducible builds)
-64          8×8   created, modified, descriptors free, descriptors total,
-                  descriptor offset, descriptor size, data offset, data size
-==========  ====  ==========================================================
-
-Each descriptor is ``<iBIIIqqqqqqq128s384s``: data type, used flag, id, group id, linked
-id, offset, size, size with padding, created, modified, uid, gid, name, extra. Both are
+Layout (little-endian; ``apptainer/sif`` ``pkg/sif/sif.go`` and ``descriptor.go``): the
+128-byte header is ``<32s10s3s3s16s8q``: launch script, magic ``SIF_MAGIC\\0``, version
+``01\\0``, architecture code (``02\\0`` = amd64), UUID (all zero for reproducible builds),
+created, modified, descriptors free, total, offset and size, data offset and size. Each
+descriptor is ``<iBIIIqqqqqqq128s384s``: data type, used flag, id, group id, linked id,
+offset, size, size with padding, created, modified, uid, gid, name, extra. Both are
 checked byte for byte against ``tests/golden/siftool-2.8.3.sif`` (bookworm's ``siftool``).
 """
 
@@ -53,10 +43,8 @@ MAGIC = b"SIF_MAGIC\x00"
 SUPPORTED_VERSIONS = frozenset({"01"})
 GROUP_MASK = 0xF000_0000
 
-#: SIF architecture codes (``pkg/sif/arch.go``, ``"00"`` on, in order) -> Go architecture
-#: names: the sif library's whole table, which ends at riscv64. Its ``getSIFArch`` gives
-#: any other architecture (loong64) ``00``, which reads as ``"unknown"`` here, as in
-#: ``siftool header``: add a code only once the library assigns one.
+#: SIF architecture codes (``pkg/sif/arch.go``, ``"00"`` on) -> Go names: the library's
+#: whole table; add a code only once it assigns one (loong64 is ``00``, "unknown").
 _ARCH_NAMES = "unknown 386 amd64 arm arm64 ppc64 ppc64le mips mipsle mips64 mips64le s390x riscv64"
 SIF_ARCHES: dict[str, str] = {f"{code:02}": name for code, name in enumerate(_ARCH_NAMES.split())}
 #: SIF data object types (``pkg/sif/sif.go``, ``0x4001`` on, in order) -> the names
@@ -241,8 +229,9 @@ def read_sif_descriptors(path: StrPath) -> tuple[SifDescriptor, ...]:
         table = _read_exact(handle, p, header.descriptors_offset, total * DESCRIPTOR_SIZE)
         file_size = os.fstat(handle.fileno()).st_size
     out: list[SifDescriptor] = []
+    numbered = attrs.fields(SifDescriptor)[5:10]  # offset ... modified, as in the table
     for fields in DESCRIPTOR.iter_unpack(table):
-        dtype, used, ident, group, link, off, size, padded, ctime, mtime, _, _, name, extra = fields
+        dtype, used, ident, group, link, *numbers, _, _, name, extra = fields
         if used:
             out.append(
                 SifDescriptor(
@@ -251,13 +240,9 @@ def read_sif_descriptors(path: StrPath) -> tuple[SifDescriptor, ...]:
                     id=ident,
                     group_id=group & ~GROUP_MASK & 0xFFFF_FFFF,
                     linked_id=link & ~GROUP_MASK & 0xFFFF_FFFF,
-                    offset=off,
-                    size=size,
-                    size_with_padding=padded,
-                    created=ctime,
-                    modified=mtime,
                     name=_cstr(name),
                     extra=extra,
+                    **{f.name: n for f, n in zip(numbered, numbers, strict=True)},
                 )
             )
     if len(out) != header.descriptors_used:
@@ -280,17 +265,15 @@ def read_sif_descriptors(path: StrPath) -> tuple[SifDescriptor, ...]:
 
 
 def read_sif_object(path: StrPath, descriptor: SifDescriptor) -> bytes:
-    """The bytes of one data object (e.g. the embedded definition file); example in
-    :func:`read_sif_descriptors`."""
+    """The bytes of one data object; example in :func:`read_sif_descriptors`."""
     p = Path(path)
     with open(p, "rb") as handle:
         return _read_exact(handle, p, descriptor.offset, descriptor.size)
 
 
 def root_squashfs_offset(path: StrPath) -> int:
-    """Where the squashfs of a SIF's root file system (its primary system partition)
-    starts: ``unsquashfs -o`` reads it in place. A SIF without one (an ext3 or encrypted
-    root, no partition) raises :class:`SifFormatError` naming that."""
+    """Where a SIF's squashfs root file system starts (``unsquashfs -o`` reads it in place);
+    a :class:`SifFormatError` for none (an ext3 or encrypted root, no partition)."""
     for d in read_sif_descriptors(path):  # a partition's extra opens with fs and part type
         if d.datatype == PARTITION and _PARTITION.unpack_from(d.extra)[:2] == _ROOT_PARTITION:
             return d.offset

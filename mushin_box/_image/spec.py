@@ -54,10 +54,8 @@ _PYTHON_RE = re.compile(r"^[A-Za-z0-9_./-]+\Z")
 BUILD_DIR = "/opt/mushin-box-build"
 # Apptainer >= 1.2 substitutes ``{{ NAME }}`` build arguments anywhere in the file
 BUILD_ARG_TEMPLATE = re.compile(r"\{\{\s*\w+\s*\}\}")
-#: Apptainer splits a definition into build stages at each match (``bootstrap:`` at the start
-#: of a line, any case, Unicode case folding included: ``bootſtrap:`` matches too), before
-#: it reads sections or headers. Python's ``re`` and Go's ``regexp`` agree on this pattern:
-#: ``^`` follows only ``\n``, and ``s`` folds to ``ſ`` in both.
+#: Apptainer splits a definition into build stages at each match, before it reads sections
+#: or headers; Python's ``re`` and Go's ``regexp`` agree on it (``bootſtrap:`` matches too).
 STAGE_START = re.compile(r"^bootstrap:", re.IGNORECASE | re.MULTILINE)
 _RESERVED_ENV_PREFIXES = ("APPTAINER", "SINGULARITY")
 
