@@ -270,9 +270,7 @@ class NcclProfile:
             "NCCL_IB_HCA": self.ib_hca,
             "TORCH_NCCL_ASYNC_ERROR_HANDLING": self.async_error_handling,
         }
-        env = {k: str(v) for k, v in out.items() if v is not None}
-        env.update(self.extra)
-        return env
+        return {k: str(v) for k, v in out.items() if v is not None} | dict(self.extra)
 
 
 #: ``default``: WARN, async error handling pinned to PyTorch's default (3). ``debug``: INFO

@@ -132,10 +132,9 @@ def check_sbatch_option(option: object, value: object, *, where: str) -> None:
             f"option), got {value!r}"
         )
     name = option.replace("_", "-")  # submitit writes the option so
-    owned_options = (*_LAYOUT_OPTIONS, *_SET_ELSEWHERE, *_KIT_ONLY)
-    owned = name if name in owned_options else None
-    if owned is None and name != "mem":  # sbatch takes an unambiguous prefix of an option
-        owned = next((o for o in sorted(owned_options) if o.startswith(name)), None)
+    options = sorted({*_LAYOUT_OPTIONS, *_SET_ELSEWHERE, *_KIT_ONLY})
+    # sbatch takes a prefix of an option (an option sorts before the longer ones it begins)
+    owned = None if name == "mem" else next((o for o in options if o.startswith(name)), None)
     if owned is None:
         return
     said = f"{where}: sbatch's --{owned}" + (
