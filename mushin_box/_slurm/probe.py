@@ -100,8 +100,7 @@ def account_check(timeout_s: float = PROBE_TIMEOUT_S) -> AccountCheck:
     """``scontrol show config`` says whether associations are enforced; only then is
     ``sacctmgr`` asked for the default account."""
     enforced: bool | None = None
-    text = scontrol_config(timeout_s)
-    for line in (text or "").splitlines():
+    for line in (scontrol_config(timeout_s) or "").splitlines():
         key, _, value = line.partition("=")
         if key.strip() == "AccountingStorageEnforce":
             # limits, qos and safe each imply associations (slurm.conf(5))
