@@ -179,7 +179,7 @@ def owner_gone(record: Mapping[str, Any], job_states: Mapping[str, str]) -> str 
 
 
 def _judge(record: Mapping[str, Any], job_states: Mapping[str, str]) -> tuple[bool, str | None]:
-    """(the scheduler did not answer, why the owner is gone) for a ``running`` record."""
+    """(the scheduler did not answer, why the owner is gone) of a ``running`` record."""
     owner = owner_of(record)
     if owner is None:
         return False, STALE
@@ -239,9 +239,8 @@ class _Seen:
 def cell_view(
     root: Path, entry: Mapping[str, Any], record: Mapping[str, Any], seen: _Seen = _Seen()
 ) -> CellView:
-    """A cell as ``read_sweep`` shows it, from its manifest ``entry`` and status ``record``
-    (``seen``: what the scheduler says over them). os.path, not pathlib: ``status`` builds
-    10,000 of these."""
+    """A cell as ``read_sweep`` shows it, from its manifest ``entry``, status ``record`` and
+    what the scheduler says over them (os.path, not pathlib: ``status`` builds 10,000)."""
     directory = entry.get("dir")
     cell_dir = os.path.join(root, directory) if directory else None
     recorded = str(record.get("status", entry.get("status", "pending")))
@@ -308,9 +307,9 @@ _FIT_SERIES = layout.stage_metrics_json_file("fit")
 
 
 def _latest(cell_dir: Path) -> dict[str, Any] | None:
-    """``{epoch, metric, metric_value}`` from the cell's ``fit_metrics.json`` (the first
-    metric by name with a finite value, its last one), or None when there is no readable
-    series yet. Never a symlink, a FIFO or an unbounded read: the sweep is untrusted."""
+    """``{epoch, metric, metric_value}`` (the first metric by name with a finite value, its
+    last one) from the cell's ``fit_metrics.json``, read bounded and not followed; None
+    without a readable series."""
     try:
         data = json.loads(read_bounded(cell_dir / _FIT_SERIES, _LATEST_READ_BYTES))
     except (OSError, ValueError):  # missing, refused, or being replaced: nothing to show
@@ -475,8 +474,8 @@ def local_jobs_alive(submission: Mapping[str, Any]) -> bool:
 
 
 def driver_running(root: Path) -> bool:
-    """Does a driver hold the sweep's lock (a ``Workflow.run`` or a launch in progress)?
-    Probed with a shared, non-blocking ``flock``; a reader never creates the lock file."""
+    """Does a driver (``Workflow.run``, a launch) hold the sweep's lock? Probed with a shared,
+    non-blocking ``flock``; a reader never creates the lock file."""
     try:
         fd = os.open(root / layout.LOCK_FILE, os.O_RDONLY)
     except OSError:
@@ -545,9 +544,8 @@ def _split(override: str) -> tuple[str, str]:
 
 
 def job_finder(jobs: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], str | None]:
-    """``find(combo)``: the first of ``jobs`` (``{job id: overrides}``, in the submission's
-    order) whose overrides set every swept value of ``combo``, or None (an empty combo
-    has none)."""
+    """``find(combo)``: the first of ``jobs`` (``{job id: overrides}``) whose overrides set
+    every swept value of ``combo``; None for none, or an empty combo."""
     parsed = [
         (job, dict(_split(item) for item in o if isinstance(item, str) and "=" in item))
         for job, o in jobs.items()

@@ -426,8 +426,8 @@ def _started_meanwhile(
 def _jobs_of(
     submission: dict[str, object], combos: Sequence[dict[str, object]], ids: set[str]
 ) -> list[str]:
-    """The ids among ``ids`` of the submission's jobs whose overrides set every swept key
-    of one of ``combos`` to its value (one that says less may run other cells)."""
+    """The ``ids`` of jobs whose overrides set every swept key of one of ``combos`` to its
+    value (a job that says less may run other cells too)."""
     out = []
     jobs = submission.get("jobs")
     for entry in jobs if isinstance(jobs, list) else []:

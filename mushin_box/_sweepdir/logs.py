@@ -283,16 +283,6 @@ class LogFollower:
             warn_sidecar(f"{path} {how}; following it from its start")
             self._offset[path], self._partial[path] = 0, b""
 
-    def start_at_end(self) -> None:
-        """Skip what the files hold now (``-f`` after a ``--tail``)."""
-        for path in self._offset:
-            try:
-                st = path.lstat()
-            except OSError:
-                self._offset[path] = 0
-                continue
-            self._offset[path], self._identity[path] = st.st_size, (st.st_dev, st.st_ino)
-
     def tail(self, lines: int) -> Iterator[str]:
         """The last ``lines`` lines of each file, with its prefix (a refused file warned and
         left out); following then goes on from the files' ends."""
@@ -306,7 +296,13 @@ class LogFollower:
                 continue
             for line in tail:
                 yield prefix + line
-        self.start_at_end()
+        for path in self._offset:  # what the files hold now is shown
+            try:
+                st = path.lstat()
+            except OSError:
+                self._offset[path] = 0
+                continue
+            self._offset[path], self._identity[path] = st.st_size, (st.st_dev, st.st_ino)
 
     def _read(self, path: Path) -> bytes | None:
         self._restart_if_replaced(path)

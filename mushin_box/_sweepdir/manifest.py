@@ -152,8 +152,7 @@ def read_status(cell_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
 
 
 def _linked_cell(root: Path, name: str) -> None:
-    """Warn when ``name`` is a symlink under ``root`` to a cell: not read (it may be
-    anywhere)."""
+    """Warn when ``name`` under ``root`` is a symlink to a cell: not followed."""
     link = root / name
     try:
         if not link.is_symlink() or not (link / layout.STATUS_FILE).exists():
@@ -172,11 +171,9 @@ _SUSPECT = (
 def cell_records(
     root: Path, known: Mapping[str, dict[str, Any]] | None = None
 ) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """(cell dir, status record) for every cell with a readable status; ``known``: records
-    still what the files say (not read again), by directory name. A cell is a directory of
-    ``root`` itself (a symlink is not followed). One whose name is not printable is a
-    suspect, named and not read: no cell's name is, and a copy of a cell under such a name
-    passes on a terminal for the cell whose place it would take."""
+    """(cell dir, status record) for every real directory of ``root`` with a readable status
+    (``known``: records by name still what the files say, not read again). A name that is
+    not printable is a suspect, warned and not read: it would pass for another cell."""
     try:  # not Path.glob: a launch scans a 1,000-cell sweep 3 times
         with os.scandir(root) as entries:
             found = sorted((entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries)
@@ -332,8 +329,7 @@ def manifest_from_cells(
 
 
 def _unstarted(manifest: Mapping[str, Any], root: Path) -> list[dict[str, Any]]:
-    """The entries of cells that never started: pending, with no directory, now or on
-    disk."""
+    """The entries of cells that never started: pending, with no directory, now or on disk."""
     known = (read_sweep_manifest(root) or {}).get("cells") or {}
     return [
         entry
@@ -417,14 +413,11 @@ def finish_launch(
     base: Mapping[str, Any] | None = None,
 ) -> tuple[list[str], list[tuple[Path, dict[str, Any]]] | None]:
     """After a launch: record abandoned cells (:func:`reconcile_abandoned`) and rebuild the
-    manifest; return the cells recorded as ended, and the status records as they are now
-    (None if unreadable). ``untouched``: the records of cells the launch left out, by
-    directory name; ``written``: the records the manifest on disk was written from under
-    this lock (still the files': not written again, 1 MB at 10,000 cells); ``base``: that
-    manifest, whose entries of the ``untouched`` cells are kept.
-
-    A failure to write (a full disk) never hides the launch's own error: it is added to
-    that error as a note, or else warned (the manifest is a cache the next run rebuilds).
+    manifest; return the cells recorded ended and the records now (None if unreadable).
+    ``untouched``: the records of cells the launch left out, by name; ``written`` and
+    ``base``: the records the manifest on disk was written from under this lock, and that
+    manifest (its entries of ``untouched`` cells kept, not written again when unchanged).
+    A failure to write (a full disk) is added to the launch's error as a note, else warned.
     """
     ended: list[str] = []
     records = None

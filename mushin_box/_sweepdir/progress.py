@@ -163,8 +163,18 @@ def _bar() -> Any:
     )
 
 
-def _detail(counts: dict[str, int]) -> str:
-    return " ".join(f"{k}={v}" for k, v in sorted(counts.items()) if v)
+def _draw(
+    bar: Any,
+    task: Any,
+    counts: dict[str, int],
+    durations: Iterable[float],
+    total: int,
+    parallel: int,
+) -> None:
+    done = sum(counts.get(s, 0) for s in (*_DONE, "reused"))
+    eta = eta_text(durations, max(0, total - done), parallel)
+    detail = " ".join(f"{k}={v}" for k, v in sorted(counts.items()) if v)
+    bar.update(task, total=total, completed=min(done, total), detail=detail, eta=eta)
 
 
 class CellProgress:
@@ -200,11 +210,8 @@ class CellProgress:
 
     def _update(self) -> None:
         counts, durations = self._counts()
-        done = sum(counts.get(s, 0) for s in (*_DONE, "reused"))
         self._parallel = max(self._parallel, counts.get("running", 0))
-        eta = eta_text(durations, max(0, self.total - done), self._parallel)
-        completed = min(done, self.total)
-        self._progress.update(self._task, completed=completed, detail=_detail(counts), eta=eta)
+        _draw(self._progress, self._task, counts, durations, self.total, self._parallel)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.period_s):
@@ -248,17 +255,14 @@ class SweepFollower:
     def update(self) -> Any:
         sweep = read_sweep(self.root)
         if self._progress is not None:
-            counts = sweep.counts()
-            done = sum(counts.get(s, 0) for s in _DONE)
             if self._task is None:
                 self._task = self._progress.add_task(
                     "cells", total=len(sweep.cells), detail="", eta="-:--:--"
                 )
+            counts = sweep.counts()
             durations = [c.duration_s for c in sweep.cells if c.state in _DONE and c.duration_s]
-            eta = eta_text(durations, len(sweep.cells) - done, max(1, counts.get("running", 0)))
-            self._progress.update(
-                self._task, total=len(sweep.cells), completed=done, detail=_detail(counts), eta=eta
-            )
+            running = counts.get("running", 0)
+            _draw(self._progress, self._task, counts, durations, len(sweep.cells), running)
         return sweep
 
     def __exit__(self, *exc: object) -> None:

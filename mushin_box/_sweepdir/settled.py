@@ -192,10 +192,9 @@ def bare_view(
 def read_settled(
     root: str | os.PathLike[str], *, heading: Callable[[Heading], None] | None = None
 ) -> Any:
-    """A finished sweep as ``read_sweep`` gives it, or None when the manifest cannot
-    answer, or a job of the latest submission may run a cell again (then ``read_sweep``
-    reads it). ``heading``: called with its :class:`Heading` before any cell's own file
-    is read, for a first line printed at once."""
+    """A finished sweep as ``read_sweep`` gives it; None when the manifest cannot answer or
+    a job of the latest submission may run a cell again. ``heading``: called with its
+    :class:`Heading` before any cell's own file is read (a first line printed at once)."""
     found = finished_entries(root)
     if found is None:
         return None
@@ -369,10 +368,9 @@ def _unchanged(root_fd: int, name: str, files: Iterable[Identity], owner: int) -
 
 @gc_paused()  # a bulk read: see _core/gcpause.py
 def refresh_index(root: Path, records: Iterable[tuple[Path, Any]], index: CellIndex) -> bool:
-    """Write ``root``'s index for the completed cells of ``records`` (read after the launch,
-    under the sweep's lock), keeping ``index``'s entries whose record is unchanged and
-    reading the others' files; not written (False) when under 1% of its cells would
-    change."""
+    """Write ``root``'s index of the completed cells of ``records`` (read after the launch,
+    under the lock), keeping ``index``'s unchanged entries and reading the others' files;
+    False (not written) when under 1% of its cells would change."""
     kept: dict[str, IndexEntry] = {}
     todo: list[tuple[str, dict[str, Any]]] = []
     for cell_dir, record in records:
