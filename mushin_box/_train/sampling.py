@@ -1,12 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""A sampler whose global batches do not depend on the world size.
-
-With the stock ``DistributedSampler`` the data order and the global batch change with the
-number of ranks (each rank shuffles and pads its own shard, with the DataLoader's
-``batch_size``). Here step ``s`` of epoch ``e`` trains on the same ``global_batch_size``
-samples at any world size, rank ``r`` of ``W`` taking the ``r``-th ``1/W`` of it: DDP
-averages the ranks' equal-sized means, so each optimizer step equals the 1-rank step up to
-floating-point summation order.
+"""A sampler whose global batches do not depend on the world size (the stock
+``DistributedSampler``'s order and global batch change with it): DDP averages the ranks'
+equal-sized means, so each optimizer step equals the 1-rank step up to summation order.
 """
 
 from __future__ import annotations
