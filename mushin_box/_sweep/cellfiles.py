@@ -30,18 +30,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from mushin_box._core import durable
+from mushin_box._core import durable, layout
 from mushin_box._core.jobdir import mushin_dir
-from mushin_box._core.layout import (
-    EARLIER_METRICS_FILE,
-    ERROR_FILE,
-    FINGERPRINTS_FILE,
-    METRICS_FILE,
-    PROVENANCE_FILE,
-    STALE_CHECKPOINTS_DIR,
-    STATUS_FILE,
-    stage_metrics_json_file,
-)
 from mushin_box._core.redact import redact_text
 from mushin_box._core.sidecars import (
     canonical_dumps,
@@ -109,7 +99,7 @@ def carry_over(
     """
     if not continues:
         return metrics, []
-    previous = read_json(mushin_dir(cell_dir) / EARLIER_METRICS_FILE, default={})
+    previous = read_json(mushin_dir(cell_dir) / layout.EARLIER_METRICS_FILE, default={})
     missing = sorted(k for k in previous if k not in metrics) if isinstance(previous, dict) else []
     if not missing and not metrics:  # nothing returned, nothing recorded: killed after its fit
         return _restored(cell_dir)
@@ -117,7 +107,7 @@ def carry_over(
         return metrics, []
     warnings.warn(
         f"cell {cell_dir.name}: this attempt returned no {', '.join(missing)}; keeping the "
-        f"previous attempt's values from {METRICS_FILE} (a fit resumed with nothing left to "
+        f"previous attempt's values from {layout.METRICS_FILE} (a fit resumed with nothing left to "
         "train logs nothing: return MetricsCallback.final_metrics(trainer))",
         stacklevel=4,
     )
@@ -128,7 +118,7 @@ def _restored(cell_dir: Path) -> tuple[dict[str, Any], list[str]]:
     """The last values of the fit's ``MetricsCallback`` series, for a task that returned
     nothing: a cell killed after its fit resumes at ``max_epochs``, trains nothing, and
     returns ``{}``, while the series restored with the checkpoint holds its result."""
-    series = read_json(cell_dir / stage_metrics_json_file("fit"), default=None)
+    series = read_json(cell_dir / layout.stage_metrics_json_file("fit"), default=None)
     restored: dict[str, Any] = {}
     if isinstance(series, dict):
         for name, values in series.items():
@@ -150,7 +140,7 @@ def _restored(cell_dir: Path) -> tuple[dict[str, Any], list[str]]:
     warnings.warn(
         f"cell {cell_dir.name}: this attempt continued from a checkpoint and returned no "
         f"metrics; reporting {', '.join(names)} as its checkpoint restored them (the last "
-        f"values of {stage_metrics_json_file('fit')}). Return "
+        f"values of {layout.stage_metrics_json_file('fit')}). Return "
         "MetricsCallback.final_metrics(trainer) to report them yourself",
         stacklevel=5,
     )
@@ -161,13 +151,14 @@ def set_aside_metrics(cell_dir: Path, tag: str, continues: bool) -> None:
     """Move the earlier metrics out of the sidecar (none beside ``running`` or ``failed``):
     into ``.mushin/earlier-metrics.json`` for :func:`carry_over` when the attempt
     continues, else beside the set-aside checkpoints."""
-    path, earlier = cell_dir / METRICS_FILE, mushin_dir(cell_dir) / EARLIER_METRICS_FILE
+    path = cell_dir / layout.METRICS_FILE
+    earlier = mushin_dir(cell_dir) / layout.EARLIER_METRICS_FILE
     if continues:
         if path.is_file():
             earlier.parent.mkdir(parents=True, exist_ok=True)
             os.replace(path, earlier)
         return
-    target = mushin_dir(cell_dir) / STALE_CHECKPOINTS_DIR / tag / METRICS_FILE
+    target = mushin_dir(cell_dir) / layout.STALE_CHECKPOINTS_DIR / tag / layout.METRICS_FILE
     for source in (earlier, path):  # the sidecar last: the newer of the two is kept
         if source.is_file():
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -197,7 +188,7 @@ def start_provenance(
 
     config = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
     seed_base = OmegaConf.select(cfg, "seed", default=None)
-    status = read_json(cell_dir / STATUS_FILE, default={})
+    status = read_json(cell_dir / layout.STATUS_FILE, default={})
     started = status.get("started") if isinstance(status, dict) else None
     _CLOCKS[str(cell_dir)] = time.monotonic()
     common: dict[str, Any] = {
@@ -232,7 +223,8 @@ def _with_attempt(
         return record
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a corrupt earlier record: its attempts are lost
-        earlier = carried_attempts(read_json(cell_dir / PROVENANCE_FILE), continues=continues)
+        previous = read_json(cell_dir / layout.PROVENANCE_FILE)
+        earlier = carried_attempts(previous, continues=continues)
     topology, launcher = run.get("topology"), run.get("launcher")
     entry = attempt_entry(
         os.environ,
@@ -258,7 +250,7 @@ def finish_provenance(
     t0 = _CLOCKS.pop(str(cell_dir), None)
     duration = round(end - t0, 3) if t0 is not None else None
     try:
-        record = read_json(cell_dir / PROVENANCE_FILE)
+        record = read_json(cell_dir / layout.PROVENANCE_FILE)
         if not isinstance(record, dict):
             return
         runtimes = read_rank_runtimes(cell_dir, attempt=attempt)
@@ -283,7 +275,7 @@ def _with_fit_starts(
         return record
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the user's file, not a sidecar: none is no loss
-        prints = read_json(cell_dir / FINGERPRINTS_FILE)
+        prints = read_json(cell_dir / layout.FINGERPRINTS_FILE)
     starts = prints.get("starts") if isinstance(prints, dict) else None
     done = finished_run(run, starts)
     if not changes:  # the starts of the fit this attempt has not restored yet
@@ -319,11 +311,11 @@ def record_failure(cell_dir: Path, record: dict[str, Any], exc: BaseException) -
     error: dict[str, Any] = {
         "type": type(exc).__qualname__,
         "message": message[:2000],
-        "file": ERROR_FILE,
+        "file": layout.ERROR_FILE,
     }
-    status = cell_dir / STATUS_FILE
+    status = cell_dir / layout.STATUS_FILE
     try:
-        write_text_atomic(cell_dir / ERROR_FILE, text)
+        write_text_atomic(cell_dir / layout.ERROR_FILE, text)
     except OSError:
         error["file"] = None
     try:
@@ -332,7 +324,7 @@ def record_failure(cell_dir: Path, record: dict[str, Any], exc: BaseException) -
     except OSError as full:
         problem = full  # the one to name: the later tries only fall back
     if error["file"] is not None:  # the traceback makes way for the status
-        (cell_dir / ERROR_FILE).unlink(missing_ok=True)
+        (cell_dir / layout.ERROR_FILE).unlink(missing_ok=True)
         error["file"] = None
     final = {**record, "error": error}
     for write in (

@@ -27,19 +27,9 @@ import attrs
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from mushin_box._core import durable
+from mushin_box._core import durable, layout
 from mushin_box._core.envstate import environ_restored
 from mushin_box._core.jobdir import mushin_dir
-from mushin_box._core.layout import (
-    ABORT_FILE,
-    CELL_FAILED_ENV,
-    EARLIER_METRICS_FILE,
-    GLOBAL_RANK_ENV,
-    METRICS_FILE,
-    PROVENANCE_FILE,
-    STATUS_FILE,
-    TORCHRUN_AGENT_ENV,
-)
 from mushin_box._core.redact import redact, redact_text
 from mushin_box._core.sidecars import (
     SidecarWarning,
@@ -53,25 +43,10 @@ from mushin_box._provenance.full import TRAINER_LIMIT_KEYS, split_config
 from mushin_box._provenance.ranks import restart_cause, write_rank_end, write_rank_runtime
 from mushin_box._slurm.joblogs import slurm_rank_logs
 from mushin_box._slurm.jobs import slurm_job_id
-from mushin_box._sweep.cellfiles import (
-    NO_METRICS,
-    carry_over,
-    finish_provenance,
-    install,
-    metrics_from_return,
-    record_failure,
-    set_aside_metrics,
-    start_provenance,
-    take_failure,
-)
+from mushin_box._sweep import cellfiles
 from mushin_box._sweep.decide import LIMIT_FREE, SHAPE_FREE, Decision, decide
 from mushin_box._sweepdir.liveness import owner_fields
-from mushin_box._train.resume import (
-    next_attempt,
-    refuse_shortened,
-    set_aside_checkpoints,
-    zen_with_resume,
-)
+from mushin_box._train import resume
 from mushin_box._train.seeding import global_rank_from_env
 from mushin_box._train.signals import Terminated, sigterm_raises
 
@@ -104,15 +79,13 @@ def cell_key(override_dirname: str) -> str:
     return f"{safe[:80]}-{digest}"
 
 
-def _current_cell_key() -> str:
+if not OmegaConf.has_resolver("mushin_cell"):  # the cell's directory name
     # read through HydraConfig rather than interpolating ${hydra.job.override_dirname}:
     # an interpolation would resolve `${` inside swept string values a second time
-    return cell_key(str(HydraConfig.get().job.override_dirname))
-
-
-if not OmegaConf.has_resolver("mushin_cell"):
-    OmegaConf.register_new_resolver("mushin_cell", _current_cell_key)
-install()  # Hydra's .hydra/*.yaml, written atomically: never left empty
+    OmegaConf.register_new_resolver(
+        "mushin_cell", lambda: cell_key(str(HydraConfig.get().job.override_dirname))
+    )
+cellfiles.install()  # Hydra's .hydra/*.yaml, written atomically: never left empty
 
 
 def is_multi_rank(environ: Mapping[str, str] | None = None) -> bool:
@@ -138,7 +111,7 @@ def is_multi_rank(environ: Mapping[str, str] | None = None) -> bool:
 
     if env.get("SLURM_PROCID") and env.get("SLURM_STEP_ID") and above_one("SLURM_NTASKS"):
         return True  # an srun task of a step with several
-    ranked = ("RANK", "LOCAL_RANK", "GROUP_RANK", "NODE_RANK", GLOBAL_RANK_ENV)
+    ranked = ("RANK", "LOCAL_RANK", "GROUP_RANK", "NODE_RANK", layout.GLOBAL_RANK_ENV)
     return above_one("WORLD_SIZE") and any(env.get(name) for name in ranked)
 
 
@@ -240,12 +213,12 @@ def _provenance_readable(cell_dir: Path) -> bool:
     rebuilds a record that tells the truth."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SidecarWarning)  # one warning, said below
-        record = read_json(cell_dir / PROVENANCE_FILE)
+        record = read_json(cell_dir / layout.PROVENANCE_FILE)
     if isinstance(record, dict) and {"reproducibility", "run"} <= set(record):
         return True
     warnings.warn(
-        f"cell {cell_dir.name}: its {PROVENANCE_FILE} is unreadable; running it again to "
-        "rebuild it instead of reusing it",
+        f"cell {cell_dir.name}: its {layout.PROVENANCE_FILE} is unreadable; running it again "
+        "to rebuild it instead of reusing it",
         stacklevel=5,  # at the caller of run (through Hydra): like the fingerprint warning
     )
     return False
@@ -270,7 +243,7 @@ class CellRunner:
         """Write the cell's status record (rank 0 only) and return it."""
         record = {"schema": SCHEMA, "run_id": self.plan.run_id, **fields}
         if global_rank_from_env() == 0:  # one writer per cell; the other ranks only read
-            write_json_atomic(cell_dir / STATUS_FILE, record)
+            write_json_atomic(cell_dir / layout.STATUS_FILE, record)
         return record
 
     def __call__(self, cfg: Any) -> dict[str, Any] | None:
@@ -284,8 +257,9 @@ class CellRunner:
                 ddp = sys.modules.get("mushin_box._train.ddp")  # loaded: a cell used it
                 if ddp is not None:
                     ddp.end_local_job()
-        if self._cell_failed and TORCHRUN_AGENT_ENV in os.environ:  # a mushin torchrun worker
-            os.environ[CELL_FAILED_ENV] = "1"  # after the restore: the worker then exits 1
+        # a failed cell in a mushin torchrun worker, after the restore: the worker exits 1
+        if self._cell_failed and layout.TORCHRUN_AGENT_ENV in os.environ:
+            os.environ[layout.CELL_FAILED_ENV] = "1"
         return result
 
     def _cell(self, cfg: Any) -> dict[str, Any] | None:
@@ -295,10 +269,10 @@ class CellRunner:
         if decision.action == "reuse":
             if decision.reused_despite and global_rank_from_env() == 0:  # the status says so
                 despite = {**cell.previous, "reused_despite": list(decision.reused_despite)}
-                write_json_atomic(cell.directory / STATUS_FILE, despite)  # its run id kept
+                write_json_atomic(cell.directory / layout.STATUS_FILE, despite)  # its run id kept
             return reused  # nothing runs; only a reuse despite a change is written down
         if decision.continue_from_checkpoint:  # refused before anything is written
-            refuse_shortened(cell.directory, cell.base.get("limits") or {})
+            resume.refuse_shortened(cell.directory, cell.base.get("limits") or {})
         record = dict(cell.base)
         if decision.rerun_reason:
             record["rerun_reason"] = decision.rerun_reason
@@ -310,7 +284,7 @@ class CellRunner:
         # from the "running" status on, SIGTERM ends the cell "cancelled" (signals.py)
         with sigterm_raises():
             try:
-                failure = take_failure(cell.directory)  # Hydra could not write .hydra/*.yaml
+                failure = cellfiles.take_failure(cell.directory)  # Hydra's .hydra/*.yaml
                 if failure is not None:
                     raise failure
                 running, t0 = self._start(cfg, cell, record, decision)
@@ -327,7 +301,7 @@ class CellRunner:
         combo = {k: _swept_value(cfg, k, choices) for k in self.plan.swept}
         plain = _plain_config(cfg)  # once: the three fingerprints below read it
         fingerprints = cell_fingerprints(config_fingerprint(cfg, plain), self.plan)
-        previous = read_json(cell_dir / STATUS_FILE, default={})
+        previous = read_json(cell_dir / layout.STATUS_FILE, default={})
         if not isinstance(previous, dict):
             previous = {}
         base = {"combo": combo, "cell": cell_dir.name, "fingerprints": fingerprints}
@@ -349,7 +323,7 @@ class CellRunner:
                 cell=cell.directory.name,
                 run_id=self.plan.run_id,
                 resume=self.plan.resume,
-                aborted=(cell.root / ABORT_FILE).exists(),
+                aborted=(cell.root / layout.ABORT_FILE).exists(),
                 deadline=self.plan.deadline,
                 now=time.time(),
                 multi_rank=multi_rank,
@@ -364,7 +338,7 @@ class CellRunner:
 
         decision, metrics = judge(True), None
         if decision.action == "reuse":
-            metrics = read_json(cell.directory / METRICS_FILE)
+            metrics = read_json(cell.directory / layout.METRICS_FILE)
             if not isinstance(metrics, dict) or not _provenance_readable(cell.directory):
                 decision, metrics = judge(False), None  # unreadable: the cell runs again
         for message in decision.warnings:
@@ -387,14 +361,14 @@ class CellRunner:
         """Count the attempt, set stale checkpoints aside, record the start (status and
         provenance); return the running status record and the start on the monotonic clock."""
         known = int(cell.previous.get("attempt", 0))  # a status from before attempt.json
-        attempt = next_attempt(cell.directory, start=self._start_key(), known=known)
+        attempt = resume.next_attempt(cell.directory, start=self._start_key(), known=known)
         if global_rank_from_env() == 0:
             # a fresh start must not pick up an earlier run's checkpoints or metrics; any
             # start empties the sidecar, which only this attempt's outcome fills again
             tag = self.plan.run_id[:12] or "earlier"
             if not decision.continue_from_checkpoint:
-                set_aside_checkpoints(cell.directory, tag)
-            set_aside_metrics(cell.directory, tag, decision.continue_from_checkpoint)
+                resume.set_aside_checkpoints(cell.directory, tag)
+            cellfiles.set_aside_metrics(cell.directory, tag, decision.continue_from_checkpoint)
         extended = _extension(cell) if decision.extends else None
         earlier = earlier_s(cell.previous, decision.continue_from_checkpoint, self.plan.run_id)
         started = timestamp()
@@ -417,7 +391,7 @@ class CellRunner:
             # every rank says where it runs: rank 0's record then shows each rank
             write_rank_runtime(cell.directory, rank=global_rank_from_env(), attempt=attempt)
             if global_rank_from_env() == 0:
-                start_provenance(
+                cellfiles.start_provenance(
                     self.task,
                     cfg,
                     cell.directory,
@@ -448,10 +422,10 @@ class CellRunner:
             finally:  # the task's end: the status and the provenance both say this one
                 ended, t_end = timestamp(), time.monotonic()
                 self._ended(cell_dir, running, sys.exc_info()[1])
-            metrics = metrics_from_return(result)
+            metrics = cellfiles.metrics_from_return(result)
         except BaseException as exc:
             if rank0:
-                finish_provenance(cell_dir, ended, t_end, attempt=running["attempt"])
+                cellfiles.finish_provenance(cell_dir, ended, t_end, attempt=running["attempt"])
             if isinstance(exc, Terminated):  # the process ends; resume runs the cell again
                 self._cancelled(cell_dir, running, exc, ended, t_end - t0)
             if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: not recorded
@@ -462,8 +436,8 @@ class CellRunner:
         carried: list[str] = []
         try:
             if rank0:
-                metrics, carried = carry_over(cell_dir, metrics, continues)
-                write_json_atomic(cell_dir / METRICS_FILE, metrics)
+                metrics, carried = cellfiles.carry_over(cell_dir, metrics, continues)
+                write_json_atomic(cell_dir / layout.METRICS_FILE, metrics)
             durable.commit()  # "completed" on disk: what it vouches for is there already
             self._status(
                 cell_dir,
@@ -473,13 +447,13 @@ class CellRunner:
                 **spent(running, t_end - t0),
                 code_modules=dict(self.plan.code_modules),  # a later change names them
                 **({"metrics_carried_over": carried} if carried else {}),
-                **({"reason": NO_METRICS} if rank0 and continues and not metrics else {}),
+                **({"reason": cellfiles.NO_METRICS} if rank0 and continues and not metrics else {}),
             )
         except OSError as exc:  # a full disk: the result can't be kept, so the cell failed
             return self._failed(cell, running, exc, t_end - t0)
         if rank0:
-            (mushin_dir(cell_dir) / EARLIER_METRICS_FILE).unlink(missing_ok=True)  # carried
-            finish_provenance(cell_dir, ended, t_end, attempt=running["attempt"])
+            (mushin_dir(cell_dir) / layout.EARLIER_METRICS_FILE).unlink(missing_ok=True)  # carried
+            cellfiles.finish_provenance(cell_dir, ended, t_end, attempt=running["attempt"])
         return metrics
 
     def _cancelled(
@@ -504,7 +478,7 @@ class CellRunner:
         """Record the failure (rank 0); re-raise it under ``on_error="raise"`` (with the abort
         file, so that cells not yet started skip) or when unrecorded (the files can't tell)."""
         rank0 = global_rank_from_env() == 0
-        recorded = not rank0 or record_failure(
+        recorded = not rank0 or cellfiles.record_failure(
             cell.directory,
             {
                 "schema": SCHEMA,
@@ -521,7 +495,7 @@ class CellRunner:
             if rank0:  # the error may quote a secret, as the traceback may
                 abort = {"cell": cell.directory.name, "error": redact_text(repr(exc))}
                 with contextlib.suppress(OSError):  # the error itself is re-raised
-                    write_json_atomic(cell.root / ABORT_FILE, abort)
+                    write_json_atomic(cell.root / layout.ABORT_FILE, abort)
             redact(exc)  # it leaves the cell: its text is written elsewhere too
             raise exc
         return None
@@ -530,7 +504,7 @@ class CellRunner:
         """Call the task through zen, ``mushin_resume`` filled by ``call_with_resume``."""
         # resolve_pre_call=False: zen's in-place resolve would turn an escaped "\\${x}" in
         # a swept string into an interpolation, resolved a second time
-        task = zen_with_resume(
+        task = resume.zen_with_resume(
             self.task,
             directory=cell_dir,
             continues=continues,

@@ -89,22 +89,6 @@ def own_sweeper(overrides: Sequence[str]) -> bool:
     return not any(o.lstrip("+~").startswith(("hydra/sweeper", "hydra.sweeper")) for o in overrides)
 
 
-def _driver_sees_all(
-    overrides: Sequence[str], launcher: str | None, launcher_config: Mapping[str, Any] | None
-) -> bool:
-    """Can the driver compute a cell's fingerprints as its job will? Not with the user's own
-    sweeper, nor with an image the launcher runs the ranks in (its digest is theirs)."""
-    image = any("image" in str(k) and v for k, v in (launcher_config or {}).items())
-    return own_sweeper(overrides) and (launcher in (None, "basic") or not image)
-
-
-def _stored(config: Any, launcher: str | None) -> Any:
-    """The config as ``hydra_zen.launch`` stores it (a DictConfig for pickling launchers)."""
-    if launcher not in (None, "basic") and is_dataclass(config):
-        return OmegaConf.create(OmegaConf.to_container(OmegaConf.structured(config)))
-    return config
-
-
 def _depends_on_job(task_cfg: Any) -> bool:
     """Does the config hold a resolver whose value may differ inside the job?
 
@@ -178,7 +162,11 @@ def prefilter(
     :func:`~mushin_box._sweep.compose.first_job`, used when it is the grid's first job;
     ``records``: the cells' status records, and ``indexed`` the metrics the sweep's index
     vouches for, both read under the sweep's lock."""
-    if not plan.resume or not _driver_sees_all(overrides, launcher, launcher_config):
+    elsewhere = launcher not in (None, "basic")
+    # the driver computes a cell's fingerprints as its job will, but not with the user's own
+    # sweeper, nor with an image the launcher runs the ranks in (its digest is theirs)
+    image = any("image" in str(k) and v for k, v in (launcher_config or {}).items())
+    if not plan.resume or not own_sweeper(overrides) or (elsewhere and image):
         return Prefiltered()
     parsed = parse_overrides(overrides)
     try:  # every job's overrides, as Hydra's basic sweeper builds them
@@ -189,7 +177,9 @@ def prefilter(
         return Prefiltered()
     statuses = dict(records)
     name = f"mushin_prefilter_{uuid.uuid4().hex}"
-    stored = _stored(config, launcher)
+    stored = config  # as hydra_zen.launch stores it: a DictConfig for pickling launchers
+    if elsewhere and is_dataclass(config):
+        stored = OmegaConf.create(OmegaConf.to_container(OmegaConf.structured(config)))
     if stored is not config or first_job(overrides) != list(jobs[0]):
         first = None  # composed from another config, or another first job
     ConfigStore.instance().store(name=name, node=stored)
@@ -217,7 +207,7 @@ def prefilter(
         return Prefiltered(len(jobs))
     finally:
         ConfigStore.instance().repo.pop(f"{name}.yaml", None)
-    if launcher not in (None, "basic"):  # its jobs run elsewhere: their warnings reach
+    if elsewhere:  # its jobs run elsewhere: their warnings reach
         for message in said[:_SAID_HERE]:  # only their logs, so say them here too
             warnings.warn(message, stacklevel=2)
         if len(said) > _SAID_HERE:

@@ -119,24 +119,6 @@ def _hydra_overrides(
     return hydra_overrides
 
 
-def _raise_unless_recorded(
-    error: BaseException | None, ended: Sequence[str], on_error: str
-) -> None:
-    """Re-raise the launch's error, unless ``on_error="nan"`` and it only ended cells now
-    recorded as failed/timeout (then warn)."""
-    if error is None:
-        return
-    if on_error == "nan" and ended and isinstance(error, Exception):
-        warnings.warn(
-            f"cell(s) {', '.join(ended)} ended with their job "
-            f"({type(error).__name__}: {str(error)[:300]}); "
-            "recorded as failed/timeout (on_error='nan'); run again with resume=True",
-            stacklevel=3,
-        )
-        return
-    raise error
-
-
 @public
 class Workflow:
     """A task function swept over a grid of config values.
@@ -387,7 +369,17 @@ class Workflow:
                 progress=progress,
                 first=first,
             )
-            _raise_unless_recorded(launched.error, launched.ended, on_error)
+            error, ended = launched.error, launched.ended
+            # re-raised unless on_error="nan" and it only ended cells now recorded as failed
+            if error is not None and on_error == "nan" and ended and isinstance(error, Exception):
+                warnings.warn(
+                    f"cell(s) {', '.join(ended)} ended with their job "
+                    f"({type(error).__name__}: {str(error)[:300]}); "
+                    "recorded as failed/timeout (on_error='nan'); run again with resume=True",
+                    stacklevel=2,
+                )
+            elif error is not None:
+                raise error
         if not wait:
             return SweepHandle(root)
         # lazy: the results bring xarray, numpy and pandas, which only a finished sweep needs
