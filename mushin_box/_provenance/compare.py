@@ -1,13 +1,11 @@
 # SPDX-License-Identifier: MIT
 """Two provenance records (and their metrics) compared, field by field.
 
-Both records are split canonically (:func:`~mushin_box._provenance.full.split_provenance`)
-and flattened to dotted paths (``run.topology.ranks[3].hostname``). A difference under
-``reproducibility`` breaks reproducibility, one under ``run`` is expected, except: a
-Trainer's training limits are changed on purpose (``extended``), and another git state
-with the same code fingerprint is expected. With both ``mushin_packages.txt``, packages
-are listed one by one; a field computed from others (``config_sha256``, the package set's
-``sha256``/``count``, a key package's version) is shown only when they show no difference.
+Both records are split canonically and flattened to dotted paths
+(``run.topology.ranks[3].hostname``). A difference under ``reproducibility`` breaks
+reproducibility, one under ``run`` is expected, except: training limits are changed on
+purpose (``extended``), and another git state of the same code fingerprint is expected.
+A field computed from others is shown only when they show no difference.
 
 :func:`first_divergence` names where two fits' fingerprints (``fit_fingerprints.json``)
 first part, and the likely cause: initial weights (built before seeding), an epoch's
@@ -146,8 +144,7 @@ def _json_kind(value: Any) -> str:
 
 
 def record_problem(record: Any) -> str | None:
-    """What makes ``record`` unusable as a provenance record (its parts with nested fields
-    are not objects); ``None`` when nothing does.
+    """What makes ``record`` unusable as a provenance record; ``None`` when nothing does.
 
     Examples
     --------
@@ -226,8 +223,7 @@ def _drop_derived(diffs: list[FieldDiff]) -> list[FieldDiff]:
 
 
 def package_diffs(a: Sequence[str], b: Sequence[str]) -> list[FieldDiff]:
-    """One :class:`FieldDiff` per package whose version differs between two
-    ``name==version`` lists (``only_a``/``only_b``: installed on one side only).
+    """One :class:`FieldDiff` per package whose version differs between two lists.
 
     Examples
     --------
@@ -311,10 +307,8 @@ def diff_records(
 ) -> CellDiff:
     """Compare two provenance records (any schema) and two metric dicts.
 
-    A missing record (``None``) breaks as the path ``<provenance>``; a missing cell is a
-    ``path_a``/``path_b`` of ``None``. With both package lists (``mushin_packages.txt``),
-    changed packages are listed one by one. A record of the wrong shape
-    (:func:`record_problem`) raises ``ValueError``.
+    A missing record breaks as the path ``<provenance>``; a missing cell is a ``path_a`` or
+    ``path_b`` of ``None``. A record of the wrong shape raises ``ValueError``.
 
     Examples
     --------
@@ -397,7 +391,7 @@ def family_key(path: str) -> str:
 
 
 _SEED_FIX = "Seed in pre_call (docs/reproducibility.md)"
-#: weights whose norms agree to this relative difference part by float drift, not a bug
+#: weights whose norms agree to this relative difference part by float drift
 DRIFT = 1e-6
 
 
@@ -421,8 +415,7 @@ def _norm(weights: Mapping[str, Any]) -> float | None:
 
 
 def first_divergence(a: Any, b: Any) -> str | None:
-    """The first point where two fits' fingerprints part, in words; None when they do
-    not (or either side recorded none)."""
+    """Where two fits' fingerprints first part, in words (module doc); None: they do not."""
     if not isinstance(a, Mapping) or not isinstance(b, Mapping):
         return None
     start_a, start_b = _sha(a.get("fit_start")), _sha(b.get("fit_start"))

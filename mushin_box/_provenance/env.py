@@ -20,8 +20,6 @@ from mushin_box._core.layout import CONTAINER_ENV, IMAGE_IDENTITY_ENV, IMAGE_REC
 from mushin_box._core.redact import redact, redact_text
 from mushin_box._core.safeio import read_bounded
 
-#: the image identity: ``reproducibility.image`` holds exactly these keys (when known)
-IMAGE_IDENTITY_KEYS: tuple[str, ...] = tuple(IMAGE_IDENTITY_ENV)
 #: ``reproducibility.image`` of a process that runs in no container
 NO_IMAGE = "no image"
 #: ``reproducibility.image`` of a process in a container that did not say which image
@@ -53,8 +51,9 @@ def image_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any] |
 
 
 def split_image(image: Mapping[str, Any] | None) -> tuple[dict[str, Any] | str, dict[str, Any]]:
-    """(``reproducibility.image``: the identity keys, ``run.image``: the rest); with no
-    identity, :data:`UNIDENTIFIED_IMAGE` when it still says where an image is.
+    """(``reproducibility.image``: the identity keys of :data:`IMAGE_IDENTITY_ENV`,
+    ``run.image``: the rest); with no identity, :data:`UNIDENTIFIED_IMAGE` when it still
+    says where an image is.
 
     Examples
     --------
@@ -65,8 +64,8 @@ def split_image(image: Mapping[str, Any] | None) -> tuple[dict[str, Any] | str, 
     """
     if not image:
         return NO_IMAGE, {}
-    identity = {k: image[k] for k in IMAGE_IDENTITY_KEYS if image.get(k) is not None}
-    located = {k: v for k, v in image.items() if k not in IMAGE_IDENTITY_KEYS}
+    identity = {k: image[k] for k in IMAGE_IDENTITY_ENV if image.get(k) is not None}
+    located = {k: v for k, v in image.items() if k not in IMAGE_IDENTITY_ENV}
     if identity:
         return identity, located
     return (UNIDENTIFIED_IMAGE if located else NO_IMAGE), located

@@ -54,16 +54,13 @@ def packages_beside(path: str | os.PathLike[str], record: Mapping[str, Any]) -> 
     """
     sha = _package_sha256(record)
     p = Path(path)
-    target = (p.parent if p.is_file() else p) / PACKAGES_FILE
     if sha is None:
         return None
-    try:
-        data = target.read_bytes()
-    except OSError:
-        return None
-    if hashlib.sha256(data).hexdigest() != sha:
-        return None
-    return data.decode("utf-8", "replace").splitlines()
+    with contextlib.suppress(OSError):
+        data = ((p.parent if p.is_file() else p) / PACKAGES_FILE).read_bytes()
+        if hashlib.sha256(data).hexdigest() == sha:
+            return data.decode("utf-8", "replace").splitlines()
+    return None
 
 
 def write_provenance(

@@ -44,24 +44,21 @@ from mushin_box._provenance.topology import RANK_COLUMNS, Topology, topology_fro
 #: ``run.started``/``ended``/``duration_s`` (2: the two-part split; 1: the basic record)
 SCHEMA = 3
 SEED_SCHEME = "base + global_rank"
-#: dotted config paths (fnmatch) that describe the run's shape, not the experiment
+#: dotted config paths (fnmatch) that describe the run's shape, not the experiment (a
+#: path that matches moves whole: nothing under it is matched again)
 RUN_CONFIG_PATTERNS: tuple[str, ...] = (
     "trainer.devices",
     "trainer.num_nodes",
     "*.trainer.devices",
     "*.trainer.num_nodes",
     "hydra.launcher",
-    "hydra.launcher.*",
     "launcher",
-    "launcher.*",
     "launcher_config",
-    "launcher_config.*",
 )
 #: keys that are run shape under any config node whose ``_target_`` names a Trainer
 _TRAINER_RUN_KEYS = frozenset({"devices", "num_nodes"})
 #: a Trainer's keys that only bound how long it trains: a larger one extends the same fit
-#: from its checkpoint (``resume DIR --set trainer.max_epochs=N``), so they are set apart
-#: from the experiment as the run shape is, and a comparison names them on their own
+#: (``resume DIR --set trainer.max_epochs=N``), so a comparison names them on their own
 TRAINER_LIMIT_KEYS = frozenset({"max_epochs", "max_steps", "max_time"})
 #: environment variables that change numerics: part of ``reproducibility``
 REPRO_ENV: tuple[str, ...] = (
@@ -112,9 +109,8 @@ def split_config(
     patterns: Sequence[str] = RUN_CONFIG_PATTERNS,
     trainer_keys: frozenset[str] = _TRAINER_RUN_KEYS,
 ) -> tuple[Any, dict[str, Any]]:
-    """(experiment config, ``{dotted path: value}`` of run-shape keys): paths matching
-    ``patterns`` (fnmatch), and ``trainer_keys`` under a node whose ``_target_`` names a
-    ``...Trainer``.
+    """(experiment config, ``{dotted path: value}`` of the keys matching ``patterns``, and of
+    ``trainer_keys`` under a node whose ``_target_`` names a ``...Trainer``).
 
     Examples
     --------

@@ -1,15 +1,8 @@
 # SPDX-License-Identifier: MIT
-"""From a cell's record to a checked re-run and a verdict.
-
-- :mod:`.checks`: everything checked before anything is run: the cell, its secrets, its
-  code and its image;
-- :mod:`.trust`: what is checked before anything is imported: the files a record would
-  have imported lie in the experiment's repository, are the user's own, at its commit;
-- :mod:`.worktree`: the cell's own code (its commit, and the uncommitted code its sweep
-  kept) checked out in a git worktree, leaving the user's tree as it is (``worktree``);
-- :mod:`.rebuild`: the cell's image rebuilt from the recipe its record holds, kept only when
-  its sha256 is the recorded one (``rebuild_image``);
-- :mod:`.rerun`: ``reproduce``: the re-run from the record, then the diff and its verdict.
+"""From a cell's record to a checked re-run and a verdict: :mod:`.checks` (the cell, its
+secrets, code and image), :mod:`.trust` (the files a record would import, checked before
+any import; the cell's code checked out in a worktree), :mod:`.rebuild` (its image
+rebuilt from its recipe) and :mod:`.rerun` (``reproduce``: the re-run, its diff, verdict).
 
 Must not import or run anything a record names before every check has passed.
 """

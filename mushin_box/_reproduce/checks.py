@@ -1,16 +1,8 @@
 # SPDX-License-Identifier: MIT
 """What ``reproduce`` checks before it runs anything: the cell, its secrets, code and image.
 
-Each check reads the original's sidecars and this machine, and returns what it found or
-raises :class:`ReproduceError`, one line naming the problem and the fix; none writes.
-
-* :func:`read_original`: a completed cell with a whole record, a saved config and
-  ``run.task``; record and config are the user's own (they name the code to run);
-* :func:`check_secrets`: every ``${oc.env:NAME}`` the saved config reads is set here;
-* :func:`check_code`: the recorded commit, uncommitted changes and code fingerprint are
-  the ones here (``allow_dirty`` turns a refusal into a recorded difference);
-* :func:`check_image`: the SIF has the recorded sha256; binds and image Python come back
-  from the recorded rank command (:func:`recorded_container`).
+Each check writes nothing, and returns what it found or raises :class:`ReproduceError`,
+one line naming the problem and the fix.
 """
 
 from __future__ import annotations
@@ -93,8 +85,8 @@ def _state_reason(status: Mapping[str, Any]) -> str:
 
 
 def _own_bytes(path: Path) -> bytes:
-    """A file of the cell that says what to run, read bounded through the descriptor whose
-    owner was checked: one another user owns or can write names code of their choosing."""
+    """A cell file that says what to run, read only when it is the user's own (else another
+    user names the code), through the descriptor whose owner was checked."""
     fd, st = open_regular_stat(path)
     limit = read_limit(path.name)
     with os.fdopen(fd, "rb") as handle:
@@ -111,7 +103,7 @@ def _own_bytes(path: Path) -> bytes:
 
 
 def read_original(cell: str | os.PathLike[str]) -> Original:
-    """Read and check the cell to reproduce (see the module doc)."""
+    """A completed cell with a whole record of the user's own, a saved config and ``run.task``."""
     from omegaconf import OmegaConf
 
     path = Path(cell)
@@ -193,8 +185,6 @@ def read_original(cell: str | os.PathLike[str]) -> Original:
     )
 
 
-# ---------------------------------------------------------------------------- secrets
-
 _ENV_REF = re.compile(r"\$\{oc\.env:\s*([A-Za-z_][A-Za-z0-9_]*)\s*(,)?")
 
 
@@ -221,8 +211,7 @@ def env_references(config: Any, prefix: str = "") -> list[tuple[str, str, bool]]
 
 
 def check_secrets(config: Mapping[str, Any], environ: Mapping[str, str]) -> list[str]:
-    """The variables the saved config reads (names only); raise for one without a default
-    that is not set here, named with its config key."""
+    """The variables the saved config reads; raise for one unset here with no default."""
     names: list[str] = []
     for path, name, has_default in env_references(config):
         if name not in names:
@@ -239,9 +228,6 @@ def check_secrets(config: Mapping[str, Any], environ: Mapping[str, str]) -> list
             f"{path!r} reads the environment variable {name}, which is not set; export it"
         )
     return names
-
-
-# ---------------------------------------------------------------------------- code
 
 
 @attrs.frozen
@@ -297,8 +283,7 @@ FINGERPRINT_DIFFERS = (
 
 
 def code_differs(problems: list[str], ways_back: Sequence[str] = ()) -> ReproduceError:
-    """The refusal of code that is not the cell's, with the ways back to it, if any
-    (``allow_dirty`` lets it through)."""
+    """The refusal of code that is not the cell's, with the ways back to it."""
     close = "Or pass" if ways_back else "Check out the cell's code, or pass"
     return ReproduceError(
         "the code differs from the cell's: "
@@ -318,9 +303,7 @@ def check_code(
     moved: tuple[str, ...] = (),
 ) -> CodeCheck:
     """Compare the recorded code with the code here; refuse a difference unless
-    ``allow_dirty``. ``moved``: another commit whose imported files are the cell's
-    (:func:`~mushin_box._reproduce.trust.check_sources`): with the same fingerprint, no
-    difference of code, only said."""
+    ``allow_dirty``. ``moved`` (another commit, the cell's files): said, not refused."""
     code = original.repro.get("code") or {}
     recorded = {"git": code.get("git"), "task_sha256": code.get("task_sha256")}
     identity = code_identity(task, config=config, extra=(pre_call,))
@@ -347,13 +330,9 @@ def check_code(
     return CodeCheck(recorded, current, tuple(problems), allow_dirty and bool(problems))
 
 
-# ---------------------------------------------------------------------------- image
-
-
 @attrs.frozen
 class ImageCheck:
-    """The image of the re-run (``path`` None: none), with the original launch's binds and
-    image Python (:func:`recorded_container`)."""
+    """The re-run's image (``path`` None: none), with the original's binds and Python."""
 
     recorded: Any  # reproducibility.image: "no image" or the identity mapping
     path: str | None
@@ -363,8 +342,7 @@ class ImageCheck:
 
 
 def rank_argv(run: Mapping[str, Any]) -> list[str] | None:
-    """The recorded ``apptainer exec ... IMAGE PYTHON`` of a rank: ``run.container``'s
-    (what the rank itself was started with), else the launcher's ``python`` (submitit's)."""
+    """The recorded ``apptainer exec ... IMAGE PYTHON`` of a rank (else submitit's python)."""
     argv = part(run, "container").get("rank_argv")
     if isinstance(argv, list) and all(isinstance(w, str) for w in argv):
         return list(argv)
@@ -378,11 +356,8 @@ def rank_argv(run: Mapping[str, Any]) -> list[str] | None:
 
 
 def recorded_container(run: Mapping[str, Any]) -> tuple[tuple[str, ...], str] | None:
-    """``(binds, image python)`` the original launch gave, from its recorded rank command;
-    None when it recorded none. The rank command
-    (:func:`~mushin_box._container.rankwrap.rank_argv`) binds the project directory, the
-    working directory (``--pwd``), the launch's binds, then InfiniBand; the re-run has its
-    own project and working directories, so only the launch's binds are returned.
+    """``(the launch's binds, image python)`` of the recorded rank command, or None; not
+    the project and working directories, nor InfiniBand: the re-run binds its own.
 
     Examples
     --------
@@ -409,8 +384,7 @@ def recorded_container(run: Mapping[str, Any]) -> tuple[tuple[str, ...], str] | 
 
 
 def _candidates(original: Original) -> list[str]:
-    """Where the record says the image was: ``run.image.path`` (the copy the ranks ran),
-    a recorded manifest's image, the ``.sif`` of the recorded rank command."""
+    """Where the record says the image was, most trusted first."""
     run = original.run
     located = part(run, "image")
     out: list[str] = []
@@ -425,8 +399,8 @@ def _candidates(original: Original) -> list[str]:
 
 
 def check_image(original: Original, image: str | None) -> ImageCheck:
-    """The SIF to run: ``image``, or the recorded one; its sha256 must be the recorded one,
-    and each recorded bind's source must be here."""
+    """The SIF to run (``image``, else the recorded one), of the recorded sha256, its
+    binds' sources here."""
     recorded = original.repro.get("image", NO_IMAGE)
     if recorded in (None, NO_IMAGE):
         if image is not None:

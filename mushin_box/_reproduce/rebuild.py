@@ -1,21 +1,10 @@
 # SPDX-License-Identifier: MIT
 """``reproduce --rebuild-image``: the cell's image rebuilt from the recipe its record holds.
 
-A native build (:mod:`mushin_box._image.native`) of one recipe gives the same bytes, so a
-lost image can be made again. The launch records the build manifest's recipe in
-``run.image`` (:data:`~mushin_box._core.layout.IMAGE_RECIPE_ENV`): ``backend``, ``spec``
-(relative to the build context), ``context_commit`` (the commit holding every input
-unchanged) and ``context_dir`` (the context within it). The rebuild shares a clone of
-that commit from a repository here (this directory's, or the recorded experiment's),
-builds the spec natively, and keeps the image only when its sha256 is
-``reproducibility.image.sif_sha256``.
-
-Refusals come before anything is built where they can: no image, no recipe, another
-backend than the native one (its builds differ byte for byte), uncommitted inputs, a
-commit no repository here holds; after the build, another sha256 (both named).
-
-The image goes to the recorded path when it is free and its directory takes files, else
-to ``<name>-<sha256[:12]>.sif`` here, with its manifest and definition beside it.
+A native build of one recipe gives the same bytes. The recipe is in ``run.image``
+(``backend``, ``spec``, ``context_commit``, ``context_dir``); the spec is built from a
+shared clone of that commit, and the image kept only when its sha256 is the recorded one.
+Every refusal that can comes before the build.
 """
 
 from __future__ import annotations
@@ -35,15 +24,14 @@ from mushin_box._image.build import build_image, manifest_path
 from mushin_box._image.spec import ImageSpec
 from mushin_box._provenance.record import git_root
 from mushin_box._reproduce.checks import Original, ReproduceError, part
-from mushin_box._reproduce.worktree import HEX
+from mushin_box._reproduce.trust import HEX
 
 _REFUGE = "pass {image}, a copy of the image the cell ran in"
 
 
 @attrs.frozen
 class Recipe:
-    """What to rebuild (``spec`` at ``commit`` of ``repository``), the sha256 it must
-    have, and where the image goes."""
+    """What to rebuild, the sha256 it must have, and where the image goes."""
 
     spec: str
     commit: str
@@ -134,10 +122,8 @@ def _load_spec(file: Path, attr: str) -> ImageSpec:
 
 
 def rebuild_image(recipe: Recipe, *, build: Callable[..., Any] = build_image) -> Path:
-    """Build ``recipe`` natively (``build``: tests give another) and put the image at
-    ``recipe.path`` when its sha256 is ``recipe.sha256``; return that path. Nothing is
-    kept on a failure (``ReproduceError``, ``NativeBuildRefused``, ``BuildError``).
-    """
+    """Build ``recipe`` natively and put the image at ``recipe.path`` when its sha256 is
+    the recorded one; return that path. Nothing is kept on a failure."""
     target, _, attr = recipe.spec.rpartition(":")
     target, attr = (target, attr) if target else (recipe.spec, "IMAGE")
     dest = recipe.path

@@ -1,17 +1,10 @@
 # SPDX-License-Identifier: MIT
 """``mushin-box reproduce CELL``: re-run a completed cell from its sidecars, then diff it.
 
-The cell's files say everything the re-run needs: its config (``.hydra/config.yaml``;
-secrets are ``${oc.env:MUSHIN_SECRET_<hash>}`` references, read from this environment,
-never a file), its combo (swept again, so the re-run's cell has the same name), its task
-and ``pre_call`` (``run.task``), its code and image (checked, :mod:`.checks`; rebuilt with
-``rebuild_image``, :mod:`.rebuild`), its topology and launcher (unless
-``nodes``/``gpus``/``local`` change them) and, in an image, its binds and image Python
-(:func:`~mushin_box._reproduce.checks.recorded_container`).
-
-The run is ``mushin-box launch``'s, into a new sweep; the re-run's record gets
-``run.reproduction`` and :func:`~mushin_box._results.diff.diff_provenance` gives the
-verdict. Every check runs before anything is written: a refusal leaves no directory.
+The cell's files hold all the re-run needs (config, with secrets as environment
+references; combo, swept again; task; code; image; topology; launcher). It runs as
+``mushin-box launch`` into a new sweep, marked ``run.reproduction``. Every check runs
+before anything is written: a refusal leaves no directory.
 """
 
 from __future__ import annotations
@@ -58,8 +51,7 @@ from mushin_box._reproduce.checks import (
     read_original,
 )
 from mushin_box._reproduce.rebuild import image_recipe, rebuild_image
-from mushin_box._reproduce.trust import check_sources
-from mushin_box._reproduce.worktree import checkout, discard
+from mushin_box._reproduce.trust import check_sources, checkout, discard
 from mushin_box._results.diff import diff_provenance
 from mushin_box._sweepdir.manifest import cell_records, combo_id
 
@@ -150,9 +142,6 @@ class ReproduceResult:
         }
 
 
-# ---------------------------------------------------------------------------- the plan
-
-
 def _name(entry: Mapping[str, Any] | None) -> str | None:
     return f"{entry['module']}:{entry['qualname']}" if entry else None
 
@@ -204,26 +193,23 @@ def _into(into: str | os.PathLike[str] | None, original: Original) -> Path:
     return root
 
 
-def _rerun_workflow(
-    task: Any,
-    config: Any,
-    pre_call: Any,
-    secrets: Sequence[str],
-    combo: Mapping[str, Any],
-    source: str | None = None,
-) -> Any:
-    """The re-run's ``Workflow``, sweeping the cell's combo again (one value each)."""
+def _rerun_workflow(original: Original, task: Any, config: Any, pre_call: Any) -> Any:
+    """The re-run's ``Workflow``: the cell's combo swept again (one value each), with the
+    secret names the original launch declared."""
     from hydra_zen import multirun
 
     # lazy: imports hydra, hydra_zen, omegaconf (a reader must not load them)
     from mushin_box._sweep.workflow import Workflow
 
-    swept = {key: multirun([value]) for key, value in combo.items()}
+    swept = {key: multirun([value]) for key, value in original.combo.items()}
+    file = part(original.run, "experiment").get("file")
+    source = file if isinstance(file, str) and Path(file).is_file() else None
 
     class ReproduceWorkflow(Workflow):
         def run(self, **kwargs: Any) -> Any:
             return super().run(**kwargs, **swept)  # pyright: ignore[reportArgumentType, reportCallIssue]
 
+    secrets = _declared_secrets(original)
     return ReproduceWorkflow(task, config, pre_call=pre_call, secrets=secrets, source=source)
 
 
@@ -238,9 +224,8 @@ def _declared_secrets(original: Original) -> list[str]:
 
 
 def _load(original: Original) -> tuple[Any, Any, str | None]:
-    """``(task, pre_call, the directory the ranks import them from)``. A function the
-    ranks took from their image adds no directory: on ``PYTHONPATH`` it would hide the
-    image's module behind the host's."""
+    """``(task, pre_call, the directory the ranks import them from)``: none for one from
+    the image (the host's would hide it)."""
     located = original.run["task"]
     in_an_image = isinstance(original.repro.get("image"), Mapping)
     argv = (rank_argv(original.run) or []) if in_an_image else None
@@ -291,11 +276,8 @@ def plan_reproduce(
     worktree: bool = False,
     dry_run: bool = False,
 ) -> tuple[ReproducePlan, Any, Any]:
-    """Check everything and decide the re-run: ``(plan, workflow, launch plan)``.
-
-    Writes nothing but the rebuilt image (``rebuild``, after every check that needs no
-    image) and the worktree (``worktree``, removed again on a refusal or a ``dry_run``).
-    """
+    """Check everything and decide the re-run: ``(plan, workflow, launch plan)``. Writes
+    nothing but the rebuilt image and the worktree (removed on a refusal or dry run)."""
     from omegaconf import OmegaConf
 
     original = read_original(cell)
@@ -322,9 +304,8 @@ def plan_reproduce(
     try:
         config = OmegaConf.create(original.config)
         same, moved = check_sources(original, config, allow_dirty=allow_dirty)  # before any import
-        recipe = image_recipe(original) if rebuild else None
-        if recipe is not None:
-            image = rebuild_image(recipe)
+        if rebuild:
+            image = rebuild_image(image_recipe(original))
         img = check_image(original, None if image is None else str(image))
         if secrets and not same:
             _secrets_refused(secrets)
@@ -333,15 +314,7 @@ def plan_reproduce(
         if secrets and code.recorded.get("task_sha256") != code.current.get("task_sha256"):
             _secrets_refused(secrets)  # the import changed what its files said
         rec_nodes, rec_gpus = recorded_topology(original.run)
-        file = part(original.run, "experiment").get("file")
-        workflow = _rerun_workflow(
-            task,
-            config,
-            pre_call,
-            _declared_secrets(original),
-            original.combo,
-            source=file if isinstance(file, str) and Path(file).is_file() else None,
-        )
+        workflow = _rerun_workflow(original, task, config, pre_call)
         try:
             launch = plan_launch(
                 workflow,
@@ -392,20 +365,17 @@ def plan_reproduce(
 
 
 def _remove_worktree(root: Path, where: Path, fresh: bool) -> None:
-    """Undo :func:`~.worktree.checkout`, and the directories made for it."""
+    """Undo :func:`~.trust.checkout`, and the directories made for it."""
     discard(where)
     for made in (where.parent, *((root,) if fresh else ())):
         with contextlib.suppress(OSError):
             made.rmdir()
 
 
-# ---------------------------------------------------------------------------- the run
-
-
 @contextlib.contextmanager
 def _secrets_for_images(names: Sequence[str]) -> Iterator[None]:
-    """Forward the saved config's secret variables to ranks in an image (``--cleanenv``
-    keeps only ``APPTAINERENV_*``), as the original launch's vault did; restored after."""
+    """Forward the config's secret variables to ranks in an image (``--cleanenv`` keeps
+    only ``APPTAINERENV_*``), as the original launch did."""
     values = {
         _APPTAINER + name: os.environ[name]
         for name in names
@@ -489,7 +459,7 @@ def reproduce(
         Run the cell's own code, whatever is checked out here: its commit, checked out in a
         git worktree of the repository in the re-run's sweep (``.mushin/worktree``), with
         the uncommitted code it ran applied from its sweep's copy
-        (:mod:`mushin_box._reproduce.worktree`). The tree here is left as it is.
+        (:func:`mushin_box._reproduce.trust.checkout`). The tree here is left as it is.
 
     Returns
     -------

@@ -1,32 +1,28 @@
 # SPDX-License-Identifier: MIT
-"""What ``reproduce`` checks before it imports anything a record names.
+"""The cell's code: what ``reproduce`` checks before it imports anything a record names,
+and the code checked out beside the user's tree (``reproduce --worktree``).
 
-Anyone who can write to a sweep directory can name any file as the task's and set the
-recorded fingerprint to match it, and importing a file to fingerprint it already runs its
-module-level code (with the user's secrets in the environment). So, before the first
-import, every file the re-run would import from outside the installed environment (the
-task's and ``pre_call``'s modules, the config's ``_target_`` modules and the user modules
-they import, found by reading the files) must:
+Anyone who can write to a sweep can name any file as the task's, with a matching
+fingerprint, and an import runs module code (with the user's secrets). So every user file
+the re-run would import (found by reading the files) must first lie in the **experiment's
+root** (its git repository, else its directory), be the user's **own** (as ``ssh`` treats
+its keys), be at the recorded **commit** (on a clean tree: each file the commit's blob)
+and have the recorded **fingerprint**. ``allow_dirty`` lets the last two through
+(recorded). A refusal names no fingerprint: it would let a forged record pass.
 
-- lie inside the **experiment's root**: the git repository holding the recorded
-  experiment file (an older record: the task's file), or its directory outside git;
-- be the user's **own**: owned by them (or root), writable by nobody else, as ``ssh``
-  treats its keys;
-- be at the recorded **commit**, with the same uncommitted changes; a cell that ran on a
-  clean tree needs each file to be the commit's blob (a file git does not see, ignored or
-  marked unchanged, is no part of the commit);
-- have the recorded **fingerprint**, computed from their bytes.
-
-``allow_dirty`` lets the last two through (recorded in the re-run). A refusal names no
-fingerprint: written into a forged record, the one computed here would make it pass. The
-fingerprint is compared again after the import; secrets go only to code whose
-fingerprint is the recorded one.
+With ``--worktree``, the cell's commit, with its kept uncommitted code applied, goes into
+a git worktree in the re-run's sweep (shared, so every rank imports it), leaving the
+user's checkout alone; the record's paths are read under it (:func:`rebased`), and every
+check still applies.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import shlex
+import shutil
 import subprocess
 import sys
 import types
@@ -34,7 +30,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
+
+from mushin_box._core.layout import code_patch_file
+from mushin_box._core.safeio import UnsafeFileError, inside, read_bounded
 from mushin_box._core.userfile import owner_problem
+from mushin_box._provenance.patch import PATCH_LIMIT
 from mushin_box._provenance.record import UNTRACKED_MARK, git_root, git_state
 from mushin_box._provenance.task import MAIN_NAMES
 from mushin_box._reproduce.checks import (
@@ -45,23 +46,20 @@ from mushin_box._reproduce.checks import (
     git_problems,
     part,
 )
-from mushin_box._reproduce.worktree import HEX, kept_patch
 from mushin_box._sweep.usercode import code_identity, is_user_file, module_file
 
-#: writes each untracked file of a kept diff (``PATCH ROOT``): ``\0untracked PATH\0`` then
-#: its bytes (:func:`~mushin_box._provenance.record.git_tree`)
+#: writes each untracked file of a kept diff (``PATCH ROOT``)
 _WRITE_UNTRACKED = (
     "import sys, pathlib; r = pathlib.Path(sys.argv[2]); "
     f"d = pathlib.Path(sys.argv[1]).read_bytes().split({UNTRACKED_MARK!r})[1:]; "
     "[(r.joinpath(n.decode()).parent.mkdir(parents=True, exist_ok=True), "
     'r.joinpath(n.decode()).write_bytes(c)) for n, _, c in (e.partition(b"\\0") for e in d)]'
 )
-_KIT = "mushin_box"
+HEX = re.compile(r"[0-9a-f]{40,64}")
 
 
 def _experiment_file(original: Original) -> Path | None:
-    """The recorded experiment file, or, for a record older than ``run.experiment``, the
-    task's own file when it is user code; None when neither is recorded."""
+    """The recorded experiment file, else (an older record) the task's user file, or None."""
     file = part(original.run, "experiment").get("file")
     if file is None:
         return next(iter(_entry_files(original)), None)
@@ -80,10 +78,8 @@ def _experiment_file(original: Original) -> Path | None:
 
 
 def _stand_ins(original: Original, experiment: Path | None) -> list[Any]:
-    """``[task, pre_call]`` as objects that carry the recorded module and qualified names
-    (None where none is recorded), so that the user modules they reach are found, and
-    fingerprinted, without importing them. A task recorded as ``__main__`` (a script) is
-    imported from its file as the module named after it."""
+    """``[task, pre_call]`` as stand-ins with the recorded names: the user modules they
+    reach are then fingerprinted without an import (a script's ``__main__``: its stem)."""
     out: list[Any] = []
     located = part(original.run, "task")
     for what in ("task", "pre_call"):
@@ -101,11 +97,8 @@ def _stand_ins(original: Original, experiment: Path | None) -> list[Any]:
 
 
 def _entry_files(original: Original) -> Iterable[Path]:
-    """The files the record names for the task and ``pre_call`` that the import would
-    read: a module found by its name is imported from where the name leads (its file is
-    among the user modules, or it is installed), so its recorded file is only used when
-    the name leads nowhere (a script's ``__main__``, a folder not on the path). The kit's
-    own names, old paths included, always resolve in the kit."""
+    """The recorded files of the task and ``pre_call`` the import would read: only where
+    the module name leads nowhere (a script, a folder not on the path); never the kit's."""
     located = part(original.run, "task")
     for what in ("task", "pre_call"):
         entry = located.get(what)
@@ -113,7 +106,7 @@ def _entry_files(original: Original) -> Iterable[Path]:
             continue
         module = str(entry.get("module"))
         if module not in MAIN_NAMES and (
-            module.partition(".")[0] == _KIT or module_file(module) is not None
+            module.partition(".")[0] == "mushin_box" or module_file(module) is not None
         ):
             continue
         file = Path(entry["file"]).resolve()
@@ -124,11 +117,9 @@ def _entry_files(original: Original) -> Iterable[Path]:
 def check_sources(
     original: Original, config: Any, *, allow_dirty: bool
 ) -> tuple[bool, tuple[str, ...]]:
-    """Check the files a re-run of ``original`` would import, without importing any:
-    ``(their fingerprint is the recorded one, what differs in a checkout at another
-    commit whose imported files are the cell's)``. Puts the experiment's directory first
-    on ``sys.path``, as the ranks' import path: a module found elsewhere is refused.
-    """
+    """Check the files a re-run would import, importing none: ``(the fingerprint is the
+    recorded one, what differs at another commit whose imported files are the cell's)``.
+    The experiment's directory goes first on ``sys.path``, as on the ranks'."""
     experiment = _experiment_file(original)
     top = git_root(experiment) if experiment is not None else None
     root = Path(top).resolve() if top else getattr(experiment, "parent", None)
@@ -159,10 +150,8 @@ def check_sources(
 
 
 def _check_commit(original: Original, experiment: Path, files: set[Path]) -> tuple[str, ...]:
-    """Refuse a checkout whose code is not the cell's. A cell that ran on a clean tree ran
-    its commit's files: where each file the re-run imports is still that commit's blob,
-    another commit checked out (or changes elsewhere) changes nothing the experiment runs,
-    and the re-run goes on; what differs is returned, to be said."""
+    """Refuse a checkout whose code is not the cell's; another commit whose imported files
+    are the clean cell's commit blobs is not refused: what differs is returned."""
     recorded = (original.repro.get("code") or {}).get("git")
     problems = git_problems(recorded, git_state(experiment, include=files))
     if not isinstance(recorded, Mapping) or recorded.get("diff_sha256") is not None:
@@ -185,9 +174,7 @@ def _check_commit(original: Original, experiment: Path, files: set[Path]) -> tup
 
 def kept_code(original: Original, recorded: Any, experiment: Path) -> tuple[list[str], list[str]]:
     """(why there is no way back, the ways back) to the uncommitted code a cell ran, from
-    the copy its sweep keeps (:func:`~mushin_box._reproduce.worktree.kept_patch`):
-    ``reproduce --worktree``, or the shell commands that check out its commit on a clean
-    tree, apply the diff and write the files git did not track."""
+    its sweep's copy: ``--worktree``, or the shell commands that rebuild that tree."""
     sha = recorded.get("diff_sha256") if isinstance(recorded, Mapping) else None
     commit = str(recorded.get("commit")) if isinstance(recorded, Mapping) else ""
     if not isinstance(sha, str) or not HEX.fullmatch(sha) or not HEX.fullmatch(commit):
@@ -213,19 +200,18 @@ def kept_code(original: Original, recorded: Any, experiment: Path) -> tuple[list
 
 
 def _not_committed(commit: str, experiment: Path, files: set[Path]) -> list[str]:
-    """The files among ``files`` of the repository holding ``experiment`` whose bytes are
-    not the commit's blob of them (one ``git cat-file --batch`` for all)."""
+    """The refusal of ``files`` that are not the commit's blobs (one ``git cat-file``)."""
     top = git_root(experiment)
     if not top:
         return []
     root = Path(top).resolve()
-    inside = sorted(f for f in files if f.is_relative_to(root))
-    asked = "".join(f"{commit}:{f.relative_to(root).as_posix()}\n" for f in inside)
+    ours = sorted(f for f in files if f.is_relative_to(root))
+    asked = "".join(f"{commit}:{f.relative_to(root).as_posix()}\n" for f in ours)
     proc = subprocess.run(
         ["git", "cat-file", "--batch"], cwd=root, input=asked.encode(), capture_output=True
     )
     out, at, differ = proc.stdout, 0, []
-    for file in inside:
+    for file in ours:
         header, _, rest = out[at:].partition(b"\n")
         words = header.split()
         if proc.returncode or len(words) != 3 or not words[2].isdigit():
@@ -242,3 +228,123 @@ def _not_committed(commit: str, experiment: Path, files: set[Path]) -> list[str]
         f"{', '.join(differ)} differ(s) from commit {commit}'s (a file git does not show: "
         "ignored, or marked unchanged); commit it, or restore the commit's"
     ]
+
+
+def kept_patch(original: Original, sha: str) -> tuple[Path, bytes, list[str]]:
+    """The sweep's copy of the code whose sha256 is ``sha`` (path, bytes, untracked names);
+    refused when missing, of another sha256, or writing outside the repository."""
+    sweep = original.cell_dir.parent
+    try:
+        path = inside(sweep, sweep / code_patch_file(sha))
+        data = read_bounded(path, PATCH_LIMIT)
+    except (OSError, UnsafeFileError):
+        raise ReproduceError(
+            "the sweep keeps no copy of that code (the launch said why), so only that tree runs it"
+        ) from None
+    names = [
+        e.partition(b"\0")[0].decode("utf-8", "replace") for e in data.split(UNTRACKED_MARK)[1:]
+    ]
+    if hashlib.sha256(data).hexdigest() != sha or not all(map(_relative, names)):
+        raise ReproduceError(
+            f"{path} is not the code the cell ran (its sha256 differs); restore it"
+        )
+    return path, data, names
+
+
+def _relative(name: str) -> bool:
+    """A path git would write inside the repository: relative, with no ``..``."""
+    return bool(name) and not name.startswith("/") and ".." not in name.split("/")
+
+
+def _git(args: list[str], cwd: Path) -> str:
+    """Run git; its last line of error as a :class:`ReproduceError` when it fails."""
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    if proc.returncode:
+        said = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise ReproduceError(
+            f"git {args[0]} in {cwd} failed: {said}; mend that and run this again, or drop "
+            "{worktree} and check the cell's code out yourself",
+            arguments={"worktree": True},
+        )
+    return proc.stdout
+
+
+def _repository(file: Any) -> Path | None:
+    """The git repository holding the recorded experiment file, even one since deleted."""
+    if not isinstance(file, str) or not file.startswith("/"):
+        return None
+    here = Path(file).parent
+    while not here.is_dir() and here != here.parent:
+        here = here.parent
+    top = git_root(here)
+    return Path(top).resolve() if top else None
+
+
+def checkout(original: Original, where: Path) -> Original:
+    """Check out the code ``original`` ran at ``where``; return it with its paths there."""
+    recorded = part(original.repro, "code").get("git")
+    commit = recorded.get("commit") if isinstance(recorded, Mapping) else None
+    if not isinstance(commit, str) or not HEX.fullmatch(commit):
+        raise ReproduceError(
+            "the cell's code ran in no git checkout, so there is no commit to check out: "
+            "drop {worktree}",
+            arguments={"worktree": True},
+        )
+    file = part(original.run, "experiment").get("file")
+    top = _repository(file)
+    if top is None:
+        raise ReproduceError(
+            f"no git repository holds the cell's experiment file {file} here: run this on "
+            "a machine with its repository at that path"
+        )
+    try:
+        _git(["cat-file", "-e", f"{commit}^{{commit}}"], top)
+    except ReproduceError:
+        raise ReproduceError(
+            f"the repository {top} does not hold the cell's commit {commit}: fetch it "
+            f"(git -C {top} fetch), then run this again"
+        ) from None
+    sha = recorded.get("diff_sha256") if isinstance(recorded, Mapping) else None
+    kept = kept_patch(original, sha) if isinstance(sha, str) and HEX.fullmatch(sha) else None
+    where.parent.mkdir(parents=True, exist_ok=True)
+    _git(["worktree", "add", "--detach", "--quiet", str(where), commit], top)
+    try:
+        if kept is not None:
+            path, data, names = kept
+            if data.partition(UNTRACKED_MARK)[0].strip():
+                _git(["apply", "--whitespace=nowarn", str(path)], where)
+            for name, _, content in (e.partition(b"\0") for e in data.split(UNTRACKED_MARK)[1:]):
+                target = where / name.decode()
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(content)
+    except BaseException:
+        discard(where)
+        raise
+    return rebased(original, top, where)
+
+
+def rebased(original: Original, root: Path, where: Path) -> Original:
+    """``original`` with the files its record names under ``root`` moved under ``where``."""
+
+    def move(file: Any) -> Any:
+        if isinstance(file, str) and Path(file).is_relative_to(root):
+            return str(where / Path(file).relative_to(root))
+        return file
+
+    run = dict(original.run)
+    experiment = part(run, "experiment")
+    run["experiment"] = {**experiment, "file": move(experiment.get("file"))}
+    run["task"] = {
+        what: {**entry, "file": move(entry.get("file"))} if isinstance(entry, Mapping) else entry
+        for what, entry in part(run, "task").items()
+    }
+    return attrs.evolve(original, record={**original.record, "run": run})
+
+
+def discard(where: Path) -> None:
+    """Remove a worktree :func:`checkout` made, and git's entry for it."""
+    try:
+        common = _git(["rev-parse", "--path-format=absolute", "--git-common-dir"], where)
+        _git(["--git-dir", common.strip(), "worktree", "remove", "--force", str(where)], where)
+    except (OSError, ReproduceError):
+        shutil.rmtree(where, ignore_errors=True)

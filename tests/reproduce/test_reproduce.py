@@ -575,7 +575,7 @@ def test_a_clean_cells_commit_reruns_from_a_worktree(
 
 
 def test_a_git_step_that_fails_says_what_failed_and_what_to_do(tmp_path: Path) -> None:
-    from mushin_box._reproduce.worktree import _git
+    from mushin_box._reproduce.trust import _git
 
     with pytest.raises(ReproduceError) as failed:
         _git(["worktree", "add", "--detach", str(tmp_path / "w"), "HEAD"], tmp_path)  # no repo
