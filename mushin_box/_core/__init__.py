@@ -2,20 +2,15 @@
 """The disk and rank-env contract, shared by every room.
 
 - :mod:`.layout`: every file name and every ``MUSHIN_*`` variable;
-- :mod:`.redact` and :mod:`.secrets`: the secret rule, redaction (files and the terminal), and
-  the secrets vault;
-- :mod:`.sidecars`: atomic, canonical JSON sidecars and bounded reads;
-- :mod:`.durable`: when an atomic write is synced: at once, or at a cell's commit points;
-- :mod:`.gcpause`: the garbage collector paused while a sweep is read in bulk;
-- :mod:`.safeio`: the bounded, no-symlink reads of a sweep directory's files;
+- :mod:`.redact` and :mod:`.secrets`: the secret rule, redaction, and the secrets vault;
+- :mod:`.sidecars`, :mod:`.durable`, :mod:`.safeio`: atomic JSON sidecars, when their writes
+  are synced, and bounded, no-symlink reads; :mod:`.gcpause`: bulk reads without the GC;
 - :mod:`.overrides` and :mod:`.overrideparse`: Hydra's override grammar, both ways;
 - :mod:`.jobdir` and :mod:`.jobskip`: the job directory, and the jobs a launch leaves out;
-- :mod:`.envstate`: ``os.environ`` put back as it was;
-- :mod:`.procs`: an outside tool run for a bounded time, stopped whole (its process group);
-- :mod:`.userfile`: a user's Python file imported, the one way the kit does it;
-- :mod:`.targets`: stable names for configs, records and pickles;
-- :mod:`.version`: the package version;
-- :mod:`.errors`: the error root, :class:`~.errors.MushinBoxError`.
+- :mod:`.envstate`, :mod:`.procs`, :mod:`.userfile`: ``os.environ`` put back, an outside
+  tool run for a bounded time, a user's Python file imported;
+- :mod:`.targets`, :mod:`.version`, :mod:`.errors`: stable names for configs and records,
+  the package version, the error root (:class:`~.errors.MushinBoxError`).
 
 Must not import another room, nor torch or Lightning.
 """

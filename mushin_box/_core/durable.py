@@ -28,8 +28,7 @@ _LOCK = threading.Lock()
 
 
 def fsync_directory(directory: Path) -> None:
-    """``fsync`` a directory, so that a rename in it is durable (where the platform and
-    the filesystem support it; else nothing)."""
+    """``fsync`` a directory, so that a rename in it is durable (where supported)."""
     flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
     try:
         fd = os.open(directory, flags)
@@ -74,8 +73,8 @@ def remember(path: Path) -> None:
 
 
 def commit() -> None:
-    """Sync every write remembered in this thread's :func:`deferred` block: each file,
-    then each directory, once. Nothing is pending after it, even when it raises."""
+    """Sync the writes remembered in this thread's :func:`deferred` block; nothing is
+    pending after it, even when it raises."""
     pending = _pending()
     if not pending:
         return

@@ -1,11 +1,9 @@
 # SPDX-License-Identifier: MIT
 """Put ``os.environ`` back as it was: around a whole in-process cell, or around a few names.
 
-A cell run in the sweep's own process (launcher ``basic``, a notebook, ``launch`` without
-SLURM) shares ``os.environ`` with the cells before and after it. Lightning sets
-``PL_GLOBAL_SEED``, ``PL_SEED_WORKERS`` and ``OMP_NUM_THREADS``, mushin-box's seeding sets
-``MUSHIN_SEED_BASE``, DDP sets ``MASTER_PORT``...: left there, the next cell would run (and
-record, in ``run.env``) an environment that no fresh process has. No torch import here.
+A cell run in the sweep's own process shares ``os.environ`` with the cells after it: what
+Lightning, the seeding or DDP set (``PL_GLOBAL_SEED``, ``MASTER_PORT``...) would make the next
+cell run, and record, an environment that no fresh process has.
 """
 
 from __future__ import annotations

@@ -73,9 +73,8 @@ RANK_LOG_DIR = "logs"
 
 
 def code_patch_file(sha256: str) -> str:
-    """Where, relative to the sweep, a dirty launch keeps its uncommitted code: named by the
-    sha256 the cells record (``reproducibility.code.git.diff_sha256``), so equal code has
-    one name in every sweep.
+    """Where, relative to the sweep, a dirty launch keeps its uncommitted code, named by the
+    sha256 the cells record (``reproducibility.code.git.diff_sha256``).
 
     >>> code_patch_file("ab" * 32)[:20]
     '.mushin/code/abababa'
@@ -118,10 +117,8 @@ def stage_metrics_json_file(stage: str, filename: str = STAGE_METRICS_SUFFIX) ->
 # ---------------------------------------------------------------------------- read limits
 
 _MIB = 1 << 20
-#: the most bytes a reader reads of each kind of sidecar: a larger file (a symlink's target
-#: is never read; a runaway or hostile writer) is refused with a warning, as a corrupt one.
-#: Each is far above what a run writes (a status is a few hundred bytes, a 1,000-cell
-#: manifest ~300 KB, a provenance record with its environment a few MB)
+#: the most bytes read of each kind of sidecar (a larger one is refused as a corrupt one),
+#: far above what a run writes: a status is ~300 bytes, a 1,000-cell manifest ~300 KB
 READ_LIMITS: Mapping[str, int] = {
     STATUS_FILE: 4 * _MIB,
     METRICS_FILE: 64 * _MIB,
@@ -218,9 +215,8 @@ DIGEST_CACHE_FILE = "image-digests.json"
 RUN_ID_ENV = "MUSHIN_RUN_ID"
 #: a secret config value travels as ``${oc.env:MUSHIN_SECRET_<hash of its path>}``
 SECRET_ENV_PREFIX = "MUSHIN_SECRET_"
-#: the names a driver declared secret (the project's and ``Workflow(secrets=...)``), a JSON
-#: list set for the launch: every process of it applies the driver's names, whatever
-#: pyproject.toml its working directory has
+#: the names a driver declared secret, a JSON list: every process of the launch applies
+#: them, whatever pyproject.toml its working directory has
 SECRET_NAMES_ENV = "MUSHIN_EXTRA_SECRET_NAMES"
 #: the image identity (``reproducibility.image``) -> the env-file variable carrying it
 IMAGE_IDENTITY_ENV: Mapping[str, str] = {
@@ -254,9 +250,8 @@ CONTAINER_ENV: Mapping[str, str] = {
 
 
 def default_sweep_dir(suffix: str = "") -> Path:
-    """Where a sweep goes when no directory is given: ``multirun/<local time><suffix>``,
-    relative to the current directory, as Hydra's own multirun default (``launch``,
-    ``Workflow.run`` and ``reproduce``, whose suffix is ``-reproduce``).
+    """Where a sweep goes when no directory is given, as Hydra's own multirun default:
+    ``multirun/<local time><suffix>`` (``reproduce``'s suffix: ``-reproduce``).
 
     Examples
     --------

@@ -47,7 +47,7 @@ class Interpolation(str):
     __slots__ = ()
 
 
-def _is_array_scalar(value: object) -> bool:
+def is_array_scalar(value: object) -> bool:
     """Whether ``value`` is a 0-d array-like scalar (numpy scalar, 0-d array/tensor)."""
     shape = getattr(value, "shape", None)
     return shape is not None and tuple(shape) == () and callable(getattr(value, "item", None))
@@ -121,7 +121,7 @@ def _format(value: object, path: str, active: set[int]) -> str:
         return _quote(str.__str__(value))
     if isinstance(value, str):
         return _format_str(str.__str__(value), where)
-    if _is_array_scalar(value):
+    if is_array_scalar(value):
         return _format(value.item(), path, active)  # type: ignore[attr-defined]
     if isinstance(value, Mapping | Sequence) and not isinstance(value, bytes | bytearray):
         if id(value) in active:

@@ -1,11 +1,9 @@
 # SPDX-License-Identifier: MIT
 """One way to run an outside tool for a bounded time: :func:`run_bounded`; and :func:`git`.
 
-A tool the kit starts (``mmdebstrap``, ``mksquashfs``, ``apptainer build``) may start
-children of its own, and may outlive a timeout or the user's ^C. So it runs in its own
-process group, and on a timeout or any exception while it runs (an interrupt, a signal
-turned into ``SystemExit``) the whole group is stopped, ``SIGTERM`` then ``SIGKILL``,
-before the exception goes on: nothing the kit started keeps writing after the kit gave up.
+A tool (``mmdebstrap``, ``apptainer build``) may start children and outlive a timeout or a
+^C. So it runs in its own process group, stopped whole (``SIGTERM``, then ``SIGKILL``) on a
+timeout or any exception while it runs: nothing keeps writing after the kit gave up.
 """
 
 from __future__ import annotations
@@ -86,8 +84,8 @@ def _stop_group(proc: subprocess.Popen[str]) -> None:
 
 
 def _tee(proc: subprocess.Popen[str], kept: deque[str]) -> None:
-    """Pass the tool's output on, line by line; when this process's stderr is gone (a
-    closed pipe), keep reading it: a tool whose pipe fills would block for good."""
+    """Pass the tool's output on, line by line, and keep reading it when this process's
+    stderr is gone (a tool whose pipe fills would block for good)."""
     assert proc.stdout is not None
     shown = True
     for line in proc.stdout:

@@ -159,11 +159,8 @@ def _carried_names(text: str) -> tuple[str, ...]:
 def secret_names_in_effect(
     declared: Sequence[str] = (), environ: Mapping[str, str] | None = None
 ) -> tuple[str, ...]:
-    """The names declared secret here: those a driver carried to this process
-    (:data:`~mushin_box._core.layout.SECRET_NAMES_ENV`), else the project's
-    (:func:`project_secret_names`); and ``declared``. A ``ValueError`` names a setting that
-    is not a list of names, and what to write.
-    """
+    """The names a driver carried to this process (``SECRET_NAMES_ENV``), else the
+    project's; and ``declared``."""
     env = os.environ if environ is None else environ
     carried = env.get(SECRET_NAMES_ENV)
     base = _carried_names(carried) if carried is not None else project_secret_names()
@@ -454,12 +451,10 @@ class TextRedactor:
 def redact_text(
     text: str, environ: Mapping[str, str] | None = None, values: Iterable[str] = ()
 ) -> str:
-    """``text`` with its secrets cut out: secret-looking ``NAME=value`` assignments keep
-    the name only (an env file's line, its quoted value across lines too, an override, a
-    flag, a dotted path; a reference such as ``${oc.env:NAME}`` is the way to pass a
-    secret and is kept), the values of secret-looking variables of ``environ`` (default:
-    this process's) and ``values`` are replaced wherever they stand, and URL credentials
-    are cut out (:data:`MIN_SCRUB_LENGTH` says which values are searched for).
+    """``text`` with its secrets cut out: a secret-looking ``NAME=value`` keeps the name only
+    (a quoted value across lines too; a reference such as ``${oc.env:NAME}`` is kept), the
+    values of ``environ``'s secret-looking variables (:data:`MIN_SCRUB_LENGTH`) and
+    ``values`` are replaced wherever they stand, and URL credentials are cut out.
 
     Examples
     --------

@@ -61,9 +61,8 @@ class UnsafeFileError(MushinBoxError, OSError):
 
 
 def open_regular_stat(path: StrPath) -> tuple[int, os.stat_result]:
-    """An open read-only descriptor of ``path`` and its ``fstat``. It must be a regular
-    file: a symlink (to anything, a loop included), a FIFO, a device, a socket or a
-    directory is an :class:`UnsafeFileError`; a missing file a ``FileNotFoundError``."""
+    """An open read-only descriptor of the regular file ``path`` and its ``fstat``; anything
+    else (a symlink, a FIFO, a device, a directory) is an :class:`UnsafeFileError`."""
     try:
         fd = os.open(path, _FLAGS)
     except OSError as exc:
@@ -97,16 +96,14 @@ def _read(fd: int, most: int, offset: int) -> bytes:
 
 
 def read_open(fd: int, limit: int) -> bytes | None:
-    """All of the open file ``fd``, None when it holds more than ``limit`` bytes (it may
-    grow): for a caller that checked the file it opened (its kind, its times)."""
+    """All of the open file ``fd``, None when it holds more than ``limit`` bytes."""
     data = _read(fd, limit + 1, 0)
     return data if len(data) <= limit else None
 
 
 def read_bounded(path: StrPath, limit: int) -> bytes:
-    """The whole of the regular file ``path`` (:func:`open_regular_stat`), an
-    :class:`UnsafeFileError` when it holds more than ``limit`` bytes (checked before reading,
-    and again while reading: a file may grow)."""
+    """The whole of the regular file ``path`` (:func:`open_regular_stat`); an
+    :class:`UnsafeFileError` past ``limit`` bytes, before reading or as it grows."""
     fd, st = open_regular_stat(path)
     try:
         data = read_open(fd, limit) if st.st_size <= limit else None
@@ -119,9 +116,8 @@ def read_bounded(path: StrPath, limit: int) -> bytes:
 
 
 def read_tail(path: StrPath, max_bytes: int, *, start: int = 0) -> tuple[bytes, int]:
-    """At most the last ``max_bytes`` of the regular file ``path`` (:func:`open_regular_stat`)
-    from offset ``start``, and the offset they begin at (``> start`` when the beginning was
-    skipped): a log or a traceback is read from its end, however large it grew."""
+    """At most the last ``max_bytes`` of the regular file ``path`` from offset ``start``, and
+    the offset they begin at: a log is read from its end, however large it grew."""
     fd, st = open_regular_stat(path)
     try:
         offset = max(start, st.st_size - max_bytes, 0)

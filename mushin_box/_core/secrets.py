@@ -93,9 +93,8 @@ class SecretVault:
 
     @functools.cached_property
     def declared(self) -> tuple[str, ...]:
-        """The names declared secret: the project's (:func:`secret_names_in_effect`) and
-        the vault's own. Read on first use, so that a bad project setting is reported by
-        the first ``hide*`` call, where callers expect a ``ValueError``."""
+        """The project's secret names and the vault's, read on first use: a bad project
+        setting is then the first ``hide*`` call's ``ValueError``."""
         return secret_names_in_effect(self._names)
 
     def __bool__(self) -> bool:
@@ -126,13 +125,10 @@ class SecretVault:
         return value
 
     def hide_in_config(self, config: Any, *, plain: bool = False) -> Any:
-        """``config`` (a dataclass/structured config) as a DictConfig with its secret
-        leaves replaced by references; ``config`` itself when it holds none.
-
-        ``plain=True`` (for launchers that pickle the job) returns an untyped struct
-        DictConfig: a structured one keeps a reference to its dataclass, which submitit
-        pickles by value, literal defaults included. The schema's type checks are lost
-        then; otherwise the structured config keeps them."""
+        """``config`` (a structured config) as a DictConfig with its secret leaves replaced
+        by references; ``config`` itself when it holds none. ``plain=True``, for launchers
+        that pickle the job: an untyped struct DictConfig, for a structured one refers to its
+        dataclass, which submitit pickles by value, literal defaults included."""
         from omegaconf import OmegaConf, SCMode
 
         declared = self.declared  # a bad project setting is refused before anything runs

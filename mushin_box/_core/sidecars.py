@@ -31,6 +31,7 @@ from typing import Any
 
 from mushin_box._core import durable
 from mushin_box._core.layout import OBJECT_SIDECARS, read_limit
+from mushin_box._core.overrides import is_array_scalar
 from mushin_box._core.safeio import UnsafeFileError, read_bounded
 
 StrPath = str | os.PathLike[str]
@@ -57,9 +58,8 @@ _dumps = functools.partial(
 
 @functools.lru_cache(maxsize=10_000)
 def warn_sidecar(message: str) -> None:
-    """Warn with :class:`SidecarWarning`, once per message in a process: a command that
-    looks again and again (``wait``, ``logs -f``) says one line per damaged file, not one per
-    look (Python's own once-per-place rule is undone by every ``subprocess`` call).
+    """Warn with :class:`SidecarWarning`, once per message in a process (``wait`` and
+    ``logs -f`` look again and again; every ``subprocess`` call undoes Python's own once).
 
     >>> import warnings
     >>> with warnings.catch_warnings(record=True) as seen:
@@ -78,7 +78,7 @@ def warn_sidecar(message: str) -> None:
 
 def timestamp() -> str:
     """Now, as every sidecar writes it: UTC, ISO 8601, to the millisecond (the order of two
-    events a few ms apart, in a status and a provenance record, is then readable).
+    events a few ms apart is then readable).
 
     Examples
     --------
@@ -113,11 +113,8 @@ def _encode(obj: object, path: Any, active: set[int]) -> Any:
         return float(obj)
     if isinstance(obj, str):
         return str.__str__(obj)
-    shape = getattr(obj, "shape", None)
-    item = getattr(obj, "item", None)
-    if shape is not None and tuple(shape) == () and callable(item):
-        # numpy scalar / 0-d array (or tensor), without importing numpy.
-        return _encode(item(), path, active)
+    if is_array_scalar(obj):
+        return _encode(obj.item(), path, active)  # type: ignore[attr-defined]
     if isinstance(obj, Mapping | Sequence) and not isinstance(obj, bytes | bytearray):
         if id(obj) in active:
             raise ValueError(f"cannot serialize a self-referencing container{_where(path)}")
@@ -200,8 +197,7 @@ def _walked_dumps(obj: object) -> bytes:
 
 def loads(data: bytes | str) -> Any:
     """Parse JSON written by :func:`canonical_dumps` (``bytes`` as UTF-8), restoring tagged
-    floats. A ``ValueError`` (``JSONDecodeError``, ``UnicodeDecodeError``) for text that is
-    not UTF-8 JSON or holds a malformed tag.
+    floats; a ``ValueError`` for what is not UTF-8 JSON or holds a malformed tag.
 
     Examples
     --------
@@ -216,9 +212,8 @@ def loads(data: bytes | str) -> Any:
 
 
 def _may_hold_tags(text: str) -> bool:
-    """Could ``text`` hold a tag key? Not without its name spelled out or a ``\\u``
-    escape (the only way to spell its letters otherwise); then :func:`_decode` is the
-    identity.
+    """Could ``text`` hold a tag key? Not without its name or a ``\\u`` escape (the only
+    other way to spell its letters); else :func:`_decode` is the identity.
 
     >>> _may_hold_tags('{"loss":[1.5,2]}'), _may_hold_tags('{"x":{"__float__":"nan"}}')
     (False, True)

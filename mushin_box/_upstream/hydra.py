@@ -31,9 +31,8 @@ if TYPE_CHECKING:
 
 
 def apply_overrides(overrides: Sequence[Any], cfg: Any) -> None:
-    """Set Hydra's parsed ``overrides`` (``Override`` objects) over ``cfg`` in place, as a
-    compose does: the node's type validates and converts, ``+``/``++``/``~`` as in Hydra,
-    and Hydra's ``ConfigCompositionException`` for what it refuses."""
+    """Set Hydra's parsed ``overrides`` over ``cfg`` in place, as a compose does (typed
+    nodes validate, ``ConfigCompositionException`` for what Hydra refuses)."""
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
 
     ConfigLoaderImpl._apply_overrides_to_config(list(overrides), cfg)  # pyright: ignore[reportPrivateUsage]
@@ -42,18 +41,16 @@ def apply_overrides(overrides: Sequence[Any], cfg: Any) -> None:
 def overrides_dirname(
     overrides: Sequence[Any], exclude_keys: Sequence[str], item_sep: str, kv_sep: str
 ) -> str:
-    """``hydra.job.override_dirname`` of a job's parsed task ``overrides``, as Hydra writes it
-    (``hydra.job.config.override_dirname``'s ``exclude_keys``, ``item_sep``, ``kv_sep``)."""
+    """``hydra.job.override_dirname`` of a job's parsed task ``overrides``, as Hydra writes it."""
     from hydra._internal.config_loader_impl import get_overrides_dirname
 
     return get_overrides_dirname(list(overrides), list(exclude_keys), item_sep, kv_sep)
 
 
 def basic_sweeper() -> type[BasicSweeper]:
-    """Hydra's basic sweeper, to subclass (as Hydra's plugin scan left it): Hydra calls the
-    instance's ``split_arguments`` for the batches of jobs and its
-    ``validate_batch_is_legal`` before each batch, and ``setup`` keeps ``launcher``,
-    ``hydra_context`` and ``config`` on the instance."""
+    """Hydra's basic sweeper, to subclass, as Hydra's plugin scan left it: Hydra calls its
+    ``split_arguments``, then ``validate_batch_is_legal`` before each batch; ``setup`` keeps
+    ``launcher``, ``hydra_context`` and ``config`` on the instance."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
     return BasicSweeper
@@ -61,7 +58,7 @@ def basic_sweeper() -> type[BasicSweeper]:
 
 def sweep_jobs(overrides: Sequence[Any]) -> list[list[str]]:
     """Every job's overrides, in the order Hydra's basic sweeper runs them, from the parsed
-    sweep ``overrides`` (``OverridesParser.parse_overrides``)."""
+    sweep ``overrides``."""
     return basic_sweeper().split_arguments(list(overrides), None)[0]
 
 
@@ -71,8 +68,8 @@ def batches(jobs: list[list[str]], size: int) -> list[list[list[str]]]:
 
 
 def runs_jobs_in_process(launcher: Any) -> TypeGuard[BasicLauncher]:
-    """Is ``launcher`` Hydra's basic launcher (exactly: a subclass may work otherwise), which
-    runs each job in this process through the ``hydra_context`` it was set up with?"""
+    """Is ``launcher`` exactly Hydra's basic launcher (a subclass may work otherwise), which
+    runs each job in this process?"""
     from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 
     return type(launcher) is BasicLauncher
@@ -80,8 +77,7 @@ def runs_jobs_in_process(launcher: Any) -> TypeGuard[BasicLauncher]:
 
 def replace_save_config(writer: Callable[[Any, str, Any], None]) -> bool:
     """Make ``writer(cfg, filename, output_dir)`` Hydra's writer of a job's ``.hydra`` files;
-    False, and nothing replaced, when Hydra's writer is not the three-argument function
-    this was written for."""
+    False, nothing replaced, when Hydra's writer is not of that signature."""
     import hydra.core.utils as hydra_utils
 
     current = getattr(hydra_utils, "_save_config", None)
@@ -96,8 +92,7 @@ def replace_save_config(writer: Callable[[Any, str, Any], None]) -> bool:
 
 @contextmanager
 def global_hydra_kept() -> Iterator[None]:
-    """Put Hydra's ``GlobalHydra`` instance back as it was (a copy of it, or none at all)
-    however the block inside ends: a launcher may re-initialize it."""
+    """Put Hydra's ``GlobalHydra`` back as it was (a copy, or none) however the block ends."""
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.singleton import Singleton
 

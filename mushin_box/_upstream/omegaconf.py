@@ -1,14 +1,11 @@
 # SPDX-License-Identifier: MIT
-"""OmegaConf's private names, each behind one function: the only module that reaches
-``omegaconf._utils`` or a leading-underscore method of an OmegaConf node.
+"""OmegaConf's private names, each behind one function.
 
-* :func:`child_node` (``Container._get_node``), :func:`node_value` (``ValueNode._value()``):
-  a key's node as written, neither resolved nor converted: its class (a typed field
-  validates what a sweep sets) and its raw value. ``cfg[key]`` and ``OmegaConf.select``
-  resolve and return values; no public call returns a node.
-* :func:`is_unsettled` (``_is_none``, ``_is_missing``, ``_is_interpolation``), asked of the
-  node itself: the public ``OmegaConf.is_missing`` needs its parent and key, and no public
-  call asks whether a node is None.
+* :func:`child_node`, :func:`node_value`: a key's node as written (its class: a typed field
+  validates what a sweep sets) and its raw value; ``cfg[key]`` and ``OmegaConf.select``
+  resolve and return values, and no public call returns a node.
+* :func:`is_unsettled`, asked of the node itself: ``OmegaConf.is_missing`` needs its parent
+  and key, and no public call asks whether a node is None.
 
 Tests: ``tests/upstream/test_omegaconf_seam.py``.
 """
