@@ -35,13 +35,14 @@ class LoadError(MushinBoxError, ValueError):
 
 
 def load_target(spec: str) -> tuple[Any, str | None]:
-    """``(object, directory to put on the ranks' PYTHONPATH or None)`` for ``spec``; a
-    :class:`LoadError` when it does not exist, fails to import (:func:`user_code_error`)
-    or defines none of the names looked for."""
+    """``(object, directory to put on the ranks' PYTHONPATH or None)`` for ``spec``."""
     target, _, name = spec.partition(":")
     directory: str | None = None
     path: Path | None = None
-    if _is_other_file(target):
+    # exp.txt would otherwise be looked up as the module exp (isfile is False for a bad path)
+    if not target.endswith(".py") and (
+        os.path.isfile(target) or (os.sep not in target and os.path.islink(target))
+    ):
         raise LoadError(
             f"experiment file {target!r} is not a .py file: the ranks import the experiment "
             f"as a Python module by its name, which needs the .py suffix; rename it to "
@@ -96,17 +97,6 @@ def load_target(spec: str) -> tuple[Any, str | None]:
     )
 
 
-def _is_other_file(target: str) -> bool:
-    """Is ``target`` an existing file not named ``.py`` (``exp.txt``), which would
-    otherwise be looked up as the module ``exp``?"""
-    if target.endswith(".py"):
-        return False
-    try:
-        return os.path.isfile(target) or (os.sep not in target and os.path.islink(target))
-    except (OSError, ValueError):
-        return False
-
-
 def experiment_file(spec: str) -> str | None:
     """The file an experiment loaded by :func:`load_target` was read from: its git
     repository is the one the cells record."""
@@ -119,9 +109,7 @@ def experiment_file(spec: str) -> str | None:
 
 def dirty_tree(file: str | None, target: Any = None) -> str | None:
     """One line when the experiment's repository has uncommitted changes: whether the
-    sweep keeps them (:func:`~mushin_box._provenance.patch.keep_patch` decides the same),
-    and why not. ``target``: the loaded experiment, whose untracked code files are part of
-    the changes, as the cells record them."""
+    sweep keeps them, and why not (``target``'s untracked code files count, as for the cells)."""
     if not file:
         return None
     patch = code_patch(Path(file), launch_code(target, file).files if target else ())
@@ -183,10 +171,8 @@ def _check_not_shadowing(path: Path) -> None:
 
 
 def user_code_error(what: str, exc: BaseException, module: str | None = None) -> str:
-    """One line for ``exc``, raised importing the user's ``what`` (``launch``'s experiment,
-    ``build``'s SPEC: one wording for both): the error, the innermost ``file:line`` of the
-    user's code (a traceback would show importlib's), and the fix. ``module``: imported
-    by name; missing itself, it is a wrong name, not a missing dependency."""
+    """One line for ``exc``, raised importing the user's ``what``: the error, the innermost
+    ``file:line`` of the user's code, and the fix. ``module`` missing itself is a wrong name."""
     if isinstance(exc, SyntaxError):
         return (
             f"could not load {what}: {type(exc).__name__} at {exc.filename}:{exc.lineno}: "

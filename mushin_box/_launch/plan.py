@@ -25,15 +25,18 @@ from mushin_box._launch.schedule import (
     slurm_launcher_config,
     split_launcher_overrides,
 )
-from mushin_box._launch.torchrunplan import local_torchrun_config, slurm_torchrun
 from mushin_box._slurm.config import SlurmSettings
+from mushin_box._slurm.launcher import SubmititCellLauncher
 from mushin_box._slurm.probe import probe_slurm
+from mushin_box._slurm.torchrun import check_torchrun_settings, torchrun_launcher_fields
 from mushin_box._sweep.validate import SweepKeys, UnknownKeyError
 from mushin_box._sweepdir.manifest import SweepBusyError, SweepLock
 from mushin_box._train.configtask import fit_task
 
 _HYDRADDP_TARGET = "mushin_box.HydraDDP"
 _TOPOLOGY_KEYS = ("trainer.devices", "trainer.num_nodes")
+#: a local torchrun cell runs until it ends (submitit's local jobs have a time limit)
+_TORCHRUN_TIMEOUT_MIN = 7 * 24 * 60
 
 
 @public
@@ -430,3 +433,44 @@ def check_enumerable(overrides: Sequence[str]) -> None:
                 "sampling sweeper (e.g. Optuna) draws from, and a launch runs every cell of a "
                 f"grid: list the values instead ({o.key_or_group}=0.1,0.5,1) or use range()"
             )
+
+
+def local_torchrun_config(gpus: int, max_restarts: int) -> dict[str, Any]:
+    """The ``mushin_local`` config of one ``torchrun --standalone`` agent of ``gpus``
+    workers per cell, checked by the launcher's rule (ValueError)."""
+    config = {
+        "torchrun": True,
+        "nproc_per_node": gpus,
+        "max_restarts": max_restarts,
+        "timeout_min": _TORCHRUN_TIMEOUT_MIN,
+        "poll_interval_s": 1.0,
+    }
+    check_torchrun_settings({**config, "tasks_per_node": 1})
+    return config
+
+
+def slurm_torchrun(
+    config: Mapping[str, Any],
+    overrides: Sequence[str],
+    nodes: int,
+    max_restarts: int,
+    min_nodes: int | None,
+) -> tuple[dict[str, Any], list[str]]:
+    """The SLURM launcher config as one torchrun agent per node (checked: ValueError), and
+    the overrides: under elastic membership the Trainer's ``num_nodes`` is the group
+    torchrun formed (``GROUP_WORLD_SIZE``, else ``nodes``), so its world-size check holds.
+
+    Examples
+    --------
+    >>> config = {"nodes": 2, "tasks_per_node": 2, "gpus_per_node": 2}
+    >>> fields, out = slurm_torchrun(config, ["++trainer.num_nodes=2"], 2, 0, 1)
+    >>> fields["min_nodes"], out
+    (1, ["++trainer.num_nodes='${oc.decode:${oc.env:GROUP_WORLD_SIZE,2}}'"])
+    """
+    fields = torchrun_launcher_fields(config, max_restarts=max_restarts, min_nodes=min_nodes)
+    SubmititCellLauncher("slurm", fields)
+    out = list(overrides)
+    if "min_nodes" in fields:
+        out = [o for o in out if not o.startswith("++trainer.num_nodes=")]
+        out.append(f"++trainer.num_nodes='${{oc.decode:${{oc.env:GROUP_WORLD_SIZE,{nodes}}}}}'")
+    return fields, out

@@ -120,20 +120,15 @@ def read_launch_record(root: str | os.PathLike[str]) -> dict[str, Any]:
             raise RecordError(f"{path}: flag {key!r} = {value!r} is not a launch flag; fix it")
         if isinstance(value, list) and not all(isinstance(v, str) for v in value):
             raise RecordError(f"{path}: flag {key!r} must be a list of strings; fix it")
-    _check_owned(path, data["experiment"])
-    return data
-
-
-def _check_owned(path: Path, experiment: str) -> None:
-    """Refuse a record, or the experiment file it names, that another user could have
-    written (a module spec is imported by name, from the installed packages)."""
+    # neither the record nor the file it names may be another user's (a module spec is
+    # imported by name, from the installed packages)
     problem = owner_problem(path)
     if problem is not None:
         raise RecordError(
             f"{path} {problem}: a resume imports the experiment this file names, so it "
             "replays only your own launch records; run the launch again yourself"
         )
-    file = experiment.split(":", 1)[0]
+    file = data["experiment"].split(":", 1)[0]
     if os.path.isabs(file) and os.path.exists(file):  # a missing one: the launch says so
         problem = owner_problem(Path(file))
         if problem is not None:
@@ -141,6 +136,7 @@ def _check_owned(path: Path, experiment: str) -> None:
                 f"the experiment {file} {problem}: a resume imports it; make it yours "
                 "(chown, chmod go-w) or launch from your own copy"
             )
+    return data
 
 
 @contextmanager

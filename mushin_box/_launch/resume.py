@@ -12,9 +12,10 @@ overrides to their values; an unfinished cell of the narrowed grid not named is 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -116,9 +117,8 @@ def resume_settings(
 
 
 def read_resume_record(root: str) -> tuple[dict[str, Any], tuple[str, str] | None]:
-    """The launch record, and ``(cell, experiment file)`` the sweep's cells ran (None:
-    unknown); a :class:`RecordError` when the record names another file: a resume would run
-    every cell again with it. One named as a module is found only by importing it."""
+    """The launch record, and ``(cell, experiment file)`` the cells ran (None: unknown),
+    refused when the record names another file (a module is found only by importing it)."""
     record = read_launch_record(root)
     ran = ran_experiment(Path(root))
     recorded = record["experiment"].split(":", 1)[0]
@@ -317,18 +317,15 @@ def gpu_hours(actions: Sequence[CellAction], nodes: int, gpus: int, minutes: int
     return round(sum(a.runs for a in actions) * nodes * gpus * minutes / 60, 2)
 
 
-def sweep_grid(root: str | Path) -> dict[str, list[Any]] | None:
-    """The grid of the sweep's manifest (None: no readable manifest)."""
+@contextlib.contextmanager
+def grid_kept(root: str, narrowed: bool) -> Iterator[None]:
+    """Give the manifest the whole sweep's grid again after a ``narrowed`` resume (of named
+    cells, which writes only theirs) returns."""
     manifest = read_sweep_manifest(Path(root))
-    return dict(manifest["grid"]) if manifest is not None else None
-
-
-def restore_grid(root: str | Path, grid: Mapping[str, list[Any]]) -> None:
-    """Give the manifest the whole sweep's ``grid`` again after a resume of named cells."""
-    try:
-        write_grid(Path(root), grid)
-    except (SweepBusyError, OSError):
-        pass
+    yield
+    if narrowed and manifest is not None and manifest["grid"]:
+        with contextlib.suppress(SweepBusyError, OSError):
+            write_grid(Path(root), dict(manifest["grid"]))
 
 
 def launch_argv(flags: Mapping[str, Any]) -> list[str]:

@@ -1,6 +1,9 @@
 # SPDX-License-Identifier: MIT
 """The dry run of ``mushin-box launch`` as a review: what would run, what it would cost,
-and the mistakes that cost the most, as plain data (printed as text or JSON).
+and the mistakes that cost the most, as plain data (printed as text or JSON); and the
+cluster asked before a launch writes anything: ``sbatch --test-only`` answers for the very
+script the launcher would submit, ``sinfo``'s capacity for a job that would pend for ever.
+A check that cannot be asked never blocks a launch.
 
 Errors are what the real launch would refuse (the dry run exits 2 with them); warnings
 the costly mistakes it would not. The sbatch script's requeue trap (some 60 lines, the
@@ -18,14 +21,89 @@ from mushin_box._container.rankwrap import env_file_written, fold_env_file
 from mushin_box._core.overrideparse import parse_overrides
 from mushin_box._core.redact import redact_text
 from mushin_box._core.secrets import SecretVault
-from mushin_box._launch.cluster import plan_script
 from mushin_box._launch.plan import config_of, hydra_error_line, select_key, task_of
-from mushin_box._slurm.probe import account_check
+from mushin_box._slurm.arrays import first_array
+from mushin_box._slurm.launcher import render_sbatch
+from mushin_box._slurm.probe import (
+    PartitionCapacity,
+    account_check,
+    partition_capacity,
+    sbatch_test_only,
+)
 from mushin_box._sweep.compose import MissingValueError, check_composes, check_required
 
 #: node-local mount points: a compute node's /tmp is not the login node's
 NODE_LOCAL = ("/tmp", "/var/tmp", "/dev/shm", "/scratch/local")
 _GPU_ACCELERATORS = ("gpu", "cuda", "auto")
+
+
+_FIX = (
+    "check --partition, --nodes, --gpus, --time, --account and --qos (`sinfo` lists the "
+    "partitions and their nodes, `sacctmgr show associations user=$USER` your accounts)"
+)
+
+
+def plan_script(
+    plan: Any, cells: int | None, root: str = "/tmp/mushin-box-test-only"
+) -> tuple[str, str | None]:
+    """The sbatch script a SLURM plan submits (of several arrays, the first), and a line
+    saying how MaxArraySize splits the sweep (None: one job or one array)."""
+    config = dict(plan.launcher_config or {})
+    root = plan.working_dir or root
+    folder = str(config.pop("submitit_folder", f"{root}/.submitit/%j"))
+    folder = folder.replace("${hydra.sweep.dir}", root)
+    array, split = first_array(config, cells)
+    return render_sbatch(config, folder, map_count=array), split
+
+
+def never_starts(nodes: int, gpus: int, capacity: PartitionCapacity | None) -> str | None:
+    """Why a job of ``nodes`` x ``gpus`` GPUs per node can never start on the partition
+    ``capacity`` describes, or None.
+
+    Examples
+    --------
+    >>> debug = PartitionCapacity("debug", 2, 4)
+    >>> never_starts(3, 1, debug)
+    '--nodes 3, and partition debug has 2 node(s)'
+    >>> never_starts(1, 8, debug)
+    '--gpus 8 per node, and the nodes of partition debug have at most 4 GPU(s)'
+    >>> never_starts(2, 4, debug) is None and never_starts(9, 9, None) is None
+    True
+    """
+    if capacity is None:
+        return None
+    if nodes > capacity.nodes:
+        return f"--nodes {nodes}, and partition {capacity.partition} has {capacity.nodes} node(s)"
+    most = capacity.gpus_per_node
+    if most is not None and gpus > most:
+        return (
+            f"--gpus {gpus} per node, and the nodes of partition {capacity.partition} have "
+            f"at most {most} GPU(s)"
+        )
+    return None
+
+
+def ask_cluster(plan: Any, cells: int | None) -> dict[str, Any] | None:
+    """What SLURM says of a SLURM plan's job (None for a local plan): ``accepted`` (None:
+    not asked), ``said``, and ``refusal`` (one line, or None)."""
+    if plan.mode != "slurm" or not plan.launcher_config:
+        return None
+    config = dict(plan.launcher_config)
+    partition = config.get("partition")
+    capacity = partition_capacity(str(partition) if partition else None)
+    gpus = int(config.get("gpus_per_node") or 0)
+    never = never_starts(plan.nodes, gpus, capacity)
+    ok, said = sbatch_test_only(plan_script(plan, cells)[0])
+    refusal = None
+    if ok is False:
+        extra = f" ({never})" if never else ""
+        refusal = f"sbatch refused the job: {said}{extra}; {_FIX}; nothing was submitted"
+    elif never is not None:
+        refusal = (
+            f"the job can never start: {never} (sbatch would queue it and it would pend for "
+            f"ever); {_FIX}; nothing was submitted"
+        )
+    return {"accepted": ok, "said": said, "refusal": refusal}
 
 
 def count_cells(overrides: Sequence[str]) -> tuple[int | None, dict[str, int]]:
@@ -70,14 +148,6 @@ def node_local_root(path: str | None) -> str | None:
         return None
     p = PurePosixPath(path)
     return next((root for root in NODE_LOCAL if p.is_relative_to(root)), None)
-
-
-def _override_value(overrides: Sequence[str], key: str) -> tuple[bool, Any]:
-    found: tuple[bool, Any] = (False, None)
-    for o in parse_overrides(overrides):
-        if o.key_or_group == key and not o.is_delete():
-            found = (True, o.value())
-    return found
 
 
 #: the first line of the requeue trap in a batch script (mushin_box._slurm.requeue)
@@ -178,9 +248,10 @@ def _slurm_warnings(
     plan: Any, config: Any, launcher: dict[str, Any], check_accounts: bool
 ) -> list[str]:
     out: list[str] = []
-    given, accelerator = _override_value(plan.overrides, "trainer.accelerator")
-    if not given:
-        accelerator = select_key(config, "trainer.accelerator")
+    key = "trainer.accelerator"
+    parsed = parse_overrides(plan.overrides)
+    given = [o.value() for o in parsed if o.key_or_group == key and not o.is_delete()]
+    accelerator = given[-1] if given else select_key(config, key)
     if isinstance(accelerator, str) and accelerator.lower() not in _GPU_ACCELERATORS:
         where = "an override" if given else "the experiment's config"
         out.append(

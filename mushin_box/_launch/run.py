@@ -44,7 +44,11 @@ def run_launch(
     workflow = as_workflow(target, source)
     roots = {Path(d).resolve() for d in (plan.working_dir, workflow.working_dir) if d}
     before = {root: _manifest_run_id(root) for root in roots}
-    created = _first_missing(Path(plan.working_dir).resolve()) if plan.working_dir else None
+    created = None
+    if plan.working_dir:  # what mkdir(parents=True) creates: its outermost missing part
+        wanted = Path(plan.working_dir).resolve()
+        missing = [p for p in (wanted, *wanted.parents) if not p.exists()]
+        created = missing[-1] if missing else None
     saved = os.environ.get("PYTHONPATH")
     # the ranks (sbatch exports this environment) import the experiment from its directory
     path = os.pathsep.join([plan.pythonpath or "", *([saved] if saved else [])])
@@ -110,13 +114,6 @@ def sbatch_refusal(exc: BaseException) -> str | None:
         "SLURM options (`sinfo` lists the partitions, `sacctmgr show associations "
         "user=$USER` your accounts), or run here with --local"
     )
-
-
-def _first_missing(path: Path) -> Path | None:
-    """The outermost of ``path`` and its parents that does not exist yet (what a
-    ``mkdir(parents=True)`` of ``path`` creates), or None when ``path`` exists."""
-    missing = [p for p in (path, *path.parents) if not p.exists()]
-    return missing[-1] if missing else None
 
 
 def _remove_unless_cells(created: Path | None) -> None:

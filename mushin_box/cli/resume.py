@@ -12,7 +12,7 @@ is no refusal, its cells run again).
 from __future__ import annotations
 
 import argparse
-import os
+import contextlib
 import shlex
 import signal
 import sys
@@ -20,8 +20,7 @@ import warnings
 from pathlib import Path
 
 from mushin_box.cli import launch
-from mushin_box.cli.flagtypes import add_scheduler_arguments, add_switches
-from mushin_box.cli.main import UsageError, parse_args
+from mushin_box.cli.main import UsageError, add_scheduler_arguments, add_switches, parse_args
 from mushin_box.cli.tables import resolve_sweep
 
 HELP = (
@@ -51,7 +50,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--set",
         action="append",
-        default=None,
         metavar="KEY=VALUE",
         help="change an override of the recorded launch (repeatable); a changed override "
         "runs every cell again from the start, except a Trainer's max_epochs, max_steps or "
@@ -84,13 +82,12 @@ def run(args: argparse.Namespace) -> int:
 
     from mushin_box._launch.options import SCHEDULER_FLAGS
     from mushin_box._launch.resume import (
+        grid_kept,
         launch_argv,
         narrow_overrides,
         plan_cells,
         read_resume_record,
-        restore_grid,
         resume_settings,
-        sweep_grid,
     )
     from mushin_box._reproduce import checks, trust
 
@@ -132,25 +129,19 @@ def run(args: argparse.Namespace) -> int:
     ns = parse_args([*argv, *(f"--{k.replace('_', '-')}" for k in _PASSED if getattr(args, k))])
     ns.cells, ns.changed, ns.restart = tuple(args.cells), changed, args.restart
     ns.record_overrides = full  # a resume of named cells records the whole sweep's launch
-    grid = sweep_grid(root)  # a resume of named cells narrows it: put back after
-    here = os.getcwd()
-    os.chdir(cwd)  # the launch's profiles and relative paths are found from there
-    try:
-        with warnings.catch_warnings():
-            if args.cells:  # the narrowed grid is on purpose: not "the grid changed"
-                warnings.filterwarnings("ignore", message="resume: the grid changed")
-            code = launch.run(ns)
-    except SystemExit as exc:  # a cell's SIGTERM ends the launch that runs it here
-        if exc.code == _SIGTERM_EXIT:
-            print(
-                f"mushin-box resume: stopped by SIGTERM (a `mushin-box cancel`, or the system); "
-                f"`mushin-box status {shlex.quote(root)}` shows what ran, and a resume runs "
-                "the rest",
-                file=sys.stderr,
-            )
-        raise
-    finally:
-        os.chdir(here)
-    if args.cells and not args.dry_run and grid:
-        restore_grid(root, grid)
-    return code
+    # the launch's profiles and relative paths are found from where it ran
+    with contextlib.chdir(cwd), grid_kept(root, bool(args.cells) and not args.dry_run):
+        try:
+            with warnings.catch_warnings():
+                if args.cells:  # the narrowed grid is on purpose: not "the grid changed"
+                    warnings.filterwarnings("ignore", message="resume: the grid changed")
+                return launch.run(ns)
+        except SystemExit as exc:  # a cell's SIGTERM ends the launch that runs it here
+            if exc.code == _SIGTERM_EXIT:
+                print(
+                    f"mushin-box resume: stopped by SIGTERM (a `mushin-box cancel`, or the "
+                    f"system); `mushin-box status {shlex.quote(root)}` shows what ran, and a "
+                    "resume runs the rest",
+                    file=sys.stderr,
+                )
+            raise

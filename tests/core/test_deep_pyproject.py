@@ -13,7 +13,7 @@ import pytest
 
 from mushin_box._core.layout import SECRET_NAMES_ENV
 from mushin_box._core.redact import is_secret_name
-from mushin_box._launch.profiles import load_profile
+from mushin_box._launch.options import load_profile
 
 DEEP = "[tool.other]\nx = " + "[" * 1000 + "]" * 1000 + "\n"
 

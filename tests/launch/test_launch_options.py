@@ -13,10 +13,14 @@ import pytest
 from conftest import run_doctests
 
 import mushin_box._launch.options
-import mushin_box._launch.profiles
 import mushin_box._launch.schedule
-from mushin_box._launch.options import OptionError, check_where, experiment_name, resolve_options
-from mushin_box._launch.profiles import load_profile
+from mushin_box._launch.options import (
+    OptionError,
+    check_where,
+    experiment_name,
+    load_profile,
+    resolve_options,
+)
 from mushin_box._launch.schedule import (
     ScheduleError,
     slurm_launcher_config,
@@ -218,7 +222,6 @@ def test_each_value_is_checked_and_named_by_its_source() -> None:
 def test_doctests() -> None:
     for module in (
         mushin_box._launch.options,
-        mushin_box._launch.profiles,
         mushin_box._launch.schedule,
     ):
         assert run_doctests(module).failed == 0, module.__name__

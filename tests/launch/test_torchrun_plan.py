@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, run_doctests
 
-import mushin_box._launch.torchrunplan
+import mushin_box._launch.plan
 import mushin_box._slurm.grammar
 import mushin_box._slurm.joblogs
 import mushin_box._slurm.torchrun
@@ -27,7 +27,7 @@ EXP = str(REPO / "examples" / "exp.py")
 
 
 def test_doctests() -> None:
-    for module in (mushin_box._slurm.torchrun, mushin_box._launch.torchrunplan):
+    for module in (mushin_box._slurm.torchrun, mushin_box._launch.plan):
         assert run_doctests(module).failed == 0
     assert run_doctests(mushin_box._slurm.grammar).failed == 0  # moved out of config.py
     assert run_doctests(mushin_box._slurm.joblogs).failed == 0  # a torchrun cell's logs

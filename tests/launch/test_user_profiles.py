@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mushin_box._launch.options import resolve_options
-from mushin_box._launch.profiles import load_profile, user_profile_file
+from mushin_box._launch.options import load_profile, resolve_options, user_profile_file
 
 pytestmark = pytest.mark.floor  # the floor job's subset (scripts/floor)
 
