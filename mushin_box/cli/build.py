@@ -48,7 +48,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "-o",
         "--output",
         metavar="OUT.sif",
-        default=None,
         help="image to write (default: <spec file stem>.sif); OUT.def and "
         "OUT.sif.manifest.json are written beside it",
     )
@@ -113,9 +112,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def load_spec(ref: str) -> tuple[ImageSpec, str]:
-    """The ImageSpec that ``ref`` (``FILE.py[:ATTR]`` or ``package.module:ATTR``) names,
-    and the stem of the default output; a :class:`UsageError` when it cannot be loaded or
-    is no ImageSpec."""
+    """The ImageSpec that ``ref`` names, and the stem of the default output."""
     from mushin_box._image.spec import ImageSpec
 
     target, sep, attr = ref.rpartition(":")

@@ -20,8 +20,13 @@ from typing import Any
 from mushin_box._core.errors import CellWarning
 from mushin_box._core.layout import default_sweep_dir
 from mushin_box._slurm.jobs import name_job_ids
-from mushin_box.cli.flagtypes import add_scheduler_arguments, add_switches, non_negative, positive
-from mushin_box.cli.main import UsageError
+from mushin_box.cli.main import (
+    UsageError,
+    add_scheduler_arguments,
+    add_switches,
+    non_negative,
+    positive,
+)
 from mushin_box.cli.output import print_json
 from mushin_box.cli.tables import end_report
 
@@ -108,7 +113,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bind",
         action="append",
-        default=None,
         metavar="SRC[:DST[:ro]]",
         help="bind into the image (repeatable; added to the profile's)",
     )
@@ -225,11 +229,10 @@ def run(args: argparse.Namespace) -> int:
     args.working_dir = os.path.abspath(args.working_dir)
 
     from mushin_box._container.preflight import PreflightError
-    from mushin_box._launch.cluster import ask_cluster
     from mushin_box._launch.loading import experiment_file, load_target
     from mushin_box._launch.plan import plan_launch
     from mushin_box._launch.resume import resume_actions, review_resume
-    from mushin_box._launch.review import count_cells, review_plan
+    from mushin_box._launch.review import ask_cluster, count_cells, review_plan
 
     preflight_error: str | None = None
     target, pythonpath = load_target(args.experiment)

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""The ``mushin-box`` command line: the parser of every command, and its exit codes.
+"""The ``mushin-box`` command line: the parser of every command, the flags several share
+(one spelling, one check per value), and its exit codes.
 
 Exit codes mean one thing in every command, so that a script can tell an answer from a
 failure: 0 done (the same; every cell completed), 1 negative (cells failed, the runs
@@ -17,6 +18,7 @@ from typing import Any, cast
 
 from mushin_box._core.errors import MushinBoxError, python_argument
 from mushin_box._core.version import __version__
+from mushin_box._slurm.grammar import parse_slurm_memory, parse_slurm_time
 from mushin_box.cli.output import OutputError, redacted_output, shown, silence
 
 EXIT_OK = 0
@@ -120,16 +122,6 @@ def examples_of(module: object) -> tuple[str, ...]:
     return tuple(getattr(module, "EXAMPLES", ()))
 
 
-def _epilog(module: object) -> str:
-    """What ends a command's ``--help``: its exit codes, then its examples."""
-    exits = {**getattr(module, "EXITS", {EXIT_OK: "done"}), **_COMMON_EXITS}
-    text = "exit codes:\n" + "\n".join(f"  {c:<4}{exits[c]}" for c in sorted(exits))
-    lines = examples_of(module)
-    if lines:
-        text += "\n\nexamples:\n" + "\n".join(f"  {line}" for line in lines)
-    return text
-
-
 def number(
     *, minimum: float, maximum: float | None = None, unit: str = "", inclusive: bool = True
 ) -> Callable[[str], float]:
@@ -169,6 +161,105 @@ def number(
     return parse
 
 
+def add_switches(parser: argparse._ActionsContainer, switches: dict[str, str]) -> None:
+    """Each ``{"--flag": help}`` of ``switches`` as a ``store_true`` flag."""
+    for flag, meaning in switches.items():
+        parser.add_argument(flag, action="store_true", help=meaning)
+
+
+def add_tolerance_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--atol`` and ``--rtol``: how far a metric may move and still be the same."""
+    for flag, meaning in (
+        ("--atol", "absolute tolerance of the metrics (default 0: exactly equal)"),
+        ("--rtol", "relative tolerance of the metrics: |B-A| <= atol + rtol*|A| (default 0)"),
+    ):  # type float: the comparison checks the value (finite, >= 0), as for the Python API
+        parser.add_argument(flag, type=float, default=0.0, metavar="X", help=meaning)
+
+
+def _slurm_type(parse: Callable[..., int]) -> Callable[[str], int]:
+    """An argparse ``type`` of SLURM's grammar ``parse``."""
+
+    def typed(text: str) -> int:
+        try:
+            return parse(text, what="")
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc).strip()) from None
+
+    return typed
+
+
+def _integer(low: int, what: str) -> Callable[[str], int]:
+    """An argparse ``type``: an integer from ``low``, else ``'TEXT' must be {what}``."""
+
+    def typed(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{text!r} must be {what}")
+        return value
+
+    return typed
+
+
+slurm_time = _slurm_type(parse_slurm_time)
+slurm_memory = _slurm_type(parse_slurm_memory)
+positive = _integer(1, "a positive integer")
+non_negative = _integer(0, "an integer >= 0")
+
+
+def max_parallel(text: str) -> int:
+    try:
+        return positive(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give the most cells that may run at once, a positive integer "
+            "(e.g. --max-parallel 50)"
+        ) from None
+
+
+def add_scheduler_arguments(parser: argparse.ArgumentParser, title: str) -> None:
+    """The SLURM job's flags (``launch``'s, and ``resume``'s, which win over the record)."""
+    slurm = parser.add_argument_group(title)
+    slurm.add_argument("--partition", help="SLURM partition")
+    slurm.add_argument("--account", help="SLURM account")
+    slurm.add_argument("--qos", help="SLURM quality of service")
+    slurm.add_argument("--constraint", help="node features, e.g. a100")
+    slurm.add_argument("--exclude", metavar="NODES", help="nodes not to run on")
+    slurm.add_argument(
+        "--job-name", help="the job's name in squeue (default: the experiment's name)"
+    )
+    slurm.add_argument(
+        "--time",
+        type=slurm_time,
+        metavar="TIME",
+        help="wall-time limit per job: minutes (90), H:MM:SS (2:00:00) or D-HH:MM:SS "
+        "(default 60 minutes)",
+    )
+    slurm.add_argument(
+        "--cpus-per-task", type=positive, metavar="N", help="CPUs per rank (default 1)"
+    )
+    slurm.add_argument(
+        "--mem", type=slurm_memory, metavar="SIZE", help="memory per node: 64G, 500M, ..."
+    )
+    slurm.add_argument("--mem-gb", type=positive, metavar="GB", help=argparse.SUPPRESS)
+    slurm.add_argument(
+        "--max-parallel",
+        type=max_parallel,
+        metavar="N",
+        help="at most N cells of the sweep run at once (its job arrays' %%N; a sweep split "
+        "into several arrays stays within N: docs/multi-node.md; default 256)",
+    )
+    slurm.add_argument(
+        "--sbatch",
+        action="append",
+        metavar="KEY=VALUE",
+        help="any other sbatch option, e.g. --sbatch mail-type=END (repeatable; KEY alone "
+        "for a flag option)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser of the whole command line (``completion`` generates its scripts from it)."""
     parser = _Parser(
@@ -182,11 +273,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         module = importlib.import_module(f"mushin_box.cli.{name}")
+        exits = {**module.EXITS, **_COMMON_EXITS}  # then its examples, ending its --help
+        epilog = "exit codes:\n" + "\n".join(f"  {c:<4}{exits[c]}" for c in sorted(exits))
+        epilog += "\n\nexamples:\n" + "\n".join(f"  {line}" for line in module.EXAMPLES)
         cmd = sub.add_parser(
             name,
             help=module.HELP,
             description=module.HELP,
-            epilog=_epilog(module),
+            epilog=epilog,
             formatter_class=_HelpFormatter,
         )
         module.add_arguments(cmd)
@@ -215,12 +309,9 @@ def parse_args(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command ``argv`` (default: the command line); its exit code.
-
-    Design note: run as the program (``argv`` None), a reading command ends with
-    ``gc.freeze()``: Python's last collection at exit would walk every record ``status``
-    read (docs/performance.md) and free nothing a process about to end needs. Called with
-    ``argv`` (a test, a notebook), the caller's process goes on: nothing is frozen."""
+    """Run the command ``argv`` (default: the command line); its exit code. Run as the
+    program, a reading command ends with ``gc.freeze()``: the last collection at exit would
+    walk every record read and free nothing (docs/performance.md)."""
     out, err = sys.stdout, sys.stderr
     with redacted_output(sys.argv[1:] if argv is None else argv):
         code, failed, command = _main(argv)

@@ -17,8 +17,7 @@ from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.layout import MANIFEST_FILE, STATUS_FILE
 from mushin_box._core.sidecars import write_text_atomic
 from mushin_box._results.series import SeriesFileError
-from mushin_box.cli.flagtypes import add_switches
-from mushin_box.cli.main import UsageError
+from mushin_box.cli.main import UsageError, add_switches
 from mushin_box.cli.tables import resolve_sweep
 
 HELP = (
@@ -71,7 +70,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--rows",
         metavar="N",
         type=_count,
-        default=None,
         help="show at most N cells in the table (the best by --best, else the first); every "
         "cell is in a CSV file inside the page (default: 500)",
     )
@@ -79,7 +77,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--curves",
         metavar="N",
         type=_count,
-        default=None,
         help="past N cells with series, draw the N best as lines and the others as one "
         "band from their lowest to highest value (default: 20)",
     )

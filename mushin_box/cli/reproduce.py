@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from mushin_box.cli.flagtypes import add_switches, add_tolerance_arguments
+from mushin_box.cli.main import add_switches, add_tolerance_arguments
 from mushin_box.cli.output import JSON_HELP, print_json
 
 HELP = (

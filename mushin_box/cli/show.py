@@ -18,7 +18,7 @@ from typing import Any
 from mushin_box._core.layout import MANIFEST_FILE, STATUS_FILE
 from mushin_box.cli.main import UsageError
 from mushin_box.cli.output import JSON_HELP, print_json, shown
-from mushin_box.cli.tables import lines, resolve_sweep, restart_text, summary
+from mushin_box.cli.tables import ANSI, lines, resolve_sweep, restart_text, summary
 
 HELP = (
     "the results of sweeps: swept values, state and metrics per cell, the best one marked; "
@@ -171,7 +171,7 @@ def _print_rich(table: Any, said: str | None, code: str | None) -> None:
             colour=colour,
             right=right,
             bold=bold,
-            palette=_ANSI,
+            palette={state: ANSI[state] for state in _STYLES},
         )
         console.file.writelines(aligned)
         console.file.flush()
@@ -192,10 +192,6 @@ def _print_rich(table: Any, said: str | None, code: str | None) -> None:
     for line in (code, _best_line(table)):
         if line:
             console.print(escape(shown(line)), soft_wrap=True)
-
-
-#: the terminal colour of a state in the aligned lines (as ``_STYLES``)
-_ANSI = {"completed": "32", "failed": "31", "timeout": "31", "running": "36"}
 
 
 def run(args: argparse.Namespace) -> int:

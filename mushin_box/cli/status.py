@@ -49,8 +49,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def as_json(sweep: Any) -> dict[str, Any]:
-    import attrs
-
     return {
         "sweep": str(sweep.root),
         "params": list(sweep.params),

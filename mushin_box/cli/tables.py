@@ -98,9 +98,8 @@ def error_line(cell: Any, width: int = _MAX_ERROR) -> str:
 
 
 def resume_hint(root: Path | str) -> str:
-    """How to run a sweep's unfinished cells again: ``mushin-box resume DIR`` where a
-    launch recorded itself there, else ``Workflow.run``'s ``resume=True`` (a sweep started
-    from Python has no launch record for ``resume DIR`` to replay)."""
+    """How to run a sweep's unfinished cells again: ``resume DIR`` replays a launch record,
+    which a sweep started from Python has not."""
     if (Path(root) / LAUNCH_FILE).is_file():
         return f"mushin-box resume {shlex.quote(str(root))}"
     return f"Workflow.run(..., working_dir={str(root)!r}, resume=True)"
@@ -140,8 +139,8 @@ def end_report(sweep: Any, resume: str) -> int:
 
 
 #: a state's terminal colour (ANSI SGR)
-_ANSI = {"completed": "32", "running": "36", "pending": "2", "failed": "31", "timeout": "31"}
-_ANSI.update(cancelled="33", skipped="33")
+ANSI = {"completed": "32", "running": "36", "pending": "2", "failed": "31", "timeout": "31"}
+ANSI.update(cancelled="33", skipped="33")
 
 
 def detail(cell: Any) -> str:
@@ -200,11 +199,10 @@ def lines(
     colour: bool,
     right: Sequence[bool] = (),
     bold: Sequence[bool] = (),
-    palette: Mapping[str, str] = _ANSI,
+    palette: Mapping[str, str] = ANSI,
 ) -> Iterator[str]:
-    """``rows`` (the headers first) as lines of aligned columns, each with its newline; with
-    ``colour``, ANSI styles: each state in its ``palette`` colour, and bold the header and
-    the rows that ``bold`` marks (by cell). A column that ``right`` marks is right-aligned."""
+    """``rows`` (the headers first) as lines of aligned columns; with ``colour``, each state
+    in its ``palette`` colour, and bold the header and the rows ``bold`` marks."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for at, row in enumerate(rows):
         parts = [

@@ -44,7 +44,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout",
         type=number(minimum=0, maximum=366 * 86400, unit="seconds"),
-        default=None,
         metavar="S",
         help="give up after S seconds (exit 3)",
     )

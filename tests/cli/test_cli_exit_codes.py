@@ -70,7 +70,7 @@ FLOAT_FLAGS = [
 ]
 #: tolerances are checked by the comparison itself, for the Python API too (finite, >= 0:
 #: tests/cli/test_cli_diff.py), so they stay plain floats here
-_CHECKED_BY_THE_LIBRARY = {"flagtypes.py": 1}  # --atol and --rtol (one loop): diff, reproduce
+_CHECKED_BY_THE_LIBRARY = {"main.py": 1}  # --atol and --rtol (one loop): diff, reproduce
 _POSITIONALS = {
     "wait": ["d"],
     "cancel": ["d"],
