@@ -24,6 +24,18 @@ _SUITE_RE = re.compile(r"^[a-z][a-z0-9.+-]{0,63}\Z")
 # deb [arch=amd64 signed-by=...] URI SUITE COMPONENT...
 _DEB_LINE = re.compile(r"deb[ \t]+(?:\[[^\]]*\][ \t]*)?(\S+)[ \t]+(\S+)")
 _MIRROR_RE = re.compile(r"^(?:https?|file)://[A-Za-z0-9._~:/?\[\]@!$&()*+,;=%-]+\Z")
+_SHAPES = {
+    "suite": (
+        _SUITE_RE,
+        "is not a Debian suite or codename (lowercase, e.g. 'bookworm', "
+        "'trixie', 'stable'): give the name debootstrap knows",
+    ),
+    "mirror": (
+        _MIRROR_RE,
+        "must be an http(s):// or file:// URL without spaces, quotes or "
+        "braces, e.g. 'http://deb.debian.org/debian'",
+    ),
+}
 
 
 def check_header_value(value: object, where: str) -> str:
@@ -94,20 +106,6 @@ def apt_source(root: str | os.PathLike[str] = APT_SOURCES) -> tuple[str, str]:
         "sources.list.d/): give them, e.g. Debootstrap(suite='bookworm', "
         "mirror='http://deb.debian.org/debian')"
     )
-
-
-_SHAPES = {
-    "suite": (
-        _SUITE_RE,
-        "is not a Debian suite or codename (lowercase, e.g. 'bookworm', "
-        "'trixie', 'stable'): give the name debootstrap knows",
-    ),
-    "mirror": (
-        _MIRROR_RE,
-        "must be an http(s):// or file:// URL without spaces, quotes or "
-        "braces, e.g. 'http://deb.debian.org/debian'",
-    ),
-}
 
 
 def _check_shape(field: str, value: object) -> str:

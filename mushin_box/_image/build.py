@@ -255,9 +255,8 @@ def plan_build(
 
 
 def check_output(image: StrPath) -> None:
-    """Raise :class:`OutputNotWritable` unless files can be created beside ``image``
-    (checked before anything is written): its nearest existing ancestor must be a directory
-    this user may write (``os.access``, not the mode bits: root, read-only mounts).
+    """Raise :class:`OutputNotWritable`, before anything is written, unless the nearest
+    existing ancestor of ``image`` is a directory this user may write (``os.access``).
 
     >>> import tempfile
     >>> check_output(Path(tempfile.mkdtemp()) / "new" / "dir" / "img.sif")
@@ -433,10 +432,9 @@ def build_image(
         backend = "apptainer" if native.native_refusal(spec) is not None else "native"
     plan = plan_build(spec, out, context=context, fakeroot=fakeroot)
     check_output(plan.image)
-    definition_bytes = plan.definition.encode("utf-8")
     common: dict[str, Any] = {
         "definition": plan.definition_path.name,
-        "definition_sha256": hashlib.sha256(definition_bytes).hexdigest(),
+        "definition_sha256": hashlib.sha256(plan.definition.encode("utf-8")).hexdigest(),
         "base_image": spec.base_image,
         "base_digest": spec.base_digest,
         "build_argv": plan.argv,
@@ -480,9 +478,8 @@ def check_image(
     timeout: float = DEFAULT_BUILD_TIMEOUT,
     native_mode: str = "auto",
 ) -> str:
-    """Rebuild ``spec`` (in a temporary directory beside ``image``, else the system's) and
-    compare: ``"identical"``, else the first difference and the host tools whose versions
-    differ from the image's build (:func:`_other_tools`), a cause the files cannot name."""
+    """Rebuild ``spec`` in a temporary directory beside ``image`` and compare: ``"identical"``,
+    else the first difference and the host tools at other versions (:func:`_other_tools`)."""
     image = Path(image)
     if not image.is_file():
         raise FileNotFoundError(f"{image}: no such image to check")

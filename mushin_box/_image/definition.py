@@ -2,10 +2,9 @@
 """The Apptainer definition file of an :class:`~mushin_box._image.spec.ImageSpec`.
 
 :func:`render_definition` is our own renderer (spython's writer mangles labels, files and
-runscripts; see ``docs/containers.md``). It is deterministic (same spec, same bytes) and
-every value it interpolates into shell code is quoted with :func:`shlex.quote`. What no
-quoting can make safe is refused earlier, when the spec is built (the validators in
-:mod:`mushin_box._image.spec`); :func:`render_definition` checks its output once more.
+runscripts; see ``docs/containers.md``): the same spec gives the same bytes, every value is
+quoted with :func:`shlex.quote`, and what no quoting can make safe is refused when the spec
+is built (:mod:`mushin_box._image.spec`).
 """
 
 from __future__ import annotations
@@ -18,8 +17,6 @@ from mushin_box._image.bases import Debootstrap, LocalImage
 from mushin_box._image.spec import BUILD_ARG_TEMPLATE, BUILD_DIR, STAGE_START, ImageSpec
 
 _INDENT = "    "
-
-
 _q = shlex.quote
 
 

@@ -1,10 +1,9 @@
 # SPDX-License-Identifier: MIT
 """Start an :class:`~mushin_box._image.spec.ImageSpec` from a user's Dockerfile.
 
-The Dockerfile is tokenized by spython's ``DockerParser`` (spython 0.3.14, the optional
-``dockerfile`` extra, imported only to convert). Its output is used only where it is right
-(``tests/image/test_container_build.py`` characterizes it); the rest is fixed up or refused
-here, never passed on silently: ``docs/containers.md``, "Starting from a Dockerfile".
+The Dockerfile is tokenized by spython's ``DockerParser`` (0.3.14, the optional
+``dockerfile`` extra); where its output is wrong, it is fixed up or refused here, never
+passed on silently: ``docs/containers.md``, "Starting from a Dockerfile".
 """
 
 from __future__ import annotations

@@ -3,9 +3,8 @@
 
 mmdebstrap runs ``python -m mushin_box._image.intree WORKDIR ROOT`` once the base's tree is
 in ``ROOT``, to carry out ``WORKDIR/plan.json`` (plain data: in an unprivileged build this
-process is a subordinate id in mmdebstrap's user namespace). The steps: :func:`_hook`.
-
-It imports the standard library only: that process loads nothing of the host side's build.
+process is a subordinate id in mmdebstrap's user namespace). It imports the standard
+library only: that process loads nothing of the host side's build.
 """
 
 from __future__ import annotations

@@ -59,6 +59,32 @@ PIP_SOURCES = ("index-url", "extra-index-url", "find-links", "trusted-host")
 _EATMYDATA = "/usr/share/mmdebstrap/hooks/eatmydata"
 _HASH_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*==\s*([^\s;\\]+)")
 _HASH_RE = re.compile(r"--hash[= ](sha256:[0-9a-fA-F]{64})")
+_CHECK_MIRROR = ": check the network, the proxy (http_proxy) and the mirror's URL"
+#: what a failed build printed -> what it means and what to do, first match wins; each
+#: needle is a line only that failure prints (apt's warnings name "Permission denied" in
+#: builds that succeed). ``None``: the matching line itself, which already says it.
+_FAILURES = {
+    "No space left on device": (
+        "the disk filled up: free space under {where}, or build elsewhere (-o)"
+    ),
+    "DO NOT MATCH THE HASHES": (
+        "pip refused a file whose hash is not in the lock (named above): "
+        "the lock does not match what the index serves; generate the lock again"
+    ),
+    "Temporary failure resolving": "the mirror {mirror} cannot be reached" + _CHECK_MIRROR,
+    "Failed to fetch": "the mirror {mirror} cannot be reached or lacks a file" + _CHECK_MIRROR,
+    "Could not connect": "the mirror {mirror} cannot be reached" + _CHECK_MIRROR,
+    "E: Version '": (
+        "an apt pin is not on the mirror {mirror} (named above): pin a version it "
+        "has, or use a snapshot mirror that has the pinned one"
+    ),
+    "Unable to locate package": "an apt package is not on the mirror {mirror} (named above)",
+    "E: cannot create": (
+        "the build's subordinate ids cannot reach a directory (above): the "
+        "output's directory and its parents must be searchable by all (chmod o+x)"
+    ),
+    "in the image: ": None,
+}
 
 
 @public
@@ -88,38 +114,6 @@ def run_bounded(
         ) from exc
 
 
-_CHECK_MIRROR = ": check the network, the proxy (http_proxy) and the mirror's URL"
-#: (what a failed build printed, what it means and what to do), first match wins; each
-#: needle is a line only that failure prints (apt's warnings name "Permission denied" in
-#: builds that succeed). ``None``: the matching line itself, which already says it.
-_FAILURES = (
-    (
-        "No space left on device",
-        "the disk filled up: free space under {where}, or build elsewhere (-o)",
-    ),
-    (
-        "DO NOT MATCH THE HASHES",
-        "pip refused a file whose hash is not in the lock (named above): "
-        "the lock does not match what the index serves; generate the lock again",
-    ),
-    ("Temporary failure resolving", "the mirror {mirror} cannot be reached" + _CHECK_MIRROR),
-    ("Failed to fetch", "the mirror {mirror} cannot be reached or lacks a file" + _CHECK_MIRROR),
-    ("Could not connect", "the mirror {mirror} cannot be reached" + _CHECK_MIRROR),
-    (
-        "E: Version '",
-        "an apt pin is not on the mirror {mirror} (named above): pin a version it "
-        "has, or use a snapshot mirror that has the pinned one",
-    ),
-    ("Unable to locate package", "an apt package is not on the mirror {mirror} (named above)"),
-    (
-        "E: cannot create",
-        "the build's subordinate ids cannot reach a directory (above): the "
-        "output's directory and its parents must be searchable by all (chmod o+x)",
-    ),
-    ("in the image: ", None),
-)
-
-
 def explain_failure(output: str, *, mirror: str, where: Path) -> str | None:
     """What the tail of a failed build's ``output`` says went wrong, as one line, or
     ``None`` when it matches nothing known.
@@ -127,7 +121,7 @@ def explain_failure(output: str, *, mirror: str, where: Path) -> str | None:
     >>> explain_failure("E: ...: No space left on device", mirror="m", where=Path("/x"))
     'the disk filled up: free space under /x, or build elsewhere (-o)'
     """
-    for needle, meaning in _FAILURES:
+    for needle, meaning in _FAILURES.items():
         line = next((x.strip() for x in output.splitlines() if needle in x), None)
         if line is not None:
             return line if meaning is None else meaning.format(mirror=mirror, where=where)

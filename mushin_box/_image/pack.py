@@ -55,6 +55,8 @@ _DATA_MARK = b"# START OF DATA - DO NOT MODIFY\n"
 _ENTRY = re.compile(rb"((?:\\.|[^ \\])+) ([BCDILRS]) (.*)\n", re.DOTALL)  # name, type, fields
 _ESCAPE = re.compile(rb"\\(.)", re.DOTALL)
 _MAX_EPOCH = 2**32 - 1  # squashfs stores unsigned 32-bit times
+#: the longest mksquashfs may take (a tree of many GB on a slow disk) before it is stopped
+STEP_TIMEOUT_S = 4 * 3600.0
 
 
 class PackError(MushinBoxError, RuntimeError):
@@ -70,10 +72,6 @@ def _tool(name: str) -> str:
     if found is None:
         raise PackError(f"{name} was not found on PATH: install the squashfs-tools package")
     return found
-
-
-#: the longest mksquashfs may take (a tree of many GB on a slow disk) before it is stopped
-STEP_TIMEOUT_S = 4 * 3600.0
 
 
 def _run(argv: Sequence[str], what: str, pass_fds: tuple[int, ...] = ()) -> str:

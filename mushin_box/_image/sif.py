@@ -58,6 +58,15 @@ SIF_DATATYPES: dict[int, str] = dict(
 )
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+LAUNCH_SCRIPT = "#!/usr/bin/env run-singularity\n"
+DESCRIPTOR_OFFSET = 4096
+DESCRIPTOR_SLOTS = 48
+FS_ALIGN = 4096
+DEF_FILE, PARTITION, JSON_GENERIC = 0x4001, 0x4004, 0x4006
+_ROOT_PARTITION = (1, 2)  # squashfs, primary system
+_PARTITION = struct.Struct("<ii3s")
+_CODES = {name: code for code, name in SIF_ARCHES.items()}
+_MACHINES = {"x86_64": "amd64", "aarch64": "arm64", "i686": "386", "armv7l": "arm"}
 
 
 @public
@@ -296,17 +305,6 @@ def file_sha256(path: StrPath, *, chunk_size: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-LAUNCH_SCRIPT = "#!/usr/bin/env run-singularity\n"
-DESCRIPTOR_OFFSET = 4096
-DESCRIPTOR_SLOTS = 48
-FS_ALIGN = 4096
-DEF_FILE, PARTITION, JSON_GENERIC = 0x4001, 0x4004, 0x4006
-_ROOT_PARTITION = (1, 2)  # squashfs, primary system
-_PARTITION = struct.Struct("<ii3s")
-_CODES = {name: code for code, name in SIF_ARCHES.items()}
-_MACHINES = {"x86_64": "amd64", "aarch64": "arm64", "i686": "386", "armv7l": "arm"}
-
-
 def host_arch() -> str:
     """Go name of this machine's architecture (``"amd64"``, ``"arm64"``, ...)."""
     machine = platform.machine().lower()
@@ -357,21 +355,9 @@ def write_sif(
         times = (size + padding, created, created, 0, 0, name.encode(), extra)
         DESCRIPTOR.pack_into(table, index * DESCRIPTOR_SIZE, *fields, *times)
         position += padding + size
-    header = HEADER.pack(
-        launch_script.encode(),
-        MAGIC,
-        b"01\0",
-        code,
-        image_uuid.bytes,
-        created,
-        created,
-        DESCRIPTOR_SLOTS - len(objects),
-        DESCRIPTOR_SLOTS,
-        DESCRIPTOR_OFFSET,
-        len(table),
-        data_offset,
-        position - data_offset,
-    )
+    identity = (launch_script.encode(), MAGIC, b"01\0", code, image_uuid.bytes, created, created)
+    slots = (DESCRIPTOR_SLOTS - len(objects), DESCRIPTOR_SLOTS, DESCRIPTOR_OFFSET, len(table))
+    header = HEADER.pack(*identity, *slots, data_offset, position - data_offset)
     with open(path, "wb") as out:
         out.write(header + bytes(DESCRIPTOR_OFFSET - HEADER_SIZE) + table)
         for blob in (definition, metadata):

@@ -58,6 +58,7 @@ BUILD_ARG_TEMPLATE = re.compile(r"\{\{\s*\w+\s*\}\}")
 #: or headers; Python's ``re`` and Go's ``regexp`` agree on it (``bootſtrap:`` matches too).
 STAGE_START = re.compile(r"^bootstrap:", re.IGNORECASE | re.MULTILINE)
 _RESERVED_ENV_PREFIXES = ("APPTAINER", "SINGULARITY")
+_Pairs = Mapping[str, str] | Iterable[tuple[str, str]]
 
 
 def parse_base_reference(ref: str) -> tuple[str, str | None, str]:
@@ -82,9 +83,8 @@ def parse_base_reference(ref: str) -> tuple[str, str | None, str]:
 
 
 def _check_text(value: object, where: str, *, multiline: bool = True, verbatim: bool = True) -> str:
-    """Reject what no quoting can make safe inside an Apptainer definition file;
-    ``verbatim=False``: text the renderer indents line by line (``help``), where no
-    ``bootstrap:`` line can reach column 0."""
+    """Reject what no quoting can make safe in a definition file; ``verbatim=False``: text
+    the renderer indents line by line (``help``), where no line can reach column 0."""
     if not isinstance(value, str):
         raise TypeError(f"{where}: expected str, got {type(value).__qualname__}")
     try:
@@ -150,9 +150,6 @@ def _str_tuple(value: Iterable[str]) -> tuple[str, ...]:
     if isinstance(value, str | bytes):
         raise TypeError(f"expected a sequence of strings, got a single string {value!r}")
     return tuple(value)
-
-
-_Pairs = Mapping[str, str] | Iterable[tuple[str, str]]
 
 
 def _ordered_pairs(
