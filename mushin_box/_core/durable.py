@@ -132,8 +132,7 @@ def deferred() -> Iterator[None]:
 @contextlib.contextmanager
 def handed_on() -> Iterator[None]:
     """Within, this thread's writes are left to the next :func:`deferred` block in this
-    process, or to the process's exit (Hydra's ``.hydra`` files, written just before the
-    cell runner starts); inside a block, they are that block's."""
+    process, or to its exit; inside a block, they are that block's."""
     if _pending() is not None:
         yield
         return

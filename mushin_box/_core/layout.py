@@ -26,8 +26,7 @@ from pathlib import Path
 
 #: the sweep's manifest: one row per cell (a cache of the cells' status files)
 MANIFEST_FILE = "mushin_sweep.json"
-#: the driver's cache of its finished cells' sidecars, keyed by their files' identities, so
-#: that a resume reads one file instead of three per cell (``_sweepdir/cellindex.py``)
+#: the driver's cache of its finished cells' sidecars: a resume reads one file, not three a cell
 CELL_INDEX_FILE = ".mushin_cells.json"
 #: held (flock) by the driver running the sweep: a second ``run()`` is refused
 LOCK_FILE = ".mushin_sweep.lock"
@@ -35,22 +34,19 @@ LOCK_FILE = ".mushin_sweep.lock"
 ABORT_FILE = ".mushin_abort.json"
 #: the jobs (SLURM ids, local pids) the launcher submitted, written at submission
 JOBS_FILE = "mushin_jobs.json"
-#: the latest ``mushin-box launch`` of the sweep (experiment, overrides, flags, profile):
-#: what ``mushin-box resume DIR`` replays
+#: the latest ``mushin-box launch`` of the sweep: what ``mushin-box resume DIR`` replays
 LAUNCH_FILE = "mushin_launch.json"
 
 # ---------------------------------------------------------------------------- a cell
 
-#: every ``status`` a cell's status file may hold. ``cancelled``: stopped by
-#: ``mushin-box cancel`` or a signal; ``resume=True`` runs it again, like ``failed``
+#: every ``status`` a cell may hold; ``cancelled`` (by ``cancel`` or a signal) runs again
 CELL_STATES = ("pending", "running", "completed", "failed", "timeout", "skipped", "cancelled")
 #: the states of a cell that is done for this run (nothing of it runs any more)
 DONE_CELL_STATES = ("completed", "failed", "timeout", "skipped", "cancelled")
 
 STATUS_FILE = "mushin_status.json"
 METRICS_FILE = "mushin_metrics.json"
-#: rank 0's fingerprints of a fit: weights at its start and each epoch's end, each epoch's
-#: first batch (``MetricsCallback``); ``diff`` finds where two runs part with them
+#: rank 0's hashes of a fit's weights and first batches, by epoch: where two runs part
 FINGERPRINTS_FILE = "fit_fingerprints.json"
 PROVENANCE_FILE = "mushin_provenance.json"
 #: the installed package list, ``name==version`` per line, beside the provenance record
@@ -67,8 +63,7 @@ STALE_CHECKPOINTS_DIR = "stale-checkpoints"
 CODE_PATCH_DIR = "code"
 #: under a re-run's sweep: the git worktree holding the code ``reproduce --worktree`` ran
 WORKTREE_DIR = f"{JOB_PRIVATE_DIR}/worktree"
-#: under a cell: the output (stdout and stderr) of the ranks a local HydraDDP job starts,
-#: one file per global rank (rank 0's is the Hydra job log, ``<job name>.log``)
+#: under a cell: the output of each rank a local HydraDDP job starts (not rank 0's)
 RANK_LOG_DIR = "logs"
 
 
@@ -87,12 +82,10 @@ def rank_log_file(rank: int) -> str:
     return f"rank{int(rank)}.log"
 
 
-#: under the job's private dir: the metrics of the attempt before a continuing one (a
-#: cell's metrics sidecar only ever belongs to its current status; carry-over reads this)
+#: under the job's private dir: the metrics of the attempt before a continuing one
 EARLIER_METRICS_FILE = "earlier-metrics.json"
 
-#: Hydra's own files in a job directory (``hydra.output_subdir``) and a sweep directory;
-#: ``load_experiment`` reads a plain ``--multirun`` sweep from them
+#: Hydra's own files in a job directory and a sweep directory (a plain ``--multirun``'s)
 HYDRA_OUTPUT_SUBDIR = ".hydra"
 HYDRA_CONFIG_FILE = "config.yaml"
 HYDRA_OVERRIDES_FILE = "overrides.yaml"
@@ -131,8 +124,7 @@ READ_LIMITS: Mapping[str, int] = {
     ATTEMPT_FILE: 4 * _MIB,
     EARLIER_METRICS_FILE: 64 * _MIB,
 }
-#: the sidecars whose content is a JSON object: anything else in one (a list, a number) is
-#: refused by the reader as a corrupt file is
+#: the sidecars that hold a JSON object: anything else in one is read as corrupt
 OBJECT_SIDECARS = frozenset(
     {STATUS_FILE, METRICS_FILE, PROVENANCE_FILE, MANIFEST_FILE, JOBS_FILE, EARLIER_METRICS_FILE}
 )
@@ -189,27 +181,22 @@ DDP_SPEC_ENV = "MUSHIN_DDP_SPEC"
 DDP_PARENT_PID_ENV = "MUSHIN_DDP_PARENT_PID"
 #: the rendezvous port, chosen per SLURM job by the batch script
 MASTER_PORT_ENV = "MUSHIN_MASTER_PORT"
-#: a SLURM job's nodes in the node list's order, comma-separated: the batch script expands
-#: ``SLURM_JOB_NODELIST`` on the host (``scontrol show hostnames``), where scontrol is
+#: a SLURM job's nodes, comma-separated, as the batch script's ``scontrol`` expands them
 JOB_NODES_ENV = "MUSHIN_JOB_NODES"
-#: a torchrun cell's rendezvous (``run.rendezvous``) -> the variable the agent exports it in;
-#: ``nodes``: the node names by torchrun group rank, as the workers told each other
+#: a torchrun cell's rendezvous (``nodes``: by group rank) -> the variable it travels in
 RDZV_ENV: Mapping[str, str] = {
     "backend": "MUSHIN_RDZV_BACKEND",
     "endpoint": "MUSHIN_RDZV_ENDPOINT",
     "id": "MUSHIN_RDZV_ID",
     "nodes": "MUSHIN_RDZV_NODES",
 }
-#: set to "1" in a process whose cell failed (recorded, under ``on_error="nan"`` too): a
-#: torchrun worker then exits 1, so that torchrun restarts the group or gives up
+#: "1" in a process whose cell failed: a torchrun worker then exits 1 (torchrun restarts)
 CELL_FAILED_ENV = "MUSHIN_CELL_FAILED"
 #: a torchrun worker's agent (its parent): the owner of the cell, whom ``cancel`` signals
 TORCHRUN_AGENT_ENV = "MUSHIN_TORCHRUN_AGENT_PID"
-#: where a torchrun agent notes how each of its failed workers ended (its exit code or
-#: signal: a killed worker writes nothing itself), one ``<pid>.json`` per worker
+#: where a torchrun agent notes how each failed worker ended, one ``<pid>.json`` each
 TORCHRUN_EXITS_ENV = "MUSHIN_TORCHRUN_EXITS"
-#: the image digests already computed, keyed by file identity, in the user's cache directory
-#: (``$XDG_CACHE_HOME/mushin-box/``, else ``~/.cache/mushin-box/``)
+#: the image digests computed, by file identity, under ``$XDG_CACHE_HOME/mushin-box/``
 DIGEST_CACHE_FILE = "image-digests.json"
 #: the run id the rank wrapper writes into the env file
 RUN_ID_ENV = "MUSHIN_RUN_ID"
@@ -225,8 +212,7 @@ IMAGE_IDENTITY_ENV: Mapping[str, str] = {
     "definition_sha256": "MUSHIN_IMAGE_DEFINITION_SHA256",
     "base_digest": "MUSHIN_IMAGE_BASE_DIGEST",
 }
-#: the image's recipe, from its build manifest (``run.image``: what it can be rebuilt from,
-#: not what it is) -> the env-file variable carrying it
+#: the image's recipe (``run.image``: what it can be rebuilt from) -> its env-file variable
 IMAGE_RECIPE_ENV: Mapping[str, str] = {
     "backend": "MUSHIN_IMAGE_BACKEND",
     "spec": "MUSHIN_IMAGE_SPEC",
@@ -234,14 +220,12 @@ IMAGE_RECIPE_ENV: Mapping[str, str] = {
     "context_dir": "MUSHIN_IMAGE_CONTEXT_DIR",
     "recipe_sha256": "MUSHIN_IMAGE_RECIPE_SHA256",
 }
-#: what the container runtime itself sets inside a container (Apptainer, and Singularity's
-#: names before it): a rank that has them ran in an image, and says which
+#: what Apptainer (Singularity before it) sets inside a container: a rank ran in an image
 RUNTIME_ENV: Mapping[str, tuple[str, ...]] = {
     "container": ("APPTAINER_CONTAINER", "SINGULARITY_CONTAINER"),
     "container_name": ("APPTAINER_NAME", "SINGULARITY_NAME"),
 }
-#: the container launch (``run.container``) -> the env-file variable carrying it; the
-#: last two are about the env file itself and are written last
+#: the container launch (``run.container``) -> its env-file variable, the file's own last
 CONTAINER_ENV: Mapping[str, str] = {
     "apptainer_version": "MUSHIN_APPTAINER_VERSION",
     "rank_command": "MUSHIN_RANK_COMMAND",

@@ -148,8 +148,7 @@ def _format(value: object, path: str, active: set[int]) -> str:
 
 def format_value(value: object) -> str:
     """Format ``value`` as a Hydra override value that parses back to exactly ``value``
-    (tuples as lists: OmegaConf has none); a ``TypeError`` names what to convert a value of
-    another type to.
+    (tuples as lists: OmegaConf has none).
 
     Examples
     --------
@@ -184,9 +183,8 @@ def _prefix(add: bool, force_add: bool) -> str:
 
 
 def format_override(key: str, value: object, *, add: bool = False, force_add: bool = False) -> str:
-    """Format a single ``key=value`` override: ``key`` a dotted config path
-    (``layers.0.size``) or a config group (``hydra/launcher``), without a ``+`` prefix;
-    ``add`` writes ``+key``, ``force_add`` ``++key``, and ``value`` is :func:`format_value`'s.
+    """Format a single ``key=value`` override: ``key`` a dotted config path or a config
+    group, without its ``+`` prefix (``add``: ``+key``, ``force_add``: ``++key``).
 
     Examples
     --------
@@ -226,12 +224,10 @@ def format_sweep(
             f"{type(values).__qualname__} (convert arrays with .tolist(), sets with sorted())"
         )
     formatted = check_sweep_values(key, values)
-    if len(formatted) > 1:
-        return f"{prefix}{key}={','.join(formatted)}"
-    (text,) = formatted
-    if text == "null" or text[0] in "'\"":
-        return f"{prefix}{key}={text}"
-    return f"{prefix}{key}=choice({text})"
+    text = ",".join(formatted)
+    if len(formatted) == 1 and text != "null" and text[0] not in "'\"":
+        text = f"choice({text})"
+    return f"{prefix}{key}={text}"
 
 
 def check_sweep_values(key: str, values: Sequence[object]) -> list[str]:

@@ -79,9 +79,8 @@ def _words(name: str) -> tuple[str, ...]:
 
 
 def check_secret_names(names: Any, *, where: str) -> tuple[str, ...]:
-    """``names`` as a tuple, if it is a list of config key names or dotted config paths;
-    else a one-line ``ValueError`` that says where they came from (``where``) and what to
-    write."""
+    """``names`` as a tuple, if a list of key names or dotted paths; else a ``ValueError``
+    that says where they came from (``where``) and what to write."""
     if not isinstance(names, list | tuple):
         raise ValueError(
             f"{where} must be a list of config key names or dotted config paths, "
@@ -129,8 +128,7 @@ def _read_project(path: str, mtime_ns: int, size: int) -> tuple[str, ...]:
 
 def project_secret_names(cwd: str | os.PathLike[str] | None = None) -> tuple[str, ...]:
     """``[tool.mushin-box] secret-names`` of the nearest ``pyproject.toml`` at or above
-    ``cwd`` (default: the working directory): the project, as for pip and ruff, even when
-    it lacks the setting."""
+    ``cwd``: the project, as for pip and ruff, even when it lacks the setting."""
     try:  # os.path, not pathlib: the rule asks on every name, this walk must be cheap
         directory = os.getcwd() if cwd is None else os.path.realpath(cwd)
     except OSError:  # the working directory was removed: no project

@@ -73,13 +73,12 @@ def open_regular_stat(path: StrPath) -> tuple[int, os.stat_result]:
         raise
     try:
         st = os.fstat(fd)
-    except OSError:
+        if not stat.S_ISREG(st.st_mode):
+            kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+            raise UnsafeFileError(f"{kind}, not a regular file")
+    except BaseException:
         os.close(fd)
         raise
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
-        raise UnsafeFileError(f"{kind}, not a regular file")
     return fd, st
 
 

@@ -175,9 +175,8 @@ def _plain_dumps(obj: object) -> bytes | None:
 
 
 def canonical_dumps(obj: object) -> bytes:
-    """``obj`` as canonical JSON bytes (module doc), which :func:`loads` reads back; lone
-    surrogates are written as ``\\udXXX`` escapes. An error for a value it cannot write names
-    its key path (``$['metrics'][3]``).
+    """``obj`` as canonical JSON bytes (module doc), lone surrogates as ``\\udXXX`` escapes;
+    an error for a value it cannot write names its key path (``$['metrics'][3]``).
 
     Examples
     --------
@@ -277,8 +276,7 @@ def write_text_atomic(
 
 
 def write_json_atomic(path: StrPath, obj: object) -> None:
-    """:func:`write_bytes_atomic` of :func:`canonical_dumps` (a value it cannot write leaves
-    ``path`` unchanged).
+    """:func:`write_bytes_atomic` of :func:`canonical_dumps`.
 
     Examples
     --------

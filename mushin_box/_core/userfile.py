@@ -41,9 +41,8 @@ def _private_group(uid: int, gid: int) -> bool:
 
 
 def owner_problem(path: Path, st: os.stat_result | None = None) -> str | None:
-    """Why ``path`` is not the user's own file (owned by them or root, a regular file that
-    no one else can write), or None when it is. ``st``: its ``fstat``, when the caller
-    reads it through an open descriptor (the file checked is then the file read).
+    """Why ``path`` is not the user's own regular file that no one else can write, or None;
+    ``st``: its ``fstat`` when read through an open descriptor (the file checked is read).
 
     Examples
     --------

@@ -57,8 +57,7 @@ def basic_sweeper() -> type[BasicSweeper]:
 
 
 def sweep_jobs(overrides: Sequence[Any]) -> list[list[str]]:
-    """Every job's overrides, in the order Hydra's basic sweeper runs them, from the parsed
-    sweep ``overrides``."""
+    """Every job's overrides, in the order Hydra's basic sweeper runs them."""
     return basic_sweeper().split_arguments(list(overrides), None)[0]
 
 
@@ -68,8 +67,7 @@ def batches(jobs: list[list[str]], size: int) -> list[list[list[str]]]:
 
 
 def runs_jobs_in_process(launcher: Any) -> TypeGuard[BasicLauncher]:
-    """Is ``launcher`` exactly Hydra's basic launcher (a subclass may work otherwise), which
-    runs each job in this process?"""
+    """Is ``launcher`` exactly Hydra's basic launcher, which runs each job in this process?"""
     from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 
     return type(launcher) is BasicLauncher
@@ -107,6 +105,5 @@ def global_hydra_kept() -> Iterator[None]:
 
 
 def job_return_value(ret: Any) -> Any:
-    """What a Hydra ``JobReturn`` holds: the task's value, or a failed job's exception,
-    without raising it."""
+    """A ``JobReturn``'s task value, or its failed job's exception, not raised."""
     return ret._return_value  # pyright: ignore[reportPrivateUsage]

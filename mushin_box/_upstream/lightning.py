@@ -50,9 +50,8 @@ def _fabric(namespace: str) -> str:
 
 @functools.cache
 def strategy_base(namespace: str) -> type[Any]:
-    """``DDPStrategy`` of ``namespace`` with its launcher hook under public names:
-    ``configure_launcher()`` (called by the Trainer; Lightning's own choice unless
-    overridden), ``set_launcher(launcher)`` and ``process_group_timeout_s``."""
+    """``DDPStrategy`` of ``namespace`` with its launcher hook under public names
+    (``configure_launcher()``, ``set_launcher``, ``process_group_timeout_s``)."""
     _fabric(namespace)
     ddp = importlib.import_module(f"{namespace}.strategies").DDPStrategy
 
@@ -80,9 +79,8 @@ def strategy_base(namespace: str) -> type[Any]:
 
 @functools.cache
 def launcher_base(namespace: str) -> type[Any]:
-    """``_SubprocessScriptLauncher`` of ``namespace`` (``__init__(cluster_environment,
-    num_processes, num_nodes)``, ``procs``, ``kill(signum)``, ``launch``), plus
-    ``set_num_threads()``: what the stock launcher sets before it calls the trainer."""
+    """``_SubprocessScriptLauncher`` of ``namespace``, plus ``set_num_threads()``: what the
+    stock launcher sets before it calls the trainer."""
     distributed = importlib.import_module(f"{_fabric(namespace)}.utilities.distributed")
     stock = importlib.import_module(f"{namespace}.strategies.launchers")._SubprocessScriptLauncher
 

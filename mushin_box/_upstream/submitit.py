@@ -21,8 +21,7 @@ SUBMIT_ARGS = ("-u", "-m", "submitit.core._submit")
 
 
 def submit_command(python: str, folder: str | os.PathLike[str]) -> str:
-    """The command a submitit job runs in each task: ``python`` (a shell command line) with
-    :data:`SUBMIT_ARGS` and the quoted ``folder`` appended, as submitit's executors write it."""
+    """The command a submitit job runs in each task, as submitit's executors write it."""
     return " ".join([python, *SUBMIT_ARGS, shlex.quote(os.fspath(folder))])
 
 
@@ -37,8 +36,7 @@ def sbatch_script(
     command: str, folder: str | os.PathLike[str], map_count: int | None = None, **params: Any
 ) -> str:
     """The sbatch script ``SlurmExecutor`` submits for ``command`` with its ``params``
-    (sbatch names, ``setup`` and ``additional_parameters`` included); ``map_count``: a job
-    array of that many tasks."""
+    (``setup`` and ``additional_parameters`` too); ``map_count``: a job array's size."""
     from submitit.slurm.slurm import _make_sbatch_string  # pyright: ignore[reportPrivateUsage]
 
     return _make_sbatch_string(
