@@ -1,15 +1,12 @@
 # SPDX-License-Identifier: MIT
 """When an atomic write becomes durable: at once, or at the cell's commit points.
 
-An atomic write survives a power loss only with an ``fsync`` of the file before its rename
-and of its directory after: two round trips a write on a network filesystem. A cell needs
-that only where a later run trusts what it finds: its final status and what that vouches
-for (a lost "running" status leaves a cell the next run runs again). So inside
-:func:`deferred` a write renames without ``fsync`` and is remembered, and :func:`commit`
-syncs each file, then each directory, once. The cell runner defers its own bookkeeping
-only, never the task's writes (:func:`immediate`), and commits before it writes the final
-status. Writes made just before it starts (Hydra's ``.hydra`` files) are handed on to the
-next :func:`deferred` block (:func:`handed_on`), or synced when the process exits.
+An atomic write survives a power loss only with an ``fsync`` of the file and of its
+directory: two round trips a write on a network filesystem. A cell needs that only where a
+later run trusts what it finds, its final status and what that vouches for (a lost
+"running" status only runs the cell again). So inside :func:`deferred` a write is synced at
+:func:`commit`, once per file and directory; the cell runner commits before it writes the
+final status, and defers its own bookkeeping only, never the task's writes (:func:`immediate`).
 """
 
 from __future__ import annotations
@@ -132,7 +129,8 @@ def deferred() -> Iterator[None]:
 @contextlib.contextmanager
 def handed_on() -> Iterator[None]:
     """Within, this thread's writes are left to the next :func:`deferred` block in this
-    process, or to its exit; inside a block, they are that block's."""
+    process, or to its exit (Hydra's ``.hydra`` files, written just before the cell runner
+    starts); inside a block, they are that block's."""
     if _pending() is not None:
         yield
         return

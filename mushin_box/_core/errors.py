@@ -1,12 +1,11 @@
 # SPDX-License-Identifier: MIT
 """The error root: every error the kit raises on purpose is a :class:`MushinBoxError`.
 
-One ``except MushinBoxError`` catches the kit's refusals, and any other exception is a bug.
-Each concrete class keeps its built-in parent too (``ValueError``, ``RuntimeError``,
-``OSError``). The CLI turns one into one line and exit status 2; rooms name the fix in the
-kit's terms, never a CLI flag: an argument of the call is a ``{name}`` field of the message,
-its value in ``arguments``, that ``str(error)`` spells as Python (``allow_dirty=True``) and
-:meth:`MushinBoxError.worded` as the caller's interface does (``--allow-dirty``).
+Any other exception is a bug; each class keeps its built-in parent too (``ValueError``...).
+The CLI turns one into one line and exit status 2. A fix is never named as a CLI flag: an
+argument of the call is a ``{name}`` field of the message, its value in ``arguments``, that
+``str(error)`` spells as Python (``allow_dirty=True``), :meth:`MushinBoxError.worded` as the
+CLI does (``--allow-dirty``).
 
 Examples
 --------

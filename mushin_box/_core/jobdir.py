@@ -1,10 +1,9 @@
 # SPDX-License-Identifier: MIT
 """Where "the job directory" is, for every rank of a job.
 
-Rank 0 of a Hydra job knows it from Hydra's runtime config. Ranks that HydraDDP starts
-get the same Hydra config restored (see ``_ddp_child``), and any other process can be
-pointed at a directory with ``MUSHIN_JOB_DIR``. Never the current working directory
-first: with ``hydra.job.chdir=False`` (Hydra >= 1.2 default) the cwd is not the job dir.
+Ranks that HydraDDP starts get rank 0's Hydra config restored, and any other process can be
+pointed at a directory with ``MUSHIN_JOB_DIR``. The working directory comes last: with
+``hydra.job.chdir=False`` (Hydra >= 1.2 default) it is not the job dir.
 """
 
 from __future__ import annotations

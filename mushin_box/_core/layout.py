@@ -1,11 +1,9 @@
 # SPDX-License-Identifier: MIT
 """The disk and rank-environment contract: every file name and every ``MUSHIN_*`` variable.
 
-Readers on a login node (``load_experiment``, ``diff``, the CLI) find a run by these names
-alone, long after its writer is gone, and a rank learns what the submit host decided through
-these variables: each name is spelled here, once, and every room imports it from here.
-
-docs/results-layout.md draws a sweep directory with these names.
+Readers find a run by these names long after its writer is gone, and a rank learns what the
+submit host decided through these variables: each is spelled here, once (a sweep directory:
+docs/results-layout.md).
 
 Examples
 --------

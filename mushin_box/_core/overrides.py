@@ -1,12 +1,10 @@
 """Serialize Python values to Hydra's command-line override grammar (and back).
 
-Hydra re-types an unquoted value (``1`` an int, ``a,b`` a sweep), so every value is written
-as a typed literal: floats as their exact ``repr``, strings quoted (a run of backslashes
-before a quote doubled) with every ``${`` escaped (``n`` backslashes before it become
-``2n + 1``): a formatted string is a literal; a real interpolation is an
-:class:`Interpolation`. What the task could not receive unchanged is a ``ValueError``: the
-string ``"???"`` (OmegaConf's "missing"), NUL, lone surrogates (``overrides.yaml`` is UTF-8),
-and dictionary keys that are not plain identifiers (Hydra's grammar has no quoted keys).
+Hydra re-types an unquoted value (``1`` an int, ``a,b`` a sweep), so every value is a typed
+literal: floats as their exact ``repr``, strings quoted with every ``${`` escaped (a real
+interpolation is an :class:`Interpolation`). What the task could not receive unchanged is a
+``ValueError``: ``"???"`` (OmegaConf's "missing"), NUL, lone surrogates, and dictionary keys
+that are not plain identifiers (Hydra's grammar has no quoted keys).
 """
 
 from __future__ import annotations

@@ -3,16 +3,11 @@
 
 Hydra writes each job's config and overrides to ``.hydra/*.yaml`` and submitit pickles the
 job: redacting those afterwards would be too late. So before a launch :class:`SecretVault`
-replaces each secret value of the config and the overrides by a reference,
-``${oc.env:MUSHIN_SECRET_<hash of its config path>}``, and exports the value under that name
-(and as ``APPTAINERENV_<name>``, which reaches ranks in an image even with ``--cleanenv``).
-Named after the *path*, the reference keeps a cell's config fingerprint free of the secret.
-
-A secret is a string or number at a secret-looking or declared path
-(:func:`~mushin_box._core.redact.is_secret_name`), or a string with credentials in a URL;
-``None``, booleans and interpolations (``${oc.env:WANDB_API_KEY}``, the recommended way) are
-left alone. The declared names travel with the values
-(:data:`~mushin_box._core.layout.SECRET_NAMES_ENV`): every process redacts what the driver hid.
+replaces each secret (a string or number at a secret-looking path, a URL's credentials) by
+``${oc.env:MUSHIN_SECRET_<hash of its config path>}``, named after the *path* so that a
+cell's fingerprint does not depend on it, and exports the value under that name (and as
+``APPTAINERENV_<name>``, which reaches ranks even with ``--cleanenv``), with the declared
+names (``SECRET_NAMES_ENV``): every process of the launch redacts what the driver hid.
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
-"""Atomic, canonical JSON sidecars: small files beside a run's outputs, read by other
-processes (other nodes too) while they are rewritten.
+"""Atomic, canonical JSON sidecars, read by other processes while they are rewritten.
 
-- :func:`canonical_dumps`: one byte string per value (sorted keys, no whitespace, UTF-8, a
-  final newline). NaN and infinities are tagged (``{"__float__":"nan"}``), and a real
-  one-key dict whose key is a tag is wrapped (``{"__dict__":{...}}``), so :func:`loads`
-  restores both unambiguously.
+- :func:`canonical_dumps`: one byte string per value (sorted keys, no whitespace, UTF-8).
+  NaN and infinities are tagged (``{"__float__":"nan"}``), and a real one-key dict whose key
+  is a tag is wrapped (``{"__dict__":{...}}``), so :func:`loads` restores both.
 - :func:`write_bytes_atomic`: a temporary renamed over the file: readers see the old file or
-  the new one, a failed write leaves no temporary (fsync: :mod:`mushin_box._core.durable`).
-- :func:`read_json` never raises for a damaged or hostile file: it warns
-  (:class:`SidecarWarning`) and returns a default, so one corrupt sidecar cannot take down a
-  resume or a report.
+  the new one (fsync: :mod:`mushin_box._core.durable`).
+- :func:`read_json` warns and returns a default for a damaged or hostile file: one corrupt
+  sidecar cannot take down a resume or a report.
 """
 
 from __future__ import annotations

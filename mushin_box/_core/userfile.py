@@ -1,14 +1,11 @@
 # SPDX-License-Identifier: MIT
 """Import a user's Python file: the one way the kit does it.
 
-:func:`import_file` imports it as the ranks will (the module named after the file, its
-directory first on ``sys.path``), never silently takes another module of that name already
-imported (other code than the file says), and forgets a file whose code raised, so that the
-fixed file can be imported again. :func:`owner_problem` is the test every file a sweep
-directory names passes before it is imported: a file another user could write is code
-another user chose, as ``ssh`` treats its keys. Its write rule, :func:`writable_by_others`:
-``o+w``, or ``g+w`` with a group other than the owner's private one (named after its one
-user: Debian's and Red Hat's default, where umask 002 is usual).
+:func:`import_file` imports it as the ranks will (named after the file, its directory first
+on ``sys.path``), never takes another module of that name already imported, and forgets a
+file whose code raised. :func:`owner_problem`: a file a sweep directory names that another
+user could write is code another user chose (as ``ssh`` treats its keys): ``o+w``, or ``g+w``
+with a group other than the owner's private one (Debian's and Red Hat's default).
 """
 
 from __future__ import annotations
