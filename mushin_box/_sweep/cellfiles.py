@@ -30,15 +30,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from mushin_box._core import durable, layout
+from mushin_box._core import durable, layout, sidecars
 from mushin_box._core.jobdir import mushin_dir
 from mushin_box._core.redact import redact_text
-from mushin_box._core.sidecars import (
-    canonical_dumps,
-    read_json,
-    write_json_atomic,
-    write_text_atomic,
-)
 from mushin_box._provenance.elastic import attempt_entry, carried_attempts, finished_run
 from mushin_box._provenance.files import write_provenance
 from mushin_box._provenance.full import (
@@ -90,16 +84,13 @@ def metrics_from_return(value: Any) -> dict[str, Any]:
 def carry_over(
     cell_dir: Path, metrics: dict[str, Any], continues: bool
 ) -> tuple[dict[str, Any], list[str]]:
-    """``metrics`` plus the previous attempt's values of the names it lacks, and those names.
-
-    A continuing attempt that returns fewer metrics is most likely a fit resumed with
-    nothing left to train, which logs nothing: it must not replace good metrics of the same
-    experiment with fewer. The missing names keep their values (from
-    ``.mushin/earlier-metrics.json``), with a warning. A fresh start carries nothing.
+    """``metrics`` plus the previous attempt's values of the names it lacks, and those names:
+    a continuing attempt that returns fewer is most likely a fit resumed with nothing left
+    to train, which must not replace good metrics with fewer. A fresh start carries nothing.
     """
     if not continues:
         return metrics, []
-    previous = read_json(mushin_dir(cell_dir) / layout.EARLIER_METRICS_FILE, default={})
+    previous = sidecars.read_json(mushin_dir(cell_dir) / layout.EARLIER_METRICS_FILE, default={})
     missing = sorted(k for k in previous if k not in metrics) if isinstance(previous, dict) else []
     if not missing and not metrics:  # nothing returned, nothing recorded: killed after its fit
         return _restored(cell_dir)
@@ -118,7 +109,7 @@ def _restored(cell_dir: Path) -> tuple[dict[str, Any], list[str]]:
     """The last values of the fit's ``MetricsCallback`` series, for a task that returned
     nothing: a cell killed after its fit resumes at ``max_epochs``, trains nothing, and
     returns ``{}``, while the series restored with the checkpoint holds its result."""
-    series = read_json(cell_dir / layout.stage_metrics_json_file("fit"), default=None)
+    series = sidecars.read_json(cell_dir / layout.stage_metrics_json_file("fit"), default=None)
     restored: dict[str, Any] = {}
     if isinstance(series, dict):
         for name, values in series.items():
@@ -149,8 +140,7 @@ def _restored(cell_dir: Path) -> tuple[dict[str, Any], list[str]]:
 
 def set_aside_metrics(cell_dir: Path, tag: str, continues: bool) -> None:
     """Move the earlier metrics out of the sidecar (none beside ``running`` or ``failed``):
-    into ``.mushin/earlier-metrics.json`` for :func:`carry_over` when the attempt
-    continues, else beside the set-aside checkpoints."""
+    for :func:`carry_over` when the attempt continues, else beside the set-aside checkpoints."""
     path = cell_dir / layout.METRICS_FILE
     earlier = mushin_dir(cell_dir) / layout.EARLIER_METRICS_FILE
     if continues:
@@ -181,14 +171,13 @@ def start_provenance(
     continues: bool = False,
     extended: Mapping[str, Any] | None = None,
 ) -> None:
-    """Write the cell's provenance record as the task starts; ``run.started`` is the
-    status's ``started``. ``extended`` (``{limit: [before, now]}``) marks an attempt that
-    extends the fit to a raised training limit."""
+    """Write the cell's provenance record as the task starts (``run.started``: the status's);
+    ``extended`` (``{limit: [before, now]}``) marks an attempt to a raised training limit."""
     from omegaconf import OmegaConf
 
     config = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
     seed_base = OmegaConf.select(cfg, "seed", default=None)
-    status = read_json(cell_dir / layout.STATUS_FILE, default={})
+    status = sidecars.read_json(cell_dir / layout.STATUS_FILE, default={})
     started = status.get("started") if isinstance(status, dict) else None
     _CLOCKS[str(cell_dir)] = time.monotonic()
     common: dict[str, Any] = {
@@ -223,7 +212,7 @@ def _with_attempt(
         return record
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a corrupt earlier record: its attempts are lost
-        previous = read_json(cell_dir / layout.PROVENANCE_FILE)
+        previous = sidecars.read_json(cell_dir / layout.PROVENANCE_FILE)
         earlier = carried_attempts(previous, continues=continues)
     topology, launcher = run.get("topology"), run.get("launcher")
     entry = attempt_entry(
@@ -250,7 +239,7 @@ def finish_provenance(
     t0 = _CLOCKS.pop(str(cell_dir), None)
     duration = round(end - t0, 3) if t0 is not None else None
     try:
-        record = read_json(cell_dir / layout.PROVENANCE_FILE)
+        record = sidecars.read_json(cell_dir / layout.PROVENANCE_FILE)
         if not isinstance(record, dict):
             return
         runtimes = read_rank_runtimes(cell_dir, attempt=attempt)
@@ -275,7 +264,7 @@ def _with_fit_starts(
         return record
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the user's file, not a sidecar: none is no loss
-        prints = read_json(cell_dir / layout.FINGERPRINTS_FILE)
+        prints = sidecars.read_json(cell_dir / layout.FINGERPRINTS_FILE)
     starts = prints.get("starts") if isinstance(prints, dict) else None
     done = finished_run(run, starts)
     if not changes:  # the starts of the fit this attempt has not restored yet
@@ -315,11 +304,11 @@ def record_failure(cell_dir: Path, record: dict[str, Any], exc: BaseException) -
     }
     status = cell_dir / layout.STATUS_FILE
     try:
-        write_text_atomic(cell_dir / layout.ERROR_FILE, text)
+        sidecars.write_text_atomic(cell_dir / layout.ERROR_FILE, text)
     except OSError:
         error["file"] = None
     try:
-        write_json_atomic(status, {**record, "error": error})
+        sidecars.write_json_atomic(status, {**record, "error": error})
         return True
     except OSError as full:
         problem = full  # the one to name: the later tries only fall back
@@ -328,8 +317,8 @@ def record_failure(cell_dir: Path, record: dict[str, Any], exc: BaseException) -
         error["file"] = None
     final = {**record, "error": error}
     for write in (
-        lambda: write_json_atomic(status, final),
-        lambda: _overwrite_in_place(status, canonical_dumps(final)),  # no file: an OSError
+        lambda: sidecars.write_json_atomic(status, final),
+        lambda: _overwrite_in_place(status, sidecars.canonical_dumps(final)),  # no file: an OSError
     ):
         with contextlib.suppress(OSError):
             write()
@@ -363,7 +352,7 @@ def save_config(cfg: Any, filename: str, output_dir: Path) -> None:
     try:
         # a cell's files are synced with the cell runner's next commit (_core/durable.py)
         with durable.handed_on() if ours else contextlib.nullcontext():
-            write_text_atomic(path, text)  # creates output_dir, as Hydra's mkdir did
+            sidecars.write_text_atomic(path, text)  # creates output_dir, as Hydra's mkdir did
     except OSError as exc:
         if not ours:
             raise

@@ -27,17 +27,10 @@ import attrs
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from mushin_box._core import durable, layout
+from mushin_box._core import durable, layout, sidecars
 from mushin_box._core.envstate import environ_restored
 from mushin_box._core.jobdir import mushin_dir
 from mushin_box._core.redact import redact, redact_text
-from mushin_box._core.sidecars import (
-    SidecarWarning,
-    canonical_dumps,
-    read_json,
-    timestamp,
-    write_json_atomic,
-)
 from mushin_box._provenance.elastic import earlier_s, restart_count, restarts, spent
 from mushin_box._provenance.full import TRAINER_LIMIT_KEYS, split_config
 from mushin_box._provenance.ranks import restart_cause, write_rank_end, write_rank_runtime
@@ -153,7 +146,7 @@ def plain_fingerprint(plain: Any) -> str | None:
 def redacted_fingerprint(redacted: Any) -> str | None:
     """:func:`plain_fingerprint` of a config whose secrets are redacted already."""
     try:
-        data = canonical_dumps(redacted)
+        data = sidecars.canonical_dumps(redacted)
     except (TypeError, ValueError):
         return None
     return hashlib.sha256(data).hexdigest()
@@ -212,8 +205,8 @@ def _provenance_readable(cell_dir: Path) -> bool:
     """Is the cell's provenance record whole? If not, warn: only running the cell again
     rebuilds a record that tells the truth."""
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SidecarWarning)  # one warning, said below
-        record = read_json(cell_dir / layout.PROVENANCE_FILE)
+        warnings.simplefilter("ignore", sidecars.SidecarWarning)  # one warning, said below
+        record = sidecars.read_json(cell_dir / layout.PROVENANCE_FILE)
     if isinstance(record, dict) and {"reproducibility", "run"} <= set(record):
         return True
     warnings.warn(
@@ -243,7 +236,7 @@ class CellRunner:
         """Write the cell's status record (rank 0 only) and return it."""
         record = {"schema": SCHEMA, "run_id": self.plan.run_id, **fields}
         if global_rank_from_env() == 0:  # one writer per cell; the other ranks only read
-            write_json_atomic(cell_dir / layout.STATUS_FILE, record)
+            sidecars.write_json_atomic(cell_dir / layout.STATUS_FILE, record)
         return record
 
     def __call__(self, cfg: Any) -> dict[str, Any] | None:
@@ -269,7 +262,8 @@ class CellRunner:
         if decision.action == "reuse":
             if decision.reused_despite and global_rank_from_env() == 0:  # the status says so
                 despite = {**cell.previous, "reused_despite": list(decision.reused_despite)}
-                write_json_atomic(cell.directory / layout.STATUS_FILE, despite)  # its run id kept
+                # its run id kept
+                sidecars.write_json_atomic(cell.directory / layout.STATUS_FILE, despite)
             return reused  # nothing runs; only a reuse despite a change is written down
         if decision.continue_from_checkpoint:  # refused before anything is written
             resume.refuse_shortened(cell.directory, cell.base.get("limits") or {})
@@ -301,7 +295,7 @@ class CellRunner:
         combo = {k: _swept_value(cfg, k, choices) for k in self.plan.swept}
         plain = _plain_config(cfg)  # once: the three fingerprints below read it
         fingerprints = cell_fingerprints(config_fingerprint(cfg, plain), self.plan)
-        previous = read_json(cell_dir / layout.STATUS_FILE, default={})
+        previous = sidecars.read_json(cell_dir / layout.STATUS_FILE, default={})
         if not isinstance(previous, dict):
             previous = {}
         base = {"combo": combo, "cell": cell_dir.name, "fingerprints": fingerprints}
@@ -338,7 +332,7 @@ class CellRunner:
 
         decision, metrics = judge(True), None
         if decision.action == "reuse":
-            metrics = read_json(cell.directory / layout.METRICS_FILE)
+            metrics = sidecars.read_json(cell.directory / layout.METRICS_FILE)
             if not isinstance(metrics, dict) or not _provenance_readable(cell.directory):
                 decision, metrics = judge(False), None  # unreadable: the cell runs again
         for message in decision.warnings:
@@ -371,7 +365,7 @@ class CellRunner:
             cellfiles.set_aside_metrics(cell.directory, tag, decision.continue_from_checkpoint)
         extended = _extension(cell) if decision.extends else None
         earlier = earlier_s(cell.previous, decision.continue_from_checkpoint, self.plan.run_id)
-        started = timestamp()
+        started = sidecars.timestamp()
         t0 = time.monotonic()
         running = {
             **record,
@@ -403,7 +397,8 @@ class CellRunner:
                     extended=extended,
                 )
         except Terminated as exc:  # stopped while its start was recorded: not left running
-            self._cancelled(cell.directory, running, exc, timestamp(), time.monotonic() - t0)
+            spent_s = time.monotonic() - t0
+            self._cancelled(cell.directory, running, exc, sidecars.timestamp(), spent_s)
             raise
         return running, t0
 
@@ -420,7 +415,7 @@ class CellRunner:
                 with sigterm_raises():  # SIGTERM ends the cell "cancelled", not mid-write
                     result = self._call_task(cfg, cell_dir, running["attempt"], continues)
             finally:  # the task's end: the status and the provenance both say this one
-                ended, t_end = timestamp(), time.monotonic()
+                ended, t_end = sidecars.timestamp(), time.monotonic()
                 self._ended(cell_dir, running, sys.exc_info()[1])
             metrics = cellfiles.metrics_from_return(result)
         except BaseException as exc:
@@ -437,7 +432,7 @@ class CellRunner:
         try:
             if rank0:
                 metrics, carried = cellfiles.carry_over(cell_dir, metrics, continues)
-                write_json_atomic(cell_dir / layout.METRICS_FILE, metrics)
+                sidecars.write_json_atomic(cell_dir / layout.METRICS_FILE, metrics)
             durable.commit()  # "completed" on disk: what it vouches for is there already
             self._status(
                 cell_dir,
@@ -485,7 +480,7 @@ class CellRunner:
                 "run_id": self.plan.run_id,
                 **running,
                 "status": "failed",
-                "ended": timestamp(),
+                "ended": sidecars.timestamp(),
                 **spent(running, duration),
             },
             exc,
@@ -495,7 +490,7 @@ class CellRunner:
             if rank0:  # the error may quote a secret, as the traceback may
                 abort = {"cell": cell.directory.name, "error": redact_text(repr(exc))}
                 with contextlib.suppress(OSError):  # the error itself is re-raised
-                    write_json_atomic(cell.root / layout.ABORT_FILE, abort)
+                    sidecars.write_json_atomic(cell.root / layout.ABORT_FILE, abort)
             redact(exc)  # it leaves the cell: its text is written elsewhere too
             raise exc
         return None

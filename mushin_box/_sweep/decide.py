@@ -36,10 +36,8 @@ _MULTI_RANK_DEADLINE = (
 
 @attrs.frozen
 class Decision:
-    """What a cell does this time (``reuse``: return its metrics, write nothing; ``skip``:
-    record ``reason``; ``run``), and why. The ``previous_*`` fields are recorded in the
-    running status, so that a rank reading it after rank 0 rewrote it compares with the
-    same values."""
+    """What a cell does this time, and why. The ``previous_*`` fields go into the running
+    status, so that a rank reading it after rank 0 rewrote it compares the same values."""
 
     action: Literal["reuse", "skip", "run"]
     #: for ``run``: continue from the checkpoints (else rank 0 sets them aside first)

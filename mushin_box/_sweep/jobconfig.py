@@ -104,10 +104,9 @@ def element_overrides(parsed: Sequence[Any]) -> dict[str, Any]:
 
 
 class SweptValues:
-    """A job's directory and task config from the first job's config (``first``, composed
-    with ``return_hydra_config``) and the job's swept values; ``ValueError`` when the grid
-    of ``jobs`` is not one of plain values (see the module doc). ``known``: overrides
-    parsed already (:func:`element_overrides`), by their text."""
+    """A job's directory and task config from the first job's config (composed with
+    ``return_hydra_config``) and the job's swept values; ``ValueError`` when the grid is not
+    one of plain values: no group, ``hydra.*`` key, delete, mapping value or nested key."""
 
     def __init__(
         self, first: Any, jobs: Sequence[Sequence[str]], known: Mapping[str, Any] | None = None
@@ -369,9 +368,8 @@ class JobConfigs:
 
 
 def job_configs(loader: Any, master: Any, batch: Sequence[Sequence[str]]) -> JobConfigs | None:
-    """Check that every job of ``batch`` composes, as Hydra's sweeper does (a bad value:
-    Hydra's own error), and return its :class:`JobConfigs`; None when the grid needs
-    Hydra's full check and compose (a swept group, a mapping value, one job...)."""
+    """Check that every job of ``batch`` composes (a bad value: Hydra's own error) and return
+    its :class:`JobConfigs`; None when the grid needs Hydra's full check and compose."""
     if len(batch) < 2:
         return None
     first = loader.load_sweep_config(master, list(batch[0]))  # Hydra's error, as Hydra's check

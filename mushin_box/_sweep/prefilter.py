@@ -118,8 +118,7 @@ def _reusable(
     said: list[str],
 ) -> dict[str, Any] | None:
     """The cell's metrics if the runner would reuse it without a word and without writing
-    anything, else None; ``said`` gets what the runner will say of it. ``indexed``: the
-    metrics the sweep's index vouches for, by directory name; the others' are read here."""
+    anything, else None; ``said`` gets what the runner will say of it."""
     if previous.get("status") != "completed":
         return None
     decision = decide(
@@ -159,9 +158,7 @@ def prefilter(
 ) -> Prefiltered:
     """The jobs of the grid that resume reuses as they are (see module doc); call it with
     the sweep's secrets exported and Hydra's state kept. ``first``: the composed config of
-    :func:`~mushin_box._sweep.compose.first_job`, used when it is the grid's first job;
-    ``records``: the cells' status records, and ``indexed`` the metrics the sweep's index
-    vouches for, both read under the sweep's lock."""
+    :func:`~mushin_box._sweep.compose.first_job`, used when it is the grid's first job."""
     elsewhere = launcher not in (None, "basic")
     # the driver computes a cell's fingerprints as its job will, but not with the user's own
     # sweeper, nor with an image the launcher runs the ranks in (its digest is theirs)
@@ -225,9 +222,8 @@ def _cells(
     name: str, parsed: Sequence[Any], jobs: Sequence[Sequence[str]], first: Any = None
 ) -> Iterator[tuple[Path, Callable[[], str | None]]]:
     """Each job's directory, and how to get its config fingerprint (None: the job decides):
-    from the first job's config and the swept values (:class:`PlainFingerprints`, else
-    :class:`SweptValues`) when the last job composed in full agrees, else from each job
-    composed in full."""
+    from the first job's config and the swept values when the last job composed in full
+    agrees, else from each job composed in full."""
 
     def composed(job: Sequence[str]) -> tuple[Path, Any]:
         return _cell_of(compose(name, overrides=list(job), return_hydra_config=True))

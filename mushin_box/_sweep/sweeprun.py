@@ -30,20 +30,9 @@ from mushin_box._sweep.cells import CellPlan, CellRunner
 from mushin_box._sweep.compose import hydra_state_kept
 from mushin_box._sweep.jobconfig import job_configs
 from mushin_box._sweep.prefilter import SWEEPER_TARGET, own_sweeper, prefilter
+from mushin_box._sweepdir import manifest
 from mushin_box._sweepdir.board import grid_runs
 from mushin_box._sweepdir.liveness import still_running_message
-from mushin_box._sweepdir.manifest import (
-    Records,
-    SweepBusyError,
-    cell_records,
-    combo_id,
-    finish_launch,
-    grid_ids,
-    live_cells,
-    read_sweep_manifest,
-    reconcile_abandoned,
-    write_manifest,
-)
 from mushin_box._sweepdir.progress import CellProgress
 from mushin_box._sweepdir.settled import CellIndex, read_index, refresh_index
 
@@ -51,39 +40,36 @@ from mushin_box._sweepdir.settled import CellIndex, read_index, refresh_index
 @gc_paused()  # a bulk read: see _core/gcpause.py
 def open_sweep(
     root: Path, grid: Mapping[str, list[Any]], plan: CellPlan, launcher: str | None = None
-) -> tuple[Records, CellIndex, Any]:
+) -> tuple[manifest.Records, CellIndex, Any]:
     """Under the sweep's lock, before any cell starts: warn of a changed grid (on resume),
-    record abandoned cells, refuse cells still running or queued (never a second copy:
-    ``SweepBusyError``), clear the abort file and write the new manifest. ``launcher``:
-    this run's (``mushin_slurm`` asks the queue for the sweep's marked jobs too). Returns
-    the cells' status records, the sweep's index and the manifest written from them."""
-    previous = read_sweep_manifest(root)
+    record abandoned cells, refuse cells still running or queued (``SweepBusyError``),
+    clear the abort file and write the new manifest; return the status records, the index
+    and the manifest."""
+    previous = manifest.read_sweep_manifest(root)
     if plan.resume and previous is not None:
         _report_grid_change(previous, grid)
     slurm = launcher == "mushin_slurm" or (previous or {}).get("launcher") == "mushin_slurm"
     _refuse_live_submission(root, grid, slurm)  # first: queued jobs have no status file yet
     # only a resume reuses cells: a fresh run of the sweep reads each status
     index = read_index(root) if plan.resume else CellIndex()
-    records = list(cell_records(root, index.records()))  # each status file read once
-    reconcile_abandoned(records)
+    records = list(manifest.cell_records(root, index.records()))  # each status file read once
+    manifest.reconcile_abandoned(records)
     # only this run's cells: the sweep's others may still run (and only a running cell
     # can be: no id of 10,000 finished cells is computed)
     running = [(d, r) for d, r in records if r.get("status") == "running"]
-    ids = grid_ids(grid) if running else set()
-    busy = live_cells([(d, r) for d, r in running if combo_id(r["combo"]) in ids])
+    ids = manifest.grid_ids(grid) if running else set()
+    busy = manifest.live_cells([(d, r) for d, r in running if manifest.combo_id(r["combo"]) in ids])
     if busy:
-        raise SweepBusyError(still_running_message(busy))
+        raise manifest.SweepBusyError(still_running_message(busy))
     (root / ABORT_FILE).unlink(missing_ok=True)
-    manifest = write_manifest(root, grid=grid, run_id=plan.run_id, records=records)
-    return records, index, manifest
+    written = manifest.write_manifest(root, grid=grid, run_id=plan.run_id, records=records)
+    return records, index, written
 
 
 def _refuse_live_submission(root: Path, grid: Mapping[str, list[Any]], slurm: bool) -> None:
-    """Refuse (``SweepBusyError``) while a job of the latest submission that may run a cell
-    of ``grid`` is queued or running, or the scheduler cannot say: a queued job has no
-    status file yet. A live job that runs none of them is marked ``carried``, so that the
-    next submission's record keeps the only handle on it. With ``slurm``, the sweep's
-    marked jobs that no record names are refused too."""
+    """Refuse while a job of the latest submission that may run a cell of ``grid`` is queued
+    or running (it has no status file yet), or the scheduler cannot say. A live job that
+    runs none of them is marked ``carried``: the next submission's record keeps it."""
     submission = read_submission(root)
     jobs = job_ids(submission)
     if slurm or submission.get("cluster") == "slurm":
@@ -106,13 +92,13 @@ def _refuse_live_submission(root: Path, grid: Mapping[str, list[Any]], slurm: bo
     fix = f"follow it with `mushin-box wait {where}` or stop it with `mushin-box cancel {where}`"
     if live:
         named = name_job_ids((f"{j} ({states[j]})" for j in live), sep=", ")
-        raise SweepBusyError(
+        raise manifest.SweepBusyError(
             f"this sweep is still live: SLURM job(s) {named} of its last submission "
             f"({submission.get('submitted')}) are queued or running; {fix}, "
             "then run again"
         )
     named = name_job_ids(unknown, sep=", ")
-    raise SweepBusyError(
+    raise manifest.SweepBusyError(
         f"the scheduler did not answer (squeue failed: check SLURM_CONF and that the "
         f"controller is up), so whether SLURM job(s) {named} of this sweep still run is "
         f"unknown; run again once it answers, or {fix}"
@@ -130,7 +116,7 @@ def _refuse_unrecorded(root: Path, recorded: list[str]) -> None:
     if not strays:
         return
     arrays = " ".join(sorted({j.partition("_")[0] for j in strays}))
-    raise SweepBusyError(
+    raise manifest.SweepBusyError(
         f"SLURM job(s) {name_job_ids(strays, sep=', ')} carry this sweep's mark but no "
         f"record of it names them (a submission stopped before it wrote {JOBS_FILE}): they "
         f"would run its cells a second time; stop them with `scancel {arrays}`, or let "
@@ -161,14 +147,13 @@ def launch_cells(
     progress: bool,
     first: Any = None,
 ) -> Launched:
-    """Open the sweep (:func:`open_sweep`), run every cell (``hydra_zen.launch`` of
-    ``runner``), then record the cells whose job ended without a word, rebuild the manifest
-    and the index. ``first`` (the composed first job) serves the resume shortcut."""
+    """Open the sweep, run every cell (``hydra_zen.launch`` of ``runner``), then record the
+    cells whose job ended without a word, rebuild the manifest and the index."""
     from hydra_zen import launch
 
     plan = runner.plan
     root = Path(plan.working_dir)
-    records, index, manifest = open_sweep(root, grid, plan, launcher)
+    records, index, opened = open_sweep(root, grid, plan, launcher)
     watcher = None
     if progress:  # every launcher: the bar reads only the cells' status files
         total = math.prod(len(values) for values in grid.values())
@@ -215,7 +200,7 @@ def launch_cells(
         # nothing launched: the manifest open_sweep wrote from `records` still holds
         written = records if done is not None and done.nothing_to_launch else None
         # records the cells whose job ended without a word; never hides `error`
-        ended, after = finish_launch(root, error, untouched, written, manifest)
+        ended, after = manifest.finish_launch(root, error, untouched, written, opened)
         if error is None and after is not None:
             with contextlib.suppress(OSError):  # a cache: unwritten, the cells' files are read
                 refresh_index(root, after, index)
@@ -235,7 +220,7 @@ def _report_grid_change(previous: Mapping[str, Any], grid: Mapping[str, list[Any
     with contextlib.suppress(TypeError, ValueError):  # the same values, typed as combo_id
         if canonical_dumps(old) == canonical_dumps({k: list(v) for k, v in grid.items()}):
             return  # the common resume: no id of 10,000 cells to compute
-    old_ids, new_ids = grid_ids(old), grid_ids(grid)
+    old_ids, new_ids = manifest.grid_ids(old), manifest.grid_ids(grid)
     added, removed = len(new_ids - old_ids), len(old_ids - new_ids)
     if added or removed:
         warnings.warn(

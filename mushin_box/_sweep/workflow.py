@@ -33,18 +33,13 @@ from mushin_box._core.targets import public
 from mushin_box._provenance.patch import keep_patch
 from mushin_box._provenance.record import experiment_state
 from mushin_box._slurm.config import sbatch_options
+from mushin_box._sweep import validate
 from mushin_box._sweep.cells import CellPlan, CellRunner
 from mushin_box._sweep.compose import check_composes, check_required
 from mushin_box._sweep.decide import OUT_OF_TIME
 from mushin_box._sweep.handle import SweepHandle
 from mushin_box._sweep.sweeprun import launch_cells
 from mushin_box._sweep.usercode import code_identity
-from mushin_box._sweep.validate import (
-    SweepKeys,
-    check_override_syntax,
-    is_config_group,
-    user_sweeps,
-)
 from mushin_box._sweepdir.manifest import SweepLock, cell_records, combo_id, manifest_from_cells
 from mushin_box._train.resume import RESUME_PARAM
 
@@ -403,17 +398,17 @@ class Workflow:
         # secret values travel in the environment, never in a file (mushin_box._core.secrets)
         # (config defaults first: an override's value for the same path must win)
         config = vault.hide_in_config(self.config, plain=launcher not in (None, "basic"))
-        keys = SweepKeys(self.task, self.config)  # a name the task can't take is refused
+        keys = validate.SweepKeys(self.task, self.config)  # a name the task can't take is refused
         grid, task_overrides = self._sweep_overrides(sweep_params, vault, keys)
         raw = list(overrides or [])
-        check_override_syntax(raw)
+        validate.check_override_syntax(raw)
         keys.check_raw(raw)
         user = vault.hide_in_overrides(raw, is_config_key=_is_config_key)
-        grid.update(user_sweeps(user))  # "x=1,2" in raw overrides is a grid axis too
+        grid.update(validate.user_sweeps(user))  # "x=1,2" in raw overrides is a grid axis too
         return config, grid, task_overrides + user
 
     def _sweep_overrides(
-        self, params: Mapping[str, Any], vault: SecretVault, keys: SweepKeys
+        self, params: Mapping[str, Any], vault: SecretVault, keys: validate.SweepKeys
     ) -> tuple[dict[str, list[Any]], list[str]]:
         grid: dict[str, list[Any]] = {}
         out: list[str] = []
@@ -448,7 +443,7 @@ class Workflow:
 
 
 def _is_config_key(key: str) -> bool:
-    return not is_config_group(key)  # a config value, not a config group
+    return not validate.is_config_group(key)  # a config value, not a config group
 
 
 def override_keys(overrides: Sequence[str]) -> list[str]:
