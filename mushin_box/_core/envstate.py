@@ -1,9 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Put ``os.environ`` back as it was: around a whole in-process cell, or around a few names.
 
-A cell run in the sweep's own process shares ``os.environ`` with the cells after it: what
-Lightning, the seeding or DDP set (``PL_GLOBAL_SEED``, ``MASTER_PORT``...) would make the next
-cell run, and record, an environment that no fresh process has.
+What an in-process cell's Lightning, seeding or DDP set (``PL_GLOBAL_SEED``, ``MASTER_PORT``)
+would make the next cell run, and record, an environment no fresh process has.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 # SPDX-License-Identifier: MIT
 """The cyclic garbage collector paused while a sweep's records are read in bulk.
 
-Reading 10,000 cells builds a million small containers that live on, and the collector
-rescans them every 700 new ones, for nothing: JSON values form no cycle (docs/performance.md).
-The pause is scoped to the reading, never around a user's task.
+A million small containers that live on, rescanned every 700 new ones for nothing (JSON
+values form no cycle: docs/performance.md); never paused around a user's task.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""The jobs a launch leaves out, and how it gets the others' configs: set by the sweep
-driver, read by its Hydra sweeper.
-
-``Workflow.run`` decides a resumed sweep's completed cells (:mod:`mushin_box._sweep.prefilter`)
-and how to check and compose a batch of jobs cheaply (``_sweep.jobconfig.job_configs``); the
-sweeper plugin, in the same process and allowed only ``_core`` and ``_slurm``, reads both here.
+"""The jobs a launch leaves out, and how it gets the others' configs: set by
+``Workflow.run``, read by its Hydra sweeper plugin (in the same process, which may import
+only ``_core`` and ``_slurm``).
 
 Examples
 --------

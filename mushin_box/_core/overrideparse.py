@@ -1,9 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Hydra's parse of override texts, each text parsed once per process.
 
-``Workflow.run`` parses its overrides several times before Hydra does, and Hydra's ANTLR
-parser is a large share of a resume (docs/performance.md): so every mushin-box module parses
-through here, and the result is shared (its readers must not change it).
+Hydra's ANTLR parser is a large share of a resume (docs/performance.md), and ``Workflow.run``
+parses each text several times: every module parses here, and shares the result unchanged.
 
 Examples
 --------

@@ -53,7 +53,7 @@ def is_array_scalar(value: object) -> bool:
 
 def _quote(text: str) -> str:
     """Quote ``text`` for Hydra: the unescaped result of parsing it is exactly ``text``. A
-    run of backslashes before a quote or the closing quote is doubled (module doc)."""
+    run of backslashes before a quote or the closing quote is doubled."""
     quote = '"' if text.count("'") > text.count('"') else "'"
     body = re.sub(
         rf"(\\*)({quote}|\Z)",
@@ -229,9 +229,8 @@ def format_sweep(
 
 
 def check_sweep_values(key: str, values: Sequence[object]) -> list[str]:
-    """The sweep's values as formatted by :func:`format_value`; an empty sweep, or values
-    that format identically (they would collapse into one cell), are refused. ``1`` and
-    ``1.0`` are distinct (an ``int`` and a ``float`` job), as ``True`` and ``1``.
+    """The sweep's values as formatted by :func:`format_value`; refused when empty or when two
+    format identically (one cell): ``1`` and ``1.0`` are distinct, as ``True`` and ``1``.
 
     Examples
     --------

@@ -33,10 +33,8 @@ def run_bounded(
 ) -> subprocess.CompletedProcess[str]:
     """Run ``argv`` in its own process group, stopped whole past ``timeout`` seconds.
 
-    ``capture``: return its stdout and stderr (text; undecodable bytes replaced). Else its
-    output goes to this process's stderr as it comes, and with ``tail`` the last ``tail``
-    lines of it (stdout and stderr together) are also the result's ``stderr``. Past
-    ``timeout``, ``subprocess.TimeoutExpired`` once the group is stopped.
+    ``capture``: return its stdout and stderr. Else its output goes to this process's stderr
+    as it comes, its last ``tail`` lines also the result's ``stderr``.
 
     Examples
     --------

@@ -1,12 +1,10 @@
 # SPDX-License-Identifier: MIT
 """The secret rule, and redaction by it: :func:`redact` a value, :func:`redact_text` text.
 
-A secret is decided by name (:func:`is_secret_name`): words such as ``token``, ``password``,
-``key``, unless the last word only describes it (``key_dim``, ``auth_url``); or declared
-(:func:`secret_names_in_effect`); or credentials inside a URL, whatever the name. Everything
-that writes a file or prints asks this module, so the rule cannot drift between the
-sidecars, the env file, the error messages and the terminal. Hiding values *before* a
-launch, so that files never hold them, is :mod:`mushin_box._core.secrets`.
+A secret is decided by name (:func:`is_secret_name`: words such as ``token``, unless the last
+word only describes it, ``key_dim``), by declaration, or as a URL's credentials. Everything
+that writes a file or prints asks this module, so the rule cannot drift between files and the
+terminal. Hiding values *before* a launch is :mod:`mushin_box._core.secrets`.
 """
 
 from __future__ import annotations
@@ -233,10 +231,8 @@ _SECRET_FILE = re.compile(
 
 
 def is_secret_file(path: str) -> bool:
-    """Does a file's name say it holds secrets? A name of the conventions above, or whose
-    stem (before the first dot) is a secret's name by :func:`is_secret_name`, a plural
-    too (``secrets.yaml``, ``credentials.json``, ``api_token.txt``). Only the last part of
-    ``path`` counts: a directory's name says nothing about one file.
+    """Does a file's name (not its directory's) say it holds secrets? A name of the
+    conventions above, or whose stem is a secret's name, a plural too (``secrets.yaml``).
 
     Examples
     --------
@@ -262,17 +258,12 @@ def _redact_urls(text: str) -> str:
 
 
 def redact(value: Any, declared: Sequence[str] = ()) -> Any:
-    """A copy of ``value`` with its secrets cut out.
-
-    * a mapping (a record, an environment): a secret-looking key's value unless ``None``
-      ("unset" is worth seeing), declared dotted paths counting from its root; URL
-      credentials in every string;
-    * a list or tuple of strings, a command's words: an assignment (``NAME=value``,
-      ``--name=value``, ``+name=value``) to a secret-looking name keeps the name only, and
-      the word after a secret-looking flag (``--token abc``; not ``--pwd``) is replaced;
-    * a string: :func:`redact_text`;
-    * an exception: itself, the string args of it and of its chain scrubbed in place
-      (submitit pickles its traceback; the driver re-raises it to a terminal).
+    """A copy of ``value`` with its secrets cut out: of a mapping, a secret-looking key's
+    value unless ``None`` ("unset" is worth seeing) and URL credentials; of a command's words,
+    an assignment's
+    value (``--name=value``, ``+name=value``) and the word after a secret-looking flag; a
+    string by :func:`redact_text`; an exception itself, its and its chain's args scrubbed in
+    place (submitit pickles its traceback; the driver re-raises it to a terminal).
 
     Examples
     --------

@@ -1,12 +1,10 @@
 # SPDX-License-Identifier: MIT
 """Bounded, no-symlink reads of the files in a sweep directory.
 
-Anything in a sweep directory may be stale, hand-edited or hostile (a sidecar symlinked to
-``/dev/zero``, a FIFO, a status naming ``/etc/shadow`` as a log). So a file is opened with
-``O_NOFOLLOW | O_NONBLOCK``, must be a regular file, is read up to its kind's limit
-(:func:`~mushin_box._core.layout.read_limit`), and a file a sidecar *names* must lie under
-the sweep directory (:func:`inside`). A refusal is an :class:`UnsafeFileError`, an
-``OSError``: a reader that treats an unreadable sidecar as missing treats a hostile one so.
+Anything in a sweep directory may be hostile (a sidecar symlinked to ``/dev/zero``, a FIFO, a
+status naming ``/etc/shadow`` as a log). So a file must be a regular file, not a link, is
+read up to its kind's limit, and a file a sidecar *names* must lie under the sweep directory
+(:func:`inside`). A refusal is an :class:`UnsafeFileError`, an ``OSError``.
 
 Examples
 --------
@@ -127,9 +125,8 @@ def read_tail(path: StrPath, max_bytes: int, *, start: int = 0) -> tuple[bytes, 
 
 def inside(root: StrPath, path: StrPath) -> Path:
     """``path`` (relative to ``root`` unless absolute), when it lies under ``root`` once
-    every symlink above it is resolved; the last component is left as it is, so that
-    :func:`open_regular_stat` refuses it if it is a symlink. An :class:`UnsafeFileError`
-    when it is outside (an absolute path elsewhere, ``..``, a symlinked directory).
+    every symlink above its last component (left for :func:`open_regular_stat`) is resolved;
+    else an :class:`UnsafeFileError`.
 
     Examples
     --------

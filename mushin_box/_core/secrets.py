@@ -159,10 +159,8 @@ class SecretVault:
     def hide_in_overrides(
         self, overrides: Sequence[str], *, is_config_key: Any = lambda key: True
     ) -> list[str]:
-        """Raw Hydra overrides with secret values replaced by references; a sweep over a
-        secret-looking key is refused (:func:`sweep_error`). ``is_config_key(key)`` tells a
-        config value from a config *group* choice (an option name, never hidden);
-        ``+key``/``++key`` are always values."""
+        """Raw Hydra overrides with secret values replaced by references (a sweep over one is
+        refused); ``is_config_key(key)`` tells a value from a config *group*'s option name."""
         from hydra.core.override_parser.types import OverrideType
 
         declared = self.declared

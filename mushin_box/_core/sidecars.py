@@ -160,8 +160,7 @@ def _decode(obj: Any) -> Any:
 
 def _plain_dumps(obj: object) -> bytes | None:
     """:func:`canonical_dumps` by C ``json`` alone (a resume dumps 10,000 fingerprints), or
-    None where the walk must decide: a NaN, a tag-like key, a ``\\u`` escape, or a value that
-    does not read back equal (a tuple, a non-``str`` key, a number type of its own)."""
+    None where the walk must decide (a NaN, a tag, a tuple, a non-``str`` key...)."""
     try:
         text = _dumps(obj)
         if _may_hold_tags(text) or json.loads(text) != obj:
@@ -289,9 +288,8 @@ def write_json_atomic(path: StrPath, obj: object) -> None:
 def read_json(path: StrPath, *, default: Any = None) -> Any:
     """A JSON sidecar (:func:`loads`), or ``default`` (as is, not copied) when it is missing.
 
-    A file :mod:`mushin_box._core.safeio` refuses (a symlink, a FIFO, over its kind's limit)
-    or a corrupt one (not UTF-8 JSON, a malformed tag, not an object where one is due) warns
-    with a :class:`SidecarWarning` naming the file and gives ``default``.
+    A file :mod:`mushin_box._core.safeio` refuses, or a corrupt one (not an object where one
+    is due too), warns with a :class:`SidecarWarning` naming the file and gives ``default``.
 
     Examples
     --------
@@ -346,13 +344,10 @@ def _remove_old(paths: Iterable[Path]) -> list[Path]:
 
 
 def start_removing_orphans(root: StrPath) -> Callable[[], list[Path]]:
-    """Begin removing the temporaries that killed writers left under ``root``
-    (:func:`write_bytes_atomic`'s names, older than :data:`ORPHAN_AGE_S`: the writer's pid
-    may be on another node); call what it returns to finish and get the files removed.
-
-    The sweep may hold 40,000 directories, so ``find`` lists the candidates in another
-    process (a thread would hold the GIL) while the run decides its cells; without ``find``,
-    or when it fails, ``os.walk`` lists them when finishing.
+    """Begin removing the temporaries that killed writers left under ``root`` (older than
+    :data:`ORPHAN_AGE_S`: the writer may be on another node); call what it returns to finish.
+    ``find`` lists a sweep's 40,000 directories in another process while the run decides its
+    cells (a thread would hold the GIL); without it, ``os.walk`` does, when finishing.
     """
     where = os.path.abspath(root)  # never an argument find takes for an option
     try:

@@ -1,10 +1,9 @@
 # SPDX-License-Identifier: MIT
 """Stable config targets: a public name is recorded as ``mushin_box.X``, and only so.
 
-hydra-zen writes ``builds(HydraDDP)`` as ``_target_: <module>.<name>`` into every saved
-config, fingerprint and provenance record. So each public name declares itself part of
-``mushin_box`` (:func:`public`), and configs say ``mushin_box.HydraDDP``, which survives a
-move of the private modules; no private path is kept resolvable, as no release recorded one.
+hydra-zen writes ``_target_: <module>.<name>`` into every saved config and record, so each
+public name declares itself part of ``mushin_box`` (:func:`public`): a move of the private
+modules changes no record (and no private path is kept resolvable: none was recorded).
 
 Examples
 --------

@@ -2,19 +2,12 @@
 """Hydra's private names, each behind one function or class: the only module that reaches
 ``hydra._internal`` or a leading-underscore name of Hydra. Why no public API does each:
 
-* :func:`apply_overrides`, :func:`overrides_dirname`: Hydra sets overrides over a config
-  only inside a full compose; a sweep job's config is the first job's with its values set.
-* :func:`basic_sweeper`, :func:`sweep_jobs`, :func:`batches`, :func:`runs_jobs_in_process`:
-  Hydra ships its basic plugins only under ``_internal``; the kit's sweeper is the basic one
-  with a resumed sweep's jobs left out.
-* :func:`replace_save_config`: no hook says how ``.hydra/*.yaml`` are written (atomically).
-* :func:`global_hydra_kept`: ``GlobalHydra.instance()`` creates one when asked, so only the
-  singleton table tells "none" from "one, not initialized".
-* :func:`job_return_value`: the public ``return_value`` raises a failed job's exception.
-
-Hydra's plugin scan makes new classes of ``hydra._internal.core_plugins``: a class of theirs
-is looked up when asked for, never kept (a subclass of a stale one fails in Hydra's own
-``super()`` call). Tests: ``tests/upstream/test_hydra_seam.py``.
+Hydra sets overrides over a config only inside a full compose (:func:`apply_overrides`),
+ships its basic plugins only under ``_internal`` (:func:`basic_sweeper`), has no hook for
+writing ``.hydra/*.yaml`` (:func:`replace_save_config`), creates a ``GlobalHydra`` when asked
+(:func:`global_hydra_kept`), and its ``return_value`` raises (:func:`job_return_value`).
+Its plugin scan makes new classes: a class of theirs is looked up when asked for, never kept
+(a subclass of a stale one fails in Hydra's ``super()`` call). Tests: ``tests/upstream/``.
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
 # SPDX-License-Identifier: MIT
 """The seam to Lightning's private API, for both of its namespaces.
 
-Lightning ships its code twice (``pytorch_lightning`` + ``lightning_fabric``,
-``lightning.pytorch`` + ``lightning.fabric``), and a strategy or callback works with its own
-namespace's Trainer only: every function takes the Trainer package (:data:`NAMESPACES`' keys)
-and imports that namespace alone, on first use. No public API offers:
-
-- the Trainer's hook to pick a launcher, setting it, ``DDPStrategy._timeout``
-  (:func:`strategy_base`);
-- ``_SubprocessScriptLauncher``, the one type whose ranks the Trainer kills on Ctrl-C, and
-  the stock launcher's thread count (:func:`launcher_base`);
-- ``Trainer._results``: what the running loop logged; ``callback_metrics`` keeps earlier
-  rounds' values (:func:`logged_names`).
+Lightning ships its code twice (``pytorch_lightning``, ``lightning.pytorch``), and a strategy
+works with its own namespace's Trainer only: every function takes the Trainer package
+(:data:`NAMESPACES`' keys) and imports that namespace alone. No public API offers the launcher
+hook (:func:`strategy_base`), ``_SubprocessScriptLauncher``, the one type whose ranks the
+Trainer kills on Ctrl-C (:func:`launcher_base`), nor what the running loop logged
+(``callback_metrics`` keeps earlier rounds': :func:`logged_names`).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 # SPDX-License-Identifier: MIT
 """OmegaConf's private names, each behind one function.
 
-* :func:`child_node`, :func:`node_value`: a key's node as written (its class: a typed field
-  validates what a sweep sets) and its raw value; ``cfg[key]`` and ``OmegaConf.select``
-  resolve and return values, and no public call returns a node.
-* :func:`is_unsettled`, asked of the node itself: ``OmegaConf.is_missing`` needs its parent
-  and key, and no public call asks whether a node is None.
+No public call returns a node (:func:`child_node`, :func:`node_value`: its class validates
+what a sweep sets), nor asks a node itself whether it is settled (:func:`is_unsettled`).
 
 Tests: ``tests/upstream/test_omegaconf_seam.py``.
 """

@@ -1,11 +1,8 @@
 # SPDX-License-Identifier: MIT
 """submitit's private names, each behind one function or constant. submitit builds these
-only inside its executors, as it submits; the kit needs them without submitting:
-
-* :data:`SUBMIT_ARGS`, :func:`submit_command`: the torchrun agent, started as submitit's
-  ``python``, hands the folder that follows these words to its workers;
-* :func:`sbatch_script`, :func:`sbatch_mem`: the dry run shows the text ``SlurmExecutor``
-  would submit.
+only inside its executors, as it submits; the kit needs them without submitting: the
+torchrun agent, started as submitit's ``python``, hands its folder to its workers
+(:data:`SUBMIT_ARGS`), and the dry run shows the script ``SlurmExecutor`` would submit.
 
 Tests: ``tests/upstream/test_submitit_seam.py``.
 """

@@ -1,10 +1,9 @@
 # SPDX-License-Identifier: MIT
 """torch's private behaviour: how torch elastic records a failed worker (:func:`worker_failures`).
 
-A worker killed by a signal writes nothing, and the torchrun agent restarts it: the agent's
-record is the one place the signal is told. torch's public API reports a failure only when the
-agent gives up, or to a handler that gets the final result alone; its log names one failure a
-round. Every failure is a public ``ProcessFailure``: the seam hears each one as it is made.
+A worker killed by a signal writes nothing, and the agent restarts it: its record is the one
+place the signal is told. torch's public API reports a failure only when the agent gives up;
+every failure is a public ``ProcessFailure``, and the seam hears each one as it is made.
 
 Test: ``tests/upstream/test_torch_seam.py``.
 """
