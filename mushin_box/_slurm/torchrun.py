@@ -270,8 +270,7 @@ def torchrun_argv(
         words = ["--nnodes", nnodes, *counts, "--rdzv-backend", rdzv["backend"]]
         words += ["--rdzv-endpoint", rdzv["endpoint"], "--rdzv-id", rdzv["id"]]
         worker.append("--slurm")
-    for key, value in rdzv.items():
-        env[layout.RDZV_ENV[key]] = value
+    env.update({layout.RDZV_ENV[key]: value for key, value in rdzv.items()})
     return [python or sys.executable, "-m", "torch.distributed.run", *words, *worker, rest[-1]]
 
 
