@@ -98,8 +98,7 @@ def load_target(spec: str) -> tuple[Any, str | None]:
 
 
 def experiment_file(spec: str) -> str | None:
-    """The file an experiment loaded by :func:`load_target` was read from: its git
-    repository is the one the cells record."""
+    """The file a loaded experiment was read from (its git repository, the cells')."""
     target = spec.partition(":")[0]
     if target.endswith(".py") or os.sep in target:
         return str(Path(target).resolve())
@@ -129,8 +128,7 @@ def dirty_tree(file: str | None, target: Any = None) -> str | None:
 
 
 def as_workflow(target: Any, source: str | None = None) -> Any:
-    """``target`` as a launch runs it (a config-only experiment: ``fit_task`` with
-    ``seed_pre_call``)."""
+    """``target`` as a launch runs it (a config alone: ``fit_task``, ``seed_pre_call``)."""
     # the experiment file's name check (run first) must find yaml not imported, too
     # lazy: _sweep.workflow loads Hydra and yaml, which importing this module must not
     from mushin_box._sweep.workflow import Workflow

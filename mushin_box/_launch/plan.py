@@ -295,15 +295,9 @@ def plan_launch(
 
 def check_keys(target: Any, overrides: Sequence[str]) -> None:
     """Refuse a plain override whose key names nothing in the config, with the closest
-    name, before Hydra says only "use +"."""
-    from hydra.errors import OverrideParseException
-
+    name, before Hydra says only "use +" (after :func:`override_keys` parsed them)."""
     keys = SweepKeys(task_of(target), config_of(target))
-    try:
-        parsed = parse_overrides(overrides)
-    except OverrideParseException:  # override_keys said it already; nothing to add
-        return
-    for text, o in zip(overrides, parsed, strict=True):
+    for text, o in zip(overrides, parse_overrides(overrides), strict=True):
         key = o.key_or_group
         if o.is_add() or o.is_force_add() or o.is_delete() or key.startswith("hydra"):
             continue
@@ -396,20 +390,17 @@ def _override_of_unknown_key(
 def override_keys(overrides: Sequence[str]) -> set[str]:
     from hydra.errors import OverrideParseException
 
-    # lazy: _sweep.workflow loads Hydra, which importing LaunchError must not
-    from mushin_box._sweep.workflow import override_keys as workflow_override_keys
-
     try:
-        found = set(workflow_override_keys(overrides))
+        parsed = parse_overrides(overrides)
     except OverrideParseException as exc:
         raise LaunchError(f"bad override: {exc}") from None
     check_enumerable(overrides)
-    return found
+    return {o.key_or_group for o in parsed if not o.key_or_group.startswith("hydra")}
 
 
 def check_enumerable(overrides: Sequence[str]) -> None:
     """Refuse a sweep Hydra's basic sweeper cannot list (``interval()``): a launch runs
-    every cell of a grid.
+    every cell of a grid (after :func:`override_keys` parsed them).
 
     Examples
     --------
@@ -419,13 +410,7 @@ def check_enumerable(overrides: Sequence[str]) -> None:
     ...
     mushin_box.LaunchError: override 'lr=interval(0.1,1)': ... list the values...
     """
-    from hydra.errors import OverrideParseException
-
-    try:
-        parsed = parse_overrides(overrides)
-    except OverrideParseException:  # bad syntax: said by override_keys
-        return
-    for text, o in zip(overrides, parsed, strict=True):
+    for text, o in zip(overrides, parse_overrides(overrides), strict=True):
         if o.is_sweep_override() and not o.is_discrete_sweep():
             kind = o.value_type.name.lower().removesuffix("_sweep") if o.value_type else "range"
             raise LaunchError(
@@ -436,8 +421,7 @@ def check_enumerable(overrides: Sequence[str]) -> None:
 
 
 def local_torchrun_config(gpus: int, max_restarts: int) -> dict[str, Any]:
-    """The ``mushin_local`` config of one ``torchrun --standalone`` agent of ``gpus``
-    workers per cell, checked by the launcher's rule (ValueError)."""
+    """The ``mushin_local`` config of one ``torchrun --standalone`` agent per cell."""
     config = {
         "torchrun": True,
         "nproc_per_node": gpus,

@@ -387,8 +387,7 @@ def resume_actions(
 
 
 def review_resume(review: dict[str, Any], plan: Any, actions: Sequence[CellAction]) -> None:
-    """Add what each cell does to the dry run's review, and the GPU-hours of only those
-    that run."""
+    """Add what each cell does to the dry run's review, and the GPU-hours of those that run."""
     review["resume"] = [
         {"cell": a.name, "state": a.state, "action": a.action, "why": a.why}
         | ({"checkpoint": a.checkpoint} if a.checkpoint else {})

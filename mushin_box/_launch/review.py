@@ -187,8 +187,7 @@ def fold_requeue_trap(script: str, *, hint: str = "--verbose shows it") -> str:
 
 
 def env_file(config: Mapping[str, Any] | None) -> dict[str, str] | None:
-    """The env file a launcher config's setup lines write, decoded, secret-looking values
-    redacted."""
+    """The env file a launcher config's setup lines write, secret-looking values redacted."""
     config = config or {}
     written = env_file_written(str(config.get("python") or ""), config.get("setup") or [])
     if written is None:
@@ -204,8 +203,7 @@ def review_plan(
     errors: Sequence[str] = (),
     check_accounts: bool = True,
 ) -> dict[str, Any]:
-    """The dry run's review of ``plan`` (see the module doc); ``errors`` found before (a
-    failed pre-flight) are listed first."""
+    """The dry run's review of ``plan``; ``errors`` found before (a pre-flight's) first."""
     data = plan.to_dict()
     problems = list(errors)
     warnings: list[str] = []

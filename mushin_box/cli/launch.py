@@ -260,11 +260,10 @@ def run(args: argparse.Namespace) -> int:
         plan = plan_launch(target, **kwargs, preflight=False)
         try:
             text = first_cell_config(target, plan.overrides)
-        except (HydraException, OmegaConfBaseException) as exc:
-            raise UsageError(hydra_error_line(exc, plan.overrides, config_of(target))) from None
-        except ValueError as exc:  # a sweep over a secret, a bad secret-names setting
-            raise UsageError(str(exc)) from None
-        except Exception as exc:  # what Hydra refuses otherwise, as the dry run reports it
+        except Exception as exc:  # what Hydra refuses, as the dry run reports it
+            hydra = isinstance(exc, HydraException | OmegaConfBaseException)
+            if isinstance(exc, ValueError) and not hydra:  # a sweep over a secret
+                raise UsageError(str(exc)) from None
             raise UsageError(hydra_error_line(exc, plan.overrides, config_of(target))) from None
         cells, _ = count_cells(plan.overrides)
         where = "on SLURM" if plan.mode == "slurm" else "here"
@@ -283,9 +282,7 @@ def run(args: argparse.Namespace) -> int:
             raise
         preflight_error = str(exc)  # the review shows the rest of the plan, then this
         plan = plan_launch(target, **kwargs, preflight=False)
-    # sbatch --test-only and sinfo: before anything is written
-    slurm = plan.mode == "slurm"
-    answer = ask_cluster(plan, count_cells(plan.overrides)[0]) if slurm else None
+    answer = ask_cluster(plan, count_cells(plan.overrides)[0])  # before anything is written
     refused: str | None = answer["refusal"] if answer else None
     # what a resume does per cell; `mushin-box resume` sets cells, changed and restart
     actions = None
@@ -320,8 +317,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def format_review(review: dict[str, Any], *, verbose: bool = False) -> str:
-    """The dry run's review as text (``--json`` prints the same data as JSON); the sbatch
-    script's requeue trap folded to one line unless ``verbose``."""
+    """The dry run's review as text (``--json`` prints the same data as JSON)."""
     from mushin_box._launch.review import fold_requeue_trap
 
     slurm = review["mode"] == "slurm"

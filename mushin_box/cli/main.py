@@ -34,21 +34,9 @@ _COMMON_EXITS = {
 }
 
 # order shown in --help
-COMMANDS = (
-    "build",
-    "launch",
-    "resume",
-    "status",
-    "ls",
-    "logs",
-    "wait",
-    "cancel",
-    "show",
-    "report",
-    "smoke",
-    "diff",
-    "reproduce",
-    "completion",
+COMMANDS = tuple(
+    "build launch resume status ls logs wait cancel show report smoke diff reproduce "
+    "completion".split()
 )
 
 

@@ -239,12 +239,7 @@ def _table(args: argparse.Namespace, heading: Any = None) -> Any:
     from mushin_box._sweepdir.board import find_sweeps
     from mushin_box._sweepdir.manifest import is_sweep_dir
 
-    options = {
-        "where": args.where,
-        "sort": args.sort,
-        "best": args.best,
-        "config_keys": args.params,
-    }
+    options = dict(where=args.where, sort=args.sort, best=args.best, config_keys=args.params)
     for directory in [] if args.all else args.dir:  # no sweep, but holds some: --all shows them
         path = Path(directory)
         if not path.is_dir() or is_sweep_dir(path) or (path / STATUS_FILE).is_file():

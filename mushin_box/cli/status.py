@@ -184,8 +184,7 @@ def _columns(sweep: Any) -> list[_Column]:
 
 
 def _fit(columns: list[_Column], width: int | None) -> list[str]:
-    """Fit ``columns`` (in place, by the module's rule) into ``width`` (None: no limit);
-    the headers of the columns left out."""
+    """Fit ``columns`` in place into ``width`` by the module's rule; the headers left out."""
 
     def total() -> int:
         return sum(c.width for c in columns) + _GAP * (len(columns) - 1)

@@ -27,8 +27,7 @@ _MAX_ERROR = 80
 
 
 def resolve_sweep(directory: str | None) -> Path:
-    """DIR as given, or the latest sweep under the current directory (a usage error when
-    there is none, or DIR is not a sweep)."""
+    """DIR as given (a cell's: its sweep), or the latest sweep under the current directory."""
     from mushin_box._sweepdir.board import latest_sweep
     from mushin_box._sweepdir.manifest import is_sweep_dir
 
