@@ -62,11 +62,8 @@ def deferring() -> bool:
 
 
 def remember(path: Path) -> None:
-    """Note a write made without ``fsync`` inside :func:`deferred`, for :func:`commit`."""
-    pending = _pending()
-    if pending is None:
-        raise RuntimeError("remember() outside deferred()")
-    pending[str(path)] = None
+    """Note a write made without ``fsync`` (:func:`deferring`), for :func:`commit`."""
+    _LOCAL.pending[str(path)] = None
 
 
 def commit() -> None:
