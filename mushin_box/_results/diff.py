@@ -2,19 +2,13 @@
 """Two cells or two sweeps compared, provenance and metrics, from disk, and the diff as rows
 a person reads.
 
-A path may be a cell directory, a provenance JSON file, or a sweep directory; the records
-are compared by :func:`mushin_box._provenance.compare.diff_records`. Two sweeps are compared
-cell by cell, matched by their swept values; a cell that only one sweep has breaks
-reproducibility.
-
-The terminal tables of ``mushin-box diff``, its ``--md`` and ``--html``, and ``report``'s
-diff section show the same rows, built once here, so that a 64-rank run against one rank
-reads as a screen, not 186 rows: hashes cut to 12 hex digits (``--json`` keeps them whole);
-a row several cells share is one row (``all 9 cells``); the cells only one side has are one
-line per side (``9 cells only in B: lr=0.2, ...``); many paths that differ only in a list
-index are one row (``run.topology.ranks[*].hostname (8 rows)``), and so is an expected
-family of many paths (``run.env.* (53 fields)``); ``brief`` counts the run part's fields
-by kind (:func:`expected_counts`).
+A path is a cell directory, a provenance JSON file, or a sweep directory (compared cell by
+cell, matched by swept values; a cell only one sweep has breaks reproducibility); records
+are compared by :func:`mushin_box._provenance.compare.diff_records`. ``diff``'s terminal,
+``--md`` and ``--html`` views and ``report``'s section share the rows built here, so that a
+64-rank run against one rank reads as a screen: hashes cut to 12 hex digits, one row for
+what several cells share, for many paths that differ in a list index, and for a large
+expected family (``run.env.* (53 fields)``).
 """
 
 from __future__ import annotations
@@ -43,15 +37,8 @@ from mushin_box._core.safeio import read_bounded
 from mushin_box._core.sidecars import loads, read_json
 from mushin_box._core.targets import public
 from mushin_box._core.version import __version__
-from mushin_box._provenance.compare import (
-    CellDiff,
-    FieldDiff,
-    collapse_key,
-    diff_records,
-    family_key,
-    first_divergence,
-    record_problem,
-)
+from mushin_box._provenance import compare
+from mushin_box._provenance.compare import CellDiff, FieldDiff
 from mushin_box._provenance.files import packages_beside
 from mushin_box._provenance.full import split_provenance
 from mushin_box._results.markup import esc, md_table, page, table
@@ -164,8 +151,7 @@ class Diff:
 
 
 def input_kind(path: str | Path) -> str:
-    """``"cell"``, ``"sweep"`` or ``"record"`` (a provenance JSON file); raises
-    :class:`DiffInputError` for anything else."""
+    """``"cell"``, ``"sweep"`` or ``"record"`` (a provenance JSON file), else a DiffInputError."""
     prov, status, manifest = PROVENANCE_FILE, STATUS_FILE, MANIFEST_FILE
     p = Path(path)
     if not p.exists():
@@ -200,7 +186,7 @@ def _read_record(target: Path) -> dict[str, Any] | None:
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         problem: str | None = f"not valid JSON ({exc})"
     else:
-        problem = record_problem(record)
+        problem = compare.record_problem(record)
     if problem:
         raise DiffInputError(
             f"{target}: corrupt provenance record: {problem}; restore the file, or re-run the "
@@ -227,7 +213,7 @@ def _cell_diff(
         None if r is None else packages_beside(p, split_provenance(r))
         for p, r in ((a, ra), (b, rb))
     )
-    cell = diff_records(
+    cell = compare.diff_records(
         ra, rb, atol=atol, rtol=rtol, path_a=str(a), path_b=str(b),
         metrics_a=cell_metrics(a) if "a" in cells else None,
         metrics_b=cell_metrics(b) if "b" in cells else None,
@@ -235,7 +221,7 @@ def _cell_diff(
     )  # fmt: skip
     if cells != "ab" or cell.metrics_match:
         return cell
-    where = first_divergence(_prints(a, ra), _prints(b, rb))
+    where = compare.first_divergence(_prints(a, ra), _prints(b, rb))
     return attrs.evolve(cell, divergence=where)
 
 
@@ -483,8 +469,8 @@ def _cell_rows(fields: Any, families: bool = False) -> list[tuple[str, str, str]
     groups: dict[str, dict[str, list[Any]]] = {}
     for f in fields:
         if f.path != "<cell>":
-            key = collapse_key(f.path)
-            family = groups.setdefault(family_key(key) if families else key, {})
+            key = compare.collapse_key(f.path)
+            family = groups.setdefault(compare.family_key(key) if families else key, {})
             family.setdefault(key, []).append(f)
     rows: list[tuple[str, str, str]] = []
     for name, keys in groups.items():

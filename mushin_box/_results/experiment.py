@@ -1,18 +1,12 @@
 # SPDX-License-Identifier: MIT
 """``load_experiment``: a sweep directory, or one job directory, as an xarray Dataset.
 
-A ``Workflow.run`` sweep is read from its cells' sidecars; a plain Hydra ``--multirun``
-sweep (any launcher) from Hydra's own files.
-
-Design note: cells' series are kept as plain numpy arrays and placed on the grid in one
-pass: an xarray object per cell, aligned a thousand times, costs more than reading the
-files.
-
-Hydra records what each job was given, not how it ended. For a plain sweep the grid comes
-from the sweep overrides in ``multirun.yaml``, and each job's ``.hydra/overrides.yaml``
-places the job on it; values only the jobs show (an interval a sampling sweeper drew from)
-are read from the jobs, and a key whose value differs between jobs is a dimension too.
-Such a sweep has no status: a job that failed mid-fit keeps its epochs.
+A ``Workflow.run`` sweep is read from its cells' sidecars, its series placed on the grid
+as numpy arrays in one pass (an xarray object per cell, aligned a thousand times, costs
+more than reading the files). A plain Hydra ``--multirun`` sweep (any launcher): the grid
+is ``multirun.yaml``'s sweep overrides, each job placed by its ``.hydra/overrides.yaml``;
+values only the jobs show (a sampled interval) and keys that differ between jobs are read
+from the jobs. Hydra records no status: a job that failed mid-fit keeps its epochs.
 """
 
 from __future__ import annotations
@@ -26,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import xarray as xr
+from omegaconf import OmegaConf
 
 from mushin_box._core.gcpause import gc_paused
 from mushin_box._core.layout import (
@@ -46,14 +41,7 @@ from mushin_box._core.sidecars import canonical_dumps
 from mushin_box._core.targets import public
 from mushin_box._results.series import STAGE_DIMS, stage_data
 from mushin_box._results.table import cell_metrics
-from mushin_box._sweepdir.manifest import (
-    cell_records,
-    grid_key,
-    grid_keys,
-    is_sweep_dir,
-    manifest_from_cells,
-    read_sweep_manifest,
-)
+from mushin_box._sweepdir import manifest
 from mushin_box._sweepdir.settled import finished_entries
 
 
@@ -67,21 +55,21 @@ def load_sweep(
     already; ``metrics``: the metrics of cells whose metrics and whole provenance record
     the caller read (the resume shortcut), not read or checked again."""
     root = Path(path)
-    manifest: dict[str, Any] | None = None
+    head: dict[str, Any] | None = None
     cells: Sequence[tuple[str | Path, dict[str, Any]]] | None = records
     if records is None:  # a finished sweep: its manifest, not 10,000 status files
         finished = finished_entries(root)
         if finished is not None:
-            manifest = finished[0]
+            head = finished[0]
             base = os.fspath(root)  # os.path, not pathlib: 10,000 cells
             cells = [(os.path.join(base, e["dir"]), e) for e in finished[1] if e.get("dir")]
     if cells is None:
-        cells = records = list(cell_records(root))
-    manifest = manifest or read_sweep_manifest(root) or manifest_from_cells(root, records)
-    grid: dict[str, list[Any]] = manifest["grid"]
+        cells = records = list(manifest.cell_records(root))
+    head = head or manifest.read_sweep_manifest(root) or manifest.manifest_from_cells(root, records)
+    grid: dict[str, list[Any]] = head["grid"]
     params = list(grid)
     shape = tuple(len(v) for v in grid.values())
-    index: dict[Any, tuple[int, ...]] = dict(zip(grid_keys(grid), np.ndindex(*shape), strict=True))
+    index: dict[Any, Any] = dict(zip(manifest.grid_keys(grid), np.ndindex(*shape), strict=True))
     coords = {p: grid_coords(v) for p, v in grid.items()}
     found: dict[str, dict[tuple[int, ...], Any]] = {}  # metric -> grid point -> value
     series: dict[str, list[tuple[tuple[int, ...], Series]]] = {}
@@ -90,7 +78,7 @@ def load_sweep(
     status = np.full(shape, "pending", dtype=object)
     cell_dirs = np.full(shape, "", dtype=object)
     for cell_dir, record in cells:
-        where = index.get(grid_key(record["combo"], params))
+        where = index.get(manifest.grid_key(record["combo"], params))
         if where is None:
             continue  # a cell of an earlier, different grid
         state = str(record.get("status"))
@@ -237,7 +225,7 @@ def load_experiment(path: str | os.PathLike[str]) -> xr.Dataset:
     root = Path(path)
     if not root.is_dir():
         raise FileNotFoundError(f"load_experiment: {root} is not a directory")
-    if is_sweep_dir(root):
+    if manifest.is_sweep_dir(root):
         return load_sweep(root)
     if (root / HYDRA_MULTIRUN_FILE).is_file() or any(root.glob(f"*/{_OVERRIDES}")):
         return load_hydra_sweep(root)
@@ -303,8 +291,6 @@ def load_job(path: str | os.PathLike[str]) -> xr.Dataset:
     attrs: dict[str, Any] = {"job_dir": str(job.resolve())}
     file = job / HYDRA_OUTPUT_SUBDIR / HYDRA_CONFIG_FILE
     if file.is_file():
-        from omegaconf import OmegaConf
-
         text = file.read_text(encoding="utf-8")
         mapping = OmegaConf.to_container(OmegaConf.create(text), resolve=False)
         attrs["config"] = dict(mapping) if isinstance(mapping, dict) else {}
@@ -365,8 +351,6 @@ _JSON_FILES = tuple(stage_metrics_json_file(stage) for stage in STAGE_DIMS)
 
 
 def _yaml(path: Path) -> Any:
-    from omegaconf import OmegaConf
-
     try:
         return OmegaConf.to_container(OmegaConf.load(path), resolve=False)
     except Exception as exc:  # a torn or hand-edited file
@@ -445,16 +429,11 @@ def _jobs(root: Path) -> list[tuple[Path, dict[str, Any]]]:
 def _grid(
     declared: dict[str, list[Any] | None], jobs: list[tuple[Path, dict[str, Any]]]
 ) -> dict[str, list[Any]]:
-    """The swept keys and their values: the declared sweeps, then any key that varies."""
-    seen: dict[str, set[str]] = {}  # each key's values over the jobs ("" where it is absent)
-    for _, values in jobs:
-        for name, value in values.items():
-            seen.setdefault(name, set()).add(_json_text(value))
-    for name, texts in seen.items():
-        if any(name not in values for _, values in jobs):
-            texts.add("")
-    params = list(declared) + [
-        n for n, texts in seen.items() if n not in declared and len(texts) > 1
+    """The swept keys and their values: the declared sweeps, then any key that varies (an
+    absent key, ``""``, is a value)."""
+    names = dict.fromkeys(n for _, values in jobs for n in values if n not in declared)
+    params = [*declared] + [
+        n for n in names if len({_json_text(v[n]) if n in v else "" for _, v in jobs}) > 1
     ]
     grid: dict[str, list[Any]] = {}
     for name in params:

@@ -2,17 +2,11 @@
 """The markup of the pages mushin-box writes (``report``, ``diff --html``): HTML, the
 Markdown table of ``show --md`` and ``diff --md``, and inline SVG line plots and heatmaps.
 
-Design note: a page is one self-contained file that a colleague opens from a mail or a
-shared drive, often offline. So everything is inline (the CSS here, the plots as SVG),
-nothing is fetched, and there is no JavaScript: a page shows the same everywhere, and
-nothing in it can reach out. A log-axis toggle is a checkbox and CSS, a point's value an SVG
-``<title>``. Every text that comes from a file goes through :func:`esc`.
-
-Plots are drawn in pure Python rather than by a vendored JavaScript library (in every
-report) or matplotlib (a dependency, slow to import). Each curve is a
-``<path class="curve" data-cell="...">`` a test (or a reader's tool) can find. A heatmap
-square is coloured by its value's rank, so values that span orders of magnitude still get
-distinct colours; one without a value (a failed cell) is grey and says ``-``.
+A page is one self-contained file, opened from a mail or a shared drive, often offline:
+everything inline, nothing fetched, no JavaScript (a log-axis toggle is a checkbox and CSS,
+a point's value an SVG ``<title>``), every text from a file through :func:`esc`. Plots are
+pure Python, not a vendored JavaScript library or matplotlib (slow to import); each curve
+is a ``<path class="curve" data-cell="...">`` a test can find.
 
 Examples
 --------
@@ -347,8 +341,7 @@ def line_plot(
     # a marker per point while they stay apart; a crowded plot gets lines only
     markers = len(lines) <= 20 and max((len(line.xs) for line in lines), default=0) <= 60
     # the best cell last, so that it is drawn over the others
-    ordered = sorted(lines, key=lambda line: line.emphasis == "best")
-    for line in ordered:
+    for line in sorted(lines, key=lambda line: line.emphasis == "best"):
         out.append(_curve(line, px, py, markers=markers, log=log, xlabel=xlabel))
     out.append("</svg>")
     return "".join(out)

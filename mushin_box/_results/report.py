@@ -1,25 +1,16 @@
 # SPDX-License-Identifier: MIT
 """``mushin-box report``: a sweep as one self-contained HTML page.
 
-The page holds the sweep table (the best cell marked), a heatmap of a 2-parameter grid,
-every ``MetricsCallback`` series as curves, each failed cell's error, the provenance summary,
-and optionally the reproducibility diff against another run or sweep. Everything is read
-from the sidecars without importing torch, and the page fetches nothing (:mod:`.markup`).
+The page: the sweep table (best cell marked), a heatmap of a 2-parameter grid, every
+``MetricsCallback`` series as curves, failed cells' errors, the provenance summary, and
+optionally the diff against another run or sweep; read without torch, nothing fetched.
 
-The curves: one plot per series, one line per cell, a cell keeping its colour in every plot
-and named by the parameters that vary. With ``--best`` the best cell is drawn bold and on
-top, the others faded. A plot whose values span more than 100× starts on a log axis, and
-one with positive values has a ``log y`` toggle (a checkbox and two inline SVGs, one shown
-by CSS: the Content-Security-Policy stays ``default-src 'none'``). ``--against OTHER``'s
-curves are dashed on the same plots, each paired with the cell of the same swept values
-(one colour, one legend entry); ``--where`` filters both sweeps, and the diff. The heatmap
-shows ``--best``'s metric, else the first scalar metric that varies, else the first
-series' last epoch, coloured by rank.
-
-A sweep of thousands of cells keeps what a reader looks at: the table shows the best
-``rows`` cells, with every row in the page as a CSV ``data:`` link; each plot draws the
-``curves`` best cells' lines, and the rest as one grey band from their lowest to their
-highest value at each epoch.
+One plot per series, one line per cell, each cell one colour in every plot, named by the
+parameters that vary; ``--best``'s cell bold and on top, the others faded. ``--against``'s
+curves are dashed on the same plots, paired with the cell of the same swept values (one
+legend entry); ``--where`` filters both sweeps and the diff. Of thousands of cells, the
+table shows the best ``rows`` (all of them in a CSV ``data:`` link) and each plot the
+``curves`` best as lines, the rest as one grey band from lowest to highest.
 
 Examples
 --------
@@ -51,7 +42,7 @@ from mushin_box._core.redact import redact
 from mushin_box._core.sidecars import read_json, warn_sidecar
 from mushin_box._core.version import __version__
 from mushin_box._provenance.full import split_provenance
-from mushin_box._results.diff import Diff, diff_html_section, diff_provenance, short
+from mushin_box._results.diff import diff_html_section, diff_provenance, short
 from mushin_box._results.markup import (
     Band,
     Line,
@@ -96,6 +87,8 @@ _SUMMARY_PARTS = {
 }
 #: the most cells named in a row of the provenance table (the rest are counted)
 _NAMED = 20
+#: the columns of the provenance table: :func:`provenance_summary`'s keys
+_SUMMARY_FIELDS = ("experiment", "code", "image", "packages", "seed base", "topology")
 
 
 def _summary_key(record: Any) -> str | None:
@@ -114,7 +107,6 @@ def _summary_key(record: Any) -> str | None:
 
 def _provenance_section(sweep: SweepView, cells: Sequence[CellView]) -> str:
     groups: dict[tuple[str, ...], list[str]] = {}
-    columns: list[str] = []
     known: dict[str | None, dict[str, str]] = {}  # None: a record of another shape, not kept
     base = os.fspath(sweep.root)
     for cell in cells:
@@ -126,23 +118,21 @@ def _provenance_section(sweep: SweepView, cells: Sequence[CellView]) -> str:
         summary = known.get(key) or provenance_summary(record)
         if key is not None:
             known[key] = summary
-        columns = list(summary)
         groups.setdefault(tuple(summary.values()), []).append(cell_label(cell))
     if not groups:
         return "<p>No cell has a provenance record yet.</p>"
     rows = []
     for values, labels in groups.items():
         who = f"all {len(labels)} cells" if len(groups) == 1 and len(labels) > 1 else ""
-        named = ", ".join(labels[:_NAMED])
-        if len(labels) > _NAMED:
-            named += f" and {len(labels) - _NAMED} more"
+        more = f" and {len(labels) - _NAMED} more" if len(labels) > _NAMED else ""
+        named = ", ".join(labels[:_NAMED]) + more
         rows.append([esc(who or named), *(esc(v) for v in values)])
     note = (
         "<p>Every cell has the same identity.</p>"
         if len(groups) == 1
         else f'<p class="verdict-bad">The cells differ: {len(groups)} identities.</p>'
     )
-    return note + table(["cells", *columns], rows)
+    return note + table(["cells", *_SUMMARY_FIELDS], rows)
 
 
 def _sweep_table(results: ResultsTable, most: int = ROWS) -> str:
@@ -240,12 +230,6 @@ def _other_curves(
     return Path(other.root).resolve().name, other, read_curves(other.root, other.cells)
 
 
-def _shown_diff(diff: Diff, cells: Sequence[CellView]) -> Diff:
-    """``diff`` of two sweeps cut to the pairs whose cells are among ``cells``."""
-    names = {combo_id(redact(dict(c.combo))) for c in cells}
-    return attrs.evolve(diff, cells=tuple(c for c in diff.cells if c.name in names))
-
-
 def render_report(
     root: str | os.PathLike[str],
     *,
@@ -271,7 +255,7 @@ def render_report(
     name = Path(sweep.root).resolve().name
     counts = ", ".join(f"{n} {state}" for state, n in sweep.counts().items())
     sections = [
-        f"<h1>Sweep {esc(Path(sweep.root).resolve().name)}</h1>",
+        f"<h1>Sweep {esc(name)}</h1>",
         f'<p class="meta"><code>{esc(Path(sweep.root).resolve())}</code> · {esc(counts)} · '
         f"written by mushin-box {esc(__version__)}</p>",
         "<h2>Cells</h2>",
@@ -287,10 +271,12 @@ def render_report(
     ]
     if against is not None:
         diff = diff_provenance(sweep.root, Path(against))
-        if where and diff.kind == "sweep":  # the filters apply to both sides
-            diff = _shown_diff(diff, [*results.cells, *(other[1].cells if other else ())])
+        if where and diff.kind == "sweep":  # the filters apply to both sides: pairs shown
+            shown = [*results.cells, *(other[1].cells if other else ())]
+            names = {combo_id(redact(dict(c.combo))) for c in shown}
+            diff = attrs.evolve(diff, cells=tuple(c for c in diff.cells if c.name in names))
         sections += ["<h2>Reproducibility diff</h2>", diff_html_section(diff, brief=brief)]
-    return page(f"mushin-box report: {Path(sweep.root).resolve().name}", "\n".join(sections))
+    return page(f"mushin-box report: {name}", "\n".join(sections))
 
 
 def _config_section(sweep: SweepView, name: str, other: SweepView) -> list[str]:
@@ -392,8 +378,7 @@ def _figure(
     log = wants_log(scaled)
     default = line_plot(lines, xlabel=xlabel, title=name, log=log, band=band)
     if not log_possible(scaled):  # a value <= 0: no log axis to offer
-        variants = f'<div class="scale">{default}</div>'
-        toggle = ""
+        variants, toggle = f'<div class="scale">{default}</div>', ""
     else:
         alternative = line_plot(lines, xlabel=xlabel, title=name, log=not log, band=band)
         linear, logarithmic = (alternative, default) if log else (default, alternative)
@@ -447,8 +432,7 @@ def curves_section(
     drawn = None
     with_series = [c for c, found in zip(results.cells, curves, strict=True) if found]
     if len(with_series) > most:
-        top = top_cells(with_series, most, results.best_metric, results.best_max)
-        drawn = {id(c) for c in top}
+        drawn = {id(c) for c in top_cells(with_series, most, results.best_metric, results.best_max)}
     plots, xlabels, rest = _lines(results, curves, other, drawn)
     bands: dict[str, Band] = {
         name: (*band(*found), f"the other {len(found[0])} cells: lowest to highest")
@@ -477,7 +461,8 @@ def _grid_values(cells: Sequence[CellView], param: str) -> list[str]:
 
 
 def _heat_metric(results: ResultsTable, curves: Curves) -> tuple[str, list[float]] | None:
-    """The metric the heatmap shows, and its value per cell (NaN: none)."""
+    """The metric the heatmap shows (``--best``'s, else the first scalar that varies, else the
+    first series' last value), and its value per cell (NaN: none)."""
     names = [results.best_metric] if results.best_metric else []
     for name in [*names, *results.metrics]:
         values = [c.metrics.get(name, math.nan) for c in results.cells]
@@ -526,8 +511,7 @@ def heatmap_section(results: ResultsTable, curves: Curves) -> str:
 def top_cells(
     cells: Sequence[CellView], n: int, metric: str | None, highest: bool
 ) -> list[CellView]:
-    """The ``n`` best cells by ``metric`` (cells without a finite value last, in order);
-    without a metric, the first ``n``."""
+    """The ``n`` best cells by ``metric`` (no finite value: last, in order), else the first."""
     if metric is None:
         return list(cells[:n])
 
@@ -579,9 +563,7 @@ def provenance_summary(record: Mapping[str, Any] | None) -> dict[str, str]:
     ('abababababab (dirty)', '1 node × 2 ranks')
     """
     if not isinstance(record, Mapping):
-        return dict.fromkeys(
-            ("experiment", "code", "image", "packages", "seed base", "topology"), "-"
-        )
+        return dict.fromkeys(_SUMMARY_FIELDS, "-")
     try:
         full = split_provenance(dict(record))
     except Exception:  # a record of an unknown shape: show what is there
@@ -626,8 +608,7 @@ def _get(value: Any, key: str) -> Any:
 
 
 def code_line(sweep: SweepView) -> str | None:
-    """``show``'s line naming the experiment and its commit, from the first cell with a
-    provenance record (None: none has one)."""
+    """``show``'s line naming the experiment and commit of the first cell with a record."""
     for cell in sweep.cells:
         path = sweep.root / cell.dir / PROVENANCE_FILE if cell.dir else None
         if path is not None and os.path.lexists(path):  # a link is refused, and said so

@@ -1,18 +1,14 @@
 # SPDX-License-Identifier: MIT
 """A ``MetricsCallback`` series as plain lists, and a metric named on the command line as
-one number per cell.
+one number per cell: no numpy, xarray or torch, so that ``show`` can rank by a series.
 
-No numpy, xarray or torch here, so that ``mushin-box show`` can rank cells by a series
-(``--best val_loss@min``). The JSON twin (``fit_metrics.json``) is read unless the ``.pt``
-file is newer; the ``.pt`` file (through torch) only for a job without the twin, and only
-when the caller allows it.
-
-Many tasks log their metrics through ``MetricsCallback`` only, so a ``--best``/``--sort``
-name no cell returned as a scalar is looked up in the series (fit, then validate, test):
-``val_loss`` is the scalar, else the series' last finite value; ``val_loss@last|min|max``
-always the series; ``fit.val_loss`` names the stage. ``@`` and not ``:``, because
-``:min``/``:max`` already say which end of a ranking is best and ``:asc``/``:desc`` which
-way ``--sort`` runs; the two combine (``--best acc@max:max``; ``@max`` alone implies it).
+The JSON twin (``fit_metrics.json``) is read unless the ``.pt`` file is newer; the ``.pt``
+(through torch) only for a job without the twin, when the caller allows it. A
+``--best``/``--sort`` name no cell returned as a scalar is looked up in the series (fit,
+validate, test): ``val_loss`` is the scalar, else the series' last finite value;
+``val_loss@last|min|max`` always the series; ``fit.val_loss`` names the stage. ``@``, as
+``:`` already gives the goal or the order; they combine (``acc@max:max``; ``@max`` implies
+``:max``).
 
 Examples
 --------
@@ -168,8 +164,7 @@ def _numbers(values: list[Any]) -> list[float] | None:
 def stage_data(
     job: str | os.PathLike[str], *, pt: bool = True
 ) -> Iterator[tuple[str, dict[str, list[Any]]]]:
-    """Each stage a job has a ``MetricsCallback`` file for, and its data, in
-    :data:`STAGE_ORDER` (the directory listed once)."""
+    """Each stage a job has a ``MetricsCallback`` file for, and its data, in STAGE_ORDER."""
     try:
         names = frozenset(os.listdir(job))
     except OSError:
@@ -282,21 +277,16 @@ class SeriesReader:
             self._cache[job] = {k: v[2] for k, v in stage_series(job, pt=False).items()}
         return self._cache[job]
 
-    def lookup(self, job: Path | None, name: str) -> list[float] | None:
-        """``fit.val_loss`` as written, ``val_loss`` in the first stage that has it."""
-        found = self.series(job)
-        keys = [name, *(f"{stage}.{name}" for stage in STAGE_ORDER)]
-        return next((found[k] for k in keys if k in found), None)
-
     def values(
         self, jobs: Sequence[Path | None], spec: MetricSpec
     ) -> tuple[list[float | None], list[str]]:
-        """The spec's value per job (None: no such series), and every series name seen."""
-        how = spec.reduction or "last"
+        """The spec's value per job (None: no such series), and every series name seen: the
+        series ``fit.val_loss`` as written, ``val_loss`` in the first stage that has it."""
+        keys = [spec.name, *(f"{stage}.{spec.name}" for stage in STAGE_ORDER)]
         out: list[float | None] = []
         seen: set[str] = set()
         for job in jobs:
-            series = self.lookup(job, spec.name)
-            seen.update(self.series(job))
-            out.append(None if series is None else reduce_series(series, how))
+            seen.update(found := self.series(job))
+            series = next((found[k] for k in keys if k in found), None)
+            out.append(None if series is None else reduce_series(series, spec.reduction or "last"))
         return out, sorted(seen)

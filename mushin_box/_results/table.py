@@ -1,13 +1,9 @@
 # SPDX-License-Identifier: MIT
-"""A sweep's results as a table: which cells, in what order, which is best.
-
-``mushin-box show`` and ``mushin-box report`` print what :func:`results_table` selects from
-a :class:`~mushin_box._sweepdir.board.SweepView`: one row per cell, filtered by ``--where``,
-ordered by ``--sort``, the best cell by ``--best`` marked.
+"""A sweep's results as a table (``show``, ``report``): one row per cell, filtered by
+``--where``, ordered by ``--sort``, the best cell by ``--best`` marked.
 
 A finished sweep is read by :func:`read_finished` from its manifest and one metrics file
-per completed cell; the fields only ``status`` and ``ls`` show (host, pid, times, logs) are
-not read.
+per completed cell, not the fields only ``status`` and ``ls`` show (host, pid, times).
 
 Examples
 --------
@@ -159,8 +155,7 @@ def format_param(value: Any) -> str:
 
 
 def cell_label(cell: CellView) -> str:
-    """A cell's name in tables and legends: its directory, or ``cell`` for the one cell of a
-    sweep without swept values."""
+    """A cell's name in tables and legends: its directory (``cell``: a sweep that sweeps none)."""
     if not cell.combo:
         return "cell"
     return cell.dir or ",".join(f"{k}={format_param(v)}" for k, v in cell.combo.items())
@@ -204,31 +199,16 @@ def _where(specs: Sequence[str], keys: Sequence[str]) -> list[tuple[str, list[An
 
 def _matches(cell: CellView, key: str, values: list[Any], text: str) -> bool:
     actual = cell.state if key == STATE_KEY else cell.combo.get(key)
-    shown = cell_text(actual)
-    for value in values:
-        same_type = isinstance(actual, bool) == isinstance(value, bool)
-        if (same_type and actual == value) or shown == cell_text(value):
-            return True
-    return shown == text
+    shown = cell_text(actual)  # a value equal as shown matches, but True is not 1
+    return shown == text or any(
+        (isinstance(actual, bool) == isinstance(v, bool) and actual == v) or shown == cell_text(v)
+        for v in values
+    )
 
 
 def _metric(cell: CellView, name: str) -> float:
     value = cell.metrics.get(name, math.nan)
     return value if math.isfinite(value) else math.nan
-
-
-def _no_metric(option: str, spec: MetricSpec, metrics: Sequence[str], series: list[str]) -> str:
-    have = ", ".join(metrics) or "none (no cell has completed with metrics)"
-    found = ", ".join(series) or "none"
-    if spec.reduction is not None:
-        return (
-            f"{option} '{spec.name}@{spec.reduction}': no cell has a MetricsCallback series "
-            f"{spec.name!r}; the series are: {found}"
-        )
-    return (
-        f"{option} {spec.name!r}: no cell has a scalar metric {spec.name!r}; the metrics are: "
-        f"{have}; nor a MetricsCallback series of that name; the series are: {found}"
-    )
 
 
 def _resolve(
@@ -244,7 +224,17 @@ def _resolve(
     except SeriesFileError as exc:  # a corrupt series file: its reader names it
         raise ResultsError(" ".join(exc.detail.split())) from None
     if all(v is None for v in values):
-        raise ResultsError(_no_metric(option, spec, state.metrics, seen))
+        found = ", ".join(seen) or "none"
+        if spec.reduction is not None:
+            raise ResultsError(
+                f"{option} '{spec.name}@{spec.reduction}': no cell has a MetricsCallback "
+                f"series {spec.name!r}; the series are: {found}"
+            )
+        have = ", ".join(state.metrics) or "none (no cell has completed with metrics)"
+        raise ResultsError(
+            f"{option} {spec.name!r}: no cell has a scalar metric {spec.name!r}; the metrics "
+            f"are: {have}; nor a MetricsCallback series of that name; the series are: {found}"
+        )
     column = spec.column
     out = [
         (i, cell if value is None else attrs.evolve(cell, metrics={**cell.metrics, column: value}))
@@ -285,8 +275,7 @@ def _sort(
     name, rows = _resolve("--sort", spec, rows, sweeps, state)
     present = [r for r in rows if not math.isnan(_metric(r[1], name))]
     absent = [r for r in rows if math.isnan(_metric(r[1], name))]
-    present.sort(key=lambda r: _metric(r[1], name), reverse=descending)
-    return present + absent
+    return sorted(present, key=lambda r: _metric(r[1], name), reverse=descending) + absent
 
 
 def results_table(
@@ -323,12 +312,10 @@ def sweeps_table(
     """One table across several sweeps, each row named by its sweep (``names``); ``sweep``
     is a key of ``where`` and ``sort`` too (see :func:`results_table`).
 
-    Design note: two sweeps often differ by a value neither sweeps (``max_epochs=800``
-    against 40), and a cell that won for that reason must not look like it won by its
-    swept values. So every config key that differs between two of the sweeps is a column
-    too, and a parameter a sweep does not sweep shows its value there, never ``-``. A
-    resume can raise a training limit for some cells only: a cell's own limits count over
-    its sweep's, within one sweep too."""
+    A cell that won by a value neither sweep sweeps (``max_epochs=800`` against 40) must
+    not look like it won by its swept values: every config key that differs between the
+    sweeps is a column, filled where unswept; a cell's own (resumed) limits count over its
+    sweep's, within one sweep too."""
     sweeps, names = tuple(sweeps), tuple(names)
     # a cell of an earlier grid (a resume that changed the swept keys) keeps its values
     swept = [
@@ -336,12 +323,12 @@ def sweeps_table(
         *(k for s in sweeps for c in s.cells for k in c.combo),
     ]
     params = tuple(dict.fromkeys(swept))
-    limits = {
+    limits = {  # none recorded: not known, not absent
         (i, json.dumps(c.limits, sort_keys=True, default=str)): c.limits
         for i, s in enumerate(sweeps)
         for c in s.cells
+        if c.limits
     }
-    limits = {k: v for k, v in limits.items() if v}  # none recorded: not known, not absent
     across = len(names) > 1 or config_keys == "all" or len(limits) > 1
     configs = [sweep_config(s) for s in sweeps] if across else [{} for _ in sweeps]
     known = [c for c in configs if c] + [{**configs[i], **v} for (i, _), v in limits.items()]
@@ -457,12 +444,6 @@ def _filled(cell: CellView, config: Mapping[str, Any], params: Sequence[str]) ->
     return attrs.evolve(cell, combo={**cell.combo, **given}) if given else cell
 
 
-def _error_text(cell: CellView) -> str:
-    if not cell.error_type and not cell.error_message:
-        return ""
-    return " ".join(f"{cell.error_type or 'Error'}: {cell.error_message or ''}".split())
-
-
 def table_records(table: ResultsTable) -> list[dict[str, Any]]:
     """One flat record per row: what ``--csv``, ``--md`` and ``--json`` print."""
     records = []
@@ -473,7 +454,8 @@ def table_records(table: ResultsTable) -> list[dict[str, Any]]:
         record["state"] = cell.state
         record["restarts"] = cell.restarts  # torchrun's or SLURM's, in its last launch
         record.update({m: cell.metrics.get(m) for m in table.metrics})
-        record["error"] = _error_text(cell) or None
+        error = f"{cell.error_type or 'Error'}: {cell.error_message or ''}"
+        record["error"] = " ".join(error.split()) if cell.error_type or cell.error_message else None
         record["best"] = table.is_best(cell)
         records.append(record)
     return records
@@ -567,8 +549,7 @@ def read_finished(
 def read_results(
     root: str | os.PathLike[str], heading: Callable[[Heading], None] | None = None
 ) -> SweepView:
-    """The sweep as ``show`` and ``report`` read it: :func:`read_finished`, else
-    :func:`~mushin_box._sweepdir.board.read_sweep`."""
+    """The sweep as ``show`` and ``report`` read it: :func:`read_finished`, else ``read_sweep``."""
     path = Path(root)
     if path.is_dir():
         try:
