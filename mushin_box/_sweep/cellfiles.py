@@ -30,6 +30,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import OmegaConf
+
 from mushin_box._core import durable, layout, sidecars
 from mushin_box._core.jobdir import mushin_dir
 from mushin_box._core.redact import redact_text
@@ -173,8 +176,6 @@ def start_provenance(
 ) -> None:
     """Write the cell's provenance record as the task starts (``run.started``: the status's);
     ``extended`` (``{limit: [before, now]}``) marks an attempt to a raised training limit."""
-    from omegaconf import OmegaConf
-
     config = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
     seed_base = OmegaConf.select(cfg, "seed", default=None)
     status = sidecars.read_json(cell_dir / layout.STATUS_FILE, default={})
@@ -338,9 +339,6 @@ _FAILED: dict[str, OSError] = {}
 
 def save_config(cfg: Any, filename: str, output_dir: Path) -> None:
     """Hydra's writer of a job's ``.hydra`` files, atomic (see the module doc)."""
-    from hydra.core.hydra_config import HydraConfig
-    from omegaconf import OmegaConf
-
     path, text = Path(output_dir) / filename, OmegaConf.to_yaml(cfg)
     with contextlib.suppress(OSError, UnicodeDecodeError):
         if path.is_file() and path.read_text(encoding="utf-8") == text:

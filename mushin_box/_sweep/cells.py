@@ -296,14 +296,12 @@ class CellRunner:
         plain = _plain_config(cfg)  # once: the three fingerprints below read it
         fingerprints = cell_fingerprints(config_fingerprint(cfg, plain), self.plan)
         previous = sidecars.read_json(cell_dir / layout.STATUS_FILE, default={})
-        if not isinstance(previous, dict):
-            previous = {}
+        previous = previous if isinstance(previous, dict) else {}
         base = {"combo": combo, "cell": cell_dir.name, "fingerprints": fingerprints}
         base[SHAPE_FREE], base[LIMIT_FREE], limits = experiment_fingerprints(plain)
         if limits:
             base["limits"] = limits
-        root = Path(self.plan.working_dir)
-        return _Cell(cell_dir, root, fingerprints, previous, base)
+        return _Cell(cell_dir, Path(self.plan.working_dir), fingerprints, previous, base)
 
     def _decide(self, cell: _Cell) -> tuple[Decision, dict[str, Any] | None]:
         """Decide reuse/skip/run (:func:`decide`), emit its warnings; a reuse reads metrics."""

@@ -20,7 +20,14 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override, OverrideType, ValueType
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+from omegaconf.nodes import ValueNode
+
 from mushin_box._core.redact import redact
+from mushin_box._sweep.cells import cell_key, redacted_fingerprint
 from mushin_box._upstream.hydra import apply_overrides, overrides_dirname
 from mushin_box._upstream.omegaconf import child_node, node_value
 
@@ -30,9 +37,6 @@ _ENV_ONLY = re.compile(r"\$\{oc\.env:[^${}]*\}")
 
 def cell_of(cfg: Any) -> tuple[Path, Any]:
     """The job's directory (as ``run_job`` resolves it) and its task config (no ``hydra``)."""
-    from hydra.core.hydra_config import HydraConfig
-    from omegaconf import OmegaConf, open_dict, read_write
-
     HydraConfig.instance().set_config(cfg)  # the ${mushin_cell:} resolver reads it
     directory = Path(str(OmegaConf.select(cfg, "hydra.sweep.dir"))) / str(
         OmegaConf.select(cfg, "hydra.sweep.subdir")
@@ -82,8 +86,6 @@ def element_overrides(parsed: Sequence[Any]) -> dict[str, Any]:
     >>> table["lr=1e-05"].value(), table["++n='a b'"].value(), table["+n=null"].is_add()
     (1e-05, 'a b', True)
     """
-    from hydra.core.override_parser.types import Override, OverrideType, ValueType
-
     out: dict[str, Any] = {}
     for sweep in parsed:
         if not (sweep.is_sweep_override() and sweep.is_discrete_sweep()):
@@ -111,9 +113,6 @@ class SweptValues:
     def __init__(
         self, first: Any, jobs: Sequence[Sequence[str]], known: Mapping[str, Any] | None = None
     ) -> None:
-        from hydra.core.override_parser.overrides_parser import OverridesParser
-        from omegaconf import DictConfig, OmegaConf
-
         self._parser = OverridesParser.create()
         self._parsed: dict[str, Any] = dict(known or {})
         width = len(jobs[0])
@@ -178,9 +177,6 @@ class SweptValues:
 
     def directory(self, job: Sequence[str]) -> Path:
         """``job``'s directory, as ``run_job`` resolves it."""
-        # lazy: imports hydra, omegaconf (a reader must not load them)
-        from mushin_box._sweep.cells import cell_key
-
         return Path(os.path.abspath(os.path.join(self._sweep_dir, cell_key(self.dirname(job)))))
 
     def cell(self, job: Sequence[str]) -> tuple[Path, Any]:
@@ -192,8 +188,6 @@ class SweptValues:
 
 def _node(cfg: Any, key: str) -> Any:
     """The node at a dotted key whose parents are all mappings; ``ValueError`` if not."""
-    from omegaconf import DictConfig, OmegaConf
-
     parent_key, _, last = key.rpartition(".")
     parent = OmegaConf.select(cfg, parent_key) if parent_key else cfg
     if not isinstance(parent, DictConfig) or last not in parent:
@@ -213,9 +207,6 @@ class PlainFingerprints:
     """
 
     def __init__(self, values: SweptValues, jobs: Sequence[Sequence[str]]) -> None:
-        from omegaconf import OmegaConf
-        from omegaconf.nodes import ValueNode
-
         base = values.base
         raw = OmegaConf.to_container(base, resolve=False, enum_to_str=True)
         if any("${" in _ENV_ONLY.sub("", text) for text in strings(raw)):
@@ -272,9 +263,6 @@ class PlainFingerprints:
     def fingerprint(self, job: Sequence[str]) -> str | None:
         """``job``'s config fingerprint (None: only the config itself can tell), from the
         first job's redacted config and each swept value redacted alone at its path."""
-        # lazy: imports hydra, omegaconf (a reader must not load them)
-        from mushin_box._sweep.cells import redacted_fingerprint
-
         top: dict[str, Any] = dict(self._redacted)
         copied: dict[tuple[str, ...], dict[str, Any]] = {(): top}
         for i, path in zip(self._swept, self._paths, strict=True):
@@ -297,8 +285,6 @@ _HIDDEN = object()
 
 def _copy(cfg: Any) -> Any:
     """A copy of a job's config, ``hydra`` writable as ``load_sweep_config`` returns it."""
-    from omegaconf import OmegaConf
-
     out = copy.deepcopy(cfg)
     OmegaConf.set_readonly(out.hydra, False)
     return out
@@ -323,8 +309,6 @@ class JobConfigs:
         self._work: Any = None  # the working copy, when ``scalars``
 
     def _working_copy(self) -> Any:
-        from omegaconf import OmegaConf
-
         if not self._scalars:
             return _copy(self._first)
         if self._work is None:
@@ -334,8 +318,6 @@ class JobConfigs:
         return self._work
 
     def _quick(self, job: Sequence[str]) -> Any:
-        from omegaconf import OmegaConf, open_dict
-
         cfg = self._working_copy()
         self.values.set_values(job, cfg)
         hydra = cfg.hydra
@@ -360,8 +342,6 @@ class JobConfigs:
 
     def agrees(self, job: Sequence[str]) -> bool:
         """Does Hydra's full compose of ``job`` give the same config? (kept for ``load``)"""
-        from omegaconf import OmegaConf
-
         full = self._loader.load_sweep_config(self.master, list(job))
         self._composed[tuple(job)] = full
         return OmegaConf.to_yaml(self._quick(job)) == OmegaConf.to_yaml(full)

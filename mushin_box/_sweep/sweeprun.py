@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+from hydra_zen import launch
 
 from mushin_box._core.gcpause import gc_paused
 from mushin_box._core.jobskip import skipping
@@ -149,8 +150,6 @@ def launch_cells(
 ) -> Launched:
     """Open the sweep, run every cell (``hydra_zen.launch`` of ``runner``), then record the
     cells whose job ended without a word, rebuild the manifest and the index."""
-    from hydra_zen import launch
-
     plan = runner.plan
     root = Path(plan.working_dir)
     records, index, opened = open_sweep(root, grid, plan, launcher)

@@ -50,16 +50,13 @@ _MULTI_RANK_KEYS = ("tasks_per_node", "nodes", "ntasks_per_node", "nproc_per_nod
 
 
 def _config_from_signature(task: Callable[..., Any]) -> Any:
-    required: list[str] = []
-    defaults: dict[str, Any] = {}
-    for name, p in inspect.signature(task).parameters.items():
-        if name == RESUME_PARAM or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            continue
-        if p.default is p.empty:
-            required.append(name)
-        else:
-            defaults[name] = p.default
-    return make_config(*required, **defaults)
+    params = [
+        p
+        for p in inspect.signature(task).parameters.values()
+        if p.name != RESUME_PARAM and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
+    defaults = {p.name: p.default for p in params if p.default is not p.empty}
+    return make_config(*[p.name for p in params if p.name not in defaults], **defaults)
 
 
 def _launcher_is_multi_rank(launcher_config: Mapping[str, Any] | None) -> bool:
@@ -97,14 +94,12 @@ def _hydra_overrides(
 ) -> list[str]:
     """Hydra's overrides: the sweep directory, cells named by their swept values only, and
     the launcher with its settings."""
+    constant_keys = [k for k in override_keys(task_args) if k not in swept]
     hydra_overrides = [
         format_override("hydra.sweep.dir", str(root)),
         "hydra.sweep.subdir='${mushin_cell:}'",
+        "hydra.job.config.override_dirname.exclude_keys=" + format_value(constant_keys),
     ]
-    constant_keys = [k for k in override_keys(task_args) if k not in swept]
-    hydra_overrides.append(
-        "hydra.job.config.override_dirname.exclude_keys=" + format_value(constant_keys)
-    )
     if launcher is not None:
         hydra_overrides.append(f"hydra/launcher={launcher}")
         for key, value in (launcher_config or {}).items():
