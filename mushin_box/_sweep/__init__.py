@@ -1,19 +1,14 @@
 # SPDX-License-Identifier: MIT
 """The engine: ``Workflow``, its cells, and the decision to reuse, skip or run each.
 
-- :mod:`.workflow`: ``Workflow``: a task swept over a grid, one directory per cell;
-- :mod:`.handle`: ``SweepHandle``, for a sweep whose jobs run without its driver;
-- :mod:`.sweeprun`: one ``Workflow.run`` under the sweep's lock;
-- :mod:`.cells`: one cell = one Hydra job: the picklable ``CellRunner`` and ``CellPlan``
-  (their paths stay here: jobs already in a queue unpickle them);
-- :mod:`.decide`: reuse, skip or run, as a pure decision;
-- :mod:`.prefilter` and :mod:`.jobconfig`: a resume that decides finished cells before
-  Hydra launches, and each job's config without composing it;
-- :mod:`.compose`: the first job composed as Hydra will, before anything is written;
-- :mod:`.validate`: the sweep's keys, checked against the task and its config;
-- :mod:`.usercode`: the code fingerprint: the user code the cells run, by content;
-- :mod:`.cellfiles`: what a cell writes beside its task: metrics, provenance, its failure
-  record, and Hydra's files.
+:mod:`.workflow` (``Workflow``, the driver) runs one sweep through :mod:`.sweeprun` under
+its lock; :mod:`.handle` is ``SweepHandle``, for jobs that run without the driver. Each
+cell is one Hydra job of :mod:`.cells` (the picklable ``CellRunner`` and ``CellPlan``:
+their paths stay, since queued jobs unpickle them), which writes :mod:`.cellfiles` and
+asks :mod:`.decide`. A resume decides finished cells before Hydra launches
+(:mod:`.prefilter`, with each job's config by :mod:`.jobconfig`). Before anything is
+written, :mod:`.compose` composes the first job and :mod:`.validate` checks the sweep's
+keys; :mod:`.usercode` is the code fingerprint.
 
 Must not know command-line flags or launch profiles (that is :mod:`mushin_box._launch`).
 """

@@ -277,7 +277,8 @@ _PAGE = 4096
 
 
 def _overwrite_in_place(path: Path, data: bytes) -> None:
-    """Step 3 of the module doc: one pwrite into the blocks the file already holds."""
+    """The status's last resort (see the module doc): one pwrite into the blocks the file
+    already holds, padded with spaces; only a crash before the fsync tears it."""
     fd = os.open(path, os.O_WRONLY)
     try:
         st = os.fstat(fd)
