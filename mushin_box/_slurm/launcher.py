@@ -173,9 +173,8 @@ def _plain(value: Any) -> Any:
 
 def _settings(cluster: str, params: Mapping[str, Any]) -> dict[str, Any]:
     """Every launcher field (defaults filled in), checked, as plain python values."""
-    settings = dataclasses.asdict(
-        SlurmLauncherConf() if cluster == "slurm" else LocalLauncherConf()
-    )
+    conf = SlurmLauncherConf() if cluster == "slurm" else LocalLauncherConf()
+    settings = dataclasses.asdict(conf)
     unknown = sorted(set(params) - set(settings))
     if unknown:
         raise ValueError(f"unknown mushin_{cluster} launcher field(s) {unknown}")
@@ -408,12 +407,8 @@ class SubmititCellLauncher:
         if "mode" in self.config.hydra.sweep and self.config.hydra.sweep.mode is not None:
             os.chmod(sweep_dir, mode=int(str(self.config.hydra.sweep.mode), 8))
         executor = self.executor(sweep_dir.resolve())
-        cell = CellJob(
-            self.hydra_context,
-            self.config,
-            self.task_function,
-            ignore_signal=REQUEUE_SIGNAL if self.cluster == "slurm" else None,
-        )
+        ignore = REQUEUE_SIGNAL if self.cluster == "slurm" else None
+        cell = CellJob(self.hydra_context, self.config, self.task_function, ignore)
         overrides = [list(o) for o in job_overrides]
         n = len(overrides)
         numbers = [initial_job_idx + i for i in range(n)]
@@ -433,13 +428,8 @@ class SubmititCellLauncher:
                 job.cancel_at_deletion(False)  # object goes away
             record(jobs)
         for number, job, o in zip(numbers, jobs, overrides, strict=True):
-            log.info(
-                "mushin_%s #%d job %s: %s",
-                self.cluster,
-                number,
-                job.job_id,
-                " ".join(filter_overrides(o)),
-            )
+            said = " ".join(filter_overrides(o))
+            log.info("mushin_%s #%d job %s: %s", self.cluster, number, job.job_id, said)
         if detach:  # nothing to report yet: the cells' sidecars will tell
             return [_job_return(o, None) for o in overrides]
         return self.wait(jobs, overrides)
