@@ -237,9 +237,8 @@ def end_local_job() -> None:
 
 class OneProcessLauncher(_Launcher):
     """Lightning's launcher for a 1-process local run, undoing what the call set when it
-    ends: a ``LOCAL_RANK=0`` left in ``os.environ`` makes the next local run in this
-    process, even with ``devices=2``, read as externally launched and train alone on a
-    stale 1-process group, silently."""
+    ends: a ``LOCAL_RANK=0`` left behind would make the next local run in this process,
+    even with ``devices=2``, silently train alone on a stale 1-process group."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -99,10 +99,9 @@ def wait_ready(
 
 
 class ChildObserver(threading.Thread):
-    """When a rank rank 0 started dies with an error, kills the others; rank 0 then gets
-    ``grace_s`` to fail on its own before it is killed too, rather than wait in a collective
-    for the backend's 30 minutes. Stoppable, unlike Lightning's observer, so the sweep driver
-    survives rank 0's deliberate kills and a failed cell."""
+    """When a started rank dies with an error, kills the others, then rank 0 itself if it has
+    not failed within ``grace_s`` (not waiting the backend's 30 minutes in a collective).
+    Stoppable, unlike Lightning's, so the sweep driver survives a failed cell."""
 
     period_s = 0.5
     grace_s = 30.0
