@@ -275,9 +275,7 @@ def _tool_version(tool: str) -> str | None:
 def check_native(spec: ImageSpec, context: Path, mode: str = "auto") -> tuple[str, int]:
     """Check all a native build in ``mode`` needs, before anything is written; return
     mmdebstrap's mode (``auto`` resolved) and ``SOURCE_DATE_EPOCH``."""
-    if (why := native_refusal(spec)) is not None:
-        raise NativeBuildRefused(why)
-    if why := _missing_tool(HOST_TOOLS, "the native builder"):
+    if why := native_refusal(spec) or _missing_tool(HOST_TOOLS, "the native builder"):
         raise NativeBuildRefused(why)
     if not os.path.isfile(intree.host_ca_bundle()):
         raise NativeBuildRefused(
