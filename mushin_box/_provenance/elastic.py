@@ -2,11 +2,9 @@
 """Each attempt of a cell's fit, and the worlds it ran in: ``run.elastic``, ``run.attempts``
 and ``run.world_changes``.
 
-Each attempt (a SLURM requeue, a torchrun restart, a ``resume`` with fewer GPUs) knows
-only its own world, so it carries the earlier attempts forward from the record the last
-one left; a fresh start begins a new list. Where the world changed is best known from the
-fit's own ``starts`` (``fit_fingerprints.json``), else only from the attempts' world sizes
-(``"epoch": null``). All of it is ``run``: another world size is the same experiment.
+Each attempt (a requeue, a torchrun restart, a ``resume`` with fewer GPUs) knows only its
+own world, so it carries the earlier ones forward from the last record. Where the world
+changed is known from the fit's ``starts``, else only from the attempts' world sizes.
 
 Examples
 --------

@@ -228,12 +228,8 @@ def seeds_from_records(records: Mapping[int, Mapping[str, Any]]) -> dict[int, in
     >>> seeds_from_records({0: {"rank": 0, "seed": 7}, 1: {"rank": 1, "seed": 8}})
     {0: 7, 1: 8}
     """
-    out: dict[int, int] = {}
-    for rank, rec in records.items():
-        seed = rec.get("seed")
-        if isinstance(seed, int) and not isinstance(seed, bool):
-            out[int(rank)] = seed
-    return out
+    seeds = {int(rank): rec.get("seed") for rank, rec in records.items()}
+    return {rank: s for rank, s in seeds.items() if isinstance(s, int) and not isinstance(s, bool)}
 
 
 def record_with_seeds(

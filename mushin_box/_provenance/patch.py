@@ -79,9 +79,8 @@ def code_patch(path: Path, include: Iterable[str | Path] = ()) -> CodePatch | No
 def keep_patch(
     root: Path, experiment: Mapping[str, Any] | None, include: Iterable[str | Path] = ()
 ) -> dict[str, Any] | None:
-    """Write a dirty experiment's diff into the sweep ``root``; return ``experiment`` with
-    ``patch`` where it was written. Nothing is written for a clean tree, a diff not kept, a
-    tree changed since ``experiment`` was taken, or a symbolic link on the way."""
+    """Write a dirty experiment's diff, if it may be kept, into the sweep ``root``; return
+    ``experiment`` with ``patch`` where it was written."""
     if experiment is None:
         return None
     git = experiment.get("git")

@@ -1,16 +1,11 @@
 # SPDX-License-Identifier: MIT
 """Where each rank ran: its node, its Python and its image, recorded by every rank.
 
-Rank 0 cannot see where the other ranks ran, so every rank writes
-``.mushin/ranks/rank<r>.json`` as it starts, and rank 0 folds them into its record:
-``run.topology.ranks`` (each rank's own placement: nothing infers another's),
-``run.rank_runtime`` (the ranks grouped by runtime) and ``reproducibility.ranks`` (the
-Pythons, whether all, none or some ranks ran in an image, and in how many: an image is
-its digest, else its path).
-
-Each rank also records how its task ended (``ended``), keeping the previous attempt's
-row as ``before``: a ``before`` without ``ended`` died without a word (SIGKILL, OOM),
-which is how a restarted cell names the rank it lost (:func:`restart_cause`).
+Rank 0 cannot see where the others ran, so every rank writes ``.mushin/ranks/rank<r>.json``
+as it starts, and rank 0 folds them into its record (nothing infers another rank's node).
+An image is its digest, else its path. Each rank also records how its task ended,
+keeping the previous attempt's row as ``before``: one without ``ended`` died without a
+word (SIGKILL, OOM), which names the rank a restarted cell lost (:func:`restart_cause`).
 
 Examples
 --------
@@ -129,12 +124,8 @@ def _exit_note(pid: int) -> dict[str, Any]:
     code = note.get("exitcode") if isinstance(note, dict) else None
     if not isinstance(code, int) or isinstance(code, bool) or code == 0:
         return {}
-    if code > 0:
-        return {"exitcode": code}
-    try:
-        return {"signal": signal.Signals(-code).name}
-    except ValueError:
-        return {"exitcode": code}
+    name = {s.value: s.name for s in signal.Signals}.get(-code)  # negative: killed by it
+    return {"signal": name} if name else {"exitcode": code}
 
 
 def read_rank_runtimes(cell_dir: Path, *, attempt: int | None) -> list[dict[str, Any]]:

@@ -200,12 +200,8 @@ def package_versions(lines: Iterable[str]) -> dict[str, str]:
     >>> package_versions(["numpy==2.4.6", "", "torch==2.13.0+cpu"])
     {'numpy': '2.4.6', 'torch': '2.13.0+cpu'}
     """
-    out: dict[str, str] = {}
-    for line in lines:
-        name, _, version = line.strip().partition("==")
-        if name:
-            out[name] = version
-    return out
+    pairs = (line.strip().partition("==") for line in lines)
+    return {name: version for name, _, version in pairs if name}
 
 
 def basic_provenance(
@@ -218,10 +214,9 @@ def basic_provenance(
     experiment: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The basic record of one cell; ``code.git``: ``experiment``'s, else the task file's."""
-    if experiment is not None:
-        state = experiment.get("git")
-    else:
-        state = git_state(task_file(task) or Path.cwd())
+    state = (
+        git_state(task_file(task) or Path.cwd()) if experiment is None else experiment.get("git")
+    )
     packages = installed_packages()
     return {
         "schema": 1,

@@ -56,8 +56,7 @@ def task_locator(
 
 
 def in_image(file: str | None, rank_argv: Sequence[str] | None, home: str | None) -> bool:
-    """Whether ``file``, as a rank in a container saw it, lies under none of the host
-    directories mounted into it.
+    """Whether ``file``, as a rank in a container saw it, lies under no host mount.
 
     Examples
     --------

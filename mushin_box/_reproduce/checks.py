@@ -212,10 +212,8 @@ def env_references(config: Any, prefix: str = "") -> list[tuple[str, str, bool]]
 
 def check_secrets(config: Mapping[str, Any], environ: Mapping[str, str]) -> list[str]:
     """The variables the saved config reads; raise for one unset here with no default."""
-    names: list[str] = []
-    for path, name, has_default in env_references(config):
-        if name not in names:
-            names.append(name)
+    references = env_references(config)
+    for path, name, has_default in references:
         if has_default or name in environ:
             continue
         if name.startswith(SECRET_ENV_PREFIX):
@@ -227,7 +225,7 @@ def check_secrets(config: Mapping[str, Any], environ: Mapping[str, str]) -> list
         raise ReproduceError(
             f"{path!r} reads the environment variable {name}, which is not set; export it"
         )
-    return names
+    return list(dict.fromkeys(name for _, name, _ in references))
 
 
 @attrs.frozen
@@ -308,12 +306,9 @@ def check_code(
     recorded = {"git": code.get("git"), "task_sha256": code.get("task_sha256")}
     identity = code_identity(task, config=config, extra=(pre_call,))
     file = part(original.run, "experiment").get("file")  # the recorded experiment's repo
-    if isinstance(file, str) and Path(file).is_file():
-        source = Path(file)
-    else:
-        source = task_file(task) or Path.cwd()
+    source = Path(file) if isinstance(file, str) and Path(file).is_file() else task_file(task)
     current = {
-        "git": git_state(source, include=identity.files),
+        "git": git_state(source or Path.cwd(), include=identity.files),
         "task_sha256": identity.fingerprint,
     }
     problems = git_problems(recorded["git"], current["git"])
@@ -399,8 +394,7 @@ def _candidates(original: Original) -> list[str]:
 
 
 def check_image(original: Original, image: str | None) -> ImageCheck:
-    """The SIF to run (``image``, else the recorded one), of the recorded sha256, its
-    binds' sources here."""
+    """The SIF to run (``image``, else the recorded one), checked against the record."""
     recorded = original.repro.get("image", NO_IMAGE)
     if recorded in (None, NO_IMAGE):
         if image is not None:

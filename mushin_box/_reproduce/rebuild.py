@@ -122,8 +122,7 @@ def _load_spec(file: Path, attr: str) -> ImageSpec:
 
 
 def rebuild_image(recipe: Recipe, *, build: Callable[..., Any] = build_image) -> Path:
-    """Build ``recipe`` natively and put the image at ``recipe.path`` when its sha256 is
-    the recorded one; return that path. Nothing is kept on a failure."""
+    """Build ``recipe`` into ``recipe.path`` if of the recorded sha256; else keep nothing."""
     target, _, attr = recipe.spec.rpartition(":")
     target, attr = (target, attr) if target else (recipe.spec, "IMAGE")
     dest = recipe.path

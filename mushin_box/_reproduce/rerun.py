@@ -1,9 +1,8 @@
 # SPDX-License-Identifier: MIT
 """``mushin-box reproduce CELL``: re-run a completed cell from its sidecars, then diff it.
 
-The cell's files hold all the re-run needs (config, with secrets as environment
-references; combo, swept again; task; code; image; topology; launcher). It runs as
-``mushin-box launch`` into a new sweep, marked ``run.reproduction``. Every check runs
+The cell's files hold all the re-run needs (its combo is swept again). It runs as
+``mushin-box launch`` into a new sweep, marked ``run.reproduction``; every check runs
 before anything is written: a refusal leaves no directory.
 """
 
@@ -276,8 +275,7 @@ def plan_reproduce(
     worktree: bool = False,
     dry_run: bool = False,
 ) -> tuple[ReproducePlan, Any, Any]:
-    """Check everything and decide the re-run: ``(plan, workflow, launch plan)``. Writes
-    nothing but the rebuilt image and the worktree (removed on a refusal or dry run)."""
+    """``(plan, workflow, launch plan)``; writes only the rebuilt image and the worktree."""
     from omegaconf import OmegaConf
 
     original = read_original(cell)
@@ -374,8 +372,7 @@ def _remove_worktree(root: Path, where: Path, fresh: bool) -> None:
 
 @contextlib.contextmanager
 def _secrets_for_images(names: Sequence[str]) -> Iterator[None]:
-    """Forward the config's secret variables to ranks in an image (``--cleanenv`` keeps
-    only ``APPTAINERENV_*``), as the original launch did."""
+    """Forward the config's secrets to ranks in an image as ``APPTAINERENV_*`` (``--cleanenv``)."""
     values = {
         _APPTAINER + name: os.environ[name]
         for name in names
@@ -399,10 +396,7 @@ def _mark(cell_dir: Path, plan: ReproducePlan) -> None:
         **({"checkout_differences": list(plan.code.moved)} if plan.code.moved else {}),
         **({"worktree": plan.worktree} if plan.worktree else {}),
         "topology": {"nodes": plan.nodes, "gpus": plan.gpus},
-        "recorded_topology": {
-            "nodes": plan.recorded_topology[0],
-            "gpus": plan.recorded_topology[1],
-        },
+        "recorded_topology": dict(zip(("nodes", "gpus"), plan.recorded_topology, strict=True)),
     }
     write_provenance(cell_dir, {**record, "run": run})
 

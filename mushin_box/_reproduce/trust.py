@@ -4,16 +4,13 @@ and the code checked out beside the user's tree (``reproduce --worktree``).
 
 Anyone who can write to a sweep can name any file as the task's, with a matching
 fingerprint, and an import runs module code (with the user's secrets). So every user file
-the re-run would import (found by reading the files) must first lie in the **experiment's
-root** (its git repository, else its directory), be the user's **own** (as ``ssh`` treats
-its keys), be at the recorded **commit** (on a clean tree: each file the commit's blob)
-and have the recorded **fingerprint**. ``allow_dirty`` lets the last two through
-(recorded). A refusal names no fingerprint: it would let a forged record pass.
+the re-run would import must first lie in the **experiment's root** (its git repository,
+else its directory), be the user's **own** (as ``ssh`` treats its keys), be at the
+recorded **commit** and have the recorded **fingerprint** (``allow_dirty`` lets these two
+through). A refusal names no fingerprint: it would let a forged record pass.
 
-With ``--worktree``, the cell's commit, with its kept uncommitted code applied, goes into
-a git worktree in the re-run's sweep (shared, so every rank imports it), leaving the
-user's checkout alone; the record's paths are read under it (:func:`rebased`), and every
-check still applies.
+``--worktree`` checks the cell's commit and kept code out in the re-run's sweep (shared
+by every rank), leaving the user's tree alone; every check still applies.
 """
 
 from __future__ import annotations
@@ -33,6 +30,7 @@ from typing import Any
 import attrs
 
 from mushin_box._core.layout import code_patch_file
+from mushin_box._core.procs import git
 from mushin_box._core.safeio import UnsafeFileError, inside, read_bounded
 from mushin_box._core.userfile import owner_problem
 from mushin_box._provenance.patch import PATCH_LIMIT
@@ -77,23 +75,16 @@ def _experiment_file(original: Original) -> Path | None:
     return path.resolve()
 
 
-def _stand_ins(original: Original, experiment: Path | None) -> list[Any]:
-    """``[task, pre_call]`` as stand-ins with the recorded names: the user modules they
-    reach are then fingerprinted without an import (a script's ``__main__``: its stem)."""
-    out: list[Any] = []
-    located = part(original.run, "task")
-    for what in ("task", "pre_call"):
-        entry = located.get(what)
-        if not isinstance(entry, Mapping):
-            out.append(None)
-            continue
-        module = str(entry.get("module"))
-        if module in MAIN_NAMES:
-            file = entry.get("file")
-            module = Path(str(file)).stem if file else getattr(experiment, "stem", module)
-        name = str(entry.get("qualname"))
-        out.append(types.SimpleNamespace(__module__=module, __qualname__=name))
-    return out
+def _stand_in(entry: Any, experiment: Path | None) -> Any:
+    """The task (or ``pre_call``) as a stand-in with the recorded names: the user modules it
+    reaches are then fingerprinted without an import (a script's ``__main__``: its stem)."""
+    if not isinstance(entry, Mapping):
+        return None
+    module = str(entry.get("module"))
+    if module in MAIN_NAMES:
+        file = entry.get("file")
+        module = Path(str(file)).stem if file else getattr(experiment, "stem", module)
+    return types.SimpleNamespace(__module__=module, __qualname__=str(entry.get("qualname")))
 
 
 def _entry_files(original: Original) -> Iterable[Path]:
@@ -117,15 +108,16 @@ def _entry_files(original: Original) -> Iterable[Path]:
 def check_sources(
     original: Original, config: Any, *, allow_dirty: bool
 ) -> tuple[bool, tuple[str, ...]]:
-    """Check the files a re-run would import, importing none: ``(the fingerprint is the
-    recorded one, what differs at another commit whose imported files are the cell's)``.
-    The experiment's directory goes first on ``sys.path``, as on the ranks'."""
+    """Check the files a re-run would import, importing none (module doc): ``(the same
+    fingerprint, what differs at another commit whose imported files are the cell's)``."""
     experiment = _experiment_file(original)
     top = git_root(experiment) if experiment is not None else None
     root = Path(top).resolve() if top else getattr(experiment, "parent", None)
+    # the experiment's directory first on sys.path, as on the ranks': found elsewhere, refused
     if experiment is not None and str(experiment.parent) not in sys.path:
         sys.path.insert(0, str(experiment.parent))
-    task, pre_call = _stand_ins(original, experiment)
+    located = part(original.run, "task")
+    task, pre_call = (_stand_in(located.get(w), experiment) for w in ("task", "pre_call"))
     identity = code_identity(task, config=config, extra=(pre_call,))
     files = {*([experiment] if experiment else []), *_entry_files(original)}
     files |= {Path(p).resolve() for p in identity.files}
@@ -175,8 +167,7 @@ def _check_commit(original: Original, experiment: Path, files: set[Path]) -> tup
 def kept_code(original: Original, recorded: Any, experiment: Path) -> tuple[list[str], list[str]]:
     """(why there is no way back, the ways back) to the uncommitted code a cell ran, from
     its sweep's copy: ``--worktree``, or the shell commands that rebuild that tree."""
-    sha = recorded.get("diff_sha256") if isinstance(recorded, Mapping) else None
-    commit = str(recorded.get("commit")) if isinstance(recorded, Mapping) else ""
+    sha, commit = recorded.get("diff_sha256"), str(recorded.get("commit"))
     if not isinstance(sha, str) or not HEX.fullmatch(sha) or not HEX.fullmatch(commit):
         return [], []
     try:
@@ -297,13 +288,11 @@ def checkout(original: Original, where: Path) -> Original:
             f"no git repository holds the cell's experiment file {file} here: run this on "
             "a machine with its repository at that path"
         )
-    try:
-        _git(["cat-file", "-e", f"{commit}^{{commit}}"], top)
-    except ReproduceError:
+    if git(["cat-file", "-e", f"{commit}^{{commit}}"], top) is None:
         raise ReproduceError(
             f"the repository {top} does not hold the cell's commit {commit}: fetch it "
             f"(git -C {top} fetch), then run this again"
-        ) from None
+        )
     sha = recorded.get("diff_sha256") if isinstance(recorded, Mapping) else None
     kept = kept_patch(original, sha) if isinstance(sha, str) and HEX.fullmatch(sha) else None
     where.parent.mkdir(parents=True, exist_ok=True)
