@@ -411,9 +411,9 @@ def _plan(
     for index, (src, dest) in enumerate(spec.all_files()):
         stage = staging / str(index)
         stage.mkdir(parents=True)
-        subprocess.run(
-            ["cp", "-fLr", *sorted(glob.glob(str(context / src))), str(stage)], check=True
-        )
+        # os.path.join, not pathlib, which drops the "." of `dir/.` (the directory's contents)
+        sources = sorted(glob.glob(os.path.join(context, src)))
+        subprocess.run(["cp", "-fLr", *sources, str(stage)], check=True)
         files.append([[str(p) for p in sorted(stage.iterdir())], dest])
     for path in [staging, *staging.rglob("*")] if files else []:
         if not path.is_symlink():  # one mode per kind, whatever the umask: the same image

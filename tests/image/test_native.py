@@ -26,6 +26,7 @@ from mushin_box._image.build import Manifest, build_image, manifest_path, native
 from mushin_box._image.definition import render_definition
 from mushin_box._image.intree import _bind_points, _singularity_d
 from mushin_box._image.native import (
+    _plan,
     context_dir,
     explain_failure,
     host_pip_settings,
@@ -529,3 +530,18 @@ def test_a_base_whose_labels_are_not_a_json_object_fails_the_build_in_one_line(
     line = str(failed.value)
     said = explain_failure(f"some output\n{line}\nmore", mirror="m", where=tmp_path)
     assert said == line and "labels.json is not a JSON object; fix the base" in line
+
+
+def test_a_dir_dot_source_stages_the_directorys_contents_as_apptainer_copies_them(
+    tmp_path: Path,
+) -> None:
+    context = tmp_path / "context"
+    (context / "bin").mkdir(parents=True)
+    (context / "bin" / "tool").write_text("#!/bin/sh\n")
+    (context / "conf").mkdir()
+    (context / "conf" / "site.yaml").write_text("a: 1\n")
+    spec = ImageSpec(base=BASE, files={"bin/.": "/usr/local/bin/", "conf": "/etc/"})
+    plan = _plan(spec, render_definition(spec), context, 0, tmp_path / "files")
+    staged = {dest: [Path(p).name for p in sources] for sources, dest in plan["files"]}
+    # `cp -fLr bin/. DEST` copies bin's contents; `cp -fLr conf DEST` the directory itself
+    assert staged == {"/usr/local/bin/": ["tool"], "/etc/": ["conf"]}
