@@ -15,6 +15,7 @@ import os
 import re
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -85,20 +86,31 @@ def _remember(real: str, identity: list[int], digest: str) -> None:
 
 
 def _hash(path: str, size: int, progress: bool) -> str:
-    from rich.console import Console
-    from rich.progress import open as progress_open
-
     digest = hashlib.sha256()
-    with progress_open(
-        path,
-        "rb",
-        buffering=0,
-        total=size,
-        description=f"sha256 of {os.path.basename(path)} (once per version)",
+    buffer = bytearray(_CHUNK)
+    view = memoryview(buffer)
+    with open(path, "rb", buffering=0) as handle, _bar(path, size, progress) as advance:
+        while n := handle.readinto(buffer):
+            digest.update(view[:n])
+            advance(n)
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def _bar(path: str, size: int, shown: bool) -> Iterator[Any]:
+    if not shown:
+        yield lambda n: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
         console=Console(stderr=True),
         transient=True,
-        disable=not progress,
-    ) as handle:
-        while block := handle.read(_CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
+    ) as bar:
+        task = bar.add_task(f"sha256 of {os.path.basename(path)} (once per version)", total=size)
+        yield lambda n: bar.advance(task, n)
