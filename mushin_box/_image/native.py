@@ -186,8 +186,13 @@ def source_date_epoch(spec: ImageSpec, context: Path) -> int:
         git([*args, "--", lock.name], lock.parent, timeout=60)
         for args in (["status", "--porcelain"], ["log", "-1", "--format=%ct"])
     )
+    if status is None:  # git failed, so it cannot say whether the lock is committed
+        raise NativeBuildRefused(
+            f"`git status` could not read {spec.pip_lock} (not in a git repository, git not "
+            f"installed, or past 60 s): commit it in a repository, or {fix}"
+        )
     when = (log or "").strip()
-    if status is None or status.strip() or not when:
+    if status.strip() or not when:
         raise NativeBuildRefused(
             f"{spec.pip_lock} has no commit time in git (not committed, or changed since): "
             f"commit it, or {fix}"

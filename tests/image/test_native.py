@@ -210,6 +210,20 @@ def test_a_lock_with_uncommitted_changes_gives_no_source_date_epoch(
     assert _left(out) == []
 
 
+def test_a_lock_git_cannot_read_is_refused_naming_git_not_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    ctx, out = _project(tmp_path), tmp_path / "out" / "img.sif"
+    tools = _tool_dir(tmp_path, mmdebstrap="exit 1")
+    (tools / "git").unlink()  # no git on PATH: it cannot tell whether the lock is committed
+    monkeypatch.setenv("PATH", str(tools))
+    code, err = _build(ctx, out, capsys, "--backend", "native")
+    assert code == 2
+    assert "`git status` could not read requirements.lock" in err and "git not installed" in err
+    assert "source_date_epoch" in err and len(err.strip().splitlines()) == 1
+    assert _left(out) == []
+
+
 def test_a_failed_build_leaves_nothing_at_the_output_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
