@@ -288,7 +288,7 @@ def checkout(original: Original, where: Path) -> Original:
             f"no git repository holds the cell's experiment file {file} here: run this on "
             "a machine with its repository at that path"
         )
-    if git(["cat-file", "-e", f"{commit}^{{commit}}"], top) is None:
+    if git(["cat-file", "-e", f"{commit}^{{commit}}"], top, timeout=120) is None:
         raise ReproduceError(
             f"the repository {top} does not hold the cell's commit {commit}: fetch it "
             f"(git -C {top} fetch), then run this again"
