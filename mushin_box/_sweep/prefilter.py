@@ -167,7 +167,7 @@ def prefilter(
         return Prefiltered()
     parsed = parse_overrides(overrides)
     try:  # every job's overrides, as Hydra's basic sweeper builds them
-        jobs = sweep_jobs(parse_overrides(overrides))
+        jobs = sweep_jobs(parsed)
     except Exception:  # a glob over a group, a sampled sweep: the sweeper decides
         return Prefiltered()
     if not jobs:
