@@ -141,11 +141,11 @@ class ChildObserver(threading.Thread):
 
 
 def _log_tail(path: Path) -> str:
-    """The last 20 lines of a rank's log ('' when it can't be read)."""
+    """The last 20 lines of a rank's log, or why it was not read (a link planted in its place)."""
     try:
         text = read_tail(path, 16384)[0].decode("utf-8", "replace")
-    except OSError:  # UnsafeFileError too
-        return ""
+    except OSError as exc:  # UnsafeFileError too
+        return f"(not read: {exc})"
     return "\n".join(text.splitlines()[-20:])
 
 

@@ -57,3 +57,4 @@ def test_a_link_planted_as_the_failed_ranks_log_is_not_followed(
     _observe(procs, logs)
     err = capsys.readouterr().err
     assert f"HydraDDP: the end of {logs[1]}:" in err and "not the rank's words" not in err
+    assert "(not read: " in err  # the empty tail says why
