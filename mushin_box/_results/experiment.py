@@ -69,7 +69,9 @@ def load_sweep(
     grid: dict[str, list[Any]] = head["grid"]
     params = list(grid)
     shape = tuple(len(v) for v in grid.values())
-    index: dict[Any, Any] = dict(zip(manifest.grid_keys(grid), np.ndindex(*shape), strict=True))
+    index: dict[Any, tuple[int, ...]] = dict(
+        zip(manifest.grid_keys(grid), np.ndindex(*shape), strict=True)
+    )
     coords = {p: grid_coords(v) for p, v in grid.items()}
     found: dict[str, dict[tuple[int, ...], Any]] = {}  # metric -> grid point -> value
     series: dict[str, list[tuple[tuple[int, ...], Series]]] = {}

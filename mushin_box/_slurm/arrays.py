@@ -2,9 +2,9 @@
 """A sweep as SLURM job arrays within the cluster's limits, throttled as one sweep.
 
 Several arrays: SLURM refuses an array index of ``MaxArraySize`` or more (and
-``max_array_tasks`` may bound an array lower still; so may the launcher field
-``max_array_tasks``), and submitit numbers every array from 0. So a larger sweep goes as
-arrays of nearly equal size (2,500 cells at MaxArraySize 1001: 834 + 833 + 833); with
+``SchedulerParameters=max_array_tasks=N`` may bound an array lower still; so may the
+launcher field ``max_array_tasks``), and submitit numbers every array from 0. So a larger
+sweep goes as arrays of nearly equal size (2,500 cells at MaxArraySize 1001: 834 + 833 + 833); with
 arrays disabled (``MaxArraySize=0``) each cell is a plain job.
 
 Chained: ``%N`` on each of k arrays side by side would run k x N cells, not the sweep's
