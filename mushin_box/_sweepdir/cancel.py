@@ -360,12 +360,16 @@ def cancel(
         gone = blocked or _queue_emptied(path, deadline, [j for j in ids if j in stopped])
         names = [cell_label(None, c.combo) for c in unstarted]
         marked: list[str] = []
+        records = list(cell_records(path)) if gone is None else []
         # a status not read may be a cell that ran: nothing is marked then
-        if gone is None and len(list(cell_records(path))) == len(started_cells(path)):
+        if gone is None and len(records) == len(started_cells(path)):
             reason = f"cancelled by {who} at {timestamp()}, before it started"
             try:
                 only = [c.combo for c in unstarted] if cells else None
-                marked = [cell_label(None, c) for c in mark_unstarted_cancelled(path, reason, only)]
+                marked = [
+                    cell_label(None, c)
+                    for c in mark_unstarted_cancelled(path, reason, only, records)
+                ]
             except SweepBusyError:
                 gone = _DRIVER_HOLDS
         done += marked

@@ -341,15 +341,16 @@ def _unstarted(manifest: Mapping[str, Any], root: Path) -> list[dict[str, Any]]:
 
 
 def mark_unstarted_cancelled(
-    root: Path, reason: str, only: Sequence[Mapping[str, Any]] | None = None
+    root: Path, reason: str, only: Sequence[Mapping[str, Any]] | None, records: Records
 ) -> list[dict[str, Any]]:
     """Record the cells that never started as ``cancelled`` in the manifest and return
     their combos (``only``: of these combos alone); ``cancel`` calls it once no job of the
-    sweep is queued and every status was read. Each rebuild keeps the mark (the manifest
-    alone knows a cell without a directory); the next run's manifest drops it. Under the
-    sweep's lock: ``SweepBusyError`` while a driver, which may start the cell, holds it.
+    sweep is queued and every status was read (``records``, not read again). Each rebuild
+    keeps the mark (the manifest alone knows a cell without a directory); the next run's
+    manifest drops it. Under the sweep's lock: ``SweepBusyError`` while a driver, which may
+    start the cell, holds it.
     """
-    if not _unstarted(manifest_from_cells(root), root):
+    if not _unstarted(manifest_from_cells(root, records), root):
         return []  # nothing to write: not even the lock file
     wanted = None if only is None else {combo_id(c) for c in only}
     with SweepLock(root):
