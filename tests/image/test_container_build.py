@@ -221,7 +221,8 @@ cat > "$log.stdin"
 env > "$log.env"
 while [ $# -gt 0 ]; do
     if [ "$1" = "--output-file" ]; then
-        shift; printf 'fake==1 \\\\\\n    --hash=sha256:00\\n' > "$1"
+        shift; cp "$1" "$log.prior" 2>/dev/null  # uv keeps the pins of an existing output
+        printf 'fake==1 \\\\\\n    --hash=sha256:00\\n' > "$1"
     fi
     shift
 done
@@ -298,6 +299,7 @@ def test_lock_image_compiles_the_pins_for_the_image_platform(
     )
     assert check.returncode == 1 and "out of date: run scripts/lock-image" in check.stderr
     assert lock.read_text() == "stale==0\n"  # --check never writes
+    assert (tmp_path / "uv.prior").read_text() == "stale==0\n"  # resolved over the lock
 
 
 def test_lock_image_refuses_another_uv_version(lock_sandbox: tuple[Path, dict[str, str]]) -> None:
