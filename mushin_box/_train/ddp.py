@@ -343,8 +343,9 @@ class HydraDDPLauncher(_Launcher):
                 Path(spec["job_dir"]) / layout.RANK_LOG_DIR / layout.rank_log_file(global_rank)
             )
             logs[-1].parent.mkdir(parents=True, exist_ok=True)
-            try:
-                with open(logs[-1], "ab") as output:
+            try:  # a link planted as the log (the sweep directory is untrusted): refused
+                flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+                with os.fdopen(os.open(logs[-1], flags, 0o666), "ab") as output:
                     self.procs.append(
                         subprocess.Popen(
                             [sys.executable, "-m", "mushin_box._train.ddp_child"],

@@ -58,3 +58,26 @@ def test_a_link_planted_as_the_failed_ranks_log_is_not_followed(
     err = capsys.readouterr().err
     assert f"HydraDDP: the end of {logs[1]}:" in err and "not the rank's words" not in err
     assert "(not read: " in err  # the empty tail says why
+
+
+def test_a_link_planted_as_a_ranks_log_is_not_followed_when_the_rank_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from unittest import mock
+
+    from lightning_fabric.plugins.environments.lightning import LightningEnvironment
+
+    import mushin_box._train.ddp as ddp
+
+    for name in ("LOCAL_RANK", "NODE_RANK", "GROUP_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    secret = tmp_path / "elsewhere.txt"
+    (tmp_path / "job" / "logs").mkdir(parents=True)
+    (tmp_path / "job" / "logs" / "rank1.log").symlink_to(secret)
+    popen = mock.Mock()
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    monkeypatch.setattr(ddp, "ChildObserver", mock.Mock())
+    launcher = ddp.launcher_classes("pytorch_lightning")[1](LightningEnvironment(), 2, 1)
+    with pytest.raises(OSError, match="rank1.log"):
+        launcher._spawn_children({"job_dir": str(tmp_path / "job"), "cwd": str(tmp_path)})
+    assert not secret.exists() and not popen.called  # nothing written through the link
