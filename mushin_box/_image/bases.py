@@ -7,7 +7,6 @@ each renders and how the build manifest pins them without a registry digest.
 
 from __future__ import annotations
 
-import email
 import os
 import re
 from collections.abc import Iterator
@@ -62,15 +61,22 @@ def _one_line_sources(text: str) -> Iterator[tuple[str, str]]:
 
 
 def _deb822_sources(text: str) -> Iterator[tuple[str, str]]:
-    """``(uri, suite)`` pairs of the enabled ``Types: deb`` stanzas of a ``.sources`` file
-    (RFC 822 fields, as :mod:`email` reads them once the ``#`` comments are gone)."""
+    """``(uri, suite)`` pairs of the enabled ``Types: deb`` stanzas of a ``.sources`` file;
+    ``#`` comments and lines that are no field are skipped, not the stanza's other fields."""
     for stanza in re.split(r"\n[ \t]*\n", text):
-        lines = [raw for raw in stanza.splitlines() if raw.strip() and not raw.startswith("#")]
-        fields = email.message_from_string("\n".join(lines))
-        enabled = str(fields.get("enabled", "yes")).strip().lower() != "no"
-        if enabled and "deb" in str(fields.get("types", "")).split():
-            for uri in str(fields.get("uris", "")).split()[:1]:
-                for suite in str(fields.get("suites", "")).split():
+        fields: dict[str, str] = {}
+        key = ""
+        for raw in stanza.splitlines():
+            if raw[:1] in (" ", "\t") and key:  # a folded continuation line
+                fields[key] += " " + raw
+            elif ":" in raw and not raw.startswith("#"):
+                key, _, value = raw.partition(":")
+                key = key.strip().lower()
+                fields[key] = value
+        enabled = fields.get("enabled", "yes").strip().lower() != "no"
+        if enabled and "deb" in fields.get("types", "").split():
+            for uri in fields.get("uris", "").split()[:1]:
+                for suite in fields.get("suites", "").split():
                     yield uri, suite
 
 

@@ -440,6 +440,20 @@ def test_apt_source_reads_one_line_and_deb822_files_in_apt_order(tmp_path: Path)
         apt_source(disabled)
 
 
+@pytest.mark.parametrize(
+    "stanza",
+    [
+        "Types: deb\nX-Note this line is no field\nURIs: http://m.example/debian\nSuites: sid\n",
+        " Types: deb\nURIs: http://m.example/debian\nSuites: sid\n",  # an indented first line
+        "# a comment\n URIs: http://m.example/debian\n# another\nTypes: deb\nSuites: sid\n",
+        "Types : deb\nURIs: http://m.example/debian\nSuites: sid\n",  # a space before ':'
+    ],
+)
+def test_apt_source_reads_the_fields_around_what_is_no_field(tmp_path: Path, stanza: str) -> None:
+    root = _apt_root(tmp_path, {"sources.list.d/x.sources": stanza})
+    assert apt_source(root) == ("http://m.example/debian", "sid")
+
+
 def test_debootstrap_reads_what_it_was_not_given_from_the_machine(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
