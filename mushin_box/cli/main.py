@@ -14,7 +14,7 @@ import contextlib
 import importlib
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import Any
 
 from mushin_box._core.errors import MushinBoxError, python_argument
 from mushin_box._core.version import __version__
@@ -105,11 +105,6 @@ def in_flags(error: MushinBoxError, args: argparse.Namespace) -> str:
     return error.worded(spell)
 
 
-def examples_of(module: object) -> tuple[str, ...]:
-    """A command module's ``EXAMPLES``."""
-    return tuple(getattr(module, "EXAMPLES", ()))
-
-
 def number(
     *, minimum: float, maximum: float | None = None, unit: str = "", inclusive: bool = True
 ) -> Callable[[str], float]:
@@ -176,8 +171,8 @@ def _slurm_type(parse: Callable[..., int]) -> Callable[[str], int]:
     return typed
 
 
-def _integer(low: int, what: str) -> Callable[[str], int]:
-    """An argparse ``type``: an integer from ``low``, else ``'TEXT' must be {what}``."""
+def _integer(low: int, refusal: str) -> Callable[[str], int]:
+    """An argparse ``type``: an integer from ``low``, else ``refusal`` of the text given."""
 
     def typed(text: str) -> int:
         try:
@@ -185,7 +180,7 @@ def _integer(low: int, what: str) -> Callable[[str], int]:
         except ValueError:
             value = low - 1
         if value < low:
-            raise argparse.ArgumentTypeError(f"{text!r} must be {what}")
+            raise argparse.ArgumentTypeError(refusal.format(text))
         return value
 
     return typed
@@ -193,18 +188,12 @@ def _integer(low: int, what: str) -> Callable[[str], int]:
 
 slurm_time = _slurm_type(parse_slurm_time)
 slurm_memory = _slurm_type(parse_slurm_memory)
-positive = _integer(1, "a positive integer")
-non_negative = _integer(0, "an integer >= 0")
-
-
-def max_parallel(text: str) -> int:
-    try:
-        return positive(text)
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: give the most cells that may run at once, a positive integer "
-            "(e.g. --max-parallel 50)"
-        ) from None
+positive = _integer(1, "{!r} must be a positive integer")
+non_negative = _integer(0, "{!r} must be an integer >= 0")
+max_parallel = _integer(
+    1,
+    "{!r}: give the most cells that may run at once, a positive integer (e.g. --max-parallel 50)",
+)
 
 
 def add_scheduler_arguments(parser: argparse.ArgumentParser, title: str) -> None:
@@ -273,22 +262,20 @@ def build_parser() -> argparse.ArgumentParser:
         )
         module.add_arguments(cmd)
         cmd.set_defaults(_module=module, _parser=cmd)
+    parser.set_defaults(_parser=parser)  # no command: main prints its help (a command: its own)
     return parser
 
 
-def parse_args(
-    argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | None = None
-) -> argparse.Namespace:
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line parsed as ``main`` parses it (argparse's exit 2 on bad input)."""
-    parser = parser or build_parser()
-    args, extra = parser.parse_known_args(argv)
+    args, extra = build_parser().parse_known_args(argv)
     # overrides after options (`launch exp.py --gpus 2 lr=0.1`) are left unparsed by
     # argparse: a command with `overrides` takes them; an unknown flag is named by the
     # subcommand's parser, with the closest of its flags
     if extra:
         flags = [a for a in extra if a.startswith("-")]
         if flags or not hasattr(args, "overrides"):
-            parser = cast(argparse.ArgumentParser, getattr(args, "_parser", parser))
+            parser = args._parser
             known = [o for o in parser._option_string_actions if o.startswith("--")]
             named = [f"{f}{suggest(f.split('=', 1)[0], known)}" for f in flags] or extra
             parser.error(f"unrecognized arguments: {' '.join(named)}")
@@ -301,51 +288,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     program, a reading command ends with ``gc.freeze()``: the last collection at exit would
     walk every record read and free nothing (docs/performance.md)."""
     out, err = sys.stdout, sys.stderr
+    command, failed = "mushin-box", None
     with redacted_output(sys.argv[1:] if argv is None else argv):
-        code, failed, command = _main(argv)
+        try:
+            args = parse_args(argv)
+            if args.command is None:
+                args._parser.print_help(sys.stderr)
+                return EXIT_USAGE
+            command = f"mushin-box {args.command}"
+            try:
+                code = int(args._module.run(args))
+            except MushinBoxError as exc:  # the kit refused: one line, in this command's flags
+                if isinstance(exc, OutputError) or args.debug:
+                    raise
+                print(f"{command}: error: {shown(in_flags(exc, args))}", file=sys.stderr)
+                code = EXIT_USAGE
+            sys.stdout.flush()  # a full disk says so here, not in Python's flush at exit
+        except OutputError as exc:
+            failed, code = exc, EXIT_CLOSED_PIPE if exc.closed_pipe else EXIT_USAGE
     if failed is not None:  # a failed stream is silenced: Python flushes it again at exit
         silence(out if failed.stream == "stdout" else err)
         if not (failed.closed_pipe or failed.stream == "stderr"):
             problem = failed.error.strerror or str(failed.error)
             with contextlib.suppress(OSError):
                 print(
-                    f"{failed.command}: error: cannot write the output ({problem}); what was "
+                    f"{command}: error: cannot write the output ({problem}); what was "
                     "printed is incomplete: write it where there is room, e.g. > FILE on "
                     "another disk",
                     file=err,
                     flush=True,
                 )
-    if argv is None and command in READERS:
+    if argv is None and command.removeprefix("mushin-box ") in READERS:
         import gc
 
         gc.freeze()
     return code
-
-
-def _main(argv: Sequence[str] | None) -> tuple[int, Any, str | None]:
-    """(exit code, the :class:`OutputError` that ended it or None, the command's name)."""
-    command = "mushin-box"
-    name = None
-    try:
-        parser = build_parser()
-        args = parse_args(argv, parser)
-        if args.command is None:
-            parser.print_help(sys.stderr)
-            return EXIT_USAGE, None, None
-        name = args.command
-        command = f"mushin-box {args.command}"
-        try:
-            code = int(args._module.run(args))
-        except MushinBoxError as exc:  # the kit refused: one line, in this command's flags
-            if isinstance(exc, OutputError) or args.debug:
-                raise
-            print(f"{command}: error: {shown(in_flags(exc, args))}", file=sys.stderr)
-            code = EXIT_USAGE
-        sys.stdout.flush()  # a full disk says so here, not in Python's flush at exit
-        return code, None, name
-    except OutputError as exc:
-        exc.command = command
-        return (EXIT_CLOSED_PIPE if exc.closed_pipe else EXIT_USAGE), exc, name
 
 
 if __name__ == "__main__":  # pragma: no cover

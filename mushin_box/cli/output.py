@@ -55,7 +55,6 @@ class OutputError(MushinBoxError):
         super().__init__(f"{stream}: {error}")
         self.stream = stream
         self.error = error
-        self.command = "mushin-box"  # the command whose output failed, set by main
 
     @property
     def closed_pipe(self) -> bool:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mushin_box.cli.main import COMMANDS, examples_of, main, parse_args
+from mushin_box.cli.main import COMMANDS, main, parse_args
 
 #: shell words that end the mushin-box command of an example line (a redirection, a pipe)
 _SHELL_OPERATORS = frozenset({">", ">>", "<", "|", "||", "&&", ";", "&"})
@@ -43,7 +43,7 @@ def _argv(example: str) -> list[str]:
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_command_has_examples(command: str) -> None:
     module = importlib.import_module(f"mushin_box.cli.{command}")
-    examples = examples_of(module)
+    examples = module.EXAMPLES
     assert examples, f"mushin_box/cli/{command}.py has no EXAMPLES"
     for line in examples:
         assert line.startswith(f"mushin-box {command}"), line
@@ -70,7 +70,7 @@ def test_no_help_is_taken_for_a_secret(
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_example_parses_with_the_real_parser(command: str) -> None:
     module = importlib.import_module(f"mushin_box.cli.{command}")
-    for line in examples_of(module):
+    for line in module.EXAMPLES:
         try:
             args = parse_args(_argv(line))  # a flag renamed or removed: argparse exits 2
         except SystemExit as exc:

@@ -13,7 +13,7 @@ import shlex
 import pytest
 
 from mushin_box._core.layout import default_sweep_dir
-from mushin_box.cli.main import COMMANDS, examples_of
+from mushin_box.cli.main import COMMANDS
 
 #: the commands whose arguments name sweeps or cells
 READERS = ("resume", "status", "ls", "logs", "wait", "cancel", "show", "report", "diff")
@@ -41,7 +41,7 @@ def _is_real_layout(path: str) -> bool:
 def test_examples_use_the_layout_the_tool_makes(command: str) -> None:
     assert command in COMMANDS
     module = importlib.import_module(f"mushin_box.cli.{command}")
-    for line in examples_of(module):
+    for line in module.EXAMPLES:
         for path in _paths(line):
             assert _is_real_layout(path), f"{line!r}: {path!r} is not a sweep or cell path"
 
