@@ -9,9 +9,8 @@ squashfs partition aligned to 4096 (its ``size_with_padding`` counts the padding
 Layout (little-endian; ``apptainer/sif`` ``pkg/sif/sif.go`` and ``descriptor.go``): the
 128-byte header is ``<32s10s3s3s16s8q``: launch script, magic ``SIF_MAGIC\\0``, version
 ``01\\0``, architecture code (``02\\0`` = amd64), UUID (all zero for reproducible builds),
-created, modified, descriptors free, total, offset and size, data offset and size. Each
-descriptor is ``<iBIIIqqqqqqq128s384s``: data type, used flag, id, group id, linked id,
-offset, size, size with padding, created, modified, uid, gid, name, extra. Both are
+then ``_HEADER_NUMBERS``. Each descriptor is ``<iBIIIqqqqqqq128s384s``: data type, used
+flag, id, group id, linked id, ``_DESCRIPTOR_NUMBERS``, uid, gid, name, extra. Both are
 checked byte for byte against ``tests/golden/siftool-2.8.3.sif`` (bookworm's ``siftool``).
 """
 
@@ -38,6 +37,11 @@ HEADER = struct.Struct("<32s10s3s3s16s8q")
 DESCRIPTOR = struct.Struct("<iBIIIqqqqqqq128s384s")
 HEADER_SIZE = HEADER.size  # 128
 DESCRIPTOR_SIZE = DESCRIPTOR.size  # 585
+_HEADER_NUMBERS = (
+    "created modified descriptors_free descriptors_total descriptors_offset descriptors_size "
+    "data_offset data_size"
+).split()
+_DESCRIPTOR_NUMBERS = ("offset", "size", "size_with_padding", "created", "modified")
 
 MAGIC = b"SIF_MAGIC\x00"
 SUPPORTED_VERSIONS = frozenset({"01"})
@@ -186,7 +190,7 @@ def _parse_header(raw: bytes, path: Path) -> SifHeader:
         arch_code=arch_code,
         arch=SIF_ARCHES.get(arch_code, "unknown"),
         uuid=uuid.UUID(bytes=ident),
-        **{f.name: n for f, n in zip(attrs.fields(SifHeader)[5:], numbers, strict=True)},
+        **dict(zip(_HEADER_NUMBERS, numbers, strict=True)),
     )
 
 
@@ -238,7 +242,6 @@ def read_sif_descriptors(path: StrPath) -> tuple[SifDescriptor, ...]:
         table = _read_exact(handle, p, header.descriptors_offset, total * DESCRIPTOR_SIZE)
         file_size = os.fstat(handle.fileno()).st_size
     out: list[SifDescriptor] = []
-    numbered = attrs.fields(SifDescriptor)[5:10]  # offset ... modified, as in the table
     for fields in DESCRIPTOR.iter_unpack(table):
         dtype, used, ident, group, link, *numbers, _, _, name, extra = fields
         if used:
@@ -251,7 +254,7 @@ def read_sif_descriptors(path: StrPath) -> tuple[SifDescriptor, ...]:
                     linked_id=link & ~GROUP_MASK & 0xFFFF_FFFF,
                     name=_cstr(name),
                     extra=extra,
-                    **{f.name: n for f, n in zip(numbered, numbers, strict=True)},
+                    **dict(zip(_DESCRIPTOR_NUMBERS, numbers, strict=True)),
                 )
             )
     if len(out) != header.descriptors_used:
@@ -289,7 +292,7 @@ def root_squashfs_offset(path: StrPath) -> int:
     raise SifFormatError(path, "no squashfs root file system (an ext3 or encrypted root?)")
 
 
-def file_sha256(path: StrPath, *, chunk_size: int = 1 << 20) -> str:
+def file_sha256(path: StrPath) -> str:
     """Hex sha256 of a file, read in chunks (images are many GiB).
 
     >>> import tempfile
@@ -298,11 +301,8 @@ def file_sha256(path: StrPath, *, chunk_size: int = 1 << 20) -> str:
     >>> file_sha256(path)[:16]
     'ba7816bf8f01cfea'
     """
-    digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        while block := handle.read(chunk_size):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def host_arch() -> str:
