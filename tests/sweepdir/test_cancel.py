@@ -244,3 +244,22 @@ def test_cancel_of_a_finished_sweep_is_a_line_per_state_not_per_cell(
     assert out == ["20 completed cell(s) left as they are: a=0,b=0, a=0,b=1, a=0,b=2 and 17 more"]
     assert main(["cancel", str(sweep), "a=1,b=2"]) == 0  # named: answered by name
     assert capsys.readouterr().out.splitlines() == ["a=1,b=2: completed, left as it is"]
+
+
+def test_a_status_that_could_not_be_read_marks_no_cell_cancelled(tmp_path: Path) -> None:
+    """A status not read may be a queued cell that ran: no cell that never started is
+    marked ``cancelled`` then, each is named with the reason instead."""
+    from mushin_box._core.layout import MANIFEST_FILE
+    from mushin_box._sweepdir.manifest import write_grid
+
+    write_json_atomic(tmp_path / "x=1" / STATUS_FILE, {"combo": {"x": 1}, "status": "completed"})
+    write_grid(tmp_path, {"x": [1, 2, 3]})  # x=2, x=3: queued
+    (tmp_path / "x=2").mkdir()
+    (tmp_path / "x=2" / STATUS_FILE).write_text("{half written")  # x=2 started, or not
+    before = (tmp_path / MANIFEST_FILE).read_bytes()
+    with pytest.warns(UserWarning, match="corrupt sidecar"):
+        report = cancel(tmp_path, grace_s=0, timeout_s=5)
+    why = "not started, and a cell's status could not be read (see the warnings)"
+    assert report.cancelled == () and report.unreachable == (("x=2", why), ("x=3", why))
+    assert (tmp_path / MANIFEST_FILE).read_bytes() == before
+    assert (tmp_path / "x=2" / STATUS_FILE).read_text() == "{half written"
