@@ -279,25 +279,20 @@ def scancel_args(job_ids: Iterable[str]) -> list[str]:
     return out + sorted(others)
 
 
-def job_states(job_ids: Iterable[str], *, timeout_s: float = 15.0) -> dict[str, str]:
+def job_states(
+    job_ids: Iterable[str], *, timeout_s: float = 15.0, reasons: dict[str, str] | None = None
+) -> dict[str, str]:
     """The states of many SLURM jobs from one ``squeue`` (``-r``: sacct does not know a
     pending array's tasks) and at most one ``sacct`` call; jobs neither knows are left out
     (all without SLURM's tools). squeue lists every live job, so a job it could not be
     asked about that sacct does not know is :data:`UNKNOWN`. Ids that are not job ids are
-    never asked about.
-    """
-    return job_states_and_reasons(job_ids, timeout_s=timeout_s)[0]
-
-
-def job_states_and_reasons(
-    job_ids: Iterable[str], *, timeout_s: float = 15.0
-) -> tuple[dict[str, str], dict[str, str]]:
-    """:func:`job_states`, and squeue's reason (``%r``) for each job it shows waiting."""
+    never asked about. ``reasons`` gets squeue's reason (``%r``) for each job it shows
+    waiting."""
     wanted = {j for j in job_ids if valid_job_id(j)}
     if not wanted or shutil.which("squeue") is None:
-        return {}, {}
+        return {}
     found: dict[str, str] = {}
-    reasons: dict[str, str] = {}
+    reasons = {} if reasons is None else reasons
     squeue = _ask(["squeue", "-h", "-r", "-j", asked_ids(wanted), "-o", "%i|%T|%r"], timeout_s)
     for job, state, *reason in squeue or ():
         if job in wanted:
@@ -313,7 +308,7 @@ def job_states_and_reasons(
                 found[job] = state  # the last line of a job is its latest (requeued) run
         if squeue is None:  # a live job is always in squeue's list: without it, unknown
             found.update({j: UNKNOWN for j in rest if j not in found})
-    return found, reasons
+    return found
 
 
 def queued_jobs(

@@ -11,7 +11,7 @@ Examples
 >>> import tempfile
 >>> from pathlib import Path
 >>> root = Path(tempfile.mkdtemp())
->>> _ = record_submission(root, "slurm", [("7_0", ["lr=0.1"]), ("7_1", ["lr=1.0"])])
+>>> record_submission(root, "slurm", [("7_0", ["lr=0.1"]), ("7_1", ["lr=1.0"])])
 >>> [job["job_id"] for job in read_submission(root)["jobs"]]
 ['7_0', '7_1']
 """
@@ -35,7 +35,7 @@ def record_submission(
     jobs: Sequence[tuple[str, Sequence[str]]],
     *,
     detached: bool = False,
-) -> dict[str, Any]:
+) -> None:
     """Write the jobs just submitted (``(job id, overrides)`` each) over the previous list,
     whose jobs have ended (one driver at a time; a resume waits for its cells' jobs), except
     those marked ``carried`` (:func:`carry_jobs`), which stay listed."""
@@ -56,7 +56,6 @@ def record_submission(
         "jobs": [*carried, *({"job_id": str(job), "overrides": list(o)} for job, o in jobs)],
     }
     write_json_atomic(Path(sweep_dir) / JOBS_FILE, record)
-    return record
 
 
 def carry_jobs(
@@ -108,8 +107,3 @@ def checked_job_ids(
 def job_ids(submission: Mapping[str, Any], cluster: str = "slurm") -> list[str]:
     """The valid job ids of a submission (:func:`checked_job_ids`) made on ``cluster``."""
     return checked_job_ids(submission, cluster)[0]
-
-
-def submitted_job_ids(sweep_dir: str | os.PathLike[str], cluster: str = "slurm") -> list[str]:
-    """The SLURM job ids of the latest submission (``[]`` for a local one)."""
-    return job_ids(read_submission(sweep_dir), cluster)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mushin_box._core.targets import public
-from mushin_box._slurm.submitted import submitted_job_ids
+from mushin_box._slurm.submitted import job_ids, read_submission
 from mushin_box._sweepdir.board import SweepView, read_sweep
 from mushin_box._sweepdir.cancel import CancelReport, cancel
 
@@ -62,7 +62,7 @@ class SweepHandle:
     @property
     def job_ids(self) -> list[str]:
         """The SLURM job ids of the latest submission (``[]`` for a local one)."""
-        return submitted_job_ids(self.working_dir)
+        return job_ids(read_submission(self.working_dir))
 
     def status(self) -> SweepView:
         """The sweep now: its cells (:class:`mushin_box.CellView`), their states and

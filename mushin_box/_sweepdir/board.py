@@ -51,7 +51,7 @@ from mushin_box._core.overrides import format_value
 from mushin_box._core.safeio import UnsafeFileError, read_bounded
 from mushin_box._core.sidecars import read_json
 from mushin_box._core.targets import public
-from mushin_box._slurm.jobs import is_live, is_unknown, job_states_and_reasons, never_starts
+from mushin_box._slurm.jobs import is_live, is_unknown, job_states, never_starts
 from mushin_box._slurm.submitted import job_ids, read_submission
 from mushin_box._sweepdir.liveness import check, owner_of, pid_alive
 from mushin_box._sweepdir.manifest import (
@@ -354,7 +354,8 @@ def read_sweep(root: str | os.PathLike[str], *, liveness: bool = True) -> SweepV
         for e in entries
     )
     ask = liveness and (ids or jobs) and (unsettled or resubmitted(records, submission))
-    states, reasons = job_states_and_reasons([*ids, *jobs]) if ask else ({}, {})
+    reasons: dict[str, str] = {}
+    states = job_states([*ids, *jobs], reasons=reasons) if ask else {}
     again = _queued_again(submission, states, reasons)
     cells = []
     for entry in entries:

@@ -392,7 +392,7 @@ def test_five_cells_over_arrays_of_two_run_every_cell_two_at_a_time(
     tmp_path: Path, slurm_cluster: Any
 ) -> None:
     from mushin_box import Workflow, multirun, submitit_slurm_config
-    from mushin_box._slurm.submitted import submitted_job_ids
+    from mushin_box._slurm.submitted import job_ids, read_submission
 
     config = {
         **submitit_slurm_config(nodes=1, gpus_per_node=1, timeout_min=5, array_parallelism=2),
@@ -410,7 +410,7 @@ def test_five_cells_over_arrays_of_two_run_every_cell_two_at_a_time(
         sleep_s=3.0,
     )
     assert ds["status"].values.tolist() == ["completed"] * 5
-    jobs = submitted_job_ids(root)
+    jobs = job_ids(read_submission(root))
     arrays = list(dict.fromkeys(j.split("_")[0] for j in jobs))
     assert len(jobs) == 5 and len(arrays) == 3  # 2 + 2 + 1, every one recorded
     times = _sacct_times(jobs)
@@ -452,7 +452,7 @@ def test_status_wait_and_cancel_ask_once_for_a_sweep_of_several_arrays(
     tmp_path: Path, slurm_cluster: Any, counted_tools: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from mushin_box import Workflow, multirun, submitit_slurm_config
-    from mushin_box._slurm.submitted import submitted_job_ids
+    from mushin_box._slurm.submitted import job_ids, read_submission
     from mushin_box.cli.main import main
 
     config = {
@@ -470,7 +470,7 @@ def test_status_wait_and_cancel_ask_once_for_a_sweep_of_several_arrays(
         x=multirun([0, 1, 2, 3, 4, 5]),
         sleep_s=60.0,
     )
-    jobs = submitted_job_ids(root)
+    jobs = job_ids(read_submission(root))
     arrays = sorted({j.split("_")[0] for j in jobs})
     assert len(jobs) == 6 and len(arrays) == 3
     _counted(counted_tools)

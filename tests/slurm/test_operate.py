@@ -120,7 +120,7 @@ def test_ctrl_c_on_a_slurm_launch_detaches_and_says_how_to_follow(
     from conftest import REPO
 
     from mushin_box._slurm.jobs import is_live, job_states
-    from mushin_box._slurm.submitted import submitted_job_ids
+    from mushin_box._slurm.submitted import job_ids, read_submission
 
     work = tmp_path / "sweep"
     argv = [
@@ -133,7 +133,7 @@ def test_ctrl_c_on_a_slurm_launch_detaches_and_says_how_to_follow(
         start_new_session=True,
     )  # fmt: skip
     try:
-        jobs = _poll(lambda: submitted_job_ids(work), 120, "the job to be submitted")
+        jobs = _poll(lambda: job_ids(read_submission(work)), 120, "the job to be submitted")
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 130, out[-2000:] + err[-3000:]
@@ -149,4 +149,4 @@ def test_ctrl_c_on_a_slurm_launch_detaches_and_says_how_to_follow(
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-        subprocess.run(["scancel", *submitted_job_ids(work)], check=False, timeout=30)
+        subprocess.run(["scancel", *job_ids(read_submission(work))], check=False, timeout=30)

@@ -16,7 +16,7 @@ import pytest
 from conftest import REPO
 
 from mushin_box._core.sidecars import timestamp, write_json_atomic
-from mushin_box._slurm.submitted import submitted_job_ids
+from mushin_box._slurm.submitted import job_ids, read_submission
 from mushin_box.cli.main import main
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -53,7 +53,7 @@ def test_a_held_launch_shows_each_cell_s_job_and_reason(
     argv += ["--working-dir", str(root), "module.lr=0.01,0.1"]
     try:
         assert main(argv) == 0
-        jobs = submitted_job_ids(root)
+        jobs = job_ids(read_submission(root))
         assert len(jobs) == 2
 
         def held() -> dict[str, Any] | None:
@@ -74,7 +74,7 @@ def test_a_held_launch_shows_each_cell_s_job_and_reason(
         assert len(rows) == 2 and all("JobHeldUser" in r for r in rows)
         assert sorted(j for r in rows for j in jobs if j in r.split()) == sorted(jobs)
     finally:
-        subprocess.run(["scancel", *submitted_job_ids(root)], check=False, timeout=60)
+        subprocess.run(["scancel", *job_ids(read_submission(root))], check=False, timeout=60)
 
 
 def test_a_job_that_can_never_start_says_so(
@@ -144,11 +144,11 @@ def test_a_running_slurm_cell_shows_its_epoch_in_status_json(
 
         cell = _until(at_epoch, 300, "the running cell to report an epoch")
         assert isinstance(cell["metric"], str) and isinstance(cell["metric_value"], float)
-        assert cell["job_id"] in submitted_job_ids(root)
+        assert cell["job_id"] in job_ids(read_submission(root))
         capsys.readouterr()
         main(["status", str(root)])
         row = next(r for r in capsys.readouterr().out.splitlines() if " running " in r)
         assert re.search(rf"epoch \d+ {re.escape(cell['metric'])} \S+", row), row
     finally:
         main(["cancel", str(root)])
-        subprocess.run(["scancel", *submitted_job_ids(root)], check=False, timeout=60)
+        subprocess.run(["scancel", *job_ids(read_submission(root))], check=False, timeout=60)
