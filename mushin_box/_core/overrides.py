@@ -28,7 +28,7 @@ _DICT_KEY_RE = re.compile(_IDENT)
 _RESERVED_DICT_KEYS = frozenset({"null", "true", "false", "inf", "nan"})
 # A run of backslashes followed by the start of an OmegaConf interpolation.
 _INTERPOLATION_RE = re.compile(r"(\\*)\$\{")
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _MISSING = "???"
 
 
@@ -74,7 +74,7 @@ def _format_str(text: str, where: str) -> str:
             f"cannot pass a string containing NUL ('\\x00'){where}: no command line, "
             "environment or YAML file written by Hydra can carry it"
         )
-    if _SURROGATE_RE.search(text):
+    if LONE_SURROGATE.search(text):
         raise ValueError(
             f"cannot pass a string containing a lone surrogate{where}: Hydra writes "
             "overrides as UTF-8 (.hydra/overrides.yaml), which cannot encode it"

@@ -132,19 +132,7 @@ class SecretVault:
             container = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
         except Exception:  # pragma: no cover - exotic configs: left as they are
             return config
-        found: list[tuple[str, Any]] = []
-
-        def walk(node: Any, path: str) -> None:
-            if isinstance(node, Mapping):
-                for k, v in node.items():
-                    walk(v, f"{path}.{k}" if path else str(k))
-            elif isinstance(node, list):
-                for i, v in enumerate(node):
-                    walk(v, f"{path}.{i}")
-            elif path and _is_secret_leaf(path, node, declared):
-                found.append((path, node))
-
-        walk(container, "")
+        found = [(p, v) for p, v in _leaves(container, "") if p and _is_secret_leaf(p, v, declared)]
         if not found:
             return config
         if plain:
@@ -171,7 +159,11 @@ class SecretVault:
             kept = key.startswith("hydra") or o.type == OverrideType.DEL or o.package
             added = o.type in (OverrideType.ADD, OverrideType.FORCE_ADD)
             if not kept and o.is_sweep_override():
-                if any(_is_secret_leaf(key, v, declared) for v in _sweep_values(text)):
+                try:
+                    values = parse_sweep_values(text.split("=", 1)[1], keep_interpolations=True)
+                except ValueError:  # range()/interval sweeps: numbers, never hidden
+                    values = []
+                if any(_is_secret_leaf(key, v, declared) for v in values):
                     raise sweep_error(key)
             elif not kept and (added or is_config_key(key)):
                 value = parse_override_value(text.split("=", 1)[1], keep_interpolations=True)
@@ -197,6 +189,18 @@ class SecretVault:
             yield
 
 
+def _leaves(node: Any, path: str) -> Iterator[tuple[str, Any]]:
+    """Each leaf of a plain config value, with its dotted path from ``path``."""
+    if isinstance(node, Mapping):
+        for k, v in node.items():
+            yield from _leaves(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _leaves(v, f"{path}.{i}")
+    else:
+        yield path, node
+
+
 def _keep_raw_interpolations(value: Any) -> Any:
     """Strings parsed from a raw override that hold ``${``: live interpolations, kept so."""
     if isinstance(value, str) and not isinstance(value, Interpolation) and "${" in value:
@@ -206,13 +210,6 @@ def _keep_raw_interpolations(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_keep_raw_interpolations(v) for v in value]
     return value
-
-
-def _sweep_values(text: str) -> list[Any]:
-    try:
-        return parse_sweep_values(text.split("=", 1)[1], keep_interpolations=True)
-    except ValueError:  # range()/interval sweeps: numbers, never hidden
-        return []
 
 
 def sweep_error(key: str) -> ValueError:

@@ -28,7 +28,7 @@ from typing import Any
 
 from mushin_box._core import durable
 from mushin_box._core.layout import OBJECT_SIDECARS, read_limit
-from mushin_box._core.overrides import is_array_scalar
+from mushin_box._core.overrides import LONE_SURROGATE, is_array_scalar
 from mushin_box._core.safeio import UnsafeFileError, read_bounded
 
 StrPath = str | os.PathLike[str]
@@ -37,7 +37,6 @@ _FLOAT_TAG = "__float__"
 _DICT_TAG = "__dict__"
 _TAGS = frozenset({_FLOAT_TAG, _DICT_TAG})
 _SPECIAL_FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 #: the temporary of :func:`write_bytes_atomic`: ``.<name>.<pid>.<16 hex>.tmp``
 _TEMPORARY_RE = re.compile(r"^\..+\.\d+\.[0-9a-f]{16}\.tmp\Z")
 #: a sidecar write takes milliseconds: a temporary this old lost its writer
@@ -186,7 +185,7 @@ def canonical_dumps(obj: object) -> bytes:
 def _walked_dumps(obj: object) -> bytes:
     """:func:`canonical_dumps` by the walk, for any value."""
     text = _dumps(_encode(obj, "$", set()))
-    text = _SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    text = LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return text.encode("utf-8") + b"\n"
 
 
@@ -254,10 +253,8 @@ def write_bytes_atomic(path: StrPath, data: bytes, *, mode: int = 0o666) -> None
         durable.fsync_directory(directory)
 
 
-def write_text_atomic(
-    path: StrPath, text: str, *, encoding: str = "utf-8", errors: str = "strict"
-) -> None:
-    """:func:`write_bytes_atomic` of ``text`` encoded as is (no newline translation);
+def write_text_atomic(path: StrPath, text: str, *, errors: str = "strict") -> None:
+    """:func:`write_bytes_atomic` of ``text`` in UTF-8 (no newline translation);
     ``errors="backslashreplace"`` for text of unknown origin such as tracebacks.
 
     Examples
@@ -268,7 +265,7 @@ def write_text_atomic(
     >>> target.read_text()
     'Traceback ...\\n'
     """
-    write_bytes_atomic(path, text.encode(encoding, errors))
+    write_bytes_atomic(path, text.encode("utf-8", errors))
 
 
 def write_json_atomic(path: StrPath, obj: object) -> None:
