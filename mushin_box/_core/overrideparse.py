@@ -30,3 +30,10 @@ def parse_overrides(overrides: Sequence[str]) -> list[Any]:
     """Hydra's parse of each override (``OverridesParser.parse_overrides``, its error for a
     bad one), cached by text; read the objects only."""
     return [_parse_one(text) for text in overrides]
+
+
+def override_keys(overrides: Sequence[str]) -> list[str]:
+    """The keys (or groups) the overrides set, in their order, Hydra's own (``hydra...``)
+    left out."""
+    keys = [o.key_or_group for o in parse_overrides(overrides)]
+    return [key for key in keys if not key.startswith("hydra")]

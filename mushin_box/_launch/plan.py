@@ -17,7 +17,7 @@ import attrs
 
 from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.layout import LOCK_FILE
-from mushin_box._core.overrideparse import parse_overrides
+from mushin_box._core.overrideparse import override_keys, parse_overrides
 from mushin_box._core.overrides import format_override
 from mushin_box._core.targets import public
 from mushin_box._launch.schedule import (
@@ -183,6 +183,7 @@ def plan_launch(
     check_working_dir(working_dir)
     config = config_of(target)
     has_trainer = select_key(config, "trainer") is not None
+    check_enumerable(overrides)
     given = override_keys(overrides)
     for key in _TOPOLOGY_KEYS:
         if key in given:
@@ -295,7 +296,7 @@ def plan_launch(
 
 def check_keys(target: Any, overrides: Sequence[str]) -> None:
     """Refuse a plain override whose key names nothing in the config, with the closest
-    name, before Hydra says only "use +" (after :func:`override_keys` parsed them)."""
+    name, before Hydra says only "use +" (after :func:`check_enumerable` parsed them)."""
     keys = SweepKeys(task_of(target), config_of(target))
     for text, o in zip(overrides, parse_overrides(overrides), strict=True):
         key = o.key_or_group
@@ -387,20 +388,9 @@ def _override_of_unknown_key(
     return None
 
 
-def override_keys(overrides: Sequence[str]) -> set[str]:
-    from hydra.errors import OverrideParseException
-
-    try:
-        parsed = parse_overrides(overrides)
-    except OverrideParseException as exc:
-        raise LaunchError(f"bad override: {exc}") from None
-    check_enumerable(overrides)
-    return {o.key_or_group for o in parsed if not o.key_or_group.startswith("hydra")}
-
-
 def check_enumerable(overrides: Sequence[str]) -> None:
-    """Refuse a sweep Hydra's basic sweeper cannot list (``interval()``): a launch runs
-    every cell of a grid (after :func:`override_keys` parsed them).
+    """Refuse an override Hydra cannot parse, and a sweep its basic sweeper cannot list
+    (``interval()``): a launch runs every cell of a grid.
 
     Examples
     --------
@@ -410,7 +400,13 @@ def check_enumerable(overrides: Sequence[str]) -> None:
     ...
     mushin_box.LaunchError: override 'lr=interval(0.1,1)': ... list the values...
     """
-    for text, o in zip(overrides, parse_overrides(overrides), strict=True):
+    from hydra.errors import OverrideParseException
+
+    try:
+        parsed = parse_overrides(overrides)
+    except OverrideParseException as exc:
+        raise LaunchError(f"bad override: {exc}") from None
+    for text, o in zip(overrides, parsed, strict=True):
         if o.is_sweep_override() and not o.is_discrete_sweep():
             kind = o.value_type.name.lower().removesuffix("_sweep") if o.value_type else "range"
             raise LaunchError(

@@ -25,7 +25,7 @@ from hydra_zen import hydra_list, make_config, multirun
 
 from mushin_box._core.errors import CellWarning
 from mushin_box._core.layout import ERROR_FILE, default_sweep_dir
-from mushin_box._core.overrideparse import parse_overrides
+from mushin_box._core.overrideparse import override_keys
 from mushin_box._core.overrides import format_override, format_sweep, format_value
 from mushin_box._core.redact import check_secret_names
 from mushin_box._core.secrets import SecretVault, sweep_error
@@ -439,11 +439,6 @@ class Workflow:
 
 def _is_config_key(key: str) -> bool:
     return not validate.is_config_group(key)  # a config value, not a config group
-
-
-def override_keys(overrides: Sequence[str]) -> list[str]:
-    parsed = parse_overrides(overrides)
-    return [o.key_or_group for o in parsed if not o.key_or_group.startswith("hydra")]
 
 
 def _read_only_results(root: Path, grid: Mapping[str, list[Any]], resume: bool) -> xr.Dataset:
