@@ -18,7 +18,7 @@ from typing import Any
 from mushin_box._core.layout import MANIFEST_FILE, STATUS_FILE
 from mushin_box.cli.main import UsageError
 from mushin_box.cli.output import JSON_HELP, print_json, shown
-from mushin_box.cli.tables import ANSI, lines, resolve_sweep, restart_text, summary
+from mushin_box.cli.tables import ANSI, print_lines, resolve_sweep, restart_text, summary
 
 HELP = (
     "the results of sweeps: swept values, state and metrics per cell, the best one marked; "
@@ -81,42 +81,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--json", action="store_true", help=JSON_HELP)
 
 
-def _has_errors(table: Any) -> bool:
-    return any(c.error_type or c.error_message for c in table.cells)
-
-
-def _restarted(table: Any) -> bool:
-    return any(c.restarts for c in table.cells)
-
-
-def _headers(table: Any) -> list[str]:
-    # the cell's directory repeats its swept values: named only for a run without any
-    cell = [] if table.params else ["cell"]
-    sweep = ["sweep"] if table.names else []
-    error = ["error"] if _has_errors(table) else []
-    state = ["state", *(["restarts"] if _restarted(table) else [])]
-    return [shown(h) for h in ["", *sweep, *cell, *table.params, *state, *table.metrics, *error]]
-
-
-def _rows(table: Any) -> list[list[str]]:
+def _grid(table: Any) -> tuple[list[str], list[list[str]]]:
+    """The headers and rows of the table, escaped (read from a sweep directory); a cell's
+    directory repeats its swept values: it is a column only for a run without any."""
     from mushin_box._results.table import cell_text, format_param, table_records
 
-    rows = []
-    errors, restarted = _has_errors(table), _restarted(table)
-    for cell, record in zip(table.cells, table_records(table), strict=True):
-        rows.append(
-            [
-                BEST_MARK if record["best"] else "",
-                *([record["sweep"]] if table.names else []),
-                *([] if table.params else [record["label"]]),
-                *("-" if record[p] is None else format_param(record[p]) for p in table.params),
-                record["state"],
-                *([restart_text(cell) or "-"] if restarted else []),
-                *(cell_text(record[m]) for m in table.metrics),
-                *([record["error"] or ""] if errors else []),
-            ]
-        )
-    return [[shown(v) for v in row] for row in rows]  # read from a sweep directory
+    errors = any(c.error_type or c.error_message for c in table.cells)
+    restarted = any(c.restarts for c in table.cells)
+    label = [] if table.params else ["cell"]
+    sweep = ["sweep"] if table.names else []
+    state = ["state", *(["restarts"] if restarted else [])]
+    headers = ["", *sweep, *label, *table.params, *state, *table.metrics]
+    headers += ["error"] if errors else []
+    rows = [
+        [
+            BEST_MARK if record["best"] else "",
+            *([record["sweep"]] if table.names else []),
+            *([] if table.params else [record["label"]]),
+            *("-" if record[p] is None else format_param(record[p]) for p in table.params),
+            record["state"],
+            *([restart_text(cell) or "-"] if restarted else []),
+            *(cell_text(record[m]) for m in table.metrics),
+            *([record["error"] or ""] if errors else []),
+        ]
+        for cell, record in zip(table.cells, table_records(table), strict=True)
+    ]
+    return [shown(h) for h in headers], [[shown(v) for v in row] for row in rows]
 
 
 def _best_line(table: Any) -> str | None:
@@ -146,7 +136,7 @@ def _print_rich(table: Any, said: str | None, code: str | None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    headers, rows = _headers(table), _rows(table)
+    headers, rows = _grid(table)
     console = Console(highlight=False)
     # the sweep and its counts, one line per sweep across sweeps
     heading = [f"{table.sweep.root}: {summary(table.sweep)}"]
@@ -162,19 +152,14 @@ def _print_rich(table: Any, said: str | None, code: str | None) -> None:
     widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
     if len(rows) > _LONG or sum(widths) + 3 * len(widths) + 1 > console.width:
         # a line per cell, columns aligned, never folded mid-word (rich's lines are slow)
-        colour = console.is_terminal and console.color_system is not None and not console.no_color
-        right = [h in table.metrics for h in headers]
-        bold = [table.is_best(c) for c in table.cells]
-        aligned = lines(
+        print_lines(
+            console,
             [headers, *rows],
             headers.index("state"),
-            colour=colour,
-            right=right,
-            bold=bold,
+            right=[h in table.metrics for h in headers],
+            bold=[table.is_best(c) for c in table.cells],
             palette={state: ANSI[state] for state in _STYLES},
         )
-        console.file.writelines(aligned)
-        console.file.flush()
     else:
         out = Table()
         for header in headers:
@@ -223,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
         fields = [*sweep, "dir", *table.params, "state", *table.metrics, "error", "best"]
         sys.stdout.write(table_csv(records, fields))
     elif args.md:
-        print(md_table(_headers(table), _rows(table)))
+        print(md_table(*_grid(table)))
         for line in (code, _best_line(table)):
             if line:
                 print(f"\n{line}")

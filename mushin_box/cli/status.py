@@ -25,7 +25,7 @@ from mushin_box.cli.tables import (
     duration,
     error_line,
     exit_code,
-    lines,
+    print_lines,
     resolve_sweep,
     summary,
 )
@@ -100,12 +100,8 @@ def print_table(sweep: Any, said: str | None = None) -> None:
         print(line)
     columns = _columns(sweep)
     dropped = _fit(columns, width)
-    # plain text with ANSI styles, not rich: rich measures and styles every line, most of
-    # the command's time at 10,000 cells
-    colour = console.is_terminal and console.color_system is not None and not console.no_color
     rows = [[c.header for c in columns], *zip(*(c.values for c in columns), strict=True)]
-    console.file.writelines(lines(rows, len(sweep.params), colour=colour))
-    console.file.flush()
+    print_lines(console, rows, len(sweep.params))
     if dropped and width:
         console.print(_left_out(dropped, width), style="dim", soft_wrap=True)
     for cell in sweep.cells:
