@@ -13,9 +13,9 @@ space; a kill leaves either record whole); else a note on the exception says it 
 recorded, and the caller re-raises it.
 
 Hydra writes ``.hydra/*.yaml`` with a plain ``open(..., "w")`` on every run of the job, so
-a full disk or a kill leaves them empty: :func:`install` makes its writer atomic (and a
-no-op for the same text). In a ``Workflow`` job (:data:`JOB_NAME`) a failed write is kept
-for the runner (:func:`take_failure`), which records the cell ``failed``.
+a full disk or a kill leaves them empty: this module makes :func:`save_config` its writer,
+atomic (and a no-op for the same text). In a ``Workflow`` job (:data:`JOB_NAME`) a failed
+write is kept for the runner (:func:`take_failure`), which records the cell ``failed``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import time
 import traceback
 import warnings
 from collections.abc import Callable, Mapping
@@ -158,39 +157,30 @@ def set_aside_metrics(cell_dir: Path, tag: str, continues: bool) -> None:
             os.replace(source, target)
 
 
-#: the start of each cell's task in this process, on the monotonic clock (its duration)
-_CLOCKS: dict[str, float] = {}
-
-
 def start_provenance(
     task: Callable[..., Any],
     cfg: Any,
     cell_dir: Path,
     fingerprints: dict[str, str],
-    pre_call: Callable[..., Any] | None = None,
-    experiment: Mapping[str, Any] | None = None,
+    pre_call: Callable[..., Any] | None,
+    experiment: Mapping[str, Any] | None,
     *,
-    attempt: int | None = None,
-    continues: bool = False,
-    extended: Mapping[str, Any] | None = None,
+    started: str,
+    attempt: int,
+    continues: bool,
+    extended: Mapping[str, Any] | None,
 ) -> None:
-    """Write the cell's provenance record as the task starts (``run.started``: the status's);
+    """Write the cell's provenance record as the task starts (``started``: the status's);
     ``extended`` (``{limit: [before, now]}``) marks an attempt to a raised training limit."""
-    config = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
-    seed_base = OmegaConf.select(cfg, "seed", default=None)
-    status = sidecars.read_json(cell_dir / layout.STATUS_FILE, default={})
-    started = status.get("started") if isinstance(status, dict) else None
-    _CLOCKS[str(cell_dir)] = time.monotonic()
     common: dict[str, Any] = {
         "task": task,
-        "config": config,
+        "config": OmegaConf.to_container(cfg, resolve=False, enum_to_str=True),
         "fingerprints": fingerprints,
-        "seed_base": seed_base,
+        "seed_base": OmegaConf.select(cfg, "seed", default=None),
         "pre_call": pre_call,
         "experiment": experiment,
     }
     try:
-        started = started if isinstance(started, str) else None
         record = full_provenance(**common, launcher=launcher_from_hydra(), started=started)
     except ValueError as exc:  # a malformed launcher environment: keep the basic record
         warnings.warn(
@@ -232,13 +222,9 @@ def _with_attempt(
     return _with_fit_starts(record, cell_dir, changes=False)
 
 
-def finish_provenance(
-    cell_dir: Path, ended: str, end: float, *, attempt: int | None = None
-) -> None:
+def finish_provenance(cell_dir: Path, ended: str, duration: float, *, attempt: int) -> None:
     """Complete the provenance once the task returned or raised: each rank's seed and
-    place, ``run.ended``, ``run.duration_s`` (``end``: the monotonic clock), ``run.devices``."""
-    t0 = _CLOCKS.pop(str(cell_dir), None)
-    duration = round(end - t0, 3) if t0 is not None else None
+    place, ``run.ended``, ``run.duration_s`` (the attempt's, from its start), ``run.devices``."""
     try:
         record = sidecars.read_json(cell_dir / layout.PROVENANCE_FILE)
         if not isinstance(record, dict):
@@ -250,7 +236,9 @@ def finish_provenance(
         if records:
             record = record_with_seeds(record, records)
         record = _with_fit_starts(record, cell_dir)
-        write_provenance(cell_dir, finish_record(record, ended=ended, duration_s=duration))
+        write_provenance(
+            cell_dir, finish_record(record, ended=ended, duration_s=round(duration, 3))
+        )
     except (OSError, ValueError, KeyError) as exc:  # never fail a cell over provenance
         warnings.warn(f"cell {cell_dir.name}: provenance not completed ({exc})", stacklevel=2)
 
@@ -363,6 +351,4 @@ def take_failure(cell_dir: Path) -> OSError | None:
     return _FAILED.pop(str(cell_dir), None)
 
 
-def install() -> bool:
-    """Make :func:`save_config` Hydra's writer; False (nothing replaced) for an unknown Hydra."""
-    return replace_save_config(save_config)
+replace_save_config(save_config)  # nothing replaced for an unknown Hydra

@@ -78,7 +78,6 @@ if not OmegaConf.has_resolver("mushin_cell"):  # the cell's directory name
     OmegaConf.register_new_resolver(
         "mushin_cell", lambda: cell_key(str(HydraConfig.get().job.override_dirname))
     )
-cellfiles.install()  # Hydra's .hydra/*.yaml, written atomically: never left empty
 
 
 def is_multi_rank(environ: Mapping[str, str] | None = None) -> bool:
@@ -124,10 +123,8 @@ def _plain_config(cfg: Any) -> Any:
 def config_fingerprint(cfg: Any, plain: Any = None) -> str:
     """sha256 of the canonical JSON of the job's resolved config, secrets redacted (a new
     token is not a new experiment, and no hash of a secret is written down)."""
-    fingerprint = plain_fingerprint(_plain_config(cfg) if plain is None else plain)
-    if fingerprint is None:
-        return hashlib.sha256(OmegaConf.to_yaml(cfg).encode("utf-8")).hexdigest()
-    return fingerprint
+    found = plain_fingerprint(_plain_config(cfg) if plain is None else plain)
+    return found or hashlib.sha256(OmegaConf.to_yaml(cfg).encode("utf-8")).hexdigest()
 
 
 def experiment_fingerprints(plain: Any) -> tuple[str | None, str | None, dict[str, Any]]:
@@ -337,23 +334,20 @@ class CellRunner:
             warnings.warn(message, stacklevel=3)  # at the caller of __call__
         return decision, metrics
 
-    def _start_key(self) -> str | None:
-        """This start's identity, the same on every rank of a multi-rank cell (else None)."""
-        if not is_multi_rank():
-            return None
-        restarts = [
-            os.environ.get(name) or "0"
-            for name in ("SLURM_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT")
-        ]
-        return ":".join([self.plan.run_id, slurm_job_id() or "-", *restarts])
-
     def _start(
         self, cfg: Any, cell: _Cell, record: dict[str, Any], decision: Decision
     ) -> tuple[dict[str, Any], float]:
         """Count the attempt, set stale checkpoints aside, record the start (status and
         provenance); return the running status record and the start on the monotonic clock."""
+        start = None  # this start's identity, the same on every rank of a multi-rank cell
+        if is_multi_rank():
+            counts = [
+                os.environ.get(name) or "0"
+                for name in ("SLURM_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT")
+            ]
+            start = ":".join([self.plan.run_id, slurm_job_id() or "-", *counts])
         known = int(cell.previous.get("attempt", 0))  # a status from before attempt.json
-        attempt = resume.next_attempt(cell.directory, start=self._start_key(), known=known)
+        attempt = resume.next_attempt(cell.directory, start=start, known=known)
         if global_rank_from_env() == 0:
             # a fresh start must not pick up an earlier run's checkpoints or metrics; any
             # start empties the sidecar, which only this attempt's outcome fills again
@@ -390,6 +384,7 @@ class CellRunner:
                     cell.fingerprints,
                     pre_call=self.pre_call,
                     experiment=getattr(self.plan, "experiment", None),
+                    started=started,
                     attempt=attempt,
                     continues=decision.continue_from_checkpoint,
                     extended=extended,
@@ -418,7 +413,7 @@ class CellRunner:
             metrics = cellfiles.metrics_from_return(result)
         except BaseException as exc:
             if rank0:
-                cellfiles.finish_provenance(cell_dir, ended, t_end, attempt=running["attempt"])
+                cellfiles.finish_provenance(cell_dir, ended, t_end - t0, attempt=running["attempt"])
             if isinstance(exc, Terminated):  # the process ends; resume runs the cell again
                 self._cancelled(cell_dir, running, exc, ended, t_end - t0)
             if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: not recorded
@@ -446,7 +441,7 @@ class CellRunner:
             return self._failed(cell, running, exc, t_end - t0)
         if rank0:
             (mushin_dir(cell_dir) / layout.EARLIER_METRICS_FILE).unlink(missing_ok=True)  # carried
-            cellfiles.finish_provenance(cell_dir, ended, t_end, attempt=running["attempt"])
+            cellfiles.finish_provenance(cell_dir, ended, t_end - t0, attempt=running["attempt"])
         return metrics
 
     def _cancelled(

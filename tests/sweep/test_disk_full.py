@@ -17,6 +17,7 @@ import pytest
 from mushin_box import ResumeContext, Workflow, multirun
 from mushin_box._core.layout import STATUS_FILE
 from mushin_box._sweep import cellfiles as hydrafiles
+from mushin_box._upstream.hydra import replace_save_config
 
 
 @pytest.fixture
@@ -96,7 +97,7 @@ def test_hydras_job_files_are_written_atomically_and_other_jobs_keep_their_error
 ) -> None:
     import hydra.core.utils
 
-    assert hydrafiles.install()  # a Hydra whose writer changed fails here, not silently
+    assert replace_save_config(hydrafiles.save_config)  # a changed Hydra fails here, not silently
     assert hydra.core.utils._save_config is hydrafiles.save_config  # noqa: SLF001
     from omegaconf import OmegaConf
 
