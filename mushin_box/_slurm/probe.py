@@ -85,6 +85,7 @@ def _call(
 
 
 def _run(argv: list[str], timeout_s: float) -> str | None:
+    """``argv``'s output; None when it is not installed, did not answer or failed."""
     proc = _call(argv, "", timeout_s, stdin=subprocess.DEVNULL)
     return None if isinstance(proc, str) or proc.returncode != 0 else proc.stdout
 
@@ -92,8 +93,7 @@ def _run(argv: list[str], timeout_s: float) -> str | None:
 def scontrol_config(timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
     """The cluster's configuration as ``scontrol show config`` prints it (bounded by
     ``timeout_s``), or None when it could not be asked."""
-    scontrol = shutil.which("scontrol")
-    return _run([scontrol, "show", "config"], timeout_s) if scontrol else None
+    return _run(["scontrol", "show", "config"], timeout_s)
 
 
 def account_check(timeout_s: float = PROBE_TIMEOUT_S) -> AccountCheck:
@@ -108,9 +108,8 @@ def account_check(timeout_s: float = PROBE_TIMEOUT_S) -> AccountCheck:
             enforced = bool(words & {"associations", "limits", "qos", "safe"})
     if not enforced:
         return AccountCheck(enforced, None)
-    sacctmgr = shutil.which("sacctmgr")
-    argv = [sacctmgr or "", "-n", "-P", "show", "user", getpass.getuser(), "format=DefaultAccount"]
-    lines = ((_run(argv, timeout_s) if sacctmgr else None) or "").strip().splitlines()
+    argv = ["sacctmgr", "-n", "-P", "show", "user", getpass.getuser(), "format=DefaultAccount"]
+    lines = (_run(argv, timeout_s) or "").strip().splitlines()
     return AccountCheck(True, lines[0].strip() or None if lines else None)
 
 
@@ -161,12 +160,8 @@ def nv_without_gpus(partition: str | None, timeout_s: float = PROBE_TIMEOUT_S) -
     >>> _no_gpu_gres(["gpu:4", "(null)"]), _no_gpu_gres(["(null)", "tmpdisk:100"])
     (False, True)
     """
-    sinfo = shutil.which("sinfo")
-    if sinfo is None:
-        return None
-    argv = [sinfo, "-h", "-o", "%G"] + (["-p", partition] if partition else [])
-    out = _run(argv, timeout_s)
-    lines = [line.strip() for line in (out or "").splitlines() if line.strip()]
+    argv = ["sinfo", "-h", "-o", "%G"] + (["-p", partition] if partition else [])
+    lines = [line.strip() for line in (_run(argv, timeout_s) or "").splitlines() if line.strip()]
     if not lines or not _no_gpu_gres(lines):
         return None
     where = f"partition {partition}" if partition else "the default partition"
@@ -244,14 +239,10 @@ def partition_capacity(
     >>> _gpus("gpu:4"), _gpus("gpu:a100:8(S:0-1),tmpdisk:100"), _gpus("(null)"), _gpus("gpu")
     (4, 8, 0, None)
     """
-    sinfo = shutil.which("sinfo")
-    if sinfo is None:
-        return None
-    argv = [sinfo, "-h", "-N", "-o", "%N|%P|%G"] + (["-p", partition] if partition else [])
-    out = _run(argv, timeout_s)
+    argv = ["sinfo", "-h", "-N", "-o", "%N|%P|%G"] + (["-p", partition] if partition else [])
     nodes: dict[str, int | None] = {}
     name = partition
-    for line in (out or "").splitlines():
+    for line in (_run(argv, timeout_s) or "").splitlines():
         parts = line.strip().split("|")
         if len(parts) != 3:
             continue
