@@ -67,18 +67,14 @@ def run_bounded(
             pump.join(timeout=_GRACE_S)
             stdout, stderr = None, "".join(kept)
     except BaseException:
-        _stop_group(proc)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, sig)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=_GRACE_S)
+                break
         raise
     return subprocess.CompletedProcess(list(argv), proc.returncode, stdout, stderr)
-
-
-def _stop_group(proc: subprocess.Popen[str]) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=_GRACE_S)
-            return
 
 
 def _tee(proc: subprocess.Popen[str], kept: deque[str]) -> None:

@@ -272,8 +272,18 @@ def redact(value: Any, declared: Sequence[str] = ()) -> Any:
     >>> redact(["apptainer", "--env", "HF_TOKEN=abc", "--pwd", "/w", "--password", "x"])
     ['apptainer', '--env', 'HF_TOKEN=<redacted>', '--pwd', '/w', '--password', '<redacted>']
     """
-    if isinstance(value, BaseException):
-        return _redact_exception(value)
+    if isinstance(value, BaseException):  # its args and its chain's, scrubbed in place
+        pending, seen = [value], set()
+        while pending:
+            current = pending.pop()
+            if id(current) in seen:
+                continue
+            seen.add(id(current))
+            args = tuple(redact_text(a) if isinstance(a, str) else a for a in current.args)
+            if args != current.args:
+                current.args = args
+            pending += [e for e in (current.__cause__, current.__context__) if e is not None]
+        return value
     if isinstance(value, str):
         return redact_text(value)
     if isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
@@ -312,20 +322,6 @@ def _redact_argv(argv: Sequence[str], rule: SecretRule) -> list[str]:
         out.append(REDACTED if hide else _redact_word(word, rule))
         hide = flag is not None and word not in _NOT_SECRET_FLAGS and rule.name(flag["name"])
     return out
-
-
-def _redact_exception(exc: BaseException) -> BaseException:
-    pending, seen = [exc], set()
-    while pending:
-        current = pending.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        args = tuple(redact_text(a) if isinstance(a, str) else a for a in current.args)
-        if args != current.args:
-            current.args = args
-        pending += [e for e in (current.__cause__, current.__context__) if e is not None]
-    return exc
 
 
 # ---------------------------------------------------------------------------- text
@@ -387,12 +383,6 @@ def _assignment(m: re.Match[str], rule: SecretRule) -> str:
     return m.group(0)[: m.start("value") - m.start(0)] + REDACTED
 
 
-def _values_pattern(values: Iterable[str]) -> re.Pattern[str] | None:
-    """One pattern of ``values``, longest first: no value is matched inside another."""
-    ordered = sorted(set(values) - {"", REDACTED}, key=len, reverse=True)
-    return re.compile("|".join(map(re.escape, ordered))) if ordered else None
-
-
 class TextRedactor:
     """:func:`redact_text` with the rule and the values read once (``mushin_box.cli.output``
     cleans every line a command prints with one). A given value under 4 characters is not
@@ -423,7 +413,10 @@ class TextRedactor:
                 raise
             self.problem = str(exc)
             self.rule, found = _compile_rule(()), set()
-        self._values = _values_pattern(found | {v for v in values if len(v) >= _MIN_ARGV_SCRUB})
+        found |= {v for v in values if len(v) >= _MIN_ARGV_SCRUB}
+        # longest first: no value is matched inside another
+        ordered = sorted(found - {"", REDACTED}, key=len, reverse=True)
+        self._values = re.compile("|".join(map(re.escape, ordered))) if ordered else None
 
     def __call__(self, text: str) -> str:
         if not text:

@@ -284,13 +284,6 @@ def launcher_from_hydra() -> dict[str, Any] | None:
     return {"name": name, "config": config}
 
 
-def _devices_hint(moved: Mapping[str, Any]) -> int | None:
-    for path, value in moved.items():
-        if path.rsplit(".", 1)[-1] == "devices" and isinstance(value, int):
-            return value if not isinstance(value, bool) else None
-    return None
-
-
 def full_provenance(
     *,
     task: Callable[..., Any],
@@ -350,9 +343,11 @@ def full_provenance(
     if packages is not None:
         repro["package_set"] = package_set(packages)
         repro["packages"] = key_versions(packages)
-    _, moved = split_config(repro.get("config"))
-    if topology is None:
-        topology = topology_from_env(env, devices=_devices_hint(moved))
+    if topology is None:  # HydraDDP's rank 0: the ranks its config's first int devices asks
+        moved = split_config(repro.get("config"))[1].items()
+        ints = (v for p, v in moved if p.rpartition(".")[2] == "devices" and isinstance(v, int))
+        hint = next(ints, None)
+        topology = topology_from_env(env, devices=None if isinstance(hint, bool) else hint)
 
     repro["image"], located = split_image(image if image is not None else image_from_env(env))
     if located:

@@ -11,6 +11,7 @@ the reason names the file, never the value.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import stat
@@ -20,7 +21,7 @@ from typing import Any, NamedTuple
 
 from mushin_box._core.layout import code_patch_file
 from mushin_box._core.redact import is_secret_file, redact_text
-from mushin_box._core.safeio import UnsafeFileError, read_bounded
+from mushin_box._core.safeio import read_bounded
 from mushin_box._core.sidecars import write_bytes_atomic
 from mushin_box._provenance.record import UNTRACKED_MARK, git_tree
 
@@ -96,17 +97,9 @@ def keep_patch(
     if any(part.is_symlink() for part in (target.parent.parent, target.parent)):
         return dict(experiment)  # the sweep is shared: a link may lead out of it
     target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if not _holds(target, patch.data):  # a resume of the same tree rewrites nothing
-        write_bytes_atomic(target, patch.data, mode=0o600)  # a rename: replaces a link, too
+    with contextlib.suppress(OSError):  # an owner-only file of these bytes: nothing rewritten
+        if stat.S_IMODE(target.lstat().st_mode) == 0o600:  # read_bounded refuses a link
+            if read_bounded(target, PATCH_LIMIT) == patch.data:
+                return {**experiment, "patch": name}
+    write_bytes_atomic(target, patch.data, mode=0o600)  # a rename: replaces a link, too
     return {**experiment, "patch": name}
-
-
-def _holds(target: Path, data: bytes) -> bool:
-    """Is ``target`` already an owner-only file of these very bytes (not a link)?"""
-    try:
-        st = target.lstat()
-        if not stat.S_ISREG(st.st_mode) or stat.S_IMODE(st.st_mode) != 0o600:
-            return False
-        return read_bounded(target, PATCH_LIMIT) == data
-    except (OSError, UnsafeFileError):
-        return False
