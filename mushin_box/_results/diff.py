@@ -38,11 +38,11 @@ from mushin_box._core.sidecars import loads, read_json
 from mushin_box._core.targets import public
 from mushin_box._core.version import __version__
 from mushin_box._provenance import compare
-from mushin_box._provenance.compare import CellDiff, FieldDiff
 from mushin_box._provenance.files import packages_beside
 from mushin_box._provenance.full import split_provenance
 from mushin_box._results.markup import esc, md_table, page, table
-from mushin_box._results.table import cell_metrics, cell_text
+from mushin_box._results.table import cell_text
+from mushin_box._sweepdir.board import read_metrics
 from mushin_box._sweepdir.manifest import cell_records, combo_id
 
 
@@ -61,7 +61,7 @@ class Diff:
     a: str
     b: str
     atol: float
-    cells: tuple[CellDiff, ...]
+    cells: tuple[compare.CellDiff, ...]
     rtol: float = 0.0
 
     @property
@@ -112,7 +112,7 @@ class Diff:
     def _broken(self) -> str:
         """The first break once, with how many cells share it, then the cells only one side
         has, counted per side."""
-        shared: dict[tuple[str, str, str], list[FieldDiff]] = {}
+        shared: dict[tuple[str, str, str], list[compare.FieldDiff]] = {}
         for f in self.breaks:
             if f.path != "<cell>":  # raw values: equal as shown is not equal
                 shared.setdefault((f.path, repr(f.a), repr(f.b)), []).append(f)
@@ -127,15 +127,15 @@ class Diff:
         return "; ".join(said) or "?"
 
     @property
-    def breaks(self) -> tuple[FieldDiff, ...]:
+    def breaks(self) -> tuple[compare.FieldDiff, ...]:
         return tuple(f for c in self.cells for f in c.breaks)
 
     @property
-    def expected(self) -> tuple[FieldDiff, ...]:
+    def expected(self) -> tuple[compare.FieldDiff, ...]:
         return tuple(f for c in self.cells for f in c.expected)
 
     @property
-    def extended(self) -> tuple[FieldDiff, ...]:
+    def extended(self) -> tuple[compare.FieldDiff, ...]:
         """Training limits that differ: changed on purpose (see :class:`CellDiff`)."""
         return tuple(f for c in self.cells for f in c.extended)
 
@@ -205,7 +205,7 @@ def _load_record(path: Path) -> dict[str, Any]:
 
 def _cell_diff(
     a: Path, b: Path, records: tuple[Any, Any], tols: tuple[float, float], cells: str, **kw: Any
-) -> CellDiff:
+) -> compare.CellDiff:
     """Two records compared, with the metrics of each side that is a cell directory
     (``cells``: ``"ab"``, ``"a"``, ...), and where two cells' fits first parted."""
     (ra, rb), (atol, rtol) = records, tols
@@ -215,8 +215,8 @@ def _cell_diff(
     )
     cell = compare.diff_records(
         ra, rb, atol=atol, rtol=rtol, path_a=str(a), path_b=str(b),
-        metrics_a=cell_metrics(a) if "a" in cells else None,
-        metrics_b=cell_metrics(b) if "b" in cells else None,
+        metrics_a=read_metrics(a) if "a" in cells else None,
+        metrics_b=read_metrics(b) if "b" in cells else None,
         packages_a=pa, packages_b=pb, **kw,
     )  # fmt: skip
     if cells != "ab" or cell.metrics_match:
@@ -279,19 +279,16 @@ def diff_provenance(a: str | Path, b: str | Path, *, atol: float = 0.0, rtol: fl
     cells_a, cells_b = (
         {combo_id(s["combo"]): (dict(s["combo"]), d) for d, s in cell_records(p)} for p in (pa, pb)
     )
-    out: list[CellDiff] = []
+    out: list[compare.CellDiff] = []
     for key in sorted(cells_a.keys() | cells_b.keys()):
-        if key in cells_a and key in cells_b:
-            (combo, da), db = cells_a[key], cells_b[key][1]
-            records = (_read_record(da / PROVENANCE_FILE), _read_record(db / PROVENANCE_FILE))
-            out.append(
-                _cell_diff(
-                    da, db, records, tols, "ab", name=combo_id(redact(combo)), combo=redact(combo)
-                )
-            )
-            continue
         in_a = key in cells_a
         combo, d = cells_a[key] if in_a else cells_b[key]
+        combo = redact(combo)
+        if in_a and key in cells_b:
+            db = cells_b[key][1]
+            records = (_read_record(d / PROVENANCE_FILE), _read_record(db / PROVENANCE_FILE))
+            out.append(_cell_diff(d, db, records, tols, "ab", name=combo_id(combo), combo=combo))
+            continue
         # the other side has the cell's directory and a status it could not read (refused,
         # unreadable, corrupt: warned): unreadable there, not missing
         side, other = ("a", "b") if in_a else ("b", "a")
@@ -299,9 +296,9 @@ def diff_provenance(a: str | Path, b: str | Path, *, atol: float = 0.0, rtol: fl
         lost = "unreadable" if os.path.lexists(there) else "missing"
         sides = ("present", lost) if in_a else (lost, "present")
         change = f"unreadable_{other}" if lost == "unreadable" else f"only_{side}"
-        only = FieldDiff("<cell>", *sides, change)
+        only = compare.FieldDiff("<cell>", *sides, change)
         paths = (str(d), None) if in_a else (None, str(d))
-        out.append(CellDiff(combo_id(redact(combo)), redact(combo), *paths, breaks=(only,)))
+        out.append(compare.CellDiff(combo_id(combo), combo, *paths, breaks=(only,)))
     return Diff("sweep", str(pa), str(pb), tols[0], tuple(out), tols[1])
 
 

@@ -40,8 +40,8 @@ from mushin_box._core.safeio import UnsafeFileError, open_regular_stat
 from mushin_box._core.sidecars import canonical_dumps
 from mushin_box._core.targets import public
 from mushin_box._results.series import STAGE_DIMS, stage_data
-from mushin_box._results.table import cell_metrics
 from mushin_box._sweepdir import manifest
+from mushin_box._sweepdir.board import read_metrics
 from mushin_box._sweepdir.settled import finished_entries
 
 
@@ -97,7 +97,7 @@ def load_sweep(
         values = metrics.get(cell_dir) if metrics and isinstance(cell_dir, Path) else None
         if values is None:
             _warn_if_truncated(os.path.join(cell_dir, PROVENANCE_FILE), name)
-            values = cell_metrics(cell_dir) or {}  # not an object: warned, None
+            values = read_metrics(cell_dir) or {}  # not an object: warned, None
         for name, value in values.items():
             if isinstance(value, bool | int | float | str):
                 found.setdefault(name, {})[where] = value

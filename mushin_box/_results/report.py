@@ -68,10 +68,9 @@ from mushin_box._results.table import (
     sweep_config,
     table_records,
 )
-from mushin_box._sweepdir.board import CellView, SweepView
+from mushin_box._sweepdir.board import CellView, SweepView, read_object
 from mushin_box._sweepdir.logs import tail_lines
 from mushin_box._sweepdir.manifest import combo_id, is_sweep_dir
-from mushin_box._sweepdir.settled import read_object
 
 _ERROR_LINES = 40  # last lines of a cell's error file shown
 #: the most table rows a report shows (the CSV link holds them all)
@@ -87,8 +86,6 @@ _SUMMARY_PARTS = {
 }
 #: the most cells named in a row of the provenance table (the rest are counted)
 _NAMED = 20
-#: the columns of the provenance table: :func:`provenance_summary`'s keys
-_SUMMARY_FIELDS = ("experiment", "code", "image", "packages", "seed base", "topology")
 
 
 def _summary_key(record: Any) -> str | None:
@@ -132,7 +129,7 @@ def _provenance_section(sweep: SweepView, cells: Sequence[CellView]) -> str:
         if len(groups) == 1
         else f'<p class="verdict-bad">The cells differ: {len(groups)} identities.</p>'
     )
-    return note + table(["cells", *_SUMMARY_FIELDS], rows)
+    return note + table(["cells", *provenance_summary(None)], rows)
 
 
 def _sweep_table(results: ResultsTable, most: int = ROWS) -> str:
@@ -562,10 +559,9 @@ def provenance_summary(record: Mapping[str, Any] | None) -> dict[str, str]:
     >>> provenance_summary(rec)["code"], provenance_summary(rec)["topology"]
     ('abababababab (dirty)', '1 node × 2 ranks')
     """
-    if not isinstance(record, Mapping):
-        return dict.fromkeys(_SUMMARY_FIELDS, "-")
+    record = record if isinstance(record, Mapping) else {}  # none: every field "-"
     try:
-        full = split_provenance(dict(record))
+        full = split_provenance(record)
     except Exception:  # a record of an unknown shape: show what is there
         full = dict(record)
     repro, run = full.get("reproducibility") or {}, full.get("run") or {}

@@ -44,7 +44,7 @@ import attrs
 
 from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.gcpause import gc_paused
-from mushin_box._core.layout import ERROR_FILE, METRICS_FILE, PROVENANCE_FILE
+from mushin_box._core.layout import ERROR_FILE, PROVENANCE_FILE
 from mushin_box._core.overrides import parse_sweep_values
 from mushin_box._core.safeio import UnsafeFileError
 from mushin_box._core.targets import public
@@ -60,13 +60,14 @@ from mushin_box._sweepdir.board import (
     VIEW_STATES,  # as a reader shows them
     CellView,
     SweepView,
-    bounded_metrics,
+    read_metrics,
+    read_object,
     read_sweep,
     restart_fields,
     scalar_metrics,
 )
 from mushin_box._sweepdir.manifest import Entry
-from mushin_box._sweepdir.settled import Heading, bare_view, finished_entries, read_object
+from mushin_box._sweepdir.settled import Heading, bare_view, finished_entries
 
 #: what ``--where`` can filter on besides the swept parameters (``sweep``: across sweeps)
 STATE_KEY = "state"
@@ -492,12 +493,6 @@ def summary(table: ResultsTable) -> Mapping[str, Any]:
     }
 
 
-def cell_metrics(cell: str | os.PathLike[str]) -> Any:
-    """A cell's metrics file as read (None: none; unreadable: warned), too many keys refused."""
-    path = os.path.join(cell, METRICS_FILE)
-    return bounded_metrics(read_object(path), path)
-
-
 def _view(base: str, entry: Entry) -> CellView:
     name = entry.get("dir")
     state = str(entry.get("status"))
@@ -507,7 +502,7 @@ def _view(base: str, entry: Entry) -> CellView:
     if name is not None:
         cell = os.path.join(base, name)
         if state == "completed":
-            metrics = cell_metrics(cell)
+            metrics = read_metrics(cell)
         elif os.path.isfile(os.path.join(cell, ERROR_FILE)):
             error_file = os.path.join(cell, ERROR_FILE)
     attempt = entry.get("attempt", 0)

@@ -49,8 +49,8 @@ import attrs
 from mushin_box._core import layout
 from mushin_box._core.gcpause import gc_paused
 from mushin_box._core.layout import read_limit
-from mushin_box._core.safeio import read_bounded, read_open
-from mushin_box._core.sidecars import loads, read_json, write_bytes_atomic
+from mushin_box._core.safeio import read_open
+from mushin_box._core.sidecars import loads, write_bytes_atomic
 from mushin_box._slurm.submitted import job_ids, read_submission
 from mushin_box._sweepdir.board import (
     VIEW_STATES,
@@ -141,19 +141,6 @@ def finished_entries(root: str | os.PathLike[str]) -> tuple[dict[str, Any], list
         if os.path.lexists(os.path.join(base, name, layout.STATUS_FILE)):
             return None
     return manifest, entries
-
-
-def read_object(path: str) -> Any:
-    """The JSON object sidecar at ``path`` (None: missing), read bounded and without
-    following a symlink; any other file goes through ``read_json``, which warns. The direct
-    path skips ``read_json``'s ``Path`` objects: a third of ``show``'s time."""
-    try:
-        value = loads(read_bounded(path, read_limit(os.path.basename(path))))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, RecursionError):
-        return read_json(path)
-    return value if isinstance(value, dict) else read_json(path)
 
 
 @attrs.frozen
