@@ -200,11 +200,6 @@ def _composing(name: str, config: Any) -> Iterator[None]:
         ConfigStore.instance().repo.pop(f"{name}.yaml", None)
 
 
-def _jobs(overrides: list[str]) -> list[list[str]]:
-    """Every job's overrides, as Hydra's basic sweeper builds them (as ``prefilter`` does)."""
-    return sweep_jobs(parse_overrides(overrides))
-
-
 def _through_compose(
     config: Any, overrides: list[str], *, plain: bool = False
 ) -> list[tuple[Path, str]]:
@@ -212,7 +207,7 @@ def _through_compose(
     with ``plain``, by the shortcut's plain data too (which must take the grid)."""
     from hydra import compose
 
-    jobs = _jobs(overrides)
+    jobs = sweep_jobs(parse_overrides(overrides))
     assert jobs
     out = []
     with _composing("prefilter_test", config):
@@ -321,7 +316,9 @@ def test_the_plain_shortcut_refuses_a_config_where_a_value_reaches_other_keys(
 ) -> None:
     from hydra import compose
 
-    jobs = _jobs(["hydra.sweep.dir=/tmp/x", "hydra.sweep.subdir='${mushin_cell:}'", sweep])
+    jobs = sweep_jobs(
+        parse_overrides(["hydra.sweep.dir=/tmp/x", "hydra.sweep.subdir='${mushin_cell:}'", sweep])
+    )
     assert jobs
     with _composing("plain_refused", config):
         first = compose("plain_refused", overrides=list(jobs[0]), return_hydra_config=True)
@@ -339,8 +336,15 @@ class _WithPath:
 def test_a_value_without_canonical_json_is_fingerprinted_from_its_config(tmp_path: Path) -> None:
     from hydra import compose
 
-    jobs = _jobs(
-        [f"hydra.sweep.dir={tmp_path}", "hydra.sweep.subdir='${mushin_cell:}'", "out=b,c", "lr=1,2"]
+    jobs = sweep_jobs(
+        parse_overrides(
+            [
+                f"hydra.sweep.dir={tmp_path}",
+                "hydra.sweep.subdir='${mushin_cell:}'",
+                "out=b,c",
+                "lr=1,2",
+            ]
+        )
     )
     assert jobs
     with _composing("plain_path", _WithPath):
@@ -387,7 +391,11 @@ def test_the_shortcut_is_refused_where_a_job_differs_by_more_than_its_values() -
         ["opt.momentum=0.1,0.2", "opt={momentum:0.3}"],  # a key nested in another's
         ["hydra.job.name=a,b"],  # Hydra's own
     ):
-        jobs = _jobs(["hydra.sweep.dir=/tmp/x", "hydra.sweep.subdir='${mushin_cell:}'", *overrides])
+        jobs = sweep_jobs(
+            parse_overrides(
+                ["hydra.sweep.dir=/tmp/x", "hydra.sweep.subdir='${mushin_cell:}'", *overrides]
+            )
+        )
         assert jobs
         with _composing("prefilter_refused", config):
             first = compose("prefilter_refused", overrides=list(jobs[0]), return_hydra_config=True)
