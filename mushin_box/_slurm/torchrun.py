@@ -3,7 +3,7 @@
 (``--standalone``) and of ``mushin_slurm`` (one agent per node, c10d rendezvous).
 
 Only the process each task starts differs from a plain cell: submitit starts ONE task per
-node whose "python" is this module's agent (:func:`agent_command`), which runs torchrun in
+node whose "python" is this module's agent (:func:`task_python`), which runs torchrun in
 its own process under the interpreter's torch and notes how each failed worker ended
 (:class:`_ExitNotes`: a worker killed by a signal writes nothing). Each worker runs the
 pickled Hydra job as submitit's task ``RANK``; rank 0's result is the cell's ``JobReturn``.
@@ -18,7 +18,8 @@ torchrun's ``TORCHELASTIC_RESTART_COUNT`` is per node; a restarted group resumes
 
 Examples
 --------
->>> words = agent_command(2, 1, python="/venv/bin/python").split()
+>>> words = task_python({"python": "/venv/bin/python", "torchrun": True, "nproc_per_node": 2,
+...                      "max_restarts": 1}).split()
 >>> words[1:5], words[-2:]
 (['-m', 'mushin_box._slurm.torchrun', 'agent', '--nproc-per-node'], ['--max-restarts', '1'])
 >>> torchrun_argv(["--nproc-per-node", "2", "--max-restarts", "1", *SUBMIT_ARGS,
@@ -90,28 +91,6 @@ def _nnodes(text: str) -> str:
     return f"{low}:{high}" if low != high else str(low)
 
 
-def agent_command(
-    nproc_per_node: int,
-    max_restarts: int,
-    *,
-    python: str | None = None,
-    nnodes: str | None = None,
-) -> str:
-    """submitit's ``python`` for a torchrun cell: this module's agent, run by ``python`` (a
-    quoted command line; default this interpreter). ``nnodes``: ``N`` or ``MIN:MAX`` on
-    SLURM; None here (``--standalone``).
-
-    >>> agent_command(4, 0, python="py", nnodes="1:2").split()[3:]
-    ['agent', '--nproc-per-node', '4', '--max-restarts', '0', '--nnodes', '1:2']
-    """
-    interpreter = python or shlex.quote(sys.executable)
-    words = ["-m", MODULE, "agent", "--nproc-per-node", str(int(nproc_per_node))]
-    words += ["--max-restarts", str(int(max_restarts))]
-    if nnodes is not None:
-        words += ["--nnodes", _nnodes(nnodes)]
-    return " ".join([interpreter, *words])
-
-
 def check_torchrun_settings(settings: dict[str, Any]) -> dict[str, Any]:
     """``settings``, its torchrun fields checked (one submitit task per node; on SLURM
     ``min_nodes`` within ``1..nodes``)."""
@@ -173,16 +152,24 @@ def torchrun_launcher_fields(
 
 
 def task_python(settings: Mapping[str, Any]) -> str | None:
-    """submitit's ``python`` for a launcher's settings: ``python``, or the torchrun agent."""
+    """submitit's ``python`` for a launcher's settings: ``python``, or for torchrun this
+    module's agent run by ``python`` (a quoted command line; default this interpreter), with
+    ``--nnodes MIN:MAX`` under ``mushin_slurm`` (``--standalone`` under ``mushin_local``).
+
+    >>> task_python({"python": "py", "torchrun": True, "nproc_per_node": 4, "max_restarts": 0,
+    ...              "min_nodes": 1, "nodes": 2}).split()[3:]
+    ['agent', '--nproc-per-node', '4', '--max-restarts', '0', '--nnodes', '1:2']
+    """
     python = settings["python"]
     if not settings.get("torchrun"):
         return python
-    nnodes = None
+    words = [python or shlex.quote(sys.executable), "-m", MODULE, "agent"]
+    words += ["--nproc-per-node", str(int(settings["nproc_per_node"]))]
+    words += ["--max-restarts", str(int(settings["max_restarts"]))]
     if "min_nodes" in settings:  # mushin_slurm
-        nnodes = f"{settings['min_nodes'] or settings['nodes']}:{settings['nodes']}"
-    return agent_command(
-        settings["nproc_per_node"], settings["max_restarts"], python=python, nnodes=nnodes
-    )
+        nodes = settings["nodes"]
+        words += ["--nnodes", _nnodes(f"{settings['min_nodes'] or nodes}:{nodes}")]
+    return " ".join(words)
 
 
 #: the batch-script line (host side, before srun) that exports the job's nodes in order
@@ -224,6 +211,51 @@ def rendezvous_from_env(env: Mapping[str, str]) -> dict[str, str]:
         )
     endpoint = f"{first[0]}:{RDZV_PORT.port_of(job)}"
     return {"backend": "c10d", "endpoint": endpoint, "id": slurm_job_id(env) or job}
+
+
+def slurm_rank_logs(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``{"rank<r>.out": path, "rank<r>.err": path}`` for every task of this submitit SLURM
+    job (``{}`` outside one), as submitit names the files (``JobPaths``): a cell records them
+    in its status, so that ``mushin-box logs`` finds every rank's output from the cell alone.
+    A SLURM torchrun cell has one task per node: its file is listed under the node's first
+    rank.
+
+    Examples
+    --------
+    >>> logs = slurm_rank_logs({"SUBMITIT_EXECUTOR": "slurm", "SUBMITIT_FOLDER": "/s/%j",
+    ...                         "SLURM_JOB_ID": "7", "SLURM_NTASKS": "2"})
+    >>> logs["rank1.err"]
+    '/s/7/7_1_log.err'
+    >>> slurm_rank_logs({})
+    {}
+    >>> sorted(slurm_rank_logs({"SUBMITIT_EXECUTOR": "slurm", "SUBMITIT_FOLDER": "/s/%j",
+    ...     "SLURM_JOB_ID": "7", "MUSHIN_JOB_NODES": "n1,n2", "LOCAL_WORLD_SIZE": "2",
+    ...     "MUSHIN_RDZV_NODES": "n2,n1"}).items())[:2]  # group 0 ran on n2: task 1's file
+    [('rank0.err', '/s/7/7_1_log.err'), ('rank0.out', '/s/7/7_1_log.out')]
+    """
+    env = os.environ if environ is None else environ
+    folder = env.get("SUBMITIT_FOLDER")
+    if env.get("SUBMITIT_EXECUTOR") != "slurm" or not folder or not env.get("SLURM_JOB_ID"):
+        return {}
+    from submitit.core.utils import JobPaths
+
+    job = slurm_job_id(env) or str(env["SLURM_JOB_ID"])
+    try:
+        tasks = max(1, int(env.get("SLURM_NTASKS", "1")))
+    except ValueError:
+        tasks = 1
+    ranks = {task: task for task in range(tasks)}
+    by_group = [n for n in env.get(layout.RDZV_ENV["nodes"], "").split(",") if n]
+    if by_group and env.get("LOCAL_WORLD_SIZE", "").isdigit():  # SLURM torchrun
+        order = job_nodes(env)
+        per = int(env["LOCAL_WORLD_SIZE"])
+        ranks = {g * per: order.index(n) for g, n in enumerate(by_group) if n in order}
+    out: dict[str, str] = {}
+    for rank, task in ranks.items():
+        paths = JobPaths(folder, job_id=job, task_id=task)
+        out[f"rank{rank}.out"] = str(paths.stdout)
+        out[f"rank{rank}.err"] = str(paths.stderr)
+    return out
 
 
 def torchrun_argv(

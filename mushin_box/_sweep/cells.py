@@ -34,8 +34,8 @@ from mushin_box._core.redact import redact, redact_text
 from mushin_box._provenance.elastic import earlier_s, restart_count, restarts, spent
 from mushin_box._provenance.full import TRAINER_LIMIT_KEYS, split_config
 from mushin_box._provenance.ranks import restart_cause, write_rank_end, write_rank_runtime
-from mushin_box._slurm.joblogs import slurm_rank_logs
 from mushin_box._slurm.jobs import slurm_job_id
+from mushin_box._slurm.torchrun import slurm_rank_logs
 from mushin_box._sweep import cellfiles
 from mushin_box._sweep.decide import LIMIT_FREE, SHAPE_FREE, Decision, decide
 from mushin_box._sweepdir.liveness import owner_fields

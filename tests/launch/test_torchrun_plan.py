@@ -13,7 +13,6 @@ from conftest import REPO, run_doctests
 
 import mushin_box._launch.plan
 import mushin_box._slurm.grammar
-import mushin_box._slurm.joblogs
 import mushin_box._slurm.torchrun
 from mushin_box import submitit_slurm_config
 from mushin_box._launch.loading import load_target
@@ -30,7 +29,6 @@ def test_doctests() -> None:
     for module in (mushin_box._slurm.torchrun, mushin_box._launch.plan):
         assert run_doctests(module).failed == 0
     assert run_doctests(mushin_box._slurm.grammar).failed == 0  # moved out of config.py
-    assert run_doctests(mushin_box._slurm.joblogs).failed == 0  # a torchrun cell's logs
 
 
 def test_a_local_torchrun_plan_runs_each_cell_as_one_agent_of_gpus_workers() -> None:
