@@ -61,8 +61,7 @@ _TABLE_WIDTH = 100
 
 
 def _field_lines(title: str, rows: Sequence[Any], sweep: bool, notes: Sequence[str] = ()) -> str:
-    where = (lambda r: f"{r.cell}: ") if sweep else (lambda r: "")
-    lines = [f"  {where(r)}{r.path}: {r.a} -> {r.b}" for r in rows]
+    lines = [f"  {f'{r.cell}: ' if sweep else ''}{r.path}: {r.a} -> {r.b}" for r in rows]
     return "\n".join([title, *(f"  {n}" for n in notes), *lines])
 
 
@@ -145,7 +144,7 @@ def _print_tables(diff: Any, brief: bool, results: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mushin_box._results.diff import diff_provenance
+    from mushin_box._results.diff import diff_html, diff_markdown, diff_provenance
 
     diff = diff_provenance(args.a, args.b, atol=args.atol, rtol=args.rtol)
     results = not args.provenance_only
@@ -153,14 +152,9 @@ def run(args: argparse.Namespace) -> int:
         data = {**diff.to_dict(), "same": diff.same(results=results)}
         data["verdict"] = diff.verdict(results=results)
         print_json(data)
-    elif args.md:
-        from mushin_box._results.diff import diff_markdown
-
-        sys.stdout.write(diff_markdown(diff, brief=args.brief, results=results))
-    elif args.html:
-        from mushin_box._results.diff import diff_html
-
-        sys.stdout.write(diff_html(diff, brief=args.brief, results=results))
+    elif args.md or args.html:
+        page = diff_markdown if args.md else diff_html
+        sys.stdout.write(page(diff, brief=args.brief, results=results))
     else:
         _print_tables(diff, args.brief, results)
     return 0 if diff.same(results=results) else 1

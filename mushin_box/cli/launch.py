@@ -20,6 +20,7 @@ from typing import Any
 from mushin_box._core.errors import CellWarning
 from mushin_box._core.layout import default_sweep_dir
 from mushin_box._slurm.jobs import name_job_ids
+from mushin_box._slurm.submitted import read_submission
 from mushin_box.cli.main import (
     UsageError,
     add_scheduler_arguments,
@@ -189,8 +190,7 @@ def run(args: argparse.Namespace) -> int:
     from mushin_box._launch.options import check_where, experiment_name, resolve_options
 
     started = time.monotonic()
-    if isinstance(args.nodes, tuple):  # --nodes N or MIN:MAX
-        args.min_nodes, args.nodes = args.nodes
+    args.min_nodes, args.nodes = args.nodes  # --nodes N or MIN:MAX
     _check_flags(args)
     # flags, profile and place, before the experiment (and torch) is imported; the image
     # relative to where the command runs (submitit_slurm_config wants an absolute one)
@@ -409,7 +409,7 @@ def _launch(args: argparse.Namespace, target: Any, plan: Any) -> int:
     dirty = dirty_tree(source, target)
     if dirty:
         print(f"[mushin-box launch] {dirty}", file=sys.stderr, flush=True)
-    before = _submission(root)
+    before = read_submission(root)  # to tell a new submission from it
     # what `mushin-box resume DIR` replays (a resume of some cells: the whole sweep's launch)
     overrides = getattr(args, "record_overrides", None) or args.overrides
     flags = {k: getattr(args, k, None) for k in FLAG_TYPES}
@@ -448,18 +448,11 @@ def _launch(args: argparse.Namespace, target: Any, plan: Any) -> int:
     return end_report(read_sweep(root), _resume_command(root))
 
 
-def _submission(root: str | None) -> dict[str, Any]:
-    """The sweep's latest submission (``mushin_jobs.json``), to tell a new one from it."""
-    from mushin_box._slurm.submitted import read_submission
-
-    return read_submission(root) if root else {}
-
-
 def _detached(handle: Any, before: dict[str, Any]) -> int:
     """The sweep, its jobs and how to follow and stop them; or that nothing was submitted
     (every cell reused: the jobs file is an earlier submission's)."""
     root = shlex.quote(str(handle.working_dir))
-    if _submission(str(handle.working_dir)) == before:
+    if read_submission(handle.working_dir) == before:
         print(f"[mushin-box launch] nothing submitted: no cell of {root} needed to run")
         print(f"  see: mushin-box status {root}")
         return 0

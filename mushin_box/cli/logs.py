@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -75,32 +75,6 @@ def _await_output(root: Path, name: str | None) -> None:
             )
             said = True
         time.sleep(_LIVENESS_EVERY_S)
-
-
-def _locate(
-    args: argparse.Namespace, given_cell: bool, started: Callable[[Path], list[str]]
-) -> tuple[Path, Path]:
-    """(sweep dir, cell dir) of DIR [CELL] (DIR itself when ``given_cell``)."""
-    given = Path(args.dir)
-    if given_cell:  # a cell given itself, not its sweep: its sweep's other cells are not read
-        if args.follow:
-            _await_output(given.parent, given.name)
-        return given.parent, given
-    root = resolve_sweep(args.dir)
-    name = args.cell.rstrip("/").rsplit("/", 1)[-1] if args.cell is not None else None
-    if args.follow:
-        _await_output(root, name)
-    cells = started(root)
-    if name is None and len(cells) != 1:
-        raise UsageError(
-            f"{root} has {len(cells)} started cells; name one: "
-            + (", ".join(cells) if cells else "(none yet)")
-        )
-    if name is not None and name not in cells:
-        raise UsageError(
-            f"no started cell {name} in {root}; its cells: {', '.join(cells) or 'none yet'}"
-        )
-    return root, root / (name or cells[0])
 
 
 def _named(ranks: Sequence[int]) -> str:
@@ -225,8 +199,23 @@ def run(args: argparse.Namespace) -> int:
 
     if args.tail is not None and args.tail < 0:
         raise UsageError(f"--tail {args.tail} is negative; give 0 or more lines")
-    given_cell = args.cell is None and is_started(Path(args.dir))
-    root, cell_dir = _locate(args, given_cell, started_cells)
+    given = Path(args.dir)
+    given_cell = args.cell is None and is_started(given)  # its sweep's other cells unread
+    root = given.parent if given_cell else resolve_sweep(args.dir)
+    name = args.cell.rstrip("/").rsplit("/", 1)[-1] if args.cell is not None else None
+    if args.follow:
+        _await_output(root, given.name if given_cell else name)
+    cells = [] if given_cell else started_cells(root)
+    if not given_cell and name is None and len(cells) != 1:
+        raise UsageError(
+            f"{root} has {len(cells)} started cells; name one: "
+            + (", ".join(cells) if cells else "(none yet)")
+        )
+    if name is not None and name not in cells:
+        raise UsageError(
+            f"no started cell {name} in {root}; its cells: {', '.join(cells) or 'none yet'}"
+        )
+    cell_dir = given if given_cell else root / (name or cells[0])
     cell = cell_output(cell_dir)
     ranks = _select(args, cell_dir, cell.nodes, cell.logs)
     if not (args.rank is not None or args.node is not None or args.all) and ranks is not None:
