@@ -455,7 +455,7 @@ def build_image(
         )
     if shutil.which(APPTAINER) is None:
         raise ApptainerNotFound()
-    native.check_sources(spec, plan.context)
+    native.check_files_exist(spec, plan.context)
     return _install(plan, plan.partial, _build_partial(plan, spec, timeout=timeout, common=common))
 
 

@@ -102,11 +102,17 @@ class NativeBuildRefused(MushinBoxError, ValueError):
 
 
 def run_bounded(
-    argv: Sequence[str], *, timeout: float, **options: Any
+    argv: Sequence[str],
+    *,
+    timeout: float,
+    capture: bool,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    tail: int = 0,
 ) -> subprocess.CompletedProcess[str]:
     """:func:`~mushin_box._core.procs.run_bounded`, its timeout a :class:`BuildError`."""
     try:
-        return _run_bounded(argv, timeout=timeout, **options)
+        return _run_bounded(argv, timeout=timeout, capture=capture, cwd=cwd, env=env, tail=tail)
     except subprocess.TimeoutExpired as exc:
         raise BuildError(
             f"{argv[0]} {argv[1]} ran past {timeout:g} s and was stopped: check what it waits "
@@ -133,13 +139,11 @@ def host_pip_settings() -> tuple[dict[str, str], list[str]]:
     config list`` and the environment (which wins), and the local directories they name
     (bound read-only into the tree): a site's index serves the image's pip too."""
     names = {n: "PIP_" + n.upper().replace("-", "_") for n in PIP_SOURCES}
-    try:
-        argv = [sys.executable, "-m", "pip", "config", "list"]
+    argv, listed = [sys.executable, "-m", "pip", "config", "list"], ""
+    with contextlib.suppress(OSError):
         listed = run_bounded(argv, timeout=120, capture=True).stdout
-    except OSError:
-        listed = ""
     env: dict[str, str] = {}
-    for line in (listed or "").splitlines():
+    for line in listed.splitlines():
         key, _, raw = line.partition("=")
         section, _, name = key.partition(".")
         if section in ("global", "install") and name in PIP_SOURCES:
@@ -156,21 +160,18 @@ def native_refusal(spec: ImageSpec) -> str | None:
     >>> native_refusal(ImageSpec(base="debian@sha256:" + "0" * 64))  # doctest: +ELLIPSIS
     'the base debian@sha256:000... is a Docker image: ...--backend apptainer'
     """
-    if isinstance(spec.base, Debootstrap):
-        return None
-    if isinstance(spec.base, LocalImage):
-        if os.path.isdir(spec.base.path):
-            return None
+    if isinstance(spec.base, str):
+        return (
+            f"the base {spec.base} is a Docker image: the native builder makes Debootstrap and "
+            "LocalImage bases only; use --backend apptainer"
+        )
+    if isinstance(spec.base, LocalImage) and not os.path.isdir(spec.base.path):
         try:
             root_squashfs_offset(spec.base.path)
-            return None
         except (SifFormatError, OSError) as exc:
             why = exc.text if isinstance(exc, SifFormatError) else str(exc)
             return f"the base {spec.base.path}: {why}; use --backend apptainer"
-    return (
-        f"the base {spec.base} is a Docker image: the native builder makes Debootstrap and "
-        "LocalImage bases only; use --backend apptainer"
-    )
+    return None
 
 
 def source_date_epoch(spec: ImageSpec, context: Path) -> int:
@@ -298,11 +299,11 @@ def check_native(spec: ImageSpec, context: Path, mode: str = "auto") -> tuple[st
             "pip packages on a Debian base need a venv (Debian's Python refuses pip installs "
             "outside one): set ImageSpec(venv='/opt/venv', python='python3')"
         )
-    check_sources(spec, context)
+    check_files_exist(spec, context)
     return mode, source_date_epoch(spec, context)
 
 
-def check_sources(spec: ImageSpec, context: Path) -> None:
+def check_files_exist(spec: ImageSpec, context: Path) -> None:
     """A ``FileNotFoundError`` naming the ``%files`` sources missing under ``context``."""
     missing = [src for src, _ in spec.all_files() if not (context / src).exists()]
     if missing:
@@ -481,11 +482,8 @@ def build_native(
         userns = ("fakeroot", "-i", str(workdir / "fakeroot.state"))
         root.mkdir()
         argv_x = ["fakeroot", "-s", userns[2], "tar", "-C", str(root), "--exclude=./dev/?*"]
-        untar = run_bounded(
-            [*argv_x, "--same-owner", "--numeric-owner", "-xpf", str(out)],
-            timeout=timeout,
-            capture=True,
-        )
+        argv_x += ["--same-owner", "--numeric-owner", "-xpf", str(out)]
+        untar = run_bounded(argv_x, timeout=timeout, capture=True)
         if untar.returncode != 0:
             raise BuildError(f"unpacking mmdebstrap's tar failed: {untar.stderr.strip()}")
         out.unlink()
