@@ -588,14 +588,6 @@ def job_finder(jobs: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], str | N
     return find
 
 
-def _setting(overrides: Any) -> dict[str, str] | None:
-    """``{key: value text}`` a job's overrides set; None when they are not a list of strings
-    (they say nothing of the cells the job runs)."""
-    if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
-        return None
-    return dict(map(_split, overrides))
-
-
 def job_runs_cell(overrides: Any, combo: Mapping[str, Any]) -> bool:
     """May a job with these ``overrides`` (``mushin_jobs.json``) run the cell of ``combo``?
     Yes unless they set one of its swept keys to another value; overrides that are not a
@@ -630,16 +622,12 @@ def grid_runs(grid: Mapping[str, Sequence[Any]]) -> Callable[[Any], bool]:
     ways = {key: set().union(*s) if all(s) else None for key, s in spelled.items()}
 
     def runs(overrides: Any) -> bool:
-        given = _setting(overrides)
-        if given is None:
-            return True
-        for key, spelled in ways.items():
-            if key not in given:
-                continue
-            if spelled is None:
-                return True
-            if given[key] not in spelled:
-                return False
+        if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
+            return True  # not a list of strings: they say nothing of the cells it runs
+        given = dict(map(_split, overrides))
+        for key, spelled in ways.items():  # the first key they set to no value of it decides
+            if key in given and (spelled is None or given[key] not in spelled):
+                return spelled is None
         return True
 
     return runs

@@ -35,12 +35,13 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import stat
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -269,6 +270,15 @@ def _identity(st: os.stat_result) -> Identity:
     return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
+@contextlib.contextmanager
+def _opened(path: str | Path, flags: int, dir_fd: int | None = None) -> Iterator[int]:
+    fd = os.open(path, flags, dir_fd=dir_fd)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
 @gc_paused()  # a bulk read: see _core/gcpause.py
 def read_index(root: Path) -> CellIndex:
     """The entries of ``root``'s index whose files are still the ones indexed; an empty
@@ -295,18 +305,13 @@ def read_index(root: Path) -> CellIndex:
 def _load(root_fd: int) -> tuple[dict[str, Any], int] | None:
     """The index's cells and its owner's uid; None when missing or not to be trusted."""
     try:
-        fd = os.open(layout.CELL_INDEX_FILE, _OPEN, dir_fd=root_fd)
-    except OSError:
+        with _opened(layout.CELL_INDEX_FILE, _OPEN, root_fd) as fd:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            data = json.loads(read_open(fd, read_limit(layout.CELL_INDEX_FILE)) or b"")
+    except (OSError, ValueError, RecursionError):  # missing, corrupt or hostile
         return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        data = json.loads(read_open(fd, read_limit(layout.CELL_INDEX_FILE)) or b"")
-    except (OSError, ValueError, RecursionError):  # a corrupt or hostile file
-        return None
-    finally:
-        os.close(fd)
     if not (isinstance(data, dict) and data.get("schema") == _SCHEMA):
         return None
     cells = data.get("cells")
@@ -334,23 +339,15 @@ def _unchanged(root_fd: int, name: str, files: Iterable[Identity], owner: int) -
     """Are the cell's files the ones indexed: regular files of the index's owner, with
     the same identities (each opened, not followed)?"""
     try:
-        cell_fd = os.open(name, _OPEN_DIR, dir_fd=root_fd)
+        with _opened(name, _OPEN_DIR, root_fd) as cell_fd:
+            for file, want in zip(_FILES, files, strict=True):
+                with _opened(file, _OPEN, cell_fd) as fd:
+                    st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode) or st.st_uid != owner or _identity(st) != want:
+                    return False
     except OSError:
         return False
-    try:
-        for file, want in zip(_FILES, files, strict=True):
-            fd = os.open(file, _OPEN, dir_fd=cell_fd)
-            try:
-                st = os.fstat(fd)
-            finally:
-                os.close(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_uid != owner or _identity(st) != want:
-                return False
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(cell_fd)
+    return True
 
 
 @gc_paused()  # a bulk read: see _core/gcpause.py
@@ -389,16 +386,13 @@ def _read_cells(root: Path, todo: Iterable[tuple[str, dict[str, Any]]]) -> dict[
     """An entry for each cell of ``todo`` (name, status record) whose files can be entered:
     unchanged while read, and last changed :data:`RACY_NS` before the file system's now."""
     now, owner = _fs_clock(root)
-    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        out = {}
+    out = {}
+    with _opened(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC) as root_fd:
         for name, record in todo:
             entry = _read_cell(root_fd, name, now - RACY_NS, owner)
             if entry is not None and entry.status == record:
                 out[name] = attrs.evolve(entry, status=record)
-        return out
-    finally:
-        os.close(root_fd)
+    return out
 
 
 def _fs_clock(root: Path) -> tuple[int, int]:
@@ -417,34 +411,26 @@ def _fs_clock(root: Path) -> tuple[int, int]:
 def _read_cell(root_fd: int, name: str, before: int, owner: int) -> IndexEntry | None:
     """The cell's entry, read from its files; None when one is missing, unreadable, not
     ``owner``'s, changed since ``before`` or while read, or not what a reuse needs."""
+    seen, values = [], []
     try:
-        cell_fd = os.open(name, _OPEN_DIR, dir_fd=root_fd)
-    except OSError:
-        return None
-    try:
-        seen, values = [], []
-        for file in _FILES:
-            fd = os.open(file, _OPEN, dir_fd=cell_fd)
-            try:
-                st = os.fstat(fd)
-                if not stat.S_ISREG(st.st_mode) or st.st_uid != owner:
+        with _opened(name, _OPEN_DIR, root_fd) as cell_fd:
+            for file in _FILES:
+                with _opened(file, _OPEN, cell_fd) as fd:
+                    st = os.fstat(fd)
+                    if not stat.S_ISREG(st.st_mode) or st.st_uid != owner:
+                        return None
+                    if max(st.st_mtime_ns, st.st_ctime_ns) >= before:
+                        return None
+                    data = read_open(fd, read_limit(file))
+                if data is None:
                     return None
-                if max(st.st_mtime_ns, st.st_ctime_ns) >= before:
+                seen.append(_identity(st))
+                values.append(loads(data))
+            for file, ids in zip(_FILES, seen, strict=True):  # not replaced while read
+                if _identity(os.stat(file, dir_fd=cell_fd, follow_symlinks=False)) != ids:
                     return None
-                data = read_open(fd, read_limit(file))
-            finally:
-                os.close(fd)
-            if data is None:
-                return None
-            seen.append(_identity(st))
-            values.append(loads(data))
-        for file, ids in zip(_FILES, seen, strict=True):  # not replaced while read
-            if _identity(os.stat(file, dir_fd=cell_fd, follow_symlinks=False)) != ids:
-                return None
     except (OSError, ValueError, RecursionError):
         return None
-    finally:
-        os.close(cell_fd)
     status, metrics, provenance = values
     if not whole_provenance(provenance):
         return None
