@@ -92,8 +92,6 @@ def deferred() -> Iterator[None]:
     """Within, this thread's atomic writes are synced at :func:`commit` and on leaving
     (a nested block joins the outer one). Writes handed on (:func:`handed_on`) join it.
 
-    Examples
-    --------
     >>> import tempfile
     >>> from mushin_box._core.sidecars import write_json_atomic
     >>> target = Path(tempfile.mkdtemp()) / "status.json"

@@ -15,8 +15,6 @@ from collections.abc import Iterator, Mapping
 def restore_environ(saved: Mapping[str, str | None]) -> None:
     """Set each name back to its saved value; ``None`` means it was not set (removed).
 
-    Examples
-    --------
     >>> os.environ["MUSHIN_DOCTEST_X"] = "changed"
     >>> restore_environ({"MUSHIN_DOCTEST_X": None})
     >>> "MUSHIN_DOCTEST_X" in os.environ
@@ -34,8 +32,6 @@ def environ_set(values: Mapping[str, str]) -> Iterator[None]:
     """Set ``values`` in ``os.environ`` for the block, then restore those names only
     (what the block set under other names stays).
 
-    Examples
-    --------
     >>> with environ_set({"MUSHIN_DOCTEST_Y": "1"}):
     ...     os.environ["MUSHIN_DOCTEST_Y"]
     '1'
@@ -55,8 +51,6 @@ def environ_restored() -> Iterator[None]:
     """Run the block, then make ``os.environ`` exactly what it was before it: names the
     block added are removed, names it changed or removed are put back.
 
-    Examples
-    --------
     >>> with environ_restored():
     ...     os.environ["PL_GLOBAL_SEED"] = "3"
     >>> "PL_GLOBAL_SEED" in os.environ

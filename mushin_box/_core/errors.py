@@ -7,8 +7,6 @@ argument of the call is a ``{name}`` field of the message, its value in ``argume
 ``str(error)`` spells as Python (``allow_dirty=True``), :meth:`MushinBoxError.worded` as the
 CLI does (``--allow-dirty``).
 
-Examples
---------
 >>> class ExampleError(MushinBoxError, ValueError):
 ...     pass
 >>> isinstance(ExampleError("bad"), ValueError)

@@ -16,8 +16,6 @@ from contextlib import contextmanager
 def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector for the block (nested blocks are fine).
 
-    Examples
-    --------
     >>> import gc
     >>> with gc_paused():
     ...     gc.isenabled()

@@ -3,8 +3,6 @@
 ``Workflow.run``, read by its Hydra sweeper plugin (in the same process, which may import
 only ``_core`` and ``_slurm``).
 
-Examples
---------
 >>> with skipping(frozenset({("x=1",)})):
 ...     skipped_jobs()
 frozenset({('x=1',)})

@@ -5,8 +5,6 @@ Readers find a run by these names long after its writer is gone, and a rank lear
 submit host decided through these variables: each is spelled here, once (a sweep directory:
 docs/results-layout.md).
 
-Examples
---------
 >>> from mushin_box._core import layout
 >>> layout.stage_metrics_file("fit")
 'fit_metrics.pt'
@@ -235,8 +233,6 @@ def default_sweep_dir(suffix: str = "") -> Path:
     """Where a sweep goes when no directory is given, as Hydra's own multirun default:
     ``multirun/<local time><suffix>`` (``reproduce``'s suffix: ``-reproduce``).
 
-    Examples
-    --------
     >>> path = default_sweep_dir("-reproduce")
     >>> path.parent.name, path.name.endswith("-reproduce"), len(path.name)
     ('multirun', True, 29)

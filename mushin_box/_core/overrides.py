@@ -36,8 +36,6 @@ class Interpolation(str):
     """A string written into an override *as an OmegaConf interpolation* (``${`` not
     escaped), e.g. ``${oc.env:NAME}``, resolved when the task reads the value.
 
-    Examples
-    --------
     >>> format_value({"token": Interpolation("${oc.env:TOKEN}"), "s": "${x}"})
     "{token:'${oc.env:TOKEN}',s:'\\\\${x}'}"
     """
@@ -148,8 +146,6 @@ def format_value(value: object) -> str:
     """Format ``value`` as a Hydra override value that parses back to exactly ``value``
     (tuples as lists: OmegaConf has none).
 
-    Examples
-    --------
     >>> format_value([None, True, 3, 0.1, float("-inf"), "it's, ${x}"])
     '[null,true,3,0.1,-inf,"it\\'s, \\\\${x}"]'
     >>> format_value({"lr": 1e-3, "name": "a=b"})
@@ -184,8 +180,6 @@ def format_override(key: str, value: object, *, add: bool = False, force_add: bo
     """Format a single ``key=value`` override: ``key`` a dotted config path or a config
     group, without its ``+`` prefix (``add``: ``+key``, ``force_add``: ``++key``).
 
-    Examples
-    --------
     >>> format_override("hydra.sweep.dir", "/tmp/my runs")
     "hydra.sweep.dir='/tmp/my runs'"
     >>> format_override("seed", 0, add=True)
@@ -205,8 +199,6 @@ def format_sweep(
     ``key=choice(v)``, but a string or ``None`` is the plain ``key=v`` (in a multirun the same
     single job). :func:`parse_sweep_values` reads every form back as the list.
 
-    Examples
-    --------
     >>> format_sweep("s", ["a,b", None, 1.5], add=True)
     "+s='a,b',null,1.5"
     >>> format_sweep("layers", [[64, 64]])
@@ -232,8 +224,6 @@ def check_sweep_values(key: str, values: Sequence[object]) -> list[str]:
     """The sweep's values as formatted by :func:`format_value`; refused when empty or when two
     format identically (one cell): ``1`` and ``1.0`` are distinct, as ``True`` and ``1``.
 
-    Examples
-    --------
     >>> check_sweep_values("s", [1, 1.0, "1"])
     ['1', '1.0', "'1'"]
     >>> check_sweep_values("s", ["a", "a"])
@@ -307,8 +297,6 @@ def parse_override_value(text: str, *, keep_interpolations: bool = False) -> Any
     interpolation is a ``ValueError``, or with ``keep_interpolations`` kept as OmegaConf
     stores it.
 
-    Examples
-    --------
     >>> parse_override_value("'a,b',null,1.5")
     ['a,b', None, 1.5]
     >>> parse_override_value(format_value({"x": "${y}"}))
@@ -321,8 +309,6 @@ def parse_sweep_values(text: str, *, keep_interpolations: bool = False) -> list[
     """:func:`parse_override_value`, but a plain value ``v`` gives ``[v]``: one element per
     job, so every output of :func:`format_sweep` reads back as its input list.
 
-    Examples
-    --------
     >>> parse_sweep_values("choice([1,2])")
     [[1, 2]]
     >>> parse_sweep_values("'solo'")

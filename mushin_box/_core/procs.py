@@ -36,8 +36,6 @@ def run_bounded(
     ``capture``: return its stdout and stderr. Else its output goes to this process's stderr
     as it comes, its last ``tail`` lines also the result's ``stderr``.
 
-    Examples
-    --------
     >>> run_bounded(["echo", "hi"], timeout=10, capture=True).stdout
     'hi\\n'
     """

@@ -204,8 +204,6 @@ def is_secret_name(name: str, declared: Sequence[str] = ()) -> bool:
     path; ``declared`` names (besides :func:`secret_names_in_effect`'s) match whatever the
     spelling (``my_field``, ``MY_FIELD``, ``myField``).
 
-    Examples
-    --------
     >>> [is_secret_name(n) for n in ("WANDB_API_KEY", "hfToken", "credentials.user", "lr")]
     [True, True, True, False]
 
@@ -234,8 +232,6 @@ def is_secret_file(path: str) -> bool:
     """Does a file's name (not its directory's) say it holds secrets? A name of the
     conventions above, or whose stem is a secret's name, a plural too (``secrets.yaml``).
 
-    Examples
-    --------
     >>> [is_secret_file(p) for p in (".env", "conf/.env.local", "secrets.yaml", "tls.pem")]
     [True, True, True, True]
     >>> [is_secret_file(p) for p in ("train.py", "tokenizer.py", "secrets/model.py")]
@@ -265,8 +261,6 @@ def redact(value: Any, declared: Sequence[str] = ()) -> Any:
     string by :func:`redact_text`; an exception itself, its and its chain's args scrubbed in
     place (submitit pickles its traceback; the driver re-raises it to a terminal).
 
-    Examples
-    --------
     >>> redact({"db": {"password": "hunter2", "url": "postgres://me:pw@db/x"}, "lr": 0.1})
     {'db': {'password': '<redacted>', 'url': 'postgres://<redacted>@db/x'}, 'lr': 0.1}
     >>> redact(["apptainer", "--env", "HF_TOKEN=abc", "--pwd", "/w", "--password", "x"])
@@ -389,8 +383,6 @@ class TextRedactor:
     searched for: it would match inside unrelated words. ``lenient``: a broken project
     setting is told in ``problem`` and the built-in rule used, for printing must not fail.
 
-    Examples
-    --------
     >>> clean = TextRedactor(["hunter22"], environ={})
     >>> clean("write +x.api_key=hunter22: got [hunter22 and https://me:pw@h/ lr=0.1")
     'write +x.api_key=<redacted>: got [<redacted> and https://<redacted>@h/ lr=0.1'
@@ -438,8 +430,6 @@ def redact_text(
     values of ``environ``'s secret-looking variables (:data:`MIN_SCRUB_LENGTH`) and
     ``values`` are replaced wherever they stand, and URL credentials are cut out.
 
-    Examples
-    --------
     >>> print(redact_text("# rank env\\nLR=0.1\\nWANDB_API_KEY='abc\\ndef'\\n"
     ...                   'HF_TOKEN="${HF_TOKEN:?}"\\nDB=postgres://me:pw@db/x\\n'), end="")
     # rank env
@@ -474,8 +464,6 @@ def command_line_secrets(argv: Sequence[str], declared: Sequence[str] = ()) -> s
     ``--token abc``; as written, unquoted, and each of a comma list), so that a message that
     quotes one back can be cleaned; a broken project setting leaves the built-in rule.
 
-    Examples
-    --------
     >>> sorted(command_line_secrets(["launch", "x.py", "+db.password=hunter2", "lr=0.1",
     ...                              "--token", "abcd1234", "api_key='${oc.env:K}'"]))
     ['abcd1234', 'hunter2']

@@ -6,8 +6,6 @@ status naming ``/etc/shadow`` as a log). So a file must be a regular file, not a
 read up to its kind's limit, and a file a sidecar *names* must lie under the sweep directory
 (:func:`inside`). A refusal is an :class:`UnsafeFileError`, an ``OSError``.
 
-Examples
---------
 >>> import tempfile
 >>> d = Path(tempfile.mkdtemp())
 >>> _ = (d / "status.json").write_text('{"a":1}')
@@ -128,8 +126,6 @@ def inside(root: StrPath, path: StrPath) -> Path:
     every symlink above its last component (left for :func:`open_regular_stat`) is resolved;
     else an :class:`UnsafeFileError`.
 
-    Examples
-    --------
     >>> str(inside("/runs/lr", "/runs/lr/.submitit/7/7_0_log.out"))
     '/runs/lr/.submitit/7/7_0_log.out'
     >>> inside("/runs/lr", "/etc/shadow")

@@ -63,8 +63,6 @@ def _is_secret_leaf(path: str, value: Any, declared: Sequence[str] = ()) -> bool
 class SecretVault:
     """Secret values moved out of a sweep's config into environment variables.
 
-    Examples
-    --------
     >>> import os
     >>> vault = SecretVault()
     >>> vault.hide("db", {"host": "h", "password": "hunter2"})

@@ -76,8 +76,6 @@ def timestamp() -> str:
     """Now, as every sidecar writes it: UTC, ISO 8601, to the millisecond (the order of two
     events a few ms apart is then readable).
 
-    Examples
-    --------
     >>> stamp = timestamp()
     >>> stamp.endswith("+00:00") and len(stamp) == len("2026-12-02T17:44:02.316+00:00")
     True
@@ -173,8 +171,6 @@ def canonical_dumps(obj: object) -> bytes:
     """``obj`` as canonical JSON bytes (module doc), lone surrogates as ``\\udXXX`` escapes;
     an error for a value it cannot write names its key path (``$['metrics'][3]``).
 
-    Examples
-    --------
     >>> canonical_dumps({"b": [1, float("nan")], "a": "é"})
     b'{"a":"\\xc3\\xa9","b":[1,{"__float__":"nan"}]}\\n'
     """
@@ -193,8 +189,6 @@ def loads(data: bytes | str) -> Any:
     """Parse JSON written by :func:`canonical_dumps` (``bytes`` as UTF-8), restoring tagged
     floats; a ``ValueError`` for what is not UTF-8 JSON or holds a malformed tag.
 
-    Examples
-    --------
     >>> loads(b'{"x":{"__float__":"-inf"},"y":[1.5]}\\n')
     {'x': -inf, 'y': [1.5]}
     """
@@ -220,8 +214,6 @@ def write_bytes_atomic(path: StrPath, data: bytes, *, mode: int = 0o666) -> None
     (``0o600``: only its owner may read it, from its first byte on). The file and its
     directory are fsynced, or inside :func:`mushin_box._core.durable.deferred` at its commit.
 
-    Examples
-    --------
     >>> import tempfile
     >>> target = Path(tempfile.mkdtemp()) / "sub" / "out.bin"
     >>> write_bytes_atomic(target, b"ok")
@@ -257,8 +249,6 @@ def write_text_atomic(path: StrPath, text: str, *, errors: str = "strict") -> No
     """:func:`write_bytes_atomic` of ``text`` in UTF-8 (no newline translation);
     ``errors="backslashreplace"`` for text of unknown origin such as tracebacks.
 
-    Examples
-    --------
     >>> import tempfile
     >>> target = Path(tempfile.mkdtemp()) / "traceback.txt"
     >>> write_text_atomic(target, "Traceback ...\\n")
@@ -271,8 +261,6 @@ def write_text_atomic(path: StrPath, text: str, *, errors: str = "strict") -> No
 def write_json_atomic(path: StrPath, obj: object) -> None:
     """:func:`write_bytes_atomic` of :func:`canonical_dumps`.
 
-    Examples
-    --------
     >>> import tempfile
     >>> target = Path(tempfile.mkdtemp()) / "status.json"
     >>> write_json_atomic(target, {"state": "done", "loss": float("nan")})
@@ -288,8 +276,6 @@ def read_json(path: StrPath, *, default: Any = None) -> Any:
     A file :mod:`mushin_box._core.safeio` refuses, or a corrupt one (not an object where one
     is due too), warns with a :class:`SidecarWarning` naming the file and gives ``default``.
 
-    Examples
-    --------
     >>> import tempfile
     >>> directory = Path(tempfile.mkdtemp())
     >>> read_json(directory / "missing.json", default={})

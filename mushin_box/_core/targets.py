@@ -5,8 +5,6 @@ hydra-zen writes ``_target_: <module>.<name>`` into every saved config and recor
 public name declares itself part of ``mushin_box`` (:func:`public`): a move of the private
 modules changes no record (and no private path is kept resolvable: none was recorded).
 
-Examples
---------
 >>> import mushin_box
 >>> mushin_box.HydraDDP.__module__
 'mushin_box'

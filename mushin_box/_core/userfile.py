@@ -41,8 +41,6 @@ def owner_problem(path: Path, st: os.stat_result | None = None) -> str | None:
     """Why ``path`` is not the user's own regular file that no one else can write, or None;
     ``st``: its ``fstat`` when read through an open descriptor (the file checked is read).
 
-    Examples
-    --------
     >>> import tempfile
     >>> with tempfile.NamedTemporaryFile() as f:
     ...     os.chmod(f.name, 0o644)
@@ -72,8 +70,6 @@ def import_file(
     already imported from that file; ``keep=False`` drops it from ``sys.modules`` (a SPEC
     file is read once). An ``ImportError`` when another module of that name is imported.
 
-    Examples
-    --------
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as d:
     ...     _ = (Path(d) / "userfile_doc.py").write_text("X = 1\\n")

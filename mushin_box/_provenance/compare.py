@@ -13,8 +13,6 @@ first batch at one world size (data order), weights by under :data:`DRIFT` of th
 (floating-point reduction order), else a real difference (at another world size, most
 likely the per-rank batch).
 
-Examples
---------
 >>> w = {"sha256": "a", "norm": 2.0}
 >>> one = {"world_size": 1, "fit_start": w, "epochs": [{"epoch": 0, "weights": w}]}
 >>> drift = {**one, "epochs": [{"epoch": 0, "weights": {"sha256": "b", "norm": 2.000000002}}]}
@@ -146,8 +144,6 @@ def _json_kind(value: Any) -> str:
 def record_problem(record: Any) -> str | None:
     """What makes ``record`` unusable as a provenance record; ``None`` when nothing does.
 
-    Examples
-    --------
     >>> record_problem({"reproducibility": {"config": {"lr": 0.1}}, "run": {}}) is None
     True
     >>> record_problem({"reproducibility": [1, 2]})
@@ -225,8 +221,6 @@ def _drop_derived(diffs: list[FieldDiff]) -> list[FieldDiff]:
 def package_diffs(a: Sequence[str], b: Sequence[str]) -> list[FieldDiff]:
     """One :class:`FieldDiff` per package whose version differs between two lists.
 
-    Examples
-    --------
     >>> [(f.path, f.a, f.b, f.change) for f in package_diffs(
     ...     ["attrs==1", "numpy==2.4"], ["numpy==2.5", "torch==2.6"])]
     ... # doctest: +NORMALIZE_WHITESPACE
@@ -310,8 +304,6 @@ def diff_records(
     A missing record breaks as the path ``<provenance>``; a missing cell is a ``path_a`` or
     ``path_b`` of ``None``. A record of the wrong shape raises ``ValueError``.
 
-    Examples
-    --------
     >>> one = {"reproducibility": {"config": {"lr": 0.1}}, "run": {"host": "a"}}
     >>> two = {"reproducibility": {"config": {"lr": 0.2}}, "run": {"host": "b"}}
     >>> d = diff_records(one, two)
@@ -369,8 +361,6 @@ def diff_records(
 def collapse_key(path: str) -> str:
     """A path with list indices replaced by ``[*]`` (for grouping rank rows).
 
-    Examples
-    --------
     >>> collapse_key("run.topology.ranks[12].hostname")
     'run.topology.ranks[*].hostname'
     """
@@ -381,8 +371,6 @@ def family_key(path: str) -> str:
     """The family a path belongs to, its parent with ``.*``: a big world's many scheduler
     variables (``run.env.*``) or launcher settings are then one row.
 
-    Examples
-    --------
     >>> family_key("run.env.SLURM_JOB_ID"), family_key("run.launcher.config.nodes")
     ('run.env.*', 'run.launcher.config.*')
     """

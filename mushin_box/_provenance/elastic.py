@@ -6,8 +6,6 @@ Each attempt (a requeue, a torchrun restart, a ``resume`` with fewer GPUs) knows
 own world, so it carries the earlier ones forward from the last record. Where the world
 changed is known from the fit's ``starts``, else only from the attempts' world sizes.
 
-Examples
---------
 >>> earlier = {"run": {"attempts": [{"attempt": 1, "restart": 0, "world_size": 2,
 ...                                  "started": "t1", "launcher": "torchrun"}]}}
 >>> entry = attempt_entry({"TORCHELASTIC_RESTART_COUNT": "0"}, attempt=2, world_size=1,
@@ -44,8 +42,6 @@ def _int(value: Any) -> int | None:
 def elastic_from_env(env: Mapping[str, str]) -> dict[str, Any] | None:
     """``run.elastic``: torchrun's restarts so far and the most it allows.
 
-    Examples
-    --------
     >>> elastic_from_env({"TORCHELASTIC_RESTART_COUNT": "1", "TORCHELASTIC_MAX_RESTARTS": "2"})
     {'restarts': 1, 'max_restarts': 2}
     >>> elastic_from_env({}) is None
@@ -71,8 +67,6 @@ def restart_count(env: Mapping[str, str]) -> tuple[int, str]:
 def restarts(env: Mapping[str, str]) -> dict[str, Any]:
     """A status's ``restarts`` and ``restarts_left`` (None: SLURM's); nothing at first.
 
-    Examples
-    --------
     >>> restarts({"TORCHELASTIC_RESTART_COUNT": "1", "TORCHELASTIC_MAX_RESTARTS": "3"})
     {'restarts': 1, 'restarts_left': 2}
     """
@@ -107,8 +101,6 @@ def earlier_s(previous: Mapping[str, Any], continues: bool, run_id: str) -> floa
 def spent(running: Mapping[str, Any], seconds: float) -> dict[str, float]:
     """A status's ``duration_s`` (every attempt) and, after earlier ones, ``attempt_s``.
 
-    Examples
-    --------
     >>> spent({"earlier_s": 50.0}, 10.0)
     {'duration_s': 60.0, 'attempt_s': 10.0}
     """
@@ -128,8 +120,6 @@ def attempt_entry(
 ) -> dict[str, Any]:
     """This attempt's entry of ``run.attempts`` (``epoch``: set by :func:`finished_run`).
 
-    Examples
-    --------
     >>> row = attempt_entry({"SLURM_RESTART_COUNT": "2", "TORCHELASTIC_RESTART_COUNT": "1"},
     ...                     attempt=3, world_size=8, started="t", launcher="torchrun")
     >>> row["restart"], row["requeue"]
@@ -150,8 +140,6 @@ def carried_attempts(previous: Any, *, continues: bool) -> list[dict[str, Any]]:
     """The earlier attempts of this fit, from the last record (an older one's world: one
     entry); nothing for a fresh start.
 
-    Examples
-    --------
     >>> old = {"run": {"started": "t0", "topology": {"world_size": 4},
     ...                "launcher": {"kind": "slurm"}}}
     >>> carried_attempts(old, continues=True)[0]["world_size"]
@@ -186,8 +174,6 @@ def world_changes(
 ) -> list[dict[str, Any]]:
     """Where the fit went on at another world size (without ``starts``: the attempts').
 
-    Examples
-    --------
     >>> world_changes([{"epoch": 0, "world_size": 4}, {"epoch": 3, "world_size": 4},
     ...                {"epoch": 5, "world_size": 2}])
     [{'epoch': 5, 'from': 4, 'to': 2}]

@@ -33,8 +33,6 @@ NVIDIA_SMI_TIMEOUT_S = 5.0
 def image_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any] | None:
     """The image a rank runs in, from the variables of its env file and Apptainer's path.
 
-    Examples
-    --------
     >>> image_from_env({"MUSHIN_SIF_SHA256": "ab12", "MUSHIN_SIF_UUID": "0-1",
     ...                 "APPTAINER_CONTAINER": "/i/x.sif"})
     {'sif_sha256': 'ab12', 'sif_uuid': '0-1', 'path': '/i/x.sif'}
@@ -55,8 +53,6 @@ def split_image(image: Mapping[str, Any] | None) -> tuple[dict[str, Any] | str, 
     ``run.image``: the rest); with no identity, :data:`UNIDENTIFIED_IMAGE` when it still
     says where an image is.
 
-    Examples
-    --------
     >>> split_image({"sif_sha256": "ab", "path": "/x.sif", "sif_size": 3})
     ({'sif_sha256': 'ab'}, {'path': '/x.sif', 'sif_size': 3})
     >>> split_image(None), split_image({"path": "/x.sif"})[0]
@@ -86,8 +82,6 @@ def _env_file(path: str) -> dict[str, Any]:
 def container_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any] | None:
     """``run.container``: how the rank was started in its container, redacted.
 
-    Examples
-    --------
     >>> c = container_from_env({"MUSHIN_APPTAINER_VERSION": "1.3.4",
     ...                         "MUSHIN_RANK_COMMAND": "apptainer exec --nv '/my i.sif' python"})
     >>> c["apptainer_version"], c["rank_argv"], c["env_file"]
@@ -139,8 +133,6 @@ def _nvidia_smi() -> tuple[str | None, tuple[tuple[str, str, str], ...]]:
 def _parse_nvidia_smi(text: str) -> tuple[str | None, tuple[tuple[str, str, str], ...]]:
     """Parse :func:`_nvidia_smi`'s query.
 
-    Examples
-    --------
     >>> _parse_nvidia_smi("0, GPU-aa, NVIDIA H200, 550.54.15\\n1, GPU-bb, NVIDIA H100, 550.54.15")
     ('550.54.15', (('0', 'GPU-aa', 'NVIDIA H200'), ('1', 'GPU-bb', 'NVIDIA H100')))
     """
@@ -189,8 +181,6 @@ def device_facts(environ: Mapping[str, str] | None = None) -> dict[str, Any] | N
     torch is not imported. GPU names come from torch once CUDA is initialized, else from
     ``nvidia-smi`` (asking torch would initialize CUDA).
 
-    Examples
-    --------
     >>> import sys
     >>> facts = device_facts()
     >>> facts is None if "torch" not in sys.modules else facts["torch"] is not None

@@ -42,8 +42,6 @@ def _write_packages(directory: Path, lines: Sequence[str]) -> None:
 def packages_beside(path: str | os.PathLike[str], record: Mapping[str, Any]) -> list[str] | None:
     """The package list beside a record (``path``: its cell or file), if the record names it.
 
-    Examples
-    --------
     >>> import tempfile
     >>> from mushin_box._provenance.record import package_set
     >>> cell = Path(tempfile.mkdtemp())

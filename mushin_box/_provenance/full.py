@@ -112,8 +112,6 @@ def split_config(
     """(experiment config, ``{dotted path: value}`` of the keys matching ``patterns``, and of
     ``trainer_keys`` under a node whose ``_target_`` names a ``...Trainer``).
 
-    Examples
-    --------
     >>> cfg = {"lr": 0.1, "trainer": {"_target_": "pytorch_lightning.Trainer",
     ...                               "devices": 4, "num_nodes": 2, "max_epochs": 3}}
     >>> kept, moved = split_config(cfg)
@@ -147,8 +145,6 @@ def split_config(
 def training_limits(config: Any) -> dict[str, Any]:
     """``{dotted path: value}`` of the :data:`TRAINER_LIMIT_KEYS` of the config's Trainers.
 
-    Examples
-    --------
     >>> training_limits({"trainer": {"_target_": "lightning.Trainer", "max_epochs": 3},
     ...                  "model": {"max_steps": 9}})
     {'trainer.max_epochs': 3}
@@ -169,8 +165,6 @@ def split_provenance(record: Mapping[str, Any]) -> dict[str, Any]:
     A schema-1 record's config hash moves to ``run.fingerprints.config``; both parts are
     redacted, except the rank rows of ``run.topology`` (numbers and host names only).
 
-    Examples
-    --------
     >>> rec = {"schema": 1, "reproducibility": {"config": {"seed": 3, "trainer":
     ...        {"devices": 2}}, "config_sha256": "abc", "seed_base": 3}, "run": {}}
     >>> out = split_provenance(rec)
@@ -223,8 +217,6 @@ def split_provenance(record: Mapping[str, Any]) -> dict[str, Any]:
 def seeds_from_records(records: Mapping[int, Mapping[str, Any]]) -> dict[int, int]:
     """``{rank: seed}`` of :func:`mushin_box._train.seeding.seed_records`' output.
 
-    Examples
-    --------
     >>> seeds_from_records({0: {"rank": 0, "seed": 7}, 1: {"rank": 1, "seed": 8}})
     {0: 7, 1: 8}
     """
@@ -238,8 +230,6 @@ def record_with_seeds(
     """A copy of a full record with the ranks' seeds filled in, and, when it has no seed
     base yet (no config ``seed``), the base the ranks seeded from.
 
-    Examples
-    --------
     >>> rec = {"reproducibility": {"seed": {"base": None}}, "run": {"topology": {
     ...     "rank_columns": ["global_rank", "seed"], "ranks": [[0, None], [1, None]]}}}
     >>> out = record_with_seeds(rec, {0: {"base": 5, "seed": 5}, 1: {"base": 5, "seed": 6}})
@@ -309,8 +299,6 @@ def full_provenance(
     facts are reused (``config`` and ``seed_base``, when given, replace its own). Each
     fact not given is read from ``environ`` (default ``os.environ``) and this process.
 
-    Examples
-    --------
     >>> def task(lr: float) -> dict: return {"loss": lr}
     >>> cfg = {"lr": 0.1, "seed": 0, "trainer": {"devices": 2}}
     >>> one = full_provenance(task=task, config=cfg, fingerprints={}, seed_base=0,
@@ -398,8 +386,6 @@ def finish_record(
     """A copy of a record completed when the cell's task has ended; the devices are read
     again (the task has usually imported torch by now), else kept from the start.
 
-    Examples
-    --------
     >>> rec = {"reproducibility": {}, "run": {"started": "2026-01-01T00:00:00.000+00:00",
     ...                                       "devices": None}}
     >>> out = finish_record(rec, ended="2026-01-01T00:01:00.000+00:00", duration_s=60.0,

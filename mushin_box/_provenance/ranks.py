@@ -7,8 +7,6 @@ An image is its digest, else its path. Each rank also records how its task ended
 keeping the previous attempt's row as ``before``: one without ``ended`` died without a
 word (SIGKILL, OOM), which names the rank a restarted cell lost (:func:`restart_cause`).
 
-Examples
---------
 >>> rows = [{"rank": 0, "python": "3.11.2", "executable": "/usr/bin/python3",
 ...          "container": "/i.sif", "container_name": "i.sif", "sif_sha256": "ab"},
 ...         {"rank": 1, "python": "3.11.2", "executable": "/usr/bin/python3",
@@ -174,8 +172,6 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def placements(topology: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
     """``run.topology.ranks``: each rank's own placement, with its recorded seed.
 
-    Examples
-    --------
     >>> topo = {"rank_columns": ["global_rank", "local_rank", "node_rank", "hostname",
     ...         "seed"], "ranks": [[0, 0, 0, "a", 7]]}
     >>> placements(topo, [{"rank": 0, "local_rank": 0, "node_rank": 0, "host": "a"},

@@ -110,8 +110,6 @@ def _experiment_run(experiment: Mapping[str, Any]) -> dict[str, Any]:
 def canonical_package_name(name: str) -> str:
     """A distribution name in its canonical form (PEP 503: lower case, ``-`` separators).
 
-    Examples
-    --------
     >>> canonical_package_name("Hydra_Zen"), canonical_package_name("zope.interface")
     ('hydra-zen', 'zope-interface')
     """
@@ -135,8 +133,6 @@ def installed_packages() -> tuple[str, ...]:
     """Every installed distribution as ``name==version`` (canonical names, sorted), once
     per process; of a name installed twice, the one ``import`` finds.
 
-    Examples
-    --------
     >>> names = [line.partition("==")[0] for line in installed_packages()]
     >>> "hydra-core" in names, names == sorted(set(names))
     (True, True)
@@ -153,8 +149,6 @@ def installed_packages() -> tuple[str, ...]:
 def packages_text(lines: Iterable[str]) -> str:
     """The text of ``mushin_packages.txt``: one ``name==version`` a line.
 
-    Examples
-    --------
     >>> packages_text(["attrs==26.1.0", "torch==2.13.0"])
     'attrs==26.1.0\\ntorch==2.13.0\\n'
     """
@@ -164,8 +158,6 @@ def packages_text(lines: Iterable[str]) -> str:
 def package_set(lines: Sequence[str]) -> dict[str, Any]:
     """The record's ``package_set``: its ``sha256`` is ``sha256sum mushin_packages.txt``'s.
 
-    Examples
-    --------
     >>> package_set(["attrs==26.1.0"])["count"]
     1
     >>> import hashlib
@@ -183,8 +175,6 @@ def package_set(lines: Sequence[str]) -> dict[str, Any]:
 def key_versions(lines: Iterable[str]) -> dict[str, str | None]:
     """The versions of :data:`KEY_PACKAGES` in a ``name==version`` list (``None``: absent).
 
-    Examples
-    --------
     >>> key_versions(["numpy==2.4.6", "torch==2.13.0+cpu"])["torch"]
     '2.13.0+cpu'
     """
@@ -195,8 +185,6 @@ def key_versions(lines: Iterable[str]) -> dict[str, str | None]:
 def package_versions(lines: Iterable[str]) -> dict[str, str]:
     """``{name: version}`` of a ``name==version`` list (blank lines skipped).
 
-    Examples
-    --------
     >>> package_versions(["numpy==2.4.6", "", "torch==2.13.0+cpu"])
     {'numpy': '2.4.6', 'torch': '2.13.0+cpu'}
     """

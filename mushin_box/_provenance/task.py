@@ -45,8 +45,6 @@ def task_locator(
 ) -> dict[str, Any]:
     """``run.task`` of a cell's record: where its task and ``pre_call`` are defined.
 
-    Examples
-    --------
     >>> from mushin_box import fit_task, seed_pre_call  # stable names, not API
     >>> loc = task_locator(fit_task, seed_pre_call)
     >>> loc["task"]["module"], loc["task"]["qualname"], loc["pre_call"]["qualname"]
@@ -58,8 +56,6 @@ def task_locator(
 def in_image(file: str | None, rank_argv: Sequence[str] | None, home: str | None) -> bool:
     """Whether ``file``, as a rank in a container saw it, lies under no host mount.
 
-    Examples
-    --------
     >>> argv = ["apptainer", "exec", "--bind", "/p:/p", "--bind", "/d:/in:ro", "--pwd", "/w",
     ...         "i.sif", "python"]
     >>> [in_image(f, argv, "/home/u") for f in ("/opt/v/m.py", "/p/e.py", "/in/a.py", "/tmp/t.py")]
@@ -81,8 +77,6 @@ def in_image(file: str | None, rank_argv: Sequence[str] | None, home: str | None
 def locator_problem(entry: Mapping[str, Any] | None, what: str) -> str | None:
     """Why ``entry`` (a :func:`task_locator` entry) cannot be imported again, or None.
 
-    Examples
-    --------
     >>> locator_problem({"module": "m", "qualname": "f.<locals>.g", "file": None}, "task")
     'the task m.f.<locals>.g is defined inside a function: ...'
     """

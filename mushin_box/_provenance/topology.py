@@ -71,8 +71,6 @@ class SlurmJob:
 class Topology:
     """The world one process belongs to (``rank``: that process's global rank).
 
-    Examples
-    --------
     >>> from mushin_box.testing import simulate_topology
     >>> topo = simulate_topology(2, 2, seed_base=10)
     >>> topo.nodes, topo.world_size
@@ -231,8 +229,6 @@ def topology_from_env(
     ranks HydraDDP started, torchrun's, SLURM's, HydraDDP's rank 0 (``devices``: the ranks
     it is about to start), else one process. ``ValueError``: a rank variable not an integer.
 
-    Examples
-    --------
     >>> env = {"SLURM_PROCID": "5", "SLURM_LOCALID": "1", "SLURM_NODEID": "1",
     ...        "SLURM_NTASKS": "8", "SLURM_NTASKS_PER_NODE": "4",
     ...        "MUSHIN_JOB_NODES": "gpu07,gpu08", "SLURM_JOB_ID": "42"}
