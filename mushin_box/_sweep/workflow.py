@@ -59,11 +59,6 @@ def _config_from_signature(task: Callable[..., Any]) -> Any:
     return make_config(*[p.name for p in params if p.name not in defaults], **defaults)
 
 
-def _launcher_is_multi_rank(launcher_config: Mapping[str, Any] | None) -> bool:
-    values = [(launcher_config or {}).get(key) for key in _MULTI_RANK_KEYS]
-    return math.prod(v for v in values if isinstance(v, int) and not isinstance(v, bool)) > 1
-
-
 #: launchers whose jobs run on without the driver (``wait=False``)
 _DETACHABLE = ("mushin_slurm", "mushin_local")
 
@@ -74,7 +69,8 @@ def _deadline(
     """The sweep's ``time.time()`` deadline; None for none, or (with a warning) multi-rank."""
     if max_total_seconds is None:
         return None
-    if _launcher_is_multi_rank(launcher_config):
+    values = [(launcher_config or {}).get(key) for key in _MULTI_RANK_KEYS]
+    if math.prod(v for v in values if isinstance(v, int) and not isinstance(v, bool)) > 1:
         warnings.warn(
             "max_total_seconds is disabled for multi-rank launches (each rank would keep "
             "its own deadline and a rank that stopped alone would hang the others); use "
@@ -394,20 +390,9 @@ class Workflow:
         # (config defaults first: an override's value for the same path must win)
         config = vault.hide_in_config(self.config, plain=launcher not in (None, "basic"))
         keys = validate.SweepKeys(self.task, self.config)  # a name the task can't take is refused
-        grid, task_overrides = self._sweep_overrides(sweep_params, vault, keys)
-        raw = list(overrides or [])
-        validate.check_override_syntax(raw)
-        keys.check_raw(raw)
-        user = vault.hide_in_overrides(raw, is_config_key=_is_config_key)
-        grid.update(validate.user_sweeps(user))  # "x=1,2" in raw overrides is a grid axis too
-        return config, grid, task_overrides + user
-
-    def _sweep_overrides(
-        self, params: Mapping[str, Any], vault: SecretVault, keys: validate.SweepKeys
-    ) -> tuple[dict[str, list[Any]], list[str]]:
         grid: dict[str, list[Any]] = {}
         out: list[str] = []
-        for name, value in params.items():
+        for name, value in sweep_params.items():
             swept = list(cast("multirun[Any]", value)) if isinstance(value, multirun) else None
             if swept is not None and vault.hide(name, swept) != swept:
                 raise sweep_error(name)  # said first: whatever the name, never swept
@@ -434,7 +419,12 @@ class Workflow:
                 )
             else:
                 out.append(format_override(name, vault.hide(name, value), add=add))
-        return grid, out
+        raw = list(overrides or [])
+        validate.check_override_syntax(raw)
+        keys.check_raw(raw)
+        user = vault.hide_in_overrides(raw, is_config_key=_is_config_key)
+        grid.update(validate.user_sweeps(user))  # "x=1,2" in raw overrides is a grid axis too
+        return config, grid, out + user
 
 
 def _is_config_key(key: str) -> bool:

@@ -239,13 +239,14 @@ def test_multi_rank_launch_disables_the_budget_with_a_warning(
 
 def test_multi_rank_detection() -> None:
     from mushin_box._sweep.cells import is_multi_rank
-    from mushin_box._sweep.workflow import _launcher_is_multi_rank
+    from mushin_box._sweep.workflow import _deadline
 
     step = {"SLURM_NTASKS": "4", "SLURM_PROCID": "0", "SLURM_STEP_ID": "0"}
     assert is_multi_rank(step) and is_multi_rank({"WORLD_SIZE": "2", "RANK": "1"})
     assert not is_multi_rank({"SLURM_NTASKS": "1"}) and not is_multi_rank({})
-    assert _launcher_is_multi_rank({"nodes": 2, "tasks_per_node": 1})
-    assert not _launcher_is_multi_rank({"nodes": 1, "tasks_per_node": 1, "timeout_min": 9})
+    with pytest.warns(UserWarning, match="disabled for multi-rank"):
+        assert _deadline(1, {"nodes": 2, "tasks_per_node": 1}) is None
+    assert _deadline(1, {"nodes": 1, "tasks_per_node": 1, "timeout_min": 9}) is not None
 
 
 KILL_SCRIPT = textwrap.dedent(
