@@ -130,8 +130,6 @@ def runtime_apptainer_version(*, timeout_s: float = 10.0) -> tuple[str | None, s
     ``(None, None)`` without ``apptainer`` on PATH (normal on a login node); ``(None, why)``
     when it did not answer within ``timeout_s`` or failed.
 
-    Examples
-    --------
     >>> import os
     >>> path = os.environ.get("PATH")
     >>> os.environ["PATH"] = "/nonexistent"

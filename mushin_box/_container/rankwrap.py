@@ -54,8 +54,6 @@ def _literal(value: str, *, no_eval: bool) -> str:
     bash and Apptainer's interpreter agree (Apptainer keeps the backslash of ``'\\''``). NUL
     and carriage return have no spelling: ValueError.
 
-    Examples
-    --------
     >>> print(_literal('it\\'s "x"', no_eval=True), _literal("a/b=1", no_eval=True))
     'it'"'"'s "x"' a/b=1
     >>> print(_literal("'", no_eval=True), _literal("", no_eval=True))
@@ -87,8 +85,6 @@ def render_env_file(
     variables as ``NAME="${NAME:?}"``/``"${NAME:-default}"``, the rest literal.
     ``sif_sha256`` is a shorthand of ``identity`` (``preflight(image).identity``).
 
-    Examples
-    --------
     >>> spec = ContainerLaunch(image="/i.sif", project_dir="/p", env={"GREETING": "it's $5"})
     >>> text = render_env_file(spec)
     >>> 'SLURM_PROCID="${SLURM_PROCID:?}"' in text, 'PYTHONNOUSERSITE=1' in text
@@ -149,8 +145,6 @@ def env_file_path(working_dir: StrPath, env_text: str) -> str:
     """Where the env file lives: ``<working_dir>/.mushin-box/apptainer-<sha256[:12]>.env``,
     content-addressed by its body ``env_text`` (the text before :data:`SELF_REFERENCE_MARKER`).
 
-    Examples
-    --------
     >>> env_file_path("/runs/r1", "A=1\\n")
     '/runs/r1/.mushin-box/apptainer-91d6a3d55e9f.env'
     """
@@ -181,8 +175,6 @@ def plan_env_file(
     (:func:`env_file_path`), then :data:`SELF_REFERENCE_MARKER`, ``MUSHIN_RANK_COMMAND``
     (the launcher's ``python``, :func:`rank_command`) and ``MUSHIN_ENV_FILE`` (its path).
 
-    Examples
-    --------
     >>> spec = ContainerLaunch(image="/i.sif", project_dir="/p", infiniband=False)
     >>> env = plan_env_file(spec, working_dir="/p/runs")
     >>> env.path == env_file_path("/p/runs", render_env_file(spec))
@@ -216,8 +208,6 @@ def rank_argv(
     """``apptainer exec ... IMAGE python *python_args`` for one rank; ``working_dir`` (bound,
     ``--pwd``) defaults to ``spec.project_dir``.
 
-    Examples
-    --------
     >>> spec = ContainerLaunch(image="/i.sif", project_dir="/p", infiniband=False)
     >>> rank_argv(spec, "/w/a.env", ["-u", "x.py"], working_dir="/w")
     ... # doctest: +NORMALIZE_WHITESPACE
@@ -251,8 +241,6 @@ def rank_command(
 ) -> str:
     """:func:`rank_argv` without Python arguments, shell-quoted: submitit's ``python``.
 
-    Examples
-    --------
     >>> spec = ContainerLaunch(image="/my images/i.sif", project_dir="/p", nv=False,
     ...                        infiniband=False)
     >>> rank_command(spec, "/p/a.env")
@@ -284,8 +272,6 @@ def setup_lines(
     and write ``env_text`` to ``env_file`` atomically, base64-encoded so that no ``${``
     reaches Hydra (``heredoc=True``: verbatim, for hand-written batch scripts).
 
-    Examples
-    --------
     >>> spec = ContainerLaunch(image="/i.sif", project_dir="/p")
     >>> lines = setup_lines(spec, env_file="/p/.mushin-box/a.env", env_text="A=1\\n")
     >>> lines[1]
@@ -320,8 +306,6 @@ def env_file_written(python: str, setup: Sequence[str]) -> tuple[str | None, str
     """``(path, text)`` of the env file that launcher fields write (``python`` names the
     file, a :func:`setup_lines` line carries the text); None when they write none.
 
-    Examples
-    --------
     >>> spec = ContainerLaunch(image="/i.sif", project_dir="/p")
     >>> lines = setup_lines(spec, env_file="/p/.mushin-box/a.env", env_text="A='1'\\n")
     >>> env_file_written("apptainer exec --env-file /p/.mushin-box/a.env /i.sif python", lines)
@@ -339,8 +323,6 @@ def env_file_written(python: str, setup: Sequence[str]) -> tuple[str | None, str
 def fold_env_file(script: str) -> str:
     """``script`` with each env file :func:`setup_lines` writes folded to a note of its size.
 
-    Examples
-    --------
     >>> fold_env_file("printf %s QT0xCg== | base64 -d > /f")
     'printf %s <the env file shown below, 8 bytes of base64> | base64 -d > /f'
     """

@@ -50,10 +50,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def smoke_rank_env(rank: int, job_id: str, base: dict[str, str] | None = None) -> dict[str, str]:
+def smoke_rank_env(rank: int, job_id: str) -> dict[str, str]:
     """The environment ``srun`` would give task ``rank`` of a 1-node, 2-task job."""
-    env = dict(os.environ if base is None else base)
-    env.update(
+    return dict(
+        os.environ,
         SLURM_JOB_ID=job_id,
         SLURM_JOB_NAME=SMOKE_JOB_NAME,
         SLURM_NNODES="1",
@@ -69,14 +69,11 @@ def smoke_rank_env(rank: int, job_id: str, base: dict[str, str] | None = None) -
         SLURM_TASKS_PER_NODE=str(WORLD),
         CUDA_VISIBLE_DEVICES="",
     )
-    return env
 
 
 def _absolute_experiment(experiment: str | None) -> str | None:
     """``exp.py[:NAME]`` with the file's path made absolute (``module:attr`` as it is).
 
-    Examples
-    --------
     >>> _absolute_experiment("pkg.mod:Config"), _absolute_experiment(None)
     ('pkg.mod:Config', None)
     >>> _absolute_experiment("exp.py:Config") == f"{Path.cwd() / 'exp.py'}:Config"

@@ -16,8 +16,6 @@ first m arrays.
 All or nothing: each array is recorded once sbatch takes it; when sbatch refuses a later
 one, those submitted are cancelled and the refusal raised.
 
-Examples
---------
 >>> [(p.first, p.cells, p.parallelism, p.after) for p in split_sweep(5, 2, 2)]
 [(0, 2, 2, None), (2, 2, 2, 0), (4, 1, 1, 1)]
 >>> array_limit("MaxArraySize = 1001\\nSchedulerParameters = max_array_tasks=300,bf_continue")
@@ -58,8 +56,6 @@ def array_limit(config_text: str) -> int | None:
     smaller of ``MaxArraySize`` and ``max_array_tasks``; 1 where arrays are disabled; None
     when neither is said.
 
-    Examples
-    --------
     >>> array_limit("MaxArraySize            = 1001"), array_limit("MaxArraySize = 0")
     (1001, 1)
     >>> array_limit("SchedulerParameters = (null)") is None
@@ -85,8 +81,6 @@ def split_sweep(cells: int, limit: int | None, parallelism: int) -> list[ArrayPa
     """The arrays of ``cells`` cells: at most ``limit`` each (None: one array), nearly
     equal, chained so that at most ``parallelism`` cells run at once.
 
-    Examples
-    --------
     >>> [(p.cells, p.parallelism, p.after) for p in split_sweep(2500, 1001, 256)]
     [(834, 256, None), (833, 256, 0), (833, 256, 1)]
     >>> [(p.cells, p.after) for p in split_sweep(2500, 1001, 2000)]  # two at a time
@@ -139,8 +133,6 @@ def first_array(settings: Mapping[str, Any], cells: int | None) -> tuple[int | N
 def arrays_summary(parts: Sequence[ArrayPart], limit: int | None) -> str | None:
     """One line for the dry run about a sweep split into several arrays (None: one array).
 
-    Examples
-    --------
     >>> arrays_summary(split_sweep(2500, 1001, 256), 1001)  # doctest: +NORMALIZE_WHITESPACE
     '3 job arrays (834, 833, 833 cells; at most 1001 per array), each after the one before
      ends, at most 256 cells at once'

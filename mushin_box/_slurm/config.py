@@ -111,8 +111,6 @@ def check_sbatch_option(option: object, value: object, *, where: str) -> None:
     any prefix of it (sbatch reads ``--part`` as ``--partition``). ``array`` and the log
     paths are the kit's alone. ``mem`` is allowed: a size under a whole GB has no field.
 
-    Examples
-    --------
     >>> check_sbatch_option("mail-type", "END", where="--sbatch 'mail-type=END'")
     >>> check_sbatch_option("time", "10:00:00", where="x")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
@@ -228,8 +226,6 @@ class SlurmSettings:
     ``additional_parameters.OPTION``) to its source (``--flag``, ``profile NAME (file)``,
     ...). None is "not set": the launcher's default applies.
 
-    Examples
-    --------
     >>> s = SlurmSettings().merged({"partition": "gpu"}, "--partition")
     >>> s.given(), s.sources
     ({'partition': 'gpu'}, {'partition': '--partition'})

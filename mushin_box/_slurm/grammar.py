@@ -24,8 +24,6 @@ def parse_slurm_time(value: object, *, what: str = "time") -> int:
     seconds rounded up as SLURM does. A limit is required (the requeue trap counts from
     it): ``0``, ``UNLIMITED`` and ``INFINITE`` are refused.
 
-    Examples
-    --------
     >>> [parse_slurm_time(t) for t in (90, "90", "2:00:00", "1-00:00:00", "1-2", "0:30")]
     [90, 90, 120, 1440, 1560, 1]
     >>> parse_slurm_time("2h")  # doctest: +ELLIPSIS
@@ -64,8 +62,6 @@ def parse_slurm_memory(value: object, *, what: str = "mem") -> int:
     """Megabytes of a memory size written as sbatch's ``--mem`` takes it: a whole number
     with an optional unit ``K``, ``M`` (the default), ``G`` or ``T``; kilobytes round up.
 
-    Examples
-    --------
     >>> [parse_slurm_memory(m) for m in ("64G", "500M", "500", "1T", "2048K", "16gb")]
     [65536, 500, 500, 1048576, 2, 16384]
     >>> parse_slurm_memory("1.5G")  # doctest: +ELLIPSIS
@@ -87,8 +83,6 @@ def memory_fields(megabytes: int) -> dict[str, Any]:
     """The launcher fields for ``--mem`` of ``megabytes`` per node: ``mem_gb`` for whole
     gigabytes, else sbatch's ``mem`` (``0``: all of each node's memory).
 
-    Examples
-    --------
     >>> memory_fields(65536), memory_fields(500)
     ({'mem_gb': 64}, {'additional_parameters': {'mem': '500M'}})
     >>> memory_fields(0)

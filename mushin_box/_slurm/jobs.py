@@ -6,8 +6,6 @@ found": a job it cannot see may still run, and reading silence as "ended" would 
 second copy. ``PREEMPTED`` is *ended*, as SLURM defines it; a preempted job that is
 requeued shows as ``REQUEUED`` or ``PENDING``, which are live.
 
-Examples
---------
 >>> is_live("RUNNING"), is_live("PREEMPTED"), is_live("CANCELLED by 1000")
 (True, False, False)
 >>> LIVE_STATES & ENDED_STATES, UNKNOWN in LIVE_STATES | ENDED_STATES
@@ -71,8 +69,6 @@ def slurm_job_id(environ: Mapping[str, str] | None = None) -> str | None:
     array task (the plain id of an array's last task is the whole array's); as bash,
     :data:`JOB_ID_BASH`.
 
-    Examples
-    --------
     >>> slurm_job_id({"SLURM_JOB_ID": "12", "SLURM_ARRAY_JOB_ID": "10", "SLURM_ARRAY_TASK_ID": "2"})
     '10_2'
     >>> slurm_job_id({"SLURM_JOB_ID": "12"}), slurm_job_id({}) is None
@@ -88,8 +84,6 @@ def slurm_job_id(environ: Mapping[str, str] | None = None) -> str | None:
 def base_state(text: str) -> str:
     """The state word of what ``squeue``/``sacct``/submitit print (``CANCELLED by 1000``).
 
-    Examples
-    --------
     >>> base_state("cancelled by 1000"), base_state(" RUNNING\\n")
     ('CANCELLED', 'RUNNING')
     """
@@ -117,8 +111,6 @@ def never_starts(reason: str | None) -> bool:
     """Will a job pending for ``reason`` (squeue's ``%r``) never start as it is?
     ``ReqNodeNotAvail`` counts only when it names unavailable nodes (a reservation ends).
 
-    Examples
-    --------
     >>> never_starts("PartitionNodeLimit"), never_starts("QOSMaxGRESPerJob")
     (True, True)
     >>> never_starts("Priority"), never_starts("JobHeldUser")
@@ -148,8 +140,6 @@ def sweep_mark(sweep_dir: str | os.PathLike[str]) -> str:
     ``cancel`` knows the sweep's jobs (ids are reused; sidecars may be edited). Quoted: no
     space, comma or control character reaches the batch script.
 
-    Examples
-    --------
     >>> sweep_mark("/runs/my sweep")
     'mushin-box-sweep=/runs/my%20sweep'
     """
@@ -160,8 +150,6 @@ def owned_by(comment: str, sweep_dir: str | os.PathLike[str]) -> bool:
     """Is the last word of a job's comment (``squeue -o %k``) the :func:`sweep_mark` of
     ``sweep_dir``?
 
-    Examples
-    --------
     >>> owned_by("nightly mushin-box-sweep=/runs/a", "/runs/a"), owned_by("", "/runs/a")
     (True, False)
     >>> owned_by("mushin-box-sweep=/runs/ab", "/runs/a")
@@ -216,8 +204,6 @@ def asked_ids(job_ids: Iterable[str]) -> str:
     """The ``-j`` list for squeue (``-r``) and sacct: an array task by its array's id (the
     caller keeps the lines it wants), so 10,000 cells are not one argument over 128 KiB.
 
-    Examples
-    --------
     >>> asked_ids(["12_3", "12_4", "9", "13_0", "14_[1-3]"])
     '12,13,14_[1-3],9'
     """
@@ -232,8 +218,6 @@ SCANCEL_EXPRESSION_CHARS = 500
 def number_ranges(numbers: Iterable[int]) -> list[str]:
     """Numbers, sorted, as runs of consecutive ones: SLURM's and the kit's ``0-3,5``.
 
-    Examples
-    --------
     >>> number_ranges([5, 3, 0, 1, 2])
     ['0-3', '5']
     """
@@ -251,8 +235,6 @@ def scancel_args(job_ids: Iterable[str]) -> list[str]:
     (``12_[0-3,5]``) of at most :data:`SCANCEL_EXPRESSION_CHARS`; other ids as they are.
     Never a whole array for some of its tasks.
 
-    Examples
-    --------
     >>> scancel_args(["12_3", "12_0", "12_1", "12_2", "12_5", "9", "13_7"])
     ['12_[0-3,5]', '13_7', '9']
     """

@@ -74,8 +74,6 @@ class _BaseLauncherConf(_QueueConf):
 class LocalLauncherConf(_BaseLauncherConf):
     """``hydra/launcher=mushin_local``: each cell as local processes (submitit's local executor).
 
-    Examples
-    --------
     >>> from mushin_box._slurm.launcher import LocalLauncherConf
     >>> LocalLauncherConf(timeout_min=5).tasks_per_node
     1
@@ -94,8 +92,6 @@ class SlurmLauncherConf(_BaseLauncherConf):
     """``hydra/launcher=mushin_slurm``: every field of hydra-submitit-launcher 1.2.0's
     ``SlurmQueueConf``, plus ``python``, ``srun_args`` and the host-side requeue policy.
 
-    Examples
-    --------
     >>> from mushin_box._slurm.launcher import SlurmLauncherConf
     >>> conf = SlurmLauncherConf(nodes=2, tasks_per_node=4, gpus_per_node=4,
     ...                          python="apptainer exec --nv image.sif python")
@@ -219,8 +215,6 @@ _EXECUTOR = {k: k for k in ("nodes", "gpus_per_node", "cpus_per_gpu", "gpus_per_
 def slurm_parameters(settings: Mapping[str, Any]) -> dict[str, Any]:
     """submitit ``SlurmExecutor`` parameters (sbatch names) for :func:`_settings`' output.
 
-    Examples
-    --------
     >>> from mushin_box._slurm.launcher import _settings, slurm_parameters
     >>> p = slurm_parameters(_settings("slurm", {"nodes": 2, "tasks_per_node": 4,
     ...                                          "timeout_min": 30, "mem_gb": 64}))
@@ -258,8 +252,6 @@ def render_sbatch(
     values ``params`` (else :class:`SlurmLauncherConf`'s defaults), rendered without
     ``srun``; ``map_count``: of a job array of that many cells.
 
-    Examples
-    --------
     >>> text = render_sbatch({"name": "demo", "python": "apptainer exec a.sif python"},
     ...                      "/runs/.submitit/%j")
     >>> "#SBATCH --signal=B:USR2@120" in text and "a.sif python -u -m submitit" in text
@@ -345,8 +337,6 @@ class SubmititCellLauncher:
     """The logic behind ``hydra/launcher=mushin_slurm`` and ``mushin_local``; ``params``
     (the ``hydra.launcher`` node's values) are checked here, before anything is submitted.
 
-    Examples
-    --------
     >>> from mushin_box._slurm.launcher import SubmititCellLauncher
     >>> launcher = SubmititCellLauncher("slurm", {"nodes": 2, "tasks_per_node": 4,
     ...                                           "requeue_on": ["timeout"]})
@@ -468,9 +458,9 @@ class SubmititCellLauncher:
 
     def _active(self, job: Any) -> bool:
         """Can this job still produce a result (SLURM: pending, running, requeued, ...)?"""
-        if self.cluster != "slurm":
-            return False
-        return is_live(str(job.watcher.get_state(job.job_id, mode="force")))
+        return self.cluster == "slurm" and is_live(
+            str(job.watcher.get_state(job.job_id, mode="force"))
+        )
 
     def _outcome(self, job: Any, overrides: Sequence[str]) -> Any:
         """The cell's final JobReturn, or None while it may still change."""

@@ -33,8 +33,6 @@ class SlurmProbe:
 def probe_slurm(timeout_s: float = PROBE_TIMEOUT_S) -> SlurmProbe:
     """Ask the SLURM controller whether it is up (``scontrol ping``, at most ``timeout_s``).
 
-    Examples
-    --------
     >>> probe = probe_slurm()
     >>> isinstance(probe.reachable, bool) and bool(probe.reason)
     True
@@ -155,8 +153,6 @@ def nv_without_gpus(partition: str | None, timeout_s: float = PROBE_TIMEOUT_S) -
     """Why ``--nv`` is wasted on ``partition`` (None: a node has a GPU, or it is unknown):
     without a GPU it silently binds the host's GL/EGL libraries into every rank.
 
-    Examples
-    --------
     >>> _no_gpu_gres(["gpu:4", "(null)"]), _no_gpu_gres(["(null)", "tmpdisk:100"])
     (False, True)
     """
@@ -183,8 +179,6 @@ CHECK_TIMEOUT_S = 20.0
 def _said(text: str) -> str:
     """SLURM's words, one line: each line without its client prefix, repeats dropped.
 
-    Examples
-    --------
     >>> _said("sbatch: error: invalid partition specified: gpu\\n"
     ...       "allocation failure: Invalid partition name specified\\n")
     'invalid partition specified: gpu; Invalid partition name specified'
@@ -234,8 +228,6 @@ def partition_capacity(
     """The nodes and GPUs per node of ``partition`` (None: the default one) from ``sinfo
     -N``; None when sinfo is missing, fails, or knows no such partition.
 
-    Examples
-    --------
     >>> _gpus("gpu:4"), _gpus("gpu:a100:8(S:0-1),tmpdisk:100"), _gpus("(null)"), _gpus("gpu")
     (4, 8, 0, None)
     """

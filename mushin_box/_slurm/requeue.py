@@ -108,8 +108,6 @@ def requeue_setup_lines(
 ) -> list[str]:
     """Shell lines for submitit's ``setup``: the host-side requeue trap (see module doc).
 
-    Examples
-    --------
     >>> lines = requeue_setup_lines(requeue_on=["preemption"], max_requeues=2,
     ...                             rank_signal="USR1", signal_delay_s=60, timeout_min=30)
     >>> lines[2:4]

@@ -6,8 +6,6 @@ A job id is the only handle on a cell that has not started (it has no directory 
 its overrides, so that ``status``, ``wait`` and ``cancel`` work from any shell, and a resume
 refuses a second copy of a queued cell, even after the driver was detached or killed.
 
-Examples
---------
 >>> import tempfile
 >>> from pathlib import Path
 >>> root = Path(tempfile.mkdtemp())
@@ -84,8 +82,6 @@ def checked_job_ids(
     out: the file sits in a shared directory, so only ``{"job_id": "<a SLURM job id>"}``
     entries are used.
 
-    Examples
-    --------
     >>> ids, bad = checked_job_ids({"cluster": "slurm", "jobs": [
     ...     {"job_id": "7_0"}, {"job_id": "--name=x"}, {"job_id": 8}, ["9"]]})
     >>> ids, len(bad)

@@ -10,14 +10,10 @@ pickled Hydra job as submitit's task ``RANK``; rank 0's result is the cell's ``J
 
 On SLURM every agent derives the same rendezvous from the job's variables (its first node,
 :data:`JOB_NODES_SETUP`, since an image has no ``scontrol``; the port, :data:`RDZV_PORT`).
-A worker presents torchrun's world in the ``SLURM_*`` task variables it inherits, writes
-its node name to the job's folder (:func:`_group_nodes`: torchrun numbers nodes in join
-order), and presents the group's restart count (:func:`present_group_restarts`), since
-torchrun's ``TORCHELASTIC_RESTART_COUNT`` is per node; a restarted group resumes from
-``last.ckpt``.
+A worker presents torchrun's world as ``SLURM_*`` task variables, its node
+(:func:`_group_nodes`) and its group's restart count (:func:`present_group_restarts`); a
+restarted group resumes from ``last.ckpt``.
 
-Examples
---------
 >>> words = task_python({"python": "/venv/bin/python", "torchrun": True, "nproc_per_node": 2,
 ...                      "max_restarts": 1}).split()
 >>> words[1:5], words[-2:]
@@ -61,8 +57,6 @@ _EXITS_DIR = ".mushin-exits"  # the agents' notes of their failed workers, besid
 def parse_nnodes(text: str) -> tuple[int, int]:
     """``(min, max)`` nodes of ``N`` or ``MIN:MAX`` (torchrun's ``--nnodes``).
 
-    Examples
-    --------
     >>> parse_nnodes("2"), parse_nnodes("1:4")
     ((2, 2), (1, 4))
     >>> parse_nnodes("4:2")
@@ -125,8 +119,6 @@ def torchrun_launcher_fields(
     (below ``nodes``): ``--nnodes MIN:MAX``, with ``--kill-on-bad-exit=0`` so that srun
     leaves the other nodes running for torchrun to re-form the group.
 
-    Examples
-    --------
     >>> fields = torchrun_launcher_fields(
     ...     {"nodes": 2, "tasks_per_node": 4, "gpus_per_node": 4, "cpus_per_task": 2},
     ...     max_restarts=1)
@@ -181,8 +173,6 @@ JOB_NODES_SETUP = (
 def job_nodes(env: Mapping[str, str]) -> list[str]:
     """The job's node names in the node list's order (:data:`JOB_NODES_SETUP` exported them).
 
-    Examples
-    --------
     >>> job_nodes({"MUSHIN_JOB_NODES": "gpu07,gpu08"}), job_nodes({})
     (['gpu07', 'gpu08'], [])
     """
@@ -193,8 +183,6 @@ def rendezvous_from_env(env: Mapping[str, str]) -> dict[str, str]:
     """``{"backend", "endpoint", "id"}`` of a SLURM job's torchrun agents, the same on
     every node.
 
-    Examples
-    --------
     >>> rendezvous_from_env({"SLURM_JOB_ID": "1234", "MUSHIN_JOB_NODES": "gpu07,gpu08"})
     {'backend': 'c10d', 'endpoint': 'gpu07:26234', 'id': '1234'}
     >>> rendezvous_from_env({"SLURM_JOB_ID": "12", "SLURM_ARRAY_JOB_ID": "10",
@@ -220,8 +208,6 @@ def slurm_rank_logs(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     A SLURM torchrun cell has one task per node: its file is listed under the node's first
     rank.
 
-    Examples
-    --------
     >>> logs = slurm_rank_logs({"SUBMITIT_EXECUTOR": "slurm", "SUBMITIT_FOLDER": "/s/%j",
     ...                         "SLURM_JOB_ID": "7", "SLURM_NTASKS": "2"})
     >>> logs["rank1.err"]
@@ -267,8 +253,6 @@ def torchrun_argv(
     """The torchrun command line of the agent's arguments (its flags, then submitit's
     ``-u -m submitit.core._submit FOLDER``); the rendezvous is exported to ``environ``.
 
-    Examples
-    --------
     >>> env = {"SLURM_JOB_ID": "7", "MUSHIN_JOB_NODES": "n1,n2"}
     >>> argv = torchrun_argv(["--nproc-per-node", "2", "--nnodes", "2", *SUBMIT_ARGS, "/f"],
     ...                      python="py", environ=env)
