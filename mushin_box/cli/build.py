@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 from mushin_box.cli.main import UsageError
 
 if TYPE_CHECKING:
-    from mushin_box._image.build import OutputNotWritable
     from mushin_box._image.spec import ImageSpec
 
 HELP = "Build the Apptainer image from an ImageSpec and record its manifest."
@@ -120,12 +119,12 @@ def load_spec(ref: str) -> tuple[ImageSpec, str]:
         target, attr = ref, "IMAGE"
     elif not target or not attr.isidentifier():
         raise UsageError(f"SPEC {ref!r}: expected FILE.py[:ATTR] or package.module:ATTR")
-    is_file = target.endswith(".py") or "/" in target or Path(target).is_file()
+    path = Path(target)
+    is_file = target.endswith(".py") or "/" in target or path.is_file()
+    if is_file and not path.is_file():
+        raise UsageError(f"SPEC file {target!r} does not exist")
     try:
         if is_file:
-            path = Path(target)
-            if not path.is_file():
-                raise UsageError(f"SPEC file {target!r} does not exist")
             from mushin_box._core.userfile import import_file
 
             # a private name, dropped after: a SPEC is read, not imported by the ranks
@@ -135,8 +134,6 @@ def load_spec(ref: str) -> tuple[ImageSpec, str]:
         else:
             module = importlib.import_module(target)
             stem = attr.lower()
-    except UsageError:
-        raise
     except Exception as exc:  # the user's spec code, worded as launch words an experiment's
         from mushin_box._launch.loading import user_code_error
 
@@ -149,10 +146,6 @@ def load_spec(ref: str) -> tuple[ImageSpec, str]:
     if not isinstance(spec, ImageSpec):
         raise UsageError(f"SPEC {ref!r} is a {type(spec).__qualname__}, not an ImageSpec")
     return spec, stem
-
-
-def _bad_output(out: Path, exc: OutputNotWritable) -> UsageError:
-    return UsageError(f"-o {out}: {exc.reason}; choose another -o")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -195,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             build_image(spec, out, context=context, dry_run=True)
         except OutputNotWritable as exc:
-            raise _bad_output(out, exc) from None
+            raise UsageError(f"-o {out}: {exc.reason}; choose another -o") from None
         sys.stdout.write(plan.definition)
         sys.stdout.flush()
         print(f"# wrote {plan.definition_path}", file=sys.stderr)
@@ -221,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
             native_mode=args.native_mode,
         )
     except OutputNotWritable as exc:
-        raise _bad_output(out, exc) from None
+        raise UsageError(f"-o {out}: {exc.reason}; choose another -o") from None
     except NativeBuildRefused as exc:
         raise UsageError(f"--backend {args.backend}: {exc}") from None
     except (ApptainerNotFound, BuildError, FileNotFoundError) as exc:

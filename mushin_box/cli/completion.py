@@ -27,10 +27,8 @@ EXITS = {0: "printed"}
 
 #: the dests that complete as paths: files (files and directories both complete)
 _FILES = frozenset({"experiment", "image", "spec", "output", "a", "b"})
-#: ... and directories
+#: ... and directories (and reproduce's CELL; logs' CELL is a name inside DIR)
 _DIRS = frozenset({"dir", "root", "working_dir", "context", "against", "into", "out"})
-#: a dest that is a path in one command only (logs' CELL is a name inside DIR)
-_DIRS_IN = {"reproduce": frozenset({"cell"})}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
                 for arg in sub._actions:
                     if arg.dest in _FILES:
                         arg.complete = shtab.FILE  # type: ignore[attr-defined]
-                    elif arg.dest in _DIRS or arg.dest in _DIRS_IN.get(name, ()):
+                    elif arg.dest in _DIRS or (name, arg.dest) == ("reproduce", "cell"):
                         arg.complete = shtab.DIRECTORY  # type: ignore[attr-defined]
     sys.stdout.write(shtab.complete(parser, shell=args.shell))
     return 0

@@ -44,16 +44,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dir", metavar="DIR", help="the sweep directory (or a cell directory)")
     parser.add_argument("cell", metavar="CELL", nargs="?", help="the cell directory name")
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--rank", type=int, default=None, metavar="R", help="only rank R")
-    which.add_argument(
-        "--node", default=None, metavar="NAME", help="only the ranks that ran on node NAME"
-    )
+    which.add_argument("--rank", type=int, metavar="R", help="only rank R")
+    which.add_argument("--node", metavar="NAME", help="only the ranks that ran on node NAME")
     which.add_argument(
         "--all", action="store_true", help="every rank's output (a cell on many nodes too)"
     )
-    parser.add_argument(
-        "--tail", type=int, default=None, metavar="N", help="only the last N lines of each file"
-    )
+    parser.add_argument("--tail", type=int, metavar="N", help="only the last N lines of each file")
     parser.add_argument(
         "-f", "--follow", action="store_true", help="keep printing while the cell runs"
     )

@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "/datamodule nodes (default: mushin-box's tiny model)",
     )
     parser.add_argument("--image", required=True, help="the .sif built by `mushin-box build`")
-    parser.add_argument("--out", default=None, help="output directory (default: a temp dir)")
+    parser.add_argument("--out", help="output directory (default: a temp dir)")
     parser.add_argument("--python", default="python", help="the image's python command")
     parser.add_argument(
         "--timeout",
