@@ -1,16 +1,12 @@
 # SPDX-License-Identifier: MIT
-"""``mushin-box report``: a sweep as one self-contained HTML page.
+"""``mushin-box report``: a sweep as one self-contained HTML page (no torch, nothing
+fetched): its table, a 2-parameter grid's heatmap, every series as curves, failed cells'
+errors, the provenance summary, and the diff ``--against`` another run or sweep.
 
-The page: the sweep table (best cell marked), a heatmap of a 2-parameter grid, every
-``MetricsCallback`` series as curves, failed cells' errors, the provenance summary, and
-optionally the diff against another run or sweep; read without torch, nothing fetched.
-
-One plot per series, one line per cell, each cell one colour in every plot, named by the
-parameters that vary; ``--best``'s cell bold and on top, the others faded. ``--against``'s
-curves are dashed on the same plots, paired with the cell of the same swept values (one
-legend entry); ``--where`` filters both sweeps and the diff. Of thousands of cells, the
-table shows the best ``rows`` (all of them in a CSV ``data:`` link) and each plot the
-``curves`` best as lines, the rest as one grey band from lowest to highest.
+A cell is one colour in every plot, named by the parameters that vary; ``--best``'s is bold
+and on top. ``--against``'s curves are dashed, paired with the cell of the same swept
+values; ``--where`` filters both sweeps and the diff. Past ``rows`` cells the table shows
+the best (all in a CSV ``data:`` link); past ``curves``, the rest are one grey band.
 
 Examples
 --------
@@ -387,9 +383,9 @@ def _figure(
         variants = (
             f'<div class="scale lin">{linear}</div><div class="scale log">{logarithmic}</div>'
         )
-    scale = "log" if log else "linear"
     return (
-        f'<figure class="plot" data-metric="{esc(name)}" data-scale="{scale}">{toggle}'
+        f'<figure class="plot" data-metric="{esc(name)}" '
+        f'data-scale="{"log" if log else "linear"}">{toggle}'
         f"<figcaption>{esc(name)}</figcaption>{variants}{_legend(lines, band, mine)}</figure>"
     )
 

@@ -3,7 +3,7 @@
 ``--where``, ordered by ``--sort``, the best cell by ``--best`` marked.
 
 A finished sweep is read by :func:`read_finished` from its manifest and one metrics file
-per completed cell, not the fields only ``status`` and ``ls`` show (host, pid, times).
+per completed cell.
 
 Examples
 --------
@@ -44,7 +44,7 @@ import attrs
 
 from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.gcpause import gc_paused
-from mushin_box._core.layout import ERROR_FILE, PROVENANCE_FILE
+from mushin_box._core.layout import PROVENANCE_FILE
 from mushin_box._core.overrides import parse_sweep_values
 from mushin_box._core.safeio import UnsafeFileError
 from mushin_box._core.targets import public
@@ -60,13 +60,10 @@ from mushin_box._sweepdir.board import (
     VIEW_STATES,  # as a reader shows them
     CellView,
     SweepView,
-    read_metrics,
+    cell_view,
     read_object,
     read_sweep,
-    restart_fields,
-    scalar_metrics,
 )
-from mushin_box._sweepdir.manifest import Entry
 from mushin_box._sweepdir.settled import Heading, bare_view, finished_entries
 
 #: what ``--where`` can filter on besides the swept parameters (``sweep``: across sweeps)
@@ -493,43 +490,13 @@ def summary(table: ResultsTable) -> Mapping[str, Any]:
     }
 
 
-def _view(base: str, entry: Entry) -> CellView:
-    name = entry.get("dir")
-    state = str(entry.get("status"))
-    raw = entry.get("error")
-    error: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    metrics = error_file = None
-    if name is not None:
-        cell = os.path.join(base, name)
-        if state == "completed":
-            metrics = read_metrics(cell)
-        elif os.path.isfile(os.path.join(cell, ERROR_FILE)):
-            error_file = os.path.join(cell, ERROR_FILE)
-    attempt = entry.get("attempt", 0)
-    reason = entry.get("reason")
-    return CellView(
-        dir=name,
-        combo=dict(entry["combo"]),
-        state=state,
-        recorded_state=state,
-        attempt=attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else 0,
-        metrics=scalar_metrics(metrics),
-        error_type=error.get("type"),
-        error_message=(error.get("message") or reason) if error else None,
-        error_file=error_file,
-        reason=reason if isinstance(reason, str) else None,
-        **restart_fields(entry),
-        limits=dict(limits) if isinstance(limits := entry.get("limits"), dict) else {},
-    )
-
-
 @gc_paused()  # a bulk read: see _core/gcpause.py
 def read_finished(
     root: str | os.PathLike[str], heading: Callable[[Heading], None] | None = None
 ) -> SweepView | None:
-    """A finished sweep's view as ``read_sweep`` shows it, from its manifest; None when the
-    manifest cannot answer. ``heading``: called before any metrics file is read (a first
-    line printed at once)."""
+    """A finished sweep's view as ``read_sweep`` shows it, from its manifest (each entry a
+    cell's status record); None when the manifest cannot answer. ``heading``: called before
+    any metrics file is read (a first line printed at once)."""
     found = finished_entries(root)
     if found is None:
         return None
@@ -537,8 +504,7 @@ def read_finished(
     view, head = bare_view(Path(root), manifest, entries)
     if heading is not None:
         heading(head)
-    base = os.fspath(root)
-    return attrs.evolve(view, cells=tuple(_view(base, e) for e in entries))
+    return attrs.evolve(view, cells=tuple(cell_view(view.root, e, e) for e in entries))
 
 
 def read_results(
