@@ -72,17 +72,13 @@ def image_sha256(path: StrPath, *, progress: bool | None = None) -> str:
         progress = before[0] > PROGRESS_ABOVE and sys.stderr.isatty()
     digest = _hash(real, before[0], bool(progress))
     if _identity(os.stat(real)) == before:  # unchanged while it was read
-        _remember(real, before, digest)
+        entries = _entries()
+        entries.pop(real, None)
+        entries[real] = {"identity": before, "sha256": digest}
+        kept = dict(list(entries.items())[-_KEEP:])  # insertion order: the newest last
+        with contextlib.suppress(OSError):  # a read-only home: the next launch hashes again
+            write_json_atomic(cache_file(), kept)
     return digest
-
-
-def _remember(real: str, identity: list[int], digest: str) -> None:
-    entries = _entries()
-    entries.pop(real, None)
-    entries[real] = {"identity": identity, "sha256": digest}
-    kept = dict(list(entries.items())[-_KEEP:])  # insertion order: the newest last
-    with contextlib.suppress(OSError):  # a read-only home: the next launch hashes again
-        write_json_atomic(cache_file(), kept)
 
 
 def _hash(path: str, size: int, progress: bool) -> str:

@@ -40,23 +40,15 @@ class DockerfileConversionWarning(UserWarning):
     """An instruction without an Apptainer equivalent was dropped."""
 
 
-def _instruction_lines(text: str) -> list[str]:
-    """Lines that start an instruction (not continuations, comments or blanks)."""
-    out: list[str] = []
+def _precheck(text: str, where: str) -> None:
+    lines: list[str] = []  # those that start an instruction (not continuations or comments)
     continued = False
     for line in text.splitlines():
         stripped = line.strip()
-        if stripped.startswith("#"):
-            continue  # comments (also inside a continued instruction) have no effect
-        if not continued and stripped:
-            out.append(line)
-        if stripped:
+        if stripped and not stripped.startswith("#"):  # a comment continues nothing
+            if not continued:
+                lines.append(line)
             continued = stripped.endswith("\\")
-    return out
-
-
-def _precheck(text: str, where: str) -> None:
-    lines = _instruction_lines(text)
     for line in lines:
         if _LOWERCASE_RE.match(line):
             raise DockerfileError(
