@@ -141,9 +141,7 @@ def runtime_apptainer_version(*, timeout_s: float = 10.0) -> tuple[str | None, s
     if exe is None:
         return None, None
     try:  # bounded: a hung binary (a stale network filesystem) must not block a submit
-        proc = subprocess.run(
-            [exe, "--version"], capture_output=True, text=True, timeout=timeout_s, check=False
-        )
+        proc = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         return None, f"`{exe} --version` did not answer within {timeout_s:g} s"
     except OSError as error:

@@ -190,13 +190,9 @@ def submit_cells(
                 len(arrays),
                 " ".join(arrays),
             )
-            _scancel(arrays)
+            try:  # after "--": nothing here can be read as an option
+                subprocess.run(["scancel", "--", *arrays], capture_output=True, timeout=60)
+            except (OSError, subprocess.SubprocessError) as exc:
+                log.warning("scancel %s failed (%s): cancel them yourself", " ".join(arrays), exc)
         raise
     return jobs
-
-
-def _scancel(job_ids: Sequence[str]) -> None:
-    try:  # after "--": nothing here can be read as an option
-        subprocess.run(["scancel", "--", *job_ids], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError) as exc:
-        log.warning("scancel %s failed (%s): cancel them yourself", " ".join(job_ids), exc)

@@ -5,7 +5,7 @@
 Only the process each task starts differs from a plain cell: submitit starts ONE task per
 node whose "python" is this module's agent (:func:`task_python`), which runs torchrun in
 its own process under the interpreter's torch and notes how each failed worker ended
-(:class:`_ExitNotes`: a worker killed by a signal writes nothing). Each worker runs the
+(:func:`_note_exit`: a worker killed by a signal writes nothing). Each worker runs the
 pickled Hydra job as submitit's task ``RANK``; rank 0's result is the cell's ``JobReturn``.
 
 On SLURM every agent derives the same rendezvous from the job's variables (its first node,
@@ -34,6 +34,7 @@ import socket
 import sys
 import time
 from collections.abc import Mapping, MutableMapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -318,20 +319,15 @@ def _job_dir(folder: str, env: Mapping[str, str]) -> Path:
     return JobPaths(folder, job_id=slurm_job_id(env)).folder
 
 
-class _ExitNotes:
-    """Keeps how each failed worker ended as ``<pid>.json`` in ``where``: the reaping agent
-    is the one witness of a worker killed by a signal, and the restarted cell's rank 0
-    names it from this note (:func:`~mushin_box._provenance.ranks.restart_cause`)."""
-
-    def __init__(self, where: Path) -> None:
-        self.where = where
-
-    def __call__(self, exitcode: int, local_rank: int, pid: int) -> None:
-        note = {"exitcode": exitcode, "local_rank": local_rank, "pid": pid}
-        try:
-            write_json_atomic(self.where / f"{pid}.json", note)
-        except OSError:  # the note is a courtesy: torchrun goes on
-            pass
+def _note_exit(where: Path, exitcode: int, local_rank: int, pid: int) -> None:
+    """Keep how a failed worker ended as ``<pid>.json`` in ``where``: the reaping agent is
+    the one witness of a worker killed by a signal, and the restarted cell's rank 0 names it
+    from this note (:func:`~mushin_box._provenance.ranks.restart_cause`)."""
+    note = {"exitcode": exitcode, "local_rank": local_rank, "pid": pid}
+    try:
+        write_json_atomic(where / f"{pid}.json", note)
+    except OSError:  # the note is a courtesy: torchrun goes on
+        pass
 
 
 def _requeues(env: Mapping[str, str]) -> str:
@@ -431,7 +427,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         # torchrun runs in this process, the submitit task (signals reach it), as `python -m
         # torch.distributed.run` would: by the module's name, under this interpreter's torch
         sys.argv = [command[2], *command[3:]]
-        with worker_failures(_ExitNotes(exits)):
+        with worker_failures(partial(_note_exit, exits)):
             runpy.run_module(command[2], run_name="__main__", alter_sys=True)
     elif args[:1] == ["worker"] and len(args) == 2:
         _worker(args[1], slurm=False)

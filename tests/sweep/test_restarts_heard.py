@@ -143,8 +143,8 @@ def test_the_signal_a_torchrun_agent_saw_is_named(
     monkeypatch.setenv(TORCHRUN_EXITS_ENV, str(exits))
     _attempt(tmp_path / "cell", 1, {0: "Terminated", 1: None}, "node", monkeypatch)
     pid = os.getpid()  # the rank records' process: here, this one
-    torchrun._ExitNotes(exits)(-9, 1, pid)  # as the seam reports it
-    torchrun._ExitNotes(exits)(-15, 0, pid + 7)  # rank 0, stopped by the agent
+    torchrun._note_exit(exits, -9, 1, pid)  # as the seam reports it
+    torchrun._note_exit(exits, -15, 0, pid + 7)  # rank 0, stopped by the agent
     assert json.loads((exits / f"{pid}.json").read_text())["exitcode"] == -9
     monkeypatch.setattr(os, "getpid", lambda: pid + 1)  # the restart's workers: new pids
     _attempt(tmp_path / "cell", 2, {0: None, 1: None}, "node", monkeypatch)
