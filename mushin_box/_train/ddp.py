@@ -335,8 +335,6 @@ class HydraDDPLauncher(_Launcher):
             child_env[layout.DDP_SPEC_ENV] = json.dumps({**spec, "ready_fd": ready_write})
             child_env[layout.DDP_PARENT_PID_ENV] = str(os.getpid())
             child_env[layout.JOB_DIR_ENV] = spec["job_dir"]
-            if os.environ.get("PL_GLOBAL_SEED") is None:
-                child_env.pop("PL_GLOBAL_SEED", None)
             # a rank's output goes to its file in the cell, not through rank 0's terminal,
             # where it would tear the progress bar (`mushin-box logs` reads the files)
             logs.append(
@@ -397,13 +395,12 @@ class HydraDDPLauncher(_Launcher):
     def end_call(self) -> None:
         """End of a trainer call of rank 0: the ranks stay for the job's next call, unless
         the call failed (killed at once) or ended by SIGTERM (after ``TERM_GRACE_S``)."""
-        failed = self._trainer is not None and self._trainer.state.status == "interrupted"
         if self.terminating:
             self.terminating = False
             retire_procs(self.procs, TERM_GRACE_S, quiet=True)
             self.retire(kill=True)
-        elif failed:
-            self.retire(kill=True)
+        elif self._trainer is not None and self._trainer.state.status == "interrupted":
+            self.retire(kill=True)  # the call failed
         else:
             self._restore_env()  # the next job in this process: not externally launched
 

@@ -154,7 +154,6 @@ class MetricsCallbackMixin:
         # on_fit_start): the record's run.world_changes
         if not (self.fingerprints and trainer.is_global_zero):
             return
-
         start = {
             "epoch": int(trainer.current_epoch),
             "world_size": trainer.world_size,

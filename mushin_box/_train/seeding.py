@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from mushin_box._core import layout
-from mushin_box._core.jobdir import job_dir, mushin_dir
+from mushin_box._core.jobdir import mushin_dir
 from mushin_box._core.sidecars import read_json, write_json_atomic
 from mushin_box._core.targets import public
 
@@ -153,11 +153,10 @@ def seed_everything_per_rank(base: int, workers: bool = True) -> int:
     return seed
 
 
-def seed_records(directory: str | os.PathLike[str] | None = None) -> dict[int, dict[str, object]]:
+def seed_records(directory: str | os.PathLike[str]) -> dict[int, dict[str, object]]:
     """Read every rank's seed record of a job directory: ``{rank: record}``."""
-    base = Path(directory) if directory is not None else job_dir()
     out: dict[int, dict[str, object]] = {}
-    for path in sorted((base / layout.JOB_PRIVATE_DIR / layout.SEEDS_DIR).glob("rank*.json")):
+    for path in sorted((mushin_dir(Path(directory)) / layout.SEEDS_DIR).glob("rank*.json")):
         record = read_json(path)
         if isinstance(record, dict):
             out[int(record["rank"])] = record
