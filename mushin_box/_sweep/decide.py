@@ -27,12 +27,6 @@ LIMIT_FREE = "config_without_limits"
 #: the ``reason`` of a cell that continues because only a training limit changed
 EXTENDED = "extended (only a training limit changed): continuing from its checkpoint"
 
-_MULTI_RANK_DEADLINE = (
-    "max_total_seconds is disabled for a cell launched on several ranks (a rank that stopped "
-    "alone would hang the others at rendezvous); bound the job with the scheduler's "
-    "timeout_min instead"
-)
-
 
 @attrs.frozen
 class Decision:
@@ -136,7 +130,11 @@ def decide(
             rerun_reason = f"{'/'.join(changed)} fingerprint changed"
     if deadline is not None:
         if multi_rank:
-            found.append(_MULTI_RANK_DEADLINE)
+            found.append(
+                "max_total_seconds is disabled for a cell launched on several ranks (a rank "
+                "that stopped alone would hang the others at rendezvous); bound the job with "
+                "the scheduler's timeout_min instead"
+            )
         elif now >= deadline:
             return Decision(
                 "skip", reason=OUT_OF_TIME, rerun_reason=rerun_reason, warnings=tuple(found)

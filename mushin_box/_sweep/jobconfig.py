@@ -157,14 +157,6 @@ class SweptValues:
             self._parsed[text] = self._parser.parse_override(text)
         return self._parsed[text]
 
-    def covers(self, job: Sequence[str]) -> bool:
-        """Does ``job`` differ from the first job in the swept positions only?"""
-        return len(job) == len(self.first_job) and all(
-            a == b
-            for i, (a, b) in enumerate(zip(job, self.first_job, strict=True))
-            if i not in self.swept
-        )
-
     def set_values(self, job: Sequence[str], cfg: Any) -> None:
         """Set ``job``'s swept values over ``cfg`` (the first job's config, or its task part);
         a '+key=v' added the key in the first job already: it is set over ('++')."""
@@ -308,17 +300,14 @@ class JobConfigs:
         self._scalars = scalars
         self._work: Any = None  # the working copy, when ``scalars``
 
-    def _working_copy(self) -> Any:
-        if not self._scalars:
-            return _copy(self._first)
-        if self._work is None:
-            self._work = _copy(self._first)
-        else:
-            OmegaConf.set_readonly(self._work.hydra, False)  # the last job's run_job set it
-        return self._work
-
     def _quick(self, job: Sequence[str]) -> Any:
-        cfg = self._working_copy()
+        if not self._scalars:
+            cfg = _copy(self._first)
+        elif self._work is None:
+            cfg = self._work = _copy(self._first)
+        else:
+            cfg = self._work
+            OmegaConf.set_readonly(cfg.hydra, False)  # the last job's run_job set it
         self.values.set_values(job, cfg)
         hydra = cfg.hydra
         task = [o.input_line for o in map(self.values.parse, job) if not o.is_hydra_override()]
@@ -336,7 +325,10 @@ class JobConfigs:
         composed = self._composed.get(tuple(job))
         if composed is not None:
             return _copy(composed)
-        if not self.values.covers(job):
+        first, swept = self.values.first_job, self.values.swept
+        if len(job) != len(first) or any(
+            a != b for i, (a, b) in enumerate(zip(job, first, strict=True)) if i not in swept
+        ):  # it differs from the first job outside the swept positions
             return self._loader.load_sweep_config(self.master, list(job))
         return self._quick(job)
 
