@@ -31,20 +31,17 @@ def parse_slurm_time(value: object, *, what: str = "time") -> int:
     ...
     ValueError: time '2h' is not a SLURM time; give minutes (90), H:MM:SS (1:30:00), ...
     """
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ValueError(f"{what} {value!r} is not a SLURM time; {_TIME_HELP}")
-    if isinstance(value, int):
+    text = value.strip() if isinstance(value, str) else ""
+    if text.upper() in ("UNLIMITED", "INFINITE"):
+        raise ValueError(
+            f"{what} {value!r}: a job needs a time limit (the requeue trap counts from it); "
+            f"{_TIME_HELP}"
+        )
+    if isinstance(value, int) and not isinstance(value, bool):
         minutes = value
+    elif (m := _TIME.match(text) if isinstance(value, str) else None) is None:
+        raise ValueError(f"{what} {value!r} is not a SLURM time; {_TIME_HELP}")
     else:
-        text = value.strip()
-        if text.upper() in ("UNLIMITED", "INFINITE"):
-            raise ValueError(
-                f"{what} {value!r}: a job needs a time limit (the requeue trap counts from "
-                f"it); {_TIME_HELP}"
-            )
-        m = _TIME.match(text)
-        if m is None:
-            raise ValueError(f"{what} {value!r} is not a SLURM time; {_TIME_HELP}")
         g = {k: int(v or 0) for k, v in m.groupdict().items()}
         hours = g["days"] * 24 + g["dh"] + g["h"]
         seconds = g["ds"] + g["hs"] + g["ms"]
