@@ -256,17 +256,16 @@ def _redact_urls(text: str) -> str:
 def redact(value: Any, declared: Sequence[str] = ()) -> Any:
     """A copy of ``value`` with its secrets cut out: of a mapping, a secret-looking key's
     value unless ``None`` ("unset" is worth seeing) and URL credentials; of a command's words,
-    an assignment's
-    value (``--name=value``, ``+name=value``) and the word after a secret-looking flag; a
-    string by :func:`redact_text`; an exception itself, its and its chain's args scrubbed in
-    place (submitit pickles its traceback; the driver re-raises it to a terminal).
+    an assignment's value (``--name=value``, ``+name=value``) and the word after a
+    secret-looking flag; a string by :func:`redact_text`; an exception itself, its and its
+    chain's args scrubbed in place (submitit pickles its traceback; the driver re-raises it).
 
     >>> redact({"db": {"password": "hunter2", "url": "postgres://me:pw@db/x"}, "lr": 0.1})
     {'db': {'password': '<redacted>', 'url': 'postgres://<redacted>@db/x'}, 'lr': 0.1}
     >>> redact(["apptainer", "--env", "HF_TOKEN=abc", "--pwd", "/w", "--password", "x"])
     ['apptainer', '--env', 'HF_TOKEN=<redacted>', '--pwd', '/w', '--password', '<redacted>']
     """
-    if isinstance(value, BaseException):  # its args and its chain's, scrubbed in place
+    if isinstance(value, BaseException):
         pending, seen = [value], set()
         while pending:
             current = pending.pop()

@@ -90,9 +90,6 @@ class SecretVault:
         setting is then the first ``hide*`` call's ``ValueError``."""
         return secret_names_in_effect(self._names)
 
-    def __bool__(self) -> bool:
-        return bool(self.values)
-
     @staticmethod
     def env_name(path: str) -> str:
         """``MUSHIN_SECRET_<16 hex digits of sha256(path)>``: stable per config path."""

@@ -207,11 +207,9 @@ def finished_run(run: Mapping[str, Any], starts: Any) -> dict[str, Any]:
     ]
     # reversed: of a fit started twice in one attempt, the first start's epoch wins
     epochs = {r["attempt"]: r["epoch"] for r in reversed(fits) if _int(r["attempt"]) is not None}
-    rows = []
-    for row in attempts:
-        entry = dict(row) if isinstance(row, Mapping) else {}
+    rows = [dict(row) if isinstance(row, Mapping) else {} for row in attempts]
+    for entry in rows:
         number = _int(entry.get("attempt"))
         if number in epochs:
             entry["epoch"] = epochs[number]
-        rows.append(entry)
     return {**run, "attempts": rows, "world_changes": world_changes(fits, rows)}

@@ -207,11 +207,8 @@ def split_provenance(record: Mapping[str, Any]) -> dict[str, Any]:
             topology = redact({k: v for k, v in topology.items() if k != "ranks"})
             topology["ranks"] = ranks
         out_run["topology"] = topology
-    out: dict[str, Any] = {k: v for k, v in record.items() if k not in ("reproducibility", "run")}
-    out["schema"] = max(SCHEMA, schema) if isinstance(schema, int) else SCHEMA
-    out["reproducibility"] = redact(repro)
-    out["run"] = out_run
-    return out
+    schema = max(SCHEMA, schema) if isinstance(schema, int) else SCHEMA
+    return {**record, "schema": schema, "reproducibility": redact(repro), "run": out_run}
 
 
 def seeds_from_records(records: Mapping[int, Mapping[str, Any]]) -> dict[int, int]:

@@ -1,14 +1,11 @@
 # SPDX-License-Identifier: MIT
-"""The seams: every private name of an upstream package is reached here, and only here.
+"""The seams: every private name of an upstream package is reached here, and only here
+(``scripts/check-imports`` refuses one elsewhere), so an upstream release that moves one
+breaks one seam and its named test in ``tests/upstream/``, not the package.
 
-One module per upstream, each name with a public-looking name, the reason no public API
-does it, and a test in ``tests/upstream/`` that names the upstream change when it fails.
-``scripts/check-imports`` refuses a private upstream name anywhere else, so an upstream
-release that moves one breaks one module and one named test, not the package.
+One module per upstream, each name public-looking, with why no public API does it:
+:mod:`.hydra`, :mod:`.omegaconf`, :mod:`.submitit`, :mod:`.lightning` (both namespaces),
+:mod:`.torch` (how torch elastic records a failed worker).
 
-Seams: :mod:`.hydra`, :mod:`.omegaconf`, :mod:`.submitit`, :mod:`.lightning` (both
-namespaces), :mod:`.torch` (how torch elastic records a failed worker).
-
-Must not import another room, nor hold the kit's logic. Importing this package imports no
-upstream; import the one seam you need.
+Must not import another room, nor hold the kit's logic, nor import an upstream on import.
 """
