@@ -76,6 +76,10 @@ def _print_tables(diff: Any, brief: bool, results: bool) -> None:
     tables = console.is_terminal and console.width >= _TABLE_WIDTH
 
     def show(title: str, rows: Sequence[Any], style: str, notes: Sequence[str] = ()) -> None:
+        if not (rows or notes):
+            console.print(f"[bold]{title}[/]: nothing")
+            return
+        title += f" ({len(rows) + len(notes)})"
         if not tables:  # a line per row, never folded: soft_wrap leaves long lines to the reader
             console.print(escape(_field_lines(title, rows, sweep, notes)), soft_wrap=True)
             return
@@ -125,22 +129,14 @@ def _print_tables(diff: Any, brief: bool, results: bool) -> None:
                 f"  {where}{m.name}: {m.a} -> {m.b}{delta}  {'match' if m.match else 'DIFFER'}"
             )
         console.print(escape("\n".join(lines)), soft_wrap=True)
-    breaks, notes = field_rows(diff, "breaks"), cell_notes(diff)
-    if breaks or notes:
-        show(f"Breaks reproducibility ({len(breaks) + len(notes)})", breaks, "bold red", notes)
-    else:
-        console.print("[bold]Breaks reproducibility[/]: nothing")
+    show("Breaks reproducibility", field_rows(diff, "breaks"), "bold red", cell_notes(diff))
     extended = field_rows(diff, "extended")
     if extended:  # a fit extended to a raised limit: on purpose, not an accident
-        show(f"Training limits, changed on purpose ({len(extended)})", extended, "bold cyan")
+        show("Training limits, changed on purpose", extended, "bold cyan")
     if brief:  # the scheduler's bookkeeping, ports, pids, times: counted, never listed
         console.print(escape(expected_counts(diff)), soft_wrap=True)
         return
-    expected = field_rows(diff, "expected")
-    if expected:
-        show(f"Expected to differ ({len(expected)})", expected, "bold yellow")
-    else:
-        console.print("[bold]Expected to differ[/]: nothing")
+    show("Expected to differ", field_rows(diff, "expected"), "bold yellow")
 
 
 def run(args: argparse.Namespace) -> int:
