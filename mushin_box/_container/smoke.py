@@ -125,12 +125,11 @@ def run_smoke(
     # the same env file as a SLURM rank's: content-addressed under OUT/.mushin-box/, with
     # the image identity, the rank command and its own path
     env = plan_env_file(spec, working_dir=out, run_id="smoke", identity=identity)
-    env_file = Path(env.path)
-    write_text_atomic(env_file, env.text)
+    write_text_atomic(env.path, env.text)
     args = ["-u", "-m", "mushin_box._container.smoke", str(out)]
     if experiment:
         args.append(experiment)
-    argv = rank_argv(spec, env_file, args, working_dir=out)
+    argv = rank_argv(spec, env.path, args, working_dir=out)
     job_id = str(10_000 + os.getpid() % 50_000)
     start = time.monotonic()
     procs = [

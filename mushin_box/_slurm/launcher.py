@@ -130,9 +130,6 @@ class SlurmLauncherConf(_BaseLauncherConf):
     min_nodes: int | None = None
 
 
-# -- validation --------------------------------------------------------------------------------
-
-
 def _signal_name(key: str, value: object) -> str:
     name = str(value).upper().removeprefix("SIG")
     if not hasattr(signal, f"SIG{name}") or name in ("KILL", "STOP"):
@@ -200,9 +197,6 @@ def _settings(cluster: str, params: Mapping[str, Any]) -> dict[str, Any]:
     if settings["rank_signal"] is not None:
         settings["rank_signal"] = _signal_name("rank_signal", settings["rank_signal"])
     return check_torchrun_settings(settings)
-
-
-# -- the sbatch script -------------------------------------------------------------------------
 
 
 #: the launcher's fields that submitit's ``SlurmExecutor`` takes: the layout, by the same
