@@ -1,24 +1,22 @@
 # SPDX-License-Identifier: MIT
-"""Stop cells of a sweep: ``scancel`` for SLURM cells, signals for local ones, and a
-``cancelled`` status once their owner is gone; from the sidecars alone, so from any login
-node for SLURM cells, from the cell's host for local ones.
+"""Stop cells of a sweep from the sidecars alone (any login node for SLURM cells, the cell's
+host for local ones): ``scancel`` or signals, then ``cancelled`` once the owner is gone.
 
 Order: a completed cell is never touched (SLURM may reuse its job id). A local cell gets
 SIGTERM (rank 0 stops its ranks, its checkpoint stays whole), then after ``grace_s``
-SIGKILL to its tree as read from ``/proc`` before the first signal. The status is written
-once the owner is gone, over a status re-read just before: a cell that completed meanwhile
-stays ``completed``; a ``failed`` its dying process wrote becomes ``cancelled``. A cell that
-never started is marked ``cancelled`` in the manifest once the sweep's jobs left the queue
-and no driver holds its lock; one started meanwhile is settled like a running cell.
+SIGKILL to its tree as read before the first signal. The status, re-read just before, is
+written once the owner is gone: ``completed`` meanwhile stays; a ``failed`` its dying
+process wrote becomes ``cancelled``. A cell that never started is marked ``cancelled`` in
+the manifest once the sweep's jobs left the queue and no driver holds its lock; one started
+meanwhile is settled like a running cell.
 
-Trust: anyone who can write a sidecar could name any process or job, so a job id must look
-like one and goes after ``--``; a job is cancelled only while ``squeue`` shows it with this
-sweep's mark (:func:`mushin_box._slurm.jobs.sweep_mark`) run by the sweep's owner; a
-process only when its start time is the recorded one (never pid 1, this process or an
-ancestor) and it runs as the owner (the invoking user, or, as root, the directory's owner);
-a status or jobs file only when it and its directory are the owner's and no one else's to
-write. Each refusal is named in :attr:`CancelReport.refused`, and nothing refused is waited
-for.
+Trust: a sidecar may name any process or job. A job is cancelled only while ``squeue``
+shows it with this sweep's mark (:func:`mushin_box._slurm.jobs.sweep_mark`) run by the
+sweep's owner; a process only when its start time is the recorded one (never pid 1, this
+process or an ancestor) and it runs as the owner (the invoking user; as root, the
+directory's owner); a status or jobs file only when it and its directory are the owner's
+alone to write. Each refusal is named in :attr:`CancelReport.refused`; nothing refused is
+waited for.
 """
 
 from __future__ import annotations
@@ -358,7 +356,6 @@ def cancel(
     if unstarted:
         # only the jobs it cancelled: a refused one is never waited for
         gone = blocked or _queue_emptied(path, deadline, [j for j in ids if j in stopped])
-        names = [cell_label(None, c.combo) for c in unstarted]
         marked: list[str] = []
         records = list(cell_records(path)) if gone is None else []
         # a status not read may be a cell that ran: nothing is marked then
@@ -374,7 +371,7 @@ def cancel(
                 gone = _DRIVER_HOLDS
         done += marked
         done_now = set(marked)  # a list's `in` per cell is quadratic in the sweep
-        left = [c for c, name in zip(unstarted, names, strict=True) if name not in done_now]
+        left = [c for c in unstarted if cell_label(None, c.combo) not in done_now]
         if gone is None and left:  # started between our read and the scancel
             left = _started_meanwhile(path, left, since, who, done, untouched, unreachable)
         why = gone or "a cell's status could not be read (see the warnings)"
@@ -451,7 +448,7 @@ def _queue_emptied(root: Path, deadline: float, ids: Sequence[str]) -> str | Non
     let go of the lock: None once nothing can start those cells, else why not."""
     while True:
         states = job_states(ids)
-        if any(is_unknown(states.get(j)) for j in ids) and ids:
+        if any(is_unknown(states.get(j)) for j in ids):
             return "the scheduler did not answer for the sweep's jobs"
         live = [j for j in ids if is_live(states.get(j, ""))]
         if not live and not driver_running(root):

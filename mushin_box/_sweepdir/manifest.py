@@ -547,7 +547,6 @@ def _one(value: Any) -> tuple[type, Any]:
         return kind, value
     if kind is float:
         return kind, repr(value)
-
     return kind, canonical_dumps(value).decode("utf-8")
 
 
