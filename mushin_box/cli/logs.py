@@ -100,33 +100,28 @@ def _story(nodes: Sequence[NodeRanks], logs: Mapping[int, list[Path]]) -> dict[i
     return story
 
 
-def _select(
-    args: argparse.Namespace,
-    cell_dir: Path,
-    nodes: Sequence[NodeRanks],
-    logs: Mapping[int, list[Path]],
-) -> list[int] | None:
+def _select(args: argparse.Namespace, cell_dir: Path, cell: CellOutput) -> list[int] | None:
     """The ranks whose output is printed (None: every rank's)."""
     if args.rank is not None:
-        if args.rank not in logs:
-            ranks = ", ".join(map(str, logs)) or "none"
+        if args.rank not in cell.logs:
+            ranks = ", ".join(map(str, cell.logs)) or "none"
             raise UsageError(
                 f"no output of rank {args.rank} in {cell_dir}; ranks with output: {ranks}"
             )
         return [args.rank]
     if args.node is not None:
-        node = next((n for n in nodes if n.name == args.node), None)
+        node = next((n for n in cell.nodes if n.name == args.node), None)
         if node is None:
-            names = [n.name for n in nodes]
+            names = [n.name for n in cell.nodes]
             raise UsageError(
                 f"no node {args.node} in {cell_dir}{suggest(args.node, names)}; give one of its "
                 f"nodes: {', '.join(names) or 'none recorded (use --rank R)'}"
             )
         return list(node.ranks)
-    ranks = {rank for node in nodes for rank in node.ranks} | set(logs)
-    if args.all or (len(nodes) <= 1 and len(ranks) <= INDEX_ABOVE_RANKS):
+    ranks = {rank for node in cell.nodes for rank in node.ranks} | set(cell.logs)
+    if args.all or (len(cell.nodes) <= 1 and len(ranks) <= INDEX_ABOVE_RANKS):
         return None  # a few ranks on one node: all of them
-    return list(_story(nodes, logs))
+    return list(_story(cell.nodes, cell.logs))
 
 
 def _files(
@@ -213,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
         )
     cell_dir = given if given_cell else root / (name or cells[0])
     cell = cell_output(cell_dir)
-    ranks = _select(args, cell_dir, cell.nodes, cell.logs)
+    ranks = _select(args, cell_dir, cell)
     if not (args.rank is not None or args.node is not None or args.all) and ranks is not None:
         sizes = [output_size(p for r in n.ranks for p in cell.logs.get(r, [])) for n in cell.nodes]
         for line in _index(cell_dir, cell, sizes):
