@@ -53,8 +53,7 @@ def _probe(timeout_s: float, slurm_conf: str | None, path: str | None) -> SlurmP
     if isinstance(proc, str):
         return SlurmProbe(False, proc)
     # what is wrong: a fatal: line if there is one (the error: lines before it lead there)
-    lines = [" ".join(x.split()) for x in (proc.stdout + "\n" + proc.stderr).splitlines()]
-    lines = [line for line in lines if line]
+    lines = [" ".join(x.split()) for x in f"{proc.stdout}\n{proc.stderr}".splitlines() if x.strip()]
     said = ([x for x in lines if "fatal:" in x] or lines or ["no output"])[0]
     for prefix in ("scontrol: ", "sinfo: ", "sbatch: ", "fatal: ", "error: "):
         said = said.removeprefix(prefix)

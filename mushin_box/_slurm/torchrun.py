@@ -226,7 +226,7 @@ def slurm_rank_logs(environ: Mapping[str, str] | None = None) -> dict[str, str]:
         return {}
     from submitit.core.utils import JobPaths
 
-    job = slurm_job_id(env) or str(env["SLURM_JOB_ID"])
+    job = slurm_job_id(env)  # SLURM_JOB_ID is set: never None
     try:
         tasks = max(1, int(env.get("SLURM_NTASKS", "1")))
     except ValueError:
