@@ -410,8 +410,6 @@ class TextRedactor:
         self._values = re.compile("|".join(map(re.escape, ordered))) if ordered else None
 
     def __call__(self, text: str) -> str:
-        if not text:
-            return text
         if "=" in text:
             text = _redact_env_lines(text, self.rule)
         if self._values is not None:

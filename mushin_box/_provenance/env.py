@@ -62,9 +62,7 @@ def split_image(image: Mapping[str, Any] | None) -> tuple[dict[str, Any] | str, 
         return NO_IMAGE, {}
     identity = {k: image[k] for k in IMAGE_IDENTITY_ENV if image.get(k) is not None}
     located = {k: v for k, v in image.items() if k not in IMAGE_IDENTITY_ENV}
-    if identity:
-        return identity, located
-    return (UNIDENTIFIED_IMAGE if located else NO_IMAGE), located
+    return identity or (UNIDENTIFIED_IMAGE if located else NO_IMAGE), located
 
 
 def _env_file(path: str) -> dict[str, Any]:

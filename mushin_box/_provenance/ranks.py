@@ -184,8 +184,7 @@ def placements(topology: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -
     for row in rows:
         local, node, rank = row.get("local_rank"), row.get("node_rank"), int(row["rank"])
         if isinstance(local, int) and isinstance(node, int):
-            old = known.get(rank)
-            seed = old.seed if old is not None else None
+            seed = known[rank].seed if rank in known else None
             known[rank] = RankPlacement(rank, local, node, row.get("host"), seed)
     return [list(known[rank]) for rank in sorted(known)]
 
