@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""Run every SLURM rank inside the image: a :class:`ContainerLaunch` rendered into the env
-file, the ``apptainer exec``/``srun`` argv, the batch-script setup lines, the launcher
-fields and the sbatch fragment. One container per srun task (``docs/containers.md``)::
+"""Run every SLURM rank inside the image (a :class:`ContainerLaunch` rendered), one
+container per srun task (``docs/containers.md``)::
 
     srun --kill-on-bad-exit=1 ... apptainer exec --nv --cleanenv --env-file FILE \\
         --bind PROJECT:PROJECT --bind WORKDIR [--bind /dev/infiniband] --pwd WORKDIR \\

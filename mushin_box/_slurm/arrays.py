@@ -63,10 +63,8 @@ def array_limit(config_text: str) -> int | None:
     """
     limits: list[int] = []
     for line in config_text.splitlines():
-        key, eq, value = line.partition("=")
+        key, _, value = line.partition("=")
         key, value = key.strip(), value.strip()
-        if not eq:
-            continue
         if key == "MaxArraySize" and value.isdigit():
             limits.append(max(1, int(value)))
         elif key == "SchedulerParameters":

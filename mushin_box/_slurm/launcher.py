@@ -3,13 +3,13 @@
 plugin in ``hydra_plugins/mushin_box_launcher`` forwards to :class:`SubmititCellLauncher`).
 
 One submitit job per sweep cell, in job arrays (:mod:`mushin_box._slurm.arrays`), each
-recorded at once (:mod:`mushin_box._slurm.submitted`: the ids are the only handle on cells
-not yet started). Every srun task runs the whole Hydra job (:class:`CellJob`), as the stock
-launcher does; rank 0's ``JobReturn`` is the cell's, final once rank 0 returned success or
-SLURM reports the job inactive. ``python`` (e.g. ``apptainer exec --nv image.sif python``)
-runs the ranks in the image while the batch script, which requeues
-(:mod:`mushin_box._slurm.requeue`), stays on the host. Ctrl-C leaves SLURM jobs running
-unless ``cancel_on_interrupt``; local jobs, children of this process, are cancelled.
+recorded at once (:mod:`mushin_box._slurm.submitted`). Every srun task runs the whole Hydra
+job (:class:`CellJob`), as the stock launcher does; rank 0's ``JobReturn`` is the cell's,
+final once rank 0 returned success or SLURM reports the job inactive. ``python`` (e.g.
+``apptainer exec --nv image.sif python``) runs the ranks in the image while the batch
+script, which requeues (:mod:`mushin_box._slurm.requeue`), stays on the host. Ctrl-C leaves
+SLURM jobs running unless ``cancel_on_interrupt``; local jobs, children of this process,
+are cancelled.
 
 Quoting: every value reaching the sbatch script is quoted and control characters are
 refused; ``setup`` lines are the one escape hatch: shell code, copied verbatim.
