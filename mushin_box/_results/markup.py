@@ -1,12 +1,11 @@
 # SPDX-License-Identifier: MIT
-"""The markup of the pages mushin-box writes (``report``, ``diff --html``): HTML, the
-Markdown table of ``show --md`` and ``diff --md``, and inline SVG line plots and heatmaps.
+"""The markup of ``report`` and ``diff --html`` (HTML, inline SVG plots and heatmaps), and
+the Markdown tables of ``show --md`` and ``diff --md``.
 
-A page is one self-contained file, opened from a mail or a shared drive, often offline:
-everything inline, nothing fetched, no JavaScript (a log-axis toggle is a checkbox and CSS,
-a point's value an SVG ``<title>``), every text from a file through :func:`esc`. Plots are
-pure Python, not a vendored JavaScript library or matplotlib (slow to import); each curve
-is a ``<path class="curve" data-cell="...">`` a test can find.
+A page is one self-contained file, often read offline: nothing fetched, no JavaScript (a
+log-axis toggle is a checkbox and CSS, a point's value an SVG ``<title>``), every text from
+a file through :func:`esc`; plots in pure Python (matplotlib is slow to import), each curve
+a ``<path class="curve" data-cell="...">`` a test can find.
 
 Examples
 --------
@@ -282,8 +281,6 @@ def line_plot(
     *,
     xlabel: str,
     title: str = "",
-    width: int = 1160,
-    height: int = 380,
     log: bool = False,
     band: Band | None = None,
 ) -> str:
@@ -297,7 +294,7 @@ def line_plot(
     >>> svg.count('class="curve"'), 'data-cell="a"' in svg, "<title>a · epoch 2: 0.5</title>" in svg
     (1, True, True)
     """
-    left, right, top, bottom = 64, 12, 10, 40
+    width, height, left, right, top, bottom = 1160, 380, 64, 12, 10, 40
     plot_w, plot_h = width - left - right, height - top - bottom
     edges = [Line("", "", band[0], ys) for ys in band[1:3]] if band else []
     xticks, yticks = _axes([*lines, *edges], log)

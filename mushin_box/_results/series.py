@@ -1,14 +1,12 @@
 # SPDX-License-Identifier: MIT
-"""A ``MetricsCallback`` series as plain lists, and a metric named on the command line as
-one number per cell: no numpy, xarray or torch, so that ``show`` can rank by a series.
+"""``MetricsCallback`` series as plain lists (no numpy, xarray or torch: ``show`` ranks by
+them), and a metric named on the command line as one number per cell.
 
-The JSON twin (``fit_metrics.json``) is read unless the ``.pt`` file is newer; the ``.pt``
-(through torch) only for a job without the twin, when the caller allows it. A
-``--best``/``--sort`` name no cell returned as a scalar is looked up in the series (fit,
-validate, test): ``val_loss`` is the scalar, else the series' last finite value;
-``val_loss@last|min|max`` always the series; ``fit.val_loss`` names the stage. ``@``, as
-``:`` already gives the goal or the order; they combine (``acc@max:max``; ``@max`` implies
-``:max``).
+The JSON twin (``fit_metrics.json``) is read unless the ``.pt`` is newer; a ``.pt`` (torch)
+only without the twin, when the caller allows it. A ``--best``/``--sort`` name no cell
+returned as a scalar is the last finite value of the fit, else validate, else test series of
+that name; ``NAME@last|min|max`` always a series; ``fit.NAME`` names the stage; ``@`` and the
+goal combine (``acc@max:max``; ``@max`` implies ``:max``).
 
 Examples
 --------
@@ -36,10 +34,12 @@ from mushin_box._core.safeio import open_regular_stat, read_bounded
 from mushin_box._core.sidecars import loads
 from mushin_box._core.targets import public
 
+#: the ``MetricsCallback`` stages, in the order a bare metric name is looked up, and the
+#: dimension each one's series runs along
+STAGE_ORDER = ("fit", "validate", "test")
+STAGE_DIMS = {"fit": "epoch", "validate": "validate_round", "test": "test_round"}
 #: each stage's JSON twin and ``.pt`` file names
-_NAMES = {
-    s: (stage_metrics_json_file(s), stage_metrics_file(s)) for s in ("fit", "validate", "test")
-}
+_NAMES = {s: (stage_metrics_json_file(s), stage_metrics_file(s)) for s in STAGE_ORDER}
 
 
 def _mtime(path: str) -> int | None:
@@ -66,23 +66,19 @@ def _is_stage_data(data: Any) -> bool:
 
 
 def read_stage(
-    job: str | os.PathLike[str], stage: str, names: frozenset[str] | None = None, *, pt: bool = True
+    job: str | os.PathLike[str], stage: str, names: frozenset[str], pt: bool
 ) -> dict[str, list[Any]] | None:
-    """A stage's ``MetricsCallback`` data, or ``None`` when the job has no file for it.
-    ``names``: the job directory's entries, when listed already. ``pt=False``: the ``.pt``
-    file is ignored (no torch import)."""
+    """A stage's ``MetricsCallback`` data, or ``None`` when the job's entries (``names``)
+    hold no file for it; ``pt=False``: the ``.pt`` file is ignored (no torch import)."""
     json_name, pt_name = _NAMES[stage]
-    has_json = names is None or json_name in names
-    has_pt = pt and (names is None or pt_name in names)
-    if not (has_json or has_pt):
+    has_pt = pt and pt_name in names
+    if json_name not in names and not has_pt:
         return None  # most jobs lack most stages: no path built, no system call
     # os.path, not pathlib: load_experiment reads 10,000 jobs
-    json_file = os.path.join(job, json_name)
-    pt_file = os.path.join(job, pt_name) if has_pt else json_file  # never read as a .pt
+    json_file, pt_file = os.path.join(job, json_name), os.path.join(job, pt_name)
     pt_time = _mtime(pt_file) if has_pt else None
     # the twin's time matters only beside a .pt file (listed: it is there, or was)
-    listed_only = names is not None and pt_time is None
-    json_time = None if not has_json else 0 if listed_only else _mtime(json_file)
+    json_time = None if json_name not in names else 0 if pt_time is None else _mtime(json_file)
     if json_time is not None and (pt_time is None or json_time >= pt_time):
         try:
             data = loads(read_bounded(json_file, read_limit(json_name)))
@@ -141,11 +137,6 @@ def _load_pt(file: Path) -> Any:
         os.close(fd)
 
 
-#: the ``MetricsCallback`` stages, in the order a bare metric name is looked up, and the
-#: dimension each one's series runs along
-STAGE_ORDER = ("fit", "validate", "test")
-STAGE_DIMS = {"fit": "epoch", "validate": "validate_round", "test": "test_round"}
-
 _NUMBERS = frozenset({int, float})
 
 #: one series as plain lists: (index dimension, index values, values; NaN: none that round)
@@ -170,7 +161,7 @@ def stage_data(
     except OSError:
         return
     for stage in STAGE_ORDER:
-        data = read_stage(job, stage, names, pt=pt)
+        data = read_stage(job, stage, names, pt)
         if data is not None:
             yield stage, data
 
@@ -264,18 +255,11 @@ def reduce_series(values: Sequence[float], how: str) -> float:
     return {"last": finite[-1], "min": min(finite), "max": max(finite)}[how]
 
 
+@attrs.define
 class SeriesReader:
     """Each job's series, read once per command (a job: a cell's directory, or None)."""
 
-    def __init__(self) -> None:
-        self._cache: dict[Path, dict[str, list[float]]] = {}
-
-    def series(self, job: Path | None) -> dict[str, list[float]]:
-        if job is None:
-            return {}
-        if job not in self._cache:
-            self._cache[job] = {k: v[2] for k, v in stage_series(job, pt=False).items()}
-        return self._cache[job]
+    _cache: dict[Path, dict[str, list[float]]] = attrs.Factory(dict)
 
     def values(
         self, jobs: Sequence[Path | None], spec: MetricSpec
@@ -286,7 +270,10 @@ class SeriesReader:
         out: list[float | None] = []
         seen: set[str] = set()
         for job in jobs:
-            seen.update(found := self.series(job))
+            if job is not None and job not in self._cache:
+                self._cache[job] = {k: v[2] for k, v in stage_series(job, pt=False).items()}
+            found: dict[str, list[float]] = self._cache[job] if job is not None else {}
+            seen.update(found)
             series = next((found[k] for k in keys if k in found), None)
             out.append(None if series is None else reduce_series(series, spec.reduction or "last"))
         return out, sorted(seen)
