@@ -23,19 +23,21 @@ _FIX = (
 )
 
 
-def world_size_problems(
+def check_launched_world(
     world: int, source: str, per_node: int | None, *, devices: int, num_nodes: int
-) -> list[str]:
-    """What is wrong with the launched world of ``world`` ranks (read from ``source``) and
-    ``per_node`` tasks per node when the launcher says (the right total can still be split
-    wrongly), for the Trainer's ``devices`` and ``num_nodes``; empty when it matches.
+) -> None:
+    """Raise :class:`WorldSizeMismatchError`, naming every problem and the fix, unless the
+    ``world`` ranks launched (read from ``source``), and the ``per_node`` tasks per node
+    when the launcher says (the right total can still be split wrongly), match the
+    Trainer's ``devices`` and ``num_nodes``.
 
     Examples
     --------
-    >>> world_size_problems(8, "SLURM_NTASKS", 4, devices=4, num_nodes=2)
-    []
-    >>> world_size_problems(8, "SLURM_NTASKS", 2, devices=4, num_nodes=2)
-    ['2 tasks per node were launched but the Trainer has devices=4']
+    >>> check_launched_world(8, "SLURM_NTASKS", 4, devices=4, num_nodes=2)
+    >>> check_launched_world(8, "SLURM_NTASKS", 2, devices=4, num_nodes=2)
+    Traceback (most recent call last):
+    ...
+    mushin_box.WorldSizeMismatchError: DDP world size mismatch: 2 tasks per node ... devices=4...
     """
     expected = devices * num_nodes
     problems = []
@@ -48,14 +50,5 @@ def world_size_problems(
         problems.append(
             f"{per_node} tasks per node were launched but the Trainer has devices={devices}"
         )
-    return problems
-
-
-def check_launched_world(
-    world: int, source: str, per_node: int | None, *, devices: int, num_nodes: int
-) -> None:
-    """Raise :class:`WorldSizeMismatchError`, naming every problem and the fix, unless the
-    launched world matches."""
-    problems = world_size_problems(world, source, per_node, devices=devices, num_nodes=num_nodes)
     if problems:
         raise WorldSizeMismatchError("DDP world size mismatch: " + "; ".join(problems) + _FIX)
