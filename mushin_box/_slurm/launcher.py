@@ -74,7 +74,6 @@ class _BaseLauncherConf(_QueueConf):
 class LocalLauncherConf(_BaseLauncherConf):
     """``hydra/launcher=mushin_local``: each cell as local processes (submitit's local executor).
 
-    >>> from mushin_box._slurm.launcher import LocalLauncherConf
     >>> LocalLauncherConf(timeout_min=5).tasks_per_node
     1
     """
@@ -92,7 +91,6 @@ class SlurmLauncherConf(_BaseLauncherConf):
     """``hydra/launcher=mushin_slurm``: every field of hydra-submitit-launcher 1.2.0's
     ``SlurmQueueConf``, plus ``python``, ``srun_args`` and the host-side requeue policy.
 
-    >>> from mushin_box._slurm.launcher import SlurmLauncherConf
     >>> conf = SlurmLauncherConf(nodes=2, tasks_per_node=4, gpus_per_node=4,
     ...                          python="apptainer exec --nv image.sif python")
     >>> [r.value for r in conf.requeue_on], conf.max_requeues, conf.rank_signal
@@ -209,7 +207,6 @@ _EXECUTOR = {k: k for k in ("nodes", "gpus_per_node", "cpus_per_gpu", "gpus_per_
 def slurm_parameters(settings: Mapping[str, Any]) -> dict[str, Any]:
     """submitit ``SlurmExecutor`` parameters (sbatch names) for :func:`_settings`' output.
 
-    >>> from mushin_box._slurm.launcher import _settings, slurm_parameters
     >>> p = slurm_parameters(_settings("slurm", {"nodes": 2, "tasks_per_node": 4,
     ...                                          "timeout_min": 30, "mem_gb": 64}))
     >>> p["ntasks_per_node"], p["time"], p["mem"], p["additional_parameters"]
@@ -331,7 +328,6 @@ class SubmititCellLauncher:
     """The logic behind ``hydra/launcher=mushin_slurm`` and ``mushin_local``; ``params``
     (the ``hydra.launcher`` node's values) are checked here, before anything is submitted.
 
-    >>> from mushin_box._slurm.launcher import SubmititCellLauncher
     >>> launcher = SubmititCellLauncher("slurm", {"nodes": 2, "tasks_per_node": 4,
     ...                                           "requeue_on": ["timeout"]})
     >>> launcher.settings["requeue_on"]
