@@ -466,18 +466,9 @@ class CellRunner:
         """Record the failure (rank 0); re-raise it under ``on_error="raise"`` (with the abort
         file, so that cells not yet started skip) or when unrecorded (the files can't tell)."""
         rank0 = global_rank_from_env() == 0
-        recorded = not rank0 or cellfiles.record_failure(
-            cell.directory,
-            {
-                "schema": SCHEMA,
-                "run_id": self.plan.run_id,
-                **running,
-                "status": "failed",
-                "ended": sidecars.timestamp(),
-                **spent(running, duration),
-            },
-            exc,
-        )
+        ended = {"status": "failed", "ended": sidecars.timestamp(), **spent(running, duration)}
+        record = {"schema": SCHEMA, "run_id": self.plan.run_id, **running, **ended}
+        recorded = not rank0 or cellfiles.record_failure(cell.directory, record, exc)
         self._cell_failed = True
         if self.plan.on_error == "raise" or not recorded:
             if rank0:  # the error may quote a secret, as the traceback may
@@ -486,7 +477,6 @@ class CellRunner:
                     sidecars.write_json_atomic(cell.root / layout.ABORT_FILE, abort)
             redact(exc)  # it leaves the cell: its text is written elsewhere too
             raise exc
-        return None
 
     def _call_task(self, cfg: Any, cell_dir: Path, attempt: int, continues: bool) -> Any:
         """Call the task through zen, ``mushin_resume`` filled by ``call_with_resume``."""

@@ -108,12 +108,11 @@ def check_required(task: Any, composed: Any) -> None:
         params = inspect.signature(target).parameters.values()
     except (TypeError, ValueError):  # a builtin or C callable: zen says what it lacks
         return
-    free = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
     needed = [
         p.name
         for p in params
-        if p.default is inspect.Parameter.empty
-        and p.kind not in free
+        if p.default is p.empty
+        and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
         and p.name not in body
         and p.name != RESUME_PARAM  # given by the kit to every cell
     ]

@@ -68,11 +68,8 @@ def is_user_file(path: Path) -> bool:
     return not any(path.is_relative_to(d) for d in _excluded_dirs())
 
 
-def _key(path: Path) -> tuple[str, int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
+def _key(path: Path) -> tuple[str, int, int]:
+    st = path.stat()  # an OSError: the caller's
     return (str(path), st.st_mtime_ns, st.st_size)
 
 
@@ -82,17 +79,18 @@ def _digest(key: tuple[str, int, int]) -> str:
 
 
 def _sha256(path: Path) -> str | None:
-    key = _key(path)
     try:
-        return _digest(key) if key is not None else None
+        return _digest(_key(path))
     except OSError:
         return None
 
 
 def _imports(path: Path) -> tuple[tuple[str, int, tuple[str, ...]], ...]:
     """(module, relative level, imported names) of every import statement in the file."""
-    key = _key(path)
-    return _parsed_imports(key) if key is not None and path.suffix == ".py" else ()
+    try:
+        return _parsed_imports(_key(path)) if path.suffix == ".py" else ()
+    except OSError:
+        return ()
 
 
 @cache

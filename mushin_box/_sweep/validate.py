@@ -145,7 +145,17 @@ class SweepKeys:
         )
 
     def check_raw(self, overrides: Sequence[str]) -> None:
-        """Refuse a plain raw override (no ``+``/``++``/``~``) whose key names nothing."""
+        """Refuse a raw override Hydra can't parse (naming it: Hydra's own error does not), or
+        a plain one (no ``+``/``++``/``~``) whose key names nothing."""
+        from hydra.errors import OverrideParseException
+
+        for text in overrides:
+            try:
+                parse_overrides([text])
+            except OverrideParseException as exc:
+                raise OverrideParseException(
+                    override=text, message=f"bad override {text!r}: {exc.message}"
+                ) from None
         if self._cfg is None:
             return
         parsed = parse_overrides(list(overrides))
@@ -214,19 +224,6 @@ class SweepKeys:
         if OmegaConf.get_type(node) in (None, dict):
             return  # a free-form mapping
         raise UnknownKeyError(f"{key!r}: {path} has no field {name!r}" + _suggest(name, known))
-
-
-def check_override_syntax(overrides: Sequence[str]) -> None:
-    """Hydra's parse error, naming the override it is about (Hydra's own message does not)."""
-    from hydra.errors import OverrideParseException
-
-    for text in overrides:
-        try:
-            parse_overrides([text])
-        except OverrideParseException as exc:
-            raise OverrideParseException(
-                override=text, message=f"bad override {text!r}: {exc.message}"
-            ) from None
 
 
 def user_sweeps(overrides: Sequence[str]) -> dict[str, list[Any]]:

@@ -420,7 +420,6 @@ class Workflow:
             else:
                 out.append(format_override(name, vault.hide(name, value), add=add))
         raw = list(overrides or [])
-        validate.check_override_syntax(raw)
         keys.check_raw(raw)
         user = vault.hide_in_overrides(raw, is_config_key=_is_config_key)
         grid.update(validate.user_sweeps(user))  # "x=1,2" in raw overrides is a grid axis too
