@@ -254,9 +254,6 @@ def render_sbatch(
     return sbatch_script(command, folder, map_count, **slurm_parameters(settings))
 
 
-# -- in every rank -----------------------------------------------------------------------------
-
-
 @dataclass
 class CellJob:
     """What every srun task runs: one Hydra job (a sweep cell), like the stock launcher's
@@ -319,9 +316,6 @@ def _picklable(ret: Any) -> Any:
             text = "".join(traceback.format_exception(exc))
             ret.return_value = RuntimeError(f"{type(exc).__qualname__} (not picklable):\n{text}")
     return ret
-
-
-# -- on the submitting host --------------------------------------------------------------------
 
 
 class SubmititCellLauncher:

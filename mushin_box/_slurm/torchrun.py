@@ -291,9 +291,6 @@ def torchrun_argv(
     return [python or sys.executable, "-m", "torch.distributed.run", *words, *worker, rest[-1]]
 
 
-# -- in each worker ---------------------------------------------------------------------------
-
-
 def _present_slurm_world(env: MutableMapping[str, str]) -> None:
     """Make the inherited SLURM task variables say what torchrun says (task ``RANK`` of
     ``WORLD_SIZE``, on node ``GROUP_RANK``), so submitit's task rank and result file agree
