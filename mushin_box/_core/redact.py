@@ -69,9 +69,6 @@ _TEXT_ASSIGNMENT = re.compile(
 _EXAMPLE = '["my_field", "db.dsn"]'
 
 
-# ---------------------------------------------------------------------------- the rule
-
-
 def _words(name: str) -> tuple[str, ...]:
     return tuple(w for w in _SPLIT.split(_BOUNDARY.sub("_", name).lower()) if w)
 
@@ -250,9 +247,6 @@ def _redact_urls(text: str) -> str:
     return URL_CREDENTIALS.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", text)
 
 
-# ---------------------------------------------------------------------------- values
-
-
 def redact(value: Any, declared: Sequence[str] = ()) -> Any:
     """A copy of ``value`` with its secrets cut out: of a mapping, a secret-looking key's
     value unless ``None`` ("unset" is worth seeing) and URL credentials; of a command's words,
@@ -315,9 +309,6 @@ def _redact_argv(argv: Sequence[str], rule: SecretRule) -> list[str]:
         out.append(REDACTED if hide else _redact_word(word, rule))
         hide = flag is not None and word not in _NOT_SECRET_FLAGS and rule.name(flag["name"])
     return out
-
-
-# ---------------------------------------------------------------------------- text
 
 
 def _quote_state(text: str, state: str | None) -> str | None:

@@ -84,8 +84,7 @@ def experiment_state(
 ) -> dict[str, Any]:
     """The experiment file (given, else the task's) and its :func:`git_state`: taken by the
     driver, so that every cell records the user's repository (a rank may have no git)."""
-    if file is None:
-        file = task_file(task)
+    file = task_file(task) if file is None else file
     path = Path(file).resolve() if file is not None else Path.cwd()
     return {
         "file": str(path) if file is not None else None,

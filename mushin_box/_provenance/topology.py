@@ -126,11 +126,9 @@ def _int(env: Mapping[str, str], name: str, default: int | None = None) -> int |
 
 def _gpus_per_node(env: Mapping[str, str]) -> int | None:
     for name in ("SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE", "SLURM_JOB_GPUS_PER_NODE"):
-        value = env.get(name)
-        if value:
-            m = re.search(r"(\d+)\s*$", value.split(",")[0])  # "4", "gpu:4", "a100:4"
-            if m:
-                return int(m.group(1))
+        m = re.search(r"(\d+)\s*$", env.get(name, "").split(",")[0])  # "4", "gpu:4", "a100:4"
+        if m:
+            return int(m.group(1))
     return None
 
 
