@@ -145,13 +145,9 @@ def set_aside_metrics(cell_dir: Path, tag: str, continues: bool) -> None:
     for :func:`carry_over` when the attempt continues, else beside the set-aside checkpoints."""
     path = cell_dir / layout.METRICS_FILE
     earlier = mushin_dir(cell_dir) / layout.EARLIER_METRICS_FILE
-    if continues:
-        if path.is_file():
-            earlier.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(path, earlier)
-        return
-    target = mushin_dir(cell_dir) / layout.STALE_CHECKPOINTS_DIR / tag / layout.METRICS_FILE
-    for source in (earlier, path):  # the sidecar last: the newer of the two is kept
+    stale = mushin_dir(cell_dir) / layout.STALE_CHECKPOINTS_DIR / tag / layout.METRICS_FILE
+    target = earlier if continues else stale
+    for source in (path,) if continues else (earlier, path):  # the newer last: it is kept
         if source.is_file():
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(source, target)
@@ -286,10 +282,9 @@ def record_failure(cell_dir: Path, record: dict[str, Any], exc: BaseException) -
     # an exception may quote a secret ("invalid token ..."): the values of secret-looking
     # variables, sweep secrets included, are replaced (the manifest copies this error)
     text = redact_text("".join(traceback.format_exception(exc)))
-    message = redact_text(str(exc))
     error: dict[str, Any] = {
         "type": type(exc).__qualname__,
-        "message": message[:2000],
+        "message": redact_text(str(exc))[:2000],
         "file": layout.ERROR_FILE,
     }
     status = cell_dir / layout.STATUS_FILE

@@ -190,13 +190,9 @@ def _node(cfg: Any, key: str) -> Any:
 class PlainFingerprints:
     """Each job's config fingerprint (:func:`~mushin_box._sweep.cells.config_fingerprint` of
     the config :meth:`SweptValues.cell` builds) without building that config: the first
-    job's task config as plain data, with the job's swept values set in it.
-
-    This holds only when no other key depends on a swept value, so this refuses
-    (``ValueError``) any interpolation but ``${oc.env:NAME}``, a swept value that is a list,
-    a mapping or holds ``${``, a swept key under a list, and a value that changes its node's
-    type. Each distinct value is converted once by Hydra's function over a scratch copy.
-    """
+    job's task config as plain data, with the job's swept values set in it. That holds only
+    when no other key can depend on a swept value: anything else is refused (``ValueError``).
+    Each distinct value is converted once by Hydra's function over a scratch copy."""
 
     def __init__(self, values: SweptValues, jobs: Sequence[Sequence[str]]) -> None:
         base = values.base
@@ -235,9 +231,8 @@ class PlainFingerprints:
     def _redacted_leaf(self, i: int, path: tuple[str, ...], text: str) -> Any:
         """The value of ``text`` at ``path`` as ``redact`` leaves it in the whole config (its
         path and value alone decide), or :data:`_HIDDEN` under a secret key."""
-        found = self._leaves.get((i, text), _HIDDEN)
-        if found is not _HIDDEN:
-            return found
+        if (i, text) in self._leaves:
+            return self._leaves[(i, text)]
         node: Any = self._redacted
         for part in path[:-1]:
             node = node.get(part) if isinstance(node, dict) else None
