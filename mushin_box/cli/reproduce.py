@@ -35,6 +35,8 @@ EXITS = {
     "rebuild failed",
 }
 _MAX_VALUE = 60
+#: the flags that pass to the re-run as they are
+_PASSED = "into nodes gpus image local atol rtol allow_dirty dry_run rebuild_image worktree".split()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -177,18 +179,8 @@ def run(args: argparse.Namespace) -> int:
         with quiet:
             result = reproduce(
                 args.cell,
-                into=args.into,
-                nodes=args.nodes,
-                gpus=args.gpus,
-                image=args.image,
-                local=args.local,
-                atol=args.atol,
-                rtol=args.rtol,
-                allow_dirty=args.allow_dirty,
-                dry_run=args.dry_run,
                 progress=not args.json and sys.stderr.isatty(),
-                rebuild_image=args.rebuild_image,
-                worktree=args.worktree,
+                **{k: getattr(args, k) for k in _PASSED},
             )
     except BuildError as exc:  # exit 1, as `mushin-box build`'s failed build
         print(f"mushin-box reproduce: error: the image's rebuild failed: {exc}", file=sys.stderr)
