@@ -134,9 +134,14 @@ def _scancel(job_ids: Sequence[str]) -> None:
 _SQUEUE_BATCH = 2000
 
 
-def _sweeps_jobs(root: Path, wanted: Sequence[str], user: str) -> tuple[list[str], list[str], bool]:
-    """The ids among ``wanted`` that squeue shows now as this sweep's and run by ``user``,
-    a line for each kind of other one, and whether squeue answered."""
+def _sweeps_jobs(root: Path, wanted: Sequence[str], uid: int) -> tuple[list[str], list[str], bool]:
+    """The ids among ``wanted`` that squeue shows now as this sweep's and run by ``uid``
+    (its login name, else the number, as squeue's ``%u``), a line for each kind of other
+    one, and whether squeue answered."""
+    try:
+        user = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        user = str(uid)
     ok = sorted({j for j in wanted if valid_job_id(j)})
     refused = [f"{j!r} is not a SLURM job id; not cancelled" for j in wanted if not valid_job_id(j)]
     shown: dict[str, tuple[str, str, str]] = {}
@@ -182,14 +187,6 @@ def _select(cells: Sequence[CellView], names: Sequence[str] | None) -> list[Cell
         known = ", ".join(sorted(by_dir)) or "none started yet"
         raise ValueError(f"no cell {', '.join(unknown)} in this sweep; its cells: {known}")
     return [by_dir[n.rstrip("/").rsplit("/", 1)[-1]] for n in names]
-
-
-def _user_name(uid: int) -> str:
-    """The name squeue shows for ``uid``'s jobs (``%u``): its login name, else the number."""
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
 
 
 def _not_owned(st: os.stat_result, uid: int) -> str | None:
@@ -313,7 +310,7 @@ def cancel(
     if cells:  # the queued jobs of the named cells that have not started
         ids = _jobs_of(submission, [c.combo for c in unstarted], trusted)
     wanted = [*(c.job_id for c in targets if c.job_id), *ids]  # the queued jobs too
-    jobs, why, answered = _sweeps_jobs(path, list(dict.fromkeys(wanted)), _user_name(uid))
+    jobs, why, answered = _sweeps_jobs(path, list(dict.fromkeys(wanted)), uid)
     refused += why
     if not answered:
         blocked = blocked or "the scheduler did not answer for the sweep's jobs"

@@ -304,32 +304,26 @@ class LogFollower:
                 continue
             self._offset[path], self._identity[path] = st.st_size, (st.st_dev, st.st_ino)
 
-    def _read(self, path: Path) -> bytes | None:
-        self._restart_if_replaced(path)
-        try:
-            data, offset = read_tail(path, self._max, start=self._offset[path])
-        except FileNotFoundError:
-            return None
-        except OSError as exc:  # refused (UnsafeFileError), or unreadable
-            warn_sidecar(f"{path} is not read ({exc})")
-            return None
-        end = offset + len(data)
-        if offset > self._offset[path]:
-            warn_sidecar(
-                f"{path}: its first {offset - self._offset[path]} bytes are skipped (only "
-                f"the last {self._max} are shown; read the file itself for the rest)"
-            )
-            self._partial[path] = b""
-            data = data.split(b"\n", 1)[1] if b"\n" in data else b""
-        self._offset[path] = end
-        return data
-
     def poll(self) -> Iterator[str]:
         """New complete lines, each with its file's prefix."""
         for path, prefix in self._prefix.items():
-            data = self._read(path)
-            if data is None:
+            self._restart_if_replaced(path)
+            try:
+                data, offset = read_tail(path, self._max, start=self._offset[path])
+            except FileNotFoundError:
                 continue
+            except OSError as exc:  # refused (UnsafeFileError), or unreadable
+                warn_sidecar(f"{path} is not read ({exc})")
+                continue
+            end = offset + len(data)
+            if offset > self._offset[path]:
+                warn_sidecar(
+                    f"{path}: its first {offset - self._offset[path]} bytes are skipped (only "
+                    f"the last {self._max} are shown; read the file itself for the rest)"
+                )
+                self._partial[path] = b""
+                data = data.split(b"\n", 1)[1] if b"\n" in data else b""
+            self._offset[path] = end
             data = self._partial[path] + data
             *complete, self._partial[path] = data.split(b"\n")
             for line in complete:
