@@ -485,19 +485,20 @@ def check_image(
         raise FileNotFoundError(f"{image}: no such image to check")
     beside = image.parent if os.access(image.parent, os.W_OK | os.X_OK) else None
     tmp = Path(tempfile.mkdtemp(prefix=f".{image.name}.check-", dir=beside))
+    rebuilt = tmp / image.name
     try:
         tmp.chmod(0o755)  # an unprivileged build's subordinate ids must reach it
         build_image(
             spec,
-            tmp / image.name,
+            rebuilt,
             context=context,
             backend=backend,
             timeout=timeout,
             native_mode=native_mode,
         )
-        verdict = describe_check(image, tmp / image.name)
+        verdict = describe_check(image, rebuilt)
         if verdict != "identical":
-            verdict += _other_tools(image, tmp / image.name)
+            verdict += _other_tools(image, rebuilt)
         return verdict
     finally:
         if not _mounts_under(tmp):  # the build says so when it could not unmount its tree
@@ -521,30 +522,24 @@ def _other_tools(image: Path, rebuilt: Path) -> str:
     return f" (built with {built}, this host has {here}: install {those} to rebuild it)"
 
 
-def _spec_file(spec_ref: str | None, context: Path) -> tuple[str | None, Path | None]:
-    """The manifest's ``spec`` (relative to ``context`` when the file lies there) and the
-    spec's file, when ``spec_ref`` names one."""
-    if spec_ref is None:
-        return None, None
-    target, sep, attr = spec_ref.rpartition(":")
-    if not sep:
-        target, attr = spec_ref, ""
-    path = Path(target).absolute()
-    if not path.is_file():
-        return spec_ref, None  # package.module:ATTR
-    if path.is_relative_to(context):
-        target = path.relative_to(context).as_posix()
-    return target + (f":{attr}" if attr else ""), path
-
-
 def native_recipe(
     spec: ImageSpec, context: StrPath, spec_ref: str | None = None
 ) -> tuple[str, str | None, str | None]:
     """``(recipe_sha256, context_commit, spec)`` a native build records; ``spec_ref`` (as
-    ``mushin-box build`` was given it) names a file that is one of the recipe's inputs."""
+    ``mushin-box build`` was given it) names a file that is one of the recipe's inputs, and
+    ``spec`` names it relative to ``context`` when it lies there."""
     context = Path(context).absolute()
     epoch = native.source_date_epoch(spec, context)
-    ref, spec_file = _spec_file(spec_ref, context)
+    ref, spec_file = spec_ref, None
+    if spec_ref is not None:
+        target, sep, attr = spec_ref.rpartition(":")
+        if not sep:
+            target, attr = spec_ref, ""
+        if (path := Path(target).absolute()).is_file():  # else package.module:ATTR
+            spec_file = path
+            if path.is_relative_to(context):
+                target = path.relative_to(context).as_posix()
+            ref = target + (f":{attr}" if attr else "")
     definition = render_definition(spec)
     recipe, commit = native.recipe_identity(spec, definition, context, epoch, spec_file)
     return recipe, commit, ref

@@ -260,22 +260,19 @@ def _missing_tool(tools: Mapping[str, str], who: str) -> str | None:
 
 def build_tools(mode: str) -> dict[str, str | None]:
     """The versions of the host tools that can change the image's bytes (the manifest's
-    ``build_tools``; a rebuild elsewhere needs the same): ``None`` for one not told."""
+    ``build_tools``; a rebuild elsewhere needs the same): the first version number in the
+    first line of ``TOOL --version``, ``None`` for one not told."""
     tools = ["mmdebstrap", "mksquashfs"]
     tools += ["fakechroot", "fakeroot"] if mode == "fakechroot" else []
-    return {tool: _tool_version(tool) for tool in tools}
-
-
-def _tool_version(tool: str) -> str | None:
-    """The first version number in the first line of ``tool --version``, or ``None``."""
-    flag = "-version" if tool == "mksquashfs" else "--version"
-    try:
-        done = run_bounded([tool, flag], timeout=60, capture=True)
-    except (OSError, BuildError):
-        return None
-    first = (done.stdout or "").partition("\n")[0] if done.returncode == 0 else ""
-    found = re.search(r"\d+(?:\.\d+)+[^\s,)]*", first)
-    return found[0] if found else None
+    versions: dict[str, str | None] = dict.fromkeys(tools)
+    for tool in versions:
+        flag = "-version" if tool == "mksquashfs" else "--version"
+        with contextlib.suppress(OSError, BuildError):
+            done = run_bounded([tool, flag], timeout=60, capture=True)
+            first = done.stdout.partition("\n")[0] if done.returncode == 0 else ""
+            if found := re.search(r"\d+(?:\.\d+)+[^\s,)]*", first):
+                versions[tool] = found[0]
+    return versions
 
 
 def check_native(spec: ImageSpec, context: Path, mode: str = "auto") -> tuple[str, int]:
@@ -334,7 +331,7 @@ def recipe_identity(
 ) -> tuple[str, str | None]:
     """``(recipe sha256, context commit)`` of a native build: the sha256 of all that decides
     the image's bytes but the mirror, the indexes and the host tools; the commit, ``HEAD``
-    when it holds those files unchanged."""
+    of the git work tree at ``context`` when it holds those files committed and unchanged."""
     files = _recipe_files(spec, context, spec_file)
     digest = hashlib.sha256()
     digest.update(f"{__version__}\0{epoch}\0{len(definition)}\0{definition}".encode())
@@ -344,7 +341,15 @@ def recipe_identity(
         mode = "x" if path.stat().st_mode & 0o111 else "-"  # the image's mode: see _plan
         digest.update(f"\0{os.path.relpath(path, context)}\0{mode}\0{len(data)}\0".encode())
         digest.update(data)
-    return digest.hexdigest(), _clean_commit(context, files)
+    recipe = digest.hexdigest()
+    if shutil.which("git") is None or not files:
+        return recipe, None
+    head = git(["rev-parse", "HEAD"], context, timeout=60)
+    # --ignored: an ignored input (!!) is in no commit, as an untracked one (??)
+    status = git(
+        ["status", "--porcelain", "--ignored", "--", *map(str, files)], context, timeout=60
+    )
+    return recipe, None if head is None or status is None or status.strip() else head.strip()
 
 
 def _base_identity(spec: ImageSpec) -> str:
@@ -368,19 +373,6 @@ def _base_identity(spec: ImageSpec) -> str:
             elif os.path.isfile(path):
                 digest.update(file_sha256(path).encode())
     return "tree:" + digest.hexdigest()
-
-
-def _clean_commit(context: Path, files: Sequence[Path]) -> str | None:
-    """``HEAD`` of the git work tree at ``context`` if it holds ``files`` committed and
-    unchanged, else ``None`` (no git, not a work tree, untracked or changed files)."""
-    if shutil.which("git") is None or not files:
-        return None
-    head = git(["rev-parse", "HEAD"], context, timeout=60)
-    # --ignored: an ignored input (!!) is in no commit, as an untracked one (??)
-    status = git(
-        ["status", "--porcelain", "--ignored", "--", *map(str, files)], context, timeout=60
-    )
-    return None if head is None or status is None or status.strip() else head.strip()
 
 
 def context_dir(context: Path) -> str | None:
