@@ -57,13 +57,10 @@ def setup_lines(spec: ImageSpec) -> list[str]:
     if spec.pip_lock is not None:
         lines.append(_pip_install(spec, "--require-hashes", "-r", f"{BUILD_DIR}/requirements.lock"))
     if spec.pip:
+        requirements = f"{BUILD_DIR}/requirements.txt"
         lines.append(f"mkdir -p {BUILD_DIR}")
-        lines.append(
-            "printf '%s\\n' "
-            + " ".join(_q(r) for r in spec.pip)
-            + f" > {BUILD_DIR}/requirements.txt"
-        )
-        lines.append(_pip_install(spec, "--require-hashes", "-r", f"{BUILD_DIR}/requirements.txt"))
+        lines.append(f"printf '%s\\n' {' '.join(_q(r) for r in spec.pip)} > {requirements}")
+        lines.append(_pip_install(spec, "--require-hashes", "-r", requirements))
     if spec.project is not None:
         flags = ["--no-deps"] + ([] if spec.project.build_isolation else ["--no-build-isolation"])
         lines.append(_pip_install(spec, *flags, spec.project.dest))
