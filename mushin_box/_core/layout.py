@@ -98,8 +98,7 @@ def stage_metrics_file(stage: str, filename: str = STAGE_METRICS_SUFFIX) -> str:
 
 
 def stage_metrics_json_file(stage: str, filename: str = STAGE_METRICS_SUFFIX) -> str:
-    """The canonical-JSON twin of :func:`stage_metrics_file` (``fit_metrics.json``), which
-    readers load without torch."""
+    """:func:`stage_metrics_file`'s canonical-JSON twin (``fit_metrics.json``): no torch."""
     return stage_metrics_file(stage, filename).removesuffix(".pt") + ".json"
 
 

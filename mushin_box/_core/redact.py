@@ -152,8 +152,7 @@ def _carried_names(text: str) -> tuple[str, ...]:
 def secret_names_in_effect(
     declared: Sequence[str] = (), environ: Mapping[str, str] | None = None
 ) -> tuple[str, ...]:
-    """The names a driver carried to this process (``SECRET_NAMES_ENV``), else the
-    project's; and ``declared``."""
+    """The names a driver carried here (``SECRET_NAMES_ENV``), else the project's; ``declared``."""
     env = os.environ if environ is None else environ
     carried = env.get(SECRET_NAMES_ENV)
     base = _carried_names(carried) if carried is not None else project_secret_names()

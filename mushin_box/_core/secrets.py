@@ -115,10 +115,9 @@ class SecretVault:
         return value
 
     def hide_in_config(self, config: Any, *, plain: bool = False) -> Any:
-        """``config`` (a structured config) as a DictConfig with its secret leaves replaced
-        by references; ``config`` itself when it holds none. ``plain=True``, for launchers
-        that pickle the job: an untyped struct DictConfig, for a structured one refers to its
-        dataclass, which submitit pickles by value, literal defaults included."""
+        """``config`` (structured) as a DictConfig with its secret leaves as references, or
+        itself when it holds none; ``plain``: an untyped struct DictConfig, for launchers that
+        pickle the job (submitit pickles a structured one's dataclass, defaults included)."""
         from omegaconf import OmegaConf, SCMode
 
         declared = self.declared  # a bad project setting is refused before anything runs
@@ -171,8 +170,7 @@ class SecretVault:
 
     @contextlib.contextmanager
     def exported(self) -> Iterator[None]:
-        """Set the stored values and the declared names in ``os.environ`` (plain and
-        ``APPTAINERENV_``), then restore what was there."""
+        """The stored values and declared names in ``os.environ`` (and ``APPTAINERENV_``)."""
         # always, even empty: a rank applies the driver's names, not its own cwd's project
         carried = {SECRET_NAMES_ENV: json.dumps(list(self.declared))}
         values = {

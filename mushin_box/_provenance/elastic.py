@@ -193,8 +193,7 @@ def world_changes(
 
 
 def finished_run(run: Mapping[str, Any], starts: Any) -> dict[str, Any]:
-    """A copy of ``run`` with each attempt's ``epoch`` and ``world_changes`` from the fit's
-    ``starts``."""
+    """``run``, its attempts' ``epoch`` and ``world_changes`` set from the fit's ``starts``."""
     attempts = run.get("attempts")
     if not isinstance(attempts, list):
         return dict(run)

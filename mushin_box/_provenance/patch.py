@@ -80,8 +80,7 @@ def code_patch(path: Path, include: Iterable[str | Path] = ()) -> CodePatch | No
 def keep_patch(
     root: Path, experiment: Mapping[str, Any] | None, include: Iterable[str | Path] = ()
 ) -> dict[str, Any] | None:
-    """Write a dirty experiment's diff, if it may be kept, into the sweep ``root``; return
-    ``experiment`` with ``patch`` where it was written."""
+    """``experiment``, with ``patch`` where its dirty diff was written in the sweep ``root``."""
     if experiment is None:
         return None
     git = experiment.get("git")
