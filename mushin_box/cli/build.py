@@ -1,10 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""``mushin-box build [SPEC] [-o out.sif] [--context DIR] [--dry-run]``: parsing and
-printing; the build is :func:`mushin_box._image.build.build_image`.
-
-SPEC names an :class:`~mushin_box._image.spec.ImageSpec` (default: the project's own,
-``containers/image.py:IMAGE``). A native build whose output already holds an image of the
-same recipe keeps it, as ``make`` keeps an up-to-date target (``--force`` builds anyway).
+"""``mushin-box build [SPEC]``: parsing and printing; the build is
+:func:`mushin_box._image.build.build_image`. A native build whose output already holds an
+image of the same recipe keeps it, as ``make`` keeps an up-to-date target.
 """
 
 from __future__ import annotations

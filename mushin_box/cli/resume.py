@@ -101,10 +101,9 @@ def run(args: argparse.Namespace) -> int:
     root = str(resolve_sweep(args.dir).resolve())
     try:
         record, ran = read_resume_record(root)
-        if ran is not None:  # reproduce's check of what the run would import, unimported
-            original = checks.read_original(Path(root, ran[0]))
-            config = OmegaConf.create(original.config)
-            trust.check_sources(original, config, allow_dirty=True)  # a changed file reruns
+        if ran is not None:  # reproduce's check of what the run would import, unimported;
+            original = checks.read_original(Path(root, ran[0]))  # a changed file reruns
+            trust.check_sources(original, OmegaConf.create(original.config), allow_dirty=True)
         changes = {k: getattr(args, k, None) for k in SCHEDULER_FLAGS}
         overrides, flags, changed = resume_settings(record, changes, args.set or [])
         full = list(overrides)

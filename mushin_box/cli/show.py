@@ -18,7 +18,7 @@ from typing import Any
 from mushin_box._core.layout import MANIFEST_FILE, STATUS_FILE
 from mushin_box.cli.main import UsageError
 from mushin_box.cli.output import JSON_HELP, print_json, shown
-from mushin_box.cli.tables import ANSI, print_lines, resolve_sweep, restart_text, summary
+from mushin_box.cli.tables import ANSI, Heading, print_lines, resolve_sweep, restart_text, summary
 
 HELP = (
     "the results of sweeps: swept values, state and metrics per cell, the best one marked; "
@@ -130,7 +130,7 @@ _STYLES = {"completed": "green", "failed": "red", "timeout": "red", "running": "
 _LONG = 100
 
 
-def _print_rich(table: Any, said: str | None, code: str | None) -> None:
+def _print_rich(table: Any, said: list[str], code: str | None) -> None:
     """The table, after its heading (unless ``said`` printed it already)."""
     from rich.console import Console
     from rich.markup import escape
@@ -147,7 +147,7 @@ def _print_rich(table: Any, said: str | None, code: str | None) -> None:
             for name, sweep in zip(table.names, table.sweeps, strict=True)
         ]
     for line in heading:
-        if line != said:
+        if line not in said:
             console.print(escape(shown(line)), soft_wrap=True)
     widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
     if len(rows) > _LONG or sum(widths) + 3 * len(widths) + 1 > console.width:
@@ -185,16 +185,11 @@ def run(args: argparse.Namespace) -> int:
     from mushin_box._results.table import summary as results_summary
     from mushin_box._results.table import table_records
 
-    said: list[str] = []
-
-    def heading(view: Any) -> None:  # a finished sweep: its counts (a Heading), first
-        said.append(f"{view.root}: {summary(view)}")
-        print(said[0], flush=True)
-
+    said = Heading()
     # the heading goes first where nothing after it can fail: a --best, --sort or --where
     # the cells do not answer is one line on stderr, with nothing on stdout
     early = not (args.json or args.csv or args.md or args.where or args.sort or args.best)
-    table = _table(args, heading if early else None)
+    table = _table(args, said if early else None)
     code = None if table.names else code_line(table.sweep)
     if args.json:
         data = {**results_summary(table), **({} if table.names else {"code": code})}
@@ -213,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
             if line:
                 print(f"\n{line}")
     else:
-        _print_rich(table, said[0] if said else None, code)
+        _print_rich(table, said, code)
     return 0
 
 
@@ -229,8 +224,7 @@ def _table(args: argparse.Namespace, heading: Any = None) -> Any:
         path = Path(directory)
         if not path.is_dir() or is_sweep_dir(path) or (path / STATUS_FILE).is_file():
             continue
-        found = find_sweeps(path)
-        if found:
+        if found := find_sweeps(path):
             raise UsageError(
                 f"{directory} is not a sweep directory, but holds {len(found)} sweep(s); show "
                 f"them in one table: mushin-box show {shlex.quote(directory)} --all"

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""``mushin-box smoke``: the CI smoke run (parsing and presentation; logic in ``_smoke``)."""
+"""``mushin-box smoke``: the CI smoke run (presentation only; logic in ``_container.smoke``)."""
 
 from __future__ import annotations
 

@@ -21,6 +21,7 @@ import attrs
 from mushin_box.cli.output import JSON_HELP, print_json, shown
 from mushin_box.cli.tables import (
     SWEEP_EXITS,
+    Heading,
     detail,
     duration,
     error_line,
@@ -68,23 +69,18 @@ def run(args: argparse.Namespace) -> int:
     from mushin_box._sweepdir.settled import read_settled
 
     path = resolve_sweep(args.dir)
-    said: list[str] = []
-
-    def heading(view: Any) -> None:  # a finished sweep: its counts (a Heading), first
-        said.append(f"{view.root}: {summary(view)}")
-        print(said[0], flush=True)
-
-    sweep = read_settled(path, heading=None if args.json else heading) or read_sweep(path)
+    said = Heading()
+    sweep = read_settled(path, heading=None if args.json else said) or read_sweep(path)
     if args.json:
         print_json(as_json(sweep))
     else:
-        print_table(sweep, said=said[0] if said else None)
+        print_table(sweep, said)
     if sweep.unanswered:
         print(unanswered_line(sweep), file=sys.stderr)
     return exit_code(sweep)
 
 
-def print_table(sweep: Any, said: str | None = None) -> None:
+def print_table(sweep: Any, said: Sequence[str] = ()) -> None:
     """The summary line (unless ``said`` printed it already), the cells fitted to the
     terminal, which columns were left out, and a line per cell with an error."""
     from rich.console import Console
@@ -96,7 +92,7 @@ def print_table(sweep: Any, said: str | None = None) -> None:
             width = int(os.environ.get("COLUMNS", ""))
         width = width if width and width > 0 else None
     line = f"{sweep.root}: {summary(sweep)}"
-    if line != said:
+    if line not in said:
         print(line)
     columns = _columns(sweep)
     dropped = _fit(columns, width)

@@ -52,8 +52,7 @@ def resolve_sweep(directory: str | None) -> Path:
     return path
 
 
-def exit_code(sweep: Any) -> int:
-    """0 all completed, 1 any cell failed/timed out/cancelled/skipped, 3 still running."""
+def exit_code(sweep: Any) -> int:  # SWEEP_EXITS
     if sweep.going:
         return EXIT_RUNNING
     return 0 if all(c.state == "completed" for c in sweep.cells) else 1
@@ -108,6 +107,15 @@ def summary(sweep: Any) -> str:
     """``2 completed, 1 failed`` (and what runs the sweep, when known)."""
     counts = ", ".join(f"{n} {state}" for state, n in sweep.counts().items())
     return counts + (f" (launcher {sweep.launcher})" if sweep.launcher else "")
+
+
+class Heading(list[str]):
+    """A finished sweep's summary line, printed as soon as its view is read (before its
+    cells are) and kept, so that the table after it does not print it again."""
+
+    def __call__(self, view: Any) -> None:
+        self.append(f"{view.root}: {summary(view)}")
+        print(self[0], flush=True)
 
 
 def end_report(sweep: Any, resume: str) -> int:
