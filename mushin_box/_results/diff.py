@@ -1,13 +1,11 @@
 # SPDX-License-Identifier: MIT
-"""Two cells or two sweeps compared, provenance and metrics, from disk, and the diff as rows
-a person reads.
+"""Two cells or two sweeps compared (provenance and metrics, from disk), and the rows that
+``diff``'s views and ``report`` share.
 
 A path is a cell directory, a provenance JSON file, or a sweep directory (compared cell by
-cell, matched by swept values; a cell only one sweep has breaks reproducibility); records
-are compared by :func:`mushin_box._provenance.compare.diff_records`. ``diff``'s terminal,
-``--md`` and ``--html`` views and ``report``'s section share the rows built here, so that a
-64-rank run against one rank reads as a screen: hashes cut to 12 hex digits, one row for
-what several cells share, for many paths that differ in a list index, and for a large
+cell, matched by swept values; a cell only one sweep has breaks reproducibility). The rows
+keep a 64-rank run against one rank to a screen: hashes cut to 12 hex digits, one row for
+what several cells share, for paths that differ only in a list index, and for a large
 expected family (``run.env.* (53 fields)``).
 """
 
@@ -24,14 +22,8 @@ from typing import Any
 
 import attrs
 
+from mushin_box._core import layout
 from mushin_box._core.errors import MushinBoxError
-from mushin_box._core.layout import (
-    FINGERPRINTS_FILE,
-    MANIFEST_FILE,
-    PROVENANCE_FILE,
-    STATUS_FILE,
-    read_limit,
-)
 from mushin_box._core.redact import redact
 from mushin_box._core.safeio import read_bounded
 from mushin_box._core.sidecars import loads, read_json
@@ -152,7 +144,7 @@ class Diff:
 
 def input_kind(path: str | Path) -> str:
     """``"cell"``, ``"sweep"`` or ``"record"`` (a provenance JSON file), else a DiffInputError."""
-    prov, status, manifest = PROVENANCE_FILE, STATUS_FILE, MANIFEST_FILE
+    prov, status, manifest = layout.PROVENANCE_FILE, layout.STATUS_FILE, layout.MANIFEST_FILE
     p = Path(path)
     if not p.exists():
         raise DiffInputError(f"{path}: no such file or directory")
@@ -175,7 +167,7 @@ def _read_record(target: Path) -> dict[str, Any] | None:
     record is a difference (exit 1); a damaged one raises :class:`DiffInputError`: it must
     not pass for one, nor crash the comparison."""
     try:  # a sidecar: bounded, no symlink, FIFO or device (safeio)
-        data = read_bounded(target, read_limit(target.name))
+        data = read_bounded(target, layout.read_limit(target.name))
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -196,7 +188,8 @@ def _read_record(target: Path) -> dict[str, Any] | None:
 
 
 def _load_record(path: Path) -> dict[str, Any]:
-    target = path.resolve() if path.is_file() else path / PROVENANCE_FILE  # a file: the user's
+    # a file: the user's
+    target = path.resolve() if path.is_file() else path / layout.PROVENANCE_FILE
     record = _read_record(target)
     if record is None:
         raise DiffInputError(f"{path}: no readable provenance record ({target.name})")
@@ -228,7 +221,7 @@ def _cell_diff(
 def _prints(cell: Path, record: Any) -> dict[str, Any] | None:
     """A cell's fit fingerprints, with its record's world size where they hold none (the
     likely cause of weights that differ)."""
-    prints = read_json(cell / FINGERPRINTS_FILE)
+    prints = read_json(cell / layout.FINGERPRINTS_FILE)
     if not isinstance(prints, dict):
         return None
     topology = ((record or {}).get("run") or {}).get("topology")
@@ -286,13 +279,13 @@ def diff_provenance(a: str | Path, b: str | Path, *, atol: float = 0.0, rtol: fl
         combo = redact(combo)
         if in_a and key in cells_b:
             db = cells_b[key][1]
-            records = (_read_record(d / PROVENANCE_FILE), _read_record(db / PROVENANCE_FILE))
-            out.append(_cell_diff(d, db, records, tols, "ab", name=combo_id(combo), combo=combo))
+            ra, rb = (_read_record(x / layout.PROVENANCE_FILE) for x in (d, db))
+            out.append(_cell_diff(d, db, (ra, rb), tols, "ab", name=combo_id(combo), combo=combo))
             continue
         # the other side has the cell's directory and a status it could not read (refused,
         # unreadable, corrupt: warned): unreadable there, not missing
         side, other = ("a", "b") if in_a else ("b", "a")
-        there = (pb if in_a else pa) / d.name / STATUS_FILE
+        there = (pb if in_a else pa) / d.name / layout.STATUS_FILE
         lost = "unreadable" if os.path.lexists(there) else "missing"
         sides = ("present", lost) if in_a else (lost, "present")
         change = f"unreadable_{other}" if lost == "unreadable" else f"only_{side}"
@@ -524,15 +517,9 @@ def _parts(diff: Any, brief: bool, heading: Any, note: Any, render: Any) -> list
 
     metrics = metric_rows(diff)
     out = [heading(f"Metrics (atol={diff.atol:g}, rtol={diff.rtol:g})")]
-    out.append(
-        render(
-            "metrics",
-            [*cell, "metric", "A", "B", "Δ (B-A)", "match"],
-            [row(m, m.name, m.a, m.b, m.delta, "yes" if m.match else "no") for m in metrics],
-        )
-        if metrics
-        else note("None recorded.", "")
-    )
+    headers = [*cell, "metric", "A", "B", "Δ (B-A)", "match"]
+    body = [row(m, m.name, m.a, m.b, m.delta, "yes" if m.match else "no") for m in metrics]
+    out.append(render("metrics", headers, body) if metrics else note("None recorded.", ""))
     for attr, title in _FIELD_GROUPS:
         if attr == "extended" and not diff.extended:
             continue
@@ -587,11 +574,8 @@ def _html_table(kind: str, headers: list[str], rows: list[list[str]]) -> str:
     return table(headers, body, cls=kind)
 
 
-def diff_html_section(
-    diff: Any, *, brief: bool = False, heading: str = "h2", results: bool = True
-) -> str:
-    """The diff as an HTML fragment, its headings from ``heading`` down."""
-    sub = f"h{min(int(heading[1]) + 1, 6)}"
+def diff_html_section(diff: Any, *, brief: bool = False, results: bool = True) -> str:
+    """The diff as an HTML fragment, under an ``<h2>`` (its sections: ``<h3>``)."""
     ok = diff.same(results=results)
     out = [
         f'<p class="{"verdict-ok" if ok else "verdict-bad"}">'
@@ -601,7 +585,7 @@ def diff_html_section(
     out += _parts(
         diff,
         brief,
-        heading=lambda text: f"<{sub}>{text}</{sub}>",
+        heading=lambda text: f"<h3>{text}</h3>",
         note=lambda text, kind: f'<p class="{kind}">{esc(text)}</p>' if kind else f"<p>{text}</p>",
         render=_html_table,
     )

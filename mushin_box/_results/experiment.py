@@ -22,18 +22,8 @@ import pandas as pd
 import xarray as xr
 from omegaconf import OmegaConf
 
+from mushin_box._core import layout
 from mushin_box._core.gcpause import gc_paused
-from mushin_box._core.layout import (
-    HYDRA_CONFIG_FILE,
-    HYDRA_MULTIRUN_FILE,
-    HYDRA_OUTPUT_SUBDIR,
-    HYDRA_OVERRIDES_FILE,
-    MANIFEST_FILE,
-    PROVENANCE_FILE,
-    STATUS_FILE,
-    stage_metrics_file,
-    stage_metrics_json_file,
-)
 from mushin_box._core.overrideparse import parse_overrides
 from mushin_box._core.overrides import parse_override_value, parse_sweep_values
 from mushin_box._core.safeio import UnsafeFileError, open_regular_stat
@@ -69,9 +59,8 @@ def load_sweep(
     grid: dict[str, list[Any]] = head["grid"]
     params = list(grid)
     shape = tuple(len(v) for v in grid.values())
-    index: dict[Any, tuple[int, ...]] = dict(
-        zip(manifest.grid_keys(grid), np.ndindex(*shape), strict=True)
-    )
+    keys = manifest.grid_keys(grid)
+    index: dict[Any, tuple[int, ...]] = dict(zip(keys, np.ndindex(*shape), strict=True))
     coords = {p: grid_coords(v) for p, v in grid.items()}
     found: dict[str, dict[tuple[int, ...], Any]] = {}  # metric -> grid point -> value
     series: dict[str, list[tuple[tuple[int, ...], Series]]] = {}
@@ -96,7 +85,7 @@ def load_sweep(
             continue
         values = metrics.get(cell_dir) if metrics and isinstance(cell_dir, Path) else None
         if values is None:
-            _warn_if_truncated(os.path.join(cell_dir, PROVENANCE_FILE), name)
+            _warn_if_truncated(os.path.join(cell_dir, layout.PROVENANCE_FILE), name)
             values = read_metrics(cell_dir) or {}  # not an object: warned, None
         for name, value in values.items():
             if isinstance(value, bool | int | float | str):
@@ -142,9 +131,8 @@ def metric_array(values: Mapping[tuple[int, ...], Any], shape: tuple[int, ...]) 
     [None, 'adam']
     """
     plain = list(values.values())
-    if all(isinstance(v, int) and not isinstance(v, bool) for v in plain) and len(plain) == int(
-        np.prod(shape)
-    ):
+    whole = len(plain) == int(np.prod(shape))  # a value at every grid point
+    if whole and all(isinstance(v, int) and not isinstance(v, bool) for v in plain):
         out = np.zeros(shape, dtype=np.int64)
     elif all(isinstance(v, bool | int | float) for v in plain):
         out = np.full(shape, np.nan)
@@ -164,7 +152,7 @@ def _warn_if_truncated(path: str, cell: str) -> None:
     except FileNotFoundError:
         return
     except UnsafeFileError as exc:
-        warnings.warn(f"cell {cell}: its {PROVENANCE_FILE} is refused ({exc})", stacklevel=3)
+        warnings.warn(f"cell {cell}: its {layout.PROVENANCE_FILE} is refused ({exc})", stacklevel=3)
         return
     try:
         head, tail = os.pread(fd, 1, 0), os.pread(fd, 2, max(st.st_size - 2, 0))
@@ -172,7 +160,7 @@ def _warn_if_truncated(path: str, cell: str) -> None:
         os.close(fd)
     if head != b"{" or tail.rstrip(b"\n")[-1:] != b"}":
         warnings.warn(
-            f"cell {cell}: its {PROVENANCE_FILE} is unreadable (not a whole JSON object); "
+            f"cell {cell}: its {layout.PROVENANCE_FILE} is unreadable (not a whole JSON object); "
             "diff cannot compare it, and resume=True runs the cell again to rebuild it",
             stacklevel=3,
         )
@@ -229,21 +217,20 @@ def load_experiment(path: str | os.PathLike[str]) -> xr.Dataset:
         raise FileNotFoundError(f"load_experiment: {root} is not a directory")
     if manifest.is_sweep_dir(root):
         return load_sweep(root)
-    if (root / HYDRA_MULTIRUN_FILE).is_file() or any(root.glob(f"*/{_OVERRIDES}")):
+    if (root / layout.HYDRA_MULTIRUN_FILE).is_file() or any(root.glob(f"*/{_OVERRIDES}")):
         return load_hydra_sweep(root)
     metrics = ", ".join(_METRICS_FILES)
     if not any((root / name).is_file() for name in (*_METRICS_FILES, *_JSON_FILES)):
-        if not (root / HYDRA_OUTPUT_SUBDIR / HYDRA_CONFIG_FILE).is_file():
+        if not (root / layout.HYDRA_OUTPUT_SUBDIR / layout.HYDRA_CONFIG_FILE).is_file():
             raise FileNotFoundError(
-                f"load_experiment: {root} holds no results: no {MANIFEST_FILE} or "
-                f"*/{STATUS_FILE} (a Workflow.run sweep), no {HYDRA_MULTIRUN_FILE} or "
-                f"*/{HYDRA_OUTPUT_SUBDIR}/{HYDRA_OVERRIDES_FILE} (a --multirun sweep), no "
+                f"load_experiment: {root} holds no results: no {layout.MANIFEST_FILE} or "
+                f"*/{layout.STATUS_FILE} (a Workflow.run sweep), no "
+                f"{layout.HYDRA_MULTIRUN_FILE} or */{_OVERRIDES} (a --multirun sweep), no "
                 f"{metrics} (a job); pass a sweep's or a job's directory"
             )
         warnings.warn(
             f"load_experiment: the job {root} holds no MetricsCallback file "
             f"({metrics}): the Dataset holds its config only",
-            UserWarning,
             stacklevel=2,
         )
     return load_job(root)
@@ -261,10 +248,9 @@ def _index(values: list[Any], index_key: str, stage: str) -> np.ndarray[Any, Any
     raw = np.asarray(values, dtype=np.float64)
     if raw.size and (not np.isfinite(raw).all() or (raw != np.round(raw)).any()):
         warnings.warn(
-            f"{stage_metrics_file(stage)}: its {index_key!r} values are not an index "
+            f"{layout.stage_metrics_file(stage)}: its {index_key!r} values are not an index "
             f"(a metric logged as {index_key!r} replaced it, before MetricsCallback reserved "
             f"the name); using positions 0..{raw.size - 1}",
-            UserWarning,
             stacklevel=4,
         )
         return np.arange(raw.size, dtype=np.int64)
@@ -291,7 +277,7 @@ def load_job(path: str | os.PathLike[str]) -> xr.Dataset:
         dims = [dim] + [f"{name}_dim{i}" for i in range(1, values.ndim)]
         variables[name] = xr.DataArray(values, dims=dims, coords={dim: index})
     attrs: dict[str, Any] = {"job_dir": str(job.resolve())}
-    file = job / HYDRA_OUTPUT_SUBDIR / HYDRA_CONFIG_FILE
+    file = job / layout.HYDRA_OUTPUT_SUBDIR / layout.HYDRA_CONFIG_FILE
     if file.is_file():
         text = file.read_text(encoding="utf-8")
         mapping = OmegaConf.to_container(OmegaConf.create(text), resolve=False)
@@ -347,9 +333,9 @@ def gridded_series(
     return out
 
 
-_OVERRIDES = f"{HYDRA_OUTPUT_SUBDIR}/{HYDRA_OVERRIDES_FILE}"
-_METRICS_FILES = tuple(stage_metrics_file(stage) for stage in STAGE_DIMS)
-_JSON_FILES = tuple(stage_metrics_json_file(stage) for stage in STAGE_DIMS)
+_OVERRIDES = f"{layout.HYDRA_OUTPUT_SUBDIR}/{layout.HYDRA_OVERRIDES_FILE}"
+_METRICS_FILES = tuple(layout.stage_metrics_file(stage) for stage in STAGE_DIMS)
+_JSON_FILES = tuple(layout.stage_metrics_json_file(stage) for stage in STAGE_DIMS)
 
 
 def _yaml(path: Path) -> Any:
@@ -384,7 +370,7 @@ def _overrides(texts: Any, where: Path) -> list[tuple[str, Any, str]]:
 def _declared(root: Path) -> dict[str, list[Any] | None]:
     """The sweep's swept keys, from ``multirun.yaml``: their values, or None where the
     sweep is no list (an ``interval`` a sweeper samples from)."""
-    file = root / HYDRA_MULTIRUN_FILE
+    file = root / layout.HYDRA_MULTIRUN_FILE
     if not file.is_file():
         return {}
     task = _yaml(file)
@@ -414,7 +400,7 @@ def _jobs(root: Path) -> list[tuple[Path, dict[str, Any]]]:
                 for name, _, text in _overrides(_yaml(file), file)
             }
             jobs.append((job, values))
-        elif (job / HYDRA_OUTPUT_SUBDIR).is_dir() or any(
+        elif (job / layout.HYDRA_OUTPUT_SUBDIR).is_dir() or any(
             (job / name).is_file() for name in (*_METRICS_FILES, *_JSON_FILES)
         ):
             unplaced.append(job.name)
@@ -465,16 +451,14 @@ def _place(
             warnings.warn(
                 f"load_experiment: jobs {placed[where].name} and {job.name} of {root} ran the "
                 f"same values; reading {job.name}",
-                UserWarning,
                 stacklevel=4,
             )
         placed[where] = job
     if off:
         warnings.warn(
             f"load_experiment: job dir(s) {', '.join(off)} of {root} are not on the grid of "
-            f"its {HYDRA_MULTIRUN_FILE} ({grid}): an earlier sweep into the same directory; "
+            f"its {layout.HYDRA_MULTIRUN_FILE} ({grid}): an earlier sweep into the same directory; "
             "left out",
-            UserWarning,
             stacklevel=4,
         )
     return placed
@@ -487,7 +471,7 @@ def load_hydra_sweep(root: Path) -> xr.Dataset:
     if not grid and len(jobs) > 1:
         raise ValueError(
             f"load_experiment: the {len(jobs)} jobs of {root} ran with the same overrides and "
-            f"its {HYDRA_MULTIRUN_FILE} declares no sweep; load each with "
+            f"its {layout.HYDRA_MULTIRUN_FILE} declares no sweep; load each with "
             "load_experiment(<job dir>)"
         )
     params = list(grid)
@@ -502,7 +486,6 @@ def load_hydra_sweep(root: Path) -> xr.Dataset:
     if not jobs:
         warnings.warn(
             f"load_experiment: no job of the sweep {root} has started yet (no */{_OVERRIDES})",
-            UserWarning,
             stacklevel=3,
         )
     elif not series:
@@ -510,7 +493,6 @@ def load_hydra_sweep(root: Path) -> xr.Dataset:
             f"load_experiment: no job of the sweep {root} holds a MetricsCallback file "
             f"({', '.join(_METRICS_FILES)}): the Dataset holds the grid only (train with "
             "mushin_box.MetricsCallback to record the series)",
-            UserWarning,
             stacklevel=3,
         )
     ds = xr.Dataset(gridded_series(series, shape, params, coords), coords=coords)
