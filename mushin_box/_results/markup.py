@@ -27,8 +27,6 @@ import attrs
 #: every page's mark, so that ``report -o FILE`` knows an earlier page (which it may
 #: replace) from a file it must not write over
 GENERATOR = '<meta name="generator" content="mushin-box">'
-#: how far into a file :func:`is_page` looks for the mark
-_HEAD_BYTES = 4096
 
 CSS = """
 :root { color-scheme: light; }
@@ -124,7 +122,6 @@ def is_page(head: bytes) -> bool:
     >>> is_page(page("mushin-box report: lr", "").encode()), is_page(b'{"loss": 0.5}')
     (True, False)
     """
-    head = head[:_HEAD_BYTES]
     if not head.startswith(b"<!DOCTYPE html>"):
         return False
     return GENERATOR.encode() in head or b"<title>mushin-box " in head
@@ -432,15 +429,14 @@ def heatmap_svg(
     best: tuple[str, str] | None = None,
 ) -> str:
     """An SVG heatmap: ``values[(row, column)]`` coloured by rank (lowest darkest); a grid
-    of more than :data:`_COMPACT` squares is drawn small, the values in tooltips only."""
+    of more than :data:`_COMPACT` squares is drawn small, its values in tooltips only (a
+    100 x 100 grid's page stays a few hundred KB)."""
     finite = sorted({v for v in values.values() if math.isfinite(v)})
     lo, hi = (finite[0], finite[-1]) if finite else (0.0, 1.0)
     # by rank, not value: values spanning orders of magnitude (or one diverged cell) would
     # paint all but one square the same on a linear scale, and a log one needs v > 0
     ranks = {v: k / (len(finite) - 1) if len(finite) > 1 else 0.5 for k, v in enumerate(finite)}
 
-    # a large grid (100 x 100) gets small squares without their value written in: the
-    # page stays a few hundred KB, and the value is still each square's tooltip
     compact = len(rows) * len(columns) > _COMPACT
     cell_w, cell_h = (14, 14) if compact else (84, 36)
     step = math.ceil(7 * max((len(c) for c in columns), default=1) / cell_w) if compact else 1

@@ -138,27 +138,24 @@ def _sweep_table(results: ResultsTable, most: int = ROWS) -> str:
         cells = top_cells(cells, most, results.best_metric, results.best_max)
         fields = ["dir", *results.params, "state", *results.metrics, "error", "best"]
         data = base64.b64encode(table_csv(table_records(results), fields).encode()).decode()
-        which = f"the best {most} by {esc(results.best_metric)}"
-        if results.best_metric is None:
-            which = f"the first {most}"
+        by = results.best_metric
+        which = f"the first {most}" if by is None else f"the best {most} by {esc(by)}"
         note = (
             f'<p class="more">{len(results.cells)} cells: the table shows {which}; every cell '
-            "is in "
-            '<a class="csv" download="cells.csv" href="data:text/csv;charset=utf-8;base64,'
+            'is in <a class="csv" download="cells.csv" href="data:text/csv;charset=utf-8;base64,'
             f'{data}">cells.csv</a> (in this page).</p>'
         )
     for cell in cells:
         error = " ".join(f"{cell.error_type or ''}: {cell.error_message or ''}".split()).strip(": ")
-        rows.append(
-            [
-                "★" if results.is_best(cell) else "",
-                esc(cell_label(cell)),
-                *(esc(format_param(cell.combo.get(p))) for p in results.params),
-                f'<span class="state-{esc(cell.state)}">{esc(cell.state)}</span>',
-                *(esc(cell_text(cell.metrics.get(m))) for m in results.metrics),  # None: -
-                *([esc(error[:200] + ("…" if len(error) > 200 else ""))] * errors),
-            ]
-        )
+        row = [
+            "★" if results.is_best(cell) else "",
+            esc(cell_label(cell)),
+            *(esc(format_param(cell.combo.get(p))) for p in results.params),
+            f'<span class="state-{esc(cell.state)}">{esc(cell.state)}</span>',
+            *(esc(cell_text(cell.metrics.get(m))) for m in results.metrics),  # None: -
+            *([esc(error[:200] + ("…" if len(error) > 200 else ""))] * errors),
+        ]
+        rows.append(row)
         classes.append("best cell" if results.is_best(cell) else "cell")
     numeric = [False] * (3 + len(results.params)) + [True] * len(results.metrics)
     out = note + table(headers, rows, row_classes=classes, numeric=numeric, cls="sweep")
@@ -291,6 +288,8 @@ def _config_section(sweep: SweepView, name: str, other: SweepView) -> list[str]:
 
 #: per cell: series name -> (index dimension, index, values)
 Curves = list[dict[str, PlainSeries]]
+#: the ``--against`` sweep's name, view and curves
+_Other = tuple[str, SweepView, Curves]
 
 
 def short_labels(cells: Sequence[CellView]) -> list[str]:
@@ -324,10 +323,7 @@ _Rest = dict[str, tuple[list[list[float]], list[list[float]]]]
 
 
 def _lines(
-    results: ResultsTable,
-    curves: Curves,
-    other: tuple[str, SweepView, Curves] | None,
-    drawn: set[int] | None = None,
+    results: ResultsTable, curves: Curves, other: _Other | None, drawn: set[int] | None
 ) -> tuple[dict[str, list[Line]], dict[str, str], _Rest]:
     """The lines of each plot, their x labels, and the series of the cells not ``drawn``
     (ids; None: all), for the band."""
@@ -343,24 +339,21 @@ def _lines(
         (label, color(i), ("best" if results.is_best(c) else "faded") if results.best else "")
         for i, (c, label) in enumerate(zip(cells, short_labels(cells), strict=True))
     ]
-    for cell, (label, colour, emphasis), found in zip(results.cells, pens, curves, strict=False):
+    sides = [(*side, "") for side in zip(results.cells, pens, curves, strict=False)]
+    if other is not None:  # the counterpart's pen: the one of the same swept values
+        pens_of = {combo_id(c.combo): pen for c, pen in zip(cells, pens, strict=True)}
+        pairs = zip(other[1].cells, other[2], strict=True)
+        sides += [(c, pens_of[combo_id(c.combo)], found, other[0]) for c, found in pairs]
+    for cell, (label, colour, emphasis), found, sweep in sides:
         for name, (dim, index, values) in found.items():
-            xlabels[name] = dim.replace("_", " ")
-            if drawn is not None and id(cell) not in drawn:
+            xlabels[name] = dim.replace("_", " ")  # a stage's: the same for every cell
+            if not sweep and drawn is not None and id(cell) not in drawn:
                 xs, ys = rest.setdefault(name, ([], []))
                 xs.append(index)
                 ys.append(values)
                 continue
-            plots.setdefault(name, []).append(Line(label, colour, index, values, emphasis))
-    pens_of = {combo_id(c.combo): pen for c, pen in zip(cells, pens, strict=True)}
-    if other is not None:
-        name_of, sweep, found_other = other
-        for cell, found in zip(sweep.cells, found_other, strict=True):
-            label, colour, emphasis = pens_of[combo_id(cell.combo)]
-            for name, (dim, index, values) in found.items():
-                xlabels.setdefault(name, dim.replace("_", " "))
-                line = Line(label, colour, index, values, emphasis, name_of)
-                plots.setdefault(name, []).append(line)
+            line = Line(label, colour, index, values, emphasis, sweep)
+            plots.setdefault(name, []).append(line)
     return plots, xlabels, rest
 
 
@@ -413,12 +406,7 @@ def _legend(lines: Sequence[Line], band: Band | None = None, mine: str = "") -> 
 
 
 def curves_section(
-    results: ResultsTable,
-    curves: Curves,
-    other: tuple[str, SweepView, Curves] | None = None,
-    *,
-    most: int = CURVES,
-    name: str = "this sweep",
+    results: ResultsTable, curves: Curves, other: _Other | None, most: int, name: str
 ) -> str:
     """The plots (HTML), or a note saying how to record series when no cell has one;
     past ``most`` cells with series, the ``most`` best are lines and the rest one band."""
@@ -489,15 +477,8 @@ def heatmap_section(results: ResultsTable, curves: Curves) -> str:
             grid[at] = value
             if results.is_best(cell):
                 best = at
-    svg = heatmap_svg(
-        _grid_values(results.cells, ylabel),
-        _grid_values(results.cells, xlabel),
-        grid,
-        ylabel=ylabel,
-        xlabel=xlabel,
-        metric=metric,
-        best=best,
-    )
+    rows, columns = (_grid_values(results.cells, p) for p in varying)
+    svg = heatmap_svg(rows, columns, grid, ylabel=ylabel, xlabel=xlabel, metric=metric, best=best)
     return f'<figure class="heatmap" data-metric="{esc(metric)}">{svg}</figure>'
 
 

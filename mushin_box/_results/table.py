@@ -1,9 +1,7 @@
 # SPDX-License-Identifier: MIT
 """A sweep's results as a table (``show``, ``report``): one row per cell, filtered by
-``--where``, ordered by ``--sort``, the best cell by ``--best`` marked.
-
-A finished sweep is read by :func:`read_finished` from its manifest and one metrics file
-per completed cell.
+``--where``, ordered by ``--sort``, the best cell by ``--best`` marked; a finished sweep
+read from its manifest and one metrics file per completed cell (:func:`read_finished`).
 
 Examples
 --------
@@ -210,13 +208,13 @@ def _metric(cell: CellView, name: str) -> float:
 
 
 def _resolve(
-    option: str, spec: MetricSpec, rows: list[_Row], sweeps: Sequence[SweepView], state: _State
+    option: str, spec: MetricSpec, rows: list[_Row], state: _State
 ) -> tuple[str, list[_Row]]:
     """The column ``spec`` ranks by: a scalar metric, else a value of each cell's series,
     added to its metrics under ``NAME@REDUCTION``."""
     if spec.reduction is None and spec.name in state.metrics:
         return spec.name, rows
-    jobs = [sweeps[i].root / c.dir if c.dir else None for i, c in rows]
+    jobs = [state.sweeps[i].root / c.dir if c.dir else None for i, c in rows]
     try:
         values, seen = state.reader.values(jobs, spec)
     except SeriesFileError as exc:  # a corrupt series file: its reader names it
@@ -245,6 +243,7 @@ def _resolve(
 
 @attrs.define
 class _State:
+    sweeps: Sequence[SweepView]
     metrics: list[str]
     reader: SeriesReader = attrs.Factory(SeriesReader)
 
@@ -256,21 +255,19 @@ def _parse(option: str, text: str, goals: Sequence[str]) -> MetricSpec:
         raise ResultsError(f"{option} {exc}") from None
 
 
-def _sort(
-    text: str, rows: list[_Row], sweeps: Sequence[SweepView], keys: Sequence[str], state: _State
-) -> list[_Row]:
+def _sort(text: str, rows: list[_Row], keys: Sequence[str], state: _State) -> list[_Row]:
     spec = _parse("--sort", text, ("asc", "desc"))
     descending = spec.goal == "desc"
     if spec.reduction is None and spec.name in keys:
         if spec.name == STATE_KEY:
             order: list[Any] = [r[1].state for r in rows]
-        elif spec.name == SWEEP_KEY and len(sweeps) > 1:
+        elif spec.name == SWEEP_KEY and len(state.sweeps) > 1:
             order = [r[0] for r in rows]
         else:
             order = [cell_text(r[1].combo.get(spec.name)) for r in rows]
         at = sorted(range(len(rows)), key=order.__getitem__, reverse=descending)
         return [rows[i] for i in at]
-    name, rows = _resolve("--sort", spec, rows, sweeps, state)
+    name, rows = _resolve("--sort", spec, rows, state)
     present = [r for r in rows if not math.isnan(_metric(r[1], name))]
     absent = [r for r in rows if math.isnan(_metric(r[1], name))]
     return sorted(present, key=lambda r: _metric(r[1], name), reverse=descending) + absent
@@ -335,7 +332,7 @@ def sweeps_table(
     else:
         params += changed_keys(known, params)
     keys = [*params, STATE_KEY, *([SWEEP_KEY] if names else [])]
-    state = _State(sorted({m for s in sweeps for c in s.cells for m in c.metrics}))
+    state = _State(sweeps, sorted({m for s in sweeps for c in s.cells for m in c.metrics}))
     rows: list[_Row] = [
         (i, _filled(c, {**configs[i], **c.limits}, params) if across else c)
         for i, s in enumerate(sweeps)
@@ -347,12 +344,12 @@ def sweeps_table(
         else:
             rows = [r for r in rows if _matches(r[1], key, values, text)]
     if sort:
-        rows = _sort(sort, rows, sweeps, keys, state)
+        rows = _sort(sort, rows, keys, state)
     best_cell, best_name, best_max, unranked = None, None, False, 0
     if best:
         spec = _parse("--best", best, ("min", "max"))
         best_max = spec.goal == "max" or (spec.goal is None and spec.reduction == "max")
-        best_name, rows = _resolve("--best", spec, rows, sweeps, state)
+        best_name, rows = _resolve("--best", spec, rows, state)
         ranked = [c for _, c in rows if not math.isnan(_metric(c, best_name))]
         unranked = sum(1 for _, c in rows if best_name in c.metrics) - len(ranked)
         if ranked:
