@@ -80,7 +80,7 @@ def test_every_job_runs_with_the_config_hydra_composes_for_it(
     assert composes[0] < 8  # the shortcut was taken: not every job composed
 
     with monkeypatch.context() as m:  # Hydra composes every job (twice: check, then run)
-        m.setattr("mushin_box._sweep.sweeprun.job_configs", lambda *a: None)
+        m.setattr("mushin_box._sweep.workflow.job_configs", lambda *a: None)
         full, full_ds = _run(root)
     assert quick == full  # the same bytes, cell by cell
     assert quick_ds.equals(full_ds)
@@ -159,7 +159,7 @@ def test_jobs_of_scalar_values_share_one_working_config_and_run_what_hydra_compo
     assert copies[0] <= 3  # not one a job: the jobs share a working copy
     with monkeypatch.context() as m:  # Hydra composes every job, in the launcher only: its
         # check before the launch composes each job once more and writes nothing
-        m.setattr("mushin_box._sweep.sweeprun.job_configs", lambda *a: None)
+        m.setattr("mushin_box._sweep.workflow.job_configs", lambda *a: None)
         m.setattr(Sweeper, "validate_batch_is_legal", lambda self, batch: None)
         full, full_ds = run()
     assert quick == full

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from mushin_box._core.layout import JOBS_FILE
 from mushin_box._core.sidecars import read_json, write_json_atomic
-from mushin_box._sweep import sweeprun
+from mushin_box._sweep import workflow
 from mushin_box._sweepdir.board import grid_runs, job_runs_cell, spellings
 from mushin_box._sweepdir.manifest import SweepBusyError
 
@@ -84,15 +84,15 @@ def test_a_resume_is_refused_by_the_live_jobs_that_may_run_its_cells_only(
     ]
     jobs.append({"job_id": "8", "overrides": ["a=100"]})  # a cell of another grid
     write_json_atomic(tmp_path / JOBS_FILE, {"cluster": "slurm", "jobs": jobs})
-    monkeypatch.setattr(sweeprun, "marked_jobs", lambda root: {})  # none unrecorded
-    monkeypatch.setattr(sweeprun, "job_states", lambda ids: dict.fromkeys(ids, "RUNNING"))
+    monkeypatch.setattr(workflow, "marked_jobs", lambda root: {})  # none unrecorded
+    monkeypatch.setattr(workflow, "job_states", lambda ids: dict.fromkeys(ids, "RUNNING"))
     with pytest.raises(SweepBusyError, match="still live") as refused:
-        sweeprun._refuse_live_submission(tmp_path, {"a": [100]}, slurm=True)
+        workflow._refuse_live_submission(tmp_path, {"a": [100]}, slurm=True)
     assert "8 (RUNNING)" in str(refused.value) and "7_" not in str(refused.value)
     with pytest.raises(SweepBusyError, match=r"7_\S* \(RUNNING\)") as refused:
-        sweeprun._refuse_live_submission(tmp_path, {"a": [5], "b": [3]}, slurm=True)
+        workflow._refuse_live_submission(tmp_path, {"a": [5], "b": [3]}, slurm=True)
     assert "8 (RUNNING)" not in str(refused.value)
     # no live job may run a cell of this grid: they are carried, the run goes on
-    sweeprun._refuse_live_submission(tmp_path, {"a": [200]}, slurm=True)
+    workflow._refuse_live_submission(tmp_path, {"a": [200]}, slurm=True)
     carried = read_json(tmp_path / JOBS_FILE)["jobs"]
     assert len(carried) == 1001 and all(e["carried"] for e in carried)
