@@ -61,10 +61,11 @@ def carry_jobs(
 ) -> None:
     """Mark the ``live`` jobs of ``submission`` ``carried`` (kept through the next
     submission, which leaves their cells alone); drop the others."""
+    live_ids = set(live)
     keep = [
         {**entry, "carried": True}
         for entry in submission.get("jobs", ())
-        if isinstance(entry, dict) and str(entry.get("job_id")) in set(live)
+        if isinstance(entry, dict) and str(entry.get("job_id")) in live_ids
     ]
     write_json_atomic(Path(sweep_dir) / JOBS_FILE, {**submission, "jobs": keep})
 
