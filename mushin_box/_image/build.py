@@ -232,24 +232,21 @@ def plan_build(
      '/tmp/x/img.def.partial')
     """
     image = Path(out).absolute()
-    if fakeroot is None:
-        fakeroot = os.geteuid() != 0
     definition_path = image.with_suffix(".def")
     if definition_path == image:
         raise ValueError(f"output {image} must not end in .def")
     partial = image.with_name(image.name + ".partial")
     definition_partial = definition_path.with_name(definition_path.name + ".partial")
     # --force: else a base's labels (and help) win over the spec's, with only a warning
-    fake = ["--fakeroot"] if fakeroot else []
+    fake = ["--fakeroot"] if (os.geteuid() != 0 if fakeroot is None else fakeroot) else []
     argv = [APPTAINER, "build", *fake, "--force", str(partial), str(definition_partial)]
-    context = Path(context if context is not None else Path.cwd()).absolute()
     return BuildPlan(
         definition=render_definition(spec),
         definition_path=definition_path,
         definition_partial=definition_partial,
         image=image,
         partial=partial,
-        context=context,
+        context=Path(context if context is not None else Path.cwd()).absolute(),
         argv=tuple(argv),
     )
 

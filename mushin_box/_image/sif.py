@@ -61,6 +61,7 @@ SIF_DATATYPES: dict[int, str] = dict(
     )
 )
 
+# plus seconds, not fromtimestamp: Go's zero time (year 1, reproducible builds) is out of range
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 LAUNCH_SCRIPT = "#!/usr/bin/env run-singularity\n"
 DESCRIPTOR_OFFSET = 4096
@@ -87,11 +88,6 @@ class SifFormatError(MushinBoxError, ValueError):
     def text(self) -> str:
         """The message without the path."""
         return f"truncated SIF file: {self.detail}" if self.truncated else self.detail
-
-
-def _unix_to_datetime(seconds: int) -> _dt.datetime:
-    # not fromtimestamp: Go's zero time (year 1, reproducible builds) is out of its range
-    return _EPOCH + _dt.timedelta(seconds=seconds)
 
 
 def _cstr(raw: bytes) -> str:
@@ -125,12 +121,12 @@ class SifHeader:
     @property
     def created_at(self) -> _dt.datetime:
         """``created`` as an aware UTC datetime."""
-        return _unix_to_datetime(self.created)
+        return _EPOCH + _dt.timedelta(seconds=self.created)
 
     @property
     def modified_at(self) -> _dt.datetime:
         """``modified`` as an aware UTC datetime."""
-        return _unix_to_datetime(self.modified)
+        return _EPOCH + _dt.timedelta(seconds=self.modified)
 
     @property
     def descriptors_used(self) -> int:
