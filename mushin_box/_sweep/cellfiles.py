@@ -257,16 +257,13 @@ def _with_fit_starts(
     return {**record, "run": done}
 
 
-_PAGE = 4096
-
-
 def _overwrite_in_place(path: Path, data: bytes) -> None:
     """The status's last resort (see the module doc): one pwrite into the blocks the file
     already holds, padded with spaces; only a crash before the fsync tears it."""
     fd = os.open(path, os.O_WRONLY)
     try:
         st = os.fstat(fd)
-        if len(data) > min(_PAGE, st.st_blocks * 512):
+        if len(data) > min(4096, st.st_blocks * 512):  # at most a page
             raise OSError(errno.ENOSPC, "the failed status does not fit in its file's block")
         data += b" " * max(0, st.st_size - len(data))  # JSON readers skip trailing spaces
         if os.pwrite(fd, data, 0) != len(data):

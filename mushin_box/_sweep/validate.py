@@ -34,8 +34,6 @@ from mushin_box._core.targets import public
 from mushin_box._train.resume import RESUME_PARAM
 from mushin_box._upstream.omegaconf import child_node, is_unsettled
 
-_ZEN_CFG = "zen_cfg"  # hydra_zen.zen passes the whole config to a parameter of this name
-
 
 @public
 class UnknownKeyError(MushinBoxError, ValueError):
@@ -69,7 +67,7 @@ def _accepted_names(fn: Any) -> tuple[set[str], bool] | None:
     names: set[str] = set()
     any_name = False
     for name, p in signature.parameters.items():
-        if p.kind is p.VAR_KEYWORD or name == _ZEN_CFG:
+        if p.kind is p.VAR_KEYWORD or name == "zen_cfg":  # zen passes it the whole config
             any_name = True
         elif p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and name != RESUME_PARAM:
             names.add(name)
