@@ -353,13 +353,11 @@ def format_review(review: dict[str, Any], *, verbose: bool = False) -> str:
         skip = ("python", "setup", "srun_args", "nodes", "tasks_per_node", "gpus_per_node")
         lines.append("  settings")
         for key in sorted(k for k in config if k not in skip):
-            if key == "additional_parameters":
-                for option, value in config[key].items():
-                    src = sources.get(f"additional_parameters.{option}", "")
-                    lines.append(f"    sbatch --{option}={value}" + (f"   ({src})" if src else ""))
-                continue
-            src = sources.get(key, "")
-            lines.append(f"    {key} = {config[key]}" + (f"   ({src})" if src else ""))
+            sbatch = key == "additional_parameters"  # a line per sbatch option
+            for option, value in config[key].items() if sbatch else [(key, config[key])]:
+                src = sources.get(f"{key}.{option}" if sbatch else key, "")
+                said = f"sbatch --{option}={value}" if sbatch else f"{key} = {value}"
+                lines.append(f"    {said}" + (f"   ({src})" if src else ""))
         for key in ("image", "binds", "image_python"):
             if key in sources:
                 lines.append(f"    {key}   ({sources[key]})")
@@ -372,8 +370,7 @@ def format_review(review: dict[str, Any], *, verbose: bool = False) -> str:
             what = {"continue": "continue from checkpoint", "live": "left alone (live)"}
             action = what.get(c["action"], c["action"])
             lines.append(f"    {c['cell']:<{width}}  {c['state']:<9}  {action}: {c['why']}")
-    for warning in review["warnings"]:
-        lines.append(f"  warning: {warning}")
+    lines += [f"  warning: {warning}" for warning in review["warnings"]]
     if slurm and review.get("cells_to_run") == 0:  # a finished sweep's resume
         lines.append("  nothing to submit: no cell runs, so there is no sbatch script")
     elif slurm:

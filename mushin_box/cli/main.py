@@ -70,8 +70,7 @@ class _Parser(argparse.ArgumentParser):
 
         found = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
         if found:
-            choices = re.findall(r"'([^']*)'", found.group(2))
-            message += suggest(found.group(1), choices)
+            message += suggest(found.group(1), re.findall(r"'([^']*)'", found.group(2)))
         return super().error(message)
 
 

@@ -77,8 +77,7 @@ def run(args: argparse.Namespace) -> int:
             sweep = follower.update()
     # the jobs leave the queue (an id without the sweep's mark was given to another job); a
     # queue that does not answer is not waited for: the cells have settled
-    end = time.monotonic() + DRAIN_S
-    end = end if deadline is None else min(end, deadline)
+    end = min(time.monotonic() + DRAIN_S, float("inf") if deadline is None else deadline)
     left = list(sweep.job_ids)
     while left:
         queued = queued_jobs(left) or {}
