@@ -226,6 +226,7 @@ def read_sweep_manifest(root: Path) -> dict[str, Any] | None:
         and data.get("schema", 1) == 1
         and isinstance(grid, dict)
         and all(isinstance(values, list) for values in grid.values())
+        and isinstance(data.get("cells", {}), dict)
         and isinstance(data.get("run_id"), str | None)
         and isinstance(data.get("launcher"), str | None)
     ):

@@ -85,3 +85,12 @@ def test_a_directory_gone_or_a_combo_in_two_makes_it_from_every_cell(
     assert len(rebuilds) == 2
     written = read_json(tmp_path / MANIFEST_FILE)
     assert _without_time(written) == _without_time(mf.manifest_from_cells(tmp_path))
+
+
+def test_a_manifest_whose_cells_are_no_mapping_is_not_read_as_one(tmp_path: Path) -> None:
+    # `resume DIR` asks the manifest which experiment the sweep ran; a hand-edited list of
+    # cells there is a manifest to rebuild, said in one warning, not an AttributeError
+    _cell(tmp_path, "x=1", 1)
+    write_json_atomic(tmp_path / MANIFEST_FILE, {"grid": {"x": [1]}, "cells": ["x=1"]})
+    with pytest.warns(UserWarning, match=f"{MANIFEST_FILE}' is not a sweep manifest"):
+        assert mf.ran_experiment(tmp_path) is None
