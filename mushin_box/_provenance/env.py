@@ -66,15 +66,13 @@ def split_image(image: Mapping[str, Any] | None) -> tuple[dict[str, Any] | str, 
 
 
 def _env_file(path: str) -> dict[str, Any]:
-    out: dict[str, Any] = {"path": path, "sha256": None, "text": None}
     try:
         data = read_bounded(path, ENV_FILE_LIMIT)
     except OSError as exc:  # missing, unreadable, a symlink, or over the limit: not recorded
-        out["error"] = f"{type(exc).__name__}: {exc.strerror or exc}"
-        return out
-    out["sha256"] = hashlib.sha256(data).hexdigest()
-    out["text"] = redact_text(data.decode("utf-8", "replace"))
-    return out
+        error = f"{type(exc).__name__}: {exc.strerror or exc}"
+        return {"path": path, "sha256": None, "text": None, "error": error}
+    text = redact_text(data.decode("utf-8", "replace"))
+    return {"path": path, "sha256": hashlib.sha256(data).hexdigest(), "text": text}
 
 
 def container_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any] | None:

@@ -391,6 +391,4 @@ def finish_record(
     now = dict(devices) if devices is not None else device_facts()
     if now is not None or "devices" not in run:
         run["devices"] = now
-    run["ended"] = ended
-    run["duration_s"] = duration_s
-    return {**record, "run": run}
+    return {**record, "run": {**run, "ended": ended, "duration_s": duration_s}}
