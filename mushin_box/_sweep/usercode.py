@@ -215,10 +215,6 @@ def _roots(callables: Iterable[Any], config: Any) -> set[str]:
     return roots
 
 
-def _display_name(name: str, path: Path) -> str:
-    return path.stem if name in MAIN_NAMES else name
-
-
 def _script_file(fn: Any) -> Path | None:
     """The file a ``__main__`` callable was defined in, from its code: under ``python -m
     cProfile`` or ``pdb``, ``sys.modules["__main__"]`` is the runner's module, and the
@@ -246,7 +242,7 @@ def user_modules(callables: Iterable[Any], config: Any = None) -> dict[str, Path
         path = script if script and name in MAIN_NAMES else module_file(name)
         if path is None or not is_user_file(path):
             continue
-        found[_display_name(name, path)] = path
+        found[path.stem if name in MAIN_NAMES else name] = path
         todo.extend(n for n in _imported(name, path) if n not in seen)
     return found
 
@@ -261,7 +257,7 @@ def _task_text(task: Callable[..., Any]) -> str:
     if isinstance(file, str):
         # a script's task is named after its file, as the same task imported from it is
         # (`python train.py` runs train.task as __main__.task): reproduce imports it
-        name = f"{_display_name(str(module), Path(file))}.{qualname}"
+        name = f"{Path(file).stem if str(module) in MAIN_NAMES else module}.{qualname}"
         return FIRST_NAMES.get(name, name)  # the kit's own tasks: their first name
     name = f"{'__main__' if module in MAIN_NAMES else module}.{qualname}"
     try:
