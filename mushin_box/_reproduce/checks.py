@@ -76,14 +76,6 @@ class Original:
         return self.record.get("run") or {}
 
 
-def _state_reason(status: Mapping[str, Any]) -> str:
-    error = status.get("error")
-    if isinstance(error, Mapping) and error.get("message"):
-        return f": {str(error.get('type') or 'error')}: {str(error['message'])[:200]}"
-    reason = status.get("reason")
-    return f": {reason}" if reason else ""
-
-
 def _own_bytes(path: Path) -> bytes:
     """A cell file that says what to run, read only when it is the user's own (else another
     user names the code), through the descriptor whose owner was checked."""
@@ -122,11 +114,13 @@ def read_original(cell: str | os.PathLike[str]) -> Original:
         raise ReproduceError(
             f"{path / STATUS_FILE} is unreadable; run the cell again (resume=True) to rewrite it"
         )
-    state = status.get("status")
+    state, error, reason = status.get("status"), status.get("error"), status.get("reason")
+    if isinstance(error, Mapping) and error.get("message"):
+        reason = f"{str(error.get('type') or 'error')}: {str(error['message'])[:200]}"
     if state != "completed":
         raise ReproduceError(
-            f"{path.name} is {state}{_state_reason(status)}; only a completed cell can be "
-            "reproduced: wait for it, or run it to completion (resume=True) first"
+            f"{path.name} is {state}{f': {reason}' if reason else ''}; only a completed cell can "
+            "be reproduced: wait for it, or run it to completion (resume=True) first"
         )
     try:
         data = _own_bytes(path / PROVENANCE_FILE)
@@ -165,9 +159,8 @@ def read_original(cell: str | os.PathLike[str]) -> Original:
         ) from None
     if not isinstance(config, dict):
         raise ReproduceError(f"{hydra_dir / HYDRA_CONFIG_FILE} is not a config mapping")
-    run = record.get("run") or {}
-    located = run.get("task") if isinstance(run, Mapping) else None
-    if not isinstance(located, Mapping) or not isinstance(located.get("task"), Mapping):
+    located = part(part(record, "run"), "task")
+    if not isinstance(located.get("task"), Mapping):
         raise ReproduceError(
             f"{path.name}: its record does not say where its task is defined (run.task, "
             "recorded since mushin-box 0.2); run the cell again with this version"
@@ -197,17 +190,13 @@ def env_references(config: Any, prefix: str = "") -> list[tuple[str, str, bool]]
     ...                 "home": "${oc.env:HOME,/tmp}"})
     [('db.password', 'MUSHIN_SECRET_AB', False), ('home', 'HOME', True)]
     """
-    out: list[tuple[str, str, bool]] = []
-    if isinstance(config, Mapping):
-        for key, value in config.items():
-            out += env_references(value, f"{prefix}{key}.")
-    elif isinstance(config, list):
-        for i, value in enumerate(config):
-            out += env_references(value, f"{prefix}{i}.")
-    elif isinstance(config, str):
-        for match in _ENV_REF.finditer(config):
-            out.append((prefix.rstrip("."), match.group(1), match.group(2) is not None))
-    return out
+    if isinstance(config, str):
+        found = _ENV_REF.finditer(config)
+        return [(prefix.rstrip("."), m.group(1), m.group(2) is not None) for m in found]
+    if not isinstance(config, Mapping | list):
+        return []
+    items = config.items() if isinstance(config, Mapping) else enumerate(config)
+    return [ref for key, value in items for ref in env_references(value, f"{prefix}{key}.")]
 
 
 def check_secrets(config: Mapping[str, Any], environ: Mapping[str, str]) -> list[str]:
@@ -380,14 +369,9 @@ def recorded_container(run: Mapping[str, Any]) -> tuple[tuple[str, ...], str] | 
 
 def _candidates(original: Original) -> list[str]:
     """Where the record says the image was, most trusted first."""
-    run = original.run
-    located = part(run, "image")
-    out: list[str] = []
-    for key in ("path", "image", "manifest"):
-        value = located.get(key)
-        if isinstance(value, str) and value:
-            out.append(value.removesuffix(".manifest.json"))
-    argv = part(run, "container").get("rank_argv")
+    values = [part(original.run, "image").get(key) for key in ("path", "image", "manifest")]
+    out = [v.removesuffix(".manifest.json") for v in values if isinstance(v, str) and v]
+    argv = part(original.run, "container").get("rank_argv")
     if isinstance(argv, list):
         out += [w for w in argv if isinstance(w, str) and w.endswith(".sif")]
     return list(dict.fromkeys(out))

@@ -110,17 +110,6 @@ def image_recipe(original: Original) -> Recipe:
     return Recipe(spec, commit, Path(found), want, dest, context)
 
 
-def _load_spec(file: Path, attr: str) -> ImageSpec:
-    try:
-        module = import_file(file, name=f"_mushin_rebuild_{file.stem}", on_path=False, keep=False)
-    except Exception as exc:  # the recipe's own code: one line, what it raised
-        raise ReproduceError(f"the image's spec {file} does not load: {exc}") from None
-    spec = getattr(module, attr, None)
-    if not isinstance(spec, ImageSpec):
-        raise ReproduceError(f"the image's spec {file} has no ImageSpec named {attr}")
-    return spec
-
-
 def rebuild_image(recipe: Recipe, *, build: Callable[..., Any] = build_image) -> Path:
     """Build ``recipe`` into ``recipe.path`` if of the recorded sha256; else keep nothing."""
     target, _, attr = recipe.spec.rpartition(":")
@@ -138,11 +127,18 @@ def rebuild_image(recipe: Recipe, *, build: Callable[..., Any] = build_image) ->
                     f"{recipe.repository} failed: {why}"
                 )
         context = Path(source) / recipe.context_dir
-        spec = _load_spec(context / target, attr)
+        file, name = context / target, f"_mushin_rebuild_{Path(target).stem}"
+        try:
+            module = import_file(file, name=name, on_path=False, keep=False)
+        except Exception as exc:  # the recipe's own code: one line, what it raised
+            raise ReproduceError(f"the image's spec {file} does not load: {exc}") from None
+        spec = getattr(module, attr, None)
+        if not isinstance(spec, ImageSpec):
+            raise ReproduceError(f"the image's spec {file} has no ImageSpec named {attr}")
         dest.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=f".{dest.name}.rebuild-", dir=dest.parent) as tmp:
             out = Path(tmp) / dest.name
-            ref = f"{context / target}:{attr}"
+            ref = f"{file}:{attr}"
             manifest = build(spec, out, context=context, backend="native", spec_ref=ref)
             if manifest.sif_sha256 != recipe.sha256:
                 raise ReproduceError(

@@ -13,7 +13,7 @@ import json
 import math
 import os
 import shutil
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -34,6 +34,7 @@ from mushin_box._core.targets import public
 from mushin_box._launch.loading import user_code_error
 from mushin_box._launch.plan import LaunchError, plan_launch
 from mushin_box._launch.review import env_file
+from mushin_box._launch.run import run_launch
 from mushin_box._provenance.env import NO_IMAGE
 from mushin_box._provenance.files import write_provenance
 from mushin_box._provenance.task import in_image, load_callable
@@ -54,10 +55,8 @@ from mushin_box._reproduce.trust import check_sources, checkout, discard
 from mushin_box._results.diff import diff_provenance
 from mushin_box._sweepdir.manifest import cell_records, combo_id
 
-_SLURM_LAUNCHERS = ("mushin_slurm", "submitit_slurm")
 #: recorded hydra.launcher keys that ``submitit_slurm_config`` takes again
 _SLURM_KEYS = ("partition", "account", "timeout_min", "mem_gb", "cpus_per_task", "qos")
-_APPTAINER = "APPTAINERENV_"
 
 
 @attrs.frozen
@@ -169,11 +168,6 @@ def recorded_topology(run: Mapping[str, Any]) -> tuple[int, int]:
     return nodes, max(1, world // nodes)
 
 
-def _slurm_settings(launcher: Mapping[str, Any]) -> dict[str, Any]:
-    config = part(launcher, "config")
-    return {k: config[k] for k in _SLURM_KEYS if config.get(k) not in (None, "<redacted>")}
-
-
 def _into(into: str | os.PathLike[str] | None, original: Original) -> Path:
     if into is None:
         into = default_sweep_dir("-reproduce")
@@ -208,18 +202,12 @@ def _rerun_workflow(original: Original, task: Any, config: Any, pre_call: Any) -
         def run(self, **kwargs: Any) -> Any:
             return super().run(**kwargs, **swept)  # pyright: ignore[reportArgumentType, reportCallIssue]
 
-    secrets = _declared_secrets(original)
-    return ReproduceWorkflow(task, config, pre_call=pre_call, secrets=secrets, source=source)
-
-
-def _declared_secrets(original: Original) -> list[str]:
-    """The secret names the original launch declared (carried in its environment)."""
-    env = part(original.run, "env")
-    try:
-        names = json.loads(str(env.get(SECRET_NAMES_ENV) or "[]"))
+    try:  # the secret names the original launch declared (carried in its environment)
+        names = json.loads(str(part(original.run, "env").get(SECRET_NAMES_ENV) or "[]"))
     except ValueError:
-        return []
-    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+        names = []
+    secrets = [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+    return ReproduceWorkflow(task, config, pre_call=pre_call, secrets=secrets, source=source)
 
 
 def _load(original: Original) -> tuple[Any, Any, str | None]:
@@ -244,14 +232,6 @@ def _load(original: Original) -> tuple[Any, Any, str | None]:
         directory = directory or where
         out.append(fn)
     return out[0], out[1], directory
-
-
-def _overrides(config: Mapping[str, Any], local: bool) -> list[str]:
-    """A local launch keeps the config's accelerator (``plan_launch`` would set ``cpu``)."""
-    trainer = config.get("trainer")
-    if local and isinstance(trainer, Mapping) and trainer.get("accelerator") is not None:
-        return [format_override("trainer.accelerator", trainer["accelerator"])]
-    return []
 
 
 def _secrets_refused(secrets: Sequence[str]) -> NoReturn:
@@ -281,7 +261,9 @@ def plan_reproduce(
     original = read_original(cell)
     secrets = check_secrets(original.config, os.environ)
     launcher = part(original.run, "launcher")
-    slurm = launcher.get("name") in _SLURM_LAUNCHERS and not local
+    ran = part(launcher, "config")
+    settings = {k: ran[k] for k in _SLURM_KEYS if ran.get(k) not in (None, "<redacted>")}
+    slurm = launcher.get("name") in ("mushin_slurm", "submitit_slurm") and not local
     if original.repro.get("image", NO_IMAGE) not in (None, NO_IMAGE) and not slurm:
         raise ReproduceError(
             "the cell ran in an image, and only a SLURM launch runs ranks in one: drop "
@@ -313,17 +295,20 @@ def plan_reproduce(
             _secrets_refused(secrets)  # the import changed what its files said
         rec_nodes, rec_gpus = recorded_topology(original.run)
         workflow = _rerun_workflow(original, task, config, pre_call)
+        # a local launch keeps the config's accelerator (plan_launch would set cpu)
+        accelerator = part(original.config, "trainer").get("accelerator")
+        keep = not slurm and accelerator is not None
         try:
             launch = plan_launch(
                 workflow,
                 nodes=rec_nodes if nodes is None else nodes,
                 gpus=rec_gpus if gpus is None else gpus,
-                overrides=_overrides(original.config, not slurm),
+                overrides=[format_override("trainer.accelerator", accelerator)] if keep else [],
                 local=not slurm,
                 image=img.path,
                 binds=img.binds,
                 image_python=img.python,
-                slurm=_slurm_settings(launcher) if slurm else None,
+                slurm=settings if slurm else None,
                 working_dir=str(root),
                 pythonpath=directory,
                 preflight=True,  # a dry run shows the env file and its name that will run
@@ -368,18 +353,6 @@ def _remove_worktree(root: Path, where: Path, fresh: bool) -> None:
     for made in (where.parent, *((root,) if fresh else ())):
         with contextlib.suppress(OSError):
             made.rmdir()
-
-
-@contextlib.contextmanager
-def _secrets_for_images(names: Sequence[str]) -> Iterator[None]:
-    """Forward the config's secrets to ranks in an image as ``APPTAINERENV_*`` (``--cleanenv``)."""
-    values = {
-        _APPTAINER + name: os.environ[name]
-        for name in names
-        if name.startswith(SECRET_ENV_PREFIX) and name in os.environ
-    }
-    with environ_set(values):
-        yield
 
 
 def _mark(cell_dir: Path, plan: ReproducePlan) -> None:
@@ -474,8 +447,7 @@ def reproduce(
         if (
             isinstance(value, bool)
             or not isinstance(value, int | float)
-            or not math.isfinite(value)
-            or value < 0
+            or not 0 <= value < math.inf
         ):
             raise ReproduceError(f"{name} must be a finite number >= 0, got {value!r}")
     if rebuild_image and (image is not None or dry_run):
@@ -498,12 +470,14 @@ def reproduce(
     )
     if dry_run:
         return ReproduceResult(plan)
-    # lazy: imports hydra, hydra_zen, omegaconf (a reader must not load them)
-    from mushin_box._launch.run import run_launch
-
     error: str | None = None
+    forwarded = {  # the config's secrets, to ranks in an image (``--cleanenv``)
+        "APPTAINERENV_" + name: os.environ[name]
+        for name in plan.secrets
+        if name.startswith(SECRET_ENV_PREFIX) and name in os.environ
+    }
     try:
-        with _secrets_for_images(plan.secrets):
+        with environ_set(forwarded):
             run_launch(workflow, launch, progress=progress)
     except LaunchError as exc:
         raise ReproduceError(str(exc)) from None

@@ -235,16 +235,13 @@ def kept_patch(original: Original, sha: str) -> tuple[Path, bytes, list[str]]:
     names = [
         e.partition(b"\0")[0].decode("utf-8", "replace") for e in data.split(UNTRACKED_MARK)[1:]
     ]
-    if hashlib.sha256(data).hexdigest() != sha or not all(map(_relative, names)):
+    # each untracked name a path git would write inside the repository: relative, no ".."
+    outside = [n for n in names if not n or n.startswith("/") or ".." in n.split("/")]
+    if hashlib.sha256(data).hexdigest() != sha or outside:
         raise ReproduceError(
             f"{path} is not the code the cell ran (its sha256 differs); restore it"
         )
     return path, data, names
-
-
-def _relative(name: str) -> bool:
-    """A path git would write inside the repository: relative, with no ``..``."""
-    return bool(name) and not name.startswith("/") and ".." not in name.split("/")
 
 
 def _git(args: list[str], cwd: Path) -> str:
@@ -260,17 +257,6 @@ def _git(args: list[str], cwd: Path) -> str:
     return proc.stdout
 
 
-def _repository(file: Any) -> Path | None:
-    """The git repository holding the recorded experiment file, even one since deleted."""
-    if not isinstance(file, str) or not file.startswith("/"):
-        return None
-    here = Path(file).parent
-    while not here.is_dir() and here != here.parent:
-        here = here.parent
-    top = git_root(here)
-    return Path(top).resolve() if top else None
-
-
 def checkout(original: Original, where: Path) -> Original:
     """Check out the code ``original`` ran at ``where``; return it with its paths there."""
     recorded = part(original.repro, "code").get("git")
@@ -282,12 +268,16 @@ def checkout(original: Original, where: Path) -> Original:
             arguments={"worktree": True},
         )
     file = part(original.run, "experiment").get("file")
-    top = _repository(file)
-    if top is None:
+    here = Path(str(file)).parent  # its repository, even with the file since deleted
+    while not here.is_dir() and here != here.parent:
+        here = here.parent
+    found = git_root(here) if isinstance(file, str) and file.startswith("/") else None
+    if not found:
         raise ReproduceError(
             f"no git repository holds the cell's experiment file {file} here: run this on "
             "a machine with its repository at that path"
         )
+    top = Path(found).resolve()
     if git(["cat-file", "-e", f"{commit}^{{commit}}"], top, timeout=120) is None:
         raise ReproduceError(
             f"the repository {top} does not hold the cell's commit {commit}: fetch it "
