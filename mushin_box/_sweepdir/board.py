@@ -278,7 +278,7 @@ def cell_view(
         combo=dict(entry.get("combo") or record.get("combo") or {}),
         state=state,
         recorded_state=recorded,
-        attempt=int(record.get("attempt", entry.get("attempt", 0)) or 0),
+        attempt=int(_number(record.get("attempt", entry.get("attempt"))) or 0),
         job_id=seen.job or (str(record["slurm_job_id"]) if record.get("slurm_job_id") else None),
         host=record.get("host"),
         pid=record.get("pid") if isinstance(record.get("pid"), int) else None,

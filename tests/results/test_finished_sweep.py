@@ -126,3 +126,15 @@ def test_a_pending_cell_is_read_by_read_sweep(tmp_path: Path) -> None:
     write_json_atomic(root / "mushin_sweep.json", data)
     assert read_finished(root) is None
     assert read_results(root).counts() == {"pending": 2, "completed": 4}
+
+
+def test_a_manifest_attempt_that_is_no_number_reads_as_none_made(tmp_path: Path) -> None:
+    # the manifest is a shared file: a hand-edited entry is shown, not a ValueError
+    root = _grid(tmp_path / "s", 1, 2)
+    data = manifest.read_sweep_manifest(root)
+    assert data is not None
+    for entry in data["cells"].values():
+        entry["attempt"] = "x"
+    write_json_atomic(root / "mushin_sweep.json", data)
+    sweep = read_finished(root)
+    assert sweep is not None and [c.attempt for c in sweep.cells] == [0, 0]
