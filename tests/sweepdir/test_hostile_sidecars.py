@@ -158,7 +158,7 @@ SIDECARS: dict[str, tuple[str, tuple[str, ...]]] = {
     "metrics": (f"{_OK}/mushin_metrics.json", ("show", "ls", "load_experiment")),
     "provenance": (f"{_OK}/mushin_provenance.json", ("show", "diff", "report")),
     "jobs": ("mushin_jobs.json", ("status", "wait", "cancel")),
-    "manifest": ("mushin_sweep.json", ("status", "ls", "load_experiment")),
+    "manifest": ("mushin_sweep.json", ("status", "ls", "load_experiment", "show", "report")),
     "series": (f"{_OK}/fit_metrics.json", ("report", "load_experiment")),
     "series-pt": (f"{_OK}/fit_metrics.pt", ("load_experiment",)),
     "error": (f"{_FAILED}/mushin_error.txt", ("report", "show")),
