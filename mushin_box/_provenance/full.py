@@ -306,7 +306,7 @@ def full_provenance(
     """
     env: Mapping[str, str] = os.environ if environ is None else environ
     if base is None:
-        base = basic_provenance(
+        basic = basic_provenance(
             task=task,
             config=config,
             fingerprints=fingerprints,
@@ -314,14 +314,17 @@ def full_provenance(
             pre_call=pre_call,
             experiment=experiment,
         )
-    repro = dict(base.get("reproducibility") or {})
-    run = dict(base.get("run") or {})
-    if config is not None:  # this cell's config, seed and task win over a reused base's
-        repro["config"] = redact(config)
-    if seed_base is not None:
-        repro.pop("seed", None)
-        repro["seed_base"] = seed_base
-    run["task"] = task_locator(task, pre_call)
+    else:
+        basic = dict(base)
+    repro = dict(basic.get("reproducibility") or {})
+    run = dict(basic.get("run") or {})
+    if base is not None:  # reuse the expensive parts; this cell's config and seed win
+        if config is not None:
+            repro["config"] = redact(config)
+        if seed_base is not None:
+            repro.pop("seed", None)
+            repro["seed_base"] = seed_base
+        run["task"] = task_locator(task, pre_call)
     if packages is not None:
         repro["package_set"] = package_set(packages)
         repro["packages"] = key_versions(packages)
@@ -366,7 +369,7 @@ def full_provenance(
     if started is not None:
         run["started"] = started
         run.pop("time", None)
-    record = {**base, "reproducibility": repro, "run": run}
+    record = {**basic, "reproducibility": repro, "run": run}
     return split_provenance(record)
 
 
