@@ -26,8 +26,6 @@ from mushin_box._provenance.record import git_root
 from mushin_box._sweep.usercode import CodeIdentity, code_identity
 from mushin_box._train.configtask import fit_task, seed_pre_call
 
-DEFAULT_NAMES = ("workflow", "Config")
-
 
 @public
 class LoadError(MushinBoxError, ValueError):
@@ -81,13 +79,10 @@ def load_target(spec: str) -> tuple[Any, str | None]:
     else:
         module_name = target
     try:
-        if path is None:
-            module = importlib.import_module(module_name)
-        else:
-            module = import_file(path)
+        module = importlib.import_module(module_name) if path is None else import_file(path)
     except Exception as exc:  # the user's code failed to import: where, and what to fix
         raise LoadError(user_code_error(f"experiment {spec!r}", exc, module_name)) from exc
-    names = (name,) if name else DEFAULT_NAMES
+    names = (name,) if name else ("workflow", "Config")
     for candidate in names:
         if hasattr(module, candidate):
             return getattr(module, candidate), directory
@@ -182,19 +177,7 @@ def user_code_error(what: str, exc: BaseException, module: str | None = None) ->
             f"could not load {what}: there is no module {missing!r}; check the name, or add "
             "the directory that holds it to PYTHONPATH"
         )
-    at = f" ({where})" if (where := _users_frame(exc)) else ""
-    if missing:
-        return (
-            f"could not load {what}: it imports {missing!r}{at}, which is not installed in "
-            f"this Python ({sys.executable}): install the package that provides it, or fix "
-            "the import"
-        )
-    text = " ".join(str(exc).split())  # a multi-line message stays one line
-    return f"could not load {what}: {type(exc).__name__}: {text}{at}; fix the code there"
-
-
-def _users_frame(exc: BaseException) -> str | None:
-    """``file:line`` of the innermost frame not Python's, a package's or mushin-box's."""
+    # the innermost frame not Python's, a package's or mushin-box's: the user's code
     prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     theirs = [Path(p).resolve() for p in prefixes] + [Path(__file__).resolve().parents[1]]
     frames = [
@@ -203,4 +186,12 @@ def _users_frame(exc: BaseException) -> str | None:
         if not frame.filename.startswith("<")
         and not any(Path(frame.filename).resolve().is_relative_to(p) for p in theirs)
     ]
-    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else None
+    at = f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    if missing:
+        return (
+            f"could not load {what}: it imports {missing!r}{at}, which is not installed in "
+            f"this Python ({sys.executable}): install the package that provides it, or fix "
+            "the import"
+        )
+    text = " ".join(str(exc).split())  # a multi-line message stays one line
+    return f"could not load {what}: {type(exc).__name__}: {text}{at}; fix the code there"

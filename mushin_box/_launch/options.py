@@ -3,14 +3,11 @@
 else a default), and the checks that need no experiment: nothing here loads Hydra, torch
 or the experiment, so contradicting flags are refused first.
 
-Launch profiles are tables of ``launch`` flags (names without ``--``) written once
-(docs/cli.md, "Launch profiles"): the project's, ``[tool.mushin-box.profiles.NAME]`` in
-``pyproject.toml`` or ``[profiles.NAME]`` in ``mushin-box.toml``, in the nearest directory
-at or above the working directory holding either (both are read; a profile in both is an
-error), and below them key by key the user's own
-(``$XDG_CONFIG_HOME/mushin-box/profiles.toml``). ``--profile NAME`` applies one, else
-``default`` if there is one. Every value is checked in one line naming the file, profile
-and key; the ``sbatch`` table passes every sbatch source's check.
+Launch profiles (docs/cli.md) are tables of ``launch`` flags (names without ``--``): the
+project's, in the nearest ``pyproject.toml`` (``[tool.mushin-box.profiles.NAME]``) or
+``mushin-box.toml`` (``[profiles.NAME]``) at or above the working directory (a profile in
+both is an error), over the user's own key by key. ``--profile NAME`` applies one, else
+``default`` if there is one; every value is checked in one line naming file, profile and key.
 
 Examples
 --------
@@ -39,8 +36,6 @@ from mushin_box._core.targets import public
 from mushin_box._slurm.config import SETTING_FIELDS, SlurmSettings, check_sbatch_option
 from mushin_box._slurm.grammar import memory_fields, parse_slurm_memory, parse_slurm_time
 
-DEFAULT_PROFILE = "default"
-
 _FIELDS = {f.metadata["flag"][2:]: f for f in SETTING_FIELDS if f.metadata["profile"]}
 #: profile keys (launch flags without ``--``) and what each must be: the scheduler's, from
 #: SlurmSettings' fields, then the image's
@@ -67,10 +62,6 @@ class Profile:
     path: str
     values: Mapping[str, Any]
     origins: Mapping[str, str] = attrs.field(factory=dict)
-
-    def source_of(self, key: str) -> str:
-        """The plan's source of ``key``: the one file that set it."""
-        return f"profile {self.name} ({self.origins.get(key, self.path)})"
 
 
 def find_profile_files(cwd: str | os.PathLike[str] | None = None) -> list[Path]:
@@ -149,7 +140,7 @@ def load_profile(name: str | None, cwd: str | os.PathLike[str] | None = None) ->
             found[profile] = (path, table)
     user = user_profile_file()
     mine = _tables(user) if user.is_file() else {}
-    wanted = DEFAULT_PROFILE if name is None else name
+    wanted = "default" if name is None else name
     if wanted not in found and wanted not in mine:
         if name is None:
             return None
@@ -299,7 +290,7 @@ def resolve_options(
     pv = dict(prof.values) if prof is not None else {}
 
     def from_profile(key: str) -> str:  # the file that set it, not every file read
-        return prof.source_of(key) if prof is not None else "profile"
+        return f"profile {prof.name} ({prof.origins.get(key, prof.path)})" if prof else "profile"
 
     slurm = SlurmSettings()
     for f in SETTING_FIELDS:  # the memory and the sbatch table below: several flags each

@@ -27,14 +27,11 @@ from mushin_box._launch.schedule import (
 )
 from mushin_box._slurm.config import SlurmSettings
 from mushin_box._slurm.launcher import SubmititCellLauncher
-from mushin_box._slurm.probe import probe_slurm
 from mushin_box._slurm.torchrun import check_torchrun_settings, torchrun_launcher_fields
 from mushin_box._sweep.validate import SweepKeys, UnknownKeyError
 from mushin_box._sweepdir.manifest import SweepBusyError, SweepLock
 from mushin_box._train.configtask import fit_task
 
-_HYDRADDP_TARGET = "mushin_box.HydraDDP"
-_TOPOLOGY_KEYS = ("trainer.devices", "trainer.num_nodes")
 #: a local torchrun cell runs until it ends (submitit's local jobs have a time limit)
 _TORCHRUN_TIMEOUT_MIN = 7 * 24 * 60
 
@@ -146,7 +143,7 @@ def plan_launch(
     nodes: int = 1,
     gpus: int = 1,
     overrides: Sequence[str] = (),
-    local: bool | None = None,
+    local: bool,
     image: str | None = None,
     binds: Sequence[str] = (),
     image_python: str = "python",
@@ -160,8 +157,8 @@ def plan_launch(
     min_nodes: int | None = None,
 ) -> LaunchPlan:
     """How to run ``target`` on ``nodes`` x ``gpus`` ranks. The overrides may not set the
-    topology; ``hydra.launcher.KEY=VALUE`` joins the launcher config; ``local`` None runs
-    here only when no SLURM cluster answers; ``where``: why it runs where it does.
+    topology; ``hydra.launcher.KEY=VALUE`` joins the launcher config; ``where``: why it runs
+    where it does.
 
     Examples
     --------
@@ -185,15 +182,12 @@ def plan_launch(
     has_trainer = select_key(config, "trainer") is not None
     check_enumerable(overrides)
     given = override_keys(overrides)
-    for key in _TOPOLOGY_KEYS:
+    for key in ("trainer.devices", "trainer.num_nodes"):
         if key in given:
             raise LaunchError(
                 f"override {key} conflicts with --nodes/--gpus, which set it: drop the override"
             )
     check_keys(target, overrides)
-    if local is None:
-        probe = probe_slurm()
-        local, where = not probe.reachable, where or probe.reason
     try:
         task_overrides, launched = split_launcher_overrides(overrides)
     except ScheduleError as exc:
@@ -203,10 +197,8 @@ def plan_launch(
     def made(
         mode: str, launcher: str | None, config: Any, why: str, shown: Any, **kw: Any
     ) -> LaunchPlan:
-        final = tuple(out)
-        return LaunchPlan(
-            mode, nodes, gpus, launcher, config, final, working_dir, pythonpath, why, shown, **kw
-        )
+        final = (mode, nodes, gpus, launcher, config, tuple(out), working_dir, pythonpath)
+        return LaunchPlan(*final, why, shown, **kw)
 
     if has_trainer:
         out += [
@@ -225,11 +217,6 @@ def plan_launch(
                 f"--nodes {nodes} needs SLURM ({why}): run on a cluster's login node, or use "
                 "--nodes 1"
             )
-        if image is not None:
-            raise LaunchError(
-                "--image runs SLURM ranks in the image; here there is no SLURM. Use "
-                "`mushin-box smoke EXP --image IMAGE` for a local run inside the image"
-            )
         if launched.sources:
             raise LaunchError(
                 f"hydra.launcher.{next(iter(launched.sources)).partition('.')[0]} configures "
@@ -238,13 +225,20 @@ def plan_launch(
             )
         if "trainer.accelerator" not in given and has_trainer:
             out.append(format_override("trainer.accelerator", "cpu", force_add=True))
-        if torchrun:
+        if torchrun:  # one `torchrun --standalone` agent per cell
+            tr_config = {
+                "torchrun": True,
+                "nproc_per_node": gpus,
+                "max_restarts": max_restarts,
+                "timeout_min": _TORCHRUN_TIMEOUT_MIN,
+                "poll_interval_s": 1.0,
+            }
             try:  # the launcher's own check, before anything is written
-                tr_config = local_torchrun_config(gpus, max_restarts)
+                check_torchrun_settings({**tr_config, "tasks_per_node": 1})
             except ValueError as exc:
                 raise LaunchError(str(exc)) from None
             return made("local", "mushin_local", tr_config, why, {}, torchrun=True)
-        if gpus > 1 and select_key(config, "trainer.strategy._target_") != _HYDRADDP_TARGET:
+        if gpus > 1 and select_key(config, "trainer.strategy._target_") != "mushin_box.HydraDDP":
             raise LaunchError(
                 f"--gpus {gpus} here starts {gpus} CPU ranks with HydraDDP, but the trainer's "
                 "strategy is not HydraDDP: set strategy=builds(mushin_box.HydraDDP), or "
@@ -263,8 +257,6 @@ def plan_launch(
         )
         if working_dir is not None:
             container["working_dir"] = working_dir
-    elif binds or image_python != "python":
-        raise LaunchError("--bind and --image-python configure the image: pass --image too")
     try:
         config_out = slurm_launcher_config(
             nodes=nodes, gpus=gpus, settings=settings, container=container
@@ -282,16 +274,8 @@ def plan_launch(
         for k, v in settings.sources.items()
         if k.split(".")[0] in config_out or (image is not None and k in container_keys)
     }
-    elastic_min = min_nodes if elastic else None
-    return made(
-        "slurm",
-        "mushin_slurm",
-        config_out,
-        where or "SLURM",
-        shown,
-        torchrun=torchrun,
-        min_nodes=elastic_min,
-    )
+    kw = {"torchrun": torchrun, "min_nodes": min_nodes if elastic else None}
+    return made("slurm", "mushin_slurm", config_out, where or "SLURM", shown, **kw)
 
 
 def check_keys(target: Any, overrides: Sequence[str]) -> None:
@@ -370,17 +354,12 @@ def _override_of_unknown_key(
 ) -> tuple[str, str] | None:
     """``(key, text)`` of the first plain override setting (under) the key OmegaConf said
     the config lacks, or None."""
-    from hydra.errors import OverrideParseException
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
     if not isinstance(cause, ConfigAttributeError | ConfigKeyError) or not cause.full_key:
         return None
     lacking = str(cause.full_key)
-    for text in overrides:
-        try:
-            (o,) = parse_overrides([text])  # the launch's own parse, cached
-        except OverrideParseException:  # not Hydra's syntax: not the override Hydra applied
-            continue
+    for text, o in zip(overrides, parse_overrides(overrides), strict=True):  # a plan's: parsed
         key = o.key_or_group
         plain = not (o.is_add() or o.is_force_add() or o.is_delete())
         if plain and (key == lacking or key.startswith(lacking + ".")):
@@ -414,19 +393,6 @@ def check_enumerable(overrides: Sequence[str]) -> None:
                 "sampling sweeper (e.g. Optuna) draws from, and a launch runs every cell of a "
                 f"grid: list the values instead ({o.key_or_group}=0.1,0.5,1) or use range()"
             )
-
-
-def local_torchrun_config(gpus: int, max_restarts: int) -> dict[str, Any]:
-    """The ``mushin_local`` config of one ``torchrun --standalone`` agent per cell."""
-    config = {
-        "torchrun": True,
-        "nproc_per_node": gpus,
-        "max_restarts": max_restarts,
-        "timeout_min": _TORCHRUN_TIMEOUT_MIN,
-        "poll_interval_s": 1.0,
-    }
-    check_torchrun_settings({**config, "tasks_per_node": 1})
-    return config
 
 
 def slurm_torchrun(

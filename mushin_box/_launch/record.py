@@ -1,11 +1,9 @@
 # SPDX-License-Identifier: MIT
-"""The launch record: what ``mushin-box launch`` was asked, which ``resume DIR`` replays
-(so that it cannot forget an override and restart a cell from scratch).
-
-It holds the experiment, the directory the launch ran in, the overrides (a secret's value
-as ``REDACTED``: a resume asks for it again) and every flag that shapes the run. It sits in
-a shared directory and a resume imports the experiment it names, so it is read bounded,
-checked field by field, and refused unless it and its experiment file are the user's own.
+"""The launch record: what ``mushin-box launch`` was asked (a secret's value as
+``REDACTED``: a resume asks for it again), which ``resume DIR`` replays so that it cannot
+forget an override and restart a cell from scratch. It sits in a shared directory and a
+resume imports the experiment it names, so it is read bounded, checked field by field, and
+refused unless it and its experiment file are the user's own.
 """
 
 from __future__ import annotations
@@ -62,8 +60,7 @@ def launch_record(
         shown.append(f"{key}={REDACTED}" if secret else text)
     path = experiment.split(":", 1)[0]
     if path.endswith(".py") or os.path.isfile(os.path.join(cwd, path)):
-        rest = experiment[len(path) :]
-        experiment = os.path.normpath(os.path.join(cwd, path)) + rest
+        experiment = os.path.normpath(os.path.join(cwd, path)) + experiment[len(path) :]
     kept = {k: (list(v) if isinstance(v, tuple) else v) for k, v in flags.items()}
     return {
         "schema": 1,
@@ -97,12 +94,8 @@ def read_launch_record(root: str | os.PathLike[str]) -> dict[str, Any]:
     ):
         raise RecordError(f"{path} is not a launch record; fix or delete it")
     for key, value in flags.items():
-        types = FLAG_TYPES.get(key)
-        if (
-            types is None
-            or not isinstance(value, types)
-            or (isinstance(value, bool) and bool not in types)
-        ):
+        types = FLAG_TYPES.get(key, ())
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             raise RecordError(f"{path}: flag {key!r} = {value!r} is not a launch flag; fix it")
         if isinstance(value, list) and not all(isinstance(v, str) for v in value):
             raise RecordError(f"{path}: flag {key!r} must be a list of strings; fix it")

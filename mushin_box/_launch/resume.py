@@ -162,13 +162,9 @@ def plan_cells(
         recorded = (record or {}).get("limits")
         extends = bool(limits) and isinstance(recorded, dict) and set(limits) <= set(recorded)
         code_changed = code is not None and was is not None and was != code
-        why = (
-            "its code changed"
-            if code_changed
-            else f"override {', '.join(changed)} changed"
-            if changed and not extends
-            else ""
-        )
+        why = "its code changed" if code_changed else ""
+        if not why and changed and not extends:
+            why = f"override {', '.join(changed)} changed"
         action = _action(name, cell, sweep.active, why, wanted, root)
         if extends and cell.dir and action.action == "reuse" and action.state == "completed":
             said = ", ".join(f"{k}={v}" for k, v in limits.items())
@@ -208,8 +204,7 @@ def _limit_values(changed: Sequence[str], overrides: Sequence[str]) -> dict[str,
         text = given.get(key)
         if text is None or key.rsplit(".", 1)[-1] not in TRAINER_LIMIT_KEYS:
             return {}
-        parsed = parse_overrides([text])[0]
-        if parsed.is_sweep_override():
+        if parse_overrides([text])[0].is_sweep_override():
             return {}
         out[key] = parse_override_value(text.split("=", 1)[1])
     return out
@@ -347,8 +342,7 @@ def launch_argv(flags: Mapping[str, Any]) -> list[str]:
         elif isinstance(value, bool):
             out += [flag] if value else []
         elif isinstance(value, list):
-            for item in value:
-                out += [flag, str(item)]
+            out += [word for item in value for word in (flag, str(item))]
         elif key == "mem":
             out += [flag, f"{value}M"]
         else:

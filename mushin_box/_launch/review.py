@@ -3,11 +3,8 @@
 and the mistakes that cost the most, as plain data (printed as text or JSON); and the
 cluster asked before a launch writes anything: ``sbatch --test-only`` answers for the very
 script the launcher would submit, ``sinfo``'s capacity for a job that would pend for ever.
-A check that cannot be asked never blocks a launch.
-
-Errors are what the real launch would refuse (the dry run exits 2 with them); warnings
-the costly mistakes it would not. The sbatch script's requeue trap (some 60 lines, the
-same in every launch) is folded to one line unless ``--verbose``.
+A check that cannot be asked never blocks a launch. Errors are what the real launch would
+refuse (the dry run exits 2 with them); warnings the costly mistakes it would not.
 """
 
 from __future__ import annotations
@@ -34,7 +31,6 @@ from mushin_box._sweep.compose import MissingValueError, check_composes, check_r
 
 #: node-local mount points: a compute node's /tmp is not the login node's
 NODE_LOCAL = ("/tmp", "/var/tmp", "/dev/shm", "/scratch/local")
-_GPU_ACCELERATORS = ("gpu", "cuda", "auto")
 
 
 _FIX = (
@@ -130,12 +126,6 @@ def count_cells(overrides: Sequence[str]) -> tuple[int | None, dict[str, int]]:
     return cells, axes
 
 
-def _duration(minutes: int) -> str:
-    days, rest = divmod(minutes, 24 * 60)
-    text = f"{rest // 60}:{rest % 60:02d}:00"
-    return f"{days}-{text}" if days else text
-
-
 def node_local_root(path: str | None) -> str | None:
     """The node-local mount point ``path`` lies under, or None.
 
@@ -156,9 +146,9 @@ _TRAP_START = "# mushin-box host-side requeue"
 _TRAP_LAST = "srun() {"
 
 
-def fold_requeue_trap(script: str, *, hint: str = "--verbose shows it") -> str:
-    """``script`` with the host-side requeue trap folded to one line naming its policy, its
-    length and ``hint``; a script without the trap as it is.
+def fold_requeue_trap(script: str) -> str:
+    """``script`` with the host-side requeue trap folded to one line naming its policy and
+    its length; a script without the trap as it is.
 
     Examples
     --------
@@ -173,16 +163,14 @@ def fold_requeue_trap(script: str, *, hint: str = "--verbose shows it") -> str:
     '# [the requeue trap, ... lines, folded: requeue_on=preemption max_requeues=3; --verbose ...]'
     """
     lines = script.split("\n")
-    start = next((i for i, line in enumerate(lines) if line.startswith(_TRAP_START)), None)
-    if start is None:
-        return script
-    opens = next((i for i in range(start, len(lines)) if lines[i] == _TRAP_LAST), None)
-    end = next((i for i in range(opens or len(lines), len(lines)) if lines[i] == "}"), None)
-    if opens is None or end is None:
+    try:
+        start = next(i for i, line in enumerate(lines) if line.startswith(_TRAP_START))
+        end = lines.index("}", lines.index(_TRAP_LAST, start))
+    except (StopIteration, ValueError):
         return script
     policy = next((line for line in lines[start:end] if "__mushin_requeue_on=" in line), "")
     said = " ".join(w.removeprefix("__mushin_") for w in policy.split())
-    folded = f"# [the requeue trap, {end - start + 1} lines, folded: {said}; {hint}]"
+    folded = f"# [the requeue trap, {end - start + 1} lines, folded: {said}; --verbose shows it]"
     return "\n".join([*lines[:start], folded, *lines[end + 1 :]])
 
 
@@ -196,13 +184,7 @@ def env_file(config: Mapping[str, Any] | None) -> dict[str, str] | None:
     return {"path": path or "?", "text": redact_text(text)}
 
 
-def review_plan(
-    plan: Any,
-    target: Any,
-    *,
-    errors: Sequence[str] = (),
-    check_accounts: bool = True,
-) -> dict[str, Any]:
+def review_plan(plan: Any, target: Any, *, errors: Sequence[str] = ()) -> dict[str, Any]:
     """The dry run's review of ``plan``; ``errors`` found before (a pre-flight's) first."""
     data = plan.to_dict()
     problems = list(errors)
@@ -223,41 +205,40 @@ def review_plan(
             problems.append(str(exc))
     cells, axes = count_cells(plan.overrides)
     data.update(cells=cells, sweep=axes, ranks=plan.nodes * plan.gpus)
-    slurm = plan.mode == "slurm"
     launcher = dict(plan.launcher_config or {})
-    if slurm:
+    if plan.mode == "slurm":
         minutes = int(launcher.get("timeout_min", 60))
+        days, rest = divmod(minutes, 24 * 60)  # as SLURM writes it: [D-]H:MM:SS
+        duration = f"{f'{days}-' if days else ''}{rest // 60}:{rest % 60:02d}:00"
         gpus = plan.nodes * plan.gpus
         data["gpu_hours"] = None if cells is None else round(cells * gpus * minutes / 60, 2)
         data["gpu_hours_formula"] = (
             f"{cells if cells is not None else '?'} cell(s) x {plan.nodes} node(s) x "
-            f"{plan.gpus} GPU(s) x {_duration(minutes)}"
+            f"{plan.gpus} GPU(s) x {duration}"
         )
         script, data["arrays"] = plan_script(plan, cells, "<sweep directory>")
         data["sbatch"] = fold_env_file(script)
         data["env_file"] = env_file(launcher)
-        warnings += _slurm_warnings(plan, config, launcher, check_accounts)
+        warnings += _slurm_warnings(plan, config, launcher)
     data["warnings"] = warnings
     data["errors"] = problems
     return data
 
 
-def _slurm_warnings(
-    plan: Any, config: Any, launcher: dict[str, Any], check_accounts: bool
-) -> list[str]:
+def _slurm_warnings(plan: Any, config: Any, launcher: dict[str, Any]) -> list[str]:
     out: list[str] = []
     key = "trainer.accelerator"
     parsed = parse_overrides(plan.overrides)
     given = [o.value() for o in parsed if o.key_or_group == key and not o.is_delete()]
     accelerator = given[-1] if given else select_key(config, key)
-    if isinstance(accelerator, str) and accelerator.lower() not in _GPU_ACCELERATORS:
+    if isinstance(accelerator, str) and accelerator.lower() not in ("gpu", "cuda", "auto"):
         where = "an override" if given else "the experiment's config"
         out.append(
             f"trainer.accelerator is {accelerator!r} ({where}): each job holds "
             f"{plan.nodes * plan.gpus} GPU(s) and trains on the CPU; add "
             "trainer.accelerator=gpu"
         )
-    if "account" not in launcher and check_accounts:
+    if "account" not in launcher:
         accounts = account_check()
         if accounts.enforced and accounts.default is None:
             out.append(

@@ -49,10 +49,9 @@ def run_launch(
         wanted = Path(plan.working_dir).resolve()
         missing = [p for p in (wanted, *wanted.parents) if not p.exists()]
         created = missing[-1] if missing else None
-    saved = os.environ.get("PYTHONPATH")
     # the ranks (sbatch exports this environment) import the experiment from its directory
-    path = os.pathsep.join([plan.pythonpath or "", *([saved] if saved else [])])
-    pythonpath = environ_set({"PYTHONPATH": path} if plan.pythonpath else {})
+    paths = [p for p in (plan.pythonpath, os.environ.get("PYTHONPATH")) if p]
+    pythonpath = environ_set({"PYTHONPATH": os.pathsep.join(paths)} if plan.pythonpath else {})
     launcher_config = dict(plan.launcher_config) if plan.launcher_config else None
     if cancel_on_interrupt and launcher_config is not None:
         launcher_config["cancel_on_interrupt"] = True
@@ -77,14 +76,11 @@ def run_launch(
                 wait=wait,
             )
         except ConfigCompositionException as exc:  # an override Hydra cannot apply: no task ran
-            _remove_unless_cells(created)
-            raise LaunchError(hydra_error_line(exc, plan.overrides, workflow.config)) from None
+            refusal = hydra_error_line(exc, plan.overrides, workflow.config)
         except RuntimeError as exc:
-            refusal = sbatch_refusal(exc)
+            refusal = sbatch_refusal(exc)  # None: not sbatch's refusal
             if refusal is None:
                 raise
-            _remove_unless_cells(created)  # no job exists: what this launch made is nobody's
-            raise LaunchError(refusal) from None
         except (TypeError, ValueError) as exc:
             # raised before the sweep started (no new manifest: bad arguments, nothing ran) is a
             # usage error; after, it is a cell's own error (on_error='raise'): re-raised as is
@@ -94,8 +90,9 @@ def run_launch(
                 run_id = _manifest_run_id(root)
                 if run_id is not None and run_id != before.get(root):
                     raise
-            _remove_unless_cells(created)
-            raise LaunchError(str(exc)) from None
+            refusal = str(exc)
+        _remove_unless_cells(created)  # nothing ran: what this launch made is nobody's
+        raise LaunchError(refusal) from None
 
 
 def sbatch_refusal(exc: BaseException) -> str | None:
