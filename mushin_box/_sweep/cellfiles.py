@@ -94,10 +94,8 @@ def carry_over(
         return metrics, []
     previous = sidecars.read_json(mushin_dir(cell_dir) / layout.EARLIER_METRICS_FILE, default={})
     missing = sorted(k for k in previous if k not in metrics) if isinstance(previous, dict) else []
-    if not missing and not metrics:  # nothing returned, nothing recorded: killed after its fit
-        return _restored(cell_dir)
-    if not missing:
-        return metrics, []
+    if not missing:  # none returned and none recorded: killed after its fit
+        return (metrics, []) if metrics else _restored(cell_dir)
     warnings.warn(
         f"cell {cell_dir.name}: this attempt returned no {', '.join(missing)}; keeping the "
         f"previous attempt's values from {layout.METRICS_FILE} (a fit resumed with nothing left to "
