@@ -15,6 +15,7 @@ equal package versions give equal bytes. Every check that can fail runs in
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
 import hashlib
 import json
@@ -25,13 +26,13 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
+from mushin_box._core import procs
 from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.procs import git
-from mushin_box._core.procs import run_bounded as _run_bounded
 from mushin_box._core.targets import public
 from mushin_box._core.version import __version__
 from mushin_box._image import intree
@@ -54,6 +55,8 @@ UNSHARE_TOOLS = {"newuidmap": "uidmap", "newgidmap": "uidmap", "unshare": "util-
 MODES = ("auto", "root", "unshare", "fakechroot")
 #: pip settings that say where packages come from, passed to the image's pip
 PIP_SOURCES = ("index-url", "extra-index-url", "find-links", "trusted-host")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 # mmdebstrap's own hooks: dpkg without fsync while it builds (about half the time), and
 # eatmydata removed again before the cleanup
 _EATMYDATA = "/usr/share/mmdebstrap/hooks/eatmydata"
@@ -101,23 +104,24 @@ class NativeBuildRefused(MushinBoxError, ValueError):
     """
 
 
-def run_bounded(
-    argv: Sequence[str],
-    *,
-    timeout: float,
-    capture: bool,
-    cwd: Path | None = None,
-    env: Mapping[str, str] | None = None,
-    tail: int = 0,
-) -> subprocess.CompletedProcess[str]:
-    """:func:`~mushin_box._core.procs.run_bounded`, its timeout a :class:`BuildError`."""
-    try:
-        return _run_bounded(argv, timeout=timeout, capture=capture, cwd=cwd, env=env, tail=tail)
-    except subprocess.TimeoutExpired as exc:
-        raise BuildError(
-            f"{argv[0]} {argv[1]} ran past {timeout:g} s and was stopped: check what it waits "
-            "for (the mirror, an index, a lock), or give build_image a longer timeout"
-        ) from exc
+def _timeout_is_build_error(run: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``run``, its timeout a :class:`BuildError` that names the step and what to check."""
+
+    @functools.wraps(run)
+    def bounded(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return run(*args, **kwargs)
+        except subprocess.TimeoutExpired as exc:
+            argv = list(exc.cmd)
+            raise BuildError(
+                f"{argv[0]} {argv[1]} ran past {exc.timeout:g} s and was stopped: check what it "
+                "waits for (the mirror, an index, a lock), or give build_image a longer timeout"
+            ) from exc
+
+    return bounded
+
+
+run_bounded = _timeout_is_build_error(procs.run_bounded)
 
 
 def explain_failure(output: str, *, mirror: str, where: Path) -> str | None:

@@ -26,11 +26,13 @@ from mushin_box._image.build import Manifest, build_image, manifest_path, native
 from mushin_box._image.definition import render_definition
 from mushin_box._image.intree import _bind_points, _singularity_d
 from mushin_box._image.native import (
+    BuildError,
     _plan,
     context_dir,
     explain_failure,
     host_pip_settings,
     native_refusal,
+    run_bounded,
 )
 from mushin_box._image.sif import write_sif
 from mushin_box._image.spec import ImageSpec
@@ -559,3 +561,8 @@ def test_a_dir_dot_source_stages_the_directorys_contents_as_apptainer_copies_the
     staged = {dest: [Path(p).name for p in sources] for sources, dest in plan["files"]}
     # `cp -fLr bin/. DEST` copies bin's contents; `cp -fLr conf DEST` the directory itself
     assert staged == {"/usr/local/bin/": ["tool"], "/etc/": ["conf"]}
+
+
+def test_a_build_step_past_its_timeout_is_a_build_error_naming_it() -> None:
+    with pytest.raises(BuildError, match=r"^sleep 30 ran past 0.2 s and was stopped: check"):
+        run_bounded(["sleep", "30"], timeout=0.2, capture=True)
