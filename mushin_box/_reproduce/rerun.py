@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import shutil
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -447,7 +447,7 @@ def reproduce(
         if (
             isinstance(value, bool)
             or not isinstance(value, int | float)
-            or not 0 <= value < math.inf
+            or not 0 <= value <= sys.float_info.max
         ):
             raise ReproduceError(f"{name} must be a finite number >= 0, got {value!r}")
     if rebuild_image and (image is not None or dry_run):

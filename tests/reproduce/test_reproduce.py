@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import math
 import re
 import shutil
 import subprocess
@@ -272,8 +273,9 @@ def test_not_a_cell_and_a_sweep_are_refused(tmp_path: Path, code_dir: Path) -> N
         reproduce(root)
     with pytest.raises(ReproduceError, match="no such directory"):
         reproduce(tmp_path / "nope")
-    with pytest.raises(ReproduceError, match="atol"):
-        reproduce(root / "lr=0.1", atol=-1)
+    for atol in (-1, math.nan, math.inf, 10**400):  # each a refusal before anything runs
+        with pytest.raises(ReproduceError, match="atol must be a finite number >= 0"):
+            reproduce(root / "lr=0.1", atol=atol)
 
 
 def test_dry_run_checks_and_writes_nothing(
