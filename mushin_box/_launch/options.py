@@ -81,8 +81,6 @@ def user_profile_file() -> Path:
     """The user's profile file: ``$XDG_CONFIG_HOME/mushin-box/profiles.toml`` (XDG's
     default ``~/.config`` when the variable is unset or not absolute).
 
-    Examples
-    --------
     >>> user_profile_file().parts[-2:]
     ('mushin-box', 'profiles.toml')
     """
@@ -116,8 +114,6 @@ def load_profile(name: str | None, cwd: str | os.PathLike[str] | None = None) ->
     """The profile ``name`` of the project at ``cwd`` (``None``: the ``default`` profile if
     there is one); a one-line ValueError for a bad file, profile, key or value.
 
-    Examples
-    --------
     >>> import pathlib, tempfile
     >>> d = pathlib.Path(tempfile.mkdtemp())
     >>> _ = (d / "mushin-box.toml").write_text('[profiles.default]\\ntime = "1:30:00"\\n')

@@ -160,8 +160,6 @@ def plan_launch(
     topology; ``hydra.launcher.KEY=VALUE`` joins the launcher config; ``where``: why it runs
     where it does.
 
-    Examples
-    --------
     >>> from hydra_zen import make_config
     >>> trainer = {"strategy": {"_target_": "mushin_box.HydraDDP"}}
     >>> plan = plan_launch(make_config(trainer=trainer, module={}), gpus=2, local=True)
@@ -301,8 +299,6 @@ def hydra_error_line(exc: BaseException, overrides: Sequence[str] = (), config: 
     override of a key the config lacks (found by the cause's type and ``full_key``, never
     its words), the fix: ``+``, or ``populate_full_signature=True`` for a left-out parameter.
 
-    Examples
-    --------
     >>> error = ValueError("Error merging override x=abc")
     >>> error.__cause__ = TypeError("Value 'abc' could not be converted to Integer\\n"
     ...                             "    full_key: x")
@@ -371,8 +367,6 @@ def check_enumerable(overrides: Sequence[str]) -> None:
     """Refuse an override Hydra cannot parse, and a sweep its basic sweeper cannot list
     (``interval()``): a launch runs every cell of a grid.
 
-    Examples
-    --------
     >>> check_enumerable(["lr=0.1,1", "seed=range(3)"])
     >>> check_enumerable(["lr=interval(0.1,1)"])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
@@ -406,8 +400,6 @@ def slurm_torchrun(
     the overrides: under elastic membership the Trainer's ``num_nodes`` is the group
     torchrun formed (``GROUP_WORLD_SIZE``, else ``nodes``), so its world-size check holds.
 
-    Examples
-    --------
     >>> config = {"nodes": 2, "tasks_per_node": 2, "gpus_per_node": 2}
     >>> fields, out = slurm_torchrun(config, ["++trainer.num_nodes=2"], 2, 0, 1)
     >>> fields["min_nodes"], out

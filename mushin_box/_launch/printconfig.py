@@ -30,8 +30,6 @@ def first_cell_config(target: Any, overrides: Sequence[str]) -> str:
     """The first cell's composed config as YAML, secrets shown as references; a ValueError
     for a sweep over a secret-looking key, Hydra's own error for an override it refuses.
 
-    Examples
-    --------
     >>> from hydra_zen import make_config
     >>> print(first_cell_config(make_config(lr=0.1, api_key="abc"), ["lr=0.5,1.0"]), end="")
     lr: 0.5
@@ -60,8 +58,6 @@ def first_cell_config(target: Any, overrides: Sequence[str]) -> str:
 def _scrub(text: str, values: Mapping[str, str]) -> str:
     """``text`` with the vault's long enough ``values`` cut out, outside its references.
 
-    Examples
-    --------
     >>> _scrub("a: ${oc.env:MUSHIN_SECRET_0A1B}\\nb: hunter22\\nc: 1\\n",
     ...        {"MUSHIN_SECRET_0A1B": "hunter22", "MUSHIN_SECRET_2C3D": "1"})
     'a: ${oc.env:MUSHIN_SECRET_0A1B}\\nb: <redacted>\\nc: 1\\n'

@@ -47,8 +47,6 @@ def launch_record(
     """The record of a launch: ``flags`` are the launch's parsed flags (``args``' names,
     None: not given); a secret override's value is replaced by ``REDACTED``.
 
-    Examples
-    --------
     >>> r = launch_record("x.py", ["lr=0.1", "+api_key=abc123"], {"nodes": 2}, cwd="/p")
     >>> r["overrides"], r["flags"], r["experiment"]
     (['lr=0.1', '+api_key=<redacted>'], {'nodes': 2}, '/p/x.py')

@@ -76,8 +76,6 @@ def resume_settings(
     A launch with scheduler flags recorded ran on SLURM: the resume submits there (where no
     controller answers, that is the error, not a dropped flag the user never typed).
 
-    Examples
-    --------
     >>> rec = {"overrides": ["lr=0.1,1", "+tag=a"], "flags": {"nodes": 2, "time": 60}}
     >>> resume_settings(rec, {"time": 90}, ["tag=b"])
     (['lr=0.1,1', '+tag=b'], {'nodes': 2, 'time': 90, 'slurm': True}, ['tag'])
@@ -237,8 +235,6 @@ def _action(
 def narrow_overrides(overrides: Sequence[str], actions: Sequence[CellAction]) -> list[str]:
     """The overrides with each sweep cut down to the values of the cells that run.
 
-    Examples
-    --------
     >>> a = CellAction("lr=0.1", "cancelled", "continue", combo={"lr": 0.1})
     >>> b = CellAction("lr=1", "cancelled", "left", combo={"lr": 1})
     >>> narrow_overrides(["lr=0.1,1", "+tag=x"], [a, b])
@@ -288,8 +284,6 @@ def narrow_overrides(overrides: Sequence[str], actions: Sequence[CellAction]) ->
 def changed_keys(recorded: Sequence[str], now: Sequence[str]) -> list[str]:
     """The override keys added, removed or changed between two launches, in order.
 
-    Examples
-    --------
     >>> changed_keys(["lr=0.1,1", "+tag=a"], ["lr=0.1,1", "seed=2"])
     ['tag', 'seed']
     """
@@ -302,8 +296,6 @@ def changed_keys(recorded: Sequence[str], now: Sequence[str]) -> list[str]:
 def gpu_hours(actions: Sequence[CellAction], nodes: int, gpus: int, minutes: int) -> float:
     """The GPU-hours a resume may take at most: only its cells that run.
 
-    Examples
-    --------
     >>> done = CellAction("a", "completed", "reuse")
     >>> stopped = CellAction("b", "cancelled", "continue")
     >>> gpu_hours([done, stopped], 2, 4, 60)
@@ -326,8 +318,6 @@ def grid_kept(root: str, narrowed: bool) -> Iterator[None]:
 def launch_argv(flags: Mapping[str, Any]) -> list[str]:
     """The recorded flags as ``launch`` flags again, for launch's own parser to check.
 
-    Examples
-    --------
     >>> " ".join(launch_argv({"nodes": 2, "min_nodes": 1, "local": True, "time": 90,
     ...     "mem": 2048, "sbatch": ["mail-type=END"], "slurm": False, "on_error": "nan"}))
     '--nodes 1:2 --local --time 90 --mem 2048M --sbatch mail-type=END --on-error nan'

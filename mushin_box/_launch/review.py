@@ -56,8 +56,6 @@ def never_starts(nodes: int, gpus: int, capacity: PartitionCapacity | None) -> s
     """Why a job of ``nodes`` x ``gpus`` GPUs per node can never start on the partition
     ``capacity`` describes, or None.
 
-    Examples
-    --------
     >>> debug = PartitionCapacity("debug", 2, 4)
     >>> never_starts(3, 1, debug)
     '--nodes 3, and partition debug has 2 node(s)'
@@ -106,8 +104,6 @@ def count_cells(overrides: Sequence[str]) -> tuple[int | None, dict[str, int]]:
     """``(cells, values per swept key)``; cells is None when a sweep has no fixed length
     (``interval()``).
 
-    Examples
-    --------
     >>> count_cells(["lr=0.1,0.2", "+seed=range(3)", "x=1", "hydra.launcher.qos=a"])
     (6, {'lr': 2, 'seed': 3})
     """
@@ -129,8 +125,6 @@ def count_cells(overrides: Sequence[str]) -> tuple[int | None, dict[str, int]]:
 def node_local_root(path: str | None) -> str | None:
     """The node-local mount point ``path`` lies under, or None.
 
-    Examples
-    --------
     >>> node_local_root("/tmp/runs"), node_local_root("/shared/runs")
     ('/tmp', None)
     """
@@ -150,8 +144,6 @@ def fold_requeue_trap(script: str) -> str:
     """``script`` with the host-side requeue trap folded to one line naming its policy and
     its length; a script without the trap as it is.
 
-    Examples
-    --------
     >>> from mushin_box._slurm.requeue import requeue_setup_lines
     >>> trap = requeue_setup_lines(requeue_on=["preemption"], max_requeues=3,
     ...                            rank_signal="USR1", signal_delay_s=120, timeout_min=60)

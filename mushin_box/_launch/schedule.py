@@ -34,8 +34,6 @@ def split_launcher_overrides(
     :class:`ScheduleError` for ``hydra/launcher=``, a swept, deleted or unknown launcher
     key, or the topology (``--nodes``/``--gpus`` say it).
 
-    Examples
-    --------
     >>> rest, s = split_launcher_overrides(["lr=0.1", "hydra.launcher.qos=high",
     ...                                     "hydra.launcher.additional_parameters.mail-type=END"])
     >>> rest, s.given()

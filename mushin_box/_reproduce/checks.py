@@ -43,8 +43,6 @@ from mushin_box._sweepdir.manifest import is_sweep_dir
 def part(record: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     """``record[key]`` when it is a mapping, else an empty one (a record read from disk).
 
-    Examples
-    --------
     >>> part({"a": {"b": 1}, "c": None}, "a"), part({"c": None}, "c")
     ({'b': 1}, {})
     """
@@ -184,8 +182,6 @@ _ENV_REF = re.compile(r"\$\{oc\.env:\s*([A-Za-z_][A-Za-z0-9_]*)\s*(,)?")
 def env_references(config: Any, prefix: str = "") -> list[tuple[str, str, bool]]:
     """``(config path, variable, has a default)`` of every ``${oc.env:NAME}`` in ``config``.
 
-    Examples
-    --------
     >>> env_references({"db": {"password": "${oc.env:MUSHIN_SECRET_AB}"},
     ...                 "home": "${oc.env:HOME,/tmp}"})
     [('db.password', 'MUSHIN_SECRET_AB', False), ('home', 'HOME', True)]
@@ -343,8 +339,6 @@ def recorded_container(run: Mapping[str, Any]) -> tuple[tuple[str, ...], str] | 
     """``(the launch's binds, image python)`` of the recorded rank command, or None; not
     the project and working directories, nor InfiniBand: the re-run binds its own.
 
-    Examples
-    --------
     >>> argv = ["apptainer", "exec", "--nv", "--cleanenv", "--env-file", "/w/a.env",
     ...         "--bind", "/p:/p", "--bind", "/w", "--bind", "/data:/data:ro",
     ...         "--bind", "/dev/infiniband", "--pwd", "/w", "/i.sif", "/opt/py/bin/python"]

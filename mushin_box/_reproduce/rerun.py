@@ -151,8 +151,6 @@ def _int(value: Any) -> int | None:
 def recorded_topology(run: Mapping[str, Any]) -> tuple[int, int]:
     """``(nodes, ranks per node)`` the cell ran on, from ``run.topology`` (1, 1 if unknown).
 
-    Examples
-    --------
     >>> recorded_topology({"topology": {"num_nodes": 2, "world_size": 8,
     ...                                 "tasks_per_node": [4, 4]}})
     (2, 4)

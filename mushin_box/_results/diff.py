@@ -74,8 +74,6 @@ class Diff:
     def verdict(self, *, results: bool = True) -> str:
         """The comparison in one line: what it found first, in words.
 
-        Examples
-        --------
         >>> from mushin_box._provenance.compare import CellDiff, MetricDiff
         >>> loss = MetricDiff("val_loss", 0.431014, 0.0793942, -0.35, False)
         >>> Diff("cell", "a", "b", 0.0, (CellDiff("c", None, "a", "b", (), (), (loss,)),)).verdict()
@@ -238,8 +236,6 @@ def diff_provenance(a: str | Path, b: str | Path, *, atol: float = 0.0, rtol: fl
     provenance record, a damaged record (of any cell), a negative tolerance, or a cell
     compared with a sweep.
 
-    Examples
-    --------
     >>> import tempfile
     >>> from pathlib import Path
     >>> from mushin_box._core.sidecars import write_json_atomic
@@ -339,8 +335,6 @@ _KINDS = {
 def kind_of(path: str) -> str:
     """What a run-part field is about: a key of :data:`_KINDS`, or ``other``.
 
-    Examples
-    --------
     >>> kind_of("run.env.SLURM_JOB_ID"), kind_of("run.topology.ranks[3]"), kind_of("run.x")
     ('scheduler', 'topology', 'other')
     """
@@ -350,8 +344,6 @@ def kind_of(path: str) -> str:
 def expected_counts(diff: Any) -> str:
     """``--brief``'s one line about the expected differences: how many, by kind.
 
-    Examples
-    --------
     >>> from types import SimpleNamespace as N
     >>> f = [N(path="run.pid"), N(path="run.env.SLURM_JOB_ID"), N(path="run.ended")]
     >>> expected_counts(N(expected=f))
@@ -369,8 +361,6 @@ def expected_counts(diff: Any) -> str:
 def short(value: Any) -> str:
     """A value as table text: hashes cut to 12 hex digits, at most 60 characters.
 
-    Examples
-    --------
     >>> short("sha256:" + "ab" * 32)
     'sha256:abababababab'
     >>> short(None), short([1, "x"])
@@ -406,8 +396,6 @@ def _count(n: int) -> str:
 def _named(labels: list[str], most: int = 4) -> str:
     """Cells' names in one line, ``most`` of them named and the rest counted.
 
-    Examples
-    --------
     >>> _named(["lr=0.1", "lr=0.2"]), _named([f"a={i},b=0" for i in range(6)])
     ('lr=0.1, lr=0.2', 'a=0,b=0; a=1,b=0; a=2,b=0; a=3,b=0 (and 2 more)')
     """

@@ -123,8 +123,6 @@ def metric_array(values: Mapping[tuple[int, ...], Any], shape: tuple[int, ...]) 
     which only a float holds: then they are floats); strings are a string variable, ``None``
     where a cell has none; numbers are floats with NaN where missing (booleans as 0/1).
 
-    Examples
-    --------
     >>> metric_array({(0,): 3, (1,): 4}, (2,)).dtype.kind, metric_array({(0,): 3}, (2,))
     ('i', array([ 3., nan]))
     >>> metric_array({(1,): "adam"}, (2,)).tolist()

@@ -117,8 +117,6 @@ def is_page(head: bytes) -> bool:
     """Do these first bytes of a file start a page mushin-box wrote (the mark, or an older
     page's title)?
 
-    Examples
-    --------
     >>> is_page(page("mushin-box report: lr", "").encode()), is_page(b'{"loss": 0.5}')
     (True, False)
     """
@@ -138,8 +136,6 @@ def _md_cell(text: str) -> str:
 def md_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     """A GitHub-flavoured Markdown table, its cells literal text.
 
-    Examples
-    --------
     >>> print(md_table(["a", "b"], [["1", "x|_y_"]]))
     | a | b |
     |---|---|
@@ -191,8 +187,6 @@ def wants_log(lines: Sequence[Line]) -> bool:
     """Should these curves start on a log axis: positive, and spanning more than
     :data:`LOG_SPAN` (one diverging cell would flatten the rest)?
 
-    Examples
-    --------
     >>> def one(*ys):
     ...     return [Line("a", "#000", list(range(len(ys))), list(ys))]
     >>> wants_log(one(0.5, 80.0)), wants_log(one(0.5, 40.0)), wants_log(one(0.0, 80.0))
@@ -205,8 +199,6 @@ def wants_log(lines: Sequence[Line]) -> bool:
 def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     """Round ticks covering ``[lo, hi]`` (steps of 1, 2 or 5 times a power of ten).
 
-    Examples
-    --------
     >>> nice_ticks(0.0, 1.0)
     [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
     >>> nice_ticks(3.0, 3.0)
@@ -231,8 +223,6 @@ def log_ticks(lo: float, hi: float) -> list[float]:
     """Ticks of a log axis covering ``[lo, hi]`` (both > 0): the powers of ten, and 2 and 5
     times them while the range spans two decades or less.
 
-    Examples
-    --------
     >>> log_ticks(0.3, 2000.0)
     [0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0]
     >>> log_ticks(0.3, 4.0)
@@ -285,8 +275,6 @@ def line_plot(
     point's marker and each curve hold a tooltip; ``band``: the cells not drawn as lines,
     one grey ``<path class="band">`` under them.
 
-    Examples
-    --------
     >>> svg = line_plot([Line("a", "#000", [0, 1, 2], [1.0, float("nan"), 0.5])], xlabel="epoch")
     >>> svg.count('class="curve"'), 'data-cell="a"' in svg, "<title>a · epoch 2: 0.5</title>" in svg
     (1, True, True)
@@ -405,8 +393,6 @@ _MISSING = "#d0d7de"
 def colour_of(t: float) -> tuple[str, str]:
     """The fill for ``t`` in [0, 1] on the scale, and a text colour readable on it.
 
-    Examples
-    --------
     >>> colour_of(0.0), colour_of(1.0)
     (('#440154', '#fff'), ('#fde725', '#000'))
     """

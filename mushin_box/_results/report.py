@@ -295,8 +295,6 @@ _Other = tuple[str, SweepView, Curves]
 def short_labels(cells: Sequence[CellView]) -> list[str]:
     """Each cell's name in a legend: the swept values that differ between the cells.
 
-    Examples
-    --------
     >>> from mushin_box._sweepdir.board import CellView
     >>> cells = [CellView(dir=None, combo={"hidden": h, "lr": 0.1, "wd": w}, state="completed",
     ...          recorded_state="completed") for h, w in ((16, 0.0), (32, 0.1))]
@@ -528,8 +526,6 @@ def band(
 def provenance_summary(record: Mapping[str, Any] | None) -> dict[str, str]:
     """The fields of a provenance record a report shows, as text (``-`` where absent).
 
-    Examples
-    --------
     >>> rec = {"reproducibility": {"image": "no image", "code": {"git": {"commit": "ab" * 20,
     ...        "dirty": True}}, "package_set": {"sha256": "c" * 64, "count": 62},
     ...        "seed": {"base": 1234}}, "run": {"topology": {"num_nodes": 1, "world_size": 2}}}

@@ -170,8 +170,6 @@ def stage_series(job: str | os.PathLike[str], *, pt: bool = True) -> dict[str, P
     """A job's scalar series as ``{"<stage>.<metric>": (dimension, index, values)}``; the
     index is the position where the file's is not whole numbers as long as the values.
 
-    Examples
-    --------
     >>> import json, tempfile
     >>> job = Path(tempfile.mkdtemp())
     >>> _ = (job / "fit_metrics.json").write_text(json.dumps(

@@ -120,8 +120,6 @@ def cell_text(value: Any) -> str:
     """A swept value or metric as every table prints it: floats with 6 significant digits,
     ``-`` for none.
 
-    Examples
-    --------
     >>> cell_text(0.123456789), cell_text(float("nan")), cell_text(None), cell_text([1, "a"])
     ('0.123457', 'nan', '-', '[1, "a"]')
     """
@@ -380,8 +378,6 @@ def sweep_config(sweep: SweepView) -> dict[str, Any]:
     record of its first :data:`_CONFIG_CELLS` cells (``{}``: none): a sweep's cells share
     every value but the swept ones.
 
-    Examples
-    --------
     >>> import tempfile
     >>> from mushin_box._core.sidecars import write_json_atomic
     >>> root = Path(tempfile.mkdtemp())
@@ -422,8 +418,6 @@ def changed_keys(
     """The keys, sorted, whose value differs between two of ``configs`` (a key one lacks
     differs too), but ``params``.
 
-    Examples
-    --------
     >>> changed_keys([{"lr": 0.1, "epochs": 40, "depth": 2}, {"lr": 0.2, "epochs": 800,
     ...               "depth": 2}], params=["lr"])
     ('epochs',)

@@ -54,8 +54,6 @@ def cell_key(override_dirname: str) -> str:
     (the resolver ``mushin_cell``): readable where it can be; otherwise unsafe characters
     replaced and a short hash of the exact text, so that distinct cells stay distinct.
 
-    Examples
-    --------
     >>> cell_key("lr=0.1,seed=2")
     'lr=0.1,seed=2'
     >>> cell_key("name='a b'")
@@ -84,8 +82,6 @@ def is_multi_rank(environ: Mapping[str, str] | None = None) -> bool:
     """Is this process one of several ranks of one cell? Only a per-rank variable beside a
     world size above 1 says so: a driver under ``salloc -n 4`` is one process.
 
-    Examples
-    --------
     >>> is_multi_rank({"SLURM_NTASKS": "4"})  # the driver, under salloc -n 4
     False
     >>> is_multi_rank({"SLURM_NTASKS": "4", "SLURM_PROCID": "1", "SLURM_STEP_ID": "0"})

@@ -34,8 +34,6 @@ from mushin_box._upstream.hydra import global_hydra_kept
 def first_job(overrides: Sequence[str]) -> list[str]:
     """The overrides of the sweep's first job: each sweep replaced by its first value.
 
-    Examples
-    --------
     >>> first_job(["lr=0.1,0.2", "+x=range(1,3)", "hydra/launcher=basic", "s='a,b'"])
     ['lr=0.1', '+x=1', 'hydra/launcher=basic', "s='a,b'"]
     """
@@ -82,8 +80,6 @@ def check_required(task: Any, composed: Any) -> None:
     left in the composed config, or a task parameter without a default that the config does
     not hold (Hydra and zen find both only inside each cell).
 
-    Examples
-    --------
     >>> from omegaconf import OmegaConf
     >>> def task(lr: float, epochs: int = 1): ...
     >>> check_required(task, OmegaConf.create({"lr": 0.1}))
@@ -147,8 +143,6 @@ def hydra_state_kept() -> Iterator[None]:
     launcher running jobs in this process (joblib) may leave ``HydraConfig`` set to the
     sweep's config, with no ``output_dir``, and every later ``job_dir()`` would raise.
 
-    Examples
-    --------
     >>> from hydra.core.hydra_config import HydraConfig
     >>> from omegaconf import OmegaConf
     >>> with hydra_state_kept():

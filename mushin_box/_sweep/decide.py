@@ -75,8 +75,6 @@ def decide(
     a multi-rank cell a requeue, which continues. ``reuse_stale_code`` ignores a changed
     ``code`` fingerprint only; ``code_modules`` names the changed modules in the warning.
 
-    Examples
-    --------
     >>> fp = {"config": "c1", "code": "k1"}
     >>> done = {"status": "completed", "fingerprints": fp, "run_id": "old", "attempt": 1}
     >>> decide(done, fp, cell="x=1", run_id="new", resume=True).action

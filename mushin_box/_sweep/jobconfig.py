@@ -55,8 +55,6 @@ def _set_over(text: str) -> str:
 def strings(node: Any) -> Iterator[str]:
     """Every string in a plain config, keys included.
 
-    Examples
-    --------
     >>> list(strings({"a": ["x", 1, {"b": "y"}]}))
     ['a', 'x', 'b', 'y']
     """
@@ -77,8 +75,6 @@ def element_overrides(parsed: Sequence[Any]) -> dict[str, Any]:
     parse of it, built from the sweep's parse (``parsed``) instead of parsing each again;
     ``+key=v`` also as ``++key=v``, as :class:`SweptValues` sets it over.
 
-    Examples
-    --------
     >>> from mushin_box._core.overrideparse import parse_overrides
     >>> table = element_overrides(parse_overrides(["lr=0.1,1e-05", "+n='a b',null", "x=1"]))
     >>> sorted(table)

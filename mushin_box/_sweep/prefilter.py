@@ -66,8 +66,6 @@ class Prefiltered:
 def task_part(job: Sequence[str]) -> tuple[str, ...]:
     """A job's overrides without Hydra's, as the sweeper's ``split_arguments`` sees them.
 
-    Examples
-    --------
     >>> task_part(["hydra.sweep.dir=/s", "x=1", "hydra/launcher=basic", "+y=2"])
     ('x=1', '+y=2')
     """
@@ -81,8 +79,6 @@ def task_part(job: Sequence[str]) -> tuple[str, ...]:
 def own_sweeper(overrides: Sequence[str]) -> bool:
     """Does the launch use mushin-box's sweeper (the user chose none)?
 
-    Examples
-    --------
     >>> own_sweeper(["x=1,2"]), own_sweeper(["hydra/sweeper=optuna"])
     (True, False)
     """
@@ -92,8 +88,6 @@ def own_sweeper(overrides: Sequence[str]) -> bool:
 def _depends_on_job(task_cfg: Any) -> bool:
     """Does the config hold a resolver whose value may differ inside the job?
 
-    Examples
-    --------
     >>> from omegaconf import OmegaConf
     >>> _depends_on_job(OmegaConf.create({"a": "${oc.env:HOME}", "b": ["${x}"]}))
     False

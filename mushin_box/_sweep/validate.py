@@ -228,8 +228,6 @@ def user_sweeps(overrides: Sequence[str]) -> dict[str, list[Any]]:
     """Sweeps written by hand in raw overrides are grid axes too, their values distinct as
     ``multirun([...])``'s (``"s=x,'x'"`` would run twice into one cell).
 
-    Examples
-    --------
     >>> user_sweeps(["lr=0.1,0.2", "+s=range(2)", "hydra/launcher=basic", "n=3"])
     {'lr': [0.1, 0.2], 's': [0, 1]}
     >>> user_sweeps(["a=1.0,1.00"])

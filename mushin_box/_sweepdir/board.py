@@ -594,8 +594,6 @@ def job_runs_cell(overrides: Any, combo: Mapping[str, Any]) -> bool:
     list of strings, or a value with no spelling, say nothing, so: yes (never run a cell
     twice).
 
-    Examples
-    --------
     >>> job_runs_cell(["x=1", "tag=b"], {"x": 1}), job_runs_cell(["x=2"], {"x": 1})
     (True, False)
     >>> job_runs_cell(None, {"x": 1}), job_runs_cell(["x='a'"], {"x": "a"})
@@ -609,8 +607,6 @@ def grid_runs(grid: Mapping[str, Sequence[Any]]) -> Callable[[Any], bool]:
     :func:`job_runs_cell` says of any of its cells, decided key by key in the grid's order,
     without a pass over the cells for each job.
 
-    Examples
-    --------
     >>> runs = grid_runs({"x": [1, 2], "tag": ["a"]})
     >>> runs(["x=2", "tag='a'"]), runs(["x=3"]), runs(["seed=7"]), runs(None)
     (True, False, True, True)

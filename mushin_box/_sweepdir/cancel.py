@@ -73,8 +73,6 @@ def cell_label(directory: str | None, combo: dict[str, object]) -> str:
     """How a cell is named to the user: its directory, or, for a cell that never started,
     its swept values as overrides; a sweep of one cell has the engine's ``cell``.
 
-    Examples
-    --------
     >>> cell_label("lr=0.1", {"lr": 0.1}), cell_label(None, {"lr": 0.1, "seed": 1})
     ('lr=0.1', 'lr=0.1 seed=1')
     >>> cell_label(None, {})

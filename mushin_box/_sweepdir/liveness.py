@@ -106,8 +106,6 @@ class Liveness:
 def owner_of(status: Mapping[str, Any]) -> Owner | None:
     """The owner a cell's status record names, or None when it names none (an old status).
 
-    Examples
-    --------
     >>> owner_of({"host": "n1", "pid": 42, "slurm_job_id": "7_1"})
     Owner(host='n1', pid=42, pid_start=None, slurm_job='7_1')
     >>> owner_of({"status": "running"}) is None

@@ -41,8 +41,6 @@ from mushin_box._sweepdir.liveness import check, owner_of
 def combo_id(combo: Mapping[str, Any]) -> str:
     """A canonical text identity of a cell's swept values (keys sorted).
 
-    Examples
-    --------
     >>> combo_id({"lr": 0.1, "a": True}), combo_id({"lr": 0.1, "a": 1})
     ('{"a":true,"lr":0.1}', '{"a":1,"lr":0.1}')
     >>> [combo_id({"x": x}) for x in (0.0, -0.0, 0, [1], [True])]
@@ -200,8 +198,6 @@ def is_sweep_dir(path: Path) -> bool:
     """Is ``path`` the working directory of a sweep? It holds the manifest, or a cell's
     status one level down (a manifest not written yet, or lost).
 
-    Examples
-    --------
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as d:
     ...     empty = is_sweep_dir(Path(d))
@@ -479,8 +475,6 @@ def recorded_launcher(root: Path) -> str | None:
     """The Hydra launcher that ran the sweep: the manifest's, else the launch record's,
     else the latest submission's cluster; None when none says.
 
-    Examples
-    --------
     >>> import tempfile
     >>> root = Path(tempfile.mkdtemp())
     >>> recorded_launcher(root) is None
@@ -506,8 +500,6 @@ def recorded_launcher(root: Path) -> str | None:
 def grid_ids(grid: Mapping[str, Sequence[Any]]) -> set[str]:
     """The :func:`combo_id` of every cell of ``grid`` (a sweep of nothing has one cell).
 
-    Examples
-    --------
     >>> sorted(grid_ids({"x": [1, 2]})), grid_ids({})
     (['{"x":1}', '{"x":2}'], {'{}'})
     """

@@ -208,8 +208,6 @@ class MetricsCallbackMixin:
         result was recorded) trains nothing and logs nothing; the callback's series,
         restored from that checkpoint, still holds the fit's last values.
 
-        Examples
-        --------
         In a task, after ``trainer.fit(..., ckpt_path=mushin_resume.last_ckpt)``::
 
             return MetricsCallback.final_metrics(trainer)

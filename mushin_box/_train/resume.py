@@ -185,8 +185,6 @@ def next_attempt(
     ``start`` already counted (another rank of it) gets the same number, None counts every
     call; ``known``, the highest attempt recorded elsewhere, is continued.
 
-    Examples
-    --------
     >>> import tempfile
     >>> job = tempfile.mkdtemp()
     >>> next_attempt(job), next_attempt(job)
@@ -210,8 +208,6 @@ def next_attempt(
 def current_attempt(directory: str | os.PathLike[str]) -> int | None:
     """The job's attempt as :func:`next_attempt` last counted it; None when none was.
 
-    Examples
-    --------
     >>> import tempfile
     >>> job = tempfile.mkdtemp()
     >>> current_attempt(job), next_attempt(job), current_attempt(job)
@@ -258,8 +254,6 @@ def call_with_resume(
     the current job) when ``task`` declares it; else no attempt is counted. ``last_ckpt`` is
     set only when ``continues``; ``attempt`` None counts one (:func:`next_attempt`).
 
-    Examples
-    --------
     >>> import tempfile
     >>> from mushin_box._train.resume import call_with_resume
     >>> def task(x, mushin_resume):
@@ -293,8 +287,6 @@ def zen_with_resume(
     """:func:`hydra_zen.zen` of ``task`` whose ``mushin_resume`` (if declared) is filled by
     :func:`call_with_resume` with these arguments instead of from the config.
 
-    Examples
-    --------
     >>> import tempfile
     >>> from hydra_zen import make_config
     >>> from mushin_box._train.resume import zen_with_resume

@@ -31,8 +31,6 @@ def check_launched_world(
     when the launcher says (the right total can still be split wrongly), match the
     Trainer's ``devices`` and ``num_nodes``.
 
-    Examples
-    --------
     >>> check_launched_world(8, "SLURM_NTASKS", 4, devices=4, num_nodes=2)
     >>> check_launched_world(8, "SLURM_NTASKS", 2, devices=4, num_nodes=2)
     Traceback (most recent call last):

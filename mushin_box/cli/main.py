@@ -51,8 +51,6 @@ class UsageError(MushinBoxError, ValueError):
 def suggest(word: str, choices: Sequence[str]) -> str:
     """``" (did you mean 'X'?)"`` for the closest of ``choices`` to ``word``, or ``""``.
 
-    Examples
-    --------
     >>> suggest("--partion", ["--partition", "--account"]), suggest("--zzz", ["--nodes"])
     (" (did you mean '--partition'?)", '')
     """
@@ -87,8 +85,6 @@ def in_flags(error: MushinBoxError, args: argparse.Namespace) -> str:
     """A kit error in the command's terms: each argument it names that the command has as
     a flag is spelled as that flag (``--name``, ``--name VALUE``), any other as Python.
 
-    Examples
-    --------
     >>> error = MushinBoxError("pass {allow_dirty}, or {into}, or {resume}",
     ...                        arguments={"allow_dirty": True, "into": "DIR", "resume": True})
     >>> in_flags(error, argparse.Namespace(allow_dirty=False, into=None))
@@ -111,8 +107,6 @@ def number(
     to ``maximum``. ``float()`` alone takes ``nan``, which passes no bound check (a
     ``--timeout nan`` never times out), and ``inf``, which overflows a sleep.
 
-    Examples
-    --------
     >>> number(minimum=1, maximum=3600, unit="seconds")("2.5")
     2.5
     >>> number(minimum=0, maximum=3600, unit="seconds")("nan")

@@ -251,8 +251,6 @@ def sweep_names(roots: list[Path]) -> list[str]:
     """Each sweep's name across sweeps: its path below the directory they all share (its
     own name when that is all they share, or it is that directory).
 
-    Examples
-    --------
     >>> sweep_names([Path("/r/lr/a"), Path("/r/lr/b"), Path("/r/wd/a")])
     ['lr/a', 'lr/b', 'wd/a']
     >>> sweep_names([Path("/r/a"), Path("/r")])
