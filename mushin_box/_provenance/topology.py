@@ -17,7 +17,6 @@ import subprocess
 from collections.abc import Mapping
 from typing import Any, ClassVar, NamedTuple
 
-import attr
 import attrs
 
 from mushin_box._core.layout import GLOBAL_RANK_ENV, JOB_NODES_ENV, RDZV_ENV
@@ -110,8 +109,18 @@ class Topology:
 
     def to_dict(self) -> dict[str, Any]:
         """``run.topology``; the ranks are rows (``rank_columns``): compact for 4,096 ranks."""
-        fields = attr.asdict(self, retain_collection_types=False)  # each tuple a list
-        return {**fields, "num_nodes": self.num_nodes, "rank_columns": list(RANK_COLUMNS)}
+        return {
+            "launcher": self.launcher,
+            "world_size": self.world_size,
+            "num_nodes": self.num_nodes,
+            "nodes": list(self.nodes),
+            "tasks_per_node": list(self.tasks_per_node),
+            "gpus_per_node": self.gpus_per_node,
+            "rank": self.rank,
+            "rank_columns": list(RANK_COLUMNS),
+            "ranks": [list(r) for r in self.ranks],
+            "slurm": attrs.asdict(self.slurm) if self.slurm is not None else None,
+        }
 
 
 def _int(env: Mapping[str, str], name: str, default: int | None = None) -> int | None:
