@@ -102,6 +102,18 @@ def locator_problem(entry: Mapping[str, Any] | None, what: str) -> str | None:
     return None
 
 
+def _from_cwd(module: Any) -> str | None:
+    """The current directory, when ``module`` was imported from it: the ranks need it."""
+    file = getattr(module, "__file__", None)
+    if not isinstance(file, str):
+        return None
+    path = Path(file).resolve()
+    root = path.parent
+    for _ in range(module.__name__.count(".") + (path.name == "__init__.py")):
+        root = root.parent  # stops at "/" where a module's name is deeper than its path
+    return str(root) if root == Path.cwd().resolve() else None
+
+
 def load_callable(entry: Mapping[str, Any]) -> tuple[Callable[..., Any], str | None]:
     """``(function, the directory the ranks import it from)``; ``ImportError`` when it
     cannot be found (an error of the module's own code propagates)."""
@@ -115,12 +127,8 @@ def load_callable(entry: Mapping[str, Any]) -> tuple[Callable[..., Any], str | N
         except ModuleNotFoundError as exc:
             if file is None or not (exc.name and module_name.startswith(exc.name)):
                 raise
-        else:  # imported from the current directory: the ranks need it on their path
-            found = getattr(module, "__file__", None)
-            if isinstance(found, str):
-                path = Path(found).resolve()
-                root = path.parents[module.__name__.count(".") + (path.name == "__init__.py")]
-                directory = str(root) if root == Path.cwd().resolve() else None
+        else:
+            directory = _from_cwd(module)
     if module is None:
         if file is None or not file.is_file():
             raise ImportError(f"cannot import {module_name}: its file {file} does not exist")

@@ -963,3 +963,16 @@ def test_the_record_says_where_its_task_and_pre_call_are_defined() -> None:
     assert located["task"]["module"] == __name__ and located["task"]["qualname"] == "_pre"
     assert located["pre_call"]["qualname"] == "_pre"
     assert located["task"]["file"] == str(Path(__file__).resolve())
+
+
+def test_a_module_named_deeper_than_its_path_loads_from_no_directory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # an alias in sys.modules: a dotted name with more parts than its file has parents
+    from mushin_box._provenance.task import load_callable
+
+    module = types.ModuleType("a.b.c.d.e.f.g")
+    module.__file__ = "/m.py"
+    module.task = len  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "a.b.c.d.e.f.g", module)
+    assert load_callable({"module": "a.b.c.d.e.f.g", "qualname": "task"}) == (len, None)
