@@ -39,6 +39,7 @@ import json
 import math
 import os
 import socket
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -237,7 +238,17 @@ def _duration(record: Mapping[str, Any], state: str) -> float | None:
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if abs(value) <= sys.float_info.max:
+        return float(value)
+    return math.inf if value > 0 else -math.inf  # an int too large for a float
+
+
+def _count(value: Any) -> int | None:
+    """A count (attempts, restarts) from a hand-editable file: None unless a finite number."""
+    number = _number(value)
+    return int(number) if number is not None and math.isfinite(number) else None
 
 
 @attrs.frozen
@@ -278,7 +289,7 @@ def cell_view(
         combo=dict(entry.get("combo") or record.get("combo") or {}),
         state=state,
         recorded_state=recorded,
-        attempt=int(_number(record.get("attempt", entry.get("attempt"))) or 0),
+        attempt=_count(record.get("attempt", entry.get("attempt"))) or 0,
         job_id=seen.job or (str(record["slurm_job_id"]) if record.get("slurm_job_id") else None),
         host=record.get("host"),
         pid=record.get("pid") if isinstance(record.get("pid"), int) else None,
@@ -290,7 +301,7 @@ def cell_view(
         error_type=error.get("type"),
         error_message=(error.get("message") or record.get("reason")) if error else None,
         error_file=error_file if error_file and os.path.isfile(error_file) else None,
-        reason=seen.reason or record.get("reason"),
+        reason=seen.reason or (reason if isinstance(reason := record.get("reason"), str) else None),
         logs={str(k): str(v) for k, v in logs.items()},
         never_starts=seen.never,
         **(latest or {}),
@@ -304,10 +315,10 @@ def restart_fields(record: Mapping[str, Any]) -> dict[str, Any]:
     """``restarts`` (torchrun's, or SLURM's requeues), ``restarts_left`` (None: unknown) and
     ``restarted_after`` (``{"rank", "host", "ended", "epoch"}``), from a status or a
     manifest entry; another type is left out."""
-    left, after = _number(record.get("restarts_left")), record.get("restarted_after")
+    after = record.get("restarted_after")
     return {
-        "restarts": int(_number(record.get("restarts")) or 0),
-        "restarts_left": None if left is None else int(left),
+        "restarts": _count(record.get("restarts")) or 0,
+        "restarts_left": _count(record.get("restarts_left")),
         "restarted_after": after if isinstance(after, dict) else None,
     }
 

@@ -6,6 +6,7 @@ does not know, a cell that may still run)."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -128,13 +129,16 @@ def test_a_pending_cell_is_read_by_read_sweep(tmp_path: Path) -> None:
     assert read_results(root).counts() == {"pending": 2, "completed": 4}
 
 
-def test_a_manifest_attempt_that_is_no_number_reads_as_none_made(tmp_path: Path) -> None:
+@pytest.mark.parametrize("bad", ["x", float("nan"), 10**400, [1]])
+def test_a_manifest_entry_of_wrong_types_is_shown_as_unknown(tmp_path: Path, bad: Any) -> None:
     # the manifest is a shared file: a hand-edited entry is shown, not a ValueError
     root = _grid(tmp_path / "s", 1, 2)
     data = manifest.read_sweep_manifest(root)
     assert data is not None
     for entry in data["cells"].values():
-        entry["attempt"] = "x"
-    write_json_atomic(root / "mushin_sweep.json", data)
+        entry.update(attempt=bad, restarts=bad, restarts_left=bad, reason=bad)
+    (root / "mushin_sweep.json").write_text(json.dumps(data))  # NaN as JSON's NaN
     sweep = read_finished(root)
-    assert sweep is not None and [c.attempt for c in sweep.cells] == [0, 0]
+    assert sweep is not None
+    shown = {(c.attempt, c.restarts, c.restarts_left, c.reason) for c in sweep.cells}
+    assert shown == {(0, 0, None, bad if isinstance(bad, str) else None)}
