@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import shutil
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -52,7 +51,7 @@ from mushin_box._reproduce.checks import (
 )
 from mushin_box._reproduce.rebuild import image_recipe, rebuild_image
 from mushin_box._reproduce.trust import check_sources, checkout, discard
-from mushin_box._results.diff import diff_provenance
+from mushin_box._results.diff import DiffInputError, check_tolerances, diff_provenance
 from mushin_box._sweepdir.manifest import cell_records, combo_id
 
 #: recorded hydra.launcher keys that ``submitit_slurm_config`` takes again
@@ -441,13 +440,10 @@ def reproduce(
     NativeBuildRefused, BuildError
         With ``rebuild_image``: this machine cannot build the image, or the build failed.
     """
-    for name, value in (("atol", atol), ("rtol", rtol)):
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not 0 <= value <= sys.float_info.max
-        ):
-            raise ReproduceError(f"{name} must be a finite number >= 0, got {value!r}")
+    try:
+        check_tolerances(atol, rtol)
+    except DiffInputError as exc:
+        raise ReproduceError(str(exc)) from None
     if rebuild_image and (image is not None or dry_run):
         raise ReproduceError(
             "{rebuild_image} builds the image the re-run runs in: drop "

@@ -12,9 +12,9 @@ expected family (``run.env.* (53 fields)``).
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
+import sys
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -228,6 +228,18 @@ def _prints(cell: Path, record: Any) -> dict[str, Any] | None:
     return prints
 
 
+def check_tolerances(atol: object, rtol: object) -> None:
+    """Refuse a tolerance that is no finite number >= 0 (``bool``, NaN, inf, or an int too
+    large for a float, which would fail only once the comparison runs)."""
+    for name, value in (("atol", atol), ("rtol", rtol)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not 0 <= value <= sys.float_info.max
+        ):
+            raise DiffInputError(f"{name} must be a finite number >= 0, got {value!r}")
+
+
 def diff_provenance(a: str | Path, b: str | Path, *, atol: float = 0.0, rtol: float = 0.0) -> Diff:
     """Compare two cells (cell directories or provenance files) or two sweeps.
 
@@ -248,9 +260,7 @@ def diff_provenance(a: str | Path, b: str | Path, *, atol: float = 0.0, rtol: fl
     >>> d.reproducible, [f.path for f in d.breaks], d.metrics_match
     (False, ['reproducibility.config.lr'], True)
     """
-    for name, value in (("atol", atol), ("rtol", rtol)):
-        if not (isinstance(value, int | float) and value >= 0 and math.isfinite(value)):
-            raise DiffInputError(f"{name} must be a finite number >= 0, got {value!r}")
+    check_tolerances(atol, rtol)
     pa, pb = Path(a), Path(b)
     ka, kb = input_kind(pa), input_kind(pb)
     cellish = {"cell", "record"}

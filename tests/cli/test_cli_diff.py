@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -516,3 +517,12 @@ def test_piped_output_never_folds_a_row(tmp_path: Path) -> None:
     assert "  reproducibility.config.lr: 0.1 -> 0.2" in lines
     assert "  run.topology.world_size: 1 -> 4" in lines
     assert not any(set(line) & set("┃│━") for line in lines)  # no table to fold
+
+
+@pytest.mark.parametrize("atol", [True, math.nan, math.inf, 10**400])
+def test_a_tolerance_that_is_no_finite_number_is_refused_before_reading(
+    tmp_path: Path, atol: object
+) -> None:
+    a = make_cell(tmp_path / "a")
+    with pytest.raises(DiffInputError, match="atol must be a finite number >= 0"):
+        diff_provenance(a, a, atol=atol)  # type: ignore[arg-type]
