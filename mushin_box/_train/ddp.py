@@ -13,6 +13,7 @@ the launched world size equals ``num_nodes x devices``: a mismatch would hang at
 from __future__ import annotations
 
 import atexit
+import errno
 import functools
 import importlib
 import inspect
@@ -32,6 +33,7 @@ import torch.distributed as dist
 
 from mushin_box._core import layout
 from mushin_box._core.envstate import restore_environ
+from mushin_box._core.safeio import UnsafeFileError
 from mushin_box._train.ranks import (
     ChildObserver,
     die_with_parent,
@@ -341,9 +343,8 @@ class HydraDDPLauncher(_Launcher):
                 Path(spec["job_dir"]) / layout.RANK_LOG_DIR / layout.rank_log_file(global_rank)
             )
             logs[-1].parent.mkdir(parents=True, exist_ok=True)
-            try:  # a link planted as the log (the sweep directory is untrusted): refused
-                flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-                with os.fdopen(os.open(logs[-1], flags, 0o666), "ab") as output:
+            try:
+                with os.fdopen(_open_log(logs[-1]), "ab") as output:
                     self.procs.append(
                         subprocess.Popen(
                             [sys.executable, "-m", "mushin_box._train.ddp_child"],
@@ -428,6 +429,25 @@ def launcher_classes(namespace: str) -> tuple[type[OneProcessLauncher], type[Hyd
         type("OneProcessLauncher", (OneProcessLauncher, base), {"__module__": __name__}),
         type("HydraDDPLauncher", (HydraDDPLauncher, base), {"__module__": __name__}),
     )
+
+
+def _open_log(path: Path) -> int:
+    """``path`` opened to append; a link planted as it or as its folder is refused, not
+    followed: the sweep directory is untrusted."""
+    try:
+        folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+            return os.open(path.name, flags, 0o666, dir_fd=folder)
+        finally:
+            os.close(folder)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        raise UnsafeFileError(
+            f"{path}: it or its folder is a symbolic link, not followed: remove the link and "
+            "run the cell again"
+        ) from None
 
 
 @atexit.register

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from mushin_box._core.safeio import UnsafeFileError
 from mushin_box._train.ranks import ChildObserver
 
 
@@ -60,8 +61,9 @@ def test_a_link_planted_as_the_failed_ranks_log_is_not_followed(
     assert "(not read: " in err  # the empty tail says why
 
 
+@pytest.mark.parametrize("link", ["log", "folder"])
 def test_a_link_planted_as_a_ranks_log_is_not_followed_when_the_rank_starts(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, link: str
 ) -> None:
     from unittest import mock
 
@@ -71,13 +73,18 @@ def test_a_link_planted_as_a_ranks_log_is_not_followed_when_the_rank_starts(
 
     for name in ("LOCAL_RANK", "NODE_RANK", "GROUP_RANK"):
         monkeypatch.delenv(name, raising=False)
-    secret = tmp_path / "elsewhere.txt"
-    (tmp_path / "job" / "logs").mkdir(parents=True)
-    (tmp_path / "job" / "logs" / "rank1.log").symlink_to(secret)
+    secret = tmp_path / "elsewhere" / "rank1.log"
+    secret.parent.mkdir()
+    (tmp_path / "job").mkdir()
+    if link == "log":
+        (tmp_path / "job" / "logs").mkdir()
+        (tmp_path / "job" / "logs" / "rank1.log").symlink_to(secret)
+    else:
+        (tmp_path / "job" / "logs").symlink_to(secret.parent)
     popen = mock.Mock()
     monkeypatch.setattr(subprocess, "Popen", popen)
     monkeypatch.setattr(ddp, "ChildObserver", mock.Mock())
     launcher = ddp.launcher_classes("pytorch_lightning")[1](LightningEnvironment(), 2, 1)
-    with pytest.raises(OSError, match="rank1.log"):
+    with pytest.raises(UnsafeFileError, match=r"rank1.log: it or its folder is a symbolic link"):
         launcher._spawn_children({"job_dir": str(tmp_path / "job"), "cwd": str(tmp_path)})
     assert not secret.exists() and not popen.called  # nothing written through the link
