@@ -30,9 +30,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from mushin_box._core import procs
 from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.procs import git
+from mushin_box._core.procs import run_bounded as _run_bounded
 from mushin_box._core.targets import public
 from mushin_box._core.version import __version__
 from mushin_box._image import intree
@@ -121,7 +121,7 @@ def _timeout_is_build_error(run: Callable[_P, _R]) -> Callable[_P, _R]:
     return bounded
 
 
-run_bounded = _timeout_is_build_error(procs.run_bounded)
+run_bounded = _timeout_is_build_error(_run_bounded)
 
 
 def explain_failure(output: str, *, mirror: str, where: Path) -> str | None:

@@ -2,8 +2,8 @@
 """``mushin-box launch``: an experiment + ``--nodes``/``--gpus`` → a ``Workflow.run``.
 
 The topology is said once (one rank per GPU): :func:`plan_launch` derives the SLURM launcher
-config and the Trainer's ``devices``/``num_nodes`` from it. Without a reachable SLURM
-cluster, or with ``local=True``, the cells run here: ``gpus`` CPU ranks under HydraDDP.
+config and the Trainer's ``devices``/``num_nodes`` from it. With ``local=True`` (the CLI's
+choice where no SLURM cluster answers) the cells run here: ``gpus`` CPU ranks under HydraDDP.
 """
 
 from __future__ import annotations

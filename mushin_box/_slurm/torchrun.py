@@ -356,7 +356,8 @@ def present_group_restarts(folder: str, env: MutableMapping[str, str]) -> Path:
 def _group_nodes(where: Path, env: Mapping[str, str]) -> list[str] | None:
     """The node name of each torchrun group rank, for rank 0's record (None elsewhere, or
     when a node did not say in time). Each node's local rank 0 writes its name to
-    ``where``, this round's directory; rank 0 reads them back."""
+    ``where``, this round's directory; rank 0 reads them back: torchrun numbers nodes in
+    join order, not in SLURM's node order."""
     own = env.get("SLURMD_NODENAME") or socket.gethostname()
     groups, group = int(env["GROUP_WORLD_SIZE"]), int(env["GROUP_RANK"])
     if groups == 1:

@@ -10,6 +10,7 @@ read or written, unless ``--force``.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -132,8 +133,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_output(output: str) -> None:  # the module's rule
-    import os
+def _check_output(output: str) -> None:
+    """Refuse ``-o`` inside what a run produced, or over a file that is not a report."""
 
     from mushin_box._results.markup import is_page
 

@@ -694,7 +694,7 @@ def test_sif_reader_errors(tmp_path: Path) -> None:
         read_sif_header(Path(__file__))
 
 
-def test_file_sha256_streams(tmp_path: Path) -> None:
+def test_file_sha256_of_a_file_larger_than_one_read(tmp_path: Path) -> None:
     path = tmp_path / "blob"
     data = os.urandom(1_000_000)  # hashlib.file_digest reads 256 KiB at a time
     path.write_bytes(data)
