@@ -82,8 +82,14 @@ class PreflightReport:
     @property
     def identity(self) -> ImageIdentity:
         """What the env file carries to every rank (``MUSHIN_SIF_SHA256``, ...)."""
-        named = ("sif_sha256", "sif_uuid", "definition_sha256", "base_digest", "apptainer_version")
-        return ImageIdentity(**{k: getattr(self, k) for k in named}, **self.recipe)
+        return ImageIdentity(
+            sif_sha256=self.sif_sha256,
+            sif_uuid=self.sif_uuid,
+            definition_sha256=self.definition_sha256,
+            base_digest=self.base_digest,
+            apptainer_version=self.apptainer_version,
+            **self.recipe,
+        )
 
 
 def _major_minor(version: str) -> str:
