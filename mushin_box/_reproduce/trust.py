@@ -268,10 +268,12 @@ def checkout(original: Original, where: Path) -> Original:
             arguments={"worktree": True},
         )
     file = part(original.run, "experiment").get("file")
-    here = Path(str(file)).parent  # its repository, even with the file since deleted
-    while not here.is_dir() and here != here.parent:
-        here = here.parent
-    found = git_root(here) if isinstance(file, str) and file.startswith("/") else None
+    found = None
+    if isinstance(file, str) and file.startswith("/"):  # a recorded path: checked first
+        here = Path(file).parent  # its repository, even with the file since deleted
+        while not here.is_dir() and here != here.parent:
+            here = here.parent
+        found = git_root(here)
     if not found:
         raise ReproduceError(
             f"no git repository holds the cell's experiment file {file} here: run this on "
