@@ -238,10 +238,16 @@ def _duration(record: Mapping[str, Any], state: str) -> float | None:
 
 
 def _number(value: Any) -> float | None:
+    """A number from a hand-editable file as a float: None for anything else, NaN kept, an
+    int too large for a float infinite.
+
+    >>> _number(float("nan")), _number(-(10**400)), _number(True)
+    (nan, -inf, None)
+    """
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    if abs(value) <= sys.float_info.max:
-        return float(value)
+    if isinstance(value, float) or abs(value) <= sys.float_info.max:
+        return float(value)  # NaN and the infinities stay what they are
     return math.inf if value > 0 else -math.inf  # an int too large for a float
 
 
