@@ -32,8 +32,17 @@ def parse_overrides(overrides: Sequence[str]) -> list[Any]:
     return [_parse_one(text) for text in overrides]
 
 
+def is_hydra_key(key: str) -> bool:
+    """Is ``key`` (an override's key or group, without ``+``/``~``) Hydra's own? ``hydra``
+    and what is under it; a task's key may start with the same letters.
+
+    >>> is_hydra_key("hydra.launcher.qos"), is_hydra_key("hydra/sweeper"), is_hydra_key("hydration")
+    (True, True, False)
+    """
+    return key == "hydra" or key.startswith(("hydra.", "hydra/"))
+
+
 def override_keys(overrides: Sequence[str]) -> list[str]:
-    """The keys (or groups) the overrides set, in their order, Hydra's own (``hydra...``)
-    left out."""
+    """The keys (or groups) the overrides set, in their order, Hydra's own left out."""
     keys = [o.key_or_group for o in parse_overrides(overrides)]
-    return [key for key in keys if not key.startswith("hydra")]
+    return [key for key in keys if not is_hydra_key(key)]

@@ -21,7 +21,7 @@ from typing import Any
 
 from mushin_box._core.envstate import environ_set
 from mushin_box._core.layout import SECRET_ENV_PREFIX, SECRET_NAMES_ENV
-from mushin_box._core.overrideparse import parse_overrides
+from mushin_box._core.overrideparse import is_hydra_key, parse_overrides
 from mushin_box._core.overrides import (
     Interpolation,
     format_value,
@@ -150,7 +150,7 @@ class SecretVault:
         out: list[str] = []
         for text, o in zip(overrides, parsed, strict=True):
             key = o.key_or_group
-            kept = key.startswith("hydra") or o.type == OverrideType.DEL or o.package
+            kept = is_hydra_key(key) or o.type == OverrideType.DEL or o.package
             added = o.type in (OverrideType.ADD, OverrideType.FORCE_ADD)
             if not kept and o.is_sweep_override():
                 try:

@@ -17,7 +17,7 @@ import attrs
 
 from mushin_box._core.errors import MushinBoxError
 from mushin_box._core.layout import LOCK_FILE
-from mushin_box._core.overrideparse import override_keys, parse_overrides
+from mushin_box._core.overrideparse import is_hydra_key, override_keys, parse_overrides
 from mushin_box._core.overrides import format_override
 from mushin_box._core.targets import public
 from mushin_box._launch.schedule import (
@@ -282,7 +282,7 @@ def check_keys(target: Any, overrides: Sequence[str]) -> None:
     keys = SweepKeys(task_of(target), config_of(target))
     for text, o in zip(overrides, parse_overrides(overrides), strict=True):
         key = o.key_or_group
-        if o.is_add() or o.is_force_add() or o.is_delete() or key.startswith("hydra"):
+        if o.is_add() or o.is_force_add() or o.is_delete() or is_hydra_key(key):
             continue
         try:
             keys.needs_add(key)

@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 
 from mushin_box._core.errors import MushinBoxError
-from mushin_box._core.overrideparse import parse_overrides
+from mushin_box._core.overrideparse import is_hydra_key, parse_overrides
 from mushin_box._core.overrides import parse_override_value
 from mushin_box._core.redact import REDACTED
 from mushin_box._core.targets import public
@@ -246,7 +246,7 @@ def narrow_overrides(overrides: Sequence[str], actions: Sequence[CellAction]) ->
     kept: dict[str, list[Any]] = {}
     for text, o in zip(overrides, parsed, strict=True):
         key = o.key_or_group
-        if not o.is_sweep_override() or key.startswith("hydra"):
+        if not o.is_sweep_override() or is_hydra_key(key):
             out.append(text)
             continue
         wanted = [a.combo.get(key) for a in running]

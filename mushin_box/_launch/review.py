@@ -15,7 +15,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from mushin_box._container.rankwrap import env_file_written, fold_env_file
-from mushin_box._core.overrideparse import parse_overrides
+from mushin_box._core.overrideparse import is_hydra_key, parse_overrides
 from mushin_box._core.redact import redact_text
 from mushin_box._core.secrets import SecretVault
 from mushin_box._launch.plan import config_of, hydra_error_line, select_key, task_of
@@ -106,11 +106,13 @@ def count_cells(overrides: Sequence[str]) -> tuple[int | None, dict[str, int]]:
 
     >>> count_cells(["lr=0.1,0.2", "+seed=range(3)", "x=1", "hydra.launcher.qos=a"])
     (6, {'lr': 2, 'seed': 3})
+    >>> count_cells(["hydration=1,2", "hydra.job.chdir=true,false"])
+    (2, {'hydration': 2})
     """
     cells: int | None = 1
     axes: dict[str, int] = {}
     for o in parse_overrides(overrides):
-        if not o.is_sweep_override() or o.key_or_group.startswith("hydra"):
+        if not o.is_sweep_override() or is_hydra_key(o.key_or_group):
             continue
         try:
             n = len(list(o.sweep_string_iterator()))

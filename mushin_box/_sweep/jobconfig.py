@@ -26,6 +26,7 @@ from hydra.core.override_parser.types import Override, OverrideType, ValueType
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from omegaconf.nodes import ValueNode
 
+from mushin_box._core.overrideparse import is_hydra_key
 from mushin_box._core.redact import redact
 from mushin_box._sweep.cells import cell_key, redacted_fingerprint
 from mushin_box._upstream.hydra import apply_overrides, overrides_dirname
@@ -129,7 +130,7 @@ class SweptValues:
             for other in keys[:i] + keys[i + 1 :]:
                 if other.startswith(key + ".") or key.startswith(other + "."):
                     raise ValueError(f"{key} is nested in {other}")
-            if key.replace(".", "/") in choices or key.startswith("hydra"):
+            if key.replace(".", "/") in choices or is_hydra_key(key):
                 raise ValueError(f"{key} is a config group or Hydra's")
             for text in {job[i] for job in jobs}:
                 parsed = self.parse(text)

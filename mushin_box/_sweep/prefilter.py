@@ -29,7 +29,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from mushin_box._core.layout import METRICS_FILE, PROVENANCE_FILE
-from mushin_box._core.overrideparse import parse_overrides
+from mushin_box._core.overrideparse import is_hydra_key, parse_overrides
 from mushin_box._core.sidecars import SidecarWarning, read_json
 from mushin_box._sweep.cells import CellPlan, cell_fingerprints, config_fingerprint
 from mushin_box._sweep.compose import first_job
@@ -72,7 +72,7 @@ def task_part(job: Sequence[str]) -> tuple[str, ...]:
     return tuple(
         text
         for text in job
-        if not (text.lstrip("+~") == "hydra" or text.lstrip("+~").startswith(("hydra.", "hydra/")))
+        if not is_hydra_key(text.lstrip("+~").split("=", 1)[0].split("@", 1)[0])
     )
 
 

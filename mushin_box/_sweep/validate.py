@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from mushin_box._core.errors import MushinBoxError
-from mushin_box._core.overrideparse import parse_overrides
+from mushin_box._core.overrideparse import is_hydra_key, parse_overrides
 from mushin_box._core.overrides import check_sweep_values, parse_sweep_values
 from mushin_box._core.targets import public
 from mushin_box._train.resume import RESUME_PARAM
@@ -88,10 +88,6 @@ def _suggest(name: str, valid: set[str]) -> str:
     return f"{hint} (valid names: {listed})"
 
 
-def _is_hydra_key(key: str) -> bool:
-    return key == "hydra" or key.startswith(("hydra.", "hydra/"))
-
-
 class SweepKeys:
     """The names a task and its config accept (see module doc); a config OmegaConf can't
     read is not checked."""
@@ -115,7 +111,7 @@ class SweepKeys:
     def needs_add(self, key: str) -> bool:
         """Check a ``Workflow.run`` keyword (:class:`UnknownKeyError`); return whether Hydra
         needs ``+`` for it."""
-        if self._cfg is None or _is_hydra_key(key):
+        if self._cfg is None or is_hydra_key(key):
             return False
         root = key.split(".")[0].split("/")[0]
         if key == root and is_config_group(key):
@@ -159,7 +155,7 @@ class SweepKeys:
         parsed = parse_overrides(list(overrides))
         for text, o in zip(overrides, parsed, strict=True):
             key = o.key_or_group
-            if o.is_add() or o.is_force_add() or o.is_delete() or _is_hydra_key(key):
+            if o.is_add() or o.is_force_add() or o.is_delete() or is_hydra_key(key):
                 continue
             root = key.split(".")[0].split("/")[0]
             known = root in self.fields or root in self.params or self.any_name
@@ -237,7 +233,7 @@ def user_sweeps(overrides: Sequence[str]) -> dict[str, list[Any]]:
     """
     out: dict[str, list[Any]] = {}
     for text, o in zip(overrides, parse_overrides(list(overrides)), strict=True):
-        if o.is_sweep_override() and not _is_hydra_key(o.key_or_group):
+        if o.is_sweep_override() and not is_hydra_key(o.key_or_group):
             values = parse_sweep_values(text.split("=", 1)[1])
             try:
                 check_sweep_values(o.key_or_group, values)

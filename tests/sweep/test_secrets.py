@@ -128,6 +128,15 @@ def test_hide_in_overrides() -> None:
         vault.hide_in_overrides(["api_token=a,b"])
 
 
+def test_a_task_key_that_starts_with_hydra_is_hidden_and_hydras_own_is_kept() -> None:
+    vault = SecretVault()
+    out = vault.hide_in_overrides(["hydra_token=abc", "hydra.job.env_set.X_TOKEN=def"])
+    assert out == [
+        f"hydra_token='${{oc.env:{vault.env_name('hydra_token')}}}'",
+        "hydra.job.env_set.X_TOKEN=def",  # Hydra's own: hidden where Hydra's config is
+    ]
+
+
 def test_hide_in_config_keeps_struct_mode() -> None:
     from omegaconf import OmegaConf
     from omegaconf.errors import ConfigAttributeError

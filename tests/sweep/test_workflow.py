@@ -53,6 +53,21 @@ def test_grid_with_failing_cell_on_error_nan(tmp_path: Path) -> None:
     assert manifest["params"] == ["lr", "seed"] and len(manifest["cells"]) == 6
 
 
+def _hydration_task(lr: float, hydration: int = 0) -> dict[str, float]:
+    return {"loss": lr * hydration}
+
+
+def test_a_constant_key_that_starts_with_hydra_is_left_out_of_the_cell_names(
+    tmp_path: Path,
+) -> None:
+    # only Hydra's own keys (hydra.*, hydra/...) are not the task's; `hydration` is
+    ds = Workflow(_hydration_task).run(
+        working_dir=tmp_path, progress=False, hydration=2, lr=multirun([0.1, 0.2])
+    )
+    assert sorted(_statuses(tmp_path)) == ["lr=0.1", "lr=0.2"]
+    assert ds["loss"].sel(lr=0.2).item() == pytest.approx(0.4)
+
+
 def test_grid_with_failing_cell_on_error_raise(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="planned failure at lr=0.2, seed=1"):
         Workflow(grid_task).run(working_dir=tmp_path, progress=False, fail_at=0.2, **GRID)
