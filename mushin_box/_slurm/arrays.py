@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import logging
 import math
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
+from mushin_box._slurm.jobs import scancel
 from mushin_box._slurm.probe import scontrol_config
 
 log = logging.getLogger(__name__)
@@ -188,9 +188,7 @@ def submit_cells(
                 len(arrays),
                 " ".join(arrays),
             )
-            try:  # after "--": nothing here can be read as an option
-                subprocess.run(["scancel", "--", *arrays], capture_output=True, timeout=60)
-            except (OSError, subprocess.SubprocessError) as exc:
-                log.warning("scancel %s failed (%s): cancel them yourself", " ".join(arrays), exc)
+            if why := scancel(arrays):
+                log.warning("scancel %s failed (%s): cancel them yourself", " ".join(arrays), why)
         raise
     return jobs

@@ -261,6 +261,18 @@ def scancel_args(job_ids: Iterable[str]) -> list[str]:
     return out + sorted(others)
 
 
+def scancel(job_ids: Iterable[str]) -> str | None:
+    """Cancel ``job_ids`` (as :func:`scancel_args`, after ``--`` so that no id is read as an
+    option); return why ``scancel`` could not be run, or None."""
+    argv = scancel_args(job_ids)
+    try:
+        if argv:
+            subprocess.run(["scancel", "--", *argv], capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return str(exc)
+    return None
+
+
 def job_states(
     job_ids: Iterable[str], *, timeout_s: float = 15.0, reasons: dict[str, str] | None = None
 ) -> dict[str, str]:

@@ -27,7 +27,6 @@ import pwd
 import signal
 import socket
 import stat
-import subprocess
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -47,6 +46,7 @@ from mushin_box._slurm.jobs import (
     name_job_ids,
     owned_by,
     queued_jobs,
+    scancel,
     scancel_args,  # an array's tasks: one expression
     valid_job_id,
 )
@@ -119,12 +119,6 @@ def _stop_local(pid: int, grace_s: float, uid: int) -> None:
     while time.monotonic() < deadline and any(pid_alive(p) for p in tree):
         time.sleep(0.05)
     _signal([p for p in tree if pid_alive(p)], signal.SIGKILL)
-
-
-def _scancel(job_ids: Sequence[str]) -> None:
-    if job_ids:  # after "--": nothing scancel is given can be read as an option
-        argv = ["scancel", "--", *scancel_args(job_ids)]
-        subprocess.run(argv, capture_output=True, text=True, timeout=60)
 
 
 #: squeue is asked about this many ids at a time: a ``-j`` naming 100,000 jobs is over the
@@ -312,7 +306,8 @@ def cancel(
     refused += why
     if not answered:
         blocked = blocked or "the scheduler did not answer for the sweep's jobs"
-    _scancel(jobs)
+    if failed := scancel(jobs):  # nothing cancelled: no cell is marked as if it were
+        blocked, jobs = blocked or f"scancel could not run ({failed})", []
     stopped = set(jobs)
     pending: list[CellView] = []  # new lists, not list.remove: that is quadratic in the cells
     for cell in targets:

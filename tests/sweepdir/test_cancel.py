@@ -163,7 +163,7 @@ def test_a_queued_cell_that_starts_while_cancel_runs_is_cancelled_not_unreadable
     def scancel_after_the_start(job_ids: list[str]) -> None:
         write_json_atomic(tmp_path / "x=2" / STATUS_FILE, started)  # the job started...
 
-    monkeypatch.setattr(cancel_mod, "_scancel", scancel_after_the_start)  # ...then ended
+    monkeypatch.setattr(cancel_mod, "scancel", scancel_after_the_start)  # ...then ended
     report = cancel(tmp_path, grace_s=0, timeout_s=5)
     assert report.unreachable == () and report.cancelled == ("x=2",)
     assert ("x=1", "completed") in report.untouched
@@ -176,7 +176,7 @@ def test_a_queued_cell_that_starts_while_cancel_runs_is_cancelled_not_unreadable
     write_grid(tmp_path, {"x": [1, 2, 3]})
     monkeypatch.setattr(
         cancel_mod,
-        "_scancel",
+        "scancel",
         lambda ids: write_json_atomic(tmp_path / "x=3" / STATUS_FILE, finished),
     )
     report = cancel(tmp_path, grace_s=0, timeout_s=5)
@@ -191,7 +191,7 @@ def test_a_queued_cell_that_starts_while_cancel_runs_is_cancelled_not_unreadable
         write_grid(tmp_path, {"x": [1, 2, 3, 4]})
         monkeypatch.setattr(
             cancel_mod,
-            "_scancel",
+            "scancel",
             lambda ids: write_json_atomic(tmp_path / "x=4" / STATUS_FILE, alive),
         )
         report = cancel(tmp_path, grace_s=0, timeout_s=5)
@@ -222,7 +222,7 @@ def test_cells_that_start_while_cancel_runs_are_judged_by_one_scheduler_call(
             write_json_atomic(tmp_path / f"x={x}" / STATUS_FILE, started)
 
     asked: list[list[str]] = []
-    monkeypatch.setattr(cancel_mod, "_scancel", scancel_after_they_started)
+    monkeypatch.setattr(cancel_mod, "scancel", scancel_after_they_started)
     monkeypatch.setattr(
         cancel_mod,
         "job_states",

@@ -105,7 +105,7 @@ def _foreign_job(root: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]
     shown = {"92": ("RUNNING", "someone else's", ME)}
     monkeypatch.setattr(cancel_mod, "queued_jobs", lambda ids, **_: {j: shown[j] for j in ids})
     monkeypatch.setattr(cancel_mod, "job_states", lambda ids, **_: asked.append(ids) or {})
-    monkeypatch.setattr(cancel_mod, "_scancel", lambda ids: None)
+    monkeypatch.setattr(cancel_mod, "scancel", lambda ids: None)
     return asked
 
 
@@ -115,6 +115,21 @@ def test_a_refused_job_is_never_waited_for(tmp_path: Path, monkeypatch: pytest.M
     assert any("92: not this sweep's" in line for line in report.refused)
     assert ["92"] not in asked and report.unreachable == ()
     assert report.cancelled == ("a=2",)  # no job of the sweep can start it any more
+
+
+def test_a_scancel_that_cannot_run_marks_no_queued_cell_cancelled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _foreign_job(tmp_path, monkeypatch)
+    mark = sweep_mark(tmp_path.resolve())
+    monkeypatch.setattr(
+        cancel_mod, "queued_jobs", lambda ids, **_: dict.fromkeys(ids, ("PENDING", mark, ME))
+    )
+    monkeypatch.setattr(cancel_mod, "scancel", lambda ids: "[Errno 2] No such file: 'scancel'")
+    report = cancel(tmp_path, grace_s=0, timeout_s=3)
+    assert report.cancelled == () and report.scancelled == ()  # job 92 may still start a=2
+    ((cell, why),) = report.unreachable
+    assert cell == "a=2" and "scancel could not run ([Errno 2] No such file" in why
 
 
 @as_root
@@ -161,7 +176,7 @@ def test_a_jobs_file_of_100_000_entries_costs_linear_comparisons(
     write_json_atomic(tmp_path / JOBS_FILE, {"schema": 1, "cluster": "slurm", "jobs": []})
     monkeypatch.setattr(cancel_mod, "checked_job_ids", lambda submission: (ids, []))
     monkeypatch.setattr(cancel_mod, "queued_jobs", queued)
-    monkeypatch.setattr(cancel_mod, "_scancel", lambda ids: None)
+    monkeypatch.setattr(cancel_mod, "scancel", lambda ids: None)
     _Id.compared = 0
     report = cancel(tmp_path, grace_s=0, timeout_s=1)
     assert len(report.scancelled) == n // 2
@@ -219,7 +234,7 @@ def test_cancelling_running_cells_costs_linear_comparisons(
     monkeypatch.setattr(
         cancel_mod, "queued_jobs", lambda ids, **_: {j: shown[j] for j in ids if j in shown}
     )
-    monkeypatch.setattr(cancel_mod, "_scancel", scancel)
+    monkeypatch.setattr(cancel_mod, "scancel", scancel)
     monkeypatch.setattr(cancel_mod, "job_states", lambda ids, **_: dict.fromkeys(ids, "RUNNING"))
     compared = []
     equal = CellView.__eq__
