@@ -22,13 +22,24 @@ from typing import Any
 @functools.lru_cache(maxsize=256)
 def _parse_one(text: str) -> Any:
     from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
 
-    return OverridesParser.create().parse_overrides([text])[0]
+    try:
+        return OverridesParser.create().parse_overrides([text])[0]
+    except OverrideParseException as exc:  # Hydra's text names no override and has 2 lines
+        said = "; ".join(line.strip() for line in exc.message.splitlines() if line.strip())
+        raise OverrideParseException(text, f"bad override {text!r}: {said}") from None
 
 
 def parse_overrides(overrides: Sequence[str]) -> list[Any]:
-    """Hydra's parse of each override (``OverridesParser.parse_overrides``, its error for a
-    bad one), cached by text; read the objects only."""
+    """Hydra's parse of each override, cached by text; read the objects only. A bad one is
+    Hydra's ``OverrideParseException``, whose one-line message names it.
+
+    >>> parse_overrides(["lr=0.1", "x=["])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    hydra.errors.OverrideParseException: bad override 'x=[': no viable alternative at input ...
+    """
     return [_parse_one(text) for text in overrides]
 
 

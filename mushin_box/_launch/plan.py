@@ -378,7 +378,7 @@ def check_enumerable(overrides: Sequence[str]) -> None:
     try:
         parsed = parse_overrides(overrides)
     except OverrideParseException as exc:
-        raise LaunchError(f"bad override: {exc}") from None
+        raise LaunchError(exc.message) from None
     for text, o in zip(overrides, parsed, strict=True):
         if o.is_sweep_override() and not o.is_discrete_sweep():
             kind = o.value_type.name.lower().removesuffix("_sweep") if o.value_type else "range"

@@ -357,7 +357,7 @@ def _overrides(texts: Any, where: Path) -> list[tuple[str, Any, str]]:
         try:
             (parsed,) = parse_overrides([text])
         except HydraException as exc:
-            raise ValueError(f"load_experiment: {where}: bad override {text!r} ({exc})") from None
+            raise ValueError(f"load_experiment: {where}: {exc}") from None
         if parsed.is_delete() or "=" not in text:
             continue  # '~key' removes a key: no value, no dimension
         name = parsed.key_or_group + (f"@{parsed.package}" if parsed.package else "")

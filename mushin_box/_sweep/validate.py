@@ -139,20 +139,11 @@ class SweepKeys:
         )
 
     def check_raw(self, overrides: Sequence[str]) -> None:
-        """Refuse a raw override Hydra can't parse (naming it: Hydra's own error does not), or
+        """Refuse a raw override Hydra can't parse (its error names it), or
         a plain one (no ``+``/``++``/``~``) whose key names nothing."""
-        from hydra.errors import OverrideParseException
-
-        for text in overrides:
-            try:
-                parse_overrides([text])
-            except OverrideParseException as exc:
-                raise OverrideParseException(
-                    override=text, message=f"bad override {text!r}: {exc.message}"
-                ) from None
+        parsed = parse_overrides(overrides)  # a bad one: Hydra's error, naming it
         if self._cfg is None:
             return
-        parsed = parse_overrides(list(overrides))
         for text, o in zip(overrides, parsed, strict=True):
             key = o.key_or_group
             if o.is_add() or o.is_force_add() or o.is_delete() or is_hydra_key(key):

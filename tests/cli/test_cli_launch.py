@@ -93,7 +93,7 @@ def test_plan_here_runs_cpu_ranks() -> None:
         (["--nodes", "2", "--local"], "--nodes 2 needs SLURM"),
         (["--local", "--image", "x.sif"], "mushin-box smoke"),
         (["--local", "trainer.devices=3"], "conflicts with --nodes/--gpus"),
-        (["--local", "lr=="], "bad override"),
+        (["--local", "lr=="], "bad override 'lr==': "),  # which one, in one line
     ],
 )
 def test_usage_errors_exit_2_with_the_fix(args: list[str], message: str) -> None:
