@@ -64,7 +64,7 @@ from mushin_box._results.table import (
     sweep_config,
     table_records,
 )
-from mushin_box._sweepdir.board import CellView, SweepView, read_object
+from mushin_box._sweepdir.board import CellView, SweepView
 from mushin_box._sweepdir.logs import tail_lines
 from mushin_box._sweepdir.manifest import combo_id, is_sweep_dir
 
@@ -104,7 +104,7 @@ def _provenance_section(sweep: SweepView, cells: Sequence[CellView]) -> str:
     base = os.fspath(sweep.root)
     for cell in cells:
         path = os.path.join(base, cell.dir, PROVENANCE_FILE) if cell.dir else None
-        record = read_object(path) if path is not None else None
+        record = read_json(path) if path is not None else None
         if path is None or (record is None and not os.path.lexists(path)):
             continue  # none yet (a refused or corrupt one is summarised, as unreadable)
         key = _summary_key(record)

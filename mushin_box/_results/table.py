@@ -45,6 +45,7 @@ from mushin_box._core.gcpause import gc_paused
 from mushin_box._core.layout import PROVENANCE_FILE
 from mushin_box._core.overrides import parse_sweep_values
 from mushin_box._core.safeio import UnsafeFileError
+from mushin_box._core.sidecars import read_json
 from mushin_box._core.targets import public
 from mushin_box._provenance.full import split_provenance
 from mushin_box._results.series import (
@@ -59,7 +60,6 @@ from mushin_box._sweepdir.board import (
     CellView,
     SweepView,
     cell_view,
-    read_object,
     read_sweep,
 )
 from mushin_box._sweepdir.settled import Heading, bare_view, finished_entries
@@ -389,7 +389,7 @@ def sweep_config(sweep: SweepView) -> dict[str, Any]:
     """
     base = os.fspath(sweep.root)
     for cell in [c for c in sweep.cells if c.dir][:_CONFIG_CELLS]:
-        record = read_object(os.path.join(base, str(cell.dir), PROVENANCE_FILE))
+        record = read_json(os.path.join(base, str(cell.dir), PROVENANCE_FILE))
         try:
             full = split_provenance(dict(record)) if isinstance(record, dict) else {}
         except Exception:  # a record of an unknown shape: the next cell's

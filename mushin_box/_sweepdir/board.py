@@ -50,7 +50,7 @@ from mushin_box._core import layout
 from mushin_box._core.gcpause import gc_paused
 from mushin_box._core.overrides import format_value
 from mushin_box._core.safeio import UnsafeFileError, read_bounded
-from mushin_box._core.sidecars import loads, read_json
+from mushin_box._core.sidecars import read_json
 from mushin_box._core.targets import public
 from mushin_box._slurm.jobs import is_live, is_unknown, job_states, never_starts
 from mushin_box._slurm.submitted import job_ids, read_submission
@@ -194,24 +194,11 @@ def _judge(record: Mapping[str, Any], job_states: Mapping[str, str]) -> tuple[bo
 METRIC_KEYS_BOUND = 10_000
 
 
-def read_object(path: str) -> Any:
-    """The JSON object sidecar at ``path`` (None: missing), read bounded and without
-    following a symlink; any other file goes through ``read_json``, which warns. The direct
-    path skips ``read_json``'s ``Path`` objects: a third of ``show``'s time."""
-    try:
-        value = loads(read_bounded(path, layout.read_limit(os.path.basename(path))))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, RecursionError):
-        return read_json(path)
-    return value if isinstance(value, dict) else read_json(path)
-
-
 def read_metrics(cell_dir: str | os.PathLike[str]) -> Any:
     """A cell's metrics file as read (None: none; unreadable: warned); one of more than
     :data:`METRIC_KEYS_BOUND` keys is refused, an ``UnsafeFileError`` naming the file and fix."""
     path = os.path.join(cell_dir, layout.METRICS_FILE)
-    metrics = read_object(path)
+    metrics = read_json(path)
     if isinstance(metrics, dict) and len(metrics) > METRIC_KEYS_BOUND:
         raise UnsafeFileError(
             f"{path}: {len(metrics):,} metric keys, over the bound of "
