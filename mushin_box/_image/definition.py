@@ -25,9 +25,13 @@ def _section(name: str, lines: Iterable[str]) -> list[str]:
     return [f"%{name}", *body, ""] if body else []
 
 
+def image_python(spec: ImageSpec) -> str:
+    """The Python that runs in the image: the venv's when there is one."""
+    return spec.python if spec.venv is None else f"{spec.venv}/bin/python"
+
+
 def _pip_install(spec: ImageSpec, *args: str) -> str:
-    python = spec.python if spec.venv is None else f"{spec.venv}/bin/python"
-    words = [python, "-m", "pip", "install", "--no-cache-dir"]
+    words = [image_python(spec), "-m", "pip", "install", "--no-cache-dir"]
     if spec.pip_index_url is not None:
         words += ["--index-url", spec.pip_index_url]
     for url in spec.pip_extra_index_urls:

@@ -37,7 +37,13 @@ from mushin_box._core.targets import public
 from mushin_box._core.version import __version__
 from mushin_box._image import intree
 from mushin_box._image.bases import Debootstrap, LocalImage
-from mushin_box._image.definition import apt_lines, environment_lines, runscript_lines, setup_lines
+from mushin_box._image.definition import (
+    apt_lines,
+    environment_lines,
+    image_python,
+    runscript_lines,
+    setup_lines,
+)
 from mushin_box._image.digest import image_sha256
 from mushin_box._image.pack import PackError, PackInputError, pack_tree
 from mushin_box._image.sif import SifFormatError, file_sha256, root_squashfs_offset
@@ -429,7 +435,7 @@ def _plan(
         "test": list(spec.test),
         "labels": dict(spec.labels),
         "definition": definition,
-        "python": spec.python if spec.venv is None else f"{spec.venv}/bin/python",
+        "python": image_python(spec),
         "epoch": str(epoch),
         "pip_env": pip_env,
         "pip_paths": pip_paths,
