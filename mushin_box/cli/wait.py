@@ -11,6 +11,7 @@ still writes its last files, and a resume would find it live and refuse.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 
@@ -50,6 +51,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="print no progress bar")
 
 
+def _pause(interval: float, deadline: float | None) -> float:
+    """The next look is an interval away, or at the deadline if that comes first."""
+    left = math.inf if deadline is None else max(0.0, deadline - time.monotonic())
+    return min(interval, left)
+
+
 def run(args: argparse.Namespace) -> int:
     from mushin_box._sweepdir.board import read_sweep
     from mushin_box._sweepdir.progress import SweepFollower
@@ -70,10 +77,10 @@ def run(args: argparse.Namespace) -> int:
             if sweep.unanswered and not said:  # said once; the next looks ask again
                 print(f"{root}: {unanswered_line(sweep)}", file=sys.stderr)
                 said = True
-            if deadline is not None and time.monotonic() > deadline:
+            if deadline is not None and time.monotonic() >= deadline:
                 print(f"{root}: still running after {args.timeout:g} s", file=sys.stderr)
                 return EXIT_RUNNING
-            time.sleep(args.interval)
+            time.sleep(_pause(args.interval, deadline))
             sweep = follower.update()
     # the jobs leave the queue (an id without the sweep's mark was given to another job); a
     # queue that does not answer is not waited for: the cells have settled
@@ -92,5 +99,5 @@ def run(args: argparse.Namespace) -> int:
             )
             break
         if left:
-            time.sleep(args.interval)
+            time.sleep(_pause(args.interval, end))
     return end_report(read_sweep(root), resume_hint(root))
