@@ -60,7 +60,7 @@ def test_the_first_line_is_printed_before_a_cell_is_read(
     if argv[0] == "status":  # each cell's status record: its node, duration, job
         seen = _spy(monkeypatch, capsys, settled, "read_status")
     else:  # each completed cell's metrics
-        seen = _spy(monkeypatch, capsys, board, "read_object")
+        seen = _spy(monkeypatch, capsys, board, "read_json")
     assert main([argv[0], str(sweep), *argv[1:]]) == 0
     out = "".join([seen[-1] if seen else "", capsys.readouterr().out])
     first = f"{sweep}: 112 completed"
@@ -76,7 +76,7 @@ def test_show_with_an_option_the_cells_must_answer_prints_once_they_are_read(
     # a --best naming no metric is one line on stderr and nothing on stdout: so its
     # heading waits for the cells
     sweep = _finished_an_hour_ago(many_cells(tmp_path / "sweep", 2, 3))
-    seen = _spy(monkeypatch, capsys, board, "read_object")
+    seen = _spy(monkeypatch, capsys, board, "read_json")
     assert main(["show", str(sweep), "--best", "loss"]) == 0
     assert seen and seen[-1] == ""
     assert capsys.readouterr().out.splitlines()[0] == f"{sweep}: 6 completed"
