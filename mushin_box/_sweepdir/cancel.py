@@ -315,7 +315,8 @@ def cancel(
             if cell.job_id in stopped:
                 pending.append(cell)
             else:
-                unreachable.append((str(cell.dir), f"its job {cell.job_id} was not cancelled"))
+                why = f": scancel could not run ({failed})" if failed else ""
+                unreachable.append((str(cell.dir), f"its job {cell.job_id} was not cancelled{why}"))
             continue
         problem = None if cell.pid is None else _process_problem(cell.pid, cell.pid_start, uid)
         if cell.pid is not None and problem is None:
