@@ -11,7 +11,6 @@ still writes its last files, and a resume would find it live and refuse.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 
@@ -53,8 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _pause(interval: float, deadline: float | None) -> float:
     """The next look is an interval away, or at the deadline if that comes first."""
-    left = math.inf if deadline is None else max(0.0, deadline - time.monotonic())
-    return min(interval, left)
+    return interval if deadline is None else min(interval, max(0.0, deadline - time.monotonic()))
 
 
 def run(args: argparse.Namespace) -> int:
