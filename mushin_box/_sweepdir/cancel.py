@@ -306,8 +306,10 @@ def cancel(
     refused += why
     if not answered:
         blocked = blocked or "the scheduler did not answer for the sweep's jobs"
-    if failed := scancel(jobs):  # nothing cancelled: no cell is marked as if it were
-        blocked, jobs = blocked or f"scancel could not run ({failed})", []
+    failed = scancel(jobs)
+    if failed:  # nothing cancelled: no cell is marked as if it were
+        failed = f"scancel could not run ({failed}): cancel again where it runs"
+        blocked, jobs = blocked or failed, []
     stopped = set(jobs)
     pending: list[CellView] = []  # new lists, not list.remove: that is quadratic in the cells
     for cell in targets:
@@ -315,8 +317,8 @@ def cancel(
             if cell.job_id in stopped:
                 pending.append(cell)
             else:
-                why = f": scancel could not run ({failed})" if failed else ""
-                unreachable.append((str(cell.dir), f"its job {cell.job_id} was not cancelled{why}"))
+                why = f"its job {cell.job_id} was not cancelled" + (f": {failed}" if failed else "")
+                unreachable.append((str(cell.dir), why))
             continue
         problem = None if cell.pid is None else _process_problem(cell.pid, cell.pid_start, uid)
         if cell.pid is not None and problem is None:

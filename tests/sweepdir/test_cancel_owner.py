@@ -133,7 +133,8 @@ def test_a_scancel_that_cannot_run_marks_no_queued_cell_cancelled(
     assert report.cancelled == () and report.scancelled == ()  # job 92 may still start a=2
     why = dict(report.unreachable)
     assert sorted(why) == ["a=2", "a=3"]  # the queued cell, and the running one of job 93
-    assert all("scancel could not run ([Errno 2] No such file" in w for w in why.values())
+    said = "scancel could not run ([Errno 2] No such file: 'scancel'): cancel again where it runs"
+    assert all(said in w for w in why.values()), why
 
 
 @as_root
