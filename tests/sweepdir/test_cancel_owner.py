@@ -18,6 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
+import mushin_box._sweepdir.board as board
 import mushin_box._sweepdir.cancel as cancel_mod
 from mushin_box._core.layout import JOBS_FILE, STATUS_FILE
 from mushin_box._core.sidecars import read_json, timestamp, write_json_atomic
@@ -124,6 +125,8 @@ def test_a_scancel_that_cannot_run_marks_no_queued_cell_cancelled(
     running = {"combo": {"a": 3}, "status": "running", "attempt": 1, "slurm_job_id": "93"}
     write_json_atomic(tmp_path / "a=3" / STATUS_FILE, running)
     write_grid(tmp_path, {"a": [1, 2, 3]})
+    # the reader sees job 93 running, with or without a cluster here
+    monkeypatch.setattr(board, "job_states", lambda ids, **_: dict.fromkeys(ids, "RUNNING"))
     mark = sweep_mark(tmp_path.resolve())
     monkeypatch.setattr(
         cancel_mod, "queued_jobs", lambda ids, **_: dict.fromkeys(ids, ("PENDING", mark, ME))
